@@ -1,0 +1,87 @@
+/**
+ * The one error type of the gateway. Every failure that reaches the wire is a GatewayError;
+ * `renderError` (http.ts) is the only place that turns it into a response body.
+ */
+
+/** Anthropic-style error types (API.md "Errors and status codes"). */
+export type ErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'billing_error'
+  | 'not_found_error'
+  | 'conflict_error'
+  | 'request_too_large'
+  | 'rate_limit_error'
+  | 'api_error'
+  | 'timeout_error'
+  | 'overloaded_error';
+
+/** Default error.type for a status, used when a caller gives only a status. */
+export const TYPE_FOR_STATUS: Record<number, ErrorType> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  402: 'billing_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  405: 'invalid_request_error',
+  409: 'conflict_error',
+  413: 'request_too_large',
+  415: 'invalid_request_error',
+  422: 'invalid_request_error',
+  423: 'permission_error',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  502: 'api_error',
+  503: 'overloaded_error',
+  504: 'timeout_error',
+  529: 'overloaded_error',
+};
+
+export interface GatewayErrorOptions {
+  /** Offending field or header, e.g. `messages[2].role`; "" when nothing applies. */
+  param?: string;
+  /** Overrides the type derived from the status. */
+  type?: ErrorType;
+  /** Extra response headers (e.g. retry-after). */
+  headers?: Record<string, string>;
+  /** The underlying error, kept for logs, never rendered. */
+  cause?: unknown;
+}
+
+export class GatewayError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly type: ErrorType;
+  readonly param: string;
+  readonly headers: Record<string, string>;
+
+  constructor(status: number, code: string, message: string, opts: GatewayErrorOptions = {}) {
+    super(message, { cause: opts.cause });
+    this.name = 'GatewayError';
+    this.status = status;
+    this.code = code;
+    this.type = opts.type ?? TYPE_FOR_STATUS[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error');
+    this.param = opts.param ?? '';
+    this.headers = opts.headers ?? {};
+  }
+}
+
+/** Shorthands for the common cases, so call sites read like the status table. */
+export const errors = {
+  badRequest: (code: string, message: string, param = '') => new GatewayError(400, code, message, { param }),
+  unauthorized: (code: string, message: string) => new GatewayError(401, code, message),
+  forbidden: (code: string, message: string, param = '') => new GatewayError(403, code, message, { param }),
+  notFound: (code: string, message: string, param = '') => new GatewayError(404, code, message, { param }),
+  conflict: (code: string, message: string, param = '') => new GatewayError(409, code, message, { param }),
+  quota: (message = 'Quota exhausted') => new GatewayError(402, 'quota_exhausted', message),
+  rateLimited: (retryAfterSeconds: number, message = 'Too many requests') =>
+    new GatewayError(429, 'rate_limited', message, { headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterSeconds))) } }),
+  internal: (cause?: unknown) => new GatewayError(500, 'internal_error', 'Internal server error', { cause }),
+};
+
+/** Wraps anything thrown into a GatewayError, keeping the cause; unknown throws become 500s. */
+export function toGatewayError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  return errors.internal(err);
+}
