@@ -1,1 +1,111 @@
-export {};
+/**
+ * Configuration, read once from the environment at start-up and validated there: a bad value
+ * stops the process with a one-line reason instead of failing later on a request.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export interface Config {
+  port: number;
+  host: string;
+  /** `sqlite:<path>` or `sqlite::memory:`. */
+  databaseUrl: string;
+  /** Filesystem path of the SQLite database, or ':memory:'. */
+  sqlitePath: string;
+  rootUsername: string;
+  /** Undefined: generate one on first start and print it once. */
+  rootPassword?: string;
+  /** 32-byte key for secrets at rest (channel keys, TOTP secrets). */
+  secretKey: Uint8Array;
+  /** Largest request body accepted, in bytes (413 above). */
+  maxBodyBytes: number;
+  sessionTtlSeconds: number;
+  /** Secure flag on the session cookie (set when served over HTTPS). */
+  cookieSecure: boolean;
+  /** Login protection: failures before a lock, base lock seconds (doubles each time), per-IP attempts per minute. */
+  loginMaxFailures: number;
+  loginLockSeconds: number;
+  loginIpPerMinute: number;
+  /** Seconds the server waits on an idle connection (streams send pings well inside this). */
+  idleTimeoutSeconds: number;
+  /** Log requests to stdout. */
+  logRequests: boolean;
+  /** Unparsed environment, for feature modules that read their own optional settings. */
+  env: Record<string, string | undefined>;
+}
+
+function int(env: Record<string, string | undefined>, name: string, def: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return def;
+  if (!/^-?\d+$/.test(raw.trim())) throw new ConfigError(`${name} must be an integer, got "${raw}"`);
+  const v = Number(raw);
+  if (v < min || v > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${v}`);
+  return v;
+}
+
+function bool(env: Record<string, string | undefined>, name: string, def: boolean): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return def;
+  if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
+  if (['0', 'false', 'no', 'off'].includes(raw)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
+}
+
+function parseSqliteUrl(url: string): string {
+  const m = /^sqlite:(.+)$/.exec(url);
+  if (!m) throw new ConfigError(`DATABASE_URL must look like sqlite:./data/gateway.db or sqlite::memory:, got "${url}"`);
+  const path = m[1]!.replace(/^\/\/(?=\/)/, '');
+  return path === ':memory:' ? ':memory:' : path;
+}
+
+/** Reads SECRET_KEY (hex or base64 of 32 bytes); without it, a key file beside the database is created once. */
+function secretKey(env: Record<string, string | undefined>, sqlitePath: string): Uint8Array {
+  const raw = env.SECRET_KEY?.trim();
+  if (raw) {
+    const bytes = /^[0-9a-fA-F]{64}$/.test(raw) ? Buffer.from(raw, 'hex') : Buffer.from(raw, 'base64');
+    if (bytes.length !== 32) throw new ConfigError('SECRET_KEY must be 32 bytes as 64 hex characters or base64');
+    return new Uint8Array(bytes);
+  }
+  if (sqlitePath === ':memory:') return crypto.getRandomValues(new Uint8Array(32));
+  const file = join(dirname(sqlitePath), 'secret.key');
+  if (existsSync(file)) return new Uint8Array(Buffer.from(readFileSync(file, 'utf8').trim(), 'hex'));
+  mkdirSync(dirname(file), { recursive: true });
+  const key = crypto.getRandomValues(new Uint8Array(32));
+  writeFileSync(file, Buffer.from(key).toString('hex'), { mode: 0o600 });
+  return key;
+}
+
+/** Builds the validated configuration; throws ConfigError with a one-line reason. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const databaseUrl = env.DATABASE_URL?.trim() || 'sqlite:./data/gateway.db';
+  const sqlitePath = parseSqliteUrl(databaseUrl);
+  if (sqlitePath !== ':memory:') mkdirSync(dirname(sqlitePath), { recursive: true });
+  const rootUsername = env.ROOT_USERNAME?.trim() || 'root';
+  if (!/^[A-Za-z0-9_.-]{3,64}$/.test(rootUsername)) throw new ConfigError('ROOT_USERNAME must be 3-64 characters of letters, digits, _ . -');
+  const rootPassword = env.ROOT_PASSWORD || undefined;
+  if (rootPassword !== undefined && rootPassword.length < 8) throw new ConfigError('ROOT_PASSWORD must be at least 8 characters');
+  return {
+    port: int(env, 'PORT', 3000, 0, 65535),
+    host: env.HOST?.trim() || '0.0.0.0',
+    databaseUrl,
+    sqlitePath,
+    rootUsername,
+    rootPassword,
+    secretKey: secretKey(env, sqlitePath),
+    maxBodyBytes: int(env, 'MAX_BODY_BYTES', 32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    sessionTtlSeconds: int(env, 'SESSION_TTL_HOURS', 168, 1, 24 * 365) * 3600,
+    cookieSecure: bool(env, 'COOKIE_SECURE', false),
+    loginMaxFailures: int(env, 'LOGIN_MAX_FAILURES', 5, 1, 1000),
+    loginLockSeconds: int(env, 'LOGIN_LOCK_SECONDS', 60, 1, 86400),
+    loginIpPerMinute: int(env, 'LOGIN_IP_PER_MINUTE', 30, 1, 100000),
+    idleTimeoutSeconds: int(env, 'IDLE_TIMEOUT_SECONDS', 255, 10, 255),
+    logRequests: bool(env, 'LOG_REQUESTS', false),
+    env,
+  };
+}
+
+export { int as readIntEnv, bool as readBoolEnv };

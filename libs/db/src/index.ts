@@ -1,1 +1,6 @@
-export {};
+export * from './client';
+export * as schema from './schema';
+export * from './schema';
+export * from './repos/users';
+export * from './repos/sessions';
+export * from './repos/ledger';

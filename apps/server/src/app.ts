@@ -1,0 +1,29 @@
+/**
+ * Builds the HTTP application from services without listening, so tests and the benchmark can
+ * start it on any port. Feature route modules are mounted here and nowhere else.
+ */
+import { Elysia } from 'elysia';
+import type { Services } from './services';
+import { httpErrors } from './plugins/http-errors';
+import { sessionRoutes } from './routes/session';
+
+export function createApp(s: Services) {
+  const app: Elysia<any, any, any, any, any, any, any> = new Elysia({ name: 'gateway' })
+    .use(httpErrors({ maxBodyBytes: s.config.maxBodyBytes, routes: () => app.routes }))
+    .get('/health', () => ({ status: 'ok' }), { detail: { tags: ['system'], summary: 'Liveness probe' } })
+    .use(sessionRoutes(s));
+  return app;
+}
+
+/** Starts the app on `port` (0 = any free port) with the server options the gateway needs. */
+export function listen(s: Services, port = s.config.port, hostname = s.config.host) {
+  const app = createApp(s);
+  app.listen({
+    port, hostname,
+    idleTimeout: s.config.idleTimeoutSeconds,
+    // Bun would answer an oversized body with plain text; http-errors enforces MAX_BODY_BYTES with a JSON 413
+    // (content-length up front, chunked bodies while reading), so Bun's own limit is set out of the way.
+    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+  });
+  return app;
+}

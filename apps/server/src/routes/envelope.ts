@@ -1,0 +1,15 @@
+import { t, type TSchema } from 'elysia';
+
+/** The management success envelope `{success, message, data}` around a data schema (for OpenAPI). */
+export const envelope = <T extends TSchema>(data: T) =>
+  t.Object({ success: t.Literal(true), message: t.String(), data });
+
+/** A page of items, as every list endpoint returns it. */
+export const page = <T extends TSchema>(item: T) =>
+  t.Object({ items: t.Array(item), total: t.Integer(), page: t.Integer(), page_size: t.Integer() });
+
+/** Query parameters of every list endpoint (`p` is 1-based, new-api style). */
+export const pageQuery = {
+  p: t.Optional(t.Integer({ minimum: 1, default: 1 })),
+  page_size: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20 })),
+};

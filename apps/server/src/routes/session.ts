@@ -1,0 +1,62 @@
+/** Login, logout, the caller's own profile and management access tokens. */
+import { Elysia, t } from 'elysia';
+import { ok } from '@gw/core';
+import { SESSION_COOKIE, toUserView, UserView, AccessTokenView } from '@gw/identity';
+import { authPlugin, caller } from '../plugins/auth';
+import { clientIp } from '../plugins/client-ip';
+import type { Services } from '../services';
+import { envelope } from './envelope';
+
+export const sessionRoutes = (s: Services) =>
+  new Elysia({ name: 'session-routes', prefix: '/api/user' })
+    .use(authPlugin(s))
+    .post('/login', async ({ body, request, server, set }) => {
+      const r = await s.login.login({
+        username: body.username, password: body.password, totpCode: body.totp_code,
+        ip: clientIp(request, server), userAgent: request.headers.get('user-agent') ?? '',
+      });
+      const cookie = [
+        `${SESSION_COOKIE}=${r.sessionId}`, 'Path=/', 'HttpOnly', 'SameSite=Lax', `Max-Age=${s.config.sessionTtlSeconds}`,
+        ...(s.config.cookieSecure ? ['Secure'] : []),
+      ];
+      set.headers['set-cookie'] = cookie.join('; ');
+      return ok(toUserView(r.user));
+    }, {
+      body: t.Object({
+        username: t.String({ minLength: 1, maxLength: 64 }),
+        password: t.String({ minLength: 1, maxLength: 256 }),
+        totp_code: t.Optional(t.String({ maxLength: 32, description: 'TOTP or backup code, required when 2FA is on' })),
+      }),
+      response: envelope(UserView),
+      detail: { tags: ['session'], summary: 'Log in; sets the HttpOnly session cookie' },
+    })
+    .post('/logout', (ctx) => {
+      s.auth.logout(caller(ctx));
+      ctx.set.headers['set-cookie'] = `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0`;
+      return ok(null);
+    }, { role: 'user', response: envelope(t.Null()), detail: { tags: ['session'], summary: 'End the current session' } })
+    .get('/self', (ctx) => ok(toUserView(caller(ctx).user)), {
+      role: 'user', response: envelope(UserView), detail: { tags: ['session'], summary: 'The caller' },
+    })
+    .get('/access_token', (ctx) => ok(s.auth.listAccessTokens(caller(ctx).user.id)), {
+      role: 'user', response: envelope(t.Array(AccessTokenView)), detail: { tags: ['session'], summary: "List the caller's management access tokens" },
+    })
+    .post('/access_token', (ctx) => {
+      const r = s.auth.createAccessToken(caller(ctx).user.id, ctx.body.name ?? '', ctx.body.expires_in_days);
+      return ok({ ...r.view, token: r.token });
+    }, {
+      role: 'user',
+      body: t.Object({
+        name: t.Optional(t.String({ maxLength: 64 })),
+        expires_in_days: t.Optional(t.Integer({ minimum: 1, maximum: 3650 })),
+      }),
+      response: envelope(t.Intersect([AccessTokenView, t.Object({ token: t.String({ description: 'Shown once' }) })])),
+      detail: { tags: ['session'], summary: 'Create a management access token (Bearer on /api/); the token is shown once' },
+    })
+    .delete('/access_token/:id', (ctx) => {
+      s.auth.revokeAccessToken(caller(ctx).user.id, ctx.params.id);
+      return ok(null);
+    }, {
+      role: 'user', params: t.Object({ id: t.Integer({ minimum: 1 }) }), response: envelope(t.Null()),
+      detail: { tags: ['session'], summary: 'Revoke one of the caller’s access tokens' },
+    });

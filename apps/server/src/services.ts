@@ -1,0 +1,47 @@
+/**
+ * The composition root: builds every library service from the configuration. Routes receive this
+ * object and never construct services themselves, so tests can start a whole gateway in-process.
+ */
+import type { Config } from '@gw/config';
+import { SecretBox } from '@gw/core';
+import { LedgerRepo, SessionsRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
+import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
+
+export interface Services {
+  config: Config;
+  dbh: DbHandle;
+  secrets: SecretBox;
+  users: UsersRepo;
+  sessions: SessionsRepo;
+  ledger: LedgerRepo;
+  auth: ManagementAuth;
+  login: LoginService;
+  /** Stops background work (health probes, flushers) and closes the database. */
+  close(): Promise<void>;
+}
+
+export async function createServices(config: Config, log: (line: string) => void = console.log): Promise<Services> {
+  const dbh = openDatabase(config.sqlitePath);
+  const users = new UsersRepo(dbh.db);
+  const sessions = new SessionsRepo(dbh.db);
+  const ledger = new LedgerRepo(dbh.db);
+  const boot = await bootstrapRoot(users, { username: config.rootUsername, password: config.rootPassword });
+  if (boot.generatedPassword) {
+    log(`Created root user "${config.rootUsername}" with generated password: ${boot.generatedPassword}  (shown once; set ROOT_PASSWORD to choose it)`);
+  }
+  const closers: Array<() => void | Promise<void>> = [];
+  const services: Services = {
+    config, dbh, users, sessions, ledger,
+    secrets: new SecretBox(config.secretKey),
+    auth: new ManagementAuth(users, sessions),
+    login: new LoginService(users, sessions, {
+      maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
+      ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,
+    }),
+    async close() {
+      for (const c of closers.reverse()) await c();
+      dbh.close();
+    },
+  };
+  return services;
+}

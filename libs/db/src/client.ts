@@ -1,0 +1,32 @@
+import { Database } from 'bun:sqlite';
+import { drizzle } from 'drizzle-orm/bun-sqlite';
+import { migrate } from 'drizzle-orm/bun-sqlite/migrator';
+import { join } from 'node:path';
+import * as schema from './schema';
+
+export type Db = ReturnType<typeof drizzle<typeof schema>>;
+
+export interface DbHandle {
+  db: Db;
+  sqlite: Database;
+  close(): void;
+}
+
+/** Folder with drizzle-kit's generated migrations (repo root /drizzle). */
+export const MIGRATIONS_DIR = join(import.meta.dir, '..', '..', '..', 'drizzle');
+
+/**
+ * Opens the SQLite database and applies pending migrations.
+ * WAL + synchronous=NORMAL: a committed transaction survives a process kill, and readers never
+ * block the single writer.
+ */
+export function openDatabase(path: string): DbHandle {
+  const sqlite = new Database(path, { create: true, strict: true });
+  sqlite.exec('PRAGMA journal_mode = WAL');
+  sqlite.exec('PRAGMA synchronous = NORMAL');
+  sqlite.exec('PRAGMA foreign_keys = ON');
+  sqlite.exec('PRAGMA busy_timeout = 5000');
+  const db = drizzle({ client: sqlite, schema });
+  migrate(db, { migrationsFolder: MIGRATIONS_DIR });
+  return { db, sqlite, close: () => sqlite.close() };
+}

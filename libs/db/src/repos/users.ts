@@ -1,0 +1,63 @@
+import { and, count, desc, eq, like, or, sql, type SQL } from 'drizzle-orm';
+import type { Db } from '../client';
+import { users } from '../schema';
+
+export type UserRow = typeof users.$inferSelect;
+export type NewUserRow = typeof users.$inferInsert;
+
+export interface UserListFilter {
+  keyword?: string;
+  role?: number;
+  status?: number;
+  group?: string;
+  offset: number;
+  limit: number;
+}
+
+/** Storage of users; knows SQL, no rules. */
+export class UsersRepo {
+  constructor(private readonly db: Db) {}
+
+  byId(id: number): UserRow | undefined {
+    return this.db.select().from(users).where(eq(users.id, id)).get();
+  }
+
+  byUsername(username: string): UserRow | undefined {
+    return this.db.select().from(users).where(eq(users.username, username)).get();
+  }
+
+  byEmail(email: string): UserRow | undefined {
+    return this.db.select().from(users).where(sql`lower(${users.email}) = lower(${email})`).get();
+  }
+
+  insert(row: NewUserRow): UserRow {
+    return this.db.insert(users).values(row).returning().get();
+  }
+
+  update(id: number, patch: Partial<NewUserRow>): UserRow | undefined {
+    return this.db.update(users).set(patch).where(eq(users.id, id)).returning().get();
+  }
+
+  delete(id: number): boolean {
+    return this.db.delete(users).where(eq(users.id, id)).returning({ id: users.id }).all().length > 0;
+  }
+
+  count(): number {
+    return this.db.select({ n: count() }).from(users).get()!.n;
+  }
+
+  list(f: UserListFilter): { items: UserRow[]; total: number } {
+    const conds: SQL[] = [];
+    if (f.keyword) {
+      const k = `%${f.keyword}%`;
+      conds.push(or(like(users.username, k), like(users.displayName, k), like(users.email, k))!);
+    }
+    if (f.role !== undefined) conds.push(eq(users.role, f.role));
+    if (f.status !== undefined) conds.push(eq(users.status, f.status));
+    if (f.group !== undefined) conds.push(eq(users.group, f.group));
+    const where = conds.length ? and(...conds) : undefined;
+    const items = this.db.select().from(users).where(where).orderBy(desc(users.id)).limit(f.limit).offset(f.offset).all();
+    const total = this.db.select({ n: count() }).from(users).where(where).get()!.n;
+    return { items, total };
+  }
+}

@@ -1,0 +1,61 @@
+import { sqliteTable, integer, text, index, uniqueIndex } from 'drizzle-orm/sqlite-core';
+
+/** Per-model prices in quota units per million tokens (integers: no float touches money). */
+export const prices = sqliteTable('prices', {
+  model: text('model').primaryKey(),
+  input: integer('input').notNull().default(0),
+  output: integer('output').notNull().default(0),
+  cacheRead: integer('cache_read').notNull().default(0),
+  cacheWrite: integer('cache_write').notNull().default(0),
+  /** Realtime audio prices (text tokens use input/output, cached input uses cacheRead). */
+  audioInput: integer('audio_input').notNull().default(0),
+  audioOutput: integer('audio_output').notNull().default(0),
+  updatedAt: integer('updated_at').notNull(),
+});
+
+/** One row per billed unit of work (a /v1/messages request, a realtime response). */
+export const usageLogs = sqliteTable('usage_logs', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  /** Unique: settling the same request twice is impossible by construction. */
+  requestId: text('request_id').notNull(),
+  kind: text('kind').notNull().default('messages'),
+  userId: integer('user_id').notNull(),
+  apiKeyId: integer('api_key_id').notNull(),
+  channelId: integer('channel_id'),
+  model: text('model').notNull(),
+  upstreamModel: text('upstream_model').notNull().default(''),
+  stream: integer('stream', { mode: 'boolean' }).notNull().default(false),
+  inputTokens: integer('input_tokens').notNull().default(0),
+  outputTokens: integer('output_tokens').notNull().default(0),
+  cacheReadTokens: integer('cache_read_tokens').notNull().default(0),
+  cacheWriteTokens: integer('cache_write_tokens').notNull().default(0),
+  audioInputTokens: integer('audio_input_tokens').notNull().default(0),
+  audioOutputTokens: integer('audio_output_tokens').notNull().default(0),
+  cost: integer('cost').notNull().default(0),
+  latencyMs: integer('latency_ms').notNull().default(0),
+  ttftMs: integer('ttft_ms'),
+  status: integer('status').notNull(),
+  errorCode: text('error_code').notNull().default(''),
+  attempts: integer('attempts').notNull().default(1),
+  ip: text('ip').notNull().default(''),
+  createdAt: integer('created_at').notNull(),
+}, (t) => [
+  uniqueIndex('usage_logs_request_uq').on(t.requestId),
+  index('usage_logs_user_idx').on(t.userId, t.createdAt),
+  index('usage_logs_created_idx').on(t.createdAt),
+]);
+
+/** Every change of a user's balance. `ref` + `kind` is unique so a credit or charge applies once. */
+export const ledger = sqliteTable('ledger', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  userId: integer('user_id').notNull(),
+  /** 'topup' | 'charge' | 'refund' | 'adjust' */
+  kind: text('kind').notNull(),
+  /** Signed quota units. */
+  amount: integer('amount').notNull(),
+  balanceAfter: integer('balance_after').notNull(),
+  ref: text('ref').notNull(),
+  note: text('note').notNull().default(''),
+  actorId: integer('actor_id'),
+  createdAt: integer('created_at').notNull(),
+}, (t) => [uniqueIndex('ledger_kind_ref_uq').on(t.kind, t.ref), index('ledger_user_idx').on(t.userId, t.id)]);

@@ -1,0 +1,102 @@
+import { sqliteTable, integer, text, index, uniqueIndex } from 'drizzle-orm/sqlite-core';
+
+/** Roles are numbers so "at least admin" is a comparison (new-api convention). */
+export const ROLE = { user: 1, admin: 10, root: 100 } as const;
+export const USER_STATUS = { enabled: 1, disabled: 2 } as const;
+
+export const users = sqliteTable('users', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  username: text('username').notNull(),
+  passwordHash: text('password_hash').notNull(),
+  displayName: text('display_name').notNull().default(''),
+  email: text('email'),
+  role: integer('role').notNull().default(1),
+  status: integer('status').notNull().default(1),
+  group: text('group').notNull().default('default'),
+  /** Prepaid balance in quota units; always equals the sum of the user's ledger entries. */
+  quota: integer('quota').notNull().default(0),
+  usedQuota: integer('used_quota').notNull().default(0),
+  requestCount: integer('request_count').notNull().default(0),
+  /** AES-GCM sealed TOTP secret; null when 2FA was never set up. */
+  totpSecret: text('totp_secret'),
+  totpEnabled: integer('totp_enabled', { mode: 'boolean' }).notNull().default(false),
+  /** Last accepted TOTP time step: a code's step is accepted once (replay protection). */
+  totpLastStep: integer('totp_last_step').notNull().default(0),
+  failedLogins: integer('failed_logins').notNull().default(0),
+  lockCount: integer('lock_count').notNull().default(0),
+  lockedUntil: integer('locked_until').notNull().default(0),
+  createdAt: integer('created_at').notNull(),
+  updatedAt: integer('updated_at').notNull(),
+}, (t) => [uniqueIndex('users_username_uq').on(t.username), uniqueIndex('users_email_uq').on(t.email)]);
+
+/** Login sessions: the cookie holds a random id, the table only its SHA-256. */
+export const sessions = sqliteTable('sessions', {
+  idHash: text('id_hash').primaryKey(),
+  userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  createdAt: integer('created_at').notNull(),
+  expiresAt: integer('expires_at').notNull(),
+  ip: text('ip').notNull().default(''),
+  userAgent: text('user_agent').notNull().default(''),
+}, (t) => [index('sessions_user_idx').on(t.userId)]);
+
+/** Management access tokens (Bearer on /api/ for scripts and the CLI); stored hashed. */
+export const accessTokens = sqliteTable('access_tokens', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  name: text('name').notNull().default(''),
+  tokenHash: text('token_hash').notNull(),
+  /** First characters, so an operator can tell tokens apart without the secret. */
+  prefix: text('prefix').notNull(),
+  createdAt: integer('created_at').notNull(),
+  expiresAt: integer('expires_at'),
+  lastUsedAt: integer('last_used_at'),
+  revokedAt: integer('revoked_at'),
+}, (t) => [uniqueIndex('access_tokens_hash_uq').on(t.tokenHash), index('access_tokens_user_idx').on(t.userId)]);
+
+export const API_KEY_STATUS = { enabled: 1, disabled: 2 } as const;
+
+/** Relay API keys (`sk-…`) that call /v1/*; stored hashed, shown once. */
+export const apiKeys = sqliteTable('api_keys', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  name: text('name').notNull().default(''),
+  keyHash: text('key_hash').notNull(),
+  prefix: text('prefix').notNull(),
+  status: integer('status').notNull().default(1),
+  /** Unix seconds; null = never expires. */
+  expiresAt: integer('expires_at'),
+  unlimitedQuota: integer('unlimited_quota', { mode: 'boolean' }).notNull().default(true),
+  /** Remaining budget of this key in quota units (ignored when unlimited). */
+  remainQuota: integer('remain_quota').notNull().default(0),
+  usedQuota: integer('used_quota').notNull().default(0),
+  /** JSON string[]; null = every model the user's group may use. */
+  models: text('models', { mode: 'json' }).$type<string[] | null>(),
+  /** JSON string[] of IPs/CIDRs; null = any address. */
+  allowIps: text('allow_ips', { mode: 'json' }).$type<string[] | null>(),
+  /** Overrides the owner's group for routing; null = the owner's group. */
+  group: text('group'),
+  /** Requests per minute; 0 = unlimited. */
+  rateLimitRpm: integer('rate_limit_rpm').notNull().default(0),
+  createdAt: integer('created_at').notNull(),
+  updatedAt: integer('updated_at').notNull(),
+  lastUsedAt: integer('last_used_at'),
+}, (t) => [uniqueIndex('api_keys_hash_uq').on(t.keyHash), index('api_keys_user_idx').on(t.userId)]);
+
+/** 2FA backup codes: single use, stored hashed. */
+export const backupCodes = sqliteTable('backup_codes', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  codeHash: text('code_hash').notNull(),
+  usedAt: integer('used_at'),
+  createdAt: integer('created_at').notNull(),
+}, (t) => [index('backup_codes_user_idx').on(t.userId)]);
+
+/** Password reset tokens: single use, expiring, stored hashed; a new one voids the earlier ones. */
+export const passwordResets = sqliteTable('password_resets', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  userId: integer('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),
+  tokenHash: text('token_hash').notNull(),
+  expiresAt: integer('expires_at').notNull(),
+  usedAt: integer('used_at'),
+  createdAt: integer('created_at').notNull(),
+}, (t) => [uniqueIndex('password_resets_hash_uq').on(t.tokenHash), index('password_resets_user_idx').on(t.userId)]);

@@ -1,0 +1,5 @@
+export * from './identity';
+export * from './channels';
+export * from './billing';
+export * from './payments';
+export * from './realtime';

@@ -1,0 +1,87 @@
+import { GatewayError, RateWindow, nowSeconds, randomToken, sha256Hex } from '@gw/core';
+import type { SessionsRepo, UsersRepo, UserRow } from '@gw/db';
+import { USER_STATUS } from '@gw/db';
+import { dummyPasswordHash, verifyPassword } from './passwords';
+
+export interface LoginPolicy {
+  maxFailures: number;
+  lockSeconds: number;
+  ipPerMinute: number;
+  sessionTtlSeconds: number;
+}
+
+/**
+ * Checks a second factor for a user with 2FA on. Returns true when `code` is a valid, unreplayed
+ * TOTP or unused backup code (and consumes it). Provided by the two-factor module.
+ */
+export type SecondFactorCheck = (user: UserRow, code: string) => Promise<boolean>;
+
+export interface LoginInput {
+  username: string;
+  password: string;
+  totpCode?: string;
+  ip: string;
+  userAgent: string;
+}
+
+/**
+ * Password login with lockout: `maxFailures` wrong passwords or codes lock the account for
+ * lockSeconds * 2^(locks so far); the per-IP window stops spraying across many accounts.
+ */
+export class LoginService {
+  private readonly ipWindow = new RateWindow(60_000);
+  secondFactor: SecondFactorCheck | null = null;
+
+  constructor(private readonly users: UsersRepo, private readonly sessions: SessionsRepo, private readonly policy: LoginPolicy) {}
+
+  async login(input: LoginInput): Promise<{ sessionId: string; user: UserRow; expiresAt: number }> {
+    const wait = this.ipWindow.hit(input.ip, this.policy.ipPerMinute);
+    if (wait) throw new GatewayError(429, 'too_many_attempts', 'Too many login attempts from this address', { headers: { 'retry-after': String(wait) } });
+    const now = nowSeconds();
+    const user = this.users.byUsername(input.username);
+    if (!user) {
+      await verifyPassword(input.password, await dummyPasswordHash());
+      throw invalidCredentials();
+    }
+    if (user.lockedUntil > now) {
+      throw new GatewayError(429, 'account_locked', 'Account temporarily locked after repeated failed logins', {
+        headers: { 'retry-after': String(user.lockedUntil - now) },
+      });
+    }
+    if (!(await verifyPassword(input.password, user.passwordHash))) {
+      this.recordFailure(user, now);
+      throw invalidCredentials();
+    }
+    if (user.totpEnabled) {
+      if (!input.totpCode) {
+        throw new GatewayError(401, 'totp_required', 'Two-factor code required', { param: 'totp_code' });
+      }
+      const okCode = this.secondFactor ? await this.secondFactor(user, input.totpCode) : false;
+      if (!okCode) {
+        this.recordFailure(user, now);
+        throw new GatewayError(401, 'invalid_totp', 'Invalid two-factor code', { param: 'totp_code' });
+      }
+    }
+    if (user.status !== USER_STATUS.enabled) throw new GatewayError(403, 'user_disabled', 'This account is disabled');
+    if (user.failedLogins || user.lockCount) this.users.update(user.id, { failedLogins: 0, lockCount: 0, lockedUntil: 0 });
+    const sessionId = randomToken(43);
+    const expiresAt = now + this.policy.sessionTtlSeconds;
+    this.sessions.createSession({
+      idHash: sha256Hex(sessionId), userId: user.id, createdAt: now, expiresAt,
+      ip: input.ip.slice(0, 64), userAgent: input.userAgent.slice(0, 256),
+    });
+    return { sessionId, user, expiresAt };
+  }
+
+  private recordFailure(user: UserRow, now: number): void {
+    const failures = user.failedLogins + 1;
+    if (failures >= this.policy.maxFailures) {
+      const lockedUntil = now + this.policy.lockSeconds * 2 ** Math.min(user.lockCount, 16);
+      this.users.update(user.id, { failedLogins: 0, lockCount: user.lockCount + 1, lockedUntil });
+    } else {
+      this.users.update(user.id, { failedLogins: failures });
+    }
+  }
+}
+
+const invalidCredentials = () => new GatewayError(401, 'invalid_credentials', 'Invalid username or password');

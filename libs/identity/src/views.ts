@@ -1,0 +1,39 @@
+import { Type, type Static } from '@sinclair/typebox';
+import type { UserRow } from '@gw/db';
+
+/** A user as every API returns it: no password hash, no TOTP secret, no lock counters. */
+export const UserView = Type.Object({
+  id: Type.Integer(),
+  username: Type.String(),
+  display_name: Type.String(),
+  email: Type.Union([Type.String(), Type.Null()]),
+  role: Type.Integer({ description: '1 user, 10 admin, 100 root' }),
+  status: Type.Integer({ description: '1 enabled, 2 disabled' }),
+  group: Type.String(),
+  quota: Type.Integer({ description: 'Prepaid balance in quota units' }),
+  used_quota: Type.Integer(),
+  request_count: Type.Integer(),
+  totp_enabled: Type.Boolean(),
+  created_at: Type.Integer(),
+  updated_at: Type.Integer(),
+});
+export type UserView = Static<typeof UserView>;
+
+export function toUserView(u: UserRow): UserView {
+  return {
+    id: u.id, username: u.username, display_name: u.displayName, email: u.email, role: u.role,
+    status: u.status, group: u.group, quota: u.quota, used_quota: u.usedQuota, request_count: u.requestCount,
+    totp_enabled: u.totpEnabled, created_at: u.createdAt, updated_at: u.updatedAt,
+  };
+}
+
+export const AccessTokenView = Type.Object({
+  id: Type.Integer(),
+  name: Type.String(),
+  prefix: Type.String({ description: 'First characters of the token, for recognition' }),
+  created_at: Type.Integer(),
+  expires_at: Type.Union([Type.Integer(), Type.Null()]),
+  last_used_at: Type.Union([Type.Integer(), Type.Null()]),
+  revoked: Type.Boolean(),
+});
+export type AccessTokenView = Static<typeof AccessTokenView>;
