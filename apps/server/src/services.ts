@@ -3,7 +3,7 @@
  * object and never construct services themselves, so tests can start a whole gateway in-process.
  */
 import type { Config } from '@gw/config';
-import { SecretBox } from '@gw/core';
+import { ChangeBus, SecretBox } from '@gw/core';
 import { LedgerRepo, SessionsRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
 
@@ -11,11 +11,15 @@ export interface Services {
   config: Config;
   dbh: DbHandle;
   secrets: SecretBox;
+  /** Change notifications that keep the in-memory hot-path caches exact. */
+  bus: ChangeBus;
   users: UsersRepo;
   sessions: SessionsRepo;
   ledger: LedgerRepo;
   auth: ManagementAuth;
   login: LoginService;
+  /** Registers a shutdown step (stop timers, flush buffers) run before the database closes. */
+  onClose(fn: () => void | Promise<void>): void;
   /** Stops background work (health probes, flushers) and closes the database. */
   close(): Promise<void>;
 }
@@ -24,20 +28,23 @@ export async function createServices(config: Config, log: (line: string) => void
   const dbh = openDatabase(config.sqlitePath);
   const users = new UsersRepo(dbh.db);
   const sessions = new SessionsRepo(dbh.db);
-  const ledger = new LedgerRepo(dbh.db);
+  const bus = new ChangeBus();
+  const ledger = new LedgerRepo(dbh.db, bus);
   const boot = await bootstrapRoot(users, { username: config.rootUsername, password: config.rootPassword });
   if (boot.generatedPassword) {
     log(`Created root user "${config.rootUsername}" with generated password: ${boot.generatedPassword}  (shown once; set ROOT_PASSWORD to choose it)`);
   }
+  /** Feature modules push their shutdown steps here (reverse order on close). */
   const closers: Array<() => void | Promise<void>> = [];
   const services: Services = {
-    config, dbh, users, sessions, ledger,
+    config, dbh, users, sessions, ledger, bus,
     secrets: new SecretBox(config.secretKey),
     auth: new ManagementAuth(users, sessions),
     login: new LoginService(users, sessions, {
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,
     }),
+    onClose: (fn) => { closers.push(fn); },
     async close() {
       for (const c of closers.reverse()) await c();
       dbh.close();

@@ -5,3 +5,4 @@ export * from './money';
 export * from './secret-box';
 export * from './clock';
 export * from './rate-window';
+export * from './events';

@@ -1,4 +1,5 @@
 import { and, count, desc, eq, sql, type SQL } from 'drizzle-orm';
+import type { ChangeBus } from '@gw/core';
 import type { Db } from '../client';
 import { ledger, users } from '../schema';
 
@@ -19,11 +20,13 @@ export interface LedgerEntryInput {
 
 /** Balance changes and their ledger rows, always written together. */
 export class LedgerRepo {
-  constructor(private readonly db: Db) {}
+  constructor(private readonly db: Db, private readonly bus?: ChangeBus) {}
 
   /**
    * Applies a balance change and its ledger row in the caller's transaction (or a new one).
    * Returns the new balance, or null when (kind, ref) was already applied (nothing changes).
+   * With its own transaction it emits `user.changed` after commit; a caller passing `tx` must emit
+   * it after its own commit.
    */
   apply(e: LedgerEntryInput, tx: Pick<Db, 'select' | 'insert' | 'update'> = this.db): number | null {
     const run = (t: Pick<Db, 'select' | 'insert' | 'update'>) => {
@@ -39,7 +42,10 @@ export class LedgerRepo {
       }).run();
       return u.quota;
     };
-    return tx === this.db ? this.db.transaction((t) => run(t)) : run(tx);
+    if (tx !== this.db) return run(tx);
+    const balance = this.db.transaction((t) => run(t));
+    if (balance !== null) this.bus?.emit('user.changed', { userId: e.userId });
+    return balance;
   }
 
   list(f: { userId?: number; kind?: string; offset: number; limit: number }): { items: LedgerRow[]; total: number } {
