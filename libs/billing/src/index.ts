@@ -1,1 +1,4 @@
-export {};
+export * from './config';
+export * from './price-book';
+export * from './quota';
+export * from './usage-view';

@@ -4,3 +4,5 @@ export * from './schema';
 export * from './repos/users';
 export * from './repos/sessions';
 export * from './repos/ledger';
+export * from './repos/prices';
+export * from './repos/usage-logs';

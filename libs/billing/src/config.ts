@@ -1,0 +1,22 @@
+import { readBoolEnv, readIntEnv } from '@gw/config';
+
+export interface BillingConfig {
+  /**
+   * BILLING_REQUIRE_PRICE (default true): a model without a price is refused (403 model_not_priced)
+   * instead of being served for free, so a misconfigured gateway never gives usage away.
+   */
+  requirePrice: boolean;
+  /**
+   * BILLING_MIN_RESERVE (default 1): the smallest reservation, so a zero-price estimate still needs a
+   * non-negative balance to start.
+   */
+  minReserve: number;
+}
+
+/** Reads the billing settings; throws ConfigError on a bad value. */
+export function billingConfig(env: Record<string, string | undefined>): BillingConfig {
+  return {
+    requirePrice: readBoolEnv(env, 'BILLING_REQUIRE_PRICE', true),
+    minReserve: readIntEnv(env, 'BILLING_MIN_RESERVE', 1, 0, 1_000_000_000),
+  };
+}

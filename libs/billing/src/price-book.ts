@@ -1,0 +1,80 @@
+import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
+import type { PriceRow, PricesRepo } from '@gw/db';
+import { Type, type Static } from '@sinclair/typebox';
+
+const units = (description: string) => Type.Integer({ minimum: 0, maximum: 1_000_000_000_000, description });
+
+/** A model's price as the API shows and accepts it: quota units per million tokens. */
+export const PriceView = Type.Object({
+  model: Type.String({ minLength: 1, maxLength: 200, description: 'Model name as clients request it.' }),
+  input: units('Uncached input tokens, per million.'),
+  output: units('Output tokens, per million.'),
+  cache_read: units('Prompt-cache reads, per million.'),
+  cache_write: units('Prompt-cache writes, per million.'),
+  audio_input: units('Realtime audio input tokens, per million.'),
+  audio_output: units('Realtime audio output tokens, per million.'),
+});
+export type PriceView = Static<typeof PriceView>;
+
+/** Upsert body: `model` and `input`/`output` required, the rest default to 0. */
+export const PriceInput = Type.Object({
+  model: PriceView.properties.model,
+  input: PriceView.properties.input,
+  output: PriceView.properties.output,
+  cache_read: Type.Optional(PriceView.properties.cache_read),
+  cache_write: Type.Optional(PriceView.properties.cache_write),
+  audio_input: Type.Optional(PriceView.properties.audio_input),
+  audio_output: Type.Optional(PriceView.properties.audio_output),
+});
+export type PriceInput = Static<typeof PriceInput>;
+
+export const toPriceView = (r: PriceRow): PriceView & { updated_at: number } => ({
+  model: r.model, input: r.input, output: r.output, cache_read: r.cacheRead, cache_write: r.cacheWrite,
+  audio_input: r.audioInput, audio_output: r.audioOutput, updated_at: r.updatedAt,
+});
+
+/**
+ * Per-model prices held in memory (the request path never reads the table) and kept exact by
+ * 'price.changed'. Writes go through here so the event is always emitted after the write.
+ */
+export class PriceBook {
+  private byModel = new Map<string, PriceRow>();
+
+  constructor(private readonly repo: PricesRepo, private readonly bus: ChangeBus) {
+    this.reload(null);
+    bus.on('price.changed', ({ model }) => this.reload(model));
+  }
+
+  private reload(model: string | null): void {
+    if (model === null) {
+      this.byModel = new Map(this.repo.all().map((r) => [r.model, r]));
+      return;
+    }
+    const row = this.repo.byModel(model);
+    if (row) this.byModel.set(model, row);
+    else this.byModel.delete(model);
+  }
+
+  /** O(1), no I/O. */
+  get(model: string): PriceRow | undefined {
+    return this.byModel.get(model);
+  }
+
+  list(): PriceRow[] {
+    return [...this.byModel.values()].sort((a, b) => a.model.localeCompare(b.model));
+  }
+
+  upsert(p: PriceInput): PriceRow {
+    const row = this.repo.upsert({
+      model: p.model, input: p.input, output: p.output, cacheRead: p.cache_read ?? 0, cacheWrite: p.cache_write ?? 0,
+      audioInput: p.audio_input ?? 0, audioOutput: p.audio_output ?? 0, updatedAt: nowSeconds(),
+    });
+    this.bus.emit('price.changed', { model: p.model });
+    return row;
+  }
+
+  delete(model: string): void {
+    if (!this.repo.delete(model)) throw new GatewayError(404, 'price_not_found', `No price for model ${model}`, { param: 'model' });
+    this.bus.emit('price.changed', { model });
+  }
+}

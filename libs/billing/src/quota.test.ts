@@ -1,0 +1,85 @@
+import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ChangeBus } from '@gw/core';
+import { LedgerRepo, PricesRepo, UsageLogsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
+import { PriceBook } from './price-book';
+import { QuotaService, costFor, type UsageLogInput } from './quota';
+
+let dir: string;
+let h: DbHandle;
+let bus: ChangeBus;
+let quota: QuotaService;
+let book: PriceBook;
+let ledger: LedgerRepo;
+let userId: number;
+const key = { id: 0, unlimitedQuota: false, remainQuota: 1000 };
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'quota-'));
+  h = openDatabase(join(dir, 'db.sqlite'));
+  bus = new ChangeBus();
+  const users = new UsersRepo(h.db);
+  ledger = new LedgerRepo(h.db, bus);
+  book = new PriceBook(new PricesRepo(h.db), bus);
+  quota = new QuotaService({ db: h.db, users, ledger, usageLogs: new UsageLogsRepo(h.db), prices: book, bus });
+  userId = users.insert({ username: 'u1', passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
+  ledger.apply({ userId, kind: 'topup', amount: 500, ref: 't1', at: 1 });
+  key.id = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', unlimitedQuota: false, remainQuota: 1000, createdAt: 1, updatedAt: 1 }).returning().get().id;
+  book.upsert({ model: 'm', input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 });
+});
+afterEach(() => { h.close(); rmSync(dir, { recursive: true, force: true }); });
+
+const log = (requestId: string, usage: UsageLogInput['usage']): UsageLogInput => ({
+  requestId, userId, apiKeyId: key.id, channelId: 1, model: 'm', upstreamModel: 'm', stream: false, usage,
+  latencyMs: 5, ttftMs: 5, status: 200, errorCode: '', attempts: 1, ip: '',
+});
+
+describe('QuotaService', () => {
+  test('cost is exact per kind and rounded up once', () => {
+    const p = book.get('m')!;
+    // 10*3 + 2*15 + 100*0.3 + 4*3.75 = 30 + 30 + 30 + 15 = 105 units
+    expect(costFor({ input: 10, output: 2, cacheRead: 100, cacheWrite: 4 }, p)).toBe(105);
+    expect(costFor({ input: 1, output: 0, cacheRead: 1, cacheWrite: 0 }, p)).toBe(4); // 3.3 -> 4
+  });
+
+  test('reservations hold balance: concurrent reserves cannot overspend', () => {
+    const a = quota.reserve({ userId, apiKey: key, amount: 300, ref: 'a' });
+    expect(() => quota.reserve({ userId, apiKey: key, amount: 300, ref: 'b' })).toThrow(/Insufficient balance/);
+    quota.release(a);
+    quota.release(a); // idempotent
+    expect(quota.available(userId)).toBe(500);
+  });
+
+  test('settle charges once: ledger, usage log, user and key counters in one go; repeat is a no-op', () => {
+    const r = quota.reserve({ userId, apiKey: key, amount: 400, ref: 'r1' });
+    const first = quota.settle(r, log('r1', { input: 10, output: 2, cacheRead: 100, cacheWrite: 4 }));
+    expect(first).toEqual({ cost: 105, duplicate: false });
+    const again = quota.settle(null, log('r1', { input: 10, output: 2, cacheRead: 100, cacheWrite: 4 }));
+    expect(again).toEqual({ cost: 0, duplicate: true });
+    expect(quota.balance(userId)).toBe(395);
+    expect(quota.available(userId)).toBe(395);
+    expect(ledger.sum(userId)).toBe(395);
+    const u = h.sqlite.query('select quota, used_quota, request_count from users where id = ?').get(userId) as any;
+    expect(u).toEqual({ quota: 395, used_quota: 105, request_count: 1 });
+    const k = h.sqlite.query('select used_quota, remain_quota from api_keys where id = ?').get(key.id) as any;
+    expect(k).toEqual({ used_quota: 105, remain_quota: 895 });
+    const rows = h.sqlite.query("select cost from usage_logs where request_id = 'r1'").all();
+    expect(rows).toEqual([{ cost: 105 }]);
+  });
+
+  test('a failed transaction charges nothing and keeps nothing reserved', () => {
+    const r = quota.reserve({ userId, apiKey: key, amount: 100, ref: 'r2' });
+    // Unknown user: the ledger refuses inside the transaction, so the usage row rolls back too.
+    expect(() => quota.settle(r, { ...log('r2', { input: 1000, output: 0, cacheRead: 0, cacheWrite: 0 }), userId: 9999 })).toThrow();
+    expect(h.sqlite.query("select count(*) as n from usage_logs where request_id = 'r2'").get()).toEqual({ n: 0 });
+    expect(quota.available(userId)).toBe(500);
+  });
+
+  test('key budget is enforced for limited keys', () => {
+    const small = { ...key, remainQuota: 50 };
+    expect(() => quota.reserve({ userId, apiKey: small, amount: 60, ref: 'k' })).toThrow(/API key quota/);
+    expect(() => quota.reserve({ userId, apiKey: { ...small, unlimitedQuota: true }, amount: 60, ref: 'k' })).not.toThrow();
+  });
+});

@@ -1,0 +1,45 @@
+import type { UsageLogRow } from '@gw/db';
+import { Type, type Static } from '@sinclair/typebox';
+
+const int = (description: string) => Type.Integer({ description });
+const nullableInt = (description: string) => Type.Union([Type.Integer(), Type.Null()], { description });
+
+/** One usage log record as /api/log/ returns it. */
+export const UsageLogView = Type.Object({
+  id: int('Row id.'),
+  request_id: Type.String({ description: 'The request-id the client saw.' }),
+  kind: Type.String({ description: 'messages or realtime.' }),
+  user_id: int('Owner of the key.'),
+  api_key_id: int('Relay API key used.'),
+  channel_id: nullableInt('Channel that served it (null when none did, or for non-admin callers).'),
+  model: Type.String({ description: 'Model the client asked for.' }),
+  upstream_model: Type.String({ description: 'Model name sent upstream after mapping.' }),
+  stream: Type.Boolean(),
+  input_tokens: int('Uncached input tokens.'),
+  output_tokens: int('Output tokens.'),
+  cache_read_tokens: int('Prompt-cache read tokens.'),
+  cache_write_tokens: int('Prompt-cache write tokens.'),
+  audio_input_tokens: int('Realtime audio input tokens.'),
+  audio_output_tokens: int('Realtime audio output tokens.'),
+  cost: int('Quota units charged.'),
+  latency_ms: int('Total time to the last byte.'),
+  ttft_ms: nullableInt('Time to the first byte sent to the client.'),
+  status: int('HTTP status the client got (200 also for a stream that later failed; see error_code).'),
+  error_code: Type.String({ description: 'Machine code of the failure, "" on success.' }),
+  attempts: int('Upstream attempts (channels tried).'),
+  ip: Type.String(),
+  created_at: int('Unix seconds.'),
+});
+export type UsageLogView = Static<typeof UsageLogView>;
+
+/** `admin` false hides which channel served the request. */
+export function toUsageLogView(r: UsageLogRow, admin: boolean): UsageLogView {
+  return {
+    id: r.id, request_id: r.requestId, kind: r.kind, user_id: r.userId, api_key_id: r.apiKeyId,
+    channel_id: admin ? r.channelId : null, model: r.model, upstream_model: admin ? r.upstreamModel : '', stream: r.stream,
+    input_tokens: r.inputTokens, output_tokens: r.outputTokens, cache_read_tokens: r.cacheReadTokens,
+    cache_write_tokens: r.cacheWriteTokens, audio_input_tokens: r.audioInputTokens, audio_output_tokens: r.audioOutputTokens,
+    cost: r.cost, latency_ms: r.latencyMs, ttft_ms: r.ttftMs, status: r.status, error_code: r.errorCode,
+    attempts: r.attempts, ip: r.ip, created_at: r.createdAt,
+  };
+}
