@@ -1,0 +1,53 @@
+/** `token`: the caller's management access tokens (`/api/user/access_token`). */
+import { Option, type Command } from 'commander';
+import type { App } from '../core/context';
+import { parseId } from '../core/fields';
+import { col, table, time, type Column } from '../core/output';
+
+export function registerToken(program: Command, app: App): void {
+  const group = program.command('token')
+    .description('Management access tokens of the current user (Bearer tokens for scripts and this CLI)')
+    .addHelpText('after', '\nExamples:\n  $ gw token list\n  $ gw token create --name ci --expires-in-days 90\n  $ gw token revoke 7');
+
+  group.command('list')
+    .description('List your access tokens (secrets are never shown; only their prefix)')
+    .addHelpText('after', '\nExample:\n  $ gw token list --json')
+    .action(app.action(async (ctx) => {
+      const client = ctx.client();
+      const current = ctx.credentials().token ?? '';
+      const rows = await client.call<any[]>('GET', '/api/user/access_token');
+      const columns: Column[] = [
+        col('ID', 'id', { right: true }), col('NAME', 'name'), col('PREFIX', 'prefix'),
+        col('CREATED', 'created_at', { fmt: time }), col('EXPIRES', 'expires_at', { fmt: time }),
+        col('LAST USED', 'last_used_at', { fmt: time }), col('REVOKED', 'revoked'),
+        { header: 'CURRENT', get: (r) => (current.startsWith(r.prefix) ? '*' : '') },
+      ];
+      ctx.print(rows, () => table(rows, columns));
+    }));
+
+  group.command('create')
+    .description('Create an access token; it is printed once on stdout (notes go to stderr)')
+    .option('--name <name>', 'a label for the token', '')
+    .addOption(new Option('--expires-in-days <n>', 'lifetime in days (default: no expiry)').argParser(parseId))
+    .addHelpText('after', '\nExample:\n  $ export GATEWAY_TOKEN=$(gw token create --name ci --expires-in-days 30)')
+    .action(app.action(async (ctx, _a, opts) => {
+      const body: Record<string, unknown> = { name: opts.name };
+      if (opts.expiresInDays) body.expires_in_days = opts.expiresInDays;
+      const t = await ctx.client().call('POST', '/api/user/access_token', { body });
+      if (ctx.json) ctx.print(t, () => '');
+      else {
+        ctx.io.err(`Created access token ${t.id}${t.name ? ` (${t.name})` : ''}. It is shown only now; store it safely:\n`);
+        ctx.io.out(`${t.token}\n`);
+      }
+    }));
+
+  group.command('revoke')
+    .alias('delete')
+    .description('Revoke one of your access tokens')
+    .argument('<id>', 'token id (see `gw token list`)', parseId)
+    .addHelpText('after', '\nExample:\n  $ gw token revoke 7')
+    .action(app.action(async (ctx, [id]) => {
+      const data = await ctx.client().call('DELETE', `/api/user/access_token/${id}`);
+      ctx.print(data, () => `Revoked access token ${id}.\n`);
+    }));
+}

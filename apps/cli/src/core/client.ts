@@ -1,0 +1,101 @@
+/**
+ * A small fetch-based client for the management API: sends JSON, unwraps the
+ * `{success, message, data}` envelope and turns every failure into ApiError or UnreachableError.
+ */
+import { ApiError, UnreachableError } from './errors';
+
+export type Query = Record<string, string | number | boolean | undefined | null>;
+
+export interface RequestOptions {
+  query?: Query;
+  body?: unknown;
+  /** Extra headers (e.g. the session cookie during login). */
+  headers?: Record<string, string>;
+}
+
+export interface RawResponse {
+  status: number;
+  headers: Headers;
+  body: any;
+}
+
+export interface ApiClientOptions {
+  /** Gateway origin, already normalised (no trailing slash). */
+  url: string;
+  /** Management access token sent as Bearer; absent for login. */
+  token?: string;
+  timeoutMs?: number;
+}
+
+/** Talks to one gateway with one credential. */
+export class ApiClient {
+  readonly url: string;
+  private readonly token?: string;
+  private readonly timeoutMs: number;
+
+  constructor(opts: ApiClientOptions) {
+    this.url = opts.url;
+    this.token = opts.token;
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+  }
+
+  /** Performs a request and returns the envelope's `data`; throws ApiError on any error answer. */
+  async call<T = any>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
+    const res = await this.raw(method, path, opts);
+    return unwrap(res) as T;
+  }
+
+  /** Performs a request and returns status, headers and parsed body without judging them. */
+  async raw(method: string, path: string, opts: RequestOptions = {}): Promise<RawResponse> {
+    const headers: Record<string, string> = { accept: 'application/json', ...opts.headers };
+    if (this.token) headers.authorization = `Bearer ${this.token}`;
+    if (opts.body !== undefined) headers['content-type'] = 'application/json';
+    let res: Response;
+    try {
+      res = await fetch(this.url + path + queryString(opts.query), {
+        method,
+        headers,
+        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+        signal: AbortSignal.timeout(this.timeoutMs),
+        redirect: 'manual',
+      });
+    } catch (e) {
+      const err = e as Error & { code?: string };
+      const reason = err.name === 'TimeoutError' ? `no answer within ${this.timeoutMs} ms`
+        : err.code === 'ECONNREFUSED' ? 'connection refused'
+        : err.code === 'ENOTFOUND' ? 'host not found'
+        : err.message || String(err);
+      throw new UnreachableError(this.url, reason);
+    }
+    const text = await res.text().catch(() => '');
+    let body: unknown = undefined;
+    try { body = text ? JSON.parse(text) : undefined; } catch { body = undefined; }
+    return { status: res.status, headers: res.headers, body };
+  }
+}
+
+/** Returns `data` of a success envelope, or throws the server's error as ApiError. */
+export function unwrap(res: RawResponse): unknown {
+  const b = res.body as any;
+  if (res.status < 300 && b && typeof b === 'object' && b.success === true) return b.data ?? null;
+  const e = b && typeof b === 'object' ? b.error : undefined;
+  if (e && typeof e === 'object' && typeof e.message === 'string') {
+    throw new ApiError(res.status, String(e.code ?? ''), e.message, String(e.param ?? ''));
+  }
+  if (b && typeof b === 'object' && typeof b.message === 'string' && b.message) {
+    throw new ApiError(res.status, `http_${res.status}`, b.message);
+  }
+  // Not the gateway's JSON at all (a proxy page, a different service): say what came back.
+  throw new ApiError(res.status, `http_${res.status}`, `unexpected answer from the server (HTTP ${res.status}); is this an AI gateway?`);
+}
+
+function queryString(q: Query | undefined): string {
+  if (!q) return '';
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) {
+    if (v === undefined || v === null || v === '') continue;
+    p.set(k, String(v));
+  }
+  const s = p.toString();
+  return s ? `?${s}` : '';
+}

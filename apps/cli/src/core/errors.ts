@@ -1,0 +1,44 @@
+/**
+ * The CLI's failure kinds and their exit codes. Commands throw these; `main` is the one place that
+ * turns them into a message on stderr and an exit code, so scripts can branch on the code alone.
+ */
+
+/** Exit codes of every command (documented in `gw --help`). */
+export const EXIT = {
+  ok: 0,
+  /** The server answered with an error (validation, auth, not found, conflict, ...). */
+  refused: 1,
+  /** Bad command line: unknown command/flag, missing or malformed argument, missing credentials. */
+  usage: 2,
+  /** The gateway could not be reached (connection refused, DNS, timeout). */
+  unreachable: 3,
+  /** The user interrupted a prompt (Ctrl-C), as shells report SIGINT. */
+  interrupted: 130,
+} as const;
+
+/** A problem with how the CLI was invoked; exit code 2. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+/** The server answered with an error object; exit code 1. */
+export class ApiError extends Error {
+  override readonly name = 'ApiError';
+  constructor(readonly status: number, readonly code: string, message: string, readonly param = '') {
+    super(message);
+  }
+}
+
+/** No answer from the server at all; exit code 3. */
+export class UnreachableError extends Error {
+  override readonly name = 'UnreachableError';
+  constructor(readonly url: string, reason: string) {
+    super(`cannot reach the gateway at ${url}: ${reason}`);
+  }
+}
+
+/** The user cancelled an interactive prompt. */
+export class InterruptedError extends Error {
+  override readonly name = 'InterruptedError';
+  constructor() { super('interrupted'); }
+}

@@ -1,0 +1,109 @@
+/**
+ * Flags that mirror API fields (`--base-url` ↔ `base_url`), their value parsing, and how they combine
+ * with `--json-body` into a request body. Bad values are commander argument errors (exit code 2).
+ */
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { UsageError } from './errors';
+import type { Ctx } from './context';
+
+export type FieldKind = 'string' | 'int' | 'number' | 'bool' | 'list' | 'int-list' | 'json';
+
+/** One API body field exposed as a flag. */
+export interface Field {
+  /** The API's snake_case name. */
+  name: string;
+  kind: FieldKind;
+  desc: string;
+}
+
+/** Parses a whole integer, rejecting `5x`, `1.5` and unsafe sizes. */
+export function parseIntStrict(v: string): number {
+  if (!/^-?\d+$/.test(v.trim())) throw new InvalidArgumentError('expected an integer.');
+  const n = Number(v);
+  if (!Number.isSafeInteger(n)) throw new InvalidArgumentError('integer out of range.');
+  return n;
+}
+
+/** Parses a positive id (`gw channel get 5`). */
+export function parseId(v: string): number {
+  const n = parseIntStrict(v);
+  if (n < 1) throw new InvalidArgumentError('expected a positive id.');
+  return n;
+}
+
+const PARSERS: Record<FieldKind, (v: string) => unknown> = {
+  string: (v) => v,
+  int: parseIntStrict,
+  number: (v) => {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n)) throw new InvalidArgumentError('expected a number.');
+    return n;
+  },
+  bool: (v) => {
+    const s = v.toLowerCase();
+    if (['true', '1', 'yes', 'on'].includes(s)) return true;
+    if (['false', '0', 'no', 'off'].includes(s)) return false;
+    throw new InvalidArgumentError('expected true or false.');
+  },
+  list: (v) => v.split(',').map((s) => s.trim()).filter(Boolean),
+  'int-list': (v) => v.split(',').map((s) => s.trim()).filter(Boolean).map(parseIntStrict),
+  json: (v) => {
+    try { return JSON.parse(v); } catch { throw new InvalidArgumentError('expected JSON, e.g. \'{"a":"b"}\'.'); }
+  },
+};
+
+const PLACEHOLDER: Record<FieldKind, string> = {
+  string: 'text', int: 'n', number: 'x', bool: 'true|false', list: 'a,b', 'int-list': '1,2', json: 'json',
+};
+
+const flagOf = (name: string) => `--${name.replace(/_/g, '-')}`;
+
+/** Adds one flag per field plus `--json-body <file|->`. */
+export function addFields(cmd: Command, fields: Field[]): Command {
+  for (const f of fields) {
+    cmd.addOption(new Option(`${flagOf(f.name)} <${PLACEHOLDER[f.kind]}>`, f.desc).argParser(PARSERS[f.kind]));
+  }
+  return cmd.option('--json-body <file|->', 'request body fields as a JSON object from a file or stdin (-); flags override it');
+}
+
+/** The option key commander uses for a field (`base_url` → `baseUrl`). */
+const attr = (name: string) => name.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+
+/** Builds the request body: `--json-body` first, then every flag that was given. */
+export async function bodyFrom(ctx: Ctx, opts: Record<string, any>, fields: Field[]): Promise<Record<string, unknown>> {
+  const body: Record<string, unknown> = opts.jsonBody ? await readJsonBody(ctx, opts.jsonBody) : {};
+  for (const f of fields) {
+    const v = opts[attr(f.name)];
+    if (v !== undefined) body[f.name] = v;
+  }
+  return body;
+}
+
+/** Reads a JSON object from a file path or `-` (stdin). */
+export async function readJsonBody(ctx: Ctx, source: string): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = source === '-' ? await ctx.io.readStdin() : await Bun.file(source).text();
+  } catch (e) {
+    throw new UsageError(`cannot read --json-body ${source}: ${(e as Error).message}`);
+  }
+  let v: unknown;
+  try { v = JSON.parse(text); } catch (e) { throw new UsageError(`--json-body ${source} is not valid JSON: ${(e as Error).message}`); }
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw new UsageError(`--json-body ${source} must be a JSON object`);
+  return v as Record<string, unknown>;
+}
+
+/** Refuses an update/create with nothing to send (a likely typo in a script). */
+export function requireSome(body: Record<string, unknown>, what: string): void {
+  if (Object.keys(body).length === 0) throw new UsageError(`nothing to ${what}: give at least one field flag or --json-body`);
+}
+
+/** Adds `--page` / `--page-size` to a list command. */
+export function addPaging(cmd: Command): Command {
+  return cmd
+    .addOption(new Option('--page <n>', 'page number, from 1').argParser(parseId))
+    .addOption(new Option('--page-size <n>', 'rows per page (1-100)').argParser(parseId));
+}
+
+/** The list query's paging part (`p`, `page_size`). */
+export const pagingQuery = (opts: Record<string, any>) => ({ p: opts.page, page_size: opts.pageSize });

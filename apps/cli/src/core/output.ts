@@ -1,0 +1,78 @@
+/**
+ * Human-readable rendering: aligned tables and key/value blocks. Machine output (`--json`) bypasses
+ * all of this and prints the API's `data` unchanged.
+ */
+
+/** One table column: a header and how to read the cell from a row. */
+export interface Column<T = any> {
+  header: string;
+  get: (row: T) => unknown;
+  /** Right-align (numbers). */
+  right?: boolean;
+}
+
+/** Shorthand for a column reading one field, formatted by `fmt`. */
+export function col<T = any>(header: string, field: string, opts: { right?: boolean; fmt?: (v: unknown) => string } = {}): Column<T> {
+  return { header, right: opts.right, get: (r: any) => (opts.fmt ? opts.fmt(r?.[field]) : r?.[field]) };
+}
+
+/** Renders a cell: no control characters (a hostile name must not drive the terminal), '-' for empty. */
+export function cell(v: unknown): string {
+  if (v === null || v === undefined || v === '') return '-';
+  let s: string;
+  if (typeof v === 'boolean') s = v ? 'yes' : 'no';
+  else if (Array.isArray(v)) s = v.length ? v.map((x) => (typeof x === 'object' ? JSON.stringify(x) : String(x))).join(',') : '-';
+  else if (typeof v === 'object') s = JSON.stringify(v);
+  else s = String(v);
+  // eslint-disable-next-line no-control-regex
+  return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
+}
+
+/** Unix seconds → `YYYY-MM-DD HH:MM:SS` (UTC), '-' for none. */
+export function time(v: unknown): string {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) return '-';
+  return new Date(v * 1000).toISOString().replace('T', ' ').slice(0, 19);
+}
+
+/** Display width, counting wide (CJK, emoji) characters as two columns. */
+function width(s: string): number {
+  let w = 0;
+  for (const ch of s) {
+    const c = ch.codePointAt(0)!;
+    w += (c >= 0x1100 && (c <= 0x115f || (c >= 0x2e80 && c <= 0xa4cf) || (c >= 0xac00 && c <= 0xd7a3) || (c >= 0xf900 && c <= 0xfaff) || (c >= 0xfe30 && c <= 0xfe4f) || (c >= 0xff00 && c <= 0xff60) || (c >= 0xffe0 && c <= 0xffe6) || (c >= 0x1f300 && c <= 0x1faff) || (c >= 0x20000 && c <= 0x3fffd))) ? 2 : 1;
+  }
+  return w;
+}
+
+function pad(s: string, w: number, right = false): string {
+  const fill = ' '.repeat(Math.max(0, w - width(s)));
+  return right ? fill + s : s + fill;
+}
+
+/** An aligned table with a header row; `(none)` when there are no rows. */
+export function table<T>(rows: T[], columns: Column<T>[]): string {
+  if (rows.length === 0) return '(none)\n';
+  const cells = rows.map((r) => columns.map((c) => cell(c.get(r))));
+  const widths = columns.map((c, i) => Math.max(width(c.header), ...cells.map((row) => width(row[i]!))));
+  const line = (vals: string[], header = false) =>
+    vals.map((v, i) => pad(v, widths[i]!, !header && columns[i]!.right)).join('  ').trimEnd();
+  return [line(columns.map((c) => c.header), true), ...cells.map((r) => line(r))].join('\n') + '\n';
+}
+
+/** A vertical `key  value` block for one object. */
+export function details(pairs: [string, unknown][]): string {
+  const w = Math.max(...pairs.map(([k]) => width(k)));
+  return pairs.map(([k, v]) => `${pad(k, w)}  ${cell(v)}`).join('\n') + '\n';
+}
+
+/** The footer under a list page. */
+export function pageFooter(p: { total: number; page: number; page_size: number }): string {
+  const pages = Math.max(1, Math.ceil(p.total / Math.max(1, p.page_size)));
+  return `page ${p.page}/${pages}, ${p.total} total\n`;
+}
+
+export const ROLE_NAMES: Record<number, string> = { 1: 'user', 10: 'admin', 100: 'root' };
+/** Role number → name (`admin`), or the number when unknown. */
+export const roleName = (v: unknown) => ROLE_NAMES[v as number] ?? String(v ?? '-');
+/** Common status numbers (1 enabled, 2 disabled, 3 auto-disabled). */
+export const statusName = (v: unknown) => ({ 1: 'enabled', 2: 'disabled', 3: 'auto-disabled' } as Record<number, string>)[v as number] ?? String(v ?? '-');
