@@ -1,0 +1,122 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { ROOT_PASSWORD, startGateway, type TestGateway } from '../helpers/gateway';
+import { cliSandbox, type CliSandbox } from './run-cli';
+
+let gw: TestGateway;
+let sb: CliSandbox;
+beforeAll(async () => { gw = await startGateway(); sb = cliSandbox(); });
+afterAll(async () => { await gw.stop(); sb.cleanup(); });
+
+describe('gw login / whoami / token / logout', () => {
+  test('login reads the password from stdin and stores a working token with 0600 permissions', async () => {
+    const r = await sb.run(['login', '--url', `${gw.url}/`, '-u', 'root', '--password-stdin'], { stdin: `${ROOT_PASSWORD}\n` });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('Logged in to');
+    const cfg = JSON.parse(readFileSync(sb.configPath, 'utf8'));
+    expect(cfg.url).toBe(gw.url); // trailing slash normalised away
+    expect(cfg.token).toStartWith('gwm_');
+    expect(r.stdout).not.toContain(cfg.token);
+    expect(statSync(sb.configPath).mode & 0o777).toBe(0o600);
+    expect(statSync(dirname(sb.configPath)).mode & 0o777).toBe(0o700);
+    // The stored token is a real management token, and the login session was ended after minting it.
+    expect((await gw.api('GET', '/api/user/self', undefined, cfg.token)).body.data.username).toBe('root');
+    const root = gw.services.users.byUsername('root')!;
+    expect(gw.services.dbh.sqlite.query('select count(*) as n from sessions where user_id = ?').get(root.id)).toEqual({ n: 0 });
+  });
+
+  test('whoami prints a table by default and the exact data with --json', async () => {
+    const human = await sb.run(['whoami']);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/^user\s+root \(id 1\)$/m);
+    expect(human.stdout).toMatch(/^role\s+root$/m);
+    const json = await sb.run(['whoami', '--json']);
+    expect(json.code).toBe(0);
+    const self = (await gw.api('GET', '/api/user/self')).body.data;
+    expect(JSON.parse(json.stdout)).toEqual(self);
+  });
+
+  test('token create prints the token once on stdout; list shows only prefixes; revoke works', async () => {
+    const created = await sb.run(['token', 'create', '--name', 'ci-token']);
+    expect(created.code).toBe(0);
+    const token = created.stdout.trim();
+    expect(token).toStartWith('gwm_');
+    expect(created.stderr).toContain('shown only now');
+    expect((await gw.api('GET', '/api/user/self', undefined, token)).status).toBe(200);
+
+    const list = await sb.run(['token', 'list', '--json']);
+    const rows = JSON.parse(list.stdout) as any[];
+    const row = rows.find((t) => t.name === 'ci-token');
+    expect(row.prefix).toBe(token.slice(0, 10));
+    expect(list.stdout).not.toContain(token);
+
+    const revoked = await sb.run(['token', 'revoke', String(row.id)]);
+    expect(revoked.code).toBe(0);
+    expect(revoked.stdout).toBe(`Revoked access token ${row.id}.\n`);
+    expect((await gw.api('GET', '/api/user/self', undefined, token)).status).toBe(401);
+  });
+
+  test('a request the server refuses exits 1 with the server message and code on stderr', async () => {
+    const r = await sb.run(['token', 'revoke', '99999']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe('error: No access token 99999 (token_not_found)\n');
+  });
+
+  test('usage errors exit 2: unknown command, unknown flag, bad argument, missing value', async () => {
+    const results = await Promise.all([
+      sb.run(['frobnicate']),
+      sb.run(['whoami', '--bogus']),
+      sb.run(['token', 'revoke', 'abc']),
+      sb.run(['token', 'revoke']),
+    ]);
+    for (const r of results) {
+      expect(r.code).toBe(2);
+      expect(r.stderr).toStartWith('error: ');
+      expect(r.stdout).toBe('');
+    }
+    expect(results[0]!.stderr).toContain("unknown command 'frobnicate'");
+    expect(results[1]!.stderr).toContain("unknown option '--bogus'");
+  });
+
+  test('flags and env override the file; the stored token is never sent to another URL', async () => {
+    // An invalid token from the environment beats the valid one in the file: the server refuses it.
+    const env = await sb.run(['whoami'], { env: { GATEWAY_TOKEN: 'gwm_not-a-real-token' } });
+    expect(env.code).toBe(1);
+    expect(env.stderr).toContain('(invalid_access_token)');
+    // A --token flag beats the environment.
+    const flag = await sb.run(['whoami', '--json', '--token', gw.rootToken], { env: { GATEWAY_TOKEN: 'gwm_not-a-real-token' } });
+    expect(flag.code).toBe(0);
+    // --url to some other gateway: the file's token is not used there, so this is a local usage error.
+    const other = await sb.run(['whoami', '--url', 'http://127.0.0.1:9']);
+    expect(other.code).toBe(2);
+    expect(other.stderr).toContain('not logged in to http://127.0.0.1:9');
+  });
+
+  test('an unreachable gateway exits 3 and says so', async () => {
+    // Port 9 (discard) on loopback: nothing listens there in the test environment.
+    const r = await sb.run(['whoami', '--url', 'http://127.0.0.1:9', '--token', 'gwm_x']);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toContain('cannot reach the gateway at http://127.0.0.1:9');
+  });
+
+  test('help has an example and exits 0', async () => {
+    const r = await sb.run(['login', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('Examples:');
+    expect(r.stdout).toContain('--password-stdin');
+  });
+
+  test('logout revokes the token on the server and removes it locally', async () => {
+    const token = JSON.parse(readFileSync(sb.configPath, 'utf8')).token as string;
+    const r = await sb.run(['logout']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('access token revoked');
+    expect(existsSync(sb.configPath)).toBe(false);
+    expect((await gw.api('GET', '/api/user/self', undefined, token)).status).toBe(401);
+    const after = await sb.run(['whoami']);
+    expect(after.code).toBe(2);
+  });
+});
