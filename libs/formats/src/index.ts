@@ -1,1 +1,9 @@
-export {};
+/** Pure protocol layer: Anthropic/OpenAI wire schemas and the translators between them. No I/O. */
+export * from './anthropic/schema';
+export * from './openai/types';
+export * from './translate/common';
+export * from './translate/request';
+export * from './translate/response';
+export * from './translate/stream';
+export * from './sse';
+export * from './tokens';

@@ -1,0 +1,42 @@
+/** Mappings shared by the non-streaming and streaming OpenAI → Anthropic translators (wire-protocols B2). */
+import type { StopReason, Usage } from '../anthropic/response';
+import type { CompletionUsage } from '../openai/types';
+
+/** finish_reason → stop_reason. content_filter becomes refusal (a design choice, B2). Unknown → end_turn. */
+export function mapFinishReason(reason: string | null | undefined): StopReason {
+  switch (reason) {
+    case 'length': return 'max_tokens';
+    case 'tool_calls':
+    case 'function_call': return 'tool_use';
+    case 'content_filter': return 'refusal';
+    default: return 'end_turn';
+  }
+}
+
+const int = (n: unknown): number => (typeof n === 'number' && Number.isFinite(n) && n > 0 ? Math.floor(n) : 0);
+
+/**
+ * OpenAI usage → Anthropic usage. OpenAI's prompt_tokens includes cached tokens; Anthropic's input_tokens
+ * does not, so cache reads and writes are subtracted (clamped at 0 against inconsistent upstreams).
+ */
+export function usageFromOpenAI(u: CompletionUsage): Usage {
+  const cacheRead = int(u.prompt_tokens_details?.cached_tokens);
+  const cacheWrite = int(u.prompt_tokens_details?.cache_write_tokens);
+  return {
+    input_tokens: Math.max(0, int(u.prompt_tokens) - cacheRead - cacheWrite),
+    output_tokens: int(u.completion_tokens),
+    cache_creation_input_tokens: cacheWrite,
+    cache_read_input_tokens: cacheRead,
+  };
+}
+
+/**
+ * Which stop sequence ended the output, when it can be told. OpenAI never says (and strips the match from
+ * the text), so this only succeeds with servers that report the matched string in `choice.stop_reason`
+ * (vLLM and others) and only for a string the client asked for. Otherwise null, and the stop_reason stays
+ * end_turn: guessing from the text would misreport natural endings.
+ */
+export function matchedStopSequence(upstreamStopReason: unknown, requested: readonly string[] | undefined): string | null {
+  if (typeof upstreamStopReason !== 'string' || !requested) return null;
+  return requested.includes(upstreamStopReason) ? upstreamStopReason : null;
+}

@@ -1,0 +1,157 @@
+/**
+ * Anthropic Messages request → OpenAI Chat Completions request (wire-protocols B1). Pure.
+ * What has no equivalent is dropped when harmless (top_k, thinking, cache_control) and rejected with a 400
+ * when dropping it would silently change the answer (server tools, >4 stop sequences, file sources).
+ */
+import { GatewayError } from '@gw/core';
+import type { MessagesRequest, MessageParam, ToolChoice, ToolParam } from '../anthropic/schema';
+import type { ChatCompletionRequest, ChatContentPart, ChatMessage, ChatTool, ChatToolCall, ChatToolChoice } from '../openai/types';
+
+/** Differences between OpenAI-compatible upstreams, set by the provider configuration. */
+export interface ToOpenAIOptions {
+  /** Model sent upstream; defaults to the request's model. */
+  model?: string;
+  /** Older compatible servers only know `max_tokens`. Default `max_completion_tokens`. */
+  maxTokensField?: 'max_completion_tokens' | 'max_tokens';
+  /** Where `metadata.user_id` goes. Default `user`. */
+  userField?: 'user' | 'safety_identifier';
+  /** Role of the system prompt (`developer` for o-series). Default `system`. */
+  systemRole?: 'system' | 'developer';
+}
+
+/** OpenAI accepts at most this many `stop` strings. */
+export const MAX_OPENAI_STOP = 4;
+/** Prefix that marks a failed tool result, since OpenAI tool messages have no is_error. */
+export const TOOL_ERROR_PREFIX = '[tool error] ';
+
+type Block = { type: string; [k: string]: any };
+
+const unsupported = (code: string, message: string, param: string) => new GatewayError(400, code, message, { param });
+
+/** Translates a validated Anthropic request. Throws GatewayError 400 for what cannot be translated. */
+export function toOpenAIRequest(req: MessagesRequest, opts: ToOpenAIOptions = {}): ChatCompletionRequest {
+  const out: ChatCompletionRequest = { model: opts.model ?? req.model, messages: [] };
+  const system = systemText(req.system);
+  if (system) out.messages.push({ role: opts.systemRole ?? 'system', content: system });
+  req.messages.forEach((m, i) => out.messages.push(...translateMessage(m, i)));
+
+  out[opts.maxTokensField ?? 'max_completion_tokens'] = req.max_tokens;
+  if (req.temperature !== undefined) out.temperature = req.temperature;
+  if (req.top_p !== undefined) out.top_p = req.top_p;
+  if (req.stop_sequences?.length) {
+    if (req.stop_sequences.length > MAX_OPENAI_STOP) {
+      throw unsupported('too_many_stop_sequences', `This model accepts at most ${MAX_OPENAI_STOP} stop_sequences.`, 'stop_sequences');
+    }
+    out.stop = [...req.stop_sequences];
+  }
+  if (req.stream) {
+    out.stream = true;
+    out.stream_options = { include_usage: true }; // without it the usage chunk never comes (B1)
+  }
+  const userId = req.metadata?.user_id;
+  if (typeof userId === 'string' && userId) out[opts.userField ?? 'user'] = userId;
+  if (req.tools?.length) out.tools = req.tools.map(translateTool);
+  if (req.tool_choice) applyToolChoice(out, req.tool_choice);
+  return out;
+}
+
+function systemText(system: MessagesRequest['system']): string {
+  if (system === undefined) return '';
+  if (typeof system === 'string') return system;
+  return system.map((b) => b.text).join('\n');
+}
+
+function translateTool(tool: ToolParam, i: number): ChatTool {
+  if (tool.type !== undefined && tool.type !== 'custom') {
+    throw unsupported('unsupported_tool', `Tool type "${tool.type}" is not supported by this model's upstream.`, `tools[${i}]`);
+  }
+  const fn: ChatTool['function'] = { name: tool.name, parameters: tool.input_schema ?? { type: 'object', properties: {} } };
+  if (tool.description !== undefined) fn.description = tool.description;
+  if (typeof tool.strict === 'boolean') fn.strict = tool.strict;
+  return { type: 'function', function: fn };
+}
+
+function applyToolChoice(out: ChatCompletionRequest, choice: ToolChoice): void {
+  const map: Record<string, ChatToolChoice> = { auto: 'auto', any: 'required', none: 'none' };
+  out.tool_choice = choice.type === 'tool' ? { type: 'function', function: { name: choice.name ?? '' } } : map[choice.type]!;
+  if (choice.disable_parallel_tool_use === true && choice.type !== 'none') out.parallel_tool_calls = false;
+}
+
+function translateMessage(m: MessageParam, i: number): ChatMessage[] {
+  if (typeof m.content === 'string') return [{ role: m.role, content: m.content }];
+  const blocks = m.content as Block[];
+  return m.role === 'assistant' ? [assistantMessage(blocks, i)] : userMessages(blocks, i);
+}
+
+function assistantMessage(blocks: Block[], i: number): ChatMessage {
+  const texts: string[] = [];
+  const calls: ChatToolCall[] = [];
+  blocks.forEach((b, j) => {
+    if (b.type === 'text') texts.push(b.text);
+    else if (b.type === 'tool_use') {
+      calls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
+    } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') {
+      throw unsupported('unsupported_content', `Content block "${b.type}" is not supported by this model's upstream.`, `messages[${i}].content[${j}]`);
+    }
+  });
+  const msg: ChatMessage = { role: 'assistant', content: texts.length ? texts.join('') : calls.length ? null : '' };
+  if (calls.length) msg.tool_calls = calls;
+  return msg;
+}
+
+/** Tool results first (they must follow the assistant's tool calls), then the rest of the turn. */
+function userMessages(blocks: Block[], i: number): ChatMessage[] {
+  const tools: ChatMessage[] = [];
+  const parts: ChatContentPart[] = [];
+  const moved: ChatContentPart[] = []; // images out of tool results: a tool message takes text only
+  blocks.forEach((b, j) => {
+    const param = `messages[${i}].content[${j}]`;
+    if (b.type === 'tool_result') {
+      const texts: string[] = [];
+      if (typeof b.content === 'string') texts.push(b.content);
+      else if (Array.isArray(b.content)) {
+        b.content.forEach((c: Block, k: number) => {
+          if (c.type === 'text') texts.push(c.text);
+          else moved.push(...contentPart(c, `${param}.content[${k}]`));
+        });
+      }
+      const text = texts.join('\n');
+      tools.push({ role: 'tool', tool_call_id: b.tool_use_id, content: b.is_error ? TOOL_ERROR_PREFIX + text : text });
+    } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') {
+      parts.push(...contentPart(b, param));
+    }
+  });
+  const rest = [...moved, ...parts];
+  if (!rest.length) return tools.length ? tools : [{ role: 'user', content: '' }];
+  const single = rest.length === 1 && rest[0]!.type === 'text' ? rest[0]!.text : null;
+  return [...tools, { role: 'user', content: single ?? rest }];
+}
+
+function contentPart(b: Block, param: string): ChatContentPart[] {
+  switch (b.type) {
+    case 'text': return [{ type: 'text', text: b.text }];
+    case 'image': return [{ type: 'image_url', image_url: { url: sourceUrl(b.source, param) } }];
+    case 'document': return documentParts(b, param);
+    default:
+      throw unsupported('unsupported_content', `Content block "${b.type}" is not supported by this model's upstream.`, param);
+  }
+}
+
+function sourceUrl(source: Block, param: string): string {
+  if (source?.type === 'base64') return `data:${source.media_type};base64,${source.data}`;
+  if (source?.type === 'url') return source.url;
+  throw unsupported('unsupported_content', `Source type "${source?.type}" is not supported by this model's upstream.`, `${param}.source`);
+}
+
+function documentParts(b: Block, param: string): ChatContentPart[] {
+  const s = b.source ?? {};
+  if (s.type === 'text') return [{ type: 'text', text: String(s.data ?? '') }];
+  if (s.type === 'content') {
+    if (typeof s.content === 'string') return [{ type: 'text', text: s.content }];
+    return (s.content as Block[]).flatMap((c, k) => contentPart(c, `${param}.source.content[${k}]`));
+  }
+  if (s.type === 'base64') {
+    return [{ type: 'file', file: { filename: b.title ?? 'document.pdf', file_data: `data:${s.media_type};base64,${s.data}` } }];
+  }
+  throw unsupported('unsupported_content', `Document source "${s.type}" is not supported by this model's upstream.`, `${param}.source`);
+}

@@ -1,0 +1,69 @@
+/** OpenAI chat completion → Anthropic message (wire-protocols B2). Pure apart from the random message id. */
+import { newMessageId } from '@gw/core';
+import type { AnthropicMessage, ResponseBlock, StopReason, Usage } from '../anthropic/response';
+import { zeroUsage } from '../anthropic/response';
+import type { ChatCompletion } from '../openai/types';
+import { mapFinishReason, matchedStopSequence, usageFromOpenAI } from './common';
+
+export interface FromOpenAIOptions {
+  /** The model the client asked for; echoed in `model`. */
+  requestedModel: string;
+  /** The request's stop_sequences, to recognise a reported stop string. */
+  stopSequences?: readonly string[];
+  /** Fixed id (tests); defaults to a fresh `msg_…`. */
+  id?: string;
+}
+
+export interface TranslatedMessage {
+  message: AnthropicMessage;
+  /** null when the upstream sent no usage (message.usage is then zeros). */
+  usage: Usage | null;
+  /** Tool calls whose arguments were not valid JSON and became `{}`: worth a log line. */
+  badToolArguments: string[];
+}
+
+/**
+ * Translates a completion. Tool-call arguments that are not valid JSON become `{}` (listed in
+ * `badToolArguments`) rather than failing a response the client already paid for.
+ */
+export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions): TranslatedMessage {
+  const choice = c.choices?.[0];
+  const msg = choice?.message;
+  const content: ResponseBlock[] = [];
+  const badToolArguments: string[] = [];
+  if (msg?.reasoning_content) content.push({ type: 'thinking', thinking: msg.reasoning_content, signature: '' });
+  if (msg?.content) content.push({ type: 'text', text: msg.content });
+  if (msg?.refusal) content.push({ type: 'text', text: msg.refusal });
+  for (const call of msg?.tool_calls ?? []) {
+    content.push({ type: 'tool_use', id: call.id, name: call.function.name, input: parseArguments(call.function.arguments, call.id, badToolArguments) });
+  }
+
+  let stopReason: StopReason = mapFinishReason(choice?.finish_reason);
+  if (msg?.refusal) stopReason = 'refusal';
+  const stopSequence = stopReason === 'end_turn' ? matchedStopSequence(choice?.stop_reason, opts.stopSequences) : null;
+  if (stopSequence !== null) stopReason = 'stop_sequence';
+
+  const usage = c.usage ? usageFromOpenAI(c.usage) : null;
+  const message: AnthropicMessage = {
+    id: opts.id ?? newMessageId(),
+    type: 'message',
+    role: 'assistant',
+    model: opts.requestedModel,
+    content,
+    stop_reason: stopReason,
+    stop_sequence: stopSequence,
+    usage: usage ?? zeroUsage(),
+  };
+  return { message, usage, badToolArguments };
+}
+
+/** Parses tool arguments; anything but a JSON object becomes `{}` (Anthropic's input is always an object). */
+export function parseArguments(args: string | undefined, id: string, bad: string[]): Record<string, unknown> {
+  if (!args) return {};
+  try {
+    const v = JSON.parse(args);
+    if (v && typeof v === 'object' && !Array.isArray(v)) return v;
+  } catch { /* fall through */ }
+  bad.push(id);
+  return {};
+}

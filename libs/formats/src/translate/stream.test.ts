@@ -1,0 +1,49 @@
+import { describe, expect, test } from 'bun:test';
+import { ChatStreamTranslator } from './stream';
+import { streamFixtures, fullChunk } from '../../../../tests/fixtures/translation/load';
+
+describe('ChatStreamTranslator golden sequences', () => {
+  for (const fx of streamFixtures()) {
+    test(`${fx.name}: ${fx.description}`, () => {
+      const t = new ChatStreamTranslator(fx.options);
+      const events = fx.chunks.flatMap((c) => t.push(fullChunk(c)));
+      events.push(...(fx.done ? t.finish() : t.fail(fx.failMessage!)));
+      expect(events).toEqual(fx.expected);
+      expect(t.outcome()).toEqual(fx.outcome);
+    });
+  }
+});
+
+describe('ChatStreamTranslator edges', () => {
+  const opts = { requestedModel: 'm', id: 'msg_x' };
+
+  test('nothing is emitted after finish or fail, and finish is idempotent', () => {
+    const t = new ChatStreamTranslator(opts);
+    const first = t.finish();
+    expect(first.map((e) => e.type)).toEqual(['message_start', 'message_delta', 'message_stop']);
+    expect(t.finish()).toEqual([]);
+    expect(t.fail('late')).toEqual([]);
+    expect(t.push(fullChunk({ choices: [{ index: 0, delta: { content: 'x' }, finish_reason: null }] }))).toEqual([]);
+  });
+
+  test('a tool call without an id gets a unique toolu_ id derived from the message id', () => {
+    const t = new ChatStreamTranslator(opts);
+    const ev = t.push(fullChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 3, function: { name: 'f', arguments: '{}' } }] }, finish_reason: null }] }));
+    expect(ev[1]).toEqual({ type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: 'toolu_x_3', name: 'f', input: {} } });
+  });
+
+  test('without finish_reason a stream with tool calls ends as tool_use', () => {
+    const t = new ChatStreamTranslator(opts);
+    t.push(fullChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: 'c', function: { name: 'f' } }] }, finish_reason: null }] }));
+    const end = t.finish();
+    expect(end.find((e) => e.type === 'message_delta')).toMatchObject({ delta: { stop_reason: 'tool_use' } });
+  });
+
+  test('content_filter maps to refusal; text after a thinking block opens a new block', () => {
+    const t = new ChatStreamTranslator(opts);
+    t.push(fullChunk({ choices: [{ index: 0, delta: { reasoning: 'r' }, finish_reason: null }] }));
+    const ev = t.push(fullChunk({ choices: [{ index: 0, delta: { content: 'a' }, finish_reason: 'content_filter' }] }));
+    expect(ev.map((e) => e.type)).toEqual(['content_block_stop', 'content_block_start', 'content_block_delta', 'content_block_stop']);
+    expect(t.finish()[0]).toMatchObject({ type: 'message_delta', delta: { stop_reason: 'refusal' } });
+  });
+});

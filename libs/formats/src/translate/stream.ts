@@ -1,0 +1,184 @@
+/**
+ * The OpenAI chunk → Anthropic SSE event state machine (wire-protocols B4). Pure: feed parsed chunks,
+ * get events back; the caller owns I/O and decides, at the end of the upstream body, between `finish()`
+ * (the upstream ended properly) and `fail()` (it was cut).
+ */
+import type { AnthropicStreamEvent, StopReason, Usage } from '../anthropic/response';
+import { zeroUsage } from '../anthropic/response';
+import type { ChatCompletionChunk, ChatToolCallDelta } from '../openai/types';
+import { estimateTextTokens } from '../tokens';
+import { mapFinishReason, matchedStopSequence, usageFromOpenAI } from './common';
+
+export interface StreamTranslatorOptions {
+  /** The model the client asked for; echoed in message_start. */
+  requestedModel: string;
+  /** The message id (`msg_…`); the caller generates it so this class stays pure. */
+  id: string;
+  /** Input tokens known before the upstream answers (an estimate), sent in message_start. */
+  inputTokens?: number;
+  /** The request's stop_sequences, to recognise a reported stop string. */
+  stopSequences?: readonly string[];
+}
+
+/** What the stream amounted to, for metering. */
+export interface StreamOutcome {
+  /** Usage the upstream reported; null when its usage chunk never came (then only `estimatedUsage` is known). */
+  usage: Usage | null;
+  /** `usage` if known, else the input pre-count plus an output estimate from the text streamed. */
+  estimatedUsage: Usage;
+  stopReason: StopReason | null;
+  /** True once message_stop was emitted; false for a cut or failed stream. */
+  complete: boolean;
+  /** True once an error event was emitted. */
+  failed: boolean;
+}
+
+type Open = { kind: 'text' | 'thinking' | 'tool'; index: number } | null;
+interface BufferedTool { id: string; name: string; args: string[] }
+
+/** Builds the `error` event (B4 step 8); its frame is `event: error`. */
+export function errorEvent(message: string, type = 'api_error'): AnthropicStreamEvent {
+  return { type: 'error', error: { type, message } };
+}
+
+export class ChatStreamTranslator {
+  private started = false;
+  private ended = false;
+  private failed = false;
+  private nextIndex = 0;
+  private open: Open = null;
+  /** OpenAI tool index streaming live into the open block. */
+  private liveTool: number | null = null;
+  private readonly seenTools = new Set<number>();
+  /** Tool calls that began while another was live: emitted whole once the live one closes (B4 step 3). */
+  private readonly buffered = new Map<number, BufferedTool>();
+  private toolCalls = 0;
+  private finishReason: string | null = null;
+  private upstreamStop: unknown = null;
+  private refused = false;
+  private usage: Usage | null = null;
+  private outputTokens = 0;
+  private stopReason: StopReason | null = null;
+
+  constructor(private readonly opts: StreamTranslatorOptions) {}
+
+  /** True once a chunk carried a finish_reason: the upstream answer is whole even if [DONE] never comes. */
+  get sawFinish(): boolean {
+    return this.finishReason !== null;
+  }
+
+  /** message_start (only the first call emits it; push() calls it too). */
+  start(): AnthropicStreamEvent[] {
+    if (this.started) return [];
+    this.started = true;
+    const usage = { ...zeroUsage(), input_tokens: this.opts.inputTokens ?? 0 };
+    return [{
+      type: 'message_start',
+      message: { id: this.opts.id, type: 'message', role: 'assistant', model: this.opts.requestedModel, content: [], stop_reason: null, stop_sequence: null, usage },
+    }];
+  }
+
+  /** Feeds one parsed chunk. */
+  push(chunk: ChatCompletionChunk): AnthropicStreamEvent[] {
+    if (this.ended) return [];
+    const out = this.start();
+    if (chunk.usage) this.usage = usageFromOpenAI(chunk.usage);
+    const choice = chunk.choices?.[0];
+    if (!choice) return out;
+    const d = choice.delta ?? {};
+    const reasoning = d.reasoning_content ?? d.reasoning;
+    if (reasoning) this.text(out, 'thinking', reasoning);
+    if (d.content) this.text(out, 'text', d.content);
+    if (d.refusal) {
+      this.refused = true;
+      this.text(out, 'text', d.refusal);
+    }
+    for (const tc of d.tool_calls ?? []) this.tool(out, tc);
+    if (choice.finish_reason) {
+      this.finishReason = choice.finish_reason;
+      this.upstreamStop = choice.stop_reason;
+      this.closeOpen(out);
+    }
+    return out;
+  }
+
+  /** Ends a properly finished upstream stream: message_delta (with usage) then message_stop. */
+  finish(): AnthropicStreamEvent[] {
+    if (this.ended) return [];
+    const out = this.start();
+    this.closeOpen(out);
+    let stop: StopReason = this.finishReason ? mapFinishReason(this.finishReason) : this.toolCalls ? 'tool_use' : 'end_turn';
+    if (this.refused) stop = 'refusal';
+    const stopSequence = stop === 'end_turn' ? matchedStopSequence(this.upstreamStop, this.opts.stopSequences) : null;
+    if (stopSequence !== null) stop = 'stop_sequence';
+    this.stopReason = stop;
+    this.ended = true;
+    out.push({ type: 'message_delta', delta: { stop_reason: stop, stop_sequence: stopSequence }, usage: this.outcome().estimatedUsage });
+    out.push({ type: 'message_stop' });
+    return out;
+  }
+
+  /** Ends a broken stream with an `error` event (nothing after it). */
+  fail(message: string, type = 'api_error'): AnthropicStreamEvent[] {
+    if (this.ended) return [];
+    this.ended = true;
+    this.failed = true;
+    return [errorEvent(message, type)];
+  }
+
+  /** Current totals; final once finish() or fail() ran. */
+  outcome(): StreamOutcome {
+    const estimatedUsage = this.usage ?? { ...zeroUsage(), input_tokens: this.opts.inputTokens ?? 0, output_tokens: this.outputTokens };
+    return { usage: this.usage, estimatedUsage, stopReason: this.stopReason, complete: this.ended && !this.failed, failed: this.failed };
+  }
+
+  private text(out: AnthropicStreamEvent[], kind: 'text' | 'thinking', piece: string): void {
+    if (this.open?.kind !== kind) {
+      this.closeOpen(out);
+      const index = this.nextIndex++;
+      this.open = { kind, index };
+      out.push({ type: 'content_block_start', index, content_block: kind === 'text' ? { type: 'text', text: '' } : { type: 'thinking', thinking: '', signature: '' } });
+    }
+    this.outputTokens += estimateTextTokens(piece);
+    out.push({ type: 'content_block_delta', index: this.open!.index, delta: kind === 'text' ? { type: 'text_delta', text: piece } : { type: 'thinking_delta', thinking: piece } });
+  }
+
+  private tool(out: AnthropicStreamEvent[], tc: ChatToolCallDelta): void {
+    const args = tc.function?.arguments ?? '';
+    this.outputTokens += estimateTextTokens(args);
+    if (!this.seenTools.has(tc.index)) {
+      this.seenTools.add(tc.index);
+      this.toolCalls++;
+      const id = tc.id || `toolu_${this.opts.id.replace(/^msg_/, '')}_${tc.index}`;
+      const name = tc.function?.name ?? '';
+      if (this.liveTool !== null) {
+        this.buffered.set(tc.index, { id, name, args: args ? [args] : [] });
+        return;
+      }
+      this.closeOpen(out);
+      const index = this.nextIndex++;
+      this.open = { kind: 'tool', index };
+      this.liveTool = tc.index;
+      out.push({ type: 'content_block_start', index, content_block: { type: 'tool_use', id, name, input: {} } });
+      if (args) out.push({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: args } });
+      return;
+    }
+    if (!args) return;
+    if (tc.index === this.liveTool) out.push({ type: 'content_block_delta', index: this.open!.index, delta: { type: 'input_json_delta', partial_json: args } });
+    else this.buffered.get(tc.index)?.args.push(args); // a fragment for an already closed call cannot be placed: dropped
+  }
+
+  /** Closes the open block, then emits the tool calls buffered behind it, each whole. */
+  private closeOpen(out: AnthropicStreamEvent[]): void {
+    if (this.open) out.push({ type: 'content_block_stop', index: this.open.index });
+    this.open = null;
+    this.liveTool = null;
+    for (const t of this.buffered.values()) {
+      const index = this.nextIndex++;
+      out.push({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: t.id, name: t.name, input: {} } });
+      if (t.args.length) out.push({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: t.args.join('') } });
+      out.push({ type: 'content_block_stop', index });
+    }
+    this.buffered.clear();
+  }
+}
