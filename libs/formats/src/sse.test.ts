@@ -1,0 +1,60 @@
+import { describe, expect, test } from 'bun:test';
+import { SseParser, encodeSse, encodeAnthropicEvent, errorFrame } from './sse';
+
+const enc = new TextEncoder();
+
+/** Feeds `text` split at every given boundary, as bytes. */
+function parseSplit(text: string, cuts: number[]) {
+  const bytes = enc.encode(text);
+  const p = new SseParser();
+  const out = [];
+  let at = 0;
+  for (const c of [...cuts, bytes.length]) {
+    out.push(...p.push(bytes.subarray(at, c)));
+    at = c;
+  }
+  out.push(...p.end());
+  return out;
+}
+
+const SAMPLE = ': keep-alive comment\r\nevent: message_start\r\ndata: {"a":"é€😀"}\r\n\r\ndata: line1\ndata: line2\n\nevent: ping\rdata:nospace\r\rid: 7\ndata: x\n\nevent: no-data\n\ndata: [DONE]\n\n';
+const EXPECTED = [
+  { event: 'message_start', data: '{"a":"é€😀"}' },
+  { event: undefined, data: 'line1\nline2' },
+  { event: 'ping', data: 'nospace' },
+  { event: undefined, data: 'x', id: '7' },
+  { event: undefined, data: '[DONE]', id: '7' }, // the last event id persists (WHATWG)
+];
+
+describe('SseParser', () => {
+  test('parses \\r\\n, \\n and \\r line ends, multi-line data, comments, ids; skips events without data', () => {
+    expect(parseSplit(SAMPLE, [])).toEqual(EXPECTED);
+  });
+
+  test('any chunking gives the same events (every single split point, incl. inside \\r\\n and UTF-8 sequences)', () => {
+    const len = enc.encode(SAMPLE).length;
+    for (let i = 1; i < len; i++) expect(parseSplit(SAMPLE, [i])).toEqual(EXPECTED);
+  });
+
+  test('byte-at-a-time', () => {
+    const len = enc.encode(SAMPLE).length;
+    expect(parseSplit(SAMPLE, Array.from({ length: len - 1 }, (_, i) => i + 1))).toEqual(EXPECTED);
+  });
+
+  test('a leading BOM is ignored; an unterminated last event is dropped', () => {
+    expect(parseSplit('\uFEFFdata: a\n\ndata: partial', [])).toEqual([{ event: undefined, data: 'a' }]);
+  });
+});
+
+describe('encoders', () => {
+  test('encodeSse round-trips through the parser, multi-line data included', () => {
+    const text = encodeSse('x', 'a\nb') + encodeSse(undefined, '{"k":1}');
+    expect(text).toBe('event: x\ndata: a\ndata: b\n\ndata: {"k":1}\n\n');
+    expect(parseSplit(text, [])).toEqual([{ event: 'x', data: 'a\nb' }, { event: undefined, data: '{"k":1}' }]);
+  });
+
+  test('Anthropic frames name the event after its type; errorFrame is an error event', () => {
+    expect(encodeAnthropicEvent({ type: 'message_stop' })).toBe('event: message_stop\ndata: {"type":"message_stop"}\n\n');
+    expect(errorFrame('Overloaded', 'overloaded_error')).toBe('event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n');
+  });
+});

@@ -1,0 +1,70 @@
+import { describe, expect, test } from 'bun:test';
+import { GatewayError } from '@gw/core';
+import { toOpenAIRequest } from './request';
+import type { MessagesRequest } from '../anthropic/schema';
+import fixture from '../../../../tests/fixtures/translation/request-full.json';
+
+const base = (extra: Partial<MessagesRequest> = {}): MessagesRequest => ({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }], ...extra });
+
+function rejects(req: MessagesRequest, code: string, param: string) {
+  try {
+    toOpenAIRequest(req);
+  } catch (e) {
+    expect(e).toBeInstanceOf(GatewayError);
+    expect({ status: (e as GatewayError).status, code: (e as GatewayError).code, param: (e as GatewayError).param }).toEqual({ status: 400, code, param });
+    return;
+  }
+  throw new Error('expected a GatewayError');
+}
+
+describe('toOpenAIRequest', () => {
+  test('golden: request-full.json', () => {
+    const input = structuredClone(fixture.anthropic) as unknown as MessagesRequest;
+    expect(toOpenAIRequest(input, { model: 'gpt-upstream' })).toEqual(fixture.openai as any);
+    expect(input).toEqual(fixture.anthropic as any); // the client's body is not mutated
+  });
+
+  test('minimal request: string content, no optional fields', () => {
+    expect(toOpenAIRequest(base())).toEqual({ model: 'm', messages: [{ role: 'user', content: 'hi' }], max_completion_tokens: 10 });
+  });
+
+  test('options: max_tokens field, safety_identifier, developer role', () => {
+    const out = toOpenAIRequest(base({ system: 'S', metadata: { user_id: 'u' } }), { maxTokensField: 'max_tokens', userField: 'safety_identifier', systemRole: 'developer' });
+    expect(out).toEqual({ model: 'm', messages: [{ role: 'developer', content: 'S' }, { role: 'user', content: 'hi' }], max_tokens: 10, safety_identifier: 'u' });
+  });
+
+  test('tool_choice auto / none / tool', () => {
+    expect(toOpenAIRequest(base({ tool_choice: { type: 'auto' } })).tool_choice).toBe('auto');
+    expect(toOpenAIRequest(base({ tool_choice: { type: 'none', disable_parallel_tool_use: true } }))).toMatchObject({ tool_choice: 'none' });
+    expect(toOpenAIRequest(base({ tool_choice: { type: 'none', disable_parallel_tool_use: true } })).parallel_tool_calls).toBeUndefined();
+    expect(toOpenAIRequest(base({ tool_choice: { type: 'tool', name: 'f' } })).tool_choice).toEqual({ type: 'function', function: { name: 'f' } });
+  });
+
+  test('assistant turn with only tool calls has content null; only-tool-result user turn has no empty user message', () => {
+    const out = toOpenAIRequest(base({
+      messages: [
+        { role: 'user', content: 'q' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'f', input: { a: 1 } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1' }] },
+      ],
+    }));
+    expect(out.messages.slice(1)).toEqual([
+      { role: 'assistant', content: null, tool_calls: [{ id: 't1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }] },
+      { role: 'tool', tool_call_id: 't1', content: '' },
+    ]);
+  });
+
+  test('more than 4 stop_sequences is a 400 on stop_sequences', () => {
+    rejects(base({ stop_sequences: ['a', 'b', 'c', 'd', 'e'] }), 'too_many_stop_sequences', 'stop_sequences');
+    expect(toOpenAIRequest(base({ stop_sequences: ['a', 'b', 'c', 'd'] })).stop).toEqual(['a', 'b', 'c', 'd']);
+  });
+
+  test('server tools are rejected with unsupported_tool and their index', () => {
+    rejects(base({ tools: [{ name: 'f', input_schema: { type: 'object' } }, { type: 'web_search_20250305', name: 'web_search' }] }), 'unsupported_tool', 'tools[1]');
+  });
+
+  test('content that has no OpenAI form is rejected with its path', () => {
+    rejects(base({ messages: [{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'image', source: { type: 'file', file_id: 'f1' } }] }] }), 'unsupported_content', 'messages[0].content[1].source');
+    rejects(base({ messages: [{ role: 'user', content: [{ type: 'search_result', source: 's' }] }] }), 'unsupported_content', 'messages[0].content[0]');
+  });
+});

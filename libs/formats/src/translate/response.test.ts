@@ -1,0 +1,22 @@
+import { describe, expect, test } from 'bun:test';
+import { fromOpenAICompletion } from './response';
+import type { ChatCompletion } from '../openai/types';
+import cases from '../../../../tests/fixtures/translation/responses.json';
+
+describe('fromOpenAICompletion golden cases (responses.json)', () => {
+  for (const c of cases) {
+    test(c.name, () => {
+      const out = fromOpenAICompletion(c.openai as unknown as ChatCompletion, c.options);
+      expect(out.message).toEqual(c.anthropic as any);
+      expect(out.usage).toEqual(c.anthropic.usage);
+      expect(out.badToolArguments).toEqual(c.badToolArguments);
+    });
+  }
+
+  test('missing usage is reported as null (message.usage zeros), and a fresh msg_ id is generated', () => {
+    const out = fromOpenAICompletion({ id: 'x', object: 'chat.completion', created: 1, model: 'u', choices: [{ index: 0, message: { role: 'assistant', content: 'a' }, finish_reason: 'stop' }] }, { requestedModel: 'r' });
+    expect(out.usage).toBeNull();
+    expect(out.message.usage).toEqual({ input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
+    expect(out.message.id).toMatch(/^msg_[0-9A-Za-z]{24}$/);
+  });
+});
