@@ -9,6 +9,13 @@ import { ApiError, EXIT, InterruptedError, UnreachableError, UsageError } from '
 import type { Io } from './core/io';
 import { registerSession } from './commands/session';
 import { registerToken } from './commands/token';
+import { registerChannel } from './commands/channel';
+import { registerUser } from './commands/user';
+import { registerKey } from './commands/key';
+import { registerPricing } from './commands/pricing';
+import { registerLog } from './commands/log';
+import { registerTopup } from './commands/topup';
+import { registerLedger } from './commands/ledger';
 
 const EXIT_HELP = `
 Credentials: --url/--token flags, then GATEWAY_URL/GATEWAY_TOKEN, then the config file written by
@@ -30,12 +37,20 @@ export function buildProgram(app: App): Command {
     .addOption(new Option('--token <token>', 'management access token (env GATEWAY_TOKEN)'))
     .option('--json', 'print the exact JSON data of the answer (for scripts)')
     .showHelpAfterError('(add --help for usage)')
+    .configureHelp({ showGlobalOptions: true })
     .configureOutput({ writeOut: (s) => app.io.out(s), writeErr: (s) => app.io.err(s) })
     // Settings above are inherited by every command created below via .command().
     .exitOverride()
     .addHelpText('after', EXIT_HELP);
   registerSession(program, app);
   registerToken(program, app);
+  registerChannel(program, app);
+  registerUser(program, app);
+  registerKey(program, app);
+  registerPricing(program, app);
+  registerLog(program, app);
+  registerTopup(program, app);
+  registerLedger(program, app);
   return program;
 }
 

@@ -27,11 +27,11 @@ export function registerToken(program: Command, app: App): void {
 
   group.command('create')
     .description('Create an access token; it is printed once on stdout (notes go to stderr)')
-    .option('--name <name>', 'a label for the token', '')
+    .option('--name <name>', 'a label for the token')
     .addOption(new Option('--expires-in-days <n>', 'lifetime in days (default: no expiry)').argParser(parseId))
     .addHelpText('after', '\nExample:\n  $ export GATEWAY_TOKEN=$(gw token create --name ci --expires-in-days 30)')
     .action(app.action(async (ctx, _a, opts) => {
-      const body: Record<string, unknown> = { name: opts.name };
+      const body: Record<string, unknown> = { name: opts.name ?? '' };
       if (opts.expiresInDays) body.expires_in_days = opts.expiresInDays;
       const t = await ctx.client().call('POST', '/api/user/access_token', { body });
       if (ctx.json) ctx.print(t, () => '');

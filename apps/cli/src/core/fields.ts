@@ -107,3 +107,17 @@ export function addPaging(cmd: Command): Command {
 
 /** The list query's paging part (`p`, `page_size`). */
 export const pagingQuery = (opts: Record<string, any>) => ({ p: opts.page, page_size: opts.pageSize });
+
+/** Refuses a create whose required fields came neither from flags nor from `--json-body`. */
+export function requireFields(body: Record<string, unknown>, names: string[]): void {
+  const missing = names.filter((n) => body[n] === undefined);
+  if (missing.length) throw new UsageError(`missing required ${missing.map((n) => `--${n.replace(/_/g, '-')}`).join(', ')} (or give them in --json-body)`);
+}
+
+/** A point in time as unix seconds: digits are taken as seconds, anything else as an ISO date/time. */
+export function parseTime(v: string): number {
+  if (/^\d+$/.test(v.trim())) return Number(v);
+  const ms = Date.parse(v);
+  if (Number.isNaN(ms)) throw new InvalidArgumentError('expected unix seconds or an ISO date such as 2026-01-31 or 2026-01-31T12:00:00Z.');
+  return Math.floor(ms / 1000);
+}

@@ -76,3 +76,8 @@ export const ROLE_NAMES: Record<number, string> = { 1: 'user', 10: 'admin', 100:
 export const roleName = (v: unknown) => ROLE_NAMES[v as number] ?? String(v ?? '-');
 /** Common status numbers (1 enabled, 2 disabled, 3 auto-disabled). */
 export const statusName = (v: unknown) => ({ 1: 'enabled', 2: 'disabled', 3: 'auto-disabled' } as Record<number, string>)[v as number] ?? String(v ?? '-');
+
+/** A list page as a table plus footer (`--json`: the page object itself). */
+export function pageText<T>(data: { items: T[]; total: number; page: number; page_size: number }, columns: Column<T>[]): string {
+  return table(data.items, columns) + (data.items.length || data.total ? pageFooter(data) : '');
+}

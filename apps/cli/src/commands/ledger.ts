@@ -1,0 +1,43 @@
+/** `ledger`: balance movements (`/api/ledger/`), and admin adjustments of a user's balance. */
+import { Option, type Command } from 'commander';
+import type { App } from '../core/context';
+import { addPaging, pagingQuery, parseId, parseIntStrict } from '../core/fields';
+import { col, pageText, time } from '../core/output';
+
+const COLUMNS = [
+  col('ID', 'id', { right: true }), col('TIME', 'created_at', { fmt: time }), col('USER', 'user_id', { right: true }),
+  col('KIND', 'kind'), col('AMOUNT', 'amount', { right: true }), col('BALANCE', 'balance_after', { right: true }),
+  col('REF', 'ref'), col('NOTE', 'note'), col('BY', 'actor_id', { right: true }),
+];
+
+export function registerLedger(program: Command, app: App): void {
+  const group = program.command('ledger')
+    .description('Balance movements (top-ups, charges, refunds, adjustments)')
+    .addHelpText('after', '\nExamples:\n  $ gw ledger list --self\n  $ gw ledger adjust --user-id 12 --amount 500000 --note "goodwill credit"');
+
+  addPaging(group.command('list')
+    .description('List ledger entries (all users for admins; --self for your own)')
+    .option('--self', 'only your own entries (any role)')
+    .addOption(new Option('--user-id <id>', 'only this user (admins)').argParser(parseId))
+    .option('--kind <kind>', 'topup, charge, refund or adjust'))
+    .addHelpText('after', '\nExample:\n  $ gw ledger list --user-id 12 --kind adjust')
+    .action(app.action(async (ctx, _a, o) => {
+      const data = await ctx.client().call('GET', o.self ? '/api/ledger/self' : '/api/ledger/', {
+        query: { ...pagingQuery(o), user_id: o.userId, kind: o.kind },
+      });
+      ctx.print(data, () => pageText(data, COLUMNS));
+    }));
+
+  group.command('adjust')
+    .description("Credit (positive) or debit (negative) a user's balance (admin); recorded in the ledger")
+    .addOption(new Option('--user-id <id>', 'the user').argParser(parseId).makeOptionMandatory())
+    .addOption(new Option('--amount <n>', 'signed quota units, e.g. 500000 or -1000').argParser(parseIntStrict).makeOptionMandatory())
+    .option('--note <text>', 'why (kept in the ledger)')
+    .option('--ref <ref>', 'idempotency reference: the same ref never applies twice')
+    .addHelpText('after', '\nExamples:\n  $ gw ledger adjust --user-id 12 --amount 1000000 --note "invoice 2026-11"\n  $ gw ledger adjust --user-id 12 --amount=-5000 --ref refund-77')
+    .action(app.action(async (ctx, _a, o) => {
+      const body = { user_id: o.userId, amount: o.amount, note: o.note, ref: o.ref };
+      const data = await ctx.client().call('POST', '/api/ledger/adjust', { body });
+      ctx.print(data, () => `Adjusted user ${o.userId} by ${o.amount}${data && typeof data.balance_after === 'number' ? `; balance now ${data.balance_after}` : ''}.\n`);
+    }));
+}

@@ -1,0 +1,56 @@
+/** `pricing`: per-model prices (`/api/pricing/`), in quota units per million tokens. */
+import type { Command } from 'commander';
+import type { App } from '../core/context';
+import { addFields, bodyFrom, requireFields, type Field } from '../core/fields';
+import { col, table, time } from '../core/output';
+
+const FIELDS: Field[] = [
+  { name: 'input', kind: 'int', desc: 'uncached input tokens, quota units per million (required)' },
+  { name: 'output', kind: 'int', desc: 'output tokens, per million (required)' },
+  { name: 'cache_read', kind: 'int', desc: 'prompt-cache reads, per million' },
+  { name: 'cache_write', kind: 'int', desc: 'prompt-cache writes, per million' },
+  { name: 'audio_input', kind: 'int', desc: 'realtime audio input tokens, per million' },
+  { name: 'audio_output', kind: 'int', desc: 'realtime audio output tokens, per million' },
+];
+
+const COLUMNS = [
+  col('MODEL', 'model'), col('INPUT', 'input', { right: true }), col('OUTPUT', 'output', { right: true }),
+  col('CACHE READ', 'cache_read', { right: true }), col('CACHE WRITE', 'cache_write', { right: true }),
+  col('AUDIO IN', 'audio_input', { right: true }), col('AUDIO OUT', 'audio_output', { right: true }),
+  col('UPDATED', 'updated_at', { fmt: time }),
+];
+
+/** The list endpoint may answer a page or a plain array; both print the same. */
+const itemsOf = (d: any): any[] => (Array.isArray(d) ? d : d?.items ?? []);
+
+export function registerPricing(program: Command, app: App): void {
+  const group = program.command('pricing')
+    .description('Model prices in quota units per million tokens')
+    .addHelpText('after', '\nExamples:\n  $ gw pricing list\n  $ gw pricing set claude-sonnet-4 --input 3000000 --output 15000000');
+
+  group.command('list')
+    .description('List model prices')
+    .addHelpText('after', '\nExample:\n  $ gw pricing list --json')
+    .action(app.action(async (ctx) => {
+      const data = await ctx.client().call('GET', '/api/pricing/');
+      ctx.print(data, () => table(itemsOf(data), COLUMNS));
+    }));
+
+  addFields(group.command('set').description('Create or replace the price of a model').argument('<model>', 'model name as clients request it'), FIELDS)
+    .addHelpText('after', '\nExample:\n  $ gw pricing set claude-haiku-4 --input 800000 --output 4000000 --cache-read 80000')
+    .action(app.action(async (ctx, [model], o) => {
+      const body = { ...(await bodyFrom(ctx, o, FIELDS)), model };
+      requireFields(body, ['input', 'output']);
+      const data = await ctx.client().call('PUT', '/api/pricing/', { body });
+      ctx.print(data, () => `Set price of ${model}.\n`);
+    }));
+
+  group.command('delete')
+    .description('Remove the price of a model (requests for it then fail as unpriced)')
+    .argument('<model>', 'model name')
+    .addHelpText('after', '\nExample:\n  $ gw pricing delete old-model')
+    .action(app.action(async (ctx, [model]) => {
+      const data = await ctx.client().call('DELETE', `/api/pricing/${encodeURIComponent(model)}`);
+      ctx.print(data, () => `Deleted price of ${model}.\n`);
+    }));
+}
