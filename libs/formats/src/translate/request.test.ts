@@ -4,7 +4,8 @@ import { toOpenAIRequest } from './request';
 import type { MessagesRequest } from '../anthropic/schema';
 import fixture from '../../../../tests/fixtures/translation/request-full.json';
 
-const base = (extra: Partial<MessagesRequest> = {}): MessagesRequest => ({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }], ...extra });
+// Bodies as the validator lets them through (extra fields allowed), hence the loose parameter type.
+const base = (extra: Record<string, unknown> = {}): MessagesRequest => ({ model: 'm', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }], ...extra }) as MessagesRequest;
 
 function rejects(req: MessagesRequest, code: string, param: string) {
   try {
