@@ -13,7 +13,7 @@ describe('token estimate', () => {
     const base = { messages: [{ role: 'user' as const, content: 'hello world' }] };
     const n0 = estimateRequestTokens(base);
     const withSystem = estimateRequestTokens({ ...base, system: 'Be brief and precise.' });
-    const withImage = estimateRequestTokens({ messages: [{ role: 'user', content: [{ type: 'text', text: 'hello world' }, { type: 'image', source: { type: 'url', url: 'u' } as { type: string }] }] }] });
+    const withImage = estimateRequestTokens({ messages: [{ role: 'user', content: [{ type: 'text', text: 'hello world' }, { type: 'image', source: { type: 'url', url: 'u' } as { type: string } }] }] });
     const withTool = estimateRequestTokens({ ...base, tools: [{ name: 'get_weather', input_schema: { type: 'object' } }] });
     expect(withSystem).toBeGreaterThan(n0);
     expect(withImage - n0).toBe(IMAGE_TOKENS);
