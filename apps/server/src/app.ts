@@ -6,12 +6,20 @@ import { Elysia } from 'elysia';
 import type { Services } from './services';
 import { httpErrors } from './plugins/http-errors';
 import { sessionRoutes } from './routes/session';
+import { channelRoutes } from './routes/channels';
+import { userRoutes } from './routes/users';
+import { tokenRoutes } from './routes/tokens';
+import { openapiPlugin } from './plugins/openapi';
 
 export function createApp(s: Services) {
   const app: Elysia<any, any, any, any, any, any, any> = new Elysia({ name: 'gateway' })
     .use(httpErrors({ maxBodyBytes: s.config.maxBodyBytes, routes: () => app.routes }))
     .get('/health', () => ({ status: 'ok' }), { detail: { tags: ['system'], summary: 'Liveness probe' } })
-    .use(sessionRoutes(s));
+    .use(openapiPlugin({ title: 'AI Gateway', version: '0.1.0' }))
+    .use(sessionRoutes(s))
+    .use(channelRoutes(s))
+    .use(userRoutes(s))
+    .use(tokenRoutes(s));
   return app;
 }
 

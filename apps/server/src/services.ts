@@ -6,6 +6,9 @@ import type { Config } from '@gw/config';
 import { ChangeBus, SecretBox } from '@gw/core';
 import { LedgerRepo, SessionsRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
+import { ApiKeysRepo, ChannelsRepo } from '@gw/db';
+import { ApiKeyService, UserDirectory, UserService } from '@gw/identity';
+import { ChannelRegistry, ChannelService } from '@gw/channels';
 
 export interface Services {
   config: Config;
@@ -18,6 +21,14 @@ export interface Services {
   ledger: LedgerRepo;
   auth: ManagementAuth;
   login: LoginService;
+  /** Channel administration and the in-memory channel snapshot the relay routes from. */
+  channels: ChannelService;
+  channelRegistry: ChannelRegistry;
+  /** User administration (/api/user/ CRUD, role rules) and the in-memory user map of the request path. */
+  userAdmin: UserService;
+  userDirectory: UserDirectory;
+  /** Relay API keys: CRUD and the in-memory lookup by key. */
+  apiKeys: ApiKeyService;
   /** Registers a shutdown step (stop timers, flush buffers) run before the database closes. */
   onClose(fn: () => void | Promise<void>): void;
   /** Stops background work (health probes, flushers) and closes the database. */
@@ -36,7 +47,16 @@ export async function createServices(config: Config, log: (line: string) => void
   }
   /** Feature modules push their shutdown steps here (reverse order on close). */
   const closers: Array<() => void | Promise<void>> = [];
+  // Management (issue 2): channels, users, API keys. Caches subscribe to the bus here, before any request.
+  const channelsRepo = new ChannelsRepo(dbh.db);
+  const channelSecrets = new SecretBox(config.secretKey);
+  const channels = new ChannelService(channelsRepo, channelSecrets, bus);
+  const channelRegistry = new ChannelRegistry(channelsRepo, channelSecrets, bus, log);
+  const userAdmin = new UserService(dbh.db, users, sessions, ledger, bus);
+  const userDirectory = new UserDirectory(users, bus);
+  const apiKeys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, userDirectory, bus);
   const services: Services = {
+    channels, channelRegistry, userAdmin, userDirectory, apiKeys,
     config, dbh, users, sessions, ledger, bus,
     secrets: new SecretBox(config.secretKey),
     auth: new ManagementAuth(users, sessions),

@@ -1,1 +1,4 @@
-export {};
+export * from './schemas';
+export * from './validate';
+export * from './service';
+export * from './registry';

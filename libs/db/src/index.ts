@@ -6,3 +6,5 @@ export * from './repos/sessions';
 export * from './repos/ledger';
 export * from './repos/prices';
 export * from './repos/usage-logs';
+export * from './repos/channels';
+export * from './repos/api-keys';

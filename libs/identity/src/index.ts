@@ -4,3 +4,7 @@ export * from './login';
 export * from './sessions';
 export * from './bootstrap';
 export * from './views';
+export * from './users';
+export * from './user-directory';
+export * from './api-keys';
+export * from './ip-allow';

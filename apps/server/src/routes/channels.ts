@@ -1,0 +1,69 @@
+/** Channel administration (admin): thin handlers over ChannelService. */
+import { Elysia, t } from 'elysia';
+import { Type } from '@sinclair/typebox';
+import { ok } from '@gw/core';
+import { ChannelCreate, ChannelUpdate, ChannelView } from '@gw/channels';
+import { authPlugin } from '../plugins/auth';
+import type { Services } from '../services';
+import { envelope, page, pageQuery } from './envelope';
+
+const idParams = t.Object({ id: t.Integer({ minimum: 1 }) });
+const tags = ['channel'];
+
+export const channelRoutes = (s: Services) =>
+  new Elysia({ name: 'channel-routes', prefix: '/api/channel' })
+    .use(authPlugin(s))
+    .get('/', ({ query }) => {
+      const p = query.p ?? 1;
+      const size = query.page_size ?? 20;
+      const r = s.channels.list({
+        status: query.status, tag: query.tag, type: query.type, model: query.model, group: query.group,
+        keyword: query.keyword, offset: (p - 1) * size, limit: size,
+      });
+      return ok({ ...r, page: p, page_size: size });
+    }, {
+      role: 'admin',
+      query: t.Object({
+        ...pageQuery,
+        status: t.Optional(t.Integer({ minimum: 1, maximum: 3, description: '1 enabled, 2 manually disabled, 3 auto-disabled' })),
+        tag: t.Optional(t.String({ maxLength: 64 })),
+        type: t.Optional(t.String({ maxLength: 32 })),
+        model: t.Optional(t.String({ maxLength: 200, description: 'Channels serving this model' })),
+        group: t.Optional(t.String({ maxLength: 64, description: 'Channels open to this group' })),
+        keyword: t.Optional(t.String({ maxLength: 128, description: 'Substring of the name' })),
+      }),
+      response: envelope(page(ChannelView)),
+      detail: { tags, summary: 'List channels (paged; filter by status, tag, type, model, group; search by name)' },
+    })
+    .post('/', ({ body }) => ok(s.channels.create(body)), {
+      role: 'admin', body: ChannelCreate, response: envelope(ChannelView),
+      detail: { tags, summary: 'Create a channel (the key is write-only)' },
+    })
+    .put('/', ({ body }) => ok(s.channels.update(body)), {
+      role: 'admin', body: ChannelUpdate, response: envelope(ChannelView),
+      detail: { tags, summary: 'Update Channel (SPEC): partial; key omitted or "" keeps the stored key' },
+    })
+    .post('/batch', ({ body }) => ok({ deleted: s.channels.deleteMany(body.ids) }), {
+      role: 'admin',
+      body: Type.Object({ ids: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 1, maxItems: 1000 }) }),
+      response: envelope(t.Object({ deleted: t.Integer() })),
+      detail: { tags, summary: 'Batch Delete Channels (SPEC): {ids} (1..1000)' },
+    })
+    .post('/tag/enabled', ({ body }) => ok({ updated: s.channels.setTagStatus(body.tag, 1) }), {
+      role: 'admin', body: Type.Object({ tag: Type.String({ minLength: 1, maxLength: 64 }) }),
+      response: envelope(t.Object({ updated: t.Integer() })),
+      detail: { tags, summary: 'Enable Tag Channel (SPEC): enable every channel with the tag' },
+    })
+    .post('/tag/disabled', ({ body }) => ok({ updated: s.channels.setTagStatus(body.tag, 2) }), {
+      role: 'admin', body: Type.Object({ tag: Type.String({ minLength: 1, maxLength: 64 }) }),
+      response: envelope(t.Object({ updated: t.Integer() })),
+      detail: { tags, summary: 'Disable every channel with the tag (manually disabled)' },
+    })
+    .get('/:id', ({ params }) => ok(s.channels.get(params.id)), {
+      role: 'admin', params: idParams, response: envelope(ChannelView),
+      detail: { tags, summary: 'Get a channel (key masked)' },
+    })
+    .delete('/:id', ({ params }) => {
+      s.channels.delete(params.id);
+      return ok(null);
+    }, { role: 'admin', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Delete a channel' } });

@@ -1,0 +1,49 @@
+/** Relay API keys (`sk-…`): users manage their own, admins anyone's they may manage (`user_id`). */
+import { Elysia, t } from 'elysia';
+import { ok } from '@gw/core';
+import { ApiKeyCreate, ApiKeyUpdate, ApiKeyView } from '@gw/identity';
+import { authPlugin, caller } from '../plugins/auth';
+import type { Services } from '../services';
+import { envelope, page, pageQuery } from './envelope';
+
+const idParams = t.Object({ id: t.Integer({ minimum: 1 }) });
+const tags = ['token'];
+
+export const tokenRoutes = (s: Services) =>
+  new Elysia({ name: 'token-routes', prefix: '/api/token' })
+    .use(authPlugin(s))
+    .get('/', (ctx) => {
+      const p = ctx.query.p ?? 1;
+      const size = ctx.query.page_size ?? 20;
+      const r = s.apiKeys.list(caller(ctx).user, { userId: ctx.query.user_id, keyword: ctx.query.keyword, status: ctx.query.status, offset: (p - 1) * size, limit: size });
+      return ok({ ...r, page: p, page_size: size });
+    }, {
+      role: 'user',
+      query: t.Object({
+        ...pageQuery,
+        user_id: t.Optional(t.Integer({ minimum: 1, description: "Admins: another user's keys" })),
+        keyword: t.Optional(t.String({ maxLength: 64, description: 'Substring of the name' })),
+        status: t.Optional(t.Integer({ minimum: 1, maximum: 2 })),
+      }),
+      response: envelope(page(ApiKeyView)),
+      detail: { tags, summary: "List the caller's API keys (admins: ?user_id=)" },
+    })
+    .post('/', (ctx) => {
+      const r = s.apiKeys.create(caller(ctx).user, ctx.body);
+      return ok({ ...r.view, key: r.key });
+    }, {
+      role: 'user', body: ApiKeyCreate,
+      response: envelope(t.Intersect([ApiKeyView, t.Object({ key: t.String({ description: 'The full sk-… key, shown only in this response' }) })])),
+      detail: { tags, summary: 'Create an API key; data.key is the full key, shown once' },
+    })
+    .put('/', (ctx) => ok(s.apiKeys.update(caller(ctx).user, ctx.body)), {
+      role: 'user', body: ApiKeyUpdate, response: envelope(ApiKeyView),
+      detail: { tags, summary: 'Update an API key (partial; status 1 enabled / 2 disabled)' },
+    })
+    .get('/:id', (ctx) => ok(s.apiKeys.get(caller(ctx).user, ctx.params.id)), {
+      role: 'user', params: idParams, response: envelope(ApiKeyView), detail: { tags, summary: 'Get an API key (never the key itself)' },
+    })
+    .delete('/:id', (ctx) => {
+      s.apiKeys.delete(caller(ctx).user, ctx.params.id);
+      return ok(null);
+    }, { role: 'user', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Delete an API key' } });

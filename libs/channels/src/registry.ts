@@ -1,0 +1,110 @@
+import type { ChangeBus, SecretBox } from '@gw/core';
+import { CHANNEL_STATUS, type ChannelRow, type ChannelsRepo } from '@gw/db';
+
+/** A channel as the relay uses it: key decrypted, groups split. Never sent to a client. */
+export interface ChannelRecord {
+  id: number;
+  name: string;
+  type: string;
+  baseUrl: string;
+  /** Decrypted upstream key. */
+  apiKey: string;
+  models: string[];
+  modelMapping: Record<string, string>;
+  groups: string[];
+  tag: string;
+  priority: number;
+  weight: number;
+  status: number;
+  timeoutMs: number;
+  headers: Record<string, string>;
+}
+
+/**
+ * In-memory snapshot of every channel for the request path (no DB read per request). Refreshed on
+ * 'channel.changed' synchronously, so a change is visible to the next request after the write returns.
+ */
+export class ChannelRegistry {
+  private readonly byId = new Map<number, ChannelRecord>();
+  /** group → model → enabled channels, priority desc; rebuilt on every change (changes are rare). */
+  private index = new Map<string, Map<string, ChannelRecord[]>>();
+  private readonly unsubscribe: () => void;
+
+  constructor(private readonly repo: ChannelsRepo, private readonly secrets: SecretBox, bus: ChangeBus,
+    private readonly log: (line: string) => void = console.error) {
+    for (const row of repo.all()) this.put(row);
+    this.rebuild();
+    this.unsubscribe = bus.on('channel.changed', ({ channelId }) => this.refresh(channelId));
+  }
+
+  /** Enabled channels serving `model` to `group`, highest priority first. */
+  candidates(model: string, group: string): ChannelRecord[] {
+    return this.index.get(group)?.get(model) ?? [];
+  }
+
+  /** Any channel (enabled or not) by id. */
+  get(id: number): ChannelRecord | undefined {
+    return this.byId.get(id);
+  }
+
+  /** Every model some enabled channel serves to `group`, sorted. */
+  models(group: string): string[] {
+    return [...(this.index.get(group)?.keys() ?? [])].sort();
+  }
+
+  /** Every channel in the snapshot (health checks iterate this). */
+  all(): ChannelRecord[] {
+    return [...this.byId.values()];
+  }
+
+  /** Re-reads one channel (or all when null) from the database. */
+  refresh(channelId: number | null): void {
+    if (channelId === null) {
+      this.byId.clear();
+      for (const row of this.repo.all()) this.put(row);
+    } else {
+      this.byId.delete(channelId);
+      const row = this.repo.byId(channelId);
+      if (row) this.put(row);
+    }
+    this.rebuild();
+  }
+
+  close(): void {
+    this.unsubscribe();
+  }
+
+  private put(row: ChannelRow): void {
+    let apiKey: string;
+    try {
+      apiKey = this.secrets.open(row.key);
+    } catch {
+      // A key sealed under another SECRET_KEY cannot be used; leave the channel out rather than send garbage.
+      this.log(`channel ${row.id} (${row.name}): key cannot be decrypted with the configured SECRET_KEY; channel skipped`);
+      return;
+    }
+    this.byId.set(row.id, {
+      id: row.id, name: row.name, type: row.type, baseUrl: row.baseUrl, apiKey, models: row.models,
+      modelMapping: row.modelMapping, groups: row.group.split(',').map((g) => g.trim()).filter(Boolean), tag: row.tag,
+      priority: row.priority, weight: row.weight, status: row.status, timeoutMs: row.timeoutMs, headers: row.headers,
+    });
+  }
+
+  private rebuild(): void {
+    const index = new Map<string, Map<string, ChannelRecord[]>>();
+    const enabled = [...this.byId.values()].filter((c) => c.status === CHANNEL_STATUS.enabled)
+      .sort((a, b) => b.priority - a.priority || a.id - b.id);
+    for (const c of enabled) {
+      for (const g of c.groups) {
+        let byModel = index.get(g);
+        if (!byModel) index.set(g, (byModel = new Map()));
+        for (const m of c.models) {
+          const list = byModel.get(m);
+          if (list) list.push(c);
+          else byModel.set(m, [c]);
+        }
+      }
+    }
+    this.index = index;
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * Channel shapes on the wire, as TypeBox schemas: routes validate bodies with them and the OpenAPI
+ * document is generated from them, so the two never disagree.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+
+export const CHANNEL_TYPES = ['anthropic', 'openai'] as const;
+export type ChannelType = (typeof CHANNEL_TYPES)[number];
+
+const ChannelTypeSchema = Type.Union(CHANNEL_TYPES.map((v) => Type.Literal(v)), {
+  description: "Adapter: 'anthropic' (Messages API) or 'openai' (OpenAI-compatible chat completions and realtime)",
+  error: "must be 'anthropic' or 'openai'",
+});
+const Name = Type.String({ minLength: 1, maxLength: 128, description: 'Display name' });
+const BaseUrl = Type.String({ minLength: 1, maxLength: 2048, description: 'Upstream origin without /v1, e.g. https://api.anthropic.com' });
+const Models = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { minItems: 1, maxItems: 1000, description: 'Models this channel serves (non-empty)' });
+const ModelMapping = Type.Record(Type.String({ minLength: 1, maxLength: 200 }), Type.String({ minLength: 1, maxLength: 200 }), {
+  description: 'Requested model → upstream model',
+});
+const Group = Type.String({ minLength: 1, maxLength: 512, pattern: '^[A-Za-z0-9_-]+(,[A-Za-z0-9_-]+)*$', description: "Comma-separated user groups allowed to use it (default 'default')", error: 'must be comma-separated names of letters, digits, _ or -' });
+const Tag = Type.String({ maxLength: 64, description: 'Free-form tag for batch enable/disable' });
+const Priority = Type.Integer({ minimum: -1_000_000, maximum: 1_000_000, description: 'Higher is tried first' });
+const Weight = Type.Integer({ minimum: 1, maximum: 10_000, description: 'Share among channels of equal priority' });
+const WritableStatus = Type.Union([Type.Literal(1), Type.Literal(2)], { description: '1 enabled, 2 manually disabled', error: 'must be 1 (enabled) or 2 (disabled)' });
+const TimeoutMs = Type.Integer({ minimum: 1000, maximum: 3_600_000, description: 'Upstream request timeout in milliseconds' });
+const Headers = Type.Record(Type.String({ minLength: 1, maxLength: 128 }), Type.String({ maxLength: 4096 }), {
+  description: 'Extra headers sent upstream (no hop-by-hop or credential headers)',
+});
+const Key = Type.String({ maxLength: 8192, description: 'Upstream API key; write-only (masked on read)' });
+
+/** Body of POST /api/channel/. */
+export const ChannelCreate = Type.Object({
+  name: Name,
+  type: ChannelTypeSchema,
+  base_url: BaseUrl,
+  key: Type.String({ minLength: 1, maxLength: 8192, description: 'Upstream API key; write-only (masked on read)' }),
+  models: Models,
+  model_mapping: Type.Optional(ModelMapping),
+  group: Type.Optional(Group),
+  tag: Type.Optional(Tag),
+  priority: Type.Optional(Priority),
+  weight: Type.Optional(Weight),
+  status: Type.Optional(WritableStatus),
+  timeout_ms: Type.Optional(TimeoutMs),
+  headers: Type.Optional(Headers),
+});
+export type ChannelCreate = Static<typeof ChannelCreate>;
+
+/** Body of PUT /api/channel/: `id` plus any subset of fields; `key` omitted or "" keeps the stored key. */
+export const ChannelUpdate = Type.Object({
+  id: Type.Integer({ minimum: 1 }),
+  name: Type.Optional(Name),
+  type: Type.Optional(ChannelTypeSchema),
+  base_url: Type.Optional(BaseUrl),
+  key: Type.Optional(Key),
+  models: Type.Optional(Models),
+  model_mapping: Type.Optional(ModelMapping),
+  group: Type.Optional(Group),
+  tag: Type.Optional(Tag),
+  priority: Type.Optional(Priority),
+  weight: Type.Optional(Weight),
+  status: Type.Optional(WritableStatus),
+  timeout_ms: Type.Optional(TimeoutMs),
+  headers: Type.Optional(Headers),
+});
+export type ChannelUpdate = Static<typeof ChannelUpdate>;
+
+/** A channel as the API returns it: the key masked, plus read-only health fields. */
+export const ChannelView = Type.Object({
+  id: Type.Integer(),
+  name: Type.String(),
+  type: Type.String(),
+  base_url: Type.String(),
+  key: Type.String({ description: 'Masked' }),
+  models: Type.Array(Type.String()),
+  model_mapping: Type.Record(Type.String(), Type.String()),
+  group: Type.String(),
+  tag: Type.String(),
+  priority: Type.Integer(),
+  weight: Type.Integer(),
+  status: Type.Integer({ description: '1 enabled, 2 manually disabled, 3 auto-disabled' }),
+  status_reason: Type.String(),
+  timeout_ms: Type.Integer(),
+  headers: Type.Record(Type.String(), Type.String()),
+  response_time_ms: Type.Integer(),
+  tested_at: Type.Union([Type.Integer(), Type.Null()]),
+  created_at: Type.Integer(),
+  updated_at: Type.Integer(),
+});
+export type ChannelView = Static<typeof ChannelView>;
+
+/** Result of POST /api/channel/:id/test. */
+export const ChannelTestResult = Type.Object({
+  success: Type.Boolean(),
+  response_time_ms: Type.Integer(),
+  status: Type.Integer({ description: 'Upstream HTTP status (0 when unreachable)' }),
+  message: Type.String(),
+  tested_at: Type.Integer(),
+});
+export type ChannelTestResult = Static<typeof ChannelTestResult>;

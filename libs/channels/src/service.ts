@@ -1,0 +1,138 @@
+import { GatewayError, maskSecret, nowSeconds, type ChangeBus, type SecretBox } from '@gw/core';
+import { CHANNEL_STATUS, type ChannelListFilter, type ChannelRow, type ChannelsRepo, type NewChannelRow } from '@gw/db';
+import type { ChannelCreate, ChannelUpdate, ChannelView } from './schemas';
+import { normalizeBaseUrl, normalizeHeaders, normalizeMapping, normalizeModels, normalizeName } from './validate';
+
+export type ChannelStatus = 1 | 2 | 3;
+
+const notFound = (id: number) => new GatewayError(404, 'channel_not_found', `No channel ${id}`, { param: 'id' });
+
+/**
+ * Channel administration (the /api/channel/ routes) and status changes by the health checker.
+ * Every write emits `channel.changed` after it commits, so the ChannelRegistry snapshot follows.
+ */
+export class ChannelService {
+  constructor(private readonly repo: ChannelsRepo, private readonly secrets: SecretBox, private readonly bus: ChangeBus) {}
+
+  /** The API view of a row: the key masked, never decrypted beyond that. */
+  view(r: ChannelRow): ChannelView {
+    let masked = '';
+    try {
+      masked = maskSecret(this.secrets.open(r.key));
+    } catch {
+      masked = '(unreadable: sealed with another SECRET_KEY)';
+    }
+    return {
+      id: r.id, name: r.name, type: r.type, base_url: r.baseUrl, key: masked, models: r.models,
+      model_mapping: r.modelMapping, group: r.group, tag: r.tag, priority: r.priority, weight: r.weight,
+      status: r.status, status_reason: r.statusReason, timeout_ms: r.timeoutMs, headers: r.headers,
+      response_time_ms: r.responseTimeMs, tested_at: r.testedAt, created_at: r.createdAt, updated_at: r.updatedAt,
+    };
+  }
+
+  create(input: ChannelCreate): ChannelView {
+    const now = nowSeconds();
+    const row = this.repo.insert({
+      name: normalizeName(input.name),
+      type: input.type,
+      baseUrl: normalizeBaseUrl(input.base_url),
+      key: this.sealKey(input.key),
+      models: normalizeModels(input.models),
+      modelMapping: normalizeMapping(input.model_mapping ?? {}),
+      group: input.group ?? 'default',
+      tag: input.tag?.trim() ?? '',
+      priority: input.priority ?? 0,
+      weight: input.weight ?? 1,
+      status: input.status ?? CHANNEL_STATUS.enabled,
+      timeoutMs: input.timeout_ms ?? 300_000,
+      headers: normalizeHeaders(input.headers ?? {}),
+      createdAt: now,
+      updatedAt: now,
+    });
+    this.bus.emit('channel.changed', { channelId: row.id });
+    return this.view(row);
+  }
+
+  list(f: ChannelListFilter): { items: ChannelView[]; total: number } {
+    const r = this.repo.list(f);
+    return { items: r.items.map((c) => this.view(c)), total: r.total };
+  }
+
+  get(id: number): ChannelView {
+    const row = this.repo.byId(id);
+    if (!row) throw notFound(id);
+    return this.view(row);
+  }
+
+  /** Partial update: only fields present change; an omitted or empty `key` keeps the stored key. */
+  update(input: ChannelUpdate): ChannelView {
+    if (!this.repo.byId(input.id)) throw notFound(input.id);
+    const patch: Partial<NewChannelRow> = { updatedAt: nowSeconds() };
+    if (input.name !== undefined) patch.name = normalizeName(input.name);
+    if (input.type !== undefined) patch.type = input.type;
+    if (input.base_url !== undefined) patch.baseUrl = normalizeBaseUrl(input.base_url);
+    if (input.key !== undefined && input.key.trim() !== '') patch.key = this.sealKey(input.key);
+    if (input.models !== undefined) patch.models = normalizeModels(input.models);
+    if (input.model_mapping !== undefined) patch.modelMapping = normalizeMapping(input.model_mapping);
+    if (input.group !== undefined) patch.group = input.group;
+    if (input.tag !== undefined) patch.tag = input.tag.trim();
+    if (input.priority !== undefined) patch.priority = input.priority;
+    if (input.weight !== undefined) patch.weight = input.weight;
+    if (input.status !== undefined) {
+      patch.status = input.status;
+      // An operator's decision replaces whatever the health checker said.
+      patch.statusReason = input.status === CHANNEL_STATUS.manuallyDisabled ? 'disabled by an operator' : '';
+    }
+    if (input.timeout_ms !== undefined) patch.timeoutMs = input.timeout_ms;
+    if (input.headers !== undefined) patch.headers = normalizeHeaders(input.headers);
+    const row = this.repo.update(input.id, patch);
+    if (!row) throw notFound(input.id);
+    this.bus.emit('channel.changed', { channelId: row.id });
+    return this.view(row);
+  }
+
+  delete(id: number): void {
+    if (!this.repo.delete(id)) throw notFound(id);
+    this.bus.emit('channel.changed', { channelId: id });
+  }
+
+  /** Deletes the given ids (unknown ones are skipped); returns how many existed. */
+  deleteMany(ids: number[]): number {
+    const n = this.repo.deleteMany([...new Set(ids)]);
+    if (n) this.bus.emit('channel.changed', { channelId: null });
+    return n;
+  }
+
+  /** Enables (1) or manually disables (2) every channel with `tag`; returns how many matched. */
+  setTagStatus(tag: string, status: 1 | 2): number {
+    const n = this.repo.setStatusByTag(tag, status, status === 2 ? 'disabled by an operator' : '', nowSeconds());
+    if (n) this.bus.emit('channel.changed', { channelId: null });
+    return n;
+  }
+
+  /**
+   * Sets a channel's status with a reason. The health checker uses 3 (auto-disabled) and 1 (recovered);
+   * it never re-enables a channel an operator disabled (2): that call is ignored.
+   */
+  setStatus(id: number, status: ChannelStatus, reason: string): void {
+    const row = this.repo.byId(id);
+    if (!row) return;
+    if (row.status === CHANNEL_STATUS.manuallyDisabled && status !== CHANNEL_STATUS.manuallyDisabled) return;
+    if (row.status === status && row.statusReason === reason) return;
+    this.repo.update(id, { status, statusReason: reason.slice(0, 500), updatedAt: nowSeconds() });
+    this.bus.emit('channel.changed', { channelId: id });
+  }
+
+  /** Records a probe result (response time, when); does not change the status. */
+  recordTest(id: number, responseTimeMs: number, at: number): void {
+    this.repo.update(id, { responseTimeMs: Math.max(0, Math.round(responseTimeMs)), testedAt: at });
+    this.bus.emit('channel.changed', { channelId: id });
+  }
+
+  private sealKey(key: string): string {
+    const k = key.trim();
+    if (!k) throw new GatewayError(400, 'invalid_value', 'key must not be blank', { param: 'key' });
+    if (/[\r\n\0]/.test(k)) throw new GatewayError(400, 'invalid_value', 'key must not contain line breaks', { param: 'key' });
+    return this.secrets.seal(k);
+  }
+}

@@ -1,0 +1,230 @@
+/**
+ * Relay API keys (`sk-…`): CRUD for /api/token/ and the in-memory index the relay authenticates
+ * against (no DB read per request). Keys are stored as SHA-256 + a short prefix and shown once.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import { GatewayError, nowSeconds, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
+import { API_KEY_STATUS, ROLE, type ApiKeyRow, type ApiKeysRepo, type NewApiKeyRow, type UserRow, type UsersRepo } from '@gw/db';
+import { isIpOrCidr } from './ip-allow';
+import type { UserDirectory } from './user-directory';
+import { canManage, type Actor } from './users';
+
+
+/** What the relay needs of a key. `status`/`expiresAt` are kept so it can say why a key is refused. */
+export interface ApiKeyRecord {
+  id: number; userId: number; name: string; status: number; expiresAt: number | null;
+  unlimitedQuota: boolean; remainQuota: number; usedQuota: number; models: string[] | null; allowIps: string[] | null;
+  group: string | null; rateLimitRpm: number;
+}
+
+const Models = Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 1000 }), Type.Null()], { description: 'Model allow-list; null or [] = any model of the group' });
+const AllowIps = Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 256 }), Type.Null()], { description: 'IP/CIDR allow-list (IPv4 and IPv6); null or [] = any address' });
+const Group = Type.Union([Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', error: 'must be 1-64 letters, digits, _ or -' }), Type.Null()], { description: "Routing group; null = the owner's group" });
+const ExpiresAt = Type.Union([Type.Integer({ minimum: 1 }), Type.Null()], { description: 'Unix seconds in the future; null = never' });
+const Quota = Type.Integer({ minimum: 0, maximum: 1e15 });
+const Rpm = Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Requests per minute; 0 = unlimited' });
+
+/** Body of POST /api/token/. */
+export const ApiKeyCreate = Type.Object({
+  user_id: Type.Optional(Type.Integer({ minimum: 1, description: 'Admins: create for this user' })),
+  name: Type.String({ minLength: 1, maxLength: 64 }),
+  expires_at: Type.Optional(ExpiresAt),
+  unlimited_quota: Type.Optional(Type.Boolean({ default: true })),
+  remain_quota: Type.Optional(Quota),
+  models: Type.Optional(Models),
+  allow_ips: Type.Optional(AllowIps),
+  group: Type.Optional(Group),
+  rate_limit_rpm: Type.Optional(Rpm),
+});
+export type ApiKeyCreate = Static<typeof ApiKeyCreate>;
+
+/** Body of PUT /api/token/: `id` plus any subset of fields. */
+export const ApiKeyUpdate = Type.Object({
+  id: Type.Integer({ minimum: 1 }),
+  name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  status: Type.Optional(Type.Union([Type.Literal(1), Type.Literal(2)], { description: '1 enabled, 2 disabled', error: 'must be 1 (enabled) or 2 (disabled)' })),
+  expires_at: Type.Optional(ExpiresAt),
+  unlimited_quota: Type.Optional(Type.Boolean()),
+  remain_quota: Type.Optional(Quota),
+  models: Type.Optional(Models),
+  allow_ips: Type.Optional(AllowIps),
+  group: Type.Optional(Group),
+  rate_limit_rpm: Type.Optional(Rpm),
+});
+export type ApiKeyUpdate = Static<typeof ApiKeyUpdate>;
+
+export const ApiKeyView = Type.Object({
+  id: Type.Integer(), user_id: Type.Integer(), name: Type.String(),
+  prefix: Type.String({ description: 'First characters of the key, for recognition' }),
+  status: Type.Integer({ description: '1 enabled, 2 disabled' }),
+  expires_at: Type.Union([Type.Integer(), Type.Null()]),
+  unlimited_quota: Type.Boolean(), remain_quota: Type.Integer(), used_quota: Type.Integer(),
+  models: Type.Union([Type.Array(Type.String()), Type.Null()]),
+  allow_ips: Type.Union([Type.Array(Type.String()), Type.Null()]),
+  group: Type.Union([Type.String(), Type.Null()]),
+  rate_limit_rpm: Type.Integer(),
+  created_at: Type.Integer(), updated_at: Type.Integer(), last_used_at: Type.Union([Type.Integer(), Type.Null()]),
+});
+export type ApiKeyView = Static<typeof ApiKeyView>;
+
+export const toApiKeyView = (r: ApiKeyRow): ApiKeyView => ({
+  id: r.id, user_id: r.userId, name: r.name, prefix: r.prefix, status: r.status, expires_at: r.expiresAt,
+  unlimited_quota: r.unlimitedQuota, remain_quota: r.remainQuota, used_quota: r.usedQuota, models: r.models,
+  allow_ips: r.allowIps, group: r.group, rate_limit_rpm: r.rateLimitRpm, created_at: r.createdAt,
+  updated_at: r.updatedAt, last_used_at: r.lastUsedAt,
+});
+
+const toRecord = (r: ApiKeyRow): ApiKeyRecord => ({
+  id: r.id, userId: r.userId, name: r.name, status: r.status, expiresAt: r.expiresAt, unlimitedQuota: r.unlimitedQuota,
+  remainQuota: r.remainQuota, usedQuota: r.usedQuota, models: r.models, allowIps: r.allowIps, group: r.group, rateLimitRpm: r.rateLimitRpm,
+});
+
+const notFound = (id: number) => new GatewayError(404, 'token_not_found', `No API key ${id}`, { param: 'id' });
+const bad = (param: string, message: string) => new GatewayError(400, 'invalid_value', message, { param });
+
+export class ApiKeyService {
+  private readonly byHash = new Map<string, ApiKeyRecord>();
+  private readonly hashById = new Map<number, string>();
+  /** Owners whose keys are left out of the index (disabled or deleted). */
+  private readonly excludedUsers = new Set<number>();
+  private readonly unsubs: Array<() => void> = [];
+
+  constructor(private readonly repo: ApiKeysRepo, private readonly users: UsersRepo, private readonly directory: UserDirectory, private readonly bus: ChangeBus) {
+    for (const row of repo.all()) this.index(row);
+    this.unsubs.push(bus.on('apikey.changed', ({ keyId }) => this.refreshKey(keyId)));
+    this.unsubs.push(directory.subscribe((userId, account) => this.refreshUser(userId, account?.status === 1)));
+  }
+
+  /** O(1), no DB. undefined = unknown key, or its owner is disabled/deleted. Check status and expiry yourself. */
+  lookup(plainKey: string): ApiKeyRecord | undefined {
+    return this.byHash.get(sha256Hex(plainKey));
+  }
+
+  /** The owner an actor works on: itself, or (admins) `userId` within the role rules. */
+  resolveOwner(actor: UserRow, userId?: number): UserRow {
+    if (userId === undefined || userId === actor.id) return actor;
+    if (actor.role < ROLE.admin) throw new GatewayError(403, 'insufficient_role', 'Only admins can manage keys of other users', { param: 'user_id' });
+    const owner = this.users.byId(userId);
+    if (!owner) throw new GatewayError(404, 'user_not_found', `No user ${userId}`, { param: 'user_id' });
+    if (!canManage(actor, owner)) throw new GatewayError(403, 'role_too_high', 'You cannot manage keys of a user whose role is equal to or above your own', { param: 'user_id' });
+    return owner;
+  }
+
+  create(actor: UserRow, input: ApiKeyCreate): { key: string; view: ApiKeyView } {
+    const owner = this.resolveOwner(actor, input.user_id);
+    const now = nowSeconds();
+    const key = `sk-${randomToken(48)}`;
+    const row = this.repo.insert({
+      userId: owner.id, name: input.name.trim() || input.name, keyHash: sha256Hex(key), prefix: key.slice(0, 8),
+      status: API_KEY_STATUS.enabled, ...this.checked(actor, owner, input, now), createdAt: now, updatedAt: now,
+    });
+    this.afterWrite(row.id);
+    return { key, view: toApiKeyView(row) };
+  }
+
+  list(actor: UserRow, q: { userId?: number; keyword?: string; status?: number; offset: number; limit: number }): { items: ApiKeyView[]; total: number } {
+    const owner = this.resolveOwner(actor, q.userId);
+    const r = this.repo.list({ userId: owner.id, keyword: q.keyword, status: q.status, offset: q.offset, limit: q.limit });
+    return { items: r.items.map(toApiKeyView), total: r.total };
+  }
+
+  get(actor: UserRow, id: number): ApiKeyView {
+    return toApiKeyView(this.owned(actor, id).row);
+  }
+
+  update(actor: UserRow, input: ApiKeyUpdate): ApiKeyView {
+    const { row, owner } = this.owned(actor, input.id);
+    const now = nowSeconds();
+    const patch: Partial<NewApiKeyRow> = { ...this.checked(actor, owner, input, now), updatedAt: now };
+    if (input.name !== undefined) patch.name = input.name.trim() || input.name;
+    if (input.status !== undefined) patch.status = input.status;
+    const updated = this.repo.update(row.id, patch);
+    if (!updated) throw notFound(row.id);
+    this.afterWrite(row.id);
+    return toApiKeyView(updated);
+  }
+
+  delete(actor: UserRow, id: number): void {
+    const { row } = this.owned(actor, id);
+    this.repo.delete(row.id);
+    this.afterWrite(row.id);
+  }
+
+  close(): void {
+    for (const u of this.unsubs) u();
+  }
+
+  /** A key the actor may see: its own, or (admins) one of a user it may manage; others are 404 to non-admins. */
+  private owned(actor: UserRow, id: number): { row: ApiKeyRow; owner: UserRow } {
+    const row = this.repo.byId(id);
+    if (!row) throw notFound(id);
+    if (row.userId === actor.id) return { row, owner: actor };
+    if (actor.role < ROLE.admin) throw notFound(id);
+    return { row, owner: this.resolveOwner(actor, row.userId) };
+  }
+
+  /** Validates the optional fields shared by create and update into column values. */
+  private checked(actor: UserRow, owner: UserRow, input: Partial<ApiKeyCreate>, now: number): Partial<NewApiKeyRow> {
+    const out: Partial<NewApiKeyRow> = {};
+    if (input.expires_at !== undefined) {
+      if (input.expires_at !== null && input.expires_at <= now) throw new GatewayError(400, 'out_of_range', 'expires_at must be in the future (unix seconds)', { param: 'expires_at' });
+      out.expiresAt = input.expires_at;
+    }
+    if (input.unlimited_quota !== undefined) out.unlimitedQuota = input.unlimited_quota;
+    if (input.remain_quota !== undefined) out.remainQuota = input.remain_quota;
+    if (input.rate_limit_rpm !== undefined) out.rateLimitRpm = input.rate_limit_rpm;
+    if (input.models !== undefined) {
+      const models = input.models === null ? [] : [...new Set(input.models.map((m) => m.trim()))];
+      if (models.some((m) => m === '')) throw bad('models', 'models: names must not be blank');
+      out.models = models.length ? models : null;
+    }
+    if (input.allow_ips !== undefined) {
+      const ips = (input.allow_ips ?? []).map((s) => s.trim());
+      const i = ips.findIndex((s) => !isIpOrCidr(s));
+      if (i >= 0) throw bad(`allow_ips[${i}]`, `allow_ips: "${ips[i]}" is not an IP address or CIDR range`);
+      out.allowIps = ips.length ? [...new Set(ips)] : null;
+    }
+    if (input.group !== undefined) {
+      if (input.group !== null && input.group !== owner.group && actor.role < ROLE.admin) {
+        throw new GatewayError(403, 'group_not_allowed', `You can only use your own group ("${owner.group}")`, { param: 'group' });
+      }
+      out.group = input.group;
+    }
+    return out;
+  }
+
+  private afterWrite(keyId: number): void {
+    // This index refreshes through its own bus listener, as does every other cache of keys.
+    this.bus.emit('apikey.changed', { keyId });
+  }
+
+  private refreshKey(keyId: number): void {
+    const old = this.hashById.get(keyId);
+    if (old) { this.byHash.delete(old); this.hashById.delete(keyId); }
+    const row = this.repo.byId(keyId);
+    if (row) this.index(row);
+  }
+
+  /** Runs on every 'user.changed' (each charge emits one): touches the DB only when enabled-ness flips. */
+  private refreshUser(userId: number, enabled: boolean): void {
+    if (enabled !== this.excludedUsers.has(userId)) return;
+    if (enabled) {
+      this.excludedUsers.delete(userId);
+      for (const row of this.repo.byUser(userId)) this.index(row);
+      return;
+    }
+    this.excludedUsers.add(userId);
+    for (const [hash, rec] of this.byHash) {
+      if (rec.userId === userId) { this.byHash.delete(hash); this.hashById.delete(rec.id); }
+    }
+  }
+
+  private index(row: ApiKeyRow): void {
+    if (this.directory.get(row.userId)?.status !== 1) {
+      this.excludedUsers.add(row.userId);
+      return;
+    }
+    this.byHash.set(row.keyHash, toRecord(row));
+    this.hashById.set(row.id, row.keyHash);
+  }
+}

@@ -1,0 +1,179 @@
+/**
+ * User administration (/api/user/ CRUD) and the role rules: an admin cannot create or alter a user
+ * whose role is >= its own, nor grant such a role; root can do anything except delete a root user
+ * or itself, or demote the last root. Every write emits 'user.changed' after it commits.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
+import { ROLE, USER_STATUS, type Db, type LedgerRepo, type NewUserRow, type SessionsRepo, type UserRow, type UsersRepo } from '@gw/db';
+import { PASSWORD_MAX, PASSWORD_MIN, hashPassword } from './passwords';
+import { toUserView, type UserView } from './views';
+
+const Username = Type.String({ minLength: 3, maxLength: 64, pattern: '^[A-Za-z0-9_.-]+$', error: 'must be 3-64 characters of letters, digits, _ . -' });
+const Password = Type.String({ minLength: PASSWORD_MIN, maxLength: PASSWORD_MAX, error: `must be ${PASSWORD_MIN}-${PASSWORD_MAX} characters` });
+const DisplayName = Type.String({ maxLength: 64 });
+const Email = Type.Union([Type.String({ maxLength: 254 }), Type.Null()], { description: 'E-mail address; "" or null clears it' });
+const Role = Type.Union([Type.Literal(1), Type.Literal(10), Type.Literal(100)], { description: '1 user, 10 admin, 100 root', error: 'must be 1 (user), 10 (admin) or 100 (root)' });
+const Group = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', error: 'must be 1-64 letters, digits, _ or -' });
+
+/** Body of POST /api/user/ (SPEC Create User). */
+export const UserCreate = Type.Object({
+  username: Username,
+  password: Password,
+  display_name: Type.Optional(DisplayName),
+  role: Type.Optional(Role),
+  group: Type.Optional(Group),
+  quota: Type.Optional(Type.Integer({ minimum: 0, maximum: 1e15, description: 'Initial balance in quota units, credited through the ledger' })),
+  email: Type.Optional(Email),
+});
+export type UserCreate = Static<typeof UserCreate>;
+
+/** Body of PUT /api/user/: `id` plus any subset of fields. */
+export const UserUpdate = Type.Object({
+  id: Type.Integer({ minimum: 1 }),
+  username: Type.Optional(Username),
+  display_name: Type.Optional(DisplayName),
+  email: Type.Optional(Email),
+  password: Type.Optional(Password),
+  role: Type.Optional(Role),
+  group: Type.Optional(Group),
+  status: Type.Optional(Type.Union([Type.Literal(1), Type.Literal(2)], { description: '1 enabled, 2 disabled', error: 'must be 1 (enabled) or 2 (disabled)' })),
+  // Declared so it is not silently stripped: a balance only changes through the ledger.
+  quota: Type.Optional(Type.Unknown({ description: 'Not accepted: use POST /api/ledger/adjust' })),
+});
+export type UserUpdate = Static<typeof UserUpdate>;
+
+/** Body of PUT /api/user/self. */
+export const UserSelfUpdate = Type.Object({ display_name: Type.Optional(DisplayName), email: Type.Optional(Email) });
+export type UserSelfUpdate = Static<typeof UserSelfUpdate>;
+
+export interface UserListQuery { keyword?: string; role?: number; status?: number; group?: string; offset: number; limit: number }
+
+/** The acting user: only what the rules look at. */
+export type Actor = Pick<UserRow, 'id' | 'role'>;
+
+/** True when `actor` may alter `target` (admins: lower roles only; root: anyone). */
+export const canManage = (actor: Actor, target: Pick<UserRow, 'id' | 'role'>) => actor.role >= ROLE.root || target.role < actor.role;
+
+const forbidden = (code: string, message: string, param = '') => new GatewayError(403, code, message, { param });
+const notFound = (id: number) => new GatewayError(404, 'user_not_found', `No user ${id}`, { param: 'id' });
+const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+export class UserService {
+  constructor(private readonly db: Db, private readonly users: UsersRepo, private readonly sessions: SessionsRepo,
+    private readonly ledger: LedgerRepo, private readonly bus: ChangeBus) {}
+
+  async create(actor: Actor, input: UserCreate): Promise<UserView> {
+    const role = input.role ?? ROLE.user;
+    if (actor.role < ROLE.root && role >= actor.role) throw forbidden('role_too_high', 'You cannot create a user with a role equal to or above your own', 'role');
+    if (this.users.byUsername(input.username)) throw new GatewayError(409, 'username_taken', `Username "${input.username}" is taken`, { param: 'username' });
+    const email = this.checkEmail(input.email, null);
+    const passwordHash = await hashPassword(input.password);
+    const now = nowSeconds();
+    const row = this.db.transaction((tx) => {
+      const u = this.users.insert({
+        username: input.username, passwordHash, displayName: input.display_name?.trim() ?? '', email, role,
+        status: USER_STATUS.enabled, group: input.group ?? 'default', quota: 0, createdAt: now, updatedAt: now,
+      });
+      // The initial balance is a ledger entry like any other, so balance == sum(ledger) from the start.
+      if (input.quota) this.ledger.apply({ userId: u.id, kind: 'adjust', amount: input.quota, ref: `user-create:${u.id}`, note: 'initial quota', actorId: actor.id, at: now }, tx);
+      return u;
+    });
+    this.bus.emit('user.changed', { userId: row.id });
+    return toUserView(this.users.byId(row.id)!);
+  }
+
+  list(q: UserListQuery): { items: UserView[]; total: number } {
+    const r = this.users.list(q);
+    return { items: r.items.map(toUserView), total: r.total };
+  }
+
+  get(id: number): UserView {
+    return toUserView(this.mustGet(id));
+  }
+
+  async update(actor: Actor, input: UserUpdate): Promise<UserView> {
+    if (input.quota !== undefined) {
+      throw new GatewayError(400, 'quota_not_editable', 'quota cannot be changed here: balances change only through the ledger (POST /api/ledger/adjust)', { param: 'quota' });
+    }
+    const target = this.mustGet(input.id);
+    this.assertManage(actor, target);
+    const patch: Partial<NewUserRow> = {};
+    if (input.username !== undefined && input.username !== target.username) {
+      if (this.users.byUsername(input.username)) throw new GatewayError(409, 'username_taken', `Username "${input.username}" is taken`, { param: 'username' });
+      patch.username = input.username;
+    }
+    if (input.display_name !== undefined) patch.displayName = input.display_name.trim();
+    if (input.email !== undefined) patch.email = this.checkEmail(input.email, target.id);
+    if (input.group !== undefined) patch.group = input.group;
+    if (input.role !== undefined && input.role !== target.role) {
+      if (actor.role < ROLE.root && input.role >= actor.role) throw forbidden('role_too_high', 'You cannot grant a role equal to or above your own', 'role');
+      if (target.role === ROLE.root && this.rootCount() <= 1) throw forbidden('last_root', 'The last root user cannot be demoted', 'role');
+      patch.role = input.role;
+    }
+    if (input.status !== undefined && input.status !== target.status) {
+      if (input.status === USER_STATUS.disabled && target.id === actor.id) throw forbidden('cannot_disable_self', 'You cannot disable yourself', 'status');
+      patch.status = input.status;
+    }
+    const endSessions = input.password !== undefined || patch.status === USER_STATUS.disabled;
+    if (input.password !== undefined) patch.passwordHash = await hashPassword(input.password);
+    return this.write(target.id, patch, endSessions);
+  }
+
+  /** The caller's own profile fields; role, group, status and quota are not self-service. */
+  updateSelf(self: Pick<UserRow, 'id'>, input: UserSelfUpdate): UserView {
+    const patch: Partial<NewUserRow> = {};
+    if (input.display_name !== undefined) patch.displayName = input.display_name.trim();
+    if (input.email !== undefined) patch.email = this.checkEmail(input.email, self.id);
+    return this.write(self.id, patch, false);
+  }
+
+  setStatus(actor: Actor, id: number, status: 1 | 2): UserView {
+    const target = this.mustGet(id);
+    this.assertManage(actor, target);
+    if (status === USER_STATUS.disabled && target.id === actor.id) throw forbidden('cannot_disable_self', 'You cannot disable yourself');
+    return this.write(id, { status }, status === USER_STATUS.disabled);
+  }
+
+  delete(actor: Actor, id: number): void {
+    const target = this.mustGet(id);
+    if (target.role >= ROLE.root) throw forbidden('cannot_delete_root', 'A root user cannot be deleted');
+    if (target.id === actor.id) throw forbidden('cannot_delete_self', 'You cannot delete yourself');
+    this.assertManage(actor, target);
+    // Sessions, access tokens, API keys and 2FA rows go with the user (ON DELETE CASCADE); the ledger stays as history.
+    this.users.delete(id);
+    this.bus.emit('user.changed', { userId: id });
+  }
+
+  private write(id: number, patch: Partial<NewUserRow>, endSessions: boolean): UserView {
+    const row = this.users.update(id, { ...patch, updatedAt: nowSeconds() });
+    if (!row) throw notFound(id);
+    if (endSessions) this.sessions.deleteUserSessions(id);
+    this.bus.emit('user.changed', { userId: id });
+    return toUserView(row);
+  }
+
+  private mustGet(id: number): UserRow {
+    const u = this.users.byId(id);
+    if (!u) throw notFound(id);
+    return u;
+  }
+
+  private assertManage(actor: Actor, target: UserRow): void {
+    if (!canManage(actor, target)) throw forbidden('role_too_high', 'You cannot change a user whose role is equal to or above your own');
+  }
+
+  private rootCount(): number {
+    return this.users.list({ role: ROLE.root, offset: 0, limit: 1 }).total;
+  }
+
+  /** Normalises an e-mail ("" → null) and refuses a malformed or taken one. */
+  private checkEmail(raw: string | null | undefined, selfId: number | null): string | null {
+    const email = raw?.trim() || null;
+    if (email === null) return null;
+    if (!EMAIL_RE.test(email)) throw new GatewayError(400, 'invalid_format', 'email is not a valid e-mail address', { param: 'email' });
+    const other = this.users.byEmail(email);
+    if (other && other.id !== selfId) throw new GatewayError(409, 'email_taken', 'This e-mail address is already used by another user', { param: 'email' });
+    return email;
+  }
+}
