@@ -65,6 +65,7 @@ describe('gw command tree', () => {
   test('a negative amount is a value, not a flag', async () => {
     // Reaches the network step (exit 3 on the closed port) instead of failing to parse.
     const io = fakeIo({ GATEWAY_URL: 'http://127.0.0.1:9', GATEWAY_TOKEN: 'gwm_x' });
-    expect(await main(['ledger', 'adjust', '--user-id', '1', '--amount', '-500'], io)).toBe(3);
+    expect(await main(['ledger', 'adjust', '--user-id', '1', '--amount', '-500', '--note', 'n'], io)).toBe(3);
+    expect(io.stderr).toContain('cannot reach the gateway');
   });
 });

@@ -49,7 +49,7 @@ export function registerChannel(program: Command, app: App): void {
     .option('--type <type>', "only this adapter type ('anthropic' or 'openai')")
     .option('--model <model>', 'only channels serving this model')
     .option('--group <group>', 'only channels open to this user group')
-    .option('--keyword <text>', 'match in name or base URL'))
+    .option('--keyword <text>', 'substring of the name'))
     .addHelpText('after', '\nExamples:\n  $ gw channel list --tag prod --page-size 100\n  $ gw channel list --model claude-sonnet-4 --json | jq \'.items[].id\'')
     .action(app.action(async (ctx, _a, o) => {
       const data = await ctx.client().call('GET', '/api/channel/', {

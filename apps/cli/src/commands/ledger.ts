@@ -32,12 +32,12 @@ export function registerLedger(program: Command, app: App): void {
     .description("Credit (positive) or debit (negative) a user's balance (admin); recorded in the ledger")
     .addOption(new Option('--user-id <id>', 'the user').argParser(parseId).makeOptionMandatory())
     .addOption(new Option('--amount <n>', 'signed quota units, e.g. 500000 or -1000').argParser(parseIntStrict).makeOptionMandatory())
-    .option('--note <text>', 'why (kept in the ledger)')
-    .option('--ref <ref>', 'idempotency reference: the same ref never applies twice')
-    .addHelpText('after', '\nExamples:\n  $ gw ledger adjust --user-id 12 --amount 1000000 --note "invoice 2026-11"\n  $ gw ledger adjust --user-id 12 --amount=-5000 --ref refund-77')
+    .addOption(new Option('--note <text>', 'why (kept in the ledger)').makeOptionMandatory())
+    .option('--allow-negative', 'allow a debit to take the balance below zero')
+    .addHelpText('after', '\nExamples:\n  $ gw ledger adjust --user-id 12 --amount 1000000 --note "invoice 2026-11"\n  $ gw ledger adjust --user-id 12 --amount=-5000 --note "refund of ticket 77"')
     .action(app.action(async (ctx, _a, o) => {
-      const body = { user_id: o.userId, amount: o.amount, note: o.note, ref: o.ref };
+      const body = { user_id: o.userId, amount: o.amount, note: o.note, allow_negative: o.allowNegative };
       const data = await ctx.client().call('POST', '/api/ledger/adjust', { body });
-      ctx.print(data, () => `Adjusted user ${o.userId} by ${o.amount}${data && typeof data.balance_after === 'number' ? `; balance now ${data.balance_after}` : ''}.\n`);
+      ctx.print(data, () => `Adjusted user ${o.userId} by ${o.amount} (ledger entry ${data.entry?.id}); balance now ${data.balance}.\n`);
     }));
 }

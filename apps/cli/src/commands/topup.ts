@@ -1,6 +1,7 @@
-/** `topup` (alias `order`): top-up orders (`/api/topup/`) paid through a payment provider. */
+/** `topup` (alias `order`): top-up orders (`/api/topup/`) paid through a payment provider's checkout. */
 import { Option, type Command } from 'commander';
 import type { App } from '../core/context';
+import { UsageError } from '../core/errors';
 import { addPaging, pagingQuery, parseId } from '../core/fields';
 import { col, details, pageText, time } from '../core/output';
 
@@ -10,37 +11,69 @@ const COLUMNS = [
   col('CREATED', 'created_at', { fmt: time }), col('PAID', 'paid_at', { fmt: time }),
 ];
 
+const orderDetails = (o: any) => details([
+  ['order', o.id], ['trade no', o.trade_no], ['user', o.user_id], ['provider', o.provider], ['amount', `${o.amount} ${o.currency}`],
+  ['credit', o.credit], ['status', o.status], ['pay at', o.checkout_url], ['created', time(o.created_at)], ['paid', time(o.paid_at)],
+]);
+
 export function registerTopup(program: Command, app: App): void {
   const group = program.command('topup')
     .alias('order')
     .description('Top-up orders: buy quota through a payment provider')
-    .addHelpText('after', '\nExamples:\n  $ gw topup create --amount 1000 --provider providerA\n  $ gw order list --status paid');
+    .addHelpText('after', '\nExamples:\n  $ gw topup info\n  $ gw topup create --amount 1000 --provider providerA\n  $ gw order list --status paid');
 
   addPaging(group.command('list')
     .description('List top-up orders (all users for admins; --self for your own)')
     .option('--self', 'only your own orders (any role)')
     .addOption(new Option('--user-id <id>', 'only this user (admins)').argParser(parseId))
-    .option('--status <status>', 'pending, paid, ...')
-    .option('--provider <name>', 'only this payment provider'))
-    .addHelpText('after', '\nExample:\n  $ gw topup list --self --json')
+    .addOption(new Option('--status <status>', 'order status').choices(['pending', 'paid', 'failed', 'expired']))
+    .option('--provider <name>', 'only this payment provider (admins)'))
+    .addHelpText('after', '\nExamples:\n  $ gw topup list --self --json\n  $ gw order list --user-id 12 --status pending')
     .action(app.action(async (ctx, _a, o) => {
       const data = await ctx.client().call('GET', o.self ? '/api/topup/self' : '/api/topup/', {
-        query: { ...pagingQuery(o), user_id: o.userId, status: o.status, provider: o.provider },
+        query: o.self ? { ...pagingQuery(o), status: o.status } : { ...pagingQuery(o), user_id: o.userId, status: o.status, provider: o.provider },
       });
       ctx.print(data, () => pageText(data, COLUMNS));
     }));
 
+  group.command('get')
+    .description('Show one order (yours, or any for admins)')
+    .argument('<trade-no>', 'the order\'s trade number')
+    .addHelpText('after', '\nExample:\n  $ gw topup get T20261123ABCD')
+    .action(app.action(async (ctx, [tradeNo]) => {
+      const data = await ctx.client().call('GET', `/api/topup/${encodeURIComponent(tradeNo)}`);
+      ctx.print(data, () => orderDetails(data));
+    }));
+
+  group.command('info')
+    .description('Top-up settings: currency, minimum and maximum, credit rate, providers')
+    .addHelpText('after', '\nExample:\n  $ gw topup info')
+    .action(app.action(async (ctx) => {
+      const data = await ctx.client().call('GET', '/api/topup/info');
+      ctx.print(data, () => details([
+        ['currency', data.currency], ['min amount', data.min], ['max amount', data.max],
+        ['quota per unit', data.quota_per_unit], ['providers', data.providers],
+      ]));
+    }));
+
   group.command('create')
     .description('Start a top-up; prints the checkout URL to pay at')
-    .addOption(new Option('--amount <n>', 'amount to pay, in the smallest currency unit (e.g. cents)').argParser(parseId).makeOptionMandatory())
-    .option('--provider <name>', 'payment provider (default: the server\'s)')
-    .option('--currency <code>', 'currency, e.g. usd')
+    .addOption(new Option('--amount <n>', 'amount to pay in minor currency units (e.g. cents)').argParser(parseId).makeOptionMandatory())
+    .option('--provider <name>', 'payment provider (default: the only one configured)')
     .addHelpText('after', '\nExample:\n  $ gw topup create --amount 2000 --provider providerA')
     .action(app.action(async (ctx, _a, o) => {
-      const data = await ctx.client().call('POST', '/api/topup/', { body: { amount: o.amount, provider: o.provider, currency: o.currency } });
+      const client = ctx.client();
+      let provider: string | undefined = o.provider;
+      if (!provider) {
+        const info = await client.call('GET', '/api/topup/info');
+        const list: string[] = info.providers ?? [];
+        if (list.length !== 1) throw new UsageError(list.length ? `choose --provider: ${list.join(', ')}` : 'no payment provider is configured on this gateway');
+        provider = list[0];
+      }
+      const data = await client.call('POST', '/api/topup/', { body: { amount: o.amount, provider } });
       ctx.print(data, () => details([
-        ['order', data.id], ['trade no', data.trade_no], ['amount', `${data.amount} ${data.currency ?? ''}`.trim()],
-        ['credit', data.credit], ['status', data.status], ['pay at', data.checkout_url],
+        ['trade no', data.trade_no], ['amount', `${data.amount} ${data.currency}`], ['credit', data.credit],
+        ['status', data.status], ['pay at', data.checkout_url],
       ]));
     }));
 }

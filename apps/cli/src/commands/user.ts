@@ -12,7 +12,8 @@ const FIELDS: Field[] = [
   { name: 'role', kind: 'int', desc: '1 user, 10 admin, 100 root' },
   { name: 'group', kind: 'string', desc: 'pricing/routing group' },
 ];
-const CREATE_FIELDS: Field[] = [...FIELDS, { name: 'quota', kind: 'int', desc: 'initial balance in quota units' }];
+const CREATE_FIELDS: Field[] = [...FIELDS, { name: 'quota', kind: 'int', desc: 'initial balance in quota units (later changes: gw ledger adjust)' }];
+const UPDATE_FIELDS: Field[] = [...FIELDS, { name: 'status', kind: 'int', desc: '1 enabled, 2 disabled' }];
 
 const COLUMNS = [
   col('ID', 'id', { right: true }), col('USERNAME', 'username'), col('NAME', 'display_name'), col('ROLE', 'role', { fmt: roleName }),
@@ -84,10 +85,10 @@ export function registerUser(program: Command, app: App): void {
       ctx.print(data, () => `Created user ${data.id} (${data.username}).\n`);
     }));
 
-  passwordOptions(addFields(group.command('update').description('Change some fields of a user').argument('<id>', 'user id', parseId), FIELDS))
+  passwordOptions(addFields(group.command('update').description('Change some fields of a user (balance: gw ledger adjust)').argument('<id>', 'user id', parseId), UPDATE_FIELDS))
     .addHelpText('after', '\nExamples:\n  $ gw user update 12 --group vip --role 10\n  $ echo "$NEW_PASSWORD" | gw user update 12 --password-stdin')
     .action(app.action(async (ctx, [id], o) => {
-      const body = await bodyFrom(ctx, o, FIELDS);
+      const body = await bodyFrom(ctx, o, UPDATE_FIELDS);
       delete body.id;
       const pw = await password(ctx, o, false);
       if (pw !== undefined) body.password = pw;
@@ -106,6 +107,15 @@ export function registerUser(program: Command, app: App): void {
         ctx.print(data, () => `${verb} user ${id}.\n`);
       }));
   }
+
+  group.command('reset-2fa')
+    .description('Turn off two-factor authentication of a user below your role (lost authenticator)')
+    .argument('<id>', 'user id', parseId)
+    .addHelpText('after', '\nExample:\n  $ gw user reset-2fa 12')
+    .action(app.action(async (ctx, [id]) => {
+      const data = await ctx.client().call('POST', `/api/user/${id}/2fa/reset`);
+      ctx.print(data, () => `Two-factor authentication of user ${id} is off.\n`);
+    }));
 
   group.command('delete')
     .description('Delete a user')

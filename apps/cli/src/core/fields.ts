@@ -6,7 +6,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import { UsageError } from './errors';
 import type { Ctx } from './context';
 
-export type FieldKind = 'string' | 'int' | 'number' | 'bool' | 'list' | 'int-list' | 'json';
+export type FieldKind = 'string' | 'int' | 'number' | 'bool' | 'list' | 'int-list' | 'json' | 'time';
 
 /** One API body field exposed as a flag. */
 export interface Field {
@@ -47,13 +47,15 @@ const PARSERS: Record<FieldKind, (v: string) => unknown> = {
   },
   list: (v) => v.split(',').map((s) => s.trim()).filter(Boolean),
   'int-list': (v) => v.split(',').map((s) => s.trim()).filter(Boolean).map(parseIntStrict),
+  // `never` clears an expiry (null); anything else is a point in time.
+  time: (v) => (['never', 'none', 'null'].includes(v.toLowerCase()) ? null : parseTime(v)),
   json: (v) => {
     try { return JSON.parse(v); } catch { throw new InvalidArgumentError('expected JSON, e.g. \'{"a":"b"}\'.'); }
   },
 };
 
 const PLACEHOLDER: Record<FieldKind, string> = {
-  string: 'text', int: 'n', number: 'x', bool: 'true|false', list: 'a,b', 'int-list': '1,2', json: 'json',
+  string: 'text', int: 'n', time: 'time|never', number: 'x', bool: 'true|false', list: 'a,b', 'int-list': '1,2', json: 'json',
 };
 
 const flagOf = (name: string) => `--${name.replace(/_/g, '-')}`;
