@@ -1,1 +1,10 @@
-export {};
+export * from './config';
+export * from './signatures';
+export * from './provider';
+export * from './provider-a';
+export * from './provider-b';
+export * from './views';
+export * from './topup-service';
+export * from './webhook-service';
+export * from './ledger-admin';
+export * from './payments';

@@ -1,0 +1,48 @@
+/** The ledger of every balance change: users read their own, admins read anyone's and adjust by hand. */
+import { Elysia, t } from 'elysia';
+import { Type } from '@sinclair/typebox';
+import { ok } from '@gw/core';
+import { LedgerEntryView, toLedgerView } from '@gw/payments';
+import { authPlugin, caller } from '../plugins/auth';
+import type { Services } from '../services';
+import { envelope, page, pageQuery } from './envelope';
+
+const tags = ['ledger'];
+const kindQuery = t.Optional(t.Union([t.Literal('topup'), t.Literal('charge'), t.Literal('refund'), t.Literal('adjust')]));
+
+export const ledgerRoutes = (s: Services) =>
+  new Elysia({ name: 'ledger-routes', prefix: '/api/ledger' })
+    .use(authPlugin(s))
+    .get('/self', (ctx) => {
+      const p = ctx.query.p ?? 1;
+      const size = ctx.query.page_size ?? 20;
+      const r = s.ledger.list({ userId: caller(ctx).user.id, kind: ctx.query.kind, offset: (p - 1) * size, limit: size });
+      return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
+    }, {
+      role: 'user', query: t.Object({ ...pageQuery, kind: kindQuery }),
+      response: envelope(page(LedgerEntryView)), detail: { tags, summary: "The caller's balance changes, newest first (paged; filter by kind)" },
+    })
+    .get('/', ({ query }) => {
+      const p = query.p ?? 1;
+      const size = query.page_size ?? 20;
+      const r = s.ledger.list({ userId: query.user_id, kind: query.kind, offset: (p - 1) * size, limit: size });
+      return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
+    }, {
+      role: 'admin', query: t.Object({ ...pageQuery, user_id: t.Optional(t.Integer({ minimum: 1 })), kind: kindQuery }),
+      response: envelope(page(LedgerEntryView)), detail: { tags, summary: 'Every balance change (admin; filter by user and kind)' },
+    })
+    .post('/adjust', (ctx) => {
+      const b = ctx.body;
+      const r = s.payments.ledgerAdmin.adjust(caller(ctx).user, { userId: b.user_id, amount: b.amount, note: b.note, allowNegative: b.allow_negative });
+      return ok({ entry: toLedgerView(r.entry), balance: r.balance });
+    }, {
+      role: 'admin',
+      body: Type.Object({
+        user_id: Type.Integer({ minimum: 1 }),
+        amount: Type.Integer({ minimum: -1e15, maximum: 1e15, description: 'Signed quota units, non-zero: positive credits, negative debits' }),
+        note: Type.String({ minLength: 1, maxLength: 500, description: 'Why (kept in the ledger)' }),
+        allow_negative: Type.Optional(Type.Boolean({ description: 'Allow a debit to take the balance below zero' })),
+      }),
+      response: envelope(t.Object({ entry: LedgerEntryView, balance: t.Integer() })),
+      detail: { tags, summary: 'Credit or debit a user by hand (admin: users of a lower role; root: anyone); kind adjust, ref adjust:<uuid>' },
+    });

@@ -1,0 +1,62 @@
+/** Top-up orders: a user buys quota through a provider's hosted checkout; admins see every order. */
+import { Elysia, t } from 'elysia';
+import { Type } from '@sinclair/typebox';
+import { ROLE } from '@gw/db';
+import { ok } from '@gw/core';
+import { TopupCreatedView, TopupOrderView, toOrderView } from '@gw/payments';
+import { authPlugin, caller } from '../plugins/auth';
+import type { Services } from '../services';
+import { envelope, page, pageQuery } from './envelope';
+
+const tags = ['topup'];
+const statusQuery = t.Optional(t.Union([t.Literal('pending'), t.Literal('paid'), t.Literal('failed'), t.Literal('expired')]));
+
+export const topupRoutes = (s: Services) =>
+  new Elysia({ name: 'topup-routes', prefix: '/api/topup' })
+    .use(authPlugin(s))
+    .post('/', async (ctx) => {
+      const o = await s.payments.topups.create(caller(ctx).user.id, ctx.body.amount, ctx.body.provider);
+      return ok({ trade_no: o.tradeNo, checkout_url: o.checkoutUrl, amount: o.amount, currency: o.currency, credit: o.credit, status: o.status });
+    }, {
+      role: 'user',
+      body: Type.Object({
+        amount: Type.Integer({ description: 'Minor units of TOPUP_CURRENCY (e.g. cents), between TOPUP_MIN and TOPUP_MAX' }),
+        provider: Type.String({ maxLength: 32, description: 'providerA (Stripe-compatible) or providerB (Creem-compatible)' }),
+      }),
+      response: envelope(TopupCreatedView),
+      detail: { tags, summary: 'Create a top-up order; answers the provider checkout URL to send the customer to' },
+    })
+    .get('/info', () => {
+      const c = s.payments.config;
+      return ok({ currency: c.currency, min: c.min, max: c.max, quota_per_unit: c.quotaPerUnit, providers: s.payments.providers });
+    }, {
+      role: 'user',
+      response: envelope(t.Object({
+        currency: t.String(), min: t.Integer(), max: t.Integer(),
+        quota_per_unit: t.Integer({ description: 'Quota units credited per minor unit paid' }), providers: t.Array(t.String()),
+      })),
+      detail: { tags, summary: 'Top-up settings: currency, bounds, credit rate, configured providers' },
+    })
+    .get('/self', (ctx) => {
+      const q = ctx.query;
+      const r = s.payments.topups.list({ userId: caller(ctx).user.id, status: q.status, page: q.p ?? 1, pageSize: q.page_size ?? 20 });
+      return ok({ ...r, items: r.items.map(toOrderView) });
+    }, {
+      role: 'user', query: t.Object({ ...pageQuery, status: statusQuery }),
+      response: envelope(page(TopupOrderView)), detail: { tags, summary: "The caller's top-up orders (paged)" },
+    })
+    .get('/', ({ query: q }) => {
+      const r = s.payments.topups.list({ userId: q.user_id, status: q.status, provider: q.provider, page: q.p ?? 1, pageSize: q.page_size ?? 20 });
+      return ok({ ...r, items: r.items.map(toOrderView) });
+    }, {
+      role: 'admin',
+      query: t.Object({ ...pageQuery, user_id: t.Optional(t.Integer({ minimum: 1 })), status: statusQuery, provider: t.Optional(t.String({ maxLength: 32 })) }),
+      response: envelope(page(TopupOrderView)), detail: { tags, summary: 'Every top-up order (admin; filter by user, status, provider)' },
+    })
+    .get('/:trade_no', (ctx) => {
+      const me = caller(ctx).user;
+      return ok(toOrderView(s.payments.topups.get(ctx.params.trade_no, { userId: me.id, isAdmin: me.role >= ROLE.admin })));
+    }, {
+      role: 'user', params: t.Object({ trade_no: t.String({ maxLength: 64 }) }),
+      response: envelope(TopupOrderView), detail: { tags, summary: 'One order (its owner or an admin)' },
+    });

@@ -1,0 +1,103 @@
+/**
+ * Top-up settings, read once at start-up: a bad or half-configured provider stops the process with
+ * one line instead of failing when the first customer pays.
+ */
+import { ConfigError, readIntEnv } from '@gw/config';
+
+/** providerA: a Stripe-compatible API (Checkout Sessions, `Stripe-Signature` webhooks). */
+export interface ProviderAConfig {
+  /** PROVIDER_A_API_BASE, origin without /v1 (default https://api.stripe.com). */
+  apiBase: string;
+  /** PROVIDER_A_SECRET_KEY: Bearer key for the API. */
+  secretKey: string;
+  /** PROVIDER_A_WEBHOOK_SECRET: the endpoint's signing secret (`whsec_…`), used as-is as HMAC key. */
+  webhookSecret: string;
+  /** PROVIDER_A_WEBHOOK_TOLERANCE (default 300): seconds a signed timestamp stays valid. */
+  toleranceSeconds: number;
+}
+
+/** providerB: a Creem-compatible API (`POST /v1/checkouts`, `creem-signature` webhooks). */
+export interface ProviderBConfig {
+  /** PROVIDER_B_API_BASE (default https://api.creem.io; test mode is https://test-api.creem.io). */
+  apiBase: string;
+  /** PROVIDER_B_API_KEY: sent as `x-api-key`. */
+  apiKey: string;
+  /** PROVIDER_B_WEBHOOK_SECRET: HMAC key of `creem-signature`. */
+  webhookSecret: string;
+  /** PROVIDER_B_PRODUCT_ID: a one-time product whose price is PROVIDER_B_UNIT_AMOUNT. */
+  productId: string;
+  /**
+   * PROVIDER_B_UNIT_AMOUNT (default 100): price of that product in minor units. Creem checkouts carry
+   * no amount, only `units` of a product, so an order of `amount` buys `amount / unit` units and
+   * must be a multiple of it.
+   */
+  unitAmount: number;
+}
+
+export interface PaymentsConfig {
+  /** TOPUP_CURRENCY (default usd), lowercase ISO code. */
+  currency: string;
+  /** TOPUP_MIN / TOPUP_MAX (defaults 100 and 1,000,000): order bounds in minor units. */
+  min: number;
+  max: number;
+  /** QUOTA_PER_UNIT (default 5000): quota units credited per currency minor unit. */
+  quotaPerUnit: number;
+  /** Where the provider sends the customer back (TOPUP_SUCCESS_URL / TOPUP_CANCEL_URL, else PUBLIC_URL + /topup/…). */
+  successUrl: string;
+  cancelUrl: string;
+  /** PAYMENT_API_TIMEOUT_MS (default 15000): one call to a provider's API. */
+  apiTimeoutMs: number;
+  providerA: ProviderAConfig | null;
+  providerB: ProviderBConfig | null;
+}
+
+function url(env: Record<string, string | undefined>, name: string, def: string): string {
+  const raw = env[name]?.trim() || def;
+  let u: URL;
+  try { u = new URL(raw); } catch { throw new ConfigError(`${name} must be an absolute http(s) URL, got "${raw}"`); }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError(`${name} must be an http(s) URL, got "${raw}"`);
+  return raw.replace(/\/+$/, '');
+}
+
+/** All-or-nothing: a provider is on when every one of its variables is set, and half a setup is an error. */
+function group(env: Record<string, string | undefined>, names: string[]): Record<string, string> | null {
+  const vals = Object.fromEntries(names.map((n) => [n, env[n]?.trim() ?? '']));
+  const set = names.filter((n) => vals[n]);
+  if (set.length === 0) return null;
+  const missing = names.filter((n) => !vals[n]);
+  if (missing.length) throw new ConfigError(`${missing.join(', ')} must be set too (got ${set.join(', ')})`);
+  return vals;
+}
+
+/** Reads the TOPUP_* and PROVIDER_* variables; throws ConfigError on a bad value. */
+export function paymentsConfig(env: Record<string, string | undefined>): PaymentsConfig {
+  const currency = (env.TOPUP_CURRENCY?.trim() || 'usd').toLowerCase();
+  if (!/^[a-z]{3}$/.test(currency)) throw new ConfigError(`TOPUP_CURRENCY must be a 3-letter ISO code, got "${env.TOPUP_CURRENCY}"`);
+  const min = readIntEnv(env, 'TOPUP_MIN', 100, 1, Number.MAX_SAFE_INTEGER);
+  const max = readIntEnv(env, 'TOPUP_MAX', 1_000_000, 1, Number.MAX_SAFE_INTEGER);
+  if (min > max) throw new ConfigError(`TOPUP_MIN (${min}) must not exceed TOPUP_MAX (${max})`);
+  const quotaPerUnit = readIntEnv(env, 'QUOTA_PER_UNIT', 5000, 1, 1_000_000_000);
+  if (!Number.isSafeInteger(max * quotaPerUnit)) throw new ConfigError('TOPUP_MAX * QUOTA_PER_UNIT must stay below 2^53');
+  const publicUrl = url(env, 'PUBLIC_URL', `http://localhost:${env.PORT?.trim() || '3000'}`);
+  const a = group(env, ['PROVIDER_A_SECRET_KEY', 'PROVIDER_A_WEBHOOK_SECRET']);
+  const b = group(env, ['PROVIDER_B_API_KEY', 'PROVIDER_B_WEBHOOK_SECRET', 'PROVIDER_B_PRODUCT_ID']);
+  return {
+    currency, min, max, quotaPerUnit,
+    successUrl: url(env, 'TOPUP_SUCCESS_URL', `${publicUrl}/topup/success`),
+    cancelUrl: url(env, 'TOPUP_CANCEL_URL', `${publicUrl}/topup/cancel`),
+    apiTimeoutMs: readIntEnv(env, 'PAYMENT_API_TIMEOUT_MS', 15_000, 100, 120_000),
+    providerA: a && {
+      apiBase: url(env, 'PROVIDER_A_API_BASE', 'https://api.stripe.com'),
+      secretKey: a.PROVIDER_A_SECRET_KEY!,
+      webhookSecret: a.PROVIDER_A_WEBHOOK_SECRET!,
+      toleranceSeconds: readIntEnv(env, 'PROVIDER_A_WEBHOOK_TOLERANCE', 300, 1, 86_400),
+    },
+    providerB: b && {
+      apiBase: url(env, 'PROVIDER_B_API_BASE', 'https://api.creem.io'),
+      apiKey: b.PROVIDER_B_API_KEY!,
+      webhookSecret: b.PROVIDER_B_WEBHOOK_SECRET!,
+      productId: b.PROVIDER_B_PRODUCT_ID!,
+      unitAmount: readIntEnv(env, 'PROVIDER_B_UNIT_AMOUNT', 100, 1, 100_000_000),
+    },
+  };
+}

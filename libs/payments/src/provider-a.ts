@@ -1,0 +1,89 @@
+/**
+ * providerA: Stripe-compatible. Checkout Sessions are created form-encoded with a Bearer secret key;
+ * webhooks are signed with the `Stripe-Signature` t/v1 scheme (wire-protocols D1, D2).
+ */
+import { GatewayError } from '@gw/core';
+import type { ProviderAConfig } from './config';
+import {
+  ProviderApiError, callProvider, int, parseJsonObject, str,
+  type CheckoutRequest, type CheckoutResult, type PaymentEvent, type PaymentProvider,
+} from './provider';
+import { verifyStripeSignature } from './signatures';
+
+type FormValue = string | number | boolean | null | undefined | FormValue[] | { [k: string]: FormValue };
+
+/** Stripe's bracket form encoding: `{a:{b:[{c:1}]}}` → `a[b][0][c]=1`. */
+export function stripeForm(obj: Record<string, FormValue>): URLSearchParams {
+  const out = new URLSearchParams();
+  const walk = (key: string, v: FormValue) => {
+    if (v === undefined || v === null) return;
+    if (Array.isArray(v)) v.forEach((x, i) => walk(`${key}[${i}]`, x));
+    else if (typeof v === 'object') for (const [k, x] of Object.entries(v)) walk(`${key}[${k}]`, x);
+    else out.append(key, String(v));
+  };
+  for (const [k, v] of Object.entries(obj)) walk(k, v);
+  return out;
+}
+
+const withTradeNo = (u: string, tradeNo: string) => `${u}${u.includes('?') ? '&' : '?'}trade_no=${encodeURIComponent(tradeNo)}`;
+
+export class ProviderA implements PaymentProvider {
+  readonly id = 'providerA' as const;
+
+  constructor(private readonly cfg: ProviderAConfig, private readonly timeoutMs: number) {}
+
+  checkAmount(): void {
+    // Any positive integer in minor units is a valid price_data.unit_amount.
+  }
+
+  async createCheckout(req: CheckoutRequest): Promise<CheckoutResult> {
+    const form = stripeForm({
+      mode: 'payment',
+      client_reference_id: req.tradeNo,
+      success_url: withTradeNo(req.successUrl, req.tradeNo),
+      cancel_url: withTradeNo(req.cancelUrl, req.tradeNo),
+      line_items: [{
+        quantity: 1,
+        price_data: { currency: req.currency, unit_amount: req.amount, product_data: { name: 'Account top-up' } },
+      }],
+      metadata: { trade_no: req.tradeNo, user_id: req.userId },
+    });
+    const { body } = await callProvider('providerA', `${this.cfg.apiBase}/v1/checkout/sessions`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${this.cfg.secretKey}`,
+        'content-type': 'application/x-www-form-urlencoded',
+        // A retried create for the same order returns the same session instead of a second one.
+        'idempotency-key': req.tradeNo,
+      },
+      body: form.toString(),
+    }, this.timeoutMs);
+    if (typeof body.id !== 'string' || typeof body.url !== 'string' || !body.url) {
+      throw new ProviderApiError('providerA API answered without a session id and url', 200);
+    }
+    return { ref: body.id, url: body.url };
+  }
+
+  verify(raw: Uint8Array, headers: Headers, now: number): void {
+    verifyStripeSignature(raw, headers.get('stripe-signature'), this.cfg.webhookSecret, this.cfg.toleranceSeconds, now);
+  }
+
+  parseEvent(raw: Uint8Array): PaymentEvent {
+    const ev = parseJsonObject(raw);
+    const eventId = str(ev.id, 'id');
+    const type = str(ev.type, 'type');
+    const handled = ['checkout.session.completed', 'checkout.session.async_payment_succeeded', 'checkout.session.async_payment_failed', 'checkout.session.expired'];
+    if (!handled.includes(type)) return { kind: 'ignored', eventId, type };
+    const s = ev.data?.object;
+    if (!s || typeof s !== 'object') throw new GatewayError(400, 'invalid_payload', 'Webhook body lacks data.object', { param: 'data.object' });
+    // A session this gateway did not create (e.g. a payment link on the same account): recorded, never an error,
+    // or the provider would retry it for days.
+    if (typeof s.client_reference_id !== 'string' || !s.client_reference_id) return { kind: 'noop', eventId, type, reason: 'no client_reference_id' };
+    const ids = { eventId, type, tradeNo: s.client_reference_id as string, providerRef: str(s.id, 'data.object.id') };
+    if (type === 'checkout.session.async_payment_failed') return { kind: 'failed', ...ids };
+    if (type === 'checkout.session.expired') return { kind: 'expired', ...ids };
+    // Delayed methods complete the session unpaid; they are fulfilled by async_payment_succeeded.
+    if (s.payment_status !== 'paid') return { kind: 'noop', eventId, type, reason: `payment_status ${String(s.payment_status)}` };
+    return { kind: 'paid', ...ids, amount: int(s.amount_total, 'data.object.amount_total'), currency: str(s.currency, 'data.object.currency') };
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * providerB: Creem-compatible. `POST /v1/checkouts` (JSON, `x-api-key`) sells `units` of a fixed
+ * product; there is no free amount field, so the order amount buys `amount / unitAmount` units of a
+ * product priced at `unitAmount`. Webhooks carry `creem-signature` (wire-protocols D3).
+ */
+import { GatewayError } from '@gw/core';
+import type { ProviderBConfig } from './config';
+import {
+  ProviderApiError, callProvider, int, parseJsonObject, str,
+  type CheckoutRequest, type CheckoutResult, type PaymentEvent, type PaymentProvider,
+} from './provider';
+import { verifyCreemSignature } from './signatures';
+
+export class ProviderB implements PaymentProvider {
+  readonly id = 'providerB' as const;
+  readonly productId: string;
+
+  constructor(private readonly cfg: ProviderBConfig, private readonly timeoutMs: number) {
+    this.productId = cfg.productId;
+  }
+
+  checkAmount(amount: number): void {
+    if (amount % this.cfg.unitAmount !== 0) {
+      throw new GatewayError(400, 'invalid_amount', `providerB sells in steps of ${this.cfg.unitAmount} minor units; amount must be a multiple of it`, { param: 'amount' });
+    }
+  }
+
+  async createCheckout(req: CheckoutRequest): Promise<CheckoutResult> {
+    const { body } = await callProvider('providerB', `${this.cfg.apiBase}/v1/checkouts`, {
+      method: 'POST',
+      headers: { 'x-api-key': this.cfg.apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        product_id: this.cfg.productId,
+        request_id: req.tradeNo,
+        units: req.amount / this.cfg.unitAmount,
+        success_url: `${req.successUrl}${req.successUrl.includes('?') ? '&' : '?'}trade_no=${encodeURIComponent(req.tradeNo)}`,
+        metadata: { trade_no: req.tradeNo, user_id: String(req.userId) },
+      }),
+    }, this.timeoutMs);
+    if (typeof body.id !== 'string' || typeof body.checkout_url !== 'string' || !body.checkout_url) {
+      throw new ProviderApiError('providerB API answered without a checkout id and checkout_url', 200);
+    }
+    return { ref: body.id, url: body.checkout_url };
+  }
+
+  verify(raw: Uint8Array, headers: Headers): void {
+    verifyCreemSignature(raw, headers.get('creem-signature'), this.cfg.webhookSecret);
+  }
+
+  parseEvent(raw: Uint8Array): PaymentEvent {
+    const ev = parseJsonObject(raw);
+    const eventId = str(ev.id, 'id');
+    const type = str(ev.eventType, 'eventType');
+    if (type !== 'checkout.completed') return { kind: 'ignored', eventId, type };
+    const o = ev.object;
+    if (!o || typeof o !== 'object') throw new GatewayError(400, 'invalid_payload', 'Webhook body lacks object', { param: 'object' });
+    if (typeof o.request_id !== 'string' || !o.request_id) return { kind: 'noop', eventId, type, reason: 'no request_id' };
+    const order = o.order;
+    if (!order || typeof order !== 'object') throw new GatewayError(400, 'invalid_payload', 'Webhook body lacks object.order', { param: 'object.order' });
+    if (order.status !== undefined && order.status !== 'paid') return { kind: 'noop', eventId, type, reason: `order status ${String(order.status)}` };
+    // The product is on the order as an id, and on the checkout as an object (or an id when not expanded).
+    const productId = typeof order.product === 'string' ? order.product : typeof o.product === 'string' ? o.product : o.product?.id;
+    return {
+      kind: 'paid', eventId, type, tradeNo: o.request_id, providerRef: str(o.id, 'object.id'),
+      amount: int(order.amount, 'object.order.amount'), currency: str(order.currency, 'object.order.currency'),
+      productId: typeof productId === 'string' ? productId : undefined,
+    };
+  }
+}

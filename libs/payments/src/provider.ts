@@ -1,0 +1,97 @@
+/**
+ * What the top-up and webhook services need from a payment provider. Generic code never branches on
+ * a provider id: each difference (request shape, signature scheme, event layout, amount rules) is a
+ * method here.
+ */
+import { GatewayError } from '@gw/core';
+
+export const PROVIDER_IDS = ['providerA', 'providerB'] as const;
+export type ProviderId = (typeof PROVIDER_IDS)[number];
+
+export interface CheckoutRequest {
+  tradeNo: string;
+  userId: number;
+  /** Minor units. */
+  amount: number;
+  currency: string;
+  successUrl: string;
+  cancelUrl: string;
+}
+
+export interface CheckoutResult {
+  /** The provider's id of the checkout (Stripe session id, Creem checkout id). */
+  ref: string;
+  url: string;
+}
+
+/** A verified webhook event, reduced to what the gateway acts on. */
+export type PaymentEvent =
+  | { kind: 'paid'; eventId: string; type: string; tradeNo: string; providerRef: string; amount: number; currency: string; productId?: string }
+  | { kind: 'failed' | 'expired'; eventId: string; type: string; tradeNo: string; providerRef: string }
+  /** A known kind that needs no action yet (checkout completed, payment still unpaid): recorded only. */
+  | { kind: 'noop'; eventId: string; type: string; reason: string }
+  /** A kind the gateway does not handle: answered 200, nothing recorded. */
+  | { kind: 'ignored'; eventId: string; type: string };
+
+export interface PaymentProvider {
+  readonly id: ProviderId;
+  /** When set, a paid event must be for this product (a checkout of another product is not a top-up). */
+  readonly productId?: string;
+  /** Throws a 400 GatewayError (param `amount`) when the provider cannot charge this amount. */
+  checkAmount(amount: number): void;
+  /** Asks the provider's API for a hosted checkout. Throws on any failure (the caller maps it to 502). */
+  createCheckout(req: CheckoutRequest): Promise<CheckoutResult>;
+  /** Verifies the signature over the raw body; throws a 400 GatewayError. */
+  verify(raw: Uint8Array, headers: Headers, now: number): void;
+  /** Reads a verified body; throws a 400 GatewayError when it is not an event of this provider. */
+  parseEvent(raw: Uint8Array): PaymentEvent;
+}
+
+/** Failure of a provider API call; the message is safe to show (no secrets, no upstream body). */
+export class ProviderApiError extends Error {
+  override name = 'ProviderApiError';
+  constructor(message: string, readonly status: number | null, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** JSON.parse of a verified body as an object, or a 400. */
+export function parseJsonObject(raw: Uint8Array): Record<string, any> {
+  let v: unknown;
+  try { v = JSON.parse(new TextDecoder().decode(raw)); } catch { v = undefined; }
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw new GatewayError(400, 'invalid_payload', 'Webhook body is not a JSON object');
+  return v as Record<string, any>;
+}
+
+/** A required string field of an event, or a 400 naming it. */
+export function str(v: unknown, param: string): string {
+  if (typeof v !== 'string' || v === '') throw new GatewayError(400, 'invalid_payload', `Webhook body lacks ${param}`, { param });
+  return v;
+}
+
+/** A required integer field of an event, or a 400 naming it. */
+export function int(v: unknown, param: string): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v)) throw new GatewayError(400, 'invalid_payload', `Webhook body lacks integer ${param}`, { param });
+  return v;
+}
+
+/** fetch with a deadline; network errors and timeouts become ProviderApiError. */
+export async function callProvider(name: string, url: string, init: RequestInit, timeoutMs: number): Promise<{ status: number; body: any }> {
+  let res: Response;
+  try {
+    res = await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs), redirect: 'error' });
+  } catch (e) {
+    const timeout = (e as Error)?.name === 'TimeoutError';
+    throw new ProviderApiError(`${name} API ${timeout ? `did not answer within ${timeoutMs} ms` : 'is unreachable'}`, null, { cause: e });
+  }
+  const text = await res.text().catch(() => '');
+  let body: any = null;
+  try { body = JSON.parse(text); } catch { /* non-JSON answer: handled by the status check */ }
+  if (!res.ok) {
+    // Stripe's error.code / Creem's message say what went wrong without echoing credentials.
+    const detail = typeof body?.error?.code === 'string' ? ` (${body.error.code})` : '';
+    throw new ProviderApiError(`${name} API answered HTTP ${res.status}${detail}`, res.status);
+  }
+  if (!body || typeof body !== 'object') throw new ProviderApiError(`${name} API answered with a non-JSON body`, res.status);
+  return { status: res.status, body };
+}

@@ -1,0 +1,77 @@
+/** Top-up orders: create one and get a hosted checkout URL from its provider; list and read them. */
+import { GatewayError, nowSeconds, randomToken } from '@gw/core';
+import type { TopupOrderRow, TopupOrdersRepo } from '@gw/db';
+import type { PaymentsConfig } from './config';
+import { PROVIDER_IDS, ProviderApiError, type PaymentProvider, type ProviderId } from './provider';
+
+/** `tp_` + 24 base62 characters (~143 bits): unguessable, and unique by the table's index. */
+export const newTradeNo = () => `tp_${randomToken(24)}`;
+
+export interface TopupListQuery {
+  userId?: number;
+  status?: string;
+  provider?: string;
+  page: number;
+  pageSize: number;
+}
+
+export class TopupService {
+  constructor(
+    private readonly cfg: PaymentsConfig,
+    private readonly orders: TopupOrdersRepo,
+    private readonly providers: ReadonlyMap<ProviderId, PaymentProvider>,
+  ) {}
+
+  /** The provider behind an id, or a 400 `provider_not_configured`. */
+  provider(id: string): PaymentProvider {
+    const p = this.providers.get(id as ProviderId);
+    if (p) return p;
+    if (!(PROVIDER_IDS as readonly string[]).includes(id)) {
+      throw new GatewayError(400, 'invalid_provider', `provider must be one of ${PROVIDER_IDS.join(', ')}`, { param: 'provider' });
+    }
+    throw new GatewayError(400, 'provider_not_configured', `Payment provider ${id} is not configured on this gateway`, { param: 'provider' });
+  }
+
+  /**
+   * Records a pending order, then asks the provider for a checkout. A provider failure marks the
+   * order failed and answers 502; nothing is ever credited here (only a verified webhook credits).
+   */
+  async create(userId: number, amount: number, providerId: string): Promise<TopupOrderRow> {
+    const p = this.provider(providerId);
+    if (!Number.isSafeInteger(amount) || amount < this.cfg.min || amount > this.cfg.max) {
+      throw new GatewayError(400, 'out_of_range', `amount must be an integer between ${this.cfg.min} and ${this.cfg.max} (minor units of ${this.cfg.currency})`, { param: 'amount' });
+    }
+    p.checkAmount(amount);
+    const now = nowSeconds();
+    const order = this.orders.insert({
+      tradeNo: newTradeNo(), userId, provider: p.id, amount, currency: this.cfg.currency,
+      credit: amount * this.cfg.quotaPerUnit, status: 'pending', createdAt: now, updatedAt: now,
+    });
+    let checkout;
+    try {
+      checkout = await p.createCheckout({
+        tradeNo: order.tradeNo, userId, amount, currency: order.currency,
+        successUrl: this.cfg.successUrl, cancelUrl: this.cfg.cancelUrl,
+      });
+    } catch (e) {
+      this.orders.closePending(order.tradeNo, 'failed', nowSeconds());
+      const msg = e instanceof ProviderApiError ? e.message : `${p.id} checkout failed`;
+      throw new GatewayError(502, 'provider_error', `${msg}; order ${order.tradeNo} was marked failed`, { cause: e });
+    }
+    const updated = this.orders.attachCheckout(order.tradeNo, checkout.ref, checkout.url, nowSeconds());
+    // Not pending any more only if a webhook closed it during the call: report what is stored.
+    return updated ?? this.orders.byTradeNo(order.tradeNo)!;
+  }
+
+  /** One order; a user sees only their own (someone else's reads as not found). */
+  get(tradeNo: string, viewer: { userId: number; isAdmin: boolean }): TopupOrderRow {
+    const o = this.orders.byTradeNo(tradeNo);
+    if (!o || (!viewer.isAdmin && o.userId !== viewer.userId)) throw new GatewayError(404, 'order_not_found', `No top-up order ${tradeNo}`, { param: 'trade_no' });
+    return o;
+  }
+
+  list(q: TopupListQuery): { items: TopupOrderRow[]; total: number; page: number; page_size: number } {
+    const r = this.orders.list({ userId: q.userId, status: q.status, provider: q.provider, offset: (q.page - 1) * q.pageSize, limit: q.pageSize });
+    return { ...r, page: q.page, page_size: q.pageSize };
+  }
+}

@@ -1,0 +1,59 @@
+/** The public shapes of orders and ledger entries (snake_case, as the management API speaks). */
+import { Type, type Static } from '@sinclair/typebox';
+import type { LedgerRow, TopupOrderRow } from '@gw/db';
+
+export const TopupOrderView = Type.Object({
+  id: Type.Integer(),
+  trade_no: Type.String(),
+  user_id: Type.Integer(),
+  provider: Type.String({ description: 'providerA | providerB' }),
+  amount: Type.Integer({ description: 'Money in minor units of `currency`' }),
+  currency: Type.String(),
+  credit: Type.Integer({ description: 'Quota units credited when paid' }),
+  status: Type.String({ description: 'pending | paid | failed | expired' }),
+  provider_ref: Type.String({ description: "The provider's checkout id" }),
+  checkout_url: Type.String(),
+  created_at: Type.Integer(),
+  updated_at: Type.Integer(),
+  paid_at: Type.Union([Type.Integer(), Type.Null()]),
+});
+export type TopupOrderView = Static<typeof TopupOrderView>;
+
+export function toOrderView(o: TopupOrderRow): TopupOrderView {
+  return {
+    id: o.id, trade_no: o.tradeNo, user_id: o.userId, provider: o.provider, amount: o.amount, currency: o.currency,
+    credit: o.credit, status: o.status, provider_ref: o.providerRef, checkout_url: o.checkoutUrl,
+    created_at: o.createdAt, updated_at: o.updatedAt, paid_at: o.paidAt,
+  };
+}
+
+/** What `POST /api/topup/` answers. */
+export const TopupCreatedView = Type.Object({
+  trade_no: Type.String(),
+  checkout_url: Type.String({ description: "Send the customer here (the provider's hosted checkout)" }),
+  amount: Type.Integer(),
+  currency: Type.String(),
+  credit: Type.Integer(),
+  status: Type.String(),
+});
+export type TopupCreatedView = Static<typeof TopupCreatedView>;
+
+export const LedgerEntryView = Type.Object({
+  id: Type.Integer(),
+  user_id: Type.Integer(),
+  kind: Type.String({ description: 'topup | charge | refund | adjust' }),
+  amount: Type.Integer({ description: 'Signed quota units' }),
+  balance_after: Type.Integer(),
+  ref: Type.String({ description: 'Trade no, request id or adjust:<uuid>' }),
+  note: Type.String(),
+  actor_id: Type.Union([Type.Integer(), Type.Null()], { description: 'Admin who made an adjustment' }),
+  created_at: Type.Integer(),
+});
+export type LedgerEntryView = Static<typeof LedgerEntryView>;
+
+export function toLedgerView(e: LedgerRow): LedgerEntryView {
+  return {
+    id: e.id, user_id: e.userId, kind: e.kind, amount: e.amount, balance_after: e.balanceAfter,
+    ref: e.ref, note: e.note, actor_id: e.actorId, created_at: e.createdAt,
+  };
+}

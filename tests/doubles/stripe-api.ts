@@ -1,0 +1,105 @@
+/**
+ * A Stripe-compatible Checkout API for tests: `POST /v1/checkout/sessions`, form-encoded with a
+ * Bearer secret key, answering a `checkout.session` object (or Stripe's `{error:{type,code,message,param}}`).
+ * It records every request, can be told to fail or hang, and builds the webhook events Stripe would
+ * send for a session it created (wire-protocols D2).
+ */
+import type { Server } from 'bun';
+
+export interface RecordedStripeRequest {
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  /** The form body, decoded (bracket keys kept as-is: `line_items[0][price_data][unit_amount]`). */
+  form: Record<string, string>;
+}
+
+export interface StripeSession {
+  id: string; object: 'checkout.session'; mode: string; status: 'open' | 'complete' | 'expired';
+  payment_status: 'paid' | 'unpaid' | 'no_payment_required'; client_reference_id: string | null;
+  metadata: Record<string, string>; amount_subtotal: number; amount_total: number; currency: string;
+  url: string; success_url: string; cancel_url: string | null; created: number; expires_at: number;
+  payment_intent: string | null; customer: string | null;
+}
+
+export interface StripeDouble {
+  url: string;
+  requests: RecordedStripeRequest[];
+  sessions: Map<string, StripeSession>;
+  /** Next creates answer this status with a Stripe error body; 'hang' never answers; null = normal. */
+  fail: { status: number; code?: string } | 'hang' | 'no-url' | null;
+  /** The session created for a trade number (client_reference_id). */
+  sessionFor(tradeNo: string): StripeSession;
+  /** A Stripe event JSON string for a session, with overrides merged into data.object. */
+  event(type: string, session: StripeSession, objectOverrides?: Partial<StripeSession>, eventId?: string): string;
+  stop(): Promise<void>;
+}
+
+const rand = () => crypto.randomUUID().replace(/-/g, '').slice(0, 24);
+const now = () => Math.floor(Date.now() / 1000);
+
+export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
+  const requests: RecordedStripeRequest[] = [];
+  const sessions = new Map<string, StripeSession>();
+  const hanging: Array<() => void> = [];
+  const err = (status: number, type: string, message: string, extra: Record<string, string> = {}) =>
+    Response.json({ error: { type, message, ...extra } }, { status });
+  const d: StripeDouble = {
+    url: '', requests, sessions, fail: null,
+    sessionFor(tradeNo) {
+      const s = [...sessions.values()].find((x) => x.client_reference_id === tradeNo);
+      if (!s) throw new Error(`stripe double: no session for ${tradeNo}`);
+      return s;
+    },
+    event(type, session, objectOverrides = {}, eventId = `evt_${rand()}`) {
+      return JSON.stringify({
+        id: eventId, object: 'event', api_version: '2025-01-27.acacia', created: now(), livemode: false,
+        pending_webhooks: 1, request: { id: null, idempotency_key: null }, type,
+        data: { object: { ...session, ...objectOverrides } },
+      });
+    },
+    async stop() {
+      for (const h of hanging) h();
+      await server.stop(true);
+    },
+  };
+  const server: Server<undefined> = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    async fetch(req) {
+      const url = new URL(req.url);
+      const form = Object.fromEntries(new URLSearchParams(await req.text()));
+      requests.push({ method: req.method, path: url.pathname, headers: Object.fromEntries(req.headers), form });
+      if (req.method !== 'POST' || url.pathname !== '/v1/checkout/sessions') {
+        return err(404, 'invalid_request_error', `Unrecognized request URL (${req.method}: ${url.pathname}).`);
+      }
+      if (req.headers.get('authorization') !== `Bearer ${opts.secretKey}`) {
+        return err(401, 'invalid_request_error', 'Invalid API Key provided: sk_****', { code: 'api_key_invalid' });
+      }
+      if (!/application\/x-www-form-urlencoded/.test(req.headers.get('content-type') ?? '')) {
+        return err(400, 'invalid_request_error', 'Invalid request (check that your POST content type is application/x-www-form-urlencoded).');
+      }
+      if (d.fail === 'hang') return new Promise<Response>((resolve) => hanging.push(() => resolve(new Response(null, { status: 504 }))));
+      if (d.fail && d.fail !== 'no-url') return err(d.fail.status, d.fail.status >= 500 ? 'api_error' : 'invalid_request_error', 'Failure requested by the test', d.fail.code ? { code: d.fail.code } : {});
+      for (const p of ['mode', 'success_url', 'line_items[0][price_data][currency]', 'line_items[0][price_data][unit_amount]', 'line_items[0][quantity]']) {
+        if (!form[p]) return err(400, 'invalid_request_error', `Missing required param: ${p}.`, { code: 'parameter_missing', param: p });
+      }
+      const unit = Number(form['line_items[0][price_data][unit_amount]']);
+      const qty = Number(form['line_items[0][quantity]']);
+      if (!Number.isInteger(unit) || !Number.isInteger(qty)) return err(400, 'invalid_request_error', 'Invalid integer', { code: 'parameter_invalid_integer' });
+      const id = `cs_test_${rand()}`;
+      const metadata: Record<string, string> = {};
+      for (const [k, v] of Object.entries(form)) { const m = /^metadata\[(.+)\]$/.exec(k); if (m) metadata[m[1]!] = v; }
+      const session: StripeSession = {
+        id, object: 'checkout.session', mode: form.mode!, status: 'open', payment_status: 'unpaid',
+        client_reference_id: form.client_reference_id ?? null, metadata,
+        amount_subtotal: unit * qty, amount_total: unit * qty, currency: form['line_items[0][price_data][currency]']!.toLowerCase(),
+        url: `https://checkout.stripe.test/c/pay/${id}`, success_url: form.success_url!, cancel_url: form.cancel_url ?? null,
+        created: now(), expires_at: now() + 86_400, payment_intent: null, customer: null,
+      };
+      sessions.set(id, session);
+      return Response.json(d.fail === 'no-url' ? { ...session, url: null } : session);
+    },
+  });
+  d.url = `http://127.0.0.1:${server.port}`;
+  return d;
+}
