@@ -6,6 +6,8 @@ import { Elysia } from 'elysia';
 import type { Services } from './services';
 import { httpErrors } from './plugins/http-errors';
 import { sessionRoutes } from './routes/session';
+import { twoFactorRoutes } from './routes/two-factor';
+import { passwordRoutes } from './routes/password';
 import { channelRoutes } from './routes/channels';
 import { userRoutes } from './routes/users';
 import { tokenRoutes } from './routes/tokens';
@@ -19,7 +21,9 @@ export function createApp(s: Services) {
     .use(sessionRoutes(s))
     .use(channelRoutes(s))
     .use(userRoutes(s))
-    .use(tokenRoutes(s));
+    .use(tokenRoutes(s))
+    .use(twoFactorRoutes(s))
+    .use(passwordRoutes(s));
   return app;
 }
 

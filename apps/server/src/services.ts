@@ -6,6 +6,8 @@ import type { Config } from '@gw/config';
 import { ChangeBus, SecretBox } from '@gw/core';
 import { LedgerRepo, SessionsRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
+import { SecurityRepo } from '@gw/db';
+import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, mailConfig, passwordResetConfig, twoFactorConfig } from '@gw/identity';
 import { ApiKeysRepo, ChannelsRepo } from '@gw/db';
 import { ApiKeyService, UserDirectory, UserService } from '@gw/identity';
 import { ChannelRegistry, ChannelService } from '@gw/channels';
@@ -21,6 +23,12 @@ export interface Services {
   ledger: LedgerRepo;
   auth: ManagementAuth;
   login: LoginService;
+  /** Account security (issue 5): TOTP state, backup codes, reset tokens, atomic lockout counters. */
+  security: SecurityRepo;
+  twoFactor: TwoFactorService;
+  mailer: Mailer;
+  passwordReset: PasswordResetService;
+  passwordChange: PasswordChangeService;
   /** Channel administration and the in-memory channel snapshot the relay routes from. */
   channels: ChannelService;
   channelRegistry: ChannelRegistry;
@@ -47,6 +55,13 @@ export async function createServices(config: Config, log: (line: string) => void
   }
   /** Feature modules push their shutdown steps here (reverse order on close). */
   const closers: Array<() => void | Promise<void>> = [];
+  const security = new SecurityRepo(dbh.db);
+  const secrets = new SecretBox(config.secretKey);
+  const auth = new ManagementAuth(users, sessions);
+  const mailer = new Mailer(mailConfig(config.env));
+  if (!mailer.configured) log('Mail is not configured (SMTP_HOST unset): password reset e-mails will not be sent');
+  closers.push(() => mailer.close());
+  const twoFactor = new TwoFactorService(users, security, secrets, twoFactorConfig(config.env));
   // Management (issue 2): channels, users, API keys. Caches subscribe to the bus here, before any request.
   const channelsRepo = new ChannelsRepo(dbh.db);
   const channelSecrets = new SecretBox(config.secretKey);
@@ -58,17 +73,19 @@ export async function createServices(config: Config, log: (line: string) => void
   const services: Services = {
     channels, channelRegistry, userAdmin, userDirectory, apiKeys,
     config, dbh, users, sessions, ledger, bus,
-    secrets: new SecretBox(config.secretKey),
-    auth: new ManagementAuth(users, sessions),
+    secrets, auth, security, twoFactor, mailer,
+    passwordReset: new PasswordResetService(users, security, mailer, (id) => auth.endAllSessions(id), passwordResetConfig(config.env), log),
+    passwordChange: new PasswordChangeService(users, security),
     login: new LoginService(users, sessions, {
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,
-    }),
+    }, security),
     onClose: (fn) => { closers.push(fn); },
     async close() {
       for (const c of closers.reverse()) await c();
       dbh.close();
     },
   };
+  services.login.secondFactor = (user, code) => twoFactor.checkLoginCode(user, code);
   return services;
 }

@@ -8,3 +8,4 @@ export * from './repos/prices';
 export * from './repos/usage-logs';
 export * from './repos/channels';
 export * from './repos/api-keys';
+export * from './repos/security';

@@ -8,3 +8,8 @@ export * from './users';
 export * from './user-directory';
 export * from './api-keys';
 export * from './ip-allow';
+export * from './backup-codes';
+export * from './two-factor';
+export * from './mailer';
+export * from './password-reset';
+export * from './password-change';

@@ -1,5 +1,5 @@
 import { GatewayError, RateWindow, nowSeconds, randomToken, sha256Hex } from '@gw/core';
-import type { SessionsRepo, UsersRepo, UserRow } from '@gw/db';
+import type { SecurityRepo, SessionsRepo, UsersRepo, UserRow } from '@gw/db';
 import { USER_STATUS } from '@gw/db';
 import { dummyPasswordHash, verifyPassword } from './passwords';
 
@@ -32,7 +32,12 @@ export class LoginService {
   private readonly ipWindow = new RateWindow(60_000);
   secondFactor: SecondFactorCheck | null = null;
 
-  constructor(private readonly users: UsersRepo, private readonly sessions: SessionsRepo, private readonly policy: LoginPolicy) {}
+  constructor(
+    private readonly users: UsersRepo,
+    private readonly sessions: SessionsRepo,
+    private readonly policy: LoginPolicy,
+    private readonly security: SecurityRepo,
+  ) {}
 
   async login(input: LoginInput): Promise<{ sessionId: string; user: UserRow; expiresAt: number }> {
     const wait = this.ipWindow.hit(input.ip, this.policy.ipPerMinute);
@@ -49,7 +54,7 @@ export class LoginService {
       });
     }
     if (!(await verifyPassword(input.password, user.passwordHash))) {
-      this.recordFailure(user, now);
+      this.recordFailure(user);
       throw invalidCredentials();
     }
     if (user.totpEnabled) {
@@ -58,7 +63,7 @@ export class LoginService {
       }
       const okCode = this.secondFactor ? await this.secondFactor(user, input.totpCode) : false;
       if (!okCode) {
-        this.recordFailure(user, now);
+        this.recordFailure(user);
         throw new GatewayError(401, 'invalid_totp', 'Invalid two-factor code', { param: 'totp_code' });
       }
     }
@@ -73,14 +78,12 @@ export class LoginService {
     return { sessionId, user, expiresAt };
   }
 
-  private recordFailure(user: UserRow, now: number): void {
-    const failures = user.failedLogins + 1;
-    if (failures >= this.policy.maxFailures) {
-      const lockedUntil = now + this.policy.lockSeconds * 2 ** Math.min(user.lockCount, 16);
-      this.users.update(user.id, { failedLogins: 0, lockCount: user.lockCount + 1, lockedUntil });
-    } else {
-      this.users.update(user.id, { failedLogins: failures });
-    }
+  /**
+   * Counted in one SQL statement: reading the count before the (slow, async) password check and
+   * writing count+1 after it let parallel wrong attempts overwrite each other and never lock.
+   */
+  private recordFailure(user: UserRow): void {
+    this.security.recordLoginFailure(user.id, this.policy, Date.now());
   }
 }
 

@@ -1,0 +1,37 @@
+/** Password reset by e-mail (no auth) and changing one's own password. */
+import { Elysia, t } from 'elysia';
+import { ok } from '@gw/core';
+import { authPlugin, caller } from '../plugins/auth';
+import { clientIp } from '../plugins/client-ip';
+import type { Services } from '../services';
+import { envelope } from './envelope';
+
+export const passwordRoutes = (s: Services) =>
+  new Elysia({ name: 'password-routes', prefix: '/api/user' })
+    .use(authPlugin(s))
+    .post('/reset/request', ({ body, request, server }) => {
+      s.passwordReset.request(body.email, clientIp(request, server));
+      return ok(null);
+    }, {
+      body: t.Object({ email: t.String({ minLength: 1, maxLength: 254 }) }),
+      response: envelope(t.Null()),
+      detail: { tags: ['password'], summary: 'E-mail a single-use reset token; the answer is the same whether or not the address is registered' },
+    })
+    .post('/reset', async ({ body, request, server }) => {
+      const r = await s.passwordReset.reset(body, clientIp(request, server));
+      return ok(r.password === undefined ? null : { password: r.password });
+    }, {
+      body: t.Object({
+        email: t.String({ minLength: 1, maxLength: 254 }),
+        token: t.String({ minLength: 1, maxLength: 256 }),
+        password: t.Optional(t.String({ maxLength: 1024 })),
+      }),
+      response: envelope(t.Union([t.Null(), t.Object({ password: t.String({ description: 'The generated password, shown once' }) })])),
+      detail: { tags: ['password'], summary: 'Reset Password (SPEC): consume the e-mailed token; without `password` a generated one is returned. Ends all sessions' },
+    })
+    .post('/password', async (ctx) => ok(await s.passwordChange.change(caller(ctx), ctx.body.current_password, ctx.body.new_password)), {
+      role: 'user',
+      body: t.Object({ current_password: t.String({ maxLength: 1024 }), new_password: t.String({ maxLength: 1024 }) }),
+      response: envelope(t.Object({ sessions_ended: t.Integer() })),
+      detail: { tags: ['password'], summary: 'Change the caller’s password; ends the caller’s other sessions' },
+    });

@@ -1,0 +1,46 @@
+/** TOTP two-factor authentication of the caller, and the admin reset for users below the admin. */
+import { Elysia, t } from 'elysia';
+import { ok } from '@gw/core';
+import { authPlugin, caller } from '../plugins/auth';
+import type { Services } from '../services';
+import { envelope } from './envelope';
+
+const CodeBody = t.Object({
+  code: t.String({ minLength: 1, maxLength: 32, description: '6-digit authenticator code (or, where accepted, a backup code XXXXX-XXXXX)' }),
+});
+const Status = t.Object({ enabled: t.Boolean(), backup_codes_remaining: t.Integer() });
+const BackupCodes = t.Object({ backup_codes: t.Array(t.String(), { description: 'Single-use codes, shown this once' }) });
+
+export const twoFactorRoutes = (s: Services) =>
+  new Elysia({ name: 'two-factor-routes', prefix: '/api/user' })
+    .use(authPlugin(s))
+    .get('/2fa/status', (ctx) => ok(s.twoFactor.status(caller(ctx).user.id)), {
+      role: 'user', response: envelope(Status), detail: { tags: ['2fa'], summary: 'Whether 2FA is on, and how many backup codes are left' },
+    })
+    .post('/2fa/setup', (ctx) => ok(s.twoFactor.setup(caller(ctx).user.id)), {
+      role: 'user',
+      response: envelope(t.Object({ secret: t.String(), otpauth_uri: t.String(), qr: t.String({ description: 'String to render as a QR code (the otpauth URI)' }) })),
+      detail: { tags: ['2fa'], summary: 'Start 2FA setup: a new secret, not active until confirmed with /2fa/enable' },
+    })
+    .post('/2fa/enable', async (ctx) => ok(await s.twoFactor.enable(caller(ctx).user.id, ctx.body.code)), {
+      role: 'user', body: CodeBody, response: envelope(BackupCodes),
+      detail: { tags: ['2fa'], summary: 'Confirm setup with a current code; turns 2FA on and returns 10 backup codes (shown once)' },
+    })
+    .post('/2fa/disable', async (ctx) => {
+      await s.twoFactor.disable(caller(ctx).user.id, ctx.body.code);
+      return ok(null);
+    }, {
+      role: 'user', body: CodeBody, response: envelope(t.Null()),
+      detail: { tags: ['2fa'], summary: 'Disable 2FA (SPEC): a current TOTP code or an unused backup code' },
+    })
+    .post('/2fa/backup_codes', async (ctx) => ok(await s.twoFactor.regenerateBackupCodes(caller(ctx).user.id, ctx.body.code)), {
+      role: 'user', body: CodeBody, response: envelope(BackupCodes),
+      detail: { tags: ['2fa'], summary: 'Replace the backup codes (old ones stop working); needs a current TOTP code' },
+    })
+    .post('/:id/2fa/reset', (ctx) => {
+      s.twoFactor.adminReset(caller(ctx).user, ctx.params.id);
+      return ok(null);
+    }, {
+      role: 'admin', params: t.Object({ id: t.Integer({ minimum: 1 }) }), response: envelope(t.Null()),
+      detail: { tags: ['2fa'], summary: 'Turn off 2FA of a user whose role is below the caller’s (lost authenticator)' },
+    });

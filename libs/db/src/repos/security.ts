@@ -1,0 +1,116 @@
+import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm';
+import type { Db } from '../client';
+import { backupCodes, passwordResets, sessions, users } from '../schema';
+
+/**
+ * Storage for account security: TOTP state, backup codes, reset tokens and the lockout counters.
+ * Every "use once" operation is a single conditional UPDATE, so two concurrent requests with the
+ * same code or token cannot both succeed (also across processes sharing the database).
+ */
+export class SecurityRepo {
+  constructor(private readonly db: Db) {}
+
+  /** Stores a new (pending) sealed TOTP secret; 2FA stays off until `enableTotp`. */
+  setPendingTotp(userId: number, sealed: string, now: number): boolean {
+    return this.db.update(users).set({ totpSecret: sealed, updatedAt: now })
+      .where(and(eq(users.id, userId), eq(users.totpEnabled, false))).returning({ id: users.id }).all().length > 0;
+  }
+
+  /** Accepts TOTP time step `step` for the user once: false when it (or a later step) was already used. */
+  claimTotpStep(userId: number, step: number): boolean {
+    return this.db.update(users).set({ totpLastStep: step })
+      .where(and(eq(users.id, userId), lt(users.totpLastStep, step))).returning({ id: users.id }).all().length > 0;
+  }
+
+  /** Turns 2FA on (claiming `step`) and installs a fresh set of backup codes, in one transaction. */
+  enableTotp(userId: number, step: number, codeHashes: string[], now: number): boolean {
+    return this.db.transaction((tx) => {
+      const done = tx.update(users).set({ totpEnabled: true, totpLastStep: step, updatedAt: now })
+        .where(and(eq(users.id, userId), eq(users.totpEnabled, false), lt(users.totpLastStep, step)))
+        .returning({ id: users.id }).all().length > 0;
+      if (!done) return false;
+      tx.delete(backupCodes).where(eq(backupCodes.userId, userId)).run();
+      if (codeHashes.length) tx.insert(backupCodes).values(codeHashes.map((codeHash) => ({ userId, codeHash, createdAt: now }))).run();
+      return true;
+    });
+  }
+
+  /** Turns 2FA off: forgets the secret and every backup code. */
+  disableTotp(userId: number, now: number): void {
+    this.db.transaction((tx) => {
+      tx.update(users).set({ totpEnabled: false, totpSecret: null, updatedAt: now }).where(eq(users.id, userId)).run();
+      tx.delete(backupCodes).where(eq(backupCodes.userId, userId)).run();
+    });
+  }
+
+  /** Replaces the user's backup codes (the old ones stop working). */
+  replaceBackupCodes(userId: number, codeHashes: string[], now: number): void {
+    this.db.transaction((tx) => {
+      tx.delete(backupCodes).where(eq(backupCodes.userId, userId)).run();
+      if (codeHashes.length) tx.insert(backupCodes).values(codeHashes.map((codeHash) => ({ userId, codeHash, createdAt: now }))).run();
+    });
+  }
+
+  /** Marks an unused backup code used; false when no such unused code exists. */
+  consumeBackupCode(userId: number, codeHash: string, now: number): boolean {
+    return this.db.update(backupCodes).set({ usedAt: now })
+      .where(and(eq(backupCodes.userId, userId), eq(backupCodes.codeHash, codeHash), isNull(backupCodes.usedAt)))
+      .returning({ id: backupCodes.id }).all().length > 0;
+  }
+
+  unusedBackupCodes(userId: number): number {
+    return this.db.select({ n: count() }).from(backupCodes).where(and(eq(backupCodes.userId, userId), isNull(backupCodes.usedAt))).get()!.n;
+  }
+
+  /** Stores a reset token hash and voids every earlier token of the user. */
+  createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): void {
+    this.db.transaction((tx) => {
+      tx.delete(passwordResets).where(eq(passwordResets.userId, userId)).run();
+      tx.insert(passwordResets).values({ userId, tokenHash, expiresAt, createdAt: now }).run();
+    });
+  }
+
+  /** True when `tokenHash` is an unused, unexpired token of `userId` (does not consume it). */
+  resetTokenValid(userId: number, tokenHash: string, now: number): boolean {
+    return !!this.db.select({ id: passwordResets.id }).from(passwordResets)
+      .where(and(eq(passwordResets.userId, userId), eq(passwordResets.tokenHash, tokenHash), isNull(passwordResets.usedAt), gt(passwordResets.expiresAt, now)))
+      .get();
+  }
+
+  /**
+   * Consumes the token and sets the new password hash in one transaction (clearing the lockout);
+   * false when the token is unknown, used, expired or of another user.
+   */
+  resetPassword(userId: number, tokenHash: string, passwordHash: string, now: number): boolean {
+    return this.db.transaction((tx) => {
+      const used = tx.update(passwordResets).set({ usedAt: now })
+        .where(and(eq(passwordResets.userId, userId), eq(passwordResets.tokenHash, tokenHash), isNull(passwordResets.usedAt), gt(passwordResets.expiresAt, now)))
+        .returning({ id: passwordResets.id }).all().length > 0;
+      if (!used) return false;
+      tx.update(users).set({ passwordHash, failedLogins: 0, lockCount: 0, lockedUntil: 0, updatedAt: now }).where(eq(users.id, userId)).run();
+      return true;
+    });
+  }
+
+  /** Ends every session of the user except `keepHash` (the caller's own, on a password change). */
+  endOtherSessions(userId: number, keepHash: string | undefined): number {
+    const where = keepHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keepHash)) : eq(sessions.userId, userId);
+    return this.db.delete(sessions).where(where).returning({ h: sessions.idHash }).all().length;
+  }
+
+  /**
+   * Counts one failed login atomically (concurrent wrong attempts cannot overwrite each other's
+   * count). At `maxFailures` the account locks for lockSeconds * 2^(locks so far), rounded up to a
+   * whole second so a lock never lasts less than configured. Returns the new lock end (0 = none).
+   */
+  recordLoginFailure(userId: number, policy: { maxFailures: number; lockSeconds: number }, nowMs: number): number {
+    return this.db.transaction((tx) => {
+      const r = tx.update(users).set({ failedLogins: sql`${users.failedLogins} + 1` })
+        .where(eq(users.id, userId)).returning({ failed: users.failedLogins, locks: users.lockCount }).get();
+      if (!r || r.failed < policy.maxFailures) return 0;
+      const lockedUntil = Math.ceil(nowMs / 1000 + policy.lockSeconds * 2 ** Math.min(r.locks, 16));
+      tx.update(users).set({ failedLogins: 0, lockCount: r.locks + 1, lockedUntil }).where(eq(users.id, userId)).run();
+      return lockedUntil;
+    });
+  }
+}

@@ -1,0 +1,62 @@
+import { createTransport, type Transporter } from 'nodemailer';
+import { ConfigError, readBoolEnv, readIntEnv } from '@gw/config';
+
+export interface MailConfig {
+  /** SMTP_HOST; null = mail is not configured (messages are logged as not sent). */
+  host: string | null;
+  port: number;
+  /** Implicit TLS (port 465); otherwise STARTTLS is used when the server offers it. */
+  secure: boolean;
+  user: string | null;
+  password: string | null;
+  /** MAIL_FROM, e.g. `AI Gateway <no-reply@example.com>`. */
+  from: string;
+}
+
+/**
+ * Reads SMTP_HOST, SMTP_PORT (default 465 when SMTP_SECURE, else 587), SMTP_SECURE (default true
+ * on port 465), SMTP_USER + SMTP_PASSWORD (both or neither) and MAIL_FROM.
+ */
+export function mailConfig(env: Record<string, string | undefined>): MailConfig {
+  const host = env.SMTP_HOST?.trim() || null;
+  const secureGiven = env.SMTP_SECURE?.trim() ? readBoolEnv(env, 'SMTP_SECURE', false) : undefined;
+  const port = readIntEnv(env, 'SMTP_PORT', secureGiven ? 465 : 587, 1, 65535);
+  const secure = secureGiven ?? port === 465;
+  const user = env.SMTP_USER?.trim() || null;
+  const password = env.SMTP_PASSWORD || null;
+  if (!!user !== !!password) throw new ConfigError('SMTP_USER and SMTP_PASSWORD must be set together');
+  const from = env.MAIL_FROM?.trim() || (user && user.includes('@') ? user : 'AI Gateway <no-reply@localhost>');
+  if (!/@/.test(from)) throw new ConfigError(`MAIL_FROM must contain an e-mail address, got "${from}"`);
+  return { host, port, secure, user, password, from };
+}
+
+export interface MailMessage { to: string; subject: string; text: string }
+
+/** Sends e-mail over SMTP with nodemailer; a no-op that reports `false` when SMTP is not configured. */
+export class Mailer {
+  private readonly transport: Transporter | null;
+
+  constructor(private readonly cfg: MailConfig) {
+    this.transport = cfg.host
+      ? createTransport({
+        host: cfg.host, port: cfg.port, secure: cfg.secure,
+        auth: cfg.user ? { user: cfg.user, pass: cfg.password ?? '' } : undefined,
+        // An unreachable mail server must not pile up pending sends for minutes.
+        connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000,
+      })
+      : null;
+  }
+
+  get configured(): boolean { return this.transport !== null; }
+
+  /** Delivers one plain-text message; resolves false when mail is not configured, rejects on SMTP errors. */
+  async send(msg: MailMessage): Promise<boolean> {
+    if (!this.transport) return false;
+    await this.transport.sendMail({ from: this.cfg.from, to: msg.to, subject: msg.subject, text: msg.text });
+    return true;
+  }
+
+  close(): void {
+    this.transport?.close();
+  }
+}

@@ -1,0 +1,37 @@
+import { GatewayError, RateWindow } from '@gw/core';
+import type { SecurityRepo, UsersRepo } from '@gw/db';
+import type { Principal } from './principal';
+import { PASSWORD_MAX, PASSWORD_MIN, hashPassword, verifyPassword } from './passwords';
+
+/** Wrong current passwords allowed per user in the window before 429 (a stolen session must not guess freely). */
+const MAX_FAILURES = 5;
+const FAILURE_WINDOW_MS = 5 * 60_000;
+
+/** A logged-in user changing their own password. */
+export class PasswordChangeService {
+  private readonly failures = new RateWindow(FAILURE_WINDOW_MS);
+
+  constructor(private readonly users: UsersRepo, private readonly repo: SecurityRepo, private readonly clock: () => number = Date.now) {}
+
+  /**
+   * Needs the current password; sets the new one and ends every other session of the user (the
+   * caller's own session, if it is one, stays). Access tokens are unaffected.
+   */
+  async change(p: Principal, currentPassword: string, newPassword: string): Promise<{ sessions_ended: number }> {
+    const key = `u${p.user.id}`;
+    if (this.failures.count(key) >= MAX_FAILURES) {
+      throw new GatewayError(429, 'too_many_attempts', 'Too many wrong passwords; try again later', { headers: { 'retry-after': String(FAILURE_WINDOW_MS / 1000) } });
+    }
+    if (newPassword.length < PASSWORD_MIN || newPassword.length > PASSWORD_MAX) {
+      throw new GatewayError(400, 'invalid_password', `Password must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, { param: 'new_password' });
+    }
+    const user = this.users.byId(p.user.id);
+    if (!user || !(await verifyPassword(currentPassword, user.passwordHash))) {
+      this.failures.hit(key, Number.MAX_SAFE_INTEGER);
+      throw new GatewayError(400, 'invalid_current_password', 'The current password is wrong', { param: 'current_password' });
+    }
+    this.users.update(user.id, { passwordHash: await hashPassword(newPassword), updatedAt: Math.floor(this.clock() / 1000) });
+    this.failures.reset(key);
+    return { sessions_ended: this.repo.endOtherSessions(user.id, p.sessionHash) };
+  }
+}

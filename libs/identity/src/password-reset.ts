@@ -1,0 +1,106 @@
+import { ConfigError, readIntEnv } from '@gw/config';
+import { GatewayError, RateWindow, randomToken, sha256Hex } from '@gw/core';
+import { USER_STATUS, type SecurityRepo, type UsersRepo } from '@gw/db';
+import type { Mailer } from './mailer';
+import { PASSWORD_MAX, PASSWORD_MIN, generatePassword, hashPassword } from './passwords';
+
+export interface PasswordResetConfig {
+  /** RESET_TOKEN_TTL_SECONDS (default 900 = 15 minutes). */
+  ttlSeconds: number;
+  /** PUBLIC_URL: the gateway's address as users reach it, used in the e-mailed link. */
+  publicUrl: string;
+  /** RESET_IP_PER_MINUTE: reset requests and attempts per client address per minute. */
+  ipPerMinute: number;
+}
+
+/** Reads RESET_TOKEN_TTL_SECONDS, RESET_IP_PER_MINUTE and PUBLIC_URL (default http://localhost:<PORT>). */
+export function passwordResetConfig(env: Record<string, string | undefined>): PasswordResetConfig {
+  const raw = env.PUBLIC_URL?.trim() || `http://localhost:${env.PORT?.trim() || '3000'}`;
+  let url: URL;
+  try { url = new URL(raw); } catch { throw new ConfigError(`PUBLIC_URL must be an absolute http(s) URL, got "${raw}"`); }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(`PUBLIC_URL must be an http(s) URL, got "${raw}"`);
+  return {
+    ttlSeconds: readIntEnv(env, 'RESET_TOKEN_TTL_SECONDS', 900, 1, 7 * 86400),
+    publicUrl: raw.replace(/\/+$/, ''),
+    ipPerMinute: readIntEnv(env, 'RESET_IP_PER_MINUTE', 10, 1, 100000),
+  };
+}
+
+export interface ResetInput { email: string; token: string; password?: string }
+
+const invalidToken = () => new GatewayError(400, 'invalid_reset_token', 'Invalid or expired password reset token', { param: 'token' });
+
+/**
+ * Password reset by e-mailed single-use token. The request answers the same whether or not the
+ * address is registered: both branches draw and hash a token, and mail is sent after the
+ * response (never awaited), so neither the body nor the timing tells the caller anything.
+ */
+export class PasswordResetService {
+  private readonly ipWindow = new RateWindow(60_000);
+
+  constructor(
+    private readonly users: UsersRepo,
+    private readonly repo: SecurityRepo,
+    private readonly mailer: Mailer,
+    private readonly endAllSessions: (userId: number) => number,
+    private readonly cfg: PasswordResetConfig,
+    private readonly log: (line: string) => void = console.log,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  /** `POST /api/user/reset/request`: e-mails a token when `email` belongs to an enabled user. */
+  request(email: string, ip: string): void {
+    this.limit(ip);
+    const token = randomToken(43);
+    const tokenHash = sha256Hex(token);
+    const now = this.nowSec();
+    const user = this.users.byEmail(email.trim());
+    if (!user || user.status !== USER_STATUS.enabled || !user.email) return;
+    if (!this.mailer.configured) {
+      this.log(`password reset requested for user ${user.id}, but mail is not configured (set SMTP_HOST); no e-mail sent`);
+      return;
+    }
+    this.repo.createResetToken(user.id, tokenHash, now + this.cfg.ttlSeconds, now);
+    const to = user.email;
+    const link = `${this.cfg.publicUrl}/user/reset?email=${encodeURIComponent(to)}&token=${token}`;
+    const minutes = Math.max(1, Math.round(this.cfg.ttlSeconds / 60));
+    const text = [
+      `Someone (hopefully you) asked to reset the password of the account "${user.username}" at ${this.cfg.publicUrl}.`,
+      '', `Open this link within ${minutes} minute${minutes === 1 ? '' : 's'} to choose a new password:`, link,
+      '', `Or send POST ${this.cfg.publicUrl}/api/user/reset with {"email": "${to}", "token": "${token}"}.`,
+      '', 'The token works once. If you did not ask for this, ignore this e-mail: your password stays as it is.',
+    ].join('\n');
+    // After the response: SMTP latency (or failure) must not show in the request's timing.
+    setImmediate(() => {
+      this.mailer.send({ to, subject: 'Reset your password', text })
+        .catch((err) => this.log(`password reset e-mail to user ${user.id} failed: ${err instanceof Error ? err.message : String(err)}`));
+    });
+  }
+
+  /**
+   * SPEC Reset Password: consumes the token and sets `password` (or a generated one, returned),
+   * clears the lockout and ends every session. Bad, used, expired or foreign tokens: the same 400.
+   */
+  async reset(input: ResetInput, ip: string): Promise<{ password?: string }> {
+    this.limit(ip);
+    if (input.password !== undefined && (input.password.length < PASSWORD_MIN || input.password.length > PASSWORD_MAX)) {
+      throw new GatewayError(400, 'invalid_password', `Password must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, { param: 'password' });
+    }
+    const user = this.users.byEmail(input.email.trim());
+    const tokenHash = sha256Hex(input.token.trim());
+    if (!user || user.status !== USER_STATUS.enabled || !this.repo.resetTokenValid(user.id, tokenHash, this.nowSec())) throw invalidToken();
+    const password = input.password ?? generatePassword();
+    const hash = await hashPassword(password);
+    // Checked again inside the transaction: of two concurrent uses of one token only one wins.
+    if (!this.repo.resetPassword(user.id, tokenHash, hash, this.nowSec())) throw invalidToken();
+    this.endAllSessions(user.id);
+    return input.password === undefined ? { password } : {};
+  }
+
+  private limit(ip: string): void {
+    const wait = this.ipWindow.hit(ip, this.cfg.ipPerMinute);
+    if (wait) throw new GatewayError(429, 'too_many_attempts', 'Too many password reset attempts from this address', { headers: { 'retry-after': String(wait) } });
+  }
+
+  private nowSec() { return Math.floor(this.clock() / 1000); }
+}

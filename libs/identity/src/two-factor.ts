@@ -1,0 +1,177 @@
+import { generateSecret, generateURI, verify } from 'otplib';
+import { ConfigError } from '@gw/config';
+import { GatewayError, RateWindow, type SecretBox } from '@gw/core';
+import type { SecurityRepo, UserRow, UsersRepo } from '@gw/db';
+import { generateBackupCodes, hashBackupCode, looksLikeBackupCode } from './backup-codes';
+
+export interface TwoFactorConfig {
+  /** Shown by authenticator apps next to the account (TOTP_ISSUER). */
+  issuer: string;
+}
+
+/** Reads TOTP_ISSUER (default "AI Gateway"); a colon would break the otpauth label. */
+export function twoFactorConfig(env: Record<string, string | undefined>): TwoFactorConfig {
+  const issuer = env.TOTP_ISSUER?.trim() || 'AI Gateway';
+  if (issuer.length > 64 || issuer.includes(':')) throw new ConfigError('TOTP_ISSUER must be at most 64 characters and contain no ":"');
+  return { issuer };
+}
+
+export interface TwoFactorStatus { enabled: boolean; backup_codes_remaining: number }
+export interface TwoFactorSetup {
+  /** Base32 secret, for typing into an authenticator by hand. Returned only by setup. */
+  secret: string;
+  otpauth_uri: string;
+  /** The string to encode in a QR code (the otpauth URI). */
+  qr: string;
+}
+
+/** RFC 6238 defaults every authenticator app understands: SHA-1, 6 digits, 30 s steps. */
+const PERIOD = 30;
+/** Code checks on the 2FA endpoints that may fail per user in FAILURE_WINDOW_MS before 429. */
+const MAX_FAILURES = 10;
+const FAILURE_WINDOW_MS = 5 * 60_000;
+
+const invalidTotp = (message = 'Invalid or already used two-factor code') => new GatewayError(400, 'invalid_totp', message, { param: 'code' });
+
+/**
+ * TOTP two-factor authentication with single-use backup codes. Secrets are sealed with the
+ * configured SecretBox; a code's time step is claimed atomically, so a code works once.
+ */
+export class TwoFactorService {
+  private readonly failures = new RateWindow(FAILURE_WINDOW_MS);
+
+  constructor(
+    private readonly users: UsersRepo,
+    private readonly repo: SecurityRepo,
+    private readonly box: SecretBox,
+    private readonly cfg: TwoFactorConfig,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  status(userId: number): TwoFactorStatus {
+    const u = this.mustUser(userId);
+    return { enabled: u.totpEnabled, backup_codes_remaining: u.totpEnabled ? this.repo.unusedBackupCodes(userId) : 0 };
+  }
+
+  /** Creates a new pending secret (replacing an unconfirmed one); 2FA is off until `enable`. */
+  setup(userId: number): TwoFactorSetup {
+    const u = this.mustUser(userId);
+    if (u.totpEnabled) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on; disable it first to set up a new authenticator');
+    const secret = generateSecret({ length: 20 });
+    if (!this.repo.setPendingTotp(userId, this.box.seal(secret), this.nowSec())) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on');
+    const uri = generateURI({ issuer: this.cfg.issuer, label: u.username, secret, period: PERIOD });
+    return { secret, otpauth_uri: uri, qr: uri };
+  }
+
+  /** Confirms the pending secret with a current code, turns 2FA on and returns the backup codes (shown once). */
+  async enable(userId: number, code: string): Promise<{ backup_codes: string[] }> {
+    const u = this.mustUser(userId);
+    if (u.totpEnabled) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on');
+    if (!u.totpSecret) throw new GatewayError(400, 'totp_not_set_up', 'Call POST /api/user/2fa/setup first', { param: 'code' });
+    this.guard(userId);
+    const step = await this.matchTotp(u, code);
+    const codes = generateBackupCodes();
+    if (step === null || !this.repo.enableTotp(userId, step, codes.map((c) => hashBackupCode(userId, c)), this.nowSec())) {
+      throw this.failed(userId);
+    }
+    this.failures.reset(this.key(userId));
+    return { backup_codes: codes };
+  }
+
+  /** SPEC Disable 2FA: a current TOTP code or an unused backup code of the caller. */
+  async disable(userId: number, code: string): Promise<void> {
+    const u = this.mustEnabled(userId);
+    this.guard(userId);
+    if (!(await this.consume(u, code))) throw this.failed(userId, 'Invalid or already used two-factor or backup code');
+    this.repo.disableTotp(userId, this.nowSec());
+    this.failures.reset(this.key(userId));
+  }
+
+  /** New backup codes (the old set stops working); needs a current TOTP code, not a backup code. */
+  async regenerateBackupCodes(userId: number, code: string): Promise<{ backup_codes: string[] }> {
+    const u = this.mustEnabled(userId);
+    this.guard(userId);
+    const step = await this.matchTotp(u, code);
+    if (step === null || !this.repo.claimTotpStep(userId, step)) throw this.failed(userId, 'A current, unused authenticator code is required');
+    const codes = generateBackupCodes();
+    this.repo.replaceBackupCodes(userId, codes.map((c) => hashBackupCode(userId, c)), this.nowSec());
+    this.failures.reset(this.key(userId));
+    return { backup_codes: codes };
+  }
+
+  /**
+   * Login's second factor (LoginService.secondFactor): a TOTP code or an unused backup code,
+   * consumed on success. Failures are counted by the login lockout, not here.
+   */
+  async checkLoginCode(user: UserRow, code: string): Promise<boolean> {
+    const u = this.users.byId(user.id);
+    if (!u?.totpEnabled) return false;
+    return this.consume(u, code);
+  }
+
+  /**
+   * Admin reset of another user's 2FA (lost phone and codes): only for users whose role is below
+   * the caller's, so nobody resets their own (use disable) and root's can only be reset by itself.
+   */
+  adminReset(actor: UserRow, targetId: number): void {
+    const target = this.users.byId(targetId);
+    if (!target) throw new GatewayError(404, 'user_not_found', `No user ${targetId}`, { param: 'id' });
+    if (target.role >= actor.role) {
+      throw new GatewayError(403, 'insufficient_role', 'You can only reset two-factor authentication of users with a lower role than yours', { param: 'id' });
+    }
+    this.repo.disableTotp(targetId, this.nowSec());
+  }
+
+  /** A TOTP or backup code, used up when it matches. */
+  private async consume(u: UserRow, code: string): Promise<boolean> {
+    if (looksLikeBackupCode(code)) return this.repo.consumeBackupCode(u.id, hashBackupCode(u.id, code), this.nowSec());
+    const step = await this.matchTotp(u, code);
+    return step !== null && this.repo.claimTotpStep(u.id, step);
+  }
+
+  /** The time step `code` belongs to (±1 step, after the last accepted one), or null. */
+  private async matchTotp(u: UserRow, code: string): Promise<number | null> {
+    const token = code.replace(/\s/g, '');
+    // otplib throws on a wrong length or non-digits; those are simply wrong codes.
+    if (!/^\d{6}$/.test(token) || !u.totpSecret) return null;
+    const secret = this.box.open(u.totpSecret);
+    try {
+      const r = await verify({
+        secret, token, period: PERIOD, epoch: Math.floor(this.clock() / 1000), epochTolerance: PERIOD,
+        ...(u.totpLastStep > 0 ? { afterTimeStep: u.totpLastStep } : {}),
+      });
+      return r.valid && 'timeStep' in r ? r.timeStep : null;
+    } catch {
+      // e.g. AfterTimeStepRangeExceededError when the last accepted step is ahead of the clock.
+      return null;
+    }
+  }
+
+  private key(userId: number) { return `u${userId}`; }
+
+  /** Backup codes have ~50 bits and TOTP 20: stop guessing on the 2FA endpoints early. */
+  private guard(userId: number): void {
+    if (this.failures.count(this.key(userId)) >= MAX_FAILURES) {
+      throw new GatewayError(429, 'too_many_attempts', 'Too many wrong two-factor codes; try again later', { headers: { 'retry-after': String(FAILURE_WINDOW_MS / 1000) } });
+    }
+  }
+
+  private failed(userId: number, message?: string): GatewayError {
+    this.failures.hit(this.key(userId), Number.MAX_SAFE_INTEGER);
+    return invalidTotp(message);
+  }
+
+  private mustUser(userId: number): UserRow {
+    const u = this.users.byId(userId);
+    if (!u) throw new GatewayError(404, 'user_not_found', `No user ${userId}`);
+    return u;
+  }
+
+  private mustEnabled(userId: number): UserRow {
+    const u = this.mustUser(userId);
+    if (!u.totpEnabled) throw new GatewayError(400, 'totp_not_enabled', 'Two-factor authentication is not on');
+    return u;
+  }
+
+  private nowSec() { return Math.floor(this.clock() / 1000); }
+}

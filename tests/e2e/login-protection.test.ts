@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+
+let gw: TestGateway;
+beforeAll(async () => { gw = await startGateway({ LOGIN_MAX_FAILURES: '2', LOGIN_LOCK_SECONDS: '1' }); });
+afterAll(async () => { await gw.stop(); });
+
+const login = (g: TestGateway, username: string, password: string) =>
+  g.api('POST', '/api/user/login', { username, password }, null);
+
+/** Sleeps until the account's lock has ended (read from storage so the test waits no longer than needed). */
+async function waitUnlocked(userId: number) {
+  const until = gw.services.users.byId(userId)!.lockedUntil * 1000;
+  await Bun.sleep(Math.max(0, until - Date.now()) + 60);
+}
+
+describe('login lockout', () => {
+  test('the lock period grows (lockSeconds * 2^n) and a successful login resets it', async () => {
+    const u = await makeUser(gw);
+    expect((await login(gw, u.username, 'wrong-password')).status).toBe(401);
+    expect((await login(gw, u.username, 'wrong-password')).status).toBe(401);
+    let t0 = Date.now();
+    const first = await login(gw, u.username, u.password);
+    expect(first.status).toBe(429);
+    expect(first.body.error.code).toBe('account_locked');
+    expect(Number(first.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // A lock of 1 s (rounded up to whole seconds) lasts between 1 and 2 s.
+    const lock1 = gw.services.users.byId(u.id)!.lockedUntil * 1000 - t0;
+    expect(lock1).toBeGreaterThan(900);
+    expect(lock1).toBeLessThanOrEqual(2100);
+    await waitUnlocked(u.id);
+
+    // Second lock in a row: twice as long, so it still holds after the first lock's length has passed.
+    expect((await login(gw, u.username, 'wrong-password')).status).toBe(401);
+    t0 = Date.now();
+    expect((await login(gw, u.username, 'wrong-password')).status).toBe(401);
+    const lock2 = gw.services.users.byId(u.id)!.lockedUntil * 1000 - t0;
+    expect(lock2).toBeGreaterThan(1900);
+    expect(lock2).toBeLessThanOrEqual(3100);
+    await Bun.sleep(1100);
+    expect((await login(gw, u.username, u.password)).status).toBe(429);
+    await waitUnlocked(u.id);
+    expect((await login(gw, u.username, u.password)).status).toBe(200);
+
+    // The success reset the counters: the next lock is back to the base period.
+    expect((await login(gw, u.username, 'wrong-password')).status).toBe(401);
+    t0 = Date.now();
+    expect((await login(gw, u.username, 'wrong-password')).status).toBe(401);
+    const lock3 = gw.services.users.byId(u.id)!.lockedUntil * 1000 - t0;
+    expect(lock3).toBeLessThanOrEqual(2100);
+  }, 15_000);
+
+  test('parallel wrong passwords cannot slip past the failure count', async () => {
+    const u = await makeUser(gw);
+    const results = await Promise.all(Array.from({ length: 8 }, () => login(gw, u.username, 'wrong-password')));
+    expect(results.every((r) => r.status === 401 || r.status === 429)).toBe(true);
+    // 8 failures with a limit of 2 must have locked the account (lost updates would leave it open).
+    const row = gw.services.users.byId(u.id)!;
+    expect(row.lockCount).toBeGreaterThanOrEqual(1);
+    const after = await login(gw, u.username, u.password);
+    expect(after.status).toBe(429);
+    expect(after.body.error.code).toBe('account_locked');
+  });
+
+  test('while locked, even the right password is refused and does not extend the lock', async () => {
+    const u = await makeUser(gw);
+    await login(gw, u.username, 'wrong-password');
+    await login(gw, u.username, 'wrong-password');
+    const until = gw.services.users.byId(u.id)!.lockedUntil;
+    for (let i = 0; i < 3; i++) expect((await login(gw, u.username, 'wrong-password')).status).toBe(429);
+    expect(gw.services.users.byId(u.id)!.lockedUntil).toBe(until);
+  });
+});
+
+describe('per-IP login limit', () => {
+  test('LOGIN_IP_PER_MINUTE attempts from one address, then 429 with retry-after, whatever the account', async () => {
+    const g = await startGateway({ LOGIN_IP_PER_MINUTE: '4', LOGIN_MAX_FAILURES: '100' });
+    try {
+      const u = await makeUser(g);
+      for (let i = 0; i < 4; i++) expect((await login(g, `spray-${i}`, 'wrong-password')).status).toBe(401);
+      const blocked = await login(g, u.username, u.password);
+      expect(blocked.status).toBe(429);
+      expect(blocked.body.error.code).toBe('too_many_attempts');
+      expect(blocked.body.error.type).toBe('rate_limit_error');
+      expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
+    } finally {
+      await g.stop();
+    }
+  });
+});

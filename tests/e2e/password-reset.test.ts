@@ -1,0 +1,205 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { startSmtp, type CapturedMail, type TestSmtp } from '../helpers/smtp';
+
+let smtp: TestSmtp;
+let gw: TestGateway;
+beforeAll(async () => {
+  smtp = await startSmtp();
+  gw = await startGateway({ ...smtp.env, PUBLIC_URL: 'https://gw.example.com/', RESET_IP_PER_MINUTE: '1000', LOGIN_MAX_FAILURES: '2' });
+});
+afterAll(async () => {
+  await gw.stop();
+  await smtp.stop();
+});
+
+const uniqueEmail = () => `p${crypto.randomUUID().slice(0, 8)}@example.com`;
+const request = (g: TestGateway, email: string) => g.api('POST', '/api/user/reset/request', { email }, null);
+const tokenOf = (m: CapturedMail) => /[?&]token=([A-Za-z0-9]+)/.exec(m.text)![1]!;
+
+/** Requests a reset and returns the token read out of the delivered e-mail. */
+async function mailedToken(g: TestGateway, email: string, to = email): Promise<string> {
+  const after = smtp.messages.length;
+  expect((await request(g, email)).status).toBe(200);
+  const m = await smtp.waitFor((x) => smtp.messages.indexOf(x) >= after && x.to.includes(to));
+  return tokenOf(m);
+}
+
+async function sessionCookie(g: TestGateway, username: string, password: string): Promise<string> {
+  const res = await fetch(`${g.url}/api/user/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username, password }) });
+  expect(res.status).toBe(200);
+  return res.headers.get('set-cookie')!.split(';')[0]!;
+}
+
+describe('reset request', () => {
+  test('known and unknown addresses get the same status and body; only the known one gets mail', async () => {
+    const email = uniqueEmail();
+    await makeUser(gw, 1, { email });
+    const before = smtp.messages.length;
+    const known = await request(gw, email);
+    const unknown = await request(gw, uniqueEmail());
+    expect(known.status).toBe(200);
+    expect(unknown.status).toBe(200);
+    expect(known.body).toEqual(unknown.body);
+    expect(known.body).toEqual({ success: true, message: '', data: null });
+    const m = await smtp.waitFor((x) => x.to.includes(email));
+    expect(m.from).toBe('gateway@test.local');
+    expect(m.subject).toBe('Reset your password');
+    expect(m.text).toContain('https://gw.example.com/user/reset?email=');
+    await Bun.sleep(100);
+    expect(smtp.messages.length).toBe(before + 1);
+    // Stored hashed: the raw token is nowhere in the table.
+    const token = tokenOf(m);
+    expect(gw.services.dbh.sqlite.query('select count(*) as n from password_resets where token_hash = ?').get(token)).toEqual({ n: 0 });
+  });
+
+  test('known and unknown addresses answer within a small time difference', async () => {
+    const email = uniqueEmail();
+    await makeUser(gw, 1, { email });
+    const time = async (e: string) => { const t = performance.now(); await request(gw, e); return performance.now() - t; };
+    await time(email); await time(uniqueEmail()); // warm up
+    const k: number[] = [];
+    const u: number[] = [];
+    for (let i = 0; i < 12; i++) {
+      k.push(await time(email));
+      u.push(await time(uniqueEmail()));
+    }
+    const median = (xs: number[]) => xs.sort((a, b) => a - b)[xs.length >> 1]!;
+    // Mail goes out after the response, so the known branch must not be measurably slower.
+    expect(Math.abs(median(k) - median(u))).toBeLessThan(15);
+  });
+
+  test('the address matches case-insensitively, and disabled users get no mail', async () => {
+    const email = uniqueEmail();
+    await makeUser(gw, 1, { email });
+    const token = await mailedToken(gw, email.toUpperCase(), email);
+    expect(token.length).toBeGreaterThan(30);
+    const off = uniqueEmail();
+    await makeUser(gw, 1, { email: off, status: 2 });
+    const before = smtp.messages.length;
+    expect((await request(gw, off)).body).toEqual({ success: true, message: '', data: null });
+    await Bun.sleep(200);
+    expect(smtp.messages.length).toBe(before);
+  });
+});
+
+describe('reset with a token', () => {
+  test('sets the given password, ends every session, clears the lockout; the token works once', async () => {
+    const email = uniqueEmail();
+    const u = await makeUser(gw, 1, { email });
+    const cookie = await sessionCookie(gw, u.username, u.password);
+    // Lock the account (LOGIN_MAX_FAILURES=2).
+    for (let i = 0; i < 2; i++) await gw.api('POST', '/api/user/login', { username: u.username, password: 'wrong-password' }, null);
+    expect((await gw.api('POST', '/api/user/login', { username: u.username, password: u.password }, null)).status).toBe(429);
+
+    const token = await mailedToken(gw, email);
+    const res = await gw.api('POST', '/api/user/reset', { email, token, password: 'brand-new-pass-1' }, null);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ success: true, message: '', data: null });
+    const self = await fetch(`${gw.url}/api/user/self`, { headers: { cookie } });
+    expect(self.status).toBe(401);
+    expect((await gw.api('POST', '/api/user/login', { username: u.username, password: u.password }, null)).status).toBe(401);
+    await sessionCookie(gw, u.username, 'brand-new-pass-1');
+
+    const again = await gw.api('POST', '/api/user/reset', { email, token, password: 'another-pass-22' }, null);
+    const bogus = await gw.api('POST', '/api/user/reset', { email, token: 'x'.repeat(43), password: 'another-pass-22' }, null);
+    expect(again.status).toBe(400);
+    expect(again.body.error.code).toBe('invalid_reset_token');
+    expect(again.body.error).toEqual(bogus.body.error);
+  });
+
+  test('without a password a generated one is set and returned', async () => {
+    const email = uniqueEmail();
+    const u = await makeUser(gw, 1, { email });
+    const token = await mailedToken(gw, email);
+    const res = await gw.api('POST', '/api/user/reset', { email, token }, null);
+    expect(res.status).toBe(200);
+    const password = res.body.data.password as string;
+    expect(password.length).toBeGreaterThanOrEqual(12);
+    await sessionCookie(gw, u.username, password);
+  });
+
+  test('a new request voids the earlier token', async () => {
+    const email = uniqueEmail();
+    await makeUser(gw, 1, { email });
+    const first = await mailedToken(gw, email);
+    const second = await mailedToken(gw, email);
+    expect(second).not.toBe(first);
+    const r1 = await gw.api('POST', '/api/user/reset', { email, token: first, password: 'brand-new-pass-1' }, null);
+    expect(r1.status).toBe(400);
+    expect(r1.body.error.code).toBe('invalid_reset_token');
+    expect((await gw.api('POST', '/api/user/reset', { email, token: second, password: 'brand-new-pass-1' }, null)).status).toBe(200);
+  });
+
+  test("another user's address, a bad password length or a wrong token do not consume the token", async () => {
+    const email = uniqueEmail();
+    const other = uniqueEmail();
+    await makeUser(gw, 1, { email });
+    await makeUser(gw, 1, { email: other });
+    const token = await mailedToken(gw, email);
+    const foreign = await gw.api('POST', '/api/user/reset', { email: other, token, password: 'brand-new-pass-1' }, null);
+    expect(foreign.status).toBe(400);
+    expect(foreign.body.error.code).toBe('invalid_reset_token');
+    const unknown = await gw.api('POST', '/api/user/reset', { email: uniqueEmail(), token, password: 'brand-new-pass-1' }, null);
+    expect(unknown.body.error).toEqual(foreign.body.error);
+    const short = await gw.api('POST', '/api/user/reset', { email, token, password: 'short' }, null);
+    expect(short.status).toBe(400);
+    expect(short.body.error).toMatchObject({ code: 'invalid_password', param: 'password' });
+    const long = await gw.api('POST', '/api/user/reset', { email, token, password: 'x'.repeat(129) }, null);
+    expect(long.body.error.code).toBe('invalid_password');
+    expect((await gw.api('POST', '/api/user/reset', { email, token, password: 'brand-new-pass-1' }, null)).status).toBe(200);
+  });
+
+  test('concurrent uses of one token: exactly one wins', async () => {
+    const email = uniqueEmail();
+    await makeUser(gw, 1, { email });
+    const token = await mailedToken(gw, email);
+    const rs = await Promise.all(Array.from({ length: 4 }, (_, i) => gw.api('POST', '/api/user/reset', { email, token, password: `parallel-pass-${i}` }, null)));
+    expect(rs.filter((r) => r.status === 200).length).toBe(1);
+    expect(rs.filter((r) => r.status === 400).length).toBe(3);
+  });
+
+  test('missing fields are 400 with the error object', async () => {
+    const r = await gw.api('POST', '/api/user/reset', { email: 'a@b.c' }, null);
+    expect(r.status).toBe(400);
+    expect(r.body.error.param).toBe('token');
+  });
+});
+
+describe('expiry, per-IP limit and SMTP auth', () => {
+  test('a token expires after RESET_TOKEN_TTL_SECONDS; requests per address are limited', async () => {
+    const g = await startGateway({ ...smtp.env, RESET_TOKEN_TTL_SECONDS: '1', RESET_IP_PER_MINUTE: '3' });
+    try {
+      const email = uniqueEmail();
+      await makeUser(g, 1, { email });
+      const token = await mailedToken(g, email);
+      await Bun.sleep(1100);
+      const r = await g.api('POST', '/api/user/reset', { email, token, password: 'brand-new-pass-1' }, null);
+      expect(r.status).toBe(400);
+      expect(r.body.error.code).toBe('invalid_reset_token');
+      expect((await request(g, uniqueEmail())).status).toBe(200);
+      const limited = await request(g, email);
+      expect(limited.status).toBe(429);
+      expect(limited.body.error.code).toBe('too_many_attempts');
+      expect((await request(g, uniqueEmail())).status).toBe(429);
+    } finally {
+      await g.stop();
+    }
+  });
+
+  test('SMTP_USER/SMTP_PASSWORD authenticate to the mail server', async () => {
+    const authed = await startSmtp({ user: 'mailer', password: 'mail-secret' });
+    const g = await startGateway({ ...authed.env, RESET_IP_PER_MINUTE: '100' });
+    try {
+      const email = uniqueEmail();
+      await makeUser(g, 1, { email });
+      expect((await request(g, email)).status).toBe(200);
+      const m = await authed.waitFor((x) => x.to.includes(email));
+      expect(m.authUser).toBe('mailer');
+      expect(m.text).toContain('http://localhost:3000/user/reset?');
+    } finally {
+      await g.stop();
+      await authed.stop();
+    }
+  });
+});
