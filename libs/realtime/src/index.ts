@@ -1,1 +1,10 @@
-export {};
+export * from './config';
+export * from './handshake';
+export * from './events';
+export * from './usage';
+export * from './ports';
+export * from './upstream';
+export * from './ip';
+export * from './session';
+export * from './meter';
+export * from './service';

@@ -1,0 +1,45 @@
+/**
+ * Reading the few events the gateway meters, without touching the bytes it relays: frames are
+ * forwarded as received; this module only looks at them (and parses the rare ones that matter).
+ */
+import { randomToken } from '@gw/core';
+
+/** Server/client event types the meter reacts to; every other frame is passed through unread. */
+export const METERED_TYPES = ['response.create', 'response.created', 'response.done'] as const;
+export type MeteredType = (typeof METERED_TYPES)[number];
+
+const FAST_PREFIX = '{"type":"';
+
+/**
+ * The event type of a text frame if it is one the meter needs, else undefined. OpenAI writes
+ * `type` first, so the common case is a prefix read; other layouts fall back to a substring test
+ * and a full parse, so a big audio delta is never parsed.
+ */
+export function meteredEvent(text: string): { type: MeteredType; event: any } | undefined {
+  if (text.startsWith(FAST_PREFIX)) {
+    const end = text.indexOf('"', FAST_PREFIX.length);
+    const type = text.slice(FAST_PREFIX.length, end);
+    if (type !== 'response.create' && type !== 'response.created' && type !== 'response.done') return undefined;
+  } else if (!text.includes('"response.')) {
+    return undefined;
+  }
+  let event: any;
+  try {
+    event = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!event || typeof event !== 'object') return undefined;
+  const type = event.type;
+  if (type === 'response.create' || type === 'response.created' || type === 'response.done') return { type, event };
+  return undefined;
+}
+
+/** A realtime `error` server event (wire-protocols C3), as the gateway sends it before closing. */
+export function errorEvent(type: string, code: string, message: string): string {
+  return JSON.stringify({
+    type: 'error',
+    event_id: `event_gw_${randomToken(16)}`,
+    error: { type, code, message, param: null, event_id: null },
+  });
+}

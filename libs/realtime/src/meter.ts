@@ -1,0 +1,137 @@
+/**
+ * Per-session billing: a reservation is held before each response (when the client sends
+ * `response.create`, or when the upstream announces a response it started itself, e.g. server VAD)
+ * and settled with the exact usage of its `response.done`. Frames are only read, never changed.
+ */
+import { GatewayError, nowSeconds } from '@gw/core';
+import { meteredEvent } from './events';
+import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey } from './ports';
+import type { FrameObserver, SessionFailure, UpstreamTarget } from './session';
+import { reservationFor, tokensOf, type RealtimePrice } from './usage';
+
+export interface MeterOptions<K extends RealtimeKey, R> {
+  sessionId: string;
+  plainKey: string;
+  key: K;
+  model: string;
+  ip: string;
+  reserveTokens: number;
+  /** Smallest reservation (BILLING_MIN_RESERVE). */
+  minReserve: number;
+  /** Price at admission; used when the price book no longer has the model. */
+  price: RealtimePrice;
+  keys: KeyLookup<K>;
+  prices: PriceSource;
+  quota: QuotaPort<K, R>;
+}
+
+interface Held<R> {
+  r: R;
+  at: number;
+}
+
+/** Closing because money or the key ran out is a policy close (1008). */
+const policyFailure = (code: string, message: string, type = 'billing_error'): SessionFailure =>
+  ({ closeCode: 1008, reason: code === 'quota_exhausted' ? 'quota exhausted' : code.replace(/_/g, ' '), type, code, message });
+
+export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
+  /** Reservations made for client `response.create`s, waiting for their `response.created`. */
+  private queued: Held<R>[] = [];
+  /** Reservations of running responses, by response id. */
+  private running = new Map<string, Held<R>>();
+  private target: UpstreamTarget | null = null;
+  private seq = 0;
+  responses = 0;
+  cost = 0;
+
+  constructor(private readonly o: MeterOptions<K, R>) {}
+
+  connected(target: UpstreamTarget): void {
+    this.target = target;
+  }
+
+  client(text: string): SessionFailure | undefined {
+    const m = meteredEvent(text);
+    if (m?.type !== 'response.create') return undefined;
+    const held = this.reserve();
+    if ('closeCode' in held) return held;
+    this.queued.push(held);
+    return undefined;
+  }
+
+  upstream(text: string): SessionFailure | undefined {
+    const m = meteredEvent(text);
+    if (!m) return undefined;
+    const id = typeof m.event.response?.id === 'string' ? m.event.response.id : '';
+    if (m.type === 'response.created') {
+      const held = this.queued.shift() ?? this.reserve();
+      if ('closeCode' in held) return held;
+      this.running.set(id, held);
+      return undefined;
+    }
+    if (m.type === 'response.done') return this.settle(id, m.event.response);
+    return undefined;
+  }
+
+  /** Releases every reservation still held (the session ended; nothing more will be billed). */
+  releaseAll(): void {
+    for (const h of [...this.queued, ...this.running.values()]) this.o.quota.release(h.r);
+    this.queued = [];
+    this.running.clear();
+  }
+
+  private currentKey(): K | SessionFailure {
+    const key = this.o.keys.lookup(this.o.plainKey);
+    if (!key || key.status !== 1) return policyFailure('api_key_revoked', 'The API key was disabled or deleted', 'authentication_error');
+    if (key.expiresAt !== null && key.expiresAt > 0 && key.expiresAt <= nowSeconds()) {
+      return policyFailure('api_key_expired', 'The API key expired', 'authentication_error');
+    }
+    return key;
+  }
+
+  private price(): RealtimePrice {
+    return this.o.prices.get(this.o.model) ?? this.o.price;
+  }
+
+  private reserve(amount = Math.max(this.o.minReserve, reservationFor(this.o.reserveTokens, this.price()))): Held<R> | SessionFailure {
+    const key = this.currentKey();
+    if ('closeCode' in key) return key;
+    try {
+      const r = this.o.quota.reserve({ userId: key.userId, apiKey: key, amount, ref: `${this.o.sessionId}#${++this.seq}` });
+      return { r, at: Date.now() };
+    } catch (e) {
+      if (e instanceof GatewayError && e.status === 402) return policyFailure('quota_exhausted', e.message || 'Quota exhausted');
+      throw e;
+    }
+  }
+
+  private settle(responseId: string, response: any): SessionFailure | undefined {
+    // A response.done with no response.created seen first is billed all the same, unreserved.
+    const held = this.running.get(responseId) ?? this.queued.shift() ?? null;
+    this.running.delete(responseId);
+    const t = tokensOf(response?.usage);
+    const failed = response?.status === 'failed';
+    const target = this.target;
+    const res = this.o.quota.settle(held?.r ?? null, {
+      requestId: `${this.o.sessionId}_${responseId || `n${++this.seq}`}`,
+      kind: 'realtime',
+      userId: this.o.key.userId,
+      apiKeyId: this.o.key.id,
+      channelId: target?.channelId ?? null,
+      model: this.o.model,
+      upstreamModel: target?.upstreamModel ?? '',
+      stream: true,
+      usage: { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: t.audioOut },
+      price: this.price(),
+      latencyMs: held ? Date.now() - held.at : 0,
+      ttftMs: null,
+      status: failed ? 502 : 200,
+      errorCode: failed ? String(response?.status_details?.error?.code ?? response?.status_details?.reason ?? 'failed') : '',
+      attempts: 1,
+      ip: this.o.ip,
+    });
+    this.responses++;
+    this.cost += res.cost;
+    return undefined;
+  }
+}

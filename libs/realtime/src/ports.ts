@@ -1,0 +1,119 @@
+/**
+ * What the realtime relay needs from other libraries, stated as the narrow shapes it calls (see
+ * /tmp/contracts.md). The composition root passes the real services; they satisfy these
+ * structurally, so this lib does not depend on how they are built.
+ */
+import type { RealtimePrice } from './usage';
+
+/** The fields of an API key record the relay reads (@gw/identity ApiKeyRecord). */
+export interface RealtimeKey {
+  id: number;
+  userId: number;
+  status: number;
+  expiresAt: number | null;
+  unlimitedQuota: boolean;
+  remainQuota: number;
+  models: string[] | null;
+  allowIps: string[] | null;
+  group: string | null;
+}
+
+export interface KeyLookup<K extends RealtimeKey = RealtimeKey> {
+  lookup(plainKey: string): K | undefined;
+}
+
+export interface AccountLookup {
+  get(userId: number): { id: number; status: number; group: string } | undefined;
+}
+
+/** The channel fields the relay reads (@gw/channels ChannelRecord). */
+export interface RealtimeChannel {
+  id: number;
+  type: string;
+  baseUrl: string;
+  apiKey: string;
+  models: string[];
+  modelMapping: Record<string, string>;
+  priority: number;
+  weight: number;
+  headers: Record<string, string>;
+}
+
+export interface ChannelSource<C extends RealtimeChannel = RealtimeChannel> {
+  /** Enabled channels serving `model` to `group`, best first. */
+  candidates(model: string, group: string): C[];
+  /** Every model some enabled channel serves to the group. */
+  models(group: string): string[];
+  /** True when any channel (enabled or not) lists the model: tells 503 (none healthy) from 404. */
+  knows?(model: string): boolean;
+}
+
+export interface PriceSource {
+  get(model: string): RealtimePrice | undefined;
+}
+
+/**
+ * One usage record (a realtime response) as handed to settle. Written as a supertype of @gw/billing's
+ * UsageLogInput (optional fields, `price` unknown) so QuotaService fits the port as it is.
+ */
+export interface RealtimeUsageLog {
+  requestId: string;
+  kind?: 'messages' | 'realtime';
+  userId: number;
+  apiKeyId: number;
+  channelId: number | null;
+  model: string;
+  upstreamModel: string;
+  stream: boolean;
+  /** input = uncached text input, output = text output, as priced by PriceBook. */
+  usage: { input: number; output: number; cacheRead: number; cacheWrite: number; audioInput?: number; audioOutput?: number };
+  /** The price row to bill at (settle computes the cost from usage × price). */
+  price?: unknown;
+  latencyMs: number;
+  ttftMs: number | null;
+  status: number;
+  errorCode: string;
+  attempts: number;
+  ip: string;
+}
+
+/** @gw/billing QuotaService, as the relay uses it. */
+export interface QuotaPort<K, R> {
+  /** Throws a 402 GatewayError when the user or key cannot cover `amount`. */
+  reserve(input: { userId: number; apiKey: K; amount: number; ref: string }): R;
+  /** Writes the usage row and the charge once; `r` null = nothing was reserved. */
+  settle(r: R | null, log: RealtimeUsageLog): { cost: number };
+  release(r: R): void;
+}
+
+/** Where and how to open the upstream socket of a channel (libs/providers adapters, when present). */
+export interface UpstreamResolver<C extends RealtimeChannel = RealtimeChannel> {
+  /** True when the channel type speaks the OpenAI Realtime protocol. */
+  supports(channel: C): boolean;
+  url(channel: C, upstreamModel: string): string;
+  headers(channel: C, upstreamModel: string): Record<string, string>;
+}
+
+/** The per-session record written when a session ends (libs/db RealtimeSessionsRepo). */
+export interface SessionRecord {
+  sessionId: string;
+  userId: number;
+  apiKeyId: number;
+  channelId: number | null;
+  model: string;
+  startedAt: number;
+  endedAt: number;
+  durationMs: number;
+  framesIn: number;
+  framesOut: number;
+  bytesIn: number;
+  bytesOut: number;
+  responses: number;
+  cost: number;
+  closeCode: number;
+  closeReason: string;
+}
+
+export interface SessionSink {
+  insert(row: SessionRecord): void;
+}

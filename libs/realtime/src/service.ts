@@ -1,0 +1,194 @@
+/**
+ * The realtime relay service: admits a WebSocket request (every check that can fail before the
+ * upgrade), then runs the admitted session (relay + metering) and records it when it ends.
+ * Framework-free: the route hands it the request and installs the returned socket handlers.
+ */
+import type { ServerWebSocket } from 'bun';
+import { GatewayError, errors, nowSeconds, randomToken } from '@gw/core';
+import type { RealtimeConfig } from './config';
+import { isWebSocketRequest, readCredentials } from './handshake';
+import { ipAllowed } from './ip';
+import { SessionMeter } from './meter';
+import type { AccountLookup, ChannelSource, KeyLookup, PriceSource, QuotaPort, RealtimeChannel, RealtimeKey, SessionSink, UpstreamResolver } from './ports';
+import { RelaySession, type UpstreamTarget } from './session';
+import { reservationFor, type RealtimePrice } from './usage';
+
+export interface RealtimeDeps<K extends RealtimeKey, C extends RealtimeChannel, R> {
+  config: RealtimeConfig;
+  keys: KeyLookup<K>;
+  accounts: AccountLookup;
+  channels: ChannelSource<C>;
+  prices: PriceSource;
+  quota: QuotaPort<K, R>;
+  upstream: UpstreamResolver<C>;
+  sessions: SessionSink;
+  /** Billing policy (@gw/billing BillingConfig): refuse unpriced models; smallest reservation. */
+  billing: { requirePrice: boolean; minReserve: number };
+  /** Where unexpected errors go (never to the client). */
+  log?: (line: string) => void;
+}
+
+/** An admitted request: what the route needs to upgrade it. */
+export interface Admission {
+  sessionId: string;
+  /** Subprotocol to answer with (never the key-bearing one); null = none. */
+  protocol: string | null;
+  /** Bun websocket handlers for this session (Elysia's server dispatches to `ws.data.*`). */
+  handlers: SocketHandlers;
+  /** Gives the session slot back when the upgrade did not happen. */
+  abandon(): void;
+}
+
+export interface SocketHandlers {
+  open(ws: ServerWebSocket<any>): void;
+  message(ws: ServerWebSocket<any>, data: string | Buffer): void;
+  drain(ws: ServerWebSocket<any>): void;
+  close(ws: ServerWebSocket<any>, code: number, reason: string): void;
+}
+
+const ENABLED = 1;
+// cacheWrite too: settle prices every kind of token it is given.
+const FREE: RealtimePrice = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, audioInput: 0, audioOutput: 0 } as RealtimePrice;
+
+export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R> {
+  private readonly live = new Set<RelaySession>();
+  private readonly perKey = new Map<number, number>();
+  private closing = false;
+
+  constructor(private readonly d: RealtimeDeps<K, C, R>) {}
+
+  /** Live sessions (admitted and not yet ended). */
+  get liveCount(): number {
+    return [...this.perKey.values()].reduce((a, b) => a + b, 0);
+  }
+
+  /**
+   * Runs every pre-upgrade check, in the /v1/messages order: key (401) → WebSocket request (400) →
+   * model and IP allow-lists (403) → session limit (429) → quota (402) → routing (404/503).
+   * Throws a GatewayError; on success the caller must upgrade or call `abandon()`.
+   */
+  admit(request: Request, ip: string): Admission {
+    const creds = readCredentials(request.headers);
+    if (!creds.key) throw errors.unauthorized('missing_api_key', 'Send the API key as Authorization: Bearer <key> or the openai-insecure-api-key.<key> subprotocol');
+    if (creds.key.startsWith('gwm_')) throw errors.unauthorized('wrong_credential_kind', 'Management access tokens are not accepted on /v1/; use a relay API key (sk-…)');
+    const key = this.d.keys.lookup(creds.key);
+    if (!key) throw errors.unauthorized('invalid_api_key', 'Invalid API key');
+    if (key.status !== ENABLED) throw errors.unauthorized('api_key_disabled', 'This API key is disabled');
+    if (key.expiresAt !== null && key.expiresAt > 0 && key.expiresAt <= nowSeconds()) throw errors.unauthorized('api_key_expired', 'This API key has expired');
+    const account = this.d.accounts.get(key.userId);
+    if (!account || account.status !== ENABLED) throw errors.unauthorized('user_disabled', 'The owner of this API key is disabled');
+    if (!isWebSocketRequest(request)) throw new GatewayError(400, 'websocket_required', 'This endpoint needs a WebSocket upgrade (GET with Upgrade: websocket)', { param: 'upgrade' });
+    if (this.closing) throw new GatewayError(503, 'shutting_down', 'The server is shutting down');
+
+    const model = new URL(request.url).searchParams.get('model')?.trim() || this.d.config.defaultModel;
+    if (key.models && key.models.length > 0 && !key.models.includes(model)) throw errors.forbidden('model_not_allowed', `This API key may not use model ${model}`, 'model');
+    if (key.allowIps && key.allowIps.length > 0 && !ipAllowed(ip, key.allowIps)) throw errors.forbidden('ip_not_allowed', `Requests from ${ip || 'this address'} are not allowed for this API key`);
+    const max = this.d.config.maxSessionsPerKey;
+    if (max > 0 && (this.perKey.get(key.id) ?? 0) >= max) {
+      throw new GatewayError(429, 'too_many_sessions', `This API key already has ${max} realtime sessions open`, { headers: { 'retry-after': '1' } });
+    }
+
+    const group = key.group || account.group;
+    const price = this.d.prices.get(model) ?? (this.d.billing.requirePrice ? undefined : FREE);
+    const candidates = this.d.channels.candidates(model, group).filter((c) => this.d.upstream.supports(c));
+    if (candidates.length === 0) {
+      const known = this.d.channels.models(group).includes(model) || this.d.channels.knows?.(model);
+      if (known) throw new GatewayError(503, 'no_available_channel', `No healthy realtime channel for model ${model}`);
+      throw errors.notFound('model_not_found', `Unknown model: ${model}`, 'model');
+    }
+    if (!price) throw errors.forbidden('model_not_priced', `Model ${model} has no price configured`, 'model');
+    this.checkQuota(key, price);
+
+    const sessionId = `rt_${randomToken(20)}`;
+    this.perKey.set(key.id, (this.perKey.get(key.id) ?? 0) + 1);
+    let released = false;
+    const releaseSlot = () => {
+      if (released) return;
+      released = true;
+      const n = (this.perKey.get(key.id) ?? 1) - 1;
+      if (n <= 0) this.perKey.delete(key.id);
+      else this.perKey.set(key.id, n);
+    };
+    const meter = new SessionMeter<K, R>({
+      sessionId, plainKey: creds.key, key, model, ip, reserveTokens: this.d.config.reserveTokens, minReserve: this.d.billing.minReserve,
+      price, keys: this.d.keys, prices: this.d.prices, quota: this.d.quota,
+    });
+    const startedAt = nowSeconds();
+    const session: RelaySession = new RelaySession({
+      targets: orderTargets(candidates).map((c) => this.target(c, model)),
+      connectTimeoutMs: this.d.config.connectTimeoutMs,
+      bufferBytes: this.d.config.bufferBytes,
+      maxSessionMs: this.d.config.maxSessionSeconds * 1000,
+      observer: meter,
+      onEnd: (end) => {
+        this.live.delete(session);
+        releaseSlot();
+        this.safely('release', () => meter.releaseAll());
+        this.safely('record', () => this.d.sessions.insert({
+          sessionId, userId: key.userId, apiKeyId: key.id, channelId: end.channelId, model,
+          startedAt, endedAt: nowSeconds(), durationMs: end.endedAtMs - end.startedAtMs,
+          framesIn: end.framesIn, framesOut: end.framesOut, bytesIn: end.bytesIn, bytesOut: end.bytesOut,
+          responses: meter.responses, cost: meter.cost, closeCode: end.closeCode, closeReason: end.closeReason,
+        }));
+      },
+    });
+    const handlers: SocketHandlers = {
+      open: (ws) => {
+        this.live.add(session);
+        this.safely('open', () => session.open(ws), () => session.fail(internalFailure));
+      },
+      message: (ws, data) => this.safely('message', () => session.message(ws, data), () => session.fail(internalFailure)),
+      drain: (ws) => this.safely('drain', () => session.drain(ws)),
+      close: (ws, code, reason) => this.safely('close', () => session.close(ws, code, reason)),
+    };
+    return { sessionId, protocol: creds.answerProtocol, handlers, abandon: releaseSlot };
+  }
+
+  /** Closes every live session with 1001 (server going away) and records them; further admissions get 503. */
+  closeAll(reason = 'server shutting down'): void {
+    this.closing = true;
+    for (const s of [...this.live]) {
+      s.fail({ closeCode: 1001, reason, type: 'api_error', code: 'server_shutdown', message: 'The gateway is shutting down' });
+    }
+  }
+
+  private checkQuota(key: K, price: RealtimePrice): void {
+    // A trial reservation of one response proves the user and key can pay for it; it is given back at once.
+    const r = this.d.quota.reserve({ userId: key.userId, apiKey: key, amount: Math.max(this.d.billing.minReserve, reservationFor(this.d.config.reserveTokens, price)), ref: `rt_admit_${randomToken(12)}` });
+    this.d.quota.release(r);
+  }
+
+  private target(c: C, model: string): UpstreamTarget {
+    const upstreamModel = c.modelMapping[model] || model;
+    return { channelId: c.id, upstreamModel, url: this.d.upstream.url(c, upstreamModel), headers: this.d.upstream.headers(c, upstreamModel) };
+  }
+
+  private safely(what: string, fn: () => void, onError?: () => void): void {
+    try {
+      fn();
+    } catch (e) {
+      (this.d.log ?? console.error)(`realtime ${what} failed: ${(e as Error)?.stack ?? e}`);
+      onError?.();
+    }
+  }
+}
+
+const internalFailure = { closeCode: 1011, reason: 'internal error', type: 'api_error', code: 'internal_error', message: 'Internal gateway error' };
+
+/** Priority order from the registry is kept; within one priority, a weighted random order spreads load. */
+export function orderTargets<C extends RealtimeChannel>(channels: C[]): C[] {
+  const byPriority = new Map<number, C[]>();
+  for (const c of channels) byPriority.set(c.priority, [...(byPriority.get(c.priority) ?? []), c]);
+  const out: C[] = [];
+  for (const p of [...byPriority.keys()].sort((a, b) => b - a)) {
+    const pool = [...byPriority.get(p)!];
+    while (pool.length) {
+      const total = pool.reduce((s, c) => s + Math.max(1, c.weight), 0);
+      let pick = Math.random() * total;
+      let i = 0;
+      for (; i < pool.length - 1; i++) if ((pick -= Math.max(1, pool[i]!.weight)) < 0) break;
+      out.push(pool.splice(i, 1)[0]!);
+    }
+  }
+  return out;
+}

@@ -1,0 +1,288 @@
+/**
+ * One relayed realtime session: a client socket accepted by Bun.serve and an upstream socket opened
+ * with Bun's WebSocket client. Frames pass both ways as received (strings stay text frames, buffers
+ * stay binary), in order, with backpressure, and both sockets close together.
+ */
+import type { ServerWebSocket } from 'bun';
+import { errorEvent } from './events';
+
+type Frame = string | Buffer;
+
+/** Why the gateway ends a session itself: sent to the client as an `error` event, then a close. */
+export interface SessionFailure {
+  closeCode: number;
+  reason: string;
+  type: string;
+  code: string;
+  message: string;
+}
+
+/** One upstream to try, in order. */
+export interface UpstreamTarget {
+  channelId: number;
+  upstreamModel: string;
+  url: string;
+  headers: Record<string, string>;
+}
+
+/** Looks at text frames (never changes them); a returned failure ends the session. */
+export interface FrameObserver {
+  /** A client text frame, before it is forwarded; on failure it is not forwarded. */
+  client(text: string): SessionFailure | undefined;
+  /** An upstream text frame, before it is relayed; on failure it is still relayed, then the session ends. */
+  upstream(text: string): SessionFailure | undefined;
+  /** The upstream for the session is chosen (a retry may change it before). */
+  connected(target: UpstreamTarget): void;
+}
+
+export interface SessionEnd {
+  channelId: number | null;
+  startedAtMs: number;
+  endedAtMs: number;
+  framesIn: number;
+  framesOut: number;
+  bytesIn: number;
+  bytesOut: number;
+  closeCode: number;
+  closeReason: string;
+}
+
+export interface RelayOptions {
+  targets: UpstreamTarget[];
+  connectTimeoutMs: number;
+  /** Backpressure threshold in bytes (see RealtimeConfig.bufferBytes). */
+  bufferBytes: number;
+  /** 0 = no limit. */
+  maxSessionMs: number;
+  observer: FrameObserver;
+  /** Called exactly once, after both sockets were told to close. */
+  onEnd(end: SessionEnd): void;
+}
+
+const byteLength = (f: Frame) => (typeof f === 'string' ? Buffer.byteLength(f) : f.byteLength);
+const POLL_MS = 5;
+
+/** Close codes an endpoint may send (RFC 6455 §7.4); anything else is replaced. */
+const sendable = (code: number) => (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
+/** Close reasons are limited to 123 bytes of UTF-8. */
+const clip = (reason: string) => (Buffer.byteLength(reason) <= 123 ? reason : Buffer.from(reason).subarray(0, 120).toString('utf8').replace(/\uFFFD$/, ''));
+
+export class RelaySession {
+  private client: ServerWebSocket<unknown> | null = null;
+  private up: WebSocket | null = null;
+  private upOpen = false;
+  private attempt = 0;
+  /** Client frames received while the upstream connects, sent in order once it opens. */
+  private pending: Frame[] = [];
+  private pendingBytes = 0;
+  /** Upstream frames Bun could not take yet (after a send returned -1), flushed on drain. */
+  private outQueue: Frame[] = [];
+  private clientBackpressured = false;
+  private clientPaused = false;
+  private pollTimer: ReturnType<typeof setInterval> | null = null;
+  private connectTimer: ReturnType<typeof setTimeout> | null = null;
+  private lifeTimer: ReturnType<typeof setTimeout> | null = null;
+  /** Anything relayed either way: after that, an upstream failure is not retried elsewhere. */
+  private relayedAny = false;
+  private ended = false;
+  private channelId: number | null = null;
+  private readonly startedAtMs = Date.now();
+  private framesIn = 0;
+  private framesOut = 0;
+  private bytesIn = 0;
+  private bytesOut = 0;
+
+  constructor(private readonly opts: RelayOptions) {}
+
+  get isEnded(): boolean {
+    return this.ended;
+  }
+
+  /** Bun `open`: start connecting upstream; client frames are buffered meanwhile. */
+  open(ws: ServerWebSocket<unknown>): void {
+    this.client = ws;
+    if (this.opts.maxSessionMs > 0) {
+      this.lifeTimer = setTimeout(() => this.fail({
+        closeCode: 1008, reason: 'session time limit reached', type: 'invalid_request_error',
+        code: 'session_time_limit', message: `Session reached the maximum length of ${Math.round(this.opts.maxSessionMs / 1000)} seconds`,
+      }), this.opts.maxSessionMs);
+    }
+    this.connect();
+  }
+
+  /** Bun `message`: forward (or buffer) one client frame. */
+  message(_ws: ServerWebSocket<unknown>, data: Frame): void {
+    if (this.ended) return;
+    const size = byteLength(data);
+    this.framesIn++;
+    this.bytesIn += size;
+    if (typeof data === 'string') {
+      const failure = this.opts.observer.client(data);
+      if (failure) return this.fail(failure);
+    }
+    if (!this.upOpen) {
+      this.pending.push(data);
+      this.pendingBytes += size;
+      if (this.pendingBytes > this.opts.bufferBytes) this.pauseClient();
+      return;
+    }
+    this.relayedAny = true;
+    this.up!.send(data);
+    if (this.up!.bufferedAmount > this.opts.bufferBytes) this.pauseClient();
+  }
+
+  /** Bun `drain`: the client socket took its queue; send what waited and read the upstream again. */
+  drain(ws: ServerWebSocket<unknown>): void {
+    if (this.ended) return;
+    while (this.outQueue.length) {
+      const r = ws.send(this.outQueue[0]!);
+      this.outQueue.shift();
+      if (r === -1) return;
+      if (r === 0) return; // closed: the close handler ends the session
+    }
+    this.clientBackpressured = false;
+    if (this.up?.isPaused) this.up.resume();
+  }
+
+  /** Bun `close`: the client went away; close the upstream with a matching code. */
+  close(_ws: ServerWebSocket<unknown>, code: number, reason: string): void {
+    if (this.ended) return;
+    const upCode = code === 1005 ? 1000 : sendable(code) ? code : 1001;
+    this.finish({ clientCode: code, reason: reason || (code === 1006 ? 'client connection lost' : ''), upstreamCode: upCode, clientClosed: true });
+  }
+
+  /** Ends the session from the gateway side (e.g. server shutdown, quota): error event, then close. */
+  fail(f: SessionFailure): void {
+    if (this.ended) return;
+    this.finish({ clientCode: f.closeCode, reason: f.reason, upstreamCode: 1000, event: errorEvent(f.type, f.code, f.message) });
+  }
+
+  private connect(): void {
+    const target = this.opts.targets[this.attempt]!;
+    let opened = false;
+    const up = new WebSocket(target.url, { headers: target.headers } as any);
+    up.binaryType = 'nodebuffer';
+    this.up = up;
+    this.connectTimer = setTimeout(() => { if (!opened) up.terminate(); }, this.opts.connectTimeoutMs);
+    up.onopen = () => {
+      opened = true;
+      this.clearConnectTimer();
+      if (this.ended) return up.close(1000, 'client gone');
+      this.upOpen = true;
+      this.channelId = target.channelId;
+      this.opts.observer.connected(target);
+      if (this.pending.length) this.relayedAny = true;
+      for (const f of this.pending) up.send(f);
+      this.pending = [];
+      this.pendingBytes = 0;
+      if (up.bufferedAmount > this.opts.bufferBytes) this.pauseClient();
+    };
+    up.onmessage = (ev) => { if (this.up === up) this.fromUpstream(ev.data as Frame); };
+    up.onclose = (ev) => {
+      this.clearConnectTimer();
+      if (this.up !== up || this.ended) return;
+      if (!opened || !this.relayedAny) return this.retryOrFail(opened ? `closed ${ev.code}` : 'connect failed');
+      this.upstreamClosed(ev.code, ev.reason);
+    };
+  }
+
+  private retryOrFail(why: string): void {
+    this.upOpen = false;
+    this.up = null;
+    if (++this.attempt < this.opts.targets.length) return this.connect();
+    this.fail({
+      closeCode: 1013, reason: 'no upstream available', type: 'overloaded_error', code: 'upstream_unavailable',
+      message: `Could not connect to any upstream for this model (${why})`,
+    });
+  }
+
+  private fromUpstream(data: Frame): void {
+    if (this.ended) return;
+    this.framesOut++;
+    this.bytesOut += byteLength(data);
+    this.relayedAny = true;
+    const failure = typeof data === 'string' ? this.opts.observer.upstream(data) : undefined;
+    this.toClient(data);
+    if (failure) this.fail(failure);
+  }
+
+  private toClient(data: Frame): void {
+    if (this.clientBackpressured) {
+      this.outQueue.push(data);
+      return;
+    }
+    const r = this.client!.send(data);
+    if (r === -1) {
+      // Bun queued it; stop reading the upstream so the queue stays bounded, resume on drain.
+      this.clientBackpressured = true;
+      this.up?.pause();
+    }
+  }
+
+  private upstreamClosed(code: number, reason: string): void {
+    if (code === 1000 || code === 1005) {
+      return this.finish({ clientCode: 1000, reason: reason || 'upstream closed', upstreamClosed: true });
+    }
+    const lost = code === 1006;
+    this.finish({
+      clientCode: lost ? 1011 : sendable(code) ? code : 1011,
+      reason: lost ? 'upstream connection lost' : reason || `upstream closed (${code})`,
+      upstreamClosed: true,
+      event: errorEvent('api_error', lost ? 'upstream_disconnected' : 'upstream_closed',
+        lost ? 'The upstream connection was lost' : `The upstream closed the session (${code}${reason ? `: ${reason}` : ''})`),
+    });
+  }
+
+  /** Stops reading the client until the upstream (or the connect buffer) drains to half the threshold. */
+  private pauseClient(): void {
+    if (this.clientPaused || !this.client) return;
+    this.clientPaused = true;
+    this.client.pause();
+    // Bun's client WebSocket has no drain event: poll its bufferedAmount.
+    this.pollTimer = setInterval(() => {
+      const queued = this.upOpen ? this.up!.bufferedAmount : this.pendingBytes;
+      if (this.ended || queued <= this.opts.bufferBytes / 2) this.resumeClient();
+    }, POLL_MS);
+  }
+
+  private resumeClient(): void {
+    if (this.pollTimer) clearInterval(this.pollTimer);
+    this.pollTimer = null;
+    if (!this.clientPaused) return;
+    this.clientPaused = false;
+    if (!this.ended) this.client?.resume();
+  }
+
+  private clearConnectTimer(): void {
+    if (this.connectTimer) clearTimeout(this.connectTimer);
+    this.connectTimer = null;
+  }
+
+  private finish(o: { clientCode: number; reason: string; upstreamCode?: number; event?: string; clientClosed?: boolean; upstreamClosed?: boolean }): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.clearConnectTimer();
+    if (this.lifeTimer) clearTimeout(this.lifeTimer);
+    this.resumeClient();
+    const reason = clip(o.reason);
+    const client = this.client;
+    if (client && !o.clientClosed && client.readyState === 1) {
+      // Frames already accepted from the upstream are delivered before the error and the close.
+      for (const f of this.outQueue) client.send(f);
+      if (o.event) client.send(o.event);
+      client.close(sendable(o.clientCode) ? o.clientCode : 1011, reason);
+    }
+    this.outQueue = [];
+    this.pending = [];
+    const up = this.up;
+    if (up && !o.upstreamClosed) {
+      if (up.readyState === WebSocket.OPEN) up.close(o.upstreamCode ?? 1000, reason);
+      else if (up.readyState === WebSocket.CONNECTING) up.terminate();
+    }
+    this.opts.onEnd({
+      channelId: this.channelId, startedAtMs: this.startedAtMs, endedAtMs: Date.now(),
+      framesIn: this.framesIn, framesOut: this.framesOut, bytesIn: this.bytesIn, bytesOut: this.bytesOut,
+      closeCode: o.clientCode, closeReason: reason,
+    });
+  }
+}

@@ -1,0 +1,210 @@
+/**
+ * An OpenAI-Realtime-compatible upstream for tests and the benchmark: a Bun.serve WebSocket server
+ * speaking the GA event shapes (wire-protocols C). It sends `session.created` on connect, answers
+ * `response.create` with response.created → output_text deltas → response.done (with usage), echoes
+ * every other frame back unchanged (text and binary), records what it received, and can refuse
+ * connections, drop sockets, pause reading and push frames on demand.
+ */
+import type { ServerWebSocket } from 'bun';
+
+export interface RealtimeUsage {
+  total_tokens: number;
+  input_tokens: number;
+  output_tokens: number;
+  input_token_details: {
+    text_tokens: number; audio_tokens: number; image_tokens: number; cached_tokens: number;
+    cached_tokens_details: { text_tokens: number; audio_tokens: number; image_tokens: number };
+  };
+  output_token_details: { text_tokens: number; audio_tokens: number };
+}
+
+/** The usage example of wire-protocols C3. */
+export const SAMPLE_USAGE: RealtimeUsage = {
+  total_tokens: 512, input_tokens: 400, output_tokens: 112,
+  input_token_details: { text_tokens: 80, audio_tokens: 320, image_tokens: 0, cached_tokens: 256, cached_tokens_details: { text_tokens: 64, audio_tokens: 192, image_tokens: 0 } },
+  output_token_details: { text_tokens: 30, audio_tokens: 82 },
+};
+
+export interface ReceivedFrame {
+  conn: number;
+  data: string | Buffer;
+  binary: boolean;
+}
+
+export interface UpstreamConnection {
+  id: number;
+  /** Request headers of the handshake (lower-case names). */
+  headers: Record<string, string>;
+  url: string;
+  ws: ServerWebSocket<ConnData>;
+  closed: { code: number; reason: string } | null;
+}
+
+interface ConnData { id: number }
+
+export interface RealtimeUpstreamDouble {
+  /** HTTP origin to use as a channel's base_url (the adapter makes it ws://…/v1/realtime). */
+  url: string;
+  port: number;
+  connections: UpstreamConnection[];
+  received: ReceivedFrame[];
+  /** Refuse the next handshakes with this HTTP status (0 = accept). */
+  refuseWith: number;
+  /** Usage reported for each response (by response number, from 1). */
+  usageFor: (n: number) => RealtimeUsage;
+  /** Text of each response, sent as this many deltas. */
+  deltas: string[];
+  /** Echo frames that are not response.create (default true). */
+  echo: boolean;
+  /** Count of ws.send calls that returned -1 (the gateway stopped reading). */
+  backpressured: number;
+  /** Frames sent to a connection (all by default). */
+  send(data: string | Uint8Array, conn?: number): void;
+  /** Closes every connection without a close frame (TCP drop). */
+  drop(): void;
+  /** Closes every connection with a close frame. */
+  closeAll(code: number, reason: string): void;
+  /** Waits until `pred` holds (polling), or throws after `ms`. */
+  until(pred: () => boolean, ms?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function isResponseCreate(text: string): boolean {
+  try { return JSON.parse(text)?.type === 'response.create'; } catch { return false; }
+}
+
+let eventSeq = 0;
+const evId = () => `event_${++eventSeq}`;
+
+export function startRealtimeUpstream(): RealtimeUpstreamDouble {
+  let connSeq = 0;
+  let responseSeq = 0;
+  const self: RealtimeUpstreamDouble = {
+    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, backpressured: 0,
+    usageFor: () => SAMPLE_USAGE,
+    deltas: ['Hello', ' from', ' the double'],
+    send(data, conn) {
+      for (const c of self.connections) {
+        if ((conn === undefined || c.id === conn) && !c.closed && c.ws.send(data) === -1) self.backpressured++;
+      }
+    },
+    drop() { for (const c of self.connections) if (!c.closed) c.ws.terminate(); },
+    closeAll(code, reason) { for (const c of self.connections) if (!c.closed) c.ws.close(code, reason); },
+    async until(pred, ms = 3000) {
+      const end = Date.now() + ms;
+      while (!pred()) {
+        if (Date.now() > end) throw new Error('realtime double: condition not reached in time');
+        await Bun.sleep(2);
+      }
+    },
+    async stop() { await server.stop(true); },
+  };
+
+  const out = (ws: ServerWebSocket<ConnData>, ev: Record<string, unknown>) => {
+    if (ws.send(JSON.stringify({ event_id: evId(), ...ev })) === -1) self.backpressured++;
+  };
+
+  const respond = (ws: ServerWebSocket<ConnData>) => {
+    const n = ++responseSeq;
+    const id = `resp_${n}`;
+    const itemId = `item_${n}`;
+    const base = { id, object: 'realtime.response', output: [], conversation_id: 'conv_1', output_modalities: ['text'], max_output_tokens: 'inf' };
+    out(ws, { type: 'response.created', response: { ...base, status: 'in_progress', status_details: null, usage: null } });
+    out(ws, { type: 'response.output_item.added', response_id: id, output_index: 0, item: { id: itemId, type: 'message', role: 'assistant', status: 'in_progress', content: [] } });
+    for (const d of self.deltas) out(ws, { type: 'response.output_text.delta', response_id: id, item_id: itemId, output_index: 0, content_index: 0, delta: d });
+    out(ws, { type: 'response.output_text.done', response_id: id, item_id: itemId, output_index: 0, content_index: 0, text: self.deltas.join('') });
+    out(ws, { type: 'response.done', response: { ...base, status: 'completed', status_details: null, usage: self.usageFor(n) } });
+  };
+
+  const server = Bun.serve<ConnData>({
+    port: 0,
+    hostname: '127.0.0.1',
+    fetch(req, srv) {
+      if (self.refuseWith) return Response.json({ error: { message: 'refused by test', type: 'invalid_request_error', code: 'refused' } }, { status: self.refuseWith });
+      const url = new URL(req.url);
+      if (url.pathname !== '/v1/realtime') return new Response('not found', { status: 404 });
+      const id = ++connSeq;
+      const headers: Record<string, string> = {};
+      req.headers.forEach((v, k) => { headers[k] = v; });
+      // open() runs inside upgrade(), so the record must exist first.
+      const conn: UpstreamConnection = { id, headers, url: req.url, ws: null as any, closed: null };
+      self.connections.push(conn);
+      if (srv.upgrade(req, { data: { id } })) return undefined;
+      self.connections.pop();
+      return new Response('expected a websocket', { status: 400 });
+    },
+    websocket: {
+      open(ws) {
+        const c = self.connections.find((x) => x.id === ws.data.id)!;
+        c.ws = ws;
+        const model = new URL(c.url).searchParams.get('model');
+        out(ws, { type: 'session.created', session: { type: 'realtime', object: 'realtime.session', id: `sess_${ws.data.id}`, model, output_modalities: ['audio'], audio: { input: { format: { type: 'audio/pcm', rate: 24000 } }, output: { format: { type: 'audio/pcm', rate: 24000 }, voice: 'alloy' } } } });
+      },
+      message(ws, data) {
+        const binary = typeof data !== 'string';
+        self.received.push({ conn: ws.data.id, data, binary });
+        if (!binary && data.includes('"response.create"') && isResponseCreate(data)) return respond(ws);
+        if (self.echo && ws.send(data) === -1) self.backpressured++;
+      },
+      close(ws, code, reason) {
+        const c = self.connections.find((x) => x.id === ws.data.id);
+        if (c) c.closed = { code, reason };
+      },
+    },
+  });
+  self.port = server.port!;
+  self.url = `http://127.0.0.1:${server.port}`;
+  return self;
+}
+
+/** A test client: collects every frame and the close, with awaitable helpers. */
+export class RealtimeTestClient {
+  readonly ws: WebSocket;
+  readonly frames: Array<string | Buffer> = [];
+  opened: Promise<void>;
+  closed: Promise<{ code: number; reason: string }>;
+  close: { code: number; reason: string } | null = null;
+
+  constructor(url: string, opts: { headers?: Record<string, string>; protocols?: string[] } = {}) {
+    this.ws = new WebSocket(url, { headers: opts.headers, protocols: opts.protocols } as any);
+    this.ws.binaryType = 'nodebuffer';
+    this.opened = new Promise((resolve, reject) => {
+      this.ws.onopen = () => resolve();
+      this.ws.onerror = (e: any) => reject(new Error(e?.message ?? 'websocket error'));
+    });
+    this.opened.catch(() => {});
+    this.ws.onmessage = (e) => { this.frames.push(e.data as string | Buffer); };
+    this.closed = new Promise((resolve) => {
+      this.ws.onclose = (e) => { this.close = { code: e.code, reason: e.reason }; resolve(this.close); };
+    });
+  }
+
+  /** Parsed text frames (JSON events). */
+  events(): any[] {
+    return this.frames.filter((f): f is string => typeof f === 'string').map((f) => JSON.parse(f));
+  }
+
+  /** Waits for an event of `type` (the n-th, from 1) and returns it. */
+  async waitFor(type: string, n = 1, ms = 3000): Promise<any> {
+    const end = Date.now() + ms;
+    for (;;) {
+      const hits = this.events().filter((e) => e.type === type);
+      if (hits.length >= n) return hits[n - 1];
+      if (Date.now() > end) throw new Error(`no ${type} #${n} within ${ms} ms; got ${this.events().map((e) => e.type).join(',')}`);
+      await Bun.sleep(2);
+    }
+  }
+
+  async waitFrames(n: number, ms = 5000): Promise<void> {
+    const end = Date.now() + ms;
+    while (this.frames.length < n) {
+      if (Date.now() > end) throw new Error(`only ${this.frames.length}/${n} frames within ${ms} ms`);
+      await Bun.sleep(2);
+    }
+  }
+
+  /** Resolves with the close, or throws after `ms`. */
+  async waitClose(ms = 3000): Promise<{ code: number; reason: string }> {
+    return Promise.race([this.closed, Bun.sleep(ms).then(() => { throw new Error(`socket not closed within ${ms} ms`); })]);
+  }
+}
