@@ -22,7 +22,7 @@ export function cell(v: unknown): string {
   let s: string;
   if (typeof v === 'boolean') s = v ? 'yes' : 'no';
   else if (Array.isArray(v)) s = v.length ? v.map((x) => (typeof x === 'object' ? JSON.stringify(x) : String(x))).join(',') : '-';
-  else if (typeof v === 'object') s = JSON.stringify(v);
+  else if (typeof v === 'object') s = Object.keys(v).length ? JSON.stringify(v) : '-';
   else s = String(v);
   // eslint-disable-next-line no-control-regex
   return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');

@@ -1,0 +1,126 @@
+/**
+ * One happy path per command group against a real gateway, through the CLI subprocess:
+ * what the CLI prints must match what the API holds afterwards.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { startGateway, type TestGateway } from '../helpers/gateway';
+import { cliSandbox, type CliSandbox } from './run-cli';
+
+let gw: TestGateway;
+let sb: CliSandbox;
+let env: Record<string, string>;
+beforeAll(async () => {
+  gw = await startGateway();
+  sb = cliSandbox();
+  // Credentials from the environment this time (login is covered in session.test.ts).
+  env = { GATEWAY_URL: gw.url, GATEWAY_TOKEN: gw.rootToken };
+});
+afterAll(async () => { await gw.stop(); sb.cleanup(); });
+
+const gwc = (args: string[], stdin?: string) => sb.run(args, { env, stdin });
+
+describe('gw channel', () => {
+  test('create (key from stdin), list with filters, update, disable-tag, batch-delete', async () => {
+    const created = await gwc(['channel', 'create', '--json', '--name', 'main', '--type', 'anthropic', '--base-url', 'https://api.anthropic.com',
+      '--models', 'claude-sonnet-4,claude-haiku-4', '--tag', 'prod', '--key-stdin'], 'sk-ant-upstream-secret-1234\n');
+    expect(created.stderr).toBe('');
+    expect(created.code).toBe(0);
+    const ch = JSON.parse(created.stdout);
+    expect(ch).toMatchObject({ name: 'main', type: 'anthropic', models: ['claude-sonnet-4', 'claude-haiku-4'], tag: 'prod', status: 1 });
+    expect(created.stdout).not.toContain('upstream-secret');
+    const other = (await gw.api('POST', '/api/channel/', { name: 'other', type: 'openai', base_url: 'https://api.openai.com', key: 'sk-o', models: ['gpt-4o'] })).body.data;
+
+    const table = await gwc(['channel', 'list', '--tag', 'prod']);
+    expect(table.code).toBe(0);
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^ID\s+NAME\s+TYPE\s+STATUS/);
+    expect(lines).toHaveLength(3); // header, one row, footer: the tag filter reached the server
+    expect(lines[1]).toMatch(new RegExp(`^\\s*${ch.id}\\s+main\\s+anthropic\\s+enabled`));
+    expect(lines[2]).toBe('page 1/1, 1 total');
+
+    const upd = await gwc(['channel', 'update', String(ch.id), '--priority', '7', '--model-mapping', '{"claude-sonnet-4":"claude-sonnet-4-20250514"}']);
+    expect(upd.stdout).toBe(`Updated channel ${ch.id} (main).\n`);
+    const after = (await gw.api('GET', `/api/channel/${ch.id}`)).body.data;
+    expect(after).toMatchObject({ priority: 7, model_mapping: { 'claude-sonnet-4': 'claude-sonnet-4-20250514' }, key: ch.key });
+
+    const dis = await gwc(['channel', 'disable-tag', 'prod']);
+    expect(dis.stdout).toBe("Disabled 1 channel(s) tagged 'prod'.\n");
+    expect((await gw.api('GET', `/api/channel/${ch.id}`)).body.data.status).toBe(2);
+
+    const del = await gwc(['channel', 'batch-delete', String(ch.id), String(other.id), '--json']);
+    expect(JSON.parse(del.stdout)).toEqual({ deleted: 2 });
+    expect((await gw.api('GET', '/api/channel/')).body.data.total).toBe(0);
+  });
+
+  test('get of an unknown channel is a server refusal (1)', async () => {
+    const r = await gwc(['channel', 'get', '424242']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^error: .+ \(\w+\)\n$/);
+  });
+});
+
+describe('gw user and gw ledger', () => {
+  test('create (password from stdin), disable/enable, update, adjust balance, list ledger, delete', async () => {
+    const created = await gwc(['user', 'create', '--username', 'alice', '--display-name', 'Alice', '--quota', '1000', '--password-stdin', '--json'], 'alice-password-1\n');
+    expect(created.code).toBe(0);
+    const u = JSON.parse(created.stdout);
+    expect(u).toMatchObject({ username: 'alice', display_name: 'Alice', quota: 1000, status: 1 });
+    expect(created.stdout).not.toContain('alice-password-1');
+    expect((await gw.api('POST', '/api/user/login', { username: 'alice', password: 'alice-password-1' }, null)).status).toBe(200);
+
+    const taken = await gwc(['user', 'create', '--username', 'alice', '--password', 'another-password-2']);
+    expect(taken.code).toBe(1);
+    expect(taken.stderr).toContain('(username_taken)');
+
+    expect((await gwc(['user', 'disable', String(u.id)])).stdout).toBe(`Disabled user ${u.id}.\n`);
+    expect((await gw.api('GET', `/api/user/${u.id}`)).body.data.status).toBe(2);
+    await gwc(['user', 'update', String(u.id), '--group', 'vip', '--status', '1']);
+    expect((await gw.api('GET', `/api/user/${u.id}`)).body.data).toMatchObject({ group: 'vip', status: 1 });
+
+    const adj = await gwc(['ledger', 'adjust', '--user-id', String(u.id), '--amount', '-300', '--note', 'test debit']);
+    expect(adj.code).toBe(0);
+    expect(adj.stdout).toContain('balance now 700');
+    const ledger = JSON.parse((await gwc(['ledger', 'list', '--user-id', String(u.id), '--json'])).stdout);
+    expect(ledger.total).toBe(2);
+    expect(ledger.items[0]).toMatchObject({ kind: 'adjust', amount: -300, balance_after: 700, note: 'test debit' });
+
+    const list = await gwc(['user', 'list', '--keyword', 'ali']);
+    expect(list.stdout).toMatch(/^\s*\d+\s+alice\s+Alice\s+user\s+enabled\s+vip\s+700\b/m);
+
+    expect((await gwc(['user', 'delete', String(u.id)])).code).toBe(0);
+    expect((await gw.api('GET', `/api/user/${u.id}`)).status).toBe(404);
+  });
+});
+
+describe('gw key', () => {
+  test('create prints the sk- key once (and it works as a key), list masks it, update, revoke', async () => {
+    const created = await gwc(['key', 'create', '--name', 'laptop', '--models', 'claude-sonnet-4', '--rate-limit-rpm', '60']);
+    expect(created.code).toBe(0);
+    const key = created.stdout.trim();
+    expect(key).toMatch(/^sk-\S+$/);
+    expect(created.stderr).toContain('shown only now');
+    expect(gw.services.apiKeys.lookup(key)).toMatchObject({ name: 'laptop', models: ['claude-sonnet-4'], rateLimitRpm: 60 });
+
+    const list = await gwc(['key', 'list', '--json']);
+    const page = JSON.parse(list.stdout);
+    expect(list.stdout).not.toContain(key);
+    const row = page.items.find((k: any) => k.name === 'laptop');
+    expect(key.startsWith(row.prefix)).toBe(true);
+
+    expect((await gwc(['key', 'update', String(row.id), '--status', '2', '--expires-at', '2030-01-01T00:00:00Z'])).code).toBe(0);
+    expect((await gw.api('GET', `/api/token/${row.id}`)).body.data).toMatchObject({ status: 2, expires_at: 1893456000 });
+
+    expect((await gwc(['key', 'revoke', String(row.id)])).stdout).toBe(`Deleted API key ${row.id}.\n`);
+    expect(gw.services.apiKeys.lookup(key)).toBeUndefined();
+  });
+});
+
+describe('gw topup', () => {
+  test('info and an empty own order list', async () => {
+    const info = JSON.parse((await gwc(['topup', 'info', '--json'])).stdout);
+    expect(info).toEqual((await gw.api('GET', '/api/topup/info')).body.data);
+    const list = await gwc(['order', 'list', '--self']);
+    expect(list.code).toBe(0);
+    expect(list.stdout).toBe('(none)\n');
+  });
+});
