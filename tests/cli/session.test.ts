@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { ROOT_PASSWORD, startGateway, type TestGateway } from '../helpers/gateway';
+import { generate } from 'otplib';
+import { ROOT_PASSWORD, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { cliSandbox, type CliSandbox } from './run-cli';
 
 let gw: TestGateway;
@@ -118,5 +119,31 @@ describe('gw login / whoami / token / logout', () => {
     expect((await gw.api('GET', '/api/user/self', undefined, token)).status).toBe(401);
     const after = await sb.run(['whoami']);
     expect(after.code).toBe(2);
+  });
+});
+
+describe('gw login with two-factor authentication', () => {
+  test('without a code: exit 1 with totp_required and a hint; with --totp (a backup code): logged in', async () => {
+    const u = await makeUser(gw);
+    const setup = await gw.api('POST', '/api/user/2fa/setup', undefined, u.token);
+    const enabled = await gw.api('POST', '/api/user/2fa/enable', { code: await generate({ secret: setup.body.data.secret }) }, u.token);
+    expect(enabled.status).toBe(200);
+    const backup = enabled.body.data.backup_codes[0] as string;
+    const own = cliSandbox();
+    try {
+      const args = ['login', '--url', gw.url, '-u', u.username, '--password-stdin'];
+      const missing = await own.run(args, { stdin: `${u.password}\n` });
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toContain('--totp');
+      expect(missing.stderr).toContain('(totp_required)');
+      expect(existsSync(own.configPath)).toBe(false);
+
+      const ok = await own.run([...args, '--totp', backup], { stdin: `${u.password}\n` });
+      expect(ok.code).toBe(0);
+      const who = JSON.parse((await own.run(['whoami', '--json'])).stdout);
+      expect(who).toMatchObject({ username: u.username, totp_enabled: true });
+    } finally {
+      own.cleanup();
+    }
   });
 });
