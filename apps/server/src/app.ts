@@ -8,6 +8,9 @@ import { httpErrors } from './plugins/http-errors';
 import { sessionRoutes } from './routes/session';
 import { twoFactorRoutes } from './routes/two-factor';
 import { passwordRoutes } from './routes/password';
+import { messagesRoutes } from './routes/messages';
+import { pricingRoutes } from './routes/pricing';
+import { logRoutes } from './routes/logs';
 import { channelRoutes } from './routes/channels';
 import { userRoutes } from './routes/users';
 import { tokenRoutes } from './routes/tokens';
@@ -23,7 +26,10 @@ export function createApp(s: Services) {
     .use(userRoutes(s))
     .use(tokenRoutes(s))
     .use(twoFactorRoutes(s))
-    .use(passwordRoutes(s));
+    .use(passwordRoutes(s))
+    .use(messagesRoutes(s))
+    .use(pricingRoutes(s))
+    .use(logRoutes(s));
   return app;
 }
 

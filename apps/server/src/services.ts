@@ -11,6 +11,7 @@ import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, 
 import { ApiKeysRepo, ChannelsRepo } from '@gw/db';
 import { ApiKeyService, UserDirectory, UserService } from '@gw/identity';
 import { ChannelRegistry, ChannelService } from '@gw/channels';
+import { createRelayServices, relayAdapter, type RelayServices } from '@gw/relay';
 
 export interface Services {
   config: Config;
@@ -37,6 +38,8 @@ export interface Services {
   userDirectory: UserDirectory;
   /** Relay API keys: CRUD and the in-memory lookup by key. */
   apiKeys: ApiKeyService;
+  /** /v1/messages relay, routing health, prices, quota and usage logs (issue 3). */
+  relay: RelayServices;
   /** Registers a shutdown step (stop timers, flush buffers) run before the database closes. */
   onClose(fn: () => void | Promise<void>): void;
   /** Stops background work (health probes, flushers) and closes the database. */
@@ -70,7 +73,13 @@ export async function createServices(config: Config, log: (line: string) => void
   const userAdmin = new UserService(dbh.db, users, sessions, ledger, bus);
   const userDirectory = new UserDirectory(users, bus);
   const apiKeys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, userDirectory, bus);
+  const relay = createRelayServices({
+    env: config.env, db: dbh.db, bus, users, ledger, apiKeys, directory: userDirectory, channels: channelRegistry,
+    setChannelStatus: (id, status, reason) => channels.setStatus(id, status, reason), adapter: relayAdapter, log,
+  });
+  closers.push(() => relay.close());
   const services: Services = {
+    relay,
     channels, channelRegistry, userAdmin, userDirectory, apiKeys,
     config, dbh, users, sessions, ledger, bus,
     secrets, auth, security, twoFactor, mailer,

@@ -1,1 +1,10 @@
-export {};
+export * from './adapter';
+export * from './catalog';
+export * from './config';
+export * from './gate';
+export * from './health';
+export * from './relay';
+export * from './router';
+export * from './validate';
+export * from './wiring';
+export * from './bridge';

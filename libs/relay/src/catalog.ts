@@ -1,0 +1,88 @@
+import { GatewayError } from '@gw/core';
+import { estimateRequestTokens, type CountTokensRequest } from '@gw/formats';
+import type { RelayAdapter } from './adapter';
+import type { GateKey } from './gate';
+import type { RelayChannel } from './relay';
+import { orderCandidates } from './router';
+
+/** An entry of GET /v1/models (Anthropic's ModelInfo). */
+export interface ModelInfo {
+  type: 'model';
+  id: string;
+  display_name: string;
+  created_at: string;
+}
+
+export interface ModelPage {
+  data: ModelInfo[];
+  has_more: boolean;
+  first_id: string | null;
+  last_id: string | null;
+}
+
+/** GET /v1/models and POST /v1/messages/count_tokens: what a key may use, and input token counts. */
+export class ModelCatalog {
+  /** The gateway knows no release dates; models are dated by when this process started serving them. */
+  private readonly since = new Date(Math.floor(Date.now() / 1000) * 1000).toISOString();
+
+  constructor(private readonly d: {
+    channels: { candidates(model: string, group: string): RelayChannel[]; models(group: string): string[] };
+    adapter(type: string): RelayAdapter;
+  }) {}
+
+  /** Models served to the key's group, intersected with the key's allow-list. */
+  modelIds(key: GateKey, group: string): string[] {
+    const served = this.d.channels.models(group);
+    return key.models && key.models.length ? served.filter((m) => key.models!.includes(m)) : served;
+  }
+
+  info(id: string): ModelInfo {
+    return { type: 'model', id, display_name: id, created_at: this.since };
+  }
+
+  /** Anthropic list paging: `limit` (1..1000, default 20), `after_id`, `before_id`. */
+  list(key: GateKey, group: string, q: { limit?: number; after_id?: string; before_id?: string }): ModelPage {
+    let ids = this.modelIds(key, group);
+    if (q.after_id) ids = ids.slice(ids.indexOf(q.after_id) + 1);
+    if (q.before_id) {
+      const i = ids.indexOf(q.before_id);
+      if (i >= 0) ids = ids.slice(0, i);
+    }
+    const limit = Math.min(1000, Math.max(1, q.limit ?? 20));
+    const pageIds = q.before_id && !q.after_id ? ids.slice(-limit) : ids.slice(0, limit);
+    const data = pageIds.map((id) => this.info(id));
+    return { data, has_more: ids.length > pageIds.length, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
+  }
+
+  /** GET /v1/models/:id, 404 unless the key may use it. */
+  get(key: GateKey, group: string, id: string): ModelInfo {
+    if (!this.modelIds(key, group).includes(id)) {
+      throw new GatewayError(404, 'model_not_found', `Model ${id} is not available to this key`, { param: 'model_id', type: 'not_found_error' });
+    }
+    return this.info(id);
+  }
+
+  /**
+   * Input tokens of a request: asked of the upstream when the chosen channel can count (Anthropic-native),
+   * else (or when that fails) the local estimate. Not billed.
+   */
+  async countTokens(body: CountTokensRequest, group: string, clientHeaders: Headers): Promise<{ input_tokens: number }> {
+    const candidates = this.d.channels.candidates(body.model, group);
+    if (!candidates.length && !this.d.channels.models(group).includes(body.model)) {
+      throw new GatewayError(404, 'model_not_found', `Model ${body.model} is not served by this gateway`, { param: 'model', type: 'invalid_request_error' });
+    }
+    const ch = orderCandidates(candidates)[0];
+    if (ch) {
+      try {
+        const n = await this.d.adapter(ch.type).countTokens(
+          { baseUrl: ch.baseUrl, apiKey: ch.apiKey, headers: ch.headers, upstreamModel: ch.modelMapping[body.model] ?? body.model },
+          body, clientHeaders, AbortSignal.timeout(Math.min(ch.timeoutMs, 30_000)),
+        );
+        if (n !== null) return { input_tokens: n };
+      } catch {
+        // Counting is advisory: fall back to the local estimate rather than fail the client.
+      }
+    }
+    return { input_tokens: estimateRequestTokens(body) };
+  }
+}

@@ -1,0 +1,86 @@
+/** A channel as health checks see it. */
+export interface HealthChannel {
+  id: number;
+  status: number;
+}
+
+export interface HealthDeps {
+  /** Every channel (any status), from the in-memory registry. */
+  all(): HealthChannel[];
+  get(id: number): HealthChannel | undefined;
+  /** ChannelService.setStatus: 1 enabled, 3 auto-disabled. Never called with 2. */
+  setStatus(id: number, status: 1 | 3, reason: string): void;
+  /** One cheap upstream request; resolves true when the channel answered successfully. */
+  probe(id: number): Promise<boolean>;
+  log?: (line: string) => void;
+}
+
+const AUTO_DISABLED = 3;
+const ENABLED = 1;
+
+/**
+ * Channel health: counts consecutive failures per channel in memory; at the threshold the channel is
+ * auto-disabled (status 3). A background prober (timer unref'd, stopped by close) tries each
+ * auto-disabled channel and re-enables it on success. Status 2 (an operator's decision) is never
+ * touched: the prober only acts on status 3, and checks again right before re-enabling.
+ */
+export class ChannelHealth {
+  private readonly failures = new Map<number, number>();
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private probing = false;
+
+  constructor(private readonly deps: HealthDeps, private readonly opts: { threshold: number; probeIntervalMs: number }) {}
+
+  success(id: number): void {
+    if (this.failures.size) this.failures.delete(id);
+  }
+
+  /** Records a failure; returns true when it disabled the channel. */
+  failure(id: number, reason: string): boolean {
+    const n = (this.failures.get(id) ?? 0) + 1;
+    this.failures.set(id, n);
+    if (n < this.opts.threshold) return false;
+    const c = this.deps.get(id);
+    if (!c || c.status !== ENABLED) return false;
+    this.failures.delete(id);
+    this.deps.setStatus(id, AUTO_DISABLED, `auto-disabled after ${n} consecutive failures: ${reason}`.slice(0, 500));
+    this.deps.log?.(`channel ${id} auto-disabled: ${reason}`);
+    return true;
+  }
+
+  consecutiveFailures(id: number): number {
+    return this.failures.get(id) ?? 0;
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.probeOnce(), this.opts.probeIntervalMs);
+    this.timer.unref?.();
+  }
+
+  /** Probes every auto-disabled channel once (one round at a time); returns the ids re-enabled. */
+  async probeOnce(): Promise<number[]> {
+    if (this.probing) return [];
+    this.probing = true;
+    try {
+      const down = this.deps.all().filter((c) => c.status === AUTO_DISABLED);
+      const results = await Promise.all(down.map(async (c) => ((await this.deps.probe(c.id).catch(() => false)) ? c.id : null)));
+      const healed: number[] = [];
+      for (const id of results) {
+        if (id === null || this.deps.get(id)?.status !== AUTO_DISABLED) continue;
+        this.deps.setStatus(id, ENABLED, '');
+        this.failures.delete(id);
+        this.deps.log?.(`channel ${id} re-enabled by the health probe`);
+        healed.push(id);
+      }
+      return healed;
+    } finally {
+      this.probing = false;
+    }
+  }
+
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+}

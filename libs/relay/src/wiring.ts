@@ -1,0 +1,77 @@
+import type { ChangeBus } from '@gw/core';
+import { billingConfig, PriceBook, QuotaService, type BillingConfig } from '@gw/billing';
+import { PricesRepo, UsageLogsRepo, type Db, type LedgerRepo, type UsersRepo } from '@gw/db';
+import type { RelayAdapter } from './adapter';
+import { ModelCatalog } from './catalog';
+import { relayConfig, type RelayConfig } from './config';
+import { RelayGate, type GateKey, type GateUser } from './gate';
+import { ChannelHealth } from './health';
+import { RelayService, type RelayChannel } from './relay';
+
+/** Everything /v1/messages, /v1/models, /api/pricing/ and /api/log/ use. */
+export interface RelayServices {
+  config: RelayConfig;
+  billing: BillingConfig;
+  prices: PriceBook;
+  quota: QuotaService;
+  usageLogs: UsageLogsRepo;
+  gate: RelayGate;
+  health: ChannelHealth;
+  relay: RelayService;
+  catalog: ModelCatalog;
+  close(): void;
+}
+
+export interface RelayWiring {
+  env: Record<string, string | undefined>;
+  db: Db;
+  bus: ChangeBus;
+  users: UsersRepo;
+  ledger: LedgerRepo;
+  apiKeys: { lookup(plainKey: string): GateKey | undefined };
+  directory: { get(userId: number): GateUser | undefined };
+  channels: {
+    candidates(model: string, group: string): RelayChannel[];
+    all(): RelayChannel[];
+    get(id: number): RelayChannel | undefined;
+    models(group: string): string[];
+  };
+  setChannelStatus(id: number, status: 1 | 3, reason: string): void;
+  adapter(type: string): RelayAdapter;
+  log?: (line: string) => void;
+}
+
+/** Builds the relay and billing services (config read here, so a bad value stops start-up). */
+export function createRelayServices(w: RelayWiring): RelayServices {
+  const config = relayConfig(w.env);
+  const billing = billingConfig(w.env);
+  const prices = new PriceBook(new PricesRepo(w.db), w.bus);
+  const usageLogs = new UsageLogsRepo(w.db);
+  const quota = new QuotaService({ db: w.db, users: w.users, ledger: w.ledger, usageLogs, prices, bus: w.bus });
+  const gate = new RelayGate({ lookup: (k) => w.apiKeys.lookup(k), user: (id) => w.directory.get(id) });
+  const health = new ChannelHealth({
+    all: () => w.channels.all(),
+    get: (id) => w.channels.get(id),
+    setStatus: w.setChannelStatus,
+    probe: (id) => probeChannel(w, id, config.probeTimeoutMs),
+    log: w.log,
+  }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs });
+  health.start();
+  const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config });
+  const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter });
+  return { config, billing, prices, quota, usageLogs, gate, health, relay, catalog, close: () => health.close() };
+}
+
+/** One minimal request (1 output token) to the channel's first model; success = a 2xx answer. */
+async function probeChannel(w: RelayWiring, id: number, timeoutMs: number): Promise<boolean> {
+  const ch = w.channels.get(id);
+  const model = ch?.models[0];
+  if (!ch || !model) return false;
+  const adapter = w.adapter(ch.type);
+  const body = { model, max_tokens: 1, messages: [{ role: 'user' as const, content: 'ping' }] };
+  const req = adapter.buildRequest({ baseUrl: ch.baseUrl, apiKey: ch.apiKey, headers: ch.headers, upstreamModel: ch.modelMapping[model] ?? model }, body,
+    { stream: false, clientHeaders: new Headers() });
+  const res = await fetch(req, { signal: AbortSignal.timeout(Math.min(timeoutMs, ch.timeoutMs)) });
+  await res.arrayBuffer().catch(() => undefined);
+  return res.ok;
+}

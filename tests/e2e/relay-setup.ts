@@ -1,0 +1,43 @@
+/** Shared set-up of the relay end-to-end tests: channels, prices, users with keys and balance. */
+import { makeUser, type TestGateway } from '../helpers/gateway';
+
+export const V = { 'vendor-version': '2023-06-01' };
+
+export async function addChannel(gw: TestGateway, o: { type: 'anthropic' | 'openai'; url: string; models: string[]; priority?: number; weight?: number; mapping?: Record<string, string>; group?: string; name?: string }): Promise<number> {
+  const r = await gw.api('POST', '/api/channel/', {
+    name: o.name ?? `ch-${o.type}`, type: o.type, base_url: o.url, key: 'upstream-key', models: o.models,
+    model_mapping: o.mapping ?? {}, priority: o.priority ?? 0, weight: o.weight ?? 1, timeout_ms: 5000, ...(o.group ? { group: o.group } : {}),
+  });
+  if (r.status !== 200) throw new Error(`channel create: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.data.id;
+}
+
+export async function setPrice(gw: TestGateway, model: string, p: Partial<Record<'input' | 'output' | 'cache_read' | 'cache_write', number>> = {}) {
+  const r = await gw.api('PUT', '/api/pricing/', { model, input: 1_000_000, output: 2_000_000, cache_read: 0, cache_write: 0, ...p });
+  if (r.status !== 200) throw new Error(`price: ${r.status} ${JSON.stringify(r.body)}`);
+}
+
+/** A user with `balance` quota units and a relay key. */
+export async function keyedUser(gw: TestGateway, balance = 1_000_000, key: Record<string, unknown> = {}) {
+  const u = await makeUser(gw);
+  if (balance) gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: balance, ref: `seed-${u.id}`, at: 1 });
+  const r = await gw.api('POST', '/api/token/', { name: 'k', ...key }, u.token);
+  if (r.status !== 200) throw new Error(`token: ${r.status} ${JSON.stringify(r.body)}`);
+  return { ...u, key: r.body.data.key as string, keyId: r.body.data.id as number };
+}
+
+/** POST /v1/messages with the key; returns status, parsed body (or raw text for SSE) and headers. */
+export async function send(gw: TestGateway, key: string | null, body: unknown, headers: Record<string, string> = V) {
+  const h: Record<string, string> = { 'content-type': 'application/json', ...headers };
+  if (key) h['x-api-key'] = key;
+  const res = await fetch(`${gw.url}/v1/messages`, { method: 'POST', headers: h, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const text = await res.text();
+  let parsed: any = text;
+  try { parsed = JSON.parse(text); } catch { /* SSE */ }
+  return { status: res.status, body: parsed, text, headers: res.headers };
+}
+
+export const msg = (model: string, extra: Record<string, unknown> = {}) => ({ model, max_tokens: 100, messages: [{ role: 'user', content: 'Hi' }], ...extra });
+
+/** The `event:` names of an SSE body, in order (pings dropped). */
+export const eventNames = (text: string) => [...text.matchAll(/^event: (.+)$/gm)].map((m) => m[1]).filter((e) => e !== 'ping');
