@@ -1,1 +1,8 @@
-export {};
+/** Upstream adapters behind one interface; see adapter.ts. */
+export * from './adapter';
+export * from './context';
+export * from './errors';
+export * from './registry';
+export * from './url';
+export { anthropicAdapter, ANTHROPIC_VERSION } from './anthropic/adapter';
+export { createOpenAICompatibleAdapter, openaiAdapter, openaiLegacyAdapter, type OpenAICompatibleConfig } from './openai/adapter';

@@ -1,0 +1,102 @@
+/**
+ * The one interface every upstream kind implements. Generic code (the relay) only talks to this; a
+ * difference between upstreams becomes a method or an option here, never an `if (type === …)` elsewhere.
+ */
+import type { GatewayError } from '@gw/core';
+import type { AnthropicMessage, CountTokensRequest, MessagesRequest, Usage } from '@gw/formats';
+
+/** Where and how to reach one channel's upstream. */
+export interface UpstreamTarget {
+  /** Origin without `/v1` (API.md), e.g. `https://api.openai.com`; a trailing slash is tolerated. */
+  baseUrl: string;
+  apiKey: string;
+  /** The model name sent upstream (after the channel's model mapping). */
+  upstreamModel: string;
+  /** Channel-configured headers, applied last. */
+  extraHeaders: Record<string, string>;
+  /** For the relay's own timeouts; adapters ignore it. */
+  timeoutMs?: number;
+}
+
+/** A ready-to-send fetch call. */
+export interface UpstreamRequest {
+  url: string;
+  init: { method: 'POST'; headers: Record<string, string>; body: string };
+}
+
+/** What the decoders need to know about the client's request. See `decodeContextFor`. */
+export interface DecodeContext {
+  /** The model the client asked for: every response echoes it (API.md). */
+  requestedModel: string;
+  /** The client's stop_sequences (lets translators recognise a matched one). */
+  stopSequences?: readonly string[];
+  /** Input tokens estimated before the call; sent in a translated stream's message_start. */
+  inputTokens?: number;
+  /** Fixed message id (tests); otherwise a fresh `msg_…`. */
+  messageId?: string;
+  /** Clock for `firstByteAt` (ms); default Date.now. */
+  now?: () => number;
+}
+
+export interface DecodedMessage {
+  message: AnthropicMessage;
+  /** Usage the upstream reported; null if it reported none (message.usage is then zeros). */
+  usage: Usage | null;
+}
+
+/** The outcome of a streamed answer, for metering and logs. Final once the output stream has ended. */
+export interface StreamResult {
+  /** Final usage as the upstream reported it; null when it never did (stream cut, no usage chunk). */
+  usage: Usage | null;
+  /** `usage` when known, else the best estimate (reported input + output estimated from streamed text). */
+  estimatedUsage: Usage;
+  stopReason: string | null;
+  /** True when the client received a whole message (message_stop); false when it got an error event. */
+  complete: boolean;
+  /** `now()` when the first output byte was produced. */
+  firstByteAt?: number;
+  /** Why the stream failed (for logs; already scrubbed of upstream secrets). */
+  error?: string;
+}
+
+export interface StreamDecoder {
+  /**
+   * Wraps the upstream body; the result is the Anthropic SSE byte stream for the client. An upstream that
+   * fails or ends early yields an `event: error` frame, never a silently truncated stream. Cancelling the
+   * result cancels the upstream body (and so the fetch).
+   */
+  pipe(upstream: ReadableStream<Uint8Array>): ReadableStream<Uint8Array>;
+  result(): StreamResult;
+}
+
+/** Why an upstream call failed, for retry and health decisions. */
+export type UpstreamErrorKind = 'invalid_request' | 'too_large' | 'auth' | 'not_found' | 'rate_limit' | 'overloaded' | 'timeout' | 'server' | 'unreachable';
+
+export interface ClassifiedError {
+  /** True when another channel may succeed (only before the first byte reached the client). */
+  retryable: boolean;
+  kind: UpstreamErrorKind;
+  /** The client-facing error: never the upstream's key, URL or raw auth message. */
+  error: GatewayError;
+}
+
+export interface ProviderAdapter {
+  /** The channel `type` this adapter serves. */
+  readonly type: string;
+  /** The upstream call for a Messages request; `body.model` is replaced by `target.upstreamModel`. */
+  buildMessagesRequest(body: MessagesRequest, target: UpstreamTarget, clientHeaders: Headers): UpstreamRequest;
+  /** A successful non-streaming upstream JSON body → Anthropic message. Throws GatewayError 502 on garbage. */
+  decodeMessagesResponse(json: unknown, ctx: DecodeContext): DecodedMessage;
+  /** A decoder for one streamed answer. */
+  createStreamDecoder(ctx: DecodeContext): StreamDecoder;
+  /** An upstream HTTP error (status >= 400) → retry decision and client-facing error. */
+  classifyError(status: number, bodyText: string, headers: Headers): ClassifiedError;
+  /** The upstream call for count_tokens; absent when the upstream cannot count (use `estimateRequestTokens`). */
+  buildCountTokensRequest?(body: CountTokensRequest, target: UpstreamTarget, clientHeaders: Headers): UpstreamRequest;
+  /** count_tokens response → input tokens. */
+  decodeCountTokens?(json: unknown): number;
+  /** WebSocket URL of the upstream realtime endpoint; absent when the upstream has none. */
+  realtimeUrl?(target: UpstreamTarget): string;
+  /** Headers for the upstream realtime handshake. */
+  realtimeHeaders?(target: UpstreamTarget): Record<string, string>;
+}

@@ -1,0 +1,70 @@
+/**
+ * Native Anthropic upstream: the body passes through with only `model` replaced; unknown fields,
+ * cache_control and betas survive. Responses echo the client's model name.
+ */
+import type { CountTokensRequest, MessagesRequest, Usage } from '@gw/formats';
+import { zeroUsage } from '@gw/formats';
+import type { DecodeContext, DecodedMessage, ProviderAdapter, UpstreamRequest, UpstreamTarget } from '../adapter';
+import { badUpstreamResponse, classifyUpstreamError } from '../errors';
+import { joinUrl } from '../url';
+import { createAnthropicStreamDecoder } from './stream';
+
+/** The only version with today's streaming format (named events, no [DONE]); the decoder relies on it. */
+export const ANTHROPIC_VERSION = '2023-06-01';
+
+function headers(target: UpstreamTarget, client: Headers): Record<string, string> {
+  const h: Record<string, string> = {
+    'content-type': 'application/json',
+    'x-api-key': target.apiKey,
+    'anthropic-version': ANTHROPIC_VERSION,
+  };
+  const beta = client.get('anthropic-beta'); // repeated headers arrive joined with ", "
+  if (beta) h['anthropic-beta'] = beta;
+  return { ...h, ...target.extraHeaders };
+}
+
+function post(url: string, h: Record<string, string>, body: unknown): UpstreamRequest {
+  return { url, init: { method: 'POST', headers: h, body: JSON.stringify(body) } };
+}
+
+function normalizeUsage(u: unknown): Usage {
+  const out = zeroUsage();
+  if (u && typeof u === 'object') {
+    for (const k of Object.keys(out) as Array<keyof Usage>) {
+      const v = (u as Record<string, unknown>)[k];
+      if (typeof v === 'number') out[k] = v;
+    }
+  }
+  return out;
+}
+
+export const anthropicAdapter: ProviderAdapter = {
+  type: 'anthropic',
+
+  buildMessagesRequest(body: MessagesRequest, target: UpstreamTarget, clientHeaders: Headers) {
+    return post(joinUrl(target.baseUrl, '/v1/messages'), headers(target, clientHeaders), { ...body, model: target.upstreamModel });
+  },
+
+  decodeMessagesResponse(json: unknown, ctx: DecodeContext): DecodedMessage {
+    const m = json as Record<string, any> | null;
+    if (!m || typeof m !== 'object' || m.type !== 'message' || !Array.isArray(m.content)) throw badUpstreamResponse('not a message');
+    const usage = m.usage && typeof m.usage === 'object' ? normalizeUsage(m.usage) : null;
+    // Keep the upstream's extra usage fields (service_tier, cache_creation split) next to the normalized four.
+    const message = { ...m, model: ctx.requestedModel, usage: { ...(m.usage ?? {}), ...(usage ?? zeroUsage()) } };
+    return { message: message as DecodedMessage['message'], usage };
+  },
+
+  createStreamDecoder: createAnthropicStreamDecoder,
+
+  classifyError: classifyUpstreamError,
+
+  buildCountTokensRequest(body: CountTokensRequest, target: UpstreamTarget, clientHeaders: Headers) {
+    return post(joinUrl(target.baseUrl, '/v1/messages/count_tokens'), headers(target, clientHeaders), { ...body, model: target.upstreamModel });
+  },
+
+  decodeCountTokens(json: unknown): number {
+    const n = (json as { input_tokens?: unknown } | null)?.input_tokens;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) throw badUpstreamResponse('no input_tokens');
+    return n;
+  },
+};

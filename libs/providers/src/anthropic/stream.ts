@@ -1,0 +1,106 @@
+/**
+ * Anthropic SSE pass-through with bookkeeping: events go out as they came, except message_start, whose
+ * `message.model` becomes the model the client asked for. Usage is read from message_start and the
+ * cumulative message_delta (later non-null counts override, as the SDK does).
+ */
+import { encodeSse, estimateTextTokens, errorFrame, zeroUsage, type SseEvent, type Usage } from '@gw/formats';
+import type { DecodeContext, StreamDecoder, StreamResult } from '../adapter';
+import { scrub } from '../errors';
+import { pipeSse, type SseMachine } from '../sse-pipe';
+
+const USAGE_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
+
+/** Copies the non-null counts of an upstream usage object into `into`. */
+function mergeUsage(into: Usage, from: Record<string, unknown> | undefined): void {
+  if (!from) return;
+  for (const k of USAGE_KEYS) if (typeof from[k] === 'number') into[k] = from[k] as number;
+}
+
+export class AnthropicStreamMachine implements SseMachine {
+  stopped = false;
+  private readonly usage = zeroUsage();
+  private sawDelta = false;
+  private complete = false;
+  private stopReason: string | null = null;
+  private estimatedOutput = 0;
+  private error: string | undefined;
+
+  constructor(private readonly ctx: DecodeContext) {}
+
+  onEvent(ev: SseEvent): string {
+    const name = ev.event ?? '';
+    switch (name) {
+      case 'message_start': {
+        const data = safeParse(ev.data);
+        if (data?.message) {
+          data.message.model = this.ctx.requestedModel;
+          mergeUsage(this.usage, data.message.usage);
+        }
+        if (data?.message) return encodeSse(name, JSON.stringify(data));
+        break;
+      }
+      case 'content_block_delta': {
+        const d = safeParse(ev.data)?.delta;
+        const piece = d?.text ?? d?.partial_json ?? d?.thinking ?? '';
+        if (typeof piece === 'string') this.estimatedOutput += estimateTextTokens(piece);
+        break;
+      }
+      case 'message_delta': {
+        const data = safeParse(ev.data);
+        mergeUsage(this.usage, data?.usage);
+        if (data?.delta?.stop_reason !== undefined) this.stopReason = data.delta.stop_reason;
+        this.sawDelta = true;
+        break;
+      }
+      case 'message_stop':
+        this.complete = true;
+        break;
+      case 'error':
+        this.error = scrub(String(safeParse(ev.data)?.error?.message ?? 'upstream error'));
+        this.stopped = true;
+        break;
+    }
+    return encodeSse(ev.event, ev.data);
+  }
+
+  onEnd(): string {
+    if (this.complete) return '';
+    return this.fail('The upstream stream ended unexpectedly.');
+  }
+
+  onFailure(): string {
+    if (this.complete) return '';
+    return this.fail('The upstream connection failed mid-stream.');
+  }
+
+  result(): Omit<StreamResult, 'firstByteAt'> {
+    const usage = this.sawDelta ? { ...this.usage } : null;
+    const estimatedUsage = usage ?? { ...this.usage, output_tokens: Math.max(this.usage.output_tokens, this.estimatedOutput) };
+    return { usage, estimatedUsage, stopReason: this.stopReason, complete: this.complete && !this.error, error: this.error };
+  }
+
+  private fail(message: string): string {
+    this.error = message;
+    this.stopped = true;
+    return errorFrame(message);
+  }
+}
+
+function safeParse(s: string): any {
+  try {
+    return JSON.parse(s);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Stream decoder of the anthropic adapter. */
+export function createAnthropicStreamDecoder(ctx: DecodeContext): StreamDecoder {
+  const machine = new AnthropicStreamMachine(ctx);
+  let firstByteAt: number | undefined;
+  const now = ctx.now ?? Date.now;
+  return {
+    pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now())),
+    result: () => ({ ...machine.result(), firstByteAt }),
+  };
+}

@@ -1,0 +1,71 @@
+/**
+ * OpenAI Chat Completions upstreams. `createOpenAICompatibleAdapter` is the base; a compatible variant
+ * (another token field, another auth header, no realtime) is a configuration of it, not a new adapter.
+ */
+import { fromOpenAICompletion, toOpenAIRequest, type ChatCompletion, type MessagesRequest, type ToOpenAIOptions } from '@gw/formats';
+import type { DecodeContext, DecodedMessage, ProviderAdapter, UpstreamTarget } from '../adapter';
+import { badUpstreamResponse, classifyUpstreamError } from '../errors';
+import { joinUrl, toWebSocketUrl } from '../url';
+import { createOpenAIStreamDecoder } from './stream';
+
+export interface OpenAICompatibleConfig {
+  /** Channel type served. */
+  type: string;
+  /** Path of chat completions. Default `/v1/chat/completions`. */
+  chatPath?: string;
+  /** Request translation options (max tokens field, user field, system role). */
+  request?: Omit<ToOpenAIOptions, 'model'>;
+  /** Auth headers for a key. Default `Authorization: Bearer <key>`. */
+  authHeaders?: (apiKey: string) => Record<string, string>;
+  /** Realtime WebSocket path, or null when the upstream has none. Default `/v1/realtime`. */
+  realtimePath?: string | null;
+}
+
+const bearer = (apiKey: string) => ({ authorization: `Bearer ${apiKey}` });
+
+export function createOpenAICompatibleAdapter(config: OpenAICompatibleConfig): ProviderAdapter {
+  const chatPath = config.chatPath ?? '/v1/chat/completions';
+  const auth = config.authHeaders ?? bearer;
+  const realtimePath = config.realtimePath === undefined ? '/v1/realtime' : config.realtimePath;
+
+  const adapter: ProviderAdapter = {
+    type: config.type,
+
+    buildMessagesRequest(body: MessagesRequest, target: UpstreamTarget) {
+      const payload = toOpenAIRequest(body, { ...config.request, model: target.upstreamModel });
+      const headers = { 'content-type': 'application/json', ...auth(target.apiKey), ...target.extraHeaders };
+      return { url: joinUrl(target.baseUrl, chatPath), init: { method: 'POST', headers, body: JSON.stringify(payload) } };
+    },
+
+    decodeMessagesResponse(json: unknown, ctx: DecodeContext): DecodedMessage {
+      const c = json as ChatCompletion | null;
+      if (!c || typeof c !== 'object' || !Array.isArray(c.choices) || !c.choices[0]?.message) throw badUpstreamResponse('not a chat completion');
+      const { message, usage } = fromOpenAICompletion(c, { requestedModel: ctx.requestedModel, stopSequences: ctx.stopSequences, id: ctx.messageId });
+      return { message, usage };
+    },
+
+    createStreamDecoder: createOpenAIStreamDecoder,
+
+    classifyError: classifyUpstreamError,
+  };
+
+  if (realtimePath !== null) {
+    adapter.realtimeUrl = (target) => {
+      const url = new URL(toWebSocketUrl(joinUrl(target.baseUrl, realtimePath)));
+      url.searchParams.set('model', target.upstreamModel);
+      return url.toString();
+    };
+    adapter.realtimeHeaders = (target) => ({ ...auth(target.apiKey), ...target.extraHeaders });
+  }
+  return adapter;
+}
+
+/** api.openai.com and faithful compatibles: `max_completion_tokens`, Bearer auth, realtime. */
+export const openaiAdapter = createOpenAICompatibleAdapter({ type: 'openai' });
+
+/** Older compatible servers (vLLM < 0.6, many self-hosted) that only know `max_tokens` and have no realtime. */
+export const openaiLegacyAdapter = createOpenAICompatibleAdapter({
+  type: 'openai-legacy',
+  request: { maxTokensField: 'max_tokens' },
+  realtimePath: null,
+});

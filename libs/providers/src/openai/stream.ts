@@ -1,0 +1,76 @@
+/** Stream decoder of OpenAI-compatible upstreams: SSE chunks → the B4 translator → Anthropic SSE. */
+import { newMessageId } from '@gw/core';
+import { ChatStreamTranslator, encodeAnthropicEvent, type AnthropicStreamEvent, type ChatCompletionChunk, type SseEvent } from '@gw/formats';
+import type { DecodeContext, StreamDecoder } from '../adapter';
+import { scrub } from '../errors';
+import { pipeSse, type SseMachine } from '../sse-pipe';
+
+const encodeAll = (events: AnthropicStreamEvent[]) => events.map(encodeAnthropicEvent).join('');
+
+export class OpenAIStreamMachine implements SseMachine {
+  stopped = false;
+  private done = false;
+  private error: string | undefined;
+  readonly translator: ChatStreamTranslator;
+
+  constructor(ctx: DecodeContext) {
+    this.translator = new ChatStreamTranslator({
+      requestedModel: ctx.requestedModel,
+      id: ctx.messageId ?? newMessageId(),
+      inputTokens: ctx.inputTokens,
+      stopSequences: ctx.stopSequences,
+    });
+  }
+
+  onEvent(ev: SseEvent): string {
+    if (ev.data === '[DONE]') {
+      this.done = true;
+      this.stopped = true;
+      return encodeAll(this.translator.finish());
+    }
+    let chunk: (ChatCompletionChunk & { error?: { message?: string } }) | undefined;
+    try {
+      chunk = JSON.parse(ev.data);
+    } catch {
+      return ''; // a malformed line is skipped rather than failing an answer in flight
+    }
+    if (chunk?.error && !chunk.choices) {
+      // Some compatible servers report a mid-stream failure as a data line carrying an error object.
+      return this.fail(`The upstream failed mid-stream: ${scrub(String(chunk.error.message ?? 'unknown error'))}`, 'api_error');
+    }
+    return chunk ? encodeAll(this.translator.push(chunk)) : '';
+  }
+
+  onEnd(): string {
+    if (this.translator.sawFinish) return encodeAll(this.translator.finish()); // no [DONE], but the answer is whole
+    return this.fail('The upstream stream ended unexpectedly.');
+  }
+
+  onFailure(): string {
+    if (this.translator.sawFinish) return encodeAll(this.translator.finish());
+    return this.fail('The upstream connection failed mid-stream.');
+  }
+
+  get failure(): string | undefined {
+    return this.error;
+  }
+
+  private fail(message: string, type = 'api_error'): string {
+    this.error = message;
+    this.stopped = true;
+    return encodeAll(this.translator.fail(message, type));
+  }
+}
+
+export function createOpenAIStreamDecoder(ctx: DecodeContext): StreamDecoder {
+  const machine = new OpenAIStreamMachine(ctx);
+  let firstByteAt: number | undefined;
+  const now = ctx.now ?? Date.now;
+  return {
+    pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now())),
+    result: () => {
+      const o = machine.translator.outcome();
+      return { usage: o.usage, estimatedUsage: o.estimatedUsage, stopReason: o.stopReason, complete: o.complete, firstByteAt, error: machine.failure };
+    },
+  };
+}
