@@ -220,6 +220,8 @@ export class ApiKeyService {
   }
 
   private index(row: ApiKeyRow): void {
+    // A user written without an event (e.g. inserted by a script) is read once rather than treated as unknown.
+    if (!this.directory.get(row.userId)) this.directory.refresh(row.userId);
     if (this.directory.get(row.userId)?.status !== 1) {
       this.excludedUsers.add(row.userId);
       return;
