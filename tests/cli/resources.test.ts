@@ -124,3 +124,44 @@ describe('gw topup', () => {
     expect(list.stdout).toBe('(none)\n');
   });
 });
+
+describe('gw pricing', () => {
+  test('set (model names with a slash too), list, get, delete', async () => {
+    const set = await gwc(['pricing', 'set', 'vendor/model-x', '--input', '3000000', '--output', '15000000', '--cache-read', '300000']);
+    expect(set.code).toBe(0);
+    expect(set.stdout).toBe('Set price of vendor/model-x.\n');
+    expect(gw.services.relay.prices.get('vendor/model-x')).toMatchObject({ input: 3000000, output: 15000000, cacheRead: 300000 });
+
+    const list = await gwc(['pricing', 'list']);
+    expect(list.stdout).toMatch(/^MODEL\s+INPUT\s+OUTPUT/);
+    expect(list.stdout).toMatch(/^vendor\/model-x\s+3000000\s+15000000\s+300000\s+0\b/m);
+    const one = JSON.parse((await gwc(['pricing', 'get', 'vendor/model-x', '--json'])).stdout);
+    expect(one).toMatchObject({ model: 'vendor/model-x', input: 3000000 });
+
+    expect((await gwc(['pricing', 'delete', 'vendor/model-x'])).code).toBe(0);
+    const gone = await gwc(['pricing', 'get', 'vendor/model-x']);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toContain('(price_not_found)');
+  });
+});
+
+describe('gw log', () => {
+  test('list with filters reaches the server (admin and --self)', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const row = (requestId: string, model: string, createdAt: number) => ({
+      requestId, userId: 1, apiKeyId: 1, channelId: null, model, status: 200, inputTokens: 10, outputTokens: 5, cost: 42, createdAt,
+    });
+    // Usage rows are written by the relay; seeded here so the listing has something to filter.
+    gw.services.relay.usageLogs.insertOnce(row('req_cli_a', 'model-a', now - 86400 * 10));
+    gw.services.relay.usageLogs.insertOnce(row('req_cli_b', 'model-b', now));
+    const admin = JSON.parse((await gwc(['log', 'list', '--model', 'model-b', '--json'])).stdout);
+    expect(admin.total).toBe(1);
+    expect(admin.items[0]).toMatchObject({ request_id: 'req_cli_b', cost: 42 });
+    const since = new Date((now - 86400) * 1000).toISOString();
+    const self = await gwc(['log', 'list', '--self', '--from', since]);
+    expect(self.code).toBe(0);
+    expect(self.stdout).toContain('req_cli_b');
+    expect(self.stdout).not.toContain('req_cli_a');
+    expect(self.stdout).toContain('page 1/1, 1 total');
+  });
+});

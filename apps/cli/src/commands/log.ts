@@ -31,8 +31,9 @@ export function registerLog(program: Command, app: App): void {
     .action(app.action(async (ctx, _a, o) => {
       const data = await ctx.client().call('GET', o.self ? '/api/log/self' : '/api/log/', {
         query: {
-          ...pagingQuery(o), user_id: o.userId, api_key_id: o.keyId, channel_id: o.channelId, model: o.model,
-          status: o.status, from: o.from, to: o.to,
+          ...pagingQuery(o), token_id: o.keyId, model: o.model, status: o.status, start_timestamp: o.from, end_timestamp: o.to,
+          // Only the admin list filters by user and channel; /self has neither.
+          ...(o.self ? {} : { user_id: o.userId, channel_id: o.channelId }),
         },
       });
       ctx.print(data, () => pageText(data, COLUMNS));

@@ -36,6 +36,15 @@ export function registerPricing(program: Command, app: App): void {
       ctx.print(data, () => table(itemsOf(data), COLUMNS));
     }));
 
+  group.command('get')
+    .description('Show the price of one model')
+    .argument('<model>', 'model name')
+    .addHelpText('after', '\nExample:\n  $ gw pricing get claude-sonnet-4')
+    .action(app.action(async (ctx, [model]) => {
+      const data = await ctx.client().call('GET', `/api/pricing/${encodeURIComponent(model)}`);
+      ctx.print(data, () => table([data], COLUMNS));
+    }));
+
   addFields(group.command('set').description('Create or replace the price of a model').argument('<model>', 'model name as clients request it'), FIELDS)
     .addHelpText('after', '\nExample:\n  $ gw pricing set claude-haiku-4 --input 800000 --output 4000000 --cache-read 80000')
     .action(app.action(async (ctx, [model], o) => {
