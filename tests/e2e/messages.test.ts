@@ -1,0 +1,149 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { startGateway, type TestGateway } from '../helpers/gateway';
+import { startUpstream, type Upstream } from './relay-upstreams';
+import { V, addChannel, eventNames, keyedUser, msg, send, setPrice } from './relay-setup';
+
+let gw: TestGateway;
+let ant: Upstream;
+let oai: Upstream;
+let u: Awaited<ReturnType<typeof keyedUser>>;
+beforeAll(async () => {
+  gw = await startGateway();
+  ant = startUpstream('anthropic');
+  oai = startUpstream('openai');
+  await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['claude-x'], mapping: { 'claude-x': 'claude-x-up' } });
+  await addChannel(gw, { type: 'openai', url: oai.url, models: ['gpt-x'] });
+  await setPrice(gw, 'claude-x');
+  await setPrice(gw, 'gpt-x');
+  await setPrice(gw, 'ghost');
+  u = await keyedUser(gw);
+});
+afterAll(async () => { ant.stop(); oai.stop(); await gw.stop(); });
+
+const err = (r: { status: number; body: any; headers: Headers }, status: number, type: string, code: string, param = '') => {
+  expect(r.status).toBe(status);
+  expect(r.body.type).toBe('error');
+  expect(r.body.error).toEqual({ type, code, param, message: expect.any(String) });
+  expect(r.body.request_id).toBe(r.headers.get('request-id'));
+};
+
+describe('check order and error statuses', () => {
+  test('401 before 400: no key with a bad header and bad JSON', async () => {
+    err(await send(gw, null, '{bad', {}), 401, 'authentication_error', 'missing_api_key');
+    err(await send(gw, 'sk-nope', '{bad', {}), 401, 'authentication_error', 'invalid_api_key');
+    err(await send(gw, gw.rootToken, msg('claude-x')), 401, 'authentication_error', 'wrong_credential_kind');
+  });
+  test('Authorization: Bearer works like x-api-key', async () => {
+    const r = await send(gw, null, msg('claude-x'), { ...V, authorization: `Bearer ${u.key}` });
+    expect(r.status).toBe(200);
+  });
+  test('version header: missing, invalid date, alias, vendor-version wins', async () => {
+    err(await send(gw, u.key, '{bad', {}), 400, 'invalid_request_error', 'missing_header', 'vendor-version');
+    err(await send(gw, u.key, msg('claude-x'), { 'vendor-version': '2023-02-30' }), 400, 'invalid_request_error', 'invalid_header', 'vendor-version');
+    expect((await send(gw, u.key, msg('claude-x'), { 'anthropic-version': '2023-06-01' })).status).toBe(200);
+    err(await send(gw, u.key, msg('claude-x'), { 'vendor-version': 'x', 'anthropic-version': '2023-06-01' }), 400, 'invalid_request_error', 'invalid_header', 'vendor-version');
+  });
+  test('JSON then schema, param names the first bad field', async () => {
+    err(await send(gw, u.key, '{bad'), 400, 'invalid_request_error', 'invalid_json');
+    err(await send(gw, u.key, { model: 'claude-x', messages: [{ role: 'system', content: 'x' }], max_tokens: 5 }), 400, 'invalid_request_error', 'invalid_value', 'messages[0].role');
+    err(await send(gw, u.key, { model: 'claude-x', messages: [{ role: 'user', content: 'x' }] }), 400, 'invalid_request_error', 'missing_field', 'max_tokens');
+    err(await send(gw, u.key, msg('claude-x', { max_tokens: '5' })), 400, 'invalid_request_error', 'invalid_type', 'max_tokens');
+    err(await send(gw, u.key, msg('claude-x', { temperature: 1.5 })), 400, 'invalid_request_error', 'out_of_range', 'temperature');
+  });
+  test('key rules 401/403, rate limit 429, quota 402, routing 404/503', async () => {
+    const limited = await keyedUser(gw, 1_000_000, { models: ['gpt-x'], rate_limit_rpm: 1 });
+    err(await send(gw, limited.key, msg('claude-x')), 403, 'permission_error', 'model_not_allowed', 'model');
+    expect((await send(gw, limited.key, msg('gpt-x'))).status).toBe(200);
+    const rl = await send(gw, limited.key, msg('gpt-x'));
+    err(rl, 429, 'rate_limit_error', 'rate_limited');
+    expect(Number(rl.headers.get('retry-after'))).toBeGreaterThan(0);
+    const ipKey = await keyedUser(gw, 1_000_000, { allow_ips: ['10.9.9.9'] });
+    err(await send(gw, ipKey.key, msg('claude-x')), 403, 'permission_error', 'ip_not_allowed');
+    const poor = await keyedUser(gw, 0);
+    err(await send(gw, poor.key, msg('claude-x')), 402, 'billing_error', 'quota_exhausted');
+    err(await send(gw, u.key, msg('nope-model')), 404, 'invalid_request_error', 'model_not_found', 'model');
+    err(await send(gw, u.key, msg('unpriced')), 404, 'invalid_request_error', 'model_not_found', 'model');
+    // A served model with no price is refused rather than given away.
+    const ch = await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['free-lunch'] });
+    err(await send(gw, u.key, msg('free-lunch')), 403, 'permission_error', 'model_not_priced', 'model');
+    await setPrice(gw, 'free-lunch');
+    await gw.api('PUT', '/api/channel/', { id: ch, status: 2 });
+    err(await send(gw, u.key, msg('free-lunch')), 503, 'overloaded_error', 'no_healthy_channel');
+    const off = await gw.api('PUT', '/api/token/', { id: u.keyId, status: 2 }, u.token);
+    expect(off.status).toBe(200);
+    err(await send(gw, u.key, msg('claude-x')), 401, 'authentication_error', 'api_key_disabled');
+    await gw.api('PUT', '/api/token/', { id: u.keyId, status: 1 }, u.token);
+  });
+});
+
+describe('native pass-through (anthropic channel)', () => {
+  test('non-streaming: model mapped upstream, echoed to the client, anthropic-beta forwarded', async () => {
+    const r = await send(gw, u.key, msg('claude-x', { system: [{ type: 'text', text: 'be brief', cache_control: { type: 'ephemeral' } }], metadata: { user_id: 'x' } }), { ...V, 'anthropic-beta': 'prompt-caching-2024-07-31' });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ type: 'message', role: 'assistant', model: 'claude-x', content: [{ type: 'text', text: 'Hello there' }], usage: { input_tokens: 10, output_tokens: 5 } });
+    const last = ant.requests.at(-1)!;
+    expect(last.body.model).toBe('claude-x-up');
+    expect(last.body.system[0].cache_control).toEqual({ type: 'ephemeral' });
+    expect(last.headers.get('anthropic-beta')).toBe('prompt-caching-2024-07-31');
+    expect(last.headers.get('x-api-key')).toBe('upstream-key');
+    expect(r.headers.get('request-id')).toMatch(/^req_/);
+  });
+  test('SSE: exact event sequence, model echoed', async () => {
+    const r = await send(gw, u.key, msg('claude-x', { stream: true }));
+    expect(r.headers.get('content-type')).toContain('text/event-stream');
+    expect(eventNames(r.text)).toEqual(['message_start', 'content_block_start', 'content_block_delta', 'content_block_delta', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
+    expect(r.text).toContain('"model":"claude-x"');
+    expect(r.text).not.toContain('claude-x-up');
+  });
+});
+
+describe('translated path (openai channel)', () => {
+  test('text, non-streaming', async () => {
+    const r = await send(gw, u.key, msg('gpt-x', { system: 'sys', stop_sequences: ['END'] }));
+    expect(r.body).toMatchObject({ type: 'message', model: 'gpt-x', content: [{ type: 'text', text: 'Hello there' }], stop_reason: 'end_turn', usage: { input_tokens: 10, output_tokens: 5 } });
+    const up = oai.requests.at(-1)!.body;
+    expect(up.messages[0]).toEqual({ role: 'system', content: 'sys' });
+    expect(up.stop).toEqual(['END']);
+  });
+  test('tools: tool_use in, tool_calls out, and back', async () => {
+    oai.queue.push({ kind: 'ok', tool: { name: 'lookup', args: '{"q":"x"}' } });
+    const r = await send(gw, u.key, msg('gpt-x', { tools: [{ name: 'lookup', input_schema: { type: 'object', properties: { q: { type: 'string' } } } }], tool_choice: { type: 'any' } }));
+    expect(r.body.stop_reason).toBe('tool_use');
+    expect(r.body.content[0]).toMatchObject({ type: 'tool_use', name: 'lookup', input: { q: 'x' } });
+    const up = oai.requests.at(-1)!.body;
+    expect(up.tools[0]).toMatchObject({ type: 'function', function: { name: 'lookup' } });
+    expect(up.tool_choice).toBe('required');
+  });
+  test('streaming: the golden Anthropic sequence reaches the client (text and tool use)', async () => {
+    const r = await send(gw, u.key, msg('gpt-x', { stream: true }));
+    expect(eventNames(r.text)).toEqual(['message_start', 'content_block_start', 'content_block_delta', 'content_block_delta', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
+    expect(r.text).toContain('"stop_reason":"end_turn"');
+    expect(oai.requests.at(-1)!.body.stream_options).toEqual({ include_usage: true });
+    oai.queue.push({ kind: 'ok', tool: { name: 'lookup', args: '{"q":"xyz"}' } });
+    const t = await send(gw, u.key, msg('gpt-x', { stream: true, tools: [{ name: 'lookup', input_schema: { type: 'object' } }] }));
+    expect(eventNames(t.text)).toEqual(['message_start', 'content_block_start', 'content_block_delta', 'content_block_delta', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
+    expect(t.text).toContain('"stop_reason":"tool_use"');
+    const json = [...t.text.matchAll(/"partial_json":"((?:[^"\\]|\\.)*)"/g)].map((m) => JSON.parse(`"${m[1]}"`)).join('');
+    expect(JSON.parse(json)).toEqual({ q: 'xyz' });
+  });
+});
+
+describe('companions', () => {
+  test('count_tokens: anthropic channel passes through; openai channel estimates locally', async () => {
+    const a = await fetch(`${gw.url}/v1/messages/count_tokens`, { method: 'POST', headers: { ...V, 'x-api-key': u.key, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'claude-x', messages: [{ role: 'user', content: 'hi' }] }) });
+    expect(await a.json()).toEqual({ input_tokens: 4242 });
+    const b = await fetch(`${gw.url}/v1/messages/count_tokens`, { method: 'POST', headers: { ...V, 'x-api-key': u.key, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-x', messages: [{ role: 'user', content: 'hello world, twelve words or so' }] }) });
+    const n = ((await b.json()) as any).input_tokens;
+    expect(n).toBeGreaterThan(5);
+    expect(n).toBeLessThan(40);
+  });
+  test('models: allow-list ∩ served models, Anthropic list shape', async () => {
+    const all = await (await fetch(`${gw.url}/v1/models`, { headers: { 'x-api-key': u.key } })).json() as any;
+    expect(all.data.map((m: any) => m.id)).toEqual(['claude-x', 'gpt-x']);
+    expect(all.data[0]).toEqual({ type: 'model', id: 'claude-x', display_name: 'claude-x', created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
+    expect(all).toMatchObject({ has_more: false, first_id: 'claude-x', last_id: 'gpt-x' });
+    const k = await keyedUser(gw, 1000, { models: ['gpt-x', 'not-served'] });
+    const some = await (await fetch(`${gw.url}/v1/models`, { headers: { authorization: `Bearer ${k.key}` } })).json() as any;
+    expect(some.data.map((m: any) => m.id)).toEqual(['gpt-x']);
+  });
+});
