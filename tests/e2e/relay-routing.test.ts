@@ -1,0 +1,108 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { startGateway, type TestGateway } from '../helpers/gateway';
+import { startUpstream, type Upstream } from './relay-upstreams';
+import { addChannel, eventNames, keyedUser, msg, send, setPrice } from './relay-setup';
+
+let gw: TestGateway;
+const ups: Upstream[] = [];
+const up = (kind: 'anthropic' | 'openai' = 'anthropic') => { const u = startUpstream(kind); ups.push(u); return u; };
+let key: string;
+beforeAll(async () => {
+  gw = await startGateway({ RELAY_HEALTH_FAILURES: '2', RELAY_PROBE_INTERVAL_MS: '100', RELAY_MAX_ATTEMPTS: '3' });
+  key = (await keyedUser(gw, 100_000_000)).key;
+});
+afterAll(async () => { for (const u of ups) u.stop(); await gw.stop(); });
+
+const status = (id: number) => gw.services.channelRegistry.get(id)!.status;
+
+describe('routing', () => {
+  test('highest priority first; weights split traffic inside a priority', async () => {
+    const [hi1, hi2, lo] = [up(), up(), up()];
+    await setPrice(gw, 'rt');
+    await addChannel(gw, { type: 'anthropic', url: hi1.url, models: ['rt'], priority: 10, weight: 3 });
+    await addChannel(gw, { type: 'anthropic', url: hi2.url, models: ['rt'], priority: 10, weight: 1 });
+    await addChannel(gw, { type: 'anthropic', url: lo.url, models: ['rt'], priority: 1, weight: 100 });
+    const N = 200;
+    for (let i = 0; i < N; i += 20) await Promise.all(Array.from({ length: 20 }, () => send(gw, key, msg('rt'))));
+    expect(lo.hits).toBe(0);
+    expect(hi1.hits + hi2.hits).toBe(N);
+    // Expected share 0.75; 200 draws: ±4.5 sigma ≈ ±0.14.
+    expect(hi1.hits / N).toBeGreaterThan(0.6);
+    expect(hi1.hits / N).toBeLessThan(0.9);
+  });
+
+  test('429, 5xx and refused connections fail over to the next channel; each channel at most once', async () => {
+    const a = up(), b = up(), c = up();
+    await setPrice(gw, 'fo');
+    await addChannel(gw, { type: 'anthropic', url: a.url, models: ['fo'], priority: 3 });
+    await addChannel(gw, { type: 'anthropic', url: b.url, models: ['fo'], priority: 2 });
+    await addChannel(gw, { type: 'anthropic', url: c.url, models: ['fo'], priority: 1 });
+    a.queue.push({ kind: 'status', status: 429 });
+    b.queue.push({ kind: 'status', status: 503 });
+    const r = await send(gw, key, msg('fo'));
+    expect(r.status).toBe(200);
+    expect([a.hits, b.hits, c.hits]).toEqual([1, 1, 1]);
+    // All three fail: bounded by RELAY_MAX_ATTEMPTS, no channel twice, a JSON error to the client.
+    a.queue.push({ kind: 'status', status: 500 }); b.queue.push({ kind: 'status', status: 500 }); c.queue.push({ kind: 'status', status: 500 });
+    const bad = await send(gw, key, msg('fo'));
+    expect(bad.status).toBe(502);
+    expect(bad.body.error.type).toBe('api_error');
+    expect([a.hits, b.hits, c.hits]).toEqual([2, 2, 2]);
+    // A 400 from the upstream is the client's problem: not retried.
+    a.queue.push({ kind: 'status', status: 400 });
+    expect((await send(gw, key, msg('fo'))).status).toBe(400);
+    expect([a.hits, b.hits]).toEqual([3, 2]);
+    const dead = up();
+    dead.stop();
+    await setPrice(gw, 'fo2');
+    await addChannel(gw, { type: 'anthropic', url: dead.url, models: ['fo2'], priority: 5 });
+    await addChannel(gw, { type: 'anthropic', url: c.url, models: ['fo2'], priority: 1 });
+    expect((await send(gw, key, msg('fo2', { stream: true }))).status).toBe(200);
+  });
+
+  test('no retry after the first byte: a cut stream ends with an error event', async () => {
+    const a = up(), b = up();
+    await setPrice(gw, 'cut');
+    await addChannel(gw, { type: 'anthropic', url: a.url, models: ['cut'], priority: 2 });
+    await addChannel(gw, { type: 'anthropic', url: b.url, models: ['cut'], priority: 1 });
+    a.queue.push({ kind: 'cut', afterChunks: 3 });
+    const r = await send(gw, key, msg('cut', { stream: true }));
+    expect(r.status).toBe(200);
+    const names = eventNames(r.text);
+    expect(names.at(-1)).toBe('error');
+    expect(names).not.toContain('message_stop');
+    expect(b.hits).toBe(0);
+  });
+});
+
+describe('health', () => {
+  test('consecutive failures auto-disable a channel; the prober re-enables it when it recovers', async () => {
+    const flaky = up(), backup = up();
+    await setPrice(gw, 'hl');
+    const id = await addChannel(gw, { type: 'anthropic', url: flaky.url, models: ['hl'], priority: 2 });
+    await addChannel(gw, { type: 'anthropic', url: backup.url, models: ['hl'], priority: 1 });
+    flaky.fallback = { kind: 'status', status: 500 };
+    expect((await send(gw, key, msg('hl'))).status).toBe(200);
+    expect(status(id)).toBe(1);
+    expect((await send(gw, key, msg('hl'))).status).toBe(200);
+    expect(status(id)).toBe(3);
+    const hits = flaky.hits;
+    expect((await send(gw, key, msg('hl'))).status).toBe(200);
+    // Disabled: requests skip it (the prober may hit it, requests never do while it fails).
+    flaky.fallback = { kind: 'ok' };
+    const t0 = Date.now();
+    while (status(id) !== 1 && Date.now() - t0 < 3000) await Bun.sleep(50);
+    expect(status(id)).toBe(1);
+    expect(flaky.hits).toBeGreaterThan(hits);
+  });
+
+  test('a manually disabled channel is never re-enabled by the prober', async () => {
+    const u = up();
+    await setPrice(gw, 'man');
+    const id = await addChannel(gw, { type: 'anthropic', url: u.url, models: ['man'] });
+    await gw.api('PUT', '/api/channel/', { id, status: 2 });
+    await Bun.sleep(400);
+    expect(status(id)).toBe(2);
+    expect(u.hits).toBe(0);
+  });
+});
