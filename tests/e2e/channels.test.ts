@@ -163,4 +163,46 @@ describe('channels', () => {
     expect(c.base_url).toBe('https://proxy.example/api');
     expect(c).not.toHaveProperty('surprise');
   });
+
+  test('test sends one real request through the adapter, records the time, and never re-enables', async () => {
+    const seen: Array<{ path: string; key: string | null; extra: string | null; body: any }> = [];
+    let fail = false;
+    const upstream = Bun.serve({
+      port: 0, hostname: '127.0.0.1',
+      async fetch(req) {
+        seen.push({ path: new URL(req.url).pathname, key: req.headers.get('x-api-key'), extra: req.headers.get('x-extra'), body: await req.json() });
+        if (fail) return Response.json({ type: 'error', error: { type: 'authentication_error', message: 'bad key' } }, { status: 401 });
+        return Response.json({ id: 'msg_1', type: 'message', role: 'assistant', model: 'up-model', content: [{ type: 'text', text: 'p' }], stop_reason: 'max_tokens', usage: { input_tokens: 1, output_tokens: 1 } });
+      },
+    });
+    try {
+      const c = await create({ base_url: `http://127.0.0.1:${upstream.port}`, models: ['claude-t'], model_mapping: { 'claude-t': 'up-model' }, headers: { 'x-extra': 'yes' } });
+      const r = await gw.api('POST', `/api/channel/${c.id}/test`);
+      expect(r.status).toBe(200);
+      expect(r.body.data).toMatchObject({ success: true, status: 200, message: '' });
+      expect(seen).toHaveLength(1);
+      expect(seen[0]).toMatchObject({ path: '/v1/messages', key: 'sk-ant-secret-value-123', extra: 'yes', body: { model: 'up-model', max_tokens: 1 } });
+      const after = (await gw.api('GET', `/api/channel/${c.id}`)).body.data;
+      expect(after.tested_at).toBe(r.body.data.tested_at);
+      expect(after.response_time_ms).toBe(r.body.data.response_time_ms);
+      // A failing upstream is reported, and a manually disabled channel stays disabled either way.
+      await gw.api('PUT', '/api/channel/', { id: c.id, status: 2 });
+      fail = true;
+      const bad = await gw.api('POST', `/api/channel/${c.id}/test`);
+      expect(bad.body.data).toMatchObject({ success: false, status: 401 });
+      expect(bad.body.data.message).not.toContain('secret-value');
+      fail = false;
+      expect((await gw.api('POST', `/api/channel/${c.id}/test`)).body.data.success).toBe(true);
+      expect((await gw.api('GET', `/api/channel/${c.id}`)).body.data.status).toBe(2);
+      expect((await gw.api('POST', `/api/channel/${c.id}/test?model=not-served`)).body.error.param).toBe('model');
+      expect((await gw.api('POST', '/api/channel/999999/test')).status).toBe(404);
+    } finally {
+      upstream.stop(true);
+    }
+    // Unreachable upstream: a result, not a 5xx.
+    const dead = await create({ base_url: 'http://127.0.0.1:9', models: ['m'] });
+    const r = await gw.api('POST', `/api/channel/${dead.id}/test`);
+    expect(r.status).toBe(200);
+    expect(r.body.data).toMatchObject({ success: false, status: 0 });
+  });
 });

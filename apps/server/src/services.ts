@@ -10,7 +10,7 @@ import { SecurityRepo } from '@gw/db';
 import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, mailConfig, passwordResetConfig, twoFactorConfig } from '@gw/identity';
 import { ApiKeysRepo, ChannelsRepo } from '@gw/db';
 import { ApiKeyService, UserDirectory, UserService } from '@gw/identity';
-import { ChannelRegistry, ChannelService } from '@gw/channels';
+import { ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
 import { createRelayServices, relayAdapter, type RelayServices } from '@gw/relay';
 
 export interface Services {
@@ -33,6 +33,8 @@ export interface Services {
   /** Channel administration and the in-memory channel snapshot the relay routes from. */
   channels: ChannelService;
   channelRegistry: ChannelRegistry;
+  /** POST /api/channel/:id/test: one minimal real request through the channel's adapter. */
+  channelTester: ChannelTester;
   /** User administration (/api/user/ CRUD, role rules) and the in-memory user map of the request path. */
   userAdmin: UserService;
   userDirectory: UserDirectory;
@@ -81,6 +83,7 @@ export async function createServices(config: Config, log: (line: string) => void
   const services: Services = {
     relay,
     channels, channelRegistry, userAdmin, userDirectory, apiKeys,
+    channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, users, sessions, ledger, bus,
     secrets, auth, security, twoFactor, mailer,
     passwordReset: new PasswordResetService(users, security, mailer, (id) => auth.endAllSessions(id), passwordResetConfig(config.env), log),

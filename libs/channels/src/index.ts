@@ -2,3 +2,4 @@ export * from './schemas';
 export * from './validate';
 export * from './service';
 export * from './registry';
+export * from './tester';

@@ -2,7 +2,7 @@
 import { Elysia, t } from 'elysia';
 import { Type } from '@sinclair/typebox';
 import { ok } from '@gw/core';
-import { ChannelCreate, ChannelUpdate, ChannelView } from '@gw/channels';
+import { ChannelCreate, ChannelTestResult, ChannelUpdate, ChannelView } from '@gw/channels';
 import { authPlugin } from '../plugins/auth';
 import type { Services } from '../services';
 import { envelope, page, pageQuery } from './envelope';
@@ -66,4 +66,10 @@ export const channelRoutes = (s: Services) =>
     .delete('/:id', ({ params }) => {
       s.channels.delete(params.id);
       return ok(null);
-    }, { role: 'admin', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Delete a channel' } });
+    }, { role: 'admin', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Delete a channel' } })
+    .post('/:id/test', async ({ params, query }) => ok(await s.channelTester.test(params.id, query.model)), {
+      role: 'admin', params: idParams,
+      query: t.Object({ model: t.Optional(t.String({ maxLength: 200, description: 'Model to test (default: the first of the channel)' })) }),
+      response: envelope(ChannelTestResult),
+      detail: { tags, summary: 'Test a channel with one minimal real request; records response time (never changes the status)' },
+    });

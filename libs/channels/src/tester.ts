@@ -1,0 +1,62 @@
+import { GatewayError, nowSeconds } from '@gw/core';
+import { getAdapter } from '@gw/providers';
+import type { ChannelRegistry } from './registry';
+import type { ChannelTestResult } from './schemas';
+import type { ChannelService } from './service';
+
+export interface ChannelTesterOptions {
+  /** Upper bound of a test call, whatever the channel's own timeout (ms). */
+  maxTimeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+/**
+ * "Test channel": one minimal real Messages request (max_tokens 1) through the channel's adapter.
+ * Records the response time and when; never changes the status, so a manually disabled channel stays
+ * disabled and an auto-disabled one is left to the health prober.
+ */
+export class ChannelTester {
+  private readonly fetchFn: typeof fetch;
+
+  constructor(private readonly registry: ChannelRegistry, private readonly service: ChannelService, private readonly opts: ChannelTesterOptions = {}) {
+    this.fetchFn = opts.fetch ?? fetch;
+  }
+
+  async test(id: number, model?: string): Promise<ChannelTestResult> {
+    const ch = this.registry.get(id);
+    if (!ch) {
+      this.service.get(id); // 404 when the channel does not exist at all
+      throw new GatewayError(400, 'channel_key_unreadable', 'The channel key cannot be decrypted with the configured SECRET_KEY; set the key again', { param: 'key' });
+    }
+    const requested = model ?? ch.models[0]!;
+    if (!ch.models.includes(requested)) throw new GatewayError(400, 'model_not_served', `Channel ${id} does not serve model "${requested}"`, { param: 'model' });
+    const adapter = getAdapter(ch.type);
+    const req = adapter.buildMessagesRequest(
+      { model: requested, max_tokens: 1, messages: [{ role: 'user', content: 'ping' }] } as Parameters<typeof adapter.buildMessagesRequest>[0],
+      { baseUrl: ch.baseUrl, apiKey: ch.apiKey, upstreamModel: ch.modelMapping[requested] ?? requested, extraHeaders: ch.headers, timeoutMs: ch.timeoutMs },
+      new Headers(),
+    );
+    const started = performance.now();
+    let status = 0;
+    let success = false;
+    let message = '';
+    try {
+      const res = await this.fetchFn(req.url, { ...req.init, signal: AbortSignal.timeout(Math.min(ch.timeoutMs, this.opts.maxTimeoutMs ?? 30_000)) });
+      status = res.status;
+      const text = await res.text();
+      if (res.ok) {
+        adapter.decodeMessagesResponse(JSON.parse(text), { requestedModel: requested });
+        success = true;
+      } else {
+        message = adapter.classifyError(res.status, text, res.headers).error.message;
+      }
+    } catch (e) {
+      // The upstream's raw error can carry its URL; keep only the kind of failure.
+      message = e instanceof GatewayError ? e.message : (e as Error)?.name === 'TimeoutError' ? 'upstream timed out' : 'upstream unreachable or answered garbage';
+    }
+    const ms = Math.round(performance.now() - started);
+    const at = nowSeconds();
+    this.service.recordTest(id, ms, at);
+    return { success, response_time_ms: ms, status, message, tested_at: at };
+  }
+}
