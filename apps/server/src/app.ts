@@ -5,16 +5,19 @@
 import { Elysia } from 'elysia';
 import type { Services } from './services';
 import { httpErrors } from './plugins/http-errors';
+import { topupRoutes } from './routes/topup';
+import { webhookRoutes } from './routes/webhooks';
+import { ledgerRoutes } from './routes/ledger';
 import { sessionRoutes } from './routes/session';
+import { channelRoutes } from './routes/channels';
+import { userRoutes } from './routes/users';
+import { tokenRoutes } from './routes/tokens';
+import { openapiPlugin } from './plugins/openapi';
 import { twoFactorRoutes } from './routes/two-factor';
 import { passwordRoutes } from './routes/password';
 import { messagesRoutes } from './routes/messages';
 import { pricingRoutes } from './routes/pricing';
 import { logRoutes } from './routes/logs';
-import { channelRoutes } from './routes/channels';
-import { userRoutes } from './routes/users';
-import { tokenRoutes } from './routes/tokens';
-import { openapiPlugin } from './plugins/openapi';
 
 export function createApp(s: Services) {
   const app: Elysia<any, any, any, any, any, any, any> = new Elysia({ name: 'gateway' })
@@ -25,6 +28,9 @@ export function createApp(s: Services) {
     .use(channelRoutes(s))
     .use(userRoutes(s))
     .use(tokenRoutes(s))
+    .use(topupRoutes(s))
+    .use(webhookRoutes(s))
+    .use(ledgerRoutes(s))
     .use(twoFactorRoutes(s))
     .use(passwordRoutes(s))
     .use(messagesRoutes(s))

@@ -6,11 +6,12 @@ import type { Config } from '@gw/config';
 import { ChangeBus, SecretBox } from '@gw/core';
 import { LedgerRepo, SessionsRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
-import { SecurityRepo } from '@gw/db';
-import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, mailConfig, passwordResetConfig, twoFactorConfig } from '@gw/identity';
 import { ApiKeysRepo, ChannelsRepo } from '@gw/db';
 import { ApiKeyService, UserDirectory, UserService } from '@gw/identity';
 import { ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
+import { SecurityRepo } from '@gw/db';
+import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, mailConfig, passwordResetConfig, twoFactorConfig } from '@gw/identity';
+import { createPayments, paymentsConfig, type Payments } from '@gw/payments';
 import { createRelayServices, relayAdapter, type RelayServices } from '@gw/relay';
 
 export interface Services {
@@ -40,6 +41,8 @@ export interface Services {
   userDirectory: UserDirectory;
   /** Relay API keys: CRUD and the in-memory lookup by key. */
   apiKeys: ApiKeyService;
+  /** Top-ups (issue 6): orders, provider checkouts, signed webhooks, admin balance adjustments. */
+  payments: Payments;
   /** /v1/messages relay, routing health, prices, quota and usage logs (issue 3). */
   relay: RelayServices;
   /** Registers a shutdown step (stop timers, flush buffers) run before the database closes. */
@@ -92,6 +95,7 @@ export async function createServices(config: Config, log: (line: string) => void
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,
     }, security),
+    payments: createPayments(paymentsConfig(config.env), { db: dbh.db, users, ledger, bus }),
     onClose: (fn) => { closers.push(fn); },
     async close() {
       for (const c of closers.reverse()) await c();
