@@ -52,6 +52,33 @@ describe('gw channel', () => {
     expect((await gw.api('GET', '/api/channel/')).body.data.total).toBe(0);
   });
 
+  test('test: 0 when the upstream answers, 1 (with the result printed) when it fails', async () => {
+    // A local stand-in for the Anthropic API: model "good" answers, anything else is a 500.
+    const upstream = Bun.serve({
+      port: 0, hostname: '127.0.0.1',
+      async fetch(req) {
+        const body = await req.json() as { model: string };
+        if (body.model !== 'good') return Response.json({ type: 'error', error: { type: 'api_error', message: 'boom' } }, { status: 500 });
+        return Response.json({ id: 'msg_1', type: 'message', role: 'assistant', model: 'good', content: [{ type: 'text', text: 'p' }],
+          stop_reason: 'max_tokens', stop_sequence: null, usage: { input_tokens: 1, output_tokens: 1 } });
+      },
+    });
+    try {
+      const ch = (await gw.api('POST', '/api/channel/', { name: 't', type: 'anthropic', base_url: `http://127.0.0.1:${upstream.port}`, key: 'k', models: ['good', 'bad'] })).body.data;
+      const good = await gwc(['channel', 'test', String(ch.id)]);
+      expect(good.code).toBe(0);
+      expect(good.stdout).toMatch(/^result\s+ok$/m);
+      expect(good.stdout).toMatch(/^upstream status\s+200$/m);
+      const bad = await gwc(['channel', 'test', String(ch.id), '--model', 'bad', '--json']);
+      expect(bad.code).toBe(1);
+      expect(JSON.parse(bad.stdout)).toMatchObject({ success: false, status: 500 });
+      expect(bad.stderr).toStartWith(`error: channel ${ch.id} failed the test: `);
+      await gw.api('DELETE', `/api/channel/${ch.id}`);
+    } finally {
+      upstream.stop(true);
+    }
+  });
+
   test('get of an unknown channel is a server refusal (1)', async () => {
     const r = await gwc(['channel', 'get', '424242']);
     expect(r.code).toBe(1);

@@ -124,15 +124,18 @@ Examples:
   group.command('test')
     .description('Send a small test request through a channel; exits 1 when the upstream test fails')
     .argument('<id>', 'channel id', parseId)
-    .addHelpText('after', '\nExample:\n  $ gw channel test 3 && echo healthy')
-    .action(app.action(async (ctx, [id]) => {
+    .option('--model <model>', 'model to test (default: the first the channel serves)')
+    .addHelpText('after', '\nExamples:\n  $ gw channel test 3 && echo healthy\n  $ gw channel test 3 --model claude-haiku-4 --json')
+    .action(app.action(async (ctx, [id], o) => {
       // The server waits for the upstream (up to the channel's timeout), so allow longer than usual.
-      const data = await ctx.client({ timeoutMs: 300_000 }).call('POST', `/api/channel/${id}/test`);
+      const data = await ctx.client({ timeoutMs: 300_000 }).call('POST', `/api/channel/${id}/test`, { query: { model: o.model } });
       ctx.print(data, () => details([
         ['result', data.success ? 'ok' : 'FAILED'], ['upstream status', data.status], ['response ms', data.response_time_ms],
         ['message', data.message], ['tested', time(data.tested_at)],
       ]));
-      return data.success ? 0 : 1;
+      if (data.success) return 0;
+      ctx.io.err(`error: channel ${id} failed the test: ${data.message || `upstream status ${data.status}`}\n`);
+      return 1;
     }));
 }
 
