@@ -187,6 +187,19 @@ describe('expiry, per-IP limit and SMTP auth', () => {
     }
   });
 
+  test('without SMTP configured the request still answers 200 with the same body', async () => {
+    const g = await startGateway();
+    try {
+      const email = uniqueEmail();
+      await makeUser(g, 1, { email });
+      const known = await request(g, email);
+      expect(known.status).toBe(200);
+      expect(known.body).toEqual((await request(g, uniqueEmail())).body);
+    } finally {
+      await g.stop();
+    }
+  });
+
   test('SMTP_USER/SMTP_PASSWORD authenticate to the mail server', async () => {
     const authed = await startSmtp({ user: 'mailer', password: 'mail-secret' });
     const g = await startGateway({ ...authed.env, RESET_IP_PER_MINUTE: '100' });

@@ -1,0 +1,84 @@
+import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { generate } from 'otplib';
+import { ConfigError } from '@gw/config';
+import { SecretBox } from '@gw/core';
+import { SecurityRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
+import { TwoFactorService, twoFactorConfig } from './two-factor';
+
+let dbh: DbHandle;
+let users: UsersRepo;
+let now: number;
+let svc: TwoFactorService;
+beforeEach(() => {
+  dbh = openDatabase(':memory:');
+  users = new UsersRepo(dbh.db);
+  // A fixed clock in the middle of a 30 s step, so ±1 step boundaries are exact.
+  now = 1_800_000_015_000;
+  svc = new TwoFactorService(users, new SecurityRepo(dbh.db), new SecretBox(new Uint8Array(32).fill(7)), twoFactorConfig({}), () => now);
+});
+afterEach(() => dbh.close());
+
+const newUser = () => users.insert({ username: `u${crypto.randomUUID().slice(0, 6)}`, passwordHash: 'x', createdAt: 0, updatedAt: 0 });
+const code = (secret: string, steps: number) => generate({ secret, epoch: Math.floor(now / 1000) + steps * 30 });
+
+async function enabled() {
+  const u = newUser();
+  const { secret } = svc.setup(u.id);
+  const { backup_codes } = await svc.enable(u.id, await code(secret, 0));
+  return { u: users.byId(u.id)!, secret, backup_codes };
+}
+
+describe('TOTP verification', () => {
+  test('accepts the previous, current and next step; refuses two steps away', async () => {
+    const { u, secret } = await enabled();
+    now += 90_000; // three steps later, so the enable step is out of the way
+    expect(await svc.checkLoginCode(u, await code(secret, -2))).toBe(false);
+    expect(await svc.checkLoginCode(u, await code(secret, 2))).toBe(false);
+    expect(await svc.checkLoginCode(u, await code(secret, -1))).toBe(true);
+    expect(await svc.checkLoginCode(u, await code(secret, 0))).toBe(true);
+    expect(await svc.checkLoginCode(u, await code(secret, 1))).toBe(true);
+  });
+
+  test('a step is accepted once, and never an older one after it', async () => {
+    const { u, secret } = await enabled();
+    now += 30_000;
+    const c = await code(secret, 0);
+    expect(await svc.checkLoginCode(u, c)).toBe(true);
+    expect(await svc.checkLoginCode(u, c)).toBe(false);
+    expect(await svc.checkLoginCode(u, await code(secret, -1))).toBe(false);
+    expect(users.byId(u.id)!.totpLastStep).toBe(Math.floor(now / 30_000));
+  });
+
+  test('wrong lengths, non-digits and a clock behind the last step are refusals, not exceptions', async () => {
+    const { u, secret } = await enabled();
+    for (const bad of ['', '1', '12345', '1234567', '12a456', '١٢٣٤٥٦']) expect(await svc.checkLoginCode(u, bad)).toBe(false);
+    now -= 10 * 60_000; // clock moved back 10 minutes: otplib throws AfterTimeStepRangeExceededError
+    expect(await svc.checkLoginCode(u, await code(secret, 0))).toBe(false);
+    await expect(svc.disable(u.id, await code(secret, 0))).rejects.toMatchObject({ status: 400, code: 'invalid_totp' });
+  });
+
+  test('the secret is stored sealed and setup does not switch 2FA on', () => {
+    const u = newUser();
+    const s = svc.setup(u.id);
+    const row = users.byId(u.id)!;
+    expect(row.totpEnabled).toBe(false);
+    expect(row.totpSecret!.startsWith('v1.')).toBe(true);
+    expect(row.totpSecret).not.toContain(s.secret);
+    expect(s.otpauth_uri).toContain('issuer=AI%20Gateway');
+  });
+
+  test('a backup code works once at login', async () => {
+    const { u, backup_codes } = await enabled();
+    expect(await svc.checkLoginCode(u, backup_codes[4]!)).toBe(true);
+    expect(await svc.checkLoginCode(u, backup_codes[4]!)).toBe(false);
+    expect(svc.status(u.id)).toEqual({ enabled: true, backup_codes_remaining: 9 });
+  });
+});
+
+describe('twoFactorConfig', () => {
+  test('TOTP_ISSUER default and validation', () => {
+    expect(twoFactorConfig({}).issuer).toBe('AI Gateway');
+    expect(twoFactorConfig({ TOTP_ISSUER: ' Acme ' }).issuer).toBe('Acme');
+    expect(() => twoFactorConfig({ TOTP_ISSUER: 'a:b' })).toThrow(ConfigError);
+  });
+});
