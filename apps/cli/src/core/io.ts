@@ -29,23 +29,36 @@ export function processIo(): Io {
   };
 }
 
+/** The part of a TTY stdin the prompt needs (process.stdin, or a fake in tests). */
+export interface RawInput {
+  setRawMode(on: boolean): unknown;
+  setEncoding(enc: 'utf8'): unknown;
+  resume(): unknown;
+  pause(): unknown;
+  on(ev: 'data', fn: (chunk: string) => void): unknown;
+  off(ev: 'data', fn: (chunk: string) => void): unknown;
+}
+
+function ttyPrompt(question: string, hidden = false): Promise<string> {
+  return readLineRaw(process.stdin as unknown as RawInput, (t) => { process.stderr.write(t); }, question, hidden);
+}
+
 /**
  * Reads a line in raw mode so a hidden answer is never echoed (nor left in the scrollback).
- * Handles backspace, Ctrl-C (interrupt) and Ctrl-D (end of input).
+ * Handles backspace, Ctrl-C (interrupt) and Ctrl-D (end of input); escape sequences are ignored.
  */
-function ttyPrompt(question: string, hidden = false): Promise<string> {
-  const stdin = process.stdin;
-  process.stderr.write(question);
-  stdin.setRawMode(true);
-  stdin.setEncoding('utf8');
-  stdin.resume();
+export function readLineRaw(input: RawInput, write: (t: string) => void, question: string, hidden = false): Promise<string> {
+  write(question);
+  input.setRawMode(true);
+  input.setEncoding('utf8');
+  input.resume();
   return new Promise((resolve, reject) => {
     let answer = '';
     const finish = () => {
-      stdin.off('data', onData);
-      stdin.setRawMode(false);
-      stdin.pause();
-      process.stderr.write('\n');
+      input.off('data', onData);
+      input.setRawMode(false);
+      input.pause();
+      write('\n');
     };
     const onData = (chunk: string) => {
       if (chunk.startsWith('\u001b')) return; // arrow/function keys: escape sequences, not input
@@ -53,15 +66,15 @@ function ttyPrompt(question: string, hidden = false): Promise<string> {
         if (ch === '\r' || ch === '\n' || (ch === '\u0004' && answer)) { finish(); resolve(answer); return; }
         if (ch === '\u0003' || ch === '\u0004') { finish(); reject(new InterruptedError()); return; }
         if (ch === '\u007f' || ch === '\b') {
-          if (answer && !hidden) process.stderr.write('\b \b');
+          if (answer && !hidden) write('\b \b');
           answer = [...answer].slice(0, -1).join('');
           continue;
         }
-        if (ch < ' ') continue; // other control keys (arrows send escape sequences) are ignored
+        if (ch < ' ') continue; // other control keys
         answer += ch;
-        if (!hidden) process.stderr.write(ch);
+        if (!hidden) write(ch);
       }
     };
-    stdin.on('data', onData);
+    input.on('data', onData);
   });
 }
