@@ -74,7 +74,7 @@ export function startUpstream(kind: Upstream['kind'], fallback: Behaviour = { ki
     port: 0, hostname: '127.0.0.1', idleTimeout: 0,
     async fetch(req) {
       up.hits++;
-      const body = req.method === 'POST' ? await req.json().catch(() => null) : null;
+      const body: any = req.method === "POST" ? await req.json().catch(() => null) : null;
       up.requests.push({ headers: req.headers, body });
       const b = up.queue.shift() ?? up.fallback;
       if (b.kind === 'status') {

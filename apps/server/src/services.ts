@@ -12,7 +12,8 @@ import { ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
 import { SecurityRepo } from '@gw/db';
 import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, mailConfig, passwordResetConfig, twoFactorConfig } from '@gw/identity';
 import { createPayments, paymentsConfig, type Payments } from '@gw/payments';
-import { createRelayServices, relayAdapter, type RelayServices } from '@gw/relay';
+import { createRelayServices, type RelayServices } from '@gw/relay';
+import { getAdapter } from '@gw/providers';
 
 export interface Services {
   config: Config;
@@ -80,7 +81,7 @@ export async function createServices(config: Config, log: (line: string) => void
   const apiKeys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, userDirectory, bus);
   const relay = createRelayServices({
     env: config.env, db: dbh.db, bus, users, ledger, apiKeys, directory: userDirectory, channels: channelRegistry,
-    setChannelStatus: (id, status, reason) => channels.setStatus(id, status, reason), adapter: relayAdapter, log,
+    setChannelStatus: (id, status, reason) => channels.setStatus(id, status, reason), adapter: getAdapter, log,
   });
   closers.push(() => relay.close());
   const services: Services = {

@@ -1,6 +1,6 @@
 import { GatewayError } from '@gw/core';
 import { estimateRequestTokens, type CountTokensRequest } from '@gw/formats';
-import type { RelayAdapter } from './adapter';
+import type { ProviderAdapter } from '@gw/providers';
 import type { GateKey } from './gate';
 import type { RelayChannel } from './relay';
 import { orderCandidates } from './router';
@@ -27,7 +27,7 @@ export class ModelCatalog {
 
   constructor(private readonly d: {
     channels: { candidates(model: string, group: string): RelayChannel[]; models(group: string): string[] };
-    adapter(type: string): RelayAdapter;
+    adapter(type: string): ProviderAdapter;
   }) {}
 
   /** Models served to the key's group, intersected with the key's allow-list. */
@@ -72,13 +72,13 @@ export class ModelCatalog {
       throw new GatewayError(404, 'model_not_found', `Model ${body.model} is not served by this gateway`, { param: 'model', type: 'invalid_request_error' });
     }
     const ch = orderCandidates(candidates)[0];
-    if (ch) {
+    const adapter = ch && this.d.adapter(ch.type);
+    if (ch && adapter?.buildCountTokensRequest && adapter.decodeCountTokens) {
       try {
-        const n = await this.d.adapter(ch.type).countTokens(
-          { baseUrl: ch.baseUrl, apiKey: ch.apiKey, headers: ch.headers, upstreamModel: ch.modelMapping[body.model] ?? body.model },
-          body, clientHeaders, AbortSignal.timeout(Math.min(ch.timeoutMs, 30_000)),
-        );
-        if (n !== null) return { input_tokens: n };
+        const u = adapter.buildCountTokensRequest(body,
+          { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[body.model] ?? body.model }, clientHeaders);
+        const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(ch.timeoutMs, 30_000)) });
+        if (res.ok) return { input_tokens: adapter.decodeCountTokens(await res.json()) };
       } catch {
         // Counting is advisory: fall back to the local estimate rather than fail the client.
       }

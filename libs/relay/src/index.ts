@@ -1,4 +1,3 @@
-export * from './adapter';
 export * from './catalog';
 export * from './config';
 export * from './gate';
@@ -7,4 +6,3 @@ export * from './relay';
 export * from './router';
 export * from './validate';
 export * from './wiring';
-export * from './bridge';

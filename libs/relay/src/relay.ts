@@ -1,8 +1,8 @@
 import { GatewayError } from '@gw/core';
 import { costFor, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage } from '@gw/billing';
-import { errorFrame, estimateRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
+import { estimateRequestTokens, estimateTextTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
-import type { RelayAdapter, UpstreamTarget } from './adapter';
+import { classifyTransportError, decodeContextFor, type ClassifiedError, type ProviderAdapter, type StreamDecoder, type UpstreamTarget } from '@gw/providers';
 import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
 import type { ChannelHealth } from './health';
@@ -26,7 +26,7 @@ export interface RelayChannel {
 
 export interface RelayDeps {
   channels: { candidates(model: string, group: string): RelayChannel[]; all(): RelayChannel[] };
-  adapter(type: string): RelayAdapter;
+  adapter(type: string): ProviderAdapter;
   prices: PriceBook;
   quota: QuotaService;
   health: ChannelHealth;
@@ -135,57 +135,59 @@ export class RelayService {
   }
 
   private target(ch: RelayChannel, model: string): UpstreamTarget {
-    return { baseUrl: ch.baseUrl, apiKey: ch.apiKey, headers: ch.headers, upstreamModel: ch.modelMapping[model] ?? model };
+    return { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[model] ?? model, timeoutMs: ch.timeoutMs };
   }
 
   private async attempt(ch: RelayChannel, r: RelayRequest, inputEstimate: number, res: Reservation, attempts: number): Promise<Attempt> {
     const adapter = this.d.adapter(ch.type);
-    const stream = r.body.stream === true;
     const ctrl = new AbortController();
     const onClientAbort = () => ctrl.abort(new DOMException('client closed the request', 'AbortError'));
     r.signal?.addEventListener('abort', onClientAbort, { once: true });
     let timedOut = false;
     const timer = setTimeout(() => { timedOut = true; ctrl.abort(new DOMException(`no answer within ${ch.timeoutMs} ms`, 'TimeoutError')); }, ch.timeoutMs);
-    const fail = (input: Parameters<RelayAdapter['classify']>[0], why: string): Attempt => {
-      clearTimeout(timer);
-      r.signal?.removeEventListener('abort', onClientAbort);
-      const c = adapter.classify(timedOut ? { error: new DOMException(`timeout after ${ch.timeoutMs} ms`, 'TimeoutError') } : input);
-      // 429 means "busy", not "broken": retry elsewhere but do not count it toward auto-disable.
-      if (c.retryable && input.status !== 429) this.d.health.failure(ch.id, why);
+    const done = () => { clearTimeout(timer); r.signal?.removeEventListener('abort', onClientAbort); };
+    const fail = (c: ClassifiedError, why: string): Attempt => {
+      done();
+      // 429 means "busy", not "broken": retry elsewhere but do not count it toward auto-disable; nor
+      // does a request the upstream refused as invalid (the client's fault, not the channel's).
+      if (c.retryable && c.kind !== 'rate_limit') this.d.health.failure(ch.id, why);
       return { ok: false, retryable: c.retryable, error: c.error };
     };
-    let req: Request;
-    try {
-      req = adapter.buildRequest(this.target(ch, r.body.model), r.body, { stream, clientHeaders: r.headers });
-    } catch (e) {
-      // The request cannot be expressed for this upstream (e.g. a server tool on a chat-completions channel).
-      clearTimeout(timer);
-      r.signal?.removeEventListener('abort', onClientAbort);
-      return { ok: false, retryable: false, error: e instanceof GatewayError ? e : new GatewayError(400, 'untranslatable_request', String((e as Error)?.message ?? e)) };
-    }
+    const transport = (cause: unknown, why: string) => fail(classifyTransportError(cause, timedOut), timedOut ? `timeout after ${ch.timeoutMs} ms` : why);
     let upstream: Response;
     try {
-      upstream = await fetch(req, { signal: ctrl.signal });
-    } catch (error) {
-      return fail({ error }, timedOut ? 'timeout' : `connect error: ${(error as Error)?.message ?? error}`);
+      const u = adapter.buildMessagesRequest(r.body, this.target(ch, r.body.model), r.headers);
+      upstream = await fetch(u.url, { ...u.init, signal: ctrl.signal });
+    } catch (e) {
+      // A request this upstream cannot express (e.g. a server tool on a chat-completions channel) is the client's 400.
+      if (e instanceof GatewayError) { done(); return { ok: false, retryable: false, error: e }; }
+      return transport(e, `connect error: ${(e as Error)?.message ?? e}`);
     }
     if (!upstream.ok) {
       const text = await upstream.text().catch(() => '');
-      return fail({ status: upstream.status, body: text, headers: upstream.headers }, `HTTP ${upstream.status}`);
+      return fail(adapter.classifyError(upstream.status, text, upstream.headers), `HTTP ${upstream.status}`);
     }
-    if (!stream) {
+    const ctx = decodeContextFor(r.body, { inputTokens: inputEstimate });
+    if (r.body.stream !== true) {
       let json: unknown;
       try {
         json = await upstream.json();
-      } catch (error) {
-        return fail({ error }, timedOut ? 'timeout' : 'bad or cut response body');
+      } catch (e) {
+        return transport(e, 'bad or cut response body');
       }
-      clearTimeout(timer);
-      r.signal?.removeEventListener('abort', onClientAbort);
+      done();
+      let decoded;
+      try {
+        decoded = adapter.decodeMessagesResponse(json, ctx);
+      } catch (e) {
+        this.d.health.failure(ch.id, 'undecodable response');
+        return { ok: false, retryable: true, error: e instanceof GatewayError ? e : new GatewayError(502, 'upstream_bad_response', 'The upstream sent an invalid response') };
+      }
       this.d.health.success(ch.id);
-      const decoded = adapter.decodeResponse(json, { requestedModel: r.body.model, body: r.body });
+      // An upstream that reports no usage is billed on estimates rather than for free.
+      const usage = decoded.usage ?? { input_tokens: inputEstimate, output_tokens: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')), cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
       // Billed before the response leaves: a completed request is never left unbilled by a crash.
-      this.settle(res, r, ch, toTokens(decoded.usage), { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt) });
+      this.settle(res, r, ch, toTokens(usage), { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt) });
       return {
         ok: true, channel: ch,
         response: new Response(JSON.stringify(decoded.message), { status: 200, headers: { 'content-type': 'application/json', 'request-id': r.requestId } }),
@@ -197,67 +199,55 @@ export class RelayService {
     let first: { done: boolean; value?: Uint8Array };
     try {
       first = await reader.read();
-    } catch (error) {
-      return fail({ error }, timedOut ? 'timeout' : 'stream failed before the first byte');
+    } catch (e) {
+      return transport(e, 'stream failed before the first byte');
     }
-    if (first.done) return fail({ status: 502, body: '' }, 'empty stream');
-    clearTimeout(timer);
+    if (first.done) return fail({ retryable: true, kind: 'server', error: new GatewayError(502, 'upstream_empty_stream', 'The upstream sent an empty stream') }, 'empty stream');
+    done();
     this.d.health.success(ch.id);
-    return { ok: true, channel: ch, response: this.streamResponse(adapter, reader, first.value!, ch, r, res, inputEstimate, attempts, () => r.signal?.removeEventListener('abort', onClientAbort)) };
+    const decoder = adapter.createStreamDecoder(ctx);
+    return { ok: true, channel: ch, response: this.streamResponse(decoder, reader, first.value!, ch, r, res, attempts) };
   }
 
-  private streamResponse(adapter: RelayAdapter, reader: ReadableStreamDefaultReader<Uint8Array>, first: Uint8Array, ch: RelayChannel,
-    r: RelayRequest, res: Reservation, inputEstimate: number, attempts: number, cleanup: () => void): Response {
-    let cut = false;
+  private streamResponse(decoder: StreamDecoder, reader: ReadableStreamDefaultReader<Uint8Array>, first: Uint8Array, ch: RelayChannel,
+    r: RelayRequest, res: Reservation, attempts: number): Response {
     const source = new ReadableStream<Uint8Array>({
       start(c) { c.enqueue(first); },
       async pull(c) {
-        try {
-          const { done, value } = await reader.read();
-          if (done) c.close();
-          else c.enqueue(value);
-        } catch {
-          // The upstream died mid-stream: end the source so the decoder can close what it has.
-          cut = true;
-          c.close();
-        }
+        // Errors propagate: the decoder turns an upstream failure into an `error` event for the client.
+        const { done, value } = await reader.read();
+        if (done) c.close();
+        else c.enqueue(value);
       },
       cancel(reason) { return reader.cancel(reason); },
     }, { highWaterMark: 0 });
-    const decoder = adapter.streamDecoder({ requestedModel: r.body.model, body: r.body, inputTokens: inputEstimate });
-    const decoded = source.pipeThrough(decoder.transform).getReader();
+    const decoded = decoder.pipe(source).getReader();
     let ttft: number | null = null;
     let finished = false;
     const finish = (clientGone: boolean) => {
       if (finished) return;
       finished = true;
-      cleanup();
       const out = decoder.result();
       const usage = toTokens(out.usage ?? out.estimatedUsage);
-      const errorCode = clientGone ? 'client_closed' : out.complete ? '' : cut ? 'upstream_stream_cut' : 'upstream_stream_incomplete';
-      if (!out.complete && !clientGone) this.d.health.failure(ch.id, errorCode);
+      const errorCode = out.complete ? '' : clientGone ? 'client_closed' : 'upstream_stream_cut';
+      if (!out.complete && !clientGone) this.d.health.failure(ch.id, out.error ?? errorCode);
       this.settle(res, r, ch, usage, { status: 200, errorCode, attempts, ttftMs: ttft });
     };
-    const encoder = new TextEncoder();
     const body = new ReadableStream<Uint8Array>({
       async pull(c) {
         let chunk: { done: boolean; value?: Uint8Array };
         try {
           chunk = await decoded.read();
         } catch {
-          chunk = { done: true, value: undefined };
-          cut = true;
+          chunk = { done: true };
         }
-        if (!chunk.done) {
-          if (ttft === null) ttft = since(r.startedAt);
-          c.enqueue(chunk.value!);
+        if (chunk.done) {
+          finish(false);
+          c.close();
           return;
         }
-        const out = decoder.result();
-        // After the first byte an error can only be an event (API.md): say so before closing.
-        if (!out.complete && !out.failed) c.enqueue(encoder.encode(errorFrame('The upstream stream ended before the message was complete', 'api_error')));
-        finish(false);
-        c.close();
+        if (ttft === null) ttft = since(r.startedAt);
+        c.enqueue(chunk.value!);
       },
       cancel(reason) {
         finish(true);
@@ -266,7 +256,7 @@ export class RelayService {
     }, { highWaterMark: 0 });
     return new Response(body, {
       status: 200,
-      headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive', 'request-id': r.requestId },
+      headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'request-id': r.requestId },
     });
   }
 }

@@ -1,7 +1,7 @@
 import type { ChangeBus } from '@gw/core';
 import { billingConfig, PriceBook, QuotaService, type BillingConfig } from '@gw/billing';
 import { PricesRepo, UsageLogsRepo, type Db, type LedgerRepo, type UsersRepo } from '@gw/db';
-import type { RelayAdapter } from './adapter';
+import type { ProviderAdapter } from '@gw/providers';
 import { ModelCatalog } from './catalog';
 import { relayConfig, type RelayConfig } from './config';
 import { RelayGate, type GateKey, type GateUser } from './gate';
@@ -37,7 +37,7 @@ export interface RelayWiring {
     models(group: string): string[];
   };
   setChannelStatus(id: number, status: 1 | 3, reason: string): void;
-  adapter(type: string): RelayAdapter;
+  adapter(type: string): ProviderAdapter;
   log?: (line: string) => void;
 }
 
@@ -69,9 +69,8 @@ async function probeChannel(w: RelayWiring, id: number, timeoutMs: number): Prom
   if (!ch || !model) return false;
   const adapter = w.adapter(ch.type);
   const body = { model, max_tokens: 1, messages: [{ role: 'user' as const, content: 'ping' }] };
-  const req = adapter.buildRequest({ baseUrl: ch.baseUrl, apiKey: ch.apiKey, headers: ch.headers, upstreamModel: ch.modelMapping[model] ?? model }, body,
-    { stream: false, clientHeaders: new Headers() });
-  const res = await fetch(req, { signal: AbortSignal.timeout(Math.min(timeoutMs, ch.timeoutMs)) });
+  const u = adapter.buildMessagesRequest(body, { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[model] ?? model }, new Headers());
+  const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(timeoutMs, ch.timeoutMs)) });
   await res.arrayBuffer().catch(() => undefined);
   return res.ok;
 }
