@@ -67,10 +67,16 @@ export const openapiPlugin = (info: { title: string; version: string }) => {
     .get('/openapi/json', () => {
       const routes = (app as any).getGlobalRoutes().length as number;
       if (cached?.routes === routes) return cached.doc;
-      const generated = toOpenAPISchema(app as any, undefined, undefined, undefined, '3.1.0' as any) as Doc;
+      // The global JSON parser of http-errors is a function, which the generator skips, leaving every request
+      // body without a content type; every management body is JSON, so describe it as such.
+      const view = {
+        getGlobalRoutes: () => (app as any).getGlobalRoutes().map((r: any) => (r.hooks?.body ? { ...r, hooks: { ...r.hooks, parse: [{ fn: 'json' }] } } : r)),
+        getGlobalDefinitions: () => (app as any).getGlobalDefinitions?.(),
+      };
+      const generated = toOpenAPISchema(view as any, undefined, undefined, undefined, '3.1.0' as any) as Doc;
       const doc = withSecurity({
         openapi: '3.1.0',
-        info: { ...info, description: 'Management API (/api/*) and model API (/v1/*). Errors use the four-string error object of API.md.' },
+        info: { ...info, description: 'Management API (`/api/*`) and model API (`/v1/*`). Errors use the four-string error object of API.md.' },
         tags: [
           { name: 'session', description: 'Login, logout, the caller, management access tokens' },
           { name: 'user', description: 'User administration (admin) and own profile' },
