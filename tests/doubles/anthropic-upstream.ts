@@ -1,0 +1,96 @@
+/**
+ * A fake Anthropic API speaking the real wire format (wire-protocols A): `POST /v1/messages` (JSON or SSE
+ * with named events), `POST /v1/messages/count_tokens`, Anthropic error bodies. Scriptable per request
+ * through `UpstreamPlan` (sse.ts).
+ */
+import {
+  doubleTokens, jsonResponse, lastUserText, pieces, sseResponse, startDouble,
+  type DoubleOptions, type RecordedRequest, type UpstreamDouble, type UpstreamPlan,
+} from './sse';
+
+export type { RecordedRequest, UpstreamPlan, UpstreamDouble } from './sse';
+
+const ERROR_TYPES: Record<number, string> = {
+  400: 'invalid_request_error', 401: 'authentication_error', 402: 'billing_error', 403: 'permission_error',
+  404: 'not_found_error', 409: 'conflict_error', 413: 'request_too_large', 429: 'rate_limit_error',
+  500: 'api_error', 504: 'timeout_error', 529: 'overloaded_error',
+};
+
+/** An Anthropic error response. */
+export function anthropicError(status: number, message = 'Upstream double error', type = ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'), headers: Record<string, string> = {}): Response {
+  return jsonResponse({ type: 'error', error: { type, message }, request_id: 'req_double' }, status, { 'request-id': 'req_double', ...headers });
+}
+
+const frame = (data: { type: string }) => `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`;
+
+interface Reply {
+  blocks: Array<{ type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: unknown }>;
+  stopReason: string;
+  usage: { input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number };
+}
+
+function reply(req: RecordedRequest, plan: UpstreamPlan): Reply {
+  const text = plan.text ?? `Echo: ${lastUserText(req.body?.messages)}`;
+  const blocks: Reply['blocks'] = text ? [{ type: 'text', text }] : [];
+  (plan.toolCalls ?? []).forEach((t, i) => blocks.push({ type: 'tool_use', id: t.id ?? `toolu_double_${i}`, name: t.name, input: t.input ?? {} }));
+  const u = plan.usage ?? {};
+  return {
+    blocks,
+    stopReason: plan.stopReason ?? (plan.toolCalls?.length ? 'tool_use' : 'end_turn'),
+    usage: {
+      input_tokens: u.input ?? doubleTokens(JSON.stringify(req.body?.messages ?? []) + JSON.stringify(req.body?.system ?? '')),
+      output_tokens: u.output ?? doubleTokens(text + JSON.stringify(plan.toolCalls ?? [])),
+      cache_creation_input_tokens: u.cacheWrite ?? 0,
+      cache_read_input_tokens: u.cacheRead ?? 0,
+    },
+  };
+}
+
+function streamFrames(id: string, model: string, r: Reply): string[] {
+  const frames = [frame({
+    type: 'message_start',
+    message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { ...r.usage, output_tokens: 1 } },
+  } as any)];
+  r.blocks.forEach((b, index) => {
+    if (b.type === 'text') {
+      frames.push(frame({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } } as any));
+      if (index === 0) frames.push(frame({ type: 'ping' }));
+      for (const p of pieces(b.text)) frames.push(frame({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: p } } as any));
+    } else {
+      frames.push(frame({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: b.id, name: b.name, input: {} } } as any));
+      const json = JSON.stringify(b.input);
+      const half = Math.ceil(json.length / 2);
+      for (const p of ['', json.slice(0, half), json.slice(half)]) frames.push(frame({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: p } } as any));
+    }
+    frames.push(frame({ type: 'content_block_stop', index } as any));
+  });
+  frames.push(frame({ type: 'message_delta', delta: { stop_reason: r.stopReason, stop_sequence: null }, usage: r.usage } as any));
+  frames.push(frame({ type: 'message_stop' }));
+  return frames;
+}
+
+let seq = 0;
+
+/** Starts a fake Anthropic upstream on a random port. */
+export function startAnthropicUpstream(opts: DoubleOptions = {}): UpstreamDouble {
+  return startDouble(opts, (req, plan) => {
+    if (req.method !== 'POST') return anthropicError(404, 'Not found');
+    if (opts.apiKey !== undefined && req.headers['x-api-key'] !== opts.apiKey) return anthropicError(401, 'invalid x-api-key');
+    if (!req.headers['anthropic-version']) return anthropicError(400, 'anthropic-version: header is required');
+    if (req.body === undefined) return anthropicError(400, 'Invalid JSON body');
+    if (plan.error) {
+      const e = plan.error;
+      return anthropicError(e.status, e.message, e.type, e.retryAfter !== undefined ? { 'retry-after': String(e.retryAfter) } : {});
+    }
+    if (req.path === '/v1/messages/count_tokens') {
+      return jsonResponse({ input_tokens: plan.usage?.input ?? doubleTokens(JSON.stringify(req.body.messages ?? []) + JSON.stringify(req.body.system ?? '')) });
+    }
+    if (req.path !== '/v1/messages') return anthropicError(404, `Not found: ${req.path}`);
+    const r = reply(req, plan);
+    const id = `msg_double_${++seq}`;
+    const model = String(req.body.model);
+    const headers = { 'request-id': `req_double_${seq}`, ...plan.headers };
+    if (plan.stream ?? req.body.stream === true) return sseResponse(streamFrames(id, model, r), plan, headers);
+    return jsonResponse({ id, type: 'message', role: 'assistant', model, content: r.blocks, stop_reason: r.stopReason, stop_sequence: null, usage: { ...r.usage, service_tier: 'standard' } }, 200, headers);
+  });
+}
