@@ -1,0 +1,32 @@
+import { describe, expect, test } from 'bun:test';
+import { paymentsConfig } from './config';
+
+describe('paymentsConfig', () => {
+  test('defaults: usd, 100..1,000,000, 5000 quota per cent, no providers', () => {
+    const c = paymentsConfig({});
+    expect(c).toMatchObject({ currency: 'usd', min: 100, max: 1_000_000, quotaPerUnit: 5000, providerA: null, providerB: null, apiTimeoutMs: 15_000 });
+    expect(c.successUrl).toBe('http://localhost:3000/topup/success');
+    expect(paymentsConfig({ PUBLIC_URL: 'https://gw.example.com/', TOPUP_CANCEL_URL: 'https://shop.example.com/back' })).toMatchObject({
+      successUrl: 'https://gw.example.com/topup/success', cancelUrl: 'https://shop.example.com/back',
+    });
+  });
+
+  test('a provider is on when all its variables are set, with default API bases', () => {
+    const c = paymentsConfig({
+      PROVIDER_A_SECRET_KEY: 'sk', PROVIDER_A_WEBHOOK_SECRET: 'whsec',
+      PROVIDER_B_API_KEY: 'k', PROVIDER_B_WEBHOOK_SECRET: 's', PROVIDER_B_PRODUCT_ID: 'prod', TOPUP_CURRENCY: 'EUR',
+    });
+    expect(c.currency).toBe('eur');
+    expect(c.providerA).toEqual({ apiBase: 'https://api.stripe.com', secretKey: 'sk', webhookSecret: 'whsec', toleranceSeconds: 300 });
+    expect(c.providerB).toEqual({ apiBase: 'https://api.creem.io', apiKey: 'k', webhookSecret: 's', productId: 'prod', unitAmount: 100 });
+  });
+
+  test('bad values stop start-up with one line naming the variable', () => {
+    expect(() => paymentsConfig({ PROVIDER_A_SECRET_KEY: 'sk' })).toThrow('PROVIDER_A_WEBHOOK_SECRET must be set too');
+    expect(() => paymentsConfig({ TOPUP_MIN: '500', TOPUP_MAX: '100' })).toThrow('TOPUP_MIN (500) must not exceed TOPUP_MAX (100)');
+    expect(() => paymentsConfig({ QUOTA_PER_UNIT: '1.5' })).toThrow('QUOTA_PER_UNIT must be an integer');
+    expect(() => paymentsConfig({ TOPUP_CURRENCY: 'dollars' })).toThrow('TOPUP_CURRENCY');
+    expect(() => paymentsConfig({ PUBLIC_URL: 'not a url' })).toThrow('PUBLIC_URL');
+    expect(() => paymentsConfig({ TOPUP_MAX: '9007199254740991', QUOTA_PER_UNIT: '10' })).toThrow('2^53');
+  });
+});
