@@ -9,13 +9,23 @@ import { cliSandbox, type CliSandbox } from './run-cli';
 let gw: TestGateway;
 let sb: CliSandbox;
 let env: Record<string, string>;
+let stripe: ReturnType<typeof Bun.serve>;
 beforeAll(async () => {
-  gw = await startGateway();
+  // A stand-in for providerA's checkout API, so `topup create` gets a real checkout answer.
+  stripe = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    fetch: (req) => new URL(req.url).pathname === '/v1/checkout/sessions'
+      ? Response.json({ id: 'cs_test_cli', url: 'https://checkout.example/cs_test_cli' })
+      : new Response('not found', { status: 404 }),
+  });
+  gw = await startGateway({
+    PROVIDER_A_API_BASE: `http://127.0.0.1:${stripe.port}`, PROVIDER_A_SECRET_KEY: 'sk_test_x', PROVIDER_A_WEBHOOK_SECRET: 'whsec_x',
+  });
   sb = cliSandbox();
   // Credentials from the environment this time (login is covered in session.test.ts).
   env = { GATEWAY_URL: gw.url, GATEWAY_TOKEN: gw.rootToken };
 });
-afterAll(async () => { await gw.stop(); sb.cleanup(); });
+afterAll(async () => { await gw.stop(); stripe.stop(true); sb.cleanup(); });
 
 const gwc = (args: string[], stdin?: string) => sb.run(args, { env, stdin });
 
@@ -143,12 +153,22 @@ describe('gw key', () => {
 });
 
 describe('gw topup', () => {
-  test('info and an empty own order list', async () => {
+  test('info, create (the only provider by default) printing the checkout URL, list, get', async () => {
     const info = JSON.parse((await gwc(['topup', 'info', '--json'])).stdout);
     expect(info).toEqual((await gw.api('GET', '/api/topup/info')).body.data);
-    const list = await gwc(['order', 'list', '--self']);
-    expect(list.code).toBe(0);
-    expect(list.stdout).toBe('(none)\n');
+    expect((await gwc(['order', 'list', '--self'])).stdout).toBe('(none)\n');
+
+    const created = await gwc(['topup', 'create', '--amount', '1000']);
+    expect(created.code).toBe(0);
+    expect(created.stdout).toMatch(/^pay at\s+https:\/\/checkout\.example\/cs_test_cli$/m);
+    const orders = JSON.parse((await gwc(['order', 'list', '--self', '--status', 'pending', '--json'])).stdout);
+    expect(orders.total).toBe(1);
+    expect(orders.items[0]).toMatchObject({ provider: 'providerA', amount: 1000, status: 'pending' });
+    const one = await gwc(['topup', 'get', orders.items[0].trade_no]);
+    expect(one.stdout).toMatch(new RegExp(`^trade no\\s+${orders.items[0].trade_no}$`, 'm'));
+
+    const bad = await gwc(['order', 'list', '--status', 'weird']);
+    expect(bad.code).toBe(2);
   });
 });
 

@@ -122,6 +122,20 @@ describe('gw login / whoami / token / logout', () => {
   });
 });
 
+describe('gw password', () => {
+  test('changes the password from stdin; a wrong current password is refused (1)', async () => {
+    const u = await makeUser(gw);
+    const env = { GATEWAY_URL: gw.url, GATEWAY_TOKEN: u.token };
+    const wrong = await sb.run(['password', '--stdin'], { env, stdin: 'not-the-password\nnew-password-456\n' });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toStartWith('error: ');
+    const ok = await sb.run(['password', '--stdin'], { env, stdin: `${u.password}\nnew-password-456\n` });
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toStartWith('Password changed');
+    expect((await gw.api('POST', '/api/user/login', { username: u.username, password: 'new-password-456' }, null)).status).toBe(200);
+  });
+});
+
 describe('gw login with two-factor authentication', () => {
   test('without a code: exit 1 with totp_required and a hint; with --totp (a backup code): logged in', async () => {
     const u = await makeUser(gw);

@@ -9,6 +9,7 @@ import { ApiError, EXIT, InterruptedError, UnreachableError, UsageError } from '
 import type { Io } from './core/io';
 import { registerSession } from './commands/session';
 import { registerToken } from './commands/token';
+import { registerPassword } from './commands/password';
 import { registerChannel } from './commands/channel';
 import { registerUser } from './commands/user';
 import { registerKey } from './commands/key';
@@ -43,6 +44,7 @@ export function buildProgram(app: App): Command {
     .exitOverride()
     .addHelpText('after', EXIT_HELP);
   registerSession(program, app);
+  registerPassword(program, app);
   registerToken(program, app);
   registerChannel(program, app);
   registerUser(program, app);
