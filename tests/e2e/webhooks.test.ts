@@ -152,6 +152,33 @@ describe('providerA (Stripe scheme)', () => {
     balanced(user.id);
   });
 
+  test('a failure inside the transaction leaves nothing behind (500, so the provider retries); the retry credits', async () => {
+    const { user, tradeNo, session } = await orderA(350);
+    const body = paid(session);
+    const ledger = gw.services.ledger;
+    const original = ledger.apply;
+    // Simulates a crash after the event was claimed and the order marked paid, before the credit is written.
+    ledger.apply = () => { throw new Error('simulated crash in the ledger write'); };
+    let r;
+    try { r = await postA(body); } finally { ledger.apply = original; }
+    expect(r.status).toBe(500);
+    expect(order(tradeNo).status).toBe('pending');
+    expect(eventRow('providerA', eventId(body))).toBeNull();
+    expect(credits(tradeNo)).toHaveLength(0);
+    expect(balance(user.id)).toBe(0);
+    expect((await postA(body)).body.data.outcome).toBe('credited');
+    expect(balance(user.id)).toBe(3500);
+    balanced(user.id);
+  });
+
+  test('a body over 1 MiB is refused with 413 before any processing', async () => {
+    const body = JSON.stringify({ id: 'evt_big', type: 'checkout.session.completed', pad: 'x'.repeat(1024 * 1024) });
+    const r = await postA(body);
+    expect(r.status).toBe(413);
+    expect(r.body.error.code).toBe('request_too_large');
+    expect(eventRow('providerA', 'evt_big')).toBeNull();
+  });
+
   test('several v1 signatures (secret rolling): any valid one is accepted', async () => {
     const { user, tradeNo, session } = await orderA(200);
     const body = paid(session);
