@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { generate } from 'otplib';
 import { ROOT_PASSWORD, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
@@ -108,6 +108,20 @@ describe('gw login / whoami / token / logout', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('Examples:');
     expect(r.stdout).toContain('--password-stdin');
+  });
+
+  test('logging in again replaces (and revokes) the stored token; loose file permissions are warned about', async () => {
+    const before = JSON.parse(readFileSync(sb.configPath, 'utf8')).token as string;
+    const again = await sb.run(['login', '-u', 'root', '--password-stdin'], { stdin: `${ROOT_PASSWORD}\n` });
+    expect(again.code).toBe(0); // the URL came from the file this time
+    const after = JSON.parse(readFileSync(sb.configPath, 'utf8')).token as string;
+    expect(after).not.toBe(before);
+    expect((await gw.api('GET', '/api/user/self', undefined, before)).status).toBe(401);
+    chmodSync(sb.configPath, 0o644);
+    const warned = await sb.run(['whoami']);
+    expect(warned.code).toBe(0);
+    expect(warned.stderr).toContain('readable by other users');
+    chmodSync(sb.configPath, 0o600);
   });
 
   test('logout revokes the token on the server and removes it locally', async () => {
