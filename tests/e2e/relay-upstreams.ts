@@ -4,11 +4,14 @@
  * JSON or SSE, HTTP errors (429/5xx), latency, streams held open or cut mid-way. (A refused
  * connection is a channel pointing at a closed port.)
  */
+type Answer = { text?: string; usage?: Partial<Record<'input' | 'output' | 'cacheRead' | 'cacheWrite', number>>; delayMs?: number; tool?: { name: string; args: string } };
 export type Behaviour =
-  | { kind: 'ok'; text?: string; usage?: Partial<Record<'input' | 'output' | 'cacheRead' | 'cacheWrite', number>>; delayMs?: number; tool?: { name: string; args: string } }
-  | { kind: 'status'; status: number; retryAfter?: string }
-  | { kind: 'cut'; afterChunks: number }
-  | { kind: 'hold' };
+  | ({ kind: 'ok' } & Answer)
+  /** Streams the first SSE event, then keeps the response open until the client goes away. */
+  | ({ kind: 'hold' } & Answer)
+  /** Streams `afterChunks` SSE events, then fails the body. */
+  | ({ kind: 'cut'; afterChunks: number } & Answer)
+  | { kind: 'status'; status: number; retryAfter?: string };
 
 export interface Upstream {
   url: string;
@@ -82,7 +85,7 @@ export function startUpstream(kind: Upstream['kind'], fallback: Behaviour = { ki
       }
       if (new URL(req.url).pathname.endsWith('/count_tokens')) return Response.json({ input_tokens: 4242 });
       const model = body?.model ?? 'm';
-      const ok: Extract<Behaviour, { kind: 'ok' }> = b.kind === 'ok' ? b : { kind: 'ok' };
+      const ok: Extract<Behaviour, { kind: 'ok' }> = { ...b, kind: 'ok' };
       if (ok.delayMs) await Bun.sleep(ok.delayMs);
       if (!body?.stream) return Response.json(json(ok, kind, model));
       const events = kind === 'anthropic' ? anthropicEvents(ok, model) : openaiEvents(ok, model);

@@ -1,0 +1,114 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { startGateway, type TestGateway } from '../helpers/gateway';
+import { startUpstream, type Upstream } from './relay-upstreams';
+import { addChannel, eventNames, keyedUser, msg, send, setPrice } from './relay-setup';
+
+let gw: TestGateway;
+let ant: Upstream;
+let oai: Upstream;
+const PRICE = { input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 };
+const USAGE = { input: 1000, output: 200, cacheRead: 5000, cacheWrite: 100 };
+// 1000*3 + 200*15 + 5000*0.3 + 100*3.75 = 7875 units exactly.
+const COST = 7875;
+
+beforeAll(async () => {
+  gw = await startGateway();
+  ant = startUpstream('anthropic', { kind: 'ok', usage: USAGE });
+  oai = startUpstream('openai', { kind: 'ok', usage: { ...USAGE, cacheWrite: 0 } });
+  await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['meter-a', 'cheap'] });
+  await addChannel(gw, { type: 'openai', url: oai.url, models: ['meter-o'] });
+  await setPrice(gw, 'meter-a', PRICE);
+  await setPrice(gw, 'meter-o', PRICE);
+  // Only output is priced: the worst case of a request is exactly max_tokens units.
+  await setPrice(gw, 'cheap', { input: 0, output: 1_000_000 });
+});
+afterAll(async () => { ant.stop(); oai.stop(); await gw.stop(); });
+
+const balance = (id: number) => gw.services.users.byId(id)!.quota;
+const logOf = (requestId: string) => gw.services.dbh.sqlite.query('select * from usage_logs where request_id = ?').get(requestId) as any;
+const charge = (requestId: string) => gw.services.dbh.sqlite.query("select amount from ledger where kind = 'charge' and ref = ?").all(requestId) as any[];
+
+describe('metering exactness', () => {
+  for (const [model, stream] of [['meter-a', false], ['meter-a', true], ['meter-o', false], ['meter-o', true]] as const) {
+    test(`${model} ${stream ? 'stream' : 'json'}: tokens × prices = ledger charge = usage log cost = balance drop`, async () => {
+      const u = await keyedUser(gw, 1_000_000, { unlimited_quota: false, remain_quota: 500_000 });
+      const r = await send(gw, u.key, msg(model, { stream, max_tokens: 300 }));
+      expect(r.status).toBe(200);
+      if (stream) expect(eventNames(r.text).at(-1)).toBe('message_stop');
+      const id = r.headers.get('request-id')!;
+      // The OpenAI double reports no cache writes; its cached tokens are priced as cache reads.
+      const cost = model === 'meter-o' ? COST - 375 : COST;
+      const log = logOf(id);
+      expect(log).toMatchObject({ cost, status: 200, error_code: '', input_tokens: 1000, output_tokens: 200, cache_read_tokens: 5000, cache_write_tokens: model === 'meter-o' ? 0 : 100, user_id: u.id, api_key_id: u.keyId, attempts: 1 });
+      expect(charge(id)).toEqual([{ amount: -cost }]);
+      expect(balance(u.id)).toBe(1_000_000 - cost);
+      expect(gw.services.ledger.sum(u.id)).toBe(1_000_000 - cost);
+      const key = gw.services.dbh.sqlite.query('select used_quota, remain_quota from api_keys where id = ?').get(u.keyId);
+      expect(key).toEqual({ used_quota: cost, remain_quota: 500_000 - cost });
+      expect(gw.services.relay.quota.available(u.id)).toBe(1_000_000 - cost);
+      const self = await gw.api('GET', '/api/log/self', undefined, u.token);
+      expect(self.body.data.items[0]).toMatchObject({ request_id: id, cost, model, channel_id: null });
+      expect(self.body.data.items[0].latency_ms).toBeGreaterThanOrEqual(0);
+    });
+  }
+});
+
+describe('quota', () => {
+  test('402 when the worst case exceeds the balance; nothing reaches the upstream', async () => {
+    const u = await keyedUser(gw, 999);
+    const before = ant.hits;
+    const r = await send(gw, u.key, msg('cheap', { max_tokens: 1000 }));
+    expect(r.status).toBe(402);
+    expect(r.body.error).toMatchObject({ type: 'billing_error', code: 'quota_exhausted' });
+    expect(ant.hits).toBe(before);
+    expect((await send(gw, u.key, msg('cheap', { max_tokens: 900 }))).status).toBe(200);
+  });
+
+  test('a limited key cannot spend past its remain_quota', async () => {
+    const u = await keyedUser(gw, 1_000_000, { unlimited_quota: false, remain_quota: 500 });
+    const r = await send(gw, u.key, msg('cheap', { max_tokens: 1000 }));
+    expect(r.status).toBe(402);
+    expect(r.body.error.code).toBe('key_quota_exhausted');
+  });
+
+  test('concurrent requests cannot overspend: reservations hold the worst case', async () => {
+    const u = await keyedUser(gw, 3500);
+    ant.queue.push(...Array.from({ length: 8 }, () => ({ kind: 'ok' as const, delayMs: 150, usage: { input: 1, output: 5 } })));
+    const rs = await Promise.all(Array.from({ length: 8 }, () => send(gw, u.key, msg('cheap', { max_tokens: 1000 }))));
+    ant.queue.length = 0;
+    const codes = rs.map((r) => r.status).sort();
+    expect(codes).toEqual([200, 200, 200, 402, 402, 402, 402, 402]);
+    expect(balance(u.id)).toBe(3500 - 3 * 5);
+    expect(gw.services.relay.quota.available(u.id)).toBe(3500 - 15);
+  });
+
+  test('an upstream failure costs nothing but is logged', async () => {
+    const u = await keyedUser(gw, 100_000);
+    ant.queue.push({ kind: 'status', status: 500 });
+    const r = await send(gw, u.key, msg('meter-a'));
+    expect(r.status).toBe(502);
+    expect(balance(u.id)).toBe(100_000);
+    expect(gw.services.relay.quota.available(u.id)).toBe(100_000);
+    expect(logOf(r.headers.get('request-id')!)).toMatchObject({ cost: 0, status: 502, error_code: 'upstream_error', output_tokens: 0 });
+    expect(charge(r.headers.get('request-id')!)).toEqual([]);
+  });
+
+  test('a stream cut mid-way bills what was delivered, once', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    ant.queue.push({ kind: 'cut', afterChunks: 4, text: 'abcdefghijklmnop', usage: USAGE });
+    const r = await send(gw, u.key, msg('meter-a', { stream: true }));
+    expect(r.status).toBe(200);
+    expect(eventNames(r.text).at(-1)).toBe('error');
+    const id = r.headers.get('request-id')!;
+    const log = logOf(id);
+    // The upstream reported its input (message_start) but never its final output count: the output is
+    // estimated from the text delivered (two 4-character deltas here).
+    expect(log.error_code).toBe('upstream_stream_cut');
+    expect(log.input_tokens).toBe(1000);
+    expect(log.output_tokens).toBeGreaterThanOrEqual(1);
+    expect(log.output_tokens).toBeLessThan(200);
+    expect(log.cost).toBeGreaterThan(0);
+    expect(charge(id)).toEqual([{ amount: -log.cost }]);
+    expect(balance(u.id)).toBe(1_000_000 - log.cost);
+  });
+});
