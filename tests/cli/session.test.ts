@@ -120,7 +120,7 @@ describe('gw login / whoami / token / logout', () => {
     chmodSync(sb.configPath, 0o644);
     const warned = await sb.run(['whoami']);
     expect(warned.code).toBe(0);
-    expect(warned.stderr).toContain('readable by other users');
+    expect(warned.stderr.match(/readable by other users/g)).toHaveLength(1);
     chmodSync(sb.configPath, 0o600);
   });
 

@@ -24,7 +24,13 @@ export class Ctx {
 
   get configPath(): string { return configPath(this.io.env); }
 
-  readConfig(): StoredConfig { return readConfig(this.configPath, (m) => this.io.err(`${m}\n`)); }
+  private stored?: StoredConfig;
+
+  /** The config file, read once per run (so a permissions warning is printed once). */
+  readConfig(): StoredConfig {
+    this.stored ??= readConfig(this.configPath, (m) => this.io.err(`${m}\n`));
+    return this.stored;
+  }
 
   /** URL and token by flags > env > file; a usage error when no URL is known at all. */
   credentials(): Credentials {
