@@ -18,11 +18,12 @@ import { registerLog } from './commands/log';
 import { registerTopup } from './commands/topup';
 import { registerLedger } from './commands/ledger';
 
-const EXIT_HELP = `
+const ROOT_HELP = `
 Credentials: --url/--token flags, then GATEWAY_URL/GATEWAY_TOKEN, then the config file written by
 \`gw login\` ($GW_CONFIG, $XDG_CONFIG_HOME/ai-gateway/config.json or ~/.config/ai-gateway/config.json).
 
-Exit codes: 0 success, 1 the server refused the request, 2 usage error, 3 gateway unreachable.
+Exit codes: 0 success, 1 the server refused the request (or a channel test failed), 2 usage error,
+3 gateway unreachable, 130 prompt interrupted.
 
 Examples:
   $ gw login --url http://localhost:3000 -u root
@@ -35,14 +36,14 @@ export function buildProgram(app: App): Command {
     .description('Operate an AI gateway from the terminal (management API client)')
     .version(pkg.version, '-V, --version')
     .addOption(new Option('--url <url>', 'gateway URL (env GATEWAY_URL)'))
-    .addOption(new Option('--token <token>', 'management access token (env GATEWAY_TOKEN)'))
+    .addOption(new Option('--token <token>', 'management access token (env GATEWAY_TOKEN, which unlike a flag does not show in ps)'))
     .option('--json', 'print the exact JSON data of the answer (for scripts)')
     .showHelpAfterError('(add --help for usage)')
     .configureHelp({ showGlobalOptions: true })
     .configureOutput({ writeOut: (s) => app.io.out(s), writeErr: (s) => app.io.err(s) })
     // Settings above are inherited by every command created below via .command().
     .exitOverride()
-    .addHelpText('after', EXIT_HELP);
+    .addHelpText('after', ROOT_HELP);
   registerSession(program, app);
   registerPassword(program, app);
   registerToken(program, app);
