@@ -1,0 +1,71 @@
+import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { ChangeBus, SecretBox } from '@gw/core';
+import { ChannelsRepo, openDatabase, type DbHandle } from '@gw/db';
+import { ChannelRegistry } from './registry';
+import { ChannelService } from './service';
+
+let dbh: DbHandle;
+let bus: ChangeBus;
+let secrets: SecretBox;
+let service: ChannelService;
+let registry: ChannelRegistry;
+beforeEach(() => {
+  dbh = openDatabase(':memory:');
+  bus = new ChangeBus();
+  secrets = new SecretBox(crypto.getRandomValues(new Uint8Array(32)));
+  const repo = new ChannelsRepo(dbh.db);
+  service = new ChannelService(repo, secrets, bus);
+  registry = new ChannelRegistry(repo, secrets, bus, () => {});
+});
+afterEach(() => { registry.close(); dbh.close(); });
+
+const add = (over: Record<string, unknown> = {}) =>
+  service.create({ name: 'c', type: 'anthropic', base_url: 'https://x.example', key: 'k-123456789', models: ['m1'], ...over } as any);
+
+describe('ChannelRegistry', () => {
+  test('candidates: enabled, serving the model, open to the group, by priority desc then id', () => {
+    const a = add({ priority: 1 });
+    const b = add({ priority: 5 });
+    const c = add({ priority: 5, group: 'vip,default' });
+    add({ models: ['m2'] });
+    const v = add({ group: 'vip' });
+    add({ status: 2 });
+    expect(registry.candidates('m1', 'default').map((x) => x.id)).toEqual([b.id, c.id, a.id]);
+    expect(registry.candidates('m1', 'vip').map((x) => x.id)).toEqual([c.id, v.id]);
+    expect(registry.candidates('nope', 'default')).toEqual([]);
+    expect(registry.models('default')).toEqual(['m1', 'm2']);
+    expect(registry.get(a.id)?.apiKey).toBe('k-123456789');
+  });
+
+  test('follows every write through the bus, including many-row writes', () => {
+    const a = add({ tag: 't' });
+    const b = add({ tag: 't' });
+    service.setTagStatus('t', 2);
+    expect(registry.candidates('m1', 'default')).toEqual([]);
+    service.setTagStatus('t', 1);
+    expect(registry.candidates('m1', 'default')).toHaveLength(2);
+    service.update({ id: a.id, models: ['m3'] });
+    expect(registry.candidates('m3', 'default').map((x) => x.id)).toEqual([a.id]);
+    service.setStatus(b.id, 3, 'failing');
+    expect(registry.get(b.id)?.status).toBe(3);
+    expect(registry.candidates('m1', 'default')).toEqual([]);
+    service.deleteMany([a.id, b.id]);
+    expect(registry.all()).toEqual([]);
+  });
+
+  test('setStatus never re-enables a channel an operator disabled', () => {
+    const a = add({ status: 2 });
+    service.setStatus(a.id, 1, 'probe ok');
+    service.setStatus(a.id, 3, 'failing');
+    expect(registry.get(a.id)?.status).toBe(2);
+    service.setStatus(999, 3, 'unknown ids are ignored');
+  });
+
+  test('a channel whose key cannot be opened is left out, not served with garbage', () => {
+    const a = add();
+    dbh.sqlite.query('update channels set key = ? where id = ?').run(new SecretBox(new Uint8Array(32).fill(7)).seal('other'), a.id);
+    registry.refresh(a.id);
+    expect(registry.get(a.id)).toBeUndefined();
+    expect(service.get(a.id).key).toContain('unreadable');
+  });
+});

@@ -1,0 +1,48 @@
+import { describe, expect, test } from 'bun:test';
+import { ipAllowed, isIpOrCidr, parseIp, parseRange } from './ip-allow';
+
+describe('parseIp', () => {
+  test('IPv4, IPv6 (compressed, embedded v4, zone, brackets) and IPv4-mapped IPv6', () => {
+    expect(parseIp('192.168.1.2')).toEqual({ v: 4, n: 0xc0a80102n });
+    expect(parseIp('::1')).toEqual({ v: 6, n: 1n });
+    expect(parseIp('[2001:db8::1]')).toEqual({ v: 6, n: 0x20010db8000000000000000000000001n });
+    expect(parseIp('fe80::1%eth0')).toEqual({ v: 6, n: 0xfe800000000000000000000000000001n });
+    expect(parseIp('::ffff:10.0.0.1')).toEqual({ v: 4, n: 0x0a000001n });
+    expect(parseIp('::ffff:a00:1')).toEqual({ v: 4, n: 0x0a000001n });
+    expect(parseIp('64:ff9b::1.2.3.4')?.v).toBe(6);
+  });
+
+  test('rejects malformed addresses', () => {
+    for (const bad of ['', '1.2.3', '1.2.3.4.5', '256.1.1.1', '01.2.3.4', '1::2::3', '1:2:3:4:5:6:7:8:9', 'g::1', 'example.com', '1.2.3.4/8']) {
+      expect({ bad, parsed: parseIp(bad) }).toEqual({ bad, parsed: null });
+    }
+  });
+});
+
+describe('parseRange / isIpOrCidr', () => {
+  test('masks host bits and validates prefix lengths', () => {
+    expect(parseRange('10.1.2.3/8')).toEqual({ v: 4, net: 0x0a000000n, bits: 8 });
+    expect(parseRange('2001:db8::/32')).toEqual({ v: 6, net: 0x20010db8n << 96n, bits: 32 });
+    expect(parseRange('::ffff:192.168.0.0/112')).toEqual({ v: 4, net: 0xc0a80000n, bits: 16 });
+    expect(isIpOrCidr('0.0.0.0/0')).toBe(true);
+    expect(isIpOrCidr('::/0')).toBe(true);
+    for (const bad of ['10.0.0.0/33', '::/129', '10.0.0.0/', '10.0.0.0/8/8', '10.0.0.0/-1', 'x/8']) expect({ bad, ok: isIpOrCidr(bad) }).toEqual({ bad, ok: false });
+  });
+});
+
+describe('ipAllowed', () => {
+  test('no list allows everything; otherwise only matching addresses of the same family', () => {
+    expect(ipAllowed(null, 'garbage')).toBe(true);
+    expect(ipAllowed([], '1.1.1.1')).toBe(true);
+    const list = ['10.0.0.0/8', '192.168.1.5', '2001:db8::/48'];
+    expect(ipAllowed(list, '10.255.255.255')).toBe(true);
+    expect(ipAllowed(list, '11.0.0.0')).toBe(false);
+    expect(ipAllowed(list, '192.168.1.5')).toBe(true);
+    expect(ipAllowed(list, '192.168.1.6')).toBe(false);
+    expect(ipAllowed(list, '::ffff:192.168.1.5')).toBe(true);
+    expect(ipAllowed(list, '2001:db8:0:ffff::1')).toBe(true);
+    expect(ipAllowed(list, '2001:db8:1::1')).toBe(false);
+    expect(ipAllowed(list, 'not-an-ip')).toBe(false);
+    expect(ipAllowed(['bogus-entry'], '1.2.3.4')).toBe(false);
+  });
+});
