@@ -48,10 +48,11 @@ function ttyPrompt(question: string, hidden = false): Promise<string> {
  * Handles backspace, Ctrl-C (interrupt) and Ctrl-D (end of input); escape sequences are ignored.
  */
 export function readLineRaw(input: RawInput, write: (t: string) => void, question: string, hidden = false): Promise<string> {
-  write(question);
+  // Raw mode before the question: whatever is typed after seeing it must never be echoed.
   input.setRawMode(true);
   input.setEncoding('utf8');
   input.resume();
+  write(question);
   return new Promise((resolve, reject) => {
     let answer = '';
     const finish = () => {
