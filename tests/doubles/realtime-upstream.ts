@@ -40,7 +40,7 @@ export interface UpstreamConnection {
   closed: { code: number; reason: string } | null;
 }
 
-interface ConnData { id: number }
+interface ConnData { id: number; queue: Array<string | Uint8Array>; queued: number; blocked: boolean }
 
 export interface RealtimeUpstreamDouble {
   /** HTTP origin to use as a channel's base_url (the adapter makes it ws://…/v1/realtime). */
@@ -58,8 +58,13 @@ export interface RealtimeUpstreamDouble {
   echo: boolean;
   /** Count of ws.send calls that returned -1 (the gateway stopped reading). */
   backpressured: number;
-  /** Frames sent to a connection (all by default). */
+  /**
+   * Sends frames to a connection (all by default). Like a real server it never lets Bun drop a
+   * frame: past Bun's backpressure it queues them and sends on drain.
+   */
   send(data: string | Uint8Array, conn?: number): void;
+  /** Bytes not yet taken by the kernel for a connection (its own queue + Bun's). */
+  unsent(conn: number): number;
   /** Closes every connection without a close frame (TCP drop). */
   drop(): void;
   /** Closes every connection with a close frame. */
@@ -84,9 +89,11 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
     usageFor: () => SAMPLE_USAGE,
     deltas: ['Hello', ' from', ' the double'],
     send(data, conn) {
-      for (const c of self.connections) {
-        if ((conn === undefined || c.id === conn) && !c.closed && c.ws.send(data) === -1) self.backpressured++;
-      }
+      for (const c of self.connections) if ((conn === undefined || c.id === conn) && !c.closed) push(c.ws, data);
+    },
+    unsent(conn) {
+      const c = self.connections.find((x) => x.id === conn)!;
+      return c.ws.data.queued + c.ws.getBufferedAmount();
     },
     drop() { for (const c of self.connections) if (!c.closed) c.ws.terminate(); },
     closeAll(code, reason) { for (const c of self.connections) if (!c.closed) c.ws.close(code, reason); },
@@ -100,9 +107,31 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
     async stop() { await server.stop(true); },
   };
 
-  const out = (ws: ServerWebSocket<ConnData>, ev: Record<string, unknown>) => {
-    if (ws.send(JSON.stringify({ event_id: evId(), ...ev })) === -1) self.backpressured++;
+  const size = (d: string | Uint8Array) => (typeof d === 'string' ? Buffer.byteLength(d) : d.byteLength);
+  const push = (ws: ServerWebSocket<ConnData>, data: string | Uint8Array) => {
+    const d = ws.data;
+    if (d.blocked) {
+      d.queue.push(data);
+      d.queued += size(data);
+    } else if (ws.send(data) === -1) {
+      // Bun holds this one; anything more waits for drain (past its limit Bun would drop frames).
+      self.backpressured++;
+      d.blocked = true;
+    }
   };
+  const flush = (ws: ServerWebSocket<ConnData>) => {
+    const d = ws.data;
+    d.blocked = false;
+    while (d.queue.length && !d.blocked) {
+      const next = d.queue.shift()!;
+      d.queued -= size(next);
+      if (ws.send(next) === -1) {
+        self.backpressured++;
+        d.blocked = true;
+      }
+    }
+  };
+  const out = (ws: ServerWebSocket<ConnData>, ev: Record<string, unknown>) => push(ws, JSON.stringify({ event_id: evId(), ...ev }));
 
   const respond = (ws: ServerWebSocket<ConnData>) => {
     const n = ++responseSeq;
@@ -129,7 +158,7 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
       // open() runs inside upgrade(), so the record must exist first.
       const conn: UpstreamConnection = { id, headers, url: req.url, ws: null as any, closed: null };
       self.connections.push(conn);
-      if (srv.upgrade(req, { data: { id } })) return undefined;
+      if (srv.upgrade(req, { data: { id, queue: [], queued: 0, blocked: false } })) return undefined;
       self.connections.pop();
       return new Response('expected a websocket', { status: 400 });
     },
@@ -144,7 +173,10 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
         const binary = typeof data !== 'string';
         self.received.push({ conn: ws.data.id, data, binary });
         if (!binary && data.includes('"response.create"') && isResponseCreate(data)) return respond(ws);
-        if (self.echo && ws.send(data) === -1) self.backpressured++;
+        if (self.echo) push(ws, data);
+      },
+      drain(ws) {
+        flush(ws);
       },
       close(ws, code, reason) {
         const c = self.connections.find((x) => x.id === ws.data.id);

@@ -29,6 +29,8 @@ interface Wiring {
   channels: RealtimeChannel[];
   userId: number;
   ledger: LedgerRepo;
+  /** A new user with `balance` and an API key; returns the plain key. */
+  addKey(balance: number, extra?: Partial<RealtimeKey>): { key: string; userId: number; keyId: number };
   stop(): Promise<void>;
 }
 
@@ -47,11 +49,21 @@ async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   const keys = new Map<string, RealtimeKey>([['sk-good', {
     id: keyRow.id, userId, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null,
   }]]);
+  const owners = new Set([userId]);
+  const addKey = (balance: number, extra: Partial<RealtimeKey> = {}) => {
+    const uid = users.insert({ username: `u${owners.size}`, passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
+    owners.add(uid);
+    if (balance) ledger.apply({ userId: uid, kind: 'topup', amount: balance, ref: `seed${uid}`, at: 1 });
+    const row = h.db.insert(apiKeys).values({ userId: uid, keyHash: `h${uid}`, prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get();
+    const key = `sk-user-${uid}`;
+    keys.set(key, { id: row.id, userId: uid, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, ...extra });
+    return { key, userId: uid, keyId: row.id };
+  };
   const channels: RealtimeChannel[] = [];
   const service = new RealtimeService<RealtimeKey, RealtimeChannel, any>({
     config: realtimeConfig({ REALTIME_CONNECT_TIMEOUT_MS: '1000', ...env }),
     keys: { lookup: (k) => keys.get(k) },
-    accounts: { get: (id) => (id === userId ? { id, status: 1, group: 'default' } : undefined) },
+    accounts: { get: (id) => (owners.has(id) ? { id, status: 1, group: 'default' } : undefined) },
     channels: {
       candidates: (m) => channels.filter((c) => c.models.includes(m) && (c as any).status !== 2).sort((a, b) => b.priority - a.priority),
       models: () => [...new Set(channels.filter((c) => (c as any).status !== 2).flatMap((c) => c.models))],
@@ -67,7 +79,7 @@ async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   app.listen({ port: 0, hostname: '127.0.0.1' });
   const port = app.server!.port;
   return {
-    url: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, h, service, quota, keys, channels, userId, ledger,
+    url: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, h, service, quota, keys, channels, userId, ledger, addKey,
     async stop() {
       service.closeAll();
       await app.stop(true);
@@ -85,8 +97,8 @@ const channel = (id: number, up: { url: string }, extra: Partial<RealtimeChannel
 let w: Wiring;
 let up: RealtimeUpstreamDouble;
 const clients: RealtimeTestClient[] = [];
-const open = (path = '/v1/realtime?model=gpt-realtime', opts: { headers?: Record<string, string>; protocols?: string[] } = { headers: { authorization: 'Bearer sk-good' } }) => {
-  const c = new RealtimeTestClient(w.ws + path, opts);
+const open = (path = '/v1/realtime?model=gpt-realtime', opts: { headers?: Record<string, string>; protocols?: string[] } = { headers: { authorization: 'Bearer sk-good' } }, gw: Wiring = w) => {
+  const c = new RealtimeTestClient(gw.ws + path, opts);
   clients.push(c);
   return c;
 };
@@ -170,5 +182,296 @@ describe('realtime relay', () => {
       if (i % 5 === 0) expect([...(f as Buffer)]).toEqual([i & 0xff, i >> 8]);
       else expect(f).toBe(`{"type":"x.seq","i":${i}}`);
     });
+  });
+});
+
+/** A handshake that must fail before the upgrade: the HTTP status and the JSON error body. */
+async function refused(path: string, headers: Record<string, string>, upgrade = true): Promise<{ status: number; body: any; headers: Headers }> {
+  const h: Record<string, string> = { ...headers };
+  if (upgrade) Object.assign(h, { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' });
+  const res = await fetch(w.url + path, { headers: h, signal: AbortSignal.timeout(2000) });
+  return { status: res.status, body: await res.json(), headers: res.headers };
+}
+
+const expectError = (r: { status: number; body: any; headers: Headers }, status: number, code: string) => {
+  expect(r.status).toBe(status);
+  expect(r.body.type).toBe('error');
+  expect(r.body.error.code).toBe(code);
+  for (const f of ['message', 'type', 'param', 'code']) expect(typeof r.body.error[f]).toBe('string');
+  expect(r.body.request_id).toBe(r.headers.get('request-id')!);
+  expect(r.body.request_id).toMatch(/^req_/);
+};
+
+describe('realtime pre-upgrade errors', () => {
+  const bearer = { authorization: 'Bearer sk-good' };
+  test('401 without a key and with an unknown key (header or subprotocol)', async () => {
+    expectError(await refused('/v1/realtime', {}), 401, 'missing_api_key');
+    expectError(await refused('/v1/realtime', { authorization: 'Bearer sk-nope' }), 401, 'invalid_api_key');
+    expectError(await refused('/v1/realtime', { 'sec-websocket-protocol': 'realtime, openai-insecure-api-key.sk-nope' }), 401, 'invalid_api_key');
+    const c = open('/v1/realtime', { protocols: ['realtime', 'openai-insecure-api-key.sk-nope'] });
+    expect(await c.opened.then(() => 'open', () => 'refused')).toBe('refused');
+  });
+
+  test('400 for a plain GET, answered at once', async () => {
+    const t0 = performance.now();
+    expectError(await refused('/v1/realtime', bearer, false), 400, 'websocket_required');
+    expect(performance.now() - t0).toBeLessThan(1000);
+  });
+
+  test('403 model not allowed / IP not allowed; 404 unknown model; 503 no healthy channel; 402 no quota', async () => {
+    const k = w.keys.get('sk-good')!;
+    w.keys.set('sk-models', { ...k, models: ['other-model'] });
+    w.keys.set('sk-ip', { ...k, allowIps: ['10.0.0.0/8'] });
+    expectError(await refused('/v1/realtime?model=gpt-realtime', { authorization: 'Bearer sk-models' }), 403, 'model_not_allowed');
+    expectError(await refused('/v1/realtime?model=gpt-realtime', { authorization: 'Bearer sk-ip' }), 403, 'ip_not_allowed');
+    w.keys.set('sk-ip-ok', { ...k, allowIps: ['127.0.0.0/8'] });
+    const ok = open('/v1/realtime?model=gpt-realtime', { headers: { authorization: 'Bearer sk-ip-ok' } });
+    await ok.opened;
+    expectError(await refused('/v1/realtime?model=nope', bearer), 404, 'model_not_found');
+    w.channels.push({ ...channel(99, up), models: ['sleepy'], status: 2 } as any);
+    expectError(await refused('/v1/realtime?model=sleepy', bearer), 503, 'no_available_channel');
+    w.keys.set('sk-poor', { ...k, unlimitedQuota: false, remainQuota: 0 });
+    expectError(await refused('/v1/realtime?model=gpt-realtime', { authorization: 'Bearer sk-poor' }), 402, 'key_quota_exhausted');
+  });
+
+  test('missing model uses REALTIME_DEFAULT_MODEL (gpt-realtime by default)', async () => {
+    const c = open('/v1/realtime');
+    await c.opened;
+    const created = await c.waitFor('session.created');
+    expect(created.session.model).toBe('gpt-realtime-2025');
+  });
+});
+
+describe('realtime upstream failures', () => {
+  test('an upstream refusing the handshake: the next channel is used', async () => {
+    const dead = startRealtimeUpstream();
+    dead.refuseWith = 503;
+    w.channels.push(channel(2, dead, { priority: 10 }));
+    try {
+      const c = open();
+      await c.opened;
+      c.ws.send('{"type":"x.early"}');
+      await c.waitFor('session.created');
+      await c.waitFor('x.early');
+      expect(up.received.some((r) => r.data === '{"type":"x.early"}')).toBe(true);
+    } finally {
+      w.channels.splice(w.channels.findIndex((x) => x.id === 2), 1);
+      await dead.stop();
+    }
+  });
+
+  test('no upstream reachable: error event, then close 1013', async () => {
+    up.refuseWith = 502;
+    const c = open();
+    await c.opened;
+    const close = await c.waitClose();
+    expect(close.code).toBe(1013);
+    const err = c.events().find((e) => e.type === 'error');
+    expect(err.error.code).toBe('upstream_unavailable');
+  });
+
+  test('upstream drops mid-session: error event, then close 1011', async () => {
+    const c = open();
+    await c.opened;
+    await c.waitFor('session.created');
+    up.drop();
+    const close = await c.waitClose();
+    expect(close.code).toBe(1011);
+    expect(c.events().at(-1).type).toBe('error');
+    expect(c.events().at(-1).error.code).toBe('upstream_disconnected');
+  });
+
+  test('upstream closes normally: client gets the same close code and reason', async () => {
+    const c = open();
+    await c.opened;
+    await c.waitFor('session.created');
+    up.closeAll(1000, 'bye now');
+    expect(await c.waitClose()).toEqual({ code: 1000, reason: 'bye now' });
+  });
+
+  test('client drops: the upstream socket is closed too', async () => {
+    const c = open();
+    await c.opened;
+    await c.waitFor('session.created');
+    const conn = up.connections.at(-1)!;
+    c.ws.close(4000, 'done here');
+    await up.until(() => conn.closed !== null);
+    expect(conn.closed).toEqual({ code: 4000, reason: 'done here' });
+    c.ws.terminate();
+  });
+});
+
+const RESPONSE_CREATE = '{"type":"response.create","response":{"output_modalities":["text"]}}';
+const bearerOf = (key: string) => ({ headers: { authorization: `Bearer ${key}` } });
+/** The charge of SAMPLE_USAGE at PRICE, computed here independently of the gateway. */
+const SAMPLE_COST = costOf([
+  [80 - 64, PRICE.input], [320 - 192, PRICE.audio_input], [256, PRICE.cache_read], [30, PRICE.output], [82, PRICE.audio_output],
+]);
+
+describe('realtime metering', () => {
+  test('every response.done is billed exactly: usage × prices = charge = usage log rows; session record written', async () => {
+    const { key, userId } = w.addKey(5_000_000);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
+    await c.opened;
+    for (let i = 1; i <= 3; i++) {
+      c.ws.send(RESPONSE_CREATE);
+      const done = await c.waitFor('response.done', i);
+      expect(done.response.usage).toEqual(SAMPLE_USAGE);
+    }
+    const deltas = c.events().filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('');
+    expect(deltas).toBe('Hello from the double'.repeat(3));
+    c.ws.close(1000, 'finished');
+    await c.waitClose();
+    const rows = w.h.sqlite.query('select * from usage_logs where user_id = ? order by id').all(userId) as any[];
+    expect(rows.length).toBe(3);
+    for (const r of rows) {
+      expect(r.kind).toBe('realtime');
+      expect(r.request_id).toMatch(/^rt_[A-Za-z0-9]+_resp_\d+$/);
+      expect([r.input_tokens, r.audio_input_tokens, r.cache_read_tokens, r.output_tokens, r.audio_output_tokens]).toEqual([16, 128, 256, 30, 82]);
+      expect(r.cost).toBe(SAMPLE_COST);
+      expect(r.channel_id).toBe(1);
+      expect(r.upstream_model).toBe('gpt-realtime-2025');
+    }
+    expect(w.quota.balance(userId)).toBe(5_000_000 - 3 * SAMPLE_COST);
+    expect(w.ledger.sum(userId)).toBe(5_000_000 - 3 * SAMPLE_COST);
+    const charges = w.h.sqlite.query("select amount from ledger where user_id = ? and kind = 'charge'").all(userId) as any[];
+    expect(charges.map((x) => x.amount)).toEqual([-SAMPLE_COST, -SAMPLE_COST, -SAMPLE_COST]);
+    // The record is written when the session ends (the close handler may run just after the client sees the close).
+    await up.until(() => !!w.h.sqlite.query('select 1 from realtime_sessions where user_id = ?').get(userId));
+    const s = w.h.sqlite.query('select * from realtime_sessions where user_id = ?').get(userId) as any;
+    expect(s.responses).toBe(3);
+    expect(s.cost).toBe(3 * SAMPLE_COST);
+    expect(s.frames_in).toBe(3);
+    expect(s.bytes_in).toBe(3 * RESPONSE_CREATE.length);
+    expect(s.frames_out).toBe(c.frames.length);
+    expect(s.bytes_out).toBe(c.frames.reduce((n, f) => n + Buffer.byteLength(f as string), 0));
+    expect([s.close_code, s.close_reason, s.channel_id, s.model]).toEqual([1000, 'finished', 1, 'gpt-realtime']);
+    expect(s.duration_ms).toBeGreaterThanOrEqual(0);
+    expect(s.session_id).toBe(rows[0].request_id.replace(/_resp_\d+$/, ''));
+  });
+
+  test('quota runs out mid-session: the next response is refused with an error event and close 1008', async () => {
+    // Enough for the admission check and one response's reservation, not for a second one after the charge.
+    const reserve = 4096 * PRICE.audio_output / 1_000_000;
+    const { key, userId } = w.addKey(reserve + SAMPLE_COST - 1);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
+    await c.opened;
+    c.ws.send(RESPONSE_CREATE);
+    await c.waitFor('response.done');
+    const before = up.received.length;
+    c.ws.send(RESPONSE_CREATE);
+    const close = await c.waitClose();
+    expect(close.code).toBe(1008);
+    const err = c.events().at(-1);
+    expect(err.type).toBe('error');
+    expect(err.error.code).toBe('quota_exhausted');
+    expect(up.received.length).toBe(before); // the refused response.create never reached the upstream
+    expect(w.quota.balance(userId)).toBe(reserve - 1);
+    expect(w.h.sqlite.query('select count(*) as n from usage_logs where user_id = ?').get(userId)).toEqual({ n: 1 });
+    // And a new session is refused before the upgrade.
+    const r = await refused('/v1/realtime?model=gpt-realtime', { authorization: `Bearer ${key}` });
+    expectError(r, 402, 'quota_exhausted');
+  });
+});
+
+describe('realtime limits, backpressure and shutdown', () => {
+  let g: Wiring;
+  let u2: RealtimeUpstreamDouble;
+  beforeAll(async () => {
+    u2 = startRealtimeUpstream();
+    g = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '2', REALTIME_MAX_SESSION_SECONDS: '1', REALTIME_BUFFER_BYTES: '65536' });
+    g.channels.push(channel(1, u2));
+  });
+  afterAll(async () => {
+    await g.stop();
+    await u2.stop();
+  });
+
+  test('sessions per key are limited (429 before the upgrade) and the slot frees when a session ends', async () => {
+    const { key } = g.addKey(5_000_000);
+    const a = open('/v1/realtime', bearerOf(key), g);
+    const b = open('/v1/realtime', bearerOf(key), g);
+    await Promise.all([a.opened, b.opened]);
+    const h = { authorization: `Bearer ${key}`, connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' };
+    const res = await fetch(`${g.url}/v1/realtime`, { headers: h });
+    expect(res.status).toBe(429);
+    expect((await res.json()).error.code).toBe('too_many_sessions');
+    expect(res.headers.get('retry-after')).toBe('1');
+    a.ws.close();
+    await a.waitClose();
+    await u2.until(() => g.service.liveCount === 1);
+    const c = open('/v1/realtime', bearerOf(key), g);
+    await c.opened;
+    b.ws.close();
+    c.ws.close();
+  });
+
+  test('a session reaching REALTIME_MAX_SESSION_SECONDS gets an error event and close 1008', async () => {
+    const { key, userId } = g.addKey(5_000_000);
+    const c = open('/v1/realtime', bearerOf(key), g);
+    await c.opened;
+    const close = await c.waitClose(2500);
+    expect(close.code).toBe(1008);
+    expect(c.events().at(-1).error.code).toBe('session_time_limit');
+    await u2.until(() => !!g.h.sqlite.query('select 1 from realtime_sessions where user_id = ?').get(userId));
+    const s = g.h.sqlite.query('select close_code, duration_ms from realtime_sessions where user_id = ?').get(userId) as any;
+    expect(s.close_code).toBe(1008);
+    expect(s.duration_ms).toBeGreaterThanOrEqual(990);
+  });
+
+  test('slow client: the gateway stops reading the upstream instead of buffering; nothing is lost', async () => {
+    const { key } = g.addKey(5_000_000);
+    const c = open('/v1/realtime', bearerOf(key), g);
+    await c.opened;
+    await c.waitFor('session.created');
+    c.ws.pause();
+    const conn = u2.connections.at(-1)!;
+    const frame = (i: number) => `{"type":"x.bulk","i":${i},"pad":"${'a'.repeat(64 * 1024)}"}`;
+    const n = 512; // 32 MB: more than the kernel buffers of both hops and Bun's 16 MB send queue
+    for (let i = 0; i < n; i++) u2.send(frame(i), conn.id);
+    await Bun.sleep(150);
+    // The gateway paused its upstream socket, so the double still holds much of the data.
+    expect(u2.unsent(conn.id)).toBeGreaterThan(4 * 1024 * 1024);
+    c.ws.resume();
+    await c.waitFrames(n + 1, 4000);
+    for (let i = 0; i < n; i++) expect(c.frames[i + 1]).toBe(frame(i));
+    c.ws.close();
+  });
+
+  test('slow upstream: the gateway stops reading the client; nothing is lost', async () => {
+    const { key } = g.addKey(5_000_000);
+    const c = open('/v1/realtime', bearerOf(key), g);
+    await c.opened;
+    await c.waitFor('session.created');
+    u2.echo = false;
+    const conn = u2.connections.at(-1)!;
+    conn.ws.pause();
+    const chunk = Buffer.alloc(64 * 1024, 7);
+    const n = 512; // 32 MB: more than the kernel buffers of both hops can hold
+    for (let i = 0; i < n; i++) { chunk.writeUInt32BE(i, 0); c.ws.send(chunk); }
+    await Bun.sleep(150);
+    // The gateway paused the client socket, so the data is still queued at the client.
+    expect(c.ws.bufferedAmount).toBeGreaterThan(4 * 1024 * 1024);
+    conn.ws.resume();
+    await u2.until(() => u2.received.filter((r) => r.conn === conn.id).length === n, 10_000);
+    const got = u2.received.filter((r) => r.conn === conn.id);
+    got.forEach((r, i) => expect((r.data as Buffer).readUInt32BE(0)).toBe(i));
+    u2.echo = true;
+    c.ws.close();
+  });
+
+  test('shutdown closes live sessions with 1001 and records them', async () => {
+    const { key, userId } = g.addKey(5_000_000);
+    const c = open('/v1/realtime', bearerOf(key), g);
+    await c.opened;
+    await c.waitFor('session.created');
+    const conn = u2.connections.at(-1)!;
+    g.service.closeAll();
+    expect((await c.waitClose()).code).toBe(1001);
+    expect(c.events().at(-1).error.code).toBe('server_shutdown');
+    expect((g.h.sqlite.query('select close_code from realtime_sessions where user_id = ?').get(userId) as any).close_code).toBe(1001);
+    await u2.until(() => conn.closed !== null);
+    const r = await fetch(`${g.url}/v1/realtime`, { headers: { authorization: `Bearer ${key}`, connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' } });
+    expect(r.status).toBe(503);
   });
 });
