@@ -39,7 +39,7 @@ function reply(req: RecordedRequest, plan: UpstreamPlan): Reply {
     stopReason: plan.stopReason ?? (plan.toolCalls?.length ? 'tool_use' : 'end_turn'),
     usage: {
       input_tokens: u.input ?? doubleTokens(JSON.stringify(req.body?.messages ?? []) + JSON.stringify(req.body?.system ?? '')),
-      output_tokens: u.output ?? doubleTokens(text + JSON.stringify(plan.toolCalls ?? [])),
+      output_tokens: u.output ?? doubleTokens(text + (plan.toolCalls?.length ? JSON.stringify(plan.toolCalls) : '')),
       cache_creation_input_tokens: u.cacheWrite ?? 0,
       cache_read_input_tokens: u.cacheRead ?? 0,
     },

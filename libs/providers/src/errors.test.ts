@@ -1,0 +1,50 @@
+import { describe, expect, test } from 'bun:test';
+import { classifyTransportError, classifyUpstreamError, scrub } from './errors';
+
+const h = (o: Record<string, string> = {}) => new Headers(o);
+const row = (status: number, body = '', headers = h()) => {
+  const c = classifyUpstreamError(status, body, headers);
+  return [c.kind, c.retryable, c.error.status, c.error.type, c.error.code];
+};
+
+describe('classifyUpstreamError', () => {
+  test('status table', () => {
+    expect(row(400)).toEqual(['invalid_request', false, 400, 'invalid_request_error', 'upstream_invalid_request']);
+    expect(row(422)).toEqual(['invalid_request', false, 400, 'invalid_request_error', 'upstream_invalid_request']);
+    expect(row(401)).toEqual(['auth', true, 502, 'api_error', 'upstream_auth_failed']);
+    expect(row(403)).toEqual(['auth', true, 502, 'api_error', 'upstream_auth_failed']);
+    expect(row(404)).toEqual(['not_found', true, 502, 'api_error', 'upstream_not_found']);
+    expect(row(408)).toEqual(['timeout', true, 504, 'timeout_error', 'upstream_timeout']);
+    expect(row(409)).toEqual(['server', true, 502, 'api_error', 'upstream_error']);
+    expect(row(413)).toEqual(['too_large', false, 413, 'request_too_large', 'request_too_large']);
+    expect(row(429)).toEqual(['rate_limit', true, 429, 'rate_limit_error', 'upstream_rate_limited']);
+    expect(row(500)).toEqual(['server', true, 502, 'api_error', 'upstream_error']);
+    expect(row(503)).toEqual(['overloaded', true, 503, 'overloaded_error', 'upstream_overloaded']);
+    expect(row(529)).toEqual(['overloaded', true, 503, 'overloaded_error', 'upstream_overloaded']);
+  });
+
+  test('x-should-retry overrides; retry-after kept only when it is a number of seconds', () => {
+    expect(classifyUpstreamError(500, '', h({ 'x-should-retry': 'false' })).retryable).toBe(false);
+    expect(classifyUpstreamError(400, '', h({ 'x-should-retry': 'true' })).retryable).toBe(true);
+    expect(classifyUpstreamError(429, '', h({ 'retry-after': '12' })).error.headers).toEqual({ 'retry-after': '12' });
+    expect(classifyUpstreamError(429, '', h({ 'retry-after': 'Wed, 21 Oct 2015 07:28:00 GMT' })).error.headers).toEqual({});
+  });
+
+  test('only a bad request carries upstream text, scrubbed; auth failures never do', () => {
+    const bad = classifyUpstreamError(400, JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'prompt is too long: 300000 tokens' } }), h());
+    expect(bad.error.message).toBe('The upstream rejected the request: prompt is too long: 300000 tokens');
+    const auth = classifyUpstreamError(401, JSON.stringify({ error: { message: 'Incorrect API key provided: sk-proj-abc123xyz. See https://platform.openai.com' } }), h());
+    expect(auth.error.message).not.toContain('sk-');
+    expect(auth.error.message).not.toContain('openai.com');
+    expect(classifyUpstreamError(400, '<html>oops</html>', h()).error.message).toBe('The upstream rejected the request (HTTP 400).');
+  });
+
+  test('scrub removes urls, keys and bearer tokens', () => {
+    expect(scrub('see https://x.internal/a?k=1 with sk-live_abcdef123 and Bearer abc.def')).toBe('see [url] with [redacted] and Bearer [redacted]');
+  });
+
+  test('transport errors are retryable; a timeout is a 504', () => {
+    expect(classifyTransportError(new Error('ECONNREFUSED'))).toMatchObject({ retryable: true, kind: 'unreachable', error: { status: 502 } });
+    expect(classifyTransportError(new Error('aborted'), true)).toMatchObject({ retryable: true, kind: 'timeout', error: { status: 504 } });
+  });
+});
