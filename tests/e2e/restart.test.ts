@@ -18,7 +18,7 @@ afterAll(() => {
 
 /** Starts the gateway process and waits for its "listening on" line (PORT=0: it reports the real port). */
 async function startProcess(): Promise<{ proc: Bun.Subprocess<'ignore', 'pipe', 'pipe'>; url: string }> {
-  const proc = Bun.spawn(['bun', 'run', 'apps/server/src/index.ts'], { cwd: ROOT, env, stdout: 'pipe', stderr: 'pipe', stdin: 'ignore' });
+  const proc = Bun.spawn([process.execPath, 'run', 'apps/server/src/index.ts'], { cwd: ROOT, env, stdout: 'pipe', stderr: 'pipe', stdin: 'ignore' });
   procs.add(proc);
   const reader = proc.stdout.getReader();
   const dec = new TextDecoder();

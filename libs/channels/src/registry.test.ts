@@ -33,6 +33,8 @@ describe('ChannelRegistry', () => {
     expect(registry.candidates('m1', 'default').map((x) => x.id)).toEqual([b.id, c.id, a.id]);
     expect(registry.candidates('m1', 'vip').map((x) => x.id)).toEqual([c.id, v.id]);
     expect(registry.candidates('nope', 'default')).toEqual([]);
+    registry.candidates('m1', 'default').reverse();
+    expect(registry.candidates('m1', 'default')[0]!.id).toBe(b.id);
     expect(registry.models('default')).toEqual(['m1', 'm2']);
     expect(registry.get(a.id)?.apiKey).toBe('k-123456789');
   });

@@ -37,9 +37,9 @@ export class ChannelRegistry {
     this.unsubscribe = bus.on('channel.changed', ({ channelId }) => this.refresh(channelId));
   }
 
-  /** Enabled channels serving `model` to `group`, highest priority first. */
+  /** Enabled channels serving `model` to `group`, highest priority first (a copy: callers may reorder it). */
   candidates(model: string, group: string): ChannelRecord[] {
-    return this.index.get(group)?.get(model) ?? [];
+    return this.index.get(group)?.get(model)?.slice() ?? [];
   }
 
   /** Any channel (enabled or not) by id. */
