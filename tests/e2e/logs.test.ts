@@ -1,25 +1,24 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
-import { startUpstream, type Upstream } from './relay-upstreams';
-import { addChannel, keyedUser, msg, send, setPrice } from './relay-setup';
+import { addChannel, upstream, type Scripted, keyedUser, msg, send, setPrice } from './relay-setup';
 
 let gw: TestGateway;
-let up: Upstream;
+let up: Scripted;
 beforeAll(async () => {
   gw = await startGateway();
-  up = startUpstream('anthropic');
+  up = upstream('anthropic');
   await addChannel(gw, { type: 'anthropic', url: up.url, models: ['l1', 'l2'], mapping: { l2: 'l2-up' } });
   await setPrice(gw, 'l1');
   await setPrice(gw, 'l2');
 });
-afterAll(async () => { up.stop(); await gw.stop(); });
+afterAll(async () => { await up.stop(); await gw.stop(); });
 
 test('admins list all logs with filters and paging; users only their own', async () => {
   const a = await keyedUser(gw);
   const b = await keyedUser(gw);
   for (let i = 0; i < 3; i++) expect((await send(gw, a.key, msg('l1'))).status).toBe(200);
   expect((await send(gw, a.key, msg('l2', { stream: true }))).status).toBe(200);
-  up.queue.push({ kind: 'status', status: 500 });
+  up.queue.push({ error: { status: 500 } });
   expect((await send(gw, b.key, msg('l1'))).status).toBe(502);
 
   const all = await gw.api('GET', '/api/log/?page_size=2&p=1');

@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
-import { startUpstream, type Upstream } from './relay-upstreams';
-import { addChannel, eventNames, keyedUser, msg, send, setPrice } from './relay-setup';
+import { addChannel, eventNames, upstream, type Scripted, keyedUser, msg, send, setPrice } from './relay-setup';
 
 let gw: TestGateway;
-let ant: Upstream;
-let oai: Upstream;
+let ant: Scripted;
+let oai: Scripted;
 const PRICE = { input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 };
 const USAGE = { input: 1000, output: 200, cacheRead: 5000, cacheWrite: 100 };
 // 1000*3 + 200*15 + 5000*0.3 + 100*3.75 = 7875 units exactly.
@@ -13,8 +12,8 @@ const COST = 7875;
 
 beforeAll(async () => {
   gw = await startGateway();
-  ant = startUpstream('anthropic', { kind: 'ok', usage: USAGE });
-  oai = startUpstream('openai', { kind: 'ok', usage: { ...USAGE, cacheWrite: 0 } });
+  ant = upstream('anthropic', { usage: USAGE });
+  oai = upstream('openai', { usage: USAGE });
   await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['meter-a', 'cheap'] });
   await addChannel(gw, { type: 'openai', url: oai.url, models: ['meter-o'] });
   await setPrice(gw, 'meter-a', PRICE);
@@ -22,7 +21,7 @@ beforeAll(async () => {
   // Only output is priced: the worst case of a request is exactly max_tokens units.
   await setPrice(gw, 'cheap', { input: 0, output: 1_000_000 });
 });
-afterAll(async () => { ant.stop(); oai.stop(); await gw.stop(); });
+afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 
 const balance = (id: number) => gw.services.users.byId(id)!.quota;
 const logOf = (requestId: string) => gw.services.dbh.sqlite.query('select * from usage_logs where request_id = ?').get(requestId) as any;
@@ -36,10 +35,10 @@ describe('metering exactness', () => {
       expect(r.status).toBe(200);
       if (stream) expect(eventNames(r.text).at(-1)).toBe('message_stop');
       const id = r.headers.get('request-id')!;
-      // The OpenAI double reports no cache writes; its cached tokens are priced as cache reads.
-      const cost = model === 'meter-o' ? COST - 375 : COST;
+      // Through the OpenAI translation too: cached_tokens → cache reads, cache_write_tokens → cache writes.
+      const cost = COST;
       const log = logOf(id);
-      expect(log).toMatchObject({ cost, status: 200, error_code: '', input_tokens: 1000, output_tokens: 200, cache_read_tokens: 5000, cache_write_tokens: model === 'meter-o' ? 0 : 100, user_id: u.id, api_key_id: u.keyId, attempts: 1 });
+      expect(log).toMatchObject({ cost, status: 200, error_code: '', input_tokens: 1000, output_tokens: 200, cache_read_tokens: 5000, cache_write_tokens: 100, user_id: u.id, api_key_id: u.keyId, attempts: 1 });
       expect(charge(id)).toEqual([{ amount: -cost }]);
       expect(balance(u.id)).toBe(1_000_000 - cost);
       expect(gw.services.ledger.sum(u.id)).toBe(1_000_000 - cost);
@@ -73,7 +72,7 @@ describe('quota', () => {
 
   test('concurrent requests cannot overspend: reservations hold the worst case', async () => {
     const u = await keyedUser(gw, 3500);
-    ant.queue.push(...Array.from({ length: 8 }, () => ({ kind: 'ok' as const, delayMs: 150, usage: { input: 1, output: 5 } })));
+    ant.queue.push(...Array.from({ length: 8 }, () => ({ delayMs: 150, usage: { input: 1, output: 5 } })));
     const rs = await Promise.all(Array.from({ length: 8 }, () => send(gw, u.key, msg('cheap', { max_tokens: 1000 }))));
     ant.queue.length = 0;
     const codes = rs.map((r) => r.status).sort();
@@ -84,7 +83,7 @@ describe('quota', () => {
 
   test('an upstream failure costs nothing but is logged', async () => {
     const u = await keyedUser(gw, 100_000);
-    ant.queue.push({ kind: 'status', status: 500 });
+    ant.queue.push({ error: { status: 500 } });
     const r = await send(gw, u.key, msg('meter-a'));
     expect(r.status).toBe(502);
     expect(balance(u.id)).toBe(100_000);
@@ -95,14 +94,14 @@ describe('quota', () => {
 
   test('a stream cut mid-way bills what was delivered, once', async () => {
     const u = await keyedUser(gw, 1_000_000);
-    ant.queue.push({ kind: 'cut', afterChunks: 4, text: 'abcdefghijklmnop', usage: USAGE });
+    ant.queue.push({ cutAfter: 5, text: 'abcd efgh ijkl mnop', usage: USAGE });
     const r = await send(gw, u.key, msg('meter-a', { stream: true }));
     expect(r.status).toBe(200);
     expect(eventNames(r.text).at(-1)).toBe('error');
     const id = r.headers.get('request-id')!;
     const log = logOf(id);
     // The upstream reported its input (message_start) but never its final output count: the output is
-    // estimated from the text delivered (two 4-character deltas here).
+    // estimated from the text delivered (two short deltas here).
     expect(log.error_code).toBe('upstream_stream_cut');
     expect(log.input_tokens).toBe(1000);
     expect(log.output_tokens).toBeGreaterThanOrEqual(1);

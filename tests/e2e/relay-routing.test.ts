@@ -1,17 +1,16 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
-import { startUpstream, type Upstream } from './relay-upstreams';
-import { addChannel, eventNames, keyedUser, msg, send, setPrice } from './relay-setup';
+import { addChannel, eventNames, upstream, type Scripted, keyedUser, msg, send, setPrice } from './relay-setup';
 
 let gw: TestGateway;
-const ups: Upstream[] = [];
-const up = (kind: 'anthropic' | 'openai' = 'anthropic') => { const u = startUpstream(kind); ups.push(u); return u; };
+const ups: Scripted[] = [];
+const up = (kind: 'anthropic' | 'openai' = 'anthropic') => { const u = upstream(kind); ups.push(u); return u; };
 let key: string;
 beforeAll(async () => {
   gw = await startGateway({ RELAY_HEALTH_FAILURES: '2', RELAY_PROBE_INTERVAL_MS: '100', RELAY_MAX_ATTEMPTS: '3' });
   key = (await keyedUser(gw, 100_000_000)).key;
 });
-afterAll(async () => { for (const u of ups) u.stop(); await gw.stop(); });
+afterAll(async () => { for (const u of ups) await u.stop(); await gw.stop(); });
 
 const status = (id: number) => gw.services.channelRegistry.get(id)!.status;
 
@@ -37,27 +36,47 @@ describe('routing', () => {
     await addChannel(gw, { type: 'anthropic', url: a.url, models: ['fo'], priority: 3 });
     await addChannel(gw, { type: 'anthropic', url: b.url, models: ['fo'], priority: 2 });
     await addChannel(gw, { type: 'anthropic', url: c.url, models: ['fo'], priority: 1 });
-    a.queue.push({ kind: 'status', status: 429 });
-    b.queue.push({ kind: 'status', status: 503 });
+    a.queue.push({ error: { status: 429 } });
+    b.queue.push({ error: { status: 503 } });
     const r = await send(gw, key, msg('fo'));
     expect(r.status).toBe(200);
     expect([a.hits, b.hits, c.hits]).toEqual([1, 1, 1]);
     // All three fail: bounded by RELAY_MAX_ATTEMPTS, no channel twice, a JSON error to the client.
-    a.queue.push({ kind: 'status', status: 500 }); b.queue.push({ kind: 'status', status: 500 }); c.queue.push({ kind: 'status', status: 500 });
+    a.queue.push({ error: { status: 500 } }); b.queue.push({ error: { status: 500 } }); c.queue.push({ error: { status: 500 } });
     const bad = await send(gw, key, msg('fo'));
     expect(bad.status).toBe(502);
     expect(bad.body.error.type).toBe('api_error');
     expect([a.hits, b.hits, c.hits]).toEqual([2, 2, 2]);
     // A 400 from the upstream is the client's problem: not retried.
-    a.queue.push({ kind: 'status', status: 400 });
+    a.queue.push({ error: { status: 400 } });
     expect((await send(gw, key, msg('fo'))).status).toBe(400);
     expect([a.hits, b.hits]).toEqual([3, 2]);
     const dead = up();
-    dead.stop();
+    await dead.stop();
     await setPrice(gw, 'fo2');
     await addChannel(gw, { type: 'anthropic', url: dead.url, models: ['fo2'], priority: 5 });
     await addChannel(gw, { type: 'anthropic', url: c.url, models: ['fo2'], priority: 1 });
     expect((await send(gw, key, msg('fo2', { stream: true }))).status).toBe(200);
+    // A connection reset before any response is retried too.
+    // (b has failed twice in a row by now, so health may have disabled it: whichever is next serves.)
+    a.queue.push({ reset: true });
+    const [ha, hbc] = [a.hits, b.hits + c.hits];
+    expect((await send(gw, key, msg('fo', { stream: true }))).status).toBe(200);
+    expect([a.hits, b.hits + c.hits]).toEqual([ha + 1, hbc + 1]);
+  });
+
+  test('a channel slower than its timeout_ms is abandoned for the next one', async () => {
+    const slow = up(), fast = up();
+    await setPrice(gw, 'to');
+    const id = await addChannel(gw, { type: 'anthropic', url: slow.url, models: ['to'], priority: 2 });
+    await gw.api('PUT', '/api/channel/', { id, timeout_ms: 1000 });
+    await addChannel(gw, { type: 'anthropic', url: fast.url, models: ['to'], priority: 1 });
+    slow.queue.push({ delayMs: 1500 });
+    const t0 = performance.now();
+    const r = await send(gw, key, msg('to'));
+    expect(r.status).toBe(200);
+    expect(performance.now() - t0).toBeLessThan(1450);
+    expect([slow.hits, fast.hits]).toEqual([1, 1]);
   });
 
   test('no retry after the first byte: a cut stream ends with an error event', async () => {
@@ -65,7 +84,7 @@ describe('routing', () => {
     await setPrice(gw, 'cut');
     await addChannel(gw, { type: 'anthropic', url: a.url, models: ['cut'], priority: 2 });
     await addChannel(gw, { type: 'anthropic', url: b.url, models: ['cut'], priority: 1 });
-    a.queue.push({ kind: 'cut', afterChunks: 3 });
+    a.queue.push({ cutAfter: 4 });
     const r = await send(gw, key, msg('cut', { stream: true }));
     expect(r.status).toBe(200);
     const names = eventNames(r.text);
@@ -81,7 +100,7 @@ describe('health', () => {
     await setPrice(gw, 'hl');
     const id = await addChannel(gw, { type: 'anthropic', url: flaky.url, models: ['hl'], priority: 2 });
     await addChannel(gw, { type: 'anthropic', url: backup.url, models: ['hl'], priority: 1 });
-    flaky.fallback = { kind: 'status', status: 500 };
+    flaky.fallback = { error: { status: 500 } };
     expect((await send(gw, key, msg('hl'))).status).toBe(200);
     expect(status(id)).toBe(1);
     expect((await send(gw, key, msg('hl'))).status).toBe(200);
@@ -89,7 +108,7 @@ describe('health', () => {
     const hits = flaky.hits;
     expect((await send(gw, key, msg('hl'))).status).toBe(200);
     // Disabled: requests skip it (the prober may hit it, requests never do while it fails).
-    flaky.fallback = { kind: 'ok' };
+    flaky.fallback = { text: 'Hello there' };
     const t0 = Date.now();
     while (status(id) !== 1 && Date.now() - t0 < 3000) await Bun.sleep(50);
     expect(status(id)).toBe(1);

@@ -1,5 +1,31 @@
 /** Shared set-up of the relay end-to-end tests: channels, prices, users with keys and balance. */
 import { makeUser, type TestGateway } from '../helpers/gateway';
+import { startAnthropicUpstream } from '../doubles/anthropic-upstream';
+import { startOpenAIUpstream } from '../doubles/openai-upstream';
+import type { RecordedRequest, UpstreamDouble, UpstreamPlan } from '../doubles/sse';
+
+/** An upstream double answered from a queue of plans (then `fallback`), as the relay tests script it. */
+export interface Scripted {
+  url: string;
+  double: UpstreamDouble;
+  queue: UpstreamPlan[];
+  fallback: UpstreamPlan;
+  readonly hits: number;
+  last(): RecordedRequest;
+  stop(): Promise<void>;
+}
+
+export function upstream(kind: 'anthropic' | 'openai', fallback: UpstreamPlan = { text: 'Hello there' }): Scripted {
+  const double = kind === 'anthropic' ? startAnthropicUpstream({ maxRecorded: 100 }) : startOpenAIUpstream({ maxRecorded: 100 });
+  const s: Scripted = {
+    url: double.url, double, queue: [], fallback,
+    get hits() { return double.count; },
+    last: () => double.requests.at(-1)!,
+    stop: () => double.stop(),
+  };
+  double.script(() => s.queue.shift() ?? s.fallback);
+  return s;
+}
 
 export const V = { 'vendor-version': '2023-06-01' };
 
