@@ -34,11 +34,13 @@ describe('toOpenAIRequest', () => {
     expect(out).toEqual({ model: 'm', messages: [{ role: 'developer', content: 'S' }, { role: 'user', content: 'hi' }], max_tokens: 10, safety_identifier: 'u' });
   });
 
-  test('tool_choice auto / none / tool', () => {
-    expect(toOpenAIRequest(base({ tool_choice: { type: 'auto' } })).tool_choice).toBe('auto');
-    expect(toOpenAIRequest(base({ tool_choice: { type: 'none', disable_parallel_tool_use: true } }))).toMatchObject({ tool_choice: 'none' });
-    expect(toOpenAIRequest(base({ tool_choice: { type: 'none', disable_parallel_tool_use: true } })).parallel_tool_calls).toBeUndefined();
-    expect(toOpenAIRequest(base({ tool_choice: { type: 'tool', name: 'f' } })).tool_choice).toEqual({ type: 'function', function: { name: 'f' } });
+  test('tool_choice auto / none / tool (only sent with tools)', () => {
+    expect(toOpenAIRequest(base({ tool_choice: { type: 'any' } })).tool_choice).toBeUndefined();
+    const tools = [{ name: 'f', input_schema: { type: 'object' } }];
+    expect(toOpenAIRequest(base({ tools, tool_choice: { type: 'auto' } })).tool_choice).toBe('auto');
+    expect(toOpenAIRequest(base({ tools, tool_choice: { type: 'none', disable_parallel_tool_use: true } }))).toMatchObject({ tool_choice: 'none' });
+    expect(toOpenAIRequest(base({ tools, tool_choice: { type: 'none', disable_parallel_tool_use: true } })).parallel_tool_calls).toBeUndefined();
+    expect(toOpenAIRequest(base({ tools, tool_choice: { type: 'tool', name: 'f' } })).tool_choice).toEqual({ type: 'function', function: { name: 'f' } });
   });
 
   test('assistant turn with only tool calls has content null; only-tool-result user turn has no empty user message', () => {

@@ -51,7 +51,8 @@ export function toOpenAIRequest(req: MessagesRequest, opts: ToOpenAIOptions = {}
   const userId = req.metadata?.user_id;
   if (typeof userId === 'string' && userId) out[opts.userField ?? 'user'] = userId;
   if (req.tools?.length) out.tools = req.tools.map(translateTool);
-  if (req.tool_choice) applyToolChoice(out, req.tool_choice);
+  // OpenAI rejects tool_choice without tools; with no tools there is nothing to choose anyway.
+  if (req.tool_choice && out.tools) applyToolChoice(out, req.tool_choice);
   return out;
 }
 
