@@ -144,6 +144,11 @@ describe('channels', () => {
     const missing = await gw.api('POST', '/api/channel/', { name: 'x', type: 'openai', base_url: 'https://x.example', key: 'k' });
     expect(missing.status).toBe(400);
     expect(missing.body.error).toMatchObject({ code: 'missing_field', param: 'models' });
+    const malformed = await gw.api('PUT', '/api/channel/', '{"id": 1, ');
+    expect(malformed.body.error).toMatchObject({ code: 'invalid_json' });
+    expect((await gw.api('POST', '/api/channel/', 'name=x', undefined, { 'content-type': 'text/plain' })).status).toBe(415);
+    expect((await gw.api('PUT', '/api/channel/', { id: 0 })).body.error.param).toBe('id');
+    expect((await gw.api('PUT', '/api/channel/', { id: 1, weight: '5' })).body.error.param).toBe('weight');
     const batch = await gw.api('POST', '/api/channel/batch', { ids: [] });
     expect(batch.body.error.param).toBe('ids');
     const tooMany = await gw.api('POST', '/api/channel/batch', { ids: Array.from({ length: 1001 }, (_, i) => i + 1) });

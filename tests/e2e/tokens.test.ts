@@ -111,6 +111,15 @@ describe('API keys (/api/token/)', () => {
       expect({ body, status: r.status, param: r.body.error?.param }).toEqual({ body, status: 400, param });
     }
     expect((await gw.api('PUT', '/api/token/', { id: 999999, name: 'x' }, u.token)).status).toBe(404);
+    expect((await gw.api('GET', '/api/token/999999', undefined, u.token)).status).toBe(404);
+    expect((await gw.api('DELETE', '/api/token/999999', undefined, u.token)).status).toBe(404);
+    const malformed = await gw.api('POST', '/api/token/', '{"name": "x",', u.token);
+    expect(malformed.status).toBe(400);
+    expect(malformed.body.error.code).toBe('invalid_json');
+    const extra = await gw.api('POST', '/api/token/', { name: 'extra', key_hash: 'mine', id: 1, used_quota: 5 }, u.token);
+    expect(extra.status).toBe(200);
+    expect(extra.body.data.used_quota).toBe(0);
+    expect(extra.body.data.key).toMatch(/^sk-/);
     expect((await gw.api('PUT', '/api/token/', { id: 1, status: 3 }, u.token)).body.error.param).toBe('status');
   });
 
