@@ -160,6 +160,7 @@ describe('channels', () => {
     const q = await gw.api('GET', '/api/channel/?status=9');
     expect(q.status).toBe(400);
     expect(q.body.error.code).toBe('out_of_range');
+    expect(q.body.error.message).toContain('status must be 1, 2 or 3');
     expect((await gw.api('GET', '/api/channel/?status=x')).body.error.param).toBe('status');
   });
 

@@ -25,7 +25,7 @@ export const channelRoutes = (s: Services) =>
       role: 'admin',
       query: t.Object({
         ...pageQuery,
-        status: t.Optional(t.Integer({ minimum: 1, maximum: 3, description: '1 enabled, 2 manually disabled, 3 auto-disabled' })),
+        status: t.Optional(t.Integer({ minimum: 1, maximum: 3, description: '1 enabled, 2 manually disabled, 3 auto-disabled', error: 'status must be 1, 2 or 3' })),
         tag: t.Optional(t.String({ maxLength: 64 })),
         type: t.Optional(t.String({ maxLength: 32 })),
         model: t.Optional(t.String({ maxLength: 200, description: 'Channels serving this model' })),

@@ -23,7 +23,7 @@ export const tokenRoutes = (s: Services) =>
         ...pageQuery,
         user_id: t.Optional(t.Integer({ minimum: 1, description: "Admins: another user's keys" })),
         keyword: t.Optional(t.String({ maxLength: 64, description: 'Substring of the name' })),
-        status: t.Optional(t.Integer({ minimum: 1, maximum: 2 })),
+        status: t.Optional(t.Integer({ minimum: 1, maximum: 2, error: 'status must be 1 or 2' })),
       }),
       response: envelope(page(ApiKeyView)),
       detail: { tags, summary: "List the caller's API keys (admins: ?user_id=)" },

@@ -27,7 +27,7 @@ export const userRoutes = (s: Services) =>
         ...pageQuery,
         keyword: t.Optional(t.String({ maxLength: 128, description: 'Substring of username, display name or e-mail' })),
         role: t.Optional(t.Integer({ description: '1, 10 or 100' })),
-        status: t.Optional(t.Integer({ minimum: 1, maximum: 2 })),
+        status: t.Optional(t.Integer({ minimum: 1, maximum: 2, error: 'status must be 1 or 2' })),
         group: t.Optional(t.String({ maxLength: 64 })),
       }),
       response: envelope(page(UserView)),
