@@ -8,9 +8,6 @@ import { LedgerRepo, SessionsRepo, UsersRepo, openDatabase, type DbHandle } from
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
 import { ApiKeysRepo, ChannelsRepo } from '@gw/db';
 import { ApiKeyService, UserDirectory, UserService } from '@gw/identity';
-import { ChannelRegistry, ChannelService } from '@gw/channels';
-import { ApiKeysRepo, ChannelsRepo } from '@gw/db';
-import { ApiKeyService, UserDirectory, UserService } from '@gw/identity';
 import { ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
 import { SecurityRepo } from '@gw/db';
 import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, mailConfig, passwordResetConfig, twoFactorConfig } from '@gw/identity';
