@@ -12,7 +12,9 @@ import { ChangeBus, costOf } from '@gw/core';
 import { LedgerRepo, PricesRepo, UsageLogsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
 import { RealtimeSessionsRepo } from '@gw/db/repos/realtime-sessions';
 import { PriceBook, QuotaService } from '@gw/billing';
-import { RealtimeService, openAiRealtimeResolver, realtimeConfig, type RealtimeChannel, type RealtimeKey } from '@gw/realtime';
+import { getAdapter } from '@gw/providers';
+import { RelayGate, orderCandidates, type GateKey } from '@gw/relay';
+import { RealtimeService, adapterResolver, realtimeConfig, type RealtimeChannel } from '@gw/realtime';
 import { httpErrors } from '../../apps/server/src/plugins/http-errors';
 import { realtimeRoutes } from '../../apps/server/src/routes/realtime';
 import { RealtimeTestClient, SAMPLE_USAGE, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
@@ -23,14 +25,15 @@ interface Wiring {
   url: string;
   ws: string;
   h: DbHandle;
-  service: RealtimeService<RealtimeKey, RealtimeChannel, any>;
+  service: RealtimeService<GateKey, Channel, any>;
   quota: QuotaService;
-  keys: Map<string, RealtimeKey>;
-  channels: RealtimeChannel[];
+  book: PriceBook;
+  keys: Map<string, GateKey>;
+  channels: Channel[];
   userId: number;
   ledger: LedgerRepo;
   /** A new user with `balance` and an API key; returns the plain key. */
-  addKey(balance: number, extra?: Partial<RealtimeKey>): { key: string; userId: number; keyId: number };
+  addKey(balance: number, extra?: Partial<GateKey>): { key: string; userId: number; keyId: number };
   stop(): Promise<void>;
 }
 
@@ -46,32 +49,33 @@ async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   const userId = users.insert({ username: 'rt', passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
   ledger.apply({ userId, kind: 'topup', amount: 10_000_000, ref: 'seed', at: 1 });
   const keyRow = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get();
-  const keys = new Map<string, RealtimeKey>([['sk-good', {
-    id: keyRow.id, userId, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null,
+  const keys = new Map<string, GateKey>([['sk-good', {
+    id: keyRow.id, userId, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, rateLimitRpm: 0,
   }]]);
   const owners = new Set([userId]);
-  const addKey = (balance: number, extra: Partial<RealtimeKey> = {}) => {
+  const addKey = (balance: number, extra: Partial<GateKey> = {}) => {
     const uid = users.insert({ username: `u${owners.size}`, passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
     owners.add(uid);
     if (balance) ledger.apply({ userId: uid, kind: 'topup', amount: balance, ref: `seed${uid}`, at: 1 });
     const row = h.db.insert(apiKeys).values({ userId: uid, keyHash: `h${uid}`, prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get();
     const key = `sk-user-${uid}`;
-    keys.set(key, { id: row.id, userId: uid, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, ...extra });
+    keys.set(key, { id: row.id, userId: uid, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, rateLimitRpm: 0, ...extra });
     return { key, userId: uid, keyId: row.id };
   };
-  const channels: RealtimeChannel[] = [];
-  const service = new RealtimeService<RealtimeKey, RealtimeChannel, any>({
+  const channels: Channel[] = [];
+  const gate = new RelayGate({ lookup: (k) => keys.get(k), user: (id) => (owners.has(id) ? { id, status: 1, group: 'default' } : undefined) });
+  const service = new RealtimeService<GateKey, Channel, any>({
     config: realtimeConfig({ REALTIME_CONNECT_TIMEOUT_MS: '1000', ...env }),
     keys: { lookup: (k) => keys.get(k) },
-    accounts: { get: (id) => (owners.has(id) ? { id, status: 1, group: 'default' } : undefined) },
+    policy: gate,
     channels: {
-      candidates: (m) => channels.filter((c) => c.models.includes(m) && (c as any).status !== 2).sort((a, b) => b.priority - a.priority),
-      models: () => [...new Set(channels.filter((c) => (c as any).status !== 2).flatMap((c) => c.models))],
-      knows: (m) => channels.some((c) => c.models.includes(m)),
+      candidates: (m, g) => channels.filter((c) => c.models.includes(m) && c.groups.includes(g) && c.status === 1).sort((a, b) => b.priority - a.priority),
+      all: () => channels,
     },
     prices: book,
     quota,
-    upstream: openAiRealtimeResolver,
+    upstream: adapterResolver(getAdapter),
+    order: (c) => orderCandidates(c),
     sessions: new RealtimeSessionsRepo(h.db),
     billing: { requirePrice: true, minReserve: 1 },
   });
@@ -79,7 +83,7 @@ async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   app.listen({ port: 0, hostname: '127.0.0.1' });
   const port = app.server!.port;
   return {
-    url: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, h, service, quota, keys, channels, userId, ledger, addKey,
+    url: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, h, service, quota, book, keys, channels, userId, ledger, addKey,
     async stop() {
       service.closeAll();
       await app.stop(true);
@@ -89,9 +93,10 @@ async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   };
 }
 
-const channel = (id: number, up: { url: string }, extra: Partial<RealtimeChannel> = {}): RealtimeChannel => ({
+type Channel = RealtimeChannel & { status: number };
+const channel = (id: number, up: { url: string }, extra: Partial<Channel> = {}): Channel => ({
   id, type: 'openai', baseUrl: up.url, apiKey: `up-key-${id}`, models: ['gpt-realtime'], modelMapping: { 'gpt-realtime': 'gpt-realtime-2025' },
-  priority: 0, weight: 1, headers: {}, ...extra,
+  groups: ['default'], priority: 0, weight: 1, headers: {}, status: 1, ...extra,
 });
 
 let w: Wiring;
@@ -228,8 +233,10 @@ describe('realtime pre-upgrade errors', () => {
     const ok = open('/v1/realtime?model=gpt-realtime', { headers: { authorization: 'Bearer sk-ip-ok' } });
     await ok.opened;
     expectError(await refused('/v1/realtime?model=nope', bearer), 404, 'model_not_found');
-    w.channels.push({ ...channel(99, up), models: ['sleepy'], status: 2 } as any);
-    expectError(await refused('/v1/realtime?model=sleepy', bearer), 503, 'no_available_channel');
+    w.channels.push(channel(99, up, { models: ['sleepy', 'unpriced'], status: 3 }));
+    expectError(await refused('/v1/realtime?model=unpriced', bearer), 403, 'model_not_priced');
+    w.book.upsert({ ...PRICE, model: 'sleepy' });
+    expectError(await refused('/v1/realtime?model=sleepy', bearer), 503, 'no_healthy_channel');
     w.keys.set('sk-poor', { ...k, unlimitedQuota: false, remainQuota: 0 });
     expectError(await refused('/v1/realtime?model=gpt-realtime', { authorization: 'Bearer sk-poor' }), 402, 'key_quota_exhausted');
   });
@@ -395,7 +402,7 @@ describe('realtime limits, backpressure and shutdown', () => {
     const h = { authorization: `Bearer ${key}`, connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' };
     const res = await fetch(`${g.url}/v1/realtime`, { headers: h });
     expect(res.status).toBe(429);
-    expect((await res.json()).error.code).toBe('too_many_sessions');
+    expect(((await res.json()) as any).error.code).toBe('too_many_sessions');
     expect(res.headers.get('retry-after')).toBe('1');
     a.ws.close();
     await a.waitClose();

@@ -4,7 +4,6 @@ export * from './events';
 export * from './usage';
 export * from './ports';
 export * from './upstream';
-export * from './ip';
 export * from './session';
 export * from './meter';
 export * from './service';

@@ -13,17 +13,19 @@ export interface RealtimeKey {
   expiresAt: number | null;
   unlimitedQuota: boolean;
   remainQuota: number;
-  models: string[] | null;
-  allowIps: string[] | null;
-  group: string | null;
 }
 
 export interface KeyLookup<K extends RealtimeKey = RealtimeKey> {
   lookup(plainKey: string): K | undefined;
 }
 
-export interface AccountLookup {
-  get(userId: number): { id: number; status: number; group: string } | undefined;
+/**
+ * The key policy shared with /v1/messages (@gw/relay RelayGate.authorize): status, expiry and owner
+ * (401), model and IP allow-lists (403), per-key rate limit (429). Throws a GatewayError; returns the
+ * routing group.
+ */
+export interface KeyPolicy<K extends RealtimeKey = RealtimeKey> {
+  authorize(key: K, model: string, ip: string): { group: string };
 }
 
 /** The channel fields the relay reads (@gw/channels ChannelRecord). */
@@ -34,6 +36,7 @@ export interface RealtimeChannel {
   apiKey: string;
   models: string[];
   modelMapping: Record<string, string>;
+  groups: string[];
   priority: number;
   weight: number;
   headers: Record<string, string>;
@@ -42,10 +45,8 @@ export interface RealtimeChannel {
 export interface ChannelSource<C extends RealtimeChannel = RealtimeChannel> {
   /** Enabled channels serving `model` to `group`, best first. */
   candidates(model: string, group: string): C[];
-  /** Every model some enabled channel serves to the group. */
-  models(group: string): string[];
-  /** True when any channel (enabled or not) lists the model: tells 503 (none healthy) from 404. */
-  knows?(model: string): boolean;
+  /** Every channel, enabled or not: tells 503 (none healthy) from 404 (nobody serves the model). */
+  all(): C[];
 }
 
 export interface PriceSource {

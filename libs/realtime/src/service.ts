@@ -7,16 +7,15 @@ import type { ServerWebSocket } from 'bun';
 import { GatewayError, errors, nowSeconds, randomToken } from '@gw/core';
 import type { RealtimeConfig } from './config';
 import { isWebSocketRequest, readCredentials } from './handshake';
-import { ipAllowed } from './ip';
 import { SessionMeter } from './meter';
-import type { AccountLookup, ChannelSource, KeyLookup, PriceSource, QuotaPort, RealtimeChannel, RealtimeKey, SessionSink, UpstreamResolver } from './ports';
+import type { ChannelSource, KeyLookup, KeyPolicy, PriceSource, QuotaPort, RealtimeChannel, RealtimeKey, SessionSink, UpstreamResolver } from './ports';
 import { RelaySession, type UpstreamTarget } from './session';
 import { reservationFor, type RealtimePrice } from './usage';
 
 export interface RealtimeDeps<K extends RealtimeKey, C extends RealtimeChannel, R> {
   config: RealtimeConfig;
   keys: KeyLookup<K>;
-  accounts: AccountLookup;
+  policy: KeyPolicy<K>;
   channels: ChannelSource<C>;
   prices: PriceSource;
   quota: QuotaPort<K, R>;
@@ -24,6 +23,8 @@ export interface RealtimeDeps<K extends RealtimeKey, C extends RealtimeChannel, 
   sessions: SessionSink;
   /** Billing policy (@gw/billing BillingConfig): refuse unpriced models; smallest reservation. */
   billing: { requirePrice: boolean; minReserve: number };
+  /** Channel try order (@gw/relay orderCandidates: priority, then weighted random). */
+  order?: (channels: C[]) => C[];
   /** Where unexpected errors go (never to the client). */
   log?: (line: string) => void;
 }
@@ -64,7 +65,8 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
 
   /**
    * Runs every pre-upgrade check, in the /v1/messages order: key (401) → WebSocket request (400) →
-   * model and IP allow-lists (403) → session limit (429) → quota (402) → routing (404/503).
+   * key policy (401 status/owner, 403 model/IP allow-list, 429 rate limit) → session limit (429) →
+   * unknown model (404) → unpriced (403) → quota (402) → no healthy channel (503).
    * Throws a GatewayError; on success the caller must upgrade or call `abandon()`.
    */
   admit(request: Request, ip: string): Admission {
@@ -73,31 +75,24 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     if (creds.key.startsWith('gwm_')) throw errors.unauthorized('wrong_credential_kind', 'Management access tokens are not accepted on /v1/; use a relay API key (sk-…)');
     const key = this.d.keys.lookup(creds.key);
     if (!key) throw errors.unauthorized('invalid_api_key', 'Invalid API key');
-    if (key.status !== ENABLED) throw errors.unauthorized('api_key_disabled', 'This API key is disabled');
-    if (key.expiresAt !== null && key.expiresAt > 0 && key.expiresAt <= nowSeconds()) throw errors.unauthorized('api_key_expired', 'This API key has expired');
-    const account = this.d.accounts.get(key.userId);
-    if (!account || account.status !== ENABLED) throw errors.unauthorized('user_disabled', 'The owner of this API key is disabled');
     if (!isWebSocketRequest(request)) throw new GatewayError(400, 'websocket_required', 'This endpoint needs a WebSocket upgrade (GET with Upgrade: websocket)', { param: 'upgrade' });
     if (this.closing) throw new GatewayError(503, 'shutting_down', 'The server is shutting down');
 
     const model = new URL(request.url).searchParams.get('model')?.trim() || this.d.config.defaultModel;
-    if (key.models && key.models.length > 0 && !key.models.includes(model)) throw errors.forbidden('model_not_allowed', `This API key may not use model ${model}`, 'model');
-    if (key.allowIps && key.allowIps.length > 0 && !ipAllowed(ip, key.allowIps)) throw errors.forbidden('ip_not_allowed', `Requests from ${ip || 'this address'} are not allowed for this API key`);
+    const { group } = this.d.policy.authorize(key, model, ip);
     const max = this.d.config.maxSessionsPerKey;
     if (max > 0 && (this.perKey.get(key.id) ?? 0) >= max) {
       throw new GatewayError(429, 'too_many_sessions', `This API key already has ${max} realtime sessions open`, { headers: { 'retry-after': '1' } });
     }
-
-    const group = key.group || account.group;
-    const price = this.d.prices.get(model) ?? (this.d.billing.requirePrice ? undefined : FREE);
-    const candidates = this.d.channels.candidates(model, group).filter((c) => this.d.upstream.supports(c));
-    if (candidates.length === 0) {
-      const known = this.d.channels.models(group).includes(model) || this.d.channels.knows?.(model);
-      if (known) throw new GatewayError(503, 'no_available_channel', `No healthy realtime channel for model ${model}`);
-      throw errors.notFound('model_not_found', `Unknown model: ${model}`, 'model');
+    const serves = (c: C) => c.models.includes(model) && c.groups.includes(group) && this.d.upstream.supports(c);
+    if (!this.d.channels.all().some(serves)) {
+      throw new GatewayError(404, 'model_not_found', `Model ${model} is not served over realtime by this gateway`, { param: 'model', type: 'invalid_request_error' });
     }
-    if (!price) throw errors.forbidden('model_not_priced', `Model ${model} has no price configured`, 'model');
+    const price = this.d.prices.get(model) ?? (this.d.billing.requirePrice ? undefined : FREE);
+    if (!price) throw errors.forbidden('model_not_priced', `Model ${model} has no price configured; an administrator must set one before it can be used`, 'model');
     this.checkQuota(key, price);
+    const candidates = this.d.channels.candidates(model, group).filter(serves);
+    if (candidates.length === 0) throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
 
     const sessionId = `rt_${randomToken(20)}`;
     this.perKey.set(key.id, (this.perKey.get(key.id) ?? 0) + 1);
@@ -115,7 +110,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     });
     const startedAt = nowSeconds();
     const session: RelaySession = new RelaySession({
-      targets: orderTargets(candidates).map((c) => this.target(c, model)),
+      targets: (this.d.order ?? ((c: C[]) => c))(candidates).map((c) => this.target(c, model)),
       connectTimeoutMs: this.d.config.connectTimeoutMs,
       bufferBytes: this.d.config.bufferBytes,
       maxSessionMs: this.d.config.maxSessionSeconds * 1000,
@@ -174,21 +169,3 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
 }
 
 const internalFailure = { closeCode: 1011, reason: 'internal error', type: 'api_error', code: 'internal_error', message: 'Internal gateway error' };
-
-/** Priority order from the registry is kept; within one priority, a weighted random order spreads load. */
-export function orderTargets<C extends RealtimeChannel>(channels: C[]): C[] {
-  const byPriority = new Map<number, C[]>();
-  for (const c of channels) byPriority.set(c.priority, [...(byPriority.get(c.priority) ?? []), c]);
-  const out: C[] = [];
-  for (const p of [...byPriority.keys()].sort((a, b) => b - a)) {
-    const pool = [...byPriority.get(p)!];
-    while (pool.length) {
-      const total = pool.reduce((s, c) => s + Math.max(1, c.weight), 0);
-      let pick = Math.random() * total;
-      let i = 0;
-      for (; i < pool.length - 1; i++) if ((pick -= Math.max(1, pool[i]!.weight)) < 0) break;
-      out.push(pool.splice(i, 1)[0]!);
-    }
-  }
-  return out;
-}

@@ -1,22 +1,23 @@
 /**
- * Default upstream addressing for OpenAI-compatible channels, used unless the provider adapters
- * offer their own `realtimeUrl`/`realtimeHeaders`.
+ * Upstream addressing through the provider adapters: a channel can carry a realtime session when
+ * its adapter has `realtimeUrl` (OpenAI-compatible types); the adapter builds the URL and headers.
  */
+import type { ProviderAdapter } from '@gw/providers';
 import type { RealtimeChannel, UpstreamResolver } from './ports';
 
-/** `https://host[:port][/prefix]` → `wss://host[:port][/prefix]/v1/realtime?model=<model>`. */
-export function realtimeUrlOf(baseUrl: string, upstreamModel: string): string {
-  const u = new URL(baseUrl);
-  u.protocol = u.protocol === 'https:' || u.protocol === 'wss:' ? 'wss:' : 'ws:';
-  u.pathname = `${u.pathname.replace(/\/+$/, '').replace(/\/v1$/, '')}/v1/realtime`;
-  u.search = '';
-  u.searchParams.set('model', upstreamModel);
-  return u.toString();
+/** Builds the resolver from the adapter registry (`getAdapter` of @gw/providers). */
+export function adapterResolver(adapterOf: (type: string) => ProviderAdapter): UpstreamResolver {
+  const adapter = (c: RealtimeChannel): ProviderAdapter | undefined => {
+    try {
+      return adapterOf(c.type);
+    } catch {
+      return undefined; // unknown type: not a realtime channel
+    }
+  };
+  const target = (c: RealtimeChannel, upstreamModel: string) => ({ baseUrl: c.baseUrl, apiKey: c.apiKey, upstreamModel, extraHeaders: c.headers });
+  return {
+    supports: (c) => typeof adapter(c)?.realtimeUrl === 'function',
+    url: (c, m) => adapter(c)!.realtimeUrl!(target(c, m)),
+    headers: (c, m) => adapter(c)!.realtimeHeaders?.(target(c, m)) ?? {},
+  };
 }
-
-/** Resolver for channels of type `openai` (base URL + Bearer channel key + channel extra headers). */
-export const openAiRealtimeResolver: UpstreamResolver = {
-  supports: (c: RealtimeChannel) => c.type === 'openai',
-  url: (c, model) => realtimeUrlOf(c.baseUrl, model),
-  headers: (c) => ({ ...c.headers, authorization: `Bearer ${c.apiKey}` }),
-};
