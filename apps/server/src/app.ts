@@ -18,6 +18,7 @@ import { passwordRoutes } from './routes/password';
 import { messagesRoutes } from './routes/messages';
 import { pricingRoutes } from './routes/pricing';
 import { logRoutes } from './routes/logs';
+import { realtimeRoutes } from './routes/realtime';
 
 export function createApp(s: Services) {
   const app: Elysia<any, any, any, any, any, any, any> = new Elysia({ name: 'gateway' })
@@ -35,7 +36,8 @@ export function createApp(s: Services) {
     .use(passwordRoutes(s))
     .use(messagesRoutes(s))
     .use(pricingRoutes(s))
-    .use(logRoutes(s));
+    .use(logRoutes(s))
+    .use(realtimeRoutes(s.realtime));
   return app;
 }
 

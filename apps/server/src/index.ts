@@ -11,6 +11,8 @@ try {
   const app = listen(services);
   console.log(`AI gateway listening on http://${config.host}:${app.server!.port} (database ${config.databaseUrl})`);
   const shutdown = async () => {
+    // Open WebSockets would keep a graceful stop waiting: end realtime sessions (1001) first.
+    services.realtime.closeAll();
     await app.stop();
     await services.close();
     process.exit(0);

@@ -14,6 +14,12 @@ import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, 
 import { createPayments, paymentsConfig, type Payments } from '@gw/payments';
 import { createRelayServices, type RelayServices } from '@gw/relay';
 import { getAdapter } from '@gw/providers';
+import { RealtimeSessionsRepo } from '@gw/db';
+import type { ApiKeyRecord } from '@gw/identity';
+import type { ChannelRecord } from '@gw/channels';
+import type { Reservation } from '@gw/billing';
+import { orderCandidates } from '@gw/relay';
+import { RealtimeService, adapterResolver, realtimeConfig } from '@gw/realtime';
 
 export interface Services {
   config: Config;
@@ -46,6 +52,8 @@ export interface Services {
   payments: Payments;
   /** /v1/messages relay, routing health, prices, quota and usage logs (issue 3). */
   relay: RelayServices;
+  /** /v1/realtime WebSocket relay (issue 4): admission, live sessions, metering, session records. */
+  realtime: RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>;
   /** Registers a shutdown step (stop timers, flush buffers) run before the database closes. */
   onClose(fn: () => void | Promise<void>): void;
   /** Stops background work (health probes, flushers) and closes the database. */
@@ -84,8 +92,15 @@ export async function createServices(config: Config, log: (line: string) => void
     setChannelStatus: (id, status, reason) => channels.setStatus(id, status, reason), adapter: getAdapter, log,
   });
   closers.push(() => relay.close());
+  const realtime = new RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>({
+    config: realtimeConfig(config.env), keys: apiKeys, policy: relay.gate, channels: channelRegistry,
+    prices: relay.prices, quota: relay.quota, billing: relay.billing, upstream: adapterResolver(getAdapter),
+    sessions: new RealtimeSessionsRepo(dbh.db), order: (c) => orderCandidates(c), log,
+  });
+  // Live sessions end (1001) and are recorded before the database closes.
+  closers.push(() => realtime.closeAll());
   const services: Services = {
-    relay,
+    relay, realtime,
     channels, channelRegistry, userAdmin, userDirectory, apiKeys,
     channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, users, sessions, ledger, bus,

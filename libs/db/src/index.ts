@@ -11,3 +11,4 @@ export * from './repos/usage-logs';
 export * from './repos/topup-orders';
 export * from './repos/webhook-events';
 export * from './repos/security';
+export * from './repos/realtime-sessions';

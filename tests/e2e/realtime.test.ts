@@ -1,0 +1,148 @@
+/**
+ * /v1/realtime through the whole gateway (real services, keys, channels and prices created over the
+ * management API): handshake auth both ways, every pre-upgrade error, billing, session records.
+ * Socket mechanics in depth are in realtime-relay.test.ts.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { costOf } from '@gw/core';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { RealtimeTestClient, SAMPLE_USAGE, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
+
+const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000 };
+const UPGRADE = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' };
+
+let gw: TestGateway;
+let up: RealtimeUpstreamDouble;
+let wsBase: string;
+let key: string;
+let userId: number;
+const clients: RealtimeTestClient[] = [];
+
+async function channel(body: Record<string, unknown>): Promise<number> {
+  const r = await gw.api('POST', '/api/channel/', { name: 'rt', type: 'openai', base_url: up.url, key: 'upstream-secret', timeout_ms: 5000, ...body });
+  expect(r.status).toBe(200);
+  return r.body.data.id;
+}
+
+async function keyedUser(balance: number, keyFields: Record<string, unknown> = {}): Promise<{ id: number; key: string; token: string }> {
+  const u = await makeUser(gw);
+  if (balance) gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: balance, ref: `seed-${u.id}`, at: 1 });
+  const r = await gw.api('POST', '/api/token/', { name: 'rt', ...keyFields }, u.token);
+  expect(r.status).toBe(200);
+  return { id: u.id, key: r.body.data.key, token: u.token };
+}
+
+const open = (path: string, opts: { headers?: Record<string, string>; protocols?: string[] }) => {
+  const c = new RealtimeTestClient(wsBase + path, opts);
+  clients.push(c);
+  return c;
+};
+
+async function refused(path: string, headers: Record<string, string>, status: number, code: string, upgrade = true) {
+  const res = await fetch(gw.url + path, { headers: { ...(upgrade ? UPGRADE : {}), ...headers }, signal: AbortSignal.timeout(2000) });
+  const body: any = await res.json();
+  expect({ status: res.status, code: body.error?.code }).toEqual({ status, code });
+  expect(body.type).toBe('error');
+  for (const f of ['message', 'type', 'param', 'code']) expect(typeof body.error[f]).toBe('string');
+  expect(body.request_id).toBe(res.headers.get('request-id')!);
+  return body;
+}
+
+beforeAll(async () => {
+  up = startRealtimeUpstream();
+  gw = await startGateway({ REALTIME_MAX_SESSIONS_PER_KEY: '2', REALTIME_DEFAULT_MODEL: 'gpt-realtime' });
+  wsBase = gw.url.replace('http://', 'ws://');
+  await channel({ models: ['gpt-realtime'], model_mapping: { 'gpt-realtime': 'gpt-realtime-2025-08-28' } });
+  expect((await gw.api('PUT', '/api/pricing/', PRICE)).status).toBe(200);
+  ({ key, id: userId } = await keyedUser(50_000_000));
+});
+
+afterAll(async () => {
+  for (const c of clients) if (c.ws.readyState <= 1) c.ws.close();
+  await gw.stop();
+  await up.stop();
+});
+
+describe('/v1/realtime through the gateway', () => {
+  test('Bearer key: relayed to the channel with its own key and the mapped model', async () => {
+    const c = open('/v1/realtime?model=gpt-realtime', { headers: { authorization: `Bearer ${key}` } });
+    await c.opened;
+    expect((await c.waitFor('session.created')).session.model).toBe('gpt-realtime-2025-08-28');
+    const conn = up.connections.at(-1)!;
+    expect(conn.headers.authorization).toBe('Bearer upstream-secret');
+    expect(JSON.stringify(conn.headers)).not.toContain(key);
+    c.ws.close();
+    await c.waitClose();
+  });
+
+  test('browser subprotocol key: the handshake answers "realtime" and never echoes the key', async () => {
+    const res = await fetch(`${gw.url}/v1/realtime`, { headers: { ...UPGRADE, 'sec-websocket-protocol': `realtime, openai-insecure-api-key.${key}` } });
+    expect(res.status).toBe(101);
+    expect(res.headers.get('sec-websocket-protocol')).toBe('realtime');
+    for (const [, v] of res.headers) expect(v).not.toContain(key);
+    await res.body?.cancel().catch(() => {});
+    const c = open('/v1/realtime', { protocols: ['realtime', `openai-insecure-api-key.${key}`] });
+    await c.opened;
+    expect(c.ws.protocol).toBe('realtime');
+    await c.waitFor('session.created');
+    c.ws.close();
+    await c.waitClose();
+  });
+
+  test('every failure before the upgrade is an HTTP JSON error', async () => {
+    await refused('/v1/realtime', {}, 401, 'missing_api_key');
+    await refused('/v1/realtime', { authorization: 'Bearer sk-not-a-key' }, 401, 'invalid_api_key');
+    await refused('/v1/realtime', { 'sec-websocket-protocol': 'realtime, openai-insecure-api-key.sk-nope' }, 401, 'invalid_api_key');
+    await refused('/v1/realtime', { authorization: `Bearer ${gw.rootToken}` }, 401, 'wrong_credential_kind');
+    await refused('/v1/realtime', { authorization: `Bearer ${key}` }, 400, 'websocket_required', false);
+    await refused('/v1/realtime?model=no-such-model', { authorization: `Bearer ${key}` }, 404, 'model_not_found');
+
+    const limited = await keyedUser(1_000_000, { models: ['some-other-model'] });
+    await refused('/v1/realtime?model=gpt-realtime', { authorization: `Bearer ${limited.key}` }, 403, 'model_not_allowed');
+    const fenced = await keyedUser(1_000_000, { allow_ips: ['10.1.2.3'] });
+    await refused('/v1/realtime?model=gpt-realtime', { authorization: `Bearer ${fenced.key}` }, 403, 'ip_not_allowed');
+    const broke = await keyedUser(0);
+    await refused('/v1/realtime?model=gpt-realtime', { authorization: `Bearer ${broke.key}` }, 402, 'quota_exhausted');
+
+    const id = await channel({ name: 'rt-off', models: ['gpt-realtime-mini'] });
+    expect((await gw.api('PUT', '/api/pricing/', { ...PRICE, model: 'gpt-realtime-mini' })).status).toBe(200);
+    expect((await gw.api('PUT', '/api/channel/', { id, status: 2 })).status).toBe(200);
+    await refused('/v1/realtime?model=gpt-realtime-mini', { authorization: `Bearer ${key}` }, 503, 'no_healthy_channel');
+  });
+
+  test('sessions per key are capped (REALTIME_MAX_SESSIONS_PER_KEY): 429 before the upgrade', async () => {
+    const k = await keyedUser(1_000_000);
+    const a = open('/v1/realtime', { headers: { authorization: `Bearer ${k.key}` } });
+    const b = open('/v1/realtime', { headers: { authorization: `Bearer ${k.key}` } });
+    await Promise.all([a.opened, b.opened]);
+    await refused('/v1/realtime', { authorization: `Bearer ${k.key}` }, 429, 'too_many_sessions');
+    a.ws.close();
+    b.ws.close();
+    await Promise.all([a.waitClose(), b.waitClose()]);
+  });
+
+  test('responses are billed from response.done; usage log and session record are written', async () => {
+    const k = await keyedUser(10_000_000);
+    const c = open('/v1/realtime?model=gpt-realtime', { headers: { authorization: `Bearer ${k.key}` } });
+    await c.opened;
+    c.ws.send('{"type":"response.create"}');
+    c.ws.send('{"type":"response.create"}');
+    await c.waitFor('response.done', 2);
+    c.ws.close(1000, 'bye');
+    await c.waitClose();
+    const expected = costOf([[16, PRICE.input], [128, PRICE.audio_input], [256, PRICE.cache_read], [30, PRICE.output], [82, PRICE.audio_output]]);
+    expect(SAMPLE_USAGE.input_tokens).toBe(400);
+    const sql = gw.services.dbh.sqlite;
+    const logs = sql.query('select kind, cost, model, upstream_model from usage_logs where user_id = ? order by id').all(k.id) as any[];
+    expect(logs).toEqual([1, 2].map(() => ({ kind: 'realtime', cost: expected, model: 'gpt-realtime', upstream_model: 'gpt-realtime-2025-08-28' })));
+    expect(gw.services.ledger.sum(k.id)).toBe(10_000_000 - 2 * expected);
+    const keyRow = sql.query('select used_quota from api_keys where id = (select max(id) from api_keys where user_id = ?)').get(k.id) as any;
+    expect(keyRow.used_quota).toBe(2 * expected);
+    await up.until(() => !!sql.query('select 1 from realtime_sessions where user_id = ?').get(k.id));
+    const s = sql.query('select responses, cost, close_code, close_reason, frames_in from realtime_sessions where user_id = ?').get(k.id);
+    expect(s).toEqual({ responses: 2, cost: 2 * expected, close_code: 1000, close_reason: 'bye', frames_in: 2 });
+    const listed = await gw.api('GET', '/api/log/self?page_size=50', undefined, k.token);
+    expect(listed.status).toBe(200);
+    expect(listed.body.data.items.map((i: any) => [i.kind, i.cost])).toEqual([['realtime', expected], ['realtime', expected]]);
+  });
+});
