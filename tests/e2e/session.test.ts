@@ -75,7 +75,7 @@ describe('error model', () => {
   test('every error has the four-string error object and a request id', async () => {
     const cases: Array<[string, string, string | undefined, Record<string, string>, number, string]> = [
       ['GET', '/nope', undefined, {}, 404, 'route_not_found'],
-      ['DELETE', '/api/user/login', undefined, {}, 405, 'method_not_allowed'],
+      ['PUT', '/api/user/login', undefined, {}, 405, 'method_not_allowed'],
       ['POST', '/api/user/login', '{bad', { 'content-type': 'application/json' }, 400, 'invalid_json'],
       ['POST', '/api/user/login', 'a=1', { 'content-type': 'application/x-www-form-urlencoded' }, 415, 'unsupported_media_type'],
       ['POST', '/api/user/login', '{"username":"root"}', { 'content-type': 'application/json' }, 400, 'missing_field'],
@@ -124,4 +124,13 @@ test('chunked bodies over the limit get a JSON 413 too', async () => {
     expect(res.status).toBe(413);
     expect(((await res.json() as any)).error.code).toBe('request_too_large');
   } finally { await small.stop(); }
+});
+
+test('an out-of-range query value names the query field in param', async () => {
+  const gw2 = await startGateway();
+  try {
+    const r = await gw2.api('GET', '/api/user/?status=9');
+    expect(r.status).toBe(400);
+    expect(r.body.error.param).toBe('status');
+  } finally { await gw2.stop(); }
 });

@@ -49,10 +49,20 @@ function valueAt(root: unknown, pointer: string): unknown {
   return v;
 }
 
-function validationError(err: any, where: string): GatewayError {
+/**
+ * Elysia validates a coerced query/params value on its own and loses its name (type 'property',
+ * empty path); recover it from the URL so `param` still names the field.
+ */
+function coercedParamName(err: any, request: Request): string {
+  if (err.type !== 'property' || err.value === undefined) return '';
+  for (const [k, v] of new URL(request.url).searchParams) if (v === String(err.value)) return k;
+  return '';
+}
+
+function validationError(err: any, where: string, request: Request): GatewayError {
   const ve = err.valueError ?? err.all?.[0];
   // For a missing property TypeBox points at the property itself, which is what `param` should name.
-  const param = pointerToParam(ve?.path ?? '');
+  const param = pointerToParam(ve?.path ?? '') || coercedParamName(err, request);
   const custom = typeof err.customError === 'string' ? err.customError : undefined;
   const detail = custom ?? ve?.message ?? 'Invalid value';
   const label = param || where;
@@ -113,7 +123,7 @@ export const httpErrors = (opts: { maxBodyBytes: number; routes: () => Array<{ m
       const surface = surfaceOf(path ?? new URL(request.url).pathname);
       let gw: GatewayError;
       if (code === 'VALIDATION') {
-        gw = bodyErrors.get(request) ?? validationError(error, (error as any).type ?? 'body');
+        gw = bodyErrors.get(request) ?? validationError(error, (error as any).type ?? 'body', request);
       } else if (code === 'PARSE') {
         gw = invalidJsonError();
       } else if (code === 'NOT_FOUND') {
