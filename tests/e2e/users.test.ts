@@ -106,11 +106,19 @@ describe('users: create / get / list / update / delete', () => {
 
   test('PUT /api/user/self changes own display name and e-mail only', async () => {
     const u = await makeUser(gw);
-    const r = await gw.api('PUT', '/api/user/self', { display_name: 'Me Myself', email: 'me@example.com', role: 100, group: 'vip' }, u.token);
+    const r = await gw.api('PUT', '/api/user/self', { display_name: 'Me Myself', email: 'me@example.com', current_password: u.password, role: 100, group: 'vip' }, u.token);
     expect(r.status).toBe(200);
     expect(r.body.data).toMatchObject({ display_name: 'Me Myself', email: 'me@example.com', role: 1, group: 'default' });
     expect((await gw.api('PUT', '/api/user/self', { email: 'not-an-email' }, u.token)).body.error.param).toBe('email');
-    expect((await gw.api('PUT', '/api/user/self', { email: '' }, u.token)).body.data.email).toBeNull();
+    // Same address again needs no password; a new one does (it receives password resets).
+    expect((await gw.api('PUT', '/api/user/self', { email: 'me@example.com', display_name: 'Me' }, u.token)).status).toBe(200);
+    const noPw = await gw.api('PUT', '/api/user/self', { email: 'other@example.com' }, u.token);
+    expect(noPw.status).toBe(400);
+    expect(noPw.body.error.param).toBe('current_password');
+    const badPw = await gw.api('PUT', '/api/user/self', { email: 'other@example.com', current_password: 'wrong-password' }, u.token);
+    expect(badPw.status).toBe(403);
+    expect((await gw.api('GET', '/api/user/self', undefined, u.token)).body.data.email).toBe('me@example.com');
+    expect((await gw.api('PUT', '/api/user/self', { email: '', current_password: u.password }, u.token)).body.data.email).toBeNull();
   });
 });
 

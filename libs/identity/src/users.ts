@@ -6,7 +6,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
 import { ROLE, USER_STATUS, type Db, type LedgerRepo, type NewUserRow, type SessionsRepo, type UserRow, type UsersRepo } from '@gw/db';
-import { PASSWORD_MAX, PASSWORD_MIN, hashPassword } from './passwords';
+import { PASSWORD_MAX, PASSWORD_MIN, hashPassword, verifyPassword } from './passwords';
 import { toUserView, type UserView } from './views';
 
 const Username = Type.String({ minLength: 3, maxLength: 64, pattern: '^[A-Za-z0-9_.-]+$', error: 'must be 3-64 characters of letters, digits, _ . -' });
@@ -44,7 +44,11 @@ export const UserUpdate = Type.Object({
 export type UserUpdate = Static<typeof UserUpdate>;
 
 /** Body of PUT /api/user/self. */
-export const UserSelfUpdate = Type.Object({ display_name: Type.Optional(DisplayName), email: Type.Optional(Email) });
+export const UserSelfUpdate = Type.Object({
+  display_name: Type.Optional(DisplayName),
+  email: Type.Optional(Email),
+  current_password: Type.Optional(Type.String({ maxLength: PASSWORD_MAX, description: 'Required to change the e-mail (it receives password resets)' })),
+});
 export type UserSelfUpdate = Static<typeof UserSelfUpdate>;
 
 export interface UserListQuery { keyword?: string; role?: number; status?: number; group?: string; offset: number; limit: number }
@@ -121,10 +125,25 @@ export class UserService {
   }
 
   /** The caller's own profile fields; role, group, status and quota are not self-service. */
-  updateSelf(self: Pick<UserRow, 'id'>, input: UserSelfUpdate): UserView {
+  /**
+   * The e-mail address receives password-reset links, so changing it needs the current password:
+   * otherwise a stolen session could redirect resets and take the account over.
+   */
+  async updateSelf(self: Pick<UserRow, 'id' | 'email' | 'passwordHash'>, input: UserSelfUpdate): Promise<UserView> {
     const patch: Partial<NewUserRow> = {};
     if (input.display_name !== undefined) patch.displayName = input.display_name.trim();
-    if (input.email !== undefined) patch.email = this.checkEmail(input.email, self.id);
+    if (input.email !== undefined) {
+      const email = this.checkEmail(input.email, self.id);
+      if (email !== self.email) {
+        if (!input.current_password) {
+          throw new GatewayError(400, 'missing_field', 'current_password is required to change the e-mail address', { param: 'current_password' });
+        }
+        if (!(await verifyPassword(input.current_password, self.passwordHash))) {
+          throw new GatewayError(403, 'invalid_password', 'Current password is wrong', { param: 'current_password' });
+        }
+      }
+      patch.email = email;
+    }
     return this.write(self.id, patch, false);
   }
 

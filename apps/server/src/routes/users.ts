@@ -12,7 +12,7 @@ const tags = ['user'];
 export const userRoutes = (s: Services) =>
   new Elysia({ name: 'user-routes', prefix: '/api/user' })
     .use(authPlugin(s))
-    .put('/self', (ctx) => ok(s.userAdmin.updateSelf(caller(ctx).user, ctx.body)), {
+    .put('/self', async (ctx) => ok(await s.userAdmin.updateSelf(caller(ctx).user, ctx.body)), {
       role: 'user', body: UserSelfUpdate, response: envelope(UserView),
       detail: { tags, summary: "Update the caller's own display name and e-mail" },
     })
