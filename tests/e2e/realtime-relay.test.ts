@@ -380,6 +380,50 @@ describe('realtime metering', () => {
   });
 });
 
+describe('realtime session edge cases', () => {
+  test('server-started responses (server VAD, no client response.create) are reserved and billed too', async () => {
+    const { key, userId } = w.addKey(5_000_000);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
+    await c.opened;
+    await c.waitFor('session.created');
+    const conn = up.connections.at(-1)!.id;
+    up.send('{"type":"response.created","event_id":"e1","response":{"id":"resp_vad","object":"realtime.response","status":"in_progress","output":[],"usage":null}}', conn);
+    up.send(JSON.stringify({ type: 'response.done', event_id: 'e2', response: { id: 'resp_vad', object: 'realtime.response', status: 'completed', output: [], usage: SAMPLE_USAGE } }), conn);
+    await c.waitFor('response.done');
+    await up.until(() => !!w.h.sqlite.query('select 1 from usage_logs where user_id = ?').get(userId));
+    const row = w.h.sqlite.query('select request_id, cost from usage_logs where user_id = ?').get(userId) as any;
+    expect(row.cost).toBe(SAMPLE_COST);
+    expect(row.request_id).toEndWith('_resp_vad');
+    expect(w.quota.available(userId)).toBe(5_000_000 - SAMPLE_COST); // nothing left reserved
+  });
+
+  test('a key revoked mid-session: the next response is refused (error event, close 1008)', async () => {
+    const { key } = w.addKey(5_000_000);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
+    await c.opened;
+    await c.waitFor('session.created');
+    w.keys.delete(key);
+    c.ws.send(RESPONSE_CREATE);
+    expect((await c.waitClose()).code).toBe(1008);
+    expect(c.events().at(-1).error.code).toBe('api_key_revoked');
+  });
+
+  test('an upstream application close code is passed on, after an error event', async () => {
+    const c = open();
+    await c.opened;
+    await c.waitFor('session.created');
+    up.closeAll(4000, 'beta_api_shape_disabled');
+    expect(await c.waitClose()).toEqual({ code: 4000, reason: 'beta_api_shape_disabled' });
+    expect(c.events().at(-1).error.code).toBe('upstream_closed');
+  });
+
+  test('no session slot or reservation leaks once every session has ended', async () => {
+    for (const c of clients.splice(0)) if (c.ws.readyState <= 1) { c.ws.close(); await c.waitClose(); }
+    await up.until(() => w.service.liveCount === 0);
+    expect(w.quota.available(w.userId)).toBe(w.quota.balance(w.userId));
+  });
+});
+
 describe('realtime limits, backpressure and shutdown', () => {
   let g: Wiring;
   let u2: RealtimeUpstreamDouble;
