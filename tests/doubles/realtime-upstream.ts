@@ -56,6 +56,8 @@ export interface RealtimeUpstreamDouble {
   deltas: string[];
   /** Echo frames that are not response.create (default true). */
   echo: boolean;
+  /** Answer this many next response.create events with an `error` event instead of a response. */
+  refuseResponses: number;
   /** Count of ws.send calls that returned -1 (the gateway stopped reading). */
   backpressured: number;
   /**
@@ -85,7 +87,7 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
   let connSeq = 0;
   let responseSeq = 0;
   const self: RealtimeUpstreamDouble = {
-    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, backpressured: 0,
+    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, backpressured: 0, refuseResponses: 0,
     usageFor: () => SAMPLE_USAGE,
     deltas: ['Hello', ' from', ' the double'],
     send(data, conn) {
@@ -134,6 +136,10 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
   const out = (ws: ServerWebSocket<ConnData>, ev: Record<string, unknown>) => push(ws, JSON.stringify({ event_id: evId(), ...ev }));
 
   const respond = (ws: ServerWebSocket<ConnData>) => {
+    if (self.refuseResponses > 0) {
+      self.refuseResponses--;
+      return out(ws, { type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'Conversation already has an active response', param: null, event_id: null } });
+    }
     const n = ++responseSeq;
     const id = `resp_${n}`;
     const itemId = `item_${n}`;

@@ -397,6 +397,20 @@ describe('realtime session edge cases', () => {
     expect(w.quota.available(userId)).toBe(5_000_000 - SAMPLE_COST); // nothing left reserved
   });
 
+  test('a response.create the upstream refuses (error event) gives its reservation back', async () => {
+    const reserve = 4096 * PRICE.audio_output / 1_000_000;
+    const { key, userId } = w.addKey(reserve + SAMPLE_COST); // room for one reservation at a time
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
+    await c.opened;
+    up.refuseResponses = 1;
+    c.ws.send(RESPONSE_CREATE);
+    await c.waitFor('error');
+    c.ws.send(RESPONSE_CREATE);
+    await c.waitFor('response.done');
+    expect(c.close).toBeNull();
+    expect(w.quota.available(userId)).toBe(reserve);
+  });
+
   test('a key revoked mid-session: the next response is refused (error event, close 1008)', async () => {
     const { key } = w.addKey(5_000_000);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));

@@ -6,6 +6,7 @@ describe('meteredEvent', () => {
     expect(meteredEvent('{"type":"response.done","response":{"id":"r1"}}')?.event.response.id).toBe('r1');
     expect(meteredEvent('{"event_id":"e","type":"response.created","response":{"id":"r2"}}')?.type).toBe('response.created');
     expect(meteredEvent('{ "type" : "response.create" }')?.type).toBe('response.create');
+    expect(meteredEvent('{"type":"error","error":{"code":"x"}}')?.event.error.code).toBe('x');
   });
 
   test('ignores everything else without parsing it', () => {

@@ -5,7 +5,7 @@
 import { randomToken } from '@gw/core';
 
 /** Server/client event types the meter reacts to; every other frame is passed through unread. */
-export const METERED_TYPES = ['response.create', 'response.created', 'response.done'] as const;
+export const METERED_TYPES = ['response.create', 'response.created', 'response.done', 'error'] as const;
 export type MeteredType = (typeof METERED_TYPES)[number];
 
 const FAST_PREFIX = '{"type":"';
@@ -19,8 +19,8 @@ export function meteredEvent(text: string): { type: MeteredType; event: any } | 
   if (text.startsWith(FAST_PREFIX)) {
     const end = text.indexOf('"', FAST_PREFIX.length);
     const type = text.slice(FAST_PREFIX.length, end);
-    if (type !== 'response.create' && type !== 'response.created' && type !== 'response.done') return undefined;
-  } else if (!text.includes('"response.')) {
+    if (!(METERED_TYPES as readonly string[]).includes(type)) return undefined;
+  } else if (!text.includes('"response.') && !text.includes('"error"')) {
     return undefined;
   }
   let event: any;
@@ -30,9 +30,7 @@ export function meteredEvent(text: string): { type: MeteredType; event: any } | 
     return undefined;
   }
   if (!event || typeof event !== 'object') return undefined;
-  const type = event.type;
-  if (type === 'response.create' || type === 'response.created' || type === 'response.done') return { type, event };
-  return undefined;
+  return (METERED_TYPES as readonly string[]).includes(event.type) ? { type: event.type, event } : undefined;
 }
 
 /** A realtime `error` server event (wire-protocols C3), as the gateway sends it before closing. */

@@ -70,6 +70,11 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       return undefined;
     }
     if (m.type === 'response.done') return this.settle(id, m.event.response);
+    if (m.type === 'error' && this.queued.length) {
+      // Often a refused response.create (e.g. one already active): give its hold back. If the error
+      // was about something else, the response that follows reserves when it is created instead.
+      this.o.quota.release(this.queued.shift()!.r);
+    }
     return undefined;
   }
 
