@@ -82,4 +82,22 @@ describe('QuotaService', () => {
     expect(() => quota.reserve({ userId, apiKey: small, amount: 60, ref: 'k' })).toThrow(/API key quota/);
     expect(() => quota.reserve({ userId, apiKey: { ...small, unlimitedQuota: true }, amount: 60, ref: 'k' })).not.toThrow();
   });
+
+  test('settleAsync group-commits: one bad entry does not undo the others; a repeat is a no-op', async () => {
+    const rs = ['g1', 'g2', 'g3'].map((ref) => quota.reserve({ userId, apiKey: key, amount: 50, ref }));
+    const out = await Promise.allSettled([
+      quota.settleAsync(rs[0]!, log('g1', { input: 1, output: 1, cacheRead: 0, cacheWrite: 0 })),
+      quota.settleAsync(rs[1]!, { ...log('g2', { input: 1, output: 1, cacheRead: 0, cacheWrite: 0 }), userId: 9999 }),
+      quota.settleAsync(rs[2]!, log('g3', { input: 0, output: 2, cacheRead: 0, cacheWrite: 0 })),
+      quota.settleAsync(null, log('g1', { input: 1, output: 1, cacheRead: 0, cacheWrite: 0 })),
+    ]);
+    expect(out.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    expect((out[0] as any).value).toEqual({ cost: 18, duplicate: false });
+    expect((out[2] as any).value).toEqual({ cost: 30, duplicate: false });
+    expect((out[3] as any).value).toEqual({ cost: 0, duplicate: true });
+    expect(quota.balance(userId)).toBe(500 - 48);
+    expect(ledger.sum(userId)).toBe(500 - 48);
+    expect(quota.available(userId)).toBe(500 - 48);
+    expect(h.sqlite.query("select request_id from usage_logs order by request_id").all()).toEqual([{ request_id: 'g1' }, { request_id: 'g3' }]);
+  });
 });

@@ -1,6 +1,5 @@
 import { costOf, GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
-import { apiKeys, users, type Db, type LedgerRepo, type PriceRow, type UsageLogsRepo, type UsersRepo } from '@gw/db';
-import { eq, sql } from 'drizzle-orm';
+import type { Db, LedgerRepo, PriceRow, UsageLogsRepo, UsersRepo } from '@gw/db';
 import type { PriceBook } from './price-book';
 
 /** The parts of a relay API key the quota needs (structurally an @gw/identity ApiKeyRecord). */
@@ -60,27 +59,53 @@ export function costFor(u: TokenUsage, p: Pick<PriceRow, 'input' | 'output' | 'c
   ]);
 }
 
+/** The outcome of settling one request. */
+export interface Settlement {
+  /** Quota units charged (0 when already settled). */
+  cost: number;
+  /** This request id had been settled before: nothing was written. */
+  duplicate: boolean;
+}
+
+interface Entry {
+  r: Reservation | null;
+  log: UsageLogInput;
+  cost: number;
+  inserted: boolean;
+  balance: number | null;
+  error: unknown;
+}
+
 /**
- * Balances and reservations in memory; one transaction per request at settle time.
+ * Balances and reservations in memory; the writes of a request happen once, at settle time.
  *
  * reserve() holds the request's worst case against the user's balance (users.quota minus what other
- * in-flight requests hold) and, for limited keys, the key's remain_quota. settle() writes the usage log
- * row (unique request id), the ledger charge (unique (charge, request id)), the user's and key's
- * counters in ONE transaction, so a crash leaves either all of it or none of it, and a repeated settle
- * of the same request is a no-op. Events are emitted after commit; the reservation is released last,
- * so between commit and release the money is counted twice (conservative), never zero times.
+ * in-flight requests hold) and, for limited keys, the key's remain_quota. Settling a request writes its
+ * usage log row (unique request id), its ledger charge (unique (charge, request id)) and the user's and
+ * key's counters inside ONE transaction (a savepoint of it), so a crash leaves either all of it or none
+ * of it, and settling the same request again is a no-op. Events are emitted after commit and the
+ * reservation released last, so between commit and release the money is counted twice (conservative),
+ * never zero times.
+ *
+ * `settleAsync` group-commits: settlements arriving in the same event-loop turn share one transaction
+ * (each in its own savepoint, so one bad entry cannot undo the others), which keeps the per-request cost
+ * of metering small under load. `settle` writes immediately.
  */
 export class QuotaService {
   private readonly balances = new Map<number, number>();
   private readonly userHeld = new Map<number, number>();
   private readonly keyHeld = new Map<number, number>();
+  private queue: Array<{ e: Entry; done: (s: Settlement) => void; fail: (err: unknown) => void }> = [];
+  private flushScheduled = false;
+  /** Set while emitting our own events: the balances they announce are already in memory. */
+  private emitting = false;
 
   constructor(private readonly deps: {
     db: Db; users: UsersRepo; ledger: LedgerRepo; usageLogs: UsageLogsRepo; prices: PriceBook; bus: ChangeBus;
   }) {
     deps.bus.on('user.changed', ({ userId }) => {
       // Only users already cached are refreshed; the others load on their first request.
-      if (this.balances.has(userId)) this.loadBalance(userId);
+      if (!this.emitting && this.balances.has(userId)) this.loadBalance(userId);
     });
   }
 
@@ -131,50 +156,93 @@ export class QuotaService {
     if (r.keyLimited) dec(this.keyHeld, r.keyId, r.amount);
   }
 
-  /**
-   * Bills a finished request exactly once and releases its reservation. Returns the cost charged
-   * (0 when this request id was already settled, `duplicate` true then).
-   */
-  settle(r: Reservation | null, log: UsageLogInput): { cost: number; duplicate: boolean } {
-    const price = log.price ?? this.deps.prices.get(log.model);
-    const cost = costFor(log.usage, price);
-    const at = nowSeconds();
-    const { db, ledger, usageLogs, bus } = this.deps;
-    let inserted = false;
-    try {
-      inserted = db.transaction((tx) => {
-        const fresh = usageLogs.insertOnce({
-          requestId: log.requestId, kind: log.kind ?? 'messages', userId: log.userId, apiKeyId: log.apiKeyId,
-          channelId: log.channelId, model: log.model, upstreamModel: log.upstreamModel, stream: log.stream,
-          inputTokens: log.usage.input, outputTokens: log.usage.output, cacheReadTokens: log.usage.cacheRead,
-          cacheWriteTokens: log.usage.cacheWrite, audioInputTokens: log.usage.audioInput ?? 0,
-          audioOutputTokens: log.usage.audioOutput ?? 0, cost, latencyMs: log.latencyMs, ttftMs: log.ttftMs,
-          status: log.status, errorCode: log.errorCode, attempts: log.attempts, ip: log.ip, createdAt: at,
-        }, tx);
-        if (!fresh) return false;
-        if (cost > 0) ledger.apply({ userId: log.userId, kind: 'charge', amount: -cost, ref: log.requestId, note: log.model, at }, tx);
-        const ok = log.status < 400 ? 1 : 0;
-        if (cost > 0 || ok) {
-          tx.update(users).set({ usedQuota: sql`${users.usedQuota} + ${cost}`, requestCount: sql`${users.requestCount} + ${ok}` })
-            .where(eq(users.id, log.userId)).run();
-        }
-        if (cost > 0) {
-          const limited = r?.keyLimited ?? true;
-          tx.update(apiKeys).set({
-            usedQuota: sql`${apiKeys.usedQuota} + ${cost}`,
-            ...(limited ? { remainQuota: sql`${apiKeys.remainQuota} - ${cost}` } : {}),
-          }).where(eq(apiKeys.id, log.apiKeyId)).run();
-        }
-        return true;
-      });
-      if (inserted && cost > 0) {
-        bus.emit('user.changed', { userId: log.userId });
-        bus.emit('apikey.changed', { keyId: log.apiKeyId });
+  private entry(r: Reservation | null, log: UsageLogInput): Entry {
+    return { r, log, cost: costFor(log.usage, log.price ?? this.deps.prices.get(log.model)), inserted: false, balance: null, error: undefined };
+  }
+
+  /** Bills a finished request now, exactly once, and releases its reservation. Throws if the write failed (nothing charged). */
+  settle(r: Reservation | null, log: UsageLogInput): Settlement {
+    const e = this.entry(r, log);
+    this.write([e]);
+    if (e.error) throw e.error;
+    return { cost: e.inserted ? e.cost : 0, duplicate: !e.inserted };
+  }
+
+  /** Like settle, group-committed with the other settlements of this event-loop turn. */
+  settleAsync(r: Reservation | null, log: UsageLogInput): Promise<Settlement> {
+    return new Promise((done, fail) => {
+      this.queue.push({ e: this.entry(r, log), done, fail });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
       }
-    } finally {
-      if (r) this.release(r);
+    });
+  }
+
+  /** Writes every queued settlement now (also called on shutdown). */
+  flush(): void {
+    this.flushScheduled = false;
+    const batch = this.queue;
+    this.queue = [];
+    if (!batch.length) return;
+    this.write(batch.map((b) => b.e));
+    for (const b of batch) {
+      if (b.e.error) b.fail(b.e.error);
+      else b.done({ cost: b.e.inserted ? b.e.cost : 0, duplicate: !b.e.inserted });
     }
-    return { cost: inserted ? cost : 0, duplicate: !inserted };
+  }
+
+  private write(entries: Entry[]): void {
+    const { db, bus } = this.deps;
+    const at = nowSeconds();
+    try {
+      db.transaction((tx) => {
+        for (const e of entries) {
+          try {
+            tx.transaction((sp) => this.writeOne(e, sp, at));
+          } catch (err) {
+            e.error = err;
+            e.inserted = false;
+          }
+        }
+      });
+    } catch (err) {
+      // The commit itself failed: nothing of the batch was written.
+      for (const e of entries) { e.error ??= err; e.inserted = false; }
+    }
+    const usersChanged = new Set<number>();
+    const keysChanged = new Set<number>();
+    for (const e of entries) {
+      if (!e.inserted || e.cost <= 0) continue;
+      if (e.balance !== null) this.balances.set(e.log.userId, e.balance);
+      usersChanged.add(e.log.userId);
+      keysChanged.add(e.log.apiKeyId);
+    }
+    this.emitting = true;
+    try {
+      for (const userId of usersChanged) bus.emit('user.changed', { userId });
+      for (const keyId of keysChanged) bus.emit('apikey.changed', { keyId });
+    } finally {
+      this.emitting = false;
+      for (const e of entries) if (e.r) this.release(e.r);
+    }
+  }
+
+  private writeOne(e: Entry, tx: Parameters<LedgerRepo['apply']>[1], at: number): void {
+    const { log, cost } = e;
+    e.inserted = this.deps.usageLogs.insertOnce({
+      requestId: log.requestId, kind: log.kind ?? 'messages', userId: log.userId, apiKeyId: log.apiKeyId,
+      channelId: log.channelId, model: log.model, upstreamModel: log.upstreamModel, stream: log.stream,
+      inputTokens: log.usage.input, outputTokens: log.usage.output, cacheReadTokens: log.usage.cacheRead,
+      cacheWriteTokens: log.usage.cacheWrite, audioInputTokens: log.usage.audioInput ?? 0,
+      audioOutputTokens: log.usage.audioOutput ?? 0, cost, latencyMs: log.latencyMs, ttftMs: log.ttftMs,
+      status: log.status, errorCode: log.errorCode, attempts: log.attempts, ip: log.ip, createdAt: at,
+    });
+    if (!e.inserted) return;
+    if (cost > 0) e.balance = this.deps.ledger.apply({ userId: log.userId, kind: 'charge', amount: -cost, ref: log.requestId, note: log.model, at }, tx);
+    const succeeded = log.status < 400;
+    if (cost > 0 || succeeded) this.deps.usageLogs.addUserUsage(log.userId, cost, succeeded);
+    if (cost > 0) this.deps.usageLogs.addKeyUsage(log.apiKeyId, cost);
   }
 }
 

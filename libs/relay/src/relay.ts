@@ -115,23 +115,19 @@ export class RelayService {
     } catch (e) {
       const err = e instanceof GatewayError ? e : new GatewayError(502, 'upstream_error', 'Upstream request failed', { cause: e });
       // Nothing reached the client: no charge, but the attempt is logged.
-      this.settle(reservation, r, lastChannel, ZERO, { status: err.status, errorCode: err.code, attempts, ttftMs: null });
+      await this.settle(reservation, r, lastChannel, ZERO, { status: err.status, errorCode: err.code, attempts, ttftMs: null });
       throw err;
     }
   }
 
+  /** Group-committed settlement; a failed write is logged (and charges nothing), never thrown at the client. */
   private settle(res: Reservation, r: RelayRequest, ch: RelayChannel | null, usage: TokenUsage,
-    o: { status: number; errorCode: string; attempts: number; ttftMs: number | null }): void {
-    try {
-      this.d.quota.settle(res, {
-        requestId: r.requestId, userId: r.key.userId, apiKeyId: r.key.id, channelId: ch?.id ?? null, model: r.body.model,
-        upstreamModel: ch ? ch.modelMapping[r.body.model] ?? r.body.model : '', stream: r.body.stream === true, usage,
-        latencyMs: since(r.startedAt), ttftMs: o.ttftMs, status: o.status, errorCode: o.errorCode, attempts: o.attempts, ip: r.ip,
-      });
-    } catch (e) {
-      // The transaction rolled back: nothing was charged. Keep serving; the operator sees the log line.
-      console.error(`[${r.requestId}] settle failed`, e);
-    }
+    o: { status: number; errorCode: string; attempts: number; ttftMs: number | null }): Promise<void> {
+    return this.d.quota.settleAsync(res, {
+      requestId: r.requestId, userId: r.key.userId, apiKeyId: r.key.id, channelId: ch?.id ?? null, model: r.body.model,
+      upstreamModel: ch ? ch.modelMapping[r.body.model] ?? r.body.model : '', stream: r.body.stream === true, usage,
+      latencyMs: since(r.startedAt), ttftMs: o.ttftMs, status: o.status, errorCode: o.errorCode, attempts: o.attempts, ip: r.ip,
+    }).then(() => undefined, (e) => { console.error(`[${r.requestId}] settle failed; nothing was charged`, e); });
   }
 
   private target(ch: RelayChannel, model: string): UpstreamTarget {
@@ -187,7 +183,7 @@ export class RelayService {
       // An upstream that reports no usage is billed on estimates rather than for free.
       const usage = decoded.usage ?? { input_tokens: inputEstimate, output_tokens: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')), cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
       // Billed before the response leaves: a completed request is never left unbilled by a crash.
-      this.settle(res, r, ch, toTokens(usage), { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt) });
+      await this.settle(res, r, ch, toTokens(usage), { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt) });
       return {
         ok: true, channel: ch,
         response: new Response(JSON.stringify(decoded.message), { status: 200, headers: { 'content-type': 'application/json', 'request-id': r.requestId } }),
@@ -224,14 +220,14 @@ export class RelayService {
     const decoded = decoder.pipe(source).getReader();
     let ttft: number | null = null;
     let finished = false;
-    const finish = (clientGone: boolean) => {
+    const finish = async (clientGone: boolean) => {
       if (finished) return;
       finished = true;
       const out = decoder.result();
       const usage = toTokens(out.usage ?? out.estimatedUsage);
       const errorCode = out.complete ? '' : clientGone ? 'client_closed' : 'upstream_stream_cut';
       if (!out.complete && !clientGone) this.d.health.failure(ch.id, out.error ?? errorCode);
-      this.settle(res, r, ch, usage, { status: 200, errorCode, attempts, ttftMs: ttft });
+      await this.settle(res, r, ch, usage, { status: 200, errorCode, attempts, ttftMs: ttft });
     };
     const body = new ReadableStream<Uint8Array>({
       async pull(c) {
@@ -242,7 +238,8 @@ export class RelayService {
           chunk = { done: true };
         }
         if (chunk.done) {
-          finish(false);
+          // The stream closes after its settlement committed.
+          await finish(false);
           c.close();
           return;
         }
@@ -250,7 +247,7 @@ export class RelayService {
         c.enqueue(chunk.value!);
       },
       cancel(reason) {
-        finish(true);
+        void finish(true);
         return decoded.cancel(reason);
       },
     }, { highWaterMark: 0 });

@@ -1,6 +1,6 @@
-import { and, count, desc, eq, gte, lte, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, gte, lte, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
-import { usageLogs } from '../schema';
+import { apiKeys, usageLogs, users } from '../schema';
 
 export type UsageLogRow = typeof usageLogs.$inferSelect;
 export type NewUsageLogRow = typeof usageLogs.$inferInsert;
@@ -19,15 +19,57 @@ export interface UsageLogFilter {
 }
 
 type Tx = Pick<Db, 'select' | 'insert' | 'update'>;
+const p = (name: string) => sql.placeholder(name);
 
-/** Usage log rows: one per metered request, unique by request id. */
+/**
+ * Usage log rows (one per metered request, unique by request id) and the per-request counters written
+ * with them at settle time. The settle statements are prepared once: they run for every request, and
+ * building SQL each time would cost more than executing it. Prepared statements run on the connection,
+ * so they take part in whatever transaction is open on it.
+ */
 export class UsageLogsRepo {
-  constructor(private readonly db: Db) {}
+  private readonly insertStmt;
+  private readonly userStmt;
+  private readonly keyStmt;
+
+  constructor(private readonly db: Db) {
+    this.insertStmt = db.insert(usageLogs).values({
+      requestId: p('requestId'), kind: p('kind'), userId: p('userId'), apiKeyId: p('apiKeyId'), channelId: p('channelId'),
+      model: p('model'), upstreamModel: p('upstreamModel'), stream: p('stream'), inputTokens: p('inputTokens'),
+      outputTokens: p('outputTokens'), cacheReadTokens: p('cacheReadTokens'), cacheWriteTokens: p('cacheWriteTokens'),
+      audioInputTokens: p('audioInputTokens'), audioOutputTokens: p('audioOutputTokens'), cost: p('cost'), latencyMs: p('latencyMs'),
+      ttftMs: p('ttftMs'), status: p('status'), errorCode: p('errorCode'), attempts: p('attempts'), ip: p('ip'), createdAt: p('createdAt'),
+    } as any).onConflictDoNothing({ target: usageLogs.requestId }).returning({ id: usageLogs.id }).prepare();
+    this.userStmt = db.update(users)
+      .set({ usedQuota: sql`${users.usedQuota} + ${p('cost')}`, requestCount: sql`${users.requestCount} + ${p('ok')}` })
+      .where(eq(users.id, p('userId'))).prepare();
+    // remain_quota only means something for limited keys; the row itself says which it is.
+    this.keyStmt = db.update(apiKeys).set({
+      usedQuota: sql`${apiKeys.usedQuota} + ${p('cost')}`,
+      remainQuota: sql`case when ${apiKeys.unlimitedQuota} then ${apiKeys.remainQuota} else ${apiKeys.remainQuota} - ${p('cost')} end`,
+    }).where(eq(apiKeys.id, p('keyId'))).prepare();
+  }
 
   /** Inserts the row unless its request id exists; true when inserted (false = already settled). */
-  insertOnce(row: NewUsageLogRow, tx: Tx = this.db): boolean {
-    return tx.insert(usageLogs).values(row).onConflictDoNothing({ target: usageLogs.requestId })
-      .returning({ id: usageLogs.id }).all().length > 0;
+  insertOnce(row: NewUsageLogRow, tx?: Tx): boolean {
+    if (tx && tx !== this.db) {
+      return tx.insert(usageLogs).values(row).onConflictDoNothing({ target: usageLogs.requestId }).returning({ id: usageLogs.id }).all().length > 0;
+    }
+    const v = {
+      kind: 'messages', channelId: null, upstreamModel: '', stream: false, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0,
+      cacheWriteTokens: 0, audioInputTokens: 0, audioOutputTokens: 0, cost: 0, latencyMs: 0, ttftMs: null, errorCode: '', attempts: 1, ip: '', ...row,
+    };
+    return this.insertStmt.all({ ...v, stream: v.stream ? 1 : 0 }).length > 0;
+  }
+
+  /** Adds a settled request to its user's used_quota (and request_count when it succeeded). */
+  addUserUsage(userId: number, cost: number, succeeded: boolean): void {
+    this.userStmt.run({ userId, cost, ok: succeeded ? 1 : 0 });
+  }
+
+  /** Adds a settled request's cost to its key's used_quota, and takes it off remain_quota for limited keys. */
+  addKeyUsage(keyId: number, cost: number): void {
+    this.keyStmt.run({ keyId, cost });
   }
 
   byRequestId(requestId: string): UsageLogRow | undefined {

@@ -1,0 +1,27 @@
+/**
+ * Benchmark gateway: the real server (auth, routing, metering, usage logs on) on a temp SQLite file,
+ * with one channel to the upstream given in argv[2], a price, a funded user and a relay key.
+ * Prints {"url","key"} on stdout.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadConfig } from '@gw/config';
+import { createServices } from '../apps/server/src/services';
+import { listen } from '../apps/server/src/app';
+
+const upstreamUrl = process.argv[2]!;
+const dir = mkdtempSync(join(tmpdir(), 'gw-bench-'));
+const config = loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'gateway.db')}`, ROOT_PASSWORD: 'bench-root-password', HOST: '127.0.0.1' });
+const s = await createServices(config, () => {});
+s.channels.create({ name: 'bench', type: 'anthropic', base_url: upstreamUrl, key: 'bench-upstream-key', models: ['bench-model'] } as any);
+s.relay.prices.upsert({ model: 'bench-model', input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 });
+const now = Math.floor(Date.now() / 1000);
+const user = s.users.insert({ username: 'bench', passwordHash: 'x', createdAt: now, updatedAt: now });
+s.ledger.apply({ userId: user.id, kind: 'topup', amount: 1e15, ref: 'bench-seed', at: now });
+const { key } = s.apiKeys.create(s.users.byId(user.id)!, { name: 'bench' } as any);
+const app = listen(s, 0, '127.0.0.1');
+console.log(JSON.stringify({ url: `http://127.0.0.1:${app.server!.port}`, key }));
+const stop = async () => { await app.stop(true); await s.close(); rmSync(dir, { recursive: true, force: true }); process.exit(0); };
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
