@@ -92,7 +92,8 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     if (!price) throw errors.forbidden('model_not_priced', `Model ${model} has no price configured; an administrator must set one before it can be used`, 'model');
     this.checkQuota(key, price);
     const candidates = this.d.channels.candidates(model, group).filter(serves);
-    if (candidates.length === 0) throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
+    const targets = (this.d.order ?? ((c: C[]) => c))(candidates).flatMap((c) => this.target(c, model));
+    if (targets.length === 0) throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
 
     const sessionId = `rt_${randomToken(20)}`;
     this.perKey.set(key.id, (this.perKey.get(key.id) ?? 0) + 1);
@@ -110,7 +111,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     });
     const startedAt = nowSeconds();
     const session: RelaySession = new RelaySession({
-      targets: (this.d.order ?? ((c: C[]) => c))(candidates).map((c) => this.target(c, model)),
+      targets,
       connectTimeoutMs: this.d.config.connectTimeoutMs,
       bufferBytes: this.d.config.bufferBytes,
       maxSessionMs: this.d.config.maxSessionSeconds * 1000,
@@ -153,9 +154,15 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     this.d.quota.release(r);
   }
 
-  private target(c: C, model: string): UpstreamTarget {
+  /** The upstream of a channel; none when its address cannot be built (a misconfigured base URL is skipped). */
+  private target(c: C, model: string): UpstreamTarget[] {
     const upstreamModel = c.modelMapping[model] || model;
-    return { channelId: c.id, upstreamModel, url: this.d.upstream.url(c, upstreamModel), headers: this.d.upstream.headers(c, upstreamModel) };
+    try {
+      return [{ channelId: c.id, upstreamModel, url: this.d.upstream.url(c, upstreamModel), headers: this.d.upstream.headers(c, upstreamModel) }];
+    } catch (e) {
+      (this.d.log ?? console.error)(`realtime: channel ${c.id} skipped, cannot build its upstream address: ${(e as Error)?.message ?? e}`);
+      return [];
+    }
   }
 
   private safely(what: string, fn: () => void, onError?: () => void): void {

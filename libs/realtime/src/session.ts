@@ -160,7 +160,12 @@ export class RelaySession {
   private connect(): void {
     const target = this.opts.targets[this.attempt]!;
     let opened = false;
-    const up = new WebSocket(target.url, { headers: target.headers } as any);
+    let up: WebSocket;
+    try {
+      up = new WebSocket(target.url, { headers: target.headers } as any);
+    } catch {
+      return this.retryOrFail('invalid upstream address'); // a misconfigured base URL: try the next channel
+    }
     up.binaryType = 'nodebuffer';
     this.up = up;
     this.connectTimer = setTimeout(() => { if (!opened) up.terminate(); }, this.opts.connectTimeoutMs);
