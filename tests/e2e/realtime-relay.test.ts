@@ -443,7 +443,7 @@ describe('realtime limits, backpressure and shutdown', () => {
   let u2: RealtimeUpstreamDouble;
   beforeAll(async () => {
     u2 = startRealtimeUpstream();
-    g = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '2', REALTIME_MAX_SESSION_SECONDS: '1', REALTIME_BUFFER_BYTES: '65536' });
+    g = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '2', REALTIME_MAX_SESSION_SECONDS: '1', REALTIME_BUFFER_BYTES: '65536', REALTIME_CONNECT_TIMEOUT_MS: '200' });
     g.channels.push(channel(1, u2));
   });
   afterAll(async () => {
@@ -468,6 +468,24 @@ describe('realtime limits, backpressure and shutdown', () => {
     await c.opened;
     b.ws.close();
     c.ws.close();
+  });
+
+  test('an upstream that accepts TCP but never answers the handshake times out; the next channel serves', async () => {
+    const silent = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+    g.channels.push(channel(7, { url: `http://127.0.0.1:${silent.port}` }, { priority: 5 }));
+    try {
+      const { key } = g.addKey(5_000_000);
+      const t0 = performance.now();
+      const c = open('/v1/realtime', bearerOf(key), g);
+      await c.opened;
+      await c.waitFor('session.created');
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(190);
+      c.ws.close();
+      await c.waitClose();
+    } finally {
+      g.channels.splice(g.channels.findIndex((x) => x.id === 7), 1);
+      silent.stop(true);
+    }
   });
 
   test('a session reaching REALTIME_MAX_SESSION_SECONDS gets an error event and close 1008', async () => {
