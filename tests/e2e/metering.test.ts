@@ -110,4 +110,26 @@ describe('quota', () => {
     expect(charge(id)).toEqual([{ amount: -log.cost }]);
     expect(balance(u.id)).toBe(1_000_000 - log.cost);
   });
+
+  test('a client that goes away mid-stream cancels the upstream and pays only for what was delivered', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    ant.queue.push({ text: 'one two three four five six', chunkDelayMs: 200, usage: USAGE });
+    const cancelledBefore = ant.double.cancelled;
+    const ctrl = new AbortController();
+    const res = await fetch(`${gw.url}/v1/messages`, { method: 'POST', signal: ctrl.signal, headers: { 'content-type': 'application/json', 'vendor-version': '2023-06-01', 'x-api-key': u.key }, body: JSON.stringify(msg('meter-a', { stream: true })) });
+    const id = res.headers.get('request-id')!;
+    const reader = res.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    expect(first).toContain('message_start');
+    ctrl.abort();
+    const t0 = Date.now();
+    while ((!logOf(id) || ant.double.cancelled === cancelledBefore) && Date.now() - t0 < 3000) await Bun.sleep(20);
+    expect(ant.double.cancelled).toBe(cancelledBefore + 1);
+    const log = logOf(id);
+    expect(log.error_code).toBe('client_closed');
+    expect(log.output_tokens).toBeLessThan(200);
+    expect(charge(id)).toEqual(log.cost > 0 ? [{ amount: -log.cost }] : []);
+    expect(balance(u.id)).toBe(1_000_000 - log.cost);
+    expect(gw.services.relay.quota.available(u.id)).toBe(1_000_000 - log.cost);
+  });
 });

@@ -82,14 +82,13 @@ interface Entry {
  * reserve() holds the request's worst case against the user's balance (users.quota minus what other
  * in-flight requests hold) and, for limited keys, the key's remain_quota. Settling a request writes its
  * usage log row (unique request id), its ledger charge (unique (charge, request id)) and the user's and
- * key's counters inside ONE transaction (a savepoint of it), so a crash leaves either all of it or none
- * of it, and settling the same request again is a no-op. Events are emitted after commit and the
+ * key's counters inside ONE transaction, so a crash leaves either all of it or none of it, and settling the same request again is a no-op. Events are emitted after commit and the
  * reservation released last, so between commit and release the money is counted twice (conservative),
  * never zero times.
  *
  * `settleAsync` group-commits: settlements arriving in the same event-loop turn share one transaction
- * (each in its own savepoint, so one bad entry cannot undo the others), which keeps the per-request cost
- * of metering small under load. `settle` writes immediately.
+ * (if it fails, each is retried in its own, so one bad entry cannot undo the others), which keeps the
+ * per-request cost of metering small under load. `settle` writes immediately.
  */
 export class QuotaService {
   private readonly balances = new Map<number, number>();
@@ -196,19 +195,23 @@ export class QuotaService {
     const { db, bus } = this.deps;
     const at = nowSeconds();
     try {
-      db.transaction((tx) => {
-        for (const e of entries) {
-          try {
-            tx.transaction((sp) => this.writeOne(e, sp, at));
-          } catch (err) {
-            e.error = err;
-            e.inserted = false;
-          }
+      // Fast path: the whole batch in one transaction.
+      db.transaction((tx) => { for (const e of entries) this.writeOne(e, tx, at); });
+    } catch (batchErr) {
+      // Something in the batch failed and the transaction rolled back: settle each entry on its own,
+      // so one bad entry cannot cost the others their settlement.
+      for (const e of entries) {
+        e.inserted = false;
+        e.balance = null;
+        try {
+          db.transaction((tx) => this.writeOne(e, tx, at));
+        } catch (err) {
+          e.error = err;
+          e.inserted = false;
+          e.balance = null;
         }
-      });
-    } catch (err) {
-      // The commit itself failed: nothing of the batch was written.
-      for (const e of entries) { e.error ??= err; e.inserted = false; }
+      }
+      if (entries.length === 1) entries[0]!.error ??= batchErr;
     }
     const usersChanged = new Set<number>();
     const keysChanged = new Set<number>();
@@ -216,7 +219,9 @@ export class QuotaService {
       if (!e.inserted || e.cost <= 0) continue;
       if (e.balance !== null) this.balances.set(e.log.userId, e.balance);
       usersChanged.add(e.log.userId);
-      keysChanged.add(e.log.apiKeyId);
+      // Only a limited key's remain_quota matters to the request path; an unlimited key's cached
+      // used_quota is informational and is not refreshed per request (the API reads it from the table).
+      if (!e.r || e.r.keyLimited) keysChanged.add(e.log.apiKeyId);
     }
     this.emitting = true;
     try {
