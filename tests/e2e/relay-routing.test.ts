@@ -2,19 +2,28 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
 import { addChannel, eventNames, upstream, type Scripted, keyedUser, msg, send, setPrice } from './relay-setup';
 
+// Two gateways: routing counts upstream hits exactly, so its background prober must not run during the
+// test (it would add probe requests); the health gateway probes every 100 ms.
 let gw: TestGateway;
+let routingGw: TestGateway;
+let healthGw: TestGateway;
 const ups: Scripted[] = [];
 const up = (kind: 'anthropic' | 'openai' = 'anthropic') => { const u = upstream(kind); ups.push(u); return u; };
 let key: string;
+let routingKey: string;
+let healthKey: string;
 beforeAll(async () => {
-  gw = await startGateway({ RELAY_HEALTH_FAILURES: '2', RELAY_PROBE_INTERVAL_MS: '100', RELAY_MAX_ATTEMPTS: '3' });
-  key = (await keyedUser(gw, 100_000_000)).key;
+  routingGw = await startGateway({ RELAY_HEALTH_FAILURES: '2', RELAY_PROBE_INTERVAL_MS: '3600000', RELAY_MAX_ATTEMPTS: '3' });
+  healthGw = await startGateway({ RELAY_HEALTH_FAILURES: '2', RELAY_PROBE_INTERVAL_MS: '100' });
+  routingKey = (await keyedUser(routingGw, 100_000_000)).key;
+  healthKey = (await keyedUser(healthGw, 100_000_000)).key;
 });
-afterAll(async () => { for (const u of ups) await u.stop(); await gw.stop(); });
+afterAll(async () => { for (const u of ups) await u.stop(); await routingGw.stop(); await healthGw.stop(); });
 
 const status = (id: number) => gw.services.channelRegistry.get(id)!.status;
 
 describe('routing', () => {
+  beforeAll(() => { gw = routingGw; key = routingKey; });
   test('highest priority first; weights split traffic inside a priority', async () => {
     const [hi1, hi2, lo] = [up(), up(), up()];
     await setPrice(gw, 'rt');
@@ -58,11 +67,13 @@ describe('routing', () => {
     await addChannel(gw, { type: 'anthropic', url: c.url, models: ['fo2'], priority: 1 });
     expect((await send(gw, key, msg('fo2', { stream: true }))).status).toBe(200);
     // A connection reset before any response is retried too.
-    // (b has failed twice in a row by now, so health may have disabled it: whichever is next serves.)
-    a.queue.push({ reset: true });
-    const [ha, hbc] = [a.hits, b.hits + c.hits];
-    expect((await send(gw, key, msg('fo', { stream: true }))).status).toBe(200);
-    expect([a.hits, b.hits + c.hits]).toEqual([ha + 1, hbc + 1]);
+    const resets = up(), good = up();
+    resets.fallback = { reset: true };
+    await setPrice(gw, 'fo3');
+    await addChannel(gw, { type: 'anthropic', url: resets.url, models: ['fo3'], priority: 2 });
+    await addChannel(gw, { type: 'anthropic', url: good.url, models: ['fo3'], priority: 1 });
+    expect((await send(gw, key, msg('fo3', { stream: true }))).status).toBe(200);
+    expect([resets.hits, good.hits]).toEqual([1, 1]);
   });
 
   test('a channel slower than its timeout_ms is abandoned for the next one', async () => {
@@ -95,6 +106,7 @@ describe('routing', () => {
 });
 
 describe('health', () => {
+  beforeAll(() => { gw = healthGw; key = healthKey; });
   test('consecutive failures auto-disable a channel; the prober re-enables it when it recovers', async () => {
     const flaky = up(), backup = up();
     await setPrice(gw, 'hl');
