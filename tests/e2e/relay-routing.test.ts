@@ -105,6 +105,24 @@ describe('routing', () => {
   });
 });
 
+describe('stream idle timeout', () => {
+  beforeAll(() => { gw = routingGw; key = routingKey; });
+  test('an upstream silent mid-stream for timeout_ms ends the stream with an error event', async () => {
+    const slow = up();
+    await setPrice(gw, 'idle');
+    const id = await addChannel(gw, { type: 'anthropic', url: slow.url, models: ['idle'] });
+    await gw.api('PUT', '/api/channel/', { id, timeout_ms: 1000 });
+    slow.queue.push({ text: 'a b c', chunkDelayMs: 2500 });
+    const t0 = performance.now();
+    const r = await send(gw, key, msg('idle', { stream: true }));
+    expect(r.status).toBe(200);
+    expect(eventNames(r.text)[0]).toBe('message_start');
+    expect(eventNames(r.text).at(-1)).toBe('error');
+    expect(performance.now() - t0).toBeLessThan(2400);
+    expect(slow.hits).toBe(1);
+  });
+});
+
 describe('health', () => {
   beforeAll(() => { gw = healthGw; key = healthKey; });
   test('consecutive failures auto-disable a channel; the prober re-enables it when it recovers', async () => {

@@ -207,13 +207,23 @@ export class RelayService {
 
   private streamResponse(decoder: StreamDecoder, reader: ReadableStreamDefaultReader<Uint8Array>, first: Uint8Array, ch: RelayChannel,
     r: RelayRequest, res: Reservation, attempts: number): Response {
+    const idleMs = ch.timeoutMs;
     const source = new ReadableStream<Uint8Array>({
       start(c) { c.enqueue(first); },
       async pull(c) {
         // Errors propagate: the decoder turns an upstream failure into an `error` event for the client.
-        const { done, value } = await reader.read();
-        if (done) c.close();
-        else c.enqueue(value);
+        // An upstream silent for a whole timeout_ms mid-stream counts as failed, not as slow.
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const idle = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => { reader.cancel().catch(() => {}); reject(new Error(`upstream silent for ${idleMs} ms`)); }, idleMs);
+        });
+        try {
+          const { done, value } = await Promise.race([reader.read(), idle]);
+          if (done) c.close();
+          else c.enqueue(value);
+        } finally {
+          clearTimeout(timer);
+        }
       },
       cancel(reason) { return reader.cancel(reason); },
     }, { highWaterMark: 0 });
