@@ -31,6 +31,8 @@ interface Wiring {
   channels: Channel[];
   userId: number;
   ledger: LedgerRepo;
+  /** Lines the realtime service logged (unexpected errors). */
+  logs: string[];
   /** A new user with `balance` and an API key; returns the plain key. */
   addKey(balance: number, extra?: Partial<GateKey>): { key: string; userId: number; keyId: number };
   stop(): Promise<void>;
@@ -62,6 +64,7 @@ async function wire(env: Record<string, string> = {}): Promise<Wiring> {
     return { key, userId: uid, keyId: row.id };
   };
   const channels: Channel[] = [];
+  const logs: string[] = [];
   const gate = new RelayGate({ lookup: (k) => keys.get(k), user: (id) => (owners.has(id) ? { id, status: 1, group: 'default' } : undefined) });
   const service = new RealtimeService<GateKey, Channel, any>({
     config: realtimeConfig({ REALTIME_CONNECT_TIMEOUT_MS: '1000', ...env }),
@@ -77,12 +80,13 @@ async function wire(env: Record<string, string> = {}): Promise<Wiring> {
     order: (c) => orderCandidates(c),
     sessions: new RealtimeSessionsRepo(h.db),
     billing: { requirePrice: true, minReserve: 1 },
+    log: (line) => logs.push(line),
   });
   const app: any = new Elysia().use(httpErrors({ maxBodyBytes: 1 << 20, routes: () => app.routes })).use(realtimeRoutes(service));
   app.listen({ port: 0, hostname: '127.0.0.1' });
   const port = app.server!.port;
   return {
-    url: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, h, service, quota, book, keys, channels, userId, ledger, addKey,
+    url: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, h, service, quota, book, keys, channels, userId, ledger, addKey, logs,
     async stop() {
       service.closeAll();
       await app.stop(true);
@@ -420,6 +424,19 @@ describe('realtime session edge cases', () => {
     c.ws.send(RESPONSE_CREATE);
     expect((await c.waitClose()).code).toBe(1008);
     expect(c.events().at(-1).error.code).toBe('api_key_revoked');
+  });
+
+  test('usage that cannot be written ends the session (1011) instead of serving unbilled responses', async () => {
+    const { key, userId } = w.addKey(5_000_000);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
+    await c.opened;
+    await c.waitFor('session.created');
+    w.h.sqlite.query('delete from users where id = ?').run(userId); // the charge's ledger write now fails
+    c.ws.send(RESPONSE_CREATE);
+    expect((await c.waitClose()).code).toBe(1011);
+    expect(c.events().at(-1).error.code).toBe('internal_error');
+    expect(w.logs.some((l) => l.includes('ledger: no user'))).toBe(true);
+    expect(w.h.sqlite.query('select count(*) as n from usage_logs where user_id = ?').get(userId)).toEqual({ n: 0 });
   });
 
   test('an upstream application close code is passed on, after an error event', async () => {

@@ -9,7 +9,7 @@ import type { RealtimeConfig } from './config';
 import { isWebSocketRequest, readCredentials } from './handshake';
 import { SessionMeter } from './meter';
 import type { ChannelSource, KeyLookup, KeyPolicy, PriceSource, QuotaPort, RealtimeChannel, RealtimeKey, SessionSink, UpstreamResolver } from './ports';
-import { RelaySession, type UpstreamTarget } from './session';
+import { INTERNAL_FAILURE, RelaySession, type UpstreamTarget } from './session';
 import { reservationFor, type RealtimePrice } from './usage';
 
 export interface RealtimeDeps<K extends RealtimeKey, C extends RealtimeChannel, R> {
@@ -116,6 +116,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       bufferBytes: this.d.config.bufferBytes,
       maxSessionMs: this.d.config.maxSessionSeconds * 1000,
       observer: meter,
+      onError: (e) => (this.d.log ?? console.error)(`realtime ${sessionId}: ${(e as Error)?.stack ?? e}`),
       onEnd: (end) => {
         this.live.delete(session);
         releaseSlot();
@@ -131,9 +132,9 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     const handlers: SocketHandlers = {
       open: (ws) => {
         this.live.add(session);
-        this.safely('open', () => session.open(ws), () => session.fail(internalFailure));
+        this.safely('open', () => session.open(ws), () => session.fail(INTERNAL_FAILURE));
       },
-      message: (ws, data) => this.safely('message', () => session.message(ws, data), () => session.fail(internalFailure)),
+      message: (ws, data) => this.safely('message', () => session.message(ws, data), () => session.fail(INTERNAL_FAILURE)),
       drain: (ws) => this.safely('drain', () => session.drain(ws)),
       close: (ws, code, reason) => this.safely('close', () => session.close(ws, code, reason)),
     };
@@ -175,4 +176,3 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
   }
 }
 
-const internalFailure = { closeCode: 1011, reason: 'internal error', type: 'api_error', code: 'internal_error', message: 'Internal gateway error' };

@@ -57,7 +57,12 @@ export interface RelayOptions {
   observer: FrameObserver;
   /** Called exactly once, after both sockets were told to close. */
   onEnd(end: SessionEnd): void;
+  /** An observer threw while reading an upstream frame (the session ends with 1011). */
+  onError?(e: unknown): void;
 }
+
+/** The failure used when the gateway itself broke (an observer threw). */
+export const INTERNAL_FAILURE: SessionFailure = { closeCode: 1011, reason: 'internal error', type: 'api_error', code: 'internal_error', message: 'Internal gateway error' };
 
 const byteLength = (f: Frame) => (typeof f === 'string' ? Buffer.byteLength(f) : f.byteLength);
 const POLL_MS = 5;
@@ -206,7 +211,16 @@ export class RelaySession {
     this.framesOut++;
     this.bytesOut += byteLength(data);
     this.relayedAny = true;
-    const failure = typeof data === 'string' ? this.opts.observer.upstream(data) : undefined;
+    let failure: SessionFailure | undefined;
+    if (typeof data === 'string') {
+      try {
+        failure = this.opts.observer.upstream(data);
+      } catch (e) {
+        // E.g. the usage could not be written: stop rather than keep serving unbilled responses.
+        this.opts.onError?.(e);
+        failure = INTERNAL_FAILURE;
+      }
+    }
     this.toClient(data);
     if (failure) this.fail(failure);
   }
