@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Elysia } from 'elysia';
 import { ChangeBus, costOf } from '@gw/core';
-import { LedgerRepo, PricesRepo, RealtimeSessionsRepo, UsageLogsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
+import { LedgerRepo, PricesRepo, RealtimeSessionsRepo, SettlementsRepo, UsageLogsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
 import { PriceBook, QuotaService } from '@gw/billing';
 import { getAdapter } from '@gw/providers';
 import { RelayGate, orderCandidates, type GateKey } from '@gw/relay';
@@ -46,7 +46,7 @@ async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   const ledger = new LedgerRepo(h.db, bus);
   const book = new PriceBook(new PricesRepo(h.db), bus);
   book.upsert(PRICE);
-  const quota = new QuotaService({ db: h.db, users, ledger, usageLogs: new UsageLogsRepo(h.db), prices: book, bus });
+  const quota = new QuotaService({ sqlite: h.sqlite, users, settlements: new SettlementsRepo(h.sqlite), prices: book, bus });
   const userId = users.insert({ username: 'rt', passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
   ledger.apply({ userId, kind: 'topup', amount: 10_000_000, ref: 'seed', at: 1 });
   const keyRow = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get();

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChangeBus } from '@gw/core';
-import { LedgerRepo, PricesRepo, UsageLogsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
+import { LedgerRepo, PricesRepo, SettlementsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
 import { PriceBook } from './price-book';
 import { QuotaService, costFor, type UsageLogInput } from './quota';
 
@@ -23,7 +23,7 @@ beforeEach(() => {
   const users = new UsersRepo(h.db);
   ledger = new LedgerRepo(h.db, bus);
   book = new PriceBook(new PricesRepo(h.db), bus);
-  quota = new QuotaService({ db: h.db, users, ledger, usageLogs: new UsageLogsRepo(h.db), prices: book, bus });
+  quota = new QuotaService({ sqlite: h.sqlite, users, settlements: new SettlementsRepo(h.sqlite), prices: book, bus });
   userId = users.insert({ username: 'u1', passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
   ledger.apply({ userId, kind: 'topup', amount: 500, ref: 't1', at: 1 });
   key.id = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', unlimitedQuota: false, remainQuota: 1000, createdAt: 1, updatedAt: 1 }).returning().get().id;

@@ -1,5 +1,6 @@
 import { costOf, GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
-import type { Db, LedgerRepo, PriceRow, UsageLogsRepo, UsersRepo } from '@gw/db';
+import type { Database } from 'bun:sqlite';
+import type { PriceRow, SettlementsRepo, UsersRepo } from '@gw/db';
 import type { PriceBook } from './price-book';
 
 /** The parts of a relay API key the quota needs (structurally an @gw/identity ApiKeyRecord). */
@@ -96,15 +97,16 @@ export class QuotaService {
   private readonly keyHeld = new Map<number, number>();
   private queue: Array<{ e: Entry; done: (s: Settlement) => void; fail: (err: unknown) => void }> = [];
   private flushScheduled = false;
-  /** Set while emitting our own events: the balances they announce are already in memory. */
-  private emitting = false;
 
   constructor(private readonly deps: {
-    db: Db; users: UsersRepo; ledger: LedgerRepo; usageLogs: UsageLogsRepo; prices: PriceBook; bus: ChangeBus;
+    sqlite: Database; users: UsersRepo; settlements: SettlementsRepo; prices: PriceBook; bus: ChangeBus;
   }) {
     deps.bus.on('user.changed', ({ userId }) => {
       // Only users already cached are refreshed; the others load on their first request.
-      if (!this.emitting && this.balances.has(userId)) this.loadBalance(userId);
+      if (this.balances.has(userId)) this.loadBalance(userId);
+    });
+    deps.bus.on('balance.changed', ({ userId, balance }) => {
+      if (this.balances.has(userId)) this.balances.set(userId, balance);
     });
   }
 
@@ -192,11 +194,11 @@ export class QuotaService {
   }
 
   private write(entries: Entry[]): void {
-    const { db, bus } = this.deps;
+    const { sqlite, bus } = this.deps;
     const at = nowSeconds();
     try {
       // Fast path: the whole batch in one transaction.
-      db.transaction((tx) => { for (const e of entries) this.writeOne(e, tx, at); });
+      sqlite.transaction(() => { for (const e of entries) this.writeOne(e, at); })();
     } catch (batchErr) {
       // Something in the batch failed and the transaction rolled back: settle each entry on its own,
       // so one bad entry cannot cost the others their settlement.
@@ -204,7 +206,7 @@ export class QuotaService {
         e.inserted = false;
         e.balance = null;
         try {
-          db.transaction((tx) => this.writeOne(e, tx, at));
+          sqlite.transaction(() => this.writeOne(e, at))();
         } catch (err) {
           e.error = err;
           e.inserted = false;
@@ -213,29 +215,27 @@ export class QuotaService {
       }
       if (entries.length === 1) entries[0]!.error ??= batchErr;
     }
-    const usersChanged = new Set<number>();
+    const balances = new Map<number, number>();
     const keysChanged = new Set<number>();
     for (const e of entries) {
       if (!e.inserted || e.cost <= 0) continue;
-      if (e.balance !== null) this.balances.set(e.log.userId, e.balance);
-      usersChanged.add(e.log.userId);
+      // Entries are in commit order, so the last balance of a user is the current one.
+      if (e.balance !== null) balances.set(e.log.userId, e.balance);
       // Only a limited key's remain_quota matters to the request path; an unlimited key's cached
       // used_quota is informational and is not refreshed per request (the API reads it from the table).
       if (!e.r || e.r.keyLimited) keysChanged.add(e.log.apiKeyId);
     }
-    this.emitting = true;
     try {
-      for (const userId of usersChanged) bus.emit('user.changed', { userId });
+      for (const [userId, balance] of balances) bus.emit('balance.changed', { userId, balance });
       for (const keyId of keysChanged) bus.emit('apikey.changed', { keyId });
     } finally {
-      this.emitting = false;
       for (const e of entries) if (e.r) this.release(e.r);
     }
   }
 
-  private writeOne(e: Entry, tx: Parameters<LedgerRepo['apply']>[1], at: number): void {
+  private writeOne(e: Entry, at: number): void {
     const { log, cost } = e;
-    e.inserted = this.deps.usageLogs.insertOnce({
+    const r = this.deps.settlements.apply({
       requestId: log.requestId, kind: log.kind ?? 'messages', userId: log.userId, apiKeyId: log.apiKeyId,
       channelId: log.channelId, model: log.model, upstreamModel: log.upstreamModel, stream: log.stream,
       inputTokens: log.usage.input, outputTokens: log.usage.output, cacheReadTokens: log.usage.cacheRead,
@@ -243,11 +243,8 @@ export class QuotaService {
       audioOutputTokens: log.usage.audioOutput ?? 0, cost, latencyMs: log.latencyMs, ttftMs: log.ttftMs,
       status: log.status, errorCode: log.errorCode, attempts: log.attempts, ip: log.ip, createdAt: at,
     });
-    if (!e.inserted) return;
-    if (cost > 0) e.balance = this.deps.ledger.apply({ userId: log.userId, kind: 'charge', amount: -cost, ref: log.requestId, note: log.model, at }, tx);
-    const succeeded = log.status < 400;
-    if (cost > 0 || succeeded) this.deps.usageLogs.addUserUsage(log.userId, cost, succeeded);
-    if (cost > 0) this.deps.usageLogs.addKeyUsage(log.apiKeyId, cost);
+    e.inserted = r.inserted;
+    if (r.inserted && r.balance !== undefined) e.balance = r.balance;
   }
 }
 

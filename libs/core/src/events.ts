@@ -6,6 +6,11 @@
 export interface ChangeEvents {
   /** A user's row changed (status, group, role, quota/balance, deletion). */
   'user.changed': { userId: number };
+  /**
+   * Only a user's balance moved (a ledger entry was applied), to `balance`. Kept apart from
+   * 'user.changed' so per-request charges don't make every user cache re-read the row.
+   */
+  'balance.changed': { userId: number; balance: number };
   /** A relay API key changed (created, updated, revoked, deleted). */
   'apikey.changed': { keyId: number };
   /** A channel changed (created, updated, status, deleted); `id` null = many/all. */

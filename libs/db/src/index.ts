@@ -12,3 +12,4 @@ export * from './repos/topup-orders';
 export * from './repos/webhook-events';
 export * from './repos/security';
 export * from './repos/realtime-sessions';
+export * from './repos/settlements';

@@ -1,6 +1,7 @@
 import type { ChangeBus } from '@gw/core';
 import { billingConfig, PriceBook, QuotaService, type BillingConfig } from '@gw/billing';
-import { PricesRepo, UsageLogsRepo, type Db, type LedgerRepo, type UsersRepo } from '@gw/db';
+import type { Database } from 'bun:sqlite';
+import { PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
 import { ModelCatalog } from './catalog';
 import { relayConfig, type RelayConfig } from './config';
@@ -25,9 +26,10 @@ export interface RelayServices {
 export interface RelayWiring {
   env: Record<string, string | undefined>;
   db: Db;
+  /** The same connection, for the per-request settlement statements. */
+  sqlite: Database;
   bus: ChangeBus;
   users: UsersRepo;
-  ledger: LedgerRepo;
   apiKeys: { lookup(plainKey: string): GateKey | undefined };
   directory: { get(userId: number): GateUser | undefined };
   channels: {
@@ -47,7 +49,7 @@ export function createRelayServices(w: RelayWiring): RelayServices {
   const billing = billingConfig(w.env);
   const prices = new PriceBook(new PricesRepo(w.db), w.bus);
   const usageLogs = new UsageLogsRepo(w.db);
-  const quota = new QuotaService({ db: w.db, users: w.users, ledger: w.ledger, usageLogs, prices, bus: w.bus });
+  const quota = new QuotaService({ sqlite: w.sqlite, users: w.users, settlements: new SettlementsRepo(w.sqlite), prices, bus: w.bus });
   const gate = new RelayGate({ lookup: (k) => w.apiKeys.lookup(k), user: (id) => w.directory.get(id) });
   const health = new ChannelHealth({
     all: () => w.channels.all(),

@@ -1,4 +1,5 @@
 import { and, count, desc, eq, sql, type SQL } from 'drizzle-orm';
+const p = (name: string) => sql.placeholder(name);
 import type { ChangeBus } from '@gw/core';
 import type { Db } from '../client';
 import { ledger, users } from '../schema';
@@ -18,33 +19,48 @@ export interface LedgerEntryInput {
   at: number;
 }
 
-/** Balance changes and their ledger rows, always written together. */
+/**
+ * Balance changes and their ledger rows, always written together. The three statements of `apply`
+ * are prepared once: they run for every metered request, and building the SQL each time cost several
+ * times more than executing it. Prepared statements run on the connection, so they take part in
+ * whatever transaction is open on it.
+ */
 export class LedgerRepo {
-  constructor(private readonly db: Db, private readonly bus?: ChangeBus) {}
+  private readonly dupStmt;
+  private readonly balanceStmt;
+  private readonly insertStmt;
+
+  constructor(private readonly db: Db, private readonly bus?: ChangeBus) {
+    this.dupStmt = db.select({ id: ledger.id }).from(ledger).where(and(eq(ledger.kind, p('kind')), eq(ledger.ref, p('ref')))).prepare();
+    this.balanceStmt = db.update(users).set({ quota: sql`${users.quota} + ${p('amount')}`, updatedAt: sql`${p('at')}` })
+      .where(eq(users.id, p('userId'))).returning({ quota: users.quota }).prepare();
+    this.insertStmt = db.insert(ledger).values({
+      userId: p('userId'), kind: p('kind'), amount: p('amount'), balanceAfter: p('balanceAfter'), ref: p('ref'),
+      note: p('note'), actorId: p('actorId'), createdAt: p('at'),
+    } as any).prepare();
+  }
 
   /**
    * Applies a balance change and its ledger row in the caller's transaction (or a new one).
    * Returns the new balance, or null when (kind, ref) was already applied (nothing changes).
-   * With its own transaction it emits `user.changed` after commit; a caller passing `tx` must emit
-   * it after its own commit.
+   * With its own transaction it emits `balance.changed` after commit; a caller passing `tx` must emit
+   * it (or `user.changed`) after its own commit.
    */
   apply(e: LedgerEntryInput, tx: Pick<Db, 'select' | 'insert' | 'update'> = this.db): number | null {
-    const run = (t: Pick<Db, 'select' | 'insert' | 'update'>) => {
-      const dup = t.select({ id: ledger.id }).from(ledger).where(and(eq(ledger.kind, e.kind), eq(ledger.ref, e.ref))).get();
-      if (dup) return null;
-      const u = t.update(users)
-        .set({ quota: sql`${users.quota} + ${e.amount}`, updatedAt: e.at })
-        .where(eq(users.id, e.userId)).returning({ quota: users.quota }).get();
+    const run = () => {
+      if (this.dupStmt.get({ kind: e.kind, ref: e.ref })) return null;
+      const u = this.balanceStmt.get({ amount: e.amount, at: e.at, userId: e.userId });
       if (!u) throw new Error(`ledger: no user ${e.userId}`);
-      t.insert(ledger).values({
+      this.insertStmt.run({
         userId: e.userId, kind: e.kind, amount: e.amount, balanceAfter: u.quota,
-        ref: e.ref, note: e.note ?? '', actorId: e.actorId ?? null, createdAt: e.at,
-      }).run();
+        ref: e.ref, note: e.note ?? '', actorId: e.actorId ?? null, at: e.at,
+      });
       return u.quota;
     };
-    if (tx !== this.db) return run(tx);
-    const balance = this.db.transaction((t) => run(t));
-    if (balance !== null) this.bus?.emit('user.changed', { userId: e.userId });
+    // `tx` only says a transaction is already open on this connection; the statements join it.
+    if (tx !== this.db) return run();
+    const balance = this.db.transaction(() => run());
+    if (balance !== null) this.bus?.emit('balance.changed', { userId: e.userId, balance });
     return balance;
   }
 

@@ -1,0 +1,78 @@
+import type { Database, Statement } from 'bun:sqlite';
+
+/** One metered request as it is written: the usage row plus what it does to balances. */
+export interface SettlementRow {
+  requestId: string;
+  kind: string;
+  userId: number;
+  apiKeyId: number;
+  channelId: number | null;
+  model: string;
+  upstreamModel: string;
+  stream: boolean;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  audioInputTokens: number;
+  audioOutputTokens: number;
+  cost: number;
+  latencyMs: number;
+  ttftMs: number | null;
+  status: number;
+  errorCode: string;
+  attempts: number;
+  ip: string;
+  createdAt: number;
+}
+
+/**
+ * The per-request write of metering, on raw prepared statements: it runs for every request, and
+ * through the query builder it cost several times what SQLite itself spends. It writes exactly
+ * what QuotaService and LedgerRepo define (usage row unique by request id, ledger 'charge' with
+ * ref = request id and balance_after, user and key counters); the caller owns the transaction.
+ */
+export class SettlementsRepo {
+  private readonly insertUsage: Statement;
+  private readonly chargeUser: Statement;
+  private readonly countUser: Statement;
+  private readonly insertLedger: Statement;
+  private readonly chargeKey: Statement;
+
+  constructor(sqlite: Database) {
+    this.insertUsage = sqlite.prepare(`INSERT INTO usage_logs (request_id, kind, user_id, api_key_id, channel_id, model, upstream_model,
+      stream, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, audio_input_tokens, audio_output_tokens, cost,
+      latency_ms, ttft_ms, status, error_code, attempts, ip, created_at)
+      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (request_id) DO NOTHING`);
+    this.chargeUser = sqlite.prepare(`UPDATE users SET quota = quota - ?1, used_quota = used_quota + ?1,
+      request_count = request_count + ?2, updated_at = ?3 WHERE id = ?4 RETURNING quota`);
+    this.countUser = sqlite.prepare('UPDATE users SET request_count = request_count + 1 WHERE id = ?');
+    this.insertLedger = sqlite.prepare(`INSERT INTO ledger (user_id, kind, amount, balance_after, ref, note, created_at)
+      VALUES (?, 'charge', ?, ?, ?, ?, ?)`);
+    this.chargeKey = sqlite.prepare(`UPDATE api_keys SET used_quota = used_quota + ?1,
+      remain_quota = CASE WHEN unlimited_quota THEN remain_quota ELSE remain_quota - ?1 END WHERE id = ?2`);
+  }
+
+  /**
+   * Writes one settlement inside the open transaction. Returns null when the request id was
+   * already settled (nothing written), else the user's balance after the charge (null balance
+   * change is reported as the unchanged `undefined`).
+   */
+  apply(r: SettlementRow): { inserted: false } | { inserted: true; balance: number | undefined } {
+    const res = this.insertUsage.run(r.requestId, r.kind, r.userId, r.apiKeyId, r.channelId, r.model, r.upstreamModel,
+      r.stream ? 1 : 0, r.inputTokens, r.outputTokens, r.cacheReadTokens, r.cacheWriteTokens, r.audioInputTokens,
+      r.audioOutputTokens, r.cost, r.latencyMs, r.ttftMs, r.status, r.errorCode, r.attempts, r.ip, r.createdAt);
+    if (res.changes === 0) return { inserted: false };
+    const succeeded = r.status < 400 ? 1 : 0;
+    if (r.cost <= 0) {
+      if (succeeded) this.countUser.run(r.userId);
+      return { inserted: true, balance: undefined };
+    }
+    const u = this.chargeUser.get(r.cost, succeeded, r.createdAt, r.userId) as { quota: number } | null;
+    if (!u) throw new Error(`ledger: no user ${r.userId}`);
+    // (kind, ref) is unique in the ledger: a second charge for the same request fails the transaction.
+    this.insertLedger.run(r.userId, -r.cost, u.quota, r.requestId, r.model, r.createdAt);
+    this.chargeKey.run(r.cost, r.apiKeyId);
+    return { inserted: true, balance: u.quota };
+  }
+}
