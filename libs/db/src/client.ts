@@ -20,7 +20,7 @@ export const MIGRATIONS_DIR = join(import.meta.dir, '..', '..', '..', 'drizzle')
  * WAL + synchronous=NORMAL: a committed transaction survives a process kill, and readers never
  * block the single writer.
  */
-export function openDatabase(path: string): DbHandle {
+export function openDatabase(path: string, opts: { checkpointMs?: number } = {}): DbHandle {
   const sqlite = new Database(path, { create: true, strict: true });
   sqlite.exec('PRAGMA journal_mode = WAL');
   sqlite.exec('PRAGMA synchronous = NORMAL');
@@ -28,5 +28,24 @@ export function openDatabase(path: string): DbHandle {
   sqlite.exec('PRAGMA busy_timeout = 5000');
   const db = drizzle({ client: sqlite, schema });
   migrate(db, { migrationsFolder: MIGRATIONS_DIR });
-  return { db, sqlite, close: () => sqlite.close() };
+  const stopCheckpointer = path === ':memory:' || opts.checkpointMs === 0 ? null : startCheckpointer(sqlite, path, opts.checkpointMs ?? 500);
+  return {
+    db, sqlite,
+    close: () => {
+      stopCheckpointer?.();
+      sqlite.close();
+    },
+  };
+}
+
+/**
+ * Moves WAL checkpoints (and their fsync) to a worker thread. The request thread's own
+ * auto-checkpoint stays on at a high threshold as a backstop should the worker fall behind.
+ */
+function startCheckpointer(sqlite: Database, path: string, intervalMs: number): () => void {
+  sqlite.exec('PRAGMA wal_autocheckpoint = 16384');
+  const worker = new Worker(new URL('./checkpoint-worker.ts', import.meta.url).href);
+  worker.postMessage({ path, intervalMs });
+  worker.unref();
+  return () => worker.terminate();
 }
