@@ -23,9 +23,11 @@ beforeAll(async () => {
 });
 afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 
-const balance = (id: number) => gw.services.users.byId(id)!.quota;
-const logOf = (requestId: string) => gw.services.dbh.sqlite.query('select * from usage_logs where request_id = ?').get(requestId) as any;
-const charge = (requestId: string) => gw.services.dbh.sqlite.query("select amount from ledger where kind = 'charge' and ref = ?").all(requestId) as any[];
+// Settlements are batched: write what is queued before reading the tables directly.
+const flushed = () => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite; };
+const logOf = (requestId: string) => flushed().query('select * from usage_logs where request_id = ?').get(requestId) as any;
+const balance = (id: number) => { flushed(); return gw.services.users.byId(id)!.quota; };
+const charge = (requestId: string) => flushed().query("select amount from ledger where kind = 'charge' and ref = ?").all(requestId) as any[];
 
 describe('metering exactness', () => {
   for (const [model, stream] of [['meter-a', false], ['meter-a', true], ['meter-o', false], ['meter-o', true]] as const) {

@@ -6,48 +6,17 @@ import { afterAll, describe, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { callJson, startGatewayProcess } from '../helpers/gateway-process';
 
-const ROOT = join(import.meta.dir, '..', '..');
 const dir = mkdtempSync(join(tmpdir(), 'gw-restart-'));
-const env = { ...process.env, DATABASE_URL: `sqlite:${join(dir, 'gw.db')}`, PORT: '0', HOST: '127.0.0.1', ROOT_PASSWORD: 'restart-root-pw-1', LOG_REQUESTS: 'false' };
+const env = { DATABASE_URL: `sqlite:${join(dir, 'gw.db')}`, PORT: '0', HOST: '127.0.0.1', ROOT_PASSWORD: 'restart-root-pw-1', LOG_REQUESTS: 'false' };
 const procs = new Set<Bun.Subprocess>();
 afterAll(() => {
   for (const p of procs) p.kill(9);
   rmSync(dir, { recursive: true, force: true });
 });
-
-/** Starts the gateway process and waits for its "listening on" line (PORT=0: it reports the real port). */
-async function startProcess(): Promise<{ proc: Bun.Subprocess<'ignore', 'pipe', 'pipe'>; url: string }> {
-  const proc = Bun.spawn([process.execPath, 'run', 'apps/server/src/index.ts'], { cwd: ROOT, env, stdout: 'pipe', stderr: 'pipe', stdin: 'ignore' });
-  procs.add(proc);
-  const reader = proc.stdout.getReader();
-  const dec = new TextDecoder();
-  let out = '';
-  const deadline = Date.now() + 15_000;
-  while (Date.now() < deadline) {
-    const { done, value } = await Promise.race([reader.read(), Bun.sleep(15_000).then(() => ({ done: true, value: undefined }))]);
-    if (done) break;
-    out += dec.decode(value);
-    const m = /listening on (http:\/\/[^\s]+)/.exec(out);
-    if (m) {
-      reader.releaseLock();
-      // Keep draining so a chatty process never blocks on a full pipe.
-      void proc.stdout.pipeTo(new WritableStream());
-      return { proc, url: m[1]! };
-    }
-  }
-  proc.kill(9);
-  throw new Error(`gateway did not start: ${out} ${await new Response(proc.stderr).text()}`);
-}
-
-const call = async (url: string, method: string, path: string, body?: unknown, token?: string) => {
-  const res = await fetch(url + path, {
-    method,
-    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as any, headers: res.headers };
-};
+const startProcess = () => startGatewayProcess(env, procs);
+const call = callJson;
 
 describe('restart keeps every committed record', () => {
   test('SIGKILL, then SIGTERM, then restart on the same database', async () => {

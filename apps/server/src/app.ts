@@ -23,6 +23,11 @@ import { realtimeRoutes } from './routes/realtime';
 export function createApp(s: Services) {
   const app: Elysia<any, any, any, any, any, any, any> = new Elysia({ name: 'gateway' })
     .use(httpErrors({ maxBodyBytes: s.config.maxBodyBytes, routes: () => app.routes }))
+    // Metering writes are batched (BILLING_FLUSH_MS); the management API reads the database, so it
+    // writes what is queued first: a user who just made a request sees it in logs, ledger and balance.
+    .onRequest(({ request }) => {
+      if (request.url.includes('/api/')) s.relay.quota.flush();
+    })
     .get('/health', () => ({ status: 'ok' }), { detail: { tags: ['system'], summary: 'Liveness probe' } })
     .use(openapiPlugin({ title: 'AI Gateway', version: '0.1.0' }))
     .use(sessionRoutes(s))

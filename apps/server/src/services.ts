@@ -88,7 +88,8 @@ export async function createServices(config: Config, log: (line: string) => void
   const userDirectory = new UserDirectory(users, bus);
   const apiKeys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, userDirectory, bus);
   const relay = createRelayServices({
-    env: config.env, db: dbh.db, sqlite: dbh.sqlite, bus, users, apiKeys, directory: userDirectory, channels: channelRegistry,
+    env: config.env, db: dbh.db, sqlite: dbh.sqlite, bus, users, apiKeys,
+    journalDir: config.sqlitePath === ':memory:' ? null : `${config.sqlitePath}.settlements`, directory: userDirectory, channels: channelRegistry,
     setChannelStatus: (id, status, reason) => channels.setStatus(id, status, reason), adapter: getAdapter, log,
   });
   closers.push(() => relay.close());

@@ -11,6 +11,11 @@ export interface BillingConfig {
    * non-negative balance to start.
    */
   minReserve: number;
+  /**
+   * BILLING_FLUSH_MS (default 5): settlements are durable in the journal at once and written to the
+   * database in batches at most this late; reads of logs, ledger and balances flush first.
+   */
+  flushMs: number;
 }
 
 /** Reads the billing settings; throws ConfigError on a bad value. */
@@ -18,5 +23,6 @@ export function billingConfig(env: Record<string, string | undefined>): BillingC
   return {
     requirePrice: readBoolEnv(env, 'BILLING_REQUIRE_PRICE', true),
     minReserve: readIntEnv(env, 'BILLING_MIN_RESERVE', 1, 0, 1_000_000_000),
+    flushMs: readIntEnv(env, 'BILLING_FLUSH_MS', 5, 0, 60_000),
   };
 }

@@ -1,106 +1,66 @@
-import { costOf, GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
+import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
 import type { Database } from 'bun:sqlite';
-import type { PriceRow, SettlementsRepo, UsersRepo } from '@gw/db';
+import type { SettlementRow, SettlementsRepo, UsersRepo } from '@gw/db';
+import type { SettlementJournal } from './journal';
 import type { PriceBook } from './price-book';
+import { costFor, type QuotaKey, type Reservation, type Settlement, type UsageLogInput } from './usage';
 
-/** The parts of a relay API key the quota needs (structurally an @gw/identity ApiKeyRecord). */
-export interface QuotaKey {
-  id: number;
-  unlimitedQuota: boolean;
-  remainQuota: number;
-}
-
-/** Money held for one in-flight request; released exactly once (by settle or release). */
-export interface Reservation {
-  readonly ref: string;
-  readonly userId: number;
-  readonly keyId: number;
-  readonly keyLimited: boolean;
-  readonly amount: number;
-  done: boolean;
-}
-
-/** Token counts by kind, as the upstream reported them. */
-export interface TokenUsage {
-  input: number;
-  output: number;
-  cacheRead: number;
-  cacheWrite: number;
-  audioInput?: number;
-  audioOutput?: number;
-}
-
-/** Everything a usage log row records; `cost` is computed by settle from `usage` and the price. */
-export interface UsageLogInput {
-  requestId: string;
-  kind?: 'messages' | 'realtime';
-  userId: number;
-  apiKeyId: number;
-  channelId: number | null;
-  model: string;
-  upstreamModel: string;
-  stream: boolean;
-  usage: TokenUsage;
-  /** Defaults to the PriceBook's current price of `model` (zero when unpriced). */
-  price?: PriceRow;
-  latencyMs: number;
-  ttftMs: number | null;
-  status: number;
-  errorCode: string;
-  attempts: number;
-  ip: string;
-}
-
-/** Exact cost in quota units of `u` at `p` (rounded up once over all kinds). */
-export function costFor(u: TokenUsage, p: Pick<PriceRow, 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'audioInput' | 'audioOutput'> | undefined): number {
-  if (!p) return 0;
-  return costOf([
-    [u.input, p.input], [u.output, p.output], [u.cacheRead, p.cacheRead], [u.cacheWrite, p.cacheWrite],
-    [u.audioInput ?? 0, p.audioInput], [u.audioOutput ?? 0, p.audioOutput],
-  ]);
-}
-
-/** The outcome of settling one request. */
-export interface Settlement {
-  /** Quota units charged (0 when already settled). */
-  cost: number;
-  /** This request id had been settled before: nothing was written. */
-  duplicate: boolean;
-}
+export * from './usage';
 
 interface Entry {
   r: Reservation | null;
-  log: UsageLogInput;
-  cost: number;
+  row: SettlementRow;
+  limitedKey: boolean;
   inserted: boolean;
   balance: number | null;
   error: unknown;
+  waiters: Array<{ done: (s: Settlement) => void; fail: (err: unknown) => void }>;
+}
+
+export interface QuotaDeps {
+  sqlite: Database;
+  users: UsersRepo;
+  settlements: SettlementsRepo;
+  prices: PriceBook;
+  bus: ChangeBus;
+  /** Absent: settlements are not journaled (in-memory database: nothing would survive a crash anyway). */
+  journal?: SettlementJournal | null;
+  /** Longest a recorded settlement waits before its batch is written (ms). */
+  flushMs?: number;
+  /** A batch this large is written at once. */
+  flushBatch?: number;
+  log?: (line: string) => void;
 }
 
 /**
  * Balances and reservations in memory; the writes of a request happen once, at settle time.
  *
- * reserve() holds the request's worst case against the user's balance (users.quota minus what other
- * in-flight requests hold) and, for limited keys, the key's remain_quota. Settling a request writes its
- * usage log row (unique request id), its ledger charge (unique (charge, request id)) and the user's and
- * key's counters inside ONE transaction, so a crash leaves either all of it or none of it, and settling the same request again is a no-op. Events are emitted after commit and the
- * reservation released last, so between commit and release the money is counted twice (conservative),
- * never zero times.
+ * reserve() holds a request's worst case against what the user can spend: the committed balance
+ * (users.quota) minus settlements recorded but not yet written, minus what other in-flight requests
+ * hold — and, for limited keys, the same against the key's remain_quota. So concurrent requests can
+ * never overspend, whatever the write lag.
  *
- * `settleAsync` group-commits: settlements arriving in the same event-loop turn share one transaction
- * (if it fails, each is retried in its own, so one bad entry cannot undo the others), which keeps the
- * per-request cost of metering small under load. `settle` writes immediately.
+ * record() makes a settlement durable by appending it to the journal (synchronous, survives a kill)
+ * and queues it; batches are written every `flushMs` or `flushBatch` entries, each in ONE transaction
+ * (usage row unique by request id, ledger charge, user and key counters), so a crash leaves all of a
+ * settlement or none of it, and writing one twice is a no-op. Leftover journal segments are replayed
+ * at start-up. settleAsync() is record() plus waiting for the commit; settle() writes immediately.
  */
 export class QuotaService {
   private readonly balances = new Map<number, number>();
   private readonly userHeld = new Map<number, number>();
   private readonly keyHeld = new Map<number, number>();
-  private queue: Array<{ e: Entry; done: (s: Settlement) => void; fail: (err: unknown) => void }> = [];
-  private flushScheduled = false;
+  /** Recorded, not yet committed: already spent as far as reserve() is concerned. */
+  private readonly userPending = new Map<number, number>();
+  private readonly keyPending = new Map<number, number>();
+  private queue: Entry[] = [];
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private readonly flushMs: number;
+  private readonly flushBatch: number;
 
-  constructor(private readonly deps: {
-    sqlite: Database; users: UsersRepo; settlements: SettlementsRepo; prices: PriceBook; bus: ChangeBus;
-  }) {
+  constructor(private readonly deps: QuotaDeps) {
+    this.flushMs = deps.flushMs ?? 5;
+    this.flushBatch = deps.flushBatch ?? 256;
     deps.bus.on('user.changed', ({ userId }) => {
       // Only users already cached are refreshed; the others load on their first request.
       if (this.balances.has(userId)) this.loadBalance(userId);
@@ -108,6 +68,7 @@ export class QuotaService {
     deps.bus.on('balance.changed', ({ userId, balance }) => {
       if (this.balances.has(userId)) this.balances.set(userId, balance);
     });
+    this.replay();
   }
 
   private loadBalance(userId: number): number {
@@ -127,7 +88,7 @@ export class QuotaService {
 
   /** What the user can still reserve now. */
   available(userId: number): number {
-    return this.balance(userId) - (this.userHeld.get(userId) ?? 0);
+    return this.balance(userId) - (this.userPending.get(userId) ?? 0) - (this.userHeld.get(userId) ?? 0);
   }
 
   /** Holds `amount` for a request; throws 402 billing_error `quota_exhausted` when short. */
@@ -139,13 +100,13 @@ export class QuotaService {
     }
     const k = input.apiKey;
     if (!k.unlimitedQuota) {
-      const keyAvail = k.remainQuota - (this.keyHeld.get(k.id) ?? 0);
+      const keyAvail = k.remainQuota - (this.keyPending.get(k.id) ?? 0) - (this.keyHeld.get(k.id) ?? 0);
       if (amount > keyAvail || keyAvail <= 0) {
         throw new GatewayError(402, 'key_quota_exhausted', `API key quota exhausted: this request may cost up to ${amount} quota units, ${Math.max(0, keyAvail)} left on the key`);
       }
-      this.keyHeld.set(k.id, (this.keyHeld.get(k.id) ?? 0) + amount);
+      add(this.keyHeld, k.id, amount);
     }
-    this.userHeld.set(input.userId, (this.userHeld.get(input.userId) ?? 0) + amount);
+    add(this.userHeld, input.userId, amount);
     return { ref: input.ref, userId: input.userId, keyId: k.id, keyLimited: !k.unlimitedQuota, amount, done: false };
   }
 
@@ -153,52 +114,108 @@ export class QuotaService {
   release(r: Reservation): void {
     if (r.done) return;
     r.done = true;
-    dec(this.userHeld, r.userId, r.amount);
-    if (r.keyLimited) dec(this.keyHeld, r.keyId, r.amount);
+    add(this.userHeld, r.userId, -r.amount);
+    if (r.keyLimited) add(this.keyHeld, r.keyId, -r.amount);
   }
 
   private entry(r: Reservation | null, log: UsageLogInput): Entry {
-    return { r, log, cost: costFor(log.usage, log.price ?? this.deps.prices.get(log.model)), inserted: false, balance: null, error: undefined };
+    const u = log.usage;
+    const row: SettlementRow = {
+      requestId: log.requestId, kind: log.kind ?? 'messages', userId: log.userId, apiKeyId: log.apiKeyId,
+      channelId: log.channelId, model: log.model, upstreamModel: log.upstreamModel, stream: log.stream,
+      inputTokens: u.input, outputTokens: u.output, cacheReadTokens: u.cacheRead, cacheWriteTokens: u.cacheWrite,
+      audioInputTokens: u.audioInput ?? 0, audioOutputTokens: u.audioOutput ?? 0,
+      cost: costFor(u, log.price ?? this.deps.prices.get(log.model)), latencyMs: log.latencyMs, ttftMs: log.ttftMs,
+      status: log.status, errorCode: log.errorCode, attempts: log.attempts, ip: log.ip, createdAt: nowSeconds(),
+    };
+    return { r, row, limitedKey: r ? r.keyLimited : true, inserted: false, balance: null, error: undefined, waiters: [] };
+  }
+
+  /**
+   * Records a finished request durably and releases its reservation; the database write follows
+   * within `flushMs`. Returns the cost. Its money stays unspendable until then (pending).
+   */
+  record(r: Reservation | null, log: UsageLogInput): number {
+    return this.enqueue(this.entry(r, log)).row.cost;
+  }
+
+  /** record() and wait for the commit: resolves with the outcome, rejects when the write failed (nothing charged). */
+  settleAsync(r: Reservation | null, log: UsageLogInput): Promise<Settlement> {
+    const e = this.entry(r, log);
+    return new Promise((done, fail) => {
+      e.waiters.push({ done, fail });
+      this.enqueue(e);
+    });
   }
 
   /** Bills a finished request now, exactly once, and releases its reservation. Throws if the write failed (nothing charged). */
   settle(r: Reservation | null, log: UsageLogInput): Settlement {
+    this.flush();
     const e = this.entry(r, log);
-    this.write([e]);
+    try {
+      this.write([e]);
+    } finally {
+      if (r) this.release(r);
+    }
     if (e.error) throw e.error;
-    return { cost: e.inserted ? e.cost : 0, duplicate: !e.inserted };
+    return { cost: e.inserted ? e.row.cost : 0, duplicate: !e.inserted };
   }
 
-  /** Like settle, group-committed with the other settlements of this event-loop turn. */
-  settleAsync(r: Reservation | null, log: UsageLogInput): Promise<Settlement> {
-    return new Promise((done, fail) => {
-      this.queue.push({ e: this.entry(r, log), done, fail });
-      if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        setImmediate(() => this.flush());
-      }
-    });
+  private enqueue(e: Entry): Entry {
+    this.deps.journal?.append(e.row);
+    add(this.userPending, e.row.userId, e.row.cost);
+    if (e.limitedKey) add(this.keyPending, e.row.apiKeyId, e.row.cost);
+    if (e.r) this.release(e.r);
+    this.queue.push(e);
+    if (this.queue.length >= this.flushBatch) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), this.flushMs);
+    return e;
   }
 
-  /** Writes every queued settlement now (also called on shutdown). */
+  /** Writes every queued settlement now (also on shutdown and before reads that must see them). */
   flush(): void {
-    this.flushScheduled = false;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
     const batch = this.queue;
-    this.queue = [];
     if (!batch.length) return;
-    this.write(batch.map((b) => b.e));
-    for (const b of batch) {
-      if (b.e.error) b.fail(b.e.error);
-      else b.done({ cost: b.e.inserted ? b.e.cost : 0, duplicate: !b.e.inserted });
+    this.queue = [];
+    const segment = this.deps.journal?.seal() ?? null;
+    this.write(batch);
+    for (const e of batch) {
+      add(this.userPending, e.row.userId, -e.row.cost);
+      if (e.limitedKey) add(this.keyPending, e.row.apiKeyId, -e.row.cost);
+      if (e.error) this.deps.log?.(`settlement of ${e.row.requestId} failed, nothing charged: ${String(e.error)}; row: ${JSON.stringify(e.row)}`);
+      for (const w of e.waiters) {
+        if (e.error) w.fail(e.error);
+        else w.done({ cost: e.inserted ? e.row.cost : 0, duplicate: !e.inserted });
+      }
+    }
+    // Every settlement of the segment is now committed (or failed for good and logged above).
+    if (segment) this.deps.journal!.discard(segment);
+  }
+
+  /** Writes settlements journaled by a previous process that did not commit them (crash or kill). */
+  private replay(): void {
+    for (const { path, rows } of this.deps.journal?.leftovers() ?? []) {
+      const entries = rows.map((row): Entry => ({ r: null, row, limitedKey: true, inserted: false, balance: null, error: undefined, waiters: [] }));
+      this.write(entries);
+      const replayed = entries.filter((e) => e.inserted).length;
+      if (rows.length) this.deps.log?.(`replayed ${replayed} of ${rows.length} journaled settlements from ${path} (the rest were already written)`);
+      for (const e of entries) if (e.error) this.deps.log?.(`replay of ${e.row.requestId} failed: ${String(e.error)}; row: ${JSON.stringify(e.row)}`);
+      this.deps.journal!.discard(path);
     }
   }
 
   private write(entries: Entry[]): void {
-    const { sqlite, bus } = this.deps;
-    const at = nowSeconds();
+    const { sqlite, settlements, bus } = this.deps;
+    const writeOne = (e: Entry) => {
+      const r = settlements.apply(e.row);
+      e.inserted = r.inserted;
+      if (r.inserted && r.balance !== undefined) e.balance = r.balance;
+    };
     try {
       // Fast path: the whole batch in one transaction.
-      sqlite.transaction(() => { for (const e of entries) this.writeOne(e, at); })();
+      sqlite.transaction(() => { for (const e of entries) writeOne(e); })();
     } catch (batchErr) {
       // Something in the batch failed and the transaction rolled back: settle each entry on its own,
       // so one bad entry cannot cost the others their settlement.
@@ -206,7 +223,7 @@ export class QuotaService {
         e.inserted = false;
         e.balance = null;
         try {
-          sqlite.transaction(() => this.writeOne(e, at))();
+          sqlite.transaction(() => writeOne(e))();
         } catch (err) {
           e.error = err;
           e.inserted = false;
@@ -218,38 +235,20 @@ export class QuotaService {
     const balances = new Map<number, number>();
     const keysChanged = new Set<number>();
     for (const e of entries) {
-      if (!e.inserted || e.cost <= 0) continue;
+      if (!e.inserted || e.row.cost <= 0) continue;
       // Entries are in commit order, so the last balance of a user is the current one.
-      if (e.balance !== null) balances.set(e.log.userId, e.balance);
+      if (e.balance !== null) balances.set(e.row.userId, e.balance);
       // Only a limited key's remain_quota matters to the request path; an unlimited key's cached
       // used_quota is informational and is not refreshed per request (the API reads it from the table).
-      if (!e.r || e.r.keyLimited) keysChanged.add(e.log.apiKeyId);
+      if (e.limitedKey) keysChanged.add(e.row.apiKeyId);
     }
-    try {
-      for (const [userId, balance] of balances) bus.emit('balance.changed', { userId, balance });
-      for (const keyId of keysChanged) bus.emit('apikey.changed', { keyId });
-    } finally {
-      for (const e of entries) if (e.r) this.release(e.r);
-    }
-  }
-
-  private writeOne(e: Entry, at: number): void {
-    const { log, cost } = e;
-    const r = this.deps.settlements.apply({
-      requestId: log.requestId, kind: log.kind ?? 'messages', userId: log.userId, apiKeyId: log.apiKeyId,
-      channelId: log.channelId, model: log.model, upstreamModel: log.upstreamModel, stream: log.stream,
-      inputTokens: log.usage.input, outputTokens: log.usage.output, cacheReadTokens: log.usage.cacheRead,
-      cacheWriteTokens: log.usage.cacheWrite, audioInputTokens: log.usage.audioInput ?? 0,
-      audioOutputTokens: log.usage.audioOutput ?? 0, cost, latencyMs: log.latencyMs, ttftMs: log.ttftMs,
-      status: log.status, errorCode: log.errorCode, attempts: log.attempts, ip: log.ip, createdAt: at,
-    });
-    e.inserted = r.inserted;
-    if (r.inserted && r.balance !== undefined) e.balance = r.balance;
+    for (const [userId, balance] of balances) bus.emit('balance.changed', { userId, balance });
+    for (const keyId of keysChanged) bus.emit('apikey.changed', { keyId });
   }
 }
 
-function dec(m: Map<number, number>, id: number, by: number): void {
-  const v = (m.get(id) ?? 0) - by;
+function add(m: Map<number, number>, id: number, by: number): void {
+  const v = (m.get(id) ?? 0) + by;
   if (v <= 0) m.delete(id);
   else m.set(id, v);
 }

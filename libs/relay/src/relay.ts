@@ -115,19 +115,27 @@ export class RelayService {
     } catch (e) {
       const err = e instanceof GatewayError ? e : new GatewayError(502, 'upstream_error', 'Upstream request failed', { cause: e });
       // Nothing reached the client: no charge, but the attempt is logged.
-      await this.settle(reservation, r, lastChannel, ZERO, { status: err.status, errorCode: err.code, attempts, ttftMs: null });
+      this.settle(reservation, r, lastChannel, ZERO, { status: err.status, errorCode: err.code, attempts, ttftMs: null });
       throw err;
     }
   }
 
-  /** Group-committed settlement; a failed write is logged (and charges nothing), never thrown at the client. */
+  /**
+   * Records the settlement in the journal (durable once this returns; the database write is batched
+   * off the request path). A failure to record is logged and charges nothing, never thrown at the client.
+   */
   private settle(res: Reservation, r: RelayRequest, ch: RelayChannel | null, usage: TokenUsage,
-    o: { status: number; errorCode: string; attempts: number; ttftMs: number | null }): Promise<void> {
-    return this.d.quota.settleAsync(res, {
-      requestId: r.requestId, userId: r.key.userId, apiKeyId: r.key.id, channelId: ch?.id ?? null, model: r.body.model,
-      upstreamModel: ch ? ch.modelMapping[r.body.model] ?? r.body.model : '', stream: r.body.stream === true, usage,
-      latencyMs: since(r.startedAt), ttftMs: o.ttftMs, status: o.status, errorCode: o.errorCode, attempts: o.attempts, ip: r.ip,
-    }).then(() => undefined, (e) => { console.error(`[${r.requestId}] settle failed; nothing was charged`, e); });
+    o: { status: number; errorCode: string; attempts: number; ttftMs: number | null }): void {
+    try {
+      this.d.quota.record(res, {
+        requestId: r.requestId, userId: r.key.userId, apiKeyId: r.key.id, channelId: ch?.id ?? null, model: r.body.model,
+        upstreamModel: ch ? ch.modelMapping[r.body.model] ?? r.body.model : '', stream: r.body.stream === true, usage,
+        latencyMs: since(r.startedAt), ttftMs: o.ttftMs, status: o.status, errorCode: o.errorCode, attempts: o.attempts, ip: r.ip,
+      });
+    } catch (e) {
+      this.d.quota.release(res);
+      console.error(`[${r.requestId}] settlement could not be recorded; nothing was charged`, e);
+    }
   }
 
   private target(ch: RelayChannel, model: string): UpstreamTarget {
@@ -182,8 +190,8 @@ export class RelayService {
       this.d.health.success(ch.id);
       // An upstream that reports no usage is billed on estimates rather than for free.
       const usage = decoded.usage ?? { input_tokens: inputEstimate, output_tokens: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')), cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
-      // Billed before the response leaves: a completed request is never left unbilled by a crash.
-      await this.settle(res, r, ch, toTokens(usage), { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt) });
+      // Recorded before the response leaves: a completed request is never left unbilled by a crash.
+      this.settle(res, r, ch, toTokens(usage), { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt) });
       return {
         ok: true, channel: ch,
         response: new Response(JSON.stringify(decoded.message), { status: 200, headers: { 'content-type': 'application/json', 'request-id': r.requestId } }),
@@ -237,7 +245,7 @@ export class RelayService {
       const usage = toTokens(out.usage ?? out.estimatedUsage);
       const errorCode = out.complete ? '' : clientGone ? 'client_closed' : 'upstream_stream_cut';
       if (!out.complete && !clientGone) this.d.health.failure(ch.id, out.error ?? errorCode);
-      await this.settle(res, r, ch, usage, { status: 200, errorCode, attempts, ttftMs: ttft });
+      this.settle(res, r, ch, usage, { status: 200, errorCode, attempts, ttftMs: ttft });
     };
     const body = new ReadableStream<Uint8Array>({
       async pull(c) {
@@ -248,7 +256,7 @@ export class RelayService {
           chunk = { done: true };
         }
         if (chunk.done) {
-          // The stream closes after its settlement committed.
+          // The stream closes after its settlement was recorded.
           await finish(false);
           c.close();
           return;

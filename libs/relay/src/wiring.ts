@@ -1,5 +1,5 @@
 import type { ChangeBus } from '@gw/core';
-import { billingConfig, PriceBook, QuotaService, type BillingConfig } from '@gw/billing';
+import { billingConfig, PriceBook, QuotaService, SettlementJournal, type BillingConfig } from '@gw/billing';
 import type { Database } from 'bun:sqlite';
 import { PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
@@ -28,6 +28,8 @@ export interface RelayWiring {
   db: Db;
   /** The same connection, for the per-request settlement statements. */
   sqlite: Database;
+  /** Folder of the settlement journal; null for an in-memory database. */
+  journalDir: string | null;
   bus: ChangeBus;
   users: UsersRepo;
   apiKeys: { lookup(plainKey: string): GateKey | undefined };
@@ -49,7 +51,10 @@ export function createRelayServices(w: RelayWiring): RelayServices {
   const billing = billingConfig(w.env);
   const prices = new PriceBook(new PricesRepo(w.db), w.bus);
   const usageLogs = new UsageLogsRepo(w.db);
-  const quota = new QuotaService({ sqlite: w.sqlite, users: w.users, settlements: new SettlementsRepo(w.sqlite), prices, bus: w.bus });
+  const quota = new QuotaService({
+    sqlite: w.sqlite, users: w.users, settlements: new SettlementsRepo(w.sqlite), prices, bus: w.bus,
+    journal: w.journalDir ? new SettlementJournal(w.journalDir) : null, flushMs: billing.flushMs, log: w.log,
+  });
   const gate = new RelayGate({ lookup: (k) => w.apiKeys.lookup(k), user: (id) => w.directory.get(id) });
   const health = new ChannelHealth({
     all: () => w.channels.all(),

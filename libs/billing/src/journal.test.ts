@@ -1,0 +1,73 @@
+import { afterEach, beforeEach, expect, test } from 'bun:test';
+import { appendFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ChangeBus } from '@gw/core';
+import { LedgerRepo, PricesRepo, SettlementsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
+import { SettlementJournal } from './journal';
+import { PriceBook } from './price-book';
+import { QuotaService } from './quota';
+
+let dir: string;
+let h: DbHandle;
+let userId: number;
+let keyId: number;
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'journal-'));
+  h = openDatabase(join(dir, 'db.sqlite'), { checkpointMs: 0 });
+  const users = new UsersRepo(h.db);
+  userId = users.insert({ username: 'u', passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
+  new LedgerRepo(h.db).apply({ userId, kind: 'topup', amount: 10_000, ref: 't', at: 1 });
+  keyId = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get().id;
+});
+afterEach(() => { h.close(); rmSync(dir, { recursive: true, force: true }); });
+
+/** A QuotaService as a fresh process would build it on this database and journal folder. */
+function boot(flushMs = 60_000, journaled = true): QuotaService {
+  const bus = new ChangeBus();
+  const prices = new PriceBook(new PricesRepo(h.db), bus);
+  prices.upsert({ model: 'm', input: 1_000_000, output: 2_000_000, cache_read: 0, cache_write: 0 });
+  return new QuotaService({ sqlite: h.sqlite, users: new UsersRepo(h.db), settlements: new SettlementsRepo(h.sqlite), prices, bus, journal: journaled ? new SettlementJournal(join(dir, 'journal')) : null, flushMs });
+}
+
+const log = (requestId: string, input: number, output: number) => ({
+  requestId, userId, apiKeyId: keyId, channelId: 1, model: 'm', upstreamModel: 'm', stream: false,
+  usage: { input, output, cacheRead: 0, cacheWrite: 0 }, latencyMs: 1, ttftMs: 1, status: 200, errorCode: '', attempts: 1, ip: '',
+});
+const rows = () => h.sqlite.query('select request_id, cost from usage_logs order by request_id').all();
+const quota = () => (h.sqlite.query('select quota from users where id = ?').get(userId) as any).quota;
+
+test('recorded settlements count as spent before they are written, and are written once', () => {
+  const q = boot();
+  const r = q.reserve({ userId, apiKey: { id: keyId, unlimitedQuota: true, remainQuota: 0 }, amount: 100, ref: 'a' });
+  expect(q.record(r, log('a', 10, 5))).toBe(20);
+  expect(rows()).toEqual([]);
+  // Not yet in the table, but no longer spendable: reservation released, charge pending.
+  expect(q.available(userId)).toBe(10_000 - 20);
+  q.flush();
+  expect(rows()).toEqual([{ request_id: 'a', cost: 20 }]);
+  expect(quota()).toBe(10_000 - 20);
+  expect(q.available(userId)).toBe(10_000 - 20);
+  expect(readdirSync(join(dir, 'journal'))).toEqual([]);
+});
+
+test('a restart replays what a killed process journaled, skips a torn last line, and never charges twice', () => {
+  const first = boot();
+  first.record(null, log('k1', 10, 0));
+  first.record(null, log('k2', 0, 10));
+  // The kill landed mid-write: a torn line that no one was ever told was recorded.
+  const [segment] = readdirSync(join(dir, 'journal'));
+  appendFileSync(join(dir, 'journal', segment!), '{"requestId":"k3","ki');
+  // k1 also reached the table before the kill (e.g. a flush was under way): replay must not charge it again.
+  boot(60_000, false).settle(null, log('k1', 10, 0));
+  expect(quota()).toBe(10_000 - 10);
+
+  boot(); // the next process
+  expect(rows()).toEqual([{ request_id: 'k1', cost: 10 }, { request_id: 'k2', cost: 20 }]);
+  expect(quota()).toBe(10_000 - 30);
+  expect(new LedgerRepo(h.db).sum(userId)).toBe(10_000 - 30);
+  expect(readdirSync(join(dir, 'journal'))).toEqual([]);
+  boot();
+  expect(quota()).toBe(10_000 - 30);
+});

@@ -1,0 +1,68 @@
+import { costOf } from '@gw/core';
+import type { PriceRow } from '@gw/db';
+
+/** The parts of a relay API key the quota needs (structurally an @gw/identity ApiKeyRecord). */
+export interface QuotaKey {
+  id: number;
+  unlimitedQuota: boolean;
+  remainQuota: number;
+}
+
+/** Money held for one in-flight request; released exactly once (by settle or release). */
+export interface Reservation {
+  readonly ref: string;
+  readonly userId: number;
+  readonly keyId: number;
+  readonly keyLimited: boolean;
+  readonly amount: number;
+  done: boolean;
+}
+
+/** Token counts by kind, as the upstream reported them. */
+export interface TokenUsage {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+  audioInput?: number;
+  audioOutput?: number;
+}
+
+/** Everything a usage log row records; `cost` is computed by settle from `usage` and the price. */
+export interface UsageLogInput {
+  requestId: string;
+  kind?: 'messages' | 'realtime';
+  userId: number;
+  apiKeyId: number;
+  channelId: number | null;
+  model: string;
+  upstreamModel: string;
+  stream: boolean;
+  usage: TokenUsage;
+  /** Defaults to the PriceBook's current price of `model` (zero when unpriced). */
+  price?: PriceRow;
+  latencyMs: number;
+  ttftMs: number | null;
+  status: number;
+  errorCode: string;
+  attempts: number;
+  ip: string;
+}
+
+/** Exact cost in quota units of `u` at `p` (rounded up once over all kinds). */
+export function costFor(u: TokenUsage, p: Pick<PriceRow, 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'audioInput' | 'audioOutput'> | undefined): number {
+  if (!p) return 0;
+  return costOf([
+    [u.input, p.input], [u.output, p.output], [u.cacheRead, p.cacheRead], [u.cacheWrite, p.cacheWrite],
+    [u.audioInput ?? 0, p.audioInput], [u.audioOutput ?? 0, p.audioOutput],
+  ]);
+}
+
+/** The outcome of settling one request. */
+export interface Settlement {
+  /** Quota units charged (0 when already settled). */
+  cost: number;
+  /** This request id had been settled before: nothing was written. */
+  duplicate: boolean;
+}
+
