@@ -2,6 +2,7 @@
  * `bun run bench/settle.ts`: the cost of one metering write (settle alone, group-committed, ledger apply),
  * in-process on a temp SQLite file. A micro-benchmark for the settlement path, not for the wire.
  */
+import { newRequestId } from '@gw/core';
 import { mkdtempSync } from 'node:fs'; import { tmpdir } from 'node:os'; import { join } from 'node:path';
 import { loadConfig } from '@gw/config';
 import { createServices } from '../apps/server/src/services';
@@ -14,7 +15,7 @@ s.ledger.apply({ userId: user.id, kind: 'topup', amount: 1e15, ref: 'seed', at: 
 const { key } = s.apiKeys.create(s.users.byId(user.id)!, { name: 'bench' } as any);
 const rec = s.apiKeys.lookup(key)!;
 const N = 5000;
-const log = (i: number) => ({ requestId: 'req_' + i + '_' + Math.random(), userId: user.id, apiKeyId: rec.id, channelId: 1, model: 'm', upstreamModel: 'm', stream: false,
+const log = (i: number) => ({ requestId: newRequestId(), userId: user.id, apiKeyId: rec.id, channelId: 1, model: 'm', upstreamModel: 'm', stream: false,
   usage: { input: 10, output: 20, cacheRead: 0, cacheWrite: 0 }, latencyMs: 1, ttftMs: 1, status: 200, errorCode: '', attempts: 1, ip: '127.0.0.1' });
 let t0 = performance.now();
 for (let i = 0; i < N; i++) { const r = s.relay.quota.reserve({ userId: user.id, apiKey: rec, amount: 100, ref: 'x' + i }); s.relay.quota.settle(r, log(i)); }

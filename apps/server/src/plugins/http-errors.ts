@@ -92,10 +92,11 @@ export const httpErrors = (opts: { maxBodyBytes: number; routes: () => Array<{ m
         return errorResponse(new GatewayError(413, 'request_too_large', `Request body exceeds ${opts.maxBodyBytes} bytes`), surfaceOf(new URL(request.url).pathname), id);
       }
       const hasBody = len > 0 || request.headers.has('transfer-encoding');
-      const path = new URL(request.url).pathname;
       const ct = request.headers.get('content-type') ?? '';
+      if (!hasBody || /json/i.test(ct)) return;
+      const path = new URL(request.url).pathname;
       // Webhooks are verified by signature over the raw body, whatever its declared type.
-      if (hasBody && !/json/i.test(ct) && !path.endsWith('/webhook')) {
+      if (!path.endsWith('/webhook')) {
         return errorResponse(new GatewayError(415, 'unsupported_media_type', 'Content-Type must be application/json', { param: 'content-type' }), surfaceOf(path), id);
       }
     })

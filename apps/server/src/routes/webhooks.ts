@@ -48,7 +48,8 @@ export const webhookRoutes = (s: Services) => {
   });
   return new Elysia({ name: 'webhook-routes', prefix: '/api' })
     .onRequest(({ request }) => {
-      if (request.method === 'POST' && PATHS[new URL(request.url).pathname]) // An aborted upload reads as an empty body (400), never as an unhandled rejection.
+      // onRequest hooks run for every request of the app: test the cheap things before parsing the URL.
+      if (request.method === 'POST' && request.url.endsWith('/webhook') && PATHS[new URL(request.url).pathname]) // An aborted upload reads as an empty body (400), never as an unhandled rejection.
         rawBodies.set(request, readCapped(request.clone().body, WEBHOOK_MAX_BYTES).catch(() => new Uint8Array(0)));
     })
     .post('/providerA/webhook', ({ request }) => handle('providerA', request), {
