@@ -1,5 +1,5 @@
 /**
- * `bun run bench`: direct-to-upstream vs through the gateway, on this machine only (127.0.0.1).
+ * `bun run bench`: direct-to-upstream vs a bare proxy (the floor) vs through the gateway, on this machine only (127.0.0.1).
  * The upstream double and the gateway run as subprocesses; this process is the load generator.
  * Phases are bounded by time (BENCH_SECONDS, default 5) and a request cap; the last phase holds
  * BENCH_STREAMS (default 1000) concurrent streams open through the gateway and reads its RSS.
@@ -104,22 +104,35 @@ const f = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 
 const upstream = await spawnJson(['bench/upstream-proc.ts']);
 const gateway = await spawnJson(['bench/gateway-proc.ts', upstream.info.url]);
+const bare = await spawnJson(['bench/bare-proxy-proc.ts', upstream.info.url]);
+/** CPU seconds (user + system) a process has used so far. */
+const cpuSeconds = (pid: number) => {
+  const f = require('node:fs').readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
 try {
   const direct: Target = { url: upstream.info.url, headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': 'bench-upstream-key' } };
+  const viaBare: Target = { url: bare.info.url, headers: direct.headers };
   const viaGw: Target = { url: gateway.info.url, headers: { 'content-type': 'application/json', 'vendor-version': '2023-06-01', 'x-api-key': gateway.info.key } };
   // Warm-up (JIT, connection pools, SQLite page cache).
   await phase('warm', direct, false, 4, 0.5);
   await phase('warm', viaGw, false, 4, 0.5);
   await phase('warm', viaGw, true, 4, 0.5);
+  await phase('warm', viaBare, false, 4, 0.5);
   const startRss = rssMb(gateway.proc.pid);
-  const rows: Array<[string, PhaseResult, PhaseResult]> = [];
+  const rows: Array<[string, PhaseResult, PhaseResult, PhaseResult, number, number]> = [];
   for (const [label, stream, conc, secs] of [
     ['json   c=1', false, 1, SECONDS / 2], ['json   c=' + CONCURRENCY, false, CONCURRENCY, SECONDS],
     ['stream c=1', true, 1, SECONDS / 2], ['stream c=' + CONCURRENCY, true, CONCURRENCY, SECONDS],
   ] as const) {
     const d = await phase(`direct ${label}`, direct, stream, conc, secs);
+    let c0 = cpuSeconds(bare.proc.pid);
+    const b = await phase(`bare ${label}`, viaBare, stream, conc, secs);
+    const bareCpu = ((cpuSeconds(bare.proc.pid) - c0) * 1e6) / Math.max(1, b.n + b.errors);
+    c0 = cpuSeconds(gateway.proc.pid);
     const g = await phase(`gateway ${label}`, viaGw, stream, conc, secs);
-    rows.push([label, d, g]);
+    const gwCpu = ((cpuSeconds(gateway.proc.pid) - c0) * 1e6) / Math.max(1, g.n + g.errors);
+    rows.push([label, d, b, g, bareCpu, gwCpu]);
   }
   const idleRss = rssMb(gateway.proc.pid);
   let peakRss = 0;
@@ -135,20 +148,22 @@ try {
   console.log(`\nGateway benchmark (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, Bun ${Bun.version}; load generator, gateway and upstream share the machine)\n`);
   console.log('phase          | path    |   req/s |  p50 ms |  p99 ms | ttft p50 | ttft p99 |      n | errors');
   console.log('---------------|---------|---------|---------|---------|----------|----------|--------|-------');
-  for (const [label, d, g] of rows) {
-    for (const [path, r] of [['direct', d], ['gateway', g]] as const) {
+  for (const [label, d, b, g] of rows) {
+    for (const [path, r] of [['direct', d], ['bare', b], ['gateway', g]] as const) {
       console.log(`${label.padEnd(14)} | ${path.padEnd(7)} | ${f(r.rps, 0).padStart(7)} | ${f(r.p50).padStart(7)} | ${f(r.p99).padStart(7)} | ${f(r.ttft50).padStart(8)} | ${f(r.ttft99).padStart(8)} | ${String(r.n).padStart(6)} | ${r.errors}`);
     }
   }
-  console.log('\nratios (gateway vs direct)');
-  for (const [label, d, g] of rows) {
+  console.log('\nratios (gateway vs direct; "bare" = the thinnest Bun proxy, the ceiling for any proxy here)');
+  for (const [label, d, b, g, bareCpu, gwCpu] of rows) {
     const ttft = label.startsWith('stream') ? `, added TTFT p50 ${f(g.ttft50 - d.ttft50)} ms / p99 ${f(g.ttft99 - d.ttft99)} ms` : '';
-    console.log(`  ${label.padEnd(14)} throughput ${f(g.rps / d.rps)}x, added latency p50 ${f(g.p50 - d.p50)} ms / p99 ${f(g.p99 - d.p99)} ms${ttft}`);
+    console.log(`  ${label.padEnd(14)} throughput ${f(g.rps / d.rps)}x (bare proxy ${f(b.rps / d.rps)}x), added latency p50 ${f(g.p50 - d.p50)} ms / p99 ${f(g.p99 - d.p99)} ms${ttft}`);
+    console.log(`  ${''.padEnd(14)} CPU per request: gateway ${f(gwCpu, 0)} us, bare proxy ${f(bareCpu, 0)} us`);
   }
   console.log(`\n  ${held.opened}/${STREAMS} concurrent streams held open through the gateway (opened in ${f(openSecs, 1)} s)`);
   console.log(`  gateway RSS: ${f(startRss, 0)} MB after warm-up, ${f(idleRss, 0)} MB after the load phases, ${f(heldRss, 0)} MB holding the streams (peak ${f(Math.max(peakRss, heldRss), 0)} MB)`);
 } finally {
   gateway.proc.kill('SIGTERM');
   upstream.proc.kill('SIGTERM');
-  await Promise.all([gateway.proc.exited, upstream.proc.exited]);
+  bare.proc.kill('SIGTERM');
+  await Promise.all([gateway.proc.exited, upstream.proc.exited, bare.proc.exited]);
 }

@@ -216,24 +216,32 @@ export class RelayService {
   private streamResponse(decoder: StreamDecoder, reader: ReadableStreamDefaultReader<Uint8Array>, first: Uint8Array, ch: RelayChannel,
     r: RelayRequest, res: Reservation, attempts: number): Response {
     const idleMs = ch.timeoutMs;
+    // One idle watchdog per stream, pushed back on every chunk: an upstream silent for a whole
+    // timeout_ms mid-stream counts as failed, not as slow. (A timer per chunk cost more than the chunk.)
+    let rejectIdle!: (e: Error) => void;
+    const idle = new Promise<never>((_, reject) => { rejectIdle = reject; });
+    idle.catch(() => {});
+    const watchdog = setTimeout(() => { reader.cancel().catch(() => {}); rejectIdle(new Error(`upstream silent for ${idleMs} ms`)); }, idleMs);
     const source = new ReadableStream<Uint8Array>({
       start(c) { c.enqueue(first); },
       async pull(c) {
         // Errors propagate: the decoder turns an upstream failure into an `error` event for the client.
-        // An upstream silent for a whole timeout_ms mid-stream counts as failed, not as slow.
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const idle = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => { reader.cancel().catch(() => {}); reject(new Error(`upstream silent for ${idleMs} ms`)); }, idleMs);
-        });
         try {
           const { done, value } = await Promise.race([reader.read(), idle]);
-          if (done) c.close();
-          else c.enqueue(value);
-        } finally {
-          clearTimeout(timer);
+          watchdog.refresh();
+          if (done) {
+            clearTimeout(watchdog);
+            c.close();
+          } else c.enqueue(value);
+        } catch (e) {
+          clearTimeout(watchdog);
+          throw e;
         }
       },
-      cancel(reason) { return reader.cancel(reason); },
+      cancel(reason) {
+        clearTimeout(watchdog);
+        return reader.cancel(reason);
+      },
     }, { highWaterMark: 0 });
     const decoded = decoder.pipe(source).getReader();
     let ttft: number | null = null;
