@@ -5,6 +5,7 @@
 import { Elysia } from 'elysia';
 import type { Services } from './services';
 import { httpErrors } from './plugins/http-errors';
+import { accessLog } from './plugins/access-log';
 import { topupRoutes } from './routes/topup';
 import { webhookRoutes } from './routes/webhooks';
 import { ledgerRoutes } from './routes/ledger';
@@ -23,6 +24,7 @@ import { realtimeRoutes } from './routes/realtime';
 export function createApp(s: Services) {
   const app: Elysia<any, any, any, any, any, any, any> = new Elysia({ name: 'gateway' })
     .use(httpErrors({ maxBodyBytes: s.config.maxBodyBytes, routes: () => app.routes }))
+    .use(accessLog(s.config.logRequests))
     // Metering writes are batched (BILLING_FLUSH_MS); the management API reads the database, so it
     // writes what is queued first: a user who just made a request sees it in logs, ledger and balance.
     .onRequest(({ request }) => {

@@ -119,7 +119,7 @@ export const httpErrors = (opts: { maxBodyBytes: number; routes: () => Array<{ m
       const e = bodyErrors.get(request);
       if (e) throw e;
     })
-    .onError({ as: 'global' }, ({ code, error, request, path }) => {
+    .onError({ as: 'global' }, ({ code, error, request, path, set }) => {
       const id = requestIdOf(request);
       const surface = surfaceOf(path ?? new URL(request.url).pathname);
       let gw: GatewayError;
@@ -138,6 +138,8 @@ export const httpErrors = (opts: { maxBodyBytes: number; routes: () => Array<{ m
         gw = toGatewayError(error);
         if (gw.status >= 500) console.error(`[${id}]`, (gw.cause as Error)?.stack ?? gw.cause ?? gw);
       }
+      // Also on `set`, so later hooks (the access log) see the status actually sent.
+      set.status = gw.status;
       return errorResponse(gw, surface, id);
     });
   return plugin;
