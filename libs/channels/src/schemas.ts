@@ -4,12 +4,12 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 
-export const CHANNEL_TYPES = ['anthropic', 'openai'] as const;
+export const CHANNEL_TYPES = ['anthropic', 'openai', 'openai-legacy'] as const;
 export type ChannelType = (typeof CHANNEL_TYPES)[number];
 
 const ChannelTypeSchema = Type.Union(CHANNEL_TYPES.map((v) => Type.Literal(v)), {
-  description: "Adapter: 'anthropic' (Messages API) or 'openai' (OpenAI-compatible chat completions and realtime)",
-  error: "must be 'anthropic' or 'openai'",
+  description: "Adapter: 'anthropic' (Messages API), 'openai' (OpenAI-compatible chat completions and realtime) or 'openai-legacy' (older OpenAI-compatible servers that only know max_tokens; no realtime)",
+  error: "must be 'anthropic', 'openai' or 'openai-legacy'",
 });
 const Name = Type.String({ minLength: 1, maxLength: 128, description: 'Display name' });
 const BaseUrl = Type.String({ minLength: 1, maxLength: 2048, description: 'Upstream origin without /v1, e.g. https://api.anthropic.com' });
