@@ -116,7 +116,7 @@ describe('channels', () => {
       [{ base_url: 'ftp://x.example' }, 'base_url'],
       [{ base_url: 'not a url' }, 'base_url'],
       [{ base_url: 'https://user:pw@x.example' }, 'base_url'],
-      [{ type: 'gemini' }, 'type', "'anthropic' or 'openai'"],
+      [{ type: 'gemini' }, 'type', "'anthropic', 'openai' or 'openai-legacy'"],
       [{ models: [] }, 'models'],
       [{ models: ['ok', ''] }, 'models[1]'],
       [{ models: 'claude' }, 'models'],
