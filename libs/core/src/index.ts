@@ -6,3 +6,5 @@ export * from './secret-box';
 export * from './clock';
 export * from './rate-window';
 export * from './events';
+export * from './json-pointer';
+export * from './read-capped';

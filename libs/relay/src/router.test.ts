@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test';
 import { orderCandidates, seededRng } from './router';
-import { isCalendarDate, pointerToParam } from './validate';
+import { pointerToParam } from '@gw/core';
+import { isCalendarDate } from './validate';
 
 describe('orderCandidates', () => {
   const chans = [

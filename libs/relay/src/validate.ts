@@ -1,4 +1,4 @@
-import { GatewayError } from '@gw/core';
+import { GatewayError, pointerToParam, valueAt } from '@gw/core';
 import { CountTokensRequestSchema, MessagesRequestSchema, type CountTokensRequest, type MessagesRequest } from '@gw/formats';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { ValueErrorType } from '@sinclair/typebox/errors';
@@ -31,21 +31,6 @@ export function isCalendarDate(s: string): boolean {
 
 const messagesCheck = TypeCompiler.Compile(MessagesRequestSchema);
 const countCheck = TypeCompiler.Compile(CountTokensRequestSchema);
-
-/** `/messages/0/role` → `messages[0].role` */
-export function pointerToParam(pointer: string): string {
-  return pointer.split('/').filter(Boolean).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
-    .reduce((acc, seg) => (/^\d+$/.test(seg) ? `${acc}[${seg}]` : acc ? `${acc}.${seg}` : seg), '');
-}
-
-function valueAt(root: unknown, pointer: string): unknown {
-  let v: any = root;
-  for (const seg of pointer.split('/').filter(Boolean)) {
-    if (v === null || typeof v !== 'object') return undefined;
-    v = v[seg];
-  }
-  return v;
-}
 
 function codeOf(type: ValueErrorType): string {
   switch (type) {

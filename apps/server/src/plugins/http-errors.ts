@@ -4,7 +4,7 @@
  */
 import { Elysia } from 'elysia';
 import { ValueErrorType } from '@sinclair/typebox/errors';
-import { GatewayError, errorResponse, newRequestId, surfaceOf, toGatewayError } from '@gw/core';
+import { GatewayError, errorResponse, newRequestId, pointerToParam, readCapped, surfaceOf, toGatewayError, valueAt } from '@gw/core';
 
 /**
  * Requests whose body was not JSON. The parser records them instead of failing, so that auth
@@ -18,11 +18,6 @@ export const invalidJsonError = () => new GatewayError(400, 'invalid_json', 'Req
 const requestIds = new WeakMap<Request, string>();
 /** The request id assigned to a request (also in its `request-id` response header). */
 export const requestIdOf = (r: Request) => requestIds.get(r) ?? '';
-
-/** `/messages/0/role` → `messages[0].role` */
-export function pointerToParam(pointer: string): string {
-  return pointer.split('/').filter(Boolean).reduce((acc, seg) => (/^\d+$/.test(seg) ? `${acc}[${seg}]` : acc ? `${acc}.${seg}` : seg), '');
-}
 
 function codeFor(type: number | undefined): string {
   switch (type) {
@@ -38,15 +33,6 @@ function codeFor(type: number | undefined): string {
     case ValueErrorType.ObjectAdditionalProperties: return 'unknown_field';
     default: return 'invalid_type';
   }
-}
-
-function valueAt(root: unknown, pointer: string): unknown {
-  let v: any = root;
-  for (const seg of pointer.split('/').filter(Boolean)) {
-    if (v === null || typeof v !== 'object') return undefined;
-    v = v[seg];
-  }
-  return v;
 }
 
 /**
@@ -156,18 +142,6 @@ function compileRoutes(routes: Array<{ method: string; path: string }>): RouteMa
 /** Reads a body of unknown length (chunked), giving up (null) once it passes the limit. */
 async function readLimited(request: Request, limit: number): Promise<string | null> {
   if (request.headers.has('content-length') || !request.body) return request.text();
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel();
-      return null;
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+  const bytes = await readCapped(request.body, limit);
+  return bytes === null ? null : Buffer.from(bytes).toString('utf8');
 }

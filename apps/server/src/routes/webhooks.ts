@@ -4,7 +4,7 @@
  * onRequest (before parsing) and read with a size cap.
  */
 import { Elysia, t } from 'elysia';
-import { GatewayError, ok } from '@gw/core';
+import { GatewayError, ok, readCapped } from '@gw/core';
 import type { ProviderId } from '@gw/payments';
 import type { Services } from '../services';
 import { envelope } from './envelope';
@@ -14,22 +14,6 @@ export const WEBHOOK_MAX_BYTES = 1024 * 1024;
 const PATHS: Record<string, ProviderId> = { '/api/providerA/webhook': 'providerA', '/api/providerB/webhook': 'providerB' };
 
 const rawBodies = new WeakMap<Request, Promise<Uint8Array | null>>();
-
-/** Reads a stream up to `limit` bytes; null when it is longer. */
-async function readCapped(stream: ReadableStream<Uint8Array> | null, limit: number): Promise<Uint8Array | null> {
-  if (!stream) return new Uint8Array(0);
-  const reader = stream.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) { await reader.cancel(); return null; }
-    chunks.push(value);
-  }
-  return new Uint8Array(Buffer.concat(chunks));
-}
 
 const Result = envelope(t.Object({ outcome: t.String({ description: 'credited | failed | expired | duplicate | ignored | noop:… | unknown_order | not_pending:… | mismatch:…' }), trade_no: t.Union([t.String(), t.Null()]) }));
 
