@@ -59,6 +59,18 @@ describe('OpenAPI document', () => {
     expect(create.summary).toBeTruthy();
   });
 
+  test('model routes document their body (validated after auth, so not through Elysia) and responses', () => {
+    const m = doc.paths['/v1/messages'].post;
+    expect(m.parameters.map((p: any) => p.name)).toContain('vendor-version');
+    const body = m.requestBody.content['application/json'].schema;
+    expect(body.required).toEqual(expect.arrayContaining(['model', 'messages', 'max_tokens']));
+    expect(body.properties.max_tokens.type).toBe('integer');
+    expect(Object.keys(m.responses)).toEqual(expect.arrayContaining(['200', '400', '401', '402', '404', '429', '503']));
+    expect(m.responses['200'].content['application/json'].schema.properties.usage).toBeDefined();
+    const c = doc.paths['/v1/messages/count_tokens'].post;
+    expect(c.requestBody.content['application/json'].schema.required).not.toContain('max_tokens');
+  });
+
   test('security: protected routes need bearer or cookie, public ones none', () => {
     expect(doc.paths['/api/channel/'].get.security).toEqual([{ bearer: [] }, { cookie: [] }]);
     expect(doc.paths['/api/user/login'].post.security).toEqual([]);

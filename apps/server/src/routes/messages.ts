@@ -6,11 +6,40 @@
  */
 import { Elysia } from 'elysia';
 import { checkVersionHeader, validateCountTokensBody, validateMessagesBody } from '@gw/relay';
+import { AnthropicMessageSchema, CountTokensRequestSchema, MessagesRequestSchema } from '@gw/formats';
 import { clientIp } from '../plugins/client-ip';
 import { requestIdOf } from '../plugins/http-errors';
 import type { Services } from '../services';
 
 const versioned = { transform: ({ request }: { request: Request }) => { checkVersionHeader(request.headers); } };
+
+/**
+ * The bodies are validated in the handlers, after the key and version checks (API.md's check order),
+ * so Elysia gets no `body` schema; the OpenAPI document gets the same TypeBox schemas here instead.
+ */
+const versionHeader = {
+  name: 'vendor-version', in: 'header', required: true, schema: { type: 'string', format: 'date', example: '2023-06-01' },
+  description: 'API version date (YYYY-MM-DD); anthropic-version is accepted as an alias',
+};
+const json = (schema: unknown) => ({ content: { 'application/json': { schema } } });
+const errorResponses = {
+  400: { description: 'Invalid header or body (error.param names the field)' }, 401: { description: 'Missing or invalid API key' },
+  402: { description: 'Quota exhausted' }, 403: { description: 'Model or IP not allowed for this key' }, 404: { description: 'Unknown model' },
+  429: { description: 'Rate limited (retry-after)' }, 503: { description: 'No healthy channel' },
+};
+const messagesDoc = {
+  parameters: [versionHeader],
+  requestBody: { required: true, ...json(MessagesRequestSchema) },
+  responses: {
+    200: { description: 'A message (JSON), or with stream:true an SSE stream of Anthropic events', ...json(AnthropicMessageSchema) },
+    ...errorResponses,
+  },
+};
+const countDoc = {
+  parameters: [versionHeader],
+  requestBody: { required: true, ...json(CountTokensRequestSchema) },
+  responses: { 200: { description: 'Input token count', ...json({ type: 'object', properties: { input_tokens: { type: 'integer' } }, required: ['input_tokens'] }) }, ...errorResponses },
+};
 
 export const messagesRoutes = (s: Services) =>
   new Elysia({ name: 'messages-routes', prefix: '/v1' })
@@ -20,12 +49,12 @@ export const messagesRoutes = (s: Services) =>
       const ip = clientIp(request, server);
       const { group } = s.relay.gate.authorize(relayKey, req.model, ip);
       return s.relay.relay.messages({ requestId: requestIdOf(request), body: req, headers: request.headers, key: relayKey, group, ip, startedAt, signal: request.signal });
-    }, { ...versioned, detail: { tags: ['model'], summary: 'Anthropic Messages (JSON or SSE with stream:true)' } })
+    }, { ...versioned, detail: { tags: ['model'], summary: 'Anthropic Messages (JSON or SSE with stream:true)', ...messagesDoc } as any })
     .post('/messages/count_tokens', ({ body, request, server, relayKey }) => {
       const req = validateCountTokensBody(body);
       const { group } = s.relay.gate.authorize(relayKey, req.model, clientIp(request, server));
       return s.relay.catalog.countTokens(req, group, request.headers);
-    }, { ...versioned, detail: { tags: ['model'], summary: 'Count input tokens (upstream when it can, else a local estimate); not billed' } })
+    }, { ...versioned, detail: { tags: ['model'], summary: 'Count input tokens (upstream when it can, else a local estimate); not billed', ...countDoc } as any })
     .get('/models', ({ request, server, relayKey, query }) => {
       const { group } = s.relay.gate.authorize(relayKey, null, clientIp(request, server));
       const limit = query.limit === undefined ? undefined : Number(query.limit);
