@@ -46,6 +46,8 @@ describe('metering exactness', () => {
       expect(gw.services.ledger.sum(u.id)).toBe(1_000_000 - cost);
       const key = gw.services.dbh.sqlite.query('select used_quota, remain_quota from api_keys where id = ?').get(u.keyId);
       expect(key).toEqual({ used_quota: cost, remain_quota: 500_000 - cost });
+      const keyView = await gw.api('GET', `/api/token/${u.keyId}`, undefined, u.token);
+      expect(Math.abs(keyView.body.data.last_used_at - Date.now() / 1000)).toBeLessThan(5);
       expect(gw.services.relay.quota.available(u.id)).toBe(1_000_000 - cost);
       const self = await gw.api('GET', '/api/log/self', undefined, u.token);
       expect(self.body.data.items[0]).toMatchObject({ request_id: id, cost, model, channel_id: null });

@@ -49,8 +49,10 @@ export class SettlementsRepo {
     this.countUser = sqlite.prepare('UPDATE users SET request_count = request_count + 1 WHERE id = ?');
     this.insertLedger = sqlite.prepare(`INSERT INTO ledger (user_id, kind, amount, balance_after, ref, note, created_at)
       VALUES (?, 'charge', ?, ?, ?, ?, ?)`);
+    // Also the key's last use: written here, in the batch, rather than by a write per request.
     this.chargeKey = sqlite.prepare(`UPDATE api_keys SET used_quota = used_quota + ?1,
-      remain_quota = CASE WHEN unlimited_quota THEN remain_quota ELSE remain_quota - ?1 END WHERE id = ?2`);
+      remain_quota = CASE WHEN unlimited_quota THEN remain_quota ELSE remain_quota - ?1 END,
+      last_used_at = max(coalesce(last_used_at, 0), ?3) WHERE id = ?2`);
   }
 
   /**
@@ -66,13 +68,14 @@ export class SettlementsRepo {
     const succeeded = r.status < 400 ? 1 : 0;
     if (r.cost <= 0) {
       if (succeeded) this.countUser.run(r.userId);
+      this.chargeKey.run(0, r.apiKeyId, r.createdAt);
       return { inserted: true, balance: undefined };
     }
     const u = this.chargeUser.get(r.cost, succeeded, r.createdAt, r.userId) as { quota: number } | null;
     if (!u) throw new Error(`ledger: no user ${r.userId}`);
     // (kind, ref) is unique in the ledger: a second charge for the same request fails the transaction.
     this.insertLedger.run(r.userId, -r.cost, u.quota, r.requestId, r.model, r.createdAt);
-    this.chargeKey.run(r.cost, r.apiKeyId);
+    this.chargeKey.run(r.cost, r.apiKeyId, r.createdAt);
     return { inserted: true, balance: u.quota };
   }
 }
