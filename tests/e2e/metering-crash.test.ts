@@ -24,6 +24,7 @@ afterAll(() => {
 });
 
 const PRICE = { model: 'crash-model', input: 2_000_000, output: 10_000_000, cache_read: 0, cache_write: 0 };
+const segments = () => readdirSync(`${dbPath}.settlements`).filter((f) => f.endsWith('.jsonl'));
 const costOf = (input: number, output: number) => Math.ceil((input * PRICE.input + output * PRICE.output) / 1_000_000);
 
 test('SIGKILL right after responses: the journal is replayed once, charges match, nothing is billed twice', async () => {
@@ -56,7 +57,7 @@ test('SIGKILL right after responses: the journal is replayed once, charges match
   const peek = new Database(dbPath, { readonly: true });
   expect(peek.query('select count(*) as n from usage_logs').get()).toEqual({ n: 0 });
   peek.close();
-  expect(readdirSync(`${dbPath}.settlements`).length).toBeGreaterThan(0);
+  expect(segments().length).toBeGreaterThan(0);
 
   const check = async (url: string) => {
     const t = await loginToken(url, 'root', env.ROOT_PASSWORD);
@@ -72,11 +73,31 @@ test('SIGKILL right after responses: the journal is replayed once, charges match
   };
   const b = await startGatewayProcess(env, procs);
   await check(b.url);
-  expect(readdirSync(`${dbPath}.settlements`)).toEqual([]);
+  expect(segments()).toEqual([]);
   b.proc.kill(9);
   await b.proc.exited;
   // A second restart replays nothing more.
   const c = await startGatewayProcess(env, procs);
   await check(c.url);
   c.proc.kill(9);
+  await c.proc.exited;
 }, 60_000);
+
+test('a second live gateway process on the same database is refused at start-up', async () => {
+  const first = await startGatewayProcess(env, procs);
+  try {
+    const second = Bun.spawn([process.execPath, 'run', 'apps/server/src/index.ts'], {
+      cwd: join(import.meta.dir, '..', '..'), env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe',
+    });
+    procs.add(second);
+    expect(await second.exited).toBe(1);
+    expect(await new Response(second.stderr).text()).toContain(`another gateway process (pid ${first.proc.pid}) is using this database`);
+  } finally {
+    first.proc.kill('SIGTERM');
+    expect(await first.proc.exited).toBe(0);
+  }
+  // A clean stop gives ownership up; the next process starts.
+  const next = await startGatewayProcess(env, procs);
+  next.proc.kill(9);
+  await next.proc.exited;
+}, 30_000);

@@ -20,9 +20,7 @@ try {
   process.on('SIGINT', shutdown);
   process.on('SIGTERM', shutdown);
 } catch (e) {
-  if (e instanceof ConfigError) {
-    console.error(`Configuration error: ${e.message}`);
-    process.exit(1);
-  }
-  throw e;
+  // Start-up failures are one line an operator can act on, not a stack trace.
+  console.error(e instanceof ConfigError ? `Configuration error: ${e.message}` : `Start-up failed: ${(e as Error)?.message ?? e}`);
+  process.exit(1);
 }

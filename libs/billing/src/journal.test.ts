@@ -35,6 +35,8 @@ const log = (requestId: string, input: number, output: number) => ({
   requestId, userId, apiKeyId: keyId, channelId: 1, model: 'm', upstreamModel: 'm', stream: false,
   usage: { input, output, cacheRead: 0, cacheWrite: 0 }, latencyMs: 1, ttftMs: 1, status: 200, errorCode: '', attempts: 1, ip: '',
 });
+/** Journal segments on disk (the folder also holds the owner's pid file). */
+const segments = () => readdirSync(join(dir, 'journal')).filter((f) => f.endsWith('.jsonl'));
 const rows = () => h.sqlite.query('select request_id, cost from usage_logs order by request_id').all();
 const quota = () => (h.sqlite.query('select quota from users where id = ?').get(userId) as any).quota;
 
@@ -49,7 +51,7 @@ test('recorded settlements count as spent before they are written, and are writt
   expect(rows()).toEqual([{ request_id: 'a', cost: 20 }]);
   expect(quota()).toBe(10_000 - 20);
   expect(q.available(userId)).toBe(10_000 - 20);
-  expect(readdirSync(join(dir, 'journal'))).toEqual([]);
+  expect(segments()).toEqual([]);
 });
 
 test('a restart replays what a killed process journaled, skips a torn last line, and never charges twice', () => {
@@ -57,7 +59,7 @@ test('a restart replays what a killed process journaled, skips a torn last line,
   first.record(null, log('k1', 10, 0));
   first.record(null, log('k2', 0, 10));
   // The kill landed mid-write: a torn line that no one was ever told was recorded.
-  const [segment] = readdirSync(join(dir, 'journal'));
+  const [segment] = segments();
   appendFileSync(join(dir, 'journal', segment!), '{"requestId":"k3","ki');
   // k1 also reached the table before the kill (e.g. a flush was under way): replay must not charge it again.
   boot(60_000, false).settle(null, log('k1', 10, 0));
@@ -67,7 +69,7 @@ test('a restart replays what a killed process journaled, skips a torn last line,
   expect(rows()).toEqual([{ request_id: 'k1', cost: 10 }, { request_id: 'k2', cost: 20 }]);
   expect(quota()).toBe(10_000 - 30);
   expect(new LedgerRepo(h.db).sum(userId)).toBe(10_000 - 30);
-  expect(readdirSync(join(dir, 'journal'))).toEqual([]);
+  expect(segments()).toEqual([]);
   boot();
   expect(quota()).toBe(10_000 - 30);
 });

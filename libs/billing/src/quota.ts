@@ -194,6 +194,12 @@ export class QuotaService {
     if (segment) this.deps.journal!.discard(segment);
   }
 
+  /** Writes what is queued and releases the journal (shutdown). */
+  close(): void {
+    this.flush();
+    this.deps.journal?.close();
+  }
+
   /** Writes settlements journaled by a previous process that did not commit them (crash or kill). */
   private replay(): void {
     for (const { path, rows } of this.deps.journal?.leftovers() ?? []) {

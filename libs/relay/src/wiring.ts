@@ -66,7 +66,7 @@ export function createRelayServices(w: RelayWiring): RelayServices {
   health.start();
   const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config });
   const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter });
-  return { config, billing, prices, quota, usageLogs, gate, health, relay, catalog, close: () => { health.close(); quota.flush(); } };
+  return { config, billing, prices, quota, usageLogs, gate, health, relay, catalog, close: () => { health.close(); quota.close(); } };
 }
 
 /** One minimal request (1 output token) to the channel's first model; success = a 2xx answer. */
