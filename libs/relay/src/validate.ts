@@ -45,6 +45,15 @@ function codeOf(type: ValueErrorType): string {
   }
 }
 
+/** TypeBox says "Expected union value" for a bad enum; name the allowed values instead. */
+function describe(e: { type: ValueErrorType; message: string; schema: any }): string {
+  const options = e.type === ValueErrorType.Union ? (e.schema?.anyOf ?? []) : [];
+  if (options.length && options.every((o: any) => o.const !== undefined)) {
+    return `must be one of ${options.map((o: any) => JSON.stringify(o.const)).join(', ')}`;
+  }
+  return e.message;
+}
+
 function firstError(check: ReturnType<typeof TypeCompiler.Compile>, body: unknown): never {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw new GatewayError(400, 'invalid_type', 'Request body must be a JSON object', { param: '' });
@@ -56,7 +65,7 @@ function firstError(check: ReturnType<typeof TypeCompiler.Compile>, body: unknow
   if (e.type === ValueErrorType.ObjectRequiredProperty || (path && valueAt(body, path) === undefined)) {
     throw new GatewayError(400, 'missing_field', `${param}: field is required`, { param });
   }
-  throw new GatewayError(400, codeOf(e.type), `${param || 'body'}: ${e.message}`, { param });
+  throw new GatewayError(400, codeOf(e.type), `${param || 'body'}: ${describe(e)}`, { param });
 }
 
 /** Validates a /v1/messages body; throws 400 naming the first bad field. */
