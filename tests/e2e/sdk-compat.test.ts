@@ -1,0 +1,90 @@
+/**
+ * The official Anthropic TypeScript SDK against the gateway: what real clients (and Claude Code) do.
+ * Its parsers — including MessageStream, which rebuilds a message from the SSE events and fails on a
+ * malformed sequence — run over the native pass-through and the OpenAI translation alike.
+ */
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { startGateway, type TestGateway } from '../helpers/gateway';
+import { addChannel, keyedUser, setPrice, upstream, type Scripted } from './relay-setup';
+
+let gw: TestGateway;
+let ant: Scripted;
+let oai: Scripted;
+let client: Anthropic;
+
+beforeAll(async () => {
+  gw = await startGateway();
+  ant = upstream('anthropic');
+  oai = upstream('openai');
+  await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['claude-native'] });
+  await addChannel(gw, { type: 'openai', url: oai.url, models: ['claude-via-openai'], mapping: { 'claude-via-openai': 'gpt-upstream' } });
+  for (const m of ['claude-native', 'claude-via-openai']) await setPrice(gw, m);
+  const u = await keyedUser(gw, 10_000_000);
+  client = new Anthropic({ apiKey: u.key, baseURL: gw.url, maxRetries: 0 });
+});
+afterAll(async () => {
+  await gw.stop();
+  await ant.stop();
+  await oai.stop();
+});
+
+const weather = { name: 'get_weather', description: 'Weather for a city', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } }, required: ['city'] } };
+
+describe.each(['claude-native', 'claude-via-openai'])('Anthropic SDK via %s', (model) => {
+  const up = () => (model === 'claude-native' ? ant : oai);
+
+  test('messages.create: text, usage, and the model the client asked for', async () => {
+    up().queue.push({ text: 'Hello from upstream', usage: { input: 12, output: 4 } });
+    const m = await client.messages.create({ model, max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }] });
+    expect(m.type).toBe('message');
+    expect(m.model).toBe(model);
+    expect(m.content).toEqual([expect.objectContaining({ type: 'text', text: 'Hello from upstream' })]);
+    expect(m.stop_reason).toBe('end_turn');
+    expect(m.usage.input_tokens).toBe(12);
+    expect(m.usage.output_tokens).toBe(4);
+  });
+
+  test('messages.stream: the SDK rebuilds text and usage from the event sequence', async () => {
+    up().queue.push({ text: 'Streamed answer, in pieces.', stream: true, usage: { input: 20, output: 7 } });
+    const stream = client.messages.stream({ model, max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }] });
+    let text = '';
+    stream.on('text', (t) => { text += t; });
+    const final = await stream.finalMessage();
+    expect(text).toBe('Streamed answer, in pieces.');
+    expect(final.content).toEqual([expect.objectContaining({ type: 'text', text: 'Streamed answer, in pieces.' })]);
+    expect(final.model).toBe(model);
+    expect(final.stop_reason).toBe('end_turn');
+    expect(final.usage.output_tokens).toBe(7);
+    expect(final.usage.input_tokens).toBe(20);
+  });
+
+  test('tool use, streamed: parallel tool calls arrive as parsed tool_use blocks', async () => {
+    up().queue.push({
+      stream: true, stopReason: 'tool_use', usage: { input: 30, output: 15 },
+      toolCalls: [{ id: 'toolu_a', name: 'get_weather', input: { city: 'Oslo' } }, { id: 'toolu_b', name: 'get_weather', input: { city: 'Lima' } }],
+    });
+    const final = await client.messages.stream({ model, max_tokens: 128, tools: [weather], messages: [{ role: 'user', content: 'Weather in Oslo and Lima?' }] }).finalMessage();
+    expect(final.stop_reason).toBe('tool_use');
+    const calls = final.content.filter((b) => b.type === 'tool_use');
+    expect(calls.map((c: any) => [c.name, c.input])).toEqual([['get_weather', { city: 'Oslo' }], ['get_weather', { city: 'Lima' }]]);
+  });
+
+  test('errors surface as the SDK error classes with the gateway request id', async () => {
+    const bad = new Anthropic({ apiKey: 'sk-not-a-real-key', baseURL: gw.url, maxRetries: 0 });
+    const e = await bad.messages.create({ model, max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }).catch((x) => x);
+    expect(e).toBeInstanceOf(Anthropic.AuthenticationError);
+    expect(e.status).toBe(401);
+    expect(e.requestID).toMatch(/^req_/);
+    const e2 = await client.messages.create({ model, max_tokens: 8, messages: [{ role: 'tool' as any, content: 'x' }] }).catch((x) => x);
+    expect(e2).toBeInstanceOf(Anthropic.BadRequestError);
+    expect(e2.error.error.param).toBe('messages[0].role');
+  });
+});
+
+test('models.list and countTokens through the SDK', async () => {
+  const page = await client.models.list();
+  expect(page.data.map((m) => m.id).sort()).toEqual(['claude-native', 'claude-via-openai']);
+  const n = await client.messages.countTokens({ model: 'claude-via-openai', messages: [{ role: 'user', content: 'How many tokens is this?' }] });
+  expect(n.input_tokens).toBeGreaterThan(0);
+});
