@@ -88,3 +88,13 @@ test('models.list and countTokens through the SDK', async () => {
   const n = await client.messages.countTokens({ model: 'claude-via-openai', messages: [{ role: 'user', content: 'How many tokens is this?' }] });
   expect(n.input_tokens).toBeGreaterThan(0);
 });
+
+test('beta messages (as Claude Code calls them: ?beta=true and anthropic-beta) pass through to a native channel', async () => {
+  ant.queue.push({ text: 'beta ok', stream: true, usage: { input: 5, output: 2 } });
+  const final = await client.beta.messages.stream({
+    model: 'claude-native', max_tokens: 32, betas: ['interleaved-thinking-2025-05-14'],
+    messages: [{ role: 'user', content: 'Hi' }],
+  }).finalMessage();
+  expect(final.content).toEqual([expect.objectContaining({ type: 'text', text: 'beta ok' })]);
+  expect(ant.last().headers['anthropic-beta']).toBe('interleaved-thinking-2025-05-14');
+});
