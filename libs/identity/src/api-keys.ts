@@ -205,7 +205,7 @@ export class ApiKeyService {
     if (row) this.index(row);
   }
 
-  /** Runs on every 'user.changed' (each charge emits one): touches the DB only when enabled-ness flips. */
+  /** Runs on every 'user.changed' (profile and status writes; charges emit balance.changed instead): touches the DB only when enabled-ness flips. */
   private refreshUser(userId: number, enabled: boolean): void {
     if (enabled !== this.excludedUsers.has(userId)) return;
     if (enabled) {
