@@ -3,6 +3,8 @@
  * /tmp/contracts.md). The composition root passes the real services; they satisfy these
  * structurally, so this lib does not depend on how they are built.
  */
+import type { ChannelRecord } from '@gw/channels';
+import type { UsageLogInput } from '@gw/billing';
 import type { RealtimePrice } from './usage';
 
 /** The fields of an API key record the relay reads (@gw/identity ApiKeyRecord). */
@@ -28,19 +30,8 @@ export interface KeyPolicy<K extends RealtimeKey = RealtimeKey> {
   authorize(key: K, model: string, ip: string): { group: string };
 }
 
-/** The channel fields the relay reads (@gw/channels ChannelRecord). */
-export interface RealtimeChannel {
-  id: number;
-  type: string;
-  baseUrl: string;
-  apiKey: string;
-  models: string[];
-  modelMapping: Record<string, string>;
-  groups: string[];
-  priority: number;
-  weight: number;
-  headers: Record<string, string>;
-}
+/** The channel fields the relay reads (one source of truth: @gw/channels' ChannelRecord). */
+export type RealtimeChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups' | 'priority' | 'weight' | 'headers'>;
 
 export interface ChannelSource<C extends RealtimeChannel = RealtimeChannel> {
   /** Enabled channels serving `model` to `group`, best first. */
@@ -54,29 +45,10 @@ export interface PriceSource {
 }
 
 /**
- * One usage record (a realtime response) as handed to settle. Written as a supertype of @gw/billing's
- * UsageLogInput (optional fields, `price` unknown) so QuotaService fits the port as it is.
+ * One usage record (a realtime response) as handed to settle: @gw/billing's UsageLogInput, with the
+ * price left opaque so this lib does not depend on the price row's shape.
  */
-export interface RealtimeUsageLog {
-  requestId: string;
-  kind?: 'messages' | 'realtime';
-  userId: number;
-  apiKeyId: number;
-  channelId: number | null;
-  model: string;
-  upstreamModel: string;
-  stream: boolean;
-  /** input = uncached text input, output = text output, as priced by PriceBook. */
-  usage: { input: number; output: number; cacheRead: number; cacheWrite: number; audioInput?: number; audioOutput?: number };
-  /** The price row to bill at (settle computes the cost from usage × price). */
-  price?: unknown;
-  latencyMs: number;
-  ttftMs: number | null;
-  status: number;
-  errorCode: string;
-  attempts: number;
-  ip: string;
-}
+export type RealtimeUsageLog = Omit<UsageLogInput, 'price'> & { price?: unknown };
 
 /** @gw/billing QuotaService, as the relay uses it. */
 export interface QuotaPort<K, R> {

@@ -2,27 +2,16 @@ import { GatewayError } from '@gw/core';
 import { costFor, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage } from '@gw/billing';
 import { estimateRequestTokens, estimateTextTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
+import type { ChannelRecord } from '@gw/channels';
 import { classifyTransportError, decodeContextFor, type ClassifiedError, type ProviderAdapter, type StreamDecoder, type UpstreamTarget } from '@gw/providers';
 import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
 import type { ChannelHealth } from './health';
 import { orderCandidates } from './router';
 
-/** A channel as the relay uses it (structurally @gw/channels' ChannelRecord). */
-export interface RelayChannel {
-  id: number;
-  type: string;
-  baseUrl: string;
-  apiKey: string;
-  models: string[];
-  modelMapping: Record<string, string>;
-  groups: string[];
-  priority: number;
-  weight: number;
-  status: number;
-  timeoutMs: number;
-  headers: Record<string, string>;
-}
+/** The fields of a channel the relay reads (one source of truth: @gw/channels' ChannelRecord). */
+export type RelayChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups'
+  | 'priority' | 'weight' | 'status' | 'timeoutMs' | 'headers'>;
 
 export interface RelayDeps {
   channels: { candidates(model: string, group: string): RelayChannel[]; all(): RelayChannel[] };
