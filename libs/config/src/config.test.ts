@@ -1,0 +1,56 @@
+import { afterEach, expect, test } from 'bun:test';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError, loadConfig } from './index';
+
+const dirs: string[] = [];
+const tmp = () => { const d = mkdtempSync(join(tmpdir(), 'cfg-')); dirs.push(d); return d; };
+afterEach(() => { for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true }); });
+
+test('defaults: port 3000, SQLite file under ./data, root user, 32 MiB body limit', () => {
+  const c = loadConfig({ DATABASE_URL: 'sqlite::memory:' });
+  expect(c.port).toBe(3000);
+  expect(c.rootUsername).toBe('root');
+  expect(c.rootPassword).toBeUndefined();
+  expect(c.maxBodyBytes).toBe(32 * 1024 * 1024);
+  expect(c.sqlitePath).toBe(':memory:');
+});
+
+test('the database folder is created, and a secret key file beside it is created once (0600) and reused', () => {
+  const d = join(tmp(), 'nested', 'deeper');
+  const a = loadConfig({ DATABASE_URL: `sqlite:${join(d, 'g.db')}` });
+  expect(existsSync(d)).toBe(true);
+  const keyFile = join(d, 'secret.key');
+  expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+  const b = loadConfig({ DATABASE_URL: `sqlite:${join(d, 'g.db')}` });
+  expect(Buffer.from(b.secretKey).toString('hex')).toBe(readFileSync(keyFile, 'utf8').trim());
+  expect(Buffer.from(a.secretKey)).toEqual(Buffer.from(b.secretKey));
+});
+
+test.each([
+  [{ PORT: 'eighty' }, 'PORT must be an integer'],
+  [{ PORT: '70000' }, 'PORT must be between 0 and 65535'],
+  [{ DATABASE_URL: 'postgres://x' }, 'DATABASE_URL must look like sqlite:'],
+  [{ ROOT_PASSWORD: 'short' }, 'ROOT_PASSWORD must be at least 8 characters'],
+  [{ ROOT_USERNAME: 'a b' }, 'ROOT_USERNAME must be'],
+  [{ SECRET_KEY: 'abcd' }, 'SECRET_KEY must be 32 bytes'],
+  [{ COOKIE_SECURE: 'maybe' }, 'COOKIE_SECURE must be true or false'],
+  [{ MAX_BODY_BYTES: '10' }, 'MAX_BODY_BYTES must be between'],
+])('bad value %j stops with a one-line reason', (env, reason) => {
+  const load = () => loadConfig({ DATABASE_URL: 'sqlite::memory:', ...env });
+  expect(load).toThrow(ConfigError);
+  try { load(); } catch (e) {
+    expect((e as Error).message).toContain(reason);
+    expect((e as Error).message).not.toContain('\n');
+  }
+});
+
+test('the process exits 1 with "Configuration error: …" on stderr for a bad value', async () => {
+  const p = Bun.spawn([process.execPath, 'run', 'apps/server/src/index.ts'], {
+    cwd: join(import.meta.dir, '..', '..', '..'), env: { ...process.env, PORT: 'eighty', DATABASE_URL: 'sqlite::memory:' }, stdout: 'pipe', stderr: 'pipe',
+  });
+  expect(await p.exited).toBe(1);
+  const err = (await new Response(p.stderr).text()).trim();
+  expect(err).toBe('Configuration error: PORT must be an integer, got "eighty"');
+});
