@@ -20,11 +20,13 @@ import { messagesRoutes } from './routes/messages';
 import { pricingRoutes } from './routes/pricing';
 import { logRoutes } from './routes/logs';
 import { realtimeRoutes } from './routes/realtime';
+import { metricsRoutes } from './routes/metrics';
 
 export function createApp(s: Services) {
   const app: Elysia<any, any, any, any, any, any, any> = new Elysia({ name: 'gateway' })
     .use(httpErrors({ maxBodyBytes: s.config.maxBodyBytes, routes: () => app.routes }))
     .use(accessLog(s.config.logRequests))
+    .use(metricsRoutes(s))
     // Metering writes are batched (BILLING_FLUSH_MS); the management API reads the database, so it
     // writes what is queued first: a user who just made a request sees it in logs, ledger and balance.
     .onRequest(({ request }) => {

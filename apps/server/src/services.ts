@@ -13,6 +13,7 @@ import { SecurityRepo } from '@gw/db';
 import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, mailConfig, passwordResetConfig, twoFactorConfig } from '@gw/identity';
 import { createPayments, paymentsConfig, type Payments } from '@gw/payments';
 import { createRelayServices, type RelayServices } from '@gw/relay';
+import { createMetrics, type GatewayMetrics } from './metrics';
 import { getAdapter } from '@gw/providers';
 import { RealtimeSessionsRepo } from '@gw/db';
 import type { ApiKeyRecord } from '@gw/identity';
@@ -54,6 +55,8 @@ export interface Services {
   relay: RelayServices;
   /** /v1/realtime WebSocket relay (issue 4): admission, live sessions, metering, session records. */
   realtime: RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>;
+  /** Prometheus metrics (GET /metrics). */
+  metrics: GatewayMetrics;
   /** Registers a shutdown step (stop timers, flush buffers) run before the database closes. */
   onClose(fn: () => void | Promise<void>): void;
   /** Stops background work (health probes, flushers) and closes the database. */
@@ -87,10 +90,13 @@ export async function createServices(config: Config, log: (line: string) => void
   const userAdmin = new UserService(dbh.db, users, sessions, ledger, bus);
   const userDirectory = new UserDirectory(users, bus);
   const apiKeys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, userDirectory, bus);
+  const metrics = createMetrics();
   const relay = createRelayServices({
     env: config.env, db: dbh.db, sqlite: dbh.sqlite, bus, users, apiKeys,
     journalDir: config.sqlitePath === ':memory:' ? null : `${config.sqlitePath}.settlements`, directory: userDirectory, channels: channelRegistry,
     setChannelStatus: (id, status, reason) => channels.setStatus(id, status, reason), adapter: getAdapter, log,
+    observeAttempt: (channelId, result) => metrics.upstream.inc({ channel: channelId, result }),
+    observeSettlement: metrics.settlement,
   });
   closers.push(() => relay.close());
   const realtime = new RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>({
@@ -100,8 +106,12 @@ export async function createServices(config: Config, log: (line: string) => void
   });
   // Live sessions end (1001) and are recorded before the database closes.
   closers.push(() => realtime.closeAll());
+  metrics.registry.gauge('gateway_channel_status', 'Channel status (1 enabled, 2 disabled by an operator, 3 auto-disabled)',
+    () => channelRegistry.all().map((c) => [{ channel: c.id, name: c.name, type: c.type }, c.status]));
+  metrics.registry.gauge('gateway_settlements_queued', 'Settlements journaled but not yet written to the database', () => [[{}, relay.quota.queued]]);
+  metrics.registry.gauge('gateway_realtime_sessions', 'Live realtime sessions', () => [[{}, realtime.liveCount]]);
   const services: Services = {
-    relay, realtime,
+    relay, realtime, metrics,
     channels, channelRegistry, userAdmin, userDirectory, apiKeys,
     channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, users, sessions, ledger, bus,

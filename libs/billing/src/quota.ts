@@ -30,6 +30,8 @@ export interface QuotaDeps {
   /** A batch this large is written at once. */
   flushBatch?: number;
   log?: (line: string) => void;
+  /** Sees every settlement as it is recorded or written (metrics). */
+  observe?: (row: SettlementRow) => void;
 }
 
 /**
@@ -152,6 +154,7 @@ export class QuotaService {
   settle(r: Reservation | null, log: UsageLogInput): Settlement {
     this.flush();
     const e = this.entry(r, log);
+    this.deps.observe?.(e.row);
     try {
       this.write([e]);
     } finally {
@@ -163,6 +166,7 @@ export class QuotaService {
 
   private enqueue(e: Entry): Entry {
     this.deps.journal?.append(e.row);
+    this.deps.observe?.(e.row);
     add(this.userPending, e.row.userId, e.row.cost);
     if (e.limitedKey) add(this.keyPending, e.row.apiKeyId, e.row.cost);
     if (e.r) this.release(e.r);
@@ -192,6 +196,11 @@ export class QuotaService {
     }
     // Every settlement of the segment is now committed (or failed for good and logged above).
     if (segment) this.deps.journal!.discard(segment);
+  }
+
+  /** Settlements recorded but not yet written to the database. */
+  get queued(): number {
+    return this.queue.length;
   }
 
   /** Writes what is queued and releases the journal (shutdown). */

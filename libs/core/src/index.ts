@@ -8,3 +8,4 @@ export * from './rate-window';
 export * from './events';
 export * from './json-pointer';
 export * from './read-capped';
+export * from './metrics';

@@ -22,6 +22,8 @@ export interface RelayDeps {
   billing: BillingConfig;
   config: RelayConfig;
   rng?: () => number;
+  /** Sees every upstream attempt's outcome (metrics); 'rate_limited' is a 429, which health ignores. */
+  observeAttempt?: (channelId: number, result: 'ok' | 'error' | 'rate_limited') => void;
 }
 
 /** One authorized /v1/messages request. */
@@ -144,6 +146,7 @@ export class RelayService {
       // 429 means "busy", not "broken": retry elsewhere but do not count it toward auto-disable; nor
       // does a request the upstream refused as invalid (the client's fault, not the channel's).
       if (c.retryable && c.kind !== 'rate_limit') this.d.health.failure(ch.id, why);
+      this.d.observeAttempt?.(ch.id, c.kind === 'rate_limit' ? 'rate_limited' : 'error');
       return { ok: false, retryable: c.retryable, error: c.error };
     };
     const transport = (cause: unknown, why: string) => fail(classifyTransportError(cause, timedOut), timedOut ? `timeout after ${ch.timeoutMs} ms` : why);
@@ -174,9 +177,11 @@ export class RelayService {
         decoded = adapter.decodeMessagesResponse(json, ctx);
       } catch (e) {
         this.d.health.failure(ch.id, 'undecodable response');
+        this.d.observeAttempt?.(ch.id, 'error');
         return { ok: false, retryable: true, error: e instanceof GatewayError ? e : new GatewayError(502, 'upstream_bad_response', 'The upstream sent an invalid response') };
       }
       this.d.health.success(ch.id);
+      this.d.observeAttempt?.(ch.id, 'ok');
       // An upstream that reports no usage is billed on estimates rather than for free.
       const usage = decoded.usage ?? { input_tokens: inputEstimate, output_tokens: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')), cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
       // Recorded before the response leaves: a completed request is never left unbilled by a crash.
@@ -198,6 +203,7 @@ export class RelayService {
     if (first.done) return fail({ retryable: true, kind: 'server', error: new GatewayError(502, 'upstream_empty_stream', 'The upstream sent an empty stream') }, 'empty stream');
     done();
     this.d.health.success(ch.id);
+    this.d.observeAttempt?.(ch.id, 'ok');
     const decoder = adapter.createStreamDecoder(ctx);
     return { ok: true, channel: ch, response: this.streamResponse(decoder, reader, first.value!, ch, r, res, attempts) };
   }

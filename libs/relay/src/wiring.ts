@@ -1,5 +1,5 @@
 import type { ChangeBus } from '@gw/core';
-import { billingConfig, PriceBook, QuotaService, SettlementJournal, type BillingConfig } from '@gw/billing';
+import { billingConfig, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps } from '@gw/billing';
 import type { Database } from 'bun:sqlite';
 import { PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
@@ -7,7 +7,7 @@ import { ModelCatalog } from './catalog';
 import { relayConfig, type RelayConfig } from './config';
 import { RelayGate, type GateKey, type GateUser } from './gate';
 import { ChannelHealth } from './health';
-import { RelayService, type RelayChannel } from './relay';
+import { RelayService, type RelayChannel, type RelayDeps } from './relay';
 
 /** Everything /v1/messages, /v1/models, /api/pricing/ and /api/log/ use. */
 export interface RelayServices {
@@ -43,6 +43,9 @@ export interface RelayWiring {
   setChannelStatus(id: number, status: 1 | 3, reason: string): void;
   adapter(type: string): ProviderAdapter;
   log?: (line: string) => void;
+  /** Metrics hooks: every upstream attempt, every recorded settlement. */
+  observeAttempt?: RelayDeps['observeAttempt'];
+  observeSettlement?: QuotaDeps['observe'];
 }
 
 /** Builds the relay and billing services (config read here, so a bad value stops start-up). */
@@ -53,7 +56,7 @@ export function createRelayServices(w: RelayWiring): RelayServices {
   const usageLogs = new UsageLogsRepo(w.db);
   const quota = new QuotaService({
     sqlite: w.sqlite, users: w.users, settlements: new SettlementsRepo(w.sqlite), prices, bus: w.bus,
-    journal: w.journalDir ? new SettlementJournal(w.journalDir) : null, flushMs: billing.flushMs, log: w.log,
+    journal: w.journalDir ? new SettlementJournal(w.journalDir) : null, flushMs: billing.flushMs, log: w.log, observe: w.observeSettlement,
   });
   const gate = new RelayGate({ lookup: (k) => w.apiKeys.lookup(k), user: (id) => w.directory.get(id) });
   const health = new ChannelHealth({
@@ -64,7 +67,7 @@ export function createRelayServices(w: RelayWiring): RelayServices {
     log: w.log,
   }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs });
   health.start();
-  const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config });
+  const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, observeAttempt: w.observeAttempt });
   const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter });
   return { config, billing, prices, quota, usageLogs, gate, health, relay, catalog, close: () => { health.close(); quota.close(); } };
 }

@@ -20,11 +20,17 @@ function readCookie(header: string | null, name: string): string | undefined {
   return undefined;
 }
 
+/** Whether a URL's path (not its query) is under /v1/. */
+function isV1(url: string): boolean {
+  const start = url.indexOf('/', url.indexOf('//') + 2);
+  return url.startsWith('/v1/', start);
+}
+
 export const authPlugin = (s: Services) =>
   new Elysia({ name: 'management-auth' })
     .derive({ as: 'global' }, ({ request }): { principal: Principal | null; credentialError: GatewayError | null } => {
       // Derives run for every route of the app; /v1 requests carry relay keys and never need this.
-      if (!request.url.includes('/api/')) return { principal: null, credentialError: null };
+      if (isV1(request.url)) return { principal: null, credentialError: null };
       const authz = request.headers.get('authorization');
       if (authz) {
         const m = /^Bearer\s+(.+)$/i.exec(authz.trim());

@@ -16,8 +16,11 @@ export const bodyErrorOf = (r: Request) => bodyErrors.get(r);
 export const invalidJsonError = () => new GatewayError(400, 'invalid_json', 'Request body is not valid JSON');
 
 const requestIds = new WeakMap<Request, string>();
+const startTimes = new WeakMap<Request, number>();
 /** The request id assigned to a request (also in its `request-id` response header). */
 export const requestIdOf = (r: Request) => requestIds.get(r) ?? '';
+/** performance.now() when the request arrived (for the access log and duration metrics). */
+export const startedAtOf = (r: Request) => startTimes.get(r);
 
 function codeFor(type: number | undefined): string {
   switch (type) {
@@ -71,6 +74,7 @@ export const httpErrors = (opts: { maxBodyBytes: number; routes: () => Array<{ m
     .onRequest(({ request, set }) => {
       const id = newRequestId();
       requestIds.set(request, id);
+      startTimes.set(request, performance.now());
       set.headers['request-id'] = id;
       if (!BODY_METHODS.has(request.method)) return;
       const len = Number(request.headers.get('content-length') ?? '0');

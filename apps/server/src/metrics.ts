@@ -1,0 +1,43 @@
+/**
+ * The gateway's metrics: names, label sets and where each is fed from. Labels come from bounded sets
+ * only (route templates, channel ids, model names an operator configured, status codes).
+ */
+import { MetricsRegistry, type Counter, type Histogram } from '@gw/core';
+import type { SettlementRow } from '@gw/db';
+
+const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
+export interface GatewayMetrics {
+  registry: MetricsRegistry;
+  http: Counter;
+  httpSeconds: Histogram;
+  upstream: Counter;
+  tokens: Counter;
+  charged: Counter;
+  metered: Counter;
+  /** Feeds the settlement counters (QuotaService's `observe`). */
+  settlement(row: SettlementRow): void;
+}
+
+export function createMetrics(): GatewayMetrics {
+  const registry = new MetricsRegistry();
+  const m: GatewayMetrics = {
+    registry,
+    http: registry.counter('gateway_http_requests_total', 'HTTP requests by method, route template and status'),
+    httpSeconds: registry.histogram('gateway_http_request_duration_seconds', 'Time until the response (headers, for streams) by route template', SECONDS),
+    upstream: registry.counter('gateway_upstream_attempts_total', 'Upstream attempts by channel and result (ok, error, rate_limited)'),
+    tokens: registry.counter('gateway_tokens_total', 'Metered tokens by model and kind'),
+    charged: registry.counter('gateway_quota_charged_total', 'Quota units charged by model'),
+    metered: registry.counter('gateway_metered_requests_total', 'Metered requests (messages and realtime responses) by model, kind and status'),
+    settlement(row) {
+      const model = row.model;
+      m.metered.inc({ model, kind: row.kind, status: row.status });
+      if (row.cost > 0) m.charged.inc({ model }, row.cost);
+      for (const [kind, n] of [['input', row.inputTokens], ['output', row.outputTokens], ['cache_read', row.cacheReadTokens],
+        ['cache_write', row.cacheWriteTokens], ['audio_input', row.audioInputTokens], ['audio_output', row.audioOutputTokens]] as const) {
+        if (n > 0) m.tokens.inc({ model, kind }, n);
+      }
+    },
+  };
+  return m;
+}
