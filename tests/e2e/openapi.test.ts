@@ -67,6 +67,8 @@ describe('OpenAPI document', () => {
     expect(body.properties.max_tokens.type).toBe('integer');
     expect(Object.keys(m.responses)).toEqual(expect.arrayContaining(['200', '400', '401', '402', '404', '429', '503']));
     expect(m.responses['200'].content['application/json'].schema.properties.usage).toBeDefined();
+    expect(doc.paths['/v1/models'].get.responses['200'].content['application/json'].schema.properties.data.items.properties.id.type).toBe('string');
+    expect(doc.paths['/v1/models/{id}'].get.responses['200'].content['application/json'].schema.required).toEqual(expect.arrayContaining(['type', 'id', 'display_name', 'created_at']));
     const c = doc.paths['/v1/messages/count_tokens'].post;
     expect(c.requestBody.content['application/json'].schema.required).not.toContain('max_tokens');
   });

@@ -1,3 +1,4 @@
+import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError } from '@gw/core';
 import { estimateRequestTokens, type CountTokensRequest } from '@gw/formats';
 import type { ProviderAdapter } from '@gw/providers';
@@ -6,19 +7,22 @@ import type { RelayChannel } from './relay';
 import { orderCandidates } from './router';
 
 /** An entry of GET /v1/models (Anthropic's ModelInfo). */
-export interface ModelInfo {
-  type: 'model';
-  id: string;
-  display_name: string;
-  created_at: string;
-}
+export const ModelInfoSchema = Type.Object({
+  type: Type.Literal('model'),
+  id: Type.String(),
+  display_name: Type.String(),
+  created_at: Type.String({ description: 'RFC 3339; when this gateway process started serving the model' }),
+});
+export type ModelInfo = Static<typeof ModelInfoSchema>;
 
-export interface ModelPage {
-  data: ModelInfo[];
-  has_more: boolean;
-  first_id: string | null;
-  last_id: string | null;
-}
+/** GET /v1/models: Anthropic's list shape. */
+export const ModelPageSchema = Type.Object({
+  data: Type.Array(ModelInfoSchema),
+  has_more: Type.Boolean(),
+  first_id: Type.Union([Type.String(), Type.Null()]),
+  last_id: Type.Union([Type.String(), Type.Null()]),
+});
+export type ModelPage = Static<typeof ModelPageSchema>;
 
 /** GET /v1/models and POST /v1/messages/count_tokens: what a key may use, and input token counts. */
 export class ModelCatalog {

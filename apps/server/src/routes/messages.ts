@@ -5,7 +5,7 @@
  * → key status/model/IP (401/403) and rate limit (429) → quota (402) → routing (404/503).
  */
 import { Elysia } from 'elysia';
-import { checkVersionHeader, validateCountTokensBody, validateMessagesBody } from '@gw/relay';
+import { ModelInfoSchema, ModelPageSchema, checkVersionHeader, validateCountTokensBody, validateMessagesBody } from '@gw/relay';
 import { AnthropicMessageSchema, CountTokensRequestSchema, MessagesRequestSchema } from '@gw/formats';
 import { clientIp } from '../plugins/client-ip';
 import { requestIdOf } from '../plugins/http-errors';
@@ -59,8 +59,8 @@ export const messagesRoutes = (s: Services) =>
       const { group } = s.relay.gate.authorize(relayKey, null, clientIp(request, server));
       const limit = query.limit === undefined ? undefined : Number(query.limit);
       return s.relay.catalog.list(relayKey, group, { limit: Number.isFinite(limit) ? limit : undefined, after_id: query.after_id, before_id: query.before_id });
-    }, { detail: { tags: ['model'], summary: 'Models this key may use (Anthropic list shape)' } })
+    }, { detail: { tags: ['model'], summary: 'Models this key may use (Anthropic list shape)', responses: { 200: { description: 'A page of models', ...json(ModelPageSchema) }, 401: errorResponses[401] } } as any })
     .get('/models/:id', ({ request, server, relayKey, params }) => {
       const { group } = s.relay.gate.authorize(relayKey, null, clientIp(request, server));
       return s.relay.catalog.get(relayKey, group, params.id);
-    }, { detail: { tags: ['model'], summary: 'One model this key may use' } });
+    }, { detail: { tags: ['model'], summary: 'One model this key may use', responses: { 200: { description: 'The model', ...json(ModelInfoSchema) }, 401: errorResponses[401], 404: errorResponses[404] } } as any });
