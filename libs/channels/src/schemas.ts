@@ -46,23 +46,15 @@ export const ChannelCreate = Type.Object({
 });
 export type ChannelCreate = Static<typeof ChannelCreate>;
 
-/** Body of PUT /api/channel/: `id` plus any subset of fields; `key` omitted or "" keeps the stored key. */
-export const ChannelUpdate = Type.Object({
-  id: Type.Integer({ minimum: 1 }),
-  name: Type.Optional(Name),
-  type: Type.Optional(ChannelTypeSchema),
-  base_url: Type.Optional(BaseUrl),
-  key: Type.Optional(Key),
-  models: Type.Optional(Models),
-  model_mapping: Type.Optional(ModelMapping),
-  group: Type.Optional(Group),
-  tag: Type.Optional(Tag),
-  priority: Type.Optional(Priority),
-  weight: Type.Optional(Weight),
-  status: Type.Optional(WritableStatus),
-  timeout_ms: Type.Optional(TimeoutMs),
-  headers: Type.Optional(Headers),
-});
+/**
+ * Body of PUT /api/channel/: `id` plus any subset of the create fields (derived from ChannelCreate, so
+ * the two cannot drift); `key` omitted or "" keeps the stored key.
+ */
+export const ChannelUpdate = Type.Composite([
+  Type.Object({ id: Type.Integer({ minimum: 1 }) }),
+  Type.Partial(Type.Omit(ChannelCreate, ['key'])),
+  Type.Object({ key: Type.Optional(Key) }),
+]);
 export type ChannelUpdate = Static<typeof ChannelUpdate>;
 
 /** A channel as the API returns it: the key masked, plus read-only health fields. */
