@@ -71,6 +71,8 @@ export class QuotaService {
       if (this.balances.has(userId)) this.balances.set(userId, balance);
     });
     this.replay();
+    // After the replay, so the balances read are the committed ones; a user created later loads on first use.
+    for (const u of deps.users.list({ offset: 0, limit: Number.MAX_SAFE_INTEGER }).items) this.balances.set(u.id, u.quota);
   }
 
   private loadBalance(userId: number): number {
@@ -83,7 +85,7 @@ export class QuotaService {
     return u.quota;
   }
 
-  /** The user's committed balance (memory; read once per user per process). */
+  /** The user's committed balance (memory: all users are loaded at start, later ones on first use). */
   balance(userId: number): number {
     return this.balances.get(userId) ?? this.loadBalance(userId);
   }
