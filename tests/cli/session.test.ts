@@ -10,7 +10,7 @@ let sb: CliSandbox;
 beforeAll(async () => { gw = await startGateway(); sb = cliSandbox(); });
 afterAll(async () => { await gw.stop(); sb.cleanup(); });
 
-describe('gw login / whoami / token / logout', () => {
+describe('gw login / whoami / access-token / logout', () => {
   test('login reads the password from stdin and stores a working token with 0600 permissions', async () => {
     const r = await sb.run(['login', '--url', `${gw.url}/`, '-u', 'root', '--password-stdin'], { stdin: `${ROOT_PASSWORD}\n` });
     expect(r.stderr).toBe('');
@@ -39,28 +39,28 @@ describe('gw login / whoami / token / logout', () => {
     expect(JSON.parse(json.stdout)).toEqual(self);
   });
 
-  test('token create prints the token once on stdout; list shows only prefixes; revoke works', async () => {
-    const created = await sb.run(['token', 'create', '--name', 'ci-token']);
+  test('access-token create prints the token once on stdout; list shows only prefixes; revoke works', async () => {
+    const created = await sb.run(['access-token', 'create', '--name', 'ci-token']);
     expect(created.code).toBe(0);
     const token = created.stdout.trim();
     expect(token).toStartWith('gwm_');
     expect(created.stderr).toContain('shown only now');
     expect((await gw.api('GET', '/api/user/self', undefined, token)).status).toBe(200);
 
-    const list = await sb.run(['token', 'list', '--json']);
+    const list = await sb.run(['access-token', 'list', '--json']);
     const rows = JSON.parse(list.stdout) as any[];
     const row = rows.find((t) => t.name === 'ci-token');
     expect(row.prefix).toBe(token.slice(0, 10));
     expect(list.stdout).not.toContain(token);
 
-    const revoked = await sb.run(['token', 'revoke', String(row.id)]);
+    const revoked = await sb.run(['access-token', 'revoke', String(row.id)]);
     expect(revoked.code).toBe(0);
     expect(revoked.stdout).toBe(`Revoked access token ${row.id}.\n`);
     expect((await gw.api('GET', '/api/user/self', undefined, token)).status).toBe(401);
   });
 
   test('a request the server refuses exits 1 with the server message and code on stderr', async () => {
-    const r = await sb.run(['token', 'revoke', '99999']);
+    const r = await sb.run(['access-token', 'revoke', '99999']);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe('error: No access token 99999 (token_not_found)\n');
@@ -70,8 +70,8 @@ describe('gw login / whoami / token / logout', () => {
     const results = await Promise.all([
       sb.run(['frobnicate']),
       sb.run(['whoami', '--bogus']),
-      sb.run(['token', 'revoke', 'abc']),
-      sb.run(['token', 'revoke']),
+      sb.run(['access-token', 'revoke', 'abc']),
+      sb.run(['access-token', 'revoke']),
     ]);
     for (const r of results) {
       expect(r.code).toBe(2);
@@ -90,10 +90,11 @@ describe('gw login / whoami / token / logout', () => {
     // A --token flag beats the environment.
     const flag = await sb.run(['whoami', '--json', '--token', gw.rootToken], { env: { GATEWAY_TOKEN: 'gwm_not-a-real-token' } });
     expect(flag.code).toBe(0);
-    // --url to some other gateway: the file's token is not used there, so this is a local usage error.
+    // --url to some other gateway: the file's token is not sent there. Nothing listens on that port, and
+    // an unreachable gateway is exit 3 with or without a token.
     const other = await sb.run(['whoami', '--url', 'http://127.0.0.1:9']);
-    expect(other.code).toBe(2);
-    expect(other.stderr).toContain('not logged in to http://127.0.0.1:9');
+    expect(other.code).toBe(3);
+    expect(other.stderr).toContain('cannot reach the gateway at http://127.0.0.1:9');
   });
 
   test('an unreachable gateway exits 3 and says so', async () => {
@@ -124,15 +125,19 @@ describe('gw login / whoami / token / logout', () => {
     chmodSync(sb.configPath, 0o600);
   });
 
-  test('logout revokes the token on the server and removes it locally', async () => {
+  test('logout revokes the token on the server and forgets it locally (the URL stays); whoami then says "not logged in" (1)', async () => {
     const token = JSON.parse(readFileSync(sb.configPath, 'utf8')).token as string;
     const r = await sb.run(['logout']);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('access token revoked');
-    expect(existsSync(sb.configPath)).toBe(false);
+    expect(JSON.parse(readFileSync(sb.configPath, 'utf8'))).toEqual({ url: gw.url });
     expect((await gw.api('GET', '/api/user/self', undefined, token)).status).toBe(401);
     const after = await sb.run(['whoami']);
-    expect(after.code).toBe(2);
+    expect(after.code).toBe(1);
+    expect(after.stderr).toBe(`error: not logged in to ${gw.url}: run \`gw login\`, or pass --token / set GATEWAY_TOKEN (not_logged_in)\n`);
+    const again = await sb.run(['logout']);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toBe('Not logged in.\n');
   });
 });
 

@@ -8,8 +8,12 @@ import { App } from './core/context';
 import { ApiError, EXIT, InterruptedError, UnreachableError, UsageError } from './core/errors';
 import type { Io } from './core/io';
 import { registerSession } from './commands/session';
-import { registerToken } from './commands/token';
+import { registerAccessToken } from './commands/access-token';
 import { registerPassword } from './commands/password';
+import { registerReset } from './commands/reset';
+import { registerTwoFactor } from './commands/two-factor';
+import { registerProfile } from './commands/profile';
+import { registerOps } from './commands/ops';
 import { registerChannel } from './commands/channel';
 import { registerUser } from './commands/user';
 import { registerKey } from './commands/key';
@@ -22,8 +26,9 @@ const ROOT_HELP = `
 Credentials: --url/--token flags, then GATEWAY_URL/GATEWAY_TOKEN, then the config file written by
 \`gw login\` ($GW_CONFIG, $XDG_CONFIG_HOME/ai-gateway/config.json or ~/.config/ai-gateway/config.json).
 
-Exit codes: 0 success, 1 the server refused the request (or a channel test failed), 2 usage error,
-3 gateway unreachable, 130 prompt interrupted.
+Exit codes: 0 success, 1 the server refused the request (not logged in, a channel test failed, ...),
+2 usage error (the command line itself is wrong), 3 gateway unreachable, 130 prompt interrupted.
+Errors go to stderr; with --json as one JSON object {"error":{...,"exit_code":N}}.
 
 Examples:
   $ gw login --url http://localhost:3000 -u root
@@ -31,7 +36,7 @@ Examples:
   $ gw key create --name laptop --json | jq -r .key`;
 
 /** Builds the program; every command registers into `app` so its exit code is collected there. */
-export function buildProgram(app: App): Command {
+export function buildProgram(app: App, opts: { json?: boolean } = {}): Command {
   const program = new Command('gw')
     .description('Operate an AI gateway from the terminal (management API client)')
     .version(pkg.version, '-V, --version')
@@ -40,13 +45,17 @@ export function buildProgram(app: App): Command {
     .option('--json', 'print the exact JSON data of the answer (for scripts)')
     .showHelpAfterError('(add --help for usage)')
     .configureHelp({ showGlobalOptions: true })
-    .configureOutput({ writeOut: (s) => app.io.out(s), writeErr: (s) => app.io.err(s) })
+    // With --json, commander's own error text is replaced by the JSON error `main` prints.
+    .configureOutput({ writeOut: (s) => app.io.out(s), writeErr: (s) => { if (!opts.json) app.io.err(s); } })
     // Settings above are inherited by every command created below via .command().
     .exitOverride()
     .addHelpText('after', ROOT_HELP);
   registerSession(program, app);
+  registerProfile(program, app);
   registerPassword(program, app);
-  registerToken(program, app);
+  registerReset(program, app);
+  registerTwoFactor(program, app);
+  registerAccessToken(program, app);
   registerChannel(program, app);
   registerUser(program, app);
   registerKey(program, app);
@@ -54,27 +63,71 @@ export function buildProgram(app: App): Command {
   registerLog(program, app);
   registerTopup(program, app);
   registerLedger(program, app);
+  registerOps(program, app);
+  helpForBareGroups(program);
   return program;
+}
+
+/**
+ * `gw 2fa` alone prints the group's help on stdout and exits 0 (commander would print it as an error).
+ * Groups that run something themselves (`gw password`) keep their action.
+ */
+function helpForBareGroups(cmd: Command): void {
+  for (const c of cmd.commands) {
+    helpForBareGroups(c);
+    // commander keeps the action private; a group without one only dispatches to subcommands.
+    if (c.commands.length === 0 || (c as unknown as { _actionHandler?: unknown })._actionHandler) continue;
+    c.allowExcessArguments(true).action(() => {
+      if (c.args.length) c.error(`error: unknown command '${c.args[0]}'`, { code: 'commander.unknownCommand' });
+      c.outputHelp();
+    });
+  }
 }
 
 /** Runs the CLI on `argv` (without the runtime and script path) and returns the exit code. */
 export async function main(argv: string[], io: Io): Promise<number> {
   const app = new App(io);
+  // Known before parsing, so even commander's own errors (unknown flag) come out as JSON.
+  const end = argv.indexOf('--');
+  const json = (end < 0 ? argv : argv.slice(0, end)).includes('--json');
   try {
-    await buildProgram(app).parseAsync(argv, { from: 'user' });
+    await buildProgram(app, { json }).parseAsync(argv, { from: 'user' });
     return app.code;
   } catch (e) {
-    return report(e, io);
+    return report(e, io, json);
   }
 }
 
-function report(e: unknown, io: Io): number {
-  // Commander has already printed its message (or the help) itself.
-  if (e instanceof CommanderError) return e.exitCode === 0 ? EXIT.ok : EXIT.usage;
-  if (e instanceof UsageError) { io.err(`error: ${e.message}\n`); return EXIT.usage; }
-  if (e instanceof ApiError) { io.err(`error: ${e.message} (${e.code})\n`); return EXIT.refused; }
-  if (e instanceof UnreachableError) { io.err(`error: ${e.message}\n`); return EXIT.unreachable; }
-  if (e instanceof InterruptedError) { io.err('\ninterrupted\n'); return EXIT.interrupted; }
-  io.err(`error: unexpected failure: ${e instanceof Error ? e.stack ?? e.message : String(e)}\n`);
-  return EXIT.refused;
+/** What a failure means for the operator: exit code, error code, message; `server` is the server's own object. */
+interface Failure { exit: number; code: string; message: string; server?: Record<string, unknown>; extra?: Record<string, unknown> }
+
+function classify(e: unknown): Failure {
+  if (e instanceof CommanderError) return { exit: e.exitCode === 0 ? EXIT.ok : EXIT.usage, code: e.code, message: e.message.replace(/^error: /, '') };
+  if (e instanceof UsageError) return { exit: EXIT.usage, code: 'usage_error', message: e.message };
+  if (e instanceof ApiError) {
+    return {
+      exit: EXIT.refused, code: e.code, message: e.cliMessage ?? e.message, server: e.server,
+      extra: { status: e.status, flag: e.flag, retry_after: e.retryAfter },
+    };
+  }
+  if (e instanceof UnreachableError) return { exit: EXIT.unreachable, code: 'unreachable', message: e.message };
+  if (e instanceof InterruptedError) return { exit: EXIT.interrupted, code: 'interrupted', message: 'interrupted' };
+  return { exit: EXIT.refused, code: 'internal_error', message: `unexpected failure: ${e instanceof Error ? e.stack ?? e.message : String(e)}` };
+}
+
+function report(e: unknown, io: Io, json: boolean): number {
+  const f = classify(e);
+  if (f.exit === EXIT.ok) return f.exit;
+  if (json) {
+    // The server's object unchanged, plus the CLI's wording and exit code.
+    const error = { message: f.message, code: f.code, ...f.server, ...f.extra, cli_message: f.message, exit_code: f.exit };
+    io.err(`${JSON.stringify({ error })}\n`);
+  } else if (e instanceof CommanderError) {
+    // Commander has already printed its message itself.
+  } else if (e instanceof InterruptedError) {
+    io.err('\ninterrupted\n');
+  } else {
+    io.err(`error: ${f.message}${e instanceof ApiError ? ` (${f.code})` : ''}\n`);
+  }
+  return f.exit;
 }

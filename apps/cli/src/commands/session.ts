@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { Option, type Command } from 'commander';
 import { ApiClient, unwrap } from '../core/client';
-import { normalizeUrl, removeConfig, writeConfig, type StoredConfig } from '../core/config';
+import { normalizeUrl, writeConfig, type StoredConfig } from '../core/config';
 import type { App, Ctx } from '../core/context';
 import { ApiError, UnreachableError, UsageError } from '../core/errors';
 import { parseId } from '../core/fields';
@@ -15,7 +15,7 @@ export function registerSession(program: Command, app: App): void {
     .option('--password-stdin', 'read the password from the first line of stdin')
     .option('--password <password>', 'the password on the command line (last resort: visible in shell history and ps)')
     .option('--totp <code>', 'two-factor code (TOTP or backup code); prompted when needed on a terminal')
-    .option('--token-name <name>', 'name of the access token to create', `gw-cli@${hostname()}`)
+    .option('--token-name <name>', 'name of the access token to create (default: gw-cli@<host> <UTC minute> <random>, unique per login)')
     .addOption(new Option('--expires-in-days <n>', 'token lifetime in days (default: no expiry)').argParser(parseId))
     .addHelpText('after', `
 Examples:
@@ -24,7 +24,7 @@ Examples:
     .action(app.action(login));
 
   program.command('logout')
-    .description('Revoke the stored access token on the server (when reachable) and forget it locally')
+    .description('Revoke the stored access token on the server (when reachable) and forget it locally (the URL is kept)')
     .addHelpText('after', '\nExample:\n  $ gw logout')
     .action(app.action(logout));
 
@@ -73,7 +73,7 @@ async function login(ctx: Ctx, _args: unknown[], opts: Record<string, any>): Pro
   if (!cookie) throw new ApiError(res.status, 'no_session', 'the server accepted the login but sent no session cookie');
 
   const session = { headers: { cookie } };
-  const body: Record<string, unknown> = { name: opts.tokenName };
+  const body: Record<string, unknown> = { name: opts.tokenName ?? loginTokenName(hostname(), new Date()) };
   if (opts.expiresInDays) body.expires_in_days = opts.expiresInDays;
   let created: { id: number; token: string };
   try {
@@ -93,6 +93,21 @@ async function login(ctx: Ctx, _args: unknown[], opts: Record<string, any>): Pro
   return 0;
 }
 
+/** Longest access token name the gateway accepts. */
+const TOKEN_NAME_MAX = 64;
+
+/**
+ * A name that tells this login's token apart from the others in `gw access-token list`, so the operator
+ * can revoke one: host, UTC minute and a random suffix (two logins in the same minute still differ).
+ * The host is shortened so the whole name fits.
+ */
+export function loginTokenName(host: string, now: Date): string {
+  const stamp = `${now.toISOString().slice(0, 16)}Z`;
+  const suffix = crypto.getRandomValues(new Uint8Array(3)).reduce((s, b) => s + b.toString(16).padStart(2, '0'), '');
+  const tail = ` ${stamp} ${suffix}`;
+  return `gw-cli@${host.slice(0, TOKEN_NAME_MAX - 'gw-cli@'.length - tail.length)}${tail}`;
+}
+
 /** The `name=value` part of the session cookie from a login answer. */
 function sessionCookie(h: Headers): string | undefined {
   const all = typeof h.getSetCookie === 'function' ? h.getSetCookie() : [h.get('set-cookie') ?? ''];
@@ -103,7 +118,6 @@ function sessionCookie(h: Headers): string | undefined {
 async function logout(ctx: Ctx): Promise<number> {
   const file = ctx.readConfig();
   if (!file.token || !file.url) {
-    removeConfig(ctx.configPath);
     ctx.print({ url: file.url ?? null, revoked: false }, () => 'Not logged in.\n');
     return 0;
   }
@@ -122,7 +136,9 @@ async function logout(ctx: Ctx): Promise<number> {
     else if (e instanceof UnreachableError || e instanceof ApiError) ctx.io.err(`warning: could not revoke the token on the server (${e.message}); it stays valid until revoked or expired\n`);
     else throw e;
   }
-  removeConfig(ctx.configPath);
+  // The URL stays (it is no secret): `gw login` needs no --url next time, and `gw whoami` can say
+  // "not logged in to <url>" (exit 1) or that the gateway is unreachable (exit 3).
+  writeConfig(ctx.configPath, { url: file.url });
   ctx.print({ url: file.url, revoked }, () => `Logged out of ${file.url}${revoked ? '; access token revoked' : ''}.\n`);
   return 0;
 }

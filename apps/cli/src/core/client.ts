@@ -16,7 +16,10 @@ export interface RequestOptions {
 export interface RawResponse {
   status: number;
   headers: Headers;
+  /** The parsed JSON body, or undefined when the body is not JSON. */
   body: any;
+  /** The body as text (e.g. Prometheus metrics). */
+  text: string;
 }
 
 export interface ApiClientOptions {
@@ -42,7 +45,23 @@ export class ApiClient {
   /** Performs a request and returns the envelope's `data`; throws ApiError on any error answer. */
   async call<T = any>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
     const res = await this.raw(method, path, opts);
-    return unwrap(res) as T;
+    return this.judged(opts, () => unwrap(res) as T);
+  }
+
+  /** Like `call` for a route answering plain text on success (`/metrics`); errors are still JSON. */
+  async text(method: string, path: string, opts: RequestOptions = {}): Promise<string> {
+    const res = await this.raw(method, path, opts);
+    return this.judged(opts, () => (res.status >= 200 && res.status < 300 ? res.text : (unwrap(res), '')));
+  }
+
+  private judged<T>(opts: RequestOptions, read: () => T): T {
+    try {
+      return read();
+    } catch (e) {
+      // Lets the CLI tell "not logged in" apart from "these credentials were refused".
+      if (e instanceof ApiError && !this.token && !opts.headers?.cookie) e.withoutCredentials = true;
+      throw e;
+    }
   }
 
   /** Performs a request and returns status, headers and parsed body without judging them. */
@@ -70,7 +89,7 @@ export class ApiClient {
     const text = await res.text().catch(() => '');
     let body: unknown = undefined;
     try { body = text ? JSON.parse(text) : undefined; } catch { body = undefined; }
-    return { status: res.status, headers: res.headers, body };
+    return { status: res.status, headers: res.headers, body, text };
   }
 }
 
@@ -80,7 +99,11 @@ export function unwrap(res: RawResponse): unknown {
   if (res.status < 300 && b && typeof b === 'object' && b.success === true) return b.data ?? null;
   const e = b && typeof b === 'object' ? b.error : undefined;
   if (e && typeof e === 'object' && typeof e.message === 'string') {
-    throw new ApiError(res.status, String(e.code ?? ''), e.message, String(e.param ?? ''));
+    const err = new ApiError(res.status, String(e.code ?? ''), e.message, String(e.param ?? ''));
+    err.server = e;
+    const wait = Number(res.headers.get('retry-after'));
+    if (res.headers.has('retry-after') && Number.isFinite(wait)) err.retryAfter = wait;
+    throw err;
   }
   if (b && typeof b === 'object' && typeof b.message === 'string' && b.message) {
     throw new ApiError(res.status, `http_${res.status}`, b.message);

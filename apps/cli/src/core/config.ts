@@ -2,7 +2,7 @@
  * The per-user config file holding the gateway URL and the management access token from `gw login`,
  * and the precedence rules: flags > environment > file.
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
 import { UsageError } from './errors';
@@ -51,11 +51,6 @@ export function writeConfig(path: string, cfg: StoredConfig): void {
   writeFileSync(tmp, `${JSON.stringify(cfg, null, 2)}\n`, { mode: 0o600 });
   chmodSync(tmp, 0o600);
   renameSync(tmp, path);
-}
-
-/** Removes the stored credentials (the whole file: it holds nothing else). */
-export function removeConfig(path: string): void {
-  rmSync(path, { force: true });
 }
 
 /** Validates a gateway URL and strips trailing slashes so URLs compare equal. */

@@ -5,8 +5,9 @@
 import type { Command } from 'commander';
 import { ApiClient } from './client';
 import { configPath, readConfig, resolveCredentials, type Credentials, type StoredConfig } from './config';
-import { UsageError } from './errors';
+import { ApiError, UsageError } from './errors';
 import type { Io } from './io';
+import { inCliTerms, paramTable } from './params';
 
 /** Options defined on the root program and valid on every command. */
 export interface GlobalOptions {
@@ -17,7 +18,7 @@ export interface GlobalOptions {
 
 /** Per-invocation context handed to a command handler. */
 export class Ctx {
-  constructor(readonly io: Io, readonly globals: GlobalOptions) {}
+  constructor(readonly io: Io, readonly globals: GlobalOptions, private readonly app: App) {}
 
   /** `--json`: print the API's data unchanged. */
   get json(): boolean { return Boolean(this.globals.json); }
@@ -39,11 +40,24 @@ export class Ctx {
     return c;
   }
 
-  /** A client carrying the management token; a usage error when not logged in. */
+  /**
+   * A client carrying the management token. Without a token the request is still sent: the gateway's
+   * 401 becomes "not logged in" (exit 1), and an unreachable gateway stays exit 3 either way.
+   */
   client(opts: { timeoutMs?: number } = {}): ApiClient {
     const c = this.credentials();
-    if (!c.token) throw new UsageError(`not logged in to ${c.url}: run \`gw login\`, or pass --token / set GATEWAY_TOKEN`);
     return new ApiClient({ url: c.url, token: c.token, timeoutMs: opts.timeoutMs });
+  }
+
+  /** A client without credentials, for public routes (health, password reset). */
+  anonClient(): ApiClient {
+    return new ApiClient({ url: this.credentials().url });
+  }
+
+  /** The caller (`GET /api/user/self`), fetched at most once per run. */
+  self(): Promise<Record<string, any>> {
+    this.app.selfCache ??= this.client().call('GET', '/api/user/self');
+    return this.app.selfCache;
   }
 
   /** Prints `data` as JSON with --json, else the human rendering. */
@@ -55,18 +69,37 @@ export class Ctx {
 /** A command body: positional arguments, the command's own options, and the context. */
 export type Handler = (ctx: Ctx, args: any[], opts: Record<string, any>) => Promise<number | void>;
 
-/** Shared state of one CLI run: I/O and the exit code the action produced. */
+/** Shared state of one CLI run: I/O, the exit code the action produced, and per-run caches. */
 export class App {
   code = 0;
+  selfCache?: Promise<Record<string, any>>;
   constructor(readonly io: Io) {}
 
-  /** Wraps a handler as a commander action; its return value (default 0) becomes the exit code. */
+  /**
+   * Wraps a handler as a commander action; its return value (default 0) becomes the exit code.
+   * A server refusal is put in the command's terms here, the one place that knows which command ran.
+   */
   action(handler: Handler): (...a: any[]) => Promise<void> {
     return async (...a: any[]) => {
       const cmd = a[a.length - 1] as Command;
       const opts = a[a.length - 2] as Record<string, any>;
-      const ctx = new Ctx(this.io, cmd.optsWithGlobals() as GlobalOptions);
-      this.code = (await handler(ctx, a.slice(0, -2), opts)) ?? 0;
+      const ctx = new Ctx(this.io, cmd.optsWithGlobals() as GlobalOptions, this);
+      try {
+        this.code = (await handler(ctx, a.slice(0, -2), opts)) ?? 0;
+      } catch (e) {
+        if (e instanceof ApiError) explain(e, ctx, cmd);
+        throw e;
+      }
     };
+  }
+}
+
+/** Fills in the CLI's wording of a server refusal: flags for fields, and "not logged in" for a tokenless 401. */
+function explain(e: ApiError, ctx: Ctx, cmd: Command): void {
+  const { message, flag } = inCliTerms(e, paramTable(cmd));
+  e.cliMessage = message;
+  e.flag = flag;
+  if (e.status === 401 && e.withoutCredentials) {
+    e.cliMessage = `not logged in to ${ctx.credentials().url}: run \`gw login\`, or pass --token / set GATEWAY_TOKEN`;
   }
 }

@@ -21,9 +21,22 @@ export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
 
-/** The server answered with an error object; exit code 1. */
+/** The server's error object as it came over the wire (`{message, type, param, code}` and anything else). */
+export type ServerError = Record<string, unknown>;
+
+/** The server answered with an error object (or refused in a way the CLI learnt from it); exit code 1. */
 export class ApiError extends Error {
   override readonly name = 'ApiError';
+  /** Seconds from a `retry-after` header (rate limits, locked accounts). */
+  retryAfter?: number;
+  /** The error object exactly as the server sent it, for `--json` errors. */
+  server?: ServerError;
+  /** The message in the CLI's terms (flags instead of API fields), set by the command that failed. */
+  cliMessage?: string;
+  /** The flag that set the offending API field, when known. */
+  flag?: string;
+  /** The request carried no credentials at all (so a 401 means "not logged in"). */
+  withoutCredentials?: boolean;
   constructor(readonly status: number, readonly code: string, message: string, readonly param = '') {
     super(message);
   }

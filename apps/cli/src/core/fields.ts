@@ -5,6 +5,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { UsageError } from './errors';
 import type { Ctx } from './context';
+import { apiParams } from './params';
 
 export type FieldKind = 'string' | 'int' | 'number' | 'bool' | 'list' | 'int-list' | 'json' | 'time';
 
@@ -102,9 +103,11 @@ export function requireSome(body: Record<string, unknown>, what: string): void {
 
 /** Adds `--page` / `--page-size` to a list command. */
 export function addPaging(cmd: Command): Command {
-  return cmd
+  cmd
     .addOption(new Option('--page <n>', 'page number, from 1').argParser(parseId))
     .addOption(new Option('--page-size <n>', 'rows per page (1-100)').argParser(parseId));
+  // The query calls the page `p`; a server refusal of it names --page.
+  return apiParams(cmd, { p: { flag: '--page' }, page_size: { flag: '--page-size', values: '1 to 100' } });
 }
 
 /** The list query's paging part (`p`, `page_size`). */

@@ -1,17 +1,28 @@
-/** `token`: the caller's management access tokens (`/api/user/access_token`). */
+/**
+ * `access-token`: the caller's management access tokens (`gwm_…`, `/api/user/access_token`), for scripts
+ * and this CLI. Not to be confused with relay API keys (`sk-…`, `gw key`). `token` is a hidden,
+ * deprecated alias kept for old scripts: the same commands, plus a notice on stderr.
+ */
 import { Option, type Command } from 'commander';
 import type { App } from '../core/context';
 import { parseId } from '../core/fields';
 import { col, table, time, type Column } from '../core/output';
 
-export function registerToken(program: Command, app: App): void {
-  const group = program.command('token')
-    .description('Management access tokens of the current user (Bearer tokens for scripts and this CLI)')
-    .addHelpText('after', '\nExamples:\n  $ gw token list\n  $ gw token create --name ci --expires-in-days 90\n  $ gw token revoke 7');
+export function registerAccessToken(program: Command, app: App): void {
+  build(program.command('access-token'), app, 'access-token');
+  const old = program.command('token', { hidden: true });
+  old.hook('preAction', () => app.io.err('notice: `gw token` is deprecated; use `gw access-token` (relay API keys are `gw key`)\n'));
+  build(old, app, 'token');
+}
+
+function build(group: Command, app: App, name: string): void {
+  group
+    .description('Management access tokens (gwm_…) of the current user: Bearer tokens for scripts and this CLI; relay keys are `gw key`')
+    .addHelpText('after', `\nExamples:\n  $ gw ${name} list\n  $ gw ${name} create --name ci --expires-in-days 90\n  $ gw ${name} revoke 7`);
 
   group.command('list')
     .description('List your access tokens (secrets are never shown; only their prefix)')
-    .addHelpText('after', '\nExample:\n  $ gw token list --json')
+    .addHelpText('after', `\nExample:\n  $ gw ${name} list --json`)
     .action(app.action(async (ctx) => {
       const client = ctx.client();
       const current = ctx.credentials().token ?? '';
@@ -29,7 +40,7 @@ export function registerToken(program: Command, app: App): void {
     .description('Create an access token; it is printed once on stdout (notes go to stderr)')
     .option('--name <name>', 'a label for the token')
     .addOption(new Option('--expires-in-days <n>', 'lifetime in days (default: no expiry)').argParser(parseId))
-    .addHelpText('after', '\nExample:\n  $ export GATEWAY_TOKEN=$(gw token create --name ci --expires-in-days 30)')
+    .addHelpText('after', `\nExample:\n  $ export GATEWAY_TOKEN=$(gw ${name} create --name ci --expires-in-days 30)`)
     .action(app.action(async (ctx, _a, opts) => {
       const body: Record<string, unknown> = { name: opts.name ?? '' };
       if (opts.expiresInDays) body.expires_in_days = opts.expiresInDays;
@@ -44,8 +55,8 @@ export function registerToken(program: Command, app: App): void {
   group.command('revoke')
     .alias('delete')
     .description('Revoke one of your access tokens')
-    .argument('<id>', 'token id (see `gw token list`)', parseId)
-    .addHelpText('after', '\nExample:\n  $ gw token revoke 7')
+    .argument('<id>', `token id (see \`gw ${name} list\`)`, parseId)
+    .addHelpText('after', `\nExample:\n  $ gw ${name} revoke 7`)
     .action(app.action(async (ctx, [id]) => {
       const data = await ctx.client().call('DELETE', `/api/user/access_token/${id}`);
       ctx.print(data, () => `Revoked access token ${id}.\n`);

@@ -1,0 +1,50 @@
+/** `profile`: the caller's own account (`GET/PUT /api/user/self`). */
+import type { Command } from 'commander';
+import type { App, Ctx } from '../core/context';
+import { UsageError } from '../core/errors';
+import { addFields, bodyFrom, requireSome, type Field } from '../core/fields';
+import { apiParams } from '../core/params';
+import { userDetails } from './user';
+
+const FIELDS: Field[] = [
+  { name: 'display_name', kind: 'string', desc: 'display name' },
+  { name: 'email', kind: 'string', desc: 'e-mail address (receives password resets; needs your current password)' },
+];
+
+export function registerProfile(program: Command, app: App): void {
+  const group = program.command('profile')
+    .description('Your own account: show it, change your display name or e-mail')
+    .addHelpText('after', '\nExamples:\n  $ gw profile show\n  $ gw profile update --email alice@example.com     # prompts for your password');
+
+  group.command('show')
+    .description('Show your account')
+    .addHelpText('after', '\nExample:\n  $ gw profile show --json')
+    .action(app.action(async (ctx) => {
+      const data = await ctx.client().call('GET', '/api/user/self');
+      ctx.print(data, () => userDetails(data));
+    }));
+
+  apiParams(addFields(group.command('update').description('Change your display name or e-mail address'), FIELDS)
+    .option('--password-stdin', 'read your current password (needed for a new e-mail) from the first line of stdin')
+    .addHelpText('after', `
+Examples:
+  $ gw profile update --display-name "Alice B."
+  $ printf '%s\\n' "$PASSWORD" | gw profile update --email alice@example.com --password-stdin`),
+  { current_password: { flag: 'your current password (--password-stdin, or the prompt on a terminal)' } })
+    .action(app.action(async (ctx, _a, o) => {
+      if (o.passwordStdin && o.jsonBody === '-') throw new UsageError('--password-stdin and --json-body - both want stdin; use a file for --json-body');
+      const body = await bodyFrom(ctx, o, FIELDS);
+      requireSome(body, 'update');
+      const pw = body.email === undefined ? undefined : await currentPassword(ctx, o);
+      if (pw !== undefined) body.current_password = pw;
+      const data = await ctx.client().call('PUT', '/api/user/self', { body });
+      ctx.print(data, () => `Updated your profile (${data.username}).\n`);
+    }));
+}
+
+/** Only asked for when the e-mail is being set; the server decides whether it actually changes. */
+async function currentPassword(ctx: Ctx, o: Record<string, any>): Promise<string | undefined> {
+  if (o.passwordStdin) return (await ctx.io.readStdin()).split(/\r?\n/)[0] || undefined;
+  if (ctx.io.interactive) return (await ctx.io.prompt('Current password: ', true)) || undefined;
+  return undefined;
+}
