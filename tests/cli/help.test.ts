@@ -28,7 +28,8 @@ describe('gw command tree', () => {
 
   test('has every command group of issue 7', () => {
     const names = all.map((p) => p.join(' '));
-    for (const n of ['login', 'logout', 'whoami', 'token create', 'channel list', 'channel batch-delete', 'channel enable-tag',
+    for (const n of ['login', 'logout', 'whoami', 'access-token create', 'token create', '2fa setup', '2fa backup-codes', 'profile update',
+      'password reset-request', 'password reset', 'health', 'metrics', 'channel list', 'channel batch-delete', 'channel enable-tag',
       'channel disable-tag', 'channel test', 'user enable', 'key create', 'key delete', 'pricing set', 'log list', 'topup create',
       'ledger adjust']) expect(names).toContain(n);
   });

@@ -1,8 +1,11 @@
 /** `ledger`: balance movements (`/api/ledger/`), and admin adjustments of a user's balance. */
 import { Option, type Command } from 'commander';
 import type { App } from '../core/context';
-import { addPaging, pagingQuery, parseId, parseIntStrict } from '../core/fields';
-import { col, pageText, time } from '../core/output';
+import { parseId, parseIntStrict } from '../core/fields';
+import { col, time } from '../core/output';
+import { addScopedList } from '../core/scoped-list';
+
+const KINDS = ['topup', 'charge', 'refund', 'adjust'] as const;
 
 const COLUMNS = [
   col('ID', 'id', { right: true }), col('TIME', 'created_at', { fmt: time }), col('USER', 'user_id', { right: true }),
@@ -15,18 +18,14 @@ export function registerLedger(program: Command, app: App): void {
     .description('Balance movements (top-ups, charges, refunds, adjustments)')
     .addHelpText('after', '\nExamples:\n  $ gw ledger list --self\n  $ gw ledger adjust --user-id 12 --amount 500000 --note "goodwill credit"');
 
-  addPaging(group.command('list')
-    .description('List ledger entries (all users for admins; --self for your own)')
-    .option('--self', 'only your own entries (any role)')
-    .addOption(new Option('--user-id <id>', 'only this user (admins)').argParser(parseId))
-    .option('--kind <kind>', 'topup, charge, refund or adjust'))
-    .addHelpText('after', '\nExample:\n  $ gw ledger list --user-id 12 --kind adjust')
-    .action(app.action(async (ctx, _a, o) => {
-      const data = await ctx.client().call('GET', o.self ? '/api/ledger/self' : '/api/ledger/', {
-        query: { ...pagingQuery(o), user_id: o.userId, kind: o.kind },
-      });
-      ctx.print(data, () => pageText(data, COLUMNS));
-    }));
+  addScopedList(group, app, {
+    what: 'ledger entries', adminPath: '/api/ledger/', selfPath: '/api/ledger/self', columns: COLUMNS,
+    filters: [
+      { flags: '--user-id <id>', desc: 'only this user', query: 'user_id', parse: parseId, adminOnly: true },
+      { flags: '--kind <kind>', desc: 'only this kind of entry', query: 'kind', choices: KINDS },
+    ],
+    examples: ['gw ledger list --user-id 12 --kind adjust', 'gw ledger list --self --json'],
+  });
 
   group.command('adjust')
     .description("Credit (positive) or debit (negative) a user's balance (admin); recorded in the ledger")

@@ -1,9 +1,10 @@
 /** `topup` (alias `order`): top-up orders (`/api/topup/`) paid through a payment provider's checkout. */
 import { Option, type Command } from 'commander';
 import type { App } from '../core/context';
-import { UsageError } from '../core/errors';
-import { addPaging, pagingQuery, parseId } from '../core/fields';
-import { col, details, pageText, time } from '../core/output';
+import { ApiError, UsageError } from '../core/errors';
+import { parseId } from '../core/fields';
+import { col, details, time } from '../core/output';
+import { addScopedList } from '../core/scoped-list';
 
 const COLUMNS = [
   col('ID', 'id', { right: true }), col('TRADE NO', 'trade_no'), col('USER', 'user_id', { right: true }), col('PROVIDER', 'provider'),
@@ -22,19 +23,15 @@ export function registerTopup(program: Command, app: App): void {
     .description('Top-up orders: buy quota through a payment provider')
     .addHelpText('after', '\nExamples:\n  $ gw topup info\n  $ gw topup create --amount 1000 --provider providerA\n  $ gw order list --status paid');
 
-  addPaging(group.command('list')
-    .description('List top-up orders (all users for admins; --self for your own)')
-    .option('--self', 'only your own orders (any role)')
-    .addOption(new Option('--user-id <id>', 'only this user (admins)').argParser(parseId))
-    .addOption(new Option('--status <status>', 'order status').choices(['pending', 'paid', 'failed', 'expired']))
-    .option('--provider <name>', 'only this payment provider (admins)'))
-    .addHelpText('after', '\nExamples:\n  $ gw topup list --self --json\n  $ gw order list --user-id 12 --status pending')
-    .action(app.action(async (ctx, _a, o) => {
-      const data = await ctx.client().call('GET', o.self ? '/api/topup/self' : '/api/topup/', {
-        query: o.self ? { ...pagingQuery(o), status: o.status } : { ...pagingQuery(o), user_id: o.userId, status: o.status, provider: o.provider },
-      });
-      ctx.print(data, () => pageText(data, COLUMNS));
-    }));
+  addScopedList(group, app, {
+    what: 'top-up orders', adminPath: '/api/topup/', selfPath: '/api/topup/self', columns: COLUMNS,
+    filters: [
+      { flags: '--user-id <id>', desc: 'only this user', query: 'user_id', parse: parseId, adminOnly: true },
+      { flags: '--status <status>', desc: 'order status', query: 'status', choices: ['pending', 'paid', 'failed', 'expired'] },
+      { flags: '--provider <name>', desc: 'only this payment provider', query: 'provider', adminOnly: true },
+    ],
+    examples: ['gw topup list --self --json', 'gw order list --user-id 12 --status pending'],
+  });
 
   group.command('get')
     .description('Show one order (yours, or any for admins)')
@@ -67,7 +64,9 @@ export function registerTopup(program: Command, app: App): void {
       if (!provider) {
         const info = await client.call('GET', '/api/topup/info');
         const list: string[] = info.providers ?? [];
-        if (list.length !== 1) throw new UsageError(list.length ? `choose --provider: ${list.join(', ')}` : 'no payment provider is configured on this gateway');
+        // No provider at all is the gateway's answer (exit 1); several is a choice the operator must make (2).
+        if (list.length === 0) throw new ApiError(400, 'provider_not_configured', 'no payment provider is configured on this gateway', 'provider');
+        if (list.length > 1) throw new UsageError(`choose --provider: ${list.join(', ')}`);
         provider = list[0];
       }
       const data = await client.call('POST', '/api/topup/', { body: { amount: o.amount, provider } });
