@@ -167,8 +167,7 @@ describe('gw login with two-factor authentication', () => {
       const args = ['login', '--url', gw.url, '-u', u.username, '--password-stdin'];
       const missing = await own.run(args, { stdin: `${u.password}\n` });
       expect(missing.code).toBe(1);
-      expect(missing.stderr).toContain('--totp');
-      expect(missing.stderr).toContain('(totp_required)');
+      expect(missing.stderr).toBe('error: --totp: Two-factor code required (totp_required)\n');
       expect(existsSync(own.configPath)).toBe(false);
 
       const ok = await own.run([...args, '--totp', backup], { stdin: `${u.password}\n` });

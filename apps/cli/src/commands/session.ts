@@ -6,10 +6,11 @@ import { normalizeUrl, writeConfig, type StoredConfig } from '../core/config';
 import type { App, Ctx } from '../core/context';
 import { ApiError, UnreachableError, UsageError } from '../core/errors';
 import { parseId } from '../core/fields';
+import { apiParams } from '../core/params';
 import { details, roleName, statusName } from '../core/output';
 
 export function registerSession(program: Command, app: App): void {
-  program.command('login')
+  apiParams(program.command('login'), { totp_code: { flag: '--totp' } })
     .description('Log in with username and password; stores a management access token in the config file')
     .option('-u, --username <name>', 'user to log in as (prompted when omitted on a terminal)')
     .option('--password-stdin', 'read the password from the first line of stdin')
@@ -60,13 +61,10 @@ async function login(ctx: Ctx, _args: unknown[], opts: Record<string, any>): Pro
 
   let totp: string | undefined = opts.totp;
   let res = await anon.raw('POST', '/api/user/login', { body: { username, password, totp_code: totp } });
-  if (res.status === 401 && res.body?.error?.code === 'totp_required' && !totp) {
-    if (!ctx.io.interactive || opts.passwordStdin) {
-      ctx.io.err('hint: this account has two-factor authentication on; pass --totp <code>\n');
-    } else {
-      totp = await ctx.io.prompt('Two-factor code: ');
-      res = await anon.raw('POST', '/api/user/login', { body: { username, password, totp_code: totp } });
-    }
+  // Off a terminal the refusal itself says what to do: "--totp: Two-factor code required".
+  if (res.status === 401 && res.body?.error?.code === 'totp_required' && !totp && ctx.io.interactive && !opts.passwordStdin) {
+    totp = await ctx.io.prompt('Two-factor code: ');
+    res = await anon.raw('POST', '/api/user/login', { body: { username, password, totp_code: totp } });
   }
   const user = unwrap(res) as Record<string, any>;
   const cookie = sessionCookie(res.headers);
