@@ -76,10 +76,10 @@ describe('gw 2fa', () => {
 
 describe('group help', () => {
   test('a group with no subcommand, and --help, print that group\'s help on stdout and exit 0', async () => {
-    for (const args of [['2fa'], ['2fa', '--help'], ['channel'], ['access-token']]) {
+    for (const args of [['2fa'], ['2fa', '--help'], ['channel'], ['access-token'], []]) {
       const r = await sb.run(args);
       expect(r.code).toBe(0);
-      expect(r.stdout).toStartWith(`Usage: gw ${args[0]} [options] [command]`);
+      expect(r.stdout).toStartWith(`Usage: gw ${args[0] ? `${args[0]} ` : ''}[options] [command]`);
       expect(r.stderr).toBe('');
     }
     const unknown = await sb.run(['2fa', 'frobnicate']);

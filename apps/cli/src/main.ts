@@ -69,19 +69,17 @@ export function buildProgram(app: App, opts: { json?: boolean } = {}): Command {
 }
 
 /**
- * `gw 2fa` alone prints the group's help on stdout and exits 0 (commander would print it as an error).
- * Groups that run something themselves (`gw password`) keep their action.
+ * `gw` or `gw 2fa` alone prints that group's help on stdout and exits 0 (commander would print it as an
+ * error). Groups that run something themselves (`gw password`) keep their action.
  */
-function helpForBareGroups(cmd: Command): void {
-  for (const c of cmd.commands) {
-    helpForBareGroups(c);
-    // commander keeps the action private; a group without one only dispatches to subcommands.
-    if (c.commands.length === 0 || (c as unknown as { _actionHandler?: unknown })._actionHandler) continue;
-    c.allowExcessArguments(true).action(() => {
-      if (c.args.length) c.error(`error: unknown command '${c.args[0]}'`, { code: 'commander.unknownCommand' });
-      c.outputHelp();
-    });
-  }
+function helpForBareGroups(c: Command): void {
+  for (const sub of c.commands) helpForBareGroups(sub);
+  // commander keeps the action private; a group without one only dispatches to subcommands.
+  if (c.commands.length === 0 || (c as unknown as { _actionHandler?: unknown })._actionHandler) return;
+  c.allowExcessArguments(true).action(() => {
+    if (c.args.length) c.error(`error: unknown command '${c.args[0]}'`, { code: 'commander.unknownCommand' });
+    c.outputHelp();
+  });
 }
 
 /** Runs the CLI on `argv` (without the runtime and script path) and returns the exit code. */

@@ -1,9 +1,9 @@
 /** `profile`: the caller's own account (`GET/PUT /api/user/self`). */
 import type { Command } from 'commander';
-import type { App, Ctx } from '../core/context';
-import { UsageError } from '../core/errors';
+import type { App } from '../core/context';
 import { addFields, bodyFrom, requireSome, type Field } from '../core/fields';
 import { apiParams } from '../core/params';
+import { readSecret } from '../core/secrets';
 import { userDetails } from './user';
 
 const FIELDS: Field[] = [
@@ -32,19 +32,13 @@ Examples:
   $ printf '%s\\n' "$PASSWORD" | gw profile update --email alice@example.com --password-stdin`),
   { current_password: { flag: 'your current password (--password-stdin, or the prompt on a terminal)' } })
     .action(app.action(async (ctx, _a, o) => {
-      if (o.passwordStdin && o.jsonBody === '-') throw new UsageError('--password-stdin and --json-body - both want stdin; use a file for --json-body');
       const body = await bodyFrom(ctx, o, FIELDS);
       requireSome(body, 'update');
-      const pw = body.email === undefined ? undefined : await currentPassword(ctx, o);
+      // Only asked for when the e-mail is being set; the server decides whether it actually changes.
+      const pw = body.email === undefined ? undefined
+        : await readSecret(ctx, { stdin: o.passwordStdin, jsonBodyFromStdin: o.jsonBody === '-', prompt: 'Current password: ' });
       if (pw !== undefined) body.current_password = pw;
       const data = await ctx.client().call('PUT', '/api/user/self', { body });
       ctx.print(data, () => `Updated your profile (${data.username}).\n`);
     }));
-}
-
-/** Only asked for when the e-mail is being set; the server decides whether it actually changes. */
-async function currentPassword(ctx: Ctx, o: Record<string, any>): Promise<string | undefined> {
-  if (o.passwordStdin) return (await ctx.io.readStdin()).split(/\r?\n/)[0] || undefined;
-  if (ctx.io.interactive) return (await ctx.io.prompt('Current password: ', true)) || undefined;
-  return undefined;
 }

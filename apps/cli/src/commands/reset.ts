@@ -3,9 +3,9 @@
  * Registered under the `password` command, which itself changes your own password.
  */
 import { Option, type Command } from 'commander';
-import type { App, Ctx } from '../core/context';
-import { UsageError } from '../core/errors';
+import type { App } from '../core/context';
 import { apiParams } from '../core/params';
+import { readSecret } from '../core/secrets';
 
 export function registerReset(program: Command, app: App): void {
   const group = program.commands.find((c) => c.name() === 'password') ?? program.command('password');
@@ -31,7 +31,8 @@ Examples:
   $ printf '%s\\n' "$NEW" | gw password reset --email alice@example.com --reset-token "$TOKEN" --password-stdin`),
   { token: { flag: '--reset-token' }, password: { flag: 'the new password (--password-stdin or the prompt)' } })
     .action(app.action(async (ctx, _a, o) => {
-      const password = await newPassword(ctx, o);
+      // Off a terminal and without --password-stdin, the gateway generates one.
+      const password = await readSecret(ctx, { stdin: o.passwordStdin, prompt: 'New password (empty: let the gateway generate one): ', confirm: true });
       const data = await ctx.anonClient().call('POST', '/api/user/reset', { body: { email: o.email, token: o.resetToken, password } });
       if (ctx.json) return ctx.print(data, () => '');
       if (data?.password) {
@@ -39,18 +40,4 @@ Examples:
         ctx.io.out(`${data.password}\n`);
       } else ctx.io.out('Password reset; every session of the account has ended.\n');
     }));
-}
-
-/** From stdin, from a prompt (asked twice), or undefined: the gateway then generates one. */
-async function newPassword(ctx: Ctx, o: Record<string, any>): Promise<string | undefined> {
-  if (o.passwordStdin) {
-    const pw = (await ctx.io.readStdin()).split(/\r?\n/)[0];
-    if (!pw) throw new UsageError('--password-stdin: stdin is empty');
-    return pw;
-  }
-  if (!ctx.io.interactive) return undefined;
-  const pw = await ctx.io.prompt('New password (empty: let the gateway generate one): ', true);
-  if (!pw) return undefined;
-  if (pw !== await ctx.io.prompt('Repeat new password: ', true)) throw new UsageError('the passwords do not match');
-  return pw;
 }

@@ -6,6 +6,7 @@ import { normalizeUrl, writeConfig, type StoredConfig } from '../core/config';
 import type { App, Ctx } from '../core/context';
 import { ApiError, UnreachableError, UsageError } from '../core/errors';
 import { parseId } from '../core/fields';
+import { readSecret } from '../core/secrets';
 import { apiParams } from '../core/params';
 import { details, roleName, statusName } from '../core/output';
 
@@ -35,17 +36,6 @@ Examples:
     .action(app.action(whoami));
 }
 
-async function readPassword(ctx: Ctx, opts: Record<string, any>): Promise<string> {
-  if (opts.passwordStdin && opts.password !== undefined) throw new UsageError('use either --password-stdin or --password, not both');
-  let pw: string;
-  if (opts.passwordStdin) pw = (await ctx.io.readStdin()).split(/\r?\n/)[0] ?? '';
-  else if (opts.password !== undefined) pw = opts.password;
-  else if (ctx.io.interactive) pw = await ctx.io.prompt('Password: ', true);
-  else throw new UsageError('no password: stdin is not a terminal; use --password-stdin');
-  if (!pw) throw new UsageError('empty password');
-  return pw;
-}
-
 async function login(ctx: Ctx, _args: unknown[], opts: Record<string, any>): Promise<number> {
   const file = ctx.readConfig();
   const rawUrl = ctx.globals.url ?? ctx.io.env.GATEWAY_URL ?? file.url;
@@ -56,7 +46,9 @@ async function login(ctx: Ctx, _args: unknown[], opts: Record<string, any>): Pro
     if (!ctx.io.interactive || opts.passwordStdin) throw new UsageError('missing --username');
     username = await ctx.io.prompt('Username: ');
   }
-  const password = await readPassword(ctx, opts);
+  const password = (await readSecret(ctx, {
+    stdin: opts.passwordStdin, value: opts.password, prompt: 'Password: ', required: 'no password: stdin is not a terminal; use --password-stdin',
+  }))!;
   const anon = new ApiClient({ url });
 
   let totp: string | undefined = opts.totp;

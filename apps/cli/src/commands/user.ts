@@ -1,7 +1,7 @@
 /** `user`: user administration (`/api/user/`, admin). */
 import { Option, type Command } from 'commander';
 import type { App, Ctx } from '../core/context';
-import { UsageError } from '../core/errors';
+import { readSecret } from '../core/secrets';
 import { addFields, addPaging, bodyFrom, pagingQuery, parseId, requireFields, requireSome, type Field } from '../core/fields';
 import { col, details, pageText, roleName, statusName, time } from '../core/output';
 
@@ -29,18 +29,10 @@ export const userDetails = (u: any) => details([
   ['requests', u.request_count], ['2fa', u.totp_enabled], ['created', time(u.created_at)], ['updated', time(u.updated_at)],
 ]);
 
-async function password(ctx: Ctx, o: Record<string, any>, required: boolean): Promise<string | undefined> {
-  if (o.passwordStdin && o.password !== undefined) throw new UsageError('use either --password-stdin or --password, not both');
-  if (o.passwordStdin && o.jsonBody === '-') throw new UsageError('--password-stdin and --json-body - both want stdin; use a file for --json-body');
-  if (o.passwordStdin) return (await ctx.io.readStdin()).split(/\r?\n/)[0] || undefined;
-  if (o.password !== undefined) return o.password;
-  if (required && ctx.io.interactive) {
-    const a = await ctx.io.prompt('New password: ', true);
-    if (a !== await ctx.io.prompt('Repeat password: ', true)) throw new UsageError('the passwords do not match');
-    return a;
-  }
-  return undefined;
-}
+/** A new user's password is prompted for (twice) on a terminal; an update only changes it when given. */
+const password = (ctx: Ctx, o: Record<string, any>, prompt: boolean) => readSecret(ctx, {
+  stdin: o.passwordStdin, jsonBodyFromStdin: o.jsonBody === '-', value: o.password, prompt: prompt ? 'New password: ' : undefined, confirm: true,
+});
 
 const passwordOptions = (cmd: Command) => cmd
   .option('--password-stdin', 'read the password from the first line of stdin')
