@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { readFileSync } from 'node:fs';
 import { generate } from 'otplib';
+import { encode } from 'uqr';
 import { ROOT_PASSWORD, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { startSmtp, type TestSmtp } from '../helpers/smtp';
 import { cliSandbox, type CliSandbox } from './run-cli';
@@ -40,6 +41,11 @@ describe('gw 2fa', () => {
     const qr = setup.stdout.slice(0, setup.stdout.indexOf(uri)).split('\n').filter(Boolean);
     expect(qr.length).toBeGreaterThan(10);
     expect(qr.every((l) => /^[ ▀▄█]+$/.test(l) && [...l].length === [...qr[0]!].length)).toBe(true);
+    // Each character is two modules (upper, lower), drawn where the module is light: reading them back
+    // gives exactly the QR matrix of the printed URI.
+    const drawn = qr.flatMap((l) => [[...l].map((c) => !'▀█'.includes(c)), [...l].map((c) => !'▄█'.includes(c))]);
+    const matrix = encode(uri, { border: 2 }).data;
+    expect(drawn.slice(0, matrix.length)).toEqual(matrix);
     expect(setup.stderr).toContain('gw 2fa enable --code');
 
     const enabled = await gwc(['2fa', 'enable', '--code', await totp(secret)]);
