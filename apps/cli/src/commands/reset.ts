@@ -9,6 +9,7 @@ import { readSecret } from '../core/secrets';
 
 export function registerReset(program: Command, app: App): void {
   const group = program.commands.find((c) => c.name() === 'password') ?? program.command('password');
+  group.addHelpText('after', '\nForgotten password (no login needed):\n  $ gw password reset-request --email alice@example.com\n  $ gw password reset --email alice@example.com --reset-token <token from the e-mail>');
 
   group.command('reset-request')
     .description('E-mail a single-use reset token to this address (the answer is the same whether or not it is registered)')

@@ -65,7 +65,7 @@ export function registerTopup(program: Command, app: App): void {
         const info = await client.call('GET', '/api/topup/info');
         const list: string[] = info.providers ?? [];
         // No provider at all is the gateway's answer (exit 1); several is a choice the operator must make (2).
-        if (list.length === 0) throw new ApiError(400, 'provider_not_configured', 'no payment provider is configured on this gateway', 'provider');
+        if (list.length === 0) throw new ApiError(400, 'provider_not_configured', 'no payment provider is configured on this gateway');
         if (list.length > 1) throw new UsageError(`choose --provider: ${list.join(', ')}`);
         provider = list[0];
       }
