@@ -16,7 +16,7 @@ function mergeUsage(into: Usage, from: Record<string, unknown> | undefined): voi
   // A present non-number stays visible as NaN so billing flags and replaces it instead of billing 0.
   for (const k of USAGE_KEYS) {
     if (typeof from[k] === 'number') into[k] = from[k] as number;
-    else if (from[k] !== undefined && from[k] !== null) into[k] = Number.NaN;
+    else if (from[k] !== undefined && (from[k] !== null || k === 'input_tokens' || k === 'output_tokens')) into[k] = Number.NaN;
   }
 }
 
