@@ -36,7 +36,6 @@ export interface MeterOptions<K extends RealtimeKey, R> {
 interface Held<R> {
   r: R;
   at: number;
-  maxOutput: number;
 }
 
 /** A max output tokens setting: a positive integer, or "inf" (= the default); anything else is ignored. */
@@ -148,7 +147,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const amount = Math.max(this.o.minReserve, reservationFor(limits.maxInput, maxOutput, this.price()));
     try {
       const r = this.o.quota.reserve({ userId: key.userId, apiKey: key, amount, ref: `${this.o.sessionId}#${++this.seq}`, limits });
-      return { r, at: Date.now(), maxOutput };
+      return { r, at: Date.now() };
     } catch (e) {
       if (e instanceof GatewayError && e.status === 402) return policyFailure('quota_exhausted', e.message || 'Quota exhausted');
       throw e;
