@@ -174,16 +174,17 @@ describe('gw topup', () => {
 
 describe('gw pricing', () => {
   test('set (model names with a slash too), list, get, delete', async () => {
-    const set = await gwc(['pricing', 'set', 'vendor/model-x', '--input', '3000000', '--output', '15000000', '--cache-read', '300000']);
+    const set = await gwc(['pricing', 'set', 'vendor/model-x', '--input', '3000000', '--output', '15000000', '--cache-read', '300000', '--context-window', '128000']);
     expect(set.code).toBe(0);
     expect(set.stdout).toBe('Set price of vendor/model-x.\n');
-    expect(gw.services.relay.prices.get('vendor/model-x')).toMatchObject({ input: 3000000, output: 15000000, cacheRead: 300000 });
+    expect(gw.services.relay.prices.get('vendor/model-x')).toMatchObject({ input: 3000000, output: 15000000, cacheRead: 300000, contextWindow: 128000 });
 
     const list = await gwc(['pricing', 'list']);
     expect(list.stdout).toMatch(/^MODEL\s+INPUT\s+OUTPUT/);
     expect(list.stdout).toMatch(/^vendor\/model-x\s+3000000\s+15000000\s+300000\s+0\b/m);
     const one = JSON.parse((await gwc(['pricing', 'get', 'vendor/model-x', '--json'])).stdout);
-    expect(one).toMatchObject({ model: 'vendor/model-x', input: 3000000 });
+    expect(one).toMatchObject({ model: 'vendor/model-x', input: 3000000, context_window: 128000 });
+    expect(list.stdout).toMatch(/^MODEL\s+INPUT\s+OUTPUT.*\bCONTEXT\b/);
 
     expect((await gwc(['pricing', 'delete', 'vendor/model-x'])).code).toBe(0);
     const gone = await gwc(['pricing', 'get', 'vendor/model-x']);

@@ -43,12 +43,12 @@ test('SIGKILL right after responses: the journal is replayed once, charges match
     const res = await fetch(`${a.url}/v1/messages`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-api-key': key, 'anthropic-version': '2023-06-01' },
-      body: JSON.stringify({ model: 'crash-model', max_tokens: i, stream, messages: [{ role: 'user', content: 'hi' }] }),
+      body: JSON.stringify({ model: 'crash-model', max_tokens: 6 + i, stream, messages: [{ role: 'user', content: 'hi' }] }),
     });
     expect(res.status).toBe(200);
     await res.text();
     ids.push(res.headers.get('request-id')!);
-    expected += costOf(10 + i, 7);
+    expected += costOf(16 + i, 7); // output 7 ≤ max_tokens: plausible, billed as reported
   }
   a.proc.kill(9);
   await a.proc.exited;

@@ -30,3 +30,19 @@ test('admin CRUD of prices; integers only; users cannot touch them', async () =>
   expect(gone.body.error.code).toBe('price_not_found');
   expect((await gw.api('DELETE', '/api/pricing/p1')).status).toBe(404);
 });
+
+test('context_window: optional, null = the BILLING_DEFAULT_CONTEXT_TOKENS default, strict positive integer, in the OpenAPI schema', async () => {
+  const plain = await gw.api('PUT', '/api/pricing/', { model: 'cw', input: 1, output: 2 });
+  expect(plain.body.data.context_window).toBeNull();
+  const set = await gw.api('PUT', '/api/pricing/', { model: 'cw', input: 1, output: 2, context_window: 32_000 });
+  expect(set.status).toBe(200);
+  expect(set.body.data.context_window).toBe(32_000);
+  expect(gw.services.relay.prices.get('cw')!.contextWindow).toBe(32_000);
+  for (const bad of [0, -1, 1.5, '32000', 1e12]) {
+    const r = await gw.api('PUT', '/api/pricing/', { model: 'cw', input: 1, output: 2, context_window: bad });
+    expect(r.status).toBe(400);
+    expect(r.body.error.param).toBe('context_window');
+  }
+  const doc = (await gw.api('GET', '/openapi/json')).body;
+  expect(JSON.stringify(doc.paths['/api/pricing/'].put)).toContain('context_window');
+});

@@ -18,7 +18,9 @@ import { httpErrors } from '../../apps/server/src/plugins/http-errors';
 import { realtimeRoutes } from '../../apps/server/src/routes/realtime';
 import { RealtimeTestClient, SAMPLE_USAGE, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
 
-export const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, audio_input: 32_000_000, audio_output: 64_000_000 };
+export const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, audio_input: 32_000_000, audio_output: 64_000_000, context_window: 32_000 };
+/** One response's reservation at the default max output (4,096): context window at the dearest input price + output at the dearest output price. */
+export const RESERVE = costOf([[PRICE.context_window, PRICE.audio_input], [4096, PRICE.audio_output]]);
 
 export interface Wiring {
   url: string;

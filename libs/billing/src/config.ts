@@ -16,6 +16,11 @@ export interface BillingConfig {
    * database in batches at most this late; reads of logs, ledger and balances flush first.
    */
   flushMs: number;
+  /**
+   * BILLING_DEFAULT_CONTEXT_TOKENS (default 200000): context window of a model whose price row sets
+   * none. Input the gateway cannot measure reserves this much; reported input beyond it is implausible.
+   */
+  defaultContextTokens: number;
 }
 
 /** Reads the billing settings; throws ConfigError on a bad value. */
@@ -24,5 +29,6 @@ export function billingConfig(env: Record<string, string | undefined>): BillingC
     requirePrice: readBoolEnv(env, 'BILLING_REQUIRE_PRICE', true),
     minReserve: readIntEnv(env, 'BILLING_MIN_RESERVE', 1, 0, 1_000_000_000),
     flushMs: readIntEnv(env, 'BILLING_FLUSH_MS', 5, 0, 60_000),
+    defaultContextTokens: readIntEnv(env, 'BILLING_DEFAULT_CONTEXT_TOKENS', 200_000, 1, 100_000_000),
   };
 }

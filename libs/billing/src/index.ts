@@ -3,3 +3,5 @@ export * from './price-book';
 export * from './quota';
 export * from './usage-view';
 export * from './journal';
+export * from './usage-guard';
+export * from './worst-case';

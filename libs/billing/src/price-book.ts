@@ -13,10 +13,14 @@ export const PriceView = Type.Object({
   cache_write: units('Prompt-cache writes, per million.'),
   audio_input: units('Realtime audio input tokens, per million.'),
   audio_output: units('Realtime audio output tokens, per million.'),
+  context_window: Type.Union([Type.Integer({ minimum: 1, maximum: 100_000_000 }), Type.Null()], {
+    description: 'Most input tokens the model takes (null: BILLING_DEFAULT_CONTEXT_TOKENS). Input the gateway cannot measure '
+      + '(URL or file sources, base64 PDFs, server tools) reserves this much; reported input beyond it is not billed.',
+  }),
 });
 export type PriceView = Static<typeof PriceView>;
 
-/** Upsert body: `model` and `input`/`output` required, the rest default to 0. */
+/** Upsert body: `model` and `input`/`output` required, the other prices default to 0, `context_window` to null. */
 export const PriceInput = Type.Object({
   model: PriceView.properties.model,
   input: PriceView.properties.input,
@@ -25,12 +29,13 @@ export const PriceInput = Type.Object({
   cache_write: Type.Optional(PriceView.properties.cache_write),
   audio_input: Type.Optional(PriceView.properties.audio_input),
   audio_output: Type.Optional(PriceView.properties.audio_output),
+  context_window: Type.Optional(PriceView.properties.context_window),
 });
 export type PriceInput = Static<typeof PriceInput>;
 
 export const toPriceView = (r: PriceRow): PriceView & { updated_at: number } => ({
   model: r.model, input: r.input, output: r.output, cache_read: r.cacheRead, cache_write: r.cacheWrite,
-  audio_input: r.audioInput, audio_output: r.audioOutput, updated_at: r.updatedAt,
+  audio_input: r.audioInput, audio_output: r.audioOutput, context_window: r.contextWindow ?? null, updated_at: r.updatedAt,
 });
 
 /**
@@ -67,7 +72,7 @@ export class PriceBook {
   upsert(p: PriceInput): PriceRow {
     const row = this.repo.upsert({
       model: p.model, input: p.input, output: p.output, cacheRead: p.cache_read ?? 0, cacheWrite: p.cache_write ?? 0,
-      audioInput: p.audio_input ?? 0, audioOutput: p.audio_output ?? 0, updatedAt: nowSeconds(),
+      audioInput: p.audio_input ?? 0, audioOutput: p.audio_output ?? 0, contextWindow: p.context_window ?? null, updatedAt: nowSeconds(),
     });
     this.bus.emit('price.changed', { model: p.model });
     return row;

@@ -100,4 +100,32 @@ describe('QuotaService', () => {
     expect(quota.available(userId)).toBe(500 - 48);
     expect(h.sqlite.query("select request_id from usage_logs order by request_id").all()).toEqual([{ request_id: 'g1' }, { request_id: 'g3' }]);
   });
+
+  test('a charge never exceeds its reservation plus what is left: capped, flagged, balance never below 0', () => {
+    const flag = (id: string) => (h.sqlite.query('select usage_flag as f, cost from usage_logs where request_id = ?').get(id) as any);
+    const a = quota.reserve({ userId, apiKey: { ...key, unlimitedQuota: true }, amount: 100, ref: 'a' });
+    const b = quota.reserve({ userId, apiKey: { ...key, unlimitedQuota: true }, amount: 100, ref: 'b' });
+    // a reports 1M input tokens (3M units): capped at its 100 + the 300 nobody holds; b's hold is untouched.
+    expect(quota.settle(a, log('a', { input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0 })).cost).toBe(400);
+    expect(flag('a')).toEqual({ f: 'capped', cost: 400 });
+    expect(quota.settle(b, log('b', { input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0 })).cost).toBe(100);
+    // Unreserved (no hold): at most what is left, here nothing.
+    expect(quota.settle(null, log('c', { input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0 })).cost).toBe(0);
+    expect(quota.balance(userId)).toBe(0);
+    expect(ledger.sum(userId)).toBe(0);
+  });
+
+  test('a limited key is capped by its remain_quota the same way', () => {
+    const k = { ...key, remainQuota: 50 };
+    const r = quota.reserve({ userId, apiKey: k, amount: 10, ref: 'k' });
+    expect(quota.settle(r, log('k', { input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0 })).cost).toBe(50);
+  });
+
+  test('usage limits on the reservation: implausible counts are clamped, invalid ones replaced', () => {
+    const limits = { maxInput: 100, maxOutput: 10, input: 20 };
+    const r = quota.reserve({ userId, apiKey: key, amount: 300, ref: 'l', limits });
+    quota.settle(r, log('l', { input: Number.NaN, output: 1e9, cacheRead: -1, cacheWrite: 0 }));
+    const row = h.sqlite.query('select input_tokens, output_tokens, cache_read_tokens, usage_flag from usage_logs where request_id = ?').get('l');
+    expect(row).toEqual({ input_tokens: 20, output_tokens: 10, cache_read_tokens: 0, usage_flag: 'invalid,implausible' });
+  });
 });

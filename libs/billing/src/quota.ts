@@ -1,8 +1,9 @@
-import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
+import { GatewayError, nowSeconds, safeCount, type ChangeBus } from '@gw/core';
 import type { Database } from 'bun:sqlite';
 import type { SettlementRow, SettlementsRepo, UsersRepo } from '@gw/db';
 import type { SettlementJournal } from './journal';
 import type { PriceBook } from './price-book';
+import { guardUsage, type UsageLimits } from './usage-guard';
 import { costFor, type QuotaKey, type Reservation, type Settlement, type UsageLogInput } from './usage';
 
 export * from './usage';
@@ -55,6 +56,8 @@ export class QuotaService {
   /** Recorded, not yet committed: already spent as far as reserve() is concerned. */
   private readonly userPending = new Map<number, number>();
   private readonly keyPending = new Map<number, number>();
+  /** A limited key's remain_quota as its last reservation saw it (the key record is the identity cache's). */
+  private readonly keyRemain = new Map<number, number>();
   private queue: Entry[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
   private readonly flushMs: number;
@@ -96,8 +99,8 @@ export class QuotaService {
   }
 
   /** Holds `amount` for a request; throws 402 billing_error `quota_exhausted` when short. */
-  reserve(input: { userId: number; apiKey: QuotaKey; amount: number; ref: string }): Reservation {
-    const amount = Math.max(0, Math.ceil(input.amount));
+  reserve(input: { userId: number; apiKey: QuotaKey; amount: number; ref: string; limits?: UsageLimits }): Reservation {
+    const amount = safeCount(input.amount);
     const avail = this.available(input.userId);
     if (amount > avail || avail <= 0) {
       throw new GatewayError(402, 'quota_exhausted', `Insufficient balance: this request may cost up to ${amount} quota units, ${Math.max(0, avail)} available`);
@@ -109,9 +112,10 @@ export class QuotaService {
         throw new GatewayError(402, 'key_quota_exhausted', `API key quota exhausted: this request may cost up to ${amount} quota units, ${Math.max(0, keyAvail)} left on the key`);
       }
       add(this.keyHeld, k.id, amount);
+      this.keyRemain.set(k.id, k.remainQuota);
     }
     add(this.userHeld, input.userId, amount);
-    return { ref: input.ref, userId: input.userId, keyId: k.id, keyLimited: !k.unlimitedQuota, amount, done: false };
+    return { ref: input.ref, userId: input.userId, keyId: k.id, keyLimited: !k.unlimitedQuota, amount, limits: input.limits, done: false };
   }
 
   /** Returns the held amount; idempotent. */
@@ -122,15 +126,40 @@ export class QuotaService {
     if (r.keyLimited) add(this.keyHeld, r.keyId, -r.amount);
   }
 
+  /**
+   * Most a settlement may charge: its reservation plus what the user (and a limited key) can still
+   * spend besides. So a balance that starts non-negative stays non-negative, whatever the upstream reports.
+   */
+  private chargeCap(r: Reservation | null, userId: number, key: { id: number; limited: boolean }): number {
+    const held = r && !r.done ? r.amount : 0;
+    let cap = held + Math.max(0, this.available(userId));
+    if (key.limited) {
+      const remain = this.keyRemain.get(key.id);
+      if (remain !== undefined) {
+        const keyAvail = remain - (this.keyPending.get(key.id) ?? 0) - (this.keyHeld.get(key.id) ?? 0);
+        cap = Math.min(cap, held + Math.max(0, keyAvail));
+      }
+    }
+    return cap;
+  }
+
   private entry(r: Reservation | null, log: UsageLogInput): Entry {
-    const u = log.usage;
+    const limits = r?.limits ?? log.limits ?? null;
+    const g = guardUsage(log.usage, { ...log.estimate, input: log.estimate?.input ?? limits?.input }, limits, log.estimated);
+    const u = g.usage;
+    let cost = costFor(u, log.price ?? this.deps.prices.get(log.model));
+    const cap = this.chargeCap(r, log.userId, { id: log.apiKeyId, limited: r ? r.keyLimited : false });
+    if (cost > cap) {
+      cost = cap;
+      g.flags.push('capped');
+    }
     const row: SettlementRow = {
       requestId: log.requestId, kind: log.kind ?? 'messages', userId: log.userId, apiKeyId: log.apiKeyId,
       channelId: log.channelId, model: log.model, upstreamModel: log.upstreamModel, stream: log.stream,
       inputTokens: u.input, outputTokens: u.output, cacheReadTokens: u.cacheRead, cacheWriteTokens: u.cacheWrite,
-      audioInputTokens: u.audioInput ?? 0, audioOutputTokens: u.audioOutput ?? 0,
-      cost: costFor(u, log.price ?? this.deps.prices.get(log.model)), latencyMs: log.latencyMs, ttftMs: log.ttftMs,
-      status: log.status, errorCode: log.errorCode, attempts: log.attempts, ip: log.ip, createdAt: nowSeconds(),
+      audioInputTokens: u.audioInput, audioOutputTokens: u.audioOutput,
+      cost, latencyMs: log.latencyMs, ttftMs: log.ttftMs,
+      status: log.status, errorCode: log.errorCode, usageFlag: g.flags.join(','), attempts: log.attempts, ip: log.ip, createdAt: nowSeconds(),
     };
     return { r, row, limitedKey: r ? r.keyLimited : true, inserted: false, balance: null, error: undefined, waiters: [] };
   }

@@ -26,6 +26,7 @@ export const UsageLogView = Type.Object({
   ttft_ms: nullableInt('Time to the first byte sent to the client.'),
   status: int('HTTP status the client got (200 also for a stream that later failed; see error_code).'),
   error_code: Type.String({ description: 'Machine code of the failure, "" on success.' }),
+  usage_flag: Type.String({ description: 'Why the billed usage differs from what the upstream reported ("" = it does not): a comma list of estimated, invalid, implausible, capped.' }),
   attempts: int('Upstream attempts (channels tried).'),
   ip: Type.String(),
   created_at: int('Unix seconds.'),
@@ -39,7 +40,7 @@ export function toUsageLogView(r: UsageLogRow, admin: boolean): UsageLogView {
     channel_id: admin ? r.channelId : null, model: r.model, upstream_model: admin ? r.upstreamModel : '', stream: r.stream,
     input_tokens: r.inputTokens, output_tokens: r.outputTokens, cache_read_tokens: r.cacheReadTokens,
     cache_write_tokens: r.cacheWriteTokens, audio_input_tokens: r.audioInputTokens, audio_output_tokens: r.audioOutputTokens,
-    cost: r.cost, latency_ms: r.latencyMs, ttft_ms: r.ttftMs, status: r.status, error_code: r.errorCode,
+    cost: r.cost, latency_ms: r.latencyMs, ttft_ms: r.ttftMs, status: r.status, error_code: r.errorCode, usage_flag: r.usageFlag,
     attempts: r.attempts, ip: r.ip, created_at: r.createdAt,
   };
 }

@@ -1,5 +1,6 @@
 import { costOf } from '@gw/core';
 import type { PriceRow } from '@gw/db';
+import type { UsageLimits } from './usage-guard';
 
 /** The parts of a relay API key the quota needs (structurally an @gw/identity ApiKeyRecord). */
 export interface QuotaKey {
@@ -15,6 +16,8 @@ export interface Reservation {
   readonly keyId: number;
   readonly keyLimited: boolean;
   readonly amount: number;
+  /** What the request can plausibly use (set by the caller that sized the reservation). */
+  readonly limits?: UsageLimits;
   done: boolean;
 }
 
@@ -28,6 +31,9 @@ export interface TokenUsage {
   audioOutput?: number;
 }
 
+/** Usage as an upstream reported it: any field may be missing or hostile until guardUsage has seen it. */
+export type UsageReport = Partial<Record<keyof TokenUsage, unknown>>;
+
 /** Everything a usage log row records; `cost` is computed by settle from `usage` and the price. */
 export interface UsageLogInput {
   requestId: string;
@@ -38,7 +44,14 @@ export interface UsageLogInput {
   model: string;
   upstreamModel: string;
   stream: boolean;
-  usage: TokenUsage;
+  /** As reported (validated at settle time); null = the upstream reported none. */
+  usage: UsageReport | null;
+  /** Per-field fallback for missing or unusable counts (e.g. the estimate of what was delivered). */
+  estimate?: Partial<TokenUsage>;
+  /** `usage` is itself the gateway's estimate, not the upstream's report. */
+  estimated?: boolean;
+  /** Plausibility limits when no reservation carries them. */
+  limits?: UsageLimits;
   /** Defaults to the PriceBook's current price of `model` (zero when unpriced). */
   price?: PriceRow;
   latencyMs: number;
@@ -49,7 +62,7 @@ export interface UsageLogInput {
   ip: string;
 }
 
-/** Exact cost in quota units of `u` at `p` (rounded up once over all kinds). */
+/** Exact cost in quota units of `u` at `p` (rounded up once over all kinds); never throws, whatever the counts. */
 export function costFor(u: TokenUsage, p: Pick<PriceRow, 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'audioInput' | 'audioOutput'> | undefined): number {
   if (!p) return 0;
   return costOf([

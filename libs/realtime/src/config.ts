@@ -18,8 +18,9 @@ export interface RealtimeConfig {
    */
   bufferBytes: number;
   /**
-   * Tokens reserved before each response, priced at the model's dearest output price
-   * (REALTIME_RESERVE_TOKENS). The reservation is replaced by the real usage on `response.done`.
+   * Max output tokens assumed for a response when neither the session (`max_response_output_tokens`)
+   * nor the response sets one, or sets "inf" (REALTIME_RESERVE_TOKENS). A response reserves the context
+   * window at the dearest input price plus this at the dearest output price; output beyond it is not billed.
    */
   reserveTokens: number;
 }

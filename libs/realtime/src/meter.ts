@@ -1,12 +1,17 @@
 /**
  * Per-session billing: a reservation is held before each response (when the client sends
  * `response.create`, or when the upstream announces a response it started itself, e.g. server VAD)
- * and settled with the exact usage of its `response.done`. Frames are only read, never changed.
+ * and settled with the usage of its `response.done`. Frames are only read, never changed.
+ *
+ * A response's reservation is what it can cost: the context window at the dearest input price plus its
+ * max output tokens at the dearest output price, and its charge never exceeds that reservation (billing
+ * validates and bounds the usage). A `response.create` the balance cannot cover is refused with an error
+ * event and not forwarded; once the balance is spent the session ends (1008).
  */
 import { GatewayError, nowSeconds } from '@gw/core';
 import { meteredEvent } from './events';
 import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey } from './ports';
-import type { FrameObserver, SessionFailure, UpstreamTarget } from './session';
+import type { FrameObserver, FrameRefusal, SessionFailure, UpstreamTarget } from './session';
 import { reservationFor, tokensOf, type RealtimePrice } from './usage';
 
 export interface MeterOptions<K extends RealtimeKey, R> {
@@ -15,7 +20,10 @@ export interface MeterOptions<K extends RealtimeKey, R> {
   key: K;
   model: string;
   ip: string;
-  reserveTokens: number;
+  /** Max output tokens of a response when neither the session nor the response sets one (REALTIME_RESERVE_TOKENS). */
+  defaultOutputTokens: number;
+  /** Context window when the price row sets none (BILLING_DEFAULT_CONTEXT_TOKENS). */
+  defaultContextTokens: number;
   /** Smallest reservation (BILLING_MIN_RESERVE). */
   minReserve: number;
   /** Price at admission; used when the price book no longer has the model. */
@@ -30,6 +38,13 @@ interface Held<R> {
   at: number;
 }
 
+/** A max output tokens setting: a positive integer, or "inf" (= the default); anything else is ignored. */
+function maxOutputOf(v: unknown): number | null | undefined {
+  if (v === 'inf') return null;
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v > 0) return v;
+  return undefined;
+}
+
 /** Closing because money or the key ran out is a policy close (1008). */
 const policyFailure = (code: string, message: string, type = 'billing_error'): SessionFailure =>
   ({ closeCode: 1008, reason: code === 'quota_exhausted' ? 'quota exhausted' : code.replace(/_/g, ' '), type, code, message });
@@ -40,6 +55,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   /** Reservations of running responses, by response id. */
   private running = new Map<string, Held<R>>();
   private target: UpstreamTarget | null = null;
+  /** The session's max_response_output_tokens (client session.update); null = the default. */
+  private sessionMaxOutput: number | null = null;
   private seq = 0;
   responses = 0;
   cost = 0;
@@ -50,11 +67,25 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     this.target = target;
   }
 
-  client(text: string): SessionFailure | undefined {
+  client(text: string): SessionFailure | FrameRefusal | undefined {
     const m = meteredEvent(text);
+    if (m?.type === 'session.update') {
+      const s = m.event.session;
+      if (s && typeof s === 'object') {
+        const v = maxOutputOf(s.max_response_output_tokens ?? s.max_output_tokens);
+        if (v !== undefined) this.sessionMaxOutput = v;
+      }
+      return undefined;
+    }
     if (m?.type !== 'response.create') return undefined;
-    const held = this.reserve();
-    if ('closeCode' in held) return held;
+    const r = m.event.response;
+    const own = r && typeof r === 'object' ? maxOutputOf(r.max_output_tokens ?? r.max_response_output_tokens) : undefined;
+    const held = this.reserve(own ?? this.sessionMaxOutput ?? this.o.defaultOutputTokens);
+    if ('closeCode' in held) {
+      // Money, not the key: refuse this response and keep the session (a cheaper response may still fit).
+      if (held.code === 'quota_exhausted') return { refuse: true, type: held.type, code: held.code, message: held.message };
+      return held;
+    }
     this.queued.push(held);
     return undefined;
   }
@@ -64,7 +95,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     if (!m) return undefined;
     const id = typeof m.event.response?.id === 'string' ? m.event.response.id : '';
     if (m.type === 'response.created') {
-      const held = this.queued.shift() ?? this.reserve();
+      // A response the upstream started itself cannot be refused: if it cannot be covered, the session ends.
+      const held = this.queued.shift() ?? this.reserve(this.sessionMaxOutput ?? this.o.defaultOutputTokens);
       if ('closeCode' in held) return held;
       this.running.set(id, held);
       return undefined;
@@ -98,11 +130,23 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     return this.o.prices.get(this.o.model) ?? this.o.price;
   }
 
-  private reserve(amount = Math.max(this.o.minReserve, reservationFor(this.o.reserveTokens, this.price()))): Held<R> | SessionFailure {
+  private contextTokens(): number {
+    const c = this.price().contextWindow;
+    return typeof c === 'number' && Number.isSafeInteger(c) && c > 0 ? c : this.o.defaultContextTokens;
+  }
+
+  private limits(maxOutput: number) {
+    const ctx = this.contextTokens();
+    return { maxInput: ctx, maxOutput, input: ctx };
+  }
+
+  private reserve(maxOutput: number): Held<R> | SessionFailure {
     const key = this.currentKey();
     if ('closeCode' in key) return key;
+    const limits = this.limits(maxOutput);
+    const amount = Math.max(this.o.minReserve, reservationFor(limits.maxInput, maxOutput, this.price()));
     try {
-      const r = this.o.quota.reserve({ userId: key.userId, apiKey: key, amount, ref: `${this.o.sessionId}#${++this.seq}` });
+      const r = this.o.quota.reserve({ userId: key.userId, apiKey: key, amount, ref: `${this.o.sessionId}#${++this.seq}`, limits });
       return { r, at: Date.now() };
     } catch (e) {
       if (e instanceof GatewayError && e.status === 402) return policyFailure('quota_exhausted', e.message || 'Quota exhausted');
@@ -126,7 +170,11 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       model: this.o.model,
       upstreamModel: target?.upstreamModel ?? '',
       stream: true,
-      usage: { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: t.audioOut },
+      // No usage object at all: billing falls back to what was reserved (flagged `estimated`), never to 0.
+      usage: response?.usage && typeof response.usage === 'object'
+        ? { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: t.audioOut }
+        : null,
+      limits: held ? undefined : this.limits(this.sessionMaxOutput ?? this.o.defaultOutputTokens),
       price: this.price(),
       latencyMs: held ? Date.now() - held.at : 0,
       ttftMs: null,
@@ -137,6 +185,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     });
     this.responses++;
     this.cost += res.cost;
+    // Spent: nothing more can be reserved, so the session ends rather than idle on an empty balance.
+    if (this.o.quota.available(this.o.key.userId) <= 0) return policyFailure('quota_exhausted', 'Quota exhausted: the balance is spent');
     return undefined;
   }
 }

@@ -4,7 +4,7 @@
  * structurally, so this lib does not depend on how they are built.
  */
 import type { ChannelRecord } from '@gw/channels';
-import type { UsageLogInput } from '@gw/billing';
+import type { UsageLimits, UsageLogInput } from '@gw/billing';
 import type { RealtimePrice } from './usage';
 
 /** The fields of an API key record the relay reads (@gw/identity ApiKeyRecord). */
@@ -52,8 +52,10 @@ export type RealtimeUsageLog = Omit<UsageLogInput, 'price'> & { price?: unknown 
 
 /** @gw/billing QuotaService, as the relay uses it. */
 export interface QuotaPort<K, R> {
-  /** Throws a 402 GatewayError when the user or key cannot cover `amount`. */
-  reserve(input: { userId: number; apiKey: K; amount: number; ref: string }): R;
+  /** Throws a 402 GatewayError when the user or key cannot cover `amount`. `limits` bound what settle may bill. */
+  reserve(input: { userId: number; apiKey: K; amount: number; ref: string; limits?: UsageLimits }): R;
+  /** What the user can still reserve now (balance minus pending and held). */
+  available(userId: number): number;
   /** Writes the usage row and the charge once; `r` null = nothing was reserved. */
   settle(r: R | null, log: RealtimeUsageLog): { cost: number };
   release(r: R): void;

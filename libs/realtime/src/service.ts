@@ -22,7 +22,7 @@ export interface RealtimeDeps<K extends RealtimeKey, C extends RealtimeChannel, 
   upstream: UpstreamResolver<C>;
   sessions: SessionSink;
   /** Billing policy (@gw/billing BillingConfig): refuse unpriced models; smallest reservation. */
-  billing: { requirePrice: boolean; minReserve: number };
+  billing: { requirePrice: boolean; minReserve: number; defaultContextTokens?: number };
   /** Channel try order (@gw/relay orderCandidates: priority, then weighted random). */
   order?: (channels: C[]) => C[];
   /** Where unexpected errors go (never to the client). */
@@ -48,6 +48,8 @@ export interface SocketHandlers {
 }
 
 const ENABLED = 1;
+/** BILLING_DEFAULT_CONTEXT_TOKENS' default, for callers that pass no billing config of their own. */
+const DEFAULT_CONTEXT_TOKENS = 200_000;
 // cacheWrite too: settle prices every kind of token it is given.
 const FREE: RealtimePrice = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, audioInput: 0, audioOutput: 0 } as RealtimePrice;
 
@@ -57,6 +59,10 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
   private closing = false;
 
   constructor(private readonly d: RealtimeDeps<K, C, R>) {}
+
+  private get contextDefault(): number {
+    return this.d.billing.defaultContextTokens ?? DEFAULT_CONTEXT_TOKENS;
+  }
 
   /** Live sessions (admitted and not yet ended). */
   get liveCount(): number {
@@ -106,7 +112,8 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       else this.perKey.set(key.id, n);
     };
     const meter = new SessionMeter<K, R>({
-      sessionId, plainKey: creds.key, key, model, ip, reserveTokens: this.d.config.reserveTokens, minReserve: this.d.billing.minReserve,
+      sessionId, plainKey: creds.key, key, model, ip, defaultOutputTokens: this.d.config.reserveTokens,
+      defaultContextTokens: this.contextDefault, minReserve: this.d.billing.minReserve,
       price, keys: this.d.keys, prices: this.d.prices, quota: this.d.quota,
     });
     const startedAt = nowSeconds();
@@ -151,7 +158,10 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
 
   private checkQuota(key: K, price: RealtimePrice): void {
     // A trial reservation of one response proves the user and key can pay for it; it is given back at once.
-    const r = this.d.quota.reserve({ userId: key.userId, apiKey: key, amount: Math.max(this.d.billing.minReserve, reservationFor(this.d.config.reserveTokens, price)), ref: `rt_admit_${randomToken(12)}` });
+    const c = price.contextWindow;
+    const ctx = typeof c === 'number' && Number.isSafeInteger(c) && c > 0 ? c : this.contextDefault;
+    const amount = Math.max(this.d.billing.minReserve, reservationFor(ctx, this.d.config.reserveTokens, price));
+    const r = this.d.quota.reserve({ userId: key.userId, apiKey: key, amount, ref: `rt_admit_${randomToken(12)}` });
     this.d.quota.release(r);
   }
 

@@ -25,10 +25,18 @@ export interface UpstreamTarget {
   headers: Record<string, string>;
 }
 
+/** A client frame the gateway declines (e.g. a response the balance cannot cover): answered with an error event, session kept. */
+export interface FrameRefusal {
+  refuse: true;
+  type: string;
+  code: string;
+  message: string;
+}
+
 /** Looks at text frames (never changes them); a returned failure ends the session. */
 export interface FrameObserver {
-  /** A client text frame, before it is forwarded; on failure it is not forwarded. */
-  client(text: string): SessionFailure | undefined;
+  /** A client text frame, before it is forwarded; on failure or refusal it is not forwarded. */
+  client(text: string): SessionFailure | FrameRefusal | undefined;
   /** An upstream text frame, before it is relayed; on failure it is still relayed, then the session ends. */
   upstream(text: string): SessionFailure | undefined;
   /** The upstream for the session is chosen (a retry may change it before). */
@@ -122,8 +130,9 @@ export class RelaySession {
     this.framesIn++;
     this.bytesIn += size;
     if (typeof data === 'string') {
-      const failure = this.opts.observer.client(data);
-      if (failure) return this.fail(failure);
+      const verdict = this.opts.observer.client(data);
+      if (verdict && 'refuse' in verdict) return this.toClient(errorEvent(verdict.type, verdict.code, verdict.message));
+      if (verdict) return this.fail(verdict);
     }
     if (!this.upOpen) {
       this.pending.push(data);

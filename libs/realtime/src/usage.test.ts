@@ -19,10 +19,16 @@ describe('tokensOf', () => {
     expect([t.textIn, t.audioIn, t.cachedIn]).toEqual([0, 70, 30]);
   });
 
-  test('no details at all: totals as text; garbage counts as zero', () => {
+  test('no details at all: totals as text; garbage stays visible (not 0) for billing to flag and replace', () => {
     expect(tokensOf({ input_tokens: 7, output_tokens: 3 })).toMatchObject({ textIn: 7, audioIn: 0, cachedIn: 0, textOut: 3, audioOut: 0 });
     expect(tokensOf(null)).toMatchObject({ textIn: 0, textOut: 0 });
-    expect(tokensOf({ input_tokens: -5, output_tokens: '9' })).toMatchObject({ textIn: 0, textOut: 0 });
+    const bad = tokensOf({ input_tokens: -5, output_tokens: '9' });
+    expect(bad.textIn).toBe(-5);
+    expect(bad.textOut).toBeNaN();
+  });
+
+  test('cached tokens beyond the input total are cut to it', () => {
+    expect(tokensOf({ input_tokens: 10, output_tokens: 0, input_token_details: { text_tokens: 10, cached_tokens: 5000 } }).cachedIn).toBe(10);
   });
 });
 
@@ -32,7 +38,8 @@ test('priceTokens is costOf over every kind, rounded up once', () => {
   expect(priceTokens(t, P)).toBe(9991); // 64 + 4096 + 102.4 + 480 + 5248, rounded up
 });
 
-test('reservationFor uses the dearest price', () => {
-  expect(reservationFor(1000, P)).toBe(64_000);
-  expect(reservationFor(0, P)).toBe(0);
+test('reservationFor: context at the dearest input price + output at the dearest output price', () => {
+  expect(reservationFor(0, 1000, P)).toBe(1000 * Math.max(P.output, P.audioOutput) / 1_000_000);
+  expect(reservationFor(1000, 0, P)).toBe(1000 * Math.max(P.input, P.audioInput, P.cacheRead) / 1_000_000);
+  expect(reservationFor(0, 0, P)).toBe(0);
 });

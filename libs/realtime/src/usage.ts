@@ -27,9 +27,16 @@ export interface RealtimePrice {
   cacheRead: number;
   audioInput: number;
   audioOutput: number;
+  /** Context window of the model (null/absent: the billing default). */
+  contextWindow?: number | null;
 }
 
-const n = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : 0);
+/**
+ * Absent = 0; a number as reported (billing validates it); anything else NaN. Nothing is rounded or
+ * zeroed here, so a hostile count reaches billing's single check and is flagged there, not billed as 0.
+ */
+const ok = (v: number) => Number.isSafeInteger(v) && v >= 0;
+const n = (v: unknown, main = false): number => (v === undefined || (v === null && !main) ? 0 : typeof v === 'number' ? v : Number.NaN);
 
 /**
  * Splits a usage object. Cached tokens are a subset of input tokens: when the cached breakdown is
@@ -39,16 +46,21 @@ const n = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) &
 export function tokensOf(usage: any): RealtimeTokens {
   const inD = usage?.input_token_details;
   const outD = usage?.output_token_details;
-  const inputTotal = n(usage?.input_tokens);
-  const outputTotal = n(usage?.output_tokens);
+  // A null total is unusable (a null detail just means none of that kind).
+  const inputTotal = n(usage?.input_tokens, true);
+  const outputTotal = n(usage?.output_tokens, true);
   let textIn = inD ? n(inD.text_tokens) + n(inD.image_tokens) : inputTotal;
   let audioIn = inD ? n(inD.audio_tokens) : 0;
-  const cachedIn = inD ? n(inD.cached_tokens) : 0;
+  // Cached tokens are part of the input: never more than it (else they would be billed twice).
+  const cachedIn = Math.min(inD ? n(inD.cached_tokens) : 0, ok(inputTotal) ? inputTotal : Infinity);
+  // The split only moves valid counts; an invalid one is left as is for billing to flag and replace.
   const cd = inD?.cached_tokens_details;
   if (cd) {
-    textIn -= Math.min(textIn, n(cd.text_tokens) + n(cd.image_tokens));
-    audioIn -= Math.min(audioIn, n(cd.audio_tokens));
-  } else {
+    const cText = n(cd.text_tokens) + n(cd.image_tokens);
+    const cAudio = n(cd.audio_tokens);
+    if (ok(textIn) && ok(cText)) textIn -= Math.min(textIn, cText);
+    if (ok(audioIn) && ok(cAudio)) audioIn -= Math.min(audioIn, cAudio);
+  } else if (ok(textIn) && ok(audioIn) && ok(cachedIn)) {
     const fromText = Math.min(textIn, cachedIn);
     textIn -= fromText;
     audioIn -= Math.min(audioIn, cachedIn - fromText);
@@ -66,7 +78,11 @@ export function priceTokens(t: RealtimeTokens, p: RealtimePrice): number {
   ]);
 }
 
-/** The amount held before a response starts: `tokens` at the dearest output price. */
-export function reservationFor(tokens: number, p: RealtimePrice): number {
-  return costOf([[tokens, Math.max(p.output, p.audioOutput, p.input, p.audioInput)]]);
+/**
+ * The amount held before a response starts: what the session's context can cost (the whole context
+ * window at the dearest input price: a response re-reads the conversation) plus its max output tokens at
+ * the dearest output price.
+ */
+export function reservationFor(contextTokens: number, outputTokens: number, p: RealtimePrice): number {
+  return costOf([[contextTokens, Math.max(p.input, p.audioInput, p.cacheRead)], [outputTokens, Math.max(p.output, p.audioOutput)]]);
 }

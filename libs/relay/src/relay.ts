@@ -1,6 +1,6 @@
 import { GatewayError } from '@gw/core';
-import { costFor, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage } from '@gw/billing';
-import { estimateRequestTokens, estimateTextTokens, type MessagesRequest, type Usage } from '@gw/formats';
+import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage, type UsageLimits, type UsageReport } from '@gw/billing';
+import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
 import type { ChannelRecord } from '@gw/channels';
 import { classifyTransportError, decodeContextFor, type ClassifiedError, type ProviderAdapter, type StreamDecoder, type UpstreamTarget } from '@gw/providers';
@@ -44,10 +44,11 @@ type Attempt =
   | { ok: true; response: Response; channel: RelayChannel }
   | { ok: false; retryable: boolean; error: GatewayError };
 
-const toTokens = (u: Usage): TokenUsage => ({
-  input: u.input_tokens ?? 0, output: u.output_tokens ?? 0,
-  cacheRead: u.cache_read_input_tokens ?? 0, cacheWrite: u.cache_creation_input_tokens ?? 0,
+// As reported: QuotaService validates every count (one place for all paths).
+const toTokens = (u: Usage): UsageReport => ({
+  input: u.input_tokens, output: u.output_tokens, cacheRead: u.cache_read_input_tokens, cacheWrite: u.cache_creation_input_tokens,
 });
+const estimateSafe = (n: unknown) => (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : undefined);
 const ZERO: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
 const since = (t: number) => Math.max(0, Math.round(performance.now() - t));
 
@@ -67,11 +68,13 @@ export class RelayService {
     throw new GatewayError(403, 'model_not_priced', `Model ${model} has no price configured; an administrator must set one before it can be used`, { param: 'model' });
   }
 
-  /** Worst case of a request: estimated input at the dearest input price + max_tokens of output. */
-  worstCase(body: MessagesRequest, price: PriceRow | undefined, inputEstimate: number): number {
-    const dearIn = price ? Math.max(price.input, price.cacheWrite, price.cacheRead) : 0;
-    const cost = costFor({ input: inputEstimate, output: body.max_tokens, cacheRead: 0, cacheWrite: 0 }, price && { ...price, input: dearIn });
-    return Math.max(this.d.billing.minReserve, cost);
+  /**
+   * What a request may use (input bound, or the whole context window when some input cannot be
+   * measured; max_tokens of output) and its worst-case cost at the dearest prices.
+   */
+  worstCase(body: MessagesRequest, price: PriceRow | undefined, input: { bound: number; unmeasured: boolean }): { amount: number; limits: UsageLimits } {
+    const limits = usageLimits({ tokens: input.bound, unmeasured: input.unmeasured }, body.max_tokens, contextWindowOf(price, this.d.billing.defaultContextTokens));
+    return { amount: Math.max(this.d.billing.minReserve, worstCaseCost(limits, price)), limits };
   }
 
   /** Channels to try, best first; throws 404 (nobody serves it) or 503 (all unhealthy). */
@@ -87,8 +90,9 @@ export class RelayService {
   async messages(r: RelayRequest): Promise<Response> {
     const { body } = r;
     const price = this.priceFor(body.model, r.group);
-    const inputEstimate = estimateRequestTokens(body);
-    const reservation = this.d.quota.reserve({ userId: r.key.userId, apiKey: r.key, amount: this.worstCase(body, price, inputEstimate), ref: r.requestId });
+    const measure = measureRequestTokens(body);
+    const inputEstimate = measure.estimate;
+    const reservation = this.d.quota.reserve({ userId: r.key.userId, apiKey: r.key, ref: r.requestId, ...this.worstCase(body, price, measure) });
     let attempts = 0;
     let lastChannel: RelayChannel | null = null;
     try {
@@ -115,13 +119,13 @@ export class RelayService {
    * Records the settlement in the journal (durable once this returns; the database write is batched
    * off the request path). A failure to record is logged and charges nothing, never thrown at the client.
    */
-  private settle(res: Reservation, r: RelayRequest, ch: RelayChannel | null, usage: TokenUsage,
-    o: { status: number; errorCode: string; attempts: number; ttftMs: number | null }): void {
+  private settle(res: Reservation, r: RelayRequest, ch: RelayChannel | null, usage: UsageReport | null,
+    o: { status: number; errorCode: string; attempts: number; ttftMs: number | null; estimate?: Partial<TokenUsage>; estimated?: boolean }): void {
     try {
       this.d.quota.record(res, {
         requestId: r.requestId, userId: r.key.userId, apiKeyId: r.key.id, channelId: ch?.id ?? null, model: r.body.model,
         upstreamModel: ch ? ch.modelMapping[r.body.model] ?? r.body.model : '', stream: r.body.stream === true, usage,
-        latencyMs: since(r.startedAt), ttftMs: o.ttftMs, status: o.status, errorCode: o.errorCode, attempts: o.attempts, ip: r.ip,
+        estimate: o.estimate, estimated: o.estimated, latencyMs: since(r.startedAt), ttftMs: o.ttftMs, status: o.status, errorCode: o.errorCode, attempts: o.attempts, ip: r.ip,
       });
     } catch (e) {
       this.d.quota.release(res);
@@ -182,10 +186,10 @@ export class RelayService {
       }
       this.d.health.success(ch.id);
       this.d.observeAttempt?.(ch.id, 'ok');
-      // An upstream that reports no usage is billed on estimates rather than for free.
-      const usage = decoded.usage ?? { input_tokens: inputEstimate, output_tokens: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')), cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
+      // Missing or unusable counts are billed on estimates (input: what was reserved for it), never for free.
+      const estimate = { output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
       // Recorded before the response leaves: a completed request is never left unbilled by a crash.
-      this.settle(res, r, ch, toTokens(usage), { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt) });
+      this.settle(res, r, ch, decoded.usage ? toTokens(decoded.usage) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
       return {
         ok: true, channel: ch,
         response: new Response(JSON.stringify(decoded.message), { status: 200, headers: { 'content-type': 'application/json', 'request-id': r.requestId } }),
@@ -246,9 +250,10 @@ export class RelayService {
       finished = true;
       const out = decoder.result();
       const usage = toTokens(out.usage ?? out.estimatedUsage);
+      const estimate = { output: estimateSafe(out.estimatedUsage.output_tokens) };
       const errorCode = out.complete ? '' : clientGone ? 'client_closed' : 'upstream_stream_cut';
       if (!out.complete && !clientGone) this.d.health.failure(ch.id, out.error ?? errorCode);
-      this.settle(res, r, ch, usage, { status: 200, errorCode, attempts, ttftMs: ttft });
+      this.settle(res, r, ch, usage, { status: 200, errorCode, attempts, ttftMs: ttft, estimate, estimated: !out.usage });
     };
     const body = new ReadableStream<Uint8Array>({
       async pull(c) {

@@ -11,12 +11,14 @@ const FIELDS: Field[] = [
   { name: 'cache_write', kind: 'int', desc: 'prompt-cache writes, per million' },
   { name: 'audio_input', kind: 'int', desc: 'realtime audio input tokens, per million' },
   { name: 'audio_output', kind: 'int', desc: 'realtime audio output tokens, per million' },
+  { name: 'context_window', kind: 'int', desc: 'most input tokens the model takes (default: the server\'s BILLING_DEFAULT_CONTEXT_TOKENS); unmeasurable input reserves this much' },
 ];
 
 const COLUMNS = [
   col('MODEL', 'model'), col('INPUT', 'input', { right: true }), col('OUTPUT', 'output', { right: true }),
   col('CACHE READ', 'cache_read', { right: true }), col('CACHE WRITE', 'cache_write', { right: true }),
   col('AUDIO IN', 'audio_input', { right: true }), col('AUDIO OUT', 'audio_output', { right: true }),
+  col('CONTEXT', 'context_window', { right: true }),
   col('UPDATED', 'updated_at', { fmt: time }),
 ];
 
@@ -26,7 +28,7 @@ const itemsOf = (d: any): any[] => (Array.isArray(d) ? d : d?.items ?? []);
 export function registerPricing(program: Command, app: App): void {
   const group = program.command('pricing')
     .description('Model prices in quota units per million tokens')
-    .addHelpText('after', '\nExamples:\n  $ gw pricing list\n  $ gw pricing set claude-sonnet-4 --input 3000000 --output 15000000');
+    .addHelpText('after', '\nExamples:\n  $ gw pricing list\n  $ gw pricing set claude-sonnet-4 --input 3000000 --output 15000000 --context-window 200000');
 
   group.command('list')
     .description('List model prices')

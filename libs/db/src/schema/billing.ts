@@ -10,6 +10,8 @@ export const prices = sqliteTable('prices', {
   /** Realtime audio prices (text tokens use input/output, cached input uses cacheRead). */
   audioInput: integer('audio_input').notNull().default(0),
   audioOutput: integer('audio_output').notNull().default(0),
+  /** Tokens the model can take in at most; null = BILLING_DEFAULT_CONTEXT_TOKENS. Bounds reservations and usage. */
+  contextWindow: integer('context_window'),
   updatedAt: integer('updated_at').notNull(),
 });
 
@@ -36,6 +38,11 @@ export const usageLogs = sqliteTable('usage_logs', {
   ttftMs: integer('ttft_ms'),
   status: integer('status').notNull(),
   errorCode: text('error_code').notNull().default(''),
+  /**
+   * Why the billed usage is not exactly what the upstream reported ('' = it is): a comma list of
+   * estimated | invalid | implausible | capped (see QuotaService).
+   */
+  usageFlag: text('usage_flag').notNull().default(''),
   attempts: integer('attempts').notNull().default(1),
   ip: text('ip').notNull().default(''),
   createdAt: integer('created_at').notNull(),

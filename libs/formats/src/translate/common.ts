@@ -13,18 +13,25 @@ export function mapFinishReason(reason: string | null | undefined): StopReason {
   }
 }
 
-const int = (n: unknown): number => (typeof n === 'number' && Number.isFinite(n) && n > 0 ? Math.floor(n) : 0);
+/**
+ * A usable count as is; absent = 0 (a null main count is unusable); anything else NaN, so billing flags and
+ * replaces it rather than billing 0.
+ */
+const int = (n: unknown, main = false): number =>
+  (n === undefined || (n === null && !main) ? 0 : typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : Number.NaN);
 
 /**
  * OpenAI usage → Anthropic usage. OpenAI's prompt_tokens includes cached tokens; Anthropic's input_tokens
  * does not, so cache reads and writes are subtracted (clamped at 0 against inconsistent upstreams).
  */
 export function usageFromOpenAI(u: CompletionUsage): Usage {
-  const cacheRead = int(u.prompt_tokens_details?.cached_tokens);
-  const cacheWrite = int(u.prompt_tokens_details?.cache_write_tokens);
+  const prompt = int(u.prompt_tokens, true);
+  // Cached counts are part of prompt_tokens: never more than it (an inconsistent upstream would bill them twice).
+  const cacheRead = Math.min(int(u.prompt_tokens_details?.cached_tokens), prompt);
+  const cacheWrite = Math.min(int(u.prompt_tokens_details?.cache_write_tokens), prompt - cacheRead);
   return {
-    input_tokens: Math.max(0, int(u.prompt_tokens) - cacheRead - cacheWrite),
-    output_tokens: int(u.completion_tokens),
+    input_tokens: prompt - cacheRead - cacheWrite,
+    output_tokens: int(u.completion_tokens, true),
     cache_creation_input_tokens: cacheWrite,
     cache_read_input_tokens: cacheRead,
   };

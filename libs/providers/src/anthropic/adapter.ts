@@ -33,6 +33,9 @@ function normalizeUsage(u: unknown): Usage {
     for (const k of Object.keys(out) as Array<keyof Usage>) {
       const v = (u as Record<string, unknown>)[k];
       if (typeof v === 'number') out[k] = v;
+      // Present but not a number (or a null main count): unusable, left for billing to flag and replace
+      // (a 0 would bill it as free). A null cache count just means none.
+      else if (v !== undefined && (v !== null || k === 'input_tokens' || k === 'output_tokens')) out[k] = Number.NaN;
     }
   }
   return out;

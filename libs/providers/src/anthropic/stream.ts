@@ -13,7 +13,11 @@ const USAGE_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_token
 /** Copies the non-null counts of an upstream usage object into `into`. */
 function mergeUsage(into: Usage, from: Record<string, unknown> | undefined): void {
   if (!from) return;
-  for (const k of USAGE_KEYS) if (typeof from[k] === 'number') into[k] = from[k] as number;
+  // A present non-number stays visible as NaN so billing flags and replaces it instead of billing 0.
+  for (const k of USAGE_KEYS) {
+    if (typeof from[k] === 'number') into[k] = from[k] as number;
+    else if (from[k] !== undefined && (from[k] !== null || k === 'input_tokens' || k === 'output_tokens')) into[k] = Number.NaN;
+  }
 }
 
 export class AnthropicStreamMachine implements SseMachine {

@@ -1,0 +1,52 @@
+import { describe, expect, test } from 'bun:test';
+import { costOf } from '@gw/core';
+import { guardUsage } from './usage-guard';
+import { costFor } from './usage';
+
+// Hostile values an upstream (or a bug) can produce; JSON.parse('1e400') is Infinity.
+const HOSTILE: unknown[] = [1.5, Infinity, -Infinity, NaN, -5, -0, '7', null, undefined, {}, [], true, 2 ** 53 + 2, 1e20, Number.MAX_VALUE, -1e-300, 4e15];
+const COUNTS: unknown[] = [...HOSTILE, 0, 1, 7, 199_999, 200_000, 200_001];
+const KINDS = ['input', 'output', 'cacheRead', 'cacheWrite', 'audioInput', 'audioOutput'] as const;
+const PRICES = [0, 1, 3_000_000, 1_000_000_000_000, 1.5, -1, NaN, Infinity];
+
+/** A small deterministic PRNG so failures reproduce. */
+function rng(seed: number) {
+  return () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+}
+const pick = <T>(r: () => number, xs: readonly T[]) => xs[Math.floor(r() * xs.length)]!;
+const safe = (n: number) => Number.isSafeInteger(n) && n >= 0;
+
+describe('money never throws and never goes wrong', () => {
+  test('costOf / costFor: any counts and prices give a non-negative safe integer', () => {
+    const r = rng(42);
+    for (let i = 0; i < 5000; i++) {
+      const u = Object.fromEntries(KINDS.map((k) => [k, pick(r, COUNTS)])) as any;
+      const p = { input: pick(r, PRICES), output: pick(r, PRICES), cacheRead: pick(r, PRICES), cacheWrite: pick(r, PRICES), audioInput: pick(r, PRICES), audioOutput: pick(r, PRICES) };
+      expect(safe(costFor(u, p))).toBe(true);
+      expect(safe(costOf([[pick(r, COUNTS) as number, pick(r, PRICES)]]))).toBe(true);
+    }
+  });
+
+  test('guardUsage: every count is a safe integer within the limits; bad fields are flagged, good ones kept', () => {
+    const r = rng(7);
+    const limits = { maxInput: 200_000, maxOutput: 100, input: 50 };
+    for (let i = 0; i < 5000; i++) {
+      const reported = Object.fromEntries(KINDS.map((k) => [k, pick(r, COUNTS)])) as any;
+      const { usage, flags } = guardUsage(reported, { output: 3 }, limits);
+      for (const k of KINDS) expect(safe(usage[k])).toBe(true);
+      expect(usage.input + usage.cacheRead + usage.cacheWrite + usage.audioInput).toBeLessThanOrEqual(limits.maxInput);
+      expect(usage.output + usage.audioOutput).toBeLessThanOrEqual(limits.maxOutput);
+      const bad = KINDS.some((k) => reported[k] !== undefined && reported[k] !== null && !safe(reported[k]));
+      expect(flags.includes('invalid')).toBe(bad);
+      expect(safe(costFor(usage, { input: 3_000_000, output: 15_000_000, cacheRead: 300_000, cacheWrite: 3_750_000, audioInput: 1, audioOutput: 1 }))).toBe(true);
+    }
+  });
+
+  test('fallbacks: a bad input takes the reserved input, a bad output the estimate, else the max output', () => {
+    const limits = { maxInput: 1000, maxOutput: 100, input: 50 };
+    expect(guardUsage({ input: -5, output: 1.5 }, { output: 3 }, limits).usage).toMatchObject({ input: 50, output: 3 });
+    expect(guardUsage({ input: 10, output: '7' }, {}, limits).usage).toMatchObject({ input: 10, output: 100 });
+    expect(guardUsage(null, { input: 12, output: 4 }, limits)).toMatchObject({ usage: { input: 12, output: 4 }, flags: ['estimated'] });
+    expect(guardUsage({ input: 10, output: 5, cacheRead: null }, {}, limits)).toMatchObject({ usage: { cacheRead: 0 }, flags: [] });
+  });
+});

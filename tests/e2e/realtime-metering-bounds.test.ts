@@ -1,0 +1,99 @@
+/**
+ * Realtime cannot overrun a balance either: each response reserves what the session's context can cost
+ * (context window at the dearest input price + max output tokens at the dearest output price), a
+ * response.create the balance cannot cover is refused (error event, not forwarded), a charge never
+ * exceeds its reservation, and a session ends (1008) once the balance is spent. Over real sockets.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
+import { RESERVE, RESPONSE_CREATE, bearerOf, channel, open, wire, type Wiring } from '../helpers/realtime-wiring';
+
+let g: Wiring;
+let u: RealtimeUpstreamDouble;
+const HUGE = 2_000_000;
+
+beforeAll(async () => {
+  u = startRealtimeUpstream();
+  g = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '0' });
+  g.channels.push(channel(1, u));
+});
+afterAll(async () => {
+  await g.stop();
+  await u.stop();
+});
+
+const rows = (userId: number) => g.h.sqlite.query("select * from usage_logs where user_id = ? and kind = 'realtime'").all(userId) as any[];
+const lowestBalanceAfter = (userId: number) => (g.h.sqlite.query('select min(balance_after) as m from ledger where user_id = ?').get(userId) as any).m as number;
+
+describe('realtime reservations bound every charge', () => {
+  test('50 parallel sessions, each response reporting 2M tokens: 5 reservations fit, 45 refused, balance exactly spent and never below 0', async () => {
+    u.usageFor = () => ({
+      total_tokens: 2 * HUGE, input_tokens: HUGE, output_tokens: HUGE,
+      input_token_details: { text_tokens: 0, audio_tokens: HUGE, image_tokens: 0, cached_tokens: 0 },
+      output_token_details: { text_tokens: 0, audio_tokens: HUGE },
+    }) as any;
+    try {
+      const { key, userId } = g.addKey(5 * RESERVE);
+      const cs = Array.from({ length: 50 }, () => open('/v1/realtime?model=gpt-realtime', bearerOf(key), g));
+      await Promise.all(cs.map((c) => c.opened));
+      await Promise.all(cs.map((c) => c.waitFor('session.created')));
+      const before = u.received.filter((f) => String(f.data).includes('response.create')).length;
+      for (const c of cs) c.ws.send(RESPONSE_CREATE);
+      // Each client sees either its response (then a close: the balance is spent) or a refusal.
+      await Promise.all(cs.map((c) => Promise.race([c.waitFor('response.done', 1, 5000), c.waitFor('error', 1, 5000)])));
+      const served = cs.filter((c) => c.events().some((e) => e.type === 'response.done'));
+      const refused = cs.filter((c) => c.events().some((e) => e.type === 'error' && e.error.code === 'quota_exhausted') && !served.includes(c));
+      expect(served.length).toBe(5);
+      expect(refused.length).toBe(45);
+      // Refused response.creates never reached the upstream.
+      expect(u.received.filter((f) => String(f.data).includes('response.create')).length - before).toBe(5);
+      // Served sessions end once the balance is spent; refused ones stay open.
+      for (const c of served) expect((await c.waitClose()).code).toBe(1008);
+      for (const c of refused) expect(c.close).toBeNull();
+      const billed = rows(userId);
+      expect(billed.length).toBe(5);
+      for (const r of billed) {
+        // Clamped to the context window (32,000) and the default max output (4,096): exactly the reservation.
+        expect(r).toMatchObject({ audio_input_tokens: 32_000, audio_output_tokens: 4096, cost: RESERVE, usage_flag: 'implausible' });
+      }
+      expect(g.quota.balance(userId)).toBe(0);
+      expect(lowestBalanceAfter(userId)).toBeGreaterThanOrEqual(0);
+      expect(g.ledger.sum(userId)).toBe(0);
+      for (const c of cs) if (c.ws.readyState <= 1) c.ws.close();
+    } finally {
+      u.usageFor = () => ({ total_tokens: 0, input_tokens: 1, output_tokens: 1 }) as any;
+    }
+  });
+
+  test('hostile usage in response.done (fractions, negatives, strings, null, 1e400) is billed, flagged, bounded', async () => {
+    const { key, userId } = g.addKey(10 * RESERVE);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
+    await c.opened;
+    await c.waitFor('session.created');
+    const conn = u.connections.at(-1)!.id;
+    const HOSTILE = ['1.5', '-5', '"7"', 'null', '9007199254740993', '{}'];
+    const queue = HOSTILE.map((bad) => ({ input_tokens: 40, output_tokens: JSON.parse(bad) }));
+    u.usageFor = () => queue.shift() as any;
+    for (let i = 0; i < HOSTILE.length; i++) {
+      c.ws.send(RESPONSE_CREATE);
+      await c.waitFor('response.done', i + 1);
+    }
+    // And a response.done the gateway never saw created (no reservation): raw, so 1e400 arrives as written.
+    u.send(`{"type":"response.done","event_id":"e_raw","response":{"id":"resp_raw","status":"completed","usage":{"input_tokens":1e400,"output_tokens":-3}}}`, conn);
+    await c.waitFor('response.done', HOSTILE.length + 1);
+    const billed = rows(userId);
+    expect(billed.length).toBe(HOSTILE.length + 1);
+    for (const r of billed) {
+      for (const k of ['input_tokens', 'output_tokens', 'audio_input_tokens', 'audio_output_tokens', 'cache_read_tokens', 'cost']) {
+        expect(Number.isSafeInteger(r[k]) && r[k] >= 0).toBe(true);
+      }
+      expect(r.cost).toBeLessThanOrEqual(RESERVE);
+      expect(r.cost).toBeGreaterThan(0);
+      expect(r.usage_flag).toBe('invalid');
+    }
+    expect(g.quota.balance(userId)).toBeGreaterThanOrEqual(0);
+    expect(g.ledger.sum(userId)).toBe(g.quota.balance(userId));
+    c.ws.close();
+    u.usageFor = () => ({ total_tokens: 0, input_tokens: 1, output_tokens: 1 }) as any;
+  });
+});
