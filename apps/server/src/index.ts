@@ -4,6 +4,10 @@ import { createServices } from './services';
 import { listen } from './app';
 import { setTrustProxy } from './plugins/client-ip';
 
+// Everything this process creates (data folder, database, WAL, journal, keys) is its user's alone;
+// the libraries also set these modes explicitly, this covers whatever else SQLite or Bun may create.
+process.umask(0o077);
+
 try {
   const config = loadConfig();
   setTrustProxy(config.env.TRUST_PROXY === 'true' || config.env.TRUST_PROXY === '1');
