@@ -102,7 +102,7 @@ export async function createServices(config: Config, log: (line: string) => void
   const realtime = new RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>({
     config: realtimeConfig(config.env), keys: apiKeys, policy: relay.gate, channels: channelRegistry,
     prices: relay.prices, quota: relay.quota, billing: relay.billing, upstream: adapterResolver(getAdapter),
-    sessions: new RealtimeSessionsRepo(dbh.db), order: (c) => orderCandidates(c), log,
+    sessions: new RealtimeSessionsRepo(dbh.db), order: (c) => orderCandidates(c), log, inflight: relay.inflight,
   });
   // Live sessions end (1001) and are recorded before the database closes.
   closers.push(() => realtime.closeAll());

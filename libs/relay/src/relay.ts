@@ -241,12 +241,14 @@ export class RelayService {
     const decoded = decoder.pipe(source).getReader();
     let ttft: number | null = null;
     let finished = false;
-    const finish = async (clientGone: boolean) => {
+    const finish = async (clientGone: boolean, reason?: unknown) => {
       if (finished) return;
       finished = true;
       const out = decoder.result();
       const usage = toTokens(out.usage ?? out.estimatedUsage);
-      const errorCode = out.complete ? '' : clientGone ? 'client_closed' : 'upstream_stream_cut';
+      // Stop hook (inflight.ts): a stream cancelled with a GatewayError was revoked, not left by its client.
+      const stopCode = reason instanceof GatewayError ? reason.code : 'client_closed';
+      const errorCode = out.complete ? '' : clientGone ? stopCode : 'upstream_stream_cut';
       if (!out.complete && !clientGone) this.d.health.failure(ch.id, out.error ?? errorCode);
       this.settle(res, r, ch, usage, { status: 200, errorCode, attempts, ttftMs: ttft });
     };
@@ -268,7 +270,7 @@ export class RelayService {
         c.enqueue(chunk.value!);
       },
       cancel(reason) {
-        void finish(true);
+        void finish(true, reason);
         return decoded.cancel(reason);
       },
     }, { highWaterMark: 0 });
