@@ -12,6 +12,7 @@ import { addChannel, keyedUser, setPrice, upstream, V, type Scripted } from './r
 let gw: TestGateway;
 let up: Scripted;
 let rt: RealtimeUpstreamDouble;
+let channelId: number;
 const MODEL = 'slow-model';
 // ~60 words at 100 ms per frame: the upstream alone would stream for several seconds.
 const SLOW = { text: Array.from({ length: 60 }, (_, i) => `word${i}`).join(' '), chunkDelayMs: 100 };
@@ -19,7 +20,7 @@ const SLOW = { text: Array.from({ length: 60 }, (_, i) => `word${i}`).join(' '),
 beforeAll(async () => {
   gw = await startGateway();
   up = upstream('anthropic', SLOW);
-  await addChannel(gw, { type: 'anthropic', url: up.url, models: [MODEL] });
+  channelId = await addChannel(gw, { type: 'anthropic', url: up.url, models: [MODEL] });
   await setPrice(gw, MODEL);
   rt = startRealtimeUpstream();
   expect((await gw.api('POST', '/api/channel/', { name: 'rt', type: 'openai', base_url: rt.url, key: 'upstream-secret', timeout_ms: 5000, models: ['gpt-realtime'] })).status).toBe(200);
@@ -89,6 +90,24 @@ describe('/v1/messages streams end on revocation', () => {
       expect(gw.services.relay.inflight.size).toBe(0);
     }, 20_000);
   }
+
+  test('revoked before the upstream answered: the request ends at once with 401 api_key_revoked', async () => {
+    const u = await keyedUser(gw, 10_000_000);
+    up.queue.push({ text: 'late', delayMs: 3000 });
+    const pending = fetch(`${gw.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': u.key, ...V }, body: JSON.stringify({ model: MODEL, max_tokens: 5, stream: true, messages: [{ role: 'user', content: 'hi' }] }) });
+    const hits = up.hits;
+    for (let i = 0; i < 200 && up.hits === hits; i++) await Bun.sleep(5); // the upstream has the request
+    const t0 = performance.now();
+    expect((await gw.api('DELETE', `/api/token/${u.keyId}`, undefined, u.token)).status).toBe(200);
+    const res = await pending;
+    const body: any = await res.json();
+    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(res.status).toBe(401);
+    expect(body.error.code).toBe('api_key_revoked');
+    expect(gw.services.relay.inflight.size).toBe(0);
+    // Our own abort is not the channel's failure: it is not counted toward auto-disable.
+    expect(gw.services.relay.health.consecutiveFailures(channelId)).toBe(0);
+  });
 
   test('a revoked key is refused on its next request (nothing stays registered)', async () => {
     const u = await keyedUser(gw, 10_000_000);

@@ -145,7 +145,8 @@ export class RelayService {
       done();
       // 429 means "busy", not "broken": retry elsewhere but do not count it toward auto-disable; nor
       // does a request the upstream refused as invalid (the client's fault, not the channel's).
-      if (c.retryable && c.kind !== 'rate_limit') this.d.health.failure(ch.id, why);
+      // Stop hook: an attempt aborted by our side (client gone, credential revoked) says nothing about the channel.
+      if (c.retryable && c.kind !== 'rate_limit' && !r.signal?.aborted) this.d.health.failure(ch.id, why);
       this.d.observeAttempt?.(ch.id, c.kind === 'rate_limit' ? 'rate_limited' : 'error');
       return { ok: false, retryable: c.retryable, error: c.error };
     };
