@@ -128,6 +128,19 @@ describe('one gateway process per database', () => {
   }, 30_000);
 });
 
+describe('graceful stop', () => {
+  test('SIGTERM as soon as the listening line appears is a clean stop (exit 0), every time', async () => {
+    const env = envFor('sigterm');
+    const codes: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const g = await startGatewayProcess(env, procs);
+      g.proc.kill('SIGTERM');
+      codes.push(await g.proc.exited);
+    }
+    expect(codes).toEqual([0, 0, 0, 0, 0]);
+  }, 60_000);
+});
+
 describe('files at rest are private', () => {
   const modeOf = (p: string) => statSync(p).mode & 0o777;
 
