@@ -3,7 +3,7 @@
  * deleted) or disabling/deleting its owner ends what that credential already started: /v1/messages
  * streams and realtime sessions. It listens to the same change events the key and user caches use
  * (registered after them, so it sees their refreshed state) and aborts each affected request's
- * signal with a GatewayError as the reason; the request's owner decides how to end (stream.ts:
+ * signal with a GatewayError as the reason; the request's owner decides how to end (guardResponse:
  * an `error` event; realtime: error event and close 1008).
  */
 import { GatewayError, type ChangeBus } from '@gw/core';
