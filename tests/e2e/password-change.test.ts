@@ -17,26 +17,35 @@ const change = (cookieOrToken: { cookie?: string; token?: string }, body: unknow
   gw.api('POST', '/api/user/password', body, cookieOrToken.token ?? null, cookieOrToken.cookie ? { cookie: cookieOrToken.cookie } : {});
 
 describe('POST /api/user/password', () => {
-  test('changes the password, keeps the calling session and ends the others', async () => {
+  test('through a session: keeps the calling session, ends the other sessions and revokes every access token', async () => {
     const u = await makeUser(gw);
     const a = await sessionCookie(u.username, u.password);
     const b = await sessionCookie(u.username, u.password);
+    const extra = gw.services.auth.createAccessToken(u.id, 'laptop').token;
     const r = await change({ cookie: a }, { current_password: u.password, new_password: 'changed-pass-123' });
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ success: true, message: '', data: { sessions_ended: 1 } });
+    expect(r.body).toEqual({ success: true, message: '', data: { sessions_ended: 1, tokens_revoked: 2 } });
     expect(await selfStatus(a)).toBe(200);
     expect(await selfStatus(b)).toBe(401);
+    for (const t of [u.token, extra]) expect((await gw.api('GET', '/api/user/self', undefined, t)).status).toBe(401);
     expect((await gw.api('POST', '/api/user/login', { username: u.username, password: u.password }, null)).status).toBe(401);
     await sessionCookie(u.username, 'changed-pass-123');
   });
 
-  test('through an access token every session ends; the token keeps working', async () => {
+  test('through an access token: every session ends and every other token is revoked; the calling token keeps working', async () => {
     const u = await makeUser(gw);
     const a = await sessionCookie(u.username, u.password);
+    const intruder = gw.services.auth.createAccessToken(u.id, 'stolen').token;
     const r = await change({ token: u.token }, { current_password: u.password, new_password: 'changed-pass-123' });
-    expect(r.body.data).toEqual({ sessions_ended: 1 });
+    expect(r.body.data).toEqual({ sessions_ended: 1, tokens_revoked: 1 });
     expect(await selfStatus(a)).toBe(401);
+    expect((await gw.api('GET', '/api/user/self', undefined, intruder)).status).toBe(401);
     expect((await gw.api('GET', '/api/user/self', undefined, u.token)).status).toBe(200);
+    // The revocation is visible in the token list, and counts nothing twice on a second change.
+    const list = await gw.api('GET', '/api/user/access_token', undefined, u.token);
+    expect(list.body.data.filter((t: any) => t.revoked).length).toBe(1);
+    const again = await change({ token: u.token }, { current_password: 'changed-pass-123', new_password: 'changed-pass-456' });
+    expect(again.body.data).toEqual({ sessions_ended: 0, tokens_revoked: 0 });
   });
 
   test('wrong current password, bad new length, no caller', async () => {

@@ -108,6 +108,24 @@ describe('reset with a token', () => {
     expect(again.body.error).toEqual(bogus.body.error);
   });
 
+  test("evicts an intruder: every session ends and every gwm_ access token is revoked", async () => {
+    const email = uniqueEmail();
+    const u = await makeUser(gw, 1, { email });
+    const intruderToken = gw.services.auth.createAccessToken(u.id, 'intruder').token;
+    const intruderCookie = await sessionCookie(gw, u.username, u.password);
+    for (const t of [u.token, intruderToken]) expect((await gw.api('GET', '/api/user/self', undefined, t)).status).toBe(200);
+    const token = await mailedToken(gw, email);
+    expect((await gw.api('POST', '/api/user/reset', { email, token, password: 'recovered-pass-1' }, null)).status).toBe(200);
+    for (const t of [u.token, intruderToken]) {
+      const r = await gw.api('GET', '/api/user/self', undefined, t);
+      expect(r.status).toBe(401);
+    }
+    expect((await fetch(`${gw.url}/api/user/self`, { headers: { cookie: intruderCookie } })).status).toBe(401);
+    const list = gw.services.auth.listAccessTokens(u.id);
+    expect(list.length).toBe(2);
+    expect(list.every((t) => t.revoked)).toBe(true);
+  });
+
   test('without a password a generated one is set and returned', async () => {
     const email = uniqueEmail();
     const u = await makeUser(gw, 1, { email });

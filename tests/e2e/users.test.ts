@@ -81,7 +81,10 @@ describe('users: create / get / list / update / delete', () => {
     expect(gw.services.userDirectory.get(u.id)?.status).toBe(2);
     expect((await fetch(`${gw.url}/api/user/self`, { headers: { cookie } })).status).toBe(401);
     expect((await gw.api('GET', '/api/user/self', undefined, u.token)).status).toBe(401);
-    expect((await login(u.username, u.password)).status).toBe(403);
+    // Answered like a wrong password: a right password on a disabled account must not be confirmed.
+    const refused = await login(u.username, u.password);
+    expect(refused.status).toBe(401);
+    expect(refused.body.error.code).toBe('invalid_credentials');
     const e = await gw.api('POST', `/api/user/${u.id}/enable`);
     expect(e.body.data.status).toBe(1);
     expect(gw.services.apiKeys.lookup(key)?.userId).toBe(u.id);

@@ -152,6 +152,24 @@ describe('providerA (Stripe scheme)', () => {
     balanced(user.id);
   });
 
+  test('a timestamp in the future beyond the tolerance is 400 like a stale one and changes nothing', async () => {
+    const { user, tradeNo, session } = await orderA(420);
+    const body = paid(session);
+    for (const ahead of [301, 3600, 86_400 * 365]) {
+      const r = await postA(body, await sign(body, now() + ahead));
+      expect(r.status).toBe(400);
+      expect(r.body.error).toMatchObject({ code: 'stale_signature', param: 'stripe-signature', type: 'invalid_request_error' });
+      expect(r.body.error.message).toContain('future');
+    }
+    expect(order(tradeNo).status).toBe('pending');
+    expect(credits(tradeNo)).toHaveLength(0);
+    expect(eventRow('providerA', eventId(body))).toBeNull();
+    expect(balance(user.id)).toBe(0);
+    // Clock skew inside the tolerance is accepted.
+    expect((await postA(body, await sign(body, now() + 250))).body.data.outcome).toBe('credited');
+    balanced(user.id);
+  });
+
   test('a failure inside the transaction leaves nothing behind (500, so the provider retries); the retry credits', async () => {
     const { user, tradeNo, session } = await orderA(350);
     const body = paid(session);

@@ -50,15 +50,30 @@ export function createApp(s: Services) {
   return app;
 }
 
-/** Starts the app on `port` (0 = any free port) with the server options the gateway needs. */
+/**
+ * Starts the app on `port` (0 = any free port) with the server options the gateway needs.
+ * Binds exclusively unless LISTEN_REUSE_PORT is on (Elysia's default is port reuse, with which a second
+ * process on a busy port starts silently and the kernel splits connections between the two).
+ * A busy port throws one line naming it.
+ */
 export function listen(s: Services, port = s.config.port, hostname = s.config.host) {
   const app = createApp(s);
+  try {
+    bind(app, s, port, hostname);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException)?.code === 'EADDRINUSE') throw new Error(`port ${port} on ${hostname} is already in use`);
+    throw e;
+  }
+  return app;
+}
+
+function bind(app: ReturnType<typeof createApp>, s: Services, port: number, hostname: string) {
   app.listen({
     port, hostname,
+    reusePort: s.config.reusePort,
     idleTimeout: s.config.idleTimeoutSeconds,
     // Bun would answer an oversized body with plain text; http-errors enforces MAX_BODY_BYTES with a JSON 413
     // (content-length up front, chunked bodies while reading), so Bun's own limit is set out of the way.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
   });
-  return app;
 }

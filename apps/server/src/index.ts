@@ -4,12 +4,15 @@ import { createServices } from './services';
 import { listen } from './app';
 import { setTrustProxy } from './plugins/client-ip';
 
+// Everything this process creates (data folder, database, WAL, journal, keys) is its user's alone;
+// the libraries also set these modes explicitly, this covers whatever else SQLite or Bun may create.
+process.umask(0o077);
+
 try {
   const config = loadConfig();
   setTrustProxy(config.env.TRUST_PROXY === 'true' || config.env.TRUST_PROXY === '1');
   const services = await createServices(config);
   const app = listen(services);
-  console.log(`AI gateway listening on http://${config.host}:${app.server!.port} (database ${config.databaseUrl})`);
   const shutdown = async () => {
     // Open WebSockets would keep a graceful stop waiting: end realtime sessions (1001) first.
     services.realtime.closeAll();
@@ -19,6 +22,9 @@ try {
   };
   process.on('SIGINT', shutdown);
   process.on('SIGTERM', shutdown);
+  // Announced only once the stop handlers are in place: a supervisor that sends SIGTERM as soon as it
+  // sees this line gets a graceful stop, not the default kill.
+  console.log(`AI gateway listening on http://${config.host}:${app.server!.port} (database ${config.databaseUrl})`);
 } catch (e) {
   // Start-up failures are one line an operator can act on, not a stack trace.
   console.error(e instanceof ConfigError ? `Configuration error: ${e.message}` : `Start-up failed: ${(e as Error)?.message ?? e}`);

@@ -91,6 +91,9 @@ export async function createServices(config: Config, log: (line: string) => void
   const userDirectory = new UserDirectory(users, bus);
   const apiKeys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, userDirectory, bus);
   const metrics = createMetrics();
+  // Reset e-mails go through a background queue; it stops before the mailer closes (closers run in reverse).
+  const passwordReset = new PasswordResetService(users, security, mailer, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)), passwordResetConfig(config.env), log);
+  closers.push(() => passwordReset.close());
   const relay = createRelayServices({
     env: config.env, db: dbh.db, sqlite: dbh.sqlite, bus, users, apiKeys,
     journalDir: config.sqlitePath === ':memory:' ? null : `${config.sqlitePath}.settlements`, directory: userDirectory, channels: channelRegistry,
@@ -102,7 +105,7 @@ export async function createServices(config: Config, log: (line: string) => void
   const realtime = new RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>({
     config: realtimeConfig(config.env), keys: apiKeys, policy: relay.gate, channels: channelRegistry,
     prices: relay.prices, quota: relay.quota, billing: relay.billing, upstream: adapterResolver(getAdapter),
-    sessions: new RealtimeSessionsRepo(dbh.db), order: (c) => orderCandidates(c), log,
+    sessions: new RealtimeSessionsRepo(dbh.db), order: (c) => orderCandidates(c), log, inflight: relay.inflight,
   });
   // Live sessions end (1001) and are recorded before the database closes.
   closers.push(() => realtime.closeAll());
@@ -116,8 +119,7 @@ export async function createServices(config: Config, log: (line: string) => void
     channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, users, sessions, ledger, bus,
     secrets, auth, security, twoFactor, mailer,
-    passwordReset: new PasswordResetService(users, security, mailer, (id) => auth.endAllSessions(id), passwordResetConfig(config.env), log),
-    passwordChange: new PasswordChangeService(users, security),
+    passwordReset, passwordChange: new PasswordChangeService(users, security),
     login: new LoginService(users, sessions, {
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,

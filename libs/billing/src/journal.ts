@@ -5,7 +5,7 @@
  * batch committed, and replayed at start-up otherwise — idempotently, since a usage row is unique
  * by request id.
  */
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SettlementRow } from '@gw/db';
 
@@ -16,20 +16,14 @@ export class SettlementJournal {
   private seq: number;
   private current = '';
 
-  private readonly ownerFile: string;
-
   /**
-   * Takes ownership of the journal folder: a second live gateway process on the same database would
-   * replay (and delete) the segments the first one is still appending to, so it is refused.
+   * A second live gateway process would replay (and delete) the segments the first one is still
+   * appending to. The database's process lock (openDatabase) rules that out before the journal
+   * is opened: the folder belongs to whoever holds it.
    */
   constructor(private readonly dir: string) {
-    mkdirSync(dir, { recursive: true });
-    this.ownerFile = join(dir, 'owner.pid');
-    const owner = existsSync(this.ownerFile) ? Number(readFileSync(this.ownerFile, 'utf8')) : 0;
-    if (owner && owner !== process.pid && isAlive(owner)) {
-      throw new Error(`another gateway process (pid ${owner}) is using this database; run one gateway process per database`);
-    }
-    writeFileSync(this.ownerFile, String(process.pid), { mode: 0o600 });
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    unlinkIfPresent(join(dir, 'owner.pid')); // the pid file of earlier versions, no longer consulted
     this.seq = Math.max(0, ...this.segments().map((s) => s.seq)) + 1;
   }
 
@@ -80,19 +74,12 @@ export class SettlementJournal {
     }));
   }
 
-  /** Closes the open segment and gives up ownership; call after the last flush. */
+  /** Closes the open segment; call after the last flush. */
   close(): void {
     this.seal();
-    if (existsSync(this.ownerFile) && Number(readFileSync(this.ownerFile, 'utf8')) === process.pid) unlinkSync(this.ownerFile);
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    // EPERM: it exists but belongs to someone else — still alive.
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
+function unlinkIfPresent(path: string): void {
+  if (existsSync(path)) unlinkSync(path);
 }

@@ -2,7 +2,7 @@
  * Configuration, read once from the environment at start-up and validated there: a bad value
  * stops the process with a one-line reason instead of failing later on a request.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 export class ConfigError extends Error {
@@ -30,6 +30,11 @@ export interface Config {
   loginMaxFailures: number;
   loginLockSeconds: number;
   loginIpPerMinute: number;
+  /**
+   * LISTEN_REUSE_PORT: bind with SO_REUSEPORT so several processes can share the port on purpose.
+   * Off by default: a second gateway on a busy port must fail loudly, not get half the traffic.
+   */
+  reusePort: boolean;
   /** Seconds the server waits on an idle connection (streams send pings well inside this). */
   idleTimeoutSeconds: number;
   /** Log requests to stdout. */
@@ -72,8 +77,11 @@ function secretKey(env: Record<string, string | undefined>, sqlitePath: string):
   }
   if (sqlitePath === ':memory:') return crypto.getRandomValues(new Uint8Array(32));
   const file = join(dirname(sqlitePath), 'secret.key');
-  if (existsSync(file)) return new Uint8Array(Buffer.from(readFileSync(file, 'utf8').trim(), 'hex'));
-  mkdirSync(dirname(file), { recursive: true });
+  if (existsSync(file)) {
+    chmodSync(file, 0o600); // a key file left readable by an older version is tightened
+    return new Uint8Array(Buffer.from(readFileSync(file, 'utf8').trim(), 'hex'));
+  }
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   const key = crypto.getRandomValues(new Uint8Array(32));
   writeFileSync(file, Buffer.from(key).toString('hex'), { mode: 0o600 });
   return key;
@@ -83,7 +91,8 @@ function secretKey(env: Record<string, string | undefined>, sqlitePath: string):
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const databaseUrl = env.DATABASE_URL?.trim() || 'sqlite:./data/gateway.db';
   const sqlitePath = parseSqliteUrl(databaseUrl);
-  if (sqlitePath !== ':memory:') mkdirSync(dirname(sqlitePath), { recursive: true });
+  // A new data folder is private (0700); an existing one keeps its mode (it may be shared, e.g. /tmp).
+  if (sqlitePath !== ':memory:') mkdirSync(dirname(sqlitePath), { recursive: true, mode: 0o700 });
   const rootUsername = env.ROOT_USERNAME?.trim() || 'root';
   if (!/^[A-Za-z0-9_.-]{3,64}$/.test(rootUsername)) throw new ConfigError('ROOT_USERNAME must be 3-64 characters of letters, digits, _ . -');
   const rootPassword = env.ROOT_PASSWORD || undefined;
@@ -102,6 +111,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     loginMaxFailures: int(env, 'LOGIN_MAX_FAILURES', 5, 1, 1000),
     loginLockSeconds: int(env, 'LOGIN_LOCK_SECONDS', 60, 1, 86400),
     loginIpPerMinute: int(env, 'LOGIN_IP_PER_MINUTE', 30, 1, 100000),
+    reusePort: bool(env, 'LISTEN_REUSE_PORT', false),
     idleTimeoutSeconds: int(env, 'IDLE_TIMEOUT_SECONDS', 255, 10, 255),
     logRequests: bool(env, 'LOG_REQUESTS', false),
     env,

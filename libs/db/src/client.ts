@@ -1,8 +1,10 @@
 import { Database } from 'bun:sqlite';
 import { drizzle } from 'drizzle-orm/bun-sqlite';
 import { migrate } from 'drizzle-orm/bun-sqlite/migrator';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import * as schema from './schema';
+import { acquireProcessLock, type ProcessLock } from './process-lock';
+import { privateDir, privateFile, tightenIfPresent } from './private-files';
 
 export type Db = ReturnType<typeof drizzle<typeof schema>>;
 
@@ -19,9 +21,19 @@ export const MIGRATIONS_DIR = join(import.meta.dir, '..', '..', '..', 'drizzle')
  * Opens the SQLite database and applies pending migrations.
  * WAL + synchronous=NORMAL: a committed transaction survives a process kill, and readers never
  * block the single writer.
+ * A file database is first locked for this process (process-lock.ts: a second process is refused
+ * with DatabaseInUseError) and its folder and files are made private (0700/0600) before SQLite
+ * creates any of them.
  */
 export function openDatabase(path: string, opts: { checkpointMs?: number } = {}): DbHandle {
-  const sqlite = new Database(path, { create: true, strict: true });
+  const lock = path === ':memory:' ? null : prepareFiles(path);
+  let sqlite: Database;
+  try {
+    sqlite = new Database(path, { create: true, strict: true });
+  } catch (e) {
+    lock?.release();
+    throw e;
+  }
   sqlite.exec('PRAGMA journal_mode = WAL');
   sqlite.exec('PRAGMA synchronous = NORMAL');
   sqlite.exec('PRAGMA foreign_keys = ON');
@@ -34,8 +46,18 @@ export function openDatabase(path: string, opts: { checkpointMs?: number } = {})
     close: () => {
       stopCheckpointer?.();
       sqlite.close();
+      lock?.release();
     },
   };
+}
+
+/** Private folder, the process lock, then the database file (0600) and its companions. */
+function prepareFiles(path: string): ProcessLock {
+  privateDir(dirname(path));
+  const lock = acquireProcessLock(path);
+  privateFile(path);
+  for (const suffix of ['-wal', '-shm', '-journal']) tightenIfPresent(path + suffix);
+  return lock;
 }
 
 /**

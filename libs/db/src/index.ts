@@ -1,4 +1,6 @@
 export * from './client';
+export { DatabaseInUseError } from './process-lock';
+export { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, privateDir, privateFile } from './private-files';
 export * as schema from './schema';
 export * from './schema';
 export * from './repos/users';

@@ -101,6 +101,12 @@ export class ApiKeyService {
   }
 
   /** The owner an actor works on: itself, or (admins) `userId` within the role rules. */
+  /** O(1), no DB: the indexed key with this id (undefined = deleted, or its owner is disabled/deleted). */
+  byId(keyId: number): ApiKeyRecord | undefined {
+    const hash = this.hashById.get(keyId);
+    return hash ? this.byHash.get(hash) : undefined;
+  }
+
   resolveOwner(actor: UserRow, userId?: number): UserRow {
     if (userId === undefined || userId === actor.id) return actor;
     if (actor.role < ROLE.admin) throw new GatewayError(403, 'insufficient_role', 'Only admins can manage keys of other users', { param: 'user_id' });

@@ -1,7 +1,8 @@
-import { GatewayError, RateWindow, nowSeconds, randomToken, sha256Hex } from '@gw/core';
+import { GatewayError, RateWindow, randomToken, sha256Hex } from '@gw/core';
 import type { SecurityRepo, SessionsRepo, UsersRepo, UserRow } from '@gw/db';
 import { USER_STATUS } from '@gw/db';
 import { dummyPasswordHash, verifyPassword } from './passwords';
+import { UnknownNameLockout } from './unknown-lockout';
 
 export interface LoginPolicy {
   maxFailures: number;
@@ -27,9 +28,14 @@ export interface LoginInput {
 /**
  * Password login with lockout: `maxFailures` wrong passwords or codes lock the account for
  * lockSeconds * 2^(locks so far); the per-IP window stops spraying across many accounts.
+ *
+ * No answer tells whether a username exists or whether a password is right unless the login
+ * succeeds: an unknown name is counted and locked like a real one (UnknownNameLockout), and a
+ * disabled account answers like a wrong password whatever password is given (and counts as one).
  */
 export class LoginService {
   private readonly ipWindow = new RateWindow(60_000);
+  private readonly unknownNames: UnknownNameLockout;
   secondFactor: SecondFactorCheck | null = null;
 
   constructor(
@@ -37,23 +43,26 @@ export class LoginService {
     private readonly sessions: SessionsRepo,
     private readonly policy: LoginPolicy,
     private readonly security: SecurityRepo,
-  ) {}
+    private readonly clock: () => number = Date.now,
+  ) {
+    this.unknownNames = new UnknownNameLockout(policy);
+  }
 
   async login(input: LoginInput): Promise<{ sessionId: string; user: UserRow; expiresAt: number }> {
     const wait = this.ipWindow.hit(input.ip, this.policy.ipPerMinute);
     if (wait) throw new GatewayError(429, 'too_many_attempts', 'Too many login attempts from this address', { headers: { 'retry-after': String(wait) } });
-    const now = nowSeconds();
+    const nowMs = this.clock();
+    const now = Math.floor(nowMs / 1000);
     const user = this.users.byUsername(input.username);
     if (!user) {
+      assertNotLocked(this.unknownNames.lockedUntil(input.username, nowMs), now);
       await verifyPassword(input.password, await dummyPasswordHash());
+      this.unknownNames.recordFailure(input.username, this.clock());
       throw invalidCredentials();
     }
-    if (user.lockedUntil > now) {
-      throw new GatewayError(429, 'account_locked', 'Account temporarily locked after repeated failed logins', {
-        headers: { 'retry-after': String(user.lockedUntil - now) },
-      });
-    }
-    if (!(await verifyPassword(input.password, user.passwordHash))) {
+    assertNotLocked(user.lockedUntil, now);
+    const passwordOk = await verifyPassword(input.password, user.passwordHash);
+    if (!passwordOk || user.status !== USER_STATUS.enabled) {
       this.recordFailure(user);
       throw invalidCredentials();
     }
@@ -67,7 +76,6 @@ export class LoginService {
         throw new GatewayError(401, 'invalid_totp', 'Invalid two-factor code', { param: 'totp_code' });
       }
     }
-    if (user.status !== USER_STATUS.enabled) throw new GatewayError(403, 'user_disabled', 'This account is disabled');
     if (user.failedLogins || user.lockCount) this.users.update(user.id, { failedLogins: 0, lockCount: 0, lockedUntil: 0 });
     const sessionId = randomToken(43);
     const expiresAt = now + this.policy.sessionTtlSeconds;
@@ -83,7 +91,15 @@ export class LoginService {
    * writing count+1 after it let parallel wrong attempts overwrite each other and never lock.
    */
   private recordFailure(user: UserRow): void {
-    this.security.recordLoginFailure(user.id, this.policy, Date.now());
+    this.security.recordLoginFailure(user.id, this.policy, this.clock());
+  }
+}
+
+function assertNotLocked(lockedUntil: number, now: number): void {
+  if (lockedUntil > now) {
+    throw new GatewayError(429, 'account_locked', 'Account temporarily locked after repeated failed logins', {
+      headers: { 'retry-after': String(lockedUntil - now) },
+    });
   }
 }
 

@@ -1,5 +1,5 @@
 import { GatewayError, RateWindow } from '@gw/core';
-import type { SecurityRepo, UsersRepo } from '@gw/db';
+import type { CredentialsEnded, SecurityRepo, UsersRepo } from '@gw/db';
 import type { Principal } from './principal';
 import { PASSWORD_MAX, PASSWORD_MIN, hashPassword, verifyPassword } from './passwords';
 
@@ -14,10 +14,11 @@ export class PasswordChangeService {
   constructor(private readonly users: UsersRepo, private readonly repo: SecurityRepo, private readonly clock: () => number = Date.now) {}
 
   /**
-   * Needs the current password; sets the new one and ends every other session of the user (the
-   * caller's own session, if it is one, stays). Access tokens are unaffected.
+   * Needs the current password; sets the new one, then ends every session and revokes every access
+   * token of the user except the credential making the change (its session or its token), so an
+   * intruder holding another credential is out. Returns the counts.
    */
-  async change(p: Principal, currentPassword: string, newPassword: string): Promise<{ sessions_ended: number }> {
+  async change(p: Principal, currentPassword: string, newPassword: string): Promise<CredentialsEnded> {
     const key = `u${p.user.id}`;
     if (this.failures.count(key) >= MAX_FAILURES) {
       throw new GatewayError(429, 'too_many_attempts', 'Too many wrong passwords; try again later', { headers: { 'retry-after': String(FAILURE_WINDOW_MS / 1000) } });
@@ -30,8 +31,10 @@ export class PasswordChangeService {
       this.failures.hit(key, Number.MAX_SAFE_INTEGER);
       throw new GatewayError(400, 'invalid_current_password', 'The current password is wrong', { param: 'current_password' });
     }
-    this.users.update(user.id, { passwordHash: await hashPassword(newPassword), updatedAt: Math.floor(this.clock() / 1000) });
+    const now = Math.floor(this.clock() / 1000);
+    this.users.update(user.id, { passwordHash: await hashPassword(newPassword), updatedAt: now });
     this.failures.reset(key);
-    return { sessions_ended: this.repo.endOtherSessions(user.id, p.sessionHash) };
+    const keep = p.via === 'session' ? { sessionHash: p.sessionHash } : { tokenId: p.tokenId };
+    return this.repo.endCredentials(user.id, keep, now);
   }
 }

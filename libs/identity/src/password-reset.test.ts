@@ -9,13 +9,15 @@ beforeEach(() => { dbh = openDatabase(':memory:'); });
 afterEach(() => dbh.close());
 
 describe('PasswordResetService without SMTP', () => {
-  test('answers normally, logs that mail is not configured, stores no token', () => {
+  test('answers normally, logs that mail is not configured (in the background), stores no token', async () => {
     const users = new UsersRepo(dbh.db);
     const u = users.insert({ username: 'alice', email: 'alice@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
     const lines: string[] = [];
     const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), new Mailer(mailConfig({})), () => 0, passwordResetConfig({}), (l) => lines.push(l));
     svc.request('alice@example.com', '1.2.3.4');
     svc.request('nobody@example.com', '1.2.3.4');
+    expect(lines).toEqual([]); // nothing address-dependent happens on the request path
+    await svc.idle();
     expect(lines.length).toBe(1);
     expect(lines[0]).toContain('mail is not configured');
     expect(lines[0]).not.toContain('alice@example.com');
@@ -37,8 +39,53 @@ describe('PasswordResetService with an unreachable SMTP server', () => {
     svc.request('bob@example.com', '1.2.3.4');
     expect(lines).toEqual([]);
     for (let i = 0; i < 100 && !lines.length; i++) await Bun.sleep(20);
-    expect(lines[0]).toContain('password reset e-mail to user 1 failed');
+    expect(lines[0]).toContain('password reset e-mail failed (attempt 1), retrying');
+    expect(lines[0]).toContain('to user 1:');
+    svc.close();
     mailer.close();
+  });
+});
+
+describe('PasswordResetService delivery queue', () => {
+  test('a failed delivery is retried with the same token until the mail server accepts it', async () => {
+    const users = new UsersRepo(dbh.db);
+    users.insert({ username: 'carol', email: 'carol@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
+    const sent: string[] = [];
+    let failures = 2;
+    const mailer = {
+      configured: true,
+      async send(m: { text: string }) {
+        if (failures-- > 0) throw new Error('421 try again later');
+        sent.push(m.text);
+        return true;
+      },
+    } as unknown as Mailer;
+    const lines: string[] = [];
+    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), (l) => lines.push(l), Date.now, { retryDelaysMs: [10, 10, 10] });
+    svc.request('carol@example.com', '1.2.3.4');
+    for (let i = 0; i < 100 && !sent.length; i++) await Bun.sleep(10);
+    expect(sent.length).toBe(1);
+    expect(lines.filter((l) => l.includes('retrying')).length).toBe(2);
+    // One token row for the three attempts: a retry resends, it does not mint another token.
+    expect(dbh.sqlite.query('select count(*) as n from password_resets').get()).toEqual({ n: 1 });
+    svc.close();
+  });
+
+  test('gives up after the last retry with one line, and close() reports unsent mail', async () => {
+    const users = new UsersRepo(dbh.db);
+    users.insert({ username: 'dave', email: 'dave@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
+    const mailer = { configured: true, send: async () => { throw new Error('550 no'); } } as unknown as Mailer;
+    const lines: string[] = [];
+    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), (l) => lines.push(l), Date.now, { retryDelaysMs: [5] });
+    svc.request('dave@example.com', '1.2.3.4');
+    for (let i = 0; i < 100 && !lines.some((l) => l.includes('after 2 attempt')); i++) await Bun.sleep(10);
+    expect(lines.at(-1)).toContain('password reset e-mail failed after 2 attempt(s): to user 1: 550 no');
+    const slow = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), (l) => lines.push(l), Date.now, { retryDelaysMs: [60_000] });
+    slow.request('dave@example.com', '1.2.3.4');
+    await slow.idle();
+    slow.close();
+    expect(lines.at(-1)).toBe('background queue closed with 1 job(s) not done');
+    svc.close();
   });
 });
 

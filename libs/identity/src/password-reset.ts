@@ -1,7 +1,8 @@
 import { ConfigError, readIntEnv } from '@gw/config';
 import { GatewayError, RateWindow, randomToken, sha256Hex } from '@gw/core';
 import { USER_STATUS, type SecurityRepo, type UsersRepo } from '@gw/db';
-import type { Mailer } from './mailer';
+import type { MailMessage, Mailer } from './mailer';
+import { JobQueue, type JobQueueOptions } from './job-queue';
 import { PASSWORD_MAX, PASSWORD_MIN, generatePassword, hashPassword } from './passwords';
 
 export interface PasswordResetConfig {
@@ -32,35 +33,61 @@ const invalidToken = () => new GatewayError(400, 'invalid_reset_token', 'Invalid
 
 /**
  * Password reset by e-mailed single-use token. The request answers the same whether or not the
- * address is registered: both branches draw and hash a token, and mail is sent after the
- * response (never awaited), so neither the body nor the timing tells the caller anything.
+ * address is registered, in the same time: the request path only checks the rate limit and queues
+ * the address. Looking it up, writing the token and sending the e-mail (with retries) happen in a
+ * background queue after the response, so no step that depends on the address runs before it.
  */
 export class PasswordResetService {
   private readonly ipWindow = new RateWindow(60_000);
+  private readonly queue: JobQueue;
 
   constructor(
     private readonly users: UsersRepo,
     private readonly repo: SecurityRepo,
     private readonly mailer: Mailer,
-    private readonly endAllSessions: (userId: number) => number,
+    /** Ends every session and revokes every access token of the user (SecurityRepo.endCredentials). */
+    private readonly endCredentials: (userId: number) => unknown,
     private readonly cfg: PasswordResetConfig,
     private readonly log: (line: string) => void = console.log,
     private readonly clock: () => number = Date.now,
-  ) {}
+    queueOptions: Omit<JobQueueOptions, 'log'> = {},
+  ) {
+    this.queue = new JobQueue({ ...queueOptions, log });
+  }
 
-  /** `POST /api/user/reset/request`: e-mails a token when `email` belongs to an enabled user. */
+  /** `POST /api/user/reset/request`: queues an e-mailed token for `email` (sent when it belongs to an enabled user). */
   request(email: string, ip: string): void {
     this.limit(ip);
-    const token = randomToken(43);
-    const tokenHash = sha256Hex(token);
-    const now = this.nowSec();
-    const user = this.users.byEmail(email.trim());
-    if (!user || user.status !== USER_STATUS.enabled || !user.email) return;
+    const requestedAt = this.nowSec();
+    let message: { userId: number; mail: MailMessage } | null | undefined;
+    this.queue.enqueue('password reset e-mail', async () => {
+      // First run: look up and write the token once; retries only resend the same message.
+      if (message === undefined) message = this.prepare(email.trim(), requestedAt);
+      if (!message) return;
+      try {
+        await this.mailer.send(message.mail);
+      } catch (err) {
+        throw new Error(`to user ${message.userId}: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    });
+  }
+
+  /** Resolves once queued reset e-mails are handled (tests; shutdown uses close()). */
+  idle(): Promise<void> { return this.queue.idle(); }
+
+  /** Stops the background queue (unsent e-mails are logged as not done). */
+  close(): void { this.queue.close(); }
+
+  /** Writes a token for an enabled user with this address and composes the e-mail; null otherwise. */
+  private prepare(email: string, now: number): { userId: number; mail: MailMessage } | null {
+    const user = this.users.byEmail(email);
+    if (!user || user.status !== USER_STATUS.enabled || !user.email) return null;
     if (!this.mailer.configured) {
       this.log(`password reset requested for user ${user.id}, but mail is not configured (set SMTP_HOST); no e-mail sent`);
-      return;
+      return null;
     }
-    this.repo.createResetToken(user.id, tokenHash, now + this.cfg.ttlSeconds, now);
+    const token = randomToken(43);
+    this.repo.createResetToken(user.id, sha256Hex(token), now + this.cfg.ttlSeconds, now);
     const to = user.email;
     const link = `${this.cfg.publicUrl}/user/reset?email=${encodeURIComponent(to)}&token=${token}`;
     const minutes = Math.max(1, Math.round(this.cfg.ttlSeconds / 60));
@@ -70,16 +97,12 @@ export class PasswordResetService {
       '', `Or send POST ${this.cfg.publicUrl}/api/user/reset with {"email": "${to}", "token": "${token}"}.`,
       '', 'The token works once. If you did not ask for this, ignore this e-mail: your password stays as it is.',
     ].join('\n');
-    // After the response: SMTP latency (or failure) must not show in the request's timing.
-    setImmediate(() => {
-      this.mailer.send({ to, subject: 'Reset your password', text })
-        .catch((err) => this.log(`password reset e-mail to user ${user.id} failed: ${err instanceof Error ? err.message : String(err)}`));
-    });
+    return { userId: user.id, mail: { to, subject: 'Reset your password', text } };
   }
 
   /**
    * SPEC Reset Password: consumes the token and sets `password` (or a generated one, returned),
-   * clears the lockout and ends every session. Bad, used, expired or foreign tokens: the same 400.
+   * clears the lockout, ends every session and revokes every access token. Bad, used, expired or foreign tokens: the same 400.
    */
   async reset(input: ResetInput, ip: string): Promise<{ password?: string }> {
     this.limit(ip);
@@ -93,7 +116,7 @@ export class PasswordResetService {
     const hash = await hashPassword(password);
     // Checked again inside the transaction: of two concurrent uses of one token only one wins.
     if (!this.repo.resetPassword(user.id, tokenHash, hash, this.nowSec())) throw invalidToken();
-    this.endAllSessions(user.id);
+    this.endCredentials(user.id);
     return input.password === undefined ? { password } : {};
   }
 

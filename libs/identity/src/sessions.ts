@@ -33,10 +33,6 @@ export class ManagementAuth {
     if (p.sessionHash) this.sessions.deleteSession(p.sessionHash);
   }
 
-  endAllSessions(userId: number): number {
-    return this.sessions.deleteUserSessions(userId);
-  }
-
   createAccessToken(userId: number, name: string, expiresInDays?: number): { token: string; view: AccessTokenView } {
     const token = `${ACCESS_TOKEN_PREFIX}${randomToken(40)}`;
     const now = nowSeconds();

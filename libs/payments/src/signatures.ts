@@ -23,8 +23,9 @@ const bad = (code: string, message: string, param: string) => new GatewayError(4
 /**
  * Stripe's scheme: header `t=<unix>,v1=<hex>[,v1=<hex>…]`, HMAC over `${t}.${rawBody}`. Any v1 may
  * match (several while a secret is rolled); other schemes (v0) are ignored so nobody can downgrade
- * the check. Like stripe-node, the age is checked after the signature and only `now - t > tolerance`
- * is refused.
+ * the check. The timestamp is checked after the signature, in both directions: a timestamp more than
+ * `toleranceSeconds` in the future is refused like a stale one (stripe-node only refuses old ones),
+ * otherwise a captured request signed ahead of time would stay replayable for as long as it claims.
  */
 export function verifyStripeSignature(raw: Uint8Array, header: string | null, secret: string, toleranceSeconds: number, now: number): { timestamp: number } {
   const param = 'stripe-signature';
@@ -45,7 +46,9 @@ export function verifyStripeSignature(raw: Uint8Array, header: string | null, se
   let matched = false;
   for (const sig of v1) matched = hexDigestEqual(expected, sig) || matched;
   if (!matched) throw bad('invalid_signature', 'No signature matches the payload', param);
-  if (now - t > toleranceSeconds) throw bad('stale_signature', `Signature timestamp is older than ${toleranceSeconds} s`, param);
+  if (Math.abs(now - t) > toleranceSeconds) {
+    throw bad('stale_signature', `Signature timestamp is more than ${toleranceSeconds} s ${t > now ? 'in the future' : 'old'}`, param);
+  }
   return { timestamp: t };
 }
 

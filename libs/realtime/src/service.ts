@@ -9,7 +9,7 @@ import type { RealtimeConfig } from './config';
 import { isWebSocketRequest, readCredentials } from './handshake';
 import { SessionMeter } from './meter';
 import type { ChannelSource, KeyLookup, KeyPolicy, PriceSource, QuotaPort, RealtimeChannel, RealtimeKey, SessionSink, UpstreamResolver } from './ports';
-import { INTERNAL_FAILURE, RelaySession, type UpstreamTarget } from './session';
+import { INTERNAL_FAILURE, RelaySession, type SessionFailure, type UpstreamTarget } from './session';
 import { reservationFor, type RealtimePrice } from './usage';
 
 export interface RealtimeDeps<K extends RealtimeKey, C extends RealtimeChannel, R> {
@@ -27,6 +27,11 @@ export interface RealtimeDeps<K extends RealtimeKey, C extends RealtimeChannel, 
   order?: (channels: C[]) => C[];
   /** Where unexpected errors go (never to the client). */
   log?: (line: string) => void;
+  /**
+   * Live sessions registered by key and owner (@gw/relay InflightRegistry): an abort whose reason
+   * carries a code and message (the key was revoked, the owner disabled) ends the session with 1008.
+   */
+  inflight?: { open(keyId: number, userId: number): { signal: AbortSignal; release(): void } };
 }
 
 /** An admitted request: what the route needs to upgrade it. */
@@ -50,6 +55,14 @@ export interface SocketHandlers {
 const ENABLED = 1;
 /** BILLING_DEFAULT_CONTEXT_TOKENS' default, for callers that pass no billing config of their own. */
 const DEFAULT_CONTEXT_TOKENS = 200_000;
+
+/** A revocation (key revoked, owner disabled) ends a session like any policy close: error event, then 1008. */
+function revokedFailure(reason: unknown): SessionFailure {
+  const r = reason as { code?: unknown; message?: unknown } | undefined;
+  const code = typeof r?.code === 'string' ? r.code : 'api_key_revoked';
+  const message = typeof r?.message === 'string' ? r.message : 'The API key was disabled or deleted';
+  return { closeCode: 1008, reason: code.replace(/_/g, ' '), type: 'authentication_error', code, message };
+}
 // cacheWrite too: settle prices every kind of token it is given.
 const FREE: RealtimePrice = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, audioInput: 0, audioOutput: 0 } as RealtimePrice;
 
@@ -117,6 +130,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       price, keys: this.d.keys, prices: this.d.prices, quota: this.d.quota,
     });
     const startedAt = nowSeconds();
+    let stopHandle: { signal: AbortSignal; release(): void } | undefined;
     const session: RelaySession = new RelaySession({
       targets,
       connectTimeoutMs: this.d.config.connectTimeoutMs,
@@ -126,6 +140,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       onError: (e) => (this.d.log ?? console.error)(`realtime ${sessionId}: ${(e as Error)?.stack ?? e}`),
       onEnd: (end) => {
         this.live.delete(session);
+        stopHandle?.release();
         releaseSlot();
         this.safely('release', () => meter.releaseAll());
         this.safely('record', () => this.d.sessions.insert({
@@ -140,6 +155,10 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       open: (ws) => {
         this.live.add(session);
         this.safely('open', () => session.open(ws), () => session.fail(INTERNAL_FAILURE));
+        stopHandle = this.d.inflight?.open(key.id, key.userId);
+        const stop = () => { if (!session.isEnded) session.fail(revokedFailure(stopHandle!.signal.reason)); };
+        if (stopHandle?.signal.aborted) stop();
+        else stopHandle?.signal.addEventListener('abort', stop, { once: true });
       },
       message: (ws, data) => this.safely('message', () => session.message(ws, data), () => session.fail(INTERNAL_FAILURE)),
       drain: (ws) => this.safely('drain', () => session.drain(ws)),

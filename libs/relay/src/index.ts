@@ -2,6 +2,7 @@ export * from './catalog';
 export * from './config';
 export * from './gate';
 export * from './health';
+export * from './inflight';
 export * from './relay';
 export * from './router';
 export * from './validate';

@@ -149,7 +149,8 @@ export class RelayService {
       done();
       // 429 means "busy", not "broken": retry elsewhere but do not count it toward auto-disable; nor
       // does a request the upstream refused as invalid (the client's fault, not the channel's).
-      if (c.retryable && c.kind !== 'rate_limit') this.d.health.failure(ch.id, why);
+      // Stop hook: an attempt aborted by our side (client gone, credential revoked) says nothing about the channel.
+      if (c.retryable && c.kind !== 'rate_limit' && !r.signal?.aborted) this.d.health.failure(ch.id, why);
       this.d.observeAttempt?.(ch.id, c.kind === 'rate_limit' ? 'rate_limited' : 'error');
       return { ok: false, retryable: c.retryable, error: c.error };
     };
@@ -245,13 +246,15 @@ export class RelayService {
     const decoded = decoder.pipe(source).getReader();
     let ttft: number | null = null;
     let finished = false;
-    const finish = async (clientGone: boolean) => {
+    const finish = async (clientGone: boolean, reason?: unknown) => {
       if (finished) return;
       finished = true;
       const out = decoder.result();
       const usage = toTokens(out.usage ?? out.estimatedUsage);
       const estimate = { output: estimateSafe(out.estimatedUsage.output_tokens) };
-      const errorCode = out.complete ? '' : clientGone ? 'client_closed' : 'upstream_stream_cut';
+      // Stop hook (inflight.ts): a stream cancelled with a GatewayError was revoked, not left by its client.
+      const stopCode = reason instanceof GatewayError ? reason.code : 'client_closed';
+      const errorCode = out.complete ? '' : clientGone ? stopCode : 'upstream_stream_cut';
       if (!out.complete && !clientGone) this.d.health.failure(ch.id, out.error ?? errorCode);
       this.settle(res, r, ch, usage, { status: 200, errorCode, attempts, ttftMs: ttft, estimate, estimated: !out.usage });
     };
@@ -273,7 +276,7 @@ export class RelayService {
         c.enqueue(chunk.value!);
       },
       cancel(reason) {
-        void finish(true);
+        void finish(true, reason);
         return decoded.cancel(reason);
       },
     }, { highWaterMark: 0 });

@@ -1,4 +1,4 @@
-import type { ChangeBus } from '@gw/core';
+import { nowSeconds, type ChangeBus } from '@gw/core';
 import { billingConfig, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps } from '@gw/billing';
 import type { Database } from 'bun:sqlite';
 import { PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
@@ -8,6 +8,7 @@ import { relayConfig, type RelayConfig } from './config';
 import { RelayGate, type GateKey, type GateUser } from './gate';
 import { ChannelHealth } from './health';
 import { RelayService, type RelayChannel, type RelayDeps } from './relay';
+import { InflightRegistry } from './inflight';
 
 /** Everything /v1/messages, /v1/models, /api/pricing/ and /api/log/ use. */
 export interface RelayServices {
@@ -20,6 +21,8 @@ export interface RelayServices {
   health: ChannelHealth;
   relay: RelayService;
   catalog: ModelCatalog;
+  /** Requests in flight by key and user: revoking either ends them (streams and realtime sessions). */
+  inflight: InflightRegistry;
   close(): void;
 }
 
@@ -32,7 +35,7 @@ export interface RelayWiring {
   journalDir: string | null;
   bus: ChangeBus;
   users: UsersRepo;
-  apiKeys: { lookup(plainKey: string): GateKey | undefined };
+  apiKeys: { lookup(plainKey: string): GateKey | undefined; byId(keyId: number): GateKey | undefined };
   directory: { get(userId: number): GateUser | undefined };
   channels: {
     candidates(model: string, group: string): RelayChannel[];
@@ -69,7 +72,16 @@ export function createRelayServices(w: RelayWiring): RelayServices {
   health.start();
   const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, observeAttempt: w.observeAttempt });
   const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter });
-  return { config, billing, prices, quota, usageLogs, gate, health, relay, catalog, close: () => { health.close(); quota.close(); } };
+  // Built after the key index and user directory subscribed to the bus, so it reads their refreshed state.
+  const inflight = new InflightRegistry({
+    bus: w.bus,
+    keyActive: (id) => {
+      const k = w.apiKeys.byId(id);
+      return !!k && k.status === 1 && (k.expiresAt === null || k.expiresAt > nowSeconds());
+    },
+    userActive: (id) => w.directory.get(id)?.status === 1,
+  });
+  return { config, billing, prices, quota, usageLogs, gate, health, relay, catalog, inflight, close: () => { inflight.close(); health.close(); quota.close(); } };
 }
 
 /** One minimal request (1 output token) to the channel's first model; success = a 2xx answer. */

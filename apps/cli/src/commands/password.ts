@@ -5,7 +5,7 @@ import { UsageError } from '../core/errors';
 
 export function registerPassword(program: Command, app: App): void {
   program.command('password')
-    .description('Change your own password (prompted on a terminal; your other sessions end)')
+    .description('Change your own password (prompted on a terminal); every other session and access token of yours ends')
     .option('--stdin', 'read the current password and the new one from the first two lines of stdin')
     .addHelpText('after', `
 Examples:
@@ -28,6 +28,7 @@ Examples:
       }
       if (!current || !next) throw new UsageError('both the current and the new password are needed');
       const data = await client.call('POST', '/api/user/password', { body: { current_password: current, new_password: next } });
-      ctx.print(data, () => `Password changed; ${data.sessions_ended} other session(s) ended.\n`);
+      // The server reports what it ended; this CLI's own token is the one credential kept.
+      ctx.print(data, () => `Password changed. Ended ${data.sessions_ended} login session(s) and revoked ${data.tokens_revoked} other access token(s); the token this CLI uses stays valid.\n`);
     }));
 }

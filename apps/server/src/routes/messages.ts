@@ -5,7 +5,7 @@
  * → key status/model/IP (401/403) and rate limit (429) → quota (402) → routing (404/503).
  */
 import { Elysia } from 'elysia';
-import { ModelInfoSchema, ModelPageSchema, checkVersionHeader, validateCountTokensBody, validateMessagesBody } from '@gw/relay';
+import { ModelInfoSchema, ModelPageSchema, checkVersionHeader, guardResponse, validateCountTokensBody, validateMessagesBody, type GateKey } from '@gw/relay';
 import { AnthropicMessageSchema, CountTokensRequestSchema, MessagesRequestSchema } from '@gw/formats';
 import { clientIp } from '../plugins/client-ip';
 import { requestIdOf } from '../plugins/http-errors';
@@ -41,6 +41,21 @@ const countDoc = {
   responses: { 200: { description: 'Input token count', ...json({ type: 'object', properties: { input_tokens: { type: 'integer' } }, required: ['input_tokens'] }) }, ...errorResponses },
 };
 
+/**
+ * Runs a relay call registered in flight under its key and owner: the relay sees the client's abort
+ * and the credential's revocation as one signal, and a revoked stream ends with an `error` event.
+ */
+async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal) => Promise<Response>, client: AbortSignal): Promise<Response> {
+  const h = s.relay.inflight.open(key.id, key.userId);
+  try {
+    return guardResponse(await run(AbortSignal.any([client, h.signal])), h);
+  } catch (e) {
+    h.release();
+    // Revoked before the first byte: the revocation is the answer, not the upstream abort it caused.
+    throw h.signal.aborted ? h.signal.reason : e;
+  }
+}
+
 export const messagesRoutes = (s: Services) =>
   new Elysia({ name: 'messages-routes', prefix: '/v1' })
     .derive(({ request }) => ({ startedAt: performance.now(), relayKey: s.relay.gate.authenticate(request.headers) }))
@@ -48,7 +63,7 @@ export const messagesRoutes = (s: Services) =>
       const req = validateMessagesBody(body);
       const ip = clientIp(request, server);
       const { group } = s.relay.gate.authorize(relayKey, req.model, ip);
-      return s.relay.relay.messages({ requestId: requestIdOf(request), body: req, headers: request.headers, key: relayKey, group, ip, startedAt, signal: request.signal });
+      return relayGuarded(s, relayKey, (signal) => s.relay.relay.messages({ requestId: requestIdOf(request), body: req, headers: request.headers, key: relayKey, group, ip, startedAt, signal }), request.signal);
     }, { ...versioned, detail: { tags: ['model'], summary: 'Anthropic Messages (JSON or SSE with stream:true)', ...messagesDoc } as any })
     .post('/messages/count_tokens', ({ body, request, server, relayKey }) => {
       const req = validateCountTokensBody(body);

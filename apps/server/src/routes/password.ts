@@ -27,11 +27,14 @@ export const passwordRoutes = (s: Services) =>
         password: t.Optional(t.String({ maxLength: 1024 })),
       }),
       response: envelope(t.Union([t.Null(), t.Object({ password: t.String({ description: 'The generated password, shown once' }) })])),
-      detail: { tags: ['password'], summary: 'Reset Password (SPEC): consume the e-mailed token; without `password` a generated one is returned. Ends all sessions' },
+      detail: { tags: ['password'], summary: 'Reset Password (SPEC): consume the e-mailed token; without `password` a generated one is returned. Ends all sessions and revokes all access tokens' },
     })
     .post('/password', async (ctx) => ok(await s.passwordChange.change(caller(ctx), ctx.body.current_password, ctx.body.new_password)), {
       role: 'user',
       body: t.Object({ current_password: t.String({ maxLength: 1024 }), new_password: t.String({ maxLength: 1024 }) }),
-      response: envelope(t.Object({ sessions_ended: t.Integer() })),
-      detail: { tags: ['password'], summary: 'Change the caller’s password; ends the caller’s other sessions' },
+      response: envelope(t.Object({
+        sessions_ended: t.Integer({ description: 'Login sessions ended (all but the caller’s own, when the caller uses one)' }),
+        tokens_revoked: t.Integer({ description: 'Access tokens revoked (all but the one making the call, when the caller uses one)' }),
+      })),
+      detail: { tags: ['password'], summary: 'Change the caller’s password; ends every other session and revokes every other access token' },
     });

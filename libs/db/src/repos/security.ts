@@ -1,6 +1,9 @@
 import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm';
 import type { Db } from '../client';
-import { backupCodes, passwordResets, sessions, users } from '../schema';
+import { accessTokens, backupCodes, passwordResets, sessions, users } from '../schema';
+
+/** What a password reset or change ended. */
+export interface CredentialsEnded { sessions_ended: number; tokens_revoked: number }
 
 /**
  * Storage for account security: TOTP state, backup codes, reset tokens and the lockout counters.
@@ -92,10 +95,21 @@ export class SecurityRepo {
     });
   }
 
-  /** Ends every session of the user except `keepHash` (the caller's own, on a password change). */
-  endOtherSessions(userId: number, keepHash: string | undefined): number {
-    const where = keepHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keepHash)) : eq(sessions.userId, userId);
-    return this.db.delete(sessions).where(where).returning({ h: sessions.idHash }).all().length;
+  /**
+   * Account recovery: ends every login session and revokes every management access token of the
+   * user, except the one credential in `keep` (the session or token making a password change), in
+   * one transaction. Returns what was ended.
+   */
+  endCredentials(userId: number, keep: { sessionHash?: string; tokenId?: number }, now: number): CredentialsEnded {
+    return this.db.transaction((tx) => {
+      const s = keep.sessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep.sessionHash)) : eq(sessions.userId, userId);
+      const live = and(eq(accessTokens.userId, userId), isNull(accessTokens.revokedAt));
+      const t = keep.tokenId !== undefined ? and(live, ne(accessTokens.id, keep.tokenId)) : live;
+      return {
+        sessions_ended: tx.delete(sessions).where(s).returning({ h: sessions.idHash }).all().length,
+        tokens_revoked: tx.update(accessTokens).set({ revokedAt: now }).where(t).returning({ id: accessTokens.id }).all().length,
+      };
+    });
   }
 
   /**

@@ -1,0 +1,101 @@
+/**
+ * A bounded in-process queue of background jobs with retries. Work that must not show in a request's
+ * timing (looking up an address, writing a token, talking to SMTP) is enqueued on the request path
+ * in constant time and runs after the response, one job at a time. A job that throws is retried
+ * after each of `retryDelaysMs`, then dropped with a log line. Jobs are lost on a process stop
+ * (close() reports how many); a reset e-mail can simply be requested again.
+ */
+export interface JobQueueOptions {
+  /** Pending jobs kept at most; beyond it new jobs are refused (logged), so a flood cannot grow memory. */
+  maxPending?: number;
+  /** Delay before each retry; its length is the number of retries. */
+  retryDelaysMs?: number[];
+  log?: (line: string) => void;
+}
+
+interface Job { label: string; run: () => Promise<void>; attempt: number }
+
+export class JobQueue {
+  private readonly pending: Job[] = [];
+  private readonly timers = new Set<ReturnType<typeof setTimeout>>();
+  private running = false;
+  private closed = false;
+  private readonly maxPending: number;
+  private readonly retryDelaysMs: number[];
+  private readonly log: (line: string) => void;
+
+  constructor(opts: JobQueueOptions = {}) {
+    this.maxPending = opts.maxPending ?? 10_000;
+    this.retryDelaysMs = opts.retryDelaysMs ?? [2_000, 15_000, 60_000];
+    this.log = opts.log ?? console.log;
+  }
+
+  /** Queues `run`; returns at once. `label` names the job in log lines (never put secrets in it). */
+  enqueue(label: string, run: () => Promise<void>): boolean {
+    if (this.closed) return false;
+    if (this.pending.length >= this.maxPending) {
+      this.log(`background queue full (${this.maxPending} jobs): ${label} dropped`);
+      return false;
+    }
+    this.pending.push({ label, run, attempt: 0 });
+    this.kick();
+    return true;
+  }
+
+  /** Jobs waiting or waiting for a retry. */
+  get size(): number { return this.pending.length + this.timers.size; }
+
+  /** Resolves once nothing is queued or running (retries scheduled for later do not count). */
+  async idle(): Promise<void> {
+    while (this.running || this.pending.length) await Bun.sleep(5);
+  }
+
+  /** Stops taking and retrying jobs; logs how many were still queued. */
+  close(): void {
+    this.closed = true;
+    for (const t of this.timers) clearTimeout(t);
+    const lost = this.pending.length + this.timers.size;
+    this.timers.clear();
+    this.pending.length = 0;
+    if (lost) this.log(`background queue closed with ${lost} job(s) not done`);
+  }
+
+  private kick(): void {
+    if (this.running || this.closed) return;
+    this.running = true;
+    // After the current request's response: setImmediate runs once the event loop has written it.
+    setImmediate(() => void this.drain());
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      for (let job = this.pending.shift(); job && !this.closed; job = this.pending.shift()) {
+        try {
+          await job.run();
+        } catch (err) {
+          this.retry(job, err);
+        }
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private retry(job: Job, err: unknown): void {
+    const reason = err instanceof Error ? err.message : String(err);
+    const delay = this.retryDelaysMs[job.attempt];
+    if (delay === undefined || this.closed) {
+      this.log(`${job.label} failed after ${job.attempt + 1} attempt(s): ${reason}`);
+      return;
+    }
+    this.log(`${job.label} failed (attempt ${job.attempt + 1}), retrying in ${delay} ms: ${reason}`);
+    const timer = setTimeout(() => {
+      this.timers.delete(timer);
+      if (this.closed) return;
+      this.pending.push({ ...job, attempt: job.attempt + 1 });
+      this.kick();
+    }, delay);
+    timer.unref?.();
+    this.timers.add(timer);
+  }
+}

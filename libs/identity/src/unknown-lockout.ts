@@ -1,0 +1,56 @@
+/**
+ * Lockout counters for usernames that do not exist. A stored account counts failures in its row;
+ * without this, an unknown name never answered `account_locked`, which told an attacker which names
+ * are real. Unknown names follow the same rule (maxFailures, then lockSeconds * 2^locks) in memory,
+ * bounded: at most `maxEntries` names (least recently failed evicted first), and a name idle for
+ * `idleMs` after its lock ended is forgotten.
+ */
+export interface LockoutPolicy {
+  maxFailures: number;
+  lockSeconds: number;
+}
+
+interface Entry { failed: number; locks: number; lockedUntil: number; touchedMs: number }
+
+export class UnknownNameLockout {
+  private readonly entries = new Map<string, Entry>();
+
+  constructor(
+    private readonly policy: LockoutPolicy,
+    private readonly maxEntries = 10_000,
+    private readonly idleMs = 24 * 3600_000,
+  ) {}
+
+  /** Seconds-resolution lock end for `name` (0 = not locked), like a user row's `lockedUntil`. */
+  lockedUntil(name: string, nowMs: number): number {
+    const e = this.live(name, nowMs);
+    return e ? e.lockedUntil : 0;
+  }
+
+  /** Counts one failure, with the same arithmetic as the stored counter (SecurityRepo.recordLoginFailure). */
+  recordFailure(name: string, nowMs: number): void {
+    const e = this.live(name, nowMs) ?? { failed: 0, locks: 0, lockedUntil: 0, touchedMs: nowMs };
+    e.failed += 1;
+    if (e.failed >= this.policy.maxFailures) {
+      e.lockedUntil = Math.ceil(nowMs / 1000 + this.policy.lockSeconds * 2 ** Math.min(e.locks, 16));
+      e.failed = 0;
+      e.locks += 1;
+    }
+    e.touchedMs = nowMs;
+    // Re-inserting keeps the Map in least-recently-failed order, so eviction takes the oldest.
+    this.entries.delete(name);
+    this.entries.set(name, e);
+    while (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+  }
+
+  get size(): number { return this.entries.size; }
+
+  private live(name: string, nowMs: number): Entry | undefined {
+    const e = this.entries.get(name);
+    if (e && Math.max(e.touchedMs, e.lockedUntil * 1000) + this.idleMs < nowMs) {
+      this.entries.delete(name);
+      return undefined;
+    }
+    return e;
+  }
+}

@@ -1,0 +1,85 @@
+import { describe, expect, test } from 'bun:test';
+import { ChangeBus, GatewayError } from '@gw/core';
+import { InflightRegistry, guardResponse } from './inflight';
+
+function registry() {
+  const bus = new ChangeBus();
+  const revokedKeys = new Set<number>();
+  const disabledUsers = new Set<number>();
+  const reg = new InflightRegistry({ bus, keyActive: (id) => !revokedKeys.has(id), userActive: (id) => !disabledUsers.has(id) });
+  return { bus, reg, revokedKeys, disabledUsers };
+}
+
+describe('InflightRegistry', () => {
+  test('a key change aborts only that key’s requests, and only when the key is no longer active', () => {
+    const { bus, reg, revokedKeys } = registry();
+    const a = reg.open(1, 10);
+    const b = reg.open(2, 10);
+    bus.emit('apikey.changed', { keyId: 1 }); // an edit that leaves the key usable
+    expect(a.signal.aborted).toBe(false);
+    revokedKeys.add(1);
+    bus.emit('apikey.changed', { keyId: 1 });
+    expect(a.signal.aborted).toBe(true);
+    expect((a.signal.reason as GatewayError).code).toBe('api_key_revoked');
+    expect(b.signal.aborted).toBe(false);
+  });
+
+  test('disabling a user aborts every request of all its keys', () => {
+    const { bus, reg, disabledUsers } = registry();
+    const a = reg.open(1, 10);
+    const b = reg.open(2, 10);
+    const c = reg.open(3, 11);
+    disabledUsers.add(10);
+    bus.emit('user.changed', { userId: 10 });
+    expect([a, b, c].map((h) => h.signal.aborted)).toEqual([true, true, false]);
+    expect((a.signal.reason as GatewayError).code).toBe('user_disabled');
+  });
+
+  test('a request opened after its key was revoked starts aborted; release forgets it', () => {
+    const { reg, revokedKeys } = registry();
+    revokedKeys.add(5);
+    const h = reg.open(5, 1);
+    expect(h.signal.aborted).toBe(true);
+    expect(reg.size).toBe(1);
+    h.release();
+    h.release();
+    expect(reg.size).toBe(0);
+  });
+
+  test('guardResponse releases a JSON answer at once and a stream when it ends', async () => {
+    const { reg } = registry();
+    const j = reg.open(1, 1);
+    guardResponse(Response.json({ ok: true }), j);
+    expect(reg.size).toBe(0);
+    const s = reg.open(1, 1);
+    const res = guardResponse(new Response('event: ping\ndata: {}\n\n', { headers: { 'content-type': 'text/event-stream' } }), s);
+    expect(reg.size).toBe(1);
+    expect(await res.text()).toBe('event: ping\ndata: {}\n\n');
+    expect(reg.size).toBe(0);
+  });
+
+  test('a stop mid-stream appends an error event, ends the stream and cancels the source with the reason', async () => {
+    const { bus, reg, revokedKeys } = registry();
+    const h = reg.open(1, 1);
+    let cancelled: unknown;
+    const source = new ReadableStream<Uint8Array>({
+      start(c) { c.enqueue(new TextEncoder().encode('event: ping\ndata: {}\n\n')); },
+      cancel(reason) { cancelled = reason; },
+    });
+    const res = guardResponse(new Response(source, { headers: { 'content-type': 'text/event-stream' } }), h);
+    const reader = res.body!.getReader();
+    await reader.read();
+    revokedKeys.add(1);
+    bus.emit('apikey.changed', { keyId: 1 });
+    let rest = '';
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      rest += new TextDecoder().decode(value);
+    }
+    expect(rest).toStartWith('event: error\n');
+    expect(JSON.parse(rest.split('data: ')[1]!)).toEqual({ type: 'error', error: { type: 'authentication_error', message: 'The API key was disabled or deleted' } });
+    expect((cancelled as GatewayError).code).toBe('api_key_revoked');
+    expect(reg.size).toBe(0);
+  });
+});

@@ -1,0 +1,135 @@
+/**
+ * Requests in flight by relay key and by user, so that revoking a key (disabled, expired by an edit,
+ * deleted) or disabling/deleting its owner ends what that credential already started: /v1/messages
+ * streams and realtime sessions. It listens to the same change events the key and user caches use
+ * (registered after them, so it sees their refreshed state) and aborts each affected request's
+ * signal with a GatewayError as the reason; the request's owner decides how to end (guardResponse:
+ * an `error` event; realtime: error event and close 1008).
+ */
+import { GatewayError, type ChangeBus } from '@gw/core';
+import { errorFrame } from '@gw/formats';
+
+export interface InflightDeps {
+  bus: ChangeBus;
+  /** The key still exists, is enabled and not expired (read from the in-memory key index). */
+  keyActive(keyId: number): boolean;
+  /** The user still exists and is enabled (read from the in-memory user directory). */
+  userActive(userId: number): boolean;
+}
+
+/** One request's registration: its stop signal and the release to call when it ends (idempotent). */
+export interface InflightHandle {
+  signal: AbortSignal;
+  release(): void;
+}
+
+interface Entry { ctrl: AbortController; keyId: number; userId: number }
+
+export const keyRevoked = () => new GatewayError(401, 'api_key_revoked', 'The API key was disabled or deleted', { type: 'authentication_error' });
+export const ownerDisabled = () => new GatewayError(401, 'user_disabled', 'The owner of this API key was disabled', { type: 'authentication_error' });
+
+export class InflightRegistry {
+  private readonly byKey = new Map<number, Set<Entry>>();
+  private readonly byUser = new Map<number, Set<Entry>>();
+  private readonly unsubs: Array<() => void>;
+
+  constructor(private readonly d: InflightDeps) {
+    this.unsubs = [
+      d.bus.on('apikey.changed', ({ keyId }) => { if (!d.keyActive(keyId)) this.abortAll(this.byKey.get(keyId), keyRevoked()); }),
+      d.bus.on('user.changed', ({ userId }) => { if (!d.userActive(userId)) this.abortAll(this.byUser.get(userId), ownerDisabled()); }),
+    ];
+  }
+
+  /** Registers a request of `keyId` (owned by `userId`); already stopped if the credential was revoked meanwhile. */
+  open(keyId: number, userId: number): InflightHandle {
+    const e: Entry = { ctrl: new AbortController(), keyId, userId };
+    add(this.byKey, keyId, e);
+    add(this.byUser, userId, e);
+    if (!this.d.keyActive(keyId)) e.ctrl.abort(keyRevoked());
+    else if (!this.d.userActive(userId)) e.ctrl.abort(ownerDisabled());
+    let released = false;
+    return {
+      signal: e.ctrl.signal,
+      release: () => {
+        if (released) return;
+        released = true;
+        remove(this.byKey, keyId, e);
+        remove(this.byUser, userId, e);
+      },
+    };
+  }
+
+  /** Requests currently registered. */
+  get size(): number {
+    let n = 0;
+    for (const s of this.byKey.values()) n += s.size;
+    return n;
+  }
+
+  close(): void {
+    for (const u of this.unsubs) u();
+  }
+
+  private abortAll(set: Set<Entry> | undefined, reason: GatewayError): void {
+    for (const e of [...(set ?? [])]) e.ctrl.abort(reason);
+  }
+}
+
+/**
+ * Ties a relay response to its handle: a JSON response releases at once; an SSE stream is passed
+ * through chunk by chunk (relay chunks are whole events) until it ends, and a stop ends it with an
+ * Anthropic `error` event. The relay stream is then cancelled with the stop reason, so it settles for
+ * what was delivered and cancels the upstream.
+ */
+export function guardResponse(res: Response, h: InflightHandle): Response {
+  if (!res.body || !res.headers.get('content-type')?.startsWith('text/event-stream')) {
+    h.release();
+    return res;
+  }
+  const inner = res.body.getReader();
+  const enc = new TextEncoder();
+  let ended = false;
+  const body = new ReadableStream<Uint8Array>({
+    start(c) {
+      const stop = () => {
+        if (ended) return;
+        ended = true;
+        const why = h.signal.reason instanceof GatewayError ? h.signal.reason : keyRevoked();
+        h.release();
+        c.enqueue(enc.encode(errorFrame(why.message, why.type)));
+        c.close();
+        inner.cancel(why).catch(() => {});
+      };
+      if (h.signal.aborted) stop();
+      else h.signal.addEventListener('abort', stop, { once: true });
+    },
+    async pull(c) {
+      const { done, value } = await inner.read();
+      if (ended) return; // stopped while waiting: the error event already closed the stream
+      if (done) {
+        ended = true;
+        h.release();
+        c.close();
+      } else c.enqueue(value);
+    },
+    cancel(reason) {
+      ended = true;
+      h.release();
+      return inner.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
+  return new Response(body, { status: res.status, headers: res.headers });
+}
+
+function add(m: Map<number, Set<Entry>>, id: number, e: Entry): void {
+  let s = m.get(id);
+  if (!s) m.set(id, (s = new Set()));
+  s.add(e);
+}
+
+function remove(m: Map<number, Set<Entry>>, id: number, e: Entry): void {
+  const s = m.get(id);
+  if (!s) return;
+  s.delete(e);
+  if (!s.size) m.delete(id);
+}

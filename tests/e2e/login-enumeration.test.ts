@@ -1,0 +1,53 @@
+/**
+ * Login answers reveal neither which usernames exist nor whether a password is right, over real HTTP:
+ * an unknown name locks out exactly like a real one, and a disabled account answers like a wrong
+ * password even when the password is right.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+
+let gw: TestGateway;
+beforeAll(async () => { gw = await startGateway({ LOGIN_MAX_FAILURES: '3', LOGIN_LOCK_SECONDS: '30' }); });
+afterAll(async () => { await gw.stop(); });
+
+const login = (username: string, password: string) => gw.api('POST', '/api/user/login', { username, password }, null);
+/** What a client can observe of an answer: status, error object, retry-after. */
+const seen = (r: { status: number; body: any; headers: Headers }) => ({
+  status: r.status, error: r.body.error, success: r.body.success, message: r.body.message, retryAfter: r.headers.get('retry-after'),
+});
+/** The answers to `n` wrong attempts followed by one more, with request ids removed (they differ by design). */
+async function transcript(username: string, password: string, n: number) {
+  const out = [];
+  for (let i = 0; i <= n; i++) {
+    const s = seen(await login(username, password));
+    out.push({ ...s, error: { ...s.error, request_id: undefined } });
+  }
+  return out;
+}
+
+describe('no username enumeration', () => {
+  test('an unknown username is counted and locked out exactly like an existing one', async () => {
+    const u = await makeUser(gw);
+    const known = await transcript(u.username, 'wrong-password-1', 3);
+    const unknown = await transcript(`ghost-${crypto.randomUUID().slice(0, 8)}`, 'wrong-password-1', 3);
+    expect(known.slice(0, 3).map((x) => x.status)).toEqual([401, 401, 401]);
+    expect(known[3]!.status).toBe(429);
+    expect(known[3]!.error.code).toBe('account_locked');
+    expect(unknown).toEqual(known);
+    // Locked names stay locked for the right password too (nothing to learn by trying it).
+    expect((await login(u.username, u.password)).status).toBe(429);
+  });
+});
+
+describe('no password oracle on disabled accounts', () => {
+  test('a disabled account answers exactly like a wrong password, right password or not, and locks out the same way', async () => {
+    const enabled = await makeUser(gw);
+    const disabled = await makeUser(gw);
+    expect((await gw.api('POST', `/api/user/${disabled.id}/disable`)).status).toBe(200);
+    const wrongOnEnabled = await transcript(enabled.username, 'wrong-password-1', 3);
+    const rightOnDisabled = await transcript(disabled.username, disabled.password, 3);
+    expect(rightOnDisabled[0]!.status).toBe(401);
+    expect(rightOnDisabled[0]!.error.code).toBe('invalid_credentials');
+    expect(rightOnDisabled).toEqual(wrongOnEnabled);
+  });
+});
