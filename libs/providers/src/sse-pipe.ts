@@ -17,9 +17,13 @@ export interface SseMachine {
   readonly stopped: boolean;
 }
 
-export function pipeSse(upstream: ReadableStream<Uint8Array>, machine: SseMachine, onFirstByte: () => void): ReadableStream<Uint8Array> {
+/**
+ * `maxEventBytes` caps one upstream event (SseParser); an oversized one ends the stream through the
+ * machine's `onFailure`, like a failed read, and the upstream is cancelled.
+ */
+export function pipeSse(upstream: ReadableStream<Uint8Array>, machine: SseMachine, onFirstByte: () => void, maxEventBytes?: number): ReadableStream<Uint8Array> {
   const reader = upstream.getReader();
-  const parser = new SseParser();
+  const parser = new SseParser(maxEventBytes);
   const encoder = new TextEncoder();
   let ended = false;
   let sentAny = false;
@@ -44,7 +48,15 @@ export function pipeSse(upstream: ReadableStream<Uint8Array>, machine: SseMachin
           break;
         }
         let out = '';
-        const events = chunk.done ? parser.end() : parser.push(chunk.value);
+        let events: SseEvent[];
+        try {
+          events = chunk.done ? parser.end() : parser.push(chunk.value);
+        } catch (err) {
+          ended = true;
+          reader.cancel().catch(() => {});
+          send(ctrl, machine.onFailure(err));
+          break;
+        }
         for (const ev of events) {
           out += machine.onEvent(ev);
           if (machine.stopped) break;

@@ -5,7 +5,7 @@
  */
 import { encodeSse, estimateTextTokens, errorFrame, zeroUsage, type SseEvent, type Usage } from '@gw/formats';
 import type { DecodeContext, StreamDecoder, StreamResult } from '../adapter';
-import { scrub } from '../errors';
+import { failureMessage, upstreamStreamError } from '../stream-errors';
 import { pipeSse, type SseMachine } from '../sse-pipe';
 
 const USAGE_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
@@ -55,10 +55,13 @@ export class AnthropicStreamMachine implements SseMachine {
       case 'message_stop':
         this.complete = true;
         break;
-      case 'error':
-        this.error = scrub(String(safeParse(ev.data)?.error?.message ?? 'upstream error'));
+      case 'error': {
+        // Never forwarded as sent: an upstream's error text can carry its key. Only a known type survives.
+        const e = upstreamStreamError(safeParse(ev.data)?.error?.type);
+        this.error = e.message;
         this.stopped = true;
-        break;
+        return errorFrame(e.message, e.type);
+      }
     }
     return encodeSse(ev.event, ev.data);
   }
@@ -68,9 +71,9 @@ export class AnthropicStreamMachine implements SseMachine {
     return this.fail('The upstream stream ended unexpectedly.');
   }
 
-  onFailure(): string {
+  onFailure(err?: unknown): string {
     if (this.complete) return '';
-    return this.fail('The upstream connection failed mid-stream.');
+    return this.fail(failureMessage(err));
   }
 
   result(): Omit<StreamResult, 'firstByteAt'> {
@@ -100,7 +103,7 @@ export function createAnthropicStreamDecoder(ctx: DecodeContext): StreamDecoder 
   let firstByteAt: number | undefined;
   const now = ctx.now ?? Date.now;
   return {
-    pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now())),
+    pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now()), ctx.maxEventBytes),
     result: () => ({ ...machine.result(), firstByteAt }),
   };
 }
