@@ -58,9 +58,11 @@ export class SseParser {
     }
     const out: SseEvent[] = [];
     let start = 0;
-    for (let i = 0; i < text.length; i++) {
-      const c = text.charCodeAt(i);
-      if (c !== 10 && c !== 13) continue;
+    // Line ends are found with native indexOf (a charCodeAt loop in JS was the stream path's main cost).
+    let nextLf = text.indexOf('\n');
+    let nextCr = text.indexOf('\r');
+    while (nextLf !== -1 || nextCr !== -1) {
+      const i = nextCr === -1 || (nextLf !== -1 && nextLf < nextCr) ? nextLf : nextCr;
       let line = text.slice(start, i);
       if (this.pendingLen) {
         this.pending.push(line);
@@ -69,12 +71,15 @@ export class SseParser {
         this.pendingLen = 0;
       }
       this.line(line, out);
-      if (c === 13) {
-        if (i + 1 < text.length) {
-          if (text.charCodeAt(i + 1) === 10) i++;
+      let next = i + 1;
+      if (i === nextCr) {
+        if (next < text.length) {
+          if (text.charCodeAt(next) === 10) next++;
         } else this.skipLf = true;
       }
-      start = i + 1;
+      start = next;
+      if (nextLf !== -1 && nextLf < start) nextLf = text.indexOf('\n', start);
+      if (nextCr !== -1 && nextCr < start) nextCr = text.indexOf('\r', start);
     }
     if (start < text.length) {
       const rest = start ? text.slice(start) : text;

@@ -15,7 +15,7 @@ function endless(gapMs = 0) {
     async pull(c) { if (gapMs) await Bun.sleep(gapMs); s.pulls++; c.enqueue(DELTA); },
     cancel() { s.cancelled = true; },
   }, { highWaterMark: 0 });
-  return { s, reader: stream.getReader() };
+  return { s, reader: stream.getReader() as unknown as ReadableStreamDefaultReader<Uint8Array> };
 }
 
 function start(reader: ReadableStreamDefaultReader<Uint8Array>, o: { signal?: AbortSignal; idleMs?: number; stallMs?: number; bufferBytes?: number } = {}) {
@@ -72,7 +72,7 @@ describe('relayStream', () => {
 
   test('an upstream silent while the client waits: error event, upstream fault', async () => {
     const silent = new ReadableStream<Uint8Array>({ pull: () => new Promise(() => {}) }, { highWaterMark: 0 });
-    const { res, ends } = start(silent.getReader(), { idleMs: 150 });
+    const { res, ends } = start(silent.getReader() as unknown as ReadableStreamDefaultReader<Uint8Array>, { idleMs: 150 });
     const text = await res.text();
     expect(text).toContain('event: error');
     expect(ends[0]).toMatchObject({ errorCode: 'upstream_stream_cut', upstreamFault: true });

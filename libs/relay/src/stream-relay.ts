@@ -52,13 +52,12 @@ const encoder = new TextEncoder();
 export function relayStream(p: StreamRelayInput): Response {
   const { reader, decoder, signal } = p;
   let stopped: StreamAbortedError | null = null;
-  let rejectStop!: (e: Error) => void;
-  const stop = new Promise<never>((_, reject) => { rejectStop = reject; });
-  stop.catch(() => {});
+  // Cancelling the reader also ends a read in progress (it resolves as done). No Promise.race against a
+  // long-lived promise here: every race leaves a reaction on it that keeps that chunk alive until it
+  // settles, which held whole streams in memory.
   const halt = (e: StreamAbortedError) => {
     if (stopped) return;
     stopped = e;
-    rejectStop(e);
     reader.cancel(e).catch(() => {});
   };
 
@@ -76,7 +75,8 @@ export function relayStream(p: StreamRelayInput): Response {
       waitingUpstream = true;
       idle.refresh();
       try {
-        const { done, value } = await Promise.race([reader.read(), stop]);
+        const { done, value } = await reader.read();
+        if (stopped) throw stopped;
         if (done) c.close();
         else c.enqueue(value);
       } finally {
