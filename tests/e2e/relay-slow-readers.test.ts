@@ -126,7 +126,9 @@ test(`${CLIENTS} clients that stop reading 10 MB streams: RSS bounded, oversized
   console.log(`slow readers: ${CLIENTS} clients; gateway RSS ${before.toFixed(0)} → ${after.toFixed(0)} MB; /health p50 ${sorted[20]!.toFixed(1)} ms, p90 ${sorted[36]!.toFixed(1)} ms, max ${sorted.at(-1)!.toFixed(0)} ms; oversized streams cut ${cancelled - cancelledBefore}`);
   // Every "huge" stream hit the event cap (1 MiB) and was ended, its upstream cancelled.
   expect(cancelled - cancelledBefore).toBeGreaterThanOrEqual(CLIENTS / 2);
-  // Before: ~10 MB per stalled client (≈1 GB); now what Bun keeps per socket plus the read-ahead cap.
-  expect(after - before).toBeLessThan(CLIENTS * 4);
+  // Before: 8.5–10 MB per stalled client (+845 MB measured); now 1.4–5 MB: what the socket takes before it
+  // pushes back (kernel and Bun buffers, ~4 MB of stream per socket), the read-ahead cap and garbage.
+  expect(after - before).toBeLessThan(CLIENTS * 7);
+  // /health stays fast once the sockets are full; while they fill (the first seconds) it can still stall.
   expect(sorted[20]!).toBeLessThan(100);
 }, 60_000);
