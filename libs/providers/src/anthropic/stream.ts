@@ -7,6 +7,7 @@ import { encodeSse, estimateTextTokens, errorFrame, zeroUsage, type SseEvent, ty
 import type { DecodeContext, StreamDecoder, StreamResult } from '../adapter';
 import { failureMessage, upstreamStreamError } from '../stream-errors';
 import { pipeSse, type SseMachine } from '../sse-pipe';
+import { AnthropicFramer } from './raw-pipe';
 
 const USAGE_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
 
@@ -40,9 +41,7 @@ export class AnthropicStreamMachine implements SseMachine {
         break;
       }
       case 'content_block_delta':
-        // Only an estimate (used when the upstream never reports usage): read the delta's string without
-        // parsing the whole event, the most frequent one by far.
-        this.estimatedOutput += estimateTextTokens(deltaPiece(ev.data));
+        this.countDelta(ev.data);
         break;
       case 'message_delta': {
         const data = safeParse(ev.data);
@@ -63,6 +62,19 @@ export class AnthropicStreamMachine implements SseMachine {
       }
     }
     return encodeSse(ev.event, ev.data);
+  }
+
+  /**
+   * Adds a content_block_delta's text to the output estimate (used only when the upstream never reports
+   * usage). Reads the delta's string without parsing the event: it is the most frequent one by far.
+   */
+  countDelta(data: string): void {
+    this.estimatedOutput += estimateTextTokens(deltaPiece(data));
+  }
+
+  /** The same, for a framer that estimated the tokens itself. */
+  addOutputEstimate(tokens: number): void {
+    this.estimatedOutput += tokens;
   }
 
   onEnd(): string {
@@ -115,7 +127,7 @@ export function createAnthropicStreamDecoder(ctx: DecodeContext): StreamDecoder 
   let firstByteAt: number | undefined;
   const now = ctx.now ?? Date.now;
   return {
-    pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now()), ctx.maxEventBytes),
+    pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now()), ctx.maxEventBytes, new AnthropicFramer(machine, ctx.maxEventBytes)),
     result: () => ({ ...machine.result(), firstByteAt }),
   };
 }
