@@ -1,9 +1,26 @@
 import { GatewayError, maskSecret, nowSeconds, type ChangeBus, type SecretBox } from '@gw/core';
 import { CHANNEL_STATUS, type ChannelListFilter, type ChannelRow, type ChannelsRepo, type NewChannelRow } from '@gw/db';
+import { isCredentialHeader } from '@gw/providers';
 import type { ChannelCreate, ChannelUpdate, ChannelView } from './schemas';
 import { normalizeBaseUrl, normalizeHeaders, normalizeMapping, normalizeModels, normalizeName } from './validate';
 
 export type ChannelStatus = 1 | 2 | 3;
+
+/** Extra headers as the API shows them: credential-looking values masked like the key. */
+function maskHeaders(h: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(h)) out[name] = isCredentialHeader(name, value) ? maskSecret(value) : value;
+  return out;
+}
+
+/** A header sent back exactly as the API masked it (a read-modify-write) keeps its stored value. */
+function keepMaskedHeaders(next: Record<string, string>, stored: Record<string, string>): Record<string, string> {
+  for (const [name, value] of Object.entries(next)) {
+    const old = stored[name];
+    if (old !== undefined && old !== value && isCredentialHeader(name, old) && maskSecret(old) === value) next[name] = old;
+  }
+  return next;
+}
 
 const notFound = (id: number) => new GatewayError(404, 'channel_not_found', `No channel ${id}`, { param: 'id' });
 
@@ -25,7 +42,7 @@ export class ChannelService {
     return {
       id: r.id, name: r.name, type: r.type, base_url: r.baseUrl, key: masked, models: r.models,
       model_mapping: r.modelMapping, group: r.group, tag: r.tag, priority: r.priority, weight: r.weight,
-      status: r.status, status_reason: r.statusReason, timeout_ms: r.timeoutMs, headers: r.headers,
+      status: r.status, status_reason: r.statusReason, timeout_ms: r.timeoutMs, headers: maskHeaders(r.headers),
       response_time_ms: r.responseTimeMs, tested_at: r.testedAt, created_at: r.createdAt, updated_at: r.updatedAt,
     };
   }
@@ -84,7 +101,7 @@ export class ChannelService {
       patch.statusReason = input.status === CHANNEL_STATUS.manuallyDisabled ? 'disabled by an operator' : '';
     }
     if (input.timeout_ms !== undefined) patch.timeoutMs = input.timeout_ms;
-    if (input.headers !== undefined) patch.headers = normalizeHeaders(input.headers);
+    if (input.headers !== undefined) patch.headers = keepMaskedHeaders(normalizeHeaders(input.headers), this.repo.byId(input.id)!.headers);
     const row = this.repo.update(input.id, patch);
     if (!row) throw notFound(input.id);
     this.bus.emit('channel.changed', { channelId: row.id });

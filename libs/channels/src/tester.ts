@@ -1,5 +1,5 @@
 import { GatewayError, nowSeconds } from '@gw/core';
-import { getAdapter } from '@gw/providers';
+import { getAdapter, scrubberFor } from '@gw/providers';
 import type { ChannelRegistry } from './registry';
 import type { ChannelTestResult } from './schemas';
 import type { ChannelService } from './service';
@@ -31,11 +31,13 @@ export class ChannelTester {
     const requested = model ?? ch.models[0]!;
     if (!ch.models.includes(requested)) throw new GatewayError(400, 'model_not_served', `Channel ${id} does not serve model "${requested}"`, { param: 'model' });
     const adapter = getAdapter(ch.type);
+    const target = { baseUrl: ch.baseUrl, apiKey: ch.apiKey, upstreamModel: ch.modelMapping[requested] ?? requested, extraHeaders: ch.headers, timeoutMs: ch.timeoutMs };
     const req = adapter.buildMessagesRequest(
       { model: requested, max_tokens: 1, messages: [{ role: 'user', content: 'ping' }] } as Parameters<typeof adapter.buildMessagesRequest>[0],
-      { baseUrl: ch.baseUrl, apiKey: ch.apiKey, upstreamModel: ch.modelMapping[requested] ?? requested, extraHeaders: ch.headers, timeoutMs: ch.timeoutMs },
-      new Headers(),
+      target, new Headers(),
     );
+    // The same scrubber as the relay's: the upstream's text never shows this channel's key or header secrets.
+    const scrubber = scrubberFor(target);
     const started = performance.now();
     let status = 0;
     let success = false;
@@ -48,11 +50,11 @@ export class ChannelTester {
         adapter.decodeMessagesResponse(JSON.parse(text), { requestedModel: requested });
         success = true;
       } else {
-        message = adapter.classifyError(res.status, text, res.headers).error.message;
+        message = scrubber.scrub(adapter.classifyError(res.status, text, res.headers, scrubber).error.message);
       }
     } catch (e) {
       // The upstream's raw error can carry its URL; keep only the kind of failure.
-      message = e instanceof GatewayError ? e.message : (e as Error)?.name === 'TimeoutError' ? 'upstream timed out' : 'upstream unreachable or answered garbage';
+      message = e instanceof GatewayError ? scrubber.scrub(e.message) : (e as Error)?.name === 'TimeoutError' ? 'upstream timed out' : 'upstream unreachable or answered garbage';
     }
     const ms = Math.round(performance.now() - started);
     const at = nowSeconds();

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test';
-import { SseParser, encodeSse, encodeAnthropicEvent, errorFrame } from './sse';
+import { SseEventTooLargeError, SseParser, encodeSse, encodeAnthropicEvent, errorFrame } from './sse';
 
 const enc = new TextEncoder();
 
@@ -56,5 +56,43 @@ describe('encoders', () => {
   test('Anthropic frames name the event after its type; errorFrame is an error event', () => {
     expect(encodeAnthropicEvent({ type: 'message_stop' })).toBe('event: message_stop\ndata: {"type":"message_stop"}\n\n');
     expect(errorFrame('Overloaded', 'overloaded_error')).toBe('event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n');
+  });
+});
+
+describe('SseParser: linear time, bounded events', () => {
+  /** ms to parse one event of `size` bytes fed in `chunk`-byte pieces. */
+  function timeEvent(size: number, chunk: number, max = 64 << 20): number {
+    const body = enc.encode(`data: ${'x'.repeat(size)}\n\n`);
+    const p = new SseParser(max);
+    const t0 = performance.now();
+    let events = 0;
+    for (let at = 0; at < body.length; at += chunk) events += p.push(body.subarray(at, at + chunk)).length;
+    const ms = performance.now() - t0;
+    expect(events).toBe(1);
+    return ms;
+  }
+
+  test('one big event costs time linear in its size, whatever the chunking', () => {
+    timeEvent(1 << 20, 1024); // warm-up
+    for (const chunk of [64, 16 * 1024]) {
+      const small = Math.max(timeEvent(2 << 20, chunk), 1);
+      const big = timeEvent(8 << 20, chunk);
+      // Linear: 4x the input ≈ 4x the time (quadratic would be 16x). Generous bound for a shared machine.
+      expect(big / small).toBeLessThan(9);
+    }
+    // 1-byte chunks: 1 MB in well under the time a rescan per chunk needs (≈ 10^12 char reads).
+    expect(timeEvent(1 << 20, 1)).toBeLessThan(5000);
+  });
+
+  test('an event over the cap throws SseEventTooLargeError, both as one long line and as many data lines', () => {
+    const p = new SseParser(1000);
+    expect(() => p.push(`data: ${'x'.repeat(2000)}`)).toThrow(SseEventTooLargeError);
+    const q = new SseParser(1000);
+    expect(() => { for (let i = 0; i < 50; i++) q.push(`data: ${'y'.repeat(40)}\n`); }).toThrow(SseEventTooLargeError);
+    // Many events under the cap are fine: the cap is per event, not per stream.
+    const r = new SseParser(1000);
+    let n = 0;
+    for (let i = 0; i < 100; i++) n += r.push(`data: ${'z'.repeat(900)}\n\n`).length;
+    expect(n).toBe(100);
   });
 });

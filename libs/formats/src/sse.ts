@@ -12,15 +12,38 @@ export interface SseEvent {
   id?: string;
 }
 
+/** Default cap of one event (see SseParser). */
+export const DEFAULT_MAX_EVENT_CHARS = 1 << 20;
+
+/** An upstream event grew past the parser's cap: the stream must end (its text is the gateway's own). */
+export class SseEventTooLargeError extends Error {
+  constructor(readonly limit: number) {
+    super(`An upstream stream event exceeded ${limit} bytes.`);
+    this.name = 'SseEventTooLargeError';
+  }
+}
+
+/**
+ * Linear in its input: only new text is scanned for line ends, and a line still in progress is kept as
+ * pieces joined once when it ends (appending to one string and rescanning it made a 10 MB event cost
+ * quadratic time). One event (its pending line plus its data lines) is capped at `maxEventChars`
+ * characters of decoded text (= bytes for ASCII JSON); past it, `push` throws SseEventTooLargeError.
+ */
 export class SseParser {
   private readonly decoder = new TextDecoder();
-  private buf = '';
+  /** Pieces of the line in progress (no line end seen yet) and their total length. */
+  private pending: string[] = [];
+  private pendingLen = 0;
   /** The previous chunk ended in \r: a \n starting the next one belongs to the same line end. */
   private skipLf = false;
   private event: string | undefined;
   private data: string[] = [];
+  /** Characters held for the event in progress (data lines so far). */
+  private eventLen = 0;
   private id: string | undefined;
   private first = true;
+
+  constructor(private readonly maxEventChars = DEFAULT_MAX_EVENT_CHARS) {}
 
   /** Feeds bytes (or text); returns the events completed by them. */
   push(chunk: Uint8Array | string): SseEvent[] {
@@ -31,24 +54,39 @@ export class SseParser {
     }
     if (this.skipLf && text.length) {
       this.skipLf = false;
-      if (text[0] === '\n') text = text.slice(1);
+      if (text.charCodeAt(0) === 10) text = text.slice(1);
     }
-    this.buf += text;
     const out: SseEvent[] = [];
     let start = 0;
-    const buf = this.buf;
-    for (let i = 0; i < buf.length; i++) {
-      const c = buf.charCodeAt(i);
-      if (c !== 10 && c !== 13) continue;
-      this.line(buf.slice(start, i), out);
-      if (c === 13) {
-        if (i + 1 < buf.length) {
-          if (buf.charCodeAt(i + 1) === 10) i++;
+    // Line ends are found with native indexOf (a charCodeAt loop in JS was the stream path's main cost).
+    let nextLf = text.indexOf('\n');
+    let nextCr = text.indexOf('\r');
+    while (nextLf !== -1 || nextCr !== -1) {
+      const i = nextCr === -1 || (nextLf !== -1 && nextLf < nextCr) ? nextLf : nextCr;
+      let line = text.slice(start, i);
+      if (this.pendingLen) {
+        this.pending.push(line);
+        line = this.pending.join('');
+        this.pending = [];
+        this.pendingLen = 0;
+      }
+      this.line(line, out);
+      let next = i + 1;
+      if (i === nextCr) {
+        if (next < text.length) {
+          if (text.charCodeAt(next) === 10) next++;
         } else this.skipLf = true;
       }
-      start = i + 1;
+      start = next;
+      if (nextLf !== -1 && nextLf < start) nextLf = text.indexOf('\n', start);
+      if (nextCr !== -1 && nextCr < start) nextCr = text.indexOf('\r', start);
     }
-    this.buf = buf.slice(start);
+    if (start < text.length) {
+      const rest = start ? text.slice(start) : text;
+      this.pending.push(rest);
+      this.pendingLen += rest.length;
+      if (this.eventLen + this.pendingLen > this.maxEventChars) throw new SseEventTooLargeError(this.maxEventChars);
+    }
     return out;
   }
 
@@ -56,8 +94,10 @@ export class SseParser {
   end(): SseEvent[] {
     const rest = this.decoder.decode();
     const out = rest ? this.push(rest) : [];
-    this.buf = '';
+    this.pending = [];
+    this.pendingLen = 0;
     this.data = [];
+    this.eventLen = 0;
     this.event = undefined;
     return out;
   }
@@ -71,6 +111,7 @@ export class SseParser {
       }
       this.event = undefined;
       this.data = [];
+      this.eventLen = 0;
       return;
     }
     if (line.charCodeAt(0) === 58) return; // ':' comment
@@ -78,8 +119,11 @@ export class SseParser {
     const field = colon === -1 ? line : line.slice(0, colon);
     let value = colon === -1 ? '' : line.slice(colon + 1);
     if (value.charCodeAt(0) === 32) value = value.slice(1);
-    if (field === 'data') this.data.push(value);
-    else if (field === 'event') this.event = value;
+    if (field === 'data') {
+      this.eventLen += value.length + 1;
+      if (this.eventLen > this.maxEventChars) throw new SseEventTooLargeError(this.maxEventChars);
+      this.data.push(value);
+    } else if (field === 'event') this.event = value;
     else if (field === 'id' && !value.includes('\0')) this.id = value;
   }
 }

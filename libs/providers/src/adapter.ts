@@ -3,6 +3,7 @@
  * difference between upstreams becomes a method or an option here, never an `if (type === …)` elsewhere.
  */
 import type { GatewayError } from '@gw/core';
+import type { Scrubber } from './scrubber';
 import type { AnthropicMessage, CountTokensRequest, MessagesRequest, Usage } from '@gw/formats';
 
 /** Where and how to reach one channel's upstream. */
@@ -21,7 +22,8 @@ export interface UpstreamTarget {
 /** A ready-to-send fetch call. */
 export interface UpstreamRequest {
   url: string;
-  init: { method: 'POST'; headers: Record<string, string>; body: string };
+  /** `redirect: 'manual'`: a channel's 3xx is an upstream error, never followed (with the key) elsewhere. */
+  init: { method: 'POST'; headers: Record<string, string>; body: string; redirect: 'manual' };
 }
 
 /** What the decoders need to know about the client's request. See `decodeContextFor`. */
@@ -34,6 +36,8 @@ export interface DecodeContext {
   inputTokens?: number;
   /** Fixed message id (tests); otherwise a fresh `msg_…`. */
   messageId?: string;
+  /** Cap of one upstream SSE event (SSE_MAX_EVENT_BYTES); default the parser's. */
+  maxEventBytes?: number;
   /** Clock for `firstByteAt` (ms); default Date.now. */
   now?: () => number;
 }
@@ -89,8 +93,11 @@ export interface ProviderAdapter {
   decodeMessagesResponse(json: unknown, ctx: DecodeContext): DecodedMessage;
   /** A decoder for one streamed answer. */
   createStreamDecoder(ctx: DecodeContext): StreamDecoder;
-  /** An upstream HTTP error (status >= 400) → retry decision and client-facing error. */
-  classifyError(status: number, bodyText: string, headers: Headers): ClassifiedError;
+  /**
+   * An upstream HTTP error (status >= 300; redirects are not followed) → retry decision and client-facing
+   * error. Upstream text in the message goes through `scrubber` (the channel's, so its key never shows).
+   */
+  classifyError(status: number, bodyText: string, headers: Headers, scrubber?: Scrubber): ClassifiedError;
   /** The upstream call for count_tokens; absent when the upstream cannot count (use `estimateRequestTokens`). */
   buildCountTokensRequest?(body: CountTokensRequest, target: UpstreamTarget, clientHeaders: Headers): UpstreamRequest;
   /** count_tokens response → input tokens. */

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'bun:test';
 import { classifyTransportError, classifyUpstreamError, scrub } from './errors';
+import { isCredentialHeader, scrubberFor } from './scrubber';
 
 const h = (o: Record<string, string> = {}) => new Headers(o);
 const row = (status: number, body = '', headers = h()) => {
@@ -46,5 +47,37 @@ describe('classifyUpstreamError', () => {
   test('transport errors are retryable; a timeout is a 504', () => {
     expect(classifyTransportError(new Error('ECONNREFUSED'))).toMatchObject({ retryable: true, kind: 'unreachable', error: { status: 502 } });
     expect(classifyTransportError(new Error('aborted'), true)).toMatchObject({ retryable: true, kind: 'timeout', error: { status: 504 } });
+  });
+});
+
+describe('channel scrubber', () => {
+  const key = 'Zq9xK2mP7vLw4Rt8Yb3N';
+  const s = scrubberFor({ apiKey: key, extraHeaders: { 'x-org-token': 'orgsecretvalue77', 'x-version': '2024-01-01' } });
+
+  test('the channel key is removed in any format, whole or any fragment of 8+ characters', () => {
+    expect(s.scrub(`bad key ${key} given`)).toBe('bad key [redacted] given');
+    expect(s.scrub(`key ending ...${key.slice(-10)}`)).toBe('key ending ...[redacted]');
+    expect(s.scrub(`starts ${key.slice(0, 9)}.`)).toBe('starts [redacted].');
+    expect(s.scrub(`inner ${key.slice(5, 13)} x`)).toBe('inner [redacted] x');
+    expect(s.scrub('short fragment Zq9xK2m stays')).toBe('short fragment Zq9xK2m stays');
+  });
+
+  test('credential-looking extra header values are secrets too; plain ones are not', () => {
+    expect(s.scrub('token orgsecretvalue77 and version 2024-01-01')).toBe('token [redacted] and version 2024-01-01');
+    expect(isCredentialHeader('x-goog-api-key', 'abc')).toBe(true);
+    expect(isCredentialHeader('x-custom', 'AbCdEfGh1234567890XyZ')).toBe(true);
+    expect(isCredentialHeader('anthropic-beta', 'prompt-caching-2024-07-31')).toBe(false);
+  });
+
+  test('classifyUpstreamError passes a 400 message through the channel scrubber, capped', () => {
+    const c = classifyUpstreamError(400, JSON.stringify({ error: { message: `invalid x-api-key: ${key.slice(2)}${'!'.repeat(5000)}` } }), new Headers(), s);
+    expect(c.error.message).not.toContain(key.slice(2, 10));
+    expect(c.error.message.length).toBeLessThan(460);
+  });
+
+  test('3xx is a retryable upstream error (redirects are not followed)', () => {
+    const c = classifyUpstreamError(302, '', new Headers({ location: 'https://elsewhere.example/' }));
+    expect(c).toMatchObject({ retryable: true, kind: 'server' });
+    expect(c.error.status).toBe(502);
   });
 });

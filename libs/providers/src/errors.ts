@@ -5,16 +5,11 @@
  */
 import { GatewayError } from '@gw/core';
 import type { ClassifiedError, UpstreamErrorKind } from './adapter';
+import { genericScrubber, type Scrubber } from './scrubber';
 
-const MAX_MESSAGE = 400;
-
-/** Removes what could identify the upstream or its credentials from a message. */
+/** Removes what could identify the upstream or its credentials from a message (no channel secrets known). */
 export function scrub(text: string): string {
-  return text
-    .replace(/\b(?:https?|wss?):\/\/\S+/gi, '[url]')
-    .replace(/\b(?:sk|rk|pk|ak|key)[-_][A-Za-z0-9_\-*]{6,}/g, '[redacted]')
-    .replace(/\bBearer\s+\S+/gi, 'Bearer [redacted]')
-    .slice(0, MAX_MESSAGE);
+  return genericScrubber.scrub(text);
 }
 
 /** The `error.message` of an Anthropic or OpenAI error body, if any. */
@@ -35,14 +30,16 @@ const result = (kind: UpstreamErrorKind, retryable: boolean, error: GatewayError
  * channel's own faults (401/402/403/404: bad key, unpaid, no such model). Not retryable: other 4xx, which
  * would fail the same way anywhere. An upstream `x-should-retry` header overrides the decision.
  */
-export function classifyUpstreamError(status: number, bodyText: string, headers: Headers): ClassifiedError {
-  const c = classify(status, bodyText, headers);
+export function classifyUpstreamError(status: number, bodyText: string, headers: Headers, scrubber: Scrubber = genericScrubber): ClassifiedError {
+  const c = classify(status, bodyText, headers, scrubber);
   const hint = headers.get('x-should-retry');
   if (hint === 'true' || hint === 'false') c.retryable = hint === 'true';
   return c;
 }
 
-function classify(status: number, bodyText: string, headers: Headers): ClassifiedError {
+function classify(status: number, bodyText: string, headers: Headers, scrubber: Scrubber): ClassifiedError {
+  // Redirects are never followed (the key would go wherever the Location says): the channel is misconfigured.
+  if (status >= 300 && status < 400) return result('server', true, new GatewayError(502, 'upstream_redirect', `The upstream answered with a redirect (HTTP ${status}).`));
   if (status === 429) {
     const retryAfter = headers.get('retry-after');
     const opts = retryAfter && /^\d+$/.test(retryAfter) ? { headers: { 'retry-after': retryAfter } } : {};
@@ -56,7 +53,7 @@ function classify(status: number, bodyText: string, headers: Headers): Classifie
   }
   if (status === 404) return result('not_found', true, new GatewayError(502, 'upstream_not_found', 'The upstream does not serve this model.'));
   if (status === 413) return result('too_large', false, new GatewayError(413, 'request_too_large', 'The request is too large for the upstream.'));
-  const detail = scrub(upstreamMessage(bodyText));
+  const detail = scrubber.scrub(upstreamMessage(bodyText));
   const message = detail ? `The upstream rejected the request: ${detail}` : `The upstream rejected the request (HTTP ${status}).`;
   return result('invalid_request', false, new GatewayError(400, 'upstream_invalid_request', message));
 }

@@ -3,6 +3,7 @@ export * from './adapter';
 export * from './context';
 export * from './errors';
 export * from './registry';
+export * from './scrubber';
 export * from './url';
 export { anthropicAdapter, ANTHROPIC_VERSION } from './anthropic/adapter';
 export { createOpenAICompatibleAdapter, openaiAdapter, openaiLegacyAdapter, type OpenAICompatibleConfig } from './openai/adapter';

@@ -17,19 +17,61 @@ export interface SseMachine {
   readonly stopped: boolean;
 }
 
-export function pipeSse(upstream: ReadableStream<Uint8Array>, machine: SseMachine, onFirstByte: () => void): ReadableStream<Uint8Array> {
+/** Turns upstream chunks into client bytes, driving a machine; throws SseEventTooLargeError past the cap. */
+export interface SseFramer {
+  push(chunk: Uint8Array): Uint8Array[];
+  /** The upstream body ended. */
+  end(): Uint8Array[];
+}
+
+/** The generic framer: every event parsed (SseParser) and re-encoded by the machine. */
+export function sseFramer(machine: SseMachine, maxEventBytes?: number): SseFramer {
+  const parser = new SseParser(maxEventBytes);
+  const encoder = new TextEncoder();
+  const run = (events: SseEvent[]) => {
+    let out = '';
+    for (const ev of events) {
+      out += machine.onEvent(ev);
+      if (machine.stopped) break;
+    }
+    return out ? [encoder.encode(out)] : [];
+  };
+  return { push: (c) => run(parser.push(c)), end: () => run(parser.end()) };
+}
+
+function joined(parts: Uint8Array[]): Uint8Array | null {
+  if (parts.length <= 1) return parts[0] ?? null;
+  let n = 0;
+  for (const p of parts) n += p.byteLength;
+  const out = new Uint8Array(n);
+  n = 0;
+  for (const p of parts) {
+    out.set(p, n);
+    n += p.byteLength;
+  }
+  return out;
+}
+
+/**
+ * `maxEventBytes` caps one upstream event (SseParser); an oversized one ends the stream through the
+ * machine's `onFailure`, like a failed read, and the upstream is cancelled. `framer` defaults to the
+ * generic one; an adapter may pass a faster one for its own format.
+ */
+export function pipeSse(upstream: ReadableStream<Uint8Array>, machine: SseMachine, onFirstByte: () => void, maxEventBytes?: number,
+  framer: SseFramer = sseFramer(machine, maxEventBytes)): ReadableStream<Uint8Array> {
   const reader = upstream.getReader();
-  const parser = new SseParser();
   const encoder = new TextEncoder();
   let ended = false;
   let sentAny = false;
-  const send = (ctrl: ReadableStreamDefaultController<Uint8Array>, text: string) => {
-    if (!text) return;
+  const send = (ctrl: ReadableStreamDefaultController<Uint8Array>, parts: Uint8Array[], text = '') => {
+    if (text) parts.push(encoder.encode(text));
+    const out = joined(parts);
+    if (!out) return;
     if (!sentAny) {
       sentAny = true;
       onFirstByte();
     }
-    ctrl.enqueue(encoder.encode(text));
+    ctrl.enqueue(out);
   };
   return new ReadableStream<Uint8Array>({
     async pull(ctrl) {
@@ -40,23 +82,26 @@ export function pipeSse(upstream: ReadableStream<Uint8Array>, machine: SseMachin
           chunk = await reader.read();
         } catch (err) {
           ended = true;
-          send(ctrl, machine.onFailure(err));
+          send(ctrl, [], machine.onFailure(err));
           break;
         }
-        let out = '';
-        const events = chunk.done ? parser.end() : parser.push(chunk.value);
-        for (const ev of events) {
-          out += machine.onEvent(ev);
-          if (machine.stopped) break;
+        let out: Uint8Array[];
+        try {
+          out = chunk.done ? framer.end() : framer.push(chunk.value);
+        } catch (err) {
+          ended = true;
+          reader.cancel().catch(() => {});
+          send(ctrl, [], machine.onFailure(err));
+          break;
         }
         if (chunk.done || machine.stopped) {
           ended = true;
-          if (!machine.stopped) out += machine.onEnd();
-          else reader.cancel().catch(() => {});
-          send(ctrl, out);
+          const tail = machine.stopped ? '' : machine.onEnd();
+          if (machine.stopped) reader.cancel().catch(() => {});
+          send(ctrl, out, tail);
           break;
         }
-        if (out) return send(ctrl, out);
+        if (out.length) return send(ctrl, out);
       }
       ctrl.close();
     },

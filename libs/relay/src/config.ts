@@ -9,6 +9,12 @@ export interface RelayConfig {
   probeIntervalMs: number;
   /** RELAY_PROBE_TIMEOUT_MS (default 10000, 100..600000): time limit of one probe request. */
   probeTimeoutMs: number;
+  /** STREAM_BUFFER_BYTES (default 65536, 0..16 MiB): bytes a stream may read ahead of its client. */
+  streamBufferBytes: number;
+  /** STREAM_STALL_TIMEOUT_MS (default 60000, 100..3600000): a client that takes nothing for this long is cut. */
+  streamStallMs: number;
+  /** SSE_MAX_EVENT_BYTES (default 1 MiB, 1 KiB..64 MiB): the largest single upstream SSE event. */
+  sseMaxEventBytes: number;
 }
 
 /** Reads the relay settings; throws ConfigError on a bad value. */
@@ -18,5 +24,8 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
     healthFailures: readIntEnv(env, 'RELAY_HEALTH_FAILURES', 3, 1, 1000),
     probeIntervalMs: readIntEnv(env, 'RELAY_PROBE_INTERVAL_MS', 30_000, 100, 86_400_000),
     probeTimeoutMs: readIntEnv(env, 'RELAY_PROBE_TIMEOUT_MS', 10_000, 100, 600_000),
+    streamBufferBytes: readIntEnv(env, 'STREAM_BUFFER_BYTES', 65_536, 0, 16 << 20),
+    streamStallMs: readIntEnv(env, 'STREAM_STALL_TIMEOUT_MS', 60_000, 100, 3_600_000),
+    sseMaxEventBytes: readIntEnv(env, 'SSE_MAX_EVENT_BYTES', 1 << 20, 1024, 64 << 20),
   };
 }

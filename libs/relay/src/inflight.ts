@@ -3,11 +3,10 @@
  * deleted) or disabling/deleting its owner ends what that credential already started: /v1/messages
  * streams and realtime sessions. It listens to the same change events the key and user caches use
  * (registered after them, so it sees their refreshed state) and aborts each affected request's
- * signal with a GatewayError as the reason; the request's owner decides how to end (guardResponse:
- * an `error` event; realtime: error event and close 1008).
+ * signal with a GatewayError as the reason; the request's owner decides how to end (the relay:
+ * an `error` event on a stream, the error itself before the first byte; realtime: error event and close 1008).
  */
 import { GatewayError, type ChangeBus } from '@gw/core';
-import { errorFrame } from '@gw/formats';
 
 export interface InflightDeps {
   bus: ChangeBus;
@@ -73,52 +72,6 @@ export class InflightRegistry {
   private abortAll(set: Set<Entry> | undefined, reason: GatewayError): void {
     for (const e of [...(set ?? [])]) e.ctrl.abort(reason);
   }
-}
-
-/**
- * Ties a relay response to its handle: a JSON response releases at once; an SSE stream is passed
- * through chunk by chunk (relay chunks are whole events) until it ends, and a stop ends it with an
- * Anthropic `error` event. The relay stream is then cancelled with the stop reason, so it settles for
- * what was delivered and cancels the upstream.
- */
-export function guardResponse(res: Response, h: InflightHandle): Response {
-  if (!res.body || !res.headers.get('content-type')?.startsWith('text/event-stream')) {
-    h.release();
-    return res;
-  }
-  const inner = res.body.getReader();
-  const enc = new TextEncoder();
-  let ended = false;
-  const body = new ReadableStream<Uint8Array>({
-    start(c) {
-      const stop = () => {
-        if (ended) return;
-        ended = true;
-        const why = h.signal.reason instanceof GatewayError ? h.signal.reason : keyRevoked();
-        h.release();
-        c.enqueue(enc.encode(errorFrame(why.message, why.type)));
-        c.close();
-        inner.cancel(why).catch(() => {});
-      };
-      if (h.signal.aborted) stop();
-      else h.signal.addEventListener('abort', stop, { once: true });
-    },
-    async pull(c) {
-      const { done, value } = await inner.read();
-      if (ended) return; // stopped while waiting: the error event already closed the stream
-      if (done) {
-        ended = true;
-        h.release();
-        c.close();
-      } else c.enqueue(value);
-    },
-    cancel(reason) {
-      ended = true;
-      h.release();
-      return inner.cancel(reason);
-    },
-  }, { highWaterMark: 0 });
-  return new Response(body, { status: res.status, headers: res.headers });
 }
 
 function add(m: Map<number, Set<Entry>>, id: number, e: Entry): void {

@@ -3,11 +3,13 @@ import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type P
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
 import type { ChannelRecord } from '@gw/channels';
-import { classifyTransportError, decodeContextFor, type ClassifiedError, type ProviderAdapter, type StreamDecoder, type UpstreamTarget } from '@gw/providers';
+import { decodeContextFor, scrubberFor, type ProviderAdapter, type UpstreamTarget } from '@gw/providers';
 import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
+import { judgeFailure, type FailureInput } from './fault';
 import type { ChannelHealth } from './health';
 import { orderCandidates } from './router';
+import { relayStream } from './stream-relay';
 
 /** The fields of a channel the relay reads (one source of truth: @gw/channels' ChannelRecord). */
 export type RelayChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups'
@@ -36,8 +38,10 @@ export interface RelayRequest {
   ip: string;
   /** performance.now() when the request arrived. */
   startedAt: number;
-  /** Aborted when the client goes away. */
+  /** Aborted when the client goes away or its credential is revoked (a GatewayError reason is told to the client). */
   signal?: AbortSignal;
+  /** Called once the request is settled (its end, on every path that reached the quota stage). */
+  onSettled?: () => void;
 }
 
 type Attempt =
@@ -131,6 +135,7 @@ export class RelayService {
       this.d.quota.release(res);
       console.error(`[${r.requestId}] settlement could not be recorded; nothing was charged`, e);
     }
+    r.onSettled?.();
   }
 
   private target(ch: RelayChannel, model: string): UpstreamTarget {
@@ -139,52 +144,53 @@ export class RelayService {
 
   private async attempt(ch: RelayChannel, r: RelayRequest, inputEstimate: number, res: Reservation, attempts: number): Promise<Attempt> {
     const adapter = this.d.adapter(ch.type);
+    const target = this.target(ch, r.body.model);
     const ctrl = new AbortController();
-    const onClientAbort = () => ctrl.abort(new DOMException('client closed the request', 'AbortError'));
+    const onClientAbort = () => ctrl.abort(r.signal?.reason ?? new DOMException('client closed the request', 'AbortError'));
     r.signal?.addEventListener('abort', onClientAbort, { once: true });
     let timedOut = false;
     const timer = setTimeout(() => { timedOut = true; ctrl.abort(new DOMException(`no answer within ${ch.timeoutMs} ms`, 'TimeoutError')); }, ch.timeoutMs);
     const done = () => { clearTimeout(timer); r.signal?.removeEventListener('abort', onClientAbort); };
-    const fail = (c: ClassifiedError, why: string): Attempt => {
+    // Every failure goes through the one classifier: only the upstream's own faults touch health or fail over.
+    const fail = (f: FailureInput, why: string): Attempt => {
       done();
-      // 429 means "busy", not "broken": retry elsewhere but do not count it toward auto-disable; nor
-      // does a request the upstream refused as invalid (the client's fault, not the channel's).
-      // Stop hook: an attempt aborted by our side (client gone, credential revoked) says nothing about the channel.
-      if (c.retryable && c.kind !== 'rate_limit' && !r.signal?.aborted) this.d.health.failure(ch.id, why);
-      this.d.observeAttempt?.(ch.id, c.kind === 'rate_limit' ? 'rate_limited' : 'error');
-      return { ok: false, retryable: c.retryable, error: c.error };
+      const v = judgeFailure(f, r.signal);
+      if (v.fault === 'upstream' || v.rateLimited) this.d.observeAttempt?.(ch.id, v.rateLimited ? 'rate_limited' : 'error');
+      if (v.health) this.d.health.failure(ch.id, scrubberFor(target).scrub(timedOut ? `timeout after ${ch.timeoutMs} ms` : why));
+      return { ok: false, retryable: v.retryable, error: v.error };
     };
-    const transport = (cause: unknown, why: string) => fail(classifyTransportError(cause, timedOut), timedOut ? `timeout after ${ch.timeoutMs} ms` : why);
     let upstream: Response;
     try {
-      const u = adapter.buildMessagesRequest(r.body, this.target(ch, r.body.model), r.headers);
-      upstream = await fetch(u.url, { ...u.init, signal: ctrl.signal });
+      const u = adapter.buildMessagesRequest(r.body, target, r.headers);
+      if (r.signal?.aborted) return fail({ phase: 'transport', cause: r.signal.reason }, 'client closed');
+      try {
+        upstream = await fetch(u.url, { ...u.init, signal: ctrl.signal });
+      } catch (e) {
+        return fail({ phase: 'transport', cause: e, timedOut }, `connect error: ${(e as Error)?.message ?? e}`);
+      }
     } catch (e) {
-      // A request this upstream cannot express (e.g. a server tool on a chat-completions channel) is the client's 400.
-      if (e instanceof GatewayError) { done(); return { ok: false, retryable: false, error: e }; }
-      return transport(e, `connect error: ${(e as Error)?.message ?? e}`);
+      // Any throw while building the request (untranslatable content, a stack overflow on a deep body) is the client's.
+      return fail({ phase: 'build', cause: e }, 'request could not be built');
     }
     if (!upstream.ok) {
-      const text = await upstream.text().catch(() => '');
-      return fail(adapter.classifyError(upstream.status, text, upstream.headers), `HTTP ${upstream.status}`);
+      const text = await readCapped(upstream, ERROR_BODY_BYTES).catch(() => '');
+      return fail({ phase: 'status', classified: adapter.classifyError(upstream.status, text, upstream.headers, scrubberFor(target)) }, `HTTP ${upstream.status}`);
     }
-    const ctx = decodeContextFor(r.body, { inputTokens: inputEstimate });
+    const ctx = decodeContextFor(r.body, { inputTokens: inputEstimate, maxEventBytes: this.d.config.sseMaxEventBytes });
     if (r.body.stream !== true) {
       let json: unknown;
       try {
         json = await upstream.json();
       } catch (e) {
-        return transport(e, 'bad or cut response body');
+        return fail({ phase: 'transport', cause: e, timedOut }, 'bad or cut response body');
       }
-      done();
       let decoded;
       try {
         decoded = adapter.decodeMessagesResponse(json, ctx);
       } catch (e) {
-        this.d.health.failure(ch.id, 'undecodable response');
-        this.d.observeAttempt?.(ch.id, 'error');
-        return { ok: false, retryable: true, error: e instanceof GatewayError ? e : new GatewayError(502, 'upstream_bad_response', 'The upstream sent an invalid response') };
+        return fail({ phase: 'decode', cause: e }, 'undecodable response');
       }
+      done();
       this.d.health.success(ch.id);
       this.d.observeAttempt?.(ch.id, 'ok');
       // Missing or unusable counts are billed on estimates (input: what was reserved for it), never for free.
@@ -203,88 +209,45 @@ export class RelayService {
     try {
       first = await reader.read();
     } catch (e) {
-      return transport(e, 'stream failed before the first byte');
+      return fail({ phase: 'transport', cause: e, timedOut }, 'stream failed before the first byte');
     }
-    if (first.done) return fail({ retryable: true, kind: 'server', error: new GatewayError(502, 'upstream_empty_stream', 'The upstream sent an empty stream') }, 'empty stream');
+    if (first.done) return fail({ phase: 'decode', cause: new GatewayError(502, 'upstream_empty_stream', 'The upstream sent an empty stream') }, 'empty stream');
     done();
     this.d.health.success(ch.id);
     this.d.observeAttempt?.(ch.id, 'ok');
-    const decoder = adapter.createStreamDecoder(ctx);
-    return { ok: true, channel: ch, response: this.streamResponse(decoder, reader, first.value!, ch, r, res, attempts) };
-  }
-
-  private streamResponse(decoder: StreamDecoder, reader: ReadableStreamDefaultReader<Uint8Array>, first: Uint8Array, ch: RelayChannel,
-    r: RelayRequest, res: Reservation, attempts: number): Response {
-    const idleMs = ch.timeoutMs;
-    // One idle watchdog per stream, pushed back on every chunk: an upstream silent for a whole
-    // timeout_ms mid-stream counts as failed, not as slow. (A timer per chunk cost more than the chunk.)
-    let rejectIdle!: (e: Error) => void;
-    const idle = new Promise<never>((_, reject) => { rejectIdle = reject; });
-    idle.catch(() => {});
-    const watchdog = setTimeout(() => { reader.cancel().catch(() => {}); rejectIdle(new Error(`upstream silent for ${idleMs} ms`)); }, idleMs);
-    const source = new ReadableStream<Uint8Array>({
-      start(c) { c.enqueue(first); },
-      async pull(c) {
-        // Errors propagate: the decoder turns an upstream failure into an `error` event for the client.
-        try {
-          const { done, value } = await Promise.race([reader.read(), idle]);
-          watchdog.refresh();
-          if (done) {
-            clearTimeout(watchdog);
-            c.close();
-          } else c.enqueue(value);
-        } catch (e) {
-          clearTimeout(watchdog);
-          throw e;
-        }
+    const cfg = this.d.config;
+    const response = relayStream({
+      reader, first: first.value!, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
+      idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, bufferBytes: cfg.streamBufferBytes,
+      onEnd: (e) => {
+        if (e.upstreamFault) this.d.health.failure(ch.id, scrubberFor(target).scrub(e.reason));
+        this.settle(res, r, ch, toTokens(e.usage), {
+          status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
+          estimate: { output: estimateSafe(e.estimatedUsage.output_tokens) }, estimated: !e.reported,
+        });
       },
-      cancel(reason) {
-        clearTimeout(watchdog);
-        return reader.cancel(reason);
-      },
-    }, { highWaterMark: 0 });
-    const decoded = decoder.pipe(source).getReader();
-    let ttft: number | null = null;
-    let finished = false;
-    const finish = async (clientGone: boolean, reason?: unknown) => {
-      if (finished) return;
-      finished = true;
-      const out = decoder.result();
-      const usage = toTokens(out.usage ?? out.estimatedUsage);
-      const estimate = { output: estimateSafe(out.estimatedUsage.output_tokens) };
-      // Stop hook (inflight.ts): a stream cancelled with a GatewayError was revoked, not left by its client.
-      const stopCode = reason instanceof GatewayError ? reason.code : 'client_closed';
-      const errorCode = out.complete ? '' : clientGone ? stopCode : 'upstream_stream_cut';
-      if (!out.complete && !clientGone) this.d.health.failure(ch.id, out.error ?? errorCode);
-      this.settle(res, r, ch, usage, { status: 200, errorCode, attempts, ttftMs: ttft, estimate, estimated: !out.usage });
-    };
-    const body = new ReadableStream<Uint8Array>({
-      async pull(c) {
-        let chunk: { done: boolean; value?: Uint8Array };
-        try {
-          chunk = await decoded.read();
-        } catch {
-          chunk = { done: true };
-        }
-        if (chunk.done) {
-          // The stream closes after its settlement was recorded.
-          await finish(false);
-          c.close();
-          return;
-        }
-        if (ttft === null) ttft = since(r.startedAt);
-        c.enqueue(chunk.value!);
-      },
-      cancel(reason) {
-        void finish(true, reason);
-        return decoded.cancel(reason);
-      },
-    }, { highWaterMark: 0 });
-    return new Response(body, {
-      status: 200,
-      headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'request-id': r.requestId },
     });
+    return { ok: true, channel: ch, response };
   }
+}
+
+/** An upstream error body is read up to this much: only its message is ever used. */
+const ERROR_BODY_BYTES = 64 * 1024;
+
+/** The first `max` bytes of a body as text; the rest is not read (the connection is dropped). */
+async function readCapped(res: Response, max: number): Promise<string> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  while (n < max) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    n += value.byteLength;
+  }
+  reader.cancel().catch(() => {});
+  return new TextDecoder().decode(Buffer.concat(parts).subarray(0, max));
 }
 
 const unknownModel = (model: string) =>

@@ -5,7 +5,7 @@
  * → key status/model/IP (401/403) and rate limit (429) → quota (402) → routing (404/503).
  */
 import { Elysia } from 'elysia';
-import { ModelInfoSchema, ModelPageSchema, checkVersionHeader, guardResponse, validateCountTokensBody, validateMessagesBody, type GateKey } from '@gw/relay';
+import { ModelInfoSchema, ModelPageSchema, checkVersionHeader, validateCountTokensBody, validateMessagesBody, type GateKey } from '@gw/relay';
 import { AnthropicMessageSchema, CountTokensRequestSchema, MessagesRequestSchema } from '@gw/formats';
 import { clientIp } from '../plugins/client-ip';
 import { requestIdOf } from '../plugins/http-errors';
@@ -43,12 +43,13 @@ const countDoc = {
 
 /**
  * Runs a relay call registered in flight under its key and owner: the relay sees the client's abort
- * and the credential's revocation as one signal, and a revoked stream ends with an `error` event.
+ * and the credential's revocation as one signal (a revoked stream ends with an `error` event), and
+ * the registration ends when the request is settled.
  */
-async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal) => Promise<Response>, client: AbortSignal): Promise<Response> {
+async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal, onSettled: () => void) => Promise<Response>, client: AbortSignal): Promise<Response> {
   const h = s.relay.inflight.open(key.id, key.userId);
   try {
-    return guardResponse(await run(AbortSignal.any([client, h.signal])), h);
+    return await run(AbortSignal.any([client, h.signal]), h.release);
   } catch (e) {
     h.release();
     // Revoked before the first byte: the revocation is the answer, not the upstream abort it caused.
@@ -63,7 +64,7 @@ export const messagesRoutes = (s: Services) =>
       const req = validateMessagesBody(body);
       const ip = clientIp(request, server);
       const { group } = s.relay.gate.authorize(relayKey, req.model, ip);
-      return relayGuarded(s, relayKey, (signal) => s.relay.relay.messages({ requestId: requestIdOf(request), body: req, headers: request.headers, key: relayKey, group, ip, startedAt, signal }), request.signal);
+      return relayGuarded(s, relayKey, (signal, onSettled) => s.relay.relay.messages({ requestId: requestIdOf(request), body: req, headers: request.headers, key: relayKey, group, ip, startedAt, signal, onSettled }), request.signal);
     }, { ...versioned, detail: { tags: ['model'], summary: 'Anthropic Messages (JSON or SSE with stream:true)', ...messagesDoc } as any })
     .post('/messages/count_tokens', ({ body, request, server, relayKey }) => {
       const req = validateCountTokensBody(body);

@@ -62,11 +62,16 @@ describe('anthropic adapter', () => {
     expect(d.result()).toMatchObject({ usage: { input_tokens: 40, output_tokens: 57, cache_read_input_tokens: 900, cache_creation_input_tokens: 0 }, stopReason: 'end_turn', complete: true });
   });
 
-  test('stream: an upstream error event passes through and ends the stream; a broken socket adds an error event', async () => {
-    const err = 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n';
+  test('stream: an upstream error event is replaced by the gateway\'s own (known type kept, text never forwarded); a broken socket adds an error event', async () => {
+    const err = 'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded for key sk-ant-api03-SECRETSECRET"}}\n\n';
     const d1 = a.createStreamDecoder({ requestedModel: 'alias' });
-    expect(await text(d1.pipe(streamOf([err, 'event: message_stop\ndata: {"type":"message_stop"}\n\n'])))).toBe(err);
-    expect(d1.result()).toMatchObject({ complete: false, usage: null, error: 'Overloaded' });
+    const out1 = await text(d1.pipe(streamOf([err, 'event: message_stop\ndata: {"type":"message_stop"}\n\n'])));
+    expect(out1).toBe('event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"The upstream is overloaded; the answer was cut short."}}\n\n');
+    expect(d1.result()).toMatchObject({ complete: false, usage: null });
+    const d3 = a.createStreamDecoder({ requestedModel: 'alias' });
+    const odd = await text(d3.pipe(streamOf(['event: error\ndata: {"type":"error","error":{"type":"weird</script>","message":"x"}}\n\n'])));
+    expect(odd).toContain('"type":"api_error"');
+    expect(odd).not.toContain('weird');
 
     const d2 = a.createStreamDecoder({ requestedModel: 'alias' });
     const out = await text(d2.pipe(streamOf(['event: ping\ndata: {"type":"ping"}\n\n'], true)));

@@ -24,7 +24,7 @@ function headers(target: UpstreamTarget, client: Headers): Record<string, string
 }
 
 function post(url: string, h: Record<string, string>, body: unknown): UpstreamRequest {
-  return { url, init: { method: 'POST', headers: h, body: JSON.stringify(body) } };
+  return { url, init: { method: 'POST', headers: h, body: JSON.stringify(body), redirect: 'manual' } };
 }
 
 function normalizeUsage(u: unknown): Usage {

@@ -5,8 +5,9 @@
  */
 import { encodeSse, estimateTextTokens, errorFrame, zeroUsage, type SseEvent, type Usage } from '@gw/formats';
 import type { DecodeContext, StreamDecoder, StreamResult } from '../adapter';
-import { scrub } from '../errors';
+import { failureMessage, upstreamStreamError } from '../stream-errors';
 import { pipeSse, type SseMachine } from '../sse-pipe';
+import { AnthropicFramer } from './raw-pipe';
 
 const USAGE_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
 
@@ -43,12 +44,9 @@ export class AnthropicStreamMachine implements SseMachine {
         if (data?.message) return encodeSse(name, JSON.stringify(data));
         break;
       }
-      case 'content_block_delta': {
-        const d = safeParse(ev.data)?.delta;
-        const piece = d?.text ?? d?.partial_json ?? d?.thinking ?? '';
-        if (typeof piece === 'string') this.estimatedOutput += estimateTextTokens(piece);
+      case 'content_block_delta':
+        this.countDelta(ev.data);
         break;
-      }
       case 'message_delta': {
         const data = safeParse(ev.data);
         mergeUsage(this.usage, data?.usage);
@@ -59,12 +57,28 @@ export class AnthropicStreamMachine implements SseMachine {
       case 'message_stop':
         this.complete = true;
         break;
-      case 'error':
-        this.error = scrub(String(safeParse(ev.data)?.error?.message ?? 'upstream error'));
+      case 'error': {
+        // Never forwarded as sent: an upstream's error text can carry its key. Only a known type survives.
+        const e = upstreamStreamError(safeParse(ev.data)?.error?.type);
+        this.error = e.message;
         this.stopped = true;
-        break;
+        return errorFrame(e.message, e.type);
+      }
     }
     return encodeSse(ev.event, ev.data);
+  }
+
+  /**
+   * Adds a content_block_delta's text to the output estimate (used only when the upstream never reports
+   * usage). Reads the delta's string without parsing the event: it is the most frequent one by far.
+   */
+  countDelta(data: string): void {
+    this.estimatedOutput += estimateTextTokens(deltaPiece(data));
+  }
+
+  /** The same, for a framer that estimated the tokens itself. */
+  addOutputEstimate(tokens: number): void {
+    this.estimatedOutput += tokens;
   }
 
   onEnd(): string {
@@ -72,9 +86,9 @@ export class AnthropicStreamMachine implements SseMachine {
     return this.fail('The upstream stream ended unexpectedly.');
   }
 
-  onFailure(): string {
+  onFailure(err?: unknown): string {
     if (this.complete) return '';
-    return this.fail('The upstream connection failed mid-stream.');
+    return this.fail(failureMessage(err));
   }
 
   result(): Omit<StreamResult, 'firstByteAt'> {
@@ -88,6 +102,19 @@ export class AnthropicStreamMachine implements SseMachine {
     this.stopped = true;
     return errorFrame(message);
   }
+}
+
+const PIECE_KEYS = ['"text":"', '"partial_json":"', '"thinking":"'];
+
+/** The string of a content_block_delta (escapes left as they are), or '' when it has none. */
+function deltaPiece(data: string): string {
+  for (const k of PIECE_KEYS) {
+    const at = data.lastIndexOf(k);
+    if (at === -1) continue;
+    const end = data.lastIndexOf('"');
+    return end > at + k.length ? data.slice(at + k.length, end) : '';
+  }
+  return '';
 }
 
 function safeParse(s: string): any {
@@ -104,7 +131,7 @@ export function createAnthropicStreamDecoder(ctx: DecodeContext): StreamDecoder 
   let firstByteAt: number | undefined;
   const now = ctx.now ?? Date.now;
   return {
-    pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now())),
+    pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now()), ctx.maxEventBytes, new AnthropicFramer(machine, ctx.maxEventBytes)),
     result: () => ({ ...machine.result(), firstByteAt }),
   };
 }

@@ -73,13 +73,14 @@ describe('openai adapter', () => {
     }
   });
 
-  test('a mid-stream error object becomes an error event, scrubbed of urls and keys', async () => {
+  test('a mid-stream error object becomes the gateway\'s own error event: no upstream text (urls, keys) reaches the client', async () => {
     const sse = 'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}\n\n'
-      + 'data: {"error":{"message":"backend http://10.0.0.5:9000/x failed for key sk-abcdefgh123"}}\n\n';
+      + 'data: {"error":{"message":"backend http://10.0.0.5:9000/x failed for key gsk_abcdefgh123XYZ","type":"rate_limit_error"}}\n\n';
     const d = openaiAdapter.createStreamDecoder({ requestedModel: 'm', messageId: 'msg_1' });
     const out = await new Response(d.pipe(chopped(sse, 3))).text();
     const last = out.trim().split('\n\n').at(-1)!;
-    expect(last).toBe('event: error\ndata: {"type":"error","error":{"type":"api_error","message":"The upstream failed mid-stream: backend [url] failed for key [redacted]"}}');
+    expect(last).toBe('event: error\ndata: {"type":"error","error":{"type":"rate_limit_error","message":"The upstream failed mid-stream (rate_limit_error)."}}');
+    expect(out).not.toContain('gsk_');
     expect(d.result().complete).toBe(false);
   });
 

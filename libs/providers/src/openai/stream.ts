@@ -2,7 +2,7 @@
 import { newMessageId } from '@gw/core';
 import { ChatStreamTranslator, encodeAnthropicEvent, type AnthropicStreamEvent, type ChatCompletionChunk, type SseEvent } from '@gw/formats';
 import type { DecodeContext, StreamDecoder } from '../adapter';
-import { scrub } from '../errors';
+import { failureMessage, upstreamStreamError } from '../stream-errors';
 import { pipeSse, type SseMachine } from '../sse-pipe';
 
 const encodeAll = (events: AnthropicStreamEvent[]) => events.map(encodeAnthropicEvent).join('');
@@ -28,7 +28,7 @@ export class OpenAIStreamMachine implements SseMachine {
       this.stopped = true;
       return encodeAll(this.translator.finish());
     }
-    let chunk: (ChatCompletionChunk & { error?: { message?: string } }) | undefined;
+    let chunk: (ChatCompletionChunk & { error?: { message?: string; type?: string } }) | undefined;
     try {
       chunk = JSON.parse(ev.data);
     } catch {
@@ -36,7 +36,9 @@ export class OpenAIStreamMachine implements SseMachine {
     }
     if (chunk?.error && !chunk.choices) {
       // Some compatible servers report a mid-stream failure as a data line carrying an error object.
-      return this.fail(`The upstream failed mid-stream: ${scrub(String(chunk.error.message ?? 'unknown error'))}`, 'api_error');
+      // Its text is not shown (it can carry the key); only a known error type survives.
+      const e = upstreamStreamError(chunk.error.type);
+      return this.fail(e.message, e.type);
     }
     return chunk ? encodeAll(this.translator.push(chunk)) : '';
   }
@@ -46,9 +48,9 @@ export class OpenAIStreamMachine implements SseMachine {
     return this.fail('The upstream stream ended unexpectedly.');
   }
 
-  onFailure(): string {
+  onFailure(err?: unknown): string {
     if (this.translator.sawFinish) return encodeAll(this.translator.finish());
-    return this.fail('The upstream connection failed mid-stream.');
+    return this.fail(failureMessage(err));
   }
 
   get failure(): string | undefined {
@@ -67,7 +69,7 @@ export function createOpenAIStreamDecoder(ctx: DecodeContext): StreamDecoder {
   let firstByteAt: number | undefined;
   const now = ctx.now ?? Date.now;
   return {
-    pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now())),
+    pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now()), ctx.maxEventBytes),
     result: () => {
       const o = machine.translator.outcome();
       return { usage: o.usage, estimatedUsage: o.estimatedUsage, stopReason: o.stopReason, complete: o.complete, firstByteAt, error: machine.failure };

@@ -1,0 +1,56 @@
+import { describe, expect, test } from 'bun:test';
+import { SseEventTooLargeError } from '@gw/formats';
+import { sseFramer } from '../sse-pipe';
+import { AnthropicFramer } from './raw-pipe';
+import { AnthropicStreamMachine } from './stream';
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+const ev = (type: string, extra: object = {}) => `event: ${type}\ndata: ${JSON.stringify({ type, ...extra })}\n\n`;
+const STREAM = ev('message_start', { message: { id: 'm', type: 'message', role: 'assistant', model: 'upstream-model', content: [], usage: { input_tokens: 9, output_tokens: 1 } } })
+  + ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }) + ': comment\n\n' + ev('ping')
+  + ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'Hé 世界 "quoted"' } }) + '\n'
+  + ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: ' more' } }) + ev('content_block_stop', { index: 0 })
+  + ev('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 7 } }) + ev('message_stop');
+
+/** Output and outcome of a framer over `text` cut at `cuts`. */
+function run(kind: 'raw' | 'generic', text: string, cuts: number[]) {
+  const m = new AnthropicStreamMachine({ requestedModel: 'alias' });
+  const f = kind === 'raw' ? new AnthropicFramer(m) : sseFramer(m);
+  const bytes = enc.encode(text);
+  let out = '';
+  let at = 0;
+  for (const c of [...cuts, bytes.length]) {
+    for (const b of f.push(bytes.slice(at, c))) out += dec.decode(b, { stream: true });
+    at = c;
+  }
+  for (const b of f.end()) out += dec.decode(b);
+  return { out, result: m.result() };
+}
+
+describe('AnthropicFramer', () => {
+  test('byte-identical to the generic parser path for every split point, and byte by byte', () => {
+    const want = run('generic', STREAM, []);
+    expect(want.out).toContain('"model":"alias"');
+    expect(want.result).toMatchObject({ complete: true, usage: { input_tokens: 9, output_tokens: 7 } });
+    const len = enc.encode(STREAM).length;
+    for (let i = 1; i < len; i++) expect(run("raw", STREAM, [i])).toEqual(want);
+    expect(run('raw', STREAM, Array.from({ length: len - 1 }, (_, i) => i + 1))).toEqual(want);
+  });
+
+  test('\\r\\n line ends fall back to the generic parser (same output)', () => {
+    const crlf = STREAM.replace(/\n/g, '\r\n');
+    const want = run('generic', crlf, []);
+    expect(want.result.complete).toBe(true);
+    for (const cut of [5, 200, 400]) expect(run('raw', crlf, [cut])).toEqual(want);
+  });
+
+  test('an upstream error event is replaced and stops the stream; an oversized event throws', () => {
+    const withError = STREAM.slice(0, 400) + '\n\n' + ev('error', { error: { type: 'overloaded_error', message: 'key sk-secret-123456' } }) + ev('message_stop');
+    const r = run('raw', withError.slice(withError.indexOf('event: content_block_start')), []);
+    expect(r.out).not.toContain('sk-secret');
+    expect(r.out.trim().endsWith('"message":"The upstream is overloaded; the answer was cut short."}}')).toBe(true);
+    const f = new AnthropicFramer(new AnthropicStreamMachine({ requestedModel: 'x' }), 1000);
+    expect(() => f.push(enc.encode(`event: content_block_delta\ndata: ${'x'.repeat(2000)}`))).toThrow(SseEventTooLargeError);
+  });
+});

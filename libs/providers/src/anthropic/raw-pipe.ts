@@ -1,0 +1,163 @@
+/**
+ * The Anthropic pass-through's fast path. Events the gateway does not change (content blocks, pings) go
+ * out as the upstream's own bytes: found by scanning bytes for blank lines, forwarded as views of the
+ * upstream chunk, never decoded and re-encoded. Only the other events (message_start, message_delta,
+ * message_stop, error, anything unusual) are decoded and given to the machine. Decoding every event made
+ * most of the stream path's CPU time and garbage, and garbage is what stalled the process when many
+ * streams filled their sockets at once.
+ *
+ * A stream with any \r (other line ends) or a BOM falls back to the generic parser for its remainder.
+ */
+import { DEFAULT_MAX_EVENT_CHARS, SseEventTooLargeError, SseParser, type SseEvent } from '@gw/formats';
+import type { AnthropicStreamMachine } from './stream';
+
+const LF = 10;
+const CR = 13;
+const enc = new TextEncoder();
+const EVENT = enc.encode('event:');
+/** Events forwarded byte for byte (content_block_delta also feeds the output estimate). */
+
+function concat(parts: Uint8Array[], total: number): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
+}
+
+const RAW_NAMES = ['content_block_delta', 'content_block_start', 'content_block_stop', 'ping'].map((n) => enc.encode(`${n}\n`));
+const DELTA = 0;
+const PIECE_KEYS = ['"text":"', '"partial_json":"', '"thinking":"'].map((k) => Buffer.from(k));
+
+/** Which RAW_NAMES entry the event's `event:` line names (after blank lines), or -1. Compares bytes. */
+function rawKind(ev: Uint8Array): number {
+  let i = 0;
+  while (i < ev.length && ev[i] === LF) i++;
+  for (let k = 0; k < EVENT.length; k++) if (ev[i + k] !== EVENT[k]) return -1;
+  let s = i + EVENT.length;
+  if (ev[s] === 32) s++;
+  next: for (let n = 0; n < RAW_NAMES.length; n++) {
+    const name = RAW_NAMES[n]!;
+    for (let k = 0; k < name.length; k++) if (ev[s + k] !== name[k]) continue next;
+    return n;
+  }
+  return -1;
+}
+
+/**
+ * Output tokens of a content_block_delta, estimated from its bytes as estimateTextTokens would from its
+ * text (CJK-range characters one token each, other characters a quarter), without decoding it.
+ */
+function deltaTokens(ev: Uint8Array): number {
+  const b = Buffer.from(ev.buffer, ev.byteOffset, ev.byteLength);
+  for (const key of PIECE_KEYS) {
+    const at = b.lastIndexOf(key);
+    if (at === -1) continue;
+    const end = b.lastIndexOf(34); // the closing quote
+    let wide = 0;
+    let chars = 0;
+    for (let i = at + key.length; i < end; i++) {
+      const c = b[i]!;
+      if (c >= 0xe3 && c <= 0xef) wide++; // 3-byte sequences: the CJK ranges and their neighbours
+      else if ((c & 0xc0) !== 0x80) chars++;
+    }
+    return wide + Math.ceil(chars / 4);
+  }
+  return 0;
+}
+
+/** Splits an upstream Anthropic SSE body into output chunks for the client, driving `machine`. */
+export class AnthropicFramer {
+  private readonly decoder = new TextDecoder();
+  private pending: Uint8Array[] = [];
+  private pendingLen = 0;
+  /** The pending bytes end in \n (a blank line may complete across the chunk boundary). */
+  private lastLf = false;
+  private fallback: SseParser | null = null;
+  private first = true;
+
+  constructor(private readonly machine: AnthropicStreamMachine, private readonly maxEvent = DEFAULT_MAX_EVENT_CHARS) {}
+
+  /** One upstream chunk → bytes for the client (possibly empty). Throws SseEventTooLargeError. */
+  push(c: Uint8Array): Uint8Array[] {
+    if (this.fallback || c.indexOf(CR) !== -1 || (this.first && c[0] === 0xef)) return this.generic(c);
+    this.first = false;
+    const out: Uint8Array[] = [];
+    let runStart = -1;
+    let runEnd = -1;
+    const flushRun = () => {
+      if (runStart !== -1) out.push(c.subarray(runStart, runEnd));
+      runStart = -1;
+    };
+    let evStart = 0;
+    for (let i = c.indexOf(LF); i !== -1 && !this.machine.stopped; i = c.indexOf(LF, i + 1)) {
+      const blank = i === evStart ? this.lastLf && this.pendingLen > 0 : c[i - 1] === LF;
+      if (!blank) continue;
+      const spans = this.pendingLen > 0;
+      const ev = spans ? concat([...this.pending, c.subarray(evStart, i + 1)], this.pendingLen + i + 1 - evStart) : c.subarray(evStart, i + 1);
+      this.pending = [];
+      this.pendingLen = 0;
+      this.lastLf = false;
+      const kind = rawKind(ev);
+      if (kind !== -1) {
+        if (kind === DELTA) this.machine.addOutputEstimate(deltaTokens(ev));
+        // Stray blank lines before an event are dropped, as the parser would.
+        let skip = 0;
+        while (ev[skip] === LF) skip++;
+        if (spans || skip) flushRun();
+        if (spans) out.push(ev.subarray(skip));
+        else {
+          if (runStart === -1) runStart = evStart + skip;
+          runEnd = i + 1;
+        }
+      } else {
+        flushRun();
+        const text = this.decoder.decode(ev);
+        for (const e of new SseParser(this.maxEvent).push(text)) {
+          const o = this.machine.onEvent(e);
+          if (o) out.push(enc.encode(o));
+          if (this.machine.stopped) break;
+        }
+      }
+      evStart = i + 1;
+    }
+    flushRun();
+    if (!this.machine.stopped && evStart < c.length) {
+      const rest = c.subarray(evStart);
+      this.pending.push(rest);
+      this.pendingLen += rest.length;
+      this.lastLf = c[c.length - 1] === LF;
+      if (this.pendingLen > this.maxEvent) throw new SseEventTooLargeError(this.maxEvent);
+    }
+    return out;
+  }
+
+  /** The body ended: a last event without its blank line is dropped, as the standard says. */
+  end(): Uint8Array[] {
+    if (!this.fallback) return [];
+    return this.outOf(this.fallback.end());
+  }
+
+  private generic(c: Uint8Array): Uint8Array[] {
+    if (!this.fallback) {
+      this.fallback = new SseParser(this.maxEvent);
+      const events = this.pending.length ? this.fallback.push(concat(this.pending, this.pendingLen)) : [];
+      this.pending = [];
+      this.pendingLen = 0;
+      return [...this.outOf(events), ...this.outOf(this.fallback.push(c))];
+    }
+    return this.outOf(this.fallback.push(c));
+  }
+
+  private outOf(events: SseEvent[]): Uint8Array[] {
+    let text = '';
+    for (const e of events) {
+      if (this.machine.stopped) break;
+      text += this.machine.onEvent(e);
+    }
+    return text ? [enc.encode(text)] : [];
+  }
+}

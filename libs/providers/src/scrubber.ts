@@ -1,0 +1,108 @@
+/**
+ * The one scrubber for upstream-derived text (error messages, stream errors, test results, log lines).
+ * It removes the channel's own credentials (the key, and credential-looking extra header values) and
+ * every substring of them of at least MIN_FRAGMENT characters, whatever the key's format, then URLs and
+ * common key shapes, and caps the length. Prefix patterns alone let other key formats and key tails through.
+ */
+
+/** Fragments of a secret at least this long are removed (shorter ones are too common to be telling). */
+export const MIN_FRAGMENT = 8;
+/** Longest text a scrubbed message keeps. */
+export const MAX_SCRUBBED = 400;
+const REDACTED = '[redacted]';
+
+const CREDENTIAL_NAME = /auth|key|token|secret|passw|cookie|signature|credential|session/i;
+
+/** A value that looks like a random token: long, no spaces, mixes character classes. */
+export function looksRandom(value: string): boolean {
+  if (value.length < 20 || !/^[A-Za-z0-9_\-+/=.~:]+$/.test(value)) return false;
+  const classes = Number(/[a-z]/.test(value)) + Number(/[A-Z]/.test(value)) + Number(/\d/.test(value));
+  return classes >= 3 || (classes === 2 && value.length >= 32);
+}
+
+/** True when a channel's extra header probably carries a credential (masked on read, scrubbed from text). */
+export function isCredentialHeader(name: string, value: string): boolean {
+  return CREDENTIAL_NAME.test(name) || looksRandom(value);
+}
+
+/** The secrets of a channel: its key and its credential-looking extra header values. */
+export function channelSecrets(c: { apiKey: string; extraHeaders?: Record<string, string> }): string[] {
+  const out = [c.apiKey];
+  for (const [name, value] of Object.entries(c.extraHeaders ?? {})) if (isCredentialHeader(name, value)) out.push(value);
+  return out.filter((s) => s.length >= 6);
+}
+
+/** Generic patterns: URLs, `sk-…`-like keys, Bearer values. */
+function scrubPatterns(text: string): string {
+  return text
+    .replace(/\b(?:https?|wss?):\/\/\S+/gi, '[url]')
+    .replace(/\b(?:sk|rk|pk|ak|gsk|key|api)[-_][A-Za-z0-9_\-*]{6,}/gi, REDACTED)
+    .replace(/\bBearer\s+\S+/gi, `Bearer ${REDACTED}`);
+}
+
+export class Scrubber {
+  /** Every MIN_FRAGMENT-long piece of every secret → where it occurs ([secret index, offset]). */
+  private readonly grams = new Map<string, Array<[number, number]>>();
+  /** Secrets shorter than MIN_FRAGMENT, removed only whole. */
+  private readonly short: string[] = [];
+
+  constructor(private readonly secrets: readonly string[] = []) {
+    secrets.forEach((s, si) => {
+      if (s.length < MIN_FRAGMENT) {
+        this.short.push(s);
+        return;
+      }
+      for (let p = 0; p + MIN_FRAGMENT <= s.length; p++) {
+        const g = s.slice(p, p + MIN_FRAGMENT);
+        const list = this.grams.get(g);
+        if (list) list.push([si, p]);
+        else this.grams.set(g, [[si, p]]);
+      }
+    });
+  }
+
+  /** Text safe to show: secrets and their fragments removed, then patterns, then capped at `max`. */
+  scrub(text: string, max = MAX_SCRUBBED): string {
+    // Bounded work whatever the input: look at a little more than what will be kept.
+    let t = text.length > max * 4 ? text.slice(0, max * 4) : text;
+    t = this.removeSecrets(t);
+    for (const s of this.short) t = t.split(s).join(REDACTED);
+    t = scrubPatterns(t);
+    return t.length > max ? t.slice(0, max) : t;
+  }
+
+  private removeSecrets(text: string): string {
+    if (!this.grams.size) return text;
+    const marks: Array<[number, number]> = [];
+    for (let i = 0; i + MIN_FRAGMENT <= text.length; i++) {
+      const hits = this.grams.get(text.slice(i, i + MIN_FRAGMENT));
+      if (!hits) continue;
+      let end = i + MIN_FRAGMENT;
+      for (const [si, p] of hits) {
+        const s = this.secrets[si]!;
+        let k = MIN_FRAGMENT;
+        while (i + k < text.length && p + k < s.length && text.charCodeAt(i + k) === s.charCodeAt(p + k)) k++;
+        end = Math.max(end, i + k);
+      }
+      const last = marks.at(-1);
+      if (last && i <= last[1]) last[1] = Math.max(last[1], end);
+      else marks.push([i, end]);
+    }
+    if (!marks.length) return text;
+    let out = '';
+    let at = 0;
+    for (const [s, e] of marks) {
+      out += text.slice(at, s) + REDACTED;
+      at = e;
+    }
+    return out + text.slice(at);
+  }
+}
+
+/** The scrubber without channel secrets (patterns and the length cap only). */
+export const genericScrubber = new Scrubber();
+
+/** The scrubber of one channel's upstream text. */
+export function scrubberFor(c: { apiKey: string; extraHeaders?: Record<string, string> }): Scrubber {
+  return new Scrubber(channelSecrets(c));
+}

@@ -1,0 +1,80 @@
+import { describe, expect, test } from 'bun:test';
+import { GatewayError } from '@gw/core';
+import { anthropicAdapter } from '@gw/providers';
+import { relayStream, type StreamEnd } from './stream-relay';
+
+const enc = new TextEncoder();
+const frame = (type: string, extra: object = {}) => enc.encode(`event: ${type}\ndata: ${JSON.stringify({ type, ...extra })}\n\n`);
+const START = frame('message_start', { message: { id: 'm', type: 'message', role: 'assistant', model: 'x', content: [], usage: { input_tokens: 5, output_tokens: 1 } } });
+const DELTA = frame('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'hello world ' } });
+
+/** An endless upstream (one delta per pull, `gapMs` apart) that records how it ended. */
+function endless(gapMs = 0) {
+  const s = { pulls: 0, cancelled: false };
+  const stream = new ReadableStream<Uint8Array>({
+    async pull(c) { if (gapMs) await Bun.sleep(gapMs); s.pulls++; c.enqueue(DELTA); },
+    cancel() { s.cancelled = true; },
+  }, { highWaterMark: 0 });
+  return { s, reader: stream.getReader() as unknown as ReadableStreamDefaultReader<Uint8Array> };
+}
+
+function start(reader: ReadableStreamDefaultReader<Uint8Array>, o: { signal?: AbortSignal; idleMs?: number; stallMs?: number; bufferBytes?: number } = {}) {
+  const ends: StreamEnd[] = [];
+  const res = relayStream({
+    reader, first: START, decoder: anthropicAdapter.createStreamDecoder({ requestedModel: 'x' }), signal: o.signal, requestId: 'r',
+    startedAt: performance.now(), idleMs: o.idleMs ?? 5000, stallMs: o.stallMs ?? 5000, bufferBytes: o.bufferBytes ?? 1024, onEnd: (e) => ends.push(e),
+  });
+  return { res, ends };
+}
+
+describe('relayStream', () => {
+  test('reads ahead at most bufferBytes (plus a chunk) of a client that does not read', async () => {
+    const { s, reader } = endless();
+    const { res } = start(reader, { bufferBytes: 4096 });
+    const body = res.body!.getReader();
+    await body.read();
+    await Bun.sleep(100);
+    expect(s.pulls * DELTA.byteLength).toBeLessThan(4096 + 4 * DELTA.byteLength);
+    await body.cancel();
+  });
+
+  test('an abort after the first byte ends the stream at once, cancels the upstream, settles with the reason', async () => {
+    const { s, reader } = endless(20);
+    const ctl = new AbortController();
+    const { res, ends } = start(reader, { signal: ctl.signal });
+    const body = res.body!.getReader();
+    await body.read();
+    // The client does not read on; the abort alone must end everything.
+    ctl.abort(new GatewayError(401, 'key_revoked', 'This API key was revoked.'));
+    expect(ends).toHaveLength(1);
+    expect(ends[0]).toMatchObject({ errorCode: 'key_revoked', upstreamFault: false });
+    expect(ends[0]!.usage.input_tokens).toBe(5);
+    await Bun.sleep(10);
+    expect(s.cancelled).toBe(true);
+    let text = '';
+    for (let r = await body.read(); !r.done; r = await body.read()) text += new TextDecoder().decode(r.value);
+    expect(text).toContain('This API key was revoked.');
+  });
+
+  test('a slow client is not a silent upstream: no idle failure while the client is behind; cut after stallMs as client_stalled', async () => {
+    const { s, reader } = endless();
+    const { res, ends } = start(reader, { idleMs: 100, stallMs: 400, bufferBytes: 0 });
+    const body = res.body!.getReader();
+    await body.read();
+    await Bun.sleep(250);
+    expect(ends).toHaveLength(0); // idleMs passed, but we were waiting on the client, not the upstream
+    await Bun.sleep(400);
+    expect(ends).toHaveLength(1);
+    expect(ends[0]).toMatchObject({ errorCode: 'client_stalled', upstreamFault: false });
+    expect(s.cancelled).toBe(true);
+    await expect(body.read()).rejects.toBeDefined();
+  });
+
+  test('an upstream silent while the client waits: error event, upstream fault', async () => {
+    const silent = new ReadableStream<Uint8Array>({ pull: () => new Promise(() => {}) }, { highWaterMark: 0 });
+    const { res, ends } = start(silent.getReader() as unknown as ReadableStreamDefaultReader<Uint8Array>, { idleMs: 150 });
+    const text = await res.text();
+    expect(text).toContain('event: error');
+    expect(ends[0]).toMatchObject({ errorCode: 'upstream_stream_cut', upstreamFault: true });
+  });
+});

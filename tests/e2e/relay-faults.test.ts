@@ -1,0 +1,152 @@
+/**
+ * Only the upstream's own failures count against a channel. Requests the gateway cannot build (a body that
+ * overflows the stack, content the translator refuses) are the client's 400; clients that go away are
+ * `client_closed`. Neither touches health nor fails over, however often it happens.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { startGateway, type TestGateway } from '../helpers/gateway';
+import { addChannel, keyedUser, msg, send, setPrice, upstream, V, type Scripted } from './relay-setup';
+
+let gw: TestGateway;
+const ups: Scripted[] = [];
+const up = (kind: 'anthropic' | 'openai' = 'anthropic') => { const u = upstream(kind); ups.push(u); return u; };
+beforeAll(async () => {
+  // Two failures disable a channel; the prober never runs, so hit counts are exact.
+  gw = await startGateway({ RELAY_HEALTH_FAILURES: '2', RELAY_PROBE_INTERVAL_MS: '3600000', RELAY_MAX_ATTEMPTS: '3' });
+});
+afterAll(async () => { for (const u of ups) await u.stop(); await gw.stop(); });
+
+const status = (id: number) => gw.services.channelRegistry.get(id)!.status;
+const rowsOf = (userId: number) => {
+  gw.services.relay.quota.flush();
+  return gw.services.dbh.sqlite.query('select status, error_code, output_tokens, cost from usage_logs where user_id = ? order by id').all(userId) as any[];
+};
+
+/** Three channels for `model` of `kind`, priorities 3, 2, 1. */
+async function trio(model: string, kind: 'anthropic' | 'openai') {
+  await setPrice(gw, model);
+  const us = [up(kind), up(kind), up(kind)];
+  const ids: number[] = [];
+  for (const [i, u] of us.entries()) ids.push(await addChannel(gw, { type: kind, url: u.url, models: [model], priority: 3 - i }));
+  return { us, ids, hits: () => us.map((u) => u.hits) };
+}
+
+/** A JSON value nested `depth` levels deep, as raw text (JSON.stringify of it would overflow here too). */
+const deep = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
+
+describe('client faults never count against a channel', () => {
+  test('a body that overflows the stack while the upstream request is built: 400, no health change, no failover', async () => {
+    const { ids, hits } = await trio('cf-deep', 'anthropic');
+    const u = await keyedUser(gw);
+    for (let i = 0; i < 3; i++) {
+      const raw = `{"model":"cf-deep","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"metadata":${deep(60_000)}}`;
+      const r = await send(gw, u.key, raw);
+      // The front door may refuse the depth first (also a 400); either way it is the client's error.
+      expect(r.status).toBe(400);
+      expect(r.body.error.type).toBe('invalid_request_error');
+    }
+    expect(ids.map(status)).toEqual([1, 1, 1]);
+    expect(hits()).toEqual([0, 0, 0]);
+    expect((await send(gw, u.key, msg('cf-deep'))).status).toBe(200);
+  });
+
+  test('content the OpenAI translator cannot express: 400 invalid_request_error, no health change, no failover', async () => {
+    const { ids, hits } = await trio('cf-doc', 'openai');
+    const u = await keyedUser(gw);
+    const body = msg('cf-doc', { messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'content', content: 5 } }] }] });
+    for (let i = 0; i < 3; i++) {
+      const r = await send(gw, u.key, body);
+      expect(r.status).toBe(400);
+      expect(r.body.error.type).toBe('invalid_request_error');
+    }
+    expect(ids.map(status)).toEqual([1, 1, 1]);
+    expect(hits()).toEqual([0, 0, 0]);
+  });
+
+  /** Starts a request and aborts it after `ms`; resolves when the client gave up. */
+  async function abortAfter(key: string, body: unknown, ms: number, readFirst = false) {
+    const ctl = new AbortController();
+    const res = fetch(`${gw.url}/v1/messages`, { method: 'POST', signal: ctl.signal, headers: { 'content-type': 'application/json', 'x-api-key': key, ...V }, body: JSON.stringify(body) });
+    if (readFirst) {
+      const r = await res;
+      const reader = r.body!.getReader();
+      await reader.read();
+      await Bun.sleep(ms);
+      ctl.abort();
+      await reader.read().catch(() => undefined);
+      return;
+    }
+    setTimeout(() => ctl.abort(), ms);
+    await res.then((r) => r.text()).catch(() => undefined);
+  }
+
+  const settle = async (u: { id: number }, n: number) => {
+    for (let i = 0; i < 100 && rowsOf(u.id).length < n; i++) await Bun.sleep(20);
+    return rowsOf(u.id);
+  };
+
+  test('a client that closes before the upstream answered: client_closed, no health change, no failover', async () => {
+    const { us, ids, hits } = await trio('cf-gone', 'anthropic');
+    us[0]!.fallback = { delayMs: 400 };
+    const u = await keyedUser(gw);
+    for (let i = 0; i < 3; i++) await abortAfter(u.key, msg('cf-gone'), 100);
+    const rows = await settle(u, 3);
+    expect(rows.map((r) => r.error_code)).toEqual(['client_closed', 'client_closed', 'client_closed']);
+    expect(rows.every((r) => r.cost === 0)).toBe(true);
+    expect(ids.map(status)).toEqual([1, 1, 1]);
+    expect(hits()).toEqual([3, 0, 0]);
+  });
+
+  test('a client that closes while a non-streaming body is being read: client_closed, no health change', async () => {
+    const { us, ids, hits } = await trio('cf-body', 'anthropic');
+    // Headers at once, then a body that takes 600 ms to arrive.
+    us[0]!.fallback = {
+      response: () => new Response(new ReadableStream({
+        async pull(c) { c.enqueue(new TextEncoder().encode('{"id":"msg_1",')); await Bun.sleep(600); c.close(); },
+      }), { headers: { 'content-type': 'application/json' } }),
+    };
+    const u = await keyedUser(gw);
+    for (let i = 0; i < 3; i++) await abortAfter(u.key, msg('cf-body'), 150);
+    const rows = await settle(u, 3);
+    expect(rows.map((r) => r.error_code)).toEqual(['client_closed', 'client_closed', 'client_closed']);
+    expect(ids.map(status)).toEqual([1, 1, 1]);
+    expect(hits()).toEqual([3, 0, 0]);
+  });
+
+  test('a client that closes mid-stream: client_closed, billed for what was delivered, upstream cancelled, no health change', async () => {
+    const { us, ids } = await trio('cf-mid', 'anthropic');
+    us[0]!.fallback = { text: 'one two three four five six seven eight nine ten', chunkDelayMs: 80 };
+    const u = await keyedUser(gw);
+    for (let i = 0; i < 3; i++) await abortAfter(u.key, msg('cf-mid', { stream: true }), 250, true);
+    const rows = await settle(u, 3);
+    expect(rows.map((r) => r.error_code)).toEqual(['client_closed', 'client_closed', 'client_closed']);
+    expect(rows.every((r) => r.status === 200 && r.output_tokens > 0 && r.cost > 0)).toBe(true);
+    expect(ids.map(status)).toEqual([1, 1, 1]);
+    for (let i = 0; i < 50 && us[0]!.double.cancelled < 3; i++) await Bun.sleep(20);
+    expect(us[0]!.double.cancelled).toBe(3);
+  });
+
+  test('upstream faults still count: two 500s disable the channel', async () => {
+    const { us, ids } = await trio('cf-real', 'anthropic');
+    us[0]!.fallback = { error: { status: 500 } };
+    const u = await keyedUser(gw);
+    expect((await send(gw, u.key, msg('cf-real'))).status).toBe(200);
+    expect((await send(gw, u.key, msg('cf-real'))).status).toBe(200);
+    expect(status(ids[0]!)).toBe(3);
+  });
+});
+
+describe('redirects', () => {
+  test('a 3xx from a channel is not followed: the target never sees the key, the request fails over, the channel is charged a failure', async () => {
+    const trap = up();
+    const { us, ids, hits } = await trio('rd', 'anthropic');
+    us[0]!.fallback = { response: () => new Response(null, { status: 307, headers: { location: `${trap.url}/v1/messages` } }) };
+    const u = await keyedUser(gw);
+    const r = await send(gw, u.key, msg('rd'));
+    expect(r.status).toBe(200);
+    expect(trap.hits).toBe(0);
+    expect(hits()).toEqual([1, 1, 0]);
+    expect((await send(gw, u.key, msg('rd'))).status).toBe(200);
+    expect(status(ids[0]!)).toBe(3);
+  });
+});
