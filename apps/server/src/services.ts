@@ -89,7 +89,7 @@ export async function createServices(config: Config, log: (line: string) => void
   const channelRegistry = new ChannelRegistry(channelsRepo, channelSecrets, bus, log);
   const userAdmin = new UserService(dbh.db, users, sessions, ledger, bus);
   const userDirectory = new UserDirectory(users, bus);
-  const apiKeys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, userDirectory, bus);
+  const apiKeys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });
   const metrics = createMetrics();
   const relay = createRelayServices({
     env: config.env, db: dbh.db, sqlite: dbh.sqlite, bus, users, apiKeys,

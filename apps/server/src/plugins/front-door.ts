@@ -44,6 +44,8 @@ export const isJsonMediaType = (ct: string) => {
   return (i < 0 ? ct : ct.slice(0, i)).trim().toLowerCase() === 'application/json';
 };
 
+const hasBody = (r: Request) => Number(r.headers.get('content-length') ?? '0') > 0 || r.headers.has('transfer-encoding');
+
 const pathOf = (url: string) => {
   const start = url.indexOf('/', url.indexOf('//') + 2);
   const q = url.indexOf('?', start);
@@ -51,8 +53,15 @@ const pathOf = (url: string) => {
 };
 
 export const frontDoor = (o: FrontDoorOptions) => {
-  const tooLarge = (limit: number) => new GatewayError(413, 'request_too_large', `Request body exceeds ${limit} bytes`);
-  const reject = (request: Request, pathname: string, e: GatewayError) => errorResponse(e, surfaceOf(pathname), requestIdOf(request));
+  // An answer given before the body was read (or while it was) closes the connection: otherwise Bun keeps
+  // receiving the unread body to find the next request, which is the very work being refused.
+  const CLOSE = { connection: 'close' };
+  const tooLarge = (limit: number) => new GatewayError(413, 'request_too_large', `Request body exceeds ${limit} bytes`, { headers: CLOSE });
+  const reject = (request: Request, pathname: string, e: GatewayError) => {
+    const res = errorResponse(e, surfaceOf(pathname), requestIdOf(request));
+    if (hasBody(request)) res.headers.set('connection', 'close');
+    return res;
+  };
   const anonLimit = Math.min(o.anonMaxBodyBytes, o.maxBodyBytes);
   const limitOf = (p: RoutePolicy | undefined) => (p && p.kind !== 'public' ? o.maxBodyBytes : anonLimit);
 
@@ -73,8 +82,7 @@ export const frontDoor = (o: FrontDoorOptions) => {
       const limit = limitOf(policy);
       const len = Number(request.headers.get('content-length') ?? '0');
       if (len > limit) return reject(request, pathname, tooLarge(limit));
-      const hasBody = len > 0 || request.headers.has('transfer-encoding');
-      if (hasBody && !policy?.raw && !isJsonMediaType(request.headers.get('content-type') ?? '')) {
+      if (hasBody(request) && !policy?.raw && !isJsonMediaType(request.headers.get('content-type') ?? '')) {
         return reject(request, pathname, new GatewayError(415, 'unsupported_media_type', 'Content-Type must be application/json', { param: 'content-type' }));
       }
     })
@@ -84,8 +92,8 @@ export const frontDoor = (o: FrontDoorOptions) => {
       const read = await readBounded(request.body, { limit, deadline: (startedAtOf(request) ?? performance.now()) + o.bodyTimeoutMs });
       if (!read.ok) {
         if (read.reason === 'too_large') throw tooLarge(limit);
-        if (read.reason === 'timeout') throw new GatewayError(408, 'body_timeout', `Request body did not arrive within ${o.bodyTimeoutMs} ms`);
-        throw new GatewayError(400, 'body_incomplete', 'Request body ended early');
+        if (read.reason === 'timeout') throw new GatewayError(408, 'body_timeout', `Request body did not arrive within ${o.bodyTimeoutMs} ms`, { headers: CLOSE });
+        throw new GatewayError(400, 'body_incomplete', 'Request body ended early', { headers: CLOSE });
       }
       rawBodies.set(request, read.bytes);
       if (policy?.raw) return read.bytes;
