@@ -5,21 +5,55 @@ export async function readCapped(stream: ReadableStream<Uint8Array> | null, limi
 }
 
 export type BoundedRead = { ok: true; bytes: Uint8Array } | { ok: false; reason: 'too_large' | 'timeout' | 'aborted' };
+export interface ReadBounds {
+  /** Most bytes accepted. */
+  limit: number;
+  /** `performance.now()` instant by which the whole body must have arrived (Infinity: none). */
+  deadline: number;
+}
+
+/** Settles with 'timeout' at `deadline`, unless `cancel` is called first. */
+function timeoutAt(deadline: number): { expired: Promise<'timeout'>; cancel: () => void } {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), Math.max(0, deadline - performance.now())); });
+  return { expired, cancel: () => clearTimeout(timer) };
+}
 
 /**
- * Reads a body stream with two bounds: at most `limit` bytes, and finished by `deadline`
- * (a `performance.now()` instant). A trickling sender is cut at the deadline however steadily it sends,
- * which a per-byte idle timer never does. On any failure the stream is cancelled, nothing more is buffered.
+ * A request's body within two bounds: at most `limit` bytes, and complete by `deadline`. A trickling
+ * sender is cut at the deadline however steadily it sends, which a per-byte idle timer never does.
+ * A declared length is checked up front and read natively (the fast path); a chunked body is read
+ * chunk by chunk and cancelled as soon as it passes the limit, so nothing beyond it is buffered.
  */
-export async function readBounded(stream: ReadableStream<Uint8Array> | null, opts: { limit: number; deadline: number }): Promise<BoundedRead> {
+export async function readRequestBody(request: Request, bounds: ReadBounds): Promise<BoundedRead> {
+  const declared = request.headers.get('content-length');
+  if (declared === null) return readBounded(request.body, bounds);
+  if (Number(declared) > bounds.limit) return { ok: false, reason: 'too_large' };
+  const body = request.arrayBuffer();
+  if (!Number.isFinite(bounds.deadline)) return body.then((b) => ({ ok: true as const, bytes: new Uint8Array(b) }), () => ({ ok: false as const, reason: 'aborted' as const }));
+  const t = timeoutAt(bounds.deadline);
+  try {
+    const r = await Promise.race([body, t.expired]);
+    if (r === 'timeout') {
+      // The caller answers and closes the connection, which ends this read; its rejection is expected.
+      body.catch(() => {});
+      return { ok: false, reason: 'timeout' };
+    }
+    return { ok: true, bytes: new Uint8Array(r) };
+  } catch {
+    return { ok: false, reason: 'aborted' };
+  } finally {
+    t.cancel();
+  }
+}
+
+/** Reads a body stream within `bounds`; on any failure the stream is cancelled and nothing more is buffered. */
+export async function readBounded(stream: ReadableStream<Uint8Array> | null, bounds: ReadBounds): Promise<BoundedRead> {
   if (!stream) return { ok: true, bytes: new Uint8Array(0) };
   const reader = stream.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const expired = Number.isFinite(opts.deadline)
-    ? new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), Math.max(0, opts.deadline - performance.now())); })
-    : null;
+  const t = Number.isFinite(bounds.deadline) ? timeoutAt(bounds.deadline) : null;
   const fail = (reason: 'too_large' | 'timeout' | 'aborted'): BoundedRead => {
     reader.cancel().catch(() => {});
     return { ok: false, reason };
@@ -27,18 +61,18 @@ export async function readBounded(stream: ReadableStream<Uint8Array> | null, opt
   try {
     for (;;) {
       const next = reader.read();
-      const step = expired ? await Promise.race([next, expired]) : await next;
+      const step = t ? await Promise.race([next, t.expired]) : await next;
       if (step === 'timeout') return fail('timeout');
       if (step.done) break;
       size += step.value.byteLength;
-      if (size > opts.limit) return fail('too_large');
+      if (size > bounds.limit) return fail('too_large');
       chunks.push(step.value);
     }
   } catch {
     // The client went away mid-body.
     return fail('aborted');
   } finally {
-    clearTimeout(timer);
+    t?.cancel();
   }
   return { ok: true, bytes: chunks.length === 1 ? chunks[0]! : new Uint8Array(Buffer.concat(chunks)) };
 }

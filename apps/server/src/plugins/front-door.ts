@@ -9,7 +9,7 @@
  *   Malformed or too-deep JSON is a deferred 400, raised after auth and header checks (API.md's order).
  */
 import { Elysia } from 'elysia';
-import { GatewayError, errorResponse, parseBoundedJson, readBounded, surfaceOf } from '@gw/core';
+import { GatewayError, errorResponse, parseBoundedJson, readRequestBody, surfaceOf } from '@gw/core';
 import { bodyErrors, requestIdOf, startedAtOf } from './http-errors';
 import { isCrossSite } from './same-origin';
 import type { RouteKind, RoutePolicy, RouteTable } from './route-table';
@@ -89,7 +89,7 @@ export const frontDoor = (o: FrontDoorOptions) => {
     .onParse({ as: 'global' }, async ({ request }) => {
       const policy = policies.get(request);
       const limit = limitOf(policy);
-      const read = await readBounded(request.body, { limit, deadline: (startedAtOf(request) ?? performance.now()) + o.bodyTimeoutMs });
+      const read = await readRequestBody(request, { limit, deadline: (startedAtOf(request) ?? performance.now()) + o.bodyTimeoutMs });
       if (!read.ok) {
         if (read.reason === 'too_large') throw tooLarge(limit);
         if (read.reason === 'timeout') throw new GatewayError(408, 'body_timeout', `Request body did not arrive within ${o.bodyTimeoutMs} ms`, { headers: CLOSE });
