@@ -12,11 +12,36 @@ export interface ReadBounds {
   deadline: number;
 }
 
-/** Settles with 'timeout' at `deadline`, unless `cancel` is called first. */
+/**
+ * Body deadlines share one coarse timer instead of a setTimeout per request (measurably cheaper on the
+ * hot path): a deadline fires within SWEEP_MS after it passes. The timer is unref'd, so it never keeps
+ * the process alive.
+ */
+const SWEEP_MS = 50;
+type Waiter = { deadline: number; fire: () => void };
+const waiters = new Set<Waiter>();
+let sweeper: ReturnType<typeof setInterval> | null = null;
+
+function sweep(): void {
+  const now = performance.now();
+  for (const w of waiters) {
+    if (w.deadline <= now) {
+      waiters.delete(w);
+      w.fire();
+    }
+  }
+}
+
+/** Settles with 'timeout' once `deadline` has passed, unless `cancel` is called first. */
 function timeoutAt(deadline: number): { expired: Promise<'timeout'>; cancel: () => void } {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const expired = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), Math.max(0, deadline - performance.now())); });
-  return { expired, cancel: () => clearTimeout(timer) };
+  let w!: Waiter;
+  const expired = new Promise<'timeout'>((resolve) => { w = { deadline, fire: () => resolve('timeout') }; });
+  waiters.add(w);
+  if (!sweeper) {
+    sweeper = setInterval(sweep, SWEEP_MS);
+    (sweeper as { unref?: () => void }).unref?.();
+  }
+  return { expired, cancel: () => { waiters.delete(w); } };
 }
 
 /**

@@ -44,7 +44,9 @@ export const isJsonMediaType = (ct: string) => {
   return (i < 0 ? ct : ct.slice(0, i)).trim().toLowerCase() === 'application/json';
 };
 
-const hasBody = (r: Request) => Number(r.headers.get('content-length') ?? '0') > 0 || r.headers.has('transfer-encoding');
+/** Declared body length (0 when none), and whether a body comes at all (declared or chunked). */
+const declaredLength = (r: Request) => Number(r.headers.get('content-length') ?? '0');
+const hasBody = (r: Request, len = declaredLength(r)) => len > 0 || r.headers.has('transfer-encoding');
 
 const pathOf = (url: string) => {
   const start = url.indexOf('/', url.indexOf('//') + 2);
@@ -80,9 +82,9 @@ export const frontDoor = (o: FrontDoorOptions) => {
         if (e) return reject(request, pathname, e);
       }
       const limit = limitOf(policy);
-      const len = Number(request.headers.get('content-length') ?? '0');
+      const len = declaredLength(request);
       if (len > limit) return reject(request, pathname, tooLarge(limit));
-      if (hasBody(request) && !policy?.raw && !isJsonMediaType(request.headers.get('content-type') ?? '')) {
+      if (hasBody(request, len) && !policy?.raw && !isJsonMediaType(request.headers.get('content-type') ?? '')) {
         return reject(request, pathname, new GatewayError(415, 'unsupported_media_type', 'Content-Type must be application/json', { param: 'content-type' }));
       }
     })
