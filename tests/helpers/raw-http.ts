@@ -35,18 +35,32 @@ export function rawHttp(url: string, head: string, opts: { chunks?: string[]; in
       const sep = text.indexOf('\r\n\r\n');
       resolve({ text, status: m ? Number(m[1]) : 0, body: sep < 0 ? '' : text.slice(sep + 4), firstByteMs, closed });
     };
+    // Bun's socket.write takes what the kernel accepts now and returns the count: the rest is queued here
+    // and written on drain, so big bodies really arrive (or stop when the server stops reading).
+    let queued = '';
+    const flush = (s: { write(d: string): number }) => {
+      while (queued) {
+        const n = s.write(queued);
+        if (n <= 0) return;
+        queued = queued.slice(n);
+      }
+    };
     Bun.connect({
       hostname, port: Number(port),
       socket: {
         open(s) {
-          s.write(head);
+          queued = head;
+          flush(s);
           const chunks = [...(opts.chunks ?? [])];
           if (chunks.length) timer = setInterval(() => {
             if (!chunks.length || text) return clearInterval(timer);
-            s.write(chunks.shift()!);
+            if (queued.length > (1 << 20)) return; // the server is not reading: do not pile up more
+            queued += chunks.shift()!;
+            flush(s);
           }, opts.intervalMs ?? 50);
           setTimeout(() => finish(false, s), opts.waitMs ?? 2000);
         },
+        drain(s) { flush(s); },
         data(s, d) {
           if (!text) firstByteMs = performance.now() - started;
           text += d.toString();
