@@ -4,8 +4,8 @@
  *
  * - onRequest (headers only, nothing read yet): cross-site refusal for cookie writes (403), credentials
  *   on authenticated routes (401), declared size against the route's limit (413), JSON media type (415).
- * - onParse (the one body reader of the app): bytes are read under the same size limit and a total
- *   deadline (408), kept raw for signed webhooks, and JSON is depth-checked before `JSON.parse`.
+ * - onParse (the one body reader of the app): the body is read under the same size limit and a total
+ *   deadline (408), kept as raw bytes for signed webhooks, and JSON is depth-checked before `JSON.parse`.
  *   Malformed or too-deep JSON is a deferred 400, raised after auth and header checks (API.md's order).
  */
 import { Elysia } from 'elysia';
@@ -35,7 +35,7 @@ const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const policies = new WeakMap<Request, RoutePolicy>();
 const rawBodies = new WeakMap<Request, Uint8Array>();
 
-/** The exact bytes of a request's body, as read by the front door (signed webhooks verify these). */
+/** The exact bytes of a raw route's body (signed webhooks verify these), as read by the front door. */
 export const rawBodyOf = (r: Request) => rawBodies.get(r);
 
 /** `application/json` exactly, parameters (charset) aside: `…;a=json` or `text/json+x` are not JSON. */
@@ -91,15 +91,18 @@ export const frontDoor = (o: FrontDoorOptions) => {
     .onParse({ as: 'global' }, async ({ request }) => {
       const policy = policies.get(request);
       const limit = limitOf(policy);
-      const read = await readRequestBody(request, { limit, deadline: (startedAtOf(request) ?? performance.now()) + o.bodyTimeoutMs });
+      const bounds = { limit, deadline: (startedAtOf(request) ?? performance.now()) + o.bodyTimeoutMs };
+      const read = policy?.raw ? await readRequestBody(request, bounds, 'bytes') : await readRequestBody(request, bounds, 'text');
       if (!read.ok) {
         if (read.reason === 'too_large') throw tooLarge(limit);
         if (read.reason === 'timeout') throw new GatewayError(408, 'body_timeout', `Request body did not arrive within ${o.bodyTimeoutMs} ms`, { headers: CLOSE });
         throw new GatewayError(400, 'body_incomplete', 'Request body ended early', { headers: CLOSE });
       }
-      rawBodies.set(request, read.bytes);
-      if (policy?.raw) return read.bytes;
-      const parsed = parseBoundedJson(read.bytes, o.jsonMaxDepth);
+      if ('bytes' in read) {
+        rawBodies.set(request, read.bytes);
+        return read.bytes;
+      }
+      const parsed = parseBoundedJson(read.text, o.jsonMaxDepth);
       if (parsed.ok) return parsed.value;
       bodyErrors.set(request, parsed.reason === 'too_deep'
         ? new GatewayError(400, 'json_too_deep', `Request body nests deeper than ${o.jsonMaxDepth} levels`)
