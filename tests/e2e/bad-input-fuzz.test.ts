@@ -2,7 +2,9 @@
  * Bad input never gets a 5xx, an HTML/plain-text body or a half-written record: every route of the app
  * (from its own route table, so new routes are covered) receives a fixed set of hostile bodies and
  * path values, as root on /api and with a funded relay key on /v1, and must answer with a JSON error
- * object of four strings (or a success).
+ * object of four strings (or a success). Then extremes: 20,000-deep JSON from anyone, number edges and
+ * NaN-like strings in every body and query field the route schemas name, malformed cookies and headers,
+ * each answered within 50 ms.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { createApp } from '../../apps/server/src/app';
@@ -65,6 +67,110 @@ test('hostile path values on every parameterised route', async () => {
     }
   }
 });
+
+
+// ---- Extremes: depth, size, numbers, cookies and headers, for every route of the table. ----
+
+/** Values at the edges of what JSON, JavaScript numbers and SQLite integers can carry. */
+const NUMBER_EXTREMES = ['1e308', '-1e308', '-0', '9007199254740993', '123456789012345678901234567890', '1e-320', '0.1', '-1'];
+const NAN_LIKE = ['"NaN"', '"Infinity"', '"-Infinity"', '"1e308"', '"0x10"', '""'];
+const QUERY_EXTREMES = ['1e308', '-0', '9007199254740993', '99999999999999999999999', 'NaN', 'Infinity', '-1', '1.5', '%00', ''];
+
+/** Every route of the table, with the property names of its body and query schemas. */
+function schemaFields(kind: 'body' | 'query'): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const r of createApp(gw.services).routes as any[]) out.set(`${r.method} ${r.path}`, Object.keys(r.hooks?.[kind]?.properties ?? {}));
+  return out;
+}
+
+const timed = async (f: () => Promise<{ status: number; body: any; headers: Headers }>) => {
+  const t = performance.now();
+  const r = await f();
+  return { ...r, ms: performance.now() - t };
+};
+
+/** Routes whose handler verifies a password or hashes one: a well-formed body costs a deliberate hash. */
+const HASHING = /\/api\/user\/(login|reset|password|2fa)|^(POST|PUT) \/api\/user\/$/;
+
+test('every body field of every route set to number extremes and NaN-like strings: never a 5xx', async () => {
+  const fields = schemaFields('body');
+  const v1 = { 'x-api-key': relayKey, 'vendor-version': '2023-06-01' };
+  let calls = 0;
+  const slow: string[] = [];
+  for (const r of routes.filter((x) => x.method !== 'GET')) {
+    const names = fields.get(`${r.method} ${r.path}`)?.length ? fields.get(`${r.method} ${r.path}`)! : ['id', 'model', 'max_tokens', 'amount', 'user_id'];
+    const path = r.path.replace(/:[^/]+/g, '999999');
+    const isV1 = r.path.startsWith('/v1/');
+    for (const v of [...NUMBER_EXTREMES, ...NAN_LIKE]) {
+      const body = `{${names.map((n) => `"${n}":${v}`).join(',')}}`;
+      const res = await timed(() => gw.api(r.method, path, body, isV1 ? null : gw.rootToken, isV1 ? v1 : {}));
+      expectWellFormed(res, `${r.method} ${r.path} ${body.slice(0, 60)}`);
+      if (res.ms > 50 && !HASHING.test(`${r.method} ${r.path}`)) slow.push(`${r.method} ${r.path} ${v}: ${res.ms.toFixed(0)} ms`);
+      calls++;
+    }
+  }
+  expect(calls).toBeGreaterThan(300);
+  expect(slow).toEqual([]);
+}, 60_000);
+
+test('depth and size on every route: 400 json_too_deep or 413 within 50 ms, whoever sends it', async () => {
+  const deepArr = '['.repeat(20_000) + ']'.repeat(20_000);
+  const deepInField = `{"name":${'{"a":'.repeat(20_000)}1${'}'.repeat(20_000)},"messages":[]}`;
+  const v1 = { 'x-api-key': relayKey, 'vendor-version': '2023-06-01' };
+  for (const r of [...routes.filter((x) => x.method !== 'GET'), { method: 'POST', path: '/api/providerA/webhook' }, { method: 'POST', path: '/api/providerB/webhook' }]) {
+    const path = r.path.replace(/:[^/]+/g, '999999');
+    const isV1 = r.path.startsWith('/v1/');
+    for (const [body, token] of [[deepArr, null], [deepArr, gw.rootToken], [deepInField, gw.rootToken]] as const) {
+      const res = await timed(() => gw.api(r.method, path, body, isV1 ? null : token, isV1 ? v1 : {}));
+      expectWellFormed(res, `${r.method} ${r.path} deep ${token ? 'auth' : 'anon'}`);
+      expect({ route: `${r.method} ${r.path}`, fast: res.ms < 50 }).toEqual({ route: `${r.method} ${r.path}`, fast: true });
+      if (res.status < 400) throw new Error(`${r.method} ${r.path} accepted a 20,000-deep body`);
+    }
+  }
+});
+
+test('query extremes on every GET route (every query field, and p/page_size/limit): never a 5xx', async () => {
+  const fields = schemaFields('query');
+  const v1 = { 'x-api-key': relayKey, 'vendor-version': '2023-06-01' };
+  let calls = 0;
+  for (const r of routes.filter((x) => x.method === 'GET')) {
+    const names = [...new Set([...(fields.get(`GET ${r.path}`) ?? []), 'p', 'page_size', 'limit', 'id'])];
+    const isV1 = r.path.startsWith('/v1/');
+    for (const v of QUERY_EXTREMES) {
+      const qs = names.map((n) => `${n}=${encodeURIComponent(v)}`).join('&');
+      for (const one of [qs, ...names.map((n) => `${n}=${encodeURIComponent(v)}`)]) {
+        const res = await timed(() => gw.api('GET', `${r.path.replace(/:[^/]+/g, '999999')}?${one}`, undefined, isV1 ? null : gw.rootToken, isV1 ? v1 : {}));
+        expectWellFormed(res, `GET ${r.path}?${one}`);
+        expect(res.ms).toBeLessThan(50);
+        calls++;
+      }
+    }
+  }
+  expect(calls).toBeGreaterThan(200);
+}, 60_000);
+
+test('malformed cookies and headers on every route (including /health and login): never a 5xx', async () => {
+  const all = [...createApp(gw.services).routes].filter((r) => ['GET', 'POST', 'PUT', 'DELETE'].includes(r.method) && r.path !== '/v1/realtime' && !r.path.startsWith('/openapi'));
+  const headerSets: Array<Record<string, string>> = [
+    { cookie: 'gw_session=%E0%A4%A' }, { cookie: 'gw_session=%' }, { cookie: 'gw_session=' }, { cookie: '=;;; ;=gw_session' },
+    { cookie: `gw_session=${'a'.repeat(4000)}` }, { authorization: 'Bearer' }, { authorization: 'Bearer %E0%A4%A' }, { authorization: 'Basic ::::' },
+    { 'x-api-key': '%E0%A4%A' }, { 'vendor-version': '99999-99-99' }, { 'anthropic-version': '1e308' },
+    { 'content-type': 'application/json; charset=utf-16' }, { 'x-forwarded-for': '999.999.999.999, ::ffff:zz' }, { 'sec-fetch-site': '%E0' },
+  ];
+  let calls = 0;
+  for (const r of all) {
+    const path = r.path.replace(/:[^/]+/g, '999999');
+    for (const h of headerSets) {
+      const body = r.method === 'GET' || r.method === 'DELETE' ? undefined : '{}';
+      const res = await timed(() => gw.api(r.method, path, body, null, h));
+      if (r.path === '/health') expect(res.status).toBe(200);
+      else expectWellFormed(res, `${r.method} ${r.path} ${JSON.stringify(h).slice(0, 60)}`);
+      expect(res.ms).toBeLessThan(50);
+      calls++;
+    }
+  }
+  expect(calls).toBeGreaterThan(500);
+}, 60_000);
 
 test('after all that, the root user and the ledger are intact', async () => {
   const self = await gw.api('GET', '/api/user/self');

@@ -15,6 +15,7 @@ import { getAdapter } from '@gw/providers';
 import { RelayGate, orderCandidates, type GateKey } from '@gw/relay';
 import { RealtimeService, adapterResolver, realtimeConfig, type RealtimeChannel } from '@gw/realtime';
 import { httpErrors } from '../../apps/server/src/plugins/http-errors';
+import { RouteTable } from '../../apps/server/src/plugins/route-table';
 import { realtimeRoutes } from '../../apps/server/src/routes/realtime';
 import { RealtimeTestClient, SAMPLE_USAGE, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
 
@@ -84,7 +85,8 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
     billing: { requirePrice: true, minReserve: 1 },
     log: (line) => logs.push(line),
   });
-  const app: any = new Elysia().use(httpErrors({ maxBodyBytes: 1 << 20, routes: () => app.routes })).use(realtimeRoutes(service));
+  let table: RouteTable | undefined;
+  const app: any = new Elysia().use(httpErrors({ table: () => (table ??= new RouteTable(app.routes)) })).use(realtimeRoutes(service));
   app.listen({ port: 0, hostname: '127.0.0.1' });
   const port = app.server!.port;
   return {

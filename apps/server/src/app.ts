@@ -6,6 +6,13 @@ import { Elysia } from 'elysia';
 import type { Services } from './services';
 import { httpErrors } from './plugins/http-errors';
 import { accessLog } from './plugins/access-log';
+import { frontDoor } from './plugins/front-door';
+import { RouteTable } from './plugins/route-table';
+import { quietValidation } from './plugins/quiet-validation';
+import { originOf } from './plugins/same-origin';
+import { managementAuthError, usesSessionCookie } from './plugins/auth';
+import { relayKeyOf } from './plugins/relay-key';
+import { GatewayError } from '@gw/core';
 import { topupRoutes } from './routes/topup';
 import { webhookRoutes } from './routes/webhooks';
 import { ledgerRoutes } from './routes/ledger';
@@ -22,9 +29,38 @@ import { logRoutes } from './routes/logs';
 import { realtimeRoutes } from './routes/realtime';
 import { metricsRoutes } from './routes/metrics';
 
+/** The 401 of a request lacking the credentials of its route's kind (checked before its body is read). */
+function authenticator(s: Services) {
+  return (request: Request, kind: 'relay' | 'management'): GatewayError | null => {
+    if (kind === 'management') return managementAuthError(s, request);
+    try {
+      relayKeyOf(s, request);
+      return null;
+    } catch (e) {
+      if (e instanceof GatewayError) return e;
+      throw e;
+    }
+  };
+}
+
 export function createApp(s: Services) {
+  // Built on the first request, when every plugin has registered its routes.
+  let table: RouteTable | null = null;
+  const routeTable = () => {
+    if (!table) {
+      quietValidation(app.routes as any);
+      table = new RouteTable(app.routes);
+    }
+    return table;
+  };
+  const c = s.config;
   const app: Elysia<any, any, any, any, any, any, any> = new Elysia({ name: 'gateway' })
-    .use(httpErrors({ maxBodyBytes: s.config.maxBodyBytes, routes: () => app.routes }))
+    .use(httpErrors({ table: routeTable }))
+    .use(frontDoor({
+      table: routeTable, maxBodyBytes: c.maxBodyBytes, anonMaxBodyBytes: c.anonMaxBodyBytes, jsonMaxDepth: c.jsonMaxDepth,
+      bodyTimeoutMs: c.bodyTimeoutMs, publicOrigin: originOf(c.env.PUBLIC_URL?.trim() || `http://localhost:${c.port}`),
+      authenticate: authenticator(s), usesSessionCookie,
+    }))
     .use(accessLog(s.config.logRequests))
     .use(metricsRoutes(s))
     // Metering writes are batched (BILLING_FLUSH_MS); the management API reads the database, so it

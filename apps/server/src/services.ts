@@ -89,7 +89,7 @@ export async function createServices(config: Config, log: (line: string) => void
   const channelRegistry = new ChannelRegistry(channelsRepo, channelSecrets, bus, log);
   const userAdmin = new UserService(dbh.db, users, sessions, ledger, bus);
   const userDirectory = new UserDirectory(users, bus);
-  const apiKeys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, userDirectory, bus);
+  const apiKeys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });
   const metrics = createMetrics();
   // Reset e-mails go through a background queue; it stops before the mailer closes (closers run in reverse).
   const passwordReset = new PasswordResetService(users, security, mailer, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)), passwordResetConfig(config.env), log);

@@ -17,6 +17,13 @@ test('defaults: port 3000, SQLite file under ./data, root user, 32 MiB body limi
   expect(c.sqlitePath).toBe(':memory:');
 });
 
+test('front-door defaults: 64 KiB public bodies, JSON depth 64, 30 s body deadline, 100 keys per user', () => {
+  const c = loadConfig({ DATABASE_URL: 'sqlite::memory:' });
+  expect([c.anonMaxBodyBytes, c.jsonMaxDepth, c.bodyTimeoutMs, c.maxKeysPerUser]).toEqual([65536, 64, 30_000, 100]);
+  const d = loadConfig({ DATABASE_URL: 'sqlite::memory:', ANON_MAX_BODY_BYTES: '4096', JSON_MAX_DEPTH: '16', BODY_TIMEOUT_MS: '500', MAX_KEYS_PER_USER: '0' });
+  expect([d.anonMaxBodyBytes, d.jsonMaxDepth, d.bodyTimeoutMs, d.maxKeysPerUser]).toEqual([4096, 16, 500, 0]);
+});
+
 test('the database folder is created, and a secret key file beside it is created once (0600) and reused', () => {
   const d = join(tmp(), 'nested', 'deeper');
   const a = loadConfig({ DATABASE_URL: `sqlite:${join(d, 'g.db')}` });
@@ -37,6 +44,10 @@ test.each([
   [{ SECRET_KEY: 'abcd' }, 'SECRET_KEY must be 32 bytes'],
   [{ COOKIE_SECURE: 'maybe' }, 'COOKIE_SECURE must be true or false'],
   [{ MAX_BODY_BYTES: '10' }, 'MAX_BODY_BYTES must be between'],
+  [{ JSON_MAX_DEPTH: '100000' }, 'JSON_MAX_DEPTH must be between'],
+  [{ BODY_TIMEOUT_MS: 'soon' }, 'BODY_TIMEOUT_MS must be an integer'],
+  [{ ANON_MAX_BODY_BYTES: '1' }, 'ANON_MAX_BODY_BYTES must be between'],
+  [{ MAX_KEYS_PER_USER: '-1' }, 'MAX_KEYS_PER_USER must be between'],
 ])('bad value %j stops with a one-line reason', (env, reason) => {
   const load = () => loadConfig({ DATABASE_URL: 'sqlite::memory:', ...env });
   expect(load).toThrow(ConfigError);

@@ -23,6 +23,14 @@ export interface Config {
   secretKey: Uint8Array;
   /** Largest request body accepted, in bytes (413 above). */
   maxBodyBytes: number;
+  /** Largest body accepted before authentication, on public routes (login, password reset, webhooks). */
+  anonMaxBodyBytes: number;
+  /** Deepest JSON nesting accepted in any request body (400 `json_too_deep` above). */
+  jsonMaxDepth: number;
+  /** Longest a request body may take to arrive, from the request's start (408 `body_timeout` after). */
+  bodyTimeoutMs: number;
+  /** API keys one user may hold (409 `too_many_keys` above); 0 = unlimited. */
+  maxKeysPerUser: number;
   sessionTtlSeconds: number;
   /** Secure flag on the session cookie (set when served over HTTPS). */
   cookieSecure: boolean;
@@ -106,6 +114,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     rootPassword,
     secretKey: secretKey(env, sqlitePath),
     maxBodyBytes: int(env, 'MAX_BODY_BYTES', 32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    anonMaxBodyBytes: int(env, 'ANON_MAX_BODY_BYTES', 64 * 1024, 1024, 1024 * 1024 * 1024),
+    jsonMaxDepth: int(env, 'JSON_MAX_DEPTH', 64, 8, 10_000),
+    bodyTimeoutMs: int(env, 'BODY_TIMEOUT_MS', 30_000, 100, 3_600_000),
+    maxKeysPerUser: int(env, 'MAX_KEYS_PER_USER', 100, 0, 1_000_000),
     sessionTtlSeconds: int(env, 'SESSION_TTL_HOURS', 168, 1, 24 * 365) * 3600,
     cookieSecure: bool(env, 'COOKIE_SECURE', false),
     loginMaxFailures: int(env, 'LOGIN_MAX_FAILURES', 5, 1, 1000),

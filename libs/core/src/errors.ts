@@ -26,6 +26,7 @@ export const TYPE_FOR_STATUS: Record<number, ErrorType> = {
   404: 'not_found_error',
   405: 'invalid_request_error',
   409: 'conflict_error',
+  408: 'timeout_error',
   413: 'request_too_large',
   415: 'invalid_request_error',
   422: 'invalid_request_error',

@@ -9,3 +9,4 @@ export * from './events';
 export * from './json-pointer';
 export * from './read-capped';
 export * from './metrics';
+export * from './bounded-json';

@@ -89,7 +89,9 @@ export class ApiKeyService {
   private readonly excludedUsers = new Set<number>();
   private readonly unsubs: Array<() => void> = [];
 
-  constructor(private readonly repo: ApiKeysRepo, private readonly users: UsersRepo, private readonly directory: UserDirectory, private readonly bus: ChangeBus) {
+  /** `maxKeysPerUser`: keys one owner may hold (0 = unlimited), so no account can grow the key index without bound. */
+  constructor(private readonly repo: ApiKeysRepo, private readonly users: UsersRepo, private readonly directory: UserDirectory, private readonly bus: ChangeBus,
+    private readonly limits: { maxKeysPerUser: number } = { maxKeysPerUser: 100 }) {
     for (const row of repo.all()) this.index(row);
     this.unsubs.push(bus.on('apikey.changed', ({ keyId }) => this.refreshKey(keyId)));
     this.unsubs.push(directory.subscribe((userId, account) => this.refreshUser(userId, account?.status === 1)));
@@ -118,6 +120,10 @@ export class ApiKeyService {
 
   create(actor: UserRow, input: ApiKeyCreate): { key: string; view: ApiKeyView } {
     const owner = this.resolveOwner(actor, input.user_id);
+    const max = this.limits.maxKeysPerUser;
+    if (max > 0 && this.repo.list({ userId: owner.id, offset: 0, limit: 1 }).total >= max) {
+      throw new GatewayError(409, 'too_many_keys', `A user may hold at most ${max} API keys; delete unused ones first`, { param: 'user_id' });
+    }
     const now = nowSeconds();
     const key = `sk-${randomToken(48)}`;
     const row = this.repo.insert({

@@ -1,7 +1,8 @@
 /**
- * Management authentication: resolves the caller (session cookie or `gwm_` access token) in
- * `derive`, which runs before body validation, and the `role` macro enforces the minimum role in
- * `transform`, so an anonymous caller with a bad body gets 401, not 400 (STACK-NOTES 3).
+ * Management authentication: resolves the caller (session cookie or `gwm_` access token) once per
+ * request. The front door calls it before any body is read (an anonymous or bad credential gets its
+ * 401 without the upload being consumed); `derive` exposes the same result to routes, and the `role`
+ * macro enforces the minimum role in `transform`.
  */
 import { Elysia } from 'elysia';
 import { GatewayError } from '@gw/core';
@@ -10,15 +11,27 @@ import { SESSION_COOKIE, type Principal } from '@gw/identity';
 import type { Services } from '../services';
 
 export type RoleName = keyof typeof ROLE;
+export type Credentials = { principal: Principal | null; credentialError: GatewayError | null };
 
-function readCookie(header: string | null, name: string): string | undefined {
+/** A cookie's value; a malformed percent-encoding reads as no cookie (never a 500). */
+export function readCookie(header: string | null, name: string): string | undefined {
   if (!header) return undefined;
   for (const part of header.split(';')) {
     const i = part.indexOf('=');
-    if (i > 0 && part.slice(0, i).trim() === name) return decodeURIComponent(part.slice(i + 1).trim());
+    if (i > 0 && part.slice(0, i).trim() === name) {
+      try {
+        return decodeURIComponent(part.slice(i + 1).trim());
+      } catch {
+        return undefined;
+      }
+    }
   }
   return undefined;
 }
+
+/** Whether a request would be authenticated by the session cookie, the credential a browser adds on its own. */
+export const usesSessionCookie = (request: Request) =>
+  !request.headers.has('authorization') && readCookie(request.headers.get('cookie'), SESSION_COOKIE) !== undefined;
 
 /** Whether a URL's path (not its query) is under /v1/. */
 function isV1(url: string): boolean {
@@ -26,29 +39,49 @@ function isV1(url: string): boolean {
   return url.startsWith('/v1/', start);
 }
 
+const resolved = new WeakMap<Request, Credentials>();
+const NONE: Credentials = { principal: null, credentialError: null };
+
+/** The management caller of a request, resolved once (memoised per request). */
+export function managementCredentials(s: Services, request: Request): Credentials {
+  let c = resolved.get(request);
+  if (!c) {
+    c = resolve(s, request);
+    resolved.set(request, c);
+  }
+  return c;
+}
+
+function resolve(s: Services, request: Request): Credentials {
+  const authz = request.headers.get('authorization');
+  if (authz) {
+    const m = /^Bearer\s+(.+)$/i.exec(authz.trim());
+    const token = m?.[1]?.trim() ?? '';
+    if (token.startsWith('sk-')) {
+      return { principal: null, credentialError: new GatewayError(401, 'wrong_credential_kind', 'Relay API keys (sk-…) are not accepted on the management API; use a management access token') };
+    }
+    const p = token ? s.auth.fromBearer(token) : null;
+    return { principal: p, credentialError: p ? null : new GatewayError(401, 'invalid_access_token', 'Invalid, expired or revoked access token') };
+  }
+  const sid = readCookie(request.headers.get('cookie'), SESSION_COOKIE);
+  const p = sid ? s.auth.fromSession(sid) : null;
+  return { principal: p, credentialError: p || !sid ? null : new GatewayError(401, 'session_expired', 'Session expired or logged out; log in again') };
+}
+
+/** The 401 a management route answers when a request has no valid credential, or null. */
+export function managementAuthError(s: Services, request: Request): GatewayError | null {
+  const c = managementCredentials(s, request);
+  return c.principal ? null : c.credentialError ?? new GatewayError(401, 'not_logged_in', 'Log in or send Authorization: Bearer <access token>');
+}
+
 export const authPlugin = (s: Services) =>
   new Elysia({ name: 'management-auth' })
-    .derive({ as: 'global' }, ({ request }): { principal: Principal | null; credentialError: GatewayError | null } => {
-      // Derives run for every route of the app; /v1 requests carry relay keys and never need this.
-      if (isV1(request.url)) return { principal: null, credentialError: null };
-      const authz = request.headers.get('authorization');
-      if (authz) {
-        const m = /^Bearer\s+(.+)$/i.exec(authz.trim());
-        const token = m?.[1]?.trim() ?? '';
-        if (token.startsWith('sk-')) {
-          return { principal: null, credentialError: new GatewayError(401, 'wrong_credential_kind', 'Relay API keys (sk-…) are not accepted on the management API; use a management access token') };
-        }
-        const p = token ? s.auth.fromBearer(token) : null;
-        return { principal: p, credentialError: p ? null : new GatewayError(401, 'invalid_access_token', 'Invalid, expired or revoked access token') };
-      }
-      const sid = readCookie(request.headers.get('cookie'), SESSION_COOKIE);
-      const p = sid ? s.auth.fromSession(sid) : null;
-      return { principal: p, credentialError: p || !sid ? null : new GatewayError(401, 'session_expired', 'Session expired or logged out; log in again') };
-    })
+    // Derives run for every route of the app; /v1 requests carry relay keys and never need this.
+    .derive({ as: 'global' }, ({ request }): Credentials => (isV1(request.url) ? NONE : managementCredentials(s, request)))
     .macro({
       /** Minimum role for a route: 'user' (any logged-in user), 'admin' or 'root'. */
       role: (min: RoleName) => ({
-        transform({ principal, credentialError }: { principal: Principal | null; credentialError: GatewayError | null }) {
+        transform({ principal, credentialError }: Credentials) {
           if (!principal) throw credentialError ?? new GatewayError(401, 'not_logged_in', 'Log in or send Authorization: Bearer <access token>');
           if (principal.user.role < ROLE[min]) throw new GatewayError(403, 'insufficient_role', `This operation needs the ${min} role`);
         },

@@ -1,19 +1,19 @@
 /**
  * Request ids and the single place errors are rendered to the wire: validation, parse, unknown
- * route (404) and method (405), content type (415), body size (413), and every GatewayError.
+ * route (404) and method (405), and every GatewayError (the front door's 401/403/408/413/415 included).
  */
 import { Elysia } from 'elysia';
 import { ValueErrorType } from '@sinclair/typebox/errors';
-import { GatewayError, errorResponse, newRequestId, pointerToParam, readCapped, surfaceOf, toGatewayError, valueAt } from '@gw/core';
+import { GatewayError, errorResponse, newRequestId, pointerToParam, surfaceOf, toGatewayError, valueAt } from '@gw/core';
+import { isPlaceholder } from './quiet-validation';
+import type { RouteTable } from './route-table';
 
 /**
- * Requests whose body was not JSON. The parser records them instead of failing, so that auth
- * (which runs after parsing) still answers 401 first; the error is raised after auth.
+ * Requests whose body was not acceptable JSON (malformed, too deep). The parser records them instead of
+ * failing, so that header checks in `transform` still answer first; the error is raised before the handler.
  */
-const bodyErrors = new WeakMap<Request, GatewayError>();
-/** The deferred body error of a request (not JSON, too large), if any. */
-export const bodyErrorOf = (r: Request) => bodyErrors.get(r);
-export const invalidJsonError = () => new GatewayError(400, 'invalid_json', 'Request body is not valid JSON');
+export const bodyErrors = new WeakMap<Request, GatewayError>();
+const invalidJsonError = () => new GatewayError(400, 'invalid_json', 'Request body is not valid JSON');
 
 const requestIds = new WeakMap<Request, string>();
 const startTimes = new WeakMap<Request, number>();
@@ -52,7 +52,7 @@ function validationError(err: any, where: string, request: Request): GatewayErro
   const ve = err.valueError ?? err.all?.[0];
   // For a missing property TypeBox points at the property itself, which is what `param` should name.
   const param = pointerToParam(ve?.path ?? '') || coercedParamName(err, request);
-  const custom = typeof err.customError === 'string' ? err.customError : undefined;
+  const custom = typeof err.customError === 'string' && !isPlaceholder(err.customError) ? err.customError : undefined;
   const detail = custom ?? ve?.message ?? 'Invalid value';
   const label = param || where;
   // TypeBox reports a missing property as a type error at its path; say what it really is.
@@ -63,47 +63,14 @@ function validationError(err: any, where: string, request: Request): GatewayErro
   return new GatewayError(400, codeFor(ve?.type), `${label}: ${detail}`, { param });
 }
 
-const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
-
-type RouteMatcher = { method: string; re: RegExp };
-
-/** `routes` is read lazily (the app's route table is complete only after every plugin registered). */
-export const httpErrors = (opts: { maxBodyBytes: number; routes: () => Array<{ method: string; path: string }> }) => {
-  let matchers: RouteMatcher[] | null = null;
+/** `table` is read lazily (the app's route table is complete only after every plugin registered). */
+export const httpErrors = (opts: { table: () => RouteTable }) => {
   const plugin = new Elysia({ name: 'http-errors' })
     .onRequest(({ request, set }) => {
       const id = newRequestId();
       requestIds.set(request, id);
       startTimes.set(request, performance.now());
       set.headers['request-id'] = id;
-      if (!BODY_METHODS.has(request.method)) return;
-      const len = Number(request.headers.get('content-length') ?? '0');
-      if (len > opts.maxBodyBytes) {
-        return errorResponse(new GatewayError(413, 'request_too_large', `Request body exceeds ${opts.maxBodyBytes} bytes`), surfaceOf(new URL(request.url).pathname), id);
-      }
-      const hasBody = len > 0 || request.headers.has('transfer-encoding');
-      const ct = request.headers.get('content-type') ?? '';
-      if (!hasBody || /json/i.test(ct)) return;
-      const path = new URL(request.url).pathname;
-      // Webhooks are verified by signature over the raw body, whatever its declared type.
-      if (!path.endsWith('/webhook')) {
-        return errorResponse(new GatewayError(415, 'unsupported_media_type', 'Content-Type must be application/json', { param: 'content-type' }), surfaceOf(path), id);
-      }
-    })
-    .onParse({ as: 'global' }, async ({ request, contentType }) => {
-      if (!/json/i.test(contentType ?? '')) return;
-      const text = await readLimited(request, opts.maxBodyBytes);
-      if (text === null) {
-        bodyErrors.set(request, new GatewayError(413, 'request_too_large', `Request body exceeds ${opts.maxBodyBytes} bytes`));
-        return {};
-      }
-      if (text.trim() === '') return {};
-      try {
-        return JSON.parse(text);
-      } catch {
-        bodyErrors.set(request, invalidJsonError());
-        return {};
-      }
     })
     .onBeforeHandle({ as: 'global' }, ({ request }) => {
       const e = bodyErrors.get(request);
@@ -116,13 +83,14 @@ export const httpErrors = (opts: { maxBodyBytes: number; routes: () => Array<{ m
       if (code === 'VALIDATION') {
         gw = bodyErrors.get(request) ?? validationError(error, (error as any).type ?? 'body', request);
       } else if (code === 'PARSE') {
-        gw = invalidJsonError();
+        // The front door's reader throws its own 408/413; Elysia wraps anything thrown while parsing.
+        const cause = (error as Error).cause;
+        gw = cause instanceof GatewayError ? cause : invalidJsonError();
       } else if (code === 'NOT_FOUND') {
-        matchers ??= compileRoutes(opts.routes());
         const pathname = new URL(request.url).pathname;
-        const allowed = matchers.filter((m) => m.re.test(pathname)).map((m) => m.method);
+        const allowed = opts.table().methodsFor(pathname);
         gw = allowed.length && !allowed.includes(request.method)
-          ? new GatewayError(405, 'method_not_allowed', `Method ${request.method} is not allowed on ${pathname}`, { headers: { allow: [...new Set(allowed)].join(', ') } })
+          ? new GatewayError(405, 'method_not_allowed', `Method ${request.method} is not allowed on ${pathname}`, { headers: { allow: allowed.join(', ') } })
           : new GatewayError(404, 'route_not_found', `No route ${request.method} ${pathname}`, { type: 'invalid_request_error' });
       } else {
         gw = toGatewayError(error);
@@ -134,18 +102,3 @@ export const httpErrors = (opts: { maxBodyBytes: number; routes: () => Array<{ m
     });
   return plugin;
 };
-
-/** The app's routes as regexes, to tell "wrong method" (405) from "no such path" (404). */
-function compileRoutes(routes: Array<{ method: string; path: string }>): RouteMatcher[] {
-  return routes.map((r) => ({
-    method: r.method,
-    re: new RegExp(`^${r.path.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+').replace(/\*/g, '.*')}/?$`),
-  }));
-}
-
-/** Reads a body of unknown length (chunked), giving up (null) once it passes the limit. */
-async function readLimited(request: Request, limit: number): Promise<string | null> {
-  if (request.headers.has('content-length') || !request.body) return request.text();
-  const bytes = await readCapped(request.body, limit);
-  return bytes === null ? null : Buffer.from(bytes).toString('utf8');
-}

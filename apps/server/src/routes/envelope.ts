@@ -8,8 +8,12 @@ export const envelope = <T extends TSchema>(data: T) =>
 export const page = <T extends TSchema>(item: T) =>
   t.Object({ items: t.Array(item), total: t.Integer(), page: t.Integer(), page_size: t.Integer() });
 
-/** Query parameters of every list endpoint (`p` is 1-based, new-api style). */
+/**
+ * Query parameters of every list endpoint (`p` is 1-based, new-api style). `p` is bounded so the row
+ * offset stays an exact integer SQLite accepts (1e308 would otherwise reach the database as a float).
+ */
+export const MAX_PAGE = 1_000_000;
 export const pageQuery = {
-  p: t.Optional(t.Integer({ minimum: 1, default: 1 })),
+  p: t.Optional(t.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1 })),
   page_size: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20 })),
 };

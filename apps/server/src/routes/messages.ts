@@ -1,6 +1,6 @@
 /**
  * The model-facing API: POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models[/:id].
- * Check order (API.md): key (401, in `derive`, before anything reads the body) → version header
+ * Check order (API.md): key (401, checked by the front door before anything reads the body) → version header
  * (400, route `transform`) → JSON parse (400, raised by http-errors' beforeHandle) → body schema (400)
  * → key status/model/IP (401/403) and rate limit (429) → quota (402) → routing (404/503).
  */
@@ -9,6 +9,7 @@ import { ModelInfoSchema, ModelPageSchema, checkVersionHeader, validateCountToke
 import { AnthropicMessageSchema, CountTokensRequestSchema, MessagesRequestSchema } from '@gw/formats';
 import { clientIp } from '../plugins/client-ip';
 import { requestIdOf } from '../plugins/http-errors';
+import { relayKeyOf } from '../plugins/relay-key';
 import type { Services } from '../services';
 
 const versioned = { transform: ({ request }: { request: Request }) => { checkVersionHeader(request.headers); } };
@@ -59,7 +60,7 @@ async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal
 
 export const messagesRoutes = (s: Services) =>
   new Elysia({ name: 'messages-routes', prefix: '/v1' })
-    .derive(({ request }) => ({ startedAt: performance.now(), relayKey: s.relay.gate.authenticate(request.headers) }))
+    .derive(({ request }) => ({ startedAt: performance.now(), relayKey: relayKeyOf(s, request) }))
     .post('/messages', ({ body, request, server, relayKey, startedAt }) => {
       const req = validateMessagesBody(body);
       const ip = clientIp(request, server);

@@ -1,0 +1,112 @@
+/**
+ * The front door: what every request must pass before any route code runs, decided per route from the
+ * app's own route table so a new route gets it for free.
+ *
+ * - onRequest (headers only, nothing read yet): cross-site refusal for cookie writes (403), credentials
+ *   on authenticated routes (401), declared size against the route's limit (413), JSON media type (415).
+ * - onParse (the one body reader of the app): the body is read under the same size limit and a total
+ *   deadline (408), kept as raw bytes for signed webhooks, and JSON is depth-checked before `JSON.parse`.
+ *   Malformed or too-deep JSON is a deferred 400, raised after auth and header checks (API.md's order).
+ */
+import { Elysia } from 'elysia';
+import { GatewayError, errorResponse, parseBoundedJson, readRequestBody, surfaceOf } from '@gw/core';
+import { bodyErrors, requestIdOf, startedAtOf } from './http-errors';
+import { isCrossSite } from './same-origin';
+import type { RouteKind, RoutePolicy, RouteTable } from './route-table';
+
+export interface FrontDoorOptions {
+  table: () => RouteTable;
+  /** Body limit of authenticated routes (MAX_BODY_BYTES) and of public ones (ANON_MAX_BODY_BYTES). */
+  maxBodyBytes: number;
+  anonMaxBodyBytes: number;
+  jsonMaxDepth: number;
+  bodyTimeoutMs: number;
+  /** PUBLIC_URL's origin, accepted as same-origin besides the request's Host. */
+  publicOrigin: string | null;
+  /** The 401 for a request without valid credentials of the route's kind, or null. */
+  authenticate: (request: Request, kind: Exclude<RouteKind, 'public'>) => GatewayError | null;
+  /** Whether the request is authenticated by the browser-attached session cookie. */
+  usesSessionCookie: (request: Request) => boolean;
+}
+
+/** Methods that may carry a body or change state. */
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+const policies = new WeakMap<Request, RoutePolicy>();
+const rawBodies = new WeakMap<Request, Uint8Array>();
+
+/** The exact bytes of a raw route's body (signed webhooks verify these), as read by the front door. */
+export const rawBodyOf = (r: Request) => rawBodies.get(r);
+
+/** `application/json` exactly, parameters (charset) aside: `…;a=json` or `text/json+x` are not JSON. */
+export const isJsonMediaType = (ct: string) => {
+  const i = ct.indexOf(';');
+  return (i < 0 ? ct : ct.slice(0, i)).trim().toLowerCase() === 'application/json';
+};
+
+/** Declared body length (0 when none), and whether a body comes at all (declared or chunked). */
+const declaredLength = (r: Request) => Number(r.headers.get('content-length') ?? '0');
+const hasBody = (r: Request, len = declaredLength(r)) => len > 0 || r.headers.has('transfer-encoding');
+
+const pathOf = (url: string) => {
+  const start = url.indexOf('/', url.indexOf('//') + 2);
+  const q = url.indexOf('?', start);
+  return url.slice(start, q < 0 ? undefined : q);
+};
+
+export const frontDoor = (o: FrontDoorOptions) => {
+  // An answer given before the body was read (or while it was) closes the connection: otherwise Bun keeps
+  // receiving the unread body to find the next request, which is the very work being refused.
+  const CLOSE = { connection: 'close' };
+  const tooLarge = (limit: number) => new GatewayError(413, 'request_too_large', `Request body exceeds ${limit} bytes`, { headers: CLOSE });
+  const reject = (request: Request, pathname: string, e: GatewayError) => {
+    const res = errorResponse(e, surfaceOf(pathname), requestIdOf(request));
+    if (hasBody(request)) res.headers.set('connection', 'close');
+    return res;
+  };
+  const anonLimit = Math.min(o.anonMaxBodyBytes, o.maxBodyBytes);
+  const limitOf = (p: RoutePolicy | undefined) => (p && p.kind !== 'public' ? o.maxBodyBytes : anonLimit);
+
+  return new Elysia({ name: 'front-door' })
+    .onRequest(({ request }) => {
+      if (!WRITE_METHODS.has(request.method)) return;
+      const pathname = pathOf(request.url);
+      const policy = o.table().find(request.method, pathname);
+      // Unknown routes still get the public limits; the router answers 404/405 without reading the body.
+      if (policy) policies.set(request, policy);
+      if (policy && !policy.raw && policy.kind !== 'relay' && o.usesSessionCookie(request) && isCrossSite(request, o.publicOrigin)) {
+        return reject(request, pathname, new GatewayError(403, 'cross_site_request', 'Cross-site requests may not use the session cookie; send them from the gateway origin or use an access token', { param: 'origin' }));
+      }
+      if (policy && policy.kind !== 'public') {
+        const e = o.authenticate(request, policy.kind);
+        if (e) return reject(request, pathname, e);
+      }
+      const limit = limitOf(policy);
+      const len = declaredLength(request);
+      if (len > limit) return reject(request, pathname, tooLarge(limit));
+      if (hasBody(request, len) && !policy?.raw && !isJsonMediaType(request.headers.get('content-type') ?? '')) {
+        return reject(request, pathname, new GatewayError(415, 'unsupported_media_type', 'Content-Type must be application/json', { param: 'content-type' }));
+      }
+    })
+    .onParse({ as: 'global' }, async ({ request }) => {
+      const policy = policies.get(request);
+      const limit = limitOf(policy);
+      const bounds = { limit, deadline: (startedAtOf(request) ?? performance.now()) + o.bodyTimeoutMs };
+      const read = policy?.raw ? await readRequestBody(request, bounds, 'bytes') : await readRequestBody(request, bounds, 'text');
+      if (!read.ok) {
+        if (read.reason === 'too_large') throw tooLarge(limit);
+        if (read.reason === 'timeout') throw new GatewayError(408, 'body_timeout', `Request body did not arrive within ${o.bodyTimeoutMs} ms`, { headers: CLOSE });
+        throw new GatewayError(400, 'body_incomplete', 'Request body ended early', { headers: CLOSE });
+      }
+      if ('bytes' in read) {
+        rawBodies.set(request, read.bytes);
+        return read.bytes;
+      }
+      const parsed = parseBoundedJson(read.text, o.jsonMaxDepth);
+      if (parsed.ok) return parsed.value;
+      bodyErrors.set(request, parsed.reason === 'too_deep'
+        ? new GatewayError(400, 'json_too_deep', `Request body nests deeper than ${o.jsonMaxDepth} levels`)
+        : new GatewayError(400, 'invalid_json', 'Request body is not valid JSON'));
+      return {};
+    });
+};
