@@ -36,14 +36,15 @@ export type ColumnDiff<T extends string, S, P, Exempt = never> = {
     : C extends Exempt ? never : `${T}.${C & string}`;
 }[keyof S | keyof P];
 
+// `infer U extends Table` binds the concrete table; narrowing with `T extends Table ? …<T>` would
+// intersect it with the generic Table and blur its insert type.
+type Select<T> = T extends infer U extends Table ? InferSelectModel<U> : never;
+type Insert<T> = T extends infer U extends Table ? InferInsertModel<U> : never;
+
 type TableDiff<K extends string> =
   K extends keyof SqliteTables & keyof PgTables
-    ? SqliteTables[K] extends Table
-      ? PgTables[K] extends Table
-        ? | ColumnDiff<K, InferSelectModel<SqliteTables[K]>, InferSelectModel<PgTables[K]>, Pending<K>>
-          | ColumnDiff<`${K} (insert)`, InferInsertModel<SqliteTables[K]>, InferInsertModel<PgTables[K]>, Pending<K>>
-        : never
-      : never
+    ? | ColumnDiff<K, Select<SqliteTables[K]>, Select<PgTables[K]>, Pending<K>>
+      | ColumnDiff<`${K} (insert)`, Insert<SqliteTables[K]>, Insert<PgTables[K]>, Pending<K>>
     : `${K} (table missing on one side)`;
 
 /** Every mismatch across all tables; `never` when the schemas agree. */
