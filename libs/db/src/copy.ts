@@ -1,4 +1,5 @@
-import { asc, getTableColumns, getTableName, gt, is, sql as dsql, Table } from 'drizzle-orm';
+import type postgres from 'postgres';
+import { asc, getTableColumns, getTableName, gt, is, Table } from 'drizzle-orm';
 import { getTableConfig as sqliteConfig, type SQLiteColumn, type SQLiteTable } from 'drizzle-orm/sqlite-core';
 import { getTableConfig as pgConfig, type PgTable } from 'drizzle-orm/pg-core';
 import * as sqliteSchema from './schema';
@@ -66,31 +67,30 @@ export function copyOrder(): TablePair[] {
 
 /**
  * Copies every row of a SQLite database into PostgreSQL, ids kept, in one PostgreSQL transaction:
- * the target ends up with all rows or none. Returns the row count per table, in copy order. The source is read inside one SQLite read transaction,
- * a consistent snapshot even while a gateway keeps writing to it. Identity sequences are then set
- * past the largest copied id so new rows get fresh ids.
+ * the target ends up with all rows or none. Returns the row count per table, in copy order.
+ * The source is read inside one SQLite read transaction, a consistent snapshot even while a gateway
+ * keeps writing to it. Identity sequences are then set past the largest copied id so new rows get
+ * fresh ids.
  */
 export async function copySqliteToPostgres(src: DbHandle, dst: PgHandle, opts: CopyOptions = {}): Promise<Record<string, number>> {
   const tables = copyOrder();
   const counts: Record<string, number> = {};
   src.sqlite.exec('BEGIN');
   try {
-    await dst.db.transaction(async (tx) => {
+    await dst.sql.begin(async (tx) => {
       const nonEmpty: string[] = [];
-      for (const t of tables) if ((await tx.select({ one: dsql`1` }).from(t.pg).limit(1)).length) nonEmpty.push(t.name);
+      for (const t of tables) if ((await tx`select 1 from ${tx(t.name)} limit 1`).length) nonEmpty.push(t.name);
       if (nonEmpty.length && !opts.force) {
         throw new CopyError(`target schema "${dst.schema}" is not empty (${nonEmpty.join(', ')}); pass --force to replace its contents`);
       }
-      if (nonEmpty.length) await tx.execute(dsql.raw(`truncate ${tables.map((t) => `"${t.name}"`).join(', ')} restart identity cascade`));
-      for (const t of tables) {
-        counts[t.name] = await copyTable(src, tx, t, opts.batchRows ?? 1000);
-      }
+      if (nonEmpty.length) await tx.unsafe(`truncate ${tables.map((t) => `"${t.name}"`).join(', ')} restart identity cascade`);
+      for (const t of tables) counts[t.name] = await copyTable(src, tx, t, opts.batchRows ?? 1000);
       for (const t of tables) {
         if (!t.identity) continue;
         // is_called=false: the next nextval() returns exactly max(id)+1 (or 1 on an empty table).
-        await tx.execute(dsql.raw(
+        await tx.unsafe(
           `select setval(pg_get_serial_sequence('"${t.name}"', '${t.identity}'), coalesce(max("${t.identity}"), 0) + 1, false) from "${t.name}"`,
-        ));
+        );
       }
     });
   } finally {
@@ -99,24 +99,31 @@ export async function copySqliteToPostgres(src: DbHandle, dst: PgHandle, opts: C
   return counts;
 }
 
-type PgTx = Parameters<Parameters<PgHandle['db']['transaction']>[0]>[0];
-
-/** Pages through the source by primary key (no OFFSET scans) and inserts each page as one statement. */
-async function copyTable(src: DbHandle, tx: PgTx, t: TablePair, batchRows: number): Promise<number> {
+/**
+ * Pages through the source by primary key (no OFFSET scans) and inserts each page as one statement.
+ * Rows are read through drizzle (booleans and JSON decoded), then encoded by the PostgreSQL
+ * columns' own mappers and sent through postgres.js's multi-row insert: drizzle's query builder
+ * spends ~0.25 s building one 1000-row insert, ten times the cost of running it.
+ */
+async function copyTable(src: DbHandle, tx: postgres.TransactionSql, t: TablePair, batchRows: number): Promise<number> {
   const limit = Math.max(1, Math.min(batchRows, Math.floor(60_000 / t.columnCount)));
+  const columns = Object.entries(getTableColumns(t.pg));
   let copied = 0;
   let after: unknown;
   for (;;) {
     const q = src.db.select().from(t.sqlite);
     const rows = (after === undefined ? q : q.where(gt(t.key, after))).orderBy(asc(t.key)).limit(limit).all() as Record<string, unknown>[];
     if (rows.length === 0) return copied;
+    const encoded = rows.map((row) => {
+      const out: Record<string, unknown> = {};
+      // Columns the source lacks are left out, so the target's defaults apply.
+      for (const [prop, col] of columns) if (prop in row) out[col.name] = row[prop] == null ? null : col.mapToDriverValue(row[prop]);
+      return out;
+    });
     try {
-      await tx.insert(t.pg).values(rows);
+      await tx`insert into ${tx(t.name)} ${tx(encoded as Record<string, postgres.ParameterOrJSON<never>>[])}`;
     } catch (err) {
-      // drizzle's message repeats the statement and every parameter (password hashes, sealed keys):
-      // keep the driver's own reason only.
-      const reason = (err as { cause?: Error }).cause?.message ?? (err as Error).message;
-      throw new CopyError(`copying ${t.name} failed: ${reason}`);
+      throw new CopyError(`copying ${t.name} failed: ${(err as Error).message}`);
     }
     copied += rows.length;
     after = rows[rows.length - 1]![t.keyProp];
