@@ -7,7 +7,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { asc, getTableColumns, sql } from 'drizzle-orm';
-import { copyOrder, openDatabase, openPostgres, pgSchema, schema as sq, type Db } from '@gw/db';
+import { openDatabase, schema as sq, type Db } from '@gw/db';
+import { copyOrder, openPostgres, pgSchema } from '@gw/db/pg';
 import { PG_TEST_URL, dropSchema, freshSchema, requirePg } from '../helpers/postgres';
 
 const ROOT = join(import.meta.dir, '..', '..');

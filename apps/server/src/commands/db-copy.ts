@@ -7,7 +7,8 @@
  */
 import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { copySqliteToPostgres, openDatabase, openPostgres } from '@gw/db';
+import { openDatabase } from '@gw/db';
+import { copySqliteToPostgres, openPostgres } from '@gw/db/pg';
 
 const USAGE = 'usage: bun run db:copy --from sqlite:<path> --to postgres://… [--schema <name>] [--force]';
 
