@@ -1,0 +1,9 @@
+/**
+ * PostgreSQL side of @gw/db (multi-node mode), as the subpath `@gw/db/pg`. Kept out of the root
+ * index so a SQLite-only process does not load postgres.js and the pg schema (~70 ms at start-up).
+ * The tables have the same names as the SQLite ones, hence the `pgSchema` namespace.
+ */
+export * as pgSchema from './schema-pg';
+export { openPostgres, PG_MIGRATIONS_DIR, type OpenPostgresOptions, type PgDb, type PgHandle, type PgSql } from './pg/client';
+export { applyPgMigrations } from './pg/migrate';
+export { copyOrder, CopyError, copySqliteToPostgres, type CopyOptions } from './copy';

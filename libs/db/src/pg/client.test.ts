@@ -1,0 +1,86 @@
+import { afterAll, describe, expect, test } from 'bun:test';
+import { eq } from 'drizzle-orm';
+import { openPostgres, type PgHandle } from './client';
+import { apiKeys, channels, users } from '../schema-pg';
+import { PG_TEST_URL, dropSchema, freshSchema, requirePg } from '../../../../tests/helpers/postgres';
+
+const available = await requirePg('libs/db/src/pg/client.test.ts');
+const schema = freshSchema('gw_client');
+const handles: PgHandle[] = [];
+
+afterAll(async () => {
+  await Promise.all(handles.map((h) => h.close()));
+  if (available) await dropSchema(schema);
+});
+
+describe.skipIf(!available)('openPostgres', () => {
+  test('three processes starting at once on an empty schema apply the migrations exactly once', async () => {
+    const opened = await Promise.allSettled([1, 2, 3].map(() => openPostgres(PG_TEST_URL, { schema, max: 2 })));
+    for (const r of opened) if (r.status === 'fulfilled') handles.push(r.value);
+    expect(opened.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
+    const { sql } = handles[0]!;
+    const applied = await sql<{ hash: string }[]>`select hash from ${sql(schema)}.__drizzle_migrations`;
+    const journal = (await Bun.file(new URL('../../../../drizzle/pg/meta/_journal.json', import.meta.url)).json()) as { entries: unknown[] };
+    expect(applied.length).toBe(journal.entries.length);
+    // The tables and the migrations table live in the requested schema, nowhere else.
+    const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from information_schema.tables where table_schema = ${schema} and table_name = 'users'`;
+    expect(n).toBe(1);
+    // drizzle-kit writes FK targets as "public"."users": here they must point into this schema.
+    const fks = await sql<{ target: string }[]>`
+      select n.nspname || '.' || t.relname as target from pg_constraint c
+        join pg_class t on t.oid = c.confrelid join pg_namespace n on n.oid = t.relnamespace
+       where c.contype = 'f' and c.connamespace = ${schema}::regnamespace`;
+    expect(fks.length).toBe(5);
+    expect(new Set(fks.map((f) => f.target))).toEqual(new Set([`${schema}.users`]));
+  });
+
+  test('a second start on a migrated schema applies nothing and keeps the rows', async () => {
+    const { db } = handles[0]!;
+    await db.insert(users).values({ username: 'keep', passwordHash: 'x', createdAt: 1, updatedAt: 1 });
+    const again = await openPostgres(PG_TEST_URL, { schema, max: 1 });
+    handles.push(again);
+    expect((await again.db.select().from(users).where(eq(users.username, 'keep'))).length).toBe(1);
+    const { sql } = again;
+    const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from __drizzle_migrations`;
+    expect(n).toBe(1);
+  });
+
+  test('jsonb arrays and objects round-trip as arrays and objects, not strings', async () => {
+    const { db, sql } = handles[0]!;
+    const [ch] = await db.insert(channels).values({
+      name: 'c', type: 'openai', baseUrl: 'http://127.0.0.1:1', key: 'k',
+      models: ['m-1', 'm-2'], modelMapping: { a: 'b' }, headers: { 'x-h': '1' }, createdAt: 1, updatedAt: 1,
+    }).returning();
+    const [back] = await db.select().from(channels).where(eq(channels.id, ch!.id));
+    expect(back!.models).toEqual(['m-1', 'm-2']);
+    expect(back!.modelMapping).toEqual({ a: 'b' });
+    const [types] = await sql<{ models: string; mapping: string }[]>`
+      select jsonb_typeof(models) as models, jsonb_typeof(model_mapping) as mapping from channels where id = ${ch!.id}`;
+    expect(types).toEqual({ models: 'array', mapping: 'object' });
+    // A jsonb null list (every model allowed) stays SQL NULL, distinct from an empty list.
+    const [u] = await db.select().from(users).limit(1);
+    await db.insert(apiKeys).values([
+      { userId: u!.id, keyHash: 'h1', prefix: 'p', models: null, createdAt: 1, updatedAt: 1 },
+      { userId: u!.id, keyHash: 'h2', prefix: 'p', models: [], allowIps: ['10.0.0.0/8'], createdAt: 1, updatedAt: 1 },
+    ]);
+    const keys = await db.select().from(apiKeys).orderBy(apiKeys.keyHash);
+    expect(keys.map((k) => [k.models, k.allowIps])).toEqual([[null, null], [[], ['10.0.0.0/8']]]);
+  });
+
+  test('quota values near 1e15 round-trip exactly as numbers', async () => {
+    const { db } = handles[0]!;
+    const big = 999_999_999_999_999; // 1e15 - 1: beyond 32-bit, within 2^53
+    const [u] = await db.insert(users).values({
+      username: 'rich', passwordHash: 'x', quota: big, usedQuota: big - 1, createdAt: 1_700_000_000_123, updatedAt: 1,
+    }).returning();
+    const [back] = await db.select().from(users).where(eq(users.id, u!.id));
+    expect(back!.quota).toBe(big);
+    expect(back!.usedQuota).toBe(big - 1);
+    expect(typeof back!.quota).toBe('number');
+    expect(back!.createdAt).toBe(1_700_000_000_123);
+  });
+
+  test('a schema name that is not a plain identifier is refused before connecting', async () => {
+    await expect(openPostgres(PG_TEST_URL, { schema: 'x; drop schema public' })).rejects.toThrow('invalid PostgreSQL schema name');
+  });
+});

@@ -1,0 +1,54 @@
+import postgres from 'postgres';
+import { drizzle } from 'drizzle-orm/postgres-js';
+import { join } from 'node:path';
+import * as pgSchema from '../schema-pg';
+import { applyPgMigrations } from './migrate';
+
+export type PgDb = ReturnType<typeof drizzle<typeof pgSchema>>;
+export type PgSql = postgres.Sql;
+
+export interface PgHandle {
+  db: PgDb;
+  /** The postgres.js client behind `db`, for LISTEN, `reserve()` and raw statements. */
+  sql: PgSql;
+  /** The schema every connection of this handle works in (its `search_path`). */
+  schema: string;
+  close(): Promise<void>;
+}
+
+export interface OpenPostgresOptions {
+  /** Schema holding the tables and the migrations table; created if missing. Default `public`. */
+  schema?: string;
+  /** Pool size. Default 10. */
+  max?: number;
+}
+
+/** Folder with drizzle-kit's generated PostgreSQL migrations (repo root /drizzle/pg). */
+export const PG_MIGRATIONS_DIR = join(import.meta.dir, '..', '..', '..', '..', 'drizzle', 'pg');
+
+/** A plain identifier only: it goes into the connection's search_path and into DDL. */
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/**
+ * Opens a PostgreSQL pool whose connections all use `schema` (so each process or test run can keep
+ * its own), and applies pending migrations before returning. Safe when several processes start at
+ * once on the same schema: migrations run under an advisory lock, exactly once.
+ */
+export async function openPostgres(url: string, opts: OpenPostgresOptions = {}): Promise<PgHandle> {
+  const schema = opts.schema ?? 'public';
+  if (!SCHEMA_NAME.test(schema)) throw new Error(`invalid PostgreSQL schema name: ${JSON.stringify(schema)}`);
+  const sql = postgres(url, {
+    max: opts.max ?? 10,
+    connection: { search_path: schema },
+    // "already exists, skipping" notices from IF NOT EXISTS are expected, not news.
+    onnotice: () => {},
+  });
+  try {
+    await applyPgMigrations(sql, { schema, migrationsFolder: PG_MIGRATIONS_DIR });
+  } catch (err) {
+    await sql.end({ timeout: 1 });
+    throw err;
+  }
+  const db = drizzle({ client: sql, schema: pgSchema });
+  return { db, sql, schema, close: () => sql.end({ timeout: 5 }) };
+}

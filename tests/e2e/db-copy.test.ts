@@ -1,0 +1,183 @@
+/**
+ * `bun run db:copy` as an operator runs it: a real SQLite file with rows in every table, the command
+ * as a subprocess, then every row compared in PostgreSQL and fresh ids checked.
+ */
+import { afterAll, describe, expect, test } from 'bun:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { asc, getTableColumns, sql } from 'drizzle-orm';
+import { openDatabase, schema as sq, type Db } from '@gw/db';
+import { copyOrder, openPostgres, pgSchema } from '@gw/db/pg';
+import { PG_TEST_URL, dropSchema, freshSchema, requirePg } from '../helpers/postgres';
+
+const ROOT = join(import.meta.dir, '..', '..');
+const available = await requirePg('tests/e2e/db-copy.test.ts');
+const dir = mkdtempSync(join(tmpdir(), 'gw-copy-'));
+const schemas: string[] = [];
+
+afterAll(async () => {
+  rmSync(dir, { recursive: true, force: true });
+  if (available) for (const s of schemas) await dropSchema(s);
+});
+
+async function runCopy(args: string[]) {
+  const proc = Bun.spawn([process.execPath, 'run', '--silent', 'db:copy', ...args], { cwd: ROOT, stdout: 'pipe', stderr: 'pipe', stdin: 'ignore' });
+  const timer = setTimeout(() => proc.kill(9), 30_000);
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  clearTimeout(timer);
+  return { code, stdout, stderr };
+}
+
+/** One or more rows in every table, with the values a copy is most likely to damage. */
+function seed(db: Db) {
+  const now = 1_763_900_000_123;
+  db.insert(sq.users).values([
+    { id: 1, username: 'root', passwordHash: 'h', role: 100, quota: 999_999_999_999_999, usedQuota: 5, requestCount: 7, totpEnabled: true, totpSecret: 's', totpLastStep: 58_796_666, createdAt: now, updatedAt: now },
+    { id: 7, username: 'alice', passwordHash: 'h2', email: 'a@example.test', group: 'vip', createdAt: now, updatedAt: now },
+  ]).run();
+  db.insert(sq.sessions).values({ idHash: 'sess-hash', userId: 7, createdAt: now, expiresAt: now + 1, ip: '127.0.0.1', userAgent: 'ua' }).run();
+  db.insert(sq.accessTokens).values({ id: 3, userId: 1, name: 'ci', tokenHash: 'th', prefix: 'gwm_ab', createdAt: now, expiresAt: null }).run();
+  db.insert(sq.apiKeys).values([
+    { id: 11, userId: 7, keyHash: 'k1', prefix: 'sk-1', models: null, allowIps: null, createdAt: now, updatedAt: now },
+    { id: 12, userId: 7, keyHash: 'k2', prefix: 'sk-2', unlimitedQuota: false, remainQuota: 123_456_789_012, models: ['m-a', 'm-b'], allowIps: ['127.0.0.1', '10.0.0.0/8'], group: 'vip', rateLimitRpm: 30, createdAt: now, updatedAt: now, lastUsedAt: now },
+  ]).run();
+  db.insert(sq.backupCodes).values({ id: 5, userId: 1, codeHash: 'bc', createdAt: now }).run();
+  db.insert(sq.passwordResets).values({ id: 2, userId: 7, tokenHash: 'pr', expiresAt: now + 900, usedAt: now, createdAt: now }).run();
+  db.insert(sq.channels).values({
+    id: 4, name: 'c-"quoted"', type: 'openai', baseUrl: 'http://127.0.0.1:1', key: 'sealed', models: ['gpt-x', 'ünïcode'],
+    modelMapping: { 'gpt-x': 'gpt-x-2025' }, headers: { 'x-org': 'o' }, status: 3, statusReason: 'probe failed', testedAt: now, createdAt: now, updatedAt: now,
+  }).run();
+  db.insert(sq.prices).values([
+    { model: 'gpt-x', input: 1_500_000, output: 7_500_000, cacheRead: 150_000, updatedAt: now },
+    { model: 'gpt-y', updatedAt: now },
+  ]).run();
+  db.insert(sq.usageLogs).values({
+    id: 100, requestId: 'req_1', userId: 7, apiKeyId: 12, channelId: 4, model: 'gpt-x', stream: true, inputTokens: 10, outputTokens: 20, cost: 165, latencyMs: 12, ttftMs: 3, status: 200, createdAt: now,
+  }).run();
+  db.insert(sq.ledger).values([
+    { id: 1, userId: 1, kind: 'adjust', amount: 999_999_999_999_999, balanceAfter: 999_999_999_999_999, ref: 'init', createdAt: now },
+    { id: 9, userId: 7, kind: 'charge', amount: -165, balanceAfter: -165, ref: 'req_1', actorId: null, note: 'n', createdAt: now },
+  ]).run();
+  db.insert(sq.topupOrders).values({ id: 6, tradeNo: 't-1', userId: 7, provider: 'providerA', amount: 500, currency: 'usd', credit: 2_500_000, status: 'paid', paidAt: now, createdAt: now, updatedAt: now }).run();
+  db.insert(sq.webhookEvents).values({ id: 8, provider: 'providerA', eventId: 'evt_1', type: 'checkout.session.completed', outcome: 'credited', receivedAt: now }).run();
+  db.insert(sq.realtimeSessions).values({ id: 2, sessionId: 'rt_1', userId: 7, apiKeyId: 12, model: 'gpt-realtime', startedAt: now, endedAt: now + 5, durationMs: 5, bytesIn: 4_294_967_296, closeCode: 1000 }).run();
+}
+
+function sqliteRows(db: Db, table: ReturnType<typeof copyOrder>[number]) {
+  return db.select().from(table.sqlite).orderBy(asc(table.key)).all();
+}
+
+describe.skipIf(!available)('db:copy (SQLite → PostgreSQL)', () => {
+  const dbPath = join(dir, 'gateway.db');
+  const schema = freshSchema('gw_copy');
+  schemas.push(schema);
+
+  test('copies every table with ids kept, and new rows get fresh ids', async () => {
+    const src = openDatabase(dbPath, { checkpointMs: 0 });
+    seed(src.db);
+    const tables = copyOrder();
+    // Every table is seeded: a table added later without a row here fails this line.
+    for (const t of tables) expect({ table: t.name, rows: sqliteRows(src.db, t).length > 0 }).toEqual({ table: t.name, rows: true });
+    src.close();
+
+    const run = await runCopy(['--from', `sqlite:${dbPath}`, '--to', PG_TEST_URL, '--schema', schema]);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    // Parents come before children: users before everything that references it.
+    const printed = run.stdout.trim().split('\n');
+    expect(printed.slice(0, -1).map((l) => l.split(/\s+/)[0])).toEqual(tables.map((t) => t.name));
+    expect(printed.indexOf(printed.find((l) => l.startsWith('users '))!)).toBeLessThan(printed.findIndex((l) => l.startsWith('api_keys ')));
+
+    const again = openDatabase(dbPath, { checkpointMs: 0 });
+    const pg = await openPostgres(PG_TEST_URL, { schema, max: 1 });
+    try {
+      for (const t of tables) {
+        const expected = sqliteRows(again.db, t);
+        // Every column the source has (the target may already have columns the source lacks).
+        const pgCols = getTableColumns(t.pg);
+        const shared = Object.fromEntries(Object.keys(getTableColumns(t.sqlite)).map((k) => [k, pgCols[k]!]));
+        const actual = await pg.db.select(shared).from(t.pg).orderBy(asc(pgCols[t.keyProp]!));
+        expect({ table: t.name, rows: actual }).toEqual({ table: t.name, rows: expected });
+        expect(printed).toContain(`${t.name.padEnd(20)} ${expected.length}`);
+      }
+      // A null JSON list (every model allowed) stays SQL NULL, not the JSON value null.
+      const [{ n }] = await pg.sql<{ n: number }[]>`select count(*)::int as n from api_keys where models is null and allow_ips is null`;
+      expect(n).toBe(1);
+      const [{ kind }] = await pg.sql<{ kind: string }[]>`select jsonb_typeof(models) as kind from channels`;
+      expect(kind).toBe('array');
+
+      // Sequences moved past the copied ids: inserts without an id neither collide nor reuse.
+      const [u] = await pg.db.insert(pgSchema.users).values({ username: 'new', passwordHash: 'h', createdAt: 1, updatedAt: 1 }).returning();
+      expect(u!.id).toBe(8);
+      const [l] = await pg.db.insert(pgSchema.ledger).values({ userId: 8, kind: 'adjust', amount: 1, balanceAfter: 1, ref: 'r2', createdAt: 1 }).returning();
+      expect(l!.id).toBe(10);
+      const [log] = await pg.db.insert(pgSchema.usageLogs).values({ requestId: 'req_2', userId: 8, apiKeyId: 12, model: 'gpt-x', status: 200, createdAt: 1 }).returning();
+      expect(log!.id).toBe(101);
+    } finally {
+      again.close();
+      await pg.close();
+    }
+  });
+
+  test('refuses a non-empty target without --force and leaves it untouched; --force replaces it', async () => {
+    const refused = await runCopy(['--from', `sqlite:${dbPath}`, '--to', PG_TEST_URL, '--schema', schema]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+    expect(refused.stderr).toContain('is not empty');
+    expect(refused.stderr).toContain('--force');
+    const pg = await openPostgres(PG_TEST_URL, { schema, max: 1 });
+    try {
+      expect((await pg.db.select().from(pgSchema.users)).map((u) => u.username).sort()).toEqual(['alice', 'new', 'root']);
+      const forced = await runCopy(['--from', `sqlite:${dbPath}`, '--to', PG_TEST_URL, '--schema', schema, '--force']);
+      expect(forced.code).toBe(0);
+      expect((await pg.db.select().from(pgSchema.users)).map((u) => u.username).sort()).toEqual(['alice', 'root']);
+      const [u] = await pg.db.insert(pgSchema.users).values({ username: 'again', passwordHash: 'h', createdAt: 1, updatedAt: 1 }).returning();
+      expect(u!.id).toBe(8);
+    } finally {
+      await pg.close();
+    }
+  });
+
+  test('a row PostgreSQL cannot store aborts the whole copy: nothing is written, one line, exit 1', async () => {
+    const path = join(dir, 'bad.db');
+    const src = openDatabase(path, { checkpointMs: 0 });
+    seed(src.db);
+    // PostgreSQL text cannot hold NUL; realtime_sessions is copied after users, ledger, channels…
+    src.sqlite.run(`update realtime_sessions set close_reason = 'a' || char(0) || 'b'`);
+    src.close();
+    const target = freshSchema('gw_copy_bad');
+    schemas.push(target);
+    const run = await runCopy(['--from', `sqlite:${path}`, '--to', PG_TEST_URL, '--schema', target]);
+    expect(run.code).toBe(1);
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+    expect(run.stderr).toStartWith('db copy failed: copying realtime_sessions failed: ');
+    // The driver's reason, not drizzle's echo of the statement and its parameters.
+    expect(run.stderr).not.toContain('params:');
+    expect(run.stdout).toBe('');
+    const pg = await openPostgres(PG_TEST_URL, { schema: target, max: 1 });
+    try {
+      for (const t of copyOrder()) expect({ table: t.name, rows: (await pg.db.select({ one: sql`1` }).from(t.pg)).length }).toEqual({ table: t.name, rows: 0 });
+    } finally {
+      await pg.close();
+    }
+  });
+
+  test('bad arguments: one line, exit 1, no file created', async () => {
+    const missing = join(dir, 'missing.db');
+    const cases: [string[], string][] = [
+      [['--to', PG_TEST_URL], 'usage: bun run db:copy'],
+      [['--from', `sqlite:${missing}`, '--to', PG_TEST_URL], `no SQLite database at ${missing}`],
+      [['--from', 'sqlite::memory:', '--to', PG_TEST_URL], '--from must be sqlite:'],
+      [['--from', `sqlite:${dbPath}`, '--to', 'mysql://x'], '--to must be a postgres://'],
+      [['--from', `sqlite:${dbPath}`, '--to', PG_TEST_URL, '--schema', 'Bad-Name'], 'invalid PostgreSQL schema name'],
+      [['--from', `sqlite:${dbPath}`, '--to', PG_TEST_URL, '--bogus'], 'db copy failed:'],
+    ];
+    for (const [args, message] of cases) {
+      const run = await runCopy(args);
+      expect({ args, code: run.code, lines: run.stderr.trim().split('\n').length }).toEqual({ args, code: 1, lines: 1 });
+      expect(run.stderr).toContain(message);
+    }
+    expect(await Bun.file(missing).exists()).toBe(false);
+  });
+});
