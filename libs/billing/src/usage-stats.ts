@@ -48,7 +48,7 @@ export const StatsRowView = Type.Object({
   input_tokens: n(''), output_tokens: n(''), cache_read_tokens: n(''), cache_write_tokens: n(''),
   audio_tokens: n('Realtime audio input + output tokens.'),
   cost: n('Quota units charged.'),
-  latency_p50_ms: n('Median latency_ms, from a log-scale histogram (8 bins per doubling): within 4.5% (or 1 ms) of the exact nearest-rank value.'),
+  latency_p50_ms: n('Median latency_ms, from a log-scale histogram (8 bins per doubling): within 4.5% + 1 ms of the exact nearest-rank value.'),
   latency_p99_ms: n('99th percentile latency_ms, same method and accuracy.'),
 });
 export type StatsRowView = Static<typeof StatsRowView>;
@@ -62,8 +62,8 @@ export type StatsView = Static<typeof StatsView>;
 
 /**
  * The value a histogram bin stands for: the geometric middle of [2^((k-1)/B), 2^(k/B)), so the answer is
- * off by at most 2^(1/2B) - 1 (4.4% for B = 8) relative to any latency inside the bin, or 1 ms where rounding to
- * whole milliseconds dominates (bins narrower than 2 ms).
+ * off by at most 2^(1/2B) - 1 (4.4% for B = 8) relative to any latency inside the bin, plus up to 1 ms from rounding to
+ * whole milliseconds.
  */
 export function binValue(bin: number): number {
   return bin <= 0 ? 0 : Math.round(2 ** ((bin - 0.5) / LATENCY_BINS_PER_OCTAVE));

@@ -61,7 +61,7 @@ export const logRoutes = (s: Services) => {
     })
     .get('/stats', ({ query }) => ok(stats.stats(query)), {
       role: 'admin', query: queryOf(StatsQueryParams), response: envelope(StatsView),
-      detail: { tags: ['logs'], summary: 'Usage statistics per day or hour, grouped by model, channel, key or user (latency percentiles within 4.5% or 1 ms)' },
+      detail: { tags: ['logs'], summary: 'Usage statistics per day or hour, grouped by model, channel, key or user (latency percentiles within 4.5% + 1 ms)' },
     })
     .get('/stats/self', (ctx) => ok(stats.stats(ctx.query, caller(ctx).user.id)), {
       role: 'user', query: queryOf(SelfStatsQuery), response: envelope(StatsView),
