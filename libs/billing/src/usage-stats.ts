@@ -6,7 +6,7 @@ const DAY = 86_400;
 const HOUR = 3_600;
 
 /** Widest range per granularity (about 400 daily or 744 hourly buckets) and the most rows one answer holds. */
-export const STATS_LIMITS = { maxDays: 400, maxHourlyDays: 31, maxRows: 20_000 } as const;
+export const STATS_LIMITS = { maxDays: 400, maxHourlyDays: 31, maxRows: 50_000 } as const;
 
 const int = (description: string, extra: object = {}) => Type.Integer({ description, ...extra });
 /** 9999-12-31T23:59:59Z: later instants are typing mistakes, not ranges. */
@@ -102,15 +102,17 @@ const key = (bucket: number, grp: unknown) => `${bucket}\u0000${grp === null ? '
 export class UsageStatsService {
   constructor(private readonly repo: UsageStatsRepo, private readonly now = () => Math.floor(Date.now() / 1000)) {}
 
-  /** `ownerId` restricts the rows to one user whatever the query says (the /self route). */
-  stats(q: StatsQueryParams, ownerId?: number): StatsView {
-    const range = resolveRange(q, this.now());
-    const tz = q.tz_offset_minutes ?? 0;
-    const groupBy = q.group_by ?? 'none';
-    const sq: StatsQuery = {
-      ...range, offsetSeconds: tz * 60, groupBy, maxRows: STATS_LIMITS.maxRows,
+  /** The repository query for API parameters (validated range); `ownerId` as for `stats`. */
+  query(q: StatsQueryParams, ownerId?: number): StatsQuery {
+    return {
+      ...resolveRange(q, this.now()), offsetSeconds: (q.tz_offset_minutes ?? 0) * 60, groupBy: q.group_by ?? 'none', maxRows: STATS_LIMITS.maxRows,
       userId: ownerId ?? q.user_id, apiKeyId: q.token_id, channelId: ownerId === undefined ? q.channel_id : undefined, model: q.model,
     };
+  }
+
+  /** `ownerId` restricts the rows to one user whatever the query says (the /self route). */
+  stats(q: StatsQueryParams, ownerId?: number): StatsView {
+    const sq = this.query(q, ownerId);
     const rows = this.repo.aggregate(sq);
     if (rows.length > STATS_LIMITS.maxRows) {
       throw errors.badRequest('too_many_rows', `More than ${STATS_LIMITS.maxRows} bucket/group rows: narrow the range, use daily buckets or filter`, 'group_by');
@@ -121,7 +123,7 @@ export class UsageStatsService {
       (hist.get(k) ?? hist.set(k, []).get(k)!).push(h);
     }
     return {
-      start_timestamp: range.from, end_timestamp: range.to, granularity: q.granularity ?? 'day', tz_offset_minutes: tz, group_by: groupBy,
+      start_timestamp: sq.from, end_timestamp: sq.to, granularity: q.granularity ?? 'day', tz_offset_minutes: sq.offsetSeconds / 60, group_by: sq.groupBy,
       items: rows.map((r) => {
         const bins = hist.get(key(r.bucket, r.grp)) ?? [];
         return {

@@ -84,6 +84,11 @@ export class UsageStatsRepo {
 
   /** Totals per (bucket, group), ordered by bucket then group; at most `maxRows + 1` rows. */
   aggregate(q: StatsQuery): StatsRow[] {
+    return this.aggregateQuery(q).all();
+  }
+
+  /** The statement behind `aggregate` (for EXPLAIN QUERY PLAN in the benchmark). */
+  aggregateQuery(q: StatsQuery) {
     const bucket = this.bucket(q);
     const grp = this.group(q);
     const n = (c: Parameters<typeof sum>[0]) => sum(c).mapWith(Number);
@@ -99,17 +104,21 @@ export class UsageStatsRepo {
       audioTokens: n(sql`${usageLogs.audioInputTokens} + ${usageLogs.audioOutputTokens}`),
       cost: n(usageLogs.cost),
     }).from(usageLogs).where(this.where(q))
-      .groupBy(sql`1`, sql`2`).orderBy(sql`1`, sql`2`).limit(q.maxRows + 1).all();
+      .groupBy(sql`1`, sql`2`).orderBy(sql`1`, sql`2`).limit(q.maxRows + 1);
   }
 
   /** Request counts per (bucket, group, latency bin): the histogram percentiles are read from. */
   latencyHistogram(q: StatsQuery): LatencyBinRow[] {
+    return this.latencyHistogramQuery(q).all();
+  }
+
+  latencyHistogramQuery(q: StatsQuery) {
     return this.db.select({
       bucket: this.bucket(q).mapWith(Number).as('bucket'),
       grp: this.group(q).as('grp'),
       bin: latencyBinSql(usageLogs.latencyMs).mapWith(Number).as('bin'),
       n: count(),
-    }).from(usageLogs).where(this.where(q)).groupBy(sql`1`, sql`2`, sql`3`).all();
+    }).from(usageLogs).where(this.where(q)).groupBy(sql`1`, sql`2`, sql`3`);
   }
 
   /**
@@ -117,7 +126,11 @@ export class UsageStatsRepo {
    * last page as on the first, unlike OFFSET.
    */
   exportPage(f: UsageLogWhere, afterId: number, limit: number): UsageLogRow[] {
+    return this.exportPageQuery(f, afterId, limit).all();
+  }
+
+  exportPageQuery(f: UsageLogWhere, afterId: number, limit: number) {
     return this.db.select().from(usageLogs).where(and(gt(usageLogs.id, afterId), ...logConditions(f)))
-      .orderBy(asc(usageLogs.id)).limit(limit).all();
+      .orderBy(asc(usageLogs.id)).limit(limit);
   }
 }
