@@ -1,4 +1,4 @@
-import type { UsageLogWhere, UsageStatsRepo } from '@gw/db';
+import type { ExportCursor, UsageLogWhere, UsageStatsRepo } from '@gw/db';
 import { toUsageLogView, UsageLogView } from './usage-view';
 
 export type ExportFormat = 'csv' | 'jsonl';
@@ -24,17 +24,17 @@ export function csvField(v: unknown): string {
 const csvLine = (values: unknown[]) => `${values.map(csvField).join(',')}\r\n`;
 
 /**
- * The rows matching `where` as a byte stream, pulled one keyset page at a time: the next page is read
+ * The rows matching `where` as a byte stream, oldest first (created_at, then id), pulled one keyset page at a time: the next page is read
  * only when the consumer has taken the previous one, so a slow client holds one page in memory, not
  * the table. `admin` false hides channel details, as the JSON listing does.
  */
 export function exportUsageLogs(repo: UsageStatsRepo, where: UsageLogWhere, format: ExportFormat, admin: boolean, pageRows = EXPORT_PAGE_ROWS): ReadableStream<Uint8Array> {
   const enc = new TextEncoder();
-  let afterId = 0;
+  let after: ExportCursor | null = null;
   let header = format === 'csv';
   return new ReadableStream<Uint8Array>({
     pull(controller) {
-      const rows = repo.exportPage(where, afterId, pageRows);
+      const rows = repo.exportPage(where, after, pageRows);
       let out = header ? csvLine(EXPORT_COLUMNS) : '';
       header = false;
       for (const row of rows) {
@@ -43,7 +43,7 @@ export function exportUsageLogs(repo: UsageStatsRepo, where: UsageLogWhere, form
       }
       if (out) controller.enqueue(enc.encode(out));
       if (rows.length < pageRows) controller.close();
-      else afterId = rows[rows.length - 1]!.id;
+      else after = { createdAt: rows[rows.length - 1]!.createdAt, id: rows[rows.length - 1]!.id };
     },
   }, { highWaterMark: 1 });
 }

@@ -46,7 +46,7 @@ function exportResponse(repo: UsageStatsRepo, q: Record<string, any>, admin: boo
 export const logRoutes = (s: Services) => {
   const repo = new UsageStatsRepo(s.dbh.db);
   const stats = new UsageStatsService(repo);
-  const exportDoc = 'Streamed in id order, page by page (memory stays flat); same filters as the listing';
+  const exportDoc = 'Oldest first, streamed page by page (memory stays flat); same filters as the listing';
   return new Elysia({ name: 'log-routes', prefix: '/api/log' })
     .use(authPlugin(s))
     .get('/', ({ query }) => list(s, query, true, query.user_id), {

@@ -1,7 +1,10 @@
-import { and, asc, count, eq, gt, gte, lte, sql, sum, type SQL } from 'drizzle-orm';
+import { and, asc, count, eq, gte, lte, sql, sum, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
 import { usageLogs } from '../schema';
 import { logConditions, type UsageLogRow, type UsageLogWhere } from './usage-logs';
+
+/** Where an export page ends: the next page starts after this row. */
+export interface ExportCursor { createdAt: number; id: number }
 
 /** What usage statistics can be grouped by (one dimension at a time). */
 export type StatsGroupBy = 'model' | 'channel' | 'key' | 'user' | 'none';
@@ -122,15 +125,19 @@ export class UsageStatsRepo {
   }
 
   /**
-   * One export page: rows matching `f` with id > `afterId`, by id. Keyset paging costs the same on the
-   * last page as on the first, unlike OFFSET.
+   * One export page: rows matching `f` after the keyset position `after`, in (created_at, id) order. The
+   * keyset (not OFFSET) makes the last page cost what the first does, and ordering by created_at first
+   * lets the (…, created_at) indexes serve both the filter and the order, with no sort per page.
    */
-  exportPage(f: UsageLogWhere, afterId: number, limit: number): UsageLogRow[] {
-    return this.exportPageQuery(f, afterId, limit).all();
+  exportPage(f: UsageLogWhere, after: ExportCursor | null, limit: number): UsageLogRow[] {
+    return this.exportPageQuery(f, after, limit).all();
   }
 
-  exportPageQuery(f: UsageLogWhere, afterId: number, limit: number) {
-    return this.db.select().from(usageLogs).where(and(gt(usageLogs.id, afterId), ...logConditions(f)))
-      .orderBy(asc(usageLogs.id)).limit(limit);
+  exportPageQuery(f: UsageLogWhere, after: ExportCursor | null, limit: number) {
+    const conds = logConditions(f);
+    // Row-value comparison (SQLite 3.15+, PostgreSQL) is one index range, unlike the equivalent OR.
+    if (after) conds.push(sql`(${usageLogs.createdAt}, ${usageLogs.id}) > (${after.createdAt}, ${after.id})`);
+    return this.db.select().from(usageLogs).where(and(...conds))
+      .orderBy(asc(usageLogs.createdAt), asc(usageLogs.id)).limit(limit);
   }
 }
