@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { openDatabase, UsageStatsRepo, type StatsQuery } from '@gw/db';
+import { openDatabase, UsageStatsRepo, inlineStatsReader, workerStatsReader, type StatsQuery } from '@gw/db';
 import { UsageStatsService, exportUsageLogs, type StatsQueryParams } from '@gw/billing';
 import { seedUsageRows } from '../tests/helpers/usage-seed';
 
@@ -19,7 +19,8 @@ const END = Date.UTC(2026, 10, 1) / 1000;
 const START = END - 365 * DAY;
 
 const dir = args.db ? null : mkdtempSync(join(tmpdir(), 'gw-logstats-'));
-const h = openDatabase(args.db ?? join(dir!, 'g.db'), { checkpointMs: 0 });
+const dbPath = args.db ?? join(dir!, 'g.db');
+const h = openDatabase(dbPath, { checkpointMs: 0 });
 const have = (h.sqlite.query('select count(*) n from usage_logs').get() as { n: number }).n;
 if (have < ROWS) {
   const t0 = performance.now();
@@ -29,7 +30,9 @@ if (have < ROWS) {
   h.sqlite.exec('PRAGMA wal_checkpoint(TRUNCATE)');
 }
 const repo = new UsageStatsRepo(h.db);
-const svc = new UsageStatsService(repo, () => END);
+const reader = workerStatsReader(dbPath);
+const svc = new UsageStatsService(reader, () => END);
+const inline = new UsageStatsService(inlineStatsReader(repo), () => END);
 
 function plan(label: string, stmt: { toSQL(): { sql: string; params: unknown[] } }) {
   if (!args.plans) return;
@@ -38,12 +41,12 @@ function plan(label: string, stmt: { toSQL(): { sql: string; params: unknown[] }
   console.log(`  plan ${label}: ${rows.map((r) => r.detail).join(' | ')}`);
 }
 
-function time<T>(label: string, fn: () => T, runs = 3): T {
+async function time<T>(label: string, fn: () => Promise<T>, runs = 3): Promise<T> {
   let out!: T;
   const ms: number[] = [];
   for (let i = 0; i < runs; i++) {
     const t0 = performance.now();
-    out = fn();
+    out = await fn();
     ms.push(performance.now() - t0);
   }
   console.log(`${label}: best ${Math.min(...ms).toFixed(0)} ms, median ${ms.sort((a, b) => a - b)[Math.floor(runs / 2)]!.toFixed(0)} ms`);
@@ -63,7 +66,8 @@ for (const [label, q, owner] of cases) {
   const sq: StatsQuery = svc.query(q, owner);
   plan('aggregate', repo.aggregateQuery(sq));
   plan('histogram', repo.latencyHistogramQuery(sq));
-  const r = time(label, () => svc.stats(q, owner));
+  const r = await time(label, () => svc.stats(q, owner));
+  if (label.startsWith('year')) await time(`${label} (inline, default page cache)`, () => inline.stats(q, owner), 1);
   console.log(`  ${r.items.length} rows, ${r.items.reduce((s, i) => s + i.requests, 0)} requests`);
 }
 
@@ -87,5 +91,6 @@ await drain('all rows, CSV', {});
 await drain('one user, CSV', { userId: someUser });
 await drain('one model, last 30 days, CSV', { model: 'gpt-4o', from: END - 30 * DAY });
 
+await reader.close();
 h.close();
 if (dir) rmSync(dir, { recursive: true, force: true });

@@ -1,5 +1,5 @@
 import { errors } from '@gw/core';
-import { LATENCY_BINS_PER_OCTAVE, type LatencyBinRow, type StatsGroupBy, type StatsQuery, type UsageStatsRepo } from '@gw/db';
+import { LATENCY_BINS_PER_OCTAVE, type LatencyBinRow, type StatsGroupBy, type StatsQuery, type StatsReader } from '@gw/db';
 import { Type, type Static } from '@sinclair/typebox';
 
 const DAY = 86_400;
@@ -100,7 +100,7 @@ const key = (bucket: number, grp: unknown) => `${bucket}\u0000${grp === null ? '
 
 /** Usage statistics over usage_logs: totals and latency percentiles per time bucket and group. */
 export class UsageStatsService {
-  constructor(private readonly repo: UsageStatsRepo, private readonly now = () => Math.floor(Date.now() / 1000)) {}
+  constructor(private readonly reader: StatsReader, private readonly now = () => Math.floor(Date.now() / 1000)) {}
 
   /** The repository query for API parameters (validated range); `ownerId` as for `stats`. */
   query(q: StatsQueryParams, ownerId?: number): StatsQuery {
@@ -111,14 +111,14 @@ export class UsageStatsService {
   }
 
   /** `ownerId` restricts the rows to one user whatever the query says (the /self route). */
-  stats(q: StatsQueryParams, ownerId?: number): StatsView {
+  async stats(q: StatsQueryParams, ownerId?: number): Promise<StatsView> {
     const sq = this.query(q, ownerId);
-    const rows = this.repo.aggregate(sq);
+    const { rows, hist: bins } = await this.reader.read(sq);
     if (rows.length > STATS_LIMITS.maxRows) {
       throw errors.badRequest('too_many_rows', `More than ${STATS_LIMITS.maxRows} bucket/group rows: narrow the range, use daily buckets or filter`, 'group_by');
     }
     const hist = new Map<string, LatencyBinRow[]>();
-    for (const h of this.repo.latencyHistogram(sq)) {
+    for (const h of bins) {
       const k = key(h.bucket, h.grp);
       (hist.get(k) ?? hist.set(k, []).get(k)!).push(h);
     }
