@@ -20,7 +20,7 @@ self.onmessage = (ev: MessageEvent<{ open?: string; close?: true; id?: number; q
     sqlite.exec('PRAGMA busy_timeout = 5000');
     // The GROUP BY sorter spills to temporary files beyond the page cache; 64 MiB keeps a year in memory.
     sqlite.exec('PRAGMA cache_size = -65536');
-    repo = new UsageStatsRepo(drizzle({ client: sqlite, schema }) as any);
+    repo = new UsageStatsRepo(drizzle({ client: sqlite, schema }));
     return;
   }
   if (m.close) { sqlite?.close(); self.postMessage({ closed: true }); return; }

@@ -4,7 +4,7 @@
  */
 const BLOCKS = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
-/** One block per value; zero is a space-free lowest block only when the value is not 0. */
+/** One block per value: a blank for 0, else one of eight heights relative to the maximum. */
 export function sparkline(values: number[]): string {
   const max = Math.max(0, ...values);
   return values.map((v) => (v <= 0 || max === 0 ? ' ' : BLOCKS[Math.min(7, Math.ceil((v / max) * 8) - 1)]!)).join('');
