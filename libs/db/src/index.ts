@@ -10,6 +10,8 @@ export * from './repos/channels';
 export * from './repos/api-keys';
 export * from './repos/prices';
 export * from './repos/usage-logs';
+export * from './repos/usage-stats';
+export * from './repos/stats-reader';
 export * from './repos/topup-orders';
 export * from './repos/webhook-events';
 export * from './repos/security';

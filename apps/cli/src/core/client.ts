@@ -54,6 +54,30 @@ export class ApiClient {
     return this.judged(opts, () => (res.status >= 200 && res.status < 300 ? res.text : (unwrap(res), '')));
   }
 
+  /**
+   * A successful response whose body is left unread, for downloads streamed to a file or stdout; an error
+   * answer throws like `call`. The timeout covers the response headers, not the download.
+   */
+  async stream(path: string, opts: RequestOptions = {}): Promise<Response> {
+    const headers: Record<string, string> = { ...opts.headers };
+    if (this.token) headers.authorization = `Bearer ${this.token}`;
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), this.timeoutMs);
+    let res: Response;
+    try {
+      res = await fetch(this.url + path + queryString(opts.query), { headers, signal: ctl.signal, redirect: 'manual' });
+    } catch (e) {
+      throw new UnreachableError(this.url, ctl.signal.aborted ? `no answer within ${this.timeoutMs} ms` : (e as Error).message || String(e));
+    } finally {
+      clearTimeout(timer);
+    }
+    if (res.status >= 200 && res.status < 300 && res.body) return res;
+    const text = await res.text().catch(() => '');
+    let body: unknown;
+    try { body = text ? JSON.parse(text) : undefined; } catch { body = undefined; }
+    return this.judged(opts, () => { unwrap({ status: res.status, headers: res.headers, body, text }); throw new Error('unreachable'); });
+  }
+
   private judged<T>(opts: RequestOptions, read: () => T): T {
     try {
       return read();

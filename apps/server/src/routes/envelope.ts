@@ -1,4 +1,5 @@
-import { t, type TSchema } from 'elysia';
+import { replaceSchemaType, t, type TSchema } from 'elysia';
+import { Type } from '@sinclair/typebox';
 
 /** The management success envelope `{success, message, data}` around a data schema (for OpenAPI). */
 export const envelope = <T extends TSchema>(data: T) =>
@@ -17,3 +18,10 @@ export const pageQuery = {
   p: t.Optional(t.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1 })),
   page_size: t.Optional(t.Integer({ minimum: 1, maximum: 100, default: 20 })),
 };
+
+/**
+ * A library's query schema (plain TypeBox) as a route's query schema: integers also accept their decimal
+ * string form, as Elysia's `t.Integer` does (Elysia coerces only its own types in query strings).
+ */
+export const queryOf = <T extends TSchema>(schema: T): T =>
+  replaceSchemaType(schema, { from: Type.Integer(), to: (s) => t.Integer(s as any) }) as T;

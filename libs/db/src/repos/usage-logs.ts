@@ -5,7 +5,8 @@ import { apiKeys, usageLogs, users } from '../schema';
 export type UsageLogRow = typeof usageLogs.$inferSelect;
 export type NewUsageLogRow = typeof usageLogs.$inferInsert;
 
-export interface UsageLogFilter {
+/** The filters of GET /api/log/ (and of the export, which pages the same rows by id). */
+export interface UsageLogWhere {
   userId?: number;
   apiKeyId?: number;
   channelId?: number;
@@ -14,8 +15,24 @@ export interface UsageLogFilter {
   /** Unix seconds, inclusive. */
   from?: number;
   to?: number;
+}
+
+export interface UsageLogFilter extends UsageLogWhere {
   offset: number;
   limit: number;
+}
+
+/** The WHERE terms of a log filter (empty = every row). */
+export function logConditions(f: UsageLogWhere): SQL[] {
+  const conds: SQL[] = [];
+  if (f.userId !== undefined) conds.push(eq(usageLogs.userId, f.userId));
+  if (f.apiKeyId !== undefined) conds.push(eq(usageLogs.apiKeyId, f.apiKeyId));
+  if (f.channelId !== undefined) conds.push(eq(usageLogs.channelId, f.channelId));
+  if (f.model) conds.push(eq(usageLogs.model, f.model));
+  if (f.status !== undefined) conds.push(eq(usageLogs.status, f.status));
+  if (f.from !== undefined) conds.push(gte(usageLogs.createdAt, f.from));
+  if (f.to !== undefined) conds.push(lte(usageLogs.createdAt, f.to));
+  return conds;
 }
 
 type Tx = Pick<Db, 'select' | 'insert' | 'update'>;
@@ -77,14 +94,7 @@ export class UsageLogsRepo {
   }
 
   list(f: UsageLogFilter): { items: UsageLogRow[]; total: number } {
-    const conds: SQL[] = [];
-    if (f.userId !== undefined) conds.push(eq(usageLogs.userId, f.userId));
-    if (f.apiKeyId !== undefined) conds.push(eq(usageLogs.apiKeyId, f.apiKeyId));
-    if (f.channelId !== undefined) conds.push(eq(usageLogs.channelId, f.channelId));
-    if (f.model) conds.push(eq(usageLogs.model, f.model));
-    if (f.status !== undefined) conds.push(eq(usageLogs.status, f.status));
-    if (f.from !== undefined) conds.push(gte(usageLogs.createdAt, f.from));
-    if (f.to !== undefined) conds.push(lte(usageLogs.createdAt, f.to));
+    const conds = logConditions(f);
     const where = conds.length ? and(...conds) : undefined;
     const items = this.db.select().from(usageLogs).where(where).orderBy(desc(usageLogs.id)).limit(f.limit).offset(f.offset).all();
     const total = this.db.select({ n: count() }).from(usageLogs).where(where).get()!.n;

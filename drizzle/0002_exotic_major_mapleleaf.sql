@@ -1,0 +1,1 @@
+CREATE INDEX `usage_logs_model_idx` ON `usage_logs` (`model`,`created_at`);

@@ -1,0 +1,49 @@
+import type { ExportCursor, UsageLogWhere, UsageStatsRepo } from '@gw/db';
+import { toUsageLogView, UsageLogView } from './usage-view';
+
+export type ExportFormat = 'csv' | 'jsonl';
+
+/** Rows read per page: big enough to amortise the query, small enough that memory stays flat. */
+export const EXPORT_PAGE_ROWS = 1000;
+
+/** CSV columns: the fields of a usage log record, in the order of the API's view. */
+export const EXPORT_COLUMNS = Object.keys(UsageLogView.properties) as (keyof UsageLogView)[];
+
+/**
+ * One CSV field (RFC 4180): quoted when it holds a comma, quote or line break, quotes doubled. Text that
+ * a spreadsheet would run as a formula (= + - @ at the start; model names come from clients) gets a
+ * leading apostrophe; JSON Lines keeps every value exactly.
+ */
+export function csvField(v: unknown): string {
+  if (v === null || v === undefined) return '';
+  if (typeof v !== 'string') return String(v);
+  const s = /^[=+\-@\t\r]/.test(v) ? `'${v}` : v;
+  return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+const csvLine = (values: unknown[]) => `${values.map(csvField).join(',')}\r\n`;
+
+/**
+ * The rows matching `where` as a byte stream, oldest first (created_at, then id), pulled one keyset page at a time: the next page is read
+ * only when the consumer has taken the previous one, so a slow client holds one page in memory, not
+ * the table. `admin` false hides channel details, as the JSON listing does.
+ */
+export function exportUsageLogs(repo: UsageStatsRepo, where: UsageLogWhere, format: ExportFormat, admin: boolean, pageRows = EXPORT_PAGE_ROWS): ReadableStream<Uint8Array> {
+  const enc = new TextEncoder();
+  let after: ExportCursor | null = null;
+  let header = format === 'csv';
+  return new ReadableStream<Uint8Array>({
+    pull(controller) {
+      const rows = repo.exportPage(where, after, pageRows);
+      let out = header ? csvLine(EXPORT_COLUMNS) : '';
+      header = false;
+      for (const row of rows) {
+        const v = toUsageLogView(row, admin);
+        out += format === 'csv' ? csvLine(EXPORT_COLUMNS.map((c) => v[c])) : `${JSON.stringify(v)}\n`;
+      }
+      if (out) controller.enqueue(enc.encode(out));
+      if (rows.length < pageRows) controller.close();
+      else after = { createdAt: rows[rows.length - 1]!.createdAt, id: rows[rows.length - 1]!.id };
+    },
+  }, { highWaterMark: 1 });
+}

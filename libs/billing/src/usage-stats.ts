@@ -1,0 +1,138 @@
+import { errors } from '@gw/core';
+import { LATENCY_BINS_PER_OCTAVE, type LatencyBinRow, type StatsGroupBy, type StatsQuery, type StatsReader } from '@gw/db';
+import { Type, type Static } from '@sinclair/typebox';
+
+const DAY = 86_400;
+const HOUR = 3_600;
+
+/** Widest range per granularity (about 400 daily or 744 hourly buckets) and the most rows one answer holds. */
+export const STATS_LIMITS = { maxDays: 400, maxHourlyDays: 31, maxRows: 50_000 } as const;
+
+const int = (description: string, extra: object = {}) => Type.Integer({ description, ...extra });
+/** 9999-12-31T23:59:59Z: later instants are typing mistakes, not ranges. */
+const MAX_TIME = 253_402_300_799;
+const groupBy = (values: StatsGroupBy[]) => Type.Union(values.map((v) => Type.Literal(v)), {
+  default: 'none', description: `One dimension to group by: ${values.join(', ')}.`,
+});
+
+/** Query of GET /api/log/stats/self (the caller's own rows: no user or channel dimension). */
+export const SelfStatsQuery = Type.Object({
+  start_timestamp: Type.Optional(int('Unix seconds, inclusive (default: 30 days, or 24 hours when hourly, before the end).', { minimum: 0, maximum: MAX_TIME })),
+  end_timestamp: Type.Optional(int('Unix seconds, inclusive (default: now).', { minimum: 0, maximum: MAX_TIME })),
+  granularity: Type.Optional(Type.Union([Type.Literal('day'), Type.Literal('hour')], {
+    default: 'day', description: `Bucket width. At most ${STATS_LIMITS.maxDays} days daily, ${STATS_LIMITS.maxHourlyDays} days hourly.`,
+  })),
+  tz_offset_minutes: Type.Optional(int('Minutes east of UTC where days start (e.g. 120, -300); default 0.', { minimum: -840, maximum: 840 })),
+  group_by: Type.Optional(groupBy(['model', 'key', 'none'])),
+  model: Type.Optional(Type.String({ maxLength: 200 })),
+  token_id: Type.Optional(int('Relay API key id', { minimum: 1 })),
+});
+
+/** Query of GET /api/log/stats (admins: every row, two more dimensions and filters). */
+export const StatsQueryParams = Type.Object({
+  ...SelfStatsQuery.properties,
+  group_by: Type.Optional(groupBy(['model', 'channel', 'key', 'user', 'none'])),
+  user_id: Type.Optional(int('Only this user', { minimum: 1 })),
+  channel_id: Type.Optional(int('Only this channel', { minimum: 1 })),
+});
+export type StatsQueryParams = Static<typeof StatsQueryParams>;
+
+const n = (description: string) => Type.Integer({ description });
+
+/** One (bucket, group) row of the statistics. */
+export const StatsRowView = Type.Object({
+  bucket: n('Bucket start, unix seconds (local midnight or hour start for tz_offset_minutes).'),
+  group: Type.Union([Type.String(), Type.Integer(), Type.Null()], { description: 'Model name, channel/key/user id; null for group_by=none or requests no channel served.' }),
+  requests: n('Requests (messages requests and realtime responses).'),
+  errors: n('Requests with status >= 400 or a non-empty error_code.'),
+  input_tokens: n(''), output_tokens: n(''), cache_read_tokens: n(''), cache_write_tokens: n(''),
+  audio_tokens: n('Realtime audio input + output tokens.'),
+  cost: n('Quota units charged.'),
+  latency_p50_ms: n('Median latency_ms, from a log-scale histogram (8 bins per doubling): within 4.5% + 1 ms of the exact nearest-rank value.'),
+  latency_p99_ms: n('99th percentile latency_ms, same method and accuracy.'),
+});
+export type StatsRowView = Static<typeof StatsRowView>;
+
+export const StatsView = Type.Object({
+  start_timestamp: n(''), end_timestamp: n(''),
+  granularity: Type.String(), tz_offset_minutes: n(''), group_by: Type.String(),
+  items: Type.Array(StatsRowView),
+});
+export type StatsView = Static<typeof StatsView>;
+
+/**
+ * The value a histogram bin stands for: the geometric middle of [2^((k-1)/B), 2^(k/B)), so the answer is
+ * off by at most 2^(1/2B) - 1 (4.4% for B = 8) relative to any latency inside the bin, plus up to 1 ms from rounding to
+ * whole milliseconds.
+ */
+export function binValue(bin: number): number {
+  return bin <= 0 ? 0 : Math.round(2 ** ((bin - 0.5) / LATENCY_BINS_PER_OCTAVE));
+}
+
+/** Nearest-rank percentile `p` (0..1] of a histogram given as (bin, count) pairs in any order. */
+export function percentileOf(bins: { bin: number; n: number }[], p: number): number {
+  const sorted = [...bins].sort((a, b) => a.bin - b.bin);
+  const total = sorted.reduce((s, b) => s + b.n, 0);
+  if (total === 0) return 0;
+  const rank = Math.max(1, Math.ceil(p * total));
+  let seen = 0;
+  for (const b of sorted) {
+    seen += b.n;
+    if (seen >= rank) return binValue(b.bin);
+  }
+  return binValue(sorted[sorted.length - 1]!.bin);
+}
+
+/** Resolves defaults and refuses ranges beyond the limits (400, never a slow query). */
+export function resolveRange(q: Pick<StatsQueryParams, 'start_timestamp' | 'end_timestamp' | 'granularity'>, now: number) {
+  const hourly = q.granularity === 'hour';
+  const to = q.end_timestamp ?? now;
+  const from = q.start_timestamp ?? Math.max(0, to - (hourly ? DAY : 30 * DAY) + 1);
+  if (from > to) throw errors.badRequest('invalid_range', 'start_timestamp is after end_timestamp', 'start_timestamp');
+  const maxDays = hourly ? STATS_LIMITS.maxHourlyDays : STATS_LIMITS.maxDays;
+  if (to - from >= maxDays * DAY) {
+    throw errors.badRequest('range_too_large', `At most ${maxDays} days per ${hourly ? 'hourly' : 'daily'} query`, 'start_timestamp');
+  }
+  return { from, to, bucketSeconds: hourly ? HOUR : DAY };
+}
+
+const key = (bucket: number, grp: unknown) => `${bucket}\u0000${grp === null ? '\u0001' : String(grp)}`;
+
+/** Usage statistics over usage_logs: totals and latency percentiles per time bucket and group. */
+export class UsageStatsService {
+  constructor(private readonly reader: StatsReader, private readonly now = () => Math.floor(Date.now() / 1000)) {}
+
+  /** The repository query for API parameters (validated range); `ownerId` as for `stats`. */
+  query(q: StatsQueryParams, ownerId?: number): StatsQuery {
+    return {
+      ...resolveRange(q, this.now()), offsetSeconds: (q.tz_offset_minutes ?? 0) * 60, groupBy: q.group_by ?? 'none', maxRows: STATS_LIMITS.maxRows,
+      userId: ownerId ?? q.user_id, apiKeyId: q.token_id, channelId: ownerId === undefined ? q.channel_id : undefined, model: q.model,
+    };
+  }
+
+  /** `ownerId` restricts the rows to one user whatever the query says (the /self route). */
+  async stats(q: StatsQueryParams, ownerId?: number): Promise<StatsView> {
+    const sq = this.query(q, ownerId);
+    const { rows, hist: bins } = await this.reader.read(sq);
+    if (rows.length > STATS_LIMITS.maxRows) {
+      throw errors.badRequest('too_many_rows', `More than ${STATS_LIMITS.maxRows} bucket/group rows: narrow the range, use daily buckets or filter`, 'group_by');
+    }
+    const hist = new Map<string, LatencyBinRow[]>();
+    for (const h of bins) {
+      const k = key(h.bucket, h.grp);
+      (hist.get(k) ?? hist.set(k, []).get(k)!).push(h);
+    }
+    return {
+      start_timestamp: sq.from, end_timestamp: sq.to, granularity: q.granularity ?? 'day', tz_offset_minutes: sq.offsetSeconds / 60, group_by: sq.groupBy,
+      items: rows.map((r) => {
+        const bins = hist.get(key(r.bucket, r.grp)) ?? [];
+        return {
+          bucket: r.bucket, group: r.grp, requests: r.requests, errors: r.errors,
+          input_tokens: r.inputTokens, output_tokens: r.outputTokens, cache_read_tokens: r.cacheReadTokens,
+          cache_write_tokens: r.cacheWriteTokens, audio_tokens: r.audioTokens, cost: r.cost,
+          latency_p50_ms: percentileOf(bins, 0.5), latency_p99_ms: percentileOf(bins, 0.99),
+        };
+      }),
+    };
+  }
+}
