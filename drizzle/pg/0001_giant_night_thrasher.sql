@@ -1,0 +1,1 @@
+CREATE INDEX "usage_logs_model_idx" ON "usage_logs" USING btree ("model","created_at");
