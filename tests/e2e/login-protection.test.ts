@@ -47,7 +47,8 @@ describe('login lockout', () => {
     t0 = Date.now();
     expect((await login(gw, u.username, 'wrong-password')).status).toBe(401);
     const lock3 = gw.services.users.byId(u.id)!.lockedUntil * 1000 - t0;
-    expect(lock3).toBeLessThanOrEqual(2100);
+    // At most 1 s rounded up to whole seconds after the request, which a loaded machine may answer late.
+    expect(lock3).toBeLessThanOrEqual(2000 + (Date.now() - t0));
   }, 15_000);
 
   test('parallel wrong passwords cannot slip past the failure count', async () => {
