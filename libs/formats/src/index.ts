@@ -1,5 +1,6 @@
 /** Pure protocol layer: Anthropic/OpenAI wire schemas and the translators between them. No I/O. */
 export * from './anthropic/schema';
+export * from './anthropic/system-turns';
 export * from './openai/types';
 export * from './translate/common';
 export * from './translate/request';
