@@ -29,7 +29,7 @@ describe('validation messages follow Anthropic wording (path with dots, pydantic
     [{ ...base, messages: [] }, 'messages: List should have at least 1 item after validation, not 0', 'messages', 'out_of_range'],
     [{ ...base, tool_choice: { type: 'maybe' } }, "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'", 'tool_choice.type', 'invalid_value'],
     [{ ...base, stream: 'yes' }, 'stream: Input should be a valid boolean', 'stream', 'invalid_type'],
-  ])('%j → %s', (body, message, param, code) => {
+  ] as Array<[unknown, string, string, string]>)("%j → %s", (body, message, param, code) => {
     expect(errorOf(body)).toEqual({ message, param, code });
   });
 });
@@ -48,7 +48,7 @@ describe('system turns inside messages are folded into system, in order', () => 
   test('count_tokens folds the same way; a body without system turns is returned as is', () => {
     expect(validateCountTokensBody({ model: 'm', messages: [{ role: 'system', content: 's' }, { role: 'user', content: 'u' }] }).system)
       .toEqual([{ type: 'text', text: 's' }]);
-    const plain = { ...base };
+    const plain: unknown = { ...base };
     expect(validateMessagesBody(plain)).toBe(plain);
   });
   test('a system turn that is not text stays and is reported; only system turns leave no messages', () => {
