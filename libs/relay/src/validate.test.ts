@@ -49,7 +49,7 @@ describe('system turns inside messages are folded into system, in order', () => 
     expect(validateCountTokensBody({ model: 'm', messages: [{ role: 'system', content: 's' }, { role: 'user', content: 'u' }] }).system)
       .toEqual([{ type: 'text', text: 's' }]);
     const plain: unknown = { ...base };
-    expect(validateMessagesBody(plain)).toBe(plain);
+    expect(validateMessagesBody(plain) as unknown).toBe(plain);
   });
   test('a system turn that is not text stays and is reported; only system turns leave no messages', () => {
     expect(errorOf({ ...base, messages: [{ role: 'system', content: [{ type: 'image', source: { type: 'base64' } }] }, { role: 'user', content: 'x' }] }))
