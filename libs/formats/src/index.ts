@@ -4,6 +4,7 @@ export * from './anthropic/system-turns';
 export * from './openai/types';
 export * from './translate/common';
 export * from './translate/request';
+export * from './translate/openai-limits';
 export * from './translate/response';
 export * from './translate/stream';
 export * from './sse';
