@@ -21,6 +21,7 @@ import { pricingRoutes } from './routes/pricing';
 import { logRoutes } from './routes/logs';
 import { realtimeRoutes } from './routes/realtime';
 import { metricsRoutes } from './routes/metrics';
+import { probeRoutes } from './routes/probes';
 
 export function createApp(s: Services) {
   const app: Elysia<any, any, any, any, any, any, any> = new Elysia({ name: 'gateway' })
@@ -33,6 +34,7 @@ export function createApp(s: Services) {
       if (request.url.includes('/api/')) s.relay.quota.flush();
     })
     .get('/health', () => ({ status: 'ok' }), { detail: { tags: ['system'], summary: 'Liveness probe' } })
+    .use(probeRoutes)
     .use(openapiPlugin({ title: 'AI Gateway', version: '0.1.0' }))
     .use(sessionRoutes(s))
     .use(channelRoutes(s))
