@@ -17,6 +17,9 @@ export interface RelayConfig {
   sseMaxEventBytes: number;
   /** SSE_KEEPALIVE_MS (default 10000, 0 = off, else 1000..600000): ping interval while a stream's upstream is silent. */
   sseKeepAliveMs: number;
+  /** COUNT_TOKENS_CACHE_ENTRIES (default 1024, 0..100000), COUNT_TOKENS_CACHE_TTL_MS (default 60000, 0..3600000),
+   * COUNT_TOKENS_MAX_INFLIGHT (default 8, 1..1000): reuse of upstream counts and the per-channel cap. */
+  counting: { cacheEntries: number; cacheTtlMs: number; maxInflight: number };
 }
 
 /** Reads the relay settings; throws ConfigError on a bad value. */
@@ -30,6 +33,11 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
     streamStallMs: readIntEnv(env, 'STREAM_STALL_TIMEOUT_MS', 60_000, 100, 3_600_000),
     sseMaxEventBytes: readIntEnv(env, 'SSE_MAX_EVENT_BYTES', 1 << 20, 1024, 64 << 20),
     sseKeepAliveMs: keepAliveMs(readIntEnv(env, 'SSE_KEEPALIVE_MS', 10_000, 0, 600_000)),
+    counting: {
+      cacheEntries: readIntEnv(env, 'COUNT_TOKENS_CACHE_ENTRIES', 1024, 0, 100_000),
+      cacheTtlMs: readIntEnv(env, 'COUNT_TOKENS_CACHE_TTL_MS', 60_000, 0, 3_600_000),
+      maxInflight: readIntEnv(env, 'COUNT_TOKENS_MAX_INFLIGHT', 8, 1, 1000),
+    },
   };
 }
 
