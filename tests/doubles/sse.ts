@@ -39,6 +39,9 @@ export interface UpstreamPlan {
   stream?: boolean;
   /** Streaming: wait between frames (ms). */
   chunkDelayMs?: number;
+  /** OpenAI: reasoning text sent before the answer, on `reasoningField` (default reasoning_content). */
+  reasoning?: string;
+  reasoningField?: 'reasoning_content' | 'reasoning';
   /** Streaming: after this many frames, fall silent for `ms` once (a long think), then go on. */
   pause?: { afterFrames: number; ms: number };
   /** Streaming: send this many frames, then abort the body (a stream cut mid-way). */
