@@ -55,6 +55,7 @@ function streamFrames(id: string, model: string, r: Reply, req: RecordedRequest,
   const chunk = (delta: object, finish: string | null = null) =>
     `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1_700_000_000, model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], ...(includeUsage ? { usage: null } : {}) })}\n\n`;
   const frames = [chunk({ role: 'assistant', content: '', refusal: null })];
+  if (plan.reasoning) for (const p of pieces(plan.reasoning)) frames.push(chunk({ [plan.reasoningField ?? 'reasoning_content']: p }));
   for (const p of pieces(r.text)) frames.push(chunk({ content: p }));
   r.calls.forEach((c, index) => {
     frames.push(chunk({ tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.name, arguments: '' } }] }));
@@ -82,6 +83,7 @@ export function startOpenAIUpstream(opts: DoubleOptions = {}): UpstreamDouble {
     const model = String(req.body.model);
     if (plan.stream ?? req.body.stream === true) return sseResponse(streamFrames(id, model, r, req, plan), plan);
     const message: Record<string, unknown> = { role: 'assistant', content: r.text || null, refusal: null };
+    if (plan.reasoning) message[plan.reasoningField ?? 'reasoning_content'] = plan.reasoning;
     if (r.calls.length) message.tool_calls = r.calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
     return jsonResponse({
       id, object: 'chat.completion', created: 1_700_000_000, model,

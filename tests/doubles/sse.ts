@@ -39,6 +39,11 @@ export interface UpstreamPlan {
   stream?: boolean;
   /** Streaming: wait between frames (ms). */
   chunkDelayMs?: number;
+  /** OpenAI: reasoning text sent before the answer, on `reasoningField` (default reasoning_content). */
+  reasoning?: string;
+  reasoningField?: 'reasoning_content' | 'reasoning';
+  /** Streaming: after this many frames, fall silent for `ms` once (a long think), then go on. */
+  pause?: { afterFrames: number; ms: number };
   /** Streaming: send this many frames, then abort the body (a stream cut mid-way). */
   cutAfter?: number;
   /** OpenAI streaming: leave out the trailing usage chunk. */
@@ -134,8 +139,13 @@ export function sseResponse(frames: string[], plan: UpstreamPlan, headers: Recor
   const limit = plan.cutAfter ?? Infinity;
   const delay = plan.chunkDelayMs ?? 0;
   let i = 0;
+  let paused = !plan.pause;
   const body = new ReadableStream<Uint8Array>({
     async pull(c) {
+      if (!paused && i >= plan.pause!.afterFrames) {
+        paused = true;
+        await Bun.sleep(plan.pause!.ms);
+      }
       if (i >= limit) {
         await Bun.sleep(5); // let the frames before the cut (and the headers) reach the socket first
         return c.error(ABORT);
@@ -143,7 +153,7 @@ export function sseResponse(frames: string[], plan: UpstreamPlan, headers: Recor
       if (i >= frames.length) return c.close();
       if (delay && i > 0) await Bun.sleep(delay);
       if (!delay) {
-        const end = Math.min(frames.length, limit);
+        const end = Math.min(frames.length, limit, paused ? Infinity : plan.pause!.afterFrames);
         c.enqueue(enc.encode(frames.slice(i, end).join(''))); // fast path: one write
         i = end;
         return;

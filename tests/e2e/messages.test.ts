@@ -44,9 +44,9 @@ describe('check order and error statuses', () => {
   });
   test('JSON then schema, param names the first bad field', async () => {
     err(await send(gw, u.key, '{bad'), 400, 'invalid_request_error', 'invalid_json');
-    const badRole = await send(gw, u.key, { model: 'claude-x', messages: [{ role: 'system', content: 'x' }], max_tokens: 5 });
+    const badRole = await send(gw, u.key, { model: 'claude-x', messages: [{ role: 'bot', content: 'x' }], max_tokens: 5 });
     err(badRole, 400, 'invalid_request_error', 'invalid_value', 'messages[0].role');
-    expect(badRole.body.error.message).toBe('messages[0].role: must be one of "user", "assistant"');
+    expect(badRole.body.error.message).toBe("messages.0.role: Input should be 'user' or 'assistant'");
     err(await send(gw, u.key, { model: 'claude-x', messages: [{ role: 'user', content: 'x' }] }), 400, 'invalid_request_error', 'missing_field', 'max_tokens');
     err(await send(gw, u.key, msg('claude-x', { max_tokens: '5' })), 400, 'invalid_request_error', 'invalid_type', 'max_tokens');
     err(await send(gw, u.key, msg('claude-x', { temperature: 1.5 })), 400, 'invalid_request_error', 'out_of_range', 'temperature');

@@ -28,6 +28,7 @@ import { pricingRoutes } from './routes/pricing';
 import { logRoutes } from './routes/logs';
 import { realtimeRoutes } from './routes/realtime';
 import { metricsRoutes } from './routes/metrics';
+import { probeRoutes } from './routes/probes';
 
 /** The 401 of a request lacking the credentials of its route's kind (checked before its body is read). */
 function authenticator(s: Services) {
@@ -69,6 +70,7 @@ export function createApp(s: Services) {
       if (request.url.includes('/api/')) s.relay.quota.flush();
     })
     .get('/health', () => ({ status: 'ok' }), { detail: { tags: ['system'], summary: 'Liveness probe' } })
+    .use(probeRoutes)
     .use(openapiPlugin({ title: 'AI Gateway', version: '0.1.0' }))
     .use(sessionRoutes(s))
     .use(channelRoutes(s))

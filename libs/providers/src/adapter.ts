@@ -36,6 +36,8 @@ export interface DecodeContext {
   inputTokens?: number;
   /** Fixed message id (tests); otherwise a fresh `msg_…`. */
   messageId?: string;
+  /** Tool names a translating adapter renamed upstream → the client's names (empty when none were). */
+  toolNames?: Readonly<Record<string, string>>;
   /** Cap of one upstream SSE event (SSE_MAX_EVENT_BYTES); default the parser's. */
   maxEventBytes?: number;
   /** Clock for `firstByteAt` (ms); default Date.now. */

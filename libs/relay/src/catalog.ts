@@ -5,6 +5,7 @@ import type { ProviderAdapter } from '@gw/providers';
 import type { GateKey } from './gate';
 import type { RelayChannel } from './relay';
 import { orderCandidates } from './router';
+import { CountCache } from './count-cache';
 
 /** An entry of GET /v1/models (Anthropic's ModelInfo). */
 export const ModelInfoSchema = Type.Object({
@@ -29,10 +30,17 @@ export class ModelCatalog {
   /** The gateway knows no release dates; models are dated by when this process started serving them. */
   private readonly since = new Date(Math.floor(Date.now() / 1000) * 1000).toISOString();
 
+  private readonly counts: CountCache;
+
   constructor(private readonly d: {
     channels: { candidates(model: string, group: string): RelayChannel[]; models(group: string): string[] };
     adapter(type: string): ProviderAdapter;
-  }) {}
+    /** Burst limits of upstream counting (COUNT_TOKENS_*); defaults 1024 entries, 60 s, 8 per channel. */
+    counting?: { cacheEntries: number; cacheTtlMs: number; maxInflight: number };
+  }) {
+    const c = d.counting ?? { cacheEntries: 1024, cacheTtlMs: 60_000, maxInflight: 8 };
+    this.counts = new CountCache({ maxEntries: c.cacheEntries, ttlMs: c.cacheTtlMs, maxInflight: c.maxInflight });
+  }
 
   /** Models served to the key's group, intersected with the key's allow-list. */
   modelIds(key: GateKey, group: string): string[] {
@@ -77,16 +85,16 @@ export class ModelCatalog {
     }
     const ch = orderCandidates(candidates)[0];
     const adapter = ch && this.d.adapter(ch.type);
-    if (ch && adapter?.buildCountTokensRequest && adapter.decodeCountTokens) {
-      try {
-        const u = adapter.buildCountTokensRequest(body,
-          { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[body.model] ?? body.model }, clientHeaders);
-        const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(ch.timeoutMs, 30_000)) });
-        if (res.ok) return { input_tokens: adapter.decodeCountTokens(await res.json()) };
-      } catch {
-        // Counting is advisory: fall back to the local estimate rather than fail the client.
-      }
-    }
-    return { input_tokens: estimateRequestTokens(body) };
+    const estimate = () => estimateRequestTokens(body);
+    if (!ch || !adapter?.buildCountTokensRequest || !adapter.decodeCountTokens) return { input_tokens: estimate() };
+    const upstreamModel = ch.modelMapping[body.model] ?? body.model;
+    const key = CountCache.key({ channelId: ch.id, upstreamModel, beta: clientHeaders.get('anthropic-beta') ?? '', body });
+    const ask = async (): Promise<number | null> => {
+      const u = adapter.buildCountTokensRequest!(body, { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, upstreamModel }, clientHeaders);
+      const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(ch.timeoutMs, 30_000)) });
+      // Counting is advisory: any failure falls back to the local estimate rather than fail the client.
+      return res.ok ? adapter.decodeCountTokens!(await res.json()) : null;
+    };
+    return { input_tokens: await this.counts.count(ch.id, key, ask, estimate) };
   }
 }

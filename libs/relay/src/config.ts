@@ -1,4 +1,4 @@
-import { readIntEnv } from '@gw/config';
+import { ConfigError, readIntEnv } from '@gw/config';
 
 export interface RelayConfig {
   /** RELAY_MAX_ATTEMPTS (default 3, 1..10): channels tried per request before giving up. */
@@ -15,6 +15,11 @@ export interface RelayConfig {
   streamStallMs: number;
   /** SSE_MAX_EVENT_BYTES (default 1 MiB, 1 KiB..64 MiB): the largest single upstream SSE event. */
   sseMaxEventBytes: number;
+  /** SSE_KEEPALIVE_MS (default 10000, 0 = off, else 1000..600000): ping interval while a stream's upstream is silent. */
+  sseKeepAliveMs: number;
+  /** COUNT_TOKENS_CACHE_ENTRIES (default 1024, 0..100000), COUNT_TOKENS_CACHE_TTL_MS (default 60000, 0..3600000),
+   * COUNT_TOKENS_MAX_INFLIGHT (default 8, 1..1000): reuse of upstream counts and the per-channel cap. */
+  counting: { cacheEntries: number; cacheTtlMs: number; maxInflight: number };
 }
 
 /** Reads the relay settings; throws ConfigError on a bad value. */
@@ -27,5 +32,17 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
     streamBufferBytes: readIntEnv(env, 'STREAM_BUFFER_BYTES', 65_536, 0, 16 << 20),
     streamStallMs: readIntEnv(env, 'STREAM_STALL_TIMEOUT_MS', 60_000, 100, 3_600_000),
     sseMaxEventBytes: readIntEnv(env, 'SSE_MAX_EVENT_BYTES', 1 << 20, 1024, 64 << 20),
+    sseKeepAliveMs: keepAliveMs(readIntEnv(env, 'SSE_KEEPALIVE_MS', 10_000, 0, 600_000)),
+    counting: {
+      cacheEntries: readIntEnv(env, 'COUNT_TOKENS_CACHE_ENTRIES', 1024, 0, 100_000),
+      cacheTtlMs: readIntEnv(env, 'COUNT_TOKENS_CACHE_TTL_MS', 60_000, 0, 3_600_000),
+      maxInflight: readIntEnv(env, 'COUNT_TOKENS_MAX_INFLIGHT', 8, 1, 1000),
+    },
   };
+}
+
+/** 0 turns pings off; anything else below 1 s would flood the client. */
+function keepAliveMs(v: number): number {
+  if (v !== 0 && v < 1000) throw new ConfigError('SSE_KEEPALIVE_MS must be 0 (off) or between 1000 and 600000');
+  return v;
 }

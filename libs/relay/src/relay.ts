@@ -218,7 +218,7 @@ export class RelayService {
     const cfg = this.d.config;
     const response = relayStream({
       reader, first: first.value!, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
-      idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, bufferBytes: cfg.streamBufferBytes,
+      idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
       onEnd: (e) => {
         if (e.upstreamFault) this.d.health.failure(ch.id, scrubberFor(target).scrub(e.reason));
         this.settle(res, r, ch, toTokens(e.usage), {

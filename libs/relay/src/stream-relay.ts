@@ -7,9 +7,12 @@
  * - the client behind for `stallMs` (it takes nothing while we hold data for it): cut, `client_stalled`.
  * Backpressure: the upstream is read only when the client's side wants data; at most `bufferBytes` are
  * read ahead of the client (plus one upstream chunk and one SSE event, which the parser caps).
+ * Keep-alive: while the client waits and the upstream is silent, a `ping` event goes out every
+ * `keepAliveMs` (as Anthropic does), so proxies and clients with read timeouts keep the connection. Pings
+ * never count as upstream activity: the upstream idle limit still applies.
  */
 import { GatewayError } from '@gw/core';
-import { errorFrame, type Usage } from '@gw/formats';
+import { encodeAnthropicEvent, errorFrame, type Usage } from '@gw/formats';
 import type { StreamDecoder } from '@gw/providers';
 import { abortError } from './fault';
 
@@ -34,6 +37,8 @@ export interface StreamRelayInput {
   idleMs: number;
   stallMs: number;
   bufferBytes: number;
+  /** Ping interval during upstream silence (SSE_KEEPALIVE_MS); 0 or absent = no pings. */
+  keepAliveMs?: number;
   /** performance.now() of the request's arrival (for ttft). */
   startedAt: number;
   requestId: string;
@@ -51,6 +56,7 @@ class StreamAbortedError extends Error {
 
 const since = (t: number) => Math.max(0, Math.round(performance.now() - t));
 const encoder = new TextEncoder();
+const PING = encoder.encode(encodeAnthropicEvent({ type: 'ping' }));
 
 export function relayStream(p: StreamRelayInput): Response {
   const { reader, decoder, signal } = p;
@@ -99,6 +105,7 @@ export function relayStream(p: StreamRelayInput): Response {
     ended = true;
     clearTimeout(idle);
     clearTimeout(stall);
+    clearTimeout(keepAlive);
     signal?.removeEventListener('abort', onAbort);
     const out = decoder.result();
     const usage = out.usage ?? out.estimatedUsage;
@@ -124,6 +131,17 @@ export function relayStream(p: StreamRelayInput): Response {
     } catch { /* already closing */ }
     decoded.cancel().catch(() => {});
   };
+
+  // Pushed back by every chunk sent; fires only after keepAliveMs without output. A ping is sent only
+  // while the client has taken everything (its read is pending) and we are waiting on the upstream.
+  const keepAlive = setTimeout(function ping() {
+    if (ended || closed || !ctrl) return;
+    if (waitingUpstream && !waitingClient) {
+      try { ctrl.enqueue(PING); } catch { return; }
+    }
+    keepAlive.refresh();
+  }, p.keepAliveMs || 2 ** 31 - 1);
+  if (!p.keepAliveMs) clearTimeout(keepAlive);
 
   // The client is behind while we hold data it has not taken; past stallMs it is cut.
   let waitingClient = false;
@@ -165,6 +183,7 @@ export function relayStream(p: StreamRelayInput): Response {
       c.enqueue(chunk.value!);
       waitingClient = true;
       stall.refresh();
+      if (p.keepAliveMs) keepAlive.refresh();
     },
     cancel() {
       end({ code: 'client_closed' });

@@ -1,7 +1,9 @@
 import { GatewayError, pointerToParam, valueAt } from '@gw/core';
-import { CountTokensRequestSchema, MessagesRequestSchema, type CountTokensRequest, type MessagesRequest } from '@gw/formats';
+import { CountTokensRequestSchema, MessagesRequestSchema, foldSystemTurns, type CountTokensRequest, type MessagesRequest } from '@gw/formats';
+import type { TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { ValueErrorType } from '@sinclair/typebox/errors';
+import { firstIssue } from './schema-issue';
 
 /**
  * Request checks of /v1/messages that run before any key rule: the version header and the body
@@ -45,37 +47,40 @@ function codeOf(type: ValueErrorType): string {
   }
 }
 
-/** TypeBox says "Expected union value" for a bad enum; name the allowed values instead. */
-function describe(e: { type: ValueErrorType; message: string; schema: any }): string {
-  const options = e.type === ValueErrorType.Union ? (e.schema?.anyOf ?? []) : [];
-  if (options.length && options.every((o: any) => o.const !== undefined)) {
-    return `must be one of ${options.map((o: any) => JSON.stringify(o.const)).join(', ')}`;
-  }
-  return e.message;
-}
+/** `/messages/0/role` → `messages.0.role`: the path as Anthropic's messages write it. */
+const dotted = (pointer: string) => pointer.split('/').filter(Boolean).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~')).join('.');
 
-function firstError(check: ReturnType<typeof TypeCompiler.Compile>, body: unknown): never {
+/**
+ * Throws the 400 for the first problem: `param` in the API's `messages[0].role` form, the message in
+ * Anthropic's wording (`messages.0.role: Input should be 'user' or 'assistant'`).
+ */
+function firstError(schema: TSchema, body: unknown): never {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-    throw new GatewayError(400, 'invalid_type', 'Request body must be a JSON object', { param: '' });
+    throw new GatewayError(400, 'invalid_type', 'Input should be a valid dictionary', { param: '' });
   }
-  const e = check.Errors(body).First();
-  const path = e?.path ?? '';
-  const param = pointerToParam(path);
-  if (!e) throw new GatewayError(400, 'invalid_request', 'Invalid request body');
-  if (e.type === ValueErrorType.ObjectRequiredProperty || (path && valueAt(body, path) === undefined)) {
-    throw new GatewayError(400, 'missing_field', `${param}: field is required`, { param });
+  const issue = firstIssue(schema, body);
+  if (!issue) throw new GatewayError(400, 'invalid_request', 'Invalid request body');
+  const param = pointerToParam(issue.pointer);
+  const where = dotted(issue.pointer) || 'body';
+  if (issue.type === ValueErrorType.ObjectRequiredProperty || (issue.pointer && valueAt(body, issue.pointer) === undefined)) {
+    throw new GatewayError(400, 'missing_field', `${where}: Field required`, { param });
   }
-  throw new GatewayError(400, codeOf(e.type), `${param || 'body'}: ${describe(e)}`, { param });
+  throw new GatewayError(400, codeOf(issue.type), `${where}: ${issue.message}`, { param });
 }
 
-/** Validates a /v1/messages body; throws 400 naming the first bad field. */
+/**
+ * Validates a /v1/messages body; throws 400 naming the first bad field. System turns in `messages` are
+ * folded into `system` first (see foldSystemTurns), so the returned body may be a new object.
+ */
 export function validateMessagesBody(body: unknown): MessagesRequest {
-  if (messagesCheck.Check(body)) return body;
-  firstError(messagesCheck, body);
+  const folded = foldSystemTurns(body);
+  if (messagesCheck.Check(folded)) return folded;
+  firstError(MessagesRequestSchema, folded);
 }
 
-/** Validates a /v1/messages/count_tokens body. */
+/** Validates a /v1/messages/count_tokens body (system turns folded the same way). */
 export function validateCountTokensBody(body: unknown): CountTokensRequest {
-  if (countCheck.Check(body)) return body;
-  firstError(countCheck, body);
+  const folded = foldSystemTurns(body);
+  if (countCheck.Check(folded)) return folded;
+  firstError(CountTokensRequestSchema, folded);
 }

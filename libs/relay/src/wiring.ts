@@ -71,7 +71,7 @@ export function createRelayServices(w: RelayWiring): RelayServices {
   }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs });
   health.start();
   const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, observeAttempt: w.observeAttempt });
-  const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter });
+  const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting });
   // Built after the key index and user directory subscribed to the bus, so it reads their refreshed state.
   const inflight = new InflightRegistry({
     bus: w.bus,

@@ -18,7 +18,7 @@ const assetDir = dirname(Bun.resolveSync('swagger-ui-dist/package.json', import.
 /** Routes that need no credentials (API.md SPEC): everything else under /api/ needs a session or token. */
 export const PUBLIC_API_ROUTES = new Set([
   'POST /api/user/login', 'POST /api/user/reset', 'POST /api/user/reset/request',
-  'POST /api/providerA/webhook', 'POST /api/providerB/webhook',
+  'POST /api/providerA/webhook', 'POST /api/providerB/webhook', 'GET /api/hello',
 ]);
 
 const PAGE = `<!doctype html>

@@ -43,6 +43,7 @@ export interface ChatCompletionRequest {
   parallel_tool_calls?: boolean;
   user?: string;
   safety_identifier?: string;
+  reasoning_effort?: 'low' | 'medium' | 'high';
 }
 
 export interface CompletionUsage {
@@ -62,7 +63,11 @@ export interface ChatCompletion {
   model: string;
   choices: Array<{
     index: number;
-    message: { role: 'assistant'; content: string | null; refusal?: string | null; tool_calls?: ChatToolCall[] | null; reasoning_content?: string | null };
+    message: {
+      role: 'assistant'; content: string | null; refusal?: string | null; tool_calls?: ChatToolCall[] | null;
+      /** Non-standard reasoning text (DeepSeek, vLLM); `reasoning` on OpenRouter and others. */
+      reasoning_content?: string | null; reasoning?: string | null;
+    };
     finish_reason: FinishReason | null;
     /** vLLM and some compatible servers report the matched stop string here. */
     stop_reason?: string | number | null;

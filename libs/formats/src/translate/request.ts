@@ -1,11 +1,13 @@
 /**
  * Anthropic Messages request → OpenAI Chat Completions request (wire-protocols B1). Pure.
- * What has no equivalent is dropped when harmless (top_k, thinking, cache_control) and rejected with a 400
- * when dropping it would silently change the answer (server tools, >4 stop sequences, file sources).
+ * What has no equivalent is dropped when harmless (top_k, cache_control) and rejected with a 400 when
+ * dropping it would silently change the answer (server tools, >4 stop sequences, >128 tools, file
+ * sources). Fields that exceed an OpenAI limit are mapped to fit (see openai-limits.ts).
  */
 import { GatewayError } from '@gw/core';
 import type { MessagesRequest, MessageParam, ToolChoice, ToolParam } from '../anthropic/schema';
 import type { ChatCompletionRequest, ChatContentPart, ChatMessage, ChatTool, ChatToolCall, ChatToolChoice } from '../openai/types';
+import { OPENAI_LIMITS, openaiToolCallId, openaiUserId, reasoningEffort, requestToolNames, toolNameMap } from './openai-limits';
 
 /** Differences between OpenAI-compatible upstreams, set by the provider configuration. */
 export interface ToOpenAIOptions {
@@ -17,10 +19,12 @@ export interface ToOpenAIOptions {
   userField?: 'user' | 'safety_identifier';
   /** Role of the system prompt (`developer` for o-series). Default `system`. */
   systemRole?: 'system' | 'developer';
+  /** The upstream takes `reasoning_effort` (thinking is mapped to it). Default false: thinking is dropped. */
+  reasoningEffort?: boolean;
 }
 
 /** OpenAI accepts at most this many `stop` strings. */
-export const MAX_OPENAI_STOP = 4;
+export const MAX_OPENAI_STOP = OPENAI_LIMITS.stop;
 /** Prefix that marks a failed tool result, since OpenAI tool messages have no is_error. */
 export const TOOL_ERROR_PREFIX = '[tool error] ';
 
@@ -31,9 +35,11 @@ const unsupported = (code: string, message: string, param: string) => new Gatewa
 /** Translates a validated Anthropic request. Throws GatewayError 400 for what cannot be translated. */
 export function toOpenAIRequest(req: MessagesRequest, opts: ToOpenAIOptions = {}): ChatCompletionRequest {
   const out: ChatCompletionRequest = { model: opts.model ?? req.model, messages: [] };
+  const names = toolNameMap(requestToolNames(req)).toUpstream;
+  const rename = (n: string) => names[n] ?? n;
   const system = systemText(req.system);
   if (system) out.messages.push({ role: opts.systemRole ?? 'system', content: system });
-  req.messages.forEach((m, i) => out.messages.push(...translateMessage(m, i)));
+  req.messages.forEach((m, i) => out.messages.push(...translateMessage(m, i, rename)));
 
   out[opts.maxTokensField ?? 'max_completion_tokens'] = req.max_tokens;
   if (req.temperature !== undefined) out.temperature = req.temperature;
@@ -49,10 +55,17 @@ export function toOpenAIRequest(req: MessagesRequest, opts: ToOpenAIOptions = {}
     out.stream_options = { include_usage: true }; // without it the usage chunk never comes (B1)
   }
   const userId = req.metadata?.user_id;
-  if (typeof userId === 'string' && userId) out[opts.userField ?? 'user'] = userId;
-  if (req.tools?.length) out.tools = req.tools.map(translateTool);
+  if (typeof userId === 'string' && userId) out[opts.userField ?? 'user'] = openaiUserId(userId);
+  if (req.tools?.length) {
+    if (req.tools.length > OPENAI_LIMITS.tools) {
+      throw unsupported('too_many_tools', `This model accepts at most ${OPENAI_LIMITS.tools} tools.`, 'tools');
+    }
+    out.tools = req.tools.map((t, i) => translateTool(t, i, rename));
+  }
   // OpenAI rejects tool_choice without tools; with no tools there is nothing to choose anyway.
-  if (req.tool_choice && out.tools) applyToolChoice(out, req.tool_choice);
+  if (req.tool_choice && out.tools) applyToolChoice(out, req.tool_choice, rename);
+  const effort = opts.reasoningEffort ? reasoningEffort(req.thinking) : undefined;
+  if (effort) out.reasoning_effort = effort;
   return out;
 }
 
@@ -62,35 +75,35 @@ function systemText(system: MessagesRequest['system']): string {
   return system.map((b) => b.text).join('\n');
 }
 
-function translateTool(tool: ToolParam, i: number): ChatTool {
+function translateTool(tool: ToolParam, i: number, rename: (n: string) => string): ChatTool {
   if (tool.type !== undefined && tool.type !== 'custom') {
     throw unsupported('unsupported_tool', `Tool type "${tool.type}" is not supported by this model's upstream.`, `tools[${i}]`);
   }
-  const fn: ChatTool['function'] = { name: tool.name, parameters: tool.input_schema ?? { type: 'object', properties: {} } };
+  const fn: ChatTool['function'] = { name: rename(tool.name), parameters: tool.input_schema ?? { type: 'object', properties: {} } };
   if (tool.description !== undefined) fn.description = tool.description;
   if (typeof tool.strict === 'boolean') fn.strict = tool.strict;
   return { type: 'function', function: fn };
 }
 
-function applyToolChoice(out: ChatCompletionRequest, choice: ToolChoice): void {
+function applyToolChoice(out: ChatCompletionRequest, choice: ToolChoice, rename: (n: string) => string): void {
   const map: Record<string, ChatToolChoice> = { auto: 'auto', any: 'required', none: 'none' };
-  out.tool_choice = choice.type === 'tool' ? { type: 'function', function: { name: choice.name ?? '' } } : map[choice.type]!;
+  out.tool_choice = choice.type === 'tool' ? { type: 'function', function: { name: rename(choice.name ?? '') } } : map[choice.type]!;
   if (choice.disable_parallel_tool_use === true && choice.type !== 'none') out.parallel_tool_calls = false;
 }
 
-function translateMessage(m: MessageParam, i: number): ChatMessage[] {
+function translateMessage(m: MessageParam, i: number, rename: (n: string) => string): ChatMessage[] {
   if (typeof m.content === 'string') return [{ role: m.role, content: m.content }];
   const blocks = m.content as Block[];
-  return m.role === 'assistant' ? [assistantMessage(blocks, i)] : userMessages(blocks, i);
+  return m.role === 'assistant' ? [assistantMessage(blocks, i, rename)] : userMessages(blocks, i);
 }
 
-function assistantMessage(blocks: Block[], i: number): ChatMessage {
+function assistantMessage(blocks: Block[], i: number, rename: (n: string) => string): ChatMessage {
   const texts: string[] = [];
   const calls: ChatToolCall[] = [];
   blocks.forEach((b, j) => {
     if (b.type === 'text') texts.push(b.text);
     else if (b.type === 'tool_use') {
-      calls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
+      calls.push({ id: openaiToolCallId(b.id), type: 'function', function: { name: rename(b.name), arguments: JSON.stringify(b.input ?? {}) } });
     } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') {
       throw unsupported('unsupported_content', `Content block "${b.type}" is not supported by this model's upstream.`, `messages[${i}].content[${j}]`);
     }
@@ -117,7 +130,7 @@ function userMessages(blocks: Block[], i: number): ChatMessage[] {
         });
       }
       const text = texts.join('\n');
-      tools.push({ role: 'tool', tool_call_id: b.tool_use_id, content: b.is_error ? TOOL_ERROR_PREFIX + text : text });
+      tools.push({ role: 'tool', tool_call_id: openaiToolCallId(b.tool_use_id), content: b.is_error ? TOOL_ERROR_PREFIX + text : text });
     } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') {
       parts.push(...contentPart(b, param));
     }

@@ -12,6 +12,8 @@ export interface FromOpenAIOptions {
   stopSequences?: readonly string[];
   /** Fixed id (tests); defaults to a fresh `msg_…`. */
   id?: string;
+  /** Upstream tool name → the client's, for names renamed to fit OpenAI (toolNameMap). */
+  toolNames?: Readonly<Record<string, string>>;
 }
 
 export interface TranslatedMessage {
@@ -31,11 +33,15 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
   const msg = choice?.message;
   const content: ResponseBlock[] = [];
   const badToolArguments: string[] = [];
-  if (msg?.reasoning_content) content.push({ type: 'thinking', thinking: msg.reasoning_content, signature: '' });
+  // Reasoning comes first, as Anthropic orders thinking before text. The signature is empty: there is
+  // nothing for the client to verify, and translated requests drop thinking blocks sent back.
+  const reasoning = msg?.reasoning_content || msg?.reasoning;
+  if (reasoning) content.push({ type: 'thinking', thinking: reasoning, signature: '' });
   if (msg?.content) content.push({ type: 'text', text: msg.content });
   if (msg?.refusal) content.push({ type: 'text', text: msg.refusal });
   for (const call of msg?.tool_calls ?? []) {
-    content.push({ type: 'tool_use', id: call.id, name: call.function.name, input: parseArguments(call.function.arguments, call.id, badToolArguments) });
+    const name = opts.toolNames?.[call.function.name] ?? call.function.name;
+    content.push({ type: 'tool_use', id: call.id, name, input: parseArguments(call.function.arguments, call.id, badToolArguments) });
   }
 
   let stopReason: StopReason = mapFinishReason(choice?.finish_reason);

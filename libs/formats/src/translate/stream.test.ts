@@ -20,7 +20,7 @@ describe('ChatStreamTranslator edges', () => {
   test('nothing is emitted after finish or fail, and finish is idempotent', () => {
     const t = new ChatStreamTranslator(opts);
     const first = t.finish();
-    expect(first.map((e) => e.type)).toEqual(['message_start', 'message_delta', 'message_stop']);
+    expect(first.map((e) => e.type)).toEqual(['message_start', 'ping', 'message_delta', 'message_stop']);
     expect(t.finish()).toEqual([]);
     expect(t.fail('late')).toEqual([]);
     expect(t.push(fullChunk({ choices: [{ index: 0, delta: { content: 'x' }, finish_reason: null }] }))).toEqual([]);
@@ -29,7 +29,21 @@ describe('ChatStreamTranslator edges', () => {
   test('a tool call without an id gets a unique toolu_ id derived from the message id', () => {
     const t = new ChatStreamTranslator(opts);
     const ev = t.push(fullChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 3, function: { name: 'f', arguments: '{}' } }] }, finish_reason: null }] }));
-    expect(ev[1]).toEqual({ type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: 'toolu_x_3', name: 'f', input: {} } });
+    expect(ev[2]).toEqual({ type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: 'toolu_x_3', name: 'f', input: {} } });
+  });
+
+  test('renamed tool names come back as the client\'s names; reasoning before a tool call gets index 0, the call 1', () => {
+    const t = new ChatStreamTranslator({ ...opts, toolNames: { mcp__fs__read_file_1a2b3c4d: 'mcp__fs__read.file' } });
+    const ev = [
+      ...t.push(fullChunk({ choices: [{ index: 0, delta: { reasoning_content: 'hmm' }, finish_reason: null }] })),
+      ...t.push(fullChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: 'c1', function: { name: 'mcp__fs__read_file_1a2b3c4d', arguments: '{}' } }] }, finish_reason: 'tool_calls' }] })),
+      ...t.finish(),
+    ];
+    expect(ev.filter((e) => e.type === 'content_block_start')).toEqual([
+      { type: 'content_block_start', index: 0, content_block: { type: 'thinking', thinking: '', signature: '' } },
+      { type: 'content_block_start', index: 1, content_block: { type: 'tool_use', id: 'c1', name: 'mcp__fs__read.file', input: {} } },
+    ]);
+    expect(ev.find((e) => e.type === 'message_delta')).toMatchObject({ delta: { stop_reason: 'tool_use' } });
   });
 
   test('without finish_reason a stream with tool calls ends as tool_use', () => {

@@ -18,6 +18,8 @@ export interface StreamTranslatorOptions {
   inputTokens?: number;
   /** The request's stop_sequences, to recognise a reported stop string. */
   stopSequences?: readonly string[];
+  /** Upstream tool name → the client's, for names renamed to fit OpenAI (toolNameMap). */
+  toolNames?: Readonly<Record<string, string>>;
 }
 
 /** What the stream amounted to, for metering. */
@@ -67,7 +69,7 @@ export class ChatStreamTranslator {
     return this.finishReason !== null;
   }
 
-  /** message_start (only the first call emits it; push() calls it too). */
+  /** message_start then a ping, as Anthropic starts its streams (only the first call emits them; push() calls it too). */
   start(): AnthropicStreamEvent[] {
     if (this.started) return [];
     this.started = true;
@@ -75,7 +77,7 @@ export class ChatStreamTranslator {
     return [{
       type: 'message_start',
       message: { id: this.opts.id, type: 'message', role: 'assistant', model: this.opts.requestedModel, content: [], stop_reason: null, stop_sequence: null, usage },
-    }];
+    }, { type: 'ping' }];
   }
 
   /** Feeds one parsed chunk. */
@@ -150,7 +152,8 @@ export class ChatStreamTranslator {
       this.seenTools.add(tc.index);
       this.toolCalls++;
       const id = tc.id || `toolu_${this.opts.id.replace(/^msg_/, '')}_${tc.index}`;
-      const name = tc.function?.name ?? '';
+      const upstreamName = tc.function?.name ?? '';
+      const name = this.opts.toolNames?.[upstreamName] ?? upstreamName;
       if (this.liveTool !== null) {
         this.buffered.set(tc.index, { id, name, args: args ? [args] : [] });
         return;

@@ -40,7 +40,7 @@ export function createOpenAICompatibleAdapter(config: OpenAICompatibleConfig): P
     decodeMessagesResponse(json: unknown, ctx: DecodeContext): DecodedMessage {
       const c = json as ChatCompletion | null;
       if (!c || typeof c !== 'object' || !Array.isArray(c.choices) || !c.choices[0]?.message) throw badUpstreamResponse('not a chat completion');
-      const { message, usage } = fromOpenAICompletion(c, { requestedModel: ctx.requestedModel, stopSequences: ctx.stopSequences, id: ctx.messageId });
+      const { message, usage } = fromOpenAICompletion(c, { requestedModel: ctx.requestedModel, stopSequences: ctx.stopSequences, id: ctx.messageId, toolNames: ctx.toolNames });
       return { message, usage };
     },
 
@@ -60,10 +60,13 @@ export function createOpenAICompatibleAdapter(config: OpenAICompatibleConfig): P
   return adapter;
 }
 
-/** api.openai.com and faithful compatibles: `max_completion_tokens`, Bearer auth, realtime. */
-export const openaiAdapter = createOpenAICompatibleAdapter({ type: 'openai' });
+/** api.openai.com and faithful compatibles: `max_completion_tokens`, Bearer auth, realtime, `reasoning_effort`. */
+export const openaiAdapter = createOpenAICompatibleAdapter({ type: 'openai', request: { reasoningEffort: true } });
 
-/** Older compatible servers (vLLM < 0.6, many self-hosted) that only know `max_tokens` and have no realtime. */
+/**
+ * Older compatible servers (vLLM < 0.6, many self-hosted) that only know `max_tokens`, have no realtime,
+ * and may refuse an unknown `reasoning_effort` (thinking is dropped for them).
+ */
 export const openaiLegacyAdapter = createOpenAICompatibleAdapter({
   type: 'openai-legacy',
   request: { maxTokensField: 'max_tokens' },

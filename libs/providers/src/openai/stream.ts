@@ -19,6 +19,7 @@ export class OpenAIStreamMachine implements SseMachine {
       id: ctx.messageId ?? newMessageId(),
       inputTokens: ctx.inputTokens,
       stopSequences: ctx.stopSequences,
+      toolNames: ctx.toolNames,
     });
   }
 
