@@ -5,3 +5,4 @@ export * from './usage-view';
 export * from './journal';
 export * from './usage-guard';
 export * from './worst-case';
+export * from './tiers';

@@ -48,9 +48,11 @@ type Attempt =
   | { ok: true; response: Response; channel: RelayChannel }
   | { ok: false; retryable: boolean; error: GatewayError };
 
-// As reported: QuotaService validates every count (one place for all paths).
+// As reported: QuotaService validates every count (one place for all paths). The 1-hour part of the
+// cache writes comes from Anthropic's `cache_creation` split; without it every write is a 5-minute one.
 const toTokens = (u: Usage): UsageReport => ({
   input: u.input_tokens, output: u.output_tokens, cacheRead: u.cache_read_input_tokens, cacheWrite: u.cache_creation_input_tokens,
+  cacheWrite1h: (u as { cache_creation?: { ephemeral_1h_input_tokens?: unknown } }).cache_creation?.ephemeral_1h_input_tokens,
 });
 const estimateSafe = (n: unknown) => (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : undefined);
 const ZERO: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };

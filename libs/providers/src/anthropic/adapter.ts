@@ -37,6 +37,9 @@ function normalizeUsage(u: unknown): Usage {
       // (a 0 would bill it as free). A null cache count just means none.
       else if (v !== undefined && (v !== null || k === 'input_tokens' || k === 'output_tokens')) out[k] = Number.NaN;
     }
+    // The cache writes' TTL split (5 minutes / 1 hour) is billed at different prices.
+    const split = (u as Record<string, unknown>).cache_creation;
+    if (split !== undefined && split !== null) (out as Record<string, unknown>).cache_creation = split;
   }
   return out;
 }
