@@ -15,6 +15,10 @@ export interface RelayConfig {
   streamStallMs: number;
   /** SSE_MAX_EVENT_BYTES (default 1 MiB, 1 KiB..64 MiB): the largest single upstream SSE event. */
   sseMaxEventBytes: number;
+  /** AFFINITY_TTL_SECONDS (default 3600, 0..86400): a conversation's channel pin lives this long after its last request; 0 = no affinity. */
+  affinityTtlSeconds: number;
+  /** AFFINITY_MAX_ENTRIES (default 100000, 0..10000000): most conversations pinned at once (LRU). */
+  affinityMaxEntries: number;
 }
 
 /** Reads the relay settings; throws ConfigError on a bad value. */
@@ -27,5 +31,7 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
     streamBufferBytes: readIntEnv(env, 'STREAM_BUFFER_BYTES', 65_536, 0, 16 << 20),
     streamStallMs: readIntEnv(env, 'STREAM_STALL_TIMEOUT_MS', 60_000, 100, 3_600_000),
     sseMaxEventBytes: readIntEnv(env, 'SSE_MAX_EVENT_BYTES', 1 << 20, 1024, 64 << 20),
+    affinityTtlSeconds: readIntEnv(env, 'AFFINITY_TTL_SECONDS', 3600, 0, 86_400),
+    affinityMaxEntries: readIntEnv(env, 'AFFINITY_MAX_ENTRIES', 100_000, 0, 10_000_000),
   };
 }

@@ -8,6 +8,7 @@ import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
 import { judgeFailure, type FailureInput } from './fault';
 import type { ChannelHealth } from './health';
+import { conversationOf, type SessionAffinity } from './affinity';
 import { orderCandidates } from './router';
 import { relayStream } from './stream-relay';
 
@@ -23,6 +24,8 @@ export interface RelayDeps {
   health: ChannelHealth;
   billing: BillingConfig;
   config: RelayConfig;
+  /** Keeps a conversation on the channel that served it (prompt-cache hits); absent = no affinity. */
+  affinity?: SessionAffinity;
   rng?: () => number;
   /** Sees every upstream attempt's outcome (metrics); 'rate_limited' is a 429, which health ignores. */
   observeAttempt?: (channelId: number, result: 'ok' | 'error' | 'rate_limited') => void;
@@ -83,10 +86,13 @@ export class RelayService {
     return { amount: Math.max(this.d.billing.minReserve, worstCaseCost(limits, price)), limits };
   }
 
-  /** Channels to try, best first; throws 404 (nobody serves it) or 503 (all unhealthy). */
-  route(model: string, group: string): RelayChannel[] {
+  /** Channels to try, best first (a pinned conversation's channel first within its tier); throws 404 (nobody serves it) or 503 (all unhealthy). */
+  route(model: string, group: string, pinKey: string | null = null): RelayChannel[] {
     const candidates = this.d.channels.candidates(model, group);
-    if (candidates.length) return orderCandidates(candidates, this.d.rng).slice(0, this.d.config.maxAttempts);
+    if (candidates.length) {
+      const order = orderCandidates(candidates, this.d.rng);
+      return (this.d.affinity?.apply(order, pinKey) ?? order).slice(0, this.d.config.maxAttempts);
+    }
     if (this.d.channels.all().some((c) => c.models.includes(model) && c.groups.includes(group))) {
       throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
     }
@@ -101,14 +107,19 @@ export class RelayService {
     const reservation = this.d.quota.reserve({ userId: r.key.userId, apiKey: r.key, ref: r.requestId, ...this.worstCase(body, price, measure) });
     let attempts = 0;
     let lastChannel: RelayChannel | null = null;
+    const pinKey = this.d.affinity?.key({ userId: r.key.userId, group: r.group, model: body.model }, conversationOf(r.headers, body)) ?? null;
     try {
-      const order = this.route(body.model, r.group);
+      const order = this.route(body.model, r.group, pinKey);
       let last: GatewayError | null = null;
       for (const channel of order) {
         attempts++;
         lastChannel = channel;
         const a = await this.attempt(channel, r, inputEstimate, reservation, attempts);
-        if (a.ok) return a.response;
+        if (a.ok) {
+          this.d.affinity?.pin(pinKey, channel.id);
+          return a.response;
+        }
+        this.d.affinity?.unpin(pinKey, channel.id);
         last = a.error;
         if (!a.retryable || r.signal?.aborted) break;
       }
