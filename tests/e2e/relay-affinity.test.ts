@@ -45,7 +45,7 @@ describe('with affinity (default)', () => {
   afterAll(() => teardown(s));
 
   test(`${N} turns of one session over 3 equal channels: one cache write, then cache reads on every turn`, async () => {
-    const rows = [];
+    const rows: any[] = [];
     for (let i = 0; i < N; i++) rows.push(await turn(s, 'session-a'));
     expect(rows.map((r) => r.cache_write_tokens)).toEqual([CACHED, ...Array(N - 1).fill(0)]);
     expect(rows.map((r) => r.cache_read_tokens)).toEqual([0, ...Array(N - 1).fill(CACHED)]);
@@ -53,7 +53,7 @@ describe('with affinity (default)', () => {
   });
 
   test('metadata.user_id identifies the conversation when the header is absent', async () => {
-    const rows = [];
+    const rows: any[] = [];
     for (let i = 0; i < 6; i++) rows.push(await turn(s, 'user-b', 'metadata'));
     expect(rows.slice(1).every((r) => r.cache_read_tokens === CACHED && r.channel_id === rows[0].channel_id)).toBe(true);
   });
@@ -91,7 +91,7 @@ describe('with affinity (default)', () => {
 test('without affinity (AFFINITY_TTL_SECONDS=0) the same session is spread and rewrites the cache', async () => {
   const s = await setup({ AFFINITY_TTL_SECONDS: '0' });
   try {
-    const rows = [];
+    const rows: any[] = [];
     for (let i = 0; i < N; i++) rows.push(await turn(s, 'session-a'));
     // With 3 equal channels, all 12 on one channel has probability 3^-11.
     expect(rows.filter((r) => r.cache_write_tokens > 0).length).toBeGreaterThan(1);
