@@ -52,6 +52,9 @@ describe('gw channel', () => {
     expect(upd.stdout).toBe(`Updated channel ${ch.id} (main).\n`);
     const after = (await gw.api('GET', `/api/channel/${ch.id}`)).body.data;
     expect(after).toMatchObject({ priority: 7, model_mapping: { 'claude-sonnet-4': 'claude-sonnet-4-20250514' }, key: ch.key });
+    const pol = await gwc(['channel', 'update', String(ch.id), '--header-policy', '{"forward_headers":["X-App"],"beta_strip":["*"]}']);
+    expect(pol.code).toBe(0);
+    expect((await gw.api('GET', `/api/channel/${ch.id}`)).body.data.header_policy).toMatchObject({ forward_headers: ['x-app'], beta_strip: ['*'] });
 
     const dis = await gwc(['channel', 'disable-tag', 'prod']);
     expect(dis.stdout).toBe("Disabled 1 channel(s) tagged 'prod'.\n");

@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError } from '@gw/core';
 import { estimateRequestTokens, type CountTokensRequest } from '@gw/formats';
 import type { ProviderAdapter } from '@gw/providers';
+import { applyBodyPolicy, applyHeaderPolicy } from '@gw/channels';
 import type { GateKey } from './gate';
 import type { RelayChannel } from './relay';
 import { orderCandidates } from './router';
@@ -79,8 +80,9 @@ export class ModelCatalog {
     const adapter = ch && this.d.adapter(ch.type);
     if (ch && adapter?.buildCountTokensRequest && adapter.decodeCountTokens) {
       try {
-        const u = adapter.buildCountTokensRequest(body,
-          { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[body.model] ?? body.model }, clientHeaders);
+        const p = applyHeaderPolicy(ch.headerPolicy, clientHeaders);
+        const u = adapter.buildCountTokensRequest(applyBodyPolicy(ch.headerPolicy, body),
+          { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, forwardedHeaders: p.forwarded, upstreamModel: ch.modelMapping[body.model] ?? body.model }, p.clientHeaders);
         const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(ch.timeoutMs, 30_000)) });
         if (res.ok) return { input_tokens: adapter.decodeCountTokens(await res.json()) };
       } catch {

@@ -2,7 +2,7 @@ import { GatewayError } from '@gw/core';
 import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage, type UsageLimits, type UsageReport } from '@gw/billing';
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
-import type { ChannelRecord } from '@gw/channels';
+import { applyBodyPolicy, applyHeaderPolicy, type ChannelRecord } from '@gw/channels';
 import { decodeContextFor, scrubberFor, type ProviderAdapter, type UpstreamTarget } from '@gw/providers';
 import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
@@ -14,7 +14,7 @@ import { relayStream } from './stream-relay';
 
 /** The fields of a channel the relay reads (one source of truth: @gw/channels' ChannelRecord). */
 export type RelayChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups'
-  | 'priority' | 'weight' | 'status' | 'timeoutMs' | 'headers'>;
+  | 'priority' | 'weight' | 'status' | 'timeoutMs' | 'headers' | 'headerPolicy'>;
 
 export interface RelayDeps {
   channels: { candidates(model: string, group: string): RelayChannel[]; all(): RelayChannel[] };
@@ -174,7 +174,8 @@ export class RelayService {
     };
     let upstream: Response;
     try {
-      const u = adapter.buildMessagesRequest(r.body, target, r.headers);
+      const p = applyHeaderPolicy(ch.headerPolicy, r.headers);
+      const u = adapter.buildMessagesRequest(applyBodyPolicy(ch.headerPolicy, r.body), { ...target, forwardedHeaders: p.forwarded }, p.clientHeaders);
       if (r.signal?.aborted) return fail({ phase: 'transport', cause: r.signal.reason }, 'client closed');
       try {
         upstream = await fetch(u.url, { ...u.init, signal: ctrl.signal });

@@ -20,7 +20,7 @@ function headers(target: UpstreamTarget, client: Headers): Record<string, string
   };
   const beta = client.get('anthropic-beta'); // repeated headers arrive joined with ", "
   if (beta) h['anthropic-beta'] = beta;
-  return { ...h, ...target.extraHeaders };
+  return { ...target.forwardedHeaders, ...h, ...target.extraHeaders };
 }
 
 function post(url: string, h: Record<string, string>, body: unknown): UpstreamRequest {
