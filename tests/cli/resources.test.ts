@@ -52,6 +52,9 @@ describe('gw channel', () => {
     expect(upd.stdout).toBe(`Updated channel ${ch.id} (main).\n`);
     const after = (await gw.api('GET', `/api/channel/${ch.id}`)).body.data;
     expect(after).toMatchObject({ priority: 7, model_mapping: { 'claude-sonnet-4': 'claude-sonnet-4-20250514' }, key: ch.key });
+    const pol = await gwc(['channel', 'update', String(ch.id), '--header-policy', '{"forward_headers":["X-App"],"beta_strip":["*"]}']);
+    expect(pol.code).toBe(0);
+    expect((await gw.api('GET', `/api/channel/${ch.id}`)).body.data.header_policy).toMatchObject({ forward_headers: ['x-app'], beta_strip: ['*'] });
 
     const dis = await gwc(['channel', 'disable-tag', 'prod']);
     expect(dis.stdout).toBe("Disabled 1 channel(s) tagged 'prod'.\n");
@@ -186,6 +189,15 @@ describe('gw pricing', () => {
     expect(one).toMatchObject({ model: 'vendor/model-x', input: 3000000, context_window: 128000 });
     expect(list.stdout).toMatch(/^MODEL\s+INPUT\s+OUTPUT.*\bCONTEXT\b/);
 
+    const lc = { input: 6, output: 22, cache_read: 1, cache_write: 7, cache_write_1h: 12 };
+    const tiers = await gwc(['pricing', 'set', 'vendor/model-x', '--input', '3', '--output', '15', '--cache-write', '4', '--cache-write-1h', '6',
+      '--long-context-threshold', '200000', '--long-context', JSON.stringify(lc), '--json']);
+    expect(tiers.code).toBe(0);
+    expect(JSON.parse(tiers.stdout)).toMatchObject({ cache_write: 4, cache_write_1h: 6, long_context_threshold: 200000, long_context: lc });
+    expect((await gwc(['pricing', 'list'])).stdout).toMatch(/^vendor\/model-x\s+3\s+15\s+0\s+4\s+6\s+200000\b/m);
+    const half = await gwc(['pricing', 'set', 'vendor/model-x', '--input', '3', '--output', '15', '--long-context-threshold', '1000']);
+    expect(half.code).toBe(1);
+    expect(half.stderr).toContain('--long-context');
     expect((await gwc(['pricing', 'delete', 'vendor/model-x'])).code).toBe(0);
     const gone = await gwc(['pricing', 'get', 'vendor/model-x']);
     expect(gone.code).toBe(1);

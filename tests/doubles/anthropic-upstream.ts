@@ -26,7 +26,22 @@ const frame = (data: { type: string }) => `event: ${data.type}\ndata: ${JSON.str
 interface Reply {
   blocks: Array<{ type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: unknown }>;
   stopReason: string;
-  usage: { input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number };
+  usage: {
+    input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number;
+    cache_creation?: { ephemeral_5m_input_tokens: number; ephemeral_1h_input_tokens: number };
+  };
+}
+
+/**
+ * Anthropic's prompt cache as this double models it (`DoubleOptions.promptCache`): a conversation is its
+ * system prompt plus first message; the first request of one writes `promptCache` tokens to the cache
+ * (1-hour TTL), every later one that reaches the SAME double reads them back.
+ */
+function cachedUsage(seen: Set<string>, req: RecordedRequest, tokens: number): NonNullable<UpstreamPlan['usage']> {
+  const conv = JSON.stringify([req.body?.system ?? null, req.body?.messages?.[0] ?? null]);
+  if (seen.has(conv)) return { cacheRead: tokens, cacheWrite: 0, cacheWrite1h: 0 };
+  seen.add(conv);
+  return { cacheRead: 0, cacheWrite: tokens, cacheWrite1h: tokens };
 }
 
 function reply(req: RecordedRequest, plan: UpstreamPlan): Reply {
@@ -42,6 +57,10 @@ function reply(req: RecordedRequest, plan: UpstreamPlan): Reply {
       output_tokens: u.output ?? doubleTokens(text + (plan.toolCalls?.length ? JSON.stringify(plan.toolCalls) : '')),
       cache_creation_input_tokens: u.cacheWrite ?? 0,
       cache_read_input_tokens: u.cacheRead ?? 0,
+      // The TTL split, as Anthropic reports it, when the plan names the 1-hour part.
+      ...(u.cacheWrite1h !== undefined
+        ? { cache_creation: { ephemeral_5m_input_tokens: (u.cacheWrite ?? 0) - u.cacheWrite1h, ephemeral_1h_input_tokens: u.cacheWrite1h } }
+        : {}),
     },
   };
 }
@@ -72,8 +91,10 @@ function streamFrames(id: string, model: string, r: Reply): string[] {
 let seq = 0;
 
 /** Starts a fake Anthropic upstream on a random port. */
-export function startAnthropicUpstream(opts: DoubleOptions = {}): UpstreamDouble {
+export function startAnthropicUpstream(opts: DoubleOptions & { promptCache?: number } = {}): UpstreamDouble {
+  const cache = new Set<string>();
   return startDouble(opts, (req, plan) => {
+    if (opts.promptCache && req.path === '/v1/messages') plan = { ...plan, usage: { ...cachedUsage(cache, req, opts.promptCache), ...plan.usage } };
     if (req.method !== 'POST') return anthropicError(404, 'Not found');
     if (opts.apiKey !== undefined && req.headers['x-api-key'] !== opts.apiKey) return anthropicError(401, 'invalid x-api-key');
     if (!req.headers['anthropic-version']) return anthropicError(400, 'anthropic-version: header is required');

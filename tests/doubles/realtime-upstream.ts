@@ -36,6 +36,8 @@ export interface UpstreamConnection {
   /** Request headers of the handshake (lower-case names). */
   headers: Record<string, string>;
   url: string;
+  /** The client chose the beta protocol (`OpenAI-Beta: realtime=v1` or the `openai-beta.realtime-v1` subprotocol): beta event shapes. */
+  beta: boolean;
   ws: ServerWebSocket<ConnData>;
   closed: { code: number; reason: string } | null;
 }
@@ -162,7 +164,8 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
       const headers: Record<string, string> = {};
       req.headers.forEach((v, k) => { headers[k] = v; });
       // open() runs inside upgrade(), so the record must exist first.
-      const conn: UpstreamConnection = { id, headers, url: req.url, ws: null as any, closed: null };
+      const beta = /realtime=v1/.test(headers['openai-beta'] ?? '') || (headers['sec-websocket-protocol'] ?? '').split(',').some((p) => p.trim() === 'openai-beta.realtime-v1');
+      const conn: UpstreamConnection = { id, headers, url: req.url, beta, ws: null as any, closed: null };
       self.connections.push(conn);
       if (srv.upgrade(req, { data: { id, queue: [], queued: 0, blocked: false } })) return undefined;
       self.connections.pop();
@@ -173,6 +176,8 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
         const c = self.connections.find((x) => x.id === ws.data.id)!;
         c.ws = ws;
         const model = new URL(c.url).searchParams.get('model');
+        // The beta protocol's session has no `type` and flat audio formats; GA nests them under `audio`.
+        if (c.beta) return out(ws, { type: 'session.created', session: { object: 'realtime.session', id: `sess_${ws.data.id}`, model, modalities: ['text', 'audio'], voice: 'alloy', input_audio_format: 'pcm16', output_audio_format: 'pcm16' } });
         out(ws, { type: 'session.created', session: { type: 'realtime', object: 'realtime.session', id: `sess_${ws.data.id}`, model, output_modalities: ['audio'], audio: { input: { format: { type: 'audio/pcm', rate: 24000 } }, output: { format: { type: 'audio/pcm', rate: 24000 }, voice: 'alloy' } } } });
       },
       message(ws, data) {

@@ -34,7 +34,7 @@ export interface UpstreamPlan {
   /** OpenAI finish_reason. */
   finishReason?: string;
   /** Anthropic-style usage: `input` is uncached input. Default: input from the request's length, output from the reply's. */
-  usage?: { input?: number; output?: number; cacheRead?: number; cacheWrite?: number };
+  usage?: { input?: number; output?: number; cacheRead?: number; cacheWrite?: number; cacheWrite1h?: number };
   /** Force streaming on or off (default: the request's `stream`). */
   stream?: boolean;
   /** Streaming: wait between frames (ms). */

@@ -23,7 +23,7 @@ export async function startGatewayProcess(env: Record<string, string | undefined
     const { done, value } = await Promise.race([reader.read(), Bun.sleep(15_000).then(() => ({ done: true, value: undefined }))]);
     if (done) break;
     out += dec.decode(value);
-    const m = /listening on (http:\/\/[^\s]+)/.exec(out);
+    const m = /listening on (https?:\/\/[^\s]+)/.exec(out);
     if (m) {
       reader.releaseLock();
       // Keep draining so a chatty process never blocks on a full pipe.

@@ -33,14 +33,16 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
   });
   const services = await createServices(config, () => {});
   const app = listen(services, 0, '127.0.0.1');
-  const url = `http://127.0.0.1:${app.server!.port}`;
+  // With TLS_CERT_FILE set the gateway serves HTTPS; the helper trusts that certificate as its CA.
+  const url = `${config.tls ? 'https' : 'http'}://127.0.0.1:${app.server!.port}`;
+  const tls = config.tls ? { ca: config.tls.cert } : undefined;
   const root = services.users.byUsername(config.rootUsername)!;
   const rootToken = services.auth.createAccessToken(root.id, 'test').token;
   const api: TestGateway['api'] = async (method, path, body, token = rootToken, headers = {}) => {
     const h: Record<string, string> = { ...headers };
     if (token) h.authorization = `Bearer ${token}`;
     if (body !== undefined) h['content-type'] ??= 'application/json';
-    const res = await fetch(url + path, { method, headers: h, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+    const res = await fetch(url + path, { method, headers: h, tls, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
     const text = await res.text();
     let parsed: any = text;
     try { parsed = JSON.parse(text); } catch { /* keep text */ }

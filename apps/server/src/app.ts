@@ -113,5 +113,7 @@ function bind(app: ReturnType<typeof createApp>, s: Services, port: number, host
     // Bun would answer an oversized body with plain text; http-errors enforces MAX_BODY_BYTES with a JSON 413
     // (content-length up front, chunked bodies while reading), so Bun's own limit is set out of the way.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+    // HTTPS and WSS on the same port (realtime SDKs always connect with wss://).
+    ...(s.config.tls ? { tls: s.config.tls } : {}),
   });
 }

@@ -24,7 +24,7 @@ try {
   process.on('SIGTERM', shutdown);
   // Announced only once the stop handlers are in place: a supervisor that sends SIGTERM as soon as it
   // sees this line gets a graceful stop, not the default kill.
-  console.log(`AI gateway listening on http://${config.host}:${app.server!.port} (database ${config.databaseUrl})`);
+  console.log(`AI gateway listening on ${config.tls ? 'https' : 'http'}://${config.host}:${app.server!.port} (database ${config.databaseUrl})`);
 } catch (e) {
   // Start-up failures are one line an operator can act on, not a stack trace.
   console.error(e instanceof ConfigError ? `Configuration error: ${e.message}` : `Start-up failed: ${(e as Error)?.message ?? e}`);

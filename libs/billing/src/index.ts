@@ -7,3 +7,4 @@ export * from './usage-guard';
 export * from './worst-case';
 export * from './usage-stats';
 export * from './usage-export';
+export * from './tiers';

@@ -4,13 +4,30 @@ import { Type, type Static } from '@sinclair/typebox';
 
 const units = (description: string) => Type.Integer({ minimum: 0, maximum: 1_000_000_000_000, description });
 
+/** The long-context price set as the API shows and accepts it. */
+export const LongContextView = Type.Object({
+  input: units('Uncached input tokens, per million, in the long-context tier.'),
+  output: units('Output tokens, per million, in the long-context tier.'),
+  cache_read: units('Prompt-cache reads, per million, in the long-context tier.'),
+  cache_write: units('5-minute prompt-cache writes, per million, in the long-context tier.'),
+  cache_write_1h: Type.Optional(units('1-hour prompt-cache writes, per million, in the long-context tier (default: its cache_write).')),
+});
+export type LongContextView = Static<typeof LongContextView>;
+
 /** A model's price as the API shows and accepts it: quota units per million tokens. */
 export const PriceView = Type.Object({
   model: Type.String({ minLength: 1, maxLength: 200, description: 'Model name as clients request it.' }),
   input: units('Uncached input tokens, per million.'),
   output: units('Output tokens, per million.'),
   cache_read: units('Prompt-cache reads, per million.'),
-  cache_write: units('Prompt-cache writes, per million.'),
+  cache_write: units('Prompt-cache writes with the 5-minute TTL (and writes whose TTL the upstream does not report), per million.'),
+  cache_write_1h: Type.Union([units('Prompt-cache writes with the 1-hour TTL, per million.'), Type.Null()], {
+    description: 'Prompt-cache writes with the 1-hour TTL (usage.cache_creation.ephemeral_1h_input_tokens), per million; null: billed at cache_write.',
+  }),
+  long_context_threshold: Type.Union([Type.Integer({ minimum: 1, maximum: 100_000_000 }), Type.Null()], {
+    description: 'Input tokens (uncached + cache reads + cache writes) above which long_context prices apply to the whole request; null: no long-context tier. Set together with long_context.',
+  }),
+  long_context: Type.Union([LongContextView, Type.Null()], { description: 'Prices of the long-context tier (null: none). Audio prices do not change.' }),
   audio_input: units('Realtime audio input tokens, per million.'),
   audio_output: units('Realtime audio output tokens, per million.'),
   context_window: Type.Union([Type.Integer({ minimum: 1, maximum: 100_000_000 }), Type.Null()], {
@@ -20,13 +37,19 @@ export const PriceView = Type.Object({
 });
 export type PriceView = Static<typeof PriceView>;
 
-/** Upsert body: `model` and `input`/`output` required, the other prices default to 0, `context_window` to null. */
+/**
+ * Upsert body: `model` and `input`/`output` required, the other prices default to 0, `cache_write_1h`,
+ * `long_context_threshold`, `long_context` and `context_window` to null.
+ */
 export const PriceInput = Type.Object({
   model: PriceView.properties.model,
   input: PriceView.properties.input,
   output: PriceView.properties.output,
   cache_read: Type.Optional(PriceView.properties.cache_read),
   cache_write: Type.Optional(PriceView.properties.cache_write),
+  cache_write_1h: Type.Optional(PriceView.properties.cache_write_1h),
+  long_context_threshold: Type.Optional(PriceView.properties.long_context_threshold),
+  long_context: Type.Optional(PriceView.properties.long_context),
   audio_input: Type.Optional(PriceView.properties.audio_input),
   audio_output: Type.Optional(PriceView.properties.audio_output),
   context_window: Type.Optional(PriceView.properties.context_window),
@@ -34,7 +57,12 @@ export const PriceInput = Type.Object({
 export type PriceInput = Static<typeof PriceInput>;
 
 export const toPriceView = (r: PriceRow): PriceView & { updated_at: number } => ({
-  model: r.model, input: r.input, output: r.output, cache_read: r.cacheRead, cache_write: r.cacheWrite,
+  model: r.model, input: r.input, output: r.output, cache_read: r.cacheRead, cache_write: r.cacheWrite, cache_write_1h: r.cacheWrite1h ?? null,
+  long_context_threshold: r.longContextThreshold ?? null,
+  long_context: r.longContext ? {
+    input: r.longContext.input, output: r.longContext.output, cache_read: r.longContext.cacheRead,
+    cache_write: r.longContext.cacheWrite, cache_write_1h: r.longContext.cacheWrite1h,
+  } : null,
   audio_input: r.audioInput, audio_output: r.audioOutput, context_window: r.contextWindow ?? null, updated_at: r.updatedAt,
 });
 
@@ -70,8 +98,17 @@ export class PriceBook {
   }
 
   upsert(p: PriceInput): PriceRow {
+    const threshold = p.long_context_threshold ?? null;
+    const lc = p.long_context ?? null;
+    // A tier needs both its threshold and its prices: half of one would silently bill at base prices.
+    if ((threshold === null) !== (lc === null)) {
+      const missing = threshold === null ? 'long_context_threshold' : 'long_context';
+      throw new GatewayError(400, 'invalid_value', 'long_context_threshold and long_context are set together (or both null)', { param: missing });
+    }
     const row = this.repo.upsert({
       model: p.model, input: p.input, output: p.output, cacheRead: p.cache_read ?? 0, cacheWrite: p.cache_write ?? 0,
+      cacheWrite1h: p.cache_write_1h ?? null, longContextThreshold: threshold,
+      longContext: lc && { input: lc.input, output: lc.output, cacheRead: lc.cache_read, cacheWrite: lc.cache_write, cacheWrite1h: lc.cache_write_1h ?? lc.cache_write },
       audioInput: p.audio_input ?? 0, audioOutput: p.audio_output ?? 0, contextWindow: p.context_window ?? null, updatedAt: nowSeconds(),
     });
     this.bus.emit('price.changed', { model: p.model });

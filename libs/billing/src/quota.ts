@@ -4,7 +4,8 @@ import type { SettlementRow, SettlementsRepo, UsersRepo } from '@gw/db';
 import type { SettlementJournal } from './journal';
 import type { PriceBook } from './price-book';
 import { guardUsage, type UsageLimits } from './usage-guard';
-import { costFor, type QuotaKey, type Reservation, type Settlement, type UsageLogInput } from './usage';
+import { priceUsage } from './tiers';
+import { type QuotaKey, type Reservation, type Settlement, type UsageLogInput } from './usage';
 
 export * from './usage';
 
@@ -147,7 +148,8 @@ export class QuotaService {
     const limits = r?.limits ?? log.limits ?? null;
     const g = guardUsage(log.usage, { ...log.estimate, input: log.estimate?.input ?? limits?.input }, limits, log.estimated);
     const u = g.usage;
-    let cost = costFor(u, log.price ?? this.deps.prices.get(log.model));
+    const priced = priceUsage(u, log.price ?? this.deps.prices.get(log.model));
+    let cost = priced.cost;
     const cap = this.chargeCap(r, log.userId, { id: log.apiKeyId, limited: r ? r.keyLimited : false });
     if (cost > cap) {
       cost = cap;
@@ -157,7 +159,7 @@ export class QuotaService {
       requestId: log.requestId, kind: log.kind ?? 'messages', userId: log.userId, apiKeyId: log.apiKeyId,
       channelId: log.channelId, model: log.model, upstreamModel: log.upstreamModel, stream: log.stream,
       inputTokens: u.input, outputTokens: u.output, cacheReadTokens: u.cacheRead, cacheWriteTokens: u.cacheWrite,
-      audioInputTokens: u.audioInput, audioOutputTokens: u.audioOutput,
+      cacheWrite1hTokens: u.cacheWrite1h, longContext: priced.longContext, audioInputTokens: u.audioInput, audioOutputTokens: u.audioOutput,
       cost, latencyMs: log.latencyMs, ttftMs: log.ttftMs,
       status: log.status, errorCode: log.errorCode, usageFlag: g.flags.join(','), attempts: log.attempts, ip: log.ip, createdAt: nowSeconds(),
     };

@@ -21,7 +21,8 @@ export interface UsageLimits {
  * - `estimated`: the upstream reported no usage (e.g. a cut stream); billed on the gateway's estimate;
  * - `invalid`: a count was not a non-negative safe integer (1.5, 1e400, -5, "7", NaN…); replaced by the
  *   estimate, or by what was reserved for it;
- * - `implausible`: input beyond the context window or output beyond the max output tokens; clamped;
+ * - `implausible`: input beyond the context window, output beyond the max output tokens, or more 1-hour
+ *   cache writes than cache writes; clamped;
  * - `capped`: the charge was limited by the reservation plus what the user could still spend.
  */
 export type UsageFlag = 'estimated' | 'invalid' | 'implausible' | 'capped';
@@ -63,12 +64,19 @@ export function guardUsage(reported: Partial<Record<keyof TokenUsage, unknown>> 
     else flags.add('estimated');
     out[k] = fb.ok ? fb.n : worst(k);
   }
+  // The 1-hour cache writes are a part of the cache writes, never an addition: an upstream claiming more
+  // of them than it wrote is cut to all of them; an unusable count bills all writes at the 1-hour price.
+  const h = read(reported.cacheWrite1h);
+  out.cacheWrite1h = h.ok ? h.n : h.absent ? 0 : out.cacheWrite;
+  if (!h.ok && !h.absent) flags.add('invalid');
+  if (out.cacheWrite1h > out.cacheWrite) { out.cacheWrite1h = out.cacheWrite; flags.add('implausible'); }
   if (limits) {
     let room = limits.maxInput;
     for (const k of ['input', 'cacheWrite', 'audioInput', 'cacheRead'] as const) {
       if (out[k] > room) { out[k] = room; flags.add('implausible'); }
       room -= out[k];
     }
+    out.cacheWrite1h = Math.min(out.cacheWrite1h, out.cacheWrite);
     room = limits.maxOutput;
     for (const k of OUTPUT_KINDS) {
       if (out[k] > room) { out[k] = room; flags.add('implausible'); }

@@ -1,5 +1,5 @@
-import { costOf } from '@gw/core';
 import type { PriceRow } from '@gw/db';
+import { priceUsage, type BillablePrice } from './tiers';
 import type { UsageLimits } from './usage-guard';
 
 /** The parts of a relay API key the quota needs (structurally an @gw/identity ApiKeyRecord). */
@@ -26,7 +26,10 @@ export interface TokenUsage {
   input: number;
   output: number;
   cacheRead: number;
+  /** Every prompt-cache write, whatever its TTL. */
   cacheWrite: number;
+  /** The part of `cacheWrite` written with the 1-hour TTL (billed at `cache_write_1h`); absent = none. */
+  cacheWrite1h?: number;
   audioInput?: number;
   audioOutput?: number;
 }
@@ -62,13 +65,12 @@ export interface UsageLogInput {
   ip: string;
 }
 
-/** Exact cost in quota units of `u` at `p` (rounded up once over all kinds); never throws, whatever the counts. */
-export function costFor(u: TokenUsage, p: Pick<PriceRow, 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'audioInput' | 'audioOutput'> | undefined): number {
-  if (!p) return 0;
-  return costOf([
-    [u.input, p.input], [u.output, p.output], [u.cacheRead, p.cacheRead], [u.cacheWrite, p.cacheWrite],
-    [u.audioInput ?? 0, p.audioInput], [u.audioOutput ?? 0, p.audioOutput],
-  ]);
+/**
+ * Exact cost in quota units of `u` at `p` (its cache-write TTLs and long-context tier applied; rounded up
+ * once over all kinds); never throws, whatever the counts.
+ */
+export function costFor(u: TokenUsage, p: BillablePrice | undefined): number {
+  return priceUsage(u, p).cost;
 }
 
 /** The outcome of settling one request. */

@@ -1,11 +1,11 @@
 /**
  * Sizing reservations: the most a request can cost given what the gateway knows before sending it.
  */
-import type { PriceRow } from '@gw/db';
-import { costFor } from './usage';
+import { costOf } from '@gw/core';
+import { priceSetFor, type BillablePrice } from './tiers';
 import type { UsageLimits } from './usage-guard';
 
-type Price = Pick<PriceRow, 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'audioInput' | 'audioOutput'> & { contextWindow?: number | null };
+type Price = BillablePrice & { contextWindow?: number | null };
 
 /** The model's context window: its price row's `context_window`, else the configured default. */
 export function contextWindowOf(price: { contextWindow?: number | null } | undefined, defaultTokens: number): number {
@@ -23,11 +23,14 @@ export function usageLimits(input: { tokens: number; unmeasured: boolean }, maxO
   return { maxInput: contextWindow, maxOutput: Math.max(0, Math.floor(maxOutput)), input: bound };
 }
 
-/** Worst-case cost: the input bound at the dearest input price plus max output at the dearest output price. */
+/**
+ * Worst-case cost: the input bound at the dearest input price plus max output at the dearest output price,
+ * in the tier the input bound falls into (the long-context tier once the bound exceeds its threshold).
+ */
 export function worstCaseCost(l: UsageLimits, price: Price | undefined): number {
   if (!price) return 0;
-  const dearIn = Math.max(price.input, price.cacheRead, price.cacheWrite, price.audioInput);
-  const dearOut = Math.max(price.output, price.audioOutput);
-  return costFor({ input: l.input, output: l.maxOutput, cacheRead: 0, cacheWrite: 0 },
-    { input: dearIn, output: dearOut, cacheRead: 0, cacheWrite: 0, audioInput: 0, audioOutput: 0 });
+  const { set } = priceSetFor(price, l.input);
+  const dearIn = Math.max(set.input, set.cacheRead, set.cacheWrite, set.cacheWrite1h, set.audioInput);
+  const dearOut = Math.max(set.output, set.audioOutput);
+  return costOf([[l.input, dearIn], [l.maxOutput, dearOut]]);
 }

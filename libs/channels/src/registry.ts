@@ -1,5 +1,5 @@
 import type { ChangeBus, SecretBox } from '@gw/core';
-import { CHANNEL_STATUS, type ChannelRow, type ChannelsRepo } from '@gw/db';
+import { CHANNEL_STATUS, type ChannelRow, type ChannelsRepo, type HeaderPolicy } from '@gw/db';
 
 /** A channel as the relay uses it: key decrypted, groups split. Never sent to a client. */
 export interface ChannelRecord {
@@ -18,6 +18,8 @@ export interface ChannelRecord {
   status: number;
   timeoutMs: number;
   headers: Record<string, string>;
+  /** Which client headers and body fields reach the upstream (see header-policy.ts). */
+  headerPolicy: HeaderPolicy;
 }
 
 /**
@@ -87,6 +89,7 @@ export class ChannelRegistry {
       id: row.id, name: row.name, type: row.type, baseUrl: row.baseUrl, apiKey, models: row.models,
       modelMapping: row.modelMapping, groups: row.group.split(',').map((g) => g.trim()).filter(Boolean), tag: row.tag,
       priority: row.priority, weight: row.weight, status: row.status, timeoutMs: row.timeoutMs, headers: row.headers,
+      headerPolicy: row.headerPolicy ?? {},
     });
   }
 

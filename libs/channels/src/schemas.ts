@@ -3,6 +3,7 @@
  * document is generated from them, so the two never disagree.
  */
 import { Type, type Static } from '@sinclair/typebox';
+import { HeaderPolicySchema } from './header-policy';
 
 export const CHANNEL_TYPES = ['anthropic', 'openai', 'openai-legacy'] as const;
 export type ChannelType = (typeof CHANNEL_TYPES)[number];
@@ -43,6 +44,7 @@ export const ChannelCreate = Type.Object({
   status: Type.Optional(WritableStatus),
   timeout_ms: Type.Optional(TimeoutMs),
   headers: Type.Optional(Headers),
+  header_policy: Type.Optional(HeaderPolicySchema),
 });
 export type ChannelCreate = Static<typeof ChannelCreate>;
 
@@ -74,6 +76,7 @@ export const ChannelView = Type.Object({
   status_reason: Type.String(),
   timeout_ms: Type.Integer(),
   headers: Type.Record(Type.String(), Type.String()),
+  header_policy: Type.Required(HeaderPolicySchema),
   response_time_ms: Type.Integer(),
   tested_at: Type.Union([Type.Integer(), Type.Null()]),
   created_at: Type.Integer(),

@@ -2,6 +2,7 @@ import { GatewayError, maskSecret, nowSeconds, type ChangeBus, type SecretBox } 
 import { CHANNEL_STATUS, type ChannelListFilter, type ChannelRow, type ChannelsRepo, type NewChannelRow } from '@gw/db';
 import { isCredentialHeader } from '@gw/providers';
 import type { ChannelCreate, ChannelUpdate, ChannelView } from './schemas';
+import { normalizeHeaderPolicy } from './header-policy';
 import { normalizeBaseUrl, normalizeHeaders, normalizeMapping, normalizeModels, normalizeName } from './validate';
 
 export type ChannelStatus = 1 | 2 | 3;
@@ -43,6 +44,7 @@ export class ChannelService {
       id: r.id, name: r.name, type: r.type, base_url: r.baseUrl, key: masked, models: r.models,
       model_mapping: r.modelMapping, group: r.group, tag: r.tag, priority: r.priority, weight: r.weight,
       status: r.status, status_reason: r.statusReason, timeout_ms: r.timeoutMs, headers: maskHeaders(r.headers),
+      header_policy: normalizeHeaderPolicy(r.headerPolicy),
       response_time_ms: r.responseTimeMs, tested_at: r.testedAt, created_at: r.createdAt, updated_at: r.updatedAt,
     };
   }
@@ -63,6 +65,7 @@ export class ChannelService {
       status: input.status ?? CHANNEL_STATUS.enabled,
       timeoutMs: input.timeout_ms ?? 300_000,
       headers: normalizeHeaders(input.headers ?? {}),
+      headerPolicy: normalizeHeaderPolicy(input.header_policy),
       createdAt: now,
       updatedAt: now,
     });
@@ -102,6 +105,7 @@ export class ChannelService {
     }
     if (input.timeout_ms !== undefined) patch.timeoutMs = input.timeout_ms;
     if (input.headers !== undefined) patch.headers = keepMaskedHeaders(normalizeHeaders(input.headers), this.repo.byId(input.id)!.headers);
+    if (input.header_policy !== undefined) patch.headerPolicy = normalizeHeaderPolicy(input.header_policy);
     const row = this.repo.update(input.id, patch);
     if (!row) throw notFound(input.id);
     this.bus.emit('channel.changed', { channelId: row.id });

@@ -26,7 +26,7 @@ export function normalizeBaseUrl(raw: string): string {
 }
 
 /** Headers a channel may not set: hop-by-hop (RFC 9110 §7.6.1), framing, and credentials (the key field owns those). */
-const FORBIDDEN_HEADERS = new Set([
+export const FORBIDDEN_HEADERS = new Set([
   'connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'trailers', 'transfer-encoding', 'upgrade',
   'host', 'content-length', 'authorization', 'proxy-authorization', 'proxy-authenticate', 'x-api-key', 'api-key', 'cookie',
 ]);

@@ -1,5 +1,5 @@
 import { afterEach, expect, test } from 'bun:test';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from './index';
@@ -64,4 +64,22 @@ test('the process exits 1 with "Configuration error: …" on stderr for a bad va
   expect(await p.exited).toBe(1);
   const err = (await new Response(p.stderr).text()).trim();
   expect(err).toBe('Configuration error: PORT must be an integer, got "eighty"');
+});
+
+test('TLS_CERT_FILE / TLS_KEY_FILE: both or neither, readable PEM files, read once; Secure cookies by default with TLS', () => {
+  const d = tmp();
+  const cert = join(d, 'c.pem');
+  const key = join(d, 'k.pem');
+  writeFileSync(cert, '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
+  writeFileSync(key, '-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n');
+  const base = { DATABASE_URL: 'sqlite::memory:' };
+  expect(loadConfig(base).tls).toBeNull();
+  expect(loadConfig(base).cookieSecure).toBe(false);
+  const c = loadConfig({ ...base, TLS_CERT_FILE: cert, TLS_KEY_FILE: key });
+  expect(c.tls!.cert).toContain('BEGIN CERTIFICATE');
+  expect(c.cookieSecure).toBe(true);
+  expect(loadConfig({ ...base, TLS_CERT_FILE: cert, TLS_KEY_FILE: key, COOKIE_SECURE: 'false' }).cookieSecure).toBe(false);
+  expect(() => loadConfig({ ...base, TLS_CERT_FILE: cert })).toThrow(/set together/);
+  expect(() => loadConfig({ ...base, TLS_CERT_FILE: join(d, 'missing.pem'), TLS_KEY_FILE: key })).toThrow(ConfigError);
+  expect(() => loadConfig({ ...base, TLS_CERT_FILE: key, TLS_KEY_FILE: key })).toThrow(/not a PEM/);
 });

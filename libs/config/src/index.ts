@@ -47,6 +47,11 @@ export interface Config {
   idleTimeoutSeconds: number;
   /** Log requests to stdout. */
   logRequests: boolean;
+  /**
+   * TLS_CERT_FILE / TLS_KEY_FILE: PEM certificate (chain) and private key, read once at start-up; the
+   * gateway then serves HTTPS and WSS itself on PORT. Null = plain HTTP.
+   */
+  tls: { cert: string; key: string } | null;
   /** Unparsed environment, for feature modules that read their own optional settings. */
   env: Record<string, string | undefined>;
 }
@@ -95,6 +100,28 @@ function secretKey(env: Record<string, string | undefined>, sqlitePath: string):
   return key;
 }
 
+/** Reads the TLS certificate and key files: both or neither, readable, PEM. */
+function tlsFiles(env: Record<string, string | undefined>): { cert: string; key: string } | null {
+  const certFile = env.TLS_CERT_FILE?.trim();
+  const keyFile = env.TLS_KEY_FILE?.trim();
+  if (!certFile && !keyFile) return null;
+  if (!certFile || !keyFile) throw new ConfigError('TLS_CERT_FILE and TLS_KEY_FILE are set together (or neither)');
+  const read = (name: string, file: string, what: RegExp) => {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (e) {
+      throw new ConfigError(`${name}: cannot read ${file} (${(e as NodeJS.ErrnoException)?.code ?? e})`);
+    }
+    if (!what.test(text)) throw new ConfigError(`${name}: ${file} is not a PEM file`);
+    return text;
+  };
+  return {
+    cert: read('TLS_CERT_FILE', certFile, /-----BEGIN CERTIFICATE-----/),
+    key: read('TLS_KEY_FILE', keyFile, /-----BEGIN [A-Z ]*PRIVATE KEY-----/),
+  };
+}
+
 /** Builds the validated configuration; throws ConfigError with a one-line reason. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const databaseUrl = env.DATABASE_URL?.trim() || 'sqlite:./data/gateway.db';
@@ -104,6 +131,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const rootUsername = env.ROOT_USERNAME?.trim() || 'root';
   if (!/^[A-Za-z0-9_.-]{3,64}$/.test(rootUsername)) throw new ConfigError('ROOT_USERNAME must be 3-64 characters of letters, digits, _ . -');
   const rootPassword = env.ROOT_PASSWORD || undefined;
+  const tls = tlsFiles(env);
   if (rootPassword !== undefined && rootPassword.length < 8) throw new ConfigError('ROOT_PASSWORD must be at least 8 characters');
   return {
     port: int(env, 'PORT', 3000, 0, 65535),
@@ -119,13 +147,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     bodyTimeoutMs: int(env, 'BODY_TIMEOUT_MS', 30_000, 100, 3_600_000),
     maxKeysPerUser: int(env, 'MAX_KEYS_PER_USER', 100, 0, 1_000_000),
     sessionTtlSeconds: int(env, 'SESSION_TTL_HOURS', 168, 1, 24 * 365) * 3600,
-    cookieSecure: bool(env, 'COOKIE_SECURE', false),
+    // Served over HTTPS, the session cookie is Secure unless told otherwise.
+    cookieSecure: bool(env, 'COOKIE_SECURE', tls !== null),
     loginMaxFailures: int(env, 'LOGIN_MAX_FAILURES', 5, 1, 1000),
     loginLockSeconds: int(env, 'LOGIN_LOCK_SECONDS', 60, 1, 86400),
     loginIpPerMinute: int(env, 'LOGIN_IP_PER_MINUTE', 30, 1, 100000),
     reusePort: bool(env, 'LISTEN_REUSE_PORT', false),
     idleTimeoutSeconds: int(env, 'IDLE_TIMEOUT_SECONDS', 255, 10, 255),
     logRequests: bool(env, 'LOG_REQUESTS', false),
+    tls,
     env,
   };
 }

@@ -15,6 +15,8 @@ export interface UpstreamTarget {
   upstreamModel: string;
   /** Channel-configured headers, applied last. */
   extraHeaders: Record<string, string>;
+  /** Client headers the channel's header policy forwards as sent (never auth or protocol headers). */
+  forwardedHeaders?: Record<string, string>;
   /** For the relay's own timeouts; adapters ignore it. */
   timeoutMs?: number;
 }

@@ -41,6 +41,35 @@ export function readCredentials(headers: Headers): HandshakeCredentials {
   return { key: '', via: 'none', answerProtocol };
 }
 
+/** Subprotocols that select a protocol version (`openai-beta.realtime-v1`): passed on to the upstream. */
+export const BETA_PROTOCOL_PREFIX = 'openai-beta.';
+
+/** What a client sent to choose the (beta) protocol version; the upstream gets the same so its events match what the client expects. */
+export interface RealtimeBeta {
+  /** The `OpenAI-Beta` header (e.g. `realtime=v1`), or null. */
+  header: string | null;
+  /** Offered `openai-beta.*` subprotocols, in order. */
+  protocols: string[];
+}
+
+/** Reads the client's protocol-version choice (never the key-bearing subprotocol). Bounded: one header, at most 8 protocols. */
+export function readBeta(headers: Headers): RealtimeBeta {
+  const header = headers.get('openai-beta')?.trim() || null;
+  const protocols = offeredProtocols(headers.get('sec-websocket-protocol')).filter((p) => p.startsWith(BETA_PROTOCOL_PREFIX)).slice(0, 8);
+  return { header: header && header.length <= 256 ? header : null, protocols };
+}
+
+/**
+ * The upstream handshake for a client's beta choice: the header as sent, and its beta subprotocols after
+ * `realtime` (the protocol an OpenAI-compatible server answers, so the handshake never fails for lack of one).
+ */
+export function upstreamBeta(beta: RealtimeBeta): { headers: Record<string, string>; protocols?: string[] } {
+  return {
+    headers: beta.header ? { 'openai-beta': beta.header } : {},
+    ...(beta.protocols.length ? { protocols: ['realtime', ...beta.protocols] } : {}),
+  };
+}
+
 /** True when the request asks for a WebSocket upgrade (RFC 6455 §4.2.1), checked before upgrading. */
 export function isWebSocketRequest(request: Request): boolean {
   if (request.method !== 'GET') return false;

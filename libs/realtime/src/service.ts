@@ -6,7 +6,7 @@
 import type { ServerWebSocket } from 'bun';
 import { GatewayError, errors, nowSeconds, randomToken } from '@gw/core';
 import type { RealtimeConfig } from './config';
-import { isWebSocketRequest, readCredentials } from './handshake';
+import { isWebSocketRequest, readBeta, readCredentials, upstreamBeta } from './handshake';
 import { SessionMeter } from './meter';
 import type { ChannelSource, KeyLookup, KeyPolicy, PriceSource, QuotaPort, RealtimeChannel, RealtimeKey, SessionSink, UpstreamResolver } from './ports';
 import { INTERNAL_FAILURE, RelaySession, type SessionFailure, type UpstreamTarget } from './session';
@@ -111,7 +111,8 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     if (!price) throw errors.forbidden('model_not_priced', `Model ${model} has no price configured; an administrator must set one before it can be used`, 'model');
     this.checkQuota(key, price);
     const candidates = this.d.channels.candidates(model, group).filter(serves);
-    const targets = (this.d.order ?? ((c: C[]) => c))(candidates).flatMap((c) => this.target(c, model));
+    const beta = upstreamBeta(readBeta(request.headers));
+    const targets = (this.d.order ?? ((c: C[]) => c))(candidates).flatMap((c) => this.target(c, model, beta));
     if (targets.length === 0) throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
 
     const sessionId = `rt_${randomToken(20)}`;
@@ -185,10 +186,12 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
   }
 
   /** The upstream of a channel; none when its address cannot be built (a misconfigured base URL is skipped). */
-  private target(c: C, model: string): UpstreamTarget[] {
+  private target(c: C, model: string, beta: ReturnType<typeof upstreamBeta>): UpstreamTarget[] {
     const upstreamModel = c.modelMapping[model] || model;
     try {
-      return [{ channelId: c.id, upstreamModel, url: this.d.upstream.url(c, upstreamModel), headers: this.d.upstream.headers(c, upstreamModel) }];
+      // The client's beta choice first: a header the operator set on the channel wins.
+      const headers = { ...beta.headers, ...this.d.upstream.headers(c, upstreamModel) };
+      return [{ channelId: c.id, upstreamModel, url: this.d.upstream.url(c, upstreamModel), headers, protocols: beta.protocols }];
     } catch (e) {
       (this.d.log ?? console.error)(`realtime: channel ${c.id} skipped, cannot build its upstream address: ${(e as Error)?.message ?? e}`);
       return [];

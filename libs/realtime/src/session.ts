@@ -23,6 +23,8 @@ export interface UpstreamTarget {
   upstreamModel: string;
   url: string;
   headers: Record<string, string>;
+  /** Subprotocols offered to the upstream (the client's beta choice); absent = none. */
+  protocols?: string[];
 }
 
 /** A client frame the gateway declines (e.g. a response the balance cannot cover): answered with an error event, session kept. */
@@ -176,7 +178,7 @@ export class RelaySession {
     let opened = false;
     let up: WebSocket;
     try {
-      up = new WebSocket(target.url, { headers: target.headers } as any);
+      up = new WebSocket(target.url, { headers: target.headers, protocols: target.protocols } as any);
     } catch {
       return this.retryOrFail('invalid upstream address'); // a misconfigured base URL: try the next channel
     }

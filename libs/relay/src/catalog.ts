@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError } from '@gw/core';
 import { estimateRequestTokens, type CountTokensRequest } from '@gw/formats';
 import type { ProviderAdapter } from '@gw/providers';
+import { applyBodyPolicy, applyHeaderPolicy } from '@gw/channels';
 import type { GateKey } from './gate';
 import type { RelayChannel } from './relay';
 import { orderCandidates } from './router';
@@ -88,9 +89,13 @@ export class ModelCatalog {
     const estimate = () => estimateRequestTokens(body);
     if (!ch || !adapter?.buildCountTokensRequest || !adapter.decodeCountTokens) return { input_tokens: estimate() };
     const upstreamModel = ch.modelMapping[body.model] ?? body.model;
-    const key = CountCache.key({ channelId: ch.id, upstreamModel, beta: clientHeaders.get('anthropic-beta') ?? '', body });
+    // The channel's header policy shapes what the upstream counts, so the cache key is taken after it.
+    const p = applyHeaderPolicy(ch.headerPolicy, clientHeaders);
+    const upstreamBody = applyBodyPolicy(ch.headerPolicy, body);
+    const key = CountCache.key({ channelId: ch.id, upstreamModel, beta: p.clientHeaders.get('anthropic-beta') ?? '', body: upstreamBody });
     const ask = async (): Promise<number | null> => {
-      const u = adapter.buildCountTokensRequest!(body, { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, upstreamModel }, clientHeaders);
+      const u = adapter.buildCountTokensRequest!(upstreamBody,
+        { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, forwardedHeaders: p.forwarded, upstreamModel }, p.clientHeaders);
       const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(ch.timeoutMs, 30_000)) });
       // Counting is advisory: any failure falls back to the local estimate rather than fail the client.
       return res.ok ? adapter.decodeCountTokens!(await res.json()) : null;

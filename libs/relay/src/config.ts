@@ -20,6 +20,10 @@ export interface RelayConfig {
   /** COUNT_TOKENS_CACHE_ENTRIES (default 1024, 0..100000), COUNT_TOKENS_CACHE_TTL_MS (default 60000, 0..3600000),
    * COUNT_TOKENS_MAX_INFLIGHT (default 8, 1..1000): reuse of upstream counts and the per-channel cap. */
   counting: { cacheEntries: number; cacheTtlMs: number; maxInflight: number };
+  /** AFFINITY_TTL_SECONDS (default 3600, 0..86400): a conversation's channel pin lives this long after its last request; 0 = no affinity. */
+  affinityTtlSeconds: number;
+  /** AFFINITY_MAX_ENTRIES (default 100000, 0..10000000): most conversations pinned at once (LRU). */
+  affinityMaxEntries: number;
 }
 
 /** Reads the relay settings; throws ConfigError on a bad value. */
@@ -38,6 +42,8 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
       cacheTtlMs: readIntEnv(env, 'COUNT_TOKENS_CACHE_TTL_MS', 60_000, 0, 3_600_000),
       maxInflight: readIntEnv(env, 'COUNT_TOKENS_MAX_INFLIGHT', 8, 1, 1000),
     },
+    affinityTtlSeconds: readIntEnv(env, 'AFFINITY_TTL_SECONDS', 3600, 0, 86_400),
+    affinityMaxEntries: readIntEnv(env, 'AFFINITY_MAX_ENTRIES', 100_000, 0, 10_000_000),
   };
 }
 

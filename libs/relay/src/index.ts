@@ -1,3 +1,4 @@
+export * from './affinity';
 export * from './catalog';
 export * from './config';
 export * from './gate';

@@ -2,18 +2,19 @@ import { GatewayError } from '@gw/core';
 import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage, type UsageLimits, type UsageReport } from '@gw/billing';
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
-import type { ChannelRecord } from '@gw/channels';
+import { applyBodyPolicy, applyHeaderPolicy, type ChannelRecord } from '@gw/channels';
 import { decodeContextFor, scrubberFor, type ProviderAdapter, type UpstreamTarget } from '@gw/providers';
 import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
 import { judgeFailure, type FailureInput } from './fault';
 import type { ChannelHealth } from './health';
+import { conversationOf, type SessionAffinity } from './affinity';
 import { orderCandidates } from './router';
 import { relayStream } from './stream-relay';
 
 /** The fields of a channel the relay reads (one source of truth: @gw/channels' ChannelRecord). */
 export type RelayChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups'
-  | 'priority' | 'weight' | 'status' | 'timeoutMs' | 'headers'>;
+  | 'priority' | 'weight' | 'status' | 'timeoutMs' | 'headers' | 'headerPolicy'>;
 
 export interface RelayDeps {
   channels: { candidates(model: string, group: string): RelayChannel[]; all(): RelayChannel[] };
@@ -23,6 +24,8 @@ export interface RelayDeps {
   health: ChannelHealth;
   billing: BillingConfig;
   config: RelayConfig;
+  /** Keeps a conversation on the channel that served it (prompt-cache hits); absent = no affinity. */
+  affinity?: SessionAffinity;
   rng?: () => number;
   /** Sees every upstream attempt's outcome (metrics); 'rate_limited' is a 429, which health ignores. */
   observeAttempt?: (channelId: number, result: 'ok' | 'error' | 'rate_limited') => void;
@@ -48,9 +51,11 @@ type Attempt =
   | { ok: true; response: Response; channel: RelayChannel }
   | { ok: false; retryable: boolean; error: GatewayError };
 
-// As reported: QuotaService validates every count (one place for all paths).
+// As reported: QuotaService validates every count (one place for all paths). The 1-hour part of the
+// cache writes comes from Anthropic's `cache_creation` split; without it every write is a 5-minute one.
 const toTokens = (u: Usage): UsageReport => ({
   input: u.input_tokens, output: u.output_tokens, cacheRead: u.cache_read_input_tokens, cacheWrite: u.cache_creation_input_tokens,
+  cacheWrite1h: (u as { cache_creation?: { ephemeral_1h_input_tokens?: unknown } }).cache_creation?.ephemeral_1h_input_tokens,
 });
 const estimateSafe = (n: unknown) => (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : undefined);
 const ZERO: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
@@ -81,10 +86,13 @@ export class RelayService {
     return { amount: Math.max(this.d.billing.minReserve, worstCaseCost(limits, price)), limits };
   }
 
-  /** Channels to try, best first; throws 404 (nobody serves it) or 503 (all unhealthy). */
-  route(model: string, group: string): RelayChannel[] {
+  /** Channels to try, best first (a pinned conversation's channel first within its tier); throws 404 (nobody serves it) or 503 (all unhealthy). */
+  route(model: string, group: string, pinKey: string | null = null): RelayChannel[] {
     const candidates = this.d.channels.candidates(model, group);
-    if (candidates.length) return orderCandidates(candidates, this.d.rng).slice(0, this.d.config.maxAttempts);
+    if (candidates.length) {
+      const order = orderCandidates(candidates, this.d.rng);
+      return (this.d.affinity?.apply(order, pinKey) ?? order).slice(0, this.d.config.maxAttempts);
+    }
     if (this.d.channels.all().some((c) => c.models.includes(model) && c.groups.includes(group))) {
       throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
     }
@@ -99,14 +107,19 @@ export class RelayService {
     const reservation = this.d.quota.reserve({ userId: r.key.userId, apiKey: r.key, ref: r.requestId, ...this.worstCase(body, price, measure) });
     let attempts = 0;
     let lastChannel: RelayChannel | null = null;
+    const pinKey = this.d.affinity?.key({ userId: r.key.userId, group: r.group, model: body.model }, conversationOf(r.headers, body)) ?? null;
     try {
-      const order = this.route(body.model, r.group);
+      const order = this.route(body.model, r.group, pinKey);
       let last: GatewayError | null = null;
       for (const channel of order) {
         attempts++;
         lastChannel = channel;
         const a = await this.attempt(channel, r, inputEstimate, reservation, attempts);
-        if (a.ok) return a.response;
+        if (a.ok) {
+          this.d.affinity?.pin(pinKey, channel.id);
+          return a.response;
+        }
+        this.d.affinity?.unpin(pinKey, channel.id);
         last = a.error;
         if (!a.retryable || r.signal?.aborted) break;
       }
@@ -161,7 +174,8 @@ export class RelayService {
     };
     let upstream: Response;
     try {
-      const u = adapter.buildMessagesRequest(r.body, target, r.headers);
+      const p = applyHeaderPolicy(ch.headerPolicy, r.headers);
+      const u = adapter.buildMessagesRequest(applyBodyPolicy(ch.headerPolicy, r.body), { ...target, forwardedHeaders: p.forwarded }, p.clientHeaders);
       if (r.signal?.aborted) return fail({ phase: 'transport', cause: r.signal.reason }, 'client closed');
       try {
         upstream = await fetch(u.url, { ...u.init, signal: ctrl.signal });

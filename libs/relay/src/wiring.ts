@@ -4,6 +4,7 @@ import type { Database } from 'bun:sqlite';
 import { PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
 import { ModelCatalog } from './catalog';
+import { SessionAffinity } from './affinity';
 import { relayConfig, type RelayConfig } from './config';
 import { RelayGate, type GateKey, type GateUser } from './gate';
 import { ChannelHealth } from './health';
@@ -70,7 +71,8 @@ export function createRelayServices(w: RelayWiring): RelayServices {
     log: w.log,
   }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs });
   health.start();
-  const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, observeAttempt: w.observeAttempt });
+  const affinity = new SessionAffinity({ ttlMs: config.affinityTtlSeconds * 1000, maxEntries: config.affinityMaxEntries });
+  const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, affinity, observeAttempt: w.observeAttempt });
   const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting });
   // Built after the key index and user directory subscribed to the bus, so it reads their refreshed state.
   const inflight = new InflightRegistry({

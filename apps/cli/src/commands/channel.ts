@@ -19,6 +19,7 @@ const FIELDS: Field[] = [
   { name: 'status', kind: 'int', desc: '1 enabled, 2 disabled' },
   { name: 'timeout_ms', kind: 'int', desc: 'upstream timeout in milliseconds' },
   { name: 'headers', kind: 'json', desc: 'JSON object of extra upstream headers' },
+  { name: 'header_policy', kind: 'json', desc: 'JSON: which client headers reach the upstream, e.g. \'{"forward_headers":["user-agent"],"beta_strip":["b"],"beta_rewrite":{"a":"a2"},"allow_service_tier":false}\' (replaces the whole policy)' },
 ];
 
 const COLUMNS = [
@@ -33,7 +34,7 @@ const channelDetails = (c: any) => details([
   ['models', c.models], ['model mapping', c.model_mapping], ['group', c.group], ['tag', c.tag],
   ['priority', c.priority], ['weight', c.weight],
   ['status', `${statusName(c.status)}${c.status_reason ? ` (${c.status_reason})` : ''}`],
-  ['timeout ms', c.timeout_ms], ['headers', Object.keys(c.headers ?? {})],
+  ['timeout ms', c.timeout_ms], ['headers', Object.keys(c.headers ?? {})], ['header policy', JSON.stringify(c.header_policy ?? {})],
   ['response ms', c.response_time_ms], ['tested', time(c.tested_at)], ['created', time(c.created_at)], ['updated', time(c.updated_at)],
 ]);
 

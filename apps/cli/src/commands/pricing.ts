@@ -8,7 +8,10 @@ const FIELDS: Field[] = [
   { name: 'input', kind: 'int', desc: 'uncached input tokens, quota units per million (required)' },
   { name: 'output', kind: 'int', desc: 'output tokens, per million (required)' },
   { name: 'cache_read', kind: 'int', desc: 'prompt-cache reads, per million' },
-  { name: 'cache_write', kind: 'int', desc: 'prompt-cache writes, per million' },
+  { name: 'cache_write', kind: 'int', desc: 'prompt-cache writes with the 5-minute TTL (or an unreported one), per million' },
+  { name: 'cache_write_1h', kind: 'int', desc: 'prompt-cache writes with the 1-hour TTL, per million (default: the cache_write price)' },
+  { name: 'long_context_threshold', kind: 'int', desc: 'input tokens (uncached + cache reads + writes) above which --long-context prices apply to the whole request' },
+  { name: 'long_context', kind: 'json', desc: 'long-context prices: \'{"input":n,"output":n,"cache_read":n,"cache_write":n,"cache_write_1h":n}\' (with --long-context-threshold)' },
   { name: 'audio_input', kind: 'int', desc: 'realtime audio input tokens, per million' },
   { name: 'audio_output', kind: 'int', desc: 'realtime audio output tokens, per million' },
   { name: 'context_window', kind: 'int', desc: 'most input tokens the model takes (default: the server\'s BILLING_DEFAULT_CONTEXT_TOKENS); unmeasurable input reserves this much' },
@@ -17,6 +20,7 @@ const FIELDS: Field[] = [
 const COLUMNS = [
   col('MODEL', 'model'), col('INPUT', 'input', { right: true }), col('OUTPUT', 'output', { right: true }),
   col('CACHE READ', 'cache_read', { right: true }), col('CACHE WRITE', 'cache_write', { right: true }),
+  col('CACHE 1H', 'cache_write_1h', { right: true }), col('LONG CTX >', 'long_context_threshold', { right: true }),
   col('AUDIO IN', 'audio_input', { right: true }), col('AUDIO OUT', 'audio_output', { right: true }),
   col('CONTEXT', 'context_window', { right: true }),
   col('UPDATED', 'updated_at', { fmt: time }),
@@ -28,7 +32,7 @@ const itemsOf = (d: any): any[] => (Array.isArray(d) ? d : d?.items ?? []);
 export function registerPricing(program: Command, app: App): void {
   const group = program.command('pricing')
     .description('Model prices in quota units per million tokens')
-    .addHelpText('after', '\nExamples:\n  $ gw pricing list\n  $ gw pricing set claude-sonnet-4 --input 3000000 --output 15000000 --context-window 200000');
+    .addHelpText('after', '\nExamples:\n  $ gw pricing list\n  $ gw pricing set claude-sonnet-4 --input 3000000 --output 15000000 --context-window 200000\n  $ gw pricing set claude-sonnet-4-5 --input 1500000 --output 7500000 --cache-read 150000 --cache-write 1875000 --cache-write-1h 3000000 \\\n      --context-window 1000000 --long-context-threshold 200000 \\\n      --long-context \'{"input":3000000,"output":11250000,"cache_read":300000,"cache_write":3750000,"cache_write_1h":6000000}\'');
 
   group.command('list')
     .description('List model prices')

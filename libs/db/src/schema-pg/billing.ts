@@ -1,5 +1,6 @@
-import { pgTable, integer, text, boolean, index, uniqueIndex } from 'drizzle-orm/pg-core';
+import { pgTable, integer, text, boolean, jsonb, index, uniqueIndex } from 'drizzle-orm/pg-core';
 import { big, idColumn } from './columns';
+import type { LongContextPrices } from '../schema/billing';
 
 /** PostgreSQL twin of ../schema/billing.ts: same exports, property names and column names. */
 
@@ -9,6 +10,9 @@ export const prices = pgTable('prices', {
   output: big('output').notNull().default(0),
   cacheRead: big('cache_read').notNull().default(0),
   cacheWrite: big('cache_write').notNull().default(0),
+  cacheWrite1h: big('cache_write_1h'),
+  longContextThreshold: big('long_context_threshold'),
+  longContext: jsonb('long_context').$type<LongContextPrices>(),
   audioInput: big('audio_input').notNull().default(0),
   audioOutput: big('audio_output').notNull().default(0),
   contextWindow: integer('context_window'),
@@ -29,6 +33,8 @@ export const usageLogs = pgTable('usage_logs', {
   outputTokens: big('output_tokens').notNull().default(0),
   cacheReadTokens: big('cache_read_tokens').notNull().default(0),
   cacheWriteTokens: big('cache_write_tokens').notNull().default(0),
+  cacheWrite1hTokens: big('cache_write_1h_tokens').notNull().default(0),
+  longContext: boolean('long_context').notNull().default(false),
   audioInputTokens: big('audio_input_tokens').notNull().default(0),
   audioOutputTokens: big('audio_output_tokens').notNull().default(0),
   cost: big('cost').notNull().default(0),

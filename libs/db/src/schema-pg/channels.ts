@@ -3,6 +3,7 @@ import { big, idColumn } from './columns';
 
 /** PostgreSQL twin of ../schema/channels.ts: same exports, property names and column names. */
 export { CHANNEL_STATUS } from '../schema/channels';
+import type { HeaderPolicy } from '../schema/channels';
 
 export const channels = pgTable('channels', {
   id: idColumn(),
@@ -19,6 +20,7 @@ export const channels = pgTable('channels', {
   status: integer('status').notNull().default(1),
   timeoutMs: integer('timeout_ms').notNull().default(300_000),
   headers: jsonb('headers').notNull().$type<Record<string, string>>(),
+  headerPolicy: jsonb('header_policy').notNull().$type<HeaderPolicy>().default({}),
   statusReason: text('status_reason').notNull().default(''),
   responseTimeMs: big('response_time_ms').notNull().default(0),
   testedAt: big('tested_at'),

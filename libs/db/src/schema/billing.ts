@@ -1,12 +1,30 @@
 import { sqliteTable, integer, text, index, uniqueIndex } from 'drizzle-orm/sqlite-core';
 
+/** The price set of the long-context tier (quota units per million tokens; audio prices do not change). */
+export interface LongContextPrices {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+  cacheWrite1h: number;
+}
+
 /** Per-model prices in quota units per million tokens (integers: no float touches money). */
 export const prices = sqliteTable('prices', {
   model: text('model').primaryKey(),
   input: integer('input').notNull().default(0),
   output: integer('output').notNull().default(0),
   cacheRead: integer('cache_read').notNull().default(0),
+  /** Prompt-cache writes with the 5-minute TTL (and writes whose TTL the upstream did not report). */
   cacheWrite: integer('cache_write').notNull().default(0),
+  /** Prompt-cache writes with the 1-hour TTL; null = billed at `cacheWrite`. */
+  cacheWrite1h: integer('cache_write_1h'),
+  /**
+   * Long-context tier: when a request's input (uncached + cache reads + cache writes) exceeds this many
+   * tokens, `longContext` prices apply to the whole request. Null = no tier. Set together with `longContext`.
+   */
+  longContextThreshold: integer('long_context_threshold'),
+  longContext: text('long_context', { mode: 'json' }).$type<LongContextPrices>(),
   /** Realtime audio prices (text tokens use input/output, cached input uses cacheRead). */
   audioInput: integer('audio_input').notNull().default(0),
   audioOutput: integer('audio_output').notNull().default(0),
@@ -30,7 +48,12 @@ export const usageLogs = sqliteTable('usage_logs', {
   inputTokens: integer('input_tokens').notNull().default(0),
   outputTokens: integer('output_tokens').notNull().default(0),
   cacheReadTokens: integer('cache_read_tokens').notNull().default(0),
+  /** All prompt-cache writes; the 5-minute ones are cacheWriteTokens - cacheWrite1hTokens (older rows: all of them). */
   cacheWriteTokens: integer('cache_write_tokens').notNull().default(0),
+  /** The part of cacheWriteTokens written with the 1-hour TTL (never more than cacheWriteTokens). */
+  cacheWrite1hTokens: integer('cache_write_1h_tokens').notNull().default(0),
+  /** Billed at the model's long-context prices. */
+  longContext: integer('long_context', { mode: 'boolean' }).notNull().default(false),
   audioInputTokens: integer('audio_input_tokens').notNull().default(0),
   audioOutputTokens: integer('audio_output_tokens').notNull().default(0),
   cost: integer('cost').notNull().default(0),

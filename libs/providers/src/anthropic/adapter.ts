@@ -20,7 +20,7 @@ function headers(target: UpstreamTarget, client: Headers): Record<string, string
   };
   const beta = client.get('anthropic-beta'); // repeated headers arrive joined with ", "
   if (beta) h['anthropic-beta'] = beta;
-  return { ...h, ...target.extraHeaders };
+  return { ...target.forwardedHeaders, ...h, ...target.extraHeaders };
 }
 
 function post(url: string, h: Record<string, string>, body: unknown): UpstreamRequest {
@@ -37,6 +37,9 @@ function normalizeUsage(u: unknown): Usage {
       // (a 0 would bill it as free). A null cache count just means none.
       else if (v !== undefined && (v !== null || k === 'input_tokens' || k === 'output_tokens')) out[k] = Number.NaN;
     }
+    // The cache writes' TTL split (5 minutes / 1 hour) is billed at different prices.
+    const split = (u as Record<string, unknown>).cache_creation;
+    if (split !== undefined && split !== null) (out as Record<string, unknown>).cache_creation = split;
   }
   return out;
 }

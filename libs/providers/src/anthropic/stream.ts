@@ -19,6 +19,8 @@ function mergeUsage(into: Usage, from: Record<string, unknown> | undefined): voi
     if (typeof from[k] === 'number') into[k] = from[k] as number;
     else if (from[k] !== undefined && (from[k] !== null || k === 'input_tokens' || k === 'output_tokens')) into[k] = Number.NaN;
   }
+  // The TTL split of the cache writes (5 minutes / 1 hour) is billed at different prices: keep the latest one.
+  if (from.cache_creation !== undefined && from.cache_creation !== null) (into as Record<string, unknown>).cache_creation = from.cache_creation;
 }
 
 export class AnthropicStreamMachine implements SseMachine {

@@ -33,7 +33,7 @@ export function createOpenAICompatibleAdapter(config: OpenAICompatibleConfig): P
 
     buildMessagesRequest(body: MessagesRequest, target: UpstreamTarget) {
       const payload = toOpenAIRequest(body, { ...config.request, model: target.upstreamModel });
-      const headers = { 'content-type': 'application/json', ...auth(target.apiKey), ...target.extraHeaders };
+      const headers = { ...target.forwardedHeaders, 'content-type': 'application/json', ...auth(target.apiKey), ...target.extraHeaders };
       return { url: joinUrl(target.baseUrl, chatPath), init: { method: 'POST', headers, body: JSON.stringify(payload), redirect: 'manual' } };
     },
 

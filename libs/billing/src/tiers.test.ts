@@ -1,0 +1,43 @@
+import { describe, expect, test } from 'bun:test';
+import { priceUsage } from './tiers';
+import { guardUsage } from './usage-guard';
+import { worstCaseCost } from './worst-case';
+
+const P = {
+  input: 3_000_000, output: 15_000_000, cacheRead: 300_000, cacheWrite: 3_750_000, cacheWrite1h: 6_000_000, audioInput: 0, audioOutput: 0,
+  longContextThreshold: 200_000, longContext: { input: 6_000_000, output: 22_500_000, cacheRead: 600_000, cacheWrite: 7_500_000, cacheWrite1h: 12_000_000 },
+};
+
+describe('priceUsage', () => {
+  test('1-hour writes at their price, the rest of the writes at the 5-minute one; rounded up once', () => {
+    expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 3, cacheWrite1h: 1 }, P)).toEqual({ cost: Math.ceil((2 * 3.75 + 6) / 1), longContext: false });
+    // A 1-hour count above the writes never bills more than all writes at the 1-hour price.
+    expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 1, cacheWrite1h: 99 }, P).cost).toBe(6);
+    // No 1-hour price: 1-hour writes cost what 5-minute ones do.
+    expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 2, cacheWrite1h: 2 }, { ...P, cacheWrite1h: null }).cost).toBe(8);
+  });
+
+  test('the tier is chosen by input + cache reads + cache writes, strictly above the threshold, for the whole request', () => {
+    expect(priceUsage({ input: 100_000, output: 1, cacheRead: 50_000, cacheWrite: 50_000 }, P).longContext).toBe(false);
+    const long = priceUsage({ input: 100_000, output: 1, cacheRead: 50_000, cacheWrite: 50_001 }, P);
+    expect(long.longContext).toBe(true);
+    expect(long.cost).toBe(Math.ceil((100_000 * 6 + 22.5 + 50_000 * 0.6 + 50_001 * 7.5)));
+    // Without a complete tier, nothing changes.
+    expect(priceUsage({ input: 300_000, output: 0, cacheRead: 0, cacheWrite: 0 }, { ...P, longContext: null }).longContext).toBe(false);
+  });
+
+  test('the reservation uses the tier its input bound falls into', () => {
+    expect(worstCaseCost({ input: 1_000, maxOutput: 10, maxInput: 1_000_000 }, P)).toBe(1_000 * 6 + 150);
+    expect(worstCaseCost({ input: 300_000, maxOutput: 10, maxInput: 1_000_000 }, P)).toBe(300_000 * 12 + 225);
+  });
+});
+
+describe('guardUsage: the 1-hour writes are a part of the writes', () => {
+  test('more 1-hour writes than writes: cut, flagged implausible; unusable: all writes at 1 hour, flagged invalid; absent: none', () => {
+    expect(guardUsage({ input: 1, output: 1, cacheWrite: 10, cacheWrite1h: 11 }, {}, null)).toMatchObject({ usage: { cacheWrite1h: 10 }, flags: ['implausible'] });
+    expect(guardUsage({ input: 1, output: 1, cacheWrite: 10, cacheWrite1h: '4' }, {}, null)).toMatchObject({ usage: { cacheWrite1h: 10 }, flags: ['invalid'] });
+    expect(guardUsage({ input: 1, output: 1, cacheWrite: 10 }, {}, null)).toMatchObject({ usage: { cacheWrite1h: 0 }, flags: [] });
+    // A context-window clamp of the writes takes the 1-hour part with it.
+    expect(guardUsage({ input: 5, output: 1, cacheWrite: 10, cacheWrite1h: 10 }, {}, { maxInput: 8, maxOutput: 10, input: 5 }).usage).toMatchObject({ cacheWrite: 3, cacheWrite1h: 3 });
+  });
+});

@@ -1,0 +1,70 @@
+/**
+ * Which prices a request is billed at, the way Anthropic bills: cache writes priced by their TTL
+ * (5 minutes or 1 hour), and an optional long-context tier whose prices apply to the WHOLE request
+ * once its input (uncached + cache reads + cache writes) exceeds the model's threshold.
+ */
+import { costOf } from '@gw/core';
+import type { LongContextPrices, PriceRow } from '@gw/db';
+
+/** One complete set of per-million prices. */
+export interface PriceSet {
+  input: number;
+  output: number;
+  cacheRead: number;
+  /** 5-minute cache writes (and writes whose TTL was not reported). */
+  cacheWrite: number;
+  cacheWrite1h: number;
+  audioInput: number;
+  audioOutput: number;
+}
+
+/** A price as billing reads it: a PriceRow, or any object with at least the base prices (realtime, tests). */
+export type BillablePrice = Pick<PriceRow, 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'audioInput' | 'audioOutput'>
+  & Partial<Pick<PriceRow, 'cacheWrite1h' | 'longContextThreshold' | 'longContext'>>;
+
+/** Token counts a tier decision needs; `cacheWrite` is every cache write, `cacheWrite1h` the 1-hour part of it. */
+export interface TieredTokens {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+  cacheWrite1h?: number;
+  audioInput?: number;
+  audioOutput?: number;
+}
+
+/** The long-context tier of `p`, when it has a complete one. */
+export function longContextOf(p: BillablePrice): { threshold: number; prices: LongContextPrices } | null {
+  const t = p.longContextThreshold;
+  return typeof t === 'number' && t > 0 && p.longContext ? { threshold: t, prices: p.longContext } : null;
+}
+
+/** Input tokens that decide the tier: uncached + cache reads + cache writes (audio is not text context). */
+export const tierInput = (u: Pick<TieredTokens, 'input' | 'cacheRead' | 'cacheWrite'>): number => u.input + u.cacheRead + u.cacheWrite;
+
+/** The prices that apply to a request with `inputTokens` of input (tierInput), and whether that is the long-context tier. */
+export function priceSetFor(p: BillablePrice, inputTokens: number): { set: PriceSet; longContext: boolean } {
+  const base: PriceSet = {
+    input: p.input, output: p.output, cacheRead: p.cacheRead, cacheWrite: p.cacheWrite,
+    cacheWrite1h: p.cacheWrite1h ?? p.cacheWrite, audioInput: p.audioInput, audioOutput: p.audioOutput,
+  };
+  const lc = longContextOf(p);
+  if (!lc || inputTokens <= lc.threshold) return { set: base, longContext: false };
+  return { set: { ...base, ...lc.prices }, longContext: true };
+}
+
+/**
+ * Exact cost in quota units of `u` at `p`: every kind at its tier's price, rounded up once over all
+ * kinds; never throws, whatever the counts. `cacheWrite1h` is taken out of `cacheWrite` (at most all of it).
+ */
+export function priceUsage(u: TieredTokens, p: BillablePrice | undefined): { cost: number; longContext: boolean } {
+  if (!p) return { cost: 0, longContext: false };
+  const { set, longContext } = priceSetFor(p, tierInput(u));
+  const oneHour = Math.min(u.cacheWrite1h ?? 0, u.cacheWrite);
+  const cost = costOf([
+    [u.input, set.input], [u.output, set.output], [u.cacheRead, set.cacheRead],
+    [u.cacheWrite - oneHour, set.cacheWrite], [oneHour, set.cacheWrite1h],
+    [u.audioInput ?? 0, set.audioInput], [u.audioOutput ?? 0, set.audioOutput],
+  ]);
+  return { cost, longContext };
+}
