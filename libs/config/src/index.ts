@@ -4,6 +4,7 @@
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { LOG_FORMATS, LOG_LEVELS, type LogFormat, type LogLevel } from '@gw/core';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -47,6 +48,10 @@ export interface Config {
   idleTimeoutSeconds: number;
   /** Log requests to stdout. */
   logRequests: boolean;
+  /** LOG_LEVEL: lowest level written (debug, info, warn, error). */
+  logLevel: LogLevel;
+  /** LOG_FORMAT: `text` (`time level event key=value…`) or `json` (one object per line). */
+  logFormat: LogFormat;
   /** Unparsed environment, for feature modules that read their own optional settings. */
   env: Record<string, string | undefined>;
 }
@@ -66,6 +71,13 @@ function bool(env: Record<string, string | undefined>, name: string, def: boolea
   if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
   if (['0', 'false', 'no', 'off'].includes(raw)) return false;
   throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
+}
+
+function oneOf<T extends string>(env: Record<string, string | undefined>, name: string, allowed: readonly T[], def: T): T {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return def;
+  if (!(allowed as readonly string[]).includes(raw)) throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${env[name]}"`);
+  return raw as T;
 }
 
 function parseSqliteUrl(url: string): string {
@@ -126,6 +138,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     reusePort: bool(env, 'LISTEN_REUSE_PORT', false),
     idleTimeoutSeconds: int(env, 'IDLE_TIMEOUT_SECONDS', 255, 10, 255),
     logRequests: bool(env, 'LOG_REQUESTS', false),
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    logFormat: oneOf(env, 'LOG_FORMAT', LOG_FORMATS, 'text'),
     env,
   };
 }

@@ -5,17 +5,17 @@
  * session travel in the upgrade's `data` and frames reach them untouched.
  */
 import { Elysia } from 'elysia';
-import { GatewayError, errorResponse, toGatewayError } from '@gw/core';
+import { GatewayError, errorResponse, toGatewayError, type Logger } from '@gw/core';
 import type { Admission } from '@gw/realtime';
 import { clientIp } from '../plugins/client-ip';
-import { requestIdOf } from '../plugins/http-errors';
+import { logFailure, requestIdOf } from '../plugins/http-errors';
 
 /** What the route needs from the realtime service (Services.realtime). */
 export interface RealtimeAdmitter {
   admit(request: Request, ip: string): Admission;
 }
 
-export const realtimeRoutes = (realtime: RealtimeAdmitter) =>
+export const realtimeRoutes = (realtime: RealtimeAdmitter, log: Logger) =>
   new Elysia({ name: 'realtime' })
     .get('/v1/realtime', ({ request, server }) => {
       const requestId = requestIdOf(request);
@@ -24,7 +24,7 @@ export const realtimeRoutes = (realtime: RealtimeAdmitter) =>
         admission = realtime.admit(request, clientIp(request, server));
       } catch (e) {
         const err = toGatewayError(e);
-        if (err.status >= 500 && !(e instanceof GatewayError)) console.error(`[${requestId}]`, e);
+        logFailure(log, request, err, e);
         return errorResponse(err, 'v1', requestId);
       }
       const headers: Record<string, string> = { 'request-id': requestId, 'realtime-session-id': admission.sessionId };
