@@ -145,7 +145,7 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
 function reportRootBootstrap(log: Logger, config: Config, boot: Awaited<ReturnType<typeof bootstrapRoot>>) {
   const user = config.rootUsername;
   if (boot.created && boot.generatedPassword) {
-    log.warn('root.created', { user, password: boot.generatedPassword, msg: 'generated password, shown once; set ROOT_PASSWORD to choose it' });
+    log.info('root.created', { user, password: boot.generatedPassword, msg: 'generated password, shown once; set ROOT_PASSWORD to choose it' });
   } else if (boot.created) {
     log.info('root.created', { user, msg: `root user '${user}' created with the password from ROOT_PASSWORD` });
   } else if (config.rootPassword !== undefined) {

@@ -1,4 +1,4 @@
-import { afterEach, expect, test } from 'bun:test';
+import { afterEach, describe, expect, test } from 'bun:test';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -64,4 +64,14 @@ test('the process exits 1 with "Configuration error: …" on stderr for a bad va
   expect(await p.exited).toBe(1);
   const err = (await new Response(p.stderr).text()).trim();
   expect(err).toBe('Configuration error: PORT must be an integer, got "eighty"');
+});
+
+describe('LOG_LEVEL and LOG_FORMAT', () => {
+  test('default info/text; other values are refused with the allowed list', () => {
+    const c = loadConfig({ DATABASE_URL: 'sqlite::memory:' });
+    expect([c.logLevel, c.logFormat]).toEqual(['info', 'text']);
+    expect(loadConfig({ DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'DEBUG', LOG_FORMAT: 'json' })).toMatchObject({ logLevel: 'debug', logFormat: 'json' });
+    expect(() => loadConfig({ DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'verbose' })).toThrow('LOG_LEVEL must be one of debug, info, warn, error, got "verbose"');
+    expect(() => loadConfig({ DATABASE_URL: 'sqlite::memory:', LOG_FORMAT: 'xml' })).toThrow('LOG_FORMAT must be one of text, json');
+  });
 });

@@ -11,3 +11,4 @@ export * from './read-capped';
 export * from './metrics';
 export * from './bounded-json';
 export * from './log';
+export * from './path-problem';
