@@ -68,7 +68,7 @@ export function createApp(s: Services) {
     .onRequest(({ request }) => {
       if (request.url.includes('/api/')) s.relay.quota.flush();
     })
-    .get('/health', () => ({ status: 'ok' }), { detail: { tags: ['system'], summary: 'Liveness probe' } })
+    .get('/health', () => ({ status: 'ok' }), { detail: { tags: ['system'], summary: 'Liveness probe', description: 'Answers 200 `{"status":"ok"}` while the process serves requests. Needs no credentials.' } })
     .use(openapiPlugin({ title: 'AI Gateway', version: '0.1.0' }))
     .use(sessionRoutes(s))
     .use(channelRoutes(s))

@@ -33,7 +33,7 @@ export interface Services {
   ledger: LedgerRepo;
   auth: ManagementAuth;
   login: LoginService;
-  /** Account security (issue 5): TOTP state, backup codes, reset tokens, atomic lockout counters. */
+  /** Account security: TOTP state, backup codes, reset tokens, atomic lockout counters. */
   security: SecurityRepo;
   twoFactor: TwoFactorService;
   mailer: Mailer;
@@ -49,11 +49,11 @@ export interface Services {
   userDirectory: UserDirectory;
   /** Relay API keys: CRUD and the in-memory lookup by key. */
   apiKeys: ApiKeyService;
-  /** Top-ups (issue 6): orders, provider checkouts, signed webhooks, admin balance adjustments. */
+  /** Top-ups: orders, provider checkouts, signed webhooks, admin balance adjustments. */
   payments: Payments;
-  /** /v1/messages relay, routing health, prices, quota and usage logs (issue 3). */
+  /** /v1/messages relay, routing health, prices, quota and usage logs. */
   relay: RelayServices;
-  /** /v1/realtime WebSocket relay (issue 4): admission, live sessions, metering, session records. */
+  /** /v1/realtime WebSocket relay: admission, live sessions, metering, session records. */
   realtime: RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>;
   /** Prometheus metrics (GET /metrics). */
   metrics: GatewayMetrics;
@@ -84,7 +84,7 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   if (!mailer.configured) log.info('mail.off', { msg: 'SMTP_HOST unset: password reset e-mails will not be sent' });
   closers.push(() => mailer.close());
   const twoFactor = new TwoFactorService(users, security, secrets, twoFactorConfig(config.env));
-  // Management (issue 2): channels, users, API keys. Caches subscribe to the bus here, before any request.
+  // Management: channels, users, API keys. Caches subscribe to the bus here, before any request.
   const channelsRepo = new ChannelsRepo(dbh.db);
   const channelSecrets = new SecretBox(config.secretKey);
   const channels = new ChannelService(channelsRepo, channelSecrets, bus);

@@ -101,7 +101,7 @@ export class PasswordResetService {
   }
 
   /**
-   * SPEC Reset Password: consumes the token and sets `password` (or a generated one, returned),
+   * Reset Password: consumes the token and sets `password` (or a generated one, returned),
    * clears the lockout, ends every session and revokes every access token. Bad, used, expired or foreign tokens: the same 400.
    */
   async reset(input: ResetInput, ip: string): Promise<{ password?: string }> {

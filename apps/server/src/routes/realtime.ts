@@ -1,6 +1,6 @@
 /**
  * GET /v1/realtime: the WebSocket relay. A plain `.get()` route that upgrades with Bun's own
- * `server.upgrade` (app.ws would re-serialise JSON frames, STACK-NOTES 4). Elysia's Bun server
+ * `server.upgrade` (app.ws would re-serialise JSON frames: big numbers lose digits). Elysia's Bun server
  * dispatches websocket events to `ws.data.open/message/drain/close`, so the handlers of each
  * session travel in the upgrade's `data` and frames reach them untouched.
  */
@@ -33,4 +33,4 @@ export const realtimeRoutes = (realtime: RealtimeAdmitter, log: Logger) =>
       if (server?.upgrade(request, { headers, data: admission.handlers })) return;
       admission.abandon();
       return errorResponse(new GatewayError(400, 'websocket_upgrade_failed', 'The WebSocket upgrade failed', { param: 'upgrade' }), 'v1', requestId);
-    }, { detail: { tags: ['relay'], summary: 'OpenAI Realtime WebSocket relay (upgrade)' } });
+    }, { detail: { tags: ['realtime'], summary: 'Realtime session (WebSocket)', description: 'Upgrades to a WebSocket relayed byte for byte to an OpenAI-Realtime-compatible upstream; each response is metered. The key comes from `Authorization: Bearer` or the subprotocol `openai-insecure-api-key.<key>`. Failures before the upgrade are JSON errors.' } });
