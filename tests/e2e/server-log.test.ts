@@ -91,3 +91,20 @@ test('LOG_FORMAT=json: every line parses, with time, level and event', async () 
     await j.stop();
   }
 });
+
+test('an error our code caught and wrapped as internal_error is a bug too: its cause\'s stack is logged', async () => {
+  const { errors } = await import('@gw/core');
+  const prices = gw.services.relay.prices;
+  const original = prices.list;
+  prices.list = () => { throw errors.internal(new TypeError('wrapped cause for the log test')); };
+  try {
+    const r = await gw.api('GET', '/api/pricing/');
+    expect(r.status).toBe(500);
+    const [line] = await linesOf(r);
+    expect(line!.split('\n')[0]).toMatch(/ error request\.bug .* code=internal_error$/);
+    expect(line).toContain('TypeError: wrapped cause for the log test');
+    expect(line).toMatch(STACK_FRAME);
+  } finally {
+    prices.list = original;
+  }
+});

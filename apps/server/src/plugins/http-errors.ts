@@ -69,10 +69,12 @@ function validationError(err: any, where: string, request: Request): GatewayErro
  */
 export function logFailure(log: Logger, request: Request, gw: GatewayError, thrown: unknown) {
   const fields = { id: requestIdOf(request), method: request.method, path: pathOf(request.url), status: gw.status, code: gw.code };
+  // An unknown throw, or one our code caught and wrapped as internal_error, is a bug: its stack is the lead.
   if (!(thrown instanceof GatewayError)) return log.error('request.bug', fields, thrown);
-  const cause = gw.cause === undefined ? undefined : errorText(gw.cause);
-  if (gw.status >= 500) log.warn('request.failed', { ...fields, cause });
-  else log.info('request.rejected', { ...fields, cause });
+  if (gw.code === 'internal_error') return log.error('request.bug', fields, gw.cause ?? gw);
+  // An upstream's or a channel's failure says why in `cause`; a client's 4xx is explained by its code.
+  if (gw.status >= 500) log.warn('request.failed', { ...fields, cause: gw.cause === undefined ? undefined : errorText(gw.cause) });
+  else log.info('request.rejected', fields);
 }
 
 const pathOf = (url: string) => url.replace(/^[a-z]+:\/\/[^/]+/i, '').replace(/\?.*$/, '');
