@@ -3,6 +3,7 @@
  * with one channel to the upstream given in argv[2], a price, a funded user and a relay key.
  * Prints {"url","key"} on stdout.
  */
+import { silentLogger } from '@gw/core';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +14,7 @@ import { listen } from '../apps/server/src/app';
 const upstreamUrl = process.argv[2]!;
 const dir = mkdtempSync(join(tmpdir(), 'gw-bench-'));
 const config = loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'gateway.db')}`, ROOT_PASSWORD: 'bench-root-password', HOST: '127.0.0.1' });
-const s = await createServices(config, () => {});
+const s = await createServices(config, silentLogger);
 s.channels.create({ name: 'bench', type: 'anthropic', base_url: upstreamUrl, key: 'bench-upstream-key', models: ['bench-model'] } as any);
 s.relay.prices.upsert({ model: 'bench-model', input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 });
 const now = Math.floor(Date.now() / 1000);

@@ -8,6 +8,7 @@
  * The payload is an `input_audio_buffer.append` event with 20 ms of 24 kHz PCM16 (1280 base64 chars).
  * Numbers on a shared 2-core machine are rough: client, gateway and upstream share the cores.
  */
+import { silentLogger } from '@gw/core';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -122,7 +123,7 @@ async function gatewayRole() {
   const { listen } = await import('../apps/server/src/app');
   const dir = mkdtempSync(join(tmpdir(), 'gw-bench-rt-'));
   const config = loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'gateway.db')}`, ROOT_PASSWORD: 'bench-root-password', HOST: '127.0.0.1' });
-  const s = await createServices(config, () => {});
+  const s = await createServices(config, silentLogger);
   s.channels.create({ name: 'bench-rt', type: 'openai', base_url: process.argv[3]!, key: 'bench-upstream-key', models: [MODEL] } as any);
   s.relay.prices.upsert({ model: MODEL, input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000 });
   const now = Math.floor(Date.now() / 1000);

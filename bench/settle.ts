@@ -2,12 +2,13 @@
  * `bun run bench/settle.ts`: the cost of one metering write (settle alone, group-committed, ledger apply),
  * in-process on a temp SQLite file. A micro-benchmark for the settlement path, not for the wire.
  */
+import { silentLogger } from '@gw/core';
 import { newRequestId } from '@gw/core';
 import { mkdtempSync } from 'node:fs'; import { tmpdir } from 'node:os'; import { join } from 'node:path';
 import { loadConfig } from '@gw/config';
 import { createServices } from '../apps/server/src/services';
 const dir = mkdtempSync(join(tmpdir(), 'gw-s-'));
-const s = await createServices(loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'g.db')}`, ROOT_PASSWORD: 'xxxxxxxxxx' }), () => {});
+const s = await createServices(loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'g.db')}`, ROOT_PASSWORD: 'xxxxxxxxxx' }), silentLogger);
 s.relay.prices.upsert({ model: 'm', input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 } as any);
 const now = Math.floor(Date.now() / 1000);
 const user = s.users.insert({ username: 'bench', passwordHash: 'x', createdAt: now, updatedAt: now });

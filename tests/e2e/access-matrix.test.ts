@@ -1,7 +1,7 @@
 /**
  * The access matrix: anonymous / user / admin / root against every management route. Routes are
  * enumerated from the app itself, so a route added later is covered without touching this file.
- * SPEC: Reset Password and both webhooks need no auth (nor do login and the reset request); every
+ * Reset Password and both webhooks need no auth (nor do login and the reset request); every
  * other /api/ route does.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';

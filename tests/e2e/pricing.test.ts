@@ -44,5 +44,7 @@ test('context_window: optional, null = the BILLING_DEFAULT_CONTEXT_TOKENS defaul
     expect(r.body.error.param).toBe('context_window');
   }
   const doc = (await gw.api('GET', '/openapi/json')).body;
-  expect(JSON.stringify(doc.paths['/api/pricing/'].put)).toContain('context_window');
+  // The body schema is named in components (PriceInput) and referenced by the operation.
+  const body = doc.paths['/api/pricing/'].put.requestBody.content['application/json'].schema;
+  expect(JSON.stringify(doc.components.schemas[body.$ref.split('/').pop()])).toContain('context_window');
 });

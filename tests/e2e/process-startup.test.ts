@@ -52,7 +52,7 @@ async function startUnreaped(env: Record<string, string>): Promise<{ pid: number
     if (done) break;
     out += new TextDecoder().decode(value);
     const pid = /gateway-pid (\d+)/.exec(out);
-    const url = /listening on (http:\/\/\S+)/.exec(out);
+    const url = /listening url=(https?:\/\/\S+)/.exec(out);
     if (pid && url) {
       reader.releaseLock();
       void wrapper.stdout.pipeTo(new WritableStream());

@@ -128,7 +128,7 @@ describe('backup codes', () => {
     expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data.backup_codes_remaining).toBe(10);
     expect((await login(u, codes[3])).status).toBe(401);
 
-    // SPEC Disable 2FA accepts an unused backup code; a used one is refused.
+    // Disable 2FA accepts an unused backup code; a used one is refused.
     expect((await login(u, fresh[0])).status).toBe(200);
     expect((await gw.api('POST', '/api/user/2fa/disable', { code: fresh[0] }, u.token)).body.error.code).toBe('invalid_totp');
     expect((await gw.api('POST', '/api/user/2fa/disable', { code: fresh[1] }, u.token)).status).toBe(200);

@@ -10,7 +10,7 @@ const createUser = async (body: Record<string, unknown>, token?: string) => gw.a
 const login = (username: string, password: string) => gw.api('POST', '/api/user/login', { username, password }, null);
 
 describe('users: create / get / list / update / delete', () => {
-  test('SPEC Create User returns the user without secrets; initial quota goes through the ledger', async () => {
+  test('Create User returns the user without secrets; initial quota goes through the ledger', async () => {
     const username = uname();
     const r = await gw.api('POST', '/api/user/', { username, password: 'password-123', display_name: 'Ann', group: 'vip', quota: 5000, email: 'ann@example.com' });
     expect(r.status).toBe(200);

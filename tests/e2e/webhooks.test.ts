@@ -1,5 +1,5 @@
 /**
- * SPEC payment webhooks over real HTTP: providerA signatures made with the official `stripe`
+ * Payment webhooks over real HTTP: providerA signatures made with the official `stripe`
  * package's test-header helper, providerB with a computed HMAC. Every scenario checks what changed
  * (orders, ledger, webhook_events) and that each balance still equals its ledger sum.
  */

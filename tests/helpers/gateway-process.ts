@@ -11,7 +11,7 @@ export interface GatewayProcess {
   url: string;
 }
 
-/** Starts the gateway and waits for its "listening on" line (PORT=0: it reports the real port). */
+/** Starts the gateway and waits for its `listening url=…` log line (PORT=0: it reports the real port). */
 export async function startGatewayProcess(env: Record<string, string | undefined>, track?: Set<Bun.Subprocess>): Promise<GatewayProcess> {
   const proc = Bun.spawn([process.execPath, 'run', 'apps/server/src/index.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe', stdin: 'ignore' });
   track?.add(proc);
@@ -23,7 +23,7 @@ export async function startGatewayProcess(env: Record<string, string | undefined
     const { done, value } = await Promise.race([reader.read(), Bun.sleep(15_000).then(() => ({ done: true, value: undefined }))]);
     if (done) break;
     out += dec.decode(value);
-    const m = /listening on (https?:\/\/[^\s]+)/.exec(out);
+    const m = /listening url=(https?:\/\/[^\s]+)/.exec(out);
     if (m) {
       reader.releaseLock();
       // Keep draining so a chatty process never blocks on a full pipe.

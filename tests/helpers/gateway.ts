@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '@gw/config';
+import { memoryLogger } from '@gw/core';
 import { createServices, type Services } from '../../apps/server/src/services';
 import { listen } from '../../apps/server/src/app';
 
@@ -15,6 +16,8 @@ export interface TestGateway {
   url: string;
   services: Services;
   dir: string;
+  /** Everything the gateway logged (text format, every level): kept here so the test output stays clean. */
+  logs: string[];
   /** A management access token of the root user. */
   rootToken: string;
   /** JSON request helper; `token` defaults to the root token, `null` sends no credentials. */
@@ -31,7 +34,8 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
     LOGIN_IP_PER_MINUTE: '1000',
     ...env,
   });
-  const services = await createServices(config, () => {});
+  const { log, lines: logs } = memoryLogger({ format: config.logFormat });
+  const services = await createServices(config, log);
   const app = listen(services, 0, '127.0.0.1');
   // With TLS_CERT_FILE set the gateway serves HTTPS; the helper trusts that certificate as its CA.
   const url = `${config.tls ? 'https' : 'http'}://127.0.0.1:${app.server!.port}`;
@@ -49,7 +53,7 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
     return { status: res.status, body: parsed, headers: res.headers };
   };
   return {
-    url, services, dir, rootToken, api,
+    url, services, dir, logs, rootToken, api,
     async stop() {
       await app.stop(true);
       await services.close();

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Elysia } from 'elysia';
-import { ChangeBus, costOf } from '@gw/core';
+import { ChangeBus, costOf, memoryLogger } from '@gw/core';
 import { LedgerRepo, PricesRepo, RealtimeSessionsRepo, SettlementsRepo, UsageLogsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
 import { PriceBook, QuotaService } from '@gw/billing';
 import { getAdapter } from '@gw/providers';
@@ -67,7 +67,7 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
     return { key, userId: uid, keyId: row.id };
   };
   const channels: Channel[] = [];
-  const logs: string[] = [];
+  const { log, lines: logs } = memoryLogger();
   const gate = new RelayGate({ lookup: (k) => keys.get(k), user: (id) => (owners.has(id) ? { id, status: 1, group: 'default' } : undefined) });
   const service = new RealtimeService<GateKey, Channel, any>({
     config: realtimeConfig({ REALTIME_CONNECT_TIMEOUT_MS: '1000', ...env }),
@@ -83,10 +83,10 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
     order: (c) => orderCandidates(c),
     sessions: new RealtimeSessionsRepo(h.db),
     billing: { requirePrice: true, minReserve: 1 },
-    log: (line) => logs.push(line),
+    log,
   });
   let table: RouteTable | undefined;
-  const app: any = new Elysia().use(httpErrors({ table: () => (table ??= new RouteTable(app.routes)) })).use(realtimeRoutes(service));
+  const app: any = new Elysia().use(httpErrors({ table: () => (table ??= new RouteTable(app.routes)), log })).use(realtimeRoutes(service, log));
   app.listen({ port: 0, hostname: '127.0.0.1' });
   const port = app.server!.port;
   return {

@@ -56,20 +56,20 @@ export function createApp(s: Services) {
   };
   const c = s.config;
   const app: Elysia<any, any, any, any, any, any, any> = new Elysia({ name: 'gateway' })
-    .use(httpErrors({ table: routeTable }))
+    .use(httpErrors({ table: routeTable, log: s.log }))
     .use(frontDoor({
       table: routeTable, maxBodyBytes: c.maxBodyBytes, anonMaxBodyBytes: c.anonMaxBodyBytes, jsonMaxDepth: c.jsonMaxDepth,
       bodyTimeoutMs: c.bodyTimeoutMs, publicOrigin: originOf(c.env.PUBLIC_URL?.trim() || `http://localhost:${c.port}`),
       authenticate: authenticator(s), usesSessionCookie,
     }))
-    .use(accessLog(s.config.logRequests))
+    .use(accessLog(s.config.logRequests, s.log))
     .use(metricsRoutes(s))
     // Metering writes are batched (BILLING_FLUSH_MS); the management API reads the database, so it
     // writes what is queued first: a user who just made a request sees it in logs, ledger and balance.
     .onRequest(({ request }) => {
       if (request.url.includes('/api/')) s.relay.quota.flush();
     })
-    .get('/health', () => ({ status: 'ok' }), { detail: { tags: ['system'], summary: 'Liveness probe' } })
+    .get('/health', () => ({ status: 'ok' }), { detail: { tags: ['system'], summary: 'Liveness probe', description: 'Answers 200 `{"status":"ok"}` while the process serves requests. Needs no credentials.' } })
     .use(probeRoutes)
     .use(openapiPlugin({ title: 'AI Gateway', version: '0.1.0' }))
     .use(sessionRoutes(s))
@@ -84,7 +84,7 @@ export function createApp(s: Services) {
     .use(messagesRoutes(s))
     .use(pricingRoutes(s))
     .use(logRoutes(s))
-    .use(realtimeRoutes(s.realtime));
+    .use(realtimeRoutes(s.realtime, s.log));
   return app;
 }
 

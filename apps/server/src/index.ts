@@ -1,6 +1,6 @@
 /** Process entry: load configuration, build services, listen. Nothing else lives here. */
 import { ConfigError, loadConfig } from '@gw/config';
-import { createServices } from './services';
+import { createServices, loggerFor } from './services';
 import { listen } from './app';
 import { setTrustProxy } from './plugins/client-ip';
 
@@ -11,7 +11,8 @@ process.umask(0o077);
 try {
   const config = loadConfig();
   setTrustProxy(config.env.TRUST_PROXY === 'true' || config.env.TRUST_PROXY === '1');
-  const services = await createServices(config);
+  const log = loggerFor(config);
+  const services = await createServices(config, log);
   const app = listen(services);
   const shutdown = async () => {
     // Open WebSockets would keep a graceful stop waiting: end realtime sessions (1001) first.
@@ -24,9 +25,9 @@ try {
   process.on('SIGTERM', shutdown);
   // Announced only once the stop handlers are in place: a supervisor that sends SIGTERM as soon as it
   // sees this line gets a graceful stop, not the default kill.
-  console.log(`AI gateway listening on ${config.tls ? 'https' : 'http'}://${config.host}:${app.server!.port} (database ${config.databaseUrl})`);
+  log.info('listening', { url: `${config.tls ? 'https' : 'http'}://${config.host}:${app.server!.port}`, database: config.databaseUrl });
 } catch (e) {
   // Start-up failures are one line an operator can act on, not a stack trace.
-  console.error(e instanceof ConfigError ? `Configuration error: ${e.message}` : `Start-up failed: ${(e as Error)?.message ?? e}`);
+  process.stderr.write((e instanceof ConfigError ? `Configuration error: ${e.message}` : `Start-up failed: ${(e as Error)?.message ?? e}`) + '\n');
   process.exit(1);
 }

@@ -3,7 +3,7 @@
  * object and never construct services themselves, so tests can start a whole gateway in-process.
  */
 import type { Config } from '@gw/config';
-import { ChangeBus, SecretBox } from '@gw/core';
+import { ChangeBus, SecretBox, createLogger, type Logger } from '@gw/core';
 import { LedgerRepo, SessionsRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
 import { ApiKeysRepo, ChannelsRepo } from '@gw/db';
@@ -33,7 +33,7 @@ export interface Services {
   ledger: LedgerRepo;
   auth: ManagementAuth;
   login: LoginService;
-  /** Account security (issue 5): TOTP state, backup codes, reset tokens, atomic lockout counters. */
+  /** Account security: TOTP state, backup codes, reset tokens, atomic lockout counters. */
   security: SecurityRepo;
   twoFactor: TwoFactorService;
   mailer: Mailer;
@@ -49,40 +49,42 @@ export interface Services {
   userDirectory: UserDirectory;
   /** Relay API keys: CRUD and the in-memory lookup by key. */
   apiKeys: ApiKeyService;
-  /** Top-ups (issue 6): orders, provider checkouts, signed webhooks, admin balance adjustments. */
+  /** Top-ups: orders, provider checkouts, signed webhooks, admin balance adjustments. */
   payments: Payments;
-  /** /v1/messages relay, routing health, prices, quota and usage logs (issue 3). */
+  /** /v1/messages relay, routing health, prices, quota and usage logs. */
   relay: RelayServices;
-  /** /v1/realtime WebSocket relay (issue 4): admission, live sessions, metering, session records. */
+  /** /v1/realtime WebSocket relay: admission, live sessions, metering, session records. */
   realtime: RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>;
   /** Prometheus metrics (GET /metrics). */
   metrics: GatewayMetrics;
+  /** The server log (LOG_LEVEL, LOG_FORMAT): every library and plugin writes through it. */
+  log: Logger;
   /** Registers a shutdown step (stop timers, flush buffers) run before the database closes. */
   onClose(fn: () => void | Promise<void>): void;
   /** Stops background work (health probes, flushers) and closes the database. */
   close(): Promise<void>;
 }
 
-export async function createServices(config: Config, log: (line: string) => void = console.log): Promise<Services> {
+/** The process logger of a configuration: LOG_LEVEL and LOG_FORMAT on the standard streams. */
+export const loggerFor = (config: Config): Logger => createLogger({ level: config.logLevel, format: config.logFormat });
+
+export async function createServices(config: Config, log: Logger = loggerFor(config)): Promise<Services> {
   const dbh = openDatabase(config.sqlitePath);
   const users = new UsersRepo(dbh.db);
   const sessions = new SessionsRepo(dbh.db);
   const bus = new ChangeBus();
   const ledger = new LedgerRepo(dbh.db, bus);
-  const boot = await bootstrapRoot(users, { username: config.rootUsername, password: config.rootPassword });
-  if (boot.generatedPassword) {
-    log(`Created root user "${config.rootUsername}" with generated password: ${boot.generatedPassword}  (shown once; set ROOT_PASSWORD to choose it)`);
-  }
+  reportRootBootstrap(log, config, await bootstrapRoot(users, { username: config.rootUsername, password: config.rootPassword }));
   /** Feature modules push their shutdown steps here (reverse order on close). */
   const closers: Array<() => void | Promise<void>> = [];
   const security = new SecurityRepo(dbh.db);
   const secrets = new SecretBox(config.secretKey);
   const auth = new ManagementAuth(users, sessions);
   const mailer = new Mailer(mailConfig(config.env));
-  if (!mailer.configured) log('Mail is not configured (SMTP_HOST unset): password reset e-mails will not be sent');
+  if (!mailer.configured) log.info('mail.off', { msg: 'SMTP_HOST unset: password reset e-mails will not be sent' });
   closers.push(() => mailer.close());
   const twoFactor = new TwoFactorService(users, security, secrets, twoFactorConfig(config.env));
-  // Management (issue 2): channels, users, API keys. Caches subscribe to the bus here, before any request.
+  // Management: channels, users, API keys. Caches subscribe to the bus here, before any request.
   const channelsRepo = new ChannelsRepo(dbh.db);
   const channelSecrets = new SecretBox(config.secretKey);
   const channels = new ChannelService(channelsRepo, channelSecrets, bus);
@@ -114,7 +116,7 @@ export async function createServices(config: Config, log: (line: string) => void
   metrics.registry.gauge('gateway_settlements_queued', 'Settlements journaled but not yet written to the database', () => [[{}, relay.quota.queued]]);
   metrics.registry.gauge('gateway_realtime_sessions', 'Live realtime sessions', () => [[{}, realtime.liveCount]]);
   const services: Services = {
-    relay, realtime, metrics,
+    relay, realtime, metrics, log,
     channels, channelRegistry, userAdmin, userDirectory, apiKeys,
     channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, users, sessions, ledger, bus,
@@ -133,4 +135,20 @@ export async function createServices(config: Config, log: (line: string) => void
   };
   services.login.secondFactor = (user, code) => twoFactor.checkLoginCode(user, code);
   return services;
+}
+
+/**
+ * One start-up line about the root user, so ROOT_PASSWORD never acts (or fails to) silently: created with
+ * the configured password, created with a generated one (printed once, the only time it exists in clear),
+ * or ROOT_PASSWORD ignored because the database already has users. The configured secret is never printed.
+ */
+function reportRootBootstrap(log: Logger, config: Config, boot: Awaited<ReturnType<typeof bootstrapRoot>>) {
+  const user = config.rootUsername;
+  if (boot.created && boot.generatedPassword) {
+    log.info('root.created', { user, password: boot.generatedPassword, msg: 'generated password, shown once; set ROOT_PASSWORD to choose it' });
+  } else if (boot.created) {
+    log.info('root.created', { user, msg: `root user '${user}' created with the password from ROOT_PASSWORD` });
+  } else if (config.rootPassword !== undefined) {
+    log.warn('root.password_ignored', { msg: 'ROOT_PASSWORD is ignored: the database already has users (reset it with: bun run --silent admin reset-root-password)' });
+  }
 }

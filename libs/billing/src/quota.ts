@@ -1,4 +1,4 @@
-import { GatewayError, nowSeconds, safeCount, type ChangeBus } from '@gw/core';
+import { GatewayError, errorText, nowSeconds, safeCount, type ChangeBus, type Logger } from '@gw/core';
 import type { Database } from 'bun:sqlite';
 import type { SettlementRow, SettlementsRepo, UsersRepo } from '@gw/db';
 import type { SettlementJournal } from './journal';
@@ -31,7 +31,7 @@ export interface QuotaDeps {
   flushMs?: number;
   /** A batch this large is written at once. */
   flushBatch?: number;
-  log?: (line: string) => void;
+  log?: Logger;
   /** Sees every settlement as it is recorded or written (metrics). */
   observe?: (row: SettlementRow) => void;
 }
@@ -221,7 +221,7 @@ export class QuotaService {
     for (const e of batch) {
       add(this.userPending, e.row.userId, -e.row.cost);
       if (e.limitedKey) add(this.keyPending, e.row.apiKeyId, -e.row.cost);
-      if (e.error) this.deps.log?.(`settlement of ${e.row.requestId} failed, nothing charged: ${String(e.error)}; row: ${JSON.stringify(e.row)}`);
+      if (e.error) this.deps.log?.error('settlement.failed', { id: e.row.requestId, msg: 'nothing charged', cause: errorText(e.error), row: JSON.stringify(e.row) });
       for (const w of e.waiters) {
         if (e.error) w.fail(e.error);
         else w.done({ cost: e.inserted ? e.row.cost : 0, duplicate: !e.inserted });
@@ -248,8 +248,8 @@ export class QuotaService {
       const entries = rows.map((row): Entry => ({ r: null, row, limitedKey: true, inserted: false, balance: null, error: undefined, waiters: [] }));
       this.write(entries);
       const replayed = entries.filter((e) => e.inserted).length;
-      if (rows.length) this.deps.log?.(`replayed ${replayed} of ${rows.length} journaled settlements from ${path} (the rest were already written)`);
-      for (const e of entries) if (e.error) this.deps.log?.(`replay of ${e.row.requestId} failed: ${String(e.error)}; row: ${JSON.stringify(e.row)}`);
+      if (rows.length) this.deps.log?.info('settlement.replayed', { replayed, journaled: rows.length, path, msg: 'the rest were already written' });
+      for (const e of entries) if (e.error) this.deps.log?.error('settlement.replay_failed', { id: e.row.requestId, cause: errorText(e.error), row: JSON.stringify(e.row) });
       this.deps.journal!.discard(path);
     }
   }

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
-import { ChangeBus, SecretBox } from '@gw/core';
+import { ChangeBus, SecretBox, silentLogger } from '@gw/core';
 import { ChannelsRepo, openDatabase, type DbHandle } from '@gw/db';
 import { ChannelRegistry } from './registry';
 import { ChannelService } from './service';
@@ -15,7 +15,7 @@ beforeEach(() => {
   secrets = new SecretBox(crypto.getRandomValues(new Uint8Array(32)));
   const repo = new ChannelsRepo(dbh.db);
   service = new ChannelService(repo, secrets, bus);
-  registry = new ChannelRegistry(repo, secrets, bus, () => {});
+  registry = new ChannelRegistry(repo, secrets, bus, silentLogger);
 });
 afterEach(() => { registry.close(); dbh.close(); });
 

@@ -1,4 +1,4 @@
-import type { ChangeBus, SecretBox } from '@gw/core';
+import { stdLogger, type ChangeBus, type Logger, type SecretBox } from '@gw/core';
 import { CHANNEL_STATUS, type ChannelRow, type ChannelsRepo, type HeaderPolicy } from '@gw/db';
 
 /** A channel as the relay uses it: key decrypted, groups split. Never sent to a client. */
@@ -33,7 +33,7 @@ export class ChannelRegistry {
   private readonly unsubscribe: () => void;
 
   constructor(private readonly repo: ChannelsRepo, private readonly secrets: SecretBox, bus: ChangeBus,
-    private readonly log: (line: string) => void = console.error) {
+    private readonly log: Logger = stdLogger) {
     for (const row of repo.all()) this.put(row);
     this.rebuild();
     this.unsubscribe = bus.on('channel.changed', ({ channelId }) => this.refresh(channelId));
@@ -82,7 +82,7 @@ export class ChannelRegistry {
       apiKey = this.secrets.open(row.key);
     } catch {
       // A key sealed under another SECRET_KEY cannot be used; leave the channel out rather than send garbage.
-      this.log(`channel ${row.id} (${row.name}): key cannot be decrypted with the configured SECRET_KEY; channel skipped`);
+      this.log.error('channel.key_undecryptable', { channel: row.id, name: row.name, msg: 'key cannot be decrypted with the configured SECRET_KEY; channel skipped' });
       return;
     }
     this.byId.set(row.id, {

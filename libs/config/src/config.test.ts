@@ -1,4 +1,4 @@
-import { afterEach, expect, test } from 'bun:test';
+import { afterEach, describe, expect, test } from 'bun:test';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -82,4 +82,14 @@ test('TLS_CERT_FILE / TLS_KEY_FILE: both or neither, readable PEM files, read on
   expect(() => loadConfig({ ...base, TLS_CERT_FILE: cert })).toThrow(/set together/);
   expect(() => loadConfig({ ...base, TLS_CERT_FILE: join(d, 'missing.pem'), TLS_KEY_FILE: key })).toThrow(ConfigError);
   expect(() => loadConfig({ ...base, TLS_CERT_FILE: key, TLS_KEY_FILE: key })).toThrow(/not a PEM/);
+});
+
+describe('LOG_LEVEL and LOG_FORMAT', () => {
+  test('default info/text; other values are refused with the allowed list', () => {
+    const c = loadConfig({ DATABASE_URL: 'sqlite::memory:' });
+    expect([c.logLevel, c.logFormat]).toEqual(['info', 'text']);
+    expect(loadConfig({ DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'DEBUG', LOG_FORMAT: 'json' })).toMatchObject({ logLevel: 'debug', logFormat: 'json' });
+    expect(() => loadConfig({ DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'verbose' })).toThrow('LOG_LEVEL must be one of debug, info, warn, error, got "verbose"');
+    expect(() => loadConfig({ DATABASE_URL: 'sqlite::memory:', LOG_FORMAT: 'xml' })).toThrow('LOG_FORMAT must be one of text, json');
+  });
 });

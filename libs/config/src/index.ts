@@ -4,6 +4,7 @@
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { LOG_FORMATS, LOG_LEVELS, fsErrorCause, writableFileProblem, type LogFormat, type LogLevel } from '@gw/core';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -52,6 +53,10 @@ export interface Config {
    * gateway then serves HTTPS and WSS itself on PORT. Null = plain HTTP.
    */
   tls: { cert: string; key: string } | null;
+  /** LOG_LEVEL: lowest level written (debug, info, warn, error). */
+  logLevel: LogLevel;
+  /** LOG_FORMAT: `text` (`time level event key=value…`) or `json` (one object per line). */
+  logFormat: LogFormat;
   /** Unparsed environment, for feature modules that read their own optional settings. */
   env: Record<string, string | undefined>;
 }
@@ -73,6 +78,17 @@ function bool(env: Record<string, string | undefined>, name: string, def: boolea
   throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
 }
 
+function oneOf<T extends string>(env: Record<string, string | undefined>, name: string, allowed: readonly T[], def: T): T {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return def;
+  if (!(allowed as readonly string[]).includes(raw)) throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${env[name]}"`);
+  return raw as T;
+}
+
+/** Where the database lives when DATABASE_URL is unset. */
+export const DEFAULT_DATABASE_URL = 'sqlite:./data/gateway.db';
+
+/** The SQLite path of a DATABASE_URL (`:memory:` for the in-memory database); ConfigError when malformed. */
 function parseSqliteUrl(url: string): string {
   const m = /^sqlite:(.+)$/.exec(url);
   if (!m) throw new ConfigError(`DATABASE_URL must look like sqlite:./data/gateway.db or sqlite::memory:, got "${url}"`);
@@ -122,12 +138,27 @@ function tlsFiles(env: Record<string, string | undefined>): { cert: string; key:
   };
 }
 
+/**
+ * Checks that the database file can be opened before anything is written beside it (the key file), and
+ * creates its folder: a new data folder is private (0700); an existing one keeps its mode (it may be
+ * shared, e.g. /tmp). Failures name the path and the cause, which SQLite's own message does not.
+ */
+function prepareDataFolder(path: string) {
+  const fail = (cause: string) => new ConfigError(`DATABASE_URL: cannot open database file ${path}: ${cause}`);
+  const problem = writableFileProblem(path, { createParents: true });
+  if (problem) throw fail(problem);
+  try {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  } catch (e) {
+    throw fail(`cannot create its folder ${dirname(path)}: ${fsErrorCause(e)}`);
+  }
+}
+
 /** Builds the validated configuration; throws ConfigError with a one-line reason. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  const databaseUrl = env.DATABASE_URL?.trim() || 'sqlite:./data/gateway.db';
+  const databaseUrl = env.DATABASE_URL?.trim() || DEFAULT_DATABASE_URL;
   const sqlitePath = parseSqliteUrl(databaseUrl);
-  // A new data folder is private (0700); an existing one keeps its mode (it may be shared, e.g. /tmp).
-  if (sqlitePath !== ':memory:') mkdirSync(dirname(sqlitePath), { recursive: true, mode: 0o700 });
+  if (sqlitePath !== ':memory:') prepareDataFolder(sqlitePath);
   const rootUsername = env.ROOT_USERNAME?.trim() || 'root';
   if (!/^[A-Za-z0-9_.-]{3,64}$/.test(rootUsername)) throw new ConfigError('ROOT_USERNAME must be 3-64 characters of letters, digits, _ . -');
   const rootPassword = env.ROOT_PASSWORD || undefined;
@@ -156,8 +187,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     idleTimeoutSeconds: int(env, 'IDLE_TIMEOUT_SECONDS', 255, 10, 255),
     logRequests: bool(env, 'LOG_REQUESTS', false),
     tls,
+    logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
+    logFormat: oneOf(env, 'LOG_FORMAT', LOG_FORMATS, 'text'),
     env,
   };
 }
 
-export { int as readIntEnv, bool as readBoolEnv };
+export { int as readIntEnv, bool as readBoolEnv, parseSqliteUrl };

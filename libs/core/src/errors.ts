@@ -3,7 +3,7 @@
  * `renderError` (http.ts) is the only place that turns it into a response body.
  */
 
-/** Anthropic-style error types (API.md "Errors and status codes"). */
+/** Anthropic-style error types; each status has a default one (TYPE_FOR_STATUS). */
 export type ErrorType =
   | 'invalid_request_error'
   | 'authentication_error'

@@ -1,6 +1,6 @@
 import { GatewayError } from './errors';
 
-/** The spec's error object: all four fields always strings. */
+/** The error object of both surfaces: all four fields always strings. */
 export interface ErrorObject {
   message: string;
   type: string;

@@ -10,3 +10,5 @@ export * from './json-pointer';
 export * from './read-capped';
 export * from './metrics';
 export * from './bounded-json';
+export * from './log';
+export * from './path-problem';

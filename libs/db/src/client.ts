@@ -3,8 +3,14 @@ import { drizzle } from 'drizzle-orm/bun-sqlite';
 import { migrate } from 'drizzle-orm/bun-sqlite/migrator';
 import { dirname, join } from 'node:path';
 import * as schema from './schema';
-import { acquireProcessLock, type ProcessLock } from './process-lock';
+import { fsErrorCause, writableFileProblem } from '@gw/core';
+import { DatabaseInUseError, acquireProcessLock, type ProcessLock } from './process-lock';
 import { privateDir, privateFile, tightenIfPresent } from './private-files';
+
+/** The database file cannot be opened; the message names the path and the cause, in one line. */
+export class DatabaseOpenError extends Error {
+  override name = 'DatabaseOpenError';
+}
 
 export type Db = ReturnType<typeof drizzle<typeof schema>>;
 
@@ -26,13 +32,17 @@ export const MIGRATIONS_DIR = join(import.meta.dir, '..', '..', '..', 'drizzle')
  * creates any of them.
  */
 export function openDatabase(path: string, opts: { checkpointMs?: number } = {}): DbHandle {
-  const lock = path === ':memory:' ? null : prepareFiles(path);
+  let lock: ProcessLock | null = null;
   let sqlite: Database;
   try {
+    lock = path === ':memory:' ? null : prepareFiles(path);
     sqlite = new Database(path, { create: true, strict: true });
   } catch (e) {
     lock?.release();
-    throw e;
+    if (e instanceof DatabaseInUseError) throw e;
+    // SQLite says only "unable to open database file": name the path and what is wrong with it.
+    const cause = path === ':memory:' ? null : writableFileProblem(path);
+    throw new DatabaseOpenError(`cannot open database file ${path}: ${cause ?? fsErrorCause(e)}`, { cause: e });
   }
   sqlite.exec('PRAGMA journal_mode = WAL');
   sqlite.exec('PRAGMA synchronous = NORMAL');

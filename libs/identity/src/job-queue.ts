@@ -5,12 +5,14 @@
  * after each of `retryDelaysMs`, then dropped with a log line. Jobs are lost on a process stop
  * (close() reports how many); a reset e-mail can simply be requested again.
  */
+import { errorText, stdLogger, type Logger } from '@gw/core';
+
 export interface JobQueueOptions {
   /** Pending jobs kept at most; beyond it new jobs are refused (logged), so a flood cannot grow memory. */
   maxPending?: number;
   /** Delay before each retry; its length is the number of retries. */
   retryDelaysMs?: number[];
-  log?: (line: string) => void;
+  log?: Logger;
 }
 
 interface Job { label: string; run: () => Promise<void>; attempt: number }
@@ -22,19 +24,19 @@ export class JobQueue {
   private closed = false;
   private readonly maxPending: number;
   private readonly retryDelaysMs: number[];
-  private readonly log: (line: string) => void;
+  private readonly log: Logger;
 
   constructor(opts: JobQueueOptions = {}) {
     this.maxPending = opts.maxPending ?? 10_000;
     this.retryDelaysMs = opts.retryDelaysMs ?? [2_000, 15_000, 60_000];
-    this.log = opts.log ?? console.log;
+    this.log = opts.log ?? stdLogger;
   }
 
   /** Queues `run`; returns at once. `label` names the job in log lines (never put secrets in it). */
   enqueue(label: string, run: () => Promise<void>): boolean {
     if (this.closed) return false;
     if (this.pending.length >= this.maxPending) {
-      this.log(`background queue full (${this.maxPending} jobs): ${label} dropped`);
+      this.log.warn('job.dropped', { job: label, reason: 'queue full', max_pending: this.maxPending });
       return false;
     }
     this.pending.push({ label, run, attempt: 0 });
@@ -57,7 +59,7 @@ export class JobQueue {
     const lost = this.pending.length + this.timers.size;
     this.timers.clear();
     this.pending.length = 0;
-    if (lost) this.log(`background queue closed with ${lost} job(s) not done`);
+    if (lost) this.log.warn('job.queue_closed', { not_done: lost });
   }
 
   private kick(): void {
@@ -82,13 +84,13 @@ export class JobQueue {
   }
 
   private retry(job: Job, err: unknown): void {
-    const reason = err instanceof Error ? err.message : String(err);
+    const cause = errorText(err);
     const delay = this.retryDelaysMs[job.attempt];
     if (delay === undefined || this.closed) {
-      this.log(`${job.label} failed after ${job.attempt + 1} attempt(s): ${reason}`);
+      this.log.warn('job.failed', { job: job.label, attempts: job.attempt + 1, cause });
       return;
     }
-    this.log(`${job.label} failed (attempt ${job.attempt + 1}), retrying in ${delay} ms: ${reason}`);
+    this.log.warn('job.retry', { job: job.label, attempt: job.attempt + 1, retry_ms: delay, cause });
     const timer = setTimeout(() => {
       this.timers.delete(timer);
       if (this.closed) return;

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
+import { memoryLogger } from '@gw/core';
 import { ConfigError } from '@gw/config';
 import { SecurityRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
 import { Mailer, mailConfig } from './mailer';
@@ -12,13 +13,14 @@ describe('PasswordResetService without SMTP', () => {
   test('answers normally, logs that mail is not configured (in the background), stores no token', async () => {
     const users = new UsersRepo(dbh.db);
     const u = users.insert({ username: 'alice', email: 'alice@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
-    const lines: string[] = [];
-    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), new Mailer(mailConfig({})), () => 0, passwordResetConfig({}), (l) => lines.push(l));
+    const { log, lines } = memoryLogger();
+    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), new Mailer(mailConfig({})), () => 0, passwordResetConfig({}), log);
     svc.request('alice@example.com', '1.2.3.4');
     svc.request('nobody@example.com', '1.2.3.4');
     expect(lines).toEqual([]); // nothing address-dependent happens on the request path
     await svc.idle();
     expect(lines.length).toBe(1);
+    expect(lines[0]).toContain('password_reset.mail_off user=1');
     expect(lines[0]).toContain('mail is not configured');
     expect(lines[0]).not.toContain('alice@example.com');
     expect(dbh.sqlite.query('select count(*) as n from password_resets where user_id = ?').get(u.id)).toEqual({ n: 0 });
@@ -33,14 +35,13 @@ describe('PasswordResetService with an unreachable SMTP server', () => {
     probe.stop(true);
     const users = new UsersRepo(dbh.db);
     users.insert({ username: 'bob', email: 'bob@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
-    const lines: string[] = [];
+    const { log, lines } = memoryLogger();
     const mailer = new Mailer(mailConfig({ SMTP_HOST: '127.0.0.1', SMTP_PORT: String(port) }));
-    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), (l) => lines.push(l));
+    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), log);
     svc.request('bob@example.com', '1.2.3.4');
     expect(lines).toEqual([]);
     for (let i = 0; i < 100 && !lines.length; i++) await Bun.sleep(20);
-    expect(lines[0]).toContain('password reset e-mail failed (attempt 1), retrying');
-    expect(lines[0]).toContain('to user 1:');
+    expect(lines[0]).toMatch(/ warn job.retry job="password reset e-mail" attempt=1 retry_ms=\d+ cause="to user 1:/);
     svc.close();
     mailer.close();
   });
@@ -60,12 +61,12 @@ describe('PasswordResetService delivery queue', () => {
         return true;
       },
     } as unknown as Mailer;
-    const lines: string[] = [];
-    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), (l) => lines.push(l), Date.now, { retryDelaysMs: [10, 10, 10] });
+    const { log, lines } = memoryLogger();
+    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), log, Date.now, { retryDelaysMs: [10, 10, 10] });
     svc.request('carol@example.com', '1.2.3.4');
     for (let i = 0; i < 100 && !sent.length; i++) await Bun.sleep(10);
     expect(sent.length).toBe(1);
-    expect(lines.filter((l) => l.includes('retrying')).length).toBe(2);
+    expect(lines.filter((l) => l.includes(' job.retry ')).length).toBe(2);
     // One token row for the three attempts: a retry resends, it does not mint another token.
     expect(dbh.sqlite.query('select count(*) as n from password_resets').get()).toEqual({ n: 1 });
     svc.close();
@@ -75,16 +76,16 @@ describe('PasswordResetService delivery queue', () => {
     const users = new UsersRepo(dbh.db);
     users.insert({ username: 'dave', email: 'dave@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
     const mailer = { configured: true, send: async () => { throw new Error('550 no'); } } as unknown as Mailer;
-    const lines: string[] = [];
-    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), (l) => lines.push(l), Date.now, { retryDelaysMs: [5] });
+    const { log, lines } = memoryLogger();
+    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), log, Date.now, { retryDelaysMs: [5] });
     svc.request('dave@example.com', '1.2.3.4');
-    for (let i = 0; i < 100 && !lines.some((l) => l.includes('after 2 attempt')); i++) await Bun.sleep(10);
-    expect(lines.at(-1)).toContain('password reset e-mail failed after 2 attempt(s): to user 1: 550 no');
-    const slow = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), (l) => lines.push(l), Date.now, { retryDelaysMs: [60_000] });
+    for (let i = 0; i < 100 && !lines.some((l) => l.includes('attempts=2')); i++) await Bun.sleep(10);
+    expect(lines.at(-1)).toMatch(/ warn job.failed job="password reset e-mail" attempts=2 cause="to user 1: 550 no/);
+    const slow = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), log, Date.now, { retryDelaysMs: [60_000] });
     slow.request('dave@example.com', '1.2.3.4');
     await slow.idle();
     slow.close();
-    expect(lines.at(-1)).toBe('background queue closed with 1 job(s) not done');
+    expect(lines.at(-1)).toMatch(/ warn job.queue_closed not_done=1$/);
     svc.close();
   });
 });

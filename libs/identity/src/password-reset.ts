@@ -1,5 +1,5 @@
 import { ConfigError, readIntEnv } from '@gw/config';
-import { GatewayError, RateWindow, randomToken, sha256Hex } from '@gw/core';
+import { GatewayError, RateWindow, randomToken, sha256Hex, stdLogger, type Logger } from '@gw/core';
 import { USER_STATUS, type SecurityRepo, type UsersRepo } from '@gw/db';
 import type { MailMessage, Mailer } from './mailer';
 import { JobQueue, type JobQueueOptions } from './job-queue';
@@ -48,7 +48,7 @@ export class PasswordResetService {
     /** Ends every session and revokes every access token of the user (SecurityRepo.endCredentials). */
     private readonly endCredentials: (userId: number) => unknown,
     private readonly cfg: PasswordResetConfig,
-    private readonly log: (line: string) => void = console.log,
+    private readonly log: Logger = stdLogger,
     private readonly clock: () => number = Date.now,
     queueOptions: Omit<JobQueueOptions, 'log'> = {},
   ) {
@@ -83,7 +83,7 @@ export class PasswordResetService {
     const user = this.users.byEmail(email);
     if (!user || user.status !== USER_STATUS.enabled || !user.email) return null;
     if (!this.mailer.configured) {
-      this.log(`password reset requested for user ${user.id}, but mail is not configured (set SMTP_HOST); no e-mail sent`);
+      this.log.warn('password_reset.mail_off', { user: user.id, msg: 'mail is not configured (set SMTP_HOST); no e-mail sent' });
       return null;
     }
     const token = randomToken(43);
@@ -101,7 +101,7 @@ export class PasswordResetService {
   }
 
   /**
-   * SPEC Reset Password: consumes the token and sets `password` (or a generated one, returned),
+   * Reset Password: consumes the token and sets `password` (or a generated one, returned),
    * clears the lockout, ends every session and revokes every access token. Bad, used, expired or foreign tokens: the same 400.
    */
   async reset(input: ResetInput, ip: string): Promise<{ password?: string }> {

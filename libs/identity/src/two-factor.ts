@@ -78,7 +78,7 @@ export class TwoFactorService {
     return { backup_codes: codes };
   }
 
-  /** SPEC Disable 2FA: a current TOTP code or an unused backup code of the caller. */
+  /** Disable 2FA: a current TOTP code or an unused backup code of the caller. */
   async disable(userId: number, code: string): Promise<void> {
     const u = this.mustEnabled(userId);
     this.guard(userId);

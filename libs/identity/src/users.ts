@@ -16,7 +16,7 @@ const Email = Type.Union([Type.String({ maxLength: 254 }), Type.Null()], { descr
 const Role = Type.Union([Type.Literal(1), Type.Literal(10), Type.Literal(100)], { description: '1 user, 10 admin, 100 root', error: 'must be 1 (user), 10 (admin) or 100 (root)' });
 const Group = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', error: 'must be 1-64 letters, digits, _ or -' });
 
-/** Body of POST /api/user/ (SPEC Create User). */
+/** Body of POST /api/user/ (Create User). */
 export const UserCreate = Type.Object({
   username: Username,
   password: Password,

@@ -8,7 +8,7 @@ import type { AnthropicMessage, CountTokensRequest, MessagesRequest, Usage } fro
 
 /** Where and how to reach one channel's upstream. */
 export interface UpstreamTarget {
-  /** Origin without `/v1` (API.md), e.g. `https://api.openai.com`; a trailing slash is tolerated. */
+  /** Origin without `/v1`, e.g. `https://api.openai.com`; a trailing slash is tolerated. */
   baseUrl: string;
   apiKey: string;
   /** The model name sent upstream (after the channel's model mapping). */
@@ -30,7 +30,7 @@ export interface UpstreamRequest {
 
 /** What the decoders need to know about the client's request. See `decodeContextFor`. */
 export interface DecodeContext {
-  /** The model the client asked for: every response echoes it (API.md). */
+  /** The model the client asked for: every response echoes it, whatever the upstream calls it. */
   requestedModel: string;
   /** The client's stop_sequences (lets translators recognise a matched one). */
   stopSequences?: readonly string[];

@@ -4,7 +4,7 @@
  * Framework-free: the route hands it the request and installs the returned socket handlers.
  */
 import type { ServerWebSocket } from 'bun';
-import { GatewayError, errors, nowSeconds, randomToken } from '@gw/core';
+import { GatewayError, errorText, errors, nowSeconds, randomToken, stdLogger, type Logger } from '@gw/core';
 import type { RealtimeConfig } from './config';
 import { isWebSocketRequest, readBeta, readCredentials, upstreamBeta } from './handshake';
 import { SessionMeter } from './meter';
@@ -26,7 +26,7 @@ export interface RealtimeDeps<K extends RealtimeKey, C extends RealtimeChannel, 
   /** Channel try order (@gw/relay orderCandidates: priority, then weighted random). */
   order?: (channels: C[]) => C[];
   /** Where unexpected errors go (never to the client). */
-  log?: (line: string) => void;
+  log?: Logger;
   /**
    * Live sessions registered by key and owner (@gw/relay InflightRegistry): an abort whose reason
    * carries a code and message (the key was revoked, the owner disabled) ends the session with 1008.
@@ -138,7 +138,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       bufferBytes: this.d.config.bufferBytes,
       maxSessionMs: this.d.config.maxSessionSeconds * 1000,
       observer: meter,
-      onError: (e) => (this.d.log ?? console.error)(`realtime ${sessionId}: ${(e as Error)?.stack ?? e}`),
+      onError: (e) => (this.d.log ?? stdLogger).error('realtime.session_error', { session: sessionId }, e),
       onEnd: (end) => {
         this.live.delete(session);
         stopHandle?.release();
@@ -193,7 +193,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       const headers = { ...beta.headers, ...this.d.upstream.headers(c, upstreamModel) };
       return [{ channelId: c.id, upstreamModel, url: this.d.upstream.url(c, upstreamModel), headers, protocols: beta.protocols }];
     } catch (e) {
-      (this.d.log ?? console.error)(`realtime: channel ${c.id} skipped, cannot build its upstream address: ${(e as Error)?.message ?? e}`);
+      (this.d.log ?? stdLogger).warn('realtime.channel_skipped', { channel: c.id, cause: errorText(e), msg: 'cannot build its upstream address' });
       return [];
     }
   }
@@ -202,7 +202,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     try {
       fn();
     } catch (e) {
-      (this.d.log ?? console.error)(`realtime ${what} failed: ${(e as Error)?.stack ?? e}`);
+      (this.d.log ?? stdLogger).error('realtime.failed', { what }, e);
       onError?.();
     }
   }

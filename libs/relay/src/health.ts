@@ -1,3 +1,5 @@
+import type { Logger } from '@gw/core';
+
 /** A channel as health checks see it. */
 export interface HealthChannel {
   id: number;
@@ -12,7 +14,7 @@ export interface HealthDeps {
   setStatus(id: number, status: 1 | 3, reason: string): void;
   /** One cheap upstream request; resolves true when the channel answered successfully. */
   probe(id: number): Promise<boolean>;
-  log?: (line: string) => void;
+  log?: Logger;
 }
 
 const AUTO_DISABLED = 3;
@@ -44,7 +46,7 @@ export class ChannelHealth {
     if (!c || c.status !== ENABLED) return false;
     this.failures.delete(id);
     this.deps.setStatus(id, AUTO_DISABLED, `auto-disabled after ${n} consecutive failures: ${reason}`.slice(0, 500));
-    this.deps.log?.(`channel ${id} auto-disabled: ${reason}`);
+    this.deps.log?.warn('channel.auto_disabled', { channel: id, reason });
     return true;
   }
 
@@ -70,7 +72,7 @@ export class ChannelHealth {
         if (id === null || this.deps.get(id)?.status !== AUTO_DISABLED) continue;
         this.deps.setStatus(id, ENABLED, '');
         this.failures.delete(id);
-        this.deps.log?.(`channel ${id} re-enabled by the health probe`);
+        this.deps.log?.info('channel.re_enabled', { channel: id, by: 'health probe' });
         healed.push(id);
       }
       return healed;

@@ -1,4 +1,4 @@
-import { GatewayError } from '@gw/core';
+import { GatewayError, stdLogger, type Logger } from '@gw/core';
 import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage, type UsageLimits, type UsageReport } from '@gw/billing';
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
@@ -29,6 +29,7 @@ export interface RelayDeps {
   rng?: () => number;
   /** Sees every upstream attempt's outcome (metrics); 'rate_limited' is a 429, which health ignores. */
   observeAttempt?: (channelId: number, result: 'ok' | 'error' | 'rate_limited') => void;
+  log?: Logger;
 }
 
 /** One authorized /v1/messages request. */
@@ -146,7 +147,7 @@ export class RelayService {
       });
     } catch (e) {
       this.d.quota.release(res);
-      console.error(`[${r.requestId}] settlement could not be recorded; nothing was charged`, e);
+      (this.d.log ?? stdLogger).error('settlement.unrecorded', { id: r.requestId, msg: 'settlement could not be recorded; nothing was charged' }, e);
     }
     r.onSettled?.();
   }

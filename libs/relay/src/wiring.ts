@@ -1,4 +1,4 @@
-import { nowSeconds, type ChangeBus } from '@gw/core';
+import { nowSeconds, type ChangeBus, type Logger } from '@gw/core';
 import { billingConfig, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps } from '@gw/billing';
 import type { Database } from 'bun:sqlite';
 import { PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
@@ -46,7 +46,7 @@ export interface RelayWiring {
   };
   setChannelStatus(id: number, status: 1 | 3, reason: string): void;
   adapter(type: string): ProviderAdapter;
-  log?: (line: string) => void;
+  log?: Logger;
   /** Metrics hooks: every upstream attempt, every recorded settlement. */
   observeAttempt?: RelayDeps['observeAttempt'];
   observeSettlement?: QuotaDeps['observe'];
@@ -72,7 +72,7 @@ export function createRelayServices(w: RelayWiring): RelayServices {
   }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs });
   health.start();
   const affinity = new SessionAffinity({ ttlMs: config.affinityTtlSeconds * 1000, maxEntries: config.affinityMaxEntries });
-  const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, affinity, observeAttempt: w.observeAttempt });
+  const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, affinity, observeAttempt: w.observeAttempt, log: w.log });
   const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting });
   // Built after the key index and user directory subscribed to the bus, so it reads their refreshed state.
   const inflight = new InflightRegistry({

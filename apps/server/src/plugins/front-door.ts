@@ -6,7 +6,7 @@
  *   on authenticated routes (401), declared size against the route's limit (413), JSON media type (415).
  * - onParse (the one body reader of the app): the body is read under the same size limit and a total
  *   deadline (408), kept as raw bytes for signed webhooks, and JSON is depth-checked before `JSON.parse`.
- *   Malformed or too-deep JSON is a deferred 400, raised after auth and header checks (API.md's order).
+ *   Malformed or too-deep JSON is a deferred 400, raised after auth and header checks (the contract's check order: credentials, headers, then the body).
  */
 import { Elysia } from 'elysia';
 import { GatewayError, errorResponse, parseBoundedJson, readRequestBody, surfaceOf } from '@gw/core';

@@ -4,7 +4,7 @@
  */
 import { Elysia } from 'elysia';
 import { ValueErrorType } from '@sinclair/typebox/errors';
-import { GatewayError, errorResponse, newRequestId, pointerToParam, surfaceOf, toGatewayError, valueAt } from '@gw/core';
+import { GatewayError, errorResponse, errorText, newRequestId, pointerToParam, surfaceOf, toGatewayError, valueAt, type Logger } from '@gw/core';
 import { isPlaceholder } from './quiet-validation';
 import type { RouteTable } from './route-table';
 
@@ -63,8 +63,24 @@ function validationError(err: any, where: string, request: Request): GatewayErro
   return new GatewayError(400, codeFor(ve?.type), `${label}: ${detail}`, { param });
 }
 
+/**
+ * One log line per failed request. Expected failures (the client's 4xx, an upstream's or a channel's 5xx,
+ * all GatewayErrors) are events without a stack; an unknown throw is a bug in our code and logs its stack.
+ */
+export function logFailure(log: Logger, request: Request, gw: GatewayError, thrown: unknown) {
+  const fields = { id: requestIdOf(request), method: request.method, path: pathOf(request.url), status: gw.status, code: gw.code };
+  // An unknown throw, or one our code caught and wrapped as internal_error, is a bug: its stack is the lead.
+  if (!(thrown instanceof GatewayError)) return log.error('request.bug', fields, thrown);
+  if (gw.code === 'internal_error') return log.error('request.bug', fields, gw.cause ?? gw);
+  // An upstream's or a channel's failure says why in `cause`; a client's 4xx is explained by its code.
+  if (gw.status >= 500) log.warn('request.failed', { ...fields, cause: gw.cause === undefined ? undefined : errorText(gw.cause) });
+  else log.info('request.rejected', fields);
+}
+
+const pathOf = (url: string) => url.replace(/^[a-z]+:\/\/[^/]+/i, '').replace(/\?.*$/, '');
+
 /** `table` is read lazily (the app's route table is complete only after every plugin registered). */
-export const httpErrors = (opts: { table: () => RouteTable }) => {
+export const httpErrors = (opts: { table: () => RouteTable; log: Logger }) => {
   const plugin = new Elysia({ name: 'http-errors' })
     .onRequest(({ request, set }) => {
       const id = newRequestId();
@@ -94,8 +110,8 @@ export const httpErrors = (opts: { table: () => RouteTable }) => {
           : new GatewayError(404, 'route_not_found', `No route ${request.method} ${pathname}`, { type: 'invalid_request_error' });
       } else {
         gw = toGatewayError(error);
-        if (gw.status >= 500) console.error(`[${id}]`, (gw.cause as Error)?.stack ?? gw.cause ?? gw);
       }
+      logFailure(opts.log, request, gw, code === 'VALIDATION' || code === 'PARSE' || code === 'NOT_FOUND' ? gw : error);
       // Also on `set`, so later hooks (the access log) see the status actually sent.
       set.status = gw.status;
       return errorResponse(gw, surface, id);

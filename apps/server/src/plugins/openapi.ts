@@ -7,6 +7,7 @@
 import { Elysia } from 'elysia';
 import { toOpenAPISchema } from '@elysiajs/openapi';
 import { dirname, join } from 'node:path';
+import { finishDocument, type Doc } from './openapi-doc';
 
 const ASSETS: Record<string, string> = {
   'swagger-ui.css': 'text/css; charset=utf-8',
@@ -15,7 +16,7 @@ const ASSETS: Record<string, string> = {
 };
 const assetDir = dirname(Bun.resolveSync('swagger-ui-dist/package.json', import.meta.dir));
 
-/** Routes that need no credentials (API.md SPEC): everything else under /api/ needs a session or token. */
+/** Management routes that need no credentials: everything else under /api/ needs a session or token. */
 export const PUBLIC_API_ROUTES = new Set([
   'POST /api/user/login', 'POST /api/user/reset', 'POST /api/user/reset/request',
   'POST /api/providerA/webhook', 'POST /api/providerB/webhook', 'GET /api/hello',
@@ -38,21 +39,29 @@ window.ui = SwaggerUIBundle({ url: '/openapi/json', dom_id: '#swagger-ui', deepL
 </body>
 </html>`;
 
-type Doc = { paths?: Record<string, Record<string, any>>; [k: string]: unknown };
+/** Whether an operation needs no credentials (public management routes, /health). */
+const isPublic = (method: string, path: string) => !path.startsWith('/v1') &&
+  (PUBLIC_API_ROUTES.has(`${method.toUpperCase()} ${path.replace(/\{([^}]+)\}/g, ':$1').replace(/\/$/, '')}`) || !path.startsWith('/api/'));
 
-/** Adds security requirements: public routes none, the rest a session cookie or a bearer token. */
+/** Adds security requirements: public routes none, /v1 a relay key, the rest a session cookie or a bearer token. */
 function withSecurity(doc: Doc): Doc {
   for (const [path, ops] of Object.entries(doc.paths ?? {})) {
     for (const [method, op] of Object.entries(ops)) {
       if (typeof op !== 'object' || op === null) continue;
-      const key = `${method.toUpperCase()} ${path.replace(/\{([^}]+)\}/g, ':$1').replace(/\/$/, '')}`;
-      const publicRoute = PUBLIC_API_ROUTES.has(key) || !path.startsWith('/api/');
       if (path.startsWith('/v1')) op.security ??= [{ apiKey: [] }, { apiKeyHeader: [] }];
-      else op.security ??= publicRoute ? [] : [{ bearer: [] }, { cookie: [] }];
+      else op.security ??= isPublic(method, path) ? [] : [{ bearer: [] }, { cookie: [] }];
     }
   }
   return doc;
 }
+
+const DESCRIPTION = [
+  'One endpoint in front of many upstream LLM accounts. The model API (`/v1`) speaks Anthropic Messages;',
+  'the management API (`/api`) administers channels, users, keys, prices, top-ups and the ledger.',
+  'Every response carries a `request-id` header. Errors are one object with four strings (`message`, `type`,',
+  '`param`, `code`), wrapped per surface (see the ModelError and ApiError schemas). The full contract is in',
+  '`docs/api.md` in the repository.',
+].join(' ');
 
 export const openapiPlugin = (info: { title: string; version: string }) => {
   let cached: { routes: number; doc: Doc } | null = null;
@@ -74,18 +83,11 @@ export const openapiPlugin = (info: { title: string; version: string }) => {
         getGlobalDefinitions: () => (app as any).getGlobalDefinitions?.(),
       };
       const generated = toOpenAPISchema(view as any, undefined, undefined, undefined, '3.1.0' as any) as Doc;
+      const finished = finishDocument(generated, { ...info, description: DESCRIPTION }, isPublic);
       const doc = withSecurity({
-        openapi: '3.1.0',
-        info: { ...info, description: 'Management API (`/api/*`) and model API (`/v1/*`). Errors use the four-string error object of API.md.' },
-        tags: [
-          { name: 'session', description: 'Login, logout, the caller, management access tokens' },
-          { name: 'user', description: 'User administration (admin) and own profile' },
-          { name: 'token', description: 'Relay API keys (sk-…)' },
-          { name: 'channel', description: 'Upstream channels (admin)' },
-        ],
-        ...generated,
+        ...finished,
         components: {
-          ...(generated.components as object),
+          ...finished.components,
           securitySchemes: {
             bearer: { type: 'http', scheme: 'bearer', description: 'Management access token (gwm_…) from POST /api/user/access_token' },
             cookie: { type: 'apiKey', in: 'cookie', name: 'gw_session', description: 'Session cookie from POST /api/user/login' },

@@ -20,7 +20,7 @@ export const ledgerRoutes = (s: Services) =>
       return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
     }, {
       role: 'user', query: t.Object({ ...pageQuery, kind: kindQuery }),
-      response: envelope(page(LedgerEntryView)), detail: { tags, summary: "The caller's balance changes, newest first (paged; filter by kind)" },
+      response: envelope(page(LedgerEntryView)), detail: { tags, summary: 'Own ledger', description: 'The caller\'s balance changes, newest first (paged; filter by kind: topup, charge, refund, adjust).' },
     })
     .get('/', ({ query }) => {
       const p = query.p ?? 1;
@@ -29,7 +29,7 @@ export const ledgerRoutes = (s: Services) =>
       return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
     }, {
       role: 'admin', query: t.Object({ ...pageQuery, user_id: t.Optional(t.Integer({ minimum: 1 })), kind: kindQuery }),
-      response: envelope(page(LedgerEntryView)), detail: { tags, summary: 'Every balance change (admin; filter by user and kind)' },
+      response: envelope(page(LedgerEntryView)), detail: { tags, summary: 'All ledger entries', description: 'Every balance change of every user (admin; filter by user and kind). A balance is always the sum of its entries.' },
     })
     .post('/adjust', (ctx) => {
       const b = ctx.body;
@@ -44,5 +44,5 @@ export const ledgerRoutes = (s: Services) =>
         allow_negative: Type.Optional(Type.Boolean({ description: 'Allow a debit to take the balance below zero' })),
       }),
       response: envelope(t.Object({ entry: LedgerEntryView, balance: t.Integer() })),
-      detail: { tags, summary: 'Credit or debit a user by hand (admin: users of a lower role; root: anyone); kind adjust, ref adjust:<uuid>' },
+      detail: { tags, summary: 'Adjust a balance', description: 'Credits (positive) or debits (negative) a user by hand: admins on users of a lower role, root on anyone. Recorded as kind `adjust` with ref `adjust:<uuid>`.' },
     });

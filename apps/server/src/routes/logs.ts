@@ -56,11 +56,11 @@ export const logRoutes = (s: Services) => {
       role: 'admin',
       query: t.Object({ ...filters, ...adminWhere }),
       response: envelope(page(UsageLogView)),
-      detail: { tags: ['logs'], summary: 'All usage logs (filters: user_id, token_id, channel_id, model, status, time range)' },
+      detail: { tags: ['logs'], summary: 'All usage logs', description: 'Usage logs of every user (admin), newest first. Filters: user_id, token_id, channel_id, model, status and a time range.' },
     })
     .get('/self', (ctx) => list(s, ctx.query, false, caller(ctx).user.id), {
       role: 'user', query: t.Object(filters), response: envelope(page(UsageLogView)),
-      detail: { tags: ['logs'], summary: "The caller's own usage logs" },
+      detail: { tags: ['logs'], summary: 'Own usage logs', description: 'The caller\'s usage logs, newest first, without channel details.' },
     })
     .get('/stats', async ({ query }) => ok(await stats.stats(query)), {
       role: 'admin', query: queryOf(StatsQueryParams), response: envelope(StatsView),

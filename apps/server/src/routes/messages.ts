@@ -1,6 +1,6 @@
 /**
  * The model-facing API: POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models[/:id].
- * Check order (API.md): key (401, checked by the front door before anything reads the body) → version header
+ * Check order: key (401, checked by the front door before anything reads the body) → version header
  * (400, route `transform`) → JSON parse (400, raised by http-errors' beforeHandle) → body schema (400)
  * → key status/model/IP (401/403) and rate limit (429) → quota (402) → routing (404/503).
  */
@@ -15,7 +15,7 @@ import type { Services } from '../services';
 const versioned = { transform: ({ request }: { request: Request }) => { checkVersionHeader(request.headers); } };
 
 /**
- * The bodies are validated in the handlers, after the key and version checks (API.md's check order),
+ * The bodies are validated in the handlers, after the key and version checks (a bad key must answer 401 before a bad body answers 400),
  * so Elysia gets no `body` schema; the OpenAPI document gets the same TypeBox schemas here instead.
  */
 const versionHeader = {
@@ -66,18 +66,18 @@ export const messagesRoutes = (s: Services) =>
       const ip = clientIp(request, server);
       const { group } = s.relay.gate.authorize(relayKey, req.model, ip);
       return relayGuarded(s, relayKey, (signal, onSettled) => s.relay.relay.messages({ requestId: requestIdOf(request), body: req, headers: request.headers, key: relayKey, group, ip, startedAt, signal, onSettled }), request.signal);
-    }, { ...versioned, detail: { tags: ['model'], summary: 'Anthropic Messages (JSON or SSE with stream:true)', ...messagesDoc } as any })
+    }, { ...versioned, detail: { tags: ['model'], summary: 'Create a message', description: 'Anthropic Messages. Answers one JSON message, or with `stream: true` an SSE stream of Anthropic events. Checks, in order: 401 key, 400 version header, 400 JSON, 400 body schema, 401/403 key status, model and IP, 429 rate limit, 402 quota, 404 unknown model, 503 no healthy channel. Billed once, from the usage the upstream reports.', ...messagesDoc } as any })
     .post('/messages/count_tokens', ({ body, request, server, relayKey }) => {
       const req = validateCountTokensBody(body);
       const { group } = s.relay.gate.authorize(relayKey, req.model, clientIp(request, server));
       return s.relay.catalog.countTokens(req, group, request.headers);
-    }, { ...versioned, detail: { tags: ['model'], summary: 'Count input tokens (upstream when it can, else a local estimate); not billed', ...countDoc } as any })
+    }, { ...versioned, detail: { tags: ['model'], summary: 'Count input tokens', description: 'Counts the input tokens of a Messages body: upstream on Anthropic channels, else a local estimate (within about 25%). Not billed.', ...countDoc } as any })
     .get('/models', ({ request, server, relayKey, query }) => {
       const { group } = s.relay.gate.authorize(relayKey, null, clientIp(request, server));
       const limit = query.limit === undefined ? undefined : Number(query.limit);
       return s.relay.catalog.list(relayKey, group, { limit: Number.isFinite(limit) ? limit : undefined, after_id: query.after_id, before_id: query.before_id });
-    }, { detail: { tags: ['model'], summary: 'Models this key may use (Anthropic list shape)', responses: { 200: { description: 'A page of models', ...json(ModelPageSchema) }, 401: errorResponses[401] } } as any })
+    }, { detail: { tags: ['model'], summary: 'List models', description: 'The models this key may use (its allow-list intersected with what its group is served), in Anthropic\'s list shape, paged by `limit`, `after_id` and `before_id`.', responses: { 200: { description: 'A page of models', ...json(ModelPageSchema) }, 401: errorResponses[401] } } as any })
     .get('/models/:id', ({ request, server, relayKey, params }) => {
       const { group } = s.relay.gate.authorize(relayKey, null, clientIp(request, server));
       return s.relay.catalog.get(relayKey, group, params.id);
-    }, { detail: { tags: ['model'], summary: 'One model this key may use', responses: { 200: { description: 'The model', ...json(ModelInfoSchema) }, 401: errorResponses[401], 404: errorResponses[404] } } as any });
+    }, { detail: { tags: ['model'], summary: 'Get a model', description: 'One model this key may use; 404 otherwise.', responses: { 200: { description: 'The model', ...json(ModelInfoSchema) }, 401: errorResponses[401], 404: errorResponses[404] } } as any });

@@ -19,5 +19,5 @@ export const metricsRoutes = (s: Services) =>
     })
     .get('/metrics', () => new Response(s.metrics.registry.render(), { headers: { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' } }), {
       role: 'admin',
-      detail: { tags: ['system'], summary: 'Prometheus metrics (admin): HTTP, upstream attempts per channel, tokens and quota by model, channel status, queues' },
+      detail: { tags: ['system'], summary: 'Prometheus metrics', description: 'Prometheus text (admin): HTTP requests and durations per route, upstream attempts per channel, tokens and quota by model, channel status, settlement queue and live realtime sessions.' },
     });

@@ -15,7 +15,7 @@ export const passwordRoutes = (s: Services) =>
     }, {
       body: t.Object({ email: t.String({ minLength: 1, maxLength: 254 }) }),
       response: envelope(t.Null()),
-      detail: { tags: ['password'], summary: 'E-mail a single-use reset token; the answer is the same whether or not the address is registered' },
+      detail: { tags: ['password'], summary: 'Request a password reset', description: 'E-mails a single-use, expiring reset token. The answer is the same, in similar time, whether or not the address is registered. Limited per IP.' },
     })
     .post('/reset', async ({ body, request, server }) => {
       const r = await s.passwordReset.reset(body, clientIp(request, server));
@@ -27,7 +27,7 @@ export const passwordRoutes = (s: Services) =>
         password: t.Optional(t.String({ maxLength: 1024 })),
       }),
       response: envelope(t.Union([t.Null(), t.Object({ password: t.String({ description: 'The generated password, shown once' }) })])),
-      detail: { tags: ['password'], summary: 'Reset Password (SPEC): consume the e-mailed token; without `password` a generated one is returned. Ends all sessions and revokes all access tokens' },
+      detail: { tags: ['password'], summary: 'Reset Password', description: 'Consumes the e-mailed token and sets the password; without `password` a generated one is returned once. Ends every session and revokes every access token of the user.' },
     })
     .post('/password', async (ctx) => ok(await s.passwordChange.change(caller(ctx), ctx.body.current_password, ctx.body.new_password)), {
       role: 'user',
@@ -36,5 +36,5 @@ export const passwordRoutes = (s: Services) =>
         sessions_ended: t.Integer({ description: 'Login sessions ended (all but the caller’s own, when the caller uses one)' }),
         tokens_revoked: t.Integer({ description: 'Access tokens revoked (all but the one making the call, when the caller uses one)' }),
       })),
-      detail: { tags: ['password'], summary: 'Change the caller’s password; ends every other session and revokes every other access token' },
+      detail: { tags: ['password'], summary: 'Change password', description: 'Changes the caller\'s password (the current one is required). Ends every other session and revokes every other access token.' },
     });

@@ -1,21 +1,21 @@
 /**
  * GET /v1/realtime: the WebSocket relay. A plain `.get()` route that upgrades with Bun's own
- * `server.upgrade` (app.ws would re-serialise JSON frames, STACK-NOTES 4). Elysia's Bun server
+ * `server.upgrade` (app.ws would re-serialise JSON frames: big numbers lose digits). Elysia's Bun server
  * dispatches websocket events to `ws.data.open/message/drain/close`, so the handlers of each
  * session travel in the upgrade's `data` and frames reach them untouched.
  */
 import { Elysia } from 'elysia';
-import { GatewayError, errorResponse, toGatewayError } from '@gw/core';
+import { GatewayError, errorResponse, toGatewayError, type Logger } from '@gw/core';
 import type { Admission } from '@gw/realtime';
 import { clientIp } from '../plugins/client-ip';
-import { requestIdOf } from '../plugins/http-errors';
+import { logFailure, requestIdOf } from '../plugins/http-errors';
 
 /** What the route needs from the realtime service (Services.realtime). */
 export interface RealtimeAdmitter {
   admit(request: Request, ip: string): Admission;
 }
 
-export const realtimeRoutes = (realtime: RealtimeAdmitter) =>
+export const realtimeRoutes = (realtime: RealtimeAdmitter, log: Logger) =>
   new Elysia({ name: 'realtime' })
     .get('/v1/realtime', ({ request, server }) => {
       const requestId = requestIdOf(request);
@@ -24,7 +24,7 @@ export const realtimeRoutes = (realtime: RealtimeAdmitter) =>
         admission = realtime.admit(request, clientIp(request, server));
       } catch (e) {
         const err = toGatewayError(e);
-        if (err.status >= 500 && !(e instanceof GatewayError)) console.error(`[${requestId}]`, e);
+        logFailure(log, request, err, e);
         return errorResponse(err, 'v1', requestId);
       }
       const headers: Record<string, string> = { 'request-id': requestId, 'realtime-session-id': admission.sessionId };
@@ -33,4 +33,4 @@ export const realtimeRoutes = (realtime: RealtimeAdmitter) =>
       if (server?.upgrade(request, { headers, data: admission.handlers })) return;
       admission.abandon();
       return errorResponse(new GatewayError(400, 'websocket_upgrade_failed', 'The WebSocket upgrade failed', { param: 'upgrade' }), 'v1', requestId);
-    }, { detail: { tags: ['relay'], summary: 'OpenAI Realtime WebSocket relay (upgrade)' } });
+    }, { detail: { tags: ['realtime'], summary: 'Realtime session (WebSocket)', description: 'Upgrades to a WebSocket relayed byte for byte to an OpenAI-Realtime-compatible upstream; each response is metered. The key comes from `Authorization: Bearer` or the subprotocol `openai-insecure-api-key.<key>`. Failures before the upgrade are JSON errors.' } });

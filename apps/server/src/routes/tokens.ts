@@ -26,7 +26,7 @@ export const tokenRoutes = (s: Services) =>
         status: t.Optional(t.Integer({ minimum: 1, maximum: 2, error: 'status must be 1 or 2' })),
       }),
       response: envelope(page(ApiKeyView)),
-      detail: { tags, summary: "List the caller's API keys (admins: ?user_id=)" },
+      detail: { tags, summary: 'List API keys', description: 'The caller\'s relay API keys; admins pass `user_id` to see another user\'s.' },
     })
     .post('/', (ctx) => {
       const r = s.apiKeys.create(caller(ctx).user, ctx.body);
@@ -34,16 +34,16 @@ export const tokenRoutes = (s: Services) =>
     }, {
       role: 'user', body: ApiKeyCreate,
       response: envelope(t.Intersect([ApiKeyView, t.Object({ key: t.String({ description: 'The full sk-… key, shown only in this response' }) })])),
-      detail: { tags, summary: 'Create an API key; data.key is the full key, shown once' },
+      detail: { tags, summary: 'Create an API key', description: 'Creates a relay API key (`sk-…`) with optional model and IP allow-lists, expiry and budget. `data.key` is the full key, shown once.' },
     })
     .put('/', (ctx) => ok(s.apiKeys.update(caller(ctx).user, ctx.body)), {
       role: 'user', body: ApiKeyUpdate, response: envelope(ApiKeyView),
-      detail: { tags, summary: 'Update an API key (partial; status 1 enabled / 2 disabled)' },
+      detail: { tags, summary: 'Update an API key', description: 'Partial update by id (status 1 enabled, 2 disabled). A disabled key stops working at once, streams in flight included.' },
     })
     .get('/:id', (ctx) => ok(s.apiKeys.get(caller(ctx).user, ctx.params.id)), {
-      role: 'user', params: idParams, response: envelope(ApiKeyView), detail: { tags, summary: 'Get an API key (never the key itself)' },
+      role: 'user', params: idParams, response: envelope(ApiKeyView), detail: { tags, summary: 'Get an API key', description: 'One API key\'s settings and usage, never the key itself.' },
     })
     .delete('/:id', (ctx) => {
       s.apiKeys.delete(caller(ctx).user, ctx.params.id);
       return ok(null);
-    }, { role: 'user', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Delete an API key' } });
+    }, { role: 'user', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Delete an API key', description: 'Deletes the key; requests in flight with it end.' } });

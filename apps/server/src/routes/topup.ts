@@ -24,7 +24,7 @@ export const topupRoutes = (s: Services) =>
         provider: Type.String({ maxLength: 32, description: 'providerA (Stripe-compatible) or providerB (Creem-compatible)' }),
       }),
       response: envelope(TopupCreatedView),
-      detail: { tags, summary: 'Create a top-up order; answers the provider checkout URL to send the customer to' },
+      detail: { tags, summary: 'Create a top-up', description: 'Creates a pending order and a checkout at the chosen provider; answers the checkout URL to send the customer to. The balance is credited by the provider\'s signed webhook.' },
     })
     .get('/info', () => {
       const c = s.payments.config;
@@ -35,7 +35,7 @@ export const topupRoutes = (s: Services) =>
         currency: t.String(), min: t.Integer(), max: t.Integer(),
         quota_per_unit: t.Integer({ description: 'Quota units credited per minor unit paid' }), providers: t.Array(t.String()),
       })),
-      detail: { tags, summary: 'Top-up settings: currency, bounds, credit rate, configured providers' },
+      detail: { tags, summary: 'Top-up settings', description: 'Currency, minimum and maximum amounts, quota credited per minor unit, and the configured providers.' },
     })
     .get('/self', (ctx) => {
       const q = ctx.query;
@@ -43,7 +43,7 @@ export const topupRoutes = (s: Services) =>
       return ok({ ...r, items: r.items.map(toOrderView) });
     }, {
       role: 'user', query: t.Object({ ...pageQuery, status: statusQuery }),
-      response: envelope(page(TopupOrderView)), detail: { tags, summary: "The caller's top-up orders (paged)" },
+      response: envelope(page(TopupOrderView)), detail: { tags, summary: 'Own top-ups', description: 'The caller\'s top-up orders, newest first.' },
     })
     .get('/', ({ query: q }) => {
       const r = s.payments.topups.list({ userId: q.user_id, status: q.status, provider: q.provider, page: q.p ?? 1, pageSize: q.page_size ?? 20 });
@@ -51,12 +51,12 @@ export const topupRoutes = (s: Services) =>
     }, {
       role: 'admin',
       query: t.Object({ ...pageQuery, user_id: t.Optional(t.Integer({ minimum: 1 })), status: statusQuery, provider: t.Optional(t.String({ maxLength: 32 })) }),
-      response: envelope(page(TopupOrderView)), detail: { tags, summary: 'Every top-up order (admin; filter by user, status, provider)' },
+      response: envelope(page(TopupOrderView)), detail: { tags, summary: 'All top-ups', description: 'Every top-up order (admin; filter by user, status and provider).' },
     })
     .get('/:trade_no', (ctx) => {
       const me = caller(ctx).user;
       return ok(toOrderView(s.payments.topups.get(ctx.params.trade_no, { userId: me.id, isAdmin: me.role >= ROLE.admin })));
     }, {
       role: 'user', params: t.Object({ trade_no: t.String({ maxLength: 64 }) }),
-      response: envelope(TopupOrderView), detail: { tags, summary: 'One order (its owner or an admin)' },
+      response: envelope(TopupOrderView), detail: { tags, summary: 'Get a top-up', description: 'One order by trade number, for its owner or an admin.' },
     });

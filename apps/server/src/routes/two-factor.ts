@@ -15,32 +15,32 @@ export const twoFactorRoutes = (s: Services) =>
   new Elysia({ name: 'two-factor-routes', prefix: '/api/user' })
     .use(authPlugin(s))
     .get('/2fa/status', (ctx) => ok(s.twoFactor.status(caller(ctx).user.id)), {
-      role: 'user', response: envelope(Status), detail: { tags: ['2fa'], summary: 'Whether 2FA is on, and how many backup codes are left' },
+      role: 'user', response: envelope(Status), detail: { tags: ['2fa'], summary: '2FA status', description: 'Whether 2FA is on for the caller, and how many backup codes are left.' },
     })
     .post('/2fa/setup', (ctx) => ok(s.twoFactor.setup(caller(ctx).user.id)), {
       role: 'user',
       response: envelope(t.Object({ secret: t.String(), otpauth_uri: t.String(), qr: t.String({ description: 'String to render as a QR code (the otpauth URI)' }) })),
-      detail: { tags: ['2fa'], summary: 'Start 2FA setup: a new secret, not active until confirmed with /2fa/enable' },
+      detail: { tags: ['2fa'], summary: 'Start 2FA setup', description: 'Creates a new TOTP secret (URI and QR code). It is not active until confirmed with /api/user/2fa/enable.' },
     })
     .post('/2fa/enable', async (ctx) => ok(await s.twoFactor.enable(caller(ctx).user.id, ctx.body.code)), {
       role: 'user', body: CodeBody, response: envelope(BackupCodes),
-      detail: { tags: ['2fa'], summary: 'Confirm setup with a current code; turns 2FA on and returns 10 backup codes (shown once)' },
+      detail: { tags: ['2fa'], summary: 'Enable 2FA', description: 'Confirms the setup with a current code, turns 2FA on and returns 10 single-use backup codes, shown once.' },
     })
     .post('/2fa/disable', async (ctx) => {
       await s.twoFactor.disable(caller(ctx).user.id, ctx.body.code);
       return ok(null);
     }, {
       role: 'user', body: CodeBody, response: envelope(t.Null()),
-      detail: { tags: ['2fa'], summary: 'Disable 2FA (SPEC): a current TOTP code or an unused backup code' },
+      detail: { tags: ['2fa'], summary: 'Disable 2FA', description: 'Turns the caller\'s 2FA off, given a current TOTP code or an unused backup code.' },
     })
     .post('/2fa/backup_codes', async (ctx) => ok(await s.twoFactor.regenerateBackupCodes(caller(ctx).user.id, ctx.body.code)), {
       role: 'user', body: CodeBody, response: envelope(BackupCodes),
-      detail: { tags: ['2fa'], summary: 'Replace the backup codes (old ones stop working); needs a current TOTP code' },
+      detail: { tags: ['2fa'], summary: 'New backup codes', description: 'Replaces the backup codes (the old ones stop working); needs a current TOTP code. The new codes are shown once.' },
     })
     .post('/:id/2fa/reset', (ctx) => {
       s.twoFactor.adminReset(caller(ctx).user, ctx.params.id);
       return ok(null);
     }, {
       role: 'admin', params: t.Object({ id: t.Integer({ minimum: 1 }) }), response: envelope(t.Null()),
-      detail: { tags: ['2fa'], summary: 'Turn off 2FA of a user whose role is below the caller’s (lost authenticator)' },
+      detail: { tags: ['2fa'], summary: 'Reset a user\'s 2FA', description: 'Turns off the 2FA of a user whose role is below the caller\'s, for a lost authenticator. Nobody resets their own 2FA this way.' },
     });

@@ -14,7 +14,7 @@ export const userRoutes = (s: Services) =>
     .use(authPlugin(s))
     .put('/self', async (ctx) => ok(await s.userAdmin.updateSelf(caller(ctx).user, ctx.body)), {
       role: 'user', body: UserSelfUpdate, response: envelope(UserView),
-      detail: { tags, summary: "Update the caller's own display name and e-mail" },
+      detail: { tags, summary: 'Update own profile', description: 'Changes the caller\'s display name and e-mail. A new e-mail needs `current_password`, since that address receives password resets.' },
     })
     .get('/', ({ query }) => {
       const p = query.p ?? 1;
@@ -31,27 +31,27 @@ export const userRoutes = (s: Services) =>
         group: t.Optional(t.String({ maxLength: 64 })),
       }),
       response: envelope(page(UserView)),
-      detail: { tags, summary: 'List users (paged; filter by keyword, role, status, group)' },
+      detail: { tags, summary: 'List users', description: 'Pages of users (admin); filter by keyword, role, status and group.' },
     })
     .post('/', async (ctx) => ok(await s.userAdmin.create(caller(ctx).user, ctx.body)), {
       role: 'admin', body: UserCreate, response: envelope(UserView),
-      detail: { tags, summary: 'Create User (SPEC); 409 username_taken / email_taken; initial quota is credited through the ledger' },
+      detail: { tags, summary: 'Create User', description: 'Creates a user (admin: of a lower role than the caller). A taken username or e-mail is a 409 (username_taken, email_taken). An initial `quota` is credited as a ledger `adjust` entry.' },
     })
     .put('/', async (ctx) => ok(await s.userAdmin.update(caller(ctx).user, ctx.body)), {
       role: 'admin', body: UserUpdate, response: envelope(UserView),
-      detail: { tags, summary: 'Update a user (partial; quota is changed only through POST /api/ledger/adjust)' },
+      detail: { tags, summary: 'Update a user', description: 'Partial update by id. The balance is not changed here but through POST /api/ledger/adjust.' },
     })
     .get('/:id', ({ params }) => ok(s.userAdmin.get(params.id)), {
-      role: 'admin', params: idParams, response: envelope(UserView), detail: { tags, summary: 'Get a user' },
+      role: 'admin', params: idParams, response: envelope(UserView), detail: { tags, summary: 'Get a user', description: 'One user by id.' },
     })
     .delete('/:id', (ctx) => {
       s.userAdmin.delete(caller(ctx).user, ctx.params.id);
       return ok(null);
-    }, { role: 'admin', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Delete a user (never a root user)' } })
+    }, { role: 'admin', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Delete a user', description: 'Deletes a user of a lower role (never a root user); their keys stop working at once.' } })
     .post('/:id/enable', (ctx) => ok(s.userAdmin.setStatus(caller(ctx).user, ctx.params.id, 1)), {
-      role: 'admin', params: idParams, response: envelope(UserView), detail: { tags, summary: 'Enable a user' },
+      role: 'admin', params: idParams, response: envelope(UserView), detail: { tags, summary: 'Enable a user', description: 'Enables a disabled user.' },
     })
     .post('/:id/disable', (ctx) => ok(s.userAdmin.setStatus(caller(ctx).user, ctx.params.id, 2)), {
       role: 'admin', params: idParams, response: envelope(UserView),
-      detail: { tags, summary: 'Disable a user: their sessions end and their API keys stop working at once' },
+      detail: { tags, summary: 'Disable a user', description: 'Disables a user: their sessions end and their API keys stop working at once, streams in flight included.' },
     });

@@ -1,5 +1,5 @@
 /**
- * SPEC payment webhooks (no auth: the signature is the credential). The signature covers the raw
+ * Payment webhooks (no auth: the signature is the credential). The signature covers the raw
  * bytes: the front door's body reader (size cap and deadline of public routes) keeps them for us.
  */
 import { Elysia, t } from 'elysia';
@@ -22,15 +22,17 @@ export const webhookRoutes = (s: Services) => {
   };
   // The front door's reader keeps the bytes; this keeps Elysia from parsing them by content type.
   const parse = () => 'raw';
-  const detail = (name: string, scheme: string) => ({
+  const detail = (name: string, scheme: string, header: string) => ({
     tags: ['webhook'],
-    summary: `${name} Webhook (SPEC): ${scheme}. 400 on a missing body/signature, bad signature or stale timestamp (nothing changes); otherwise 200 with the outcome`,
+    parameters: [{ name: header, in: 'header' as const, required: true, schema: { type: 'string' as const }, description: 'Signature over the raw body' }],
+    summary: `${name} Webhook`,
+    description: `Payment callback signed with ${scheme}. A missing body or signature, a bad signature or a stale timestamp is a 400 and changes nothing; anything else is a 200 with \`data.outcome\` (credited, duplicate, mismatch:…, ignored, …).`,
   });
   return new Elysia({ name: 'webhook-routes', prefix: '/api' })
     .post('/providerA/webhook', ({ request }) => handle('providerA', request), {
-      parse, response: Result, detail: detail('providerA', 'Stripe-Signature t/v1 HMAC-SHA256 over `t.rawBody`, 300 s tolerance'),
+      parse, response: Result, detail: detail('providerA', 'Stripe-Signature t/v1 HMAC-SHA256 over `t.rawBody`, 300 s tolerance', 'stripe-signature'),
     })
     .post('/providerB/webhook', ({ request }) => handle('providerB', request), {
-      parse, response: Result, detail: detail('providerB', 'creem-signature hex HMAC-SHA256 over the raw body'),
+      parse, response: Result, detail: detail('providerB', 'creem-signature hex HMAC-SHA256 over the raw body', 'creem-signature'),
     });
 };

@@ -36,7 +36,7 @@ describe('MessagesRequestSchema', () => {
     expect([...check.Errors(body)]).toEqual([]);
   });
 
-  test('every object schema allows unknown fields (Elysia strips them otherwise, STACK-NOTES 2)', () => {
+  test('every object schema allows unknown fields (Elysia strips them otherwise, and a proxy must pass them on)', () => {
     const closed: string[] = [];
     const walk = (s: any, path: string) => {
       if (!s || typeof s !== 'object') return;

@@ -1,5 +1,5 @@
 /**
- * TypeBox schemas of the Anthropic Messages request (API.md, wire-protocols A2-A4). They validate what the
+ * TypeBox schemas of the Anthropic Messages request (Anthropic's wire format). They validate what the
  * gateway must understand and keep everything else: every object allows unknown fields, because a proxy
  * forwards fields it does not know. Field descriptions feed the OpenAPI document.
  */
@@ -136,7 +136,7 @@ const commonFields = {
 export const MessagesRequestSchema = Type.Object(
   {
     ...commonFields,
-    // Type.Integer is strict: "5" fails, unlike Elysia's t.Integer (STACK-NOTES 1).
+    // Type.Integer is strict: "5" fails, unlike Elysia's t.Integer, which coerces numeric strings.
     max_tokens: Type.Integer({ minimum: 1, description: 'Maximum output tokens (integer >= 1).' }),
     temperature: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: 'Sampling temperature, 0..1.' })),
     top_p: Type.Optional(Type.Number({ minimum: 0, maximum: 1, description: 'Nucleus sampling, 0..1.' })),

@@ -1,0 +1,165 @@
+/**
+ * What a real gateway process says at start-up about its root user and its database file, and the
+ * offline root password recovery command (`bun run --silent admin reset-root-password`).
+ */
+import { afterAll, describe, expect, test } from 'bun:test';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { callJson, loginToken, startGatewayProcess } from '../helpers/gateway-process';
+
+const ROOT = join(import.meta.dir, '..', '..');
+const base = mkdtempSync(join(tmpdir(), 'gw-startup-msg-'));
+const procs = new Set<Bun.Subprocess>();
+afterAll(() => {
+  for (const p of procs) p.kill(9);
+  rmSync(base, { recursive: true, force: true });
+});
+
+const envFor = (db: string, extra: Record<string, string | undefined> = {}) => ({ DATABASE_URL: `sqlite:${db}`, PORT: '0', HOST: '127.0.0.1', ROOT_PASSWORD: undefined, ...extra });
+
+/** Starts a gateway, reads stdout until it listens, stops it (SIGTERM); returns every line it printed. */
+async function startupLines(env: Record<string, string | undefined>): Promise<string[]> {
+  const p = Bun.spawn([process.execPath, 'run', 'apps/server/src/index.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe' });
+  procs.add(p);
+  let out = '';
+  const dec = new TextDecoder();
+  const reader = p.stdout.getReader();
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline && !/ listening url=/.test(out)) {
+    const { done, value } = await Promise.race([reader.read(), Bun.sleep(15_000).then(() => ({ done: true, value: undefined }))]);
+    if (done) break;
+    out += dec.decode(value);
+  }
+  p.kill(/ listening url=/.test(out) ? 'SIGTERM' : 'SIGKILL');
+  const err = new Response(p.stderr).text();
+  for (let r = await reader.read(); !r.done; r = await reader.read()) out += dec.decode(r.value);
+  await p.exited;
+  const lines = (out + '\n' + (await err)).split('\n').filter((l) => l.trim());
+  if (!lines.some((l) => l.includes(' listening url='))) throw new Error(`gateway did not start: ${lines.join('\n')}`);
+  return lines;
+}
+
+/** Runs a process to its end; returns exit code and output lines. */
+async function run(cmd: string[], env: Record<string, string | undefined> = {}, stdin?: string) {
+  const p = Bun.spawn(cmd, { cwd: ROOT, env: { ...process.env, ...env }, stdin: stdin === undefined ? 'ignore' : new TextEncoder().encode(stdin), stdout: 'pipe', stderr: 'pipe' });
+  procs.add(p);
+  const timer = setTimeout(() => p.kill(9), 20_000);
+  const [code, out, err] = await Promise.all([p.exited, new Response(p.stdout).text(), new Response(p.stderr).text()]);
+  clearTimeout(timer);
+  const split = (s: string) => s.split('\n').filter((l) => l.trim());
+  return { code, out: split(out), err: split(err) };
+}
+const admin = (args: string[], env: Record<string, string | undefined> = {}, stdin?: string) =>
+  run([process.execPath, 'run', '--silent', 'admin', ...args], { DATABASE_URL: undefined, ...env }, stdin);
+const gateway = (env: Record<string, string | undefined>) => run([process.execPath, 'run', 'apps/server/src/index.ts'], env);
+
+describe('the root user at start-up', () => {
+  test('a fresh database without ROOT_PASSWORD prints the generated password once', async () => {
+    const all = await startupLines(envFor(join(base, 'generated', 'gw.db')));
+    const created = all.filter((l) => / root\./.test(l));
+    expect(created).toHaveLength(1);
+    expect(created[0]).toMatch(/ info root\.created user=root password=\S{16,} msg=/);
+  });
+
+  const db = join(base, 'root', 'gw.db');
+  test('a fresh database with ROOT_PASSWORD says the root user was created with it, and prints no password', async () => {
+    const all = await startupLines(envFor(db, { ROOT_PASSWORD: 'chosen-root-pw-1' }));
+    const created = all.filter((l) => / root\./.test(l));
+    expect(created).toHaveLength(1);
+    expect(created[0]).toMatch(/ info root\.created user=root msg="root user 'root' created with the password from ROOT_PASSWORD"$/);
+    expect(all.join('\n')).not.toContain('chosen-root-pw-1');
+  });
+
+  test('ROOT_PASSWORD on an existing database is ignored, and start-up says so in one line without the secret', async () => {
+    const all = await startupLines(envFor(db, { ROOT_PASSWORD: 'another-root-pw-2' }));
+    const ignored = all.filter((l) => l.includes('ROOT_PASSWORD'));
+    expect(ignored).toHaveLength(1);
+    expect(ignored[0]).toMatch(/ warn root\.password_ignored .*ROOT_PASSWORD is ignored/);
+    expect(all.join('\n')).not.toContain('another-root-pw-2');
+    expect(all.some((l) => l.includes('root.created'))).toBe(false);
+  });
+});
+
+describe('reset-root-password', () => {
+  const db = join(base, 'reset', 'gw.db');
+  test('generates a password once, ends root sessions and tokens; refused while a gateway holds the database', async () => {
+    const g = await startGatewayProcess(envFor(db, { ROOT_PASSWORD: 'first-root-pw-1' }), procs);
+    const token = await loginToken(g.url, 'root', 'first-root-pw-1');
+    expect((await callJson(g.url, 'GET', '/api/user/self', undefined, token)).status).toBe(200);
+
+    const busy = await admin(['reset-root-password', '--database-url', `sqlite:${db}`]);
+    expect(busy.code).toBe(1);
+    expect(busy.err).toHaveLength(1);
+    expect(busy.err[0]).toMatch(/^reset-root-password failed: another gateway process \(pid \d+\) is using this database .*stop it, then run this again$/);
+    g.proc.kill('SIGTERM');
+    await g.proc.exited;
+
+    const r = await admin(['reset-root-password'], { DATABASE_URL: `sqlite:${db}` });
+    expect(r.code).toBe(0);
+    expect(r.out).toHaveLength(1);
+    const generated = /new password (\S+) \(shown once\); 1 session\(s\) ended, 1 access token\(s\) revoked$/.exec(r.out[0]!)?.[1];
+    expect(generated).toBeString();
+
+    const g2 = await startGatewayProcess(envFor(db), procs);
+    expect((await callJson(g2.url, 'GET', '/api/user/self', undefined, token)).status).toBe(401);
+    expect((await callJson(g2.url, 'POST', '/api/user/login', { username: 'root', password: 'first-root-pw-1' })).status).toBe(401);
+    const fresh = await loginToken(g2.url, 'root', generated!);
+    expect((await callJson(g2.url, 'GET', '/api/user/self', undefined, fresh)).body.data.username).toBe('root');
+    g2.proc.kill('SIGTERM');
+    await g2.proc.exited;
+
+    const fromStdin = await admin(['reset-root-password', '--database-url', `sqlite:${db}`, '--password-stdin'], {}, 'stdin-root-pw-3\n');
+    expect(fromStdin.code).toBe(0);
+    expect(fromStdin.out[0]).toMatch(/^root user 'root': password set from stdin; \d+ session\(s\) ended, 1 access token\(s\) revoked$/);
+    expect(fromStdin.out.join('\n')).not.toContain('stdin-root-pw-3');
+    const g3 = await startGatewayProcess(envFor(db), procs);
+    expect(await loginToken(g3.url, 'root', 'stdin-root-pw-3')).toStartWith('gwm_');
+    g3.proc.kill('SIGTERM');
+    await g3.proc.exited;
+  }, 60_000);
+
+  test('refuses a missing database (no empty one is created), a short password, and bad usage', async () => {
+    const missing = join(base, 'nowhere', 'gw.db');
+    const r = await admin(['reset-root-password', '--database-url', `sqlite:${missing}`]);
+    expect(r).toMatchObject({ code: 1, err: [`reset-root-password failed: no database at ${missing}`] });
+    expect(existsSync(missing)).toBe(false);
+    const short = await admin(['reset-root-password', '--database-url', `sqlite:${db}`, '--password-stdin'], {}, 'short\n');
+    expect(short.code).toBe(1);
+    expect(short.err[0]).toContain('8-128 characters');
+    expect((await admin(['frobnicate'])).code).toBe(2);
+  }, 30_000);
+});
+
+describe('DATABASE_URL that cannot be opened: one line naming the path and the cause', () => {
+  test('a folder', async () => {
+    const dir = join(base, 'a-folder');
+    mkdirSync(dir, { recursive: true });
+    const r = await gateway(envFor(dir));
+    expect(r.code).toBe(1);
+    expect(r.err).toEqual([`Configuration error: DATABASE_URL: cannot open database file ${dir}: is a directory`]);
+    // Nothing was written beside it before the refusal (the key file would be).
+    expect(existsSync(join(base, 'secret.key'))).toBe(false);
+  });
+
+  test('a parent that is a file', async () => {
+    const file = join(base, 'plain-file');
+    writeFileSync(file, 'x');
+    const r = await gateway(envFor(join(file, 'gw.db')));
+    expect(r.code).toBe(1);
+    expect(r.err).toEqual([`Configuration error: DATABASE_URL: cannot open database file ${join(file, 'gw.db')}: a parent is not a directory`]);
+  });
+
+  // Permissions do not apply to root: the process runs as nobody, when this test runs as root with setpriv.
+  const asNobody = process.getuid?.() === 0 && Bun.which('setpriv') !== null;
+  test.if(asNobody)('a folder this user cannot write', async () => {
+    const ro = join(base, 'read-only');
+    mkdirSync(ro, { recursive: true });
+    chmodSync(base, 0o755);
+    chmodSync(ro, 0o755);
+    const r = await run(['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, 'run', 'apps/server/src/index.ts'],
+      { ...envFor(join(ro, 'gw.db')), HOME: ro, BUN_INSTALL_CACHE_DIR: join(ro, '.cache') });
+    expect(r.code).toBe(1);
+    expect(r.err).toEqual([`Configuration error: DATABASE_URL: cannot open database file ${join(ro, 'gw.db')}: permission denied on folder ${ro}`]);
+  });
+});
