@@ -183,8 +183,8 @@ describe('OpenAPI UI', () => {
 });
 
 test('pricing and channel schemas document the cache-write tiers, the long-context tier and the header policy', () => {
-  const price = doc.paths['/api/pricing/'].put.requestBody.content['application/json'].schema.properties;
+  const price = inline(doc.paths['/api/pricing/'].put.requestBody.content['application/json'].schema).properties;
   for (const f of ['cache_write_1h', 'long_context_threshold', 'long_context']) expect(price[f]).toBeDefined();
-  const channel = doc.paths['/api/channel/'].post.requestBody.content['application/json'].schema.properties;
+  const channel = inline(doc.paths['/api/channel/'].post.requestBody.content['application/json'].schema).properties;
   expect(Object.keys(channel.header_policy.properties).sort()).toEqual(['allow_service_tier', 'beta_rewrite', 'beta_strip', 'forward_headers']);
 });

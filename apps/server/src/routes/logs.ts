@@ -64,18 +64,21 @@ export const logRoutes = (s: Services) => {
     })
     .get('/stats', async ({ query }) => ok(await stats.stats(query)), {
       role: 'admin', query: queryOf(StatsQueryParams), response: envelope(StatsView),
-      detail: { tags: ['logs'], summary: 'Usage statistics per day or hour, grouped by model, channel, key or user (latency percentiles within 4.5% + 1 ms)' },
+      detail: {
+        tags: ['logs'], summary: 'Usage statistics',
+        description: 'Per day or hour (tz_offset_minutes shifts the buckets), grouped by model, channel, key, user or none: requests, errors, tokens by kind, cost, and p50/p99 latency from a log-scale histogram (within 4.5% + 1 ms). Daily ranges under 400 days, hourly under 31 days, at most 50,000 rows. Computed on a worker thread.',
+      },
     })
     .get('/stats/self', async (ctx) => ok(await stats.stats(ctx.query, caller(ctx).user.id)), {
       role: 'user', query: queryOf(SelfStatsQuery), response: envelope(StatsView),
-      detail: { tags: ['logs'], summary: "Usage statistics of the caller's own requests" },
+      detail: { tags: ['logs'], summary: 'Own usage statistics', description: "The statistics of the caller's own requests (group_by model, key or none); same buckets and limits as GET /api/log/stats." },
     })
     .get('/export', ({ query }) => exportResponse(repo, query, true, query.user_id), {
       role: 'admin', query: t.Object({ ...where, ...adminWhere, ...format }),
-      detail: { tags: ['logs'], summary: `Export usage logs as CSV or JSON Lines. ${exportDoc}` },
+      detail: { tags: ['logs'], summary: 'Export usage logs', description: `CSV or JSON Lines, with the filters of GET /api/log/ and no paging. ${exportDoc}` },
     })
     .get('/export/self', (ctx) => exportResponse(repo, ctx.query, false, caller(ctx).user.id), {
       role: 'user', query: t.Object({ ...where, ...format }),
-      detail: { tags: ['logs'], summary: `Export the caller's own usage logs. ${exportDoc}` },
+      detail: { tags: ['logs'], summary: 'Export own usage logs', description: `The caller's own usage logs as CSV or JSON Lines, without channel details. ${exportDoc}` },
     });
 };

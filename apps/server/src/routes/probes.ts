@@ -7,7 +7,7 @@
 import { Elysia } from 'elysia';
 
 const ok = () => ({ status: 'ok' });
-const detail = (summary: string) => ({ detail: { tags: ['system'], summary, responses: { 200: { description: '{"status":"ok"}' } } } });
+const detail = (summary: string) => ({ detail: { tags: ['system'], summary, description: `${summary}. Answers 200 with an empty body to HEAD and {"status":"ok"} to GET; needs no credentials and reads no body.`, responses: { 200: { description: '{"status":"ok"}' } } } });
 
 export const probeRoutes = new Elysia({ name: 'probe-routes' })
   .get('/', ok, detail('Reachability probe of the base URL (HEAD or GET, no credentials)'))
