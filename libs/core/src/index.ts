@@ -10,3 +10,4 @@ export * from './json-pointer';
 export * from './read-capped';
 export * from './metrics';
 export * from './bounded-json';
+export * from './rate-limits';
