@@ -11,8 +11,9 @@ export interface Script {
   on(pipe: ChainableCommander, keys: string[], args: Array<string | number>): ChainableCommander;
 }
 
-export function defineScript(redis: Redis, name: string, numberOfKeys: number, lua: string): Script {
-  redis.defineCommand(name, { numberOfKeys, lua });
+/** `numberOfKeys` null: the call passes the key count as its first key argument (variable batches). */
+export function defineScript(redis: Redis, name: string, numberOfKeys: number | null, lua: string): Script {
+  redis.defineCommand(name, numberOfKeys === null ? { lua } : { numberOfKeys, lua });
   const call = (target: unknown, keys: string[], args: Array<string | number>) =>
     (target as Record<string, (...a: Array<string | number>) => unknown>)[name]!(...keys, ...args);
   const run = ((keys, args) => call(redis, keys, args) as Promise<unknown>) as Script;
