@@ -11,3 +11,4 @@ export * from './read-capped';
 export * from './metrics';
 export * from './bounded-json';
 export * from './rate-limits';
+export * from './leader';
