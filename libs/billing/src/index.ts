@@ -7,3 +7,4 @@ export * from './usage-guard';
 export * from './worst-case';
 export * from './holds/port';
 export { MemoryHoldStore } from './holds/memory';
+export { LiveHolds } from './holds/live-holds';

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import Redis from 'ioredis';
 import type { Mirror, MirrorLoader } from './port';
+import { LiveHolds } from './live-holds';
 import { RedisHoldStore } from './redis';
 import { privateRedis } from '../../../../tests/helpers/redis';
 
@@ -44,8 +45,12 @@ describe.skipIf(!hasServer)('RedisHoldStore after Redis lost its data', () => {
     expect(first.retryAfterMs).toBeGreaterThan(0);
     expect(first.retryAfterMs).toBeLessThanOrEqual(recoveryMs);
     await Bun.sleep(first.retryAfterMs + 20);
-    const live = await a.reserve({ userId: 1, amount: 50, ref: 'r1', leaseMs: 30_000 });
+    // A's request stays in flight; its renewal loop runs every lease/3 = 100 ms < recoveryMs.
+    const leaseMs = 300;
+    const live = await a.reserve({ userId: 1, amount: 50, ref: 'r1', leaseMs });
     if (!live.ok) throw new Error(`reserve failed: ${JSON.stringify(live)}`);
+    const renewals = new LiveHolds(a, leaseMs);
+    renewals.track(live.hold);
 
     const admin = connect();
     await admin.flushall();
@@ -55,11 +60,13 @@ describe.skipIf(!hasServer)('RedisHoldStore after Redis lost its data', () => {
     // Node B's mirror is gone. Loading the ledger's 100 now would admit 60 next to A's 50 in flight.
     const during = await b.reserve({ userId: 1, amount: 60, ref: 'r2', leaseMs: 30_000 });
     expect(during).toMatchObject({ ok: false, reason: 'unavailable' });
-    // A's renewal loop runs within the window and puts its live hold back.
-    expect(await a.renew([live.hold], 30_000)).toBe(1);
+    // Meanwhile A's renewal loop puts its live hold back, unprompted.
     await Bun.sleep(recoveryMs + 20);
     expect(await b.reserve({ userId: 1, amount: 60, ref: 'r2', leaseMs: 30_000 })).toEqual({ ok: false, reason: 'short', scope: 'user', available: 50, shortBy: 10 });
     expect((await b.reserve({ userId: 1, amount: 50, ref: 'r3', leaseMs: 30_000 })).ok).toBe(true);
     expect(await a.available({ userId: 1 })).toEqual({ user: 0, key: null });
+    renewals.close();
+    // No lease lapsed meanwhile: nothing in limbo.
+    expect(await b.expired()).toEqual([]);
   });
 });
