@@ -40,7 +40,7 @@ export interface RateLimits {
    */
   hit(key: string, opts: HitOptions): Promise<HitResult>;
   /** Forgets `key`'s window (e.g. after a successful login). */
-  reset(key: string, windowMs: number): Promise<void>;
+  reset(key: string): Promise<void>;
   /** A lease when fewer than `max` live leases exist under `key`, else null. */
   acquire(key: string, opts: AcquireOptions): Promise<Lease | null>;
   /**
