@@ -49,6 +49,9 @@ export function rateLimitsContract(f: RateLimitsFactory): void {
     expect((await rl.hit(b, opts(10))).ok).toBe(true);
     await rl.reset(a);
     expect(await rl.hit(a, opts(10))).toEqual({ ok: true, retryAfterMs: 0, remaining: 0 });
+    // Fractional costs round up; a window of 0 or NaN ms is 1 ms, never a division by zero.
+    expect((await rl.hit(uniq('frac'), { limit: 10, windowMs: w, cost: 1.5 })).remaining).toBe(8);
+    expect((await rl.hit(uniq('nan'), { limit: 10, windowMs: Number.NaN })).ok).toBe(true);
   });
 
   test('the previous window still counts, weighted by how much of it the sliding window covers', async () => {

@@ -54,6 +54,19 @@ export interface RateLimits {
   active(key: string): Promise<number>;
 }
 
+/** Whole, positive numbers whatever the caller passed (both implementations see the same values). */
+export function normalizeHit(opts: HitOptions): Required<HitOptions> {
+  return {
+    limit: Math.max(0, Math.floor(opts.limit) || 0),
+    windowMs: Math.max(1, Math.floor(opts.windowMs) || 1),
+    cost: Math.max(0, Math.ceil(opts.cost ?? 1) || 0),
+  };
+}
+
+export function normalizeAcquire(opts: AcquireOptions): AcquireOptions {
+  return { max: Math.max(0, Math.floor(opts.max) || 0), leaseMs: Math.max(1, Math.floor(opts.leaseMs) || 1) };
+}
+
 /** The two-window estimate shared by both implementations (the Redis script mirrors it). */
 export function windowEstimate(cur: number, prev: number, windowStart: number, windowMs: number, now: number): number {
   return cur + prev * (1 - (now - windowStart) / windowMs);
@@ -78,9 +91,10 @@ export class MemoryRateLimits implements RateLimits {
 
   constructor(private readonly now: () => number = Date.now, private readonly sweepEvery = 4096) {}
 
-  async hit(key: string, opts: HitOptions): Promise<HitResult> {
+  async hit(key: string, input: HitOptions): Promise<HitResult> {
     const t = this.tick();
-    const cost = opts.cost ?? 1;
+    const opts = normalizeHit(input);
+    const cost = opts.cost;
     const start = t - (t % opts.windowMs);
     const c = this.counters.get(key);
     let cur = 0;
@@ -103,8 +117,9 @@ export class MemoryRateLimits implements RateLimits {
     this.counters.delete(key);
   }
 
-  async acquire(key: string, opts: AcquireOptions): Promise<Lease | null> {
+  async acquire(key: string, input: AcquireOptions): Promise<Lease | null> {
     const t = this.tick();
+    const opts = normalizeAcquire(input);
     const held = this.live(key, t);
     if (held.size >= opts.max) return null;
     const id = `${t.toString(36)}-${(++this.seq).toString(36)}`;
@@ -117,7 +132,7 @@ export class MemoryRateLimits implements RateLimits {
     const t = this.tick();
     const held = this.live(lease.key, t);
     const had = held.has(lease.id);
-    held.set(lease.id, t + leaseMs);
+    held.set(lease.id, t + normalizeAcquire({ max: 0, leaseMs }).leaseMs);
     this.leases.set(lease.key, held);
     return had;
   }

@@ -58,6 +58,19 @@ export function holdStoreContract(f: HoldStoreFactory): void {
     expect(await store.reserve({ userId: id(), amount: 5, ref: ref(), leaseMs: LEASE })).toMatchObject({ ok: false, scope: 'user', available: 0, shortBy: 5 });
   });
 
+  test('amounts are taken as QuotaService takes them: fractions round up, NaN and negatives are 0', async () => {
+    const { ledger, store } = setup(f);
+    const u = id();
+    ledger.users.set(u, { balance: 10, version: 1 });
+    const r = await store.reserve({ userId: u, amount: 2.5, ref: ref(), leaseMs: LEASE });
+    if (!r.ok) throw new Error('reserve failed');
+    expect(r.hold.amount).toBe(3);
+    expect(await store.settle(r.hold, Number.NaN)).toBe(0);
+    expect(await store.settle(r.hold, -5)).toBe(0);
+    expect(await store.settle(r.hold, 1.2)).toBe(2);
+    expect(await store.available({ userId: u })).toEqual({ user: 8, key: null });
+  });
+
   test('a limited key is held atomically with its user', async () => {
     const { ledger, store } = setup(f);
     const [u, k] = [id(), id()];

@@ -1,4 +1,5 @@
-import { shortfall, type Hold, type HoldStore, type HoldTarget, type Mirror, type MirrorLoader, type ReserveRequest, type ReserveResult } from './port';
+import { safeCount } from '@gw/core';
+import { normalizeReserve, shortfall, type Hold, type HoldStore, type HoldTarget, type Mirror, type MirrorLoader, type ReserveRequest, type ReserveResult } from './port';
 
 interface Account {
   mirror: Mirror | null;
@@ -26,7 +27,8 @@ export class MemoryHoldStore implements HoldStore {
 
   constructor(private readonly load: MirrorLoader, private readonly now: () => number = Date.now) {}
 
-  async reserve(req: ReserveRequest): Promise<ReserveResult> {
+  async reserve(input: ReserveRequest): Promise<ReserveResult> {
+    const req = normalizeReserve(input);
     const keyId = req.keyId ?? null;
     if (this.holds.has(req.ref)) return { ok: true, hold: this.holds.get(req.ref)!.hold };
     if (!this.mirrored(req.userId, keyId)) await this.loadMirrors(req.userId, keyId);
@@ -47,7 +49,8 @@ export class MemoryHoldStore implements HoldStore {
     return { ok: true, hold };
   }
 
-  async settle(hold: Hold, cost: number): Promise<number | null> {
+  async settle(hold: Hold, input: number): Promise<number | null> {
+    const cost = safeCount(input);
     const e = this.holds.get(hold.ref);
     if (!e) return null;
     const amount = e.hold.amount;

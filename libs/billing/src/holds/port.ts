@@ -1,3 +1,5 @@
+import { safeCount } from '@gw/core';
+
 /**
  * Quota admission as a port. The ledger (SQLite or PostgreSQL) is the truth; a HoldStore keeps a
  * mirror of each balance plus the holds of requests in flight, and admits a request only while
@@ -77,6 +79,11 @@ export interface HoldStore {
   available(target: HoldTarget): Promise<{ user: number | null; key: number | null }>;
   /** Moves holds whose lease lapsed to limbo (still counted) and lists everything in limbo. */
   expired(): Promise<Hold[]>;
+}
+
+/** Amounts and costs as QuotaService takes them (safeCount: whole, non-negative, at most 2^53 − 1). */
+export function normalizeReserve(req: ReserveRequest): ReserveRequest {
+  return { ...req, amount: safeCount(req.amount), leaseMs: Math.max(1, Math.floor(req.leaseMs) || 1) };
 }
 
 /** QuotaService's refusal rule, shared so both stores decide alike. */

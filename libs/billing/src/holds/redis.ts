@@ -1,6 +1,7 @@
+import { safeCount } from '@gw/core';
 import type { Redis } from 'ioredis';
 import { defineScript, type Script } from '@gw/core/redis/script';
-import { shortfall, type Hold, type HoldStore, type HoldTarget, type Mirror, type MirrorLoader, type ReserveRequest, type ReserveResult } from './port';
+import { normalizeReserve, shortfall, type Hold, type HoldStore, type HoldTarget, type Mirror, type MirrorLoader, type ReserveRequest, type ReserveResult } from './port';
 import * as lua from './redis-lua';
 
 export interface RedisHoldStoreOptions {
@@ -54,7 +55,8 @@ export class RedisHoldStore implements HoldStore {
     return `${this.prefix}{holds}:users`;
   }
 
-  async reserve(req: ReserveRequest): Promise<ReserveResult> {
+  async reserve(input: ReserveRequest): Promise<ReserveResult> {
+    const req = normalizeReserve(input);
     const keyId = req.keyId ?? null;
     const keys = [this.user(req.userId, 'acct'), this.user(req.userId, 'holds'), this.user(req.userId, 'leases'), this.keyHash(req.userId, keyId)];
     for (let attempt = 0; ; attempt++) {
@@ -77,7 +79,8 @@ export class RedisHoldStore implements HoldStore {
     }
   }
 
-  async settle(hold: Hold, cost: number): Promise<number | null> {
+  async settle(hold: Hold, input: number): Promise<number | null> {
+    const cost = safeCount(input);
     const keys = [this.user(hold.userId, 'acct'), this.user(hold.userId, 'holds'), this.keyHash(hold.userId, hold.keyId)];
     const charged = Number(await this.s.settle(keys, [hold.ref, cost]));
     if (charged < 0) return null;

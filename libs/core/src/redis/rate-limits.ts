@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
-import type { AcquireOptions, HitOptions, HitResult, Lease, RateLimits } from '../rate-limits';
+import { normalizeAcquire, normalizeHit, type AcquireOptions, type HitOptions, type HitResult, type Lease, type RateLimits } from '../rate-limits';
 import { defineScript, LUA_NOW, type Script } from './script';
 
 /**
@@ -79,8 +79,9 @@ export class RedisRateLimits implements RateLimits {
     return `${this.prefix}{cc:${key}}`;
   }
 
-  async hit(key: string, opts: HitOptions): Promise<HitResult> {
-    const [ok, retryAfterMs, remaining] = (await this.hitScript([this.rateKey(key)], [opts.limit, opts.windowMs, opts.cost ?? 1])) as number[];
+  async hit(key: string, input: HitOptions): Promise<HitResult> {
+    const opts = normalizeHit(input);
+    const [ok, retryAfterMs, remaining] = (await this.hitScript([this.rateKey(key)], [opts.limit, opts.windowMs, opts.cost])) as number[];
     return { ok: ok === 1, retryAfterMs: retryAfterMs!, remaining: remaining! };
   }
 
@@ -88,14 +89,15 @@ export class RedisRateLimits implements RateLimits {
     await this.redis.unlink(this.rateKey(key));
   }
 
-  async acquire(key: string, opts: AcquireOptions): Promise<Lease | null> {
+  async acquire(key: string, input: AcquireOptions): Promise<Lease | null> {
+    const opts = normalizeAcquire(input);
     const id = randomUUID();
     const got = await this.acquireScript([this.leaseKey(key)], [opts.max, opts.leaseMs, id]);
     return got === 1 ? { key, id } : null;
   }
 
   async renew(lease: Lease, leaseMs: number): Promise<boolean> {
-    return (await this.renewScript([this.leaseKey(lease.key)], [leaseMs, lease.id])) === 1;
+    return (await this.renewScript([this.leaseKey(lease.key)], [normalizeAcquire({ max: 0, leaseMs }).leaseMs, lease.id])) === 1;
   }
 
   async release(lease: Lease): Promise<void> {
