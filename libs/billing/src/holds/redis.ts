@@ -60,10 +60,11 @@ export class RedisHoldStore implements HoldStore {
     const keyId = req.keyId ?? null;
     const keys = [this.user(req.userId, 'acct'), this.user(req.userId, 'holds'), this.user(req.userId, 'leases'), this.keyHash(req.userId, keyId)];
     for (let attempt = 0; ; attempt++) {
-      const pipe = this.redis.pipeline();
-      this.s.touch.on(pipe, [this.index], [req.userId, req.leaseMs]);
-      this.s.reserve.on(pipe, keys, [req.ref, req.amount, req.leaseMs, keyId ?? '']);
-      const r = results(await pipe.exec())[1] as number[];
+      // Written back to back on one connection: one round trip, in this order.
+      const [, r] = (await Promise.all([
+        this.s.touch([this.index], [req.userId, req.leaseMs]),
+        this.s.reserve(keys, [req.ref, req.amount, req.leaseMs, keyId ?? '']),
+      ])) as [unknown, number[]];
       if (r[0] === 1) return { ok: true, hold: { ref: req.ref, userId: req.userId, keyId, amount: r[1]! } };
       const scope = r[1] === 1 ? 'user' : 'key';
       if (r[0] === 0) return { ok: false, reason: 'short', scope, available: Math.max(0, r[2]!), shortBy: shortfall(req.amount, r[2]!)! };
