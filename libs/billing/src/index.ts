@@ -8,3 +8,6 @@ export * from './worst-case';
 export * from './usage-stats';
 export * from './usage-export';
 export * from './tiers';
+export * from './holds/port';
+export { MemoryHoldStore } from './holds/memory';
+export { LiveHolds } from './holds/live-holds';

@@ -12,3 +12,5 @@ export * from './metrics';
 export * from './bounded-json';
 export * from './log';
 export * from './path-problem';
+export * from './rate-limits';
+export * from './leader';

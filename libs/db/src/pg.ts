@@ -6,4 +6,5 @@
 export * as pgSchema from './schema-pg';
 export { openPostgres, PG_MIGRATIONS_DIR, type OpenPostgresOptions, type PgDb, type PgHandle, type PgSql } from './pg/client';
 export { applyPgMigrations } from './pg/migrate';
+export { PgAdvisoryLeader, leaderLockKey, type PgLeaderOptions } from './pg/leader';
 export { copyOrder, CopyError, copySqliteToPostgres, type CopyOptions } from './copy';

@@ -1,0 +1,175 @@
+/**
+ * The HoldStore contract, run against every implementation. A "cluster" is one shared store seen
+ * by several nodes (for Redis: separate connections); the loader plays the ledger.
+ */
+import { expect, test } from 'bun:test';
+import type { HoldStore, Mirror, MirrorLoader } from './port';
+
+export interface HoldStoreFactory {
+  cluster(load: MirrorLoader): { node(): HoldStore };
+}
+
+/** A ledger double: balances by user and limited key, counting loads. */
+class Ledger {
+  readonly users = new Map<number, Mirror>();
+  readonly keys = new Map<number, Mirror>();
+  loads = 0;
+  readonly load: MirrorLoader = async (userId, keyId) => {
+    this.loads++;
+    await Bun.sleep(1);
+    return { user: this.users.get(userId) ?? null, key: keyId === null ? null : (this.keys.get(keyId) ?? null) };
+  };
+}
+
+let seq = 1000 + Math.floor(Math.random() * 1_000_000);
+const id = () => ++seq;
+const ref = () => `req-${id()}`;
+const LEASE = 30_000;
+
+function setup(f: HoldStoreFactory) {
+  const ledger = new Ledger();
+  const c = f.cluster(ledger.load);
+  return { ledger, store: c.node(), node: () => c.node() };
+}
+
+export function holdStoreContract(f: HoldStoreFactory): void {
+  test('a missing mirror is loaded once, then admissions are checked against balance − held', async () => {
+    const { ledger, store } = setup(f);
+    const u = id();
+    ledger.users.set(u, { balance: 100, version: 1 });
+    const a = await store.reserve({ userId: u, amount: 60, ref: ref(), leaseMs: LEASE });
+    expect(a.ok).toBe(true);
+    expect(ledger.loads).toBe(1);
+    const b = await store.reserve({ userId: u, amount: 50, ref: ref(), leaseMs: LEASE });
+    expect(b).toEqual({ ok: false, reason: 'short', scope: 'user', available: 40, shortBy: 10 });
+    expect(await store.available({ userId: u })).toEqual({ user: 40, key: null });
+    if (!a.ok) throw new Error('reserve failed');
+    await store.release(a.hold);
+    await store.release(a.hold);
+    expect((await store.reserve({ userId: u, amount: 50, ref: ref(), leaseMs: LEASE })).ok).toBe(true);
+    expect(ledger.loads).toBe(1);
+  });
+
+  test('refuses like QuotaService: nothing available refuses even a zero amount; unknown users have nothing', async () => {
+    const { ledger, store } = setup(f);
+    const u = id();
+    ledger.users.set(u, { balance: 0, version: 1 });
+    expect(await store.reserve({ userId: u, amount: 0, ref: ref(), leaseMs: LEASE })).toMatchObject({ ok: false, scope: 'user', available: 0 });
+    expect(await store.reserve({ userId: id(), amount: 5, ref: ref(), leaseMs: LEASE })).toMatchObject({ ok: false, scope: 'user', available: 0, shortBy: 5 });
+  });
+
+  test('amounts are taken as QuotaService takes them: fractions round up, NaN and negatives are 0', async () => {
+    const { ledger, store } = setup(f);
+    const u = id();
+    ledger.users.set(u, { balance: 10, version: 1 });
+    const r = await store.reserve({ userId: u, amount: 2.5, ref: ref(), leaseMs: LEASE });
+    if (!r.ok) throw new Error('reserve failed');
+    expect(r.hold.amount).toBe(3);
+    expect(await store.settle(r.hold, Number.NaN)).toBe(0);
+    expect(await store.settle(r.hold, -5)).toBe(0);
+    expect(await store.settle(r.hold, 1.2)).toBe(2);
+    expect(await store.available({ userId: u })).toEqual({ user: 8, key: null });
+  });
+
+  test('a limited key is held atomically with its user', async () => {
+    const { ledger, store } = setup(f);
+    const [u, k] = [id(), id()];
+    ledger.users.set(u, { balance: 1000, version: 1 });
+    ledger.keys.set(k, { balance: 30, version: 1 });
+    expect(await store.reserve({ userId: u, keyId: k, amount: 40, ref: ref(), leaseMs: LEASE })).toEqual({ ok: false, reason: 'short', scope: 'key', available: 30, shortBy: 10 });
+    // The refused key reservation held nothing on the user either.
+    expect(await store.available({ userId: u, keyId: k })).toEqual({ user: 1000, key: 30 });
+    const ok = await store.reserve({ userId: u, keyId: k, amount: 30, ref: ref(), leaseMs: LEASE });
+    expect(ok.ok).toBe(true);
+    expect(await store.available({ userId: u, keyId: k })).toEqual({ user: 970, key: 0 });
+    expect((await store.reserve({ userId: u, keyId: k, amount: 1, ref: ref(), leaseMs: LEASE })).ok).toBe(false);
+    expect((await store.reserve({ userId: u, amount: 900, ref: ref(), leaseMs: LEASE })).ok).toBe(true);
+  });
+
+  test('mirrors are only replaced by newer versions', async () => {
+    const { store } = setup(f);
+    const u = id();
+    expect(await store.applyBalance({ userId: u }, { balance: 200, version: 5 })).toBe(true);
+    expect(await store.applyBalance({ userId: u }, { balance: 999, version: 4 })).toBe(false);
+    expect(await store.applyBalance({ userId: u }, { balance: 999, version: 5 })).toBe(false);
+    expect(await store.available({ userId: u })).toEqual({ user: 200, key: null });
+    expect(await store.applyBalance({ userId: u }, { balance: 150, version: 6 })).toBe(true);
+    expect(await store.available({ userId: u })).toEqual({ user: 150, key: null });
+  });
+
+  test('settle turns the hold into the charge, capped at hold + what is left; release installs the post-commit balance in the same step', async () => {
+    const { ledger, store } = setup(f);
+    const [u, k] = [id(), id()];
+    ledger.users.set(u, { balance: 100, version: 1 });
+    ledger.keys.set(k, { balance: 100, version: 1 });
+    const a = await store.reserve({ userId: u, keyId: k, amount: 10, ref: ref(), leaseMs: LEASE });
+    const b = await store.reserve({ userId: u, amount: 85, ref: ref(), leaseMs: LEASE });
+    if (!a.ok || !b.ok) throw new Error('reserve failed');
+    // Upstream reported more than reserved: only 100 − 95 = 5 more can be charged.
+    expect(await store.settle(a.hold, 50)).toBe(15);
+    expect(a.hold.amount).toBe(15);
+    expect(await store.available({ userId: u, keyId: k })).toEqual({ user: 0, key: 85 });
+    expect(await store.settle(b.hold, 20)).toBe(20);
+    expect(await store.available({ userId: u })).toMatchObject({ user: 65 });
+    // The ledger commits a's 15 (version 2): dropping the hold and installing 85 happen together.
+    await store.release(a.hold, { user: { balance: 85, version: 2 }, key: { balance: 85, version: 2 } });
+    expect(await store.available({ userId: u, keyId: k })).toEqual({ user: 65, key: 85 });
+    await store.release(a.hold, { user: { balance: 85, version: 2 } });
+    expect(await store.available({ userId: u, keyId: k })).toEqual({ user: 65, key: 85 });
+    expect(await store.settle(a.hold, 1)).toBeNull();
+    await store.release(b.hold, { user: { balance: 65, version: 3 } });
+    expect(await store.available({ userId: u })).toEqual({ user: 65, key: null });
+  });
+
+  test('a lapsed lease moves to limbo and still counts until released; renewed leases stay out of limbo', async () => {
+    const { ledger, store } = setup(f);
+    const u = id();
+    ledger.users.set(u, { balance: 100, version: 1 });
+    const dead = await store.reserve({ userId: u, amount: 60, ref: ref(), leaseMs: 150 });
+    const live = await store.reserve({ userId: u, amount: 10, ref: ref(), leaseMs: 150 });
+    if (!dead.ok || !live.ok) throw new Error('reserve failed');
+    for (let i = 0; i < 5; i++) {
+      await Bun.sleep(60);
+      expect(await store.renew([live.hold], 150)).toBe(0);
+    }
+    const limbo = await store.expired();
+    expect(limbo.filter((h) => h.userId === u)).toEqual([{ ref: dead.hold.ref, userId: u, keyId: null, amount: 60 }]);
+    expect((await store.reserve({ userId: u, amount: 31, ref: ref(), leaseMs: LEASE })).ok).toBe(false);
+    // The reconciler found the request unbilled: releasing with the ledger's truth frees it.
+    await store.release(limbo.find((h) => h.userId === u)!, { user: { balance: 100, version: 1 } });
+    expect((await store.expired()).filter((h) => h.userId === u)).toEqual([]);
+    expect((await store.reserve({ userId: u, amount: 90, ref: ref(), leaseMs: LEASE })).ok).toBe(true);
+    await store.release(live.hold);
+  });
+
+  test('renew registers a hold the store no longer has (lost data), and it counts again', async () => {
+    const { ledger, store } = setup(f);
+    const [u, k] = [id(), id()];
+    ledger.users.set(u, { balance: 100, version: 1 });
+    ledger.keys.set(k, { balance: 50, version: 1 });
+    const r = await store.reserve({ userId: u, keyId: k, amount: 40, ref: ref(), leaseMs: LEASE });
+    if (!r.ok) throw new Error('reserve failed');
+    await store.release(r.hold);
+    expect(await store.renew([r.hold], LEASE)).toBe(1);
+    expect(await store.available({ userId: u, keyId: k })).toEqual({ user: 60, key: 10 });
+    expect(await store.renew([r.hold], LEASE)).toBe(0);
+    expect(await store.available({ userId: u, keyId: k })).toEqual({ user: 60, key: 10 });
+  });
+
+  test('300 concurrent reserves from three nodes for a balance funding exactly 100: exactly 100 pass', async () => {
+    const { ledger, node } = setup(f);
+    const [u, k] = [id(), id()];
+    ledger.users.set(u, { balance: 700, version: 1 });
+    const nodes = [node(), node(), node()];
+    const results = await Promise.all(Array.from({ length: 300 }, (_, i) => nodes[i % 3]!.reserve({ userId: u, amount: 7, ref: ref(), leaseMs: LEASE })));
+    expect(results.filter((r) => r.ok).length).toBe(100);
+    expect(await nodes[1]!.available({ userId: u })).toEqual({ user: 0, key: null });
+    // The same through a limited key funding 100 of a larger balance.
+    const u2 = id();
+    ledger.users.set(u2, { balance: 10_000, version: 1 });
+    ledger.keys.set(k, { balance: 700, version: 1 });
+    const viaKey = await Promise.all(Array.from({ length: 300 }, (_, i) => nodes[i % 3]!.reserve({ userId: u2, keyId: k, amount: 7, ref: ref(), leaseMs: LEASE })));
+    expect(viaKey.filter((r) => r.ok).length).toBe(100);
+    expect(await nodes[2]!.available({ userId: u2, keyId: k })).toEqual({ user: 9_300, key: 0 });
+  });
+}

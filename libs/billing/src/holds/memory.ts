@@ -1,0 +1,148 @@
+import { safeCount } from '@gw/core';
+import { normalizeReserve, shortfall, type Hold, type HoldStore, type HoldTarget, type Mirror, type MirrorLoader, type ReserveRequest, type ReserveResult } from './port';
+
+interface Account {
+  mirror: Mirror | null;
+  held: number;
+}
+
+interface Entry {
+  hold: Hold;
+  expiresAt: number;
+  limbo: boolean;
+}
+
+/**
+ * The single-node HoldStore: the same numbers as QuotaService's reservations (held per user and
+ * per limited key, refusal when amount > available or available ≤ 0, charge capped at the hold
+ * plus what is left), with leases and limbo so it behaves like the Redis store. Nothing here can
+ * be lost short of the process itself, so it never answers `unavailable`.
+ */
+export class MemoryHoldStore implements HoldStore {
+  private readonly users = new Map<number, Account>();
+  private readonly keys = new Map<number, Account>();
+  private readonly holds = new Map<string, Entry>();
+  /** One load per missing mirror at a time, like one script round trip would be. */
+  private readonly loading = new Map<string, Promise<void>>();
+
+  constructor(private readonly load: MirrorLoader, private readonly now: () => number = Date.now) {}
+
+  async reserve(input: ReserveRequest): Promise<ReserveResult> {
+    const req = normalizeReserve(input);
+    const keyId = req.keyId ?? null;
+    if (this.holds.has(req.ref)) return { ok: true, hold: this.holds.get(req.ref)!.hold };
+    if (!this.mirrored(req.userId, keyId)) await this.loadMirrors(req.userId, keyId);
+    const user = this.account(this.users, req.userId);
+    const userAvail = user.mirror ? user.mirror.balance - user.held : 0;
+    const userShort = shortfall(req.amount, userAvail);
+    if (userShort !== null) return { ok: false, reason: 'short', scope: 'user', available: Math.max(0, userAvail), shortBy: userShort };
+    const key = keyId === null ? null : this.account(this.keys, keyId);
+    if (key) {
+      const keyAvail = key.mirror ? key.mirror.balance - key.held : 0;
+      const keyShort = shortfall(req.amount, keyAvail);
+      if (keyShort !== null) return { ok: false, reason: 'short', scope: 'key', available: Math.max(0, keyAvail), shortBy: keyShort };
+      key.held += req.amount;
+    }
+    user.held += req.amount;
+    const hold: Hold = { ref: req.ref, userId: req.userId, keyId, amount: req.amount };
+    this.holds.set(req.ref, { hold, expiresAt: this.now() + req.leaseMs, limbo: false });
+    return { ok: true, hold };
+  }
+
+  async settle(hold: Hold, input: number): Promise<number | null> {
+    const cost = safeCount(input);
+    const e = this.holds.get(hold.ref);
+    if (!e) return null;
+    const amount = e.hold.amount;
+    const user = this.account(this.users, hold.userId);
+    let cap = amount + Math.max(0, (user.mirror?.balance ?? 0) - user.held);
+    const key = hold.keyId === null ? null : this.account(this.keys, hold.keyId);
+    if (key?.mirror) cap = Math.min(cap, amount + Math.max(0, key.mirror.balance - key.held));
+    const charged = Math.min(cost, cap);
+    user.held += charged - amount;
+    if (key) key.held += charged - amount;
+    e.hold.amount = charged;
+    hold.amount = charged;
+    return charged;
+  }
+
+  async release(hold: Hold, after?: { user?: Mirror; key?: Mirror }): Promise<void> {
+    const e = this.holds.get(hold.ref);
+    if (e) {
+      this.holds.delete(hold.ref);
+      this.account(this.users, hold.userId).held -= e.hold.amount;
+      if (hold.keyId !== null) this.account(this.keys, hold.keyId).held -= e.hold.amount;
+    }
+    if (after?.user) install(this.account(this.users, hold.userId), after.user);
+    if (after?.key && hold.keyId !== null) install(this.account(this.keys, hold.keyId), after.key);
+  }
+
+  async renew(holds: Hold[], leaseMs: number): Promise<number> {
+    const t = this.now();
+    let registered = 0;
+    for (const hold of holds) {
+      const e = this.holds.get(hold.ref);
+      if (e) {
+        e.expiresAt = t + leaseMs;
+        e.limbo = false;
+        continue;
+      }
+      this.holds.set(hold.ref, { hold: { ...hold }, expiresAt: t + leaseMs, limbo: false });
+      this.account(this.users, hold.userId).held += hold.amount;
+      if (hold.keyId !== null) this.account(this.keys, hold.keyId).held += hold.amount;
+      registered++;
+    }
+    return registered;
+  }
+
+  async applyBalance(target: HoldTarget, mirror: Mirror): Promise<boolean> {
+    const acct = target.keyId == null ? this.account(this.users, target.userId) : this.account(this.keys, target.keyId);
+    return install(acct, mirror);
+  }
+
+  async available(target: HoldTarget): Promise<{ user: number | null; key: number | null }> {
+    const avail = (a: Account | undefined) => (a?.mirror ? a.mirror.balance - a.held : null);
+    return { user: avail(this.users.get(target.userId)), key: target.keyId == null ? null : avail(this.keys.get(target.keyId)) };
+  }
+
+  async expired(): Promise<Hold[]> {
+    const t = this.now();
+    const out: Hold[] = [];
+    for (const e of this.holds.values()) {
+      if (!e.limbo && e.expiresAt <= t) e.limbo = true;
+      if (e.limbo) out.push({ ...e.hold });
+    }
+    return out;
+  }
+
+  private mirrored(userId: number, keyId: number | null): boolean {
+    return !!this.users.get(userId)?.mirror && (keyId === null || !!this.keys.get(keyId)?.mirror);
+  }
+
+  private loadMirrors(userId: number, keyId: number | null): Promise<void> {
+    const id = `${userId}:${keyId}`;
+    let p = this.loading.get(id);
+    if (!p) {
+      p = this.load(userId, keyId)
+        .then((m) => {
+          if (m.user) install(this.account(this.users, userId), m.user);
+          if (m.key && keyId !== null) install(this.account(this.keys, keyId), m.key);
+        })
+        .finally(() => this.loading.delete(id));
+      this.loading.set(id, p);
+    }
+    return p;
+  }
+
+  private account(m: Map<number, Account>, id: number): Account {
+    let a = m.get(id);
+    if (!a) m.set(id, (a = { mirror: null, held: 0 }));
+    return a;
+  }
+}
+
+function install(a: Account, m: Mirror): boolean {
+  if (a.mirror && a.mirror.version >= m.version) return false;
+  a.mirror = { ...m };
+  return true;
+}

@@ -1,0 +1,92 @@
+import { safeCount } from '@gw/core';
+
+/**
+ * Quota admission as a port. The ledger (SQLite or PostgreSQL) is the truth; a HoldStore keeps a
+ * mirror of each balance plus the holds of requests in flight, and admits a request only while
+ * `balance − held ≥ amount` for the user and, for a limited key, for the key. In-process
+ * (`MemoryHoldStore`, one node) and Redis (`RedisHoldStore`, every node) run one contract suite.
+ *
+ * Lifecycle of a hold: reserve → (renew every lease/3 while the request runs) → settle(cost) once
+ * the cost is known (the hold becomes the charge, capped like today's QuotaService) → the ledger
+ * commits → release(hold, mirror after the commit), which drops the hold and installs the new
+ * balance in one step, so the money is never counted twice nor zero times. A hold whose lease
+ * lapses (its node died) moves to limbo, still counted, until the reconciler settles it and
+ * releases it with the ledger's truth.
+ */
+
+/** A balance as of a ledger version; a mirror is only ever replaced by a newer one. */
+export interface Mirror {
+  balance: number;
+  version: number;
+}
+
+export interface Hold {
+  readonly ref: string;
+  readonly userId: number;
+  /** A limited key's id (its remaining quota is held too), else null. */
+  readonly keyId: number | null;
+  /** What the hold counts now: the reservation, then the settled charge. */
+  amount: number;
+}
+
+export interface ReserveRequest {
+  userId: number;
+  /** Only for keys with a quota limit; unlimited keys are not mirrored. */
+  keyId?: number | null;
+  amount: number;
+  /** The request id: unique per request, also the ledger's idempotency key. */
+  ref: string;
+  leaseMs: number;
+}
+
+export type ReserveResult =
+  | { ok: true; hold: Hold }
+  | { ok: false; reason: 'short'; scope: 'user' | 'key'; available: number; shortBy: number }
+  /** The store cannot vouch for its holds yet (Redis lost its data; nodes are re-registering). */
+  | { ok: false; reason: 'unavailable'; retryAfterMs: number };
+
+/** Reads the ledger's truth for a missing mirror; null = no such user / key (nothing to spend). */
+export type MirrorLoader = (userId: number, keyId: number | null) => Promise<{ user: Mirror | null; key: Mirror | null }>;
+
+export interface HoldTarget {
+  userId: number;
+  keyId?: number | null;
+}
+
+export interface HoldStore {
+  /**
+   * Admits and records a hold, atomically for the user and the key. A missing mirror is loaded
+   * with the loader, installed if still absent or older, and the reservation retried once.
+   * Refuses like QuotaService: when `amount > available` or `available ≤ 0`.
+   */
+  reserve(req: ReserveRequest): Promise<ReserveResult>;
+  /**
+   * Turns the hold into the final charge and returns it: `cost`, capped at the hold plus what the
+   * user (and key) can still spend besides, so a non-negative balance stays non-negative. null
+   * when the store does not know the hold (already released).
+   */
+  settle(hold: Hold, cost: number): Promise<number | null>;
+  /**
+   * Drops the hold (also from limbo) and, in the same step, installs the mirrors read after the
+   * commit that consumed it (each only if newer). Idempotent. The reconciler drops limbo holds so.
+   */
+  release(hold: Hold, after?: { user?: Mirror; key?: Mirror }): Promise<void>;
+  /** Extends the leases; a hold the store lost (data loss) is registered again. Returns how many were. */
+  renew(holds: Hold[], leaseMs: number): Promise<number>;
+  /** Installs a mirror if the store has none or an older one (other ledger writers, after commit). */
+  applyBalance(target: HoldTarget, mirror: Mirror): Promise<boolean>;
+  /** balance − held for the user and the key; null where no mirror is installed. */
+  available(target: HoldTarget): Promise<{ user: number | null; key: number | null }>;
+  /** Moves holds whose lease lapsed to limbo (still counted) and lists everything in limbo. */
+  expired(): Promise<Hold[]>;
+}
+
+/** Amounts and costs as QuotaService takes them (safeCount: whole, non-negative, at most 2^53 − 1). */
+export function normalizeReserve(req: ReserveRequest): ReserveRequest {
+  return { ...req, amount: safeCount(req.amount), leaseMs: Math.max(1, Math.floor(req.leaseMs) || 1) };
+}
+
+/** QuotaService's refusal rule, shared so both stores decide alike. */
+export function shortfall(amount: number, available: number): number | null {
+  return amount > available || available <= 0 ? Math.max(1, amount - available) : null;
+}

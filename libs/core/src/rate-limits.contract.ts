@@ -1,0 +1,127 @@
+/**
+ * The RateLimits contract, run against every implementation. `node()` returns a limiter the way
+ * another gateway node would see the same store (for Redis: a new connection), so the concurrency
+ * cases exercise atomicity across nodes. Clocks are real: the Redis scripts read the server's.
+ */
+import { expect, test } from 'bun:test';
+import type { RateLimits } from './rate-limits';
+
+export interface RateLimitsFactory {
+  node(): RateLimits;
+}
+
+let n = 0;
+const uniq = (what: string) => `${what}-${process.pid}-${++n}-${Math.random().toString(36).slice(2, 8)}`;
+
+/** Sleeps until just after a window boundary, so a burst does not straddle two windows. */
+async function alignToWindow(windowMs: number, slackMs = 30): Promise<void> {
+  const into = Date.now() % windowMs;
+  await Bun.sleep(windowMs - into + slackMs);
+}
+
+export function rateLimitsContract(f: RateLimitsFactory): void {
+  test('allows `limit` hits per window, then refuses with the time left in the window', async () => {
+    const rl = f.node();
+    const key = uniq('burst');
+    const w = 2_000;
+    await alignToWindow(w);
+    const results = [];
+    for (let i = 0; i < 6; i++) results.push(await rl.hit(key, { limit: 5, windowMs: w }));
+    expect(results.map((r) => r.ok)).toEqual([true, true, true, true, true, false]);
+    expect(results.map((r) => r.remaining)).toEqual([4, 3, 2, 1, 0, 0]);
+    expect(results[0]!.retryAfterMs).toBe(0);
+    expect(results[5]!.retryAfterMs).toBeGreaterThan(w / 2);
+    expect(results[5]!.retryAfterMs).toBeLessThanOrEqual(w);
+  });
+
+  test('cost counts units; a refused hit is not counted; keys are independent; reset forgets', async () => {
+    const rl = f.node();
+    const [a, b] = [uniq('cost'), uniq('cost')];
+    const w = 60_000;
+    if (Date.now() % w > w - 3_000) await alignToWindow(w);
+    const opts = (cost: number) => ({ limit: 10, windowMs: w, cost });
+    expect((await rl.hit(a, opts(4))).remaining).toBe(6);
+    expect((await rl.hit(a, opts(4))).remaining).toBe(2);
+    const refused = await rl.hit(a, opts(4));
+    expect(refused.ok).toBe(false);
+    expect(refused.remaining).toBe(2);
+    expect(await rl.hit(a, opts(2))).toEqual({ ok: true, retryAfterMs: 0, remaining: 0 });
+    expect((await rl.hit(b, opts(10))).ok).toBe(true);
+    await rl.reset(a);
+    expect(await rl.hit(a, opts(10))).toEqual({ ok: true, retryAfterMs: 0, remaining: 0 });
+    // Fractional costs round up; a window of 0 or NaN ms is 1 ms, never a division by zero.
+    expect((await rl.hit(uniq('frac'), { limit: 10, windowMs: w, cost: 1.5 })).remaining).toBe(8);
+    expect((await rl.hit(uniq('nan'), { limit: 10, windowMs: Number.NaN })).ok).toBe(true);
+  });
+
+  test('the previous window still counts, weighted by how much of it the sliding window covers', async () => {
+    const rl = f.node();
+    const key = uniq('slide');
+    const w = 1_000;
+    await alignToWindow(w);
+    expect((await rl.hit(key, { limit: 100, windowMs: w, cost: 100 })).ok).toBe(true);
+    // Halfway into the next window about half of the previous one's 100 still counts.
+    await alignToWindow(w, w / 2);
+    const mid = await rl.hit(key, { limit: 100, windowMs: w });
+    expect(mid.ok).toBe(true);
+    expect(mid.remaining).toBeGreaterThanOrEqual(100 - 70 - 1);
+    expect(mid.remaining).toBeLessThanOrEqual(100 - 30 - 1);
+    // Two windows later nothing of it is left.
+    await alignToWindow(w);
+    await alignToWindow(w, 10);
+    expect((await rl.hit(key, { limit: 100, windowMs: w })).remaining).toBe(99);
+  });
+
+  test('concurrent hits from three nodes: exactly `limit` pass', async () => {
+    const nodes = [f.node(), f.node(), f.node()];
+    const key = uniq('race');
+    const w = 60_000;
+    if (Date.now() % w > w - 3_000) await alignToWindow(w);
+    const results = await Promise.all(Array.from({ length: 90 }, (_, i) => nodes[i % 3]!.hit(key, { limit: 30, windowMs: w })));
+    expect(results.filter((r) => r.ok).length).toBe(30);
+  });
+
+  test('leases: at most `max` live, release frees a slot (idempotently), expiry frees it too', async () => {
+    const rl = f.node();
+    const key = uniq('lease');
+    const a = await rl.acquire(key, { max: 2, leaseMs: 10_000 });
+    const b = await rl.acquire(key, { max: 2, leaseMs: 300 });
+    expect(a).not.toBeNull();
+    expect(b).not.toBeNull();
+    expect(await rl.acquire(key, { max: 2, leaseMs: 10_000 })).toBeNull();
+    expect(await rl.active(key)).toBe(2);
+    await rl.release(a!);
+    await rl.release(a!);
+    expect(await rl.active(key)).toBe(1);
+    const c = await rl.acquire(key, { max: 2, leaseMs: 10_000 });
+    expect(c).not.toBeNull();
+    // b's holder never renews (a dead node): its slot comes back after the lease.
+    await Bun.sleep(400);
+    expect(await rl.active(key)).toBe(1);
+    expect(await rl.acquire(key, { max: 2, leaseMs: 10_000 })).not.toBeNull();
+  });
+
+  test('renew keeps a lease alive past its lease time; renewing an expired one counts it again', async () => {
+    const rl = f.node();
+    const key = uniq('renew');
+    const lease = (await rl.acquire(key, { max: 1, leaseMs: 200 }))!;
+    for (let i = 0; i < 5; i++) {
+      await Bun.sleep(80);
+      expect(await rl.renew(lease, 200)).toBe(true);
+    }
+    expect(await rl.acquire(key, { max: 1, leaseMs: 200 })).toBeNull();
+    await Bun.sleep(300);
+    expect(await rl.active(key)).toBe(0);
+    expect(await rl.renew(lease, 10_000)).toBe(false);
+    expect(await rl.active(key)).toBe(1);
+    expect(await rl.acquire(key, { max: 1, leaseMs: 200 })).toBeNull();
+  });
+
+  test('concurrent acquires from three nodes: exactly `max` leases', async () => {
+    const nodes = [f.node(), f.node(), f.node()];
+    const key = uniq('slots');
+    const got = await Promise.all(Array.from({ length: 30 }, (_, i) => nodes[i % 3]!.acquire(key, { max: 5, leaseMs: 10_000 })));
+    expect(got.filter(Boolean).length).toBe(5);
+    expect(new Set(got.filter(Boolean).map((l) => l!.id)).size).toBe(5);
+  });
+}

@@ -1,0 +1,171 @@
+/**
+ * Rate and concurrency limits as a port: one in-process implementation (SQLite mode, a single
+ * node) and one on Redis (`@gw/core/redis/rate-limits`, shared by every node). Both run the same
+ * contract suite, so a limit means the same thing in either mode.
+ */
+
+export interface HitOptions {
+  /** Most units allowed per window. */
+  limit: number;
+  windowMs: number;
+  /** Units this hit uses (requests: 1; tokens: the count). Default 1. */
+  cost?: number;
+}
+
+export interface HitResult {
+  ok: boolean;
+  /** 0 when ok; otherwise the ms until the current window ends (at least 1). */
+  retryAfterMs: number;
+  /** Units still allowed in the window after this hit. */
+  remaining: number;
+}
+
+export interface AcquireOptions {
+  /** Most leases held at once under the key. */
+  max: number;
+  /** A lease not renewed for this long stops counting (its holder is presumed dead). */
+  leaseMs: number;
+}
+
+export interface Lease {
+  readonly key: string;
+  readonly id: string;
+}
+
+export interface RateLimits {
+  /**
+   * Sliding-window limit, approximated with two fixed windows aligned to multiples of `windowMs`:
+   * estimate = current + previous × (share of the previous window still inside the sliding one).
+   * The hit passes when floor(estimate) + cost ≤ limit, and is then counted; a refused hit is not.
+   */
+  hit(key: string, opts: HitOptions): Promise<HitResult>;
+  /** Forgets `key`'s window (e.g. after a successful login). */
+  reset(key: string): Promise<void>;
+  /** A lease when fewer than `max` live leases exist under `key`, else null. */
+  acquire(key: string, opts: AcquireOptions): Promise<Lease | null>;
+  /**
+   * Extends a live lease. A lease that had already expired is counted again (its holder is alive
+   * after all, so the count must say so, even above `max`); returns false in that case.
+   */
+  renew(lease: Lease, leaseMs: number): Promise<boolean>;
+  /** Gives the lease back; idempotent. */
+  release(lease: Lease): Promise<void>;
+  /** Live leases under `key`. */
+  active(key: string): Promise<number>;
+}
+
+/** Whole, positive numbers whatever the caller passed (both implementations see the same values). */
+export function normalizeHit(opts: HitOptions): Required<HitOptions> {
+  return {
+    limit: Math.max(0, Math.floor(opts.limit) || 0),
+    windowMs: Math.max(1, Math.floor(opts.windowMs) || 1),
+    cost: Math.max(0, Math.ceil(opts.cost ?? 1) || 0),
+  };
+}
+
+export function normalizeAcquire(opts: AcquireOptions): AcquireOptions {
+  return { max: Math.max(0, Math.floor(opts.max) || 0), leaseMs: Math.max(1, Math.floor(opts.leaseMs) || 1) };
+}
+
+/** The two-window estimate shared by both implementations (the Redis script mirrors it). */
+export function windowEstimate(cur: number, prev: number, windowStart: number, windowMs: number, now: number): number {
+  return cur + prev * (1 - (now - windowStart) / windowMs);
+}
+
+interface Counter {
+  start: number;
+  cur: number;
+  prev: number;
+  windowMs: number;
+}
+
+/**
+ * In-process limits. Memory stays bounded: every `sweepEvery` calls, counters idle for two windows
+ * and expired leases are dropped.
+ */
+export class MemoryRateLimits implements RateLimits {
+  private readonly counters = new Map<string, Counter>();
+  private readonly leases = new Map<string, Map<string, number>>();
+  private calls = 0;
+  private seq = 0;
+
+  constructor(private readonly now: () => number = Date.now, private readonly sweepEvery = 4096) {}
+
+  async hit(key: string, input: HitOptions): Promise<HitResult> {
+    const t = this.tick();
+    const opts = normalizeHit(input);
+    const cost = opts.cost;
+    const start = t - (t % opts.windowMs);
+    const c = this.counters.get(key);
+    let cur = 0;
+    let prev = 0;
+    if (c && c.windowMs === opts.windowMs) {
+      if (c.start === start) [cur, prev] = [c.cur, c.prev];
+      else if (c.start === start - opts.windowMs) prev = c.cur;
+    }
+    const used = Math.floor(windowEstimate(cur, prev, start, opts.windowMs, t));
+    if (used + cost > opts.limit) {
+      // The refused hit still rolls the window forward so the stored state stays current.
+      this.counters.set(key, { start, cur, prev, windowMs: opts.windowMs });
+      return { ok: false, retryAfterMs: Math.max(1, start + opts.windowMs - t), remaining: Math.max(0, opts.limit - used) };
+    }
+    this.counters.set(key, { start, cur: cur + cost, prev, windowMs: opts.windowMs });
+    return { ok: true, retryAfterMs: 0, remaining: Math.max(0, opts.limit - used - cost) };
+  }
+
+  async reset(key: string): Promise<void> {
+    this.counters.delete(key);
+  }
+
+  async acquire(key: string, input: AcquireOptions): Promise<Lease | null> {
+    const t = this.tick();
+    const opts = normalizeAcquire(input);
+    const held = this.live(key, t);
+    if (held.size >= opts.max) return null;
+    const id = `${t.toString(36)}-${(++this.seq).toString(36)}`;
+    held.set(id, t + opts.leaseMs);
+    this.leases.set(key, held);
+    return { key, id };
+  }
+
+  async renew(lease: Lease, leaseMs: number): Promise<boolean> {
+    const t = this.tick();
+    const held = this.live(lease.key, t);
+    const had = held.has(lease.id);
+    held.set(lease.id, t + normalizeAcquire({ max: 0, leaseMs }).leaseMs);
+    this.leases.set(lease.key, held);
+    return had;
+  }
+
+  async release(lease: Lease): Promise<void> {
+    const held = this.leases.get(lease.key);
+    if (!held) return;
+    held.delete(lease.id);
+    if (!held.size) this.leases.delete(lease.key);
+  }
+
+  async active(key: string): Promise<number> {
+    return this.live(key, this.now()).size;
+  }
+
+  /** The key's leases with the expired ones removed. */
+  private live(key: string, t: number): Map<string, number> {
+    const held = this.leases.get(key) ?? new Map<string, number>();
+    for (const [id, exp] of held) if (exp <= t) held.delete(id);
+    return held;
+  }
+
+  private tick(): number {
+    const t = this.now();
+    if (++this.calls % this.sweepEvery === 0) this.sweep(t);
+    return t;
+  }
+
+  private sweep(t: number): void {
+    for (const [k, c] of this.counters) if (c.start + 2 * c.windowMs <= t) this.counters.delete(k);
+    for (const [k, held] of this.leases) {
+      for (const [id, exp] of held) if (exp <= t) held.delete(id);
+      if (!held.size) this.leases.delete(k);
+    }
+  }
+}

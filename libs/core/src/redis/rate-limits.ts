@@ -1,0 +1,110 @@
+import type { Redis } from 'ioredis';
+import { randomUUID } from 'node:crypto';
+import { normalizeAcquire, normalizeHit, type AcquireOptions, type HitOptions, type HitResult, type Lease, type RateLimits } from '../rate-limits';
+import { defineScript, LUA_NOW, type Script } from './script';
+
+/**
+ * The window state is one hash {s: window start, c: current, p: previous, w: window length}; the
+ * estimate is MemoryRateLimits' (`windowEstimate`). A refused hit changes nothing.
+ */
+const HIT = `${LUA_NOW}
+local limit, win, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local start = now - (now % win)
+local v = redis.call('HMGET', KEYS[1], 's', 'c', 'p', 'w')
+local cur, prev = 0, 0
+if v[4] and tonumber(v[4]) == win then
+  local s = tonumber(v[1])
+  if s == start then cur = tonumber(v[2]); prev = tonumber(v[3])
+  elseif s == start - win then prev = tonumber(v[2]) end
+end
+local used = math.floor(cur + prev * (1 - (now - start) / win))
+if used + cost > limit then
+  return {0, math.max(1, start + win - now), math.max(0, limit - used)}
+end
+redis.call('HSET', KEYS[1], 's', start, 'c', cur + cost, 'p', prev, 'w', win)
+redis.call('PEXPIRE', KEYS[1], 2 * win)
+return {1, 0, math.max(0, limit - used - cost)}
+`;
+
+/** Leases are a sorted set member → expiry; the set itself expires with its last lease. */
+const LEASE_PRUNE = `${LUA_NOW}
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local function keep()
+  local top = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  if top[2] then redis.call('PEXPIREAT', KEYS[1], top[2]) end
+end
+`;
+
+const ACQUIRE = `${LEASE_PRUNE}
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+keep()
+return 1
+`;
+
+const RENEW = `${LEASE_PRUNE}
+local had = redis.call('ZSCORE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[2])
+keep()
+if had then return 1 end
+return 0
+`;
+
+const ACTIVE = `${LUA_NOW}
+return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+`;
+
+/**
+ * Limits shared by every node through Redis: one script per operation, one key per limit, each
+ * key hash-tagged (`{rl:…}`, `{cc:…}`) so the same code runs on a Redis Cluster.
+ */
+export class RedisRateLimits implements RateLimits {
+  private readonly hitScript: Script;
+  private readonly acquireScript: Script;
+  private readonly renewScript: Script;
+  private readonly activeScript: Script;
+
+  constructor(private readonly redis: Redis, private readonly prefix = 'gw:') {
+    this.hitScript = defineScript(redis, 'gwRateHit', 1, HIT);
+    this.acquireScript = defineScript(redis, 'gwLeaseAcquire', 1, ACQUIRE);
+    this.renewScript = defineScript(redis, 'gwLeaseRenew', 1, RENEW);
+    this.activeScript = defineScript(redis, 'gwLeaseActive', 1, ACTIVE);
+  }
+
+  private rateKey(key: string): string {
+    return `${this.prefix}{rl:${key}}`;
+  }
+
+  private leaseKey(key: string): string {
+    return `${this.prefix}{cc:${key}}`;
+  }
+
+  async hit(key: string, input: HitOptions): Promise<HitResult> {
+    const opts = normalizeHit(input);
+    const [ok, retryAfterMs, remaining] = (await this.hitScript([this.rateKey(key)], [opts.limit, opts.windowMs, opts.cost])) as number[];
+    return { ok: ok === 1, retryAfterMs: retryAfterMs!, remaining: remaining! };
+  }
+
+  async reset(key: string): Promise<void> {
+    await this.redis.unlink(this.rateKey(key));
+  }
+
+  async acquire(key: string, input: AcquireOptions): Promise<Lease | null> {
+    const opts = normalizeAcquire(input);
+    const id = randomUUID();
+    const got = await this.acquireScript([this.leaseKey(key)], [opts.max, opts.leaseMs, id]);
+    return got === 1 ? { key, id } : null;
+  }
+
+  async renew(lease: Lease, leaseMs: number): Promise<boolean> {
+    return (await this.renewScript([this.leaseKey(lease.key)], [normalizeAcquire({ max: 0, leaseMs }).leaseMs, lease.id])) === 1;
+  }
+
+  async release(lease: Lease): Promise<void> {
+    await this.redis.zrem(this.leaseKey(lease.key), lease.id);
+  }
+
+  async active(key: string): Promise<number> {
+    return Number(await this.activeScript([this.leaseKey(key)], []));
+  }
+}

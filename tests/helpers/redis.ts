@@ -1,0 +1,82 @@
+/**
+ * Redis for tests: one server (GW_TEST_REDIS, default the local one), a fresh key prefix per test
+ * file so parallel runs never see each other's keys, and the prefix's keys deleted at the end. A
+ * test that must FLUSHALL starts its own private server (`privateRedis`) instead of wiping the
+ * shared one.
+ */
+import Redis from 'ioredis';
+
+export const REDIS_TEST_URL = process.env.GW_TEST_REDIS ?? 'redis://127.0.0.1:6379';
+
+/** A connection that fails fast instead of queueing forever when the server is away. */
+export function redisClient(url = REDIS_TEST_URL): Redis {
+  return new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 2, connectTimeout: 3000 });
+}
+
+/** True when PING answers within 3 s. */
+export async function redisReachable(url = REDIS_TEST_URL): Promise<boolean> {
+  const r = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 3000, retryStrategy: () => null });
+  r.on('error', () => {}); // the rejected connect() says it already
+  try {
+    await r.connect();
+    return (await r.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    r.disconnect();
+  }
+}
+
+/** Resolves once per file: the probe result, with one line explaining a skip. */
+export async function requireRedis(what: string): Promise<boolean> {
+  const ok = await redisReachable();
+  if (!ok) console.warn(`SKIPPED ${what}: Redis is unreachable at ${REDIS_TEST_URL} (run scripts/ci-services.sh or set GW_TEST_REDIS)`);
+  return ok;
+}
+
+/** A key prefix no other run uses (no braces: the hash tag must be the implementation's). */
+export function freshPrefix(name: string): string {
+  return `gwtest:${name}:${process.pid}:${Math.random().toString(36).slice(2, 10)}:`;
+}
+
+/** Deletes every key under `prefix` (SCAN, never KEYS or FLUSHALL: the server is shared). */
+export async function dropPrefix(prefix: string, url = REDIS_TEST_URL): Promise<number> {
+  const r = redisClient(url);
+  let deleted = 0;
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await r.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) deleted += await r.unlink(...keys);
+    } while (cursor !== '0');
+  } finally {
+    r.disconnect();
+  }
+  return deleted;
+}
+
+/** A throwaway redis-server on a free loopback port (no persistence), for FLUSHALL/restart tests. */
+export async function privateRedis(): Promise<{ url: string; stop: () => Promise<void> }> {
+  const port = freePort();
+  const proc = Bun.spawn(['redis-server', '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdout: 'ignore',
+    stderr: 'ignore',
+  });
+  const url = `redis://127.0.0.1:${port}`;
+  for (let i = 0; i < 50 && !(await redisReachable(url)); i++) await Bun.sleep(100);
+  return {
+    url,
+    stop: async () => {
+      proc.kill();
+      await proc.exited;
+    },
+  };
+}
+
+function freePort(): number {
+  const s = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+  const port = s.port;
+  s.stop(true);
+  return port;
+}
