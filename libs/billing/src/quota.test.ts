@@ -121,6 +121,18 @@ describe('QuotaService', () => {
     expect(quota.settle(r, log('k', { input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0 })).cost).toBe(50);
   });
 
+  test('a limited key is capped by what is left after charges committed since its reservation', () => {
+    const k = { ...key, remainQuota: 100 };
+    const a = quota.reserve({ userId, apiKey: k, amount: 10, ref: 'ka' });
+    const b = quota.reserve({ userId, apiKey: k, amount: 10, ref: 'kb' });
+    // a is billed 60 and committed; b was reserved before that, against a budget of 100.
+    expect(quota.settle(a, log('ka', { input: 20, output: 0, cacheRead: 0, cacheWrite: 0 })).cost).toBe(60);
+    // b reports far more than is left: it may take only the 40 the key still has.
+    expect(quota.settle(b, log('kb', { input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0 })).cost).toBe(40);
+    const remain = h.sqlite.query('select remain_quota from api_keys where id = ?').get(key.id) as { remain_quota: number };
+    expect(remain.remain_quota).toBe(1000 - 100);
+  });
+
   test('usage limits on the reservation: implausible counts are clamped, invalid ones replaced', () => {
     const limits = { maxInput: 100, maxOutput: 10, input: 20 };
     const r = quota.reserve({ userId, apiKey: key, amount: 300, ref: 'l', limits });

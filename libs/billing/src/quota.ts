@@ -288,7 +288,13 @@ export class QuotaService {
       if (e.balance !== null) balances.set(e.row.userId, e.balance);
       // Only a limited key's remain_quota matters to the request path; an unlimited key's cached
       // used_quota is informational and is not refreshed per request (the API reads it from the table).
-      if (e.limitedKey) keysChanged.add(e.row.apiKeyId);
+      if (e.limitedKey) {
+        keysChanged.add(e.row.apiKeyId);
+        // The key's stored remain_quota dropped by the cost: so must the snapshot the charge cap reads, or a
+        // reservation taken before this commit would be capped against the old, larger budget.
+        const remain = this.keyRemain.get(e.row.apiKeyId);
+        if (remain !== undefined) this.keyRemain.set(e.row.apiKeyId, remain - e.row.cost);
+      }
     }
     for (const [userId, balance] of balances) bus.emit('balance.changed', { userId, balance });
     for (const keyId of keysChanged) bus.emit('apikey.changed', { keyId });
