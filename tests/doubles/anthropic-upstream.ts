@@ -1,5 +1,5 @@
 /**
- * A fake Anthropic API speaking the real wire format (wire-protocols A): `POST /v1/messages` (JSON or SSE
+ * A fake Anthropic API speaking the real wire format (as in Anthropic's Messages API): `POST /v1/messages` (JSON or SSE
  * with named events), `POST /v1/messages/count_tokens`, Anthropic error bodies. Scriptable per request
  * through `UpstreamPlan` (sse.ts).
  */

@@ -2,7 +2,7 @@
  * A Creem-compatible checkout API for tests: `POST /v1/checkouts` (JSON, `x-api-key`) selling
  * `units` of a known product, answering a checkout with `checkout_url`. It records every request,
  * can be told to fail or hang, and builds the `checkout.completed` event Creem would send
- * (wire-protocols D3).
+ * (as in Creem's webhook docs).
  */
 import type { Server } from 'bun';
 

@@ -1,5 +1,5 @@
 /**
- * A fake OpenAI Chat Completions API speaking the real wire format (wire-protocols B3): JSON completions,
+ * A fake OpenAI Chat Completions API speaking the real wire format (as in OpenAI's Chat Completions API): JSON completions,
  * SSE chunks ending with a `choices: []` usage chunk (when `stream_options.include_usage`) and
  * `data: [DONE]`, tool-call deltas by index, OpenAI error bodies. Scriptable through `UpstreamPlan`.
  */

@@ -1,6 +1,6 @@
 /**
  * An OpenAI-Realtime-compatible upstream for tests and the benchmark: a Bun.serve WebSocket server
- * speaking the GA event shapes (wire-protocols C). It sends `session.created` on connect, answers
+ * speaking the GA event shapes (as in OpenAI's Realtime API). It sends `session.created` on connect, answers
  * `response.create` with response.created → output_text deltas → response.done (with usage), echoes
  * every other frame back unchanged (text and binary), records what it received, and can refuse
  * connections, drop sockets, pause reading and push frames on demand.
@@ -18,7 +18,7 @@ export interface RealtimeUsage {
   output_token_details: { text_tokens: number; audio_tokens: number };
 }
 
-/** The usage example of wire-protocols C3. */
+/** The usage example of OpenAI's Realtime API reference (`response.done`). */
 export const SAMPLE_USAGE: RealtimeUsage = {
   total_tokens: 512, input_tokens: 400, output_tokens: 112,
   input_token_details: { text_tokens: 80, audio_tokens: 320, image_tokens: 0, cached_tokens: 256, cached_tokens_details: { text_tokens: 64, audio_tokens: 192, image_tokens: 0 } },

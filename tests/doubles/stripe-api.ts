@@ -2,7 +2,7 @@
  * A Stripe-compatible Checkout API for tests: `POST /v1/checkout/sessions`, form-encoded with a
  * Bearer secret key, answering a `checkout.session` object (or Stripe's `{error:{type,code,message,param}}`).
  * It records every request, can be told to fail or hang, and builds the webhook events Stripe would
- * send for a session it created (wire-protocols D2).
+ * send for a session it created (as in Stripe's API and webhook docs).
  */
 import type { Server } from 'bun';
 

@@ -1,6 +1,6 @@
 /**
  * providerA: Stripe-compatible. Checkout Sessions are created form-encoded with a Bearer secret key;
- * webhooks are signed with the `Stripe-Signature` t/v1 scheme (wire-protocols D1, D2).
+ * webhooks are signed with the `Stripe-Signature` t/v1 scheme (as in Stripe's API and webhook docs).
  */
 import { GatewayError } from '@gw/core';
 import type { ProviderAConfig } from './config';

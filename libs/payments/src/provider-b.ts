@@ -1,7 +1,7 @@
 /**
  * providerB: Creem-compatible. `POST /v1/checkouts` (JSON, `x-api-key`) sells `units` of a fixed
  * product; there is no free amount field, so the order amount buys `amount / unitAmount` units of a
- * product priced at `unitAmount`. Webhooks carry `creem-signature` (wire-protocols D3).
+ * product priced at `unitAmount`. Webhooks carry `creem-signature` (as in Creem's webhook docs).
  */
 import { GatewayError } from '@gw/core';
 import type { ProviderBConfig } from './config';

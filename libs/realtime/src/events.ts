@@ -33,7 +33,7 @@ export function meteredEvent(text: string): { type: MeteredType; event: any } | 
   return (METERED_TYPES as readonly string[]).includes(event.type) ? { type: event.type, event } : undefined;
 }
 
-/** A realtime `error` server event (wire-protocols C3), as the gateway sends it before closing. */
+/** A realtime `error` server event (as in OpenAI's Realtime API), as the gateway sends it before closing. */
 export function errorEvent(type: string, code: string, message: string): string {
   return JSON.stringify({
     type: 'error',

@@ -5,7 +5,7 @@ import { priceTokens, reservationFor, tokensOf } from './usage';
 const P = { input: 4_000_000, output: 16_000_000, cacheRead: 400_000, audioInput: 32_000_000, audioOutput: 64_000_000 };
 
 describe('tokensOf', () => {
-  test('the wire-protocols example: cached tokens come out of their own modality', () => {
+  test('the Realtime API reference example: cached tokens come out of their own modality', () => {
     const t = tokensOf({
       total_tokens: 512, input_tokens: 400, output_tokens: 112,
       input_token_details: { text_tokens: 80, audio_tokens: 320, image_tokens: 0, cached_tokens: 256, cached_tokens_details: { text_tokens: 64, audio_tokens: 192, image_tokens: 0 } },

@@ -1,5 +1,5 @@
 /**
- * The Anthropic Messages response and stream events (wire-protocols A5, A7). Schemas (not only types)
+ * The Anthropic Messages response and stream events (as in Anthropic's Messages API). Schemas (not only types)
  * so the OpenAPI document can describe the response.
  */
 import { Type, type Static } from '@sinclair/typebox';

@@ -1,5 +1,5 @@
 /**
- * OpenAI Chat Completions wire types (wire-protocols B1-B3), only the parts the gateway reads or writes.
+ * OpenAI Chat Completions wire types (as in OpenAI's Chat Completions API), only the parts the gateway reads or writes.
  * Plain interfaces: the gateway never serves these, it only sends and parses them.
  */
 

@@ -1,4 +1,4 @@
-/** Mappings shared by the non-streaming and streaming OpenAI → Anthropic translators (wire-protocols B2). */
+/** Mappings shared by the non-streaming and streaming OpenAI → Anthropic translators (as in OpenAI's Chat Completions API). */
 import type { StopReason, Usage } from '../anthropic/response';
 import type { CompletionUsage } from '../openai/types';
 

@@ -1,5 +1,5 @@
 /**
- * Anthropic Messages request → OpenAI Chat Completions request (wire-protocols B1). Pure.
+ * Anthropic Messages request → OpenAI Chat Completions request (as in OpenAI's Chat Completions API). Pure.
  * What has no equivalent is dropped when harmless (top_k, cache_control) and rejected with a 400 when
  * dropping it would silently change the answer (server tools, >4 stop sequences, >128 tools, file
  * sources). Fields that exceed an OpenAI limit are mapped to fit (see openai-limits.ts).

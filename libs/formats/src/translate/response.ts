@@ -1,4 +1,4 @@
-/** OpenAI chat completion → Anthropic message (wire-protocols B2). Pure apart from the random message id. */
+/** OpenAI chat completion → Anthropic message (as in OpenAI's Chat Completions API). Pure apart from the random message id. */
 import { newMessageId } from '@gw/core';
 import type { AnthropicMessage, ResponseBlock, StopReason, Usage } from '../anthropic/response';
 import { zeroUsage } from '../anthropic/response';

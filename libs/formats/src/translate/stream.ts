@@ -1,5 +1,5 @@
 /**
- * The OpenAI chunk → Anthropic SSE event state machine (wire-protocols B4). Pure: feed parsed chunks,
+ * The OpenAI chunk → Anthropic SSE event state machine (as in OpenAI's Chat Completions API). Pure: feed parsed chunks,
  * get events back; the caller owns I/O and decides, at the end of the upstream body, between `finish()`
  * (the upstream ended properly) and `fail()` (it was cut).
  */
