@@ -5,7 +5,7 @@
 import { randomToken } from '@gw/core';
 
 /** Server/client event types the meter reacts to; every other frame is passed through unread. */
-export const METERED_TYPES = ['response.create', 'response.created', 'response.done', 'error', 'session.update'] as const;
+export const METERED_TYPES = ['response.create', 'response.created', 'response.done', 'error', 'session.update', 'session.created', 'session.updated'] as const;
 export type MeteredType = (typeof METERED_TYPES)[number];
 
 const FAST_PREFIX = '{"type":"';
@@ -20,7 +20,7 @@ export function meteredEvent(text: string): { type: MeteredType; event: any } | 
     const end = text.indexOf('"', FAST_PREFIX.length);
     const type = text.slice(FAST_PREFIX.length, end);
     if (!(METERED_TYPES as readonly string[]).includes(type)) return undefined;
-  } else if (!text.includes('"response.') && !text.includes('"error"') && !text.includes('"session.update"')) {
+  } else if (!text.includes('"response.') && !text.includes('"error"') && !text.includes('"session.')) {
     return undefined;
   }
   let event: any;
