@@ -41,3 +41,21 @@ export function errorEvent(type: string, code: string, message: string): string 
     error: { type, code, message, param: null, event_id: null },
   });
 }
+
+/**
+ * An upstream `error` event with its texts passed through `scrub` (upstreams echo keys and internal URLs
+ * in error messages); any other frame, or one that is not JSON, is returned unchanged. Only error events
+ * are ever rewritten, so the byte-exact relay of everything else is kept.
+ */
+export function scrubbedErrorEvent(text: string, scrub: (t: string) => string): string {
+  if (!text.includes('"error"')) return text;
+  let event: any;
+  try {
+    event = JSON.parse(text);
+  } catch {
+    return text;
+  }
+  if (event?.type !== 'error' || !event.error || typeof event.error !== 'object') return text;
+  for (const [k, v] of Object.entries(event.error)) if (typeof v === 'string') event.error[k] = scrub(v);
+  return JSON.stringify(event);
+}

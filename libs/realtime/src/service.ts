@@ -5,6 +5,7 @@
  */
 import type { ServerWebSocket } from 'bun';
 import { GatewayError, errors, nowSeconds, randomToken } from '@gw/core';
+import { scrubberFor } from '@gw/providers';
 import type { RealtimeConfig } from './config';
 import { isWebSocketRequest, readCredentials } from './handshake';
 import { SessionMeter } from './meter';
@@ -188,7 +189,11 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
   private target(c: C, model: string): UpstreamTarget[] {
     const upstreamModel = c.modelMapping[model] || model;
     try {
-      return [{ channelId: c.id, upstreamModel, url: this.d.upstream.url(c, upstreamModel), headers: this.d.upstream.headers(c, upstreamModel) }];
+      const scrubber = scrubberFor({ apiKey: c.apiKey, extraHeaders: c.headers });
+      return [{
+        channelId: c.id, upstreamModel, url: this.d.upstream.url(c, upstreamModel), headers: this.d.upstream.headers(c, upstreamModel),
+        scrub: (t) => scrubber.scrub(t),
+      }];
     } catch (e) {
       (this.d.log ?? console.error)(`realtime: channel ${c.id} skipped, cannot build its upstream address: ${(e as Error)?.message ?? e}`);
       return [];
