@@ -77,3 +77,45 @@ describe('realtime output is billed up to the limit the upstream applied, not th
     expect(row.usage_flag).toBe('implausible');
   });
 });
+
+describe('metered events hidden from a quick read are still metered', () => {
+  test('a response.create whose type is written with a JSON escape is reserved and billed up to its own limit', async () => {
+    const { key, userId } = g.addKey(50_000_000);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
+    await c.opened;
+    await c.waitFor('session.created');
+    // A legitimate, confirmed low session limit...
+    c.ws.send('{"type":"session.update","session":{"type":"realtime","max_output_tokens":10}}');
+    u.send(JSON.stringify({ type: 'session.updated', event_id: 'ev_su2', session: { type: 'realtime', max_output_tokens: 10 } }), u.connections.at(-1)!.id);
+    await c.waitFor('session.updated');
+    // ...then a response that raises it for itself, hidden from a substring match by an escape.
+    c.ws.send('{"type":"response\\u002ecreate","response":{"max_output_tokens":4096}}');
+    await c.waitFor('response.done');
+    c.ws.close();
+    await Bun.sleep(20);
+    const row = lastRow(userId);
+    expect(row.output_tokens + row.audio_output_tokens).toBe(OUT.text_tokens + OUT.audio_tokens);
+    expect(row.cost).toBe(SAMPLE_COST);
+  });
+
+  test('a response the upstream starts itself is reserved and billed up to the limit it announces for it', async () => {
+    const { key, userId } = g.addKey(50_000_000);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
+    await c.opened;
+    await c.waitFor('session.created');
+    const conn = u.connections.at(-1)!.id;
+    c.ws.send('{"type":"session.update","session":{"type":"realtime","max_output_tokens":10}}');
+    u.send(JSON.stringify({ type: 'session.updated', event_id: 'ev_su3', session: { type: 'realtime', max_output_tokens: 10 } }), conn);
+    await c.waitFor('session.updated');
+    // E.g. server VAD, or a response.create the gateway could not read: the upstream's own announcement rules.
+    const resp = { id: 'resp_vad', object: 'realtime.response', output: [], max_output_tokens: 4096 };
+    u.send(JSON.stringify({ type: 'response.created', event_id: 'ev_c', response: { ...resp, status: 'in_progress', usage: null } }), conn);
+    u.send(JSON.stringify({ type: 'response.done', event_id: 'ev_d', response: { ...resp, status: 'completed', usage: SAMPLE_USAGE } }), conn);
+    await c.waitFor('response.done');
+    c.ws.close();
+    await Bun.sleep(20);
+    const row = lastRow(userId);
+    expect(row.output_tokens + row.audio_output_tokens).toBe(OUT.text_tokens + OUT.audio_tokens);
+    expect(row.cost).toBe(SAMPLE_COST);
+  });
+});

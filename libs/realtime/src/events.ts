@@ -19,8 +19,10 @@ export function meteredEvent(text: string): { type: MeteredType; event: any } | 
   if (text.startsWith(FAST_PREFIX)) {
     const end = text.indexOf('"', FAST_PREFIX.length);
     const type = text.slice(FAST_PREFIX.length, end);
-    if (!(METERED_TYPES as readonly string[]).includes(type)) return undefined;
-  } else if (!text.includes('"response.') && !text.includes('"error"') && !text.includes('"session.')) {
+    if (!(METERED_TYPES as readonly string[]).includes(type) && !type.includes('\\')) return undefined;
+  } else if (!text.includes('"response.') && !text.includes('"error"') && !text.includes('"session.') && !text.includes('\\')) {
+    // A JSON escape can spell any type (`"response\u002ecreate"`) past a substring test; the upstream
+    // parses it all the same, so a frame with one is parsed here too (base64 audio never has one).
     return undefined;
   }
   let event: any;

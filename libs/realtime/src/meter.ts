@@ -117,7 +117,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const id = typeof m.event.response?.id === 'string' ? m.event.response.id : '';
     if (m.type === 'response.created') {
       // A response the upstream started itself cannot be refused: if it cannot be covered, the session ends.
-      const held = this.queued.shift() ?? this.reserve(this.sessionMaxOutput);
+      // Its limit is the one the upstream announces for it, else the session's.
+      const held = this.queued.shift() ?? this.reserve(maxOutputOf(m.event.response, this.o.defaultOutputTokens) ?? this.sessionMaxOutput);
       if ('closeCode' in held) return held;
       this.running.set(id, held);
       return undefined;
