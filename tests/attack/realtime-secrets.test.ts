@@ -71,3 +71,21 @@ describe('upstream text relayed over realtime carries no channel secret', () => 
     expect(c.frames).toContain(frame);
   });
 });
+
+test("a failed response's upstream error code is stored scrubbed and short on the user's usage row", async () => {
+  const { key, userId } = g.addKey(50_000_000);
+  const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
+  await c.opened;
+  await c.waitFor('session.created');
+  const conn = u.connections.at(-1)!.id;
+  const resp = { id: 'resp_failed', object: 'realtime.response', output: [], max_output_tokens: 'inf' };
+  u.send(JSON.stringify({ type: 'response.created', event_id: 'ev_c', response: { ...resp, status: 'in_progress', usage: null } }), conn);
+  u.send(JSON.stringify({ type: 'response.done', event_id: 'ev_d', response: { ...resp, status: 'failed', status_details: { type: 'failed', error: { type: 'x', code: `bad_key_${KEY}${'z'.repeat(100_000)}` } }, usage: { input_tokens: 5, output_tokens: 1 } } }), conn);
+  await c.waitFor('response.done');
+  c.ws.close();
+  await Bun.sleep(20);
+  const row = g.h.sqlite.query("select error_code from usage_logs where user_id = ? and kind = 'realtime'").get(userId) as any;
+  expect(row.error_code.startsWith('bad_key_[redacted]')).toBe(true);
+  expect(row.error_code.length).toBeLessThanOrEqual(64);
+  noKey(row.error_code);
+});

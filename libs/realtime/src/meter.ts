@@ -201,7 +201,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       latencyMs: held ? Date.now() - held.at : 0,
       ttftMs: null,
       status: failed ? 502 : 200,
-      errorCode: failed ? String(response?.status_details?.error?.code ?? response?.status_details?.reason ?? 'failed') : '',
+      // Upstream text stored on a row the user can read: scrubbed and short.
+      errorCode: failed ? (target?.scrub ?? String)(String(response?.status_details?.error?.code ?? response?.status_details?.reason ?? 'failed')).slice(0, 64) : '',
       attempts: 1,
       ip: this.o.ip,
     });
