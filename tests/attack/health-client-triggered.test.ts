@@ -48,3 +48,18 @@ test.failing('three requests from one user that make the upstreams fail do not t
   expect(after.body?.error?.code ?? 'ok').toBe('ok');
   expect(after.status).toBe(200);
 });
+
+test('held: an upstream that answers 400/413/422 to everything never disables its channel (the client\'s fault, passed on)', async () => {
+  const c = upstream('anthropic');
+  try {
+    c.double.script((_req, n) => ({ error: { status: [400, 413, 422][n % 3]!, message: 'no' } }));
+    const id = await addChannel(gw, { type: 'anthropic', url: c.url, models: ['claude-y'], name: 'c' });
+    await setPrice(gw, 'claude-y');
+    const user = await keyedUser(gw, 10_000_000);
+    for (let i = 0; i < 9; i++) expect((await send(gw, user.key, msg('claude-y'))).status).toBeLessThan(500);
+    expect(c.hits).toBe(9);
+    expect((await gw.api('GET', `/api/channel/${id}`)).body.data.status).toBe(1);
+  } finally {
+    await c.stop();
+  }
+});
