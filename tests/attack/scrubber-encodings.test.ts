@@ -69,3 +69,21 @@ describe('an upstream 400 echoing the channel key in an encoded form never reach
     }
   }
 });
+
+describe('upstream response headers never carry the key to the client (held: none are forwarded)', () => {
+  for (const [kind, model, up] of [['anthropic', 'claude-x', () => a], ['openai', 'gpt-x', () => o]] as const) {
+    for (const [what, plan] of [
+      ['200 JSON', { headers: { 'x-echo-key': KEY, 'set-cookie': `k=${KEY}` } }],
+      ['200 stream', { stream: true, headers: { 'x-echo-key': KEY } }],
+      ['429', { error: { status: 429, retryAfter: KEY } }],
+    ] as const) {
+      test(`${kind}, ${what}`, async () => {
+        up().queue.push(plan as any);
+        const r = await send(gw, key, msg(model, { stream: what === '200 stream' }));
+        const all = [...r.headers].map(([k, v]) => `${k}: ${v}`).join('\n') + r.text;
+        expect(windowsIn(all, KEY)).toEqual([]);
+        if (what === '429') expect(r.headers.get('retry-after') === null || /^\d+$/.test(r.headers.get('retry-after')!)).toBe(true);
+      });
+    }
+  }
+});
