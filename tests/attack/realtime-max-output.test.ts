@@ -118,4 +118,20 @@ describe('metered events hidden from a quick read are still metered', () => {
     expect(row.output_tokens + row.audio_output_tokens).toBe(OUT.text_tokens + OUT.audio_tokens);
     expect(row.cost).toBe(SAMPLE_COST);
   });
+
+  test('a limit the gateway cannot read as a positive integer (4096.5) counts as "inf", not as absent', async () => {
+    const { key, userId } = g.addKey(50_000_000);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
+    await c.opened;
+    await c.waitFor('session.created');
+    c.ws.send('{"type":"session.update","session":{"type":"realtime","max_output_tokens":10}}');
+    u.send(JSON.stringify({ type: 'session.updated', event_id: 'ev_su4', session: { type: 'realtime', max_output_tokens: 10 } }), u.connections.at(-1)!.id);
+    await c.waitFor('session.updated');
+    c.ws.send('{"type":"response.create","response":{"max_output_tokens":4096.5}}');
+    await c.waitFor('response.done');
+    c.ws.close();
+    await Bun.sleep(20);
+    const row = lastRow(userId);
+    expect(row.output_tokens + row.audio_output_tokens).toBe(OUT.text_tokens + OUT.audio_tokens);
+  });
 });

@@ -42,14 +42,17 @@ interface Held<R> {
  * The max output tokens an event's settings allow: the largest over both names an upstream may honour
  * (GA `max_output_tokens`, beta `max_response_output_tokens`), "inf" counting as `inf`. Reading only one
  * of them let a client name a small limit under the name the upstream ignores and be billed up to it.
- * Other values (fractions, strings) are ignored; undefined when no usable setting is present.
+ * A value that is present but not a positive safe integer (4096.5, "4096", 1e300, 0) counts as "inf": an
+ * upstream that reads it its own way (truncating, or falling back to its maximum) must not be billed below
+ * what it produced. Undefined when neither name is present.
  */
 function maxOutputOf(o: unknown, inf: number): number | undefined {
   if (!o || typeof o !== 'object') return undefined;
   let best: number | undefined;
   for (const v of [(o as any).max_output_tokens, (o as any).max_response_output_tokens]) {
-    const n = v === 'inf' ? inf : typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : undefined;
-    if (n !== undefined) best = Math.max(best ?? 0, n);
+    if (v === undefined || v === null) continue;
+    const n = typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : inf;
+    best = Math.max(best ?? 0, n);
   }
   return best;
 }
