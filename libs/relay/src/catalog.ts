@@ -1,10 +1,13 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { GatewayError } from '@gw/core';
+import { GatewayError, readBounded } from '@gw/core';
 import { estimateRequestTokens, type CountTokensRequest } from '@gw/formats';
 import type { ProviderAdapter } from '@gw/providers';
 import type { GateKey } from './gate';
 import type { RelayChannel } from './relay';
 import { orderCandidates } from './router';
+
+/** Most of an upstream count_tokens answer that is read (it is `{"input_tokens": N}`). */
+const COUNT_BODY_BYTES = 64 * 1024;
 
 /** An entry of GET /v1/models (Anthropic's ModelInfo). */
 export const ModelInfoSchema = Type.Object({
@@ -82,7 +85,10 @@ export class ModelCatalog {
         const u = adapter.buildCountTokensRequest(body,
           { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[body.model] ?? body.model }, clientHeaders);
         const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(ch.timeoutMs, 30_000)) });
-        if (res.ok) return { input_tokens: adapter.decodeCountTokens(await res.json()) };
+        // A count is a few bytes: a bigger answer is not read (a hostile upstream could send gigabytes).
+        const answer = res.ok ? await readBounded(res.body, { limit: COUNT_BODY_BYTES, deadline: Infinity }) : null;
+        if (answer?.ok) return { input_tokens: adapter.decodeCountTokens(JSON.parse(Buffer.from(answer.bytes).toString('utf8'))) };
+        res.body?.cancel().catch(() => {});
       } catch {
         // Counting is advisory: fall back to the local estimate rather than fail the client.
       }
