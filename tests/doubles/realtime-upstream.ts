@@ -183,7 +183,8 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
       message(ws, data) {
         const binary = typeof data !== 'string';
         self.received.push({ conn: ws.data.id, data, binary });
-        if (!binary && data.includes('"response.create"') && isResponseCreate(data)) return respond(ws);
+        // Like a real server, the event type is whatever JSON.parse makes of it (escapes included).
+        if (!binary && (data.includes('"response.create"') || data.includes('\\u')) && isResponseCreate(data)) return respond(ws);
         if (self.echo) push(ws, data);
       },
       drain(ws) {

@@ -5,7 +5,7 @@
  * batch committed, and replayed at start-up otherwise — idempotently, since a usage row is unique
  * by request id.
  */
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, unlinkSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SettlementRow } from '@gw/db';
 
@@ -23,6 +23,9 @@ export class SettlementJournal {
    */
   constructor(private readonly dir: string) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // A folder left open (or planted) by someone else is made ours alone; a link to elsewhere is refused.
+    if (lstatSync(dir).isSymbolicLink()) throw new Error(`${dir} is a symbolic link; the settlement journal does not follow links`);
+    chmodSync(dir, 0o700);
     unlinkIfPresent(join(dir, 'owner.pid')); // the pid file of earlier versions, no longer consulted
     this.seq = Math.max(0, ...this.segments().map((s) => s.seq)) + 1;
   }
@@ -38,7 +41,8 @@ export class SettlementJournal {
   append(row: SettlementRow): void {
     if (this.fd === null) {
       this.current = join(this.dir, `settle-${this.seq++}.jsonl`);
-      this.fd = openSync(this.current, 'a', 0o600);
+      // O_NOFOLLOW: a segment name planted as a link must not make us append settlements to another file.
+      this.fd = openSync(this.current, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
     }
     writeSync(this.fd, `${JSON.stringify(row)}\n`);
   }

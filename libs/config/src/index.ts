@@ -2,7 +2,7 @@
  * Configuration, read once from the environment at start-up and validated there: a bad value
  * stops the process with a one-line reason instead of failing later on a request.
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { LOG_FORMATS, LOG_LEVELS, fsErrorCause, writableFileProblem, type LogFormat, type LogLevel } from '@gw/core';
 
@@ -106,13 +106,16 @@ function secretKey(env: Record<string, string | undefined>, sqlitePath: string):
   }
   if (sqlitePath === ':memory:') return crypto.getRandomValues(new Uint8Array(32));
   const file = join(dirname(sqlitePath), 'secret.key');
-  if (existsSync(file)) {
+  const st = lstatSync(file, { throwIfNoEntry: false });
+  if (st) {
+    // Never through a link: in a shared folder it could make us chmod and read another file as our key.
+    if (st.isSymbolicLink()) throw new ConfigError(`${file} is a symbolic link; put the key file itself there or set SECRET_KEY`);
     chmodSync(file, 0o600); // a key file left readable by an older version is tightened
     return new Uint8Array(Buffer.from(readFileSync(file, 'utf8').trim(), 'hex'));
   }
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   const key = crypto.getRandomValues(new Uint8Array(32));
-  writeFileSync(file, Buffer.from(key).toString('hex'), { mode: 0o600 });
+  writeFileSync(file, Buffer.from(key).toString('hex'), { mode: 0o600, flag: 'wx' });
   return key;
 }
 

@@ -9,8 +9,8 @@
  * in WAL mode and shared with the checkpoint worker, so it cannot carry this lock itself.
  */
 import { Database } from 'bun:sqlite';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { privateFile } from './private-files';
+import { existsSync, readFileSync } from 'node:fs';
+import { privateFile, writePrivateFile } from './private-files';
 
 export interface ProcessLock {
   readonly path: string;
@@ -38,8 +38,12 @@ export function acquireProcessLock(dbPath: string): ProcessLock {
   for (;;) {
     const held = tryLock(path);
     if (held) {
-      privateFile(pidFile);
-      writeFileSync(pidFile, String(process.pid));
+      try {
+        writePrivateFile(pidFile, String(process.pid));
+      } catch (e) {
+        held.close();
+        throw e;
+      }
       let released = false;
       return {
         path,

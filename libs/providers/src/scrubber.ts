@@ -32,6 +32,24 @@ export function channelSecrets(c: { apiKey: string; extraHeaders?: Record<string
   return out.filter((s) => s.length >= 6);
 }
 
+/**
+ * The forms in which an upstream may echo a secret: as is, percent-encoded, and base64 (standard and URL
+ * alphabets) at each of the three byte alignments it can have inside a longer encoded value (Basic auth
+ * encodes `user:key`). A base64 form keeps only the characters that depend on the secret alone, so any
+ * MIN_FRAGMENT of them found in a text is a piece of the secret.
+ */
+export function secretForms(secret: string): string[] {
+  const forms = new Set([secret, encodeURIComponent(secret)]);
+  const bytes = Buffer.from(secret);
+  for (let pad = 0; pad < 3; pad++) {
+    const enc = Buffer.concat([Buffer.alloc(pad), bytes]).toString('base64');
+    // The first group mixes in the padding bytes, the last may mix in whatever follows the secret.
+    const core = enc.slice(pad ? 4 : 0, Math.floor((pad + bytes.length) / 3) * 4);
+    if (core.length >= MIN_FRAGMENT) forms.add(core).add(core.replace(/\+/g, '-').replace(/\//g, '_'));
+  }
+  return [...forms];
+}
+
 /** Generic patterns: URLs, `sk-…`-like keys, Bearer values. */
 function scrubPatterns(text: string): string {
   return text
@@ -46,8 +64,12 @@ export class Scrubber {
   /** Secrets shorter than MIN_FRAGMENT, removed only whole. */
   private readonly short: string[] = [];
 
-  constructor(private readonly secrets: readonly string[] = []) {
-    secrets.forEach((s, si) => {
+  /** Every form of every secret (secretForms). */
+  private readonly secrets: readonly string[];
+
+  constructor(secrets: readonly string[] = []) {
+    this.secrets = secrets.flatMap((s) => (s.length < MIN_FRAGMENT ? [s] : secretForms(s)));
+    this.secrets.forEach((s, si) => {
       if (s.length < MIN_FRAGMENT) {
         this.short.push(s);
         return;

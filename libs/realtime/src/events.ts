@@ -5,7 +5,7 @@
 import { randomToken } from '@gw/core';
 
 /** Server/client event types the meter reacts to; every other frame is passed through unread. */
-export const METERED_TYPES = ['response.create', 'response.created', 'response.done', 'error', 'session.update'] as const;
+export const METERED_TYPES = ['response.create', 'response.created', 'response.done', 'error', 'session.update', 'session.created', 'session.updated'] as const;
 export type MeteredType = (typeof METERED_TYPES)[number];
 
 const FAST_PREFIX = '{"type":"';
@@ -19,8 +19,10 @@ export function meteredEvent(text: string): { type: MeteredType; event: any } | 
   if (text.startsWith(FAST_PREFIX)) {
     const end = text.indexOf('"', FAST_PREFIX.length);
     const type = text.slice(FAST_PREFIX.length, end);
-    if (!(METERED_TYPES as readonly string[]).includes(type)) return undefined;
-  } else if (!text.includes('"response.') && !text.includes('"error"') && !text.includes('"session.update"')) {
+    if (!(METERED_TYPES as readonly string[]).includes(type) && !type.includes('\\')) return undefined;
+  } else if (!text.includes('"response.') && !text.includes('"error"') && !text.includes('"session.') && !text.includes('\\')) {
+    // A JSON escape can spell any type (`"response\u002ecreate"`) past a substring test; the upstream
+    // parses it all the same, so a frame with one is parsed here too (base64 audio never has one).
     return undefined;
   }
   let event: any;
@@ -40,4 +42,22 @@ export function errorEvent(type: string, code: string, message: string): string 
     event_id: `event_gw_${randomToken(16)}`,
     error: { type, code, message, param: null, event_id: null },
   });
+}
+
+/**
+ * An upstream `error` event with its texts passed through `scrub` (upstreams echo keys and internal URLs
+ * in error messages); any other frame, or one that is not JSON, is returned unchanged. Only error events
+ * are ever rewritten, so the byte-exact relay of everything else is kept.
+ */
+export function scrubbedErrorEvent(text: string, scrub: (t: string) => string): string {
+  if (!text.includes('"error"')) return text;
+  let event: any;
+  try {
+    event = JSON.parse(text);
+  } catch {
+    return text;
+  }
+  if (event?.type !== 'error' || !event.error || typeof event.error !== 'object') return text;
+  for (const [k, v] of Object.entries(event.error)) if (typeof v === 'string') event.error[k] = scrub(v);
+  return JSON.stringify(event);
 }

@@ -38,11 +38,23 @@ interface Held<R> {
   at: number;
 }
 
-/** A max output tokens setting: a positive integer, or "inf" (= the default); anything else is ignored. */
-function maxOutputOf(v: unknown): number | null | undefined {
-  if (v === 'inf') return null;
-  if (typeof v === 'number' && Number.isSafeInteger(v) && v > 0) return v;
-  return undefined;
+/**
+ * The max output tokens an event's settings allow: the largest over both names an upstream may honour
+ * (GA `max_output_tokens`, beta `max_response_output_tokens`), "inf" counting as `inf`. Reading only one
+ * of them let a client name a small limit under the name the upstream ignores and be billed up to it.
+ * A value that is present but not a positive safe integer (4096.5, "4096", 1e300, 0) counts as "inf": an
+ * upstream that reads it its own way (truncating, or falling back to its maximum) must not be billed below
+ * what it produced. Undefined when neither name is present.
+ */
+function maxOutputOf(o: unknown, inf: number): number | undefined {
+  if (!o || typeof o !== 'object') return undefined;
+  let best: number | undefined;
+  for (const v of [(o as any).max_output_tokens, (o as any).max_response_output_tokens]) {
+    if (v === undefined || v === null) continue;
+    const n = typeof v === 'number' && Number.isSafeInteger(v) && v > 0 ? v : inf;
+    best = Math.max(best ?? 0, n);
+  }
+  return best;
 }
 
 /** Closing because money or the key ran out is a policy close (1008). */
@@ -55,13 +67,21 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   /** Reservations of running responses, by response id. */
   private running = new Map<string, Held<R>>();
   private target: UpstreamTarget | null = null;
-  /** The session's max_response_output_tokens (client session.update); null = the default. */
-  private sessionMaxOutput: number | null = null;
+  /**
+   * The session's max output tokens as the upstream applied it (session.created/updated). A client's
+   * session.update may raise it at once (over-reserving is safe) but lowers it only once the upstream
+   * confirms: an update the upstream rejects or ignores must not shrink what a response is billed for.
+   */
+  private sessionMaxOutput: number;
+  /** Client session.updates not yet answered by a session.updated. */
+  private pendingUpdates = 0;
   private seq = 0;
   responses = 0;
   cost = 0;
 
-  constructor(private readonly o: MeterOptions<K, R>) {}
+  constructor(private readonly o: MeterOptions<K, R>) {
+    this.sessionMaxOutput = o.defaultOutputTokens;
+  }
 
   connected(target: UpstreamTarget): void {
     this.target = target;
@@ -70,17 +90,14 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   client(text: string): SessionFailure | FrameRefusal | undefined {
     const m = meteredEvent(text);
     if (m?.type === 'session.update') {
-      const s = m.event.session;
-      if (s && typeof s === 'object') {
-        const v = maxOutputOf(s.max_response_output_tokens ?? s.max_output_tokens);
-        if (v !== undefined) this.sessionMaxOutput = v;
-      }
+      this.pendingUpdates++;
+      const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);
+      if (v !== undefined) this.sessionMaxOutput = Math.max(this.sessionMaxOutput, v);
       return undefined;
     }
     if (m?.type !== 'response.create') return undefined;
-    const r = m.event.response;
-    const own = r && typeof r === 'object' ? maxOutputOf(r.max_output_tokens ?? r.max_response_output_tokens) : undefined;
-    const held = this.reserve(own ?? this.sessionMaxOutput ?? this.o.defaultOutputTokens);
+    const own = maxOutputOf(m.event.response, this.o.defaultOutputTokens);
+    const held = this.reserve(own ?? this.sessionMaxOutput);
     if ('closeCode' in held) {
       // Money, not the key: refuse this response and keep the session (a cheaper response may still fit).
       if (held.code === 'quota_exhausted') return { refuse: true, type: held.type, code: held.code, message: held.message };
@@ -93,10 +110,18 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   upstream(text: string): SessionFailure | undefined {
     const m = meteredEvent(text);
     if (!m) return undefined;
+    if (m.type === 'session.created' || m.type === 'session.updated') {
+      if (m.type === 'session.updated') this.pendingUpdates = Math.max(0, this.pendingUpdates - 1);
+      const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);
+      // The upstream's word is final only when no later client update (which may raise it) is in flight.
+      if (v !== undefined) this.sessionMaxOutput = this.pendingUpdates ? Math.max(this.sessionMaxOutput, v) : v;
+      return undefined;
+    }
     const id = typeof m.event.response?.id === 'string' ? m.event.response.id : '';
     if (m.type === 'response.created') {
       // A response the upstream started itself cannot be refused: if it cannot be covered, the session ends.
-      const held = this.queued.shift() ?? this.reserve(this.sessionMaxOutput ?? this.o.defaultOutputTokens);
+      // Its limit is the one the upstream announces for it, else the session's.
+      const held = this.queued.shift() ?? this.reserve(maxOutputOf(m.event.response, this.o.defaultOutputTokens) ?? this.sessionMaxOutput);
       if ('closeCode' in held) return held;
       this.running.set(id, held);
       return undefined;
@@ -174,12 +199,13 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       usage: response?.usage && typeof response.usage === 'object'
         ? { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: t.audioOut }
         : null,
-      limits: held ? undefined : this.limits(this.sessionMaxOutput ?? this.o.defaultOutputTokens),
+      limits: held ? undefined : this.limits(this.sessionMaxOutput),
       price: this.price(),
       latencyMs: held ? Date.now() - held.at : 0,
       ttftMs: null,
       status: failed ? 502 : 200,
-      errorCode: failed ? String(response?.status_details?.error?.code ?? response?.status_details?.reason ?? 'failed') : '',
+      // Upstream text stored on a row the user can read: scrubbed and short.
+      errorCode: failed ? (target?.scrub ?? String)(String(response?.status_details?.error?.code ?? response?.status_details?.reason ?? 'failed')).slice(0, 64) : '',
       attempts: 1,
       ip: this.o.ip,
     });

@@ -5,6 +5,7 @@
  */
 import type { ServerWebSocket } from 'bun';
 import { GatewayError, errorText, errors, nowSeconds, randomToken, stdLogger, type Logger } from '@gw/core';
+import { scrubberFor } from '@gw/providers';
 import type { RealtimeConfig } from './config';
 import { isWebSocketRequest, readBeta, readCredentials, upstreamBeta } from './handshake';
 import { SessionMeter } from './meter';
@@ -191,7 +192,11 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     try {
       // The client's beta choice first: a header the operator set on the channel wins.
       const headers = { ...beta.headers, ...this.d.upstream.headers(c, upstreamModel) };
-      return [{ channelId: c.id, upstreamModel, url: this.d.upstream.url(c, upstreamModel), headers, protocols: beta.protocols }];
+      const scrubber = scrubberFor({ apiKey: c.apiKey, extraHeaders: c.headers });
+      return [{
+        channelId: c.id, upstreamModel, url: this.d.upstream.url(c, upstreamModel), headers, protocols: beta.protocols,
+        scrub: (t) => scrubber.scrub(t),
+      }];
     } catch (e) {
       (this.d.log ?? stdLogger).warn('realtime.channel_skipped', { channel: c.id, cause: errorText(e), msg: 'cannot build its upstream address' });
       return [];

@@ -4,7 +4,7 @@
  * stay binary), in order, with backpressure, and both sockets close together.
  */
 import type { ServerWebSocket } from 'bun';
-import { errorEvent } from './events';
+import { errorEvent, scrubbedErrorEvent } from './events';
 
 type Frame = string | Buffer;
 
@@ -25,6 +25,8 @@ export interface UpstreamTarget {
   headers: Record<string, string>;
   /** Subprotocols offered to the upstream (the client's beta choice); absent = none. */
   protocols?: string[];
+  /** Removes the channel's secrets from upstream text (its error events and close reasons) before the client sees it. */
+  scrub: (text: string) => string;
 }
 
 /** A client frame the gateway declines (e.g. a response the balance cannot cover): answered with an error event, session kept. */
@@ -232,7 +234,7 @@ export class RelaySession {
         failure = INTERNAL_FAILURE;
       }
     }
-    this.toClient(data);
+    this.toClient(typeof data === 'string' ? scrubbedErrorEvent(data, this.opts.targets[this.attempt]!.scrub) : data);
     if (failure) this.fail(failure);
   }
 
@@ -249,7 +251,8 @@ export class RelaySession {
     }
   }
 
-  private upstreamClosed(code: number, reason: string): void {
+  private upstreamClosed(code: number, rawReason: string): void {
+    const reason = rawReason && this.opts.targets[this.attempt]!.scrub(rawReason);
     if (code === 1000 || code === 1005) {
       return this.finish({ clientCode: 1000, reason: reason || 'upstream closed', upstreamClosed: true });
     }

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { GatewayError } from '@gw/core';
+import { GatewayError, readBounded } from '@gw/core';
 import { estimateRequestTokens, type CountTokensRequest } from '@gw/formats';
 import type { ProviderAdapter } from '@gw/providers';
 import { applyBodyPolicy, applyHeaderPolicy } from '@gw/channels';
@@ -7,6 +7,9 @@ import type { GateKey } from './gate';
 import type { RelayChannel } from './relay';
 import { orderCandidates } from './router';
 import { CountCache } from './count-cache';
+
+/** Most of an upstream count_tokens answer that is read (it is `{"input_tokens": N}`). */
+const COUNT_BODY_BYTES = 64 * 1024;
 
 /** An entry of GET /v1/models (Anthropic's ModelInfo). */
 export const ModelInfoSchema = Type.Object({
@@ -97,8 +100,12 @@ export class ModelCatalog {
       const u = adapter.buildCountTokensRequest!(upstreamBody,
         { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, forwardedHeaders: p.forwarded, upstreamModel }, p.clientHeaders);
       const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(ch.timeoutMs, 30_000)) });
+      // A count is a few bytes: a bigger answer is not read (a hostile upstream could send gigabytes).
+      const answer = res.ok ? await readBounded(res.body, { limit: COUNT_BODY_BYTES, deadline: Infinity }) : null;
+      if (answer?.ok) return adapter.decodeCountTokens!(JSON.parse(Buffer.from(answer.bytes).toString('utf8')));
+      res.body?.cancel().catch(() => {});
       // Counting is advisory: any failure falls back to the local estimate rather than fail the client.
-      return res.ok ? adapter.decodeCountTokens!(await res.json()) : null;
+      return null;
     };
     return { input_tokens: await this.counts.count(ch.id, key, ask, estimate) };
   }

@@ -1,4 +1,4 @@
-import { GatewayError, stdLogger, type Logger } from '@gw/core';
+import { GatewayError, readBounded, stdLogger, type Logger } from '@gw/core';
 import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage, type UsageLimits, type UsageReport } from '@gw/billing';
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
@@ -193,9 +193,15 @@ export class RelayService {
     }
     const ctx = decodeContextFor(r.body, { inputTokens: inputEstimate, maxEventBytes: this.d.config.sseMaxEventBytes });
     if (r.body.stream !== true) {
+      // Bounded like every other upstream read: an endless or giant body must not be buffered whole.
+      const body = await readBounded(upstream.body, { limit: RESPONSE_BODY_BYTES, deadline: Infinity });
+      if (!body.ok && body.reason === 'too_large') {
+        return fail({ phase: 'decode', cause: new GatewayError(502, 'upstream_bad_response', `The upstream response body exceeds ${RESPONSE_BODY_BYTES} bytes`) }, 'response body too large');
+      }
       let json: unknown;
       try {
-        json = await upstream.json();
+        if (!body.ok) throw new Error('response body cut');
+        json = JSON.parse(Buffer.from(body.bytes.buffer, body.bytes.byteOffset, body.bytes.byteLength).toString('utf8'));
       } catch (e) {
         return fail({ phase: 'transport', cause: e, timedOut }, 'bad or cut response body');
       }
@@ -245,6 +251,12 @@ export class RelayService {
     return { ok: true, channel: ch, response };
   }
 }
+
+/**
+ * A non-streaming response body is read up to this much. The largest real reply (128k output tokens of
+ * text or tool JSON) is a few MB; past this the upstream is misbehaving and the attempt fails over.
+ */
+const RESPONSE_BODY_BYTES = 32 * 1024 * 1024;
 
 /** An upstream error body is read up to this much: only its message is ever used. */
 const ERROR_BODY_BYTES = 64 * 1024;

@@ -95,6 +95,7 @@ async function probeChannel(w: RelayWiring, id: number, timeoutMs: number): Prom
   const body = { model, max_tokens: 1, messages: [{ role: 'user' as const, content: 'ping' }] };
   const u = adapter.buildMessagesRequest(body, { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[model] ?? model }, new Headers());
   const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(timeoutMs, ch.timeoutMs)) });
-  await res.arrayBuffer().catch(() => undefined);
+  // Only the status matters: the body is not read (an endless one would be read until the timeout).
+  await res.body?.cancel().catch(() => undefined);
   return res.ok;
 }

@@ -29,9 +29,13 @@ export function readCookie(header: string | null, name: string): string | undefi
   return undefined;
 }
 
-/** Whether a request would be authenticated by the session cookie, the credential a browser adds on its own. */
+/**
+ * Whether a request would be authenticated by the session cookie, the credential a browser adds on its own.
+ * Decided exactly as `resolve` decides: an empty Authorization header is no credential, so the cookie is
+ * used, and the request must pass the cross-site check (it skipped it when only the header's presence counted).
+ */
 export const usesSessionCookie = (request: Request) =>
-  !request.headers.has('authorization') && readCookie(request.headers.get('cookie'), SESSION_COOKIE) !== undefined;
+  !request.headers.get('authorization') && readCookie(request.headers.get('cookie'), SESSION_COOKIE) !== undefined;
 
 /** Whether a URL's path (not its query) is under /v1/. */
 function isV1(url: string): boolean {

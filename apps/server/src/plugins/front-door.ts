@@ -69,18 +69,23 @@ export const frontDoor = (o: FrontDoorOptions) => {
 
   return new Elysia({ name: 'front-door' })
     .onRequest(({ request }) => {
-      if (!WRITE_METHODS.has(request.method)) return;
+      const write = WRITE_METHODS.has(request.method);
+      // Bun drains a body no route reads to keep the connection alive, at any length (MAX_BODY_BYTES is
+      // ours, not Bun's): a GET/HEAD/OPTIONS with a declared 4 GB body was received in full, anonymously.
+      if (!write && !hasBody(request)) return;
       const pathname = pathOf(request.url);
       const policy = o.table().find(request.method, pathname);
       // Unknown routes still get the public limits; the router answers 404/405 without reading the body.
       if (policy) policies.set(request, policy);
-      if (policy && !policy.raw && policy.kind !== 'relay' && o.usesSessionCookie(request) && isCrossSite(request, o.publicOrigin)) {
+      if (write && policy && !policy.raw && policy.kind !== 'relay' && o.usesSessionCookie(request) && isCrossSite(request, o.publicOrigin)) {
         return reject(request, pathname, new GatewayError(403, 'cross_site_request', 'Cross-site requests may not use the session cookie; send them from the gateway origin or use an access token', { param: 'origin' }));
       }
       if (policy && policy.kind !== 'public') {
         const e = o.authenticate(request, policy.kind);
         if (e) return reject(request, pathname, e);
       }
+      // A method no route reads a body of has a limit of zero; the refusal closes the connection unread.
+      if (!write) return reject(request, pathname, new GatewayError(413, 'request_too_large', `${request.method} requests take no body`, { headers: CLOSE }));
       const limit = limitOf(policy);
       const len = declaredLength(request);
       if (len > limit) return reject(request, pathname, tooLarge(limit));

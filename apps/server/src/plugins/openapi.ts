@@ -5,6 +5,7 @@
  * blank on a machine without internet access.
  */
 import { Elysia } from 'elysia';
+import { GatewayError } from '@gw/core';
 import { toOpenAPISchema } from '@elysiajs/openapi';
 import { dirname, join } from 'node:path';
 import { finishDocument, type Doc } from './openapi-doc';
@@ -69,8 +70,9 @@ export const openapiPlugin = (info: { title: string; version: string }) => {
   return app
     .get('/openapi', () => new Response(PAGE, { headers: { 'content-type': 'text/html; charset=utf-8' } }), { detail: { hide: true } })
     .get('/openapi/assets/:file', ({ params }) => {
-      const type = ASSETS[params.file];
-      if (!type) return new Response(JSON.stringify({ success: false, message: 'Not found' }), { status: 404, headers: { 'content-type': 'application/json' } });
+      // Own keys only: `constructor` or `__proto__` would find Object's and open a file that is not there (500).
+      const type = Object.hasOwn(ASSETS, params.file) ? ASSETS[params.file] : undefined;
+      if (!type) throw new GatewayError(404, 'route_not_found', `No asset ${params.file}`);
       return new Response(Bun.file(join(assetDir, params.file)), { headers: { 'content-type': type, 'cache-control': 'public, max-age=86400' } });
     }, { detail: { hide: true } })
     .get('/openapi/json', () => {
