@@ -7,10 +7,8 @@
  * gets 503 no_healthy_channel until the prober re-enables them (RELAY_PROBE_INTERVAL_MS), when the
  * attacker can start again. Real gateway, upstream double scripted to 500 on one input only.
  *
- * STILL BROKEN (test.failing): no small fix in one place. Suggested: before auto-disabling at the
- * threshold, confirm with the channel's probe request (the one that re-enables channels); a channel whose
- * probe succeeds is not disabled and its streak is reset, so only an upstream that fails a neutral
- * request goes down.
+ * Fixed: at the threshold the channel's probe (a neutral one-token request) decides; a channel whose probe
+ * succeeds is kept and its streak reset, so only an upstream that fails a neutral request goes down.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
@@ -36,7 +34,7 @@ afterAll(async () => {
   await gw.stop();
 });
 
-test.failing('three requests from one user that make the upstreams fail do not take the model away from everyone else', async () => {
+test('three requests from one user that make the upstreams fail do not take the model away from everyone else', async () => {
   const attacker = await keyedUser(gw, 10_000_000);
   const victim = await keyedUser(gw, 10_000_000);
   expect((await send(gw, victim.key, msg('claude-x'))).status).toBe(200);

@@ -13,7 +13,7 @@ let key: string;
 let routingKey: string;
 let healthKey: string;
 beforeAll(async () => {
-  routingGw = await startGateway({ RELAY_HEALTH_FAILURES: '2', RELAY_PROBE_INTERVAL_MS: '3600000', RELAY_MAX_ATTEMPTS: '3' });
+  routingGw = await startGateway({ RELAY_HEALTH_FAILURES: '10', RELAY_PROBE_INTERVAL_MS: '3600000', RELAY_MAX_ATTEMPTS: '3' });
   healthGw = await startGateway({ RELAY_HEALTH_FAILURES: '2', RELAY_PROBE_INTERVAL_MS: '100' });
   routingKey = (await keyedUser(routingGw, 100_000_000)).key;
   healthKey = (await keyedUser(healthGw, 100_000_000)).key;

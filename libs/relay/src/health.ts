@@ -30,6 +30,8 @@ export class ChannelHealth {
   private readonly failures = new Map<number, number>();
   private timer: ReturnType<typeof setInterval> | null = null;
   private probing = false;
+  /** Channels whose disable is being confirmed by a probe (one probe at a time per channel). */
+  private readonly confirming = new Set<number>();
 
   constructor(private readonly deps: HealthDeps, private readonly opts: { threshold: number; probeIntervalMs: number }) {}
 
@@ -37,17 +39,33 @@ export class ChannelHealth {
     if (this.failures.size) this.failures.delete(id);
   }
 
-  /** Records a failure; returns true when it disabled the channel. */
-  failure(id: number, reason: string): boolean {
+  /**
+   * Records a failure. At the threshold the channel is not disabled on the word of the failing requests
+   * alone: one neutral probe request decides. A client can make an upstream fail on purpose (an input that
+   * crashes it), and failover spreads one such request over every channel of a model; only a channel that
+   * also fails the probe goes down. Resolves true when it disabled the channel.
+   */
+  async failure(id: number, reason: string): Promise<boolean> {
     const n = (this.failures.get(id) ?? 0) + 1;
     this.failures.set(id, n);
-    if (n < this.opts.threshold) return false;
-    const c = this.deps.get(id);
-    if (!c || c.status !== ENABLED) return false;
-    this.failures.delete(id);
-    this.deps.setStatus(id, AUTO_DISABLED, `auto-disabled after ${n} consecutive failures: ${reason}`.slice(0, 500));
-    this.deps.log?.warn('channel.auto_disabled', { channel: id, reason });
-    return true;
+    if (n < this.opts.threshold || this.confirming.has(id)) return false;
+    if (this.deps.get(id)?.status !== ENABLED) return false;
+    this.confirming.add(id);
+    try {
+      const healthy = await this.deps.probe(id).catch(() => false);
+      this.failures.delete(id);
+      if (healthy) {
+        this.deps.log?.info('channel.kept', { channel: id, reason, msg: `${n} failures, but the probe succeeded` });
+        return false;
+      }
+      // An operator may have changed the status while the probe ran: only an enabled channel is disabled.
+      if (this.deps.get(id)?.status !== ENABLED) return false;
+      this.deps.setStatus(id, AUTO_DISABLED, `auto-disabled after ${n} consecutive failures and a failed probe: ${reason}`.slice(0, 500));
+      this.deps.log?.warn('channel.auto_disabled', { channel: id, reason });
+      return true;
+    } finally {
+      this.confirming.delete(id);
+    }
   }
 
   consecutiveFailures(id: number): number {

@@ -170,7 +170,7 @@ export class RelayService {
       done();
       const v = judgeFailure(f, r.signal);
       if (v.fault === 'upstream' || v.rateLimited) this.d.observeAttempt?.(ch.id, v.rateLimited ? 'rate_limited' : 'error');
-      if (v.health) this.d.health.failure(ch.id, scrubberFor(target).scrub(timedOut ? `timeout after ${ch.timeoutMs} ms` : why));
+      if (v.health) void this.d.health.failure(ch.id, scrubberFor(target).scrub(timedOut ? `timeout after ${ch.timeoutMs} ms` : why));
       return { ok: false, retryable: v.retryable, error: v.error };
     };
     let upstream: Response;
@@ -241,7 +241,7 @@ export class RelayService {
       reader, first: first.value!, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
       idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
       onEnd: (e) => {
-        if (e.upstreamFault) this.d.health.failure(ch.id, scrubberFor(target).scrub(e.reason));
+        if (e.upstreamFault) void this.d.health.failure(ch.id, scrubberFor(target).scrub(e.reason));
         this.settle(res, r, ch, toTokens(e.usage), {
           status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
           estimate: { output: estimateSafe(e.estimatedUsage.output_tokens) }, estimated: !e.reported,
