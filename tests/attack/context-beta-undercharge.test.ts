@@ -5,10 +5,8 @@
  * The upstream reads and bills the operator for 800k input tokens; the user is billed 200k, flagged
  * `implausible`. Real gateway, Anthropic double reporting the usage a 1M-context request would have.
  *
- * STILL BROKEN (test.failing): the fix is a decision, not a patch. Suggested: the relay derives the
- * request's context window from what it forwards (a `context-1m-*` beta → 1,000,000 tokens, or a
- * per-model `context_window_beta` on the price row), uses it for both the reservation and the clamp,
- * or strips betas that raise the window past the configured one.
+ * Fixed: a `context-1m-*` beta raises the request's context window to 1,000,000 tokens for both the
+ * reservation and the usage clamp (over-reserving when a channel strips the beta is the safe side).
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
@@ -30,7 +28,7 @@ afterAll(async () => {
 
 const rowOf = (id: string) => gw.services.dbh.sqlite.query('select * from usage_logs where request_id = ?').get(id) as any;
 
-test.failing('800k input tokens read under a forwarded context-1m beta are billed as 800k, not clamped to 200k', async () => {
+test('800k input tokens read under a forwarded context-1m beta are billed as 800k, not clamped to 200k', async () => {
   const u = await keyedUser(gw, 2_000_000_000);
   a.queue.push({ usage: { input: 800_000, output: 10 } });
   const r = await send(gw, u.key, msg('claude-x'), { ...V, 'anthropic-beta': 'context-1m-2025-08-07' });

@@ -82,8 +82,9 @@ export class RelayService {
    * What a request may use (input bound, or the whole context window when some input cannot be
    * measured; max_tokens of output) and its worst-case cost at the dearest prices.
    */
-  worstCase(body: MessagesRequest, price: PriceRow | undefined, input: { bound: number; unmeasured: boolean }): { amount: number; limits: UsageLimits } {
-    const limits = usageLimits({ tokens: input.bound, unmeasured: input.unmeasured }, body.max_tokens, contextWindowOf(price, this.d.billing.defaultContextTokens));
+  worstCase(body: MessagesRequest, price: PriceRow | undefined, input: { bound: number; unmeasured: boolean }, headers?: Headers): { amount: number; limits: UsageLimits } {
+    const window = Math.max(contextWindowOf(price, this.d.billing.defaultContextTokens), betaContextTokens(headers));
+    const limits = usageLimits({ tokens: input.bound, unmeasured: input.unmeasured }, body.max_tokens, window);
     return { amount: Math.max(this.d.billing.minReserve, worstCaseCost(limits, price)), limits };
   }
 
@@ -105,7 +106,7 @@ export class RelayService {
     const price = this.priceFor(body.model, r.group);
     const measure = measureRequestTokens(body);
     const inputEstimate = measure.estimate;
-    const reservation = this.d.quota.reserve({ userId: r.key.userId, apiKey: r.key, ref: r.requestId, ...this.worstCase(body, price, measure) });
+    const reservation = this.d.quota.reserve({ userId: r.key.userId, apiKey: r.key, ref: r.requestId, ...this.worstCase(body, price, measure, r.headers) });
     let attempts = 0;
     let lastChannel: RelayChannel | null = null;
     const pinKey = this.d.affinity?.key({ userId: r.key.userId, group: r.group, model: body.model }, conversationOf(r.headers, body)) ?? null;
@@ -275,6 +276,17 @@ async function readCapped(res: Response, max: number): Promise<string> {
   }
   reader.cancel().catch(() => {});
   return new TextDecoder().decode(Buffer.concat(parts).subarray(0, max));
+}
+
+/**
+ * A client may raise the upstream's context window with a beta (Anthropic's `context-1m-*`). The request's
+ * reservation and its usage clamp must follow, or input read past the configured window would be free.
+ */
+const LONG_CONTEXT_BETA = /(?:^|,)\s*context-1m-/i;
+const LONG_CONTEXT_TOKENS = 1_000_000;
+function betaContextTokens(headers: Headers | undefined): number {
+  const beta = headers?.get('anthropic-beta');
+  return beta && LONG_CONTEXT_BETA.test(beta) ? LONG_CONTEXT_TOKENS : 0;
 }
 
 const unknownModel = (model: string) =>
