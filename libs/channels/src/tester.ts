@@ -1,8 +1,10 @@
-import { GatewayError, nowSeconds } from '@gw/core';
+import { GatewayError, nowSeconds, readBounded } from '@gw/core';
 import { getAdapter, scrubberFor } from '@gw/providers';
 import type { ChannelRegistry } from './registry';
 import type { ChannelTestResult } from './schemas';
 import type { ChannelService } from './service';
+
+const TEST_BODY_BYTES = 4 * 1024 * 1024;
 
 export interface ChannelTesterOptions {
   /** Upper bound of a test call, whatever the channel's own timeout (ms). */
@@ -45,7 +47,9 @@ export class ChannelTester {
     try {
       const res = await this.fetchFn(req.url, { ...req.init, signal: AbortSignal.timeout(Math.min(ch.timeoutMs, this.opts.maxTimeoutMs ?? 30_000)) });
       status = res.status;
-      const text = await res.text();
+      // Bounded like the relay's reads: a test answer larger than a real reply is not buffered whole.
+      const read = await readBounded(res.body, { limit: TEST_BODY_BYTES, deadline: Infinity });
+      const text = read.ok ? Buffer.from(read.bytes).toString('utf8') : '';
       if (res.ok) {
         adapter.decodeMessagesResponse(JSON.parse(text), { requestedModel: requested });
         success = true;

@@ -3,7 +3,7 @@
  * a provider id: each difference (request shape, signature scheme, event layout, amount rules) is a
  * method here.
  */
-import { GatewayError } from '@gw/core';
+import { GatewayError, readBounded } from '@gw/core';
 
 export const PROVIDER_IDS = ['providerA', 'providerB'] as const;
 export type ProviderId = (typeof PROVIDER_IDS)[number];
@@ -75,6 +75,8 @@ export function int(v: unknown, param: string): number {
   return v;
 }
 
+const PROVIDER_BODY_BYTES = 1024 * 1024;
+
 /** fetch with a deadline; network errors and timeouts become ProviderApiError. */
 export async function callProvider(name: string, url: string, init: RequestInit, timeoutMs: number): Promise<{ status: number; body: any }> {
   let res: Response;
@@ -84,7 +86,9 @@ export async function callProvider(name: string, url: string, init: RequestInit,
     const timeout = (e as Error)?.name === 'TimeoutError';
     throw new ProviderApiError(`${name} API ${timeout ? `did not answer within ${timeoutMs} ms` : 'is unreachable'}`, null, { cause: e });
   }
-  const text = await res.text().catch(() => '');
+  // A provider answer is a few KiB: a larger one is not read (the deadline alone would let it fill memory).
+  const read = await readBounded(res.body, { limit: PROVIDER_BODY_BYTES, deadline: Infinity }).catch(() => null);
+  const text = read?.ok ? Buffer.from(read.bytes).toString('utf8') : '';
   let body: any = null;
   try { body = JSON.parse(text); } catch { /* non-JSON answer: handled by the status check */ }
   if (!res.ok) {
