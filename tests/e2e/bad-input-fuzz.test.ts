@@ -86,9 +86,15 @@ function schemaFields(kind: 'body' | 'query'): Map<string, string[]> {
 }
 
 const timed = async (f: () => Promise<{ status: number; body: any; headers: Headers }>) => {
-  const t = performance.now();
-  const r = await f();
-  return { ...r, ms: performance.now() - t };
+  const once = async () => {
+    const t = performance.now();
+    const r = await f();
+    return { ...r, ms: performance.now() - t };
+  };
+  // A slow answer is asked again once: work proportional to the input is slow every time, while a
+  // scheduling stall on a shared CI machine is not.
+  const first = await once();
+  return first.ms < 50 ? first : once();
 };
 
 /** Routes whose handler verifies a password or hashes one: a well-formed body costs a deliberate hash. */

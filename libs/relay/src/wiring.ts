@@ -1,4 +1,4 @@
-import { nowSeconds, type ChangeBus, type Logger } from '@gw/core';
+import { nowSeconds, readBounded, type ChangeBus, type Logger } from '@gw/core';
 import { billingConfig, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps } from '@gw/billing';
 import type { Database } from 'bun:sqlite';
 import { PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
@@ -95,7 +95,15 @@ async function probeChannel(w: RelayWiring, id: number, timeoutMs: number): Prom
   const body = { model, max_tokens: 1, messages: [{ role: 'user' as const, content: 'ping' }] };
   const u = adapter.buildMessagesRequest(body, { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[model] ?? model }, new Headers());
   const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(timeoutMs, ch.timeoutMs)) });
-  // Only the status matters: the body is not read (an endless one would be read until the timeout).
-  await res.body?.cancel().catch(() => undefined);
-  return res.ok;
+  // A one-token answer is small: a longer (or endless) one is not read, and the channel is not healthy.
+  const read = await readBounded(res.body, { limit: PROBE_BODY_BYTES, deadline: Infinity }).catch(() => null);
+  if (!res.ok || !read?.ok) return false;
+  try {
+    adapter.decodeMessagesResponse(JSON.parse(Buffer.from(read.bytes).toString('utf8')), { requestedModel: model });
+    return true;
+  } catch {
+    return false;
+  }
 }
+
+const PROBE_BODY_BYTES = 64 * 1024;
