@@ -14,7 +14,7 @@ export const FailureRulesSchema = Type.Object({
   failures: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'Failures that auto-disable the channel (default RELAY_HEALTH_FAILURES)' })),
   window_requests: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'Counted among this many latest requests (default = failures, i.e. consecutive)' })),
   window_seconds: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400, description: 'And only those younger than this many seconds (default: no age limit)' })),
-}, { additionalProperties: false, description: 'Auto-disable rules; {} = the global defaults' });
+}, { description: 'Auto-disable rules; {} = the global defaults' });
 export type FailureRules = Static<typeof FailureRulesSchema>;
 
 /** Checks what the schema cannot (ranges in order, window not smaller than the failure count). */

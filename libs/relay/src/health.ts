@@ -64,7 +64,7 @@ class OutcomeRing {
 export class ChannelHealth {
   private readonly rings = new Map<number, OutcomeRing>();
   private readonly lastProbe = new Map<string, number>();
-  private timer: ReturnType<typeof setTimeout> | null = null;
+  private timer: ReturnType<typeof setInterval> | null = null;
   private probing = false;
 
   constructor(private readonly deps: HealthDeps, private readonly opts: { threshold: number; probeIntervalMs: number; now?: () => number }) {}
@@ -106,13 +106,9 @@ export class ChannelHealth {
 
   start(): void {
     if (this.timer) return;
-    const tick = () => {
-      // The next tick comes as soon as the shortest interval in use, so a per-channel interval is honoured.
-      const every = Math.min(this.opts.probeIntervalMs, ...this.deps.all().map((c) => c.probeIntervalMs ?? Infinity));
-      this.timer = setTimeout(() => void this.probeOnce(false).finally(() => { if (this.timer) tick(); }), every);
-      this.timer.unref?.();
-    };
-    tick();
+    // Ticks at least every second (the shortest per-channel interval allowed); each tick probes only what is due.
+    this.timer = setInterval(() => void this.probeOnce(false), Math.min(this.opts.probeIntervalMs, 1000));
+    this.timer.unref?.();
   }
 
   /**
@@ -124,8 +120,13 @@ export class ChannelHealth {
     this.probing = true;
     try {
       const now = this.now();
+      // First seen down: probed one interval later (not at once), then every interval.
       const due = (k: string, c: HealthChannel) => {
-        if (!all && now - (this.lastProbe.get(k) ?? 0) < (c.probeIntervalMs ?? this.opts.probeIntervalMs)) return false;
+        const last = this.lastProbe.get(k);
+        if (!all && (last === undefined || now - last < (c.probeIntervalMs ?? this.opts.probeIntervalMs))) {
+          if (last === undefined) this.lastProbe.set(k, now);
+          return false;
+        }
         this.lastProbe.set(k, now);
         return true;
       };
@@ -137,6 +138,7 @@ export class ChannelHealth {
           if (k.status !== AUTO_DISABLED || !due(`${c.id}:${k.id}`, c)) continue;
           jobs.push(this.deps.probe(c.id, k.id).catch(() => false).then((ok) => {
             if (!ok) return;
+            this.lastProbe.delete(`${c.id}:${k.id}`);
             this.deps.reEnableKey?.(c.id, k.id);
             this.deps.log?.info('channel.key_re_enabled', { channel: c.id, key: k.id, by: 'health probe' });
           }));
@@ -147,6 +149,7 @@ export class ChannelHealth {
           if (!ok || this.deps.get(c.id)?.status !== AUTO_DISABLED) return;
           this.deps.setStatus(c.id, ENABLED, '');
           this.rings.delete(c.id);
+          this.lastProbe.delete(`${c.id}`);
           this.deps.log?.info('channel.re_enabled', { channel: c.id, by: 'health probe' });
           healed.push(c.id);
         }));
@@ -159,7 +162,7 @@ export class ChannelHealth {
   }
 
   close(): void {
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer) clearInterval(this.timer);
     this.timer = null;
   }
 }
