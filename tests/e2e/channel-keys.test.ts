@@ -133,6 +133,20 @@ describe('multi-key channels', () => {
   });
 });
 
+describe('secrets', () => {
+  test('an upstream error echoing a sibling key of the channel is scrubbed of it', async () => {
+    const sibling = 'zzsiblingsecret998877';
+    const up = keyedUpstream((k) => (k === 'plainfirstsecret112233' ? { error: { status: 400, message: `bad request; account keys: ${sibling}, ${k}` } } : undefined));
+    await channel(up.url, 'mk-scrub', ['plainfirstsecret112233', sibling], { key_selection: 'round_robin' });
+    const u = await keyedUser(gw);
+    const r = await send(gw, u.key, msg('mk-scrub'));
+    expect(r.status).toBe(400);
+    expect(r.text).toContain('bad request');
+    expect(r.text).not.toContain(sibling.slice(0, 10));
+    expect(r.text).not.toContain('plainfirstsecret');
+  });
+});
+
 describe('key administration', () => {
   test('add, list masked, remove; the last key stays; `key` is key 1', async () => {
     const id = await channel('http://127.0.0.1:9', 'mk-admin', ['sk-admin-first-0001']);
