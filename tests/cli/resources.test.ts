@@ -92,6 +92,36 @@ describe('gw channel', () => {
     }
   });
 
+  test('channel key: add from stdin, list masked, disable/enable, remove; rule flags reach the API', async () => {
+    const ch = (await gw.api('POST', '/api/channel/', { name: 'multi', type: 'anthropic', base_url: 'https://api.anthropic.com', key: 'sk-cli-first-key-0001', models: ['m'] })).body.data;
+    const add = await gwc(['channel', 'key', 'add', String(ch.id), '--stdin'], 'sk-cli-second-key-0002\n\nsk-cli-third-key-00003\n');
+    expect(add.stderr).toBe('');
+    expect(add.stdout).toBe(`Added 2 key(s) to channel ${ch.id}; it now holds 3.\n`);
+    const list = await gwc(['channel', 'key', 'list', String(ch.id)]);
+    expect(list.code).toBe(0);
+    expect(list.stdout.split('\n')[0]).toMatch(/^ID\s+KEY\s+STATUS/);
+    expect(list.stdout.trim().split('\n')).toHaveLength(4);
+    for (const k of ['sk-cli-first-key-0001', 'sk-cli-second-key-0002', 'sk-cli-third-key-00003']) expect(list.stdout).not.toContain(k);
+    expect((await gwc(['channel', 'key', 'disable', String(ch.id), '2'])).stdout).toBe(`Disabled key 2 of channel ${ch.id}.\n`);
+    expect((await gw.api('GET', `/api/channel/${ch.id}/keys`)).body.data.map((k: any) => k.status)).toEqual([1, 2, 1]);
+    expect((await gwc(['channel', 'key', 'enable', String(ch.id), '2'])).code).toBe(0);
+    expect((await gwc(['channel', 'key', 'remove', String(ch.id), '1'])).stdout).toBe(`Removed key 1 from channel ${ch.id}.\n`);
+    expect((await gw.api('GET', `/api/channel/${ch.id}/keys`)).body.data.map((k: any) => [k.id, k.status])).toEqual([[2, 1], [3, 1]]);
+    const upd = await gwc(['channel', 'update', String(ch.id), '--key-selection', 'round_robin', '--first-byte-timeout-ms', '2000',
+      '--probe-interval-ms', '5000', '--failure-rules', '{"statuses":"500-599","failures":2,"window_requests":5}']);
+    expect(upd.code).toBe(0);
+    expect((await gw.api('GET', `/api/channel/${ch.id}`)).body.data).toMatchObject({
+      key_selection: 'round_robin', first_byte_timeout_ms: 2000, probe_interval_ms: 5000, key_count: 2,
+      failure_rules: { statuses: '500-599', failures: 2, window_requests: 5 },
+    });
+    const last = await gwc(['channel', 'key', 'remove', String(ch.id), '2']);
+    expect(last.code).toBe(0);
+    const refused = await gwc(['channel', 'key', 'remove', String(ch.id), '3']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('last_channel_key');
+    await gw.api('DELETE', `/api/channel/${ch.id}`);
+  });
+
   test('get of an unknown channel is a server refusal (1)', async () => {
     const r = await gwc(['channel', 'get', '424242']);
     expect(r.code).toBe(1);

@@ -106,7 +106,7 @@ describe('/v1/messages streams end on revocation', () => {
     expect(body.error.code).toBe('api_key_revoked');
     expect(gw.services.relay.inflight.size).toBe(0);
     // Our own abort is not the channel's failure: it is not counted toward auto-disable.
-    expect(gw.services.relay.health.consecutiveFailures(channelId)).toBe(0);
+    expect(gw.services.relay.health.recentFailures(channelId)).toBe(0);
   });
 
   test('a revoked key is refused on its next request (nothing stays registered)', async () => {

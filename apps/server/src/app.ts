@@ -18,6 +18,7 @@ import { webhookRoutes } from './routes/webhooks';
 import { ledgerRoutes } from './routes/ledger';
 import { sessionRoutes } from './routes/session';
 import { channelRoutes } from './routes/channels';
+import { channelKeyRoutes } from './routes/channel-keys';
 import { userRoutes } from './routes/users';
 import { tokenRoutes } from './routes/tokens';
 import { openapiPlugin } from './plugins/openapi';
@@ -74,6 +75,7 @@ export function createApp(s: Services) {
     .use(openapiPlugin({ title: 'AI Gateway', version: '0.1.0' }))
     .use(sessionRoutes(s))
     .use(channelRoutes(s))
+    .use(channelKeyRoutes(s))
     .use(userRoutes(s))
     .use(tokenRoutes(s))
     .use(topupRoutes(s))

@@ -8,7 +8,7 @@ import { LedgerRepo, SessionsRepo, UsersRepo, openDatabase, type DbHandle } from
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
 import { ApiKeysRepo, ChannelsRepo } from '@gw/db';
 import { ApiKeyService, UserDirectory, UserService } from '@gw/identity';
-import { ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
+import { ChannelKeyService, ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
 import { SecurityRepo } from '@gw/db';
 import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, mailConfig, passwordResetConfig, twoFactorConfig } from '@gw/identity';
 import { createPayments, paymentsConfig, type Payments } from '@gw/payments';
@@ -42,6 +42,8 @@ export interface Services {
   /** Channel administration and the in-memory channel snapshot the relay routes from. */
   channels: ChannelService;
   channelRegistry: ChannelRegistry;
+  /** A channel's upstream keys (/api/channel/:id/keys) and their counters. */
+  channelKeys: ChannelKeyService;
   /** POST /api/channel/:id/test: one minimal real request through the channel's adapter. */
   channelTester: ChannelTester;
   /** User administration (/api/user/ CRUD, role rules) and the in-memory user map of the request path. */
@@ -89,6 +91,7 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   const channelSecrets = new SecretBox(config.secretKey);
   const channels = new ChannelService(channelsRepo, channelSecrets, bus);
   const channelRegistry = new ChannelRegistry(channelsRepo, channelSecrets, bus, log);
+  const channelKeys = new ChannelKeyService(channelsRepo, channelSecrets, bus, channels);
   const userAdmin = new UserService(dbh.db, users, sessions, ledger, bus);
   const userDirectory = new UserDirectory(users, bus);
   const apiKeys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });
@@ -100,6 +103,11 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     env: config.env, db: dbh.db, sqlite: dbh.sqlite, bus, users, apiKeys,
     journalDir: config.sqlitePath === ':memory:' ? null : `${config.sqlitePath}.settlements`, directory: userDirectory, channels: channelRegistry,
     setChannelStatus: (id, status, reason) => channels.setStatus(id, status, reason), adapter: getAdapter, log,
+    channelKeys: {
+      refused: (id, keyId, reason) => channelKeys.autoDisable(id, keyId, reason),
+      used: (id, keyId, ok) => channelKeys.stats.record(id, keyId, ok),
+      reEnable: (id, keyId) => channelKeys.reEnable(id, keyId),
+    },
     observeAttempt: (channelId, result) => metrics.upstream.inc({ channel: channelId, result }),
     observeSettlement: metrics.settlement,
   });
@@ -117,7 +125,7 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   metrics.registry.gauge('gateway_realtime_sessions', 'Live realtime sessions', () => [[{}, realtime.liveCount]]);
   const services: Services = {
     relay, realtime, metrics, log,
-    channels, channelRegistry, userAdmin, userDirectory, apiKeys,
+    channels, channelRegistry, channelKeys, userAdmin, userDirectory, apiKeys,
     channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, users, sessions, ledger, bus,
     secrets, auth, security, twoFactor, mailer,

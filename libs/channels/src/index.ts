@@ -4,3 +4,6 @@ export * from './service';
 export * from './registry';
 export * from './tester';
 export * from './header-policy';
+export * from './keys';
+export * from './key-service';
+export * from './failure-rules';

@@ -65,9 +65,23 @@ describe('ChannelRegistry', () => {
 
   test('a channel whose key cannot be opened is left out, not served with garbage', () => {
     const a = add();
-    dbh.sqlite.query('update channels set key = ? where id = ?').run(new SecretBox(new Uint8Array(32).fill(7)).seal('other'), a.id);
+    // A row from before multi-key support (`keys` empty): its `key` is the only key.
+    dbh.sqlite.query("update channels set key = ?, keys = '[]' where id = ?").run(new SecretBox(new Uint8Array(32).fill(7)).seal('other'), a.id);
     registry.refresh(a.id);
     expect(registry.get(a.id)).toBeUndefined();
     expect(service.get(a.id).key).toContain('unreadable');
+  });
+
+  test('several keys: an unreadable one is left out, the channel keeps the others; `apiKey` is the first usable', () => {
+    const a = add({ keys: ['k-second-22222', 'k-third-333333'] });
+    expect(registry.get(a.id)!.keys.map((k) => [k.id, k.apiKey])).toEqual([[1, 'k-123456789'], [2, 'k-second-22222'], [3, 'k-third-333333']]);
+    const row = dbh.sqlite.query('select keys from channels where id = ?').get(a.id) as { keys: string };
+    const keys = JSON.parse(row.keys);
+    keys[0].key = new SecretBox(new Uint8Array(32).fill(7)).seal('other');
+    keys[1].status = 3;
+    dbh.sqlite.query('update channels set keys = ? where id = ?').run(JSON.stringify(keys), a.id);
+    registry.refresh(a.id);
+    expect(registry.get(a.id)!.keys.map((k) => [k.id, k.status])).toEqual([[2, 3], [3, 1]]);
+    expect(registry.get(a.id)!.apiKey).toBe('k-third-333333');
   });
 });

@@ -1,5 +1,14 @@
 import { stdLogger, type ChangeBus, type Logger, type SecretBox } from '@gw/core';
-import { CHANNEL_STATUS, type ChannelRow, type ChannelsRepo, type HeaderPolicy } from '@gw/db';
+import { CHANNEL_STATUS, type ChannelFailureRules, type ChannelRow, type ChannelsRepo, type HeaderPolicy } from '@gw/db';
+import { keyEntries } from './keys';
+
+/** One upstream key of a channel, decrypted. */
+export interface ChannelKey {
+  id: number;
+  apiKey: string;
+  /** 1 enabled, 2 disabled by an operator, 3 auto-disabled. */
+  status: number;
+}
 
 /** A channel as the relay uses it: key decrypted, groups split. Never sent to a client. */
 export interface ChannelRecord {
@@ -7,8 +16,14 @@ export interface ChannelRecord {
   name: string;
   type: string;
   baseUrl: string;
-  /** Decrypted upstream key. */
+  /** The first usable key (else the first): for single-key users (tests, realtime); /v1/messages picks among `keys`. */
   apiKey: string;
+  /** Every key that could be decrypted, any status. */
+  keys: ChannelKey[];
+  keySelection: 'random' | 'round_robin';
+  failureRules: ChannelFailureRules;
+  firstByteTimeoutMs: number | null;
+  probeIntervalMs: number | null;
   models: string[];
   modelMapping: Record<string, string>;
   groups: string[];
@@ -77,16 +92,20 @@ export class ChannelRegistry {
   }
 
   private put(row: ChannelRow): void {
-    let apiKey: string;
-    try {
-      apiKey = this.secrets.open(row.key);
-    } catch {
-      // A key sealed under another SECRET_KEY cannot be used; leave the channel out rather than send garbage.
-      this.log.error('channel.key_undecryptable', { channel: row.id, name: row.name, msg: 'key cannot be decrypted with the configured SECRET_KEY; channel skipped' });
-      return;
+    const keys: ChannelKey[] = [];
+    for (const e of keyEntries(row)) {
+      try {
+        keys.push({ id: e.id, apiKey: this.secrets.open(e.key), status: e.status });
+      } catch {
+        // A key sealed under another SECRET_KEY cannot be used; leave it out rather than send garbage.
+        this.log.error('channel.key_undecryptable', { channel: row.id, name: row.name, key: e.id, msg: 'key cannot be decrypted with the configured SECRET_KEY; key skipped' });
+      }
     }
+    if (!keys.length) return;
     this.byId.set(row.id, {
-      id: row.id, name: row.name, type: row.type, baseUrl: row.baseUrl, apiKey, models: row.models,
+      id: row.id, name: row.name, type: row.type, baseUrl: row.baseUrl, apiKey: (keys.find((k) => k.status === 1) ?? keys[0]!).apiKey, keys,
+      keySelection: row.keySelection === 'round_robin' ? 'round_robin' : 'random', failureRules: row.failureRules ?? {},
+      firstByteTimeoutMs: row.firstByteTimeoutMs, probeIntervalMs: row.probeIntervalMs, models: row.models,
       modelMapping: row.modelMapping, groups: row.group.split(',').map((g) => g.trim()).filter(Boolean), tag: row.tag,
       priority: row.priority, weight: row.weight, status: row.status, timeoutMs: row.timeoutMs, headers: row.headers,
       headerPolicy: row.headerPolicy ?? {},

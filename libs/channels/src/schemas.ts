@@ -4,6 +4,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { HeaderPolicySchema } from './header-policy';
+import { FailureRulesSchema } from './failure-rules';
 
 export const CHANNEL_TYPES = ['anthropic', 'openai', 'openai-legacy'] as const;
 export type ChannelType = (typeof CHANNEL_TYPES)[number];
@@ -28,6 +29,10 @@ const Headers = Type.Record(Type.String({ minLength: 1, maxLength: 128 }), Type.
   description: 'Extra headers sent upstream (no hop-by-hop or credential headers)',
 });
 const Key = Type.String({ maxLength: 8192, description: 'Upstream API key; write-only (masked on read)' });
+const KeySelection = Type.Union([Type.Literal('random'), Type.Literal('round_robin')], { description: "How a request picks one of the channel's usable keys (default 'random')", error: "must be 'random' or 'round_robin'" });
+const FirstByteTimeoutMs = Type.Union([Type.Integer({ minimum: 100, maximum: 3_600_000 }), Type.Null()], { description: "Longest wait for the upstream's first byte (response headers, and the first chunk of a stream) before the request fails over; null = only timeout_ms" });
+const ProbeIntervalMs = Type.Union([Type.Integer({ minimum: 1000, maximum: 86_400_000 }), Type.Null()], { description: 'How often this channel (or its keys) is probed while auto-disabled; null = RELAY_PROBE_INTERVAL_MS' });
+const ExtraKeys = Type.Array(Type.String({ minLength: 1, maxLength: 8192 }), { maxItems: 99, description: 'More upstream keys, after `key` (write-only)' });
 
 /** Body of POST /api/channel/. */
 export const ChannelCreate = Type.Object({
@@ -45,6 +50,11 @@ export const ChannelCreate = Type.Object({
   timeout_ms: Type.Optional(TimeoutMs),
   headers: Type.Optional(Headers),
   header_policy: Type.Optional(HeaderPolicySchema),
+  keys: Type.Optional(ExtraKeys),
+  key_selection: Type.Optional(KeySelection),
+  failure_rules: Type.Optional(FailureRulesSchema),
+  first_byte_timeout_ms: Type.Optional(FirstByteTimeoutMs),
+  probe_interval_ms: Type.Optional(ProbeIntervalMs),
 });
 export type ChannelCreate = Static<typeof ChannelCreate>;
 
@@ -54,7 +64,7 @@ export type ChannelCreate = Static<typeof ChannelCreate>;
  */
 export const ChannelUpdate = Type.Composite([
   Type.Object({ id: Type.Integer({ minimum: 1 }) }),
-  Type.Partial(Type.Omit(ChannelCreate, ['key'])),
+  Type.Partial(Type.Omit(ChannelCreate, ['key', 'keys'])),
   Type.Object({ key: Type.Optional(Key) }),
 ]);
 export type ChannelUpdate = Static<typeof ChannelUpdate>;
@@ -77,6 +87,12 @@ export const ChannelView = Type.Object({
   timeout_ms: Type.Integer(),
   headers: Type.Record(Type.String(), Type.String()),
   header_policy: Type.Required(HeaderPolicySchema),
+  key_selection: Type.String(),
+  key_count: Type.Integer({ description: 'Upstream keys the channel holds' }),
+  usable_keys: Type.Integer({ description: 'Keys that are enabled' }),
+  failure_rules: FailureRulesSchema,
+  first_byte_timeout_ms: Type.Union([Type.Integer(), Type.Null()]),
+  probe_interval_ms: Type.Union([Type.Integer(), Type.Null()]),
   response_time_ms: Type.Integer(),
   tested_at: Type.Union([Type.Integer(), Type.Null()]),
   created_at: Type.Integer(),
@@ -93,3 +109,23 @@ export const ChannelTestResult = Type.Object({
   tested_at: Type.Integer(),
 });
 export type ChannelTestResult = Static<typeof ChannelTestResult>;
+
+/** One upstream key as the API shows it: masked, with its status and in-memory counters. */
+export const ChannelKeyView = Type.Object({
+  id: Type.Integer(),
+  key: Type.String({ description: 'Masked' }),
+  status: Type.Integer({ description: '1 enabled, 2 disabled by an operator, 3 auto-disabled' }),
+  reason: Type.String({ description: 'Why it is disabled' }),
+  disabled_at: Type.Union([Type.Integer(), Type.Null()]),
+  created_at: Type.Integer(),
+  requests: Type.Integer({ description: 'Upstream requests made with it since the process started' }),
+  failures: Type.Integer({ description: 'Of which failed for the upstream\'s reasons' }),
+  last_used_at: Type.Union([Type.Integer(), Type.Null()]),
+});
+export type ChannelKeyView = Static<typeof ChannelKeyView>;
+
+/** Body of POST /api/channel/:id/keys. */
+export const ChannelKeysAdd = Type.Object({
+  keys: Type.Array(Type.String({ minLength: 1, maxLength: 8192 }), { minItems: 1, maxItems: 100, description: 'Upstream keys to add (write-only)' }),
+});
+export type ChannelKeysAdd = Static<typeof ChannelKeysAdd>;

@@ -3,6 +3,8 @@ import { CHANNEL_STATUS, type ChannelListFilter, type ChannelRow, type ChannelsR
 import { isCredentialHeader } from '@gw/providers';
 import type { ChannelCreate, ChannelUpdate, ChannelView } from './schemas';
 import { normalizeHeaderPolicy } from './header-policy';
+import { normalizeFailureRules } from './failure-rules';
+import { KEY_STATUS, keyEntries, MAX_KEYS_PER_CHANNEL, usableKey } from './keys';
 import { normalizeBaseUrl, normalizeHeaders, normalizeMapping, normalizeModels, normalizeName } from './validate';
 
 export type ChannelStatus = 1 | 2 | 3;
@@ -45,17 +47,27 @@ export class ChannelService {
       model_mapping: r.modelMapping, group: r.group, tag: r.tag, priority: r.priority, weight: r.weight,
       status: r.status, status_reason: r.statusReason, timeout_ms: r.timeoutMs, headers: maskHeaders(r.headers),
       header_policy: normalizeHeaderPolicy(r.headerPolicy),
+      key_selection: r.keySelection, key_count: keyEntries(r).length, usable_keys: keyEntries(r).filter(usableKey).length,
+      failure_rules: r.failureRules ?? {}, first_byte_timeout_ms: r.firstByteTimeoutMs, probe_interval_ms: r.probeIntervalMs,
       response_time_ms: r.responseTimeMs, tested_at: r.testedAt, created_at: r.createdAt, updated_at: r.updatedAt,
     };
   }
 
   create(input: ChannelCreate): ChannelView {
     const now = nowSeconds();
+    const all = [input.key, ...(input.keys ?? [])];
+    if (all.length > MAX_KEYS_PER_CHANNEL) throw new GatewayError(400, 'invalid_value', `a channel holds at most ${MAX_KEYS_PER_CHANNEL} keys`, { param: 'keys' });
+    const keys = all.map((k, i) => ({ id: i + 1, key: this.sealKey(k), status: KEY_STATUS.enabled, reason: '', disabledAt: null, createdAt: now }));
     const row = this.repo.insert({
       name: normalizeName(input.name),
       type: input.type,
       baseUrl: normalizeBaseUrl(input.base_url),
-      key: this.sealKey(input.key),
+      key: keys[0]!.key,
+      keys,
+      keySelection: input.key_selection ?? 'random',
+      failureRules: normalizeFailureRules(input.failure_rules),
+      firstByteTimeoutMs: input.first_byte_timeout_ms ?? null,
+      probeIntervalMs: input.probe_interval_ms ?? null,
       models: normalizeModels(input.models),
       modelMapping: normalizeMapping(input.model_mapping ?? {}),
       group: input.group ?? 'default',
@@ -86,12 +98,22 @@ export class ChannelService {
 
   /** Partial update: only fields present change; an omitted or empty `key` keeps the stored key. */
   update(input: ChannelUpdate): ChannelView {
-    if (!this.repo.byId(input.id)) throw notFound(input.id);
+    const stored = this.repo.byId(input.id);
+    if (!stored) throw notFound(input.id);
     const patch: Partial<NewChannelRow> = { updatedAt: nowSeconds() };
     if (input.name !== undefined) patch.name = normalizeName(input.name);
     if (input.type !== undefined) patch.type = input.type;
     if (input.base_url !== undefined) patch.baseUrl = normalizeBaseUrl(input.base_url);
-    if (input.key !== undefined && input.key.trim() !== '') patch.key = this.sealKey(input.key);
+    if (input.key !== undefined && input.key.trim() !== '') {
+      // `key` is the first key: a new value replaces it (enabled again, as a fresh credential).
+      const [first, ...rest] = keyEntries(stored);
+      patch.key = this.sealKey(input.key);
+      patch.keys = [{ ...first!, key: patch.key, status: KEY_STATUS.enabled, reason: '', disabledAt: null }, ...rest];
+    }
+    if (input.key_selection !== undefined) patch.keySelection = input.key_selection;
+    if (input.failure_rules !== undefined) patch.failureRules = normalizeFailureRules(input.failure_rules);
+    if (input.first_byte_timeout_ms !== undefined) patch.firstByteTimeoutMs = input.first_byte_timeout_ms;
+    if (input.probe_interval_ms !== undefined) patch.probeIntervalMs = input.probe_interval_ms;
     if (input.models !== undefined) patch.models = normalizeModels(input.models);
     if (input.model_mapping !== undefined) patch.modelMapping = normalizeMapping(input.model_mapping);
     if (input.group !== undefined) patch.group = input.group;
@@ -104,7 +126,7 @@ export class ChannelService {
       patch.statusReason = input.status === CHANNEL_STATUS.manuallyDisabled ? 'disabled by an operator' : '';
     }
     if (input.timeout_ms !== undefined) patch.timeoutMs = input.timeout_ms;
-    if (input.headers !== undefined) patch.headers = keepMaskedHeaders(normalizeHeaders(input.headers), this.repo.byId(input.id)!.headers);
+    if (input.headers !== undefined) patch.headers = keepMaskedHeaders(normalizeHeaders(input.headers), stored.headers);
     if (input.header_policy !== undefined) patch.headerPolicy = normalizeHeaderPolicy(input.header_policy);
     const row = this.repo.update(input.id, patch);
     if (!row) throw notFound(input.id);
@@ -150,7 +172,8 @@ export class ChannelService {
     this.bus.emit('channel.changed', { channelId: id });
   }
 
-  private sealKey(key: string): string {
+  /** Seals one upstream key (trimmed, no line breaks). */
+  sealKey(key: string): string {
     const k = key.trim();
     if (!k) throw new GatewayError(400, 'invalid_value', 'key must not be blank', { param: 'key' });
     if (/[\r\n\0]/.test(k)) throw new GatewayError(400, 'invalid_value', 'key must not contain line breaks', { param: 'key' });

@@ -26,8 +26,9 @@ export function isCredentialHeader(name: string, value: string): boolean {
 }
 
 /** The secrets of a channel: its key and its credential-looking extra header values. */
-export function channelSecrets(c: { apiKey: string; extraHeaders?: Record<string, string> }): string[] {
-  const out = [c.apiKey];
+export function channelSecrets(c: { apiKey: string; extraHeaders?: Record<string, string>; keys?: string[] }): string[] {
+  // Every key of the channel, not only the one in use: an upstream may echo a sibling key (shared accounts).
+  const out = [c.apiKey, ...(c.keys ?? [])];
   for (const [name, value] of Object.entries(c.extraHeaders ?? {})) if (isCredentialHeader(name, value)) out.push(value);
   return out.filter((s) => s.length >= 6);
 }
@@ -125,6 +126,6 @@ export class Scrubber {
 export const genericScrubber = new Scrubber();
 
 /** The scrubber of one channel's upstream text. */
-export function scrubberFor(c: { apiKey: string; extraHeaders?: Record<string, string> }): Scrubber {
+export function scrubberFor(c: { apiKey: string; extraHeaders?: Record<string, string>; keys?: string[] }): Scrubber {
   return new Scrubber(channelSecrets(c));
 }

@@ -1,10 +1,12 @@
-import { ConfigError, readIntEnv } from '@gw/config';
+import { ConfigError, readBoolEnv, readIntEnv } from '@gw/config';
 
 export interface RelayConfig {
   /** RELAY_MAX_ATTEMPTS (default 3, 1..10): channels tried per request before giving up. */
   maxAttempts: number;
   /** RELAY_HEALTH_FAILURES (default 3, 1..1000): consecutive failures that auto-disable a channel. */
   healthFailures: number;
+  /** RELAY_HEALTH_CONFIRM (default true): a probe must also fail before a channel is auto-disabled. */
+  healthConfirm: boolean;
   /** RELAY_PROBE_INTERVAL_MS (default 30000, 100..86400000): how often auto-disabled channels are probed. */
   probeIntervalMs: number;
   /** RELAY_PROBE_TIMEOUT_MS (default 10000, 100..600000): time limit of one probe request. */
@@ -31,6 +33,7 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
   return {
     maxAttempts: readIntEnv(env, 'RELAY_MAX_ATTEMPTS', 3, 1, 10),
     healthFailures: readIntEnv(env, 'RELAY_HEALTH_FAILURES', 3, 1, 1000),
+    healthConfirm: readBoolEnv(env, 'RELAY_HEALTH_CONFIRM', true),
     probeIntervalMs: readIntEnv(env, 'RELAY_PROBE_INTERVAL_MS', 30_000, 100, 86_400_000),
     probeTimeoutMs: readIntEnv(env, 'RELAY_PROBE_TIMEOUT_MS', 10_000, 100, 600_000),
     streamBufferBytes: readIntEnv(env, 'STREAM_BUFFER_BYTES', 65_536, 0, 16 << 20),

@@ -32,7 +32,7 @@ describe('ChannelHealth', () => {
   test('a channel whose probe succeeds is kept and its streak starts again (client-triggered failures)', async () => {
     const t = harness(() => true);
     for (let i = 0; i < 3; i++) await t.h.failure(1, 'x');
-    expect([t.probes(), t.status.get(1), t.h.consecutiveFailures(1)]).toEqual([1, 1, 0]);
+    expect([t.probes(), t.status.get(1), t.h.recentFailures(1)]).toEqual([1, 1, 0]);
   });
 
   test('one probe at a time per channel, and an operator change during the probe wins', async () => {

@@ -1,9 +1,15 @@
 import type { Logger } from '@gw/core';
+import type { ChannelFailureRules } from '@gw/db';
 
 /** A channel as health checks see it. */
 export interface HealthChannel {
   id: number;
   status: number;
+  failureRules?: ChannelFailureRules;
+  /** This channel's probe interval; null/absent = the global one. */
+  probeIntervalMs?: number | null;
+  /** Its keys (status 3 = auto-disabled, probed like a channel). */
+  keys?: Array<{ id: number; status: number }>;
 }
 
 export interface HealthDeps {
@@ -12,87 +18,163 @@ export interface HealthDeps {
   get(id: number): HealthChannel | undefined;
   /** ChannelService.setStatus: 1 enabled, 3 auto-disabled. Never called with 2. */
   setStatus(id: number, status: 1 | 3, reason: string): void;
-  /** One cheap upstream request; resolves true when the channel answered successfully. */
-  probe(id: number): Promise<boolean>;
+  /** One cheap upstream request (with that key, else a usable one); resolves true when it succeeded. */
+  probe(id: number, keyId?: number): Promise<boolean>;
+  /** Re-enables an auto-disabled key (ChannelKeyService.reEnable). */
+  reEnableKey?(id: number, keyId: number): void;
   log?: Logger;
 }
 
 const AUTO_DISABLED = 3;
 const ENABLED = 1;
 
+/** The last `size` outcomes of a channel (1 = failure) with their times: a fixed ring, O(size) per check. */
+class OutcomeRing {
+  readonly failed: Uint8Array;
+  readonly at: Float64Array;
+  private pos = 0;
+
+  constructor(readonly size: number) {
+    this.failed = new Uint8Array(size);
+    this.at = new Float64Array(size);
+  }
+
+  push(failed: boolean, now: number): void {
+    this.failed[this.pos] = failed ? 1 : 0;
+    this.at[this.pos] = now;
+    this.pos = (this.pos + 1) % this.size;
+  }
+
+  /** Failures recorded at or after `since` (ms). */
+  failures(since: number): number {
+    let n = 0;
+    for (let i = 0; i < this.size; i++) if (this.failed[i] && this.at[i]! >= since) n++;
+    return n;
+  }
+}
+
 /**
- * Channel health: counts consecutive failures per channel in memory; at the threshold the channel is
- * auto-disabled (status 3). A background prober (timer unref'd, stopped by close) tries each
- * auto-disabled channel and re-enables it on success. Status 2 (an operator's decision) is never
- * touched: the prober only acts on status 3, and checks again right before re-enabling.
+ * Channel health: the last outcomes of each channel in a ring (created at its first failure, dropped once
+ * it holds no failure). A channel is auto-disabled (status 3) when `failures` of its last `window_requests`
+ * outcomes (younger than `window_seconds`, when set) failed; the defaults (N = RELAY_HEALTH_FAILURES out
+ * of the last N) mean N consecutive failures. A background prober (timer unref'd, stopped by close) tries
+ * each auto-disabled channel and key on its own interval and re-enables what answers. Status 2 (an
+ * operator's decision) is never touched: the prober only acts on status 3 and checks again before acting.
  */
 export class ChannelHealth {
-  private readonly failures = new Map<number, number>();
+  private readonly rings = new Map<number, OutcomeRing>();
+  private readonly lastProbe = new Map<string, number>();
   private timer: ReturnType<typeof setInterval> | null = null;
   private probing = false;
   /** Channels whose disable is being confirmed by a probe (one probe at a time per channel). */
   private readonly confirming = new Set<number>();
 
-  constructor(private readonly deps: HealthDeps, private readonly opts: { threshold: number; probeIntervalMs: number }) {}
+  constructor(private readonly deps: HealthDeps, private readonly opts: { threshold: number; probeIntervalMs: number; confirm?: boolean; now?: () => number }) {}
+
+  private now(): number {
+    return this.opts.now?.() ?? Date.now();
+  }
 
   success(id: number): void {
-    if (this.failures.size) this.failures.delete(id);
+    const ring = this.rings.get(id);
+    if (!ring) return;
+    ring.push(false, this.now());
+    if (!ring.failures(0)) this.rings.delete(id);
   }
 
   /**
-   * Records a failure. At the threshold the channel is not disabled on the word of the failing requests
-   * alone: one neutral probe request decides. A client can make an upstream fail on purpose (an input that
-   * crashes it), and failover spreads one such request over every channel of a model; only a channel that
-   * also fails the probe goes down. Resolves true when it disabled the channel.
+   * Records a failure. When the channel's rule is met, the failing requests alone do not disable it (unless
+   * `confirm` is off): one neutral probe request decides. A client can make an upstream fail on purpose (an
+   * input that crashes it), and failover spreads one such request over every channel of a model; only a
+   * channel that also fails the probe goes down. Resolves true when it disabled the channel.
    */
   async failure(id: number, reason: string): Promise<boolean> {
-    const n = (this.failures.get(id) ?? 0) + 1;
-    this.failures.set(id, n);
-    if (n < this.opts.threshold || this.confirming.has(id)) return false;
-    if (this.deps.get(id)?.status !== ENABLED) return false;
-    this.confirming.add(id);
-    try {
-      const healthy = await this.deps.probe(id).catch(() => false);
-      this.failures.delete(id);
-      if (healthy) {
-        this.deps.log?.info('channel.kept', { channel: id, reason, msg: `${n} failures, but the probe succeeded` });
-        return false;
+    const c = this.deps.get(id);
+    const r = c?.failureRules ?? {};
+    const need = r.failures ?? this.opts.threshold;
+    const size = Math.max(need, r.window_requests ?? need);
+    let ring = this.rings.get(id);
+    if (!ring || ring.size !== size) this.rings.set(id, (ring = new OutcomeRing(size)));
+    const now = this.now();
+    ring.push(true, now);
+    const n = ring.failures(r.window_seconds ? now - r.window_seconds * 1000 : 0);
+    if (n < need || !c || c.status !== ENABLED || this.confirming.has(id)) return false;
+    this.rings.delete(id);
+    const rule = size === need && !r.window_seconds ? `${n} consecutive failures` : `${n} failures within ${size} requests${r.window_seconds ? ` and ${r.window_seconds} s` : ''}`;
+    if (this.opts.confirm !== false) {
+      this.confirming.add(id);
+      try {
+        if (await this.deps.probe(id).catch(() => false)) {
+          this.deps.log?.info('channel.kept', { channel: id, reason, msg: `${rule}, but the probe succeeded` });
+          return false;
+        }
+      } finally {
+        this.confirming.delete(id);
       }
       // An operator may have changed the status while the probe ran: only an enabled channel is disabled.
       if (this.deps.get(id)?.status !== ENABLED) return false;
-      this.deps.setStatus(id, AUTO_DISABLED, `auto-disabled after ${n} consecutive failures and a failed probe: ${reason}`.slice(0, 500));
-      this.deps.log?.warn('channel.auto_disabled', { channel: id, reason });
-      return true;
-    } finally {
-      this.confirming.delete(id);
     }
+    this.deps.setStatus(id, AUTO_DISABLED, `auto-disabled after ${rule}${this.opts.confirm !== false ? ' and a failed probe' : ''}: ${reason}`.slice(0, 500));
+    this.deps.log?.warn('channel.auto_disabled', { channel: id, reason });
+    return true;
   }
 
-  consecutiveFailures(id: number): number {
-    return this.failures.get(id) ?? 0;
+  /** Failures among the outcomes the channel's window still holds. */
+  recentFailures(id: number): number {
+    return this.rings.get(id)?.failures(0) ?? 0;
   }
 
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => void this.probeOnce(), this.opts.probeIntervalMs);
+    // Ticks at least every second (the shortest per-channel interval allowed); each tick probes only what is due.
+    this.timer = setInterval(() => void this.probeOnce(false), Math.min(this.opts.probeIntervalMs, 1000));
     this.timer.unref?.();
   }
 
-  /** Probes every auto-disabled channel once (one round at a time); returns the ids re-enabled. */
-  async probeOnce(): Promise<number[]> {
+  /**
+   * Probes every auto-disabled channel and auto-disabled key once (one round at a time); with `all`
+   * false only those whose interval has passed since their last probe. Returns the channel ids re-enabled.
+   */
+  async probeOnce(all = true): Promise<number[]> {
     if (this.probing) return [];
     this.probing = true;
     try {
-      const down = this.deps.all().filter((c) => c.status === AUTO_DISABLED);
-      const results = await Promise.all(down.map(async (c) => ((await this.deps.probe(c.id).catch(() => false)) ? c.id : null)));
+      const now = this.now();
+      // First seen down: probed one interval later (not at once), then every interval.
+      const due = (k: string, c: HealthChannel) => {
+        const last = this.lastProbe.get(k);
+        if (!all && (last === undefined || now - last < (c.probeIntervalMs ?? this.opts.probeIntervalMs))) {
+          if (last === undefined) this.lastProbe.set(k, now);
+          return false;
+        }
+        this.lastProbe.set(k, now);
+        return true;
+      };
+      const jobs: Array<Promise<void>> = [];
       const healed: number[] = [];
-      for (const id of results) {
-        if (id === null || this.deps.get(id)?.status !== AUTO_DISABLED) continue;
-        this.deps.setStatus(id, ENABLED, '');
-        this.failures.delete(id);
-        this.deps.log?.info('channel.re_enabled', { channel: id, by: 'health probe' });
-        healed.push(id);
+      for (const c of this.deps.all()) {
+        if (c.status === 2) continue;
+        for (const k of c.keys ?? []) {
+          if (k.status !== AUTO_DISABLED || !due(`${c.id}:${k.id}`, c)) continue;
+          jobs.push(this.deps.probe(c.id, k.id).catch(() => false).then((ok) => {
+            if (!ok) return;
+            this.lastProbe.delete(`${c.id}:${k.id}`);
+            this.deps.reEnableKey?.(c.id, k.id);
+            this.deps.log?.info('channel.key_re_enabled', { channel: c.id, key: k.id, by: 'health probe' });
+          }));
+        }
+        // A channel down only for want of keys comes back through its keys (above), not a channel probe.
+        if (c.status !== AUTO_DISABLED || !(c.keys ?? [{ status: ENABLED }]).some((k) => k.status === ENABLED) || !due(`${c.id}`, c)) continue;
+        jobs.push(this.deps.probe(c.id).catch(() => false).then((ok) => {
+          if (!ok || this.deps.get(c.id)?.status !== AUTO_DISABLED) return;
+          this.deps.setStatus(c.id, ENABLED, '');
+          this.rings.delete(c.id);
+          this.lastProbe.delete(`${c.id}`);
+          this.deps.log?.info('channel.re_enabled', { channel: c.id, by: 'health probe' });
+          healed.push(c.id);
+        }));
       }
+      await Promise.all(jobs);
       return healed;
     } finally {
       this.probing = false;

@@ -3,7 +3,7 @@ import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type P
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
 import { applyBodyPolicy, applyHeaderPolicy, type ChannelRecord } from '@gw/channels';
-import { decodeContextFor, scrubberFor, type ProviderAdapter, type UpstreamTarget } from '@gw/providers';
+import { decodeContextFor, scrubberFor, upstreamMessage, type ProviderAdapter, type Scrubber, type UpstreamTarget } from '@gw/providers';
 import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
 import { judgeFailure, type FailureInput } from './fault';
@@ -11,10 +11,21 @@ import type { ChannelHealth } from './health';
 import { conversationOf, type SessionAffinity } from './affinity';
 import { orderCandidates } from './router';
 import { relayStream } from './stream-relay';
+import { isKeyRefusal, KeyPicker } from './keys';
+import { countsAsFailure } from './failure-rules';
 
 /** The fields of a channel the relay reads (one source of truth: @gw/channels' ChannelRecord). */
 export type RelayChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups'
-  | 'priority' | 'weight' | 'status' | 'timeoutMs' | 'headers' | 'headerPolicy'>;
+  | 'priority' | 'weight' | 'status' | 'timeoutMs' | 'headers' | 'headerPolicy' | 'keys' | 'keySelection' | 'failureRules' | 'firstByteTimeoutMs' | 'probeIntervalMs'>;
+type RelayKey = RelayChannel['keys'][number];
+
+/** What the relay tells the owner of channel keys (ChannelKeyService and its counters). */
+export interface RelayKeyEvents {
+  /** The upstream refused this key (auth, payment, quota): set it aside. Returns the usable keys left. */
+  refused(channelId: number, keyId: number, reason: string): number;
+  /** One upstream request made with this key; `ok` false when it failed for the upstream's reasons. */
+  used(channelId: number, keyId: number, ok: boolean): void;
+}
 
 export interface RelayDeps {
   channels: { candidates(model: string, group: string): RelayChannel[]; all(): RelayChannel[] };
@@ -29,6 +40,8 @@ export interface RelayDeps {
   rng?: () => number;
   /** Sees every upstream attempt's outcome (metrics); 'rate_limited' is a 429, which health ignores. */
   observeAttempt?: (channelId: number, result: 'ok' | 'error' | 'rate_limited') => void;
+  /** Per-key outcomes; absent = a refused key counts against the channel like any upstream fault. */
+  keys?: RelayKeyEvents;
   log?: Logger;
 }
 
@@ -50,7 +63,7 @@ export interface RelayRequest {
 
 type Attempt =
   | { ok: true; response: Response; channel: RelayChannel }
-  | { ok: false; retryable: boolean; error: GatewayError };
+  | { ok: false; retryable: boolean; error: GatewayError; keyRefused?: boolean };
 
 // As reported: QuotaService validates every count (one place for all paths). The 1-hour part of the
 // cache writes comes from Anthropic's `cache_creation` split; without it every write is a 5-minute one.
@@ -68,7 +81,11 @@ const since = (t: number) => Math.max(0, Math.round(performance.now() - t));
  * already failed in this request, at most `maxAttempts` channels.
  */
 export class RelayService {
-  constructor(private readonly d: RelayDeps) {}
+  private readonly picker: KeyPicker;
+
+  constructor(private readonly d: RelayDeps) {
+    this.picker = new KeyPicker(d.rng);
+  }
 
   /** The price of `model`, or the reason it cannot be served (404 unknown model, 403 not priced). */
   priceFor(model: string, group: string): PriceRow | undefined {
@@ -153,25 +170,59 @@ export class RelayService {
     r.onSettled?.();
   }
 
-  private target(ch: RelayChannel, model: string): UpstreamTarget {
-    return { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[model] ?? model, timeoutMs: ch.timeoutMs };
+  private target(ch: RelayChannel, key: RelayKey, model: string): UpstreamTarget {
+    return { baseUrl: ch.baseUrl, apiKey: key.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[model] ?? model, timeoutMs: ch.timeoutMs };
   }
 
+  /**
+   * One channel attempt: a key refused by the upstream is set aside and the next usable key of the same
+   * channel is tried at once, within this attempt (it does not use up RELAY_MAX_ATTEMPTS).
+   */
   private async attempt(ch: RelayChannel, r: RelayRequest, inputEstimate: number, res: Reservation, attempts: number): Promise<Attempt> {
+    const tried = new Set<number>();
+    let last: Attempt | null = null;
+    for (let key = this.picker.pick(ch, tried); key; key = this.picker.pick(ch, tried)) {
+      tried.add(key.id);
+      last = await this.attemptWithKey(ch, key, r, inputEstimate, res, attempts);
+      if (last.ok || !last.keyRefused || r.signal?.aborted) return last;
+    }
+    return last ?? { ok: false, retryable: true, error: new GatewayError(503, 'no_healthy_channel', 'No usable upstream key is left on this channel') };
+  }
+
+  private async attemptWithKey(ch: RelayChannel, key: RelayKey, r: RelayRequest, inputEstimate: number, res: Reservation, attempts: number): Promise<Attempt> {
     const adapter = this.d.adapter(ch.type);
-    const target = this.target(ch, r.body.model);
+    const target = this.target(ch, key, r.body.model);
+    // Built on first use (failures only): it knows every key of the channel, not just this one.
+    let scrubberMemo: Scrubber | null = null;
+    const scrubber = () => (scrubberMemo ??= scrubberFor({ ...target, keys: ch.keys.map((k) => k.apiKey) }));
     const ctrl = new AbortController();
     const onClientAbort = () => ctrl.abort(r.signal?.reason ?? new DOMException('client closed the request', 'AbortError'));
     r.signal?.addEventListener('abort', onClientAbort, { once: true });
     let timedOut = false;
+    let timeoutWhy = `timeout after ${ch.timeoutMs} ms`;
     const timer = setTimeout(() => { timedOut = true; ctrl.abort(new DOMException(`no answer within ${ch.timeoutMs} ms`, 'TimeoutError')); }, ch.timeoutMs);
-    const done = () => { clearTimeout(timer); r.signal?.removeEventListener('abort', onClientAbort); };
+    // The first-byte deadline is separate from the idle timeout: a silent upstream is left early for another channel.
+    const fb = ch.firstByteTimeoutMs;
+    let firstByteTimer = fb ? setTimeout(() => {
+      timedOut = true;
+      timeoutWhy = `no first byte within ${fb} ms`;
+      ctrl.abort(new DOMException(timeoutWhy, 'TimeoutError'));
+    }, fb) : undefined;
+    const firstByte = () => { clearTimeout(firstByteTimer); firstByteTimer = undefined; };
+    const done = () => { clearTimeout(timer); firstByte(); r.signal?.removeEventListener('abort', onClientAbort); };
     // Every failure goes through the one classifier: only the upstream's own faults touch health or fail over.
-    const fail = (f: FailureInput, why: string): Attempt => {
+    const fail = (f: FailureInput, why: string, upstream?: { status: number; message: string }): Attempt => {
       done();
       const v = judgeFailure(f, r.signal);
       if (v.fault === 'upstream' || v.rateLimited) this.d.observeAttempt?.(ch.id, v.rateLimited ? 'rate_limited' : 'error');
-      if (v.health) void this.d.health.failure(ch.id, scrubberFor(target).scrub(timedOut ? `timeout after ${ch.timeoutMs} ms` : why));
+      if (v.fault === 'upstream') this.d.keys?.used(ch.id, key.id, false);
+      const reason = () => scrubber().scrub(timedOut ? timeoutWhy : why);
+      // A refused key is the key's fault, not the channel's: it is set aside and the channel keeps its health.
+      if (this.d.keys && upstream && v.fault === 'upstream' && isKeyRefusal(upstream.status, upstream.message)) {
+        this.d.keys.refused(ch.id, key.id, reason());
+        return { ok: false, retryable: v.retryable, error: v.error, keyRefused: true };
+      }
+      if (countsAsFailure(ch.failureRules ?? {}, upstream?.status ?? null, upstream?.message ?? '', v.health)) void this.d.health.failure(ch.id, reason());
       return { ok: false, retryable: v.retryable, error: v.error };
     };
     let upstream: Response;
@@ -190,8 +241,10 @@ export class RelayService {
     }
     if (!upstream.ok) {
       const text = await readCapped(upstream, ERROR_BODY_BYTES).catch(() => '');
-      return fail({ phase: 'status', classified: adapter.classifyError(upstream.status, text, upstream.headers, scrubberFor(target)) }, `HTTP ${upstream.status}`);
+      return fail({ phase: 'status', classified: adapter.classifyError(upstream.status, text, upstream.headers, scrubber()) }, `HTTP ${upstream.status}`,
+        { status: upstream.status, message: upstreamMessage(text) });
     }
+    if (r.body.stream !== true) firstByte();
     const ctx = decodeContextFor(r.body, { inputTokens: inputEstimate, maxEventBytes: this.d.config.sseMaxEventBytes });
     if (r.body.stream !== true) {
       // Bounded like every other upstream read: an endless or giant body must not be buffered whole.
@@ -215,6 +268,7 @@ export class RelayService {
       done();
       this.d.health.success(ch.id);
       this.d.observeAttempt?.(ch.id, 'ok');
+      this.d.keys?.used(ch.id, key.id, true);
       // Missing or unusable counts are billed on estimates (input: what was reserved for it), never for free.
       const estimate = { output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
       // Recorded before the response leaves: a completed request is never left unbilled by a crash.
@@ -237,12 +291,13 @@ export class RelayService {
     done();
     this.d.health.success(ch.id);
     this.d.observeAttempt?.(ch.id, 'ok');
+    this.d.keys?.used(ch.id, key.id, true);
     const cfg = this.d.config;
     const response = relayStream({
       reader, first: first.value!, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
       idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
       onEnd: (e) => {
-        if (e.upstreamFault) void this.d.health.failure(ch.id, scrubberFor(target).scrub(e.reason));
+        if (e.upstreamFault) void this.d.health.failure(ch.id, scrubber().scrub(e.reason));
         this.settle(res, r, ch, toTokens(e.usage), {
           status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
           estimate: { output: estimateSafe(e.estimatedUsage.output_tokens) }, estimated: !e.reported,

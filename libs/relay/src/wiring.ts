@@ -8,7 +8,7 @@ import { SessionAffinity } from './affinity';
 import { relayConfig, type RelayConfig } from './config';
 import { RelayGate, type GateKey, type GateUser } from './gate';
 import { ChannelHealth } from './health';
-import { RelayService, type RelayChannel, type RelayDeps } from './relay';
+import { RelayService, type RelayChannel, type RelayDeps, type RelayKeyEvents } from './relay';
 import { InflightRegistry } from './inflight';
 
 /** Everything /v1/messages, /v1/models, /api/pricing/ and /api/log/ use. */
@@ -45,6 +45,8 @@ export interface RelayWiring {
     models(group: string): string[];
   };
   setChannelStatus(id: number, status: 1 | 3, reason: string): void;
+  /** The owner of channel keys: refused keys set aside, counters, the prober's re-enable. */
+  channelKeys?: RelayKeyEvents & { reEnable(channelId: number, keyId: number): void };
   adapter(type: string): ProviderAdapter;
   log?: Logger;
   /** Metrics hooks: every upstream attempt, every recorded settlement. */
@@ -67,12 +69,13 @@ export function createRelayServices(w: RelayWiring): RelayServices {
     all: () => w.channels.all(),
     get: (id) => w.channels.get(id),
     setStatus: w.setChannelStatus,
-    probe: (id) => probeChannel(w, id, config.probeTimeoutMs),
+    probe: (id, keyId) => probeChannel(w, id, keyId, config.probeTimeoutMs),
+    reEnableKey: w.channelKeys ? (id, keyId) => w.channelKeys!.reEnable(id, keyId) : undefined,
     log: w.log,
-  }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs });
+  }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs, confirm: config.healthConfirm });
   health.start();
   const affinity = new SessionAffinity({ ttlMs: config.affinityTtlSeconds * 1000, maxEntries: config.affinityMaxEntries });
-  const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, affinity, observeAttempt: w.observeAttempt, log: w.log });
+  const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, affinity, observeAttempt: w.observeAttempt, keys: w.channelKeys, log: w.log });
   const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting });
   // Built after the key index and user directory subscribed to the bus, so it reads their refreshed state.
   const inflight = new InflightRegistry({
@@ -86,14 +89,15 @@ export function createRelayServices(w: RelayWiring): RelayServices {
   return { config, billing, prices, quota, usageLogs, gate, health, relay, catalog, inflight, close: () => { inflight.close(); health.close(); quota.close(); } };
 }
 
-/** One minimal request (1 output token) to the channel's first model; success = a 2xx answer. */
-async function probeChannel(w: RelayWiring, id: number, timeoutMs: number): Promise<boolean> {
+/** One minimal request (1 output token) to the channel's first model, with `keyId` or else a usable key; success = a 2xx answer. */
+async function probeChannel(w: RelayWiring, id: number, keyId: number | undefined, timeoutMs: number): Promise<boolean> {
   const ch = w.channels.get(id);
   const model = ch?.models[0];
-  if (!ch || !model) return false;
+  const key = keyId === undefined ? ch?.keys.find((k) => k.status === 1) : ch?.keys.find((k) => k.id === keyId);
+  if (!ch || !model || !key) return false;
   const adapter = w.adapter(ch.type);
   const body = { model, max_tokens: 1, messages: [{ role: 'user' as const, content: 'ping' }] };
-  const u = adapter.buildMessagesRequest(body, { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[model] ?? model }, new Headers());
+  const u = adapter.buildMessagesRequest(body, { baseUrl: ch.baseUrl, apiKey: key.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[model] ?? model }, new Headers());
   const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(timeoutMs, ch.timeoutMs)) });
   // A one-token answer is small: a longer (or endless) one is not read, and the channel is not healthy.
   const read = await readBounded(res.body, { limit: PROBE_BODY_BYTES, deadline: Infinity }).catch(() => null);

@@ -4,6 +4,7 @@ import type { App, Ctx } from '../core/context';
 import { UsageError } from '../core/errors';
 import { addFields, addPaging, bodyFrom, pagingQuery, parseId, requireFields, requireSome, type Field } from '../core/fields';
 import { col, details, pageText, statusName, time } from '../core/output';
+import { registerChannelKey } from './channel-key';
 
 const FIELDS: Field[] = [
   { name: 'name', kind: 'string', desc: 'display name' },
@@ -19,6 +20,10 @@ const FIELDS: Field[] = [
   { name: 'status', kind: 'int', desc: '1 enabled, 2 disabled' },
   { name: 'timeout_ms', kind: 'int', desc: 'upstream timeout in milliseconds' },
   { name: 'headers', kind: 'json', desc: 'JSON object of extra upstream headers' },
+  { name: 'key_selection', kind: 'string', desc: "how a request picks one of the channel's keys: 'random' (default) or 'round_robin'" },
+  { name: 'failure_rules', kind: 'json', desc: 'JSON: when failures auto-disable the channel, e.g. \'{"statuses":"500-599,408","keywords":["suspended"],"failures":2,"window_requests":5,"window_seconds":60}\' ({} = defaults)' },
+  { name: 'first_byte_timeout_ms', kind: 'int', desc: "longest wait for the upstream's first byte before failing over (ms)" },
+  { name: 'probe_interval_ms', kind: 'int', desc: 'probe interval of this channel while auto-disabled (ms; default the global one)' },
   { name: 'header_policy', kind: 'json', desc: 'JSON: which client headers reach the upstream, e.g. \'{"forward_headers":["user-agent"],"beta_strip":["b"],"beta_rewrite":{"a":"a2"},"allow_service_tier":false}\' (replaces the whole policy)' },
 ];
 
@@ -34,6 +39,8 @@ const channelDetails = (c: any) => details([
   ['models', c.models], ['model mapping', c.model_mapping], ['group', c.group], ['tag', c.tag],
   ['priority', c.priority], ['weight', c.weight],
   ['status', `${statusName(c.status)}${c.status_reason ? ` (${c.status_reason})` : ''}`],
+  ['keys', `${c.usable_keys}/${c.key_count} usable, ${c.key_selection}`], ['failure rules', JSON.stringify(c.failure_rules ?? {})],
+  ['first byte timeout ms', c.first_byte_timeout_ms], ['probe interval ms', c.probe_interval_ms],
   ['timeout ms', c.timeout_ms], ['headers', Object.keys(c.headers ?? {})], ['header policy', JSON.stringify(c.header_policy ?? {})],
   ['response ms', c.response_time_ms], ['tested', time(c.tested_at)], ['created', time(c.created_at)], ['updated', time(c.updated_at)],
 ]);
@@ -138,6 +145,8 @@ Examples:
       ctx.io.err(`error: channel ${id} failed the test: ${data.message || `upstream status ${data.status}`}\n`);
       return 1;
     }));
+
+  registerChannelKey(group, app);
 }
 
 /** Fields plus `--key-stdin`, which would fight with `--json-body -` over stdin. */

@@ -3,7 +3,7 @@ import { big, idColumn } from './columns';
 
 /** PostgreSQL twin of ../schema/channels.ts: same exports, property names and column names. */
 export { CHANNEL_STATUS } from '../schema/channels';
-import type { HeaderPolicy } from '../schema/channels';
+import type { ChannelFailureRules, ChannelKeyEntry, HeaderPolicy } from '../schema/channels';
 
 export const channels = pgTable('channels', {
   id: idColumn(),
@@ -21,6 +21,11 @@ export const channels = pgTable('channels', {
   timeoutMs: integer('timeout_ms').notNull().default(300_000),
   headers: jsonb('headers').notNull().$type<Record<string, string>>(),
   headerPolicy: jsonb('header_policy').notNull().$type<HeaderPolicy>().default({}),
+  keys: jsonb('keys').notNull().$type<ChannelKeyEntry[]>().default([]),
+  keySelection: text('key_selection').notNull().default('random'),
+  failureRules: jsonb('failure_rules').notNull().$type<ChannelFailureRules>().default({}),
+  firstByteTimeoutMs: integer('first_byte_timeout_ms'),
+  probeIntervalMs: big('probe_interval_ms'),
   statusReason: text('status_reason').notNull().default(''),
   responseTimeMs: big('response_time_ms').notNull().default(0),
   testedAt: big('tested_at'),

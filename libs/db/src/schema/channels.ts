@@ -15,6 +15,34 @@ export interface HeaderPolicy {
   allow_service_tier?: boolean;
 }
 
+/** One upstream key of a channel, as stored (sealed). Status: 1 enabled, 2 disabled by an operator, 3 auto-disabled. */
+export interface ChannelKeyEntry {
+  /** Stable within the channel; never reused after removal. */
+  id: number;
+  /** AES-GCM sealed key. */
+  key: string;
+  status: 1 | 2 | 3;
+  /** Why it is disabled (scrubbed), '' when enabled. */
+  reason: string;
+  /** Unix seconds of the last status change to 2 or 3; null when enabled. */
+  disabledAt: number | null;
+  createdAt: number;
+}
+
+/** When upstream failures auto-disable a channel (every field optional; absent = the global defaults). */
+export interface ChannelFailureRules {
+  /** Upstream statuses that count as failures, e.g. "500-599,408"; absent = the classifier's default. */
+  statuses?: string;
+  /** Case-insensitive words in an upstream error message that make it count. */
+  keywords?: string[];
+  /** Failures that disable the channel ... */
+  failures?: number;
+  /** ... within this many latest requests ... */
+  window_requests?: number;
+  /** ... and (when set) within this many seconds. */
+  window_seconds?: number;
+}
+
 export const channels = sqliteTable('channels', {
   id: integer('id').primaryKey({ autoIncrement: true }),
   name: text('name').notNull(),
@@ -37,6 +65,16 @@ export const channels = sqliteTable('channels', {
   headers: text('headers', { mode: 'json' }).notNull().$type<Record<string, string>>(),
   /** Which client headers and billing-relevant body fields reach the upstream ({} = the defaults). */
   headerPolicy: text('header_policy', { mode: 'json' }).notNull().$type<HeaderPolicy>().default({}),
+  /** Every upstream key (sealed) with its status; [] = only `key` (old rows). `key` mirrors the first entry. */
+  keys: text('keys', { mode: 'json' }).notNull().$type<ChannelKeyEntry[]>().default([]),
+  /** 'random' | 'round_robin'. */
+  keySelection: text('key_selection').notNull().default('random'),
+  /** Auto-disable rules ({} = the global defaults). */
+  failureRules: text('failure_rules', { mode: 'json' }).notNull().$type<ChannelFailureRules>().default({}),
+  /** Longest wait for the upstream's first byte before failing over; null = only `timeout_ms`. */
+  firstByteTimeoutMs: integer('first_byte_timeout_ms'),
+  /** How often an auto-disabled channel (or key) is probed; null = the global interval. */
+  probeIntervalMs: integer('probe_interval_ms'),
   /** Why the channel is auto-disabled, last probe result. */
   statusReason: text('status_reason').notNull().default(''),
   responseTimeMs: integer('response_time_ms').notNull().default(0),

@@ -1,0 +1,124 @@
+import { GatewayError, maskSecret, nowSeconds, type ChangeBus, type SecretBox } from '@gw/core';
+import { CHANNEL_STATUS, type ChannelKeyEntry, type ChannelRow, type ChannelsRepo } from '@gw/db';
+import { KEY_STATUS, keyEntries, KeyStats, MAX_KEYS_PER_CHANNEL, nextKeyId, usableKey } from './keys';
+import type { ChannelKeyView } from './schemas';
+import type { ChannelService } from './service';
+
+const notFound = (id: number) => new GatewayError(404, 'channel_not_found', `No channel ${id}`, { param: 'id' });
+const keyNotFound = (id: number, keyId: number) => new GatewayError(404, 'channel_key_not_found', `Channel ${id} has no key ${keyId}`, { param: 'keyId' });
+const NO_KEY_REASON = 'no usable key left';
+
+/**
+ * A channel's upstream keys: operators list (masked), add, remove, enable and disable them; the relay
+ * auto-disables a key the upstream refused, and the prober re-enables it. A channel is auto-disabled only
+ * when its last usable key goes, and comes back when a key does. Every write emits `channel.changed`.
+ */
+export class ChannelKeyService {
+  constructor(private readonly repo: ChannelsRepo, private readonly secrets: SecretBox, private readonly bus: ChangeBus,
+    private readonly channels: ChannelService, readonly stats: KeyStats = new KeyStats()) {}
+
+  list(id: number): ChannelKeyView[] {
+    const row = this.row(id);
+    return keyEntries(row).map((e) => this.view(id, e));
+  }
+
+  add(id: number, keys: string[]): ChannelKeyView[] {
+    const row = this.row(id);
+    const entries = [...keyEntries(row)];
+    if (entries.length + keys.length > MAX_KEYS_PER_CHANNEL) {
+      throw new GatewayError(409, 'too_many_channel_keys', `a channel holds at most ${MAX_KEYS_PER_CHANNEL} keys`, { param: 'keys' });
+    }
+    const now = nowSeconds();
+    for (const k of keys) entries.push({ id: nextKeyId(entries), key: this.channels.sealKey(k), status: KEY_STATUS.enabled, reason: '', disabledAt: null, createdAt: now });
+    this.write(row, entries);
+    this.comeBackIfKeyless(id);
+    return entries.map((e) => this.view(id, e));
+  }
+
+  /** Removes a key; the last one cannot go (a channel without a key would fail every request). */
+  remove(id: number, keyId: number): void {
+    const row = this.row(id);
+    const entries = keyEntries(row);
+    if (!entries.some((e) => e.id === keyId)) throw keyNotFound(id, keyId);
+    if (entries.length === 1) throw new GatewayError(409, 'last_channel_key', 'A channel keeps at least one key; add another first or delete the channel', { param: 'keyId' });
+    this.write(row, entries.filter((e) => e.id !== keyId));
+    this.stats.forget(id, keyId);
+    this.settleChannel(id);
+  }
+
+  /** An operator enables (1) or disables (2) a key. */
+  setByOperator(id: number, keyId: number, status: 1 | 2): ChannelKeyView {
+    const row = this.row(id);
+    const entries = keyEntries(row);
+    if (!entries.some((e) => e.id === keyId)) throw keyNotFound(id, keyId);
+    const next = entries.map((e) => (e.id !== keyId ? e : status === 1
+      ? { ...e, status: KEY_STATUS.enabled, reason: '', disabledAt: null }
+      : { ...e, status: KEY_STATUS.manuallyDisabled, reason: 'disabled by an operator', disabledAt: nowSeconds() }));
+    this.write(row, next);
+    this.settleChannel(id);
+    return this.view(id, next.find((e) => e.id === keyId)!);
+  }
+
+  /**
+   * The upstream refused this key (auth, payment, quota): it is set aside with the reason (already
+   * scrubbed). Returns the usable keys left. Only an enabled key changes; an operator's disable stays.
+   */
+  autoDisable(id: number, keyId: number, reason: string): number {
+    const row = this.repo.byId(id);
+    if (!row) return 0;
+    const entries = keyEntries(row);
+    const hit = entries.find((e) => e.id === keyId);
+    if (hit?.status === KEY_STATUS.enabled) {
+      this.write(row, entries.map((e) => (e.id === keyId ? { ...e, status: KEY_STATUS.autoDisabled, reason: reason.slice(0, 500), disabledAt: nowSeconds() } : e)));
+    }
+    return this.settleChannel(id);
+  }
+
+  /** The prober saw an auto-disabled key work again. */
+  reEnable(id: number, keyId: number): void {
+    const row = this.repo.byId(id);
+    if (!row) return;
+    const entries = keyEntries(row);
+    if (entries.find((e) => e.id === keyId)?.status !== KEY_STATUS.autoDisabled) return;
+    this.write(row, entries.map((e) => (e.id === keyId ? { ...e, status: KEY_STATUS.enabled, reason: '', disabledAt: null } : e)));
+    this.comeBackIfKeyless(id);
+  }
+
+  /** Auto-disables the channel when no key is usable; brings it back if that was the only reason. Returns usable keys. */
+  private settleChannel(id: number): number {
+    const row = this.repo.byId(id)!;
+    const usable = keyEntries(row).filter(usableKey).length;
+    if (!usable && row.status === CHANNEL_STATUS.enabled) this.channels.setStatus(id, CHANNEL_STATUS.autoDisabled, NO_KEY_REASON);
+    if (usable) this.comeBackIfKeyless(id);
+    return usable;
+  }
+
+  private comeBackIfKeyless(id: number): void {
+    const row = this.repo.byId(id)!;
+    if (row.status === CHANNEL_STATUS.autoDisabled && row.statusReason === NO_KEY_REASON && keyEntries(row).some(usableKey)) {
+      this.channels.setStatus(id, CHANNEL_STATUS.enabled, '');
+    }
+  }
+
+  private write(row: ChannelRow, keys: ChannelKeyEntry[]): void {
+    this.repo.update(row.id, { keys, key: keys[0]!.key, updatedAt: nowSeconds() });
+    this.bus.emit('channel.changed', { channelId: row.id });
+  }
+
+  private row(id: number): ChannelRow {
+    const row = this.repo.byId(id);
+    if (!row) throw notFound(id);
+    return row;
+  }
+
+  private view(channelId: number, e: ChannelKeyEntry): ChannelKeyView {
+    let masked: string;
+    try {
+      masked = maskSecret(this.secrets.open(e.key));
+    } catch {
+      masked = '(unreadable: sealed with another SECRET_KEY)';
+    }
+    const s = this.stats.get(channelId, e.id);
+    return { id: e.id, key: masked, status: e.status, reason: e.reason, disabled_at: e.disabledAt, created_at: e.createdAt, requests: s.requests, failures: s.failures, last_used_at: s.lastUsedAt };
+  }
+}

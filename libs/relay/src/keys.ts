@@ -1,0 +1,32 @@
+/**
+ * Which of a channel's keys a request uses, and which upstream answers mean "this key is refused"
+ * (as opposed to "this channel is broken"): a refused key is set aside and the next key of the same
+ * channel is tried, so one revoked or exhausted key never takes the whole channel down.
+ */
+import type { ChannelKey } from '@gw/channels';
+
+/** 401/403 (key rejected), 402 (unpaid), or a 429 that is about quota or billing rather than speed. */
+export function isKeyRefusal(status: number, message: string): boolean {
+  if (status === 401 || status === 402 || status === 403) return true;
+  return status === 429 && QUOTA_WORDS.test(message);
+}
+const QUOTA_WORDS = /insufficient[_ ]quota|quota (?:exceeded|exhausted)|exceeded your (?:current )?quota|billing|credit balance|out of credits|payment required/i;
+
+/** Picks a usable key per attempt: uniformly at random, or in turn per channel (round robin). */
+export class KeyPicker {
+  private readonly cursor = new Map<number, number>();
+
+  constructor(private readonly rng: () => number = Math.random) {}
+
+  /** An enabled key of the channel not yet tried in this request, or undefined when none is left. */
+  pick(ch: { id: number; keys: ChannelKey[]; keySelection: string }, tried: ReadonlySet<number>): ChannelKey | undefined {
+    const usable = ch.keys.filter((k) => k.status === 1 && !tried.has(k.id));
+    if (usable.length <= 1) return usable[0];
+    if (ch.keySelection !== 'round_robin') return usable[Math.floor(this.rng() * usable.length)];
+    // The cursor walks the key ids, so adding or disabling a key does not reset the rotation.
+    const last = this.cursor.get(ch.id) ?? 0;
+    const next = usable.find((k) => k.id > last) ?? usable[0]!;
+    this.cursor.set(ch.id, next.id);
+    return next;
+  }
+}
