@@ -172,3 +172,27 @@ describe('redemption codes', () => {
     expect((await gw.api('GET', '/api/redemption/?batch=big&page_size=1')).body.data.total).toBe(1000);
   });
 });
+
+describe('REDEEM_MAX_FAILURES and REDEEM_FAILURE_WINDOW_SECONDS', () => {
+  test('the limit and its window come from the environment; once the window passes, codes work again', async () => {
+    const small = await startGateway({ REDEEM_MAX_FAILURES: '2', REDEEM_FAILURE_WINDOW_SECONDS: '1' });
+    try {
+      const u = await makeUser(small);
+      const code = (await small.api('POST', '/api/redemption/', { batch: 'w', count: 1, quota: 42, expires_at: now() + 600 })).body.data.codes[0];
+      const send = (c: string) => small.api('POST', '/api/user/redeem', { code: c }, u.token);
+      expect((await send('gwr_nope1')).status).toBe(400);
+      expect((await send('gwr_nope2')).status).toBe(400);
+      const limited = await send(code);
+      expect(limited.status).toBe(429);
+      expect(limited.headers.get('retry-after')).toBe('1');
+      // Two fixed windows weighted: the failures stop counting within two windows.
+      const deadline = Date.now() + 5000;
+      let r = limited;
+      while (r.status === 429 && Date.now() < deadline) { await Bun.sleep(200); r = await send(code); }
+      expect(r.status).toBe(200);
+      expect(r.body.data).toEqual({ quota: 42, balance: 42 });
+    } finally {
+      await small.stop();
+    }
+  }, 15_000);
+});
