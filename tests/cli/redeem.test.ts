@@ -49,9 +49,13 @@ describe('gw code / gw redeem', () => {
     const batches = await admin(['code', 'batches', '--json']);
     expect(JSON.parse(batches.stdout).items[0]).toMatchObject({ batch: 'promo-cli', total: 3, redeemed: 1, unused: 2 });
 
+    const piped = await sb.run(['redeem', '-'], { env: { GATEWAY_URL: gw.url, GATEWAY_TOKEN: u.token }, stdin: `${codes[2]}\n` });
+    expect(piped.stderr).toBe('');
+    expect(piped.stdout).toBe('Redeemed 2500 quota units; balance now 5000.\n');
+
     const rv = await admin(['code', 'revoke', 'promo-cli']);
     expect(rv.code).toBe(0);
-    expect(rv.stdout).toBe('Revoked 2 unused codes of batch promo-cli.\n');
+    expect(rv.stdout).toBe('Revoked 1 unused codes of batch promo-cli.\n');
     expect((await as(u.token)(['redeem', codes[1]!])).code).toBe(1);
   }, 30_000);
 

@@ -43,9 +43,11 @@ const csvCell = (v: unknown) => (/[",\n]/.test(String(v)) ? `"${String(v).replac
 export function registerRedeem(program: Command, app: App): void {
   program.command('redeem')
     .description('Redeem a code: its quota is credited to your balance')
-    .argument('<code>', 'the redemption code (gwr_…)')
-    .addHelpText('after', '\nExample:\n  $ gw redeem gwr_3kF9…')
-    .action(app.action(async (ctx, [code]) => {
+    .argument('<code>', 'the redemption code (gwr_…), or - to read it from the first line of stdin (kept out of ps and shell history)')
+    .addHelpText('after', '\nExamples:\n  $ gw redeem gwr_3kF9…\n  $ gw redeem - < code.txt')
+    .action(app.action(async (ctx, [arg]) => {
+      const code = arg === '-' ? (await ctx.io.readStdin()).split(/\r?\n/)[0]?.trim() : arg;
+      if (!code) throw new UsageError('no code: the first line of stdin is empty');
       const data = await ctx.client().call('POST', '/api/user/redeem', { body: { code } });
       ctx.print(data, () => `Redeemed ${data.quota} quota units; balance now ${data.balance}.\n`);
     }));
