@@ -61,6 +61,7 @@ function seed(db: Db) {
   ]).run();
   db.insert(sq.topupOrders).values({ id: 6, tradeNo: 't-1', userId: 7, provider: 'providerA', amount: 500, currency: 'usd', credit: 2_500_000, status: 'paid', paidAt: now, createdAt: now, updatedAt: now }).run();
   db.insert(sq.webhookEvents).values({ id: 8, provider: 'providerA', eventId: 'evt_1', type: 'checkout.session.completed', outcome: 'credited', receivedAt: now }).run();
+  db.insert(sq.redemptionCodes).values({ id: 4, codeHash: 'a'.repeat(64), prefix: 'gwr_abcd', batch: 'promo', quota: 5_000_000_000_000, status: 'redeemed', expiresAt: now + 86_400, createdBy: 1, createdAt: now, redeemedBy: 7, redeemedAt: now }).run();
   db.insert(sq.realtimeSessions).values({ id: 2, sessionId: 'rt_1', userId: 7, apiKeyId: 12, model: 'gpt-realtime', startedAt: now, endedAt: now + 5, durationMs: 5, bytesIn: 4_294_967_296, closeCode: 1000 }).run();
 }
 

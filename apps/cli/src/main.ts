@@ -21,6 +21,7 @@ import { registerPricing } from './commands/pricing';
 import { registerLog } from './commands/log';
 import { registerTopup } from './commands/topup';
 import { registerLedger } from './commands/ledger';
+import { registerRedeem } from './commands/redeem';
 
 const ROOT_HELP = `
 Credentials: --url/--token flags, then GATEWAY_URL/GATEWAY_TOKEN, then the config file written by
@@ -63,6 +64,7 @@ export function buildProgram(app: App, opts: { json?: boolean } = {}): Command {
   registerLog(program, app);
   registerTopup(program, app);
   registerLedger(program, app);
+  registerRedeem(program, app);
   registerOps(program, app);
   helpForBareGroups(program);
   return program;

@@ -16,6 +16,7 @@ import { GatewayError } from '@gw/core';
 import { topupRoutes } from './routes/topup';
 import { webhookRoutes } from './routes/webhooks';
 import { ledgerRoutes } from './routes/ledger';
+import { redeemRoutes } from './routes/redeem';
 import { sessionRoutes } from './routes/session';
 import { channelRoutes } from './routes/channels';
 import { channelKeyRoutes } from './routes/channel-keys';
@@ -81,6 +82,7 @@ export function createApp(s: Services) {
     .use(topupRoutes(s))
     .use(webhookRoutes(s))
     .use(ledgerRoutes(s))
+    .use(redeemRoutes(s))
     .use(twoFactorRoutes(s))
     .use(passwordRoutes(s))
     .use(messagesRoutes(s))

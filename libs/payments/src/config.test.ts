@@ -28,5 +28,12 @@ describe('paymentsConfig', () => {
     expect(() => paymentsConfig({ TOPUP_CURRENCY: 'dollars' })).toThrow('TOPUP_CURRENCY');
     expect(() => paymentsConfig({ PUBLIC_URL: 'not a url' })).toThrow('PUBLIC_URL');
     expect(() => paymentsConfig({ TOPUP_MAX: '9007199254740991', QUOTA_PER_UNIT: '10' })).toThrow('2^53');
+    expect(() => paymentsConfig({ REDEEM_MAX_FAILURES: '0' })).toThrow('REDEEM_MAX_FAILURES');
+    expect(() => paymentsConfig({ REDEEM_FAILURE_WINDOW_SECONDS: 'ten' })).toThrow('REDEEM_FAILURE_WINDOW_SECONDS');
+  });
+
+  test('redemption attempt limit: 10 failures per 600 s unless set', () => {
+    expect(paymentsConfig({})).toMatchObject({ redeemMaxFailures: 10, redeemFailureWindowSeconds: 600 });
+    expect(paymentsConfig({ REDEEM_MAX_FAILURES: '3', REDEEM_FAILURE_WINDOW_SECONDS: '60' })).toMatchObject({ redeemMaxFailures: 3, redeemFailureWindowSeconds: 60 });
   });
 });

@@ -49,6 +49,10 @@ export interface PaymentsConfig {
   apiTimeoutMs: number;
   providerA: ProviderAConfig | null;
   providerB: ProviderBConfig | null;
+  /** REDEEM_MAX_FAILURES (default 10): wrong codes a user may send per window before 429. */
+  redeemMaxFailures: number;
+  /** REDEEM_FAILURE_WINDOW_SECONDS (default 600): the window those failures are counted in. */
+  redeemFailureWindowSeconds: number;
 }
 
 function url(env: Record<string, string | undefined>, name: string, def: string): string {
@@ -86,6 +90,8 @@ export function paymentsConfig(env: Record<string, string | undefined>): Payment
     successUrl: url(env, 'TOPUP_SUCCESS_URL', `${publicUrl}/topup/success`),
     cancelUrl: url(env, 'TOPUP_CANCEL_URL', `${publicUrl}/topup/cancel`),
     apiTimeoutMs: readIntEnv(env, 'PAYMENT_API_TIMEOUT_MS', 15_000, 100, 120_000),
+    redeemMaxFailures: readIntEnv(env, 'REDEEM_MAX_FAILURES', 10, 1, 1000),
+    redeemFailureWindowSeconds: readIntEnv(env, 'REDEEM_FAILURE_WINDOW_SECONDS', 600, 1, 86_400),
     providerA: a && {
       apiBase: url(env, 'PROVIDER_A_API_BASE', 'https://api.stripe.com'),
       secretKey: a.PROVIDER_A_SECRET_KEY!,

@@ -8,3 +8,5 @@ export * from './topup-service';
 export * from './webhook-service';
 export * from './ledger-admin';
 export * from './payments';
+export * from './redemption';
+export * from './redemption-views';

@@ -1,11 +1,12 @@
 /** Builds the payments feature from its configuration and the shared database services. */
 import type { ChangeBus } from '@gw/core';
-import { TopupOrdersRepo, WebhookEventsRepo, type Db, type LedgerRepo, type UsersRepo } from '@gw/db';
+import { RedemptionCodesRepo, TopupOrdersRepo, WebhookEventsRepo, type Db, type LedgerRepo, type UsersRepo } from '@gw/db';
 import type { PaymentsConfig } from './config';
 import { LedgerAdmin } from './ledger-admin';
 import type { PaymentProvider, ProviderId } from './provider';
 import { ProviderA } from './provider-a';
 import { ProviderB } from './provider-b';
+import { RedemptionService } from './redemption';
 import { TopupService } from './topup-service';
 import { WebhookService } from './webhook-service';
 
@@ -14,6 +15,8 @@ export interface Payments {
   topups: TopupService;
   webhooks: WebhookService;
   ledgerAdmin: LedgerAdmin;
+  /** Redemption codes: batches minted by admins, redeemed once by users. */
+  redemption: RedemptionService;
   /** Ids of the providers that are configured (for clients choosing one). */
   providers: ProviderId[];
 }
@@ -29,6 +32,8 @@ export function createPayments(cfg: PaymentsConfig, deps: { db: Db; users: Users
     topups: new TopupService(cfg, orders, providers),
     webhooks: new WebhookService(deps.db, orders, new WebhookEventsRepo(deps.db), deps.ledger, providers, deps.bus),
     ledgerAdmin: new LedgerAdmin(deps.db, deps.users, deps.ledger, deps.bus),
+    redemption: new RedemptionService(deps.db, new RedemptionCodesRepo(deps.db), deps.ledger, deps.bus,
+      { maxFailures: cfg.redeemMaxFailures, windowSeconds: cfg.redeemFailureWindowSeconds }),
     providers: [...providers.keys()],
   };
 }

@@ -41,10 +41,10 @@ export type TopupCreatedView = Static<typeof TopupCreatedView>;
 export const LedgerEntryView = Type.Object({
   id: Type.Integer(),
   user_id: Type.Integer(),
-  kind: Type.String({ description: 'topup | charge | refund | adjust' }),
+  kind: Type.String({ description: 'topup | charge | refund | adjust | redeem' }),
   amount: Type.Integer({ description: 'Signed quota units' }),
   balance_after: Type.Integer(),
-  ref: Type.String({ description: 'Trade no, request id or adjust:<uuid>' }),
+  ref: Type.String({ description: 'Trade no, request id, adjust:<uuid> or (redeem) the code id' }),
   note: Type.String(),
   actor_id: Type.Union([Type.Integer(), Type.Null()], { description: 'Admin who made an adjustment' }),
   created_at: Type.Integer(),

@@ -5,7 +5,7 @@ import { parseId, parseIntStrict } from '../core/fields';
 import { col, time } from '../core/output';
 import { addScopedList } from '../core/scoped-list';
 
-const KINDS = ['topup', 'charge', 'refund', 'adjust'] as const;
+const KINDS = ['topup', 'charge', 'refund', 'adjust', 'redeem'] as const;
 
 const COLUMNS = [
   col('ID', 'id', { right: true }), col('TIME', 'created_at', { fmt: time }), col('USER', 'user_id', { right: true }),
@@ -15,7 +15,7 @@ const COLUMNS = [
 
 export function registerLedger(program: Command, app: App): void {
   const group = program.command('ledger')
-    .description('Balance movements (top-ups, charges, refunds, adjustments)')
+    .description('Balance movements (top-ups, charges, refunds, adjustments, redeemed codes)')
     .addHelpText('after', '\nExamples:\n  $ gw ledger list --self\n  $ gw ledger adjust --user-id 12 --amount 500000 --note "goodwill credit"');
 
   addScopedList(group, app, {

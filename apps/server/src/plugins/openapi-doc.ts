@@ -22,7 +22,8 @@ export const TAGS = [
   { name: 'pricing', description: 'Model prices (admin), in integer quota units per million tokens.' },
   { name: 'logs', description: 'Usage logs: one row per metered request.' },
   { name: 'topup', description: 'Prepaid top-ups through the configured payment providers.' },
-  { name: 'ledger', description: 'The balance ledger: every top-up, charge, refund and manual adjustment.' },
+  { name: 'ledger', description: 'The balance ledger: every top-up, charge, refund, manual adjustment and redeemed code.' },
+  { name: 'redemption', description: 'Single-use redemption codes worth quota: admins mint, list and revoke batches; users redeem a code once.' },
   { name: 'webhook', description: 'Signed payment-provider callbacks (no credentials: the signature is the credential).' },
   { name: 'system', description: 'Liveness and Prometheus metrics.' },
 ];

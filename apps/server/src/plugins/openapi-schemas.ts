@@ -8,7 +8,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { ChannelCreate, ChannelTestResult, ChannelUpdate, ChannelView } from '@gw/channels';
 import { AccessTokenView, ApiKeyCreate, ApiKeyUpdate, ApiKeyView, UserCreate, UserSelfUpdate, UserUpdate, UserView } from '@gw/identity';
 import { PriceInput, PriceView, UsageLogView } from '@gw/billing';
-import { LedgerEntryView, TopupCreatedView, TopupOrderView } from '@gw/payments';
+import { CodesCreatedView, LedgerEntryView, RedemptionBatchView, RedemptionCodeView, TopupCreatedView, TopupOrderView } from '@gw/payments';
 import { ModelInfoSchema, ModelPageSchema } from '@gw/relay';
 import { AnthropicMessageSchema, CountTokensRequestSchema, MessagesRequestSchema } from '@gw/formats';
 
@@ -23,6 +23,7 @@ export const NAMED_SCHEMAS: Record<string, TSchema> = {
   ChannelView, ChannelCreate, ChannelUpdate, ChannelTestResult,
   PriceView, PriceInput, UsageLogView,
   TopupOrderView, TopupCreatedView, LedgerEntryView,
+  RedemptionCodeView, RedemptionBatchView, CodesCreatedView,
 };
 
 for (const [name, schema] of Object.entries(NAMED_SCHEMAS)) (schema as { title?: string }).title = name;

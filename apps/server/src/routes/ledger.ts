@@ -8,7 +8,7 @@ import type { Services } from '../services';
 import { envelope, page, pageQuery } from './envelope';
 
 const tags = ['ledger'];
-const kindQuery = t.Optional(t.Union([t.Literal('topup'), t.Literal('charge'), t.Literal('refund'), t.Literal('adjust')]));
+const kindQuery = t.Optional(t.Union([t.Literal('topup'), t.Literal('charge'), t.Literal('refund'), t.Literal('adjust'), t.Literal('redeem')]));
 
 export const ledgerRoutes = (s: Services) =>
   new Elysia({ name: 'ledger-routes', prefix: '/api/ledger' })
@@ -20,7 +20,7 @@ export const ledgerRoutes = (s: Services) =>
       return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
     }, {
       role: 'user', query: t.Object({ ...pageQuery, kind: kindQuery }),
-      response: envelope(page(LedgerEntryView)), detail: { tags, summary: 'Own ledger', description: 'The caller\'s balance changes, newest first (paged; filter by kind: topup, charge, refund, adjust).' },
+      response: envelope(page(LedgerEntryView)), detail: { tags, summary: 'Own ledger', description: 'The caller\'s balance changes, newest first (paged; filter by kind: topup, charge, refund, adjust, redeem).' },
     })
     .get('/', ({ query }) => {
       const p = query.p ?? 1;

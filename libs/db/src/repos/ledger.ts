@@ -5,7 +5,7 @@ import type { Db } from '../client';
 import { ledger, users } from '../schema';
 
 export type LedgerRow = typeof ledger.$inferSelect;
-export type LedgerKind = 'topup' | 'charge' | 'refund' | 'adjust';
+export type LedgerKind = 'topup' | 'charge' | 'refund' | 'adjust' | 'redeem';
 
 export interface LedgerEntryInput {
   userId: number;

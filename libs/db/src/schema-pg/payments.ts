@@ -27,3 +27,17 @@ export const webhookEvents = pgTable('webhook_events', {
   outcome: text('outcome').notNull().default(''),
   receivedAt: big('received_at').notNull(),
 }, (t) => [uniqueIndex('webhook_events_uq').on(t.provider, t.eventId)]);
+
+export const redemptionCodes = pgTable('redemption_codes', {
+  id: idColumn(),
+  codeHash: text('code_hash').notNull(),
+  prefix: text('prefix').notNull(),
+  batch: text('batch').notNull(),
+  quota: big('quota').notNull(),
+  status: text('status').notNull().default('unused'),
+  expiresAt: big('expires_at').notNull(),
+  createdBy: big('created_by').notNull(),
+  createdAt: big('created_at').notNull(),
+  redeemedBy: big('redeemed_by'),
+  redeemedAt: big('redeemed_at'),
+}, (t) => [uniqueIndex('redemption_codes_hash_uq').on(t.codeHash), index('redemption_codes_batch_idx').on(t.batch, t.id)]);

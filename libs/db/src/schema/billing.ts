@@ -82,7 +82,7 @@ export const usageLogs = sqliteTable('usage_logs', {
 export const ledger = sqliteTable('ledger', {
   id: integer('id').primaryKey({ autoIncrement: true }),
   userId: integer('user_id').notNull(),
-  /** 'topup' | 'charge' | 'refund' | 'adjust' */
+  /** 'topup' | 'charge' | 'refund' | 'adjust' | 'redeem' */
   kind: text('kind').notNull(),
   /** Signed quota units. */
   amount: integer('amount').notNull(),

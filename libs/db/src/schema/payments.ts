@@ -29,3 +29,25 @@ export const webhookEvents = sqliteTable('webhook_events', {
   outcome: text('outcome').notNull().default(''),
   receivedAt: integer('received_at').notNull(),
 }, (t) => [uniqueIndex('webhook_events_uq').on(t.provider, t.eventId)]);
+
+/**
+ * Single-use redemption codes worth a fixed quota credit. Only the SHA-256 of a code is stored (like
+ * API keys); `prefix` is its first characters, for telling codes apart in lists. A code leaves 'unused'
+ * once: redeemed (with its ledger entry, kind 'redeem', ref = id) or revoked. Expiry is not a stored
+ * status: an unused code past `expires_at` reads as expired.
+ */
+export const redemptionCodes = sqliteTable('redemption_codes', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  codeHash: text('code_hash').notNull(),
+  prefix: text('prefix').notNull(),
+  batch: text('batch').notNull(),
+  /** Quota units credited on redemption. */
+  quota: integer('quota').notNull(),
+  /** 'unused' | 'redeemed' | 'revoked' */
+  status: text('status').notNull().default('unused'),
+  expiresAt: integer('expires_at').notNull(),
+  createdBy: integer('created_by').notNull(),
+  createdAt: integer('created_at').notNull(),
+  redeemedBy: integer('redeemed_by'),
+  redeemedAt: integer('redeemed_at'),
+}, (t) => [uniqueIndex('redemption_codes_hash_uq').on(t.codeHash), index('redemption_codes_batch_idx').on(t.batch, t.id)]);

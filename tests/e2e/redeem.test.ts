@@ -1,0 +1,198 @@
+/**
+ * Redemption codes over HTTP: minted in batches and shown once, stored hashed, redeemed exactly once
+ * through the ledger (balance == Σ ledger), one answer for every unusable code, a per-user failure limit.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+
+let gw: TestGateway;
+beforeAll(async () => { gw = await startGateway(); });
+afterAll(async () => { await gw.stop(); });
+
+const now = () => Math.floor(Date.now() / 1000);
+let batchSeq = 0;
+async function mint(count: number, quota: number, expiresAt = now() + 3600) {
+  const batch = `b${++batchSeq}-${crypto.randomUUID().slice(0, 6)}`;
+  const r = await gw.api('POST', '/api/redemption/', { batch, count, quota, expires_at: expiresAt });
+  expect(r.status).toBe(200);
+  return { batch, codes: r.body.data.codes as string[] };
+}
+const redeem = (token: string, code: unknown) => gw.api('POST', '/api/user/redeem', { code }, token);
+const dbBalance = (id: number) => gw.services.users.byId(id)!.quota;
+function balanced(id: number) {
+  expect(dbBalance(id)).toBe(gw.services.ledger.sum(id));
+  // The relay's in-memory balance follows the ledger write (the change bus), not a later reload.
+  expect(gw.services.relay.quota.balance(id)).toBe(dbBalance(id));
+}
+
+describe('redemption codes', () => {
+  test('create answers the codes once; a user redeems one: credited through a redeem ledger entry', async () => {
+    const { batch, codes } = await mint(3, 5000);
+    expect(codes).toHaveLength(3);
+    expect(new Set(codes).size).toBe(3);
+    for (const c of codes) expect(c).toMatch(/^gwr_[0-9A-Za-z]{24}$/);
+    const u = await makeUser(gw);
+    expect(gw.services.relay.quota.balance(u.id)).toBe(0); // cached before the credit
+    const r = await redeem(u.token, `  ${codes[0]}  `);
+    expect(r.status).toBe(200);
+    expect(r.body.data).toEqual({ quota: 5000, balance: 5000 });
+    balanced(u.id);
+    const self = await gw.api('GET', '/api/user/self', undefined, u.token);
+    expect(self.body.data.quota).toBe(5000);
+    const led = await gw.api('GET', '/api/ledger/self?kind=redeem', undefined, u.token);
+    expect(led.status).toBe(200);
+    expect(led.body.data.items).toHaveLength(1);
+    const listed = await gw.api('GET', `/api/redemption/?batch=${batch}&status=redeemed`);
+    expect(listed.body.data.items).toHaveLength(1);
+    const code = listed.body.data.items[0];
+    expect(code).toMatchObject({ batch, quota: 5000, status: 'redeemed', redeemed_by: u.id, prefix: codes[0]!.slice(0, 8) });
+    expect(code.redeemed_at).toBeGreaterThan(0);
+    expect(led.body.data.items[0]).toMatchObject({ kind: 'redeem', amount: 5000, balance_after: 5000, ref: String(code.id) });
+    // A used code is refused and changes nothing.
+    const again = await redeem(u.token, codes[0]);
+    expect(again.status).toBe(400);
+    expect(again.body.error).toMatchObject({ code: 'invalid_code', param: 'code' });
+    expect(dbBalance(u.id)).toBe(5000);
+    balanced(u.id);
+  });
+
+  test('one code raced by 20 parallel requests credits exactly once', async () => {
+    const { codes } = await mint(1, 7777);
+    const users = await Promise.all(Array.from({ length: 20 }, () => makeUser(gw)));
+    const rs = await Promise.all(users.map((u) => redeem(u.token, codes[0])));
+    expect(rs.filter((r) => r.status === 200)).toHaveLength(1);
+    expect(rs.filter((r) => r.status === 400 && r.body.error.code === 'invalid_code')).toHaveLength(19);
+    const credited = users.filter((u) => dbBalance(u.id) !== 0);
+    expect(credited.map((u) => dbBalance(u.id))).toEqual([7777]);
+    for (const u of users) balanced(u.id);
+    const entries = await gw.api('GET', '/api/ledger/?kind=redeem&page_size=100');
+    expect(entries.body.data.items.filter((e: any) => e.amount === 7777)).toHaveLength(1);
+    // The same user racing itself: once as well.
+    const { codes: [mine] } = await mint(1, 300);
+    const me = await makeUser(gw);
+    const own = await Promise.all(Array.from({ length: 20 }, () => redeem(me.token, mine)));
+    expect(own.filter((r) => r.status === 200)).toHaveLength(1);
+    expect(dbBalance(me.id)).toBe(300);
+    balanced(me.id);
+  }, 30_000); // 21 users with real password hashes
+
+  test('unknown, used, expired and revoked codes get the same answer; revoke leaves redeemed codes alone', async () => {
+    const u = await makeUser(gw);
+    const { batch, codes } = await mint(3, 100);
+    expect((await redeem(u.token, codes[0])).status).toBe(200);
+    const rv = await gw.api('POST', '/api/redemption/revoke', { batch });
+    expect(rv.status).toBe(200);
+    expect(rv.body.data).toEqual({ batch, revoked: 2 });
+    const exp = now() + 2; // +1 could already be past when the server checks it
+    const { codes: [expiring] } = await mint(1, 100, exp);
+    while (now() < exp) await Bun.sleep(50);
+    const answers = [];
+    for (const c of ['gwr_' + 'x'.repeat(24), codes[0], codes[1], expiring]) {
+      const r = await redeem(u.token, c);
+      answers.push({ status: r.status, error: r.body.error });
+    }
+    expect(new Set(answers.map((a) => JSON.stringify(a))).size).toBe(1);
+    expect(answers[0]).toEqual({ status: 400, error: expect.objectContaining({ code: 'invalid_code', param: 'code' }) });
+    expect(dbBalance(u.id)).toBe(100);
+    balanced(u.id);
+    const list = await gw.api('GET', `/api/redemption/?batch=${batch}`);
+    expect(list.body.data.items.map((i: any) => i.status).sort()).toEqual(['redeemed', 'revoked', 'revoked']);
+    const expired = await gw.api('GET', '/api/redemption/?status=expired');
+    expect(expired.body.data.items.map((i: any) => i.prefix)).toContain(expiring!.slice(0, 8));
+    const batches = await gw.api('GET', '/api/redemption/batch?page_size=100');
+    expect(batches.body.data.items.find((b: any) => b.batch === batch)).toMatchObject({ total: 3, redeemed: 1, revoked: 2, unused: 0, expired: 0, quota: 100 });
+    expect((await gw.api('POST', '/api/redemption/revoke', { batch: 'no-such-batch' })).status).toBe(404);
+  });
+
+  test('10 invalid codes per user, then 429 with retry-after even for a valid code (left unused); other users unaffected', async () => {
+    const u = await makeUser(gw);
+    const other = await makeUser(gw);
+    const { codes } = await mint(2, 50);
+    for (let i = 0; i < 10; i++) {
+      const r = await redeem(u.token, `gwr_wrong${i}`);
+      expect(r.status).toBe(400);
+    }
+    const limited = await redeem(u.token, codes[0]);
+    expect(limited.status).toBe(429);
+    expect(limited.body.error.code).toBe('too_many_attempts');
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(Number(limited.headers.get('retry-after'))).toBeLessThanOrEqual(600);
+    expect(dbBalance(u.id)).toBe(0);
+    const ok = await redeem(other.token, codes[0]);
+    expect(ok.status).toBe(200);
+    expect(ok.body.data.balance).toBe(50);
+  });
+
+  test('plain codes are never retrievable after creation: not in any listing, not in the database files', async () => {
+    const { batch, codes } = await mint(5, 1);
+    const seen = JSON.stringify([
+      (await gw.api('GET', `/api/redemption/?batch=${batch}&page_size=100`)).body,
+      (await gw.api('GET', '/api/redemption/batch')).body,
+    ]);
+    for (const c of codes) {
+      expect(seen).not.toContain(c);
+      expect(seen).toContain(c.slice(0, 8));
+    }
+    gw.services.dbh.sqlite.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+    const files = readdirSync(gw.dir).filter((f) => f.startsWith('gateway.db')).map((f) => join(gw.dir, f));
+    const bytes = files.map((f) => { try { return readFileSync(f).toString('latin1'); } catch { return ''; } }).join('');
+    expect(bytes).toContain(batch); // the scan does see the table's data
+    for (const c of codes) expect(bytes).not.toContain(c);
+  });
+
+  test('admin only; bad input is a 400 with the field; a batch name is used once', async () => {
+    const u = await makeUser(gw);
+    const denied = await gw.api('POST', '/api/redemption/', { batch: 'x1', count: 1, quota: 1, expires_at: now() + 60 }, u.token);
+    expect(denied.status).toBe(403);
+    expect((await gw.api('GET', '/api/redemption/', undefined, u.token)).status).toBe(403);
+    expect((await gw.api('POST', '/api/redemption/revoke', { batch: 'x1' }, u.token)).status).toBe(403);
+    expect((await gw.api('POST', '/api/user/redeem', { code: 'gwr_x' }, null)).status).toBe(401);
+    const base = { batch: 'bad-input', count: 1, quota: 1, expires_at: now() + 60 };
+    for (const [patch, param] of [
+      [{ count: 0 }, 'count'], [{ count: 1001 }, 'count'], [{ count: 1.5 }, 'count'], [{ quota: 0 }, 'quota'], [{ quota: '5' }, 'quota'],
+      [{ expires_at: now() - 1 }, 'expires_at'], [{ expires_at: now() + 11 * 365 * 86400 }, 'expires_at'], [{ batch: '' }, 'batch'],
+      [{ batch: 'has space' }, 'batch'], [{ batch: 'x'.repeat(65) }, 'batch'],
+    ] as Array<[Record<string, unknown>, string]>) {
+      const r = await gw.api('POST', '/api/redemption/', { ...base, ...patch });
+      expect({ patch, status: r.status, param: r.body.error?.param }).toEqual({ patch, status: 400, param });
+    }
+    for (const code of ['', 5, null, 'x'.repeat(129)]) {
+      const r = await redeem(u.token, code);
+      expect({ code, status: r.status, param: r.body.error?.param }).toEqual({ code, status: 400, param: 'code' });
+    }
+    const first = await gw.api('POST', '/api/redemption/', base);
+    expect(first.status).toBe(200);
+    const dup = await gw.api('POST', '/api/redemption/', base);
+    expect(dup.status).toBe(409);
+    expect(dup.body.error).toMatchObject({ code: 'batch_exists', param: 'batch' });
+    const big = await gw.api('POST', '/api/redemption/', { ...base, batch: 'big', count: 1000 });
+    expect(big.body.data.codes).toHaveLength(1000);
+    expect((await gw.api('GET', '/api/redemption/?batch=big&page_size=1')).body.data.total).toBe(1000);
+  });
+});
+
+describe('REDEEM_MAX_FAILURES and REDEEM_FAILURE_WINDOW_SECONDS', () => {
+  test('the limit and its window come from the environment; once the window passes, codes work again', async () => {
+    const small = await startGateway({ REDEEM_MAX_FAILURES: '2', REDEEM_FAILURE_WINDOW_SECONDS: '1' });
+    try {
+      const u = await makeUser(small);
+      const code = (await small.api('POST', '/api/redemption/', { batch: 'w', count: 1, quota: 42, expires_at: now() + 600 })).body.data.codes[0];
+      const send = (c: string) => small.api('POST', '/api/user/redeem', { code: c }, u.token);
+      expect((await send('gwr_nope1')).status).toBe(400);
+      expect((await send('gwr_nope2')).status).toBe(400);
+      const limited = await send(code);
+      expect(limited.status).toBe(429);
+      expect(limited.headers.get('retry-after')).toBe('1');
+      // Two fixed windows weighted: the failures stop counting within two windows.
+      const deadline = Date.now() + 5000;
+      let r = limited;
+      while (r.status === 429 && Date.now() < deadline) { await Bun.sleep(200); r = await send(code); }
+      expect(r.status).toBe(200);
+      expect(r.body.data).toEqual({ quota: 42, balance: 42 });
+    } finally {
+      await small.stop();
+    }
+  }, 15_000);
+});
