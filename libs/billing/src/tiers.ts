@@ -5,6 +5,7 @@
  */
 import { costOf } from '@gw/core';
 import type { LongContextPrices, PriceRow } from '@gw/db';
+import type { TokenUsage } from './usage';
 
 /** One complete set of per-million prices. */
 export interface PriceSet {
@@ -22,16 +23,8 @@ export interface PriceSet {
 export type BillablePrice = Pick<PriceRow, 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'audioInput' | 'audioOutput'>
   & Partial<Pick<PriceRow, 'cacheWrite1h' | 'longContextThreshold' | 'longContext'>>;
 
-/** Token counts a tier decision needs; `cacheWrite` is every cache write, `cacheWrite1h` the 1-hour part of it. */
-export interface TieredTokens {
-  input: number;
-  output: number;
-  cacheRead: number;
-  cacheWrite: number;
-  cacheWrite1h?: number;
-  audioInput?: number;
-  audioOutput?: number;
-}
+/** Token counts a tier decision needs: the usage by kind (`cacheWrite` every write, `cacheWrite1h` the 1-hour part). */
+export type TieredTokens = TokenUsage;
 
 /** The long-context tier of `p`, when it has a complete one. */
 export function longContextOf(p: BillablePrice): { threshold: number; prices: LongContextPrices } | null {
