@@ -54,7 +54,7 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   ledger.apply({ userId, kind: 'topup', amount: 10_000_000, ref: 'seed', at: 1 });
   const keyRow = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get();
   const keys = new Map<string, GateKey>([['sk-good', {
-    id: keyRow.id, userId, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, rateLimitRpm: 0,
+    id: keyRow.id, userId, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0,
   }]]);
   const owners = new Set([userId]);
   const addKey = (balance: number, extra: Partial<GateKey> = {}) => {
@@ -63,12 +63,12 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
     if (balance) ledger.apply({ userId: uid, kind: 'topup', amount: balance, ref: `seed${uid}`, at: 1 });
     const row = h.db.insert(apiKeys).values({ userId: uid, keyHash: `h${uid}`, prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get();
     const key = `sk-user-${uid}`;
-    keys.set(key, { id: row.id, userId: uid, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, rateLimitRpm: 0, ...extra });
+    keys.set(key, { id: row.id, userId: uid, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0, ...extra });
     return { key, userId: uid, keyId: row.id };
   };
   const channels: Channel[] = [];
   const { log, lines: logs } = memoryLogger();
-  const gate = new RelayGate({ lookup: (k) => keys.get(k), user: (id) => (owners.has(id) ? { id, status: 1, group: 'default' } : undefined) });
+  const gate = new RelayGate({ lookup: (k) => keys.get(k), user: (id) => (owners.has(id) ? { id, status: 1, group: 'default', rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0 } : undefined) });
   const service = new RealtimeService<GateKey, Channel, any>({
     config: realtimeConfig({ REALTIME_CONNECT_TIMEOUT_MS: '1000', ...env }),
     keys: { lookup: (k) => keys.get(k) },

@@ -25,6 +25,7 @@ import { twoFactorRoutes } from './routes/two-factor';
 import { passwordRoutes } from './routes/password';
 import { messagesRoutes } from './routes/messages';
 import { pricingRoutes } from './routes/pricing';
+import { groupRoutes } from './routes/groups';
 import { logRoutes } from './routes/logs';
 import { realtimeRoutes } from './routes/realtime';
 import { metricsRoutes } from './routes/metrics';
@@ -83,6 +84,7 @@ export function createApp(s: Services) {
     .use(passwordRoutes(s))
     .use(messagesRoutes(s))
     .use(pricingRoutes(s))
+    .use(groupRoutes(s))
     .use(logRoutes(s))
     .use(realtimeRoutes(s.realtime, s.log));
   return app;

@@ -17,3 +17,4 @@ export * from './repos/webhook-events';
 export * from './repos/security';
 export * from './repos/realtime-sessions';
 export * from './repos/settlements';
+export * from './repos/groups';
