@@ -67,6 +67,8 @@ describe('group price ratio', () => {
     // ceil(1000 × 333,333 × 1500 / 10⁹) = ceil(499.9995) = 500; rounding twice would give ceil(334 × 1.5) = 501.
     for (const r of rs) expect(logOf(r.headers.get('request-id')!)).toEqual({ cost: 500, group: 'gold', price_ratio: 1500 });
     expect(before - gw.services.relay.quota.balance(u.id)).toBe(20 * 500);
+    const listed = await gw.api('GET', `/api/log/self`, undefined, u.token);
+    expect(listed.body.data.items[0]).toMatchObject({ cost: 500, group: 'gold', price_ratio: 1500 });
     up.fallback = { text: 'Hello there' };
   });
 
