@@ -27,7 +27,7 @@ import { messagesRoutes } from './routes/messages';
 import { pricingRoutes } from './routes/pricing';
 import { groupRoutes } from './routes/groups';
 import { logRoutes } from './routes/logs';
-import { realtimeRoutes } from './routes/realtime';
+import { limitRealtime, realtimeRoutes } from './routes/realtime';
 import { metricsRoutes } from './routes/metrics';
 import { probeRoutes } from './routes/probes';
 
@@ -86,7 +86,7 @@ export function createApp(s: Services) {
     .use(pricingRoutes(s))
     .use(groupRoutes(s))
     .use(logRoutes(s))
-    .use(realtimeRoutes(s.realtime, s.log));
+    .use(realtimeRoutes(s.realtime, s.log, (a) => limitRealtime(s, a)));
   return app;
 }
 
