@@ -235,6 +235,28 @@ describe('gw pricing', () => {
   });
 });
 
+describe('gw group', () => {
+  test('create, list, update, refused values name the flag, and limit flags on key and user', async () => {
+    const created = await gwc(['group', 'create', '--name', 'gold', '--ratio', '1500', '--fallbacks', 'default', '--max-concurrency', '4', '--json']);
+    expect(created.code).toBe(0);
+    const g = JSON.parse(created.stdout);
+    expect(g).toMatchObject({ name: 'gold', ratio: 1500, fallbacks: ['default'], max_concurrency: 4, rate_limit_rpm: 0 });
+    expect(gw.services.relay.groups.policy('gold')).toMatchObject({ ratio: 1500, fallbacks: ['default'], maxConcurrency: 4 });
+    expect((await gwc(['group', 'list'])).stdout).toMatch(/^\s*\d+\s+gold\s+1500\s+default\b/m);
+    expect((await gwc(['group', 'update', String(g.id), '--rate-limit-tpm', '50000'])).code).toBe(0);
+    expect(gw.services.relay.groups.policy('gold').rateLimitTpm).toBe(50000);
+    const bad = await gwc(['group', 'update', String(g.id), '--ratio', '-1']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('--ratio');
+    const key = JSON.parse((await gwc(['key', 'create', '--name', 'lim', '--rate-limit-tpm', '9000', '--max-concurrency', '2', '--json'])).stdout);
+    expect(key).toMatchObject({ rate_limit_tpm: 9000, max_concurrency: 2 });
+    const user = await gwc(['user', 'update', '1', '--max-concurrency', '7', '--json']);
+    expect(JSON.parse(user.stdout)).toMatchObject({ max_concurrency: 7 });
+    expect((await gwc(['group', 'delete', String(g.id)])).code).toBe(0);
+    expect(gw.services.relay.groups.policy('gold').ratio).toBe(1000);
+  });
+});
+
 describe('gw log', () => {
   test('list with filters reaches the server (admin and --self)', async () => {
     const now = Math.floor(Date.now() / 1000);

@@ -56,7 +56,7 @@ describe('check order and error statuses', () => {
     err(await send(gw, limited.key, msg('claude-x')), 403, 'permission_error', 'model_not_allowed', 'model');
     expect((await send(gw, limited.key, msg('gpt-x'))).status).toBe(200);
     const rl = await send(gw, limited.key, msg('gpt-x'));
-    err(rl, 429, 'rate_limit_error', 'rate_limited');
+    err(rl, 429, 'rate_limit_error', 'key_rpm_exceeded');
     expect(Number(rl.headers.get('retry-after'))).toBeGreaterThan(0);
     const ipKey = await keyedUser(gw, 1_000_000, { allow_ips: ['10.9.9.9'] });
     err(await send(gw, ipKey.key, msg('claude-x')), 403, 'permission_error', 'ip_not_allowed');

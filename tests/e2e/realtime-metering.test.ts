@@ -1,7 +1,8 @@
 /** /v1/realtime metering over real sockets: exact billing per response, quota exhaustion, reservation edge cases. */
 import { describe, expect, test } from 'bun:test';
 import { SAMPLE_USAGE } from '../doubles/realtime-upstream';
-import { RESERVE, RESPONSE_CREATE, SAMPLE_COST, bearerOf, clients, expectError, open, realtimeSuite, refused, up, w } from '../helpers/realtime-wiring';
+import { costOf } from '@gw/core';
+import { PRICE, RESERVE, RESPONSE_CREATE, SAMPLE_COST, bearerOf, clients, expectError, open, realtimeSuite, refused, up, w } from '../helpers/realtime-wiring';
 
 realtimeSuite();
 
@@ -45,6 +46,25 @@ describe('realtime metering', () => {
     expect([s.close_code, s.close_reason, s.channel_id, s.model]).toEqual([1000, 'finished', 1, 'gpt-realtime']);
     expect(s.duration_ms).toBeGreaterThanOrEqual(0);
     expect(s.session_id).toBe(rows[0].request_id.replace(/_resp_\d+$/, ''));
+  });
+
+  test('the group price ratio multiplies each response inside its single rounding, and is logged', async () => {
+    w.ratios.set('default', 1500);
+    try {
+      const { key, userId } = w.addKey(5_000_000);
+      const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
+      await c.opened;
+      c.ws.send(RESPONSE_CREATE);
+      await c.waitFor('response.done');
+      c.ws.close(1000, 'finished');
+      await c.waitClose();
+      const row = w.h.sqlite.query('select cost, "group", price_ratio from usage_logs where user_id = ?').get(userId) as any;
+      const exact = costOf([[80 - 64, PRICE.input], [320 - 192, PRICE.audio_input], [256, PRICE.cache_read], [30, PRICE.output], [82, PRICE.audio_output]], 1500);
+      expect(row).toEqual({ cost: exact, group: 'default', price_ratio: 1500 });
+      expect(w.quota.balance(userId)).toBe(5_000_000 - exact);
+    } finally {
+      w.ratios.delete('default');
+    }
   });
 
   test('quota runs short mid-session: the next response.create is refused with an error event, not forwarded; the session stays open', async () => {

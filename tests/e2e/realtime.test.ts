@@ -121,6 +121,17 @@ describe('/v1/realtime through the gateway', () => {
     await Promise.all([a.waitClose(), b.waitClose()]);
   });
 
+  test('opening a session counts toward the key requests-per-minute limit (429 key_rpm_exceeded, slot given back)', async () => {
+    const k = await keyedUser(1_000_000, { rate_limit_rpm: 1 });
+    const a = open('/v1/realtime', { headers: { authorization: `Bearer ${k.key}` } });
+    await a.opened;
+    await refused('/v1/realtime', { authorization: `Bearer ${k.key}` }, 429, 'key_rpm_exceeded');
+    a.ws.close();
+    await a.waitClose();
+    // The refused opening did not keep a session slot: the per-key session count is back to zero.
+    expect(gw.services.realtime.liveCount).toBe(0);
+  });
+
   test('responses are billed from response.done; usage log and session record are written', async () => {
     const k = await keyedUser(10_000_000);
     const c = open('/v1/realtime?model=gpt-realtime', { headers: { authorization: `Bearer ${k.key}` } });

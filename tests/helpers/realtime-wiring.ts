@@ -32,6 +32,8 @@ export interface Wiring {
   book: PriceBook;
   keys: Map<string, GateKey>;
   channels: Channel[];
+  /** Group price ratios (per-mille) the key policy reports; unset = 1000. */
+  ratios: Map<string, number>;
   userId: number;
   ledger: LedgerRepo;
   /** Lines the realtime service logged (unexpected errors). */
@@ -54,7 +56,7 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   ledger.apply({ userId, kind: 'topup', amount: 10_000_000, ref: 'seed', at: 1 });
   const keyRow = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get();
   const keys = new Map<string, GateKey>([['sk-good', {
-    id: keyRow.id, userId, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, rateLimitRpm: 0,
+    id: keyRow.id, userId, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0,
   }]]);
   const owners = new Set([userId]);
   const addKey = (balance: number, extra: Partial<GateKey> = {}) => {
@@ -63,16 +65,19 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
     if (balance) ledger.apply({ userId: uid, kind: 'topup', amount: balance, ref: `seed${uid}`, at: 1 });
     const row = h.db.insert(apiKeys).values({ userId: uid, keyHash: `h${uid}`, prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get();
     const key = `sk-user-${uid}`;
-    keys.set(key, { id: row.id, userId: uid, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, rateLimitRpm: 0, ...extra });
+    keys.set(key, { id: row.id, userId: uid, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0, ...extra });
     return { key, userId: uid, keyId: row.id };
   };
   const channels: Channel[] = [];
   const { log, lines: logs } = memoryLogger();
-  const gate = new RelayGate({ lookup: (k) => keys.get(k), user: (id) => (owners.has(id) ? { id, status: 1, group: 'default' } : undefined) });
+  const gate = new RelayGate({ lookup: (k) => keys.get(k), user: (id) => (owners.has(id) ? { id, status: 1, group: 'default', rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0 } : undefined) });
+  /** Group price ratios (per-mille) by group name; unset = 1000. */
+  const ratios = new Map<string, number>();
   const service = new RealtimeService<GateKey, Channel, any>({
     config: realtimeConfig({ REALTIME_CONNECT_TIMEOUT_MS: '1000', ...env }),
     keys: { lookup: (k) => keys.get(k) },
-    policy: gate,
+    // The gate plus a group price ratio, as the composition root passes them.
+    policy: { authorize: (k: GateKey, m: string, ip: string) => { const { group } = gate.authorize(k, m, ip); return { group, ratio: ratios.get(group) }; } },
     channels: {
       candidates: (m, g) => channels.filter((c) => c.models.includes(m) && c.groups.includes(g) && c.status === 1).sort((a, b) => b.priority - a.priority),
       all: () => channels,
@@ -90,7 +95,7 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   app.listen({ port: 0, hostname: '127.0.0.1' });
   const port = app.server!.port;
   return {
-    url: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, h, service, quota, book, keys, channels, userId, ledger, addKey, logs,
+    url: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, h, service, quota, book, keys, channels, userId, ledger, addKey, logs, ratios,
     async stop() {
       service.closeAll();
       await app.stop(true);

@@ -18,6 +18,7 @@ import { registerChannel } from './commands/channel';
 import { registerUser } from './commands/user';
 import { registerKey } from './commands/key';
 import { registerPricing } from './commands/pricing';
+import { registerGroup } from './commands/group';
 import { registerLog } from './commands/log';
 import { registerTopup } from './commands/topup';
 import { registerLedger } from './commands/ledger';
@@ -61,6 +62,7 @@ export function buildProgram(app: App, opts: { json?: boolean } = {}): Command {
   registerUser(program, app);
   registerKey(program, app);
   registerPricing(program, app);
+  registerGroup(program, app);
   registerLog(program, app);
   registerTopup(program, app);
   registerLedger(program, app);

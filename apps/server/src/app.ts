@@ -27,8 +27,9 @@ import { twoFactorRoutes } from './routes/two-factor';
 import { passwordRoutes } from './routes/password';
 import { messagesRoutes } from './routes/messages';
 import { pricingRoutes } from './routes/pricing';
+import { groupRoutes } from './routes/groups';
 import { logRoutes } from './routes/logs';
-import { realtimeRoutes } from './routes/realtime';
+import { limitRealtime, realtimeRoutes } from './routes/realtime';
 import { metricsRoutes } from './routes/metrics';
 import { probeRoutes } from './routes/probes';
 
@@ -87,8 +88,9 @@ export function createApp(s: Services) {
     .use(passwordRoutes(s))
     .use(messagesRoutes(s))
     .use(pricingRoutes(s))
+    .use(groupRoutes(s))
     .use(logRoutes(s))
-    .use(realtimeRoutes(s.realtime, s.log));
+    .use(realtimeRoutes(s.realtime, s.log, (a) => limitRealtime(s, a)));
   return app;
 }
 

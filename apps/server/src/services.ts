@@ -113,7 +113,9 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   });
   closers.push(() => relay.close());
   const realtime = new RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>({
-    config: realtimeConfig(config.env), keys: apiKeys, policy: relay.gate, channels: channelRegistry,
+    config: realtimeConfig(config.env), keys: apiKeys, channels: channelRegistry,
+    // The key checks of /v1/messages, plus the group's price ratio for the session's charges.
+    policy: { authorize: (k, m, ip) => { const { group } = relay.gate.authorize(k, m, ip); return { group, ratio: relay.relay.policy(group).ratio }; } },
     prices: relay.prices, quota: relay.quota, billing: relay.billing, upstream: adapterResolver(getAdapter),
     sessions: new RealtimeSessionsRepo(dbh.db), order: (c) => orderCandidates(c), log, inflight: relay.inflight,
   });

@@ -1,4 +1,4 @@
-import { GatewayError, errorText, nowSeconds, safeCount, type ChangeBus, type Logger } from '@gw/core';
+import { GatewayError, RATIO_ONE, errorText, nowSeconds, safeCount, type ChangeBus, type Logger } from '@gw/core';
 import type { Database } from 'bun:sqlite';
 import type { SettlementRow, SettlementsRepo, UsersRepo } from '@gw/db';
 import type { SettlementJournal } from './journal';
@@ -148,7 +148,8 @@ export class QuotaService {
     const limits = r?.limits ?? log.limits ?? null;
     const g = guardUsage(log.usage, { ...log.estimate, input: log.estimate?.input ?? limits?.input }, limits, log.estimated);
     const u = g.usage;
-    const priced = priceUsage(u, log.price ?? this.deps.prices.get(log.model));
+    const ratio = log.ratio ?? RATIO_ONE;
+    const priced = priceUsage(u, log.price ?? this.deps.prices.get(log.model), ratio);
     let cost = priced.cost;
     const cap = this.chargeCap(r, log.userId, { id: log.apiKeyId, limited: r ? r.keyLimited : false });
     if (cost > cap) {
@@ -162,6 +163,7 @@ export class QuotaService {
       cacheWrite1hTokens: u.cacheWrite1h, longContext: priced.longContext, audioInputTokens: u.audioInput, audioOutputTokens: u.audioOutput,
       cost, latencyMs: log.latencyMs, ttftMs: log.ttftMs,
       status: log.status, errorCode: log.errorCode, usageFlag: g.flags.join(','), attempts: log.attempts, ip: log.ip, createdAt: nowSeconds(),
+      group: log.group ?? '', priceRatio: ratio,
     };
     return { r, row, limitedKey: r ? r.keyLimited : true, inserted: false, balance: null, error: undefined, waiters: [] };
   }

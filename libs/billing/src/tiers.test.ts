@@ -41,3 +41,21 @@ describe('guardUsage: the 1-hour writes are a part of the writes', () => {
     expect(guardUsage({ input: 5, output: 1, cacheWrite: 10, cacheWrite1h: 10 }, {}, { maxInput: 8, maxOutput: 10, input: 5 }).usage).toMatchObject({ cacheWrite: 3, cacheWrite1h: 3 });
   });
 });
+
+describe('group price ratio (per-mille)', () => {
+  const Q = { input: 333_333, output: 0, cacheRead: 0, cacheWrite: 0, audioInput: 0, audioOutput: 0 };
+  test('folded into the one rounding: exact against BigInt, never a rounding of a rounding', () => {
+    // 1000 × 333,333 × 1.5 / 10⁶ = 499.9995 → 500 (rounding the ×1 cost first would give ceil(334 × 1.5) = 501).
+    expect(priceUsage({ input: 1000, output: 0, cacheRead: 0, cacheWrite: 0 }, Q, 1500).cost).toBe(500);
+    for (const [tokens, ratio] of [[1, 1500], [7, 333], [123_456_789, 1001], [999_999, 0], [5, 1_000_000]] as const) {
+      const exact = (BigInt(tokens) * 333_333n * BigInt(ratio) + 999_999_999n) / 1_000_000_000n;
+      expect(priceUsage({ input: tokens, output: 0, cacheRead: 0, cacheWrite: 0 }, Q, ratio).cost).toBe(Number(exact));
+    }
+    expect(priceUsage({ input: 1000, output: 0, cacheRead: 0, cacheWrite: 0 }, Q).cost).toBe(334);
+  });
+  test('the reservation carries the ratio, so it still covers the charge', () => {
+    const l = { input: 1_000, maxOutput: 10, maxInput: 1_000_000 };
+    expect(worstCaseCost(l, P, 1500)).toBe(Math.ceil((1_000 * 6 + 150) * 1.5));
+    expect(worstCaseCost(l, P, 1500)).toBeGreaterThan(worstCaseCost(l, P));
+  });
+});

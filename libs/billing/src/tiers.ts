@@ -3,7 +3,7 @@
  * (5 minutes or 1 hour), and an optional long-context tier whose prices apply to the WHOLE request
  * once its input (uncached + cache reads + cache writes) exceeds the model's threshold.
  */
-import { costOf } from '@gw/core';
+import { RATIO_ONE, costOf } from '@gw/core';
 import type { LongContextPrices, PriceRow } from '@gw/db';
 import type { TokenUsage } from './usage';
 
@@ -48,9 +48,9 @@ export function priceSetFor(p: BillablePrice, inputTokens: number): { set: Price
 
 /**
  * Exact cost in quota units of `u` at `p`: every kind at its tier's price, rounded up once over all
- * kinds; never throws, whatever the counts. `cacheWrite1h` is taken out of `cacheWrite` (at most all of it).
+ * kinds (the group's per-mille `ratio` folded into that one rounding); never throws, whatever the counts. `cacheWrite1h` is taken out of `cacheWrite` (at most all of it).
  */
-export function priceUsage(u: TieredTokens, p: BillablePrice | undefined): { cost: number; longContext: boolean } {
+export function priceUsage(u: TieredTokens, p: BillablePrice | undefined, ratio: number = RATIO_ONE): { cost: number; longContext: boolean } {
   if (!p) return { cost: 0, longContext: false };
   const { set, longContext } = priceSetFor(p, tierInput(u));
   const oneHour = Math.min(u.cacheWrite1h ?? 0, u.cacheWrite);
@@ -58,6 +58,6 @@ export function priceUsage(u: TieredTokens, p: BillablePrice | undefined): { cos
     [u.input, set.input], [u.output, set.output], [u.cacheRead, set.cacheRead],
     [u.cacheWrite - oneHour, set.cacheWrite], [oneHour, set.cacheWrite1h],
     [u.audioInput ?? 0, set.audioInput], [u.audioOutput ?? 0, set.audioOutput],
-  ]);
+  ], ratio);
   return { cost, longContext };
 }

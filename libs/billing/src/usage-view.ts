@@ -25,6 +25,8 @@ export const UsageLogView = Type.Object({
   audio_input_tokens: int('Realtime audio input tokens.'),
   audio_output_tokens: int('Realtime audio output tokens.'),
   cost: int('Quota units charged.'),
+  group: Type.String({ description: 'The requesting group (the key\'s, else its owner\'s); "" on rows older than groups.' }),
+  price_ratio: int('Price ratio applied, per-mille (1000 = x1).'),
   latency_ms: int('Total time to the last byte.'),
   ttft_ms: nullableInt('Time to the first byte sent to the client.'),
   status: int('HTTP status the client got (200 also for a stream that later failed; see error_code).'),
@@ -44,7 +46,7 @@ export function toUsageLogView(r: UsageLogRow, admin: boolean): UsageLogView {
     input_tokens: r.inputTokens, output_tokens: r.outputTokens, cache_read_tokens: r.cacheReadTokens,
     cache_write_tokens: r.cacheWriteTokens, cache_write_5m_tokens: r.cacheWriteTokens - r.cacheWrite1hTokens,
     cache_write_1h_tokens: r.cacheWrite1hTokens, long_context: r.longContext, audio_input_tokens: r.audioInputTokens, audio_output_tokens: r.audioOutputTokens,
-    cost: r.cost, latency_ms: r.latencyMs, ttft_ms: r.ttftMs, status: r.status, error_code: r.errorCode, usage_flag: r.usageFlag,
+    cost: r.cost, group: r.group, price_ratio: r.priceRatio, latency_ms: r.latencyMs, ttft_ms: r.ttftMs, status: r.status, error_code: r.errorCode, usage_flag: r.usageFlag,
     attempts: r.attempts, ip: r.ip, created_at: r.createdAt,
   };
 }

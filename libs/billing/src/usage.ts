@@ -63,6 +63,9 @@ export interface UsageLogInput {
   errorCode: string;
   attempts: number;
   ip: string;
+  /** The requesting group and its price ratio (per-mille; default 1000) applied to the cost. */
+  group?: string;
+  ratio?: number;
 }
 
 /**

@@ -16,10 +16,18 @@ export function safeCount(v: unknown): number {
   return Math.ceil(v);
 }
 
-/** Exact cost in quota units of `tokens` at `pricePerMillion`, rounded up (never undercharge); never throws. */
-export function costOf(parts: Array<[tokens: number, pricePerMillion: number]>): number {
+/** A price ratio in per-mille: 1000 = ×1. */
+export const RATIO_ONE = 1000;
+
+/**
+ * Exact cost in quota units of `tokens` at `pricePerMillion`, times `ratio`/1000, rounded up once (never
+ * undercharge; the ratio is folded into the same single rounding, so ×1.5 of a cost is exactly
+ * ceil(Σ tokens × price × 1500 / 10⁹)); never throws.
+ */
+export function costOf(parts: Array<[tokens: number, pricePerMillion: number]>, ratio: number = RATIO_ONE): number {
   let micro = 0n;
   for (const [tokens, price] of parts) micro += BigInt(safeCount(tokens)) * BigInt(safeCount(price));
-  const units = (micro + TOKENS_PER_PRICE_UNIT - 1n) / TOKENS_PER_PRICE_UNIT;
+  const divisor = TOKENS_PER_PRICE_UNIT * BigInt(RATIO_ONE);
+  const units = (micro * BigInt(safeCount(ratio)) + divisor - 1n) / divisor;
   return units > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(units);
 }

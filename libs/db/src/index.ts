@@ -18,3 +18,4 @@ export * from './repos/security';
 export * from './repos/realtime-sessions';
 export * from './repos/settlements';
 export * from './repos/redemption-codes';
+export * from './repos/groups';

@@ -6,6 +6,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, nowSeconds, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
 import { API_KEY_STATUS, ROLE, type ApiKeyRow, type ApiKeysRepo, type NewApiKeyRow, type UserRow, type UsersRepo } from '@gw/db';
 import { isIpOrCidr } from './ip-allow';
+import { LimitInput, LimitView, limitPatch, limitView } from './limit-fields';
 import type { UserDirectory } from './user-directory';
 import { canManage, type Actor } from './users';
 
@@ -14,7 +15,7 @@ import { canManage, type Actor } from './users';
 export interface ApiKeyRecord {
   id: number; userId: number; name: string; status: number; expiresAt: number | null;
   unlimitedQuota: boolean; remainQuota: number; usedQuota: number; models: string[] | null; allowIps: string[] | null;
-  group: string | null; rateLimitRpm: number;
+  group: string | null; rateLimitRpm: number; rateLimitTpm: number; maxConcurrency: number;
 }
 
 const Models = Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 1000 }), Type.Null()], { description: 'Model allow-list; null or [] = any model of the group' });
@@ -22,7 +23,6 @@ const AllowIps = Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 6
 const Group = Type.Union([Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', error: 'must be 1-64 letters, digits, _ or -' }), Type.Null()], { description: "Routing group; null = the owner's group" });
 const ExpiresAt = Type.Union([Type.Integer({ minimum: 1 }), Type.Null()], { description: 'Unix seconds in the future; null = never' });
 const Quota = Type.Integer({ minimum: 0, maximum: 1e15 });
-const Rpm = Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Requests per minute; 0 = unlimited' });
 
 /** Body of POST /api/token/. */
 export const ApiKeyCreate = Type.Object({
@@ -34,7 +34,7 @@ export const ApiKeyCreate = Type.Object({
   models: Type.Optional(Models),
   allow_ips: Type.Optional(AllowIps),
   group: Type.Optional(Group),
-  rate_limit_rpm: Type.Optional(Rpm),
+  ...LimitInput,
 });
 export type ApiKeyCreate = Static<typeof ApiKeyCreate>;
 
@@ -49,7 +49,7 @@ export const ApiKeyUpdate = Type.Object({
   models: Type.Optional(Models),
   allow_ips: Type.Optional(AllowIps),
   group: Type.Optional(Group),
-  rate_limit_rpm: Type.Optional(Rpm),
+  ...LimitInput,
 });
 export type ApiKeyUpdate = Static<typeof ApiKeyUpdate>;
 
@@ -62,7 +62,7 @@ export const ApiKeyView = Type.Object({
   models: Type.Union([Type.Array(Type.String()), Type.Null()]),
   allow_ips: Type.Union([Type.Array(Type.String()), Type.Null()]),
   group: Type.Union([Type.String(), Type.Null()]),
-  rate_limit_rpm: Type.Integer(),
+  ...LimitView,
   created_at: Type.Integer(), updated_at: Type.Integer(), last_used_at: Type.Union([Type.Integer(), Type.Null()]),
 });
 export type ApiKeyView = Static<typeof ApiKeyView>;
@@ -70,13 +70,14 @@ export type ApiKeyView = Static<typeof ApiKeyView>;
 export const toApiKeyView = (r: ApiKeyRow): ApiKeyView => ({
   id: r.id, user_id: r.userId, name: r.name, prefix: r.prefix, status: r.status, expires_at: r.expiresAt,
   unlimited_quota: r.unlimitedQuota, remain_quota: r.remainQuota, used_quota: r.usedQuota, models: r.models,
-  allow_ips: r.allowIps, group: r.group, rate_limit_rpm: r.rateLimitRpm, created_at: r.createdAt,
+  allow_ips: r.allowIps, group: r.group, ...limitView(r), created_at: r.createdAt,
   updated_at: r.updatedAt, last_used_at: r.lastUsedAt,
 });
 
 const toRecord = (r: ApiKeyRow): ApiKeyRecord => ({
   id: r.id, userId: r.userId, name: r.name, status: r.status, expiresAt: r.expiresAt, unlimitedQuota: r.unlimitedQuota,
   remainQuota: r.remainQuota, usedQuota: r.usedQuota, models: r.models, allowIps: r.allowIps, group: r.group, rateLimitRpm: r.rateLimitRpm,
+  rateLimitTpm: r.rateLimitTpm, maxConcurrency: r.maxConcurrency,
 });
 
 const notFound = (id: number) => new GatewayError(404, 'token_not_found', `No API key ${id}`, { param: 'id' });
@@ -184,7 +185,7 @@ export class ApiKeyService {
     }
     if (input.unlimited_quota !== undefined) out.unlimitedQuota = input.unlimited_quota;
     if (input.remain_quota !== undefined) out.remainQuota = input.remain_quota;
-    if (input.rate_limit_rpm !== undefined) out.rateLimitRpm = input.rate_limit_rpm;
+    Object.assign(out, limitPatch(input));
     if (input.models !== undefined) {
       const models = input.models === null ? [] : [...new Set(input.models.map((m) => m.trim()))];
       if (models.some((m) => m === '')) throw bad('models', 'models: names must not be blank');

@@ -13,3 +13,4 @@ export * from './two-factor';
 export * from './mailer';
 export * from './password-reset';
 export * from './password-change';
+export * from './limit-fields';

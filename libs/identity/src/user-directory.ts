@@ -7,6 +7,10 @@ export interface UserAccount {
   status: number;
   group: string;
   role: number;
+  /** Per-user limits (0 = unlimited). */
+  rateLimitRpm: number;
+  rateLimitTpm: number;
+  maxConcurrency: number;
 }
 
 type Listener = (userId: number, account: UserAccount | undefined) => void;
@@ -51,4 +55,6 @@ export class UserDirectory {
   }
 }
 
-const toAccount = (u: UserRow): UserAccount => ({ id: u.id, status: u.status, group: u.group, role: u.role });
+const toAccount = (u: UserRow): UserAccount => ({
+  id: u.id, status: u.status, group: u.group, role: u.role, rateLimitRpm: u.rateLimitRpm, rateLimitTpm: u.rateLimitTpm, maxConcurrency: u.maxConcurrency,
+});

@@ -8,6 +8,7 @@ import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
 import { ROLE, USER_STATUS, type Db, type LedgerRepo, type NewUserRow, type SessionsRepo, type UserRow, type UsersRepo } from '@gw/db';
 import { PASSWORD_MAX, PASSWORD_MIN, hashPassword, verifyPassword } from './passwords';
 import { toUserView, type UserView } from './views';
+import { LimitInput, limitPatch } from './limit-fields';
 
 const Username = Type.String({ minLength: 3, maxLength: 64, pattern: '^[A-Za-z0-9_.-]+$', error: 'must be 3-64 characters of letters, digits, _ . -' });
 const Password = Type.String({ minLength: PASSWORD_MIN, maxLength: PASSWORD_MAX, error: `must be ${PASSWORD_MIN}-${PASSWORD_MAX} characters` });
@@ -25,6 +26,7 @@ export const UserCreate = Type.Object({
   group: Type.Optional(Group),
   quota: Type.Optional(Type.Integer({ minimum: 0, maximum: 1e15, description: 'Initial balance in quota units, credited through the ledger' })),
   email: Type.Optional(Email),
+  ...LimitInput,
 });
 export type UserCreate = Static<typeof UserCreate>;
 
@@ -38,6 +40,7 @@ export const UserUpdate = Type.Object({
   role: Type.Optional(Role),
   group: Type.Optional(Group),
   status: Type.Optional(Type.Union([Type.Literal(1), Type.Literal(2)], { description: '1 enabled, 2 disabled', error: 'must be 1 (enabled) or 2 (disabled)' })),
+  ...LimitInput,
   // Declared so it is not silently stripped: a balance only changes through the ledger.
   quota: Type.Optional(Type.Unknown({ description: 'Not accepted: use POST /api/ledger/adjust' })),
 });
@@ -77,7 +80,7 @@ export class UserService {
     const row = this.db.transaction((tx) => {
       const u = this.users.insert({
         username: input.username, passwordHash, displayName: input.display_name?.trim() ?? '', email, role,
-        status: USER_STATUS.enabled, group: input.group ?? 'default', quota: 0, createdAt: now, updatedAt: now,
+        status: USER_STATUS.enabled, group: input.group ?? 'default', quota: 0, createdAt: now, updatedAt: now, ...limitPatch(input),
       });
       // The initial balance is a ledger entry like any other, so balance == sum(ledger) from the start.
       if (input.quota) this.ledger.apply({ userId: u.id, kind: 'adjust', amount: input.quota, ref: `user-create:${u.id}`, note: 'initial quota', actorId: actor.id, at: now }, tx);
@@ -110,6 +113,7 @@ export class UserService {
     if (input.display_name !== undefined) patch.displayName = input.display_name.trim();
     if (input.email !== undefined) patch.email = this.checkEmail(input.email, target.id);
     if (input.group !== undefined) patch.group = input.group;
+    Object.assign(patch, limitPatch(input));
     if (input.role !== undefined && input.role !== target.role) {
       if (actor.role < ROLE.root && input.role >= actor.role) throw forbidden('role_too_high', 'You cannot grant a role equal to or above your own', 'role');
       if (target.role === ROLE.root && this.rootCount() <= 1) throw forbidden('last_root', 'The last root user cannot be demoted', 'role');

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { UserRow } from '@gw/db';
+import { LimitView, limitView } from './limit-fields';
 
 /** A user as every API returns it: no password hash, no TOTP secret, no lock counters. */
 export const UserView = Type.Object({
@@ -14,6 +15,7 @@ export const UserView = Type.Object({
   used_quota: Type.Integer(),
   request_count: Type.Integer(),
   totp_enabled: Type.Boolean(),
+  ...LimitView,
   created_at: Type.Integer(),
   updated_at: Type.Integer(),
 });
@@ -23,7 +25,7 @@ export function toUserView(u: UserRow): UserView {
   return {
     id: u.id, username: u.username, display_name: u.displayName, email: u.email, role: u.role,
     status: u.status, group: u.group, quota: u.quota, used_quota: u.usedQuota, request_count: u.requestCount,
-    totp_enabled: u.totpEnabled, created_at: u.createdAt, updated_at: u.updatedAt,
+    totp_enabled: u.totpEnabled, ...limitView(u), created_at: u.createdAt, updated_at: u.updatedAt,
   };
 }
 

@@ -28,6 +28,9 @@ export interface MeterOptions<K extends RealtimeKey, R> {
   minReserve: number;
   /** Price at admission; used when the price book no longer has the model. */
   price: RealtimePrice;
+  /** The session's group and its price ratio (per-mille), applied to reservations and charges. */
+  group: string;
+  ratio: number;
   keys: KeyLookup<K>;
   prices: PriceSource;
   quota: QuotaPort<K, R>;
@@ -169,7 +172,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const key = this.currentKey();
     if ('closeCode' in key) return key;
     const limits = this.limits(maxOutput);
-    const amount = Math.max(this.o.minReserve, reservationFor(limits.maxInput, maxOutput, this.price()));
+    const amount = Math.max(this.o.minReserve, reservationFor(limits.maxInput, maxOutput, this.price(), this.o.ratio));
     try {
       const r = this.o.quota.reserve({ userId: key.userId, apiKey: key, amount, ref: `${this.o.sessionId}#${++this.seq}`, limits });
       return { r, at: Date.now() };
@@ -208,6 +211,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       errorCode: failed ? (target?.scrub ?? String)(String(response?.status_details?.error?.code ?? response?.status_details?.reason ?? 'failed')).slice(0, 64) : '',
       attempts: 1,
       ip: this.o.ip,
+      group: this.o.group,
+      ratio: this.o.ratio,
     });
     this.responses++;
     this.cost += res.cost;

@@ -23,11 +23,11 @@ export interface KeyLookup<K extends RealtimeKey = RealtimeKey> {
 
 /**
  * The key policy shared with /v1/messages (@gw/relay RelayGate.authorize): status, expiry and owner
- * (401), model and IP allow-lists (403), per-key rate limit (429). Throws a GatewayError; returns the
- * routing group.
+ * (401), model and IP allow-lists (403). Throws a GatewayError; returns the routing group and its
+ * price ratio (per-mille; absent = 1000).
  */
 export interface KeyPolicy<K extends RealtimeKey = RealtimeKey> {
-  authorize(key: K, model: string, ip: string): { group: string };
+  authorize(key: K, model: string, ip: string): { group: string; ratio?: number };
 }
 
 /** The channel fields the relay reads (one source of truth: @gw/channels' ChannelRecord). */

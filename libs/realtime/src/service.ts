@@ -44,6 +44,8 @@ export interface Admission {
   handlers: SocketHandlers;
   /** Gives the session slot back when the upgrade did not happen. */
   abandon(): void;
+  /** Who the session belongs to and its routing group (for the caller's rate limits). */
+  subject: { keyId: number; userId: number; group: string };
 }
 
 export interface SocketHandlers {
@@ -99,7 +101,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     if (this.closing) throw new GatewayError(503, 'shutting_down', 'The server is shutting down');
 
     const model = new URL(request.url).searchParams.get('model')?.trim() || this.d.config.defaultModel;
-    const { group } = this.d.policy.authorize(key, model, ip);
+    const { group, ratio = 1000 } = this.d.policy.authorize(key, model, ip);
     const max = this.d.config.maxSessionsPerKey;
     if (max > 0 && (this.perKey.get(key.id) ?? 0) >= max) {
       throw new GatewayError(429, 'too_many_sessions', `This API key already has ${max} realtime sessions open`, { headers: { 'retry-after': '1' } });
@@ -110,7 +112,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     }
     const price = this.d.prices.get(model) ?? (this.d.billing.requirePrice ? undefined : FREE);
     if (!price) throw errors.forbidden('model_not_priced', `Model ${model} has no price configured; an administrator must set one before it can be used`, 'model');
-    this.checkQuota(key, price);
+    this.checkQuota(key, price, ratio);
     const candidates = this.d.channels.candidates(model, group).filter(serves);
     const beta = upstreamBeta(readBeta(request.headers));
     const targets = (this.d.order ?? ((c: C[]) => c))(candidates).flatMap((c) => this.target(c, model, beta));
@@ -129,7 +131,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     const meter = new SessionMeter<K, R>({
       sessionId, plainKey: creds.key, key, model, ip, defaultOutputTokens: this.d.config.reserveTokens,
       defaultContextTokens: this.contextDefault, minReserve: this.d.billing.minReserve,
-      price, keys: this.d.keys, prices: this.d.prices, quota: this.d.quota,
+      price, group, ratio, keys: this.d.keys, prices: this.d.prices, quota: this.d.quota,
     });
     const startedAt = nowSeconds();
     let stopHandle: { signal: AbortSignal; release(): void } | undefined;
@@ -166,7 +168,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       drain: (ws) => this.safely('drain', () => session.drain(ws)),
       close: (ws, code, reason) => this.safely('close', () => session.close(ws, code, reason)),
     };
-    return { sessionId, protocol: creds.answerProtocol, handlers, abandon: releaseSlot };
+    return { sessionId, protocol: creds.answerProtocol, handlers, abandon: releaseSlot, subject: { keyId: key.id, userId: key.userId, group } };
   }
 
   /** Closes every live session with 1001 (server going away) and records them; further admissions get 503. */
@@ -177,11 +179,11 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     }
   }
 
-  private checkQuota(key: K, price: RealtimePrice): void {
+  private checkQuota(key: K, price: RealtimePrice, ratio: number): void {
     // A trial reservation of one response proves the user and key can pay for it; it is given back at once.
     const c = price.contextWindow;
     const ctx = typeof c === 'number' && Number.isSafeInteger(c) && c > 0 ? c : this.contextDefault;
-    const amount = Math.max(this.d.billing.minReserve, reservationFor(ctx, this.d.config.reserveTokens, price));
+    const amount = Math.max(this.d.billing.minReserve, reservationFor(ctx, this.d.config.reserveTokens, price, ratio));
     const r = this.d.quota.reserve({ userId: key.userId, apiKey: key, amount, ref: `rt_admit_${randomToken(12)}` });
     this.d.quota.release(r);
   }

@@ -83,6 +83,6 @@ export function priceTokens(t: RealtimeTokens, p: RealtimePrice): number {
  * window at the dearest input price: a response re-reads the conversation) plus its max output tokens at
  * the dearest output price.
  */
-export function reservationFor(contextTokens: number, outputTokens: number, p: RealtimePrice): number {
-  return costOf([[contextTokens, Math.max(p.input, p.audioInput, p.cacheRead)], [outputTokens, Math.max(p.output, p.audioOutput)]]);
+export function reservationFor(contextTokens: number, outputTokens: number, p: RealtimePrice, ratio?: number): number {
+  return costOf([[contextTokens, Math.max(p.input, p.audioInput, p.cacheRead)], [outputTokens, Math.max(p.output, p.audioOutput)]], ratio);
 }

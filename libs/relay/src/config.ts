@@ -26,6 +26,8 @@ export interface RelayConfig {
   affinityTtlSeconds: number;
   /** AFFINITY_MAX_ENTRIES (default 100000, 0..10000000): most conversations pinned at once (LRU). */
   affinityMaxEntries: number;
+  /** LIMIT_LEASE_MS (default 120000, 1000..3600000): a concurrency slot of a process that died stops counting after this (live ones are renewed). */
+  limitLeaseMs: number;
 }
 
 /** Reads the relay settings; throws ConfigError on a bad value. */
@@ -47,6 +49,7 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
     },
     affinityTtlSeconds: readIntEnv(env, 'AFFINITY_TTL_SECONDS', 3600, 0, 86_400),
     affinityMaxEntries: readIntEnv(env, 'AFFINITY_MAX_ENTRIES', 100_000, 0, 10_000_000),
+    limitLeaseMs: readIntEnv(env, 'LIMIT_LEASE_MS', 120_000, 1000, 3_600_000),
   };
 }
 

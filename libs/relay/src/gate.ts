@@ -1,8 +1,9 @@
-import { GatewayError, RateWindow, nowSeconds } from '@gw/core';
+import { GatewayError, nowSeconds } from '@gw/core';
 import { ipAllowed } from '@gw/identity';
+import type { LimitFields } from './limits';
 
 /** The relay key fields the gate reads (structurally @gw/identity's ApiKeyRecord). */
-export interface GateKey {
+export interface GateKey extends LimitFields {
   id: number;
   userId: number;
   status: number;
@@ -10,13 +11,12 @@ export interface GateKey {
   models: string[] | null;
   allowIps: string[] | null;
   group: string | null;
-  rateLimitRpm: number;
   unlimitedQuota: boolean;
   remainQuota: number;
 }
 
 /** The owner fields the gate reads (structurally @gw/identity's UserAccount). */
-export interface GateUser {
+export interface GateUser extends LimitFields {
   id: number;
   status: number;
   group: string;
@@ -38,11 +38,9 @@ export function presentedKey(headers: Headers): string | null {
 /**
  * Key checks of /v1/*, split in two by the contract's check order: `authenticate` (first, 401 for a
  * missing/unknown key) and `authorize` (after the body is valid: status, expiry, owner, model and IP
- * allow-lists, then the per-key rate limit). Everything is in memory.
+ * allow-lists). Everything is in memory. Rate limits follow, in RequestLimiter.
  */
 export class RelayGate {
-  private readonly rpm = new RateWindow(60_000);
-
   constructor(private readonly deps: {
     lookup: (plainKey: string) => GateKey | undefined;
     user: (userId: number) => GateUser | undefined;
@@ -59,7 +57,7 @@ export class RelayGate {
     return key;
   }
 
-  /** Status/expiry/owner (401), model and IP allow-lists (403), rate limit (429). Returns the owner and routing group. */
+  /** Status/expiry/owner (401), model and IP allow-lists (403). Returns the owner and routing group. */
   authorize(key: GateKey, model: string | null, ip: string): { user: GateUser; group: string } {
     if (key.status !== 1) throw new GatewayError(401, 'api_key_disabled', 'This API key is disabled');
     if (key.expiresAt !== null && key.expiresAt <= nowSeconds()) throw new GatewayError(401, 'api_key_expired', 'This API key has expired');
@@ -70,12 +68,6 @@ export class RelayGate {
     }
     if (!ipAllowed(key.allowIps, ip)) {
       throw new GatewayError(403, 'ip_not_allowed', 'This API key may not be used from this address');
-    }
-    if (key.rateLimitRpm > 0) {
-      const wait = this.rpm.hit(String(key.id), key.rateLimitRpm);
-      if (wait > 0) {
-        throw new GatewayError(429, 'rate_limited', `Rate limit of ${key.rateLimitRpm} requests per minute reached for this key`, { headers: { 'retry-after': String(wait) } });
-      }
     }
     return { user, group: key.group || user.group };
   }

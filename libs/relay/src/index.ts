@@ -8,3 +8,6 @@ export * from './relay';
 export * from './router';
 export * from './validate';
 export * from './wiring';
+export * from './groups';
+export * from './group-policy';
+export * from './limits';

@@ -13,6 +13,8 @@ import { orderCandidates } from './router';
 import { relayStream } from './stream-relay';
 import { isKeyRefusal, KeyPicker } from './keys';
 import { countsAsFailure } from './failure-rules';
+import { defaultPolicy, type GroupPolicy } from './group-policy';
+import type { LimitFields, RequestLimiter } from './limits';
 
 /** The fields of a channel the relay reads (one source of truth: @gw/channels' ChannelRecord). */
 export type RelayChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups'
@@ -43,6 +45,10 @@ export interface RelayDeps {
   /** Per-key outcomes; absent = a refused key counts against the channel like any upstream fault. */
   keys?: RelayKeyEvents;
   log?: Logger;
+  /** Group ratios and fallbacks; absent = every group ×1 with no fallbacks. */
+  groups?: { policy(name: string): GroupPolicy };
+  /** Per key/user/group limits; absent = none. */
+  limiter?: RequestLimiter;
 }
 
 /** One authorized /v1/messages request. */
@@ -51,6 +57,8 @@ export interface RelayRequest {
   body: MessagesRequest;
   headers: Headers;
   key: GateKey;
+  /** The key's owner, for the per-user limits; absent = no user limits. */
+  user?: LimitFields & { id: number };
   group: string;
   ip: string;
   /** performance.now() when the request arrived. */
@@ -60,6 +68,11 @@ export interface RelayRequest {
   /** Called once the request is settled (its end, on every path that reached the quota stage). */
   onSettled?: () => void;
 }
+
+/** A request past admission: the requesting group's ratio is what it pays, whichever group's channel serves it. */
+type Admitted = RelayRequest & { ratio: number };
+
+const NO_LIMITS: LimitFields = { rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0 };
 
 type Attempt =
   | { ok: true; response: Response; channel: RelayChannel }
@@ -91,7 +104,7 @@ export class RelayService {
   priceFor(model: string, group: string): PriceRow | undefined {
     const p = this.d.prices.get(model);
     if (p || !this.d.billing.requirePrice) return p;
-    if (!this.d.channels.all().some((c) => c.models.includes(model) && c.groups.includes(group))) throw unknownModel(model);
+    if (!this.servedIn(model, this.routeGroups(group))) throw unknownModel(model);
     throw new GatewayError(403, 'model_not_priced', `Model ${model} has no price configured; an administrator must set one before it can be used`, { param: 'model' });
   }
 
@@ -99,31 +112,66 @@ export class RelayService {
    * What a request may use (input bound, or the whole context window when some input cannot be
    * measured; max_tokens of output) and its worst-case cost at the dearest prices.
    */
-  worstCase(body: MessagesRequest, price: PriceRow | undefined, input: { bound: number; unmeasured: boolean }, headers?: Headers): { amount: number; limits: UsageLimits } {
+  worstCase(body: MessagesRequest, price: PriceRow | undefined, input: { bound: number; unmeasured: boolean }, ratio?: number, headers?: Headers): { amount: number; limits: UsageLimits } {
     const window = Math.max(contextWindowOf(price, this.d.billing.defaultContextTokens), betaContextTokens(headers));
     const limits = usageLimits({ tokens: input.bound, unmeasured: input.unmeasured }, body.max_tokens, window);
-    return { amount: Math.max(this.d.billing.minReserve, worstCaseCost(limits, price)), limits };
+    return { amount: Math.max(this.d.billing.minReserve, worstCaseCost(limits, price, ratio)), limits };
+  }
+
+  /** The group's policy (ratio, fallbacks, limits). */
+  policy(group: string): GroupPolicy {
+    return this.d.groups?.policy(group) ?? defaultPolicy(group);
+  }
+
+  /** The group, then its fallbacks in order (only its own list: fallbacks of fallbacks are not followed). */
+  private routeGroups(group: string): string[] {
+    return [...new Set([group, ...this.policy(group).fallbacks])];
+  }
+
+  private servedIn(model: string, groups: string[]): boolean {
+    return this.d.channels.all().some((c) => c.models.includes(model) && groups.some((g) => c.groups.includes(g)));
   }
 
   /** Channels to try, best first (a pinned conversation's channel first within its tier); throws 404 (nobody serves it) or 503 (all unhealthy). */
   route(model: string, group: string, pinKey: string | null = null): RelayChannel[] {
-    const candidates = this.d.channels.candidates(model, group);
-    if (candidates.length) {
-      const order = orderCandidates(candidates, this.d.rng);
-      return (this.d.affinity?.apply(order, pinKey) ?? order).slice(0, this.d.config.maxAttempts);
+    // The group's channels first, then each fallback group's, in order: a fallback serves only what the
+    // groups before it could not (none healthy, or all failed in this request).
+    const groups = this.routeGroups(group);
+    const seen = new Set<number>();
+    const order: RelayChannel[] = [];
+    for (const g of groups) {
+      for (const c of orderCandidates(this.d.channels.candidates(model, g), this.d.rng)) {
+        if (!seen.has(c.id)) { seen.add(c.id); order.push(c); }
+      }
     }
-    if (this.d.channels.all().some((c) => c.models.includes(model) && c.groups.includes(group))) {
+    if (order.length) return (this.d.affinity?.apply(order, pinKey) ?? order).slice(0, this.d.config.maxAttempts);
+    if (this.servedIn(model, groups)) {
       throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
     }
     throw unknownModel(model);
   }
 
-  async messages(r: RelayRequest): Promise<Response> {
-    const { body } = r;
-    const price = this.priceFor(body.model, r.group);
+  async messages(req: RelayRequest): Promise<Response> {
+    const { body } = req;
+    const policy = this.policy(req.group);
     const measure = measureRequestTokens(body);
     const inputEstimate = measure.estimate;
-    const reservation = this.d.quota.reserve({ userId: r.key.userId, apiKey: r.key, ref: r.requestId, ...this.worstCase(body, price, measure, r.headers) });
+    // Sized before priceFor's checks so limits (429) answer before an unknown or unpriced model (404/403).
+    const sized = this.worstCase(body, this.d.prices.get(body.model), measure, policy.ratio, req.headers);
+    const admission = await this.d.limiter?.admit(
+      { key: req.key, user: req.user ?? { ...NO_LIMITS, id: req.key.userId }, group: policy },
+      { tokens: sized.limits.input + sized.limits.maxOutput, hold: true },
+    );
+    // Limits are given back once the request is settled, on every path (abort included), or now if the quota refuses it.
+    const r: Admitted = { ...req, ratio: policy.ratio, onSettled: () => { admission?.release(); req.onSettled?.(); } };
+    let reservation: Reservation;
+    try {
+      this.priceFor(body.model, req.group);
+      reservation = this.d.quota.reserve({ userId: r.key.userId, apiKey: r.key, ref: r.requestId, ...sized });
+    } catch (e) {
+      admission?.release();
+      throw e;
+    }
     let attempts = 0;
     let lastChannel: RelayChannel | null = null;
     const pinKey = this.d.affinity?.key({ userId: r.key.userId, group: r.group, model: body.model }, conversationOf(r.headers, body)) ?? null;
@@ -155,13 +203,14 @@ export class RelayService {
    * Records the settlement in the journal (durable once this returns; the database write is batched
    * off the request path). A failure to record is logged and charges nothing, never thrown at the client.
    */
-  private settle(res: Reservation, r: RelayRequest, ch: RelayChannel | null, usage: UsageReport | null,
+  private settle(res: Reservation, r: Admitted, ch: RelayChannel | null, usage: UsageReport | null,
     o: { status: number; errorCode: string; attempts: number; ttftMs: number | null; estimate?: Partial<TokenUsage>; estimated?: boolean }): void {
     try {
       this.d.quota.record(res, {
         requestId: r.requestId, userId: r.key.userId, apiKeyId: r.key.id, channelId: ch?.id ?? null, model: r.body.model,
         upstreamModel: ch ? ch.modelMapping[r.body.model] ?? r.body.model : '', stream: r.body.stream === true, usage,
         estimate: o.estimate, estimated: o.estimated, latencyMs: since(r.startedAt), ttftMs: o.ttftMs, status: o.status, errorCode: o.errorCode, attempts: o.attempts, ip: r.ip,
+        group: r.group, ratio: r.ratio,
       });
     } catch (e) {
       this.d.quota.release(res);
@@ -178,7 +227,7 @@ export class RelayService {
    * One channel attempt: a key refused by the upstream is set aside and the next usable key of the same
    * channel is tried at once, within this attempt (it does not use up RELAY_MAX_ATTEMPTS).
    */
-  private async attempt(ch: RelayChannel, r: RelayRequest, inputEstimate: number, res: Reservation, attempts: number): Promise<Attempt> {
+  private async attempt(ch: RelayChannel, r: Admitted, inputEstimate: number, res: Reservation, attempts: number): Promise<Attempt> {
     const tried = new Set<number>();
     let last: Attempt | null = null;
     for (let key = this.picker.pick(ch, tried); key; key = this.picker.pick(ch, tried)) {
@@ -189,7 +238,7 @@ export class RelayService {
     return last ?? { ok: false, retryable: true, error: new GatewayError(503, 'no_healthy_channel', 'No usable upstream key is left on this channel') };
   }
 
-  private async attemptWithKey(ch: RelayChannel, key: RelayKey, r: RelayRequest, inputEstimate: number, res: Reservation, attempts: number): Promise<Attempt> {
+  private async attemptWithKey(ch: RelayChannel, key: RelayKey, r: Admitted, inputEstimate: number, res: Reservation, attempts: number): Promise<Attempt> {
     const adapter = this.d.adapter(ch.type);
     const target = this.target(ch, key, r.body.model);
     // Built on first use (failures only): it knows every key of the channel, not just this one.
@@ -346,4 +395,5 @@ function betaContextTokens(headers: Headers | undefined): number {
 
 const unknownModel = (model: string) =>
   new GatewayError(404, 'model_not_found', `Model ${model} is not served by this gateway`, { param: 'model', type: 'invalid_request_error' });
+
 

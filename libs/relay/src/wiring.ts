@@ -1,7 +1,7 @@
-import { nowSeconds, readBounded, type ChangeBus, type Logger } from '@gw/core';
+import { MemoryRateLimits, nowSeconds, readBounded, type ChangeBus, type Logger, type RateLimits } from '@gw/core';
 import { billingConfig, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps } from '@gw/billing';
 import type { Database } from 'bun:sqlite';
-import { PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
+import { GroupsRepo, PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
 import { ModelCatalog } from './catalog';
 import { SessionAffinity } from './affinity';
@@ -10,6 +10,8 @@ import { RelayGate, type GateKey, type GateUser } from './gate';
 import { ChannelHealth } from './health';
 import { RelayService, type RelayChannel, type RelayDeps, type RelayKeyEvents } from './relay';
 import { InflightRegistry } from './inflight';
+import { GroupService } from './groups';
+import { RequestLimiter } from './limits';
 
 /** Everything /v1/messages, /v1/models, /api/pricing/ and /api/log/ use. */
 export interface RelayServices {
@@ -24,6 +26,10 @@ export interface RelayServices {
   catalog: ModelCatalog;
   /** Requests in flight by key and user: revoking either ends them (streams and realtime sessions). */
   inflight: InflightRegistry;
+  /** Groups: price ratios, routing fallbacks and group limits (/api/group/). */
+  groups: GroupService;
+  /** Per key/user/group rate, token and concurrency limits. */
+  limiter: RequestLimiter;
   close(): void;
 }
 
@@ -52,6 +58,8 @@ export interface RelayWiring {
   /** Metrics hooks: every upstream attempt, every recorded settlement. */
   observeAttempt?: RelayDeps['observeAttempt'];
   observeSettlement?: QuotaDeps['observe'];
+  /** Where limits are counted; default in-process (one node). */
+  rateLimits?: RateLimits;
 }
 
 /** Builds the relay and billing services (config read here, so a bad value stops start-up). */
@@ -75,7 +83,12 @@ export function createRelayServices(w: RelayWiring): RelayServices {
   }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs, confirm: config.healthConfirm });
   health.start();
   const affinity = new SessionAffinity({ ttlMs: config.affinityTtlSeconds * 1000, maxEntries: config.affinityMaxEntries });
-  const relay = new RelayService({ channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, affinity, observeAttempt: w.observeAttempt, keys: w.channelKeys, log: w.log });
+  const groups = new GroupService(new GroupsRepo(w.db));
+  const limiter = new RequestLimiter(w.rateLimits ?? new MemoryRateLimits(), { leaseMs: config.limitLeaseMs });
+  const relay = new RelayService({
+    channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, affinity, observeAttempt: w.observeAttempt,
+    keys: w.channelKeys, log: w.log, groups, limiter,
+  });
   const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting });
   // Built after the key index and user directory subscribed to the bus, so it reads their refreshed state.
   const inflight = new InflightRegistry({
@@ -86,7 +99,7 @@ export function createRelayServices(w: RelayWiring): RelayServices {
     },
     userActive: (id) => w.directory.get(id)?.status === 1,
   });
-  return { config, billing, prices, quota, usageLogs, gate, health, relay, catalog, inflight, close: () => { inflight.close(); health.close(); quota.close(); } };
+  return { config, billing, prices, quota, usageLogs, gate, health, relay, catalog, inflight, groups, limiter, close: () => { inflight.close(); health.close(); quota.close(); } };
 }
 
 /** One minimal request (1 output token) to the channel's first model, with `keyId` or else a usable key; success = a 2xx answer. */

@@ -3,6 +3,7 @@ import { Option, type Command } from 'commander';
 import type { App } from '../core/context';
 import { addFields, addPaging, bodyFrom, pagingQuery, parseId, requireFields, requireSome, type Field } from '../core/fields';
 import { col, details, pageText, statusName, time } from '../core/output';
+import { LIMIT_FIELDS, limitRows } from './limit-fields';
 
 const FIELDS: Field[] = [
   { name: 'name', kind: 'string', desc: 'a label for the key' },
@@ -12,7 +13,7 @@ const FIELDS: Field[] = [
   { name: 'models', kind: 'list', desc: "comma-separated allowed models ('' = any model of the group)" },
   { name: 'allow_ips', kind: 'list', desc: "comma-separated allowed client IPs/CIDRs ('' = any)" },
   { name: 'group', kind: 'string', desc: "routing group (default: the owner's group)" },
-  { name: 'rate_limit_rpm', kind: 'int', desc: 'requests per minute (0: unlimited)' },
+  ...LIMIT_FIELDS,
 ];
 const UPDATE_FIELDS: Field[] = [...FIELDS, { name: 'status', kind: 'int', desc: '1 enabled, 2 disabled' }];
 const CREATE_FIELDS: Field[] = [...FIELDS, { name: 'user_id', kind: 'int', desc: 'owner (admins only; default: yourself)' }];
@@ -28,7 +29,7 @@ const COLUMNS = [
 const keyDetails = (k: any) => details([
   ['id', k.id], ['name', k.name], ['prefix', k.prefix], ['user', k.user_id], ['status', statusName(k.status)],
   ['remain quota', k.unlimited_quota ? 'unlimited' : k.remain_quota], ['used quota', k.used_quota], ['models', k.models],
-  ['allow ips', k.allow_ips], ['group', k.group], ['rate limit rpm', k.rate_limit_rpm], ['expires', time(k.expires_at)],
+  ['allow ips', k.allow_ips], ['group', k.group], ...limitRows(k), ['expires', time(k.expires_at)],
   ['created', time(k.created_at)], ['last used', time(k.last_used_at)],
 ]);
 

@@ -4,6 +4,7 @@ import type { App, Ctx } from '../core/context';
 import { readSecret } from '../core/secrets';
 import { addFields, addPaging, bodyFrom, pagingQuery, parseId, requireFields, requireSome, type Field } from '../core/fields';
 import { col, details, pageText, roleName, statusName, time } from '../core/output';
+import { LIMIT_FIELDS, limitRows } from './limit-fields';
 
 const FIELDS: Field[] = [
   { name: 'username', kind: 'string', desc: 'login name' },
@@ -11,6 +12,7 @@ const FIELDS: Field[] = [
   { name: 'email', kind: 'string', desc: 'e-mail address (for password resets)' },
   { name: 'role', kind: 'int', desc: '1 user, 10 admin, 100 root' },
   { name: 'group', kind: 'string', desc: 'pricing/routing group' },
+  ...LIMIT_FIELDS,
 ];
 const CREATE_FIELDS: Field[] = [...FIELDS, { name: 'quota', kind: 'int', desc: 'initial balance in quota units (later changes: gw ledger adjust)' }];
 const UPDATE_FIELDS: Field[] = [...FIELDS, { name: 'status', kind: 'int', desc: '1 enabled, 2 disabled' }];
@@ -26,7 +28,7 @@ const COLUMNS = [
 export const userDetails = (u: any) => details([
   ['id', u.id], ['username', u.username], ['display name', u.display_name], ['email', u.email], ['role', roleName(u.role)],
   ['status', statusName(u.status)], ['group', u.group], ['quota', u.quota], ['used quota', u.used_quota],
-  ['requests', u.request_count], ['2fa', u.totp_enabled], ['created', time(u.created_at)], ['updated', time(u.updated_at)],
+  ['requests', u.request_count], ...limitRows(u), ['2fa', u.totp_enabled], ['created', time(u.created_at)], ['updated', time(u.updated_at)],
 ]);
 
 /** A new user's password is prompted for (twice) on a terminal; an update only changes it when given. */

@@ -20,6 +20,7 @@ export const TAGS = [
   { name: 'token', description: 'Relay API keys (`sk-…`) used on `/v1`: the caller\'s own keys; admins pass `user_id`.' },
   { name: 'channel', description: 'Upstream channels (admin): accounts of an upstream provider that serve models, chosen by model, group, priority and weight.' },
   { name: 'pricing', description: 'Model prices (admin), in integer quota units per million tokens.' },
+  { name: 'group', description: 'Groups (admin): price ratio, routing fallbacks and limits shared by their users and keys.' },
   { name: 'logs', description: 'Usage logs: one row per metered request.' },
   { name: 'topup', description: 'Prepaid top-ups through the configured payment providers.' },
   { name: 'ledger', description: 'The balance ledger: every top-up, charge, refund, manual adjustment and redeemed code.' },

@@ -58,26 +58,33 @@ async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal
   }
 }
 
+/** The key checks plus the request-per-minute limits, for routes that generate nothing (no tokens, no slot held). */
+async function authorizeQuick(s: Services, key: GateKey, model: string | null, ip: string) {
+  const a = s.relay.gate.authorize(key, model, ip);
+  await s.relay.limiter.admit({ key, user: a.user, group: s.relay.relay.policy(a.group) }, { tokens: 0, hold: false });
+  return a;
+}
+
 export const messagesRoutes = (s: Services) =>
   new Elysia({ name: 'messages-routes', prefix: '/v1' })
     .derive(({ request }) => ({ startedAt: performance.now(), relayKey: relayKeyOf(s, request) }))
     .post('/messages', ({ body, request, server, relayKey, startedAt }) => {
       const req = validateMessagesBody(body);
       const ip = clientIp(request, server);
-      const { group } = s.relay.gate.authorize(relayKey, req.model, ip);
-      return relayGuarded(s, relayKey, (signal, onSettled) => s.relay.relay.messages({ requestId: requestIdOf(request), body: req, headers: request.headers, key: relayKey, group, ip, startedAt, signal, onSettled }), request.signal);
+      const { user, group } = s.relay.gate.authorize(relayKey, req.model, ip);
+      return relayGuarded(s, relayKey, (signal, onSettled) => s.relay.relay.messages({ requestId: requestIdOf(request), body: req, headers: request.headers, key: relayKey, user, group, ip, startedAt, signal, onSettled }), request.signal);
     }, { ...versioned, detail: { tags: ['model'], summary: 'Create a message', description: 'Anthropic Messages. Answers one JSON message, or with `stream: true` an SSE stream of Anthropic events. Checks, in order: 401 key, 400 version header, 400 JSON, 400 body schema, 401/403 key status, model and IP, 429 rate limit, 402 quota, 404 unknown model, 503 no healthy channel. Billed once, from the usage the upstream reports.', ...messagesDoc } as any })
-    .post('/messages/count_tokens', ({ body, request, server, relayKey }) => {
+    .post('/messages/count_tokens', async ({ body, request, server, relayKey }) => {
       const req = validateCountTokensBody(body);
-      const { group } = s.relay.gate.authorize(relayKey, req.model, clientIp(request, server));
+      const { group } = await authorizeQuick(s, relayKey, req.model, clientIp(request, server));
       return s.relay.catalog.countTokens(req, group, request.headers);
     }, { ...versioned, detail: { tags: ['model'], summary: 'Count input tokens', description: 'Counts the input tokens of a Messages body: upstream on Anthropic channels, else a local estimate (within about 25%). Not billed.', ...countDoc } as any })
-    .get('/models', ({ request, server, relayKey, query }) => {
-      const { group } = s.relay.gate.authorize(relayKey, null, clientIp(request, server));
+    .get('/models', async ({ request, server, relayKey, query }) => {
+      const { group } = await authorizeQuick(s, relayKey, null, clientIp(request, server));
       const limit = query.limit === undefined ? undefined : Number(query.limit);
       return s.relay.catalog.list(relayKey, group, { limit: Number.isFinite(limit) ? limit : undefined, after_id: query.after_id, before_id: query.before_id });
     }, { detail: { tags: ['model'], summary: 'List models', description: 'The models this key may use (its allow-list intersected with what its group is served), in Anthropic\'s list shape, paged by `limit`, `after_id` and `before_id`.', responses: { 200: { description: 'A page of models', ...json(ModelPageSchema) }, 401: errorResponses[401] } } as any })
-    .get('/models/:id', ({ request, server, relayKey, params }) => {
-      const { group } = s.relay.gate.authorize(relayKey, null, clientIp(request, server));
+    .get('/models/:id', async ({ request, server, relayKey, params }) => {
+      const { group } = await authorizeQuick(s, relayKey, null, clientIp(request, server));
       return s.relay.catalog.get(relayKey, group, params.id);
     }, { detail: { tags: ['model'], summary: 'Get a model', description: 'One model this key may use; 404 otherwise.', responses: { 200: { description: 'The model', ...json(ModelInfoSchema) }, 401: errorResponses[401], 404: errorResponses[404] } } as any });

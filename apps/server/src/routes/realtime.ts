@@ -9,20 +9,27 @@ import { GatewayError, errorResponse, toGatewayError, type Logger } from '@gw/co
 import type { Admission } from '@gw/realtime';
 import { clientIp } from '../plugins/client-ip';
 import { logFailure, requestIdOf } from '../plugins/http-errors';
+import type { Services } from '../services';
 
 /** What the route needs from the realtime service (Services.realtime). */
 export interface RealtimeAdmitter {
   admit(request: Request, ip: string): Admission;
 }
 
-export const realtimeRoutes = (realtime: RealtimeAdmitter, log: Logger) =>
+/**
+ * `limit` (optional) runs the per key/user/group request limits on an admitted session before the upgrade;
+ * a refusal gives the session slot back and answers its 429.
+ */
+export const realtimeRoutes = (realtime: RealtimeAdmitter, log: Logger, limit?: (a: Admission) => Promise<void>) =>
   new Elysia({ name: 'realtime' })
-    .get('/v1/realtime', ({ request, server }) => {
+    .get('/v1/realtime', async ({ request, server }) => {
       const requestId = requestIdOf(request);
-      let admission: Admission;
+      let admission: Admission | undefined;
       try {
         admission = realtime.admit(request, clientIp(request, server));
+        await limit?.(admission);
       } catch (e) {
+        admission?.abandon();
         const err = toGatewayError(e);
         logFailure(log, request, err, e);
         return errorResponse(err, 'v1', requestId);
@@ -34,3 +41,14 @@ export const realtimeRoutes = (realtime: RealtimeAdmitter, log: Logger) =>
       admission.abandon();
       return errorResponse(new GatewayError(400, 'websocket_upgrade_failed', 'The WebSocket upgrade failed', { param: 'upgrade' }), 'v1', requestId);
     }, { detail: { tags: ['realtime'], summary: 'Realtime session (WebSocket)', description: 'Upgrades to a WebSocket relayed byte for byte to an OpenAI-Realtime-compatible upstream; each response is metered. The key comes from `Authorization: Bearer` or the subprotocol `openai-insecure-api-key.<key>`. Failures before the upgrade are JSON errors.' } });
+
+/**
+ * The request limits of a session's opening (requests per minute of its key, user and group; a session is
+ * one request). Its tokens are metered per response, and its concurrency by REALTIME_MAX_SESSIONS_PER_KEY.
+ */
+export async function limitRealtime(s: Services, a: Admission): Promise<void> {
+  const key = s.apiKeys.byId(a.subject.keyId);
+  const user = s.userDirectory.get(a.subject.userId);
+  if (!key || !user) return;
+  await s.relay.limiter.admit({ key, user, group: s.relay.relay.policy(a.subject.group) }, { tokens: 0, hold: false });
+}

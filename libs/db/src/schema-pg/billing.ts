@@ -45,6 +45,8 @@ export const usageLogs = pgTable('usage_logs', {
   usageFlag: text('usage_flag').notNull().default(''),
   attempts: integer('attempts').notNull().default(1),
   ip: text('ip').notNull().default(''),
+  group: text('group').notNull().default(''),
+  priceRatio: integer('price_ratio').notNull().default(1000),
   createdAt: big('created_at').notNull(),
 }, (t) => [
   uniqueIndex('usage_logs_request_uq').on(t.requestId),

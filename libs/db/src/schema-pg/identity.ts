@@ -23,6 +23,9 @@ export const users = pgTable('users', {
   failedLogins: big('failed_logins').notNull().default(0),
   lockCount: big('lock_count').notNull().default(0),
   lockedUntil: big('locked_until').notNull().default(0),
+  rateLimitRpm: integer('rate_limit_rpm').notNull().default(0),
+  rateLimitTpm: big('rate_limit_tpm').notNull().default(0),
+  maxConcurrency: integer('max_concurrency').notNull().default(0),
   createdAt: big('created_at').notNull(),
   updatedAt: big('updated_at').notNull(),
 }, (t) => [uniqueIndex('users_username_uq').on(t.username), uniqueIndex('users_email_uq').on(t.email)]);
@@ -63,6 +66,8 @@ export const apiKeys = pgTable('api_keys', {
   allowIps: jsonb('allow_ips').$type<string[] | null>(),
   group: text('group'),
   rateLimitRpm: integer('rate_limit_rpm').notNull().default(0),
+  rateLimitTpm: big('rate_limit_tpm').notNull().default(0),
+  maxConcurrency: integer('max_concurrency').notNull().default(0),
   createdAt: big('created_at').notNull(),
   updatedAt: big('updated_at').notNull(),
   lastUsedAt: big('last_used_at'),
@@ -84,3 +89,16 @@ export const passwordResets = pgTable('password_resets', {
   usedAt: big('used_at'),
   createdAt: big('created_at').notNull(),
 }, (t) => [uniqueIndex('password_resets_hash_uq').on(t.tokenHash), index('password_resets_user_idx').on(t.userId)]);
+
+export const groups = pgTable('groups', {
+  id: idColumn(),
+  name: text('name').notNull(),
+  description: text('description').notNull().default(''),
+  ratio: integer('ratio').notNull().default(1000),
+  fallbacks: jsonb('fallbacks').$type<string[]>().notNull().default([]),
+  rateLimitRpm: integer('rate_limit_rpm').notNull().default(0),
+  rateLimitTpm: big('rate_limit_tpm').notNull().default(0),
+  maxConcurrency: integer('max_concurrency').notNull().default(0),
+  createdAt: big('created_at').notNull(),
+  updatedAt: big('updated_at').notNull(),
+}, (t) => [uniqueIndex('groups_name_uq').on(t.name)]);

@@ -68,6 +68,9 @@ export const usageLogs = sqliteTable('usage_logs', {
   usageFlag: text('usage_flag').notNull().default(''),
   attempts: integer('attempts').notNull().default(1),
   ip: text('ip').notNull().default(''),
+  /** The requesting group and the price ratio (per-mille) applied to the cost. */
+  group: text('group').notNull().default(''),
+  priceRatio: integer('price_ratio').notNull().default(1000),
   createdAt: integer('created_at').notNull(),
 }, (t) => [
   uniqueIndex('usage_logs_request_uq').on(t.requestId),

@@ -25,6 +25,10 @@ export const users = sqliteTable('users', {
   failedLogins: integer('failed_logins').notNull().default(0),
   lockCount: integer('lock_count').notNull().default(0),
   lockedUntil: integer('locked_until').notNull().default(0),
+  /** Per-user limits over all the user's keys (0 = unlimited): requests/min, tokens/min, requests in flight. */
+  rateLimitRpm: integer('rate_limit_rpm').notNull().default(0),
+  rateLimitTpm: integer('rate_limit_tpm').notNull().default(0),
+  maxConcurrency: integer('max_concurrency').notNull().default(0),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
 }, (t) => [uniqueIndex('users_username_uq').on(t.username), uniqueIndex('users_email_uq').on(t.email)]);
@@ -77,6 +81,10 @@ export const apiKeys = sqliteTable('api_keys', {
   group: text('group'),
   /** Requests per minute; 0 = unlimited. */
   rateLimitRpm: integer('rate_limit_rpm').notNull().default(0),
+  /** Tokens per minute (reserved input bound + max output, counted at admission); 0 = unlimited. */
+  rateLimitTpm: integer('rate_limit_tpm').notNull().default(0),
+  /** Requests in flight at once; 0 = unlimited. */
+  maxConcurrency: integer('max_concurrency').notNull().default(0),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
   lastUsedAt: integer('last_used_at'),
@@ -100,3 +108,23 @@ export const passwordResets = sqliteTable('password_resets', {
   usedAt: integer('used_at'),
   createdAt: integer('created_at').notNull(),
 }, (t) => [uniqueIndex('password_resets_hash_uq').on(t.tokenHash), index('password_resets_user_idx').on(t.userId)]);
+
+/**
+ * Routing and pricing groups. Users (and keys, overriding their user's) belong to one by name; a name
+ * with no row behaves as ratio 1000, no fallbacks, no limits.
+ */
+export const groups = sqliteTable('groups', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  name: text('name').notNull(),
+  description: text('description').notNull().default(''),
+  /** Price multiplier in per-mille (1000 = ×1), folded into the single rounding of the cost. */
+  ratio: integer('ratio').notNull().default(1000),
+  /** JSON string[]: groups whose channels are tried, in order, after this group's own. */
+  fallbacks: text('fallbacks', { mode: 'json' }).$type<string[]>().notNull().default([]),
+  /** Limits over every request of the group (0 = unlimited). */
+  rateLimitRpm: integer('rate_limit_rpm').notNull().default(0),
+  rateLimitTpm: integer('rate_limit_tpm').notNull().default(0),
+  maxConcurrency: integer('max_concurrency').notNull().default(0),
+  createdAt: integer('created_at').notNull(),
+  updatedAt: integer('updated_at').notNull(),
+}, (t) => [uniqueIndex('groups_name_uq').on(t.name)]);

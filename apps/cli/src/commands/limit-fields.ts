@@ -1,0 +1,13 @@
+/** The limit flags shared by `key`, `user` and `group` (the API's limit fields; 0 = unlimited). */
+import type { Field } from '../core/fields';
+
+export const LIMIT_FIELDS: Field[] = [
+  { name: 'rate_limit_rpm', kind: 'int', desc: 'requests per minute (0: unlimited)' },
+  { name: 'rate_limit_tpm', kind: 'int', desc: 'tokens per minute, input bound + max_tokens counted at admission (0: unlimited)' },
+  { name: 'max_concurrency', kind: 'int', desc: 'requests in flight at once (0: unlimited)' },
+];
+
+/** Detail rows of the limit fields. */
+export const limitRows = (r: any): Array<[string, unknown]> => [
+  ['rate limit rpm', r.rate_limit_rpm], ['rate limit tpm', r.rate_limit_tpm], ['max concurrency', r.max_concurrency],
+];

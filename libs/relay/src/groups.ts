@@ -1,0 +1,115 @@
+/**
+ * Groups: the pricing ratio, routing fallbacks and limits shared by every user and key of a group.
+ * CRUD for /api/group/ and an in-memory book the request path reads (no DB read per request).
+ * A group name with no record (e.g. `default` before anyone defines it) resolves to ratio 1000,
+ * no fallbacks and no limits, so existing deployments behave as before.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import { GatewayError, nowSeconds } from '@gw/core';
+import type { GroupRow, GroupsRepo, NewGroupRow } from '@gw/db';
+import { LimitInput, LimitView, limitPatch, limitView } from '@gw/identity';
+import { defaultPolicy, type GroupPolicy } from './group-policy';
+
+const Name = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', error: 'must be 1-64 letters, digits, _ or -' });
+const Ratio = Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Price ratio in per-mille: 1000 = ×1, 1500 = ×1.5, 0 = free' });
+const Fallbacks = Type.Array(Name, { maxItems: 16, description: 'Groups whose channels are tried, in this order, when this group has no healthy channel for the model' });
+
+/** Body of POST /api/group/. */
+export const GroupCreate = Type.Object({
+  name: Name,
+  description: Type.Optional(Type.String({ maxLength: 256 })),
+  ratio: Type.Optional(Ratio),
+  fallbacks: Type.Optional(Fallbacks),
+  ...LimitInput,
+});
+export type GroupCreate = Static<typeof GroupCreate>;
+
+/** Body of PUT /api/group/: `id` plus any subset of fields (the name is fixed: users and keys refer to it). */
+export const GroupUpdate = Type.Object({
+  id: Type.Integer({ minimum: 1 }),
+  description: Type.Optional(Type.String({ maxLength: 256 })),
+  ratio: Type.Optional(Ratio),
+  fallbacks: Type.Optional(Fallbacks),
+  ...LimitInput,
+});
+export type GroupUpdate = Static<typeof GroupUpdate>;
+
+export const GroupView = Type.Object({
+  id: Type.Integer(), name: Type.String(), description: Type.String(), ratio: Type.Integer(), fallbacks: Type.Array(Type.String()),
+  ...LimitView, created_at: Type.Integer(), updated_at: Type.Integer(),
+});
+export type GroupView = Static<typeof GroupView>;
+
+export const toGroupView = (g: GroupRow): GroupView => ({
+  id: g.id, name: g.name, description: g.description, ratio: g.ratio, fallbacks: g.fallbacks, ...limitView(g),
+  created_at: g.createdAt, updated_at: g.updatedAt,
+});
+
+
+const notFound = (id: number) => new GatewayError(404, 'group_not_found', `No group ${id}`, { param: 'id' });
+
+export class GroupService {
+  private byName = new Map<string, GroupPolicy>();
+
+  constructor(private readonly repo: GroupsRepo) {
+    this.reload();
+  }
+
+  /** The policy of `name`; an unrecorded group is ×1, no fallbacks, no limits. */
+  policy(name: string): GroupPolicy {
+    return this.byName.get(name) ?? defaultPolicy(name);
+  }
+
+  list(): GroupView[] {
+    return this.repo.all().map(toGroupView);
+  }
+
+  get(id: number): GroupView {
+    const g = this.repo.byId(id);
+    if (!g) throw notFound(id);
+    return toGroupView(g);
+  }
+
+  create(input: GroupCreate): GroupView {
+    if (this.byName.has(input.name)) throw new GatewayError(409, 'group_exists', `Group "${input.name}" already exists`, { param: 'name' });
+    const now = nowSeconds();
+    const row = this.repo.insert({ name: input.name, createdAt: now, updatedAt: now, ...this.patch(input.name, input) });
+    this.reload();
+    return toGroupView(row);
+  }
+
+  update(input: GroupUpdate): GroupView {
+    const g = this.repo.byId(input.id);
+    if (!g) throw notFound(input.id);
+    const row = this.repo.update(g.id, { ...this.patch(g.name, input), updatedAt: nowSeconds() })!;
+    this.reload();
+    return toGroupView(row);
+  }
+
+  delete(id: number): void {
+    if (!this.repo.delete(id)) throw notFound(id);
+    this.reload();
+  }
+
+  private patch(name: string, input: Omit<GroupUpdate, 'id'>): Partial<NewGroupRow> {
+    const out: Partial<NewGroupRow> = { ...limitPatch(input) };
+    if (input.description !== undefined) out.description = input.description.trim();
+    if (input.ratio !== undefined) out.ratio = input.ratio;
+    if (input.fallbacks !== undefined) {
+      // Only the requesting group's own list is followed (not its fallbacks' fallbacks), so no cycle can form;
+      // naming itself or twice is still a mistake worth refusing.
+      const i = input.fallbacks.findIndex((f, j) => f === name || input.fallbacks!.indexOf(f) !== j);
+      if (i >= 0) throw new GatewayError(400, 'invalid_value', `fallbacks: "${input.fallbacks[i]}" is the group itself or repeated`, { param: `fallbacks[${i}]` });
+      out.fallbacks = input.fallbacks;
+    }
+    return out;
+  }
+
+  private reload(): void {
+    const next = new Map<string, GroupPolicy>();
+    for (const g of this.repo.all()) {
+      next.set(g.name, { name: g.name, ratio: g.ratio, fallbacks: g.fallbacks, rateLimitRpm: g.rateLimitRpm, rateLimitTpm: g.rateLimitTpm, maxConcurrency: g.maxConcurrency });
+    }
+    this.byName = next;
+  }
+}
