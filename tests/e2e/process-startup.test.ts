@@ -139,6 +139,15 @@ describe('graceful stop', () => {
     }
     expect(codes).toEqual([0, 0, 0, 0, 0]);
   }, 60_000);
+
+  test('a second signal during the stop (a supervisor or `bun run` forwarding it) is ignored: exit 0, nothing on stderr', async () => {
+    const g = await startGatewayProcess(envFor('sigterm-twice'), procs);
+    g.proc.kill('SIGTERM');
+    await Bun.sleep(5);
+    g.proc.kill('SIGINT');
+    expect(await g.proc.exited).toBe(0);
+    expect(await new Response(g.proc.stderr).text()).toBe('');
+  }, 30_000);
 });
 
 describe('files at rest are private', () => {

@@ -14,7 +14,11 @@ try {
   const log = loggerFor(config);
   const services = await createServices(config, log);
   const app = listen(services);
+  let stopping = false;
   const shutdown = async () => {
+    // A supervisor (or `bun run`, which forwards signals) may signal twice: stop once.
+    if (stopping) return;
+    stopping = true;
     // Open WebSockets would keep a graceful stop waiting: end realtime sessions (1001) first.
     services.realtime.closeAll();
     await app.stop();
