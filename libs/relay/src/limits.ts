@@ -50,6 +50,12 @@ export class RequestLimiter {
    * `retry-after` and a code naming the limit (`key_rpm_exceeded`, `user_tpm_exceeded`,
    * `group_concurrency_exceeded`, …). `hold: false` skips concurrency (requests that finish at once).
    */
+  /** Whether any scope of `s` has a limit at all (most requests: none, and admission is skipped). */
+  static limited(s: LimitSubject): boolean {
+    const any = (f: LimitFields) => f.maxConcurrency > 0 || f.rateLimitRpm > 0 || f.rateLimitTpm > 0;
+    return any(s.key) || any(s.user) || any(s.group);
+  }
+
   async admit(s: LimitSubject, opts: { tokens: number; hold: boolean }): Promise<Admission> {
     const scopes: Array<[Scope, LimitFields, string]> = [['key', s.key, `k:${s.key.id}`], ['user', s.user, `u:${s.user.id}`], ['group', s.group, `g:${s.group.name}`]];
     const leases: Lease[] = [];

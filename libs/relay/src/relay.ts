@@ -14,7 +14,7 @@ import { relayStream } from './stream-relay';
 import { isKeyRefusal, KeyPicker } from './keys';
 import { countsAsFailure } from './failure-rules';
 import { defaultPolicy, type GroupPolicy } from './group-policy';
-import type { LimitFields, RequestLimiter } from './limits';
+import { RequestLimiter, type LimitFields } from './limits';
 
 /** The fields of a channel the relay reads (one source of truth: @gw/channels' ChannelRecord). */
 export type RelayChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups'
@@ -125,7 +125,8 @@ export class RelayService {
 
   /** The group, then its fallbacks in order (only its own list: fallbacks of fallbacks are not followed). */
   private routeGroups(group: string): string[] {
-    return [...new Set([group, ...this.policy(group).fallbacks])];
+    const { fallbacks } = this.policy(group);
+    return fallbacks.length ? [...new Set([group, ...fallbacks])] : [group];
   }
 
   private servedIn(model: string, groups: string[]): boolean {
@@ -158,10 +159,11 @@ export class RelayService {
     const inputEstimate = measure.estimate;
     // Sized before priceFor's checks so limits (429) answer before an unknown or unpriced model (404/403).
     const sized = this.worstCase(body, this.d.prices.get(body.model), measure, policy.ratio, req.headers);
-    const admission = await this.d.limiter?.admit(
-      { key: req.key, user: req.user ?? { ...NO_LIMITS, id: req.key.userId }, group: policy },
-      { tokens: sized.limits.input + sized.limits.maxOutput, hold: true },
-    );
+    const subject = { key: req.key, user: req.user ?? { ...NO_LIMITS, id: req.key.userId }, group: policy };
+    // No limit anywhere (the common case): no admission round, not even a microtask.
+    const admission = this.d.limiter && RequestLimiter.limited(subject)
+      ? await this.d.limiter.admit(subject, { tokens: sized.limits.input + sized.limits.maxOutput, hold: true })
+      : null;
     // Limits are given back once the request is settled, on every path (abort included), or now if the quota refuses it.
     const r: Admitted = { ...req, ratio: policy.ratio, onSettled: () => { admission?.release(); req.onSettled?.(); } };
     let reservation: Reservation;
