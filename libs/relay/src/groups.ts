@@ -25,13 +25,7 @@ export const GroupCreate = Type.Object({
 export type GroupCreate = Static<typeof GroupCreate>;
 
 /** Body of PUT /api/group/: `id` plus any subset of fields (the name is fixed: users and keys refer to it). */
-export const GroupUpdate = Type.Object({
-  id: Type.Integer({ minimum: 1 }),
-  description: Type.Optional(Type.String({ maxLength: 256 })),
-  ratio: Type.Optional(Ratio),
-  fallbacks: Type.Optional(Fallbacks),
-  ...LimitInput,
-});
+export const GroupUpdate = Type.Composite([Type.Object({ id: Type.Integer({ minimum: 1 }) }), Type.Omit(GroupCreate, ['name'])]);
 export type GroupUpdate = Static<typeof GroupUpdate>;
 
 export const GroupView = Type.Object({
