@@ -291,7 +291,7 @@ export class RelayService {
       return fail({ phase: 'build', cause: e }, 'request could not be built');
     }
     if (!upstream.ok) {
-      const text = await readCapped(upstream, ERROR_BODY_BYTES).catch(() => '');
+      const text = await readPrefix(upstream, ERROR_BODY_BYTES).catch(() => '');
       return fail({ phase: 'status', classified: adapter.classifyError(upstream.status, text, upstream.headers, scrubber()) }, `HTTP ${upstream.status}`,
         { status: upstream.status, message: upstreamMessage(text) });
     }
@@ -368,8 +368,8 @@ const RESPONSE_BODY_BYTES = 32 * 1024 * 1024;
 /** An upstream error body is read up to this much: only its message is ever used. */
 const ERROR_BODY_BYTES = 64 * 1024;
 
-/** The first `max` bytes of a body as text; the rest is not read (the connection is dropped). */
-async function readCapped(res: Response, max: number): Promise<string> {
+/** The first `max` bytes of a body as text, the rest not read (unlike @gw/core readCapped, which refuses a longer body: an error message is still useful cut). */
+async function readPrefix(res: Response, max: number): Promise<string> {
   if (!res.body) return '';
   const reader = res.body.getReader();
   const parts: Uint8Array[] = [];
