@@ -8,3 +8,4 @@ export { openPostgres, PG_MIGRATIONS_DIR, type OpenPostgresOptions, type PgDb, t
 export { applyPgMigrations } from './pg/migrate';
 export { PgAdvisoryLeader, leaderLockKey, type PgLeaderOptions } from './pg/leader';
 export { copyOrder, CopyError, copySqliteToPostgres, type CopyOptions } from './copy';
+export * from './repos-pg';

@@ -1,0 +1,46 @@
+import { and, count, desc, eq, type SQL } from 'drizzle-orm';
+import type { PgDb } from '../pg/client';
+import { apiKeys } from '../schema-pg';
+import type { ApiKeyRow, NewApiKeyRow } from '../repos/api-keys';
+import { containsFolded } from './sql';
+
+/** PostgreSQL twin of ../repos/api-keys.ts (same methods, async). */
+export class PgApiKeysRepo {
+  constructor(private readonly db: PgDb) {}
+
+  async byId(id: number): Promise<ApiKeyRow | undefined> {
+    return (await this.db.select().from(apiKeys).where(eq(apiKeys.id, id)))[0];
+  }
+
+  async all(): Promise<ApiKeyRow[]> {
+    return this.db.select().from(apiKeys);
+  }
+
+  async byUser(userId: number): Promise<ApiKeyRow[]> {
+    return this.db.select().from(apiKeys).where(eq(apiKeys.userId, userId));
+  }
+
+  async insert(row: NewApiKeyRow): Promise<ApiKeyRow> {
+    return (await this.db.insert(apiKeys).values(row).returning())[0]!;
+  }
+
+  async update(id: number, patch: Partial<NewApiKeyRow>): Promise<ApiKeyRow | undefined> {
+    return (await this.db.update(apiKeys).set(patch).where(eq(apiKeys.id, id)).returning())[0];
+  }
+
+  async delete(id: number): Promise<boolean> {
+    return (await this.db.delete(apiKeys).where(eq(apiKeys.id, id)).returning({ id: apiKeys.id })).length > 0;
+  }
+
+  async list(f: { userId: number; keyword?: string; status?: number; offset: number; limit: number }): Promise<{ items: ApiKeyRow[]; total: number }> {
+    const conds: SQL[] = [eq(apiKeys.userId, f.userId)];
+    if (f.status !== undefined) conds.push(eq(apiKeys.status, f.status));
+    if (f.keyword) conds.push(containsFolded(apiKeys.name, f.keyword));
+    const where = and(...conds);
+    const [items, [t]] = await Promise.all([
+      this.db.select().from(apiKeys).where(where).orderBy(desc(apiKeys.id)).limit(f.limit).offset(f.offset),
+      this.db.select({ n: count() }).from(apiKeys).where(where),
+    ]);
+    return { items, total: t!.n };
+  }
+}

@@ -1,0 +1,106 @@
+import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm';
+import type { PgDb } from '../pg/client';
+import { accessTokens, backupCodes, passwordResets, sessions, users } from '../schema-pg';
+import type { CredentialsEnded } from '../repos/security';
+
+/**
+ * PostgreSQL twin of ../repos/security.ts (same methods, async). Every "use once" operation stays a
+ * single conditional UPDATE: under READ COMMITTED a concurrent UPDATE of the same row waits for the
+ * first and re-checks the WHERE clause, so only one succeeds.
+ */
+export class PgSecurityRepo {
+  constructor(private readonly db: PgDb) {}
+
+  async setPendingTotp(userId: number, sealed: string, now: number): Promise<boolean> {
+    return (await this.db.update(users).set({ totpSecret: sealed, updatedAt: now })
+      .where(and(eq(users.id, userId), eq(users.totpEnabled, false))).returning({ id: users.id })).length > 0;
+  }
+
+  async claimTotpStep(userId: number, step: number): Promise<boolean> {
+    return (await this.db.update(users).set({ totpLastStep: step })
+      .where(and(eq(users.id, userId), lt(users.totpLastStep, step))).returning({ id: users.id })).length > 0;
+  }
+
+  async enableTotp(userId: number, step: number, codeHashes: string[], now: number): Promise<boolean> {
+    return this.db.transaction(async (tx) => {
+      const done = (await tx.update(users).set({ totpEnabled: true, totpLastStep: step, updatedAt: now })
+        .where(and(eq(users.id, userId), eq(users.totpEnabled, false), lt(users.totpLastStep, step)))
+        .returning({ id: users.id })).length > 0;
+      if (!done) return false;
+      await tx.delete(backupCodes).where(eq(backupCodes.userId, userId));
+      if (codeHashes.length) await tx.insert(backupCodes).values(codeHashes.map((codeHash) => ({ userId, codeHash, createdAt: now })));
+      return true;
+    });
+  }
+
+  async disableTotp(userId: number, now: number): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      await tx.update(users).set({ totpEnabled: false, totpSecret: null, updatedAt: now }).where(eq(users.id, userId));
+      await tx.delete(backupCodes).where(eq(backupCodes.userId, userId));
+    });
+  }
+
+  async replaceBackupCodes(userId: number, codeHashes: string[], now: number): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      await tx.delete(backupCodes).where(eq(backupCodes.userId, userId));
+      if (codeHashes.length) await tx.insert(backupCodes).values(codeHashes.map((codeHash) => ({ userId, codeHash, createdAt: now })));
+    });
+  }
+
+  async consumeBackupCode(userId: number, codeHash: string, now: number): Promise<boolean> {
+    return (await this.db.update(backupCodes).set({ usedAt: now })
+      .where(and(eq(backupCodes.userId, userId), eq(backupCodes.codeHash, codeHash), isNull(backupCodes.usedAt)))
+      .returning({ id: backupCodes.id })).length > 0;
+  }
+
+  async unusedBackupCodes(userId: number): Promise<number> {
+    return (await this.db.select({ n: count() }).from(backupCodes).where(and(eq(backupCodes.userId, userId), isNull(backupCodes.usedAt))))[0]!.n;
+  }
+
+  async createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      await tx.delete(passwordResets).where(eq(passwordResets.userId, userId));
+      await tx.insert(passwordResets).values({ userId, tokenHash, expiresAt, createdAt: now });
+    });
+  }
+
+  async resetTokenValid(userId: number, tokenHash: string, now: number): Promise<boolean> {
+    return (await this.db.select({ id: passwordResets.id }).from(passwordResets)
+      .where(and(eq(passwordResets.userId, userId), eq(passwordResets.tokenHash, tokenHash), isNull(passwordResets.usedAt), gt(passwordResets.expiresAt, now)))
+      .limit(1)).length > 0;
+  }
+
+  async resetPassword(userId: number, tokenHash: string, passwordHash: string, now: number): Promise<boolean> {
+    return this.db.transaction(async (tx) => {
+      const used = (await tx.update(passwordResets).set({ usedAt: now })
+        .where(and(eq(passwordResets.userId, userId), eq(passwordResets.tokenHash, tokenHash), isNull(passwordResets.usedAt), gt(passwordResets.expiresAt, now)))
+        .returning({ id: passwordResets.id })).length > 0;
+      if (!used) return false;
+      await tx.update(users).set({ passwordHash, failedLogins: 0, lockCount: 0, lockedUntil: 0, updatedAt: now }).where(eq(users.id, userId));
+      return true;
+    });
+  }
+
+  async endCredentials(userId: number, keep: { sessionHash?: string; tokenId?: number }, now: number): Promise<CredentialsEnded> {
+    return this.db.transaction(async (tx) => {
+      const s = keep.sessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep.sessionHash)) : eq(sessions.userId, userId);
+      const live = and(eq(accessTokens.userId, userId), isNull(accessTokens.revokedAt));
+      const t = keep.tokenId !== undefined ? and(live, ne(accessTokens.id, keep.tokenId)) : live;
+      const ended = await tx.delete(sessions).where(s).returning({ h: sessions.idHash });
+      const revoked = await tx.update(accessTokens).set({ revokedAt: now }).where(t).returning({ id: accessTokens.id });
+      return { sessions_ended: ended.length, tokens_revoked: revoked.length };
+    });
+  }
+
+  /** The first UPDATE locks the user row until commit, so the read-then-lock step cannot interleave with another failure. */
+  async recordLoginFailure(userId: number, policy: { maxFailures: number; lockSeconds: number }, nowMs: number): Promise<number> {
+    return this.db.transaction(async (tx) => {
+      const [r] = await tx.update(users).set({ failedLogins: sql`${users.failedLogins} + 1` })
+        .where(eq(users.id, userId)).returning({ failed: users.failedLogins, locks: users.lockCount });
+      if (!r || r.failed < policy.maxFailures) return 0;
+      const lockedUntil = Math.ceil(nowMs / 1000 + policy.lockSeconds * 2 ** Math.min(r.locks, 16));
+      await tx.update(users).set({ failedLogins: 0, lockCount: r.locks + 1, lockedUntil }).where(eq(users.id, userId));
+      return lockedUntil;
+    });
+  }
+}

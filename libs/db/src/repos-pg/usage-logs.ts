@@ -1,0 +1,58 @@
+import { and, count, desc, eq, gte, lte, sql, type SQL } from 'drizzle-orm';
+import type { PgDb } from '../pg/client';
+import { apiKeys, usageLogs, users } from '../schema-pg';
+import type { NewUsageLogRow, UsageLogFilter, UsageLogRow, UsageLogWhere } from '../repos/usage-logs';
+import type { PgWriter } from './sql';
+
+/** The WHERE terms of a log filter over the PostgreSQL table (empty = every row). */
+export function pgLogConditions(f: UsageLogWhere): SQL[] {
+  const conds: SQL[] = [];
+  if (f.userId !== undefined) conds.push(eq(usageLogs.userId, f.userId));
+  if (f.apiKeyId !== undefined) conds.push(eq(usageLogs.apiKeyId, f.apiKeyId));
+  if (f.channelId !== undefined) conds.push(eq(usageLogs.channelId, f.channelId));
+  if (f.model) conds.push(eq(usageLogs.model, f.model));
+  if (f.status !== undefined) conds.push(eq(usageLogs.status, f.status));
+  if (f.from !== undefined) conds.push(gte(usageLogs.createdAt, f.from));
+  if (f.to !== undefined) conds.push(lte(usageLogs.createdAt, f.to));
+  return conds;
+}
+
+/**
+ * PostgreSQL twin of ../repos/usage-logs.ts (same methods, async). The SQLite class prepares its
+ * statements on the connection so they join the open transaction; here writes take the caller's
+ * transaction explicitly (`insertOnce`), and the counters run on the pool.
+ */
+export class PgUsageLogsRepo {
+  constructor(private readonly db: PgDb) {}
+
+  async insertOnce(row: NewUsageLogRow, tx: PgWriter = this.db): Promise<boolean> {
+    return (await tx.insert(usageLogs).values(row).onConflictDoNothing({ target: usageLogs.requestId }).returning({ id: usageLogs.id })).length > 0;
+  }
+
+  async addUserUsage(userId: number, cost: number, succeeded: boolean): Promise<void> {
+    await this.db.update(users)
+      .set({ usedQuota: sql`${users.usedQuota} + ${cost}`, requestCount: sql`${users.requestCount} + ${succeeded ? 1 : 0}` })
+      .where(eq(users.id, userId));
+  }
+
+  async addKeyUsage(keyId: number, cost: number): Promise<void> {
+    await this.db.update(apiKeys).set({
+      usedQuota: sql`${apiKeys.usedQuota} + ${cost}`,
+      remainQuota: sql`case when ${apiKeys.unlimitedQuota} then ${apiKeys.remainQuota} else ${apiKeys.remainQuota} - ${cost} end`,
+    }).where(eq(apiKeys.id, keyId));
+  }
+
+  async byRequestId(requestId: string): Promise<UsageLogRow | undefined> {
+    return (await this.db.select().from(usageLogs).where(eq(usageLogs.requestId, requestId)))[0];
+  }
+
+  async list(f: UsageLogFilter): Promise<{ items: UsageLogRow[]; total: number }> {
+    const conds = pgLogConditions(f);
+    const where = conds.length ? and(...conds) : undefined;
+    const [items, [t]] = await Promise.all([
+      this.db.select().from(usageLogs).where(where).orderBy(desc(usageLogs.id)).limit(f.limit).offset(f.offset),
+      this.db.select({ n: count() }).from(usageLogs).where(where),
+    ]);
+    return { items, total: t!.n };
+  }
+}

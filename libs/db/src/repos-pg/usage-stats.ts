@@ -1,0 +1,105 @@
+import { and, asc, count, eq, gte, lte, sql, sum, type SQL } from 'drizzle-orm';
+import type { PgDb } from '../pg/client';
+import { usageLogs } from '../schema-pg';
+import type { UsageLogRow, UsageLogWhere } from '../repos/usage-logs';
+import { LATENCY_BINS_PER_OCTAVE, type ExportCursor, type LatencyBinRow, type StatsQuery, type StatsRow } from '../repos/usage-stats';
+import type { StatsReader } from '../repos/stats-reader';
+import { pgLogConditions } from './usage-logs';
+import { collateC } from './sql';
+
+/**
+ * The PostgreSQL latency bin. PostgreSQL has no log2(); numeric `log(2, x)` is exact at powers of two
+ * (log(2, 8) = 3.000…), so flooring it gives the bin SQLite's `cast(log2(x) * 8 as integer)` does.
+ */
+export function pgLatencyBinSql(col: SQL | typeof usageLogs.latencyMs): SQL<number> {
+  return sql<number>`case when ${col} < 1 then 0 else floor(log(2, ${col}::numeric) * ${sql.raw(String(LATENCY_BINS_PER_OCTAVE))})::int + 1 end`;
+}
+
+const GROUP_COLUMN = {
+  model: usageLogs.model, channel: usageLogs.channelId, key: usageLogs.apiKeyId, user: usageLogs.userId,
+} as const;
+
+/** PostgreSQL twin of ../repos/usage-stats.ts (same methods, async; `*Query` return PG builders). */
+export class PgUsageStatsRepo {
+  constructor(private readonly db: PgDb) {}
+
+  private where(q: StatsQuery): SQL {
+    const conds: SQL[] = [gte(usageLogs.createdAt, q.from), lte(usageLogs.createdAt, q.to)];
+    if (q.userId !== undefined) conds.push(eq(usageLogs.userId, q.userId));
+    if (q.apiKeyId !== undefined) conds.push(eq(usageLogs.apiKeyId, q.apiKeyId));
+    if (q.channelId !== undefined) conds.push(eq(usageLogs.channelId, q.channelId));
+    if (q.model) conds.push(eq(usageLogs.model, q.model));
+    return and(...conds)!;
+  }
+
+  /** bigint arithmetic: `/` truncates toward zero as SQLite's integer division does. */
+  private bucket(q: StatsQuery): SQL<number> {
+    const size = sql.raw(String(Math.trunc(q.bucketSeconds)));
+    const off = sql.raw(String(Math.trunc(q.offsetSeconds)));
+    return sql<number>`((${usageLogs.createdAt} + ${off}) / ${size}) * ${size} - ${off}`;
+  }
+
+  /** Ids are bigint, which a raw expression returns as a string: map them back to numbers (null stays null). */
+  private group(q: StatsQuery): SQL<string | number | null> {
+    if (q.groupBy === 'none') return sql<null>`null`;
+    if (q.groupBy === 'model') return sql<string>`${GROUP_COLUMN.model}`;
+    return sql<number>`${GROUP_COLUMN[q.groupBy]}`.mapWith(Number);
+  }
+
+  async aggregate(q: StatsQuery): Promise<StatsRow[]> {
+    return this.aggregateQuery(q);
+  }
+
+  aggregateQuery(q: StatsQuery) {
+    const n = (c: Parameters<typeof sum>[0]) => sum(c).mapWith(Number);
+    return this.db.select({
+      bucket: this.bucket(q).mapWith(Number).as('bucket'),
+      grp: this.group(q).as('grp'),
+      requests: count(),
+      errors: n(sql`case when ${usageLogs.status} >= 400 or ${usageLogs.errorCode} <> '' then 1 else 0 end`),
+      inputTokens: n(usageLogs.inputTokens),
+      outputTokens: n(usageLogs.outputTokens),
+      cacheReadTokens: n(usageLogs.cacheReadTokens),
+      cacheWriteTokens: n(usageLogs.cacheWriteTokens),
+      audioTokens: n(sql`${usageLogs.audioInputTokens} + ${usageLogs.audioOutputTokens}`),
+      cost: n(usageLogs.cost),
+    }).from(usageLogs).where(this.where(q))
+      // Models ordered under "C" as SQLite orders text (bytewise); a position cannot take a collation.
+      .groupBy(sql`1`, sql`2`).orderBy(sql`1`, q.groupBy === 'model' ? collateC(usageLogs.model) : sql`2`).limit(q.maxRows + 1);
+  }
+
+  async latencyHistogram(q: StatsQuery): Promise<LatencyBinRow[]> {
+    return this.latencyHistogramQuery(q);
+  }
+
+  latencyHistogramQuery(q: StatsQuery) {
+    return this.db.select({
+      bucket: this.bucket(q).mapWith(Number).as('bucket'),
+      grp: this.group(q).as('grp'),
+      bin: pgLatencyBinSql(usageLogs.latencyMs).mapWith(Number).as('bin'),
+      n: count(),
+    }).from(usageLogs).where(this.where(q)).groupBy(sql`1`, sql`2`, sql`3`);
+  }
+
+  async exportPage(f: UsageLogWhere, after: ExportCursor | null, limit: number): Promise<UsageLogRow[]> {
+    return this.exportPageQuery(f, after, limit);
+  }
+
+  exportPageQuery(f: UsageLogWhere, after: ExportCursor | null, limit: number) {
+    const conds = pgLogConditions(f);
+    if (after) conds.push(sql`(${usageLogs.createdAt}, ${usageLogs.id}) > (${after.createdAt}, ${after.id})`);
+    return this.db.select().from(usageLogs).where(and(...conds))
+      .orderBy(asc(usageLogs.createdAt), asc(usageLogs.id)).limit(limit);
+  }
+}
+
+/** The StatsReader over PostgreSQL: the server runs the queries, so no worker thread is needed. */
+export function pgStatsReader(repo: PgUsageStatsRepo): StatsReader {
+  return {
+    read: async (q) => {
+      const [rows, hist] = await Promise.all([repo.aggregate(q), repo.latencyHistogram(q)]);
+      return { rows, hist };
+    },
+    close: async () => {},
+  };
+}

@@ -1,0 +1,55 @@
+import { and, count, desc, eq, or, type SQL } from 'drizzle-orm';
+import type { PgDb } from '../pg/client';
+import { users } from '../schema-pg';
+import type { NewUserRow, UserListFilter, UserRow } from '../repos/users';
+import { asciiLower, likeFolded } from './sql';
+
+/** PostgreSQL twin of ../repos/users.ts (same methods, async). */
+export class PgUsersRepo {
+  constructor(private readonly db: PgDb) {}
+
+  async byId(id: number): Promise<UserRow | undefined> {
+    return (await this.db.select().from(users).where(eq(users.id, id)))[0];
+  }
+
+  async byUsername(username: string): Promise<UserRow | undefined> {
+    return (await this.db.select().from(users).where(eq(users.username, username)))[0];
+  }
+
+  async byEmail(email: string): Promise<UserRow | undefined> {
+    return (await this.db.select().from(users).where(eq(asciiLower(users.email), asciiLower(email))))[0];
+  }
+
+  async insert(row: NewUserRow): Promise<UserRow> {
+    return (await this.db.insert(users).values(row).returning())[0]!;
+  }
+
+  async update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined> {
+    return (await this.db.update(users).set(patch).where(eq(users.id, id)).returning())[0];
+  }
+
+  async delete(id: number): Promise<boolean> {
+    return (await this.db.delete(users).where(eq(users.id, id)).returning({ id: users.id })).length > 0;
+  }
+
+  async count(): Promise<number> {
+    return (await this.db.select({ n: count() }).from(users))[0]!.n;
+  }
+
+  async list(f: UserListFilter): Promise<{ items: UserRow[]; total: number }> {
+    const conds: SQL[] = [];
+    if (f.keyword) {
+      const k = `%${f.keyword}%`;
+      conds.push(or(likeFolded(users.username, k), likeFolded(users.displayName, k), likeFolded(users.email, k))!);
+    }
+    if (f.role !== undefined) conds.push(eq(users.role, f.role));
+    if (f.status !== undefined) conds.push(eq(users.status, f.status));
+    if (f.group !== undefined) conds.push(eq(users.group, f.group));
+    const where = conds.length ? and(...conds) : undefined;
+    const [items, [t]] = await Promise.all([
+      this.db.select().from(users).where(where).orderBy(desc(users.id)).limit(f.limit).offset(f.offset),
+      this.db.select({ n: count() }).from(users).where(where),
+    ]);
+    return { items, total: t!.n };
+  }
+}
