@@ -64,8 +64,9 @@ export class PgUsageStatsRepo {
       audioTokens: n(sql`${usageLogs.audioInputTokens} + ${usageLogs.audioOutputTokens}`),
       cost: n(usageLogs.cost),
     }).from(usageLogs).where(this.where(q))
-      // Models ordered under "C" as SQLite orders text (bytewise); a position cannot take a collation.
-      .groupBy(sql`1`, sql`2`).orderBy(sql`1`, q.groupBy === 'model' ? collateC(usageLogs.model) : sql`2`).limit(q.maxRows + 1);
+      // As SQLite orders: text bytewise (a position cannot take a collation, so the model column is
+      // named) and NULL first (PostgreSQL puts it last by default).
+      .groupBy(sql`1`, sql`2`).orderBy(sql`1`, q.groupBy === 'model' ? collateC(usageLogs.model) : sql`2 nulls first`).limit(q.maxRows + 1);
   }
 
   async latencyHistogram(q: StatsQuery): Promise<LatencyBinRow[]> {

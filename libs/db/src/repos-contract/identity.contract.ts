@@ -1,0 +1,291 @@
+import { describe, expect, test } from 'bun:test';
+import type { MakeEnv } from './env';
+import { BIG, seedKey, seedUser, useEnv } from './setup';
+
+/** Users, login sessions and access tokens, relay API keys, account security. */
+export function identityContract(make: MakeEnv): void {
+  describe('users', () => {
+    const env = useEnv(make);
+
+    test('insert applies defaults; booleans are booleans; 1e15 quotas round-trip exactly', async () => {
+      const { users } = env().repos;
+      const u = await users.insert({ username: 'alice', passwordHash: 'h', quota: BIG, usedQuota: BIG - 1, createdAt: 1_700_000_000_123, updatedAt: 2 });
+      expect(u).toMatchObject({ username: 'alice', role: 1, status: 1, group: 'default', displayName: '', email: null, totpEnabled: false, quota: BIG, usedQuota: BIG - 1, requestCount: 0, createdAt: 1_700_000_000_123 });
+      expect(typeof u.id).toBe('number');
+      expect(await users.byId(u.id)).toEqual(u);
+      expect(await users.byUsername('alice')).toEqual(u);
+      expect(await users.byId(u.id + 1000)).toBeUndefined();
+      expect(await users.byUsername('ALICE')).toBeUndefined();
+    });
+
+    test('a taken username (or email) is refused by the unique index', async () => {
+      const { users } = env().repos;
+      await users.insert({ username: 'bob', passwordHash: 'h', email: 'b@x.io', createdAt: 1, updatedAt: 1 });
+      await expect((async () => users.insert({ username: 'bob', passwordHash: 'h', createdAt: 1, updatedAt: 1 }))()).rejects.toThrow();
+      await expect((async () => users.insert({ username: 'bob2', passwordHash: 'h', email: 'b@x.io', createdAt: 1, updatedAt: 1 }))()).rejects.toThrow();
+      expect(await users.count()).toBe(1);
+    });
+
+    test('byEmail ignores ASCII case only (SQLite lower() semantics)', async () => {
+      const { users } = env().repos;
+      const u = await users.insert({ username: 'c', passwordHash: 'h', email: 'Carol@Example.COM', createdAt: 1, updatedAt: 1 });
+      const e = await users.insert({ username: 'e', passwordHash: 'h', email: 'Élise@x.io', createdAt: 1, updatedAt: 1 });
+      expect((await users.byEmail('carol@example.com'))?.id).toBe(u.id);
+      expect((await users.byEmail('CAROL@EXAMPLE.com'))?.id).toBe(u.id);
+      expect((await users.byEmail('Élise@X.IO'))?.id).toBe(e.id);
+      expect(await users.byEmail('élise@x.io')).toBeUndefined();
+      expect(await users.byEmail('nobody@x.io')).toBeUndefined();
+    });
+
+    test('update returns the new row, undefined for a missing id; delete says whether a row went', async () => {
+      const { users } = env().repos;
+      const u = await seedUser(env().repos);
+      const up = await users.update(u.id, { displayName: 'Dee', status: 2, quota: BIG, updatedAt: 9 });
+      expect(up).toMatchObject({ id: u.id, displayName: 'Dee', status: 2, quota: BIG, updatedAt: 9 });
+      expect(await users.update(u.id + 99, { displayName: 'x' })).toBeUndefined();
+      expect(await users.delete(u.id)).toBe(true);
+      expect(await users.delete(u.id)).toBe(false);
+      expect(await users.count()).toBe(0);
+    });
+
+    test('list: keyword is a LIKE over username, display name and email (ASCII case-folded, % and _ wild, no escape)', async () => {
+      const { users } = env().repos;
+      const mk = (username: string, displayName = '', email: string | null = null) =>
+        users.insert({ username, passwordHash: 'h', displayName, email, createdAt: 1, updatedAt: 1 });
+      const a = await mk('Alpha', 'first');
+      const b = await mk('beta', 'The ALPHAbet');
+      const c = await mk('gamma', '', 'al.pha@x.io');
+      const d = await mk('back\\slash', '100%_sure');
+      const e = await mk('Ärger', 'ÄRGER');
+      const ids = async (keyword: string) => (await users.list({ keyword, offset: 0, limit: 50 })).items.map((u) => u.id);
+      expect(await ids('alpha')).toEqual([b.id, a.id]);
+      expect(await ids('AL_PHA')).toEqual([c.id]);
+      expect(await ids('a%a')).toEqual([d.id, c.id, b.id, a.id]);
+      expect(await ids('k\\s')).toEqual([d.id]);
+      expect(await ids('0%_s')).toEqual([d.id]);
+      expect(await ids('ärger')).toEqual([]);
+      expect(await ids('Ärger')).toEqual([e.id]);
+      expect(await ids('zzz')).toEqual([]);
+    });
+
+    test('list: role, status and group filters, newest first, offset/limit with the total of all matches', async () => {
+      const { users } = env().repos;
+      const made = [];
+      for (let i = 0; i < 7; i++) {
+        made.push(await users.insert({ username: `p${i}`, passwordHash: 'h', role: i % 2 ? 10 : 1, status: i < 5 ? 1 : 2, group: i % 3 ? 'default' : 'vip', createdAt: 1, updatedAt: 1 }));
+      }
+      const all = await users.list({ offset: 0, limit: 3 });
+      expect(all.total).toBe(7);
+      expect(all.items.map((u) => u.username)).toEqual(['p6', 'p5', 'p4']);
+      const page = await users.list({ offset: 3, limit: 3 });
+      expect(page.items.map((u) => u.username)).toEqual(['p3', 'p2', 'p1']);
+      expect((await users.list({ offset: 6, limit: 3 })).items.map((u) => u.username)).toEqual(['p0']);
+      expect((await users.list({ offset: 10, limit: 3 })).items).toEqual([]);
+      const admins = await users.list({ role: 10, offset: 0, limit: 10 });
+      expect(admins.items.map((u) => u.username)).toEqual(['p5', 'p3', 'p1']);
+      const combo = await users.list({ role: 1, status: 1, group: 'vip', offset: 0, limit: 10 });
+      expect(combo).toEqual({ items: [made[0]!], total: 1 });
+      expect((await users.list({ status: 2, offset: 0, limit: 1 })).total).toBe(2);
+    });
+  });
+
+  describe('sessions and access tokens', () => {
+    const env = useEnv(make);
+
+    test('a session is found until it expires, then purged; deleting by user counts', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const v = await seedUser(r);
+      await r.sessions.createSession({ idHash: 's1', userId: u.id, createdAt: 1, expiresAt: 100, ip: '1.2.3.4' });
+      await r.sessions.createSession({ idHash: 's2', userId: u.id, createdAt: 1, expiresAt: 200 });
+      await r.sessions.createSession({ idHash: 's3', userId: v.id, createdAt: 1, expiresAt: 50 });
+      expect(await r.sessions.findSession('s1', 99)).toEqual({ idHash: 's1', userId: u.id, createdAt: 1, expiresAt: 100, ip: '1.2.3.4', userAgent: '' });
+      expect(await r.sessions.findSession('s1', 100)).toBeUndefined();
+      expect(await r.sessions.findSession('nope', 0)).toBeUndefined();
+      await expect((async () => r.sessions.createSession({ idHash: 's1', userId: u.id, createdAt: 1, expiresAt: 1 }))()).rejects.toThrow();
+      await r.sessions.purgeExpired(50); // strictly before: s3 (expires at 50) stays
+      expect(await r.sessions.findSession('s3', 49)).toBeDefined();
+      await r.sessions.purgeExpired(51);
+      expect(await r.sessions.findSession('s3', 0)).toBeUndefined();
+      await r.sessions.deleteSession('s1');
+      expect(await r.sessions.findSession('s1', 0)).toBeUndefined();
+      expect(await r.sessions.deleteUserSessions(u.id)).toBe(1);
+      expect(await r.sessions.deleteUserSessions(u.id)).toBe(0);
+    });
+
+    test('tokens: create, find by hash, list per user, touch, revoke only by their owner', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const v = await seedUser(r);
+      const t = await r.sessions.createToken({ userId: u.id, name: 'ci', tokenHash: 'th1', prefix: 'gwt_ab', createdAt: 5 });
+      expect(t).toMatchObject({ userId: u.id, name: 'ci', tokenHash: 'th1', expiresAt: null, lastUsedAt: null, revokedAt: null });
+      await r.sessions.createToken({ userId: v.id, tokenHash: 'th2', prefix: 'p', createdAt: 5 });
+      expect(await r.sessions.findToken('th1')).toEqual(t);
+      expect(await r.sessions.findToken('zz')).toBeUndefined();
+      expect((await r.sessions.listTokens(u.id)).map((x) => x.id)).toEqual([t.id]);
+      await r.sessions.touchToken(t.id, BIG);
+      expect((await r.sessions.findToken('th1'))!.lastUsedAt).toBe(BIG);
+      expect(await r.sessions.revokeToken(v.id, t.id, 7)).toBe(false);
+      expect(await r.sessions.revokeToken(u.id, t.id, 7)).toBe(true);
+      expect((await r.sessions.findToken('th1'))!.revokedAt).toBe(7);
+    });
+
+    test('deleting a user cascades to its sessions, tokens and keys', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      await r.sessions.createSession({ idHash: 'c1', userId: u.id, createdAt: 1, expiresAt: 100 });
+      await r.sessions.createToken({ userId: u.id, tokenHash: 'ct', prefix: 'p', createdAt: 1 });
+      const k = await seedKey(r, u.id);
+      await r.users.delete(u.id);
+      expect(await r.sessions.findSession('c1', 0)).toBeUndefined();
+      expect(await r.sessions.findToken('ct')).toBeUndefined();
+      expect(await r.apiKeys.byId(k.id)).toBeUndefined();
+    });
+  });
+
+  describe('api keys', () => {
+    const env = useEnv(make);
+
+    test('defaults, JSON lists (null is not []), booleans and big budgets round-trip', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const k = await r.apiKeys.insert({ userId: u.id, keyHash: 'a', prefix: 'sk-a', createdAt: 1, updatedAt: 1 });
+      expect(k).toMatchObject({ status: 1, unlimitedQuota: true, remainQuota: 0, usedQuota: 0, models: null, allowIps: null, group: null, expiresAt: null, lastUsedAt: null });
+      const l = await r.apiKeys.insert({ userId: u.id, keyHash: 'b', prefix: 'sk-b', unlimitedQuota: false, remainQuota: BIG, models: [], allowIps: ['10.0.0.0/8', '::1'], group: 'vip', createdAt: 1, updatedAt: 1 });
+      expect(await r.apiKeys.byId(l.id)).toMatchObject({ unlimitedQuota: false, remainQuota: BIG, models: [], allowIps: ['10.0.0.0/8', '::1'], group: 'vip' });
+      const up = await r.apiKeys.update(l.id, { models: ['m-1', 'm"2'], unlimitedQuota: true, status: 2 });
+      expect(up).toMatchObject({ models: ['m-1', 'm"2'], unlimitedQuota: true, status: 2 });
+      expect(await r.apiKeys.update(l.id + 100, { status: 2 })).toBeUndefined();
+      await expect((async () => r.apiKeys.insert({ userId: u.id, keyHash: 'a', prefix: 'x', createdAt: 1, updatedAt: 1 }))()).rejects.toThrow();
+    });
+
+    test('all, byUser, delete', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const v = await seedUser(r);
+      const k1 = await seedKey(r, u.id);
+      const k2 = await seedKey(r, v.id);
+      expect((await r.apiKeys.all()).map((k) => k.id).sort()).toEqual([k1.id, k2.id].sort());
+      expect((await r.apiKeys.byUser(v.id)).map((k) => k.id)).toEqual([k2.id]);
+      expect(await r.apiKeys.delete(k1.id)).toBe(true);
+      expect(await r.apiKeys.delete(k1.id)).toBe(false);
+      expect(await r.apiKeys.byUser(u.id)).toEqual([]);
+    });
+
+    test('list: one user, keyword is a plain substring (ASCII case-folded, % is literal), status, paging', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const v = await seedUser(r);
+      const names = ['Prod key', 'staging', 'PRODUCTION 100%', 'dev', 'Ärger'];
+      const keys = [];
+      for (const [i, name] of names.entries()) keys.push(await seedKey(r, u.id, { name, status: i === 3 ? 2 : 1 }));
+      await seedKey(r, v.id, { name: 'prod of v' });
+      const names_ = async (f: { keyword?: string; status?: number; offset?: number; limit?: number }) =>
+        (await r.apiKeys.list({ userId: u.id, offset: 0, limit: 10, ...f })).items.map((k) => k.name);
+      expect(await names_({ keyword: 'prod' })).toEqual(['PRODUCTION 100%', 'Prod key']);
+      expect(await names_({ keyword: '0%' })).toEqual(['PRODUCTION 100%']);
+      expect(await names_({ keyword: 'p%d' })).toEqual([]);
+      expect(await names_({ keyword: 'p_od' })).toEqual([]);
+      expect(await names_({ keyword: 'ärger' })).toEqual([]);
+      expect(await names_({ keyword: 'Ärg' })).toEqual(['Ärger']);
+      expect(await names_({ status: 2 })).toEqual(['dev']);
+      const page = await r.apiKeys.list({ userId: u.id, offset: 1, limit: 2 });
+      expect(page.total).toBe(5);
+      expect(page.items.map((k) => k.id)).toEqual([keys[3]!.id, keys[2]!.id]);
+    });
+  });
+
+  describe('security', () => {
+    const env = useEnv(make);
+
+    test('TOTP: pending secret, enable once with a later step, steps only move forward, disable forgets', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      expect(await r.security.setPendingTotp(u.id, 'sealed-1', 10)).toBe(true);
+      expect((await r.users.byId(u.id))!.totpSecret).toBe('sealed-1');
+      expect(await r.security.enableTotp(u.id, 0, ['c1', 'c2'], 11)).toBe(false); // step 0 is not after the last (0)
+      expect(await r.security.unusedBackupCodes(u.id)).toBe(0);
+      expect(await r.security.enableTotp(u.id, 5, ['c1', 'c2', 'c3'], 11)).toBe(true);
+      expect((await r.users.byId(u.id))!).toMatchObject({ totpEnabled: true, totpLastStep: 5 });
+      expect(await r.security.unusedBackupCodes(u.id)).toBe(3);
+      expect(await r.security.enableTotp(u.id, 6, [], 12)).toBe(false);
+      expect(await r.security.setPendingTotp(u.id, 'sealed-2', 12)).toBe(false);
+      expect(await r.security.claimTotpStep(u.id, 5)).toBe(false);
+      expect(await r.security.claimTotpStep(u.id, 6)).toBe(true);
+      expect(await r.security.claimTotpStep(u.id, 6)).toBe(false);
+      expect(await r.security.claimTotpStep(u.id + 50, 99)).toBe(false);
+      await r.security.disableTotp(u.id, 13);
+      expect((await r.users.byId(u.id))!).toMatchObject({ totpEnabled: false, totpSecret: null, totpLastStep: 6 });
+      expect(await r.security.unusedBackupCodes(u.id)).toBe(0);
+    });
+
+    test('backup codes are used once; replacing voids the old set', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const v = await seedUser(r);
+      await r.security.replaceBackupCodes(u.id, ['a', 'b'], 1);
+      await r.security.replaceBackupCodes(v.id, ['a'], 1);
+      expect(await r.security.consumeBackupCode(u.id, 'a', 2)).toBe(true);
+      expect(await r.security.consumeBackupCode(u.id, 'a', 3)).toBe(false);
+      expect(await r.security.consumeBackupCode(u.id, 'zz', 3)).toBe(false);
+      expect(await r.security.unusedBackupCodes(u.id)).toBe(1);
+      expect(await r.security.unusedBackupCodes(v.id)).toBe(1);
+      await r.security.replaceBackupCodes(u.id, ['c', 'd', 'e'], 4);
+      expect(await r.security.consumeBackupCode(u.id, 'b', 5)).toBe(false);
+      expect(await r.security.unusedBackupCodes(u.id)).toBe(3);
+      await r.security.replaceBackupCodes(u.id, [], 6);
+      expect(await r.security.unusedBackupCodes(u.id)).toBe(0);
+    });
+
+    test('reset tokens: a new one voids the old; valid until expiry; consumed once, clearing the lockout', async () => {
+      const r = env().repos;
+      const u = await seedUser(r, { failedLogins: 3, lockCount: 2, lockedUntil: 999 });
+      await r.security.createResetToken(u.id, 't1', 100, 1);
+      await r.security.createResetToken(u.id, 't2', 100, 2);
+      expect(await r.security.resetTokenValid(u.id, 't1', 50)).toBe(false);
+      expect(await r.security.resetTokenValid(u.id, 't2', 99)).toBe(true);
+      expect(await r.security.resetTokenValid(u.id, 't2', 100)).toBe(false);
+      expect(await r.security.resetTokenValid(u.id + 1, 't2', 50)).toBe(false);
+      expect(await r.security.resetPassword(u.id, 't2', 'new-hash', 100)).toBe(false); // expired
+      expect(await r.security.resetPassword(u.id, 't2', 'new-hash', 60)).toBe(true);
+      expect(await r.security.resetPassword(u.id, 't2', 'other', 61)).toBe(false);
+      expect(await r.users.byId(u.id)).toMatchObject({ passwordHash: 'new-hash', failedLogins: 0, lockCount: 0, lockedUntil: 0, updatedAt: 60 });
+      expect(await r.security.resetTokenValid(u.id, 't2', 62)).toBe(false);
+    });
+
+    test('endCredentials ends every session and live token except the kept one, and counts them', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const v = await seedUser(r);
+      for (const h of ['s1', 's2', 's3']) await r.sessions.createSession({ idHash: h, userId: u.id, createdAt: 1, expiresAt: 100 });
+      await r.sessions.createSession({ idHash: 'sv', userId: v.id, createdAt: 1, expiresAt: 100 });
+      const t1 = await r.sessions.createToken({ userId: u.id, tokenHash: 't1', prefix: 'p', createdAt: 1 });
+      const t2 = await r.sessions.createToken({ userId: u.id, tokenHash: 't2', prefix: 'p', createdAt: 1 });
+      const t3 = await r.sessions.createToken({ userId: u.id, tokenHash: 't3', prefix: 'p', createdAt: 1 });
+      await r.sessions.revokeToken(u.id, t3.id, 5);
+      expect(await r.security.endCredentials(u.id, { sessionHash: 's2', tokenId: t1.id }, 9)).toEqual({ sessions_ended: 2, tokens_revoked: 1 });
+      expect(await r.sessions.findSession('s2', 0)).toBeDefined();
+      expect(await r.sessions.findSession('s1', 0)).toBeUndefined();
+      expect(await r.sessions.findSession('sv', 0)).toBeDefined();
+      expect((await r.sessions.findToken('t1'))!.revokedAt).toBeNull();
+      expect((await r.sessions.findToken('t2'))!.revokedAt).toBe(9);
+      expect((await r.sessions.findToken('t3'))!.revokedAt).toBe(5);
+      expect(await r.security.endCredentials(u.id, {}, 10)).toEqual({ sessions_ended: 1, tokens_revoked: 1 });
+      void t2;
+    });
+
+    test('login failures lock at the limit for lockSeconds * 2^locks, rounded up to a second', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const policy = { maxFailures: 3, lockSeconds: 60 };
+      expect(await r.security.recordLoginFailure(u.id, policy, 1_000_500)).toBe(0);
+      expect(await r.security.recordLoginFailure(u.id, policy, 1_000_500)).toBe(0);
+      expect(await r.security.recordLoginFailure(u.id, policy, 1_000_500)).toBe(Math.ceil(1_000.5 + 60));
+      expect(await r.users.byId(u.id)).toMatchObject({ failedLogins: 0, lockCount: 1 });
+      for (let i = 0; i < 2; i++) await r.security.recordLoginFailure(u.id, policy, 2_000_000);
+      expect(await r.security.recordLoginFailure(u.id, policy, 2_000_000)).toBe(2_000 + 120);
+      expect((await r.users.byId(u.id))!.lockedUntil).toBe(2_120);
+      expect(await r.security.recordLoginFailure(u.id + 77, policy, 1)).toBe(0);
+    });
+  });
+}
