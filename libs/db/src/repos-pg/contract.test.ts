@@ -1,25 +1,21 @@
 import { afterAll, beforeAll, describe } from 'bun:test';
 import { ChangeBus } from '@gw/core';
-import { openPostgres, type PgHandle } from '../pg/client';
 import { repoContract, type ContractEnv, type ContractRepos } from '../repos-contract';
 import {
   PgApiKeysRepo, PgChannelsRepo, PgGroupsRepo, PgLedgerRepo, PgPricesRepo, PgRealtimeSessionsRepo, PgRedemptionCodesRepo,
   PgSecurityRepo, PgSessionsRepo, PgSettlementsRepo, PgTopupOrdersRepo, PgUsageLogsRepo, PgUsageStatsRepo, PgUsersRepo,
   PgWebhookEventsRepo,
 } from './index';
-import { PG_TEST_URL, dropSchema, freshSchema, requirePg } from '../../../../tests/helpers/postgres';
+import { openPgTestDb, requirePg, type PgTestDb } from '../../../../tests/helpers/postgres';
 
 const available = await requirePg('libs/db/src/repos-pg/contract.test.ts');
-const schema = freshSchema('gw_repos');
-let h: PgHandle;
+let t: PgTestDb;
 
 beforeAll(async () => {
-  if (available) h = await openPostgres(PG_TEST_URL, { schema, max: 4 });
+  if (available) t = await openPgTestDb('gw_repos');
 });
 afterAll(async () => {
-  if (!available) return;
-  await h?.close();
-  await dropSchema(schema);
+  if (available) await t?.close();
 });
 
 /**
@@ -31,24 +27,13 @@ function asContract(repos: Record<keyof ContractRepos, object>): ContractRepos {
   return repos as ContractRepos;
 }
 
-let wipe: string | null = null;
-
-/**
- * One schema per file; every test starts from empty tables with identities restarted (ids from 1,
- * as in a new SQLite file). DELETE rather than TRUNCATE: on these tiny tables it costs ~15 ms where
- * TRUNCATE (new files per table) took 100-600 ms on a loaded machine.
- */
+/** Every test starts from empty tables on the file's own schema. */
 async function emptyEnv(): Promise<ContractEnv> {
-  if (!wipe) {
-    const tables = await h.sql<{ t: string }[]>`select tablename as t from pg_tables where schemaname = ${schema} and tablename <> '__drizzle_migrations'`;
-    const seqs = await h.sql<{ s: string }[]>`select sequencename as s from pg_sequences where schemaname = ${schema} and sequencename not like '%drizzle%'`;
-    wipe = [...tables.map((x) => `delete from "${x.t}";`), ...seqs.map((x) => `alter sequence "${x.s}" restart;`)].join('\n');
-  }
-  await h.sql.unsafe(wipe);
+  await t.reset();
+  const db = t.handle.db;
   const bus = new ChangeBus();
   const events: ContractEnv['events'] = [];
   bus.on('balance.changed', (payload) => events.push({ event: 'balance.changed', payload }));
-  const db = h.db;
   return {
     events,
     repos: asContract({

@@ -5,26 +5,26 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ChangeBus } from '@gw/core';
-import { openPostgres, type PgHandle } from '../pg/client';
+import type { PgHandle } from '../pg/client';
 import {
   PgApiKeysRepo, PgLedgerRepo, PgRedemptionCodesRepo, PgSecurityRepo, PgSettlementsRepo, PgTopupOrdersRepo, PgUsageLogsRepo,
   PgUsersRepo, PgWebhookEventsRepo,
 } from './index';
 import type { SettlementRow } from '../repos/settlements';
-import { PG_TEST_URL, dropSchema, freshSchema, requirePg } from '../../../../tests/helpers/postgres';
+import { openPgTestDb, requirePg, type PgTestDb } from '../../../../tests/helpers/postgres';
 
 const available = await requirePg('libs/db/src/repos-pg/transactions.test.ts');
-const schema = freshSchema('gw_repotx');
 const N = 8;
+let t: PgTestDb;
 let h: PgHandle;
 
 beforeAll(async () => {
-  if (available) h = await openPostgres(PG_TEST_URL, { schema, max: N });
+  if (!available) return;
+  t = await openPgTestDb('gw_repotx', { max: N });
+  h = t.handle;
 });
 afterAll(async () => {
-  if (!available) return;
-  await h?.close();
-  await dropSchema(schema);
+  if (available) await t?.close();
 });
 
 let seq = 0;
