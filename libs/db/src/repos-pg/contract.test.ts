@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe } from 'bun:test';
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ChangeBus } from '@gw/core';
 import { repoContract, type ContractEnv, type ContractRepos } from '../repos-contract';
 import {
   PgApiKeysRepo, PgChannelsRepo, PgGroupsRepo, PgLedgerRepo, PgPricesRepo, PgRealtimeSessionsRepo, PgRedemptionCodesRepo,
   PgSecurityRepo, PgSessionsRepo, PgSettlementsRepo, PgTopupOrdersRepo, PgUsageLogsRepo, PgUsageStatsRepo, PgUsersRepo,
-  PgWebhookEventsRepo,
+  PgWebhookEventsRepo, pgStatsReader,
 } from './index';
 import { openPgTestDb, requirePg, type PgTestDb } from '../../../../tests/helpers/postgres';
 
@@ -49,4 +49,19 @@ async function emptyEnv(): Promise<ContractEnv> {
 
 describe.skipIf(!available)('repository contract: PostgreSQL', () => {
   repoContract(emptyEnv);
+});
+
+describe.skipIf(!available)('pgStatsReader', () => {
+  test('reads both result sets of a statistics query from the repository', async () => {
+    const { repos } = await emptyEnv();
+    const u = await repos.users.insert({ username: 'sr', passwordHash: 'h', createdAt: 1, updatedAt: 1 });
+    for (const [i, ms] of [3, 3, 900].entries()) {
+      await repos.usageLogs.insertOnce({ requestId: `sr-${i}`, userId: u.id, apiKeyId: 1, model: 'm', status: 200, latencyMs: ms, cost: 2, createdAt: 100 });
+    }
+    const reader = pgStatsReader(new PgUsageStatsRepo(t.handle.db));
+    const res = await reader.read({ from: 0, to: 1_000, bucketSeconds: 3600, offsetSeconds: 0, groupBy: 'none', maxRows: 10 });
+    expect(res.rows).toEqual([{ bucket: 0, grp: null, requests: 3, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, audioTokens: 0, cost: 6 }]);
+    expect(res.hist.map((h) => [h.bin, h.n]).sort((a, b) => a[0]! - b[0]!)).toEqual([[13, 2], [79, 1]]);
+    await reader.close();
+  });
 });
