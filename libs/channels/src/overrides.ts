@@ -42,7 +42,9 @@ export const OverrideSchema = Type.Object({
   models: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), {
     minItems: 1, maxItems: 100, description: 'Only for these models (the requested or the upstream name): exact names or a prefix ending in `*`. Absent: every model',
   })),
-}, { additionalProperties: false, description: 'One override' });
+  // Open so that normalizeOverrides sees (and refuses) unknown keys: Elysia would silently strip them, and a
+  // misspelt `models` dropped that way would widen an entry to every model.
+}, { additionalProperties: true, description: 'One override' });
 export type OverrideInput = Static<typeof OverrideSchema>;
 
 export const OverridesSchema = Type.Array(OverrideSchema, {
@@ -68,6 +70,7 @@ const OWNED_HEADERS = new Set(['anthropic-version', 'anthropic-beta', 'content-t
 const SEGMENT = /^[A-Za-z0-9_-]+$/;
 const UNSAFE_SEGMENTS = new Set(['__proto__', 'constructor', 'prototype']);
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const KNOWN_KEYS = new Set(['op', 'path', 'name', 'value', 'min', 'max', 'models']);
 const FIELDS_OF: Record<OverrideOp, string[]> = {
   set: ['path', 'value'], remove: ['path'], clamp: ['path', 'min', 'max'], set_header: ['name', 'value'], remove_header: ['name'],
 };
@@ -83,12 +86,18 @@ export function normalizeOverrides(list: OverrideInput[] | ChannelOverride[] | u
 
 function normalizeOne(e: OverrideInput, at: string): ChannelOverride {
   const op = e.op;
+  for (const k of Object.keys(e)) {
+    if (!KNOWN_KEYS.has(k)) throw invalid(`${at}.${k}`, `${at}: unknown field "${k}" (an override has op, path, name, value, min, max, models)`);
+  }
   if (!OVERRIDE_OPS.includes(op)) throw invalid(`${at}.op`, `${at}.op must be one of ${OVERRIDE_OPS.join(', ')}`);
   for (const k of ['path', 'name', 'value', 'min', 'max'] as const) {
     if (e[k] !== undefined && !FIELDS_OF[op].includes(k)) throw invalid(`${at}.${k}`, `${at}: ${k} does not apply to ${op} (it takes ${FIELDS_OF[op].join(', ')})`);
   }
   const out: ChannelOverride = { op };
-  if (op === 'set_header' || op === 'remove_header') out.name = headerName(e, op, at);
+  if (op === 'set_header' || op === 'remove_header') {
+    out.name = headerName(e, op, at);
+    if (op === 'set_header') out.value = e.value;
+  }
   else Object.assign(out, bodyOp(e, op, at));
   if (e.models !== undefined) out.models = modelPatterns(e.models, `${at}.models`);
   return out;
