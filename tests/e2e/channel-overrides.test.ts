@@ -258,4 +258,14 @@ describe('definitions on the API', () => {
     expect((await gw.api('GET', `/api/channel/${ids.native}`)).body.data.overrides).toHaveLength(7);
     expect((await gw.api('GET', '/api/channel/?keyword=bad')).body.data.total).toBe(0);
   });
+
+  test('the OpenAPI document describes both fields on create, update and the view, and the log fields', async () => {
+    const doc = await (await fetch(`${gw.url}/openapi/json`)).json() as any;
+    const schemas = doc.components.schemas;
+    for (const name of ['ChannelCreate', 'ChannelUpdate', 'ChannelView']) {
+      const text = JSON.stringify(schemas[name].properties);
+      for (const s of ['"overrides"', '"billing_model"', 'set_header', 'remove_header', 'upstream']) expect({ name, s, found: text.includes(s) }).toEqual({ name, s, found: true });
+    }
+    expect(JSON.stringify(doc)).toContain('billed_model');
+  });
 });
