@@ -45,7 +45,10 @@ beforeAll(async () => {
     fields: { header_policy: { forward_headers: ['user-agent'] }, overrides: [...COMMON, { op: 'set', path: 'stop_sequences', value: ['STOP'], models: ['ov-o-spec*'] }] },
   });
   await channel('raise', { type: 'anthropic', url: ant.url, models: ['ov-raise'], fields: { overrides: [{ op: 'set', path: 'max_tokens', value: 8000 }] } });
-  for (const m of ['ov-a', 'ov-a-special', 'ov-o', 'ov-o-special', 'ov-raise']) await setPrice(gw, m, { input: 0, output: 1_000_000 });
+  // Failover: the first channel clamps, the second does not; each attempt gets its own channel's request.
+  await channel('fo-first', { type: 'anthropic', url: ant.url, models: ['ov-fo'], fields: { priority: 10, overrides: [{ op: 'clamp', path: 'max_tokens', max: 50 }] } });
+  await channel('fo-second', { type: 'anthropic', url: ant.url, models: ['ov-fo'], fields: { overrides: [{ op: 'set', path: 'top_k', value: 3 }] } });
+  for (const m of ['ov-a', 'ov-a-special', 'ov-o', 'ov-o-special', 'ov-raise', 'ov-fo']) await setPrice(gw, m, { input: 0, output: 1_000_000 });
   // Billing: requested prices 1/2 per token, upstream prices 3/5 per token.
   await channel('bill-req', { type: 'anthropic', url: ant.url, models: ['bill-req'], mapping: { 'bill-req': 'bill-req-up' } });
   await channel('bill-up', { type: 'openai', url: oai.url, models: ['bill-up'], mapping: { 'bill-up': 'bill-up-up' }, fields: { billing_model: 'upstream' } });
@@ -160,6 +163,21 @@ describe('metering uses the request after overrides', () => {
     // The clamp lets a request through that its own max_tokens could not afford.
     const ok = await send(gw, u.key, msg('ov-a', { max_tokens: 100_000 }));
     expect(ok.status).toBe(200);
+  });
+
+  test('on failover each channel gets its own overrides; the hold covers both; the log and limits follow the one that served', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    ant.queue.push({ error: { status: 500 }, delayMs: 300 }, { usage: { input: 10, output: 100 } });
+    const pending = send(gw, u.key, msg('ov-fo', { max_tokens: 4000 }));
+    await Bun.sleep(150);
+    expect(1_000_000 - gw.services.relay.quota.available(u.id)).toBe(4000);
+    const r = await pending;
+    expect(r.status).toBe(200);
+    const [first, second] = ant.double.requests.slice(-2);
+    expect([first!.body.max_tokens, first!.body.top_k]).toEqual([50, undefined]);
+    expect([second!.body.max_tokens, second!.body.top_k]).toEqual([4000, 3]);
+    const log = logOf(r.headers.get('request-id')!);
+    expect(log).toMatchObject({ attempts: 2, channel_id: ids['fo-second'], overrides: '["set:top_k"]', output_tokens: 100, cost: 100, usage_flag: '' });
   });
 
   test('usage beyond the clamped max_tokens is implausible and billed at the clamp', async () => {
