@@ -116,6 +116,16 @@ describe('what the upstream receives', () => {
     });
   }
 
+  test('a channel test sends its minimal request with the overrides, except on max_tokens (it stays 1 token)', async () => {
+    const r = await gw.api('POST', `/api/channel/${ids.raise}/test`);
+    expect(r.body.data.success).toBe(true);
+    expect(ant.last().body.max_tokens).toBe(1);
+    const t = await gw.api('POST', `/api/channel/${ids.native}/test?model=ov-a-special`);
+    expect(t.body.data.success).toBe(true);
+    expect(ant.last().body).toMatchObject({ max_tokens: 1, top_p: 0.5, top_k: 7 });
+    expect(ant.last().headers).toMatchObject({ 'x-team': 'blue', 'x-only-special': '1' });
+  });
+
   test('an override that changes nothing is not logged; the client\'s own values pass when no entry touches them', async () => {
     const u = await keyedUser(gw);
     const r = await send(gw, u.key, msg('ov-raise', { max_tokens: 8000, temperature: 0.3 }));

@@ -134,3 +134,19 @@ class CompiledList implements ModelOverrides {
     return out;
   }
 }
+
+/**
+ * The minimal request of a channel test or health probe (`max_tokens` 1, one "ping"), as the channel sends
+ * requests: its overrides applied, so a channel that needs a header or a body setting is not judged broken
+ * without it. Entries on `max_tokens` are left out: a probe stays one token, whatever a channel sets.
+ */
+export function probeRequest(ch: { overrides: OverrideProgram | null; headers: Record<string, string> }, model: string): {
+  body: { model: string; max_tokens: number; messages: Array<{ role: 'user'; content: string }> };
+  extraHeaders: Record<string, string>;
+} {
+  const base = { model, max_tokens: 1, messages: [{ role: 'user' as const, content: 'ping' }] };
+  const ov = ch.overrides?.forModel(model);
+  if (!ov) return { body: base, extraHeaders: ch.headers };
+  const body = { ...ov.applyBody(base, []), max_tokens: 1 };
+  return { body, extraHeaders: ov.applyHeaders({ extra: ch.headers, forwarded: {} }, []).extra };
+}

@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'bun:test';
 import { GatewayError } from '@gw/core';
 import { normalizeOverrides, type OverrideInput } from './overrides';
-import { compileOverrides } from './override-program';
+import { compileOverrides, probeRequest } from './override-program';
 
 const refusal = (list: unknown[]) => {
   try {
@@ -149,5 +149,16 @@ describe('compiled program', () => {
   test('touchesInput only for measured fields', () => {
     expect(compileOverrides([{ op: 'clamp', path: 'max_tokens', max: 1 }], ['m'], {})!.forModel('m')!.touchesInput).toBe(false);
     expect(compileOverrides([{ op: 'set', path: 'system', value: 'Be brief.' }], ['m'], {})!.forModel('m')!.touchesInput).toBe(true);
+  });
+
+  test('probe request: overrides applied except on max_tokens; none = the plain probe', () => {
+    const program = compileOverrides(normalizeOverrides([
+      { op: 'set', path: 'max_tokens', value: 9000 }, { op: 'set', path: 'temperature', value: 0 }, { op: 'set_header', name: 'x-team', value: 'blue' },
+    ]), ['m'], {});
+    expect(probeRequest({ overrides: program, headers: { 'x-a': '1' } }, 'm')).toEqual({
+      body: { model: 'm', max_tokens: 1, temperature: 0, messages: [{ role: 'user', content: 'ping' }] } as any,
+      extraHeaders: { 'x-a': '1', 'x-team': 'blue' },
+    });
+    expect(probeRequest({ overrides: null, headers: {} }, 'm').body).toEqual({ model: 'm', max_tokens: 1, messages: [{ role: 'user', content: 'ping' }] });
   });
 });
