@@ -2,7 +2,8 @@
  * `bun run bench/overrides.ts`: what channel overrides add to a /v1/messages request, measured in-process
  * (the full `bun run bench` on a shared 2-core machine varies by more than the few microseconds at stake).
  * Times the per-request planning step (basePlan + planFor per candidate + coverAll) for a channel without
- * overrides, the same with four overrides (clamp, remove, set, set_header), and, for scale, one
+ * overrides, the same with four overrides (clamp, remove, set, set_header), with one that sets `system` (the
+ * input is re-measured by difference, without re-reading the conversation), and, for scale, one
  * measureRequestTokens of the same body, which every request already paid before this change.
  */
 import { compileOverrides, normalizeOverrides } from '@gw/channels';
@@ -26,6 +27,7 @@ const plain = channel(null);
 const withOv = channel(compileOverrides(normalizeOverrides([
   { op: 'clamp', path: 'max_tokens', max: 8192 }, { op: 'remove', path: 'temperature' }, { op: 'set', path: 'top_p', value: 0.9 }, { op: 'set_header', name: 'x-team', value: 'blue' },
 ]), ['m'], {}));
+const withSystem = channel(compileOverrides(normalizeOverrides([{ op: 'set', path: 'system', value: 'Be brief.' }]), ['m'], {}));
 const deps: PlanDeps = { price: () => undefined, worstCase: () => ({ amount: 1, limits: { maxInput: 1, maxOutput: 1, input: 1 } }) };
 const headers = new Headers({ 'user-agent': 'x' });
 const measure = measureRequestTokens(body);
@@ -44,4 +46,5 @@ function time(label: string, fn: () => unknown): number {
 
 time('plan, channel without overrides', () => { const b = basePlan(body, measure, deps); return coverAll([planFor(plain, b, headers, deps)], b); });
 time('plan, channel with 4 overrides', () => { const b = basePlan(body, measure, deps); return coverAll([planFor(withOv, b, headers, deps)], b); });
+time('plan, channel setting system (re-measured)', () => { const b = basePlan(body, measure, deps); return coverAll([planFor(withSystem, b, headers, deps)], b); });
 time('for scale: measureRequestTokens of the same body', () => measureRequestTokens(body));

@@ -48,6 +48,10 @@ beforeAll(async () => {
   // Failover: the first channel clamps, the second does not; each attempt gets its own channel's request.
   await channel('fo-first', { type: 'anthropic', url: ant.url, models: ['ov-fo'], fields: { priority: 10, overrides: [{ op: 'clamp', path: 'max_tokens', max: 50 }] } });
   await channel('fo-second', { type: 'anthropic', url: ant.url, models: ['ov-fo'], fields: { overrides: [{ op: 'set', path: 'top_k', value: 3 }] } });
+  // Input priced at 1 unit per token, output free: a hold is exactly the input bound.
+  await channel('sys', { type: 'anthropic', url: ant.url, models: ['ov-sys'], fields: { overrides: [{ op: 'set', path: 'system', value: 'x'.repeat(16_000) }] } });
+  await channel('plain', { type: 'anthropic', url: ant.url, models: ['ov-plain'] });
+  for (const m of ['ov-sys', 'ov-plain']) await setPrice(gw, m, { input: 1_000_000, output: 0 });
   for (const m of ['ov-a', 'ov-a-special', 'ov-o', 'ov-o-special', 'ov-raise', 'ov-fo']) await setPrice(gw, m, { input: 0, output: 1_000_000 });
   // Billing: requested prices 1/2 per token, upstream prices 3/5 per token.
   await channel('bill-req', { type: 'anthropic', url: ant.url, models: ['bill-req'], mapping: { 'bill-req': 'bill-req-up' } });
@@ -161,6 +165,13 @@ describe('metering uses the request after overrides', () => {
     expect((await heldDuring('ov-a', { max_tokens: 4000 }, ant)).held).toBe(50);
     expect((await heldDuring('ov-o', { max_tokens: 4000 }, oai)).held).toBe(50);
     expect((await heldDuring('ov-raise', { max_tokens: 10 }, ant)).held).toBe(8000);
+  });
+
+  test('a system prompt set by an override is measured into the hold (16,000 ASCII characters: 8,000 tokens of bound)', async () => {
+    const plain = (await heldDuring('ov-plain', { max_tokens: 10, system: 'short' }, ant)).held;
+    const sys = await heldDuring('ov-sys', { max_tokens: 10, system: 'short' }, ant);
+    expect(ant.last().body.system).toBe('x'.repeat(16_000));
+    expect(sys.held - plain).toBe(8_000 - 3); // the client's 'short' (3 tokens of bound) is replaced
   });
 
   test('a raised max_tokens the balance cannot cover is refused (402) before the upstream is called', async () => {

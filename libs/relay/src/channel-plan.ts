@@ -51,10 +51,28 @@ export function planFor(ch: RelayChannel, base: ChannelPlan, clientHeaders: Head
   const body = ov ? ov.applyBody(base.body, changed) : base.body;
   const headers = ov ? ov.applyHeaders({ extra: ch.headers, forwarded: applyHeaderPolicy(ch.headerPolicy, clientHeaders).forwarded }, changed) : null;
   if (body === base.body && !upstreamPrice) return { ...base, changed, headers };
-  const measure = ov?.touchesInput && body !== base.body ? measureRequestTokens(body) : base.measure;
+  const measure = ov?.touchesInput && body !== base.body ? remeasure(base, body) : base.measure;
   const price = upstreamPrice ?? base.price;
   return { body, changed, headers, billedModel: upstreamPrice ? upstreamModel : model, price, measure, sized: d.worstCase(body, price, measure) };
 }
+
+/**
+ * The input measure of a body whose overrides changed system, tools or mcp_servers (never messages: refused),
+ * without re-reading the conversation: the measure is a sum, so the old parts are taken out and the new ones
+ * added. Only when the old parts and the rest were both unmeasurable is the whole body measured again.
+ */
+export function remeasure(base: ChannelPlan, body: MessagesRequest): InputMeasure {
+  const before = partOf(base.body);
+  const after = partOf(body);
+  if (base.measure.unmeasured && before.unmeasured) return measureRequestTokens(body);
+  return {
+    estimate: base.measure.estimate - before.estimate + after.estimate,
+    bound: base.measure.bound - before.bound + after.bound,
+    unmeasured: base.measure.unmeasured || after.unmeasured,
+  };
+}
+
+const partOf = (b: MessagesRequest) => measureRequestTokens({ system: b.system, tools: b.tools, mcp_servers: (b as { mcp_servers?: unknown }).mcp_servers, messages: [] });
 
 /** The hold that covers every plan: the largest amount, and the most tokens any of them may use (for token limits). */
 export function coverAll(plans: ChannelPlan[], base: ChannelPlan): { sized: Sized; tokens: number } {
