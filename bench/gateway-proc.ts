@@ -15,7 +15,8 @@ const upstreamUrl = process.argv[2]!;
 const dir = mkdtempSync(join(tmpdir(), 'gw-bench-'));
 const config = loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'gateway.db')}`, ROOT_PASSWORD: 'bench-root-password', HOST: '127.0.0.1', ...(process.env.BENCH_GW_ENV ? JSON.parse(process.env.BENCH_GW_ENV) : {}) });
 const s = await createServices(config, silentLogger);
-s.channels.create({ name: 'bench', type: 'anthropic', base_url: upstreamUrl, key: 'bench-upstream-key', models: ['bench-model'] } as any);
+// BENCH_CHANNEL: extra channel fields as JSON (e.g. overrides), to measure what they cost on the request path.
+s.channels.create({ name: 'bench', type: 'anthropic', base_url: upstreamUrl, key: 'bench-upstream-key', models: ['bench-model'], ...(process.env.BENCH_CHANNEL ? JSON.parse(process.env.BENCH_CHANNEL) : {}) } as any);
 s.relay.prices.upsert({ model: 'bench-model', input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 });
 const now = Math.floor(Date.now() / 1000);
 const user = s.users.insert({ username: 'bench', passwordHash: 'x', createdAt: now, updatedAt: now });

@@ -145,11 +145,11 @@ export class QuotaService {
   }
 
   private entry(r: Reservation | null, log: UsageLogInput): Entry {
-    const limits = r?.limits ?? log.limits ?? null;
+    const limits = log.limits ?? r?.limits ?? null;
     const g = guardUsage(log.usage, { ...log.estimate, input: log.estimate?.input ?? limits?.input }, limits, log.estimated);
     const u = g.usage;
     const ratio = log.ratio ?? RATIO_ONE;
-    const priced = priceUsage(u, log.price ?? this.deps.prices.get(log.model), ratio);
+    const priced = priceUsage(u, log.price ?? this.deps.prices.get(log.billedModel || log.model), ratio);
     let cost = priced.cost;
     const cap = this.chargeCap(r, log.userId, { id: log.apiKeyId, limited: r ? r.keyLimited : false });
     if (cost > cap) {
@@ -163,7 +163,7 @@ export class QuotaService {
       cacheWrite1hTokens: u.cacheWrite1h, longContext: priced.longContext, audioInputTokens: u.audioInput, audioOutputTokens: u.audioOutput,
       cost, latencyMs: log.latencyMs, ttftMs: log.ttftMs,
       status: log.status, errorCode: log.errorCode, usageFlag: g.flags.join(','), attempts: log.attempts, ip: log.ip, createdAt: nowSeconds(),
-      group: log.group ?? '', priceRatio: ratio,
+      group: log.group ?? '', priceRatio: ratio, billedModel: log.billedModel ?? '', overrides: log.overrides ?? '',
     };
     return { r, row, limitedKey: r ? r.keyLimited : true, inserted: false, balance: null, error: undefined, waiters: [] };
   }

@@ -16,6 +16,7 @@ export const EXPORT_COLUMNS = Object.keys(UsageLogView.properties) as (keyof Usa
  */
 export function csvField(v: unknown): string {
   if (v === null || v === undefined) return '';
+  if (Array.isArray(v)) return v.length ? csvField(JSON.stringify(v)) : '';
   if (typeof v !== 'string') return String(v);
   const s = /^[=+\-@\t\r]/.test(v) ? `'${v}` : v;
   return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;

@@ -14,6 +14,8 @@ export const UsageLogView = Type.Object({
   channel_id: nullableInt('Channel that served it (null when none did, or for non-admin callers).'),
   model: Type.String({ description: 'Model the client asked for.' }),
   upstream_model: Type.String({ description: 'Model name sent upstream after mapping.' }),
+  billed_model: Type.String({ description: "The model whose price was applied: `model`, or `upstream_model` when the channel bills the upstream model (its `billing_model`)." }),
+  overrides: Type.Array(Type.String(), { description: 'Channel overrides that changed the request, as op:target (e.g. "clamp:max_tokens", "remove:temperature", "set_header:x-foo"); [] = none.' }),
   stream: Type.Boolean(),
   input_tokens: int('Uncached input tokens.'),
   output_tokens: int('Output tokens.'),
@@ -42,11 +44,23 @@ export type UsageLogView = Static<typeof UsageLogView>;
 export function toUsageLogView(r: UsageLogRow, admin: boolean): UsageLogView {
   return {
     id: r.id, request_id: r.requestId, kind: r.kind, user_id: r.userId, api_key_id: r.apiKeyId,
-    channel_id: admin ? r.channelId : null, model: r.model, upstream_model: admin ? r.upstreamModel : '', stream: r.stream,
+    channel_id: admin ? r.channelId : null, model: r.model, upstream_model: admin ? r.upstreamModel : '',
+    billed_model: r.billedModel || r.model, overrides: admin ? parseList(r.overrides) : [], stream: r.stream,
     input_tokens: r.inputTokens, output_tokens: r.outputTokens, cache_read_tokens: r.cacheReadTokens,
     cache_write_tokens: r.cacheWriteTokens, cache_write_5m_tokens: r.cacheWriteTokens - r.cacheWrite1hTokens,
     cache_write_1h_tokens: r.cacheWrite1hTokens, long_context: r.longContext, audio_input_tokens: r.audioInputTokens, audio_output_tokens: r.audioOutputTokens,
     cost: r.cost, group: r.group, price_ratio: r.priceRatio, latency_ms: r.latencyMs, ttft_ms: r.ttftMs, status: r.status, error_code: r.errorCode, usage_flag: r.usageFlag,
     attempts: r.attempts, ip: r.ip, created_at: r.createdAt,
   };
+}
+
+/** The stored JSON list ('' = none); a damaged value shows as [] rather than failing the listing. */
+function parseList(s: string): string[] {
+  if (!s) return [];
+  try {
+    const v = JSON.parse(s);
+    return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
+  } catch {
+    return [];
+  }
 }

@@ -53,10 +53,14 @@ export interface UsageLogInput {
   estimate?: Partial<TokenUsage>;
   /** `usage` is itself the gateway's estimate, not the upstream's report. */
   estimated?: boolean;
-  /** Plausibility limits when no reservation carries them. */
+  /** Plausibility limits; they win over the reservation's (a request sized for several channels settles with the serving one's). */
   limits?: UsageLimits;
-  /** Defaults to the PriceBook's current price of `model` (zero when unpriced). */
+  /** Defaults to the PriceBook's current price of `billedModel`, else of `model` (zero when unpriced). */
   price?: PriceRow;
+  /** The model whose price applies when it is not `model` (a channel billing the upstream model); recorded on the row. */
+  billedModel?: string;
+  /** JSON list of the channel overrides that changed the request ('' or absent = none). */
+  overrides?: string;
   latencyMs: number;
   ttftMs: number | null;
   status: number;

@@ -7,3 +7,5 @@ export * from './header-policy';
 export * from './keys';
 export * from './key-service';
 export * from './failure-rules';
+export * from './overrides';
+export * from './override-program';

@@ -1,6 +1,7 @@
 import { stdLogger, type ChangeBus, type Logger, type SecretBox } from '@gw/core';
-import { CHANNEL_STATUS, type ChannelFailureRules, type ChannelRow, type ChannelsRepo, type HeaderPolicy } from '@gw/db';
+import { CHANNEL_STATUS, type BillingModel, type ChannelFailureRules, type ChannelRow, type ChannelsRepo, type HeaderPolicy } from '@gw/db';
 import { keyEntries } from './keys';
+import { compileOverrides, type OverrideProgram } from './override-program';
 
 /** One upstream key of a channel, decrypted. */
 export interface ChannelKey {
@@ -35,6 +36,10 @@ export interface ChannelRecord {
   headers: Record<string, string>;
   /** Which client headers and body fields reach the upstream (see header-policy.ts). */
   headerPolicy: HeaderPolicy;
+  /** The channel's overrides, compiled when it was loaded; null = none. */
+  overrides: OverrideProgram | null;
+  /** Which model's price bills its requests. */
+  billingModel: BillingModel;
 }
 
 /**
@@ -109,6 +114,8 @@ export class ChannelRegistry {
       modelMapping: row.modelMapping, groups: row.group.split(',').map((g) => g.trim()).filter(Boolean), tag: row.tag,
       priority: row.priority, weight: row.weight, status: row.status, timeoutMs: row.timeoutMs, headers: row.headers,
       headerPolicy: row.headerPolicy ?? {},
+      overrides: compileOverrides(row.overrides, row.models, row.modelMapping),
+      billingModel: row.billingModel === 'upstream' ? 'upstream' : 'requested',
     });
   }
 

@@ -5,6 +5,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { HeaderPolicySchema } from './header-policy';
 import { FailureRulesSchema } from './failure-rules';
+import { BillingModelSchema, OverridesSchema } from './overrides';
 
 export const CHANNEL_TYPES = ['anthropic', 'openai', 'openai-legacy'] as const;
 export type ChannelType = (typeof CHANNEL_TYPES)[number];
@@ -55,6 +56,8 @@ export const ChannelCreate = Type.Object({
   failure_rules: Type.Optional(FailureRulesSchema),
   first_byte_timeout_ms: Type.Optional(FirstByteTimeoutMs),
   probe_interval_ms: Type.Optional(ProbeIntervalMs),
+  overrides: Type.Optional(OverridesSchema),
+  billing_model: Type.Optional(BillingModelSchema),
 });
 export type ChannelCreate = Static<typeof ChannelCreate>;
 
@@ -93,6 +96,8 @@ export const ChannelView = Type.Object({
   failure_rules: FailureRulesSchema,
   first_byte_timeout_ms: Type.Union([Type.Integer(), Type.Null()]),
   probe_interval_ms: Type.Union([Type.Integer(), Type.Null()]),
+  overrides: OverridesSchema,
+  billing_model: Type.String({ description: "'requested' or 'upstream'" }),
   response_time_ms: Type.Integer(),
   tested_at: Type.Union([Type.Integer(), Type.Null()]),
   created_at: Type.Integer(),

@@ -4,6 +4,7 @@ import { isCredentialHeader } from '@gw/providers';
 import type { ChannelCreate, ChannelUpdate, ChannelView } from './schemas';
 import { normalizeHeaderPolicy } from './header-policy';
 import { normalizeFailureRules } from './failure-rules';
+import { normalizeOverrides } from './overrides';
 import { KEY_STATUS, keyEntries, MAX_KEYS_PER_CHANNEL, usableKey } from './keys';
 import { normalizeBaseUrl, normalizeHeaders, normalizeMapping, normalizeModels, normalizeName } from './validate';
 
@@ -49,6 +50,7 @@ export class ChannelService {
       header_policy: normalizeHeaderPolicy(r.headerPolicy),
       key_selection: r.keySelection, key_count: keyEntries(r).length, usable_keys: keyEntries(r).filter(usableKey).length,
       failure_rules: r.failureRules ?? {}, first_byte_timeout_ms: r.firstByteTimeoutMs, probe_interval_ms: r.probeIntervalMs,
+      overrides: (r.overrides ?? []) as ChannelView['overrides'], billing_model: r.billingModel,
       response_time_ms: r.responseTimeMs, tested_at: r.testedAt, created_at: r.createdAt, updated_at: r.updatedAt,
     };
   }
@@ -78,6 +80,8 @@ export class ChannelService {
       timeoutMs: input.timeout_ms ?? 300_000,
       headers: normalizeHeaders(input.headers ?? {}),
       headerPolicy: normalizeHeaderPolicy(input.header_policy),
+      overrides: normalizeOverrides(input.overrides),
+      billingModel: input.billing_model ?? 'requested',
       createdAt: now,
       updatedAt: now,
     });
@@ -128,6 +132,8 @@ export class ChannelService {
     if (input.timeout_ms !== undefined) patch.timeoutMs = input.timeout_ms;
     if (input.headers !== undefined) patch.headers = keepMaskedHeaders(normalizeHeaders(input.headers), stored.headers);
     if (input.header_policy !== undefined) patch.headerPolicy = normalizeHeaderPolicy(input.header_policy);
+    if (input.overrides !== undefined) patch.overrides = normalizeOverrides(input.overrides);
+    if (input.billing_model !== undefined) patch.billingModel = input.billing_model;
     const row = this.repo.update(input.id, patch);
     if (!row) throw notFound(input.id);
     this.bus.emit('channel.changed', { channelId: row.id });

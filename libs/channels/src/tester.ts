@@ -1,6 +1,7 @@
 import { GatewayError, nowSeconds, readBounded } from '@gw/core';
 import { getAdapter, scrubberFor } from '@gw/providers';
 import type { ChannelRegistry } from './registry';
+import { probeRequest } from './override-program';
 import type { ChannelTestResult } from './schemas';
 import type { ChannelService } from './service';
 
@@ -33,11 +34,9 @@ export class ChannelTester {
     const requested = model ?? ch.models[0]!;
     if (!ch.models.includes(requested)) throw new GatewayError(400, 'model_not_served', `Channel ${id} does not serve model "${requested}"`, { param: 'model' });
     const adapter = getAdapter(ch.type);
-    const target = { baseUrl: ch.baseUrl, apiKey: ch.apiKey, upstreamModel: ch.modelMapping[requested] ?? requested, extraHeaders: ch.headers, timeoutMs: ch.timeoutMs };
-    const req = adapter.buildMessagesRequest(
-      { model: requested, max_tokens: 1, messages: [{ role: 'user', content: 'ping' }] } as Parameters<typeof adapter.buildMessagesRequest>[0],
-      target, new Headers(),
-    );
+    const probe = probeRequest(ch, requested);
+    const target = { baseUrl: ch.baseUrl, apiKey: ch.apiKey, upstreamModel: ch.modelMapping[requested] ?? requested, extraHeaders: probe.extraHeaders, timeoutMs: ch.timeoutMs };
+    const req = adapter.buildMessagesRequest(probe.body as Parameters<typeof adapter.buildMessagesRequest>[0], target, new Headers());
     // The same scrubber as the relay's: the upstream's text never shows this channel's key or header secrets.
     const scrubber = scrubberFor(target);
     const started = performance.now();

@@ -155,7 +155,15 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   private price(): RealtimePrice {
-    return this.o.prices.get(this.o.model) ?? this.o.price;
+    return this.billing().price;
+  }
+
+  /** The model whose price applies now and that price: the channel's billed model while it has a price, else the requested one. */
+  private billing(): { model: string; price: RealtimePrice } {
+    const billed = this.target?.billedModel;
+    const up = billed && billed !== this.o.model ? this.o.prices.get(billed) : undefined;
+    if (up) return { model: billed!, price: up };
+    return { model: this.o.model, price: this.o.prices.get(this.o.model) ?? this.o.price };
   }
 
   private contextTokens(): number {
@@ -189,6 +197,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const t = tokensOf(response?.usage);
     const failed = response?.status === 'failed';
     const target = this.target;
+    const bill = this.billing();
     const res = this.o.quota.settle(held?.r ?? null, {
       requestId: `${this.o.sessionId}_${responseId || `n${++this.seq}`}`,
       kind: 'realtime',
@@ -197,13 +206,14 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       channelId: target?.channelId ?? null,
       model: this.o.model,
       upstreamModel: target?.upstreamModel ?? '',
+      billedModel: bill.model,
       stream: true,
       // No usage object at all: billing falls back to what was reserved (flagged `estimated`), never to 0.
       usage: response?.usage && typeof response.usage === 'object'
         ? { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: t.audioOut }
         : null,
       limits: held ? undefined : this.limits(this.sessionMaxOutput),
-      price: this.price(),
+      price: bill.price,
       latencyMs: held ? Date.now() - held.at : 0,
       ttftMs: null,
       status: failed ? 502 : 200,

@@ -31,7 +31,8 @@ export interface KeyPolicy<K extends RealtimeKey = RealtimeKey> {
 }
 
 /** The channel fields the relay reads (one source of truth: @gw/channels' ChannelRecord). */
-export type RealtimeChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups' | 'priority' | 'weight' | 'headers'>;
+export type RealtimeChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups' | 'priority' | 'weight' | 'headers'>
+  & Partial<Pick<ChannelRecord, 'billingModel'>>;
 
 export interface ChannelSource<C extends RealtimeChannel = RealtimeChannel> {
   /** Enabled channels serving `model` to `group`, best first. */

@@ -195,8 +195,10 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       // The client's beta choice first: a header the operator set on the channel wins.
       const headers = { ...beta.headers, ...this.d.upstream.headers(c, upstreamModel) };
       const scrubber = scrubberFor({ apiKey: c.apiKey, extraHeaders: c.headers });
+      // A channel billing the upstream model does so only when that model has a price (else the requested one's applies).
+      const billedModel = c.billingModel === 'upstream' && upstreamModel !== model && this.d.prices.get(upstreamModel) ? upstreamModel : model;
       return [{
-        channelId: c.id, upstreamModel, url: this.d.upstream.url(c, upstreamModel), headers, protocols: beta.protocols,
+        channelId: c.id, upstreamModel, billedModel, url: this.d.upstream.url(c, upstreamModel), headers, protocols: beta.protocols,
         scrub: (t) => scrubber.scrub(t),
       }];
     } catch (e) {

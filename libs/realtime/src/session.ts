@@ -21,6 +21,8 @@ export interface SessionFailure {
 export interface UpstreamTarget {
   channelId: number;
   upstreamModel: string;
+  /** The model whose price bills the session's responses (the channel's billing_model); absent = the requested one. */
+  billedModel?: string;
   url: string;
   headers: Record<string, string>;
   /** Subprotocols offered to the upstream (the client's beta choice); absent = none. */

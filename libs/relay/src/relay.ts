@@ -15,10 +15,12 @@ import { isKeyRefusal, KeyPicker } from './keys';
 import { countsAsFailure } from './failure-rules';
 import { defaultPolicy, type GroupPolicy } from './group-policy';
 import { RequestLimiter, type LimitFields } from './limits';
+import { basePlan, coverAll, planFor, type ChannelPlan, type PlanDeps } from './channel-plan';
 
 /** The fields of a channel the relay reads (one source of truth: @gw/channels' ChannelRecord). */
 export type RelayChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups'
-  | 'priority' | 'weight' | 'status' | 'timeoutMs' | 'headers' | 'headerPolicy' | 'keys' | 'keySelection' | 'failureRules' | 'firstByteTimeoutMs' | 'probeIntervalMs'>;
+  | 'priority' | 'weight' | 'status' | 'timeoutMs' | 'headers' | 'headerPolicy' | 'keys' | 'keySelection' | 'failureRules' | 'firstByteTimeoutMs' | 'probeIntervalMs'
+  | 'overrides' | 'billingModel'>;
 type RelayKey = RelayChannel['keys'][number];
 
 /** What the relay tells the owner of channel keys (ChannelKeyService and its counters). */
@@ -155,14 +157,28 @@ export class RelayService {
   async messages(req: RelayRequest): Promise<Response> {
     const { body } = req;
     const policy = this.policy(req.group);
-    const measure = measureRequestTokens(body);
-    const inputEstimate = measure.estimate;
+    const pinKey = this.d.affinity?.key({ userId: req.key.userId, group: req.group, model: body.model }, conversationOf(req.headers, body)) ?? null;
+    // Routed before sizing, because each channel's overrides and billing model change what the request may
+    // cost; a routing error is kept and thrown after the quota check, so the check order stays the same.
+    let order: RelayChannel[] = [];
+    let routeError: unknown = null;
+    try {
+      order = this.route(body.model, req.group, pinKey);
+    } catch (e) {
+      routeError = e;
+    }
+    const planDeps: PlanDeps = {
+      price: (m) => this.d.prices.get(m),
+      worstCase: (b, price, input) => this.worstCase(b, price, input, policy.ratio, req.headers),
+    };
+    const base = basePlan(body, measureRequestTokens(body), planDeps);
+    const plans = order.map((ch) => planFor(ch, base, req.headers, planDeps));
     // Sized before priceFor's checks so limits (429) answer before an unknown or unpriced model (404/403).
-    const sized = this.worstCase(body, this.d.prices.get(body.model), measure, policy.ratio, req.headers);
+    const { sized, tokens } = coverAll(plans, base);
     const subject = { key: req.key, user: req.user ?? { ...NO_LIMITS, id: req.key.userId }, group: policy };
     // No limit anywhere (the common case): no admission round, not even a microtask.
     const admission = this.d.limiter && RequestLimiter.limited(subject)
-      ? await this.d.limiter.admit(subject, { tokens: sized.limits.input + sized.limits.maxOutput, hold: true })
+      ? await this.d.limiter.admit(subject, { tokens, hold: true })
       : null;
     // Limits are given back once the request is settled, on every path (abort included), or now if the quota refuses it.
     const r: Admitted = { ...req, ratio: policy.ratio, onSettled: () => { admission?.release(); req.onSettled?.(); } };
@@ -176,14 +192,15 @@ export class RelayService {
     }
     let attempts = 0;
     let lastChannel: RelayChannel | null = null;
-    const pinKey = this.d.affinity?.key({ userId: r.key.userId, group: r.group, model: body.model }, conversationOf(r.headers, body)) ?? null;
+    let lastPlan: ChannelPlan | null = null;
     try {
-      const order = this.route(body.model, r.group, pinKey);
+      if (routeError) throw routeError;
       let last: GatewayError | null = null;
-      for (const channel of order) {
+      for (const [i, channel] of order.entries()) {
         attempts++;
         lastChannel = channel;
-        const a = await this.attempt(channel, r, inputEstimate, reservation, attempts);
+        lastPlan = plans[i]!;
+        const a = await this.attempt(channel, r, lastPlan, reservation, attempts);
         if (a.ok) {
           this.d.affinity?.pin(pinKey, channel.id);
           return a.response;
@@ -196,7 +213,7 @@ export class RelayService {
     } catch (e) {
       const err = e instanceof GatewayError ? e : new GatewayError(502, 'upstream_error', 'Upstream request failed', { cause: e });
       // Nothing reached the client: no charge, but the attempt is logged.
-      this.settle(reservation, r, lastChannel, ZERO, { status: err.status, errorCode: err.code, attempts, ttftMs: null });
+      this.settle(reservation, r, lastChannel, lastPlan, ZERO, { status: err.status, errorCode: err.code, attempts, ttftMs: null });
       throw err;
     }
   }
@@ -205,7 +222,7 @@ export class RelayService {
    * Records the settlement in the journal (durable once this returns; the database write is batched
    * off the request path). A failure to record is logged and charges nothing, never thrown at the client.
    */
-  private settle(res: Reservation, r: Admitted, ch: RelayChannel | null, usage: UsageReport | null,
+  private settle(res: Reservation, r: Admitted, ch: RelayChannel | null, plan: ChannelPlan | null, usage: UsageReport | null,
     o: { status: number; errorCode: string; attempts: number; ttftMs: number | null; estimate?: Partial<TokenUsage>; estimated?: boolean }): void {
     try {
       this.d.quota.record(res, {
@@ -213,6 +230,8 @@ export class RelayService {
         upstreamModel: ch ? ch.modelMapping[r.body.model] ?? r.body.model : '', stream: r.body.stream === true, usage,
         estimate: o.estimate, estimated: o.estimated, latencyMs: since(r.startedAt), ttftMs: o.ttftMs, status: o.status, errorCode: o.errorCode, attempts: o.attempts, ip: r.ip,
         group: r.group, ratio: r.ratio,
+        // The serving channel's plan: its price, its plausibility limits, its overrides.
+        ...(plan ? { billedModel: plan.billedModel, limits: plan.sized.limits, overrides: plan.changed.length ? JSON.stringify(plan.changed) : '' } : {}),
       });
     } catch (e) {
       this.d.quota.release(res);
@@ -221,28 +240,28 @@ export class RelayService {
     r.onSettled?.();
   }
 
-  private target(ch: RelayChannel, key: RelayKey, model: string): UpstreamTarget {
-    return { baseUrl: ch.baseUrl, apiKey: key.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[model] ?? model, timeoutMs: ch.timeoutMs };
+  private target(ch: RelayChannel, key: RelayKey, model: string, extraHeaders = ch.headers): UpstreamTarget {
+    return { baseUrl: ch.baseUrl, apiKey: key.apiKey, extraHeaders, upstreamModel: ch.modelMapping[model] ?? model, timeoutMs: ch.timeoutMs };
   }
 
   /**
    * One channel attempt: a key refused by the upstream is set aside and the next usable key of the same
    * channel is tried at once, within this attempt (it does not use up RELAY_MAX_ATTEMPTS).
    */
-  private async attempt(ch: RelayChannel, r: Admitted, inputEstimate: number, res: Reservation, attempts: number): Promise<Attempt> {
+  private async attempt(ch: RelayChannel, r: Admitted, plan: ChannelPlan, res: Reservation, attempts: number): Promise<Attempt> {
     const tried = new Set<number>();
     let last: Attempt | null = null;
     for (let key = this.picker.pick(ch, tried); key; key = this.picker.pick(ch, tried)) {
       tried.add(key.id);
-      last = await this.attemptWithKey(ch, key, r, inputEstimate, res, attempts);
+      last = await this.attemptWithKey(ch, key, r, plan, res, attempts);
       if (last.ok || !last.keyRefused || r.signal?.aborted) return last;
     }
     return last ?? { ok: false, retryable: true, error: new GatewayError(503, 'no_healthy_channel', 'No usable upstream key is left on this channel') };
   }
 
-  private async attemptWithKey(ch: RelayChannel, key: RelayKey, r: Admitted, inputEstimate: number, res: Reservation, attempts: number): Promise<Attempt> {
+  private async attemptWithKey(ch: RelayChannel, key: RelayKey, r: Admitted, plan: ChannelPlan, res: Reservation, attempts: number): Promise<Attempt> {
     const adapter = this.d.adapter(ch.type);
-    const target = this.target(ch, key, r.body.model);
+    const target = this.target(ch, key, r.body.model, plan.headers?.extra);
     // Built on first use (failures only): it knows every key of the channel, not just this one.
     let scrubberMemo: Scrubber | null = null;
     const scrubber = () => (scrubberMemo ??= scrubberFor({ ...target, keys: ch.keys.map((k) => k.apiKey) }));
@@ -279,7 +298,8 @@ export class RelayService {
     let upstream: Response;
     try {
       const p = applyHeaderPolicy(ch.headerPolicy, r.headers);
-      const u = adapter.buildMessagesRequest(applyBodyPolicy(ch.headerPolicy, r.body), { ...target, forwardedHeaders: p.forwarded }, p.clientHeaders);
+      const forwardedHeaders = plan.headers?.forwarded ?? p.forwarded;
+      const u = adapter.buildMessagesRequest(applyBodyPolicy(ch.headerPolicy, plan.body), { ...target, forwardedHeaders }, p.clientHeaders);
       if (r.signal?.aborted) return fail({ phase: 'transport', cause: r.signal.reason }, 'client closed');
       try {
         upstream = await fetch(u.url, { ...u.init, signal: ctrl.signal });
@@ -296,7 +316,7 @@ export class RelayService {
         { status: upstream.status, message: upstreamMessage(text) });
     }
     if (r.body.stream !== true) firstByte();
-    const ctx = decodeContextFor(r.body, { inputTokens: inputEstimate, maxEventBytes: this.d.config.sseMaxEventBytes });
+    const ctx = decodeContextFor(plan.body, { inputTokens: plan.measure.estimate, maxEventBytes: this.d.config.sseMaxEventBytes });
     if (r.body.stream !== true) {
       // Bounded like every other upstream read: an endless or giant body must not be buffered whole.
       const body = await readBounded(upstream.body, { limit: RESPONSE_BODY_BYTES, deadline: Infinity });
@@ -323,7 +343,7 @@ export class RelayService {
       // Missing or unusable counts are billed on estimates (input: what was reserved for it), never for free.
       const estimate = { output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
       // Recorded before the response leaves: a completed request is never left unbilled by a crash.
-      this.settle(res, r, ch, decoded.usage ? toTokens(decoded.usage) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
+      this.settle(res, r, ch, plan, decoded.usage ? toTokens(decoded.usage) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
       return {
         ok: true, channel: ch,
         response: new Response(JSON.stringify(decoded.message), { status: 200, headers: { 'content-type': 'application/json', 'request-id': r.requestId } }),
@@ -349,7 +369,7 @@ export class RelayService {
       idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
       onEnd: (e) => {
         if (e.upstreamFault) void this.d.health.failure(ch.id, scrubber().scrub(e.reason));
-        this.settle(res, r, ch, toTokens(e.usage), {
+        this.settle(res, r, ch, plan, toTokens(e.usage), {
           status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
           estimate: { output: estimateSafe(e.estimatedUsage.output_tokens) }, estimated: !e.reported,
         });

@@ -3,6 +3,7 @@ import { billingConfig, PriceBook, QuotaService, SettlementJournal, type Billing
 import type { Database } from 'bun:sqlite';
 import { GroupsRepo, PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
+import { probeRequest } from '@gw/channels';
 import { ModelCatalog } from './catalog';
 import { SessionAffinity } from './affinity';
 import { relayConfig, type RelayConfig } from './config';
@@ -109,8 +110,8 @@ async function probeChannel(w: RelayWiring, id: number, keyId: number | undefine
   const key = keyId === undefined ? ch?.keys.find((k) => k.status === 1) : ch?.keys.find((k) => k.id === keyId);
   if (!ch || !model || !key) return false;
   const adapter = w.adapter(ch.type);
-  const body = { model, max_tokens: 1, messages: [{ role: 'user' as const, content: 'ping' }] };
-  const u = adapter.buildMessagesRequest(body, { baseUrl: ch.baseUrl, apiKey: key.apiKey, extraHeaders: ch.headers, upstreamModel: ch.modelMapping[model] ?? model }, new Headers());
+  const { body, extraHeaders } = probeRequest(ch, model);
+  const u = adapter.buildMessagesRequest(body, { baseUrl: ch.baseUrl, apiKey: key.apiKey, extraHeaders, upstreamModel: ch.modelMapping[model] ?? model }, new Headers());
   const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(timeoutMs, ch.timeoutMs)) });
   // A one-token answer is small: a longer (or endless) one is not read, and the channel is not healthy.
   const read = await readBounded(res.body, { limit: PROBE_BODY_BYTES, deadline: Infinity }).catch(() => null);

@@ -33,6 +33,10 @@ export interface SettlementRow {
   /** The requesting group and the per-mille price ratio applied; absent in older journal rows ('' and 1000). */
   group?: string;
   priceRatio?: number;
+  /** The model whose price was applied; absent in older journal rows (''). */
+  billedModel?: string;
+  /** JSON list of the channel overrides that changed the request; absent in older journal rows (''). */
+  overrides?: string;
 }
 
 /**
@@ -51,8 +55,9 @@ export class SettlementsRepo {
   constructor(sqlite: Database) {
     this.insertUsage = sqlite.prepare(`INSERT INTO usage_logs (request_id, kind, user_id, api_key_id, channel_id, model, upstream_model,
       stream, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, audio_input_tokens, audio_output_tokens, cost,
-      latency_ms, ttft_ms, status, error_code, usage_flag, attempts, ip, created_at, cache_write_1h_tokens, long_context, "group", price_ratio)
-      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (request_id) DO NOTHING`);
+      latency_ms, ttft_ms, status, error_code, usage_flag, attempts, ip, created_at, cache_write_1h_tokens, long_context, "group", price_ratio,
+      billed_model, overrides)
+      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (request_id) DO NOTHING`);
     this.chargeUser = sqlite.prepare(`UPDATE users SET quota = quota - ?1, used_quota = used_quota + ?1,
       request_count = request_count + ?2, updated_at = ?3 WHERE id = ?4 RETURNING quota`);
     this.countUser = sqlite.prepare('UPDATE users SET request_count = request_count + 1 WHERE id = ?');
@@ -73,7 +78,8 @@ export class SettlementsRepo {
     const res = this.insertUsage.run(r.requestId, r.kind, r.userId, r.apiKeyId, r.channelId, r.model, r.upstreamModel,
       r.stream ? 1 : 0, r.inputTokens, r.outputTokens, r.cacheReadTokens, r.cacheWriteTokens, r.audioInputTokens,
       r.audioOutputTokens, r.cost, r.latencyMs, r.ttftMs, r.status, r.errorCode, r.usageFlag ?? '', r.attempts, r.ip, r.createdAt,
-      r.cacheWrite1hTokens ?? 0, r.longContext ? 1 : 0, r.group ?? '', r.priceRatio ?? 1000);
+      r.cacheWrite1hTokens ?? 0, r.longContext ? 1 : 0, r.group ?? '', r.priceRatio ?? 1000,
+      r.billedModel ?? '', r.overrides ?? '');
     if (res.changes === 0) return { inserted: false };
     const succeeded = r.status < 400 ? 1 : 0;
     if (r.cost <= 0) {

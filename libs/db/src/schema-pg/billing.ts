@@ -28,6 +28,8 @@ export const usageLogs = pgTable('usage_logs', {
   channelId: big('channel_id'),
   model: text('model').notNull(),
   upstreamModel: text('upstream_model').notNull().default(''),
+  billedModel: text('billed_model').notNull().default(''),
+  overrides: text('overrides').notNull().default(''),
   stream: boolean('stream').notNull().default(false),
   inputTokens: big('input_tokens').notNull().default(0),
   outputTokens: big('output_tokens').notNull().default(0),

@@ -3,7 +3,7 @@ import { big, idColumn } from './columns';
 
 /** PostgreSQL twin of ../schema/channels.ts: same exports, property names and column names. */
 export { CHANNEL_STATUS } from '../schema/channels';
-import type { ChannelFailureRules, ChannelKeyEntry, HeaderPolicy } from '../schema/channels';
+import type { ChannelFailureRules, ChannelKeyEntry, ChannelOverride, HeaderPolicy } from '../schema/channels';
 
 export const channels = pgTable('channels', {
   id: idColumn(),
@@ -24,6 +24,8 @@ export const channels = pgTable('channels', {
   keys: jsonb('keys').notNull().$type<ChannelKeyEntry[]>().default([]),
   keySelection: text('key_selection').notNull().default('random'),
   failureRules: jsonb('failure_rules').notNull().$type<ChannelFailureRules>().default({}),
+  overrides: jsonb('overrides').notNull().$type<ChannelOverride[]>().default([]),
+  billingModel: text('billing_model').notNull().default('requested'),
   firstByteTimeoutMs: integer('first_byte_timeout_ms'),
   probeIntervalMs: big('probe_interval_ms'),
   statusReason: text('status_reason').notNull().default(''),

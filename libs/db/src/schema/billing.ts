@@ -44,6 +44,10 @@ export const usageLogs = sqliteTable('usage_logs', {
   channelId: integer('channel_id'),
   model: text('model').notNull(),
   upstreamModel: text('upstream_model').notNull().default(''),
+  /** The model whose price was applied ('' on older rows and realtime: `model`). */
+  billedModel: text('billed_model').notNull().default(''),
+  /** The channel overrides that changed the request, a JSON list such as ["clamp:max_tokens","remove:temperature"]; '' = none. */
+  overrides: text('overrides').notNull().default(''),
   stream: integer('stream', { mode: 'boolean' }).notNull().default(false),
   inputTokens: integer('input_tokens').notNull().default(0),
   outputTokens: integer('output_tokens').notNull().default(0),

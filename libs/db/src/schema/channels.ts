@@ -15,6 +15,26 @@ export interface HeaderPolicy {
   allow_service_tier?: boolean;
 }
 
+/**
+ * One parameter or header override of a channel, as stored (already validated; see @gw/channels overrides.ts).
+ * `models` (exact names or `prefix*`) limits it to some models; absent = every model of the channel.
+ */
+export interface ChannelOverride {
+  op: 'set' | 'remove' | 'clamp' | 'set_header' | 'remove_header';
+  /** Body field (dot path, e.g. `max_tokens`, `thinking.budget_tokens`) of set, remove and clamp. */
+  path?: string;
+  /** Header name (lower case) of set_header and remove_header. */
+  name?: string;
+  /** The value of set (any JSON) and set_header (a string). */
+  value?: unknown;
+  min?: number;
+  max?: number;
+  models?: string[];
+}
+
+/** Which model's price a channel's requests are billed at: the one the client asked for, or the one sent upstream after mapping. */
+export type BillingModel = 'requested' | 'upstream';
+
 /** One upstream key of a channel, as stored (sealed). Status: 1 enabled, 2 disabled by an operator, 3 auto-disabled. */
 export interface ChannelKeyEntry {
   /** Stable within the channel; never reused after removal. */
@@ -71,6 +91,10 @@ export const channels = sqliteTable('channels', {
   keySelection: text('key_selection').notNull().default('random'),
   /** Auto-disable rules ({} = the global defaults). */
   failureRules: text('failure_rules', { mode: 'json' }).notNull().$type<ChannelFailureRules>().default({}),
+  /** Parameter and header overrides applied to every request before the adapter ([] = none). */
+  overrides: text('overrides', { mode: 'json' }).notNull().$type<ChannelOverride[]>().default([]),
+  /** 'requested' (default: the price of the model the client asked for) | 'upstream' (the mapped model's). */
+  billingModel: text('billing_model').notNull().default('requested'),
   /** Longest wait for the upstream's first byte before failing over; null = only `timeout_ms`. */
   firstByteTimeoutMs: integer('first_byte_timeout_ms'),
   /** How often an auto-disabled channel (or key) is probed; null = the global interval. */
