@@ -29,11 +29,13 @@ export class PgSettlementsRepo {
       WITH ins AS (
         INSERT INTO usage_logs (request_id, kind, user_id, api_key_id, channel_id, model, upstream_model, stream, input_tokens,
           output_tokens, cache_read_tokens, cache_write_tokens, audio_input_tokens, audio_output_tokens, cost, latency_ms, ttft_ms,
-          status, error_code, usage_flag, attempts, ip, created_at, cache_write_1h_tokens, long_context, "group", price_ratio)
+          status, error_code, usage_flag, attempts, ip, created_at, cache_write_1h_tokens, long_context, "group", price_ratio,
+          billed_model, overrides)
         VALUES (${r.requestId}, ${r.kind}, ${r.userId}, ${r.apiKeyId}, ${r.channelId}, ${r.model}, ${r.upstreamModel}, ${r.stream},
           ${r.inputTokens}, ${r.outputTokens}, ${r.cacheReadTokens}, ${r.cacheWriteTokens}, ${r.audioInputTokens}, ${r.audioOutputTokens},
           ${r.cost}, ${r.latencyMs}, ${r.ttftMs}, ${r.status}, ${r.errorCode}, ${r.usageFlag ?? ''}, ${r.attempts}, ${r.ip}, ${r.createdAt},
-          ${r.cacheWrite1hTokens ?? 0}, ${r.longContext ?? false}, ${r.group ?? ''}, ${r.priceRatio ?? 1000})
+          ${r.cacheWrite1hTokens ?? 0}, ${r.longContext ?? false}, ${r.group ?? ''}, ${r.priceRatio ?? 1000},
+          ${r.billedModel ?? ''}, ${r.overrides ?? ''})
         ON CONFLICT (request_id) DO NOTHING RETURNING 1
       ), u AS (
         UPDATE users SET quota = quota - ${cost}, used_quota = used_quota + ${cost}, request_count = request_count + ${ok},
