@@ -17,6 +17,7 @@ export const budgets = pgTable('budgets', {
 }, (t) => [uniqueIndex('budgets_subject_uq').on(t.scope, t.subjectId, t.period)]);
 
 export const lowBalanceAlerts = pgTable('low_balance_alerts', {
+  id: idColumn(),
   userId: big('user_id').notNull(),
   threshold: big('threshold').notNull(),
   createdAt: big('created_at').notNull(),

@@ -25,6 +25,7 @@ export const budgets = sqliteTable('budgets', {
 
 /** A user's low-balance alert: announced when a charge takes the balance from ≥ threshold to below it. */
 export const lowBalanceAlerts = sqliteTable('low_balance_alerts', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
   userId: integer('user_id').notNull(),
   threshold: integer('threshold').notNull(),
   createdAt: integer('created_at').notNull(),

@@ -28,6 +28,7 @@ CREATE TABLE `budgets` (
 --> statement-breakpoint
 CREATE UNIQUE INDEX `budgets_subject_uq` ON `budgets` (`scope`,`subject_id`,`period`);--> statement-breakpoint
 CREATE TABLE `low_balance_alerts` (
+	`id` integer PRIMARY KEY AUTOINCREMENT NOT NULL,
 	`user_id` integer NOT NULL,
 	`threshold` integer NOT NULL,
 	`created_at` integer NOT NULL,
