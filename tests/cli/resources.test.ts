@@ -179,6 +179,9 @@ describe('gw key', () => {
 
     expect((await gwc(['key', 'update', String(row.id), '--status', '2', '--expires-at', '2030-01-01T00:00:00Z'])).code).toBe(0);
     expect((await gw.api('GET', `/api/token/${row.id}`)).body.data).toMatchObject({ status: 2, expires_at: 1893456000 });
+    expect((await gwc(['key', 'update', String(row.id), '--model-limits', '{"claude-*":{"rate_limit_tpm":5000}}'])).code).toBe(0);
+    expect(gw.services.apiKeys.byId(row.id)?.modelLimits).toEqual({ 'claude-*': { rateLimitRpm: 0, rateLimitTpm: 5000, maxConcurrency: 0 } });
+    expect((await gwc(['key', 'get', String(row.id)])).stdout).toMatch(/model limits\s+\{"claude-\*":\{"rate_limit_rpm":0,"rate_limit_tpm":5000,"max_concurrency":0\}\}/);
 
     expect((await gwc(['key', 'revoke', String(row.id)])).stdout).toBe(`Deleted API key ${row.id}.\n`);
     expect(gw.services.apiKeys.lookup(key)).toBeUndefined();

@@ -63,6 +63,9 @@ function seed(db: Db) {
   db.insert(sq.groups).values({ id: 2, name: 'vip', ratio: 1500, fallbacks: ['default'], rateLimitRpm: 60, rateLimitTpm: 123_456_789_012, maxConcurrency: 4, createdAt: now, updatedAt: now }).run();
   db.insert(sq.webhookEvents).values({ id: 8, provider: 'providerA', eventId: 'evt_1', type: 'checkout.session.completed', outcome: 'credited', receivedAt: now }).run();
   db.insert(sq.redemptionCodes).values({ id: 4, codeHash: 'a'.repeat(64), prefix: 'gwr_abcd', batch: 'promo', quota: 5_000_000_000_000, status: 'redeemed', expiresAt: now + 86_400, createdBy: 1, createdAt: now, redeemedBy: 7, redeemedAt: now }).run();
+  db.insert(sq.budgets).values({ id: 3, scope: 'key', subjectId: 12, period: 'monthly', limitAmount: 123_456_789_012_345, periodKey: '2025-11', spent: 9_007_199_254_740, alerted: 3, createdAt: now, updatedAt: now }).run();
+  db.insert(sq.lowBalanceAlerts).values({ id: 1, userId: 7, threshold: 5_000_000_000_000, createdAt: now, updatedAt: now }).run();
+  db.insert(sq.alertOutbox).values({ id: 4, eventId: 'evt_0123', type: 'budget.threshold', payload: '{"id":"evt_0123","data":{"note":"ünïcode \\"q\\""}}', status: 'failed', attempts: 12, nextAttemptAt: now, lastError: 'HTTP 503', createdAt: 1_763_900_000, deliveredAt: null }).run();
   db.insert(sq.realtimeSessions).values({ id: 2, sessionId: 'rt_1', userId: 7, apiKeyId: 12, model: 'gpt-realtime', startedAt: now, endedAt: now + 5, durationMs: 5, bytesIn: 4_294_967_296, closeCode: 1000 }).run();
 }
 

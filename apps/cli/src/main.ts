@@ -23,6 +23,7 @@ import { registerLog } from './commands/log';
 import { registerTopup } from './commands/topup';
 import { registerLedger } from './commands/ledger';
 import { registerRedeem } from './commands/redeem';
+import { registerBudget } from './commands/budget';
 
 const ROOT_HELP = `
 Credentials: --url/--token flags, then GATEWAY_URL/GATEWAY_TOKEN, then the config file written by
@@ -67,6 +68,7 @@ export function buildProgram(app: App, opts: { json?: boolean } = {}): Command {
   registerTopup(program, app);
   registerLedger(program, app);
   registerRedeem(program, app);
+  registerBudget(program, app);
   registerOps(program, app);
   helpForBareGroups(program);
   return program;

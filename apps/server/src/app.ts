@@ -28,6 +28,7 @@ import { passwordRoutes } from './routes/password';
 import { messagesRoutes } from './routes/messages';
 import { pricingRoutes } from './routes/pricing';
 import { groupRoutes } from './routes/groups';
+import { budgetRoutes } from './routes/budgets';
 import { logRoutes } from './routes/logs';
 import { limitRealtime, realtimeRoutes } from './routes/realtime';
 import { metricsRoutes } from './routes/metrics';
@@ -89,6 +90,7 @@ export function createApp(s: Services) {
     .use(messagesRoutes(s))
     .use(pricingRoutes(s))
     .use(groupRoutes(s))
+    .use(budgetRoutes(s))
     .use(logRoutes(s))
     .use(realtimeRoutes(s.realtime, s.log, (a) => limitRealtime(s, a)));
   return app;

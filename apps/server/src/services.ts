@@ -18,7 +18,8 @@ import { getAdapter } from '@gw/providers';
 import { RealtimeSessionsRepo } from '@gw/db';
 import type { ApiKeyRecord } from '@gw/identity';
 import type { ChannelRecord } from '@gw/channels';
-import type { Reservation } from '@gw/billing';
+import { BudgetService, type Reservation } from '@gw/billing';
+import { canManage } from '@gw/identity';
 import { orderCandidates } from '@gw/relay';
 import { RealtimeService, adapterResolver, realtimeConfig } from '@gw/realtime';
 
@@ -57,6 +58,8 @@ export interface Services {
   relay: RelayServices;
   /** /v1/realtime WebSocket relay: admission, live sessions, metering, session records. */
   realtime: RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>;
+  /** Budgets and low-balance thresholds (/api/budget/), and the alert outbox. */
+  budgets: BudgetService;
   /** Prometheus metrics (GET /metrics). */
   metrics: GatewayMetrics;
   /** The server log (LOG_LEVEL, LOG_FORMAT): every library and plugin writes through it. */
@@ -94,7 +97,8 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   const channelKeys = new ChannelKeyService(channelsRepo, channelSecrets, bus, channels);
   const userAdmin = new UserService(dbh.db, users, sessions, ledger, bus);
   const userDirectory = new UserDirectory(users, bus);
-  const apiKeys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });
+  const apiKeysRepo = new ApiKeysRepo(dbh.db);
+  const apiKeys = new ApiKeyService(apiKeysRepo, users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });
   const metrics = createMetrics();
   // Reset e-mails go through a background queue; it stops before the mailer closes (closers run in reverse).
   const passwordReset = new PasswordResetService(users, security, mailer, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)), passwordResetConfig(config.env), log);
@@ -111,6 +115,8 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     observeAttempt: (channelId, result) => metrics.upstream.inc({ channel: channelId, result }),
     observeSettlement: metrics.settlement,
   });
+  // Closers run in reverse: alert delivery stops after the last settlements (and their alerts) are written.
+  closers.push(() => relay.closeAlerts());
   closers.push(() => relay.close());
   const realtime = new RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>({
     config: realtimeConfig(config.env), keys: apiKeys, channels: channelRegistry,
@@ -125,8 +131,11 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     () => channelRegistry.all().map((c) => [{ channel: c.id, name: c.name, type: c.type }, c.status]));
   metrics.registry.gauge('gateway_settlements_queued', 'Settlements journaled but not yet written to the database', () => [[{}, relay.quota.queued]]);
   metrics.registry.gauge('gateway_realtime_sessions', 'Live realtime sessions', () => [[{}, realtime.liveCount]]);
+  const budgets = new BudgetService(relay.budgetsRepo, relay.alertOutbox, relay.budgets, {
+    user: (id) => users.byId(id), keyOwner: (id) => apiKeysRepo.byId(id)?.userId, canManage,
+  });
   const services: Services = {
-    relay, realtime, metrics, log,
+    relay, realtime, metrics, log, budgets,
     channels, channelRegistry, channelKeys, userAdmin, userDirectory, apiKeys,
     channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, users, sessions, ledger, bus,

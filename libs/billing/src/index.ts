@@ -11,3 +11,4 @@ export * from './tiers';
 export * from './holds/port';
 export { MemoryHoldStore } from './holds/memory';
 export { LiveHolds } from './holds/live-holds';
+export * from './budgets';

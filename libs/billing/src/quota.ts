@@ -6,6 +6,7 @@ import type { PriceBook } from './price-book';
 import { guardUsage, type UsageLimits } from './usage-guard';
 import { priceUsage } from './tiers';
 import { type QuotaKey, type Reservation, type Settlement, type UsageLogInput } from './usage';
+import type { AlertEvent, BudgetBook, BudgetEffects } from './budgets/book';
 
 export * from './usage';
 
@@ -16,6 +17,10 @@ interface Entry {
   inserted: boolean;
   balance: number | null;
   error: unknown;
+  /** Budgets this recorded cost counts against until it commits. */
+  budgetIds: number[] | null;
+  /** What the commit did to budgets (installed after the transaction). */
+  budget: BudgetEffects | null;
   waiters: Array<{ done: (s: Settlement) => void; fail: (err: unknown) => void }>;
 }
 
@@ -34,6 +39,10 @@ export interface QuotaDeps {
   log?: Logger;
   /** Sees every settlement as it is recorded or written (metrics). */
   observe?: (row: SettlementRow) => void;
+  /** Periodic budgets and low-balance alerts; absent = none. */
+  budgets?: BudgetBook;
+  /** Alerts committed with a batch of charges (already in the outbox): wakes the delivery worker. */
+  onAlerts?: (events: AlertEvent[]) => void;
 }
 
 /**
@@ -112,11 +121,15 @@ export class QuotaService {
       if (amount > keyAvail || keyAvail <= 0) {
         throw new GatewayError(402, 'key_quota_exhausted', `API key quota exhausted: this request may cost up to ${amount} quota units, ${Math.max(0, keyAvail)} left on the key`);
       }
+    }
+    // Last of the checks, as it is the only one that holds something when it passes.
+    const budget = this.deps.budgets?.reserve(input.userId, k.id, amount) ?? null;
+    if (!k.unlimitedQuota) {
       add(this.keyHeld, k.id, amount);
       this.keyRemain.set(k.id, k.remainQuota);
     }
     add(this.userHeld, input.userId, amount);
-    return { ref: input.ref, userId: input.userId, keyId: k.id, keyLimited: !k.unlimitedQuota, amount, limits: input.limits, done: false };
+    return { ref: input.ref, userId: input.userId, keyId: k.id, keyLimited: !k.unlimitedQuota, amount, limits: input.limits, budget, done: false };
   }
 
   /** Returns the held amount; idempotent. */
@@ -125,6 +138,7 @@ export class QuotaService {
     r.done = true;
     add(this.userHeld, r.userId, -r.amount);
     if (r.keyLimited) add(this.keyHeld, r.keyId, -r.amount);
+    if (r.budget) this.deps.budgets?.release(r.budget);
   }
 
   /**
@@ -141,6 +155,8 @@ export class QuotaService {
         cap = Math.min(cap, held + Math.max(0, keyAvail));
       }
     }
+    // Budgets cap like a limited key: a charge never takes a budget past its limit.
+    if (this.deps.budgets) cap = Math.min(cap, this.deps.budgets.cap(r && !r.done ? r.budget ?? null : null, userId, key.id));
     return cap;
   }
 
@@ -165,7 +181,7 @@ export class QuotaService {
       status: log.status, errorCode: log.errorCode, usageFlag: g.flags.join(','), attempts: log.attempts, ip: log.ip, createdAt: nowSeconds(),
       group: log.group ?? '', priceRatio: ratio, billedModel: log.billedModel ?? '', overrides: log.overrides ?? '',
     };
-    return { r, row, limitedKey: r ? r.keyLimited : true, inserted: false, balance: null, error: undefined, waiters: [] };
+    return { r, row, limitedKey: r ? r.keyLimited : true, inserted: false, balance: null, error: undefined, budgetIds: null, budget: null, waiters: [] };
   }
 
   /**
@@ -204,6 +220,7 @@ export class QuotaService {
     this.deps.observe?.(e.row);
     add(this.userPending, e.row.userId, e.row.cost);
     if (e.limitedKey) add(this.keyPending, e.row.apiKeyId, e.row.cost);
+    e.budgetIds = this.deps.budgets?.pend(e.row.userId, e.row.apiKeyId, e.row.cost) ?? null;
     if (e.r) this.release(e.r);
     this.queue.push(e);
     if (this.queue.length >= this.flushBatch) this.flush();
@@ -223,6 +240,7 @@ export class QuotaService {
     for (const e of batch) {
       add(this.userPending, e.row.userId, -e.row.cost);
       if (e.limitedKey) add(this.keyPending, e.row.apiKeyId, -e.row.cost);
+      this.deps.budgets?.unpend(e.budgetIds, e.row.cost);
       if (e.error) this.deps.log?.error('settlement.failed', { id: e.row.requestId, msg: 'nothing charged', cause: errorText(e.error), row: JSON.stringify(e.row) });
       for (const w of e.waiters) {
         if (e.error) w.fail(e.error);
@@ -247,7 +265,7 @@ export class QuotaService {
   /** Writes settlements journaled by a previous process that did not commit them (crash or kill). */
   private replay(): void {
     for (const { path, rows } of this.deps.journal?.leftovers() ?? []) {
-      const entries = rows.map((row): Entry => ({ r: null, row, limitedKey: true, inserted: false, balance: null, error: undefined, waiters: [] }));
+      const entries = rows.map((row): Entry => ({ r: null, row, limitedKey: true, inserted: false, balance: null, error: undefined, budgetIds: null, budget: null, waiters: [] }));
       this.write(entries);
       const replayed = entries.filter((e) => e.inserted).length;
       if (rows.length) this.deps.log?.info('settlement.replayed', { replayed, journaled: rows.length, path, msg: 'the rest were already written' });
@@ -257,11 +275,13 @@ export class QuotaService {
   }
 
   private write(entries: Entry[]): void {
-    const { sqlite, settlements, bus } = this.deps;
+    const { sqlite, settlements, bus, budgets } = this.deps;
     const writeOne = (e: Entry) => {
       const r = settlements.apply(e.row);
       e.inserted = r.inserted;
       if (r.inserted && r.balance !== undefined) e.balance = r.balance;
+      // In the same transaction: a budget's spend and its alerts commit (or roll back) with the charge.
+      if (r.inserted && e.row.cost > 0 && budgets) e.budget = budgets.commit(e.row, r.balance);
     };
     try {
       // Fast path: the whole batch in one transaction.
@@ -272,12 +292,14 @@ export class QuotaService {
       for (const e of entries) {
         e.inserted = false;
         e.balance = null;
+        e.budget = null;
         try {
           sqlite.transaction(() => writeOne(e))();
         } catch (err) {
           e.error = err;
           e.inserted = false;
           e.balance = null;
+          e.budget = null;
         }
       }
       if (entries.length === 1) entries[0]!.error ??= batchErr;
@@ -298,6 +320,13 @@ export class QuotaService {
         if (remain !== undefined) this.keyRemain.set(e.row.apiKeyId, remain - e.row.cost);
       }
     }
+    const alerts: AlertEvent[] = [];
+    for (const e of entries) {
+      if (!e.budget) continue;
+      budgets!.applyCommitted(e.budget);
+      alerts.push(...e.budget.events);
+    }
+    if (alerts.length) this.deps.onAlerts?.(alerts);
     for (const [userId, balance] of balances) bus.emit('balance.changed', { userId, balance });
     for (const keyId of keysChanged) bus.emit('apikey.changed', { keyId });
   }

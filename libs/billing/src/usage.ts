@@ -1,6 +1,7 @@
 import type { PriceRow } from '@gw/db';
 import { priceUsage, type BillablePrice } from './tiers';
 import type { UsageLimits } from './usage-guard';
+import type { BudgetHold } from './budgets/book';
 
 /** The parts of a relay API key the quota needs (structurally an @gw/identity ApiKeyRecord). */
 export interface QuotaKey {
@@ -18,6 +19,8 @@ export interface Reservation {
   readonly amount: number;
   /** What the request can plausibly use (set by the caller that sized the reservation). */
   readonly limits?: UsageLimits;
+  /** The budgets of the key and its owner this request holds against; absent = none applied. */
+  readonly budget?: BudgetHold | null;
   done: boolean;
 }
 

@@ -4,7 +4,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, nowSeconds, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
-import { API_KEY_STATUS, ROLE, type ApiKeyRow, type ApiKeysRepo, type NewApiKeyRow, type UserRow, type UsersRepo } from '@gw/db';
+import { API_KEY_STATUS, ROLE, type ApiKeyRow, type ApiKeysRepo, type ModelLimitMap, type NewApiKeyRow, type UserRow, type UsersRepo } from '@gw/db';
 import { isIpOrCidr } from './ip-allow';
 import { LimitInput, LimitView, limitPatch, limitView } from './limit-fields';
 import type { UserDirectory } from './user-directory';
@@ -15,7 +15,7 @@ import { canManage, type Actor } from './users';
 export interface ApiKeyRecord {
   id: number; userId: number; name: string; status: number; expiresAt: number | null;
   unlimitedQuota: boolean; remainQuota: number; usedQuota: number; models: string[] | null; allowIps: string[] | null;
-  group: string | null; rateLimitRpm: number; rateLimitTpm: number; maxConcurrency: number;
+  group: string | null; rateLimitRpm: number; rateLimitTpm: number; maxConcurrency: number; modelLimits: ModelLimitMap | null;
 }
 
 const Models = Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 1000 }), Type.Null()], { description: 'Model allow-list; null or [] = any model of the group' });
@@ -77,7 +77,7 @@ export const toApiKeyView = (r: ApiKeyRow): ApiKeyView => ({
 const toRecord = (r: ApiKeyRow): ApiKeyRecord => ({
   id: r.id, userId: r.userId, name: r.name, status: r.status, expiresAt: r.expiresAt, unlimitedQuota: r.unlimitedQuota,
   remainQuota: r.remainQuota, usedQuota: r.usedQuota, models: r.models, allowIps: r.allowIps, group: r.group, rateLimitRpm: r.rateLimitRpm,
-  rateLimitTpm: r.rateLimitTpm, maxConcurrency: r.maxConcurrency,
+  rateLimitTpm: r.rateLimitTpm, maxConcurrency: r.maxConcurrency, modelLimits: r.modelLimits ?? null,
 });
 
 const notFound = (id: number) => new GatewayError(404, 'token_not_found', `No API key ${id}`, { param: 'id' });

@@ -1,5 +1,5 @@
 import type { ChangeBus } from '@gw/core';
-import type { UserRow, UsersRepo } from '@gw/db';
+import type { ModelLimitMap, UserRow, UsersRepo } from '@gw/db';
 
 /** What the request path needs to know about a user (balances live in the billing QuotaService). */
 export interface UserAccount {
@@ -11,6 +11,8 @@ export interface UserAccount {
   rateLimitRpm: number;
   rateLimitTpm: number;
   maxConcurrency: number;
+  /** Per-model limits; null = none. */
+  modelLimits: ModelLimitMap | null;
 }
 
 type Listener = (userId: number, account: UserAccount | undefined) => void;
@@ -56,5 +58,5 @@ export class UserDirectory {
 }
 
 const toAccount = (u: UserRow): UserAccount => ({
-  id: u.id, status: u.status, group: u.group, role: u.role, rateLimitRpm: u.rateLimitRpm, rateLimitTpm: u.rateLimitTpm, maxConcurrency: u.maxConcurrency,
+  id: u.id, status: u.status, group: u.group, role: u.role, rateLimitRpm: u.rateLimitRpm, rateLimitTpm: u.rateLimitTpm, maxConcurrency: u.maxConcurrency, modelLimits: u.modelLimits ?? null,
 });

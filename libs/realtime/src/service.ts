@@ -45,7 +45,7 @@ export interface Admission {
   /** Gives the session slot back when the upgrade did not happen. */
   abandon(): void;
   /** Who the session belongs to and its routing group (for the caller's rate limits). */
-  subject: { keyId: number; userId: number; group: string };
+  subject: { keyId: number; userId: number; group: string; model: string };
 }
 
 export interface SocketHandlers {
@@ -168,7 +168,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       drain: (ws) => this.safely('drain', () => session.drain(ws)),
       close: (ws, code, reason) => this.safely('close', () => session.close(ws, code, reason)),
     };
-    return { sessionId, protocol: creds.answerProtocol, handlers, abandon: releaseSlot, subject: { keyId: key.id, userId: key.userId, group } };
+    return { sessionId, protocol: creds.answerProtocol, handlers, abandon: releaseSlot, subject: { keyId: key.id, userId: key.userId, group, model } };
   }
 
   /** Closes every live session with 1001 (server going away) and records them; further admissions get 503. */

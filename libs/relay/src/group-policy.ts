@@ -10,4 +10,4 @@ export interface GroupPolicy extends LimitFields {
 
 /** A group with no record: ×1, no fallbacks, no limits (so deployments without groups behave as before). */
 export const defaultPolicy = (name: string): GroupPolicy =>
-  ({ name, ratio: RATIO_ONE, fallbacks: [], rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0 });
+  ({ name, ratio: RATIO_ONE, fallbacks: [], rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0, modelLimits: null });

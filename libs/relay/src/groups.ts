@@ -102,7 +102,7 @@ export class GroupService {
   private reload(): void {
     const next = new Map<string, GroupPolicy>();
     for (const g of this.repo.all()) {
-      next.set(g.name, { name: g.name, ratio: g.ratio, fallbacks: g.fallbacks, rateLimitRpm: g.rateLimitRpm, rateLimitTpm: g.rateLimitTpm, maxConcurrency: g.maxConcurrency });
+      next.set(g.name, { name: g.name, ratio: g.ratio, fallbacks: g.fallbacks, rateLimitRpm: g.rateLimitRpm, rateLimitTpm: g.rateLimitTpm, maxConcurrency: g.maxConcurrency, modelLimits: g.modelLimits ?? null });
     }
     this.byName = next;
   }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test';
 import { GatewayError, MemoryRateLimits } from '@gw/core';
-import { RequestLimiter, type LimitFields } from './limits';
+import { RequestLimiter, modelLimitFor, type LimitFields } from './limits';
 
 const none: LimitFields = { rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0 };
 const subject = (key: Partial<LimitFields>, user: Partial<LimitFields> = {}, group: Partial<LimitFields> = {}) =>
@@ -47,5 +47,54 @@ describe('RequestLimiter', () => {
     expect((await refusal(lim.admit(s, { tokens: 0, hold: true }))).code).toBe('key_concurrency_exceeded');
     a.release();
     (await lim.admit(s, { tokens: 0, hold: true })).release();
+  });
+});
+
+describe('per-model limits', () => {
+  const lim5 = { rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0 };
+  test('the most specific pattern applies: exact name, else the longest prefix; own properties only', () => {
+    const m = { 'claude-*': { ...lim5, rateLimitRpm: 1 }, 'claude-opus-*': { ...lim5, rateLimitRpm: 2 }, 'claude-opus-4': { ...lim5, rateLimitRpm: 3 } };
+    expect(modelLimitFor(m, 'claude-opus-4')?.[0]).toBe('claude-opus-4');
+    expect(modelLimitFor(m, 'claude-opus-4-1')?.[0]).toBe('claude-opus-*');
+    expect(modelLimitFor(m, 'claude-haiku')?.[0]).toBe('claude-*');
+    expect(modelLimitFor(m, 'gpt-4o')).toBeNull();
+    expect(modelLimitFor(m, 'constructor')).toBeNull();
+    expect(modelLimitFor(m, null)).toBeNull();
+    expect(modelLimitFor({ '*': lim5 }, 'anything')?.[0]).toBe('*');
+  });
+
+  test('a model limit counts per pattern, apart from the general limit, and names itself in the refusal', async () => {
+    const limits = new MemoryRateLimits();
+    const lim = new RequestLimiter(limits, { leaseMs: 60_000 });
+    const s = subject({ rateLimitRpm: 10, modelLimits: { 'opus-*': { ...lim5, rateLimitRpm: 2 } } });
+    await lim.admit(s, { tokens: 0, hold: false, model: 'opus-1' });
+    await lim.admit(s, { tokens: 0, hold: false, model: 'opus-2' });
+    const e = await refusal(lim.admit(s, { tokens: 0, hold: false, model: 'opus-1' }));
+    expect([e.status, e.code, e.param]).toEqual([429, 'key_model_rpm_exceeded', 'model']);
+    expect(e.message).toContain('opus-*');
+    expect(Number(e.headers['retry-after'])).toBeGreaterThan(0);
+    // Other models only see the general limit (10 per minute; 3 used so far, the refused one included).
+    for (let i = 0; i < 7; i++) await lim.admit(s, { tokens: 0, hold: false, model: 'haiku' });
+    expect((await refusal(lim.admit(s, { tokens: 0, hold: false, model: 'haiku' }))).code).toBe('key_rpm_exceeded');
+  });
+
+  test('model concurrency and tokens per minute on user and group; refusals give back the slots taken', async () => {
+    const limits = new MemoryRateLimits();
+    const lim = new RequestLimiter(limits, { leaseMs: 60_000 });
+    const s = subject({ maxConcurrency: 5 }, { modelLimits: { big: { ...lim5, maxConcurrency: 1 } } }, { modelLimits: { 'b*': { ...lim5, rateLimitTpm: 100 } } });
+    const a = await lim.admit(s, { tokens: 10, hold: true, model: 'big' });
+    expect((await refusal(lim.admit(s, { tokens: 10, hold: true, model: 'big' }))).code).toBe('user_model_concurrency_exceeded');
+    expect(await limits.active('lim:cc:k:1')).toBe(1);
+    a.release();
+    expect((await refusal(lim.admit(s, { tokens: 95, hold: true, model: 'big' }))).code).toBe('group_model_tpm_exceeded');
+    expect(await limits.active('lim:cc:u:2:m:big')).toBe(0);
+    expect(await limits.active('lim:cc:k:1')).toBe(0);
+  });
+
+  test('limited() is false when no limit applies to the model, so admission is skipped', () => {
+    const s = subject({ modelLimits: { 'opus-*': { ...lim5, rateLimitRpm: 2 } } });
+    expect(RequestLimiter.limited(s, 'haiku')).toBe(false);
+    expect(RequestLimiter.limited(s, 'opus-1')).toBe(true);
+    expect(RequestLimiter.limited(subject({}), 'opus-1')).toBe(false);
   });
 });

@@ -7,6 +7,11 @@
  * minute, then tokens per minute, each key → user → group. A hit counts once it passes and the port
  * has no refund, so a request refused by a later window has still used a unit of the earlier ones.
  *
+ * Per-model limits (`modelLimits`: pattern → the same three limits) count apart from the general ones,
+ * one counter per pattern, so `claude-*` limits every claude model together. Of a scope's patterns only
+ * the most specific applies (the exact name, else the longest matching prefix); each scope's model limit
+ * is checked right after its general one.
+ *
  * Tokens per minute count what admission reserves (the input bound plus max_tokens), not what the
  * upstream later reports: the limit can then never be exceeded by requests already admitted, at the
  * price of counting unused output. Nothing is refunded at settlement.
@@ -18,6 +23,22 @@ export interface LimitFields {
   rateLimitRpm: number;
   rateLimitTpm: number;
   maxConcurrency: number;
+  /** Pattern (model name, or prefix ending in `*`) → limits; absent or null = none. */
+  modelLimits?: Record<string, Omit<LimitFields, 'modelLimits'>> | null;
+}
+
+/**
+ * The per-model entry of `m` that applies to `model`: the exact name, else the longest `prefix*` that
+ * matches. Own properties only, so a model named `constructor` or `__proto__` matches nothing inherited.
+ */
+export function modelLimitFor(m: LimitFields['modelLimits'], model: string | null): [string, LimitFields] | null {
+  if (!m || model === null) return null;
+  if (Object.hasOwn(m, model)) return [model, m[model]!];
+  let best: string | null = null;
+  for (const p of Object.keys(m)) {
+    if (p.endsWith('*') && model.startsWith(p.slice(0, -1)) && (best === null || p.length > best.length)) best = p;
+  }
+  return best === null ? null : [best, m[best]!];
 }
 
 /** Who a request counts against. */
@@ -46,39 +67,51 @@ export class RequestLimiter {
   constructor(private readonly limits: RateLimits, private readonly cfg: LimiterConfig) {}
 
   /**
-   * Admits one request of `tokens` (0 for routes that carry no generation) or throws 429 with
-   * `retry-after` and a code naming the limit (`key_rpm_exceeded`, `user_tpm_exceeded`,
-   * `group_concurrency_exceeded`, …). `hold: false` skips concurrency (requests that finish at once).
+   * Whether any scope of `s` has a limit that applies to `model` (most requests: none, and admission
+   * is skipped: not even a microtask).
    */
-  /** Whether any scope of `s` has a limit at all (most requests: none, and admission is skipped). */
-  static limited(s: LimitSubject): boolean {
-    const any = (f: LimitFields) => f.maxConcurrency > 0 || f.rateLimitRpm > 0 || f.rateLimitTpm > 0;
+  static limited(s: LimitSubject, model: string | null = null): boolean {
+    const any = (f: LimitFields) => f.maxConcurrency > 0 || f.rateLimitRpm > 0 || f.rateLimitTpm > 0 || modelLimitFor(f.modelLimits, model) !== null;
     return any(s.key) || any(s.user) || any(s.group);
   }
 
-  async admit(s: LimitSubject, opts: { tokens: number; hold: boolean }): Promise<Admission> {
-    const scopes: Array<[Scope, LimitFields, string]> = [['key', s.key, `k:${s.key.id}`], ['user', s.user, `u:${s.user.id}`], ['group', s.group, `g:${s.group.name}`]];
+  /**
+   * Admits one request of `tokens` (0 for routes that carry no generation) for `model` (null: no
+   * model limits apply) or throws 429 with `retry-after` and a code naming the limit
+   * (`key_rpm_exceeded`, `user_tpm_exceeded`, `group_model_concurrency_exceeded`, …). `hold: false`
+   * skips concurrency (requests that finish at once).
+   */
+  async admit(s: LimitSubject, opts: { tokens: number; hold: boolean; model?: string | null }): Promise<Admission> {
+    const scopes: ScopeLimit[] = [];
+    const add = (scope: Scope, f: LimitFields, id: string) => {
+      scopes.push([scope, f, id, null]);
+      const m = modelLimitFor(f.modelLimits, opts.model ?? null);
+      if (m) scopes.push([scope, m[1], `${id}:m:${m[0]}`, m[0]]);
+    };
+    add('key', s.key, `k:${s.key.id}`);
+    add('user', s.user, `u:${s.user.id}`);
+    add('group', s.group, `g:${s.group.name}`);
     const leases: Lease[] = [];
     const giveBack = () => { for (const l of leases.splice(0)) void this.limits.release(l); };
     try {
       if (opts.hold) {
-        for (const [scope, f, id] of scopes) {
+        for (const [scope, f, id, pattern] of scopes) {
           if (f.maxConcurrency <= 0) continue;
           const lease = await this.limits.acquire(`lim:cc:${id}`, { max: f.maxConcurrency, leaseMs: this.cfg.leaseMs });
-          if (!lease) throw refused(scope, 'concurrency', `at most ${f.maxConcurrency} requests in flight`, 1000);
+          if (!lease) throw refused(scope, 'concurrency', `at most ${f.maxConcurrency} requests in flight`, 1000, true, pattern);
           leases.push(lease);
         }
       }
-      for (const [scope, f, id] of scopes) {
+      for (const [scope, f, id, pattern] of scopes) {
         if (f.rateLimitRpm <= 0) continue;
         const r = await this.limits.hit(`lim:rpm:${id}`, { limit: f.rateLimitRpm, windowMs: MINUTE });
-        if (!r.ok) throw refused(scope, 'rpm', `${f.rateLimitRpm} requests per minute`, r.retryAfterMs);
+        if (!r.ok) throw refused(scope, 'rpm', `${f.rateLimitRpm} requests per minute`, r.retryAfterMs, true, pattern);
       }
-      for (const [scope, f, id] of scopes) {
+      for (const [scope, f, id, pattern] of scopes) {
         if (f.rateLimitTpm <= 0 || opts.tokens <= 0) continue;
-        if (opts.tokens > f.rateLimitTpm) throw refused(scope, 'tpm', `${f.rateLimitTpm} tokens per minute; this request may use ${opts.tokens}`, MINUTE, false);
+        if (opts.tokens > f.rateLimitTpm) throw refused(scope, 'tpm', `${f.rateLimitTpm} tokens per minute; this request may use ${opts.tokens}`, MINUTE, false, pattern);
         const r = await this.limits.hit(`lim:tpm:${id}`, { limit: f.rateLimitTpm, windowMs: MINUTE, cost: opts.tokens });
-        if (!r.ok) throw refused(scope, 'tpm', `${f.rateLimitTpm} tokens per minute`, r.retryAfterMs);
+        if (!r.ok) throw refused(scope, 'tpm', `${f.rateLimitTpm} tokens per minute`, r.retryAfterMs, true, pattern);
       }
     } catch (e) {
       giveBack();
@@ -100,8 +133,13 @@ export class RequestLimiter {
   }
 }
 
-function refused(scope: Scope, kind: 'rpm' | 'tpm' | 'concurrency', what: string, retryAfterMs: number, retryable = true): GatewayError {
-  const message = `Limit of ${what} reached for this ${scope === 'key' ? 'API key' : scope}`;
+/** A scope's limits to check: scope, fields, counter id, and the model pattern for a per-model entry (else null). */
+type ScopeLimit = [Scope, LimitFields, string, string | null];
+
+function refused(scope: Scope, kind: 'rpm' | 'tpm' | 'concurrency', what: string, retryAfterMs: number, retryable: boolean, pattern: string | null): GatewayError {
+  const models = pattern === null ? '' : ` on models ${pattern}`;
+  const message = `Limit of ${what}${models} reached for this ${scope === 'key' ? 'API key' : scope}`;
   const headers: Record<string, string> = retryable ? { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) } : {};
-  return new GatewayError(429, `${scope}_${kind}_exceeded`, message, { headers });
+  if (pattern === null) return new GatewayError(429, `${scope}_${kind}_exceeded`, message, { headers });
+  return new GatewayError(429, `${scope}_model_${kind}_exceeded`, message, { headers, param: 'model' });
 }

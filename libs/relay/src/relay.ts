@@ -177,8 +177,8 @@ export class RelayService {
     const { sized, tokens } = coverAll(plans, base);
     const subject = { key: req.key, user: req.user ?? { ...NO_LIMITS, id: req.key.userId }, group: policy };
     // No limit anywhere (the common case): no admission round, not even a microtask.
-    const admission = this.d.limiter && RequestLimiter.limited(subject)
-      ? await this.d.limiter.admit(subject, { tokens, hold: true })
+    const admission = this.d.limiter && RequestLimiter.limited(subject, body.model)
+      ? await this.d.limiter.admit(subject, { tokens, hold: true, model: body.model })
       : null;
     // Limits are given back once the request is settled, on every path (abort included), or now if the quota refuses it.
     const r: Admitted = { ...req, ratio: policy.ratio, onSettled: () => { admission?.release(); req.onSettled?.(); } };

@@ -1,7 +1,7 @@
 import { MemoryRateLimits, nowSeconds, readBounded, type ChangeBus, type Logger, type RateLimits } from '@gw/core';
-import { billingConfig, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps } from '@gw/billing';
+import { AlertDispatcher, alertWebhookConfig, billingConfig, BudgetBook, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps } from '@gw/billing';
 import type { Database } from 'bun:sqlite';
-import { GroupsRepo, PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
+import { AlertOutboxRepo, BudgetChargesRepo, BudgetsRepo, GroupsRepo, PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
 import { probeRequest } from '@gw/channels';
 import { ModelCatalog } from './catalog';
@@ -31,7 +31,14 @@ export interface RelayServices {
   groups: GroupService;
   /** Per key/user/group rate, token and concurrency limits. */
   limiter: RequestLimiter;
+  /** Periodic budgets and low-balance thresholds as admission and settlement see them. */
+  budgets: BudgetBook;
+  budgetsRepo: BudgetsRepo;
+  /** Delivers the alert outbox to ALERT_WEBHOOK_URL (stopped by `closeAlerts`, after the last settlement). */
+  alerts: AlertDispatcher;
+  alertOutbox: AlertOutboxRepo;
   close(): void;
+  closeAlerts(): Promise<void>;
 }
 
 export interface RelayWiring {
@@ -69,10 +76,18 @@ export function createRelayServices(w: RelayWiring): RelayServices {
   const billing = billingConfig(w.env);
   const prices = new PriceBook(new PricesRepo(w.db), w.bus);
   const usageLogs = new UsageLogsRepo(w.db);
+  const alertCfg = alertWebhookConfig(w.env);
+  const budgetsRepo = new BudgetsRepo(w.db);
+  const alertOutbox = new AlertOutboxRepo(w.db);
+  const budgets = new BudgetBook({ repo: budgetsRepo, charges: new BudgetChargesRepo(w.sqlite), deliver: alertCfg.url !== null, log: w.log });
+  const alerts = new AlertDispatcher(alertOutbox, alertCfg, w.log);
   const quota = new QuotaService({
     sqlite: w.sqlite, users: w.users, settlements: new SettlementsRepo(w.sqlite), prices, bus: w.bus,
     journal: w.journalDir ? new SettlementJournal(w.journalDir) : null, flushMs: billing.flushMs, log: w.log, observe: w.observeSettlement,
+    budgets, onAlerts: () => alerts.poke(),
   });
+  // After the journal replay, which may have written alerts of its own.
+  alerts.start();
   const gate = new RelayGate({ lookup: (k) => w.apiKeys.lookup(k), user: (id) => w.directory.get(id) });
   const health = new ChannelHealth({
     all: () => w.channels.all(),
@@ -100,7 +115,11 @@ export function createRelayServices(w: RelayWiring): RelayServices {
     },
     userActive: (id) => w.directory.get(id)?.status === 1,
   });
-  return { config, billing, prices, quota, usageLogs, gate, health, relay, catalog, inflight, groups, limiter, close: () => { inflight.close(); health.close(); quota.close(); } };
+  return {
+    config, billing, prices, quota, usageLogs, gate, health, relay, catalog, inflight, groups, limiter, budgets, budgetsRepo, alerts, alertOutbox,
+    close: () => { inflight.close(); health.close(); quota.close(); },
+    closeAlerts: () => alerts.close(),
+  };
 }
 
 /** One minimal request (1 output token) to the channel's first model, with `keyId` or else a usable key; success = a 2xx answer. */

@@ -21,6 +21,7 @@ export const TAGS = [
   { name: 'channel', description: 'Upstream channels (admin): accounts of an upstream provider that serve models, chosen by model, group, priority and weight.' },
   { name: 'pricing', description: 'Model prices (admin), in integer quota units per million tokens.' },
   { name: 'group', description: 'Groups (admin): price ratio, routing fallbacks and limits shared by their users and keys.' },
+  { name: 'budget', description: 'Daily and monthly budgets of users and keys (UTC periods) on top of the balance, low-balance alerts, and the signed alert webhook\'s outbox.' },
   { name: 'logs', description: 'Usage logs: one row per metered request.' },
   { name: 'topup', description: 'Prepaid top-ups through the configured payment providers.' },
   { name: 'ledger', description: 'The balance ledger: every top-up, charge, refund, manual adjustment and redeemed code.' },

@@ -61,7 +61,7 @@ async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal
 /** The key checks plus the request-per-minute limits, for routes that generate nothing (no tokens, no slot held). */
 async function authorizeQuick(s: Services, key: GateKey, model: string | null, ip: string) {
   const a = s.relay.gate.authorize(key, model, ip);
-  await s.relay.limiter.admit({ key, user: a.user, group: s.relay.relay.policy(a.group) }, { tokens: 0, hold: false });
+  await s.relay.limiter.admit({ key, user: a.user, group: s.relay.relay.policy(a.group) }, { tokens: 0, hold: false, model });
   return a;
 }
 

@@ -50,5 +50,5 @@ export async function limitRealtime(s: Services, a: Admission): Promise<void> {
   const key = s.apiKeys.byId(a.subject.keyId);
   const user = s.userDirectory.get(a.subject.userId);
   if (!key || !user) return;
-  await s.relay.limiter.admit({ key, user, group: s.relay.relay.policy(a.subject.group) }, { tokens: 0, hold: false });
+  await s.relay.limiter.admit({ key, user, group: s.relay.relay.policy(a.subject.group) }, { tokens: 0, hold: false, model: a.subject.model });
 }

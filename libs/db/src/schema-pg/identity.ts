@@ -1,5 +1,6 @@
 import { pgTable, integer, text, boolean, jsonb, index, uniqueIndex } from 'drizzle-orm/pg-core';
 import { big, idColumn } from './columns';
+import type { ModelLimitMap } from '../schema/identity';
 
 /** PostgreSQL twin of ../schema/identity.ts: same exports, property names and column names. */
 export { ROLE, USER_STATUS, API_KEY_STATUS } from '../schema/identity';
@@ -26,6 +27,7 @@ export const users = pgTable('users', {
   rateLimitRpm: integer('rate_limit_rpm').notNull().default(0),
   rateLimitTpm: big('rate_limit_tpm').notNull().default(0),
   maxConcurrency: integer('max_concurrency').notNull().default(0),
+  modelLimits: jsonb('model_limits').$type<ModelLimitMap | null>(),
   createdAt: big('created_at').notNull(),
   updatedAt: big('updated_at').notNull(),
 }, (t) => [uniqueIndex('users_username_uq').on(t.username), uniqueIndex('users_email_uq').on(t.email)]);
@@ -68,6 +70,7 @@ export const apiKeys = pgTable('api_keys', {
   rateLimitRpm: integer('rate_limit_rpm').notNull().default(0),
   rateLimitTpm: big('rate_limit_tpm').notNull().default(0),
   maxConcurrency: integer('max_concurrency').notNull().default(0),
+  modelLimits: jsonb('model_limits').$type<ModelLimitMap | null>(),
   createdAt: big('created_at').notNull(),
   updatedAt: big('updated_at').notNull(),
   lastUsedAt: big('last_used_at'),
@@ -99,6 +102,7 @@ export const groups = pgTable('groups', {
   rateLimitRpm: integer('rate_limit_rpm').notNull().default(0),
   rateLimitTpm: big('rate_limit_tpm').notNull().default(0),
   maxConcurrency: integer('max_concurrency').notNull().default(0),
+  modelLimits: jsonb('model_limits').$type<ModelLimitMap | null>(),
   createdAt: big('created_at').notNull(),
   updatedAt: big('updated_at').notNull(),
 }, (t) => [uniqueIndex('groups_name_uq').on(t.name)]);

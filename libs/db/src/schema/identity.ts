@@ -1,6 +1,9 @@
 import { sqliteTable, integer, text, index, uniqueIndex } from 'drizzle-orm/sqlite-core';
 
 /** Roles are numbers so "at least admin" is a comparison (new-api convention). */
+/** Per-model limits (JSON column): a model name or a prefix ending in `*` → its three limits (0 = unlimited). */
+export type ModelLimitMap = Record<string, { rateLimitRpm: number; rateLimitTpm: number; maxConcurrency: number }>;
+
 export const ROLE = { user: 1, admin: 10, root: 100 } as const;
 export const USER_STATUS = { enabled: 1, disabled: 2 } as const;
 
@@ -29,6 +32,8 @@ export const users = sqliteTable('users', {
   rateLimitRpm: integer('rate_limit_rpm').notNull().default(0),
   rateLimitTpm: integer('rate_limit_tpm').notNull().default(0),
   maxConcurrency: integer('max_concurrency').notNull().default(0),
+  /** Limits per model pattern; null = none. */
+  modelLimits: text('model_limits', { mode: 'json' }).$type<ModelLimitMap | null>(),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
 }, (t) => [uniqueIndex('users_username_uq').on(t.username), uniqueIndex('users_email_uq').on(t.email)]);
@@ -85,6 +90,8 @@ export const apiKeys = sqliteTable('api_keys', {
   rateLimitTpm: integer('rate_limit_tpm').notNull().default(0),
   /** Requests in flight at once; 0 = unlimited. */
   maxConcurrency: integer('max_concurrency').notNull().default(0),
+  /** Limits per model pattern; null = none. */
+  modelLimits: text('model_limits', { mode: 'json' }).$type<ModelLimitMap | null>(),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
   lastUsedAt: integer('last_used_at'),
@@ -125,6 +132,8 @@ export const groups = sqliteTable('groups', {
   rateLimitRpm: integer('rate_limit_rpm').notNull().default(0),
   rateLimitTpm: integer('rate_limit_tpm').notNull().default(0),
   maxConcurrency: integer('max_concurrency').notNull().default(0),
+  /** Limits per model pattern; null = none. */
+  modelLimits: text('model_limits', { mode: 'json' }).$type<ModelLimitMap | null>(),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
 }, (t) => [uniqueIndex('groups_name_uq').on(t.name)]);

@@ -3,3 +3,4 @@ export * from './channels';
 export * from './billing';
 export * from './payments';
 export * from './realtime';
+export * from './budgets';

@@ -1,0 +1,231 @@
+/**
+ * Budgets on the request path: every budget and low-balance threshold in memory (no DB read per
+ * request), the amounts held for requests in flight and recorded-but-uncommitted, and the writes a
+ * charge makes to them inside the settlement transaction.
+ *
+ * Admission is QuotaService's rule applied to each budget of the key and of its owner: a request's
+ * worst case must fit in `limit − spent(this period) − pending − held`, so concurrent requests can
+ * never spend past a budget. Held and pending amounts are kept by budget id, apart from the budget
+ * record, so an operator changing a budget does not forget what is in flight.
+ */
+import { GatewayError, type Logger } from '@gw/core';
+import type { BudgetChargesRepo, BudgetRow, BudgetsRepo, SettlementRow } from '@gw/db';
+import { periodEnd, periodKey, type BudgetPeriod } from './period';
+import { reachedMask, thresholdsOf } from './thresholds';
+
+interface BudgetState {
+  id: number;
+  scope: 'user' | 'key';
+  subjectId: number;
+  period: BudgetPeriod;
+  limit: number;
+  periodKey: string;
+  spent: number;
+}
+
+/** A request's hold on the budgets that applied when it was admitted. */
+export interface BudgetHold {
+  readonly ids: number[];
+  readonly amount: number;
+}
+
+/** An alert written to the outbox by a charge (delivered after the commit). */
+export interface AlertEvent {
+  id: string;
+  type: 'budget.threshold' | 'balance.low';
+  created_at: number;
+  data: Record<string, unknown>;
+}
+
+/** What one charge did to budgets: installed in memory once its transaction commits. */
+export interface BudgetEffects {
+  updates: Array<{ id: number; periodKey: string; spent: number }>;
+  events: AlertEvent[];
+}
+
+export interface BudgetBookDeps {
+  repo: BudgetsRepo;
+  charges: BudgetChargesRepo;
+  /** Whether alerts will be delivered (a webhook is configured); otherwise they are recorded as 'skipped'. */
+  deliver: boolean;
+  now?: () => number;
+  log?: Logger;
+}
+
+const newEventId = () => `evt_${crypto.randomUUID().replaceAll('-', '')}`;
+
+export class BudgetBook {
+  private byUser = new Map<number, BudgetState[]>();
+  private byKey = new Map<number, BudgetState[]>();
+  private lowBalance = new Map<number, number>();
+  private byId = new Map<number, BudgetState>();
+  private readonly held = new Map<number, number>();
+  private readonly pending = new Map<number, number>();
+  private readonly now: () => number;
+
+  constructor(private readonly d: BudgetBookDeps) {
+    this.now = d.now ?? Date.now;
+    this.reload();
+  }
+
+  /** Re-reads every budget and threshold (after a management change; the tables are small). */
+  reload(): void {
+    const byUser = new Map<number, BudgetState[]>();
+    const byKey = new Map<number, BudgetState[]>();
+    for (const r of this.d.repo.all()) {
+      const m = r.scope === 'key' ? byKey : byUser;
+      const list = m.get(r.subjectId) ?? [];
+      list.push(toState(r));
+      m.set(r.subjectId, list);
+    }
+    this.byUser = byUser;
+    this.byKey = byKey;
+    this.byId = new Map([...byUser.values(), ...byKey.values()].flat().map((b) => [b.id, b]));
+    this.lowBalance = new Map(this.d.repo.lowBalanceAll().map((r) => [r.userId, r.threshold]));
+  }
+
+  /** The budgets of a key, then of its owner. */
+  private budgetsOf(userId: number, keyId: number): BudgetState[] | null {
+    const k = this.byKey.get(keyId);
+    const u = this.byUser.get(userId);
+    if (!k && !u) return null;
+    return k && u ? [...k, ...u] : (k ?? u)!;
+  }
+
+  /** What the budget can still admit now: limit − spent this period − pending − held (may be negative). */
+  private available(b: BudgetState, nowMs: number): number {
+    const spent = b.periodKey === periodKey(b.period, nowMs) ? b.spent : 0;
+    return b.limit - spent - (this.pending.get(b.id) ?? 0) - (this.held.get(b.id) ?? 0);
+  }
+
+  /**
+   * Holds `amount` on every budget of the key and its owner, or throws 402 `key_budget_exceeded` /
+   * `user_budget_exceeded` (with `retry-after`: seconds until the period resets). null = no budget applies.
+   */
+  reserve(userId: number, keyId: number, amount: number): BudgetHold | null {
+    const list = this.budgetsOf(userId, keyId);
+    if (!list) return null;
+    const t = this.now();
+    for (const b of list) {
+      const avail = this.available(b, t);
+      if (amount > avail || avail <= 0) throw exceeded(b, amount, avail, t);
+    }
+    for (const b of list) add(this.held, b.id, amount);
+    return { ids: list.map((b) => b.id), amount };
+  }
+
+  release(h: BudgetHold): void {
+    for (const id of h.ids) add(this.held, id, -h.amount);
+  }
+
+  /** Most a charge may take within the budgets: the hold plus what they can still admit besides. */
+  cap(h: BudgetHold | null, userId: number, keyId: number): number {
+    const list = this.budgetsOf(userId, keyId);
+    if (!list) return Number.MAX_SAFE_INTEGER;
+    const t = this.now();
+    const held = h?.amount ?? 0;
+    let cap = Number.MAX_SAFE_INTEGER;
+    for (const b of list) cap = Math.min(cap, (h && h.ids.includes(b.id) ? held : 0) + Math.max(0, this.available(b, t)));
+    return cap;
+  }
+
+  /** A settlement was recorded (not yet committed): its cost counts as spent until the commit. Returns the ids to unpend. */
+  pend(userId: number, keyId: number, cost: number): number[] | null {
+    const list = cost > 0 ? this.budgetsOf(userId, keyId) : null;
+    if (!list) return null;
+    for (const b of list) add(this.pending, b.id, cost);
+    return list.map((b) => b.id);
+  }
+
+  unpend(ids: number[] | null, cost: number): void {
+    if (ids) for (const id of ids) add(this.pending, id, -cost);
+  }
+
+  /** Whether a charge of this user and key touches budgets or alerts (no statement runs otherwise). */
+  concerns(userId: number, keyId: number): boolean {
+    return this.byUser.has(userId) || this.byKey.has(keyId) || this.lowBalance.has(userId);
+  }
+
+  /**
+   * Runs inside the settlement transaction of `row` (cost > 0, newly inserted): adds the cost to each
+   * budget's period, and writes to the outbox every threshold crossed for the first time this period and
+   * a low-balance crossing (`balanceAfter + cost ≥ threshold > balanceAfter`). Rolled back with the charge.
+   */
+  commit(row: SettlementRow, balanceAfter: number | undefined): BudgetEffects | null {
+    if (!this.concerns(row.userId, row.apiKeyId)) return null;
+    const effects: BudgetEffects = { updates: [], events: [] };
+    const atMs = row.createdAt * 1000;
+    for (const b of this.budgetsOf(row.userId, row.apiKeyId) ?? []) {
+      const pk = periodKey(b.period, atMs);
+      const r = this.d.charges.charge(b.id, pk, row.cost);
+      if (!r) continue;
+      effects.updates.push({ id: b.id, periodKey: r.periodKey, spent: r.spent });
+      const reached = reachedMask(r.spent, r.limitAmount);
+      const fresh = reached & ~r.alerted;
+      if (!fresh) continue;
+      this.d.charges.markAlerted(b.id, r.alerted | reached);
+      for (const pct of thresholdsOf(fresh)) {
+        effects.events.push(this.queue('budget.threshold', row.createdAt, {
+          budget_id: b.id, scope: b.scope, user_id: row.userId, key_id: b.scope === 'key' ? b.subjectId : null, period: b.period,
+          period_key: r.periodKey, period_end: Math.floor(periodEnd(b.period, atMs) / 1000), threshold: pct, limit: r.limitAmount, spent: r.spent,
+          request_id: row.requestId,
+        }));
+      }
+    }
+    const threshold = this.lowBalance.get(row.userId);
+    if (threshold !== undefined && balanceAfter !== undefined && balanceAfter < threshold && balanceAfter + row.cost >= threshold) {
+      effects.events.push(this.queue('balance.low', row.createdAt, { user_id: row.userId, threshold, balance: balanceAfter, request_id: row.requestId }));
+    }
+    return effects;
+  }
+
+  private queue(type: AlertEvent['type'], createdAt: number, data: Record<string, unknown>): AlertEvent {
+    const event: AlertEvent = { id: newEventId(), type, created_at: createdAt, data };
+    this.d.charges.enqueue({
+      eventId: event.id, type, payload: JSON.stringify(event), status: this.d.deliver ? 'pending' : 'skipped', nextAttemptAt: this.now(), createdAt,
+    });
+    return event;
+  }
+
+  /** Installs what committed charges did (in commit order) and logs their alerts. */
+  applyCommitted(effects: BudgetEffects): void {
+    for (const u of effects.updates) {
+      const b = this.find(u.id);
+      if (b) { b.periodKey = u.periodKey; b.spent = u.spent; }
+    }
+    for (const e of effects.events) this.d.log?.warn(`alert.${e.type}`, { event: e.id, ...flat(e.data) });
+  }
+
+  /** Spend as the request path sees it (committed this period, pending, held), for the management views. */
+  usage(id: number): { spent: number; pending: number; held: number; periodKey: string; resetsAt: number } | null {
+    const b = this.find(id);
+    if (!b) return null;
+    const t = this.now();
+    const pk = periodKey(b.period, t);
+    return { spent: b.periodKey === pk ? b.spent : 0, pending: this.pending.get(id) ?? 0, held: this.held.get(id) ?? 0, periodKey: pk, resetsAt: Math.floor(periodEnd(b.period, t) / 1000) };
+  }
+
+  private find(id: number): BudgetState | undefined {
+    return this.byId.get(id);
+  }
+}
+
+const toState = (r: BudgetRow): BudgetState => ({
+  id: r.id, scope: r.scope === 'key' ? 'key' : 'user', subjectId: r.subjectId, period: r.period as BudgetPeriod, limit: r.limitAmount, periodKey: r.periodKey, spent: r.spent,
+});
+
+function exceeded(b: BudgetState, amount: number, avail: number, nowMs: number): GatewayError {
+  const resets = periodEnd(b.period, nowMs);
+  const who = b.scope === 'key' ? 'this API key' : 'this user';
+  return new GatewayError(402, `${b.scope}_budget_exceeded`,
+    `The ${b.period} budget of ${who} is used up: this request may cost up to ${amount} quota units, ${Math.max(0, avail)} of ${b.limit} left until ${new Date(resets).toISOString()}`,
+    { headers: { 'retry-after': String(Math.max(1, Math.ceil((resets - nowMs) / 1000))) } });
+}
+
+function add(m: Map<number, number>, id: number, by: number): void {
+  const v = (m.get(id) ?? 0) + by;
+  if (v <= 0) m.delete(id);
+  else m.set(id, v);
+}
+
+const flat = (d: Record<string, unknown>) => Object.fromEntries(Object.entries(d).filter(([, v]) => v !== null && v !== undefined)) as Record<string, string | number>;

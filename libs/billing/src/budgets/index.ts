@@ -1,0 +1,6 @@
+export * from './period';
+export * from './thresholds';
+export * from './book';
+export * from './service';
+export * from './webhook-config';
+export * from './alert-webhook';

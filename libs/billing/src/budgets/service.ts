@@ -1,0 +1,166 @@
+/**
+ * Management of budgets and low-balance thresholds (/api/budget/): validated bodies, views with the
+ * current spend, and who may change what. Every write reloads the BudgetBook before it returns, so
+ * the next request is admitted against the new budget.
+ *
+ * Who: user budgets are set by admins (for users they may manage); key budgets by the key's owner
+ * or such an admin; a low-balance threshold by the user or such an admin.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import { GatewayError, nowSeconds } from '@gw/core';
+import type { AlertOutboxRepo, AlertOutboxRow, BudgetRow, BudgetsRepo } from '@gw/db';
+import type { BudgetBook } from './book';
+import { PERIODS } from './period';
+import { reachedMask, thresholdsOf } from './thresholds';
+
+const Scope = Type.Union([Type.Literal('user'), Type.Literal('key')], { description: "'user' (all the user's keys together) or 'key'", error: "must be 'user' or 'key'" });
+const Period = Type.Union(PERIODS.map((p) => Type.Literal(p)), { description: 'UTC calendar day or calendar month', error: "must be 'daily' or 'monthly'" });
+const Amount = Type.Integer({ minimum: 1, maximum: 1e15, description: 'Quota units per period' });
+
+/** Body of PUT /api/budget/: creates or replaces the subject's budget of that period. */
+export const BudgetSet = Type.Object({
+  scope: Scope,
+  subject_id: Type.Integer({ minimum: 1, description: 'The user id (scope user) or the API key id (scope key)' }),
+  period: Period,
+  limit: Amount,
+});
+export type BudgetSet = Static<typeof BudgetSet>;
+
+/** Body of PUT /api/budget/low_balance. */
+export const LowBalanceSet = Type.Object({
+  user_id: Type.Optional(Type.Integer({ minimum: 1, description: 'Admins: another user; default the caller' })),
+  threshold: Type.Integer({ minimum: 0, maximum: 1e15, description: 'Alert when a charge takes the balance below this; 0 clears it' }),
+});
+export type LowBalanceSet = Static<typeof LowBalanceSet>;
+
+export const BudgetView = Type.Object({
+  id: Type.Integer(), scope: Type.String(), subject_id: Type.Integer(), user_id: Type.Integer({ description: 'The user, or the key\'s owner' }),
+  period: Type.String(), limit: Type.Integer(),
+  period_key: Type.String({ description: 'The current period: YYYY-MM-DD (daily) or YYYY-MM (monthly), UTC' }),
+  spent: Type.Integer({ description: 'Committed charges in the current period' }),
+  pending: Type.Integer({ description: 'Charges recorded, committing within BILLING_FLUSH_MS' }),
+  held: Type.Integer({ description: 'Worst cases held by requests in flight' }),
+  remaining: Type.Integer({ description: 'limit − spent − pending − held (what a new request may still reserve), at least 0' }),
+  resets_at: Type.Integer({ description: 'Unix seconds when the period ends' }),
+  alerted: Type.Array(Type.Integer(), { description: 'Thresholds (percent) already announced this period' }),
+  created_at: Type.Integer(), updated_at: Type.Integer(),
+});
+export type BudgetView = Static<typeof BudgetView>;
+
+export const BudgetOverview = Type.Object({
+  budgets: Type.Array(BudgetView),
+  low_balance_threshold: Type.Union([Type.Integer(), Type.Null()], { description: 'null = no low-balance alert' }),
+});
+
+export const AlertView = Type.Object({
+  id: Type.Integer(), event_id: Type.String(), type: Type.String(), status: Type.String({ description: 'pending, delivered, failed (attempts exhausted) or skipped (no webhook configured)' }),
+  attempts: Type.Integer(), last_error: Type.String(), created_at: Type.Integer(), delivered_at: Type.Union([Type.Integer(), Type.Null()]),
+  payload: Type.Unknown({ description: 'The event as delivered' }),
+});
+
+/** The acting user, as far as the rules look. */
+export interface BudgetActor { id: number; role: number }
+
+export interface BudgetSubjects {
+  user(id: number): { id: number; role: number } | undefined;
+  /** The owner of an API key; undefined = no such key. */
+  keyOwner(keyId: number): number | undefined;
+  /** Whether `actor` (an admin) may manage `target` (role rules of the user API). */
+  canManage(actor: BudgetActor, target: { id: number; role: number }): boolean;
+}
+
+const ADMIN = 10;
+const notFound = (what: string, id: number, param: string) => new GatewayError(404, `${what}_not_found`, `No ${what.replace('_', ' ')} ${id}`, { param });
+
+export class BudgetService {
+  constructor(private readonly repo: BudgetsRepo, private readonly outbox: AlertOutboxRepo, private readonly book: BudgetBook, private readonly subjects: BudgetSubjects) {}
+
+  /** Creates or replaces a budget; the thresholds already reached under the new limit this period are not announced again. */
+  set(actor: BudgetActor, input: BudgetSet): BudgetView {
+    const owner = this.ownerOf(input.scope, input.subject_id, 'subject_id');
+    this.authorize(actor, owner, input.scope === 'user');
+    const now = nowSeconds();
+    const existing = this.repo.find(input.scope, input.subject_id, input.period);
+    let row: BudgetRow;
+    if (existing) {
+      const alerted = reachedMask(existing.spent, input.limit);
+      row = this.repo.update(existing.id, { limitAmount: input.limit, alerted, updatedAt: now })!;
+    } else {
+      row = this.repo.insert({ scope: input.scope, subjectId: input.subject_id, period: input.period, limitAmount: input.limit, createdAt: now, updatedAt: now });
+    }
+    this.book.reload();
+    return this.view(row, owner.id);
+  }
+
+  clear(actor: BudgetActor, id: number): void {
+    const row = this.repo.byId(id);
+    if (!row) throw notFound('budget', id, 'id');
+    this.authorize(actor, this.ownerOf(row.scope as 'user' | 'key', row.subjectId, 'id'), row.scope === 'user');
+    this.repo.delete(id);
+    this.book.reload();
+  }
+
+  setLowBalance(actor: BudgetActor, input: LowBalanceSet): { user_id: number; low_balance_threshold: number | null } {
+    const owner = this.ownerOf('user', input.user_id ?? actor.id, 'user_id');
+    this.authorize(actor, owner, false);
+    if (input.threshold > 0) this.repo.setLowBalance(owner.id, input.threshold, nowSeconds());
+    else this.repo.clearLowBalance(owner.id);
+    this.book.reload();
+    return { user_id: owner.id, low_balance_threshold: input.threshold > 0 ? input.threshold : null };
+  }
+
+  /** A user's budgets, their keys' budgets and their low-balance threshold. */
+  overview(actor: BudgetActor, userId: number, keyIds: number[]): Static<typeof BudgetOverview> {
+    const owner = this.ownerOf('user', userId, 'user_id');
+    if (actor.id !== owner.id) this.authorize(actor, owner, true);
+    const rows = [...this.repo.list({ scope: 'user', subjectIds: [owner.id] }), ...this.repo.list({ scope: 'key', subjectIds: keyIds })];
+    return { budgets: rows.map((r) => this.view(r, owner.id)), low_balance_threshold: this.repo.lowBalance(owner.id)?.threshold ?? null };
+  }
+
+  /** Every budget (admin). */
+  list(filter: { scope?: 'user' | 'key'; subjectId?: number }): BudgetView[] {
+    return this.repo.list({ scope: filter.scope, subjectIds: filter.subjectId === undefined ? undefined : [filter.subjectId] })
+      .map((r) => this.view(r, r.scope === 'key' ? this.subjects.keyOwner(r.subjectId) ?? 0 : r.subjectId));
+  }
+
+  alerts(q: { status?: string; offset: number; limit: number }) {
+    const r = this.outbox.list(q);
+    return { items: r.items.map(alertView), total: r.total };
+  }
+
+  private ownerOf(scope: 'user' | 'key', subjectId: number, param: string): { id: number; role: number } {
+    const userId = scope === 'key' ? this.subjects.keyOwner(subjectId) : subjectId;
+    const owner = userId === undefined ? undefined : this.subjects.user(userId);
+    if (!owner) throw scope === 'key' ? notFound('token', subjectId, param) : notFound('user', subjectId, param);
+    return owner;
+  }
+
+  /** Own keys and own threshold: the owner; anything else: an admin who may manage the owner. */
+  private authorize(actor: BudgetActor, owner: { id: number; role: number }, adminOnly: boolean): void {
+    if (actor.id === owner.id && !adminOnly) return;
+    if (actor.role < ADMIN) {
+      throw new GatewayError(403, 'insufficient_role', adminOnly ? 'Only admins set or clear user budgets' : 'Only admins manage budgets of other users');
+    }
+    if (actor.id !== owner.id && !this.subjects.canManage(actor, owner)) {
+      throw new GatewayError(403, 'role_too_high', 'You cannot manage budgets of a user whose role is equal to or above your own');
+    }
+  }
+
+  private view(r: BudgetRow, userId: number): BudgetView {
+    const u = this.book.usage(r.id);
+    const spent = u?.spent ?? 0;
+    const pending = u?.pending ?? 0;
+    const held = u?.held ?? 0;
+    const current = u !== null && r.periodKey === u.periodKey;
+    return {
+      id: r.id, scope: r.scope, subject_id: r.subjectId, user_id: userId, period: r.period, limit: r.limitAmount,
+      period_key: u?.periodKey ?? r.periodKey, spent, pending, held, remaining: Math.max(0, r.limitAmount - spent - pending - held),
+      resets_at: u?.resetsAt ?? 0, alerted: current ? thresholdsOf(r.alerted) : [], created_at: r.createdAt, updated_at: r.updatedAt,
+    };
+  }
+}
+
+const alertView = (r: AlertOutboxRow) => ({
+  id: r.id, event_id: r.eventId, type: r.type, status: r.status, attempts: r.attempts, last_error: r.lastError,
+  created_at: r.createdAt, delivered_at: r.deliveredAt, payload: JSON.parse(r.payload) as unknown,
+});

@@ -1,0 +1,141 @@
+import { and, asc, desc, eq, inArray, lte, sql, type SQL } from 'drizzle-orm';
+import type { Database, Statement } from 'bun:sqlite';
+import type { Db } from '../client';
+import { alertOutbox, budgets, lowBalanceAlerts } from '../schema';
+
+export type BudgetRow = typeof budgets.$inferSelect;
+export type LowBalanceRow = typeof lowBalanceAlerts.$inferSelect;
+export type AlertOutboxRow = typeof alertOutbox.$inferSelect;
+export type NewAlertOutboxRow = typeof alertOutbox.$inferInsert;
+
+/** Storage of budgets and low-balance thresholds (management side); knows SQL, no rules. */
+export class BudgetsRepo {
+  constructor(private readonly db: Db) {}
+
+  all(): BudgetRow[] {
+    return this.db.select().from(budgets).orderBy(asc(budgets.id)).all();
+  }
+
+  list(filter: { scope?: string; subjectIds?: number[] }): BudgetRow[] {
+    const where: SQL[] = [];
+    if (filter.scope) where.push(eq(budgets.scope, filter.scope));
+    if (filter.subjectIds) where.push(inArray(budgets.subjectId, filter.subjectIds.length ? filter.subjectIds : [-1]));
+    return this.db.select().from(budgets).where(where.length ? and(...where) : undefined).orderBy(asc(budgets.id)).all();
+  }
+
+  byId(id: number): BudgetRow | undefined {
+    return this.db.select().from(budgets).where(eq(budgets.id, id)).get();
+  }
+
+  find(scope: string, subjectId: number, period: string): BudgetRow | undefined {
+    return this.db.select().from(budgets).where(and(eq(budgets.scope, scope), eq(budgets.subjectId, subjectId), eq(budgets.period, period))).get();
+  }
+
+  insert(row: typeof budgets.$inferInsert): BudgetRow {
+    return this.db.insert(budgets).values(row).returning().get();
+  }
+
+  update(id: number, patch: Partial<typeof budgets.$inferInsert>): BudgetRow | undefined {
+    return this.db.update(budgets).set(patch).where(eq(budgets.id, id)).returning().get();
+  }
+
+  delete(id: number): BudgetRow | undefined {
+    return this.db.delete(budgets).where(eq(budgets.id, id)).returning().get();
+  }
+
+  lowBalanceAll(): LowBalanceRow[] {
+    return this.db.select().from(lowBalanceAlerts).all();
+  }
+
+  lowBalance(userId: number): LowBalanceRow | undefined {
+    return this.db.select().from(lowBalanceAlerts).where(eq(lowBalanceAlerts.userId, userId)).get();
+  }
+
+  setLowBalance(userId: number, threshold: number, now: number): void {
+    this.db.insert(lowBalanceAlerts).values({ userId, threshold, createdAt: now, updatedAt: now })
+      .onConflictDoUpdate({ target: lowBalanceAlerts.userId, set: { threshold, updatedAt: now } }).run();
+  }
+
+  clearLowBalance(userId: number): boolean {
+    return this.db.delete(lowBalanceAlerts).where(eq(lowBalanceAlerts.userId, userId)).returning().all().length > 0;
+  }
+}
+
+/** What a charge did to one budget, read back in the charge's transaction. */
+export interface BudgetChargeResult { spent: number; alerted: number; limitAmount: number; periodKey: string }
+
+/**
+ * The budget writes of a settlement, on raw prepared statements like SettlementsRepo (they run in
+ * its batch transaction, for charges of budgeted users and keys only); the caller owns the transaction.
+ */
+export class BudgetChargesRepo {
+  private readonly chargeStmt: Statement;
+  private readonly alertedStmt: Statement;
+  private readonly outboxStmt: Statement;
+
+  constructor(sqlite: Database) {
+    // A charge of a later period restarts the count (and the announced thresholds) from its own cost; a
+    // charge of an earlier period (a late journal replay) changes nothing, so the current period is never reset backwards.
+    this.chargeStmt = sqlite.prepare(`UPDATE budgets SET
+      spent = CASE WHEN period_key = ?2 THEN spent + ?3 ELSE ?3 END,
+      alerted = CASE WHEN period_key = ?2 THEN alerted ELSE 0 END,
+      period_key = ?2
+      WHERE id = ?1 AND period_key <= ?2 RETURNING spent, alerted, limit_amount AS limitAmount, period_key AS periodKey`);
+    this.alertedStmt = sqlite.prepare('UPDATE budgets SET alerted = ?2 WHERE id = ?1');
+    this.outboxStmt = sqlite.prepare(`INSERT INTO alert_outbox (event_id, type, payload, status, attempts, next_attempt_at, last_error, created_at)
+      VALUES (?, ?, ?, ?, 0, ?, '', ?)`);
+  }
+
+  /** Adds `cost` to the budget's period `periodKey`; null when the budget is gone or already in a later period. */
+  charge(budgetId: number, periodKey: string, cost: number): BudgetChargeResult | null {
+    return (this.chargeStmt.get(budgetId, periodKey, cost) as BudgetChargeResult | null) ?? null;
+  }
+
+  markAlerted(budgetId: number, mask: number): void {
+    this.alertedStmt.run(budgetId, mask);
+  }
+
+  /** Queues an alert for delivery (status 'pending', or 'skipped' when no webhook is configured). */
+  enqueue(e: { eventId: string; type: string; payload: string; status: 'pending' | 'skipped'; nextAttemptAt: number; createdAt: number }): void {
+    this.outboxStmt.run(e.eventId, e.type, e.payload, e.status, e.nextAttemptAt, e.createdAt);
+  }
+}
+
+/** The alert outbox as the delivery worker and the management API see it. */
+export class AlertOutboxRepo {
+  constructor(private readonly db: Db) {}
+
+  /** Pending alerts due at `nowMs`, oldest first. */
+  due(nowMs: number, limit: number): AlertOutboxRow[] {
+    return this.db.select().from(alertOutbox).where(and(eq(alertOutbox.status, 'pending'), lte(alertOutbox.nextAttemptAt, nowMs)))
+      .orderBy(asc(alertOutbox.nextAttemptAt), asc(alertOutbox.id)).limit(limit).all();
+  }
+
+  /**
+   * Takes a due alert for one attempt by moving its next attempt to `leaseUntil`, only if nobody else
+   * did since it was read (compare-and-set), so two workers never send the same attempt.
+   */
+  claim(id: number, seenNext: number, leaseUntil: number): boolean {
+    return this.db.update(alertOutbox).set({ nextAttemptAt: leaseUntil })
+      .where(and(eq(alertOutbox.id, id), eq(alertOutbox.status, 'pending'), eq(alertOutbox.nextAttemptAt, seenNext))).returning({ id: alertOutbox.id }).all().length > 0;
+  }
+
+  delivered(id: number, attempts: number, atMs: number): void {
+    this.db.update(alertOutbox).set({ status: 'delivered', attempts, deliveredAt: atMs, lastError: '' }).where(eq(alertOutbox.id, id)).run();
+  }
+
+  retry(id: number, attempts: number, nextMs: number, error: string): void {
+    this.db.update(alertOutbox).set({ attempts, nextAttemptAt: nextMs, lastError: error }).where(eq(alertOutbox.id, id)).run();
+  }
+
+  failed(id: number, attempts: number, error: string): void {
+    this.db.update(alertOutbox).set({ status: 'failed', attempts, lastError: error }).where(eq(alertOutbox.id, id)).run();
+  }
+
+  list(q: { status?: string; offset: number; limit: number }): { items: AlertOutboxRow[]; total: number } {
+    const where = q.status ? eq(alertOutbox.status, q.status) : undefined;
+    const items = this.db.select().from(alertOutbox).where(where).orderBy(desc(alertOutbox.id)).limit(q.limit).offset(q.offset).all();
+    const total = this.db.select({ n: sql<number>`count(*)`.mapWith(Number) }).from(alertOutbox).where(where).get()?.n ?? 0;
+    return { items, total };
+  }
+}
