@@ -47,7 +47,7 @@ interface Change {
 export class PgChangeFeed implements ChangeFeed {
   private listener: postgres.Sql | null = null;
   /** Sends the heartbeat; a different session from the listener's, so it proves delivery. */
-  private readonly sender: postgres.Sql;
+  private sender: postgres.Sql;
   private readonly timer: ReturnType<typeof setInterval> | null;
   private readonly log: Logger;
   private closed = false;
@@ -62,7 +62,7 @@ export class PgChangeFeed implements ChangeFeed {
 
   private constructor(private readonly opts: PgChangeFeedOptions) {
     this.log = opts.log ?? silentLogger;
-    this.sender = postgres(opts.url, { max: 1, onnotice: () => {}, connect_timeout: 5, idle_timeout: 60 });
+    this.sender = this.newSender();
     const every = opts.resyncMs ?? 30_000;
     this.timer = every > 0 ? setInterval(() => void this.tick(), every) : null;
   }
@@ -78,6 +78,10 @@ export class PgChangeFeed implements ChangeFeed {
       throw err;
     }
     return feed;
+  }
+
+  private newSender(): postgres.Sql {
+    return postgres(this.opts.url, { max: 1, onnotice: () => {}, connect_timeout: 5, idle_timeout: 60 });
   }
 
   get listening(): boolean {
@@ -220,9 +224,11 @@ export class PgChangeFeed implements ChangeFeed {
     this.stats.restarts++;
     this.log.warn('change_feed.restart', { schema: this.opts.schema, reason: why });
     try {
-      const old = this.listener;
+      // The sender too: on a connection that silently died, its ping would queue forever.
+      const old = [this.listener, this.sender];
       this.listener = null;
-      await old?.end({ timeout: 1 }).catch(() => {});
+      this.sender = this.newSender();
+      await Promise.all(old.map((c) => c?.end({ timeout: 1 }).catch(() => {})));
       this.pingOutstanding = null;
       if (!this.closed) await this.listen();
     } catch (err) {
