@@ -163,7 +163,7 @@ describe.skipIf(!available)('PgChangeFeed', () => {
   });
 
   test('prices: insert, update, rename and delete notify with the model; an over-long name says "all"', async () => {
-    const ev = (model: string | null) => ({ event: 'price.changed', payload: { model } });
+    const ev = (model: string | null): Seen => ({ event: 'price.changed', payload: { model } });
     expect(await eventsOf(() => sql`insert into prices (model, input, updated_at) values ('p-1', 5, 1)`)).toEqual([ev('p-1')]);
     expect(await eventsOf(() => sql`update prices set input = 6 where model = 'p-1'`)).toEqual([ev('p-1')]);
     expect(await eventsOf(() => sql`update prices set input = 6 where model = 'p-1'`)).toEqual([]);
