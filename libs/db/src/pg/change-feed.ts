@@ -108,6 +108,8 @@ export class PgChangeFeed implements ChangeFeed {
       await sql.end({ timeout: 1 }).catch(() => {});
       throw err;
     }
+    // Closed while a restart was connecting: this client must not outlive the feed.
+    if (this.closed) await sql.end({ timeout: 1 }).catch(() => {});
   }
 
   /** Called by postgres.js after every successful LISTEN, the re-listen after a reconnect included. */
