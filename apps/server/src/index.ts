@@ -1,5 +1,5 @@
 /** Process entry: load configuration, build services, listen. Nothing else lives here. */
-import { ConfigError, loadConfig } from '@gw/config';
+import { ConfigError, loadConfig, redactUrl } from '@gw/config';
 import { createServices, loggerFor } from './services';
 import { listen } from './app';
 import { setTrustProxy } from './plugins/client-ip';
@@ -10,6 +10,9 @@ process.umask(0o077);
 
 try {
   const config = loadConfig();
+  // Scale-out (issue #12): postgres mode is configured and validated, but its storage is not wired
+  // yet. This is the one place that refuses it; the wiring replaces this line.
+  if (config.dbKind === 'postgres') throw new ConfigError('PostgreSQL mode (DATABASE_URL=postgres://…) is not available in this build yet; use DATABASE_URL=sqlite:…');
   setTrustProxy(config.env.TRUST_PROXY === 'true' || config.env.TRUST_PROXY === '1');
   const log = loggerFor(config);
   const services = await createServices(config, log);
@@ -29,7 +32,7 @@ try {
   process.on('SIGTERM', shutdown);
   // Announced only once the stop handlers are in place: a supervisor that sends SIGTERM as soon as it
   // sees this line gets a graceful stop, not the default kill.
-  log.info('listening', { url: `${config.tls ? 'https' : 'http'}://${config.host}:${app.server!.port}`, database: config.databaseUrl });
+  log.info('listening', { url: `${config.tls ? 'https' : 'http'}://${config.host}:${app.server!.port}`, database: redactUrl(config.databaseUrl) });
 } catch (e) {
   // Start-up failures are one line an operator can act on, not a stack trace.
   process.stderr.write((e instanceof ConfigError ? `Configuration error: ${e.message}` : `Start-up failed: ${(e as Error)?.message ?? e}`) + '\n');

@@ -38,7 +38,7 @@ test('the database folder is created, and a secret key file beside it is created
 test.each([
   [{ PORT: 'eighty' }, 'PORT must be an integer'],
   [{ PORT: '70000' }, 'PORT must be between 0 and 65535'],
-  [{ DATABASE_URL: 'postgres://x' }, 'DATABASE_URL must look like sqlite:'],
+  [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must look like sqlite:'],
   [{ ROOT_PASSWORD: 'short' }, 'ROOT_PASSWORD must be at least 8 characters'],
   [{ ROOT_USERNAME: 'a b' }, 'ROOT_USERNAME must be'],
   [{ SECRET_KEY: 'abcd' }, 'SECRET_KEY must be 32 bytes'],

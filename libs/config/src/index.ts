@@ -10,13 +10,28 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/** Which storage DATABASE_URL selects: one process on a SQLite file, or N nodes on PostgreSQL + Redis. */
+export type DbKind = 'sqlite' | 'postgres';
+
 export interface Config {
   port: number;
   host: string;
-  /** `sqlite:<path>` or `sqlite::memory:`. */
+  /** `sqlite:<path>`, `sqlite::memory:` or `postgres://…` / `postgresql://…`. May hold a password: log `redactUrl(databaseUrl)`. */
   databaseUrl: string;
-  /** Filesystem path of the SQLite database, or ':memory:'. */
+  /** Chosen by the scheme of DATABASE_URL. */
+  dbKind: DbKind;
+  /** Filesystem path of the SQLite database, or ':memory:'; '' in postgres mode (branch on `dbKind` first). */
   sqlitePath: string;
+  /** PG_SCHEMA: schema holding the tables in postgres mode (each test run uses its own). Default `public`. */
+  pgSchema: string;
+  /** REDIS_URL (`redis://` or `rediss://`); required in postgres mode, where Redis arbitrates holds and limits. */
+  redisUrl: string | null;
+  /** REDIS_PREFIX: prefix of every Redis key this gateway writes (clusters or test runs sharing a server). Default `gw:`. */
+  redisPrefix: string;
+  /** WORKERS: gateway processes on this host; more than 1 needs postgres mode. Default 1. */
+  workers: number;
+  /** CHANGE_FEED_RESYNC_MS: postgres mode's safety reload of every cache and listener heartbeat period. Default 30000. */
+  changeFeedResyncMs: number;
   rootUsername: string;
   /** Undefined: generate one on first start and print it once. */
   rootPassword?: string;
@@ -88,22 +103,46 @@ function oneOf<T extends string>(env: Record<string, string | undefined>, name: 
 /** Where the database lives when DATABASE_URL is unset. */
 export const DEFAULT_DATABASE_URL = 'sqlite:./data/gateway.db';
 
+/** The URL with its password (and any `password=` parameter) replaced by `***`, for logs and messages. */
+export function redactUrl(url: string): string {
+  return url
+    .replace(/^([a-z][a-z0-9+.-]*:\/\/[^:@/?#]*:)[^@/?#]*@/i, '$1***@')
+    .replace(/([?&]password=)[^&#]*/i, '$1***');
+}
+
+const POSTGRES_URL = /^postgres(ql)?:\/\//i;
+
+/** Checks a postgres:// URL enough to fail at start-up rather than at the first connection. */
+function checkPostgresUrl(url: string): void {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new ConfigError(`DATABASE_URL is not a valid PostgreSQL URL: "${redactUrl(url)}"`);
+  }
+  // A Unix socket is given as ?host=/path, with an empty host part.
+  if (!u.hostname && !u.searchParams.get('host')) throw new ConfigError(`DATABASE_URL names no PostgreSQL host: "${redactUrl(url)}"`);
+}
+
 /** The SQLite path of a DATABASE_URL (`:memory:` for the in-memory database); ConfigError when malformed. */
 function parseSqliteUrl(url: string): string {
   const m = /^sqlite:(.+)$/.exec(url);
-  if (!m) throw new ConfigError(`DATABASE_URL must look like sqlite:./data/gateway.db or sqlite::memory:, got "${url}"`);
+  if (!m) throw new ConfigError(`DATABASE_URL must look like sqlite:./data/gateway.db, sqlite::memory: or postgres://user@host:5432/db, got "${redactUrl(url)}"`);
   const path = m[1]!.replace(/^\/\/(?=\/)/, '');
   return path === ':memory:' ? ':memory:' : path;
+}
+
+/** SECRET_KEY's 32 bytes, from 64 hex characters or base64. */
+function parseSecretKey(raw: string): Uint8Array {
+  const bytes = /^[0-9a-fA-F]{64}$/.test(raw) ? Buffer.from(raw, 'hex') : Buffer.from(raw, 'base64');
+  if (bytes.length !== 32) throw new ConfigError('SECRET_KEY must be 32 bytes as 64 hex characters or base64');
+  return new Uint8Array(bytes);
 }
 
 /** Reads SECRET_KEY (hex or base64 of 32 bytes); without it, a key file beside the database is created once. */
 function secretKey(env: Record<string, string | undefined>, sqlitePath: string): Uint8Array {
   const raw = env.SECRET_KEY?.trim();
-  if (raw) {
-    const bytes = /^[0-9a-fA-F]{64}$/.test(raw) ? Buffer.from(raw, 'hex') : Buffer.from(raw, 'base64');
-    if (bytes.length !== 32) throw new ConfigError('SECRET_KEY must be 32 bytes as 64 hex characters or base64');
-    return new Uint8Array(bytes);
-  }
+  if (raw) return parseSecretKey(raw);
   if (sqlitePath === ':memory:') return crypto.getRandomValues(new Uint8Array(32));
   const file = join(dirname(sqlitePath), 'secret.key');
   const st = lstatSync(file, { throwIfNoEntry: false });
@@ -157,11 +196,49 @@ function prepareDataFolder(path: string) {
   }
 }
 
+/** PG_SCHEMA: a plain identifier (it goes into search_path and DDL). */
+function pgSchemaName(env: Record<string, string | undefined>): string {
+  const raw = env.PG_SCHEMA?.trim();
+  if (!raw) return 'public';
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(raw)) throw new ConfigError(`PG_SCHEMA must be 1-63 lowercase letters, digits or _ (not starting with a digit), got "${raw}"`);
+  return raw;
+}
+
+function redisSettings(env: Record<string, string | undefined>): { redisUrl: string | null; redisPrefix: string } {
+  const redisUrl = env.REDIS_URL?.trim() || null;
+  if (redisUrl !== null && !/^rediss?:\/\/./i.test(redisUrl)) throw new ConfigError(`REDIS_URL must look like redis://host:6379 or rediss://host:6380, got "${redactUrl(redisUrl)}"`);
+  const prefix = env.REDIS_PREFIX ?? 'gw:';
+  // Braces would open a hash tag of their own and move keys off the slot their scripts expect.
+  if (!/^[A-Za-z0-9_:.-]{0,64}$/.test(prefix)) throw new ConfigError(`REDIS_PREFIX must be up to 64 letters, digits or _ : . -, got "${prefix}"`);
+  return { redisUrl, redisPrefix: prefix };
+}
+
+/**
+ * What DATABASE_URL selects, checked as one unit: the storage kind, the SQLite path (folder created,
+ * key file beside it) or the PostgreSQL settings every node must share (REDIS_URL, SECRET_KEY:
+ * a key file per node would let each seal channel keys the others cannot open).
+ */
+function storage(env: Record<string, string | undefined>) {
+  const databaseUrl = env.DATABASE_URL?.trim() || DEFAULT_DATABASE_URL;
+  const workers = int(env, 'WORKERS', 1, 1, 256);
+  const redis = redisSettings(env);
+  const pgSchema = pgSchemaName(env);
+  const changeFeedResyncMs = int(env, 'CHANGE_FEED_RESYNC_MS', 30_000, 1_000, 3_600_000);
+  if (POSTGRES_URL.test(databaseUrl)) {
+    checkPostgresUrl(databaseUrl);
+    const missing = [redis.redisUrl ? null : 'REDIS_URL', env.SECRET_KEY?.trim() ? null : 'SECRET_KEY'].filter(Boolean);
+    if (missing.length) throw new ConfigError(`DATABASE_URL is PostgreSQL, which also needs REDIS_URL and SECRET_KEY (shared by every node); missing: ${missing.join(', ')}`);
+    return { databaseUrl, dbKind: 'postgres' as const, sqlitePath: '', pgSchema, ...redis, workers, changeFeedResyncMs };
+  }
+  const sqlitePath = parseSqliteUrl(databaseUrl);
+  if (workers > 1) throw new ConfigError(`WORKERS=${workers} needs PostgreSQL (DATABASE_URL=postgres://…, with REDIS_URL and SECRET_KEY): a SQLite database is served by one process`);
+  if (sqlitePath !== ':memory:') prepareDataFolder(sqlitePath);
+  return { databaseUrl, dbKind: 'sqlite' as const, sqlitePath, pgSchema, ...redis, workers, changeFeedResyncMs };
+}
+
 /** Builds the validated configuration; throws ConfigError with a one-line reason. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
-  const databaseUrl = env.DATABASE_URL?.trim() || DEFAULT_DATABASE_URL;
-  const sqlitePath = parseSqliteUrl(databaseUrl);
-  if (sqlitePath !== ':memory:') prepareDataFolder(sqlitePath);
+  const store = storage(env);
   const rootUsername = env.ROOT_USERNAME?.trim() || 'root';
   if (!/^[A-Za-z0-9_.-]{3,64}$/.test(rootUsername)) throw new ConfigError('ROOT_USERNAME must be 3-64 characters of letters, digits, _ . -');
   const rootPassword = env.ROOT_PASSWORD || undefined;
@@ -170,11 +247,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   return {
     port: int(env, 'PORT', 3000, 0, 65535),
     host: env.HOST?.trim() || '0.0.0.0',
-    databaseUrl,
-    sqlitePath,
+    ...store,
     rootUsername,
     rootPassword,
-    secretKey: secretKey(env, sqlitePath),
+    // In postgres mode never a key file: every node must seal and open with the same key.
+    secretKey: store.dbKind === 'postgres' ? parseSecretKey(env.SECRET_KEY!.trim()) : secretKey(env, store.sqlitePath),
     maxBodyBytes: int(env, 'MAX_BODY_BYTES', 32 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     anonMaxBodyBytes: int(env, 'ANON_MAX_BODY_BYTES', 64 * 1024, 1024, 1024 * 1024 * 1024),
     jsonMaxDepth: int(env, 'JSON_MAX_DEPTH', 64, 8, 10_000),

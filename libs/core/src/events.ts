@@ -17,6 +17,8 @@ export interface ChangeEvents {
   'channel.changed': { channelId: number | null };
   /** A model price changed; `model` null = many/all. */
   'price.changed': { model: string | null };
+  /** A routing group changed (created, updated, deleted); `groupId` null = many/all. */
+  'group.changed': { groupId: number | null };
 }
 
 type Listener<T> = (payload: T) => void;

@@ -1,0 +1,102 @@
+/**
+ * A loopback TCP proxy a test can cut: `down()` drops every connection through it and refuses new
+ * ones (as a database restart or a network partition would) until `up()`; `blackhole()` silences
+ * the open connections without closing them. The real server is never
+ * touched, so other test files sharing it are unaffected.
+ */
+import type { Socket } from 'bun';
+
+interface Pipe { client: Socket<Pipe>; server: Socket<Pipe> | null; toServer: Uint8Array[]; toClient: Uint8Array[]; dead: boolean }
+
+export interface TcpProxy {
+  port: number;
+  /** Every open connection silently stops carrying bytes (no FIN, no RST: a lost NAT entry); new ones work. */
+  blackhole(): void;
+  down(): void;
+  up(): void;
+  stop(): void;
+}
+
+export function tcpProxy(target: { host: string; port: number }): TcpProxy {
+  let refusing = false;
+  const pipes = new Set<Pipe>();
+  const flush = (sock: Socket<Pipe>, queue: Uint8Array[]) => {
+    while (queue.length) {
+      const chunk = queue[0]!;
+      const n = sock.write(chunk);
+      if (n < chunk.length) {
+        queue[0] = chunk.subarray(Math.max(0, n));
+        return;
+      }
+      queue.shift();
+    }
+  };
+  const close = (p: Pipe) => {
+    pipes.delete(p);
+    p.client.end();
+    p.server?.end();
+  };
+  const handlers: Parameters<typeof Bun.listen<Pipe>>[0]['socket'] = {
+      open(client) {
+        if (refusing) return void client.end();
+        const p: Pipe = { client, server: null, toServer: [], toClient: [], dead: false };
+        client.data = p;
+        pipes.add(p);
+        Bun.connect<Pipe>({
+          hostname: target.host,
+          port: target.port,
+          data: p,
+          socket: {
+            open(server) {
+              p.server = server;
+              flush(server, p.toServer);
+            },
+            data(_server, chunk) {
+              if (p.dead) return;
+              p.toClient.push(new Uint8Array(chunk));
+              flush(p.client, p.toClient);
+            },
+            drain(server) { flush(server, p.toServer); },
+            close() { close(p); },
+            error() { close(p); },
+          },
+        }).catch(() => close(p));
+      },
+      data(_client, chunk) {
+        const p = _client.data;
+        if (p.dead) return;
+        p.toServer.push(new Uint8Array(chunk));
+        if (p.server) flush(p.server, p.toServer);
+      },
+      drain(client) { flush(client, client.data.toClient); },
+      close(client) { if (client.data) close(client.data); },
+      error(client) { if (client.data) close(client.data); },
+  };
+  let listener = Bun.listen<Pipe>({ hostname: '127.0.0.1', port: 0, socket: handlers });
+  const port = listener.port;
+  let listening = true;
+  return {
+    port,
+    blackhole() {
+      for (const p of pipes) p.dead = true;
+    },
+    down() {
+      refusing = true;
+      for (const p of [...pipes]) close(p);
+      // Nothing listens on the port while down: connecting fails at once (ECONNREFUSED).
+      listener.stop(true);
+      listening = false;
+    },
+    up() {
+      refusing = false;
+      if (!listening) listener = Bun.listen<Pipe>({ hostname: '127.0.0.1', port, socket: handlers });
+      listening = true;
+    },
+    stop() {
+      refusing = true;
+      for (const p of [...pipes]) close(p);
+      if (listening) listener.stop(true);
+      listening = false;
+    },
+  };
+}
