@@ -19,3 +19,4 @@ export * from './repos/realtime-sessions';
 export * from './repos/settlements';
 export * from './repos/redemption-codes';
 export * from './repos/groups';
+export * from './stores';
