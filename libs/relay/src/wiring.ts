@@ -1,7 +1,6 @@
 import { MemoryRateLimits, nowSeconds, readBounded, type ChangeBus, type Logger, type RateLimits } from '@gw/core';
 import { billingConfig, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps } from '@gw/billing';
-import type { Database } from 'bun:sqlite';
-import { GroupsRepo, PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
+import type { GroupsStore, PricesStore, SettlementSink, UsageLogsStore } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
 import { ModelCatalog } from './catalog';
 import { SessionAffinity } from './affinity';
@@ -19,7 +18,7 @@ export interface RelayServices {
   billing: BillingConfig;
   prices: PriceBook;
   quota: QuotaService;
-  usageLogs: UsageLogsRepo;
+  usageLogs: UsageLogsStore;
   gate: RelayGate;
   health: ChannelHealth;
   relay: RelayService;
@@ -35,13 +34,11 @@ export interface RelayServices {
 
 export interface RelayWiring {
   env: Record<string, string | undefined>;
-  db: Db;
-  /** The same connection, for the per-request settlement statements. */
-  sqlite: Database;
+  /** The stores this feature reads and writes (createStores in @gw/db builds them). */
+  stores: { prices: PricesStore; groups: GroupsStore; usageLogs: UsageLogsStore; settlements: SettlementSink };
   /** Folder of the settlement journal; null for an in-memory database. */
   journalDir: string | null;
   bus: ChangeBus;
-  users: UsersRepo;
   apiKeys: { lookup(plainKey: string): GateKey | undefined; byId(keyId: number): GateKey | undefined };
   directory: { get(userId: number): GateUser | undefined };
   channels: {
@@ -50,9 +47,9 @@ export interface RelayWiring {
     get(id: number): RelayChannel | undefined;
     models(group: string): string[];
   };
-  setChannelStatus(id: number, status: 1 | 3, reason: string): void;
+  setChannelStatus(id: number, status: 1 | 3, reason: string): Promise<void>;
   /** The owner of channel keys: refused keys set aside, counters, the prober's re-enable. */
-  channelKeys?: RelayKeyEvents & { reEnable(channelId: number, keyId: number): void };
+  channelKeys?: RelayKeyEvents & { reEnable(channelId: number, keyId: number): Promise<void> };
   adapter(type: string): ProviderAdapter;
   log?: Logger;
   /** Metrics hooks: every upstream attempt, every recorded settlement. */
@@ -63,13 +60,13 @@ export interface RelayWiring {
 }
 
 /** Builds the relay and billing services (config read here, so a bad value stops start-up). */
-export function createRelayServices(w: RelayWiring): RelayServices {
+export async function createRelayServices(w: RelayWiring): Promise<RelayServices> {
   const config = relayConfig(w.env);
   const billing = billingConfig(w.env);
-  const prices = new PriceBook(new PricesRepo(w.db), w.bus);
-  const usageLogs = new UsageLogsRepo(w.db);
+  const prices = await PriceBook.load(w.stores.prices, w.bus);
+  const usageLogs = w.stores.usageLogs;
   const quota = new QuotaService({
-    sqlite: w.sqlite, users: w.users, settlements: new SettlementsRepo(w.sqlite), prices, bus: w.bus,
+    sink: w.stores.settlements, prices, bus: w.bus,
     journal: w.journalDir ? new SettlementJournal(w.journalDir) : null, flushMs: billing.flushMs, log: w.log, observe: w.observeSettlement,
   });
   const gate = new RelayGate({ lookup: (k) => w.apiKeys.lookup(k), user: (id) => w.directory.get(id) });
@@ -81,9 +78,9 @@ export function createRelayServices(w: RelayWiring): RelayServices {
     reEnableKey: w.channelKeys ? (id, keyId) => w.channelKeys!.reEnable(id, keyId) : undefined,
     log: w.log,
   }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs, confirm: config.healthConfirm });
+  const groups = await GroupService.load(w.stores.groups);
   health.start();
   const affinity = new SessionAffinity({ ttlMs: config.affinityTtlSeconds * 1000, maxEntries: config.affinityMaxEntries });
-  const groups = new GroupService(new GroupsRepo(w.db));
   const limiter = new RequestLimiter(w.rateLimits ?? new MemoryRateLimits(), { leaseMs: config.limitLeaseMs });
   const relay = new RelayService({
     channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, affinity, observeAttempt: w.observeAttempt,
