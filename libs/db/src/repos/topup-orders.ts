@@ -6,9 +6,6 @@ export type TopupOrderRow = typeof topupOrders.$inferSelect;
 export type NewTopupOrderRow = typeof topupOrders.$inferInsert;
 export type TopupStatus = 'pending' | 'paid' | 'failed' | 'expired';
 
-/** A database handle or an open transaction: repos write inside the caller's transaction when given one. */
-export type DbWriter = Pick<Db, 'select' | 'insert' | 'update'>;
-
 export interface TopupListFilter {
   userId?: number;
   status?: string;

@@ -19,6 +19,7 @@ export interface UsersStore {
   byId(id: number): Promise<UserRow | undefined>;
   byUsername(username: string): Promise<UserRow | undefined>;
   byEmail(email: string): Promise<UserRow | undefined>;
+  /** A user with no opening balance (LedgerStore.createUserWithOpeningBalance credits one: balances change only through the ledger). */
   insert(row: NewUserRow): Promise<UserRow>;
   update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined>;
   delete(id: number): Promise<boolean>;
