@@ -17,22 +17,22 @@ const CYCLES = 2000;
 const h = openDatabase(join(mkdtempSync(join(tmpdir(), 'gw-bb-')), 'g.db'));
 const bus = new ChangeBus();
 const users = new UsersRepo(h.db);
-const prices = new PriceBook(new PricesRepo(h.db), bus);
-prices.upsert({ model: 'm', input: 1_000_000, output: 1_000_000, cache_read: 0, cache_write: 0 });
+const prices = await PriceBook.load(new PricesRepo(h.db), bus);
+await prices.upsert({ model: 'm', input: 1_000_000, output: 1_000_000, cache_read: 0, cache_write: 0 });
 const ledger = new LedgerRepo(h.db, bus);
-const mk = (name: string) => {
-  const id = users.insert({ username: name, passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
-  ledger.apply({ userId: id, kind: 'topup', amount: 1e15, ref: `seed-${id}`, at: 1 });
+const mk = async (name: string) => {
+  const id = (await users.insert({ username: name, passwordHash: 'x', createdAt: 1, updatedAt: 1 })).id;
+  await ledger.apply({ userId: id, kind: 'topup', amount: 1e15, ref: `seed-${id}`, at: 1 });
   const keyId = h.db.insert(apiKeys).values({ userId: id, keyHash: name, prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get().id;
   return { id, key: { id: keyId, unlimitedQuota: true, remainQuota: 0 } };
 };
-const plain = mk('plain');
-const unbudgeted = mk('unbudgeted');
-const budgeted = mk('budgeted');
+const plain = await mk('plain');
+const unbudgeted = await mk('unbudgeted');
+const budgeted = await mk('budgeted');
 h.db.insert(budgets).values({ scope: 'user', subjectId: budgeted.id, period: 'daily', limitAmount: 1e15, createdAt: 1, updatedAt: 1 }).run();
 h.db.insert(lowBalanceAlerts).values({ userId: budgeted.id, threshold: 1, createdAt: 1, updatedAt: 1 }).run();
 const book = new BudgetBook({ repo: new BudgetsRepo(h.db), charges: new BudgetChargesRepo(h.sqlite), deliver: false });
-const quota = (withBook: boolean) => new QuotaService({ sqlite: h.sqlite, users, settlements: new SettlementsRepo(h.sqlite), prices, bus, budgets: withBook ? book : undefined, flushMs: 60_000 });
+const quota = (withBook: boolean) => new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices, bus, budgets: withBook ? book : undefined, flushMs: 60_000 });
 const cases = [['no BudgetBook', quota(false), plain], ['BudgetBook, no budget', quota(true), unbudgeted], ['daily budget + low-balance', quota(true), budgeted]] as const;
 
 let seq = 0;

@@ -16,12 +16,12 @@ const dir = mkdtempSync(join(tmpdir(), 'gw-bench-'));
 const config = loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'gateway.db')}`, ROOT_PASSWORD: 'bench-root-password', HOST: '127.0.0.1', ...(process.env.BENCH_GW_ENV ? JSON.parse(process.env.BENCH_GW_ENV) : {}) });
 const s = await createServices(config, silentLogger);
 // BENCH_CHANNEL: extra channel fields as JSON (e.g. overrides), to measure what they cost on the request path.
-s.channels.create({ name: 'bench', type: 'anthropic', base_url: upstreamUrl, key: 'bench-upstream-key', models: ['bench-model'], ...(process.env.BENCH_CHANNEL ? JSON.parse(process.env.BENCH_CHANNEL) : {}) } as any);
-s.relay.prices.upsert({ model: 'bench-model', input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 });
+await s.channels.create({ name: 'bench', type: 'anthropic', base_url: upstreamUrl, key: 'bench-upstream-key', models: ['bench-model'], ...(process.env.BENCH_CHANNEL ? JSON.parse(process.env.BENCH_CHANNEL) : {}) } as any);
+await s.relay.prices.upsert({ model: 'bench-model', input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 });
 const now = Math.floor(Date.now() / 1000);
-const user = s.users.insert({ username: 'bench', passwordHash: 'x', createdAt: now, updatedAt: now });
-s.ledger.apply({ userId: user.id, kind: 'topup', amount: 1e15, ref: 'bench-seed', at: now });
-const { key } = s.apiKeys.create(s.users.byId(user.id)!, { name: 'bench' } as any);
+const user = await s.users.insert({ username: 'bench', passwordHash: 'x', createdAt: now, updatedAt: now });
+await s.ledger.apply({ userId: user.id, kind: 'topup', amount: 1e15, ref: 'bench-seed', at: now });
+const { key } = await s.apiKeys.create((await s.users.byId(user.id))!, { name: 'bench' } as any);
 const app = listen(s, 0, '127.0.0.1');
 console.log(JSON.stringify({ url: `http://127.0.0.1:${app.server!.port}`, key }));
 const stop = async () => { await app.stop(true); await s.close(); rmSync(dir, { recursive: true, force: true }); process.exit(0); };

@@ -124,16 +124,16 @@ async function gatewayRole() {
   const dir = mkdtempSync(join(tmpdir(), 'gw-bench-rt-'));
   const config = loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'gateway.db')}`, ROOT_PASSWORD: 'bench-root-password', HOST: '127.0.0.1' });
   const s = await createServices(config, silentLogger);
-  s.channels.create({ name: 'bench-rt', type: 'openai', base_url: process.argv[3]!, key: 'bench-upstream-key', models: [MODEL] } as any);
-  s.relay.prices.upsert({ model: MODEL, input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000 });
+  await s.channels.create({ name: 'bench-rt', type: 'openai', base_url: process.argv[3]!, key: 'bench-upstream-key', models: [MODEL] } as any);
+  await s.relay.prices.upsert({ model: MODEL, input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000 });
   const now = Math.floor(Date.now() / 1000);
-  const user = s.users.insert({ username: 'bench', passwordHash: 'x', createdAt: now, updatedAt: now });
-  s.ledger.apply({ userId: user.id, kind: 'topup', amount: 1e15, ref: 'bench-seed', at: now });
-  const { key } = s.apiKeys.create(s.users.byId(user.id)!, { name: 'bench' } as any);
+  const user = await s.users.insert({ username: 'bench', passwordHash: 'x', createdAt: now, updatedAt: now });
+  await s.ledger.apply({ userId: user.id, kind: 'topup', amount: 1e15, ref: 'bench-seed', at: now });
+  const { key } = await s.apiKeys.create((await s.users.byId(user.id))!, { name: 'bench' } as any);
   const app = listen(s, 0, '127.0.0.1');
   console.log(JSON.stringify({ url: `http://127.0.0.1:${app.server!.port}`, key }));
   process.on('SIGTERM', async () => {
-    s.realtime.closeAll();
+    await s.realtime.closeAll();
     await app.stop(true);
     await s.close();
     rmSync(dir, { recursive: true, force: true });

@@ -26,7 +26,7 @@ const lastRow = (userId: number) => g.h.sqlite.query("select * from usage_logs w
 
 /** Opens a session, sends `frames` then one response.create, and returns the billed usage row. */
 async function billedAfter(frames: string[], create = RESPONSE_CREATE) {
-  const { key, userId } = g.addKey(50_000_000);
+  const { key, userId } = await g.addKey(50_000_000);
   const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
   await c.opened;
   await c.waitFor('session.created');
@@ -60,7 +60,7 @@ describe('realtime output is billed up to the limit the upstream applied, not th
   });
 
   test('a session lowered by a confirmed session.updated is clamped as before (the client asked for it)', async () => {
-    const { key, userId } = g.addKey(50_000_000);
+    const { key, userId } = await g.addKey(50_000_000);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
     await c.opened;
     await c.waitFor('session.created');
@@ -80,7 +80,7 @@ describe('realtime output is billed up to the limit the upstream applied, not th
 
 describe('metered events hidden from a quick read are still metered', () => {
   test('a response.create whose type is written with a JSON escape is reserved and billed up to its own limit', async () => {
-    const { key, userId } = g.addKey(50_000_000);
+    const { key, userId } = await g.addKey(50_000_000);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
     await c.opened;
     await c.waitFor('session.created');
@@ -99,7 +99,7 @@ describe('metered events hidden from a quick read are still metered', () => {
   });
 
   test('a response the upstream starts itself is reserved and billed up to the limit it announces for it', async () => {
-    const { key, userId } = g.addKey(50_000_000);
+    const { key, userId } = await g.addKey(50_000_000);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
     await c.opened;
     await c.waitFor('session.created');
@@ -120,7 +120,7 @@ describe('metered events hidden from a quick read are still metered', () => {
   });
 
   test('a limit the gateway cannot read as a positive integer (4096.5) counts as "inf", not as absent', async () => {
-    const { key, userId } = g.addKey(50_000_000);
+    const { key, userId } = await g.addKey(50_000_000);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
     await c.opened;
     await c.waitFor('session.created');

@@ -23,7 +23,7 @@ afterAll(async () => {
 });
 
 async function session() {
-  const c = open('/v1/realtime?model=gpt-realtime', bearerOf(g.addKey(50_000_000).key), g);
+  const c = open('/v1/realtime?model=gpt-realtime', bearerOf((await g.addKey(50_000_000)).key), g);
   await c.opened;
   await c.waitFor('session.created');
   return { c, conn: u.connections.at(-1)!.id };
@@ -73,7 +73,7 @@ describe('upstream text relayed over realtime carries no channel secret', () => 
 });
 
 test("a failed response's upstream error code is stored scrubbed and short on the user's usage row", async () => {
-  const { key, userId } = g.addKey(50_000_000);
+  const { key, userId } = await g.addKey(50_000_000);
   const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
   await c.opened;
   await c.waitFor('session.created');

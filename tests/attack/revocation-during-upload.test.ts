@@ -48,7 +48,7 @@ describe('a credential revoked while its request body is still arriving', () => 
       expect(rawJson(r)?.error?.code).toBe(code);
       expect(a.hits).toBe(hits);
       gw.services.relay.quota.flush();
-      expect(gw.services.ledger.sum(u.id)).toBe(10_000_000);
+      expect(await gw.services.ledger.sum(u.id)).toBe(10_000_000);
     });
   }
 });

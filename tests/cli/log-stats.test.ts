@@ -26,10 +26,10 @@ beforeAll(async () => {
     [D0 + 100, 'm-a', 1, 200], [D0 + 200, 'm-a', 1, 200], [D0 + 300, 'm-a', 1, 200], [D0 + 2 * DAY + 50, 'm-b', 1, 500],
     ...Array.from({ length: 6 }, (_, i): [number, string, number, number] => [D0 + 2 * DAY + 100 + i, 'm-a', user.id, 200]),
   ];
-  rows.forEach(([at, model, userId, status], i) => gw.services.relay.usageLogs.insertOnce({
+  await Promise.all(rows.map(([at, model, userId, status], i) => gw.services.relay.usageLogs.insertOnce({
     requestId: `req_cli_stats_${i}`, userId, apiKeyId: userId * 10, channelId: 3, model, status, errorCode: status >= 400 ? 'upstream_error' : '',
     inputTokens: 100, outputTokens: 10, cost: status >= 400 ? 0 : 250, latencyMs: 800 + i, createdAt: at,
-  }));
+  })));
 });
 afterAll(async () => { await gw.stop(); sb.cleanup(); });
 

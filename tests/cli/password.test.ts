@@ -20,7 +20,7 @@ test('password --stdin prints the sessions ended and tokens revoked, as counted 
   const cliToken = JSON.parse(readFileSync(sb.configPath, 'utf8')).token as string;
   // Two browser sessions and, besides the CLI's token and makeUser's, one more token elsewhere.
   for (let i = 0; i < 2; i++) expect((await login(u.username, u.password)).status).toBe(200);
-  const elsewhere = gw.services.auth.createAccessToken(u.id, 'elsewhere').token;
+  const elsewhere = (await gw.services.auth.createAccessToken(u.id, 'elsewhere')).token;
 
   const r = await sb.run(['password', '--stdin'], { stdin: `${u.password}\nnew-cli-password-1\n` });
   expect(r.stderr).toBe('');

@@ -32,7 +32,7 @@ describe('gw code / gw redeem', () => {
     expect(red.stderr).toBe('');
     expect(red.code).toBe(0);
     expect(red.stdout).toBe('Redeemed 2500 quota units; balance now 2500.\n');
-    expect(gw.services.users.byId(u.id)!.quota).toBe(2500);
+    expect((await gw.services.users.byId(u.id))!.quota).toBe(2500);
 
     const again = await as(u.token)(['redeem', codes[0]!]);
     expect(again.code).toBe(1);

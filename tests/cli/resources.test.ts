@@ -267,8 +267,8 @@ describe('gw log', () => {
       requestId, userId: 1, apiKeyId: 1, channelId: null, model, status: 200, inputTokens: 10, outputTokens: 5, cost: 42, createdAt,
     });
     // Usage rows are written by the relay; seeded here so the listing has something to filter.
-    gw.services.relay.usageLogs.insertOnce(row('req_cli_a', 'model-a', now - 86400 * 10));
-    gw.services.relay.usageLogs.insertOnce(row('req_cli_b', 'model-b', now));
+    await gw.services.relay.usageLogs.insertOnce(row('req_cli_a', 'model-a', now - 86400 * 10));
+    await gw.services.relay.usageLogs.insertOnce(row('req_cli_b', 'model-b', now));
     const admin = JSON.parse((await gwc(['log', 'list', '--model', 'model-b', '--json'])).stdout);
     expect(admin.total).toBe(1);
     expect(admin.items[0]).toMatchObject({ request_id: 'req_cli_b', cost: 42 });

@@ -24,7 +24,7 @@ describe('gw login / whoami / access-token / logout', () => {
     expect(statSync(dirname(sb.configPath)).mode & 0o777).toBe(0o700);
     // The stored token is a real management token, and the login session was ended after minting it.
     expect((await gw.api('GET', '/api/user/self', undefined, cfg.token)).body.data.username).toBe('root');
-    const root = gw.services.users.byUsername('root')!;
+    const root = (await gw.services.users.byUsername('root'))!;
     expect(gw.services.dbh.sqlite.query('select count(*) as n from sessions where user_id = ?').get(root.id)).toEqual({ n: 0 });
   });
 

@@ -70,7 +70,7 @@ beforeAll(async () => {
   expect((await gw.api('POST', '/api/channel/', { name: 'rt', type: 'openai', base_url: up.url, key: 'upstream-secret', models: [MODEL] })).status).toBe(200);
   expect((await gw.api('PUT', '/api/pricing/', PRICE)).status).toBe(200);
   user = await makeUser(gw);
-  gw.services.ledger.apply({ userId: user.id, kind: 'topup', amount: 1_000_000_000, ref: `seed-${user.id}`, at: 1 });
+  await gw.services.ledger.apply({ userId: user.id, kind: 'topup', amount: 1_000_000_000, ref: `seed-${user.id}`, at: 1 });
   key = (await gw.api('POST', '/api/token/', { name: 'sdk' }, user.token)).body.data.key;
 });
 afterAll(async () => { await up.stop(); await gw.stop(); rmSync(dir, { recursive: true, force: true }); });

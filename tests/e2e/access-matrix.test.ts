@@ -69,7 +69,7 @@ describe('access matrix', () => {
 
   test('wrong credentials: relay keys, garbage tokens and a disabled user are 401 everywhere', async () => {
     const disabled = await makeUser(gw, 10);
-    gw.services.users.update(disabled.id, { status: 2 });
+    await gw.services.users.update(disabled.id, { status: 2 });
     for (const r of routes.filter((x) => !PUBLIC_API_ROUTES.has(key(x)))) {
       for (const token of ['sk-not-for-management', 'gwm_forged', disabled.token]) {
         const res = await call(r, token);
@@ -102,7 +102,7 @@ describe('access matrix', () => {
   });
 
   test('root-only rule: an admin is refused on root users, root is not', async () => {
-    const root = gw.services.users.byUsername('root')!;
+    const root = (await gw.services.users.byUsername('root'))!;
     const other = await makeUser(gw, 10);
     expect((await gw.api('POST', `/api/user/${other.id}/disable`, undefined, admin.token)).status).toBe(403);
     expect((await gw.api('POST', `/api/user/${root.id}/disable`, undefined, admin.token)).status).toBe(403);

@@ -183,5 +183,5 @@ test('malformed cookies and headers on every route (including /health and login)
 test('after all that, the root user and the ledger are intact', async () => {
   const self = await gw.api('GET', '/api/user/self');
   expect(self.body.data.role).toBe(100);
-  for (const u of gw.services.users.list({ offset: 0, limit: 1000 }).items) expect(gw.services.ledger.sum(u.id)).toBe(u.quota);
+  for (const u of (await gw.services.users.list({ offset: 0, limit: 1000 })).items) expect(await gw.services.ledger.sum(u.id)).toBe(u.quota);
 });

@@ -219,7 +219,7 @@ describe('billing model', () => {
     expect(r.status).toBe(200);
     const log = logOf(r.headers.get('request-id')!);
     gw.services.relay.quota.flush();
-    return { log, spent: 1_000_000 - gw.services.users.byId(u.id)!.quota };
+    return { log, spent: 1_000_000 - (await gw.services.users.byId(u.id))!.quota };
   };
 
   for (const stream of [false, true]) {

@@ -77,9 +77,9 @@ describe('channels', () => {
     expect(gw.services.channelRegistry.candidates('route-model', 'default').map((x) => x.id)).toEqual([c.id, low.id]);
     // The health checker's auto-disable (3) never overrides an operator's disable (2).
     await gw.api('PUT', '/api/channel/', { id: c.id, status: 2 });
-    gw.services.channels.setStatus(c.id, 1, 'probe ok');
+    await gw.services.channels.setStatus(c.id, 1, 'probe ok');
     expect((await gw.api('GET', `/api/channel/${c.id}`)).body.data.status).toBe(2);
-    gw.services.channels.setStatus(low.id, 3, 'upstream 500 x3');
+    await gw.services.channels.setStatus(low.id, 3, 'upstream 500 x3');
     expect((await gw.api('GET', `/api/channel/${low.id}`)).body.data).toMatchObject({ status: 3, status_reason: 'upstream 500 x3' });
     expect(gw.services.channelRegistry.candidates('route-model', 'default')).toEqual([]);
   });

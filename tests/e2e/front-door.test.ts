@@ -171,7 +171,7 @@ describe('media type and cross-site writes', () => {
       // Body-less state changes too.
       const b = await write(`/api/user/${victim}/disable`, { cookie, ...h }, undefined);
       expect(b.status).toBe(403);
-      expect(gw.services.users.byId(victim)!.status).toBe(1);
+      expect((await gw.services.users.byId(victim))!.status).toBe(1);
     }
   });
 

@@ -6,16 +6,16 @@ let gw: TestGateway;
 beforeAll(async () => { gw = await startGateway(); });
 afterAll(async () => { await gw.stop(); });
 
-const balance = (userId: number) => gw.services.users.byId(userId)!.quota;
-function balanced(...ids: number[]) {
-  for (const id of ids) expect(balance(id)).toBe(gw.services.ledger.sum(id));
+const balance = async (userId: number) => (await gw.services.users.byId(userId))!.quota;
+async function balanced(...ids: number[]) {
+  for (const id of ids) expect(await balance(id)).toBe(await gw.services.ledger.sum(id));
 }
 const adjust = (body: Record<string, unknown>, token?: string) => gw.api('POST', '/api/ledger/adjust', body, token);
 
 describe('POST /api/ledger/adjust', () => {
   test('root credits and debits; entries carry kind adjust, ref adjust:<uuid>, the note and the actor', async () => {
     const u = await makeUser(gw);
-    const root = gw.services.users.byUsername('root')!;
+    const root = (await gw.services.users.byUsername('root'))!;
     const c = await adjust({ user_id: u.id, amount: 1000, note: 'welcome bonus' });
     expect(c.status).toBe(200);
     expect(c.body.data.balance).toBe(1000);
@@ -24,10 +24,10 @@ describe('POST /api/ledger/adjust', () => {
     const d = await adjust({ user_id: u.id, amount: -400, note: 'refund reversal' });
     expect(d.body.data).toMatchObject({ balance: 600, entry: { amount: -400, balance_after: 600 } });
     expect(d.body.data.entry.ref).not.toBe(c.body.data.entry.ref);
-    expect(balance(u.id)).toBe(600);
+    expect(await balance(u.id)).toBe(600);
     const self = await gw.api('GET', '/api/user/self', undefined, u.token);
     expect(self.body.data.quota).toBe(600);
-    balanced(u.id);
+    await balanced(u.id);
   });
 
   test('a debit below zero is refused unless allow_negative is true', async () => {
@@ -36,12 +36,12 @@ describe('POST /api/ledger/adjust', () => {
     const r = await adjust({ user_id: u.id, amount: -101, note: 'too much' });
     expect(r.status).toBe(400);
     expect(r.body.error).toMatchObject({ code: 'insufficient_balance', param: 'amount' });
-    expect(balance(u.id)).toBe(100);
+    expect(await balance(u.id)).toBe(100);
     expect((await adjust({ user_id: u.id, amount: -100, note: 'exactly all' })).body.data.balance).toBe(0);
     const neg = await adjust({ user_id: u.id, amount: -50, note: 'chargeback', allow_negative: true });
     expect(neg.status).toBe(200);
     expect(neg.body.data.balance).toBe(-50);
-    balanced(u.id);
+    await balanced(u.id);
   });
 
   test('concurrent debits cannot both pass the balance check', async () => {
@@ -50,8 +50,8 @@ describe('POST /api/ledger/adjust', () => {
     const rs = await Promise.all(Array.from({ length: 10 }, () => adjust({ user_id: u.id, amount: -30, note: 'race' })));
     expect(rs.filter((r) => r.status === 200)).toHaveLength(3);
     expect(rs.filter((r) => r.status === 400)).toHaveLength(7);
-    expect(balance(u.id)).toBe(10);
-    balanced(u.id);
+    expect(await balance(u.id)).toBe(10);
+    await balanced(u.id);
   });
 
   test('bad input: zero, non-integer or string amount, missing or blank note, unknown user', async () => {
@@ -72,15 +72,15 @@ describe('POST /api/ledger/adjust', () => {
     const missing = await adjust({ user_id: 999999, amount: 10, note: 'x' });
     expect(missing.status).toBe(404);
     expect(missing.body.error.code).toBe('user_not_found');
-    expect(balance(u.id)).toBe(0);
-    balanced(u.id);
+    expect(await balance(u.id)).toBe(0);
+    await balanced(u.id);
   });
 
   test('role rules: users are refused; an admin adjusts users only, never itself, another admin or root; root adjusts admins', async () => {
     const user = await makeUser(gw);
     const admin = await makeUser(gw, 10);
     const admin2 = await makeUser(gw, 10);
-    const root = gw.services.users.byUsername('root')!;
+    const root = (await gw.services.users.byUsername('root'))!;
     expect((await adjust({ user_id: user.id, amount: 5, note: 'self-serve' }, user.token)).status).toBe(403);
     expect((await adjust({ user_id: user.id, amount: 5, note: 'ok' }, admin.token)).status).toBe(200);
     for (const target of [admin.id, admin2.id, root.id]) {
@@ -89,10 +89,10 @@ describe('POST /api/ledger/adjust', () => {
       expect(r.body.error.code).toBe('insufficient_role');
     }
     expect((await adjust({ user_id: admin.id, amount: 7, note: 'root may' })).status).toBe(200);
-    expect(balance(admin.id)).toBe(7);
-    expect(balance(admin2.id)).toBe(0);
+    expect(await balance(admin.id)).toBe(7);
+    expect(await balance(admin2.id)).toBe(0);
     expect((await gw.api('POST', '/api/ledger/adjust', { user_id: user.id, amount: 5, note: 'x' }, null)).status).toBe(401);
-    balanced(user.id, admin.id, admin2.id, root.id);
+    await balanced(user.id, admin.id, admin2.id, root.id);
   });
 });
 
@@ -103,7 +103,7 @@ describe('GET /api/ledger/self and /api/ledger/', () => {
     for (const amount of [10, 20, 30]) await adjust({ user_id: u.id, amount, note: `n${amount}` });
     await adjust({ user_id: other.id, amount: 99, note: 'other' });
     const now = Math.floor(Date.now() / 1000);
-    gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 500, ref: `tp_ledgertest_${u.id}`, at: now });
+    await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 500, ref: `tp_ledgertest_${u.id}`, at: now });
     const all = await gw.api('GET', '/api/ledger/self', undefined, u.token);
     expect(all.status).toBe(200);
     expect(all.body.data).toMatchObject({ total: 4, page: 1, page_size: 20 });
@@ -117,7 +117,7 @@ describe('GET /api/ledger/self and /api/ledger/', () => {
     expect(top.body.data.items).toEqual([expect.objectContaining({ kind: 'topup', amount: 500, ref: `tp_ledgertest_${u.id}`, actor_id: null, balance_after: 560 })]);
     expect((await gw.api('GET', '/api/ledger/self?kind=bogus', undefined, u.token)).status).toBe(400);
     expect((await gw.api('GET', '/api/ledger/self', undefined, null)).status).toBe(401);
-    balanced(u.id, other.id);
+    await balanced(u.id, other.id);
   });
 
   test('admins list anyone (filter by user_id and kind); users are refused', async () => {

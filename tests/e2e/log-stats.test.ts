@@ -15,8 +15,8 @@ const D0 = Date.UTC(2026, 9, 1) / 1000;
 let seq = 0;
 
 interface Seed { userId: number; apiKeyId?: number; channelId?: number | null; model: string; at: number; latencyMs: number; status?: number; errorCode?: string; cost?: number; audio?: number }
-function seed(r: Seed) {
-  gw.services.relay.usageLogs.insertOnce({
+async function seed(r: Seed) {
+  await gw.services.relay.usageLogs.insertOnce({
     requestId: `req_stats_${seq++}`, userId: r.userId, apiKeyId: r.apiKeyId ?? r.userId * 10, channelId: r.channelId ?? 1, model: r.model,
     status: r.status ?? 200, errorCode: r.errorCode ?? '', inputTokens: 10, outputTokens: 5, cacheReadTokens: 2, cacheWriteTokens: 1,
     audioInputTokens: r.audio ?? 0, audioOutputTokens: r.audio ?? 0, cost: r.cost ?? 100, latencyMs: r.latencyMs, createdAt: r.at,
@@ -38,13 +38,13 @@ beforeAll(async () => {
   for (let i = 0; i < 200; i++) {
     const lat = Math.round(5 + (i * 7919) % 4000 + (i % 10 === 0 ? 20_000 : 0));
     latA.push(lat);
-    seed({ userId: alice.id, model: 'model-a', at: D0 + 60 + i * 60, latencyMs: lat, status: i < 2 ? 502 : 200, errorCode: i === 2 ? 'stream_cut' : i < 2 ? 'upstream_error' : '', cost: i < 2 ? 0 : 100 });
+    await seed({ userId: alice.id, model: 'model-a', at: D0 + 60 + i * 60, latencyMs: lat, status: i < 2 ? 502 : 200, errorCode: i === 2 ? 'stream_cut' : i < 2 ? 'upstream_error' : '', cost: i < 2 ? 0 : 100 });
   }
-  seed({ userId: bob.id, model: 'model-b', at: D0 + 3_600, latencyMs: 40, audio: 7, channelId: 2 });
+  await seed({ userId: bob.id, model: 'model-b', at: D0 + 3_600, latencyMs: 40, audio: 7, channelId: 2 });
   // Day 1 at 23:30 UTC: with tz +60 minutes it belongs to local day 2.
-  seed({ userId: alice.id, model: 'model-a', at: D0 + DAY + 23 * 3600 + 1800, latencyMs: 0 });
+  await seed({ userId: alice.id, model: 'model-a', at: D0 + DAY + 23 * 3600 + 1800, latencyMs: 0 });
   // Outside the queried range.
-  seed({ userId: alice.id, model: 'model-a', at: D0 - 1, latencyMs: 10 });
+  await seed({ userId: alice.id, model: 'model-a', at: D0 - 1, latencyMs: 10 });
 });
 afterAll(async () => { await gw.stop(); });
 

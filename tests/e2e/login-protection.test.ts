@@ -10,7 +10,7 @@ const login = (g: TestGateway, username: string, password: string) =>
 
 /** Sleeps until the account's lock has ended (read from storage so the test waits no longer than needed). */
 async function waitUnlocked(userId: number) {
-  const until = gw.services.users.byId(userId)!.lockedUntil * 1000;
+  const until = (await gw.services.users.byId(userId))!.lockedUntil * 1000;
   await Bun.sleep(Math.max(0, until - Date.now()) + 60);
 }
 
@@ -25,7 +25,7 @@ describe('login lockout', () => {
     expect(first.body.error.code).toBe('account_locked');
     expect(Number(first.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     // A lock of 1 s (rounded up to whole seconds) lasts between 1 and 2 s.
-    const lock1 = gw.services.users.byId(u.id)!.lockedUntil * 1000 - t0;
+    const lock1 = (await gw.services.users.byId(u.id))!.lockedUntil * 1000 - t0;
     expect(lock1).toBeGreaterThan(900);
     expect(lock1).toBeLessThanOrEqual(2100);
     await waitUnlocked(u.id);
@@ -34,7 +34,7 @@ describe('login lockout', () => {
     expect((await login(gw, u.username, 'wrong-password')).status).toBe(401);
     t0 = Date.now();
     expect((await login(gw, u.username, 'wrong-password')).status).toBe(401);
-    const lock2 = gw.services.users.byId(u.id)!.lockedUntil * 1000 - t0;
+    const lock2 = (await gw.services.users.byId(u.id))!.lockedUntil * 1000 - t0;
     expect(lock2).toBeGreaterThan(1900);
     expect(lock2).toBeLessThanOrEqual(3100);
     await Bun.sleep(1100);
@@ -46,7 +46,7 @@ describe('login lockout', () => {
     expect((await login(gw, u.username, 'wrong-password')).status).toBe(401);
     t0 = Date.now();
     expect((await login(gw, u.username, 'wrong-password')).status).toBe(401);
-    const lock3 = gw.services.users.byId(u.id)!.lockedUntil * 1000 - t0;
+    const lock3 = (await gw.services.users.byId(u.id))!.lockedUntil * 1000 - t0;
     // At most 1 s rounded up to whole seconds after the request, which a loaded machine may answer late.
     expect(lock3).toBeLessThanOrEqual(2000 + (Date.now() - t0));
   }, 15_000);
@@ -56,7 +56,7 @@ describe('login lockout', () => {
     const results = await Promise.all(Array.from({ length: 8 }, () => login(gw, u.username, 'wrong-password')));
     expect(results.every((r) => r.status === 401 || r.status === 429)).toBe(true);
     // 8 failures with a limit of 2 must have locked the account (lost updates would leave it open).
-    const row = gw.services.users.byId(u.id)!;
+    const row = (await gw.services.users.byId(u.id))!;
     expect(row.lockCount).toBeGreaterThanOrEqual(1);
     const after = await login(gw, u.username, u.password);
     expect(after.status).toBe(429);
@@ -67,9 +67,9 @@ describe('login lockout', () => {
     const u = await makeUser(gw);
     await login(gw, u.username, 'wrong-password');
     await login(gw, u.username, 'wrong-password');
-    const until = gw.services.users.byId(u.id)!.lockedUntil;
+    const until = (await gw.services.users.byId(u.id))!.lockedUntil;
     for (let i = 0; i < 3; i++) expect((await login(gw, u.username, 'wrong-password')).status).toBe(429);
-    expect(gw.services.users.byId(u.id)!.lockedUntil).toBe(until);
+    expect((await gw.services.users.byId(u.id))!.lockedUntil).toBe(until);
   });
 });
 

@@ -32,7 +32,7 @@ beforeAll(async () => {
 afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 
 const db = () => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite; };
-const balance = (id: number) => { db(); return gw.services.users.byId(id)!.quota; };
+const balance = async (id: number) => { db(); return (await gw.services.users.byId(id))!.quota; };
 const lowestBalanceAfter = (id: number) => (db().query('select min(balance_after) as m from ledger where user_id = ?').get(id) as any).m as number;
 const logs = (id: number) => db().query("select * from usage_logs where user_id = ? and kind = 'messages'").all(id) as any[];
 
@@ -61,9 +61,9 @@ describe('reservations cover the worst case', () => {
     const rows = logs(u.id).filter((l) => l.status === 200);
     expect(rows.length).toBe(served.length);
     for (const l of rows) expect(l).toMatchObject({ input_tokens: 200_000, output_tokens: 50, cost: 2001, usage_flag: '' });
-    expect(balance(u.id)).toBe(20_000 - 2001 * served.length);
+    expect(await balance(u.id)).toBe(20_000 - 2001 * served.length);
     expect(lowestBalanceAfter(u.id)).toBeGreaterThanOrEqual(0);
-    expect(gw.services.ledger.sum(u.id)).toBe(balance(u.id));
+    expect(await gw.services.ledger.sum(u.id)).toBe(await balance(u.id));
   });
 
   test('the reservation of unmeasurable input is the context window (price row context_window), no more', async () => {
@@ -78,7 +78,7 @@ describe('reservations cover the worst case', () => {
       expect((await send(gw, ok.key, withDoc('doc-model', 0))).status).toBe(200);
       // A report beyond the context window is implausible: clamped to it and flagged.
       expect(logs(ok.id)[0]).toMatchObject({ input_tokens: 50_000, output_tokens: 10, cost: 501, usage_flag: 'implausible' });
-      expect(balance(ok.id)).toBe(0);
+      expect(await balance(ok.id)).toBe(0);
     } finally {
       await gw.api('PUT', '/api/pricing/', { model: 'doc-model', ...PRICE });
     }
@@ -95,9 +95,9 @@ describe('reservations cover the worst case', () => {
     for (const l of rows) expect(l.cost).toBeGreaterThan(0);
     expect(rows.filter((l) => l.usage_flag === 'capped').length).toBeGreaterThan(0);
     expect(rows.reduce((n, l) => n + l.cost, 0)).toBeLessThanOrEqual(20_000);
-    expect(balance(u.id)).toBeGreaterThanOrEqual(0);
+    expect(await balance(u.id)).toBeGreaterThanOrEqual(0);
     expect(lowestBalanceAfter(u.id)).toBeGreaterThanOrEqual(0);
-    expect(gw.services.ledger.sum(u.id)).toBe(balance(u.id));
+    expect(await gw.services.ledger.sum(u.id)).toBe(await balance(u.id));
   });
 
   test('a limited key is capped by its own budget the same way', async () => {
@@ -108,6 +108,6 @@ describe('reservations cover the worst case', () => {
     expect(rs.every((r) => r.status === 200)).toBe(true);
     const key = db().query('select remain_quota from api_keys where id = ?').get(u.keyId) as any;
     expect(key.remain_quota).toBeGreaterThanOrEqual(0);
-    expect(gw.services.ledger.sum(u.id)).toBe(balance(u.id));
+    expect(await gw.services.ledger.sum(u.id)).toBe(await balance(u.id));
   });
 });

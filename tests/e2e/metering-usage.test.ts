@@ -112,9 +112,9 @@ describe('hostile usage is validated, billed and flagged', () => {
     }
   });
 
-  test('balance == Σ ledger after all of it', () => {
+  test('balance == Σ ledger after all of it', async () => {
     db();
-    expect(gw.services.ledger.sum(user.id)).toBe(gw.services.users.byId(user.id)!.quota);
-    expect(gw.services.relay.quota.available(user.id)).toBe(gw.services.users.byId(user.id)!.quota);
+    expect(await gw.services.ledger.sum(user.id)).toBe((await gw.services.users.byId(user.id))!.quota);
+    expect(gw.services.relay.quota.available(user.id)).toBe((await gw.services.users.byId(user.id))!.quota);
   });
 });

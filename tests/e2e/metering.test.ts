@@ -26,7 +26,7 @@ afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 // Settlements are batched: write what is queued before reading the tables directly.
 const flushed = () => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite; };
 const logOf = (requestId: string) => flushed().query('select * from usage_logs where request_id = ?').get(requestId) as any;
-const balance = (id: number) => { flushed(); return gw.services.users.byId(id)!.quota; };
+const balance = async (id: number) => { flushed(); return (await gw.services.users.byId(id))!.quota; };
 const charge = (requestId: string) => flushed().query("select amount from ledger where kind = 'charge' and ref = ?").all(requestId) as any[];
 
 describe('metering exactness', () => {
@@ -42,8 +42,8 @@ describe('metering exactness', () => {
       const log = logOf(id);
       expect(log).toMatchObject({ cost, status: 200, error_code: '', input_tokens: 1000, output_tokens: 200, cache_read_tokens: 5000, cache_write_tokens: 100, user_id: u.id, api_key_id: u.keyId, attempts: 1 });
       expect(charge(id)).toEqual([{ amount: -cost }]);
-      expect(balance(u.id)).toBe(1_000_000 - cost);
-      expect(gw.services.ledger.sum(u.id)).toBe(1_000_000 - cost);
+      expect(await balance(u.id)).toBe(1_000_000 - cost);
+      expect(await gw.services.ledger.sum(u.id)).toBe(1_000_000 - cost);
       const key = gw.services.dbh.sqlite.query('select used_quota, remain_quota from api_keys where id = ?').get(u.keyId);
       expect(key).toEqual({ used_quota: cost, remain_quota: 500_000 - cost });
       const keyView = await gw.api('GET', `/api/token/${u.keyId}`, undefined, u.token);
@@ -81,7 +81,7 @@ describe('quota', () => {
     ant.queue.length = 0;
     const codes = rs.map((r) => r.status).sort();
     expect(codes).toEqual([200, 200, 200, 402, 402, 402, 402, 402]);
-    expect(balance(u.id)).toBe(3500 - 3 * 5);
+    expect(await balance(u.id)).toBe(3500 - 3 * 5);
     expect(gw.services.relay.quota.available(u.id)).toBe(3500 - 15);
   });
 
@@ -90,7 +90,7 @@ describe('quota', () => {
     ant.queue.push({ error: { status: 500 } });
     const r = await send(gw, u.key, msg('meter-a'));
     expect(r.status).toBe(502);
-    expect(balance(u.id)).toBe(100_000);
+    expect(await balance(u.id)).toBe(100_000);
     expect(gw.services.relay.quota.available(u.id)).toBe(100_000);
     expect(logOf(r.headers.get('request-id')!)).toMatchObject({ cost: 0, status: 502, error_code: 'upstream_error', output_tokens: 0 });
     expect(charge(r.headers.get('request-id')!)).toEqual([]);
@@ -112,7 +112,7 @@ describe('quota', () => {
     expect(log.output_tokens).toBeLessThan(200);
     expect(log.cost).toBeGreaterThan(0);
     expect(charge(id)).toEqual([{ amount: -log.cost }]);
-    expect(balance(u.id)).toBe(1_000_000 - log.cost);
+    expect(await balance(u.id)).toBe(1_000_000 - log.cost);
   });
 
   test('a client that goes away mid-stream cancels the upstream and pays only for what was delivered', async () => {
@@ -133,7 +133,7 @@ describe('quota', () => {
     expect(log.error_code).toBe('client_closed');
     expect(log.output_tokens).toBeLessThan(200);
     expect(charge(id)).toEqual(log.cost > 0 ? [{ amount: -log.cost }] : []);
-    expect(balance(u.id)).toBe(1_000_000 - log.cost);
+    expect(await balance(u.id)).toBe(1_000_000 - log.cost);
     expect(gw.services.relay.quota.available(u.id)).toBe(1_000_000 - log.cost);
   });
 });

@@ -21,7 +21,7 @@ describe('POST /api/user/password', () => {
     const u = await makeUser(gw);
     const a = await sessionCookie(u.username, u.password);
     const b = await sessionCookie(u.username, u.password);
-    const extra = gw.services.auth.createAccessToken(u.id, 'laptop').token;
+    const extra = (await gw.services.auth.createAccessToken(u.id, 'laptop')).token;
     const r = await change({ cookie: a }, { current_password: u.password, new_password: 'changed-pass-123' });
     expect(r.status).toBe(200);
     expect(r.body).toEqual({ success: true, message: '', data: { sessions_ended: 1, tokens_revoked: 2 } });
@@ -35,7 +35,7 @@ describe('POST /api/user/password', () => {
   test('through an access token: every session ends and every other token is revoked; the calling token keeps working', async () => {
     const u = await makeUser(gw);
     const a = await sessionCookie(u.username, u.password);
-    const intruder = gw.services.auth.createAccessToken(u.id, 'stolen').token;
+    const intruder = (await gw.services.auth.createAccessToken(u.id, 'stolen')).token;
     const r = await change({ token: u.token }, { current_password: u.password, new_password: 'changed-pass-123' });
     expect(r.body.data).toEqual({ sessions_ended: 1, tokens_revoked: 1 });
     expect(await selfStatus(a)).toBe(401);

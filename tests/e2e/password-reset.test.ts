@@ -111,7 +111,7 @@ describe('reset with a token', () => {
   test("evicts an intruder: every session ends and every gwm_ access token is revoked", async () => {
     const email = uniqueEmail();
     const u = await makeUser(gw, 1, { email });
-    const intruderToken = gw.services.auth.createAccessToken(u.id, 'intruder').token;
+    const intruderToken = (await gw.services.auth.createAccessToken(u.id, 'intruder')).token;
     const intruderCookie = await sessionCookie(gw, u.username, u.password);
     for (const t of [u.token, intruderToken]) expect((await gw.api('GET', '/api/user/self', undefined, t)).status).toBe(200);
     const token = await mailedToken(gw, email);
@@ -121,7 +121,7 @@ describe('reset with a token', () => {
       expect(r.status).toBe(401);
     }
     expect((await fetch(`${gw.url}/api/user/self`, { headers: { cookie: intruderCookie } })).status).toBe(401);
-    const list = gw.services.auth.listAccessTokens(u.id);
+    const list = await gw.services.auth.listAccessTokens(u.id);
     expect(list.length).toBe(2);
     expect(list.every((t) => t.revoked)).toBe(true);
   });

@@ -10,7 +10,7 @@ const UP = { ...PRICE, model: 'gpt-realtime-2025', input: 8_000_000, output: 32_
 const UP_COST = costOf([[80 - 64, UP.input], [320 - 192, UP.audio_input], [256, UP.cache_read], [30, UP.output], [82, UP.audio_output]]);
 
 async function oneResponse(): Promise<any> {
-  const { key, userId } = w.addKey(5_000_000);
+  const { key, userId } = await w.addKey(5_000_000);
   const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
   await c.opened;
   c.ws.send(RESPONSE_CREATE);

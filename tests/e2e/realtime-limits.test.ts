@@ -19,7 +19,7 @@ describe('realtime limits, backpressure and shutdown', () => {
   });
 
   test('sessions per key are limited (429 before the upgrade) and the slot frees when a session ends', async () => {
-    const { key } = g.addKey(5_000_000);
+    const { key } = await g.addKey(5_000_000);
     const a = open('/v1/realtime', bearerOf(key), g);
     const b = open('/v1/realtime', bearerOf(key), g);
     await Promise.all([a.opened, b.opened]);
@@ -41,7 +41,7 @@ describe('realtime limits, backpressure and shutdown', () => {
     const silent = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
     g.channels.push(channel(7, { url: `http://127.0.0.1:${silent.port}` }, { priority: 5 }));
     try {
-      const { key } = g.addKey(5_000_000);
+      const { key } = await g.addKey(5_000_000);
       const t0 = performance.now();
       const c = open('/v1/realtime', bearerOf(key), g);
       await c.opened;
@@ -56,7 +56,7 @@ describe('realtime limits, backpressure and shutdown', () => {
   });
 
   test('a session reaching REALTIME_MAX_SESSION_SECONDS gets an error event and close 1008', async () => {
-    const { key, userId } = g.addKey(5_000_000);
+    const { key, userId } = await g.addKey(5_000_000);
     const c = open('/v1/realtime', bearerOf(key), g);
     await c.opened;
     const close = await c.waitClose(2500);
@@ -69,7 +69,7 @@ describe('realtime limits, backpressure and shutdown', () => {
   });
 
   test('slow client: the gateway stops reading the upstream instead of buffering; nothing is lost', async () => {
-    const { key } = g.addKey(5_000_000);
+    const { key } = await g.addKey(5_000_000);
     const c = open('/v1/realtime', bearerOf(key), g);
     await c.opened;
     await c.waitFor('session.created');
@@ -88,7 +88,7 @@ describe('realtime limits, backpressure and shutdown', () => {
   });
 
   test('slow upstream: the gateway stops reading the client; nothing is lost', async () => {
-    const { key } = g.addKey(5_000_000);
+    const { key } = await g.addKey(5_000_000);
     const c = open('/v1/realtime', bearerOf(key), g);
     await c.opened;
     await c.waitFor('session.created');
@@ -110,13 +110,14 @@ describe('realtime limits, backpressure and shutdown', () => {
   });
 
   test('shutdown closes live sessions with 1001 and records them', async () => {
-    const { key, userId } = g.addKey(5_000_000);
+    const { key, userId } = await g.addKey(5_000_000);
     const c = open('/v1/realtime', bearerOf(key), g);
     await c.opened;
     await c.waitFor('session.created');
     const conn = u2.connections.at(-1)!;
-    g.service.closeAll();
+    const recorded = g.service.closeAll();
     expect((await c.waitClose()).code).toBe(1001);
+    await recorded;
     expect(c.events().at(-1).error.code).toBe('server_shutdown');
     expect((g.h.sqlite.query('select close_code from realtime_sessions where user_id = ?').get(userId) as any).close_code).toBe(1001);
     await u2.until(() => conn.closed !== null);

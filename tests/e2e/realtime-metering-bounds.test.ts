@@ -33,7 +33,7 @@ describe('realtime reservations bound every charge', () => {
       output_token_details: { text_tokens: 0, audio_tokens: HUGE },
     }) as any;
     try {
-      const { key, userId } = g.addKey(5 * RESERVE);
+      const { key, userId } = await g.addKey(5 * RESERVE);
       const cs = Array.from({ length: 50 }, () => open('/v1/realtime?model=gpt-realtime', bearerOf(key), g));
       await Promise.all(cs.map((c) => c.opened));
       await Promise.all(cs.map((c) => c.waitFor('session.created')));
@@ -58,7 +58,7 @@ describe('realtime reservations bound every charge', () => {
       }
       expect(g.quota.balance(userId)).toBe(0);
       expect(lowestBalanceAfter(userId)).toBeGreaterThanOrEqual(0);
-      expect(g.ledger.sum(userId)).toBe(0);
+      expect(await g.ledger.sum(userId)).toBe(0);
       for (const c of cs) if (c.ws.readyState <= 1) c.ws.close();
     } finally {
       u.usageFor = () => ({ total_tokens: 0, input_tokens: 1, output_tokens: 1 }) as any;
@@ -66,7 +66,7 @@ describe('realtime reservations bound every charge', () => {
   });
 
   test('hostile usage in response.done (fractions, negatives, strings, null, 1e400) is billed, flagged, bounded', async () => {
-    const { key, userId } = g.addKey(10 * RESERVE);
+    const { key, userId } = await g.addKey(10 * RESERVE);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
     await c.opened;
     await c.waitFor('session.created');
@@ -92,7 +92,7 @@ describe('realtime reservations bound every charge', () => {
       expect(r.usage_flag).toBe('invalid');
     }
     expect(g.quota.balance(userId)).toBeGreaterThanOrEqual(0);
-    expect(g.ledger.sum(userId)).toBe(g.quota.balance(userId));
+    expect(await g.ledger.sum(userId)).toBe(g.quota.balance(userId));
     c.ws.close();
     u.usageFor = () => ({ total_tokens: 0, input_tokens: 1, output_tokens: 1 }) as any;
   });

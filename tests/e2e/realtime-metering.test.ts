@@ -8,7 +8,7 @@ realtimeSuite();
 
 describe('realtime metering', () => {
   test('every response.done is billed exactly: usage × prices = charge = usage log rows; session record written', async () => {
-    const { key, userId } = w.addKey(5_000_000);
+    const { key, userId } = await w.addKey(5_000_000);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
     await c.opened;
     for (let i = 1; i <= 3; i++) {
@@ -31,7 +31,7 @@ describe('realtime metering', () => {
       expect(r.upstream_model).toBe('gpt-realtime-2025');
     }
     expect(w.quota.balance(userId)).toBe(5_000_000 - 3 * SAMPLE_COST);
-    expect(w.ledger.sum(userId)).toBe(5_000_000 - 3 * SAMPLE_COST);
+    expect(await w.ledger.sum(userId)).toBe(5_000_000 - 3 * SAMPLE_COST);
     const charges = w.h.sqlite.query("select amount from ledger where user_id = ? and kind = 'charge'").all(userId) as any[];
     expect(charges.map((x) => x.amount)).toEqual([-SAMPLE_COST, -SAMPLE_COST, -SAMPLE_COST]);
     // The record is written when the session ends (the close handler may run just after the client sees the close).
@@ -51,7 +51,7 @@ describe('realtime metering', () => {
   test('the group price ratio multiplies each response inside its single rounding, and is logged', async () => {
     w.ratios.set('default', 1500);
     try {
-      const { key, userId } = w.addKey(5_000_000);
+      const { key, userId } = await w.addKey(5_000_000);
       const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
       await c.opened;
       c.ws.send(RESPONSE_CREATE);
@@ -69,7 +69,7 @@ describe('realtime metering', () => {
 
   test('quota runs short mid-session: the next response.create is refused with an error event, not forwarded; the session stays open', async () => {
     // Enough for the admission check and one response's reservation, not for a second one after the charge.
-    const { key, userId } = w.addKey(RESERVE + SAMPLE_COST - 1);
+    const { key, userId } = await w.addKey(RESERVE + SAMPLE_COST - 1);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
     await c.opened;
     c.ws.send(RESPONSE_CREATE);
@@ -86,13 +86,13 @@ describe('realtime metering', () => {
     await c.waitFor('response.done', 2);
     expect(w.quota.balance(userId)).toBe(RESERVE - 1 - SAMPLE_COST);
     expect(w.h.sqlite.query('select count(*) as n from usage_logs where user_id = ?').get(userId)).toEqual({ n: 2 });
-    expect(w.ledger.sum(userId)).toBe(w.quota.balance(userId));
+    expect(await w.ledger.sum(userId)).toBe(w.quota.balance(userId));
   });
 });
 
 describe('realtime session edge cases', () => {
   test('server-started responses (server VAD, no client response.create) are reserved and billed too', async () => {
-    const { key, userId } = w.addKey(5_000_000);
+    const { key, userId } = await w.addKey(5_000_000);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
     await c.opened;
     await c.waitFor('session.created');
@@ -108,7 +108,7 @@ describe('realtime session edge cases', () => {
   });
 
   test('a response.create the upstream refuses (error event) gives its reservation back', async () => {
-    const { key, userId } = w.addKey(RESERVE + SAMPLE_COST); // room for one reservation at a time
+    const { key, userId } = await w.addKey(RESERVE + SAMPLE_COST); // room for one reservation at a time
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
     await c.opened;
     up.refuseResponses = 1;
@@ -121,7 +121,7 @@ describe('realtime session edge cases', () => {
   });
 
   test('a key revoked mid-session: the next response is refused (error event, close 1008)', async () => {
-    const { key } = w.addKey(5_000_000);
+    const { key } = await w.addKey(5_000_000);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
     await c.opened;
     await c.waitFor('session.created');
@@ -132,7 +132,7 @@ describe('realtime session edge cases', () => {
   });
 
   test('usage that cannot be written ends the session (1011) instead of serving unbilled responses', async () => {
-    const { key, userId } = w.addKey(5_000_000);
+    const { key, userId } = await w.addKey(5_000_000);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
     await c.opened;
     await c.waitFor('session.created');

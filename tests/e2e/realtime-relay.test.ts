@@ -102,7 +102,7 @@ describe('realtime pre-upgrade errors', () => {
     expectError(await refused('/v1/realtime?model=nope', bearer), 404, 'model_not_found');
     w.channels.push(channel(99, up, { models: ['sleepy', 'unpriced'], status: 3 }));
     expectError(await refused('/v1/realtime?model=unpriced', bearer), 403, 'model_not_priced');
-    w.book.upsert({ ...PRICE, model: 'sleepy' });
+    await w.book.upsert({ ...PRICE, model: 'sleepy' });
     expectError(await refused('/v1/realtime?model=sleepy', bearer), 503, 'no_healthy_channel');
     w.keys.set('sk-poor', { ...k, unlimitedQuota: false, remainQuota: 0 });
     expectError(await refused('/v1/realtime?model=gpt-realtime', { authorization: 'Bearer sk-poor' }), 402, 'key_quota_exhausted');

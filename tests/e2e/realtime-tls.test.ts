@@ -36,7 +36,7 @@ beforeAll(async () => {
   expect((await gw.api('POST', '/api/channel/', { name: 'rt', type: 'openai', base_url: up.url, key: 'upstream-secret', models: ['gpt-realtime'] })).status).toBe(200);
   expect((await gw.api('PUT', '/api/pricing/', { model: 'gpt-realtime', input: 1_000, output: 1_000, context_window: 16_000 })).status).toBe(200);
   const u = await makeUser(gw);
-  gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1_000_000_000, ref: `seed-${u.id}`, at: 1 });
+  await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1_000_000_000, ref: `seed-${u.id}`, at: 1 });
   key = (await gw.api('POST', '/api/token/', { name: 'rt' }, u.token)).body.data.key;
 });
 afterAll(async () => { await up.stop(); await gw.stop(); rmSync(dir, { recursive: true, force: true }); });

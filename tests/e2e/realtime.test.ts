@@ -26,7 +26,7 @@ async function channel(body: Record<string, unknown>): Promise<number> {
 
 async function keyedUser(balance: number, keyFields: Record<string, unknown> = {}): Promise<{ id: number; key: string; token: string }> {
   const u = await makeUser(gw);
-  if (balance) gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: balance, ref: `seed-${u.id}`, at: 1 });
+  if (balance) await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: balance, ref: `seed-${u.id}`, at: 1 });
   const r = await gw.api('POST', '/api/token/', { name: 'rt', ...keyFields }, u.token);
   expect(r.status).toBe(200);
   return { id: u.id, key: r.body.data.key, token: u.token };
@@ -146,7 +146,7 @@ describe('/v1/realtime through the gateway', () => {
     const sql = gw.services.dbh.sqlite;
     const logs = sql.query('select kind, cost, model, upstream_model from usage_logs where user_id = ? order by id').all(k.id) as any[];
     expect(logs).toEqual([1, 2].map(() => ({ kind: 'realtime', cost: expected, model: 'gpt-realtime', upstream_model: 'gpt-realtime-2025-08-28' })));
-    expect(gw.services.ledger.sum(k.id)).toBe(10_000_000 - 2 * expected);
+    expect(await gw.services.ledger.sum(k.id)).toBe(10_000_000 - 2 * expected);
     const keyRow = sql.query('select used_quota from api_keys where id = (select max(id) from api_keys where user_id = ?)').get(k.id) as any;
     expect(keyRow.used_quota).toBe(2 * expected);
     await up.until(() => !!sql.query('select 1 from realtime_sessions where user_id = ?').get(k.id));

@@ -20,11 +20,11 @@ async function mint(count: number, quota: number, expiresAt = now() + 3600) {
   return { batch, codes: r.body.data.codes as string[] };
 }
 const redeem = (token: string, code: unknown) => gw.api('POST', '/api/user/redeem', { code }, token);
-const dbBalance = (id: number) => gw.services.users.byId(id)!.quota;
-function balanced(id: number) {
-  expect(dbBalance(id)).toBe(gw.services.ledger.sum(id));
+const dbBalance = async (id: number) => (await gw.services.users.byId(id))!.quota;
+async function balanced(id: number) {
+  expect(await dbBalance(id)).toBe(await gw.services.ledger.sum(id));
   // The relay's in-memory balance follows the ledger write (the change bus), not a later reload.
-  expect(gw.services.relay.quota.balance(id)).toBe(dbBalance(id));
+  expect(gw.services.relay.quota.balance(id)).toBe(await dbBalance(id));
 }
 
 describe('redemption codes', () => {
@@ -38,7 +38,7 @@ describe('redemption codes', () => {
     const r = await redeem(u.token, `  ${codes[0]}  `);
     expect(r.status).toBe(200);
     expect(r.body.data).toEqual({ quota: 5000, balance: 5000 });
-    balanced(u.id);
+    await balanced(u.id);
     const self = await gw.api('GET', '/api/user/self', undefined, u.token);
     expect(self.body.data.quota).toBe(5000);
     const led = await gw.api('GET', '/api/ledger/self?kind=redeem', undefined, u.token);
@@ -54,8 +54,8 @@ describe('redemption codes', () => {
     const again = await redeem(u.token, codes[0]);
     expect(again.status).toBe(400);
     expect(again.body.error).toMatchObject({ code: 'invalid_code', param: 'code' });
-    expect(dbBalance(u.id)).toBe(5000);
-    balanced(u.id);
+    expect(await dbBalance(u.id)).toBe(5000);
+    await balanced(u.id);
   });
 
   test('one code raced by 20 parallel requests credits exactly once', async () => {
@@ -64,9 +64,9 @@ describe('redemption codes', () => {
     const rs = await Promise.all(users.map((u) => redeem(u.token, codes[0])));
     expect(rs.filter((r) => r.status === 200)).toHaveLength(1);
     expect(rs.filter((r) => r.status === 400 && r.body.error.code === 'invalid_code')).toHaveLength(19);
-    const credited = users.filter((u) => dbBalance(u.id) !== 0);
-    expect(credited.map((u) => dbBalance(u.id))).toEqual([7777]);
-    for (const u of users) balanced(u.id);
+    const balances = await Promise.all(users.map((u) => dbBalance(u.id)));
+    expect(balances.filter((b) => b !== 0)).toEqual([7777]);
+    for (const u of users) await balanced(u.id);
     const entries = await gw.api('GET', '/api/ledger/?kind=redeem&page_size=100');
     expect(entries.body.data.items.filter((e: any) => e.amount === 7777)).toHaveLength(1);
     // The same user racing itself: once as well.
@@ -74,8 +74,8 @@ describe('redemption codes', () => {
     const me = await makeUser(gw);
     const own = await Promise.all(Array.from({ length: 20 }, () => redeem(me.token, mine)));
     expect(own.filter((r) => r.status === 200)).toHaveLength(1);
-    expect(dbBalance(me.id)).toBe(300);
-    balanced(me.id);
+    expect(await dbBalance(me.id)).toBe(300);
+    await balanced(me.id);
   }, 30_000); // 21 users with real password hashes
 
   test('unknown, used, expired and revoked codes get the same answer; revoke leaves redeemed codes alone', async () => {
@@ -95,8 +95,8 @@ describe('redemption codes', () => {
     }
     expect(new Set(answers.map((a) => JSON.stringify(a))).size).toBe(1);
     expect(answers[0]).toEqual({ status: 400, error: expect.objectContaining({ code: 'invalid_code', param: 'code' }) });
-    expect(dbBalance(u.id)).toBe(100);
-    balanced(u.id);
+    expect(await dbBalance(u.id)).toBe(100);
+    await balanced(u.id);
     const list = await gw.api('GET', `/api/redemption/?batch=${batch}`);
     expect(list.body.data.items.map((i: any) => i.status).sort()).toEqual(['redeemed', 'revoked', 'revoked']);
     const expired = await gw.api('GET', '/api/redemption/?status=expired');
@@ -119,7 +119,7 @@ describe('redemption codes', () => {
     expect(limited.body.error.code).toBe('too_many_attempts');
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(Number(limited.headers.get('retry-after'))).toBeLessThanOrEqual(600);
-    expect(dbBalance(u.id)).toBe(0);
+    expect(await dbBalance(u.id)).toBe(0);
     const ok = await redeem(other.token, codes[0]);
     expect(ok.status).toBe(200);
     expect(ok.body.data.balance).toBe(50);

@@ -46,7 +46,7 @@ export async function setPrice(gw: TestGateway, model: string, p: Partial<Record
 /** A user with `balance` quota units and a relay key. */
 export async function keyedUser(gw: TestGateway, balance = 1_000_000, key: Record<string, unknown> = {}) {
   const u = await makeUser(gw);
-  if (balance) gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: balance, ref: `seed-${u.id}`, at: 1 });
+  if (balance) await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: balance, ref: `seed-${u.id}`, at: 1 });
   const r = await gw.api('POST', '/api/token/', { name: 'k', ...key }, u.token);
   if (r.status !== 200) throw new Error(`token: ${r.status} ${JSON.stringify(r.body)}`);
   return { ...u, key: r.body.data.key as string, keyId: r.body.data.id as number };

@@ -25,7 +25,7 @@ afterAll(async () => {
   await creem.stop();
 });
 
-const balanced = (userId: number) => expect(gw.services.users.byId(userId)!.quota).toBe(gw.services.ledger.sum(userId));
+const balanced = async (userId: number) => expect((await gw.services.users.byId(userId))!.quota).toBe(await gw.services.ledger.sum(userId));
 
 describe('POST /api/topup/ with providerA (Stripe-compatible)', () => {
   test('records a pending order and answers the Checkout Session URL', async () => {
@@ -54,8 +54,8 @@ describe('POST /api/topup/ with providerA (Stripe-compatible)', () => {
     // Stored with the provider's reference; nothing credited yet.
     const got = await gw.api('GET', `/api/topup/${d.trade_no}`, undefined, u.token);
     expect(got.body.data).toMatchObject({ trade_no: d.trade_no, user_id: u.id, provider: 'providerA', provider_ref: session.id, status: 'pending', paid_at: null });
-    expect(gw.services.users.byId(u.id)!.quota).toBe(0);
-    balanced(u.id);
+    expect((await gw.services.users.byId(u.id))!.quota).toBe(0);
+    await balanced(u.id);
   });
 
   test('amount outside TOPUP_MIN..TOPUP_MAX, non-integer or string amounts are 400 and call no provider', async () => {
@@ -94,8 +94,8 @@ describe('POST /api/topup/ with providerA (Stripe-compatible)', () => {
     const mine = await gw.api('GET', '/api/topup/self', undefined, u.token);
     expect(mine.body.data.total).toBe(4);
     expect(mine.body.data.items.map((o: any) => o.status)).toEqual(['failed', 'failed', 'failed', 'failed']);
-    expect(gw.services.users.byId(u.id)!.quota).toBe(0);
-    balanced(u.id);
+    expect((await gw.services.users.byId(u.id))!.quota).toBe(0);
+    await balanced(u.id);
   });
 });
 

@@ -168,7 +168,7 @@ describe('admin reset of 2FA', () => {
     const admin = await makeUser(gw, 10);
     const admin2 = await makeUser(gw, 10);
     await enable2fa(admin2);
-    const root = gw.services.users.byUsername('root')!;
+    const root = (await gw.services.users.byUsername('root'))!;
 
     expect((await gw.api('POST', `/api/user/${user.id}/2fa/reset`, undefined, user.token)).status).toBe(403);
     const ok = await gw.api('POST', `/api/user/${user.id}/2fa/reset`, undefined, admin.token);
@@ -187,7 +187,7 @@ describe('admin reset of 2FA', () => {
   });
 
   test('root can use 2FA like anyone', async () => {
-    const root = gw.services.users.byUsername('root')!;
+    const root = (await gw.services.users.byUsername('root'))!;
     const r: User = { id: root.id, username: 'root', password: ROOT_PASSWORD, token: gw.rootToken };
     const { secret } = await enable2fa(r);
     expect((await login(r)).body.error.code).toBe('totp_required');

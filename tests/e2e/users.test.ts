@@ -16,14 +16,14 @@ describe('users: create / get / list / update / delete', () => {
     expect(r.status).toBe(200);
     expect(r.body.data).toMatchObject({ username, display_name: 'Ann', role: 1, status: 1, group: 'vip', quota: 5000, email: 'ann@example.com' });
     expect(JSON.stringify(r.body)).not.toMatch(/password|totp_secret/);
-    expect(gw.services.ledger.sum(r.body.data.id)).toBe(5000);
+    expect(await gw.services.ledger.sum(r.body.data.id)).toBe(5000);
     const rows = gw.services.dbh.sqlite.query('select kind, amount, ref from ledger where user_id = ?').all(r.body.data.id);
     expect(rows).toEqual([{ kind: 'adjust', amount: 5000, ref: `user-create:${r.body.data.id}` }]);
     expect((await login(username, 'password-123')).status).toBe(200);
     // No quota: no ledger row, balance 0.
     const z = await createUser({});
     expect(z.body.data.quota).toBe(0);
-    expect(gw.services.ledger.sum(z.body.data.id)).toBe(0);
+    expect(await gw.services.ledger.sum(z.body.data.id)).toBe(0);
   });
 
   test('409 for a taken username or e-mail', async () => {
@@ -101,7 +101,7 @@ describe('users: create / get / list / update / delete', () => {
     expect(gw.services.apiKeys.lookup(key)).toBeUndefined();
     expect(gw.services.userDirectory.get(u.id)).toBeUndefined();
     expect((await gw.api('DELETE', `/api/user/${u.id}`)).status).toBe(404);
-    const root = gw.services.users.byUsername('root')!;
+    const root = (await gw.services.users.byUsername('root'))!;
     const r = await gw.api('DELETE', `/api/user/${root.id}`);
     expect(r.status).toBe(403);
     expect(r.body.error.code).toBe('cannot_delete_root');
@@ -138,7 +138,7 @@ describe('role rules', () => {
     expect((await gw.api('PUT', '/api/user/', { id: other.id, display_name: 'x' }, admin.token)).status).toBe(403);
     expect((await gw.api('POST', `/api/user/${other.id}/disable`, undefined, admin.token)).status).toBe(403);
     expect((await gw.api('DELETE', `/api/user/${other.id}`, undefined, admin.token)).status).toBe(403);
-    const root = gw.services.users.byUsername('root')!;
+    const root = (await gw.services.users.byUsername('root'))!;
     expect((await gw.api('PUT', '/api/user/', { id: root.id, display_name: 'x' }, admin.token)).status).toBe(403);
     expect((await gw.api('PUT', '/api/user/', { id: admin.id, group: 'x' }, admin.token)).status).toBe(403);
     // ...but it manages plain users.
@@ -150,7 +150,7 @@ describe('role rules', () => {
   test('root can promote to admin and root, but not demote the last root or delete itself', async () => {
     const u = await makeUser(gw);
     expect((await gw.api('PUT', '/api/user/', { id: u.id, role: 10 })).body.data.role).toBe(10);
-    const root = gw.services.users.byUsername('root')!;
+    const root = (await gw.services.users.byUsername('root'))!;
     const last = await gw.api('PUT', '/api/user/', { id: root.id, role: 10 });
     expect(last.status).toBe(403);
     expect(last.body.error.code).toBe('last_root');

@@ -29,7 +29,7 @@ beforeAll(async () => {
     PROVIDER_B_API_BASE: creem.url, PROVIDER_B_API_KEY: 'creem_key', PROVIDER_B_WEBHOOK_SECRET: B_SECRET, PROVIDER_B_PRODUCT_ID: 'prod_credits',
     QUOTA_PER_UNIT: '10',
   });
-  gw.services.bus.on('user.changed', ({ userId }) => changed.push(userId));
+  gw.services.bus.on('user.changed', ({ userId }) => { changed.push(userId); });
 });
 afterAll(async () => {
   await gw.stop();
@@ -63,9 +63,9 @@ const paid = (s: StripeSession, type = 'checkout.session.completed', over: Parti
 const order = (tradeNo: string) => gw.services.dbh.sqlite.query('select status, paid_at from topup_orders where trade_no = ?').get(tradeNo) as { status: string; paid_at: number | null };
 const credits = (tradeNo: string) => gw.services.dbh.sqlite.query("select * from ledger where kind = 'topup' and ref = ?").all(tradeNo) as any[];
 const eventRow = (provider: string, id: string) => gw.services.dbh.sqlite.query('select * from webhook_events where provider = ? and event_id = ?').get(provider, id) as any;
-const balance = (userId: number) => gw.services.users.byId(userId)!.quota;
-function balanced(userId: number) {
-  expect(balance(userId)).toBe(gw.services.ledger.sum(userId));
+const balance = async (userId: number) => (await gw.services.users.byId(userId))!.quota;
+async function balanced(userId: number) {
+  expect(await balance(userId)).toBe(await gw.services.ledger.sum(userId));
 }
 const eventId = (body: string) => JSON.parse(body).id as string;
 
@@ -81,17 +81,17 @@ describe('providerA (Stripe scheme)', () => {
     expect(order(tradeNo).paid_at).toBeGreaterThan(0);
     expect(credits(tradeNo)).toHaveLength(1);
     expect(credits(tradeNo)[0]).toMatchObject({ user_id: user.id, amount: 5000, balance_after: 5000 });
-    expect(balance(user.id)).toBe(5000);
+    expect(await balance(user.id)).toBe(5000);
     expect(changed).toContain(user.id);
     expect(eventRow('providerA', eventId(body)).outcome).toBe('credited');
     // Same bytes and header again, and a fresh signature (Stripe retries re-sign): duplicates.
     expect((await postA(body, await sign(body))).body.data.outcome).toBe('duplicate');
     expect((await postA(body)).body.data.outcome).toBe('duplicate');
-    expect(balance(user.id)).toBe(5000);
+    expect(await balance(user.id)).toBe(5000);
     expect(credits(tradeNo)).toHaveLength(1);
     const self = await gw.api('GET', '/api/ledger/self', undefined, user.token);
     expect(self.body.data.items).toEqual([expect.objectContaining({ kind: 'topup', amount: 5000, ref: tradeNo })]);
-    balanced(user.id);
+    await balanced(user.id);
   });
 
   test('20 concurrent deliveries of one event credit exactly once', async () => {
@@ -103,8 +103,8 @@ describe('providerA (Stripe scheme)', () => {
     expect(outcomes.filter((o) => o === 'credited')).toHaveLength(1);
     expect(outcomes.filter((o) => o === 'duplicate')).toHaveLength(19);
     expect(credits(tradeNo)).toHaveLength(1);
-    expect(balance(user.id)).toBe(7000);
-    balanced(user.id);
+    expect(await balance(user.id)).toBe(7000);
+    await balanced(user.id);
   });
 
   test('different events for the same order (completed + async succeeded, 20 distinct ids at once) credit once', async () => {
@@ -116,8 +116,8 @@ describe('providerA (Stripe scheme)', () => {
     expect(outcomes.filter((o) => o === 'credited')).toHaveLength(1);
     expect(outcomes.filter((o) => o === 'not_pending:paid')).toHaveLength(19);
     expect(credits(tradeNo)).toHaveLength(1);
-    expect(balance(user.id)).toBe(3000);
-    balanced(user.id);
+    expect(await balance(user.id)).toBe(3000);
+    await balanced(user.id);
   });
 
   test('missing, malformed, wrong-secret, tampered, downgraded and stale signatures are 400 and change nothing', async () => {
@@ -146,10 +146,10 @@ describe('providerA (Stripe scheme)', () => {
     expect(order(tradeNo).status).toBe('pending');
     expect(credits(tradeNo)).toHaveLength(0);
     expect(eventRow('providerA', eventId(body))).toBeNull();
-    expect(balance(user.id)).toBe(0);
+    expect(await balance(user.id)).toBe(0);
     // Inside the tolerance it still works afterwards.
     expect((await postA(body, await sign(body, now() - 250))).body.data.outcome).toBe('credited');
-    balanced(user.id);
+    await balanced(user.id);
   });
 
   test('a timestamp in the future beyond the tolerance is 400 like a stale one and changes nothing', async () => {
@@ -164,29 +164,30 @@ describe('providerA (Stripe scheme)', () => {
     expect(order(tradeNo).status).toBe('pending');
     expect(credits(tradeNo)).toHaveLength(0);
     expect(eventRow('providerA', eventId(body))).toBeNull();
-    expect(balance(user.id)).toBe(0);
+    expect(await balance(user.id)).toBe(0);
     // Clock skew inside the tolerance is accepted.
     expect((await postA(body, await sign(body, now() + 250))).body.data.outcome).toBe('credited');
-    balanced(user.id);
+    await balanced(user.id);
   });
 
   test('a failure inside the transaction leaves nothing behind (500, so the provider retries); the retry credits', async () => {
     const { user, tradeNo, session } = await orderA(350);
     const body = paid(session);
-    const ledger = gw.services.ledger;
-    const original = ledger.apply;
+    // The ledger's one-entry writer, which the top-up unit of work calls inside its transaction.
+    const ledger = gw.services.ledger as unknown as { write: (...a: unknown[]) => unknown };
+    const original = ledger.write;
     // Simulates a crash after the event was claimed and the order marked paid, before the credit is written.
-    ledger.apply = () => { throw new Error('simulated crash in the ledger write'); };
+    ledger.write = () => { throw new Error('simulated crash in the ledger write'); };
     let r;
-    try { r = await postA(body); } finally { ledger.apply = original; }
+    try { r = await postA(body); } finally { ledger.write = original; }
     expect(r.status).toBe(500);
     expect(order(tradeNo).status).toBe('pending');
     expect(eventRow('providerA', eventId(body))).toBeNull();
     expect(credits(tradeNo)).toHaveLength(0);
-    expect(balance(user.id)).toBe(0);
+    expect(await balance(user.id)).toBe(0);
     expect((await postA(body)).body.data.outcome).toBe('credited');
-    expect(balance(user.id)).toBe(3500);
-    balanced(user.id);
+    expect(await balance(user.id)).toBe(3500);
+    await balanced(user.id);
   });
 
   test('a body over 1 MiB is refused with 413 before any processing', async () => {
@@ -207,7 +208,7 @@ describe('providerA (Stripe scheme)', () => {
     const r = await postA(body, `t=${t},v1=${bad},v1=${good},v0=${bad}`);
     expect(r.body.data.outcome).toBe('credited');
     expect(credits(tradeNo)).toHaveLength(1);
-    balanced(user.id);
+    await balanced(user.id);
   });
 
   test('the raw bytes are verified: pretty-printed, non-ASCII JSON, any content type', async () => {
@@ -217,9 +218,9 @@ describe('providerA (Stripe scheme)', () => {
     const res = await fetch(`${gw.url}/api/providerA/webhook`, { method: 'POST', headers: { 'content-type': 'text/plain', 'stripe-signature': await sign(body) }, body });
     expect(res.status).toBe(200);
     expect(((await res.json()) as any).data.outcome).toBe('credited');
-    expect(balance(user.id)).toBe(2500);
+    expect(await balance(user.id)).toBe(2500);
     expect(order(tradeNo).status).toBe('paid');
-    balanced(user.id);
+    await balanced(user.id);
   });
 
   test('a wrong amount or currency is not credited: 200, outcome recorded, order stays pending', async () => {
@@ -235,11 +236,11 @@ describe('providerA (Stripe scheme)', () => {
     expect(eventRow('providerA', eventId(wrongAmount)).outcome).toBe('mismatch:amount 599 != 600');
     expect(order(tradeNo).status).toBe('pending');
     expect(credits(tradeNo)).toHaveLength(0);
-    expect(balance(user.id)).toBe(0);
+    expect(await balance(user.id)).toBe(0);
     // The genuine event still credits.
     expect((await postA(paid(session))).body.data.outcome).toBe('credited');
-    expect(balance(user.id)).toBe(6000);
-    balanced(user.id);
+    expect(await balance(user.id)).toBe(6000);
+    await balanced(user.id);
   });
 
   test('completed but unpaid waits; async_payment_succeeded then credits', async () => {
@@ -247,10 +248,10 @@ describe('providerA (Stripe scheme)', () => {
     const unpaid = stripe.event('checkout.session.completed', session, { status: 'complete', payment_status: 'unpaid' });
     expect((await postA(unpaid)).body.data.outcome).toBe('noop:payment_status unpaid');
     expect(order(tradeNo).status).toBe('pending');
-    expect(balance(user.id)).toBe(0);
+    expect(await balance(user.id)).toBe(0);
     expect((await postA(paid(session, 'checkout.session.async_payment_succeeded'))).body.data.outcome).toBe('credited');
-    expect(balance(user.id)).toBe(1500);
-    balanced(user.id);
+    expect(await balance(user.id)).toBe(1500);
+    await balanced(user.id);
   });
 
   test('async_payment_failed fails the order, expired expires it; neither can be credited afterwards', async () => {
@@ -262,9 +263,9 @@ describe('providerA (Stripe scheme)', () => {
     expect((await postA(stripe.event('checkout.session.expired', e.session, { status: 'expired' }))).body.data.outcome).toBe('expired');
     expect(order(e.tradeNo).status).toBe('expired');
     expect((await postA(stripe.event('checkout.session.expired', e.session, { status: 'expired' }))).body.data.outcome).toBe('not_pending:expired');
-    expect(balance(f.user.id) + balance(e.user.id)).toBe(0);
-    balanced(f.user.id);
-    balanced(e.user.id);
+    expect(await balance(f.user.id) + await balance(e.user.id)).toBe(0);
+    await balanced(f.user.id);
+    await balanced(e.user.id);
   });
 
   test('unknown event kinds and unknown orders answer 200 and change nothing', async () => {
@@ -280,7 +281,7 @@ describe('providerA (Stripe scheme)', () => {
     const foreign = paid({ ...session, client_reference_id: null });
     expect((await postA(foreign)).body.data.outcome).toBe('noop:no client_reference_id');
     expect(order(tradeNo).status).toBe('pending');
-    expect(balance(user.id)).toBe(0);
+    expect(await balance(user.id)).toBe(0);
     // Signed but not an event: 400, nothing recorded.
     const notEvent = JSON.stringify({ hello: 'world' });
     expect((await postA(notEvent)).body.error.code).toBe('invalid_payload');
@@ -301,12 +302,12 @@ describe('providerB (Creem scheme)', () => {
     const r = await postB(body);
     expect(r.status).toBe(200);
     expect(r.body.data).toEqual({ outcome: 'credited', trade_no: tradeNo });
-    expect(balance(user.id)).toBe(8000);
+    expect(await balance(user.id)).toBe(8000);
     expect(order(tradeNo).status).toBe('paid');
     expect((await postB(body)).body.data.outcome).toBe('duplicate');
     expect(credits(tradeNo)).toHaveLength(1);
-    expect(balance(user.id)).toBe(8000);
-    balanced(user.id);
+    expect(await balance(user.id)).toBe(8000);
+    await balanced(user.id);
   });
 
   test('20 concurrent deliveries credit once', async () => {
@@ -316,8 +317,8 @@ describe('providerB (Creem scheme)', () => {
     expect(results.filter((r) => r.body.data.outcome === 'credited')).toHaveLength(1);
     expect(results.filter((r) => r.body.data.outcome === 'duplicate')).toHaveLength(19);
     expect(credits(tradeNo)).toHaveLength(1);
-    expect(balance(user.id)).toBe(3000);
-    balanced(user.id);
+    expect(await balance(user.id)).toBe(3000);
+    await balanced(user.id);
   });
 
   test('missing, wrong and tampered signatures are 400 and change nothing', async () => {
@@ -335,10 +336,10 @@ describe('providerB (Creem scheme)', () => {
     }
     expect(order(tradeNo).status).toBe('pending');
     expect(eventRow('providerB', eventId(body))).toBeNull();
-    expect(balance(user.id)).toBe(0);
+    expect(await balance(user.id)).toBe(0);
     // Upper-case hex of the right digest is the same signature.
     expect((await postB(body, creemSign(body).toUpperCase())).body.data.outcome).toBe('credited');
-    balanced(user.id);
+    await balanced(user.id);
   });
 
   test('wrong amount, currency or product is not credited', async () => {
@@ -348,10 +349,10 @@ describe('providerB (Creem scheme)', () => {
     expect((await postB(creem.completedEvent(checkout, { product: 'prod_other' }))).body.data.outcome).toBe('mismatch:product prod_other');
     expect((await postB(creem.completedEvent(checkout, { status: 'pending' }))).body.data.outcome).toBe('noop:order status pending');
     expect(order(tradeNo).status).toBe('pending');
-    expect(balance(user.id)).toBe(0);
+    expect(await balance(user.id)).toBe(0);
     // Creem's uppercase currency matches the configured lowercase one.
     expect((await postB(creem.completedEvent(checkout))).body.data.outcome).toBe('credited');
-    balanced(user.id);
+    await balanced(user.id);
   });
 
   test('unknown event kinds answer 200 and change nothing', async () => {
@@ -366,7 +367,7 @@ describe('providerB (Creem scheme)', () => {
     const { user, tradeNo } = await orderA(100);
     const fake = creem.completedEvent({ id: 'ch_x', object: 'checkout', product: 'prod_credits', units: 1, request_id: tradeNo, status: 'completed', checkout_url: '', success_url: null, mode: 'test', metadata: null });
     expect((await postB(fake)).body.data.outcome).toBe('unknown_order');
-    expect(balance(user.id)).toBe(0);
+    expect(await balance(user.id)).toBe(0);
   });
 });
 

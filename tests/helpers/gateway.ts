@@ -40,8 +40,8 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
   // With TLS_CERT_FILE set the gateway serves HTTPS; the helper trusts that certificate as its CA.
   const url = `${config.tls ? 'https' : 'http'}://127.0.0.1:${app.server!.port}`;
   const tls = config.tls ? { ca: config.tls.cert } : undefined;
-  const root = services.users.byUsername(config.rootUsername)!;
-  const rootToken = services.auth.createAccessToken(root.id, 'test').token;
+  const root = (await services.users.byUsername(config.rootUsername))!;
+  const rootToken = (await services.auth.createAccessToken(root.id, 'test')).token;
   const api: TestGateway['api'] = async (method, path, body, token = rootToken, headers = {}) => {
     const h: Record<string, string> = { ...headers };
     if (token) h.authorization = `Bearer ${token}`;
@@ -69,7 +69,7 @@ export async function makeUser(gw: TestGateway, role: 1 | 10 | 100 = 1, extra: R
   // Inserted directly (not via the API) so identity tests do not depend on the users feature.
   const { hashPassword } = await import('@gw/identity');
   const now = Math.floor(Date.now() / 1000);
-  const row = gw.services.users.insert({ username, passwordHash: await hashPassword(password), role, status: 1, createdAt: now, updatedAt: now, ...extra });
-  const token = gw.services.auth.createAccessToken(row.id, 'test').token;
+  const row = await gw.services.users.insert({ username, passwordHash: await hashPassword(password), role, status: 1, createdAt: now, updatedAt: now, ...extra });
+  const token = (await gw.services.auth.createAccessToken(row.id, 'test')).token;
   return { id: row.id, username, password, token };
 }

@@ -39,7 +39,7 @@ export interface Wiring {
   /** Lines the realtime service logged (unexpected errors). */
   logs: string[];
   /** A new user with `balance` and an API key; returns the plain key. */
-  addKey(balance: number, extra?: Partial<GateKey>): { key: string; userId: number; keyId: number };
+  addKey(balance: number, extra?: Partial<GateKey>): Promise<{ key: string; userId: number; keyId: number }>;
   stop(): Promise<void>;
 }
 
@@ -49,20 +49,20 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   const bus = new ChangeBus();
   const users = new UsersRepo(h.db);
   const ledger = new LedgerRepo(h.db, bus);
-  const book = new PriceBook(new PricesRepo(h.db), bus);
-  book.upsert(PRICE);
-  const quota = new QuotaService({ sqlite: h.sqlite, users, settlements: new SettlementsRepo(h.sqlite), prices: book, bus });
-  const userId = users.insert({ username: 'rt', passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
-  ledger.apply({ userId, kind: 'topup', amount: 10_000_000, ref: 'seed', at: 1 });
+  const book = await PriceBook.load(new PricesRepo(h.db), bus);
+  await book.upsert(PRICE);
+  const quota = new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices: book, bus });
+  const userId = (await users.insert({ username: 'rt', passwordHash: 'x', createdAt: 1, updatedAt: 1 })).id;
+  await ledger.apply({ userId, kind: 'topup', amount: 10_000_000, ref: 'seed', at: 1 });
   const keyRow = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get();
   const keys = new Map<string, GateKey>([['sk-good', {
     id: keyRow.id, userId, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0,
   }]]);
   const owners = new Set([userId]);
-  const addKey = (balance: number, extra: Partial<GateKey> = {}) => {
-    const uid = users.insert({ username: `u${owners.size}`, passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
+  const addKey = async (balance: number, extra: Partial<GateKey> = {}) => {
+    const uid = (await users.insert({ username: `u${owners.size}`, passwordHash: 'x', createdAt: 1, updatedAt: 1 })).id;
     owners.add(uid);
-    if (balance) ledger.apply({ userId: uid, kind: 'topup', amount: balance, ref: `seed${uid}`, at: 1 });
+    if (balance) await ledger.apply({ userId: uid, kind: 'topup', amount: balance, ref: `seed${uid}`, at: 1 });
     const row = h.db.insert(apiKeys).values({ userId: uid, keyHash: `h${uid}`, prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get();
     const key = `sk-user-${uid}`;
     keys.set(key, { id: row.id, userId: uid, status: 1, expiresAt: null, unlimitedQuota: true, remainQuota: 0, models: null, allowIps: null, group: null, rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0, ...extra });
@@ -97,7 +97,7 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   return {
     url: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, h, service, quota, book, keys, channels, userId, ledger, addKey, logs, ratios,
     async stop() {
-      service.closeAll();
+      await service.closeAll();
       await app.stop(true);
       h.close();
       rmSync(dir, { recursive: true, force: true });

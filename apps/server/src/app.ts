@@ -36,7 +36,7 @@ import { probeRoutes } from './routes/probes';
 
 /** The 401 of a request lacking the credentials of its route's kind (checked before its body is read). */
 function authenticator(s: Services) {
-  return (request: Request, kind: 'relay' | 'management'): GatewayError | null => {
+  return (request: Request, kind: 'relay' | 'management'): GatewayError | null | Promise<GatewayError | null> => {
     if (kind === 'management') return managementAuthError(s, request);
     try {
       relayKeyOf(s, request);

@@ -23,8 +23,9 @@ try {
     if (stopping) return;
     stopping = true;
     // Open WebSockets would keep a graceful stop waiting: end realtime sessions (1001) first.
-    services.realtime.closeAll();
+    const recorded = services.realtime.closeAll();
     await app.stop();
+    await recorded;
     await services.close();
     process.exit(0);
   };

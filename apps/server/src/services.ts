@@ -4,18 +4,15 @@
  */
 import type { Config } from '@gw/config';
 import { ChangeBus, SecretBox, createLogger, type Logger } from '@gw/core';
-import { LedgerRepo, SessionsRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
+import { createStores, openDatabase, type DbHandle, type LedgerStore, type SecurityStore, type SessionsStore, type SqliteStores, type UsersStore } from '@gw/db';
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
-import { ApiKeysRepo, ChannelsRepo } from '@gw/db';
 import { ApiKeyService, UserDirectory, UserService } from '@gw/identity';
 import { ChannelKeyService, ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
-import { SecurityRepo } from '@gw/db';
 import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, mailConfig, passwordResetConfig, twoFactorConfig } from '@gw/identity';
 import { createPayments, paymentsConfig, type Payments } from '@gw/payments';
 import { createRelayServices, type RelayServices } from '@gw/relay';
 import { createMetrics, type GatewayMetrics } from './metrics';
 import { getAdapter } from '@gw/providers';
-import { RealtimeSessionsRepo } from '@gw/db';
 import type { ApiKeyRecord } from '@gw/identity';
 import type { ChannelRecord } from '@gw/channels';
 import { BudgetService, type Reservation } from '@gw/billing';
@@ -26,16 +23,18 @@ import { RealtimeService, adapterResolver, realtimeConfig } from '@gw/realtime';
 export interface Services {
   config: Config;
   dbh: DbHandle;
+  /** Every storage interface, on the configured database (createStores). */
+  stores: SqliteStores;
   secrets: SecretBox;
   /** Change notifications that keep the in-memory hot-path caches exact. */
   bus: ChangeBus;
-  users: UsersRepo;
-  sessions: SessionsRepo;
-  ledger: LedgerRepo;
+  users: UsersStore;
+  sessions: SessionsStore;
+  ledger: LedgerStore;
   auth: ManagementAuth;
   login: LoginService;
   /** Account security: TOTP state, backup codes, reset tokens, atomic lockout counters. */
-  security: SecurityRepo;
+  security: SecurityStore;
   twoFactor: TwoFactorService;
   mailer: Mailer;
   passwordReset: PasswordResetService;
@@ -75,14 +74,12 @@ export const loggerFor = (config: Config): Logger => createLogger({ level: confi
 
 export async function createServices(config: Config, log: Logger = loggerFor(config)): Promise<Services> {
   const dbh = openDatabase(config.sqlitePath);
-  const users = new UsersRepo(dbh.db);
-  const sessions = new SessionsRepo(dbh.db);
   const bus = new ChangeBus();
-  const ledger = new LedgerRepo(dbh.db, bus);
+  const stores = createStores(dbh, bus);
+  const { users, sessions, ledger, security } = stores;
   reportRootBootstrap(log, config, await bootstrapRoot(users, { username: config.rootUsername, password: config.rootPassword }));
   /** Feature modules push their shutdown steps here (reverse order on close). */
   const closers: Array<() => void | Promise<void>> = [];
-  const security = new SecurityRepo(dbh.db);
   const secrets = new SecretBox(config.secretKey);
   const auth = new ManagementAuth(users, sessions);
   const mailer = new Mailer(mailConfig(config.env));
@@ -90,21 +87,19 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   closers.push(() => mailer.close());
   const twoFactor = new TwoFactorService(users, security, secrets, twoFactorConfig(config.env));
   // Management: channels, users, API keys. Caches subscribe to the bus here, before any request.
-  const channelsRepo = new ChannelsRepo(dbh.db);
   const channelSecrets = new SecretBox(config.secretKey);
-  const channels = new ChannelService(channelsRepo, channelSecrets, bus);
-  const channelRegistry = new ChannelRegistry(channelsRepo, channelSecrets, bus, log);
-  const channelKeys = new ChannelKeyService(channelsRepo, channelSecrets, bus, channels);
-  const userAdmin = new UserService(dbh.db, users, sessions, ledger, bus);
-  const userDirectory = new UserDirectory(users, bus);
-  const apiKeysRepo = new ApiKeysRepo(dbh.db);
-  const apiKeys = new ApiKeyService(apiKeysRepo, users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });
+  const channels = new ChannelService(stores.channels, channelSecrets, bus);
+  const channelRegistry = await ChannelRegistry.load(stores.channels, channelSecrets, bus, log);
+  const channelKeys = new ChannelKeyService(stores.channels, channelSecrets, bus, channels);
+  const userAdmin = new UserService(users, sessions, ledger, bus);
+  const userDirectory = await UserDirectory.load(users, bus);
+  const apiKeys = await ApiKeyService.load(stores.apiKeys, users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });
   const metrics = createMetrics();
   // Reset e-mails go through a background queue; it stops before the mailer closes (closers run in reverse).
   const passwordReset = new PasswordResetService(users, security, mailer, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)), passwordResetConfig(config.env), log);
   closers.push(() => passwordReset.close());
-  const relay = createRelayServices({
-    env: config.env, db: dbh.db, sqlite: dbh.sqlite, bus, users, apiKeys,
+  const relay = await createRelayServices({
+    env: config.env, stores, bus, apiKeys,
     journalDir: config.sqlitePath === ':memory:' ? null : `${config.sqlitePath}.settlements`, directory: userDirectory, channels: channelRegistry,
     setChannelStatus: (id, status, reason) => channels.setStatus(id, status, reason), adapter: getAdapter, log,
     channelKeys: {
@@ -123,7 +118,7 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     // The key checks of /v1/messages, plus the group's price ratio for the session's charges.
     policy: { authorize: (k, m, ip) => { const { group } = relay.gate.authorize(k, m, ip); return { group, ratio: relay.relay.policy(group).ratio }; } },
     prices: relay.prices, quota: relay.quota, billing: relay.billing, upstream: adapterResolver(getAdapter),
-    sessions: new RealtimeSessionsRepo(dbh.db), order: (c) => orderCandidates(c), log, inflight: relay.inflight,
+    sessions: stores.realtimeSessions, order: (c) => orderCandidates(c), log, inflight: relay.inflight,
   });
   // Live sessions end (1001) and are recorded before the database closes.
   closers.push(() => realtime.closeAll());
@@ -132,20 +127,21 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   metrics.registry.gauge('gateway_settlements_queued', 'Settlements journaled but not yet written to the database', () => [[{}, relay.quota.queued]]);
   metrics.registry.gauge('gateway_realtime_sessions', 'Live realtime sessions', () => [[{}, realtime.liveCount]]);
   const budgets = new BudgetService(relay.budgetsRepo, relay.alertOutbox, relay.budgets, {
-    user: (id) => users.byId(id), keyOwner: (id) => apiKeysRepo.byId(id)?.userId, canManage,
+    // The in-memory directory and key index hold every user and key (any status), refreshed on each change.
+    user: (id) => userDirectory.get(id), keyOwner: (id) => apiKeys.byId(id)?.userId, canManage,
   });
   const services: Services = {
     relay, realtime, metrics, log, budgets,
     channels, channelRegistry, channelKeys, userAdmin, userDirectory, apiKeys,
     channelTester: new ChannelTester(channelRegistry, channels),
-    config, dbh, users, sessions, ledger, bus,
+    config, dbh, stores, users, sessions, ledger, bus,
     secrets, auth, security, twoFactor, mailer,
     passwordReset, passwordChange: new PasswordChangeService(users, security),
     login: new LoginService(users, sessions, {
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,
     }, security),
-    payments: createPayments(paymentsConfig(config.env), { db: dbh.db, users, ledger, bus }),
+    payments: createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus }),
     onClose: (fn) => { closers.push(fn); },
     async close() {
       for (const c of closers.reverse()) await c();

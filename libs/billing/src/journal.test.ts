@@ -3,7 +3,7 @@ import { appendFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChangeBus } from '@gw/core';
-import { LedgerRepo, PricesRepo, SettlementsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
+import { LedgerRepo, PricesRepo, SettlementsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle, type PriceRow } from '@gw/db';
 import { SettlementJournal } from './journal';
 import { PriceBook } from './price-book';
 import { QuotaService } from './quota';
@@ -12,23 +12,25 @@ let dir: string;
 let h: DbHandle;
 let userId: number;
 let keyId: number;
+let priceRows: PriceRow[];
 
-beforeEach(() => {
+beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'journal-'));
   h = openDatabase(join(dir, 'db.sqlite'), { checkpointMs: 0 });
   const users = new UsersRepo(h.db);
-  userId = users.insert({ username: 'u', passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
-  new LedgerRepo(h.db).apply({ userId, kind: 'topup', amount: 10_000, ref: 't', at: 1 });
+  userId = (await users.insert({ username: 'u', passwordHash: 'x', createdAt: 1, updatedAt: 1 })).id;
+  await new LedgerRepo(h.db).apply({ userId, kind: 'topup', amount: 10_000, ref: 't', at: 1 });
+  await new PricesRepo(h.db).upsert({ model: 'm', input: 1_000_000, output: 2_000_000, cacheRead: 0, cacheWrite: 0, updatedAt: 1 });
+  priceRows = await new PricesRepo(h.db).all();
   keyId = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get().id;
 });
-afterEach(() => { h.close(); rmSync(dir, { recursive: true, force: true }); });
+afterEach(async () => { h.close(); rmSync(dir, { recursive: true, force: true }); });
 
 /** A QuotaService as a fresh process would build it on this database and journal folder. */
 function boot(flushMs = 60_000, journaled = true): QuotaService {
   const bus = new ChangeBus();
-  const prices = new PriceBook(new PricesRepo(h.db), bus);
-  prices.upsert({ model: 'm', input: 1_000_000, output: 2_000_000, cache_read: 0, cache_write: 0 });
-  return new QuotaService({ sqlite: h.sqlite, users: new UsersRepo(h.db), settlements: new SettlementsRepo(h.sqlite), prices, bus, journal: journaled ? new SettlementJournal(join(dir, 'journal')) : null, flushMs });
+  const prices = new PriceBook(new PricesRepo(h.db), bus, priceRows);
+  return new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices, bus, journal: journaled ? new SettlementJournal(join(dir, 'journal')) : null, flushMs });
 }
 
 const log = (requestId: string, input: number, output: number) => ({
@@ -40,7 +42,7 @@ const segments = () => readdirSync(join(dir, 'journal')).filter((f) => f.endsWit
 const rows = () => h.sqlite.query('select request_id, cost from usage_logs order by request_id').all();
 const quota = () => (h.sqlite.query('select quota from users where id = ?').get(userId) as any).quota;
 
-test('recorded settlements count as spent before they are written, and are written once', () => {
+test('recorded settlements count as spent before they are written, and are written once', async () => {
   const q = boot();
   const r = q.reserve({ userId, apiKey: { id: keyId, unlimitedQuota: true, remainQuota: 0 }, amount: 100, ref: 'a' });
   expect(q.record(r, log('a', 10, 5))).toBe(20);
@@ -54,7 +56,7 @@ test('recorded settlements count as spent before they are written, and are writt
   expect(segments()).toEqual([]);
 });
 
-test('a restart replays what a killed process journaled, skips a torn last line, and never charges twice', () => {
+test('a restart replays what a killed process journaled, skips a torn last line, and never charges twice', async () => {
   const first = boot();
   first.record(null, log('k1', 10, 0));
   first.record(null, log('k2', 0, 10));
@@ -68,7 +70,7 @@ test('a restart replays what a killed process journaled, skips a torn last line,
   boot(); // the next process
   expect(rows()).toEqual([{ request_id: 'k1', cost: 10 }, { request_id: 'k2', cost: 20 }]);
   expect(quota()).toBe(10_000 - 30);
-  expect(new LedgerRepo(h.db).sum(userId)).toBe(10_000 - 30);
+  expect(await new LedgerRepo(h.db).sum(userId)).toBe(10_000 - 30);
   expect(segments()).toEqual([]);
   boot();
   expect(quota()).toBe(10_000 - 30);

@@ -1,5 +1,5 @@
-import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
-import type { PriceRow, PricesRepo } from '@gw/db';
+import { GatewayError, SerialQueue, nowSeconds, type ChangeBus } from '@gw/core';
+import type { PriceRow, PricesStore } from '@gw/db';
 import { Type, type Static } from '@sinclair/typebox';
 
 const units = (description: string) => Type.Integer({ minimum: 0, maximum: 1_000_000_000_000, description });
@@ -73,19 +73,28 @@ export const toPriceView = (r: PriceRow): PriceView & { updated_at: number } => 
 export class PriceBook {
   private byModel = new Map<string, PriceRow>();
 
-  constructor(private readonly repo: PricesRepo, private readonly bus: ChangeBus) {
-    this.reload(null);
+  private readonly reloads = new SerialQueue();
+
+  /** Reads every price, then follows 'price.changed'. */
+  static async load(repo: PricesStore, bus: ChangeBus): Promise<PriceBook> {
+    return new PriceBook(repo, bus, await repo.all());
+  }
+
+  constructor(private readonly repo: PricesStore, private readonly bus: ChangeBus, rows: PriceRow[]) {
+    this.byModel = new Map(rows.map((r) => [r.model, r]));
     bus.on('price.changed', ({ model }) => this.reload(model));
   }
 
-  private reload(model: string | null): void {
-    if (model === null) {
-      this.byModel = new Map(this.repo.all().map((r) => [r.model, r]));
-      return;
-    }
-    const row = this.repo.byModel(model);
-    if (row) this.byModel.set(model, row);
-    else this.byModel.delete(model);
+  private reload(model: string | null): Promise<void> {
+    return this.reloads.run(async () => {
+      if (model === null) {
+        this.byModel = new Map((await this.repo.all()).map((r) => [r.model, r]));
+        return;
+      }
+      const row = await this.repo.byModel(model);
+      if (row) this.byModel.set(model, row);
+      else this.byModel.delete(model);
+    });
   }
 
   /** O(1), no I/O. */
@@ -97,7 +106,7 @@ export class PriceBook {
     return [...this.byModel.values()].sort((a, b) => a.model.localeCompare(b.model));
   }
 
-  upsert(p: PriceInput): PriceRow {
+  async upsert(p: PriceInput): Promise<PriceRow> {
     const threshold = p.long_context_threshold ?? null;
     const lc = p.long_context ?? null;
     // A tier needs both its threshold and its prices: half of one would silently bill at base prices.
@@ -105,18 +114,18 @@ export class PriceBook {
       const missing = threshold === null ? 'long_context_threshold' : 'long_context';
       throw new GatewayError(400, 'invalid_value', 'long_context_threshold and long_context are set together (or both null)', { param: missing });
     }
-    const row = this.repo.upsert({
+    const row = await this.repo.upsert({
       model: p.model, input: p.input, output: p.output, cacheRead: p.cache_read ?? 0, cacheWrite: p.cache_write ?? 0,
       cacheWrite1h: p.cache_write_1h ?? null, longContextThreshold: threshold,
       longContext: lc && { input: lc.input, output: lc.output, cacheRead: lc.cache_read, cacheWrite: lc.cache_write, cacheWrite1h: lc.cache_write_1h ?? lc.cache_write },
       audioInput: p.audio_input ?? 0, audioOutput: p.audio_output ?? 0, contextWindow: p.context_window ?? null, updatedAt: nowSeconds(),
     });
-    this.bus.emit('price.changed', { model: p.model });
+    await this.bus.emit('price.changed', { model: p.model });
     return row;
   }
 
-  delete(model: string): void {
-    if (!this.repo.delete(model)) throw new GatewayError(404, 'price_not_found', `No price for model ${model}`, { param: 'model' });
-    this.bus.emit('price.changed', { model });
+  async delete(model: string): Promise<void> {
+    if (!(await this.repo.delete(model))) throw new GatewayError(404, 'price_not_found', `No price for model ${model}`, { param: 'model' });
+    await this.bus.emit('price.changed', { model });
   }
 }

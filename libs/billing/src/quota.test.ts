@@ -16,20 +16,20 @@ let ledger: LedgerRepo;
 let userId: number;
 const key = { id: 0, unlimitedQuota: false, remainQuota: 1000 };
 
-beforeEach(() => {
+beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'quota-'));
   h = openDatabase(join(dir, 'db.sqlite'));
   bus = new ChangeBus();
   const users = new UsersRepo(h.db);
   ledger = new LedgerRepo(h.db, bus);
-  book = new PriceBook(new PricesRepo(h.db), bus);
-  quota = new QuotaService({ sqlite: h.sqlite, users, settlements: new SettlementsRepo(h.sqlite), prices: book, bus });
-  userId = users.insert({ username: 'u1', passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
-  ledger.apply({ userId, kind: 'topup', amount: 500, ref: 't1', at: 1 });
+  book = await PriceBook.load(new PricesRepo(h.db), bus);
+  quota = new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices: book, bus });
+  userId = (await users.insert({ username: 'u1', passwordHash: 'x', createdAt: 1, updatedAt: 1 })).id;
+  await ledger.apply({ userId, kind: 'topup', amount: 500, ref: 't1', at: 1 });
   key.id = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', unlimitedQuota: false, remainQuota: 1000, createdAt: 1, updatedAt: 1 }).returning().get().id;
-  book.upsert({ model: 'm', input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 });
+  await book.upsert({ model: 'm', input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 });
 });
-afterEach(() => { h.close(); rmSync(dir, { recursive: true, force: true }); });
+afterEach(async () => { h.close(); rmSync(dir, { recursive: true, force: true }); });
 
 const log = (requestId: string, usage: UsageLogInput['usage']): UsageLogInput => ({
   requestId, userId, apiKeyId: key.id, channelId: 1, model: 'm', upstreamModel: 'm', stream: false, usage,
@@ -37,14 +37,14 @@ const log = (requestId: string, usage: UsageLogInput['usage']): UsageLogInput =>
 });
 
 describe('QuotaService', () => {
-  test('cost is exact per kind and rounded up once', () => {
+  test('cost is exact per kind and rounded up once', async () => {
     const p = book.get('m')!;
     // 10*3 + 2*15 + 100*0.3 + 4*3.75 = 30 + 30 + 30 + 15 = 105 units
     expect(costFor({ input: 10, output: 2, cacheRead: 100, cacheWrite: 4 }, p)).toBe(105);
     expect(costFor({ input: 1, output: 0, cacheRead: 1, cacheWrite: 0 }, p)).toBe(4); // 3.3 -> 4
   });
 
-  test('reservations hold balance: concurrent reserves cannot overspend', () => {
+  test('reservations hold balance: concurrent reserves cannot overspend', async () => {
     const a = quota.reserve({ userId, apiKey: key, amount: 300, ref: 'a' });
     expect(() => quota.reserve({ userId, apiKey: key, amount: 300, ref: 'b' })).toThrow(/Insufficient balance/);
     quota.release(a);
@@ -52,7 +52,7 @@ describe('QuotaService', () => {
     expect(quota.available(userId)).toBe(500);
   });
 
-  test('settle charges once: ledger, usage log, user and key counters in one go; repeat is a no-op', () => {
+  test('settle charges once: ledger, usage log, user and key counters in one go; repeat is a no-op', async () => {
     const r = quota.reserve({ userId, apiKey: key, amount: 400, ref: 'r1' });
     const first = quota.settle(r, log('r1', { input: 10, output: 2, cacheRead: 100, cacheWrite: 4 }));
     expect(first).toEqual({ cost: 105, duplicate: false });
@@ -60,7 +60,7 @@ describe('QuotaService', () => {
     expect(again).toEqual({ cost: 0, duplicate: true });
     expect(quota.balance(userId)).toBe(395);
     expect(quota.available(userId)).toBe(395);
-    expect(ledger.sum(userId)).toBe(395);
+    expect(await ledger.sum(userId)).toBe(395);
     const u = h.sqlite.query('select quota, used_quota, request_count from users where id = ?').get(userId) as any;
     expect(u).toEqual({ quota: 395, used_quota: 105, request_count: 1 });
     const k = h.sqlite.query('select used_quota, remain_quota from api_keys where id = ?').get(key.id) as any;
@@ -69,7 +69,7 @@ describe('QuotaService', () => {
     expect(rows).toEqual([{ cost: 105 }]);
   });
 
-  test('a failed transaction charges nothing and keeps nothing reserved', () => {
+  test('a failed transaction charges nothing and keeps nothing reserved', async () => {
     const r = quota.reserve({ userId, apiKey: key, amount: 100, ref: 'r2' });
     // Unknown user: the ledger refuses inside the transaction, so the usage row rolls back too.
     expect(() => quota.settle(r, { ...log('r2', { input: 1000, output: 0, cacheRead: 0, cacheWrite: 0 }), userId: 9999 })).toThrow();
@@ -77,7 +77,7 @@ describe('QuotaService', () => {
     expect(quota.available(userId)).toBe(500);
   });
 
-  test('key budget is enforced for limited keys', () => {
+  test('key budget is enforced for limited keys', async () => {
     const small = { ...key, remainQuota: 50 };
     expect(() => quota.reserve({ userId, apiKey: small, amount: 60, ref: 'k' })).toThrow(/API key quota/);
     expect(() => quota.reserve({ userId, apiKey: { ...small, unlimitedQuota: true }, amount: 60, ref: 'k' })).not.toThrow();
@@ -96,12 +96,12 @@ describe('QuotaService', () => {
     expect((out[2] as any).value).toEqual({ cost: 30, duplicate: false });
     expect((out[3] as any).value).toEqual({ cost: 0, duplicate: true });
     expect(quota.balance(userId)).toBe(500 - 48);
-    expect(ledger.sum(userId)).toBe(500 - 48);
+    expect(await ledger.sum(userId)).toBe(500 - 48);
     expect(quota.available(userId)).toBe(500 - 48);
     expect(h.sqlite.query("select request_id from usage_logs order by request_id").all()).toEqual([{ request_id: 'g1' }, { request_id: 'g3' }]);
   });
 
-  test('a charge never exceeds its reservation plus what is left: capped, flagged, balance never below 0', () => {
+  test('a charge never exceeds its reservation plus what is left: capped, flagged, balance never below 0', async () => {
     const flag = (id: string) => (h.sqlite.query('select usage_flag as f, cost from usage_logs where request_id = ?').get(id) as any);
     const a = quota.reserve({ userId, apiKey: { ...key, unlimitedQuota: true }, amount: 100, ref: 'a' });
     const b = quota.reserve({ userId, apiKey: { ...key, unlimitedQuota: true }, amount: 100, ref: 'b' });
@@ -112,16 +112,16 @@ describe('QuotaService', () => {
     // Unreserved (no hold): at most what is left, here nothing.
     expect(quota.settle(null, log('c', { input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0 })).cost).toBe(0);
     expect(quota.balance(userId)).toBe(0);
-    expect(ledger.sum(userId)).toBe(0);
+    expect(await ledger.sum(userId)).toBe(0);
   });
 
-  test('a limited key is capped by its remain_quota the same way', () => {
+  test('a limited key is capped by its remain_quota the same way', async () => {
     const k = { ...key, remainQuota: 50 };
     const r = quota.reserve({ userId, apiKey: k, amount: 10, ref: 'k' });
     expect(quota.settle(r, log('k', { input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0 })).cost).toBe(50);
   });
 
-  test('a limited key is capped by what is left after charges committed since its reservation', () => {
+  test('a limited key is capped by what is left after charges committed since its reservation', async () => {
     const k = { ...key, remainQuota: 100 };
     const a = quota.reserve({ userId, apiKey: k, amount: 10, ref: 'ka' });
     const b = quota.reserve({ userId, apiKey: k, amount: 10, ref: 'kb' });
@@ -133,7 +133,7 @@ describe('QuotaService', () => {
     expect(remain.remain_quota).toBe(1000 - 100);
   });
 
-  test('usage limits on the reservation: implausible counts are clamped, invalid ones replaced', () => {
+  test('usage limits on the reservation: implausible counts are clamped, invalid ones replaced', async () => {
     const limits = { maxInput: 100, maxOutput: 10, input: 20 };
     const r = quota.reserve({ userId, apiKey: key, amount: 300, ref: 'l', limits });
     quota.settle(r, log('l', { input: Number.NaN, output: 1e9, cacheRead: -1, cacheWrite: 0 }));

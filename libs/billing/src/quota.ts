@@ -1,6 +1,5 @@
-import { GatewayError, RATIO_ONE, errorText, nowSeconds, safeCount, type ChangeBus, type Logger } from '@gw/core';
-import type { Database } from 'bun:sqlite';
-import type { SettlementRow, SettlementsRepo, UsersRepo } from '@gw/db';
+import { GatewayError, RATIO_ONE, errorText, nowSeconds, safeCount, type ChangeBus, type ChangeEvents, type Logger } from '@gw/core';
+import type { SettlementRow, SettlementSink } from '@gw/db';
 import type { SettlementJournal } from './journal';
 import type { PriceBook } from './price-book';
 import { guardUsage, type UsageLimits } from './usage-guard';
@@ -25,9 +24,11 @@ interface Entry {
 }
 
 export interface QuotaDeps {
-  sqlite: Database;
-  users: UsersRepo;
-  settlements: SettlementsRepo;
+  /**
+   * Balances and the settlement write, synchronous: reserve() reads a balance on the request path,
+   * and a batch is one transaction written right after the journal append (see SettlementSink).
+   */
+  sink: SettlementSink;
   prices: PriceBook;
   bus: ChangeBus;
   /** Absent: settlements are not journaled (in-memory database: nothing would survive a crash anyway). */
@@ -85,17 +86,17 @@ export class QuotaService {
     });
     this.replay();
     // After the replay, so the balances read are the committed ones; a user created later loads on first use.
-    for (const u of deps.users.list({ offset: 0, limit: Number.MAX_SAFE_INTEGER }).items) this.balances.set(u.id, u.quota);
+    for (const u of deps.sink.balances()) this.balances.set(u.id, u.quota);
   }
 
   private loadBalance(userId: number): number {
-    const u = this.deps.users.byId(userId);
-    if (!u) {
+    const quota = this.deps.sink.balance(userId);
+    if (quota === undefined) {
       this.balances.delete(userId);
       return 0;
     }
-    this.balances.set(userId, u.quota);
-    return u.quota;
+    this.balances.set(userId, quota);
+    return quota;
   }
 
   /** The user's committed balance (memory: all users are loaded at start, later ones on first use). */
@@ -275,9 +276,9 @@ export class QuotaService {
   }
 
   private write(entries: Entry[]): void {
-    const { sqlite, settlements, bus, budgets } = this.deps;
+    const { sink, budgets } = this.deps;
     const writeOne = (e: Entry) => {
-      const r = settlements.apply(e.row);
+      const r = sink.apply(e.row);
       e.inserted = r.inserted;
       if (r.inserted && r.balance !== undefined) e.balance = r.balance;
       // In the same transaction: a budget's spend and its alerts commit (or roll back) with the charge.
@@ -285,7 +286,7 @@ export class QuotaService {
     };
     try {
       // Fast path: the whole batch in one transaction.
-      sqlite.transaction(() => { for (const e of entries) writeOne(e); })();
+      sink.transaction(() => { for (const e of entries) writeOne(e); });
     } catch (batchErr) {
       // Something in the batch failed and the transaction rolled back: settle each entry on its own,
       // so one bad entry cannot cost the others their settlement.
@@ -294,7 +295,7 @@ export class QuotaService {
         e.balance = null;
         e.budget = null;
         try {
-          sqlite.transaction(() => writeOne(e))();
+          sink.transaction(() => writeOne(e));
         } catch (err) {
           e.error = err;
           e.inserted = false;
@@ -327,8 +328,16 @@ export class QuotaService {
       alerts.push(...e.budget.events);
     }
     if (alerts.length) this.deps.onAlerts?.(alerts);
-    for (const [userId, balance] of balances) bus.emit('balance.changed', { userId, balance });
-    for (const keyId of keysChanged) bus.emit('apikey.changed', { keyId });
+    // Not awaited: metering stays synchronous. balance.changed listeners are synchronous; the key index
+    // re-reads a limited key's row in the background (until then it serves the previous remain_quota,
+    // which only the charge cap reads, and keyRemain above already has the new one).
+    for (const [userId, balance] of balances) this.emitInBackground('balance.changed', { userId, balance });
+    for (const keyId of keysChanged) this.emitInBackground('apikey.changed', { keyId });
+  }
+
+  private emitInBackground<K extends 'balance.changed' | 'apikey.changed'>(event: K, payload: ChangeEvents[K]): void {
+    const done = this.deps.bus.emit(event, payload);
+    done.catch((err) => this.deps.log?.error('cache.refresh_failed', { event, cause: errorText(err) }));
   }
 }
 

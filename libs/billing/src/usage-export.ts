@@ -1,4 +1,4 @@
-import type { ExportCursor, UsageLogWhere, UsageStatsRepo } from '@gw/db';
+import type { ExportCursor, UsageLogWhere, UsageStatsStore } from '@gw/db';
 import { toUsageLogView, UsageLogView } from './usage-view';
 
 export type ExportFormat = 'csv' | 'jsonl';
@@ -29,13 +29,13 @@ const csvLine = (values: unknown[]) => `${values.map(csvField).join(',')}\r\n`;
  * only when the consumer has taken the previous one, so a slow client holds one page in memory, not
  * the table. `admin` false hides channel details, as the JSON listing does.
  */
-export function exportUsageLogs(repo: UsageStatsRepo, where: UsageLogWhere, format: ExportFormat, admin: boolean, pageRows = EXPORT_PAGE_ROWS): ReadableStream<Uint8Array> {
+export function exportUsageLogs(repo: UsageStatsStore, where: UsageLogWhere, format: ExportFormat, admin: boolean, pageRows = EXPORT_PAGE_ROWS): ReadableStream<Uint8Array> {
   const enc = new TextEncoder();
   let after: ExportCursor | null = null;
   let header = format === 'csv';
   return new ReadableStream<Uint8Array>({
-    pull(controller) {
-      const rows = repo.exportPage(where, after, pageRows);
+    async pull(controller) {
+      const rows = await repo.exportPage(where, after, pageRows);
       let out = header ? csvLine(EXPORT_COLUMNS) : '';
       header = false;
       for (const row of rows) {

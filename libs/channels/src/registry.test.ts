@@ -9,13 +9,13 @@ let bus: ChangeBus;
 let secrets: SecretBox;
 let service: ChannelService;
 let registry: ChannelRegistry;
-beforeEach(() => {
+beforeEach(async () => {
   dbh = openDatabase(':memory:');
   bus = new ChangeBus();
   secrets = new SecretBox(crypto.getRandomValues(new Uint8Array(32)));
   const repo = new ChannelsRepo(dbh.db);
   service = new ChannelService(repo, secrets, bus);
-  registry = new ChannelRegistry(repo, secrets, bus, silentLogger);
+  registry = await ChannelRegistry.load(repo, secrets, bus, silentLogger);
 });
 afterEach(() => { registry.close(); dbh.close(); });
 
@@ -23,13 +23,13 @@ const add = (over: Record<string, unknown> = {}) =>
   service.create({ name: 'c', type: 'anthropic', base_url: 'https://x.example', key: 'k-123456789', models: ['m1'], ...over } as any);
 
 describe('ChannelRegistry', () => {
-  test('candidates: enabled, serving the model, open to the group, by priority desc then id', () => {
-    const a = add({ priority: 1 });
-    const b = add({ priority: 5 });
-    const c = add({ priority: 5, group: 'vip,default' });
-    add({ models: ['m2'] });
-    const v = add({ group: 'vip' });
-    add({ status: 2 });
+  test('candidates: enabled, serving the model, open to the group, by priority desc then id', async () => {
+    const a = await add({ priority: 1 });
+    const b = await add({ priority: 5 });
+    const c = await add({ priority: 5, group: 'vip,default' });
+    await add({ models: ['m2'] });
+    const v = await add({ group: 'vip' });
+    await add({ status: 2 });
     expect(registry.candidates('m1', 'default').map((x) => x.id)).toEqual([b.id, c.id, a.id]);
     expect(registry.candidates('m1', 'vip').map((x) => x.id)).toEqual([c.id, v.id]);
     expect(registry.candidates('nope', 'default')).toEqual([]);
@@ -39,48 +39,48 @@ describe('ChannelRegistry', () => {
     expect(registry.get(a.id)?.apiKey).toBe('k-123456789');
   });
 
-  test('follows every write through the bus, including many-row writes', () => {
-    const a = add({ tag: 't' });
-    const b = add({ tag: 't' });
-    service.setTagStatus('t', 2);
+  test('follows every write through the bus, including many-row writes', async () => {
+    const a = await add({ tag: 't' });
+    const b = await add({ tag: 't' });
+    await service.setTagStatus('t', 2);
     expect(registry.candidates('m1', 'default')).toEqual([]);
-    service.setTagStatus('t', 1);
+    await service.setTagStatus('t', 1);
     expect(registry.candidates('m1', 'default')).toHaveLength(2);
-    service.update({ id: a.id, models: ['m3'] });
+    await service.update({ id: a.id, models: ['m3'] });
     expect(registry.candidates('m3', 'default').map((x) => x.id)).toEqual([a.id]);
-    service.setStatus(b.id, 3, 'failing');
+    await service.setStatus(b.id, 3, 'failing');
     expect(registry.get(b.id)?.status).toBe(3);
     expect(registry.candidates('m1', 'default')).toEqual([]);
-    service.deleteMany([a.id, b.id]);
+    await service.deleteMany([a.id, b.id]);
     expect(registry.all()).toEqual([]);
   });
 
-  test('setStatus never re-enables a channel an operator disabled', () => {
-    const a = add({ status: 2 });
-    service.setStatus(a.id, 1, 'probe ok');
-    service.setStatus(a.id, 3, 'failing');
+  test('setStatus never re-enables a channel an operator disabled', async () => {
+    const a = await add({ status: 2 });
+    await service.setStatus(a.id, 1, 'probe ok');
+    await service.setStatus(a.id, 3, 'failing');
     expect(registry.get(a.id)?.status).toBe(2);
-    service.setStatus(999, 3, 'unknown ids are ignored');
+    await service.setStatus(999, 3, 'unknown ids are ignored');
   });
 
-  test('a channel whose key cannot be opened is left out, not served with garbage', () => {
-    const a = add();
+  test('a channel whose key cannot be opened is left out, not served with garbage', async () => {
+    const a = await add();
     // A row from before multi-key support (`keys` empty): its `key` is the only key.
     dbh.sqlite.query("update channels set key = ?, keys = '[]' where id = ?").run(new SecretBox(new Uint8Array(32).fill(7)).seal('other'), a.id);
-    registry.refresh(a.id);
+    await registry.refresh(a.id);
     expect(registry.get(a.id)).toBeUndefined();
-    expect(service.get(a.id).key).toContain('unreadable');
+    expect((await service.get(a.id)).key).toContain('unreadable');
   });
 
-  test('several keys: an unreadable one is left out, the channel keeps the others; `apiKey` is the first usable', () => {
-    const a = add({ keys: ['k-second-22222', 'k-third-333333'] });
+  test('several keys: an unreadable one is left out, the channel keeps the others; `apiKey` is the first usable', async () => {
+    const a = await add({ keys: ['k-second-22222', 'k-third-333333'] });
     expect(registry.get(a.id)!.keys.map((k) => [k.id, k.apiKey])).toEqual([[1, 'k-123456789'], [2, 'k-second-22222'], [3, 'k-third-333333']]);
     const row = dbh.sqlite.query('select keys from channels where id = ?').get(a.id) as { keys: string };
     const keys = JSON.parse(row.keys);
     keys[0].key = new SecretBox(new Uint8Array(32).fill(7)).seal('other');
     keys[1].status = 3;
     dbh.sqlite.query('update channels set keys = ? where id = ?').run(JSON.stringify(keys), a.id);
-    registry.refresh(a.id);
+    await registry.refresh(a.id);
     expect(registry.get(a.id)!.keys.map((k) => [k.id, k.status])).toEqual([[2, 3], [3, 1]]);
     expect(registry.get(a.id)!.apiKey).toBe('k-third-333333');
   });

@@ -1,5 +1,5 @@
-import { stdLogger, type ChangeBus, type Logger, type SecretBox } from '@gw/core';
-import { CHANNEL_STATUS, type BillingModel, type ChannelFailureRules, type ChannelRow, type ChannelsRepo, type HeaderPolicy } from '@gw/db';
+import { SerialQueue, stdLogger, type ChangeBus, type Logger, type SecretBox } from '@gw/core';
+import { CHANNEL_STATUS, type BillingModel, type ChannelFailureRules, type ChannelRow, type ChannelsStore, type HeaderPolicy } from '@gw/db';
 import { keyEntries } from './keys';
 import { compileOverrides, type OverrideProgram } from './override-program';
 
@@ -44,17 +44,24 @@ export interface ChannelRecord {
 
 /**
  * In-memory snapshot of every channel for the request path (no DB read per request). Refreshed on
- * 'channel.changed' synchronously, so a change is visible to the next request after the write returns.
+ * 'channel.changed' (the bus waits for it), so a change is visible to the next request after the write
+ * returns. Build it with `ChannelRegistry.load`.
  */
 export class ChannelRegistry {
   private readonly byId = new Map<number, ChannelRecord>();
   /** group → model → enabled channels, priority desc; rebuilt on every change (changes are rare). */
   private index = new Map<string, Map<string, ChannelRecord[]>>();
   private readonly unsubscribe: () => void;
+  private readonly refreshes = new SerialQueue();
 
-  constructor(private readonly repo: ChannelsRepo, private readonly secrets: SecretBox, bus: ChangeBus,
+  /** Reads every channel, then follows 'channel.changed'. */
+  static async load(repo: ChannelsStore, secrets: SecretBox, bus: ChangeBus, log: Logger = stdLogger): Promise<ChannelRegistry> {
+    return new ChannelRegistry(repo, secrets, bus, await repo.all(), log);
+  }
+
+  constructor(private readonly repo: ChannelsStore, private readonly secrets: SecretBox, bus: ChangeBus, rows: ChannelRow[],
     private readonly log: Logger = stdLogger) {
-    for (const row of repo.all()) this.put(row);
+    for (const row of rows) this.put(row);
     this.rebuild();
     this.unsubscribe = bus.on('channel.changed', ({ channelId }) => this.refresh(channelId));
   }
@@ -80,16 +87,20 @@ export class ChannelRegistry {
   }
 
   /** Re-reads one channel (or all when null) from the database. */
-  refresh(channelId: number | null): void {
-    if (channelId === null) {
-      this.byId.clear();
-      for (const row of this.repo.all()) this.put(row);
-    } else {
-      this.byId.delete(channelId);
-      const row = this.repo.byId(channelId);
-      if (row) this.put(row);
-    }
-    this.rebuild();
+  refresh(channelId: number | null): Promise<void> {
+    return this.refreshes.run(async () => {
+      // Read first, then swap: requests keep the old snapshot until the new rows are in hand.
+      if (channelId === null) {
+        const rows = await this.repo.all();
+        this.byId.clear();
+        for (const row of rows) this.put(row);
+      } else {
+        const row = await this.repo.byId(channelId);
+        this.byId.delete(channelId);
+        if (row) this.put(row);
+      }
+      this.rebuild();
+    });
   }
 
   close(): void {

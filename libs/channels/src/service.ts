@@ -1,5 +1,5 @@
-import { GatewayError, maskSecret, nowSeconds, type ChangeBus, type SecretBox } from '@gw/core';
-import { CHANNEL_STATUS, type ChannelListFilter, type ChannelRow, type ChannelsRepo, type NewChannelRow } from '@gw/db';
+import { GatewayError, SerialQueue, maskSecret, nowSeconds, type ChangeBus, type SecretBox } from '@gw/core';
+import { CHANNEL_STATUS, type ChannelListFilter, type ChannelRow, type ChannelsStore, type NewChannelRow } from '@gw/db';
 import { isCredentialHeader } from '@gw/providers';
 import type { ChannelCreate, ChannelUpdate, ChannelView } from './schemas';
 import { normalizeHeaderPolicy } from './header-policy';
@@ -33,7 +33,9 @@ const notFound = (id: number) => new GatewayError(404, 'channel_not_found', `No 
  * Every write emits `channel.changed` after it commits, so the ChannelRegistry snapshot follows.
  */
 export class ChannelService {
-  constructor(private readonly repo: ChannelsRepo, private readonly secrets: SecretBox, private readonly bus: ChangeBus) {}
+  constructor(private readonly repo: ChannelsStore, private readonly secrets: SecretBox, private readonly bus: ChangeBus) {}
+
+  private readonly statusLock = new SerialQueue();
 
   /** The API view of a row: the key masked, never decrypted beyond that. */
   view(r: ChannelRow): ChannelView {
@@ -55,12 +57,12 @@ export class ChannelService {
     };
   }
 
-  create(input: ChannelCreate): ChannelView {
+  async create(input: ChannelCreate): Promise<ChannelView> {
     const now = nowSeconds();
     const all = [input.key, ...(input.keys ?? [])];
     if (all.length > MAX_KEYS_PER_CHANNEL) throw new GatewayError(400, 'invalid_value', `a channel holds at most ${MAX_KEYS_PER_CHANNEL} keys`, { param: 'keys' });
     const keys = all.map((k, i) => ({ id: i + 1, key: this.sealKey(k), status: KEY_STATUS.enabled, reason: '', disabledAt: null, createdAt: now }));
-    const row = this.repo.insert({
+    const row = await this.repo.insert({
       name: normalizeName(input.name),
       type: input.type,
       baseUrl: normalizeBaseUrl(input.base_url),
@@ -85,24 +87,24 @@ export class ChannelService {
       createdAt: now,
       updatedAt: now,
     });
-    this.bus.emit('channel.changed', { channelId: row.id });
+    await this.bus.emit('channel.changed', { channelId: row.id });
     return this.view(row);
   }
 
-  list(f: ChannelListFilter): { items: ChannelView[]; total: number } {
-    const r = this.repo.list(f);
+  async list(f: ChannelListFilter): Promise<{ items: ChannelView[]; total: number }> {
+    const r = await this.repo.list(f);
     return { items: r.items.map((c) => this.view(c)), total: r.total };
   }
 
-  get(id: number): ChannelView {
-    const row = this.repo.byId(id);
+  async get(id: number): Promise<ChannelView> {
+    const row = await this.repo.byId(id);
     if (!row) throw notFound(id);
     return this.view(row);
   }
 
   /** Partial update: only fields present change; an omitted or empty `key` keeps the stored key. */
-  update(input: ChannelUpdate): ChannelView {
-    const stored = this.repo.byId(input.id);
+  async update(input: ChannelUpdate): Promise<ChannelView> {
+    const stored = await this.repo.byId(input.id);
     if (!stored) throw notFound(input.id);
     const patch: Partial<NewChannelRow> = { updatedAt: nowSeconds() };
     if (input.name !== undefined) patch.name = normalizeName(input.name);
@@ -134,28 +136,28 @@ export class ChannelService {
     if (input.header_policy !== undefined) patch.headerPolicy = normalizeHeaderPolicy(input.header_policy);
     if (input.overrides !== undefined) patch.overrides = normalizeOverrides(input.overrides);
     if (input.billing_model !== undefined) patch.billingModel = input.billing_model;
-    const row = this.repo.update(input.id, patch);
+    const row = await this.repo.update(input.id, patch);
     if (!row) throw notFound(input.id);
-    this.bus.emit('channel.changed', { channelId: row.id });
+    await this.bus.emit('channel.changed', { channelId: row.id });
     return this.view(row);
   }
 
-  delete(id: number): void {
-    if (!this.repo.delete(id)) throw notFound(id);
-    this.bus.emit('channel.changed', { channelId: id });
+  async delete(id: number): Promise<void> {
+    if (!(await this.repo.delete(id))) throw notFound(id);
+    await this.bus.emit('channel.changed', { channelId: id });
   }
 
   /** Deletes the given ids (unknown ones are skipped); returns how many existed. */
-  deleteMany(ids: number[]): number {
-    const n = this.repo.deleteMany([...new Set(ids)]);
-    if (n) this.bus.emit('channel.changed', { channelId: null });
+  async deleteMany(ids: number[]): Promise<number> {
+    const n = await this.repo.deleteMany([...new Set(ids)]);
+    if (n) await this.bus.emit('channel.changed', { channelId: null });
     return n;
   }
 
   /** Enables (1) or manually disables (2) every channel with `tag`; returns how many matched. */
-  setTagStatus(tag: string, status: 1 | 2): number {
-    const n = this.repo.setStatusByTag(tag, status, status === 2 ? 'disabled by an operator' : '', nowSeconds());
-    if (n) this.bus.emit('channel.changed', { channelId: null });
+  async setTagStatus(tag: string, status: 1 | 2): Promise<number> {
+    const n = await this.repo.setStatusByTag(tag, status, status === 2 ? 'disabled by an operator' : '', nowSeconds());
+    if (n) await this.bus.emit('channel.changed', { channelId: null });
     return n;
   }
 
@@ -163,19 +165,22 @@ export class ChannelService {
    * Sets a channel's status with a reason. The health checker uses 3 (auto-disabled) and 1 (recovered);
    * it never re-enables a channel an operator disabled (2): that call is ignored.
    */
-  setStatus(id: number, status: ChannelStatus, reason: string): void {
-    const row = this.repo.byId(id);
-    if (!row) return;
-    if (row.status === CHANNEL_STATUS.manuallyDisabled && status !== CHANNEL_STATUS.manuallyDisabled) return;
-    if (row.status === status && row.statusReason === reason) return;
-    this.repo.update(id, { status, statusReason: reason.slice(0, 500), updatedAt: nowSeconds() });
-    this.bus.emit('channel.changed', { channelId: id });
+  setStatus(id: number, status: ChannelStatus, reason: string): Promise<void> {
+    // Read-then-write: one at a time, so a health decision cannot interleave with another.
+    return this.statusLock.run(async () => {
+      const row = await this.repo.byId(id);
+      if (!row) return;
+      if (row.status === CHANNEL_STATUS.manuallyDisabled && status !== CHANNEL_STATUS.manuallyDisabled) return;
+      if (row.status === status && row.statusReason === reason) return;
+      await this.repo.update(id, { status, statusReason: reason.slice(0, 500), updatedAt: nowSeconds() });
+      await this.bus.emit('channel.changed', { channelId: id });
+    });
   }
 
   /** Records a probe result (response time, when); does not change the status. */
-  recordTest(id: number, responseTimeMs: number, at: number): void {
-    this.repo.update(id, { responseTimeMs: Math.max(0, Math.round(responseTimeMs)), testedAt: at });
-    this.bus.emit('channel.changed', { channelId: id });
+  async recordTest(id: number, responseTimeMs: number, at: number): Promise<void> {
+    await this.repo.update(id, { responseTimeMs: Math.max(0, Math.round(responseTimeMs)), testedAt: at });
+    await this.bus.emit('channel.changed', { channelId: id });
   }
 
   /** Seals one upstream key (trimmed, no line breaks). */

@@ -28,7 +28,7 @@ export class ChannelTester {
   async test(id: number, model?: string): Promise<ChannelTestResult> {
     const ch = this.registry.get(id);
     if (!ch) {
-      this.service.get(id); // 404 when the channel does not exist at all
+      await this.service.get(id); // 404 when the channel does not exist at all
       throw new GatewayError(400, 'channel_key_unreadable', 'The channel key cannot be decrypted with the configured SECRET_KEY; set the key again', { param: 'key' });
     }
     const requested = model ?? ch.models[0]!;
@@ -61,7 +61,7 @@ export class ChannelTester {
     }
     const ms = Math.round(performance.now() - started);
     const at = nowSeconds();
-    this.service.recordTest(id, ms, at);
+    await this.service.recordTest(id, ms, at);
     return { success, response_time_ms: ms, status, message, tested_at: at };
   }
 }

@@ -21,7 +21,10 @@ export interface ChangeEvents {
   'group.changed': { groupId: number | null };
 }
 
-type Listener<T> = (payload: T) => void;
+/** A listener may refresh from storage asynchronously; emit waits for it before calling the next. */
+type Listener<T> = (payload: T) => void | Promise<void>;
+
+const DONE: Promise<void> = Promise.resolve();
 
 export class ChangeBus {
   private readonly listeners = new Map<keyof ChangeEvents, Set<Listener<any>>>();
@@ -33,8 +36,25 @@ export class ChangeBus {
     return () => set!.delete(fn);
   }
 
-  /** Synchronous: when emit returns, every cache is already up to date. */
-  emit<K extends keyof ChangeEvents>(event: K, payload: ChangeEvents[K]): void {
-    for (const fn of this.listeners.get(event) ?? []) fn(payload);
+  /**
+   * Calls the listeners in registration order; one that returns a promise (a cache re-reading its
+   * row) is awaited before the next runs, so a later listener (the in-flight guard) sees the caches
+   * already refreshed. The promise resolves when every cache is up to date: writers await it before
+   * answering (read-your-writes). When no listener is asynchronous everything has run by the time
+   * emit returns, as before. A listener that throws synchronously throws here.
+   */
+  emit<K extends keyof ChangeEvents>(event: K, payload: ChangeEvents[K]): Promise<void> {
+    const set = this.listeners.get(event);
+    if (!set) return DONE;
+    let rest: Listener<any>[] | null = null;
+    let pending: Promise<void> | null = null;
+    for (const fn of set) {
+      if (rest) { rest.push(fn); continue; }
+      const r = fn(payload);
+      if (r && typeof (r as Promise<void>).then === 'function') { pending = r as Promise<void>; rest = []; }
+    }
+    if (!pending) return DONE;
+    const after = rest!;
+    return pending.then(async () => { for (const fn of after) await fn(payload); });
   }
 }

@@ -15,3 +15,4 @@ export * from './path-problem';
 export * from './rate-limits';
 export * from './leader';
 export * from './change-feed';
+export * from './serial';

@@ -20,3 +20,4 @@ export * from './repos/settlements';
 export * from './repos/redemption-codes';
 export * from './repos/groups';
 export * from './repos/budgets';
+export * from './stores';

@@ -12,26 +12,26 @@ let admin: UserService;
 let dir: UserDirectory;
 let keys: ApiKeyService;
 let root: UserRow;
-beforeEach(() => {
+beforeEach(async () => {
   dbh = openDatabase(':memory:');
   bus = new ChangeBus();
   users = new UsersRepo(dbh.db);
   const now = nowSeconds();
-  root = users.insert({ username: 'root', passwordHash: 'x', role: 100, createdAt: now, updatedAt: now });
-  admin = new UserService(dbh.db, users, new SessionsRepo(dbh.db), new LedgerRepo(dbh.db, bus), bus);
-  dir = new UserDirectory(users, bus);
-  keys = new ApiKeyService(new ApiKeysRepo(dbh.db), users, dir, bus);
+  root = await users.insert({ username: 'root', passwordHash: 'x', role: 100, createdAt: now, updatedAt: now });
+  admin = new UserService(users, new SessionsRepo(dbh.db), new LedgerRepo(dbh.db, bus), bus);
+  dir = await UserDirectory.load(users, bus);
+  keys = await ApiKeyService.load(new ApiKeysRepo(dbh.db), users, dir, bus);
 });
 afterEach(() => { keys.close(); dir.close(); dbh.close(); });
 
-const newUser = async (role: 1 | 10 = 1) => users.byId((await admin.create(root, { username: `u${crypto.randomUUID().slice(0, 6)}`, password: 'password-123', role })).id)!;
+const newUser = async (role: 1 | 10 = 1) => (await users.byId((await admin.create(root, { username: `u${crypto.randomUUID().slice(0, 6)}`, password: 'password-123', role })).id))!;
 
 describe('ApiKeyService index', () => {
   test('lookup is by the full key; other listeners hear apikey.changed', async () => {
     const u = await newUser();
     const heard: number[] = [];
-    bus.on('apikey.changed', ({ keyId }) => heard.push(keyId));
-    const { key, view } = keys.create(u, { name: 'k' });
+    bus.on('apikey.changed', ({ keyId }) => { heard.push(keyId); });
+    const { key, view } = await keys.create(u, { name: 'k' });
     expect(keys.lookup(key)).toMatchObject({ id: view.id, userId: u.id, status: 1, unlimitedQuota: true, models: null });
     expect(keys.lookup(key.slice(0, -1))).toBeUndefined();
     expect(heard).toEqual([view.id]);
@@ -39,34 +39,34 @@ describe('ApiKeyService index', () => {
 
   test('external writes (relay settling quota) refresh the record on apikey.changed', async () => {
     const u = await newUser();
-    const { key, view } = keys.create(u, { name: 'k', unlimited_quota: false, remain_quota: 100 });
+    const { key, view } = await keys.create(u, { name: 'k', unlimited_quota: false, remain_quota: 100 });
     dbh.sqlite.query('update api_keys set remain_quota = 40, used_quota = 60 where id = ?').run(view.id);
     expect(keys.lookup(key)?.remainQuota).toBe(100);
-    bus.emit('apikey.changed', { keyId: view.id });
+    await bus.emit('apikey.changed', { keyId: view.id });
     expect(keys.lookup(key)).toMatchObject({ remainQuota: 40, usedQuota: 60 });
   });
 
   test('keys of disabled or deleted users drop out at once and come back on enable', async () => {
     const u = await newUser();
-    const { key } = keys.create(u, { name: 'k' });
-    admin.setStatus(root, u.id, 2);
+    const { key } = await keys.create(u, { name: 'k' });
+    await admin.setStatus(root, u.id, 2);
     expect(keys.lookup(key)).toBeUndefined();
     expect(dir.get(u.id)?.status).toBe(2);
-    admin.setStatus(root, u.id, 1);
+    await admin.setStatus(root, u.id, 1);
     expect(keys.lookup(key)?.userId).toBe(u.id);
     // Balance changes (user.changed on every charge) leave the index alone.
-    bus.emit('user.changed', { userId: u.id });
+    await bus.emit('user.changed', { userId: u.id });
     expect(keys.lookup(key)?.userId).toBe(u.id);
-    admin.delete(root, u.id);
+    await admin.delete(root, u.id);
     expect(keys.lookup(key)).toBeUndefined();
     expect(dir.get(u.id)).toBeUndefined();
   });
 
   test('a restart (new service on the same database) rebuilds the index', async () => {
     const u = await newUser();
-    const { key } = keys.create(u, { name: 'k' });
-    const d2 = new UserDirectory(users, bus);
-    const k2 = new ApiKeyService(new ApiKeysRepo(dbh.db), users, d2, bus);
+    const { key } = await keys.create(u, { name: 'k' });
+    const d2 = await UserDirectory.load(users, bus);
+    const k2 = await ApiKeyService.load(new ApiKeysRepo(dbh.db), users, d2, bus);
     expect(k2.lookup(key)?.userId).toBe(u.id);
     k2.close();
     d2.close();
@@ -77,7 +77,7 @@ describe('UserService rules', () => {
   test('initial quota is one ledger adjust entry; balance equals the ledger', async () => {
     const v = await admin.create(root, { username: 'rich', password: 'password-123', quota: 250 });
     expect(v.quota).toBe(250);
-    expect(new LedgerRepo(dbh.db).sum(v.id)).toBe(250);
+    expect(await new LedgerRepo(dbh.db).sum(v.id)).toBe(250);
   });
 
   test('admins manage lower roles only; root can do anything but delete a root or demote the last one', async () => {
@@ -88,7 +88,7 @@ describe('UserService rules', () => {
     await expect(admin.update(a, { id: peer.id, display_name: 'x' })).rejects.toMatchObject({ status: 403 });
     await expect(admin.update(a, { id: plain.id, role: 10 })).rejects.toMatchObject({ status: 403, param: 'role' });
     expect((await admin.update(a, { id: plain.id, display_name: 'ok' })).display_name).toBe('ok');
-    expect(() => admin.delete(root, root.id)).toThrow(expect.objectContaining({ code: 'cannot_delete_root' }));
+    await expect(admin.delete(root, root.id)).rejects.toMatchObject({ code: 'cannot_delete_root' });
     await expect(admin.update(root, { id: root.id, role: 10 })).rejects.toMatchObject({ code: 'last_root' });
     await expect(admin.update(root, { id: plain.id, quota: 5 } as any)).rejects.toMatchObject({ code: 'quota_not_editable' });
   });

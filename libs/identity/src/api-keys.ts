@@ -3,8 +3,8 @@
  * against (no DB read per request). Keys are stored as SHA-256 + a short prefix and shown once.
  */
 import { Type, type Static } from '@sinclair/typebox';
-import { GatewayError, nowSeconds, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
-import { API_KEY_STATUS, ROLE, type ApiKeyRow, type ApiKeysRepo, type ModelLimitMap, type NewApiKeyRow, type UserRow, type UsersRepo } from '@gw/db';
+import { GatewayError, SerialQueue, nowSeconds, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
+import { API_KEY_STATUS, ROLE, type ApiKeyRow, type ApiKeysStore, type ModelLimitMap, type NewApiKeyRow, type UserRow, type UsersStore } from '@gw/db';
 import { isIpOrCidr } from './ip-allow';
 import { LimitInput, LimitView, limitPatch, limitView } from './limit-fields';
 import type { UserDirectory } from './user-directory';
@@ -89,11 +89,22 @@ export class ApiKeyService {
   /** Owners whose keys are left out of the index (disabled or deleted). */
   private readonly excludedUsers = new Set<number>();
   private readonly unsubs: Array<() => void> = [];
+  private readonly refreshes = new SerialQueue();
 
-  /** `maxKeysPerUser`: keys one owner may hold (0 = unlimited), so no account can grow the key index without bound. */
-  constructor(private readonly repo: ApiKeysRepo, private readonly users: UsersRepo, private readonly directory: UserDirectory, private readonly bus: ChangeBus,
-    private readonly limits: { maxKeysPerUser: number } = { maxKeysPerUser: 100 }) {
-    for (const row of repo.all()) this.index(row);
+  /**
+   * Builds the index from every stored key, then follows 'apikey.changed' and the directory.
+   * `maxKeysPerUser`: keys one owner may hold (0 = unlimited), so no account can grow the key index without bound.
+   */
+  static async load(repo: ApiKeysStore, users: UsersStore, directory: UserDirectory, bus: ChangeBus,
+    limits: { maxKeysPerUser: number } = { maxKeysPerUser: 100 }): Promise<ApiKeyService> {
+    const svc = new ApiKeyService(repo, users, directory, bus, limits);
+    for (const row of await repo.all()) await svc.index(row);
+    return svc;
+  }
+
+  /** Starts with an empty index: use `load`. */
+  private constructor(private readonly repo: ApiKeysStore, private readonly users: UsersStore, private readonly directory: UserDirectory, private readonly bus: ChangeBus,
+    private readonly limits: { maxKeysPerUser: number }) {
     this.unsubs.push(bus.on('apikey.changed', ({ keyId }) => this.refreshKey(keyId)));
     this.unsubs.push(directory.subscribe((userId, account) => this.refreshUser(userId, account?.status === 1)));
   }
@@ -110,57 +121,57 @@ export class ApiKeyService {
     return hash ? this.byHash.get(hash) : undefined;
   }
 
-  resolveOwner(actor: UserRow, userId?: number): UserRow {
+  async resolveOwner(actor: UserRow, userId?: number): Promise<UserRow> {
     if (userId === undefined || userId === actor.id) return actor;
     if (actor.role < ROLE.admin) throw new GatewayError(403, 'insufficient_role', 'Only admins can manage keys of other users', { param: 'user_id' });
-    const owner = this.users.byId(userId);
+    const owner = await this.users.byId(userId);
     if (!owner) throw new GatewayError(404, 'user_not_found', `No user ${userId}`, { param: 'user_id' });
     if (!canManage(actor, owner)) throw new GatewayError(403, 'role_too_high', 'You cannot manage keys of a user whose role is equal to or above your own', { param: 'user_id' });
     return owner;
   }
 
-  create(actor: UserRow, input: ApiKeyCreate): { key: string; view: ApiKeyView } {
-    const owner = this.resolveOwner(actor, input.user_id);
+  async create(actor: UserRow, input: ApiKeyCreate): Promise<{ key: string; view: ApiKeyView }> {
+    const owner = await this.resolveOwner(actor, input.user_id);
     const max = this.limits.maxKeysPerUser;
-    if (max > 0 && this.repo.list({ userId: owner.id, offset: 0, limit: 1 }).total >= max) {
+    if (max > 0 && (await this.repo.list({ userId: owner.id, offset: 0, limit: 1 })).total >= max) {
       throw new GatewayError(409, 'too_many_keys', `A user may hold at most ${max} API keys; delete unused ones first`, { param: 'user_id' });
     }
     const now = nowSeconds();
     const key = `sk-${randomToken(48)}`;
-    const row = this.repo.insert({
+    const row = await this.repo.insert({
       userId: owner.id, name: input.name.trim() || input.name, keyHash: sha256Hex(key), prefix: key.slice(0, 8),
       status: API_KEY_STATUS.enabled, ...this.checked(actor, owner, input, now), createdAt: now, updatedAt: now,
     });
-    this.afterWrite(row.id);
+    await this.afterWrite(row.id);
     return { key, view: toApiKeyView(row) };
   }
 
-  list(actor: UserRow, q: { userId?: number; keyword?: string; status?: number; offset: number; limit: number }): { items: ApiKeyView[]; total: number } {
-    const owner = this.resolveOwner(actor, q.userId);
-    const r = this.repo.list({ userId: owner.id, keyword: q.keyword, status: q.status, offset: q.offset, limit: q.limit });
+  async list(actor: UserRow, q: { userId?: number; keyword?: string; status?: number; offset: number; limit: number }): Promise<{ items: ApiKeyView[]; total: number }> {
+    const owner = await this.resolveOwner(actor, q.userId);
+    const r = await this.repo.list({ userId: owner.id, keyword: q.keyword, status: q.status, offset: q.offset, limit: q.limit });
     return { items: r.items.map(toApiKeyView), total: r.total };
   }
 
-  get(actor: UserRow, id: number): ApiKeyView {
-    return toApiKeyView(this.owned(actor, id).row);
+  async get(actor: UserRow, id: number): Promise<ApiKeyView> {
+    return toApiKeyView((await this.owned(actor, id)).row);
   }
 
-  update(actor: UserRow, input: ApiKeyUpdate): ApiKeyView {
-    const { row, owner } = this.owned(actor, input.id);
+  async update(actor: UserRow, input: ApiKeyUpdate): Promise<ApiKeyView> {
+    const { row, owner } = await this.owned(actor, input.id);
     const now = nowSeconds();
     const patch: Partial<NewApiKeyRow> = { ...this.checked(actor, owner, input, now), updatedAt: now };
     if (input.name !== undefined) patch.name = input.name.trim() || input.name;
     if (input.status !== undefined) patch.status = input.status;
-    const updated = this.repo.update(row.id, patch);
+    const updated = await this.repo.update(row.id, patch);
     if (!updated) throw notFound(row.id);
-    this.afterWrite(row.id);
+    await this.afterWrite(row.id);
     return toApiKeyView(updated);
   }
 
-  delete(actor: UserRow, id: number): void {
-    const { row } = this.owned(actor, id);
-    this.repo.delete(row.id);
-    this.afterWrite(row.id);
+  async delete(actor: UserRow, id: number): Promise<void> {
+    const { row } = await this.owned(actor, id);
+    await this.repo.delete(row.id);
+    await this.afterWrite(row.id);
   }
 
   close(): void {
@@ -168,12 +179,12 @@ export class ApiKeyService {
   }
 
   /** A key the actor may see: its own, or (admins) one of a user it may manage; others are 404 to non-admins. */
-  private owned(actor: UserRow, id: number): { row: ApiKeyRow; owner: UserRow } {
-    const row = this.repo.byId(id);
+  private async owned(actor: UserRow, id: number): Promise<{ row: ApiKeyRow; owner: UserRow }> {
+    const row = await this.repo.byId(id);
     if (!row) throw notFound(id);
     if (row.userId === actor.id) return { row, owner: actor };
     if (actor.role < ROLE.admin) throw notFound(id);
-    return { row, owner: this.resolveOwner(actor, row.userId) };
+    return { row, owner: await this.resolveOwner(actor, row.userId) };
   }
 
   /** Validates the optional fields shared by create and update into column values. */
@@ -206,24 +217,27 @@ export class ApiKeyService {
     return out;
   }
 
-  private afterWrite(keyId: number): void {
+  private afterWrite(keyId: number): Promise<void> {
     // This index refreshes through its own bus listener, as does every other cache of keys.
-    this.bus.emit('apikey.changed', { keyId });
+    return this.bus.emit('apikey.changed', { keyId });
   }
 
-  private refreshKey(keyId: number): void {
-    const old = this.hashById.get(keyId);
-    if (old) { this.byHash.delete(old); this.hashById.delete(keyId); }
-    const row = this.repo.byId(keyId);
-    if (row) this.index(row);
+  /** Re-reads one key; the old entry stays served until the new row is in hand, then is swapped at once. */
+  private refreshKey(keyId: number): Promise<void> {
+    return this.refreshes.run(async () => {
+      const row = await this.repo.byId(keyId);
+      const old = this.hashById.get(keyId);
+      if (old) { this.byHash.delete(old); this.hashById.delete(keyId); }
+      if (row) await this.index(row);
+    });
   }
 
   /** Runs on every 'user.changed' (profile and status writes; charges emit balance.changed instead): touches the DB only when enabled-ness flips. */
-  private refreshUser(userId: number, enabled: boolean): void {
+  private async refreshUser(userId: number, enabled: boolean): Promise<void> {
     if (enabled !== this.excludedUsers.has(userId)) return;
     if (enabled) {
       this.excludedUsers.delete(userId);
-      for (const row of this.repo.byUser(userId)) this.index(row);
+      for (const row of await this.repo.byUser(userId)) await this.index(row);
       return;
     }
     this.excludedUsers.add(userId);
@@ -232,9 +246,9 @@ export class ApiKeyService {
     }
   }
 
-  private index(row: ApiKeyRow): void {
+  private async index(row: ApiKeyRow): Promise<void> {
     // A user written without an event (e.g. inserted by a script) is read once rather than treated as unknown.
-    if (!this.directory.get(row.userId)) this.directory.refresh(row.userId);
+    if (!this.directory.get(row.userId)) await this.directory.refresh(row.userId);
     if (this.directory.get(row.userId)?.status !== 1) {
       this.excludedUsers.add(row.userId);
       return;

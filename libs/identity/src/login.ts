@@ -1,5 +1,5 @@
 import { GatewayError, RateWindow, randomToken, sha256Hex } from '@gw/core';
-import type { SecurityRepo, SessionsRepo, UsersRepo, UserRow } from '@gw/db';
+import type { SecurityStore, SessionsStore, UsersStore, UserRow } from '@gw/db';
 import { USER_STATUS } from '@gw/db';
 import { dummyPasswordHash, verifyPassword } from './passwords';
 import { UnknownNameLockout } from './unknown-lockout';
@@ -39,10 +39,10 @@ export class LoginService {
   secondFactor: SecondFactorCheck | null = null;
 
   constructor(
-    private readonly users: UsersRepo,
-    private readonly sessions: SessionsRepo,
+    private readonly users: UsersStore,
+    private readonly sessions: SessionsStore,
     private readonly policy: LoginPolicy,
-    private readonly security: SecurityRepo,
+    private readonly security: SecurityStore,
     private readonly clock: () => number = Date.now,
   ) {
     this.unknownNames = new UnknownNameLockout(policy);
@@ -53,7 +53,7 @@ export class LoginService {
     if (wait) throw new GatewayError(429, 'too_many_attempts', 'Too many login attempts from this address', { headers: { 'retry-after': String(wait) } });
     const nowMs = this.clock();
     const now = Math.floor(nowMs / 1000);
-    const user = this.users.byUsername(input.username);
+    const user = await this.users.byUsername(input.username);
     if (!user) {
       assertNotLocked(this.unknownNames.lockedUntil(input.username, nowMs), now);
       await verifyPassword(input.password, await dummyPasswordHash());
@@ -63,7 +63,7 @@ export class LoginService {
     assertNotLocked(user.lockedUntil, now);
     const passwordOk = await verifyPassword(input.password, user.passwordHash);
     if (!passwordOk || user.status !== USER_STATUS.enabled) {
-      this.recordFailure(user);
+      await this.recordFailure(user);
       throw invalidCredentials();
     }
     if (user.totpEnabled) {
@@ -72,14 +72,14 @@ export class LoginService {
       }
       const okCode = this.secondFactor ? await this.secondFactor(user, input.totpCode) : false;
       if (!okCode) {
-        this.recordFailure(user);
+        await this.recordFailure(user);
         throw new GatewayError(401, 'invalid_totp', 'Invalid two-factor code', { param: 'totp_code' });
       }
     }
-    if (user.failedLogins || user.lockCount) this.users.update(user.id, { failedLogins: 0, lockCount: 0, lockedUntil: 0 });
+    if (user.failedLogins || user.lockCount) await this.users.update(user.id, { failedLogins: 0, lockCount: 0, lockedUntil: 0 });
     const sessionId = randomToken(43);
     const expiresAt = now + this.policy.sessionTtlSeconds;
-    this.sessions.createSession({
+    await this.sessions.createSession({
       idHash: sha256Hex(sessionId), userId: user.id, createdAt: now, expiresAt,
       ip: input.ip.slice(0, 64), userAgent: input.userAgent.slice(0, 256),
     });
@@ -90,8 +90,8 @@ export class LoginService {
    * Counted in one SQL statement: reading the count before the (slow, async) password check and
    * writing count+1 after it let parallel wrong attempts overwrite each other and never lock.
    */
-  private recordFailure(user: UserRow): void {
-    this.security.recordLoginFailure(user.id, this.policy, this.clock());
+  private async recordFailure(user: UserRow): Promise<void> {
+    await this.security.recordLoginFailure(user.id, this.policy, this.clock());
   }
 }
 

@@ -1,5 +1,5 @@
 import { GatewayError, RateWindow } from '@gw/core';
-import type { CredentialsEnded, SecurityRepo, UsersRepo } from '@gw/db';
+import type { CredentialsEnded, SecurityStore, UsersStore } from '@gw/db';
 import type { Principal } from './principal';
 import { PASSWORD_MAX, PASSWORD_MIN, hashPassword, verifyPassword } from './passwords';
 
@@ -11,7 +11,7 @@ const FAILURE_WINDOW_MS = 5 * 60_000;
 export class PasswordChangeService {
   private readonly failures = new RateWindow(FAILURE_WINDOW_MS);
 
-  constructor(private readonly users: UsersRepo, private readonly repo: SecurityRepo, private readonly clock: () => number = Date.now) {}
+  constructor(private readonly users: UsersStore, private readonly repo: SecurityStore, private readonly clock: () => number = Date.now) {}
 
   /**
    * Needs the current password; sets the new one, then ends every session and revokes every access
@@ -26,13 +26,13 @@ export class PasswordChangeService {
     if (newPassword.length < PASSWORD_MIN || newPassword.length > PASSWORD_MAX) {
       throw new GatewayError(400, 'invalid_password', `Password must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, { param: 'new_password' });
     }
-    const user = this.users.byId(p.user.id);
+    const user = await this.users.byId(p.user.id);
     if (!user || !(await verifyPassword(currentPassword, user.passwordHash))) {
       this.failures.hit(key, Number.MAX_SAFE_INTEGER);
       throw new GatewayError(400, 'invalid_current_password', 'The current password is wrong', { param: 'current_password' });
     }
     const now = Math.floor(this.clock() / 1000);
-    this.users.update(user.id, { passwordHash: await hashPassword(newPassword), updatedAt: now });
+    await this.users.update(user.id, { passwordHash: await hashPassword(newPassword), updatedAt: now });
     this.failures.reset(key);
     const keep = p.via === 'session' ? { sessionHash: p.sessionHash } : { tokenId: p.tokenId };
     return this.repo.endCredentials(user.id, keep, now);

@@ -12,9 +12,9 @@ afterEach(() => dbh.close());
 describe('PasswordResetService without SMTP', () => {
   test('answers normally, logs that mail is not configured (in the background), stores no token', async () => {
     const users = new UsersRepo(dbh.db);
-    const u = users.insert({ username: 'alice', email: 'alice@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
+    const u = await users.insert({ username: 'alice', email: 'alice@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
     const { log, lines } = memoryLogger();
-    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), new Mailer(mailConfig({})), () => 0, passwordResetConfig({}), log);
+    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), new Mailer(mailConfig({})), async () => 0, passwordResetConfig({}), log);
     svc.request('alice@example.com', '1.2.3.4');
     svc.request('nobody@example.com', '1.2.3.4');
     expect(lines).toEqual([]); // nothing address-dependent happens on the request path
@@ -34,10 +34,10 @@ describe('PasswordResetService with an unreachable SMTP server', () => {
     const port = probe.port;
     probe.stop(true);
     const users = new UsersRepo(dbh.db);
-    users.insert({ username: 'bob', email: 'bob@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
+    await users.insert({ username: 'bob', email: 'bob@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
     const { log, lines } = memoryLogger();
     const mailer = new Mailer(mailConfig({ SMTP_HOST: '127.0.0.1', SMTP_PORT: String(port) }));
-    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), log);
+    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, async () => 0, passwordResetConfig({}), log);
     svc.request('bob@example.com', '1.2.3.4');
     expect(lines).toEqual([]);
     for (let i = 0; i < 100 && !lines.length; i++) await Bun.sleep(20);
@@ -50,7 +50,7 @@ describe('PasswordResetService with an unreachable SMTP server', () => {
 describe('PasswordResetService delivery queue', () => {
   test('a failed delivery is retried with the same token until the mail server accepts it', async () => {
     const users = new UsersRepo(dbh.db);
-    users.insert({ username: 'carol', email: 'carol@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
+    await users.insert({ username: 'carol', email: 'carol@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
     const sent: string[] = [];
     let failures = 2;
     const mailer = {
@@ -62,7 +62,7 @@ describe('PasswordResetService delivery queue', () => {
       },
     } as unknown as Mailer;
     const { log, lines } = memoryLogger();
-    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), log, Date.now, { retryDelaysMs: [10, 10, 10] });
+    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, async () => 0, passwordResetConfig({}), log, Date.now, { retryDelaysMs: [10, 10, 10] });
     svc.request('carol@example.com', '1.2.3.4');
     for (let i = 0; i < 100 && !sent.length; i++) await Bun.sleep(10);
     expect(sent.length).toBe(1);
@@ -74,14 +74,14 @@ describe('PasswordResetService delivery queue', () => {
 
   test('gives up after the last retry with one line, and close() reports unsent mail', async () => {
     const users = new UsersRepo(dbh.db);
-    users.insert({ username: 'dave', email: 'dave@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
+    await users.insert({ username: 'dave', email: 'dave@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
     const mailer = { configured: true, send: async () => { throw new Error('550 no'); } } as unknown as Mailer;
     const { log, lines } = memoryLogger();
-    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), log, Date.now, { retryDelaysMs: [5] });
+    const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, async () => 0, passwordResetConfig({}), log, Date.now, { retryDelaysMs: [5] });
     svc.request('dave@example.com', '1.2.3.4');
     for (let i = 0; i < 100 && !lines.some((l) => l.includes('attempts=2')); i++) await Bun.sleep(10);
     expect(lines.at(-1)).toMatch(/ warn job.failed job="password reset e-mail" attempts=2 cause="to user 1: 550 no/);
-    const slow = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, () => 0, passwordResetConfig({}), log, Date.now, { retryDelaysMs: [60_000] });
+    const slow = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, async () => 0, passwordResetConfig({}), log, Date.now, { retryDelaysMs: [60_000] });
     slow.request('dave@example.com', '1.2.3.4');
     await slow.idle();
     slow.close();

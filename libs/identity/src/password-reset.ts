@@ -1,6 +1,6 @@
 import { ConfigError, readIntEnv } from '@gw/config';
 import { GatewayError, RateWindow, randomToken, sha256Hex, stdLogger, type Logger } from '@gw/core';
-import { USER_STATUS, type SecurityRepo, type UsersRepo } from '@gw/db';
+import { USER_STATUS, type SecurityStore, type UsersStore } from '@gw/db';
 import type { MailMessage, Mailer } from './mailer';
 import { JobQueue, type JobQueueOptions } from './job-queue';
 import { PASSWORD_MAX, PASSWORD_MIN, generatePassword, hashPassword } from './passwords';
@@ -42,11 +42,11 @@ export class PasswordResetService {
   private readonly queue: JobQueue;
 
   constructor(
-    private readonly users: UsersRepo,
-    private readonly repo: SecurityRepo,
+    private readonly users: UsersStore,
+    private readonly repo: SecurityStore,
     private readonly mailer: Mailer,
-    /** Ends every session and revokes every access token of the user (SecurityRepo.endCredentials). */
-    private readonly endCredentials: (userId: number) => unknown,
+    /** Ends every session and revokes every access token of the user (SecurityStore.endCredentials). */
+    private readonly endCredentials: (userId: number) => Promise<unknown>,
     private readonly cfg: PasswordResetConfig,
     private readonly log: Logger = stdLogger,
     private readonly clock: () => number = Date.now,
@@ -62,7 +62,7 @@ export class PasswordResetService {
     let message: { userId: number; mail: MailMessage } | null | undefined;
     this.queue.enqueue('password reset e-mail', async () => {
       // First run: look up and write the token once; retries only resend the same message.
-      if (message === undefined) message = this.prepare(email.trim(), requestedAt);
+      if (message === undefined) message = await this.prepare(email.trim(), requestedAt);
       if (!message) return;
       try {
         await this.mailer.send(message.mail);
@@ -79,15 +79,15 @@ export class PasswordResetService {
   close(): void { this.queue.close(); }
 
   /** Writes a token for an enabled user with this address and composes the e-mail; null otherwise. */
-  private prepare(email: string, now: number): { userId: number; mail: MailMessage } | null {
-    const user = this.users.byEmail(email);
+  private async prepare(email: string, now: number): Promise<{ userId: number; mail: MailMessage } | null> {
+    const user = await this.users.byEmail(email);
     if (!user || user.status !== USER_STATUS.enabled || !user.email) return null;
     if (!this.mailer.configured) {
       this.log.warn('password_reset.mail_off', { user: user.id, msg: 'mail is not configured (set SMTP_HOST); no e-mail sent' });
       return null;
     }
     const token = randomToken(43);
-    this.repo.createResetToken(user.id, sha256Hex(token), now + this.cfg.ttlSeconds, now);
+    await this.repo.createResetToken(user.id, sha256Hex(token), now + this.cfg.ttlSeconds, now);
     const to = user.email;
     const link = `${this.cfg.publicUrl}/user/reset?email=${encodeURIComponent(to)}&token=${token}`;
     const minutes = Math.max(1, Math.round(this.cfg.ttlSeconds / 60));
@@ -109,14 +109,14 @@ export class PasswordResetService {
     if (input.password !== undefined && (input.password.length < PASSWORD_MIN || input.password.length > PASSWORD_MAX)) {
       throw new GatewayError(400, 'invalid_password', `Password must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, { param: 'password' });
     }
-    const user = this.users.byEmail(input.email.trim());
+    const user = await this.users.byEmail(input.email.trim());
     const tokenHash = sha256Hex(input.token.trim());
-    if (!user || user.status !== USER_STATUS.enabled || !this.repo.resetTokenValid(user.id, tokenHash, this.nowSec())) throw invalidToken();
+    if (!user || user.status !== USER_STATUS.enabled || !(await this.repo.resetTokenValid(user.id, tokenHash, this.nowSec()))) throw invalidToken();
     const password = input.password ?? generatePassword();
     const hash = await hashPassword(password);
     // Checked again inside the transaction: of two concurrent uses of one token only one wins.
-    if (!this.repo.resetPassword(user.id, tokenHash, hash, this.nowSec())) throw invalidToken();
-    this.endCredentials(user.id);
+    if (!(await this.repo.resetPassword(user.id, tokenHash, hash, this.nowSec()))) throw invalidToken();
+    await this.endCredentials(user.id);
     return input.password === undefined ? { password } : {};
   }
 

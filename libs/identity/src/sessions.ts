@@ -1,54 +1,54 @@
 import { GatewayError, nowSeconds, randomToken, sha256Hex } from '@gw/core';
-import type { SessionsRepo, UsersRepo } from '@gw/db';
+import type { SessionsStore, UsersStore } from '@gw/db';
 import { USER_STATUS } from '@gw/db';
 import { ACCESS_TOKEN_PREFIX, type Principal } from './principal';
 import type { AccessTokenView } from './views';
 
 /** Resolves management credentials (session cookie, access token) to a principal. */
 export class ManagementAuth {
-  constructor(private readonly users: UsersRepo, private readonly sessions: SessionsRepo) {}
+  constructor(private readonly users: UsersStore, private readonly sessions: SessionsStore) {}
 
-  fromSession(sessionId: string): Principal | null {
+  async fromSession(sessionId: string): Promise<Principal | null> {
     const hash = sha256Hex(sessionId);
-    const s = this.sessions.findSession(hash, nowSeconds());
+    const s = await this.sessions.findSession(hash, nowSeconds());
     if (!s) return null;
-    const user = this.users.byId(s.userId);
+    const user = await this.users.byId(s.userId);
     if (!user || user.status !== USER_STATUS.enabled) return null;
     return { user, via: 'session', sessionHash: hash };
   }
 
-  fromBearer(token: string): Principal | null {
+  async fromBearer(token: string): Promise<Principal | null> {
     if (!token.startsWith(ACCESS_TOKEN_PREFIX)) return null;
-    const row = this.sessions.findToken(sha256Hex(token));
+    const row = await this.sessions.findToken(sha256Hex(token));
     const now = nowSeconds();
     if (!row || row.revokedAt || (row.expiresAt && row.expiresAt <= now)) return null;
-    const user = this.users.byId(row.userId);
+    const user = await this.users.byId(row.userId);
     if (!user || user.status !== USER_STATUS.enabled) return null;
     // Last-use time is advisory: only write it when it moved by a minute, not on every call.
-    if (!row.lastUsedAt || now - row.lastUsedAt >= 60) this.sessions.touchToken(row.id, now);
+    if (!row.lastUsedAt || now - row.lastUsedAt >= 60) await this.sessions.touchToken(row.id, now);
     return { user, via: 'token', tokenId: row.id };
   }
 
-  logout(p: Principal): void {
-    if (p.sessionHash) this.sessions.deleteSession(p.sessionHash);
+  async logout(p: Principal): Promise<void> {
+    if (p.sessionHash) await this.sessions.deleteSession(p.sessionHash);
   }
 
-  createAccessToken(userId: number, name: string, expiresInDays?: number): { token: string; view: AccessTokenView } {
+  async createAccessToken(userId: number, name: string, expiresInDays?: number): Promise<{ token: string; view: AccessTokenView }> {
     const token = `${ACCESS_TOKEN_PREFIX}${randomToken(40)}`;
     const now = nowSeconds();
-    const row = this.sessions.createToken({
+    const row = await this.sessions.createToken({
       userId, name, tokenHash: sha256Hex(token), prefix: token.slice(0, 10), createdAt: now,
       expiresAt: expiresInDays ? now + expiresInDays * 86400 : null,
     });
     return { token, view: tokenView(row) };
   }
 
-  listAccessTokens(userId: number): AccessTokenView[] {
-    return this.sessions.listTokens(userId).map(tokenView);
+  async listAccessTokens(userId: number): Promise<AccessTokenView[]> {
+    return (await this.sessions.listTokens(userId)).map(tokenView);
   }
 
-  revokeAccessToken(userId: number, id: number): void {
-    if (!this.sessions.revokeToken(userId, id, nowSeconds())) throw new GatewayError(404, 'token_not_found', `No access token ${id}`, { param: 'id' });
+  async revokeAccessToken(userId: number, id: number): Promise<void> {
+    if (!(await this.sessions.revokeToken(userId, id, nowSeconds()))) throw new GatewayError(404, 'token_not_found', `No access token ${id}`, { param: 'id' });
   }
 }
 

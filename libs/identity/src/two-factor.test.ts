@@ -22,10 +22,10 @@ const newUser = () => users.insert({ username: `u${crypto.randomUUID().slice(0, 
 const code = (secret: string, steps: number) => generate({ secret, epoch: Math.floor(now / 1000) + steps * 30 });
 
 async function enabled() {
-  const u = newUser();
-  const { secret } = svc.setup(u.id);
+  const u = await newUser();
+  const { secret } = await svc.setup(u.id);
   const { backup_codes } = await svc.enable(u.id, await code(secret, 0));
-  return { u: users.byId(u.id)!, secret, backup_codes };
+  return { u: (await users.byId(u.id))!, secret, backup_codes };
 }
 
 describe('TOTP verification', () => {
@@ -46,7 +46,7 @@ describe('TOTP verification', () => {
     expect(await svc.checkLoginCode(u, c)).toBe(true);
     expect(await svc.checkLoginCode(u, c)).toBe(false);
     expect(await svc.checkLoginCode(u, await code(secret, -1))).toBe(false);
-    expect(users.byId(u.id)!.totpLastStep).toBe(Math.floor(now / 30_000));
+    expect((await users.byId(u.id))!.totpLastStep).toBe(Math.floor(now / 30_000));
   });
 
   test('wrong lengths, non-digits and a clock behind the last step are refusals, not exceptions', async () => {
@@ -57,10 +57,10 @@ describe('TOTP verification', () => {
     await expect(svc.disable(u.id, await code(secret, 0))).rejects.toMatchObject({ status: 400, code: 'invalid_totp' });
   });
 
-  test('the secret is stored sealed and setup does not switch 2FA on', () => {
-    const u = newUser();
-    const s = svc.setup(u.id);
-    const row = users.byId(u.id)!;
+  test('the secret is stored sealed and setup does not switch 2FA on', async () => {
+    const u = await newUser();
+    const s = await svc.setup(u.id);
+    const row = (await users.byId(u.id))!;
     expect(row.totpEnabled).toBe(false);
     expect(row.totpSecret!.startsWith('v1.')).toBe(true);
     expect(row.totpSecret).not.toContain(s.secret);
@@ -71,7 +71,7 @@ describe('TOTP verification', () => {
     const { u, backup_codes } = await enabled();
     expect(await svc.checkLoginCode(u, backup_codes[4]!)).toBe(true);
     expect(await svc.checkLoginCode(u, backup_codes[4]!)).toBe(false);
-    expect(svc.status(u.id)).toEqual({ enabled: true, backup_codes_remaining: 9 });
+    expect(await svc.status(u.id)).toEqual({ enabled: true, backup_codes_remaining: 9 });
   });
 });
 

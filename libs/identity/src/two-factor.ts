@@ -1,7 +1,7 @@
 import { generateSecret, generateURI, verify } from 'otplib';
 import { ConfigError } from '@gw/config';
 import { GatewayError, RateWindow, type SecretBox } from '@gw/core';
-import type { SecurityRepo, UserRow, UsersRepo } from '@gw/db';
+import type { SecurityStore, UserRow, UsersStore } from '@gw/db';
 import { generateBackupCodes, hashBackupCode, looksLikeBackupCode } from './backup-codes';
 
 export interface TwoFactorConfig {
@@ -41,37 +41,37 @@ export class TwoFactorService {
   private readonly failures = new RateWindow(FAILURE_WINDOW_MS);
 
   constructor(
-    private readonly users: UsersRepo,
-    private readonly repo: SecurityRepo,
+    private readonly users: UsersStore,
+    private readonly repo: SecurityStore,
     private readonly box: SecretBox,
     private readonly cfg: TwoFactorConfig,
     private readonly clock: () => number = Date.now,
   ) {}
 
-  status(userId: number): TwoFactorStatus {
-    const u = this.mustUser(userId);
-    return { enabled: u.totpEnabled, backup_codes_remaining: u.totpEnabled ? this.repo.unusedBackupCodes(userId) : 0 };
+  async status(userId: number): Promise<TwoFactorStatus> {
+    const u = await this.mustUser(userId);
+    return { enabled: u.totpEnabled, backup_codes_remaining: u.totpEnabled ? await this.repo.unusedBackupCodes(userId) : 0 };
   }
 
   /** Creates a new pending secret (replacing an unconfirmed one); 2FA is off until `enable`. */
-  setup(userId: number): TwoFactorSetup {
-    const u = this.mustUser(userId);
+  async setup(userId: number): Promise<TwoFactorSetup> {
+    const u = await this.mustUser(userId);
     if (u.totpEnabled) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on; disable it first to set up a new authenticator');
     const secret = generateSecret({ length: 20 });
-    if (!this.repo.setPendingTotp(userId, this.box.seal(secret), this.nowSec())) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on');
+    if (!(await this.repo.setPendingTotp(userId, this.box.seal(secret), this.nowSec()))) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on');
     const uri = generateURI({ issuer: this.cfg.issuer, label: u.username, secret, period: PERIOD });
     return { secret, otpauth_uri: uri, qr: uri };
   }
 
   /** Confirms the pending secret with a current code, turns 2FA on and returns the backup codes (shown once). */
   async enable(userId: number, code: string): Promise<{ backup_codes: string[] }> {
-    const u = this.mustUser(userId);
+    const u = await this.mustUser(userId);
     if (u.totpEnabled) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on');
     if (!u.totpSecret) throw new GatewayError(400, 'totp_not_set_up', 'Call POST /api/user/2fa/setup first', { param: 'code' });
     this.guard(userId);
     const step = await this.matchTotp(u, code);
     const codes = generateBackupCodes();
-    if (step === null || !this.repo.enableTotp(userId, step, codes.map((c) => hashBackupCode(userId, c)), this.nowSec())) {
+    if (step === null || !(await this.repo.enableTotp(userId, step, codes.map((c) => hashBackupCode(userId, c)), this.nowSec()))) {
       throw this.failed(userId);
     }
     this.failures.reset(this.key(userId));
@@ -80,21 +80,21 @@ export class TwoFactorService {
 
   /** Disable 2FA: a current TOTP code or an unused backup code of the caller. */
   async disable(userId: number, code: string): Promise<void> {
-    const u = this.mustEnabled(userId);
+    const u = await this.mustEnabled(userId);
     this.guard(userId);
     if (!(await this.consume(u, code))) throw this.failed(userId, 'Invalid or already used two-factor or backup code');
-    this.repo.disableTotp(userId, this.nowSec());
+    await this.repo.disableTotp(userId, this.nowSec());
     this.failures.reset(this.key(userId));
   }
 
   /** New backup codes (the old set stops working); needs a current TOTP code, not a backup code. */
   async regenerateBackupCodes(userId: number, code: string): Promise<{ backup_codes: string[] }> {
-    const u = this.mustEnabled(userId);
+    const u = await this.mustEnabled(userId);
     this.guard(userId);
     const step = await this.matchTotp(u, code);
-    if (step === null || !this.repo.claimTotpStep(userId, step)) throw this.failed(userId, 'A current, unused authenticator code is required');
+    if (step === null || !(await this.repo.claimTotpStep(userId, step))) throw this.failed(userId, 'A current, unused authenticator code is required');
     const codes = generateBackupCodes();
-    this.repo.replaceBackupCodes(userId, codes.map((c) => hashBackupCode(userId, c)), this.nowSec());
+    await this.repo.replaceBackupCodes(userId, codes.map((c) => hashBackupCode(userId, c)), this.nowSec());
     this.failures.reset(this.key(userId));
     return { backup_codes: codes };
   }
@@ -104,7 +104,7 @@ export class TwoFactorService {
    * consumed on success. Failures are counted by the login lockout, not here.
    */
   async checkLoginCode(user: UserRow, code: string): Promise<boolean> {
-    const u = this.users.byId(user.id);
+    const u = await this.users.byId(user.id);
     if (!u?.totpEnabled) return false;
     return this.consume(u, code);
   }
@@ -113,20 +113,20 @@ export class TwoFactorService {
    * Admin reset of another user's 2FA (lost phone and codes): only for users whose role is below
    * the caller's, so nobody resets their own (use disable) and root's can only be reset by itself.
    */
-  adminReset(actor: UserRow, targetId: number): void {
-    const target = this.users.byId(targetId);
+  async adminReset(actor: UserRow, targetId: number): Promise<void> {
+    const target = await this.users.byId(targetId);
     if (!target) throw new GatewayError(404, 'user_not_found', `No user ${targetId}`, { param: 'id' });
     if (target.role >= actor.role) {
       throw new GatewayError(403, 'insufficient_role', 'You can only reset two-factor authentication of users with a lower role than yours', { param: 'id' });
     }
-    this.repo.disableTotp(targetId, this.nowSec());
+    await this.repo.disableTotp(targetId, this.nowSec());
   }
 
   /** A TOTP or backup code, used up when it matches. */
   private async consume(u: UserRow, code: string): Promise<boolean> {
     if (looksLikeBackupCode(code)) return this.repo.consumeBackupCode(u.id, hashBackupCode(u.id, code), this.nowSec());
     const step = await this.matchTotp(u, code);
-    return step !== null && this.repo.claimTotpStep(u.id, step);
+    return step !== null && (await this.repo.claimTotpStep(u.id, step));
   }
 
   /** The time step `code` belongs to (±1 step, after the last accepted one), or null. */
@@ -161,14 +161,14 @@ export class TwoFactorService {
     return invalidTotp(message);
   }
 
-  private mustUser(userId: number): UserRow {
-    const u = this.users.byId(userId);
+  private async mustUser(userId: number): Promise<UserRow> {
+    const u = await this.users.byId(userId);
     if (!u) throw new GatewayError(404, 'user_not_found', `No user ${userId}`);
     return u;
   }
 
-  private mustEnabled(userId: number): UserRow {
-    const u = this.mustUser(userId);
+  private async mustEnabled(userId: number): Promise<UserRow> {
+    const u = await this.mustUser(userId);
     if (!u.totpEnabled) throw new GatewayError(400, 'totp_not_enabled', 'Two-factor authentication is not on');
     return u;
   }

@@ -1,5 +1,5 @@
-import type { ChangeBus } from '@gw/core';
-import type { ModelLimitMap, UserRow, UsersRepo } from '@gw/db';
+import { SerialQueue, type ChangeBus } from '@gw/core';
+import type { ModelLimitMap, UserRow, UsersStore } from '@gw/db';
 
 /** What the request path needs to know about a user (balances live in the billing QuotaService). */
 export interface UserAccount {
@@ -15,20 +15,27 @@ export interface UserAccount {
   modelLimits: ModelLimitMap | null;
 }
 
-type Listener = (userId: number, account: UserAccount | undefined) => void;
+type Listener = (userId: number, account: UserAccount | undefined) => void | Promise<void>;
 
 /**
  * In-memory map of every user's status, group and role for the request path. Refreshed on
- * 'user.changed' synchronously; dependants (the API key index) subscribe here so they always see
- * the refreshed account, whatever order bus listeners were registered in.
+ * 'user.changed' (the bus waits for the refresh, so a write's answer follows it); dependants (the API
+ * key index) subscribe here so they always see the refreshed account, whatever order bus listeners
+ * were registered in. Build it with `UserDirectory.load`.
  */
 export class UserDirectory {
   private readonly accounts = new Map<number, UserAccount>();
   private readonly listeners = new Set<Listener>();
   private readonly unsubscribe: () => void;
+  private readonly refreshes = new SerialQueue();
 
-  constructor(private readonly repo: UsersRepo, bus: ChangeBus) {
-    for (const u of repo.list({ offset: 0, limit: Number.MAX_SAFE_INTEGER }).items) this.accounts.set(u.id, toAccount(u));
+  /** Reads every user, then follows 'user.changed'. */
+  static async load(repo: UsersStore, bus: ChangeBus): Promise<UserDirectory> {
+    return new UserDirectory(repo, bus, (await repo.list({ offset: 0, limit: Number.MAX_SAFE_INTEGER })).items);
+  }
+
+  constructor(private readonly repo: UsersStore, bus: ChangeBus, rows: UserRow[]) {
+    for (const u of rows) this.accounts.set(u.id, toAccount(u));
     this.unsubscribe = bus.on('user.changed', ({ userId }) => this.refresh(userId));
   }
 
@@ -43,12 +50,15 @@ export class UserDirectory {
     return () => this.listeners.delete(fn);
   }
 
-  refresh(userId: number): void {
-    const row = this.repo.byId(userId);
-    const account = row ? toAccount(row) : undefined;
-    if (account) this.accounts.set(userId, account);
-    else this.accounts.delete(userId);
-    for (const fn of this.listeners) fn(userId, account);
+  /** Re-reads one user; resolves once the entry and every subscriber are up to date. */
+  refresh(userId: number): Promise<void> {
+    return this.refreshes.run(async () => {
+      const row = await this.repo.byId(userId);
+      const account = row ? toAccount(row) : undefined;
+      if (account) this.accounts.set(userId, account);
+      else this.accounts.delete(userId);
+      for (const fn of this.listeners) await fn(userId, account);
+    });
   }
 
   close(): void {

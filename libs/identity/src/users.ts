@@ -5,7 +5,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
-import { ROLE, USER_STATUS, type Db, type LedgerRepo, type NewUserRow, type SessionsRepo, type UserRow, type UsersRepo } from '@gw/db';
+import { ROLE, USER_STATUS, type LedgerStore, type NewUserRow, type SessionsStore, type UserRow, type UsersStore } from '@gw/db';
 import { PASSWORD_MAX, PASSWORD_MIN, hashPassword, verifyPassword } from './passwords';
 import { toUserView, type UserView } from './views';
 import { LimitInput, limitPatch } from './limit-fields';
@@ -67,56 +67,52 @@ const notFound = (id: number) => new GatewayError(404, 'user_not_found', `No use
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
 export class UserService {
-  constructor(private readonly db: Db, private readonly users: UsersRepo, private readonly sessions: SessionsRepo,
-    private readonly ledger: LedgerRepo, private readonly bus: ChangeBus) {}
+  constructor(private readonly users: UsersStore, private readonly sessions: SessionsStore,
+    private readonly ledger: LedgerStore, private readonly bus: ChangeBus) {}
 
   async create(actor: Actor, input: UserCreate): Promise<UserView> {
     const role = input.role ?? ROLE.user;
     if (actor.role < ROLE.root && role >= actor.role) throw forbidden('role_too_high', 'You cannot create a user with a role equal to or above your own', 'role');
-    if (this.users.byUsername(input.username)) throw new GatewayError(409, 'username_taken', `Username "${input.username}" is taken`, { param: 'username' });
-    const email = this.checkEmail(input.email, null);
+    if (await this.users.byUsername(input.username)) throw new GatewayError(409, 'username_taken', `Username "${input.username}" is taken`, { param: 'username' });
+    const email = await this.checkEmail(input.email, null);
     const passwordHash = await hashPassword(input.password);
     const now = nowSeconds();
-    const row = this.db.transaction((tx) => {
-      const u = this.users.insert({
-        username: input.username, passwordHash, displayName: input.display_name?.trim() ?? '', email, role,
-        status: USER_STATUS.enabled, group: input.group ?? 'default', quota: 0, createdAt: now, updatedAt: now, ...limitPatch(input),
-      });
-      // The initial balance is a ledger entry like any other, so balance == sum(ledger) from the start.
-      if (input.quota) this.ledger.apply({ userId: u.id, kind: 'adjust', amount: input.quota, ref: `user-create:${u.id}`, note: 'initial quota', actorId: actor.id, at: now }, tx);
-      return u;
-    });
-    this.bus.emit('user.changed', { userId: row.id });
-    return toUserView(this.users.byId(row.id)!);
+    // The initial balance is a ledger entry like any other, so balance == sum(ledger) from the start.
+    const row = await this.ledger.createUserWithOpeningBalance({
+      username: input.username, passwordHash, displayName: input.display_name?.trim() ?? '', email, role,
+      status: USER_STATUS.enabled, group: input.group ?? 'default', quota: 0, createdAt: now, updatedAt: now, ...limitPatch(input),
+    }, input.quota ? { amount: input.quota, note: 'initial quota', actorId: actor.id } : null);
+    await this.bus.emit('user.changed', { userId: row.id });
+    return toUserView(row);
   }
 
-  list(q: UserListQuery): { items: UserView[]; total: number } {
-    const r = this.users.list(q);
+  async list(q: UserListQuery): Promise<{ items: UserView[]; total: number }> {
+    const r = await this.users.list(q);
     return { items: r.items.map(toUserView), total: r.total };
   }
 
-  get(id: number): UserView {
-    return toUserView(this.mustGet(id));
+  async get(id: number): Promise<UserView> {
+    return toUserView(await this.mustGet(id));
   }
 
   async update(actor: Actor, input: UserUpdate): Promise<UserView> {
     if (input.quota !== undefined) {
       throw new GatewayError(400, 'quota_not_editable', 'quota cannot be changed here: balances change only through the ledger (POST /api/ledger/adjust)', { param: 'quota' });
     }
-    const target = this.mustGet(input.id);
+    const target = await this.mustGet(input.id);
     this.assertManage(actor, target);
     const patch: Partial<NewUserRow> = {};
     if (input.username !== undefined && input.username !== target.username) {
-      if (this.users.byUsername(input.username)) throw new GatewayError(409, 'username_taken', `Username "${input.username}" is taken`, { param: 'username' });
+      if (await this.users.byUsername(input.username)) throw new GatewayError(409, 'username_taken', `Username "${input.username}" is taken`, { param: 'username' });
       patch.username = input.username;
     }
     if (input.display_name !== undefined) patch.displayName = input.display_name.trim();
-    if (input.email !== undefined) patch.email = this.checkEmail(input.email, target.id);
+    if (input.email !== undefined) patch.email = await this.checkEmail(input.email, target.id);
     if (input.group !== undefined) patch.group = input.group;
     Object.assign(patch, limitPatch(input));
     if (input.role !== undefined && input.role !== target.role) {
       if (actor.role < ROLE.root && input.role >= actor.role) throw forbidden('role_too_high', 'You cannot grant a role equal to or above your own', 'role');
-      if (target.role === ROLE.root && this.rootCount() <= 1) throw forbidden('last_root', 'The last root user cannot be demoted', 'role');
+      if (target.role === ROLE.root && (await this.rootCount()) <= 1) throw forbidden('last_root', 'The last root user cannot be demoted', 'role');
       patch.role = input.role;
     }
     if (input.status !== undefined && input.status !== target.status) {
@@ -137,7 +133,7 @@ export class UserService {
     const patch: Partial<NewUserRow> = {};
     if (input.display_name !== undefined) patch.displayName = input.display_name.trim();
     if (input.email !== undefined) {
-      const email = this.checkEmail(input.email, self.id);
+      const email = await this.checkEmail(input.email, self.id);
       if (email !== self.email) {
         if (!input.current_password) {
           throw new GatewayError(400, 'missing_field', 'current_password is required to change the e-mail address', { param: 'current_password' });
@@ -151,33 +147,33 @@ export class UserService {
     return this.write(self.id, patch, false);
   }
 
-  setStatus(actor: Actor, id: number, status: 1 | 2): UserView {
-    const target = this.mustGet(id);
+  async setStatus(actor: Actor, id: number, status: 1 | 2): Promise<UserView> {
+    const target = await this.mustGet(id);
     this.assertManage(actor, target);
     if (status === USER_STATUS.disabled && target.id === actor.id) throw forbidden('cannot_disable_self', 'You cannot disable yourself');
     return this.write(id, { status }, status === USER_STATUS.disabled);
   }
 
-  delete(actor: Actor, id: number): void {
-    const target = this.mustGet(id);
+  async delete(actor: Actor, id: number): Promise<void> {
+    const target = await this.mustGet(id);
     if (target.role >= ROLE.root) throw forbidden('cannot_delete_root', 'A root user cannot be deleted');
     if (target.id === actor.id) throw forbidden('cannot_delete_self', 'You cannot delete yourself');
     this.assertManage(actor, target);
     // Sessions, access tokens, API keys and 2FA rows go with the user (ON DELETE CASCADE); the ledger stays as history.
-    this.users.delete(id);
-    this.bus.emit('user.changed', { userId: id });
+    await this.users.delete(id);
+    await this.bus.emit('user.changed', { userId: id });
   }
 
-  private write(id: number, patch: Partial<NewUserRow>, endSessions: boolean): UserView {
-    const row = this.users.update(id, { ...patch, updatedAt: nowSeconds() });
+  private async write(id: number, patch: Partial<NewUserRow>, endSessions: boolean): Promise<UserView> {
+    const row = await this.users.update(id, { ...patch, updatedAt: nowSeconds() });
     if (!row) throw notFound(id);
-    if (endSessions) this.sessions.deleteUserSessions(id);
-    this.bus.emit('user.changed', { userId: id });
+    if (endSessions) await this.sessions.deleteUserSessions(id);
+    await this.bus.emit('user.changed', { userId: id });
     return toUserView(row);
   }
 
-  private mustGet(id: number): UserRow {
-    const u = this.users.byId(id);
+  private async mustGet(id: number): Promise<UserRow> {
+    const u = await this.users.byId(id);
     if (!u) throw notFound(id);
     return u;
   }
@@ -186,16 +182,16 @@ export class UserService {
     if (!canManage(actor, target)) throw forbidden('role_too_high', 'You cannot change a user whose role is equal to or above your own');
   }
 
-  private rootCount(): number {
-    return this.users.list({ role: ROLE.root, offset: 0, limit: 1 }).total;
+  private async rootCount(): Promise<number> {
+    return (await this.users.list({ role: ROLE.root, offset: 0, limit: 1 })).total;
   }
 
   /** Normalises an e-mail ("" → null) and refuses a malformed or taken one. */
-  private checkEmail(raw: string | null | undefined, selfId: number | null): string | null {
+  private async checkEmail(raw: string | null | undefined, selfId: number | null): Promise<string | null> {
     const email = raw?.trim() || null;
     if (email === null) return null;
     if (!EMAIL_RE.test(email)) throw new GatewayError(400, 'invalid_format', 'email is not a valid e-mail address', { param: 'email' });
-    const other = this.users.byEmail(email);
+    const other = await this.users.byEmail(email);
     if (other && other.id !== selfId) throw new GatewayError(409, 'email_taken', 'This e-mail address is already used by another user', { param: 'email' });
     return email;
   }

@@ -1,11 +1,11 @@
 /**
  * Redemption codes: admins mint batches of single-use codes worth a quota credit; a user redeems one.
  * Codes are stored as SHA-256 only and shown in clear once, in the create answer. Redeeming is one
- * IMMEDIATE transaction that moves the code out of 'unused' (guarded by status and expiry) and writes
+ * unit of work (LedgerStore.redeemCodeOnce) that moves the code out of 'unused' (guarded by status and expiry) and writes
  * the ledger credit (kind 'redeem', ref = code id, unique per kind): parallel attempts credit once.
  */
 import { GatewayError, RateWindow, nowSeconds, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
-import type { Db, LedgerRepo, RedemptionCodeRow, RedemptionCodesRepo, RedemptionStatus } from '@gw/db';
+import type { LedgerStore, RedemptionCodeRow, RedemptionCodesStore, RedemptionStatus } from '@gw/db';
 
 /** `gwr_` + 24 base62 characters (~143 random bits): guessing is hopeless, the attempt limit is a second wall. */
 const CODE_PREFIX = 'gwr_';
@@ -39,9 +39,8 @@ export class RedemptionService {
   private readonly failures: RateWindow;
 
   constructor(
-    private readonly db: Db,
-    private readonly codes: RedemptionCodesRepo,
-    private readonly ledger: LedgerRepo,
+    private readonly codes: RedemptionCodesStore,
+    private readonly ledger: LedgerStore,
     private readonly bus: ChangeBus,
     private readonly limits: RedeemLimits,
     clock: () => number = Date.now,
@@ -50,14 +49,14 @@ export class RedemptionService {
   }
 
   /** Mints a batch and returns its codes in clear: the only time they exist outside the caller's hands. */
-  create(actorId: number, input: CreateBatchInput): { batch: string; quota: number; expiresAt: number; codes: string[] } {
+  async create(actorId: number, input: CreateBatchInput): Promise<{ batch: string; quota: number; expiresAt: number; codes: string[] }> {
     const batch = input.batch.trim();
     if (!batch) throw new GatewayError(400, 'missing_field', 'batch: a name is required', { param: 'batch' });
     const at = nowSeconds();
     if (input.expiresAt <= at) throw new GatewayError(400, 'invalid_expiry', 'expires_at must be in the future', { param: 'expires_at' });
     if (input.expiresAt > at + MAX_CODE_TTL_SECONDS) throw new GatewayError(400, 'invalid_expiry', 'expires_at must be within 10 years', { param: 'expires_at' });
     const codes = Array.from({ length: input.count }, () => CODE_PREFIX + randomToken(CODE_RANDOM_CHARS));
-    const inserted = this.codes.insertBatch(codes.map((c) => ({
+    const inserted = await this.codes.insertBatch(codes.map((c) => ({
       codeHash: sha256Hex(c), prefix: c.slice(0, CODE_SHOWN_CHARS), batch, quota: input.quota,
       expiresAt: input.expiresAt, createdBy: actorId, createdAt: at,
     })));
@@ -71,45 +70,37 @@ export class RedemptionService {
    * answer (no oracle for a guesser, nor for someone holding a leaked code) and count as failures;
    * after `maxFailures` in the window every attempt is refused with 429 before the code is looked at.
    */
-  redeem(userId: number, code: string): { quota: number; balance: number; codeId: number } {
+  async redeem(userId: number, code: string): Promise<{ quota: number; balance: number; codeId: number }> {
     const key = `u${userId}`;
     if (this.failures.count(key) >= this.limits.maxFailures) {
       const wait = this.failures.hit(key, this.limits.maxFailures);
       throw new GatewayError(429, 'too_many_attempts', 'Too many invalid redemption codes; try again later', { headers: { 'retry-after': String(wait || 1) } });
     }
     const hash = sha256Hex(code.trim());
-    const result = this.db.transaction((tx) => {
-      const at = nowSeconds();
-      const row = this.codes.claim(hash, userId, at, tx);
-      if (!row) return null;
-      const balance = this.ledger.apply({ userId, kind: 'redeem', amount: row.quota, ref: String(row.id), note: `code ${row.prefix}… batch ${row.batch}`, at }, tx);
-      // The code was unused, so its credit cannot exist; if it does, roll the claim back too.
-      if (balance === null) throw new Error(`ledger already holds redeem ${row.id} for an unused code`);
-      return { quota: row.quota, balance, codeId: row.id };
-    }, { behavior: 'immediate' });
+    const result = await this.ledger.redeemCodeOnce(hash, userId, nowSeconds(), (row) => `code ${row.prefix}… batch ${row.batch}`);
     if (!result) {
       this.failures.hit(key, Number.MAX_SAFE_INTEGER);
       throw new GatewayError(400, 'invalid_code', 'This code is not valid: unknown, already redeemed, expired or revoked', { param: 'code' });
     }
     // After commit: the balance caches refresh only once the credit is durable.
-    this.bus.emit('user.changed', { userId });
+    await this.bus.emit('user.changed', { userId });
     return result;
   }
 
   /** Revokes the still-unused codes of a batch; returns how many. 404 for a batch that does not exist. */
-  revoke(batch: string): number {
-    if (!this.codes.batchExists(batch)) throw new GatewayError(404, 'batch_not_found', `No batch named "${batch}"`, { param: 'batch' });
+  async revoke(batch: string): Promise<number> {
+    if (!(await this.codes.batchExists(batch))) throw new GatewayError(404, 'batch_not_found', `No batch named "${batch}"`, { param: 'batch' });
     return this.codes.revokeBatch(batch);
   }
 
-  list(f: { batch?: string; status?: RedemptionStatus; page: number; pageSize: number }) {
+  async list(f: { batch?: string; status?: RedemptionStatus; page: number; pageSize: number }) {
     const at = nowSeconds();
-    const r = this.codes.list({ batch: f.batch, status: f.status, at, offset: (f.page - 1) * f.pageSize, limit: f.pageSize });
+    const r = await this.codes.list({ batch: f.batch, status: f.status, at, offset: (f.page - 1) * f.pageSize, limit: f.pageSize });
     return { items: r.items.map((row) => ({ row, status: redemptionStatus(row, at) })), total: r.total, page: f.page, page_size: f.pageSize };
   }
 
-  batches(f: { page: number; pageSize: number }) {
-    const r = this.codes.batches(nowSeconds(), (f.page - 1) * f.pageSize, f.pageSize);
+  async batches(f: { page: number; pageSize: number }) {
+    const r = await this.codes.batches(nowSeconds(), (f.page - 1) * f.pageSize, f.pageSize);
     return { ...r, page: f.page, page_size: f.pageSize };
   }
 }

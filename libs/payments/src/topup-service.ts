@@ -1,6 +1,6 @@
 /** Top-up orders: create one and get a hosted checkout URL from its provider; list and read them. */
 import { GatewayError, nowSeconds, randomToken } from '@gw/core';
-import type { TopupOrderRow, TopupOrdersRepo } from '@gw/db';
+import type { TopupOrderRow, TopupOrdersStore } from '@gw/db';
 import type { PaymentsConfig } from './config';
 import { PROVIDER_IDS, ProviderApiError, type PaymentProvider, type ProviderId } from './provider';
 
@@ -18,7 +18,7 @@ export interface TopupListQuery {
 export class TopupService {
   constructor(
     private readonly cfg: PaymentsConfig,
-    private readonly orders: TopupOrdersRepo,
+    private readonly orders: TopupOrdersStore,
     private readonly providers: ReadonlyMap<ProviderId, PaymentProvider>,
   ) {}
 
@@ -43,7 +43,7 @@ export class TopupService {
     }
     p.checkAmount(amount);
     const now = nowSeconds();
-    const order = this.orders.insert({
+    const order = await this.orders.insert({
       tradeNo: newTradeNo(), userId, provider: p.id, amount, currency: this.cfg.currency,
       credit: amount * this.cfg.quotaPerUnit, status: 'pending', createdAt: now, updatedAt: now,
     });
@@ -54,24 +54,24 @@ export class TopupService {
         successUrl: this.cfg.successUrl, cancelUrl: this.cfg.cancelUrl,
       });
     } catch (e) {
-      this.orders.closePending(order.tradeNo, 'failed', nowSeconds());
+      await this.orders.closePending(order.tradeNo, 'failed', nowSeconds());
       const msg = e instanceof ProviderApiError ? e.message : `${p.id} checkout failed`;
       throw new GatewayError(502, 'provider_error', `${msg}; order ${order.tradeNo} was marked failed`, { cause: e });
     }
-    const updated = this.orders.attachCheckout(order.tradeNo, checkout.ref, checkout.url, nowSeconds());
+    const updated = await this.orders.attachCheckout(order.tradeNo, checkout.ref, checkout.url, nowSeconds());
     // Not pending any more only if a webhook closed it during the call: report what is stored.
-    return updated ?? this.orders.byTradeNo(order.tradeNo)!;
+    return updated ?? (await this.orders.byTradeNo(order.tradeNo))!;
   }
 
   /** One order; a user sees only their own (someone else's reads as not found). */
-  get(tradeNo: string, viewer: { userId: number; isAdmin: boolean }): TopupOrderRow {
-    const o = this.orders.byTradeNo(tradeNo);
+  async get(tradeNo: string, viewer: { userId: number; isAdmin: boolean }): Promise<TopupOrderRow> {
+    const o = await this.orders.byTradeNo(tradeNo);
     if (!o || (!viewer.isAdmin && o.userId !== viewer.userId)) throw new GatewayError(404, 'order_not_found', `No top-up order ${tradeNo}`, { param: 'trade_no' });
     return o;
   }
 
-  list(q: TopupListQuery): { items: TopupOrderRow[]; total: number; page: number; page_size: number } {
-    const r = this.orders.list({ userId: q.userId, status: q.status, provider: q.provider, offset: (q.page - 1) * q.pageSize, limit: q.pageSize });
+  async list(q: TopupListQuery): Promise<{ items: TopupOrderRow[]; total: number; page: number; page_size: number }> {
+    const r = await this.orders.list({ userId: q.userId, status: q.status, provider: q.provider, offset: (q.page - 1) * q.pageSize, limit: q.pageSize });
     return { ...r, page: q.page, page_size: q.pageSize };
   }
 }

@@ -91,5 +91,5 @@ export interface SessionRecord {
 }
 
 export interface SessionSink {
-  insert(row: SessionRecord): void;
+  insert(row: SessionRecord): Promise<void>;
 }

@@ -9,7 +9,7 @@ import { scrubberFor } from '@gw/providers';
 import type { RealtimeConfig } from './config';
 import { isWebSocketRequest, readBeta, readCredentials, upstreamBeta } from './handshake';
 import { SessionMeter } from './meter';
-import type { ChannelSource, KeyLookup, KeyPolicy, PriceSource, QuotaPort, RealtimeChannel, RealtimeKey, SessionSink, UpstreamResolver } from './ports';
+import type { ChannelSource, KeyLookup, KeyPolicy, PriceSource, QuotaPort, RealtimeChannel, RealtimeKey, SessionRecord, SessionSink, UpstreamResolver } from './ports';
 import { INTERNAL_FAILURE, RelaySession, type SessionFailure, type UpstreamTarget } from './session';
 import { reservationFor, type RealtimePrice } from './usage';
 
@@ -71,6 +71,8 @@ const FREE: RealtimePrice = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, 
 
 export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R> {
   private readonly live = new Set<RelaySession>();
+  /** Session records being written. */
+  private readonly recording = new Set<Promise<void>>();
   private readonly perKey = new Map<number, number>();
   private closing = false;
 
@@ -147,7 +149,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
         stopHandle?.release();
         releaseSlot();
         this.safely('release', () => meter.releaseAll());
-        this.safely('record', () => this.d.sessions.insert({
+        this.safely('record', () => this.record({
           sessionId, userId: key.userId, apiKeyId: key.id, channelId: end.channelId, model,
           startedAt, endedAt: nowSeconds(), durationMs: end.endedAtMs - end.startedAtMs,
           framesIn: end.framesIn, framesOut: end.framesOut, bytesIn: end.bytesIn, bytesOut: end.bytesOut,
@@ -172,11 +174,21 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
   }
 
   /** Closes every live session with 1001 (server going away) and records them; further admissions get 503. */
-  closeAll(reason = 'server shutting down'): void {
+  /** Resolves once the ended sessions are recorded (shutdown awaits it before the database closes). */
+  closeAll(reason = 'server shutting down'): Promise<void> {
     this.closing = true;
     for (const s of [...this.live]) {
       s.fail({ closeCode: 1001, reason, type: 'api_error', code: 'server_shutdown', message: 'The gateway is shutting down' });
     }
+    return Promise.all([...this.recording]).then(() => {});
+  }
+
+  /** Writes a session record in the background; a failed write is logged (the session is over either way). */
+  private record(row: SessionRecord): void {
+    const p = this.d.sessions.insert(row)
+      .catch((e) => (this.d.log ?? stdLogger).error('realtime.failed', { what: 'record' }, e))
+      .finally(() => this.recording.delete(p));
+    this.recording.add(p);
   }
 
   private checkQuota(key: K, price: RealtimePrice, ratio: number): void {

@@ -5,8 +5,8 @@
  * no fallbacks and no limits, so existing deployments behave as before.
  */
 import { Type, type Static } from '@sinclair/typebox';
-import { GatewayError, nowSeconds } from '@gw/core';
-import type { GroupRow, GroupsRepo, NewGroupRow } from '@gw/db';
+import { GatewayError, SerialQueue, nowSeconds } from '@gw/core';
+import type { GroupRow, GroupsStore, NewGroupRow } from '@gw/db';
 import { LimitInput, LimitView, limitPatch, limitView } from '@gw/identity';
 import { defaultPolicy, type GroupPolicy } from './group-policy';
 
@@ -45,44 +45,52 @@ const notFound = (id: number) => new GatewayError(404, 'group_not_found', `No gr
 export class GroupService {
   private byName = new Map<string, GroupPolicy>();
 
-  constructor(private readonly repo: GroupsRepo) {
-    this.reload();
+  private readonly reloads = new SerialQueue();
+
+  /** Reads every group's policy. */
+  static async load(repo: GroupsStore): Promise<GroupService> {
+    const svc = new GroupService(repo);
+    await svc.reload();
+    return svc;
   }
+
+  /** Starts with no policies (every group ×1): use `load`. */
+  private constructor(private readonly repo: GroupsStore) {}
 
   /** The policy of `name`; an unrecorded group is ×1, no fallbacks, no limits. */
   policy(name: string): GroupPolicy {
     return this.byName.get(name) ?? defaultPolicy(name);
   }
 
-  list(): GroupView[] {
-    return this.repo.all().map(toGroupView);
+  async list(): Promise<GroupView[]> {
+    return (await this.repo.all()).map(toGroupView);
   }
 
-  get(id: number): GroupView {
-    const g = this.repo.byId(id);
+  async get(id: number): Promise<GroupView> {
+    const g = await this.repo.byId(id);
     if (!g) throw notFound(id);
     return toGroupView(g);
   }
 
-  create(input: GroupCreate): GroupView {
+  async create(input: GroupCreate): Promise<GroupView> {
     if (this.byName.has(input.name)) throw new GatewayError(409, 'group_exists', `Group "${input.name}" already exists`, { param: 'name' });
     const now = nowSeconds();
-    const row = this.repo.insert({ name: input.name, createdAt: now, updatedAt: now, ...this.patch(input.name, input) });
-    this.reload();
+    const row = await this.repo.insert({ name: input.name, createdAt: now, updatedAt: now, ...this.patch(input.name, input) });
+    await this.reload();
     return toGroupView(row);
   }
 
-  update(input: GroupUpdate): GroupView {
-    const g = this.repo.byId(input.id);
+  async update(input: GroupUpdate): Promise<GroupView> {
+    const g = await this.repo.byId(input.id);
     if (!g) throw notFound(input.id);
-    const row = this.repo.update(g.id, { ...this.patch(g.name, input), updatedAt: nowSeconds() })!;
-    this.reload();
+    const row = (await this.repo.update(g.id, { ...this.patch(g.name, input), updatedAt: nowSeconds() }))!;
+    await this.reload();
     return toGroupView(row);
   }
 
-  delete(id: number): void {
-    if (!this.repo.delete(id)) throw notFound(id);
-    this.reload();
+  async delete(id: number): Promise<void> {
+    if (!(await this.repo.delete(id))) throw notFound(id);
+    await this.reload();
   }
 
   private patch(name: string, input: Omit<GroupUpdate, 'id'>): Partial<NewGroupRow> {
@@ -99,11 +107,14 @@ export class GroupService {
     return out;
   }
 
-  private reload(): void {
-    const next = new Map<string, GroupPolicy>();
-    for (const g of this.repo.all()) {
-      next.set(g.name, { name: g.name, ratio: g.ratio, fallbacks: g.fallbacks, rateLimitRpm: g.rateLimitRpm, rateLimitTpm: g.rateLimitTpm, maxConcurrency: g.maxConcurrency, modelLimits: g.modelLimits ?? null });
-    }
-    this.byName = next;
+  /** Re-reads every policy (groups are few); reloads apply in order, so an older read never wins. */
+  private reload(): Promise<void> {
+    return this.reloads.run(async () => {
+      const next = new Map<string, GroupPolicy>();
+      for (const g of await this.repo.all()) {
+        next.set(g.name, { name: g.name, ratio: g.ratio, fallbacks: g.fallbacks, rateLimitRpm: g.rateLimitRpm, rateLimitTpm: g.rateLimitTpm, maxConcurrency: g.maxConcurrency, modelLimits: g.modelLimits ?? null });
+      }
+      this.byName = next;
+    });
   }
 }

@@ -7,7 +7,7 @@ function harness(probeOk: () => boolean) {
   const h = new ChannelHealth({
     all: () => [...status].map(([id, s]) => ({ id, status: s })),
     get: (id) => (status.has(id) ? { id, status: status.get(id)! } : undefined),
-    setStatus: (id, s) => { status.set(id, s); },
+    setStatus: async (id, s) => { status.set(id, s); },
     probe: async () => { probes++; return probeOk(); },
   }, { threshold: 3, probeIntervalMs: 60_000 });
   return { h, status, probes: () => probes };

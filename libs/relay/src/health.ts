@@ -17,11 +17,11 @@ export interface HealthDeps {
   all(): HealthChannel[];
   get(id: number): HealthChannel | undefined;
   /** ChannelService.setStatus: 1 enabled, 3 auto-disabled. Never called with 2. */
-  setStatus(id: number, status: 1 | 3, reason: string): void;
+  setStatus(id: number, status: 1 | 3, reason: string): Promise<void>;
   /** One cheap upstream request (with that key, else a usable one); resolves true when it succeeded. */
   probe(id: number, keyId?: number): Promise<boolean>;
   /** Re-enables an auto-disabled key (ChannelKeyService.reEnable). */
-  reEnableKey?(id: number, keyId: number): void;
+  reEnableKey?(id: number, keyId: number): Promise<void>;
   log?: Logger;
 }
 
@@ -114,7 +114,7 @@ export class ChannelHealth {
       // An operator may have changed the status while the probe ran: only an enabled channel is disabled.
       if (this.deps.get(id)?.status !== ENABLED) return false;
     }
-    this.deps.setStatus(id, AUTO_DISABLED, `auto-disabled after ${rule}${this.opts.confirm !== false ? ' and a failed probe' : ''}: ${reason}`.slice(0, 500));
+    await this.deps.setStatus(id, AUTO_DISABLED, `auto-disabled after ${rule}${this.opts.confirm !== false ? ' and a failed probe' : ''}: ${reason}`.slice(0, 500));
     this.deps.log?.warn('channel.auto_disabled', { channel: id, reason });
     return true;
   }
@@ -156,18 +156,18 @@ export class ChannelHealth {
         if (c.status === 2) continue;
         for (const k of c.keys ?? []) {
           if (k.status !== AUTO_DISABLED || !due(`${c.id}:${k.id}`, c)) continue;
-          jobs.push(this.deps.probe(c.id, k.id).catch(() => false).then((ok) => {
+          jobs.push(this.deps.probe(c.id, k.id).catch(() => false).then(async (ok) => {
             if (!ok) return;
             this.lastProbe.delete(`${c.id}:${k.id}`);
-            this.deps.reEnableKey?.(c.id, k.id);
+            await this.deps.reEnableKey?.(c.id, k.id);
             this.deps.log?.info('channel.key_re_enabled', { channel: c.id, key: k.id, by: 'health probe' });
           }));
         }
         // A channel down only for want of keys comes back through its keys (above), not a channel probe.
         if (c.status !== AUTO_DISABLED || !(c.keys ?? [{ status: ENABLED }]).some((k) => k.status === ENABLED) || !due(`${c.id}`, c)) continue;
-        jobs.push(this.deps.probe(c.id).catch(() => false).then((ok) => {
+        jobs.push(this.deps.probe(c.id).catch(() => false).then(async (ok) => {
           if (!ok || this.deps.get(c.id)?.status !== AUTO_DISABLED) return;
-          this.deps.setStatus(c.id, ENABLED, '');
+          await this.deps.setStatus(c.id, ENABLED, '');
           this.rings.delete(c.id);
           this.lastProbe.delete(`${c.id}`);
           this.deps.log?.info('channel.re_enabled', { channel: c.id, by: 'health probe' });

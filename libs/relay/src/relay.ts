@@ -1,4 +1,4 @@
-import { GatewayError, readBounded, stdLogger, type Logger } from '@gw/core';
+import { GatewayError, errorText, readBounded, stdLogger, type Logger } from '@gw/core';
 import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage, type UsageLimits, type UsageReport } from '@gw/billing';
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
@@ -25,8 +25,8 @@ type RelayKey = RelayChannel['keys'][number];
 
 /** What the relay tells the owner of channel keys (ChannelKeyService and its counters). */
 export interface RelayKeyEvents {
-  /** The upstream refused this key (auth, payment, quota): set it aside. Returns the usable keys left. */
-  refused(channelId: number, keyId: number, reason: string): number;
+  /** The upstream refused this key (auth, payment, quota): set it aside. Resolves with the usable keys left. */
+  refused(channelId: number, keyId: number, reason: string): Promise<number>;
   /** One upstream request made with this key; `ok` false when it failed for the upstream's reasons. */
   used(channelId: number, keyId: number, ok: boolean): void;
 }
@@ -289,7 +289,9 @@ export class RelayService {
       const reason = () => scrubber().scrub(timedOut ? timeoutWhy : why);
       // A refused key is the key's fault, not the channel's: it is set aside and the channel keeps its health.
       if (this.d.keys && upstream && v.fault === 'upstream' && isKeyRefusal(upstream.status, upstream.message)) {
-        this.d.keys.refused(ch.id, key.id, reason());
+        // Not awaited: this attempt moves on to the next key it has not tried; the registry refreshes
+        // (microtasks with SQLite) before any later request picks a key.
+        this.d.keys.refused(ch.id, key.id, reason()).catch((err) => this.d.log?.error('channel.key_refusal_failed', { channel: ch.id, key: key.id, cause: errorText(err) }));
         return { ok: false, retryable: v.retryable, error: v.error, keyRefused: true };
       }
       if (countsAsFailure(ch.failureRules ?? {}, upstream?.status ?? null, upstream?.message ?? '', v.health)) void this.d.health.failure(ch.id, reason());

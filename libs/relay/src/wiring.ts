@@ -1,7 +1,6 @@
 import { MemoryRateLimits, nowSeconds, readBounded, type ChangeBus, type Logger, type RateLimits } from '@gw/core';
 import { AlertDispatcher, alertWebhookConfig, billingConfig, BudgetBook, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps } from '@gw/billing';
-import type { Database } from 'bun:sqlite';
-import { AlertOutboxRepo, BudgetChargesRepo, BudgetsRepo, GroupsRepo, PricesRepo, SettlementsRepo, UsageLogsRepo, type Db, type UsersRepo } from '@gw/db';
+import type { AlertOutboxRepo, BudgetChargesRepo, BudgetsRepo, GroupsStore, PricesStore, SettlementSink, UsageLogsStore } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
 import { probeRequest } from '@gw/channels';
 import { ModelCatalog } from './catalog';
@@ -20,7 +19,7 @@ export interface RelayServices {
   billing: BillingConfig;
   prices: PriceBook;
   quota: QuotaService;
-  usageLogs: UsageLogsRepo;
+  usageLogs: UsageLogsStore;
   gate: RelayGate;
   health: ChannelHealth;
   relay: RelayService;
@@ -43,13 +42,14 @@ export interface RelayServices {
 
 export interface RelayWiring {
   env: Record<string, string | undefined>;
-  db: Db;
-  /** The same connection, for the per-request settlement statements. */
-  sqlite: Database;
+  /** The stores this feature reads and writes (createStores in @gw/db builds them). */
+  stores: {
+    prices: PricesStore; groups: GroupsStore; usageLogs: UsageLogsStore; settlements: SettlementSink;
+    budgets: BudgetsRepo; budgetCharges: BudgetChargesRepo; alertOutbox: AlertOutboxRepo;
+  };
   /** Folder of the settlement journal; null for an in-memory database. */
   journalDir: string | null;
   bus: ChangeBus;
-  users: UsersRepo;
   apiKeys: { lookup(plainKey: string): GateKey | undefined; byId(keyId: number): GateKey | undefined };
   directory: { get(userId: number): GateUser | undefined };
   channels: {
@@ -58,9 +58,9 @@ export interface RelayWiring {
     get(id: number): RelayChannel | undefined;
     models(group: string): string[];
   };
-  setChannelStatus(id: number, status: 1 | 3, reason: string): void;
+  setChannelStatus(id: number, status: 1 | 3, reason: string): Promise<void>;
   /** The owner of channel keys: refused keys set aside, counters, the prober's re-enable. */
-  channelKeys?: RelayKeyEvents & { reEnable(channelId: number, keyId: number): void };
+  channelKeys?: RelayKeyEvents & { reEnable(channelId: number, keyId: number): Promise<void> };
   adapter(type: string): ProviderAdapter;
   log?: Logger;
   /** Metrics hooks: every upstream attempt, every recorded settlement. */
@@ -71,18 +71,18 @@ export interface RelayWiring {
 }
 
 /** Builds the relay and billing services (config read here, so a bad value stops start-up). */
-export function createRelayServices(w: RelayWiring): RelayServices {
+export async function createRelayServices(w: RelayWiring): Promise<RelayServices> {
   const config = relayConfig(w.env);
   const billing = billingConfig(w.env);
-  const prices = new PriceBook(new PricesRepo(w.db), w.bus);
-  const usageLogs = new UsageLogsRepo(w.db);
+  const prices = await PriceBook.load(w.stores.prices, w.bus);
+  const usageLogs = w.stores.usageLogs;
   const alertCfg = alertWebhookConfig(w.env);
-  const budgetsRepo = new BudgetsRepo(w.db);
-  const alertOutbox = new AlertOutboxRepo(w.db);
-  const budgets = new BudgetBook({ repo: budgetsRepo, charges: new BudgetChargesRepo(w.sqlite), deliver: alertCfg.url !== null, log: w.log });
+  const budgetsRepo = w.stores.budgets;
+  const alertOutbox = w.stores.alertOutbox;
+  const budgets = new BudgetBook({ repo: budgetsRepo, charges: w.stores.budgetCharges, deliver: alertCfg.url !== null, log: w.log });
   const alerts = new AlertDispatcher(alertOutbox, alertCfg, w.log);
   const quota = new QuotaService({
-    sqlite: w.sqlite, users: w.users, settlements: new SettlementsRepo(w.sqlite), prices, bus: w.bus,
+    sink: w.stores.settlements, prices, bus: w.bus,
     journal: w.journalDir ? new SettlementJournal(w.journalDir) : null, flushMs: billing.flushMs, log: w.log, observe: w.observeSettlement,
     budgets, onAlerts: () => alerts.poke(),
   });
@@ -97,9 +97,9 @@ export function createRelayServices(w: RelayWiring): RelayServices {
     reEnableKey: w.channelKeys ? (id, keyId) => w.channelKeys!.reEnable(id, keyId) : undefined,
     log: w.log,
   }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs, confirm: config.healthConfirm });
+  const groups = await GroupService.load(w.stores.groups);
   health.start();
   const affinity = new SessionAffinity({ ttlMs: config.affinityTtlSeconds * 1000, maxEntries: config.affinityMaxEntries });
-  const groups = new GroupService(new GroupsRepo(w.db));
   const limiter = new RequestLimiter(w.rateLimits ?? new MemoryRateLimits(), { leaseMs: config.limitLeaseMs });
   const relay = new RelayService({
     channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, affinity, observeAttempt: w.observeAttempt,

@@ -10,7 +10,7 @@ import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, DEFAULT_DATABASE_URL, parseSqliteUrl } from '@gw/config';
 import { writableFileProblem } from '@gw/core';
-import { DatabaseInUseError, SecurityRepo, UsersRepo, openDatabase } from '@gw/db';
+import { DatabaseInUseError, createStores, openDatabase } from '@gw/db';
 import { resetRootPassword } from '@gw/identity';
 import type { CommandIo } from './db-copy';
 
@@ -45,7 +45,8 @@ export async function runAdmin(argv: string[], io: AdminIo, env: Record<string, 
     if (problem) throw new Error(`cannot open database file ${path}: ${problem}`);
     const password = args.values['password-stdin'] ? (await io.readStdin()).replace(/\r?\n$/, '') : undefined;
     dbh = openDatabase(path, { checkpointMs: 0 });
-    const r = await resetRootPassword(new UsersRepo(dbh.db), new SecurityRepo(dbh.db), { username: args.values.username, password });
+    const stores = createStores(dbh);
+    const r = await resetRootPassword(stores.users, stores.security, { username: args.values.username, password });
     const ended = `${r.sessionsEnded} session(s) ended, ${r.tokensRevoked} access token(s) revoked`;
     if (r.generatedPassword) {
       io.out(`root user '${r.username}': new password ${r.generatedPassword} (shown once); ${ended}`);

@@ -43,11 +43,11 @@ function isV1(url: string): boolean {
   return url.startsWith('/v1/', start);
 }
 
-const resolved = new WeakMap<Request, Credentials>();
+const resolved = new WeakMap<Request, Promise<Credentials>>();
 const NONE: Credentials = { principal: null, credentialError: null };
 
-/** The management caller of a request, resolved once (memoised per request). */
-export function managementCredentials(s: Services, request: Request): Credentials {
+/** The management caller of a request, resolved once (memoised per request; sessions and tokens live in the database). */
+export function managementCredentials(s: Services, request: Request): Promise<Credentials> {
   let c = resolved.get(request);
   if (!c) {
     c = resolve(s, request);
@@ -56,7 +56,7 @@ export function managementCredentials(s: Services, request: Request): Credential
   return c;
 }
 
-function resolve(s: Services, request: Request): Credentials {
+async function resolve(s: Services, request: Request): Promise<Credentials> {
   const authz = request.headers.get('authorization');
   if (authz) {
     const m = /^Bearer\s+(.+)$/i.exec(authz.trim());
@@ -64,24 +64,25 @@ function resolve(s: Services, request: Request): Credentials {
     if (token.startsWith('sk-')) {
       return { principal: null, credentialError: new GatewayError(401, 'wrong_credential_kind', 'Relay API keys (sk-…) are not accepted on the management API; use a management access token') };
     }
-    const p = token ? s.auth.fromBearer(token) : null;
+    const p = token ? await s.auth.fromBearer(token) : null;
     return { principal: p, credentialError: p ? null : new GatewayError(401, 'invalid_access_token', 'Invalid, expired or revoked access token') };
   }
   const sid = readCookie(request.headers.get('cookie'), SESSION_COOKIE);
-  const p = sid ? s.auth.fromSession(sid) : null;
+  const p = sid ? await s.auth.fromSession(sid) : null;
   return { principal: p, credentialError: p || !sid ? null : new GatewayError(401, 'session_expired', 'Session expired or logged out; log in again') };
 }
 
 /** The 401 a management route answers when a request has no valid credential, or null. */
-export function managementAuthError(s: Services, request: Request): GatewayError | null {
-  const c = managementCredentials(s, request);
+export async function managementAuthError(s: Services, request: Request): Promise<GatewayError | null> {
+  const c = await managementCredentials(s, request);
   return c.principal ? null : c.credentialError ?? new GatewayError(401, 'not_logged_in', 'Log in or send Authorization: Bearer <access token>');
 }
 
 export const authPlugin = (s: Services) =>
   new Elysia({ name: 'management-auth' })
-    // Derives run for every route of the app; /v1 requests carry relay keys and never need this.
-    .derive({ as: 'global' }, ({ request }): Credentials => (isV1(request.url) ? NONE : managementCredentials(s, request)))
+    // Derives run for every route of the app; /v1 requests carry relay keys and never need this (and
+    // get their answer without a promise: the hot path does not wait on the database).
+    .derive({ as: 'global' }, ({ request }): Credentials | Promise<Credentials> => (isV1(request.url) ? NONE : managementCredentials(s, request)))
     .macro({
       /** Minimum role for a route: 'user' (any logged-in user), 'admin' or 'root'. */
       role: (min: RoleName) => ({

@@ -23,8 +23,11 @@ export interface FrontDoorOptions {
   bodyTimeoutMs: number;
   /** PUBLIC_URL's origin, accepted as same-origin besides the request's Host. */
   publicOrigin: string | null;
-  /** The 401 for a request without valid credentials of the route's kind, or null. */
-  authenticate: (request: Request, kind: Exclude<RouteKind, 'public'>) => GatewayError | null;
+  /**
+   * The 401 for a request without valid credentials of the route's kind, or null. Relay keys are
+   * checked in memory (a plain value); management credentials are read from storage (a promise).
+   */
+  authenticate: (request: Request, kind: Exclude<RouteKind, 'public'>) => GatewayError | null | Promise<GatewayError | null>;
   /** Whether the request is authenticated by the browser-attached session cookie. */
   usesSessionCookie: (request: Request) => boolean;
 }
@@ -67,6 +70,18 @@ export const frontDoor = (o: FrontDoorOptions) => {
   const anonLimit = Math.min(o.anonMaxBodyBytes, o.maxBodyBytes);
   const limitOf = (p: RoutePolicy | undefined) => (p && p.kind !== 'public' ? o.maxBodyBytes : anonLimit);
 
+  /** The checks after the credentials: body-less methods, declared size, media type. */
+  const afterAuth = (request: Request, pathname: string, write: boolean, policy: RoutePolicy | undefined) => {
+    // A method no route reads a body of has a limit of zero; the refusal closes the connection unread.
+    if (!write) return reject(request, pathname, new GatewayError(413, 'request_too_large', `${request.method} requests take no body`, { headers: CLOSE }));
+    const limit = limitOf(policy);
+    const len = declaredLength(request);
+    if (len > limit) return reject(request, pathname, tooLarge(limit));
+    if (hasBody(request, len) && !policy?.raw && !isJsonMediaType(request.headers.get('content-type') ?? '')) {
+      return reject(request, pathname, new GatewayError(415, 'unsupported_media_type', 'Content-Type must be application/json', { param: 'content-type' }));
+    }
+  };
+
   return new Elysia({ name: 'front-door' })
     .onRequest(({ request }) => {
       const write = WRITE_METHODS.has(request.method);
@@ -82,16 +97,10 @@ export const frontDoor = (o: FrontDoorOptions) => {
       }
       if (policy && policy.kind !== 'public') {
         const e = o.authenticate(request, policy.kind);
+        if (e instanceof Promise) return e.then((err) => (err ? reject(request, pathname, err) : afterAuth(request, pathname, write, policy)));
         if (e) return reject(request, pathname, e);
       }
-      // A method no route reads a body of has a limit of zero; the refusal closes the connection unread.
-      if (!write) return reject(request, pathname, new GatewayError(413, 'request_too_large', `${request.method} requests take no body`, { headers: CLOSE }));
-      const limit = limitOf(policy);
-      const len = declaredLength(request);
-      if (len > limit) return reject(request, pathname, tooLarge(limit));
-      if (hasBody(request, len) && !policy?.raw && !isJsonMediaType(request.headers.get('content-type') ?? '')) {
-        return reject(request, pathname, new GatewayError(415, 'unsupported_media_type', 'Content-Type must be application/json', { param: 'content-type' }));
-      }
+      return afterAuth(request, pathname, write, policy);
     })
     .onParse({ as: 'global' }, async ({ request }) => {
       const policy = policies.get(request);

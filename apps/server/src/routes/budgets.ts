@@ -21,16 +21,16 @@ export const budgetRoutes = (s: Services) =>
       response: envelope(t.Array(BudgetView)),
       detail: { tags, summary: 'List budgets', description: 'Every budget with its spend in the current UTC period (admin), optionally of one scope and subject.' },
     })
-    .get('/self', (ctx) => {
+    .get('/self', async (ctx) => {
       const me = caller(ctx).user;
-      return ok(s.budgets.overview(me, me.id, s.apiKeys.list(me, { offset: 0, limit: Number.MAX_SAFE_INTEGER }).items.map((k) => k.id)));
+      return ok(s.budgets.overview(me, me.id, (await s.apiKeys.list(me, { offset: 0, limit: Number.MAX_SAFE_INTEGER })).items.map((k) => k.id)));
     }, {
       role: 'user', response: envelope(BudgetOverview),
       detail: { tags, summary: 'My budgets', description: "The caller's user budgets, the budgets of the caller's keys, and the caller's low-balance threshold." },
     })
-    .get('/user/:id', (ctx) => {
+    .get('/user/:id', async (ctx) => {
       const me = caller(ctx).user;
-      return ok(s.budgets.overview(me, ctx.params.id, s.apiKeys.list(me, { userId: ctx.params.id, offset: 0, limit: Number.MAX_SAFE_INTEGER }).items.map((k) => k.id)));
+      return ok(s.budgets.overview(me, ctx.params.id, (await s.apiKeys.list(me, { userId: ctx.params.id, offset: 0, limit: Number.MAX_SAFE_INTEGER })).items.map((k) => k.id)));
     }, {
       role: 'admin', params: idParams, response: envelope(BudgetOverview),
       detail: { tags, summary: "A user's budgets", description: "A user's budgets, their keys' budgets and their low-balance threshold (admin)." },

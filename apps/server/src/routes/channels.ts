@@ -13,10 +13,10 @@ const tags = ['channel'];
 export const channelRoutes = (s: Services) =>
   new Elysia({ name: 'channel-routes', prefix: '/api/channel' })
     .use(authPlugin(s))
-    .get('/', ({ query }) => {
+    .get('/', async ({ query }) => {
       const p = query.p ?? 1;
       const size = query.page_size ?? 20;
-      const r = s.channels.list({
+      const r = await s.channels.list({
         status: query.status, tag: query.tag, type: query.type, model: query.model, group: query.group,
         keyword: query.keyword, offset: (p - 1) * size, limit: size,
       });
@@ -35,36 +35,36 @@ export const channelRoutes = (s: Services) =>
       response: envelope(page(ChannelView)),
       detail: { tags, summary: 'List channels', description: 'Pages of channels, newest first. Filters: status, tag, type, model, group; `keyword` searches names. Keys are masked.' },
     })
-    .post('/', ({ body }) => ok(s.channels.create(body)), {
+    .post('/', async ({ body }) => ok(await s.channels.create(body)), {
       role: 'admin', body: ChannelCreate, response: envelope(ChannelView),
       detail: { tags, summary: 'Create a channel', description: 'Adds an upstream account. The key is sealed at rest and never returned (reads show it masked). The channel serves `models` to the listed groups at once.' },
     })
-    .put('/', ({ body }) => ok(s.channels.update(body)), {
+    .put('/', async ({ body }) => ok(await s.channels.update(body)), {
       role: 'admin', body: ChannelUpdate, response: envelope(ChannelView),
       detail: { tags, summary: 'Update Channel', description: 'Partial update by `id`: only the fields present change. An omitted or empty `key` keeps the stored key. Routing picks the change up at once.' },
     })
-    .post('/batch', ({ body }) => ok({ deleted: s.channels.deleteMany(body.ids) }), {
+    .post('/batch', async ({ body }) => ok({ deleted: await s.channels.deleteMany(body.ids) }), {
       role: 'admin',
       body: Type.Object({ ids: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 1, maxItems: 1000 }) }),
       response: envelope(t.Object({ deleted: t.Integer() })),
       detail: { tags, summary: 'Batch Delete Channels', description: 'Deletes the channels with these ids (1 to 1000 of them); unknown ids are skipped. Answers how many were deleted.' },
     })
-    .post('/tag/enabled', ({ body }) => ok({ updated: s.channels.setTagStatus(body.tag, 1) }), {
+    .post('/tag/enabled', async ({ body }) => ok({ updated: await s.channels.setTagStatus(body.tag, 1) }), {
       role: 'admin', body: Type.Object({ tag: Type.String({ minLength: 1, maxLength: 64 }) }),
       response: envelope(t.Object({ updated: t.Integer() })),
       detail: { tags, summary: 'Enable Tag Channel', description: 'Enables every channel with this tag (status 1), including auto-disabled ones. Answers how many changed.' },
     })
-    .post('/tag/disabled', ({ body }) => ok({ updated: s.channels.setTagStatus(body.tag, 2) }), {
+    .post('/tag/disabled', async ({ body }) => ok({ updated: await s.channels.setTagStatus(body.tag, 2) }), {
       role: 'admin', body: Type.Object({ tag: Type.String({ minLength: 1, maxLength: 64 }) }),
       response: envelope(t.Object({ updated: t.Integer() })),
       detail: { tags, summary: 'Disable Tag Channel', description: 'Disables every channel with this tag as an operator\'s decision (status 2, never re-enabled by the health probe). Answers how many changed.' },
     })
-    .get('/:id', ({ params }) => ok(s.channels.get(params.id)), {
+    .get('/:id', async ({ params }) => ok(await s.channels.get(params.id)), {
       role: 'admin', params: idParams, response: envelope(ChannelView),
       detail: { tags, summary: 'Get a channel', description: 'One channel by id, its key masked.' },
     })
-    .delete('/:id', ({ params }) => {
-      s.channels.delete(params.id);
+    .delete('/:id', async ({ params }) => {
+      await s.channels.delete(params.id);
       return ok(null);
     }, { role: 'admin', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Delete a channel', description: 'Removes the channel from routing at once. Usage logs keep its id.' } })
     .post('/:id/test', async ({ params, query }) => ok(await s.channelTester.test(params.id, query.model)), {

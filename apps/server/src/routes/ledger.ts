@@ -13,27 +13,27 @@ const kindQuery = t.Optional(t.Union([t.Literal('topup'), t.Literal('charge'), t
 export const ledgerRoutes = (s: Services) =>
   new Elysia({ name: 'ledger-routes', prefix: '/api/ledger' })
     .use(authPlugin(s))
-    .get('/self', (ctx) => {
+    .get('/self', async (ctx) => {
       const p = ctx.query.p ?? 1;
       const size = ctx.query.page_size ?? 20;
-      const r = s.ledger.list({ userId: caller(ctx).user.id, kind: ctx.query.kind, offset: (p - 1) * size, limit: size });
+      const r = await s.ledger.list({ userId: caller(ctx).user.id, kind: ctx.query.kind, offset: (p - 1) * size, limit: size });
       return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
     }, {
       role: 'user', query: t.Object({ ...pageQuery, kind: kindQuery }),
       response: envelope(page(LedgerEntryView)), detail: { tags, summary: 'Own ledger', description: 'The caller\'s balance changes, newest first (paged; filter by kind: topup, charge, refund, adjust, redeem).' },
     })
-    .get('/', ({ query }) => {
+    .get('/', async ({ query }) => {
       const p = query.p ?? 1;
       const size = query.page_size ?? 20;
-      const r = s.ledger.list({ userId: query.user_id, kind: query.kind, offset: (p - 1) * size, limit: size });
+      const r = await s.ledger.list({ userId: query.user_id, kind: query.kind, offset: (p - 1) * size, limit: size });
       return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
     }, {
       role: 'admin', query: t.Object({ ...pageQuery, user_id: t.Optional(t.Integer({ minimum: 1 })), kind: kindQuery }),
       response: envelope(page(LedgerEntryView)), detail: { tags, summary: 'All ledger entries', description: 'Every balance change of every user (admin; filter by user and kind). A balance is always the sum of its entries.' },
     })
-    .post('/adjust', (ctx) => {
+    .post('/adjust', async (ctx) => {
       const b = ctx.body;
-      const r = s.payments.ledgerAdmin.adjust(caller(ctx).user, { userId: b.user_id, amount: b.amount, note: b.note, allowNegative: b.allow_negative });
+      const r = await s.payments.ledgerAdmin.adjust(caller(ctx).user, { userId: b.user_id, amount: b.amount, note: b.note, allowNegative: b.allow_negative });
       return ok({ entry: toLedgerView(r.entry), balance: r.balance });
     }, {
       role: 'admin',

@@ -1,7 +1,7 @@
 /** Usage logs: every metered request; admins see all, users their own. Also statistics and a streamed export. */
 import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
-import { UsageStatsRepo, inlineStatsReader, workerStatsReader, type UsageLogWhere } from '@gw/db';
+import { inlineStatsReader, workerStatsReader, type UsageLogWhere, type UsageStatsStore } from '@gw/db';
 import {
   SelfStatsQuery, StatsQueryParams, StatsView, UsageLogView, UsageStatsService, exportUsageLogs, toUsageLogView, type ExportFormat,
 } from '@gw/billing';
@@ -26,16 +26,16 @@ const toWhere = (q: Record<string, any>, admin: boolean, userId?: number): Usage
   from: q.start_timestamp, to: q.end_timestamp,
 });
 
-function list(s: Services, q: Record<string, any>, admin: boolean, userId?: number) {
+async function list(s: Services, q: Record<string, any>, admin: boolean, userId?: number) {
   const p = q.p ?? 1;
   const size = q.page_size ?? 20;
-  const r = s.relay.usageLogs.list({ ...toWhere(q, admin, userId), offset: (p - 1) * size, limit: size });
+  const r = await s.relay.usageLogs.list({ ...toWhere(q, admin, userId), offset: (p - 1) * size, limit: size });
   return ok({ items: r.items.map((row) => toUsageLogView(row, admin)), total: r.total, page: p, page_size: size });
 }
 
 const CONTENT_TYPE: Record<ExportFormat, string> = { csv: 'text/csv; charset=utf-8', jsonl: 'application/x-ndjson; charset=utf-8' };
 
-function exportResponse(repo: UsageStatsRepo, q: Record<string, any>, admin: boolean, userId?: number): Response {
+function exportResponse(repo: UsageStatsStore, q: Record<string, any>, admin: boolean, userId?: number): Response {
   const fmt: ExportFormat = q.format ?? 'csv';
   const stamp = new Date().toISOString().slice(0, 19).replace(/[-:]/g, '').replace('T', '-');
   return new Response(exportUsageLogs(repo, toWhere(q, admin, userId), fmt, admin), {
@@ -44,7 +44,7 @@ function exportResponse(repo: UsageStatsRepo, q: Record<string, any>, admin: boo
 }
 
 export const logRoutes = (s: Services) => {
-  const repo = new UsageStatsRepo(s.dbh.db);
+  const repo = s.stores.usageStats;
   // Aggregating a year takes seconds: off the request thread, unless the database lives only in this connection.
   const reader = s.config.sqlitePath === ':memory:' ? inlineStatsReader(repo) : workerStatsReader(s.config.sqlitePath);
   s.onClose(() => reader.close());

@@ -19,11 +19,11 @@ export const pricingRoutes = (s: Services) =>
       if (!p) throw new GatewayError(404, 'price_not_found', `No price for model ${params.model}`, { param: 'model' });
       return ok(toPriceView(p));
     }, { role: 'admin', response: envelope(PriceOut), detail: { tags: ['pricing'], summary: 'Get a price', description: 'The price of one model.' } })
-    .put('/', ({ body }) => ok(toPriceView(s.relay.prices.upsert(body))), {
+    .put('/', async ({ body }) => ok(toPriceView(await s.relay.prices.upsert(body))), {
       role: 'admin', body: PriceInput, response: envelope(PriceOut),
       detail: { tags: ['pricing'], summary: 'Set a price', description: 'Creates or replaces a model\'s price: integers, quota units per million tokens, for input, output, cache reads and cache writes. Applies to the next request.' },
     })
-    .delete('/:model', ({ params }) => {
-      s.relay.prices.delete(params.model);
+    .delete('/:model', async ({ params }) => {
+      await s.relay.prices.delete(params.model);
       return ok(null);
     }, { role: 'admin', response: envelope(t.Null()), detail: { tags: ['pricing'], summary: 'Delete a price', description: 'Removes a model\'s price. Unpriced models are refused (403 model_not_priced) unless BILLING_REQUIRE_PRICE is off.' } });

@@ -13,8 +13,8 @@ const batchName = Type.String({ minLength: 1, maxLength: 64, description: 'Batch
 export const redeemRoutes = (s: Services) =>
   new Elysia({ name: 'redeem-routes', prefix: '/api' })
     .use(authPlugin(s))
-    .post('/user/redeem', (ctx) => {
-      const r = s.payments.redemption.redeem(caller(ctx).user.id, ctx.body.code);
+    .post('/user/redeem', async (ctx) => {
+      const r = await s.payments.redemption.redeem(caller(ctx).user.id, ctx.body.code);
       return ok({ quota: r.quota, balance: r.balance });
     }, {
       role: 'user',
@@ -26,9 +26,9 @@ export const redeemRoutes = (s: Services) =>
         responses: { 400: { description: 'invalid_code: unknown, already redeemed, expired or revoked' }, 429: { description: 'too_many_attempts (retry-after)' } },
       } as any,
     })
-    .post('/redemption/', (ctx) => {
+    .post('/redemption/', async (ctx) => {
       const b = ctx.body;
-      const r = s.payments.redemption.create(caller(ctx).user.id, { batch: b.batch, count: b.count, quota: b.quota, expiresAt: b.expires_at });
+      const r = await s.payments.redemption.create(caller(ctx).user.id, { batch: b.batch, count: b.count, quota: b.quota, expiresAt: b.expires_at });
       return ok({ batch: r.batch, quota: r.quota, expires_at: r.expiresAt, codes: r.codes });
     }, {
       role: 'admin', body: CreateCodesBody, response: envelope(CodesCreatedView),
@@ -38,22 +38,22 @@ export const redeemRoutes = (s: Services) =>
         responses: { 409: { description: 'batch_exists: choose another batch name' } },
       } as any,
     })
-    .get('/redemption/', ({ query: q }) => {
-      const r = s.payments.redemption.list({ batch: q.batch, status: q.status, page: q.p ?? 1, pageSize: q.page_size ?? 20 });
+    .get('/redemption/', async ({ query: q }) => {
+      const r = await s.payments.redemption.list({ batch: q.batch, status: q.status, page: q.p ?? 1, pageSize: q.page_size ?? 20 });
       return ok({ ...r, items: r.items.map((i) => toCodeView(i.row, i.status)) });
     }, {
       role: 'admin', query: t.Object({ ...pageQuery, batch: t.Optional(batchName), status: t.Optional(RedemptionStatusSchema) }),
       response: envelope(page(RedemptionCodeView)),
       detail: { tags, summary: 'List codes', description: 'Codes newest first, masked (prefix only), with their status, who redeemed them and when (admin; filter by batch and status).' },
     })
-    .get('/redemption/batch', ({ query: q }) => {
-      const r = s.payments.redemption.batches({ page: q.p ?? 1, pageSize: q.page_size ?? 20 });
+    .get('/redemption/batch', async ({ query: q }) => {
+      const r = await s.payments.redemption.batches({ page: q.p ?? 1, pageSize: q.page_size ?? 20 });
       return ok({ ...r, items: r.items.map(toBatchView) });
     }, {
       role: 'admin', query: t.Object({ ...pageQuery }), response: envelope(page(RedemptionBatchView)),
       detail: { tags, summary: 'List batches', description: 'One row per batch, newest first, with its code counts by status (admin).' },
     })
-    .post('/redemption/revoke', (ctx) => ok({ batch: ctx.body.batch, revoked: s.payments.redemption.revoke(ctx.body.batch) }), {
+    .post('/redemption/revoke', async (ctx) => ok({ batch: ctx.body.batch, revoked: await s.payments.redemption.revoke(ctx.body.batch) }), {
       role: 'admin', body: Type.Object({ batch: batchName }),
       response: envelope(t.Object({ batch: t.String(), revoked: t.Integer({ description: 'Unused codes revoked now' }) })),
       detail: { tags, summary: 'Revoke a batch', description: 'Revokes every still-unused code of the batch (redeemed codes stay redeemed). An unknown batch is a 404 `batch_not_found`.' },

@@ -30,19 +30,19 @@ export const sessionRoutes = (s: Services) =>
       response: envelope(UserView),
       detail: { tags: ['session'], summary: 'Log in', description: 'Checks username and password (and `totp_code` when 2FA is on) and sets the HttpOnly `gw_session` cookie. Failures count toward a lockout (429 account_locked).' },
     })
-    .post('/logout', (ctx) => {
-      s.auth.logout(caller(ctx));
+    .post('/logout', async (ctx) => {
+      await s.auth.logout(caller(ctx));
       ctx.set.headers['set-cookie'] = `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0`;
       return ok(null);
     }, { role: 'user', response: envelope(t.Null()), detail: { tags: ['session'], summary: 'Log out', description: 'Ends the current session.' } })
     .get('/self', (ctx) => ok(toUserView(caller(ctx).user)), {
       role: 'user', response: envelope(UserView), detail: { tags: ['session'], summary: 'The caller', description: 'The logged-in user.' },
     })
-    .get('/access_token', (ctx) => ok(s.auth.listAccessTokens(caller(ctx).user.id)), {
+    .get('/access_token', async (ctx) => ok(await s.auth.listAccessTokens(caller(ctx).user.id)), {
       role: 'user', response: envelope(t.Array(AccessTokenView)), detail: { tags: ['session'], summary: 'List access tokens', description: 'The caller\'s management access tokens (never the tokens themselves).' },
     })
-    .post('/access_token', (ctx) => {
-      const r = s.auth.createAccessToken(caller(ctx).user.id, ctx.body.name ?? '', ctx.body.expires_in_days);
+    .post('/access_token', async (ctx) => {
+      const r = await s.auth.createAccessToken(caller(ctx).user.id, ctx.body.name ?? '', ctx.body.expires_in_days);
       return ok({ ...r.view, token: r.token });
     }, {
       role: 'user',
@@ -53,8 +53,8 @@ export const sessionRoutes = (s: Services) =>
       response: envelope(t.Intersect([AccessTokenView, t.Object({ token: t.String({ description: 'Shown once' }) })])),
       detail: { tags: ['session'], summary: 'Create an access token', description: 'Creates a management access token (`gwm_…`, sent as Bearer on /api). The token is shown once.' },
     })
-    .delete('/access_token/:id', (ctx) => {
-      s.auth.revokeAccessToken(caller(ctx).user.id, ctx.params.id);
+    .delete('/access_token/:id', async (ctx) => {
+      await s.auth.revokeAccessToken(caller(ctx).user.id, ctx.params.id);
       return ok(null);
     }, {
       role: 'user', params: t.Object({ id: t.Integer({ minimum: 1 }) }), response: envelope(t.Null()),

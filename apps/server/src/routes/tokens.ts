@@ -12,10 +12,10 @@ const tags = ['token'];
 export const tokenRoutes = (s: Services) =>
   new Elysia({ name: 'token-routes', prefix: '/api/token' })
     .use(authPlugin(s))
-    .get('/', (ctx) => {
+    .get('/', async (ctx) => {
       const p = ctx.query.p ?? 1;
       const size = ctx.query.page_size ?? 20;
-      const r = s.apiKeys.list(caller(ctx).user, { userId: ctx.query.user_id, keyword: ctx.query.keyword, status: ctx.query.status, offset: (p - 1) * size, limit: size });
+      const r = await s.apiKeys.list(caller(ctx).user, { userId: ctx.query.user_id, keyword: ctx.query.keyword, status: ctx.query.status, offset: (p - 1) * size, limit: size });
       return ok({ ...r, page: p, page_size: size });
     }, {
       role: 'user',
@@ -28,22 +28,22 @@ export const tokenRoutes = (s: Services) =>
       response: envelope(page(ApiKeyView)),
       detail: { tags, summary: 'List API keys', description: 'The caller\'s relay API keys; admins pass `user_id` to see another user\'s.' },
     })
-    .post('/', (ctx) => {
-      const r = s.apiKeys.create(caller(ctx).user, ctx.body);
+    .post('/', async (ctx) => {
+      const r = await s.apiKeys.create(caller(ctx).user, ctx.body);
       return ok({ ...r.view, key: r.key });
     }, {
       role: 'user', body: ApiKeyCreate,
       response: envelope(t.Intersect([ApiKeyView, t.Object({ key: t.String({ description: 'The full sk-… key, shown only in this response' }) })])),
       detail: { tags, summary: 'Create an API key', description: 'Creates a relay API key (`sk-…`) with optional model and IP allow-lists, expiry and budget. `data.key` is the full key, shown once.' },
     })
-    .put('/', (ctx) => ok(s.apiKeys.update(caller(ctx).user, ctx.body)), {
+    .put('/', async (ctx) => ok(await s.apiKeys.update(caller(ctx).user, ctx.body)), {
       role: 'user', body: ApiKeyUpdate, response: envelope(ApiKeyView),
       detail: { tags, summary: 'Update an API key', description: 'Partial update by id (status 1 enabled, 2 disabled). A disabled key stops working at once, streams in flight included.' },
     })
-    .get('/:id', (ctx) => ok(s.apiKeys.get(caller(ctx).user, ctx.params.id)), {
+    .get('/:id', async (ctx) => ok(await s.apiKeys.get(caller(ctx).user, ctx.params.id)), {
       role: 'user', params: idParams, response: envelope(ApiKeyView), detail: { tags, summary: 'Get an API key', description: 'One API key\'s settings and usage, never the key itself.' },
     })
-    .delete('/:id', (ctx) => {
-      s.apiKeys.delete(caller(ctx).user, ctx.params.id);
+    .delete('/:id', async (ctx) => {
+      await s.apiKeys.delete(caller(ctx).user, ctx.params.id);
       return ok(null);
     }, { role: 'user', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Delete an API key', description: 'Deletes the key; requests in flight with it end.' } });

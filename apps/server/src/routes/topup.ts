@@ -37,25 +37,25 @@ export const topupRoutes = (s: Services) =>
       })),
       detail: { tags, summary: 'Top-up settings', description: 'Currency, minimum and maximum amounts, quota credited per minor unit, and the configured providers.' },
     })
-    .get('/self', (ctx) => {
+    .get('/self', async (ctx) => {
       const q = ctx.query;
-      const r = s.payments.topups.list({ userId: caller(ctx).user.id, status: q.status, page: q.p ?? 1, pageSize: q.page_size ?? 20 });
+      const r = await s.payments.topups.list({ userId: caller(ctx).user.id, status: q.status, page: q.p ?? 1, pageSize: q.page_size ?? 20 });
       return ok({ ...r, items: r.items.map(toOrderView) });
     }, {
       role: 'user', query: t.Object({ ...pageQuery, status: statusQuery }),
       response: envelope(page(TopupOrderView)), detail: { tags, summary: 'Own top-ups', description: 'The caller\'s top-up orders, newest first.' },
     })
-    .get('/', ({ query: q }) => {
-      const r = s.payments.topups.list({ userId: q.user_id, status: q.status, provider: q.provider, page: q.p ?? 1, pageSize: q.page_size ?? 20 });
+    .get('/', async ({ query: q }) => {
+      const r = await s.payments.topups.list({ userId: q.user_id, status: q.status, provider: q.provider, page: q.p ?? 1, pageSize: q.page_size ?? 20 });
       return ok({ ...r, items: r.items.map(toOrderView) });
     }, {
       role: 'admin',
       query: t.Object({ ...pageQuery, user_id: t.Optional(t.Integer({ minimum: 1 })), status: statusQuery, provider: t.Optional(t.String({ maxLength: 32 })) }),
       response: envelope(page(TopupOrderView)), detail: { tags, summary: 'All top-ups', description: 'Every top-up order (admin; filter by user, status and provider).' },
     })
-    .get('/:trade_no', (ctx) => {
+    .get('/:trade_no', async (ctx) => {
       const me = caller(ctx).user;
-      return ok(toOrderView(s.payments.topups.get(ctx.params.trade_no, { userId: me.id, isAdmin: me.role >= ROLE.admin })));
+      return ok(toOrderView(await s.payments.topups.get(ctx.params.trade_no, { userId: me.id, isAdmin: me.role >= ROLE.admin })));
     }, {
       role: 'user', params: t.Object({ trade_no: t.String({ maxLength: 64 }) }),
       response: envelope(TopupOrderView), detail: { tags, summary: 'Get a top-up', description: 'One order by trade number, for its owner or an admin.' },

@@ -14,10 +14,10 @@ const BackupCodes = t.Object({ backup_codes: t.Array(t.String(), { description: 
 export const twoFactorRoutes = (s: Services) =>
   new Elysia({ name: 'two-factor-routes', prefix: '/api/user' })
     .use(authPlugin(s))
-    .get('/2fa/status', (ctx) => ok(s.twoFactor.status(caller(ctx).user.id)), {
+    .get('/2fa/status', async (ctx) => ok(await s.twoFactor.status(caller(ctx).user.id)), {
       role: 'user', response: envelope(Status), detail: { tags: ['2fa'], summary: '2FA status', description: 'Whether 2FA is on for the caller, and how many backup codes are left.' },
     })
-    .post('/2fa/setup', (ctx) => ok(s.twoFactor.setup(caller(ctx).user.id)), {
+    .post('/2fa/setup', async (ctx) => ok(await s.twoFactor.setup(caller(ctx).user.id)), {
       role: 'user',
       response: envelope(t.Object({ secret: t.String(), otpauth_uri: t.String(), qr: t.String({ description: 'String to render as a QR code (the otpauth URI)' }) })),
       detail: { tags: ['2fa'], summary: 'Start 2FA setup', description: 'Creates a new TOTP secret (URI and QR code). It is not active until confirmed with /api/user/2fa/enable.' },
@@ -37,8 +37,8 @@ export const twoFactorRoutes = (s: Services) =>
       role: 'user', body: CodeBody, response: envelope(BackupCodes),
       detail: { tags: ['2fa'], summary: 'New backup codes', description: 'Replaces the backup codes (the old ones stop working); needs a current TOTP code. The new codes are shown once.' },
     })
-    .post('/:id/2fa/reset', (ctx) => {
-      s.twoFactor.adminReset(caller(ctx).user, ctx.params.id);
+    .post('/:id/2fa/reset', async (ctx) => {
+      await s.twoFactor.adminReset(caller(ctx).user, ctx.params.id);
       return ok(null);
     }, {
       role: 'admin', params: t.Object({ id: t.Integer({ minimum: 1 }) }), response: envelope(t.Null()),

@@ -16,10 +16,10 @@ export const userRoutes = (s: Services) =>
       role: 'user', body: UserSelfUpdate, response: envelope(UserView),
       detail: { tags, summary: 'Update own profile', description: 'Changes the caller\'s display name and e-mail. A new e-mail needs `current_password`, since that address receives password resets.' },
     })
-    .get('/', ({ query }) => {
+    .get('/', async ({ query }) => {
       const p = query.p ?? 1;
       const size = query.page_size ?? 20;
-      const r = s.userAdmin.list({ keyword: query.keyword, role: query.role, status: query.status, group: query.group, offset: (p - 1) * size, limit: size });
+      const r = await s.userAdmin.list({ keyword: query.keyword, role: query.role, status: query.status, group: query.group, offset: (p - 1) * size, limit: size });
       return ok({ ...r, page: p, page_size: size });
     }, {
       role: 'admin',
@@ -41,17 +41,17 @@ export const userRoutes = (s: Services) =>
       role: 'admin', body: UserUpdate, response: envelope(UserView),
       detail: { tags, summary: 'Update a user', description: 'Partial update by id. The balance is not changed here but through POST /api/ledger/adjust.' },
     })
-    .get('/:id', ({ params }) => ok(s.userAdmin.get(params.id)), {
+    .get('/:id', async ({ params }) => ok(await s.userAdmin.get(params.id)), {
       role: 'admin', params: idParams, response: envelope(UserView), detail: { tags, summary: 'Get a user', description: 'One user by id.' },
     })
-    .delete('/:id', (ctx) => {
-      s.userAdmin.delete(caller(ctx).user, ctx.params.id);
+    .delete('/:id', async (ctx) => {
+      await s.userAdmin.delete(caller(ctx).user, ctx.params.id);
       return ok(null);
     }, { role: 'admin', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Delete a user', description: 'Deletes a user of a lower role (never a root user); their keys stop working at once.' } })
-    .post('/:id/enable', (ctx) => ok(s.userAdmin.setStatus(caller(ctx).user, ctx.params.id, 1)), {
+    .post('/:id/enable', async (ctx) => ok(await s.userAdmin.setStatus(caller(ctx).user, ctx.params.id, 1)), {
       role: 'admin', params: idParams, response: envelope(UserView), detail: { tags, summary: 'Enable a user', description: 'Enables a disabled user.' },
     })
-    .post('/:id/disable', (ctx) => ok(s.userAdmin.setStatus(caller(ctx).user, ctx.params.id, 2)), {
+    .post('/:id/disable', async (ctx) => ok(await s.userAdmin.setStatus(caller(ctx).user, ctx.params.id, 2)), {
       role: 'admin', params: idParams, response: envelope(UserView),
       detail: { tags, summary: 'Disable a user', description: 'Disables a user: their sessions end and their API keys stop working at once, streams in flight included.' },
     });

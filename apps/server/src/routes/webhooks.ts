@@ -17,7 +17,7 @@ export const webhookRoutes = (s: Services) => {
   const handle = async (provider: ProviderId, request: Request) => {
     // Absent only when no body was sent (the handler then verifies an empty body and answers 400).
     const raw = rawBodyOf(request) ?? new Uint8Array(0);
-    const r = s.payments.webhooks.handle(provider, raw, request.headers);
+    const r = await s.payments.webhooks.handle(provider, raw, request.headers);
     return ok({ outcome: r.outcome, trade_no: r.tradeNo });
   };
   // The front door's reader keeps the bytes; this keeps Elysia from parsing them by content type.

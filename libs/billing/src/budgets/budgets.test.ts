@@ -44,18 +44,18 @@ let userId: number;
 let keyId: number;
 const key = () => ({ id: keyId, unlimitedQuota: true, remainQuota: 0 });
 
-beforeEach(() => {
+beforeEach(async () => {
   dir = mkdtempSync(join(tmpdir(), 'budgets-'));
   h = openDatabase(join(dir, 'db.sqlite'));
   const bus = new ChangeBus();
   const users = new UsersRepo(h.db);
-  const prices = new PriceBook(new PricesRepo(h.db), bus);
-  prices.upsert({ model: 'm', input: 1_000_000, output: 1_000_000, cache_read: 0, cache_write: 0 });
-  userId = users.insert({ username: 'u1', passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
-  new LedgerRepo(h.db, bus).apply({ userId, kind: 'topup', amount: 1_000_000, ref: 't1', at: 1 });
+  const prices = await PriceBook.load(new PricesRepo(h.db), bus);
+  await prices.upsert({ model: 'm', input: 1_000_000, output: 1_000_000, cache_read: 0, cache_write: 0 });
+  userId = (await users.insert({ username: 'u1', passwordHash: 'x', createdAt: 1, updatedAt: 1 })).id;
+  await new LedgerRepo(h.db, bus).apply({ userId, kind: 'topup', amount: 1_000_000, ref: 't1', at: 1 });
   keyId = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get().id;
   book = new BudgetBook({ repo: new BudgetsRepo(h.db), charges: new BudgetChargesRepo(h.sqlite), deliver: true });
-  quota = new QuotaService({ sqlite: h.sqlite, users, settlements: new SettlementsRepo(h.sqlite), prices, bus, budgets: book });
+  quota = new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices, bus, budgets: book });
 });
 afterEach(() => { h.close(); rmSync(dir, { recursive: true, force: true }); });
 

@@ -27,19 +27,19 @@ test('same admissions, refusals (user or key) and capped charges as QuotaService
   const bus = new ChangeBus();
   const users = new UsersRepo(h.db);
   const ledger = new LedgerRepo(h.db, bus);
-  const book = new PriceBook(new PricesRepo(h.db), bus);
+  const book = await PriceBook.load(new PricesRepo(h.db), bus);
   // One unit per input token: a settlement's cost is the number the test picks.
-  book.upsert({ model: 'm', input: 1_000_000, output: 0, cache_read: 0, cache_write: 0 });
-  const quota = new QuotaService({ sqlite: h.sqlite, users, settlements: new SettlementsRepo(h.sqlite), prices: book, bus });
-  const userId = users.insert({ username: 'parity', passwordHash: 'x', createdAt: 1, updatedAt: 1 }).id;
-  ledger.apply({ userId, kind: 'topup', amount: 2_000, ref: 't', at: 1 });
+  await book.upsert({ model: 'm', input: 1_000_000, output: 0, cache_read: 0, cache_write: 0 });
+  const quota = new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices: book, bus });
+  const userId = (await users.insert({ username: 'parity', passwordHash: 'x', createdAt: 1, updatedAt: 1 })).id;
+  await ledger.apply({ userId, kind: 'topup', amount: 2_000, ref: 't', at: 1 });
   const newKey = (unlimited: boolean, remain: number) =>
     h.db.insert(apiKeys).values({ userId, keyHash: `h${unlimited}`, prefix: 'sk-', unlimitedQuota: unlimited, remainQuota: remain, createdAt: 1, updatedAt: 1 }).returning().get().id;
   const limitedId = newKey(false, 700);
   const unlimitedId = newKey(true, 0);
   const remain = () => (h.sqlite.query('select remain_quota as r from api_keys where id = ?').get(limitedId) as { r: number }).r;
   let version = 1;
-  const store = new MemoryHoldStore(async () => ({ user: { balance: users.byId(userId)!.quota, version }, key: { balance: remain(), version } }));
+  const store = new MemoryHoldStore(async () => ({ user: { balance: (await users.byId(userId))!.quota, version }, key: { balance: remain(), version } }));
 
   let seed = 7;
   const rand = (n: number) => Math.floor(((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31) * n);
@@ -67,10 +67,10 @@ test('same admissions, refusals (user or key) and capped charges as QuotaService
     } else if (op === 9) {
       // Other ledger writers: a top-up (QuotaService hears balance.changed; the store gets the
       // post-commit mirror), and an operator raising the key's quota.
-      ledger.apply({ userId, kind: 'topup', amount: 150, ref: `t${step}`, at: 1 });
+      await ledger.apply({ userId, kind: 'topup', amount: 150, ref: `t${step}`, at: 1 });
       h.sqlite.query('update api_keys set remain_quota = remain_quota + 60 where id = ?').run(limitedId);
       version++;
-      await store.applyBalance({ userId }, { balance: users.byId(userId)!.quota, version });
+      await store.applyBalance({ userId }, { balance: (await users.byId(userId))!.quota, version });
       await store.applyBalance({ userId, keyId: limitedId }, { balance: remain(), version });
     } else if (op < 7) {
       const { r, hold } = live.splice(rand(live.length), 1)[0]!;
@@ -92,7 +92,7 @@ test('same admissions, refusals (user or key) and capped charges as QuotaService
       if (charged < cost) seen.capped++;
       quota.flush();
       version++;
-      await store.release(hold, { user: { balance: users.byId(userId)!.quota, version }, key: { balance: remain(), version } });
+      await store.release(hold, { user: { balance: (await users.byId(userId))!.quota, version }, key: { balance: remain(), version } });
     }
     expect({ step, avail: (await store.available({ userId })).user }).toEqual({ step, avail: quota.available(userId) });
   }

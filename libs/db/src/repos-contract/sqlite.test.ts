@@ -13,7 +13,7 @@ describe('repository contract: SQLite', () => {
     const h = openDatabase(':memory:');
     const bus = new ChangeBus();
     const events: ContractEnv['events'] = [];
-    bus.on('balance.changed', (payload) => events.push({ event: 'balance.changed', payload }));
+    bus.on('balance.changed', (payload) => { events.push({ event: 'balance.changed', payload }); });
     const db = h.db;
     return {
       events,

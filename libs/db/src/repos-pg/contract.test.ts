@@ -33,7 +33,7 @@ async function emptyEnv(): Promise<ContractEnv> {
   const db = t.handle.db;
   const bus = new ChangeBus();
   const events: ContractEnv['events'] = [];
-  bus.on('balance.changed', (payload) => events.push({ event: 'balance.changed', payload }));
+  bus.on('balance.changed', (payload) => { events.push({ event: 'balance.changed', payload }); });
   return {
     events,
     repos: asContract({

@@ -1,46 +1,52 @@
 /**
- * Compile-time proof that every PostgreSQL repository offers what its SQLite twin does: the same
- * method names, every method async, the same results once awaited, and every argument list the
- * SQLite method accepts also accepted (the transaction handle of either dialect counts as one
- * "writer" type). `bun run typecheck` fails and names `repo.method` on any drift.
+ * Compile-time proof that every PostgreSQL repository offers what its storage interface (the one the
+ * services take, implemented by the SQLite repositories) asks: every method, async, the same results
+ * once awaited, and every argument list the interface accepts also accepted. PostgreSQL classes may
+ * have more (methods that join a caller's transaction through a trailing `tx`). `bun run typecheck`
+ * fails and names `repo.method` on any drift. The synchronous SettlementSink is SQLite's alone: the
+ * PostgreSQL mode settles by group commit.
  * This file is only type-checked, never imported.
  */
 import type { Equal } from '../schema-pg/parity.check';
-import type { ApiKeysRepo } from '../repos/api-keys';
-import type { ChannelsRepo } from '../repos/channels';
-import type { GroupsRepo } from '../repos/groups';
-import type { LedgerRepo } from '../repos/ledger';
-import type { PricesRepo } from '../repos/prices';
-import type { RealtimeSessionsRepo } from '../repos/realtime-sessions';
-import type { RedemptionCodesRepo } from '../repos/redemption-codes';
-import type { SecurityRepo } from '../repos/security';
-import type { SessionsRepo } from '../repos/sessions';
-import type { SettlementsRepo } from '../repos/settlements';
-import type { DbWriter, TopupOrdersRepo } from '../repos/topup-orders';
-import type { UsageLogsRepo } from '../repos/usage-logs';
-import type { UsageStatsRepo } from '../repos/usage-stats';
-import type { UsersRepo } from '../repos/users';
-import type { WebhookEventsRepo } from '../repos/webhook-events';
+import type { ApiKeysStore } from '../repos/api-keys';
+import type { ChannelsStore } from '../repos/channels';
+import type { GroupsStore } from '../repos/groups';
+import type { LedgerStore } from '../repos/ledger';
+import type { PricesStore } from '../repos/prices';
+import type { RealtimeSessionsStore } from '../repos/realtime-sessions';
+import type { RedemptionCodesStore } from '../repos/redemption-codes';
+import type { SecurityStore } from '../repos/security';
+import type { SessionsStore } from '../repos/sessions';
+import type { TopupOrdersStore } from '../repos/topup-orders';
+import type { UsageLogsStore } from '../repos/usage-logs';
+import type { UsageStatsStore } from '../repos/usage-stats';
+import type { UsersStore } from '../repos/users';
+import type { WebhookEventsStore } from '../repos/webhook-events';
 import type * as Pg from './index';
 
-/** Each SQLite repository beside its PostgreSQL twin. */
+/** Each storage interface beside its PostgreSQL implementation. */
 type Pairs = {
-  apiKeys: [ApiKeysRepo, Pg.PgApiKeysRepo];
-  channels: [ChannelsRepo, Pg.PgChannelsRepo];
-  groups: [GroupsRepo, Pg.PgGroupsRepo];
-  ledger: [LedgerRepo, Pg.PgLedgerRepo];
-  prices: [PricesRepo, Pg.PgPricesRepo];
-  realtimeSessions: [RealtimeSessionsRepo, Pg.PgRealtimeSessionsRepo];
-  redemptionCodes: [RedemptionCodesRepo, Pg.PgRedemptionCodesRepo];
-  security: [SecurityRepo, Pg.PgSecurityRepo];
-  sessions: [SessionsRepo, Pg.PgSessionsRepo];
-  settlements: [SettlementsRepo, Pg.PgSettlementsRepo];
-  topupOrders: [TopupOrdersRepo, Pg.PgTopupOrdersRepo];
-  usageLogs: [UsageLogsRepo, Pg.PgUsageLogsRepo];
-  usageStats: [UsageStatsRepo, Pg.PgUsageStatsRepo];
-  users: [UsersRepo, Pg.PgUsersRepo];
-  webhookEvents: [WebhookEventsRepo, Pg.PgWebhookEventsRepo];
+  apiKeys: [ApiKeysStore, Pg.PgApiKeysRepo];
+  channels: [ChannelsStore, Pg.PgChannelsRepo];
+  groups: [GroupsStore, Pg.PgGroupsRepo];
+  ledger: [LedgerStore, Pg.PgLedgerRepo];
+  prices: [PricesStore, Pg.PgPricesRepo];
+  realtimeSessions: [RealtimeSessionsStore, Pg.PgRealtimeSessionsRepo];
+  redemptionCodes: [RedemptionCodesStore, Pg.PgRedemptionCodesRepo];
+  security: [SecurityStore, Pg.PgSecurityRepo];
+  sessions: [SessionsStore, Pg.PgSessionsRepo];
+  topupOrders: [TopupOrdersStore, Pg.PgTopupOrdersRepo];
+  usageLogs: [UsageLogsStore, Pg.PgUsageLogsRepo];
+  usageStats: [UsageStatsStore, Pg.PgUsageStatsRepo];
+  users: [UsersStore, Pg.PgUsersRepo];
+  webhookEvents: [WebhookEventsStore, Pg.PgWebhookEventsRepo];
 };
+
+/**
+ * The ledger's units of work (one transaction each) have no PostgreSQL version yet: listed here so the
+ * check stays exact about everything else. Remove a name when its implementation lands.
+ */
+type NotYetInPg = 'ledger.adjustChecked' | 'ledger.createUserWithOpeningBalance' | 'ledger.creditTopupOnce' | 'ledger.redeemCodeOnce';
 
 type Fn = (...args: any[]) => any;
 type Methods<T> = { [K in keyof T as T[K] extends Fn ? K : never]: T[K] };
@@ -51,9 +57,9 @@ type Methods<T> = { [K in keyof T as T[K] extends Fn ? K : never]: T[K] };
  */
 type BuilderMethods = 'aggregateQuery' | 'latencyHistogramQuery' | 'exportPageQuery';
 
-/** A transaction handle of either dialect, as an argument, reads as the same placeholder. */
+/** A PostgreSQL transaction handle, as an argument, reads as a placeholder. */
 type Norm<P extends unknown[]> = {
-  [I in keyof P]: [NonNullable<P[I]>] extends [DbWriter] ? 'writer' : [NonNullable<P[I]>] extends [Pg.PgWriter] ? 'writer' : P[I];
+  [I in keyof P]: [NonNullable<P[I]>] extends [Pg.PgWriter] ? 'writer' : P[I];
 };
 
 type MethodDiff<R extends string, S, P> = {
@@ -70,8 +76,8 @@ type MethodDiff<R extends string, S, P> = {
                 : `${R}.${K & string}: not async`
           : never
         : never
-      : `${R}.${K & string}: missing in PostgreSQL`
-    : `${R}.${K & string}: only in PostgreSQL`;
+      : `${R}.${K & string}` extends NotYetInPg ? never : `${R}.${K & string}: missing in PostgreSQL`
+    : never;
 }[keyof S | keyof P];
 
 /** Every mismatch across all repositories; `never` when they agree. */
@@ -84,10 +90,9 @@ export const repoDrift: [RepoDrift] extends [never] ? 'none' : `drift: ${RepoDri
 type Expect<T extends true> = T;
 export type DetectorSelfTest = [
   Expect<Equal<MethodDiff<'r', { a(): number }, {}>, 'r.a: missing in PostgreSQL'>>,
-  Expect<Equal<MethodDiff<'r', {}, { a(): Promise<number> }>, 'r.a: only in PostgreSQL'>>,
+  Expect<Equal<MethodDiff<'r', {}, { a(): Promise<number> }>, never>>,
   Expect<Equal<MethodDiff<'r', { a(): number }, { a(): number }>, 'r.a: not async'>>,
   Expect<Equal<MethodDiff<'r', { a(): number }, { a(): Promise<string> }>, 'r.a: result differs'>>,
   Expect<Equal<MethodDiff<'r', { a(x: string): number }, { a(x: 'k'): Promise<number> }>, 'r.a: arguments differ'>>,
-  Expect<Equal<MethodDiff<'r', { a(x: string, tx?: DbWriter): number }, { a(x: string, tx?: Pg.PgWriter): Promise<number> }>, never>>,
   Expect<Equal<MethodDiff<'r', { a(x: string): number }, { a(x: string, tx?: Pg.PgWriter): Promise<number> }>, never>>,
 ];

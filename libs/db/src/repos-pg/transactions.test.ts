@@ -68,7 +68,7 @@ describe.skipIf(!available)('PostgreSQL repos: a transaction argument is used', 
   test('every write given `tx` is undone by its rollback, and no balance event is emitted for it', async () => {
     const bus = new ChangeBus();
     const seen: unknown[] = [];
-    bus.on('balance.changed', (p) => seen.push(p));
+    bus.on('balance.changed', (p) => { seen.push(p); });
     const ledger = new PgLedgerRepo(h.db, bus);
     const u = await newUser(1_000);
     const k = await new PgApiKeysRepo(h.db).insert({ userId: u.id, keyHash: `k${++seq}`, prefix: 'p', createdAt: 1, updatedAt: 1 });

@@ -5,35 +5,46 @@ import { apiKeys } from '../schema';
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type NewApiKeyRow = typeof apiKeys.$inferInsert;
 
+/** Relay API keys: storage interface. */
+export interface ApiKeysStore {
+  byId(id: number): Promise<ApiKeyRow | undefined>;
+  all(): Promise<ApiKeyRow[]>;
+  byUser(userId: number): Promise<ApiKeyRow[]>;
+  insert(row: NewApiKeyRow): Promise<ApiKeyRow>;
+  update(id: number, patch: Partial<NewApiKeyRow>): Promise<ApiKeyRow | undefined>;
+  delete(id: number): Promise<boolean>;
+  list(f: { userId: number; keyword?: string; status?: number; offset: number; limit: number }): Promise<{ items: ApiKeyRow[]; total: number }>;
+}
+
 /** Storage of relay API keys (hashed); knows SQL, no rules. */
-export class ApiKeysRepo {
+export class ApiKeysRepo implements ApiKeysStore {
   constructor(private readonly db: Db) {}
 
-  byId(id: number): ApiKeyRow | undefined {
+  async byId(id: number): Promise<ApiKeyRow | undefined> {
     return this.db.select().from(apiKeys).where(eq(apiKeys.id, id)).get();
   }
 
-  all(): ApiKeyRow[] {
+  async all(): Promise<ApiKeyRow[]> {
     return this.db.select().from(apiKeys).all();
   }
 
-  byUser(userId: number): ApiKeyRow[] {
+  async byUser(userId: number): Promise<ApiKeyRow[]> {
     return this.db.select().from(apiKeys).where(eq(apiKeys.userId, userId)).all();
   }
 
-  insert(row: NewApiKeyRow): ApiKeyRow {
+  async insert(row: NewApiKeyRow): Promise<ApiKeyRow> {
     return this.db.insert(apiKeys).values(row).returning().get();
   }
 
-  update(id: number, patch: Partial<NewApiKeyRow>): ApiKeyRow | undefined {
+  async update(id: number, patch: Partial<NewApiKeyRow>): Promise<ApiKeyRow | undefined> {
     return this.db.update(apiKeys).set(patch).where(eq(apiKeys.id, id)).returning().get();
   }
 
-  delete(id: number): boolean {
+  async delete(id: number): Promise<boolean> {
     return this.db.delete(apiKeys).where(eq(apiKeys.id, id)).returning({ id: apiKeys.id }).all().length > 0;
   }
 
-  list(f: { userId: number; keyword?: string; status?: number; offset: number; limit: number }): { items: ApiKeyRow[]; total: number } {
+  async list(f: { userId: number; keyword?: string; status?: number; offset: number; limit: number }): Promise<{ items: ApiKeyRow[]; total: number }> {
     const conds: SQL[] = [eq(apiKeys.userId, f.userId)];
     if (f.status !== undefined) conds.push(eq(apiKeys.status, f.status));
     if (f.keyword) conds.push(sql`instr(lower(${apiKeys.name}), lower(${f.keyword})) > 0`);

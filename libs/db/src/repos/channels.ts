@@ -19,42 +19,55 @@ export interface ChannelListFilter {
   limit: number;
 }
 
+/** Upstream channels: storage interface. */
+export interface ChannelsStore {
+  byId(id: number): Promise<ChannelRow | undefined>;
+  all(): Promise<ChannelRow[]>;
+  insert(row: NewChannelRow): Promise<ChannelRow>;
+  update(id: number, patch: Partial<NewChannelRow>): Promise<ChannelRow | undefined>;
+  delete(id: number): Promise<boolean>;
+  deleteMany(ids: number[]): Promise<number>;
+  /** Sets the status of every channel with `tag`; returns how many rows matched. */
+  setStatusByTag(tag: string, status: number, reason: string, at: number): Promise<number>;
+  list(f: ChannelListFilter): Promise<{ items: ChannelRow[]; total: number }>;
+}
+
 /** Storage of upstream channels; knows SQL, no rules. */
-export class ChannelsRepo {
+export class ChannelsRepo implements ChannelsStore {
   constructor(private readonly db: Db) {}
 
-  byId(id: number): ChannelRow | undefined {
+  async byId(id: number): Promise<ChannelRow | undefined> {
     return this.db.select().from(channels).where(eq(channels.id, id)).get();
   }
 
-  all(): ChannelRow[] {
+  async all(): Promise<ChannelRow[]> {
     return this.db.select().from(channels).all();
   }
 
-  insert(row: NewChannelRow): ChannelRow {
+  async insert(row: NewChannelRow): Promise<ChannelRow> {
     return this.db.insert(channels).values(row).returning().get();
   }
 
-  update(id: number, patch: Partial<NewChannelRow>): ChannelRow | undefined {
+  async update(id: number, patch: Partial<NewChannelRow>): Promise<ChannelRow | undefined> {
     return this.db.update(channels).set(patch).where(eq(channels.id, id)).returning().get();
   }
 
-  delete(id: number): boolean {
+  async delete(id: number): Promise<boolean> {
     return this.db.delete(channels).where(eq(channels.id, id)).returning({ id: channels.id }).all().length > 0;
   }
 
-  deleteMany(ids: number[]): number {
+  async deleteMany(ids: number[]): Promise<number> {
     if (!ids.length) return 0;
     return this.db.delete(channels).where(inArray(channels.id, ids)).returning({ id: channels.id }).all().length;
   }
 
   /** Sets the status of every channel with `tag`; returns how many rows matched. */
-  setStatusByTag(tag: string, status: number, reason: string, at: number): number {
+  async setStatusByTag(tag: string, status: number, reason: string, at: number): Promise<number> {
     return this.db.update(channels).set({ status, statusReason: reason, updatedAt: at })
       .where(eq(channels.tag, tag)).returning({ id: channels.id }).all().length;
   }
 
-  list(f: ChannelListFilter): { items: ChannelRow[]; total: number } {
+  async list(f: ChannelListFilter): Promise<{ items: ChannelRow[]; total: number }> {
     const conds: SQL[] = [];
     if (f.status !== undefined) conds.push(eq(channels.status, f.status));
     if (f.tag !== undefined) conds.push(eq(channels.tag, f.tag));

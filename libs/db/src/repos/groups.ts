@@ -5,27 +5,36 @@ import { groups } from '../schema';
 export type GroupRow = typeof groups.$inferSelect;
 export type NewGroupRow = typeof groups.$inferInsert;
 
+/** Groups: storage interface. */
+export interface GroupsStore {
+  all(): Promise<GroupRow[]>;
+  byId(id: number): Promise<GroupRow | undefined>;
+  insert(row: NewGroupRow): Promise<GroupRow>;
+  update(id: number, patch: Partial<NewGroupRow>): Promise<GroupRow | undefined>;
+  delete(id: number): Promise<boolean>;
+}
+
 /** Storage of groups; knows SQL, no rules. */
-export class GroupsRepo {
+export class GroupsRepo implements GroupsStore {
   constructor(private readonly db: Db) {}
 
-  all(): GroupRow[] {
+  async all(): Promise<GroupRow[]> {
     return this.db.select().from(groups).orderBy(asc(groups.name)).all();
   }
 
-  byId(id: number): GroupRow | undefined {
+  async byId(id: number): Promise<GroupRow | undefined> {
     return this.db.select().from(groups).where(eq(groups.id, id)).get();
   }
 
-  insert(row: NewGroupRow): GroupRow {
+  async insert(row: NewGroupRow): Promise<GroupRow> {
     return this.db.insert(groups).values(row).returning().get();
   }
 
-  update(id: number, patch: Partial<NewGroupRow>): GroupRow | undefined {
+  async update(id: number, patch: Partial<NewGroupRow>): Promise<GroupRow | undefined> {
     return this.db.update(groups).set(patch).where(eq(groups.id, id)).returning().get();
   }
 
-  delete(id: number): boolean {
+  async delete(id: number): Promise<boolean> {
     return this.db.delete(groups).where(eq(groups.id, id)).returning({ id: groups.id }).all().length > 0;
   }
 }

@@ -1,8 +1,12 @@
-import { and, count, desc, eq, sql, type SQL } from 'drizzle-orm';
-const p = (name: string) => sql.placeholder(name);
+import { and, count, desc, eq, gt, sql, type SQL } from 'drizzle-orm';
 import type { ChangeBus } from '@gw/core';
 import type { Db } from '../client';
-import { ledger, users } from '../schema';
+import { ledger, redemptionCodes, topupOrders, users, webhookEvents } from '../schema';
+import type { RedemptionCodeRow } from './redemption-codes';
+import type { TopupOrderRow } from './topup-orders';
+import type { NewUserRow, UserRow } from './users';
+
+const p = (name: string) => sql.placeholder(name);
 
 export type LedgerRow = typeof ledger.$inferSelect;
 export type LedgerKind = 'topup' | 'charge' | 'refund' | 'adjust' | 'redeem';
@@ -19,13 +23,95 @@ export interface LedgerEntryInput {
   at: number;
 }
 
+/** An admin's balance change: refused (nothing written) when a debit would go below zero, unless allowed. */
+export interface CheckedAdjustInput {
+  userId: number;
+  /** Signed, non-zero quota units. */
+  amount: number;
+  ref: string;
+  note: string;
+  actorId: number;
+  at: number;
+  allowNegative: boolean;
+}
+
+export type CheckedAdjustResult =
+  | { ok: true; entry: LedgerRow }
+  | { ok: false; reason: 'no_user' }
+  | { ok: false; reason: 'insufficient'; balance: number };
+
+/** The opening balance of a new user, credited as ledger kind 'adjust' with ref `user-create:<id>`. */
+export interface OpeningBalance {
+  amount: number;
+  note: string;
+  actorId: number | null;
+}
+
+/** A verified payment event, as the exactly-once top-up credit sees it. */
+export interface TopupEventInput {
+  provider: string;
+  eventId: string;
+  type: string;
+  at: number;
+  /** The order the event is about; null for events about none (nothing is read). */
+  tradeNo: string | null;
+}
+
 /**
- * Balance changes and their ledger rows, always written together. The three statements of `apply`
- * are prepared once: they run for every metered request, and building the SQL each time cost several
- * times more than executing it. Prepared statements run on the connection, so they take part in
- * whatever transaction is open on it.
+ * What the payment rules decide about an event's order. `close` moves a still-pending order out of
+ * 'pending'; `credit` (only with 'paid') credits the order's user as ledger kind 'topup', ref = trade no.
  */
-export class LedgerRepo {
+export type TopupDecision =
+  | { outcome: string }
+  | { outcome: string; close: 'failed' | 'expired' }
+  | { outcome: string; close: 'paid'; credit: { amount: number; note: string } };
+
+export type TopupEventResult =
+  | { duplicate: true }
+  | { duplicate: false; outcome: string; credited: { userId: number; balance: number } | null };
+
+/**
+ * The ledger: every balance change and its row, written together. The multi-statement operations
+ * are units of work here (one transaction each) rather than composed by services, because a pooled
+ * PostgreSQL connection needs the transaction passed explicitly and bun:sqlite's transactions cannot
+ * await. None of them emits events: the service emits after the returned promise resolves (commit).
+ */
+export interface LedgerStore {
+  /**
+   * Applies one entry in its own transaction. Returns the new balance, or null when (kind, ref) was
+   * already applied (nothing changes). Emits `balance.changed` after commit.
+   */
+  apply(e: LedgerEntryInput): Promise<number | null>;
+  /**
+   * Check-then-write of an admin adjustment, race-free: two debits cannot both pass a check against the
+   * same balance (SQLite: BEGIN IMMEDIATE; PostgreSQL: SELECT … FOR UPDATE on the user row).
+   */
+  adjustChecked(e: CheckedAdjustInput): Promise<CheckedAdjustResult>;
+  /** Inserts a user and credits its opening balance (when non-zero) in one transaction; returns the row after. */
+  createUserWithOpeningBalance(row: NewUserRow, opening: OpeningBalance | null): Promise<UserRow>;
+  /**
+   * Processes a payment event once: claims (provider, event id), reads the order, asks `decide`
+   * (synchronous and pure: it runs inside the transaction), closes the order if still pending
+   * (otherwise the outcome becomes `not_pending:<status>`), credits it, and records the outcome.
+   * All or nothing; a second delivery of the event id gets `{ duplicate: true }`.
+   */
+  creditTopupOnce(e: TopupEventInput, decide: (order: TopupOrderRow | undefined) => TopupDecision): Promise<TopupEventResult>;
+  /**
+   * Marks an unused, unexpired code redeemed by `userId` and credits its quota (kind 'redeem', ref = code
+   * id, note from `note(code)`), in one transaction; null when the code cannot be redeemed (nothing changes).
+   */
+  redeemCodeOnce(codeHash: string, userId: number, at: number, note: (code: RedemptionCodeRow) => string): Promise<{ quota: number; balance: number; codeId: number } | null>;
+  list(f: { userId?: number; kind?: string; offset: number; limit: number }): Promise<{ items: LedgerRow[]; total: number }>;
+  /** Sum of a user's ledger: must equal users.quota at all times. */
+  sum(userId: number): Promise<number>;
+}
+
+/**
+ * SQLite ledger. The three statements of an entry are prepared once: they run for every metered
+ * request, and building the SQL each time cost several times more than executing it. Prepared
+ * statements run on the connection, so inside `db.transaction` they join the open transaction.
+ */
+export class LedgerRepo implements LedgerStore {
   private readonly dupStmt;
   private readonly balanceStmt;
   private readonly insertStmt;
@@ -40,31 +126,90 @@ export class LedgerRepo {
     } as any).prepare();
   }
 
-  /**
-   * Applies a balance change and its ledger row in the caller's transaction (or a new one).
-   * Returns the new balance, or null when (kind, ref) was already applied (nothing changes).
-   * With its own transaction it emits `balance.changed` after commit; a caller passing `tx` must emit
-   * it (or `user.changed`) after its own commit.
-   */
-  apply(e: LedgerEntryInput, tx: Pick<Db, 'select' | 'insert' | 'update'> = this.db): number | null {
-    const run = () => {
-      if (this.dupStmt.get({ kind: e.kind, ref: e.ref })) return null;
-      const u = this.balanceStmt.get({ amount: e.amount, at: e.at, userId: e.userId });
-      if (!u) throw new Error(`ledger: no user ${e.userId}`);
-      this.insertStmt.run({
-        userId: e.userId, kind: e.kind, amount: e.amount, balanceAfter: u.quota,
-        ref: e.ref, note: e.note ?? '', actorId: e.actorId ?? null, at: e.at,
-      });
-      return u.quota;
-    };
-    // `tx` only says a transaction is already open on this connection; the statements join it.
-    if (tx !== this.db) return run();
-    const balance = this.db.transaction(() => run());
-    if (balance !== null) this.bus?.emit('balance.changed', { userId: e.userId, balance });
+  /** One entry on the open transaction (the caller owns it): new balance, or null when (kind, ref) exists. */
+  private write(e: LedgerEntryInput): number | null {
+    if (this.dupStmt.get({ kind: e.kind, ref: e.ref })) return null;
+    const u = this.balanceStmt.get({ amount: e.amount, at: e.at, userId: e.userId });
+    if (!u) throw new Error(`ledger: no user ${e.userId}`);
+    this.insertStmt.run({
+      userId: e.userId, kind: e.kind, amount: e.amount, balanceAfter: u.quota,
+      ref: e.ref, note: e.note ?? '', actorId: e.actorId ?? null, at: e.at,
+    });
+    return u.quota;
+  }
+
+  async apply(e: LedgerEntryInput): Promise<number | null> {
+    const balance = this.db.transaction(() => this.write(e));
+    if (balance !== null) await this.bus?.emit('balance.changed', { userId: e.userId, balance });
     return balance;
   }
 
-  list(f: { userId?: number; kind?: string; offset: number; limit: number }): { items: LedgerRow[]; total: number } {
+  async adjustChecked(e: CheckedAdjustInput): Promise<CheckedAdjustResult> {
+    // IMMEDIATE takes the write lock before the read, so the check and the debit see one balance.
+    return this.db.transaction((tx): CheckedAdjustResult => {
+      const cur = tx.select({ quota: users.quota }).from(users).where(eq(users.id, e.userId)).get();
+      if (!cur) return { ok: false, reason: 'no_user' };
+      if (cur.quota + e.amount < 0 && !e.allowNegative) return { ok: false, reason: 'insufficient', balance: cur.quota };
+      const balance = this.write({ userId: e.userId, kind: 'adjust', amount: e.amount, ref: e.ref, note: e.note, actorId: e.actorId, at: e.at });
+      if (balance === null) throw new Error(`duplicate adjustment ref ${e.ref}`);
+      return { ok: true, entry: tx.select().from(ledger).where(and(eq(ledger.kind, 'adjust'), eq(ledger.ref, e.ref))).get()! };
+    }, { behavior: 'immediate' });
+  }
+
+  async createUserWithOpeningBalance(row: NewUserRow, opening: OpeningBalance | null): Promise<UserRow> {
+    return this.db.transaction((tx) => {
+      const u = tx.insert(users).values(row).returning().get();
+      if (!opening?.amount) return u;
+      // The opening balance is a ledger entry like any other, so balance == sum(ledger) from the start.
+      this.write({ userId: u.id, kind: 'adjust', amount: opening.amount, ref: `user-create:${u.id}`, note: opening.note, actorId: opening.actorId, at: row.createdAt });
+      return tx.select().from(users).where(eq(users.id, u.id)).get()!;
+    });
+  }
+
+  async creditTopupOnce(e: TopupEventInput, decide: (order: TopupOrderRow | undefined) => TopupDecision): Promise<TopupEventResult> {
+    return this.db.transaction((tx): TopupEventResult => {
+      const claimed = tx.insert(webhookEvents)
+        .values({ provider: e.provider, eventId: e.eventId, type: e.type, outcome: 'processing', receivedAt: e.at })
+        .onConflictDoNothing().returning({ id: webhookEvents.id }).get();
+      if (!claimed) return { duplicate: true };
+      const order = e.tradeNo === null ? undefined : tx.select().from(topupOrders).where(eq(topupOrders.tradeNo, e.tradeNo)).get();
+      const d = decide(order);
+      let outcome = d.outcome;
+      let credited: { userId: number; balance: number } | null = null;
+      if ('close' in d) {
+        if (!order) throw new Error('creditTopupOnce: a decision to close needs an order');
+        // The `status = 'pending'` guard makes the transition happen once.
+        const closed = tx.update(topupOrders)
+          .set({ status: d.close, updatedAt: e.at, ...(d.close === 'paid' ? { paidAt: e.at } : {}) })
+          .where(and(eq(topupOrders.tradeNo, order.tradeNo), eq(topupOrders.status, 'pending'))).returning({ id: topupOrders.id }).get();
+        if (!closed) outcome = `not_pending:${order.status}`;
+        else if ('credit' in d) {
+          const balance = this.write({ userId: order.userId, kind: 'topup', amount: d.credit.amount, ref: order.tradeNo, note: d.credit.note, at: e.at });
+          // The order was pending, so its credit cannot exist; if it does, undo the status change too.
+          if (balance === null) throw new Error(`ledger already holds topup ${order.tradeNo} for a pending order`);
+          credited = { userId: order.userId, balance };
+        }
+      }
+      tx.update(webhookEvents).set({ outcome }).where(and(eq(webhookEvents.provider, e.provider), eq(webhookEvents.eventId, e.eventId))).run();
+      return { duplicate: false, outcome, credited };
+    }, { behavior: 'immediate' });
+  }
+
+  async redeemCodeOnce(codeHash: string, userId: number, at: number, note: (code: RedemptionCodeRow) => string): Promise<{ quota: number; balance: number; codeId: number } | null> {
+    return this.db.transaction((tx) => {
+      // The guard in the WHERE clause makes the transition happen once: a concurrent or later caller gets nothing.
+      const row = tx.update(redemptionCodes).set({ status: 'redeemed', redeemedBy: userId, redeemedAt: at })
+        .where(and(eq(redemptionCodes.codeHash, codeHash), eq(redemptionCodes.status, 'unused'), gt(redemptionCodes.expiresAt, at)))
+        .returning().get();
+      if (!row) return null;
+      const balance = this.write({ userId, kind: 'redeem', amount: row.quota, ref: String(row.id), note: note(row), at });
+      // The code was unused, so its credit cannot exist; if it does, roll the claim back too.
+      if (balance === null) throw new Error(`ledger already holds redeem ${row.id} for an unused code`);
+      return { quota: row.quota, balance, codeId: row.id };
+    }, { behavior: 'immediate' });
+  }
+
+  async list(f: { userId?: number; kind?: string; offset: number; limit: number }): Promise<{ items: LedgerRow[]; total: number }> {
     const conds: SQL[] = [];
     if (f.userId !== undefined) conds.push(eq(ledger.userId, f.userId));
     if (f.kind) conds.push(eq(ledger.kind, f.kind));
@@ -74,8 +219,7 @@ export class LedgerRepo {
     return { items, total };
   }
 
-  /** Sum of a user's ledger: must equal users.quota at all times. */
-  sum(userId: number): number {
+  async sum(userId: number): Promise<number> {
     return this.db.select({ s: sql<number>`coalesce(sum(${ledger.amount}), 0)` }).from(ledger).where(eq(ledger.userId, userId)).get()!.s;
   }
 }

@@ -5,25 +5,34 @@ import { prices } from '../schema';
 export type PriceRow = typeof prices.$inferSelect;
 export type NewPriceRow = typeof prices.$inferInsert;
 
+/** Per-model prices: storage interface. */
+export interface PricesStore {
+  all(): Promise<PriceRow[]>;
+  byModel(model: string): Promise<PriceRow | undefined>;
+  /** Inserts or replaces the price of `row.model`. */
+  upsert(row: NewPriceRow): Promise<PriceRow>;
+  delete(model: string): Promise<boolean>;
+}
+
 /** Storage of per-model prices (quota units per million tokens). */
-export class PricesRepo {
+export class PricesRepo implements PricesStore {
   constructor(private readonly db: Db) {}
 
-  all(): PriceRow[] {
+  async all(): Promise<PriceRow[]> {
     return this.db.select().from(prices).orderBy(asc(prices.model)).all();
   }
 
-  byModel(model: string): PriceRow | undefined {
+  async byModel(model: string): Promise<PriceRow | undefined> {
     return this.db.select().from(prices).where(eq(prices.model, model)).get();
   }
 
   /** Inserts or replaces the price of `row.model`. */
-  upsert(row: NewPriceRow): PriceRow {
+  async upsert(row: NewPriceRow): Promise<PriceRow> {
     const { model, ...rest } = row;
     return this.db.insert(prices).values(row).onConflictDoUpdate({ target: prices.model, set: rest }).returning().get();
   }
 
-  delete(model: string): boolean {
+  async delete(model: string): Promise<boolean> {
     return this.db.delete(prices).where(eq(prices.model, model)).returning({ m: prices.model }).all().length > 0;
   }
 }

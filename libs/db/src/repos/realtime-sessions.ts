@@ -5,20 +5,28 @@ import { realtimeSessions } from '../schema';
 export type RealtimeSessionRow = typeof realtimeSessions.$inferSelect;
 export type RealtimeSessionInsert = Omit<typeof realtimeSessions.$inferInsert, 'id'>;
 
+/** Realtime session records: storage interface. */
+export interface RealtimeSessionsStore {
+  /** Writes a session record; a second write of the same session id is ignored. */
+  insert(row: RealtimeSessionInsert): Promise<void>;
+  bySessionId(sessionId: string): Promise<RealtimeSessionRow | undefined>;
+  list(f: { userId?: number; offset: number; limit: number }): Promise<{ items: RealtimeSessionRow[]; total: number }>;
+}
+
 /** Realtime session records: one row per WebSocket session, written once when it ends. */
-export class RealtimeSessionsRepo {
+export class RealtimeSessionsRepo implements RealtimeSessionsStore {
   constructor(private readonly db: Db) {}
 
   /** Writes a session record; a second write of the same session id is ignored. */
-  insert(row: RealtimeSessionInsert): void {
+  async insert(row: RealtimeSessionInsert): Promise<void> {
     this.db.insert(realtimeSessions).values(row).onConflictDoNothing({ target: realtimeSessions.sessionId }).run();
   }
 
-  bySessionId(sessionId: string): RealtimeSessionRow | undefined {
+  async bySessionId(sessionId: string): Promise<RealtimeSessionRow | undefined> {
     return this.db.select().from(realtimeSessions).where(eq(realtimeSessions.sessionId, sessionId)).get();
   }
 
-  list(f: { userId?: number; offset: number; limit: number }): { items: RealtimeSessionRow[]; total: number } {
+  async list(f: { userId?: number; offset: number; limit: number }): Promise<{ items: RealtimeSessionRow[]; total: number }> {
     const conds: SQL[] = [];
     if (f.userId !== undefined) conds.push(eq(realtimeSessions.userId, f.userId));
     const where = conds.length ? and(...conds) : undefined;

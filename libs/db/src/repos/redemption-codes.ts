@@ -1,7 +1,6 @@
 import { and, count, desc, eq, gt, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
 import { redemptionCodes } from '../schema';
-import type { DbWriter } from './topup-orders';
 
 export type RedemptionCodeRow = typeof redemptionCodes.$inferSelect;
 export type NewRedemptionCodeRow = typeof redemptionCodes.$inferInsert;
@@ -28,15 +27,37 @@ export interface RedemptionBatchRow {
   expiresAt: number;
 }
 
+/** Redemption codes: storage interface. */
+export interface RedemptionCodesStore {
+  /**
+   * Inserts a batch in one IMMEDIATE transaction: all codes exist or none. Returns false (nothing
+   * written) when codes with this batch name already exist.
+   */
+  insertBatch(rows: NewRedemptionCodeRow[]): Promise<boolean>;
+  byHash(codeHash: string): Promise<RedemptionCodeRow | undefined>;
+  /**
+   * Marks a code redeemed when it is still unused and unexpired. The guard in the WHERE clause makes
+   * the transition happen once: a concurrent or later caller gets undefined and must credit nothing.
+   */
+  claim(codeHash: string, userId: number, at: number): Promise<RedemptionCodeRow | undefined>;
+  /** Revokes the unused codes of a batch (expired ones included: they can never be redeemed anyway). */
+  revokeBatch(batch: string): Promise<number>;
+  list(f: RedemptionListFilter): Promise<{ items: RedemptionCodeRow[]; total: number }>;
+  /** One row per batch with its counts by status, newest batch first. */
+  batches(at: number, offset: number, limit: number): Promise<{ items: RedemptionBatchRow[]; total: number }>;
+  /** True when any code carries this batch name (names are unique per creation call). */
+  batchExists(batch: string): Promise<boolean>;
+}
+
 /** Storage of redemption codes; knows SQL, no rules. */
-export class RedemptionCodesRepo {
+export class RedemptionCodesRepo implements RedemptionCodesStore {
   constructor(private readonly db: Db) {}
 
   /**
    * Inserts a batch in one IMMEDIATE transaction: all codes exist or none. Returns false (nothing
    * written) when codes with this batch name already exist.
    */
-  insertBatch(rows: NewRedemptionCodeRow[]): boolean {
+  async insertBatch(rows: NewRedemptionCodeRow[]): Promise<boolean> {
     return this.db.transaction((tx) => {
       const batch = rows[0]?.batch;
       if (batch === undefined) return true;
@@ -46,27 +67,27 @@ export class RedemptionCodesRepo {
     }, { behavior: 'immediate' });
   }
 
-  byHash(codeHash: string, tx: DbWriter = this.db): RedemptionCodeRow | undefined {
-    return tx.select().from(redemptionCodes).where(eq(redemptionCodes.codeHash, codeHash)).get();
+  async byHash(codeHash: string): Promise<RedemptionCodeRow | undefined> {
+    return this.db.select().from(redemptionCodes).where(eq(redemptionCodes.codeHash, codeHash)).get();
   }
 
   /**
    * Marks a code redeemed when it is still unused and unexpired. The guard in the WHERE clause makes
    * the transition happen once: a concurrent or later caller gets undefined and must credit nothing.
    */
-  claim(codeHash: string, userId: number, at: number, tx: DbWriter = this.db): RedemptionCodeRow | undefined {
-    return tx.update(redemptionCodes).set({ status: 'redeemed', redeemedBy: userId, redeemedAt: at })
+  async claim(codeHash: string, userId: number, at: number): Promise<RedemptionCodeRow | undefined> {
+    return this.db.update(redemptionCodes).set({ status: 'redeemed', redeemedBy: userId, redeemedAt: at })
       .where(and(eq(redemptionCodes.codeHash, codeHash), eq(redemptionCodes.status, 'unused'), gt(redemptionCodes.expiresAt, at)))
       .returning().get();
   }
 
   /** Revokes the unused codes of a batch (expired ones included: they can never be redeemed anyway). */
-  revokeBatch(batch: string): number {
+  async revokeBatch(batch: string): Promise<number> {
     return this.db.update(redemptionCodes).set({ status: 'revoked' })
       .where(and(eq(redemptionCodes.batch, batch), eq(redemptionCodes.status, 'unused'))).returning({ id: redemptionCodes.id }).all().length;
   }
 
-  list(f: RedemptionListFilter): { items: RedemptionCodeRow[]; total: number } {
+  async list(f: RedemptionListFilter): Promise<{ items: RedemptionCodeRow[]; total: number }> {
     const conds: SQL[] = [];
     if (f.batch !== undefined) conds.push(eq(redemptionCodes.batch, f.batch));
     if (f.status === 'unused') conds.push(eq(redemptionCodes.status, 'unused'), gt(redemptionCodes.expiresAt, f.at));
@@ -79,7 +100,7 @@ export class RedemptionCodesRepo {
   }
 
   /** One row per batch with its counts by status, newest batch first. */
-  batches(at: number, offset: number, limit: number): { items: RedemptionBatchRow[]; total: number } {
+  async batches(at: number, offset: number, limit: number): Promise<{ items: RedemptionBatchRow[]; total: number }> {
     const c = redemptionCodes;
     const live = sql`${c.status} = 'unused' and ${c.expiresAt} > ${at}`;
     const items = this.db.select({
@@ -98,7 +119,7 @@ export class RedemptionCodesRepo {
   }
 
   /** True when any code carries this batch name (names are unique per creation call). */
-  batchExists(batch: string): boolean {
+  async batchExists(batch: string): Promise<boolean> {
     return !!this.db.select({ id: redemptionCodes.id }).from(redemptionCodes).where(eq(redemptionCodes.batch, batch)).limit(1).get();
   }
 }

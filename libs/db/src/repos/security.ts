@@ -5,28 +5,66 @@ import { accessTokens, backupCodes, passwordResets, sessions, users } from '../s
 /** What a password reset or change ended. */
 export interface CredentialsEnded { sessions_ended: number; tokens_revoked: number }
 
+/** Account security (TOTP, backup codes, reset tokens, lockout): storage interface; every use-once step is one conditional write. */
+export interface SecurityStore {
+  /** Stores a new (pending) sealed TOTP secret; 2FA stays off until `enableTotp`. */
+  setPendingTotp(userId: number, sealed: string, now: number): Promise<boolean>;
+  /** Accepts TOTP time step `step` for the user once: false when it (or a later step) was already used. */
+  claimTotpStep(userId: number, step: number): Promise<boolean>;
+  /** Turns 2FA on (claiming `step`) and installs a fresh set of backup codes, in one transaction. */
+  enableTotp(userId: number, step: number, codeHashes: string[], now: number): Promise<boolean>;
+  /** Turns 2FA off: forgets the secret and every backup code. */
+  disableTotp(userId: number, now: number): Promise<void>;
+  /** Replaces the user's backup codes (the old ones stop working). */
+  replaceBackupCodes(userId: number, codeHashes: string[], now: number): Promise<void>;
+  /** Marks an unused backup code used; false when no such unused code exists. */
+  consumeBackupCode(userId: number, codeHash: string, now: number): Promise<boolean>;
+  unusedBackupCodes(userId: number): Promise<number>;
+  /** Stores a reset token hash and voids every earlier token of the user. */
+  createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<void>;
+  /** True when `tokenHash` is an unused, unexpired token of `userId` (does not consume it). */
+  resetTokenValid(userId: number, tokenHash: string, now: number): Promise<boolean>;
+  /**
+   * Consumes the token and sets the new password hash in one transaction (clearing the lockout);
+   * false when the token is unknown, used, expired or of another user.
+   */
+  resetPassword(userId: number, tokenHash: string, passwordHash: string, now: number): Promise<boolean>;
+  /**
+   * Account recovery: ends every login session and revokes every management access token of the
+   * user, except the one credential in `keep` (the session or token making a password change), in
+   * one transaction. Returns what was ended.
+   */
+  endCredentials(userId: number, keep: { sessionHash?: string; tokenId?: number }, now: number): Promise<CredentialsEnded>;
+  /**
+   * Counts one failed login atomically (concurrent wrong attempts cannot overwrite each other's
+   * count). At `maxFailures` the account locks for lockSeconds * 2^(locks so far), rounded up to a
+   * whole second so a lock never lasts less than configured. Returns the new lock end (0 = none).
+   */
+  recordLoginFailure(userId: number, policy: { maxFailures: number; lockSeconds: number }, nowMs: number): Promise<number>;
+}
+
 /**
  * Storage for account security: TOTP state, backup codes, reset tokens and the lockout counters.
  * Every "use once" operation is a single conditional UPDATE, so two concurrent requests with the
  * same code or token cannot both succeed (also across processes sharing the database).
  */
-export class SecurityRepo {
+export class SecurityRepo implements SecurityStore {
   constructor(private readonly db: Db) {}
 
   /** Stores a new (pending) sealed TOTP secret; 2FA stays off until `enableTotp`. */
-  setPendingTotp(userId: number, sealed: string, now: number): boolean {
+  async setPendingTotp(userId: number, sealed: string, now: number): Promise<boolean> {
     return this.db.update(users).set({ totpSecret: sealed, updatedAt: now })
       .where(and(eq(users.id, userId), eq(users.totpEnabled, false))).returning({ id: users.id }).all().length > 0;
   }
 
   /** Accepts TOTP time step `step` for the user once: false when it (or a later step) was already used. */
-  claimTotpStep(userId: number, step: number): boolean {
+  async claimTotpStep(userId: number, step: number): Promise<boolean> {
     return this.db.update(users).set({ totpLastStep: step })
       .where(and(eq(users.id, userId), lt(users.totpLastStep, step))).returning({ id: users.id }).all().length > 0;
   }
 
   /** Turns 2FA on (claiming `step`) and installs a fresh set of backup codes, in one transaction. */
-  enableTotp(userId: number, step: number, codeHashes: string[], now: number): boolean {
+  async enableTotp(userId: number, step: number, codeHashes: string[], now: number): Promise<boolean> {
     return this.db.transaction((tx) => {
       const done = tx.update(users).set({ totpEnabled: true, totpLastStep: step, updatedAt: now })
         .where(and(eq(users.id, userId), eq(users.totpEnabled, false), lt(users.totpLastStep, step)))
@@ -39,7 +77,7 @@ export class SecurityRepo {
   }
 
   /** Turns 2FA off: forgets the secret and every backup code. */
-  disableTotp(userId: number, now: number): void {
+  async disableTotp(userId: number, now: number): Promise<void> {
     this.db.transaction((tx) => {
       tx.update(users).set({ totpEnabled: false, totpSecret: null, updatedAt: now }).where(eq(users.id, userId)).run();
       tx.delete(backupCodes).where(eq(backupCodes.userId, userId)).run();
@@ -47,7 +85,7 @@ export class SecurityRepo {
   }
 
   /** Replaces the user's backup codes (the old ones stop working). */
-  replaceBackupCodes(userId: number, codeHashes: string[], now: number): void {
+  async replaceBackupCodes(userId: number, codeHashes: string[], now: number): Promise<void> {
     this.db.transaction((tx) => {
       tx.delete(backupCodes).where(eq(backupCodes.userId, userId)).run();
       if (codeHashes.length) tx.insert(backupCodes).values(codeHashes.map((codeHash) => ({ userId, codeHash, createdAt: now }))).run();
@@ -55,18 +93,18 @@ export class SecurityRepo {
   }
 
   /** Marks an unused backup code used; false when no such unused code exists. */
-  consumeBackupCode(userId: number, codeHash: string, now: number): boolean {
+  async consumeBackupCode(userId: number, codeHash: string, now: number): Promise<boolean> {
     return this.db.update(backupCodes).set({ usedAt: now })
       .where(and(eq(backupCodes.userId, userId), eq(backupCodes.codeHash, codeHash), isNull(backupCodes.usedAt)))
       .returning({ id: backupCodes.id }).all().length > 0;
   }
 
-  unusedBackupCodes(userId: number): number {
+  async unusedBackupCodes(userId: number): Promise<number> {
     return this.db.select({ n: count() }).from(backupCodes).where(and(eq(backupCodes.userId, userId), isNull(backupCodes.usedAt))).get()!.n;
   }
 
   /** Stores a reset token hash and voids every earlier token of the user. */
-  createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): void {
+  async createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<void> {
     this.db.transaction((tx) => {
       tx.delete(passwordResets).where(eq(passwordResets.userId, userId)).run();
       tx.insert(passwordResets).values({ userId, tokenHash, expiresAt, createdAt: now }).run();
@@ -74,7 +112,7 @@ export class SecurityRepo {
   }
 
   /** True when `tokenHash` is an unused, unexpired token of `userId` (does not consume it). */
-  resetTokenValid(userId: number, tokenHash: string, now: number): boolean {
+  async resetTokenValid(userId: number, tokenHash: string, now: number): Promise<boolean> {
     return !!this.db.select({ id: passwordResets.id }).from(passwordResets)
       .where(and(eq(passwordResets.userId, userId), eq(passwordResets.tokenHash, tokenHash), isNull(passwordResets.usedAt), gt(passwordResets.expiresAt, now)))
       .get();
@@ -84,7 +122,7 @@ export class SecurityRepo {
    * Consumes the token and sets the new password hash in one transaction (clearing the lockout);
    * false when the token is unknown, used, expired or of another user.
    */
-  resetPassword(userId: number, tokenHash: string, passwordHash: string, now: number): boolean {
+  async resetPassword(userId: number, tokenHash: string, passwordHash: string, now: number): Promise<boolean> {
     return this.db.transaction((tx) => {
       const used = tx.update(passwordResets).set({ usedAt: now })
         .where(and(eq(passwordResets.userId, userId), eq(passwordResets.tokenHash, tokenHash), isNull(passwordResets.usedAt), gt(passwordResets.expiresAt, now)))
@@ -100,7 +138,7 @@ export class SecurityRepo {
    * user, except the one credential in `keep` (the session or token making a password change), in
    * one transaction. Returns what was ended.
    */
-  endCredentials(userId: number, keep: { sessionHash?: string; tokenId?: number }, now: number): CredentialsEnded {
+  async endCredentials(userId: number, keep: { sessionHash?: string; tokenId?: number }, now: number): Promise<CredentialsEnded> {
     return this.db.transaction((tx) => {
       const s = keep.sessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep.sessionHash)) : eq(sessions.userId, userId);
       const live = and(eq(accessTokens.userId, userId), isNull(accessTokens.revokedAt));
@@ -117,7 +155,7 @@ export class SecurityRepo {
    * count). At `maxFailures` the account locks for lockSeconds * 2^(locks so far), rounded up to a
    * whole second so a lock never lasts less than configured. Returns the new lock end (0 = none).
    */
-  recordLoginFailure(userId: number, policy: { maxFailures: number; lockSeconds: number }, nowMs: number): number {
+  async recordLoginFailure(userId: number, policy: { maxFailures: number; lockSeconds: number }, nowMs: number): Promise<number> {
     return this.db.transaction((tx) => {
       const r = tx.update(users).set({ failedLogins: sql`${users.failedLogins} + 1` })
         .where(eq(users.id, userId)).returning({ failed: users.failedLogins, locks: users.lockCount }).get();

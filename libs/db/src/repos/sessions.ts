@@ -5,48 +5,63 @@ import { sessions, accessTokens } from '../schema';
 export type SessionRow = typeof sessions.$inferSelect;
 export type AccessTokenRow = typeof accessTokens.$inferSelect;
 
+/** Login sessions and management access tokens: storage interface. */
+export interface SessionsStore {
+  createSession(row: typeof sessions.$inferInsert): Promise<void>;
+  findSession(idHash: string, now: number): Promise<SessionRow | undefined>;
+  deleteSession(idHash: string): Promise<void>;
+  /** Ends every session of a user (password change or reset). */
+  deleteUserSessions(userId: number): Promise<number>;
+  purgeExpired(now: number): Promise<void>;
+  createToken(row: typeof accessTokens.$inferInsert): Promise<AccessTokenRow>;
+  findToken(tokenHash: string): Promise<AccessTokenRow | undefined>;
+  listTokens(userId: number): Promise<AccessTokenRow[]>;
+  touchToken(id: number, at: number): Promise<void>;
+  revokeToken(userId: number, id: number, at: number): Promise<boolean>;
+}
+
 /** Login sessions and management access tokens (both hashed bearer secrets of a user). */
-export class SessionsRepo {
+export class SessionsRepo implements SessionsStore {
   constructor(private readonly db: Db) {}
 
-  createSession(row: typeof sessions.$inferInsert): void {
+  async createSession(row: typeof sessions.$inferInsert): Promise<void> {
     this.db.insert(sessions).values(row).run();
   }
 
-  findSession(idHash: string, now: number): SessionRow | undefined {
+  async findSession(idHash: string, now: number): Promise<SessionRow | undefined> {
     return this.db.select().from(sessions).where(and(eq(sessions.idHash, idHash), gt(sessions.expiresAt, now))).get();
   }
 
-  deleteSession(idHash: string): void {
+  async deleteSession(idHash: string): Promise<void> {
     this.db.delete(sessions).where(eq(sessions.idHash, idHash)).run();
   }
 
   /** Ends every session of a user (password change or reset). */
-  deleteUserSessions(userId: number): number {
+  async deleteUserSessions(userId: number): Promise<number> {
     return this.db.delete(sessions).where(eq(sessions.userId, userId)).returning({ h: sessions.idHash }).all().length;
   }
 
-  purgeExpired(now: number): void {
+  async purgeExpired(now: number): Promise<void> {
     this.db.delete(sessions).where(lt(sessions.expiresAt, now)).run();
   }
 
-  createToken(row: typeof accessTokens.$inferInsert): AccessTokenRow {
+  async createToken(row: typeof accessTokens.$inferInsert): Promise<AccessTokenRow> {
     return this.db.insert(accessTokens).values(row).returning().get();
   }
 
-  findToken(tokenHash: string): AccessTokenRow | undefined {
+  async findToken(tokenHash: string): Promise<AccessTokenRow | undefined> {
     return this.db.select().from(accessTokens).where(eq(accessTokens.tokenHash, tokenHash)).get();
   }
 
-  listTokens(userId: number): AccessTokenRow[] {
+  async listTokens(userId: number): Promise<AccessTokenRow[]> {
     return this.db.select().from(accessTokens).where(eq(accessTokens.userId, userId)).all();
   }
 
-  touchToken(id: number, at: number): void {
+  async touchToken(id: number, at: number): Promise<void> {
     this.db.update(accessTokens).set({ lastUsedAt: at }).where(eq(accessTokens.id, id)).run();
   }
 
-  revokeToken(userId: number, id: number, at: number): boolean {
+  async revokeToken(userId: number, id: number, at: number): Promise<boolean> {
     return this.db.update(accessTokens).set({ revokedAt: at })
       .where(and(eq(accessTokens.id, id), eq(accessTokens.userId, userId))).returning({ id: accessTokens.id }).all().length > 0;
   }

@@ -40,19 +40,41 @@ export interface SettlementRow {
 }
 
 /**
+ * The settlement port of the single-process (SQLite) QuotaService, synchronous on purpose: metering
+ * runs for every request, and a batch of settlements is written in one transaction right after the
+ * journal append. Through an async interface each batch would pay a microtask per statement and the
+ * batch could no longer be one synchronous transaction. The PostgreSQL mode does not use this port:
+ * it settles through group commits (design: scale-out.md, section 3).
+ */
+export interface SettlementSink {
+  /** Every user's committed balance (start-up: QuotaService keeps balances in memory). */
+  balances(): Array<{ id: number; quota: number }>;
+  /** One user's committed balance; undefined = no such user. */
+  balance(userId: number): number | undefined;
+  /** Runs `fn` in one transaction: every `apply` inside it commits, or none (it throws). */
+  transaction(fn: () => void): void;
+  /** Writes one settlement inside the open transaction (see SettlementsRepo.apply). */
+  apply(r: SettlementRow): { inserted: false } | { inserted: true; balance: number | undefined };
+}
+
+/**
  * The per-request write of metering, on raw prepared statements: it runs for every request, and
  * through the query builder it cost several times what SQLite itself spends. It writes exactly
  * what QuotaService and LedgerRepo define (usage row unique by request id, ledger 'charge' with
  * ref = request id and balance_after, user and key counters); the caller owns the transaction.
  */
-export class SettlementsRepo {
+export class SettlementsRepo implements SettlementSink {
   private readonly insertUsage: Statement;
   private readonly chargeUser: Statement;
   private readonly countUser: Statement;
   private readonly insertLedger: Statement;
   private readonly chargeKey: Statement;
+  private readonly allBalances: Statement;
+  private readonly oneBalance: Statement;
 
-  constructor(sqlite: Database) {
+  constructor(private readonly sqlite: Database) {
+    this.allBalances = sqlite.prepare('SELECT id, quota FROM users');
+    this.oneBalance = sqlite.prepare('SELECT quota FROM users WHERE id = ?');
     this.insertUsage = sqlite.prepare(`INSERT INTO usage_logs (request_id, kind, user_id, api_key_id, channel_id, model, upstream_model,
       stream, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, audio_input_tokens, audio_output_tokens, cost,
       latency_ms, ttft_ms, status, error_code, usage_flag, attempts, ip, created_at, cache_write_1h_tokens, long_context, "group", price_ratio,
@@ -67,6 +89,18 @@ export class SettlementsRepo {
     this.chargeKey = sqlite.prepare(`UPDATE api_keys SET used_quota = used_quota + ?1,
       remain_quota = CASE WHEN unlimited_quota THEN remain_quota ELSE remain_quota - ?1 END,
       last_used_at = max(coalesce(last_used_at, 0), ?3) WHERE id = ?2`);
+  }
+
+  balances(): Array<{ id: number; quota: number }> {
+    return this.allBalances.all() as Array<{ id: number; quota: number }>;
+  }
+
+  balance(userId: number): number | undefined {
+    return (this.oneBalance.get(userId) as { quota: number } | null)?.quota;
+  }
+
+  transaction(fn: () => void): void {
+    this.sqlite.transaction(fn)();
   }
 
   /**

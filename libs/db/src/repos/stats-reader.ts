@@ -1,4 +1,4 @@
-import type { LatencyBinRow, StatsQuery, StatsRow, UsageStatsRepo } from './usage-stats';
+import type { LatencyBinRow, StatsQuery, StatsRow, UsageStatsStore } from './usage-stats';
 
 /** The two result sets of one statistics query. */
 export interface StatsResult { rows: StatsRow[]; hist: LatencyBinRow[] }
@@ -10,8 +10,8 @@ export interface StatsReader {
 }
 
 /** On the calling thread (in-memory databases, which a second connection cannot open). */
-export function inlineStatsReader(repo: UsageStatsRepo): StatsReader {
-  return { read: async (q) => ({ rows: repo.aggregate(q), hist: repo.latencyHistogram(q) }), close: async () => {} };
+export function inlineStatsReader(repo: UsageStatsStore): StatsReader {
+  return { read: async (q) => ({ rows: await repo.aggregate(q), hist: await repo.latencyHistogram(q) }), close: async () => {} };
 }
 
 /** On a worker thread with its own read-only connection to `path`; queries run one at a time, in order. */

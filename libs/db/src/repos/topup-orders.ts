@@ -6,9 +6,6 @@ export type TopupOrderRow = typeof topupOrders.$inferSelect;
 export type NewTopupOrderRow = typeof topupOrders.$inferInsert;
 export type TopupStatus = 'pending' | 'paid' | 'failed' | 'expired';
 
-/** A database handle or an open transaction: repos write inside the caller's transaction when given one. */
-export type DbWriter = Pick<Db, 'select' | 'insert' | 'update'>;
-
 export interface TopupListFilter {
   userId?: number;
   status?: string;
@@ -17,20 +14,34 @@ export interface TopupListFilter {
   limit: number;
 }
 
+/** Top-up orders: storage interface. */
+export interface TopupOrdersStore {
+  insert(row: NewTopupOrderRow): Promise<TopupOrderRow>;
+  byTradeNo(tradeNo: string): Promise<TopupOrderRow | undefined>;
+  /** Records the provider's checkout id and URL of a still-pending order. */
+  attachCheckout(tradeNo: string, providerRef: string, checkoutUrl: string, at: number): Promise<TopupOrderRow | undefined>;
+  /**
+   * Moves an order out of 'pending'. The `status = 'pending'` guard makes the transition happen once:
+   * a second caller (duplicate or concurrent event) gets undefined and must change nothing else.
+   */
+  closePending(tradeNo: string, to: Exclude<TopupStatus, 'pending'>, at: number): Promise<TopupOrderRow | undefined>;
+  list(f: TopupListFilter): Promise<{ items: TopupOrderRow[]; total: number }>;
+}
+
 /** Storage of top-up orders; knows SQL, no rules. */
-export class TopupOrdersRepo {
+export class TopupOrdersRepo implements TopupOrdersStore {
   constructor(private readonly db: Db) {}
 
-  insert(row: NewTopupOrderRow): TopupOrderRow {
+  async insert(row: NewTopupOrderRow): Promise<TopupOrderRow> {
     return this.db.insert(topupOrders).values(row).returning().get();
   }
 
-  byTradeNo(tradeNo: string, tx: DbWriter = this.db): TopupOrderRow | undefined {
-    return tx.select().from(topupOrders).where(eq(topupOrders.tradeNo, tradeNo)).get();
+  async byTradeNo(tradeNo: string): Promise<TopupOrderRow | undefined> {
+    return this.db.select().from(topupOrders).where(eq(topupOrders.tradeNo, tradeNo)).get();
   }
 
   /** Records the provider's checkout id and URL of a still-pending order. */
-  attachCheckout(tradeNo: string, providerRef: string, checkoutUrl: string, at: number): TopupOrderRow | undefined {
+  async attachCheckout(tradeNo: string, providerRef: string, checkoutUrl: string, at: number): Promise<TopupOrderRow | undefined> {
     return this.db.update(topupOrders).set({ providerRef, checkoutUrl, updatedAt: at })
       .where(and(eq(topupOrders.tradeNo, tradeNo), eq(topupOrders.status, 'pending'))).returning().get();
   }
@@ -39,13 +50,13 @@ export class TopupOrdersRepo {
    * Moves an order out of 'pending'. The `status = 'pending'` guard makes the transition happen once:
    * a second caller (duplicate or concurrent event) gets undefined and must change nothing else.
    */
-  closePending(tradeNo: string, to: Exclude<TopupStatus, 'pending'>, at: number, tx: DbWriter = this.db): TopupOrderRow | undefined {
-    return tx.update(topupOrders)
+  async closePending(tradeNo: string, to: Exclude<TopupStatus, 'pending'>, at: number): Promise<TopupOrderRow | undefined> {
+    return this.db.update(topupOrders)
       .set({ status: to, updatedAt: at, ...(to === 'paid' ? { paidAt: at } : {}) })
       .where(and(eq(topupOrders.tradeNo, tradeNo), eq(topupOrders.status, 'pending'))).returning().get();
   }
 
-  list(f: TopupListFilter): { items: TopupOrderRow[]; total: number } {
+  async list(f: TopupListFilter): Promise<{ items: TopupOrderRow[]; total: number }> {
     const conds: SQL[] = [];
     if (f.userId !== undefined) conds.push(eq(topupOrders.userId, f.userId));
     if (f.status) conds.push(eq(topupOrders.status, f.status));

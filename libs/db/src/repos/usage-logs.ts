@@ -35,8 +35,19 @@ export function logConditions(f: UsageLogWhere): SQL[] {
   return conds;
 }
 
-type Tx = Pick<Db, 'select' | 'insert' | 'update'>;
 const p = (name: string) => sql.placeholder(name);
+
+/** Usage log rows: storage interface. */
+export interface UsageLogsStore {
+  /** Inserts the row unless its request id exists; true when inserted (false = already settled). */
+  insertOnce(row: NewUsageLogRow): Promise<boolean>;
+  /** Adds a settled request to its user's used_quota (and request_count when it succeeded). */
+  addUserUsage(userId: number, cost: number, succeeded: boolean): Promise<void>;
+  /** Adds a settled request's cost to its key's used_quota, and takes it off remain_quota for limited keys. */
+  addKeyUsage(keyId: number, cost: number): Promise<void>;
+  byRequestId(requestId: string): Promise<UsageLogRow | undefined>;
+  list(f: UsageLogFilter): Promise<{ items: UsageLogRow[]; total: number }>;
+}
 
 /**
  * Usage log rows (one per metered request, unique by request id) and the per-request counters written
@@ -44,7 +55,7 @@ const p = (name: string) => sql.placeholder(name);
  * building SQL each time would cost more than executing it. Prepared statements run on the connection,
  * so they take part in whatever transaction is open on it.
  */
-export class UsageLogsRepo {
+export class UsageLogsRepo implements UsageLogsStore {
   private readonly insertStmt;
   private readonly userStmt;
   private readonly keyStmt;
@@ -68,10 +79,7 @@ export class UsageLogsRepo {
   }
 
   /** Inserts the row unless its request id exists; true when inserted (false = already settled). */
-  insertOnce(row: NewUsageLogRow, tx?: Tx): boolean {
-    if (tx && tx !== this.db) {
-      return tx.insert(usageLogs).values(row).onConflictDoNothing({ target: usageLogs.requestId }).returning({ id: usageLogs.id }).all().length > 0;
-    }
+  async insertOnce(row: NewUsageLogRow): Promise<boolean> {
     const v = {
       kind: 'messages', channelId: null, upstreamModel: '', stream: false, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0,
       cacheWriteTokens: 0, audioInputTokens: 0, audioOutputTokens: 0, cost: 0, latencyMs: 0, ttftMs: null, errorCode: '', attempts: 1, ip: '', ...row,
@@ -80,20 +88,20 @@ export class UsageLogsRepo {
   }
 
   /** Adds a settled request to its user's used_quota (and request_count when it succeeded). */
-  addUserUsage(userId: number, cost: number, succeeded: boolean): void {
+  async addUserUsage(userId: number, cost: number, succeeded: boolean): Promise<void> {
     this.userStmt.run({ userId, cost, ok: succeeded ? 1 : 0 });
   }
 
   /** Adds a settled request's cost to its key's used_quota, and takes it off remain_quota for limited keys. */
-  addKeyUsage(keyId: number, cost: number): void {
+  async addKeyUsage(keyId: number, cost: number): Promise<void> {
     this.keyStmt.run({ keyId, cost });
   }
 
-  byRequestId(requestId: string): UsageLogRow | undefined {
+  async byRequestId(requestId: string): Promise<UsageLogRow | undefined> {
     return this.db.select().from(usageLogs).where(eq(usageLogs.requestId, requestId)).get();
   }
 
-  list(f: UsageLogFilter): { items: UsageLogRow[]; total: number } {
+  async list(f: UsageLogFilter): Promise<{ items: UsageLogRow[]; total: number }> {
     const conds = logConditions(f);
     const where = conds.length ? and(...conds) : undefined;
     const items = this.db.select().from(usageLogs).where(where).orderBy(desc(usageLogs.id)).limit(f.limit).offset(f.offset).all();

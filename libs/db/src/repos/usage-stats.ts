@@ -58,12 +58,26 @@ const GROUP_COLUMN = {
   model: usageLogs.model, channel: usageLogs.channelId, key: usageLogs.apiKeyId, user: usageLogs.userId,
 } as const;
 
+/** Usage aggregations and export pages: storage interface. */
+export interface UsageStatsStore {
+  /** Totals per (bucket, group), ordered by bucket then group; at most `maxRows + 1` rows. */
+  aggregate(q: StatsQuery): Promise<StatsRow[]>;
+  /** Request counts per (bucket, group, latency bin): the histogram percentiles are read from. */
+  latencyHistogram(q: StatsQuery): Promise<LatencyBinRow[]>;
+  /**
+   * One export page: rows matching `f` after the keyset position `after`, in (created_at, id) order. The
+   * keyset (not OFFSET) makes the last page cost what the first does, and ordering by created_at first
+   * lets the (…, created_at) indexes serve both the filter and the order, with no sort per page.
+   */
+  exportPage(f: UsageLogWhere, after: ExportCursor | null, limit: number): Promise<UsageLogRow[]>;
+}
+
 /**
  * Aggregations over usage_logs for the statistics endpoints and the keyset pages of the export.
  * Bucketing is integer arithmetic (portable): start of the bucket containing created_at + offset, shifted
  * back by offset. Both queries are bounded by a created_at range, which the (…, created_at) indexes serve.
  */
-export class UsageStatsRepo {
+export class UsageStatsRepo implements UsageStatsStore {
   constructor(private readonly db: Db) {}
 
   private where(q: StatsQuery): SQL {
@@ -86,7 +100,7 @@ export class UsageStatsRepo {
   }
 
   /** Totals per (bucket, group), ordered by bucket then group; at most `maxRows + 1` rows. */
-  aggregate(q: StatsQuery): StatsRow[] {
+  async aggregate(q: StatsQuery): Promise<StatsRow[]> {
     return this.aggregateQuery(q).all();
   }
 
@@ -111,7 +125,7 @@ export class UsageStatsRepo {
   }
 
   /** Request counts per (bucket, group, latency bin): the histogram percentiles are read from. */
-  latencyHistogram(q: StatsQuery): LatencyBinRow[] {
+  async latencyHistogram(q: StatsQuery): Promise<LatencyBinRow[]> {
     return this.latencyHistogramQuery(q).all();
   }
 
@@ -129,7 +143,7 @@ export class UsageStatsRepo {
    * keyset (not OFFSET) makes the last page cost what the first does, and ordering by created_at first
    * lets the (…, created_at) indexes serve both the filter and the order, with no sort per page.
    */
-  exportPage(f: UsageLogWhere, after: ExportCursor | null, limit: number): UsageLogRow[] {
+  async exportPage(f: UsageLogWhere, after: ExportCursor | null, limit: number): Promise<UsageLogRow[]> {
     return this.exportPageQuery(f, after, limit).all();
   }
 

@@ -14,39 +14,52 @@ export interface UserListFilter {
   limit: number;
 }
 
+/** Users: storage interface (SQLite UsersRepo, PostgreSQL twin). */
+export interface UsersStore {
+  byId(id: number): Promise<UserRow | undefined>;
+  byUsername(username: string): Promise<UserRow | undefined>;
+  byEmail(email: string): Promise<UserRow | undefined>;
+  /** A user with no opening balance (LedgerStore.createUserWithOpeningBalance credits one: balances change only through the ledger). */
+  insert(row: NewUserRow): Promise<UserRow>;
+  update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined>;
+  delete(id: number): Promise<boolean>;
+  count(): Promise<number>;
+  list(f: UserListFilter): Promise<{ items: UserRow[]; total: number }>;
+}
+
 /** Storage of users; knows SQL, no rules. */
-export class UsersRepo {
+export class UsersRepo implements UsersStore {
   constructor(private readonly db: Db) {}
 
-  byId(id: number): UserRow | undefined {
+  async byId(id: number): Promise<UserRow | undefined> {
     return this.db.select().from(users).where(eq(users.id, id)).get();
   }
 
-  byUsername(username: string): UserRow | undefined {
+  async byUsername(username: string): Promise<UserRow | undefined> {
     return this.db.select().from(users).where(eq(users.username, username)).get();
   }
 
-  byEmail(email: string): UserRow | undefined {
+  async byEmail(email: string): Promise<UserRow | undefined> {
     return this.db.select().from(users).where(sql`lower(${users.email}) = lower(${email})`).get();
   }
 
-  insert(row: NewUserRow): UserRow {
+  async insert(row: NewUserRow): Promise<UserRow> {
     return this.db.insert(users).values(row).returning().get();
   }
 
-  update(id: number, patch: Partial<NewUserRow>): UserRow | undefined {
+  async update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined> {
     return this.db.update(users).set(patch).where(eq(users.id, id)).returning().get();
   }
 
-  delete(id: number): boolean {
+  async delete(id: number): Promise<boolean> {
     return this.db.delete(users).where(eq(users.id, id)).returning({ id: users.id }).all().length > 0;
   }
 
-  count(): number {
+  async count(): Promise<number> {
     return this.db.select({ n: count() }).from(users).get()!.n;
   }
 
-  list(f: UserListFilter): { items: UserRow[]; total: number } {
+  async list(f: UserListFilter): Promise<{ items: UserRow[]; total: number }> {
     const conds: SQL[] = [];
     if (f.keyword) {
       const k = `%${f.keyword}%`;
