@@ -1,6 +1,7 @@
 import { stdLogger, type ChangeBus, type Logger, type SecretBox } from '@gw/core';
 import { CHANNEL_STATUS, type ChannelFailureRules, type ChannelRow, type ChannelsRepo, type HeaderPolicy } from '@gw/db';
 import { keyEntries } from './keys';
+import { RouteIndex } from './route-index';
 
 /** One upstream key of a channel, decrypted. */
 export interface ChannelKey {
@@ -43,20 +44,19 @@ export interface ChannelRecord {
  */
 export class ChannelRegistry {
   private readonly byId = new Map<number, ChannelRecord>();
-  /** group → model → enabled channels, priority desc; rebuilt on every change (changes are rare). */
-  private index = new Map<string, Map<string, ChannelRecord[]>>();
+  /** Enabled channels by group and model, priority desc; one channel's change is applied in place. */
+  private readonly index = new RouteIndex<ChannelRecord>();
   private readonly unsubscribe: () => void;
 
   constructor(private readonly repo: ChannelsRepo, private readonly secrets: SecretBox, bus: ChangeBus,
     private readonly log: Logger = stdLogger) {
-    for (const row of repo.all()) this.put(row);
-    this.rebuild();
+    this.loadAll();
     this.unsubscribe = bus.on('channel.changed', ({ channelId }) => this.refresh(channelId));
   }
 
   /** Enabled channels serving `model` to `group`, highest priority first (a copy: callers may reorder it). */
   candidates(model: string, group: string): ChannelRecord[] {
-    return this.index.get(group)?.get(model)?.slice() ?? [];
+    return this.index.list(group, model)?.slice() ?? [];
   }
 
   /** Any channel (enabled or not) by id. */
@@ -66,7 +66,7 @@ export class ChannelRegistry {
 
   /** Every model some enabled channel serves to `group`, sorted. */
   models(group: string): string[] {
-    return [...(this.index.get(group)?.keys() ?? [])].sort();
+    return [...(this.index.models(group) ?? [])].sort();
   }
 
   /** Every channel in the snapshot (health checks iterate this). */
@@ -74,24 +74,41 @@ export class ChannelRegistry {
     return [...this.byId.values()];
   }
 
-  /** Re-reads one channel (or all when null) from the database. */
+  /**
+   * Re-reads one channel from the database and moves just it in the index: O(1) in the number of channels
+   * (plus a splice within the lists it is in). `null` reloads everything; no write of this gateway emits
+   * that any more (many-row writes emit one event per row), it stays for a caller that cannot name rows.
+   */
   refresh(channelId: number | null): void {
     if (channelId === null) {
-      this.byId.clear();
-      for (const row of this.repo.all()) this.put(row);
-    } else {
-      this.byId.delete(channelId);
-      const row = this.repo.byId(channelId);
-      if (row) this.put(row);
+      this.loadAll();
+      return;
     }
-    this.rebuild();
+    const old = this.byId.get(channelId);
+    if (old) {
+      if (old.status === CHANNEL_STATUS.enabled) this.index.remove(old);
+      this.byId.delete(channelId);
+    }
+    const row = this.repo.byId(channelId);
+    const rec = row && this.put(row);
+    if (rec && rec.status === CHANNEL_STATUS.enabled) this.index.add(rec);
   }
 
   close(): void {
     this.unsubscribe();
   }
 
-  private put(row: ChannelRow): void {
+  private loadAll(): void {
+    this.byId.clear();
+    this.index.clear();
+    for (const row of this.repo.all()) this.put(row);
+    // Added in index order, so every insertion lands at the end of its lists (no shifting).
+    const enabled = [...this.byId.values()].filter((c) => c.status === CHANNEL_STATUS.enabled)
+      .sort((a, b) => b.priority - a.priority || a.id - b.id);
+    for (const c of enabled) this.index.add(c);
+  }
+
+  private put(row: ChannelRow): ChannelRecord | undefined {
     const keys: ChannelKey[] = [];
     for (const e of keyEntries(row)) {
       try {
@@ -101,32 +118,16 @@ export class ChannelRegistry {
         this.log.error('channel.key_undecryptable', { channel: row.id, name: row.name, key: e.id, msg: 'key cannot be decrypted with the configured SECRET_KEY; key skipped' });
       }
     }
-    if (!keys.length) return;
-    this.byId.set(row.id, {
+    if (!keys.length) return undefined;
+    const rec: ChannelRecord = {
       id: row.id, name: row.name, type: row.type, baseUrl: row.baseUrl, apiKey: (keys.find((k) => k.status === 1) ?? keys[0]!).apiKey, keys,
       keySelection: row.keySelection === 'round_robin' ? 'round_robin' : 'random', failureRules: row.failureRules ?? {},
       firstByteTimeoutMs: row.firstByteTimeoutMs, probeIntervalMs: row.probeIntervalMs, models: row.models,
       modelMapping: row.modelMapping, groups: row.group.split(',').map((g) => g.trim()).filter(Boolean), tag: row.tag,
       priority: row.priority, weight: row.weight, status: row.status, timeoutMs: row.timeoutMs, headers: row.headers,
       headerPolicy: row.headerPolicy ?? {},
-    });
-  }
-
-  private rebuild(): void {
-    const index = new Map<string, Map<string, ChannelRecord[]>>();
-    const enabled = [...this.byId.values()].filter((c) => c.status === CHANNEL_STATUS.enabled)
-      .sort((a, b) => b.priority - a.priority || a.id - b.id);
-    for (const c of enabled) {
-      for (const g of c.groups) {
-        let byModel = index.get(g);
-        if (!byModel) index.set(g, (byModel = new Map()));
-        for (const m of c.models) {
-          const list = byModel.get(m);
-          if (list) list.push(c);
-          else byModel.set(m, [c]);
-        }
-      }
-    }
-    this.index = index;
+    };
+    this.byId.set(row.id, rec);
+    return rec;
   }
 }

@@ -141,16 +141,17 @@ export class ChannelService {
 
   /** Deletes the given ids (unknown ones are skipped); returns how many existed. */
   deleteMany(ids: number[]): number {
-    const n = this.repo.deleteMany([...new Set(ids)]);
-    if (n) this.bus.emit('channel.changed', { channelId: null });
-    return n;
+    const deleted = this.repo.deleteMany([...new Set(ids)]);
+    // One event per row: caches apply exactly these rows instead of reloading every channel.
+    for (const id of deleted) this.bus.emit('channel.changed', { channelId: id });
+    return deleted.length;
   }
 
   /** Enables (1) or manually disables (2) every channel with `tag`; returns how many matched. */
   setTagStatus(tag: string, status: 1 | 2): number {
-    const n = this.repo.setStatusByTag(tag, status, status === 2 ? 'disabled by an operator' : '', nowSeconds());
-    if (n) this.bus.emit('channel.changed', { channelId: null });
-    return n;
+    const changed = this.repo.setStatusByTag(tag, status, status === 2 ? 'disabled by an operator' : '', nowSeconds());
+    for (const id of changed) this.bus.emit('channel.changed', { channelId: id });
+    return changed.length;
   }
 
   /**

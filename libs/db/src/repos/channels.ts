@@ -43,15 +43,16 @@ export class ChannelsRepo {
     return this.db.delete(channels).where(eq(channels.id, id)).returning({ id: channels.id }).all().length > 0;
   }
 
-  deleteMany(ids: number[]): number {
-    if (!ids.length) return 0;
-    return this.db.delete(channels).where(inArray(channels.id, ids)).returning({ id: channels.id }).all().length;
+  /** Deletes these ids; returns the ids that existed. */
+  deleteMany(ids: number[]): number[] {
+    if (!ids.length) return [];
+    return this.db.delete(channels).where(inArray(channels.id, ids)).returning({ id: channels.id }).all().map((r) => r.id);
   }
 
-  /** Sets the status of every channel with `tag`; returns how many rows matched. */
-  setStatusByTag(tag: string, status: number, reason: string, at: number): number {
+  /** Sets the status of every channel with `tag`; returns the ids of the rows that matched. */
+  setStatusByTag(tag: string, status: number, reason: string, at: number): number[] {
     return this.db.update(channels).set({ status, statusReason: reason, updatedAt: at })
-      .where(eq(channels.tag, tag)).returning({ id: channels.id }).all().length;
+      .where(eq(channels.tag, tag)).returning({ id: channels.id }).all().map((r) => r.id);
   }
 
   list(f: ChannelListFilter): { items: ChannelRow[]; total: number } {

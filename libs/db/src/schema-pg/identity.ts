@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { pgTable, integer, text, boolean, jsonb, index, uniqueIndex } from 'drizzle-orm/pg-core';
 import { big, idColumn } from './columns';
 
@@ -28,7 +29,9 @@ export const users = pgTable('users', {
   maxConcurrency: integer('max_concurrency').notNull().default(0),
   createdAt: big('created_at').notNull(),
   updatedAt: big('updated_at').notNull(),
-}, (t) => [uniqueIndex('users_username_uq').on(t.username), uniqueIndex('users_email_uq').on(t.email)]);
+}, (t) => [uniqueIndex('users_username_uq').on(t.username), uniqueIndex('users_email_uq').on(t.email),
+  // E-mail lookups are case-insensitive (lower(email) = lower(?)): without this index each one scans every user.
+  index('users_email_lower_idx').on(sql`lower(${t.email})`)]);
 
 export const sessions = pgTable('sessions', {
   idHash: text('id_hash').primaryKey(),
