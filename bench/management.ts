@@ -39,7 +39,7 @@ async function seed(path: string, n: number): Promise<void> {
       }))).run();
       h.db.insert(channels).values(ids.map((k) => ({
         name: `seed-${k}`, type: 'anthropic', baseUrl: 'http://127.0.0.1:9', key: sealed,
-        keys: [{ id: 1, key: sealed, status: 1, reason: '', disabledAt: null, createdAt: now }],
+        keys: [{ id: 1, key: sealed, status: 1 as const, reason: '', disabledAt: null, createdAt: now }],
         models: [`model-${k % MODEL_POOL}`, `model-${(k + 1) % MODEL_POOL}`], modelMapping: {}, headers: {},
         priority: k % 5, createdAt: now, updatedAt: now,
       }))).run();

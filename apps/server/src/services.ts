@@ -117,7 +117,7 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     // The key checks of /v1/messages, plus the group's price ratio for the session's charges.
     policy: { authorize: (k, m, ip) => { const { group } = relay.gate.authorize(k, m, ip); return { group, ratio: relay.relay.policy(group).ratio }; } },
     prices: relay.prices, quota: relay.quota, billing: relay.billing, upstream: adapterResolver(getAdapter),
-    sessions: new RealtimeSessionsRepo(dbh.db), order: (c) => orderCandidates(c), log, inflight: relay.inflight,
+    sessions: new RealtimeSessionsRepo(dbh.db), order: (c) => orderCandidates(c), log, inflight: relay.inflight, slots: relay.slots,
   });
   // Live sessions end (1001) and are recorded before the database closes.
   closers.push(() => realtime.closeAll());
@@ -125,6 +125,8 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     () => channelRegistry.all().map((c) => [{ channel: c.id, name: c.name, type: c.type }, c.status]));
   metrics.registry.gauge('gateway_settlements_queued', 'Settlements journaled but not yet written to the database', () => [[{}, relay.quota.queued]]);
   metrics.registry.gauge('gateway_realtime_sessions', 'Live realtime sessions', () => [[{}, realtime.liveCount]]);
+  metrics.registry.gauge('gateway_upstream_slots', 'Relayed requests in flight (streams and realtime sessions until they end) and their cap, MAX_UPSTREAM_CONNECTIONS',
+    () => [[{ state: 'in_use' }, relay.slots.inUse], [{ state: 'max' }, relay.slots.max]]);
   const services: Services = {
     relay, realtime, metrics, log,
     channels, channelRegistry, channelKeys, userAdmin, userDirectory, apiKeys,
