@@ -6,18 +6,11 @@
  * file limit) plus headroom. An operator's own BUN_CONFIG_MAX_HTTP_REQUESTS is left as it is.
  */
 import { openFileLimit } from '@gw/core/process-limits';
-import { MAX_UPSTREAM_CAP, defaultUpstreamCap, fetchLimitFor } from '@gw/relay/upstream-slots';
+import { wantedFetchLimit } from '@gw/relay/upstream-slots';
+import { join } from 'node:path';
 
-/** The BUN_CONFIG_MAX_HTTP_REQUESTS this environment calls for; null when already set. */
-export function wantedFetchLimit(env: Record<string, string | undefined>, nofile: number | null): number | null {
-  if (env.BUN_CONFIG_MAX_HTTP_REQUESTS !== undefined) return null;
-  const configured = Number(env.MAX_UPSTREAM_CONNECTIONS);
-  // A malformed value is reported by the configuration loader; here it just falls back to the default.
-  const cap = Number.isSafeInteger(configured) && configured >= 1 && configured <= MAX_UPSTREAM_CAP ? configured : defaultUpstreamCap(nofile);
-  return fetchLimitFor(cap);
-}
-
-const wanted = wantedFetchLimit(process.env, openFileLimit());
+// Only when the server entry is what this process runs: importing it from elsewhere must not restart anything.
+const wanted = Bun.main === join(import.meta.dir, 'index.ts') ? wantedFetchLimit(process.env, openFileLimit()) : null;
 // A compiled binary's argv holds no script path to re-run: it keeps Bun's default (documented).
 const compiled = Bun.main.startsWith('/$bunfs/') || Bun.main.startsWith('B:/~BUN/');
 if (wanted !== null && !compiled && typeof process.execve === 'function') {

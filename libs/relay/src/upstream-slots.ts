@@ -26,6 +26,18 @@ export function defaultUpstreamCap(nofile: number | null): number {
 /** The BUN_CONFIG_MAX_HTTP_REQUESTS a process with this cap needs: the cap plus the headroom. */
 export const fetchLimitFor = (cap: number) => Math.min(BUN_FETCH_MAX, cap + FETCH_HEADROOM);
 
+/**
+ * The BUN_CONFIG_MAX_HTTP_REQUESTS a server process should be (re)started with: the cap (MAX_UPSTREAM_CONNECTIONS,
+ * else the default for `nofile`) plus the headroom; null when the operator already set it.
+ */
+export function wantedFetchLimit(env: Record<string, string | undefined>, nofile: number | null): number | null {
+  if (env.BUN_CONFIG_MAX_HTTP_REQUESTS !== undefined) return null;
+  const configured = Number(env.MAX_UPSTREAM_CONNECTIONS);
+  // A malformed value is reported by the configuration loader; here it just falls back to the default.
+  const cap = Number.isSafeInteger(configured) && configured >= 1 && configured <= MAX_UPSTREAM_CAP ? configured : defaultUpstreamCap(nofile);
+  return fetchLimitFor(cap);
+}
+
 export const upstreamOverloaded = (max: number) => new GatewayError(503, 'upstream_capacity',
   `The gateway is relaying its maximum of ${max} requests at once; retry shortly`, { type: 'overloaded_error', headers: { 'retry-after': '1' } });
 
