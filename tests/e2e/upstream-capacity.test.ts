@@ -66,6 +66,7 @@ describe('MAX_UPSTREAM_CONNECTIONS', () => {
     expect(r.body).toMatchObject({ type: 'error', error: { type: 'overloaded_error', code: 'upstream_capacity' } });
     expect(r.body.error.message).toContain(String(CAP));
     expect(r.headers.get('retry-after')).toBe('1');
+    expect(r.headers.get('connection')).toBe('close');
     expect(r.headers.get('request-id')).toBeTruthy();
     expect(ms).toBeLessThan(1000);
     // count_tokens may call an upstream too: the same cap.

@@ -11,7 +11,7 @@ describe('UpstreamSlots', () => {
     let err: unknown;
     try { s.acquire(); } catch (e) { err = e; }
     expect(err).toBeInstanceOf(GatewayError);
-    expect(err).toMatchObject({ status: 503, type: 'overloaded_error', code: 'upstream_capacity', headers: { 'retry-after': '1' } });
+    expect(err).toMatchObject({ status: 503, type: 'overloaded_error', code: 'upstream_capacity', headers: { 'retry-after': '1', connection: 'close' } });
     a();
     a();
     expect(s.inUse).toBe(1);

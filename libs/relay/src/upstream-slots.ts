@@ -38,8 +38,9 @@ export function wantedFetchLimit(env: Record<string, string | undefined>, nofile
   return fetchLimitFor(cap);
 }
 
+/** `connection: close`: a refused client's idle keep-alive socket would hold the very descriptor the cap protects. */
 export const upstreamOverloaded = (max: number) => new GatewayError(503, 'upstream_capacity',
-  `The gateway is relaying its maximum of ${max} requests at once; retry shortly`, { type: 'overloaded_error', headers: { 'retry-after': '1' } });
+  `The gateway is relaying its maximum of ${max} requests at once; retry shortly`, { type: 'overloaded_error', headers: { 'retry-after': '1', connection: 'close' } });
 
 export class UpstreamSlots {
   private used = 0;
