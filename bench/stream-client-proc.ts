@@ -8,7 +8,7 @@ export {};
 const [url, key, nArg] = process.argv.slice(2);
 const n = Number(nArg);
 const body = JSON.stringify({ model: 'bench-model', max_tokens: 16, stream: true, metadata: { user_id: 'hold' }, messages: [{ role: 'user', content: 'hold' }] });
-const headers = { 'content-type': 'application/json', 'vendor-version': '2023-06-01', 'x-api-key': key! };
+const headers = { 'content-type': 'application/json', 'vendor-version': '2023-06-01', 'anthropic-version': '2023-06-01', 'x-api-key': key! };
 const ctrl = new AbortController();
 let opened = 0;
 let refused = 0;

@@ -46,8 +46,12 @@ const fetchLimit = wantedFetchLimit(gwEnv, nofile)!;
 const upstream = spawnRaised(['bench/upstream-proc.ts'], { BUN_CONFIG_MAX_HTTP_REQUESTS: '256' });
 const up = await firstLine(upstream);
 // The bench gateway is built in-process by gateway-proc.ts (not the server entry), so it gets the fetch limit here.
-const gateway = spawnRaised(['bench/gateway-proc.ts', up.url], { BUN_CONFIG_MAX_HTTP_REQUESTS: String(fetchLimit) });
-const gw = await firstLine(gateway);
+// BENCH_GW_FLAGS: extra Bun flags for the gateway (e.g. --smol).
+const gwFlags = (process.env.BENCH_GW_FLAGS ?? '').split(' ').filter(Boolean);
+// BENCH_TARGET=bare: the thinnest Bun proxy instead of the gateway, for the floor of what a stream costs in Bun.
+const bare = process.env.BENCH_TARGET === 'bare';
+const gateway = spawnRaised([...gwFlags, '--preload', './bench/gc-on-signal.ts', bare ? 'bench/bare-proxy-proc.ts' : 'bench/gateway-proc.ts', up.url], { BUN_CONFIG_MAX_HTTP_REQUESTS: String(fetchLimit) });
+const gw = bare ? { ...(await firstLine(gateway)), key: 'bench-upstream-key' } : await firstLine(gateway);
 const clients: Array<ReturnType<typeof spawnRaised>> = [];
 try {
   const idleRss = rssMb(gateway.pid);
@@ -63,6 +67,10 @@ try {
   const openSecs = (performance.now() - t0) / 1000;
   await Bun.sleep(500);
   const heldRss = rssMb(gateway.pid);
+  // The same after a full collection: what the streams really keep, without garbage not yet collected.
+  gateway.kill('SIGUSR2');
+  await Bun.sleep(1500);
+  const gcRss = rssMb(gateway.pid);
   const heldFds = fds(gateway.pid);
   clearInterval(sampler);
   const opened = reports.reduce((a, r) => a + r.opened, 0);
@@ -71,12 +79,14 @@ try {
   for (const r of reports) for (const [k, v] of Object.entries(r.other as Record<string, number>)) other[k] = (other[k] ?? 0) + v;
   const refusedP99 = Math.max(...reports.map((r) => r.refusedP99 ?? 0));
   const perStreamKb = opened ? ((heldRss - idleRss) * 1024) / opened : NaN;
+  const perStreamGcKb = opened ? ((gcRss - idleRss) * 1024) / opened : NaN;
   const cap = Number(gwEnv.MAX_UPSTREAM_CONNECTIONS ?? defaultUpstreamCap(openFiles(gateway.pid)));
   console.log(`\nHeld streams (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, Bun ${Bun.version}; ${CLIENTS} client processes, gateway, upstream on one machine)\n`);
   console.log(`  open-file limit of each process: ${openFiles(gateway.pid)} (asked for ${WANT_NOFILE}); gateway cap MAX_UPSTREAM_CONNECTIONS = ${cap}, BUN_CONFIG_MAX_HTTP_REQUESTS = ${fetchLimit}`);
   console.log(`  ${STREAMS} streams asked: ${opened} held open, ${refused} answered 503 overloaded_error (slowest 1%: ${refusedP99.toFixed(0)} ms), other outcomes ${JSON.stringify(other)}; all settled in ${openSecs.toFixed(1)} s`);
   console.log(`  gateway RSS: ${idleRss.toFixed(0)} MB idle, ${heldRss.toFixed(0)} MB holding ${opened} streams (peak ${Math.max(peak, heldRss).toFixed(0)} MB): ${perStreamKb.toFixed(1)} kB per stream; ${heldFds} descriptors open`);
-  console.log(`  at this rate ${STREAMS} streams would take ${(idleRss + (perStreamKb * STREAMS) / 1024).toFixed(0)} MB`);
+  console.log(`  after a full GC: ${gcRss.toFixed(0)} MB, ${perStreamGcKb.toFixed(1)} kB per stream`);
+  console.log(`  at these rates ${STREAMS} streams would take ${(idleRss + (perStreamKb * STREAMS) / 1024).toFixed(0)} MB (${(idleRss + (perStreamGcKb * STREAMS) / 1024).toFixed(0)} MB after GC)`);
 } finally {
   for (const c of clients) c.kill('SIGTERM');
   gateway.kill('SIGTERM');

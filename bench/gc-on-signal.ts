@@ -1,0 +1,13 @@
+/**
+ * Preloaded into the bench gateway by bench/streams.ts: SIGUSR2 runs a full garbage collection (so RSS is
+ * read without garbage) and, with BENCH_HEAP=1, prints the JS heap size and the most numerous object types.
+ */
+import { heapStats } from 'bun:jsc';
+
+process.on('SIGUSR2', () => {
+  Bun.gc(true);
+  if (process.env.BENCH_HEAP !== '1') return;
+  const h = heapStats();
+  const top = Object.entries(h.objectTypeCounts).sort((a, b) => b[1] - a[1]).slice(0, 25);
+  process.stderr.write(`heap ${(h.heapSize / 1048576).toFixed(1)} MB, ${h.objectCount} objects; ${top.map(([k, v]) => `${k}=${v}`).join(' ')}\n`);
+});
