@@ -13,7 +13,7 @@
  */
 import { GatewayError } from '@gw/core';
 import { encodeAnthropicEvent, errorFrame, type Usage } from '@gw/formats';
-import type { StreamDecoder } from '@gw/providers';
+import type { ChunkSource, StreamDecoder } from '@gw/providers';
 import { abortError } from './fault';
 
 export interface StreamEnd {
@@ -77,26 +77,30 @@ export function relayStream(p: StreamRelayInput): Response {
     if (waitingUpstream) halt(new StreamAbortedError(`The upstream sent nothing for ${p.idleMs} ms.`, 'upstream_stream_cut', true));
   }, p.idleMs);
 
-  const source = new ReadableStream<Uint8Array>({
-    start(c) { c.enqueue(p.first); },
-    async pull(c) {
+  // The upstream as the decoder reads it: the first chunk (already read), then the reader under the idle
+  // limit. Plain objects, not ReadableStreams: each stream layer costs every held stream several kB.
+  let first: Uint8Array | null = p.first;
+  const source: ChunkSource = {
+    async read() {
+      if (first) {
+        const value = first;
+        first = null;
+        return { done: false, value };
+      }
       // Errors propagate: the decoder turns them into the client's `error` event.
       waitingUpstream = true;
       idle.refresh();
       try {
-        const { done, value } = await reader.read();
+        const r = await reader.read();
         if (stopped) throw stopped;
-        if (done) c.close();
-        else c.enqueue(value);
+        return r;
       } finally {
         waitingUpstream = false;
       }
     },
-    cancel(reason) {
-      return reader.cancel(reason);
-    },
-  }, { highWaterMark: 0 });
-  const decoded = decoder.pipe(source).getReader();
+    cancel: (reason) => reader.cancel(reason),
+  };
+  const decoded = decoder.pump(source);
 
   let ttft: number | null = null;
   let ended = false;
@@ -166,21 +170,21 @@ export function relayStream(p: StreamRelayInput): Response {
     start(c) { ctrl = c; },
     async pull(c) {
       waitingClient = false;
-      let chunk: { done: boolean; value?: Uint8Array };
+      let chunk: Uint8Array | null;
       try {
-        chunk = await decoded.read();
+        chunk = await decoded.next();
       } catch {
-        chunk = { done: true, value: undefined };
+        chunk = null;
       }
       if (closed) return;
-      if (chunk.done) {
+      if (!chunk) {
         end(null); // the settlement is recorded before the client sees the end
         closed = true;
         c.close();
         return;
       }
       if (ttft === null) ttft = since(p.startedAt);
-      c.enqueue(chunk.value!);
+      c.enqueue(chunk);
       waitingClient = true;
       stall.refresh();
       if (p.keepAliveMs) keepAlive.refresh();
