@@ -54,6 +54,9 @@ const gateway = spawnRaised([...gwFlags, '--preload', './bench/gc-on-signal.ts',
 const gw = bare ? { ...(await firstLine(gateway)), key: 'bench-upstream-key' } : await firstLine(gateway);
 const clients: Array<ReturnType<typeof spawnRaised>> = [];
 try {
+  // Idle: after start-up garbage is collected, the same way the held figure below is read.
+  gateway.kill('SIGUSR2');
+  await Bun.sleep(1500);
   const idleRss = rssMb(gateway.pid);
   const per = Math.ceil(STREAMS / CLIENTS);
   let peak = 0;
