@@ -81,12 +81,13 @@ try {
   const other: Record<string, number> = {};
   for (const r of reports) for (const [k, v] of Object.entries(r.other as Record<string, number>)) other[k] = (other[k] ?? 0) + v;
   const refusedP99 = Math.max(...reports.map((r) => r.refusedP99 ?? 0));
+  const refusedP50 = Math.max(...reports.map((r) => r.refusedP50 ?? 0));
   const perStreamKb = opened ? ((heldRss - idleRss) * 1024) / opened : NaN;
   const perStreamGcKb = opened ? ((gcRss - idleRss) * 1024) / opened : NaN;
   const cap = Number(gwEnv.MAX_UPSTREAM_CONNECTIONS ?? defaultUpstreamCap(openFiles(gateway.pid)));
   console.log(`\nHeld streams (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, Bun ${Bun.version}; ${CLIENTS} client processes, gateway, upstream on one machine)\n`);
   console.log(`  open-file limit of each process: ${openFiles(gateway.pid)} (asked for ${WANT_NOFILE}); gateway cap MAX_UPSTREAM_CONNECTIONS = ${cap}, BUN_CONFIG_MAX_HTTP_REQUESTS = ${fetchLimit}`);
-  console.log(`  ${STREAMS} streams asked: ${opened} held open, ${refused} answered 503 overloaded_error (slowest 1%: ${refusedP99.toFixed(0)} ms), other outcomes ${JSON.stringify(other)}; all settled in ${openSecs.toFixed(1)} s`);
+  console.log(`  ${STREAMS} streams asked: ${opened} held open, ${refused} answered 503 overloaded_error (p50 ${refusedP50.toFixed(0)} ms, p99 ${refusedP99.toFixed(0)} ms, client queueing included), other outcomes ${JSON.stringify(other)}; all settled in ${openSecs.toFixed(1)} s`);
   console.log(`  gateway RSS: ${idleRss.toFixed(0)} MB idle, ${heldRss.toFixed(0)} MB holding ${opened} streams (peak ${Math.max(peak, heldRss).toFixed(0)} MB): ${perStreamKb.toFixed(1)} kB per stream; ${heldFds} descriptors open`);
   console.log(`  after a full GC: ${gcRss.toFixed(0)} MB, ${perStreamGcKb.toFixed(1)} kB per stream`);
   console.log(`  at these rates ${STREAMS} streams would take ${(idleRss + (perStreamKb * STREAMS) / 1024).toFixed(0)} MB (${(idleRss + (perStreamGcKb * STREAMS) / 1024).toFixed(0)} MB after GC)`);
