@@ -67,19 +67,6 @@ export interface StreamResult {
   error?: string;
 }
 
-/** Where a pump reads upstream bytes: a stream's reader, or anything that reads and cancels like one. */
-export interface ChunkSource {
-  read(): Promise<{ done: boolean; value?: Uint8Array }>;
-  cancel(reason?: unknown): Promise<void>;
-}
-
-/** `pipe` without a stream object of its own: `next()` is the client's next chunk, null once it ended. */
-export interface SsePump {
-  next(): Promise<Uint8Array | null>;
-  /** Ends the pump and cancels its source. */
-  cancel(reason?: unknown): Promise<void>;
-}
-
 export interface StreamDecoder {
   /**
    * Wraps the upstream body; the result is the Anthropic SSE byte stream for the client. An upstream that
@@ -87,12 +74,6 @@ export interface StreamDecoder {
    * result cancels the upstream body (and so the fetch).
    */
   pipe(upstream: ReadableStream<Uint8Array>): ReadableStream<Uint8Array>;
-  /**
-   * The same translation, pulled chunk by chunk by a caller that has its own stream to the client: every
-   * ReadableStream layer costs a held stream several kB (issue #15: memory per concurrent stream).
-   * Use either this or `pipe`, once per decoder.
-   */
-  pump(source: ChunkSource): SsePump;
   result(): StreamResult;
 }
 

@@ -5,10 +5,6 @@
  * aborted pipe never reaches its flush).
  */
 import { SseParser, type SseEvent } from '@gw/formats';
-import type { ChunkSource, SsePump } from './adapter';
-
-/** Shared: a TextEncoder per stream is memory every held stream pays for nothing. */
-const encoder = new TextEncoder();
 
 export interface SseMachine {
   /** Frames to send for one upstream event. */
@@ -31,6 +27,7 @@ export interface SseFramer {
 /** The generic framer: every event parsed (SseParser) and re-encoded by the machine. */
 export function sseFramer(machine: SseMachine, maxEventBytes?: number): SseFramer {
   const parser = new SseParser(maxEventBytes);
+  const encoder = new TextEncoder();
   const run = (events: SseEvent[]) => {
     let out = '';
     for (const ev of events) {
@@ -56,71 +53,61 @@ function joined(parts: Uint8Array[]): Uint8Array | null {
 }
 
 /**
- * Drives `machine` over `source`, pull-based: each next() reads the upstream until there is something to
- * send. `maxEventBytes` caps one upstream event (SseParser); an oversized one ends the stream through the
- * machine's `onFailure`, like a failed read, and the source is cancelled. `framer` defaults to the generic
- * one; an adapter may pass a faster one for its own format.
+ * `maxEventBytes` caps one upstream event (SseParser); an oversized one ends the stream through the
+ * machine's `onFailure`, like a failed read, and the upstream is cancelled. `framer` defaults to the
+ * generic one; an adapter may pass a faster one for its own format.
  */
-export function ssePump(source: ChunkSource, machine: SseMachine, onFirstByte: () => void, maxEventBytes?: number,
-  framer: SseFramer = sseFramer(machine, maxEventBytes)): SsePump {
+export function pipeSse(upstream: ReadableStream<Uint8Array>, machine: SseMachine, onFirstByte: () => void, maxEventBytes?: number,
+  framer: SseFramer = sseFramer(machine, maxEventBytes)): ReadableStream<Uint8Array> {
+  const reader = upstream.getReader();
+  const encoder = new TextEncoder();
   let ended = false;
   let sentAny = false;
-  const out = (parts: Uint8Array[], text = ''): Uint8Array | null => {
+  const send = (ctrl: ReadableStreamDefaultController<Uint8Array>, parts: Uint8Array[], text = '') => {
     if (text) parts.push(encoder.encode(text));
-    const o = joined(parts);
-    if (o && !sentAny) {
+    const out = joined(parts);
+    if (!out) return;
+    if (!sentAny) {
       sentAny = true;
       onFirstByte();
     }
-    return o;
+    ctrl.enqueue(out);
   };
-  return {
-    async next() {
-      // Loop until something is sent: an empty answer would read as the end.
+  return new ReadableStream<Uint8Array>({
+    async pull(ctrl) {
+      // Loop until something is sent: a pull that enqueues nothing would never be called again.
       while (!ended) {
-        let chunk: { done: boolean; value?: Uint8Array };
+        let chunk: Awaited<ReturnType<typeof reader.read>>;
         try {
-          chunk = await source.read();
+          chunk = await reader.read();
         } catch (err) {
           ended = true;
-          return out([], machine.onFailure(err));
+          send(ctrl, [], machine.onFailure(err));
+          break;
         }
-        let parts: Uint8Array[];
+        let out: Uint8Array[];
         try {
-          parts = chunk.done ? framer.end() : framer.push(chunk.value!);
+          out = chunk.done ? framer.end() : framer.push(chunk.value);
         } catch (err) {
           ended = true;
-          source.cancel().catch(() => {});
-          return out([], machine.onFailure(err));
+          reader.cancel().catch(() => {});
+          send(ctrl, [], machine.onFailure(err));
+          break;
         }
         if (chunk.done || machine.stopped) {
           ended = true;
           const tail = machine.stopped ? '' : machine.onEnd();
-          if (machine.stopped) source.cancel().catch(() => {});
-          return out(parts, tail);
+          if (machine.stopped) reader.cancel().catch(() => {});
+          send(ctrl, out, tail);
+          break;
         }
-        const o = parts.length ? out(parts) : null;
-        if (o) return o;
+        if (out.length) return send(ctrl, out);
       }
-      return null;
+      ctrl.close();
     },
     cancel(reason) {
       ended = true;
-      return source.cancel(reason);
+      return reader.cancel(reason);
     },
-  };
-}
-
-/** ssePump as a byte stream: the upstream is read only as fast as the stream is, and cancelling it cancels the upstream. */
-export function pipeSse(upstream: ReadableStream<Uint8Array>, machine: SseMachine, onFirstByte: () => void, maxEventBytes?: number,
-  framer: SseFramer = sseFramer(machine, maxEventBytes)): ReadableStream<Uint8Array> {
-  const pump = ssePump(upstream.getReader(), machine, onFirstByte, maxEventBytes, framer);
-  return new ReadableStream<Uint8Array>({
-    async pull(ctrl) {
-      const chunk = await pump.next();
-      if (chunk) ctrl.enqueue(chunk);
-      else ctrl.close();
-    },
-    cancel: (reason) => pump.cancel(reason),
   }, { highWaterMark: 0 });
 }

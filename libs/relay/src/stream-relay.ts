@@ -13,7 +13,7 @@
  */
 import { GatewayError } from '@gw/core';
 import { encodeAnthropicEvent, errorFrame, type Usage } from '@gw/formats';
-import type { ChunkSource, StreamDecoder } from '@gw/providers';
+import type { StreamDecoder } from '@gw/providers';
 import { abortError } from './fault';
 
 export interface StreamEnd {
@@ -77,30 +77,26 @@ export function relayStream(p: StreamRelayInput): Response {
     if (waitingUpstream) halt(new StreamAbortedError(`The upstream sent nothing for ${p.idleMs} ms.`, 'upstream_stream_cut', true));
   }, p.idleMs);
 
-  // The upstream as the decoder reads it: the first chunk (already read), then the reader under the idle
-  // limit. Plain objects, not ReadableStreams: each stream layer costs every held stream several kB.
-  let first: Uint8Array | null = p.first;
-  const source: ChunkSource = {
-    async read() {
-      if (first) {
-        const value = first;
-        first = null;
-        return { done: false, value };
-      }
+  const source = new ReadableStream<Uint8Array>({
+    start(c) { c.enqueue(p.first); },
+    async pull(c) {
       // Errors propagate: the decoder turns them into the client's `error` event.
       waitingUpstream = true;
       idle.refresh();
       try {
-        const r = await reader.read();
+        const { done, value } = await reader.read();
         if (stopped) throw stopped;
-        return r;
+        if (done) c.close();
+        else c.enqueue(value);
       } finally {
         waitingUpstream = false;
       }
     },
-    cancel: (reason) => reader.cancel(reason),
-  };
-  const decoded = decoder.pump(source);
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
+  const decoded = decoder.pipe(source).getReader();
 
   let ttft: number | null = null;
   let ended = false;
@@ -170,21 +166,21 @@ export function relayStream(p: StreamRelayInput): Response {
     start(c) { ctrl = c; },
     async pull(c) {
       waitingClient = false;
-      let chunk: Uint8Array | null;
+      let chunk: { done: boolean; value?: Uint8Array };
       try {
-        chunk = await decoded.next();
+        chunk = await decoded.read();
       } catch {
-        chunk = null;
+        chunk = { done: true, value: undefined };
       }
       if (closed) return;
-      if (!chunk) {
+      if (chunk.done) {
         end(null); // the settlement is recorded before the client sees the end
         closed = true;
         c.close();
         return;
       }
       if (ttft === null) ttft = since(p.startedAt);
-      c.enqueue(chunk);
+      c.enqueue(chunk.value!);
       waitingClient = true;
       stall.refresh();
       if (p.keepAliveMs) keepAlive.refresh();

@@ -6,7 +6,7 @@
 import { encodeSse, estimateTextTokens, errorFrame, zeroUsage, type SseEvent, type Usage } from '@gw/formats';
 import type { DecodeContext, StreamDecoder, StreamResult } from '../adapter';
 import { failureMessage, upstreamStreamError } from '../stream-errors';
-import { pipeSse, ssePump, type SseMachine } from '../sse-pipe';
+import { pipeSse, type SseMachine } from '../sse-pipe';
 import { AnthropicFramer } from './raw-pipe';
 
 const USAGE_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
@@ -134,7 +134,6 @@ export function createAnthropicStreamDecoder(ctx: DecodeContext): StreamDecoder 
   const now = ctx.now ?? Date.now;
   return {
     pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now()), ctx.maxEventBytes, new AnthropicFramer(machine, ctx.maxEventBytes)),
-    pump: (source) => ssePump(source, machine, () => (firstByteAt = now()), ctx.maxEventBytes, new AnthropicFramer(machine, ctx.maxEventBytes)),
     result: () => ({ ...machine.result(), firstByteAt }),
   };
 }

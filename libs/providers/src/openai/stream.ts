@@ -3,7 +3,7 @@ import { newMessageId } from '@gw/core';
 import { ChatStreamTranslator, encodeAnthropicEvent, type AnthropicStreamEvent, type ChatCompletionChunk, type SseEvent } from '@gw/formats';
 import type { DecodeContext, StreamDecoder } from '../adapter';
 import { failureMessage, upstreamStreamError } from '../stream-errors';
-import { pipeSse, ssePump, type SseMachine } from '../sse-pipe';
+import { pipeSse, type SseMachine } from '../sse-pipe';
 
 const encodeAll = (events: AnthropicStreamEvent[]) => events.map(encodeAnthropicEvent).join('');
 
@@ -71,7 +71,6 @@ export function createOpenAIStreamDecoder(ctx: DecodeContext): StreamDecoder {
   const now = ctx.now ?? Date.now;
   return {
     pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now()), ctx.maxEventBytes),
-    pump: (source) => ssePump(source, machine, () => (firstByteAt = now()), ctx.maxEventBytes),
     result: () => {
       const o = machine.translator.outcome();
       return { usage: o.usage, estimatedUsage: o.estimatedUsage, stopReason: o.stopReason, complete: o.complete, firstByteAt, error: machine.failure };
