@@ -12,7 +12,7 @@ import { ChangeBus, costOf, memoryLogger } from '@gw/core';
 import { LedgerRepo, PricesRepo, RealtimeSessionsRepo, SettlementsRepo, UsageLogsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
 import { PriceBook, QuotaService } from '@gw/billing';
 import { getAdapter } from '@gw/providers';
-import { RelayGate, orderCandidates, type GateKey } from '@gw/relay';
+import { RelayGate, UpstreamSlots, orderCandidates, type GateKey } from '@gw/relay';
 import { RealtimeService, adapterResolver, realtimeConfig, type RealtimeChannel } from '@gw/realtime';
 import { httpErrors } from '../../apps/server/src/plugins/http-errors';
 import { RouteTable } from '../../apps/server/src/plugins/route-table';
@@ -40,6 +40,8 @@ export interface Wiring {
   logs: string[];
   /** A new user with `balance` and an API key; returns the plain key. */
   addKey(balance: number, extra?: Partial<GateKey>): Promise<{ key: string; userId: number; keyId: number }>;
+  /** The gateway-wide cap (MAX_UPSTREAM_CONNECTIONS in `env`, else unlimited for these tests). */
+  slots: UpstreamSlots;
   stop(): Promise<void>;
 }
 
@@ -73,6 +75,7 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   const gate = new RelayGate({ lookup: (k) => keys.get(k), user: (id) => (owners.has(id) ? { id, status: 1, group: 'default', rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0 } : undefined) });
   /** Group price ratios (per-mille) by group name; unset = 1000. */
   const ratios = new Map<string, number>();
+  const slots = new UpstreamSlots(Number(env.MAX_UPSTREAM_CONNECTIONS ?? 1_000_000));
   const service = new RealtimeService<GateKey, Channel, any>({
     config: realtimeConfig({ REALTIME_CONNECT_TIMEOUT_MS: '1000', ...env }),
     keys: { lookup: (k) => keys.get(k) },
@@ -88,14 +91,14 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
     order: (c) => orderCandidates(c),
     sessions: new RealtimeSessionsRepo(h.db),
     billing: { requirePrice: true, minReserve: 1 },
-    log,
+    log, slots,
   });
   let table: RouteTable | undefined;
   const app: any = new Elysia().use(httpErrors({ table: () => (table ??= new RouteTable(app.routes)), log })).use(realtimeRoutes(service, log));
   app.listen({ port: 0, hostname: '127.0.0.1' });
   const port = app.server!.port;
   return {
-    url: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, h, service, quota, book, keys, channels, userId, ledger, addKey, logs, ratios,
+    url: `http://127.0.0.1:${port}`, ws: `ws://127.0.0.1:${port}`, h, service, quota, book, keys, channels, userId, ledger, addKey, logs, ratios, slots,
     async stop() {
       await service.closeAll();
       await app.stop(true);

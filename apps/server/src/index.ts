@@ -1,8 +1,11 @@
 /** Process entry: load configuration, build services, listen. Nothing else lives here. */
+// First: it may re-execute the process with Bun's fetch limit sized to the upstream cap.
+import './fetch-limit';
 import { ConfigError, loadConfig, redactUrl } from '@gw/config';
 import { createServices, loggerFor } from './services';
 import { listen } from './app';
 import { setTrustProxy } from './plugins/client-ip';
+import { bunFetchLimit, openFileLimit } from '@gw/core';
 
 // Everything this process creates (data folder, database, WAL, journal, keys) is its user's alone;
 // the libraries also set these modes explicitly, this covers whatever else SQLite or Bun may create.
@@ -33,7 +36,8 @@ try {
   process.on('SIGTERM', shutdown);
   // Announced only once the stop handlers are in place: a supervisor that sends SIGTERM as soon as it
   // sees this line gets a graceful stop, not the default kill.
-  log.info('listening', { url: `${config.tls ? 'https' : 'http'}://${config.host}:${app.server!.port}`, database: redactUrl(config.databaseUrl) });
+  log.info('listening', { url: `${config.tls ? 'https' : 'http'}://${config.host}:${app.server!.port}`, database: redactUrl(config.databaseUrl),
+    max_upstream_connections: services.relay.slots.max, open_files: openFileLimit() ?? 'unknown', fetch_slots: bunFetchLimit() });
 } catch (e) {
   // Start-up failures are one line an operator can act on, not a stack trace.
   process.stderr.write((e instanceof ConfigError ? `Configuration error: ${e.message}` : `Start-up failed: ${(e as Error)?.message ?? e}`) + '\n');

@@ -118,7 +118,7 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     // The key checks of /v1/messages, plus the group's price ratio for the session's charges.
     policy: { authorize: (k, m, ip) => { const { group } = relay.gate.authorize(k, m, ip); return { group, ratio: relay.relay.policy(group).ratio }; } },
     prices: relay.prices, quota: relay.quota, billing: relay.billing, upstream: adapterResolver(getAdapter),
-    sessions: stores.realtimeSessions, order: (c) => orderCandidates(c), log, inflight: relay.inflight,
+    sessions: stores.realtimeSessions, order: (c) => orderCandidates(c), log, inflight: relay.inflight, slots: relay.slots,
   });
   // Live sessions end (1001) and are recorded before the database closes.
   closers.push(() => realtime.closeAll());
@@ -130,6 +130,8 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     // The in-memory directory and key index hold every user and key (any status), refreshed on each change.
     user: (id) => userDirectory.get(id), keyOwner: (id) => apiKeys.byId(id)?.userId, canManage,
   });
+  metrics.registry.gauge('gateway_upstream_slots', 'Relayed requests in flight (streams and realtime sessions until they end) and their cap, MAX_UPSTREAM_CONNECTIONS',
+    () => [[{ state: 'in_use' }, relay.slots.inUse], [{ state: 'max' }, relay.slots.max]]);
   const services: Services = {
     relay, realtime, metrics, log, budgets,
     channels, channelRegistry, channelKeys, userAdmin, userDirectory, apiKeys,

@@ -85,3 +85,67 @@ describe('ChannelRegistry', () => {
     expect(registry.get(a.id)!.apiKey).toBe('k-third-333333');
   });
 });
+
+describe('ChannelRegistry: incremental updates', () => {
+  /** Every (group, model) list and every group's models, as a registry shows them. */
+  const snapshot = (r: ChannelRegistry, groups: string[], models: string[]) => ({
+    lists: groups.flatMap((g) => models.map((m) => `${g}/${m}: ${r.candidates(m, g).map((c) => `${c.id}@${c.priority}`).join(',')}`)),
+    models: groups.map((g) => `${g}: ${r.models(g).join(',')}`),
+    all: r.all().map((c) => `${c.id}:${c.status}:${c.priority}`).sort(),
+  });
+
+  test('a random sequence of writes leaves the index exactly as a full rebuild would, without ever reloading every row', async () => {
+    const repo = new ChannelsRepo(dbh.db);
+    let fullReads = 0;
+    const spied = Object.assign(Object.create(repo), { all: () => { fullReads++; return repo.all(); } }) as ChannelsRepo;
+    const incremental = await ChannelRegistry.load(spied, secrets, bus, silentLogger);
+    expect(fullReads).toBe(1);
+    let seed = 12345;
+    const rnd = (n: number) => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed % n; };
+    const groups = ['default', 'vip', 'free'];
+    const models = ['m0', 'm1', 'm2', 'm3'];
+    const pickModels = () => [...new Set(Array.from({ length: 1 + rnd(3) }, () => models[rnd(models.length)]!))];
+    const pickGroups = () => [...new Set(Array.from({ length: 1 + rnd(2) }, () => groups[rnd(groups.length)]!))].join(',');
+    const ids: number[] = [];
+    for (let step = 0; step < 400; step++) {
+      const op = ids.length < 5 ? 0 : rnd(7);
+      const id = ids[rnd(ids.length)]!;
+      if (op === 0 || op === 1) {
+        ids.push((await add({ priority: rnd(4), models: pickModels(), group: pickGroups(), tag: `t${rnd(3)}`, status: rnd(5) ? 1 : 2 })).id);
+      } else if (op === 2) {
+        await service.update({ id, priority: rnd(4) });
+      } else if (op === 3) {
+        await service.update({ id, models: pickModels(), group: pickGroups(), status: (1 + rnd(2)) as 1 | 2 });
+      } else if (op === 4) {
+        await service.delete(id);
+        ids.splice(ids.indexOf(id), 1);
+      } else if (op === 5) {
+        await service.setStatus(id, rnd(2) ? 3 : 1, 'probe');
+      } else if (rnd(2)) {
+        await service.setTagStatus(`t${rnd(3)}`, (1 + rnd(2)) as 1 | 2);
+      } else {
+        const gone = [ids[rnd(ids.length)]!, ids[rnd(ids.length)]!];
+        await service.deleteMany(gone);
+        for (const g of new Set(gone)) ids.splice(ids.indexOf(g), 1);
+      }
+      if (step % 20 === 19 || step === 399) {
+        const rebuilt = await ChannelRegistry.load(repo, secrets, new ChangeBus(), silentLogger);
+        expect(snapshot(incremental, groups, models)).toEqual(snapshot(rebuilt, groups, models));
+        rebuilt.close();
+      }
+    }
+    // Only the start-up load read the whole table: every write above was applied row by row.
+    expect(fullReads).toBe(1);
+    incremental.close();
+  });
+
+  test('a model nobody serves any more disappears from models()', async () => {
+    const a = await add({ models: ['only-here'] });
+    expect(registry.models('default')).toContain('only-here');
+    await service.update({ id: a.id, status: 2 });
+    expect(registry.models('default')).not.toContain('only-here');
+    await service.update({ id: a.id, status: 1, group: 'vip' });
+    expect(registry.models('default')).not.toContain('only-here');
+    expect(registry.models('vip')).toEqual(['only-here']);
+  });
+});

@@ -2,6 +2,7 @@ import { SerialQueue, stdLogger, type ChangeBus, type Logger, type SecretBox } f
 import { CHANNEL_STATUS, type BillingModel, type ChannelFailureRules, type ChannelRow, type ChannelsStore, type HeaderPolicy } from '@gw/db';
 import { keyEntries } from './keys';
 import { compileOverrides, type OverrideProgram } from './override-program';
+import { RouteIndex } from './route-index';
 
 /** One upstream key of a channel, decrypted. */
 export interface ChannelKey {
@@ -49,8 +50,8 @@ export interface ChannelRecord {
  */
 export class ChannelRegistry {
   private readonly byId = new Map<number, ChannelRecord>();
-  /** group → model → enabled channels, priority desc; rebuilt on every change (changes are rare). */
-  private index = new Map<string, Map<string, ChannelRecord[]>>();
+  /** Enabled channels by group and model, priority desc; one channel's change is applied in place. */
+  private readonly index = new RouteIndex<ChannelRecord>();
   private readonly unsubscribe: () => void;
   private readonly refreshes = new SerialQueue();
 
@@ -61,14 +62,13 @@ export class ChannelRegistry {
 
   constructor(private readonly repo: ChannelsStore, private readonly secrets: SecretBox, bus: ChangeBus, rows: ChannelRow[],
     private readonly log: Logger = stdLogger) {
-    for (const row of rows) this.put(row);
-    this.rebuild();
+    this.loadAll(rows);
     this.unsubscribe = bus.on('channel.changed', ({ channelId }) => this.refresh(channelId));
   }
 
   /** Enabled channels serving `model` to `group`, highest priority first (a copy: callers may reorder it). */
   candidates(model: string, group: string): ChannelRecord[] {
-    return this.index.get(group)?.get(model)?.slice() ?? [];
+    return this.index.list(group, model)?.slice() ?? [];
   }
 
   /** Any channel (enabled or not) by id. */
@@ -78,7 +78,7 @@ export class ChannelRegistry {
 
   /** Every model some enabled channel serves to `group`, sorted. */
   models(group: string): string[] {
-    return [...(this.index.get(group)?.keys() ?? [])].sort();
+    return [...(this.index.models(group) ?? [])].sort();
   }
 
   /** Every channel in the snapshot (health checks iterate this). */
@@ -86,20 +86,26 @@ export class ChannelRegistry {
     return [...this.byId.values()];
   }
 
-  /** Re-reads one channel (or all when null) from the database. */
+  /**
+   * Re-reads one channel from the database and moves just it in the index: O(1) in the number of channels
+   * (plus a splice within the lists it is in). `null` reloads everything (a change feed's resync); no write
+   * of this gateway emits that (many-row writes emit one event per row). Read first, then swap: requests
+   * keep the old snapshot until the new row is in hand.
+   */
   refresh(channelId: number | null): Promise<void> {
     return this.refreshes.run(async () => {
-      // Read first, then swap: requests keep the old snapshot until the new rows are in hand.
       if (channelId === null) {
-        const rows = await this.repo.all();
-        this.byId.clear();
-        for (const row of rows) this.put(row);
-      } else {
-        const row = await this.repo.byId(channelId);
-        this.byId.delete(channelId);
-        if (row) this.put(row);
+        this.loadAll(await this.repo.all());
+        return;
       }
-      this.rebuild();
+      const row = await this.repo.byId(channelId);
+      const old = this.byId.get(channelId);
+      if (old) {
+        if (old.status === CHANNEL_STATUS.enabled) this.index.remove(old);
+        this.byId.delete(channelId);
+      }
+      const rec = row && this.put(row);
+      if (rec && rec.status === CHANNEL_STATUS.enabled) this.index.add(rec);
     });
   }
 
@@ -107,7 +113,17 @@ export class ChannelRegistry {
     this.unsubscribe();
   }
 
-  private put(row: ChannelRow): void {
+  private loadAll(rows: ChannelRow[]): void {
+    this.byId.clear();
+    this.index.clear();
+    for (const row of rows) this.put(row);
+    // Added in index order, so every insertion lands at the end of its lists (no shifting).
+    const enabled = [...this.byId.values()].filter((c) => c.status === CHANNEL_STATUS.enabled)
+      .sort((a, b) => b.priority - a.priority || a.id - b.id);
+    for (const c of enabled) this.index.add(c);
+  }
+
+  private put(row: ChannelRow): ChannelRecord | undefined {
     const keys: ChannelKey[] = [];
     for (const e of keyEntries(row)) {
       try {
@@ -117,8 +133,8 @@ export class ChannelRegistry {
         this.log.error('channel.key_undecryptable', { channel: row.id, name: row.name, key: e.id, msg: 'key cannot be decrypted with the configured SECRET_KEY; key skipped' });
       }
     }
-    if (!keys.length) return;
-    this.byId.set(row.id, {
+    if (!keys.length) return undefined;
+    const rec: ChannelRecord = {
       id: row.id, name: row.name, type: row.type, baseUrl: row.baseUrl, apiKey: (keys.find((k) => k.status === 1) ?? keys[0]!).apiKey, keys,
       keySelection: row.keySelection === 'round_robin' ? 'round_robin' : 'random', failureRules: row.failureRules ?? {},
       firstByteTimeoutMs: row.firstByteTimeoutMs, probeIntervalMs: row.probeIntervalMs, models: row.models,
@@ -127,24 +143,8 @@ export class ChannelRegistry {
       headerPolicy: row.headerPolicy ?? {},
       overrides: compileOverrides(row.overrides, row.models, row.modelMapping),
       billingModel: row.billingModel === 'upstream' ? 'upstream' : 'requested',
-    });
-  }
-
-  private rebuild(): void {
-    const index = new Map<string, Map<string, ChannelRecord[]>>();
-    const enabled = [...this.byId.values()].filter((c) => c.status === CHANNEL_STATUS.enabled)
-      .sort((a, b) => b.priority - a.priority || a.id - b.id);
-    for (const c of enabled) {
-      for (const g of c.groups) {
-        let byModel = index.get(g);
-        if (!byModel) index.set(g, (byModel = new Map()));
-        for (const m of c.models) {
-          const list = byModel.get(m);
-          if (list) list.push(c);
-          else byModel.set(m, [c]);
-        }
-      }
-    }
-    this.index = index;
+    };
+    this.byId.set(row.id, rec);
+    return rec;
   }
 }

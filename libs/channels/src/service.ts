@@ -149,16 +149,17 @@ export class ChannelService {
 
   /** Deletes the given ids (unknown ones are skipped); returns how many existed. */
   async deleteMany(ids: number[]): Promise<number> {
-    const n = await this.repo.deleteMany([...new Set(ids)]);
-    if (n) await this.bus.emit('channel.changed', { channelId: null });
-    return n;
+    const deleted = await this.repo.deleteMany([...new Set(ids)]);
+    // One event per row: caches apply exactly these rows instead of reloading every channel.
+    for (const id of deleted) await this.bus.emit('channel.changed', { channelId: id });
+    return deleted.length;
   }
 
   /** Enables (1) or manually disables (2) every channel with `tag`; returns how many matched. */
   async setTagStatus(tag: string, status: 1 | 2): Promise<number> {
-    const n = await this.repo.setStatusByTag(tag, status, status === 2 ? 'disabled by an operator' : '', nowSeconds());
-    if (n) await this.bus.emit('channel.changed', { channelId: null });
-    return n;
+    const changed = await this.repo.setStatusByTag(tag, status, status === 2 ? 'disabled by an operator' : '', nowSeconds());
+    for (const id of changed) await this.bus.emit('channel.changed', { channelId: id });
+    return changed.length;
   }
 
   /**

@@ -16,3 +16,4 @@ export * from './rate-limits';
 export * from './leader';
 export * from './change-feed';
 export * from './serial';
+export * from './process-limits';

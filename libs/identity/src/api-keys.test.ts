@@ -62,6 +62,32 @@ describe('ApiKeyService index', () => {
     expect(dir.get(u.id)).toBeUndefined();
   });
 
+  test('disabling a user drops exactly its keys, touching neither the others nor the whole table', async () => {
+    const [a, b] = [await newUser(), await newUser()];
+    const repo = new ApiKeysRepo(dbh.db);
+    let fullReads = 0;
+    const spied = Object.assign(Object.create(repo), { all: () => { fullReads++; return repo.all(); } }) as ApiKeysRepo;
+    const svc = await ApiKeyService.load(spied, users, dir, bus);
+    const ka = [await svc.create(a, { name: 'a1' }), await svc.create(a, { name: 'a2' })];
+    const kb = await svc.create(b, { name: 'b1' });
+    await svc.update(a, { id: ka[0]!.view.id, name: 'a1-renamed' });
+    expect(svc.lookup(ka[0]!.key)?.name).toBe('a1-renamed');
+    await admin.setStatus(root, a.id, 2);
+    expect(ka.map((k) => svc.lookup(k.key))).toEqual([undefined, undefined]);
+    expect(svc.byId(ka[1]!.view.id)).toBeUndefined();
+    expect(svc.lookup(kb.key)?.userId).toBe(b.id);
+    await admin.setStatus(root, a.id, 1);
+    expect(ka.map((k) => svc.lookup(k.key)?.id)).toEqual(ka.map((k) => k.view.id));
+    await svc.delete(a, ka[1]!.view.id);
+    await admin.setStatus(root, a.id, 2);
+    await admin.setStatus(root, a.id, 1);
+    // The deleted key stays gone after the owner's keys were dropped and re-read.
+    expect(svc.lookup(ka[1]!.key)).toBeUndefined();
+    expect(svc.lookup(ka[0]!.key)?.id).toBe(ka[0]!.view.id);
+    expect(fullReads).toBe(1);
+    svc.close();
+  });
+
   test('a restart (new service on the same database) rebuilds the index', async () => {
     const u = await newUser();
     const { key } = await keys.create(u, { name: 'k' });

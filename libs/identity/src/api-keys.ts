@@ -86,6 +86,8 @@ const bad = (param: string, message: string) => new GatewayError(400, 'invalid_v
 export class ApiKeyService {
   private readonly byHash = new Map<string, ApiKeyRecord>();
   private readonly hashById = new Map<number, string>();
+  /** Indexed key ids by owner, so disabling a user drops its keys without scanning every key. */
+  private readonly idsByUser = new Map<number, Set<number>>();
   /** Owners whose keys are left out of the index (disabled or deleted). */
   private readonly excludedUsers = new Set<number>();
   private readonly unsubs: Array<() => void> = [];
@@ -226,10 +228,22 @@ export class ApiKeyService {
   private refreshKey(keyId: number): Promise<void> {
     return this.refreshes.run(async () => {
       const row = await this.repo.byId(keyId);
-      const old = this.hashById.get(keyId);
-      if (old) { this.byHash.delete(old); this.hashById.delete(keyId); }
+      this.unindex(keyId);
       if (row) await this.index(row);
     });
+  }
+
+  private unindex(keyId: number): void {
+    const hash = this.hashById.get(keyId);
+    if (hash === undefined) return;
+    const rec = this.byHash.get(hash);
+    this.byHash.delete(hash);
+    this.hashById.delete(keyId);
+    const ids = rec && this.idsByUser.get(rec.userId);
+    if (ids) {
+      ids.delete(keyId);
+      if (!ids.size) this.idsByUser.delete(rec!.userId);
+    }
   }
 
   /** Runs on every 'user.changed' (profile and status writes; charges emit balance.changed instead): touches the DB only when enabled-ness flips. */
@@ -241,9 +255,7 @@ export class ApiKeyService {
       return;
     }
     this.excludedUsers.add(userId);
-    for (const [hash, rec] of this.byHash) {
-      if (rec.userId === userId) { this.byHash.delete(hash); this.hashById.delete(rec.id); }
-    }
+    for (const id of [...(this.idsByUser.get(userId) ?? [])]) this.unindex(id);
   }
 
   private async index(row: ApiKeyRow): Promise<void> {
@@ -255,5 +267,8 @@ export class ApiKeyService {
     }
     this.byHash.set(row.keyHash, toRecord(row));
     this.hashById.set(row.id, row.keyHash);
+    let ids = this.idsByUser.get(row.userId);
+    if (!ids) this.idsByUser.set(row.userId, (ids = new Set()));
+    ids.add(row.id);
   }
 }

@@ -33,6 +33,11 @@ export interface RealtimeDeps<K extends RealtimeKey, C extends RealtimeChannel, 
    * carries a code and message (the key was revoked, the owner disabled) ends the session with 1008.
    */
   inflight?: { open(keyId: number, userId: number): { signal: AbortSignal; release(): void } };
+  /**
+   * The gateway-wide cap on relayed requests (@gw/relay UpstreamSlots): a session holds a slot from admission
+   * to its end, like a stream; `acquire` throws the 503 when none is free.
+   */
+  slots?: { acquire(): () => void };
 }
 
 /** An admitted request: what the route needs to upgrade it. */
@@ -114,11 +119,19 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     }
     const price = this.d.prices.get(model) ?? (this.d.billing.requirePrice ? undefined : FREE);
     if (!price) throw errors.forbidden('model_not_priced', `Model ${model} has no price configured; an administrator must set one before it can be used`, 'model');
-    this.checkQuota(key, price, ratio);
-    const candidates = this.d.channels.candidates(model, group).filter(serves);
-    const beta = upstreamBeta(readBeta(request.headers));
-    const targets = (this.d.order ?? ((c: C[]) => c))(candidates).flatMap((c) => this.target(c, model, beta));
-    if (targets.length === 0) throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
+    // Before the trial reservation: at capacity, nothing is held and no upstream is dialled.
+    const gatewaySlot = this.d.slots?.acquire();
+    let targets: UpstreamTarget[];
+    try {
+      this.checkQuota(key, price, ratio);
+      const candidates = this.d.channels.candidates(model, group).filter(serves);
+      const beta = upstreamBeta(readBeta(request.headers));
+      targets = (this.d.order ?? ((c: C[]) => c))(candidates).flatMap((c) => this.target(c, model, beta));
+      if (targets.length === 0) throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
+    } catch (e) {
+      gatewaySlot?.();
+      throw e;
+    }
 
     const sessionId = `rt_${randomToken(20)}`;
     this.perKey.set(key.id, (this.perKey.get(key.id) ?? 0) + 1);
@@ -126,6 +139,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     const releaseSlot = () => {
       if (released) return;
       released = true;
+      gatewaySlot?.();
       const n = (this.perKey.get(key.id) ?? 1) - 1;
       if (n <= 0) this.perKey.delete(key.id);
       else this.perKey.set(key.id, n);

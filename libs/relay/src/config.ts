@@ -1,4 +1,6 @@
 import { ConfigError, readBoolEnv, readIntEnv } from '@gw/config';
+import { openFileLimit } from '@gw/core';
+import { MAX_UPSTREAM_CAP, defaultUpstreamCap } from './upstream-slots';
 
 export interface RelayConfig {
   /** RELAY_MAX_ATTEMPTS (default 3, 1..10): channels tried per request before giving up. */
@@ -28,6 +30,12 @@ export interface RelayConfig {
   affinityMaxEntries: number;
   /** LIMIT_LEASE_MS (default 120000, 1000..3600000): a concurrency slot of a process that died stops counting after this (live ones are renewed). */
   limitLeaseMs: number;
+  /**
+   * MAX_UPSTREAM_CONNECTIONS (default (nofile - min(1024, nofile/4)) / 2, 1..65471): relayed requests (streams until
+   * they close, realtime sessions, upstream counts) in flight at once; beyond it 503 overloaded_error. The process
+   * lowers it to BUN_CONFIG_MAX_HTTP_REQUESTS - 64 when Bun was started with fewer fetch slots.
+   */
+  maxUpstreamConnections: number;
 }
 
 /** Reads the relay settings; throws ConfigError on a bad value. */
@@ -50,6 +58,7 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
     affinityTtlSeconds: readIntEnv(env, 'AFFINITY_TTL_SECONDS', 3600, 0, 86_400),
     affinityMaxEntries: readIntEnv(env, 'AFFINITY_MAX_ENTRIES', 100_000, 0, 10_000_000),
     limitLeaseMs: readIntEnv(env, 'LIMIT_LEASE_MS', 120_000, 1000, 3_600_000),
+    maxUpstreamConnections: readIntEnv(env, 'MAX_UPSTREAM_CONNECTIONS', defaultUpstreamCap(openFileLimit()), 1, MAX_UPSTREAM_CAP),
   };
 }
 

@@ -11,3 +11,4 @@ export * from './wiring';
 export * from './groups';
 export * from './group-policy';
 export * from './limits';
+export * from './upstream-slots';

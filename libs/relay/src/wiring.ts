@@ -1,4 +1,4 @@
-import { MemoryRateLimits, nowSeconds, readBounded, type ChangeBus, type Logger, type RateLimits } from '@gw/core';
+import { MemoryRateLimits, bunFetchLimit, nowSeconds, stdLogger, readBounded, type ChangeBus, type Logger, type RateLimits } from '@gw/core';
 import { AlertDispatcher, alertWebhookConfig, billingConfig, BudgetBook, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps } from '@gw/billing';
 import type { AlertOutboxRepo, BudgetChargesRepo, BudgetsRepo, GroupsStore, PricesStore, SettlementSink, UsageLogsStore } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
@@ -12,6 +12,7 @@ import { RelayService, type RelayChannel, type RelayDeps, type RelayKeyEvents } 
 import { InflightRegistry } from './inflight';
 import { GroupService } from './groups';
 import { RequestLimiter } from './limits';
+import { FETCH_HEADROOM, UpstreamSlots } from './upstream-slots';
 
 /** Everything /v1/messages, /v1/models, /api/pricing/ and /api/log/ use. */
 export interface RelayServices {
@@ -36,6 +37,8 @@ export interface RelayServices {
   /** Delivers the alert outbox to ALERT_WEBHOOK_URL (stopped by `closeAlerts`, after the last settlement). */
   alerts: AlertDispatcher;
   alertOutbox: AlertOutboxRepo;
+  /** The process-wide cap on relayed requests in flight (MAX_UPSTREAM_CONNECTIONS): beyond it, 503 at once. */
+  slots: UpstreamSlots;
   close(): void;
   closeAlerts(): Promise<void>;
 }
@@ -105,6 +108,13 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
     channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, affinity, observeAttempt: w.observeAttempt,
     keys: w.channelKeys, log: w.log, groups, limiter,
   });
+  // Never more than Bun's fetch slots (fixed when the process started): past them a request would queue silently.
+  const fetchSlots = Math.max(1, bunFetchLimit() - FETCH_HEADROOM);
+  if (config.maxUpstreamConnections > fetchSlots && w.env.MAX_UPSTREAM_CONNECTIONS !== undefined) {
+    (w.log ?? stdLogger).warn('relay.upstream_cap_lowered', { configured: config.maxUpstreamConnections, effective: fetchSlots,
+      msg: 'MAX_UPSTREAM_CONNECTIONS exceeds the fetch slots Bun was started with (BUN_CONFIG_MAX_HTTP_REQUESTS - 64); start with `bun run start` or raise BUN_CONFIG_MAX_HTTP_REQUESTS' });
+  }
+  const slots = new UpstreamSlots(Math.min(config.maxUpstreamConnections, fetchSlots));
   const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting });
   // Built after the key index and user directory subscribed to the bus, so it reads their refreshed state.
   const inflight = new InflightRegistry({
@@ -116,7 +126,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
     userActive: (id) => w.directory.get(id)?.status === 1,
   });
   return {
-    config, billing, prices, quota, usageLogs, gate, health, relay, catalog, inflight, groups, limiter, budgets, budgetsRepo, alerts, alertOutbox,
+    config, billing, prices, quota, usageLogs, gate, health, relay, catalog, inflight, groups, limiter, budgets, budgetsRepo, alerts, alertOutbox, slots,
     close: () => { inflight.close(); health.close(); quota.close(); },
     closeAlerts: () => alerts.close(),
   };

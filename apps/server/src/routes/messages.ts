@@ -2,7 +2,8 @@
  * The model-facing API: POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models[/:id].
  * Check order: key (401, checked by the front door before anything reads the body) → version header
  * (400, route `transform`) → JSON parse (400, raised by http-errors' beforeHandle) → body schema (400)
- * → key status/model/IP (401/403) and rate limit (429) → quota (402) → routing (404/503).
+ * → key status/model/IP (401/403) → gateway capacity (503, MAX_UPSTREAM_CONNECTIONS) → rate limit (429) → quota (402)
+ * → routing (404/503).
  */
 import { Elysia } from 'elysia';
 import { ModelInfoSchema, ModelPageSchema, checkVersionHeader, validateCountTokensBody, validateMessagesBody, type GateKey } from '@gw/relay';
@@ -26,7 +27,7 @@ const json = (schema: unknown) => ({ content: { 'application/json': { schema } }
 const errorResponses = {
   400: { description: 'Invalid header or body (error.param names the field)' }, 401: { description: 'Missing or invalid API key' },
   402: { description: 'Quota exhausted' }, 403: { description: 'Model or IP not allowed for this key' }, 404: { description: 'Unknown model' },
-  429: { description: 'Rate limited (retry-after)' }, 503: { description: 'No healthy channel' },
+  429: { description: 'Rate limited (retry-after)' }, 503: { description: 'No healthy channel, or the gateway relays MAX_UPSTREAM_CONNECTIONS requests already (overloaded_error, retry-after)' },
 };
 const messagesDoc = {
   parameters: [versionHeader],
@@ -48,11 +49,14 @@ const countDoc = {
  * the registration ends when the request is settled.
  */
 async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal, onSettled: () => void) => Promise<Response>, client: AbortSignal): Promise<Response> {
+  // The gateway-wide cap first (503 at once), so a refused request holds no quota and calls no upstream.
+  const slot = s.relay.slots.acquire();
   const h = s.relay.inflight.open(key.id, key.userId);
+  const release = () => { h.release(); slot(); };
   try {
-    return await run(AbortSignal.any([client, h.signal]), h.release);
+    return await run(AbortSignal.any([client, h.signal]), release);
   } catch (e) {
-    h.release();
+    release();
     // Revoked before the first byte: the revocation is the answer, not the upstream abort it caused.
     throw h.signal.aborted ? h.signal.reason : e;
   }
@@ -73,11 +77,16 @@ export const messagesRoutes = (s: Services) =>
       const ip = clientIp(request, server);
       const { user, group } = s.relay.gate.authorize(relayKey, req.model, ip);
       return relayGuarded(s, relayKey, (signal, onSettled) => s.relay.relay.messages({ requestId: requestIdOf(request), body: req, headers: request.headers, key: relayKey, user, group, ip, startedAt, signal, onSettled }), request.signal);
-    }, { ...versioned, detail: { tags: ['model'], summary: 'Create a message', description: 'Anthropic Messages. Answers one JSON message, or with `stream: true` an SSE stream of Anthropic events. Checks, in order: 401 key, 400 version header, 400 JSON, 400 body schema, 401/403 key status, model and IP, 429 rate limit, 402 quota, 404 unknown model, 503 no healthy channel. Billed once, from the usage the upstream reports.', ...messagesDoc } as any })
+    }, { ...versioned, detail: { tags: ['model'], summary: 'Create a message', description: 'Anthropic Messages. Answers one JSON message, or with `stream: true` an SSE stream of Anthropic events. Checks, in order: 401 key, 400 version header, 400 JSON, 400 body schema, 401/403 key status, model and IP, 503 gateway at capacity (overloaded_error, retry-after), 429 rate limit, 402 quota, 404 unknown model, 503 no healthy channel. Billed once, from the usage the upstream reports.', ...messagesDoc } as any })
     .post('/messages/count_tokens', async ({ body, request, server, relayKey }) => {
       const req = validateCountTokensBody(body);
       const { group } = await authorizeQuick(s, relayKey, req.model, clientIp(request, server));
-      return s.relay.catalog.countTokens(req, group, request.headers);
+      const slot = s.relay.slots.acquire();
+      try {
+        return await s.relay.catalog.countTokens(req, group, request.headers);
+      } finally {
+        slot();
+      }
     }, { ...versioned, detail: { tags: ['model'], summary: 'Count input tokens', description: 'Counts the input tokens of a Messages body: upstream on Anthropic channels, else a local estimate (within about 25%). Not billed.', ...countDoc } as any })
     .get('/models', async ({ request, server, relayKey, query }) => {
       const { group } = await authorizeQuick(s, relayKey, null, clientIp(request, server));

@@ -29,18 +29,18 @@ export function channelsContract(make: MakeEnv): void {
       expect(await channels.update(c.id + 100, { name: 'x' })).toBeUndefined();
     });
 
-    test('all, delete, deleteMany (count of rows that existed), setStatusByTag', async () => {
+    test('all, delete, deleteMany (ids of the rows that existed), setStatusByTag', async () => {
       const { channels } = env().repos;
       const [a, b, c, d] = [await channels.insert(channel({ tag: 't' })), await channels.insert(channel({ tag: 't' })), await channels.insert(channel()), await channels.insert(channel())];
       expect((await channels.all()).length).toBe(4);
-      expect(await channels.setStatusByTag('t', 2, 'manual', 77)).toBe(2);
+      expect((await channels.setStatusByTag('t', 2, 'manual', 77)).sort((x, y) => x - y)).toEqual([a!.id, b!.id]);
       expect(await channels.byId(a!.id)).toMatchObject({ status: 2, statusReason: 'manual', updatedAt: 77 });
       expect((await channels.byId(c!.id))!.status).toBe(1);
-      expect(await channels.setStatusByTag('none', 2, '', 1)).toBe(0);
+      expect(await channels.setStatusByTag('none', 2, '', 1)).toEqual([]);
       expect(await channels.delete(a!.id)).toBe(true);
       expect(await channels.delete(a!.id)).toBe(false);
-      expect(await channels.deleteMany([])).toBe(0);
-      expect(await channels.deleteMany([a!.id, b!.id, c!.id, 9999])).toBe(2);
+      expect(await channels.deleteMany([])).toEqual([]);
+      expect((await channels.deleteMany([a!.id, b!.id, c!.id, 9999])).sort((x, y) => x - y)).toEqual([b!.id, c!.id]);
       expect((await channels.all()).map((x) => x.id)).toEqual([d!.id]);
     });
 

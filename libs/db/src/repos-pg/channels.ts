@@ -28,14 +28,14 @@ export class PgChannelsRepo {
     return (await this.db.delete(channels).where(eq(channels.id, id)).returning({ id: channels.id })).length > 0;
   }
 
-  async deleteMany(ids: number[]): Promise<number> {
-    if (!ids.length) return 0;
-    return (await this.db.delete(channels).where(inArray(channels.id, ids)).returning({ id: channels.id })).length;
+  async deleteMany(ids: number[]): Promise<number[]> {
+    if (!ids.length) return [];
+    return (await this.db.delete(channels).where(inArray(channels.id, ids)).returning({ id: channels.id })).map((r) => r.id);
   }
 
-  async setStatusByTag(tag: string, status: number, reason: string, at: number): Promise<number> {
+  async setStatusByTag(tag: string, status: number, reason: string, at: number): Promise<number[]> {
     return (await this.db.update(channels).set({ status, statusReason: reason, updatedAt: at })
-      .where(eq(channels.tag, tag)).returning({ id: channels.id })).length;
+      .where(eq(channels.tag, tag)).returning({ id: channels.id })).map((r) => r.id);
   }
 
   async list(f: ChannelListFilter): Promise<{ items: ChannelRow[]; total: number }> {

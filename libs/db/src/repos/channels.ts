@@ -26,9 +26,11 @@ export interface ChannelsStore {
   insert(row: NewChannelRow): Promise<ChannelRow>;
   update(id: number, patch: Partial<NewChannelRow>): Promise<ChannelRow | undefined>;
   delete(id: number): Promise<boolean>;
-  deleteMany(ids: number[]): Promise<number>;
+  /** The ids that existed (callers announce exactly these rows). */
+  deleteMany(ids: number[]): Promise<number[]>;
   /** Sets the status of every channel with `tag`; returns how many rows matched. */
-  setStatusByTag(tag: string, status: number, reason: string, at: number): Promise<number>;
+  /** The ids of the rows that matched. */
+  setStatusByTag(tag: string, status: number, reason: string, at: number): Promise<number[]>;
   list(f: ChannelListFilter): Promise<{ items: ChannelRow[]; total: number }>;
 }
 
@@ -56,15 +58,16 @@ export class ChannelsRepo implements ChannelsStore {
     return this.db.delete(channels).where(eq(channels.id, id)).returning({ id: channels.id }).all().length > 0;
   }
 
-  async deleteMany(ids: number[]): Promise<number> {
-    if (!ids.length) return 0;
-    return this.db.delete(channels).where(inArray(channels.id, ids)).returning({ id: channels.id }).all().length;
+  /** Deletes these ids; returns the ids that existed. */
+  async deleteMany(ids: number[]): Promise<number[]> {
+    if (!ids.length) return [];
+    return this.db.delete(channels).where(inArray(channels.id, ids)).returning({ id: channels.id }).all().map((r) => r.id);
   }
 
-  /** Sets the status of every channel with `tag`; returns how many rows matched. */
-  async setStatusByTag(tag: string, status: number, reason: string, at: number): Promise<number> {
+  /** Sets the status of every channel with `tag`; returns the ids of the rows that matched. */
+  async setStatusByTag(tag: string, status: number, reason: string, at: number): Promise<number[]> {
     return this.db.update(channels).set({ status, statusReason: reason, updatedAt: at })
-      .where(eq(channels.tag, tag)).returning({ id: channels.id }).all().length;
+      .where(eq(channels.tag, tag)).returning({ id: channels.id }).all().map((r) => r.id);
   }
 
   async list(f: ChannelListFilter): Promise<{ items: ChannelRow[]; total: number }> {

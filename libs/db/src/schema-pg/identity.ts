@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { pgTable, integer, text, boolean, jsonb, index, uniqueIndex } from 'drizzle-orm/pg-core';
 import { big, idColumn } from './columns';
 import type { ModelLimitMap } from '../schema/identity';
@@ -30,7 +31,9 @@ export const users = pgTable('users', {
   modelLimits: jsonb('model_limits').$type<ModelLimitMap | null>(),
   createdAt: big('created_at').notNull(),
   updatedAt: big('updated_at').notNull(),
-}, (t) => [uniqueIndex('users_username_uq').on(t.username), uniqueIndex('users_email_uq').on(t.email)]);
+}, (t) => [uniqueIndex('users_username_uq').on(t.username), uniqueIndex('users_email_uq').on(t.email),
+  // E-mail lookups are case-insensitive (lower(email) = lower(?)): without this index each one scans every user.
+  index('users_email_lower_idx').on(sql`lower(${t.email})`)]);
 
 export const sessions = pgTable('sessions', {
   idHash: text('id_hash').primaryKey(),

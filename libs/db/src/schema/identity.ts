@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import { sqliteTable, integer, text, index, uniqueIndex } from 'drizzle-orm/sqlite-core';
 
 /** Roles are numbers so "at least admin" is a comparison (new-api convention). */
@@ -36,7 +37,9 @@ export const users = sqliteTable('users', {
   modelLimits: text('model_limits', { mode: 'json' }).$type<ModelLimitMap | null>(),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
-}, (t) => [uniqueIndex('users_username_uq').on(t.username), uniqueIndex('users_email_uq').on(t.email)]);
+}, (t) => [uniqueIndex('users_username_uq').on(t.username), uniqueIndex('users_email_uq').on(t.email),
+  // E-mail lookups are case-insensitive (lower(email) = lower(?)): without this index each one scans every user.
+  index('users_email_lower_idx').on(sql`lower(${t.email})`)]);
 
 /** Login sessions: the cookie holds a random id, the table only its SHA-256. */
 export const sessions = sqliteTable('sessions', {
