@@ -9,6 +9,7 @@
  */
 import type { Equal } from '../schema-pg/parity.check';
 import type { ApiKeysStore } from '../repos/api-keys';
+import type { AlertOutboxRepo, BudgetChargesRepo, BudgetsRepo } from '../repos/budgets';
 import type { ChannelsStore } from '../repos/channels';
 import type { GroupsStore } from '../repos/groups';
 import type { LedgerStore } from '../repos/ledger';
@@ -27,6 +28,11 @@ import type * as Pg from './index';
 /** Each storage interface beside its PostgreSQL implementation. */
 type Pairs = {
   apiKeys: [ApiKeysStore, Pg.PgApiKeysRepo];
+  // Budgets have no async interface yet (SQLite charges them in the synchronous settlement batch): the
+  // SQLite classes stand in for it, so the PostgreSQL twins keep their names, arguments and results.
+  budgets: [BudgetsRepo, Pg.PgBudgetsRepo];
+  budgetCharges: [BudgetChargesRepo, Pg.PgBudgetChargesRepo];
+  alertOutbox: [AlertOutboxRepo, Pg.PgAlertOutboxRepo];
   channels: [ChannelsStore, Pg.PgChannelsRepo];
   groups: [GroupsStore, Pg.PgGroupsRepo];
   ledger: [LedgerStore, Pg.PgLedgerRepo];
