@@ -14,3 +14,4 @@ export * from './log';
 export * from './path-problem';
 export * from './rate-limits';
 export * from './leader';
+export * from './bytes';

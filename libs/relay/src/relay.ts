@@ -344,7 +344,7 @@ export class RelayService {
     this.d.observeAttempt?.(ch.id, 'ok');
     this.d.keys?.used(ch.id, key.id, true);
     const cfg = this.d.config;
-    const response = relayStream({
+    const response = await relayStream({
       reader, first: first.value!, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
       idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
       onEnd: (e) => {
