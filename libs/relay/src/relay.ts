@@ -1,4 +1,4 @@
-import { GatewayError, readBounded, stdLogger, type Logger } from '@gw/core';
+import { GatewayError, readResponseBounded, stdLogger, type Logger } from '@gw/core';
 import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage, type UsageLimits, type UsageReport } from '@gw/billing';
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
@@ -299,7 +299,7 @@ export class RelayService {
     const ctx = decodeContextFor(r.body, { inputTokens: inputEstimate, maxEventBytes: this.d.config.sseMaxEventBytes });
     if (r.body.stream !== true) {
       // Bounded like every other upstream read: an endless or giant body must not be buffered whole.
-      const body = await readBounded(upstream.body, { limit: RESPONSE_BODY_BYTES, deadline: Infinity });
+      const body = await readResponseBounded(upstream, RESPONSE_BODY_BYTES);
       if (!body.ok && body.reason === 'too_large') {
         return fail({ phase: 'decode', cause: new GatewayError(502, 'upstream_bad_response', `The upstream response body exceeds ${RESPONSE_BODY_BYTES} bytes`) }, 'response body too large');
       }

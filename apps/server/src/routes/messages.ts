@@ -48,13 +48,13 @@ const countDoc = {
  * the registration ends when the request is settled.
  */
 async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal, onSettled: () => void) => Promise<Response>, client: AbortSignal): Promise<Response> {
-  const h = s.relay.inflight.open(key.id, key.userId);
+  const h = s.relay.inflight.open(key.id, key.userId, client);
   try {
-    return await run(AbortSignal.any([client, h.signal]), h.release);
+    return await run(h.signal, h.release);
   } catch (e) {
     h.release();
     // Revoked before the first byte: the revocation is the answer, not the upstream abort it caused.
-    throw h.signal.aborted ? h.signal.reason : e;
+    throw h.revocation ?? e;
   }
 }
 
