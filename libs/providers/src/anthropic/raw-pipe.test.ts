@@ -29,6 +29,15 @@ function run(kind: 'raw' | 'generic', text: string, cuts: number[]) {
 }
 
 describe('AnthropicFramer', () => {
+  test('output estimate without reported usage: the same as the generic path for every split (ASCII-only chunks and mixed ones)', () => {
+    const cut = STREAM.slice(0, STREAM.indexOf('event: message_delta'));
+    const want = run('generic', cut, []);
+    expect(want.result.usage).toBeNull();
+    expect(want.result.estimatedUsage.output_tokens).toBeGreaterThan(1);
+    const len = enc.encode(cut).length;
+    for (let i = 1; i < len; i++) expect(run('raw', cut, [i]).result).toEqual(want.result);
+  });
+
   test('byte-identical to the generic parser path for every split point, and byte by byte', () => {
     const want = run('generic', STREAM, []);
     expect(want.out).toContain('"model":"alias"');
