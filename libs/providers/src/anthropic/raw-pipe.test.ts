@@ -10,7 +10,7 @@ const ev = (type: string, extra: object = {}) => `event: ${type}\ndata: ${JSON.s
 const STREAM = ev('message_start', { message: { id: 'm', type: 'message', role: 'assistant', model: 'upstream-model', content: [], usage: { input_tokens: 9, output_tokens: 1 } } })
   + ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }) + ': comment\n\n' + ev('ping')
   + ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'Hé 世界 "quoted"' } }) + '\n'
-  + ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: ' more' } }) + ev('content_block_stop', { index: 0 })
+  + ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: ' more text for the estimate' } }) + ev('content_block_stop', { index: 0 })
   + ev('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 7 } }) + ev('message_stop');
 
 /** Output and outcome of a framer over `text` cut at `cuts`. */
