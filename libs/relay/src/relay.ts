@@ -15,6 +15,7 @@ import { isKeyRefusal, KeyPicker } from './keys';
 import { countsAsFailure } from './failure-rules';
 import { defaultPolicy, type GroupPolicy } from './group-policy';
 import { RequestLimiter, type LimitFields } from './limits';
+import { turnOver } from './turn';
 
 /** The fields of a channel the relay reads (one source of truth: @gw/channels' ChannelRecord). */
 export type RelayChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups'
@@ -334,6 +335,7 @@ export class RelayService {
     const reader = upstream.body!.getReader() as ReadableStreamDefaultReader<Uint8Array>;
     let first: { done: boolean; value?: Uint8Array };
     try {
+      await turnOver();
       first = await reader.read();
     } catch (e) {
       return fail({ phase: 'transport', cause: e, timedOut }, 'stream failed before the first byte');

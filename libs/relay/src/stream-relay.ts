@@ -21,6 +21,7 @@ import { concatBytes, GatewayError } from '@gw/core';
 import { encodeAnthropicEvent, errorFrame, type Usage } from '@gw/formats';
 import type { StreamDecoder } from '@gw/providers';
 import { abortError } from './fault';
+import { turnOver } from './turn';
 
 export interface StreamEnd {
   /** What the upstream reported when it did (`reported`), else the estimate of what was delivered. */
@@ -135,7 +136,7 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
   absorb({ done: false, value: p.first });
   // Whatever the upstream already sent is taken now, up to the read-ahead cap.
   let pending: Promise<ReadResult> | null = null;
-  while (!finished && queued <= p.bufferBytes && !signal?.aborted) {
+  while (!finished && queued <= p.bufferBytes && !signal?.aborted && !turnOver()) {
     const read = reader.read();
     const r = await settledSoon(read);
     if (r === NOT_YET) {
@@ -217,6 +218,11 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
     pumping = true;
     try {
       while (!finished && !closed && (queued === 0 || queued < p.bufferBytes)) {
+        const wait = pending ? null : turnOver();
+        if (wait) {
+          await wait;
+          if (closed || finished) return;
+        }
         const read = pending ?? reader.read();
         pending = null;
         waitingUpstream = true;
