@@ -17,3 +17,4 @@ export * from './leader';
 export * from './change-feed';
 export * from './serial';
 export * from './process-limits';
+export * from './bytes';

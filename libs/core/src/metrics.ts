@@ -6,10 +6,13 @@
 
 type Labels = Record<string, string | number>;
 
-const escape = (v: string) => v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+const NEEDS_ESCAPE = /[\\"\n]/;
+const escape = (v: string) => (NEEDS_ESCAPE.test(v) ? v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') : v);
+// Runs several times per request (every counter and histogram update): one string built in a loop, no arrays.
 const labelText = (l: Labels) => {
-  const keys = Object.keys(l);
-  return keys.length ? `{${keys.map((k) => `${k}="${escape(String(l[k]))}"`).join(',')}}` : '';
+  let out = '';
+  for (const k in l) out += `${out ? ',' : '{'}${k}="${escape(String(l[k]))}"`;
+  return out ? `${out}}` : '';
 };
 
 interface Metric {

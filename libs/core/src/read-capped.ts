@@ -109,3 +109,21 @@ export async function readBounded(stream: ReadableStream<Uint8Array> | null, bou
   }
   return { ok: true, bytes: chunks.length === 1 ? chunks[0]! : new Uint8Array(Buffer.concat(chunks)) };
 }
+
+/**
+ * A fetch response's body within `limit` bytes (no deadline of its own: the caller's abort signal ends it).
+ * A body whose declared Content-Length fits is read natively in one piece (HTTP framing stops it at that
+ * length, and the per-chunk read loop cost more than the rest of a small answer); any other is read as a
+ * stream and cut past the limit.
+ */
+export async function readResponseBounded(res: Response, limit: number): Promise<BoundedRead> {
+  const declared = res.headers.get('content-length');
+  const n = declared !== null && /^\d{1,15}$/.test(declared) ? Number(declared) : -1;
+  if (n < 0 || n > limit || !res.body) return readBounded(res.body, { limit, deadline: Infinity });
+  try {
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    return bytes.byteLength > limit ? { ok: false, reason: 'too_large' } : { ok: true, bytes };
+  } catch {
+    return { ok: false, reason: 'aborted' };
+  }
+}

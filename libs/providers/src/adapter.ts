@@ -67,7 +67,24 @@ export interface StreamResult {
   error?: string;
 }
 
+/**
+ * The synchronous core of a stream decoder: upstream bytes in, client bytes out, no stream or promise of
+ * its own, so that a relay can run a whole stream as one pull-based layer.
+ */
+export interface StreamTranscoder {
+  /** One upstream chunk → bytes for the client (null: nothing complete yet). Never throws: an oversized event becomes the error frame. */
+  push(chunk: Uint8Array): Uint8Array | null;
+  /** The upstream body ended: the closing bytes (an `error` frame when it ended early). */
+  end(): Uint8Array | null;
+  /** Reading the upstream failed: the `error` frame (the gateway's own words, never the upstream's). */
+  fail(err: unknown): Uint8Array | null;
+  /** The client stream is complete (message ended, or an error frame sent): read no more upstream input. */
+  readonly stopped: boolean;
+}
+
 export interface StreamDecoder {
+  /** The same decoding without a stream layer; use either this or `pipe`, not both. */
+  readonly transcoder: StreamTranscoder;
   /**
    * Wraps the upstream body; the result is the Anthropic SSE byte stream for the client. An upstream that
    * fails or ends early yields an `event: error` frame, never a silently truncated stream. Cancelling the

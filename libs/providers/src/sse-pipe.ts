@@ -1,10 +1,13 @@
 /**
- * Drives an SSE state machine over an upstream body, pull-based: the upstream is read only as fast as
- * the client reads (backpressure), a client cancel cancels the upstream, and an upstream failure becomes
- * the machine's error frame instead of a torn connection (which a TransformStream could not do: an
- * aborted pipe never reaches its flush).
+ * Drives an SSE state machine over upstream bytes, synchronously (`sseTranscoder`), or as a pull-based
+ * stream over an upstream body (`pipeSse`): the upstream is read only as fast as the client reads
+ * (backpressure), a client cancel cancels the upstream, and an upstream failure becomes the machine's
+ * error frame instead of a torn connection (which a TransformStream could not do: an aborted pipe never
+ * reaches its flush).
  */
+import { concatBytes as joined } from '@gw/core';
 import { SseParser, type SseEvent } from '@gw/formats';
+import type { StreamTranscoder } from './adapter';
 
 export interface SseMachine {
   /** Frames to send for one upstream event. */
@@ -39,74 +42,81 @@ export function sseFramer(machine: SseMachine, maxEventBytes?: number): SseFrame
   return { push: (c) => run(parser.push(c)), end: () => run(parser.end()) };
 }
 
-function joined(parts: Uint8Array[]): Uint8Array | null {
-  if (parts.length <= 1) return parts[0] ?? null;
-  let n = 0;
-  for (const p of parts) n += p.byteLength;
-  const out = new Uint8Array(n);
-  n = 0;
-  for (const p of parts) {
-    out.set(p, n);
-    n += p.byteLength;
-  }
-  return out;
-}
-
 /**
- * `maxEventBytes` caps one upstream event (SseParser); an oversized one ends the stream through the
- * machine's `onFailure`, like a failed read, and the upstream is cancelled. `framer` defaults to the
- * generic one; an adapter may pass a faster one for its own format.
+ * Drives `machine` through `framer` synchronously. `maxEventBytes` (in the framer) caps one upstream
+ * event; an oversized one ends the stream through the machine's `onFailure`, like a failed read, and the
+ * transcoder stops (the caller cancels the upstream). `onFirstByte` runs with the first output.
  */
-export function pipeSse(upstream: ReadableStream<Uint8Array>, machine: SseMachine, onFirstByte: () => void, maxEventBytes?: number,
-  framer: SseFramer = sseFramer(machine, maxEventBytes)): ReadableStream<Uint8Array> {
-  const reader = upstream.getReader();
+export function sseTranscoder(machine: SseMachine, onFirstByte: () => void, framer: SseFramer): StreamTranscoder {
   const encoder = new TextEncoder();
   let ended = false;
   let sentAny = false;
-  const send = (ctrl: ReadableStreamDefaultController<Uint8Array>, parts: Uint8Array[], text = '') => {
+  const send = (parts: Uint8Array[], text = ''): Uint8Array | null => {
     if (text) parts.push(encoder.encode(text));
     const out = joined(parts);
-    if (!out) return;
+    if (!out) return null;
     if (!sentAny) {
       sentAny = true;
       onFirstByte();
     }
-    ctrl.enqueue(out);
+    return out;
   };
+  const failed = (err: unknown) => {
+    ended = true;
+    return send([], machine.onFailure(err));
+  };
+  return {
+    get stopped() { return ended; },
+    push(chunk) {
+      if (ended) return null;
+      let out: Uint8Array[];
+      try {
+        out = framer.push(chunk);
+      } catch (err) {
+        return failed(err);
+      }
+      if (machine.stopped) ended = true;
+      return send(out);
+    },
+    end() {
+      if (ended) return null;
+      let out: Uint8Array[];
+      try {
+        out = framer.end();
+      } catch (err) {
+        return failed(err);
+      }
+      ended = true;
+      return send(out, machine.stopped ? '' : machine.onEnd());
+    },
+    fail: (err) => (ended ? null : failed(err)),
+  };
+}
+
+/**
+ * The transcoder as a pull-based stream over an upstream body (one upstream read per pull until
+ * something is sent): for callers that want a stream; the relay drives the transcoder itself.
+ */
+export function pipeSse(upstream: ReadableStream<Uint8Array>, t: StreamTranscoder): ReadableStream<Uint8Array> {
+  const reader = upstream.getReader();
   return new ReadableStream<Uint8Array>({
     async pull(ctrl) {
       // Loop until something is sent: a pull that enqueues nothing would never be called again.
-      while (!ended) {
-        let chunk: Awaited<ReturnType<typeof reader.read>>;
+      while (!t.stopped) {
+        let out: Uint8Array | null;
         try {
-          chunk = await reader.read();
+          const chunk = await reader.read();
+          out = chunk.done ? t.end() : t.push(chunk.value);
+          if (t.stopped && !chunk.done) reader.cancel().catch(() => {});
         } catch (err) {
-          ended = true;
-          send(ctrl, [], machine.onFailure(err));
-          break;
+          out = t.fail(err);
         }
-        let out: Uint8Array[];
-        try {
-          out = chunk.done ? framer.end() : framer.push(chunk.value);
-        } catch (err) {
-          ended = true;
-          reader.cancel().catch(() => {});
-          send(ctrl, [], machine.onFailure(err));
-          break;
-        }
-        if (chunk.done || machine.stopped) {
-          ended = true;
-          const tail = machine.stopped ? '' : machine.onEnd();
-          if (machine.stopped) reader.cancel().catch(() => {});
-          send(ctrl, out, tail);
-          break;
-        }
-        if (out.length) return send(ctrl, out);
+        if (out) ctrl.enqueue(out);
+        if (out && !t.stopped) return;
       }
       ctrl.close();
     },
     cancel(reason) {
-      ended = true;
       return reader.cancel(reason);
     },
   }, { highWaterMark: 0 });

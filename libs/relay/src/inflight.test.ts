@@ -45,4 +45,26 @@ describe('InflightRegistry', () => {
     h.release();
     expect(reg.size).toBe(0);
   });
+
+  test('with the client signal, one signal follows both; only a revocation is reported as one; release stops following', () => {
+    const { bus, reg, revokedKeys } = registry();
+    const client = new AbortController();
+    const h = reg.open(1, 10, client.signal);
+    client.abort(new DOMException('gone', 'AbortError'));
+    expect(h.signal.aborted).toBe(true);
+    expect(h.revocation).toBeNull();
+    const client2 = new AbortController();
+    const h2 = reg.open(1, 10, client2.signal);
+    revokedKeys.add(1);
+    bus.emit('apikey.changed', { keyId: 1 });
+    expect(h2.signal.aborted).toBe(true);
+    expect(h2.revocation?.code).toBe('api_key_revoked');
+    const client3 = new AbortController();
+    const h3 = reg.open(2, 10, client3.signal);
+    h3.release();
+    client3.abort();
+    expect(h3.signal.aborted).toBe(false);
+    const h4 = reg.open(2, 10, AbortSignal.abort());
+    expect(h4.signal.aborted).toBe(true);
+  });
 });

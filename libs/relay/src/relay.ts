@@ -1,4 +1,4 @@
-import { GatewayError, errorText, readBounded, stdLogger, type Logger } from '@gw/core';
+import { GatewayError, errorText, readBounded, readResponseBounded, stdLogger, type Logger } from '@gw/core';
 import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage, type UsageLimits, type UsageReport } from '@gw/billing';
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
@@ -16,6 +16,7 @@ import { countsAsFailure } from './failure-rules';
 import { defaultPolicy, type GroupPolicy } from './group-policy';
 import { RequestLimiter, type LimitFields } from './limits';
 import { basePlan, coverAll, planFor, type ChannelPlan, type PlanDeps } from './channel-plan';
+import { turnOver } from './turn';
 
 /** The fields of a channel the relay reads (one source of truth: @gw/channels' ChannelRecord). */
 export type RelayChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups'
@@ -321,7 +322,7 @@ export class RelayService {
     const ctx = decodeContextFor(plan.body, { inputTokens: plan.measure.estimate, maxEventBytes: this.d.config.sseMaxEventBytes });
     if (r.body.stream !== true) {
       // Bounded like every other upstream read: an endless or giant body must not be buffered whole.
-      const body = await readBounded(upstream.body, { limit: RESPONSE_BODY_BYTES, deadline: Infinity });
+      const body = await readResponseBounded(upstream, RESPONSE_BODY_BYTES);
       if (!body.ok && body.reason === 'too_large') {
         return fail({ phase: 'decode', cause: new GatewayError(502, 'upstream_bad_response', `The upstream response body exceeds ${RESPONSE_BODY_BYTES} bytes`) }, 'response body too large');
       }
@@ -356,6 +357,7 @@ export class RelayService {
     const reader = upstream.body!.getReader() as ReadableStreamDefaultReader<Uint8Array>;
     let first: { done: boolean; value?: Uint8Array };
     try {
+      await turnOver();
       first = await reader.read();
     } catch (e) {
       return fail({ phase: 'transport', cause: e, timedOut }, 'stream failed before the first byte');
@@ -366,7 +368,7 @@ export class RelayService {
     this.d.observeAttempt?.(ch.id, 'ok');
     this.d.keys?.used(ch.id, key.id, true);
     const cfg = this.d.config;
-    const response = relayStream({
+    const response = await relayStream({
       reader, first: first.value!, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
       idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
       onEnd: (e) => {

@@ -10,11 +10,18 @@
  * Keep-alive: while the client waits and the upstream is silent, a `ping` event goes out every
  * `keepAliveMs` (as Anthropic does), so proxies and clients with read timeouts keep the connection. Pings
  * never count as upstream activity: the upstream idle limit still applies.
+ *
+ * Cost per stream is the point of the shape: one pull-based stream drives the decoder's synchronous
+ * transcoder (no stream per stage), coalesces what is queued into one write per pull, and one timer checks
+ * every deadline by timestamps. An upstream that already sent its whole answer when the first chunk is
+ * read (a short reply) is answered as one body with no stream at all: Bun then writes it in one syscall,
+ * where a stream that closes right after it starts costs it a write per header line.
  */
-import { GatewayError } from '@gw/core';
+import { concatBytes, GatewayError } from '@gw/core';
 import { encodeAnthropicEvent, errorFrame, type Usage } from '@gw/formats';
 import type { StreamDecoder } from '@gw/providers';
 import { abortError } from './fault';
+import { turnOver } from './turn';
 
 export interface StreamEnd {
   /** What the upstream reported when it did (`reported`), else the estimate of what was delivered. */
@@ -54,12 +61,30 @@ class StreamAbortedError extends Error {
   }
 }
 
+type ReadResult = { done: false; value: Uint8Array } | { done: true; value?: undefined };
+type ReadOutcome = ReadResult | { error: unknown };
+
 const since = (t: number) => Math.max(0, Math.round(performance.now() - t));
 const encoder = new TextEncoder();
 const PING = encoder.encode(encodeAnthropicEvent({ type: 'ping' }));
+const NOT_YET = Symbol('not yet');
+/** Microtasks a read of an already-received body takes to resolve (measured: 2); a live upstream takes longer. */
+const READY_TICKS = 4;
+const NEVER = 2 ** 31 - 1;
 
-export function relayStream(p: StreamRelayInput): Response {
-  const { reader, decoder, signal } = p;
+/** The read's outcome if it settles within a few microtasks (data Bun already holds), else NOT_YET. */
+async function settledSoon(read: Promise<ReadResult>): Promise<ReadOutcome | typeof NOT_YET> {
+  let out: ReadOutcome | typeof NOT_YET = NOT_YET;
+  read.then((r) => { out = r; }, (error) => { out = { error }; });
+  for (let i = 0; i < READY_TICKS && out === NOT_YET; i++) await null;
+  return out;
+}
+
+const headersFor = (requestId: string) => ({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'request-id': requestId });
+
+export async function relayStream(p: StreamRelayInput): Promise<Response> {
+  const { reader, signal } = p;
+  const t = p.decoder.transcoder;
   let stopped: StreamAbortedError | null = null;
   // Cancelling the reader also ends a read in progress (it resolves as done). No Promise.race against a
   // long-lived promise here: every race leaves a reaction on it that keeps that chunk alive until it
@@ -70,44 +95,35 @@ export function relayStream(p: StreamRelayInput): Response {
     reader.cancel(e).catch(() => {});
   };
 
-  // One timer per stream, pushed back instead of re-created (a timer per chunk cost more than the chunk).
-  // It only counts while we wait for the upstream: a slow client must not look like a silent upstream.
-  let waitingUpstream = false;
-  const idle = setTimeout(() => {
-    if (waitingUpstream) halt(new StreamAbortedError(`The upstream sent nothing for ${p.idleMs} ms.`, 'upstream_stream_cut', true));
-  }, p.idleMs);
-
-  const source = new ReadableStream<Uint8Array>({
-    start(c) { c.enqueue(p.first); },
-    async pull(c) {
-      // Errors propagate: the decoder turns them into the client's `error` event.
-      waitingUpstream = true;
-      idle.refresh();
-      try {
-        const { done, value } = await reader.read();
-        if (stopped) throw stopped;
-        if (done) c.close();
-        else c.enqueue(value);
-      } finally {
-        waitingUpstream = false;
-      }
-    },
-    cancel(reason) {
-      return reader.cancel(reason);
-    },
-  }, { highWaterMark: 0 });
-  const decoded = decoder.pipe(source).getReader();
+  // Client bytes produced and not yet handed to the client.
+  let parts: Uint8Array[] = [];
+  let queued = 0;
+  /** No more upstream input will come: what is queued is the rest of the client stream. */
+  let finished = false;
+  const absorb = (r: ReadOutcome) => {
+    let out: Uint8Array | null;
+    if ('error' in r) out = t.fail(r.error);
+    else if (stopped) out = t.fail(stopped);
+    else if (r.done) out = t.end();
+    else {
+      out = t.push(r.value);
+      if (t.stopped) reader.cancel().catch(() => {});
+    }
+    if (out) {
+      parts.push(out);
+      queued += out.byteLength;
+    }
+    finished = t.stopped;
+  };
 
   let ttft: number | null = null;
   let ended = false;
   const end = (clientSide: { code: string } | null) => {
     if (ended) return;
     ended = true;
-    clearTimeout(idle);
-    clearTimeout(stall);
-    clearTimeout(keepAlive);
+    clearTimeout(timer);
     signal?.removeEventListener('abort', onAbort);
-    const out = decoder.result();
+    const out = p.decoder.result();
     const usage = out.usage ?? out.estimatedUsage;
     let errorCode = '';
     let upstreamFault = false;
@@ -117,8 +133,34 @@ export function relayStream(p: StreamRelayInput): Response {
     p.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: ttft });
   };
 
+  absorb({ done: false, value: p.first });
+  // Whatever the upstream already sent is taken now, up to the read-ahead cap.
+  let pending: Promise<ReadResult> | null = null;
+  while (!finished && queued <= p.bufferBytes && !signal?.aborted && !turnOver()) {
+    const read = reader.read();
+    const r = await settledSoon(read);
+    if (r === NOT_YET) {
+      pending = read;
+      break;
+    }
+    absorb(r);
+  }
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  if (finished && !signal?.aborted) {
+    ttft = since(p.startedAt);
+    end(null); // the settlement is recorded before the client sees the answer
+    return new Response(concatBytes(parts), { status: 200, headers: headersFor(p.requestId) });
+  }
+
   let ctrl: ReadableStreamDefaultController<Uint8Array> | null = null;
   let closed = false;
+  /** Resolves the pull that waits for client bytes. */
+  let wake: (() => void) | null = null;
+  const notify = () => {
+    const w = wake;
+    wake = null;
+    w?.();
+  };
   const closeWith = (frame: string | null, tearDown: boolean) => {
     if (closed || !ctrl) return;
     closed = true;
@@ -129,28 +171,78 @@ export function relayStream(p: StreamRelayInput): Response {
         ctrl.close();
       }
     } catch { /* already closing */ }
-    decoded.cancel().catch(() => {});
+    notify();
   };
 
-  // Pushed back by every chunk sent; fires only after keepAliveMs without output. A ping is sent only
-  // while the client has taken everything (its read is pending) and we are waiting on the upstream.
-  const keepAlive = setTimeout(function ping() {
-    if (ended || closed || !ctrl) return;
-    if (waitingUpstream && !waitingClient) {
-      try { ctrl.enqueue(PING); } catch { return; }
-    }
-    keepAlive.refresh();
-  }, p.keepAliveMs || 2 ** 31 - 1);
-  if (!p.keepAliveMs) clearTimeout(keepAlive);
-
-  // The client is behind while we hold data it has not taken; past stallMs it is cut.
+  // Deadlines are timestamps checked by one timer per stream (pushing three timers back on every chunk cost
+  // more than the chunk). `upstreamSince`: the read we wait on began (the idle limit counts only while the
+  // client waits for us: a slow client must not look like a silent upstream). `clientSince`: bytes the
+  // client has not taken were handed over. `quietSince`: the last bytes went out (keep-alive pings).
+  let waitingUpstream = false;
   let waitingClient = false;
-  const stall = setTimeout(() => {
-    if (!waitingClient || ended) return;
-    halt(new StreamAbortedError('The client stopped reading.', 'client_stalled', false));
-    end({ code: 'client_stalled' });
-    closeWith(null, true);
-  }, p.stallMs);
+  let upstreamSince = 0;
+  let clientSince = 0;
+  let quietSince = performance.now();
+  const keepAliveMs = p.keepAliveMs || NEVER;
+  const check = () => {
+    if (ended || closed) return;
+    const now = performance.now();
+    if (waitingClient && now - clientSince >= p.stallMs) {
+      halt(new StreamAbortedError('The client stopped reading.', 'client_stalled', false));
+      end({ code: 'client_stalled' });
+      return closeWith(null, true);
+    }
+    if (waitingUpstream && now - upstreamSince >= p.idleMs) {
+      halt(new StreamAbortedError(`The upstream sent nothing for ${p.idleMs} ms.`, 'upstream_stream_cut', true));
+      return;
+    }
+    // A ping only while the client has taken everything (its read is pending) and we wait on the upstream.
+    if (waitingUpstream && !waitingClient && now - quietSince >= keepAliveMs && ctrl) {
+      try { ctrl.enqueue(PING); } catch { return; }
+      quietSince = now;
+    }
+    // Next check at the earliest deadline that could fall due (a state that starts later starts its own full period).
+    const next = Math.min(
+      waitingClient ? clientSince + p.stallMs - now : p.stallMs,
+      waitingUpstream ? upstreamSince + p.idleMs - now : p.idleMs,
+      quietSince + keepAliveMs - now,
+    );
+    timer = setTimeout(check, Math.max(1, Math.min(NEVER, Math.ceil(next))));
+  };
+  timer = setTimeout(check, Math.min(p.stallMs, p.idleMs, keepAliveMs));
+
+  /** Reads ahead of the client while fewer than bufferBytes wait for it (at least until one chunk does). */
+  let pumping = false;
+  const pump = async () => {
+    if (pumping) return;
+    pumping = true;
+    try {
+      while (!finished && !closed && (queued === 0 || queued < p.bufferBytes)) {
+        const wait = pending ? null : turnOver();
+        if (wait) {
+          await wait;
+          if (closed || finished) return;
+        }
+        const read = pending ?? reader.read();
+        pending = null;
+        waitingUpstream = true;
+        upstreamSince = performance.now();
+        let r: ReadOutcome;
+        try {
+          r = await read;
+        } catch (error) {
+          r = { error };
+        }
+        waitingUpstream = false;
+        if (closed) return;
+        absorb(r);
+        if (queued) notify();
+      }
+    } finally {
+      pumping = false;
+      notify();
+    }
+  };
 
   function onAbort() {
     if (ended) return;
@@ -166,36 +258,37 @@ export function relayStream(p: StreamRelayInput): Response {
     start(c) { ctrl = c; },
     async pull(c) {
       waitingClient = false;
-      let chunk: { done: boolean; value?: Uint8Array };
-      try {
-        chunk = await decoded.read();
-      } catch {
-        chunk = { done: true, value: undefined };
+      while (!queued && !finished && !closed) {
+        const woken = new Promise<void>((r) => { wake = r; });
+        void pump();
+        await woken;
       }
       if (closed) return;
-      if (chunk.done) {
+      if (queued) {
+        if (ttft === null) ttft = since(p.startedAt);
+        const out = concatBytes(parts)!;
+        parts = [];
+        queued = 0;
+        c.enqueue(out);
+        waitingClient = true;
+        clientSince = quietSince = performance.now();
+      }
+      if (finished) {
         end(null); // the settlement is recorded before the client sees the end
         closed = true;
         c.close();
         return;
       }
-      if (ttft === null) ttft = since(p.startedAt);
-      c.enqueue(chunk.value!);
-      waitingClient = true;
-      stall.refresh();
-      if (p.keepAliveMs) keepAlive.refresh();
+      void pump(); // read ahead while the client takes this
     },
     cancel() {
       end({ code: 'client_closed' });
       closed = true;
       halt(new StreamAbortedError('The client closed the request.', 'client_closed', false));
-      return decoded.cancel().catch(() => {});
+      notify();
     },
-  }, { highWaterMark: p.bufferBytes, size: (chunk) => chunk?.byteLength ?? 0 });
+  }, { highWaterMark: 0 });
   if (signal?.aborted) onAbort();
 
-  return new Response(body, {
-    status: 200,
-    headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'request-id': p.requestId },
-  });
+  return new Response(body, { status: 200, headers: headersFor(p.requestId) });
 }

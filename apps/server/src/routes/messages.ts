@@ -51,14 +51,14 @@ const countDoc = {
 async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal, onSettled: () => void) => Promise<Response>, client: AbortSignal): Promise<Response> {
   // The gateway-wide cap first (503 at once), so a refused request holds no quota and calls no upstream.
   const slot = s.relay.slots.acquire();
-  const h = s.relay.inflight.open(key.id, key.userId);
+  const h = s.relay.inflight.open(key.id, key.userId, client);
   const release = () => { h.release(); slot(); };
   try {
-    return await run(AbortSignal.any([client, h.signal]), release);
+    return await run(h.signal, release);
   } catch (e) {
     release();
     // Revoked before the first byte: the revocation is the answer, not the upstream abort it caused.
-    throw h.signal.aborted ? h.signal.reason : e;
+    throw h.revocation ?? e;
   }
 }
 

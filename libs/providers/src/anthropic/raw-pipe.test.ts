@@ -10,7 +10,7 @@ const ev = (type: string, extra: object = {}) => `event: ${type}\ndata: ${JSON.s
 const STREAM = ev('message_start', { message: { id: 'm', type: 'message', role: 'assistant', model: 'upstream-model', content: [], usage: { input_tokens: 9, output_tokens: 1 } } })
   + ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }) + ': comment\n\n' + ev('ping')
   + ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'Hé 世界 "quoted"' } }) + '\n'
-  + ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: ' more' } }) + ev('content_block_stop', { index: 0 })
+  + ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: ' more text for the estimate' } }) + ev('content_block_stop', { index: 0 })
   + ev('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 7 } }) + ev('message_stop');
 
 /** Output and outcome of a framer over `text` cut at `cuts`. */
@@ -29,6 +29,15 @@ function run(kind: 'raw' | 'generic', text: string, cuts: number[]) {
 }
 
 describe('AnthropicFramer', () => {
+  test('output estimate without reported usage: the same as the generic path for every split (ASCII-only chunks and mixed ones)', () => {
+    const cut = STREAM.slice(0, STREAM.indexOf('event: message_delta'));
+    const want = run('generic', cut, []);
+    expect(want.result.usage).toBeNull();
+    expect(want.result.estimatedUsage.output_tokens).toBeGreaterThan(1);
+    const len = enc.encode(cut).length;
+    for (let i = 1; i < len; i++) expect(run('raw', cut, [i]).result).toEqual(want.result);
+  });
+
   test('byte-identical to the generic parser path for every split point, and byte by byte', () => {
     const want = run('generic', STREAM, []);
     expect(want.out).toContain('"model":"alias"');

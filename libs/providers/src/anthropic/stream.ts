@@ -6,7 +6,7 @@
 import { encodeSse, estimateTextTokens, errorFrame, zeroUsage, type SseEvent, type Usage } from '@gw/formats';
 import type { DecodeContext, StreamDecoder, StreamResult } from '../adapter';
 import { failureMessage, upstreamStreamError } from '../stream-errors';
-import { pipeSse, type SseMachine } from '../sse-pipe';
+import { pipeSse, sseTranscoder, type SseMachine } from '../sse-pipe';
 import { AnthropicFramer } from './raw-pipe';
 
 const USAGE_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
@@ -132,8 +132,10 @@ export function createAnthropicStreamDecoder(ctx: DecodeContext): StreamDecoder 
   const machine = new AnthropicStreamMachine(ctx);
   let firstByteAt: number | undefined;
   const now = ctx.now ?? Date.now;
+  const transcoder = sseTranscoder(machine, () => (firstByteAt = now()), new AnthropicFramer(machine, ctx.maxEventBytes));
   return {
-    pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now()), ctx.maxEventBytes, new AnthropicFramer(machine, ctx.maxEventBytes)),
+    transcoder,
+    pipe: (upstream) => pipeSse(upstream, transcoder),
     result: () => ({ ...machine.result(), firstByteAt }),
   };
 }

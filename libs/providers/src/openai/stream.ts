@@ -3,7 +3,7 @@ import { newMessageId } from '@gw/core';
 import { ChatStreamTranslator, encodeAnthropicEvent, type AnthropicStreamEvent, type ChatCompletionChunk, type SseEvent } from '@gw/formats';
 import type { DecodeContext, StreamDecoder } from '../adapter';
 import { failureMessage, upstreamStreamError } from '../stream-errors';
-import { pipeSse, type SseMachine } from '../sse-pipe';
+import { pipeSse, sseFramer, sseTranscoder, type SseMachine } from '../sse-pipe';
 
 const encodeAll = (events: AnthropicStreamEvent[]) => events.map(encodeAnthropicEvent).join('');
 
@@ -69,8 +69,10 @@ export function createOpenAIStreamDecoder(ctx: DecodeContext): StreamDecoder {
   const machine = new OpenAIStreamMachine(ctx);
   let firstByteAt: number | undefined;
   const now = ctx.now ?? Date.now;
+  const transcoder = sseTranscoder(machine, () => (firstByteAt = now()), sseFramer(machine, ctx.maxEventBytes));
   return {
-    pipe: (upstream) => pipeSse(upstream, machine, () => (firstByteAt = now()), ctx.maxEventBytes),
+    transcoder,
+    pipe: (upstream) => pipeSse(upstream, transcoder),
     result: () => {
       const o = machine.translator.outcome();
       return { usage: o.usage, estimatedUsage: o.estimatedUsage, stopReason: o.stopReason, complete: o.complete, firstByteAt, error: machine.failure };

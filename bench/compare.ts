@@ -1,0 +1,96 @@
+/**
+ * `bun run bench/compare.ts <other-checkout> [<another> ...]`: gateway CPU per request of this checkout
+ * against other checkouts (e.g. a worktree of the first release), interleaved on one shared upstream so
+ * that load from other processes hits every target alike. Each round runs every phase against every
+ * target, in an order that alternates between rounds; the table shows medians over BENCH_ROUNDS (3).
+ * CPU per request (user + system of the gateway process / requests) is the robust number on a shared
+ * machine; req/s is shown for reference. BENCH_SECONDS (3) per phase, BENCH_CONCURRENCY (16).
+ */
+if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) {
+  const child = Bun.spawn([process.execPath, ...process.argv.slice(1)], { env: { ...process.env, BUN_CONFIG_MAX_HTTP_REQUESTS: '8192' }, stdio: ['inherit', 'inherit', 'inherit'] });
+  process.exit(await child.exited);
+}
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
+const here = resolve(import.meta.dir, '..');
+const dirs = [here, ...process.argv.slice(2).map((d) => resolve(d))];
+
+async function spawnJson(cwd: string, args: string[]): Promise<{ proc: Bun.Subprocess; info: any }> {
+  const proc = Bun.spawn([process.execPath, ...args], { cwd, stdout: 'pipe', stderr: 'inherit' });
+  const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+  let text = '';
+  while (!text.includes('\n')) {
+    const { done, value } = await reader.read();
+    if (done) throw new Error(`${cwd}: ${args.join(' ')} exited before printing its address`);
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  return { proc, info: JSON.parse(text.split('\n')[0]!) };
+}
+
+const cpuSeconds = (pid: number) => {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
+
+async function phase(url: string, key: string, stream: boolean, concurrency: number, seconds: number) {
+  const body = JSON.stringify({ model: 'bench-model', max_tokens: 64, stream, messages: [{ role: 'user', content: 'Say hello.' }] });
+  const headers = { 'content-type': 'application/json', 'vendor-version': '2023-06-01', 'x-api-key': key };
+  let n = 0;
+  let errors = 0;
+  const end = performance.now() + seconds * 1000;
+  const worker = async () => {
+    while (performance.now() < end) {
+      try {
+        const res = await fetch(`${url}/v1/messages`, { method: 'POST', headers, body });
+        await res.arrayBuffer();
+        if (res.status === 200) n++;
+        else errors++;
+      } catch {
+        errors++;
+      }
+    }
+  };
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return { n, errors, secs: (performance.now() - t0) / 1000 };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+const upstream = await spawnJson(here, ['bench/upstream-proc.ts']);
+const gateways = await Promise.all(dirs.map((d) => spawnJson(d, ['bench/gateway-proc.ts', upstream.info.url])));
+const phases = [['json c=1', false, 1], [`json c=${CONCURRENCY}`, false, CONCURRENCY], ['sse c=1', true, 1], [`sse c=${CONCURRENCY}`, true, CONCURRENCY]] as const;
+const cpu: number[][][] = phases.map(() => dirs.map(() => []));
+const rps: number[][][] = phases.map(() => dirs.map(() => []));
+try {
+  for (const g of gateways) for (const s of [false, true]) await phase(g.info.url, g.info.key, s, 4, 1);
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = dirs.map((_, i) => i);
+    if (round % 2) order.reverse();
+    for (const [pi, [, stream, conc]] of phases.entries()) {
+      for (const i of order) {
+        const g = gateways[i]!;
+        const c0 = cpuSeconds(g.proc.pid);
+        const r = await phase(g.info.url, g.info.key, stream, conc, conc === 1 ? SECONDS / 2 : SECONDS);
+        if (r.errors) console.error(`${dirs[i]}: ${r.errors} errors`);
+        cpu[pi]![i]!.push(((cpuSeconds(g.proc.pid) - c0) * 1e6) / Math.max(1, r.n + r.errors));
+        rps[pi]![i]!.push(r.n / r.secs);
+      }
+    }
+    console.error(`round ${round + 1}/${ROUNDS} done`);
+  }
+  console.log(`\nCPU per request (median of ${ROUNDS} interleaved rounds, ${SECONDS} s phases; ${new Date().toISOString()})\n`);
+  console.log(`| phase | ${dirs.map((d) => `${d} µs (req/s)`).join(' | ')} |`);
+  console.log(`|---|${dirs.map(() => '---').join('|')}|`);
+  for (const [pi, [label]] of phases.entries()) {
+    console.log(`| ${label} | ${dirs.map((_, i) => `${median(cpu[pi]![i]!).toFixed(0)} (${median(rps[pi]![i]!).toFixed(0)}) [${cpu[pi]![i]!.map((x) => x.toFixed(0)).join(', ')}]`).join(' | ')} |`);
+  }
+} finally {
+  for (const p of [upstream, ...gateways]) p.proc.kill('SIGTERM');
+  await Promise.all([upstream, ...gateways].map((p) => p.proc.exited));
+}
