@@ -8,5 +8,6 @@ export { openPostgres, PG_MIGRATIONS_DIR, type OpenPostgresOptions, type PgDb, t
 export { applyPgMigrations } from './pg/migrate';
 export { PgAdvisoryLeader, leaderLockKey, type PgLeaderOptions } from './pg/leader';
 export { PgChangeFeed, CHANGE_CHANNEL, type PgChangeFeedOptions } from './pg/change-feed';
+export { PgGroupCommitter, SettlementUnavailableError, isTransientPgError, type GroupCommitOptions } from './pg/group-commit';
 export { copyOrder, CopyError, copySqliteToPostgres, type CopyOptions } from './copy';
 export * from './repos-pg';
