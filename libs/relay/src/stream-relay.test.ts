@@ -22,7 +22,7 @@ async function start(reader: ReadableStreamDefaultReader<Uint8Array>, o: { signa
   const ends: StreamEnd[] = [];
   const res = await relayStream({
     reader, first: START, decoder: anthropicAdapter.createStreamDecoder({ requestedModel: 'x' }), signal: o.signal, requestId: 'r',
-    startedAt: performance.now(), idleMs: o.idleMs ?? 5000, stallMs: o.stallMs ?? 5000, bufferBytes: o.bufferBytes ?? 1024, onEnd: (e) => ends.push(e),
+    startedAt: performance.now(), idleMs: o.idleMs ?? 5000, stallMs: o.stallMs ?? 5000, bufferBytes: o.bufferBytes ?? 1024, onEnd: (e) => { ends.push(e); },
   });
   return { res, ends };
 }
@@ -79,5 +79,78 @@ describe('relayStream', () => {
     const text = await res.text();
     expect(text).toContain('event: error');
     expect(ends[0]).toMatchObject({ errorCode: 'upstream_stream_cut', upstreamFault: true });
+  });
+});
+
+describe('relayStream with a settlement that commits asynchronously (PostgreSQL mode)', () => {
+  const input = (upstream: ReadableStream<Uint8Array>, onEnd: () => Promise<void>) => ({
+    reader: upstream.getReader() as ReadableStreamDefaultReader<Uint8Array>, first: START, decoder: anthropicAdapter.createStreamDecoder({ requestedModel: 'x' }),
+    requestId: 'r', startedAt: performance.now(), idleMs: 5000, stallMs: 5000, bufferBytes: 1024, onEnd,
+  });
+
+  test('a streamed answer: the client sees the end of the stream only after the promise onEnd returned has resolved', async () => {
+    let finish!: () => void;
+    const upstream = new ReadableStream<Uint8Array>({
+      async start(c) {
+        c.enqueue(DELTA);
+        // The rest arrives later, so the answer is streamed rather than sent whole.
+        await new Promise<void>((ok) => { finish = ok; });
+        c.enqueue(frame('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 3 } }));
+        c.enqueue(frame('message_stop'));
+        c.close();
+      },
+    });
+    let commit!: () => void;
+    let ended = false;
+    const res = await relayStream(input(upstream, () => { ended = true; return new Promise<void>((ok) => { commit = ok; }); }));
+    const body = res.body!.getReader();
+    let text = '';
+    let closed = false;
+    const drained = (async () => {
+      for (let r = await body.read(); !r.done; r = await body.read()) text += new TextDecoder().decode(r.value);
+      closed = true;
+    })();
+    await Bun.sleep(20);
+    expect(ended).toBe(false);
+    finish();
+    for (let i = 0; i < 50 && !ended; i++) await Bun.sleep(5);
+    expect(ended).toBe(true);
+    await Bun.sleep(50);
+    expect(text).toContain('message_stop');
+    expect(closed).toBe(false); // everything was sent, but the close waits for the commit
+    commit();
+    await drained;
+    expect(closed).toBe(true);
+  });
+
+  test('an answer the upstream sent whole: the client sees neither the response nor its end before the commit', async () => {
+    const upstream = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(DELTA);
+        c.enqueue(frame('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 3 } }));
+        c.enqueue(frame('message_stop'));
+        c.close();
+      },
+    });
+    let commit!: () => void;
+    let ended = false;
+    let text = '';
+    let closed = false;
+    // Sent as one body (settled before the Response is handed out) or streamed (settled before the close),
+    // depending on how much of the turn is left: either way nothing ends before the commit.
+    const drained = relayStream(input(upstream, () => { ended = true; return new Promise<void>((ok) => { commit = ok; }); }))
+      .then(async (res) => {
+        const body = res.body!.getReader();
+        for (let r = await body.read(); !r.done; r = await body.read()) text += new TextDecoder().decode(r.value);
+        closed = true;
+      });
+    for (let i = 0; i < 50 && !ended; i++) await Bun.sleep(5);
+    expect(ended).toBe(true);
+    await Bun.sleep(50);
+    expect(closed).toBe(false);
+    commit();
+    await drained;
+    expect(closed).toBe(true);
+    expect(text).toContain('message_stop');
   });
 });

@@ -49,8 +49,11 @@ export interface StreamRelayInput {
   /** performance.now() of the request's arrival (for ttft). */
   startedAt: number;
   requestId: string;
-  /** Called exactly once, before the client's stream closes when it closes normally. */
-  onEnd(end: StreamEnd): void;
+  /**
+   * Called exactly once, before the client's stream closes when it closes normally. A returned promise
+   * (a settlement committing) is awaited before that close.
+   */
+  onEnd(end: StreamEnd): void | Promise<void>;
 }
 
 /** A failure the relay itself imposed on the upstream read; its message is ours and shown to the client. */
@@ -118,7 +121,7 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
 
   let ttft: number | null = null;
   let ended = false;
-  const end = (clientSide: { code: string } | null) => {
+  const end = (clientSide: { code: string } | null): void | Promise<void> => {
     if (ended) return;
     ended = true;
     clearTimeout(timer);
@@ -130,7 +133,7 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
     if (clientSide) errorCode = clientSide.code;
     else if (stopped) ({ code: errorCode, upstreamFault } = stopped);
     else if (!out.complete) { errorCode = 'upstream_stream_cut'; upstreamFault = true; }
-    p.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: ttft });
+    return p.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: ttft });
   };
 
   absorb({ done: false, value: p.first });
@@ -148,7 +151,8 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   if (finished && !signal?.aborted) {
     ttft = since(p.startedAt);
-    end(null); // the settlement is recorded before the client sees the answer
+    const settling = end(null); // the settlement is recorded (committed, where that is asynchronous) before the client sees the answer
+    if (settling) await settling.catch(() => {});
     return new Response(concatBytes(parts), { status: 200, headers: headersFor(p.requestId) });
   }
 
@@ -274,8 +278,9 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
         clientSince = quietSince = performance.now();
       }
       if (finished) {
-        end(null); // the settlement is recorded before the client sees the end
+        const settling = end(null); // the settlement is recorded before the client sees the end
         closed = true;
+        if (settling) await settling.catch(() => {});
         c.close();
         return;
       }
