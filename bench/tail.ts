@@ -16,6 +16,7 @@ import { resolve } from 'node:path';
 import { load, quantiles, type Quantiles, type Samples, type Target } from './lib/latency';
 import { LoopProbe, foldWindows, scrapeGatewayLoop, type LoopWindow } from './lib/loop-delay';
 import { cpuSeconds, spawnJson } from './lib/procs';
+import { pressureSince, type Pressure } from './lib/pressure';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 30);
 const SLICE = Math.min(SECONDS, Number(process.env.BENCH_SLICE_SECONDS ?? 5));
@@ -24,7 +25,7 @@ const LOOP_MS = Number(process.env.BENCH_LOOP_DELAY_MS ?? 1);
 const HERE = resolve(`${import.meta.dir}/..`);
 const TREES = (process.env.BENCH_GATEWAYS ?? HERE).split(',').map((t) => resolve(t.trim()));
 
-interface Run { name: string; target: Target; pid: number; admin?: string; samples: Samples; cpu: number; gwLoop: LoopWindow[]; probeLoop: LoopWindow[]; seconds: number }
+interface Run { name: string; target: Target; pid: number; admin?: string; samples: Samples; cpu: number; gwLoop: LoopWindow[]; probeLoop: LoopWindow[]; seconds: number; pressure: Pressure[] }
 
 const upstream = await spawnJson(['bench/upstream-proc.ts'], HERE);
 const bare = await spawnJson(['bench/bare-proxy-proc.ts', upstream.info.url], HERE);
@@ -35,7 +36,7 @@ const f = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 
 try {
   const upstreamHeaders = { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': 'bench-upstream-key' };
-  const targets: Array<Omit<Run, 'samples' | 'cpu' | 'gwLoop' | 'probeLoop' | 'seconds'>> = [
+  const targets: Array<Omit<Run, 'samples' | 'cpu' | 'gwLoop' | 'probeLoop' | 'seconds' | 'pressure'>> = [
     { name: 'direct', target: { url: upstream.info.url, headers: upstreamHeaders }, pid: upstream.proc.pid },
     { name: 'bare proxy', target: { url: bare.info.url, headers: upstreamHeaders }, pid: bare.proc.pid },
     ...gateways.map((g, i) => ({
@@ -47,14 +48,16 @@ try {
   for (const [kind, stream] of [['json', false], ['sse', true]] as const) {
     // Warm-up: JIT, connection pools, SQLite page cache.
     for (const t of targets) await load(t.target, stream, CONCURRENCY, 1);
-    const runs: Run[] = targets.map((t) => ({ ...t, samples: { lat: [], ttft: [], errors: 0 }, cpu: 0, gwLoop: [], probeLoop: [], seconds: 0 }));
+    const runs: Run[] = targets.map((t) => ({ ...t, samples: { lat: [], ttft: [], errors: 0 }, cpu: 0, gwLoop: [], probeLoop: [], seconds: 0, pressure: [] }));
     for (let done = 0; done < SECONDS - 1e-9; done += SLICE) {
       for (const r of runs) {
         await probe.window();
         if (r.admin) await scrapeGatewayLoop(r.target.url, r.admin);
         const c0 = cpuSeconds(r.pid);
         const t0 = performance.now();
+        const psi = pressureSince();
         await load(r.target, stream, CONCURRENCY, SLICE, r.samples);
+        r.pressure.push(psi());
         r.seconds += (performance.now() - t0) / 1000;
         r.cpu += cpuSeconds(r.pid) - c0;
         r.probeLoop.push(await probe.window());
@@ -66,11 +69,12 @@ try {
 
   console.log(`\nTail latency at ${CONCURRENCY} connection(s), ${SECONDS} s per target in ${SLICE} s slices (${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, Bun ${Bun.version})`);
   TREES.forEach((t, i) => console.log(`  gateway ${TREES.length > 1 ? i + 1 : ''} = ${t}`));
-  console.log(`  loop delay sampled every ${LOOP_MS} ms; "probe" = an idle process on the same machine (the scheduling floor)\n`);
+  console.log(`  loop delay sampled every ${LOOP_MS} ms; "probe" = an idle process on the same machine (the scheduling floor);`);
+  console.log('  cpu / io stall = share of the time some task waited for a CPU / every task waited on I/O (/proc/pressure)\n');
   const out: Record<string, unknown[]> = {};
   for (const [kind, runs] of Object.entries(results)) {
     const what = kind === 'sse' ? 'time to first SSE event' : 'JSON response';
-    console.log(`${`${kind.toUpperCase()}: ${what}, ms`.padEnd(28)} |   req/s |   p50 |   p99 | p99.9 |    max |      n | err | added p50 / p99 / p99.9 | CPU µs/req | loop p50 / p99 / p99.9 / max | probe p99 / max`);
+    console.log(`${`${kind.toUpperCase()}: ${what}, ms`.padEnd(28)} |   req/s |   p50 |   p99 | p99.9 |    max |      n | err | added p50 / p99 / p99.9 | CPU µs/req | loop p50 / p99 / p99.9 / max | probe p99 / max | cpu / io stall`);
     const q = runs.map((r) => quantiles(kind === 'sse' ? r.samples.ttft : r.samples.lat));
     const direct = q[0]!;
     out[kind] = runs.map((r, i) => {
@@ -79,10 +83,11 @@ try {
       const cpuUs = (r.cpu * 1e6) / Math.max(1, x.n + r.samples.errors);
       const loop = r.gwLoop.length ? foldWindows(r.gwLoop) : null;
       const pr = foldWindows(r.probeLoop);
+      const stall = (k: keyof Pressure) => r.pressure.reduce((a, p) => a + p[k], 0) / r.pressure.length;
       const added = i === 0 ? '' : `${f(x.p50 - direct.p50)} / ${f(x.p99 - direct.p99)} / ${f(x.p999 - direct.p999)}`;
       const loopText = loop ? `${f(loop.p50)} / ${f(loop.p99)} / ${f(loop.p999)} / ${f(loop.max, 1)}` : '';
-      console.log(`${r.name.padEnd(28)} | ${f(rps, 0).padStart(7)} | ${f(x.p50).padStart(5)} | ${f(x.p99).padStart(5)} | ${f(x.p999).padStart(5)} | ${f(x.max, 1).padStart(6)} | ${String(x.n).padStart(6)} | ${String(r.samples.errors).padStart(3)} | ${added.padStart(23)} | ${f(cpuUs, 0).padStart(10)} | ${loopText.padStart(28)} | ${f(pr.p99)} / ${f(pr.max, 1)}`);
-      return { name: r.name, rps, ...x, errors: r.samples.errors, addedP50: x.p50 - direct.p50, addedP99: x.p99 - direct.p99, addedP999: x.p999 - direct.p999, cpuUs, loop, probe: pr };
+      console.log(`${r.name.padEnd(28)} | ${f(rps, 0).padStart(7)} | ${f(x.p50).padStart(5)} | ${f(x.p99).padStart(5)} | ${f(x.p999).padStart(5)} | ${f(x.max, 1).padStart(6)} | ${String(x.n).padStart(6)} | ${String(r.samples.errors).padStart(3)} | ${added.padStart(23)} | ${f(cpuUs, 0).padStart(10)} | ${loopText.padStart(28)} | ${f(pr.p99)} / ${f(pr.max, 1)} | ${f(stall('cpuSome') * 100, 0)}% / ${f(stall('ioFull') * 100, 1)}%`);
+      return { name: r.name, rps, ...x, errors: r.samples.errors, addedP50: x.p50 - direct.p50, addedP99: x.p99 - direct.p99, addedP999: x.p999 - direct.p999, cpuUs, loop, probe: pr, cpuStall: stall('cpuSome'), ioStall: stall('ioFull') };
     });
     const bareRps = (out[kind]![1] as { rps: number }).rps;
     const directRps = (out[kind]![0] as { rps: number }).rps;
