@@ -9,7 +9,8 @@
  * BENCH_GATEWAYS: comma-separated source trees whose bench/gateway-proc.ts to start (default: this one), e.g.
  * a checkout of the previous commit, to compare before and after in one run. BENCH_LOOP_DELAY_MS (default 1)
  * is the loop-delay sampling period, BENCH_CONCURRENCY (default 1) the connections, BENCH_OUT a file for
- * the results as JSON.
+ * the results as JSON. BENCH_LOOP_GAPS=1 also splits each gateway's loop lateness into time its thread ran
+ * (work on the loop) and time it waited for a CPU (lib/loop-gaps.ts; costs the gateway 2-3% of a core).
  */
 import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -17,6 +18,8 @@ import { load, quantiles, type Quantiles, type Samples, type Target } from './li
 import { LoopProbe, foldWindows, scrapeGatewayLoop, type LoopWindow } from './lib/loop-delay';
 import { cpuSeconds, spawnJson } from './lib/procs';
 import { pressureSince, type Pressure } from './lib/pressure';
+import { addGaps, diffGaps, readGaps, type GapCounters } from './lib/loop-gaps';
+import { tmpdir } from 'node:os';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 30);
 const SLICE = Math.min(SECONDS, Number(process.env.BENCH_SLICE_SECONDS ?? 5));
@@ -25,22 +28,25 @@ const LOOP_MS = Number(process.env.BENCH_LOOP_DELAY_MS ?? 1);
 const HERE = resolve(`${import.meta.dir}/..`);
 const TREES = (process.env.BENCH_GATEWAYS ?? HERE).split(',').map((t) => resolve(t.trim()));
 
-interface Run { name: string; target: Target; pid: number; admin?: string; samples: Samples; cpu: number; gwLoop: LoopWindow[]; probeLoop: LoopWindow[]; seconds: number; pressure: Pressure[] }
+interface Run { name: string; target: Target; pid: number; admin?: string; samples: Samples; cpu: number; gwLoop: LoopWindow[]; probeLoop: LoopWindow[]; seconds: number; pressure: Pressure[]; gapsFile?: string; gaps?: GapCounters }
 
 const upstream = await spawnJson(['bench/upstream-proc.ts'], HERE);
 const bare = await spawnJson(['bench/bare-proxy-proc.ts', upstream.info.url], HERE);
 const gwEnv = JSON.stringify({ ...(process.env.BENCH_GW_ENV ? JSON.parse(process.env.BENCH_GW_ENV) : {}), LOOP_DELAY_SAMPLE_MS: String(LOOP_MS) });
-const gateways = await Promise.all(TREES.map((tree) => spawnJson(['bench/gateway-proc.ts', upstream.info.url], tree, { BENCH_GW_ENV: gwEnv })));
+const GAPS = process.env.BENCH_LOOP_GAPS === '1';
+const gapFiles = TREES.map((_, i) => `${tmpdir()}/bench-loop-gaps-${process.pid}-${i}.json`);
+const gateways = await Promise.all(TREES.map((tree, i) => spawnJson([...(GAPS ? ['--preload', `${HERE}/bench/lib/loop-gaps.ts`] : []), 'bench/gateway-proc.ts', upstream.info.url], tree,
+  { BENCH_GW_ENV: gwEnv, BENCH_LOOP_GAPS: GAPS ? gapFiles[i]! : '' })));
 const probe = await LoopProbe.start(LOOP_MS);
 const f = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 
 try {
   const upstreamHeaders = { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': 'bench-upstream-key' };
-  const targets: Array<Omit<Run, 'samples' | 'cpu' | 'gwLoop' | 'probeLoop' | 'seconds' | 'pressure'>> = [
+  const targets: Array<Omit<Run, 'samples' | 'cpu' | 'gwLoop' | 'probeLoop' | 'seconds' | 'pressure' | 'gaps'>> = [
     { name: 'direct', target: { url: upstream.info.url, headers: upstreamHeaders }, pid: upstream.proc.pid },
     { name: 'bare proxy', target: { url: bare.info.url, headers: upstreamHeaders }, pid: bare.proc.pid },
     ...gateways.map((g, i) => ({
-      name: TREES.length > 1 ? `gateway ${i + 1}` : 'gateway', pid: g.proc.pid, admin: g.info.admin as string,
+      name: TREES.length > 1 ? `gateway ${i + 1}` : 'gateway', pid: g.proc.pid, admin: g.info.admin as string, gapsFile: GAPS ? gapFiles[i] : undefined,
       target: { url: g.info.url, headers: { 'content-type': 'application/json', 'vendor-version': '2023-06-01', 'x-api-key': g.info.key } },
     })),
   ];
@@ -56,8 +62,14 @@ try {
         const c0 = cpuSeconds(r.pid);
         const t0 = performance.now();
         const psi = pressureSince();
+        const g0 = r.gapsFile ? readGaps(r.gapsFile) : null;
         await load(r.target, stream, CONCURRENCY, SLICE, r.samples);
         r.pressure.push(psi());
+        if (g0) {
+          await Bun.sleep(150); // the counters are written every 100 ms
+          const d = diffGaps(g0, readGaps(r.gapsFile!));
+          r.gaps = r.gaps ? addGaps(r.gaps, d) : d;
+        }
         r.seconds += (performance.now() - t0) / 1000;
         r.cpu += cpuSeconds(r.pid) - c0;
         r.probeLoop.push(await probe.window());
@@ -87,8 +99,14 @@ try {
       const added = i === 0 ? '' : `${f(x.p50 - direct.p50)} / ${f(x.p99 - direct.p99)} / ${f(x.p999 - direct.p999)}`;
       const loopText = loop ? `${f(loop.p50)} / ${f(loop.p99)} / ${f(loop.p999)} / ${f(loop.max, 1)}` : '';
       console.log(`${r.name.padEnd(28)} | ${f(rps, 0).padStart(7)} | ${f(x.p50).padStart(5)} | ${f(x.p99).padStart(5)} | ${f(x.p999).padStart(5)} | ${f(x.max, 1).padStart(6)} | ${String(x.n).padStart(6)} | ${String(r.samples.errors).padStart(3)} | ${added.padStart(23)} | ${f(cpuUs, 0).padStart(10)} | ${loopText.padStart(28)} | ${f(pr.p99)} / ${f(pr.max, 1)} | ${f(stall('cpuSome') * 100, 0)}% / ${f(stall('ioFull') * 100, 1)}%`);
-      return { name: r.name, rps, ...x, errors: r.samples.errors, addedP50: x.p50 - direct.p50, addedP99: x.p99 - direct.p99, addedP999: x.p999 - direct.p999, cpuUs, loop, probe: pr, cpuStall: stall('cpuSome'), ioStall: stall('ioFull') };
+      return { name: r.name, rps, ...x, errors: r.samples.errors, addedP50: x.p50 - direct.p50, addedP99: x.p99 - direct.p99, addedP999: x.p999 - direct.p999, cpuUs, loop, probe: pr, cpuStall: stall('cpuSome'), ioStall: stall('ioFull'), gaps: r.gaps ?? null };
     });
+    for (const r of runs) {
+      const g = r.gaps;
+      if (!g) continue;
+      const per = (n: number) => f(n / r.seconds, 0);
+      console.log(`  ${r.name}: loop late > 0.5 ms ${per(g.late)}/s; thread running in ${f((100 * g.busy) / Math.max(1, g.late), 0)}% of them (> 1/2/5 ms: ${per(g.busyOver1)}/${per(g.busyOver2)}/${per(g.busyOver5)} per s), waiting for a CPU in the rest (> 1/2/5 ms: ${per(g.waitOver1)}/${per(g.waitOver2)}/${per(g.waitOver5)} per s); lateness ${f(g.runMs, 0)} ms running vs ${f(g.waitMs, 0)} ms waiting`);
+    }
     const bareRps = (out[kind]![1] as { rps: number }).rps;
     const directRps = (out[kind]![0] as { rps: number }).rps;
     for (const r of out[kind]!.slice(2) as Array<{ name: string; rps: number }>) {
