@@ -27,7 +27,7 @@ export function foldWindows(ws: LoopWindow[]): LoopWindow {
 
 /** Talks to a loop-probe-proc.ts child: `window()` returns its delay since the previous call. */
 export class LoopProbe {
-  private readonly reader: ReadableStreamDefaultReader<Uint8Array>;
+  private readonly reader;
   private buf = '';
 
   constructor(private readonly proc: Bun.Subprocess<'pipe', 'pipe', 'inherit'>) {
