@@ -10,7 +10,7 @@
  * a checkout of the previous commit, to compare before and after in one run. BENCH_LOOP_DELAY_MS (default 1)
  * is the loop-delay sampling period, BENCH_CONCURRENCY (default 1) the connections, BENCH_OUT a file for
  * the results as JSON. BENCH_LOOP_GAPS=1 also splits each gateway's loop lateness into time its thread ran
- * (work on the loop) and time it waited for a CPU (lib/loop-gaps.ts; costs the gateway 2-3% of a core).
+ * (work on the loop) and time it waited for a CPU (lib/loop-gaps-preload.ts; costs the gateway 2-3% of a core).
  */
 import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -35,7 +35,7 @@ const bare = await spawnJson(['bench/bare-proxy-proc.ts', upstream.info.url], HE
 const gwEnv = JSON.stringify({ ...(process.env.BENCH_GW_ENV ? JSON.parse(process.env.BENCH_GW_ENV) : {}), LOOP_DELAY_SAMPLE_MS: String(LOOP_MS) });
 const GAPS = process.env.BENCH_LOOP_GAPS === '1';
 const gapFiles = TREES.map((_, i) => `${tmpdir()}/bench-loop-gaps-${process.pid}-${i}.json`);
-const gateways = await Promise.all(TREES.map((tree, i) => spawnJson([...(GAPS ? ['--preload', `${HERE}/bench/lib/loop-gaps.ts`] : []), 'bench/gateway-proc.ts', upstream.info.url], tree,
+const gateways = await Promise.all(TREES.map((tree, i) => spawnJson([...(GAPS ? ['--preload', `${HERE}/bench/lib/loop-gaps-preload.ts`] : []), 'bench/gateway-proc.ts', upstream.info.url], tree,
   { BENCH_GW_ENV: gwEnv, BENCH_LOOP_GAPS: GAPS ? gapFiles[i]! : '' })));
 const probe = await LoopProbe.start(LOOP_MS);
 const f = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');

@@ -1,12 +1,13 @@
 /**
- * Preloaded into a bench gateway when BENCH_LOOP_GAPS names a file: splits the event loop's lateness into
+ * Counters of loop-gaps-preload.ts, which is preloaded into a bench gateway when BENCH_LOOP_GAPS names a
+ * file: it splits the event loop's lateness into
  * work and waiting. A 1 ms timer measures how late it fires; for each tick later than 0.5 ms the main
  * thread's own scheduler counters (/proc/self/task/<tid>/schedstat: time on a CPU, time runnable but
  * waiting for one) say whether the loop was busy running something or the thread was descheduled by an
  * oversubscribed machine. Cumulative counters are written to the file every 100 ms; diff two reads.
  * Diagnostic only: the timer and the /proc reads cost about 2-3% of a core.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 
 export interface GapCounters {
   /** Ticks later than 0.5 ms, and those in which the thread ran more than it waited. */
@@ -19,39 +20,6 @@ export interface GapCounters {
   /** Late ticks by how late: > 1, > 2, > 5 ms, split busy / waiting. */
   busyOver1: number; busyOver2: number; busyOver5: number;
   waitOver1: number; waitOver2: number; waitOver5: number;
-}
-
-const file = process.env.BENCH_LOOP_GAPS;
-if (file) {
-  const schedFile = `/proc/self/task/${process.pid}/schedstat`;
-  const sched = () => {
-    const [run, wait] = readFileSync(schedFile, 'utf8').split(' ').map(Number);
-    return { run: run! / 1e6, wait: wait! / 1e6 };
-  };
-  const c: GapCounters = { late: 0, busy: 0, lateMs: 0, runMs: 0, waitMs: 0, busyOver1: 0, busyOver2: 0, busyOver5: 0, waitOver1: 0, waitOver2: 0, waitOver5: 0 };
-  let last = performance.now();
-  let s0 = sched();
-  setInterval(() => {
-    const now = performance.now();
-    const s = sched();
-    const late = now - last - 1;
-    if (late > 0.5) {
-      const run = s.run - s0.run;
-      const wait = s.wait - s0.wait;
-      const busy = run > wait;
-      c.late++;
-      c.lateMs += late;
-      c.runMs += run;
-      c.waitMs += wait;
-      if (busy) c.busy++;
-      if (late > 1) busy ? c.busyOver1++ : c.waitOver1++;
-      if (late > 2) busy ? c.busyOver2++ : c.waitOver2++;
-      if (late > 5) busy ? c.busyOver5++ : c.waitOver5++;
-    }
-    last = now;
-    s0 = s;
-  }, 1);
-  setInterval(() => writeFileSync(file, JSON.stringify(c)), 100);
 }
 
 /** Reads a gateway's counters (zeros before its first write). */
