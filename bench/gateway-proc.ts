@@ -1,7 +1,7 @@
 /**
  * Benchmark gateway: the real server (auth, routing, metering, usage logs on) on a temp SQLite file,
  * with one channel to the upstream given in argv[2], a price, a funded user and a relay key.
- * Prints {"url","key"} on stdout.
+ * Prints {"url","key","admin"} on stdout (admin: a root access token, for /metrics).
  */
 import { silentLogger } from '@gw/core';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -22,8 +22,9 @@ const now = Math.floor(Date.now() / 1000);
 const user = await s.users.insert({ username: 'bench', passwordHash: 'x', createdAt: now, updatedAt: now });
 await s.ledger.apply({ userId: user.id, kind: 'topup', amount: 1e15, ref: 'bench-seed', at: now });
 const { key } = await s.apiKeys.create((await s.users.byId(user.id))!, { name: 'bench' } as any);
+const admin = (await s.auth.createAccessToken((await s.users.byUsername(config.rootUsername))!.id, 'bench')).token;
 const app = listen(s, 0, '127.0.0.1');
-console.log(JSON.stringify({ url: `http://127.0.0.1:${app.server!.port}`, key }));
+console.log(JSON.stringify({ url: `http://127.0.0.1:${app.server!.port}`, key, admin }));
 const stop = async () => { await app.stop(true); await s.close(); rmSync(dir, { recursive: true, force: true }); process.exit(0); };
 process.on('SIGTERM', stop);
 process.on('SIGINT', stop);

@@ -2,7 +2,7 @@
  * The gateway's metrics: names, label sets and where each is fed from. Labels come from bounded sets
  * only (route templates, channel ids, model names an operator configured, status codes).
  */
-import { MetricsRegistry, type Counter, type Histogram } from '@gw/core';
+import { LOOP_DELAY_QUANTILES, LoopDelayMonitor, MetricsRegistry, type Counter, type Histogram } from '@gw/core';
 import type { SettlementRow } from '@gw/db';
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -40,4 +40,19 @@ export function createMetrics(): GatewayMetrics {
     },
   };
   return m;
+}
+
+/**
+ * LOOP_DELAY_SAMPLE_MS > 0: gateway_event_loop_delay_seconds{quantile} (quantile="1" is the maximum) over
+ * the time since the previous scrape, as prom-client's nodejs_eventloop_lag_* do: each scrape starts a new
+ * window, so a spike shows once, in the scrape that covers it. Returns the stop function.
+ */
+export function watchLoopDelay(registry: MetricsRegistry, sampleMs: number): () => void {
+  const monitor = new LoopDelayMonitor(sampleMs);
+  registry.gauge('gateway_event_loop_delay_seconds', `Event-loop delay since the previous scrape (sampled every ${sampleMs} ms), by quantile; 1 = maximum`, () => {
+    const samples = LOOP_DELAY_QUANTILES.map((q): [{ quantile: number }, number] => [{ quantile: q }, monitor.quantile(q) / 1000]);
+    monitor.reset();
+    return samples;
+  });
+  return () => monitor.stop();
 }

@@ -11,7 +11,7 @@ import { ChannelKeyService, ChannelRegistry, ChannelService, ChannelTester } fro
 import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, mailConfig, passwordResetConfig, twoFactorConfig } from '@gw/identity';
 import { createPayments, paymentsConfig, type Payments } from '@gw/payments';
 import { createRelayServices, type RelayServices } from '@gw/relay';
-import { createMetrics, type GatewayMetrics } from './metrics';
+import { createMetrics, watchLoopDelay, type GatewayMetrics } from './metrics';
 import { getAdapter } from '@gw/providers';
 import type { ApiKeyRecord } from '@gw/identity';
 import type { ChannelRecord } from '@gw/channels';
@@ -95,6 +95,7 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   const userDirectory = await UserDirectory.load(users, bus);
   const apiKeys = await ApiKeyService.load(stores.apiKeys, users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });
   const metrics = createMetrics();
+  if (config.loopDelaySampleMs > 0) closers.push(watchLoopDelay(metrics.registry, config.loopDelaySampleMs));
   // Reset e-mails go through a background queue; it stops before the mailer closes (closers run in reverse).
   const passwordReset = new PasswordResetService(users, security, mailer, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)), passwordResetConfig(config.env), log);
   closers.push(() => passwordReset.close());

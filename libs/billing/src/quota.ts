@@ -328,9 +328,13 @@ export class QuotaService {
     const batch = this.queue;
     if (!batch.length) return;
     this.queue = [];
-    const segment = this.deps.journal?.seal() ?? null;
+    // The open segment is kept across batches (a file per batch cost a create and an unlink every flush);
+    // a full one is sealed here and deleted once this batch, its last, has committed.
+    let segment = this.deps.journal?.rotate() ?? null;
     this.write(batch);
+    let failed = false;
     for (const e of batch) {
+      failed ||= e.error !== undefined;
       add(this.userPending, e.row.userId, -e.row.cost);
       if (e.limitedKey) add(this.keyPending, e.row.apiKeyId, -e.row.cost);
       this.deps.budgets?.unpend(e.budgetIds, e.row.cost);
@@ -340,6 +344,10 @@ export class QuotaService {
         else w.done({ cost: e.inserted ? e.row.cost : 0, duplicate: !e.inserted });
       }
     }
+    // A settlement that failed for good was answered "nothing charged": a later replay must not charge it,
+    // so its segment goes now rather than when full. Nothing was appended during the (synchronous) write,
+    // so the open segment holds only this batch and earlier, committed ones.
+    if (failed) segment ??= this.deps.journal?.rotate(true) ?? null;
     // Every settlement of the segment is now committed (or failed for good and logged above).
     if (segment) this.deps.journal!.discard(segment);
   }
@@ -363,7 +371,7 @@ export class QuotaService {
       const replayed = entries.filter((e) => e.inserted).length;
       if (rows.length) this.deps.log?.info('settlement.replayed', { replayed, journaled: rows.length, path, msg: 'the rest were already written' });
       for (const e of entries) if (e.error) this.deps.log?.error('settlement.replay_failed', { id: e.row.requestId, cause: errorText(e.error), row: JSON.stringify(e.row) });
-      this.deps.journal!.discard(path);
+      this.deps.journal!.discard(path, true);
     }
   }
 

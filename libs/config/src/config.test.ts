@@ -93,3 +93,10 @@ describe('LOG_LEVEL and LOG_FORMAT', () => {
     expect(() => loadConfig({ DATABASE_URL: 'sqlite::memory:', LOG_FORMAT: 'xml' })).toThrow('LOG_FORMAT must be one of text, json');
   });
 });
+
+test('LOOP_DELAY_SAMPLE_MS: off (0) by default, a period in ms, a bad value refused', () => {
+  expect(loadConfig({ DATABASE_URL: 'sqlite::memory:' }).loopDelaySampleMs).toBe(0);
+  expect(loadConfig({ DATABASE_URL: 'sqlite::memory:', LOOP_DELAY_SAMPLE_MS: '10' }).loopDelaySampleMs).toBe(10);
+  expect(() => loadConfig({ DATABASE_URL: 'sqlite::memory:', LOOP_DELAY_SAMPLE_MS: '-1' })).toThrow('LOOP_DELAY_SAMPLE_MS must be between 0 and 60000');
+  expect(() => loadConfig({ DATABASE_URL: 'sqlite::memory:', LOOP_DELAY_SAMPLE_MS: 'fast' })).toThrow('LOOP_DELAY_SAMPLE_MS must be an integer');
+});

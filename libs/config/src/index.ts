@@ -68,6 +68,11 @@ export interface Config {
    * gateway then serves HTTPS and WSS itself on PORT. Null = plain HTTP.
    */
   tls: { cert: string; key: string } | null;
+  /**
+   * LOOP_DELAY_SAMPLE_MS: sample the event loop's delay every N ms and export it on /metrics as
+   * gateway_event_loop_delay_seconds{quantile}; 0 (default) = off, no timer at all.
+   */
+  loopDelaySampleMs: number;
   /** LOG_LEVEL: lowest level written (debug, info, warn, error). */
   logLevel: LogLevel;
   /** LOG_FORMAT: `text` (`time level event key=value…`) or `json` (one object per line). */
@@ -266,6 +271,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     reusePort: bool(env, 'LISTEN_REUSE_PORT', false),
     idleTimeoutSeconds: int(env, 'IDLE_TIMEOUT_SECONDS', 255, 10, 255),
     logRequests: bool(env, 'LOG_REQUESTS', false),
+    loopDelaySampleMs: int(env, 'LOOP_DELAY_SAMPLE_MS', 0, 0, 60_000),
     tls,
     logLevel: oneOf(env, 'LOG_LEVEL', LOG_LEVELS, 'info'),
     logFormat: oneOf(env, 'LOG_FORMAT', LOG_FORMATS, 'text'),

@@ -9,6 +9,7 @@ export * from './events';
 export * from './json-pointer';
 export * from './read-capped';
 export * from './metrics';
+export * from './loop-delay';
 export * from './bounded-json';
 export * from './log';
 export * from './path-problem';
