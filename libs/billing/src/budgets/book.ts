@@ -118,14 +118,19 @@ export class BudgetBook {
     for (const id of h.ids) add(this.held, id, -h.amount);
   }
 
-  /** Most a charge may take within the budgets: the hold plus what they can still admit besides. */
+  /**
+   * Most a charge may take within the budgets it was admitted under: the hold plus what they can still
+   * admit besides. A budget created after admission (or a charge with no hold) does not lower the charge,
+   * or a key's owner could set a 1-unit budget while their requests are in flight and pay almost nothing;
+   * the charge still counts toward that budget's spend.
+   */
   cap(h: BudgetHold | null, userId: number, keyId: number): number {
+    if (!h) return Number.MAX_SAFE_INTEGER;
     const list = this.budgetsOf(userId, keyId);
     if (!list) return Number.MAX_SAFE_INTEGER;
     const t = this.now();
-    const held = h?.amount ?? 0;
     let cap = Number.MAX_SAFE_INTEGER;
-    for (const b of list) cap = Math.min(cap, (h && h.ids.includes(b.id) ? held : 0) + Math.max(0, this.available(b, t)));
+    for (const b of list) if (h.ids.includes(b.id)) cap = Math.min(cap, h.amount + Math.max(0, this.available(b, t)));
     return cap;
   }
 
