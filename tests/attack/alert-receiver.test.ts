@@ -13,14 +13,15 @@ let mode: Mode = 'ok';
 const seen: Array<{ mode: Mode; id: string }> = [];
 let redirectTargetHits = 0;
 const enc = new TextEncoder();
+let hookPort = 0;
 const hook = Bun.serve({
   port: 0, hostname: '127.0.0.1', idleTimeout: 0,
-  async fetch(req) {
+  async fetch(req: Request): Promise<Response> {
     const path = new URL(req.url).pathname;
     if (path === '/elsewhere') { redirectTargetHits++; return new Response('ok'); }
     seen.push({ mode, id: req.headers.get('x-gateway-event-id') ?? '' });
     if (mode === 'hang') return new Promise<Response>(() => {});
-    if (mode === 'redirect') return new Response(null, { status: 302, headers: { location: `http://127.0.0.1:${hook.port}/elsewhere` } });
+    if (mode === 'redirect') return new Response(null, { status: 302, headers: { location: `http://127.0.0.1:${hookPort}/elsewhere` } });
     if (mode === 'endless') {
       let timer: ReturnType<typeof setInterval>;
       return new Response(new ReadableStream({
@@ -31,6 +32,8 @@ const hook = Bun.serve({
     return new Response('ok');
   },
 });
+
+hookPort = hook.port!;
 
 let gw: TestGateway;
 let up: Scripted;
