@@ -17,8 +17,8 @@ beforeAll(async () => {
   await addChannel(gw, { type: 'anthropic', url: up.url, models: ['m'] });
   // 1 unit per 1,000 tokens: a request's worst case is a few units.
   await setPrice(gw, 'm', { input: 1000, output: 1000 });
-});
-afterAll(async () => { await up.stop(); await gw.stop(); });
+}, 30_000);
+afterAll(async () => { await up.stop(); await gw.stop(); }, 30_000);
 
 const thresholdAlerts = (keyId: number) => {
   gw.services.relay.quota.flush();
@@ -45,4 +45,4 @@ test('20 rounds of clear / set / spend on one key write at most 9 threshold aler
   up.queue.push({ text: 'ok', usage: { input: 5000, output: 0 } });
   expect((await send(gw, second.body.data.key, { ...msg('m'), max_tokens: 1, messages: [{ role: 'user', content: 'word '.repeat(1200) }] })).status).toBe(200);
   expect(thresholdAlerts(second.body.data.id).map((d) => d.threshold)).toEqual([50, 80, 100]);
-});
+}, 30_000);

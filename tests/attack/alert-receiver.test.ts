@@ -40,16 +40,16 @@ let up: Scripted;
 beforeAll(async () => {
   gw = await startGateway({
     BILLING_FLUSH_MS: '1', ALERT_WEBHOOK_URL: `http://127.0.0.1:${hook.port}/hook`, ALERT_WEBHOOK_SECRET: 'alert-secret-0123456789',
-    ALERT_WEBHOOK_TIMEOUT_MS: '500', ALERT_WEBHOOK_RETRY_MS: '60000',
+    ALERT_WEBHOOK_TIMEOUT_MS: '3000', ALERT_WEBHOOK_RETRY_MS: '60000',
   });
   up = upstream('anthropic');
   await addChannel(gw, { type: 'anthropic', url: up.url, models: ['m'] });
   await setPrice(gw, 'm', { input: 1_000_000, output: 1_000_000 });
-});
+}, 30_000);
 afterAll(async () => {
   await up.stop();
   hook.stop(true);
-});
+}, 30_000);
 
 const alertRow = (eventId: string) => gw.services.dbh.sqlite.query('select status, attempts, last_error from alert_outbox where event_id = ?').get(eventId) as any;
 
@@ -77,30 +77,32 @@ test('a receiver that never answers: the attempt ends at the timeout and is retr
   mode = 'hang';
   const { ms, ids } = await alertsFor(600); // 50 %
   expect(ids).toHaveLength(1);
-  expect(ms).toBeLessThan(400);
-  await until(() => alertRow(ids[0]!).attempts === 1, 3000);
+  expect(ms).toBeLessThan(2500);
+  await until(() => alertRow(ids[0]!).attempts === 1, 10_000);
   expect(alertRow(ids[0]!)).toMatchObject({ status: 'pending', attempts: 1 });
   expect(alertRow(ids[0]!).last_error).toMatch(/timed? ?out|abort/i);
-  // While an attempt hangs, a second charge's request is answered at once.
-  const second = await alertsFor(600);
-  expect(second.ms).toBeLessThan(400);
-});
+  // While an attempt hangs (it would for 3 s), a second charge's request is answered well before that.
+  await alertsFor(600);
+  await until(() => seen.filter((x) => x.mode === 'hang').length >= 2, 10_000);
+  const third = await alertsFor(600);
+  expect(third.ms).toBeLessThan(2500);
+}, 30_000);
 
 test('a 200 with an endless body is acknowledged without reading the body, and the worker moves on', async () => {
   mode = 'endless';
   const { ids } = await alertsFor(900); // 50 % and 80 %
   expect(ids).toHaveLength(2);
-  await until(() => ids.every((id) => alertRow(id).status === 'delivered'), 4000);
-});
+  await until(() => ids.every((id) => alertRow(id).status === 'delivered'), 15_000);
+}, 30_000);
 
 test('a redirect is not followed: it is a failed attempt, retried later', async () => {
   mode = 'redirect';
   const { ids } = await alertsFor(1000); // 50, 80, 100 %
   expect(ids).toHaveLength(3);
-  await until(() => ids.every((id) => alertRow(id).attempts === 1));
+  await until(() => ids.every((id) => alertRow(id).attempts === 1), 15_000);
   for (const id of ids) expect(alertRow(id)).toMatchObject({ status: 'pending', last_error: 'HTTP 302' });
   expect(redirectTargetHits).toBe(0);
-});
+}, 30_000);
 
 test('the gateway stops promptly while a delivery attempt hangs', async () => {
   mode = 'hang';
@@ -109,5 +111,6 @@ test('the gateway stops promptly while a delivery attempt hangs', async () => {
   await until(() => seen.length > before);
   const t0 = performance.now();
   await gw.stop();
-  expect(performance.now() - t0).toBeLessThan(1500);
-});
+  // Well before the attempt's own 3 s deadline: shutdown cuts it.
+  expect(performance.now() - t0).toBeLessThan(2500);
+}, 30_000);

@@ -17,11 +17,11 @@ beforeAll(async () => {
   await addChannel(gw, { type: 'anthropic', url: up.url, models: ['m'] });
   // 1 unit per input token, 2 per output token.
   await setPrice(gw, 'm', { input: 1_000_000, output: 2_000_000 });
-});
+}, 30_000);
 afterAll(async () => {
   await up.stop();
   await gw.stop();
-});
+}, 30_000);
 
 /** A prompt whose measured input bound is well above the 400 tokens the double reports. */
 const big = (stream = false) => ({ ...msg('m', { stream }), messages: [{ role: 'user', content: 'word '.repeat(600) }] });
@@ -46,7 +46,7 @@ for (const stream of [false, true]) {
     // The budget still counts the spend, so it now refuses new requests.
     const next = await send(gw, u.key, msg('m'));
     expect([next.status, next.body.error?.code]).toEqual([402, 'key_budget_exceeded']);
-  });
+  }, 30_000);
 }
 
 test('a budget lowered while a request is in flight still cannot be pushed past its hold (the cap that holds)', async () => {
@@ -61,4 +61,4 @@ test('a budget lowered while a request is in flight still cannot be pushed past 
   expect((await pending).status).toBe(200);
   await Bun.sleep(50);
   expect(before - balance(u.id)).toBe(500);
-});
+}, 30_000);

@@ -8,8 +8,8 @@ import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { keyedUser } from '../e2e/relay-setup';
 
 let gw: TestGateway;
-beforeAll(async () => { gw = await startGateway(); });
-afterAll(async () => { await gw.stop(); });
+beforeAll(async () => { gw = await startGateway(); }, 30_000);
+afterAll(async () => { await gw.stop(); }, 30_000);
 
 test('a user cannot read, set or clear what belongs to another user, nor read the outbox', async () => {
   const me = await keyedUser(gw);
@@ -42,7 +42,7 @@ test('a user cannot read, set or clear what belongs to another user, nor read th
   const theirs = await gw.api('GET', `/api/budget/user/${victim.id}`);
   expect(theirs.body.data.budgets.map((b: any) => [b.scope, b.limit]).sort()).toEqual([['key', 50], ['user', 500]]);
   expect(theirs.body.data.low_balance_threshold).toBe(7);
-});
+}, 30_000);
 
 test('an admin cannot manage budgets of a user with a role equal to or above their own', async () => {
   const admin = await makeUser(gw, 10);
@@ -52,4 +52,4 @@ test('an admin cannot manage budgets of a user with a role equal to or above the
   expect([r.status, r.body.error.code]).toEqual([403, 'role_too_high']);
   const k = await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: peer.keyId, period: 'daily', limit: 5 }, admin.token);
   expect(k.status).toBe(403);
-});
+}, 30_000);

@@ -39,8 +39,8 @@ beforeEach(async () => {
     },
   });
   keys = await ApiKeyService.load(slow, users, dir, bus);
-});
-afterEach(() => { keys.close(); dir.close(); dbh.close(); gate = null; });
+}, 30_000);
+afterEach(() => { keys.close(); dir.close(); dbh.close(); gate = null; }, 30_000);
 
 for (const revoke of ['disable', 'delete'] as const) {
   test(`a key ${revoke}d while the owner's re-enable is still reading stays revoked`, async () => {
@@ -59,7 +59,7 @@ for (const revoke of ['disable', 'delete'] as const) {
     open();
     await enabling;
     expect(served()).toBeFalsy();
-  });
+  }, 30_000);
 }
 
 test('re-enabling a user still brings its keys back (no stale-read guard blocks a fresh read)', async () => {
@@ -70,4 +70,4 @@ test('re-enabling a user still brings its keys back (no stale-read guard blocks 
   expect(keys.lookup(key)).toBeUndefined();
   await admin.setStatus(root, u.id, 1);
   expect(keys.lookup(key)?.status).toBe(1);
-});
+}, 30_000);

@@ -17,8 +17,8 @@ beforeAll(async () => {
   up = upstream('anthropic');
   await addChannel(gw, { type: 'anthropic', url: up.url, models: ['claude-x', '__proto__', 'constructor'] });
   for (const m of ['claude-x', '__proto__', 'constructor']) await setPrice(gw, m);
-});
-afterAll(async () => { await up.stop(); await gw.stop(); });
+}, 30_000);
+afterAll(async () => { await up.stop(); await gw.stop(); }, 30_000);
 
 test('a pattern named constructor is stored as an own key and enforced; __proto__ and toString as models inherit no limit', async () => {
   const u = await keyedUser(gw, 1e9);
@@ -33,7 +33,7 @@ test('a pattern named constructor is stored as an own key and enforced; __proto_
   for (let i = 0; i < 3; i++) expect((await send(gw, u.key, msg('__proto__'))).status).toBe(200);
   // Not limited (no pattern of that name), and not served: 404 every time, never a 5xx.
   for (let i = 0; i < 3; i++) expect((await send(gw, u.key, msg('toString'))).status).toBe(404);
-});
+}, 30_000);
 
 test('a case variant of a limited model is not served (no second door to the same upstream model)', async () => {
   const u = await keyedUser(gw, 1e9);
@@ -44,7 +44,7 @@ test('a case variant of a limited model is not served (no second door to the sam
     expect([m, r.status]).not.toEqual([m, 200]);
   }
   expect(up.hits).toBeGreaterThan(0);
-});
+}, 30_000);
 
 test('count_tokens counts against the per-model request limit', async () => {
   const u = await keyedUser(gw, 1e9);
@@ -53,4 +53,4 @@ test('count_tokens counts against the per-model request limit', async () => {
   expect((await count()).status).toBe(200);
   expect((await count()).status).toBe(200);
   expect((await send(gw, u.key, msg('claude-x'))).status).toBe(429);
-});
+}, 30_000);

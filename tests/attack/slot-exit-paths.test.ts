@@ -15,8 +15,8 @@ beforeAll(async () => {
   up = upstream('anthropic');
   await addChannel(gw, { type: 'anthropic', url: up.url, models: ['x-model'] });
   await setPrice(gw, 'x-model');
-});
-afterAll(async () => { await gw.stop(); await up.stop(); });
+}, 30_000);
+afterAll(async () => { await gw.stop(); await up.stop(); }, 30_000);
 
 const slots = () => gw.services.relay.slots;
 async function slotsBecome(n: number) {
@@ -94,4 +94,4 @@ test('no slot or share count leaks on limit, budget and revocation exits', async
     b.ctrl.abort();
     expect([name, await slotsBecome(0)]).toEqual([name, 0]);
   }
-});
+}, 30_000);

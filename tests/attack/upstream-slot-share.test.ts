@@ -40,8 +40,8 @@ async function slotsBecome(gw: TestGateway, n: number) {
 describe('without a per-user share (default)', () => {
   let gw: TestGateway;
   let up: Scripted;
-  beforeAll(async () => ({ gw, up } = await setup({})));
-  afterAll(async () => { await gw.stop(); await up.stop(); });
+  beforeAll(async () => ({ gw, up } = await setup({})), 30_000);
+  afterAll(async () => { await gw.stop(); await up.stop(); }, 30_000);
 
   test('one user can take every slot and the next user gets 503 (documented; set MAX_UPSTREAM_CONNECTIONS_PER_USER)', async () => {
     const hog = await keyedUser(gw, 1e9);
@@ -52,14 +52,14 @@ describe('without a per-user share (default)', () => {
     expect([r.status, r.body.error.code]).toEqual([503, 'upstream_capacity']);
     for (const h of held) h.ctrl.abort();
     await slotsBecome(gw, 0);
-  });
+  }, 30_000);
 });
 
 describe('MAX_UPSTREAM_CONNECTIONS_PER_USER', () => {
   let gw: TestGateway;
   let up: Scripted;
-  beforeAll(async () => ({ gw, up } = await setup({ MAX_UPSTREAM_CONNECTIONS_PER_USER: '2' })));
-  afterAll(async () => { await gw.stop(); await up.stop(); });
+  beforeAll(async () => ({ gw, up } = await setup({ MAX_UPSTREAM_CONNECTIONS_PER_USER: '2' })), 30_000);
+  afterAll(async () => { await gw.stop(); await up.stop(); }, 30_000);
 
   test('the hog gets 429 past its share (all its keys together); another user is still served; nothing leaks', async () => {
     const hog = await keyedUser(gw, 1e9);
@@ -82,5 +82,5 @@ describe('MAX_UPSTREAM_CONNECTIONS_PER_USER', () => {
     expect((await send(gw, hog.key, msg('share-model'))).status).toBe(200);
     b.ctrl.abort();
     await slotsBecome(gw, 0);
-  });
+  }, 30_000);
 });
