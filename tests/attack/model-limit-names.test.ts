@@ -54,3 +54,23 @@ test('count_tokens counts against the per-model request limit', async () => {
   expect((await count()).status).toBe(200);
   expect((await send(gw, u.key, msg('claude-x'))).status).toBe(429);
 }, 30_000);
+
+test('a channel alias is no way around a limit on the model it maps to (the mapped name is matched too)', async () => {
+  const aliasUp = upstream('anthropic');
+  try {
+    await addChannel(gw, { type: 'anthropic', url: aliasUp.url, models: ['fast'], mapping: { fast: 'opus-9' }, name: 'alias' });
+    await setPrice(gw, 'fast');
+    const u = await keyedUser(gw, 1e9);
+    await gw.api('PUT', '/api/token/', { id: u.keyId, model_limits: { 'opus-*': { rate_limit_rpm: 1 } } }, u.token);
+    expect((await send(gw, u.key, msg('fast'))).status).toBe(200);
+    const r = await send(gw, u.key, msg('fast'));
+    expect([r.status, r.body.error?.code]).toEqual([429, 'key_model_rpm_exceeded']);
+    // An exact pattern on the requested name is the most specific and applies instead.
+    const v = await keyedUser(gw, 1e9);
+    await gw.api('PUT', '/api/token/', { id: v.keyId, model_limits: { 'opus-*': { rate_limit_rpm: 1 }, fast: { rate_limit_rpm: 3 } } }, v.token);
+    for (let i = 0; i < 3; i++) expect((await send(gw, v.key, msg('fast'))).status).toBe(200);
+    expect((await send(gw, v.key, msg('fast'))).status).toBe(429);
+  } finally {
+    await aliasUp.stop();
+  }
+}, 30_000);
