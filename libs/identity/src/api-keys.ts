@@ -92,6 +92,13 @@ export class ApiKeyService {
   private readonly excludedUsers = new Set<number>();
   private readonly unsubs: Array<() => void> = [];
   private readonly refreshes = new SerialQueue();
+  /**
+   * Reads are numbered when they start; a key's entry takes a row only from a read that started after the
+   * one it last took. A user's keys are re-read (re-enable) apart from the per-key queue, and with a pool of
+   * PostgreSQL connections that older read can answer last: it must not bring back a key revoked since.
+   */
+  private readSeq = 0;
+  private readonly keySeq = new Map<number, number>();
 
   /**
    * Builds the index from every stored key, then follows 'apikey.changed' and the directory.
@@ -227,10 +234,19 @@ export class ApiKeyService {
   /** Re-reads one key; the old entry stays served until the new row is in hand, then is swapped at once. */
   private refreshKey(keyId: number): Promise<void> {
     return this.refreshes.run(async () => {
+      const seq = ++this.readSeq;
       const row = await this.repo.byId(keyId);
+      if (!this.fresher(keyId, seq)) return;
       this.unindex(keyId);
       if (row) await this.index(row);
     });
+  }
+
+  /** Whether a read numbered `seq` is newer than what the key's entry holds (and records it if so). */
+  private fresher(keyId: number, seq: number): boolean {
+    if ((this.keySeq.get(keyId) ?? 0) > seq) return false;
+    this.keySeq.set(keyId, seq);
+    return true;
   }
 
   private unindex(keyId: number): void {
@@ -251,7 +267,8 @@ export class ApiKeyService {
     if (enabled !== this.excludedUsers.has(userId)) return;
     if (enabled) {
       this.excludedUsers.delete(userId);
-      for (const row of await this.repo.byUser(userId)) await this.index(row);
+      const seq = ++this.readSeq;
+      for (const row of await this.repo.byUser(userId)) if (this.fresher(row.id, seq)) await this.index(row);
       return;
     }
     this.excludedUsers.add(userId);

@@ -37,7 +37,7 @@ export interface RealtimeDeps<K extends RealtimeKey, C extends RealtimeChannel, 
    * The gateway-wide cap on relayed requests (@gw/relay UpstreamSlots): a session holds a slot from admission
    * to its end, like a stream; `acquire` throws the 503 when none is free.
    */
-  slots?: { acquire(): () => void };
+  slots?: { acquire(userId?: number): () => void };
 }
 
 /** An admitted request: what the route needs to upgrade it. */
@@ -120,7 +120,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     const price = this.d.prices.get(model) ?? (this.d.billing.requirePrice ? undefined : FREE);
     if (!price) throw errors.forbidden('model_not_priced', `Model ${model} has no price configured; an administrator must set one before it can be used`, 'model');
     // Before the trial reservation: at capacity, nothing is held and no upstream is dialled.
-    const gatewaySlot = this.d.slots?.acquire();
+    const gatewaySlot = this.d.slots?.acquire(key.userId);
     let targets: UpstreamTarget[];
     try {
       this.checkQuota(key, price, ratio);

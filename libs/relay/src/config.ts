@@ -36,6 +36,11 @@ export interface RelayConfig {
    * lowers it to BUN_CONFIG_MAX_HTTP_REQUESTS - 64 when Bun was started with fewer fetch slots.
    */
   maxUpstreamConnections: number;
+  /**
+   * MAX_UPSTREAM_CONNECTIONS_PER_USER (default 0 = none, 0..65471): most of those one user (all its keys) may hold;
+   * beyond it 429 user_upstream_share_exceeded, so one account cannot take every slot and starve the others.
+   */
+  maxUpstreamPerUser: number;
 }
 
 /** Reads the relay settings; throws ConfigError on a bad value. */
@@ -59,6 +64,7 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
     affinityMaxEntries: readIntEnv(env, 'AFFINITY_MAX_ENTRIES', 100_000, 0, 10_000_000),
     limitLeaseMs: readIntEnv(env, 'LIMIT_LEASE_MS', 120_000, 1000, 3_600_000),
     maxUpstreamConnections: readIntEnv(env, 'MAX_UPSTREAM_CONNECTIONS', defaultUpstreamCap(openFileLimit()), 1, MAX_UPSTREAM_CAP),
+    maxUpstreamPerUser: readIntEnv(env, 'MAX_UPSTREAM_CONNECTIONS_PER_USER', 0, 0, MAX_UPSTREAM_CAP),
   };
 }
 

@@ -63,6 +63,15 @@ describe('per-model limits', () => {
     expect(modelLimitFor({ '*': lim5 }, 'anything')?.[0]).toBe('*');
   });
 
+  test('mapped names match too: the requested name\'s exact entry first, then a mapped exact one, else the longest prefix of any', () => {
+    const m = { 'claude-*': { ...lim5, rateLimitRpm: 1 }, 'claude-opus-*': { ...lim5, rateLimitRpm: 2 }, fast: { ...lim5, rateLimitRpm: 3 }, 'claude-opus-4': { ...lim5, rateLimitRpm: 4 } };
+    expect(modelLimitFor(m, 'fast', ['claude-opus-4'])?.[0]).toBe('fast');
+    expect(modelLimitFor(m, 'quick', ['claude-opus-4'])?.[0]).toBe('claude-opus-4');
+    expect(modelLimitFor(m, 'quick', ['claude-opus-4-1'])?.[0]).toBe('claude-opus-*');
+    expect(modelLimitFor(m, 'claude-x', ['claude-opus-4-1'])?.[0]).toBe('claude-opus-*');
+    expect(modelLimitFor(m, 'quick', ['gpt', 'constructor'])).toBeNull();
+  });
+
   test('a model limit counts per pattern, apart from the general limit, and names itself in the refusal', async () => {
     const limits = new MemoryRateLimits();
     const lim = new RequestLimiter(limits, { leaseMs: 60_000 });

@@ -30,13 +30,18 @@ export interface LimitFields {
 /**
  * The per-model entry of `m` that applies to `model`: the exact name, else the longest `prefix*` that
  * matches. Own properties only, so a model named `constructor` or `__proto__` matches nothing inherited.
+ * `also`: the names the request's candidate channels map it to; they match like the requested name (an
+ * alias must not be a way around a limit on its target), the requested name's exact entry first.
  */
-export function modelLimitFor(m: LimitFields['modelLimits'], model: string | null): [string, LimitFields] | null {
+export function modelLimitFor(m: LimitFields['modelLimits'], model: string | null, also: readonly string[] = []): [string, LimitFields] | null {
   if (!m || model === null) return null;
   if (Object.hasOwn(m, model)) return [model, m[model]!];
+  for (const a of also) if (Object.hasOwn(m, a)) return [a, m[a]!];
   let best: string | null = null;
   for (const p of Object.keys(m)) {
-    if (p.endsWith('*') && model.startsWith(p.slice(0, -1)) && (best === null || p.length > best.length)) best = p;
+    if (!p.endsWith('*') || (best !== null && p.length <= best.length)) continue;
+    const prefix = p.slice(0, -1);
+    if (model.startsWith(prefix) || also.some((a) => a.startsWith(prefix))) best = p;
   }
   return best === null ? null : [best, m[best]!];
 }
@@ -70,8 +75,8 @@ export class RequestLimiter {
    * Whether any scope of `s` has a limit that applies to `model` (most requests: none, and admission
    * is skipped: not even a microtask).
    */
-  static limited(s: LimitSubject, model: string | null = null): boolean {
-    const any = (f: LimitFields) => f.maxConcurrency > 0 || f.rateLimitRpm > 0 || f.rateLimitTpm > 0 || modelLimitFor(f.modelLimits, model) !== null;
+  static limited(s: LimitSubject, model: string | null = null, also: readonly string[] = []): boolean {
+    const any = (f: LimitFields) => f.maxConcurrency > 0 || f.rateLimitRpm > 0 || f.rateLimitTpm > 0 || modelLimitFor(f.modelLimits, model, also) !== null;
     return any(s.key) || any(s.user) || any(s.group);
   }
 
@@ -81,11 +86,11 @@ export class RequestLimiter {
    * (`key_rpm_exceeded`, `user_tpm_exceeded`, `group_model_concurrency_exceeded`, …). `hold: false`
    * skips concurrency (requests that finish at once).
    */
-  async admit(s: LimitSubject, opts: { tokens: number; hold: boolean; model?: string | null }): Promise<Admission> {
+  async admit(s: LimitSubject, opts: { tokens: number; hold: boolean; model?: string | null; mappedTo?: readonly string[] }): Promise<Admission> {
     const scopes: ScopeLimit[] = [];
     const add = (scope: Scope, f: LimitFields, id: string) => {
       scopes.push([scope, f, id, null]);
-      const m = modelLimitFor(f.modelLimits, opts.model ?? null);
+      const m = modelLimitFor(f.modelLimits, opts.model ?? null, opts.mappedTo);
       if (m) scopes.push([scope, m[1], `${id}:m:${m[0]}`, m[0]]);
     };
     add('key', s.key, `k:${s.key.id}`);

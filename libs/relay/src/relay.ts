@@ -178,8 +178,10 @@ export class RelayService {
     const { sized, tokens } = coverAll(plans, base);
     const subject = { key: req.key, user: req.user ?? { ...NO_LIMITS, id: req.key.userId }, group: policy };
     // No limit anywhere (the common case): no admission round, not even a microtask.
-    const admission = this.d.limiter && RequestLimiter.limited(subject, body.model)
-      ? await this.d.limiter.admit(subject, { tokens, hold: true, model: body.model })
+    // The names the candidate channels map the model to count like it: an alias is no way around a limit on its target.
+    const mappedTo = mappedNames(order, body.model);
+    const admission = this.d.limiter && RequestLimiter.limited(subject, body.model, mappedTo)
+      ? await this.d.limiter.admit(subject, { tokens, hold: true, model: body.model, mappedTo })
       : null;
     // Limits are given back once the request is settled, on every path (abort included), or now if the quota refuses it.
     const r: Admitted = { ...req, ratio: policy.ratio, onSettled: () => { admission?.release(); req.onSettled?.(); } };
@@ -429,6 +431,17 @@ function betaContextTokens(headers: Headers | undefined): number {
   const beta = headers?.get('anthropic-beta');
   return beta && LONG_CONTEXT_BETA.test(beta) ? LONG_CONTEXT_TOKENS : 0;
 }
+
+/** The upstream names `model` is mapped to by `channels` (own mapping entries only), other than itself. */
+function mappedNames(channels: RelayChannel[], model: string): string[] {
+  let out: string[] | null = null;
+  for (const c of channels) {
+    const m = Object.hasOwn(c.modelMapping, model) ? c.modelMapping[model] : undefined;
+    if (typeof m === 'string' && m !== model && !out?.includes(m)) (out ??= []).push(m);
+  }
+  return out ?? NO_NAMES;
+}
+const NO_NAMES: string[] = [];
 
 const unknownModel = (model: string) =>
   new GatewayError(404, 'model_not_found', `Model ${model} is not served by this gateway`, { param: 'model', type: 'invalid_request_error' });

@@ -51,3 +51,21 @@ describe('sizing', () => {
     expect(wantedFetchLimit({ MAX_UPSTREAM_CONNECTIONS: 'lots' }, 20_000)).toBe(9488 + 64);
   });
 });
+
+describe('UpstreamSlots per-user share', () => {
+  test('a user past its share gets 429 while the gateway has room; other users and unowned callers are not counted against it', () => {
+    const s = new UpstreamSlots(4, 2);
+    const a = s.acquire(1);
+    s.acquire(1);
+    expect(() => s.acquire(1)).toThrow(expect.objectContaining({ status: 429, code: 'user_upstream_share_exceeded' }));
+    expect(s.inUse).toBe(2);
+    s.acquire(2);
+    s.acquire();
+    expect(() => s.acquire(2)).toThrow(expect.objectContaining({ status: 503, code: 'upstream_capacity' }));
+    a();
+    a();
+    expect(s.inUse).toBe(3);
+    s.acquire(1);
+    expect(() => s.acquire(1)).toThrow(expect.objectContaining({ status: 429 }));
+  });
+});

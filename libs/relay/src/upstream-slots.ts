@@ -42,25 +42,43 @@ export function wantedFetchLimit(env: Record<string, string | undefined>, nofile
 export const upstreamOverloaded = (max: number) => new GatewayError(503, 'upstream_capacity',
   `The gateway is relaying its maximum of ${max} requests at once; retry shortly`, { type: 'overloaded_error', headers: { 'retry-after': '1', connection: 'close' } });
 
+/** 429, not 503: the gateway has room, this user has used its share (MAX_UPSTREAM_CONNECTIONS_PER_USER). */
+export const upstreamShareUsed = (share: number) => new GatewayError(429, 'user_upstream_share_exceeded',
+  `This user already has ${share} relayed requests in flight, its share of the gateway's upstream connections; retry when one ends`,
+  { type: 'rate_limit_error', headers: { 'retry-after': '1' } });
+
 export class UpstreamSlots {
   private used = 0;
+  private readonly byUser = new Map<number, number>();
 
-  constructor(readonly max: number) {}
+  /**
+   * `max`: slots of the whole process. `perUser`: most of them one user (all its keys) may hold, so one
+   * account cannot starve every other; 0 = no share.
+   */
+  constructor(readonly max: number, readonly perUser = 0) {}
 
   /** Slots taken now. */
   get inUse(): number {
     return this.used;
   }
 
-  /** Takes a slot, or throws the 503. The returned release is idempotent. */
-  acquire(): () => void {
+  /** Takes a slot (counted against `userId`'s share), or throws the 429 or the 503. The returned release is idempotent. */
+  acquire(userId?: number): () => void {
+    const share = this.perUser > 0 && userId !== undefined;
+    const mine = share ? this.byUser.get(userId) ?? 0 : 0;
+    if (share && mine >= this.perUser) throw upstreamShareUsed(this.perUser);
     if (this.used >= this.max) throw upstreamOverloaded(this.max);
     this.used++;
+    if (share) this.byUser.set(userId, mine + 1);
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.used--;
+      if (!share) return;
+      const n = (this.byUser.get(userId) ?? 1) - 1;
+      if (n > 0) this.byUser.set(userId, n);
+      else this.byUser.delete(userId);
     };
   }
 }

@@ -114,7 +114,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
     (w.log ?? stdLogger).warn('relay.upstream_cap_lowered', { configured: config.maxUpstreamConnections, effective: fetchSlots,
       msg: 'MAX_UPSTREAM_CONNECTIONS exceeds the fetch slots Bun was started with (BUN_CONFIG_MAX_HTTP_REQUESTS - 64); start with `bun run start` or raise BUN_CONFIG_MAX_HTTP_REQUESTS' });
   }
-  const slots = new UpstreamSlots(Math.min(config.maxUpstreamConnections, fetchSlots));
+  const slots = new UpstreamSlots(Math.min(config.maxUpstreamConnections, fetchSlots), config.maxUpstreamPerUser);
   const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting });
   // Built after the key index and user directory subscribed to the bus, so it reads their refreshed state.
   const inflight = new InflightRegistry({

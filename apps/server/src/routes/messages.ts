@@ -50,7 +50,7 @@ const countDoc = {
  */
 async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal, onSettled: () => void) => Promise<Response>, client: AbortSignal): Promise<Response> {
   // The gateway-wide cap first (503 at once), so a refused request holds no quota and calls no upstream.
-  const slot = s.relay.slots.acquire();
+  const slot = s.relay.slots.acquire(key.userId);
   const h = s.relay.inflight.open(key.id, key.userId, client);
   const release = () => { h.release(); slot(); };
   try {
@@ -81,7 +81,7 @@ export const messagesRoutes = (s: Services) =>
     .post('/messages/count_tokens', async ({ body, request, server, relayKey }) => {
       const req = validateCountTokensBody(body);
       const { group } = await authorizeQuick(s, relayKey, req.model, clientIp(request, server));
-      const slot = s.relay.slots.acquire();
+      const slot = s.relay.slots.acquire(relayKey.userId);
       try {
         return await s.relay.catalog.countTokens(req, group, request.headers);
       } finally {

@@ -52,6 +52,16 @@ export interface BudgetBookDeps {
   log?: Logger;
 }
 
+/**
+ * Threshold alerts one budget subject (a user or a key, per period kind) may write in one period: three
+ * full rounds of 50/80/100 %. A key's owner sets and clears its budgets at will, and a new or re-limited
+ * budget is announced afresh, so without a bound one cheap request per round floods the webhook (and the
+ * one worker that delivers every operator's alerts). Counted in memory: a restart starts the count again.
+ */
+export const MAX_THRESHOLD_ALERTS_PER_PERIOD = 9;
+
+const ALERT_COUNTS_PRUNE_AT = 50_000;
+
 const newEventId = () => `evt_${crypto.randomUUID().replaceAll('-', '')}`;
 
 export class BudgetBook {
@@ -61,6 +71,8 @@ export class BudgetBook {
   private byId = new Map<number, BudgetState>();
   private readonly held = new Map<number, number>();
   private readonly pending = new Map<number, number>();
+  /** `scope:subject:period` → threshold alerts written in its current period (outlives a cleared budget). */
+  private readonly alertCounts = new Map<string, { periodKey: string; n: number }>();
   private readonly now: () => number;
 
   constructor(private readonly d: BudgetBookDeps) {
@@ -118,14 +130,19 @@ export class BudgetBook {
     for (const id of h.ids) add(this.held, id, -h.amount);
   }
 
-  /** Most a charge may take within the budgets: the hold plus what they can still admit besides. */
+  /**
+   * Most a charge may take within the budgets it was admitted under: the hold plus what they can still
+   * admit besides. A budget created after admission (or a charge with no hold) does not lower the charge,
+   * or a key's owner could set a 1-unit budget while their requests are in flight and pay almost nothing;
+   * the charge still counts toward that budget's spend.
+   */
   cap(h: BudgetHold | null, userId: number, keyId: number): number {
+    if (!h) return Number.MAX_SAFE_INTEGER;
     const list = this.budgetsOf(userId, keyId);
     if (!list) return Number.MAX_SAFE_INTEGER;
     const t = this.now();
-    const held = h?.amount ?? 0;
     let cap = Number.MAX_SAFE_INTEGER;
-    for (const b of list) cap = Math.min(cap, (h && h.ids.includes(b.id) ? held : 0) + Math.max(0, this.available(b, t)));
+    for (const b of list) if (h.ids.includes(b.id)) cap = Math.min(cap, h.amount + Math.max(0, this.available(b, t)));
     return cap;
   }
 
@@ -165,6 +182,11 @@ export class BudgetBook {
       if (!fresh) continue;
       this.d.charges.markAlerted(b.id, r.alerted | reached);
       for (const pct of thresholdsOf(fresh)) {
+        if (!this.alertAllowed(b, r.periodKey)) {
+          this.d.log?.warn('alert.suppressed', { budget_id: b.id, scope: b.scope, subject_id: b.subjectId, period: b.period, period_key: r.periodKey, threshold: pct,
+            msg: `more than ${MAX_THRESHOLD_ALERTS_PER_PERIOD} threshold alerts for this subject this period (budget set and cleared repeatedly?)` });
+          continue;
+        }
         effects.events.push(this.queue('budget.threshold', row.createdAt, {
           budget_id: b.id, scope: b.scope, user_id: row.userId, key_id: b.scope === 'key' ? b.subjectId : null, period: b.period,
           period_key: r.periodKey, period_end: Math.floor(periodEnd(b.period, atMs) / 1000), threshold: pct, limit: r.limitAmount, spent: r.spent,
@@ -177,6 +199,29 @@ export class BudgetBook {
       effects.events.push(this.queue('balance.low', row.createdAt, { user_id: row.userId, threshold, balance: balanceAfter, request_id: row.requestId }));
     }
     return effects;
+  }
+
+  /** Counts one threshold alert of `b`'s subject in `periodKey`; false once the subject has had its share. */
+  private alertAllowed(b: BudgetState, periodKey: string): boolean {
+    const id = `${b.scope}:${b.subjectId}:${b.period}`;
+    const c = this.alertCounts.get(id);
+    if (!c || c.periodKey !== periodKey) {
+      if (!c && this.alertCounts.size >= ALERT_COUNTS_PRUNE_AT) this.pruneAlertCounts();
+      this.alertCounts.set(id, { periodKey, n: 1 });
+      return true;
+    }
+    if (c.n >= MAX_THRESHOLD_ALERTS_PER_PERIOD) return false;
+    c.n++;
+    return true;
+  }
+
+  /** Drops the counts of past periods (subjects of deleted keys would otherwise stay forever). */
+  private pruneAlertCounts(): void {
+    const t = this.now();
+    for (const [id, c] of this.alertCounts) {
+      const period = id.slice(id.lastIndexOf(':') + 1) as BudgetPeriod;
+      if (c.periodKey !== periodKey(period, t)) this.alertCounts.delete(id);
+    }
   }
 
   private queue(type: AlertEvent['type'], createdAt: number, data: Record<string, unknown>): AlertEvent {

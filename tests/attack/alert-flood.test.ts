@@ -1,0 +1,48 @@
+/**
+ * Attack: a key's owner floods the operator's alert webhook. Key budgets are the owner's to set and
+ * clear, and a new budget starts a period afresh, so "clear, set a tiny budget, spend one request" repeats
+ * 50/80/100 % for next to nothing; so does lowering the limit just under the spend and raising it again.
+ * The outbox (and the single delivery worker behind it) must not grow with that: each budget subject
+ * gets a bounded number of threshold alerts per period, the rest is logged as suppressed.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { startGateway, type TestGateway } from '../helpers/gateway';
+import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
+
+let gw: TestGateway;
+let up: Scripted;
+beforeAll(async () => {
+  gw = await startGateway({ BILLING_FLUSH_MS: '1' });
+  up = upstream('anthropic');
+  await addChannel(gw, { type: 'anthropic', url: up.url, models: ['m'] });
+  // 1 unit per 1,000 tokens: a request's worst case is a few units.
+  await setPrice(gw, 'm', { input: 1000, output: 1000 });
+}, 30_000);
+afterAll(async () => { await up.stop(); await gw.stop(); }, 30_000);
+
+const thresholdAlerts = (keyId: number) => {
+  gw.services.relay.quota.flush();
+  return (gw.services.dbh.sqlite.query("select payload from alert_outbox where type = 'budget.threshold'").all() as any[])
+    .map((r) => JSON.parse(r.payload).data).filter((d) => d.key_id === keyId);
+};
+
+test('20 rounds of clear / set / spend on one key write at most 9 threshold alerts this period', async () => {
+  const u = await keyedUser(gw, 1e9);
+  for (let i = 0; i < 20; i++) {
+    const list = await gw.api('GET', '/api/budget/self', undefined, u.token);
+    for (const b of list.body.data.budgets) await gw.api('DELETE', `/api/budget/${b.id}`, undefined, u.token);
+    expect((await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: u.keyId, period: 'daily', limit: 5 }, u.token)).status).toBe(200);
+    up.queue.push({ text: 'ok', usage: { input: 5000, output: 0 } });
+    expect((await send(gw, u.key, { ...msg('m'), max_tokens: 1, messages: [{ role: 'user', content: 'word '.repeat(1200) }] })).status).toBe(200);
+  }
+  const alerts = thresholdAlerts(u.keyId);
+  expect(alerts.length).toBeGreaterThanOrEqual(3);
+  expect(alerts.length).toBeLessThanOrEqual(9);
+  expect(gw.logs.some((l) => l.includes('alert.suppressed'))).toBe(true);
+  // Another key of the same user still gets its own alerts.
+  const second = await gw.api('POST', '/api/token/', { name: 'k2' }, u.token);
+  await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: second.body.data.id, period: 'daily', limit: 5 }, u.token);
+  up.queue.push({ text: 'ok', usage: { input: 5000, output: 0 } });
+  expect((await send(gw, second.body.data.key, { ...msg('m'), max_tokens: 1, messages: [{ role: 'user', content: 'word '.repeat(1200) }] })).status).toBe(200);
+  expect(thresholdAlerts(second.body.data.id).map((d) => d.threshold)).toEqual([50, 80, 100]);
+}, 30_000);
