@@ -1,0 +1,113 @@
+/**
+ * A native Anthropic JSON answer forwarded as the upstream's bytes. Parsing the whole body only to
+ * replace `model` and read `usage`, then serialising it again, was most of the JSON answer's own cost
+ * and grows with the answer. Instead the head is scanned up to `content` (id, type, role, model are
+ * plain strings before it in every Anthropic answer) and `usage` is read from the tail, where Anthropic
+ * puts it as the last member. Anything unexpected returns null and the caller decodes the body fully, so
+ * an odd but valid answer is still served, and an invalid one still fails over.
+ */
+import type { Usage } from '@gw/formats';
+import type { PassedMessage } from '../adapter';
+
+const Q = 0x22; // "
+const BS = 0x5c; // \
+const isWs = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+const USAGE_KEY = Buffer.from('"usage"');
+/** Fields scanned in the head before giving up (Anthropic has four before `content`). */
+const MAX_HEAD_FIELDS = 16;
+const COUNT_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
+
+/** The end (index after the closing quote) of the JSON string starting at `i` (its opening quote), or -1. */
+function stringEnd(b: Uint8Array, i: number): number {
+  for (let j = i + 1; j < b.length; j++) {
+    const c = b[j]!;
+    if (c === BS) j++;
+    else if (c === Q) return j + 1;
+    else if (c < 0x20) return -1;
+  }
+  return -1;
+}
+
+function skipWs(b: Uint8Array, i: number): number {
+  while (i < b.length && isWs(b[i]!)) i++;
+  return i;
+}
+
+const ascii = (b: Uint8Array, from: number, to: number) => {
+  let s = '';
+  for (let i = from; i < to; i++) s += String.fromCharCode(b[i]!);
+  return s;
+};
+
+/** Where the `model` string value is (quotes included), if the head is id/type/role/model strings up to `content: [`, type "message". */
+function scanHead(b: Uint8Array): { modelStart: number; modelEnd: number } | null {
+  let i = skipWs(b, 0);
+  if (b[i] !== 0x7b) return null; // {
+  i++;
+  let model: { modelStart: number; modelEnd: number } | null = null;
+  let isMessage = false;
+  for (let n = 0; n < MAX_HEAD_FIELDS; n++) {
+    i = skipWs(b, i);
+    if (b[i] !== Q) return null;
+    const keyEnd = stringEnd(b, i);
+    if (keyEnd < 0) return null;
+    // Keys with escapes are not the ones looked for; an unusual head goes the slow way.
+    const key = ascii(b, i + 1, keyEnd - 1);
+    if (key.includes('\\')) return null;
+    i = skipWs(b, keyEnd);
+    if (b[i] !== 0x3a) return null; // :
+    i = skipWs(b, i + 1);
+    if (key === 'content') return b[i] === 0x5b && isMessage && model ? model : null; // [
+    if (b[i] !== Q) return null;
+    const valueEnd = stringEnd(b, i);
+    if (valueEnd < 0) return null;
+    if (key === 'type') isMessage = ascii(b, i, valueEnd) === '"message"';
+    else if (key === 'model') model = { modelStart: i, modelEnd: valueEnd };
+    i = skipWs(b, valueEnd);
+    if (b[i] !== 0x2c) return null; // ,
+    i++;
+  }
+  return null;
+}
+
+/**
+ * `usage`, when it is the body's last member: the last `"usage"` key followed by an object that runs up
+ * to the body's closing brace. Inside a JSON string a quote is escaped, so `"usage"` with a colon after
+ * it and the closing brace right after its object can only be that member of the outermost object.
+ */
+function scanTail(buf: Buffer): Usage | null {
+  let end = buf.length - 1;
+  while (end >= 0 && isWs(buf[end]!)) end--;
+  if (buf[end] !== 0x7d) return null; // }
+  const k = buf.lastIndexOf(USAGE_KEY);
+  if (k <= 0 || buf[k - 1] === BS) return null;
+  let i = skipWs(buf, k + USAGE_KEY.length);
+  if (buf[i] !== 0x3a) return null;
+  i = skipWs(buf, i + 1);
+  if (buf[i] !== 0x7b) return null;
+  let u: unknown;
+  try {
+    u = JSON.parse(buf.toString('utf8', i, end));
+  } catch {
+    return null;
+  }
+  if (!u || typeof u !== 'object' || Array.isArray(u)) return null;
+  // Every count a non-negative safe integer: anything else is for the full decoder's normalisation.
+  for (const key of COUNT_KEYS) {
+    const v = (u as Record<string, unknown>)[key];
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) return null;
+  }
+  return u as Usage;
+}
+
+/** The answer to forward as bytes, or null when it must be decoded (see the module comment). */
+export function passMessageBytes(bytes: Uint8Array, requestedModel: string): PassedMessage | null {
+  const head = scanHead(bytes);
+  if (!head) return null;
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const usage = scanTail(buf);
+  if (!usage) return null;
+  const model = Buffer.from(JSON.stringify(requestedModel));
+  if (model.equals(buf.subarray(head.modelStart, head.modelEnd))) return { body: bytes, usage };
+  return { body: Buffer.concat([buf.subarray(0, head.modelStart), model, buf.subarray(head.modelEnd)]), usage };
+}
