@@ -28,6 +28,14 @@ describe('native JSON answers pass through as bytes', () => {
     expect(p.usage).toMatchObject(full.usage as any);
   });
 
+  test('escaped quotes and backslashes in head strings are skipped correctly', () => {
+    const m = message({ id: 'msg_"q\\', model: 'up\\"m\\' });
+    const same = passMessageBytes(enc(m), 'up\\"m\\')!;
+    expect(dec(same.body)).toBe(JSON.stringify(m));
+    const other = passMessageBytes(enc(m), 'alias')!;
+    expect(JSON.parse(dec(other.body))).toEqual({ ...m, model: 'alias' });
+  });
+
   test('pretty-printed bodies and whitespace around the tail are fine', () => {
     const p = passMessageBytes(enc(`${JSON.stringify(message(), null, 2)}\n  `), 'up-model');
     expect(p?.usage.output_tokens).toBe(7);

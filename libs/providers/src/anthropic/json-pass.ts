@@ -18,29 +18,25 @@ const MAX_HEAD_FIELDS = 16;
 const COUNT_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
 
 /** The end (index after the closing quote) of the JSON string starting at `i` (its opening quote), or -1. */
-function stringEnd(b: Uint8Array, i: number): number {
-  for (let j = i + 1; j < b.length; j++) {
-    const c = b[j]!;
-    if (c === BS) j++;
-    else if (c === Q) return j + 1;
-    else if (c < 0x20) return -1;
+function stringEnd(b: Buffer, i: number): number {
+  // Native search for the closing quote; one preceded by an odd run of backslashes is escaped.
+  for (let j = b.indexOf(Q, i + 1); j >= 0; j = b.indexOf(Q, j + 1)) {
+    let k = j - 1;
+    while (b[k] === BS) k--;
+    if ((j - 1 - k) % 2 === 0) return j + 1;
   }
   return -1;
 }
 
-function skipWs(b: Uint8Array, i: number): number {
+function skipWs(b: Buffer, i: number): number {
   while (i < b.length && isWs(b[i]!)) i++;
   return i;
 }
 
-const ascii = (b: Uint8Array, from: number, to: number) => {
-  let s = '';
-  for (let i = from; i < to; i++) s += String.fromCharCode(b[i]!);
-  return s;
-};
+const latin1 = (b: Buffer, from: number, to: number) => b.toString('latin1', from, to);
 
 /** Where the `model` string value is (quotes included), if the head is id/type/role/model strings up to `content: [`, type "message". */
-function scanHead(b: Uint8Array): { modelStart: number; modelEnd: number } | null {
+function scanHead(b: Buffer): { modelStart: number; modelEnd: number } | null {
   let i = skipWs(b, 0);
   if (b[i] !== 0x7b) return null; // {
   i++;
@@ -52,7 +48,7 @@ function scanHead(b: Uint8Array): { modelStart: number; modelEnd: number } | nul
     const keyEnd = stringEnd(b, i);
     if (keyEnd < 0) return null;
     // Keys with escapes are not the ones looked for; an unusual head goes the slow way.
-    const key = ascii(b, i + 1, keyEnd - 1);
+    const key = latin1(b, i + 1, keyEnd - 1);
     if (key.includes('\\')) return null;
     i = skipWs(b, keyEnd);
     if (b[i] !== 0x3a) return null; // :
@@ -61,7 +57,7 @@ function scanHead(b: Uint8Array): { modelStart: number; modelEnd: number } | nul
     if (b[i] !== Q) return null;
     const valueEnd = stringEnd(b, i);
     if (valueEnd < 0) return null;
-    if (key === 'type') isMessage = ascii(b, i, valueEnd) === '"message"';
+    if (key === 'type') isMessage = latin1(b, i, valueEnd) === '"message"';
     else if (key === 'model') model = { modelStart: i, modelEnd: valueEnd };
     i = skipWs(b, valueEnd);
     if (b[i] !== 0x2c) return null; // ,
@@ -102,9 +98,9 @@ function scanTail(buf: Buffer): Usage | null {
 
 /** The answer to forward as bytes, or null when it must be decoded (see the module comment). */
 export function passMessageBytes(bytes: Uint8Array, requestedModel: string): PassedMessage | null {
-  const head = scanHead(bytes);
-  if (!head) return null;
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const head = scanHead(buf);
+  if (!head) return null;
   const usage = scanTail(buf);
   if (!usage) return null;
   const model = Buffer.from(JSON.stringify(requestedModel));
