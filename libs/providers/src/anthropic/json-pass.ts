@@ -33,7 +33,12 @@ function skipWs(b: Buffer, i: number): number {
   return i;
 }
 
-const latin1 = (b: Buffer, from: number, to: number) => b.toString('latin1', from, to);
+const TYPE = Buffer.from('"type"');
+const MODEL = Buffer.from('"model"');
+const CONTENT = Buffer.from('"content"');
+const MESSAGE = Buffer.from('"message"');
+/** Whether b[from, to) is exactly `word` (no string is built: this runs for every head field). */
+const is = (b: Buffer, from: number, to: number, word: Buffer) => to - from === word.length && b.compare(word, 0, word.length, from, to) === 0;
 
 /** Where the `model` string value is (quotes included), if the head is id/type/role/model strings up to `content: [`, type "message". */
 function scanHead(b: Buffer): { modelStart: number; modelEnd: number } | null {
@@ -47,18 +52,18 @@ function scanHead(b: Buffer): { modelStart: number; modelEnd: number } | null {
     if (b[i] !== Q) return null;
     const keyEnd = stringEnd(b, i);
     if (keyEnd < 0) return null;
-    // Keys with escapes are not the ones looked for; an unusual head goes the slow way.
-    const key = latin1(b, i + 1, keyEnd - 1);
-    if (key.includes('\\')) return null;
+    // A key written with escapes (`mod\u0065l` is `model` too) goes the slow way.
+    const keyStart = i;
+    for (let j = keyStart + 1; j < keyEnd - 1; j++) if (b[j] === BS) return null;
     i = skipWs(b, keyEnd);
     if (b[i] !== 0x3a) return null; // :
     i = skipWs(b, i + 1);
-    if (key === 'content') return b[i] === 0x5b && isMessage && model ? model : null; // [
+    if (is(b, keyStart, keyEnd, CONTENT)) return b[i] === 0x5b && isMessage && model ? model : null; // [
     if (b[i] !== Q) return null;
     const valueEnd = stringEnd(b, i);
     if (valueEnd < 0) return null;
-    if (key === 'type') isMessage = latin1(b, i, valueEnd) === '"message"';
-    else if (key === 'model') model = { modelStart: i, modelEnd: valueEnd };
+    if (is(b, keyStart, keyEnd, TYPE)) isMessage = is(b, i, valueEnd, MESSAGE);
+    else if (is(b, keyStart, keyEnd, MODEL)) model = { modelStart: i, modelEnd: valueEnd };
     i = skipWs(b, valueEnd);
     if (b[i] !== 0x2c) return null; // ,
     i++;
