@@ -24,7 +24,9 @@ afterAll(async () => { await ant.stop(); await gw.stop(); });
 const logOf = (id: string) => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite.query('select * from usage_logs where request_id = ?').get(id) as any; };
 const json = (text: string) => () => new Response(text, { headers: { 'content-type': 'application/json' } });
 // `\u00e9` stays an escape only if the bytes are forwarded; re-serialising would write `é`.
-const CONTENT = '[{"type":"text","text":"caf\\u00e9 \\"usage\\":{\\"input_tokens\\":999}"}]';
+// Longer than PASS_MIN_BYTES: shorter answers are decoded, being as cheap that way.
+const PAD = 'word '.repeat(240);
+const CONTENT = `[{"type":"text","text":"caf\\u00e9 \\"usage\\":{\\"input_tokens\\":999} ${PAD}"}]`;
 const USAGE = '{"input_tokens":11,"cache_creation_input_tokens":4,"cache_read_input_tokens":0,"output_tokens":7,"service_tier":"standard","cache_creation":{"ephemeral_5m_input_tokens":1,"ephemeral_1h_input_tokens":3}}';
 const answer = (model: string, tail = '') =>
   `{"id":"msg_p","type":"message","role":"assistant","model":"${model}","content":${CONTENT},"stop_reason":"end_turn","stop_sequence":null,"usage":${USAGE}${tail}}`;
@@ -62,7 +64,7 @@ test('usage not at the tail: decoded and re-serialised as before, same billing',
   expect(r.text).not.toContain('\\u00e9');
   const body = JSON.parse(r.text);
   expect(body.model).toBe('alias');
-  expect(body.content[0].text).toBe('café "usage":{"input_tokens":999}');
+  expect(body.content[0].text).toBe(`café "usage":{"input_tokens":999} ${PAD}`);
   expect(body.usage).toMatchObject({ input_tokens: 11, output_tokens: 7, cache_creation_input_tokens: 4 });
   const log = logOf(r.id);
   expect([log.input_tokens, log.output_tokens, log.cache_write_tokens, log.cache_write_1h_tokens]).toEqual([11, 7, 4, 3]);

@@ -61,7 +61,7 @@ export const anthropicAdapter: ProviderAdapter = {
     return { message: message as DecodedMessage['message'], usage };
   },
 
-  passMessagesResponse: passMessageBytes,
+  passMessagesResponse: (bytes, requestedModel) => passMessageBytes(bytes, requestedModel),
 
   createStreamDecoder: createAnthropicStreamDecoder,
 

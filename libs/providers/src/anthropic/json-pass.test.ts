@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test';
-import { passMessageBytes } from './json-pass';
+import { PASS_MIN_BYTES, passMessageBytes } from './json-pass';
 import { anthropicAdapter } from './adapter';
 
 const enc = (v: unknown) => new TextEncoder().encode(typeof v === 'string' ? v : JSON.stringify(v));
@@ -14,14 +14,14 @@ const message = (over: Record<string, unknown> = {}) => ({
 describe('native JSON answers pass through as bytes', () => {
   test('same model: the very bytes, usage read from the tail (not from look-alikes in the content)', () => {
     const bytes = enc(message({ model: 'alias' }));
-    const p = passMessageBytes(bytes, 'alias')!;
+    const p = passMessageBytes(bytes, 'alias', 0)!;
     expect(p.body).toBe(bytes);
     expect(p.usage).toEqual(usage as any);
   });
 
   test('a mapped model is replaced in place; the result decodes to what the full decoder produces', () => {
     const m = message();
-    const p = passMessageBytes(enc(m), 'client "alias" é')!;
+    const p = passMessageBytes(enc(m), 'client "alias" é', 0)!;
     const full = anthropicAdapter.decodeMessagesResponse(structuredClone(m), { requestedModel: 'client "alias" é' });
     expect(JSON.parse(dec(p.body))).toEqual(JSON.parse(JSON.stringify(full.message)));
     // The counts billing reads are the same; the pass-through keeps the upstream's extra usage fields as sent.
@@ -30,14 +30,22 @@ describe('native JSON answers pass through as bytes', () => {
 
   test('escaped quotes and backslashes in head strings are skipped correctly', () => {
     const m = message({ id: 'msg_"q\\', model: 'up\\"m\\' });
-    const same = passMessageBytes(enc(m), 'up\\"m\\')!;
+    const same = passMessageBytes(enc(m), 'up\\"m\\', 0)!;
     expect(dec(same.body)).toBe(JSON.stringify(m));
-    const other = passMessageBytes(enc(m), 'alias')!;
+    const other = passMessageBytes(enc(m), 'alias', 0)!;
     expect(JSON.parse(dec(other.body))).toEqual({ ...m, model: 'alias' });
   });
 
+  test('short answers are decoded (cheaper that way); from PASS_MIN_BYTES on they pass', () => {
+    const short = enc(message());
+    expect(short.byteLength).toBeLessThan(PASS_MIN_BYTES);
+    expect(passMessageBytes(short, 'up-model')).toBeNull();
+    const long = enc(message({ content: [{ type: 'text', text: 'x'.repeat(PASS_MIN_BYTES) }] }));
+    expect(passMessageBytes(long, 'up-model')?.body).toBe(long);
+  });
+
   test('pretty-printed bodies and whitespace around the tail are fine', () => {
-    const p = passMessageBytes(enc(`${JSON.stringify(message(), null, 2)}\n  `), 'up-model');
+    const p = passMessageBytes(enc(`${JSON.stringify(message(), null, 2)}\n  `), 'up-model', 0);
     expect(p?.usage.output_tokens).toBe(7);
   });
 
@@ -58,6 +66,6 @@ describe('native JSON answers pass through as bytes', () => {
     ['a key with escapes', `{"i\\"d":"x",${JSON.stringify(message()).slice(1)}`],
     ['empty', ''],
   ])('%s: decoded the slow way (null)', (_why, text) => {
-    expect(passMessageBytes(enc(text), 'up-model')).toBeNull();
+    expect(passMessageBytes(enc(text), 'up-model', 0)).toBeNull();
   });
 });
