@@ -4,7 +4,7 @@
  * that load from other processes hits every target alike. Each round runs every phase against every
  * target, in an order that alternates between rounds; the table shows medians over BENCH_ROUNDS (3).
  * CPU per request (user + system of the gateway process / requests) is the robust number on a shared
- * machine; req/s is shown for reference. BENCH_SECONDS (3) per phase, BENCH_CONCURRENCY (16).
+ * machine; req/s is shown for reference. BENCH_SECONDS (3) per phase, BENCH_CONCURRENCY (16), BENCH_PHASES (all).
  */
 if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) {
   const child = Bun.spawn([process.execPath, ...process.argv.slice(1)], { env: { ...process.env, BUN_CONFIG_MAX_HTTP_REQUESTS: '8192' }, stdio: ['inherit', 'inherit', 'inherit'] });
@@ -64,7 +64,10 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 const upstream = await spawnJson(here, ['bench/upstream-proc.ts']);
 const gateways = await Promise.all(dirs.map((d) => spawnJson(d, ['bench/gateway-proc.ts', upstream.info.url])));
-const phases = [['json c=1', false, 1], [`json c=${CONCURRENCY}`, false, CONCURRENCY], ['sse c=1', true, 1], [`sse c=${CONCURRENCY}`, true, CONCURRENCY]] as const;
+// BENCH_PHASES: a comma list of phase labels to run (e.g. `json c=16`), for more rounds of the one that matters.
+const only = process.env.BENCH_PHASES?.split(',').map((x) => x.trim());
+const phases = ([['json c=1', false, 1], [`json c=${CONCURRENCY}`, false, CONCURRENCY], ['sse c=1', true, 1], [`sse c=${CONCURRENCY}`, true, CONCURRENCY]] as const)
+  .filter(([label]) => !only || only.includes(label));
 const cpu: number[][][] = phases.map(() => dirs.map(() => []));
 const rps: number[][][] = phases.map(() => dirs.map(() => []));
 try {

@@ -33,10 +33,13 @@ export function createMetrics(): GatewayMetrics {
       const model = row.model;
       m.metered.inc({ model, kind: row.kind, status: row.status });
       if (row.cost > 0) m.charged.inc({ model }, row.cost);
-      for (const [kind, n] of [['input', row.inputTokens], ['output', row.outputTokens], ['cache_read', row.cacheReadTokens],
-        ['cache_write', row.cacheWriteTokens], ['audio_input', row.audioInputTokens], ['audio_output', row.audioOutputTokens]] as const) {
-        if (n > 0) m.tokens.inc({ model, kind }, n);
-      }
+      // Once per settlement: no array of pairs built each time.
+      if (row.inputTokens > 0) m.tokens.inc({ model, kind: 'input' }, row.inputTokens);
+      if (row.outputTokens > 0) m.tokens.inc({ model, kind: 'output' }, row.outputTokens);
+      if (row.cacheReadTokens > 0) m.tokens.inc({ model, kind: 'cache_read' }, row.cacheReadTokens);
+      if (row.cacheWriteTokens > 0) m.tokens.inc({ model, kind: 'cache_write' }, row.cacheWriteTokens);
+      if (row.audioInputTokens > 0) m.tokens.inc({ model, kind: 'audio_input' }, row.audioInputTokens);
+      if (row.audioOutputTokens > 0) m.tokens.inc({ model, kind: 'audio_output' }, row.audioOutputTokens);
     },
   };
   return m;

@@ -29,12 +29,16 @@ export type UsageFlag = 'estimated' | 'invalid' | 'implausible' | 'capped';
 
 const INPUT_KINDS = ['input', 'cacheRead', 'cacheWrite', 'audioInput'] as const;
 const OUTPUT_KINDS = ['output', 'audioOutput'] as const;
+const ALL_KINDS = [...INPUT_KINDS, ...OUTPUT_KINDS] as const;
+const IS_OUTPUT: Record<string, boolean> = { output: true, audioOutput: true };
 
-/** null/undefined: not reported (a zero for optional kinds); a number: usable when a non-negative safe integer. */
-function read(v: unknown): { ok: true; n: number } | { ok: false; absent: boolean } {
-  if (v === undefined || v === null) return { ok: false, absent: true };
-  if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) return { ok: true, n: v };
-  return { ok: false, absent: false };
+// Runs on every settlement: plain numbers instead of a result object per field.
+const ABSENT = -1;
+const INVALID = -2;
+/** null/undefined: not reported (ABSENT, a zero for optional kinds); a number: usable when a non-negative safe integer, else INVALID. */
+function read(v: unknown): number {
+  if (v === undefined || v === null) return ABSENT;
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : INVALID;
 }
 
 /**
@@ -46,42 +50,40 @@ function read(v: unknown): { ok: true; n: number } | { ok: false; absent: boolea
  */
 export function guardUsage(reported: Partial<Record<keyof TokenUsage, unknown>> | null | undefined,
   fallback: Partial<TokenUsage>, limits: UsageLimits | null, estimated = false): { usage: Required<TokenUsage>; flags: UsageFlag[] } {
-  const flags = new Set<UsageFlag>();
+  const flags: UsageFlag[] = [];
+  const flag = (f: UsageFlag) => { if (!flags.includes(f)) flags.push(f); };
   if (!reported) {
-    flags.add('estimated');
+    flag('estimated');
     reported = fallback;
-  } else if (estimated) flags.add('estimated');
-  const worst = (k: keyof TokenUsage): number =>
-    (OUTPUT_KINDS as readonly string[]).includes(k) ? (limits?.maxOutput ?? 0) : k === 'input' ? (limits?.input ?? 0) : 0;
+  } else if (estimated) flag('estimated');
   const out = {} as Required<TokenUsage>;
-  for (const k of [...INPUT_KINDS, ...OUTPUT_KINDS]) {
+  for (const k of ALL_KINDS) {
     const r = read(reported[k]);
-    if (r.ok) { out[k] = r.n; continue; }
+    if (r >= 0) { out[k] = r; continue; }
     const fb = read(fallback[k]);
     // Optional kinds an upstream does not report are zero; the two main counts must be known.
-    if (r.absent && k !== 'input' && k !== 'output') { out[k] = 0; continue; }
-    if (!r.absent) flags.add('invalid');
-    else flags.add('estimated');
-    out[k] = fb.ok ? fb.n : worst(k);
+    if (r === ABSENT && k !== 'input' && k !== 'output') { out[k] = 0; continue; }
+    flag(r === ABSENT ? 'estimated' : 'invalid');
+    out[k] = fb >= 0 ? fb : IS_OUTPUT[k] ? (limits?.maxOutput ?? 0) : k === 'input' ? (limits?.input ?? 0) : 0;
   }
   // The 1-hour cache writes are a part of the cache writes, never an addition: an upstream claiming more
   // of them than it wrote is cut to all of them; an unusable count bills all writes at the 1-hour price.
   const h = read(reported.cacheWrite1h);
-  out.cacheWrite1h = h.ok ? h.n : h.absent ? 0 : out.cacheWrite;
-  if (!h.ok && !h.absent) flags.add('invalid');
-  if (out.cacheWrite1h > out.cacheWrite) { out.cacheWrite1h = out.cacheWrite; flags.add('implausible'); }
+  out.cacheWrite1h = h >= 0 ? h : h === ABSENT ? 0 : out.cacheWrite;
+  if (h === INVALID) flag('invalid');
+  if (out.cacheWrite1h > out.cacheWrite) { out.cacheWrite1h = out.cacheWrite; flag('implausible'); }
   if (limits) {
     let room = limits.maxInput;
     for (const k of ['input', 'cacheWrite', 'audioInput', 'cacheRead'] as const) {
-      if (out[k] > room) { out[k] = room; flags.add('implausible'); }
+      if (out[k] > room) { out[k] = room; flag('implausible'); }
       room -= out[k];
     }
     out.cacheWrite1h = Math.min(out.cacheWrite1h, out.cacheWrite);
     room = limits.maxOutput;
     for (const k of OUTPUT_KINDS) {
-      if (out[k] > room) { out[k] = room; flags.add('implausible'); }
+      if (out[k] > room) { out[k] = room; flag('implausible'); }
       room -= out[k];
     }
   }
-  return { usage: out, flags: [...flags] };
+  return { usage: out, flags };
 }

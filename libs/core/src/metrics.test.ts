@@ -20,3 +20,18 @@ test('counters, cumulative histogram buckets and gauges in Prometheus text forma
   ].join('\n'));
   expect(c.get({ a: 'q"u\\o\nte' })).toBe(3);
 });
+
+test('remembered series keys: the same labels in another type or order are their own exact series, names are part of the key', () => {
+  const c = new MetricsRegistry().counter('y_total', 'Y');
+  c.inc({ status: 200, route: '/a' });
+  c.inc({ status: '200', route: '/a' });
+  c.inc({ route: '/a', status: 200 });
+  c.inc({ status: 200, path: '/a' });
+  c.inc({ status: 500, route: '/a' }, 4);
+  expect(c.get({ status: 200, route: '/a' })).toBe(2);
+  expect(c.get({ route: '/a', status: '200' })).toBe(1);
+  expect(c.get({ status: 200, path: '/a' })).toBe(1);
+  expect(c.get({ status: 500, route: '/a' })).toBe(4);
+  expect(c.get({ status: 200 })).toBe(0);
+  expect(c.render().split('\n').slice(2).sort()).toEqual(['y_total{route="/a",status="200"} 1', 'y_total{status="200",path="/a"} 1', 'y_total{status="200",route="/a"} 2', 'y_total{status="500",route="/a"} 4']);
+});

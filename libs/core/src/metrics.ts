@@ -15,23 +15,43 @@ const labelText = (l: Labels) => {
   return out ? `${out}}` : '';
 };
 
+/**
+ * The series key of a label set, remembered per metric by label name and value: building the text (a
+ * string per label, the escape check) on every update cost more than the update itself. Bounded like the
+ * series: label values come from bounded sets.
+ */
+type KeyNode = Map<unknown, KeyNode> & { text?: string };
+function keyOf(root: KeyNode, l: Labels): string {
+  let n = root;
+  for (const k in l) {
+    let byName = n.get(k);
+    if (!byName) n.set(k, (byName = new Map()));
+    const v = l[k];
+    let next = byName.get(v);
+    if (!next) byName.set(v, (next = new Map()));
+    n = next;
+  }
+  return (n.text ??= labelText(l));
+}
+
 interface Metric {
   render(): string;
 }
 
 export class Counter implements Metric {
   private readonly values = new Map<string, number>();
+  private readonly keys: KeyNode = new Map();
 
   constructor(readonly name: string, readonly help: string) {}
 
   inc(labels: Labels = {}, by = 1): void {
-    const k = labelText(labels);
+    const k = keyOf(this.keys, labels);
     this.values.set(k, (this.values.get(k) ?? 0) + by);
   }
 
   /** The current value for exactly these labels (0 when never incremented). */
   get(labels: Labels = {}): number {
-    return this.values.get(labelText(labels)) ?? 0;
+    return this.values.get(keyOf(this.keys, labels)) ?? 0;
   }
 
   render(): string {
@@ -43,11 +63,12 @@ export class Counter implements Metric {
 
 export class Histogram implements Metric {
   private readonly series = new Map<string, { counts: number[]; sum: number; count: number; labels: Labels }>();
+  private readonly keys: KeyNode = new Map();
 
   constructor(readonly name: string, readonly help: string, private readonly buckets: number[]) {}
 
   observe(labels: Labels, value: number): void {
-    const k = labelText(labels);
+    const k = keyOf(this.keys, labels);
     let s = this.series.get(k);
     if (!s) this.series.set(k, (s = { counts: new Array(this.buckets.length).fill(0), sum: 0, count: 0, labels }));
     for (let i = 0; i < this.buckets.length; i++) if (value <= this.buckets[i]!) s.counts[i]!++;

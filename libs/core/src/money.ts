@@ -25,6 +25,25 @@ export const RATIO_ONE = 1000;
  * ceil(Σ tokens × price × 1500 / 10⁹)); never throws.
  */
 export function costOf(parts: Array<[tokens: number, pricePerMillion: number]>, ratio: number = RATIO_ONE): number {
+  // Exact in plain numbers while every intermediate stays a safe integer (every real request: BigInt cost
+  // more than the rest of pricing); otherwise the same arithmetic in BigInt.
+  let micro = 0;
+  for (const [tokens, price] of parts) micro += safeCount(tokens) * safeCount(price);
+  const scaled = micro * safeCount(ratio);
+  if (Number.isSafeInteger(micro) && Number.isSafeInteger(scaled)) {
+    // Integer ceiling division with the quotient corrected by its exact remainder (n / d alone can round up).
+    let q = Math.floor(scaled / MICRO_PER_UNIT);
+    let r = scaled - q * MICRO_PER_UNIT;
+    if (r < 0) { q--; r += MICRO_PER_UNIT; } else if (r >= MICRO_PER_UNIT) { q++; r -= MICRO_PER_UNIT; }
+    return r > 0 ? q + 1 : q;
+  }
+  return costOfBig(parts, ratio);
+}
+
+const MICRO_PER_UNIT = Number(TOKENS_PER_PRICE_UNIT) * RATIO_ONE;
+
+/** costOf in BigInt throughout (exported for the equivalence test). */
+export function costOfBig(parts: Array<[tokens: number, pricePerMillion: number]>, ratio: number = RATIO_ONE): number {
   let micro = 0n;
   for (const [tokens, price] of parts) micro += BigInt(safeCount(tokens)) * BigInt(safeCount(price));
   const divisor = TOKENS_PER_PRICE_UNIT * BigInt(RATIO_ONE);

@@ -4,6 +4,7 @@
  */
 import type { GatewayError } from '@gw/core';
 import type { Scrubber } from './scrubber';
+
 import type { AnthropicMessage, CountTokensRequest, MessagesRequest, Usage } from '@gw/formats';
 
 /** Where and how to reach one channel's upstream. */
@@ -44,6 +45,13 @@ export interface DecodeContext {
   maxEventBytes?: number;
   /** Clock for `firstByteAt` (ms); default Date.now. */
   now?: () => number;
+}
+
+/** A JSON answer forwarded as the upstream's bytes (see `passMessagesResponse`). */
+export interface PassedMessage {
+  /** The bytes for the client: the upstream's, with `model` replaced by the requested name when it differs. */
+  body: Uint8Array;
+  usage: Usage;
 }
 
 export interface DecodedMessage {
@@ -112,6 +120,11 @@ export interface ProviderAdapter {
   buildMessagesRequest(body: MessagesRequest, target: UpstreamTarget, clientHeaders: Headers): UpstreamRequest;
   /** A successful non-streaming upstream JSON body → Anthropic message. Throws GatewayError 502 on garbage. */
   decodeMessagesResponse(json: unknown, ctx: DecodeContext): DecodedMessage;
+  /**
+   * A successful non-streaming body forwarded as bytes when nothing in it needs translating (native
+   * upstreams): the client's bytes and the reported usage, or null to decode it with `decodeMessagesResponse`.
+   */
+  passMessagesResponse?(bytes: Uint8Array, requestedModel: string): PassedMessage | null;
   /** A decoder for one streamed answer. */
   createStreamDecoder(ctx: DecodeContext): StreamDecoder;
   /**

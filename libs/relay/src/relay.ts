@@ -330,41 +330,50 @@ export class RelayService {
       return fail({ phase: 'status', classified: adapter.classifyError(upstream.status, text, upstream.headers, scrubber()) }, `HTTP ${upstream.status}`,
         { status: upstream.status, message: upstreamMessage(text) });
     }
-    if (r.body.stream !== true) firstByte();
-    const ctx = decodeContextFor(plan.body, { inputTokens: plan.measure.estimate, maxEventBytes: this.d.config.sseMaxEventBytes });
     if (r.body.stream !== true) {
+      firstByte();
       // Bounded like every other upstream read: an endless or giant body must not be buffered whole.
       const body = await readResponseBounded(upstream, RESPONSE_BODY_BYTES);
       if (!body.ok && body.reason === 'too_large') {
         return fail({ phase: 'decode', cause: new GatewayError(502, 'upstream_bad_response', `The upstream response body exceeds ${RESPONSE_BODY_BYTES} bytes`) }, 'response body too large');
       }
-      let json: unknown;
-      try {
-        if (!body.ok) throw new Error('response body cut');
-        json = JSON.parse(Buffer.from(body.bytes.buffer, body.bytes.byteOffset, body.bytes.byteLength).toString('utf8'));
-      } catch (e) {
-        return fail({ phase: 'transport', cause: e, timedOut }, 'bad or cut response body');
-      }
-      let decoded;
-      try {
-        decoded = adapter.decodeMessagesResponse(json, ctx);
-      } catch (e) {
-        return fail({ phase: 'decode', cause: e }, 'undecodable response');
+      if (!body.ok) return fail({ phase: 'transport', cause: new Error('response body cut'), timedOut }, 'bad or cut response body');
+      // Native answers pass through as bytes (usage read from the tail); the rest are decoded and re-serialised.
+      const passed = adapter.passMessagesResponse?.(body.bytes, plan.body.model) ?? null;
+      let out: string | Uint8Array;
+      let usage: Usage | null;
+      let estimate: Partial<TokenUsage> | undefined;
+      if (passed) {
+        out = passed.body;
+        usage = passed.usage;
+      } else {
+        let json: unknown;
+        try {
+          json = JSON.parse(Buffer.from(body.bytes.buffer, body.bytes.byteOffset, body.bytes.byteLength).toString('utf8'));
+        } catch (e) {
+          return fail({ phase: 'transport', cause: e, timedOut }, 'bad or cut response body');
+        }
+        let decoded;
+        try {
+          decoded = adapter.decodeMessagesResponse(json, decodeContextFor(plan.body, { inputTokens: plan.measure.estimate }));
+        } catch (e) {
+          return fail({ phase: 'decode', cause: e }, 'undecodable response');
+        }
+        out = JSON.stringify(decoded.message);
+        usage = decoded.usage;
+        // Missing or unusable counts are billed on estimates (input: what was reserved for it), never for free.
+        estimate = { output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
       }
       done();
       this.d.health.success(ch.id);
       this.d.observeAttempt?.(ch.id, 'ok');
       this.d.keys?.used(ch.id, key.id, true);
-      // Missing or unusable counts are billed on estimates (input: what was reserved for it), never for free.
-      const estimate = { output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
       // Recorded before the response leaves: a completed request is never left unbilled by a crash.
-      const settled = this.settle(res, r, ch, plan, decoded.usage ? toTokens(decoded.usage) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
+      const settled = this.settle(res, r, ch, plan, usage ? toTokens(usage) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
       if (settled) await settled;
-      return {
-        ok: true, channel: ch,
-        response: new Response(JSON.stringify(decoded.message), { status: 200, headers: { 'content-type': 'application/json', 'request-id': r.requestId } }),
-      };
+      return { ok: true, channel: ch, response: new Response(out, { status: 200, headers: { 'content-type': 'application/json', 'request-id': r.requestId } }) };
     }
+    const ctx = decodeContextFor(plan.body, { inputTokens: plan.measure.estimate, maxEventBytes: this.d.config.sseMaxEventBytes });
     // Streaming: wait for the first upstream chunk before committing to this channel, so a channel that
     // accepts and then dies before sending anything is still retried elsewhere.
     const reader = upstream.body!.getReader() as ReadableStreamDefaultReader<Uint8Array>;

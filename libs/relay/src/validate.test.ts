@@ -57,3 +57,18 @@ describe('system turns inside messages are folded into system, in order', () => 
     expect(errorOf({ ...base, messages: [{ role: 'system', content: 'x' }] }).message).toBe('messages: List should have at least 1 item after validation, not 0');
   });
 });
+
+describe('version header', () => {
+  const h = (v: string) => new Headers({ 'vendor-version': v });
+  test('valid dates pass every time (remembered), invalid ones fail every time, even after many distinct valid dates', async () => {
+    const { checkVersionHeader } = await import('./validate');
+    for (let i = 0; i < 3; i++) expect(checkVersionHeader(h(' 2023-06-01 '))).toBe('2023-06-01');
+    for (let d = 1; d <= 28; d++) expect(checkVersionHeader(h(`2024-02-${String(d).padStart(2, '0')}`))).toHaveLength(10);
+    for (let i = 0; i < 3; i++) {
+      for (const bad of ['2023-02-30', '2023-13-01', 'yesterday', '2023-6-1']) {
+        expect(() => checkVersionHeader(h(bad))).toThrow(expect.objectContaining({ code: 'invalid_header' }));
+      }
+    }
+    expect(checkVersionHeader(h('2024-02-29'))).toBe('2024-02-29');
+  });
+});

@@ -16,7 +16,7 @@ export function checkVersionHeader(headers: Headers): string {
   if (v === null || v.trim() === '') {
     throw new GatewayError(400, 'missing_header', 'The vendor-version header is required (a date YYYY-MM-DD, e.g. 2023-06-01); anthropic-version is accepted as an alias', { param: 'vendor-version' });
   }
-  if (!isCalendarDate(v.trim())) {
+  if (!knownDate(v.trim())) {
     throw new GatewayError(400, 'invalid_header', `vendor-version must be a calendar date YYYY-MM-DD, got "${v.slice(0, 40)}"`, { param: 'vendor-version' });
   }
   return v.trim();
@@ -29,6 +29,19 @@ export function isCalendarDate(s: string): boolean {
   const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
   const t = new Date(Date.UTC(y, mo - 1, d));
   return t.getUTCFullYear() === y && t.getUTCMonth() === mo - 1 && t.getUTCDate() === d;
+}
+
+/**
+ * Clients send the same one or two version dates on every request: the dates already seen valid are
+ * remembered (at most a handful, so odd values cannot grow it) instead of parsed each time.
+ */
+const validDates = new Set<string>();
+const MAX_REMEMBERED_DATES = 16;
+function knownDate(s: string): boolean {
+  if (validDates.has(s)) return true;
+  if (!isCalendarDate(s)) return false;
+  if (validDates.size < MAX_REMEMBERED_DATES) validDates.add(s);
+  return true;
 }
 
 const messagesCheck = TypeCompiler.Compile(MessagesRequestSchema);

@@ -8,6 +8,7 @@ import type { DecodeContext, DecodedMessage, ProviderAdapter, UpstreamRequest, U
 import { badUpstreamResponse, classifyUpstreamError } from '../errors';
 import { joinUrl } from '../url';
 import { createAnthropicStreamDecoder } from './stream';
+import { passMessageBytes } from './json-pass';
 
 /** The only version with today's streaming format (named events, no [DONE]); the decoder relies on it. */
 export const ANTHROPIC_VERSION = '2023-06-01';
@@ -59,6 +60,8 @@ export const anthropicAdapter: ProviderAdapter = {
     const message = { ...m, model: ctx.requestedModel, usage: { ...(m.usage ?? {}), ...(usage ?? zeroUsage()) } };
     return { message: message as DecodedMessage['message'], usage };
   },
+
+  passMessagesResponse: (bytes, requestedModel) => passMessageBytes(bytes, requestedModel),
 
   createStreamDecoder: createAnthropicStreamDecoder,
 

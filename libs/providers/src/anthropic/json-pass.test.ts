@@ -1,0 +1,71 @@
+import { describe, expect, test } from 'bun:test';
+import { PASS_MIN_BYTES, passMessageBytes } from './json-pass';
+import { anthropicAdapter } from './adapter';
+
+const enc = (v: unknown) => new TextEncoder().encode(typeof v === 'string' ? v : JSON.stringify(v));
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+const usage = { input_tokens: 12, cache_creation_input_tokens: 3, cache_read_input_tokens: 4, output_tokens: 7, service_tier: 'standard', cache_creation: { ephemeral_5m_input_tokens: 1, ephemeral_1h_input_tokens: 2 } };
+const message = (over: Record<string, unknown> = {}) => ({
+  id: 'msg_1', type: 'message', role: 'assistant', model: 'up-model',
+  content: [{ type: 'text', text: 'the "usage": {"input_tokens": 999999} inside text' }, { type: 'tool_use', id: 't', name: 'x', input: { usage: { input_tokens: 5 } } }],
+  stop_reason: 'end_turn', stop_sequence: null, usage, ...over,
+});
+
+describe('native JSON answers pass through as bytes', () => {
+  test('same model: the very bytes, usage read from the tail (not from look-alikes in the content)', () => {
+    const bytes = enc(message({ model: 'alias' }));
+    const p = passMessageBytes(bytes, 'alias', 0)!;
+    expect(p.body).toBe(bytes);
+    expect(p.usage).toEqual(usage as any);
+  });
+
+  test('a mapped model is replaced in place; the result decodes to what the full decoder produces', () => {
+    const m = message();
+    const p = passMessageBytes(enc(m), 'client "alias" é', 0)!;
+    const full = anthropicAdapter.decodeMessagesResponse(structuredClone(m), { requestedModel: 'client "alias" é' });
+    expect(JSON.parse(dec(p.body))).toEqual(JSON.parse(JSON.stringify(full.message)));
+    // The counts billing reads are the same; the pass-through keeps the upstream's extra usage fields as sent.
+    expect(p.usage).toMatchObject(full.usage as any);
+  });
+
+  test('escaped quotes and backslashes in head strings are skipped correctly', () => {
+    const m = message({ id: 'msg_"q\\', model: 'up\\"m\\' });
+    const same = passMessageBytes(enc(m), 'up\\"m\\', 0)!;
+    expect(dec(same.body)).toBe(JSON.stringify(m));
+    const other = passMessageBytes(enc(m), 'alias', 0)!;
+    expect(JSON.parse(dec(other.body))).toEqual({ ...m, model: 'alias' });
+  });
+
+  test('short answers are decoded (cheaper that way); from PASS_MIN_BYTES on they pass', () => {
+    const short = enc(message());
+    expect(short.byteLength).toBeLessThan(PASS_MIN_BYTES);
+    expect(passMessageBytes(short, 'up-model')).toBeNull();
+    const long = enc(message({ content: [{ type: 'text', text: 'x'.repeat(PASS_MIN_BYTES) }] }));
+    expect(passMessageBytes(long, 'up-model')?.body).toBe(long);
+  });
+
+  test('pretty-printed bodies and whitespace around the tail are fine', () => {
+    const p = passMessageBytes(enc(`${JSON.stringify(message(), null, 2)}\n  `), 'up-model', 0);
+    expect(p?.usage.output_tokens).toBe(7);
+  });
+
+  test.each([
+    ['not an object', '[1]'],
+    ['not a message', JSON.stringify(message({ type: 'error' }))],
+    ['no model', JSON.stringify((({ model: _m, ...rest }) => rest)(message()))],
+    ['usage not last', JSON.stringify({ ...message(), extra: 1 })],
+    ['usage missing', JSON.stringify((({ usage: _u, ...rest }) => rest)(message()))],
+    ['a count missing', JSON.stringify(message({ usage: { input_tokens: 1, output_tokens: 2 } }))],
+    ['a count not an integer', JSON.stringify(message({ usage: { ...usage, output_tokens: 1.5 } }))],
+    ['a count negative', JSON.stringify(message({ usage: { ...usage, input_tokens: -1 } }))],
+    ['a null count', JSON.stringify(message({ usage: { ...usage, cache_read_input_tokens: null } }))],
+    ['content not an array', JSON.stringify(message({ content: 'hi' }))],
+    ['a number before content', JSON.stringify((({ id: _i, ...rest }) => ({ id: 'm', n: 1, ...rest }))(message()))],
+    ['cut body', JSON.stringify(message()).slice(0, -1)],
+    ['broken usage object', (() => { const t = JSON.stringify(message()); const i = t.lastIndexOf('"usage":{') + 9; return `${t.slice(0, i)},${t.slice(i)}`; })()],
+    ['a key with escapes', `{"i\\"d":"x",${JSON.stringify(message()).slice(1)}`],
+    ['empty', ''],
+  ])('%s: decoded the slow way (null)', (_why, text) => {
+    expect(passMessageBytes(enc(text), 'up-model', 0)).toBeNull();
+  });
+});
