@@ -25,7 +25,7 @@ function directBody(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array
   const reader = body.getReader();
   return new ReadableStream<Uint8Array>({
     type: 'direct',
-    async pull(c) {
+    async pull(c: { write(b: Uint8Array): void; flush(): unknown; close(): void }) {
       for (;;) {
         const r = await reader.read();
         if (r.done) return c.close();
@@ -33,7 +33,7 @@ function directBody(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array
         await c.flush();
       }
     },
-    cancel(reason) { return reader.cancel(reason); },
+    cancel(reason: unknown) { return reader.cancel(reason); },
   } as any);
 }
 

@@ -83,8 +83,9 @@ async function settledSoon(read: Promise<ReadResult>): Promise<ReadOutcome | typ
 const headersFor = (requestId: string) => ({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'request-id': requestId });
 
 export async function relayStream(p: StreamRelayInput): Promise<Response> {
-  const { reader, signal } = p;
-  const t = p.decoder.transcoder;
+  // Closures below read these locals, never `p`: what a held stream keeps is what they name (not the first chunk).
+  const { reader, signal, decoder, idleMs, stallMs, bufferBytes, startedAt, onEnd } = p;
+  const t = decoder.transcoder;
   let stopped: StreamAbortedError | null = null;
   // Cancelling the reader also ends a read in progress (it resolves as done). No Promise.race against a
   // long-lived promise here: every race leaves a reaction on it that keeps that chunk alive until it
@@ -123,20 +124,20 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
     ended = true;
     clearTimeout(timer);
     signal?.removeEventListener('abort', onAbort);
-    const out = p.decoder.result();
+    const out = decoder.result();
     const usage = out.usage ?? out.estimatedUsage;
     let errorCode = '';
     let upstreamFault = false;
     if (clientSide) errorCode = clientSide.code;
     else if (stopped) ({ code: errorCode, upstreamFault } = stopped);
     else if (!out.complete) { errorCode = 'upstream_stream_cut'; upstreamFault = true; }
-    p.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: ttft });
+    onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: ttft });
   };
 
   absorb({ done: false, value: p.first });
   // Whatever the upstream already sent is taken now, up to the read-ahead cap.
   let pending: Promise<ReadResult> | null = null;
-  while (!finished && queued <= p.bufferBytes && !signal?.aborted && !turnOver()) {
+  while (!finished && queued <= bufferBytes && !signal?.aborted && !turnOver()) {
     const read = reader.read();
     const r = await settledSoon(read);
     if (r === NOT_YET) {
@@ -147,7 +148,7 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
   }
   let timer: ReturnType<typeof setTimeout> | undefined;
   if (finished && !signal?.aborted) {
-    ttft = since(p.startedAt);
+    ttft = since(startedAt);
     end(null); // the settlement is recorded before the client sees the answer
     return new Response(concatBytes(parts), { status: 200, headers: headersFor(p.requestId) });
   }
@@ -187,13 +188,13 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
   const check = () => {
     if (ended || closed) return;
     const now = performance.now();
-    if (waitingClient && now - clientSince >= p.stallMs) {
+    if (waitingClient && now - clientSince >= stallMs) {
       halt(new StreamAbortedError('The client stopped reading.', 'client_stalled', false));
       end({ code: 'client_stalled' });
       return closeWith(null, true);
     }
-    if (waitingUpstream && now - upstreamSince >= p.idleMs) {
-      halt(new StreamAbortedError(`The upstream sent nothing for ${p.idleMs} ms.`, 'upstream_stream_cut', true));
+    if (waitingUpstream && now - upstreamSince >= idleMs) {
+      halt(new StreamAbortedError(`The upstream sent nothing for ${idleMs} ms.`, 'upstream_stream_cut', true));
       return;
     }
     // A ping only while the client has taken everything (its read is pending) and we wait on the upstream.
@@ -203,13 +204,13 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
     }
     // Next check at the earliest deadline that could fall due (a state that starts later starts its own full period).
     const next = Math.min(
-      waitingClient ? clientSince + p.stallMs - now : p.stallMs,
-      waitingUpstream ? upstreamSince + p.idleMs - now : p.idleMs,
+      waitingClient ? clientSince + stallMs - now : stallMs,
+      waitingUpstream ? upstreamSince + idleMs - now : idleMs,
       quietSince + keepAliveMs - now,
     );
     timer = setTimeout(check, Math.max(1, Math.min(NEVER, Math.ceil(next))));
   };
-  timer = setTimeout(check, Math.min(p.stallMs, p.idleMs, keepAliveMs));
+  timer = setTimeout(check, Math.min(stallMs, idleMs, keepAliveMs));
 
   /** Reads ahead of the client while fewer than bufferBytes wait for it (at least until one chunk does). */
   let pumping = false;
@@ -217,7 +218,7 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
     if (pumping) return;
     pumping = true;
     try {
-      while (!finished && !closed && (queued === 0 || queued < p.bufferBytes)) {
+      while (!finished && !closed && (queued === 0 || queued < bufferBytes)) {
         const wait = pending ? null : turnOver();
         if (wait) {
           await wait;
@@ -265,7 +266,7 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
       }
       if (closed) return;
       if (queued) {
-        if (ttft === null) ttft = since(p.startedAt);
+        if (ttft === null) ttft = since(startedAt);
         const out = concatBytes(parts)!;
         parts = [];
         queued = 0;
