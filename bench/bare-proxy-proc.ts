@@ -7,6 +7,7 @@
  * ReadableStream, as the gateway did), `direct` (read in JS, written to a Bun "direct" ReadableStream).
  */
 const upstream = process.argv[2]!;
+const SMALL = JSON.stringify({ model: 'bench-model', max_tokens: 16, stream: true, metadata: { user_id: 'hold' }, messages: [{ role: 'user', content: 'hold' }] });
 const mode = process.env.BENCH_BARE_MODE ?? 'native';
 
 function pullBody(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
@@ -41,7 +42,7 @@ const server = Bun.serve({
   port: 0,
   hostname: '127.0.0.1',
   async fetch(req) {
-    const res = await fetch(`${upstream}/v1/messages`, { method: 'POST', headers: req.headers, body: await req.arrayBuffer() });
+    const res = await fetch(`${upstream}/v1/messages`, { method: 'POST', headers: req.headers, body: process.env.BENCH_BARE_SMALL ? (await req.arrayBuffer(), SMALL) : await req.arrayBuffer() });
     const body = mode === 'pull' ? pullBody(res.body!) : mode === 'direct' ? directBody(res.body!) : res.body;
     return new Response(body, { status: res.status, headers: { 'content-type': res.headers.get('content-type') ?? 'application/json' } });
   },

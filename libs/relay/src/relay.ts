@@ -3,7 +3,7 @@ import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type P
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
 import { applyBodyPolicy, applyHeaderPolicy, type ChannelRecord } from '@gw/channels';
-import { decodeContextFor, scrubberFor, upstreamMessage, type ProviderAdapter, type Scrubber, type UpstreamTarget } from '@gw/providers';
+import { decodeContextFor, scrubberFor, upstreamMessage, type ProviderAdapter, type Scrubber, type UpstreamRequest, type UpstreamTarget } from '@gw/providers';
 import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
 import { judgeFailure, type FailureInput } from './fault';
@@ -339,7 +339,7 @@ export class RelayService {
       const u = adapter.buildMessagesRequest(applyBodyPolicy(ch.headerPolicy, plan.body), { ...target, forwardedHeaders }, p.clientHeaders);
       if (r.signal?.aborted) return fail({ phase: 'transport', cause: r.signal.reason }, 'client closed');
       try {
-        upstream = await fetch(u.url, { ...u.init, signal: ctrl.signal });
+        upstream = await fetch(u.url, { ...(r.body.stream === true ? releasedOnceSent(u.init) : u.init), signal: ctrl.signal });
       } catch (e) {
         return fail({ phase: 'transport', cause: e, timedOut }, `connect error: ${(e as Error)?.message ?? e}`);
       }
@@ -420,6 +420,25 @@ export class RelayService {
       });
     };
   }
+}
+
+/**
+ * Bun's fetch keeps a string (or buffer) body until the whole response has been read, so every held stream
+ * kept its prompt, often hundreds of kB of conversation, for its whole life (measured: +68 kB per held stream
+ * with a 64 kB prompt). A one-chunk stream is let go once sent; the explicit content-length keeps the request
+ * unchunked, the same bytes on the wire as the string.
+ */
+function releasedOnceSent(init: UpstreamRequest['init']): RequestInit {
+  let bytes: Uint8Array | null = Buffer.from(init.body);
+  const headers = { ...init.headers, 'content-length': String(bytes.byteLength) };
+  const body = new ReadableStream<Uint8Array>({
+    pull(c) {
+      c.enqueue(bytes!);
+      bytes = null;
+      c.close();
+    },
+  });
+  return { method: init.method, redirect: init.redirect, headers, body };
 }
 
 /**
