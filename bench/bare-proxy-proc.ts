@@ -5,6 +5,8 @@
  * BENCH_BARE_MODE picks how the answer's body is relayed, to price each way of holding a stream:
  * `native` (default: Bun pipes the upstream body itself), `pull` (the upstream read in JS into a pull-based
  * ReadableStream, as the gateway did), `direct` (read in JS, written to a Bun "direct" ReadableStream).
+ * BENCH_BARE_SMALL=1 sends a short body upstream whatever the client sent: shows that Bun's fetch, not the
+ * server, keeps a request body for the whole response.
  */
 const upstream = process.argv[2]!;
 const SMALL = JSON.stringify({ model: 'bench-model', max_tokens: 16, stream: true, metadata: { user_id: 'hold' }, messages: [{ role: 'user', content: 'hold' }] });
