@@ -7,7 +7,9 @@ export {};
  */
 const [url, key, nArg] = process.argv.slice(2);
 const n = Number(nArg);
-const body = JSON.stringify({ model: 'bench-model', max_tokens: 16, stream: true, metadata: { user_id: 'hold' }, messages: [{ role: 'user', content: 'hold' }] });
+// BENCH_BODY_BYTES: pad the prompt to about this size (a long conversation), to see what a held stream keeps of its request.
+const pad = Number(process.env.BENCH_BODY_BYTES ?? 0);
+const body = JSON.stringify({ model: 'bench-model', max_tokens: 16, stream: true, metadata: { user_id: 'hold' }, messages: [{ role: 'user', content: pad ? 'hold '.repeat(Math.ceil(pad / 5)) : 'hold' }] });
 const headers = { 'content-type': 'application/json', 'vendor-version': '2023-06-01', 'anthropic-version': '2023-06-01', 'x-api-key': key! };
 const ctrl = new AbortController();
 let opened = 0;

@@ -7,6 +7,9 @@
  * limit allows (Bun raises the soft limit to the hard one by itself; only a privileged shell can raise the
  * hard one). A stream holds two descriptors in the gateway (client and upstream socket), so one gateway
  * process holds at most about nofile / 2 streams; the rest are answered 503 overloaded_error at once.
+ * BENCH_BODY_BYTES pads each prompt (what a held stream keeps of its request); BENCH_HEAP_SNAPSHOT=<prefix>
+ * writes a heap snapshot at idle and when held (compare them with bench/heap-diff.ts); BENCH_BARE_MODE
+ * (native, pull, direct) and BENCH_BARE_SMALL=1 vary the bare proxy (see bench/bare-proxy-proc.ts).
  */
 import { defaultUpstreamCap, wantedFetchLimit } from '@gw/relay/upstream-slots';
 

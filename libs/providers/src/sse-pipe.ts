@@ -9,6 +9,9 @@ import { concatBytes as joined } from '@gw/core';
 import { SseParser, type SseEvent } from '@gw/formats';
 import type { StreamTranscoder } from './adapter';
 
+/** Stateless, so one for every stream (a held stream keeps what it references). */
+const encoder = new TextEncoder();
+
 export interface SseMachine {
   /** Frames to send for one upstream event. */
   onEvent(ev: SseEvent): string;
@@ -30,7 +33,6 @@ export interface SseFramer {
 /** The generic framer: every event parsed (SseParser) and re-encoded by the machine. */
 export function sseFramer(machine: SseMachine, maxEventBytes?: number): SseFramer {
   const parser = new SseParser(maxEventBytes);
-  const encoder = new TextEncoder();
   const run = (events: SseEvent[]) => {
     let out = '';
     for (const ev of events) {
@@ -48,7 +50,6 @@ export function sseFramer(machine: SseMachine, maxEventBytes?: number): SseFrame
  * transcoder stops (the caller cancels the upstream). `onFirstByte` runs with the first output.
  */
 export function sseTranscoder(machine: SseMachine, onFirstByte: () => void, framer: SseFramer): StreamTranscoder {
-  const encoder = new TextEncoder();
   let ended = false;
   let sentAny = false;
   const send = (parts: Uint8Array[], text = ''): Uint8Array | null => {

@@ -3,14 +3,14 @@ import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type P
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
 import { applyBodyPolicy, applyHeaderPolicy, type ChannelRecord } from '@gw/channels';
-import { decodeContextFor, scrubberFor, upstreamMessage, type ProviderAdapter, type Scrubber, type UpstreamTarget } from '@gw/providers';
+import { decodeContextFor, scrubberFor, upstreamMessage, type ProviderAdapter, type Scrubber, type UpstreamRequest, type UpstreamTarget } from '@gw/providers';
 import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
 import { judgeFailure, type FailureInput } from './fault';
 import type { ChannelHealth } from './health';
 import { conversationOf, type SessionAffinity } from './affinity';
 import { orderCandidates } from './router';
-import { relayStream } from './stream-relay';
+import { relayStream, type StreamEnd } from './stream-relay';
 import { isKeyRefusal, KeyPicker } from './keys';
 import { countsAsFailure } from './failure-rules';
 import { defaultPolicy, type GroupPolicy } from './group-policy';
@@ -72,8 +72,40 @@ export interface RelayRequest {
   onSettled?: () => void;
 }
 
-/** A request past admission: the requesting group's ratio is what it pays, whichever group's channel serves it. */
-type Admitted = RelayRequest & { ratio: number };
+/**
+ * What settling a request needs and nothing more. A stream holds it (through its end callback) for its
+ * whole life, so it must not reach the request's body or headers: a long conversation's body is often
+ * hundreds of kB, which every held stream kept alive until its end.
+ */
+interface Ticket {
+  requestId: string;
+  key: GateKey;
+  model: string;
+  stream: boolean;
+  startedAt: number;
+  ip: string;
+  group: string;
+  /** The requesting group's ratio is what it pays, whichever group's channel serves it. */
+  ratio: number;
+  onSettled: () => void;
+}
+
+/** What a settlement takes from the serving channel's plan (not its body). */
+interface PlanBill { billedModel: string; limits: UsageLimits; overrides: string }
+const billOf = (plan: ChannelPlan): PlanBill => ({ billedModel: plan.billedModel, limits: plan.sized.limits, overrides: plan.changed.length ? JSON.stringify(plan.changed) : '' });
+
+/** A request past admission. */
+type Admitted = RelayRequest & { ticket: Ticket };
+
+// Built outside the request's function scope on purpose: a closure keeps its whole enclosing scope alive
+// (here the request, its body and plans) for as long as the closure lives, which for a stream is its life.
+const settledBy = (admission: { release(): void } | null, next: (() => void) | undefined) => () => { admission?.release(); next?.(); };
+
+/** A channel's scrubber, built on first use (failures only): it knows every key of the channel, not just this one. */
+function lazyScrubber(target: UpstreamTarget, ch: RelayChannel): () => Scrubber {
+  let memo: Scrubber | null = null;
+  return () => (memo ??= scrubberFor({ ...target, keys: ch.keys.map((k) => k.apiKey) }));
+}
 
 const NO_LIMITS: LimitFields = { rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0 };
 
@@ -184,7 +216,11 @@ export class RelayService {
       ? await this.d.limiter.admit(subject, { tokens, hold: true, model: body.model, mappedTo })
       : null;
     // Limits are given back once the request is settled, on every path (abort included), or now if the quota refuses it.
-    const r: Admitted = { ...req, ratio: policy.ratio, onSettled: () => { admission?.release(); req.onSettled?.(); } };
+    const ticket: Ticket = {
+      requestId: req.requestId, key: req.key, model: body.model, stream: body.stream === true, startedAt: req.startedAt, ip: req.ip,
+      group: req.group, ratio: policy.ratio, onSettled: settledBy(admission, req.onSettled),
+    };
+    const r: Admitted = { ...req, ticket };
     let reservation: Reservation;
     try {
       this.priceFor(body.model, req.group);
@@ -216,7 +252,7 @@ export class RelayService {
     } catch (e) {
       const err = e instanceof GatewayError ? e : new GatewayError(502, 'upstream_error', 'Upstream request failed', { cause: e });
       // Nothing reached the client: no charge, but the attempt is logged.
-      const logged = this.settle(reservation, r, lastChannel, lastPlan, ZERO, { status: err.status, errorCode: err.code, attempts, ttftMs: null });
+      const logged = this.settle(reservation, ticket, lastChannel, lastPlan && billOf(lastPlan), ZERO, { status: err.status, errorCode: err.code, attempts, ttftMs: null });
       if (logged) await logged;
       throw err;
     }
@@ -228,28 +264,28 @@ export class RelayService {
    * promise of its commit, which the caller awaits before the response or stream ends. A failure is
    * logged and charges nothing, never thrown at the client (the request was served).
    */
-  private settle(res: Reservation, r: Admitted, ch: RelayChannel | null, plan: ChannelPlan | null, usage: UsageReport | null,
+  private settle(res: Reservation, r: Ticket, ch: RelayChannel | null, plan: PlanBill | null, usage: UsageReport | null,
     o: { status: number; errorCode: string; attempts: number; ttftMs: number | null; estimate?: Partial<TokenUsage>; estimated?: boolean }): void | Promise<void> {
     let out: number | Promise<unknown>;
     try {
       out = this.d.quota.finish(res, {
-        requestId: r.requestId, userId: r.key.userId, apiKeyId: r.key.id, channelId: ch?.id ?? null, model: r.body.model,
-        upstreamModel: ch ? ch.modelMapping[r.body.model] ?? r.body.model : '', stream: r.body.stream === true, usage,
+        requestId: r.requestId, userId: r.key.userId, apiKeyId: r.key.id, channelId: ch?.id ?? null, model: r.model,
+        upstreamModel: ch ? ch.modelMapping[r.model] ?? r.model : '', stream: r.stream, usage,
         estimate: o.estimate, estimated: o.estimated, latencyMs: since(r.startedAt), ttftMs: o.ttftMs, status: o.status, errorCode: o.errorCode, attempts: o.attempts, ip: r.ip,
         group: r.group, ratio: r.ratio,
         // The serving channel's plan: its price, its plausibility limits, its overrides.
-        ...(plan ? { billedModel: plan.billedModel, limits: plan.sized.limits, overrides: plan.changed.length ? JSON.stringify(plan.changed) : '' } : {}),
+        ...(plan ?? {}),
       });
     } catch (e) {
       this.d.quota.release(res);
       (this.d.log ?? stdLogger).error('settlement.unrecorded', { id: r.requestId, msg: 'settlement could not be recorded; nothing was charged' }, e);
       out = 0;
     }
-    if (typeof out === 'number') return void r.onSettled?.();
+    if (typeof out === 'number') return void r.onSettled();
     return out.then(
-      () => r.onSettled?.(),
+      () => r.onSettled(),
       // QuotaService has logged the row; the response still goes out.
-      () => r.onSettled?.(),
+      () => r.onSettled(),
     );
   }
 
@@ -275,15 +311,13 @@ export class RelayService {
   private async attemptWithKey(ch: RelayChannel, key: RelayKey, r: Admitted, plan: ChannelPlan, res: Reservation, attempts: number): Promise<Attempt> {
     const adapter = this.d.adapter(ch.type);
     const target = this.target(ch, key, r.body.model, plan.headers?.extra);
-    // Built on first use (failures only): it knows every key of the channel, not just this one.
-    let scrubberMemo: Scrubber | null = null;
-    const scrubber = () => (scrubberMemo ??= scrubberFor({ ...target, keys: ch.keys.map((k) => k.apiKey) }));
+    const scrubber = lazyScrubber(target, ch);
     const ctrl = new AbortController();
     const onClientAbort = () => ctrl.abort(r.signal?.reason ?? new DOMException('client closed the request', 'AbortError'));
     r.signal?.addEventListener('abort', onClientAbort, { once: true });
     let timedOut = false;
     let timeoutWhy = `timeout after ${ch.timeoutMs} ms`;
-    const timer = setTimeout(() => { timedOut = true; ctrl.abort(new DOMException(`no answer within ${ch.timeoutMs} ms`, 'TimeoutError')); }, ch.timeoutMs);
+    let timer: ReturnType<typeof setTimeout> | undefined = setTimeout(() => { timedOut = true; ctrl.abort(new DOMException(`no answer within ${ch.timeoutMs} ms`, 'TimeoutError')); }, ch.timeoutMs);
     // The first-byte deadline is separate from the idle timeout: a silent upstream is left early for another channel.
     const fb = ch.firstByteTimeoutMs;
     let firstByteTimer = fb ? setTimeout(() => {
@@ -292,7 +326,7 @@ export class RelayService {
       ctrl.abort(new DOMException(timeoutWhy, 'TimeoutError'));
     }, fb) : undefined;
     const firstByte = () => { clearTimeout(firstByteTimer); firstByteTimer = undefined; };
-    const done = () => { clearTimeout(timer); firstByte(); r.signal?.removeEventListener('abort', onClientAbort); };
+    const done = () => { clearTimeout(timer); timer = undefined; firstByte(); r.signal?.removeEventListener('abort', onClientAbort); };
     // Every failure goes through the one classifier: only the upstream's own faults touch health or fail over.
     const fail = (f: FailureInput, why: string, upstream?: { status: number; message: string }): Attempt => {
       done();
@@ -317,7 +351,8 @@ export class RelayService {
       const u = adapter.buildMessagesRequest(applyBodyPolicy(ch.headerPolicy, plan.body), { ...target, forwardedHeaders }, p.clientHeaders);
       if (r.signal?.aborted) return fail({ phase: 'transport', cause: r.signal.reason }, 'client closed');
       try {
-        upstream = await fetch(u.url, { ...u.init, signal: ctrl.signal });
+        const init = r.body.stream === true && u.init.body.length >= RELEASED_BODY_CHARS ? releasedOnceSent(u.init) : u.init;
+        upstream = await fetch(u.url, { ...init, signal: ctrl.signal });
       } catch (e) {
         return fail({ phase: 'transport', cause: e, timedOut }, `connect error: ${(e as Error)?.message ?? e}`);
       }
@@ -369,7 +404,7 @@ export class RelayService {
       this.d.observeAttempt?.(ch.id, 'ok');
       this.d.keys?.used(ch.id, key.id, true);
       // Recorded before the response leaves: a completed request is never left unbilled by a crash.
-      const settled = this.settle(res, r, ch, plan, usage ? toTokens(usage) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
+      const settled = this.settle(res, r.ticket, ch, billOf(plan), usage ? toTokens(usage) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
       if (settled) await settled;
       return { ok: true, channel: ch, response: new Response(out, { status: 200, headers: { 'content-type': 'application/json', 'request-id': r.requestId } }) };
     }
@@ -393,16 +428,42 @@ export class RelayService {
     const response = await relayStream({
       reader, first: first.value!, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
       idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
-      onEnd: (e) => {
-        if (e.upstreamFault) void this.d.health.failure(ch.id, scrubber().scrub(e.reason));
-        return this.settle(res, r, ch, plan, toTokens(e.usage), {
-          status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
-          estimate: { output: estimateSafe(e.estimatedUsage.output_tokens) }, estimated: !e.reported,
-        });
-      },
+      onEnd: this.streamEnd(res, r.ticket, ch, billOf(plan), attempts, scrubber),
     });
     return { ok: true, channel: ch, response };
   }
+
+  /** A stream's settlement, built apart from the attempt so the stream holds only what it needs (not the attempt's scope). */
+  private streamEnd(res: Reservation, ticket: Ticket, ch: RelayChannel, bill: PlanBill, attempts: number, scrubber: () => Scrubber) {
+    return (e: StreamEnd) => {
+      if (e.upstreamFault) void this.d.health.failure(ch.id, scrubber().scrub(e.reason));
+      return this.settle(res, ticket, ch, bill, toTokens(e.usage), {
+        status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
+        estimate: { output: estimateSafe(e.estimatedUsage.output_tokens) }, estimated: !e.reported,
+      });
+    };
+  }
+}
+
+/**
+ * Bun's fetch keeps a string (or buffer) body until the whole response has been read, so every held stream
+ * kept its prompt, often hundreds of kB of conversation, for its whole life (measured: +68 kB per held stream
+ * with a 64 kB prompt). A one-chunk stream is let go once sent; the explicit content-length keeps the request
+ * unchunked, the same bytes on the wire as the string. A stream body costs Bun's fetch about 0.1-0.2 ms of CPU
+ * per request (measured), so a prompt under RELEASED_BODY_CHARS (at most that much kept per stream) is sent as it is.
+ */
+const RELEASED_BODY_CHARS = 8 * 1024;
+function releasedOnceSent(init: UpstreamRequest['init']): RequestInit {
+  let bytes: Uint8Array | null = Buffer.from(init.body);
+  const headers = { ...init.headers, 'content-length': String(bytes.byteLength) };
+  const body = new ReadableStream<Uint8Array>({
+    pull(c) {
+      c.enqueue(bytes!);
+      bytes = null;
+      c.close();
+    },
+  });
+  return { method: init.method, redirect: init.redirect, headers, body };
 }
 
 /**

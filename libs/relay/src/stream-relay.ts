@@ -13,7 +13,9 @@
  *
  * Cost per stream is the point of the shape: one pull-based stream drives the decoder's synchronous
  * transcoder (no stream per stage), coalesces what is queued into one write per pull, and one timer checks
- * every deadline by timestamps. An upstream that already sent its whole answer when the first chunk is
+ * every deadline by timestamps. A held stream is one StreamRelay object (it is the client stream's source,
+ * the abort listener and the timer's argument) with two read callbacks: no suspended async function, no
+ * closure per deadline or per wait, and nothing of the request it came from but what `onEnd` holds. An upstream that already sent its whole answer when the first chunk is
  * read (a short reply) is answered as one body with no stream at all: Bun then writes it in one syscall,
  * where a stream that closes right after it starts costs it a write per header line.
  */
@@ -86,214 +88,276 @@ async function settledSoon(read: Promise<ReadResult>): Promise<ReadOutcome | typ
 const headersFor = (requestId: string) => ({ 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'request-id': requestId });
 
 export async function relayStream(p: StreamRelayInput): Promise<Response> {
-  const { reader, signal } = p;
-  const t = p.decoder.transcoder;
-  let stopped: StreamAbortedError | null = null;
-  // Cancelling the reader also ends a read in progress (it resolves as done). No Promise.race against a
-  // long-lived promise here: every race leaves a reaction on it that keeps that chunk alive until it
-  // settles, which held whole streams in memory.
-  const halt = (e: StreamAbortedError) => {
-    if (stopped) return;
-    stopped = e;
-    reader.cancel(e).catch(() => {});
-  };
-
-  // Client bytes produced and not yet handed to the client.
-  let parts: Uint8Array[] = [];
-  let queued = 0;
-  /** No more upstream input will come: what is queued is the rest of the client stream. */
-  let finished = false;
-  const absorb = (r: ReadOutcome) => {
-    let out: Uint8Array | null;
-    if ('error' in r) out = t.fail(r.error);
-    else if (stopped) out = t.fail(stopped);
-    else if (r.done) out = t.end();
-    else {
-      out = t.push(r.value);
-      if (t.stopped) reader.cancel().catch(() => {});
-    }
-    if (out) {
-      parts.push(out);
-      queued += out.byteLength;
-    }
-    finished = t.stopped;
-  };
-
-  let ttft: number | null = null;
-  let ended = false;
-  const end = (clientSide: { code: string } | null): void | Promise<void> => {
-    if (ended) return;
-    ended = true;
-    clearTimeout(timer);
-    signal?.removeEventListener('abort', onAbort);
-    const out = p.decoder.result();
-    const usage = out.usage ?? out.estimatedUsage;
-    let errorCode = '';
-    let upstreamFault = false;
-    if (clientSide) errorCode = clientSide.code;
-    else if (stopped) ({ code: errorCode, upstreamFault } = stopped);
-    else if (!out.complete) { errorCode = 'upstream_stream_cut'; upstreamFault = true; }
-    return p.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: ttft });
-  };
-
-  absorb({ done: false, value: p.first });
+  const s = new StreamRelay(p);
+  s.absorb({ done: false, value: p.first });
   // Whatever the upstream already sent is taken now, up to the read-ahead cap.
-  let pending: Promise<ReadResult> | null = null;
-  while (!finished && queued <= p.bufferBytes && !signal?.aborted && !turnOver()) {
-    const read = reader.read();
+  while (!s.finished && s.queued <= s.bufferBytes && !p.signal?.aborted && !turnOver()) {
+    const read = p.reader.read();
     const r = await settledSoon(read);
     if (r === NOT_YET) {
-      pending = read;
+      s.pending = read;
       break;
     }
-    absorb(r);
+    s.absorb(r);
   }
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  if (finished && !signal?.aborted) {
-    ttft = since(p.startedAt);
-    const settling = end(null); // the settlement is recorded (committed, where that is asynchronous) before the client sees the answer
+  if (s.finished && !p.signal?.aborted) {
+    s.ttft = since(p.startedAt);
+    const settling = s.end(null); // the settlement is recorded (committed, where that is asynchronous) before the client sees the answer
     if (settling) await settling.catch(() => {});
-    return new Response(concatBytes(parts), { status: 200, headers: headersFor(p.requestId) });
+    return new Response(concatBytes(s.parts), { status: 200, headers: headersFor(p.requestId) });
   }
+  return new Response(s.open(), { status: 200, headers: headersFor(p.requestId) });
+}
 
-  let ctrl: ReadableStreamDefaultController<Uint8Array> | null = null;
-  let closed = false;
+type Controller = ReadableStreamDefaultController<Uint8Array>;
+const checkDeadlines = (s: StreamRelay) => s.check();
+
+/** One relayed stream's state; also the client stream's underlying source and the abort listener. */
+class StreamRelay {
+  readonly reader: ReadableStreamDefaultReader<Uint8Array>;
+  readonly signal: AbortSignal | undefined;
+  readonly decoder: StreamDecoder;
+  readonly bufferBytes: number;
+  private readonly idleMs: number;
+  private readonly stallMs: number;
+  private readonly keepAliveMs: number;
+  private readonly startedAt: number;
+  private readonly onEnd: (end: StreamEnd) => void | Promise<void>;
+  private stopped: StreamAbortedError | null = null;
+  /** Client bytes produced and not yet handed to the client. */
+  parts: Uint8Array[] = [];
+  queued = 0;
+  /** No more upstream input will come: what is queued is the rest of the client stream. */
+  finished = false;
+  ttft: number | null = null;
+  private ended = false;
+  /** A read begun before the stream opened and not settled yet. */
+  pending: Promise<ReadResult> | null = null;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private ctrl: Controller | null = null;
+  private closed = false;
   /** Resolves the pull that waits for client bytes. */
-  let wake: (() => void) | null = null;
-  const notify = () => {
-    const w = wake;
-    wake = null;
-    w?.();
-  };
-  const closeWith = (frame: string | null, tearDown: boolean) => {
-    if (closed || !ctrl) return;
-    closed = true;
-    try {
-      if (tearDown) ctrl.error(new Error('stream cut by the gateway'));
-      else {
-        if (frame) ctrl.enqueue(encoder.encode(frame));
-        ctrl.close();
-      }
-    } catch { /* already closing */ }
-    notify();
-  };
-
+  private wake: (() => void) | null = null;
+  private pumping = false;
   // Deadlines are timestamps checked by one timer per stream (pushing three timers back on every chunk cost
   // more than the chunk). `upstreamSince`: the read we wait on began (the idle limit counts only while the
   // client waits for us: a slow client must not look like a silent upstream). `clientSince`: bytes the
   // client has not taken were handed over. `quietSince`: the last bytes went out (keep-alive pings).
-  let waitingUpstream = false;
-  let waitingClient = false;
-  let upstreamSince = 0;
-  let clientSince = 0;
-  let quietSince = performance.now();
-  const keepAliveMs = p.keepAliveMs || NEVER;
-  const check = () => {
-    if (ended || closed) return;
-    const now = performance.now();
-    if (waitingClient && now - clientSince >= p.stallMs) {
-      halt(new StreamAbortedError('The client stopped reading.', 'client_stalled', false));
-      end({ code: 'client_stalled' });
-      return closeWith(null, true);
+  private waitingUpstream = false;
+  private waitingClient = false;
+  private upstreamSince = 0;
+  private clientSince = 0;
+  private quietSince = 0;
+  private readonly onRead: (r: ReadResult) => void;
+  private readonly onReadError: (error: unknown) => void;
+
+  constructor(p: StreamRelayInput) {
+    this.reader = p.reader;
+    this.signal = p.signal;
+    this.decoder = p.decoder;
+    this.bufferBytes = p.bufferBytes;
+    this.idleMs = p.idleMs;
+    this.stallMs = p.stallMs;
+    this.keepAliveMs = p.keepAliveMs || NEVER;
+    this.startedAt = p.startedAt;
+    this.onEnd = p.onEnd;
+    this.onRead = (r) => this.read(r);
+    this.onReadError = (error) => this.read({ error });
+  }
+
+  // Cancelling the reader also ends a read in progress (it resolves as done). No Promise.race against a
+  // long-lived promise here: every race leaves a reaction on it that keeps that chunk alive until it
+  // settles, which held whole streams in memory.
+  private halt(e: StreamAbortedError): void {
+    if (this.stopped) return;
+    this.stopped = e;
+    this.reader.cancel(e).catch(() => {});
+  }
+
+  absorb(r: ReadOutcome): void {
+    const t = this.decoder.transcoder;
+    let out: Uint8Array | null;
+    if ('error' in r) out = t.fail(r.error);
+    else if (this.stopped) out = t.fail(this.stopped);
+    else if (r.done) out = t.end();
+    else {
+      out = t.push(r.value);
+      if (t.stopped) this.reader.cancel().catch(() => {});
     }
-    if (waitingUpstream && now - upstreamSince >= p.idleMs) {
-      halt(new StreamAbortedError(`The upstream sent nothing for ${p.idleMs} ms.`, 'upstream_stream_cut', true));
+    if (out) {
+      this.parts.push(out);
+      this.queued += out.byteLength;
+    }
+    this.finished = t.stopped;
+  }
+
+  end(clientSide: { code: string } | null): void | Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    clearTimeout(this.timer);
+    this.signal?.removeEventListener('abort', this);
+    const out = this.decoder.result();
+    const usage = out.usage ?? out.estimatedUsage;
+    let errorCode = '';
+    let upstreamFault = false;
+    if (clientSide) errorCode = clientSide.code;
+    else if (this.stopped) ({ code: errorCode, upstreamFault } = this.stopped);
+    else if (!out.complete) { errorCode = 'upstream_stream_cut'; upstreamFault = true; }
+    return this.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: this.ttft });
+  }
+
+  /** The client stream, from here on driven by the client's reads, the upstream's chunks, the timer and the signal. */
+  open(): ReadableStream<Uint8Array> {
+    this.quietSince = performance.now();
+    this.timer = setTimeout(checkDeadlines, Math.min(this.stallMs, this.idleMs, this.keepAliveMs), this);
+    this.signal?.addEventListener('abort', this, { once: true });
+    const body = new ReadableStream<Uint8Array>(this as unknown as Bun.UnderlyingSource<Uint8Array>, { highWaterMark: 0 });
+    if (this.signal?.aborted) this.handleEvent();
+    return body;
+  }
+
+  private notify(): void {
+    const w = this.wake;
+    if (!w) return;
+    // Still nothing to hand over: the pull keeps waiting, and the upstream is read for it.
+    if (!this.queued && !this.finished && !this.closed) return this.pump();
+    this.wake = null;
+    this.deliver(this.ctrl!);
+    w();
+  }
+
+  private closeWith(frame: string | null, tearDown: boolean): void {
+    if (this.closed || !this.ctrl) return;
+    this.closed = true;
+    try {
+      if (tearDown) this.ctrl.error(new Error('stream cut by the gateway'));
+      else {
+        if (frame) this.ctrl.enqueue(encoder.encode(frame));
+        this.ctrl.close();
+      }
+    } catch { /* already closing */ }
+    this.notify();
+  }
+
+  check(): void {
+    if (this.ended || this.closed) return;
+    const now = performance.now();
+    if (this.waitingClient && now - this.clientSince >= this.stallMs) {
+      this.halt(new StreamAbortedError('The client stopped reading.', 'client_stalled', false));
+      this.end({ code: 'client_stalled' });
+      return this.closeWith(null, true);
+    }
+    if (this.waitingUpstream && now - this.upstreamSince >= this.idleMs) {
+      this.halt(new StreamAbortedError(`The upstream sent nothing for ${this.idleMs} ms.`, 'upstream_stream_cut', true));
       return;
     }
     // A ping only while the client has taken everything (its read is pending) and we wait on the upstream.
-    if (waitingUpstream && !waitingClient && now - quietSince >= keepAliveMs && ctrl) {
-      try { ctrl.enqueue(PING); } catch { return; }
-      quietSince = now;
+    if (this.waitingUpstream && !this.waitingClient && now - this.quietSince >= this.keepAliveMs && this.ctrl) {
+      try { this.ctrl.enqueue(PING); } catch { return; }
+      this.quietSince = now;
     }
     // Next check at the earliest deadline that could fall due (a state that starts later starts its own full period).
     const next = Math.min(
-      waitingClient ? clientSince + p.stallMs - now : p.stallMs,
-      waitingUpstream ? upstreamSince + p.idleMs - now : p.idleMs,
-      quietSince + keepAliveMs - now,
+      this.waitingClient ? this.clientSince + this.stallMs - now : this.stallMs,
+      this.waitingUpstream ? this.upstreamSince + this.idleMs - now : this.idleMs,
+      this.quietSince + this.keepAliveMs - now,
     );
-    timer = setTimeout(check, Math.max(1, Math.min(NEVER, Math.ceil(next))));
-  };
-  timer = setTimeout(check, Math.min(p.stallMs, p.idleMs, keepAliveMs));
+    this.timer = setTimeout(checkDeadlines, Math.max(1, Math.min(NEVER, Math.ceil(next))), this);
+  }
 
   /** Reads ahead of the client while fewer than bufferBytes wait for it (at least until one chunk does). */
-  let pumping = false;
-  const pump = async () => {
-    if (pumping) return;
-    pumping = true;
-    try {
-      while (!finished && !closed && (queued === 0 || queued < p.bufferBytes)) {
-        const wait = pending ? null : turnOver();
-        if (wait) {
-          await wait;
-          if (closed || finished) return;
-        }
-        const read = pending ?? reader.read();
-        pending = null;
-        waitingUpstream = true;
-        upstreamSince = performance.now();
-        let r: ReadOutcome;
-        try {
-          r = await read;
-        } catch (error) {
-          r = { error };
-        }
-        waitingUpstream = false;
-        if (closed) return;
-        absorb(r);
-        if (queued) notify();
-      }
-    } finally {
-      pumping = false;
-      notify();
-    }
-  };
-
-  function onAbort() {
-    if (ended) return;
-    const err = abortError(signal);
-    halt(new StreamAbortedError(err.message, err.code, false));
-    end({ code: err.code });
-    // A reason of ours (a revoked key) is told to a client still reading; a gone client hears nothing.
-    closeWith(signal?.reason instanceof GatewayError ? errorFrame(err.message, err.type) : null, false);
+  private pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    this.step();
   }
-  signal?.addEventListener('abort', onAbort, { once: true });
 
-  const body = new ReadableStream<Uint8Array>({
-    start(c) { ctrl = c; },
-    async pull(c) {
-      waitingClient = false;
-      while (!queued && !finished && !closed) {
-        const woken = new Promise<void>((r) => { wake = r; });
-        void pump();
-        await woken;
-      }
-      if (closed) return;
-      if (queued) {
-        if (ttft === null) ttft = since(p.startedAt);
-        const out = concatBytes(parts)!;
-        parts = [];
-        queued = 0;
-        c.enqueue(out);
-        waitingClient = true;
-        clientSince = quietSince = performance.now();
-      }
-      if (finished) {
-        const settling = end(null); // the settlement is recorded before the client sees the end
-        closed = true;
-        if (settling) await settling.catch(() => {});
-        c.close();
-        return;
-      }
-      void pump(); // read ahead while the client takes this
-    },
-    cancel() {
-      end({ code: 'client_closed' });
-      closed = true;
-      halt(new StreamAbortedError('The client closed the request.', 'client_closed', false));
-      notify();
-    },
-  }, { highWaterMark: 0 });
-  if (signal?.aborted) onAbort();
+  private step(): void {
+    if (this.finished || this.closed || (this.queued !== 0 && this.queued >= this.bufferBytes)) return this.pumped();
+    const wait = this.pending ? null : turnOver();
+    if (wait) {
+      wait.then(() => (this.closed || this.finished ? this.pumped() : this.readNext()));
+      return;
+    }
+    this.readNext();
+  }
 
-  return new Response(body, { status: 200, headers: headersFor(p.requestId) });
+  private readNext(): void {
+    const read = this.pending ?? this.reader.read();
+    this.pending = null;
+    this.waitingUpstream = true;
+    this.upstreamSince = performance.now();
+    read.then(this.onRead, this.onReadError);
+  }
+
+  private read(r: ReadOutcome): void {
+    this.waitingUpstream = false;
+    if (this.closed) return this.pumped();
+    try {
+      this.absorb(r);
+    } catch (e) {
+      this.pumped();
+      throw e;
+    }
+    if (this.queued) this.notify();
+    this.step();
+  }
+
+  private pumped(): void {
+    this.pumping = false;
+    this.notify();
+  }
+
+  /** Hands what is queued to the client, closes after the last of it, else reads ahead while the client takes it. */
+  private deliver(c: Controller): void | Promise<void> {
+    if (this.closed) return;
+    if (this.queued) {
+      if (this.ttft === null) this.ttft = since(this.startedAt);
+      const out = concatBytes(this.parts)!;
+      this.parts = [];
+      this.queued = 0;
+      c.enqueue(out);
+      this.waitingClient = true;
+      this.clientSince = this.quietSince = performance.now();
+    }
+    if (this.finished) {
+      const settling = this.end(null); // the settlement is recorded (committed) before the client sees the end
+      this.closed = true;
+      if (settling) return settling.catch(() => {}).then(() => c.close());
+      c.close();
+      return;
+    }
+    this.pump(); // read ahead while the client takes this
+  }
+
+  // --- the client stream's underlying source ---
+  start(c: Controller): void {
+    this.ctrl = c;
+  }
+
+  pull(c: Controller): Promise<void> | void {
+    this.waitingClient = false;
+    if (this.queued || this.finished || this.closed) return this.deliver(c);
+    return new Promise<void>((resolve) => {
+      this.wake = resolve;
+      this.pump();
+    });
+  }
+
+  cancel(): void {
+    this.end({ code: 'client_closed' });
+    this.closed = true;
+    this.halt(new StreamAbortedError('The client closed the request.', 'client_closed', false));
+    this.notify();
+  }
+
+  // --- the abort listener (the client gone, or a revoked credential) ---
+  handleEvent(): void {
+    if (this.ended) return;
+    const err = abortError(this.signal);
+    this.halt(new StreamAbortedError(err.message, err.code, false));
+    this.end({ code: err.code });
+    // A reason of ours (a revoked key) is told to a client still reading; a gone client hears nothing.
+    this.closeWith(this.signal?.reason instanceof GatewayError ? errorFrame(err.message, err.type) : null, false);
+  }
 }

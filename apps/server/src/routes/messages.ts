@@ -52,7 +52,7 @@ async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal
   // The gateway-wide cap first (503 at once), so a refused request holds no quota and calls no upstream.
   const slot = s.relay.slots.acquire(key.userId);
   const h = s.relay.inflight.open(key.id, key.userId, client);
-  const release = () => { h.release(); slot(); };
+  const release = releaseOf(h, slot);
   try {
     return await run(h.signal, release);
   } catch (e) {
@@ -61,6 +61,12 @@ async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal
     throw h.revocation ?? e;
   }
 }
+
+/**
+ * Built outside relayGuarded: a stream holds its release until it ends, and a closure made inside would
+ * keep relayGuarded's whole scope (the route's closure, the request and its parsed body) alive with it.
+ */
+const releaseOf = (h: { release(): void }, slot: () => void) => () => { h.release(); slot(); };
 
 /** The key checks plus the request-per-minute limits, for routes that generate nothing (no tokens, no slot held). */
 async function authorizeQuick(s: Services, key: GateKey, model: string | null, ip: string) {

@@ -15,6 +15,8 @@ import type { AnthropicStreamMachine } from './stream';
 const LF = 10;
 const CR = 13;
 const enc = new TextEncoder();
+/** Decodes whole events only (never `stream: true`), so it holds no state between calls and is shared by every stream. */
+const dec = new TextDecoder();
 const EVENT = enc.encode('event:');
 /** Events forwarded byte for byte (content_block_delta also feeds the output estimate). */
 
@@ -75,7 +77,6 @@ function deltaTokens(ev: Uint8Array, ascii: boolean): number {
 
 /** Splits an upstream Anthropic SSE body into output chunks for the client, driving `machine`. */
 export class AnthropicFramer {
-  private readonly decoder = new TextDecoder();
   private pending: Uint8Array[] = [];
   private pendingLen = 0;
   /** The pending bytes end in \n (a blank line may complete across the chunk boundary). */
@@ -120,7 +121,7 @@ export class AnthropicFramer {
         }
       } else {
         flushRun();
-        const text = this.decoder.decode(ev);
+        const text = dec.decode(ev);
         for (const e of new SseParser(this.maxEvent).push(text)) {
           const o = this.machine.onEvent(e);
           if (o) out.push(enc.encode(o));
