@@ -115,7 +115,7 @@ export function storesContract(f: StoresFactory): void {
         { codeHash: `${batch}-live`, prefix: 'gwr_', batch, quota: 777, expiresAt: 100, createdBy: 1, createdAt: 1 },
         { codeHash: `${batch}-old`, prefix: 'gwr_', batch, quota: 5, expiresAt: 10, createdBy: 1, createdAt: 1 },
       ])).toBe(true);
-      const users = await Promise.all(Array.from({ length: 6 }, () => newUser(s)));
+      const users = await Promise.all(Array.from({ length: 20 }, () => newUser(s)));
       const results = await Promise.all(users.map((u) => s.ledger.redeemCodeOnce(`${batch}-live`, u, 50, (c) => `code ${c.prefix}`)));
       const won = results.filter((r) => r !== null);
       expect(won).toHaveLength(1);

@@ -10,10 +10,13 @@ export async function bootstrapRoot(users: UsersStore, opts: { username: string;
   if ((await users.count()) > 0) return { created: false };
   const password = opts.password ?? generatePassword();
   const now = nowSeconds();
-  await users.insert({
+  // Several nodes may pass the count check at once on a shared database: the conditional insert lets
+  // exactly one of them create the root, and only that one reports (and prints) a password.
+  const root = await users.insertIfAbsent({
     username: opts.username, passwordHash: await hashPassword(password), displayName: 'Root',
     role: ROLE.root, status: 1, group: 'default', quota: 0, createdAt: now, updatedAt: now,
   });
+  if (!root) return { created: false };
   return { created: true, generatedPassword: opts.password ? undefined : password };
 }
 

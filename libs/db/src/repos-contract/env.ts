@@ -1,4 +1,5 @@
 import type { ApiKeysRepo } from '../repos/api-keys';
+import type { AlertOutboxRepo, BudgetChargesRepo, BudgetsRepo } from '../repos/budgets';
 import type { ChannelsRepo } from '../repos/channels';
 import type { GroupsRepo } from '../repos/groups';
 import type { LedgerRepo } from '../repos/ledger';
@@ -25,6 +26,9 @@ export type Awaitable<T> = {
 /** The repositories under contract, keyed like a store set. */
 export interface ContractRepos {
   apiKeys: Awaitable<ApiKeysRepo>;
+  budgets: Awaitable<BudgetsRepo>;
+  budgetCharges: Awaitable<BudgetChargesRepo>;
+  alertOutbox: Awaitable<AlertOutboxRepo>;
   channels: Awaitable<ChannelsRepo>;
   groups: Awaitable<GroupsRepo>;
   ledger: Awaitable<LedgerRepo>;

@@ -26,6 +26,20 @@ export function identityContract(make: MakeEnv): void {
       expect(await users.count()).toBe(1);
     });
 
+    test('insertIfAbsent: a taken username writes nothing and answers undefined; concurrent calls create one row', async () => {
+      const { users } = env().repos;
+      const first = await users.insertIfAbsent({ username: 'root', passwordHash: 'h1', role: 100, createdAt: 1, updatedAt: 1 });
+      expect(first).toMatchObject({ username: 'root', passwordHash: 'h1', role: 100 });
+      expect(await users.insertIfAbsent({ username: 'root', passwordHash: 'h2', createdAt: 2, updatedAt: 2 })).toBeUndefined();
+      expect(await users.byUsername('root')).toEqual(first!);
+      const raced = await Promise.all(Array.from({ length: 5 }, (_, i) => users.insertIfAbsent({ username: 'dave', passwordHash: `h${i}`, createdAt: 1, updatedAt: 1 })));
+      expect(raced.filter((r) => r !== undefined)).toHaveLength(1);
+      // Another unique column still refuses: only the username conflict is tolerated.
+      await users.update(first!.id, { email: 'r@x.io' });
+      await expect((async () => users.insertIfAbsent({ username: 'eve', passwordHash: 'h', email: 'r@x.io', createdAt: 1, updatedAt: 1 }))()).rejects.toThrow();
+      expect(await users.count()).toBe(2);
+    });
+
     test('byEmail ignores ASCII case only (SQLite lower() semantics)', async () => {
       const { users } = env().repos;
       const u = await users.insert({ username: 'c', passwordHash: 'h', email: 'Carol@Example.COM', createdAt: 1, updatedAt: 1 });

@@ -4,6 +4,7 @@
  * Called from repos-contract/sqlite.test.ts and repos-pg/contract.test.ts.
  */
 import { billingContract } from './billing.contract';
+import { budgetsContract } from './budgets.contract';
 import { channelsContract } from './channels.contract';
 import type { MakeEnv } from './env';
 import { identityContract } from './identity.contract';
@@ -16,4 +17,5 @@ export function repoContract(make: MakeEnv): void {
   channelsContract(make);
   billingContract(make);
   paymentsContract(make);
+  budgetsContract(make);
 }

@@ -2,7 +2,7 @@ import { describe } from 'bun:test';
 import { ChangeBus } from '@gw/core';
 import { openDatabase } from '../client';
 import {
-  ApiKeysRepo, ChannelsRepo, GroupsRepo, LedgerRepo, PricesRepo, RealtimeSessionsRepo, RedemptionCodesRepo, SecurityRepo,
+  AlertOutboxRepo, BudgetChargesRepo, BudgetsRepo, ApiKeysRepo, ChannelsRepo, GroupsRepo, LedgerRepo, PricesRepo, RealtimeSessionsRepo, RedemptionCodesRepo, SecurityRepo,
   SessionsRepo, SettlementsRepo, TopupOrdersRepo, UsageLogsRepo, UsageStatsRepo, UsersRepo, WebhookEventsRepo,
 } from '../index';
 import { repoContract, type ContractEnv } from './index';
@@ -23,6 +23,7 @@ describe('repository contract: SQLite', () => {
         security: new SecurityRepo(db), sessions: new SessionsRepo(db), settlements: new SettlementsRepo(h.sqlite),
         topupOrders: new TopupOrdersRepo(db), usageLogs: new UsageLogsRepo(db), usageStats: new UsageStatsRepo(db),
         users: new UsersRepo(db), webhookEvents: new WebhookEventsRepo(db),
+        budgets: new BudgetsRepo(db), budgetCharges: new BudgetChargesRepo(h.sqlite), alertOutbox: new AlertOutboxRepo(db),
       },
       close: async () => h.close(),
     };

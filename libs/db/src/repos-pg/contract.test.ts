@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ChangeBus } from '@gw/core';
 import { repoContract, type ContractEnv, type ContractRepos } from '../repos-contract';
 import {
-  PgApiKeysRepo, PgChannelsRepo, PgGroupsRepo, PgLedgerRepo, PgPricesRepo, PgRealtimeSessionsRepo, PgRedemptionCodesRepo,
+  PgAlertOutboxRepo, PgBudgetChargesRepo, PgBudgetsRepo, PgApiKeysRepo, PgChannelsRepo, PgGroupsRepo, PgLedgerRepo, PgPricesRepo, PgRealtimeSessionsRepo, PgRedemptionCodesRepo,
   PgSecurityRepo, PgSessionsRepo, PgSettlementsRepo, PgTopupOrdersRepo, PgUsageLogsRepo, PgUsageStatsRepo, PgUsersRepo,
   PgWebhookEventsRepo, pgStatsReader,
 } from './index';
@@ -42,6 +42,7 @@ async function emptyEnv(): Promise<ContractEnv> {
       security: new PgSecurityRepo(db), sessions: new PgSessionsRepo(db), settlements: new PgSettlementsRepo(db),
       topupOrders: new PgTopupOrdersRepo(db), usageLogs: new PgUsageLogsRepo(db), usageStats: new PgUsageStatsRepo(db),
       users: new PgUsersRepo(db), webhookEvents: new PgWebhookEventsRepo(db),
+      budgets: new PgBudgetsRepo(db), budgetCharges: new PgBudgetChargesRepo(db), alertOutbox: new PgAlertOutboxRepo(db),
     }),
     close: async () => {},
   };

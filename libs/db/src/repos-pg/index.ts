@@ -4,6 +4,7 @@
  * index does not load them). parity.check.ts keeps the method sets equal.
  */
 export { PgApiKeysRepo } from './api-keys';
+export { PgAlertOutboxRepo, PgBudgetChargesRepo, PgBudgetsRepo } from './budgets';
 export { PgChannelsRepo } from './channels';
 export { PgGroupsRepo } from './groups';
 export { PgLedgerRepo } from './ledger';

@@ -1,12 +1,22 @@
-import { and, count, desc, eq, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, gt, sql, type SQL } from 'drizzle-orm';
 import type { ChangeBus } from '@gw/core';
 import type { PgDb } from '../pg/client';
-import { ledger, users } from '../schema-pg';
-import type { LedgerEntryInput, LedgerRow } from '../repos/ledger';
+import { ledger, redemptionCodes, topupOrders, users, webhookEvents } from '../schema-pg';
+import type {
+  CheckedAdjustInput, CheckedAdjustResult, LedgerEntryInput, LedgerRow, LedgerStore, OpeningBalance, TopupDecision, TopupEventInput,
+  TopupEventResult,
+} from '../repos/ledger';
+import type { RedemptionCodeRow } from '../repos/redemption-codes';
+import type { TopupOrderRow } from '../repos/topup-orders';
+import type { NewUserRow, UserRow } from '../repos/users';
 import type { PgWriter } from './sql';
 
-/** PostgreSQL twin of ../repos/ledger.ts (same methods, async). */
-export class PgLedgerRepo {
+/**
+ * PostgreSQL twin of ../repos/ledger.ts (same methods, async). Each unit of work is one
+ * `db.transaction` with every statement on its `tx`: a pool has no "open transaction of the
+ * connection" for a statement on `db` to join. Like the SQLite versions, only `apply` emits.
+ */
+export class PgLedgerRepo implements LedgerStore {
   constructor(private readonly db: PgDb, private readonly bus?: ChangeBus) {}
 
   /**
@@ -37,6 +47,76 @@ export class PgLedgerRepo {
     const balance = await this.db.transaction((t) => run(t));
     if (balance !== null) this.bus?.emit('balance.changed', { userId: e.userId, balance });
     return balance;
+  }
+
+  async adjustChecked(e: CheckedAdjustInput): Promise<CheckedAdjustResult> {
+    return this.db.transaction(async (tx): Promise<CheckedAdjustResult> => {
+      // The row lock makes the check and the debit see one balance: a concurrent adjustment of the same
+      // user waits here until this one commits, then reads the balance it left (SQLite: BEGIN IMMEDIATE).
+      const [cur] = await tx.select({ quota: users.quota }).from(users).where(eq(users.id, e.userId)).for('update');
+      if (!cur) return { ok: false, reason: 'no_user' };
+      if (cur.quota + e.amount < 0 && !e.allowNegative) return { ok: false, reason: 'insufficient', balance: cur.quota };
+      const balance = await this.apply({ userId: e.userId, kind: 'adjust', amount: e.amount, ref: e.ref, note: e.note, actorId: e.actorId, at: e.at }, tx);
+      if (balance === null) throw new Error(`duplicate adjustment ref ${e.ref}`);
+      const [entry] = await tx.select().from(ledger).where(and(eq(ledger.kind, 'adjust'), eq(ledger.ref, e.ref)));
+      return { ok: true, entry: entry! };
+    });
+  }
+
+  async createUserWithOpeningBalance(row: NewUserRow, opening: OpeningBalance | null): Promise<UserRow> {
+    return this.db.transaction(async (tx) => {
+      const [u] = await tx.insert(users).values(row).returning();
+      if (!opening?.amount) return u!;
+      // The opening balance is a ledger entry like any other, so balance == sum(ledger) from the start.
+      await this.apply({ userId: u!.id, kind: 'adjust', amount: opening.amount, ref: `user-create:${u!.id}`, note: opening.note, actorId: opening.actorId, at: row.createdAt }, tx);
+      return (await tx.select().from(users).where(eq(users.id, u!.id)))[0]!;
+    });
+  }
+
+  async creditTopupOnce(e: TopupEventInput, decide: (order: TopupOrderRow | undefined) => TopupDecision): Promise<TopupEventResult> {
+    return this.db.transaction(async (tx): Promise<TopupEventResult> => {
+      // A concurrent delivery of the same event id waits on the unique index until this transaction
+      // ends; after a commit it inserts nothing (a duplicate), after a rollback it claims the event itself.
+      const claimed = await tx.insert(webhookEvents)
+        .values({ provider: e.provider, eventId: e.eventId, type: e.type, outcome: 'processing', receivedAt: e.at })
+        .onConflictDoNothing().returning({ id: webhookEvents.id });
+      if (!claimed.length) return { duplicate: true };
+      const order = e.tradeNo === null ? undefined : (await tx.select().from(topupOrders).where(eq(topupOrders.tradeNo, e.tradeNo)))[0];
+      const d = decide(order);
+      let outcome = d.outcome;
+      let credited: { userId: number; balance: number } | null = null;
+      if ('close' in d) {
+        if (!order) throw new Error('creditTopupOnce: a decision to close needs an order');
+        // The `status = 'pending'` guard makes the transition happen once: under READ COMMITTED a second
+        // UPDATE (another event for the same order) waits for the first and re-checks the guard after it commits.
+        const closed = await tx.update(topupOrders)
+          .set({ status: d.close, updatedAt: e.at, ...(d.close === 'paid' ? { paidAt: e.at } : {}) })
+          .where(and(eq(topupOrders.tradeNo, order.tradeNo), eq(topupOrders.status, 'pending'))).returning({ id: topupOrders.id });
+        if (!closed.length) outcome = `not_pending:${order.status}`;
+        else if ('credit' in d) {
+          const balance = await this.apply({ userId: order.userId, kind: 'topup', amount: d.credit.amount, ref: order.tradeNo, note: d.credit.note, at: e.at }, tx);
+          // The order was pending, so its credit cannot exist; if it does, undo the status change too.
+          if (balance === null) throw new Error(`ledger already holds topup ${order.tradeNo} for a pending order`);
+          credited = { userId: order.userId, balance };
+        }
+      }
+      await tx.update(webhookEvents).set({ outcome }).where(and(eq(webhookEvents.provider, e.provider), eq(webhookEvents.eventId, e.eventId)));
+      return { duplicate: false, outcome, credited };
+    });
+  }
+
+  async redeemCodeOnce(codeHash: string, userId: number, at: number, note: (code: RedemptionCodeRow) => string): Promise<{ quota: number; balance: number; codeId: number } | null> {
+    return this.db.transaction(async (tx) => {
+      // A concurrent UPDATE of the same code waits for this one and re-checks the guard after it commits: one claim wins.
+      const [row] = await tx.update(redemptionCodes).set({ status: 'redeemed', redeemedBy: userId, redeemedAt: at })
+        .where(and(eq(redemptionCodes.codeHash, codeHash), eq(redemptionCodes.status, 'unused'), gt(redemptionCodes.expiresAt, at)))
+        .returning();
+      if (!row) return null;
+      const balance = await this.apply({ userId, kind: 'redeem', amount: row.quota, ref: String(row.id), note: note(row), at }, tx);
+      // The code was unused, so its credit cannot exist; if it does, roll the claim back too.
+      if (balance === null) throw new Error(`ledger already holds redeem ${row.id} for an unused code`);
+      return { quota: row.quota, balance, codeId: row.id };
+    });
   }
 
   async list(f: { userId?: number; kind?: string; offset: number; limit: number }): Promise<{ items: LedgerRow[]; total: number }> {

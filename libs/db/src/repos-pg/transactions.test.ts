@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ChangeBus } from '@gw/core';
 import type { PgHandle } from '../pg/client';
 import {
-  PgApiKeysRepo, PgLedgerRepo, PgRedemptionCodesRepo, PgSecurityRepo, PgSettlementsRepo, PgTopupOrdersRepo, PgUsageLogsRepo,
+  PgAlertOutboxRepo, PgApiKeysRepo, PgBudgetChargesRepo, PgBudgetsRepo, PgLedgerRepo, PgRedemptionCodesRepo, PgSecurityRepo, PgSettlementsRepo, PgTopupOrdersRepo, PgUsageLogsRepo,
   PgUsersRepo, PgWebhookEventsRepo,
 } from './index';
 import type { SettlementRow } from '../repos/settlements';
@@ -108,6 +108,25 @@ describe.skipIf(!available)('PostgreSQL repos: a transaction argument is used', 
 });
 
 describe.skipIf(!available)('PostgreSQL repos: exactly once under concurrent connections', () => {
+  test('budget charges and alerts join the settlement transaction; concurrent charges are all counted', async () => {
+    const budgets = new PgBudgetsRepo(h.db);
+    const charges = new PgBudgetChargesRepo(h.db);
+    const b = await budgets.insert({ scope: 'user', subjectId: ++seq, period: 'monthly', limitAmount: 1_000, createdAt: 1, updatedAt: 1 });
+    const outboxEvent = `tx-alert-${seq}`;
+    await expect(h.db.transaction(async (tx) => {
+      expect(await charges.charge(b.id, '2026-03', 900, tx)).toEqual({ spent: 900, alerted: 0, limitAmount: 1_000, periodKey: '2026-03' });
+      await charges.markAlerted(b.id, 1, tx);
+      await charges.enqueue({ eventId: outboxEvent, type: 't', payload: '{}', status: 'pending', nextAttemptAt: 0, createdAt: 1 }, tx);
+      throw new Rollback();
+    })).rejects.toBeInstanceOf(Rollback);
+    expect(await budgets.byId(b.id)).toMatchObject({ spent: 0, alerted: 0, periodKey: '' });
+    expect((await new PgAlertOutboxRepo(h.db).list({ offset: 0, limit: 100 })).items.some((a) => a.eventId === outboxEvent)).toBe(false);
+    // The first charge of the period and N-1 more race; each must land on the one before it.
+    const results = await raceBlocked('budgets', N, (i) => h.db.transaction((tx) => charges.charge(b.id, '2026-03', i + 1, tx)));
+    expect(results.map((r) => r!.spent).sort((x, y) => x - y).at(-1)).toBe((N * (N + 1)) / 2);
+    expect((await budgets.byId(b.id))!.spent).toBe((N * (N + 1)) / 2);
+  });
+
   test(`ledger: ${N} concurrent applies of one (kind, ref) credit once; distinct refs all apply with an exact balance_after chain`, async () => {
     const ledger = new PgLedgerRepo(h.db);
     const u = await newUser();

@@ -24,6 +24,11 @@ export class PgUsersRepo {
     return (await this.db.insert(users).values(row).returning())[0]!;
   }
 
+  /** A concurrent insert of the same username waits on the unique index, then does nothing. */
+  async insertIfAbsent(row: NewUserRow): Promise<UserRow | undefined> {
+    return (await this.db.insert(users).values(row).onConflictDoNothing({ target: users.username }).returning())[0];
+  }
+
   async update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined> {
     return (await this.db.update(users).set(patch).where(eq(users.id, id)).returning())[0];
   }

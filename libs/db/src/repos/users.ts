@@ -21,6 +21,11 @@ export interface UsersStore {
   byEmail(email: string): Promise<UserRow | undefined>;
   /** A user with no opening balance (LedgerStore.createUserWithOpeningBalance credits one: balances change only through the ledger). */
   insert(row: NewUserRow): Promise<UserRow>;
+  /**
+   * Like `insert`, but a taken username is not an error: undefined, nothing written. Race-free across
+   * processes (INSERT … ON CONFLICT (username) DO NOTHING), so nodes starting at once create one root.
+   */
+  insertIfAbsent(row: NewUserRow): Promise<UserRow | undefined>;
   update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined>;
   delete(id: number): Promise<boolean>;
   count(): Promise<number>;
@@ -45,6 +50,10 @@ export class UsersRepo implements UsersStore {
 
   async insert(row: NewUserRow): Promise<UserRow> {
     return this.db.insert(users).values(row).returning().get();
+  }
+
+  async insertIfAbsent(row: NewUserRow): Promise<UserRow | undefined> {
+    return this.db.insert(users).values(row).onConflictDoNothing({ target: users.username }).returning().get();
   }
 
   async update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined> {

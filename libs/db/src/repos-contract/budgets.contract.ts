@@ -1,0 +1,93 @@
+import { describe, expect, test } from 'bun:test';
+import type { MakeEnv } from './env';
+import { BIG, seedUser, useEnv } from './setup';
+
+const budget = (over: { scope?: string; subjectId: number; period?: string; limitAmount?: number }) => ({
+  scope: 'user', period: 'monthly', limitAmount: 1_000, createdAt: 1, updatedAt: 1, ...over,
+});
+const alert = (eventId: string, nextAttemptAt: number, status: 'pending' | 'skipped' = 'pending') =>
+  ({ eventId, type: 'budget.threshold', payload: `{"id":"${eventId}"}`, status, nextAttemptAt, createdAt: 1 });
+
+/** Budgets and low-balance thresholds, the budget writes of a settlement, the alert outbox. */
+export function budgetsContract(make: MakeEnv): void {
+  describe('budgets', () => {
+    const env = useEnv(make);
+
+    test('insert with defaults, find by (scope, subject, period), list filters, update, delete; one budget per (scope, subject, period)', async () => {
+      const { budgets } = env().repos;
+      const a = await budgets.insert(budget({ subjectId: 7, limitAmount: BIG }));
+      expect(a).toMatchObject({ scope: 'user', subjectId: 7, period: 'monthly', limitAmount: BIG, periodKey: '', spent: 0, alerted: 0 });
+      const b = await budgets.insert(budget({ scope: 'key', subjectId: 7, period: 'daily' }));
+      const c = await budgets.insert(budget({ subjectId: 8 }));
+      await expect((async () => budgets.insert(budget({ subjectId: 7 })))()).rejects.toThrow();
+      expect(await budgets.find('user', 7, 'monthly')).toEqual(a);
+      expect(await budgets.find('user', 7, 'daily')).toBeUndefined();
+      expect((await budgets.all()).map((x) => x.id)).toEqual([a.id, b.id, c.id]);
+      expect((await budgets.list({ scope: 'user' })).map((x) => x.id)).toEqual([a.id, c.id]);
+      expect((await budgets.list({ subjectIds: [7] })).map((x) => x.id)).toEqual([a.id, b.id]);
+      expect(await budgets.list({ subjectIds: [] })).toEqual([]);
+      expect(await budgets.update(a.id, { limitAmount: 5, updatedAt: 2 })).toMatchObject({ id: a.id, limitAmount: 5, updatedAt: 2 });
+      expect(await budgets.update(a.id + 100, { limitAmount: 5 })).toBeUndefined();
+      expect((await budgets.delete(b.id))?.id).toBe(b.id);
+      expect(await budgets.delete(b.id)).toBeUndefined();
+      expect(await budgets.byId(b.id)).toBeUndefined();
+    });
+
+    test('low-balance thresholds: set is an upsert per user; clear says whether one existed', async () => {
+      const { repos: r } = env();
+      const u = await seedUser(r);
+      await r.budgets.setLowBalance(u.id, 100, 10);
+      await r.budgets.setLowBalance(u.id, BIG, 20);
+      expect(await r.budgets.lowBalance(u.id)).toMatchObject({ userId: u.id, threshold: BIG, createdAt: 10, updatedAt: 20 });
+      expect(await r.budgets.lowBalanceAll()).toHaveLength(1);
+      expect(await r.budgets.clearLowBalance(u.id)).toBe(true);
+      expect(await r.budgets.clearLowBalance(u.id)).toBe(false);
+      expect(await r.budgets.lowBalance(u.id)).toBeUndefined();
+    });
+
+    test('charge adds within a period, restarts in a later one (alerts too), ignores an earlier one and a missing budget', async () => {
+      const { budgets, budgetCharges } = env().repos;
+      const b = await budgets.insert(budget({ subjectId: 1, period: 'daily' }));
+      expect(await budgetCharges.charge(b.id, '2026-01-31', 40)).toEqual({ spent: 40, alerted: 0, limitAmount: 1_000, periodKey: '2026-01-31' });
+      await budgetCharges.markAlerted(b.id, 3);
+      expect(await budgetCharges.charge(b.id, '2026-01-31', 2)).toEqual({ spent: 42, alerted: 3, limitAmount: 1_000, periodKey: '2026-01-31' });
+      // A late charge of an earlier period never rewinds the current one.
+      expect(await budgetCharges.charge(b.id, '2026-01-30', 500)).toBeNull();
+      expect(await budgetCharges.charge(b.id, '2026-02-01', BIG)).toEqual({ spent: BIG, alerted: 0, limitAmount: 1_000, periodKey: '2026-02-01' });
+      expect(await budgets.byId(b.id)).toMatchObject({ spent: BIG, alerted: 0, periodKey: '2026-02-01' });
+      expect(await budgetCharges.charge(b.id + 100, '2026-02-01', 1)).toBeNull();
+    });
+  });
+
+  describe('alert outbox', () => {
+    const env = useEnv(make);
+
+    test('enqueue, due oldest first, claim once per seen attempt, delivered / retry / failed, list by status', async () => {
+      const { budgetCharges, alertOutbox } = env().repos;
+      await budgetCharges.enqueue(alert('e1', 200));
+      await budgetCharges.enqueue(alert('e2', 100));
+      await budgetCharges.enqueue(alert('e3', 100, 'skipped'));
+      await budgetCharges.enqueue(alert('e4', 900));
+      await expect((async () => budgetCharges.enqueue(alert('e1', 1)))()).rejects.toThrow();
+      const due = await alertOutbox.due(500, 10);
+      expect(due.map((a) => a.eventId)).toEqual(['e2', 'e1']);
+      expect(due[0]).toMatchObject({ status: 'pending', attempts: 0, lastError: '', deliveredAt: null, payload: '{"id":"e2"}' });
+      expect(await alertOutbox.due(500, 1)).toHaveLength(1);
+      const [e2, e1] = due;
+      expect(await alertOutbox.claim(e2!.id, 100, 600)).toBe(true);
+      expect(await alertOutbox.claim(e2!.id, 100, 600)).toBe(false);
+      await alertOutbox.delivered(e2!.id, 1, 550);
+      expect(await alertOutbox.claim(e2!.id, 600, 700)).toBe(false);
+      await alertOutbox.retry(e1!.id, 1, 800, 'HTTP 500');
+      expect((await alertOutbox.due(500, 10)).map((a) => a.eventId)).toEqual([]);
+      expect((await alertOutbox.due(800, 10)).map((a) => [a.eventId, a.attempts, a.lastError])).toEqual([['e1', 1, 'HTTP 500']]);
+      await alertOutbox.failed(e1!.id, 2, 'gave up');
+      const delivered = await alertOutbox.list({ status: 'delivered', offset: 0, limit: 10 });
+      expect(delivered.items.map((a) => [a.eventId, a.attempts, a.deliveredAt])).toEqual([['e2', 1, 550]]);
+      expect(delivered.total).toBe(1);
+      expect((await alertOutbox.list({ status: 'failed', offset: 0, limit: 10 })).items.map((a) => a.lastError)).toEqual(['gave up']);
+      const all = await alertOutbox.list({ offset: 1, limit: 2 });
+      expect([all.total, all.items.map((a) => a.eventId)]).toEqual([4, ['e3', 'e2']]);
+    });
+  });
+}
