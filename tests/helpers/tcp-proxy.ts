@@ -6,7 +6,7 @@
  */
 import type { Socket } from 'bun';
 
-interface Pipe { client: Socket<Pipe>; server: Socket<Pipe> | null; toServer: Uint8Array[]; toClient: Uint8Array[]; dead: boolean }
+interface Pipe { client: Socket<Pipe>; server: Socket<Pipe> | null; toServer: Uint8Array[]; toClient: Uint8Array[]; dead: boolean; cutOnReply?: boolean }
 
 export interface TcpProxy {
   port: number;
@@ -14,11 +14,17 @@ export interface TcpProxy {
   blackhole(): void;
   down(): void;
   up(): void;
+  /**
+   * Once: the next client message containing `text` (ASCII, any case) still reaches the server, but the
+   * server's reply to it is swallowed and the connection closed (a COMMIT that happened, unacknowledged).
+   */
+  dropReplyAfter(text: string): void;
   stop(): void;
 }
 
 export function tcpProxy(target: { host: string; port: number }): TcpProxy {
   let refusing = false;
+  let dropAfter: string | null = null;
   const pipes = new Set<Pipe>();
   const flush = (sock: Socket<Pipe>, queue: Uint8Array[]) => {
     while (queue.length) {
@@ -53,6 +59,7 @@ export function tcpProxy(target: { host: string; port: number }): TcpProxy {
             },
             data(_server, chunk) {
               if (p.dead) return;
+              if (p.cutOnReply) return void close(p);
               p.toClient.push(new Uint8Array(chunk));
               flush(p.client, p.toClient);
             },
@@ -65,6 +72,10 @@ export function tcpProxy(target: { host: string; port: number }): TcpProxy {
       data(_client, chunk) {
         const p = _client.data;
         if (p.dead) return;
+        if (dropAfter && Buffer.from(chunk).toString('latin1').toLowerCase().includes(dropAfter)) {
+          dropAfter = null;
+          p.cutOnReply = true;
+        }
         p.toServer.push(new Uint8Array(chunk));
         if (p.server) flush(p.server, p.toServer);
       },
@@ -77,6 +88,9 @@ export function tcpProxy(target: { host: string; port: number }): TcpProxy {
   let listening = true;
   return {
     port,
+    dropReplyAfter(text) {
+      dropAfter = text.toLowerCase();
+    },
     blackhole() {
       for (const p of pipes) p.dead = true;
     },

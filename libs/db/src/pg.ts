@@ -9,5 +9,6 @@ export { applyPgMigrations } from './pg/migrate';
 export { PgAdvisoryLeader, leaderLockKey, type PgLeaderOptions } from './pg/leader';
 export { createPgStores } from './pg/stores';
 export { PgChangeFeed, CHANGE_CHANNEL, type PgChangeFeedOptions } from './pg/change-feed';
+export { PgGroupCommitter, SettlementUnavailableError, isTransientPgError, type GroupCommitOptions } from './pg/group-commit';
 export { copyOrder, CopyError, copySqliteToPostgres, type CopyOptions } from './copy';
 export * from './repos-pg';

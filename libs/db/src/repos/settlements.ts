@@ -57,6 +57,26 @@ export interface SettlementSink {
   apply(r: SettlementRow): { inserted: false } | { inserted: true; balance: number | undefined };
 }
 
+/** What writing one settlement did: nothing (request id already settled), or the charge and the balance after it. */
+export type SettleOutcome =
+  | { inserted: false }
+  /** `recovered`: written by an earlier try whose COMMIT reply was lost, recognised on retry. */
+  | { inserted: true; balance: number | undefined; recovered?: boolean };
+
+/**
+ * The settlement port of the PostgreSQL mode: each settlement resolves only once it is committed
+ * (group commit, see PgGroupCommitter), so the caller awaits it before acknowledging the request
+ * and no local journal is needed. Rejects when the write failed for good (nothing charged, or with
+ * SettlementUnavailableError an unknown outcome that a retry under the same request id resolves).
+ */
+export interface AsyncSettlementSink {
+  /** Every user's committed balance (start-up). */
+  balances(): Promise<Array<{ id: number; quota: number }>>;
+  /** One user's committed balance; undefined = no such user. */
+  balance(userId: number): Promise<number | undefined>;
+  settle(row: SettlementRow): Promise<SettleOutcome>;
+}
+
 /**
  * The per-request write of metering, on raw prepared statements: it runs for every request, and
  * through the query builder it cost several times what SQLite itself spends. It writes exactly

@@ -1,0 +1,203 @@
+/**
+ * PgGroupCommitter against the real local PostgreSQL: exact money under concurrency, idempotency by
+ * request id, and settling exactly once through a killed backend, a lost COMMIT reply and an outage.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test';
+import { PgGroupCommitter, SettlementUnavailableError, isTransientPgError } from './group-commit';
+import { openPostgres, type PgHandle } from './client';
+import { PgApiKeysRepo, PgUsersRepo } from '../repos-pg';
+import type { SettlementRow } from '../repos/settlements';
+import { PG_TEST_URL, openPgTestDb, requirePg, type PgTestDb } from '../../../../tests/helpers/postgres';
+import { tcpProxy } from '../../../../tests/helpers/tcp-proxy';
+
+const available = await requirePg('libs/db/src/pg/group-commit.test.ts');
+let t: PgTestDb;
+let h: PgHandle;
+
+beforeAll(async () => {
+  if (!available) return;
+  t = await openPgTestDb('gw_gcommit', { max: 4 });
+  h = t.handle;
+});
+afterAll(async () => {
+  // Up to 5 s: postgres.js's end() waits out a connection whose backend was killed with a query on it.
+  if (available) await t?.close();
+}, 20_000);
+beforeEach(async () => {
+  if (available) await t.reset();
+});
+
+let seq = 0;
+async function seedUsers(n: number, quota: number): Promise<Array<{ userId: number; keyId: number }>> {
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    const u = await new PgUsersRepo(h.db).insert({ username: `gc${++seq}`, passwordHash: 'h', quota, createdAt: 1, updatedAt: 1 });
+    const k = await new PgApiKeysRepo(h.db).insert({ userId: u.id, keyHash: `gck${seq}`, prefix: 'p', createdAt: 1, updatedAt: 1 });
+    out.push({ userId: u.id, keyId: k.id });
+  }
+  return out;
+}
+const row = (userId: number, apiKeyId: number, over: Partial<SettlementRow> = {}): SettlementRow => ({
+  requestId: `gc-req-${++seq}`, kind: 'messages', userId, apiKeyId, channelId: null, model: 'm', upstreamModel: 'm', stream: false,
+  inputTokens: 1, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0, audioInputTokens: 0, audioOutputTokens: 0, cost: 10,
+  latencyMs: 1, ttftMs: null, status: 200, errorCode: '', attempts: 1, ip: '', createdAt: 100, ...over,
+});
+
+/** users.quota, the ledger's charges and the usage rows of every user agree, and each request id is written once. */
+async function books(userIds: number[]) {
+  const q = await h.sql<{ id: number; quota: string; charged: string | null; charges: string; usage: string; usage_cost: string | null }[]>`
+    select u.id, u.quota,
+      (select sum(amount) from ledger l where l.user_id = u.id and l.kind = 'charge') as charged,
+      (select count(*) from ledger l where l.user_id = u.id and l.kind = 'charge') as charges,
+      (select count(*) from usage_logs g where g.user_id = u.id) as usage,
+      (select sum(cost) from usage_logs g where g.user_id = u.id) as usage_cost
+    from users u where u.id in ${h.sql(userIds)} order by u.id`;
+  const dup = await h.sql<{ n: string }[]>`select count(*) as n from (select request_id from usage_logs group by request_id having count(*) > 1) d`;
+  expect(Number(dup[0]!.n)).toBe(0);
+  return new Map(q.map((r) => [Number(r.id), {
+    quota: Number(r.quota), charged: -Number(r.charged ?? 0), charges: Number(r.charges), usage: Number(r.usage), usageCost: Number(r.usage_cost ?? 0),
+  }]));
+}
+
+describe.skipIf(!available)('PgGroupCommitter', () => {
+  test('200 concurrent settles for 20 users: balance = opening - costs = -ledger charges, one usage row each, in few batches', async () => {
+    const users = await seedUsers(20, 1_000_000);
+    const batches: number[] = [];
+    const gc = new PgGroupCommitter(h.db, { onBatch: (b) => batches.push(b.rows) });
+    const rows = Array.from({ length: 200 }, (_, i) => row(users[i % 20]!.userId, users[i % 20]!.keyId, { cost: 1 + ((i * 37) % 101) }));
+    const out = await Promise.all(rows.map((r) => gc.settle(r)));
+    expect(out.every((o) => o.inserted)).toBe(true);
+    const b = await books(users.map((u) => u.userId));
+    for (const u of users) {
+      const spent = rows.filter((r) => r.userId === u.userId).reduce((s, r) => s + r.cost, 0);
+      const got = b.get(u.userId)!;
+      expect(got.quota).toBe(1_000_000 - spent);
+      expect(got.charged).toBe(spent);
+      expect(got.usage).toBe(10);
+      expect(got.charges).toBe(10);
+      // The balance handed back for a user's last settlement in commit order is the committed one.
+      const last = out.filter((_, i) => rows[i]!.userId === u.userId).map((o) => (o.inserted ? o.balance! : Infinity));
+      expect(Math.min(...last)).toBe(got.quota);
+    }
+    expect(batches.reduce((s, n) => s + n, 0)).toBe(200);
+    expect(batches.length).toBeLessThan(20);
+    const keys = await h.sql<{ used: string }[]>`select sum(used_quota) as used from api_keys`;
+    expect(Number(keys[0]!.used)).toBe(rows.reduce((s, r) => s + r.cost, 0));
+    await gc.close();
+  });
+
+  test('a duplicate request id settles once, in one batch or across batches', async () => {
+    const [u] = await seedUsers(1, 1_000);
+    const gc = new PgGroupCommitter(h.db);
+    const r = row(u!.userId, u!.keyId, { cost: 7 });
+    const same = await Promise.all([gc.settle(r), gc.settle({ ...r })]);
+    expect(same.filter((o) => o.inserted).length).toBe(1);
+    expect(await gc.settle({ ...r })).toEqual({ inserted: false });
+    const b = (await books([u!.userId])).get(u!.userId)!;
+    expect(b).toMatchObject({ quota: 993, charged: 7, usage: 1, charges: 1 });
+    await gc.close();
+  });
+
+  test('one bad row in a batch fails alone; the others are written', async () => {
+    const users = await seedUsers(3, 1_000);
+    const batches: Array<{ oneByOne: boolean }> = [];
+    const gc = new PgGroupCommitter(h.db, { onBatch: (b) => batches.push(b) });
+    const good = users.map((u) => row(u.userId, u.keyId, { cost: 5 }));
+    const bad = row(999_999, users[0]!.keyId, { cost: 5 }); // no such user
+    const results = await Promise.allSettled([good[0]!, bad, good[1]!, good[2]!].map((r) => gc.settle(r)));
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    expect(isTransientPgError((results[1] as PromiseRejectedResult).reason)).toBe(false);
+    expect(batches).toEqual([expect.objectContaining({ oneByOne: true })]);
+    const b = await books(users.map((u) => u.userId));
+    for (const u of users) expect(b.get(u.userId)).toMatchObject({ quota: 995, usage: 1, charges: 1 });
+    const stray = await h.sql`select 1 from usage_logs where request_id = ${bad.requestId}`;
+    expect(stray.length).toBe(0);
+    await gc.close();
+  });
+
+  test('the backend killed mid-batch (pg_terminate_backend): the batch is retried and everything settles exactly once', async () => {
+    const users = await seedUsers(10, 100_000);
+    const batches: Array<{ tries: number }> = [];
+    const gc = new PgGroupCommitter(h.db, { onBatch: (b) => batches.push(b), backoffMs: 20 });
+    const rows = Array.from({ length: 50 }, (_, i) => row(users[i % 10]!.userId, users[i % 10]!.keyId, { cost: 3 + i }));
+    let results!: Promise<unknown[]>;
+    // A row lock on the last user holds the batch inside its transaction, its first rows already written.
+    await h.sql.begin(async (s) => {
+      const [me] = await s<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      await s`select 1 from users where id = ${users[9]!.userId} for update`;
+      results = Promise.all(rows.map((r) => gc.settle(r)));
+      results.catch(() => {});
+      let victim: number | undefined;
+      for (let i = 0; i < 200 && victim === undefined; i++) {
+        await Bun.sleep(10);
+        const w = await h.sql<{ pid: number }[]>`select pid from pg_stat_activity where ${me!.pid} = any(pg_blocking_pids(pid))`;
+        victim = w[0]?.pid;
+      }
+      expect(victim).toBeDefined();
+      const [k] = await h.sql<{ ok: boolean }[]>`select pg_terminate_backend(${victim!}) as ok`;
+      expect(k!.ok).toBe(true);
+    });
+    const out = (await results) as Array<{ inserted: boolean }>;
+    expect(out.every((o) => o.inserted)).toBe(true);
+    expect(batches[0]!.tries).toBeGreaterThan(1);
+    const b = await books(users.map((u) => u.userId));
+    for (const u of users) {
+      const spent = rows.filter((r) => r.userId === u.userId).reduce((s, r) => s + r.cost, 0);
+      expect(b.get(u.userId)).toMatchObject({ quota: 100_000 - spent, charged: spent, usage: 5, charges: 5 });
+    }
+    await gc.close();
+  });
+
+  describe('through a TCP proxy', () => {
+    const url = new URL(PG_TEST_URL);
+    const proxy = available ? tcpProxy({ host: url.hostname, port: Number(url.port || 5432) }) : null;
+    let ph: PgHandle;
+    beforeAll(async () => {
+      if (!available) return;
+      const via = new URL(PG_TEST_URL);
+      via.hostname = '127.0.0.1';
+      via.port = String(proxy!.port);
+      ph = await openPostgres(via.toString(), { schema: h.schema, max: 2 });
+    });
+    afterAll(async () => {
+      // The try abandoned at its deadline may still wait for a connection: nothing to wait for.
+      await ph?.sql.end({ timeout: 0 }).catch(() => {});
+      proxy?.stop();
+    });
+
+    test('COMMIT happens but its reply is lost: the retry inserts nothing and recognises the row as written', async () => {
+      const [u] = await seedUsers(1, 1_000);
+      const gc = new PgGroupCommitter(ph.db, { backoffMs: 10 });
+      proxy!.dropReplyAfter('commit');
+      const out = await gc.settle(row(u!.userId, u!.keyId, { cost: 40 }));
+      expect(out).toEqual({ inserted: true, balance: 960, recovered: true });
+      expect((await books([u!.userId])).get(u!.userId)).toMatchObject({ quota: 960, charged: 40, usage: 1, charges: 1 });
+      // A genuine duplicate after that is still one.
+      await gc.close();
+    });
+
+    test('database unreachable: retried with backoff; written once it is back, refused past the deadline', async () => {
+      const [u] = await seedUsers(1, 1_000);
+      proxy!.down();
+      try {
+        const quick = new PgGroupCommitter(ph.db, { retryDeadlineMs: 150, backoffMs: 20 });
+        const lost = row(u!.userId, u!.keyId, { cost: 1 });
+        const t0 = performance.now();
+        const err = await quick.settle(lost).catch((e) => e);
+        expect(err).toBeInstanceOf(SettlementUnavailableError);
+        expect(performance.now() - t0).toBeLessThan(1_000);
+        const patient = new PgGroupCommitter(ph.db, { retryDeadlineMs: 10_000, backoffMs: 20, maxBackoffMs: 100 });
+        const p = patient.settle(row(u!.userId, u!.keyId, { cost: 100 }));
+        await Bun.sleep(300);
+        proxy!.up();
+        expect(await p).toMatchObject({ inserted: true, balance: 900 });
+        // The request the first committer gave up on is retried under its id: written once.
+        expect(await patient.settle(lost)).toMatchObject({ inserted: true, balance: 899 });
+        expect(await patient.settle(lost)).toEqual({ inserted: false });
+      } finally {
+        proxy!.up();
+      }
+      expect((await books([u!.userId])).get(u!.userId)).toMatchObject({ quota: 899, usage: 2, charges: 2 });
+    }, 30_000);
+  });
+});

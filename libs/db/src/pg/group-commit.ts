@@ -1,0 +1,224 @@
+import postgres from 'postgres';
+import { sql } from 'drizzle-orm';
+import type { PgDb } from './client';
+import type { AsyncSettlementSink, SettleOutcome, SettlementRow } from '../repos/settlements';
+import { PgSettlementsRepo } from '../repos-pg/settlements';
+import type { PgWriter } from '../repos-pg/sql';
+
+export interface GroupCommitOptions {
+  /** Longest a settlement waits for others to join its batch (ms). Default 2. */
+  maxDelayMs?: number;
+  /** A batch this large is written at once. Default 256. */
+  maxBatch?: number;
+  /** While the database is unreachable, a batch is retried until this long after its first try (ms). Default 15 000. */
+  retryDeadlineMs?: number;
+  /** First retry delay (ms), doubled per retry up to `maxBackoffMs`. Defaults 25 and 1 000. */
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  /** Sees every batch written (metrics, benches). */
+  onBatch?: (info: { rows: number; ms: number; tries: number; oneByOne: boolean }) => void;
+}
+
+/** The database stayed unreachable past the retry deadline: the settlement may or may not be written. */
+export class SettlementUnavailableError extends Error {
+  readonly code = 'settlement_unavailable';
+  constructor(requestId: string, cause: unknown) {
+    super(`settlement ${requestId}: database unreachable until the retry deadline`, { cause });
+    this.name = 'SettlementUnavailableError';
+  }
+}
+
+interface Item {
+  row: SettlementRow;
+  done: (o: SettleOutcome) => void;
+  fail: (e: unknown) => void;
+}
+
+/** postgres.js's own connection failures (its `code` is not an SQLSTATE). */
+const CLIENT_CONNECTION_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT']);
+
+/**
+ * Worth retrying as is: the connection broke (the commit's outcome may be unknown), the server is
+ * going away or short of resources, or the transaction lost a serialization/deadlock race. Anything
+ * else is about the rows and will fail again.
+ */
+export function isTransientPgError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return false;
+  if (err instanceof postgres.PostgresError) {
+    return code.startsWith('08') || code.startsWith('53') || code.startsWith('57P') || code === '40001' || code === '40P01';
+  }
+  // Socket errors (ECONNREFUSED, ECONNRESET, ...) surface with their errno code.
+  return CLIENT_CONNECTION_CODES.has(code) || /^E[A-Z]+$/.test(code);
+}
+
+/**
+ * Settlement for the PostgreSQL mode, durable before acknowledgement: `settle(row)` queues the row and
+ * resolves only after the COMMIT that wrote it, so the caller can await it before its response or
+ * stream ends and no local journal is needed.
+ *
+ * Rows are grouped (after `maxDelayMs`, or at once at `maxBatch`), and one batch at a time is written in
+ * ONE transaction with the rows sorted by (user, key), so two nodes' batches take row locks in the
+ * same order and cannot deadlock, and a user's balances resolve in commit order. Rows that arrive while
+ * a batch commits form the next one, written as soon as it is done (they have waited already).
+ *
+ * Failures: a transient one (connection lost, server restarting) retries the whole batch with backoff
+ * until `retryDeadlineMs`, then rejects each row with SettlementUnavailableError. Any other failure
+ * rolls the batch back and writes its rows one by one, so one bad row cannot cost the others. The
+ * request id is the idempotency key: retrying after a commit whose reply was lost inserts nothing, and
+ * the retry recognises the row as its own (same user, cost, time, latency) and reports it as written.
+ */
+export class PgGroupCommitter implements AsyncSettlementSink {
+  private readonly repo: PgSettlementsRepo;
+  private readonly maxDelayMs: number;
+  private readonly maxBatch: number;
+  private readonly deadlineMs: number;
+  private readonly backoffMs: number;
+  private readonly maxBackoffMs: number;
+  private queue: Item[] = [];
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private running: Promise<void> | null = null;
+  private closed = false;
+
+  constructor(private readonly db: PgDb, private readonly opts: GroupCommitOptions = {}) {
+    this.repo = new PgSettlementsRepo(db);
+    this.maxDelayMs = opts.maxDelayMs ?? 2;
+    this.maxBatch = Math.max(1, opts.maxBatch ?? 256);
+    this.deadlineMs = opts.retryDeadlineMs ?? 15_000;
+    this.backoffMs = opts.backoffMs ?? 25;
+    this.maxBackoffMs = opts.maxBackoffMs ?? 1_000;
+  }
+
+  async balances(): Promise<Array<{ id: number; quota: number }>> {
+    const rows = await this.db.execute<{ id: number; quota: string }>(sql`SELECT id, quota FROM users`);
+    return rows.map((r) => ({ id: Number(r.id), quota: Number(r.quota) }));
+  }
+
+  async balance(userId: number): Promise<number | undefined> {
+    const [r] = await this.db.execute<{ quota: string }>(sql`SELECT quota FROM users WHERE id = ${userId}`);
+    return r ? Number(r.quota) : undefined;
+  }
+
+  /** Queues one settlement; resolves after the COMMIT that wrote it (or found it already written). */
+  settle(row: SettlementRow): Promise<SettleOutcome> {
+    if (this.closed) return Promise.reject(new Error('group committer closed'));
+    return new Promise((done, fail) => {
+      this.queue.push({ row, done, fail });
+      if (this.running) return; // the running batch starts the next one when it ends
+      if (this.queue.length >= this.maxBatch) this.kick();
+      else this.timer ??= setTimeout(() => this.kick(), this.maxDelayMs);
+    });
+  }
+
+  /** Settlements queued and not yet written (the running batch not included). */
+  get queued(): number {
+    return this.queue.length;
+  }
+
+  /** Writes what is queued, refuses new rows, and resolves when the last batch is done. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (!this.running) this.kick();
+    while (this.running) await this.running;
+  }
+
+  private kick(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.running || !this.queue.length) return;
+    const batch = this.queue.splice(0, this.maxBatch);
+    this.running = this.commitBatch(batch).finally(() => {
+      this.running = null;
+      if (this.queue.length) this.kick();
+    });
+  }
+
+  private async commitBatch(items: Item[]): Promise<void> {
+    const t0 = performance.now();
+    // Stable: a user's rows keep their arrival order, so balance_after follows it.
+    items.sort((a, b) => a.row.userId - b.row.userId || a.row.apiKeyId - b.row.apiKeyId);
+    const first = await this.withRetry(items.map((i) => i.row));
+    if (first.ok) {
+      items.forEach((it, n) => it.done(first.value[n]!));
+      this.opts.onBatch?.({ rows: items.length, ms: performance.now() - t0, tries: first.tries, oneByOne: false });
+      return;
+    }
+    if (first.unavailable) {
+      for (const it of items) it.fail(new SettlementUnavailableError(it.row.requestId, first.error));
+      return;
+    }
+    // A row-level failure rolled the batch back: each row on its own, so only the bad one fails.
+    for (const it of items) {
+      const one = items.length === 1 ? first : await this.withRetry([it.row]);
+      if (one.ok) it.done(one.value[0]!);
+      else it.fail(one.unavailable ? new SettlementUnavailableError(it.row.requestId, one.error) : one.error);
+    }
+    this.opts.onBatch?.({ rows: items.length, ms: performance.now() - t0, tries: first.tries, oneByOne: true });
+  }
+
+  /** One transaction for `rows`, retried while the failure is transient and the deadline not passed. */
+  private async withRetry(rows: SettlementRow[]): Promise<
+    { ok: true; value: SettleOutcome[]; tries: number } | { ok: false; unavailable: boolean; error: unknown; tries: number }
+  > {
+    const deadline = performance.now() + this.deadlineMs;
+    let delay = this.backoffMs;
+    // After a transient failure the previous COMMIT may have happened: a row found already written
+    // is checked against what we wrote.
+    let uncertain = false;
+    for (let tries = 1; ; tries++) {
+      try {
+        const value = await beforeDeadline(this.db.transaction((tx) => this.writeAll(tx, rows, uncertain)), deadline);
+        return { ok: true, value, tries };
+      } catch (error) {
+        if (error instanceof DeadlinePassed) return { ok: false, unavailable: true, error: error.cause, tries };
+        if (!isTransientPgError(error)) return { ok: false, unavailable: false, error, tries };
+        uncertain = true;
+        if (performance.now() + delay > deadline) return { ok: false, unavailable: true, error, tries };
+        await Bun.sleep(delay);
+        delay = Math.min(delay * 2, this.maxBackoffMs);
+      }
+    }
+  }
+
+  private async writeAll(tx: PgWriter, rows: SettlementRow[], uncertain: boolean): Promise<SettleOutcome[]> {
+    // Issued together: postgres.js pipelines them on the transaction's connection, in this order.
+    const out: SettleOutcome[] = await Promise.all(rows.map((r) => this.repo.apply(r, tx)));
+    if (uncertain) {
+      for (const [n, o] of out.entries()) {
+        if (!o.inserted) out[n] = await this.recognise(tx, rows[n]!);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * A row already written when we retry after an unknown commit outcome: ours if it is what we wrote
+   * (then reported as written, with the user's current balance), else a genuine duplicate.
+   */
+  private async recognise(tx: PgWriter, r: SettlementRow): Promise<SettleOutcome> {
+    const [u] = await tx.execute<{ user_id: number; cost: string; created_at: string; latency_ms: number; quota: string | null }>(sql`
+      SELECT l.user_id, l.cost, l.created_at, l.latency_ms, u.quota FROM usage_logs l LEFT JOIN users u ON u.id = l.user_id
+      WHERE l.request_id = ${r.requestId}`);
+    const ours = !!u && Number(u.user_id) === r.userId && Number(u.cost) === r.cost && Number(u.created_at) === r.createdAt
+      && Number(u.latency_ms) === r.latencyMs;
+    if (!ours) return { inserted: false };
+    return { inserted: true, balance: r.cost > 0 && u!.quota !== null ? Number(u!.quota) : undefined, recovered: true };
+  }
+}
+
+class DeadlinePassed extends Error {}
+
+/**
+ * A try still waiting at the deadline (postgres.js waits out its reconnect backoff, up to 20 s, before a
+ * query on a dead server fails) is no longer waited for: its outcome is unknown, which is what the
+ * caller is told; if it commits later, the request id keeps a retry from charging twice.
+ */
+function beforeDeadline<T>(p: Promise<T>, deadline: number): Promise<T> {
+  const left = deadline - performance.now();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, fail) => {
+    timer = setTimeout(() => fail(new DeadlinePassed('retry deadline passed', { cause: new Error('database did not answer before the retry deadline') })), Math.max(0, left));
+  });
+  p.catch(() => {}); // its late failure, if any, is nobody's business any more
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
