@@ -233,6 +233,22 @@ export class ApiKeyService {
     });
   }
 
+  /**
+   * Rebuilds the index from every stored key (a change feed's resync). Read first, then swapped in one
+   * synchronous step, so a request sees the old index or the new one, never a half-built one.
+   */
+  reloadAll(): Promise<void> {
+    return this.refreshes.run(async () => {
+      const rows = await this.repo.all();
+      for (const row of rows) if (!this.directory.get(row.userId)) await this.directory.refresh(row.userId);
+      this.byHash.clear();
+      this.hashById.clear();
+      this.idsByUser.clear();
+      this.excludedUsers.clear();
+      for (const row of rows) this.indexKnown(row);
+    });
+  }
+
   private unindex(keyId: number): void {
     const hash = this.hashById.get(keyId);
     if (hash === undefined) return;
@@ -261,6 +277,11 @@ export class ApiKeyService {
   private async index(row: ApiKeyRow): Promise<void> {
     // A user written without an event (e.g. inserted by a script) is read once rather than treated as unknown.
     if (!this.directory.get(row.userId)) await this.directory.refresh(row.userId);
+    this.indexKnown(row);
+  }
+
+  /** index() once the owner is in the directory (no I/O). */
+  private indexKnown(row: ApiKeyRow): void {
     if (this.directory.get(row.userId)?.status !== 1) {
       this.excludedUsers.add(row.userId);
       return;
