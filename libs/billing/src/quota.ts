@@ -1,5 +1,5 @@
 import { GatewayError, RATIO_ONE, errorText, nowSeconds, safeCount, type ChangeBus, type ChangeEvents, type Logger } from '@gw/core';
-import type { SettlementRow, SettlementSink } from '@gw/db';
+import type { AsyncSettlementSink, SettlementRow, SettlementSink } from '@gw/db';
 import type { SettlementJournal } from './journal';
 import type { PriceBook } from './price-book';
 import { guardUsage, type UsageLimits } from './usage-guard';
@@ -28,7 +28,12 @@ export interface QuotaDeps {
    * Balances and the settlement write, synchronous: reserve() reads a balance on the request path,
    * and a batch is one transaction written right after the journal append (see SettlementSink).
    */
-  sink: SettlementSink;
+  sink?: SettlementSink;
+  /**
+   * Instead of `sink` (PostgreSQL mode): each settlement is awaited until committed (group commit), so
+   * no journal; budgets stay on the SQLite batch and are refused here. Build with QuotaService.openDurable.
+   */
+  durable?: AsyncSettlementSink;
   prices: PriceBook;
   bus: ChangeBus;
   /** Absent: settlements are not journaled (in-memory database: nothing would survive a crash anyway). */
@@ -59,6 +64,10 @@ export interface QuotaDeps {
  * (usage row unique by request id, ledger charge, user and key counters), so a crash leaves all of a
  * settlement or none of it, and writing one twice is a no-op. Leftover journal segments are replayed
  * at start-up. settleAsync() is record() plus waiting for the commit; settle() writes immediately.
+ *
+ * With a `durable` sink (PostgreSQL) there is no journal and no local batch: finish() returns the
+ * promise of the commit, which the caller awaits before the response or stream ends; until it resolves
+ * the cost counts as pending, exactly as a recorded settlement does here.
  */
 export class QuotaService {
   private readonly balances = new Map<number, number>();
@@ -73,16 +82,34 @@ export class QuotaService {
   private timer: ReturnType<typeof setTimeout> | null = null;
   private readonly flushMs: number;
   private readonly flushBatch: number;
+  /** Durable mode: bumped by every committed balance, so a slower reload cannot overwrite a newer one. */
+  private readonly balanceGen = new Map<number, number>();
+  private readonly loading = new Set<number>();
+  private readonly reloadAgain = new Set<number>();
+
+  /** A QuotaService over a durable (PostgreSQL) sink, with every user's balance loaded. */
+  static async openDurable(deps: Omit<QuotaDeps, 'sink' | 'journal' | 'budgets'> & { durable: AsyncSettlementSink }): Promise<QuotaService> {
+    const q = new QuotaService(deps);
+    for (const u of await deps.durable.balances()) if (!q.balances.has(u.id)) q.balances.set(u.id, u.quota);
+    return q;
+  }
 
   constructor(private readonly deps: QuotaDeps) {
     this.flushMs = deps.flushMs ?? 5;
     this.flushBatch = deps.flushBatch ?? 256;
+    deps.bus.on('balance.changed', ({ userId, balance }) => {
+      if (this.balances.has(userId)) this.balances.set(userId, balance);
+    });
+    if (deps.durable) {
+      if (deps.sink || deps.journal || deps.budgets) throw new Error('QuotaService: a durable sink settles alone (no SQLite sink, journal or budgets)');
+      // Every user, not only cached ones: a user created on another node is loaded as soon as it is heard of.
+      deps.bus.on('user.changed', ({ userId }) => { void this.reloadBalance(userId); });
+      return;
+    }
+    if (!deps.sink) throw new Error('QuotaService: a settlement sink is required');
     deps.bus.on('user.changed', ({ userId }) => {
       // Only users already cached are refreshed; the others load on their first request.
       if (this.balances.has(userId)) this.loadBalance(userId);
-    });
-    deps.bus.on('balance.changed', ({ userId, balance }) => {
-      if (this.balances.has(userId)) this.balances.set(userId, balance);
     });
     this.replay();
     // After the replay, so the balances read are the committed ones; a user created later loads on first use.
@@ -90,6 +117,11 @@ export class QuotaService {
   }
 
   private loadBalance(userId: number): number {
+    if (!this.deps.sink) {
+      // Durable mode reads asynchronously: an unknown user has nothing to spend until its balance arrives.
+      void this.reloadBalance(userId);
+      return this.balances.get(userId) ?? 0;
+    }
     const quota = this.deps.sink.balance(userId);
     if (quota === undefined) {
       this.balances.delete(userId);
@@ -97,6 +129,27 @@ export class QuotaService {
     }
     this.balances.set(userId, quota);
     return quota;
+  }
+
+  private async reloadBalance(userId: number): Promise<void> {
+    if (this.loading.has(userId)) {
+      // The read in flight may predate the change that asked for this one: read once more after it.
+      this.reloadAgain.add(userId);
+      return;
+    }
+    this.loading.add(userId);
+    const gen = this.balanceGen.get(userId) ?? 0;
+    try {
+      const quota = await this.deps.durable!.balance(userId);
+      if ((this.balanceGen.get(userId) ?? 0) !== gen) return; // a commit installed a newer one meanwhile
+      if (quota === undefined) this.balances.delete(userId);
+      else this.balances.set(userId, quota);
+    } catch (err) {
+      this.deps.log?.error('balance.load_failed', { userId, cause: errorText(err) });
+    } finally {
+      this.loading.delete(userId);
+      if (this.reloadAgain.delete(userId)) void this.reloadBalance(userId);
+    }
   }
 
   /** The user's committed balance (memory: all users are loaded at start, later ones on first use). */
@@ -190,12 +243,14 @@ export class QuotaService {
    * within `flushMs`. Returns the cost. Its money stays unspendable until then (pending).
    */
   record(r: Reservation | null, log: UsageLogInput): number {
+    if (this.deps.durable) throw new Error('QuotaService.record: a durable sink settles through finish()');
     return this.enqueue(this.entry(r, log)).row.cost;
   }
 
   /** record() and wait for the commit: resolves with the outcome, rejects when the write failed (nothing charged). */
   settleAsync(r: Reservation | null, log: UsageLogInput): Promise<Settlement> {
     const e = this.entry(r, log);
+    if (this.deps.durable) return this.settleDurable(e);
     return new Promise((done, fail) => {
       e.waiters.push({ done, fail });
       this.enqueue(e);
@@ -204,6 +259,7 @@ export class QuotaService {
 
   /** Bills a finished request now, exactly once, and releases its reservation. Throws if the write failed (nothing charged). */
   settle(r: Reservation | null, log: UsageLogInput): Settlement {
+    if (this.deps.durable) throw new Error('QuotaService.settle is synchronous: a durable sink settles through finish()');
     this.flush();
     const e = this.entry(r, log);
     this.deps.observe?.(e.row);
@@ -214,6 +270,40 @@ export class QuotaService {
     }
     if (e.error) throw e.error;
     return { cost: e.inserted ? e.row.cost : 0, duplicate: !e.inserted };
+  }
+
+  /**
+   * The end of a metered request: with the SQLite sink, record() (journaled, durable on return; no
+   * promise, no microtask); with a durable sink, the promise of the commit, to await before the
+   * response or stream ends. Rejects when the write failed (nothing charged, or an unknown outcome).
+   */
+  finish(r: Reservation | null, log: UsageLogInput): number | Promise<Settlement> {
+    if (!this.deps.durable) return this.enqueue(this.entry(r, log)).row.cost;
+    return this.settleDurable(this.entry(r, log));
+  }
+
+  private async settleDurable(e: Entry): Promise<Settlement> {
+    const { row } = e;
+    this.deps.observe?.(row);
+    // Pending until committed, as a journaled settlement is: reserve() cannot spend it meanwhile.
+    add(this.userPending, row.userId, row.cost);
+    if (e.limitedKey) add(this.keyPending, row.apiKeyId, row.cost);
+    if (e.r) this.release(e.r);
+    try {
+      const out = await this.deps.durable!.settle(row);
+      e.inserted = out.inserted;
+      if (out.inserted && out.balance !== undefined) e.balance = out.balance;
+    } catch (err) {
+      // The outcome may be unknown (database unreachable): the balance is read again rather than guessed.
+      void this.reloadBalance(row.userId);
+      this.deps.log?.error('settlement.failed', { id: row.requestId, msg: 'not confirmed as charged', cause: errorText(err), row: JSON.stringify(row) });
+      throw err;
+    } finally {
+      add(this.userPending, row.userId, -row.cost);
+      if (e.limitedKey) add(this.keyPending, row.apiKeyId, -row.cost);
+    }
+    this.afterCommit([e]);
+    return { cost: e.inserted ? row.cost : 0, duplicate: !e.inserted };
   }
 
   private enqueue(e: Entry): Entry {
@@ -276,7 +366,8 @@ export class QuotaService {
   }
 
   private write(entries: Entry[]): void {
-    const { sink, budgets } = this.deps;
+    const { budgets } = this.deps;
+    const sink = this.deps.sink!;
     const writeOne = (e: Entry) => {
       const r = sink.apply(e.row);
       e.inserted = r.inserted;
@@ -305,12 +396,21 @@ export class QuotaService {
       }
       if (entries.length === 1) entries[0]!.error ??= batchErr;
     }
+    this.afterCommit(entries);
+  }
+
+  /** Installs what committed entries did: balances, limited keys' remain, budgets, events. */
+  private afterCommit(entries: Entry[]): void {
+    const { budgets } = this.deps;
     const balances = new Map<number, number>();
     const keysChanged = new Set<number>();
     for (const e of entries) {
       if (!e.inserted || e.row.cost <= 0) continue;
       // Entries are in commit order, so the last balance of a user is the current one.
-      if (e.balance !== null) balances.set(e.row.userId, e.balance);
+      if (e.balance !== null) {
+        balances.set(e.row.userId, e.balance);
+        if (this.deps.durable) this.balanceGen.set(e.row.userId, (this.balanceGen.get(e.row.userId) ?? 0) + 1);
+      }
       // Only a limited key's remain_quota matters to the request path; an unlimited key's cached
       // used_quota is informational and is not refreshed per request (the API reads it from the table).
       if (e.limitedKey) {

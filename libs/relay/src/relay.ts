@@ -213,19 +213,23 @@ export class RelayService {
     } catch (e) {
       const err = e instanceof GatewayError ? e : new GatewayError(502, 'upstream_error', 'Upstream request failed', { cause: e });
       // Nothing reached the client: no charge, but the attempt is logged.
-      this.settle(reservation, r, lastChannel, lastPlan, ZERO, { status: err.status, errorCode: err.code, attempts, ttftMs: null });
+      const logged = this.settle(reservation, r, lastChannel, lastPlan, ZERO, { status: err.status, errorCode: err.code, attempts, ttftMs: null });
+      if (logged) await logged;
       throw err;
     }
   }
 
   /**
-   * Records the settlement in the journal (durable once this returns; the database write is batched
-   * off the request path). A failure to record is logged and charges nothing, never thrown at the client.
+   * Records the settlement: with SQLite in the journal (durable once this returns; the database write
+   * is batched off the request path) and nothing is returned; with a durable sink (PostgreSQL) the
+   * promise of its commit, which the caller awaits before the response or stream ends. A failure is
+   * logged and charges nothing, never thrown at the client (the request was served).
    */
   private settle(res: Reservation, r: Admitted, ch: RelayChannel | null, plan: ChannelPlan | null, usage: UsageReport | null,
-    o: { status: number; errorCode: string; attempts: number; ttftMs: number | null; estimate?: Partial<TokenUsage>; estimated?: boolean }): void {
+    o: { status: number; errorCode: string; attempts: number; ttftMs: number | null; estimate?: Partial<TokenUsage>; estimated?: boolean }): void | Promise<void> {
+    let out: number | Promise<unknown>;
     try {
-      this.d.quota.record(res, {
+      out = this.d.quota.finish(res, {
         requestId: r.requestId, userId: r.key.userId, apiKeyId: r.key.id, channelId: ch?.id ?? null, model: r.body.model,
         upstreamModel: ch ? ch.modelMapping[r.body.model] ?? r.body.model : '', stream: r.body.stream === true, usage,
         estimate: o.estimate, estimated: o.estimated, latencyMs: since(r.startedAt), ttftMs: o.ttftMs, status: o.status, errorCode: o.errorCode, attempts: o.attempts, ip: r.ip,
@@ -236,8 +240,14 @@ export class RelayService {
     } catch (e) {
       this.d.quota.release(res);
       (this.d.log ?? stdLogger).error('settlement.unrecorded', { id: r.requestId, msg: 'settlement could not be recorded; nothing was charged' }, e);
+      out = 0;
     }
-    r.onSettled?.();
+    if (typeof out === 'number') return void r.onSettled?.();
+    return out.then(
+      () => r.onSettled?.(),
+      // QuotaService has logged the row; the response still goes out.
+      () => r.onSettled?.(),
+    );
   }
 
   private target(ch: RelayChannel, key: RelayKey, model: string, extraHeaders = ch.headers): UpstreamTarget {
@@ -345,7 +355,8 @@ export class RelayService {
       // Missing or unusable counts are billed on estimates (input: what was reserved for it), never for free.
       const estimate = { output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
       // Recorded before the response leaves: a completed request is never left unbilled by a crash.
-      this.settle(res, r, ch, plan, decoded.usage ? toTokens(decoded.usage) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
+      const settled = this.settle(res, r, ch, plan, decoded.usage ? toTokens(decoded.usage) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
+      if (settled) await settled;
       return {
         ok: true, channel: ch,
         response: new Response(JSON.stringify(decoded.message), { status: 200, headers: { 'content-type': 'application/json', 'request-id': r.requestId } }),
@@ -371,7 +382,7 @@ export class RelayService {
       idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
       onEnd: (e) => {
         if (e.upstreamFault) void this.d.health.failure(ch.id, scrubber().scrub(e.reason));
-        this.settle(res, r, ch, plan, toTokens(e.usage), {
+        return this.settle(res, r, ch, plan, toTokens(e.usage), {
           status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
           estimate: { output: estimateSafe(e.estimatedUsage.output_tokens) }, estimated: !e.reported,
         });

@@ -22,7 +22,7 @@ function start(reader: ReadableStreamDefaultReader<Uint8Array>, o: { signal?: Ab
   const ends: StreamEnd[] = [];
   const res = relayStream({
     reader, first: START, decoder: anthropicAdapter.createStreamDecoder({ requestedModel: 'x' }), signal: o.signal, requestId: 'r',
-    startedAt: performance.now(), idleMs: o.idleMs ?? 5000, stallMs: o.stallMs ?? 5000, bufferBytes: o.bufferBytes ?? 1024, onEnd: (e) => ends.push(e),
+    startedAt: performance.now(), idleMs: o.idleMs ?? 5000, stallMs: o.stallMs ?? 5000, bufferBytes: o.bufferBytes ?? 1024, onEnd: (e) => { ends.push(e); },
   });
   return { res, ends };
 }
@@ -76,5 +76,40 @@ describe('relayStream', () => {
     const text = await res.text();
     expect(text).toContain('event: error');
     expect(ends[0]).toMatchObject({ errorCode: 'upstream_stream_cut', upstreamFault: true });
+  });
+});
+
+describe('relayStream with a settlement that commits asynchronously (PostgreSQL mode)', () => {
+  test('the client sees the end of the stream only after the promise onEnd returned has resolved', async () => {
+    const upstream = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(DELTA);
+        c.enqueue(frame('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 3 } }));
+        c.enqueue(frame('message_stop'));
+        c.close();
+      },
+    });
+    let commit!: () => void;
+    let ended = false;
+    const res = relayStream({
+      reader: upstream.getReader() as ReadableStreamDefaultReader<Uint8Array>, first: START, decoder: anthropicAdapter.createStreamDecoder({ requestedModel: 'x' }),
+      requestId: 'r', startedAt: performance.now(), idleMs: 5000, stallMs: 5000, bufferBytes: 1024,
+      onEnd: () => { ended = true; return new Promise<void>((ok) => { commit = ok; }); },
+    });
+    const body = res.body!.getReader();
+    let text = '';
+    let closed = false;
+    const drained = (async () => {
+      for (let r = await body.read(); !r.done; r = await body.read()) text += new TextDecoder().decode(r.value);
+      closed = true;
+    })();
+    for (let i = 0; i < 50 && !ended; i++) await Bun.sleep(5);
+    expect(ended).toBe(true);
+    await Bun.sleep(50);
+    expect(text).toContain('message_stop');
+    expect(closed).toBe(false); // everything was sent, but the close waits for the commit
+    commit();
+    await drained;
+    expect(closed).toBe(true);
   });
 });

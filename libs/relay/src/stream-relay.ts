@@ -42,8 +42,11 @@ export interface StreamRelayInput {
   /** performance.now() of the request's arrival (for ttft). */
   startedAt: number;
   requestId: string;
-  /** Called exactly once, before the client's stream closes when it closes normally. */
-  onEnd(end: StreamEnd): void;
+  /**
+   * Called exactly once, before the client's stream closes when it closes normally. A returned promise
+   * (a settlement committing) is awaited before that close.
+   */
+  onEnd(end: StreamEnd): void | Promise<void>;
 }
 
 /** A failure the relay itself imposed on the upstream read; its message is ours and shown to the client. */
@@ -100,7 +103,7 @@ export function relayStream(p: StreamRelayInput): Response {
 
   let ttft: number | null = null;
   let ended = false;
-  const end = (clientSide: { code: string } | null) => {
+  const end = (clientSide: { code: string } | null): void | Promise<void> => {
     if (ended) return;
     ended = true;
     clearTimeout(idle);
@@ -114,7 +117,7 @@ export function relayStream(p: StreamRelayInput): Response {
     if (clientSide) errorCode = clientSide.code;
     else if (stopped) ({ code: errorCode, upstreamFault } = stopped);
     else if (!out.complete) { errorCode = 'upstream_stream_cut'; upstreamFault = true; }
-    p.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: ttft });
+    return p.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: ttft });
   };
 
   let ctrl: ReadableStreamDefaultController<Uint8Array> | null = null;
@@ -174,8 +177,9 @@ export function relayStream(p: StreamRelayInput): Response {
       }
       if (closed) return;
       if (chunk.done) {
-        end(null); // the settlement is recorded before the client sees the end
+        const settling = end(null); // the settlement is recorded before the client sees the end
         closed = true;
+        if (settling) await settling.catch(() => {});
         c.close();
         return;
       }
