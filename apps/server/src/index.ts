@@ -13,9 +13,6 @@ process.umask(0o077);
 
 try {
   const config = loadConfig();
-  // Scale-out (issue #12): postgres mode is configured and validated, but its storage is not wired
-  // yet. This is the one place that refuses it; the wiring replaces this line.
-  if (config.dbKind === 'postgres') throw new ConfigError('PostgreSQL mode (DATABASE_URL=postgres://…) is not available in this build yet; use DATABASE_URL=sqlite:…');
   setTrustProxy(config.env.TRUST_PROXY === 'true' || config.env.TRUST_PROXY === '1');
   const log = loggerFor(config);
   const services = await createServices(config, log);

@@ -152,6 +152,18 @@ export class QuotaService {
     }
   }
 
+  /**
+   * Re-reads every committed balance (a change feed's resync: a lost notification must not leave a
+   * stale balance). Durable mode only; a balance a commit installed meanwhile is kept.
+   */
+  async reloadBalances(): Promise<void> {
+    if (!this.deps.durable) return;
+    const gens = new Map(this.balanceGen);
+    for (const u of await this.deps.durable.balances()) {
+      if ((this.balanceGen.get(u.id) ?? 0) === (gens.get(u.id) ?? 0)) this.balances.set(u.id, u.quota);
+    }
+  }
+
   /** The user's committed balance (memory: all users are loaded at start, later ones on first use). */
   balance(userId: number): number {
     return this.balances.get(userId) ?? this.loadBalance(userId);
