@@ -26,7 +26,7 @@ afterAll(async () => {
   await gw.stop();
 });
 
-const rowOf = (id: string) => gw.services.dbh.sqlite.query('select * from usage_logs where request_id = ?').get(id) as any;
+const rowOf = (id: string) => gw.services.dbh!.sqlite.query('select * from usage_logs where request_id = ?').get(id) as any;
 
 test('800k input tokens read under a forwarded context-1m beta are billed as 800k, not clamped to 200k', async () => {
   const u = await keyedUser(gw, 2_000_000_000);

@@ -38,7 +38,7 @@ afterAll(async () => {
   hook.stop(true);
 });
 
-const flushed = () => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite; };
+const flushed = () => { gw.services.relay.quota.flush(); return gw.services.dbh!.sqlite; };
 
 /** The worst case the gateway reserves for msg('m'): measured from an unlimited user's 402 against a 1-unit budget. */
 async function worstCase(): Promise<number> {
@@ -131,7 +131,7 @@ describe('budgets', () => {
     await spend(350); // 85 %: 80 only
     await spend(10); // still 86 %: nothing new
     flushed();
-    const rows = gw.services.dbh.sqlite.query("select type, payload from alert_outbox where payload like ?").all(`%"user_id":${u.id},%`) as any[];
+    const rows = gw.services.dbh!.sqlite.query("select type, payload from alert_outbox where payload like ?").all(`%"user_id":${u.id},%`) as any[];
     const events = rows.map((r) => JSON.parse(r.payload));
     expect(events.map((e) => e.data.threshold)).toEqual([50, 80]);
     expect(events[1]).toMatchObject({ type: 'budget.threshold', data: { scope: 'user', user_id: u.id, period: 'daily', limit: 1000, spent: 850, threshold: 80 } });
@@ -170,7 +170,7 @@ describe('budgets', () => {
     await spend(200); // 400: crossed
     await spend(50); // 350: still below
     flushed();
-    const low = () => (gw.services.dbh.sqlite.query("select payload from alert_outbox where type = 'balance.low' and payload like ?").all(`%"user_id":${u.id},%`) as any[]).map((r) => JSON.parse(r.payload).data);
+    const low = () => (gw.services.dbh!.sqlite.query("select payload from alert_outbox where type = 'balance.low' and payload like ?").all(`%"user_id":${u.id},%`) as any[]).map((r) => JSON.parse(r.payload).data);
     expect(low()).toEqual([{ user_id: u.id, threshold: 500, balance: 400, request_id: expect.any(String) }]);
     gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1000, ref: `more-${u.id}`, at: 2 });
     await spend(900); // 1350 → 450: crossed again

@@ -62,7 +62,7 @@ beforeAll(async () => {
 });
 afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 
-const flushed = () => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite; };
+const flushed = () => { gw.services.relay.quota.flush(); return gw.services.dbh!.sqlite; };
 const logOf = (requestId: string) => flushed().query('select * from usage_logs where request_id = ?').get(requestId) as any;
 const CLIENT = { ...V, 'user-agent': 'client/1.0', 'x-app': 'cli' };
 const BODY = (model: string, stream: boolean) => msg(model, { max_tokens: 4000, temperature: 0.9, top_p: 0.1, stream });

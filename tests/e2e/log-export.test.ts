@@ -35,7 +35,7 @@ export function parseCsv(text: string): string[][] {
 beforeAll(async () => {
   gw = await startGateway();
   alice = await makeUser(gw); // id 2: the seed's users are 1..50, so alice owns some of the rows
-  seedUsageRows(gw.services.dbh.sqlite, {
+  seedUsageRows(gw.services.dbh!.sqlite, {
     rows: ROWS, from: FROM, spanSeconds: 30 * 86_400, users: 50,
     modelOf: (i) => (i % 997 === 0 ? HOSTILE[(i / 997) % HOSTILE.length] : undefined),
   });
@@ -43,7 +43,7 @@ beforeAll(async () => {
 afterAll(async () => { await gw.stop(); });
 
 const get = (path: string, token: string | null = gw.rootToken) => fetch(gw.url + path, { headers: token ? { authorization: `Bearer ${token}` } : {} });
-const count = (where: string, ...args: any[]) => (gw.services.dbh.sqlite.query(`select count(*) n from usage_logs ${where}`).get(...args) as { n: number }).n;
+const count = (where: string, ...args: any[]) => (gw.services.dbh!.sqlite.query(`select count(*) n from usage_logs ${where}`).get(...args) as { n: number }).n;
 
 describe('export', () => {
   test(`CSV of all ${ROWS} rows: header, every id once in order, hostile text read back`, async () => {
@@ -66,7 +66,7 @@ describe('export', () => {
       // Text a spreadsheet would run as a formula is defused with a leading apostrophe.
       expect(got).toBe(/^[=+\-@]/.test(want) ? `'${want}` : want);
     }
-    const db = gw.services.dbh.sqlite.query('select cost, channel_id, created_at from usage_logs where id = 12345').get() as any;
+    const db = gw.services.dbh!.sqlite.query('select cost, channel_id, created_at from usage_logs where id = 12345').get() as any;
     const r = byId.get(12345)!;
     expect([Number(r[col('cost')]), r[col('channel_id')] === '' ? null : Number(r[col('channel_id')]), Number(r[col('created_at')])])
       .toEqual([db.cost, db.channel_id, db.created_at]);

@@ -78,6 +78,6 @@ test('routing follows each channel, key, user and price write, and no write relo
 
 test('an e-mail lookup is an index search, not a scan of every user', () => {
   // The statement UsersRepo.byEmail runs.
-  const plan = gw.services.dbh.sqlite.query('explain query plan select * from "users" where lower("users"."email") = lower(?)').all('x@example.com') as Array<{ detail: string }>;
+  const plan = gw.services.dbh!.sqlite.query('explain query plan select * from "users" where lower("users"."email") = lower(?)').all('x@example.com') as Array<{ detail: string }>;
   expect(plan.map((p) => p.detail).join(' ')).toMatch(/SEARCH users USING (COVERING )?INDEX users_email_lower_idx/);
 });

@@ -31,7 +31,7 @@ beforeAll(async () => {
 });
 afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 
-const db = () => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite; };
+const db = () => { gw.services.relay.quota.flush(); return gw.services.dbh!.sqlite; };
 const balance = async (id: number) => { db(); return (await gw.services.users.byId(id))!.quota; };
 const lowestBalanceAfter = (id: number) => (db().query('select min(balance_after) as m from ledger where user_id = ?').get(id) as any).m as number;
 const logs = (id: number) => db().query("select * from usage_logs where user_id = ? and kind = 'messages'").all(id) as any[];

@@ -26,7 +26,7 @@ beforeAll(async () => {
 });
 afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 
-const db = () => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite; };
+const db = () => { gw.services.relay.quota.flush(); return gw.services.dbh!.sqlite; };
 const logOf = (id: string) => db().query('select * from usage_logs where request_id = ?').get(id) as any;
 
 const sse = (frames: string[]) => () => new Response(frames.join(''), { headers: { 'content-type': 'text/event-stream' } });

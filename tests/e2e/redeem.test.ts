@@ -135,7 +135,7 @@ describe('redemption codes', () => {
       expect(seen).not.toContain(c);
       expect(seen).toContain(c.slice(0, 8));
     }
-    gw.services.dbh.sqlite.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+    gw.services.dbh!.sqlite.exec('PRAGMA wal_checkpoint(TRUNCATE)');
     const files = readdirSync(gw.dir).filter((f) => f.startsWith('gateway.db')).map((f) => join(gw.dir, f));
     const bytes = files.map((f) => { try { return readFileSync(f).toString('latin1'); } catch { return ''; } }).join('');
     expect(bytes).toContain(batch); // the scan does see the table's data

@@ -28,7 +28,7 @@ async function setup(env: Record<string, string>): Promise<Setup> {
 }
 const teardown = async (s: Setup) => { for (const d of s.ups) await d.stop(); await s.gw.stop(); };
 
-const rowOf = (s: Setup, id: string) => { s.gw.services.relay.quota.flush(); return s.gw.services.dbh.sqlite.query('select * from usage_logs where request_id = ?').get(id) as any; };
+const rowOf = (s: Setup, id: string) => { s.gw.services.relay.quota.flush(); return s.gw.services.dbh!.sqlite.query('select * from usage_logs where request_id = ?').get(id) as any; };
 
 /** One turn of conversation `conv`; returns the usage row. */
 async function turn(s: Setup, conv: string, how: 'header' | 'metadata' = 'header', extra: Record<string, string> = {}) {

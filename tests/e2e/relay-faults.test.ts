@@ -19,7 +19,7 @@ afterAll(async () => { for (const u of ups) await u.stop(); await gw.stop(); });
 const status = (id: number) => gw.services.channelRegistry.get(id)!.status;
 const rowsOf = (userId: number) => {
   gw.services.relay.quota.flush();
-  return gw.services.dbh.sqlite.query('select status, error_code, output_tokens, cost from usage_logs where user_id = ? order by id').all(userId) as any[];
+  return gw.services.dbh!.sqlite.query('select status, error_code, output_tokens, cost from usage_logs where user_id = ? order by id').all(userId) as any[];
 };
 
 /** Three channels for `model` of `kind`, priorities 3, 2, 1. */
