@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createHmac } from 'node:crypto';
 import Stripe from 'stripe';
-import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { ON_PG, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { startStripeDouble, type StripeDouble, type StripeSession } from '../doubles/stripe-api';
 import { startCreemDouble, type CreemDouble } from '../doubles/creem-api';
 
@@ -173,13 +173,15 @@ describe('providerA (Stripe scheme)', () => {
   test('a failure inside the transaction leaves nothing behind (500, so the provider retries); the retry credits', async () => {
     const { user, tradeNo, session } = await orderA(350);
     const body = paid(session);
-    // The ledger's one-entry writer, which the top-up unit of work calls inside its transaction.
-    const ledger = gw.services.ledger as unknown as { write: (...a: unknown[]) => unknown };
-    const original = ledger.write;
+    // The ledger's one-entry writer, which the top-up unit of work calls inside its transaction
+    // (SQLite: write; PostgreSQL: apply with the transaction).
+    const ledger = gw.services.ledger as unknown as Record<string, (...a: unknown[]) => unknown>;
+    const method = ON_PG ? 'apply' : 'write';
+    const original = ledger[method]!;
     // Simulates a crash after the event was claimed and the order marked paid, before the credit is written.
-    ledger.write = () => { throw new Error('simulated crash in the ledger write'); };
+    ledger[method] = () => { throw new Error('simulated crash in the ledger write'); };
     let r;
-    try { r = await postA(body); } finally { ledger.write = original; }
+    try { r = await postA(body); } finally { ledger[method] = original; }
     expect(r.status).toBe(500);
     expect((await order(tradeNo)).status).toBe('pending');
     expect((await eventRow('providerA', eventId(body)))).toBeNull();

@@ -6,6 +6,7 @@ import { createServices, loggerFor } from './services';
 import { listen } from './app';
 import { setTrustProxy } from './plugins/client-ip';
 import { bunFetchLimit, openFileLimit } from '@gw/core';
+import { superviseWorkers } from './supervisor';
 
 // Everything this process creates (data folder, database, WAL, journal, keys) is its user's alone;
 // the libraries also set these modes explicitly, this covers whatever else SQLite or Bun may create.
@@ -13,6 +14,12 @@ process.umask(0o077);
 
 try {
   const config = loadConfig();
+  if (config.workers > 1) {
+    // WORKERS=N (PostgreSQL only, checked by the config): N single-worker copies of this entry share the port.
+    const log = loggerFor(config);
+    log.info('workers.start', { workers: config.workers, database: redactUrl(config.databaseUrl), port: config.port });
+    process.exit(await superviseWorkers({ workers: config.workers, log }));
+  }
   setTrustProxy(config.env.TRUST_PROXY === 'true' || config.env.TRUST_PROXY === '1');
   const log = loggerFor(config);
   const services = await createServices(config, log);
