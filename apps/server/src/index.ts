@@ -15,6 +15,8 @@ process.umask(0o077);
 try {
   const config = loadConfig();
   if (config.workers > 1) {
+    // PORT=0 would give each worker a port of its own: the workers must share one.
+    if (config.port === 0) throw new ConfigError('WORKERS > 1 needs a fixed PORT (with PORT=0 every worker would listen on a different port)');
     // WORKERS=N (PostgreSQL only, checked by the config): N single-worker copies of this entry share the port.
     const log = loggerFor(config);
     log.info('workers.start', { workers: config.workers, database: redactUrl(config.databaseUrl), port: config.port });

@@ -139,6 +139,8 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     await userDirectory.reloadAll();
     await Promise.all([apiKeys.reloadAll(), channelRegistry.refresh(null), relay.prices.reloadAll(), relay.groups.reloadAll(), relay.quota.reloadBalances()]);
   });
+  // Which process answered (WORKERS=N, or several nodes behind one address): each scrape names its worker.
+  metrics.registry.gauge('gateway_process_info', 'This gateway process (one series; its pid and database kind)', () => [[{ pid: process.pid, backend: backend.kind }, 1]]);
   metrics.registry.gauge('gateway_upstream_slots', 'Relayed requests in flight (streams and realtime sessions until they end) and their cap, MAX_UPSTREAM_CONNECTIONS',
     () => [[{ state: 'in_use' }, relay.slots.inUse], [{ state: 'max' }, relay.slots.max]]);
   const services: Services = {
