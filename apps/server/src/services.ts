@@ -3,7 +3,7 @@
  * object and never construct services themselves, so tests can start a whole gateway in-process.
  */
 import type { Config } from '@gw/config';
-import { ChangeBus, SecretBox, createLogger, type Logger } from '@gw/core';
+import { ChangeBus, SecretBox, createLogger, localWindows, sharedWindows, type Logger } from '@gw/core';
 import type { DbHandle, LedgerStore, SecurityStore, SessionsStore, Stores, UsersStore } from '@gw/db';
 import { openBackend, type Backend } from './backend';
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
@@ -81,6 +81,8 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   const backend = await openBackend(config, bus, log);
   const { stores, dbh } = backend;
   const { users, sessions, ledger, security } = stores;
+  // Attempt limits (login, reset, 2FA, password change, redeem): global across nodes when limits are shared.
+  const windows = backend.rateLimits ? sharedWindows(backend.rateLimits) : localWindows;
   reportRootBootstrap(log, config, await bootstrapRoot(users, { username: config.rootUsername, password: config.rootPassword }));
   /** Feature modules push their shutdown steps here (reverse order on close). */
   const closers: Array<() => void | Promise<void>> = [];
@@ -89,7 +91,7 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   const mailer = new Mailer(mailConfig(config.env));
   if (!mailer.configured) log.info('mail.off', { msg: 'SMTP_HOST unset: password reset e-mails will not be sent' });
   closers.push(() => mailer.close());
-  const twoFactor = new TwoFactorService(users, security, secrets, twoFactorConfig(config.env));
+  const twoFactor = new TwoFactorService(users, security, secrets, twoFactorConfig(config.env), Date.now, windows);
   // Management: channels, users, API keys. Caches subscribe to the bus here, before any request.
   const channelSecrets = new SecretBox(config.secretKey);
   const channels = new ChannelService(stores.channels, channelSecrets, bus);
@@ -100,7 +102,7 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   const apiKeys = await ApiKeyService.load(stores.apiKeys, users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });
   const metrics = createMetrics();
   // Reset e-mails go through a background queue; it stops before the mailer closes (closers run in reverse).
-  const passwordReset = new PasswordResetService(users, security, mailer, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)), passwordResetConfig(config.env), log);
+  const passwordReset = new PasswordResetService(users, security, mailer, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)), passwordResetConfig(config.env), log, Date.now, {}, windows);
   closers.push(() => passwordReset.close());
   const relay = await createRelayServices({
     ...backend.relay, env: config.env, bus, apiKeys, directory: userDirectory, channels: channelRegistry,
@@ -149,12 +151,12 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, stores, backend, users, sessions, ledger, bus,
     secrets, auth, security, twoFactor, mailer,
-    passwordReset, passwordChange: new PasswordChangeService(users, security),
+    passwordReset, passwordChange: new PasswordChangeService(users, security, Date.now, windows),
     login: new LoginService(users, sessions, {
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,
-    }, security),
-    payments: createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus }),
+    }, security, Date.now, windows),
+    payments: createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus, windows }),
     onClose: (fn) => { closers.push(fn); },
     async close() {
       for (const c of closers.reverse()) await c();
