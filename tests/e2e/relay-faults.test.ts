@@ -17,10 +17,7 @@ beforeAll(async () => {
 afterAll(async () => { for (const u of ups) await u.stop(); await gw.stop(); });
 
 const status = (id: number) => gw.services.channelRegistry.get(id)!.status;
-const rowsOf = (userId: number) => {
-  gw.services.relay.quota.flush();
-  return gw.services.dbh!.sqlite.query('select status, error_code, output_tokens, cost from usage_logs where user_id = ? order by id').all(userId) as any[];
-};
+const rowsOf = (userId: number) => gw.db.all('select status, error_code, output_tokens, cost from usage_logs where user_id = ? order by id', userId);
 
 /** Three channels for `model` of `kind`, priorities 3, 2, 1. */
 async function trio(model: string, kind: 'anthropic' | 'openai') {
@@ -81,8 +78,8 @@ describe('client faults never count against a channel', () => {
   }
 
   const settle = async (u: { id: number }, n: number) => {
-    for (let i = 0; i < 100 && rowsOf(u.id).length < n; i++) await Bun.sleep(20);
-    return rowsOf(u.id);
+    for (let i = 0; i < 100 && (await rowsOf(u.id)).length < n; i++) await Bun.sleep(20);
+    return (await rowsOf(u.id));
   };
 
   test('a client that closes before the upstream answered: client_closed, no health change, no failover', async () => {

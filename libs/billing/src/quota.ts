@@ -98,12 +98,18 @@ export class QuotaService {
     this.flushMs = deps.flushMs ?? 5;
     this.flushBatch = deps.flushBatch ?? 256;
     deps.bus.on('balance.changed', ({ userId, balance }) => {
-      if (this.balances.has(userId)) this.balances.set(userId, balance);
+      if (deps.durable) {
+        // Durable mode reads balances asynchronously, so a committed balance is installed even for a user not
+        // cached yet (created after start-up, then credited), and outranks any read already in flight.
+        this.balances.set(userId, balance);
+        this.balanceGen.set(userId, (this.balanceGen.get(userId) ?? 0) + 1);
+      } else if (this.balances.has(userId)) this.balances.set(userId, balance);
     });
     if (deps.durable) {
       if (deps.sink || deps.journal || deps.budgets) throw new Error('QuotaService: a durable sink settles alone (no SQLite sink, journal or budgets)');
       // Every user, not only cached ones: a user created on another node is loaded as soon as it is heard of.
-      deps.bus.on('user.changed', ({ userId }) => { void this.reloadBalance(userId); });
+      // Returned, so a writer awaiting the event (or the change feed's delivery) sees the new balance installed.
+      deps.bus.on('user.changed', ({ userId }) => this.reloadBalance(userId));
       return;
     }
     if (!deps.sink) throw new Error('QuotaService: a settlement sink is required');
