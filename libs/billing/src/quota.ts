@@ -82,7 +82,7 @@ export class QuotaService {
   private timer: ReturnType<typeof setTimeout> | null = null;
   private readonly flushMs: number;
   private readonly flushBatch: number;
-  /** Durable mode: bumped by every committed balance, so a slower reload cannot overwrite a newer one. */
+  /** Durable mode: bumped by every balance heard of (balance.changed), so a slower reload cannot overwrite a newer one. */
   private readonly balanceGen = new Map<number, number>();
   private readonly loading = new Set<number>();
   private readonly reloadAgain = new Set<number>();
@@ -98,12 +98,9 @@ export class QuotaService {
     this.flushMs = deps.flushMs ?? 5;
     this.flushBatch = deps.flushBatch ?? 256;
     deps.bus.on('balance.changed', ({ userId, balance }) => {
-      if (deps.durable) {
-        // Durable mode reads balances asynchronously, so a committed balance is installed even for a user not
-        // cached yet (created after start-up, then credited), and outranks any read already in flight.
-        this.balances.set(userId, balance);
-        this.balanceGen.set(userId, (this.balanceGen.get(userId) ?? 0) + 1);
-      } else if (this.balances.has(userId)) this.balances.set(userId, balance);
+      // Durable mode cannot load a balance on the request path: a committed one it hears of is kept.
+      if (this.balances.has(userId) || deps.durable) this.balances.set(userId, balance);
+      if (deps.durable) this.balanceGen.set(userId, (this.balanceGen.get(userId) ?? 0) + 1);
     });
     if (deps.durable) {
       if (deps.sink || deps.journal || deps.budgets) throw new Error('QuotaService: a durable sink settles alone (no SQLite sink, journal or budgets)');
@@ -425,10 +422,7 @@ export class QuotaService {
     for (const e of entries) {
       if (!e.inserted || e.row.cost <= 0) continue;
       // Entries are in commit order, so the last balance of a user is the current one.
-      if (e.balance !== null) {
-        balances.set(e.row.userId, e.balance);
-        if (this.deps.durable) this.balanceGen.set(e.row.userId, (this.balanceGen.get(e.row.userId) ?? 0) + 1);
-      }
+      if (e.balance !== null) balances.set(e.row.userId, e.balance);
       // Only a limited key's remain_quota matters to the request path; an unlimited key's cached
       // used_quota is informational and is not refreshed per request (the API reads it from the table).
       if (e.limitedKey) {

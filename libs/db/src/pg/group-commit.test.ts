@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test';
 import { PgGroupCommitter, SettlementUnavailableError, isTransientPgError } from './group-commit';
 import { openPostgres, type PgHandle } from './client';
-import { PgApiKeysRepo, PgUsersRepo } from '../repos-pg';
+import { PgApiKeysRepo, PgSettlementsRepo, PgUsersRepo } from '../repos-pg';
 import type { SettlementRow } from '../repos/settlements';
 import { PG_TEST_URL, openPgTestDb, requirePg, type PgTestDb } from '../../../../tests/helpers/postgres';
 import { tcpProxy } from '../../../../tests/helpers/tcp-proxy';
@@ -79,11 +79,42 @@ describe.skipIf(!available)('PgGroupCommitter', () => {
       const last = out.filter((_, i) => rows[i]!.userId === u.userId).map((o) => (o.inserted ? o.balance! : Infinity));
       expect(Math.min(...last)).toBe(got.quota);
     }
+    for (const u of users) {
+      // Each ledger row's balance_after is the previous one minus its charge.
+      const chain = await h.sql<{ amount: string; balance_after: string }[]>`select amount, balance_after from ledger where user_id = ${u.userId} order by id`;
+      let bal = 1_000_000;
+      for (const c of chain) expect(Number(c.balance_after)).toBe((bal += Number(c.amount)));
+    }
     expect(batches.reduce((s, n) => s + n, 0)).toBe(200);
     expect(batches.length).toBeLessThan(20);
     const keys = await h.sql<{ used: string }[]>`select sum(used_quota) as used from api_keys`;
     expect(Number(keys[0]!.used)).toBe(rows.reduce((s, r) => s + r.cost, 0));
     await gc.close();
+  });
+
+  test('a batch (applyMany) writes exactly what the same rows written one by one (apply) write', async () => {
+    const a = await seedUsers(3, 1_000);
+    const b = await seedUsers(3, 1_000);
+    await h.sql`update api_keys set unlimited_quota = false, remain_quota = 500`;
+    const mix = (set: typeof a, tag: string): SettlementRow[] => [
+      row(set[0]!.userId, set[0]!.keyId, { requestId: `${tag}-1`, cost: 30, createdAt: 200 }),
+      row(set[1]!.userId, set[1]!.keyId, { requestId: `${tag}-2`, cost: 0, status: 502, createdAt: 300 }),
+      row(set[0]!.userId, set[0]!.keyId, { requestId: `${tag}-3`, cost: 12, createdAt: 150 }),
+      row(set[2]!.userId, set[2]!.keyId, { requestId: `${tag}-4`, cost: 0, status: 200, createdAt: 400 }),
+      row(set[0]!.userId, set[0]!.keyId, { requestId: `${tag}-1`, cost: 99, createdAt: 500 }), // repeated id: ignored
+    ];
+    const repo = new PgSettlementsRepo(h.db);
+    const many = await h.db.transaction((tx) => repo.applyMany(mix(a, 'A'), tx));
+    const ones = [];
+    for (const r of mix(b, 'B')) ones.push(await h.db.transaction((tx) => repo.apply(r, tx)));
+    expect(many).toEqual(ones);
+    const state = async (set: typeof a) => ({
+      users: await h.sql`select quota, used_quota, request_count, updated_at from users where id in ${h.sql(set.map((x) => x.userId))} order by id`,
+      keys: await h.sql`select used_quota, remain_quota, last_used_at from api_keys where id in ${h.sql(set.map((x) => x.keyId))} order by id`,
+      ledger: await h.sql`select amount, balance_after, note, created_at from ledger where user_id in ${h.sql(set.map((x) => x.userId))} order by id`,
+      usage: await h.sql`select cost, status, created_at from usage_logs where user_id in ${h.sql(set.map((x) => x.userId))} order by id`,
+    });
+    expect(await state(a)).toEqual(await state(b));
   });
 
   test('a duplicate request id settles once, in one batch or across batches', async () => {

@@ -181,8 +181,7 @@ export class PgGroupCommitter implements AsyncSettlementSink {
   }
 
   private async writeAll(tx: PgWriter, rows: SettlementRow[], uncertain: boolean): Promise<SettleOutcome[]> {
-    // Issued together: postgres.js pipelines them on the transaction's connection, in this order.
-    const out: SettleOutcome[] = await Promise.all(rows.map((r) => this.repo.apply(r, tx)));
+    const out = rows.length === 1 ? [await this.repo.apply(rows[0]!, tx)] : await this.repo.applyMany(rows, tx);
     if (uncertain) {
       for (const [n, o] of out.entries()) {
         if (!o.inserted) out[n] = await this.recognise(tx, rows[n]!);

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
-import type { SettlementRow } from '../repos/settlements';
+import type { SettleOutcome, SettlementRow } from '../repos/settlements';
 import type { PgWriter } from './sql';
 
 /**
@@ -60,5 +60,89 @@ export class PgSettlementsRepo {
     if (res!.quota === null) throw new Error(`ledger: no user ${r.userId}`);
     // A raw statement bypasses the column mapping: bigint arrives as a string.
     return { inserted: true, balance: Number(res!.quota) };
+  }
+
+  /**
+   * Writes a batch of settlements in one statement (the group commit's shape): `rows` in the order
+   * their charges apply, the caller's transaction. The same writes as apply() per row, but the usage
+   * rows go in with one INSERT, each user and each key is updated once with its batch's sum, and each
+   * ledger row's balance_after is the user's final balance plus the charges after it. A request id
+   * repeated in the batch or already stored inserts nothing (the first occurrence wins). Users and keys
+   * are locked first in id order, so concurrent batches (other nodes) cannot deadlock.
+   * Throws (the caller rolls back) when a charged row has no user, as apply() does.
+   */
+  async applyMany(rows: SettlementRow[], tx: PgWriter): Promise<SettleOutcome[]> {
+    if (!rows.length) return [];
+    const payload = JSON.stringify(rows.map((r, ord) => ({
+      ord, request_id: r.requestId, kind: r.kind, user_id: r.userId, api_key_id: r.apiKeyId, channel_id: r.channelId, model: r.model,
+      upstream_model: r.upstreamModel, stream: r.stream, input_tokens: r.inputTokens, output_tokens: r.outputTokens,
+      cache_read_tokens: r.cacheReadTokens, cache_write_tokens: r.cacheWriteTokens, audio_input_tokens: r.audioInputTokens,
+      audio_output_tokens: r.audioOutputTokens, cost: r.cost, latency_ms: r.latencyMs, ttft_ms: r.ttftMs, status: r.status,
+      error_code: r.errorCode, usage_flag: r.usageFlag ?? '', attempts: r.attempts, ip: r.ip, created_at: r.createdAt,
+      cache_write_1h_tokens: r.cacheWrite1hTokens ?? 0, long_context: r.longContext ?? false, group: r.group ?? '',
+      price_ratio: r.priceRatio ?? 1000, billed_model: r.billedModel ?? '', overrides: r.overrides ?? '',
+    })));
+    const userIds = [...new Set(rows.map((r) => r.userId))].sort((a, b) => a - b);
+    const keyIds = [...new Set(rows.map((r) => r.apiKeyId))].sort((a, b) => a - b);
+    const lockUsers = tx.execute(sql`SELECT 1 FROM users WHERE id IN (SELECT unnest(${`{${userIds.join(',')}}`}::bigint[])) ORDER BY id FOR UPDATE`);
+    const lockKeys = tx.execute(sql`SELECT 1 FROM api_keys WHERE id IN (SELECT unnest(${`{${keyIds.join(',')}}`}::bigint[])) ORDER BY id FOR UPDATE`);
+    const write = tx.execute<{ ord: number; cost: string; balance_after: string | null; has_user: boolean }>(sql`
+      WITH input AS (
+        SELECT DISTINCT ON (t.request_id) t.* FROM jsonb_to_recordset(${payload}::jsonb) AS t(ord int, request_id text, kind text,
+          user_id bigint, api_key_id bigint, channel_id bigint, model text, upstream_model text, stream boolean, input_tokens bigint,
+          output_tokens bigint, cache_read_tokens bigint, cache_write_tokens bigint, audio_input_tokens bigint, audio_output_tokens bigint,
+          cost bigint, latency_ms bigint, ttft_ms bigint, status int, error_code text, usage_flag text, attempts int, ip text,
+          created_at bigint, cache_write_1h_tokens bigint, long_context boolean, "group" text, price_ratio int, billed_model text, overrides text)
+        ORDER BY t.request_id, t.ord
+      ), ins AS (
+        INSERT INTO usage_logs (request_id, kind, user_id, api_key_id, channel_id, model, upstream_model, stream, input_tokens,
+          output_tokens, cache_read_tokens, cache_write_tokens, audio_input_tokens, audio_output_tokens, cost, latency_ms, ttft_ms,
+          status, error_code, usage_flag, attempts, ip, created_at, cache_write_1h_tokens, long_context, "group", price_ratio,
+          billed_model, overrides)
+        SELECT request_id, kind, user_id, api_key_id, channel_id, model, upstream_model, stream, input_tokens,
+          output_tokens, cache_read_tokens, cache_write_tokens, audio_input_tokens, audio_output_tokens, cost, latency_ms, ttft_ms,
+          status, error_code, usage_flag, attempts, ip, created_at, cache_write_1h_tokens, long_context, "group", price_ratio,
+          billed_model, overrides
+        FROM input ORDER BY ord
+        ON CONFLICT (request_id) DO NOTHING RETURNING request_id
+      ), new AS (
+        SELECT i.* FROM input i JOIN ins USING (request_id)
+      ), per_user AS (
+        SELECT user_id, sum(greatest(cost, 0)) AS cost, count(*) FILTER (WHERE status < 400) AS ok,
+          -- As row by row: the last charge's time, not the latest one.
+          (array_agg(created_at ORDER BY ord DESC) FILTER (WHERE cost > 0))[1] AS charged_at
+        FROM new GROUP BY user_id
+      ), u AS (
+        UPDATE users SET quota = quota - p.cost, used_quota = used_quota + p.cost, request_count = request_count + p.ok,
+          updated_at = coalesce(p.charged_at, users.updated_at)
+        FROM per_user p WHERE users.id = p.user_id AND (p.cost > 0 OR p.ok > 0)
+        RETURNING users.id, users.quota
+      ), charges AS (
+        -- The balance after each charge, in batch order: the final balance plus the charges that follow it.
+        SELECT n.ord, n.user_id, n.cost, n.request_id, n.model, n.created_at,
+          u.quota + coalesce(sum(n.cost) OVER (PARTITION BY n.user_id ORDER BY n.ord ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING), 0) AS balance_after
+        FROM new n JOIN u ON u.id = n.user_id WHERE n.cost > 0
+      ), l AS (
+        INSERT INTO ledger (user_id, kind, amount, balance_after, ref, note, created_at)
+        SELECT user_id, 'charge', -cost, balance_after, request_id, model, created_at FROM charges ORDER BY user_id, ord
+      ), per_key AS (
+        SELECT api_key_id, sum(greatest(cost, 0)) AS cost, max(created_at) AS at FROM new GROUP BY api_key_id
+      ), k AS (
+        UPDATE api_keys SET used_quota = used_quota + pk.cost,
+          remain_quota = CASE WHEN unlimited_quota THEN remain_quota ELSE remain_quota - pk.cost END,
+          last_used_at = greatest(coalesce(last_used_at, 0), pk.at)
+        FROM per_key pk WHERE api_keys.id = pk.api_key_id
+      )
+      SELECT n.ord, n.cost, c.balance_after, EXISTS (SELECT 1 FROM u WHERE u.id = n.user_id) AS has_user
+      FROM new n LEFT JOIN charges c ON c.ord = n.ord`);
+    // Issued together: postgres.js pipelines them on the transaction's connection, in this order.
+    const [, , written] = await Promise.all([lockUsers, lockKeys, write]);
+    const out: SettleOutcome[] = rows.map(() => ({ inserted: false }));
+    for (const w of written) {
+      const cost = Number(w.cost);
+      if (cost > 0 && !w.has_user) throw new Error(`ledger: no user ${rows[w.ord]!.userId}`);
+      out[w.ord] = { inserted: true, balance: cost > 0 ? Number(w.balance_after) : undefined };
+    }
+    return out;
   }
 }

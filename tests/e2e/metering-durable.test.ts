@@ -1,0 +1,82 @@
+/**
+ * The settle path with a durable (asynchronous) settlement sink, as the PostgreSQL mode will wire it,
+ * through real HTTP: a /v1/messages JSON answer and the end of a stream wait for the commit. The sink
+ * here writes the real SQLite tables behind a gate the test opens, so "not acknowledged before the
+ * commit" can be observed; the PostgreSQL committer itself is tested in libs/db/src/pg/group-commit.test.ts.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { QuotaService } from '@gw/billing';
+import { SettlementsRepo, type AsyncSettlementSink, type SettleOutcome, type SettlementRow } from '@gw/db';
+import { ON_PG, startGateway, type TestGateway } from '../helpers/gateway';
+import { addChannel, keyedUser, msg, setPrice, upstream, V, type Scripted } from './relay-setup';
+
+/** Commits only when the test opens the gate; counts what is waiting. */
+class GatedSink implements AsyncSettlementSink {
+  waiting = 0;
+  private gate: Promise<void> = Promise.resolve();
+  private open: () => void = () => {};
+  constructor(private readonly repo: SettlementsRepo) {}
+  close() { this.gate = new Promise((ok) => { this.open = ok; }); }
+  release() { this.open(); }
+  async balances() { return this.repo.balances(); }
+  async balance(id: number) { return this.repo.balance(id); }
+  async settle(row: SettlementRow): Promise<SettleOutcome> {
+    this.waiting++;
+    await this.gate;
+    this.waiting--;
+    let out!: SettleOutcome;
+    this.repo.transaction(() => { out = this.repo.apply(row); });
+    return out;
+  }
+}
+
+let gw: TestGateway;
+let ant: Scripted;
+let sink: GatedSink;
+let quota: QuotaService;
+
+const usageRows = (id: string) => gw.services.dbh!.sqlite.query('select cost from usage_logs where request_id = ?').all(id) as Array<{ cost: number }>;
+
+async function waitFor(cond: () => boolean) {
+  for (let i = 0; i < 200 && !cond(); i++) await Bun.sleep(10);
+  expect(cond()).toBe(true);
+}
+
+// SQLite-only: it swaps a gated sink over the SQLite tables into a running gateway; on PostgreSQL the real
+// group committer is the durable sink and the whole e2e suite runs through it (bun run test:pg).
+describe.skipIf(ON_PG)('settlement through a durable sink', () => {
+  beforeAll(async () => {
+    gw = await startGateway();
+    ant = upstream('anthropic', { usage: { input: 10, output: 20 } });
+    await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['dur'] });
+    await setPrice(gw, 'dur', { input: 1_000_000, output: 1_000_000 });
+    sink = new GatedSink(new SettlementsRepo(gw.services.dbh!.sqlite));
+    quota = await QuotaService.openDurable({ durable: sink, prices: gw.services.relay.prices, bus: gw.services.bus });
+    // The relay's quota port, swapped for the durable one (the PostgreSQL composition root will build it so).
+    (gw.services.relay.relay as unknown as { d: { quota: QuotaService } }).d.quota = quota;
+  });
+  afterAll(async () => { sink?.release(); await ant.stop(); await gw.stop(); });
+
+  for (const stream of [false, true]) {
+    test(`${stream ? 'stream' : 'JSON'}: the client's answer ${stream ? 'ends' : 'arrives'} only after the commit; charged once`, async () => {
+      const u = await keyedUser(gw, 10_000);
+      sink.close();
+      let done = false;
+      const res = fetch(`${gw.url}/v1/messages`, {
+        method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': u.key, ...V }, body: JSON.stringify(msg('dur', { stream, max_tokens: 100 })),
+      }).then(async (r) => ({ status: r.status, id: r.headers.get('request-id')!, text: await r.text() })).finally(() => { done = true; });
+      await waitFor(() => sink.waiting === 1);
+      await Bun.sleep(100);
+      expect(done).toBe(false);
+      // Meanwhile the cost counts as spent.
+      expect(quota.available(u.id)).toBe(10_000 - 30);
+      sink.release();
+      const r = await res;
+      expect(r.status).toBe(200);
+      if (stream) expect(r.text).toContain('message_stop');
+      expect(usageRows(r.id)).toEqual([{ cost: 30 }]);
+      expect(quota.balance(u.id)).toBe(10_000 - 30);
+      expect((await gw.services.users.byId(u.id))!.quota).toBe(10_000 - 30);
+    });
+  }
+});
