@@ -3,7 +3,7 @@
  * Every end-to-end test goes through HTTP against this, never through internals.
  *
  * GW_TEST_BACKEND=pg (`bun run test:pg`): the same gateway on PostgreSQL (GW_TEST_PG, a fresh schema
- * dropped at stop) and Redis (GW_TEST_REDIS, a fresh key prefix deleted at stop).
+ * emptied at stop and reused by the next gateway, see pg-schemas.ts) and Redis (GW_TEST_REDIS, a fresh key prefix deleted at stop).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +12,8 @@ import { loadConfig } from '@gw/config';
 import { memoryLogger } from '@gw/core';
 import { createServices, type Services } from '../../apps/server/src/services';
 import { listen } from '../../apps/server/src/app';
-import { PG_TEST_URL, dropSchema, freshSchema } from './postgres';
+import { PG_TEST_URL } from './postgres';
+import { returnSchema, takeSchema } from './pg-schemas';
 import { REDIS_TEST_URL, freshPrefix, redisClient } from './redis';
 import { testDb, type TestDb } from './test-db';
 
@@ -40,7 +41,7 @@ export interface TestGateway {
 
 export async function startGateway(env: Record<string, string> = {}): Promise<TestGateway> {
   const dir = mkdtempSync(join(tmpdir(), 'gw-test-'));
-  const pg = ON_PG && !env.DATABASE_URL ? { schema: freshSchema('gwe2e'), prefix: freshPrefix('e2e') } : null;
+  const pg = ON_PG && !env.DATABASE_URL ? { schema: await takeSchema(), prefix: freshPrefix('e2e') } : null;
   const config = loadConfig({
     DATABASE_URL: `sqlite:${join(dir, 'gateway.db')}`,
     ...(pg ? { DATABASE_URL: PG_TEST_URL, PG_SCHEMA: pg.schema, REDIS_URL: REDIS_TEST_URL, REDIS_PREFIX: pg.prefix, SECRET_KEY: Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('hex') } : {}),
@@ -54,7 +55,7 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
   try {
     services = await createServices(config, log);
   } catch (err) {
-    if (pg) await dropSchema(pg.schema).catch(() => {});
+    if (pg) await returnSchema(pg.schema);
     throw err;
   }
   const app = listen(services, 0, '127.0.0.1');
@@ -80,7 +81,7 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
       await services.close();
       rmSync(dir, { recursive: true, force: true });
       if (pg) {
-        await dropSchema(pg.schema);
+        await returnSchema(pg.schema);
         const redis = redisClient();
         const keys = await redis.keys(`${pg.prefix}*`);
         if (keys.length) await redis.del(...keys);
