@@ -135,15 +135,13 @@ export class ApiKeyService {
   async create(actor: UserRow, input: ApiKeyCreate): Promise<{ key: string; view: ApiKeyView }> {
     const owner = await this.resolveOwner(actor, input.user_id);
     const max = this.limits.maxKeysPerUser;
-    if (max > 0 && (await this.repo.list({ userId: owner.id, offset: 0, limit: 1 })).total >= max) {
-      throw new GatewayError(409, 'too_many_keys', `A user may hold at most ${max} API keys; delete unused ones first`, { param: 'user_id' });
-    }
     const now = nowSeconds();
     const key = `sk-${randomToken(48)}`;
-    const row = await this.repo.insert({
+    const row = await this.repo.insertBelow({
       userId: owner.id, name: input.name.trim() || input.name, keyHash: sha256Hex(key), prefix: key.slice(0, 8),
       status: API_KEY_STATUS.enabled, ...this.checked(actor, owner, input, now), createdAt: now, updatedAt: now,
-    });
+    }, max);
+    if (!row) throw new GatewayError(409, 'too_many_keys', `A user may hold at most ${max} API keys; delete unused ones first`, { param: 'user_id' });
     await this.afterWrite(row.id);
     return { key, view: toApiKeyView(row) };
   }
