@@ -8,6 +8,7 @@ import { AlwaysLeader, type ChangeBus, type Leader, type Logger, type RateLimits
 import { createStores, openDatabase, type DbHandle, type Stores } from '@gw/db';
 import type { PgHandle } from '@gw/db/pg';
 import type { RelayWiring } from '@gw/relay';
+import { billingConfig } from '@gw/billing';
 
 export interface Backend {
   kind: 'sqlite' | 'postgres';
@@ -61,7 +62,8 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     // Fails start-up (one line) rather than the first request when Redis is unreachable.
     await redis.connect();
     const stores = createPgStores(pg.db, bus);
-    const sink = new PgGroupCommitter(pg.db);
+    // PG_SETTLE_FLUSH_MS / PG_SETTLE_BATCH / PG_SETTLE_DEADLINE_MS (validated with the billing settings).
+    const sink = new PgGroupCommitter(pg.db, billingConfig(config.env).pgSettle);
     closers.push(() => sink.close());
     const leader = await PgAdvisoryLeader.start(url, { name: `gw:${config.pgSchema}:jobs`, log: (line) => log.info('leader', { msg: line }) });
     closers.push(() => leader.close());
