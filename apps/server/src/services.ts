@@ -106,6 +106,8 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   closers.push(() => passwordReset.close());
   const relay = await createRelayServices({
     ...backend.relay, env: config.env, bus, apiKeys, directory: userDirectory, channels: channelRegistry,
+    // Nodes sharing a database date the model catalog alike: by the database's first user (the root bootstrap).
+    catalogSince: backend.kind === 'postgres' ? (await users.byId(1))?.createdAt : undefined,
     setChannelStatus: (id, status, reason) => channels.setStatus(id, status, reason), adapter: getAdapter, log,
     channelKeys: {
       refused: (id, keyId, reason) => channelKeys.autoDisable(id, keyId, reason),

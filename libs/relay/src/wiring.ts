@@ -60,6 +60,8 @@ export interface RelayWiring {
    * no journal; budgets are not charged on this path yet (refused at the API, see the server).
    */
   durable?: AsyncSettlementSink;
+  /** Date of every model in /v1/models (unix seconds); default this process's start. Nodes of a cluster share one. */
+  catalogSince?: number;
   /** Who runs the channel prober (one node of a cluster); default this process. */
   leader?: Leader;
   /** Folder of the settlement journal; null for an in-memory database. */
@@ -141,7 +143,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
       msg: 'MAX_UPSTREAM_CONNECTIONS exceeds the fetch slots Bun was started with (BUN_CONFIG_MAX_HTTP_REQUESTS - 64); start with `bun run start` or raise BUN_CONFIG_MAX_HTTP_REQUESTS' });
   }
   const slots = new UpstreamSlots(Math.min(config.maxUpstreamConnections, fetchSlots));
-  const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting });
+  const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting, since: w.catalogSince });
   // Built after the key index and user directory subscribed to the bus, so it reads their refreshed state.
   const inflight = new InflightRegistry({
     bus: w.bus,
