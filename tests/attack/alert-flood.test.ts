@@ -6,9 +6,10 @@
  * gets a bounded number of threshold alerts per period, the rest is logged as suppressed.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { startGateway, type TestGateway } from '../helpers/gateway';
+import { ON_PG, startGateway, type TestGateway } from '../helpers/gateway';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
 
+// Budgets, and so their alerts, are SQLite-only for now (PostgreSQL mode answers 501; tests/e2e/budgets.test.ts).
 let gw: TestGateway;
 let up: Scripted;
 beforeAll(async () => {
@@ -22,11 +23,11 @@ afterAll(async () => { await up.stop(); await gw.stop(); }, 30_000);
 
 const thresholdAlerts = (keyId: number) => {
   gw.services.relay.quota.flush();
-  return (gw.services.dbh.sqlite.query("select payload from alert_outbox where type = 'budget.threshold'").all() as any[])
+  return (gw.services.dbh!.sqlite.query("select payload from alert_outbox where type = 'budget.threshold'").all() as any[])
     .map((r) => JSON.parse(r.payload).data).filter((d) => d.key_id === keyId);
 };
 
-test('20 rounds of clear / set / spend on one key write at most 9 threshold alerts this period', async () => {
+test.skipIf(ON_PG)('20 rounds of clear / set / spend on one key write at most 9 threshold alerts this period', async () => {
   const u = await keyedUser(gw, 1e9);
   for (let i = 0; i < 20; i++) {
     const list = await gw.api('GET', '/api/budget/self', undefined, u.token);

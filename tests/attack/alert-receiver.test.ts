@@ -5,7 +5,7 @@
  * requests whose charges wrote the alerts, and let the gateway stop while an attempt hangs.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { startGateway, type TestGateway } from '../helpers/gateway';
+import { ON_PG, startGateway, type TestGateway } from '../helpers/gateway';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
 
 type Mode = 'hang' | 'endless' | 'redirect' | 'ok';
@@ -35,6 +35,7 @@ const hook = Bun.serve({
 
 hookPort = hook.port!;
 
+// Budgets, and so their alerts, are SQLite-only for now (PostgreSQL mode answers 501; tests/e2e/budgets.test.ts).
 let gw: TestGateway;
 let up: Scripted;
 beforeAll(async () => {
@@ -51,7 +52,7 @@ afterAll(async () => {
   hook.stop(true);
 }, 30_000);
 
-const alertRow = (eventId: string) => gw.services.dbh.sqlite.query('select status, attempts, last_error from alert_outbox where event_id = ?').get(eventId) as any;
+const alertRow = (eventId: string) => gw.services.dbh!.sqlite.query('select status, attempts, last_error from alert_outbox where event_id = ?').get(eventId) as any;
 
 /** One charge of `n` input tokens against a fresh 1000-unit user budget: one alert per threshold crossed. */
 async function alertsFor(n: number): Promise<{ ms: number; ids: string[] }> {
@@ -63,7 +64,7 @@ async function alertsFor(n: number): Promise<{ ms: number; ids: string[] }> {
   const ms = performance.now() - t0;
   expect(r.status).toBe(200);
   gw.services.relay.quota.flush();
-  const rows = gw.services.dbh.sqlite.query('select event_id from alert_outbox where payload like ? order by id').all(`%"user_id":${u.id},%`) as any[];
+  const rows = gw.services.dbh!.sqlite.query('select event_id from alert_outbox where payload like ? order by id').all(`%"user_id":${u.id},%`) as any[];
   return { ms, ids: rows.map((x) => x.event_id) };
 }
 
@@ -73,7 +74,7 @@ async function until(cond: () => boolean, ms = 5000) {
   expect(cond()).toBe(true);
 }
 
-test('a receiver that never answers: the attempt ends at the timeout and is retried later; requests are not slowed', async () => {
+test.skipIf(ON_PG)('a receiver that never answers: the attempt ends at the timeout and is retried later; requests are not slowed', async () => {
   mode = 'hang';
   const { ms, ids } = await alertsFor(600); // 50 %
   expect(ids).toHaveLength(1);
@@ -88,14 +89,14 @@ test('a receiver that never answers: the attempt ends at the timeout and is retr
   expect(third.ms).toBeLessThan(2500);
 }, 30_000);
 
-test('a 200 with an endless body is acknowledged without reading the body, and the worker moves on', async () => {
+test.skipIf(ON_PG)('a 200 with an endless body is acknowledged without reading the body, and the worker moves on', async () => {
   mode = 'endless';
   const { ids } = await alertsFor(900); // 50 % and 80 %
   expect(ids).toHaveLength(2);
   await until(() => ids.every((id) => alertRow(id).status === 'delivered'), 15_000);
 }, 30_000);
 
-test('a redirect is not followed: it is a failed attempt, retried later', async () => {
+test.skipIf(ON_PG)('a redirect is not followed: it is a failed attempt, retried later', async () => {
   mode = 'redirect';
   const { ids } = await alertsFor(1000); // 50, 80, 100 %
   expect(ids).toHaveLength(3);
@@ -104,7 +105,7 @@ test('a redirect is not followed: it is a failed attempt, retried later', async 
   expect(redirectTargetHits).toBe(0);
 }, 30_000);
 
-test('the gateway stops promptly while a delivery attempt hangs', async () => {
+test.skipIf(ON_PG)('the gateway stops promptly while a delivery attempt hangs', async () => {
   mode = 'hang';
   const before = seen.length;
   await alertsFor(600);

@@ -26,7 +26,7 @@ afterAll(async () => {
   await gw.stop();
 });
 
-const rowOf = (id: string) => gw.services.dbh.sqlite.query('select * from usage_logs where request_id = ?').get(id) as any;
+const rowOf = (id: string) => gw.db.get('select * from usage_logs where request_id = ?', id);
 
 test('800k input tokens read under a forwarded context-1m beta are billed as 800k, not clamped to 200k', async () => {
   const u = await keyedUser(gw, 2_000_000_000);
@@ -36,6 +36,6 @@ test('800k input tokens read under a forwarded context-1m beta are billed as 800
   // The header really reached the upstream, so it did read past 200k.
   expect(a.last().headers['anthropic-beta']).toBe('context-1m-2025-08-07');
   gw.services.relay.quota.flush();
-  const row = rowOf(r.headers.get('request-id')!);
+  const row = await rowOf(r.headers.get('request-id')!);
   expect({ input: row.input_tokens, flag: row.usage_flag }).toEqual({ input: 800_000, flag: '' });
 });

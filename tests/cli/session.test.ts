@@ -25,7 +25,7 @@ describe('gw login / whoami / access-token / logout', () => {
     // The stored token is a real management token, and the login session was ended after minting it.
     expect((await gw.api('GET', '/api/user/self', undefined, cfg.token)).body.data.username).toBe('root');
     const root = (await gw.services.users.byUsername('root'))!;
-    expect(gw.services.dbh.sqlite.query('select count(*) as n from sessions where user_id = ?').get(root.id)).toEqual({ n: 0 });
+    expect((await gw.db.get('select count(*) as n from sessions where user_id = ?', root.id))).toEqual({ n: 0 });
   });
 
   test('whoami prints a table by default and the exact data with --json', async () => {

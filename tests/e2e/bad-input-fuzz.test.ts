@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { createApp } from '../../apps/server/src/app';
-import { startGateway, type TestGateway } from '../helpers/gateway';
+import { ON_PG, startGateway, type TestGateway } from '../helpers/gateway';
 import { keyedUser } from './relay-setup';
 
 let gw: TestGateway;
@@ -34,8 +34,12 @@ const BODIES: string[] = [
 ];
 const PATH_VALUES = ['0', '-1', 'abc', '99999999999999999999', '%00', '..%2f..'];
 
+/** PostgreSQL mode refuses budget routes on purpose (501 budgets_unavailable, see routes/budgets.ts): not a failure. */
+const refusedOnPurpose = (r: { status: number; body: any }) => ON_PG && r.status === 501 && r.body?.error?.code === 'budgets_unavailable';
+
 function expectWellFormed(r: { status: number; body: any; headers: Headers }, what: string) {
-  expect({ what, status: r.status, fiveHundred: r.status >= 500 }).toEqual({ what, status: r.status, fiveHundred: false });
+  const fiveHundred = r.status >= 500 && !refusedOnPurpose(r);
+  expect({ what, status: r.status, fiveHundred }).toEqual({ what, status: r.status, fiveHundred: false });
   // Downloads (the usage log export) succeed with their own type; everything else, and every error, is JSON.
   const download = r.status < 300 && (r.headers.get('content-disposition') ?? '').startsWith('attachment');
   if (!download) expect({ what, type: r.headers.get('content-type') ?? '' }).toEqual({ what, type: expect.stringContaining('json') });

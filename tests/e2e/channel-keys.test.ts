@@ -39,6 +39,16 @@ async function channel(url: string, model: string, keys: string[], extra: Record
 }
 
 const keysOf = async (id: number) => (await gw.api('GET', `/api/channel/${id}/keys`)).body.data as any[];
+/** Key refusals are written beside the request (not awaited by it): wait for them rather than race them (PostgreSQL writes take longer). */
+const keyStatusesSoon = async (id: number, want: number[]) => {
+  let got: number[] = [];
+  for (let i = 0; i < 100; i++) {
+    got = (await keysOf(id)).map((k) => k.status);
+    if (JSON.stringify(got) === JSON.stringify(want)) break;
+    await Bun.sleep(20);
+  }
+  return got;
+};
 const channelStatus = (id: number) => gw.services.channelRegistry.get(id)!.status;
 
 describe('multi-key channels', () => {
@@ -69,7 +79,7 @@ describe('multi-key channels', () => {
     expect(r.status).toBe(200);
     // Round robin starts at key 1: 1 refused, 2 refused, 3 answers, all in one request.
     expect(up.seen).toEqual(['sk-dead-00000001', 'sk-dead-00000002', 'sk-live-00000003']);
-    expect((await keysOf(id)).map((k) => k.status)).toEqual([3, 3, 1]);
+    expect(await keyStatusesSoon(id, [3, 3, 1])).toEqual([3, 3, 1]);
     expect(channelStatus(id)).toBe(1);
     expect((await send(gw, u.key, msg('mk-403'))).status).toBe(200);
     expect(up.seen.at(-1)).toBe('sk-live-00000003');
@@ -84,7 +94,7 @@ describe('multi-key channels', () => {
     const id = await channel(up.url, 'mk-quota', ['sk-quota-aaaaaaaa', 'sk-unpaid-bbbbbbbb', 'sk-fine-cccccccc'], { key_selection: 'round_robin' });
     const u = await keyedUser(gw);
     expect((await send(gw, u.key, msg('mk-quota'))).status).toBe(200);
-    expect((await keysOf(id)).map((k) => k.status)).toEqual([3, 3, 1]);
+    expect(await keyStatusesSoon(id, [3, 3, 1])).toEqual([3, 3, 1]);
 
     const up2 = keyedUpstream((k) => (k === 'sk-busy-dddddddd' ? { error: { status: 429, message: 'rate limited, slow down' } } : undefined));
     const id2 = await channel(up2.url, 'mk-busy', ['sk-busy-dddddddd', 'sk-calm-eeeeeeee'], { key_selection: 'round_robin' });

@@ -62,8 +62,7 @@ beforeAll(async () => {
 });
 afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 
-const flushed = () => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite; };
-const logOf = (requestId: string) => flushed().query('select * from usage_logs where request_id = ?').get(requestId) as any;
+const logOf = (requestId: string) => gw.db.get('select * from usage_logs where request_id = ?', requestId);
 const CLIENT = { ...V, 'user-agent': 'client/1.0', 'x-app': 'cli' };
 const BODY = (model: string, stream: boolean) => msg(model, { max_tokens: 4000, temperature: 0.9, top_p: 0.1, stream });
 
@@ -87,7 +86,7 @@ describe('what the upstream receives', () => {
       expect(req.headers['user-agent']).not.toBe('client/1.0');
       expect(req.headers['x-only-special']).toBeUndefined();
       expect(req.headers['x-api-key']).toBe('upstream-key');
-      const log = logOf(r.headers.get('request-id')!);
+      const log = await logOf(r.headers.get('request-id')!);
       expect(JSON.parse(log.overrides)).toEqual(['clamp:max_tokens', 'remove:temperature', 'set:top_p', 'set_header:x-team', 'remove_header:user-agent']);
       const view = await gw.api('GET', `/api/log/?model=ov-a&p=1&page_size=1`);
       expect(view.body.data.items[0]).toMatchObject({ request_id: r.headers.get('request-id'), overrides: JSON.parse(log.overrides), billed_model: 'ov-a' });
@@ -105,7 +104,7 @@ describe('what the upstream receives', () => {
       expect(req.headers['x-team']).toBe('blue');
       expect(req.headers['user-agent']).not.toBe('client/1.0');
       expect(req.headers.authorization).toBe('Bearer upstream-key');
-      expect(JSON.parse(logOf(r.headers.get('request-id')!).overrides)).toEqual(['clamp:max_tokens', 'remove:temperature', 'set:top_p', 'set_header:x-team', 'remove_header:user-agent']);
+      expect(JSON.parse((await logOf(r.headers.get('request-id')!)).overrides)).toEqual(['clamp:max_tokens', 'remove:temperature', 'set:top_p', 'set_header:x-team', 'remove_header:user-agent']);
     });
 
     test(`per-model entries apply only to their models (${kind})`, async () => {
@@ -116,7 +115,7 @@ describe('what the upstream receives', () => {
       const r = await send(gw, u.key, BODY('ov-o-special', stream), CLIENT);
       expect(r.status).toBe(200);
       expect(oai.last().body.stop).toEqual(['STOP']);
-      expect(JSON.parse(logOf(r.headers.get('request-id')!).overrides)).toContain('set:stop_sequences');
+      expect(JSON.parse((await logOf(r.headers.get('request-id')!)).overrides)).toContain('set:stop_sequences');
     });
   }
 
@@ -135,7 +134,7 @@ describe('what the upstream receives', () => {
     const r = await send(gw, u.key, msg('ov-raise', { max_tokens: 8000, temperature: 0.3 }));
     expect(r.status).toBe(200);
     expect(ant.last().body).toMatchObject({ max_tokens: 8000, temperature: 0.3 });
-    expect(logOf(r.headers.get('request-id')!).overrides).toBe('');
+    expect((await logOf(r.headers.get('request-id')!)).overrides).toBe('');
     const view = await gw.api('GET', '/api/log/self', undefined, u.token);
     expect(view.body.data.items[0]).toMatchObject({ overrides: [], billed_model: 'ov-raise' });
   });
@@ -143,7 +142,7 @@ describe('what the upstream receives', () => {
   test('users do not see which overrides ran (channel configuration); admins do', async () => {
     const u = await keyedUser(gw);
     expect((await send(gw, u.key, BODY('ov-a', false), CLIENT)).status).toBe(200);
-    flushed();
+    gw.services.relay.quota.flush();
     expect((await gw.api('GET', '/api/log/self', undefined, u.token)).body.data.items[0].overrides).toEqual([]);
   });
 });
@@ -197,7 +196,7 @@ describe('metering uses the request after overrides', () => {
     const [first, second] = ant.double.requests.slice(-2);
     expect([first!.body.max_tokens, first!.body.top_k]).toEqual([50, undefined]);
     expect([second!.body.max_tokens, second!.body.top_k]).toEqual([4000, 3]);
-    const log = logOf(r.headers.get('request-id')!);
+    const log = await logOf(r.headers.get('request-id')!);
     expect(log).toMatchObject({ attempts: 2, channel_id: ids['fo-second'], overrides: '["set:top_k"]', output_tokens: 100, cost: 100, usage_flag: '' });
   });
 
@@ -206,7 +205,7 @@ describe('metering uses the request after overrides', () => {
     ant.queue.push({ usage: { input: 10, output: 80 } });
     const r = await send(gw, u.key, msg('ov-a', { max_tokens: 4000 }));
     expect(r.status).toBe(200);
-    const log = logOf(r.headers.get('request-id')!);
+    const log = await logOf(r.headers.get('request-id')!);
     expect(log).toMatchObject({ output_tokens: 50, cost: 50, usage_flag: 'implausible' });
   });
 });
@@ -217,7 +216,7 @@ describe('billing model', () => {
     up.queue.push({ usage: { input: 1000, output: 500 } });
     const r = await send(gw, u.key, msg(model, { stream, max_tokens: 1000 }));
     expect(r.status).toBe(200);
-    const log = logOf(r.headers.get('request-id')!);
+    const log = await logOf(r.headers.get('request-id')!);
     gw.services.relay.quota.flush();
     return { log, spent: 1_000_000 - (await gw.services.users.byId(u.id))!.quota };
   };

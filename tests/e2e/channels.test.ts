@@ -24,7 +24,7 @@ describe('channels', () => {
     });
     expect(c.key).not.toContain('secret-value');
     expect(c.key).toBe('sk-a…-123');
-    const raw = gw.services.dbh.sqlite.query('select key from channels where id = ?').get(c.id) as { key: string };
+    const raw = (await gw.db.get('select key from channels where id = ?', c.id)) as { key: string };
     expect(raw.key.startsWith('v1.')).toBe(true);
     expect(raw.key).not.toContain('secret');
     // The relay's snapshot holds the decrypted key.

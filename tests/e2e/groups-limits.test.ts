@@ -9,8 +9,7 @@ import { addChannel, keyedUser, msg, send, upstream, V, type Scripted } from './
 let gw: TestGateway;
 let up: Scripted;
 
-const flushed = () => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite; };
-const logOf = (requestId: string) => flushed().query('select cost, "group", price_ratio from usage_logs where request_id = ?').get(requestId) as any;
+const logOf = (requestId: string) => gw.db.get('select cost, "group", price_ratio from usage_logs where request_id = ?', requestId);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** An Anthropic message body, answered after `ms` (counts requests in flight at the upstream). */
@@ -65,7 +64,7 @@ describe('group price ratio', () => {
     const rs = await Promise.all(Array.from({ length: 20 }, () => send(gw, u.key, msg('claude-x'))));
     expect(rs.map((r) => r.status)).toEqual(Array(20).fill(200));
     // ceil(1000 × 333,333 × 1500 / 10⁹) = ceil(499.9995) = 500; rounding twice would give ceil(334 × 1.5) = 501.
-    for (const r of rs) expect(logOf(r.headers.get('request-id')!)).toEqual({ cost: 500, group: 'gold', price_ratio: 1500 });
+    for (const r of rs) expect(await logOf(r.headers.get('request-id')!)).toEqual({ cost: 500, group: 'gold', price_ratio: 1500 });
     expect(before - gw.services.relay.quota.balance(u.id)).toBe(20 * 500);
     const listed = await gw.api('GET', `/api/log/self`, undefined, u.token);
     expect(listed.body.data.items[0]).toMatchObject({ cost: 500, group: 'gold', price_ratio: 1500 });
@@ -78,11 +77,11 @@ describe('group price ratio', () => {
     expect((await gw.api('PUT', '/api/token/', { id: u.keyId, group: 'gold' })).status).toBe(200);
     up.queue.push({ text: 'ok', usage: { input: 1000, output: 0 } });
     const r = await send(gw, u.key, msg('claude-x'));
-    expect(logOf(r.headers.get('request-id')!)).toEqual({ cost: 500, group: 'gold', price_ratio: 1500 });
+    expect(await logOf(r.headers.get('request-id')!)).toEqual({ cost: 500, group: 'gold', price_ratio: 1500 });
     const plain = await member({ group: 'default' });
     up.queue.push({ text: 'ok', usage: { input: 1000, output: 0 } });
     const p = await send(gw, plain.key, msg('claude-x'));
-    expect(logOf(p.headers.get('request-id')!)).toEqual({ cost: 334, group: 'default', price_ratio: 1000 });
+    expect(await logOf(p.headers.get('request-id')!)).toEqual({ cost: 334, group: 'default', price_ratio: 1000 });
   });
 });
 
@@ -97,7 +96,7 @@ describe('group fallbacks', () => {
     up.queue.push({ text: 'ok', usage: { input: 1000, output: 0 } });
     const r = await send(gw, u.key, msg('only-default'));
     expect(r.status).toBe(200);
-    expect(logOf(r.headers.get('request-id')!)).toEqual({ cost: 667, group: 'silver', price_ratio: 2000 });
+    expect(await logOf(r.headers.get('request-id')!)).toEqual({ cost: 667, group: 'silver', price_ratio: 2000 });
   });
 });
 

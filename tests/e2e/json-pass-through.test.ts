@@ -21,7 +21,7 @@ beforeAll(async () => {
 });
 afterAll(async () => { await ant.stop(); await gw.stop(); });
 
-const logOf = (id: string) => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite.query('select * from usage_logs where request_id = ?').get(id) as any; };
+const logOf = (id: string) => gw.db.get('select * from usage_logs where request_id = ?', id);
 const json = (text: string) => () => new Response(text, { headers: { 'content-type': 'application/json' } });
 // `\u00e9` stays an escape only if the bytes are forwarded; re-serialising would write `é`.
 // Longer than PASS_MIN_BYTES: shorter answers are decoded, being as cheap that way.
@@ -46,7 +46,7 @@ test('a mapped model: the upstream bytes with only the model replaced, billed fr
   expect(r.type).toBe('application/json');
   expect(r.text).toBe(answer('alias'));
   expect(ant.last().body.model).toBe('up-model');
-  const log = logOf(r.id);
+  const log = await logOf(r.id);
   expect([log.input_tokens, log.output_tokens, log.cache_write_tokens, log.cache_write_1h_tokens, log.usage_flag]).toEqual([11, 7, 4, 3, '']);
 });
 
@@ -54,7 +54,7 @@ test('the same model: the very bytes', async () => {
   ant.queue.push({ response: json(answer('same')) });
   const r = await call('same');
   expect(r.text).toBe(answer('same'));
-  expect(logOf(r.id).output_tokens).toBe(7);
+  expect((await logOf(r.id)).output_tokens).toBe(7);
 });
 
 test('usage not at the tail: decoded and re-serialised as before, same billing', async () => {
@@ -66,7 +66,7 @@ test('usage not at the tail: decoded and re-serialised as before, same billing',
   expect(body.model).toBe('alias');
   expect(body.content[0].text).toBe(`café "usage":{"input_tokens":999} ${PAD}`);
   expect(body.usage).toMatchObject({ input_tokens: 11, output_tokens: 7, cache_creation_input_tokens: 4 });
-  const log = logOf(r.id);
+  const log = await logOf(r.id);
   expect([log.input_tokens, log.output_tokens, log.cache_write_tokens, log.cache_write_1h_tokens]).toEqual([11, 7, 4, 3]);
 });
 
@@ -75,5 +75,5 @@ test('not a message (a 200 with an error object): fails as before, nothing bille
   const r = await call('same');
   expect(r.status).toBe(502);
   expect(JSON.parse(r.text).error.code ?? JSON.parse(r.text).error.type).toBeTruthy();
-  expect(logOf(r.id)?.cost ?? 0).toBe(0);
+  expect((await logOf(r.id))?.cost ?? 0).toBe(0);
 });

@@ -134,8 +134,8 @@ describe('GET /api/ledger/self and /api/ledger/', () => {
     expect(new Set(every.body.data.items.map((e: any) => e.user_id)).size).toBeGreaterThan(1);
   });
 
-  test('every balance in the database equals its ledger sum after all scenarios', () => {
-    const rows = gw.services.dbh.sqlite.query('select u.id, u.quota, coalesce((select sum(amount) from ledger l where l.user_id = u.id), 0) as s from users u').all() as Array<{ id: number; quota: number; s: number }>;
+  test('every balance in the database equals its ledger sum after all scenarios', async () => {
+    const rows = (await gw.db.all('select u.id, u.quota, coalesce((select sum(amount) from ledger l where l.user_id = u.id), 0) as s from users u')) as Array<{ id: number; quota: number; s: number }>;
     expect(rows.length).toBeGreaterThan(5);
     for (const r of rows) expect(r.quota).toBe(r.s);
   });

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
-import { seedUsageRows } from '../helpers/usage-seed';
+import { seedGatewayUsageRows } from '../helpers/usage-seed';
 
 let gw: TestGateway;
 let alice: { id: number; token: string };
@@ -35,15 +35,15 @@ export function parseCsv(text: string): string[][] {
 beforeAll(async () => {
   gw = await startGateway();
   alice = await makeUser(gw); // id 2: the seed's users are 1..50, so alice owns some of the rows
-  seedUsageRows(gw.services.dbh.sqlite, {
+  await seedGatewayUsageRows(gw.services, {
     rows: ROWS, from: FROM, spanSeconds: 30 * 86_400, users: 50,
     modelOf: (i) => (i % 997 === 0 ? HOSTILE[(i / 997) % HOSTILE.length] : undefined),
   });
-});
+}, 60_000);
 afterAll(async () => { await gw.stop(); });
 
 const get = (path: string, token: string | null = gw.rootToken) => fetch(gw.url + path, { headers: token ? { authorization: `Bearer ${token}` } : {} });
-const count = (where: string, ...args: any[]) => (gw.services.dbh.sqlite.query(`select count(*) n from usage_logs ${where}`).get(...args) as { n: number }).n;
+const count = async (where: string, ...args: any[]) => (await gw.db.get(`select count(*) n from usage_logs ${where}`, ...args)).n as number;
 
 describe('export', () => {
   test(`CSV of all ${ROWS} rows: header, every id once in order, hostile text read back`, async () => {
@@ -66,7 +66,7 @@ describe('export', () => {
       // Text a spreadsheet would run as a formula is defused with a leading apostrophe.
       expect(got).toBe(/^[=+\-@]/.test(want) ? `'${want}` : want);
     }
-    const db = gw.services.dbh.sqlite.query('select cost, channel_id, created_at from usage_logs where id = 12345').get() as any;
+    const db = await gw.db.get('select cost, channel_id, created_at from usage_logs where id = 12345');
     const r = byId.get(12345)!;
     expect([Number(r[col('cost')]), r[col('channel_id')] === '' ? null : Number(r[col('channel_id')]), Number(r[col('created_at')])])
       .toEqual([db.cost, db.channel_id, db.created_at]);
@@ -79,7 +79,7 @@ describe('export', () => {
     const lines = (await res.text()).split('\n');
     expect(lines.pop()).toBe('');
     const recs = lines.map((l) => JSON.parse(l));
-    expect(recs.length).toBe(count('where user_id = 7 and created_at <= ?', to));
+    expect(recs.length).toBe(await count('where user_id = 7 and created_at <= ?', to));
     expect(recs.length).toBeGreaterThan(100);
     expect(recs.every((r) => r.user_id === 7 && r.created_at <= to)).toBe(true);
     const listed = await gw.api('GET', `/api/log/?user_id=7&end_timestamp=${to}&page_size=3`);
@@ -91,7 +91,7 @@ describe('export', () => {
     const res = await get(`/api/log/export/self?format=jsonl&user_id=7`, alice.token);
     expect(res.status).toBe(200);
     const recs = (await res.text()).trim().split('\n').map((l) => JSON.parse(l));
-    expect(recs.length).toBe(count('where user_id = ?', alice.id));
+    expect(recs.length).toBe(await count('where user_id = ?', alice.id));
     expect(recs.length).toBeGreaterThan(100);
     expect(recs.every((r) => r.user_id === alice.id && r.channel_id === null && r.upstream_model === '')).toBe(true);
     expect((await get('/api/log/export', alice.token)).status).toBe(403);

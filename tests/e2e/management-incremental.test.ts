@@ -5,7 +5,7 @@
  */
 import { afterAll, afterEach, beforeAll, expect, spyOn, test } from 'bun:test';
 import { ApiKeysRepo, ChannelsRepo, PricesRepo, UsersRepo } from '@gw/db';
-import { startGateway, type TestGateway } from '../helpers/gateway';
+import { ON_PG, startGateway, type TestGateway } from '../helpers/gateway';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from './relay-setup';
 
 let gw: TestGateway;
@@ -76,8 +76,9 @@ test('routing follows each channel, key, user and price write, and no write relo
   for (const s of fullReads) expect(s).not.toHaveBeenCalled();
 });
 
-test('an e-mail lookup is an index search, not a scan of every user', () => {
+// SQLite's planner is asked here; PostgreSQL has the same expression index (schema-pg), but its planner scans a tiny table anyway.
+test.skipIf(ON_PG)('an e-mail lookup is an index search, not a scan of every user', () => {
   // The statement UsersRepo.byEmail runs.
-  const plan = gw.services.dbh.sqlite.query('explain query plan select * from "users" where lower("users"."email") = lower(?)').all('x@example.com') as Array<{ detail: string }>;
+  const plan = gw.services.dbh!.sqlite.query('explain query plan select * from "users" where lower("users"."email") = lower(?)').all('x@example.com') as Array<{ detail: string }>;
   expect(plan.map((p) => p.detail).join(' ')).toMatch(/SEARCH users USING (COVERING )?INDEX users_email_lower_idx/);
 });

@@ -31,10 +31,9 @@ beforeAll(async () => {
 });
 afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 
-const db = () => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite; };
-const balance = async (id: number) => { db(); return (await gw.services.users.byId(id))!.quota; };
-const lowestBalanceAfter = (id: number) => (db().query('select min(balance_after) as m from ledger where user_id = ?').get(id) as any).m as number;
-const logs = (id: number) => db().query("select * from usage_logs where user_id = ? and kind = 'messages'").all(id) as any[];
+const balance = async (id: number) => { gw.services.relay.quota.flush(); return (await gw.services.users.byId(id))!.quota; };
+const lowestBalanceAfter = async (id: number) => (await gw.db.get('select min(balance_after) as m from ledger where user_id = ?', id)).m as number;
+const logs = (id: number) => gw.db.all("select * from usage_logs where user_id = ? and kind = 'messages'", id);
 
 const DOCS = [
   { type: 'document', source: { type: 'url', url: 'https://example.com/100-pages.pdf' } },
@@ -58,11 +57,11 @@ describe('reservations cover the worst case', () => {
     for (const r of rs) expect([200, 402]).toContain(r.status);
     // Each reserved 2,001 (200k context × 10,000/M + 100 × 10,000/M) and is charged 2,001 (200k in + 50 out, rounded up).
     expect(served.length).toBe(Math.floor(20_000 / 2001));
-    const rows = logs(u.id).filter((l) => l.status === 200);
+    const rows = (await logs(u.id)).filter((l) => l.status === 200);
     expect(rows.length).toBe(served.length);
     for (const l of rows) expect(l).toMatchObject({ input_tokens: 200_000, output_tokens: 50, cost: 2001, usage_flag: '' });
     expect(await balance(u.id)).toBe(20_000 - 2001 * served.length);
-    expect(lowestBalanceAfter(u.id)).toBeGreaterThanOrEqual(0);
+    expect(await lowestBalanceAfter(u.id)).toBeGreaterThanOrEqual(0);
     expect(await gw.services.ledger.sum(u.id)).toBe(await balance(u.id));
   });
 
@@ -77,7 +76,7 @@ describe('reservations cover the worst case', () => {
       ant.queue.push({ usage: { input: 900_000, output: 10 } });
       expect((await send(gw, ok.key, withDoc('doc-model', 0))).status).toBe(200);
       // A report beyond the context window is implausible: clamped to it and flagged.
-      expect(logs(ok.id)[0]).toMatchObject({ input_tokens: 50_000, output_tokens: 10, cost: 501, usage_flag: 'implausible' });
+      expect((await logs(ok.id))[0]).toMatchObject({ input_tokens: 50_000, output_tokens: 10, cost: 501, usage_flag: 'implausible' });
       expect(await balance(ok.id)).toBe(0);
     } finally {
       await gw.api('PUT', '/api/pricing/', { model: 'doc-model', ...PRICE });
@@ -90,13 +89,13 @@ describe('reservations cover the worst case', () => {
     const rs = await Promise.all(Array.from({ length: 50 }, (_, i) => send(gw, u.key, { model: 'text-model', max_tokens: 100, stream: i % 2 === 1, messages: [{ role: 'user', content: 'Hi' }] })));
     ant.queue.length = 0;
     expect(rs.every((r) => r.status === 200)).toBe(true);
-    const rows = logs(u.id);
+    const rows = await logs(u.id);
     expect(rows.length).toBe(50);
     for (const l of rows) expect(l.cost).toBeGreaterThan(0);
     expect(rows.filter((l) => l.usage_flag === 'capped').length).toBeGreaterThan(0);
     expect(rows.reduce((n, l) => n + l.cost, 0)).toBeLessThanOrEqual(20_000);
     expect(await balance(u.id)).toBeGreaterThanOrEqual(0);
-    expect(lowestBalanceAfter(u.id)).toBeGreaterThanOrEqual(0);
+    expect(await lowestBalanceAfter(u.id)).toBeGreaterThanOrEqual(0);
     expect(await gw.services.ledger.sum(u.id)).toBe(await balance(u.id));
   });
 
@@ -106,7 +105,7 @@ describe('reservations cover the worst case', () => {
     const rs = await Promise.all(Array.from({ length: 10 }, () => send(gw, u.key, { model: 'text-model', max_tokens: 100, messages: [{ role: 'user', content: 'Hi' }] })));
     ant.queue.length = 0;
     expect(rs.every((r) => r.status === 200)).toBe(true);
-    const key = db().query('select remain_quota from api_keys where id = ?').get(u.keyId) as any;
+    const key = await gw.db.get('select remain_quota from api_keys where id = ?', u.keyId);
     expect(key.remain_quota).toBeGreaterThanOrEqual(0);
     expect(await gw.services.ledger.sum(u.id)).toBe(await balance(u.id));
   });

@@ -26,8 +26,7 @@ beforeAll(async () => {
 });
 afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 
-const db = () => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite; };
-const logOf = (id: string) => db().query('select * from usage_logs where request_id = ?').get(id) as any;
+const logOf = (id: string) => gw.db.get('select * from usage_logs where request_id = ?', id);
 
 const sse = (frames: string[]) => () => new Response(frames.join(''), { headers: { 'content-type': 'text/event-stream' } });
 const json = (text: string) => () => new Response(text, { headers: { 'content-type': 'application/json' } });
@@ -63,7 +62,7 @@ async function call(route: (typeof ROUTES)[number], inp: string, out: string, ma
   route.up().queue.push({ response: route.body(inp, out) });
   const r = await send(gw, user.key, { model: route.model, max_tokens: maxTokens, stream: route.stream, messages: [{ role: 'user', content: 'Say hello' }] });
   expect(r.status).toBe(200);
-  return logOf(r.headers.get('request-id')!);
+  return (await logOf(r.headers.get('request-id')!));
 }
 
 const expectSaneRow = (row: any, maxOutput: number) => {
@@ -107,13 +106,13 @@ describe('hostile usage is validated, billed and flagged', () => {
     for (const route of ROUTES.filter((r) => r.model === 'oai')) {
       route.up().queue.push({ response: route.body('10', '5', '1000') });
       const r = await send(gw, user.key, { model: 'oai', max_tokens: 100, stream: route.stream, messages: [{ role: 'user', content: 'Say hello' }] });
-      const row = logOf(r.headers.get('request-id')!);
+      const row = await logOf(r.headers.get('request-id')!);
       expect(row.input_tokens + row.cache_read_tokens).toBe(10);
     }
   });
 
   test('balance == Σ ledger after all of it', async () => {
-    db();
+    gw.services.relay.quota.flush();
     expect(await gw.services.ledger.sum(user.id)).toBe((await gw.services.users.byId(user.id))!.quota);
     expect(gw.services.relay.quota.available(user.id)).toBe((await gw.services.users.byId(user.id))!.quota);
   });

@@ -24,10 +24,9 @@ beforeAll(async () => {
 afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 
 // Settlements are batched: write what is queued before reading the tables directly.
-const flushed = () => { gw.services.relay.quota.flush(); return gw.services.dbh.sqlite; };
-const logOf = (requestId: string) => flushed().query('select * from usage_logs where request_id = ?').get(requestId) as any;
-const balance = async (id: number) => { flushed(); return (await gw.services.users.byId(id))!.quota; };
-const charge = (requestId: string) => flushed().query("select amount from ledger where kind = 'charge' and ref = ?").all(requestId) as any[];
+const logOf = (requestId: string) => gw.db.get('select * from usage_logs where request_id = ?', requestId);
+const balance = async (id: number) => { gw.services.relay.quota.flush(); return (await gw.services.users.byId(id))!.quota; };
+const charge = (requestId: string) => gw.db.all("select amount from ledger where kind = 'charge' and ref = ?", requestId);
 
 describe('metering exactness', () => {
   for (const [model, stream] of [['meter-a', false], ['meter-a', true], ['meter-o', false], ['meter-o', true]] as const) {
@@ -39,12 +38,12 @@ describe('metering exactness', () => {
       const id = r.headers.get('request-id')!;
       // Through the OpenAI translation too: cached_tokens → cache reads, cache_write_tokens → cache writes.
       const cost = COST;
-      const log = logOf(id);
+      const log = await logOf(id);
       expect(log).toMatchObject({ cost, status: 200, error_code: '', input_tokens: 1000, output_tokens: 200, cache_read_tokens: 5000, cache_write_tokens: 100, user_id: u.id, api_key_id: u.keyId, attempts: 1 });
-      expect(charge(id)).toEqual([{ amount: -cost }]);
+      expect(await charge(id)).toEqual([{ amount: -cost }]);
       expect(await balance(u.id)).toBe(1_000_000 - cost);
       expect(await gw.services.ledger.sum(u.id)).toBe(1_000_000 - cost);
-      const key = gw.services.dbh.sqlite.query('select used_quota, remain_quota from api_keys where id = ?').get(u.keyId);
+      const key = await gw.db.get('select used_quota, remain_quota from api_keys where id = ?', u.keyId);
       expect(key).toEqual({ used_quota: cost, remain_quota: 500_000 - cost });
       const keyView = await gw.api('GET', `/api/token/${u.keyId}`, undefined, u.token);
       expect(Math.abs(keyView.body.data.last_used_at - Date.now() / 1000)).toBeLessThan(5);
@@ -92,8 +91,8 @@ describe('quota', () => {
     expect(r.status).toBe(502);
     expect(await balance(u.id)).toBe(100_000);
     expect(gw.services.relay.quota.available(u.id)).toBe(100_000);
-    expect(logOf(r.headers.get('request-id')!)).toMatchObject({ cost: 0, status: 502, error_code: 'upstream_error', output_tokens: 0 });
-    expect(charge(r.headers.get('request-id')!)).toEqual([]);
+    expect(await logOf(r.headers.get('request-id')!)).toMatchObject({ cost: 0, status: 502, error_code: 'upstream_error', output_tokens: 0 });
+    expect(await charge(r.headers.get('request-id')!)).toEqual([]);
   });
 
   test('a stream cut mid-way bills what was delivered, once', async () => {
@@ -103,7 +102,7 @@ describe('quota', () => {
     expect(r.status).toBe(200);
     expect(eventNames(r.text).at(-1)).toBe('error');
     const id = r.headers.get('request-id')!;
-    const log = logOf(id);
+    const log = await logOf(id);
     // The upstream reported its input (message_start) but never its final output count: the output is
     // estimated from the text delivered (two short deltas here).
     expect(log.error_code).toBe('upstream_stream_cut');
@@ -111,7 +110,7 @@ describe('quota', () => {
     expect(log.output_tokens).toBeGreaterThanOrEqual(1);
     expect(log.output_tokens).toBeLessThan(200);
     expect(log.cost).toBeGreaterThan(0);
-    expect(charge(id)).toEqual([{ amount: -log.cost }]);
+    expect(await charge(id)).toEqual([{ amount: -log.cost }]);
     expect(await balance(u.id)).toBe(1_000_000 - log.cost);
   });
 
@@ -127,12 +126,12 @@ describe('quota', () => {
     expect(first).toContain('message_start');
     ctrl.abort();
     const t0 = Date.now();
-    while ((!logOf(id) || ant.double.cancelled === cancelledBefore) && Date.now() - t0 < 3000) await Bun.sleep(20);
+    while ((!(await logOf(id)) || ant.double.cancelled === cancelledBefore) && Date.now() - t0 < 3000) await Bun.sleep(20);
     expect(ant.double.cancelled).toBe(cancelledBefore + 1);
-    const log = logOf(id);
+    const log = await logOf(id);
     expect(log.error_code).toBe('client_closed');
     expect(log.output_tokens).toBeLessThan(200);
-    expect(charge(id)).toEqual(log.cost > 0 ? [{ amount: -log.cost }] : []);
+    expect(await charge(id)).toEqual(log.cost > 0 ? [{ amount: -log.cost }] : []);
     expect(await balance(u.id)).toBe(1_000_000 - log.cost);
     expect(gw.services.relay.quota.available(u.id)).toBe(1_000_000 - log.cost);
   });

@@ -50,7 +50,7 @@ describe('reset request', () => {
     expect(smtp.messages.length).toBe(before + 1);
     // Stored hashed: the raw token is nowhere in the table.
     const token = tokenOf(m);
-    expect(gw.services.dbh.sqlite.query('select count(*) as n from password_resets where token_hash = ?').get(token)).toEqual({ n: 0 });
+    expect((await gw.db.get('select count(*) as n from password_resets where token_hash = ?', token))).toEqual({ n: 0 });
   });
 
   test('known and unknown addresses answer within a small time difference', async () => {

@@ -143,7 +143,7 @@ describe('/v1/realtime through the gateway', () => {
     await c.waitClose();
     const expected = costOf([[16, PRICE.input], [128, PRICE.audio_input], [256, PRICE.cache_read], [30, PRICE.output], [82, PRICE.audio_output]]);
     expect(SAMPLE_USAGE.input_tokens).toBe(400);
-    const sql = gw.services.dbh.sqlite;
+    const sql = gw.services.dbh!.sqlite;
     const logs = sql.query('select kind, cost, model, upstream_model from usage_logs where user_id = ? order by id').all(k.id) as any[];
     expect(logs).toEqual([1, 2].map(() => ({ kind: 'realtime', cost: expected, model: 'gpt-realtime', upstream_model: 'gpt-realtime-2025-08-28' })));
     expect(await gw.services.ledger.sum(k.id)).toBe(10_000_000 - 2 * expected);

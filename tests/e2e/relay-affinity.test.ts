@@ -28,7 +28,7 @@ async function setup(env: Record<string, string>): Promise<Setup> {
 }
 const teardown = async (s: Setup) => { for (const d of s.ups) await d.stop(); await s.gw.stop(); };
 
-const rowOf = (s: Setup, id: string) => { s.gw.services.relay.quota.flush(); return s.gw.services.dbh.sqlite.query('select * from usage_logs where request_id = ?').get(id) as any; };
+const rowOf = (s: Setup, id: string) => s.gw.db.get('select * from usage_logs where request_id = ?', id);
 
 /** One turn of conversation `conv`; returns the usage row. */
 async function turn(s: Setup, conv: string, how: 'header' | 'metadata' = 'header', extra: Record<string, string> = {}) {
@@ -36,7 +36,7 @@ async function turn(s: Setup, conv: string, how: 'header' | 'metadata' = 'header
   const headers = { 'vendor-version': '2023-06-01', ...(how === 'header' ? { 'x-claude-code-session-id': conv } : {}), ...extra };
   const r = await send(s.gw, s.user.key, body, headers);
   expect(r.status).toBe(200);
-  return rowOf(s, r.headers.get('request-id')!);
+  return (await rowOf(s, r.headers.get('request-id')!));
 }
 
 describe('with affinity (default)', () => {

@@ -17,10 +17,12 @@ beforeAll(async () => {
 afterAll(async () => { for (const u of ups) await u.stop(); await gw.stop(); });
 
 const status = (id: number) => gw.services.channelRegistry.get(id)!.status;
-const rowsOf = (userId: number) => {
-  gw.services.relay.quota.flush();
-  return gw.services.dbh.sqlite.query('select status, error_code, output_tokens, cost from usage_logs where user_id = ? order by id').all(userId) as any[];
+/** The disable runs beside the response (probe, then write): wait for it rather than race it (PostgreSQL commits take longer). */
+const statusSoon = async (id: number, want: number) => {
+  for (let i = 0; i < 100 && status(id) !== want; i++) await Bun.sleep(20);
+  return status(id);
 };
+const rowsOf = (userId: number) => gw.db.all('select status, error_code, output_tokens, cost from usage_logs where user_id = ? order by id', userId);
 
 /** Three channels for `model` of `kind`, priorities 3, 2, 1. */
 async function trio(model: string, kind: 'anthropic' | 'openai') {
@@ -81,8 +83,8 @@ describe('client faults never count against a channel', () => {
   }
 
   const settle = async (u: { id: number }, n: number) => {
-    for (let i = 0; i < 100 && rowsOf(u.id).length < n; i++) await Bun.sleep(20);
-    return rowsOf(u.id);
+    for (let i = 0; i < 100 && (await rowsOf(u.id)).length < n; i++) await Bun.sleep(20);
+    return (await rowsOf(u.id));
   };
 
   test('a client that closes before the upstream answered: client_closed, no health change, no failover', async () => {
@@ -132,7 +134,7 @@ describe('client faults never count against a channel', () => {
     const u = await keyedUser(gw);
     expect((await send(gw, u.key, msg('cf-real'))).status).toBe(200);
     expect((await send(gw, u.key, msg('cf-real'))).status).toBe(200);
-    expect(status(ids[0]!)).toBe(3);
+    expect(await statusSoon(ids[0]!, 3)).toBe(3);
   });
 });
 
@@ -147,6 +149,6 @@ describe('redirects', () => {
     expect(trap.hits).toBe(0);
     expect(hits()).toEqual([1, 1, 0]);
     expect((await send(gw, u.key, msg('rd'))).status).toBe(200);
-    expect(status(ids[0]!)).toBe(3);
+    expect(await statusSoon(ids[0]!, 3)).toBe(3);
   });
 });

@@ -20,7 +20,7 @@ describe('login and sessions', () => {
     expect((await self.json() as any).data.username).toBe('root');
     // The session id is stored hashed: the raw value is nowhere in the table.
     const raw = sid.split('=')[1]!;
-    expect(gw.services.dbh.sqlite.query('select count(*) as n from sessions where id_hash = ?').get(raw)).toEqual({ n: 0 });
+    expect((await gw.db.get('select count(*) as n from sessions where id_hash = ?', raw))).toEqual({ n: 0 });
     const out = await fetch(`${gw.url}/api/user/logout`, { method: 'POST', headers: { cookie: sid } });
     expect(out.status).toBe(200);
     const after = await fetch(`${gw.url}/api/user/self`, { headers: { cookie: sid } });

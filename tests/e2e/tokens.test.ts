@@ -22,9 +22,9 @@ describe('API keys (/api/token/)', () => {
       user_id: u.id, name: 'laptop', status: 1, expires_at: future, unlimited_quota: false, remain_quota: 1000,
       models: ['claude-a'], allow_ips: ['10.0.0.0/8', '2001:db8::/32', '127.0.0.1'], group: null, rate_limit_rpm: 60, prefix: key.slice(0, 8),
     });
-    const row = gw.services.dbh.sqlite.query('select key_hash, prefix from api_keys where id = ?').get(r.body.data.id) as any;
+    const row = (await gw.db.get('select key_hash, prefix from api_keys where id = ?', r.body.data.id)) as any;
     expect(row.key_hash).toBe(sha256Hex(key));
-    expect(JSON.stringify(gw.services.dbh.sqlite.query('select * from api_keys').all())).not.toContain(key);
+    expect(JSON.stringify((await gw.db.all('select * from api_keys')))).not.toContain(key);
     const rec = gw.services.apiKeys.lookup(key)!;
     expect(rec).toMatchObject({ id: r.body.data.id, userId: u.id, status: 1, unlimitedQuota: false, remainQuota: 1000, models: ['claude-a'], rateLimitRpm: 60 });
     expect(gw.services.apiKeys.lookup(`${key}x`)).toBeUndefined();

@@ -27,7 +27,7 @@ async function enable2fa(u: User): Promise<{ secret: string; codes: string[] }> 
   return { secret, codes: en.body.data.backup_codes };
 }
 
-const storedSecret = (id: number) => (gw.services.dbh.sqlite.query('select totp_secret as s from users where id = ?').get(id) as { s: string | null }).s;
+const storedSecret = async (id: number) => ((await gw.db.get('select totp_secret as s from users where id = ?', id)) as { s: string | null }).s;
 
 describe('setup, enable, login, disable', () => {
   test('full cycle with a sealed secret, replay protection and clear errors', async () => {
@@ -41,7 +41,7 @@ describe('setup, enable, login, disable', () => {
     expect(secret).toMatch(/^[A-Z2-7]{32}$/);
     expect(otpauth_uri).toBe(`otpauth://totp/AI%20Gateway:${u.username}?secret=${secret}&issuer=AI%20Gateway`);
     expect(qr).toBe(otpauth_uri);
-    const sealed = storedSecret(u.id)!;
+    const sealed = (await storedSecret(u.id))!;
     expect(sealed.startsWith('v1.')).toBe(true);
     expect(sealed).not.toContain(secret);
     // Not active until confirmed: login needs no code yet.
@@ -65,7 +65,7 @@ describe('setup, enable, login, disable', () => {
     expect((await gw.api('POST', '/api/user/2fa/setup', undefined, u.token)).status).toBe(409);
     expect((await gw.api('POST', '/api/user/2fa/enable', { code: await totp(secret) }, u.token)).status).toBe(409);
     // Backup codes are stored hashed.
-    const rows = gw.services.dbh.sqlite.query('select code_hash as h from backup_codes where user_id = ?').all(u.id) as { h: string }[];
+    const rows = (await gw.db.all('select code_hash as h from backup_codes where user_id = ?', u.id)) as { h: string }[];
     expect(rows.length).toBe(10);
     for (const r of rows) expect(codes.some((c) => r.h.includes(c) || r.h.includes(c.replace('-', '')))).toBe(false);
 
@@ -83,7 +83,7 @@ describe('setup, enable, login, disable', () => {
     const dis = await gw.api('POST', '/api/user/2fa/disable', { code: await totp(secret, 1) }, u.token);
     expect(dis.status).toBe(200);
     expect(dis.body).toEqual({ success: true, message: '', data: null });
-    expect(storedSecret(u.id)).toBeNull();
+    expect((await storedSecret(u.id))).toBeNull();
     expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data).toEqual({ enabled: false, backup_codes_remaining: 0 });
     expect((await login(u)).status).toBe(200);
     expect((await gw.api('POST', '/api/user/2fa/disable', { code: '123456' }, u.token)).body.error.code).toBe('totp_not_enabled');
@@ -132,7 +132,7 @@ describe('backup codes', () => {
     expect((await login(u, fresh[0])).status).toBe(200);
     expect((await gw.api('POST', '/api/user/2fa/disable', { code: fresh[0] }, u.token)).body.error.code).toBe('invalid_totp');
     expect((await gw.api('POST', '/api/user/2fa/disable', { code: fresh[1] }, u.token)).status).toBe(200);
-    expect(gw.services.dbh.sqlite.query('select count(*) as n from backup_codes where user_id = ?').get(u.id)).toEqual({ n: 0 });
+    expect((await gw.db.get('select count(*) as n from backup_codes where user_id = ?', u.id))).toEqual({ n: 0 });
   });
 });
 

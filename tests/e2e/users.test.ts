@@ -17,7 +17,7 @@ describe('users: create / get / list / update / delete', () => {
     expect(r.body.data).toMatchObject({ username, display_name: 'Ann', role: 1, status: 1, group: 'vip', quota: 5000, email: 'ann@example.com' });
     expect(JSON.stringify(r.body)).not.toMatch(/password|totp_secret/);
     expect(await gw.services.ledger.sum(r.body.data.id)).toBe(5000);
-    const rows = gw.services.dbh.sqlite.query('select kind, amount, ref from ledger where user_id = ?').all(r.body.data.id);
+    const rows = (await gw.db.all('select kind, amount, ref from ledger where user_id = ?', r.body.data.id));
     expect(rows).toEqual([{ kind: 'adjust', amount: 5000, ref: `user-create:${r.body.data.id}` }]);
     expect((await login(username, 'password-123')).status).toBe(200);
     // No quota: no ledger row, balance 0.

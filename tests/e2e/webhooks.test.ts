@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createHmac } from 'node:crypto';
 import Stripe from 'stripe';
-import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { ON_PG, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { startStripeDouble, type StripeDouble, type StripeSession } from '../doubles/stripe-api';
 import { startCreemDouble, type CreemDouble } from '../doubles/creem-api';
 
@@ -60,9 +60,9 @@ async function orderA(amount = 500) {
 const paid = (s: StripeSession, type = 'checkout.session.completed', over: Partial<StripeSession> = {}, id?: string) =>
   stripe.event(type, s, { status: 'complete', payment_status: 'paid', ...over }, id);
 
-const order = (tradeNo: string) => gw.services.dbh.sqlite.query('select status, paid_at from topup_orders where trade_no = ?').get(tradeNo) as { status: string; paid_at: number | null };
-const credits = (tradeNo: string) => gw.services.dbh.sqlite.query("select * from ledger where kind = 'topup' and ref = ?").all(tradeNo) as any[];
-const eventRow = (provider: string, id: string) => gw.services.dbh.sqlite.query('select * from webhook_events where provider = ? and event_id = ?').get(provider, id) as any;
+const order = async (tradeNo: string) => (await gw.db.get('select status, paid_at from topup_orders where trade_no = ?', tradeNo)) as { status: string; paid_at: number | null };
+const credits = (tradeNo: string) => gw.db.all("select * from ledger where kind = 'topup' and ref = ?", tradeNo);
+const eventRow = (provider: string, id: string) => gw.db.get('select * from webhook_events where provider = ? and event_id = ?', provider, id);
 const balance = async (userId: number) => (await gw.services.users.byId(userId))!.quota;
 async function balanced(userId: number) {
   expect(await balance(userId)).toBe(await gw.services.ledger.sum(userId));
@@ -77,18 +77,18 @@ describe('providerA (Stripe scheme)', () => {
     const r = await postA(body);
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ success: true, data: { outcome: 'credited', trade_no: tradeNo } });
-    expect(order(tradeNo).status).toBe('paid');
-    expect(order(tradeNo).paid_at).toBeGreaterThan(0);
-    expect(credits(tradeNo)).toHaveLength(1);
-    expect(credits(tradeNo)[0]).toMatchObject({ user_id: user.id, amount: 5000, balance_after: 5000 });
+    expect((await order(tradeNo)).status).toBe('paid');
+    expect((await order(tradeNo)).paid_at).toBeGreaterThan(0);
+    expect((await credits(tradeNo))).toHaveLength(1);
+    expect((await credits(tradeNo))[0]).toMatchObject({ user_id: user.id, amount: 5000, balance_after: 5000 });
     expect(await balance(user.id)).toBe(5000);
     expect(changed).toContain(user.id);
-    expect(eventRow('providerA', eventId(body)).outcome).toBe('credited');
+    expect((await eventRow('providerA', eventId(body))).outcome).toBe('credited');
     // Same bytes and header again, and a fresh signature (Stripe retries re-sign): duplicates.
     expect((await postA(body, await sign(body))).body.data.outcome).toBe('duplicate');
     expect((await postA(body)).body.data.outcome).toBe('duplicate');
     expect(await balance(user.id)).toBe(5000);
-    expect(credits(tradeNo)).toHaveLength(1);
+    expect((await credits(tradeNo))).toHaveLength(1);
     const self = await gw.api('GET', '/api/ledger/self', undefined, user.token);
     expect(self.body.data.items).toEqual([expect.objectContaining({ kind: 'topup', amount: 5000, ref: tradeNo })]);
     await balanced(user.id);
@@ -102,7 +102,7 @@ describe('providerA (Stripe scheme)', () => {
     const outcomes = results.map((r) => r.body.data.outcome).sort();
     expect(outcomes.filter((o) => o === 'credited')).toHaveLength(1);
     expect(outcomes.filter((o) => o === 'duplicate')).toHaveLength(19);
-    expect(credits(tradeNo)).toHaveLength(1);
+    expect((await credits(tradeNo))).toHaveLength(1);
     expect(await balance(user.id)).toBe(7000);
     await balanced(user.id);
   });
@@ -115,7 +115,7 @@ describe('providerA (Stripe scheme)', () => {
     const outcomes = results.map((r) => r.body.data.outcome);
     expect(outcomes.filter((o) => o === 'credited')).toHaveLength(1);
     expect(outcomes.filter((o) => o === 'not_pending:paid')).toHaveLength(19);
-    expect(credits(tradeNo)).toHaveLength(1);
+    expect((await credits(tradeNo))).toHaveLength(1);
     expect(await balance(user.id)).toBe(3000);
     await balanced(user.id);
   });
@@ -143,9 +143,9 @@ describe('providerA (Stripe scheme)', () => {
       expect(r.body.error).toMatchObject({ code, type: 'invalid_request_error' });
       expect(Object.values(r.body.error).every((v) => typeof v === 'string')).toBe(true);
     }
-    expect(order(tradeNo).status).toBe('pending');
-    expect(credits(tradeNo)).toHaveLength(0);
-    expect(eventRow('providerA', eventId(body))).toBeNull();
+    expect((await order(tradeNo)).status).toBe('pending');
+    expect((await credits(tradeNo))).toHaveLength(0);
+    expect((await eventRow('providerA', eventId(body)))).toBeNull();
     expect(await balance(user.id)).toBe(0);
     // Inside the tolerance it still works afterwards.
     expect((await postA(body, await sign(body, now() - 250))).body.data.outcome).toBe('credited');
@@ -161,9 +161,9 @@ describe('providerA (Stripe scheme)', () => {
       expect(r.body.error).toMatchObject({ code: 'stale_signature', param: 'stripe-signature', type: 'invalid_request_error' });
       expect(r.body.error.message).toContain('future');
     }
-    expect(order(tradeNo).status).toBe('pending');
-    expect(credits(tradeNo)).toHaveLength(0);
-    expect(eventRow('providerA', eventId(body))).toBeNull();
+    expect((await order(tradeNo)).status).toBe('pending');
+    expect((await credits(tradeNo))).toHaveLength(0);
+    expect((await eventRow('providerA', eventId(body)))).toBeNull();
     expect(await balance(user.id)).toBe(0);
     // Clock skew inside the tolerance is accepted.
     expect((await postA(body, await sign(body, now() + 250))).body.data.outcome).toBe('credited');
@@ -173,17 +173,19 @@ describe('providerA (Stripe scheme)', () => {
   test('a failure inside the transaction leaves nothing behind (500, so the provider retries); the retry credits', async () => {
     const { user, tradeNo, session } = await orderA(350);
     const body = paid(session);
-    // The ledger's one-entry writer, which the top-up unit of work calls inside its transaction.
-    const ledger = gw.services.ledger as unknown as { write: (...a: unknown[]) => unknown };
-    const original = ledger.write;
+    // The ledger's one-entry writer, which the top-up unit of work calls inside its transaction
+    // (SQLite: write; PostgreSQL: apply with the transaction).
+    const ledger = gw.services.ledger as unknown as Record<string, (...a: unknown[]) => unknown>;
+    const method = ON_PG ? 'apply' : 'write';
+    const original = ledger[method]!;
     // Simulates a crash after the event was claimed and the order marked paid, before the credit is written.
-    ledger.write = () => { throw new Error('simulated crash in the ledger write'); };
+    ledger[method] = () => { throw new Error('simulated crash in the ledger write'); };
     let r;
-    try { r = await postA(body); } finally { ledger.write = original; }
+    try { r = await postA(body); } finally { ledger[method] = original; }
     expect(r.status).toBe(500);
-    expect(order(tradeNo).status).toBe('pending');
-    expect(eventRow('providerA', eventId(body))).toBeNull();
-    expect(credits(tradeNo)).toHaveLength(0);
+    expect((await order(tradeNo)).status).toBe('pending');
+    expect((await eventRow('providerA', eventId(body)))).toBeNull();
+    expect((await credits(tradeNo))).toHaveLength(0);
     expect(await balance(user.id)).toBe(0);
     expect((await postA(body)).body.data.outcome).toBe('credited');
     expect(await balance(user.id)).toBe(3500);
@@ -195,7 +197,7 @@ describe('providerA (Stripe scheme)', () => {
     const r = await postA(body);
     expect(r.status).toBe(413);
     expect(r.body.error.code).toBe('request_too_large');
-    expect(eventRow('providerA', 'evt_big')).toBeNull();
+    expect((await eventRow('providerA', 'evt_big'))).toBeNull();
   });
 
   test('several v1 signatures (secret rolling): any valid one is accepted', async () => {
@@ -207,7 +209,7 @@ describe('providerA (Stripe scheme)', () => {
     expect((await postA(body, `t=${t},v1=${bad},v0=${bad}`)).status).toBe(400);
     const r = await postA(body, `t=${t},v1=${bad},v1=${good},v0=${bad}`);
     expect(r.body.data.outcome).toBe('credited');
-    expect(credits(tradeNo)).toHaveLength(1);
+    expect((await credits(tradeNo))).toHaveLength(1);
     await balanced(user.id);
   });
 
@@ -219,7 +221,7 @@ describe('providerA (Stripe scheme)', () => {
     expect(res.status).toBe(200);
     expect(((await res.json()) as any).data.outcome).toBe('credited');
     expect(await balance(user.id)).toBe(2500);
-    expect(order(tradeNo).status).toBe('paid');
+    expect((await order(tradeNo)).status).toBe('paid');
     await balanced(user.id);
   });
 
@@ -233,9 +235,9 @@ describe('providerA (Stripe scheme)', () => {
     expect((await postA(wrongCurrency)).body.data.outcome).toBe('mismatch:currency eur != usd');
     const otherSession = paid(session, undefined, { id: 'cs_test_someone_else' });
     expect((await postA(otherSession)).body.data.outcome).toBe('mismatch:checkout');
-    expect(eventRow('providerA', eventId(wrongAmount)).outcome).toBe('mismatch:amount 599 != 600');
-    expect(order(tradeNo).status).toBe('pending');
-    expect(credits(tradeNo)).toHaveLength(0);
+    expect((await eventRow('providerA', eventId(wrongAmount))).outcome).toBe('mismatch:amount 599 != 600');
+    expect((await order(tradeNo)).status).toBe('pending');
+    expect((await credits(tradeNo))).toHaveLength(0);
     expect(await balance(user.id)).toBe(0);
     // The genuine event still credits.
     expect((await postA(paid(session))).body.data.outcome).toBe('credited');
@@ -247,7 +249,7 @@ describe('providerA (Stripe scheme)', () => {
     const { user, tradeNo, session } = await orderA(150);
     const unpaid = stripe.event('checkout.session.completed', session, { status: 'complete', payment_status: 'unpaid' });
     expect((await postA(unpaid)).body.data.outcome).toBe('noop:payment_status unpaid');
-    expect(order(tradeNo).status).toBe('pending');
+    expect((await order(tradeNo)).status).toBe('pending');
     expect(await balance(user.id)).toBe(0);
     expect((await postA(paid(session, 'checkout.session.async_payment_succeeded'))).body.data.outcome).toBe('credited');
     expect(await balance(user.id)).toBe(1500);
@@ -257,11 +259,11 @@ describe('providerA (Stripe scheme)', () => {
   test('async_payment_failed fails the order, expired expires it; neither can be credited afterwards', async () => {
     const f = await orderA(100);
     expect((await postA(stripe.event('checkout.session.async_payment_failed', f.session, { status: 'complete', payment_status: 'unpaid' }))).body.data.outcome).toBe('failed');
-    expect(order(f.tradeNo).status).toBe('failed');
+    expect((await order(f.tradeNo)).status).toBe('failed');
     expect((await postA(paid(f.session, 'checkout.session.async_payment_succeeded'))).body.data.outcome).toBe('not_pending:failed');
     const e = await orderA(100);
     expect((await postA(stripe.event('checkout.session.expired', e.session, { status: 'expired' }))).body.data.outcome).toBe('expired');
-    expect(order(e.tradeNo).status).toBe('expired');
+    expect((await order(e.tradeNo)).status).toBe('expired');
     expect((await postA(stripe.event('checkout.session.expired', e.session, { status: 'expired' }))).body.data.outcome).toBe('not_pending:expired');
     expect(await balance(f.user.id) + await balance(e.user.id)).toBe(0);
     await balanced(f.user.id);
@@ -270,17 +272,17 @@ describe('providerA (Stripe scheme)', () => {
 
   test('unknown event kinds and unknown orders answer 200 and change nothing', async () => {
     const { user, tradeNo, session } = await orderA(100);
-    const before = gw.services.dbh.sqlite.query('select count(*) as n from webhook_events').get() as any;
+    const before = (await gw.db.get('select count(*) as n from webhook_events')) as any;
     const unknown = JSON.stringify({ id: 'evt_unknown_1', object: 'event', type: 'payment_intent.succeeded', data: { object: { id: 'pi_1', amount: 100 } } });
     const r = await postA(unknown);
     expect(r.status).toBe(200);
     expect(r.body.data.outcome).toBe('ignored');
-    expect(gw.services.dbh.sqlite.query('select count(*) as n from webhook_events').get()).toEqual(before);
+    expect((await gw.db.get('select count(*) as n from webhook_events'))).toEqual(before);
     const stranger = paid({ ...session, client_reference_id: 'tp_not_an_order' });
     expect((await postA(stranger)).body.data.outcome).toBe('unknown_order');
     const foreign = paid({ ...session, client_reference_id: null });
     expect((await postA(foreign)).body.data.outcome).toBe('noop:no client_reference_id');
-    expect(order(tradeNo).status).toBe('pending');
+    expect((await order(tradeNo)).status).toBe('pending');
     expect(await balance(user.id)).toBe(0);
     // Signed but not an event: 400, nothing recorded.
     const notEvent = JSON.stringify({ hello: 'world' });
@@ -303,9 +305,9 @@ describe('providerB (Creem scheme)', () => {
     expect(r.status).toBe(200);
     expect(r.body.data).toEqual({ outcome: 'credited', trade_no: tradeNo });
     expect(await balance(user.id)).toBe(8000);
-    expect(order(tradeNo).status).toBe('paid');
+    expect((await order(tradeNo)).status).toBe('paid');
     expect((await postB(body)).body.data.outcome).toBe('duplicate');
-    expect(credits(tradeNo)).toHaveLength(1);
+    expect((await credits(tradeNo))).toHaveLength(1);
     expect(await balance(user.id)).toBe(8000);
     await balanced(user.id);
   });
@@ -316,7 +318,7 @@ describe('providerB (Creem scheme)', () => {
     const results = await Promise.all(Array.from({ length: 20 }, () => postB(body)));
     expect(results.filter((r) => r.body.data.outcome === 'credited')).toHaveLength(1);
     expect(results.filter((r) => r.body.data.outcome === 'duplicate')).toHaveLength(19);
-    expect(credits(tradeNo)).toHaveLength(1);
+    expect((await credits(tradeNo))).toHaveLength(1);
     expect(await balance(user.id)).toBe(3000);
     await balanced(user.id);
   });
@@ -334,8 +336,8 @@ describe('providerB (Creem scheme)', () => {
       expect(r.status).toBe(400);
       expect(r.body.error.code).toBe(code);
     }
-    expect(order(tradeNo).status).toBe('pending');
-    expect(eventRow('providerB', eventId(body))).toBeNull();
+    expect((await order(tradeNo)).status).toBe('pending');
+    expect((await eventRow('providerB', eventId(body)))).toBeNull();
     expect(await balance(user.id)).toBe(0);
     // Upper-case hex of the right digest is the same signature.
     expect((await postB(body, creemSign(body).toUpperCase())).body.data.outcome).toBe('credited');
@@ -348,7 +350,7 @@ describe('providerB (Creem scheme)', () => {
     expect((await postB(creem.completedEvent(checkout, { currency: 'EUR' }))).body.data.outcome).toBe('mismatch:currency eur != usd');
     expect((await postB(creem.completedEvent(checkout, { product: 'prod_other' }))).body.data.outcome).toBe('mismatch:product prod_other');
     expect((await postB(creem.completedEvent(checkout, { status: 'pending' }))).body.data.outcome).toBe('noop:order status pending');
-    expect(order(tradeNo).status).toBe('pending');
+    expect((await order(tradeNo)).status).toBe('pending');
     expect(await balance(user.id)).toBe(0);
     // Creem's uppercase currency matches the configured lowercase one.
     expect((await postB(creem.completedEvent(checkout))).body.data.outcome).toBe('credited');
@@ -360,7 +362,7 @@ describe('providerB (Creem scheme)', () => {
     const r = await postB(body);
     expect(r.status).toBe(200);
     expect(r.body.data.outcome).toBe('ignored');
-    expect(eventRow('providerB', 'evt_sub_1')).toBeNull();
+    expect((await eventRow('providerB', 'evt_sub_1'))).toBeNull();
   });
 
   test('an event for a providerA order is not credited by providerB', async () => {

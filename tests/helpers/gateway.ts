@@ -1,6 +1,9 @@
 /**
  * Starts a real gateway (real services, real SQLite file in a temp folder) on a random port.
  * Every end-to-end test goes through HTTP against this, never through internals.
+ *
+ * GW_TEST_BACKEND=pg (`bun run test:pg`): the same gateway on PostgreSQL (GW_TEST_PG, a fresh schema
+ * emptied at stop and reused by the next gateway, see pg-schemas.ts) and Redis (GW_TEST_REDIS, a fresh key prefix deleted at stop).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +12,15 @@ import { loadConfig } from '@gw/config';
 import { memoryLogger } from '@gw/core';
 import { createServices, type Services } from '../../apps/server/src/services';
 import { listen } from '../../apps/server/src/app';
+import { PG_TEST_URL } from './postgres';
+import { returnSchema, takeSchema } from './pg-schemas';
+import { REDIS_TEST_URL, freshPrefix, redisClient } from './redis';
+import { testDb, type TestDb } from './test-db';
+
+/** The backend every in-process test gateway runs on (GW_TEST_BACKEND=pg: PostgreSQL + Redis). */
+export const TEST_BACKEND: 'sqlite' | 'pg' = process.env.GW_TEST_BACKEND === 'pg' ? 'pg' : 'sqlite';
+/** For `test.skipIf(ON_PG)` on tests of SQLite-only internals (journal, WAL, lock file); say why beside it. */
+export const ON_PG = TEST_BACKEND === 'pg';
 
 export const ROOT_PASSWORD = 'root-password-123';
 
@@ -20,6 +32,8 @@ export interface TestGateway {
   logs: string[];
   /** A management access token of the root user. */
   rootToken: string;
+  /** Raw SQL on the gateway's database, whichever backend (`?` placeholders; settlements written first). */
+  db: TestDb;
   /** JSON request helper; `token` defaults to the root token, `null` sends no credentials. */
   api(method: string, path: string, body?: unknown, token?: string | null, headers?: Record<string, string>): Promise<{ status: number; body: any; headers: Headers }>;
   stop(): Promise<void>;
@@ -27,15 +41,23 @@ export interface TestGateway {
 
 export async function startGateway(env: Record<string, string> = {}): Promise<TestGateway> {
   const dir = mkdtempSync(join(tmpdir(), 'gw-test-'));
+  const pg = ON_PG && !env.DATABASE_URL ? { schema: await takeSchema(), prefix: freshPrefix('e2e') } : null;
   const config = loadConfig({
     DATABASE_URL: `sqlite:${join(dir, 'gateway.db')}`,
+    ...(pg ? { DATABASE_URL: PG_TEST_URL, PG_SCHEMA: pg.schema, REDIS_URL: REDIS_TEST_URL, REDIS_PREFIX: pg.prefix, SECRET_KEY: Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('hex') } : {}),
     ROOT_PASSWORD,
     HOST: '127.0.0.1',
     LOGIN_IP_PER_MINUTE: '1000',
     ...env,
   });
   const { log, lines: logs } = memoryLogger({ format: config.logFormat });
-  const services = await createServices(config, log);
+  let services: Services;
+  try {
+    services = await createServices(config, log);
+  } catch (err) {
+    if (pg) await returnSchema(pg.schema);
+    throw err;
+  }
   const app = listen(services, 0, '127.0.0.1');
   // With TLS_CERT_FILE set the gateway serves HTTPS; the helper trusts that certificate as its CA.
   const url = `${config.tls ? 'https' : 'http'}://127.0.0.1:${app.server!.port}`;
@@ -53,11 +75,18 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
     return { status: res.status, body: parsed, headers: res.headers };
   };
   return {
-    url, services, dir, logs, rootToken, api,
+    url, services, dir, logs, rootToken, api, db: testDb(services),
     async stop() {
       await app.stop(true);
       await services.close();
       rmSync(dir, { recursive: true, force: true });
+      if (pg) {
+        await returnSchema(pg.schema);
+        const redis = redisClient();
+        const keys = await redis.keys(`${pg.prefix}*`);
+        if (keys.length) await redis.del(...keys);
+        redis.disconnect();
+      }
     },
   };
 }

@@ -6,6 +6,7 @@ import { createServices, loggerFor } from './services';
 import { listen } from './app';
 import { setTrustProxy } from './plugins/client-ip';
 import { bunFetchLimit, openFileLimit } from '@gw/core';
+import { superviseWorkers } from './supervisor';
 
 // Everything this process creates (data folder, database, WAL, journal, keys) is its user's alone;
 // the libraries also set these modes explicitly, this covers whatever else SQLite or Bun may create.
@@ -13,9 +14,14 @@ process.umask(0o077);
 
 try {
   const config = loadConfig();
-  // Scale-out (issue #12): postgres mode is configured and validated, but its storage is not wired
-  // yet. This is the one place that refuses it; the wiring replaces this line.
-  if (config.dbKind === 'postgres') throw new ConfigError('PostgreSQL mode (DATABASE_URL=postgres://…) is not available in this build yet; use DATABASE_URL=sqlite:…');
+  if (config.workers > 1) {
+    // PORT=0 would give each worker a port of its own: the workers must share one.
+    if (config.port === 0) throw new ConfigError('WORKERS > 1 needs a fixed PORT (with PORT=0 every worker would listen on a different port)');
+    // WORKERS=N (PostgreSQL only, checked by the config): N single-worker copies of this entry share the port.
+    const log = loggerFor(config);
+    log.info('workers.start', { workers: config.workers, database: redactUrl(config.databaseUrl), port: config.port });
+    process.exit(await superviseWorkers({ workers: config.workers, log }));
+  }
   setTrustProxy(config.env.TRUST_PROXY === 'true' || config.env.TRUST_PROXY === '1');
   const log = loggerFor(config);
   const services = await createServices(config, log);

@@ -3,8 +3,9 @@
  * object and never construct services themselves, so tests can start a whole gateway in-process.
  */
 import type { Config } from '@gw/config';
-import { ChangeBus, SecretBox, createLogger, type Logger } from '@gw/core';
-import { createStores, openDatabase, type DbHandle, type LedgerStore, type SecurityStore, type SessionsStore, type SqliteStores, type UsersStore } from '@gw/db';
+import { ChangeBus, SecretBox, createLogger, localWindows, sharedWindows, type Logger } from '@gw/core';
+import type { DbHandle, LedgerStore, SecurityStore, SessionsStore, Stores, UsersStore } from '@gw/db';
+import { openBackend, type Backend } from './backend';
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
 import { ApiKeyService, UserDirectory, UserService } from '@gw/identity';
 import { ChannelKeyService, ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
@@ -22,9 +23,12 @@ import { RealtimeService, adapterResolver, realtimeConfig } from '@gw/realtime';
 
 export interface Services {
   config: Config;
-  dbh: DbHandle;
-  /** Every storage interface, on the configured database (createStores). */
-  stores: SqliteStores;
+  /** The SQLite database; null in PostgreSQL mode (read through `stores`). */
+  dbh: DbHandle | null;
+  /** Every storage interface, on the configured database (createStores or createPgStores). */
+  stores: Stores;
+  /** The chosen storage backend (SQLite, or PostgreSQL + Redis) and its cluster ports. */
+  backend: Backend;
   secrets: SecretBox;
   /** Change notifications that keep the in-memory hot-path caches exact. */
   bus: ChangeBus;
@@ -57,8 +61,8 @@ export interface Services {
   relay: RelayServices;
   /** /v1/realtime WebSocket relay: admission, live sessions, metering, session records. */
   realtime: RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>;
-  /** Budgets and low-balance thresholds (/api/budget/), and the alert outbox. */
-  budgets: BudgetService;
+  /** Budgets and low-balance thresholds (/api/budget/), and the alert outbox; null in PostgreSQL mode (501). */
+  budgets: BudgetService | null;
   /** Prometheus metrics (GET /metrics). */
   metrics: GatewayMetrics;
   /** The server log (LOG_LEVEL, LOG_FORMAT): every library and plugin writes through it. */
@@ -73,10 +77,12 @@ export interface Services {
 export const loggerFor = (config: Config): Logger => createLogger({ level: config.logLevel, format: config.logFormat });
 
 export async function createServices(config: Config, log: Logger = loggerFor(config)): Promise<Services> {
-  const dbh = openDatabase(config.sqlitePath);
   const bus = new ChangeBus();
-  const stores = createStores(dbh, bus);
+  const backend = await openBackend(config, bus, log);
+  const { stores, dbh } = backend;
   const { users, sessions, ledger, security } = stores;
+  // Attempt limits (login, reset, 2FA, password change, redeem): global across nodes when limits are shared.
+  const windows = backend.rateLimits ? sharedWindows(backend.rateLimits) : localWindows;
   reportRootBootstrap(log, config, await bootstrapRoot(users, { username: config.rootUsername, password: config.rootPassword }));
   /** Feature modules push their shutdown steps here (reverse order on close). */
   const closers: Array<() => void | Promise<void>> = [];
@@ -85,7 +91,7 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   const mailer = new Mailer(mailConfig(config.env));
   if (!mailer.configured) log.info('mail.off', { msg: 'SMTP_HOST unset: password reset e-mails will not be sent' });
   closers.push(() => mailer.close());
-  const twoFactor = new TwoFactorService(users, security, secrets, twoFactorConfig(config.env));
+  const twoFactor = new TwoFactorService(users, security, secrets, twoFactorConfig(config.env), Date.now, windows);
   // Management: channels, users, API keys. Caches subscribe to the bus here, before any request.
   const channelSecrets = new SecretBox(config.secretKey);
   const channels = new ChannelService(stores.channels, channelSecrets, bus);
@@ -97,11 +103,12 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   const metrics = createMetrics();
   if (config.loopDelaySampleMs > 0) closers.push(watchLoopDelay(metrics.registry, config.loopDelaySampleMs));
   // Reset e-mails go through a background queue; it stops before the mailer closes (closers run in reverse).
-  const passwordReset = new PasswordResetService(users, security, mailer, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)), passwordResetConfig(config.env), log);
+  const passwordReset = new PasswordResetService(users, security, mailer, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)), passwordResetConfig(config.env), log, Date.now, {}, windows);
   closers.push(() => passwordReset.close());
   const relay = await createRelayServices({
-    env: config.env, stores, bus, apiKeys,
-    journalDir: config.sqlitePath === ':memory:' ? null : `${config.sqlitePath}.settlements`, directory: userDirectory, channels: channelRegistry,
+    ...backend.relay, env: config.env, bus, apiKeys, directory: userDirectory, channels: channelRegistry,
+    // Nodes sharing a database date the model catalog alike: by the database's first user (the root bootstrap).
+    catalogSince: backend.kind === 'postgres' ? (await users.byId(1))?.createdAt : undefined,
     setChannelStatus: (id, status, reason) => channels.setStatus(id, status, reason), adapter: getAdapter, log,
     channelKeys: {
       refused: (id, keyId, reason) => channelKeys.autoDisable(id, keyId, reason),
@@ -127,28 +134,36 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     () => channelRegistry.all().map((c) => [{ channel: c.id, name: c.name, type: c.type }, c.status]));
   metrics.registry.gauge('gateway_settlements_queued', 'Settlements journaled but not yet written to the database', () => [[{}, relay.quota.queued]]);
   metrics.registry.gauge('gateway_realtime_sessions', 'Live realtime sessions', () => [[{}, realtime.liveCount]]);
-  const budgets = new BudgetService(relay.budgetsRepo, relay.alertOutbox, relay.budgets, {
+  const budgets = relay.budgetsRepo && relay.alertOutbox && relay.budgets ? new BudgetService(relay.budgetsRepo, relay.alertOutbox, relay.budgets, {
     // The in-memory directory and key index hold every user and key (any status), refreshed on each change.
     user: (id) => userDirectory.get(id), keyOwner: (id) => apiKeys.byId(id)?.userId, canManage,
+  }) : null;
+  // Other nodes' writes: every cache follows them from here on (no-op on SQLite). A resync reloads each
+  // cache in full, users first so the key index sees the refreshed accounts.
+  await backend.follow(async () => {
+    await userDirectory.reloadAll();
+    await Promise.all([apiKeys.reloadAll(), channelRegistry.refresh(null), relay.prices.reloadAll(), relay.groups.reloadAll(), relay.quota.reloadBalances()]);
   });
+  // Which process answered (WORKERS=N, or several nodes behind one address): each scrape names its worker.
+  metrics.registry.gauge('gateway_process_info', 'This gateway process (one series; its pid and database kind)', () => [[{ pid: process.pid, backend: backend.kind }, 1]]);
   metrics.registry.gauge('gateway_upstream_slots', 'Relayed requests in flight (streams and realtime sessions until they end) and their cap, MAX_UPSTREAM_CONNECTIONS',
     () => [[{ state: 'in_use' }, relay.slots.inUse], [{ state: 'max' }, relay.slots.max]]);
   const services: Services = {
     relay, realtime, metrics, log, budgets,
     channels, channelRegistry, channelKeys, userAdmin, userDirectory, apiKeys,
     channelTester: new ChannelTester(channelRegistry, channels),
-    config, dbh, stores, users, sessions, ledger, bus,
+    config, dbh, stores, backend, users, sessions, ledger, bus,
     secrets, auth, security, twoFactor, mailer,
-    passwordReset, passwordChange: new PasswordChangeService(users, security),
+    passwordReset, passwordChange: new PasswordChangeService(users, security, Date.now, windows),
     login: new LoginService(users, sessions, {
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,
-    }, security),
-    payments: createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus }),
+    }, security, Date.now, windows),
+    payments: createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus, windows }),
     onClose: (fn) => { closers.push(fn); },
     async close() {
       for (const c of closers.reverse()) await c();
-      dbh.close();
+      await backend.close();
     },
   };
   services.login.secondFactor = (user, code) => twoFactor.checkLoginCode(user, code);

@@ -97,6 +97,11 @@ export class PriceBook {
     });
   }
 
+  /** Re-reads every price (a change feed's resync). */
+  reloadAll(): Promise<void> {
+    return this.reload(null);
+  }
+
   /** O(1), no I/O. */
   get(model: string): PriceRow | undefined {
     return this.byModel.get(model);

@@ -105,7 +105,8 @@ export class QuotaService {
     if (deps.durable) {
       if (deps.sink || deps.journal || deps.budgets) throw new Error('QuotaService: a durable sink settles alone (no SQLite sink, journal or budgets)');
       // Every user, not only cached ones: a user created on another node is loaded as soon as it is heard of.
-      deps.bus.on('user.changed', ({ userId }) => { void this.reloadBalance(userId); });
+      // Returned, so a writer awaiting the event (or the change feed's delivery) sees the new balance installed.
+      deps.bus.on('user.changed', ({ userId }) => this.reloadBalance(userId));
       return;
     }
     if (!deps.sink) throw new Error('QuotaService: a settlement sink is required');
@@ -151,6 +152,18 @@ export class QuotaService {
     } finally {
       this.loading.delete(userId);
       if (this.reloadAgain.delete(userId)) void this.reloadBalance(userId);
+    }
+  }
+
+  /**
+   * Re-reads every committed balance (a change feed's resync: a lost notification must not leave a
+   * stale balance). Durable mode only; a balance a commit installed meanwhile is kept.
+   */
+  async reloadBalances(): Promise<void> {
+    if (!this.deps.durable) return;
+    const gens = new Map(this.balanceGen);
+    for (const u of await this.deps.durable.balances()) {
+      if ((this.balanceGen.get(u.id) ?? 0) === (gens.get(u.id) ?? 0)) this.balances.set(u.id, u.quota);
     }
   }
 

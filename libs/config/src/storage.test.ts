@@ -98,10 +98,12 @@ describe('the server process', () => {
     return { code: await p.exited, err: (await new Response(p.stderr).text()).trim() };
   };
 
-  test('postgres mode is refused with one line until its storage is wired (never half-started)', async () => {
-    const { code, err } = await run(PG);
+  test('postgres mode with an unreachable database stops start-up with one line, password hidden (never half-started)', async () => {
+    const { code, err } = await run({ ...PG, DATABASE_URL: 'postgres://gw:s3cret@127.0.0.1:1/gateway' });
     expect(code).toBe(1);
-    expect(err).toBe('Configuration error: PostgreSQL mode (DATABASE_URL=postgres://…) is not available in this build yet; use DATABASE_URL=sqlite:…');
+    expect(err).toStartWith('Start-up failed: ');
+    expect(err.split('\n')).toHaveLength(1);
+    expect(err).not.toContain('s3cret');
   });
 
   test('postgres mode without REDIS_URL names it on one line', async () => {

@@ -84,5 +84,18 @@ export const errors = {
 /** Wraps anything thrown into a GatewayError, keeping the cause; unknown throws become 500s. */
 export function toGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
+  if (outOfRangeValue(err)) return new GatewayError(400, 'value_out_of_range', 'A number in the request is outside the range the gateway stores', { cause: err });
   return errors.internal(err);
+}
+
+/**
+ * PostgreSQL refuses a client's number beyond bigint (SQLSTATE 22003) a malformed one (22P02) or a NUL in text (22021) where
+ * SQLite just finds nothing: that is the request's fault, not a 500. Matched by shape (postgres.js
+ * PostgresError, possibly wrapped by drizzle as `cause`), so this library loads no driver.
+ */
+function outOfRangeValue(err: unknown): boolean {
+  for (let e: any = err, i = 0; e && i < 3; e = e.cause, i++) {
+    if (e?.name === 'PostgresError' && (e.code === '22003' || e.code === '22P02' || e.code === '22021')) return true;
+  }
+  return false;
 }

@@ -5,6 +5,7 @@ export * from './money';
 export * from './secret-box';
 export * from './clock';
 export * from './rate-window';
+export * from './attempt-window';
 export * from './events';
 export * from './json-pointer';
 export * from './read-capped';

@@ -142,15 +142,13 @@ export class ApiKeyService {
   async create(actor: UserRow, input: ApiKeyCreate): Promise<{ key: string; view: ApiKeyView }> {
     const owner = await this.resolveOwner(actor, input.user_id);
     const max = this.limits.maxKeysPerUser;
-    if (max > 0 && (await this.repo.list({ userId: owner.id, offset: 0, limit: 1 })).total >= max) {
-      throw new GatewayError(409, 'too_many_keys', `A user may hold at most ${max} API keys; delete unused ones first`, { param: 'user_id' });
-    }
     const now = nowSeconds();
     const key = `sk-${randomToken(48)}`;
-    const row = await this.repo.insert({
+    const row = await this.repo.insertBelow({
       userId: owner.id, name: input.name.trim() || input.name, keyHash: sha256Hex(key), prefix: key.slice(0, 8),
       status: API_KEY_STATUS.enabled, ...this.checked(actor, owner, input, now), createdAt: now, updatedAt: now,
-    });
+    }, max);
+    if (!row) throw new GatewayError(409, 'too_many_keys', `A user may hold at most ${max} API keys; delete unused ones first`, { param: 'user_id' });
     await this.afterWrite(row.id);
     return { key, view: toApiKeyView(row) };
   }
@@ -249,6 +247,29 @@ export class ApiKeyService {
     return true;
   }
 
+  /**
+   * Rebuilds the index from every stored key (a change feed's resync). Read first, then applied in one
+   * synchronous step, so a request sees the old index or the new one, never a half-built one. Numbered like
+   * every read: a key read more recently than this reload (its owner re-enabled meanwhile) keeps that entry.
+   */
+  reloadAll(): Promise<void> {
+    return this.refreshes.run(async () => {
+      const seq = ++this.readSeq;
+      const rows = await this.repo.all();
+      for (const row of rows) if (!this.directory.get(row.userId)) await this.directory.refresh(row.userId);
+      const present = new Set(rows.map((r) => r.id));
+      for (const id of [...this.hashById.keys()]) {
+        if (!present.has(id) && (this.keySeq.get(id) ?? 0) <= seq) this.unindex(id);
+      }
+      this.excludedUsers.clear();
+      for (const row of rows) {
+        if (!this.fresher(row.id, seq)) continue;
+        this.unindex(row.id);
+        this.indexKnown(row);
+      }
+    });
+  }
+
   private unindex(keyId: number): void {
     const hash = this.hashById.get(keyId);
     if (hash === undefined) return;
@@ -278,6 +299,11 @@ export class ApiKeyService {
   private async index(row: ApiKeyRow): Promise<void> {
     // A user written without an event (e.g. inserted by a script) is read once rather than treated as unknown.
     if (!this.directory.get(row.userId)) await this.directory.refresh(row.userId);
+    this.indexKnown(row);
+  }
+
+  /** index() once the owner is in the directory (no I/O). */
+  private indexKnown(row: ApiKeyRow): void {
     if (this.directory.get(row.userId)?.status !== 1) {
       this.excludedUsers.add(row.userId);
       return;

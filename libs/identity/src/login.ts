@@ -1,4 +1,4 @@
-import { GatewayError, RateWindow, randomToken, sha256Hex } from '@gw/core';
+import { GatewayError, localWindows, randomToken, sha256Hex, type AttemptWindow, type AttemptWindows } from '@gw/core';
 import type { SecurityStore, SessionsStore, UsersStore, UserRow } from '@gw/db';
 import { USER_STATUS } from '@gw/db';
 import { dummyPasswordHash, verifyPassword } from './passwords';
@@ -34,7 +34,7 @@ export interface LoginInput {
  * disabled account answers like a wrong password whatever password is given (and counts as one).
  */
 export class LoginService {
-  private readonly ipWindow = new RateWindow(60_000);
+  private readonly ipWindow: AttemptWindow;
   private readonly unknownNames: UnknownNameLockout;
   secondFactor: SecondFactorCheck | null = null;
 
@@ -44,12 +44,15 @@ export class LoginService {
     private readonly policy: LoginPolicy,
     private readonly security: SecurityStore,
     private readonly clock: () => number = Date.now,
+    /** Where the per-address window counts (shared by every node in PostgreSQL mode). */
+    windows: AttemptWindows = localWindows,
   ) {
+    this.ipWindow = windows('login-ip', 60_000, clock);
     this.unknownNames = new UnknownNameLockout(policy);
   }
 
   async login(input: LoginInput): Promise<{ sessionId: string; user: UserRow; expiresAt: number }> {
-    const wait = this.ipWindow.hit(input.ip, this.policy.ipPerMinute);
+    const wait = await this.ipWindow.hit(input.ip, this.policy.ipPerMinute);
     if (wait) throw new GatewayError(429, 'too_many_attempts', 'Too many login attempts from this address', { headers: { 'retry-after': String(wait) } });
     const nowMs = this.clock();
     const now = Math.floor(nowMs / 1000);

@@ -15,8 +15,8 @@ describe('PasswordResetService without SMTP', () => {
     const u = await users.insert({ username: 'alice', email: 'alice@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
     const { log, lines } = memoryLogger();
     const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), new Mailer(mailConfig({})), async () => 0, passwordResetConfig({}), log);
-    svc.request('alice@example.com', '1.2.3.4');
-    svc.request('nobody@example.com', '1.2.3.4');
+    await svc.request('alice@example.com', '1.2.3.4');
+    await svc.request('nobody@example.com', '1.2.3.4');
     expect(lines).toEqual([]); // nothing address-dependent happens on the request path
     await svc.idle();
     expect(lines.length).toBe(1);
@@ -38,7 +38,7 @@ describe('PasswordResetService with an unreachable SMTP server', () => {
     const { log, lines } = memoryLogger();
     const mailer = new Mailer(mailConfig({ SMTP_HOST: '127.0.0.1', SMTP_PORT: String(port) }));
     const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, async () => 0, passwordResetConfig({}), log);
-    svc.request('bob@example.com', '1.2.3.4');
+    await svc.request('bob@example.com', '1.2.3.4');
     expect(lines).toEqual([]);
     for (let i = 0; i < 100 && !lines.length; i++) await Bun.sleep(20);
     expect(lines[0]).toMatch(/ warn job.retry job="password reset e-mail" attempt=1 retry_ms=\d+ cause="to user 1:/);
@@ -63,7 +63,7 @@ describe('PasswordResetService delivery queue', () => {
     } as unknown as Mailer;
     const { log, lines } = memoryLogger();
     const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, async () => 0, passwordResetConfig({}), log, Date.now, { retryDelaysMs: [10, 10, 10] });
-    svc.request('carol@example.com', '1.2.3.4');
+    await svc.request('carol@example.com', '1.2.3.4');
     for (let i = 0; i < 100 && !sent.length; i++) await Bun.sleep(10);
     expect(sent.length).toBe(1);
     expect(lines.filter((l) => l.includes(' job.retry ')).length).toBe(2);
@@ -78,11 +78,11 @@ describe('PasswordResetService delivery queue', () => {
     const mailer = { configured: true, send: async () => { throw new Error('550 no'); } } as unknown as Mailer;
     const { log, lines } = memoryLogger();
     const svc = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, async () => 0, passwordResetConfig({}), log, Date.now, { retryDelaysMs: [5] });
-    svc.request('dave@example.com', '1.2.3.4');
+    await svc.request('dave@example.com', '1.2.3.4');
     for (let i = 0; i < 100 && !lines.some((l) => l.includes('attempts=2')); i++) await Bun.sleep(10);
     expect(lines.at(-1)).toMatch(/ warn job.failed job="password reset e-mail" attempts=2 cause="to user 1: 550 no/);
     const slow = new PasswordResetService(users, new SecurityRepo(dbh.db), mailer, async () => 0, passwordResetConfig({}), log, Date.now, { retryDelaysMs: [60_000] });
-    slow.request('dave@example.com', '1.2.3.4');
+    await slow.request('dave@example.com', '1.2.3.4');
     await slow.idle();
     slow.close();
     expect(lines.at(-1)).toMatch(/ warn job.queue_closed not_done=1$/);

@@ -1,5 +1,5 @@
 import { ConfigError, readIntEnv } from '@gw/config';
-import { GatewayError, RateWindow, randomToken, sha256Hex, stdLogger, type Logger } from '@gw/core';
+import { GatewayError, localWindows, randomToken, sha256Hex, stdLogger, type AttemptWindow, type AttemptWindows, type Logger } from '@gw/core';
 import { USER_STATUS, type SecurityStore, type UsersStore } from '@gw/db';
 import type { MailMessage, Mailer } from './mailer';
 import { JobQueue, type JobQueueOptions } from './job-queue';
@@ -38,7 +38,7 @@ const invalidToken = () => new GatewayError(400, 'invalid_reset_token', 'Invalid
  * background queue after the response, so no step that depends on the address runs before it.
  */
 export class PasswordResetService {
-  private readonly ipWindow = new RateWindow(60_000);
+  private readonly ipWindow: AttemptWindow;
   private readonly queue: JobQueue;
 
   constructor(
@@ -51,13 +51,15 @@ export class PasswordResetService {
     private readonly log: Logger = stdLogger,
     private readonly clock: () => number = Date.now,
     queueOptions: Omit<JobQueueOptions, 'log'> = {},
+    windows: AttemptWindows = localWindows,
   ) {
+    this.ipWindow = windows('reset-ip', 60_000, clock);
     this.queue = new JobQueue({ ...queueOptions, log });
   }
 
   /** `POST /api/user/reset/request`: queues an e-mailed token for `email` (sent when it belongs to an enabled user). */
-  request(email: string, ip: string): void {
-    this.limit(ip);
+  async request(email: string, ip: string): Promise<void> {
+    await this.limit(ip);
     const requestedAt = this.nowSec();
     let message: { userId: number; mail: MailMessage } | null | undefined;
     this.queue.enqueue('password reset e-mail', async () => {
@@ -105,7 +107,7 @@ export class PasswordResetService {
    * clears the lockout, ends every session and revokes every access token. Bad, used, expired or foreign tokens: the same 400.
    */
   async reset(input: ResetInput, ip: string): Promise<{ password?: string }> {
-    this.limit(ip);
+    await this.limit(ip);
     if (input.password !== undefined && (input.password.length < PASSWORD_MIN || input.password.length > PASSWORD_MAX)) {
       throw new GatewayError(400, 'invalid_password', `Password must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, { param: 'password' });
     }
@@ -120,8 +122,8 @@ export class PasswordResetService {
     return input.password === undefined ? { password } : {};
   }
 
-  private limit(ip: string): void {
-    const wait = this.ipWindow.hit(ip, this.cfg.ipPerMinute);
+  private async limit(ip: string): Promise<void> {
+    const wait = await this.ipWindow.hit(ip, this.cfg.ipPerMinute);
     if (wait) throw new GatewayError(429, 'too_many_attempts', 'Too many password reset attempts from this address', { headers: { 'retry-after': String(wait) } });
   }
 

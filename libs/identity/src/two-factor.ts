@@ -1,6 +1,6 @@
 import { generateSecret, generateURI, verify } from 'otplib';
 import { ConfigError } from '@gw/config';
-import { GatewayError, RateWindow, type SecretBox } from '@gw/core';
+import { GatewayError, localWindows, type AttemptWindow, type AttemptWindows, type SecretBox } from '@gw/core';
 import type { SecurityStore, UserRow, UsersStore } from '@gw/db';
 import { generateBackupCodes, hashBackupCode, looksLikeBackupCode } from './backup-codes';
 
@@ -38,7 +38,7 @@ const invalidTotp = (message = 'Invalid or already used two-factor code') => new
  * configured SecretBox; a code's time step is claimed atomically, so a code works once.
  */
 export class TwoFactorService {
-  private readonly failures = new RateWindow(FAILURE_WINDOW_MS);
+  private readonly failures: AttemptWindow;
 
   constructor(
     private readonly users: UsersStore,
@@ -46,7 +46,10 @@ export class TwoFactorService {
     private readonly box: SecretBox,
     private readonly cfg: TwoFactorConfig,
     private readonly clock: () => number = Date.now,
-  ) {}
+    windows: AttemptWindows = localWindows,
+  ) {
+    this.failures = windows('2fa', FAILURE_WINDOW_MS, clock);
+  }
 
   async status(userId: number): Promise<TwoFactorStatus> {
     const u = await this.mustUser(userId);
@@ -68,34 +71,34 @@ export class TwoFactorService {
     const u = await this.mustUser(userId);
     if (u.totpEnabled) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on');
     if (!u.totpSecret) throw new GatewayError(400, 'totp_not_set_up', 'Call POST /api/user/2fa/setup first', { param: 'code' });
-    this.guard(userId);
+    await this.guard(userId);
     const step = await this.matchTotp(u, code);
     const codes = generateBackupCodes();
     if (step === null || !(await this.repo.enableTotp(userId, step, codes.map((c) => hashBackupCode(userId, c)), this.nowSec()))) {
-      throw this.failed(userId);
+      throw await this.failed(userId);
     }
-    this.failures.reset(this.key(userId));
+    await this.failures.reset(this.key(userId));
     return { backup_codes: codes };
   }
 
   /** Disable 2FA: a current TOTP code or an unused backup code of the caller. */
   async disable(userId: number, code: string): Promise<void> {
     const u = await this.mustEnabled(userId);
-    this.guard(userId);
-    if (!(await this.consume(u, code))) throw this.failed(userId, 'Invalid or already used two-factor or backup code');
+    await this.guard(userId);
+    if (!(await this.consume(u, code))) throw await this.failed(userId, 'Invalid or already used two-factor or backup code');
     await this.repo.disableTotp(userId, this.nowSec());
-    this.failures.reset(this.key(userId));
+    await this.failures.reset(this.key(userId));
   }
 
   /** New backup codes (the old set stops working); needs a current TOTP code, not a backup code. */
   async regenerateBackupCodes(userId: number, code: string): Promise<{ backup_codes: string[] }> {
     const u = await this.mustEnabled(userId);
-    this.guard(userId);
+    await this.guard(userId);
     const step = await this.matchTotp(u, code);
-    if (step === null || !(await this.repo.claimTotpStep(userId, step))) throw this.failed(userId, 'A current, unused authenticator code is required');
+    if (step === null || !(await this.repo.claimTotpStep(userId, step))) throw await this.failed(userId, 'A current, unused authenticator code is required');
     const codes = generateBackupCodes();
     await this.repo.replaceBackupCodes(userId, codes.map((c) => hashBackupCode(userId, c)), this.nowSec());
-    this.failures.reset(this.key(userId));
+    await this.failures.reset(this.key(userId));
     return { backup_codes: codes };
   }
 
@@ -150,14 +153,14 @@ export class TwoFactorService {
   private key(userId: number) { return `u${userId}`; }
 
   /** Backup codes have ~50 bits and TOTP 20: stop guessing on the 2FA endpoints early. */
-  private guard(userId: number): void {
-    if (this.failures.count(this.key(userId)) >= MAX_FAILURES) {
+  private async guard(userId: number): Promise<void> {
+    if ((await this.failures.count(this.key(userId))) >= MAX_FAILURES) {
       throw new GatewayError(429, 'too_many_attempts', 'Too many wrong two-factor codes; try again later', { headers: { 'retry-after': String(FAILURE_WINDOW_MS / 1000) } });
     }
   }
 
-  private failed(userId: number, message?: string): GatewayError {
-    this.failures.hit(this.key(userId), Number.MAX_SAFE_INTEGER);
+  private async failed(userId: number, message?: string): Promise<GatewayError> {
+    await this.failures.hit(this.key(userId), Number.MAX_SAFE_INTEGER);
     return invalidTotp(message);
   }
 

@@ -61,6 +61,32 @@ export class UserDirectory {
     });
   }
 
+  /**
+   * Re-reads every user (a change feed's resync: notifications sent while nobody listened are lost).
+   * Subscribers hear only the users that were added, removed or changed, so the key index re-reads
+   * nothing for users whose enabled-ness stayed the same.
+   */
+  reloadAll(): Promise<void> {
+    return this.refreshes.run(async () => {
+      const rows = (await this.repo.list({ offset: 0, limit: Number.MAX_SAFE_INTEGER })).items;
+      const seen = new Set<number>();
+      const changed: Array<[number, UserAccount | undefined]> = [];
+      for (const row of rows) {
+        const account = toAccount(row);
+        seen.add(row.id);
+        const old = this.accounts.get(row.id);
+        if (!old || JSON.stringify(old) !== JSON.stringify(account)) changed.push([row.id, account]);
+        this.accounts.set(row.id, account);
+      }
+      for (const id of [...this.accounts.keys()]) {
+        if (seen.has(id)) continue;
+        this.accounts.delete(id);
+        changed.push([id, undefined]);
+      }
+      for (const [id, account] of changed) for (const fn of this.listeners) await fn(id, account);
+    });
+  }
+
   close(): void {
     this.unsubscribe();
     this.listeners.clear();

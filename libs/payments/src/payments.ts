@@ -1,5 +1,5 @@
 /** Builds the payments feature from its configuration and the shared database services. */
-import type { ChangeBus } from '@gw/core';
+import type { AttemptWindows, ChangeBus } from '@gw/core';
 import type { LedgerStore, RedemptionCodesStore, TopupOrdersStore, UsersStore } from '@gw/db';
 import type { PaymentsConfig } from './config';
 import { LedgerAdmin } from './ledger-admin';
@@ -24,6 +24,8 @@ export interface Payments {
 /** Only configured providers are registered; the others answer `provider_not_configured`. */
 export function createPayments(cfg: PaymentsConfig, deps: {
   users: UsersStore; ledger: LedgerStore; topupOrders: TopupOrdersStore; redemptionCodes: RedemptionCodesStore; bus: ChangeBus;
+  /** Where invalid-code attempts count (default this process; shared by every node in PostgreSQL mode). */
+  windows?: AttemptWindows;
 }): Payments {
   const providers = new Map<ProviderId, PaymentProvider>();
   if (cfg.providerA) providers.set('providerA', new ProviderA(cfg.providerA, cfg.apiTimeoutMs));
@@ -34,7 +36,7 @@ export function createPayments(cfg: PaymentsConfig, deps: {
     webhooks: new WebhookService(deps.ledger, providers, deps.bus),
     ledgerAdmin: new LedgerAdmin(deps.users, deps.ledger, deps.bus),
     redemption: new RedemptionService(deps.redemptionCodes, deps.ledger, deps.bus,
-      { maxFailures: cfg.redeemMaxFailures, windowSeconds: cfg.redeemFailureWindowSeconds }),
+      { maxFailures: cfg.redeemMaxFailures, windowSeconds: cfg.redeemFailureWindowSeconds }, Date.now, deps.windows),
     providers: [...providers.keys()],
   };
 }

@@ -4,7 +4,7 @@
  * unit of work (LedgerStore.redeemCodeOnce) that moves the code out of 'unused' (guarded by status and expiry) and writes
  * the ledger credit (kind 'redeem', ref = code id, unique per kind): parallel attempts credit once.
  */
-import { GatewayError, RateWindow, nowSeconds, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
+import { GatewayError, localWindows, nowSeconds, type AttemptWindow, type AttemptWindows, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
 import type { LedgerStore, RedemptionCodeRow, RedemptionCodesStore, RedemptionStatus } from '@gw/db';
 
 /** `gwr_` + 24 base62 characters (~143 random bits): guessing is hopeless, the attempt limit is a second wall. */
@@ -36,7 +36,7 @@ export function redemptionStatus(row: RedemptionCodeRow, at: number): Redemption
 }
 
 export class RedemptionService {
-  private readonly failures: RateWindow;
+  private readonly failures: AttemptWindow;
 
   constructor(
     private readonly codes: RedemptionCodesStore,
@@ -44,8 +44,9 @@ export class RedemptionService {
     private readonly bus: ChangeBus,
     private readonly limits: RedeemLimits,
     clock: () => number = Date.now,
+    windows: AttemptWindows = localWindows,
   ) {
-    this.failures = new RateWindow(limits.windowSeconds * 1000, clock);
+    this.failures = windows('redeem', limits.windowSeconds * 1000, clock);
   }
 
   /** Mints a batch and returns its codes in clear: the only time they exist outside the caller's hands. */
@@ -72,14 +73,14 @@ export class RedemptionService {
    */
   async redeem(userId: number, code: string): Promise<{ quota: number; balance: number; codeId: number }> {
     const key = `u${userId}`;
-    if (this.failures.count(key) >= this.limits.maxFailures) {
-      const wait = this.failures.hit(key, this.limits.maxFailures);
+    if ((await this.failures.count(key)) >= this.limits.maxFailures) {
+      const wait = await this.failures.hit(key, this.limits.maxFailures);
       throw new GatewayError(429, 'too_many_attempts', 'Too many invalid redemption codes; try again later', { headers: { 'retry-after': String(wait || 1) } });
     }
     const hash = sha256Hex(code.trim());
     const result = await this.ledger.redeemCodeOnce(hash, userId, nowSeconds(), (row) => `code ${row.prefix}… batch ${row.batch}`);
     if (!result) {
-      this.failures.hit(key, Number.MAX_SAFE_INTEGER);
+      await this.failures.hit(key, Number.MAX_SAFE_INTEGER);
       throw new GatewayError(400, 'invalid_code', 'This code is not valid: unknown, already redeemed, expired or revoked', { param: 'code' });
     }
     // After commit: the balance caches refresh only once the credit is durable.

@@ -31,8 +31,11 @@ export type ModelPage = Static<typeof ModelPageSchema>;
 
 /** GET /v1/models and POST /v1/messages/count_tokens: what a key may use, and input token counts. */
 export class ModelCatalog {
-  /** The gateway knows no release dates; models are dated by when this process started serving them. */
-  private readonly since = new Date(Math.floor(Date.now() / 1000) * 1000).toISOString();
+  /**
+   * The gateway knows no release dates: models are dated by when this process started serving them, or
+   * by `since` (unix seconds) when given, so that every node of a cluster answers the same date.
+   */
+  private readonly since: string;
 
   private readonly counts: CountCache;
 
@@ -41,7 +44,9 @@ export class ModelCatalog {
     adapter(type: string): ProviderAdapter;
     /** Burst limits of upstream counting (COUNT_TOKENS_*); defaults 1024 entries, 60 s, 8 per channel. */
     counting?: { cacheEntries: number; cacheTtlMs: number; maxInflight: number };
+    since?: number;
   }) {
+    this.since = new Date((d.since ?? Math.floor(Date.now() / 1000)) * 1000).toISOString();
     const c = d.counting ?? { cacheEntries: 1024, cacheTtlMs: 60_000, maxInflight: 8 };
     this.counts = new CountCache({ maxEntries: c.cacheEntries, ttlMs: c.cacheTtlMs, maxInflight: c.maxInflight });
   }

@@ -5,7 +5,7 @@
  * no fallbacks and no limits, so existing deployments behave as before.
  */
 import { Type, type Static } from '@sinclair/typebox';
-import { GatewayError, SerialQueue, nowSeconds } from '@gw/core';
+import { GatewayError, SerialQueue, nowSeconds, type ChangeBus } from '@gw/core';
 import type { GroupRow, GroupsStore, NewGroupRow } from '@gw/db';
 import { LimitInput, LimitView, limitPatch, limitView } from '@gw/identity';
 import { defaultPolicy, type GroupPolicy } from './group-policy';
@@ -48,14 +48,21 @@ export class GroupService {
   private readonly reloads = new SerialQueue();
 
   /** Reads every group's policy. */
-  static async load(repo: GroupsStore): Promise<GroupService> {
+  static async load(repo: GroupsStore, bus?: ChangeBus): Promise<GroupService> {
     const svc = new GroupService(repo);
     await svc.reload();
+    // Another node's group writes arrive as 'group.changed' (change feed); this node's own writes reload directly.
+    bus?.on('group.changed', () => svc.reload());
     return svc;
   }
 
   /** Starts with no policies (every group ×1): use `load`. */
   private constructor(private readonly repo: GroupsStore) {}
+
+  /** Re-reads every policy (a change feed's resync). */
+  reloadAll(): Promise<void> {
+    return this.reload();
+  }
 
   /** The policy of `name`; an unrecorded group is ×1, no fallbacks, no limits. */
   policy(name: string): GroupPolicy {

@@ -1,6 +1,6 @@
-import { MemoryRateLimits, bunFetchLimit, nowSeconds, stdLogger, readBounded, type ChangeBus, type Logger, type RateLimits } from '@gw/core';
+import { AlwaysLeader, MemoryRateLimits, bunFetchLimit, nowSeconds, stdLogger, readBounded, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
 import { AlertDispatcher, alertWebhookConfig, billingConfig, BudgetBook, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps } from '@gw/billing';
-import type { AlertOutboxRepo, BudgetChargesRepo, BudgetsRepo, GroupsStore, PricesStore, SettlementSink, UsageLogsStore } from '@gw/db';
+import type { AlertOutboxRepo, AsyncSettlementSink, BudgetChargesRepo, BudgetsRepo, GroupsStore, PricesStore, SettlementSink, UsageLogsStore } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
 import { probeRequest } from '@gw/channels';
 import { ModelCatalog } from './catalog';
@@ -31,12 +31,15 @@ export interface RelayServices {
   groups: GroupService;
   /** Per key/user/group rate, token and concurrency limits. */
   limiter: RequestLimiter;
-  /** Periodic budgets and low-balance thresholds as admission and settlement see them. */
-  budgets: BudgetBook;
-  budgetsRepo: BudgetsRepo;
-  /** Delivers the alert outbox to ALERT_WEBHOOK_URL (stopped by `closeAlerts`, after the last settlement). */
-  alerts: AlertDispatcher;
-  alertOutbox: AlertOutboxRepo;
+  /**
+   * Periodic budgets and low-balance thresholds as admission and settlement see them; null in
+   * PostgreSQL mode, whose group-commit settlement does not charge budgets yet.
+   */
+  budgets: BudgetBook | null;
+  budgetsRepo: BudgetsRepo | null;
+  /** Delivers the alert outbox to ALERT_WEBHOOK_URL (stopped by `closeAlerts`, after the last settlement); null with budgets. */
+  alerts: AlertDispatcher | null;
+  alertOutbox: AlertOutboxRepo | null;
   /** The process-wide cap on relayed requests in flight (MAX_UPSTREAM_CONNECTIONS): beyond it, 503 at once. */
   slots: UpstreamSlots;
   close(): void;
@@ -47,9 +50,20 @@ export interface RelayWiring {
   env: Record<string, string | undefined>;
   /** The stores this feature reads and writes (createStores in @gw/db builds them). */
   stores: {
-    prices: PricesStore; groups: GroupsStore; usageLogs: UsageLogsStore; settlements: SettlementSink;
-    budgets: BudgetsRepo; budgetCharges: BudgetChargesRepo; alertOutbox: AlertOutboxRepo;
+    prices: PricesStore; groups: GroupsStore; usageLogs: UsageLogsStore;
+    /** SQLite: the synchronous settlement batch and the budgets charged inside it. Absent with `durable`. */
+    settlements?: SettlementSink;
+    budgets?: BudgetsRepo; budgetCharges?: BudgetChargesRepo; alertOutbox?: AlertOutboxRepo;
   };
+  /**
+   * PostgreSQL mode: settlements are awaited until committed by this sink (group commit), so there is
+   * no journal; budgets are not charged on this path yet (refused at the API, see the server).
+   */
+  durable?: AsyncSettlementSink;
+  /** Date of every model in /v1/models (unix seconds); default this process's start. Nodes of a cluster share one. */
+  catalogSince?: number;
+  /** Who runs the channel prober (one node of a cluster); default this process. */
+  leader?: Leader;
   /** Folder of the settlement journal; null for an in-memory database. */
   journalDir: string | null;
   bus: ChangeBus;
@@ -80,17 +94,28 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
   const prices = await PriceBook.load(w.stores.prices, w.bus);
   const usageLogs = w.stores.usageLogs;
   const alertCfg = alertWebhookConfig(w.env);
-  const budgetsRepo = w.stores.budgets;
-  const alertOutbox = w.stores.alertOutbox;
-  const budgets = new BudgetBook({ repo: budgetsRepo, charges: w.stores.budgetCharges, deliver: alertCfg.url !== null, log: w.log });
-  const alerts = new AlertDispatcher(alertOutbox, alertCfg, w.log);
-  const quota = new QuotaService({
-    sink: w.stores.settlements, prices, bus: w.bus,
-    journal: w.journalDir ? new SettlementJournal(w.journalDir) : null, flushMs: billing.flushMs, log: w.log, observe: w.observeSettlement,
-    budgets, onAlerts: () => alerts.poke(),
-  });
-  // After the journal replay, which may have written alerts of its own.
-  alerts.start();
+  let budgetsRepo: BudgetsRepo | null = null;
+  let alertOutbox: AlertOutboxRepo | null = null;
+  let budgets: BudgetBook | null = null;
+  let alerts: AlertDispatcher | null = null;
+  let quota: QuotaService;
+  if (w.durable) {
+    quota = await QuotaService.openDurable({ durable: w.durable, prices, bus: w.bus, log: w.log, observe: w.observeSettlement });
+  } else {
+    const { settlements, budgets: bRepo, budgetCharges, alertOutbox: outbox } = w.stores;
+    if (!settlements || !bRepo || !budgetCharges || !outbox) throw new Error('createRelayServices: the SQLite settlement and budget stores are required without a durable sink');
+    budgetsRepo = bRepo;
+    alertOutbox = outbox;
+    const book = budgets = new BudgetBook({ repo: bRepo, charges: budgetCharges, deliver: alertCfg.url !== null, log: w.log });
+    const dispatcher = alerts = new AlertDispatcher(outbox, alertCfg, w.log);
+    quota = new QuotaService({
+      sink: settlements, prices, bus: w.bus,
+      journal: w.journalDir ? new SettlementJournal(w.journalDir) : null, flushMs: billing.flushMs, log: w.log, observe: w.observeSettlement,
+      budgets: book, onAlerts: () => dispatcher.poke(),
+    });
+    // After the journal replay, which may have written alerts of its own.
+    dispatcher.start();
+  }
   const gate = new RelayGate({ lookup: (k) => w.apiKeys.lookup(k), user: (id) => w.directory.get(id) });
   const health = new ChannelHealth({
     all: () => w.channels.all(),
@@ -100,8 +125,11 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
     reEnableKey: w.channelKeys ? (id, keyId) => w.channelKeys!.reEnable(id, keyId) : undefined,
     log: w.log,
   }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs, confirm: config.healthConfirm });
-  const groups = await GroupService.load(w.stores.groups);
-  health.start();
+  const groups = await GroupService.load(w.stores.groups, w.bus);
+  // The prober runs on the leader only (one node of a cluster probes, not every node).
+  const leader = w.leader ?? new AlwaysLeader();
+  if (leader.isLeader) health.start();
+  const stopFollowing = leader.onChange((leads) => (leads ? health.start() : health.close()));
   const affinity = new SessionAffinity({ ttlMs: config.affinityTtlSeconds * 1000, maxEntries: config.affinityMaxEntries });
   const limiter = new RequestLimiter(w.rateLimits ?? new MemoryRateLimits(), { leaseMs: config.limitLeaseMs });
   const relay = new RelayService({
@@ -115,7 +143,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
       msg: 'MAX_UPSTREAM_CONNECTIONS exceeds the fetch slots Bun was started with (BUN_CONFIG_MAX_HTTP_REQUESTS - 64); start with `bun run start` or raise BUN_CONFIG_MAX_HTTP_REQUESTS' });
   }
   const slots = new UpstreamSlots(Math.min(config.maxUpstreamConnections, fetchSlots), config.maxUpstreamPerUser);
-  const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting });
+  const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting, since: w.catalogSince });
   // Built after the key index and user directory subscribed to the bus, so it reads their refreshed state.
   const inflight = new InflightRegistry({
     bus: w.bus,
@@ -127,8 +155,8 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
   });
   return {
     config, billing, prices, quota, usageLogs, gate, health, relay, catalog, inflight, groups, limiter, budgets, budgetsRepo, alerts, alertOutbox, slots,
-    close: () => { inflight.close(); health.close(); quota.close(); },
-    closeAlerts: () => alerts.close(),
+    close: () => { stopFollowing(); inflight.close(); health.close(); quota.close(); },
+    closeAlerts: async () => { await alerts?.close(); },
   };
 }
 

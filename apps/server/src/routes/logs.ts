@@ -46,7 +46,8 @@ function exportResponse(repo: UsageStatsStore, q: Record<string, any>, admin: bo
 export const logRoutes = (s: Services) => {
   const repo = s.stores.usageStats;
   // Aggregating a year takes seconds: off the request thread, unless the database lives only in this connection.
-  const reader = s.config.sqlitePath === ':memory:' ? inlineStatsReader(repo) : workerStatsReader(s.config.sqlitePath);
+  // PostgreSQL aggregates on its own server: the query does not occupy this thread either.
+  const reader = s.dbh === null || s.config.sqlitePath === ':memory:' ? inlineStatsReader(repo) : workerStatsReader(s.config.sqlitePath);
   s.onClose(() => reader.close());
   const stats = new UsageStatsService(reader);
   const exportDoc = 'Oldest first, streamed page by page (memory stays flat); same filters as the listing';

@@ -9,8 +9,8 @@ import { envelope } from './envelope';
 export const passwordRoutes = (s: Services) =>
   new Elysia({ name: 'password-routes', prefix: '/api/user' })
     .use(authPlugin(s))
-    .post('/reset/request', ({ body, request, server }) => {
-      s.passwordReset.request(body.email, clientIp(request, server));
+    .post('/reset/request', async ({ body, request, server }) => {
+      await s.passwordReset.request(body.email, clientIp(request, server));
       return ok(null);
     }, {
       body: t.Object({ email: t.String({ minLength: 1, maxLength: 254 }) }),

@@ -1,6 +1,6 @@
 import { and, count, desc, eq, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
-import { apiKeys } from '../schema-pg';
+import { apiKeys, users } from '../schema-pg';
 import type { ApiKeyRow, NewApiKeyRow } from '../repos/api-keys';
 import { containsFolded } from './sql';
 
@@ -22,6 +22,17 @@ export class PgApiKeysRepo {
 
   async insert(row: NewApiKeyRow): Promise<ApiKeyRow> {
     return (await this.db.insert(apiKeys).values(row).returning())[0]!;
+  }
+
+  async insertBelow(row: NewApiKeyRow, max: number): Promise<ApiKeyRow | null> {
+    if (max <= 0) return this.insert(row);
+    return this.db.transaction(async (tx) => {
+      // The owner's row lock serialises its key creations: a concurrent one counts after this commits.
+      await tx.select({ id: users.id }).from(users).where(eq(users.id, row.userId)).for('update');
+      const [t] = await tx.select({ n: count() }).from(apiKeys).where(eq(apiKeys.userId, row.userId));
+      if (t!.n >= max) return null;
+      return (await tx.insert(apiKeys).values(row).returning())[0]!;
+    });
   }
 
   async update(id: number, patch: Partial<NewApiKeyRow>): Promise<ApiKeyRow | undefined> {

@@ -92,7 +92,12 @@ export class PgLedgerRepo implements LedgerStore {
         const closed = await tx.update(topupOrders)
           .set({ status: d.close, updatedAt: e.at, ...(d.close === 'paid' ? { paidAt: e.at } : {}) })
           .where(and(eq(topupOrders.tradeNo, order.tradeNo), eq(topupOrders.status, 'pending'))).returning({ id: topupOrders.id });
-        if (!closed.length) outcome = `not_pending:${order.status}`;
+        if (!closed.length) {
+          // The order read above may predate the transition that beat this one (it committed while the
+          // UPDATE waited): a new statement sees the status that made the guard fail.
+          const [now] = await tx.select({ status: topupOrders.status }).from(topupOrders).where(eq(topupOrders.tradeNo, order.tradeNo));
+          outcome = `not_pending:${now?.status ?? order.status}`;
+        }
         else if ('credit' in d) {
           const balance = await this.apply({ userId: order.userId, kind: 'topup', amount: d.credit.amount, ref: order.tradeNo, note: d.credit.note, at: e.at }, tx);
           // The order was pending, so its credit cannot exist; if it does, undo the status change too.

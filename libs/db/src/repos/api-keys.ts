@@ -11,6 +11,11 @@ export interface ApiKeysStore {
   all(): Promise<ApiKeyRow[]>;
   byUser(userId: number): Promise<ApiKeyRow[]>;
   insert(row: NewApiKeyRow): Promise<ApiKeyRow>;
+  /**
+   * insert(), unless the owner already holds `max` keys (0 = no cap): null then. Atomic, so concurrent
+   * creates (on any node) cannot pass the cap together.
+   */
+  insertBelow(row: NewApiKeyRow, max: number): Promise<ApiKeyRow | null>;
   update(id: number, patch: Partial<NewApiKeyRow>): Promise<ApiKeyRow | undefined>;
   delete(id: number): Promise<boolean>;
   list(f: { userId: number; keyword?: string; status?: number; offset: number; limit: number }): Promise<{ items: ApiKeyRow[]; total: number }>;
@@ -34,6 +39,13 @@ export class ApiKeysRepo implements ApiKeysStore {
 
   async insert(row: NewApiKeyRow): Promise<ApiKeyRow> {
     return this.db.insert(apiKeys).values(row).returning().get();
+  }
+
+  async insertBelow(row: NewApiKeyRow, max: number): Promise<ApiKeyRow | null> {
+    return this.db.transaction((tx) => {
+      if (max > 0 && tx.select({ n: count() }).from(apiKeys).where(eq(apiKeys.userId, row.userId)).get()!.n >= max) return null;
+      return tx.insert(apiKeys).values(row).returning().get();
+    });
   }
 
   async update(id: number, patch: Partial<NewApiKeyRow>): Promise<ApiKeyRow | undefined> {

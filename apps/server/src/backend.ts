@@ -1,0 +1,88 @@
+/**
+ * The storage backend, chosen once from DATABASE_URL: SQLite in-process (journal, local bus, always
+ * leader) or PostgreSQL + Redis (group-commit settlement, change feed, advisory-lock leader, Redis
+ * limits). Services only see the ports this returns; nothing else branches on the database kind.
+ */
+import type { Config } from '@gw/config';
+import { AlwaysLeader, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
+import { createStores, openDatabase, type DbHandle, type Stores } from '@gw/db';
+import type { PgHandle } from '@gw/db/pg';
+import type { RelayWiring } from '@gw/relay';
+import { billingConfig } from '@gw/billing';
+
+export interface Backend {
+  kind: 'sqlite' | 'postgres';
+  stores: Stores;
+  /** The SQLite database (SQLite mode only: tests and tools that read it directly). */
+  dbh: DbHandle | null;
+  /** The PostgreSQL pool (PostgreSQL mode only). */
+  pg: PgHandle | null;
+  /** What the relay's wiring takes from the backend: settlement path, limits, leader. */
+  relay: Pick<RelayWiring, 'stores' | 'durable' | 'journalDir' | 'rateLimits' | 'leader'>;
+  /** Request and attempt limits shared by every node (Redis) or kept in this process. */
+  rateLimits: RateLimits | null;
+  leader: Leader;
+  /**
+   * Starts following other nodes' writes (PostgreSQL: LISTEN); `reloadAll` runs after every (re)listen and
+   * every CHANGE_FEED_RESYNC_MS, since notifications sent while nobody listened are lost. SQLite: nothing to follow.
+   */
+  follow(reloadAll: () => Promise<void>): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function openBackend(config: Config, bus: ChangeBus, log: Logger): Promise<Backend> {
+  return config.dbKind === 'postgres' ? openPostgresBackend(config, bus, log) : openSqliteBackend(config, bus);
+}
+
+function openSqliteBackend(config: Config, bus: ChangeBus): Backend {
+  const dbh = openDatabase(config.sqlitePath);
+  const stores = createStores(dbh, bus);
+  return {
+    kind: 'sqlite', stores, dbh, pg: null, rateLimits: null, leader: new AlwaysLeader(),
+    relay: { stores, journalDir: config.sqlitePath === ':memory:' ? null : `${config.sqlitePath}.settlements` },
+    follow: async () => {},
+    close: async () => dbh.close(),
+  };
+}
+
+async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger): Promise<Backend> {
+  // Loaded only in this mode: a SQLite process never pays for postgres.js, ioredis and the pg schema.
+  const { openPostgres, createPgStores, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader } = await import('@gw/db/pg');
+  const { default: Redis } = await import('ioredis');
+  const { RedisRateLimits } = await import('@gw/core/redis/rate-limits');
+  const url = config.databaseUrl;
+  const closers: Array<() => Promise<unknown> | unknown> = [];
+  const close = async () => { for (const c of closers.reverse()) await Promise.resolve(c()).catch(() => {}); };
+  try {
+    const pg = await openPostgres(url, { schema: config.pgSchema });
+    closers.push(() => pg.close());
+    const redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: 2, connectTimeout: 5000, lazyConnect: true });
+    redis.on('error', (err) => log.warn('redis.error', { error: err.message }));
+    closers.push(() => redis.quit().catch(() => redis.disconnect()));
+    // Fails start-up (one line) rather than the first request when Redis is unreachable.
+    await redis.connect();
+    const stores = createPgStores(pg.db, bus);
+    // PG_SETTLE_FLUSH_MS / PG_SETTLE_BATCH / PG_SETTLE_DEADLINE_MS (validated with the billing settings).
+    const sink = new PgGroupCommitter(pg.db, billingConfig(config.env).pgSettle);
+    closers.push(() => sink.close());
+    const leader = await PgAdvisoryLeader.start(url, { name: `gw:${config.pgSchema}:jobs`, log: (line) => log.info('leader', { msg: line }) });
+    closers.push(() => leader.close());
+    const rateLimits = new RedisRateLimits(redis, config.redisPrefix);
+    let feed: { close(): Promise<void> } | null = null;
+    closers.push(() => feed?.close());
+    return {
+      kind: 'postgres', stores, dbh: null, pg, rateLimits, leader,
+      relay: { stores, durable: sink, journalDir: null, rateLimits, leader },
+      async follow(reloadAll) {
+        feed = await PgChangeFeed.start({
+          url, schema: config.pgSchema, bus, resyncMs: config.changeFeedResyncMs, log,
+          applicationName: `gateway-${process.pid}`, onResync: () => reloadAll(),
+        });
+      },
+      close,
+    };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}
