@@ -1,4 +1,4 @@
-import { and, asc, count, eq, gte, lte, sql, sum, type SQL } from 'drizzle-orm';
+import { and, asc, count, sql, sum, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { usageLogs } from '../schema-pg';
 import type { UsageLogRow, UsageLogWhere } from '../repos/usage-logs';
@@ -6,6 +6,7 @@ import { LATENCY_BINS_PER_OCTAVE, type ExportCursor, type LatencyBinRow, type St
 import type { StatsReader } from '../repos/stats-reader';
 import { pgLogConditions } from './usage-logs';
 import { collateC } from './sql';
+import { statsBucket, statsWhere } from '../repos/usage-stats-sql';
 
 /**
  * The PostgreSQL latency bin. PostgreSQL has no log2(); numeric `log(2, x)` is exact at powers of two
@@ -24,19 +25,11 @@ export class PgUsageStatsRepo {
   constructor(private readonly db: PgDb) {}
 
   private where(q: StatsQuery): SQL {
-    const conds: SQL[] = [gte(usageLogs.createdAt, q.from), lte(usageLogs.createdAt, q.to)];
-    if (q.userId !== undefined) conds.push(eq(usageLogs.userId, q.userId));
-    if (q.apiKeyId !== undefined) conds.push(eq(usageLogs.apiKeyId, q.apiKeyId));
-    if (q.channelId !== undefined) conds.push(eq(usageLogs.channelId, q.channelId));
-    if (q.model) conds.push(eq(usageLogs.model, q.model));
-    return and(...conds)!;
+    return statsWhere(usageLogs, q);
   }
 
-  /** bigint arithmetic: `/` truncates toward zero as SQLite's integer division does. */
   private bucket(q: StatsQuery): SQL<number> {
-    const size = sql.raw(String(Math.trunc(q.bucketSeconds)));
-    const off = sql.raw(String(Math.trunc(q.offsetSeconds)));
-    return sql<number>`((${usageLogs.createdAt} + ${off}) / ${size}) * ${size} - ${off}`;
+    return statsBucket(usageLogs, q);
   }
 
   /** Ids are bigint, which a raw expression returns as a string: map them back to numbers (null stays null). */

@@ -1,7 +1,8 @@
-import { and, asc, count, eq, gte, lte, sql, sum, type SQL } from 'drizzle-orm';
+import { and, asc, count, sql, sum, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
 import { usageLogs } from '../schema';
 import { logConditions, type UsageLogRow, type UsageLogWhere } from './usage-logs';
+import { statsBucket, statsWhere } from './usage-stats-sql';
 
 /** Where an export page ends: the next page starts after this row. */
 export interface ExportCursor { createdAt: number; id: number }
@@ -81,18 +82,11 @@ export class UsageStatsRepo implements UsageStatsStore {
   constructor(private readonly db: Db) {}
 
   private where(q: StatsQuery): SQL {
-    const conds: SQL[] = [gte(usageLogs.createdAt, q.from), lte(usageLogs.createdAt, q.to)];
-    if (q.userId !== undefined) conds.push(eq(usageLogs.userId, q.userId));
-    if (q.apiKeyId !== undefined) conds.push(eq(usageLogs.apiKeyId, q.apiKeyId));
-    if (q.channelId !== undefined) conds.push(eq(usageLogs.channelId, q.channelId));
-    if (q.model) conds.push(eq(usageLogs.model, q.model));
-    return and(...conds)!;
+    return statsWhere(usageLogs, q);
   }
 
   private bucket(q: StatsQuery): SQL<number> {
-    const size = sql.raw(String(Math.trunc(q.bucketSeconds)));
-    const off = sql.raw(String(Math.trunc(q.offsetSeconds)));
-    return sql<number>`((${usageLogs.createdAt} + ${off}) / ${size}) * ${size} - ${off}`;
+    return statsBucket(usageLogs, q);
   }
 
   private group(q: StatsQuery): SQL<string | number | null> {

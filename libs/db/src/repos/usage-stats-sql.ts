@@ -1,0 +1,31 @@
+import { and, eq, gte, lte, sql, type Column, type SQL } from 'drizzle-orm';
+import type { StatsQuery } from './usage-stats';
+
+/** The usage_logs columns the statistics filter and bucket on, in either dialect's table. */
+export interface StatsColumns {
+  createdAt: Column;
+  userId: Column;
+  apiKeyId: Column;
+  channelId: Column;
+  model: Column;
+}
+
+/** The created_at range and optional filters of a statistics query (both dialects write it alike). */
+export function statsWhere(t: StatsColumns, q: StatsQuery): SQL {
+  const conds: SQL[] = [gte(t.createdAt, q.from), lte(t.createdAt, q.to)];
+  if (q.userId !== undefined) conds.push(eq(t.userId, q.userId));
+  if (q.apiKeyId !== undefined) conds.push(eq(t.apiKeyId, q.apiKeyId));
+  if (q.channelId !== undefined) conds.push(eq(t.channelId, q.channelId));
+  if (q.model) conds.push(eq(t.model, q.model));
+  return and(...conds)!;
+}
+
+/**
+ * The bucket start of each row: integer arithmetic, so `/` truncates toward zero in both SQLite and
+ * PostgreSQL (bigint); sizes are whole seconds checked by the caller, inlined as literals.
+ */
+export function statsBucket(t: StatsColumns, q: StatsQuery): SQL<number> {
+  const size = sql.raw(String(Math.trunc(q.bucketSeconds)));
+  const off = sql.raw(String(Math.trunc(q.offsetSeconds)));
+  return sql<number>`((${t.createdAt} + ${off}) / ${size}) * ${size} - ${off}`;
+}
