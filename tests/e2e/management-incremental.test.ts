@@ -1,5 +1,5 @@
 /**
- * Management writes at scale (issue #15 item 4): each write applies the one changed record to the in-memory
+ * Management writes at scale: each write applies the one changed record to the in-memory
  * caches (channel routing index, key index, user directory, price book); none reloads a whole table. Checked
  * over HTTP: routing follows every write exactly, and no full-table read happens after start-up.
  */

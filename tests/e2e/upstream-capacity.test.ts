@@ -1,5 +1,5 @@
 /**
- * MAX_UPSTREAM_CONNECTIONS (issue #15 item 3): past the cap a request is answered 503 overloaded_error at
+ * MAX_UPSTREAM_CONNECTIONS: past the cap a request is answered 503 overloaded_error at
  * once, before any quota hold or upstream call, instead of waiting in Bun's fetch queue; slots come back
  * on every way a request can end, so the counter never leaks.
  */

@@ -44,7 +44,7 @@ export interface SettlementRow {
  * runs for every request, and a batch of settlements is written in one transaction right after the
  * journal append. Through an async interface each batch would pay a microtask per statement and the
  * batch could no longer be one synchronous transaction. The PostgreSQL mode does not use this port:
- * it settles through group commits (design: scale-out.md, section 3).
+ * it settles through group commits (PgGroupCommitter).
  */
 export interface SettlementSink {
   /** Every user's committed balance (start-up: QuotaService keeps balances in memory). */
