@@ -79,9 +79,10 @@ test('held streams do not keep their prompts (gateway process RSS)', async () =>
     const before = await settle();
     await open(N, 'hold '.repeat(PROMPT / 5));
     const grown = (await settle()) - before;
-    // Kept prompts added ~700 kB per stream here (the parsed body, the upstream body string, Bun's copy of it);
-    // what is left now (~150 kB) is freed memory the allocator has not yet given back.
-    expect(grown / N).toBeLessThan(PROMPT);
+    // Kept prompts added ~700 kB per stream here (2.7 prompts: the parsed body, the upstream body string, Bun's
+    // copy of it); what is left now (150-275 kB measured) is freed memory the allocator has not yet given back,
+    // which varies with the machine's load. The bound sits between the two.
+    expect(grown / N).toBeLessThan(1.75 * PROMPT);
   } finally {
     ctrl.abort();
     gwp.kill();
