@@ -1,20 +1,13 @@
-import { and, count, desc, eq, gte, lte, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { apiKeys, usageLogs, users } from '../schema-pg';
 import type { NewUsageLogRow, UsageLogFilter, UsageLogRow, UsageLogWhere } from '../repos/usage-logs';
 import type { PgWriter } from './sql';
+import { logConditionsOf } from '../repos/usage-stats-sql';
 
 /** The WHERE terms of a log filter over the PostgreSQL table (empty = every row). */
 export function pgLogConditions(f: UsageLogWhere): SQL[] {
-  const conds: SQL[] = [];
-  if (f.userId !== undefined) conds.push(eq(usageLogs.userId, f.userId));
-  if (f.apiKeyId !== undefined) conds.push(eq(usageLogs.apiKeyId, f.apiKeyId));
-  if (f.channelId !== undefined) conds.push(eq(usageLogs.channelId, f.channelId));
-  if (f.model) conds.push(eq(usageLogs.model, f.model));
-  if (f.status !== undefined) conds.push(eq(usageLogs.status, f.status));
-  if (f.from !== undefined) conds.push(gte(usageLogs.createdAt, f.from));
-  if (f.to !== undefined) conds.push(lte(usageLogs.createdAt, f.to));
-  return conds;
+  return logConditionsOf(usageLogs, f);
 }
 
 /**

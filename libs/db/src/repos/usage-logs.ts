@@ -1,6 +1,7 @@
-import { and, count, desc, eq, gte, lte, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
 import { apiKeys, usageLogs, users } from '../schema';
+import { logConditionsOf } from './usage-stats-sql';
 
 export type UsageLogRow = typeof usageLogs.$inferSelect;
 export type NewUsageLogRow = typeof usageLogs.$inferInsert;
@@ -24,15 +25,7 @@ export interface UsageLogFilter extends UsageLogWhere {
 
 /** The WHERE terms of a log filter (empty = every row). */
 export function logConditions(f: UsageLogWhere): SQL[] {
-  const conds: SQL[] = [];
-  if (f.userId !== undefined) conds.push(eq(usageLogs.userId, f.userId));
-  if (f.apiKeyId !== undefined) conds.push(eq(usageLogs.apiKeyId, f.apiKeyId));
-  if (f.channelId !== undefined) conds.push(eq(usageLogs.channelId, f.channelId));
-  if (f.model) conds.push(eq(usageLogs.model, f.model));
-  if (f.status !== undefined) conds.push(eq(usageLogs.status, f.status));
-  if (f.from !== undefined) conds.push(gte(usageLogs.createdAt, f.from));
-  if (f.to !== undefined) conds.push(lte(usageLogs.createdAt, f.to));
-  return conds;
+  return logConditionsOf(usageLogs, f);
 }
 
 const p = (name: string) => sql.placeholder(name);

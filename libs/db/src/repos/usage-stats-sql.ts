@@ -1,13 +1,15 @@
 import { and, eq, gte, lte, sql, type Column, type SQL } from 'drizzle-orm';
+import type { UsageLogWhere } from './usage-logs';
 import type { StatsQuery } from './usage-stats';
 
-/** The usage_logs columns the statistics filter and bucket on, in either dialect's table. */
+/** The usage_logs columns the log and statistics filters use, in either dialect's table. */
 export interface StatsColumns {
   createdAt: Column;
   userId: Column;
   apiKeyId: Column;
   channelId: Column;
   model: Column;
+  status: Column;
 }
 
 /** The created_at range and optional filters of a statistics query (both dialects write it alike). */
@@ -28,4 +30,17 @@ export function statsBucket(t: StatsColumns, q: StatsQuery): SQL<number> {
   const size = sql.raw(String(Math.trunc(q.bucketSeconds)));
   const off = sql.raw(String(Math.trunc(q.offsetSeconds)));
   return sql<number>`((${t.createdAt} + ${off}) / ${size}) * ${size} - ${off}`;
+}
+
+/** The WHERE terms of a log filter (empty = every row), in either dialect's table. */
+export function logConditionsOf(t: StatsColumns, f: UsageLogWhere): SQL[] {
+  const conds: SQL[] = [];
+  if (f.userId !== undefined) conds.push(eq(t.userId, f.userId));
+  if (f.apiKeyId !== undefined) conds.push(eq(t.apiKeyId, f.apiKeyId));
+  if (f.channelId !== undefined) conds.push(eq(t.channelId, f.channelId));
+  if (f.model) conds.push(eq(t.model, f.model));
+  if (f.status !== undefined) conds.push(eq(t.status, f.status));
+  if (f.from !== undefined) conds.push(gte(t.createdAt, f.from));
+  if (f.to !== undefined) conds.push(lte(t.createdAt, f.to));
+  return conds;
 }
