@@ -159,7 +159,8 @@ describe('deploy/haproxy.cfg', () => {
     const servers = backend.filter((l) => l.startsWith('server ')).map((l) => l.split(/\s+/)[2]!);
     expect(servers.sort()).toEqual(nodes.map(([name, svc]) => `${name}:${resolved(svc).PORT}`).sort());
     // Each node is health-checked, so a stopped node leaves the rotation.
-    expect(backend.some((l) => /^option httpchk GET \/health\b/.test(l))).toBe(true);
+    expect(backend).toContain('option httpchk');
+    expect(backend.some((l) => /^http-check send meth GET uri \/health\b/.test(l))).toBe(true);
     const bind = frontend.find((l) => l.startsWith('bind '))!.split(/\s+/)[1]!;
     const published = (services.proxy.ports as string[]).map((p) => interpolate(p, {}).split(':').pop());
     expect(published).toContain(bind.split(':').pop());
