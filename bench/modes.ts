@@ -18,7 +18,7 @@
  * Env: BENCH_SECONDS (3) per phase and mode, BENCH_ROUNDS (3), BENCH_CONCURRENCY (16), BENCH_MODES
  * (sqlite,pg,pg-2w), BENCH_PHASES (all: json c=1, sse c=1, json c=16, sse c=16), BENCH_PG_URL (GW_TEST_PG or
  * postgres://postgres@127.0.0.1:5432/test), BENCH_REDIS_URL (GW_TEST_REDIS or redis://127.0.0.1:6379),
- * BENCH_GW_ENV (JSON, extra gateway settings for every mode), BENCH_OUT (a file for the results as JSON).
+ * BENCH_GW_ENV (JSON, extra gateway settings for every mode), BENCH_GW_BUN_ARGS (flags for the gateways' bun), BENCH_OUT (a file for the results as JSON).
  */
 if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) {
   const child = Bun.spawn([process.execPath, ...process.argv.slice(1)], { env: { ...process.env, BUN_CONFIG_MAX_HTTP_REQUESTS: '8192' }, stdio: ['inherit', 'inherit', 'inherit'] });
@@ -40,6 +40,8 @@ const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const PG_URL = process.env.BENCH_PG_URL ?? process.env.GW_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? process.env.GW_TEST_REDIS ?? 'redis://127.0.0.1:6379';
 const EXTRA_ENV: Record<string, string> = process.env.BENCH_GW_ENV ? JSON.parse(process.env.BENCH_GW_ENV) : {};
+// BENCH_GW_BUN_ARGS: flags for the gateways' bun, e.g. `--cpu-prof --cpu-prof-md --cpu-prof-dir=/tmp/prof`.
+const BUN_ARGS = process.env.BENCH_GW_BUN_ARGS?.split(/\s+/).filter(Boolean) ?? [];
 const HERE = resolve(import.meta.dir, '..');
 const SCHEMA_PREFIX = 'gwbench';
 
@@ -149,7 +151,7 @@ async function seed(m: Mode, upstreamUrl: string): Promise<string> {
 async function start(m: Mode, key: string): Promise<void> {
   // The entry sizes Bun's fetch limit itself, as in production: not this load generator's value.
   const { BUN_CONFIG_MAX_HTTP_REQUESTS: _limit, ...inherited } = process.env;
-  const proc = Bun.spawn([process.execPath, 'apps/server/src/index.ts'], { cwd: HERE, env: { ...inherited, ...m.env }, stdout: 'pipe', stderr: 'inherit', stdin: 'ignore' });
+  const proc = Bun.spawn([process.execPath, ...BUN_ARGS, 'apps/server/src/index.ts'], { cwd: HERE, env: { ...inherited, ...m.env }, stdout: 'pipe', stderr: 'inherit', stdin: 'ignore' });
   m.proc = proc;
   const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
   const dec = new TextDecoder();
