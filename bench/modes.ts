@@ -33,6 +33,7 @@ import Redis from 'ioredis';
 import { load, quantiles, type Samples, type Target } from './lib/latency';
 import { spawnJson } from './lib/procs';
 import { cpuBetween, cpuOf, descendants } from './lib/proc-tree';
+import { pressureSince } from './lib/pressure';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -183,7 +184,7 @@ async function stop(m: Mode): Promise<void> {
 
 // ---- measurement ------------------------------------------------------------------------------------
 
-interface PhaseResult { rps: number; p50: number; p99: number; n: number; errors: number; gwUs: number; pgUs: number; loadCores: number; upstreamCores: number; gwCores: number; pgCores: number }
+interface PhaseResult { rps: number; p50: number; p99: number; n: number; errors: number; gwUs: number; pgUs: number; loadCores: number; upstreamCores: number; gwCores: number; pgCores: number; cpuStall: number }
 
 const phases = ([['json c=1', false, 1], ['sse c=1', true, 1], [`json c=${CONCURRENCY}`, false, CONCURRENCY], [`sse c=${CONCURRENCY}`, true, CONCURRENCY]] as const)
   .filter(([label]) => !process.env.BENCH_PHASES || process.env.BENCH_PHASES.split(',').map((x) => x.trim()).includes(label));
@@ -198,9 +199,11 @@ async function measure(target: Target, gatewayPid: number | null, appName: strin
   const pg0 = cpuOf(pgPids);
   const up0 = cpuOf([upstreamPid]);
   const me0 = selfCpu();
+  const psi = pressureSince();
   const t0 = performance.now();
   const s: Samples = await load(target, stream, conc, SECONDS);
   const secs = (performance.now() - t0) / 1000;
+  const stall = psi().cpuSome;
   const me = selfCpu() - me0;
   const up = cpuBetween(up0, cpuOf([upstreamPid]));
   const gw = gatewayPid ? cpuBetween(gw0, cpuOf(descendants(gatewayPid))) : 0;
@@ -210,7 +213,7 @@ async function measure(target: Target, gatewayPid: number | null, appName: strin
   return {
     rps: q.n / secs, p50: q.p50, p99: q.p99, n: q.n, errors: s.errors,
     gwUs: (gw * 1e6) / reqs, pgUs: (pg * 1e6) / reqs,
-    loadCores: me / secs, upstreamCores: up / secs, gwCores: gw / secs, pgCores: pg / secs,
+    loadCores: me / secs, upstreamCores: up / secs, gwCores: gw / secs, pgCores: pg / secs, cpuStall: stall,
   };
 }
 
@@ -257,6 +260,9 @@ try {
   const med = (pi: number, i: number, k: keyof PhaseResult) => median(results[pi]![i]!.map((r) => r[k]));
   const load1 = (await Bun.file('/proc/loadavg').text()).split(' ').slice(0, 3).join(' ');
   console.log(`\nStorage modes (medians of ${ROUNDS} interleaved rounds, ${SECONDS} s phases; ${new Date().toISOString()}, ${navigator.hardwareConcurrency} cores, load average ${load1}, Bun ${Bun.version})`);
+  const stalls = results.flat(2).map((r) => r.cpuStall).filter(Number.isFinite);
+  // A quiet machine shows a few %; on a shared one every extra process hop (gateway → PostgreSQL → back) waits for a CPU.
+  if (stalls.length) console.log(`  CPU pressure during the phases (share of time some task waited for a CPU, /proc/pressure): median ${f(median(stalls) * 100, 0)}%, max ${f(Math.max(...stalls) * 100, 0)}%`);
   console.log('  added = the mode\'s p50/p99 minus the upstream\'s own (direct) in the same round; CPU = gateway processes (supervisor + workers) / PostgreSQL backends, per request\n');
   console.log(`| phase | ${names.join(' | ')} |`);
   console.log(`|---|${names.map(() => '---:').join('|')}|`);
