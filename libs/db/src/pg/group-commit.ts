@@ -3,8 +3,7 @@ import { sql } from 'drizzle-orm';
 import type { PgDb } from './client';
 import type { AsyncSettlementSink, SettleOutcome, SettlementRow } from '../repos/settlements';
 import { PgSettlementsRepo } from '../repos-pg/settlements';
-import type { PgWriter } from '../repos-pg/sql';
-import { preparedExecutor, type PgExecutor } from './prepared';
+import { preparedExecutor, preparedOn, type PgExecutor } from './prepared';
 
 export interface GroupCommitOptions {
   /**
@@ -175,7 +174,10 @@ export class PgGroupCommitter implements AsyncSettlementSink {
     for (let tries = 1; ; tries++) {
       try {
         // One row: its statement is atomic by itself, so no BEGIN/COMMIT round trips around it.
-        const write = rows.length === 1 ? this.writeAll(this.single, rows, uncertain) : this.db.transaction((tx) => this.writeAll(tx, rows, uncertain));
+        // Larger: one transaction whose statements are prepared too (each one round trip, sent back to back).
+        const write = rows.length === 1
+          ? this.writeAll(this.single, rows, uncertain)
+          : (this.db.$client.begin((c) => this.writeAll(preparedOn(c), rows, uncertain)) as Promise<SettleOutcome[]>);
         const value = await beforeDeadline(write, deadline);
         return { ok: true, value, tries };
       } catch (error) {
@@ -190,7 +192,7 @@ export class PgGroupCommitter implements AsyncSettlementSink {
   }
 
   private async writeAll(tx: PgExecutor, rows: SettlementRow[], uncertain: boolean): Promise<SettleOutcome[]> {
-    const out = rows.length === 1 ? [await this.repo.apply(rows[0]!, tx)] : await this.repo.applyMany(rows, tx as PgWriter);
+    const out = rows.length === 1 ? [await this.repo.apply(rows[0]!, tx)] : await this.repo.applyMany(rows, tx);
     if (uncertain) {
       for (const [n, o] of out.entries()) {
         if (!o.inserted) out[n] = await this.recognise(tx, rows[n]!);

@@ -14,7 +14,11 @@ const dialect = new PgDialect();
  * round trip. For the hot statements that are atomic on their own (one settlement's CTE).
  */
 export function preparedExecutor(db: PgDb): PgExecutor {
-  const client = db.$client;
+  return preparedOn(db.$client);
+}
+
+/** The same on a given connection or open transaction (postgres.js `begin`'s callback argument). */
+export function preparedOn(client: Pick<PgDb['$client'], 'unsafe'>): PgExecutor {
   return {
     execute: ((query: SQL) => {
       const q = dialect.sqlToQuery(query);

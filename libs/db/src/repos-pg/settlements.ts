@@ -74,7 +74,7 @@ export class PgSettlementsRepo {
    * are locked first in id order, so concurrent batches (other nodes) cannot deadlock.
    * Throws (the caller rolls back) when a charged row has no user, as apply() does.
    */
-  async applyMany(rows: SettlementRow[], tx: PgWriter): Promise<SettleOutcome[]> {
+  async applyMany(rows: SettlementRow[], tx: Pick<PgWriter, 'execute'>): Promise<SettleOutcome[]> {
     if (!rows.length) return [];
     const payload = JSON.stringify(rows.map((r, ord) => ({
       ord, request_id: r.requestId, kind: r.kind, user_id: r.userId, api_key_id: r.apiKeyId, channel_id: r.channelId, model: r.model,
