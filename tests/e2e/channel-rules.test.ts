@@ -124,7 +124,7 @@ describe('probe schedule', () => {
     slow.a.queue.push({ error: { status: 500 } });
     await send(gw, u.key, msg('pr-fast'));
     await send(gw, u.key, msg('pr-slow'));
-    expect([status(fast.id), status(slow.id)]).toEqual([3, 3]);
+    expect([await statusSoon(fast.id, 3), await statusSoon(slow.id, 3)]).toEqual([3, 3]);
     const deadline = Date.now() + 5000;
     while (status(fast.id) !== 1 && Date.now() < deadline) await Bun.sleep(100);
     expect(status(fast.id)).toBe(1);
