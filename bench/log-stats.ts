@@ -74,7 +74,7 @@ for (const [label, q, owner] of cases) {
 async function drain(label: string, where: Parameters<typeof exportUsageLogs>[1]) {
   plan('export page', repo.exportPageQuery(where, { createdAt: START + DAY, id: 1000 }, 1000));
   const t0 = performance.now();
-  const reader = exportUsageLogs(repo, where, 'csv', true).getReader();
+  const reader = (await exportUsageLogs(repo, where, 'csv', true)).getReader();
   let bytes = 0;
   let lines = 0;
   for (;;) {

@@ -6,7 +6,7 @@
  * key, so the handlers run), and must answer below 500 with JSON. Real gateway, real HTTP.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { startGateway, type TestGateway } from '../helpers/gateway';
+import { ON_PG, startGateway, type TestGateway } from '../helpers/gateway';
 import { createApp } from '../../apps/server/src/app';
 import { keyedUser, V } from '../e2e/relay-setup';
 
@@ -44,7 +44,9 @@ test('inherited property names in path parameters, query strings and bodies neve
         const res = await call(r.method, url, body ?? (r.method === 'GET' ? undefined : '{}'));
         tried++;
         const json = res.type.includes('json') || res.type.includes('text/plain; version=0.0.4') || res.type.includes('text/html') && r.path === '/openapi';
-        if (res.status >= 500 || (!json && res.status >= 400)) bad.push(`${r.method} ${url} ${body ? 'body' : ''} -> ${res.status} ${res.type} ${res.text.slice(0, 80)}`);
+        // PostgreSQL mode refuses budget routes on purpose (501 budgets_unavailable, see routes/budgets.ts).
+        const refusedOnPurpose = ON_PG && res.status === 501 && res.text.includes('"budgets_unavailable"');
+        if ((res.status >= 500 && !refusedOnPurpose) || (!json && res.status >= 400)) bad.push(`${r.method} ${url} ${body ? 'body' : ''} -> ${res.status} ${res.type} ${res.text.slice(0, 80)}`);
       }
     }
   }

@@ -5,7 +5,7 @@
  * again hold its whole share.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { startGateway, type TestGateway } from '../helpers/gateway';
+import { ON_PG, startGateway, type TestGateway } from '../helpers/gateway';
 import { V, addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
 
 let gw: TestGateway;
@@ -52,11 +52,12 @@ test('no slot or share count leaks on limit, budget and revocation exits', async
       expect((await send(gw, u.key, msg('x-model'))).status).toBe(429);
       h.ctrl.abort();
     }],
-    ['key budget 402', async () => {
+    // Budgets answer 501 in PostgreSQL mode (not charged by its settlement yet): that exit exists on SQLite only.
+    ...(ON_PG ? [] : [['key budget 402', async () => {
       const u = await keyedUser(gw, 1e9);
       await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: u.keyId, period: 'daily', limit: 1 }, u.token);
       expect((await send(gw, u.key, msg('x-model'))).status).toBe(402);
-    }],
+    }] as [string, () => Promise<unknown>]]),
     ['key disabled mid-stream', async () => {
       const u = await keyedUser(gw, 1e9);
       const h = await hold(u.key);

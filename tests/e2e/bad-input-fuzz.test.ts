@@ -95,10 +95,15 @@ const timed = async (f: () => Promise<{ status: number; body: any; headers: Head
     const r = await f();
     return { ...r, ms: performance.now() - t };
   };
-  // A slow answer is asked again once: work proportional to the input is slow every time, while a
-  // scheduling stall on a shared CI machine is not.
-  const first = await once();
-  return first.ms < 50 ? first : once();
+  // A slow answer is asked again, up to twice, and the fastest counts: work proportional to the input is
+  // slow every time, while a scheduling stall on a shared CI machine (or of the PostgreSQL server on the same
+  // cores) is not. Two tries were measured not to be enough there: two stalls in a row happened under test:pg.
+  let best = await once();
+  for (let i = 0; i < 2 && best.ms >= 50; i++) {
+    const next = await once();
+    if (next.ms < best.ms) best = next;
+  }
+  return best;
 };
 
 /** Routes whose handler verifies a password or hashes one: a well-formed body costs a deliberate hash. */
@@ -153,7 +158,7 @@ test('query extremes on every GET route (every query field, and p/page_size/limi
       for (const one of [qs, ...names.map((n) => `${n}=${encodeURIComponent(v)}`)]) {
         const res = await timed(() => gw.api('GET', `${r.path.replace(/:[^/]+/g, '999999')}?${one}`, undefined, isV1 ? null : gw.rootToken, isV1 ? v1 : {}));
         expectWellFormed(res, `GET ${r.path}?${one}`);
-        expect(res.ms).toBeLessThan(50);
+        expect({ what: `GET ${r.path}?${one}`, fast: res.ms < 50 || res.ms }).toEqual({ what: `GET ${r.path}?${one}`, fast: true });
         calls++;
       }
     }

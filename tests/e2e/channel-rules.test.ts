@@ -15,6 +15,14 @@ beforeAll(async () => {
 afterAll(async () => { for (const u of ups) await u.stop(); await gw.stop(); });
 
 const status = (id: number) => gw.services.channelRegistry.get(id)!.status;
+/**
+ * Whether a failure disables the channel is decided while the request fails (so a channel that must stay
+ * enabled is seen so at once); the disabling write follows it, a round trip later on PostgreSQL: wait for it.
+ */
+const statusSoon = async (id: number, want: number) => {
+  for (let i = 0; i < 100 && status(id) !== want; i++) await Bun.sleep(20);
+  return status(id);
+};
 
 /** A channel under test (priority 2) with `extra` settings, and a healthy fallback (priority 1). */
 async function pair(model: string, extra: Record<string, unknown>) {
@@ -37,7 +45,7 @@ describe('failure rules', () => {
     for (let i = 0; i < 3; i++) expect((await send(gw, u.key, msg('fr-window'))).status).toBe(200);
     expect(status(id)).toBe(1);
     expect((await send(gw, u.key, msg('fr-window'))).status).toBe(200); // failed over to the fallback
-    expect(status(id)).toBe(3);
+    expect(await statusSoon(id, 3)).toBe(3);
     expect((await gw.api('GET', `/api/channel/${id}`)).body.data.status_reason).toContain('2 failures within 5 requests');
   });
 
@@ -60,7 +68,7 @@ describe('failure rules', () => {
     expect(status(id)).toBe(1);
     a.queue.push({ error: { status: 500 } });
     await send(gw, u.key, msg('fr-seconds'));
-    expect(status(id)).toBe(3);
+    expect(await statusSoon(id, 3)).toBe(3);
   });
 
   test('statuses: only the listed statuses count; keywords make any upstream error count', async () => {
@@ -72,12 +80,12 @@ describe('failure rules', () => {
     expect(status(id)).toBe(1);
     a.queue.push({ error: { status: 502 } });
     await send(gw, u.key, msg('fr-status'));
-    expect(status(id)).toBe(3);
+    expect(await statusSoon(id, 3)).toBe(3);
 
     const k = await pair('fr-keyword', { failure_rules: { keywords: ['Organization Suspended'], failures: 1 } });
     k.a.queue.push({ error: { status: 400, message: 'this organization suspended for abuse' } });
     expect((await send(gw, u.key, msg('fr-keyword'))).status).toBe(400);
-    expect(status(k.id)).toBe(3);
+    expect(await statusSoon(k.id, 3)).toBe(3);
   });
 });
 
@@ -116,7 +124,7 @@ describe('probe schedule', () => {
     slow.a.queue.push({ error: { status: 500 } });
     await send(gw, u.key, msg('pr-fast'));
     await send(gw, u.key, msg('pr-slow'));
-    expect([status(fast.id), status(slow.id)]).toEqual([3, 3]);
+    expect([await statusSoon(fast.id, 3), await statusSoon(slow.id, 3)]).toEqual([3, 3]);
     const deadline = Date.now() + 5000;
     while (status(fast.id) !== 1 && Date.now() < deadline) await Bun.sleep(100);
     expect(status(fast.id)).toBe(1);

@@ -79,11 +79,16 @@ test('500 trickling bodies (a byte every 200 ms) are all cut at BODY_TIMEOUT_MS 
 
 test('three parallel 20,000-deep bodies to anonymous login: 400 each, /health under 100 ms', async () => {
   const deep = `{"username":${'['.repeat(20_000)}${']'.repeat(20_000)},"password":"x"}`;
-  const attack = Array.from({ length: 3 }, () => fetch(`${g.url}/api/user/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: deep }));
-  const during = await healthMs();
-  for (const r of await Promise.all(attack)) {
-    expect(r.status).toBe(400);
-    expect(((await r.json()) as any).error.code).toBe('json_too_deep');
+  // Run again, up to twice, when /health was slow: a parser that blocks the loop is slow every time, while a
+  // stall of a shared machine (106 ms measured once under test:pg beside other suites) is not.
+  let during = Infinity;
+  for (let attempt = 0; attempt < 3 && during >= 100; attempt++) {
+    const attack = Array.from({ length: 3 }, () => fetch(`${g.url}/api/user/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: deep }));
+    during = await healthMs();
+    for (const r of await Promise.all(attack)) {
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as any).error.code).toBe('json_too_deep');
+    }
   }
   expect(during).toBeLessThan(100);
 });

@@ -50,14 +50,22 @@ describe('bounded parsing', () => {
       ['/api/user/self', `{"display_name":${DEEP_ARR}}`, { authorization: `Bearer ${gw.rootToken}` }, 'PUT'],
     ];
     for (const [path, body, headers, method] of cases) {
-      const ms = await healthDuring(async () => {
-        const rs = await Promise.all([1, 2, 3].map(() => post(path, body, headers, method)));
-        for (const r of rs) {
-          expect({ path, status: r.status, code: r.body.error.code }).toEqual({ path, status: 400, code: 'json_too_deep' });
-          expect(r.ms).toBeLessThan(50 * 3);
-        }
-      });
-      expect(ms).toBeLessThan(100);
+      // A case over its bounds is run again, up to twice: parsing that blocks is slow every time, while a stall
+      // of a shared machine (measured under test:pg beside other suites: 214 ms once) is not.
+      let slowest = Infinity;
+      let health = Infinity;
+      for (let attempt = 0; attempt < 3 && (slowest >= 50 * 3 || health >= 100); attempt++) {
+        slowest = 0;
+        health = await healthDuring(async () => {
+          const rs = await Promise.all([1, 2, 3].map(() => post(path, body, headers, method)));
+          for (const r of rs) {
+            expect({ path, status: r.status, code: r.body.error.code }).toEqual({ path, status: 400, code: 'json_too_deep' });
+            slowest = Math.max(slowest, r.ms);
+          }
+        });
+      }
+      expect({ path, fast: slowest < 50 * 3 || slowest }).toEqual({ path, fast: true });
+      expect({ path, healthFast: health < 100 || health }).toEqual({ path, healthFast: true });
     }
   });
 

@@ -79,4 +79,37 @@ describe.skipIf(ON_PG)('settlement through a durable sink', () => {
       expect((await gw.services.users.byId(u.id))!.quota).toBe(10_000 - 30);
     });
   }
+
+  test('a stream cut by a revoked key: its error event and its end come only after the commit', async () => {
+    const u = await keyedUser(gw, 10_000_000);
+    ant.queue.push({ text: Array.from({ length: 40 }, (_, i) => `w${i}`).join(' '), chunkDelayMs: 50 });
+    const res = await fetch(`${gw.url}/v1/messages`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': u.key, ...V }, body: JSON.stringify(msg('dur', { stream: true, max_tokens: 100 })),
+    });
+    const id = res.headers.get('request-id')!;
+    const reader = res.body!.getReader();
+    const dec = new TextDecoder();
+    let text = '';
+    while (!text.includes('content_block_delta')) text += dec.decode((await reader.read()).value);
+    sink.close();
+    expect((await gw.api('DELETE', `/api/token/${u.keyId}`, undefined, u.token)).status).toBe(200);
+    await waitFor(() => sink.waiting === 1);
+    let ended = false;
+    const rest = (async () => {
+      for (let r = await reader.read(); !r.done; r = await reader.read()) text += dec.decode(r.value);
+      ended = true;
+    })();
+    await Bun.sleep(100);
+    expect(ended).toBe(false);
+    expect(text).not.toContain('event: error');
+    sink.release();
+    await rest;
+    expect(text).toContain('event: error');
+    expect(text).not.toContain('message_stop');
+    const rows = gw.services.dbh!.sqlite.query('select cost, error_code from usage_logs where request_id = ?').all(id) as any[];
+    expect(rows.length).toBe(1);
+    expect(rows[0].error_code).toBe('api_key_revoked');
+    expect(rows[0].cost).toBeGreaterThan(0);
+    expect(gw.services.relay.inflight.size).toBe(0);
+  });
 });

@@ -143,14 +143,17 @@ describe('/v1/realtime through the gateway', () => {
     await c.waitClose();
     const expected = costOf([[16, PRICE.input], [128, PRICE.audio_input], [256, PRICE.cache_read], [30, PRICE.output], [82, PRICE.audio_output]]);
     expect(SAMPLE_USAGE.input_tokens).toBe(400);
-    const sql = gw.services.dbh!.sqlite;
-    const logs = sql.query('select kind, cost, model, upstream_model from usage_logs where user_id = ? order by id').all(k.id) as any[];
+    const logs = await gw.db.all('select kind, cost, model, upstream_model from usage_logs where user_id = ? order by id', k.id);
     expect(logs).toEqual([1, 2].map(() => ({ kind: 'realtime', cost: expected, model: 'gpt-realtime', upstream_model: 'gpt-realtime-2025-08-28' })));
     expect(await gw.services.ledger.sum(k.id)).toBe(10_000_000 - 2 * expected);
-    const keyRow = sql.query('select used_quota from api_keys where id = (select max(id) from api_keys where user_id = ?)').get(k.id) as any;
+    const keyRow = await gw.db.get('select used_quota from api_keys where id = (select max(id) from api_keys where user_id = ?)', k.id);
     expect(keyRow.used_quota).toBe(2 * expected);
-    await up.until(() => !!sql.query('select 1 from realtime_sessions where user_id = ?').get(k.id));
-    const s = sql.query('select responses, cost, close_code, close_reason, frames_in from realtime_sessions where user_id = ?').get(k.id);
+    // The session record is written once the session has ended (after its last commit).
+    let s: unknown = null;
+    for (let i = 0; i < 150 && !s; i++) {
+      s = await gw.db.get('select responses, cost, close_code, close_reason, frames_in from realtime_sessions where user_id = ?', k.id);
+      if (!s) await Bun.sleep(20);
+    }
     expect(s).toEqual({ responses: 2, cost: 2 * expected, close_code: 1000, close_reason: 'bye', frames_in: 2 });
     const listed = await gw.api('GET', '/api/log/self?page_size=50', undefined, k.token);
     expect(listed.status).toBe(200);

@@ -2,7 +2,8 @@
  * Schemas for test gateways on PostgreSQL (GW_TEST_BACKEND=pg). Migrating a fresh schema costs about
  * 0.7 s, so a stopped gateway's schema is emptied (DELETE, identities restarted: ~50 ms) and handed to
  * the next gateway of the same test process instead of being dropped. Schemas left behind by test
- * processes that are gone are dropped the first time this process asks for one.
+ * processes that are gone are dropped the first time this process asks for one, and by
+ * scripts/sweep-test-data.ts after a run (CI).
  */
 import postgres from 'postgres';
 import { PG_TEST_URL, freshSchema } from './postgres';
@@ -11,21 +12,40 @@ const PREFIX = 'gwe2e';
 const idle: string[] = [];
 let swept: Promise<void> | null = null;
 
-const client = () => postgres(PG_TEST_URL, { max: 1, onnotice: () => {} });
+const client = (url = PG_TEST_URL) => postgres(url, { max: 1, onnotice: () => {} });
 
-async function sweepStale(): Promise<void> {
-  const sql = client();
+/** Every test schema is named <prefix>_<pid>_<random> (freshSchema), and every prefix starts with "gw". */
+const TEST_SCHEMA = /^gw[a-z0-9_]*?_(\d+)_[a-z0-9]{1,8}$/;
+
+const alive = (pid: number) => {
+  try { process.kill(pid, 0); return true; } catch (e) { return (e as { code?: string }).code === 'EPERM'; }
+};
+
+/**
+ * Drops the test schemas of test processes that are gone (any test file's, not only gateways'): a run
+ * that ended, crashed or was killed leaves its schemas behind, and repeated runs must not fill the
+ * database. A live process's schemas are never touched. Returns the names dropped.
+ */
+export async function dropStaleSchemas(url = PG_TEST_URL): Promise<string[]> {
+  const sql = client(url);
+  const dropped: string[] = [];
   try {
-    const rows = await sql<{ s: string }[]>`select nspname as s from pg_namespace where nspname like ${PREFIX + '\\_%'}`;
+    const rows = await sql<{ s: string }[]>`select nspname as s from pg_namespace where nspname like 'gw%'`;
     for (const { s } of rows) {
-      const pid = Number(s.split('_')[1]);
-      if (!Number.isInteger(pid) || pid === process.pid) continue;
-      try { process.kill(pid, 0); continue; } catch { /* its process is gone */ }
+      const m = TEST_SCHEMA.exec(s);
+      const pid = m ? Number(m[1]) : NaN;
+      if (!Number.isInteger(pid) || pid === process.pid || alive(pid)) continue;
       await sql`drop schema if exists ${sql(s)} cascade`;
+      dropped.push(s);
     }
   } finally {
     await sql.end({ timeout: 1 });
   }
+  return dropped;
+}
+
+async function sweepStale(): Promise<void> {
+  await dropStaleSchemas();
 }
 
 /** A schema for one gateway: an emptied one of this process, else a new name (the gateway migrates it). */

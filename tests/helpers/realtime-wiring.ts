@@ -9,11 +9,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Elysia } from 'elysia';
 import { ChangeBus, costOf, memoryLogger } from '@gw/core';
-import { LedgerRepo, PricesRepo, RealtimeSessionsRepo, SettlementsRepo, UsageLogsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
+import { LedgerRepo, PricesRepo, RealtimeSessionsRepo, SettlementsRepo, UsageLogsRepo, UsersRepo, apiKeys, openDatabase, type AsyncSettlementSink, type DbHandle } from '@gw/db';
 import { PriceBook, QuotaService } from '@gw/billing';
 import { getAdapter } from '@gw/providers';
 import { RelayGate, UpstreamSlots, orderCandidates, type GateKey } from '@gw/relay';
-import { RealtimeService, adapterResolver, realtimeConfig, type RealtimeChannel } from '@gw/realtime';
+import { RealtimeService, adapterResolver, realtimeConfig, type QuotaPort, type RealtimeChannel } from '@gw/realtime';
 import { httpErrors } from '../../apps/server/src/plugins/http-errors';
 import { RouteTable } from '../../apps/server/src/plugins/route-table';
 import { realtimeRoutes } from '../../apps/server/src/routes/realtime';
@@ -45,7 +45,14 @@ export interface Wiring {
   stop(): Promise<void>;
 }
 
-export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
+export interface WireOptions {
+  /** Settle through this durable sink (as the PostgreSQL mode does: QuotaService.openDurable) instead of the SQLite one. */
+  durable?: (h: DbHandle) => AsyncSettlementSink;
+  /** The quota port the relay sees, built around the real QuotaService (e.g. reservations answered later). */
+  port?: (q: QuotaService) => QuotaPort<GateKey, any>;
+}
+
+export async function wire(env: Record<string, string> = {}, opts: WireOptions = {}): Promise<Wiring> {
   const dir = mkdtempSync(join(tmpdir(), 'rt-'));
   const h = openDatabase(join(dir, 'db.sqlite'));
   const bus = new ChangeBus();
@@ -53,7 +60,9 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
   const ledger = new LedgerRepo(h.db, bus);
   const book = await PriceBook.load(new PricesRepo(h.db), bus);
   await book.upsert(PRICE);
-  const quota = new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices: book, bus });
+  const quota = opts.durable
+    ? await QuotaService.openDurable({ durable: opts.durable(h), prices: book, bus })
+    : new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices: book, bus });
   const userId = (await users.insert({ username: 'rt', passwordHash: 'x', createdAt: 1, updatedAt: 1 })).id;
   await ledger.apply({ userId, kind: 'topup', amount: 10_000_000, ref: 'seed', at: 1 });
   const keyRow = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get();
@@ -86,7 +95,7 @@ export async function wire(env: Record<string, string> = {}): Promise<Wiring> {
       all: () => channels,
     },
     prices: book,
-    quota,
+    quota: opts.port?.(quota) ?? quota,
     upstream: adapterResolver(getAdapter),
     order: (c) => orderCandidates(c),
     sessions: new RealtimeSessionsRepo(h.db),

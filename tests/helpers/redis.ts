@@ -56,6 +56,35 @@ export async function dropPrefix(prefix: string, url = REDIS_TEST_URL): Promise<
   return deleted;
 }
 
+/**
+ * Deletes the keys of test runs that are gone (freshPrefix: gwtest:<name>:<pid>:<random>:): a run killed
+ * before its cleanup leaves them behind. A live process's keys are never touched. Returns how many went.
+ */
+export async function dropStalePrefixes(url = REDIS_TEST_URL): Promise<number> {
+  const r = redisClient(url);
+  const stale = new Set<string>();
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await r.scan(cursor, 'MATCH', 'gwtest:*', 'COUNT', 1000);
+      cursor = next;
+      for (const k of keys) {
+        const m = /^(gwtest:[^:]+:(\d+):[a-z0-9]+:)/.exec(k);
+        if (m && Number(m[2]) !== process.pid && !alive(Number(m[2]))) stale.add(m[1]!);
+      }
+    } while (cursor !== '0');
+  } finally {
+    r.disconnect();
+  }
+  let deleted = 0;
+  for (const prefix of stale) deleted += await dropPrefix(prefix, url);
+  return deleted;
+}
+
+function alive(pid: number): boolean {
+  try { process.kill(pid, 0); return true; } catch (e) { return (e as { code?: string }).code === 'EPERM'; }
+}
+
 /** A throwaway redis-server on a free loopback port (no persistence), for FLUSHALL/restart tests. */
 export async function privateRedis(): Promise<{ url: string; stop: () => Promise<void> }> {
   const port = freePort();

@@ -288,6 +288,17 @@ export class QuotaService {
   }
 
   /**
+   * Bills a finished request exactly once and releases its reservation, for a caller that needs the
+   * outcome (realtime: a session's cost, whether its balance is spent). With the SQLite sink this is
+   * settle(): written before it returns. With a durable sink, the promise of the commit; the cost counts
+   * as pending from this call on, so available() already excludes it. Rejects (or throws) when the write
+   * failed: nothing charged, or an unknown outcome.
+   */
+  settleNow(r: Reservation | null, log: UsageLogInput): Settlement | Promise<Settlement> {
+    return this.deps.durable ? this.settleDurable(this.entry(r, log)) : this.settle(r, log);
+  }
+
+  /**
    * The end of a metered request: with the SQLite sink, record() (journaled, durable on return; no
    * promise, no microtask); with a durable sink, the promise of the commit, to await before the
    * response or stream ends. Rejects when the write failed (nothing charged, or an unknown outcome).

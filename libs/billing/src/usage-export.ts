@@ -28,23 +28,33 @@ const csvLine = (values: unknown[]) => `${values.map(csvField).join(',')}\r\n`;
  * The rows matching `where` as a byte stream, oldest first (created_at, then id), pulled one keyset page at a time: the next page is read
  * only when the consumer has taken the previous one, so a slow client holds one page in memory, not
  * the table. `admin` false hides channel details, as the JSON listing does.
+ *
+ * The first page is read before the stream is returned: a query the database refuses (PostgreSQL: a
+ * filter beyond bigint) is then the caller's error answer, not a download cut after its headers.
  */
-export function exportUsageLogs(repo: UsageStatsStore, where: UsageLogWhere, format: ExportFormat, admin: boolean, pageRows = EXPORT_PAGE_ROWS): ReadableStream<Uint8Array> {
+export async function exportUsageLogs(repo: UsageStatsStore, where: UsageLogWhere, format: ExportFormat, admin: boolean, pageRows = EXPORT_PAGE_ROWS): Promise<ReadableStream<Uint8Array>> {
   const enc = new TextEncoder();
   let after: ExportCursor | null = null;
   let header = format === 'csv';
+  const page = async () => {
+    const rows = await repo.exportPage(where, after, pageRows);
+    let out = header ? csvLine(EXPORT_COLUMNS) : '';
+    header = false;
+    for (const row of rows) {
+      const v = toUsageLogView(row, admin);
+      out += format === 'csv' ? csvLine(EXPORT_COLUMNS.map((c) => v[c])) : `${JSON.stringify(v)}\n`;
+    }
+    const last = rows.length < pageRows;
+    if (!last) after = { createdAt: rows[rows.length - 1]!.createdAt, id: rows[rows.length - 1]!.id };
+    return { out, last };
+  };
+  let first: { out: string; last: boolean } | null = await page();
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
-      const rows = await repo.exportPage(where, after, pageRows);
-      let out = header ? csvLine(EXPORT_COLUMNS) : '';
-      header = false;
-      for (const row of rows) {
-        const v = toUsageLogView(row, admin);
-        out += format === 'csv' ? csvLine(EXPORT_COLUMNS.map((c) => v[c])) : `${JSON.stringify(v)}\n`;
-      }
+      const { out, last } = first ?? await page();
+      first = null;
       if (out) controller.enqueue(enc.encode(out));
-      if (rows.length < pageRows) controller.close();
-      else after = { createdAt: rows[rows.length - 1]!.createdAt, id: rows[rows.length - 1]!.id };
+      if (last) controller.close();
     },
   }, { highWaterMark: 1 });
 }

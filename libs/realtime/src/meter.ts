@@ -7,11 +7,19 @@
  * max output tokens at the dearest output price, and its charge never exceeds that reservation (billing
  * validates and bounds the usage). A `response.create` the balance cannot cover is refused with an error
  * event and not forwarded; once the balance is spent the session ends (1008).
+ *
+ * The quota may answer later (PostgreSQL: a reservation held across nodes, a settlement committed by
+ * group commit). A promised reservation for a `response.create` holds that frame (and the client frames
+ * after it) until it is decided; one for an upstream-started response is awaited by its settlement. A
+ * promised settlement holds the `response.done` (and the upstream frames after it) until it commits, so
+ * the client never sees a response end that a crash could leave unbilled, exactly as on SQLite; a failed
+ * commit ends the session (1011), as a failed write does there. The session record waits for the
+ * session's last commits (`idle()`), so its cost is theirs.
  */
-import { GatewayError, nowSeconds } from '@gw/core';
+import { GatewayError, nowSeconds, stdLogger, type Logger } from '@gw/core';
 import { meteredEvent } from './events';
-import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey } from './ports';
-import type { FrameObserver, FrameRefusal, SessionFailure, UpstreamTarget } from './session';
+import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
+import { INTERNAL_FAILURE, type ClientVerdict, type FrameObserver, type SessionFailure, type UpstreamTarget } from './session';
 import { reservationFor, tokensOf, type RealtimePrice } from './usage';
 
 export interface MeterOptions<K extends RealtimeKey, R> {
@@ -34,12 +42,18 @@ export interface MeterOptions<K extends RealtimeKey, R> {
   keys: KeyLookup<K>;
   prices: PriceSource;
   quota: QuotaPort<K, R>;
+  /** Where failures off the frame path go (a refused hold's unexpected error, a failed commit). */
+  log?: Logger;
 }
 
 interface Held<R> {
-  r: R;
+  /** A promise while the quota decides (it rejects with a 402 when the response cannot be covered). */
+  r: R | Promise<R>;
   at: number;
+  limits: Limits;
 }
+
+interface Limits { maxInput: number; maxOutput: number; input: number }
 
 /**
  * The max output tokens an event's settings allow: the largest over both names an upstream may honour
@@ -79,6 +93,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   /** Client session.updates not yet answered by a session.updated. */
   private pendingUpdates = 0;
   private seq = 0;
+  /** Settlements handed to the quota and not yet committed (durable mode). */
+  private readonly inFlight = new Set<Promise<void>>();
+  /** Ends the session from outside a frame (given by the relay session at open). */
+  private fail: (f: SessionFailure) => void = () => {};
+  /** The session ended: a reservation decided after this is given back at once. */
+  private ended = false;
   responses = 0;
   cost = 0;
 
@@ -86,11 +106,15 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     this.sessionMaxOutput = o.defaultOutputTokens;
   }
 
+  attach(fail: (f: SessionFailure) => void): void {
+    this.fail = fail;
+  }
+
   connected(target: UpstreamTarget): void {
     this.target = target;
   }
 
-  client(text: string): SessionFailure | FrameRefusal | undefined {
+  client(text: string): ClientVerdict | Promise<ClientVerdict> {
     const m = meteredEvent(text);
     if (m?.type === 'session.update') {
       this.pendingUpdates++;
@@ -101,16 +125,20 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     if (m?.type !== 'response.create') return undefined;
     const own = maxOutputOf(m.event.response, this.o.defaultOutputTokens);
     const held = this.reserve(own ?? this.sessionMaxOutput);
-    if ('closeCode' in held) {
-      // Money, not the key: refuse this response and keep the session (a cheaper response may still fit).
-      if (held.code === 'quota_exhausted') return { refuse: true, type: held.type, code: held.code, message: held.message };
-      return held;
+    if ('closeCode' in held) return refusal(held);
+    if (!(held.r instanceof Promise)) {
+      this.queued.push(held);
+      return undefined;
     }
-    this.queued.push(held);
-    return undefined;
+    // The frame waits for the decision: a response the quota refuses is never forwarded.
+    return held.r.then((r) => {
+      if (this.ended) this.o.quota.release(r);
+      else this.queued.push({ ...held, r });
+      return undefined;
+    }, (e) => refusal(this.failureOf(e)));
   }
 
-  upstream(text: string): SessionFailure | undefined {
+  upstream(text: string): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     const m = meteredEvent(text);
     if (!m) return undefined;
     if (m.type === 'session.created' || m.type === 'session.updated') {
@@ -126,6 +154,10 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       // Its limit is the one the upstream announces for it, else the session's.
       const held = this.queued.shift() ?? this.reserve(maxOutputOf(m.event.response, this.o.defaultOutputTokens) ?? this.sessionMaxOutput);
       if ('closeCode' in held) return held;
+      if (held.r instanceof Promise) {
+        // Decided later: a refusal ends the session then (the response is billed unreserved when it is done).
+        held.r.then((r) => { if (this.ended) this.o.quota.release(r); }, (e) => this.fail(this.failureOf(e)));
+      }
       this.running.set(id, held);
       return undefined;
     }
@@ -133,16 +165,34 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     if (m.type === 'error' && this.queued.length) {
       // Often a refused response.create (e.g. one already active): give its hold back. If the error
       // was about something else, the response that follows reserves when it is created instead.
-      this.o.quota.release(this.queued.shift()!.r);
+      this.releaseHeld(this.queued.shift()!);
     }
     return undefined;
   }
 
   /** Releases every reservation still held (the session ended; nothing more will be billed). */
   releaseAll(): void {
-    for (const h of [...this.queued, ...this.running.values()]) this.o.quota.release(h.r);
+    this.ended = true;
+    for (const h of [...this.queued, ...this.running.values()]) this.releaseHeld(h);
     this.queued = [];
     this.running.clear();
+  }
+
+  /** Resolves once every settlement handed to the quota has committed or failed (the session's cost is final). */
+  async idle(): Promise<void> {
+    while (this.inFlight.size) await Promise.allSettled([...this.inFlight]);
+  }
+
+  private releaseHeld(h: Held<R>): void {
+    if (h.r instanceof Promise) h.r.then((r) => this.o.quota.release(r), () => {});
+    else this.o.quota.release(h.r);
+  }
+
+  /** A refused reservation as the session sees it: money is a policy close; anything else is our failure. */
+  private failureOf(e: unknown): SessionFailure {
+    if (e instanceof GatewayError && e.status === 402) return policyFailure('quota_exhausted', e.message || 'Quota exhausted');
+    (this.o.log ?? stdLogger).error('realtime.reserve_failed', { session: this.o.sessionId }, e);
+    return INTERNAL_FAILURE;
   }
 
   private currentKey(): K | SessionFailure {
@@ -171,7 +221,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     return typeof c === 'number' && Number.isSafeInteger(c) && c > 0 ? c : this.o.defaultContextTokens;
   }
 
-  private limits(maxOutput: number) {
+  private limits(maxOutput: number): Limits {
     const ctx = this.contextTokens();
     return { maxInput: ctx, maxOutput, input: ctx };
   }
@@ -183,14 +233,14 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const amount = Math.max(this.o.minReserve, reservationFor(limits.maxInput, maxOutput, this.price(), this.o.ratio));
     try {
       const r = this.o.quota.reserve({ userId: key.userId, apiKey: key, amount, ref: `${this.o.sessionId}#${++this.seq}`, limits });
-      return { r, at: Date.now() };
+      return { r, at: Date.now(), limits };
     } catch (e) {
       if (e instanceof GatewayError && e.status === 402) return policyFailure('quota_exhausted', e.message || 'Quota exhausted');
       throw e;
     }
   }
 
-  private settle(responseId: string, response: any): SessionFailure | undefined {
+  private settle(responseId: string, response: any): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     // A response.done with no response.created seen first is billed all the same, unreserved.
     const held = this.running.get(responseId) ?? this.queued.shift() ?? null;
     this.running.delete(responseId);
@@ -198,7 +248,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const failed = response?.status === 'failed';
     const target = this.target;
     const bill = this.billing();
-    const res = this.o.quota.settle(held?.r ?? null, {
+    const log: RealtimeUsageLog = {
       requestId: `${this.o.sessionId}_${responseId || `n${++this.seq}`}`,
       kind: 'realtime',
       userId: this.o.key.userId,
@@ -212,7 +262,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       usage: response?.usage && typeof response.usage === 'object'
         ? { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: t.audioOut }
         : null,
-      limits: held ? undefined : this.limits(this.sessionMaxOutput),
+      // The reservation's own bounds (the same as it carries), so a response whose hold was refused is bounded alike.
+      limits: held?.limits ?? this.limits(this.sessionMaxOutput),
       price: bill.price,
       latencyMs: held ? Date.now() - held.at : 0,
       ttftMs: null,
@@ -223,11 +274,50 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       ip: this.o.ip,
       group: this.o.group,
       ratio: this.o.ratio,
+    };
+    const r = held?.r ?? null;
+    if (r instanceof Promise) {
+      // The hold is still being decided: settle once it is (unreserved if it was refused).
+      return this.committed((r as Promise<R>).then((h) => this.o.quota.settleNow(h, log), () => this.o.quota.settleNow(null, log)));
+    }
+    const res = this.o.quota.settleNow(r as R | null, log);
+    if (res instanceof Promise) return this.committed(res);
+    this.count(res.cost);
+    return this.spent();
+  }
+
+  /**
+   * A settlement committing: the verdict on its `response.done` once it has (counted, then the balance
+   * checked); a failed commit ends the session. Tracked until then, for `idle()`.
+   */
+  private committed(p: Promise<{ cost: number }>): Promise<SessionFailure | undefined> {
+    const verdict = p.then((res) => {
+      this.count(res.cost);
+      return this.spent();
+    }, (e): SessionFailure => {
+      // The quota logged the row; serving more responses unbilled is what must not happen.
+      (this.o.log ?? stdLogger).error('realtime.settlement_failed', { session: this.o.sessionId }, e);
+      return INTERNAL_FAILURE;
     });
+    const tracked = verdict.then(() => { this.inFlight.delete(tracked); });
+    this.inFlight.add(tracked);
+    return verdict;
+  }
+
+  private count(cost: number): void {
     this.responses++;
-    this.cost += res.cost;
-    // Spent: nothing more can be reserved, so the session ends rather than idle on an empty balance.
+    this.cost += cost;
+  }
+
+  /** Spent: nothing more can be reserved, so the session ends rather than idle on an empty balance. */
+  private spent(): SessionFailure | undefined {
     if (this.o.quota.available(this.o.key.userId) <= 0) return policyFailure('quota_exhausted', 'Quota exhausted: the balance is spent');
     return undefined;
   }
+}
+
+/** Money, not the key: the response is refused and the session kept (a cheaper response may still fit). */
+function refusal(f: SessionFailure): ClientVerdict {
+  if (f.code === 'quota_exhausted') return { refuse: true, type: f.type, code: f.code, message: f.message };
+  return f;
 }

@@ -51,14 +51,23 @@ export interface PriceSource {
  */
 export type RealtimeUsageLog = Omit<UsageLogInput, 'price'> & { price?: unknown };
 
-/** @gw/billing QuotaService, as the relay uses it. */
+/**
+ * @gw/billing QuotaService, as the relay uses it. Each call may answer now (SQLite) or with a promise
+ * (PostgreSQL: holds across nodes, settlement by group commit); the relay handles both forms.
+ */
 export interface QuotaPort<K, R> {
-  /** Throws a 402 GatewayError when the user or key cannot cover `amount`. `limits` bound what settle may bill. */
-  reserve(input: { userId: number; apiKey: K; amount: number; ref: string; limits?: UsageLimits }): R;
+  /**
+   * Throws (or rejects with) a 402 GatewayError when the user or key cannot cover `amount`. `limits` bound
+   * what a settlement may bill.
+   */
+  reserve(input: { userId: number; apiKey: K; amount: number; ref: string; limits?: UsageLimits }): R | Promise<R>;
   /** What the user can still reserve now (balance minus pending and held). */
   available(userId: number): number;
-  /** Writes the usage row and the charge once; `r` null = nothing was reserved. */
-  settle(r: R | null, log: RealtimeUsageLog): { cost: number };
+  /**
+   * Writes the usage row and the charge once; `r` null = nothing was reserved. A promise = the commit
+   * (its cost already counts as pending in available()); throws or rejects when the write failed.
+   */
+  settleNow(r: R | null, log: RealtimeUsageLog): { cost: number } | Promise<{ cost: number }>;
   release(r: R): void;
 }
 

@@ -96,9 +96,10 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
    * Runs every pre-upgrade check, in the /v1/messages order: key (401) → WebSocket request (400) →
    * key policy (401 status/owner, 403 model/IP allow-list, 429 rate limit) → session limit (429) →
    * unknown model (404) → unpriced (403) → quota (402) → no healthy channel (503).
-   * Throws a GatewayError; on success the caller must upgrade or call `abandon()`.
+   * Throws a GatewayError; on success the caller must upgrade or call `abandon()`. A promise when the
+   * quota answers later (its trial reservation is awaited; the session counts toward its key's cap meanwhile).
    */
-  admit(request: Request, ip: string): Admission {
+  admit(request: Request, ip: string): Admission | Promise<Admission> {
     const creds = readCredentials(request.headers);
     if (!creds.key) throw errors.unauthorized('missing_api_key', 'Send the API key as Authorization: Bearer <key> or the openai-insecure-api-key.<key> subprotocol');
     if (creds.key.startsWith('gwm_')) throw errors.unauthorized('wrong_credential_kind', 'Management access tokens are not accepted on /v1/; use a relay API key (sk-…)');
@@ -121,19 +122,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     if (!price) throw errors.forbidden('model_not_priced', `Model ${model} has no price configured; an administrator must set one before it can be used`, 'model');
     // Before the trial reservation: at capacity, nothing is held and no upstream is dialled.
     const gatewaySlot = this.d.slots?.acquire(key.userId);
-    let targets: UpstreamTarget[];
-    try {
-      this.checkQuota(key, price, ratio);
-      const candidates = this.d.channels.candidates(model, group).filter(serves);
-      const beta = upstreamBeta(readBeta(request.headers));
-      targets = (this.d.order ?? ((c: C[]) => c))(candidates).flatMap((c) => this.target(c, model, beta));
-      if (targets.length === 0) throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
-    } catch (e) {
-      gatewaySlot?.();
-      throw e;
-    }
-
-    const sessionId = `rt_${randomToken(20)}`;
+    // Counted from here, so admissions awaiting their trial reservation cannot together pass the key's cap.
     this.perKey.set(key.id, (this.perKey.get(key.id) ?? 0) + 1);
     let released = false;
     const releaseSlot = () => {
@@ -144,10 +133,41 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       if (n <= 0) this.perKey.delete(key.id);
       else this.perKey.set(key.id, n);
     };
+    const rest = () => {
+      try {
+        const candidates = this.d.channels.candidates(model, group).filter(serves);
+        const beta = upstreamBeta(readBeta(request.headers));
+        const targets = (this.d.order ?? ((c: C[]) => c))(candidates).flatMap((c) => this.target(c, model, beta));
+        if (targets.length === 0) throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
+        return this.session({ key, plainKey: creds.key!, model, ip, price, group, ratio, targets, releaseSlot, protocol: creds.answerProtocol });
+      } catch (e) {
+        releaseSlot();
+        throw e;
+      }
+    };
+    let trial: void | Promise<void>;
+    try {
+      trial = this.checkQuota(key, price, ratio);
+    } catch (e) {
+      releaseSlot();
+      throw e;
+    }
+    if (!trial) return rest();
+    return trial.then(rest, (e) => {
+      releaseSlot();
+      throw e;
+    });
+  }
+
+  /** An admitted session: its meter, its relay, and the socket handlers the route installs. */
+  private session(a: { key: K; plainKey: string; model: string; ip: string; price: RealtimePrice; group: string; ratio: number;
+    targets: UpstreamTarget[]; releaseSlot: () => void; protocol: string | null }): Admission {
+    const { key, model, ip, price, group, ratio, targets, releaseSlot } = a;
+    const sessionId = `rt_${randomToken(20)}`;
     const meter = new SessionMeter<K, R>({
-      sessionId, plainKey: creds.key, key, model, ip, defaultOutputTokens: this.d.config.reserveTokens,
+      sessionId, plainKey: a.plainKey, key, model, ip, defaultOutputTokens: this.d.config.reserveTokens,
       defaultContextTokens: this.contextDefault, minReserve: this.d.billing.minReserve,
-      price, group, ratio, keys: this.d.keys, prices: this.d.prices, quota: this.d.quota,
+      price, group, ratio, keys: this.d.keys, prices: this.d.prices, quota: this.d.quota, log: this.d.log,
     });
     const startedAt = nowSeconds();
     let stopHandle: { signal: AbortSignal; release(): void } | undefined;
@@ -163,12 +183,14 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
         stopHandle?.release();
         releaseSlot();
         this.safely('release', () => meter.releaseAll());
-        this.safely('record', () => this.record({
+        const endedAt = nowSeconds();
+        // After the session's last settlements commit (durable mode), so the record's cost is theirs.
+        this.record(meter.idle().then(() => ({
           sessionId, userId: key.userId, apiKeyId: key.id, channelId: end.channelId, model,
-          startedAt, endedAt: nowSeconds(), durationMs: end.endedAtMs - end.startedAtMs,
+          startedAt, endedAt, durationMs: end.endedAtMs - end.startedAtMs,
           framesIn: end.framesIn, framesOut: end.framesOut, bytesIn: end.bytesIn, bytesOut: end.bytesOut,
           responses: meter.responses, cost: meter.cost, closeCode: end.closeCode, closeReason: end.closeReason,
-        }));
+        })));
       },
     });
     const handlers: SocketHandlers = {
@@ -184,7 +206,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       drain: (ws) => this.safely('drain', () => session.drain(ws)),
       close: (ws, code, reason) => this.safely('close', () => session.close(ws, code, reason)),
     };
-    return { sessionId, protocol: creds.answerProtocol, handlers, abandon: releaseSlot, subject: { keyId: key.id, userId: key.userId, group, model } };
+    return { sessionId, protocol: a.protocol, handlers, abandon: releaseSlot, subject: { keyId: key.id, userId: key.userId, group, model } };
   }
 
   /** Closes every live session with 1001 (server going away) and records them; further admissions get 503. */
@@ -198,19 +220,20 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
   }
 
   /** Writes a session record in the background; a failed write is logged (the session is over either way). */
-  private record(row: SessionRecord): void {
-    const p = this.d.sessions.insert(row)
+  private record(row: Promise<SessionRecord>): void {
+    const p: Promise<void> = row.then((r) => this.d.sessions.insert(r))
       .catch((e) => (this.d.log ?? stdLogger).error('realtime.failed', { what: 'record' }, e))
       .finally(() => this.recording.delete(p));
     this.recording.add(p);
   }
 
-  private checkQuota(key: K, price: RealtimePrice, ratio: number): void {
-    // A trial reservation of one response proves the user and key can pay for it; it is given back at once.
+  /** A trial reservation of one response proves the user and key can pay for it; it is given back at once (or once held). */
+  private checkQuota(key: K, price: RealtimePrice, ratio: number): void | Promise<void> {
     const c = price.contextWindow;
     const ctx = typeof c === 'number' && Number.isSafeInteger(c) && c > 0 ? c : this.contextDefault;
     const amount = Math.max(this.d.billing.minReserve, reservationFor(ctx, this.d.config.reserveTokens, price, ratio));
     const r = this.d.quota.reserve({ userId: key.userId, apiKey: key, amount, ref: `rt_admit_${randomToken(12)}` });
+    if (r instanceof Promise) return r.then((held) => this.d.quota.release(held));
     this.d.quota.release(r);
   }
 

@@ -39,14 +39,24 @@ export interface FrameRefusal {
   message: string;
 }
 
+export type ClientVerdict = SessionFailure | FrameRefusal | undefined;
+
 /** Looks at text frames (never changes them); a returned failure ends the session. */
 export interface FrameObserver {
-  /** A client text frame, before it is forwarded; on failure or refusal it is not forwarded. */
-  client(text: string): SessionFailure | FrameRefusal | undefined;
-  /** An upstream text frame, before it is relayed; on failure it is still relayed, then the session ends. */
-  upstream(text: string): SessionFailure | undefined;
+  /**
+   * A client text frame, before it is forwarded; on failure or refusal it is not forwarded. A promised
+   * verdict holds this frame and every later client frame (in order) until it settles.
+   */
+  client(text: string): ClientVerdict | Promise<ClientVerdict>;
+  /**
+   * An upstream text frame, before it is relayed; on failure it is still relayed, then the session ends.
+   * A promised verdict holds this frame and every later upstream frame (in order) until it settles.
+   */
+  upstream(text: string): SessionFailure | undefined | Promise<SessionFailure | undefined>;
   /** The upstream for the session is chosen (a retry may change it before). */
   connected(target: UpstreamTarget): void;
+  /** Given at open: how the observer ends the session from outside a frame (e.g. a settlement whose commit failed). */
+  attach?(fail: (f: SessionFailure) => void): void;
 }
 
 export interface SessionEnd {
@@ -71,12 +81,14 @@ export interface RelayOptions {
   observer: FrameObserver;
   /** Called exactly once, after both sockets were told to close. */
   onEnd(end: SessionEnd): void;
-  /** An observer threw while reading an upstream frame (the session ends with 1011). */
+  /** An observer threw reading an upstream frame, or a promised client verdict failed (the session ends with 1011). */
   onError?(e: unknown): void;
 }
 
 /** The failure used when the gateway itself broke (an observer threw). */
 export const INTERNAL_FAILURE: SessionFailure = { closeCode: 1011, reason: 'internal error', type: 'api_error', code: 'internal_error', message: 'Internal gateway error' };
+
+interface UpFrame { raw: Frame; out: Frame }
 
 const byteLength = (f: Frame) => (typeof f === 'string' ? Buffer.byteLength(f) : f.byteLength);
 const POLL_MS = 5;
@@ -94,6 +106,15 @@ export class RelaySession {
   /** Client frames received while the upstream connects, sent in order once it opens. */
   private pending: Frame[] = [];
   private pendingBytes = 0;
+  /** A client frame's verdict is awaited: it and the client frames after it wait here, in order. */
+  private awaiting = false;
+  private blocked: Frame[] = [];
+  private blockedBytes = 0;
+  /** An upstream frame whose verdict is awaited, and the upstream frames behind it (raw, and as the client gets it). */
+  private upDeciding: UpFrame | null = null;
+  private upBehind: UpFrame[] = [];
+  /** The upstream closed while frames were held: handled once they are through. */
+  private upClosedLate: { code: number; reason: string } | null = null;
   /** Upstream frames Bun could not take yet (after a send returned -1), flushed on drain. */
   private outQueue: Frame[] = [];
   private clientBackpressured = false;
@@ -120,6 +141,7 @@ export class RelaySession {
   /** Bun `open`: start connecting upstream; client frames are buffered meanwhile. */
   open(ws: ServerWebSocket<unknown>): void {
     this.client = ws;
+    this.opts.observer.attach?.((f) => this.fail(f));
     if (this.opts.maxSessionMs > 0) {
       this.lifeTimer = setTimeout(() => this.fail({
         closeCode: 1008, reason: 'session time limit reached', type: 'invalid_request_error',
@@ -135,11 +157,54 @@ export class RelaySession {
     const size = byteLength(data);
     this.framesIn++;
     this.bytesIn += size;
-    if (typeof data === 'string') {
-      const verdict = this.opts.observer.client(data);
-      if (verdict && 'refuse' in verdict) return this.toClient(errorEvent(verdict.type, verdict.code, verdict.message));
-      if (verdict) return this.fail(verdict);
+    if (this.awaiting) {
+      this.blocked.push(data);
+      this.blockedBytes += size;
+      if (this.blockedBytes > this.opts.bufferBytes) this.pauseClient();
+      return;
     }
+    this.accept(data);
+  }
+
+  /** Asks the observer about a client frame, then forwards it (now, or once a promised verdict allows). */
+  private accept(data: Frame): void {
+    if (typeof data !== 'string') return this.forward(data);
+    const verdict = this.opts.observer.client(data);
+    if (!(verdict instanceof Promise)) return this.apply(data, verdict);
+    this.awaiting = true;
+    verdict.then((v) => this.apply(data, v)).catch((e) => this.broke(e)).finally(() => this.release());
+  }
+
+  /** The observer (or our own code) threw outside Bun's handlers: the session ends with 1011. */
+  private broke(e: unknown): void {
+    this.opts.onError?.(e);
+    this.fail(INTERNAL_FAILURE);
+  }
+
+  private apply(data: string, verdict: ClientVerdict): void {
+    if (this.ended) return;
+    if (verdict && 'refuse' in verdict) return this.toClient(errorEvent(verdict.type, verdict.code, verdict.message));
+    if (verdict) return this.fail(verdict);
+    this.forward(data);
+  }
+
+  /** A promised verdict settled: the frames held behind it go on, in order, until the next one waits. */
+  private release(): void {
+    this.awaiting = false;
+    try {
+      while (!this.awaiting && !this.ended && this.blocked.length) {
+        const f = this.blocked.shift()!;
+        this.blockedBytes -= byteLength(f);
+        this.accept(f);
+      }
+    } catch (e) {
+      this.broke(e);
+    }
+  }
+
+  private forward(data: Frame): void {
+    if (this.ended) return;
+    const size = byteLength(data);
     if (!this.upOpen) {
       this.pending.push(data);
       this.pendingBytes += size;
@@ -161,7 +226,7 @@ export class RelaySession {
       if (r === 0) return; // closed: the close handler ends the session
     }
     this.clientBackpressured = false;
-    if (this.up?.isPaused) this.up.resume();
+    if (this.up?.isPaused && !this.upDeciding) this.up.resume();
   }
 
   /** Bun `close`: the client went away; close the upstream with a matching code. */
@@ -207,7 +272,9 @@ export class RelaySession {
       this.clearConnectTimer();
       if (this.up !== up || this.ended) return;
       if (!opened || !this.relayedAny) return this.retryOrFail(opened ? `closed ${ev.code}` : 'connect failed');
-      this.upstreamClosed(ev.code, ev.reason);
+      // Frames still held for a verdict reach the client before the close.
+      if (this.upDeciding) this.upClosedLate = { code: ev.code, reason: ev.reason };
+      else this.upstreamClosed(ev.code, ev.reason);
     };
   }
 
@@ -226,18 +293,47 @@ export class RelaySession {
     this.framesOut++;
     this.bytesOut += byteLength(data);
     this.relayedAny = true;
-    let failure: SessionFailure | undefined;
-    if (typeof data === 'string') {
-      try {
-        failure = this.opts.observer.upstream(data);
-      } catch (e) {
-        // E.g. the usage could not be written: stop rather than keep serving unbilled responses.
-        this.opts.onError?.(e);
-        failure = INTERNAL_FAILURE;
-      }
+    const f: UpFrame = { raw: data, out: typeof data === 'string' ? scrubbedErrorEvent(data, this.opts.targets[this.attempt]!.scrub) : data };
+    if (this.upDeciding) this.upBehind.push(f);
+    else this.observeUpstream(f);
+  }
+
+  /** Relays an upstream frame once the observer has read it (now, or once a promised verdict settles). */
+  private observeUpstream(f: UpFrame): void {
+    let verdict: SessionFailure | undefined | Promise<SessionFailure | undefined>;
+    try {
+      verdict = typeof f.raw === 'string' ? this.opts.observer.upstream(f.raw) : undefined;
+    } catch (e) {
+      // E.g. the usage could not be written: stop rather than keep serving unbilled responses.
+      this.opts.onError?.(e);
+      verdict = INTERNAL_FAILURE;
     }
-    this.toClient(typeof data === 'string' ? scrubbedErrorEvent(data, this.opts.targets[this.attempt]!.scrub) : data);
-    if (failure) this.fail(failure);
+    if (verdict instanceof Promise) {
+      this.upDeciding = f;
+      // Held frames are few (a commit takes milliseconds), but the upstream is not read meanwhile.
+      this.up?.pause();
+      verdict.catch((e): SessionFailure => { this.opts.onError?.(e); return INTERNAL_FAILURE; }).then((v) => this.upstreamDecided(v));
+      return;
+    }
+    this.toClient(f.out);
+    if (verdict) this.fail(verdict);
+  }
+
+  private upstreamDecided(verdict: SessionFailure | undefined): void {
+    const f = this.upDeciding;
+    this.upDeciding = null;
+    if (this.ended || !f) return; // finish() delivered the held frames
+    try {
+      this.toClient(f.out);
+      if (verdict) return this.fail(verdict);
+      while (!this.upDeciding && !this.ended && this.upBehind.length) this.observeUpstream(this.upBehind.shift()!);
+      if (this.upDeciding || this.ended) return;
+      const closed = this.upClosedLate;
+      if (closed) return this.upstreamClosed(closed.code, closed.reason);
+      if (!this.clientBackpressured) this.up?.resume();
+    } catch (e) {
+      this.broke(e);
+    }
   }
 
   private toClient(data: Frame): void {
@@ -275,7 +371,7 @@ export class RelaySession {
     this.client.pause();
     // Bun's client WebSocket has no drain event: poll its bufferedAmount.
     this.pollTimer = setInterval(() => {
-      const queued = this.upOpen ? this.up!.bufferedAmount : this.pendingBytes;
+      const queued = (this.upOpen ? this.up!.bufferedAmount : this.pendingBytes) + this.blockedBytes;
       if (this.ended || queued <= this.opts.bufferBytes / 2) this.resumeClient();
     }, POLL_MS);
   }
@@ -304,11 +400,16 @@ export class RelaySession {
     if (client && !o.clientClosed && client.readyState === 1) {
       // Frames already accepted from the upstream are delivered before the error and the close.
       for (const f of this.outQueue) client.send(f);
+      for (const f of this.upDeciding ? [this.upDeciding, ...this.upBehind] : []) client.send(f.out);
       if (o.event) client.send(o.event);
       client.close(sendable(o.clientCode) ? o.clientCode : 1011, reason);
     }
     this.outQueue = [];
     this.pending = [];
+    this.blocked = [];
+    this.blockedBytes = 0;
+    this.upDeciding = null;
+    this.upBehind = [];
     const up = this.up;
     if (up && !o.upstreamClosed) {
       if (up.readyState === WebSocket.OPEN) up.close(o.upstreamCode ?? 1000, reason);

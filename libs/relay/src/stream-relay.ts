@@ -136,6 +136,12 @@ class StreamRelay {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private ctrl: Controller | null = null;
   private closed = false;
+  /**
+   * Stopped by the signal (a revoked key) while its settlement commits: nothing more is read or handed
+   * over, and the client's stream closes (with the error event) once the commit is through, as a normal
+   * end waits for it. Resolves when the stream is closed.
+   */
+  private draining: Promise<void> | null = null;
   /** Resolves the pull that waits for client bytes. */
   private wake: (() => void) | null = null;
   private pumping = false;
@@ -218,7 +224,7 @@ class StreamRelay {
 
   private notify(): void {
     const w = this.wake;
-    if (!w) return;
+    if (!w || (this.draining && !this.closed)) return;
     // Still nothing to hand over: the pull keeps waiting, and the upstream is read for it.
     if (!this.queued && !this.finished && !this.closed) return this.pump();
     this.wake = null;
@@ -273,7 +279,7 @@ class StreamRelay {
   }
 
   private step(): void {
-    if (this.finished || this.closed || (this.queued !== 0 && this.queued >= this.bufferBytes)) return this.pumped();
+    if (this.finished || this.closed || this.draining || (this.queued !== 0 && this.queued >= this.bufferBytes)) return this.pumped();
     const wait = this.pending ? null : turnOver();
     if (wait) {
       wait.then(() => (this.closed || this.finished ? this.pumped() : this.readNext()));
@@ -292,7 +298,7 @@ class StreamRelay {
 
   private read(r: ReadOutcome): void {
     this.waitingUpstream = false;
-    if (this.closed) return this.pumped();
+    if (this.closed || this.draining) return this.pumped();
     try {
       this.absorb(r);
     } catch (e) {
@@ -337,6 +343,7 @@ class StreamRelay {
 
   pull(c: Controller): Promise<void> | void {
     this.waitingClient = false;
+    if (this.draining && !this.closed) return this.draining;
     if (this.queued || this.finished || this.closed) return this.deliver(c);
     return new Promise<void>((resolve) => {
       this.wake = resolve;
@@ -356,8 +363,10 @@ class StreamRelay {
     if (this.ended) return;
     const err = abortError(this.signal);
     this.halt(new StreamAbortedError(err.message, err.code, false));
-    this.end({ code: err.code });
+    const settling = this.end({ code: err.code });
     // A reason of ours (a revoked key) is told to a client still reading; a gone client hears nothing.
-    this.closeWith(this.signal?.reason instanceof GatewayError ? errorFrame(err.message, err.type) : null, false);
+    const frame = this.signal?.reason instanceof GatewayError ? errorFrame(err.message, err.type) : null;
+    if (!settling) return this.closeWith(frame, false);
+    this.draining = settling.catch(() => {}).then(() => this.closeWith(frame, false));
   }
 }

@@ -35,10 +35,10 @@ async function list(s: Services, q: Record<string, any>, admin: boolean, userId?
 
 const CONTENT_TYPE: Record<ExportFormat, string> = { csv: 'text/csv; charset=utf-8', jsonl: 'application/x-ndjson; charset=utf-8' };
 
-function exportResponse(repo: UsageStatsStore, q: Record<string, any>, admin: boolean, userId?: number): Response {
+async function exportResponse(repo: UsageStatsStore, q: Record<string, any>, admin: boolean, userId?: number): Promise<Response> {
   const fmt: ExportFormat = q.format ?? 'csv';
   const stamp = new Date().toISOString().slice(0, 19).replace(/[-:]/g, '').replace('T', '-');
-  return new Response(exportUsageLogs(repo, toWhere(q, admin, userId), fmt, admin), {
+  return new Response(await exportUsageLogs(repo, toWhere(q, admin, userId), fmt, admin), {
     headers: { 'content-type': CONTENT_TYPE[fmt], 'content-disposition': `attachment; filename="usage-logs-${stamp}.${fmt}"`, 'cache-control': 'no-store' },
   });
 }

@@ -13,7 +13,8 @@ import type { Services } from '../services';
 
 /** What the route needs from the realtime service (Services.realtime). */
 export interface RealtimeAdmitter {
-  admit(request: Request, ip: string): Admission;
+  /** A promise when the quota's trial reservation answers later (PostgreSQL). */
+  admit(request: Request, ip: string): Admission | Promise<Admission>;
 }
 
 /**
@@ -26,7 +27,7 @@ export const realtimeRoutes = (realtime: RealtimeAdmitter, log: Logger, limit?: 
       const requestId = requestIdOf(request);
       let admission: Admission | undefined;
       try {
-        admission = realtime.admit(request, clientIp(request, server));
+        admission = await realtime.admit(request, clientIp(request, server));
         await limit?.(admission);
       } catch (e) {
         admission?.abandon();

@@ -1,4 +1,4 @@
-import { pgTable, integer, text, jsonb, index } from 'drizzle-orm/pg-core';
+import { pgTable, integer, text, json, jsonb, index } from 'drizzle-orm/pg-core';
 import { big, idColumn } from './columns';
 
 /** PostgreSQL twin of ../schema/channels.ts: same exports, property names and column names. */
@@ -24,7 +24,9 @@ export const channels = pgTable('channels', {
   keys: jsonb('keys').notNull().$type<ChannelKeyEntry[]>().default([]),
   keySelection: text('key_selection').notNull().default('random'),
   failureRules: jsonb('failure_rules').notNull().$type<ChannelFailureRules>().default({}),
-  overrides: jsonb('overrides').notNull().$type<ChannelOverride[]>().default([]),
+  // json, not jsonb: jsonb re-sorts object keys, and an override (and a value it sets) is shown, and sent
+  // upstream, with its keys in the order it was written, as on SQLite.
+  overrides: json('overrides').notNull().$type<ChannelOverride[]>().default([]),
   billingModel: text('billing_model').notNull().default('requested'),
   firstByteTimeoutMs: integer('first_byte_timeout_ms'),
   probeIntervalMs: big('probe_interval_ms'),
