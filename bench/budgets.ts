@@ -40,7 +40,7 @@ function round(q: QuotaService, u: typeof plain): number {
   const t = performance.now();
   for (let i = 0; i < CYCLES; i++) {
     const ref = `r${++seq}`;
-    const r = q.reserve({ userId: u.id, apiKey: u.key, amount: 200, ref });
+    const r = q.reserveLocal({ userId: u.id, apiKey: u.key, amount: 200, ref });
     q.record(r, { requestId: ref, userId: u.id, apiKeyId: u.key.id, channelId: 1, model: 'm', upstreamModel: 'm', stream: false,
       usage: { input: 100, output: 50 }, latencyMs: 1, ttftMs: 1, status: 200, errorCode: '', attempts: 1, ip: '' });
     if (i % 64 === 63) q.flush();

@@ -109,6 +109,12 @@ export class PgGroupCommitter implements AsyncSettlementSink {
     return { user, key };
   }
 
+  async keyMirror(keyId: number): Promise<{ userId: number; mirror: BalanceMirror } | null> {
+    const [r] = await this.db.execute<{ user_id: string; remain: string; rver: string }>(sql`
+      SELECT user_id, remain_quota AS remain, remain_version AS rver FROM api_keys WHERE id = ${keyId}`);
+    return r ? { userId: Number(r.user_id), mirror: { balance: Number(r.remain), version: Number(r.rver) } } : null;
+  }
+
   async settled(requestId: string): Promise<boolean> {
     const rows = await this.db.execute(sql`SELECT 1 FROM usage_logs WHERE request_id = ${requestId}`);
     return rows.length > 0;
