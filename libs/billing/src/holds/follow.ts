@@ -35,5 +35,14 @@ export function followBalances(bus: ChangeBus, store: HoldStore, source: MirrorS
       log?.warn('hold.mirror_failed', { keyId, cause: errorText(err) });
     }
   });
-  return () => { offUser(); offKey(); };
+  // A ledger entry applied on this node carries its version: installed as is, no read.
+  const offBalance = bus.on('balance.changed', async ({ userId, balance, version }) => {
+    if (version === undefined) return; // a charge: its release installed the mirror
+    try {
+      await store.applyBalance({ userId }, { balance, version }, { ifPresent: true });
+    } catch (err) {
+      log?.warn('hold.mirror_failed', { userId, cause: errorText(err) });
+    }
+  });
+  return () => { offUser(); offKey(); offBalance(); };
 }
