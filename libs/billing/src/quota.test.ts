@@ -37,6 +37,12 @@ const log = (requestId: string, usage: UsageLogInput['usage']): UsageLogInput =>
 });
 
 describe('QuotaService', () => {
+  test('in one process (SQLite) reserve() returns the reservation itself: no promise, no microtask on the hot path', () => {
+    const r = quota.reserve({ userId, apiKey: key, amount: 100, ref: 'sync' });
+    expect(r).not.toBeInstanceOf(Promise);
+    expect(quota.available(userId)).toBe(400);
+  });
+
   test('cost is exact per kind and rounded up once', async () => {
     const p = book.get('m')!;
     // 10*3 + 2*15 + 100*0.3 + 4*3.75 = 30 + 30 + 30 + 15 = 105 units
