@@ -60,6 +60,8 @@ describe('QuotaService with shared holds', () => {
     expect(a).toBeInstanceOf(Promise);
     expect((await a).amount).toBe(700);
     expect(live.size).toBe(1);
+    // This process's view counts its own shared holds too (realtime's local admission reads it).
+    expect(q.available(1)).toBe(300);
     const short = await Promise.resolve(q.reserve({ userId: 1, apiKey: unlimited, amount: 301, ref: 'b' })).catch((e) => e);
     expect(short).toBeInstanceOf(GatewayError);
     expect([short.status, short.code, short.message]).toEqual([402, 'quota_exhausted', 'Insufficient balance: this request may cost up to 301 quota units, 300 available']);
@@ -101,6 +103,16 @@ describe('QuotaService with shared holds', () => {
     await Bun.sleep(1);
     expect(await holds.available({ userId: 1, keyId: 7 })).toEqual({ user: 500, key: 100 });
     expect(live.size).toBe(0);
+  });
+
+  test('a renewal sent right after a release does not bring the released hold back', async () => {
+    const { q, holds, live } = await setup();
+    const r = await q.reserve({ userId: 1, apiKey: unlimited, amount: 100, ref: 'a' });
+    q.release(r);
+    // Renewals re-register holds the store lost; this one must no longer carry the released hold.
+    expect(await live.renewNow()).toBe(0);
+    await Bun.sleep(1);
+    expect(await holds.available({ userId: 1 })).toEqual({ user: 1_000, key: null });
   });
 
   test('a commit that failed leaves the hold counted (for the reconciler), no longer renewed by this node', async () => {

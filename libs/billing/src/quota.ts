@@ -248,6 +248,9 @@ export class QuotaService {
       throw new GatewayError(402, 'key_quota_exhausted', `API key quota exhausted: this request may cost up to ${amount} quota units, ${Math.max(0, res.available)} left on the key`);
     }
     holds.live.track(res.hold);
+    // Also counted here, so this process's view (available(), realtime's local admission) sees its own holds.
+    add(this.userHeld, input.userId, amount);
+    if (limited) add(this.keyHeld, k.id, amount);
     return { ref: input.ref, userId: input.userId, keyId: k.id, keyLimited: limited, amount, limits: input.limits, budget: null, done: false, hold: res.hold };
   }
 
@@ -258,27 +261,30 @@ export class QuotaService {
    */
   private async dropHold(hold: Hold, after?: { user?: Mirror; key?: Mirror }): Promise<void> {
     const holds = this.deps.holds!;
+    // Untracked before the release is sent: a renewal re-registers holds it finds missing, so one sent
+    // after the release with this hold in it would bring it back. Commands on the one connection run in
+    // the order they are sent, so a renewal sent earlier only extends the lease the release then drops.
+    holds.live.untrack(hold);
     try {
       await holds.store.release(hold, after);
     } catch (err) {
       this.deps.log?.warn('hold.release_failed', { id: hold.ref, msg: 'left to the reconciler', cause: errorText(err) });
-    } finally {
-      holds.live.untrack(hold);
     }
   }
 
   /** Returns the held amount; idempotent. */
   release(r: Reservation): void {
     if (r.done) return;
+    this.unholdLocal(r);
+    if (r.budget) this.deps.budgets?.release(r.budget);
+    // Nothing was settled: a shared hold goes without a new balance (none changed).
+    if (r.hold) void this.dropHold(r.hold);
+  }
+
+  private unholdLocal(r: Reservation): void {
     r.done = true;
-    if (r.hold) {
-      // Nothing was settled: the hold goes without a new balance (none changed).
-      void this.dropHold(r.hold);
-      return;
-    }
     add(this.userHeld, r.userId, -r.amount);
     if (r.keyLimited) add(this.keyHeld, r.keyId, -r.amount);
-    if (r.budget) this.deps.budgets?.release(r.budget);
   }
 
   /**
@@ -374,8 +380,9 @@ export class QuotaService {
     const hold = e.r && !e.r.done ? e.r.hold : undefined;
     if (hold) {
       // The hold stays in the shared store until the commit: it becomes the (capped) charge now.
-      e.r!.done = true;
       await this.capByHold(e, hold);
+      // Here it turns into the pending cost below, as a local reservation does.
+      this.unholdLocal(e.r!);
     }
     this.deps.observe?.(row);
     // Pending until committed, as a journaled settlement is: reserve() cannot spend it meanwhile.
