@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChangeBus } from '@gw/core';
 import { BudgetChargesRepo, BudgetsRepo, LedgerRepo, PricesRepo, SettlementsRepo, UsersRepo, apiKeys, budgets, lowBalanceAlerts, openDatabase } from '@gw/db';
-import { BudgetBook, PriceBook, QuotaService } from '@gw/billing';
+import { BudgetBook, PriceBook, QuotaService, type Reservation } from '@gw/billing';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 21);
 const CYCLES = 2000;
@@ -40,7 +40,7 @@ function round(q: QuotaService, u: typeof plain): number {
   const t = performance.now();
   for (let i = 0; i < CYCLES; i++) {
     const ref = `r${++seq}`;
-    const r = q.reserve({ userId: u.id, apiKey: u.key, amount: 200, ref });
+    const r = q.reserve({ userId: u.id, apiKey: u.key, amount: 200, ref }) as Reservation; // synchronous in one process
     q.record(r, { requestId: ref, userId: u.id, apiKeyId: u.key.id, channelId: 1, model: 'm', upstreamModel: 'm', stream: false,
       usage: { input: 100, output: 50 }, latencyMs: 1, ttftMs: 1, status: 200, errorCode: '', attempts: 1, ip: '' });
     if (i % 64 === 63) q.flush();

@@ -14,7 +14,7 @@ import { createServices, type Services } from '../../apps/server/src/services';
 import { listen } from '../../apps/server/src/app';
 import { PG_TEST_URL } from './postgres';
 import { returnSchema, takeSchema } from './pg-schemas';
-import { REDIS_TEST_URL, freshPrefix, redisClient } from './redis';
+import { REDIS_TEST_URL, freshPrefix, redisClient, settleAdmissionEpoch } from './redis';
 import { testDb, type TestDb } from './test-db';
 
 /** The backend every in-process test gateway runs on (GW_TEST_BACKEND=pg: PostgreSQL + Redis). */
@@ -50,6 +50,9 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
     LOGIN_IP_PER_MINUTE: '1000',
     ...env,
   });
+  // A fresh prefix has no admission epoch, which a node must read as "Redis may have lost its data" and
+  // wait out (503) for the recovery window; no holds can exist under a new prefix, so it starts settled.
+  if (pg) await settleAdmissionEpoch(config.redisPrefix);
   const { log, lines: logs } = memoryLogger({ format: config.logFormat });
   let services: Services;
   try {

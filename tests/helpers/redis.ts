@@ -109,3 +109,16 @@ function freePort(): number {
   s.stop(true);
   return port;
 }
+
+/**
+ * Marks a fresh prefix's shared admission as settled (its epoch in the past), as a cluster that has run
+ * past its first recovery window is; tests of the window itself leave it unset (or delete it).
+ */
+export async function settleAdmissionEpoch(prefix: string, url = REDIS_TEST_URL): Promise<void> {
+  const r = redisClient(url);
+  try {
+    await r.set(`${prefix}{epoch}`, '0');
+  } finally {
+    r.disconnect();
+  }
+}

@@ -4,11 +4,11 @@
  * limits). Services only see the ports this returns; nothing else branches on the database kind.
  */
 import type { Config } from '@gw/config';
-import { AlwaysLeader, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
+import { AlwaysLeader, errorText, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
 import { createStores, openDatabase, type DbHandle, type Stores } from '@gw/db';
-import type { PgHandle } from '@gw/db/pg';
+import type { PgGroupCommitter, PgHandle } from '@gw/db/pg';
 import type { RelayWiring } from '@gw/relay';
-import { billingConfig } from '@gw/billing';
+import { HoldReconciler, LiveHolds, billingConfig, followBalances, type HoldStore, type SharedHolds } from '@gw/billing';
 import type { LockoutPolicy, NameLockouts } from '@gw/identity';
 
 export interface Backend {
@@ -19,18 +19,26 @@ export interface Backend {
   /** The PostgreSQL pool (PostgreSQL mode only). */
   pg: PgHandle | null;
   /** What the relay's wiring takes from the backend: settlement path, limits, leader. */
-  relay: Pick<RelayWiring, 'stores' | 'durable' | 'journalDir' | 'rateLimits' | 'leader'>;
+  relay: Pick<RelayWiring, 'stores' | 'durable' | 'holds' | 'journalDir' | 'rateLimits' | 'leader'>;
   /** Request and attempt limits shared by every node (Redis) or kept in this process. */
   rateLimits: RateLimits | null;
   leader: Leader;
   /** Failed logins of unknown usernames, counted by every node (PostgreSQL mode); null = in this process. */
   nameLockouts: ((policy: LockoutPolicy) => NameLockouts) | null;
+  /** PostgreSQL mode: the shared admission (holds in Redis), its renewals and the leader's reconciler. */
+  holds: SharedAdmission | null;
   /**
    * Starts following other nodes' writes (PostgreSQL: LISTEN); `reloadAll` runs after every (re)listen and
    * every CHANGE_FEED_RESYNC_MS, since notifications sent while nobody listened are lost. SQLite: nothing to follow.
    */
   follow(reloadAll: () => Promise<void>): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface SharedAdmission {
+  store: HoldStore;
+  shared: SharedHolds;
+  reconciler: HoldReconciler;
 }
 
 export async function openBackend(config: Config, bus: ChangeBus, log: Logger): Promise<Backend> {
@@ -41,7 +49,7 @@ function openSqliteBackend(config: Config, bus: ChangeBus): Backend {
   const dbh = openDatabase(config.sqlitePath);
   const stores = createStores(dbh, bus);
   return {
-    kind: 'sqlite', stores, dbh, pg: null, rateLimits: null, leader: new AlwaysLeader(), nameLockouts: null,
+    kind: 'sqlite', stores, dbh, pg: null, rateLimits: null, leader: new AlwaysLeader(), nameLockouts: null, holds: null,
     relay: { stores, journalDir: config.sqlitePath === ':memory:' ? null : `${config.sqlitePath}.settlements` },
     follow: async () => {},
     close: async () => dbh.close(),
@@ -54,6 +62,7 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
   const { default: Redis } = await import('ioredis');
   const { RedisRateLimits } = await import('@gw/core/redis/rate-limits');
   const { RedisNameLockouts } = await import('@gw/identity/unknown-lockout-redis');
+  const { RedisHoldStore } = await import('@gw/billing/holds/redis');
   const url = config.databaseUrl;
   const closers: Array<() => Promise<unknown> | unknown> = [];
   const close = async () => { for (const c of closers.reverse()) await Promise.resolve(c()).catch(() => {}); };
@@ -67,17 +76,25 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     await redis.connect();
     const stores = createPgStores(pg.db, bus);
     // PG_SETTLE_FLUSH_MS / PG_SETTLE_BATCH / PG_SETTLE_DEADLINE_MS (validated with the billing settings).
-    const sink = new PgGroupCommitter(pg.db, billingConfig(config.env).pgSettle);
+    const billing = billingConfig(config.env);
+    const sink = new PgGroupCommitter(pg.db, billing.pgSettle);
     closers.push(() => sink.close());
     const leader = await PgAdvisoryLeader.start(url, { name: `gw:${config.pgSchema}:jobs`, log: (line) => log.info('leader', { msg: line }) });
     closers.push(() => leader.close());
     const rateLimits = new RedisRateLimits(redis, config.redisPrefix);
+    const holds = openSharedHolds(new RedisHoldStore(redis, (u, k) => sink.mirrors(u, k), { prefix: config.redisPrefix, recoveryMs: billing.holds.recoveryMs }),
+      { sink, bus, leader, log, ...billing.holds });
+    closers.push(() => holds.close());
+    // A reconnect may mean a restarted, empty Redis: live holds go back at once, not at the next renewal.
+    redis.on('ready', () => void holds.shared.live.renewNow());
+    const wait = await holds.store.recoveryLeft();
+    if (wait > 0) log.info('holds.recovering', { ms: wait, msg: 'Redis has no admission epoch (first start or data loss): admissions answer 503 until live holds are back' });
     let feed: { close(): Promise<void> } | null = null;
     closers.push(() => feed?.close());
     return {
-      kind: 'postgres', stores, dbh: null, pg, rateLimits, leader,
+      kind: 'postgres', stores, dbh: null, pg, rateLimits, leader, holds,
       nameLockouts: (policy) => new RedisNameLockouts(redis, policy, config.redisPrefix),
-      relay: { stores, durable: sink, journalDir: null, rateLimits, leader },
+      relay: { stores, durable: sink, holds: holds.shared, journalDir: null, rateLimits, leader },
       async follow(reloadAll) {
         feed = await PgChangeFeed.start({
           url, schema: config.pgSchema, bus, resyncMs: config.changeFeedResyncMs, log,
@@ -90,4 +107,23 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     await close();
     throw err;
   }
+}
+
+/**
+ * Shared admission for the PostgreSQL mode: this node's live holds (renewed every lease/3), the
+ * mirrors of balance moves other than charges, and, on the leader only, the reconciler of lapsed holds.
+ */
+function openSharedHolds<S extends HoldStore>(store: S, o: {
+  sink: PgGroupCommitter; bus: ChangeBus; leader: Leader; log: Logger; leaseMs: number; reconcileMs: number;
+}) {
+  const live = new LiveHolds(store, o.leaseMs, (err) => o.log.warn('hold.renew_failed', { cause: errorText(err) }));
+  const unfollow = followBalances(o.bus, store, o.sink, o.log);
+  const reconciler = new HoldReconciler(store, o.sink, { intervalMs: o.reconcileMs, log: o.log });
+  if (o.leader.isLeader) reconciler.start();
+  const unlead = o.leader.onChange((leads) => (leads ? reconciler.start() : reconciler.stop()));
+  const shared: SharedHolds = { store, live, leaseMs: o.leaseMs };
+  return {
+    store, shared, reconciler,
+    close() { unlead(); reconciler.stop(); unfollow(); live.close(); },
+  };
 }

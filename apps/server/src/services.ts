@@ -16,10 +16,10 @@ import { createMetrics, watchLoopDelay, type GatewayMetrics } from './metrics';
 import { getAdapter } from '@gw/providers';
 import type { ApiKeyRecord } from '@gw/identity';
 import type { ChannelRecord } from '@gw/channels';
-import { BudgetService, type Reservation } from '@gw/billing';
+import { BudgetService, type QuotaService, type Reservation } from '@gw/billing';
 import { canManage } from '@gw/identity';
 import { orderCandidates } from '@gw/relay';
-import { RealtimeService, adapterResolver, realtimeConfig } from '@gw/realtime';
+import { RealtimeService, adapterResolver, realtimeConfig, type QuotaPort } from '@gw/realtime';
 
 export interface Services {
   config: Config;
@@ -125,7 +125,8 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     config: realtimeConfig(config.env), keys: apiKeys, channels: channelRegistry,
     // The key checks of /v1/messages, plus the group's price ratio for the session's charges.
     policy: { authorize: (k, m, ip) => { const { group } = relay.gate.authorize(k, m, ip); return { group, ratio: relay.relay.policy(group).ratio }; } },
-    prices: relay.prices, quota: relay.quota, billing: relay.billing, upstream: adapterResolver(getAdapter),
+    // Realtime admits against this process's balances (reserveLocal) until its metering uses the shared holds.
+    prices: relay.prices, quota: realtimeQuota(relay.quota), billing: relay.billing, upstream: adapterResolver(getAdapter),
     sessions: stores.realtimeSessions, order: (c) => orderCandidates(c), log, inflight: relay.inflight, slots: relay.slots,
   });
   // Live sessions end (1001) and are recorded before the database closes.
@@ -168,6 +169,13 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   };
   services.login.secondFactor = (user, code) => twoFactor.checkLoginCode(user, code);
   return services;
+}
+
+/** The quota as realtime's port takes it: a synchronous reservation, from this process's balances. */
+function realtimeQuota(q: QuotaService): QuotaPort<ApiKeyRecord, Reservation> {
+  return {
+    reserve: q.reserveLocal.bind(q), available: q.available.bind(q), settle: q.settle.bind(q), release: q.release.bind(q),
+  };
 }
 
 /**

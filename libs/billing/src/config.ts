@@ -27,6 +27,14 @@ export interface BillingConfig {
    * how long a batch is retried while the database is unreachable before the request's settlement fails.
    */
   pgSettle: { maxDelayMs: number; maxBatch: number; retryDeadlineMs: number };
+  /**
+   * PostgreSQL mode's shared admission (Redis holds): HOLD_LEASE_MS (default 30000) how long a hold
+   * counts after its node stopped renewing it (live holds are renewed every third of it);
+   * HOLD_RECONCILE_MS (default 5000) how often the leader releases lapsed holds against the ledger.
+   * `recoveryMs`: after Redis comes back empty, how long admissions wait (503) while every node puts its
+   * live holds back: one renewal interval plus a second.
+   */
+  holds: { leaseMs: number; reconcileMs: number; recoveryMs: number };
 }
 
 /** Reads the billing settings; throws ConfigError on a bad value. */
@@ -41,5 +49,11 @@ export function billingConfig(env: Record<string, string | undefined>): BillingC
       maxBatch: readIntEnv(env, 'PG_SETTLE_BATCH', 256, 1, 10_000),
       retryDeadlineMs: readIntEnv(env, 'PG_SETTLE_DEADLINE_MS', 15_000, 0, 600_000),
     },
+    holds: holdsConfig(env),
   };
+}
+
+function holdsConfig(env: Record<string, string | undefined>): BillingConfig['holds'] {
+  const leaseMs = readIntEnv(env, 'HOLD_LEASE_MS', 30_000, 3_000, 600_000);
+  return { leaseMs, reconcileMs: readIntEnv(env, 'HOLD_RECONCILE_MS', 5_000, 200, 60_000), recoveryMs: Math.ceil(leaseMs / 3) + 1_000 };
 }

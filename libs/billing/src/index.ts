@@ -11,4 +11,6 @@ export * from './tiers';
 export * from './holds/port';
 export { MemoryHoldStore } from './holds/memory';
 export { LiveHolds } from './holds/live-holds';
+export { followBalances, type MirrorSource } from './holds/follow';
+export { HoldReconciler, type LedgerTruth } from './holds/reconciler';
 export * from './budgets';

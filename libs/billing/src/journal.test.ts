@@ -55,7 +55,7 @@ const quota = () => (h.sqlite.query('select quota from users where id = ?').get(
 
 test('recorded settlements count as spent before they are written, and are written once', async () => {
   const q = boot();
-  const r = q.reserve({ userId, apiKey: { id: keyId, unlimitedQuota: true, remainQuota: 0 }, amount: 100, ref: 'a' });
+  const r = q.reserveLocal({ userId, apiKey: { id: keyId, unlimitedQuota: true, remainQuota: 0 }, amount: 100, ref: 'a' });
   expect(q.record(r, log('a', 10, 5))).toBe(20);
   expect(rows()).toEqual([]);
   // Not yet in the table, but no longer spendable: reservation released, charge pending.

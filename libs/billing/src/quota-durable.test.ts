@@ -38,7 +38,7 @@ describe('QuotaService with a durable sink', () => {
     bus.on('balance.changed', (p) => { seen.push(p); });
     const q = await QuotaService.openDurable({ durable: sink, prices, bus });
     expect(q.available(1)).toBe(1_000);
-    const r = q.reserve({ userId: 1, apiKey: key, amount: 500, ref: 'a' });
+    const r = q.reserveLocal({ userId: 1, apiKey: key, amount: 500, ref: 'a' });
     expect(q.available(1)).toBe(500);
     const p = q.finish(r, log('a', 1, 7, 120));
     expect(p).toBeInstanceOf(Promise);
@@ -48,7 +48,7 @@ describe('QuotaService with a durable sink', () => {
     // Reservation released, the settlement's cost pending: 1000 - 120.
     expect(resolved).toBe(false);
     expect(q.available(1)).toBe(880);
-    expect(() => q.reserve({ userId: 1, apiKey: key, amount: 481, ref: 'k' })).toThrow(/API key quota exhausted/); // 600 - 120 left on the key
+    expect(() => q.reserveLocal({ userId: 1, apiKey: key, amount: 481, ref: 'k' })).toThrow(/API key quota exhausted/); // 600 - 120 left on the key
     expect(sink.pending[0]!.row).toMatchObject({ requestId: 'a', cost: 120 });
     sink.pending[0]!.ok({ inserted: true, balance: 880 });
     expect(await p).toEqual({ cost: 120, duplicate: false });
@@ -65,7 +65,7 @@ describe('QuotaService with a durable sink', () => {
     sink.pending[0]!.ok({ inserted: false });
     expect(await dup).toEqual({ cost: 0, duplicate: true });
     expect(q.available(1)).toBe(1_000);
-    const r = q.reserve({ userId: 1, apiKey: key, amount: 300, ref: 'f' });
+    const r = q.reserveLocal({ userId: 1, apiKey: key, amount: 300, ref: 'f' });
     const failed = q.finish(r, log('f', 1, 7, 200)) as Promise<unknown>;
     await Bun.sleep(1);
     expect(q.available(1)).toBe(800);
@@ -115,7 +115,7 @@ describe.skipIf(!available)('QuotaService over PgGroupCommitter (real PostgreSQL
     const costs = Array.from({ length: 200 }, (_, i) => 1 + ((i * 53) % 97));
     const out = await Promise.all(costs.map(async (cost, i) => {
       const u = users[i % 20]!;
-      const r = q.reserve({ userId: u.id, apiKey: u.key, amount: 200, ref: `qd-${i}` });
+      const r = q.reserveLocal({ userId: u.id, apiKey: u.key, amount: 200, ref: `qd-${i}` });
       return q.finish(r, log(`qd-${i}`, u.id, u.key.id, cost));
     }));
     expect(out.every((o) => typeof o === 'object' && o.cost > 0 && !o.duplicate)).toBe(true);

@@ -37,6 +37,12 @@ const log = (requestId: string, usage: UsageLogInput['usage']): UsageLogInput =>
 });
 
 describe('QuotaService', () => {
+  test('in one process (SQLite) reserve() returns the reservation itself: no promise, no microtask on the hot path', () => {
+    const r = quota.reserve({ userId, apiKey: key, amount: 100, ref: 'sync' });
+    expect(r).not.toBeInstanceOf(Promise);
+    expect(quota.available(userId)).toBe(400);
+  });
+
   test('cost is exact per kind and rounded up once', async () => {
     const p = book.get('m')!;
     // 10*3 + 2*15 + 100*0.3 + 4*3.75 = 30 + 30 + 30 + 15 = 105 units
@@ -45,15 +51,15 @@ describe('QuotaService', () => {
   });
 
   test('reservations hold balance: concurrent reserves cannot overspend', async () => {
-    const a = quota.reserve({ userId, apiKey: key, amount: 300, ref: 'a' });
-    expect(() => quota.reserve({ userId, apiKey: key, amount: 300, ref: 'b' })).toThrow(/Insufficient balance/);
+    const a = quota.reserveLocal({ userId, apiKey: key, amount: 300, ref: 'a' });
+    expect(() => quota.reserveLocal({ userId, apiKey: key, amount: 300, ref: 'b' })).toThrow(/Insufficient balance/);
     quota.release(a);
     quota.release(a); // idempotent
     expect(quota.available(userId)).toBe(500);
   });
 
   test('settle charges once: ledger, usage log, user and key counters in one go; repeat is a no-op', async () => {
-    const r = quota.reserve({ userId, apiKey: key, amount: 400, ref: 'r1' });
+    const r = quota.reserveLocal({ userId, apiKey: key, amount: 400, ref: 'r1' });
     const first = quota.settle(r, log('r1', { input: 10, output: 2, cacheRead: 100, cacheWrite: 4 }));
     expect(first).toEqual({ cost: 105, duplicate: false });
     const again = quota.settle(null, log('r1', { input: 10, output: 2, cacheRead: 100, cacheWrite: 4 }));
@@ -70,7 +76,7 @@ describe('QuotaService', () => {
   });
 
   test('a failed transaction charges nothing and keeps nothing reserved', async () => {
-    const r = quota.reserve({ userId, apiKey: key, amount: 100, ref: 'r2' });
+    const r = quota.reserveLocal({ userId, apiKey: key, amount: 100, ref: 'r2' });
     // Unknown user: the ledger refuses inside the transaction, so the usage row rolls back too.
     expect(() => quota.settle(r, { ...log('r2', { input: 1000, output: 0, cacheRead: 0, cacheWrite: 0 }), userId: 9999 })).toThrow();
     expect(h.sqlite.query("select count(*) as n from usage_logs where request_id = 'r2'").get()).toEqual({ n: 0 });
@@ -79,12 +85,12 @@ describe('QuotaService', () => {
 
   test('key budget is enforced for limited keys', async () => {
     const small = { ...key, remainQuota: 50 };
-    expect(() => quota.reserve({ userId, apiKey: small, amount: 60, ref: 'k' })).toThrow(/API key quota/);
-    expect(() => quota.reserve({ userId, apiKey: { ...small, unlimitedQuota: true }, amount: 60, ref: 'k' })).not.toThrow();
+    expect(() => quota.reserveLocal({ userId, apiKey: small, amount: 60, ref: 'k' })).toThrow(/API key quota/);
+    expect(() => quota.reserveLocal({ userId, apiKey: { ...small, unlimitedQuota: true }, amount: 60, ref: 'k' })).not.toThrow();
   });
 
   test('settleAsync group-commits: one bad entry does not undo the others; a repeat is a no-op', async () => {
-    const rs = ['g1', 'g2', 'g3'].map((ref) => quota.reserve({ userId, apiKey: key, amount: 50, ref }));
+    const rs = ['g1', 'g2', 'g3'].map((ref) => quota.reserveLocal({ userId, apiKey: key, amount: 50, ref }));
     const out = await Promise.allSettled([
       quota.settleAsync(rs[0]!, log('g1', { input: 1, output: 1, cacheRead: 0, cacheWrite: 0 })),
       quota.settleAsync(rs[1]!, { ...log('g2', { input: 1, output: 1, cacheRead: 0, cacheWrite: 0 }), userId: 9999 }),
@@ -103,8 +109,8 @@ describe('QuotaService', () => {
 
   test('a charge never exceeds its reservation plus what is left: capped, flagged, balance never below 0', async () => {
     const flag = (id: string) => (h.sqlite.query('select usage_flag as f, cost from usage_logs where request_id = ?').get(id) as any);
-    const a = quota.reserve({ userId, apiKey: { ...key, unlimitedQuota: true }, amount: 100, ref: 'a' });
-    const b = quota.reserve({ userId, apiKey: { ...key, unlimitedQuota: true }, amount: 100, ref: 'b' });
+    const a = quota.reserveLocal({ userId, apiKey: { ...key, unlimitedQuota: true }, amount: 100, ref: 'a' });
+    const b = quota.reserveLocal({ userId, apiKey: { ...key, unlimitedQuota: true }, amount: 100, ref: 'b' });
     // a reports 1M input tokens (3M units): capped at its 100 + the 300 nobody holds; b's hold is untouched.
     expect(quota.settle(a, log('a', { input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0 })).cost).toBe(400);
     expect(flag('a')).toEqual({ f: 'capped', cost: 400 });
@@ -117,14 +123,14 @@ describe('QuotaService', () => {
 
   test('a limited key is capped by its remain_quota the same way', async () => {
     const k = { ...key, remainQuota: 50 };
-    const r = quota.reserve({ userId, apiKey: k, amount: 10, ref: 'k' });
+    const r = quota.reserveLocal({ userId, apiKey: k, amount: 10, ref: 'k' });
     expect(quota.settle(r, log('k', { input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0 })).cost).toBe(50);
   });
 
   test('a limited key is capped by what is left after charges committed since its reservation', async () => {
     const k = { ...key, remainQuota: 100 };
-    const a = quota.reserve({ userId, apiKey: k, amount: 10, ref: 'ka' });
-    const b = quota.reserve({ userId, apiKey: k, amount: 10, ref: 'kb' });
+    const a = quota.reserveLocal({ userId, apiKey: k, amount: 10, ref: 'ka' });
+    const b = quota.reserveLocal({ userId, apiKey: k, amount: 10, ref: 'kb' });
     // a is billed 60 and committed; b was reserved before that, against a budget of 100.
     expect(quota.settle(a, log('ka', { input: 20, output: 0, cacheRead: 0, cacheWrite: 0 })).cost).toBe(60);
     // b reports far more than is left: it may take only the 40 the key still has.
@@ -135,7 +141,7 @@ describe('QuotaService', () => {
 
   test('usage limits on the reservation: implausible counts are clamped, invalid ones replaced', async () => {
     const limits = { maxInput: 100, maxOutput: 10, input: 20 };
-    const r = quota.reserve({ userId, apiKey: key, amount: 300, ref: 'l', limits });
+    const r = quota.reserveLocal({ userId, apiKey: key, amount: 300, ref: 'l', limits });
     quota.settle(r, log('l', { input: Number.NaN, output: 1e9, cacheRead: -1, cacheWrite: 0 }));
     const row = h.sqlite.query('select input_tokens, output_tokens, cache_read_tokens, usage_flag from usage_logs where request_id = ?').get('l');
     expect(row).toEqual({ input_tokens: 20, output_tokens: 10, cache_read_tokens: 0, usage_flag: 'invalid,implausible' });

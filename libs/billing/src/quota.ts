@@ -6,6 +6,8 @@ import { guardUsage, type UsageLimits } from './usage-guard';
 import { priceUsage } from './tiers';
 import { type QuotaKey, type Reservation, type Settlement, type UsageLogInput } from './usage';
 import type { AlertEvent, BudgetBook, BudgetEffects } from './budgets/book';
+import type { Hold, HoldStore, Mirror, ReserveResult } from './holds/port';
+import type { LiveHolds } from './holds/live-holds';
 
 export * from './usage';
 
@@ -49,6 +51,18 @@ export interface QuotaDeps {
   budgets?: BudgetBook;
   /** Alerts committed with a batch of charges (already in the outbox): wakes the delivery worker. */
   onAlerts?: (events: AlertEvent[]) => void;
+  /**
+   * Durable mode: admission through a store every node shares (Redis), so N nodes admit like one.
+   * Absent: each process admits against its own balances (SQLite mode; one node).
+   */
+  holds?: SharedHolds;
+}
+
+/** The shared admission store, this node's live holds (renewed every lease/3) and the lease. */
+export interface SharedHolds {
+  store: HoldStore;
+  live: LiveHolds;
+  leaseMs: number;
 }
 
 /**
@@ -177,8 +191,21 @@ export class QuotaService {
     return this.balance(userId) - (this.userPending.get(userId) ?? 0) - (this.userHeld.get(userId) ?? 0);
   }
 
-  /** Holds `amount` for a request; throws 402 billing_error `quota_exhausted` when short. */
-  reserve(input: { userId: number; apiKey: QuotaKey; amount: number; ref: string; limits?: UsageLimits }): Reservation {
+  /**
+   * Holds `amount` for a request; throws (or rejects with) 402 billing_error `quota_exhausted` /
+   * `key_quota_exhausted` when short. In this process (SQLite mode): synchronous, no promise and no
+   * microtask on the hot path. With shared holds (PostgreSQL mode): a promise, settled by the shared
+   * store; 503 `overloaded_error` with `retry-after` while the store cannot vouch for its holds.
+   */
+  reserve(input: ReserveInput): Reservation | Promise<Reservation> {
+    return this.deps.holds ? this.reserveShared(input, this.deps.holds) : this.reserveLocal(input);
+  }
+
+  /**
+   * Admission against this process's balances only. The SQLite mode's path; in PostgreSQL mode only
+   * realtime sessions still use it (their metering does not go through the shared store yet).
+   */
+  reserveLocal(input: ReserveInput): Reservation {
     const amount = safeCount(input.amount);
     const avail = this.available(input.userId);
     if (amount > avail || avail <= 0) {
@@ -201,13 +228,63 @@ export class QuotaService {
     return { ref: input.ref, userId: input.userId, keyId: k.id, keyLimited: !k.unlimitedQuota, amount, limits: input.limits, budget, done: false };
   }
 
+  private async reserveShared(input: ReserveInput, holds: SharedHolds): Promise<Reservation> {
+    const amount = safeCount(input.amount);
+    const k = input.apiKey;
+    const limited = !k.unlimitedQuota;
+    let res: ReserveResult;
+    try {
+      res = await holds.store.reserve({ userId: input.userId, keyId: limited ? k.id : null, amount, ref: input.ref, leaseMs: holds.leaseMs });
+    } catch (err) {
+      // Redis or the balance read failed: nothing can be vouched for, so nothing is admitted.
+      this.deps.log?.warn('quota.admission_failed', { id: input.ref, cause: errorText(err) });
+      throw admissionUnavailable(1000);
+    }
+    if (!res.ok) {
+      if (res.reason === 'unavailable') throw admissionUnavailable(res.retryAfterMs);
+      if (res.scope === 'user') {
+        throw new GatewayError(402, 'quota_exhausted', `Insufficient balance: this request may cost up to ${amount} quota units, ${Math.max(0, res.available)} available`);
+      }
+      throw new GatewayError(402, 'key_quota_exhausted', `API key quota exhausted: this request may cost up to ${amount} quota units, ${Math.max(0, res.available)} left on the key`);
+    }
+    holds.live.track(res.hold);
+    // Also counted here, so this process's view (available(), realtime's local admission) sees its own holds.
+    add(this.userHeld, input.userId, amount);
+    if (limited) add(this.keyHeld, k.id, amount);
+    return { ref: input.ref, userId: input.userId, keyId: k.id, keyLimited: limited, amount, limits: input.limits, budget: null, done: false, hold: res.hold };
+  }
+
+  /**
+   * Drops a shared hold, installing the mirrors read after the commit that consumed it. Never throws:
+   * a hold that could not be dropped stops being renewed, lapses into limbo after its lease, and the
+   * reconciler releases it with the ledger's balances.
+   */
+  private async dropHold(hold: Hold, after?: { user?: Mirror; key?: Mirror }): Promise<void> {
+    const holds = this.deps.holds!;
+    // Untracked before the release is sent: a renewal re-registers holds it finds missing, so one sent
+    // after the release with this hold in it would bring it back. Commands on the one connection run in
+    // the order they are sent, so a renewal sent earlier only extends the lease the release then drops.
+    holds.live.untrack(hold);
+    try {
+      await holds.store.release(hold, after);
+    } catch (err) {
+      this.deps.log?.warn('hold.release_failed', { id: hold.ref, msg: 'left to the reconciler', cause: errorText(err) });
+    }
+  }
+
   /** Returns the held amount; idempotent. */
   release(r: Reservation): void {
     if (r.done) return;
+    this.unholdLocal(r);
+    if (r.budget) this.deps.budgets?.release(r.budget);
+    // Nothing was settled: a shared hold goes without a new balance (none changed).
+    if (r.hold) void this.dropHold(r.hold);
+  }
+
+  private unholdLocal(r: Reservation): void {
     r.done = true;
     add(this.userHeld, r.userId, -r.amount);
     if (r.keyLimited) add(this.keyHeld, r.keyId, -r.amount);
-    if (r.budget) this.deps.budgets?.release(r.budget);
   }
 
   /**
@@ -236,7 +313,8 @@ export class QuotaService {
     const ratio = log.ratio ?? RATIO_ONE;
     const priced = priceUsage(u, log.price ?? this.deps.prices.get(log.billedModel || log.model), ratio);
     let cost = priced.cost;
-    const cap = this.chargeCap(r, log.userId, { id: log.apiKeyId, limited: r ? r.keyLimited : false });
+    // A shared hold is capped by the shared store at settlement (settleDurable), against every node's holds.
+    const cap = r?.hold && !r.done ? Infinity : this.chargeCap(r, log.userId, { id: log.apiKeyId, limited: r ? r.keyLimited : false });
     if (cost > cap) {
       cost = cap;
       g.flags.push('capped');
@@ -310,26 +388,60 @@ export class QuotaService {
 
   private async settleDurable(e: Entry): Promise<Settlement> {
     const { row } = e;
+    const hold = e.r && !e.r.done ? e.r.hold : undefined;
+    if (hold) {
+      // The hold stays in the shared store until the commit: it becomes the (capped) charge now.
+      await this.capByHold(e, hold);
+      // Here it turns into the pending cost below, as a local reservation does.
+      this.unholdLocal(e.r!);
+    }
     this.deps.observe?.(row);
     // Pending until committed, as a journaled settlement is: reserve() cannot spend it meanwhile.
     add(this.userPending, row.userId, row.cost);
     if (e.limitedKey) add(this.keyPending, row.apiKeyId, row.cost);
     if (e.r) this.release(e.r);
+    let mirror: { user?: Mirror; key?: Mirror } | undefined;
     try {
       const out = await this.deps.durable!.settle(row);
       e.inserted = out.inserted;
       if (out.inserted && out.balance !== undefined) e.balance = out.balance;
+      if (out.inserted) mirror = out.mirror;
     } catch (err) {
       // The outcome may be unknown (database unreachable): the balance is read again rather than guessed.
       void this.reloadBalance(row.userId);
       this.deps.log?.error('settlement.failed', { id: row.requestId, msg: 'not confirmed as charged', cause: errorText(err), row: JSON.stringify(row) });
+      // The hold is neither dropped nor renewed: after its lease the reconciler looks the request id up
+      // in the ledger and releases it with the committed balance, whichever way this write went.
+      if (hold) this.deps.holds!.live.untrack(hold);
       throw err;
     } finally {
       add(this.userPending, row.userId, -row.cost);
       if (e.limitedKey) add(this.keyPending, row.apiKeyId, -row.cost);
     }
+    // The charge is committed: the hold goes and the balance it left is installed, in one step.
+    if (hold) await this.dropHold(hold, mirror);
     this.afterCommit([e]);
     return { cost: e.inserted ? row.cost : 0, duplicate: !e.inserted };
+  }
+
+  /**
+   * Caps the row's cost with the shared store (the hold plus what the user and key can still spend
+   * besides, every node's holds counted). If the store cannot answer, this process's view caps it.
+   */
+  private async capByHold(e: Entry, hold: Hold): Promise<void> {
+    const { row } = e;
+    let charged: number | null = null;
+    try {
+      charged = await this.deps.holds!.store.settle(hold, row.cost);
+    } catch (err) {
+      this.deps.log?.warn('hold.settle_failed', { id: row.requestId, cause: errorText(err) });
+    }
+    // null: the store no longer knows the hold (lost, or reconciled while this node stalled).
+    const cap = charged ?? Math.min(row.cost, hold.amount + Math.max(0, this.available(row.userId)));
+    if (cap < row.cost) {
+      row.cost = cap;
+      row.usageFlag = row.usageFlag ? `${row.usageFlag},capped` : 'capped';
+    }
   }
 
   private enqueue(e: Entry): Entry {
@@ -470,6 +582,15 @@ export class QuotaService {
     const done = this.deps.bus.emit(event, payload);
     done.catch((err) => this.deps.log?.error('cache.refresh_failed', { event, cause: errorText(err) }));
   }
+}
+
+export type ReserveInput = { userId: number; apiKey: QuotaKey; amount: number; ref: string; limits?: UsageLimits };
+
+/** The shared store cannot admit now (Redis unreachable, or recovering from a data loss). */
+function admissionUnavailable(retryAfterMs: number): GatewayError {
+  return new GatewayError(503, 'quota_unavailable', 'Quota admission is briefly unavailable while balances are re-checked; retry shortly', {
+    type: 'overloaded_error', headers: { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) },
+  });
 }
 
 function add(m: Map<number, number>, id: number, by: number): void {

@@ -2,6 +2,7 @@ import type { PriceRow } from '@gw/db';
 import { priceUsage, type BillablePrice } from './tiers';
 import type { UsageLimits } from './usage-guard';
 import type { BudgetHold } from './budgets/book';
+import type { Hold } from './holds/port';
 
 /** The parts of a relay API key the quota needs (structurally an @gw/identity ApiKeyRecord). */
 export interface QuotaKey {
@@ -21,6 +22,8 @@ export interface Reservation {
   readonly limits?: UsageLimits;
   /** The budgets of the key and its owner this request holds against; absent = none applied. */
   readonly budget?: BudgetHold | null;
+  /** PostgreSQL mode: the hold in the shared store (Redis) that admitted this request; absent = held in this process. */
+  readonly hold?: Hold;
   done: boolean;
 }
 

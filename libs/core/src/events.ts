@@ -8,9 +8,10 @@ export interface ChangeEvents {
   'user.changed': { userId: number };
   /**
    * Only a user's balance moved (a ledger entry was applied), to `balance`. Kept apart from
-   * 'user.changed' so per-request charges don't make every user cache re-read the row.
+   * 'user.changed' so per-request charges don't make every user cache re-read the row. `version`
+   * (PostgreSQL ledger entries): users.balance_version after the move, for the shared admission mirror.
    */
-  'balance.changed': { userId: number; balance: number };
+  'balance.changed': { userId: number; balance: number; version?: number };
   /** A relay API key changed (created, updated, revoked, deleted). */
   'apikey.changed': { keyId: number };
   /** A channel changed (created, updated, status, deleted); `id` null = many/all. */

@@ -224,7 +224,9 @@ export class RelayService {
     let reservation: Reservation;
     try {
       this.priceFor(body.model, req.group);
-      reservation = this.d.quota.reserve({ userId: r.key.userId, apiKey: r.key, ref: r.requestId, ...sized });
+      // Synchronous in this process (SQLite: no microtask on the hot path); a promise with shared holds (PostgreSQL).
+      const held = this.d.quota.reserve({ userId: r.key.userId, apiKey: r.key, ref: r.requestId, ...sized });
+      reservation = held instanceof Promise ? await held : held;
     } catch (e) {
       admission?.release();
       throw e;

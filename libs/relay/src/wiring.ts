@@ -1,5 +1,5 @@
 import { AlwaysLeader, MemoryRateLimits, bunFetchLimit, nowSeconds, stdLogger, readBounded, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
-import { AlertDispatcher, alertWebhookConfig, billingConfig, BudgetBook, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps } from '@gw/billing';
+import { AlertDispatcher, alertWebhookConfig, billingConfig, BudgetBook, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps, type SharedHolds } from '@gw/billing';
 import type { AlertOutboxRepo, AsyncSettlementSink, BudgetChargesRepo, BudgetsRepo, GroupsStore, PricesStore, SettlementSink, UsageLogsStore } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
 import { probeRequest } from '@gw/channels';
@@ -60,6 +60,8 @@ export interface RelayWiring {
    * no journal; budgets are not charged on this path yet (refused at the API, see the server).
    */
   durable?: AsyncSettlementSink;
+  /** PostgreSQL mode: admission through holds every node shares (with `durable`). */
+  holds?: SharedHolds;
   /** Date of every model in /v1/models (unix seconds); default this process's start. Nodes of a cluster share one. */
   catalogSince?: number;
   /** Who runs the channel prober (one node of a cluster); default this process. */
@@ -100,7 +102,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
   let alerts: AlertDispatcher | null = null;
   let quota: QuotaService;
   if (w.durable) {
-    quota = await QuotaService.openDurable({ durable: w.durable, prices, bus: w.bus, log: w.log, observe: w.observeSettlement });
+    quota = await QuotaService.openDurable({ durable: w.durable, holds: w.holds, prices, bus: w.bus, log: w.log, observe: w.observeSettlement });
   } else {
     const { settlements, budgets: bRepo, budgetCharges, alertOutbox: outbox } = w.stores;
     if (!settlements || !bRepo || !budgetCharges || !outbox) throw new Error('createRelayServices: the SQLite settlement and budget stores are required without a durable sink');

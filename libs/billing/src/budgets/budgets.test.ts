@@ -70,8 +70,8 @@ describe('BudgetBook with QuotaService', () => {
   test('a budget spent up yesterday admits today, and the first charge of today restarts the count', () => {
     const b = budgetRow({ periodKey: '2000-01-01', spent: 100, alerted: 7 });
     book.reload();
-    const r = quota.reserve({ userId, apiKey: key(), amount: 100, ref: 'a' });
-    expect(() => quota.reserve({ userId, apiKey: key(), amount: 1, ref: 'b' })).toThrow(GatewayError);
+    const r = quota.reserveLocal({ userId, apiKey: key(), amount: 100, ref: 'a' });
+    expect(() => quota.reserveLocal({ userId, apiKey: key(), amount: 1, ref: 'b' })).toThrow(GatewayError);
     quota.settle(r, log('a', 30));
     const row = new BudgetsRepo(h.db).byId(b.id)!;
     expect([row.periodKey, row.spent, row.alerted]).toEqual([periodKey('daily', Date.now()), 30, 0]);
@@ -88,15 +88,15 @@ describe('BudgetBook with QuotaService', () => {
   test('recorded, uncommitted charges count as spent; a charge is capped at the budget; releases give the hold back', () => {
     const b = budgetRow({ limitAmount: 100 });
     book.reload();
-    const r1 = quota.reserve({ userId, apiKey: key(), amount: 60, ref: 'r1' });
+    const r1 = quota.reserveLocal({ userId, apiKey: key(), amount: 60, ref: 'r1' });
     expect(book.usage(b.id)!.held).toBe(60);
     // The upstream reports more than the hold: the charge stops at the budget (60 held + 40 free).
     expect(quota.record(r1, log('r1', 500))).toBe(100);
     expect(book.usage(b.id)).toMatchObject({ held: 0, pending: 100, spent: 0 });
-    expect(() => quota.reserve({ userId, apiKey: key(), amount: 1, ref: 'r2' })).toThrow(/daily budget of this user/);
+    expect(() => quota.reserveLocal({ userId, apiKey: key(), amount: 1, ref: 'r2' })).toThrow(/daily budget of this user/);
     quota.flush();
     expect(book.usage(b.id)).toMatchObject({ held: 0, pending: 0, spent: 100 });
-    const e = (() => { try { quota.reserve({ userId, apiKey: key(), amount: 1, ref: 'r3' }); } catch (x) { return x as GatewayError; } })()!;
+    const e = (() => { try { quota.reserveLocal({ userId, apiKey: key(), amount: 1, ref: 'r3' }); } catch (x) { return x as GatewayError; } })()!;
     expect([e.status, e.code]).toEqual([402, 'user_budget_exceeded']);
     expect(Number(e.headers['retry-after'])).toBeGreaterThan(0);
   });
@@ -105,7 +105,7 @@ describe('BudgetBook with QuotaService', () => {
     budgetRow({ scope: 'key', subjectId: keyId, limitAmount: 10 });
     book.reload();
     const before = quota.available(userId);
-    expect(() => quota.reserve({ userId, apiKey: key(), amount: 11, ref: 'x' })).toThrow(/API key/);
+    expect(() => quota.reserveLocal({ userId, apiKey: key(), amount: 11, ref: 'x' })).toThrow(/API key/);
     expect(quota.available(userId)).toBe(before);
     expect(book.concerns(userId + 1, keyId + 1)).toBe(false);
   });
@@ -113,7 +113,7 @@ describe('BudgetBook with QuotaService', () => {
   test('thresholds go to the outbox in the charge transaction, once per period each', () => {
     budgetRow({ limitAmount: 100 });
     book.reload();
-    for (const [i, n] of [[1, 49], [2, 1], [3, 35], [4, 15]] as const) quota.settle(quota.reserve({ userId, apiKey: key(), amount: n, ref: `t${i}` }), log(`t${i}`, n));
+    for (const [i, n] of [[1, 49], [2, 1], [3, 35], [4, 15]] as const) quota.settle(quota.reserveLocal({ userId, apiKey: key(), amount: n, ref: `t${i}` }), log(`t${i}`, n));
     const rows = new AlertOutboxRepo(h.db).list({ offset: 0, limit: 10 }).items.reverse();
     expect(rows.map((r) => JSON.parse(r.payload).data.threshold)).toEqual([50, 80, 100]);
     expect(rows.every((r) => r.status === 'pending')).toBe(true);

@@ -97,6 +97,20 @@ export function holdStoreContract(f: HoldStoreFactory): void {
     expect(await store.available({ userId: u })).toEqual({ user: 150, key: null });
   });
 
+  test('release and applyBalance(ifPresent) only move an existing mirror: only admission creates one (after a data loss, through the recovery window)', async () => {
+    const { ledger, store } = setup(f);
+    const u = id();
+    const k = id();
+    expect(await store.applyBalance({ userId: u }, { balance: 500, version: 3 }, { ifPresent: true })).toBe(false);
+    await store.release({ ref: ref(), userId: u, keyId: k, amount: 10 }, { user: { balance: 500, version: 3 }, key: { balance: 500, version: 3 } });
+    expect(await store.available({ userId: u, keyId: k })).toEqual({ user: null, key: null });
+    ledger.users.set(u, { balance: 100, version: 1 });
+    const a = await store.reserve({ userId: u, amount: 60, ref: ref(), leaseMs: LEASE });
+    expect(a.ok).toBe(true);
+    expect(await store.applyBalance({ userId: u }, { balance: 300, version: 2 }, { ifPresent: true })).toBe(true);
+    expect(await store.available({ userId: u })).toEqual({ user: 240, key: null });
+  });
+
   test('settle turns the hold into the charge, capped at hold + what is left; release installs the post-commit balance in the same step', async () => {
     const { ledger, store } = setup(f);
     const [u, k] = [id(), id()];

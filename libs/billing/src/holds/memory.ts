@@ -73,8 +73,8 @@ export class MemoryHoldStore implements HoldStore {
       this.account(this.users, hold.userId).held -= e.hold.amount;
       if (hold.keyId !== null) this.account(this.keys, hold.keyId).held -= e.hold.amount;
     }
-    if (after?.user) install(this.account(this.users, hold.userId), after.user);
-    if (after?.key && hold.keyId !== null) install(this.account(this.keys, hold.keyId), after.key);
+    if (after?.user) install(this.account(this.users, hold.userId), after.user, false);
+    if (after?.key && hold.keyId !== null) install(this.account(this.keys, hold.keyId), after.key, false);
   }
 
   async renew(holds: Hold[], leaseMs: number): Promise<number> {
@@ -95,9 +95,9 @@ export class MemoryHoldStore implements HoldStore {
     return registered;
   }
 
-  async applyBalance(target: HoldTarget, mirror: Mirror): Promise<boolean> {
+  async applyBalance(target: HoldTarget, mirror: Mirror, opts: { ifPresent?: boolean } = {}): Promise<boolean> {
     const acct = target.keyId == null ? this.account(this.users, target.userId) : this.account(this.keys, target.keyId);
-    return install(acct, mirror);
+    return install(acct, mirror, !opts.ifPresent);
   }
 
   async available(target: HoldTarget): Promise<{ user: number | null; key: number | null }> {
@@ -125,8 +125,8 @@ export class MemoryHoldStore implements HoldStore {
     if (!p) {
       p = this.load(userId, keyId)
         .then((m) => {
-          if (m.user) install(this.account(this.users, userId), m.user);
-          if (m.key && keyId !== null) install(this.account(this.keys, keyId), m.key);
+          if (m.user) install(this.account(this.users, userId), m.user, true);
+          if (m.key && keyId !== null) install(this.account(this.keys, keyId), m.key, true);
         })
         .finally(() => this.loading.delete(id));
       this.loading.set(id, p);
@@ -141,7 +141,9 @@ export class MemoryHoldStore implements HoldStore {
   }
 }
 
-function install(a: Account, m: Mirror): boolean {
+/** `create`: whether a missing mirror may be installed (only admission's load creates one, as in Redis). */
+function install(a: Account, m: Mirror, create: boolean): boolean {
+  if (!a.mirror && !create) return false;
   if (a.mirror && a.mirror.version >= m.version) return false;
   a.mirror = { ...m };
   return true;

@@ -68,13 +68,17 @@ export interface HoldStore {
   settle(hold: Hold, cost: number): Promise<number | null>;
   /**
    * Drops the hold (also from limbo) and, in the same step, installs the mirrors read after the
-   * commit that consumed it (each only if newer). Idempotent. The reconciler drops limbo holds so.
+   * commit that consumed it (each only if newer, and only over an existing mirror). Idempotent. The reconciler drops limbo holds so.
    */
   release(hold: Hold, after?: { user?: Mirror; key?: Mirror }): Promise<void>;
   /** Extends the leases; a hold the store lost (data loss) is registered again. Returns how many were. */
   renew(holds: Hold[], leaseMs: number): Promise<number>;
-  /** Installs a mirror if the store has none or an older one (other ledger writers, after commit). */
-  applyBalance(target: HoldTarget, mirror: Mirror): Promise<boolean>;
+  /**
+   * Installs a mirror if the store has none or an older one (other ledger writers, after commit).
+   * `ifPresent`: only replaces an existing mirror; a missing one is left for admission to load (after a
+   * data loss, through the recovery window). release() installs its mirrors the same way.
+   */
+  applyBalance(target: HoldTarget, mirror: Mirror, opts?: { ifPresent?: boolean }): Promise<boolean>;
   /** balance − held for the user and the key; null where no mirror is installed. */
   available(target: HoldTarget): Promise<{ user: number | null; key: number | null }>;
   /** Moves holds whose lease lapsed to limbo (still counted) and lists everything in limbo. */

@@ -55,7 +55,7 @@ test('same admissions, refusals (user or key) and capped charges as QuotaService
       let expected: string;
       let r: Reservation | null = null;
       try {
-        r = quota.reserve({ userId, apiKey, amount, ref });
+        r = quota.reserveLocal({ userId, apiKey, amount, ref });
         expected = 'ok';
       } catch (err) {
         expected = (err as GatewayError).code === 'key_quota_exhausted' ? 'key' : 'user';

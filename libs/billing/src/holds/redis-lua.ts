@@ -13,9 +13,13 @@ import { LUA_NOW } from '@gw/core/redis/script';
 const HELPERS = `${LUA_NOW}
 local function s(x) return string.format('%d', x) end
 local function num(x) return tonumber(x or 0) end
-local function install(key, bal, ver)
+-- create: whether a missing mirror may be installed. Only admission's load creates one (after the
+-- data-loss guard); release and follow-up updates only move an existing one, or a mirror created
+-- right after a data loss would let admissions in before every node's live holds are back.
+local function install(key, bal, ver, create)
   if bal == nil or bal == '' then return 0 end
   local cur = redis.call('HGET', key, 'ver')
+  if not cur and not create then return 0 end
   if cur and tonumber(cur) >= tonumber(ver) then return 0 end
   redis.call('HSET', key, 'bal', bal, 'ver', ver)
   return 1
@@ -81,14 +85,14 @@ if h then
   redis.call('ZREM', KEYS[3], ARGV[1])
   redis.call('ZREM', KEYS[4], ARGV[1])
 end
-install(KEYS[1], ARGV[2], ARGV[3])
-install(KEYS[5], ARGV[4], ARGV[5])
+install(KEYS[1], ARGV[2], ARGV[3], false)
+install(KEYS[5], ARGV[4], ARGV[5], false)
 return 1
 `;
 
-/** KEYS mirror hash · ARGV bal, ver → 1 installed | 0 not newer */
+/** KEYS mirror hash · ARGV bal, ver, ifPresent ('1': only replace an existing mirror) → 1 installed | 0 not */
 export const APPLY = `${HELPERS}
-return install(KEYS[1], ARGV[1], ARGV[2])
+return install(KEYS[1], ARGV[1], ARGV[2], ARGV[3] ~= '1')
 `;
 
 /**

@@ -70,14 +70,22 @@ export class RedisHoldStore implements HoldStore {
       if (r[0] === 0) return { ok: false, reason: 'short', scope, available: Math.max(0, r[2]!), shortBy: shortfall(req.amount, r[2]!)! };
       // The loader found no such user or key: nothing to spend.
       if (attempt > 0) return { ok: false, reason: 'short', scope, available: 0, shortBy: Math.max(1, req.amount) };
-      const wait = Number(await this.s.epoch([`${this.prefix}{epoch}`], [this.recoveryMs]));
+      const wait = await this.recoveryLeft();
       if (wait > 0) return { ok: false, reason: 'unavailable', retryAfterMs: wait };
       const m = await this.load(req.userId, keyId);
       const p = this.redis.pipeline();
-      if (m.user) this.s.apply.on(p, [keys[0]!], [m.user.balance, m.user.version]);
-      if (m.key && keyId !== null) this.s.apply.on(p, [keys[3]!], [m.key.balance, m.key.version]);
+      if (m.user) this.s.apply.on(p, [keys[0]!], [m.user.balance, m.user.version, '']);
+      if (m.key && keyId !== null) this.s.apply.on(p, [keys[3]!], [m.key.balance, m.key.version, '']);
       results(await p.exec());
     }
+  }
+
+  /**
+   * Ms until mirrors may be loaded again (0 = now). Starts the recovery window if Redis has no epoch
+   * (first use, or its data was lost): a node calls it at start so the window runs from then.
+   */
+  async recoveryLeft(): Promise<number> {
+    return Number(await this.s.epoch([`${this.prefix}{epoch}`], [this.recoveryMs]));
   }
 
   async settle(hold: Hold, input: number): Promise<number | null> {
@@ -109,9 +117,9 @@ export class RedisHoldStore implements HoldStore {
     return results(await pipe.exec()).reduce<number>((n, v, i) => n + (i % 2 === 1 ? Number(v) : 0), 0);
   }
 
-  async applyBalance(target: HoldTarget, mirror: Mirror): Promise<boolean> {
+  async applyBalance(target: HoldTarget, mirror: Mirror, opts: { ifPresent?: boolean } = {}): Promise<boolean> {
     const key = target.keyId == null ? this.user(target.userId, 'acct') : this.keyHash(target.userId, target.keyId);
-    return (await this.s.apply([key], [mirror.balance, mirror.version])) === 1;
+    return (await this.s.apply([key], [mirror.balance, mirror.version, opts.ifPresent ? '1' : ''])) === 1;
   }
 
   async available(target: HoldTarget): Promise<{ user: number | null; key: number | null }> {

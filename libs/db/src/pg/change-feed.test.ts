@@ -191,8 +191,8 @@ describe.skipIf(!available)('PgChangeFeed', () => {
   test('every column of users, api_keys and channels is either watched by its update trigger (list and WHEN) or a declared counter', async () => {
     // A new column must be classified in the migration: announced, or a counter that charges/probes move.
     const counters: Record<string, string[]> = {
-      users: ['quota', 'used_quota', 'request_count', 'updated_at', 'failed_logins', 'lock_count', 'locked_until', 'totp_last_step'],
-      api_keys: ['used_quota', 'remain_quota', 'last_used_at'],
+      users: ['quota', 'balance_version', 'used_quota', 'request_count', 'updated_at', 'failed_logins', 'lock_count', 'locked_until', 'totp_last_step'],
+      api_keys: ['used_quota', 'remain_quota', 'remain_version', 'last_used_at'],
       channels: ['response_time_ms', 'tested_at'],
     };
     for (const [table, counted] of Object.entries(counters)) {

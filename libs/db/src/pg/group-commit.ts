@@ -1,8 +1,8 @@
 import postgres from 'postgres';
 import { sql } from 'drizzle-orm';
 import type { PgDb } from './client';
-import type { AsyncSettlementSink, SettleOutcome, SettlementRow } from '../repos/settlements';
-import { PgSettlementsRepo } from '../repos-pg/settlements';
+import type { AsyncSettlementSink, BalanceMirror, SettleOutcome, SettlementRow } from '../repos/settlements';
+import { PgSettlementsRepo, mirrorsOf } from '../repos-pg/settlements';
 import { preparedExecutor, preparedOn, type PgExecutor } from './prepared';
 
 export interface GroupCommitOptions {
@@ -103,6 +103,27 @@ export class PgGroupCommitter implements AsyncSettlementSink {
   async balance(userId: number): Promise<number | undefined> {
     const [r] = await this.db.execute<{ quota: string }>(sql`SELECT quota FROM users WHERE id = ${userId}`);
     return r ? Number(r.quota) : undefined;
+  }
+
+  async mirrors(userId: number, keyId: number | null): Promise<{ user: BalanceMirror | null; key: BalanceMirror | null }> {
+    // One statement: both rows as of one snapshot.
+    const [r] = await this.db.execute<{ quota: string | null; ver: string | null; remain: string | null; rver: string | null }>(sql`
+      SELECT (SELECT quota FROM users WHERE id = ${userId}) AS quota, (SELECT balance_version FROM users WHERE id = ${userId}) AS ver,
+        (SELECT remain_quota FROM api_keys WHERE id = ${keyId ?? 0}) AS remain, (SELECT remain_version FROM api_keys WHERE id = ${keyId ?? 0}) AS rver`);
+    const user = r?.quota != null && r.ver != null ? { balance: Number(r.quota), version: Number(r.ver) } : null;
+    const key = keyId !== null && r?.remain != null && r.rver != null ? { balance: Number(r.remain), version: Number(r.rver) } : null;
+    return { user, key };
+  }
+
+  async keyMirror(keyId: number): Promise<{ userId: number; mirror: BalanceMirror } | null> {
+    const [r] = await this.db.execute<{ user_id: string; remain: string; rver: string }>(sql`
+      SELECT user_id, remain_quota AS remain, remain_version AS rver FROM api_keys WHERE id = ${keyId}`);
+    return r ? { userId: Number(r.user_id), mirror: { balance: Number(r.remain), version: Number(r.rver) } } : null;
+  }
+
+  async settled(requestId: string): Promise<boolean> {
+    const rows = await this.db.execute(sql`SELECT 1 FROM usage_logs WHERE request_id = ${requestId}`);
+    return rows.length > 0;
   }
 
   /** Queues one settlement; resolves after the COMMIT that wrote it (or found it already written). */
@@ -206,13 +227,17 @@ export class PgGroupCommitter implements AsyncSettlementSink {
    * (then reported as written, with the user's current balance), else a genuine duplicate.
    */
   private async recognise(tx: PgExecutor, r: SettlementRow): Promise<SettleOutcome> {
-    const [u] = await tx.execute<{ user_id: number; cost: string; created_at: string; latency_ms: number; quota: string | null }>(sql`
-      SELECT l.user_id, l.cost, l.created_at, l.latency_ms, u.quota FROM usage_logs l LEFT JOIN users u ON u.id = l.user_id
+    const [u] = await tx.execute<{ user_id: number; cost: string; created_at: string; latency_ms: number; quota: string | null; ver: string | null;
+      remain: string | null; rver: string | null; unlimited: boolean | null }>(sql`
+      SELECT l.user_id, l.cost, l.created_at, l.latency_ms, u.quota, u.balance_version AS ver, k.remain_quota AS remain,
+        k.remain_version AS rver, k.unlimited_quota AS unlimited
+      FROM usage_logs l LEFT JOIN users u ON u.id = l.user_id LEFT JOIN api_keys k ON k.id = l.api_key_id
       WHERE l.request_id = ${r.requestId}`);
     const ours = !!u && Number(u.user_id) === r.userId && Number(u.cost) === r.cost && Number(u.created_at) === r.createdAt
       && Number(u.latency_ms) === r.latencyMs;
     if (!ours) return { inserted: false };
-    return { inserted: true, balance: r.cost > 0 && u!.quota !== null ? Number(u!.quota) : undefined, recovered: true };
+    return { inserted: true, balance: r.cost > 0 && u!.quota !== null ? Number(u!.quota) : undefined, recovered: true,
+      mirror: mirrorsOf(u!.quota, u!.ver, u!.remain, u!.rver, u!.unlimited) };
   }
 }
 

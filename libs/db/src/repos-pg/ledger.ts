@@ -31,22 +31,25 @@ export class PgLedgerRepo implements LedgerStore {
    * `tx` must emit it (or `user.changed`) after its own commit.
    */
   async apply(e: LedgerEntryInput, tx?: PgWriter): Promise<number | null> {
-    const run = async (w: PgWriter) => {
-      const [u] = await w.select({ quota: users.quota }).from(users).where(eq(users.id, e.userId)).for('update');
-      if (!u) throw new Error(`ledger: no user ${e.userId}`);
-      const balance = u.quota + e.amount;
-      const ins = await w.insert(ledger).values({
-        userId: e.userId, kind: e.kind, amount: e.amount, balanceAfter: balance, ref: e.ref,
-        note: e.note ?? '', actorId: e.actorId ?? null, createdAt: e.at,
-      }).onConflictDoNothing({ target: [ledger.kind, ledger.ref] }).returning({ id: ledger.id });
-      if (!ins.length) return null;
-      await w.update(users).set({ quota: sql`${users.quota} + ${e.amount}`, updatedAt: e.at }).where(eq(users.id, e.userId));
-      return balance;
-    };
-    if (tx && tx !== this.db) return run(tx);
-    const balance = await this.db.transaction((t) => run(t));
-    if (balance !== null) this.bus?.emit('balance.changed', { userId: e.userId, balance });
-    return balance;
+    if (tx && tx !== this.db) return (await this.applyIn(e, tx))?.balance ?? null;
+    const out = await this.db.transaction((t) => this.applyIn(e, t));
+    // With its version, so the shared admission store can install it without reading the row again.
+    if (out) await this.bus?.emit('balance.changed', { userId: e.userId, balance: out.balance, version: out.version });
+    return out?.balance ?? null;
+  }
+
+  private async applyIn(e: LedgerEntryInput, w: PgWriter): Promise<{ balance: number; version: number } | null> {
+    const [u] = await w.select({ quota: users.quota }).from(users).where(eq(users.id, e.userId)).for('update');
+    if (!u) throw new Error(`ledger: no user ${e.userId}`);
+    const balance = u.quota + e.amount;
+    const ins = await w.insert(ledger).values({
+      userId: e.userId, kind: e.kind, amount: e.amount, balanceAfter: balance, ref: e.ref,
+      note: e.note ?? '', actorId: e.actorId ?? null, createdAt: e.at,
+    }).onConflictDoNothing({ target: [ledger.kind, ledger.ref] }).returning({ id: ledger.id });
+    if (!ins.length) return null;
+    const [v] = await w.update(users).set({ quota: sql`${users.quota} + ${e.amount}`, updatedAt: e.at }).where(eq(users.id, e.userId))
+      .returning({ version: users.balanceVersion });
+    return { balance, version: v!.version };
   }
 
   async adjustChecked(e: CheckedAdjustInput): Promise<CheckedAdjustResult> {

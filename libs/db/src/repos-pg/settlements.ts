@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
-import type { SettleOutcome, SettlementRow } from '../repos/settlements';
+import type { BalanceMirror, SettleOutcome, SettlementRow } from '../repos/settlements';
 import type { PgWriter } from './sql';
 
 /**
@@ -21,11 +21,11 @@ export class PgSettlementsRepo {
    * balance_after from the user update's RETURNING. A concurrent settlement of the same request id
    * waits on the unique index, then inserts nothing and so changes nothing.
    */
-  async apply(r: SettlementRow, tx: Pick<PgWriter, 'execute'> = this.db): Promise<{ inserted: false } | { inserted: true; balance: number | undefined }> {
+  async apply(r: SettlementRow, tx: Pick<PgWriter, 'execute'> = this.db): Promise<SettleOutcome> {
     const charged = r.cost > 0;
     const cost = charged ? r.cost : 0;
     const ok = r.status < 400 ? 1 : 0;
-    const [res] = await tx.execute<{ inserted: boolean; quota: string | null }>(sql`
+    const [res] = await tx.execute<{ inserted: boolean; quota: string | null; ver: string | null; remain: string | null; rver: string | null; unlimited: boolean | null }>(sql`
       WITH ins AS (
         INSERT INTO usage_logs (request_id, kind, user_id, api_key_id, channel_id, model, upstream_model, stream, input_tokens,
           output_tokens, cache_read_tokens, cache_write_tokens, audio_input_tokens, audio_output_tokens, cost, latency_ms, ttft_ms,
@@ -41,7 +41,7 @@ export class PgSettlementsRepo {
         UPDATE users SET quota = quota - ${cost}, used_quota = used_quota + ${cost}, request_count = request_count + ${ok},
           updated_at = CASE WHEN ${charged} THEN ${r.createdAt} ELSE updated_at END
         WHERE id = ${r.userId} AND (${charged} OR ${ok} = 1) AND EXISTS (SELECT 1 FROM ins)
-        RETURNING quota
+        RETURNING quota, balance_version
       ), l AS (
         -- (kind, ref) is unique in the ledger: a second charge for the same request fails the transaction.
         -- A charge whose user row is missing gets a NULL balance_after (NOT NULL): the statement fails and
@@ -55,14 +55,17 @@ export class PgSettlementsRepo {
           remain_quota = CASE WHEN unlimited_quota THEN remain_quota ELSE remain_quota - ${cost} END,
           last_used_at = greatest(coalesce(last_used_at, 0), ${r.createdAt})
         WHERE id = ${r.apiKeyId} AND EXISTS (SELECT 1 FROM ins)
+        RETURNING remain_quota, remain_version, unlimited_quota
       )
-      SELECT EXISTS (SELECT 1 FROM ins) AS inserted, (SELECT quota FROM u) AS quota`).catch(noUserAsError(r.userId));
+      SELECT EXISTS (SELECT 1 FROM ins) AS inserted, (SELECT quota FROM u) AS quota, (SELECT balance_version FROM u) AS ver,
+        (SELECT remain_quota FROM k) AS remain, (SELECT remain_version FROM k) AS rver, (SELECT unlimited_quota FROM k) AS unlimited`).catch(noUserAsError(r.userId));
     if (!res!.inserted) return { inserted: false };
-    if (!charged) return { inserted: true, balance: undefined };
+    const mirror = mirrorsOf(res!.quota, res!.ver, res!.remain, res!.rver, res!.unlimited);
+    if (!charged) return { inserted: true, balance: undefined, mirror };
     // The statement failed above for a charge without a user row (ledger NOT NULL): unreachable with a row written.
     if (res!.quota === null) throw new Error(`ledger: no user ${r.userId}`);
     // A raw statement bypasses the column mapping: bigint arrives as a string.
-    return { inserted: true, balance: Number(res!.quota) };
+    return { inserted: true, balance: Number(res!.quota), mirror };
   }
 
   /**
@@ -89,7 +92,8 @@ export class PgSettlementsRepo {
     const keyIds = [...new Set(rows.map((r) => r.apiKeyId))].sort((a, b) => a - b);
     const lockUsers = tx.execute(sql`SELECT 1 FROM users WHERE id IN (SELECT unnest(${`{${userIds.join(',')}}`}::bigint[])) ORDER BY id FOR UPDATE`);
     const lockKeys = tx.execute(sql`SELECT 1 FROM api_keys WHERE id IN (SELECT unnest(${`{${keyIds.join(',')}}`}::bigint[])) ORDER BY id FOR UPDATE`);
-    const write = tx.execute<{ ord: number; cost: string; balance_after: string | null; has_user: boolean }>(sql`
+    const write = tx.execute<{ ord: number; cost: string; balance_after: string | null; has_user: boolean; quota: string | null; ver: string | null;
+      remain: string | null; rver: string | null; unlimited: boolean | null }>(sql`
       WITH input AS (
         SELECT DISTINCT ON (t.request_id) t.* FROM jsonb_to_recordset(${payload}::jsonb) AS t(ord int, request_id text, kind text,
           user_id bigint, api_key_id bigint, channel_id bigint, model text, upstream_model text, stream boolean, input_tokens bigint,
@@ -119,7 +123,7 @@ export class PgSettlementsRepo {
         UPDATE users SET quota = quota - p.cost, used_quota = used_quota + p.cost, request_count = request_count + p.ok,
           updated_at = coalesce(p.charged_at, users.updated_at)
         FROM per_user p WHERE users.id = p.user_id AND (p.cost > 0 OR p.ok > 0)
-        RETURNING users.id, users.quota
+        RETURNING users.id, users.quota, users.balance_version
       ), charges AS (
         -- The balance after each charge, in batch order: the final balance plus the charges that follow it.
         SELECT n.ord, n.user_id, n.cost, n.request_id, n.model, n.created_at,
@@ -135,16 +139,20 @@ export class PgSettlementsRepo {
           remain_quota = CASE WHEN unlimited_quota THEN remain_quota ELSE remain_quota - pk.cost END,
           last_used_at = greatest(coalesce(last_used_at, 0), pk.at)
         FROM per_key pk WHERE api_keys.id = pk.api_key_id
+        RETURNING api_keys.id, api_keys.remain_quota, api_keys.remain_version, api_keys.unlimited_quota
       )
-      SELECT n.ord, n.cost, c.balance_after, EXISTS (SELECT 1 FROM u WHERE u.id = n.user_id) AS has_user
-      FROM new n LEFT JOIN charges c ON c.ord = n.ord`);
+      -- Each row also gets its user's and key's balances as this batch leaves them (the mirrors the
+      -- shared admission store installs once the batch has committed).
+      SELECT n.ord, n.cost, c.balance_after, uu.id IS NOT NULL AS has_user, uu.quota, uu.balance_version AS ver,
+        kk.remain_quota AS remain, kk.remain_version AS rver, kk.unlimited_quota AS unlimited
+      FROM new n LEFT JOIN charges c ON c.ord = n.ord LEFT JOIN u uu ON uu.id = n.user_id LEFT JOIN k kk ON kk.id = n.api_key_id`);
     // Issued together: postgres.js pipelines them on the transaction's connection, in this order.
     const [, , written] = await Promise.all([lockUsers, lockKeys, write]);
     const out: SettleOutcome[] = rows.map(() => ({ inserted: false }));
     for (const w of written) {
       const cost = Number(w.cost);
       if (cost > 0 && !w.has_user) throw new Error(`ledger: no user ${rows[w.ord]!.userId}`);
-      out[w.ord] = { inserted: true, balance: cost > 0 ? Number(w.balance_after) : undefined };
+      out[w.ord] = { inserted: true, balance: cost > 0 ? Number(w.balance_after) : undefined, mirror: mirrorsOf(w.quota, w.ver, w.remain, w.rver, w.unlimited) };
     }
     return out;
   }
@@ -158,4 +166,13 @@ function noUserAsError(userId: number) {
     if (e?.code === '23502' && (e.column_name ?? e.column) === 'balance_after') throw new Error(`ledger: no user ${userId}`, { cause: err });
     throw err;
   };
+}
+
+/** The mirrors a settlement statement read back: the user's, and a limited key's (an unlimited key has none). */
+export function mirrorsOf(quota: string | number | null, ver: string | number | null, remain: string | number | null,
+  rver: string | number | null, unlimited: boolean | null): { user?: BalanceMirror; key?: BalanceMirror } {
+  const out: { user?: BalanceMirror; key?: BalanceMirror } = {};
+  if (quota !== null && ver !== null) out.user = { balance: Number(quota), version: Number(ver) };
+  if (remain !== null && rver !== null && unlimited === false) out.key = { balance: Number(remain), version: Number(rver) };
+  return out;
 }

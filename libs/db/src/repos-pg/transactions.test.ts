@@ -93,7 +93,8 @@ describe.skipIf(!available)('PostgreSQL repos: a transaction argument is used', 
       throw new Rollback();
     })).rejects.toBeInstanceOf(Rollback);
     // Inside, each statement saw the ones before it (same transaction)...
-    expect(inside).toEqual([1_005, true, 'paid', 'paid', 'redeemed', 'redeemed', true, { inserted: true, balance: 995 }]);
+    // The settlement read back the balance it left and its version (the top-up and the charge each bumped it).
+    expect(inside).toEqual([1_005, true, 'paid', 'paid', 'redeemed', 'redeemed', true, { inserted: true, balance: 995, mirror: { user: { balance: 995, version: 2 } } }]);
     // ...and after the rollback none of them happened.
     expect((await new PgUsersRepo(h.db).byId(u.id))!.quota).toBe(1_000);
     expect(await ledger.sum(u.id)).toBe(0);
@@ -146,7 +147,7 @@ describe.skipIf(!available)('PostgreSQL repos: exactly once under concurrent con
     const k = await new PgApiKeysRepo(h.db).insert({ userId: u.id, keyHash: `k${++seq}`, prefix: 'p', unlimitedQuota: false, remainQuota: 500, createdAt: 1, updatedAt: 1 });
     const one = settlement(u.id, k.id, { cost: 100 });
     const dup = await raceBlocked('usage_logs', N, () => h.db.transaction((tx) => settlements.apply(one, tx)));
-    expect(dup.filter((r) => r.inserted)).toEqual([{ inserted: true, balance: 999_900 }]);
+    expect(dup.filter((r) => r.inserted)).toEqual([{ inserted: true, balance: 999_900, mirror: { user: { balance: 999_900, version: 1 }, key: { balance: 400, version: 1 } } }]);
     const many = await race(N, (i) => h.db.transaction((tx) => settlements.apply(settlement(u.id, k.id, { cost: i + 1, createdAt: 100 + i }), tx)));
     expect(many.every((r) => r.inserted)).toBe(true);
     const charged = 100 + (N * (N + 1)) / 2;

@@ -57,11 +57,21 @@ export interface SettlementSink {
   apply(r: SettlementRow): { inserted: false } | { inserted: true; balance: number | undefined };
 }
 
+/** A balance as of its row version (users.balance_version, api_keys.remain_version). */
+export interface BalanceMirror {
+  balance: number;
+  version: number;
+}
+
 /** What writing one settlement did: nothing (request id already settled), or the charge and the balance after it. */
 export type SettleOutcome =
   | { inserted: false }
-  /** `recovered`: written by an earlier try whose COMMIT reply was lost, recognised on retry. */
-  | { inserted: true; balance: number | undefined; recovered?: boolean };
+  /**
+   * `recovered`: written by an earlier try whose COMMIT reply was lost, recognised on retry.
+   * `mirror` (PostgreSQL): the user's balance and, for a limited key, its remain_quota as committed
+   * (with their versions), for the shared admission store; absent where nothing was read back.
+   */
+  | { inserted: true; balance: number | undefined; recovered?: boolean; mirror?: { user?: BalanceMirror; key?: BalanceMirror } };
 
 /**
  * The settlement port of the PostgreSQL mode: each settlement resolves only once it is committed
@@ -75,6 +85,10 @@ export interface AsyncSettlementSink {
   /** One user's committed balance; undefined = no such user. */
   balance(userId: number): Promise<number | undefined>;
   settle(row: SettlementRow): Promise<SettleOutcome>;
+  /** The committed balance of a user and, with `keyId`, of that key, with their versions; null = no such row. */
+  mirrors?(userId: number, keyId: number | null): Promise<{ user: BalanceMirror | null; key: BalanceMirror | null }>;
+  /** Whether a settlement with this request id is committed (the reconciler's question about a dead node's hold). */
+  settled?(requestId: string): Promise<boolean>;
 }
 
 /**

@@ -17,6 +17,8 @@ export const users = pgTable('users', {
   group: text('group').notNull().default('default'),
   /** Prepaid balance in quota units; always equals the sum of the user's ledger entries. */
   quota: big('quota').notNull().default(0),
+  /** Bumped by a trigger on every write of quota, so a balance mirror is only replaced by a newer one. */
+  balanceVersion: big('balance_version').notNull().default(0),
   usedQuota: big('used_quota').notNull().default(0),
   requestCount: big('request_count').notNull().default(0),
   totpSecret: text('totp_secret'),
@@ -66,6 +68,8 @@ export const apiKeys = pgTable('api_keys', {
   expiresAt: big('expires_at'),
   unlimitedQuota: boolean('unlimited_quota').notNull().default(true),
   remainQuota: big('remain_quota').notNull().default(0),
+  /** Bumped by a trigger on every write of remain_quota or unlimited_quota; orders the key's mirrors. */
+  remainVersion: big('remain_version').notNull().default(0),
   usedQuota: big('used_quota').notNull().default(0),
   models: jsonb('models').$type<string[] | null>(),
   allowIps: jsonb('allow_ips').$type<string[] | null>(),

@@ -19,6 +19,8 @@ export const users = sqliteTable('users', {
   group: text('group').notNull().default('default'),
   /** Prepaid balance in quota units; always equals the sum of the user's ledger entries. */
   quota: integer('quota').notNull().default(0),
+  /** Bumped by every write of quota (PostgreSQL: a trigger), so a balance mirror is only replaced by a newer one. */
+  balanceVersion: integer('balance_version').notNull().default(0),
   usedQuota: integer('used_quota').notNull().default(0),
   requestCount: integer('request_count').notNull().default(0),
   /** AES-GCM sealed TOTP secret; null when 2FA was never set up. */
@@ -80,6 +82,8 @@ export const apiKeys = sqliteTable('api_keys', {
   unlimitedQuota: integer('unlimited_quota', { mode: 'boolean' }).notNull().default(true),
   /** Remaining budget of this key in quota units (ignored when unlimited). */
   remainQuota: integer('remain_quota').notNull().default(0),
+  /** Bumped by every write of remain_quota or unlimited_quota (PostgreSQL: a trigger); orders the key's mirrors. */
+  remainVersion: integer('remain_version').notNull().default(0),
   usedQuota: integer('used_quota').notNull().default(0),
   /** JSON string[]; null = every model the user's group may use. */
   models: text('models', { mode: 'json' }).$type<string[] | null>(),

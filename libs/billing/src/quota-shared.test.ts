@@ -1,0 +1,126 @@
+/**
+ * QuotaService admitting through a shared hold store (the PostgreSQL mode's Redis holds, here the
+ * in-process MemoryHoldStore that passes the same contract): the refusals keep QuotaService's errors,
+ * a store that cannot vouch for its holds answers 503, settlement caps by the hold and releases it
+ * only after the commit, with the balance the commit read back.
+ */
+import { afterEach, describe, expect, test } from 'bun:test';
+import { ChangeBus, GatewayError } from '@gw/core';
+import type { AsyncSettlementSink, PriceRow, SettleOutcome, SettlementRow } from '@gw/db';
+import { LiveHolds } from './holds/live-holds';
+import { MemoryHoldStore } from './holds/memory';
+import type { HoldStore, Mirror } from './holds/port';
+import type { PriceBook } from './price-book';
+import { QuotaService, type UsageLogInput } from './quota';
+
+/** One quota unit per input token. */
+const PRICE = { model: 'm', input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0, cacheWrite1h: null, longContextThreshold: null, longContext: null } as unknown as PriceRow;
+const prices = { get: () => PRICE } as unknown as PriceBook;
+const log = (requestId: string, input: number): UsageLogInput => ({
+  requestId, userId: 1, apiKeyId: 7, channelId: 1, model: 'm', upstreamModel: 'm', stream: false, usage: { input, output: 0, cacheRead: 0, cacheWrite: 0 },
+  latencyMs: 5, ttftMs: 5, status: 200, errorCode: '', attempts: 1, ip: '',
+});
+
+/** The ledger double: one user (id 1) and one limited key (id 7), committed when the test says so. */
+class Ledger implements AsyncSettlementSink {
+  user: Mirror = { balance: 1_000, version: 1 };
+  key: Mirror = { balance: 600, version: 1 };
+  gate: Promise<void> = Promise.resolve();
+  rows: SettlementRow[] = [];
+  async balances() { return [{ id: 1, quota: this.user.balance }]; }
+  async balance() { return this.user.balance; }
+  async settle(row: SettlementRow): Promise<SettleOutcome> {
+    await this.gate;
+    this.rows.push(row);
+    this.user = { balance: this.user.balance - row.cost, version: this.user.version + 1 };
+    this.key = { balance: this.key.balance - row.cost, version: this.key.version + 1 };
+    return { inserted: true, balance: this.user.balance, mirror: { user: { ...this.user }, key: { ...this.key } } };
+  }
+}
+
+const live: LiveHolds[] = [];
+afterEach(() => { for (const l of live.splice(0)) l.close(); });
+
+async function setup(store?: HoldStore) {
+  const ledger = new Ledger();
+  const holds = store ?? new MemoryHoldStore(async () => ({ user: { ...ledger.user }, key: { ...ledger.key } }));
+  const l = new LiveHolds(holds, 30_000);
+  live.push(l);
+  const q = await QuotaService.openDurable({ durable: ledger, holds: { store: holds, live: l, leaseMs: 30_000 }, prices, bus: new ChangeBus() });
+  return { ledger, holds, live: l, q };
+}
+
+const unlimited = { id: 7, unlimitedQuota: true, remainQuota: 0 };
+const limited = { id: 7, unlimitedQuota: false, remainQuota: 600 };
+
+describe('QuotaService with shared holds', () => {
+  test('reserve() answers with a promise; refusals are the same 402 errors as in one process', async () => {
+    const { q, live } = await setup();
+    const a = q.reserve({ userId: 1, apiKey: unlimited, amount: 700, ref: 'a' });
+    expect(a).toBeInstanceOf(Promise);
+    expect((await a).amount).toBe(700);
+    expect(live.size).toBe(1);
+    // This process's view counts its own shared holds too (realtime's local admission reads it).
+    expect(q.available(1)).toBe(300);
+    const short = await Promise.resolve(q.reserve({ userId: 1, apiKey: unlimited, amount: 301, ref: 'b' })).catch((e) => e);
+    expect(short).toBeInstanceOf(GatewayError);
+    expect([short.status, short.code, short.message]).toEqual([402, 'quota_exhausted', 'Insufficient balance: this request may cost up to 301 quota units, 300 available']);
+    const rich = await setup();
+    rich.ledger.user = { balance: 10_000, version: 1 };
+    await rich.q.reserve({ userId: 1, apiKey: limited, amount: 350, ref: 'c' });
+    const key = await Promise.resolve(rich.q.reserve({ userId: 1, apiKey: limited, amount: 251, ref: 'd' })).catch((e) => e);
+    expect([key.status, key.code, key.message]).toEqual([402, 'key_quota_exhausted', 'API key quota exhausted: this request may cost up to 251 quota units, 250 left on the key']);
+  });
+
+  test('a store that cannot vouch for its holds: 503 overloaded_error with retry-after, nothing admitted', async () => {
+    const store = new MemoryHoldStore(async () => ({ user: null, key: null }));
+    store.reserve = async () => ({ ok: false, reason: 'unavailable', retryAfterMs: 2_500 });
+    const { q } = await setup(store);
+    const e = await Promise.resolve(q.reserve({ userId: 1, apiKey: unlimited, amount: 1, ref: 'x' })).catch((x) => x);
+    expect([e.status, e.type, e.code, e.headers['retry-after']]).toEqual([503, 'overloaded_error', 'quota_unavailable', '3']);
+    store.reserve = async () => { throw new Error('connection lost'); };
+    const down = await Promise.resolve(q.reserve({ userId: 1, apiKey: unlimited, amount: 1, ref: 'y' })).catch((x) => x);
+    expect([down.status, down.code, down.headers['retry-after']]).toEqual([503, 'quota_unavailable', '1']);
+  });
+
+  test('settlement: capped by the hold plus what is left, the hold counts until the commit, then goes with the committed mirror', async () => {
+    const { q, ledger, holds, live } = await setup();
+    const a = await q.reserve({ userId: 1, apiKey: limited, amount: 100, ref: 'a' });
+    const b = await q.reserve({ userId: 1, apiKey: limited, amount: 100, ref: 'b' });
+    let open!: () => void;
+    ledger.gate = new Promise((ok) => { open = ok; });
+    // The upstream reported 900 input tokens for `a`: capped at its 100 + the key's 400 left besides b's hold.
+    const done = q.finish(a, log('a', 900)) as Promise<{ cost: number }>;
+    await Bun.sleep(5);
+    expect(await holds.available({ userId: 1, keyId: 7 })).toEqual({ user: 1_000 - 500 - 100, key: 600 - 500 - 100 });
+    open();
+    expect((await done).cost).toBe(500);
+    expect(ledger.rows[0]!.usageFlag).toContain('capped');
+    // Released with the mirrors the commit read back: 500 spent, b's 100 still held.
+    expect(await holds.available({ userId: 1, keyId: 7 })).toEqual({ user: 500 - 100, key: 100 - 100 });
+    expect(live.size).toBe(1);
+    q.release(b);
+    await Bun.sleep(1);
+    expect(await holds.available({ userId: 1, keyId: 7 })).toEqual({ user: 500, key: 100 });
+    expect(live.size).toBe(0);
+  });
+
+  test('a renewal sent right after a release does not bring the released hold back', async () => {
+    const { q, holds, live } = await setup();
+    const r = await q.reserve({ userId: 1, apiKey: unlimited, amount: 100, ref: 'a' });
+    q.release(r);
+    // Renewals re-register holds the store lost; this one must no longer carry the released hold.
+    expect(await live.renewNow()).toBe(0);
+    await Bun.sleep(1);
+    expect(await holds.available({ userId: 1 })).toEqual({ user: 1_000, key: null });
+  });
+
+  test('a commit that failed leaves the hold counted (for the reconciler), no longer renewed by this node', async () => {
+    const { q, ledger, holds, live } = await setup();
+    const a = await q.reserve({ userId: 1, apiKey: unlimited, amount: 100, ref: 'a' });
+    ledger.settle = async () => { throw new Error('database unreachable'); };
+    await expect(q.finish(a, log('a', 50)) as Promise<unknown>).rejects.toThrow('database unreachable');
+    expect(live.size).toBe(0);
+    expect(await holds.available({ userId: 1 })).toEqual({ user: 950, key: null });
+  });
+});
