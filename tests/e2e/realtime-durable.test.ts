@@ -49,6 +49,7 @@ beforeAll(async () => {
     durable: (h) => (sink = new GatedSink(new SettlementsRepo(h.sqlite))),
     port: (q: QuotaService) => ({
       reserve: async (input) => { await Bun.sleep(reserveDelayMs); return q.reserve(input); },
+      affords: async (input) => { await Bun.sleep(reserveDelayMs); return q.affords(input as any); },
       available: (id) => q.available(id),
       settleNow: (r, log) => q.settleNow(r, log as any),
       release: (r) => q.release(r),

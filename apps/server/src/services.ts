@@ -171,10 +171,14 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   return services;
 }
 
-/** The quota as realtime's port takes it: a synchronous reservation, from this process's balances. */
+/**
+ * The quota as realtime's port takes it: the same admission as /v1/messages (synchronous on SQLite; in
+ * PostgreSQL mode a promise settled by the shared hold store, so sessions on every node draw on one balance)
+ * and the settlement of each response (the commit's promise in PostgreSQL mode).
+ */
 function realtimeQuota(q: QuotaService): QuotaPort<ApiKeyRecord, Reservation> {
   return {
-    reserve: q.reserveLocal.bind(q), available: q.available.bind(q), settle: q.settle.bind(q), release: q.release.bind(q),
+    reserve: q.reserve.bind(q), affords: q.affords.bind(q), available: q.available.bind(q), settleNow: q.settleNow.bind(q), release: q.release.bind(q),
   };
 }
 

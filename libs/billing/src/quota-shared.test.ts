@@ -123,4 +123,18 @@ describe('QuotaService with shared holds', () => {
     expect(live.size).toBe(0);
     expect(await holds.available({ userId: 1 })).toEqual({ user: 950, key: null });
   });
+
+  test('affords() holds nothing: two checks at once for 700 of 1,000 both pass (two holds would refuse one); short is the 402', async () => {
+    const { q, holds } = await setup();
+    // The first use loads the mirror with a hold of nothing, so neither check sees the other's amount.
+    await Promise.all([q.affords({ userId: 1, apiKey: unlimited, amount: 700, ref: 'c1' }), q.affords({ userId: 1, apiKey: unlimited, amount: 700, ref: 'c2' })]);
+    expect(await holds.available({ userId: 1 })).toEqual({ user: 1_000, key: null });
+    await expect(Promise.resolve(q.affords({ userId: 1, apiKey: unlimited, amount: 1_001, ref: 'c3' }))).rejects.toMatchObject({ status: 402, code: 'quota_exhausted' });
+    await expect(Promise.resolve(q.affords({ userId: 1, apiKey: limited, amount: 601, ref: 'c4' }))).rejects.toMatchObject({ status: 402, code: 'key_quota_exhausted' });
+    // A real hold does count against a later check.
+    const r = await q.reserve({ userId: 1, apiKey: unlimited, amount: 500, ref: 'h' });
+    await expect(Promise.resolve(q.affords({ userId: 1, apiKey: unlimited, amount: 501, ref: 'c5' }))).rejects.toMatchObject({ status: 402 });
+    q.release(r);
+  });
 });
+

@@ -6,7 +6,7 @@ import { guardUsage, type UsageLimits } from './usage-guard';
 import { priceUsage } from './tiers';
 import { type QuotaKey, type Reservation, type Settlement, type UsageLogInput } from './usage';
 import type { AlertEvent, BudgetBook, BudgetEffects } from './budgets/book';
-import type { Hold, HoldStore, Mirror, ReserveResult } from './holds/port';
+import { shortfall, type Hold, type HoldStore, type Mirror, type ReserveResult } from './holds/port';
 import type { LiveHolds } from './holds/live-holds';
 
 export * from './usage';
@@ -228,6 +228,50 @@ export class QuotaService {
     return { ref: input.ref, userId: input.userId, keyId: k.id, keyLimited: !k.unlimitedQuota, amount, limits: input.limits, budget, done: false };
   }
 
+  /**
+   * Whether the user (and a limited key) could cover `amount` now, holding nothing afterwards: the same 402s
+   * as reserve(). In one process a reservation given back at once; with shared holds a read of what every
+   * node leaves available, so two admissions checked at the same moment do not refuse each other.
+   */
+  affords(input: ReserveInput): void | Promise<void> {
+    const holds = this.deps.holds;
+    if (!holds) return this.release(this.reserveLocal(input));
+    return this.affordsShared(input, holds);
+  }
+
+  private async affordsShared(input: ReserveInput, holds: SharedHolds, loaded = false): Promise<void> {
+    const amount = safeCount(input.amount);
+    const k = input.apiKey;
+    const limited = !k.unlimitedQuota;
+    let a: { user: number | null; key: number | null };
+    try {
+      a = await holds.store.available({ userId: input.userId, keyId: limited ? k.id : null });
+    } catch (err) {
+      this.deps.log?.warn('quota.admission_failed', { id: input.ref, cause: errorText(err) });
+      throw admissionUnavailable(1000);
+    }
+    // No mirror yet (first use on any node, or after a data loss): a hold of nothing loads it (or says why it
+    // cannot), so a concurrent admission never sees this check's amount held.
+    if (a.user === null || (limited && a.key === null)) {
+      if (!loaded) {
+        let r: Reservation;
+        try {
+          r = await this.reserveShared({ ...input, amount: 0 }, holds);
+        } catch (err) {
+          // Refused even nothing: nothing is available there; said with this check's amount.
+          if (err instanceof GatewayError && err.status === 402) throw shortOf(err.code === 'key_quota_exhausted' ? 'key' : 'user', amount, 0);
+          throw err;
+        }
+        this.unholdLocal(r);
+        await this.dropHold(r.hold!);
+        return this.affordsShared(input, holds, true);
+      }
+      throw admissionUnavailable(1000);
+    }
+    if (shortfall(amount, a.user) !== null) throw shortOf('user', amount, a.user);
+    if (limited && shortfall(amount, a.key!) !== null) throw shortOf('key', amount, a.key!);
+  }
+
   private async reserveShared(input: ReserveInput, holds: SharedHolds): Promise<Reservation> {
     const amount = safeCount(input.amount);
     const k = input.apiKey;
@@ -242,10 +286,7 @@ export class QuotaService {
     }
     if (!res.ok) {
       if (res.reason === 'unavailable') throw admissionUnavailable(res.retryAfterMs);
-      if (res.scope === 'user') {
-        throw new GatewayError(402, 'quota_exhausted', `Insufficient balance: this request may cost up to ${amount} quota units, ${Math.max(0, res.available)} available`);
-      }
-      throw new GatewayError(402, 'key_quota_exhausted', `API key quota exhausted: this request may cost up to ${amount} quota units, ${Math.max(0, res.available)} left on the key`);
+      throw shortOf(res.scope, amount, res.available);
     }
     holds.live.track(res.hold);
     // Also counted here, so this process's view (available(), realtime's local admission) sees its own holds.
@@ -585,6 +626,14 @@ export class QuotaService {
 }
 
 export type ReserveInput = { userId: number; apiKey: QuotaKey; amount: number; ref: string; limits?: UsageLimits };
+
+/** reserve()'s refusal for lack of money, worded as in one process. */
+function shortOf(scope: 'user' | 'key', amount: number, available: number): GatewayError {
+  if (scope === 'user') {
+    return new GatewayError(402, 'quota_exhausted', `Insufficient balance: this request may cost up to ${amount} quota units, ${Math.max(0, available)} available`);
+  }
+  return new GatewayError(402, 'key_quota_exhausted', `API key quota exhausted: this request may cost up to ${amount} quota units, ${Math.max(0, available)} left on the key`);
+}
 
 /** The shared store cannot admit now (Redis unreachable, or recovering from a data loss). */
 function admissionUnavailable(retryAfterMs: number): GatewayError {

@@ -61,6 +61,11 @@ export interface QuotaPort<K, R> {
    * what a settlement may bill.
    */
   reserve(input: { userId: number; apiKey: K; amount: number; ref: string; limits?: UsageLimits }): R | Promise<R>;
+  /**
+   * Whether the user and key could cover `amount` now, holding nothing afterwards (a session's admission):
+   * throws (or rejects with) the same 402 as reserve().
+   */
+  affords(input: { userId: number; apiKey: K; amount: number; ref: string }): void | Promise<void>;
   /** What the user can still reserve now (balance minus pending and held). */
   available(userId: number): number;
   /**

@@ -227,14 +227,12 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     this.recording.add(p);
   }
 
-  /** A trial reservation of one response proves the user and key can pay for it; it is given back at once (or once held). */
+  /** The user and key must be able to pay for one response now; nothing stays held. */
   private checkQuota(key: K, price: RealtimePrice, ratio: number): void | Promise<void> {
     const c = price.contextWindow;
     const ctx = typeof c === 'number' && Number.isSafeInteger(c) && c > 0 ? c : this.contextDefault;
     const amount = Math.max(this.d.billing.minReserve, reservationFor(ctx, this.d.config.reserveTokens, price, ratio));
-    const r = this.d.quota.reserve({ userId: key.userId, apiKey: key, amount, ref: `rt_admit_${randomToken(12)}` });
-    if (r instanceof Promise) return r.then((held) => this.d.quota.release(held));
-    this.d.quota.release(r);
+    return this.d.quota.affords({ userId: key.userId, apiKey: key, amount, ref: `rt_admit_${randomToken(12)}` });
   }
 
   /** The upstream of a channel; none when its address cannot be built (a misconfigured base URL is skipped). */

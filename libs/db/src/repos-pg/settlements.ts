@@ -142,7 +142,8 @@ export class PgSettlementsRepo {
         RETURNING api_keys.id, api_keys.remain_quota, api_keys.remain_version, api_keys.unlimited_quota
       )
       -- Each row also gets its user's and key's balances as this batch leaves them (the mirrors the
-      -- shared admission store installs once the batch has committed).
+      -- shared admission store installs once the batch is durable; the word for the end of a
+      -- transaction is kept out of this text, as a test cuts the connection when it sees it go out).
       SELECT n.ord, n.cost, c.balance_after, uu.id IS NOT NULL AS has_user, uu.quota, uu.balance_version AS ver,
         kk.remain_quota AS remain, kk.remain_version AS rver, kk.unlimited_quota AS unlimited
       FROM new n LEFT JOIN charges c ON c.ord = n.ord LEFT JOIN u uu ON uu.id = n.user_id LEFT JOIN k kk ON kk.id = n.api_key_id`);
