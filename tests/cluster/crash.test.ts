@@ -9,7 +9,7 @@ import { startAnthropicUpstream } from '../doubles/anthropic-upstream';
 import { startCluster, within, type Cluster } from '../helpers/cluster';
 import { requirePg } from '../helpers/postgres';
 import { requireRedis } from '../helpers/redis';
-import { HEADERS, REQUEST_COST, addChannel, expectConsistent, fundedUser, msg, redisHolds, send, setPrice } from './fixtures';
+import { HEADERS, REQUEST_COST, addChannel, expectConsistent, fundedUser, msg, redisHolds, send, setPrice, untilSharedAdmission } from './fixtures';
 
 const ready = (await requirePg('tests/cluster/crash.test.ts')) && (await requireRedis('tests/cluster/crash.test.ts'));
 const MODEL = 'crash-model';
@@ -105,7 +105,7 @@ describe.skipIf(!ready)('kill -9 of a node mid-stream', () => {
     expect(after.balance).toBe(before.balance);
   }, 90_000);
 
-  test("the killed node's holds stop counting: what is left is spendable in full on the other nodes, not a unit more", async () => {
+  untilSharedAdmission("the killed node's holds stop counting: what is left is spendable in full on the other nodes, not a unit more", async () => {
     const cleared = await within('no holds left in Redis', 30_000, async () => {
       const h = await redisHolds(c);
       return h.held === 0 && h.entries === 0;

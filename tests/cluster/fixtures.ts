@@ -2,7 +2,7 @@
  * Set-up shared by the cluster tests: a channel on an upstream double, a price, a funded user with a key
  * (all through node 0's management API), and the checks every money test ends with.
  */
-import { expect } from 'bun:test';
+import { expect, test } from 'bun:test';
 import Redis from 'ioredis';
 import type { Cluster } from '../helpers/cluster';
 import { REDIS_TEST_URL } from '../helpers/redis';
@@ -93,3 +93,11 @@ export async function redisHolds(c: Cluster): Promise<{ held: number; entries: n
     r.disconnect();
   }
 }
+
+/**
+ * For tests of what admission across nodes must guarantee while each node still admits against its
+ * own view of the balance and counts realtime sessions itself (README, "Not yet in PostgreSQL mode"):
+ * they overspend today, so they are marked failing. Once shared holds and session slots are wired,
+ * Bun reports them as "marked as failing but passed": then this becomes plain `test`.
+ */
+export const untilSharedAdmission = test.failing;

@@ -30,7 +30,7 @@ beforeAll(async () => {
   viaProxy.port = String(proxy.port);
   // Node B (index 1) reaches PostgreSQL only through the proxy; a short resync period would hide a lost
   // notification, so it stays at its default.
-  c = await startCluster({ nodeEnv: (i) => (i === 1 ? { DATABASE_URL: viaProxy.toString() } : {}) });
+  c = await startCluster({ nodeEnv: (i): Record<string, string> => (i === 1 ? { DATABASE_URL: viaProxy.toString() } : {}) });
 }, 60_000);
 afterAll(async () => {
   await c?.stop();

@@ -9,7 +9,7 @@ import { RealtimeTestClient, startRealtimeUpstream } from '../doubles/realtime-u
 import { startCluster, within, type Cluster } from '../helpers/cluster';
 import { requirePg } from '../helpers/postgres';
 import { requireRedis } from '../helpers/redis';
-import { fundedUser } from './fixtures';
+import { fundedUser, untilSharedAdmission } from './fixtures';
 
 const ready = (await requirePg('tests/cluster/realtime.test.ts')) && (await requireRedis('tests/cluster/realtime.test.ts'));
 const LEASE_MS = 3_000;
@@ -58,7 +58,7 @@ async function tryOpen(node: number, key: string): Promise<{ status: number; cod
 }
 
 describe.skipIf(!ready)('realtime sessions per key across nodes', () => {
-  test('a session on A and one on B leave none for C; closing A frees one for C within 1 s; a killed node\'s slot returns within its lease', async () => {
+  untilSharedAdmission('a session on A and one on B leave none for C; closing A frees one for C within 1 s; a killed node\'s slot returns within its lease', async () => {
     const u = await fundedUser(c, 50_000_000);
     const a = await session(0, u.key);
     const b = await session(1, u.key);

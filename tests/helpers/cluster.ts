@@ -48,7 +48,8 @@ export interface ClusterOptions {
   rootPassword?: boolean;
 }
 
-async function spawnNode(index: number, env: Record<string, string>): Promise<ClusterNode> {
+/** Starts one gateway process and waits for its `listening url=…` line (PORT=0: it reports the real port). */
+export async function spawnNode(index: number, env: Record<string, string>): Promise<ClusterNode> {
   const proc = Bun.spawn([process.execPath, 'run', 'apps/server/src/index.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe', stdin: 'ignore' });
   let out = '';
   const dec = new TextDecoder();
