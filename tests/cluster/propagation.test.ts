@@ -119,4 +119,22 @@ describe.skipIf(!ready)('changes through node A reach B and C', () => {
     console.log('propagation after the cut (ms):', JSON.stringify(Object.fromEntries(Object.entries(times).map(([k, v]) => [k, Math.round(v)]))));
     for (const t of Object.values(times)) expect(t).toBeLessThan(LIMIT_MS);
   }, 90_000);
+
+  test('a charge made on node B is what A and C report right after B answered (balance, key counters, usage log)', async () => {
+    const model = 'prop-read';
+    expect((await c.api(0, 'POST', '/api/channel/', { name: 'read', type: 'anthropic', base_url: one.url, key: 'k-1', models: [model] })).status).toBe(200);
+    await setPrice(c, model);
+    const u = await fundedUser(c, 100 * REQUEST_COST);
+    await seenByOthers('new key usable', async (url) => (await send(url, u.key, msg(model))).status === 200);
+    const spent = 2 * REQUEST_COST;
+    const r = await send(c.nodes[1]!.url, u.key, msg(model));
+    expect(r.status).toBe(200);
+    for (const i of [0, 2]) {
+      expect((await c.api(i, 'GET', `/api/user/${u.userId}`)).body.data.quota).toBe(100 * REQUEST_COST - spent - REQUEST_COST);
+      const key = (await c.api(i, 'GET', `/api/token/${u.keyId}`)).body.data;
+      expect(key.used_quota).toBe(spent + REQUEST_COST);
+      const logs = (await c.api(i, 'GET', `/api/log/?user_id=${u.userId}&page_size=10`)).body.data.items;
+      expect(logs.map((l: any) => l.request_id)).toContain(r.requestId);
+    }
+  }, 30_000);
 });
