@@ -137,4 +137,49 @@ describe.skipIf(!ready)('changes through node A reach B and C', () => {
       expect(logs.map((l: any) => l.request_id)).toContain(r.requestId);
     }
   }, 30_000);
+
+  for (const [what, revoke] of [
+    ['its key revoked', (u: { keyId: number }) => c.api(0, 'DELETE', `/api/token/${u.keyId}`)],
+    ['its user disabled', (u: { userId: number }) => c.api(0, 'POST', `/api/user/${u.userId}/disable`)],
+  ] as const) {
+    test(`a stream running on node B ends within 1 s of ${what} through node A, and is billed once`, async () => {
+      const model = `prop-live-${what.length}`;
+      const slow = startAnthropicUpstream({ maxRecorded: 0 });
+      try {
+        // About 5 s of stream: one frame every 100 ms.
+        slow.script(() => ({ text: Array.from({ length: 50 }, (_, i) => `w${i}`).join(' '), chunkDelayMs: 100, usage: { input: 1, output: 10 } }));
+        expect((await c.api(0, 'POST', '/api/channel/', { name: model, type: 'anthropic', base_url: slow.url, key: 'k-1', models: [model] })).status).toBe(200);
+        await setPrice(c, model);
+        const u = await fundedUser(c, 100 * REQUEST_COST);
+        let res: Response | null = null;
+        await within('stream opened on B', 5_000, async () => {
+          res = await fetch(`${c.nodes[1]!.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': u.key }, body: JSON.stringify(msg(model, { max_tokens: 100, stream: true })) });
+          if (res.status !== 200) await res.text();
+          return res.status === 200;
+        });
+        const reader = res!.body!.getReader();
+        const dec = new TextDecoder();
+        let text = dec.decode((await reader.read()).value);
+        const t0 = performance.now();
+        expect((await revoke(u as any)).status).toBe(200);
+        for (;;) {
+          const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+          if (done) break;
+          text += dec.decode(value);
+        }
+        const ended = performance.now() - t0;
+        console.log(`${what}: the stream on B ended ${Math.round(ended)} ms after A answered`);
+        expect(ended).toBeLessThan(LIMIT_MS);
+        expect(text).toContain('event: error');
+        expect(text).not.toContain('message_stop');
+        const requestId = res!.headers.get('request-id');
+        await within('the cut stream settled', 5_000, async () => (await c.sql`select 1 from usage_logs where request_id = ${requestId}`).length === 1);
+        const charges = await c.sql`select amount from ledger where ref = ${requestId}`;
+        expect(charges.length).toBe(1);
+        expect(-Number(charges[0]!.amount)).toBeLessThanOrEqual(100 * OUTPUT_PRICE / 1_000_000);
+      } finally {
+        await slow.stop();
+      }
+    }, 30_000);
+  }
 });
