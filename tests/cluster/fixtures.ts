@@ -4,7 +4,7 @@
  */
 import { expect, test } from 'bun:test';
 import Redis from 'ioredis';
-import type { Cluster } from '../helpers/cluster';
+import { within, type Cluster } from '../helpers/cluster';
 import { REDIS_TEST_URL } from '../helpers/redis';
 
 export const HEADERS = { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' };
@@ -24,13 +24,27 @@ export async function setPrice(c: Cluster, model: string, output = OUTPUT_PRICE,
   if (r.status !== 200) throw new Error(`price: ${r.status} ${JSON.stringify(r.body)}`);
 }
 
-/** A user with `quota` (opening ledger credit) and one key (extra key fields, e.g. remain_quota). */
+/**
+ * Waits until every node knows `key` (a write on one node reaches the others through the change feed a
+ * few ms after it was answered). The probe has no version header: a known key gets 400, an unknown one
+ * 401, and neither counts toward any limit or costs anything.
+ */
+export async function knownEverywhere(c: Cluster, key: string): Promise<void> {
+  await Promise.all(c.nodes.map((n) => within(`key known on node ${n.index}`, 5_000, async () => {
+    const res = await fetch(`${n.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: '{}' });
+    await res.text();
+    return res.status === 400;
+  })));
+}
+
+/** A user with `quota` (opening ledger credit) and one key (extra key fields, e.g. remain_quota), known on every node. */
 export async function fundedUser(c: Cluster, quota: number, key: Record<string, unknown> = {}) {
   const username = `u${crypto.randomUUID().slice(0, 8)}`;
   const u = await c.api(0, 'POST', '/api/user/', { username, password: 'cluster-user-pw-1', quota });
   if (u.status !== 200) throw new Error(`user: ${u.status} ${JSON.stringify(u.body)}`);
   const k = await c.api(0, 'POST', '/api/token/', { name: 'k', user_id: u.body.data.id, ...key });
   if (k.status !== 200) throw new Error(`key: ${k.status} ${JSON.stringify(k.body)}`);
+  await knownEverywhere(c, k.body.data.key);
   return { userId: u.body.data.id as number, key: k.body.data.key as string, keyId: k.body.data.id as number };
 }
 
