@@ -49,12 +49,26 @@ export interface ClusterOptions {
 }
 
 /** Starts one gateway process and waits for its `listening url=…` line (PORT=0: it reports the real port). */
-export async function spawnNode(index: number, env: Record<string, string>): Promise<ClusterNode> {
+export async function spawnNode(index: number, env: Record<string, string>, onLogLine?: (line: string) => void): Promise<ClusterNode> {
   const proc = Bun.spawn([process.execPath, 'run', 'apps/server/src/index.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe', stdin: 'ignore' });
   let out = '';
-  const dec = new TextDecoder();
   // Both pipes drained for the process's life: a chatty node never blocks on a full pipe.
-  for (const stream of [proc.stdout, proc.stderr]) void (async () => { try { for await (const c of stream) out += dec.decode(c); } catch { /* gone */ } })();
+  for (const stream of [proc.stdout, proc.stderr]) {
+    void (async () => {
+      const dec = new TextDecoder();
+      let partial = '';
+      try {
+        for await (const c of stream) {
+          const text = dec.decode(c, { stream: true });
+          out += text;
+          if (!onLogLine) continue;
+          const lines = (partial + text).split('\n');
+          partial = lines.pop()!;
+          for (const line of lines) if (line) onLogLine(line);
+        }
+      } catch { /* gone */ }
+    })();
+  }
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
     const m = /listening url=(https?:\/\/[^\s]+)/.exec(out);

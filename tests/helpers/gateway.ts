@@ -8,8 +8,8 @@
  * GW_TEST_CLUSTER=N with the PostgreSQL backend (`bun run test:cluster-e2e`): the in-process gateway is
  * node 1 of N; N-1 gateway processes with the same configuration join it on its schema and prefix, and
  * `url` is a TCP proxy that hands each new connection to the next node in turn. The test's own fetches
- * to `url` go without keep-alive, so consecutive requests land on different nodes. `services`, `db` and
- * `logs` stay node 1's.
+ * to `url` go without keep-alive, so consecutive requests land on different nodes. `logs` has every
+ * node's lines (the others' read from their stdout and stderr); `services` and `db` stay node 1's.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -48,8 +48,9 @@ if (CLUSTER_NODES > 1) {
 }
 
 /** Starts the other nodes of a cluster on the same settings and a round-robin proxy over all of them. */
-async function joinCluster(env: Record<string, string>, first: { host: string; port: number }): Promise<{ proxy: TcpProxy; nodes: ClusterNode[] }> {
-  const nodes = await Promise.all(Array.from({ length: CLUSTER_NODES - 1 }, (_, i) => spawnNode(i + 1, { ...env, PORT: '0', HOST: '127.0.0.1' })));
+async function joinCluster(env: Record<string, string>, first: { host: string; port: number }, logs: string[]): Promise<{ proxy: TcpProxy; nodes: ClusterNode[] }> {
+  // Their log lines join node 1's (`logs`), so a test finds a request's line whichever node served it.
+  const nodes = await Promise.all(Array.from({ length: CLUSTER_NODES - 1 }, (_, i) => spawnNode(i + 1, { ...env, PORT: '0', HOST: '127.0.0.1' }, (line) => logs.push(line))));
   const targets = [first, ...nodes.map((n) => ({ host: '127.0.0.1', port: Number(new URL(n.url).port) }))];
   let next = 0;
   const proxy = tcpProxy(() => targets[next++ % targets.length]!);
@@ -95,7 +96,7 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
   let cluster: Awaited<ReturnType<typeof joinCluster>> | null = null;
   if (pg && CLUSTER_NODES > 1) {
     try {
-      cluster = await joinCluster(settings, { host: '127.0.0.1', port: app.server!.port! });
+      cluster = await joinCluster(settings, { host: '127.0.0.1', port: app.server!.port! }, logs);
     } catch (err) {
       await app.stop(true);
       await services.close();
