@@ -9,6 +9,7 @@ import { createStores, openDatabase, type DbHandle, type Stores } from '@gw/db';
 import type { PgHandle } from '@gw/db/pg';
 import type { RelayWiring } from '@gw/relay';
 import { billingConfig } from '@gw/billing';
+import type { LockoutPolicy, NameLockouts } from '@gw/identity';
 
 export interface Backend {
   kind: 'sqlite' | 'postgres';
@@ -22,6 +23,8 @@ export interface Backend {
   /** Request and attempt limits shared by every node (Redis) or kept in this process. */
   rateLimits: RateLimits | null;
   leader: Leader;
+  /** Failed logins of unknown usernames, counted by every node (PostgreSQL mode); null = in this process. */
+  nameLockouts: ((policy: LockoutPolicy) => NameLockouts) | null;
   /**
    * Starts following other nodes' writes (PostgreSQL: LISTEN); `reloadAll` runs after every (re)listen and
    * every CHANGE_FEED_RESYNC_MS, since notifications sent while nobody listened are lost. SQLite: nothing to follow.
@@ -38,7 +41,7 @@ function openSqliteBackend(config: Config, bus: ChangeBus): Backend {
   const dbh = openDatabase(config.sqlitePath);
   const stores = createStores(dbh, bus);
   return {
-    kind: 'sqlite', stores, dbh, pg: null, rateLimits: null, leader: new AlwaysLeader(),
+    kind: 'sqlite', stores, dbh, pg: null, rateLimits: null, leader: new AlwaysLeader(), nameLockouts: null,
     relay: { stores, journalDir: config.sqlitePath === ':memory:' ? null : `${config.sqlitePath}.settlements` },
     follow: async () => {},
     close: async () => dbh.close(),
@@ -50,6 +53,7 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
   const { openPostgres, createPgStores, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader } = await import('@gw/db/pg');
   const { default: Redis } = await import('ioredis');
   const { RedisRateLimits } = await import('@gw/core/redis/rate-limits');
+  const { RedisNameLockouts } = await import('@gw/identity/unknown-lockout-redis');
   const url = config.databaseUrl;
   const closers: Array<() => Promise<unknown> | unknown> = [];
   const close = async () => { for (const c of closers.reverse()) await Promise.resolve(c()).catch(() => {}); };
@@ -72,6 +76,7 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     closers.push(() => feed?.close());
     return {
       kind: 'postgres', stores, dbh: null, pg, rateLimits, leader,
+      nameLockouts: (policy) => new RedisNameLockouts(redis, policy, config.redisPrefix),
       relay: { stores, durable: sink, journalDir: null, rateLimits, leader },
       async follow(reloadAll) {
         feed = await PgChangeFeed.start({

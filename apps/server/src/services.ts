@@ -158,7 +158,7 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     login: new LoginService(users, sessions, {
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,
-    }, security, Date.now, windows),
+    }, security, Date.now, windows, backend.nameLockouts?.({ maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds })),
     payments: createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus, windows }),
     onClose: (fn) => { closers.push(fn); },
     async close() {

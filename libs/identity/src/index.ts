@@ -14,3 +14,4 @@ export * from './mailer';
 export * from './password-reset';
 export * from './password-change';
 export * from './limit-fields';
+export * from './unknown-lockout';

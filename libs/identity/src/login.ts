@@ -2,7 +2,7 @@ import { GatewayError, localWindows, randomToken, sha256Hex, type AttemptWindow,
 import type { SecurityStore, SessionsStore, UsersStore, UserRow } from '@gw/db';
 import { USER_STATUS } from '@gw/db';
 import { dummyPasswordHash, verifyPassword } from './passwords';
-import { UnknownNameLockout } from './unknown-lockout';
+import { UnknownNameLockout, type NameLockouts } from './unknown-lockout';
 
 export interface LoginPolicy {
   maxFailures: number;
@@ -35,7 +35,7 @@ export interface LoginInput {
  */
 export class LoginService {
   private readonly ipWindow: AttemptWindow;
-  private readonly unknownNames: UnknownNameLockout;
+  private readonly unknownNames: NameLockouts;
   secondFactor: SecondFactorCheck | null = null;
 
   constructor(
@@ -46,9 +46,11 @@ export class LoginService {
     private readonly clock: () => number = Date.now,
     /** Where the per-address window counts (shared by every node in PostgreSQL mode). */
     windows: AttemptWindows = localWindows,
+    /** Where unknown usernames are counted (every node's Redis in PostgreSQL mode). */
+    unknownNames?: NameLockouts,
   ) {
     this.ipWindow = windows('login-ip', 60_000, clock);
-    this.unknownNames = new UnknownNameLockout(policy);
+    this.unknownNames = unknownNames ?? new UnknownNameLockout(policy);
   }
 
   async login(input: LoginInput): Promise<{ sessionId: string; user: UserRow; expiresAt: number }> {
@@ -58,9 +60,9 @@ export class LoginService {
     const now = Math.floor(nowMs / 1000);
     const user = await this.users.byUsername(input.username);
     if (!user) {
-      assertNotLocked(this.unknownNames.lockedUntil(input.username, nowMs), now);
+      assertNotLocked(await this.unknownNames.lockedUntil(input.username, nowMs), now);
       await verifyPassword(input.password, await dummyPasswordHash());
-      this.unknownNames.recordFailure(input.username, this.clock());
+      await this.unknownNames.recordFailure(input.username, this.clock());
       throw invalidCredentials();
     }
     assertNotLocked(user.lockedUntil, now);

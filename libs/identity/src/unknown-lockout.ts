@@ -10,9 +10,20 @@ export interface LockoutPolicy {
   lockSeconds: number;
 }
 
+/**
+ * Where unknown names are counted: this process (`UnknownNameLockout`) or every node (Redis, in
+ * PostgreSQL mode: with per-process counters, N nodes let an unknown name fail N× as often as a
+ * real one before it locks, which tells an attacker which names exist).
+ */
+export interface NameLockouts {
+  /** Seconds-resolution lock end for `name` (0 = not locked). */
+  lockedUntil(name: string, nowMs: number): number | Promise<number>;
+  recordFailure(name: string, nowMs: number): void | Promise<void>;
+}
+
 interface Entry { failed: number; locks: number; lockedUntil: number; touchedMs: number }
 
-export class UnknownNameLockout {
+export class UnknownNameLockout implements NameLockouts {
   private readonly entries = new Map<string, Entry>();
 
   constructor(

@@ -1,0 +1,44 @@
+import type { Redis } from 'ioredis';
+import { sha256Hex } from '@gw/core';
+import { defineScript, LUA_NOW, type Script } from '@gw/core/redis/script';
+import type { LockoutPolicy, NameLockouts } from './unknown-lockout';
+
+/**
+ * UnknownNameLockout's arithmetic in one script, so every node counts one failure at a time:
+ * {f: failures since the last lock, l: locks so far, u: lock end in seconds}. The key expires
+ * `idleMs` after the later of the last failure and the lock's end, like the in-memory entry.
+ */
+const RECORD = `${LUA_NOW}
+local max, lockSeconds, idleMs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local v = redis.call('HMGET', KEYS[1], 'f', 'l', 'u')
+local failed, locks, untilS = (tonumber(v[1]) or 0) + 1, tonumber(v[2]) or 0, tonumber(v[3]) or 0
+if failed >= max then
+  untilS = math.ceil(now / 1000 + lockSeconds * 2 ^ math.min(locks, 16))
+  failed = 0
+  locks = locks + 1
+end
+redis.call('HSET', KEYS[1], 'f', failed, 'l', locks, 'u', untilS)
+redis.call('PEXPIRE', KEYS[1], math.max(0, untilS * 1000 - now) + idleMs)
+return untilS
+`;
+
+export class RedisNameLockouts implements NameLockouts {
+  private readonly record: Script;
+
+  constructor(private readonly redis: Redis, private readonly policy: LockoutPolicy, private readonly prefix = 'gw:', private readonly idleMs = 24 * 3600_000) {
+    this.record = defineScript(redis, 'gwUnknownNameFailure', 1, RECORD);
+  }
+
+  /** Hashed: a name of any length is one short key, and Redis never holds the names tried. */
+  private key(name: string): string {
+    return `${this.prefix}{ul:${sha256Hex(name).slice(0, 32)}}`;
+  }
+
+  async lockedUntil(name: string): Promise<number> {
+    return Number(await this.redis.hget(this.key(name), 'u')) || 0;
+  }
+
+  async recordFailure(name: string): Promise<void> {
+    await this.record([this.key(name)], [this.policy.maxFailures, this.policy.lockSeconds, this.idleMs]);
+  }
+}
