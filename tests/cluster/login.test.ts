@@ -39,10 +39,7 @@ describe.skipIf(!ready)('login lockout across nodes', () => {
     expect(t.slice(3)).toEqual(Array(3).fill([429, 'account_locked']));
   }, 30_000);
 
-  // Unknown names are counted in each process's memory (UnknownNameLockout): with 3 nodes an unknown
-  // name takes 3× the failures to lock, so it answers unlike a real one. Marked failing until the
-  // counter is shared; Bun then reports "marked as failing but passed" and the marker goes.
-  test.failing('an unknown username answers exactly like an existing one (locked after 3 failures over 3 nodes)', async () => {
+  test('an unknown username answers exactly like an existing one (locked after 3 failures over 3 nodes)', async () => {
     const unknown = await transcript(`ghost-${crypto.randomUUID().slice(0, 8)}`);
     expect(unknown).toEqual(await transcriptOfFreshAccount());
   }, 30_000);
