@@ -32,7 +32,8 @@ beforeAll(async () => {
   const viaProxy = new URL(PG_TEST_URL);
   viaProxy.hostname = '127.0.0.1';
   viaProxy.port = String(proxy.port);
-  c = await startCluster({ env: { REDIS_URL: redis.url }, nodeEnv: (i): Record<string, string> => (i === 1 ? { DATABASE_URL: viaProxy.toString() } : {}) });
+  // A short hold lease keeps the recovery window after the Redis data loss (a third of it plus 1 s) short.
+  c = await startCluster({ env: { REDIS_URL: redis.url, HOLD_LEASE_MS: '3000', HOLD_RECONCILE_MS: '500' }, nodeEnv: (i): Record<string, string> => (i === 1 ? { DATABASE_URL: viaProxy.toString() } : {}) });
   await addChannel(c, upstream.url, [MODEL]);
   await setPrice(c, MODEL);
 }, 60_000);

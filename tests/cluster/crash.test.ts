@@ -22,8 +22,8 @@ let c: Cluster;
 
 beforeAll(async () => {
   if (!ready) return;
-  // Short leases, so a dead node's slots and holds lapse within the test.
-  c = await startCluster({ env: { LIMIT_LEASE_MS: '3000' } });
+  // Short leases, so a dead node's slots and holds lapse (and the leader reconciles them) within the test.
+  c = await startCluster({ env: { LIMIT_LEASE_MS: '3000', HOLD_LEASE_MS: '3000', HOLD_RECONCILE_MS: '500' } });
   await addChannel(c, upstream.url, [MODEL]);
   await setPrice(c, MODEL);
 }, 60_000);

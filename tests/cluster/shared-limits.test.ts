@@ -10,7 +10,7 @@ import { requirePg } from '../helpers/postgres';
 import { requireRedis } from '../helpers/redis';
 import { REQUEST_COST, addChannel, expectConsistent, fundedUser, msg, redisHolds, send, setPrice, tally, untilSharedAdmission, type Sent } from './fixtures';
 
-const ready = (await requirePg('tests/cluster/admission.test.ts')) && (await requireRedis('tests/cluster/admission.test.ts'));
+const ready = (await requirePg('tests/cluster/shared-limits.test.ts')) && (await requireRedis('tests/cluster/shared-limits.test.ts'));
 const MODEL = 'cluster-model';
 const upstream = startAnthropicUpstream({ maxRecorded: 0 });
 let c: Cluster;
