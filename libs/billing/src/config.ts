@@ -22,7 +22,7 @@ export interface BillingConfig {
    */
   defaultContextTokens: number;
   /**
-   * PostgreSQL mode's group commit (PgGroupCommitter): PG_SETTLE_FLUSH_MS (default 2) longest wait for
+   * PostgreSQL mode's group commit (PgGroupCommitter): PG_SETTLE_FLUSH_MS (default 0: an idle committer writes at once) longest wait for
    * a batch, PG_SETTLE_BATCH (default 256) rows written at once, PG_SETTLE_DEADLINE_MS (default 15000)
    * how long a batch is retried while the database is unreachable before the request's settlement fails.
    */
@@ -37,7 +37,7 @@ export function billingConfig(env: Record<string, string | undefined>): BillingC
     flushMs: readIntEnv(env, 'BILLING_FLUSH_MS', 5, 0, 60_000),
     defaultContextTokens: readIntEnv(env, 'BILLING_DEFAULT_CONTEXT_TOKENS', 200_000, 1, 100_000_000),
     pgSettle: {
-      maxDelayMs: readIntEnv(env, 'PG_SETTLE_FLUSH_MS', 2, 0, 1_000),
+      maxDelayMs: readIntEnv(env, 'PG_SETTLE_FLUSH_MS', 0, 0, 1_000),
       maxBatch: readIntEnv(env, 'PG_SETTLE_BATCH', 256, 1, 10_000),
       retryDeadlineMs: readIntEnv(env, 'PG_SETTLE_DEADLINE_MS', 15_000, 0, 600_000),
     },

@@ -143,11 +143,11 @@ describe.skipIf(!available)('QuotaService over PgGroupCommitter (real PostgreSQL
 });
 
 describe('PG_SETTLE_* settings', () => {
-  test('defaults 2 ms / 256 rows / 15 s; read from the environment; a bad value is refused', async () => {
+  test('defaults 0 ms (an idle committer writes at once) / 256 rows / 15 s; read from the environment; a bad value is refused', async () => {
     const { billingConfig } = await import('./config');
-    expect(billingConfig({}).pgSettle).toEqual({ maxDelayMs: 2, maxBatch: 256, retryDeadlineMs: 15_000 });
-    expect(billingConfig({ PG_SETTLE_FLUSH_MS: '0', PG_SETTLE_BATCH: '64', PG_SETTLE_DEADLINE_MS: '500' }).pgSettle)
-      .toEqual({ maxDelayMs: 0, maxBatch: 64, retryDeadlineMs: 500 });
+    expect(billingConfig({}).pgSettle).toEqual({ maxDelayMs: 0, maxBatch: 256, retryDeadlineMs: 15_000 });
+    expect(billingConfig({ PG_SETTLE_FLUSH_MS: '3', PG_SETTLE_BATCH: '64', PG_SETTLE_DEADLINE_MS: '500' }).pgSettle)
+      .toEqual({ maxDelayMs: 3, maxBatch: 64, retryDeadlineMs: 500 });
     expect(() => billingConfig({ PG_SETTLE_BATCH: '0' })).toThrow(/PG_SETTLE_BATCH/);
     expect(() => billingConfig({ PG_SETTLE_FLUSH_MS: 'soon' })).toThrow(/PG_SETTLE_FLUSH_MS/);
   });

@@ -132,7 +132,8 @@ describe.skipIf(!available)('PgGroupCommitter', () => {
   test('one bad row in a batch fails alone; the others are written', async () => {
     const users = await seedUsers(3, 1_000);
     const batches: Array<{ oneByOne: boolean }> = [];
-    const gc = new PgGroupCommitter(h.db, { onBatch: (b) => batches.push(b) });
+    // A 5 ms gathering window, so the four rows share one batch (an idle committer otherwise writes the first alone).
+    const gc = new PgGroupCommitter(h.db, { onBatch: (b) => batches.push(b), maxDelayMs: 5 });
     const good = users.map((u) => row(u.userId, u.keyId, { cost: 5 }));
     const bad = row(999_999, users[0]!.keyId, { cost: 5 }); // no such user
     const results = await Promise.allSettled([good[0]!, bad, good[1]!, good[2]!].map((r) => gc.settle(r)));
@@ -149,7 +150,7 @@ describe.skipIf(!available)('PgGroupCommitter', () => {
   test('the backend killed mid-batch (pg_terminate_backend): the batch is retried and everything settles exactly once', async () => {
     const users = await seedUsers(10, 100_000);
     const batches: Array<{ tries: number }> = [];
-    const gc = new PgGroupCommitter(h.db, { onBatch: (b) => batches.push(b), backoffMs: 20 });
+    const gc = new PgGroupCommitter(h.db, { onBatch: (b) => batches.push(b), backoffMs: 20, maxDelayMs: 5 });
     const rows = Array.from({ length: 50 }, (_, i) => row(users[i % 10]!.userId, users[i % 10]!.keyId, { cost: 3 + i }));
     let results!: Promise<unknown[]>;
     // A row lock on the last user holds the batch inside its transaction, its first rows already written.
@@ -196,14 +197,26 @@ describe.skipIf(!available)('PgGroupCommitter', () => {
       proxy?.stop();
     });
 
-    test('COMMIT happens but its reply is lost: the retry inserts nothing and recognises the row as written', async () => {
+    test('COMMIT happens but its reply is lost: the retry inserts nothing and recognises the rows as written', async () => {
+      const [u, v] = await seedUsers(2, 1_000);
+      // Two rows in one batch: a transaction with a COMMIT of its own.
+      const gc = new PgGroupCommitter(ph.db, { backoffMs: 10, maxDelayMs: 5 });
+      proxy!.dropReplyAfter('commit');
+      const out = await Promise.all([gc.settle(row(u!.userId, u!.keyId, { cost: 40 })), gc.settle(row(v!.userId, v!.keyId, { cost: 30 }))]);
+      expect(out).toEqual([{ inserted: true, balance: 960, recovered: true }, { inserted: true, balance: 970, recovered: true }]);
+      expect((await books([u!.userId])).get(u!.userId)).toMatchObject({ quota: 960, charged: 40, usage: 1, charges: 1 });
+      expect((await books([v!.userId])).get(v!.userId)).toMatchObject({ quota: 970, charged: 30, usage: 1, charges: 1 });
+      await gc.close();
+    });
+
+    test('a lone settlement (one autocommitted statement) whose reply is lost: the retry recognises it, charged once', async () => {
       const [u] = await seedUsers(1, 1_000);
       const gc = new PgGroupCommitter(ph.db, { backoffMs: 10 });
-      proxy!.dropReplyAfter('commit');
-      const out = await gc.settle(row(u!.userId, u!.keyId, { cost: 40 }));
-      expect(out).toEqual({ inserted: true, balance: 960, recovered: true });
+      const r = row(u!.userId, u!.keyId, { cost: 40 });
+      // The statement goes out as a prepared one: its text may be cached, but the request id is always a parameter.
+      proxy!.dropReplyAfter(r.requestId);
+      expect(await gc.settle(r)).toEqual({ inserted: true, balance: 960, recovered: true });
       expect((await books([u!.userId])).get(u!.userId)).toMatchObject({ quota: 960, charged: 40, usage: 1, charges: 1 });
-      // A genuine duplicate after that is still one.
       await gc.close();
     });
 

@@ -21,7 +21,7 @@ export class PgSettlementsRepo {
    * balance_after from the user update's RETURNING. A concurrent settlement of the same request id
    * waits on the unique index, then inserts nothing and so changes nothing.
    */
-  async apply(r: SettlementRow, tx: PgWriter = this.db): Promise<{ inserted: false } | { inserted: true; balance: number | undefined }> {
+  async apply(r: SettlementRow, tx: Pick<PgWriter, 'execute'> = this.db): Promise<{ inserted: false } | { inserted: true; balance: number | undefined }> {
     const charged = r.cost > 0;
     const cost = charged ? r.cost : 0;
     const ok = r.status < 400 ? 1 : 0;
@@ -44,8 +44,11 @@ export class PgSettlementsRepo {
         RETURNING quota
       ), l AS (
         -- (kind, ref) is unique in the ledger: a second charge for the same request fails the transaction.
+        -- A charge whose user row is missing gets a NULL balance_after (NOT NULL): the statement fails and
+        -- its usage row goes with it, also when it runs alone, autocommitted, outside a transaction.
         INSERT INTO ledger (user_id, kind, amount, balance_after, ref, note, created_at)
-        SELECT ${r.userId}, 'charge', ${-cost}, u.quota, ${r.requestId}, ${r.model}, ${r.createdAt} FROM u WHERE ${charged}
+        SELECT ${r.userId}, 'charge', ${-cost}, u.quota, ${r.requestId}, ${r.model}, ${r.createdAt}
+        FROM (SELECT 1) one LEFT JOIN u ON true WHERE ${charged} AND EXISTS (SELECT 1 FROM ins)
       ), k AS (
         -- Also the key's last use (SQLite's scalar max() is greatest() here); remain_quota moves for limited keys only.
         UPDATE api_keys SET used_quota = used_quota + ${cost},
@@ -53,10 +56,10 @@ export class PgSettlementsRepo {
           last_used_at = greatest(coalesce(last_used_at, 0), ${r.createdAt})
         WHERE id = ${r.apiKeyId} AND EXISTS (SELECT 1 FROM ins)
       )
-      SELECT EXISTS (SELECT 1 FROM ins) AS inserted, (SELECT quota FROM u) AS quota`);
+      SELECT EXISTS (SELECT 1 FROM ins) AS inserted, (SELECT quota FROM u) AS quota`).catch(noUserAsError(r.userId));
     if (!res!.inserted) return { inserted: false };
     if (!charged) return { inserted: true, balance: undefined };
-    // No user row: the caller's transaction must roll the usage row back, as on SQLite.
+    // The statement failed above for a charge without a user row (ledger NOT NULL): unreachable with a row written.
     if (res!.quota === null) throw new Error(`ledger: no user ${r.userId}`);
     // A raw statement bypasses the column mapping: bigint arrives as a string.
     return { inserted: true, balance: Number(res!.quota) };
@@ -71,7 +74,7 @@ export class PgSettlementsRepo {
    * are locked first in id order, so concurrent batches (other nodes) cannot deadlock.
    * Throws (the caller rolls back) when a charged row has no user, as apply() does.
    */
-  async applyMany(rows: SettlementRow[], tx: PgWriter): Promise<SettleOutcome[]> {
+  async applyMany(rows: SettlementRow[], tx: Pick<PgWriter, 'execute'>): Promise<SettleOutcome[]> {
     if (!rows.length) return [];
     const payload = JSON.stringify(rows.map((r, ord) => ({
       ord, request_id: r.requestId, kind: r.kind, user_id: r.userId, api_key_id: r.apiKeyId, channel_id: r.channelId, model: r.model,
@@ -145,4 +148,14 @@ export class PgSettlementsRepo {
     }
     return out;
   }
+}
+
+/** The ledger's NOT NULL balance_after refusing a charge whose user row is missing, said as such. */
+function noUserAsError(userId: number) {
+  return (err: unknown): never => {
+    const pg = (err as { cause?: unknown })?.cause ?? err;
+    const e = pg as { code?: string; column_name?: string; column?: string } | null;
+    if (e?.code === '23502' && (e.column_name ?? e.column) === 'balance_after') throw new Error(`ledger: no user ${userId}`, { cause: err });
+    throw err;
+  };
 }
