@@ -4,6 +4,12 @@
  *
  * GW_TEST_BACKEND=pg (`bun run test:pg`): the same gateway on PostgreSQL (GW_TEST_PG, a fresh schema
  * emptied at stop and reused by the next gateway, see pg-schemas.ts) and Redis (GW_TEST_REDIS, a fresh key prefix deleted at stop).
+ *
+ * GW_TEST_CLUSTER=N with the PostgreSQL backend (`bun run test:cluster-e2e`): the in-process gateway is
+ * node 1 of N; N-1 gateway processes with the same configuration join it on its schema and prefix, and
+ * `url` is a TCP proxy that hands each new connection to the next node in turn. The test's own fetches
+ * to `url` go without keep-alive, so consecutive requests land on different nodes. `logs` has every
+ * node's lines (the others' read from their stdout and stderr); `services` and `db` stay node 1's.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,6 +22,8 @@ import { PG_TEST_URL } from './postgres';
 import { returnSchema, takeSchema } from './pg-schemas';
 import { REDIS_TEST_URL, freshPrefix, redisClient, settleAdmissionEpoch } from './redis';
 import { testDb, type TestDb } from './test-db';
+import { spawnNode, type ClusterNode } from './cluster';
+import { tcpProxy, type TcpProxy } from './tcp-proxy';
 
 /** The backend every in-process test gateway runs on (GW_TEST_BACKEND=pg: PostgreSQL + Redis). */
 export const TEST_BACKEND: 'sqlite' | 'pg' = process.env.GW_TEST_BACKEND === 'pg' ? 'pg' : 'sqlite';
@@ -23,6 +31,31 @@ export const TEST_BACKEND: 'sqlite' | 'pg' = process.env.GW_TEST_BACKEND === 'pg
 export const ON_PG = TEST_BACKEND === 'pg';
 
 export const ROOT_PASSWORD = 'root-password-123';
+
+/** Nodes per test gateway (GW_TEST_CLUSTER, PostgreSQL backend only). */
+export const CLUSTER_NODES = ON_PG ? Math.max(1, Number(process.env.GW_TEST_CLUSTER ?? 1) || 1) : 1;
+
+/** Origins of the cluster proxies in use: fetches to them open a new connection each, so requests spread over the nodes. */
+const proxied = new Set<string>();
+if (CLUSTER_NODES > 1) {
+  const original = globalThis.fetch;
+  const patched = ((input: any, init?: any) => {
+    const href = typeof input === 'string' ? input : input instanceof URL ? input.href : input?.url;
+    for (const origin of proxied) if (typeof href === 'string' && href.startsWith(origin)) return original(input, { ...init, keepalive: false });
+    return original(input, init);
+  }) as typeof fetch;
+  globalThis.fetch = Object.assign(patched, original);
+}
+
+/** Starts the other nodes of a cluster on the same settings and a round-robin proxy over all of them. */
+async function joinCluster(env: Record<string, string>, first: { host: string; port: number }, logs: string[]): Promise<{ proxy: TcpProxy; nodes: ClusterNode[] }> {
+  // Their log lines join node 1's (`logs`), so a test finds a request's line whichever node served it.
+  const nodes = await Promise.all(Array.from({ length: CLUSTER_NODES - 1 }, (_, i) => spawnNode(i + 1, { ...env, PORT: '0', HOST: '127.0.0.1' }, (line) => logs.push(line))));
+  const targets = [first, ...nodes.map((n) => ({ host: '127.0.0.1', port: Number(new URL(n.url).port) }))];
+  let next = 0;
+  const proxy = tcpProxy(() => targets[next++ % targets.length]!);
+  return { proxy, nodes };
+}
 
 export interface TestGateway {
   url: string;
@@ -42,14 +75,15 @@ export interface TestGateway {
 export async function startGateway(env: Record<string, string> = {}): Promise<TestGateway> {
   const dir = mkdtempSync(join(tmpdir(), 'gw-test-'));
   const pg = ON_PG && !env.DATABASE_URL ? { schema: await takeSchema(), prefix: freshPrefix('e2e') } : null;
-  const config = loadConfig({
+  const settings: Record<string, string> = {
     DATABASE_URL: `sqlite:${join(dir, 'gateway.db')}`,
     ...(pg ? { DATABASE_URL: PG_TEST_URL, PG_SCHEMA: pg.schema, REDIS_URL: REDIS_TEST_URL, REDIS_PREFIX: pg.prefix, SECRET_KEY: Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('hex') } : {}),
     ROOT_PASSWORD,
     HOST: '127.0.0.1',
     LOGIN_IP_PER_MINUTE: '1000',
     ...env,
-  });
+  };
+  const config = loadConfig(settings);
   // A fresh prefix has no admission epoch, which a node must read as "Redis may have lost its data" and
   // wait out (503) for the recovery window; no holds can exist under a new prefix, so it starts settled.
   if (pg) await settleAdmissionEpoch(config.redisPrefix);
@@ -62,8 +96,20 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
     throw err;
   }
   const app = listen(services, 0, '127.0.0.1');
+  let cluster: Awaited<ReturnType<typeof joinCluster>> | null = null;
+  if (pg && CLUSTER_NODES > 1) {
+    try {
+      cluster = await joinCluster(settings, { host: '127.0.0.1', port: app.server!.port! }, logs);
+    } catch (err) {
+      await app.stop(true);
+      await services.close();
+      await returnSchema(pg.schema);
+      throw err;
+    }
+  }
   // With TLS_CERT_FILE set the gateway serves HTTPS; the helper trusts that certificate as its CA.
-  const url = `${config.tls ? 'https' : 'http'}://127.0.0.1:${app.server!.port}`;
+  const url = `${config.tls ? 'https' : 'http'}://127.0.0.1:${cluster ? cluster.proxy.port : app.server!.port}`;
+  if (cluster) proxied.add(url);
   const tls = config.tls ? { ca: config.tls.cert } : undefined;
   const root = (await services.users.byUsername(config.rootUsername))!;
   const rootToken = (await services.auth.createAccessToken(root.id, 'test')).token;
@@ -80,6 +126,11 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
   return {
     url, services, dir, logs, rootToken, api, db: testDb(services),
     async stop() {
+      if (cluster) {
+        proxied.delete(url);
+        cluster.proxy.stop();
+        await Promise.all(cluster.nodes.map((n) => n.kill9()));
+      }
       await app.stop(true);
       await services.close();
       rmSync(dir, { recursive: true, force: true });

@@ -22,7 +22,8 @@ export interface TcpProxy {
   stop(): void;
 }
 
-export function tcpProxy(target: { host: string; port: number }): TcpProxy {
+/** `target` may be a function: called once per accepted connection (e.g. round-robin over several servers). */
+export function tcpProxy(target: { host: string; port: number } | (() => { host: string; port: number })): TcpProxy {
   let refusing = false;
   let dropAfter: string | null = null;
   const pipes = new Set<Pipe>();
@@ -48,9 +49,10 @@ export function tcpProxy(target: { host: string; port: number }): TcpProxy {
         const p: Pipe = { client, server: null, toServer: [], toClient: [], dead: false };
         client.data = p;
         pipes.add(p);
+        const to = typeof target === 'function' ? target() : target;
         Bun.connect<Pipe>({
-          hostname: target.host,
-          port: target.port,
+          hostname: to.host,
+          port: to.port,
           data: p,
           socket: {
             open(server) {

@@ -19,7 +19,7 @@ import type { ChannelRecord } from '@gw/channels';
 import { BudgetService, type QuotaService, type Reservation } from '@gw/billing';
 import { canManage } from '@gw/identity';
 import { orderCandidates } from '@gw/relay';
-import { RealtimeService, adapterResolver, realtimeConfig, type QuotaPort } from '@gw/realtime';
+import { RealtimeService, SharedSessionLeases, adapterResolver, realtimeConfig, type QuotaPort } from '@gw/realtime';
 
 export interface Services {
   config: Config;
@@ -121,13 +121,16 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
   // Closers run in reverse: alert delivery stops after the last settlements (and their alerts) are written.
   closers.push(() => relay.closeAlerts());
   closers.push(() => relay.close());
+  // PostgreSQL mode: a key's realtime sessions are counted across nodes (leases in Redis, LIMIT_LEASE_MS).
+  const sessionLeases = backend.rateLimits ? new SharedSessionLeases(backend.rateLimits, relay.config.limitLeaseMs) : null;
+  if (sessionLeases) closers.push(() => sessionLeases.close());
   const realtime = new RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>({
     config: realtimeConfig(config.env), keys: apiKeys, channels: channelRegistry,
     // The key checks of /v1/messages, plus the group's price ratio for the session's charges.
     policy: { authorize: (k, m, ip) => { const { group } = relay.gate.authorize(k, m, ip); return { group, ratio: relay.relay.policy(group).ratio }; } },
-    // Realtime admits against this process's balances (reserveLocal) until its metering uses the shared holds.
     prices: relay.prices, quota: realtimeQuota(relay.quota), billing: relay.billing, upstream: adapterResolver(getAdapter),
     sessions: stores.realtimeSessions, order: (c) => orderCandidates(c), log, inflight: relay.inflight, slots: relay.slots,
+    sessionLeases: sessionLeases ?? undefined,
   });
   // Live sessions end (1001) and are recorded before the database closes.
   closers.push(() => realtime.closeAll());

@@ -7,3 +7,4 @@ export * from './upstream';
 export * from './session';
 export * from './meter';
 export * from './service';
+export * from './session-leases';

@@ -38,6 +38,8 @@ export interface RealtimeDeps<K extends RealtimeKey, C extends RealtimeChannel, 
    * to its end, like a stream; `acquire` throws the 503 when none is free.
    */
   slots?: { acquire(userId?: number): () => void };
+  /** Sessions per key counted by every node (PostgreSQL mode); absent: counted in this process. */
+  sessionLeases?: { acquire(keyId: number, max: number): Promise<(() => void) | null> };
 }
 
 /** An admitted request: what the route needs to upgrade it. */
@@ -111,9 +113,27 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     const model = new URL(request.url).searchParams.get('model')?.trim() || this.d.config.defaultModel;
     const { group, ratio = 1000 } = this.d.policy.authorize(key, model, ip);
     const max = this.d.config.maxSessionsPerKey;
-    if (max > 0 && (this.perKey.get(key.id) ?? 0) >= max) {
-      throw new GatewayError(429, 'too_many_sessions', `This API key already has ${max} realtime sessions open`, { headers: { 'retry-after': '1' } });
+    const shared = max > 0 ? this.d.sessionLeases : undefined;
+    if (shared) {
+      // Every node's sessions count: a lease in the shared store, held until the session ends.
+      return shared.acquire(key.id, max).then((release) => {
+        if (!release) throw tooManySessions(max);
+        try {
+          const a = this.admitWithin(request, ip, creds.key!, creds.answerProtocol, key, model, group, ratio, release);
+          return a instanceof Promise ? a.catch((e) => { release(); throw e; }) : a;
+        } catch (e) {
+          release();
+          throw e;
+        }
+      });
     }
+    if (max > 0 && (this.perKey.get(key.id) ?? 0) >= max) throw tooManySessions(max);
+    return this.admitWithin(request, ip, creds.key, creds.answerProtocol, key, model, group, ratio, null);
+  }
+
+  /** admit() after the session limit: model, price, gateway slot, quota, channels. `lease`: the shared slot, given back with the session. */
+  private admitWithin(request: Request, ip: string, plainKey: string, protocol: string | null, key: K, model: string, group: string, ratio: number,
+    lease: (() => void) | null): Admission | Promise<Admission> {
     const serves = (c: C) => c.models.includes(model) && c.groups.includes(group) && this.d.upstream.supports(c);
     if (!this.d.channels.all().some(serves)) {
       throw new GatewayError(404, 'model_not_found', `Model ${model} is not served over realtime by this gateway`, { param: 'model', type: 'invalid_request_error' });
@@ -129,6 +149,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       if (released) return;
       released = true;
       gatewaySlot?.();
+      lease?.();
       const n = (this.perKey.get(key.id) ?? 1) - 1;
       if (n <= 0) this.perKey.delete(key.id);
       else this.perKey.set(key.id, n);
@@ -139,7 +160,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
         const beta = upstreamBeta(readBeta(request.headers));
         const targets = (this.d.order ?? ((c: C[]) => c))(candidates).flatMap((c) => this.target(c, model, beta));
         if (targets.length === 0) throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
-        return this.session({ key, plainKey: creds.key!, model, ip, price, group, ratio, targets, releaseSlot, protocol: creds.answerProtocol });
+        return this.session({ key, plainKey, model, ip, price, group, ratio, targets, releaseSlot, protocol });
       } catch (e) {
         releaseSlot();
         throw e;
@@ -264,3 +285,6 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
   }
 }
 
+function tooManySessions(max: number): GatewayError {
+  return new GatewayError(429, 'too_many_sessions', `This API key already has ${max} realtime sessions open`, { headers: { 'retry-after': '1' } });
+}
