@@ -69,18 +69,26 @@ export async function spawnNode(index: number, env: Record<string, string>, onLo
       } catch { /* gone */ }
     })();
   }
+  // A node that dies on its own shows up in a test only as ECONNREFUSED: say so, with its last words.
+  let killedByTest = false;
+  void proc.exited.then(async (code) => {
+    if (killedByTest) return;
+    await Bun.sleep(100); // the pipes' last chunks
+    console.error(`cluster node ${index} (pid ${proc.pid}) exited on its own: code ${code}, signal ${proc.signalCode ?? 'none'}; its last output:\n${out.slice(-4000)}`);
+  });
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
     const m = /listening url=(https?:\/\/[^\s]+)/.exec(out);
     if (m) {
       return {
         index, url: m[1]!, proc, output: () => out,
-        async kill9() { proc.kill(9); await proc.exited; },
+        async kill9() { killedByTest = true; proc.kill(9); await proc.exited; },
       };
     }
     if (proc.exitCode !== null) break;
     await Bun.sleep(20);
   }
+  killedByTest = true;
   proc.kill(9);
   throw new Error(`node ${index} did not start (exit ${proc.exitCode}):\n${out}`);
 }
