@@ -156,6 +156,19 @@ export function holdStoreContract(f: HoldStoreFactory): void {
     await store.release(live.hold);
   });
 
+  test('holders() lists a user with a hold (also one in limbo) from any node', async () => {
+    const { ledger, store, node } = setup(f);
+    const u = id();
+    ledger.users.set(u, { balance: 100, version: 1 });
+    const r = await store.reserve({ userId: u, amount: 10, ref: ref(), leaseMs: 100 });
+    if (!r.ok) throw new Error('reserve failed');
+    expect(await node().holders()).toContain(u);
+    await Bun.sleep(150);
+    await store.expired();
+    expect(await node().holders()).toContain(u);
+    await store.release(r.hold);
+  });
+
   test('renew registers a hold the store no longer has (lost data), and it counts again', async () => {
     const { ledger, store } = setup(f);
     const [u, k] = [id(), id()];

@@ -115,6 +115,10 @@ export class MemoryHoldStore implements HoldStore {
     return out;
   }
 
+  async holders(): Promise<number[]> {
+    return [...new Set([...this.holds.values()].map((e) => e.hold.userId))];
+  }
+
   private mirrored(userId: number, keyId: number | null): boolean {
     return !!this.users.get(userId)?.mirror && (keyId === null || !!this.keys.get(keyId)?.mirror);
   }

@@ -130,6 +130,10 @@ export class RedisHoldStore implements HoldStore {
     return { user: avail(u), key: avail(k) };
   }
 
+  async holders(): Promise<number[]> {
+    return (await this.redis.zrange(this.index, '0', '-1')).map(Number);
+  }
+
   async expired(): Promise<Hold[]> {
     const users = (await this.redis.zrange(this.index, '0', '-1')).map(Number);
     if (!users.length) return [];
