@@ -127,6 +127,26 @@ describe.skipIf(!available)('quota admission across nodes (PostgreSQL + Redis ho
     expect(await ledgerState(u.id)).toEqual({ quota: 0, ledger: 0, charges: 4 });
   });
 
+  test('a key made limited while its request runs: the remain_quota that request committed is what every node admits against', async () => {
+    const u = await keyedUser(nodes[0]!, 1_000_000);
+    await keyEverywhere(u.key);
+    ant.queue.push({ usage: { input: 0, output: 10 }, delayMs: 1_000 });
+    const slow = send(node(0), u.key, msg(MODEL, { max_tokens: 10 }));
+    await until('the slow request held', async () => (await redisHolds(u.id)).count === 1);
+    // Admitted unlimited (its hold has no key); the key is now limited to 2 W.
+    const edit = await nodes[1]!.api('PUT', '/api/token/', { id: u.keyId, unlimited_quota: false, remain_quota: 2 * W }, u.token);
+    expect(edit.status).toBe(200);
+    await until('the key limited on every node', () => nodes.every((n) => n.services.apiKeys.lookup(u.key)?.unlimitedQuota === false));
+    // 3 W > 2 W: refused, having loaded the key's mirror (2 W) into Redis.
+    expect((await send(node(1), u.key, msg(MODEL, { max_tokens: 30 }))).status).toBe(402);
+    expect((await slow).status).toBe(200);
+    // The commit took W off the key, as it is limited now: 1 W left, so one of two requests is served.
+    const results = await Promise.all([1, 2].map((i) => send(node(i), u.key, msg(MODEL, { max_tokens: 10 }))));
+    expect(results.map((r) => r.status).sort()).toEqual([200, 402]);
+    const key = await nodes[0]!.db.get<{ remain_quota: number }>('select remain_quota from api_keys where id = ?', u.keyId);
+    expect(Number(key!.remain_quota)).toBe(0);
+  });
+
   test("a dead node's holds stop counting once the leader reconciles them; the balance equals Σ ledger", async () => {
     const u = await keyedUser(nodes[0]!, 100 * W);
     await keyEverywhere(u.key);
