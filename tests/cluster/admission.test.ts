@@ -147,6 +147,27 @@ describe.skipIf(!available)('quota admission across nodes (PostgreSQL + Redis ho
     expect(Number(key!.remain_quota)).toBe(0);
   });
 
+  test('200 concurrent requests of one user over 3 nodes while top-ups land on every node: never below 0, the mirror ends at the ledger balance', async () => {
+    const u = await keyedUser(nodes[0]!, 50 * W);
+    await keyEverywhere(u.key);
+    const requests = Array.from({ length: 200 }, (_, i) => send(node(i), u.key, msg(MODEL, { max_tokens: 10 })));
+    const topups = Array.from({ length: 10 }, async (_, i) => {
+      await Bun.sleep(20 * i);
+      return node(i).api('POST', '/api/ledger/adjust', { user_id: u.id, amount: 5 * W, note: `t${i}` });
+    });
+    const [results, adj] = await Promise.all([Promise.all(requests), Promise.all(topups)]);
+    expect(adj.every((r) => r.status === 200)).toBe(true);
+    const served = results.filter((r) => r.status === 200).length;
+    expect(results.every((r) => r.status === 200 || r.status === 402)).toBe(true);
+    // All the money can be spent, never more: at least the opening 50 W, at most the 100 W funded.
+    expect(served).toBeGreaterThanOrEqual(50);
+    expect(served).toBeLessThanOrEqual(100);
+    const state = await ledgerState(u.id);
+    expect(state).toEqual({ quota: 100 * W - served * W, ledger: 100 * W - served * W, charges: served });
+    expect(await redisHolds(u.id)).toEqual({ held: 0, count: 0 });
+    for (const n of nodes) expect(await n.services.backend.holds!.store.available({ userId: u.id })).toEqual({ user: state.quota, key: null });
+  });
+
   test("a dead node's holds stop counting once the leader reconciles them; the balance equals Σ ledger", async () => {
     const u = await keyedUser(nodes[0]!, 100 * W);
     await keyEverywhere(u.key);
