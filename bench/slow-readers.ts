@@ -4,6 +4,7 @@
  * (bench/gateway-proc.ts of `checkout`, default this one) fills their sockets meanwhile; a separate process
  * probes /health every 5 ms, so this process's own work (it serves the upstream) cannot delay the probe.
  * Prints p50/p99/max over the first second after the clients connect, and over the next two.
+ * BENCH_GW_BUN_ARGS passes flags to the gateway's bun (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`).
  */
 if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) {
   const child = Bun.spawn([process.execPath, ...process.argv.slice(1)], { env: { ...process.env, BUN_CONFIG_MAX_HTTP_REQUESTS: '8192' }, stdio: ['inherit', 'inherit', 'inherit'] });
@@ -43,7 +44,7 @@ const upstream = Bun.serve({
 });
 
 const checkout = resolve(process.argv[2] ?? `${import.meta.dir}/..`);
-const proc = Bun.spawn([process.execPath, 'bench/gateway-proc.ts', `http://127.0.0.1:${upstream.port}`], {
+const proc = Bun.spawn([process.execPath, ...(process.env.BENCH_GW_BUN_ARGS?.split(/\s+/).filter(Boolean) ?? []), 'bench/gateway-proc.ts', `http://127.0.0.1:${upstream.port}`], {
   cwd: checkout, stdout: 'pipe', stderr: 'inherit',
   env: { ...process.env, BENCH_GW_ENV: JSON.stringify({ STREAM_STALL_TIMEOUT_MS: '60000', RELAY_HEALTH_FAILURES: '1000' }) },
 });

@@ -127,6 +127,47 @@ describe.skipIf(!available)('quota admission across nodes (PostgreSQL + Redis ho
     expect(await ledgerState(u.id)).toEqual({ quota: 0, ledger: 0, charges: 4 });
   });
 
+  test('a key made limited while its request runs: the remain_quota that request committed is what every node admits against', async () => {
+    const u = await keyedUser(nodes[0]!, 1_000_000);
+    await keyEverywhere(u.key);
+    ant.queue.push({ usage: { input: 0, output: 10 }, delayMs: 1_000 });
+    const slow = send(node(0), u.key, msg(MODEL, { max_tokens: 10 }));
+    await until('the slow request held', async () => (await redisHolds(u.id)).count === 1);
+    // Admitted unlimited (its hold has no key); the key is now limited to 2 W.
+    const edit = await nodes[1]!.api('PUT', '/api/token/', { id: u.keyId, unlimited_quota: false, remain_quota: 2 * W }, u.token);
+    expect(edit.status).toBe(200);
+    await until('the key limited on every node', () => nodes.every((n) => n.services.apiKeys.lookup(u.key)?.unlimitedQuota === false));
+    // 3 W > 2 W: refused, having loaded the key's mirror (2 W) into Redis.
+    expect((await send(node(1), u.key, msg(MODEL, { max_tokens: 30 }))).status).toBe(402);
+    expect((await slow).status).toBe(200);
+    // The commit took W off the key, as it is limited now: 1 W left, so one of two requests is served.
+    const results = await Promise.all([1, 2].map((i) => send(node(i), u.key, msg(MODEL, { max_tokens: 10 }))));
+    expect(results.map((r) => r.status).sort()).toEqual([200, 402]);
+    const key = await nodes[0]!.db.get<{ remain_quota: number }>('select remain_quota from api_keys where id = ?', u.keyId);
+    expect(Number(key!.remain_quota)).toBe(0);
+  });
+
+  test('200 concurrent requests of one user over 3 nodes while top-ups land on every node: never below 0, the mirror ends at the ledger balance', async () => {
+    const u = await keyedUser(nodes[0]!, 50 * W);
+    await keyEverywhere(u.key);
+    const requests = Array.from({ length: 200 }, (_, i) => send(node(i), u.key, msg(MODEL, { max_tokens: 10 })));
+    const topups = Array.from({ length: 10 }, async (_, i) => {
+      await Bun.sleep(20 * i);
+      return node(i).api('POST', '/api/ledger/adjust', { user_id: u.id, amount: 5 * W, note: `t${i}` });
+    });
+    const [results, adj] = await Promise.all([Promise.all(requests), Promise.all(topups)]);
+    expect(adj.every((r) => r.status === 200)).toBe(true);
+    const served = results.filter((r) => r.status === 200).length;
+    expect(results.every((r) => r.status === 200 || r.status === 402)).toBe(true);
+    // All the money can be spent, never more: at least the opening 50 W, at most the 100 W funded.
+    expect(served).toBeGreaterThanOrEqual(50);
+    expect(served).toBeLessThanOrEqual(100);
+    const state = await ledgerState(u.id);
+    expect(state).toEqual({ quota: 100 * W - served * W, ledger: 100 * W - served * W, charges: served });
+    expect(await redisHolds(u.id)).toEqual({ held: 0, count: 0 });
+    for (const n of nodes) expect(await n.services.backend.holds!.store.available({ userId: u.id })).toEqual({ user: state.quota, key: null });
+  });
+
   test("a dead node's holds stop counting once the leader reconciles them; the balance equals Σ ledger", async () => {
     const u = await keyedUser(nodes[0]!, 100 * W);
     await keyEverywhere(u.key);

@@ -62,7 +62,7 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
   const { default: Redis } = await import('ioredis');
   const { RedisRateLimits } = await import('@gw/core/redis/rate-limits');
   const { RedisNameLockouts } = await import('@gw/identity/unknown-lockout-redis');
-  const { RedisHoldStore } = await import('@gw/billing/holds/redis');
+  const { RedisHoldStore, evictionRisk } = await import('@gw/billing/holds/redis');
   const url = config.databaseUrl;
   const closers: Array<() => Promise<unknown> | unknown> = [];
   const close = async () => { for (const c of closers.reverse()) await Promise.resolve(c()).catch(() => {}); };
@@ -74,6 +74,9 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     closers.push(() => redis.quit().catch(() => redis.disconnect()));
     // Fails start-up (one line) rather than the first request when Redis is unreachable.
     await redis.connect();
+    // Said at start: an evicted hold key is money counted wrongly, with no error anywhere.
+    const risk = await evictionRisk(redis);
+    if (risk) log.warn('redis.eviction_risk', { msg: risk });
     const stores = createPgStores(pg.db, bus);
     // PG_SETTLE_FLUSH_MS / PG_SETTLE_BATCH / PG_SETTLE_DEADLINE_MS (validated with the billing settings).
     const billing = billingConfig(config.env);

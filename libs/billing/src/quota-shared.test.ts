@@ -121,7 +121,8 @@ describe('QuotaService with shared holds', () => {
     ledger.settle = async () => { throw new Error('database unreachable'); };
     await expect(q.finish(a, log('a', 50)) as Promise<unknown>).rejects.toThrow('database unreachable');
     expect(live.size).toBe(0);
-    expect(await holds.available({ userId: 1 })).toEqual({ user: 950, key: null });
+    // Still counted at its worst case (100): a cost within its hold is not turned into the charge first.
+    expect(await holds.available({ userId: 1 })).toEqual({ user: 900, key: null });
   });
 
   test('affords() holds nothing: two checks at once for 700 of 1,000 both pass (two holds would refuse one); short is the 402', async () => {
@@ -135,6 +136,37 @@ describe('QuotaService with shared holds', () => {
     const r = await q.reserve({ userId: 1, apiKey: unlimited, amount: 500, ref: 'h' });
     await expect(Promise.resolve(q.affords({ userId: 1, apiKey: unlimited, amount: 501, ref: 'c5' }))).rejects.toMatchObject({ status: 402 });
     q.release(r);
+  });
+
+  test('a charge settled without a hold (realtime: a response never announced; a reservation already released) installs the mirror it committed', async () => {
+    const { q, holds } = await setup();
+    // Mirrors loaded by an earlier admission of this user and key.
+    q.release(await q.reserve({ userId: 1, apiKey: limited, amount: 1, ref: 'warm' }));
+    await Bun.sleep(1);
+    expect(await holds.available({ userId: 1, keyId: 7 })).toEqual({ user: 1_000, key: 600 });
+    expect((await q.settleNow(null, log('n', 300))).cost).toBe(300);
+    // Spent in the ledger, so spent for every node's next admission too (was: still 1,000 / 600 here).
+    expect(await holds.available({ userId: 1, keyId: 7 })).toEqual({ user: 700, key: 300 });
+    const late = await q.reserve({ userId: 1, apiKey: limited, amount: 100, ref: 'late' });
+    q.release(late);
+    await Bun.sleep(1);
+    expect((await q.settleNow(late, log('late', 200))).cost).toBe(200);
+    expect(await holds.available({ userId: 1, keyId: 7 })).toEqual({ user: 500, key: 100 });
+  });
+
+  test('a key made limited while its request runs: the key balance committed is installed though the hold had no key', async () => {
+    const { q, ledger, holds } = await setup();
+    const a = await q.reserve({ userId: 1, apiKey: unlimited, amount: 400, ref: 'a' });
+    // The key is edited to limited (600 left); a request admitted after the edit loads the key's mirror.
+    q.release(await q.reserve({ userId: 1, apiKey: limited, amount: 1, ref: 'b' }));
+    await Bun.sleep(1);
+    expect((await holds.available({ userId: 1, keyId: 7 })).key).toBe(600);
+    // The ledger takes a's cost off the now limited key (its CASE reads the key at commit).
+    expect(((await q.finish(a, log('a', 400))) as { cost: number }).cost).toBe(400);
+    expect(ledger.key).toEqual({ balance: 200, version: 2 });
+    // Was 600: a second request for 600 would have been admitted on a key with 200 left.
+    expect(await holds.available({ userId: 1, keyId: 7 })).toEqual({ user: 600, key: 200 });
+    await expect(Promise.resolve(q.reserve({ userId: 1, apiKey: limited, amount: 201, ref: 'c' }))).rejects.toMatchObject({ status: 402, code: 'key_quota_exhausted' });
   });
 });
 

@@ -313,6 +313,24 @@ export class QuotaService {
     }
   }
 
+  /**
+   * The mirrors of a commit that no hold's release installed: a charge without a hold (a realtime
+   * response never announced, a reservation already given back), or a key the hold did not cover
+   * because it was unlimited at admission and limited at commit. Only ever a newer version over an
+   * existing mirror, as a release does; without this the shared store would keep the balance from
+   * before the charge and admit that money again on every node. Never throws: the next commit or
+   * balance move of the user (or key) installs a newer one.
+   */
+  private async installUnheld(row: SettlementRow, hold: Hold | undefined, mirror: { user?: Mirror; key?: Mirror }): Promise<void> {
+    const store = this.deps.holds!.store;
+    try {
+      if (mirror.user && !hold) await store.applyBalance({ userId: row.userId }, mirror.user, { ifPresent: true });
+      if (mirror.key && hold?.keyId !== row.apiKeyId) await store.applyBalance({ userId: row.userId, keyId: row.apiKeyId }, mirror.key, { ifPresent: true });
+    } catch (err) {
+      this.deps.log?.warn('hold.mirror_failed', { id: row.requestId, cause: errorText(err) });
+    }
+  }
+
   /** Returns the held amount; idempotent. */
   release(r: Reservation): void {
     if (r.done) return;
@@ -461,6 +479,7 @@ export class QuotaService {
     }
     // The charge is committed: the hold goes and the balance it left is installed, in one step.
     if (hold) await this.dropHold(hold, mirror);
+    if (mirror && this.deps.holds) await this.installUnheld(row, hold, mirror);
     this.afterCommit([e]);
     return { cost: e.inserted ? row.cost : 0, duplicate: !e.inserted };
   }
@@ -471,6 +490,9 @@ export class QuotaService {
    */
   private async capByHold(e: Entry, hold: Hold): Promise<void> {
     const { row } = e;
+    // Within its hold a cost needs no cap (every cap is at least the hold): no round trip. The hold keeps
+    // counting its worst case until the release after the commit, which only errs on the safe side.
+    if (row.cost <= hold.amount) return;
     let charged: number | null = null;
     try {
       charged = await this.deps.holds!.store.settle(hold, row.cost);

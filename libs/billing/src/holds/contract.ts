@@ -156,6 +156,33 @@ export function holdStoreContract(f: HoldStoreFactory): void {
     await store.release(live.hold);
   });
 
+  test('holders() lists a user with a hold (also one in limbo) from any node', async () => {
+    const { ledger, store, node } = setup(f);
+    const u = id();
+    ledger.users.set(u, { balance: 100, version: 1 });
+    const r = await store.reserve({ userId: u, amount: 10, ref: ref(), leaseMs: 100 });
+    if (!r.ok) throw new Error('reserve failed');
+    expect(await node().holders()).toContain(u);
+    await Bun.sleep(150);
+    await store.expired();
+    expect(await node().holders()).toContain(u);
+    await store.release(r.hold);
+  });
+
+  test('after a data loss, a commit released before the first load is not undone by that load\'s older read', async () => {
+    const { store } = setup(f);
+    const u = id();
+    // Redis came back empty: the node's renewal put its hold back, no mirror yet.
+    const hold = { ref: ref(), userId: u, keyId: null, amount: 40 };
+    expect(await store.renew([hold], LEASE)).toBe(1);
+    // An admission read the ledger (100, version 1) to load the mirror; before it installs it, the hold's
+    // request commits 40 (60, version 2) and its release drops the hold.
+    await store.release(hold, { user: { balance: 60, version: 2 } });
+    expect(await store.applyBalance({ userId: u }, { balance: 100, version: 1 })).toBe(true);
+    // Was 100: the charge counted neither in the balance nor as a hold.
+    expect(await store.available({ userId: u })).toEqual({ user: 60, key: null });
+  });
+
   test('renew registers a hold the store no longer has (lost data), and it counts again', async () => {
     const { ledger, store } = setup(f);
     const [u, k] = [id(), id()];

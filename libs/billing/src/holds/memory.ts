@@ -4,6 +4,8 @@ import { normalizeReserve, shortfall, type Hold, type HoldStore, type HoldTarget
 interface Account {
   mirror: Mirror | null;
   held: number;
+  /** An update that found no mirror (after a data loss): the load that creates one takes the newer. */
+  noted?: Mirror;
 }
 
 interface Entry {
@@ -73,8 +75,11 @@ export class MemoryHoldStore implements HoldStore {
       this.account(this.users, hold.userId).held -= e.hold.amount;
       if (hold.keyId !== null) this.account(this.keys, hold.keyId).held -= e.hold.amount;
     }
-    if (after?.user) install(this.account(this.users, hold.userId), after.user, false);
-    if (after?.key && hold.keyId !== null) install(this.account(this.keys, hold.keyId), after.key, false);
+    // Only over an account that exists (as a Redis hash would): a hold put back, or a mirror.
+    const user = this.users.get(hold.userId);
+    const key = hold.keyId === null ? undefined : this.keys.get(hold.keyId);
+    if (after?.user && user) install(user, after.user, false);
+    if (after?.key && key) install(key, after.key, false);
   }
 
   async renew(holds: Hold[], leaseMs: number): Promise<number> {
@@ -96,8 +101,12 @@ export class MemoryHoldStore implements HoldStore {
   }
 
   async applyBalance(target: HoldTarget, mirror: Mirror, opts: { ifPresent?: boolean } = {}): Promise<boolean> {
-    const acct = target.keyId == null ? this.account(this.users, target.userId) : this.account(this.keys, target.keyId);
-    return install(acct, mirror, !opts.ifPresent);
+    const [m, id] = target.keyId == null ? [this.users, target.userId] : [this.keys, target.keyId];
+    if (opts.ifPresent) {
+      const acct = m.get(id);
+      return acct ? install(acct, mirror, false) : false;
+    }
+    return install(this.account(m, id), mirror, true);
   }
 
   async available(target: HoldTarget): Promise<{ user: number | null; key: number | null }> {
@@ -113,6 +122,10 @@ export class MemoryHoldStore implements HoldStore {
       if (e.limbo) out.push({ ...e.hold });
     }
     return out;
+  }
+
+  async holders(): Promise<number[]> {
+    return [...new Set([...this.holds.values()].map((e) => e.hold.userId))];
   }
 
   private mirrored(userId: number, keyId: number | null): boolean {
@@ -143,7 +156,14 @@ export class MemoryHoldStore implements HoldStore {
 
 /** `create`: whether a missing mirror may be installed (only admission's load creates one, as in Redis). */
 function install(a: Account, m: Mirror, create: boolean): boolean {
-  if (!a.mirror && !create) return false;
+  if (!a.mirror && !create) {
+    if (!a.noted || a.noted.version < m.version) a.noted = { ...m };
+    return false;
+  }
+  if (!a.mirror && a.noted) {
+    if (a.noted.version > m.version) m = a.noted;
+    a.noted = undefined;
+  }
   if (a.mirror && a.mirror.version >= m.version) return false;
   a.mirror = { ...m };
   return true;

@@ -83,6 +83,8 @@ export interface HoldStore {
   available(target: HoldTarget): Promise<{ user: number | null; key: number | null }>;
   /** Moves holds whose lease lapsed to limbo (still counted) and lists everything in limbo. */
   expired(): Promise<Hold[]>;
+  /** Users that may have holds now (the reconciler checks their mirrors against the ledger). */
+  holders(): Promise<number[]>;
 }
 
 /** Amounts and costs as QuotaService takes them (safeCount: whole, non-negative, at most 2^53 − 1). */

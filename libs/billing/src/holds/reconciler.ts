@@ -5,7 +5,12 @@ import type { Hold, HoldStore, Mirror } from './port';
 export interface LedgerTruth {
   settled(requestId: string): Promise<boolean>;
   mirrors(userId: number, keyId: number | null): Promise<{ user: Mirror | null; key: Mirror | null }>;
+  /** These users' balances and those of their limited keys, as committed now (absent users left out). */
+  accounts(userIds: number[]): Promise<Array<{ userId: number; user: Mirror; keys: Array<{ keyId: number; mirror: Mirror }> }>>;
 }
+
+/** Users whose mirrors one ledger read checks. */
+const REFRESH_CHUNK = 500;
 
 /**
  * Releases holds whose node stopped renewing them (it died, or lost Redis long enough): run by the
@@ -49,7 +54,31 @@ export class HoldReconciler {
         this.opts.log?.warn('hold.reconcile_failed', { id: hold.ref, cause: errorText(err) });
       }
     }
+    await this.refreshMirrors();
     return released;
+  }
+
+  /**
+   * The mirrors of users with holds, brought up to the ledger's versions. A balance move other than
+   * a charge reaches the store through its writer's follow-up (followBalances); if that write is lost
+   * (Redis answered an error, the writer died right after its commit), nothing else would correct a
+   * lowered balance before the user's next commit, and every node would keep admitting against the
+   * old one. Users admitting now are the ones it matters for, and the index already lists them.
+   * Only newer versions are installed, so this never undoes a more recent release.
+   */
+  private async refreshMirrors(): Promise<void> {
+    try {
+      const users = await this.store.holders();
+      for (let i = 0; i < users.length; i += REFRESH_CHUNK) {
+        const accounts = await this.ledger.accounts(users.slice(i, i + REFRESH_CHUNK));
+        await Promise.all(accounts.flatMap((a) => [
+          this.store.applyBalance({ userId: a.userId }, a.user, { ifPresent: true }),
+          ...a.keys.map((k) => this.store.applyBalance({ userId: a.userId, keyId: k.keyId }, k.mirror, { ifPresent: true })),
+        ]));
+      }
+    } catch (err) {
+      this.opts.log?.warn('hold.mirror_refresh_failed', { cause: errorText(err) });
+    }
   }
 
   start(): void {

@@ -16,10 +16,24 @@ local function num(x) return tonumber(x or 0) end
 -- create: whether a missing mirror may be installed. Only admission's load creates one (after the
 -- data-loss guard); release and follow-up updates only move an existing one, or a mirror created
 -- right after a data loss would let admissions in before every node's live holds are back.
+-- Such an update of a hash the renewals brought back (no mirror yet) is noted instead (nbal, nver):
+-- a load that read the ledger before that commit installs the newer of the two, or the commit's
+-- charge would count neither in the balance nor as a hold (its release dropped the hold).
 local function install(key, bal, ver, create)
   if bal == nil or bal == '' then return 0 end
   local cur = redis.call('HGET', key, 'ver')
-  if not cur and not create then return 0 end
+  if not cur and not create then
+    if redis.call('EXISTS', key) == 1 then
+      local nv = redis.call('HGET', key, 'nver')
+      if not nv or tonumber(nv) < tonumber(ver) then redis.call('HSET', key, 'nbal', bal, 'nver', ver) end
+    end
+    return 0
+  end
+  if not cur then
+    local noted = redis.call('HMGET', key, 'nbal', 'nver')
+    if noted[2] and tonumber(noted[2]) > tonumber(ver) then bal, ver = noted[1], noted[2] end
+    redis.call('HDEL', key, 'nbal', 'nver')
+  end
   if cur and tonumber(cur) >= tonumber(ver) then return 0 end
   redis.call('HSET', key, 'bal', bal, 'ver', ver)
   return 1

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import Redis from 'ioredis';
 import type { Mirror, MirrorLoader } from './port';
 import { LiveHolds } from './live-holds';
-import { RedisHoldStore } from './redis';
+import { RedisHoldStore, evictionRisk, evictionRiskOf } from './redis';
 import { privateRedis } from '../../../../tests/helpers/redis';
 
 const hasServer = Bun.which('redis-server') !== null;
@@ -68,5 +68,21 @@ describe.skipIf(!hasServer)('RedisHoldStore after Redis lost its data', () => {
     renewals.close();
     // No lease lapsed meanwhile: nothing in limbo.
     expect(await b.expired()).toEqual([]);
+  });
+
+  test('an allkeys-* eviction policy with a memory limit is reported (it may evict hold keys); noeviction is not', async () => {
+    const admin = connect();
+    expect(await evictionRisk(admin)).toBeNull();
+    await admin.config('SET', 'maxmemory', '64mb');
+    expect(await evictionRisk(admin)).toBeNull();
+    await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
+    expect(await evictionRisk(admin)).toContain('maxmemory-policy allkeys-lru');
+    await admin.config('SET', 'maxmemory-policy', 'volatile-lru');
+    expect(await evictionRisk(admin)).toBeNull();
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    await admin.config('SET', 'maxmemory', '0');
+    // No memory limit: nothing is ever evicted, whatever the policy.
+    expect(evictionRiskOf('allkeys-lfu', 0)).toBeNull();
+    expect(evictionRiskOf('allkeys-random', 1)).toContain('allkeys-random');
   });
 });

@@ -130,6 +130,10 @@ export class RedisHoldStore implements HoldStore {
     return { user: avail(u), key: avail(k) };
   }
 
+  async holders(): Promise<number[]> {
+    return (await this.redis.zrange(this.index, '0', '-1')).map(Number);
+  }
+
   async expired(): Promise<Hold[]> {
     const users = (await this.redis.zrange(this.index, '0', '-1')).map(Number);
     if (!users.length) return [];
@@ -148,6 +152,28 @@ export class RedisHoldStore implements HoldStore {
     });
     if (forget.length) results(await forget.exec());
     return out;
+  }
+}
+
+/**
+ * Why this Redis may drop hold data under memory pressure, or null. An `allkeys-*` policy with a memory
+ * limit evicts keys that have no TTL, such as a user's `acct` (Σ held: holds stop counting, overspend)
+ * or its `holds` (releases find nothing: holds count forever). `volatile-*` only evicts keys with a TTL,
+ * which no hold key has.
+ */
+export function evictionRiskOf(policy: string | null, maxmemory: number | null): string | null {
+  if (!policy || !policy.startsWith('allkeys-') || !maxmemory) return null;
+  return `maxmemory-policy ${policy} with maxmemory ${maxmemory} may evict quota holds; use noeviction (or a volatile-* policy)`;
+}
+
+/** evictionRiskOf() for a live server; null also when CONFIG is not allowed (managed Redis): nothing known. */
+export async function evictionRisk(redis: Redis): Promise<string | null> {
+  try {
+    const [, policy] = (await redis.config('GET', 'maxmemory-policy')) as string[];
+    const [, max] = (await redis.config('GET', 'maxmemory')) as string[];
+    return evictionRiskOf(policy ?? null, max == null ? null : Number(max));
+  } catch {
+    return null;
   }
 }
 

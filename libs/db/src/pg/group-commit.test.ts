@@ -120,6 +120,23 @@ describe.skipIf(!available)('PgGroupCommitter', () => {
     expect(await state(a)).toEqual(await state(b));
   });
 
+  test('accounts(): users and their limited keys with versions, one snapshot; unknown users left out', async () => {
+    const [a, b] = await seedUsers(2, 1_000);
+    const c = new PgGroupCommitter(h.db);
+    await h.sql`update api_keys set unlimited_quota = false, remain_quota = 300 where id = ${a!.keyId}`;
+    await c.settle(row(a!.userId, a!.keyId, { cost: 25 }));
+    const out = await c.accounts([a!.userId, b!.userId, 999_999]);
+    const byUser = new Map(out.map((x) => [x.userId, x]));
+    expect(out.length).toBe(2);
+    expect(byUser.get(a!.userId)!.user).toEqual({ balance: 975, version: 1 });
+    // The key was made limited (a version) and then charged (another).
+    expect(byUser.get(a!.userId)!.keys).toEqual([{ keyId: a!.keyId, mirror: { balance: 275, version: 2 } }]);
+    // b's key is unlimited: no mirror.
+    expect(byUser.get(b!.userId)!).toEqual({ userId: b!.userId, user: { balance: 1_000, version: 0 }, keys: [] });
+    expect(await c.accounts([])).toEqual([]);
+    await c.close();
+  });
+
   test('a duplicate request id settles once, in one batch or across batches', async () => {
     const [u] = await seedUsers(1, 1_000);
     const gc = new PgGroupCommitter(h.db);

@@ -115,6 +115,23 @@ export class PgGroupCommitter implements AsyncSettlementSink {
     return { user, key };
   }
 
+  async accounts(userIds: number[]): Promise<Array<{ userId: number; user: BalanceMirror; keys: Array<{ keyId: number; mirror: BalanceMirror }> }>> {
+    if (!userIds.length) return [];
+    // One statement: every balance as of one snapshot.
+    const rows = await this.db.execute<{ id: string; quota: string; ver: string; key_id: string | null; remain: string | null; rver: string | null }>(sql`
+      SELECT u.id, u.quota, u.balance_version AS ver, k.id AS key_id, k.remain_quota AS remain, k.remain_version AS rver
+      FROM users u LEFT JOIN api_keys k ON k.user_id = u.id AND NOT k.unlimited_quota
+      WHERE u.id IN (SELECT unnest(${`{${userIds.map((u) => Math.trunc(u)).join(',')}}`}::bigint[]))`);
+    const out = new Map<number, { userId: number; user: BalanceMirror; keys: Array<{ keyId: number; mirror: BalanceMirror }> }>();
+    for (const r of rows) {
+      const userId = Number(r.id);
+      let a = out.get(userId);
+      if (!a) out.set(userId, (a = { userId, user: { balance: Number(r.quota), version: Number(r.ver) }, keys: [] }));
+      if (r.key_id !== null && r.remain !== null && r.rver !== null) a.keys.push({ keyId: Number(r.key_id), mirror: { balance: Number(r.remain), version: Number(r.rver) } });
+    }
+    return [...out.values()];
+  }
+
   async keyMirror(keyId: number): Promise<{ userId: number; mirror: BalanceMirror } | null> {
     const [r] = await this.db.execute<{ user_id: string; remain: string; rver: string }>(sql`
       SELECT user_id, remain_quota AS remain, remain_version AS rver FROM api_keys WHERE id = ${keyId}`);
