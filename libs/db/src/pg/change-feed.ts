@@ -1,5 +1,6 @@
 import postgres from 'postgres';
 import { silentLogger, type ChangeBus, type ChangeFeed, type Logger, type ResyncReason } from '@gw/core';
+import { reconnectBackoff } from './reconnect';
 
 /** The NOTIFY channel the triggers of migration 0008_change_feed write to. */
 export const CHANGE_CHANNEL = 'gw_changes';
@@ -81,7 +82,7 @@ export class PgChangeFeed implements ChangeFeed {
   }
 
   private newSender(): postgres.Sql {
-    return postgres(this.opts.url, { max: 1, onnotice: () => {}, connect_timeout: 5, idle_timeout: 60 });
+    return postgres(this.opts.url, { max: 1, onnotice: () => {}, connect_timeout: 5, idle_timeout: 60, backoff: reconnectBackoff });
   }
 
   get listening(): boolean {
@@ -97,6 +98,7 @@ export class PgChangeFeed implements ChangeFeed {
     const sql = postgres(this.opts.url, {
       max: 1,
       connect_timeout: 5,
+      backoff: reconnectBackoff,
       onnotice: () => {},
       connection: { application_name: this.opts.applicationName ?? 'gw-change-feed' },
     });

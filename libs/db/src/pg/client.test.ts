@@ -3,6 +3,7 @@ import { eq } from 'drizzle-orm';
 import { openPostgres, type PgHandle } from './client';
 import { apiKeys, channels, users } from '../schema-pg';
 import { PG_TEST_URL, dropSchema, freshSchema, requirePg } from '../../../../tests/helpers/postgres';
+import { tcpProxy } from '../../../../tests/helpers/tcp-proxy';
 
 const available = await requirePg('libs/db/src/pg/client.test.ts');
 const schema = freshSchema('gw_client');
@@ -84,4 +85,45 @@ describe.skipIf(!available)('openPostgres', () => {
   test('a schema name that is not a plain identifier is refused before connecting', async () => {
     await expect(openPostgres(PG_TEST_URL, { schema: 'x; drop schema public' })).rejects.toThrow('invalid PostgreSQL schema name');
   });
+
+  test('after an outage of at least 1 s that failed every connection of the pool, queries work again within about a second of the database coming back', async () => {
+    const target = new URL(PG_TEST_URL);
+    const proxy = tcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    const via = new URL(PG_TEST_URL);
+    via.hostname = '127.0.0.1';
+    via.port = String(proxy.port);
+    const h = await openPostgres(via.toString(), { schema, max: 10 });
+    handles.push(h);
+    try {
+      // All ten connections open and busy when the outage starts.
+      const busy = Array.from({ length: 10 }, () => h.sql`select pg_sleep(0.2)`.catch(() => 'cut'));
+      await Bun.sleep(100);
+      proxy.down();
+      // Requests keep coming during the outage (as settlements and admissions would): each fails.
+      const t0 = performance.now();
+      while (performance.now() - t0 < 1_000) {
+        await Promise.all(Array.from({ length: 20 }, () => h.sql`select 1`.catch(() => {})));
+        await Bun.sleep(10);
+      }
+      await Promise.all(busy);
+      proxy.up();
+      const back = performance.now();
+      // Ten at once, each retried until it works, as ten settlements would be: the slowest one counts.
+      const times = await Promise.all(Array.from({ length: 10 }, async () => {
+        while (performance.now() - back < 30_000) {
+          if (await h.sql`select 1 as one`.then(([r]) => r?.one === 1, () => false)) return performance.now() - back;
+          await Bun.sleep(25);
+        }
+        return Infinity;
+      }));
+      const took = Math.max(...times);
+      console.log(`every query of the pool works again ${took.toFixed(0)} ms after the database came back`);
+      // postgres.js's default backoff grows with every failed connection of the pool, to 10-20 s.
+      expect(took).toBeLessThan(2_000);
+    } finally {
+      await h.sql.end({ timeout: 0 }).catch(() => {});
+      handles.splice(handles.indexOf(h), 1);
+      proxy.stop();
+    }
+  }, 40_000);
 });

@@ -3,6 +3,7 @@ import { drizzle } from 'drizzle-orm/postgres-js';
 import { join } from 'node:path';
 import * as pgSchema from '../schema-pg';
 import { applyPgMigrations } from './migrate';
+import { reconnectBackoff } from './reconnect';
 
 export type PgDb = ReturnType<typeof drizzle<typeof pgSchema>>;
 export type PgSql = postgres.Sql;
@@ -40,6 +41,7 @@ export async function openPostgres(url: string, opts: OpenPostgresOptions = {}):
   const sql = postgres(url, {
     max: opts.max ?? 10,
     connection: { search_path: schema },
+    backoff: reconnectBackoff,
     // "already exists, skipping" notices from IF NOT EXISTS are expected, not news.
     onnotice: () => {},
   });

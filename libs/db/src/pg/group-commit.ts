@@ -261,9 +261,10 @@ export class PgGroupCommitter implements AsyncSettlementSink {
 class DeadlinePassed extends Error {}
 
 /**
- * A try still waiting at the deadline (postgres.js waits out its reconnect backoff, up to 20 s, before a
- * query on a dead server fails) is no longer waited for: its outcome is unknown, which is what the
- * caller is told; if it commits later, the request id keeps a retry from charging twice.
+ * A try still waiting at the deadline (a query waits for a connection while postgres.js reconnects:
+ * an attempt per second at most with reconnectBackoff, each up to its connect timeout) is no longer
+ * waited for: its outcome is unknown, which is what the caller is told; if it commits later, the
+ * request id keeps a retry from charging twice.
  */
 function beforeDeadline<T>(p: Promise<T>, deadline: number): Promise<T> {
   const left = deadline - performance.now();

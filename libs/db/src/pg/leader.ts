@@ -1,5 +1,6 @@
 import postgres from 'postgres';
 import type { Leader } from '@gw/core';
+import { reconnectBackoff } from './reconnect';
 
 export interface PgLeaderOptions {
   /** What is led; one lock per name per database (include the schema when several clusters share one). */
@@ -47,6 +48,7 @@ export class PgAdvisoryLeader implements Leader {
       max_lifetime: 0,
       idle_timeout: 0,
       connect_timeout: 5,
+      backoff: reconnectBackoff,
       onnotice: () => {},
       onclose: () => this.lose('its connection closed'),
     });
