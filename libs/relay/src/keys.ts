@@ -15,12 +15,15 @@ const QUOTA_WORDS = /insufficient[_ ]quota|quota (?:exceeded|exhausted)|exceeded
 /** Picks a usable key per attempt: uniformly at random, or in turn per channel (round robin). */
 export class KeyPicker {
   private readonly cursor = new Map<number, number>();
+  /** Keys refused on this node, by the channel's key listing they were refused from. */
+  private readonly aside = new WeakMap<readonly ChannelKey[], Set<number>>();
 
   constructor(private readonly rng: () => number = Math.random) {}
 
   /** An enabled key of the channel not yet tried in this request, or undefined when none is left. */
   pick(ch: { id: number; keys: ChannelKey[]; keySelection: string }, tried: ReadonlySet<number>): ChannelKey | undefined {
-    const usable = ch.keys.filter((k) => k.status === 1 && !tried.has(k.id));
+    const aside = this.aside.get(ch.keys);
+    const usable = ch.keys.filter((k) => k.status === 1 && !tried.has(k.id) && !aside?.has(k.id));
     if (usable.length <= 1) return usable[0];
     if (ch.keySelection !== 'round_robin') return usable[Math.floor(this.rng() * usable.length)];
     // The cursor walks the key ids, so adding or disabling a key does not reset the rotation.
@@ -28,5 +31,17 @@ export class KeyPicker {
     const next = usable.find((k) => k.id > last) ?? usable[0]!;
     this.cursor.set(ch.id, next.id);
     return next;
+  }
+
+  /**
+   * A key the upstream refused: no later request of this node picks it. Its auto-disable is written beside
+   * the request, and until the channel is reloaded with it (a round trip or more on PostgreSQL) the
+   * listing still says enabled. The mark belongs to that listing: the reload (the key stored disabled, or
+   * enabled again since) ends it.
+   */
+  setAside(ch: { keys: ChannelKey[] }, keyId: number): void {
+    let set = this.aside.get(ch.keys);
+    if (!set) this.aside.set(ch.keys, (set = new Set()));
+    set.add(keyId);
   }
 }

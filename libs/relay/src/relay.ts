@@ -338,8 +338,9 @@ export class RelayService {
       const reason = () => scrubber().scrub(timedOut ? timeoutWhy : why);
       // A refused key is the key's fault, not the channel's: it is set aside and the channel keeps its health.
       if (this.d.keys && upstream && v.fault === 'upstream' && isKeyRefusal(upstream.status, upstream.message)) {
-        // Not awaited: this attempt moves on to the next key it has not tried; the registry refreshes
-        // (microtasks with SQLite) before any later request picks a key.
+        // Not awaited: this attempt moves on to the next key it has not tried. Later requests skip the key
+        // at once (the stored disable reaches the registry a round trip or more later on PostgreSQL).
+        this.picker.setAside(ch, key.id);
         this.d.keys.refused(ch.id, key.id, reason()).catch((err) => this.d.log?.error('channel.key_refusal_failed', { channel: ch.id, key: key.id, cause: errorText(err) }));
         return { ok: false, retryable: v.retryable, error: v.error, keyRefused: true };
       }
