@@ -6,29 +6,10 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { QuotaService } from '@gw/billing';
-import { SettlementsRepo, type AsyncSettlementSink, type SettleOutcome, type SettlementRow } from '@gw/db';
+import { SettlementsRepo } from '@gw/db';
+import { GatedSink } from '../helpers/gated-sink';
 import { ON_PG, startGateway, type TestGateway } from '../helpers/gateway';
 import { addChannel, keyedUser, msg, setPrice, upstream, V, type Scripted } from './relay-setup';
-
-/** Commits only when the test opens the gate; counts what is waiting. */
-class GatedSink implements AsyncSettlementSink {
-  waiting = 0;
-  private gate: Promise<void> = Promise.resolve();
-  private open: () => void = () => {};
-  constructor(private readonly repo: SettlementsRepo) {}
-  close() { this.gate = new Promise((ok) => { this.open = ok; }); }
-  release() { this.open(); }
-  async balances() { return this.repo.balances(); }
-  async balance(id: number) { return this.repo.balance(id); }
-  async settle(row: SettlementRow): Promise<SettleOutcome> {
-    this.waiting++;
-    await this.gate;
-    this.waiting--;
-    let out!: SettleOutcome;
-    this.repo.transaction(() => { out = this.repo.apply(row); });
-    return out;
-  }
-}
 
 let gw: TestGateway;
 let ant: Scripted;

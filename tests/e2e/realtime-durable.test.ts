@@ -6,35 +6,11 @@
  * libs/db/src/pg/group-commit.test.ts).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test';
-import { SettlementsRepo, type AsyncSettlementSink, type SettleOutcome, type SettlementRow } from '@gw/db';
+import { SettlementsRepo } from '@gw/db';
+import { GatedSink } from '../helpers/gated-sink';
 import type { QuotaService } from '@gw/billing';
 import { RealtimeTestClient, SAMPLE_USAGE, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
 import { RESERVE, RESPONSE_CREATE, SAMPLE_COST, bearerOf, channel, wire, type Wiring } from '../helpers/realtime-wiring';
-
-/** Commits only while the gate is open; `failNext` makes the next commit fail (nothing written). */
-class GatedSink implements AsyncSettlementSink {
-  waiting = 0;
-  failNext = false;
-  private gate: Promise<void> = Promise.resolve();
-  private open: () => void = () => {};
-  constructor(private readonly repo: SettlementsRepo) {}
-  close() { this.gate = new Promise((ok) => { this.open = ok; }); }
-  release() { this.open(); this.gate = Promise.resolve(); }
-  async balances() { return this.repo.balances(); }
-  async balance(id: number) { return this.repo.balance(id); }
-  async settle(row: SettlementRow): Promise<SettleOutcome> {
-    this.waiting++;
-    await this.gate;
-    this.waiting--;
-    if (this.failNext) {
-      this.failNext = false;
-      throw new Error('database unreachable (test)');
-    }
-    let out!: SettleOutcome;
-    this.repo.transaction(() => { out = this.repo.apply(row); });
-    return out;
-  }
-}
 
 let up: RealtimeUpstreamDouble;
 let w: Wiring;
