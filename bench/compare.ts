@@ -10,32 +10,14 @@ if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) {
   const child = Bun.spawn([process.execPath, ...process.argv.slice(1)], { env: { ...process.env, BUN_CONFIG_MAX_HTTP_REQUESTS: '8192' }, stdio: ['inherit', 'inherit', 'inherit'] });
   process.exit(await child.exited);
 }
-import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { cpuSeconds, spawnJson } from './lib/procs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const here = resolve(import.meta.dir, '..');
 const dirs = [here, ...process.argv.slice(2).map((d) => resolve(d))];
-
-async function spawnJson(cwd: string, args: string[]): Promise<{ proc: Bun.Subprocess; info: any }> {
-  const proc = Bun.spawn([process.execPath, ...args], { cwd, stdout: 'pipe', stderr: 'inherit' });
-  const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
-  let text = '';
-  while (!text.includes('\n')) {
-    const { done, value } = await reader.read();
-    if (done) throw new Error(`${cwd}: ${args.join(' ')} exited before printing its address`);
-    text += new TextDecoder().decode(value);
-  }
-  reader.releaseLock();
-  return { proc, info: JSON.parse(text.split('\n')[0]!) };
-}
-
-const cpuSeconds = (pid: number) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100;
-};
 
 async function phase(url: string, key: string, stream: boolean, concurrency: number, seconds: number) {
   const body = JSON.stringify({ model: 'bench-model', max_tokens: 64, stream, messages: [{ role: 'user', content: 'Say hello.' }] });
@@ -62,8 +44,8 @@ async function phase(url: string, key: string, stream: boolean, concurrency: num
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-const upstream = await spawnJson(here, ['bench/upstream-proc.ts']);
-const gateways = await Promise.all(dirs.map((d) => spawnJson(d, ['bench/gateway-proc.ts', upstream.info.url])));
+const upstream = await spawnJson(['bench/upstream-proc.ts'], here);
+const gateways = await Promise.all(dirs.map((d) => spawnJson(['bench/gateway-proc.ts', upstream.info.url], d)));
 // BENCH_PHASES: a comma list of phase labels to run (e.g. `json c=16`), for more rounds of the one that matters.
 const only = process.env.BENCH_PHASES?.split(',').map((x) => x.trim());
 const phases = ([['json c=1', false, 1], [`json c=${CONCURRENCY}`, false, CONCURRENCY], ['sse c=1', true, 1], [`sse c=${CONCURRENCY}`, true, CONCURRENCY]] as const)
