@@ -4,16 +4,14 @@
  * Everything here must be refused and change nothing; the caller's own views must not include others.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { ON_PG, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { keyedUser } from '../e2e/relay-setup';
 
 let gw: TestGateway;
 beforeAll(async () => { gw = await startGateway(); }, 30_000);
 afterAll(async () => { await gw.stop(); }, 30_000);
 
-// Budgets answer 501 budgets_unavailable in PostgreSQL mode (its group-commit settlement does not charge them
-// yet; tests/e2e/budgets.test.ts checks the 501 there): this runs on SQLite only.
-test.skipIf(ON_PG)('a user cannot read, set or clear what belongs to another user, nor read the outbox', async () => {
+test('a user cannot read, set or clear what belongs to another user, nor read the outbox', async () => {
   const me = await keyedUser(gw);
   const victim = await keyedUser(gw);
   const keyBudget = await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: victim.keyId, period: 'daily', limit: 50 }, victim.token);
@@ -46,7 +44,7 @@ test.skipIf(ON_PG)('a user cannot read, set or clear what belongs to another use
   expect(theirs.body.data.low_balance_threshold).toBe(7);
 }, 30_000);
 
-test.skipIf(ON_PG)('an admin cannot manage budgets of a user with a role equal to or above their own', async () => {
+test('an admin cannot manage budgets of a user with a role equal to or above their own', async () => {
   const admin = await makeUser(gw, 10);
   const peer = await keyedUser(gw);
   await gw.api('PUT', `/api/user/`, { id: peer.id, role: 10 });

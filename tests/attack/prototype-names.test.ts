@@ -44,9 +44,7 @@ test('inherited property names in path parameters, query strings and bodies neve
         const res = await call(r.method, url, body ?? (r.method === 'GET' ? undefined : '{}'));
         tried++;
         const json = res.type.includes('json') || res.type.includes('text/plain; version=0.0.4') || res.type.includes('text/html') && r.path === '/openapi';
-        // PostgreSQL mode refuses budget routes on purpose (501 budgets_unavailable, see routes/budgets.ts).
-        const refusedOnPurpose = ON_PG && res.status === 501 && res.text.includes('"budgets_unavailable"');
-        if ((res.status >= 500 && !refusedOnPurpose) || (!json && res.status >= 400)) bad.push(`${r.method} ${url} ${body ? 'body' : ''} -> ${res.status} ${res.type} ${res.text.slice(0, 80)}`);
+        if (res.status >= 500 || (!json && res.status >= 400)) bad.push(`${r.method} ${url} ${body ? 'body' : ''} -> ${res.status} ${res.type} ${res.text.slice(0, 80)}`);
       }
     }
   }

@@ -34,11 +34,8 @@ const BODIES: string[] = [
 ];
 const PATH_VALUES = ['0', '-1', 'abc', '99999999999999999999', '%00', '..%2f..'];
 
-/** PostgreSQL mode refuses budget routes on purpose (501 budgets_unavailable, see routes/budgets.ts): not a failure. */
-const refusedOnPurpose = (r: { status: number; body: any }) => ON_PG && r.status === 501 && r.body?.error?.code === 'budgets_unavailable';
-
 function expectWellFormed(r: { status: number; body: any; headers: Headers }, what: string) {
-  const fiveHundred = r.status >= 500 && !refusedOnPurpose(r);
+  const fiveHundred = r.status >= 500;
   expect({ what, status: r.status, fiveHundred }).toEqual({ what, status: r.status, fiveHundred: false });
   // Downloads (the usage log export) succeed with their own type; everything else, and every error, is JSON.
   const download = r.status < 300 && (r.headers.get('content-disposition') ?? '').startsWith('attachment');

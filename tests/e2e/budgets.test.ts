@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createHmac } from 'node:crypto';
-import { ON_PG, startGateway, type TestGateway } from '../helpers/gateway';
+import { startGateway, type TestGateway } from '../helpers/gateway';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from './relay-setup';
 
 const SECRET = 'alert-secret-0123456789';
@@ -38,7 +38,6 @@ afterAll(async () => {
   hook.stop(true);
 });
 
-const flushed = () => { gw.services.relay.quota.flush(); return gw.services.dbh!.sqlite; };
 
 /** The worst case the gateway reserves for msg('m'): measured from an unlimited user's 402 against a 1-unit budget. */
 async function worstCase(): Promise<number> {
@@ -49,18 +48,7 @@ async function worstCase(): Promise<number> {
   return Number(/up to (\d+) quota units/.exec(r.body.error.message)![1]);
 }
 
-// PostgreSQL mode settles by group commit, which does not charge budgets yet: there the API refuses them (501).
-test.if(ON_PG)('PostgreSQL mode: every budget route answers 501 budgets_unavailable, reads and writes alike', async () => {
-  for (const [method, path, body] of [['GET', '/api/budget/'], ['GET', '/api/budget/self'], ['PUT', '/api/budget/', { scope: 'user', subject_id: 1, period: 'daily', limit: 10 }], ['GET', '/api/budget/alerts']] as const) {
-    const r = await gw.api(method, path, body);
-    expect(r.status).toBe(501);
-    expect(r.body.error).toMatchObject({ code: 'budgets_unavailable' });
-  }
-});
-
-// Budgets and their alerts answer 501 budgets_unavailable in PostgreSQL mode (its group-commit settlement does not
-// charge them yet; tests/e2e/budgets.test.ts checks the 501 there): SQLite only.
-describe.skipIf(ON_PG)('budgets', () => {
+describe('budgets', () => {
   test('20 concurrent requests against a budget for exactly 5 worst cases: 5 pass, 15 get 402, spend never exceeds it', async () => {
     const hold = await worstCase();
     const u = await keyedUser(gw, 100_000_000);
@@ -77,13 +65,13 @@ describe.skipIf(ON_PG)('budgets', () => {
     expect(refused.body.error).toMatchObject({ type: 'billing_error', code: 'user_budget_exceeded', param: '' });
     const untilMidnight = Math.ceil((Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate() + 1) - Date.now()) / 1000);
     expect(Math.abs(Number(refused.headers.get('retry-after')) - untilMidnight)).toBeLessThanOrEqual(2);
-    const spent = (flushed().query("select coalesce(sum(cost), 0) as s from usage_logs where user_id = ?").get(u.id) as any).s;
+    const spent = (await gw.db.get("select coalesce(sum(cost), 0) as s from usage_logs where user_id = ?", u.id)).s;
     expect(spent).toBe(5 * hold);
     const view = (await gw.api('GET', `/api/budget/?scope=user&subject_id=${u.id}`)).body.data[0];
     expect(view).toMatchObject({ spent: 5 * hold, pending: 0, held: 0, remaining: 0, alerted: [50, 80, 100] });
     expect(view.period_key).toBe(new Date().toISOString().slice(0, 10));
     // Refused requests were not charged and left no usage row (402 before routing, like the balance).
-    expect((flushed().query('select count(*) as n from usage_logs where user_id = ?').get(u.id) as any).n).toBe(5);
+    expect((await gw.db.get('select count(*) as n from usage_logs where user_id = ?', u.id)).n).toBe(5);
   });
 
   test('a key budget binds only that key; clearing it admits again; monthly budgets count too', async () => {
@@ -141,8 +129,7 @@ describe.skipIf(ON_PG)('budgets', () => {
     await spend(100); // 50 %
     await spend(350); // 85 %: 80 only
     await spend(10); // still 86 %: nothing new
-    flushed();
-    const rows = gw.services.dbh!.sqlite.query("select type, payload from alert_outbox where payload like ?").all(`%"user_id":${u.id},%`) as any[];
+    const rows = await gw.db.all("select type, payload from alert_outbox where payload like ? order by id", `%"user_id":${u.id},%`);
     const events = rows.map((r) => JSON.parse(r.payload));
     expect(events.map((e) => e.data.threshold)).toEqual([50, 80]);
     expect(events[1]).toMatchObject({ type: 'budget.threshold', data: { scope: 'user', user_id: u.id, period: 'daily', limit: 1000, spent: 850, threshold: 80 } });
@@ -180,13 +167,11 @@ describe.skipIf(ON_PG)('budgets', () => {
     await spend(400); // 600
     await spend(200); // 400: crossed
     await spend(50); // 350: still below
-    flushed();
-    const low = () => (gw.services.dbh!.sqlite.query("select payload from alert_outbox where type = 'balance.low' and payload like ?").all(`%"user_id":${u.id},%`) as any[]).map((r) => JSON.parse(r.payload).data);
-    expect(low()).toEqual([{ user_id: u.id, threshold: 500, balance: 400, request_id: expect.any(String) }]);
-    gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1000, ref: `more-${u.id}`, at: 2 });
+    const low = async () => (await gw.db.all("select payload from alert_outbox where type = 'balance.low' and payload like ? order by id", `%"user_id":${u.id},%`)).map((r) => JSON.parse(r.payload).data);
+    expect(await low()).toEqual([{ user_id: u.id, threshold: 500, balance: 400, request_id: expect.any(String) }]);
+    await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1000, ref: `more-${u.id}`, at: 2 });
     await spend(900); // 1350 → 450: crossed again
-    flushed();
-    expect(low().map((d) => d.balance)).toEqual([400, 450]);
+    expect((await low()).map((d) => d.balance)).toEqual([400, 450]);
     expect((await gw.api('GET', '/api/budget/self', undefined, u.token)).body.data.low_balance_threshold).toBe(500);
   });
 });

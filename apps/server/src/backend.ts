@@ -85,7 +85,10 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     const leader = await PgAdvisoryLeader.start(url, { name: `gw:${config.pgSchema}:jobs`, log: (line) => log.info('leader', { msg: line }) });
     closers.push(() => leader.close());
     const rateLimits = new RedisRateLimits(redis, config.redisPrefix);
-    const holds = openSharedHolds(new RedisHoldStore(redis, (u, k) => sink.mirrors(u, k), { prefix: config.redisPrefix, recoveryMs: billing.holds.recoveryMs }),
+    const holdStore = new RedisHoldStore(redis, (u, k) => sink.mirrors(u, k), {
+      prefix: config.redisPrefix, recoveryMs: billing.holds.recoveryMs, loadBudgets: (ids) => sink.budgetSpend(ids),
+    });
+    const holds = openSharedHolds(holdStore,
       { sink, bus, leader, log, ...billing.holds });
     closers.push(() => holds.close());
     // A reconnect may mean a restarted, empty Redis: live holds go back at once, not at the next renewal.

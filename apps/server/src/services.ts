@@ -61,8 +61,8 @@ export interface Services {
   relay: RelayServices;
   /** /v1/realtime WebSocket relay: admission, live sessions, metering, session records. */
   realtime: RealtimeService<ApiKeyRecord, ChannelRecord, Reservation>;
-  /** Budgets and low-balance thresholds (/api/budget/), and the alert outbox; null in PostgreSQL mode (501). */
-  budgets: BudgetService | null;
+  /** Budgets and low-balance thresholds (/api/budget/), and the alert outbox. */
+  budgets: BudgetService;
   /** Prometheus metrics (GET /metrics). */
   metrics: GatewayMetrics;
   /** The server log (LOG_LEVEL, LOG_FORMAT): every library and plugin writes through it. */
@@ -138,15 +138,17 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
     () => channelRegistry.all().map((c) => [{ channel: c.id, name: c.name, type: c.type }, c.status]));
   metrics.registry.gauge('gateway_settlements_queued', 'Settlements journaled but not yet written to the database', () => [[{}, relay.quota.queued]]);
   metrics.registry.gauge('gateway_realtime_sessions', 'Live realtime sessions', () => [[{}, realtime.liveCount]]);
-  const budgets = relay.budgetsRepo && relay.alertOutbox && relay.budgets ? new BudgetService(relay.budgetsRepo, relay.alertOutbox, relay.budgets, {
+  const sharedHolds = backend.holds?.store;
+  const budgets = new BudgetService(relay.budgetsRepo, relay.alertOutbox, relay.budgets, {
     // The in-memory directory and key index hold every user and key (any status), refreshed on each change.
     user: (id) => userDirectory.get(id), keyOwner: (id) => apiKeys.byId(id)?.userId, canManage,
-  }) : null;
+  }, sharedHolds ? (userId, id) => sharedHolds.budgetUsage(userId, id) : undefined);
   // Other nodes' writes: every cache follows them from here on (no-op on SQLite). A resync reloads each
   // cache in full, users first so the key index sees the refreshed accounts.
   await backend.follow(async () => {
     await userDirectory.reloadAll();
-    await Promise.all([apiKeys.reloadAll(), channelRegistry.refresh(null), relay.prices.reloadAll(), relay.groups.reloadAll(), relay.quota.reloadBalances()]);
+    await Promise.all([apiKeys.reloadAll(), channelRegistry.refresh(null), relay.prices.reloadAll(), relay.groups.reloadAll(), relay.quota.reloadBalances(),
+      relay.budgets.reload()]);
   });
   // Which process answered (WORKERS=N, or several nodes behind one address): each scrape names its worker.
   metrics.registry.gauge('gateway_process_info', 'This gateway process (one series; its pid and database kind)', () => [[{ pid: process.pid, backend: backend.kind }, 1]]);

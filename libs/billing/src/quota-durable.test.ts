@@ -76,11 +76,13 @@ describe('QuotaService with a durable sink', () => {
     expect(q.available(1)).toBe(990); // reloaded, not guessed
   });
 
-  test('the synchronous entry points are refused, and so are a journal or budgets', async () => {
+  test('the synchronous entry points are refused, and so are a journal, or budgets without shared holds', async () => {
     const q = await QuotaService.openDurable({ durable: new HandSink(), prices, bus: new ChangeBus() });
     expect(() => q.settle(null, log('s', 1, 7, 1))).toThrow(/durable/);
     expect(() => q.record(null, log('s', 1, 7, 1))).toThrow(/durable/);
-    expect(() => new QuotaService({ durable: new HandSink(), prices, bus: new ChangeBus(), budgets: {} as never })).toThrow(/durable sink settles alone/);
+    expect(() => new QuotaService({ durable: new HandSink(), prices, bus: new ChangeBus(), journal: {} as never })).toThrow(/durable sink settles alone/);
+    // Budgets admitted in one process only would be overspent by every other node: refused without the shared store.
+    expect(() => new QuotaService({ durable: new HandSink(), prices, bus: new ChangeBus(), budgets: {} as never })).toThrow(/shared holds/);
   });
 
   test('a user created after start (heard of through user.changed) gets its balance loaded', async () => {

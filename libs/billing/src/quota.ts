@@ -6,7 +6,7 @@ import { guardUsage, type UsageLimits } from './usage-guard';
 import { priceUsage } from './tiers';
 import { type QuotaKey, type Reservation, type Settlement, type UsageLogInput } from './usage';
 import type { AlertEvent, BudgetBook, BudgetEffects } from './budgets/book';
-import { shortfall, type Hold, type HoldStore, type Mirror, type ReserveResult } from './holds/port';
+import { shortfall, type AfterCommit, type Hold, type HoldStore, type Mirror, type ReserveResult } from './holds/port';
 import type { LiveHolds } from './holds/live-holds';
 
 export * from './usage';
@@ -33,7 +33,7 @@ export interface QuotaDeps {
   sink?: SettlementSink;
   /**
    * Instead of `sink` (PostgreSQL mode): each settlement is awaited until committed (group commit), so
-   * no journal; budgets stay on the SQLite batch and are refused here. Build with QuotaService.openDurable.
+   * no journal; budgets are charged in its transaction (the sink's useBudgets). Build with QuotaService.openDurable.
    */
   durable?: AsyncSettlementSink;
   prices: PriceBook;
@@ -102,7 +102,7 @@ export class QuotaService {
   private readonly reloadAgain = new Set<number>();
 
   /** A QuotaService over a durable (PostgreSQL) sink, with every user's balance loaded. */
-  static async openDurable(deps: Omit<QuotaDeps, 'sink' | 'journal' | 'budgets'> & { durable: AsyncSettlementSink }): Promise<QuotaService> {
+  static async openDurable(deps: Omit<QuotaDeps, 'sink' | 'journal'> & { durable: AsyncSettlementSink }): Promise<QuotaService> {
     const q = new QuotaService(deps);
     for (const u of await deps.durable.balances()) if (!q.balances.has(u.id)) q.balances.set(u.id, u.quota);
     return q;
@@ -117,7 +117,12 @@ export class QuotaService {
       if (deps.durable) this.balanceGen.set(userId, (this.balanceGen.get(userId) ?? 0) + 1);
     });
     if (deps.durable) {
-      if (deps.sink || deps.journal || deps.budgets) throw new Error('QuotaService: a durable sink settles alone (no SQLite sink, journal or budgets)');
+      if (deps.sink || deps.journal) throw new Error('QuotaService: a durable sink settles alone (no SQLite sink or journal)');
+      if (deps.budgets) {
+        // Budgets are admitted through the shared store and charged in the sink's transaction.
+        if (!deps.holds || !deps.durable.useBudgets) throw new Error('QuotaService: budgets on a durable sink need shared holds and a sink that charges them');
+        deps.durable.useBudgets(deps.budgets);
+      }
       // Every user, not only cached ones: a user created on another node is loaded as soon as it is heard of.
       // Returned, so a writer awaiting the event (or the change feed's delivery) sees the new balance installed.
       deps.bus.on('user.changed', ({ userId }) => this.reloadBalance(userId));
@@ -277,8 +282,9 @@ export class QuotaService {
     const k = input.apiKey;
     const limited = !k.unlimitedQuota;
     let res: ReserveResult;
+    const budgets = this.deps.budgets?.scopes(input.userId, k.id) ?? undefined;
     try {
-      res = await holds.store.reserve({ userId: input.userId, keyId: limited ? k.id : null, amount, ref: input.ref, leaseMs: holds.leaseMs });
+      res = await holds.store.reserve({ userId: input.userId, keyId: limited ? k.id : null, amount, ref: input.ref, leaseMs: holds.leaseMs, budgets });
     } catch (err) {
       // Redis or the balance read failed: nothing can be vouched for, so nothing is admitted.
       this.deps.log?.warn('quota.admission_failed', { id: input.ref, cause: errorText(err) });
@@ -286,6 +292,7 @@ export class QuotaService {
     }
     if (!res.ok) {
       if (res.reason === 'unavailable') throw admissionUnavailable(res.retryAfterMs);
+      if (res.scope === 'budget') throw this.deps.budgets!.exceeded(res.budgetId, amount, res.available);
       throw shortOf(res.scope, amount, res.available);
     }
     holds.live.track(res.hold);
@@ -300,7 +307,7 @@ export class QuotaService {
    * a hold that could not be dropped stops being renewed, lapses into limbo after its lease, and the
    * reconciler releases it with the ledger's balances.
    */
-  private async dropHold(hold: Hold, after?: { user?: Mirror; key?: Mirror }): Promise<void> {
+  private async dropHold(hold: Hold, after?: AfterCommit): Promise<void> {
     const holds = this.deps.holds!;
     // Untracked before the release is sent: a renewal re-registers holds it finds missing, so one sent
     // after the release with this hold in it would bring it back. Commands on the one connection run in
@@ -321,11 +328,13 @@ export class QuotaService {
    * before the charge and admit that money again on every node. Never throws: the next commit or
    * balance move of the user (or key) installs a newer one.
    */
-  private async installUnheld(row: SettlementRow, hold: Hold | undefined, mirror: { user?: Mirror; key?: Mirror }): Promise<void> {
+  private async installUnheld(row: SettlementRow, hold: Hold | undefined, mirror: AfterCommit): Promise<void> {
     const store = this.deps.holds!.store;
     try {
       if (mirror.user && !hold) await store.applyBalance({ userId: row.userId }, mirror.user, { ifPresent: true });
       if (mirror.key && hold?.keyId !== row.apiKeyId) await store.applyBalance({ userId: row.userId, keyId: row.apiKeyId }, mirror.key, { ifPresent: true });
+      // A budget set after admission (or a charge without a hold) still counts toward it: its new spend too.
+      for (const b of mirror.budgets ?? []) if (!hold?.budgetIds?.includes(b.id)) await store.applyBudget(row.userId, b);
     } catch (err) {
       this.deps.log?.warn('hold.mirror_failed', { id: row.requestId, cause: errorText(err) });
     }
@@ -459,12 +468,15 @@ export class QuotaService {
     add(this.userPending, row.userId, row.cost);
     if (e.limitedKey) add(this.keyPending, row.apiKeyId, row.cost);
     if (e.r) this.release(e.r);
-    let mirror: { user?: Mirror; key?: Mirror } | undefined;
+    let mirror: AfterCommit | undefined;
     try {
       const out = await this.deps.durable!.settle(row);
       e.inserted = out.inserted;
       if (out.inserted && out.balance !== undefined) e.balance = out.balance;
-      if (out.inserted) mirror = out.mirror;
+      if (out.inserted) {
+        mirror = { ...out.mirror, budgets: out.budget?.updates };
+        e.budget = out.budget ?? null;
+      }
     } catch (err) {
       // The outcome may be unknown (database unreachable): the balance is read again rather than guessed.
       void this.reloadBalance(row.userId);
@@ -495,7 +507,7 @@ export class QuotaService {
     if (row.cost <= hold.amount) return;
     let charged: number | null = null;
     try {
-      charged = await this.deps.holds!.store.settle(hold, row.cost);
+      charged = await this.deps.holds!.store.settle(hold, row.cost, this.deps.budgets?.scopes(row.userId, row.apiKeyId) ?? undefined);
     } catch (err) {
       this.deps.log?.warn('hold.settle_failed', { id: row.requestId, cause: errorText(err) });
     }

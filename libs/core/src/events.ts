@@ -20,6 +20,8 @@ export interface ChangeEvents {
   'price.changed': { model: string | null };
   /** A routing group changed (created, updated, deleted); `groupId` null = many/all. */
   'group.changed': { groupId: number | null };
+  /** A budget or low-balance threshold was set or cleared (another node's, through the change feed). */
+  'budget.changed': Record<string, never>;
 }
 
 /** A listener may refresh from storage asynchronously; emit waits for it before calling the next. */

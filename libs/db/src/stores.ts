@@ -1,7 +1,7 @@
 import type { ChangeBus } from '@gw/core';
 import type { DbHandle } from './client';
 import { ApiKeysRepo, type ApiKeysStore } from './repos/api-keys';
-import { AlertOutboxRepo, BudgetChargesRepo, BudgetsRepo } from './repos/budgets';
+import { AlertOutboxRepo, BudgetChargesRepo, BudgetsRepo, type AlertOutboxStore, type BudgetsStore } from './repos/budgets';
 import { ChannelsRepo, type ChannelsStore } from './repos/channels';
 import { GroupsRepo, type GroupsStore } from './repos/groups';
 import { LedgerRepo, type LedgerStore } from './repos/ledger';
@@ -37,6 +37,10 @@ export interface Stores {
   webhookEvents: WebhookEventsStore;
   redemptionCodes: RedemptionCodesStore;
   realtimeSessions: RealtimeSessionsStore;
+  /** Budgets and low-balance thresholds (management, and the budget book's reloads). */
+  budgets: BudgetsStore;
+  /** Alerts written by charges, as the delivery worker and the management API see them. */
+  alertOutbox: AlertOutboxStore;
 }
 
 /** The SQLite stores, plus the synchronous settlement port only the in-process QuotaService uses. */

@@ -1,6 +1,6 @@
 import { AlwaysLeader, MemoryRateLimits, bunFetchLimit, nowSeconds, stdLogger, readBounded, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
 import { AlertDispatcher, alertWebhookConfig, billingConfig, BudgetBook, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps, type SharedHolds } from '@gw/billing';
-import type { AlertOutboxRepo, AsyncSettlementSink, BudgetChargesRepo, BudgetsRepo, GroupsStore, PricesStore, SettlementSink, UsageLogsStore } from '@gw/db';
+import type { AlertOutboxStore, AsyncSettlementSink, BudgetChargesRepo, BudgetsStore, GroupsStore, PricesStore, SettlementSink, UsageLogsStore } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
 import { probeRequest } from '@gw/channels';
 import { ModelCatalog } from './catalog';
@@ -32,14 +32,14 @@ export interface RelayServices {
   /** Per key/user/group rate, token and concurrency limits. */
   limiter: RequestLimiter;
   /**
-   * Periodic budgets and low-balance thresholds as admission and settlement see them; null in
-   * PostgreSQL mode, whose group-commit settlement does not charge budgets yet.
+   * Periodic budgets and low-balance thresholds as admission and settlement see them (in PostgreSQL
+   * mode admitted through the shared holds and charged in the group commit's transaction).
    */
-  budgets: BudgetBook | null;
-  budgetsRepo: BudgetsRepo | null;
-  /** Delivers the alert outbox to ALERT_WEBHOOK_URL (stopped by `closeAlerts`, after the last settlement); null with budgets. */
-  alerts: AlertDispatcher | null;
-  alertOutbox: AlertOutboxRepo | null;
+  budgets: BudgetBook;
+  budgetsRepo: BudgetsStore;
+  /** Delivers the alert outbox to ALERT_WEBHOOK_URL (stopped by `closeAlerts`, after the last settlement). */
+  alerts: AlertDispatcher;
+  alertOutbox: AlertOutboxStore;
   /** The process-wide cap on relayed requests in flight (MAX_UPSTREAM_CONNECTIONS): beyond it, 503 at once. */
   slots: UpstreamSlots;
   close(): void;
@@ -51,13 +51,13 @@ export interface RelayWiring {
   /** The stores this feature reads and writes (createStores in @gw/db builds them). */
   stores: {
     prices: PricesStore; groups: GroupsStore; usageLogs: UsageLogsStore;
-    /** SQLite: the synchronous settlement batch and the budgets charged inside it. Absent with `durable`. */
-    settlements?: SettlementSink;
-    budgets?: BudgetsRepo; budgetCharges?: BudgetChargesRepo; alertOutbox?: AlertOutboxRepo;
+    /** SQLite: the synchronous settlement batch and the budget charges written inside it. Absent with `durable`. */
+    settlements?: SettlementSink; budgetCharges?: BudgetChargesRepo;
+    budgets: BudgetsStore; alertOutbox: AlertOutboxStore;
   };
   /**
    * PostgreSQL mode: settlements are awaited until committed by this sink (group commit), so there is
-   * no journal; budgets are not charged on this path yet (refused at the API, see the server).
+   * no journal; budgets are charged in its transaction.
    */
   durable?: AsyncSettlementSink;
   /** PostgreSQL mode: admission through holds every node shares (with `durable`). */
@@ -96,28 +96,32 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
   const prices = await PriceBook.load(w.stores.prices, w.bus);
   const usageLogs = w.stores.usageLogs;
   const alertCfg = alertWebhookConfig(w.env);
-  let budgetsRepo: BudgetsRepo | null = null;
-  let alertOutbox: AlertOutboxRepo | null = null;
-  let budgets: BudgetBook | null = null;
-  let alerts: AlertDispatcher | null = null;
+  const budgetsRepo = w.stores.budgets;
+  const alertOutbox = w.stores.alertOutbox;
+  const budgets = new BudgetBook({ repo: budgetsRepo, charges: w.stores.budgetCharges, deliver: alertCfg.url !== null, log: w.log });
+  const alerts = new AlertDispatcher(alertOutbox, alertCfg, w.log);
   let quota: QuotaService;
   if (w.durable) {
-    quota = await QuotaService.openDurable({ durable: w.durable, holds: w.holds, prices, bus: w.bus, log: w.log, observe: w.observeSettlement });
+    // Budgets across nodes need the shared admission: without it they would be accepted and never enforced.
+    if (!w.holds) throw new Error('createRelayServices: a durable sink needs the shared holds');
+    await budgets.reload();
+    // Another node changed a budget or threshold (the change feed); a resync reloads it too (reloadBudgets).
+    w.bus.on('budget.changed', () => budgets.reload());
+    quota = await QuotaService.openDurable({
+      durable: w.durable, holds: w.holds, prices, bus: w.bus, log: w.log, observe: w.observeSettlement, budgets, onAlerts: () => alerts.poke(),
+    });
   } else {
-    const { settlements, budgets: bRepo, budgetCharges, alertOutbox: outbox } = w.stores;
-    if (!settlements || !bRepo || !budgetCharges || !outbox) throw new Error('createRelayServices: the SQLite settlement and budget stores are required without a durable sink');
-    budgetsRepo = bRepo;
-    alertOutbox = outbox;
-    const book = budgets = new BudgetBook({ repo: bRepo, charges: budgetCharges, deliver: alertCfg.url !== null, log: w.log });
-    const dispatcher = alerts = new AlertDispatcher(outbox, alertCfg, w.log);
+    const { settlements, budgetCharges } = w.stores;
+    if (!settlements || !budgetCharges) throw new Error('createRelayServices: the SQLite settlement and budget stores are required without a durable sink');
     quota = new QuotaService({
       sink: settlements, prices, bus: w.bus,
       journal: w.journalDir ? new SettlementJournal(w.journalDir) : null, flushMs: billing.flushMs, log: w.log, observe: w.observeSettlement,
-      budgets: book, onAlerts: () => dispatcher.poke(),
+      budgets, onAlerts: () => alerts.poke(),
     });
-    // After the journal replay, which may have written alerts of its own.
-    dispatcher.start();
   }
+  // After the journal replay, which may have written alerts of its own. On PostgreSQL every node runs one:
+  // an alert is claimed (compare-and-set) before each attempt, so it goes out once.
+  alerts.start();
   const gate = new RelayGate({ lookup: (k) => w.apiKeys.lookup(k), user: (id) => w.directory.get(id) });
   const health = new ChannelHealth({
     all: () => w.channels.all(),

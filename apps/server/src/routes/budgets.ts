@@ -1,6 +1,6 @@
 /** Budgets (periodic spending caps per user and per key), low-balance thresholds and the alert outbox: thin handlers over BudgetService. */
 import { Elysia, t } from 'elysia';
-import { GatewayError, ok } from '@gw/core';
+import { ok } from '@gw/core';
 import { AlertView, BudgetOverview, BudgetSet, BudgetView, LowBalanceSet } from '@gw/billing';
 import { authPlugin, caller } from '../plugins/auth';
 import type { Services } from '../services';
@@ -9,19 +9,12 @@ import { envelope, page, pageQuery } from './envelope';
 const idParams = t.Object({ id: t.Integer({ minimum: 1 }) });
 const tags = ['budget'];
 
-/**
- * PostgreSQL mode settles by group commit, which does not charge budgets yet: budgets are refused
- * there (501) rather than accepted and silently never enforced.
- */
-const serviceOf = (s: Services) => {
-  if (!s.budgets) throw new GatewayError(501, 'budgets_unavailable', 'Budgets and low-balance alerts are not available with a PostgreSQL database yet (DATABASE_URL=postgres://…); they work on SQLite');
-  return s.budgets;
-};
+const serviceOf = (s: Services) => s.budgets;
 
 export const budgetRoutes = (s: Services) =>
   new Elysia({ name: 'budget-routes', prefix: '/api/budget' })
     .use(authPlugin(s))
-    .get('/', ({ query }) => ok(serviceOf(s).list({ scope: query.scope, subjectId: query.subject_id })), {
+    .get('/', async ({ query }) => ok(await serviceOf(s).list({ scope: query.scope, subjectId: query.subject_id })), {
       role: 'admin',
       query: t.Object({
         scope: t.Optional(t.Union([t.Literal('user'), t.Literal('key')], { error: "scope must be 'user' or 'key'" })),
@@ -32,34 +25,34 @@ export const budgetRoutes = (s: Services) =>
     })
     .get('/self', async (ctx) => {
       const me = caller(ctx).user;
-      return ok(serviceOf(s).overview(me, me.id, (await s.apiKeys.list(me, { offset: 0, limit: Number.MAX_SAFE_INTEGER })).items.map((k) => k.id)));
+      return ok(await serviceOf(s).overview(me, me.id, (await s.apiKeys.list(me, { offset: 0, limit: Number.MAX_SAFE_INTEGER })).items.map((k) => k.id)));
     }, {
       role: 'user', response: envelope(BudgetOverview),
       detail: { tags, summary: 'My budgets', description: "The caller's user budgets, the budgets of the caller's keys, and the caller's low-balance threshold." },
     })
     .get('/user/:id', async (ctx) => {
       const me = caller(ctx).user;
-      return ok(serviceOf(s).overview(me, ctx.params.id, (await s.apiKeys.list(me, { userId: ctx.params.id, offset: 0, limit: Number.MAX_SAFE_INTEGER })).items.map((k) => k.id)));
+      return ok(await serviceOf(s).overview(me, ctx.params.id, (await s.apiKeys.list(me, { userId: ctx.params.id, offset: 0, limit: Number.MAX_SAFE_INTEGER })).items.map((k) => k.id)));
     }, {
       role: 'admin', params: idParams, response: envelope(BudgetOverview),
       detail: { tags, summary: "A user's budgets", description: "A user's budgets, their keys' budgets and their low-balance threshold (admin)." },
     })
-    .put('/', (ctx) => ok(serviceOf(s).set(caller(ctx).user, ctx.body)), {
+    .put('/', async (ctx) => ok(await serviceOf(s).set(caller(ctx).user, ctx.body)), {
       role: 'user', body: BudgetSet, response: envelope(BudgetView),
       detail: { tags, summary: 'Set a budget', description: "Creates or replaces the `daily` (UTC calendar day) or `monthly` (UTC calendar month) budget of a user (admins) or a key (its owner, or an admin). Requests whose worst case no longer fits get 402 `user_budget_exceeded` / `key_budget_exceeded` with `retry-after` (seconds until the period resets). Alerts at 50, 80 and 100 % are announced once per period; thresholds already reached under a new limit are not announced again." },
     })
-    .delete('/:id', (ctx) => {
-      serviceOf(s).clear(caller(ctx).user, ctx.params.id);
+    .delete('/:id', async (ctx) => {
+      await serviceOf(s).clear(caller(ctx).user, ctx.params.id);
       return ok(null);
     }, { role: 'user', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Clear a budget', description: 'Removes a budget (same rights as setting it); the next request is admitted without it.' } })
-    .put('/low_balance', (ctx) => ok(serviceOf(s).setLowBalance(caller(ctx).user, ctx.body)), {
+    .put('/low_balance', async (ctx) => ok(await serviceOf(s).setLowBalance(caller(ctx).user, ctx.body)), {
       role: 'user', body: LowBalanceSet, response: envelope(t.Object({ user_id: t.Integer(), low_balance_threshold: t.Union([t.Integer(), t.Null()]) })),
       detail: { tags, summary: 'Set the low-balance alert', description: 'An alert (`balance.low`) is sent when a charge takes the balance from at least `threshold` to below it; 0 clears. Users set their own, admins anyone\'s they may manage (`user_id`).' },
     })
-    .get('/alerts', ({ query }) => {
+    .get('/alerts', async ({ query }) => {
       const p = query.p ?? 1;
       const size = query.page_size ?? 20;
-      return ok({ ...serviceOf(s).alerts({ status: query.status, offset: (p - 1) * size, limit: size }), page: p, page_size: size });
+      return ok({ ...await serviceOf(s).alerts({ status: query.status, offset: (p - 1) * size, limit: size }), page: p, page_size: size });
     }, {
       role: 'admin',
       query: t.Object({ ...pageQuery, status: t.Optional(t.Union(['pending', 'delivered', 'failed', 'skipped'].map((x) => t.Literal(x)), { error: 'status must be pending, delivered, failed or skipped' })) }),

@@ -9,7 +9,7 @@
  */
 import { createHmac } from 'node:crypto';
 import { errorText, type Logger } from '@gw/core';
-import type { AlertOutboxRepo, AlertOutboxRow } from '@gw/db';
+import type { AlertOutboxRow, AlertOutboxStore } from '@gw/db';
 import type { AlertWebhookConfig } from './webhook-config';
 
 /** `t=<unix>,v1=<hex>` for `body` signed at `t`. */
@@ -29,7 +29,7 @@ export class AlertDispatcher {
   /** Cuts the attempt in flight at shutdown (it is retried by the next process once its claim lapses). */
   private readonly stop = new AbortController();
 
-  constructor(private readonly repo: AlertOutboxRepo, private readonly cfg: AlertWebhookConfig, private readonly log?: Logger, private readonly now: () => number = Date.now) {}
+  constructor(private readonly repo: AlertOutboxStore, private readonly cfg: AlertWebhookConfig, private readonly log?: Logger, private readonly now: () => number = Date.now) {}
 
   /** Starts the periodic sweep (also picks up what a previous process left pending). */
   start(): void {
@@ -57,11 +57,11 @@ export class AlertDispatcher {
 
   private async drain(): Promise<void> {
     for (;;) {
-      const due = this.repo.due(this.now(), BATCH);
+      const due = await this.repo.due(this.now(), BATCH);
       if (!due.length || this.closed) return;
       for (const row of due) {
         if (this.closed) return;
-        if (!this.repo.claim(row.id, row.nextAttemptAt, this.now() + this.cfg.timeoutMs + CLAIM_MARGIN_MS)) continue;
+        if (!(await this.repo.claim(row.id, row.nextAttemptAt, this.now() + this.cfg.timeoutMs + CLAIM_MARGIN_MS))) continue;
         await this.attempt(row);
       }
     }
@@ -81,7 +81,7 @@ export class AlertDispatcher {
       });
       await res.body?.cancel().catch(() => {});
       if (res.status >= 200 && res.status < 300) {
-        this.repo.delivered(row.id, attempts, this.now());
+        await this.repo.delivered(row.id, attempts, this.now());
         this.log?.info('alert.delivered', { event: row.eventId, type: row.type, attempts });
         return;
       }
@@ -90,12 +90,12 @@ export class AlertDispatcher {
       why = errorText(e);
     }
     if (attempts >= this.cfg.maxAttempts) {
-      this.repo.failed(row.id, attempts, why);
+      await this.repo.failed(row.id, attempts, why);
       this.log?.error('alert.delivery_failed', { event: row.eventId, type: row.type, attempts, cause: why, msg: 'giving up; the alert stays in the outbox as failed' });
       return;
     }
     const delay = Math.min(this.cfg.retryMaxMs, this.cfg.retryMs * 2 ** (attempts - 1));
-    this.repo.retry(row.id, attempts, this.now() + delay, why);
+    await this.repo.retry(row.id, attempts, this.now() + delay, why);
     this.log?.warn('alert.delivery_retry', { event: row.eventId, type: row.type, attempts, cause: why, retry_in_ms: delay });
   }
 

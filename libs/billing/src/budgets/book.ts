@@ -9,7 +9,8 @@
  * record, so an operator changing a budget does not forget what is in flight.
  */
 import { GatewayError, type Logger } from '@gw/core';
-import type { BudgetChargesRepo, BudgetRow, BudgetsRepo, SettlementRow } from '@gw/db';
+import type { AsyncBudgetCharges, BudgetChargeResult, BudgetChargesRepo, BudgetRow, LowBalanceRow, SettlementRow } from '@gw/db';
+import type { BudgetScope } from '../holds/port';
 import { periodEnd, periodKey, type BudgetPeriod } from './period';
 import { reachedMask, thresholdsOf } from './thresholds';
 
@@ -43,9 +44,16 @@ export interface BudgetEffects {
   events: AlertEvent[];
 }
 
+/** Where the book reads every budget and threshold: SQLite's repo answers at once, PostgreSQL's with a promise. */
+export interface BudgetSource {
+  all(): BudgetRow[] | Promise<BudgetRow[]>;
+  lowBalanceAll(): LowBalanceRow[] | Promise<LowBalanceRow[]>;
+}
+
 export interface BudgetBookDeps {
-  repo: BudgetsRepo;
-  charges: BudgetChargesRepo;
+  repo: BudgetSource;
+  /** SQLite: the charges written inside the settlement batch. PostgreSQL passes its own per transaction (commitWith). */
+  charges?: BudgetChargesRepo;
   /** Whether alerts will be delivered (a webhook is configured); otherwise they are recorded as 'skipped'. */
   deliver: boolean;
   now?: () => number;
@@ -74,17 +82,47 @@ export class BudgetBook {
   /** `scope:subject:period` → threshold alerts written in its current period (outlives a cleared budget). */
   private readonly alertCounts = new Map<string, { periodKey: string; n: number }>();
   private readonly now: () => number;
+  private refreshing: Promise<void> | null = null;
+  private refreshAgain = false;
 
+  /** A book over a synchronous source (SQLite) is loaded here; over an asynchronous one, await reload() first. */
   constructor(private readonly d: BudgetBookDeps) {
     this.now = d.now ?? Date.now;
-    this.reload();
+    void this.reload();
   }
 
-  /** Re-reads every budget and threshold (after a management change; the tables are small). */
-  reload(): void {
+  /**
+   * Re-reads every budget and threshold (after a management change, or another node's; the tables are
+   * small). Synchronous over SQLite. Over PostgreSQL reads never overlap, and one asked for during a read
+   * runs again after it, so a slower, older read can never install over a newer one.
+   */
+  reload(): void | Promise<void> {
+    const rows = this.d.repo.all();
+    const low = this.d.repo.lowBalanceAll();
+    if (!(rows instanceof Promise) && !(low instanceof Promise)) return this.install(rows, low);
+    void Promise.all([rows, low]).catch(() => {});
+    return this.refresh();
+  }
+
+  private refresh(): Promise<void> {
+    if (this.refreshing) {
+      this.refreshAgain = true;
+      return this.refreshing.then(() => this.refreshing ?? undefined);
+    }
+    this.refreshing = (async () => {
+      do {
+        this.refreshAgain = false;
+        const [rows, low] = await Promise.all([this.d.repo.all(), this.d.repo.lowBalanceAll()]);
+        this.install(rows, low);
+      } while (this.refreshAgain);
+    })().finally(() => { this.refreshing = null; });
+    return this.refreshing;
+  }
+
+  private install(rows: BudgetRow[], lowRows: LowBalanceRow[]): void {
     const byUser = new Map<number, BudgetState[]>();
     const byKey = new Map<number, BudgetState[]>();
-    for (const r of this.d.repo.all()) {
+    for (const r of rows) {
       const m = r.scope === 'key' ? byKey : byUser;
       const list = m.get(r.subjectId) ?? [];
       list.push(toState(r));
@@ -93,7 +131,30 @@ export class BudgetBook {
     this.byUser = byUser;
     this.byKey = byKey;
     this.byId = new Map([...byUser.values(), ...byKey.values()].flat().map((b) => [b.id, b]));
-    this.lowBalance = new Map(this.d.repo.lowBalanceAll().map((r) => [r.userId, r.threshold]));
+    this.lowBalance = new Map(lowRows.map((r) => [r.userId, r.threshold]));
+  }
+
+  /**
+   * The budgets a request of this key is admitted against, for a shared store (PostgreSQL mode): each
+   * with its limit and the current period; what was spent is the store's. null = none applies.
+   */
+  scopes(userId: number, keyId: number): BudgetScope[] | null {
+    const list = this.budgetsOf(userId, keyId);
+    if (!list) return null;
+    const t = this.now();
+    return list.map((b) => ({ id: b.id, limit: b.limit, periodKey: periodKey(b.period, t) }));
+  }
+
+  /** The 402 of a budget a shared store found short; a budget the book no longer has is said generically. */
+  exceeded(budgetId: number, amount: number, available: number): GatewayError {
+    const b = this.byId.get(budgetId);
+    if (b) return exceeded(b, amount, available, this.now());
+    return new GatewayError(402, 'budget_exceeded', `A budget of this key or its owner is used up: this request may cost up to ${amount} quota units, ${Math.max(0, available)} left`);
+  }
+
+  /** The ids of the budgets a charge of this key counts against. */
+  budgetIds(userId: number, keyId: number): number[] {
+    return this.budgetsOf(userId, keyId)?.map((b) => b.id) ?? [];
   }
 
   /** The budgets of a key, then of its owner. */
@@ -170,35 +231,70 @@ export class BudgetBook {
    */
   commit(row: SettlementRow, balanceAfter: number | undefined): BudgetEffects | null {
     if (!this.concerns(row.userId, row.apiKeyId)) return null;
+    const charges = this.d.charges!;
     const effects: BudgetEffects = { updates: [], events: [] };
-    const atMs = row.createdAt * 1000;
     for (const b of this.budgetsOf(row.userId, row.apiKeyId) ?? []) {
-      const pk = periodKey(b.period, atMs);
-      const r = this.d.charges.charge(b.id, pk, row.cost);
+      const r = charges.charge(b.id, periodKey(b.period, row.createdAt * 1000), row.cost);
       if (!r) continue;
-      effects.updates.push({ id: b.id, periodKey: r.periodKey, spent: r.spent });
-      const reached = reachedMask(r.spent, r.limitAmount);
-      const fresh = reached & ~r.alerted;
-      if (!fresh) continue;
-      this.d.charges.markAlerted(b.id, r.alerted | reached);
-      for (const pct of thresholdsOf(fresh)) {
-        if (!this.alertAllowed(b, r.periodKey)) {
-          this.d.log?.warn('alert.suppressed', { budget_id: b.id, scope: b.scope, subject_id: b.subjectId, period: b.period, period_key: r.periodKey, threshold: pct,
-            msg: `more than ${MAX_THRESHOLD_ALERTS_PER_PERIOD} threshold alerts for this subject this period (budget set and cleared repeatedly?)` });
-          continue;
-        }
-        effects.events.push(this.queue('budget.threshold', row.createdAt, {
-          budget_id: b.id, scope: b.scope, user_id: row.userId, key_id: b.scope === 'key' ? b.subjectId : null, period: b.period,
-          period_key: r.periodKey, period_end: Math.floor(periodEnd(b.period, atMs) / 1000), threshold: pct, limit: r.limitAmount, spent: r.spent,
-          request_id: row.requestId,
-        }));
-      }
+      const { mask, events } = this.charged(b, r, row, effects);
+      if (mask !== null) charges.markAlerted(b.id, mask);
+      for (const e of events) charges.enqueue(this.outboxRow(e));
     }
-    const threshold = this.lowBalance.get(row.userId);
-    if (threshold !== undefined && balanceAfter !== undefined && balanceAfter < threshold && balanceAfter + row.cost >= threshold) {
-      effects.events.push(this.queue('balance.low', row.createdAt, { user_id: row.userId, threshold, balance: balanceAfter, request_id: row.requestId }));
-    }
+    const low = this.lowBalanceEvent(row, balanceAfter, effects);
+    if (low) charges.enqueue(this.outboxRow(low));
     return effects;
+  }
+
+  /**
+   * commit() on a shared database (PostgreSQL): the same writes through `charges`, bound to the
+   * settlement's transaction by the caller, so they commit or roll back with the charge.
+   */
+  async commitWith(charges: AsyncBudgetCharges, row: SettlementRow, balanceAfter: number | undefined): Promise<BudgetEffects | null> {
+    if (!this.concerns(row.userId, row.apiKeyId)) return null;
+    const effects: BudgetEffects = { updates: [], events: [] };
+    for (const b of this.budgetsOf(row.userId, row.apiKeyId) ?? []) {
+      const r = await charges.charge(b.id, periodKey(b.period, row.createdAt * 1000), row.cost);
+      if (!r) continue;
+      const { mask, events } = this.charged(b, r, row, effects);
+      if (mask !== null) await charges.markAlerted(b.id, mask);
+      for (const e of events) await charges.enqueue(this.outboxRow(e));
+    }
+    const low = this.lowBalanceEvent(row, balanceAfter, effects);
+    if (low) await charges.enqueue(this.outboxRow(low));
+    return effects;
+  }
+
+  /** What one budget charge announces: the thresholds crossed for the first time this period (added to `effects`). */
+  private charged(b: BudgetState, r: BudgetChargeResult, row: SettlementRow, effects: BudgetEffects): { mask: number | null; events: AlertEvent[] } {
+    effects.updates.push({ id: b.id, periodKey: r.periodKey, spent: r.spent });
+    const reached = reachedMask(r.spent, r.limitAmount);
+    const fresh = reached & ~r.alerted;
+    if (!fresh) return { mask: null, events: [] };
+    const events: AlertEvent[] = [];
+    const atMs = row.createdAt * 1000;
+    for (const pct of thresholdsOf(fresh)) {
+      if (!this.alertAllowed(b, r.periodKey)) {
+        this.d.log?.warn('alert.suppressed', { budget_id: b.id, scope: b.scope, subject_id: b.subjectId, period: b.period, period_key: r.periodKey, threshold: pct,
+          msg: `more than ${MAX_THRESHOLD_ALERTS_PER_PERIOD} threshold alerts for this subject this period (budget set and cleared repeatedly?)` });
+        continue;
+      }
+      events.push(this.event('budget.threshold', row.createdAt, {
+        budget_id: b.id, scope: b.scope, user_id: row.userId, key_id: b.scope === 'key' ? b.subjectId : null, period: b.period,
+        period_key: r.periodKey, period_end: Math.floor(periodEnd(b.period, atMs) / 1000), threshold: pct, limit: r.limitAmount, spent: r.spent,
+        request_id: row.requestId,
+      }));
+    }
+    effects.events.push(...events);
+    return { mask: r.alerted | reached, events };
+  }
+
+  /** A low-balance crossing (`balanceAfter + cost ≥ threshold > balanceAfter`), added last to `effects`. */
+  private lowBalanceEvent(row: SettlementRow, balanceAfter: number | undefined, effects: BudgetEffects): AlertEvent | null {
+    const threshold = this.lowBalance.get(row.userId);
+    if (threshold === undefined || balanceAfter === undefined || balanceAfter >= threshold || balanceAfter + row.cost < threshold) return null;
+    const e = this.event('balance.low', row.createdAt, { user_id: row.userId, threshold, balance: balanceAfter, request_id: row.requestId });
+    effects.events.push(e);
+    return e;
   }
 
   /** Counts one threshold alert of `b`'s subject in `periodKey`; false once the subject has had its share. */
@@ -224,12 +320,12 @@ export class BudgetBook {
     }
   }
 
-  private queue(type: AlertEvent['type'], createdAt: number, data: Record<string, unknown>): AlertEvent {
-    const event: AlertEvent = { id: newEventId(), type, created_at: createdAt, data };
-    this.d.charges.enqueue({
-      eventId: event.id, type, payload: JSON.stringify(event), status: this.d.deliver ? 'pending' : 'skipped', nextAttemptAt: this.now(), createdAt,
-    });
-    return event;
+  private event(type: AlertEvent['type'], createdAt: number, data: Record<string, unknown>): AlertEvent {
+    return { id: newEventId(), type, created_at: createdAt, data };
+  }
+
+  private outboxRow(event: AlertEvent) {
+    return { eventId: event.id, type: event.type, payload: JSON.stringify(event), status: this.d.deliver ? 'pending' as const : 'skipped' as const, nextAttemptAt: this.now(), createdAt: event.created_at };
   }
 
   /** Installs what committed charges did (in commit order) and logs their alerts. */

@@ -1,14 +1,14 @@
 /**
  * Management of budgets and low-balance thresholds (/api/budget/): validated bodies, views with the
  * current spend, and who may change what. Every write reloads the BudgetBook before it returns, so
- * the next request is admitted against the new budget.
+ * the next request is admitted against the new budget (other nodes reload on the change feed).
  *
  * Who: user budgets are set by admins (for users they may manage); key budgets by the key's owner
  * or such an admin; a low-balance threshold by the user or such an admin.
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, nowSeconds } from '@gw/core';
-import type { AlertOutboxRepo, AlertOutboxRow, BudgetRow, BudgetsRepo } from '@gw/db';
+import type { AlertOutboxRow, AlertOutboxStore, BudgetRow, BudgetsStore } from '@gw/db';
 import type { BudgetBook } from './book';
 import { PERIODS } from './period';
 import { reachedMask, thresholdsOf } from './thresholds';
@@ -72,59 +72,67 @@ export interface BudgetSubjects {
 const ADMIN = 10;
 const notFound = (what: string, id: number, param: string) => new GatewayError(404, `${what}_not_found`, `No ${what.replace('_', ' ')} ${id}`, { param });
 
+/**
+ * Where the views read a budget's live spend in PostgreSQL mode: what every node holds is in the shared
+ * store, the committed spend in the row. Absent (SQLite): the book's own numbers.
+ */
+export type SharedBudgetUsage = (userId: number, budgetId: number) => Promise<{ held: number } | null>;
+
 export class BudgetService {
-  constructor(private readonly repo: BudgetsRepo, private readonly outbox: AlertOutboxRepo, private readonly book: BudgetBook, private readonly subjects: BudgetSubjects) {}
+  constructor(private readonly repo: BudgetsStore, private readonly outbox: AlertOutboxStore, private readonly book: BudgetBook, private readonly subjects: BudgetSubjects,
+    private readonly shared?: SharedBudgetUsage) {}
 
   /** Creates or replaces a budget; the thresholds already reached under the new limit this period are not announced again. */
-  set(actor: BudgetActor, input: BudgetSet): BudgetView {
+  async set(actor: BudgetActor, input: BudgetSet): Promise<BudgetView> {
     const owner = this.ownerOf(input.scope, input.subject_id, 'subject_id');
     this.authorize(actor, owner, input.scope === 'user');
     const now = nowSeconds();
-    const existing = this.repo.find(input.scope, input.subject_id, input.period);
+    const existing = await this.repo.find(input.scope, input.subject_id, input.period);
     let row: BudgetRow;
     if (existing) {
       const alerted = reachedMask(existing.spent, input.limit);
-      row = this.repo.update(existing.id, { limitAmount: input.limit, alerted, updatedAt: now })!;
+      row = (await this.repo.update(existing.id, { limitAmount: input.limit, alerted, updatedAt: now }))!;
     } else {
-      row = this.repo.insert({ scope: input.scope, subjectId: input.subject_id, period: input.period, limitAmount: input.limit, createdAt: now, updatedAt: now });
+      row = await this.repo.insert({ scope: input.scope, subjectId: input.subject_id, period: input.period, limitAmount: input.limit, createdAt: now, updatedAt: now });
     }
-    this.book.reload();
+    await this.book.reload();
     return this.view(row, owner.id);
   }
 
-  clear(actor: BudgetActor, id: number): void {
-    const row = this.repo.byId(id);
+  async clear(actor: BudgetActor, id: number): Promise<void> {
+    const row = await this.repo.byId(id);
     if (!row) throw notFound('budget', id, 'id');
     this.authorize(actor, this.ownerOf(row.scope as 'user' | 'key', row.subjectId, 'id'), row.scope === 'user');
-    this.repo.delete(id);
-    this.book.reload();
+    await this.repo.delete(id);
+    await this.book.reload();
   }
 
-  setLowBalance(actor: BudgetActor, input: LowBalanceSet): { user_id: number; low_balance_threshold: number | null } {
+  async setLowBalance(actor: BudgetActor, input: LowBalanceSet): Promise<{ user_id: number; low_balance_threshold: number | null }> {
     const owner = this.ownerOf('user', input.user_id ?? actor.id, 'user_id');
     this.authorize(actor, owner, false);
-    if (input.threshold > 0) this.repo.setLowBalance(owner.id, input.threshold, nowSeconds());
-    else this.repo.clearLowBalance(owner.id);
-    this.book.reload();
+    if (input.threshold > 0) await this.repo.setLowBalance(owner.id, input.threshold, nowSeconds());
+    else await this.repo.clearLowBalance(owner.id);
+    await this.book.reload();
     return { user_id: owner.id, low_balance_threshold: input.threshold > 0 ? input.threshold : null };
   }
 
   /** A user's budgets, their keys' budgets and their low-balance threshold. */
-  overview(actor: BudgetActor, userId: number, keyIds: number[]): Static<typeof BudgetOverview> {
+  async overview(actor: BudgetActor, userId: number, keyIds: number[]): Promise<Static<typeof BudgetOverview>> {
     const owner = this.ownerOf('user', userId, 'user_id');
     if (actor.id !== owner.id) this.authorize(actor, owner, true);
-    const rows = [...this.repo.list({ scope: 'user', subjectIds: [owner.id] }), ...this.repo.list({ scope: 'key', subjectIds: keyIds })];
-    return { budgets: rows.map((r) => this.view(r, owner.id)), low_balance_threshold: this.repo.lowBalance(owner.id)?.threshold ?? null };
+    const rows = [...await this.repo.list({ scope: 'user', subjectIds: [owner.id] }), ...await this.repo.list({ scope: 'key', subjectIds: keyIds })];
+    const low = await this.repo.lowBalance(owner.id);
+    return { budgets: await Promise.all(rows.map((r) => this.view(r, owner.id))), low_balance_threshold: low?.threshold ?? null };
   }
 
   /** Every budget (admin). */
-  list(filter: { scope?: 'user' | 'key'; subjectId?: number }): BudgetView[] {
-    return this.repo.list({ scope: filter.scope, subjectIds: filter.subjectId === undefined ? undefined : [filter.subjectId] })
-      .map((r) => this.view(r, r.scope === 'key' ? this.subjects.keyOwner(r.subjectId) ?? 0 : r.subjectId));
+  async list(filter: { scope?: 'user' | 'key'; subjectId?: number }): Promise<BudgetView[]> {
+    const rows = await this.repo.list({ scope: filter.scope, subjectIds: filter.subjectId === undefined ? undefined : [filter.subjectId] });
+    return Promise.all(rows.map((r) => this.view(r, r.scope === 'key' ? this.subjects.keyOwner(r.subjectId) ?? 0 : r.subjectId)));
   }
 
-  alerts(q: { status?: string; offset: number; limit: number }) {
-    const r = this.outbox.list(q);
+  async alerts(q: { status?: string; offset: number; limit: number }) {
+    const r = await this.outbox.list(q);
     return { items: r.items.map(alertView), total: r.total };
   }
 
@@ -146,8 +154,8 @@ export class BudgetService {
     }
   }
 
-  private view(r: BudgetRow, userId: number): BudgetView {
-    const u = this.book.usage(r.id);
+  private async view(r: BudgetRow, userId: number): Promise<BudgetView> {
+    const u = this.shared ? await this.sharedUsage(r, userId) : this.book.usage(r.id);
     const spent = u?.spent ?? 0;
     const pending = u?.pending ?? 0;
     const held = u?.held ?? 0;
@@ -157,6 +165,14 @@ export class BudgetService {
       period_key: u?.periodKey ?? r.periodKey, spent, pending, held, remaining: Math.max(0, r.limitAmount - spent - pending - held),
       resets_at: u?.resetsAt ?? 0, alerted: current ? thresholdsOf(r.alerted) : [], created_at: r.createdAt, updated_at: r.updatedAt,
     };
+  }
+
+  /** The committed spend from the row (this period's, else none) and what every node holds, from the shared store. */
+  private async sharedUsage(r: BudgetRow, userId: number): Promise<ReturnType<BudgetBook['usage']>> {
+    const local = this.book.usage(r.id);
+    const pk = local?.periodKey ?? r.periodKey;
+    const live = await this.shared!(userId, r.id).catch(() => null);
+    return { spent: r.periodKey === pk ? r.spent : 0, pending: 0, held: Math.max(0, live?.held ?? 0), periodKey: pk, resetsAt: local?.resetsAt ?? 0 };
   }
 }
 

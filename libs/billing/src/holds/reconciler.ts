@@ -1,5 +1,5 @@
 import { errorText, type Logger } from '@gw/core';
-import type { Hold, HoldStore, Mirror } from './port';
+import type { BudgetMirror, Hold, HoldStore, Mirror } from './port';
 
 /** What the reconciler asks the ledger (PostgreSQL): was a request settled, and what are the balances now. */
 export interface LedgerTruth {
@@ -7,6 +7,8 @@ export interface LedgerTruth {
   mirrors(userId: number, keyId: number | null): Promise<{ user: Mirror | null; key: Mirror | null }>;
   /** These users' balances and those of their limited keys, as committed now (absent users left out). */
   accounts(userIds: number[]): Promise<Array<{ userId: number; user: Mirror; keys: Array<{ keyId: number; mirror: Mirror }> }>>;
+  /** Budgets' committed spend (a hold on budgets is released with it, as with balances). */
+  budgetSpend?(ids: number[]): Promise<BudgetMirror[]>;
 }
 
 /** Users whose mirrors one ledger read checks. */
@@ -46,7 +48,9 @@ export class HoldReconciler {
       try {
         const charged = await this.ledger.settled(hold.ref);
         const m = await this.ledger.mirrors(hold.userId, hold.keyId);
-        await this.store.release(hold, { user: m.user ?? undefined, key: m.key ?? undefined });
+        // Read after the settled check, like the balances: a charge committed before it is in this spend.
+        const budgets = hold.budgetIds?.length && this.ledger.budgetSpend ? await this.ledger.budgetSpend([...hold.budgetIds]) : undefined;
+        await this.store.release(hold, { user: m.user ?? undefined, key: m.key ?? undefined, budgets });
         released++;
         this.opts.log?.info('hold.reconciled', { id: hold.ref, userId: hold.userId, keyId: hold.keyId ?? '', amount: hold.amount, outcome: charged ? 'charged' : 'not_charged' });
       } catch (err) {

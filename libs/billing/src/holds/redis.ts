@@ -1,7 +1,7 @@
 import { safeCount } from '@gw/core';
 import type { Redis } from 'ioredis';
 import { defineScript, type Script } from '@gw/core/redis/script';
-import { normalizeReserve, shortfall, type Hold, type HoldStore, type HoldTarget, type Mirror, type MirrorLoader, type ReserveRequest, type ReserveResult } from './port';
+import { normalizeReserve, shortfall, type AfterCommit, type BudgetLoader, type BudgetMirror, type BudgetScope, type Hold, type HoldStore, type HoldTarget, type Mirror, type MirrorLoader, type ReserveRequest, type ReserveResult } from './port';
 import * as lua from './redis-lua';
 
 export interface RedisHoldStoreOptions {
@@ -12,6 +12,8 @@ export interface RedisHoldStoreOptions {
    * at least one renewal interval (lease/3) plus a round trip, so every live hold is back first.
    */
   recoveryMs?: number;
+  /** Reads budgets' committed spend for missing mirrors (default: none known, nothing spent). */
+  loadBudgets?: BudgetLoader;
 }
 
 type Exec = Array<[Error | null, unknown]>;
@@ -24,18 +26,22 @@ type Exec = Array<[Error | null, unknown]>;
 export class RedisHoldStore implements HoldStore {
   private readonly prefix: string;
   private readonly recoveryMs: number;
-  private readonly s: Record<'reserve' | 'settle' | 'release' | 'apply' | 'renew' | 'sweep' | 'touch' | 'forget' | 'epoch', Script>;
+  private readonly loadBudgets: BudgetLoader;
+  private readonly s: Record<'reserve' | 'settle' | 'release' | 'apply' | 'bapply' | 'renew' | 'sweep' | 'touch' | 'forget' | 'epoch', Script>;
 
   constructor(private readonly redis: Redis, private readonly load: MirrorLoader, opts: RedisHoldStoreOptions = {}) {
     this.prefix = opts.prefix ?? 'gw:';
     this.recoveryMs = opts.recoveryMs ?? 10_000;
+    this.loadBudgets = opts.loadBudgets ?? (async () => []);
+    // Scripts whose number of keys depends on the call (budgets, batches) take it first.
     this.s = {
-      reserve: defineScript(redis, 'gwHoldReserve', 4, lua.RESERVE),
-      settle: defineScript(redis, 'gwHoldSettle', 3, lua.SETTLE),
-      release: defineScript(redis, 'gwHoldRelease', 5, lua.RELEASE),
+      reserve: defineScript(redis, 'gwHoldReserve2', null, lua.RESERVE),
+      settle: defineScript(redis, 'gwHoldSettle2', null, lua.SETTLE),
+      release: defineScript(redis, 'gwHoldRelease2', null, lua.RELEASE),
       apply: defineScript(redis, 'gwHoldApply', 1, lua.APPLY),
+      bapply: defineScript(redis, 'gwHoldBudgetApply', 1, lua.BUDGET_APPLY),
       // The number of keys depends on the batch: passed first.
-      renew: defineScript(redis, 'gwHoldRenew', null, lua.RENEW),
+      renew: defineScript(redis, 'gwHoldRenew2', null, lua.RENEW),
       sweep: defineScript(redis, 'gwHoldSweep', 3, lua.SWEEP),
       touch: defineScript(redis, 'gwHoldIndexTouch', 1, lua.INDEX_TOUCH),
       forget: defineScript(redis, 'gwHoldIndexForget', 1, lua.INDEX_FORGET),
@@ -51,6 +57,11 @@ export class RedisHoldStore implements HoldStore {
     return this.user(userId, `k:${keyId ?? '-'}`);
   }
 
+  /** A budget's hash, under the tag of the user who owns it (a key's budget: the key's owner). */
+  private budgetHash(userId: number, budgetId: number): string {
+    return this.user(userId, `b:${budgetId}`);
+  }
+
   private get index(): string {
     return `${this.prefix}{holds}:users`;
   }
@@ -58,25 +69,45 @@ export class RedisHoldStore implements HoldStore {
   async reserve(input: ReserveRequest): Promise<ReserveResult> {
     const req = normalizeReserve(input);
     const keyId = req.keyId ?? null;
-    const keys = [this.user(req.userId, 'acct'), this.user(req.userId, 'holds'), this.user(req.userId, 'leases'), this.keyHash(req.userId, keyId)];
+    const budgets = req.budgets ?? [];
+    const keys = [this.user(req.userId, 'acct'), this.user(req.userId, 'holds'), this.user(req.userId, 'leases'), this.keyHash(req.userId, keyId),
+      ...budgets.map((b) => this.budgetHash(req.userId, b.id))];
+    const args = [req.ref, req.amount, req.leaseMs, keyId ?? '', budgets.map((b) => b.id).join(','), ...budgets.flatMap((b) => [b.limit, b.periodKey])];
+    const budgetIds = budgets.length ? { budgetIds: budgets.map((b) => b.id) } : {};
+    let budgetLoads = 0;
     for (let attempt = 0; ; attempt++) {
       // Written back to back on one connection: one round trip, in this order.
       const [, r] = (await Promise.all([
         this.s.touch([this.index], [req.userId, req.leaseMs]),
-        this.s.reserve(keys, [req.ref, req.amount, req.leaseMs, keyId ?? '']),
+        this.s.reserve(counted(keys), args),
       ])) as [unknown, number[]];
-      if (r[0] === 1) return { ok: true, hold: { ref: req.ref, userId: req.userId, keyId, amount: r[1]! } };
+      if (r[0] === 1) return { ok: true, hold: { ref: req.ref, userId: req.userId, keyId, amount: r[1]!, ...budgetIds } };
+      if (r[0] === 0 && r[1] === 3) {
+        return { ok: false, reason: 'short', scope: 'budget', budgetId: budgets[r[3]! - 1]!.id, available: Math.max(0, r[2]!), shortBy: shortfall(req.amount, r[2]!)! };
+      }
       const scope = r[1] === 1 ? 'user' : 'key';
       if (r[0] === 0) return { ok: false, reason: 'short', scope, available: Math.max(0, r[2]!), shortBy: shortfall(req.amount, r[2]!)! };
+      // A budget's load always installs a mirror; one missing again was lost meanwhile (data loss).
+      if (r[1] === 3 && ++budgetLoads > 2) return { ok: false, reason: 'unavailable', retryAfterMs: 1000 };
       // The loader found no such user or key: nothing to spend.
-      if (attempt > 0) return { ok: false, reason: 'short', scope, available: 0, shortBy: Math.max(1, req.amount) };
+      if (attempt > 0 && r[1] !== 3) return { ok: false, reason: 'short', scope, available: 0, shortBy: Math.max(1, req.amount) };
       const wait = await this.recoveryLeft();
       if (wait > 0) return { ok: false, reason: 'unavailable', retryAfterMs: wait };
-      const m = await this.load(req.userId, keyId);
+      const [m, spent] = await Promise.all([
+        r[1] === 3 ? null : this.load(req.userId, keyId),
+        r[1] === 3 ? this.loadBudgets(budgets.map((b) => b.id)) : null,
+      ]);
       const p = this.redis.pipeline();
-      if (m.user) this.s.apply.on(p, [keys[0]!], [m.user.balance, m.user.version, '']);
-      if (m.key && keyId !== null) this.s.apply.on(p, [keys[3]!], [m.key.balance, m.key.version, '']);
+      if (m?.user) this.s.apply.on(p, [keys[0]!], [m.user.balance, m.user.version, '']);
+      if (m?.key && keyId !== null) this.s.apply.on(p, [keys[3]!], [m.key.balance, m.key.version, '']);
+      if (spent) {
+        const found = new Map(spent.map((b) => [b.id, b]));
+        // A budget the ledger no longer has spent nothing: admitted against its limit until the book drops it.
+        budgets.forEach((b, i) => this.s.bapply.on(p, [keys[4 + i]!], [found.get(b.id)?.periodKey ?? '', found.get(b.id)?.spent ?? 0, '']));
+      }
       results(await p.exec());
+      // A missing budget mirror does not use up the user's retry.
+      if (r[1] === 3) attempt--;
     }
   }
 
@@ -88,20 +119,30 @@ export class RedisHoldStore implements HoldStore {
     return Number(await this.s.epoch([`${this.prefix}{epoch}`], [this.recoveryMs]));
   }
 
-  async settle(hold: Hold, input: number): Promise<number | null> {
+  async settle(hold: Hold, input: number, budgets: BudgetScope[] = []): Promise<number | null> {
     const cost = safeCount(input);
-    const keys = [this.user(hold.userId, 'acct'), this.user(hold.userId, 'holds'), this.keyHash(hold.userId, hold.keyId)];
-    const charged = Number(await this.s.settle(keys, [hold.ref, cost]));
+    const ids = hold.budgetIds ?? [];
+    const keys = [this.user(hold.userId, 'acct'), this.user(hold.userId, 'holds'), this.keyHash(hold.userId, hold.keyId), ...ids.map((id) => this.budgetHash(hold.userId, id))];
+    const scopes = ids.flatMap((id) => {
+      const b = budgets.find((x) => x.id === id);
+      return b ? [b.limit, b.periodKey] : ['', ''];
+    });
+    const charged = Number(await this.s.settle(counted(keys), [hold.ref, cost, ...scopes]));
     if (charged < 0) return null;
     hold.amount = charged;
     return charged;
   }
 
-  async release(hold: Hold, after?: { user?: Mirror; key?: Mirror }): Promise<void> {
+  async release(hold: Hold, after?: AfterCommit): Promise<void> {
     const u = hold.userId;
-    const keys = [this.user(u, 'acct'), this.user(u, 'holds'), this.user(u, 'leases'), this.user(u, 'limbo'), this.keyHash(u, hold.keyId)];
+    // The hold's budgets (to drop what it holds there) and those whose spend the commit left.
+    const spent = new Map<number, BudgetMirror | null>((hold.budgetIds ?? []).map((id) => [id, null]));
+    for (const m of after?.budgets ?? []) spent.set(m.id, m);
+    const keys = [this.user(u, 'acct'), this.user(u, 'holds'), this.user(u, 'leases'), this.user(u, 'limbo'), this.keyHash(u, hold.keyId),
+      ...[...spent.keys()].map((id) => this.budgetHash(u, id))];
     const key = hold.keyId === null ? undefined : after?.key;
-    await this.s.release(keys, [hold.ref, after?.user?.balance ?? '', after?.user?.version ?? '', key?.balance ?? '', key?.version ?? '']);
+    await this.s.release(counted(keys), [hold.ref, after?.user?.balance ?? '', after?.user?.version ?? '', key?.balance ?? '', key?.version ?? '',
+      ...[...spent].flatMap(([id, m]) => [id, m?.periodKey ?? '', m?.spent ?? ''])]);
   }
 
   async renew(holds: Hold[], leaseMs: number): Promise<number> {
@@ -111,8 +152,9 @@ export class RedisHoldStore implements HoldStore {
     const pipe = this.redis.pipeline();
     for (const [u, list] of byUser) {
       this.s.touch.on(pipe, [this.index], [u, leaseMs]);
-      const keys = [this.user(u, 'acct'), this.user(u, 'holds'), this.user(u, 'leases'), this.user(u, 'limbo'), ...list.map((h) => this.keyHash(u, h.keyId))];
-      this.s.renew.on(pipe, [String(keys.length), ...keys], [leaseMs, ...list.flatMap((h) => [h.ref, h.amount, h.keyId ?? ''])]);
+      const keys = [this.user(u, 'acct'), this.user(u, 'holds'), this.user(u, 'leases'), this.user(u, 'limbo'),
+        ...list.flatMap((h) => [this.keyHash(u, h.keyId), ...(h.budgetIds ?? []).map((id) => this.budgetHash(u, id))])];
+      this.s.renew.on(pipe, counted(keys), [leaseMs, ...list.flatMap((h) => [h.ref, h.amount, h.keyId ?? '', (h.budgetIds ?? []).join(','), h.budgetIds?.length ?? 0])]);
     }
     return results(await pipe.exec()).reduce<number>((n, v, i) => n + (i % 2 === 1 ? Number(v) : 0), 0);
   }
@@ -120,6 +162,15 @@ export class RedisHoldStore implements HoldStore {
   async applyBalance(target: HoldTarget, mirror: Mirror, opts: { ifPresent?: boolean } = {}): Promise<boolean> {
     const key = target.keyId == null ? this.user(target.userId, 'acct') : this.keyHash(target.userId, target.keyId);
     return (await this.s.apply([key], [mirror.balance, mirror.version, opts.ifPresent ? '1' : ''])) === 1;
+  }
+
+  async applyBudget(userId: number, mirror: BudgetMirror): Promise<boolean> {
+    return (await this.s.bapply([this.budgetHash(userId, mirror.id)], [mirror.periodKey, mirror.spent, '1'])) === 1;
+  }
+
+  async budgetUsage(userId: number, budgetId: number): Promise<{ periodKey: string; spent: number; held: number } | null> {
+    const [pk, spent, held] = await this.redis.hmget(this.budgetHash(userId, budgetId), 'pk', 'spent', 'held');
+    return pk == null ? null : { periodKey: pk, spent: Number(spent ?? 0), held: Number(held ?? 0) };
   }
 
   async available(target: HoldTarget): Promise<{ user: number | null; key: number | null }> {
@@ -146,8 +197,9 @@ export class RedisHoldStore implements HoldStore {
       const userId = users[i]!;
       if (Number(r[0]) === 0) this.s.forget.on(forget, [this.index], [userId]);
       for (let j = 1; j < r.length; j += 2) {
-        const [amount, keyId] = String(r[j + 1]).split(':');
-        out.push({ ref: String(r[j]), userId, keyId: keyId ? Number(keyId) : null, amount: Number(amount) });
+        const [amount, keyId, bids] = String(r[j + 1]).split(':');
+        const budgetIds = bids ? { budgetIds: bids.split(',').map(Number) } : {};
+        out.push({ ref: String(r[j]), userId, keyId: keyId ? Number(keyId) : null, amount: Number(amount), ...budgetIds });
       }
     });
     if (forget.length) results(await forget.exec());
@@ -175,6 +227,11 @@ export async function evictionRisk(redis: Redis): Promise<string | null> {
   } catch {
     return null;
   }
+}
+
+/** Keys of a script with a variable number of them: the count goes first. */
+function counted(keys: string[]): string[] {
+  return [String(keys.length), ...keys];
 }
 
 /** A pipeline's values, throwing its first error (a script error must not pass as a value). */

@@ -176,6 +176,10 @@ export class PgChangeFeed implements ChangeFeed {
       case 'prices':
         bus.emit('price.changed', { model: typeof c.model === 'string' ? c.model : null });
         return true;
+      case 'budgets':
+        // Both tables are small and read whole: which budget changed does not matter.
+        bus.emit('budget.changed', {});
+        return true;
       case 'ping':
         if (c.id === this.pingOutstanding) this.pingOutstanding = null;
         return true;

@@ -1,7 +1,8 @@
 import postgres from 'postgres';
 import { sql } from 'drizzle-orm';
 import type { PgDb } from './client';
-import type { AsyncSettlementSink, BalanceMirror, SettleOutcome, SettlementRow } from '../repos/settlements';
+import type { AsyncSettlementSink, BalanceMirror, SettleOutcome, SettlementBudgets, SettlementRow } from '../repos/settlements';
+import { budgetSpend, lockBudgets, pgBudgetCharges } from './budget-charges';
 import { PgSettlementsRepo, mirrorsOf } from '../repos-pg/settlements';
 import { preparedExecutor, preparedOn, type PgExecutor } from './prepared';
 
@@ -84,6 +85,8 @@ export class PgGroupCommitter implements AsyncSettlementSink {
   private closed = false;
   /** A batch of one is its CTE alone, autocommitted as a prepared statement: one round trip instead of four. */
   private readonly single: PgExecutor;
+  /** Budgets charged in the batch's transaction (a batch that concerns none keeps its statements). */
+  private budgets: SettlementBudgets | null = null;
 
   constructor(private readonly db: PgDb, private readonly opts: GroupCommitOptions = {}) {
     this.repo = new PgSettlementsRepo(db);
@@ -136,6 +139,14 @@ export class PgGroupCommitter implements AsyncSettlementSink {
     const [r] = await this.db.execute<{ user_id: string; remain: string; rver: string }>(sql`
       SELECT user_id, remain_quota AS remain, remain_version AS rver FROM api_keys WHERE id = ${keyId}`);
     return r ? { userId: Number(r.user_id), mirror: { balance: Number(r.remain), version: Number(r.rver) } } : null;
+  }
+
+  useBudgets(budgets: SettlementBudgets): void {
+    this.budgets = budgets;
+  }
+
+  async budgetSpend(ids: number[]): Promise<Array<{ id: number; periodKey: string; spent: number }>> {
+    return budgetSpend(this.db, ids);
   }
 
   async settled(requestId: string): Promise<boolean> {
@@ -213,7 +224,8 @@ export class PgGroupCommitter implements AsyncSettlementSink {
       try {
         // One row: its statement is atomic by itself, so no BEGIN/COMMIT round trips around it.
         // Larger: one transaction whose statements are prepared too (each one round trip, sent back to back).
-        const write = rows.length === 1
+        // A row that charges budgets needs its budget statements in the same transaction, even alone.
+        const write = rows.length === 1 && !this.budgetsConcern(rows)
           ? this.writeAll(this.single, rows, uncertain)
           : (this.db.$client.begin((c) => this.writeAll(preparedOn(c), rows, uncertain)) as Promise<SettleOutcome[]>);
         const value = await beforeDeadline(write, deadline);
@@ -229,6 +241,11 @@ export class PgGroupCommitter implements AsyncSettlementSink {
     }
   }
 
+  private budgetsConcern(rows: SettlementRow[]): boolean {
+    const b = this.budgets;
+    return !!b && rows.some((r) => r.cost > 0 && b.concerns(r.userId, r.apiKeyId));
+  }
+
   private async writeAll(tx: PgExecutor, rows: SettlementRow[], uncertain: boolean): Promise<SettleOutcome[]> {
     const out = rows.length === 1 ? [await this.repo.apply(rows[0]!, tx)] : await this.repo.applyMany(rows, tx);
     if (uncertain) {
@@ -236,7 +253,33 @@ export class PgGroupCommitter implements AsyncSettlementSink {
         if (!o.inserted) out[n] = await this.recognise(tx, rows[n]!);
       }
     }
+    if (this.budgetsConcern(rows)) await this.chargeBudgets(tx, rows, out);
     return out;
+  }
+
+  /**
+   * The budget writes of the batch, in its transaction, after its usage rows: each newly written charge
+   * adds to its budgets' spend and queues the alerts it crosses, in commit order. The budgets are locked
+   * first in id order (after the users and keys, as every batch does), so batches cannot deadlock. A
+   * row recognised from an earlier try was charged by that try: its budgets' spend is read back instead.
+   */
+  private async chargeBudgets(tx: PgExecutor, rows: SettlementRow[], out: SettleOutcome[]): Promise<void> {
+    const b = this.budgets!;
+    const charged = rows.map((r, n) => (r.cost > 0 && out[n]!.inserted && b.concerns(r.userId, r.apiKeyId) ? n : -1)).filter((n) => n >= 0);
+    await lockBudgets(tx, charged.flatMap((n) => b.budgetIds(rows[n]!.userId, rows[n]!.apiKeyId)));
+    const charges = pgBudgetCharges(tx);
+    for (const n of charged) {
+      const o = out[n]!;
+      if (!o.inserted) continue;
+      const row = rows[n]!;
+      if (o.recovered) {
+        o.budget = { updates: await budgetSpend(tx, b.budgetIds(row.userId, row.apiKeyId)), events: [] };
+        continue;
+      }
+      // balance_after of this row: the batch's outcome carries it per row.
+      const effects = await b.commitWith(charges, row, o.balance);
+      if (effects) o.budget = effects;
+    }
   }
 
   /**

@@ -1,7 +1,7 @@
 import type { ChangeBus } from '@gw/core';
 import type { Stores } from '../stores';
 import {
-  PgApiKeysRepo, PgChannelsRepo, PgGroupsRepo, PgLedgerRepo, PgPricesRepo, PgRealtimeSessionsRepo, PgRedemptionCodesRepo,
+  PgAlertOutboxRepo, PgApiKeysRepo, PgBudgetsRepo, PgChannelsRepo, PgGroupsRepo, PgLedgerRepo, PgPricesRepo, PgRealtimeSessionsRepo, PgRedemptionCodesRepo,
   PgSecurityRepo, PgSessionsRepo, PgTopupOrdersRepo, PgUsageLogsRepo, PgUsageStatsRepo, PgUsersRepo, PgWebhookEventsRepo,
 } from '../repos-pg';
 import type { PgDb } from './client';
@@ -9,7 +9,7 @@ import type { PgDb } from './client';
 /**
  * Builds every storage interface on one PostgreSQL pool: the PostgreSQL twin of `createStores`.
  * `bus` receives the ledger's `balance.changed` (after commit). Settlement and budget charging are not
- * here: in PostgreSQL mode they are the group-commit path's, not a synchronous port.
+ * here: in PostgreSQL mode they are the group-commit path's (PgGroupCommitter), not a synchronous port.
  */
 export function createPgStores(db: PgDb, bus?: ChangeBus): Stores {
   return {
@@ -27,5 +27,7 @@ export function createPgStores(db: PgDb, bus?: ChangeBus): Stores {
     webhookEvents: new PgWebhookEventsRepo(db),
     redemptionCodes: new PgRedemptionCodesRepo(db),
     realtimeSessions: new PgRealtimeSessionsRepo(db),
+    budgets: new PgBudgetsRepo(db),
+    alertOutbox: new PgAlertOutboxRepo(db),
   };
 }

@@ -8,6 +8,39 @@ export type LowBalanceRow = typeof lowBalanceAlerts.$inferSelect;
 export type AlertOutboxRow = typeof alertOutbox.$inferSelect;
 export type NewAlertOutboxRow = typeof alertOutbox.$inferInsert;
 
+type Awaitable<T> = T | Promise<T>;
+
+/** A budget as created (both databases take it). */
+export interface NewBudget { scope: string; subjectId: number; period: string; limitAmount: number; createdAt: number; updatedAt: number }
+
+/**
+ * Budgets and thresholds as the management service and the budget book use them: SQLite's repo answers
+ * at once, PostgreSQL's (PgBudgetsRepo) with promises; callers await either.
+ */
+export interface BudgetsStore {
+  all(): Awaitable<BudgetRow[]>;
+  list(filter: { scope?: string; subjectIds?: number[] }): Awaitable<BudgetRow[]>;
+  byId(id: number): Awaitable<BudgetRow | undefined>;
+  find(scope: string, subjectId: number, period: string): Awaitable<BudgetRow | undefined>;
+  insert(row: NewBudget): Awaitable<BudgetRow>;
+  update(id: number, patch: { limitAmount: number; alerted: number; updatedAt: number }): Awaitable<BudgetRow | undefined>;
+  delete(id: number): Awaitable<BudgetRow | undefined>;
+  lowBalanceAll(): Awaitable<LowBalanceRow[]>;
+  lowBalance(userId: number): Awaitable<LowBalanceRow | undefined>;
+  setLowBalance(userId: number, threshold: number, now: number): Awaitable<void>;
+  clearLowBalance(userId: number): Awaitable<boolean>;
+}
+
+/** The alert outbox as the delivery worker and the management API use it (either database). */
+export interface AlertOutboxStore {
+  due(nowMs: number, limit: number): Awaitable<AlertOutboxRow[]>;
+  claim(id: number, seenNext: number, leaseUntil: number): Awaitable<boolean>;
+  delivered(id: number, attempts: number, atMs: number): Awaitable<void>;
+  retry(id: number, attempts: number, nextMs: number, error: string): Awaitable<void>;
+  failed(id: number, attempts: number, error: string): Awaitable<void>;
+  list(q: { status?: string; offset: number; limit: number }): Awaitable<{ items: AlertOutboxRow[]; total: number }>;
+}
+
 /** Storage of budgets and low-balance thresholds (management side); knows SQL, no rules. */
 export class BudgetsRepo {
   constructor(private readonly db: Db) {}
@@ -63,6 +96,16 @@ export class BudgetsRepo {
 
 /** What a charge did to one budget, read back in the charge's transaction. */
 export interface BudgetChargeResult { spent: number; alerted: number; limitAmount: number; periodKey: string }
+
+/** The outbox row an alert is queued as. */
+export interface AlertOutboxEntry { eventId: string; type: string; payload: string; status: 'pending' | 'skipped'; nextAttemptAt: number; createdAt: number }
+
+/** BudgetChargesRepo's writes bound to one open transaction of a shared database (PostgreSQL). */
+export interface AsyncBudgetCharges {
+  charge(budgetId: number, periodKey: string, cost: number): Promise<BudgetChargeResult | null>;
+  markAlerted(budgetId: number, mask: number): Promise<void>;
+  enqueue(e: AlertOutboxEntry): Promise<void>;
+}
 
 /**
  * The budget writes of a settlement, on raw prepared statements like SettlementsRepo (they run in

@@ -1,3 +1,4 @@
+import type { AsyncBudgetCharges } from './budgets';
 import type { Database, Statement } from 'bun:sqlite';
 
 /** One metered request as it is written: the usage row plus what it does to balances. */
@@ -71,7 +72,26 @@ export type SettleOutcome =
    * `mirror` (PostgreSQL): the user's balance and, for a limited key, its remain_quota as committed
    * (with their versions), for the shared admission store; absent where nothing was read back.
    */
-  | { inserted: true; balance: number | undefined; recovered?: boolean; mirror?: { user?: BalanceMirror; key?: BalanceMirror } };
+  | { inserted: true; balance: number | undefined; recovered?: boolean; mirror?: { user?: BalanceMirror; key?: BalanceMirror }; budget?: SettlementBudgetEffects };
+
+/** What a settlement's transaction did to budgets: each charged budget's spend as committed, and the alerts it queued. */
+export interface SettlementBudgetEffects {
+  updates: Array<{ id: number; periodKey: string; spent: number }>;
+  events: Array<{ id: string; type: 'budget.threshold' | 'balance.low'; created_at: number; data: Record<string, unknown> }>;
+}
+
+/**
+ * The budget writes a shared database's settlement makes in the same transaction as the charge
+ * (the budget book, bound to the database's transaction by the sink).
+ */
+export interface SettlementBudgets {
+  /** Whether a charge of this user and key touches budgets or alerts (no other statement runs otherwise). */
+  concerns(userId: number, keyId: number): boolean;
+  /** The budgets a charge of this user and key counts against (locked first, in id order). */
+  budgetIds(userId: number, keyId: number): number[];
+  /** Charges the budgets and queues the alerts of one newly written row (cost > 0). */
+  commitWith(charges: AsyncBudgetCharges, row: SettlementRow, balanceAfter: number | undefined): Promise<SettlementBudgetEffects | null>;
+}
 
 /**
  * The settlement port of the PostgreSQL mode: each settlement resolves only once it is committed
@@ -89,6 +109,10 @@ export interface AsyncSettlementSink {
   mirrors?(userId: number, keyId: number | null): Promise<{ user: BalanceMirror | null; key: BalanceMirror | null }>;
   /** Whether a settlement with this request id is committed (the reconciler's question about a dead node's hold). */
   settled?(requestId: string): Promise<boolean>;
+  /** Charge budgets in each settlement's transaction from now on. */
+  useBudgets?(budgets: SettlementBudgets): void;
+  /** Budgets' committed spend (the shared admission's mirrors); a budget that is gone is left out. */
+  budgetSpend?(ids: number[]): Promise<Array<{ id: number; periodKey: string; spent: number }>>;
 }
 
 /**

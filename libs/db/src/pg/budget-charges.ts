@@ -1,0 +1,43 @@
+import { sql } from 'drizzle-orm';
+import type { AsyncBudgetCharges, BudgetChargeResult } from '../repos/budgets';
+import type { PgExecutor } from './prepared';
+
+/**
+ * The budget writes of a settlement on PostgreSQL, bound to the settlement's transaction (`tx`), so a
+ * budget's spend and the alerts it queues commit or roll back with the charge. The same statements as
+ * SQLite's BudgetChargesRepo; period keys compare bytewise (collate "C"), as SQLite's BINARY does.
+ */
+export function pgBudgetCharges(tx: PgExecutor): AsyncBudgetCharges {
+  return {
+    async charge(budgetId, periodKey, cost) {
+      // One UPDATE: a new period restarts the spend and the alerts; a budget already in a later period (or gone) is not charged.
+      const [r] = await tx.execute<{ spent: string; alerted: number; limit_amount: string; period_key: string }>(sql`
+        UPDATE budgets SET spent = CASE WHEN period_key = ${periodKey} THEN spent + ${cost} ELSE ${cost} END,
+          alerted = CASE WHEN period_key = ${periodKey} THEN alerted ELSE 0 END, period_key = ${periodKey}
+        WHERE id = ${budgetId} AND period_key COLLATE "C" <= ${periodKey}
+        RETURNING spent, alerted, limit_amount, period_key`);
+      return r ? { spent: Number(r.spent), alerted: Number(r.alerted), limitAmount: Number(r.limit_amount), periodKey: r.period_key } satisfies BudgetChargeResult : null;
+    },
+    async markAlerted(budgetId, mask) {
+      await tx.execute(sql`UPDATE budgets SET alerted = ${mask} WHERE id = ${budgetId}`);
+    },
+    async enqueue(e) {
+      await tx.execute(sql`INSERT INTO alert_outbox (event_id, type, payload, status, attempts, next_attempt_at, last_error, created_at)
+        VALUES (${e.eventId}, ${e.type}, ${e.payload}, ${e.status}, 0, ${e.nextAttemptAt}, '', ${e.createdAt})`);
+    },
+  };
+}
+
+/** Locks the budgets a batch charges, in id order, so two nodes' batches cannot deadlock on them. */
+export async function lockBudgets(tx: PgExecutor, ids: number[]): Promise<void> {
+  if (!ids.length) return;
+  await tx.execute(sql`SELECT 1 FROM budgets WHERE id IN (SELECT unnest(${`{${[...new Set(ids)].sort((a, b) => a - b).join(',')}}`}::bigint[])) ORDER BY id FOR UPDATE`);
+}
+
+/** Budgets' committed spend; a budget that is gone is left out. */
+export async function budgetSpend(tx: PgExecutor, ids: number[]): Promise<Array<{ id: number; periodKey: string; spent: number }>> {
+  if (!ids.length) return [];
+  const rows = await tx.execute<{ id: string; period_key: string; spent: string }>(sql`
+    SELECT id, period_key, spent FROM budgets WHERE id IN (SELECT unnest(${`{${ids.map((i) => Math.trunc(i)).join(',')}}`}::bigint[]))`);
+  return rows.map((r) => ({ id: Number(r.id), periodKey: r.period_key, spent: Number(r.spent) }));
+}
