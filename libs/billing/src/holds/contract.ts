@@ -2,18 +2,25 @@
  * The HoldStore contract, run against every implementation. A "cluster" is one shared store seen
  * by several nodes (for Redis: separate connections); the loader plays the ledger.
  */
-import { expect, test } from 'bun:test';
-import type { HoldStore, Mirror, MirrorLoader } from './port';
+import { describe, expect, test } from 'bun:test';
+import type { BudgetLoader, BudgetMirror, BudgetScope, HoldStore, Mirror, MirrorLoader } from './port';
 
 export interface HoldStoreFactory {
-  cluster(load: MirrorLoader): { node(): HoldStore };
+  cluster(load: MirrorLoader, loadBudgets: BudgetLoader): { node(): HoldStore };
 }
 
 /** A ledger double: balances by user and limited key, counting loads. */
 class Ledger {
   readonly users = new Map<number, Mirror>();
   readonly keys = new Map<number, Mirror>();
+  readonly budgets = new Map<number, BudgetMirror>();
   loads = 0;
+  budgetLoads = 0;
+  readonly loadBudgets: BudgetLoader = async (ids) => {
+    this.budgetLoads++;
+    await Bun.sleep(1);
+    return ids.flatMap((i) => (this.budgets.has(i) ? [this.budgets.get(i)!] : []));
+  };
   readonly load: MirrorLoader = async (userId, keyId) => {
     this.loads++;
     await Bun.sleep(1);
@@ -28,7 +35,7 @@ const LEASE = 30_000;
 
 function setup(f: HoldStoreFactory) {
   const ledger = new Ledger();
-  const c = f.cluster(ledger.load);
+  const c = f.cluster(ledger.load, ledger.loadBudgets);
   return { ledger, store: c.node(), node: () => c.node() };
 }
 
@@ -212,5 +219,113 @@ export function holdStoreContract(f: HoldStoreFactory): void {
     const viaKey = await Promise.all(Array.from({ length: 300 }, (_, i) => nodes[i % 3]!.reserve({ userId: u2, keyId: k, amount: 7, ref: ref(), leaseMs: LEASE })));
     expect(viaKey.filter((r) => r.ok).length).toBe(100);
     expect(await nodes[2]!.available({ userId: u2, keyId: k })).toEqual({ user: 9_300, key: 0 });
+  });
+
+  describe('budgets', () => {
+    const PK = '2026-11-24';
+    const scope = (b: number, limit: number, periodKey = PK): BudgetScope => ({ id: b, limit, periodKey });
+
+    test('a budget is held like a balance: limit − spent this period − held; a refusal holds nothing anywhere', async () => {
+      const { ledger, store } = setup(f);
+      const [u, b] = [id(), id()];
+      ledger.users.set(u, { balance: 10_000, version: 1 });
+      ledger.budgets.set(b, { id: b, periodKey: PK, spent: 30 });
+      expect(await store.reserve({ userId: u, amount: 80, ref: ref(), leaseMs: LEASE, budgets: [scope(b, 100)] }))
+        .toEqual({ ok: false, reason: 'short', scope: 'budget', budgetId: b, available: 70, shortBy: 10 });
+      expect(await store.available({ userId: u })).toEqual({ user: 10_000, key: null });
+      const a = await store.reserve({ userId: u, amount: 70, ref: ref(), leaseMs: LEASE, budgets: [scope(b, 100)] });
+      if (!a.ok) throw new Error('reserve failed');
+      expect(a.hold.budgetIds).toEqual([b]);
+      expect(await store.budgetUsage(u, b)).toEqual({ periodKey: PK, spent: 30, held: 70 });
+      expect(await store.reserve({ userId: u, amount: 0, ref: ref(), leaseMs: LEASE, budgets: [scope(b, 100)] })).toMatchObject({ ok: false, scope: 'budget', available: 0 });
+      // A limit raised by the operator (the node's book) admits at once; the mirror was loaded once.
+      expect((await store.reserve({ userId: u, amount: 50, ref: ref(), leaseMs: LEASE, budgets: [scope(b, 150)] })).ok).toBe(true);
+      expect(ledger.budgetLoads).toBe(1);
+      await store.release(a.hold);
+      expect(await store.budgetUsage(u, b)).toEqual({ periodKey: PK, spent: 30, held: 50 });
+    });
+
+    test('an earlier period\'s spend is none; a later one (a node whose clock is behind) counts; a budget the ledger lost spent nothing', async () => {
+      const { ledger, store } = setup(f);
+      const [u, old, later, gone] = [id(), id(), id(), id()];
+      ledger.users.set(u, { balance: 10_000, version: 1 });
+      ledger.budgets.set(old, { id: old, periodKey: '2026-11-23', spent: 100 });
+      ledger.budgets.set(later, { id: later, periodKey: '2026-11-25', spent: 90 });
+      expect((await store.reserve({ userId: u, amount: 100, ref: ref(), leaseMs: LEASE, budgets: [scope(old, 100)] })).ok).toBe(true);
+      expect(await store.reserve({ userId: u, amount: 20, ref: ref(), leaseMs: LEASE, budgets: [scope(later, 100)] })).toMatchObject({ ok: false, scope: 'budget', available: 10 });
+      expect((await store.reserve({ userId: u, amount: 100, ref: ref(), leaseMs: LEASE, budgets: [scope(gone, 100)] })).ok).toBe(true);
+    });
+
+    test('spend mirrors only move forward (a later period, or more spend in one); release and applyBudget only over an existing mirror', async () => {
+      const { ledger, store } = setup(f);
+      const [u, b] = [id(), id()];
+      ledger.users.set(u, { balance: 10_000, version: 1 });
+      expect(await store.applyBudget(u, { id: b, periodKey: PK, spent: 5 })).toBe(false);
+      ledger.budgets.set(b, { id: b, periodKey: PK, spent: 10 });
+      const a = await store.reserve({ userId: u, amount: 40, ref: ref(), leaseMs: LEASE, budgets: [scope(b, 100)] });
+      if (!a.ok) throw new Error('reserve failed');
+      // Its charge of 40 commits: hold dropped and spend 50 installed in one step.
+      await store.release(a.hold, { budgets: [{ id: b, periodKey: PK, spent: 50 }] });
+      expect(await store.budgetUsage(u, b)).toEqual({ periodKey: PK, spent: 50, held: 0 });
+      // An older read (another node's earlier commit, delivered late) is ignored.
+      expect(await store.applyBudget(u, { id: b, periodKey: PK, spent: 20 })).toBe(false);
+      expect(await store.applyBudget(u, { id: b, periodKey: '2026-11-23', spent: 99 })).toBe(false);
+      expect(await store.budgetUsage(u, b)).toMatchObject({ spent: 50 });
+      expect(await store.applyBudget(u, { id: b, periodKey: '2026-11-25', spent: 7 })).toBe(true);
+      expect(await store.budgetUsage(u, b)).toMatchObject({ periodKey: '2026-11-25', spent: 7 });
+    });
+
+    test('settle caps a charge at the hold plus what the budget can still admit; the hold\'s budgets move with it', async () => {
+      const { ledger, store } = setup(f);
+      const [u, b] = [id(), id()];
+      ledger.users.set(u, { balance: 10_000, version: 1 });
+      ledger.budgets.set(b, { id: b, periodKey: PK, spent: 0 });
+      const a = await store.reserve({ userId: u, amount: 10, ref: ref(), leaseMs: LEASE, budgets: [scope(b, 100)] });
+      const c = await store.reserve({ userId: u, amount: 60, ref: ref(), leaseMs: LEASE, budgets: [scope(b, 100)] });
+      if (!a.ok || !c.ok) throw new Error('reserve failed');
+      // 100 − 70 held: a may grow by 30 at most.
+      expect(await store.settle(a.hold, 500, [scope(b, 100)])).toBe(40);
+      expect(await store.budgetUsage(u, b)).toMatchObject({ held: 100 });
+      // A budget the node no longer has (cleared meanwhile) does not cap, but its holds still move.
+      expect(await store.settle(c.hold, 70, [])).toBe(70);
+      expect(await store.budgetUsage(u, b)).toMatchObject({ held: 110 });
+      await store.release(a.hold);
+      await store.release(c.hold);
+      expect(await store.budgetUsage(u, b)).toMatchObject({ held: 0 });
+    });
+
+    test('a lapsed hold keeps its budgets in limbo; renew after a data loss puts them back', async () => {
+      const { ledger, store } = setup(f);
+      const [u, b] = [id(), id()];
+      ledger.users.set(u, { balance: 10_000, version: 1 });
+      ledger.budgets.set(b, { id: b, periodKey: PK, spent: 0 });
+      const dead = await store.reserve({ userId: u, amount: 60, ref: ref(), leaseMs: 100, budgets: [scope(b, 100)] });
+      if (!dead.ok) throw new Error('reserve failed');
+      await Bun.sleep(150);
+      const limbo = (await store.expired()).filter((h) => h.userId === u);
+      expect(limbo).toEqual([{ ref: dead.hold.ref, userId: u, keyId: null, amount: 60, budgetIds: [b] }]);
+      expect(await store.reserve({ userId: u, amount: 41, ref: ref(), leaseMs: LEASE, budgets: [scope(b, 100)] })).toMatchObject({ ok: false, scope: 'budget' });
+      await store.release(limbo[0]!, { budgets: [{ id: b, periodKey: PK, spent: 60 }] });
+      expect(await store.budgetUsage(u, b)).toEqual({ periodKey: PK, spent: 60, held: 0 });
+      // Lost and renewed: the hold counts on its budget again.
+      expect(await store.renew([{ ...dead.hold, ref: ref() }], LEASE)).toBe(1);
+      expect(await store.budgetUsage(u, b)).toMatchObject({ held: 60 });
+    });
+
+    test('300 concurrent reserves from three nodes against a budget funding exactly 100 (a key budget and a user budget): exactly 100 pass', async () => {
+      const { ledger, node } = setup(f);
+      const [u, kb, ub] = [id(), id(), id()];
+      ledger.users.set(u, { balance: 1_000_000, version: 1 });
+      ledger.budgets.set(kb, { id: kb, periodKey: PK, spent: 0 });
+      ledger.budgets.set(ub, { id: ub, periodKey: PK, spent: 300 });
+      const nodes = [node(), node(), node()];
+      const results = await Promise.all(Array.from({ length: 300 }, (_, i) => nodes[i % 3]!.reserve({
+        userId: u, amount: 7, ref: ref(), leaseMs: LEASE, budgets: [scope(kb, 1000), scope(ub, 1000)],
+      })));
+      expect(results.filter((r) => r.ok).length).toBe(100);
+      expect(await nodes[1]!.budgetUsage(u, ub)).toEqual({ periodKey: PK, spent: 300, held: 700 });
+      expect(await nodes[2]!.budgetUsage(u, kb)).toEqual({ periodKey: PK, spent: 0, held: 700 });
+      expect(await nodes[0]!.available({ userId: u })).toEqual({ user: 1_000_000 - 700, key: null });
+    });
   });
 }

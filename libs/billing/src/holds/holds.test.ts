@@ -7,8 +7,8 @@ import { dropPrefix, freshPrefix, redisClient, requireRedis } from '../../../../
 
 describe('MemoryHoldStore', () => {
   holdStoreContract({
-    cluster: (load) => {
-      const store = new MemoryHoldStore(load);
+    cluster: (load, loadBudgets) => {
+      const store = new MemoryHoldStore(load, Date.now, loadBudgets);
       return { node: () => store };
     },
   });
@@ -25,11 +25,11 @@ afterAll(async () => {
 
 describe.skipIf(!available)('RedisHoldStore', () => {
   holdStoreContract({
-    cluster: (load) => ({
+    cluster: (load, loadBudgets) => ({
       node: () => {
         const c = redisClient();
         clients.push(c);
-        return new RedisHoldStore(c, load, { prefix, recoveryMs: 0 });
+        return new RedisHoldStore(c, load, { prefix, recoveryMs: 0, loadBudgets });
       },
     }),
   });
