@@ -167,6 +167,28 @@ describe.skipIf(!available)('PgGroupCommitter', () => {
     await gc.close();
   });
 
+  test('a batch sent in one piece that fails leaves its connection clean: the next batch on the same connection commits', async () => {
+    const users = await seedUsers(2, 1_000);
+    // One connection: the failed transaction's COMMIT (answered as ROLLBACK) must have ended it before reuse.
+    const one = await openPostgres(PG_TEST_URL, { schema: h.schema, max: 1 });
+    try {
+      const batches: Array<{ rows: number; oneByOne: boolean }> = [];
+      const gc = new PgGroupCommitter(one.db, { onBatch: (b) => batches.push(b), maxDelayMs: 5 });
+      const first = await Promise.allSettled([row(users[0]!.userId, users[0]!.keyId), row(999_998, users[0]!.keyId)].map((r) => gc.settle(r)));
+      expect(first.map((r) => r.status)).toEqual(['fulfilled', 'rejected']);
+      expect(String((first[1] as PromiseRejectedResult).reason)).toContain('ledger: no user');
+      const second = await Promise.all([row(users[0]!.userId, users[0]!.keyId), row(users[1]!.userId, users[1]!.keyId)].map((r) => gc.settle(r)));
+      expect(second.every((o) => o.inserted)).toBe(true);
+      expect(batches.map((b) => [b.rows, b.oneByOne])).toEqual([[2, true], [2, false]]);
+      const b = await books(users.map((u) => u.userId));
+      expect(b.get(users[0]!.userId)).toMatchObject({ quota: 980, usage: 2, charges: 2 });
+      expect(b.get(users[1]!.userId)).toMatchObject({ quota: 990, usage: 1, charges: 1 });
+      await gc.close();
+    } finally {
+      await one.close();
+    }
+  });
+
   test('the backend killed mid-batch (pg_terminate_backend): the batch is retried and everything settles exactly once', async () => {
     const users = await seedUsers(10, 100_000);
     const batches: Array<{ tries: number }> = [];

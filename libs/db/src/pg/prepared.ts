@@ -17,12 +17,21 @@ export function preparedExecutor(db: PgDb): PgExecutor {
   return preparedOn(db.$client);
 }
 
-/** The same on a given connection or open transaction (postgres.js `begin`'s callback argument). */
-export function preparedOn(client: Pick<PgDb['$client'], 'unsafe'>): PgExecutor {
+/**
+ * The same on a given connection or open transaction (postgres.js `begin`'s callback argument).
+ * `eager`: each statement is queued on the connection when it is built rather than when awaited, so
+ * statements built one after the other go out in that order, whatever awaits them (postgres.js
+ * otherwise sends a query on its first `then`, which Promise.all calls a microtask late).
+ */
+export function preparedOn(client: Pick<PgDb['$client'], 'unsafe'>, opts: { eager?: boolean } = {}): PgExecutor {
   return {
     execute: ((query: SQL) => {
       const q = dialect.sqlToQuery(query);
-      return client.unsafe(q.sql, q.params as never[], { prepare: true });
+      const pending = client.unsafe(q.sql, q.params as never[], { prepare: true });
+      if (!opts.eager) return pending;
+      // Its failure is the awaiting caller's; marked handled now, as postgres.js's own transactions do.
+      pending.catch(() => {});
+      return pending.execute();
     }) as unknown as PgExecutor['execute'],
   };
 }

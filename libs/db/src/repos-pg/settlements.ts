@@ -75,7 +75,7 @@ export class PgSettlementsRepo {
    * ledger row's balance_after is the user's final balance plus the charges after it. A request id
    * repeated in the batch or already stored inserts nothing (the first occurrence wins). Users and keys
    * are locked first in id order, so concurrent batches (other nodes) cannot deadlock.
-   * Throws (the caller rolls back) when a charged row has no user, as apply() does.
+   * Fails (the statement itself, so the caller's transaction) when a charged row has no user, as apply() does.
    */
   async applyMany(rows: SettlementRow[], tx: Pick<PgWriter, 'execute'>): Promise<SettleOutcome[]> {
     if (!rows.length) return [];
@@ -92,7 +92,7 @@ export class PgSettlementsRepo {
     const keyIds = [...new Set(rows.map((r) => r.apiKeyId))].sort((a, b) => a - b);
     const lockUsers = tx.execute(sql`SELECT 1 FROM users WHERE id IN (SELECT unnest(${`{${userIds.join(',')}}`}::bigint[])) ORDER BY id FOR UPDATE`);
     const lockKeys = tx.execute(sql`SELECT 1 FROM api_keys WHERE id IN (SELECT unnest(${`{${keyIds.join(',')}}`}::bigint[])) ORDER BY id FOR UPDATE`);
-    const write = tx.execute<{ ord: number; cost: string; balance_after: string | null; has_user: boolean; quota: string | null; ver: string | null;
+    const write = tx.execute<{ ord: number; cost: string; balance_after: string | null; quota: string | null; ver: string | null;
       remain: string | null; rver: string | null; unlimited: boolean | null }>(sql`
       WITH input AS (
         SELECT DISTINCT ON (t.request_id) t.* FROM jsonb_to_recordset(${payload}::jsonb) AS t(ord int, request_id text, kind text,
@@ -126,9 +126,11 @@ export class PgSettlementsRepo {
         RETURNING users.id, users.quota, users.balance_version
       ), charges AS (
         -- The balance after each charge, in batch order: the final balance plus the charges that follow it.
+        -- A charge whose user row is missing gets a NULL balance_after, which the ledger refuses (NOT NULL):
+        -- the statement itself fails, so a transaction sent in one piece never writes such a batch.
         SELECT n.ord, n.user_id, n.cost, n.request_id, n.model, n.created_at,
           u.quota + coalesce(sum(n.cost) OVER (PARTITION BY n.user_id ORDER BY n.ord ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING), 0) AS balance_after
-        FROM new n JOIN u ON u.id = n.user_id WHERE n.cost > 0
+        FROM new n LEFT JOIN u ON u.id = n.user_id WHERE n.cost > 0
       ), l AS (
         INSERT INTO ledger (user_id, kind, amount, balance_after, ref, note, created_at)
         SELECT user_id, 'charge', -cost, balance_after, request_id, model, created_at FROM charges ORDER BY user_id, ord
@@ -144,15 +146,14 @@ export class PgSettlementsRepo {
       -- Each row also gets its user's and key's balances as this batch leaves them (the mirrors the
       -- shared admission store installs once the batch is durable; the word for the end of a
       -- transaction is kept out of this text, as a test cuts the connection when it sees it go out).
-      SELECT n.ord, n.cost, c.balance_after, uu.id IS NOT NULL AS has_user, uu.quota, uu.balance_version AS ver,
+      SELECT n.ord, n.cost, c.balance_after, uu.quota, uu.balance_version AS ver,
         kk.remain_quota AS remain, kk.remain_version AS rver, kk.unlimited_quota AS unlimited
       FROM new n LEFT JOIN charges c ON c.ord = n.ord LEFT JOIN u uu ON uu.id = n.user_id LEFT JOIN k kk ON kk.id = n.api_key_id`);
     // Issued together: postgres.js pipelines them on the transaction's connection, in this order.
-    const [, , written] = await Promise.all([lockUsers, lockKeys, write]);
+    const [, , written] = await Promise.all([lockUsers, lockKeys, write]).catch(noUserAsError(null));
     const out: SettleOutcome[] = rows.map(() => ({ inserted: false }));
     for (const w of written) {
       const cost = Number(w.cost);
-      if (cost > 0 && !w.has_user) throw new Error(`ledger: no user ${rows[w.ord]!.userId}`);
       out[w.ord] = { inserted: true, balance: cost > 0 ? Number(w.balance_after) : undefined, mirror: mirrorsOf(w.quota, w.ver, w.remain, w.rver, w.unlimited) };
     }
     return out;
@@ -160,11 +161,11 @@ export class PgSettlementsRepo {
 }
 
 /** The ledger's NOT NULL balance_after refusing a charge whose user row is missing, said as such. */
-function noUserAsError(userId: number) {
+function noUserAsError(userId: number | null) {
   return (err: unknown): never => {
     const pg = (err as { cause?: unknown })?.cause ?? err;
     const e = pg as { code?: string; column_name?: string; column?: string } | null;
-    if (e?.code === '23502' && (e.column_name ?? e.column) === 'balance_after') throw new Error(`ledger: no user ${userId}`, { cause: err });
+    if (e?.code === '23502' && (e.column_name ?? e.column) === 'balance_after') throw new Error(`ledger: no user ${userId ?? '(a row of the batch)'}`, { cause: err });
     throw err;
   };
 }
