@@ -12,6 +12,8 @@ import { MemoryHoldStore } from './holds/memory';
 import type { HoldStore, Mirror } from './holds/port';
 import type { PriceBook } from './price-book';
 import { QuotaService, type UsageLogInput } from './quota';
+import { BudgetBook } from './budgets/book';
+import { periodKey } from './budgets/period';
 
 /** One quota unit per input token. */
 const PRICE = { model: 'm', input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0, cacheWrite1h: null, longContextThreshold: null, longContext: null } as unknown as PriceRow;
@@ -168,5 +170,26 @@ describe('QuotaService with shared holds', () => {
     expect(await holds.available({ userId: 1, keyId: 7 })).toEqual({ user: 600, key: 200 });
     await expect(Promise.resolve(q.reserve({ userId: 1, apiKey: limited, amount: 201, ref: 'c' }))).rejects.toMatchObject({ status: 402, code: 'key_quota_exhausted' });
   });
-});
 
+  test('budgets are admitted through the shared store with the balance; affords() checks them too, holding nothing', async () => {
+    const ledger = Object.assign(new Ledger(), { useBudgets() {} });
+    ledger.user = { balance: 1_000_000, version: 1 };
+    const pk = periodKey('daily', Date.now());
+    const book = new BudgetBook({
+      repo: { all: () => [{ id: 3, scope: 'key', subjectId: 7, period: 'daily', limitAmount: 1_000, periodKey: pk, spent: 0, alerted: 0, createdAt: 1, updatedAt: 1 }], lowBalanceAll: () => [] },
+      deliver: false,
+    });
+    const holds = new MemoryHoldStore(async () => ({ user: { ...ledger.user }, key: null }), Date.now, async (ids) => ids.map((id) => ({ id, periodKey: pk, spent: 0 })));
+    const l = new LiveHolds(holds, 30_000);
+    live.push(l);
+    const q = await QuotaService.openDurable({ durable: ledger, holds: { store: holds, live: l, leaseMs: 30_000 }, prices, bus: new ChangeBus(), budgets: book });
+    await q.reserve({ userId: 1, apiKey: unlimited, amount: 600, ref: 'b1' });
+    const short = await Promise.resolve(q.reserve({ userId: 1, apiKey: unlimited, amount: 600, ref: 'b2' })).catch((e) => e);
+    expect([short.status, short.code]).toEqual([402, 'key_budget_exceeded']);
+    expect(short.headers['retry-after']).toMatch(/^\d+$/);
+    const refused = await Promise.resolve(q.affords({ userId: 1, apiKey: unlimited, amount: 401, ref: 'b3' })).catch((e) => e);
+    expect([refused.status, refused.code]).toEqual([402, 'key_budget_exceeded']);
+    await q.affords({ userId: 1, apiKey: unlimited, amount: 400, ref: 'b4' });
+    expect(await holds.budgetUsage(1, 3)).toEqual({ periodKey: pk, spent: 0, held: 600 });
+  });
+});

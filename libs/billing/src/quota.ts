@@ -6,7 +6,7 @@ import { guardUsage, type UsageLimits } from './usage-guard';
 import { priceUsage } from './tiers';
 import { type QuotaKey, type Reservation, type Settlement, type UsageLogInput } from './usage';
 import type { AlertEvent, BudgetBook, BudgetEffects } from './budgets/book';
-import { shortfall, type AfterCommit, type Hold, type HoldStore, type Mirror, type ReserveResult } from './holds/port';
+import { budgetAvailable, shortfall, type AfterCommit, type Hold, type HoldStore, type Mirror, type ReserveResult } from './holds/port';
 import type { LiveHolds } from './holds/live-holds';
 
 export * from './usage';
@@ -275,6 +275,12 @@ export class QuotaService {
     }
     if (shortfall(amount, a.user) !== null) throw shortOf('user', amount, a.user);
     if (limited && shortfall(amount, a.key!) !== null) throw shortOf('key', amount, a.key!);
+    // The budgets, as one process checks them: a budget not mirrored yet is checked by the first reservation.
+    for (const b of this.deps.budgets?.scopes(input.userId, k.id) ?? []) {
+      const u = await holds.store.budgetUsage(input.userId, b.id).catch(() => null);
+      const avail = u ? budgetAvailable(b, u, u.held) : null;
+      if (avail !== null && shortfall(amount, avail) !== null) throw this.deps.budgets!.exceeded(b.id, amount, avail);
+    }
   }
 
   private async reserveShared(input: ReserveInput, holds: SharedHolds): Promise<Reservation> {

@@ -1,4 +1,4 @@
-import { AlwaysLeader, MemoryRateLimits, bunFetchLimit, nowSeconds, stdLogger, readBounded, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
+import { AlwaysLeader, MemoryRateLimits, bunFetchLimit, errorText, nowSeconds, stdLogger, readBounded, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
 import { AlertDispatcher, alertWebhookConfig, billingConfig, BudgetBook, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps, type SharedHolds } from '@gw/billing';
 import type { AlertOutboxStore, AsyncSettlementSink, BudgetChargesRepo, BudgetsStore, GroupsStore, PricesStore, SettlementSink, UsageLogsStore } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
@@ -105,8 +105,15 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
     // Budgets across nodes need the shared admission: without it they would be accepted and never enforced.
     if (!w.holds) throw new Error('createRelayServices: a durable sink needs the shared holds');
     await budgets.reload();
-    // Another node changed a budget or threshold (the change feed); a resync reloads it too (reloadBudgets).
-    w.bus.on('budget.changed', () => budgets.reload());
+    // Another node changed a budget or threshold (the change feed); every resync reloads it too. A failed
+    // read keeps the book as it was (logged): the next change or resync reads again.
+    w.bus.on('budget.changed', async () => {
+      try {
+        await budgets.reload();
+      } catch (err) {
+        (w.log ?? stdLogger).error('budgets.reload_failed', { cause: errorText(err) });
+      }
+    });
     quota = await QuotaService.openDurable({
       durable: w.durable, holds: w.holds, prices, bus: w.bus, log: w.log, observe: w.observeSettlement, budgets, onAlerts: () => alerts.poke(),
     });

@@ -88,33 +88,40 @@ export class BudgetBook {
   /** A book over a synchronous source (SQLite) is loaded here; over an asynchronous one, await reload() first. */
   constructor(private readonly d: BudgetBookDeps) {
     this.now = d.now ?? Date.now;
-    void this.reload();
+    const rows = d.repo.all();
+    const low = d.repo.lowBalanceAll();
+    if (!(rows instanceof Promise) && !(low instanceof Promise)) this.install(rows, low);
+    else void Promise.all([rows, low]).catch(() => {});
   }
 
   /**
    * Re-reads every budget and threshold (after a management change, or another node's; the tables are
    * small). Synchronous over SQLite. Over PostgreSQL reads never overlap, and one asked for during a read
-   * runs again after it, so a slower, older read can never install over a newer one.
+   * runs again after it, so a slower, older read can never install over a newer one; it rejects when the
+   * database cannot be read (the previous book stays in force).
    */
   reload(): void | Promise<void> {
     const rows = this.d.repo.all();
     const low = this.d.repo.lowBalanceAll();
     if (!(rows instanceof Promise) && !(low instanceof Promise)) return this.install(rows, low);
-    void Promise.all([rows, low]).catch(() => {});
-    return this.refresh();
+    return this.refresh(Promise.all([rows, low]));
   }
 
-  private refresh(): Promise<void> {
+  private refresh(first: Promise<[BudgetRow[], LowBalanceRow[]]>): Promise<void> {
     if (this.refreshing) {
+      first.catch(() => {});
       this.refreshAgain = true;
       return this.refreshing.then(() => this.refreshing ?? undefined);
     }
     this.refreshing = (async () => {
-      do {
+      let read = first;
+      for (;;) {
         this.refreshAgain = false;
-        const [rows, low] = await Promise.all([this.d.repo.all(), this.d.repo.lowBalanceAll()]);
+        const [rows, low] = await read;
         this.install(rows, low);
-      } while (this.refreshAgain);
+        if (!this.refreshAgain) return;
+        read = Promise.all([this.d.repo.all(), this.d.repo.lowBalanceAll()]);
+      }
     })().finally(() => { this.refreshing = null; });
     return this.refreshing;
   }
