@@ -35,6 +35,9 @@ export const ROOT_PASSWORD = 'root-password-123';
 /** Nodes per test gateway (GW_TEST_CLUSTER, PostgreSQL backend only). */
 export const CLUSTER_NODES = ON_PG ? Math.max(1, Number(process.env.GW_TEST_CLUSTER ?? 1) || 1) : 1;
 
+/** How long a test waits after a management write in cluster mode, for the change feed to reach every node. */
+const CLUSTER_SETTLE_MS = 100;
+
 /** Origins of the cluster proxies in use: fetches to them open a new connection each, so requests spread over the nodes. */
 const proxied = new Set<string>();
 if (CLUSTER_NODES > 1) {
@@ -121,6 +124,10 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
     const text = await res.text();
     let parsed: any = text;
     try { parsed = JSON.parse(text); } catch { /* keep text */ }
+    // Behind the round-robin proxy the next request may reach a node that has not heard of this write yet
+    // (the change feed takes milliseconds, by design): a test that writes then uses waits for it, as a
+    // client of a real cluster would have to (README: Running a cluster).
+    if (cluster && method !== 'GET' && res.status < 400) await Bun.sleep(CLUSTER_SETTLE_MS);
     return { status: res.status, body: parsed, headers: res.headers };
   };
   return {
