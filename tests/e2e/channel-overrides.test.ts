@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
-import { addChannel, eventNames, keyedUser, msg, send, setPrice, upstream, V, type Scripted } from './relay-setup';
+import { addChannel, eventNames, keyedUser, msg, send, setPrice, upstream, V, type Scripted, availableOf } from './relay-setup';
 
 let gw: TestGateway;
 let ant: Scripted;
@@ -154,7 +154,7 @@ describe('metering uses the request after overrides', () => {
     up.queue.push({ delayMs: 400, usage: { input: 10, output: 5 } });
     const pending = send(gw, u.key, msg(model, body));
     await Bun.sleep(200);
-    const held = 1_000_000 - gw.services.relay.quota.available(u.id);
+    const held = 1_000_000 - await availableOf(gw, u.id);
     const r = await pending;
     expect(r.status).toBe(200);
     return { held, u, r };
@@ -190,7 +190,7 @@ describe('metering uses the request after overrides', () => {
     ant.queue.push({ error: { status: 500 }, delayMs: 300 }, { usage: { input: 10, output: 100 } });
     const pending = send(gw, u.key, msg('ov-fo', { max_tokens: 4000 }));
     await Bun.sleep(150);
-    expect(1_000_000 - gw.services.relay.quota.available(u.id)).toBe(4000);
+    expect(1_000_000 - await availableOf(gw, u.id)).toBe(4000);
     const r = await pending;
     expect(r.status).toBe(200);
     const [first, second] = ant.double.requests.slice(-2);

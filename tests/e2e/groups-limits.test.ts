@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
-import { addChannel, keyedUser, msg, send, upstream, V, type Scripted } from './relay-setup';
+import { addChannel, keyedUser, msg, send, upstream, V, type Scripted, balanceOf } from './relay-setup';
 
 let gw: TestGateway;
 let up: Scripted;
@@ -59,13 +59,13 @@ afterAll(async () => {
 describe('group price ratio', () => {
   test('ratio 1500 bills exactly ceil(base × 1.5) with one rounding, under concurrency, and logs group and ratio', async () => {
     const u = await member({ group: 'gold' });
-    const before = gw.services.relay.quota.balance(u.id);
+    const before = await balanceOf(gw, u.id);
     up.fallback = { text: 'ok', usage: { input: 1000, output: 0 } };
     const rs = await Promise.all(Array.from({ length: 20 }, () => send(gw, u.key, msg('claude-x'))));
     expect(rs.map((r) => r.status)).toEqual(Array(20).fill(200));
     // ceil(1000 × 333,333 × 1500 / 10⁹) = ceil(499.9995) = 500; rounding twice would give ceil(334 × 1.5) = 501.
     for (const r of rs) expect(await logOf(r.headers.get('request-id')!)).toEqual({ cost: 500, group: 'gold', price_ratio: 1500 });
-    expect(before - gw.services.relay.quota.balance(u.id)).toBe(20 * 500);
+    expect(before - await balanceOf(gw, u.id)).toBe(20 * 500);
     const listed = await gw.api('GET', `/api/log/self`, undefined, u.token);
     expect(listed.body.data.items[0]).toMatchObject({ cost: 500, group: 'gold', price_ratio: 1500 });
     up.fallback = { text: 'Hello there' };

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
-import { addChannel, keyedUser, send, upstream, type Scripted } from './relay-setup';
+import { addChannel, keyedUser, send, upstream, type Scripted, availableOf } from './relay-setup';
 
 let gw: TestGateway;
 let ant: Scripted;
@@ -114,6 +114,6 @@ describe('hostile usage is validated, billed and flagged', () => {
   test('balance == Σ ledger after all of it', async () => {
     gw.services.relay.quota.flush();
     expect(await gw.services.ledger.sum(user.id)).toBe((await gw.services.users.byId(user.id))!.quota);
-    expect(gw.services.relay.quota.available(user.id)).toBe((await gw.services.users.byId(user.id))!.quota);
+    expect(await availableOf(gw, user.id)).toBe((await gw.services.users.byId(user.id))!.quota);
   });
 });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
-import { addChannel, eventNames, upstream, type Scripted, keyedUser, msg, send, setPrice } from './relay-setup';
+import { addChannel, eventNames, upstream, type Scripted, keyedUser, msg, send, setPrice, availableOf } from './relay-setup';
 
 let gw: TestGateway;
 let ant: Scripted;
@@ -47,7 +47,7 @@ describe('metering exactness', () => {
       expect(key).toEqual({ used_quota: cost, remain_quota: 500_000 - cost });
       const keyView = await gw.api('GET', `/api/token/${u.keyId}`, undefined, u.token);
       expect(Math.abs(keyView.body.data.last_used_at - Date.now() / 1000)).toBeLessThan(5);
-      expect(gw.services.relay.quota.available(u.id)).toBe(1_000_000 - cost);
+      expect(await availableOf(gw, u.id)).toBe(1_000_000 - cost);
       const self = await gw.api('GET', '/api/log/self', undefined, u.token);
       expect(self.body.data.items[0]).toMatchObject({ request_id: id, cost, model, channel_id: null });
       expect(self.body.data.items[0].latency_ms).toBeGreaterThanOrEqual(0);
@@ -81,7 +81,7 @@ describe('quota', () => {
     const codes = rs.map((r) => r.status).sort();
     expect(codes).toEqual([200, 200, 200, 402, 402, 402, 402, 402]);
     expect(await balance(u.id)).toBe(3500 - 3 * 5);
-    expect(gw.services.relay.quota.available(u.id)).toBe(3500 - 15);
+    expect(await availableOf(gw, u.id)).toBe(3500 - 15);
   });
 
   test('an upstream failure costs nothing but is logged', async () => {
@@ -90,7 +90,7 @@ describe('quota', () => {
     const r = await send(gw, u.key, msg('meter-a'));
     expect(r.status).toBe(502);
     expect(await balance(u.id)).toBe(100_000);
-    expect(gw.services.relay.quota.available(u.id)).toBe(100_000);
+    expect(await availableOf(gw, u.id)).toBe(100_000);
     expect(await logOf(r.headers.get('request-id')!)).toMatchObject({ cost: 0, status: 502, error_code: 'upstream_error', output_tokens: 0 });
     expect(await charge(r.headers.get('request-id')!)).toEqual([]);
   });
@@ -133,6 +133,6 @@ describe('quota', () => {
     expect(log.output_tokens).toBeLessThan(200);
     expect(await charge(id)).toEqual(log.cost > 0 ? [{ amount: -log.cost }] : []);
     expect(await balance(u.id)).toBe(1_000_000 - log.cost);
-    expect(gw.services.relay.quota.available(u.id)).toBe(1_000_000 - log.cost);
+    expect(await availableOf(gw, u.id)).toBe(1_000_000 - log.cost);
   });
 });

@@ -1,5 +1,5 @@
 /** Shared set-up of the relay end-to-end tests: channels, prices, users with keys and balance. */
-import { makeUser, type TestGateway } from '../helpers/gateway';
+import { CLUSTER_NODES, makeUser, type TestGateway } from '../helpers/gateway';
 import { startAnthropicUpstream } from '../doubles/anthropic-upstream';
 import { startOpenAIUpstream } from '../doubles/openai-upstream';
 import type { RecordedRequest, UpstreamDouble, UpstreamPlan } from '../doubles/sse';
@@ -50,6 +50,21 @@ export async function keyedUser(gw: TestGateway, balance = 1_000_000, key: Recor
   const r = await gw.api('POST', '/api/token/', { name: 'k', ...key }, u.token);
   if (r.status !== 200) throw new Error(`token: ${r.status} ${JSON.stringify(r.body)}`);
   return { ...u, key: r.body.data.key as string, keyId: r.body.data.id as number };
+}
+
+/**
+ * What the user can still reserve. Behind the cluster harness every node admits through the shared store, so
+ * that is asked (balance − every node's holds); in one process, this process's view (balance − pending − held).
+ */
+export async function availableOf(gw: TestGateway, userId: number): Promise<number> {
+  if (CLUSTER_NODES > 1) return (await gw.services.backend.holds!.store.available({ userId })).user ?? 0;
+  return gw.services.relay.quota.available(userId);
+}
+
+/** The user's balance: this process's cache in one process; the ledger's committed balance behind the cluster harness (node 1's cache does not hear other nodes' charges). */
+export async function balanceOf(gw: TestGateway, userId: number): Promise<number> {
+  if (CLUSTER_NODES > 1) return (await gw.services.users.byId(userId))!.quota;
+  return gw.services.relay.quota.balance(userId);
 }
 
 /** POST /v1/messages with the key; returns status, parsed body (or raw text for SSE) and headers. */
