@@ -49,6 +49,7 @@ beforeAll(async () => {
 }, 30_000);
 afterAll(async () => {
   await up.stop();
+  await gw.stop();
   hook.stop(true);
 }, 30_000);
 
