@@ -79,13 +79,25 @@ export const loggerFor = (config: Config): Logger => createLogger({ level: confi
 export async function createServices(config: Config, log: Logger = loggerFor(config)): Promise<Services> {
   const bus = new ChangeBus();
   const backend = await openBackend(config, bus, log);
+  const closers: Array<() => void | Promise<void>> = [];
+  try {
+    return await assemble(config, log, bus, backend, closers);
+  } catch (err) {
+    // A start-up refused after the database was opened (a late setting, say) gives back what it took: the
+    // database lock or connections, Redis, and leadership, which would otherwise stay with a process that
+    // never serves (a caller that retries in-process, as tests do, would find the database taken).
+    for (const c of closers.reverse()) await Promise.resolve().then(c).catch(() => {});
+    await backend.close().catch(() => {});
+    throw err;
+  }
+}
+
+async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Backend, closers: Array<() => void | Promise<void>>): Promise<Services> {
   const { stores, dbh } = backend;
   const { users, sessions, ledger, security } = stores;
   // Attempt limits (login, reset, 2FA, password change, redeem): global across nodes when limits are shared.
   const windows = backend.rateLimits ? sharedWindows(backend.rateLimits) : localWindows;
   reportRootBootstrap(log, config, await bootstrapRoot(users, { username: config.rootUsername, password: config.rootPassword }));
-  /** Feature modules push their shutdown steps here (reverse order on close). */
-  const closers: Array<() => void | Promise<void>> = [];
   const secrets = new SecretBox(config.secretKey);
   const auth = new ManagementAuth(users, sessions);
   const mailer = new Mailer(mailConfig(config.env));
