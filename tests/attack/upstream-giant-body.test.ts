@@ -7,7 +7,9 @@
  * Real gateway, upstream double answering with a generated stream that counts what was pulled from it.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { startGateway, type TestGateway } from '../helpers/gateway';
+import { ON_PG, startGateway, type TestGateway } from '../helpers/gateway';
+import { dropSchema, freshSchema, PG_TEST_URL } from '../helpers/postgres';
+import { freshPrefix, REDIS_TEST_URL, settleAdmissionEpoch } from '../helpers/redis';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
 
 let gw: TestGateway;
@@ -97,7 +99,18 @@ test('count_tokens: a normal upstream count is still used', async () => {
 });
 
 test('the health probe reads at most 64 KiB: an endless answer keeps the channel down, a real answer brings it back', async () => {
-  const g2 = await startGateway({ RELAY_HEALTH_FAILURES: '1', RELAY_PROBE_INTERVAL_MS: '100' });
+  // On PostgreSQL a schema of its own, not one handed back by an earlier gateway of this test process: the
+  // background prober runs on the schema's leader only, and a lock left by an earlier gateway (not found yet;
+  // see tests/e2e/startup-cleanup.test.ts for one such leak, fixed) would keep this one from leading.
+  const schema = ON_PG ? freshSchema('gw_probe64k') : null;
+  const prefix = freshPrefix('probe64k');
+  // A new prefix has no admission epoch yet (read as a possible data loss): settled, as the helper does.
+  if (schema) await settleAdmissionEpoch(prefix);
+  const g2 = await startGateway({
+    RELAY_HEALTH_FAILURES: '1', RELAY_PROBE_INTERVAL_MS: '100',
+    ...(schema ? { DATABASE_URL: PG_TEST_URL, PG_SCHEMA: schema, REDIS_URL: REDIS_TEST_URL, REDIS_PREFIX: prefix, SECRET_KEY: 'cd'.repeat(32) } : {}),
+  });
+  expect(g2.services.backend.leader.isLeader).toBe(true);
   const b = upstream('anthropic');
   try {
     const id = await addChannel(g2, { type: 'anthropic', url: b.url, models: ['claude-z'] });
@@ -138,5 +151,6 @@ test('the health probe reads at most 64 KiB: an endless answer keeps the channel
   } finally {
     await b.stop();
     await g2.stop();
+    if (schema) await dropSchema(schema);
   }
 }, 30_000);
