@@ -14,33 +14,34 @@ export function quantiles(samples: number[]): Quantiles {
   return { p50: pct(samples, 50), p99: pct(samples, 99), p999: pct(samples, 99.9), max: samples.length ? samples[samples.length - 1]! : NaN, n: samples.length };
 }
 
-export interface Target { url: string; headers: Record<string, string> }
+/** `keys`: several relay keys (BENCH_USERS); connection i sends as keys[i % n] instead of headers' own x-api-key. */
+export interface Target { url: string; headers: Record<string, string>; keys?: string[] }
 
 export interface Samples { lat: number[]; ttft: number[]; errors: number }
 
 /**
  * Sends /v1/messages requests over `concurrency` connections for `seconds`, appending each successful
- * request's total time (and, for streams, time to the first body chunk) to `into`.
+ * request's total time and its time to the first body chunk (`ttft`: the first SSE bytes of a stream, the
+ * first bytes of a JSON answer, which on PostgreSQL arrive before the settlement's commit) to `into`.
  */
 export async function load(t: Target, stream: boolean, concurrency: number, seconds: number, into: Samples = { lat: [], ttft: [], errors: 0 }, maxRequests = 1_000_000): Promise<Samples> {
   const body = JSON.stringify({ model: 'bench-model', max_tokens: 64, stream, messages: [{ role: 'user', content: 'Say hello.' }] });
   const end = performance.now() + seconds * 1000;
   let started = 0;
-  const worker = async () => {
+  const worker = async (_: unknown, i: number) => {
+    const headers = t.keys?.length ? { ...t.headers, 'x-api-key': t.keys[i % t.keys.length]! } : t.headers;
     while (performance.now() < end && started < maxRequests) {
       started++;
       const t0 = performance.now();
       try {
-        const res = await fetch(`${t.url}/v1/messages`, { method: 'POST', headers: t.headers, body });
+        const res = await fetch(`${t.url}/v1/messages`, { method: 'POST', headers, body });
         let first = -1;
-        if (stream) {
-          const reader = res.body!.getReader();
-          for (;;) {
-            const { done } = await reader.read();
-            if (first < 0) first = performance.now() - t0;
-            if (done) break;
-          }
-        } else await res.arrayBuffer();
+        const reader = res.body!.getReader();
+        for (;;) {
+          const { done } = await reader.read();
+          if (first < 0) first = performance.now() - t0;
+          if (done) break;
+        }
         if (res.status !== 200) into.errors++;
         else {
           into.lat.push(performance.now() - t0);

@@ -570,6 +570,11 @@ export class QuotaService {
   }
 
   /** Settlements recorded but not yet written to the database. */
+  /** Settlements commit after finish() returns (a durable sink): answers hold their end until then. */
+  get commitsLater(): boolean {
+    return this.deps.durable !== undefined;
+  }
+
   get queued(): number {
     return this.queue.length;
   }

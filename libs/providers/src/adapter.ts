@@ -88,6 +88,11 @@ export interface StreamTranscoder {
   fail(err: unknown): Uint8Array | null;
   /** The client stream is complete (message ended, or an error frame sent): read no more upstream input. */
   readonly stopped: boolean;
+  /**
+   * The client has the message's last event (message_stop), though the upstream may not have closed yet
+   * (a native stream is read to its close). Where a settlement commits later, its last byte is held back.
+   */
+  readonly messageEnded: boolean;
 }
 
 export interface StreamDecoder {

@@ -21,6 +21,8 @@ export interface SseMachine {
   onFailure(err: unknown): string;
   /** True when the machine wants no more upstream input (it already ended the client stream). */
   readonly stopped: boolean;
+  /** True once the message's last event went out, where the machine still reads on to the upstream's close. */
+  readonly complete?: boolean;
 }
 
 /** Turns upstream chunks into client bytes, driving a machine; throws SseEventTooLargeError past the cap. */
@@ -68,6 +70,7 @@ export function sseTranscoder(machine: SseMachine, onFirstByte: () => void, fram
   };
   return {
     get stopped() { return ended; },
+    get messageEnded() { return ended || machine.complete === true; },
     push(chunk) {
       if (ended) return null;
       let out: Uint8Array[];

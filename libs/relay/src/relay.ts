@@ -17,6 +17,9 @@ import { defaultPolicy, type GroupPolicy } from './group-policy';
 import { RequestLimiter, type LimitFields } from './limits';
 import { basePlan, coverAll, planFor, type ChannelPlan, type PlanDeps } from './channel-plan';
 import { turnOver } from './turn';
+import { heldTail } from './held-tail';
+
+const utf8 = new TextEncoder();
 
 /** The fields of a channel the relay reads (one source of truth: @gw/channels' ChannelRecord). */
 export type RelayChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups'
@@ -408,8 +411,10 @@ export class RelayService {
       this.d.keys?.used(ch.id, key.id, true);
       // Recorded before the response leaves: a completed request is never left unbilled by a crash.
       const settled = this.settle(res, r.ticket, ch, billOf(plan), usage ? toTokens(usage) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
-      if (settled) await settled;
-      return { ok: true, channel: ch, response: new Response(out, { status: 200, headers: { 'content-type': 'application/json', 'request-id': r.requestId } }) };
+      const headers = { 'content-type': 'application/json', 'request-id': r.requestId };
+      // SQLite: settled (journaled) already. PostgreSQL: the body goes out now and its last byte after the commit.
+      if (!settled) return { ok: true, channel: ch, response: new Response(out, { status: 200, headers }) };
+      return { ok: true, channel: ch, response: new Response(heldTail(typeof out === 'string' ? utf8.encode(out) : out, settled), { status: 200, headers }) };
     }
     const ctx = decodeContextFor(plan.body, { inputTokens: plan.measure.estimate, maxEventBytes: this.d.config.sseMaxEventBytes });
     // Streaming: wait for the first upstream chunk before committing to this channel, so a channel that
@@ -431,7 +436,7 @@ export class RelayService {
     const response = await relayStream({
       reader, first: first.value!, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
       idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
-      onEnd: this.streamEnd(res, r.ticket, ch, billOf(plan), attempts, scrubber),
+      onEnd: this.streamEnd(res, r.ticket, ch, billOf(plan), attempts, scrubber), holdEnd: this.d.quota.commitsLater,
     });
     return { ok: true, channel: ch, response };
   }

@@ -85,7 +85,7 @@ describe('relayStream', () => {
 describe('relayStream with a settlement that commits asynchronously (PostgreSQL mode)', () => {
   const input = (upstream: ReadableStream<Uint8Array>, onEnd: () => Promise<void>) => ({
     reader: upstream.getReader() as ReadableStreamDefaultReader<Uint8Array>, first: START, decoder: anthropicAdapter.createStreamDecoder({ requestedModel: 'x' }),
-    requestId: 'r', startedAt: performance.now(), idleMs: 5000, stallMs: 5000, bufferBytes: 1024, onEnd,
+    requestId: 'r', startedAt: performance.now(), idleMs: 5000, stallMs: 5000, bufferBytes: 1024, onEnd, holdEnd: true,
   });
 
   test('a streamed answer: the client sees the end of the stream only after the promise onEnd returned has resolved', async () => {
@@ -116,14 +116,17 @@ describe('relayStream with a settlement that commits asynchronously (PostgreSQL 
     for (let i = 0; i < 50 && !ended; i++) await Bun.sleep(5);
     expect(ended).toBe(true);
     await Bun.sleep(50);
-    expect(text).toContain('message_stop');
-    expect(closed).toBe(false); // everything was sent, but the close waits for the commit
+    // All but the last byte went out: the last event is not terminated, so no SSE parser has dispatched it.
+    expect(text).toContain('"type":"message_stop"');
+    expect(text.endsWith('}\n')).toBe(true);
+    expect(closed).toBe(false);
     commit();
     await drained;
     expect(closed).toBe(true);
+    expect(text.endsWith('"type":"message_stop"}\n\n')).toBe(true);
   });
 
-  test('an answer the upstream sent whole: the client sees neither the response nor its end before the commit', async () => {
+  test('an answer the upstream sent whole: the client gets all but its last byte at once, and the end only after the commit', async () => {
     const upstream = new ReadableStream<Uint8Array>({
       start(c) {
         c.enqueue(DELTA);
@@ -136,21 +139,89 @@ describe('relayStream with a settlement that commits asynchronously (PostgreSQL 
     let ended = false;
     let text = '';
     let closed = false;
-    // Sent as one body (settled before the Response is handed out) or streamed (settled before the close),
-    // depending on how much of the turn is left: either way nothing ends before the commit.
-    const drained = relayStream(input(upstream, () => { ended = true; return new Promise<void>((ok) => { commit = ok; }); }))
-      .then(async (res) => {
-        const body = res.body!.getReader();
-        for (let r = await body.read(); !r.done; r = await body.read()) text += new TextDecoder().decode(r.value);
-        closed = true;
-      });
+    // Sent as one held body or streamed, depending on how much of the turn is left: either way the
+    // response is handed out before the commit and nothing ends before it.
+    const res = await relayStream(input(upstream, () => { ended = true; return new Promise<void>((ok) => { commit = ok; }); }));
+    const body = res.body!.getReader();
+    const drained = (async () => {
+      for (let r = await body.read(); !r.done; r = await body.read()) text += new TextDecoder().decode(r.value);
+      closed = true;
+    })();
     for (let i = 0; i < 50 && !ended; i++) await Bun.sleep(5);
     expect(ended).toBe(true);
     await Bun.sleep(50);
     expect(closed).toBe(false);
+    expect(text).toContain('"type":"message_stop"');
+    expect(text.endsWith('}\n')).toBe(true);
     commit();
     await drained;
     expect(closed).toBe(true);
-    expect(text).toContain('message_stop');
+    expect(text.endsWith('"type":"message_stop"}\n\n')).toBe(true);
+  });
+
+  test('message_stop arrives and the upstream closes later: the end waits for the close and the commit', async () => {
+    let close!: () => void;
+    const upstream = new ReadableStream<Uint8Array>({
+      async start(c) {
+        await Bun.sleep(10);
+        c.enqueue(frame('message_stop'));
+        await new Promise<void>((ok) => { close = ok; });
+        c.close();
+      },
+    });
+    let commit!: () => void;
+    let ended = false;
+    const res = await relayStream(input(upstream, () => { ended = true; return new Promise<void>((ok) => { commit = ok; }); }));
+    const body = res.body!.getReader();
+    let text = '';
+    let closed = false;
+    const drained = (async () => {
+      for (let r = await body.read(); !r.done; r = await body.read()) text += new TextDecoder().decode(r.value);
+      closed = true;
+    })();
+    await Bun.sleep(50);
+    expect(text).toContain('"type":"message_stop"');
+    expect(text.endsWith('}\n')).toBe(true);
+    expect(ended).toBe(false);
+    close();
+    for (let i = 0; i < 50 && !ended; i++) await Bun.sleep(5);
+    expect(ended).toBe(true);
+    await Bun.sleep(20);
+    expect(text.endsWith('}\n')).toBe(true);
+    expect(closed).toBe(false);
+    commit();
+    await drained;
+    expect(text.endsWith('"type":"message_stop"}\n\n')).toBe(true);
+  });
+
+  test('without holdEnd (a journaled settlement) message_stop goes out whole at once', async () => {
+    const upstream = new ReadableStream<Uint8Array>({
+      async start(c) {
+        await Bun.sleep(10);
+        c.enqueue(frame('message_stop'));
+        await Bun.sleep(5000);
+        c.close();
+      },
+    });
+    const res = await relayStream({ ...input(upstream, () => Promise.resolve()), holdEnd: false });
+    const body = res.body!.getReader();
+    let text = '';
+    const t0 = performance.now();
+    while (!text.endsWith('"type":"message_stop"}\n\n') && performance.now() - t0 < 1000) text += new TextDecoder().decode((await body.read()).value);
+    expect(text.endsWith('"type":"message_stop"}\n\n')).toBe(true);
+    await body.cancel();
+  });
+
+  test('a failed commit still ends the answer (the request was served; the failure is logged, not thrown at the client)', async () => {
+    const upstream = new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(DELTA);
+        c.enqueue(frame('message_stop'));
+        c.close();
+      },
+    });
+    const res = await relayStream(input(upstream, () => Promise.reject(new Error('commit failed'))));
+    const text = await res.text();
+    expect(text.endsWith('"type":"message_stop"}\n\n')).toBe(true);
   });
 });

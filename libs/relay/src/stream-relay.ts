@@ -17,13 +17,16 @@
  * the abort listener and the timer's argument) with two read callbacks: no suspended async function, no
  * closure per deadline or per wait, and nothing of the request it came from but what `onEnd` holds. An upstream that already sent its whole answer when the first chunk is
  * read (a short reply) is answered as one body with no stream at all: Bun then writes it in one syscall,
- * where a stream that closes right after it starts costs it a write per header line.
+ * where a stream that closes right after it starts costs it a write per header line. Where the settlement
+ * commits asynchronously (PostgreSQL), every end of a stream holds back its last byte until the commit
+ * (held-tail.ts): the client sees all but the end at once, and the end only once the charge is durable.
  */
 import { concatBytes, GatewayError } from '@gw/core';
 import { encodeAnthropicEvent, errorFrame, type Usage } from '@gw/formats';
 import type { StreamDecoder } from '@gw/providers';
 import { abortError } from './fault';
 import { turnOver } from './turn';
+import { heldTail } from './held-tail';
 
 export interface StreamEnd {
   /** What the upstream reported when it did (`reported`), else the estimate of what was delivered. */
@@ -56,6 +59,11 @@ export interface StreamRelayInput {
    * (a settlement committing) is awaited before that close.
    */
   onEnd(end: StreamEnd): void | Promise<void>;
+  /**
+   * The settlement commits after the stream ends (PostgreSQL): the last byte of the message's last event
+   * is held back until then, so the client cannot see a complete answer that is not billed yet.
+   */
+  holdEnd?: boolean;
 }
 
 /** A failure the relay itself imposed on the upstream read; its message is ours and shown to the client. */
@@ -102,9 +110,10 @@ export async function relayStream(p: StreamRelayInput): Promise<Response> {
   }
   if (s.finished && !p.signal?.aborted) {
     s.ttft = since(p.startedAt);
-    const settling = s.end(null); // the settlement is recorded (committed, where that is asynchronous) before the client sees the answer
-    if (settling) await settling.catch(() => {});
-    return new Response(concatBytes(s.parts), { status: 200, headers: headersFor(p.requestId) });
+    const settling = s.end(null);
+    const body = concatBytes(s.parts);
+    // Journaled (SQLite): one body. Committing (PostgreSQL): all but the last byte now, that byte after the commit.
+    return new Response(settling ? heldTail(body, settling) : body, { status: 200, headers: headersFor(p.requestId) });
   }
   return new Response(s.open(), { status: 200, headers: headersFor(p.requestId) });
 }
@@ -123,6 +132,9 @@ class StreamRelay {
   private readonly keepAliveMs: number;
   private readonly startedAt: number;
   private readonly onEnd: (end: StreamEnd) => void | Promise<void>;
+  private readonly holdEnd: boolean;
+  /** The last byte of the message's last event, held back until the settlement commits (holdEnd). */
+  private held: Uint8Array | null = null;
   private stopped: StreamAbortedError | null = null;
   /** Client bytes produced and not yet handed to the client. */
   parts: Uint8Array[] = [];
@@ -167,6 +179,7 @@ class StreamRelay {
     this.keepAliveMs = p.keepAliveMs || NEVER;
     this.startedAt = p.startedAt;
     this.onEnd = p.onEnd;
+    this.holdEnd = p.holdEnd === true;
     this.onRead = (r) => this.read(r);
     this.onReadError = (error) => this.read({ error });
   }
@@ -238,6 +251,8 @@ class StreamRelay {
     try {
       if (tearDown) this.ctrl.error(new Error('stream cut by the gateway'));
       else {
+        if (this.held) this.ctrl.enqueue(this.held);
+        this.held = null;
         if (frame) this.ctrl.enqueue(encoder.encode(frame));
         this.ctrl.close();
       }
@@ -317,23 +332,49 @@ class StreamRelay {
   /** Hands what is queued to the client, closes after the last of it, else reads ahead while the client takes it. */
   private deliver(c: Controller): void | Promise<void> {
     if (this.closed) return;
+    let out: Uint8Array | null = null;
     if (this.queued) {
       if (this.ttft === null) this.ttft = since(this.startedAt);
-      const out = concatBytes(this.parts)!;
+      out = concatBytes(this.parts)!;
       this.parts = [];
       this.queued = 0;
-      c.enqueue(out);
+    }
+    if (this.held) {
+      out = out ? concatBytes([this.held, out]) : this.held;
+      this.held = null;
+    }
+    if (this.finished) {
+      const settling = this.end(null);
+      this.closed = true;
+      if (!settling) {
+        if (out) c.enqueue(out);
+        c.close();
+        return;
+      }
+      // Committing: the client gets the last byte (the end of the last event) once the charge is durable.
+      const tail = this.holdLastByte(c, out);
+      return settling.catch(() => {}).then(() => {
+        try {
+          if (tail) c.enqueue(tail);
+          c.close();
+        } catch { /* the client is gone */ }
+      });
+    }
+    if (out) {
+      // The message is over but the upstream has not closed: its end waits with it (holdEnd).
+      if (this.holdEnd && this.decoder.transcoder.messageEnded) this.held = this.holdLastByte(c, out);
+      else c.enqueue(out);
       this.waitingClient = true;
       this.clientSince = this.quietSince = performance.now();
     }
-    if (this.finished) {
-      const settling = this.end(null); // the settlement is recorded (committed) before the client sees the end
-      this.closed = true;
-      if (settling) return settling.catch(() => {}).then(() => c.close());
-      c.close();
-      return;
-    }
     this.pump(); // read ahead while the client takes this
+  }
+
+  /** Enqueues all of `out` but its last byte, which it returns. */
+  private holdLastByte(c: Controller, out: Uint8Array | null): Uint8Array | null {
+    const n = out?.byteLength ?? 0;
+    if (n > 1) c.enqueue(out!.subarray(0, n - 1));
+    return n ? out!.subarray(n - 1) : null;
   }
 
   // --- the client stream's underlying source ---

@@ -27,7 +27,7 @@ export class AnthropicStreamMachine implements SseMachine {
   stopped = false;
   private readonly usage = zeroUsage();
   private sawDelta = false;
-  private complete = false;
+  complete = false;
   private stopReason: string | null = null;
   private estimatedOutput = 0;
   private error: string | undefined;
