@@ -62,6 +62,12 @@ async function joinCluster(env: Record<string, string>, first: { host: string; p
 
 export interface TestGateway {
   url: string;
+  /**
+   * Node 1 itself, past the cluster proxy (`url` when there is no cluster): for tests of what is per node by
+   * design (health counts, affinity, upstream connection caps, the count_tokens cache, key rotation, a node's
+   * metrics and log lines, a fault injected into node 1's services).
+   */
+  nodeUrl: string;
   services: Services;
   dir: string;
   /** Everything the gateway logged (text format, every level): kept here so the test output stays clean. */
@@ -130,8 +136,9 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
     if (cluster && method !== 'GET' && res.status < 400) await Bun.sleep(CLUSTER_SETTLE_MS);
     return { status: res.status, body: parsed, headers: res.headers };
   };
+  const nodeUrl = `${config.tls ? 'https' : 'http'}://127.0.0.1:${app.server!.port}`;
   return {
-    url, services, dir, logs, rootToken, api, db: testDb(services),
+    url, nodeUrl, services, dir, logs, rootToken, api, db: testDb(services),
     async stop() {
       if (cluster) {
         proxied.delete(url);
