@@ -4,13 +4,14 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
-import { keyedUser, msg, send, setPrice, upstream, type Scripted } from './relay-setup';
+import { keyedUser, msg, nodeOne, send, setPrice, upstream, type Scripted } from './relay-setup';
 
 let gw: TestGateway;
 const ups: Scripted[] = [];
 const up = () => { const u = upstream('anthropic'); ups.push(u); return u; };
 beforeAll(async () => {
-  gw = await startGateway({ RELAY_HEALTH_FAILURES: '10', RELAY_PROBE_INTERVAL_MS: '3600000', RELAY_MAX_ATTEMPTS: '3', RELAY_HEALTH_CONFIRM: 'false' });
+  // Failure counts are per node (README: Running a cluster): every request goes to node 1.
+  gw = nodeOne(await startGateway({ RELAY_HEALTH_FAILURES: '10', RELAY_PROBE_INTERVAL_MS: '3600000', RELAY_MAX_ATTEMPTS: '3', RELAY_HEALTH_CONFIRM: 'false' }));
 });
 afterAll(async () => { for (const u of ups) await u.stop(); await gw.stop(); });
 

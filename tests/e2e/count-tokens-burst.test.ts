@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
-import { V, addChannel, keyedUser, setPrice, upstream, type Scripted } from './relay-setup';
+import { V, addChannel, keyedUser, nodeOne, setPrice, upstream, type Scripted } from './relay-setup';
 import { jsonResponse } from '../doubles/sse';
 
 let gw: TestGateway;
@@ -16,7 +16,8 @@ let key: string;
 let inflight = 0;
 let peak = 0;
 beforeAll(async () => {
-  gw = await startGateway();
+  // The count cache and its in-flight cap are per process: every request goes to node 1.
+  gw = nodeOne(await startGateway());
   ant = upstream('anthropic');
   oai = upstream('openai');
   // A slow counting upstream (100 ms), tracking how many counts it serves at once.

@@ -5,7 +5,8 @@ import { startGateway, type TestGateway } from '../helpers/gateway';
 let gw: TestGateway | null = null;
 afterEach(async () => { await gw?.stop(); gw = null; });
 
-const scrape = async (g: TestGateway) => (await fetch(`${g.url}/metrics`, { headers: { authorization: `Bearer ${g.rootToken}` } })).text();
+// Node 1's own loop, so node 1's /metrics (past the proxy, in a cluster run).
+const scrape = async (g: TestGateway) => (await fetch(`${g.nodeUrl}/metrics`, { headers: { authorization: `Bearer ${g.rootToken}` } })).text();
 const quantiles = (text: string) => Object.fromEntries(text.split('\n').flatMap((l) => {
   const m = /^gateway_event_loop_delay_seconds\{quantile="([\d.]+)"\} (\S+)$/.exec(l);
   return m ? [[m[1]!, Number(m[2])]] : [];

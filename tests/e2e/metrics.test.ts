@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
-import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from './relay-setup';
+import { addChannel, keyedUser, msg, nodeOne, send, setPrice, upstream, type Scripted } from './relay-setup';
 
 let gw: TestGateway;
 let up: Scripted;
 beforeAll(async () => {
-  gw = await startGateway();
+  // /metrics counts one process: every request goes to node 1.
+  gw = nodeOne(await startGateway());
   up = upstream('anthropic', { text: 'hi', usage: { input: 100, output: 20, cacheRead: 50 } });
 });
 afterAll(async () => { await gw.stop(); await up.stop(); });

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
 import { startAnthropicUpstream, type UpstreamDouble, type UpstreamPlan } from '../doubles/anthropic-upstream';
-import { addChannel, keyedUser, send, setPrice } from './relay-setup';
+import { addChannel, keyedUser, nodeOne, send, setPrice } from './relay-setup';
 
 const CACHED = 1_000;
 const N = 12;
@@ -34,7 +34,8 @@ const rowOf = (s: Setup, id: string) => s.gw.db.get('select * from usage_logs wh
 async function turn(s: Setup, conv: string, how: 'header' | 'metadata' = 'header', extra: Record<string, string> = {}) {
   const body = { model: 'm', max_tokens: 50, messages: [{ role: 'user', content: `conversation ${conv}` }], ...(how === 'metadata' ? { metadata: { user_id: conv } } : {}) };
   const headers = { 'vendor-version': '2023-06-01', ...(how === 'header' ? { 'x-claude-code-session-id': conv } : {}), ...extra };
-  const r = await send(s.gw, s.user.key, body, headers);
+  // Affinity is per node (README: Running a cluster): every turn goes to node 1.
+  const r = await send(nodeOne(s.gw), s.user.key, body, headers);
   expect(r.status).toBe(200);
   return (await rowOf(s, r.headers.get('request-id')!));
 }

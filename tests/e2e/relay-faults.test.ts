@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
-import { addChannel, keyedUser, msg, send, setPrice, upstream, V, type Scripted } from './relay-setup';
+import { addChannel, keyedUser, msg, nodeOne, send, setPrice, upstream, V, type Scripted } from './relay-setup';
 
 let gw: TestGateway;
 const ups: Scripted[] = [];
@@ -132,8 +132,9 @@ describe('client faults never count against a channel', () => {
     const { us, ids } = await trio('cf-real', 'anthropic');
     us[0]!.fallback = { error: { status: 500 } };
     const u = await keyedUser(gw);
-    expect((await send(gw, u.key, msg('cf-real'))).status).toBe(200);
-    expect((await send(gw, u.key, msg('cf-real'))).status).toBe(200);
+    // Failure counts are per node: both to node 1.
+    expect((await send(nodeOne(gw), u.key, msg('cf-real'))).status).toBe(200);
+    expect((await send(nodeOne(gw), u.key, msg('cf-real'))).status).toBe(200);
     expect(await statusSoon(ids[0]!, 3)).toBe(3);
   });
 });
@@ -144,11 +145,12 @@ describe('redirects', () => {
     const { us, ids, hits } = await trio('rd', 'anthropic');
     us[0]!.fallback = { response: () => new Response(null, { status: 307, headers: { location: `${trap.url}/v1/messages` } }) };
     const u = await keyedUser(gw);
-    const r = await send(gw, u.key, msg('rd'));
+    // Failure counts are per node: both to node 1.
+    const r = await send(nodeOne(gw), u.key, msg('rd'));
     expect(r.status).toBe(200);
     expect(trap.hits).toBe(0);
     expect(hits()).toEqual([1, 1, 0]);
-    expect((await send(gw, u.key, msg('rd'))).status).toBe(200);
+    expect((await send(nodeOne(gw), u.key, msg('rd'))).status).toBe(200);
     expect(await statusSoon(ids[0]!, 3)).toBe(3);
   });
 });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
-import { addChannel, eventNames, upstream, type Scripted, keyedUser, msg, send, setPrice } from './relay-setup';
+import { addChannel, eventNames, upstream, type Scripted, keyedUser, msg, nodeOne, send, setPrice } from './relay-setup';
 
 // Two gateways: routing counts upstream hits exactly, so its background prober must not run during the
 // test (it would add probe requests); the health gateway probes every 100 ms.
@@ -136,9 +136,10 @@ describe('health', () => {
     const id = await addChannel(gw, { type: 'anthropic', url: flaky.url, models: ['hl'], priority: 2 });
     await addChannel(gw, { type: 'anthropic', url: backup.url, models: ['hl'], priority: 1 });
     flaky.fallback = { error: { status: 500 } };
-    expect((await send(gw, key, msg('hl'))).status).toBe(200);
+    // Failure counts are per node: both failures to node 1.
+    expect((await send(nodeOne(gw), key, msg('hl'))).status).toBe(200);
     expect(status(id)).toBe(1);
-    expect((await send(gw, key, msg('hl'))).status).toBe(200);
+    expect((await send(nodeOne(gw), key, msg('hl'))).status).toBe(200);
     expect(await statusSoon(id, 3)).toBe(3);
     const hits = flaky.hits;
     expect((await send(gw, key, msg('hl'))).status).toBe(200);

@@ -68,6 +68,12 @@ export async function balanceOf(gw: TestGateway, userId: number): Promise<number
 }
 
 /** POST /v1/messages with the key; returns status, parsed body (or raw text for SSE) and headers. */
+/**
+ * The gateway as node 1 alone serves it (the same gateway without a cluster): for tests of what is per node by
+ * design (README: Running a cluster), so that behind the cluster proxy they still address one node.
+ */
+export const nodeOne = (gw: TestGateway): TestGateway => ({ ...gw, url: gw.nodeUrl, api: gw.nodeApi });
+
 export async function send(gw: TestGateway, key: string | null, body: unknown, headers: Record<string, string> = V) {
   const h: Record<string, string> = { 'content-type': 'application/json', ...headers };
   if (key) h['x-api-key'] = key;

@@ -98,7 +98,8 @@ test('an error our code caught and wrapped as internal_error is a bug too: its c
   const original = prices.list;
   prices.list = () => { throw errors.internal(new TypeError('wrapped cause for the log test')); };
   try {
-    const r = await gw.api('GET', '/api/pricing/');
+    // The fault is in node 1's services: asked of node 1 itself.
+    const r = await gw.nodeApi('GET', '/api/pricing/');
     expect(r.status).toBe(500);
     const [line] = await linesOf(r);
     expect(line!.split('\n')[0]).toMatch(/ error request\.bug .* code=internal_error$/);

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
-import { V, addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from './relay-setup';
+import { V, addChannel, keyedUser, msg, nodeOne, send, setPrice, upstream, type Scripted } from './relay-setup';
 
 const CAP = 3;
 let gw: TestGateway;
@@ -13,7 +13,8 @@ let up: Scripted;
 let user: Awaited<ReturnType<typeof keyedUser>>;
 
 beforeAll(async () => {
-  gw = await startGateway({ MAX_UPSTREAM_CONNECTIONS: String(CAP), RELAY_HEALTH_FAILURES: '1000' });
+  // MAX_UPSTREAM_CONNECTIONS is a cap per process: every request goes to node 1.
+  gw = nodeOne(await startGateway({ MAX_UPSTREAM_CONNECTIONS: String(CAP), RELAY_HEALTH_FAILURES: '1000' }));
   up = upstream('anthropic');
   await addChannel(gw, { type: 'anthropic', url: up.url, models: ['cap-model'] });
   await setPrice(gw, 'cap-model');

@@ -41,13 +41,13 @@ const now = () => Math.floor(Date.now() / 1000);
 const sign = (payload: string, timestamp = now(), secret = A_SECRET) => sdk.webhooks.generateTestHeaderStringAsync({ payload, secret, timestamp });
 const creemSign = (payload: string, secret = B_SECRET) => createHmac('sha256', secret).update(payload).digest('hex');
 
-async function post(provider: 'providerA' | 'providerB', body: string, headers: Record<string, string>) {
-  const res = await fetch(`${gw.url}/api/${provider}/webhook`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+async function post(provider: 'providerA' | 'providerB', body: string, headers: Record<string, string>, base = gw.url) {
+  const res = await fetch(`${base}/api/${provider}/webhook`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
   return { status: res.status, body: await res.json() as any };
 }
-async function postA(body: string, header?: string | null) {
+async function postA(body: string, header?: string | null, base = gw.url) {
   const h = header === undefined ? await sign(body) : header;
-  return post('providerA', body, h === null ? {} : { 'stripe-signature': h });
+  return post('providerA', body, h === null ? {} : { 'stripe-signature': h }, base);
 }
 const postB = (body: string, sig: string | null = creemSign(body)) => post('providerB', body, sig === null ? {} : { 'creem-signature': sig });
 
@@ -181,7 +181,8 @@ describe('providerA (Stripe scheme)', () => {
     // Simulates a crash after the event was claimed and the order marked paid, before the credit is written.
     ledger[method] = () => { throw new Error('simulated crash in the ledger write'); };
     let r;
-    try { r = await postA(body); } finally { ledger[method] = original; }
+    // The fault is in node 1's services, so the delivery goes to node 1 (behind the cluster proxy, too).
+    try { r = await postA(body, undefined, gw.nodeUrl); } finally { ledger[method] = original; }
     expect(r.status).toBe(500);
     expect((await order(tradeNo)).status).toBe('pending');
     expect((await eventRow('providerA', eventId(body)))).toBeNull();

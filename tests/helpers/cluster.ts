@@ -48,7 +48,7 @@ export interface ClusterOptions {
   rootPassword?: boolean;
 }
 
-/** Starts one gateway process and waits for its `listening url=…` line (PORT=0: it reports the real port). */
+/** Starts one gateway process and waits for its `listening` line, text or JSON (PORT=0: it reports the real port). */
 export async function spawnNode(index: number, env: Record<string, string>, onLogLine?: (line: string) => void): Promise<ClusterNode> {
   const proc = Bun.spawn([process.execPath, 'run', 'apps/server/src/index.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'pipe', stdin: 'ignore' });
   let out = '';
@@ -78,7 +78,8 @@ export async function spawnNode(index: number, env: Record<string, string>, onLo
   });
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
-    const m = /listening url=(https?:\/\/[^\s]+)/.exec(out);
+    // Text or JSON log format (LOG_FORMAT).
+    const m = /listening url=(https?:\/\/[^\s]+)/.exec(out) ?? /"event":"listening","url":"(https?:\/\/[^"]+)"/.exec(out);
     if (m) {
       return {
         index, url: m[1]!, proc, output: () => out,

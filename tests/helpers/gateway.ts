@@ -76,6 +76,8 @@ export interface TestGateway {
   rootToken: string;
   /** Raw SQL on the gateway's database, whichever backend (`?` placeholders; settlements written first). */
   db: TestDb;
+  /** `api` sent to node 1 itself (`nodeUrl`). */
+  nodeApi: TestGateway['api'];
   /** JSON request helper; `token` defaults to the root token, `null` sends no credentials. */
   api(method: string, path: string, body?: unknown, token?: string | null, headers?: Record<string, string>): Promise<{ status: number; body: any; headers: Headers }>;
   stop(): Promise<void>;
@@ -122,11 +124,12 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
   const tls = config.tls ? { ca: config.tls.cert } : undefined;
   const root = (await services.users.byUsername(config.rootUsername))!;
   const rootToken = (await services.auth.createAccessToken(root.id, 'test')).token;
-  const api: TestGateway['api'] = async (method, path, body, token = rootToken, headers = {}) => {
+  const nodeUrl = `${config.tls ? 'https' : 'http'}://127.0.0.1:${app.server!.port}`;
+  const apiAt = (base: string): TestGateway['api'] => async (method, path, body, token = rootToken, headers = {}) => {
     const h: Record<string, string> = { ...headers };
     if (token) h.authorization = `Bearer ${token}`;
     if (body !== undefined) h['content-type'] ??= 'application/json';
-    const res = await fetch(url + path, { method, headers: h, tls, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+    const res = await fetch(base + path, { method, headers: h, tls, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
     const text = await res.text();
     let parsed: any = text;
     try { parsed = JSON.parse(text); } catch { /* keep text */ }
@@ -136,9 +139,8 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
     if (cluster && method !== 'GET' && res.status < 400) await Bun.sleep(CLUSTER_SETTLE_MS);
     return { status: res.status, body: parsed, headers: res.headers };
   };
-  const nodeUrl = `${config.tls ? 'https' : 'http'}://127.0.0.1:${app.server!.port}`;
   return {
-    url, nodeUrl, services, dir, logs, rootToken, api, db: testDb(services),
+    url, nodeUrl, services, dir, logs, rootToken, api: apiAt(url), nodeApi: apiAt(nodeUrl), db: testDb(services),
     async stop() {
       if (cluster) {
         proxied.delete(url);
