@@ -69,7 +69,12 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
   try {
     const pg = await openPostgres(url, { schema: config.pgSchema });
     closers.push(() => pg.close());
-    const redis = new Redis(config.redisUrl!, { maxRetriesPerRequest: 2, connectTimeout: 5000, lazyConnect: true });
+    // Reconnects back off to 0.5 s at most (ioredis 6's default grows to 5 s): a command waits for two reconnect
+    // attempts before it fails, so during an outage an admission got its 503 only after ~10 s (measured).
+    const redis = new Redis(config.redisUrl!, {
+      maxRetriesPerRequest: 2, connectTimeout: 5000, lazyConnect: true,
+      retryStrategy: (times) => Math.min(2 ** (times - 1) * 50, 500) + Math.floor(Math.random() * 50),
+    });
     redis.on('error', (err) => log.warn('redis.error', { error: err.message }));
     closers.push(() => redis.quit().catch(() => redis.disconnect()));
     // Fails start-up (one line) rather than the first request when Redis is unreachable.
@@ -122,7 +127,10 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
 function openSharedHolds<S extends HoldStore>(store: S, o: {
   sink: PgGroupCommitter; bus: ChangeBus; leader: Leader; log: Logger; leaseMs: number; reconcileMs: number;
 }) {
-  const live = new LiveHolds(store, o.leaseMs, (err) => o.log.warn('hold.renew_failed', { cause: errorText(err) }));
+  const live = new LiveHolds(store, o.leaseMs, (err) => o.log.warn('hold.renew_failed', { cause: errorText(err) }), () => {
+    o.log.error('holds.lost', { msg: `holds not renewed for ${o.leaseMs / 2} ms: every metered request in flight on this node is stopped before its hold lapses` });
+    void o.bus.emit('holds.lost', {});
+  });
   const unfollow = followBalances(o.bus, store, o.sink, o.log);
   const reconciler = new HoldReconciler(store, o.sink, { intervalMs: o.reconcileMs, log: o.log });
   if (o.leader.isLeader) reconciler.start();

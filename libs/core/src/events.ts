@@ -22,6 +22,11 @@ export interface ChangeEvents {
   'group.changed': { groupId: number | null };
   /** A budget or low-balance threshold was set or cleared (another node's, through the change feed). */
   'budget.changed': Record<string, never>;
+  /**
+   * PostgreSQL mode: this node could not renew its holds for half a lease (cut off from Redis). Every metered
+   * request in flight stops now, before its hold lapses and other nodes may spend what it covered.
+   */
+  'holds.lost': Record<string, never>;
 }
 
 /** A listener may refresh from storage asynchronously; emit waits for it before calling the next. */

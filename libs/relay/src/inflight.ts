@@ -29,6 +29,7 @@ interface Entry { ctrl: AbortController; keyId: number; userId: number; revocati
 
 export const keyRevoked = () => new GatewayError(401, 'api_key_revoked', 'The API key was disabled or deleted', { type: 'authentication_error' });
 export const ownerDisabled = () => new GatewayError(401, 'user_disabled', 'The owner of this API key was disabled', { type: 'authentication_error' });
+export const admissionLost = () => new GatewayError(503, 'admission_lost', 'This gateway node lost its admission store; the request was stopped. Retry on another node.', { type: 'overloaded_error' });
 
 export class InflightRegistry {
   private readonly byKey = new Map<number, Set<Entry>>();
@@ -39,6 +40,7 @@ export class InflightRegistry {
     this.unsubs = [
       d.bus.on('apikey.changed', ({ keyId }) => { if (!d.keyActive(keyId)) this.abortAll(this.byKey.get(keyId), keyRevoked()); }),
       d.bus.on('user.changed', ({ userId }) => { if (!d.userActive(userId)) this.abortAll(this.byUser.get(userId), ownerDisabled()); }),
+      d.bus.on('holds.lost', () => { for (const set of [...this.byKey.values()]) this.abortAll(set, admissionLost()); }),
     ];
   }
 

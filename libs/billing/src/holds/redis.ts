@@ -28,8 +28,16 @@ export class RedisHoldStore implements HoldStore {
   private readonly recoveryMs: number;
   private readonly loadBudgets: BudgetLoader;
   private readonly s: Record<'reserve' | 'settle' | 'release' | 'apply' | 'bapply' | 'renew' | 'sweep' | 'touch' | 'forget' | 'epoch', Script>;
+  /**
+   * The connection dropped and is not back: money operations fail at once instead of waiting in ioredis's
+   * offline queue for reconnect attempts (an admission answered 503 only after seconds; a stream's end
+   * waited for its hold's settle and release). Before the first connection they queue as usual.
+   */
+  private lost = false;
 
   constructor(private readonly redis: Redis, private readonly load: MirrorLoader, opts: RedisHoldStoreOptions = {}) {
+    redis.on('close', () => { this.lost = true; });
+    redis.on('ready', () => { this.lost = false; });
     this.prefix = opts.prefix ?? 'gw:';
     this.recoveryMs = opts.recoveryMs ?? 10_000;
     this.loadBudgets = opts.loadBudgets ?? (async () => []);
@@ -47,6 +55,10 @@ export class RedisHoldStore implements HoldStore {
       forget: defineScript(redis, 'gwHoldIndexForget', 1, lua.INDEX_FORGET),
       epoch: defineScript(redis, 'gwHoldEpoch', 1, lua.EPOCH),
     };
+  }
+
+  private connected(): void {
+    if (this.lost) throw new Error(`Redis connection lost (${this.redis.status})`);
   }
 
   private user(userId: number, part: string): string {
@@ -67,6 +79,7 @@ export class RedisHoldStore implements HoldStore {
   }
 
   async reserve(input: ReserveRequest): Promise<ReserveResult> {
+    this.connected();
     const req = normalizeReserve(input);
     const keyId = req.keyId ?? null;
     const budgets = req.budgets ?? [];
@@ -120,6 +133,7 @@ export class RedisHoldStore implements HoldStore {
   }
 
   async settle(hold: Hold, input: number, budgets: BudgetScope[] = []): Promise<number | null> {
+    this.connected();
     const cost = safeCount(input);
     const ids = hold.budgetIds ?? [];
     const keys = [this.user(hold.userId, 'acct'), this.user(hold.userId, 'holds'), this.keyHash(hold.userId, hold.keyId), ...ids.map((id) => this.budgetHash(hold.userId, id))];
@@ -134,6 +148,7 @@ export class RedisHoldStore implements HoldStore {
   }
 
   async release(hold: Hold, after?: AfterCommit): Promise<void> {
+    this.connected();
     const u = hold.userId;
     // The hold's budgets (to drop what it holds there) and those whose spend the commit left.
     const spent = new Map<number, BudgetMirror | null>((hold.budgetIds ?? []).map((id) => [id, null]));
@@ -146,6 +161,7 @@ export class RedisHoldStore implements HoldStore {
   }
 
   async renew(holds: Hold[], leaseMs: number): Promise<number> {
+    this.connected();
     if (!holds.length) return 0;
     const byUser = new Map<number, Hold[]>();
     for (const h of holds) byUser.set(h.userId, [...(byUser.get(h.userId) ?? []), h]);
@@ -174,6 +190,7 @@ export class RedisHoldStore implements HoldStore {
   }
 
   async available(target: HoldTarget): Promise<{ user: number | null; key: number | null }> {
+    this.connected();
     const pipe = this.redis.pipeline().hmget(this.user(target.userId, 'acct'), 'bal', 'held');
     if (target.keyId != null) pipe.hmget(this.keyHash(target.userId, target.keyId), 'bal', 'held');
     const [u, k] = results(await pipe.exec()) as Array<Array<string | null>>;
