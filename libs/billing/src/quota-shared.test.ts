@@ -107,6 +107,20 @@ describe('QuotaService with shared holds', () => {
     expect(live.size).toBe(0);
   });
 
+  test('a cost above its hold while the store is unreachable: capped at the hold (the only amount set aside on every node), flagged', async () => {
+    const { q, ledger, holds } = await setup();
+    ledger.user = { balance: 10_000, version: 1 };
+    const a = await q.reserve({ userId: 1, apiKey: unlimited, amount: 100, ref: 'a' });
+    holds.settle = () => Promise.reject(new Error('Redis connection lost (test)'));
+    // This process alone would see 9,900 more to spend; other nodes' holds are invisible to it.
+    expect(((await q.finish(a, log('a', 900))) as { cost: number }).cost).toBe(100);
+    expect(ledger.rows[0]!.cost).toBe(100);
+    expect(ledger.rows[0]!.usageFlag).toContain('capped');
+    // Within its hold a cost needs no round trip, so an unreachable store changes nothing there.
+    const b = await q.reserve({ userId: 1, apiKey: unlimited, amount: 100, ref: 'b' });
+    expect(((await q.finish(b, log('b', 60))) as { cost: number }).cost).toBe(60);
+  });
+
   test('a renewal sent right after a release does not bring the released hold back', async () => {
     const { q, holds, live } = await setup();
     const r = await q.reserve({ userId: 1, apiKey: unlimited, amount: 100, ref: 'a' });

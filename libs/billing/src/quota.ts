@@ -504,7 +504,9 @@ export class QuotaService {
 
   /**
    * Caps the row's cost with the shared store (the hold plus what the user and key can still spend
-   * besides, every node's holds counted). If the store cannot answer, this process's view caps it.
+   * besides, every node's holds counted). If the store cannot answer (Redis unreachable), the hold itself
+   * caps it: only the hold is known to be set aside on every node, and this process cannot see the others'
+   * holds. If the store no longer knows the hold (lost with Redis's data), this process's view caps it.
    */
   private async capByHold(e: Entry, hold: Hold): Promise<void> {
     const { row } = e;
@@ -515,7 +517,8 @@ export class QuotaService {
     try {
       charged = await this.deps.holds!.store.settle(hold, row.cost, this.deps.budgets?.scopes(row.userId, row.apiKeyId) ?? undefined);
     } catch (err) {
-      this.deps.log?.warn('hold.settle_failed', { id: row.requestId, cause: errorText(err) });
+      this.deps.log?.warn('hold.settle_failed', { id: row.requestId, msg: 'charge capped at its hold', cause: errorText(err) });
+      charged = hold.amount;
     }
     // null: the store no longer knows the hold (lost, or reconciled while this node stalled).
     const cap = charged ?? Math.min(row.cost, hold.amount + Math.max(0, this.available(row.userId)));
