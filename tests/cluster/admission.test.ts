@@ -175,7 +175,8 @@ describe.skipIf(!available)('quota admission across nodes (PostgreSQL + Redis ho
     const store = nodes[2]!.services.backend.holds!.store as RedisHoldStore;
     // Two requests of a node that then died: reserved (never renewed), one committed its charge, the
     // other never settled. Neither was released.
-    const lease = 400;
+    // Long enough that the checks below run before it lapses on a loaded machine (400 ms failed once).
+    const lease = 1_200;
     const charged = await store.reserve({ userId: u.id, amount: 40 * W, ref: 'dead-charged', leaseMs: lease });
     const lost = await store.reserve({ userId: u.id, amount: 49 * W, ref: 'dead-lost', leaseMs: lease });
     expect(charged.ok && lost.ok).toBe(true);
