@@ -572,12 +572,12 @@ export class QuotaService {
     if (segment) this.deps.journal!.discard(segment);
   }
 
-  /** Settlements recorded but not yet written to the database. */
   /** Settlements commit after finish() returns (a durable sink): answers hold their end until then. */
   get commitsLater(): boolean {
     return this.deps.durable !== undefined;
   }
 
+  /** Settlements recorded but not yet written to the database. */
   get queued(): number {
     return this.queue.length;
   }

@@ -88,6 +88,18 @@ describe('relayStream with a settlement that commits asynchronously (PostgreSQL 
     requestId: 'r', startedAt: performance.now(), idleMs: 5000, stallMs: 5000, bufferBytes: 1024, onEnd, holdEnd: true,
   });
 
+  /** Relays `upstream` with a settlement that commits when the test calls commit(); a client drains the answer. */
+  async function committing(upstream: ReadableStream<Uint8Array>) {
+    const c = { ended: false, text: '', closed: false, commit: () => {}, drained: Promise.resolve() };
+    const res = await relayStream(input(upstream, () => { c.ended = true; return new Promise<void>((ok) => { c.commit = ok; }); }));
+    const body = res.body!.getReader();
+    c.drained = (async () => {
+      for (let r = await body.read(); !r.done; r = await body.read()) c.text += new TextDecoder().decode(r.value);
+      c.closed = true;
+    })();
+    return c;
+  }
+
   test('a streamed answer: the client sees the end of the stream only after the promise onEnd returned has resolved', async () => {
     let finish!: () => void;
     const upstream = new ReadableStream<Uint8Array>({
@@ -100,30 +112,21 @@ describe('relayStream with a settlement that commits asynchronously (PostgreSQL 
         c.close();
       },
     });
-    let commit!: () => void;
-    let ended = false;
-    const res = await relayStream(input(upstream, () => { ended = true; return new Promise<void>((ok) => { commit = ok; }); }));
-    const body = res.body!.getReader();
-    let text = '';
-    let closed = false;
-    const drained = (async () => {
-      for (let r = await body.read(); !r.done; r = await body.read()) text += new TextDecoder().decode(r.value);
-      closed = true;
-    })();
+    const client = await committing(upstream);
     await Bun.sleep(20);
-    expect(ended).toBe(false);
+    expect(client.ended).toBe(false);
     finish();
-    for (let i = 0; i < 50 && !ended; i++) await Bun.sleep(5);
-    expect(ended).toBe(true);
+    for (let i = 0; i < 50 && !client.ended; i++) await Bun.sleep(5);
+    expect(client.ended).toBe(true);
     await Bun.sleep(50);
     // All but the last byte went out: the last event is not terminated, so no SSE parser has dispatched it.
-    expect(text).toContain('"type":"message_stop"');
-    expect(text.endsWith('}\n')).toBe(true);
-    expect(closed).toBe(false);
-    commit();
-    await drained;
-    expect(closed).toBe(true);
-    expect(text.endsWith('"type":"message_stop"}\n\n')).toBe(true);
+    expect(client.text).toContain('"type":"message_stop"');
+    expect(client.text.endsWith('}\n')).toBe(true);
+    expect(client.closed).toBe(false);
+    client.commit();
+    await client.drained;
+    expect(client.closed).toBe(true);
+    expect(client.text.endsWith('"type":"message_stop"}\n\n')).toBe(true);
   });
 
   test('an answer the upstream sent whole: the client gets all but its last byte at once, and the end only after the commit', async () => {
@@ -135,28 +138,19 @@ describe('relayStream with a settlement that commits asynchronously (PostgreSQL 
         c.close();
       },
     });
-    let commit!: () => void;
-    let ended = false;
-    let text = '';
-    let closed = false;
     // Sent as one held body or streamed, depending on how much of the turn is left: either way the
     // response is handed out before the commit and nothing ends before it.
-    const res = await relayStream(input(upstream, () => { ended = true; return new Promise<void>((ok) => { commit = ok; }); }));
-    const body = res.body!.getReader();
-    const drained = (async () => {
-      for (let r = await body.read(); !r.done; r = await body.read()) text += new TextDecoder().decode(r.value);
-      closed = true;
-    })();
-    for (let i = 0; i < 50 && !ended; i++) await Bun.sleep(5);
-    expect(ended).toBe(true);
+    const client = await committing(upstream);
+    for (let i = 0; i < 50 && !client.ended; i++) await Bun.sleep(5);
+    expect(client.ended).toBe(true);
     await Bun.sleep(50);
-    expect(closed).toBe(false);
-    expect(text).toContain('"type":"message_stop"');
-    expect(text.endsWith('}\n')).toBe(true);
-    commit();
-    await drained;
-    expect(closed).toBe(true);
-    expect(text.endsWith('"type":"message_stop"}\n\n')).toBe(true);
+    expect(client.closed).toBe(false);
+    expect(client.text).toContain('"type":"message_stop"');
+    expect(client.text.endsWith('}\n')).toBe(true);
+    client.commit();
+    await client.drained;
+    expect(client.closed).toBe(true);
+    expect(client.text.endsWith('"type":"message_stop"}\n\n')).toBe(true);
   });
 
   test('message_stop arrives and the upstream closes later: the end waits for the close and the commit', async () => {
@@ -169,29 +163,20 @@ describe('relayStream with a settlement that commits asynchronously (PostgreSQL 
         c.close();
       },
     });
-    let commit!: () => void;
-    let ended = false;
-    const res = await relayStream(input(upstream, () => { ended = true; return new Promise<void>((ok) => { commit = ok; }); }));
-    const body = res.body!.getReader();
-    let text = '';
-    let closed = false;
-    const drained = (async () => {
-      for (let r = await body.read(); !r.done; r = await body.read()) text += new TextDecoder().decode(r.value);
-      closed = true;
-    })();
+    const client = await committing(upstream);
     await Bun.sleep(50);
-    expect(text).toContain('"type":"message_stop"');
-    expect(text.endsWith('}\n')).toBe(true);
-    expect(ended).toBe(false);
+    expect(client.text).toContain('"type":"message_stop"');
+    expect(client.text.endsWith('}\n')).toBe(true);
+    expect(client.ended).toBe(false);
     close();
-    for (let i = 0; i < 50 && !ended; i++) await Bun.sleep(5);
-    expect(ended).toBe(true);
+    for (let i = 0; i < 50 && !client.ended; i++) await Bun.sleep(5);
+    expect(client.ended).toBe(true);
     await Bun.sleep(20);
-    expect(text.endsWith('}\n')).toBe(true);
-    expect(closed).toBe(false);
-    commit();
-    await drained;
-    expect(text.endsWith('"type":"message_stop"}\n\n')).toBe(true);
+    expect(client.text.endsWith('}\n')).toBe(true);
+    expect(client.closed).toBe(false);
+    client.commit();
+    await client.drained;
+    expect(client.text.endsWith('"type":"message_stop"}\n\n')).toBe(true);
   });
 
   test('without holdEnd (a journaled settlement) message_stop goes out whole at once', async () => {

@@ -26,7 +26,7 @@ import { encodeAnthropicEvent, errorFrame, type Usage } from '@gw/formats';
 import type { StreamDecoder } from '@gw/providers';
 import { abortError } from './fault';
 import { turnOver } from './turn';
-import { heldTail } from './held-tail';
+import { endAfter, heldTail, holdLastByte } from './held-tail';
 
 export interface StreamEnd {
   /** What the upstream reported when it did (`reported`), else the estimate of what was delivered. */
@@ -352,29 +352,16 @@ class StreamRelay {
         return;
       }
       // Committing: the client gets the last byte (the end of the last event) once the charge is durable.
-      const tail = this.holdLastByte(c, out);
-      return settling.catch(() => {}).then(() => {
-        try {
-          if (tail) c.enqueue(tail);
-          c.close();
-        } catch { /* the client is gone */ }
-      });
+      return endAfter(c, out, settling);
     }
     if (out) {
       // The message is over but the upstream has not closed: its end waits with it (holdEnd).
-      if (this.holdEnd && this.decoder.transcoder.messageEnded) this.held = this.holdLastByte(c, out);
+      if (this.holdEnd && this.decoder.transcoder.messageEnded) this.held = holdLastByte(c, out);
       else c.enqueue(out);
       this.waitingClient = true;
       this.clientSince = this.quietSince = performance.now();
     }
     this.pump(); // read ahead while the client takes this
-  }
-
-  /** Enqueues all of `out` but its last byte, which it returns. */
-  private holdLastByte(c: Controller, out: Uint8Array | null): Uint8Array | null {
-    const n = out?.byteLength ?? 0;
-    if (n > 1) c.enqueue(out!.subarray(0, n - 1));
-    return n ? out!.subarray(n - 1) : null;
   }
 
   // --- the client stream's underlying source ---
