@@ -33,7 +33,13 @@ describe('no username enumeration', () => {
     expect(known.slice(0, 3).map((x) => x.status)).toEqual([401, 401, 401]);
     expect(known[3]!.status).toBe(429);
     expect(known[3]!.error.code).toBe('account_locked');
-    expect(unknown).toEqual(known);
+    // The same answers; retry-after counts down the lock in whole seconds, so two transcripts taken a moment
+    // apart may round to neighbouring values (31 against 30 once, behind the cluster proxy).
+    const secs = (xs: typeof known) => xs.map((x) => (x.retryAfter === null ? null : Number(x.retryAfter)));
+    const drop = (xs: typeof known) => xs.map((x) => ({ ...x, retryAfter: x.retryAfter === null ? null : 'n' }));
+    expect(drop(unknown)).toEqual(drop(known));
+    const [k, g] = [secs(known), secs(unknown)];
+    for (const [i, v] of g.entries()) if (v !== null) expect(Math.abs(v - k[i]!)).toBeLessThanOrEqual(1);
     // Locked names stay locked for the right password too (nothing to learn by trying it).
     expect((await login(u.username, u.password)).status).toBe(429);
   });
