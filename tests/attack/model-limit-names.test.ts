@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfWindowEdge } from '../helpers/window-edge';
 import { V, addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
 
 let gw: TestGateway;
@@ -27,6 +28,7 @@ test('a pattern named constructor is stored as an own key and enforced; __proto_
   expect(Object.keys(set.body.data.model_limits)).toEqual(['constructor']);
   const view = await gw.api('GET', `/api/token/${u.keyId}`, undefined, u.token);
   expect(Object.keys(view.body.data.model_limits)).toEqual(['constructor']);
+  await clearOfWindowEdge();
   expect((await send(gw, u.key, msg('constructor'))).status).toBe(200);
   const r = await send(gw, u.key, msg('constructor'));
   expect([r.status, r.body.error.code]).toEqual([429, 'key_model_rpm_exceeded']);
@@ -49,6 +51,7 @@ test('a case variant of a limited model is not served (no second door to the sam
 test('count_tokens counts against the per-model request limit', async () => {
   const u = await keyedUser(gw, 1e9);
   await gw.api('PUT', '/api/token/', { id: u.keyId, model_limits: { 'claude-*': { rate_limit_rpm: 2 } } }, u.token);
+  await clearOfWindowEdge();
   const count = () => fetch(`${gw.url}/v1/messages/count_tokens`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': u.key, ...V }, body: JSON.stringify({ model: 'claude-x', messages: [{ role: 'user', content: 'hi' }] }) });
   expect((await count()).status).toBe(200);
   expect((await count()).status).toBe(200);
@@ -62,6 +65,7 @@ test('a channel alias is no way around a limit on the model it maps to (the mapp
     await setPrice(gw, 'fast');
     const u = await keyedUser(gw, 1e9);
     await gw.api('PUT', '/api/token/', { id: u.keyId, model_limits: { 'opus-*': { rate_limit_rpm: 1 } } }, u.token);
+    await clearOfWindowEdge(10_000);
     expect((await send(gw, u.key, msg('fast'))).status).toBe(200);
     const r = await send(gw, u.key, msg('fast'));
     expect([r.status, r.body.error?.code]).toEqual([429, 'key_model_rpm_exceeded']);

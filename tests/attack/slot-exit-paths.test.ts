@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { ON_PG, startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfWindowEdge } from '../helpers/window-edge';
 import { V, addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
 
 let gw: TestGateway;
@@ -42,6 +43,7 @@ test('no slot or share count leaks on limit, budget and revocation exits', async
     ['per-model rpm 429', async () => {
       const u = await keyedUser(gw, 1e9);
       await gw.api('PUT', '/api/token/', { id: u.keyId, model_limits: { 'x-*': { rate_limit_rpm: 1 } } }, u.token);
+      await clearOfWindowEdge();
       expect((await send(gw, u.key, msg('x-model'))).status).toBe(200);
       expect((await send(gw, u.key, msg('x-model'))).status).toBe(429);
     }],
@@ -79,6 +81,7 @@ test('no slot or share count leaks on limit, budget and revocation exits', async
     ['count_tokens refused by rpm', async () => {
       const u = await keyedUser(gw, 1e9);
       await gw.api('PUT', '/api/token/', { id: u.keyId, rate_limit_rpm: 1 }, u.token);
+      await clearOfWindowEdge();
       const count = () => fetch(`${gw.url}/v1/messages/count_tokens`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': u.key, ...V }, body: JSON.stringify({ model: 'x-model', messages: [{ role: 'user', content: 'hi' }] }) });
       expect((await count()).status).toBe(200);
       expect((await count()).status).toBe(429);

@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfWindowEdge } from '../helpers/window-edge';
 import { addChannel, keyedUser, msg, send, upstream, V, type Scripted, balanceOf } from './relay-setup';
 
 let gw: TestGateway;
@@ -103,6 +104,7 @@ describe('group fallbacks', () => {
 describe('limits', () => {
   test('a key limit of 30/min lets exactly 30 of 90 concurrent requests through; the rest get 429 key_rpm_exceeded', async () => {
     const u = await member({}, { rate_limit_rpm: 30 });
+    await clearOfWindowEdge();
     const rs = await Promise.all(Array.from({ length: 90 }, () => send(gw, u.key, msg('claude-x'))));
     expect(rs.filter((r) => r.status === 200).length).toBe(30);
     const refused = rs.filter((r) => r.status !== 200);
@@ -134,6 +136,7 @@ describe('limits', () => {
 
   test('a user token-per-minute limit counts max_tokens plus input at admission (user_tpm_exceeded)', async () => {
     const u = await member({ rate_limit_tpm: 150 });
+    await clearOfWindowEdge();
     expect((await send(gw, u.key, msg('claude-x', { max_tokens: 100 }))).status).toBe(200);
     const r = await send(gw, u.key, msg('claude-x', { max_tokens: 100 }));
     expect(r.status).toBe(429);

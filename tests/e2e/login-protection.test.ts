@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfWindowEdge } from '../helpers/window-edge';
 
 let gw: TestGateway;
 beforeAll(async () => { gw = await startGateway({ LOGIN_MAX_FAILURES: '2', LOGIN_LOCK_SECONDS: '1' }); });
@@ -78,6 +79,7 @@ describe('per-IP login limit', () => {
     const g = await startGateway({ LOGIN_IP_PER_MINUTE: '4', LOGIN_MAX_FAILURES: '100' });
     try {
       const u = await makeUser(g);
+      await clearOfWindowEdge(10_000);
       for (let i = 0; i < 4; i++) expect((await login(g, `spray-${i}`, 'wrong-password')).status).toBe(401);
       const blocked = await login(g, u.username, u.password);
       expect(blocked.status).toBe(429);

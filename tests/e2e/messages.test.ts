@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfWindowEdge } from '../helpers/window-edge';
 import { V, addChannel, upstream, type Scripted, eventNames, keyedUser, msg, send, setPrice } from './relay-setup';
 
 let gw: TestGateway;
@@ -54,6 +55,7 @@ describe('check order and error statuses', () => {
   test('key rules 401/403, rate limit 429, quota 402, routing 404/503', async () => {
     const limited = await keyedUser(gw, 1_000_000, { models: ['gpt-x'], rate_limit_rpm: 1 });
     err(await send(gw, limited.key, msg('claude-x')), 403, 'permission_error', 'model_not_allowed', 'model');
+    await clearOfWindowEdge();
     expect((await send(gw, limited.key, msg('gpt-x'))).status).toBe(200);
     const rl = await send(gw, limited.key, msg('gpt-x'));
     err(rl, 429, 'rate_limit_error', 'key_rpm_exceeded');

@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfWindowEdge } from '../helpers/window-edge';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from './relay-setup';
 
 let gw: TestGateway;
@@ -37,6 +38,7 @@ describe('model_limits', () => {
     const set = await gw.api('PUT', '/api/token/', { id: u.keyId, model_limits: { 'opus-*': { rate_limit_rpm: 2 } } }, u.token);
     expect(set.status).toBe(200);
     expect(set.body.data.model_limits).toEqual({ 'opus-*': { rate_limit_rpm: 2, rate_limit_tpm: 0, max_concurrency: 0 } });
+    await clearOfWindowEdge();
     expect((await send(gw, u.key, msg('opus-a'))).status).toBe(200);
     expect((await send(gw, u.key, msg('opus-b'))).status).toBe(200);
     const r = await send(gw, u.key, msg('opus-a'));
@@ -57,6 +59,7 @@ describe('model_limits', () => {
     expect((await gw.api('PUT', '/api/user/', { id: u.id, group: 'ml-group', model_limits: { 'opus-*': { max_concurrency: 1 } } })).status).toBe(200);
     const user = await gw.api('GET', `/api/user/${u.id}`);
     expect(user.body.data.model_limits['opus-*'].max_concurrency).toBe(1);
+    await clearOfWindowEdge();
     up.queue.push({ text: 'slow', delayMs: 300 });
     const slow = send(gw, u.key, msg('opus-a'));
     await Bun.sleep(100);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfWindowEdge } from '../helpers/window-edge';
 import { startSmtp, type CapturedMail, type TestSmtp } from '../helpers/smtp';
 
 let smtp: TestSmtp;
@@ -190,6 +191,7 @@ describe('expiry, per-IP limit and SMTP auth', () => {
     try {
       const email = uniqueEmail();
       await makeUser(g, 1, { email });
+      await clearOfWindowEdge();
       const token = await mailedToken(g, email);
       await Bun.sleep(1100);
       const r = await g.api('POST', '/api/user/reset', { email, token, password: 'brand-new-pass-1' }, null);

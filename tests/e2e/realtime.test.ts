@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { costOf } from '@gw/core';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfWindowEdge } from '../helpers/window-edge';
 import { RealtimeTestClient, SAMPLE_USAGE, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
 
 const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: 16_000 };
@@ -123,6 +124,7 @@ describe('/v1/realtime through the gateway', () => {
 
   test('opening a session counts toward the key requests-per-minute limit (429 key_rpm_exceeded, slot given back)', async () => {
     const k = await keyedUser(1_000_000, { rate_limit_rpm: 1 });
+    await clearOfWindowEdge();
     const a = open('/v1/realtime', { headers: { authorization: `Bearer ${k.key}` } });
     await a.opened;
     await refused('/v1/realtime', { authorization: `Bearer ${k.key}` }, 429, 'key_rpm_exceeded');
