@@ -93,6 +93,11 @@ export interface StreamTranscoder {
    * (a native stream is read to its close). Where a settlement commits later, its last byte is held back.
    */
   readonly messageEnded: boolean;
+  /**
+   * Nothing of the answer (its end, its usage) is missing any more, only the upstream's close (or `[DONE]`):
+   * an upstream that keeps the connection open after that is closed by the relay rather than waited for.
+   */
+  readonly answerWhole: boolean;
 }
 
 export interface StreamDecoder {

@@ -23,6 +23,8 @@ export interface SseMachine {
   readonly stopped: boolean;
   /** True once the message's last event went out, where the machine still reads on to the upstream's close. */
   readonly complete?: boolean;
+  /** True once the answer is whole (its end and its usage arrived): only the upstream's close or `[DONE]` is missing. */
+  readonly whole?: boolean;
 }
 
 /** Turns upstream chunks into client bytes, driving a machine; throws SseEventTooLargeError past the cap. */
@@ -71,6 +73,7 @@ export function sseTranscoder(machine: SseMachine, onFirstByte: () => void, fram
   return {
     get stopped() { return ended; },
     get messageEnded() { return ended || machine.complete === true; },
+    get answerWhole() { return ended || machine.whole === true; },
     push(chunk) {
       if (ended) return null;
       let out: Uint8Array[];

@@ -4,7 +4,10 @@
  * - the upstream silent for `idleMs` while the client waits (an error event; counts against the channel);
  * - the client gone, or `signal` aborted at any time (e.g. a revoked key): the upstream fetch is cancelled
  *   at once and the request settles for what was delivered; never the channel's fault;
- * - the client behind for `stallMs` (it takes nothing while we hold data for it): cut, `client_stalled`.
+ * - the client behind for `stallMs` (it takes nothing while we hold data for it): cut, `client_stalled`;
+ * - the answer whole (message_stop; or finish and usage) but the upstream not closing: after `TAIL_GRACE_MS`
+ *   the relay closes it itself and the stream ends normally (waiting for `idleMs` would hold the client's end
+ *   and then fail an answer that was complete).
  * Backpressure: the upstream is read only when the client's side wants data; at most `bufferBytes` are
  * read ahead of the client (plus one upstream chunk and one SSE event, which the parser caps).
  * Keep-alive: while the client waits and the upstream is silent, a `ping` event goes out every
@@ -84,6 +87,8 @@ const NOT_YET = Symbol('not yet');
 /** Microtasks a read of an already-received body takes to resolve (measured: 2); a live upstream takes longer. */
 const READY_TICKS = 4;
 const NEVER = 2 ** 31 - 1;
+/** How long a whole answer's upstream may take to close (a real one closes at once). */
+export const TAIL_GRACE_MS = 1000;
 
 /** The read's outcome if it settles within a few microtasks (data Bun already holds), else NOT_YET. */
 async function settledSoon(read: Promise<ReadResult>): Promise<ReadOutcome | typeof NOT_YET> {
@@ -128,6 +133,9 @@ class StreamRelay {
   readonly decoder: StreamDecoder;
   readonly bufferBytes: number;
   private readonly idleMs: number;
+  /** The upstream's time to close once the answer is whole. */
+  private readonly tailMs: number;
+  private tailArmed = false;
   private readonly stallMs: number;
   private readonly keepAliveMs: number;
   private readonly startedAt: number;
@@ -175,6 +183,7 @@ class StreamRelay {
     this.decoder = p.decoder;
     this.bufferBytes = p.bufferBytes;
     this.idleMs = p.idleMs;
+    this.tailMs = Math.min(TAIL_GRACE_MS, p.idleMs);
     this.stallMs = p.stallMs;
     this.keepAliveMs = p.keepAliveMs || NEVER;
     this.startedAt = p.startedAt;
@@ -268,19 +277,27 @@ class StreamRelay {
       this.end({ code: 'client_stalled' });
       return this.closeWith(null, true);
     }
+    const whole = this.decoder.transcoder.answerWhole;
+    if (this.waitingUpstream && whole && now - this.upstreamSince >= this.tailMs) {
+      // Nothing is missing but the close: close it ourselves; the read resolves done, a normal end.
+      this.reader.cancel().catch(() => {});
+      this.timer = setTimeout(checkDeadlines, this.idleMs, this);
+      return;
+    }
     if (this.waitingUpstream && now - this.upstreamSince >= this.idleMs) {
       this.halt(new StreamAbortedError(`The upstream sent nothing for ${this.idleMs} ms.`, 'upstream_stream_cut', true));
       return;
     }
-    // A ping only while the client has taken everything (its read is pending) and we wait on the upstream.
-    if (this.waitingUpstream && !this.waitingClient && now - this.quietSince >= this.keepAliveMs && this.ctrl) {
+    // A ping only while the client has taken everything (its read is pending) and we wait on the upstream,
+    // never after the message's end.
+    if (this.waitingUpstream && !this.waitingClient && !whole && now - this.quietSince >= this.keepAliveMs && this.ctrl) {
       try { this.ctrl.enqueue(PING); } catch { return; }
       this.quietSince = now;
     }
     // Next check at the earliest deadline that could fall due (a state that starts later starts its own full period).
     const next = Math.min(
       this.waitingClient ? this.clientSince + this.stallMs - now : this.stallMs,
-      this.waitingUpstream ? this.upstreamSince + this.idleMs - now : this.idleMs,
+      this.waitingUpstream ? this.upstreamSince + (whole ? this.tailMs : this.idleMs) - now : this.idleMs,
       this.quietSince + this.keepAliveMs - now,
     );
     this.timer = setTimeout(checkDeadlines, Math.max(1, Math.min(NEVER, Math.ceil(next))), this);
@@ -308,6 +325,12 @@ class StreamRelay {
     this.pending = null;
     this.waitingUpstream = true;
     this.upstreamSince = performance.now();
+    if (!this.tailArmed && this.decoder.transcoder.answerWhole) {
+      // The deadline timer may be set for idleMs: bring it forward to the close's grace.
+      this.tailArmed = true;
+      clearTimeout(this.timer);
+      this.timer = setTimeout(checkDeadlines, this.tailMs, this);
+    }
     read.then(this.onRead, this.onReadError);
   }
 

@@ -34,6 +34,11 @@ export class AnthropicStreamMachine implements SseMachine {
 
   constructor(private readonly ctx: DecodeContext) {}
 
+  /** message_stop arrived: nothing of the answer is missing but the upstream's close. */
+  get whole(): boolean {
+    return this.complete;
+  }
+
   onEvent(ev: SseEvent): string {
     const name = ev.event ?? '';
     switch (name) {

@@ -44,6 +44,11 @@ export class OpenAIStreamMachine implements SseMachine {
     return chunk ? encodeAll(this.translator.push(chunk)) : '';
   }
 
+  /** Finished and usage reported: only `[DONE]` or the close is missing. */
+  get whole(): boolean {
+    return this.translator.sawFinish && this.translator.sawUsage;
+  }
+
   onEnd(): string {
     if (this.translator.sawFinish) return encodeAll(this.translator.finish()); // no [DONE], but the answer is whole
     return this.fail('The upstream stream ended unexpectedly.');
