@@ -3,7 +3,9 @@
  * streams and stop reading (half of them one oversized event, cut at SSE_MAX_EVENT_BYTES). The gateway
  * (bench/gateway-proc.ts of `checkout`, default this one) fills their sockets meanwhile; a separate process
  * probes /health every 5 ms, so this process's own work (it serves the upstream) cannot delay the probe.
- * Prints p50/p99/max over the first second after the clients connect, and over the next two.
+ * Prints p50/p99/max over the first second after the clients connect, and over the next two, and how much
+ * of each stream the gateway read. BENCH_NICE (default 10) lowers this process's priority once the gateway
+ * and the probes run (attackers and upstreams are other machines in production).
  * BENCH_GW_BUN_ARGS passes flags to the gateway's bun (e.g. `--cpu-prof --cpu-prof-dir=/tmp/p`).
  */
 if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) {
@@ -25,6 +27,7 @@ const DELTAS = new Uint8Array(DELTA.byteLength * 64);
 for (let i = 0; i < 64; i++) DELTAS.set(DELTA, i * DELTA.byteLength);
 
 // ~10 MB per stream, produced on demand (what the gateway reads is what it could write).
+const produced = { small: 0, huge: 0 };
 const upstream = Bun.serve({
   port: 0, hostname: '127.0.0.1', idleTimeout: 0,
   async fetch(req) {
@@ -37,6 +40,7 @@ const upstream = Bun.serve({
         if (sent >= STREAM_BYTES) return c.close();
         const chunk = huge ? (sent === 0 ? HUGE_HEAD : HUGE_BODY) : DELTAS;
         sent += chunk.byteLength;
+        produced[huge ? 'huge' : 'small'] += chunk.byteLength;
         c.enqueue(chunk);
       },
     }, { highWaterMark: 0 }), { headers: { 'content-type': 'text/event-stream' } });
@@ -92,6 +96,11 @@ try {
   for (let i = 0; i < 20; i++) await (await fetch(`${gw.url}/health`)).text();
   const probes = [false, true].map((fresh) => Bun.spawn([process.execPath, '-e', probeScript(fresh)], { stdout: 'pipe', stderr: 'inherit' }));
   await Bun.sleep(500);
+  // The attackers and the upstream are other machines in production; here they share the cores. With
+  // BENCH_NICE (default 10) this process (upstream double and clients; every thread: Linux nice is per
+  // thread) yields the CPU to the gateway and the probes, which keep the default priority.
+  const nice = Number(process.env.BENCH_NICE ?? 10);
+  if (nice) for (const tid of require('node:fs').readdirSync('/proc/self/task')) require('node:os').setPriority(Number(tid), nice);
   const cpu0 = cpuSeconds(proc.pid);
   const t0 = performance.now();
   const attackAt = 500;
@@ -104,6 +113,8 @@ try {
     return ms.length ? `n ${ms.length}, p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${ms.at(-1)!.toFixed(1)} ms` : 'no samples';
   };
   console.log(`${CLIENTS} slow readers through ${checkout} (${answered} answered within ${opened.toFixed(0)} ms; gateway CPU during the attack ${(cpuSeconds(proc.pid) - cpu0).toFixed(2)} s)`);
+  const mb = (n: number) => (n / (CLIENTS / 2) / 2 ** 20).toFixed(2);
+  console.log(`  upstream bytes read per stream: small ${mb(produced.small)} MB, huge ${mb(produced.huge)} MB`);
   for (const [name, samples] of [['keep-alive', kept!], ['new connection', fresh!]] as const) {
     console.log(`  /health, ${name}: before ${stats(samples, 0, attackAt)}`);
     console.log(`    first second: ${stats(samples, attackAt, attackAt + 1000)}`);
