@@ -20,7 +20,8 @@
  * postgres://postgres@127.0.0.1:5432/test), BENCH_REDIS_URL (GW_TEST_REDIS or redis://127.0.0.1:6379),
  * BENCH_GW_ENV (JSON, extra gateway settings for every mode), BENCH_GW_BUN_ARGS (flags for the gateways' bun), BENCH_OUT (a file for the results as JSON),
  * BENCH_USERS (1: funded users, each with a key; connection i sends as user i mod N, so N > 1 spreads the
- * settlements over N user rows instead of queueing them on one).
+ * settlements over N user rows instead of queueing them on one), BENCH_THINK_MS (0: the one-client phases
+ * pause this long between requests, so the previous request's trailing work is not in the next one's time).
  * JSON at one connection is reported to the complete answer and to its first byte: on PostgreSQL a JSON answer
  * starts before its settlement commits and only its last byte waits for the commit.
  */
@@ -41,6 +42,8 @@ import { pressureSince } from './lib/pressure';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+/** Pause between requests in the one-client phases (0: back to back). */
+const THINK_MS = Number(process.env.BENCH_THINK_MS ?? 0);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const USERS = Math.max(1, Number(process.env.BENCH_USERS ?? 1));
 const PG_URL = process.env.BENCH_PG_URL ?? process.env.GW_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
@@ -206,7 +209,7 @@ async function measure(target: Target, gatewayPid: number | null, appName: strin
   const me0 = selfCpu();
   const psi = pressureSince();
   const t0 = performance.now();
-  const s: Samples = await load(target, stream, conc, SECONDS);
+  const s: Samples = await load(target, stream, conc, SECONDS, undefined, undefined, conc === 1 ? THINK_MS : 0);
   const secs = (performance.now() - t0) / 1000;
   const stall = psi().cpuSome;
   const me = selfCpu() - me0;

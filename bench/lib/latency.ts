@@ -23,8 +23,9 @@ export interface Samples { lat: number[]; ttft: number[]; errors: number }
  * Sends /v1/messages requests over `concurrency` connections for `seconds`, appending each successful
  * request's total time and its time to the first body chunk (`ttft`: the first SSE bytes of a stream, the
  * first bytes of a JSON answer, which on PostgreSQL arrive before the settlement's commit) to `into`.
+ * `thinkMs`: a pause between one connection's requests.
  */
-export async function load(t: Target, stream: boolean, concurrency: number, seconds: number, into: Samples = { lat: [], ttft: [], errors: 0 }, maxRequests = 1_000_000): Promise<Samples> {
+export async function load(t: Target, stream: boolean, concurrency: number, seconds: number, into: Samples = { lat: [], ttft: [], errors: 0 }, maxRequests = 1_000_000, thinkMs = 0): Promise<Samples> {
   const body = JSON.stringify({ model: 'bench-model', max_tokens: 64, stream, messages: [{ role: 'user', content: 'Say hello.' }] });
   const end = performance.now() + seconds * 1000;
   let started = 0;
@@ -50,6 +51,8 @@ export async function load(t: Target, stream: boolean, concurrency: number, seco
       } catch {
         into.errors++;
       }
+      // A client that reads its answer before it asks again (the previous request's trailing work is then not in this one's time).
+      if (thinkMs) await Bun.sleep(thinkMs);
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
