@@ -81,6 +81,23 @@ for (const type of adapterTypes()) {
       expect(decoder.result()).toMatchObject({ usage: EXPECTED_USAGE, stopReason: 'end_turn', complete: true, firstByteAt: 42 });
     });
 
+    test('answerWhole: true once the end of the answer and its usage are in, never before, without the close', async () => {
+      const res = await call(body({ stream: true }), { usage: USAGE });
+      const events = (await res.text()).split('\n\n').filter((e) => e.trim()).map((e) => `${e}\n\n`);
+      const t = adapter.createStreamDecoder(decodeContextFor(body())).transcoder;
+      const whole = events.map((e) => (t.push(new TextEncoder().encode(e)), t.answerWhole));
+      const first = whole.indexOf(true);
+      // Anthropic: message_stop. OpenAI: the usage chunk after the finish, before [DONE].
+      if (type === 'anthropic') expect(events[first]).toContain('message_stop');
+      else {
+        expect(events[first]).toContain('"usage"');
+        expect(events[first]).not.toContain('[DONE]');
+        expect(events.slice(0, first).some((e) => e.includes('"finish_reason":"stop"'))).toBe(true);
+      }
+      expect(whole.slice(first).every(Boolean)).toBe(true);
+      expect(t.stopped).toBe(type !== 'anthropic'); // [DONE] stops a translated stream; a native one reads on to the close
+    });
+
     test('streaming parallel tool calls: one tool_use block each, inputs intact', async () => {
       const res = await call(body({ stream: true }), { text: '', toolCalls: [{ name: 'a', input: { x: 1 } }, { name: 'b', input: { y: [1, 2] } }] });
       const decoder = adapter.createStreamDecoder(decodeContextFor(body()));
