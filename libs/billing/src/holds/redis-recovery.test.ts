@@ -70,6 +70,35 @@ describe.skipIf(!hasServer)('RedisHoldStore after Redis lost its data', () => {
     expect(await b.expired()).toEqual([]);
   });
 
+  test('the index touch is skipped within half a lease of the last, and redone after a data loss (no orphaned hold)', async () => {
+    const ledger = new Map<number, Mirror>([[7, { balance: 1000, version: 1 }]]);
+    const load: MirrorLoader = async (userId) => ({ user: ledger.get(userId) ?? null, key: null });
+    const redis = connect();
+    await redis.flushall();
+    const a = new RedisHoldStore(redis, load, { recoveryMs: 0 });
+    const index = 'gw:{holds}:users';
+    const reserve = async (ref: string) => {
+      const r = await a.reserve({ userId: 7, amount: 10, ref, leaseMs: 30_000 });
+      if (!r.ok) throw new Error(`reserve failed: ${JSON.stringify(r)}`);
+      return r.hold;
+    };
+    await a.release(await reserve('t1'));
+    const score = await redis.zscore(index, '7');
+    expect(score).not.toBeNull();
+    await Bun.sleep(20);
+    // Fresh: no touch, so the score (server time + lease when touched) has not moved.
+    const h2 = await reserve('t2');
+    expect(await redis.zscore(index, '7')).toBe(score);
+    expect(await a.holders()).toEqual([7]);
+    await a.release(h2);
+    // Redis loses everything: the next admission loads the mirror and touches again, so the hold is indexed.
+    await redis.flushall();
+    const h3 = await reserve('t3');
+    expect(await a.holders()).toEqual([7]);
+    expect(Number(await redis.zscore(index, '7'))).toBeGreaterThan(Number(score));
+    await a.release(h3);
+  });
+
   test('an allkeys-* eviction policy with a memory limit is reported (it may evict hold keys); noeviction is not', async () => {
     const admin = connect();
     expect(await evictionRisk(admin)).toBeNull();

@@ -34,10 +34,17 @@ export class RedisHoldStore implements HoldStore {
    * waited for its hold's settle and release). Before the first connection they queue as usual.
    */
   private lost = false;
+  /**
+   * performance.now() of this node's last index touch per user (reserve or renew). The touch sets the user's
+   * index score to the server's now + lease, and a sweep forgets only a user whose score has passed, so
+   * within half a lease of a touch a reserve needs none: one Redis command less per request. Forgotten
+   * whenever Redis may have lost data (a reconnect, a mirror to load).
+   */
+  private readonly touched = new Map<number, number>();
 
   constructor(private readonly redis: Redis, private readonly load: MirrorLoader, opts: RedisHoldStoreOptions = {}) {
     redis.on('close', () => { this.lost = true; });
-    redis.on('ready', () => { this.lost = false; });
+    redis.on('ready', () => { this.lost = false; this.touched.clear(); });
     this.prefix = opts.prefix ?? 'gw:';
     this.recoveryMs = opts.recoveryMs ?? 10_000;
     this.loadBudgets = opts.loadBudgets ?? (async () => []);
@@ -89,11 +96,14 @@ export class RedisHoldStore implements HoldStore {
     const budgetIds = budgets.length ? { budgetIds: budgets.map((b) => b.id) } : {};
     let budgetLoads = 0;
     for (let attempt = 0; ; attempt++) {
+      const t = performance.now();
+      const fresh = t - (this.touched.get(req.userId) ?? -Infinity) < req.leaseMs / 2;
       // Written back to back on one connection: one round trip, in this order.
       const [, r] = (await Promise.all([
-        this.s.touch([this.index], [req.userId, req.leaseMs]),
+        fresh ? null : this.s.touch([this.index], [req.userId, req.leaseMs]),
         this.s.reserve(counted(keys), args),
       ])) as [unknown, number[]];
+      if (!fresh) this.touched.set(req.userId, t);
       if (r[0] === 1) return { ok: true, hold: { ref: req.ref, userId: req.userId, keyId, amount: r[1]!, ...budgetIds } };
       if (r[0] === 0 && r[1] === 3) {
         return { ok: false, reason: 'short', scope: 'budget', budgetId: budgets[r[3]! - 1]!.id, available: Math.max(0, r[2]!), shortBy: shortfall(req.amount, r[2]!)! };
@@ -104,6 +114,8 @@ export class RedisHoldStore implements HoldStore {
       if (r[1] === 3 && ++budgetLoads > 2) return { ok: false, reason: 'unavailable', retryAfterMs: 1000 };
       // The loader found no such user or key: nothing to spend.
       if (attempt > 0 && r[1] !== 3) return { ok: false, reason: 'short', scope, available: 0, shortBy: Math.max(1, req.amount) };
+      // A mirror to load: Redis may have lost its data, the index with it.
+      this.touched.clear();
       const wait = await this.recoveryLeft();
       if (wait > 0) return { ok: false, reason: 'unavailable', retryAfterMs: wait };
       const [m, spent] = await Promise.all([
@@ -162,6 +174,8 @@ export class RedisHoldStore implements HoldStore {
 
   async renew(holds: Hold[], leaseMs: number): Promise<number> {
     this.connected();
+    const t = performance.now();
+    for (const [u, at] of this.touched) if (t - at >= leaseMs) this.touched.delete(u);
     if (!holds.length) return 0;
     const byUser = new Map<number, Hold[]>();
     for (const h of holds) byUser.set(h.userId, [...(byUser.get(h.userId) ?? []), h]);
@@ -172,7 +186,9 @@ export class RedisHoldStore implements HoldStore {
         ...list.flatMap((h) => [this.keyHash(u, h.keyId), ...(h.budgetIds ?? []).map((id) => this.budgetHash(u, id))])];
       this.s.renew.on(pipe, counted(keys), [leaseMs, ...list.flatMap((h) => [h.ref, h.amount, h.keyId ?? '', (h.budgetIds ?? []).join(','), h.budgetIds?.length ?? 0])]);
     }
-    return results(await pipe.exec()).reduce<number>((n, v, i) => n + (i % 2 === 1 ? Number(v) : 0), 0);
+    const renewed = results(await pipe.exec()).reduce<number>((n, v, i) => n + (i % 2 === 1 ? Number(v) : 0), 0);
+    for (const u of byUser.keys()) this.touched.set(u, t);
+    return renewed;
   }
 
   async applyBalance(target: HoldTarget, mirror: Mirror, opts: { ifPresent?: boolean } = {}): Promise<boolean> {
