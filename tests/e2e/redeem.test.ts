@@ -3,6 +3,7 @@
  * through the ledger (balance == Σ ledger), one answer for every unusable code, a per-user failure limit.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { clearOfWindowEdge } from '../helpers/window-edge';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ON_PG, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
@@ -185,6 +186,8 @@ describe('REDEEM_MAX_FAILURES and REDEEM_FAILURE_WINDOW_SECONDS', () => {
       const u = await makeUser(small);
       const code = (await small.api('POST', '/api/redemption/', { batch: 'w', count: 1, quota: 42, expires_at: now() + 600 })).body.data.codes[0];
       const send = (c: string) => small.api('POST', '/api/user/redeem', { code: c }, u.token);
+      // The three attempts in one clock-aligned second (see window-edge.ts).
+      await clearOfWindowEdge(400, 1000);
       expect((await send('gwr_nope1')).status).toBe(400);
       expect((await send('gwr_nope2')).status).toBe(400);
       const limited = await send(code);
