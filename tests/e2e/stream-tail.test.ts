@@ -17,11 +17,18 @@ afterAll(async () => { for (const u of ups) await u.stop(); await gw.stop(); });
 const enc = new TextEncoder();
 const sse = (event: string | null, data: unknown) => `${event ? `event: ${event}\n` : ''}data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`;
 
-/** An SSE response that sends `frames` and then never closes (until the gateway cancels it). */
-function openEnded(frames: string[], cancelled: { n: number }) {
+/**
+ * An SSE response that sends `frames` and then never closes (until the gateway cancels it); with
+ * `trickle`, it goes on sending a ping every 200 ms (activity that would reset an idle limit).
+ */
+function openEnded(frames: string[], cancelled: { n: number }, trickle = false) {
+  let timer: ReturnType<typeof setInterval> | undefined;
   return () => new Response(new ReadableStream({
-    start(c) { c.enqueue(enc.encode(frames.join(''))); },
-    cancel() { cancelled.n++; },
+    start(c) {
+      c.enqueue(enc.encode(frames.join('')));
+      if (trickle) timer = setInterval(() => { try { c.enqueue(enc.encode(sse('ping', { type: 'ping' }))); } catch { clearInterval(timer); } }, 200);
+    },
+    cancel() { clearInterval(timer); cancelled.n++; },
   }), { headers: { 'content-type': 'text/event-stream' } });
 }
 
@@ -41,14 +48,14 @@ const OPENAI = [
   // no [DONE], no close
 ];
 
-for (const [kind, frames] of [['anthropic', ANTHROPIC], ['openai', OPENAI]] as const) {
-  test(`${kind}: a whole answer whose upstream never closes ends normally within the grace, billed once, channel healthy`, async () => {
-    const model = `tail-${kind}`;
+for (const [kind, frames, trickle] of [['anthropic', ANTHROPIC, false], ['openai', OPENAI, false], ['anthropic', ANTHROPIC, true]] as const) {
+  test(`${kind}: a whole answer whose upstream never closes${trickle ? ' (and keeps sending pings)' : ''} ends normally within the grace, billed once, channel healthy`, async () => {
+    const model = `tail-${kind}${trickle ? '-ping' : ''}`;
     await setPrice(gw, model);
     const u0 = upstream(kind);
     ups.push(u0);
     const cancelled = { n: 0 };
-    u0.fallback = { response: openEnded(frames, cancelled) };
+    u0.fallback = { response: openEnded(frames, cancelled, trickle) };
     const channel = await addChannel(gw, { type: kind, url: u0.url, models: [model] });
     const u = await keyedUser(gw, 1_000_000);
     const t0 = performance.now();

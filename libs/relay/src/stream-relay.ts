@@ -5,9 +5,10 @@
  * - the client gone, or `signal` aborted at any time (e.g. a revoked key): the upstream fetch is cancelled
  *   at once and the request settles for what was delivered; never the channel's fault;
  * - the client behind for `stallMs` (it takes nothing while we hold data for it): cut, `client_stalled`;
- * - the answer whole (message_stop; or finish and usage) but the upstream not closing: after `TAIL_GRACE_MS`
- *   the relay closes it itself and the stream ends normally (waiting for `idleMs` would hold the client's end
- *   and then fail an answer that was complete).
+ * - the answer whole (message_stop; or finish and usage) but the upstream not closing: `TAIL_GRACE_MS` after
+ *   the answer became whole (whatever the upstream still sends), the relay closes it itself and the stream
+ *   ends normally (waiting for `idleMs` would hold the client's end and then fail an answer that was
+ *   complete; pings would never let it fall due).
  * Backpressure: the upstream is read only when the client's side wants data; at most `bufferBytes` are
  * read ahead of the client (plus one upstream chunk and one SSE event, which the parser caps).
  * Keep-alive: while the client waits and the upstream is silent, a `ping` event goes out every
@@ -135,7 +136,10 @@ class StreamRelay {
   private readonly idleMs: number;
   /** The upstream's time to close once the answer is whole. */
   private readonly tailMs: number;
-  private tailArmed = false;
+  /** performance.now() when the answer became whole (-1: not yet); the close's grace counts from here. */
+  private wholeAt = -1;
+  /** The relay closed the upstream of a whole answer itself. */
+  private tailCut = false;
   private readonly stallMs: number;
   private readonly keepAliveMs: number;
   private readonly startedAt: number;
@@ -211,6 +215,14 @@ class StreamRelay {
     else {
       out = t.push(r.value);
       if (t.stopped) this.reader.cancel().catch(() => {});
+      else if (this.wholeAt < 0 && t.answerWhole) {
+        // From now on the upstream has tailMs to close, whatever it still sends (pings would reset an idle limit).
+        this.wholeAt = performance.now();
+        if (this.timer !== undefined) {
+          clearTimeout(this.timer);
+          this.timer = setTimeout(checkDeadlines, this.tailMs, this);
+        }
+      }
     }
     if (out) {
       this.parts.push(out);
@@ -237,7 +249,7 @@ class StreamRelay {
   /** The client stream, from here on driven by the client's reads, the upstream's chunks, the timer and the signal. */
   open(): ReadableStream<Uint8Array> {
     this.quietSince = performance.now();
-    this.timer = setTimeout(checkDeadlines, Math.min(this.stallMs, this.idleMs, this.keepAliveMs), this);
+    this.timer = setTimeout(checkDeadlines, Math.min(this.stallMs, this.idleMs, this.keepAliveMs, this.wholeAt < 0 ? NEVER : this.tailMs), this);
     this.signal?.addEventListener('abort', this, { once: true });
     const body = new ReadableStream<Uint8Array>(this as unknown as Bun.UnderlyingSource<Uint8Array>, { highWaterMark: 0 });
     if (this.signal?.aborted) this.handleEvent();
@@ -277,14 +289,13 @@ class StreamRelay {
       this.end({ code: 'client_stalled' });
       return this.closeWith(null, true);
     }
-    const whole = this.decoder.transcoder.answerWhole;
-    if (this.waitingUpstream && whole && now - this.upstreamSince >= this.tailMs) {
-      // Nothing is missing but the close: close it ourselves; the read resolves done, a normal end.
+    const whole = this.wholeAt >= 0;
+    if (whole && !this.tailCut && now - this.wholeAt >= this.tailMs) {
+      // Nothing is missing but the close: close it ourselves; the next read resolves done, a normal end.
+      this.tailCut = true;
       this.reader.cancel().catch(() => {});
-      this.timer = setTimeout(checkDeadlines, this.idleMs, this);
-      return;
     }
-    if (this.waitingUpstream && now - this.upstreamSince >= this.idleMs) {
+    if (!this.tailCut && this.waitingUpstream && now - this.upstreamSince >= this.idleMs) {
       this.halt(new StreamAbortedError(`The upstream sent nothing for ${this.idleMs} ms.`, 'upstream_stream_cut', true));
       return;
     }
@@ -297,7 +308,8 @@ class StreamRelay {
     // Next check at the earliest deadline that could fall due (a state that starts later starts its own full period).
     const next = Math.min(
       this.waitingClient ? this.clientSince + this.stallMs - now : this.stallMs,
-      this.waitingUpstream ? this.upstreamSince + (whole ? this.tailMs : this.idleMs) - now : this.idleMs,
+      this.waitingUpstream ? this.upstreamSince + this.idleMs - now : this.idleMs,
+      whole && !this.tailCut ? this.wholeAt + this.tailMs - now : NEVER,
       this.quietSince + this.keepAliveMs - now,
     );
     this.timer = setTimeout(checkDeadlines, Math.max(1, Math.min(NEVER, Math.ceil(next))), this);
@@ -325,12 +337,6 @@ class StreamRelay {
     this.pending = null;
     this.waitingUpstream = true;
     this.upstreamSince = performance.now();
-    if (!this.tailArmed && this.decoder.transcoder.answerWhole) {
-      // The deadline timer may be set for idleMs: bring it forward to the close's grace.
-      this.tailArmed = true;
-      clearTimeout(this.timer);
-      this.timer = setTimeout(checkDeadlines, this.tailMs, this);
-    }
     read.then(this.onRead, this.onReadError);
   }
 
