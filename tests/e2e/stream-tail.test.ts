@@ -71,6 +71,8 @@ for (const [kind, frames, trickle] of [['anthropic', ANTHROPIC, false], ['openai
     expect(took).toBeLessThan(3000);
     expect(eventNames(text)).toEqual(['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
     expect(text).toContain('"output_tokens":7');
+    // Nothing follows message_stop, not even the upstream's pings.
+    expect([...text.matchAll(/^event: (.+)$/gm)].at(-1)![1]).toBe('message_stop');
     let rows: Array<{ error_code: string | null; output_tokens: number; cost: number }> = [];
     for (let i = 0; i < 100 && rows.length < 1; i++) {
       rows = await gw.db.all('select error_code, output_tokens, cost from usage_logs where user_id = ?', u.id);

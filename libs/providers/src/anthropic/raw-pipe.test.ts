@@ -29,6 +29,16 @@ function run(kind: 'raw' | 'generic', text: string, cuts: number[]) {
 }
 
 describe('AnthropicFramer', () => {
+  test('nothing after message_stop reaches the client, on both paths and every split', () => {
+    const after = ev('ping') + ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'late' } }) + ev('message_stop');
+    const want = run('generic', STREAM, []);
+    expect(run('generic', STREAM + after, []).out).toBe(want.out);
+    expect(want.out.endsWith(ev('message_stop'))).toBe(true);
+    const len = enc.encode(STREAM + after).length;
+    for (let i = len - 200; i < len; i += 7) expect(run('raw', STREAM + after, [i]).out).toBe(want.out);
+    expect(run('raw', STREAM + after, []).result.estimatedUsage).toEqual(want.result.estimatedUsage);
+  });
+
   test('output estimate without reported usage: the same as the generic path for every split (ASCII-only chunks and mixed ones)', () => {
     const cut = STREAM.slice(0, STREAM.indexOf('event: message_delta'));
     const want = run('generic', cut, []);

@@ -107,8 +107,9 @@ export class AnthropicFramer {
       this.pending = [];
       this.pendingLen = 0;
       this.lastLf = false;
-      const kind = rawKind(ev);
-      if (kind !== -1) {
+      const kind = this.machine.complete ? -2 : rawKind(ev);
+      if (kind === -2) flushRun(); // after message_stop: dropped, like every other event then
+      else if (kind !== -1) {
         if (kind === DELTA) this.machine.addOutputEstimate(deltaTokens(ev, spans ? isAscii(ev) : (asciiChunk ??= isAscii(c))));
         // Stray blank lines before an event are dropped, as the parser would.
         let skip = 0;

@@ -40,6 +40,8 @@ export class AnthropicStreamMachine implements SseMachine {
   }
 
   onEvent(ev: SseEvent): string {
+    // Nothing follows message_stop: whatever an upstream still sends is dropped (the relay closes it soon).
+    if (this.complete) return '';
     const name = ev.event ?? '';
     switch (name) {
       case 'message_start': {
