@@ -89,7 +89,7 @@ const NOT_YET = Symbol('not yet');
 const READY_TICKS = 4;
 const NEVER = 2 ** 31 - 1;
 /** How long a whole answer's upstream may take to close (a real one closes at once). */
-export const TAIL_GRACE_MS = 1000;
+const TAIL_GRACE_MS = 1000;
 
 /** The read's outcome if it settles within a few microtasks (data Bun already holds), else NOT_YET. */
 async function settledSoon(read: Promise<ReadResult>): Promise<ReadOutcome | typeof NOT_YET> {

@@ -64,12 +64,12 @@ export class ChatStreamTranslator {
 
   constructor(private readonly opts: StreamTranslatorOptions) {}
 
-  /** True once a chunk carried a finish_reason: the upstream answer is whole even if [DONE] never comes. */
   /** The upstream's usage chunk (or a chunk carrying usage) has arrived. */
   get sawUsage(): boolean {
     return this.usage !== null;
   }
 
+  /** True once a chunk carried a finish_reason: the upstream answer is whole even if [DONE] never comes. */
   get sawFinish(): boolean {
     return this.finishReason !== null;
   }
