@@ -1,6 +1,9 @@
 import { afterAll, describe, expect, test } from 'bun:test';
+import { connect, type Socket } from 'node:net';
 import { eq } from 'drizzle-orm';
+import postgres from 'postgres';
 import { openPostgres, type PgHandle } from './client';
+import { reconnectBackoff } from './reconnect';
 import { apiKeys, channels, users } from '../schema-pg';
 import { PG_TEST_URL, dropSchema, freshSchema, requirePg } from '../../../../tests/helpers/postgres';
 import { tcpProxy } from '../../../../tests/helpers/tcp-proxy';
@@ -85,6 +88,42 @@ describe.skipIf(!available)('openPostgres', () => {
   test('a schema name that is not a plain identifier is refused before connecting', async () => {
     await expect(openPostgres(PG_TEST_URL, { schema: 'x; drop schema public' })).rejects.toThrow('invalid PostgreSQL schema name');
   });
+
+  test('a connection closed while a write waits for its tick works again at once (postgres.js left a stale write timer)', async () => {
+    const target = new URL(PG_TEST_URL);
+    // The driver's own socket, so the test can close it between a query's write and the tick that sends it.
+    let last: Socket | null = null;
+    const sql = postgres(PG_TEST_URL, {
+      max: 1,
+      connect_timeout: 5,
+      backoff: reconnectBackoff,
+      onnotice: () => {},
+      // postgres.js's `socket` option (a factory; missing from its type declarations).
+      ...{ socket: () => (last = connect(Number(target.port || 5432), target.hostname)) },
+    });
+    try {
+      for (let round = 0; round < 3; round++) {
+        await sql`select 1`;
+        const cut = sql`select 2`.then(() => 'answered', (e: { code?: string }) => e.code ?? 'failed');
+        for (let i = 0; i < 3; i++) await null;
+        // postgres.js sends a small write from a setImmediate; the close is seen before that runs (as it is when
+        // the peer's FIN is read in the same turn), here by emitting the socket's close at once.
+        last!.destroy();
+        last!.emit('close', false);
+        expect(await cut).toBe('CONNECTION_CLOSED');
+        const t0 = performance.now();
+        // Before the patch, the reconnected connection's startup message joined the cut query's bytes behind
+        // a timer that had been cleared, never sent: the query waited for the connect timeout.
+        const [r] = await sql`select 3 as three`.catch((e: { code?: string }) => [{ three: e.code }]);
+        const took = performance.now() - t0;
+        console.log(`round ${round}: the next query answered ${String(r?.three)} after ${took.toFixed(0)} ms`);
+        expect(r?.three).toBe(3);
+        expect(took).toBeLessThan(1_000);
+      }
+    } finally {
+      await sql.end({ timeout: 0 }).catch(() => {});
+    }
+  }, 30_000);
 
   test('after an outage of at least 1 s that failed every connection of the pool, queries work again within about a second of the database coming back', async () => {
     const target = new URL(PG_TEST_URL);

@@ -22,6 +22,11 @@ export interface OpenPostgresOptions {
   schema?: string;
   /** Pool size. Default 10. */
   max?: number;
+  /**
+   * Seconds a connection attempt may take (postgres.js's default is 30). Default 5: a settlement retries
+   * until its deadline (15 s), and an attempt stuck on an unanswered SYN should fail in time to be retried.
+   */
+  connectTimeout?: number;
 }
 
 /** Folder with drizzle-kit's generated PostgreSQL migrations (repo root /drizzle/pg). */
@@ -40,6 +45,7 @@ export async function openPostgres(url: string, opts: OpenPostgresOptions = {}):
   if (!SCHEMA_NAME.test(schema)) throw new Error(`invalid PostgreSQL schema name: ${JSON.stringify(schema)}`);
   const sql = postgres(url, {
     max: opts.max ?? 10,
+    connect_timeout: opts.connectTimeout ?? 5,
     connection: { search_path: schema },
     backoff: reconnectBackoff,
     // "already exists, skipping" notices from IF NOT EXISTS are expected, not news.
