@@ -125,6 +125,24 @@ describe.skipIf(!available)('openPostgres', () => {
     }
   }, 30_000);
 
+  test('a server that accepts and at once closes is retried with backoff, not in a loop (postgres.js reconnected at once)', async () => {
+    let accepted = 0;
+    const closer = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { open(s) { accepted++; s.end(); }, data() {} } });
+    const sql = postgres(`postgres://postgres@127.0.0.1:${closer.port}/test`, { max: 1, connect_timeout: 5, backoff: reconnectBackoff, onnotice: () => {} });
+    try {
+      const q = sql`select 1`.catch(() => {});
+      await Bun.sleep(1_000);
+      console.log(`connections in the first second: ${accepted}`);
+      // With the backoff (15-30 ms, then ×3 up to 0.5-1 s): about 5. Before: thousands.
+      expect(accepted).toBeGreaterThan(1);
+      expect(accepted).toBeLessThan(12);
+      void q;
+    } finally {
+      await sql.end({ timeout: 0 }).catch(() => {});
+      closer.stop(true);
+    }
+  });
+
   test('after an outage of at least 1 s that failed every connection of the pool, queries work again within about a second of the database coming back', async () => {
     const target = new URL(PG_TEST_URL);
     const proxy = tcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
