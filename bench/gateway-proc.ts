@@ -1,6 +1,6 @@
 /**
  * Benchmark gateway: the real server (auth, routing, metering, usage logs on) on a temp SQLite file,
- * with one channel to the upstream given in argv[2], a price, a funded user and a relay key.
+ * with one channel to each upstream given in argv[2] (comma-separated), a price, a funded user and a relay key.
  * Prints {"url","key","keys","admin"} on stdout (admin: a root access token, for /metrics; keys: one relay
  * key for each of BENCH_USERS funded users, default 1, the first being `key`).
  */
@@ -17,7 +17,10 @@ const dir = mkdtempSync(join(tmpdir(), 'gw-bench-'));
 const config = loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'gateway.db')}`, ROOT_PASSWORD: 'bench-root-password', HOST: '127.0.0.1', ...(process.env.BENCH_GW_ENV ? JSON.parse(process.env.BENCH_GW_ENV) : {}) });
 const s = await createServices(config, silentLogger);
 // BENCH_CHANNEL: extra channel fields as JSON (e.g. overrides), to measure what they cost on the request path.
-await s.channels.create({ name: 'bench', type: 'anthropic', base_url: upstreamUrl, key: 'bench-upstream-key', models: ['bench-model'], ...(process.env.BENCH_CHANNEL ? JSON.parse(process.env.BENCH_CHANNEL) : {}) } as any);
+// Several upstreams (comma-separated): one channel each, equal weight, so requests spread over them.
+for (const [i, base] of upstreamUrl.split(',').entries()) {
+  await s.channels.create({ name: i ? `bench${i}` : 'bench', type: 'anthropic', base_url: base, key: 'bench-upstream-key', models: ['bench-model'], ...(process.env.BENCH_CHANNEL ? JSON.parse(process.env.BENCH_CHANNEL) : {}) } as any);
+}
 await s.relay.prices.upsert({ model: 'bench-model', input: 3_000_000, output: 15_000_000, cache_read: 300_000, cache_write: 3_750_000 });
 const now = Math.floor(Date.now() / 1000);
 const keys: string[] = [];
