@@ -67,7 +67,7 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
   const closers: Array<() => Promise<unknown> | unknown> = [];
   const close = async () => { for (const c of closers.reverse()) await Promise.resolve(c()).catch(() => {}); };
   try {
-    const pg = await openPostgres(url, { schema: config.pgSchema });
+    const pg = await openPostgres(url, { schema: config.pgSchema, silenceMs: config.pgSilenceMs });
     closers.push(() => pg.close());
     // Reconnects back off to 0.5 s at most (ioredis 6's default grows to 5 s): a command waits for two reconnect
     // attempts before it fails, so during an outage an admission got its 503 only after ~10 s (measured).

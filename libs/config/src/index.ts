@@ -32,6 +32,8 @@ export interface Config {
   workers: number;
   /** CHANGE_FEED_RESYNC_MS: postgres mode's safety reload of every cache and listener heartbeat period. Default 30000. */
   changeFeedResyncMs: number;
+  /** PG_SILENCE_MS: a pool connection waiting this long for any answer is closed as dead; 0 = never. Default 30000. */
+  pgSilenceMs: number;
   rootUsername: string;
   /** Undefined: generate one on first start and print it once. */
   rootPassword?: string;
@@ -229,16 +231,17 @@ function storage(env: Record<string, string | undefined>) {
   const redis = redisSettings(env);
   const pgSchema = pgSchemaName(env);
   const changeFeedResyncMs = int(env, 'CHANGE_FEED_RESYNC_MS', 30_000, 1_000, 3_600_000);
+  const pgSilenceMs = int(env, 'PG_SILENCE_MS', 30_000, 0, 3_600_000);
   if (POSTGRES_URL.test(databaseUrl)) {
     checkPostgresUrl(databaseUrl);
     const missing = [redis.redisUrl ? null : 'REDIS_URL', env.SECRET_KEY?.trim() ? null : 'SECRET_KEY'].filter(Boolean);
     if (missing.length) throw new ConfigError(`DATABASE_URL is PostgreSQL, which also needs REDIS_URL and SECRET_KEY (shared by every node); missing: ${missing.join(', ')}`);
-    return { databaseUrl, dbKind: 'postgres' as const, sqlitePath: '', pgSchema, ...redis, workers, changeFeedResyncMs };
+    return { databaseUrl, dbKind: 'postgres' as const, sqlitePath: '', pgSchema, ...redis, workers, changeFeedResyncMs, pgSilenceMs };
   }
   const sqlitePath = parseSqliteUrl(databaseUrl);
   if (workers > 1) throw new ConfigError(`WORKERS=${workers} needs PostgreSQL (DATABASE_URL=postgres://…, with REDIS_URL and SECRET_KEY): a SQLite database is served by one process`);
   if (sqlitePath !== ':memory:') prepareDataFolder(sqlitePath);
-  return { databaseUrl, dbKind: 'sqlite' as const, sqlitePath, pgSchema, ...redis, workers, changeFeedResyncMs };
+  return { databaseUrl, dbKind: 'sqlite' as const, sqlitePath, pgSchema, ...redis, workers, changeFeedResyncMs, pgSilenceMs };
 }
 
 /** Builds the validated configuration; throws ConfigError with a one-line reason. */

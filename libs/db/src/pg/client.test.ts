@@ -143,6 +143,36 @@ describe.skipIf(!available)('openPostgres', () => {
     }
   });
 
+  test('a connection that silently stops carrying bytes is closed after PG_SILENCE_MS: its query fails, the next one works', async () => {
+    const target = new URL(PG_TEST_URL);
+    const proxy = tcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+    const via = new URL(PG_TEST_URL);
+    via.hostname = '127.0.0.1';
+    via.port = String(proxy.port);
+    const h = await openPostgres(via.toString(), { schema, max: 1, silenceMs: 1_000 });
+    handles.push(h);
+    try {
+      await h.sql`select 1`;
+      // An idle connection is left alone: nothing waits for an answer on it.
+      await Bun.sleep(1_600);
+      expect((await h.sql`select 2 as two`)[0]?.two).toBe(2);
+      proxy.blackhole();
+      const t0 = performance.now();
+      const lost = await h.sql`select 3`.then(() => 'answered', (e: { code?: string }) => e.code ?? 'failed');
+      const failedAfter = performance.now() - t0;
+      const [r] = await h.sql`select 4 as four`;
+      console.log(`the silenced query failed (${lost}) after ${failedAfter.toFixed(0)} ms; the next one answered ${r?.four}`);
+      expect(lost).toBe('CONNECTION_CLOSED');
+      expect(failedAfter).toBeGreaterThan(900);
+      expect(failedAfter).toBeLessThan(2_500);
+      expect(r?.four).toBe(4);
+    } finally {
+      await h.sql.end({ timeout: 0 }).catch(() => {});
+      handles.splice(handles.indexOf(h), 1);
+      proxy.stop();
+    }
+  }, 20_000);
+
   test('after an outage of at least 1 s that failed every connection of the pool, queries work again within about a second of the database coming back', async () => {
     const target = new URL(PG_TEST_URL);
     const proxy = tcpProxy({ host: target.hostname, port: Number(target.port || 5432) });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import * as pgSchema from '../schema-pg';
 import { applyPgMigrations } from './migrate';
 import { reconnectBackoff } from './reconnect';
+import { watchSilentSockets } from './silent-sockets';
 
 export type PgDb = ReturnType<typeof drizzle<typeof pgSchema>>;
 export type PgSql = postgres.Sql;
@@ -27,6 +28,11 @@ export interface OpenPostgresOptions {
    * until its deadline (15 s), and an attempt stuck on an unanswered SYN should fail in time to be retried.
    */
   connectTimeout?: number;
+  /**
+   * A connection that wrote and then heard nothing for this long (ms) is closed as dead (see silent-sockets.ts).
+   * Default 30 000; 0 turns it off. Not applied over TLS or to a URL naming several hosts.
+   */
+  silenceMs?: number;
 }
 
 /** Folder with drizzle-kit's generated PostgreSQL migrations (repo root /drizzle/pg). */
@@ -43,7 +49,10 @@ const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 export async function openPostgres(url: string, opts: OpenPostgresOptions = {}): Promise<PgHandle> {
   const schema = opts.schema ?? 'public';
   if (!SCHEMA_NAME.test(schema)) throw new Error(`invalid PostgreSQL schema name: ${JSON.stringify(schema)}`);
+  const silenceMs = opts.silenceMs ?? 30_000;
+  const watch = silenceMs > 0 && !usesTlsOrManyHosts(url) ? watchSilentSockets(silenceMs) : null;
   const sql = postgres(url, {
+    ...(watch ? { socket: watch.factory } : {}),
     max: opts.max ?? 10,
     connect_timeout: opts.connectTimeout ?? 5,
     connection: { search_path: schema },
@@ -54,9 +63,21 @@ export async function openPostgres(url: string, opts: OpenPostgresOptions = {}):
   try {
     await applyPgMigrations(sql, { schema, migrationsFolder: PG_MIGRATIONS_DIR });
   } catch (err) {
+    watch?.stop();
     await sql.end({ timeout: 1 });
     throw err;
   }
+  // Armed only now: a migration (an index on a large table) may legitimately run longer than the silence limit.
+  watch?.arm();
   const db = drizzle({ client: sql, schema: pgSchema });
-  return { db, sql, schema, close: () => sql.end({ timeout: 5 }) };
+  return { db, sql, schema, close: () => { watch?.stop(); return sql.end({ timeout: 5 }); } };
+}
+
+/** TLS (any sslmode but disable) or a comma-separated host list: postgres.js's own sockets are kept. */
+function usesTlsOrManyHosts(url: string): boolean {
+  const q = url.indexOf('?');
+  const params = new URLSearchParams(q >= 0 ? url.slice(q + 1) : '');
+  const ssl = params.get('sslmode') ?? params.get('ssl');
+  const authority = url.replace(/^[a-z]+:\/\//i, '').split(/[/?]/)[0]!;
+  return (ssl !== null && ssl !== 'disable' && ssl !== 'false') || authority.includes(',');
 }

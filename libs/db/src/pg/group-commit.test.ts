@@ -288,5 +288,31 @@ describe.skipIf(!available)('PgGroupCommitter', () => {
       }
       expect((await books([u!.userId])).get(u!.userId)).toMatchObject({ quota: 899, usage: 2, charges: 2 });
     }, 30_000);
+
+    test('a connection that silently stops carrying bytes mid-settlement: closed after the silence limit, the retry commits once', async () => {
+      const quiet = tcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
+      const via = new URL(PG_TEST_URL);
+      via.hostname = '127.0.0.1';
+      via.port = String(quiet.port);
+      const pool = await openPostgres(via.toString(), { schema: h.schema, max: 2, silenceMs: 1_000 });
+      try {
+        const [u] = await seedUsers(1, 1_000);
+        const gc = new PgGroupCommitter(pool.db, { retryDeadlineMs: 10_000, backoffMs: 20 });
+        await gc.settle(row(u!.userId, u!.keyId, { cost: 1 }));
+        const t0 = performance.now();
+        const p = gc.settle(row(u!.userId, u!.keyId, { cost: 40 }));
+        // Its statement goes out on the next tick, into a connection that no longer carries anything.
+        quiet.blackhole();
+        expect(await p).toMatchObject({ inserted: true, balance: 959 });
+        const took = performance.now() - t0;
+        console.log(`settled ${took.toFixed(0)} ms after its connection went silent`);
+        expect(took).toBeLessThan(4_000);
+        expect((await books([u!.userId])).get(u!.userId)).toMatchObject({ quota: 959, usage: 2, charges: 2 });
+        await gc.close();
+      } finally {
+        await pool.sql.end({ timeout: 0 }).catch(() => {});
+        quiet.stop();
+      }
+    }, 30_000);
   });
 });
