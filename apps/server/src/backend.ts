@@ -73,6 +73,9 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     // attempts before it fails, so during an outage an admission got its 503 only after ~10 s (measured).
     const redis = new Redis(config.redisUrl!, {
       maxRetriesPerRequest: 2, connectTimeout: 5000, lazyConnect: true,
+      // A connection that goes silent (packets dropped, nothing closed) held every command, and so every
+      // admission, until TCP gave up: with commands waiting and nothing received for this long, it is replaced.
+      ...(config.redisSilenceMs > 0 ? { socketTimeout: config.redisSilenceMs } : {}),
       retryStrategy: (times) => Math.min(2 ** (times - 1) * 50, 500) + Math.floor(Math.random() * 50),
     });
     redis.on('error', (err) => log.warn('redis.error', { error: err.message }));

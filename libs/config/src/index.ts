@@ -34,6 +34,8 @@ export interface Config {
   changeFeedResyncMs: number;
   /** PG_SILENCE_MS: a pool connection waiting this long for any answer is closed as dead; 0 = never. Default 30000. */
   pgSilenceMs: number;
+  /** REDIS_SILENCE_MS: the Redis connection, with commands waiting and nothing received this long, is replaced; 0 = never. Default 5000. */
+  redisSilenceMs: number;
   rootUsername: string;
   /** Undefined: generate one on first start and print it once. */
   rootPassword?: string;
@@ -232,16 +234,17 @@ function storage(env: Record<string, string | undefined>) {
   const pgSchema = pgSchemaName(env);
   const changeFeedResyncMs = int(env, 'CHANGE_FEED_RESYNC_MS', 30_000, 1_000, 3_600_000);
   const pgSilenceMs = int(env, 'PG_SILENCE_MS', 30_000, 0, 3_600_000);
+  const redisSilenceMs = int(env, 'REDIS_SILENCE_MS', 5_000, 0, 600_000);
   if (POSTGRES_URL.test(databaseUrl)) {
     checkPostgresUrl(databaseUrl);
     const missing = [redis.redisUrl ? null : 'REDIS_URL', env.SECRET_KEY?.trim() ? null : 'SECRET_KEY'].filter(Boolean);
     if (missing.length) throw new ConfigError(`DATABASE_URL is PostgreSQL, which also needs REDIS_URL and SECRET_KEY (shared by every node); missing: ${missing.join(', ')}`);
-    return { databaseUrl, dbKind: 'postgres' as const, sqlitePath: '', pgSchema, ...redis, workers, changeFeedResyncMs, pgSilenceMs };
+    return { databaseUrl, dbKind: 'postgres' as const, sqlitePath: '', pgSchema, ...redis, workers, changeFeedResyncMs, pgSilenceMs, redisSilenceMs };
   }
   const sqlitePath = parseSqliteUrl(databaseUrl);
   if (workers > 1) throw new ConfigError(`WORKERS=${workers} needs PostgreSQL (DATABASE_URL=postgres://…, with REDIS_URL and SECRET_KEY): a SQLite database is served by one process`);
   if (sqlitePath !== ':memory:') prepareDataFolder(sqlitePath);
-  return { databaseUrl, dbKind: 'sqlite' as const, sqlitePath, pgSchema, ...redis, workers, changeFeedResyncMs, pgSilenceMs };
+  return { databaseUrl, dbKind: 'sqlite' as const, sqlitePath, pgSchema, ...redis, workers, changeFeedResyncMs, pgSilenceMs, redisSilenceMs };
 }
 
 /** Builds the validated configuration; throws ConfigError with a one-line reason. */
