@@ -114,7 +114,7 @@ describe('limits', () => {
       expect(r.body.error.code).toBe('key_rpm_exceeded');
       expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
     }
-  });
+  }, 30_000);
 
   test('a group concurrency limit of 3 never has more than 3 requests in flight at the upstream, and frees its slots', async () => {
     await group({ name: 'capped', max_concurrency: 3 });
@@ -141,7 +141,7 @@ describe('limits', () => {
     const r = await send(gw, u.key, msg('claude-x', { max_tokens: 100 }));
     expect(r.status).toBe(429);
     expect(r.body.error.code).toBe('user_tpm_exceeded');
-  });
+  }, 30_000);
 
   test('a concurrency slot is given back when the client aborts a stream', async () => {
     const u = await member({}, { max_concurrency: 1 });

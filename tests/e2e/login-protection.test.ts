@@ -89,5 +89,5 @@ describe('per-IP login limit', () => {
     } finally {
       await g.stop();
     }
-  });
+  }, 30_000);
 });

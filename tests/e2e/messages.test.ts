@@ -76,7 +76,7 @@ describe('check order and error statuses', () => {
     expect(off.status).toBe(200);
     err(await send(gw, u.key, msg('claude-x')), 401, 'authentication_error', 'api_key_disabled');
     await gw.api('PUT', '/api/token/', { id: u.keyId, status: 1 }, u.token);
-  });
+  }, 30_000);
 });
 
 describe('native pass-through (anthropic channel)', () => {

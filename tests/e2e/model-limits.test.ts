@@ -49,7 +49,7 @@ describe('model_limits', () => {
     const cleared = await gw.api('PUT', '/api/token/', { id: u.keyId, model_limits: null }, u.token);
     expect(cleared.body.data.model_limits).toBeNull();
     expect((await send(gw, u.key, msg('opus-a'))).status).toBe(200);
-  });
+  }, 30_000);
 
   test('user and group model limits (concurrency, exact name) over HTTP', async () => {
     const g = await gw.api('POST', '/api/group/', { name: 'ml-group', model_limits: { haiku: { rate_limit_rpm: 1 } } });
@@ -70,5 +70,5 @@ describe('model_limits', () => {
     expect((await send(gw, u.key, msg('haiku'))).status).toBe(200);
     const second = await send(gw, u.key, msg('haiku'));
     expect([second.status, second.body.error.code]).toEqual([429, 'group_model_rpm_exceeded']);
-  });
+  }, 30_000);
 });

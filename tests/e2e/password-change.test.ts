@@ -70,5 +70,5 @@ describe('POST /api/user/password', () => {
     const r = await change({ token: u.token }, { current_password: u.password, new_password: 'changed-pass-123' });
     expect(r.status).toBe(429);
     expect(r.body.error.code).toBe('too_many_attempts');
-  });
+  }, 30_000);
 });

@@ -205,7 +205,7 @@ describe('expiry, per-IP limit and SMTP auth', () => {
     } finally {
       await g.stop();
     }
-  });
+  }, 30_000);
 
   test('without SMTP configured the request still answers 200 with the same body', async () => {
     const g = await startGateway();

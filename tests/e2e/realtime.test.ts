@@ -132,7 +132,7 @@ describe('/v1/realtime through the gateway', () => {
     await a.waitClose();
     // The refused opening did not keep a session slot: the per-key session count is back to zero.
     expect(gw.services.realtime.liveCount).toBe(0);
-  });
+  }, 30_000);
 
   test('responses are billed from response.done; usage log and session record are written', async () => {
     const k = await keyedUser(10_000_000);

@@ -202,5 +202,5 @@ describe('REDEEM_MAX_FAILURES and REDEEM_FAILURE_WINDOW_SECONDS', () => {
     } finally {
       await small.stop();
     }
-  }, 15_000);
+  }, 30_000);
 });

@@ -161,7 +161,7 @@ describe('guessing limits', () => {
     expect(r.status).toBe(429);
     expect(r.body.error.code).toBe('too_many_attempts');
     expect(Number(r.headers.get('retry-after'))).toBeGreaterThan(0);
-  });
+  }, 30_000);
 });
 
 describe('admin reset of 2FA', () => {

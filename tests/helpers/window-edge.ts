@@ -4,6 +4,8 @@
  * covers. Hits made just before a boundary therefore count a little less than whole just after it:
  * floor(4 × 0.99) is 3, so a fifth hit passes. That is the estimate's documented approximation, not
  * a bug, so a test that makes N hits and expects the next one refused makes them all in one window.
+ * The wait can take up to `needMs`: a test that calls this sets its own timeout (30 s), since Bun's default
+ * is 5 s whatever bunfig.toml says.
  */
 export async function clearOfWindowEdge(needMs = 6_000, windowMs = 60_000): Promise<void> {
   const left = windowMs - (Date.now() % windowMs);
