@@ -202,7 +202,7 @@ describe.skipIf(!available)('quota admission across nodes (PostgreSQL + Redis ho
     const more = await Promise.all(Array.from({ length: 70 }, (_, i) => send(node(i), u.key, msg(MODEL, { max_tokens: 10 }))));
     expect(more.filter((r) => r.status === 200)).toHaveLength(68);
     expect(await ledgerState(u.id)).toEqual({ quota: 0, ledger: 0, charges: 71 });
-  });
+  }, 30_000);
 
   test('Redis loses its data under load: admissions answer 503 with retry-after, live holds come back, nothing is overspent', async () => {
     const u = await keyedUser(nodes[0]!, 10 * W);

@@ -81,7 +81,7 @@ describe('reset request', () => {
     expect((await request(gw, off)).body).toEqual({ success: true, message: '', data: null });
     await Bun.sleep(200);
     expect(smtp.messages.length).toBe(before);
-  });
+  }, 30_000);
 });
 
 describe('reset with a token', () => {

@@ -39,7 +39,7 @@ describe('login and sessions', () => {
     // Locks are rounded up to whole seconds (never shorter than LOGIN_LOCK_SECONDS): 2 s lasts 2-3 s.
     await Bun.sleep(3100);
     expect((await login(u.password)).status).toBe(200);
-  });
+  }, 30_000);
 
   test('unknown user and wrong password give the same answer', async () => {
     const a = await gw.api('POST', '/api/user/login', { username: 'nobody-here', password: 'whatever-1' }, null);

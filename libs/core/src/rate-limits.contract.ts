@@ -70,7 +70,7 @@ export function rateLimitsContract(f: RateLimitsFactory): void {
     await alignToWindow(w);
     await alignToWindow(w, 10);
     expect((await rl.hit(key, { limit: 100, windowMs: w })).remaining).toBe(99);
-  });
+  }, 30_000);
 
   test('concurrent hits from three nodes: exactly `limit` pass', async () => {
     const nodes = [f.node(), f.node(), f.node()];
