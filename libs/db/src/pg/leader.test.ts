@@ -60,7 +60,8 @@ describe.skipIf(!available)('PgAdvisoryLeader', () => {
 
     // The old leader hears its connection close; it must not wait for its next check.
     const stepDown = await within(retryMs, () => !first.isLeader);
-    const handover = await within(3 * retryMs, () => leading().length === 1 && leading()[0] !== first);
+    // A follower takes it at its next try (within one interval; more under load), while the old leader sits out two.
+    const handover = await within(5 * retryMs, () => leading().length === 1 && leading()[0] !== first);
     expect(changes).toEqual([false]);
     expect(leading().length).toBe(1);
     console.log(`after pg_terminate_backend: old leader stepped down in ${stepDown.toFixed(0)} ms, new leader ${(stepDown + handover).toFixed(0)} ms (retry ${retryMs} ms)`);

@@ -37,6 +37,8 @@ export class PgAdvisoryLeader implements Leader {
   private leading = false;
   private busy = false;
   private closed = false;
+  /** When this node last lost leadership (performance.now()); it then sits out two retry intervals. */
+  private lostAt = -Infinity;
   private readonly key: number;
   private readonly listeners = new Set<(leader: boolean) => void>();
   private readonly timer: ReturnType<typeof setInterval>;
@@ -79,6 +81,9 @@ export class PgAdvisoryLeader implements Leader {
         if (!(await this.holds())) this.lose('the lock is no longer held by this session');
         return;
       }
+      // A node whose session just died lets a follower take over first (each tries within one interval),
+      // rather than racing it with a fresh connection; alone, it leads again after the pause.
+      if (performance.now() - this.lostAt < 2 * (this.opts.retryMs ?? 5_000)) return;
       const [row] = await this.sql<{ ok: boolean }[]>`select pg_try_advisory_lock(${LOCK_NAMESPACE}::int, ${this.key}::int) as ok`;
       if (row?.ok && !this.closed) this.set(true);
     } catch (err) {
@@ -98,6 +103,7 @@ export class PgAdvisoryLeader implements Leader {
 
   private lose(why: string): void {
     if (!this.leading) return;
+    this.lostAt = performance.now();
     this.opts.log?.(`leadership of ${this.opts.name} lost: ${why}`);
     this.set(false);
   }
