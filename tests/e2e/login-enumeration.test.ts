@@ -25,6 +25,18 @@ async function transcript(username: string, password: string, n: number) {
   return out;
 }
 
+/**
+ * The same answers; retry-after counts down the lock in whole seconds, so two transcripts taken a moment
+ * apart may round to neighbouring values (31 against 30, seen behind the cluster proxy and on PostgreSQL).
+ */
+function expectSameAnswers(a: Awaited<ReturnType<typeof transcript>>, b: Awaited<ReturnType<typeof transcript>>) {
+  const secs = (xs: typeof a) => xs.map((x) => (x.retryAfter === null ? null : Number(x.retryAfter)));
+  const drop = (xs: typeof a) => xs.map((x) => ({ ...x, retryAfter: x.retryAfter === null ? null : 'n' }));
+  expect(drop(a)).toEqual(drop(b));
+  const [sa, sb] = [secs(a), secs(b)];
+  for (const [i, v] of sa.entries()) if (v !== null) expect(Math.abs(v - sb[i]!)).toBeLessThanOrEqual(1);
+}
+
 describe('no username enumeration', () => {
   test('an unknown username is counted and locked out exactly like an existing one', async () => {
     const u = await makeUser(gw);
@@ -33,13 +45,7 @@ describe('no username enumeration', () => {
     expect(known.slice(0, 3).map((x) => x.status)).toEqual([401, 401, 401]);
     expect(known[3]!.status).toBe(429);
     expect(known[3]!.error.code).toBe('account_locked');
-    // The same answers; retry-after counts down the lock in whole seconds, so two transcripts taken a moment
-    // apart may round to neighbouring values (31 against 30 once, behind the cluster proxy).
-    const secs = (xs: typeof known) => xs.map((x) => (x.retryAfter === null ? null : Number(x.retryAfter)));
-    const drop = (xs: typeof known) => xs.map((x) => ({ ...x, retryAfter: x.retryAfter === null ? null : 'n' }));
-    expect(drop(unknown)).toEqual(drop(known));
-    const [k, g] = [secs(known), secs(unknown)];
-    for (const [i, v] of g.entries()) if (v !== null) expect(Math.abs(v - k[i]!)).toBeLessThanOrEqual(1);
+    expectSameAnswers(unknown, known);
     // Locked names stay locked for the right password too (nothing to learn by trying it).
     expect((await login(u.username, u.password)).status).toBe(429);
   });
@@ -54,6 +60,6 @@ describe('no password oracle on disabled accounts', () => {
     const rightOnDisabled = await transcript(disabled.username, disabled.password, 3);
     expect(rightOnDisabled[0]!.status).toBe(401);
     expect(rightOnDisabled[0]!.error.code).toBe('invalid_credentials');
-    expect(rightOnDisabled).toEqual(wrongOnEnabled);
+    expectSameAnswers(rightOnDisabled, wrongOnEnabled);
   });
 });
