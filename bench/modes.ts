@@ -34,9 +34,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
-import Redis from 'ioredis';
 import { load, quantiles, type Samples, type Target } from './lib/latency';
 import { spawnJson } from './lib/procs';
+import { dropRedisPrefix, freePort } from './lib/housekeeping';
 import { cpuBetween, cpuOf, descendants } from './lib/proc-tree';
 import { pressureSince } from './lib/pressure';
 
@@ -75,13 +75,6 @@ interface Mode {
 const f = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const median = (xs: number[]) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]! : NaN);
 
-function freePort(): number {
-  const s = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
-
 // ---- PostgreSQL / Redis housekeeping ----------------------------------------------------------------
 
 const admin = postgres(PG_URL, { max: 1, onnotice: () => {} });
@@ -95,22 +88,6 @@ async function dropStaleSchemas(): Promise<void> {
     try { process.kill(pid, 0); continue; } catch { /* its run is gone */ }
     await admin`drop schema if exists ${admin(s)} cascade`;
   }
-}
-
-async function dropRedisPrefix(prefix: string): Promise<number> {
-  const r = new Redis(REDIS_URL, { maxRetriesPerRequest: 2, connectTimeout: 3000 });
-  let n = 0;
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await r.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length) n += await r.unlink(...keys);
-    } while (cursor !== '0');
-  } finally {
-    r.disconnect();
-  }
-  return n;
 }
 
 /** PIDs of the PostgreSQL backends serving one mode (its pool, change feed and leader connections). */
@@ -187,7 +164,7 @@ async function stop(m: Mode): Promise<void> {
   }
   if (m.dir) rmSync(m.dir, { recursive: true, force: true });
   if (m.schema) await admin`drop schema if exists ${admin(m.schema)} cascade`.catch((e) => console.error(`drop ${m.schema}: ${e.message}`));
-  if (m.prefix) await dropRedisPrefix(m.prefix).catch((e) => console.error(`drop ${m.prefix}: ${e.message}`));
+  if (m.prefix) await dropRedisPrefix(REDIS_URL, m.prefix).catch((e) => console.error(`drop ${m.prefix}: ${e.message}`));
 }
 
 // ---- measurement ------------------------------------------------------------------------------------

@@ -12,17 +12,12 @@ import { PgGroupCommitter } from '../libs/db/src/pg/group-commit';
 import { openPostgres } from '../libs/db/src/pg/client';
 import { PgApiKeysRepo, PgUsersRepo } from '../libs/db/src/repos-pg';
 import type { SettlementRow } from '../libs/db/src/repos/settlements';
-import { PG_TEST_URL, openPgTestDb } from '../tests/helpers/postgres';
-import { tcpProxy } from '../tests/helpers/tcp-proxy';
+import { openPgTestDb, pgThroughProxy } from '../tests/helpers/postgres';
 
 const CYCLES = Number(process.env.BENCH_CYCLES ?? 20);
 const t = await openPgTestDb('gw_bench_outage', { max: 4 });
-const target = new URL(PG_TEST_URL);
-const proxy = tcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
-const via = new URL(PG_TEST_URL);
-via.hostname = '127.0.0.1';
-via.port = String(proxy.port);
-const pool = await openPostgres(via.toString(), { schema: t.handle.schema, max: 10 });
+const { proxy, url } = pgThroughProxy();
+const pool = await openPostgres(url, { schema: t.handle.schema, max: 10 });
 const users: Array<{ userId: number; keyId: number }> = [];
 for (let i = 0; i < 20; i++) {
   const u = await new PgUsersRepo(t.handle.db).insert({ username: `o${i}`, passwordHash: 'x', quota: 1e12, createdAt: 1, updatedAt: 1 });

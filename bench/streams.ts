@@ -18,9 +18,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
-import Redis from 'ioredis';
 import { defaultUpstreamCap, wantedFetchLimit } from '@gw/relay/upstream-slots';
 import { descendants } from './lib/proc-tree';
+import { dropRedisPrefix, freePort } from './lib/housekeeping';
 
 const STREAMS = Number(process.env.BENCH_STREAMS ?? 20_000);
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? Math.max(1, Math.ceil(STREAMS / 4000)));
@@ -141,7 +141,7 @@ try {
  */
 async function startWorkers() {
   const tag = `gwbench_streams_${process.pid}`;
-  const port = (() => { const l = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } }); const p = l.port; l.stop(true); return p; })();
+  const port = freePort();
   const env: Record<string, string> = {
     HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATABASE_URL: PG_URL, REDIS_URL, PG_SCHEMA: tag, REDIS_PREFIX: `${tag}:`,
     SECRET_KEY: randomBytes(32).toString('hex'), ...gwEnv,
@@ -150,14 +150,7 @@ async function startWorkers() {
     const sql = postgres(PG_URL, { max: 1, onnotice: () => {} });
     await sql`drop schema if exists ${sql(tag)} cascade`.catch((e) => console.error(`drop ${tag}: ${e.message}`));
     await sql.end();
-    const r = new Redis(REDIS_URL, { maxRetriesPerRequest: 2 });
-    let cursor = '0';
-    do {
-      const [next, keys] = await r.scan(cursor, 'MATCH', `${tag}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length) await r.unlink(...keys);
-    } while (cursor !== '0');
-    r.disconnect();
+    await dropRedisPrefix(REDIS_URL, `${tag}:`).catch((e) => console.error(`drop ${tag}: ${e.message}`));
   };
   const seeder = spawnRaised(['bench/gateway-proc.ts', upUrls], { BENCH_GW_ENV: JSON.stringify(env) });
   const { key } = await firstLine(seeder);

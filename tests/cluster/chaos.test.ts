@@ -9,9 +9,9 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import Redis from 'ioredis';
 import { startAnthropicUpstream } from '../doubles/anthropic-upstream';
 import { startCluster, within, type Cluster } from '../helpers/cluster';
-import { PG_TEST_URL, requirePg } from '../helpers/postgres';
+import { pgThroughProxy, requirePg } from '../helpers/postgres';
 import { privateRedis, requireRedis } from '../helpers/redis';
-import { tcpProxy, type TcpProxy } from '../helpers/tcp-proxy';
+import type { TcpProxy } from '../helpers/tcp-proxy';
 import { REQUEST_COST, addChannel, expectConsistent, fundedUser, msg, send, setPrice, tally, type Sent } from './fixtures';
 
 const hasServer = Bun.which('redis-server') !== null;
@@ -27,13 +27,10 @@ let proxy: TcpProxy;
 beforeAll(async () => {
   if (!ready) return;
   redis = await privateRedis();
-  const pg = new URL(PG_TEST_URL);
-  proxy = tcpProxy({ host: pg.hostname, port: Number(pg.port || 5432) });
-  const viaProxy = new URL(PG_TEST_URL);
-  viaProxy.hostname = '127.0.0.1';
-  viaProxy.port = String(proxy.port);
+  const through = pgThroughProxy();
+  proxy = through.proxy;
   // A short hold lease keeps the recovery window after the Redis data loss (a third of it plus 1 s) short.
-  c = await startCluster({ env: { REDIS_URL: redis.url, HOLD_LEASE_MS: '3000', HOLD_RECONCILE_MS: '500' }, nodeEnv: (i): Record<string, string> => (i === 1 ? { DATABASE_URL: viaProxy.toString() } : {}) });
+  c = await startCluster({ env: { REDIS_URL: redis.url, HOLD_LEASE_MS: '3000', HOLD_RECONCILE_MS: '500' }, nodeEnv: (i): Record<string, string> => (i === 1 ? { DATABASE_URL: through.url } : {}) });
   await addChannel(c, upstream.url, [MODEL]);
   await setPrice(c, MODEL);
 }, 60_000);

@@ -7,9 +7,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startAnthropicUpstream } from '../doubles/anthropic-upstream';
 import { startCluster, within, type Cluster } from '../helpers/cluster';
-import { PG_TEST_URL, requirePg } from '../helpers/postgres';
+import { pgThroughProxy, requirePg } from '../helpers/postgres';
 import { requireRedis } from '../helpers/redis';
-import { tcpProxy, type TcpProxy } from '../helpers/tcp-proxy';
+import type { TcpProxy } from '../helpers/tcp-proxy';
 import { fundedUser, msg, send, setPrice, OUTPUT_PRICE, REQUEST_COST } from './fixtures';
 
 const ready = (await requirePg('tests/cluster/propagation.test.ts')) && (await requireRedis('tests/cluster/propagation.test.ts'));
@@ -23,14 +23,11 @@ let proxy: TcpProxy;
 
 beforeAll(async () => {
   if (!ready) return;
-  const pg = new URL(PG_TEST_URL);
-  proxy = tcpProxy({ host: pg.hostname, port: Number(pg.port || 5432) });
-  const viaProxy = new URL(PG_TEST_URL);
-  viaProxy.hostname = '127.0.0.1';
-  viaProxy.port = String(proxy.port);
+  const through = pgThroughProxy();
+  proxy = through.proxy;
   // Node B (index 1) reaches PostgreSQL only through the proxy; a short resync period would hide a lost
   // notification, so it stays at its default.
-  c = await startCluster({ nodeEnv: (i): Record<string, string> => (i === 1 ? { DATABASE_URL: viaProxy.toString() } : {}) });
+  c = await startCluster({ nodeEnv: (i): Record<string, string> => (i === 1 ? { DATABASE_URL: through.url } : {}) });
 }, 60_000);
 afterAll(async () => {
   await c?.stop();

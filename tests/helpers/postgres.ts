@@ -4,8 +4,19 @@
  */
 import postgres from 'postgres';
 import { openPostgres, type PgHandle } from '../../libs/db/src/pg/client';
+import { tcpProxy, type TcpProxy } from './tcp-proxy';
 
 export const PG_TEST_URL = process.env.GW_TEST_PG ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+/** A TCP proxy in front of the test server, and PG_TEST_URL rewritten to go through it (a test cuts it). */
+export function pgThroughProxy(): { proxy: TcpProxy; url: string } {
+  const target = new URL(PG_TEST_URL);
+  const proxy = tcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
+  const via = new URL(PG_TEST_URL);
+  via.hostname = '127.0.0.1';
+  via.port = String(proxy.port);
+  return { proxy, url: via.toString() };
+}
 
 /** True when a connection and a trivial query succeed within 3 s. */
 export async function pgReachable(url = PG_TEST_URL): Promise<boolean> {

@@ -5,8 +5,7 @@ import postgres from 'postgres';
 import { openPostgres, type PgHandle } from './client';
 import { reconnectBackoff } from './reconnect';
 import { apiKeys, channels, users } from '../schema-pg';
-import { PG_TEST_URL, dropSchema, freshSchema, requirePg } from '../../../../tests/helpers/postgres';
-import { tcpProxy } from '../../../../tests/helpers/tcp-proxy';
+import { PG_TEST_URL, dropSchema, freshSchema, pgThroughProxy, requirePg } from '../../../../tests/helpers/postgres';
 
 const available = await requirePg('libs/db/src/pg/client.test.ts');
 const schema = freshSchema('gw_client');
@@ -144,12 +143,8 @@ describe.skipIf(!available)('openPostgres', () => {
   });
 
   test('a connection that silently stops carrying bytes is closed after PG_SILENCE_MS: its query fails, the next one works', async () => {
-    const target = new URL(PG_TEST_URL);
-    const proxy = tcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
-    const via = new URL(PG_TEST_URL);
-    via.hostname = '127.0.0.1';
-    via.port = String(proxy.port);
-    const h = await openPostgres(via.toString(), { schema, max: 1, silenceMs: 1_000 });
+    const { proxy, url } = pgThroughProxy();
+    const h = await openPostgres(url, { schema, max: 1, silenceMs: 1_000 });
     handles.push(h);
     try {
       await h.sql`select 1`;
@@ -174,12 +169,8 @@ describe.skipIf(!available)('openPostgres', () => {
   }, 20_000);
 
   test('after an outage of at least 1 s that failed every connection of the pool, queries work again within about a second of the database coming back', async () => {
-    const target = new URL(PG_TEST_URL);
-    const proxy = tcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
-    const via = new URL(PG_TEST_URL);
-    via.hostname = '127.0.0.1';
-    via.port = String(proxy.port);
-    const h = await openPostgres(via.toString(), { schema, max: 10 });
+    const { proxy, url } = pgThroughProxy();
+    const h = await openPostgres(url, { schema, max: 10 });
     handles.push(h);
     try {
       // All ten connections open and busy when the outage starts.

@@ -7,8 +7,7 @@ import { PgGroupCommitter, SettlementUnavailableError, isTransientPgError } from
 import { openPostgres, type PgHandle } from './client';
 import { PgApiKeysRepo, PgSettlementsRepo, PgUsersRepo } from '../repos-pg';
 import type { SettleOutcome, SettlementRow } from '../repos/settlements';
-import { PG_TEST_URL, openPgTestDb, requirePg, type PgTestDb } from '../../../../tests/helpers/postgres';
-import { tcpProxy } from '../../../../tests/helpers/tcp-proxy';
+import { PG_TEST_URL, openPgTestDb, pgThroughProxy, requirePg, type PgTestDb } from '../../../../tests/helpers/postgres';
 
 const available = await requirePg('libs/db/src/pg/group-commit.test.ts');
 let t: PgTestDb;
@@ -223,15 +222,12 @@ describe.skipIf(!available)('PgGroupCommitter', () => {
   });
 
   describe('through a TCP proxy', () => {
-    const url = new URL(PG_TEST_URL);
-    const proxy = available ? tcpProxy({ host: url.hostname, port: Number(url.port || 5432) }) : null;
+    const through = available ? pgThroughProxy() : null;
+    const proxy = through?.proxy ?? null;
     let ph: PgHandle;
     beforeAll(async () => {
       if (!available) return;
-      const via = new URL(PG_TEST_URL);
-      via.hostname = '127.0.0.1';
-      via.port = String(proxy!.port);
-      ph = await openPostgres(via.toString(), { schema: h.schema, max: 2 });
+      ph = await openPostgres(through!.url, { schema: h.schema, max: 2 });
     });
     afterAll(async () => {
       // The try abandoned at its deadline may still wait for a connection: nothing to wait for.
@@ -290,11 +286,8 @@ describe.skipIf(!available)('PgGroupCommitter', () => {
     }, 30_000);
 
     test('a connection that silently stops carrying bytes mid-settlement: closed after the silence limit, the retry commits once', async () => {
-      const quiet = tcpProxy({ host: url.hostname, port: Number(url.port || 5432) });
-      const via = new URL(PG_TEST_URL);
-      via.hostname = '127.0.0.1';
-      via.port = String(quiet.port);
-      const pool = await openPostgres(via.toString(), { schema: h.schema, max: 2, silenceMs: 1_000 });
+      const { proxy: quiet, url: quietUrl } = pgThroughProxy();
+      const pool = await openPostgres(quietUrl, { schema: h.schema, max: 2, silenceMs: 1_000 });
       try {
         const [u] = await seedUsers(1, 1_000);
         const gc = new PgGroupCommitter(pool.db, { retryDeadlineMs: 10_000, backoffMs: 20 });

@@ -38,14 +38,11 @@ interface DriverOptions {
   host: string[];
   port: number[];
   path?: string | false;
-  ssl?: unknown;
 }
 
 export interface SilentSocketWatch {
-  /** postgres.js's `socket` option; undefined for TLS, where the driver's own sockets are kept. */
+  /** postgres.js's `socket` option (openPostgres leaves it out for TLS, keeping the driver's own sockets). */
   factory: (o: DriverOptions) => Socket;
-  /** Sockets destroyed for silence so far. */
-  readonly destroyed: number;
   /** Starts judging (until then nothing is closed: migrations may run long statements). */
   arm(): void;
   stop(): void;
@@ -53,7 +50,6 @@ export interface SilentSocketWatch {
 
 export function watchSilentSockets(silenceMs: number, tickMs = Math.min(1_000, Math.max(50, silenceMs / 4))): SilentSocketWatch {
   const live = new Set<Watched>();
-  let destroyed = 0;
   let armed = false;
   const timer = setInterval(() => {
     if (!armed) return;
@@ -67,7 +63,6 @@ export function watchSilentSockets(silenceMs: number, tickMs = Math.min(1_000, M
       // Waiting: something was sent after the last ReadyForQuery (which ends every answer), and nothing moved since.
       if (written !== w.writtenAtReady && now - w.active > silenceMs) {
         live.delete(w);
-        destroyed++;
         w.socket.destroy();
       }
     }
@@ -86,7 +81,6 @@ export function watchSilentSockets(silenceMs: number, tickMs = Math.min(1_000, M
       socket.once('close', () => live.delete(w));
       return socket;
     },
-    get destroyed() { return destroyed; },
     arm() {
       // What moved before counts as moving now: a statement from before does not count as silent for that long.
       const now = performance.now();
