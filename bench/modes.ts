@@ -225,8 +225,8 @@ try {
     console.error(`${m.name}: seeded and started in ${f((performance.now() - t0) / 1000, 1)} s (${m.target!.url}${m.schema ? `, schema ${m.schema}, prefix ${m.prefix}` : ''})`);
   }
   const direct: Target = { url: upstream.info.url, headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': 'bench-upstream-key' } };
-  // A fresh Redis prefix has no admission epoch: admissions answer 503 for one recovery window (the data-loss
-  // guard, HOLD_LEASE_MS / 3 + 1 s), so every key is first sent until it is admitted.
+  // Admission answers 503 while a recovery window runs (a Redis data loss, HOLD_LEASE_MS / 3 + 1 s; a fresh
+  // schema's first start, here the seeder's, opens the epoch at once), so every key is first sent until admitted.
   for (const m of modes) {
     for (const key of m.target!.keys ?? []) {
       const deadline = performance.now() + 60_000;

@@ -172,8 +172,8 @@ async function startWorkers() {
   reader.releaseLock();
   // Keep draining: a full pipe would block the gateway's logging.
   void (proc.stdout as ReadableStream<Uint8Array>).pipeTo(new WritableStream());
-  // A fresh Redis prefix has no admission epoch: admissions answer 503 for one recovery window (the data-loss
-  // guard), so a request is sent until it is admitted, on every worker (each connection may land on any).
+  // Admission answers 503 while a recovery window runs (a Redis data loss; a fresh schema's first start opens
+  // the epoch at once), so a request is sent until it is admitted, on every worker (each connection may land on any).
   const url = `http://127.0.0.1:${port}`;
   const deadline = performance.now() + 60_000;
   for (let admitted = 0; admitted < WORKERS * 4;) {

@@ -8,7 +8,7 @@
 import { join } from 'node:path';
 import postgres from 'postgres';
 import { PG_TEST_URL, dropSchema, freshSchema } from './postgres';
-import { REDIS_TEST_URL, dropPrefix, freshPrefix, redisClient } from './redis';
+import { REDIS_TEST_URL, dropPrefix, freshPrefix } from './redis';
 import { callJson, loginToken } from './gateway-process';
 
 const ROOT = join(import.meta.dir, '..', '..');
@@ -105,9 +105,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     ...(opts.rootPassword === false ? {} : { ROOT_PASSWORD: CLUSTER_ROOT_PASSWORD }),
     ...opts.env, ...opts.nodeEnv?.(i),
   });
-  // A fresh prefix has no admission epoch, which nodes read as "Redis may have lost its data" and wait
-  // out (503) for a recovery window; no holds can exist under a new prefix, so the cluster starts settled.
-  await settleEpoch(opts.env?.REDIS_URL ?? REDIS_TEST_URL, prefix);
+  // No epoch is set up here: a fresh schema's first start opens it at once (migration 0013), as in production.
   const started = await Promise.allSettled(Array.from({ length: n }, (_, i) => spawnNode(i, envOf(i))));
   const nodes = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const sql = postgres(PG_TEST_URL, { max: 4, onnotice: () => {}, connection: { search_path: schema } });
@@ -133,15 +131,6 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     },
     stop,
   };
-}
-
-async function settleEpoch(url: string, prefix: string): Promise<void> {
-  const r = redisClient(url);
-  try {
-    await r.set(`${prefix}{epoch}`, '0');
-  } finally {
-    r.disconnect();
-  }
 }
 
 /** Polls `check` every 20 ms until it returns true; returns the time it took (ms), or throws after `ms`. */

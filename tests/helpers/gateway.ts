@@ -95,8 +95,9 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
     ...env,
   };
   const config = loadConfig(settings);
-  // A fresh prefix has no admission epoch, which a node must read as "Redis may have lost its data" and
-  // wait out (503) for the recovery window; no holds can exist under a new prefix, so it starts settled.
+  // A gateway started again on a schema that has run before (a restart test) gets a fresh prefix, so no admission
+  // epoch: a node reads that as "Redis lost its data" and waits out the recovery window (503). No holds can exist
+  // under a new prefix, so it starts settled. (A new schema's first start needs none of this: migration 0013.)
   if (pg) await settleAdmissionEpoch(config.redisPrefix);
   const { log, lines: logs } = memoryLogger({ format: config.logFormat });
   let services: Services;

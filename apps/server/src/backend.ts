@@ -58,7 +58,7 @@ function openSqliteBackend(config: Config, bus: ChangeBus): Backend {
 
 async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger): Promise<Backend> {
   // Loaded only in this mode: a SQLite process never pays for postgres.js, ioredis and the pg schema.
-  const { openPostgres, createPgStores, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader } = await import('@gw/db/pg');
+  const { openPostgres, createPgStores, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader, claimAdmissionStart } = await import('@gw/db/pg');
   const { default: Redis } = await import('ioredis');
   const { RedisRateLimits } = await import('@gw/core/redis/rate-limits');
   const { RedisNameLockouts } = await import('@gw/identity/unknown-lockout-redis');
@@ -101,8 +101,12 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     closers.push(() => holds.close());
     // A reconnect may mean a restarted, empty Redis: live holds go back at once, not at the next renewal.
     redis.on('ready', () => void holds.shared.live.renewNow());
-    const wait = await holds.store.recoveryLeft();
-    if (wait > 0) log.info('holds.recovering', { ms: wait, msg: 'Redis has no admission epoch (first start or data loss): admissions answer 503 until live holds are back' });
+    // The first start ever on this database (no node has admitted anything, so Redis cannot have lost a hold)
+    // opens the admission epoch at once; any other start without an epoch is a data loss and waits the window.
+    let wait = 0;
+    const first = await claimAdmissionStart(pg.sql, async () => { wait = await holds.store.recoveryLeft(0); });
+    if (!first) wait = await holds.store.recoveryLeft();
+    if (wait > 0) log.info('holds.recovering', { ms: wait, msg: 'Redis has no admission epoch (data loss, or a new REDIS_PREFIX): admissions answer 503 until live holds are back' });
     let feed: { close(): Promise<void> } | null = null;
     closers.push(() => feed?.close());
     return {

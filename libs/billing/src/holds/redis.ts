@@ -138,10 +138,12 @@ export class RedisHoldStore implements HoldStore {
 
   /**
    * Ms until mirrors may be loaded again (0 = now). Starts the recovery window if Redis has no epoch
-   * (first use, or its data was lost): a node calls it at start so the window runs from then.
+   * (first use, or its data was lost): a node calls it at start so the window runs from then. `windowMs`
+   * 0 opens a missing epoch at once: only for a start known to be the first ever (claimAdmissionStart),
+   * when no hold can have been lost; an epoch already there keeps its own window.
    */
-  async recoveryLeft(): Promise<number> {
-    return Number(await this.s.epoch([`${this.prefix}{epoch}`], [this.recoveryMs]));
+  async recoveryLeft(windowMs = this.recoveryMs): Promise<number> {
+    return Number(await this.s.epoch([`${this.prefix}{epoch}`], [windowMs]));
   }
 
   async settle(hold: Hold, input: number, budgets: BudgetScope[] = []): Promise<number | null> {
