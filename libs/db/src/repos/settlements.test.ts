@@ -132,3 +132,22 @@ test('the balance read at a user\'s first charge is the committed one, also afte
   h.sqlite.run('UPDATE users SET quota = quota + 5000 WHERE id = 1'); // a top-up between batches
   expect(repo.apply(row('b', 1, 1, 200, 11))).toEqual({ inserted: true, balance: 14_899 });
 });
+
+test('a transaction inside the batch that fails takes back its rows and its part of the counters, like a savepoint', () => {
+  const { h, repo } = seeded();
+  const out: unknown[] = [];
+  repo.transaction(() => {
+    out.push(repo.apply(row('a', 1, 100, 200, 10)));
+    expect(() => repo.transaction(() => {
+      out.push(repo.apply(row('b', 2, 200, 200, 11)));
+      throw new Error('inner failure');
+    })).toThrow('inner failure');
+    out.push(repo.apply(row('c', 1, 50, 200, 12)));
+  });
+  expect(out).toEqual([{ inserted: true, balance: 9_900 }, { inserted: true, balance: 9_700 }, { inserted: true, balance: 9_850 }]);
+  const b = books(h);
+  expect(b.users[0]).toEqual({ id: 1, quota: 9_850, used_quota: 150, request_count: 2, updated_at: 12 });
+  expect(b.keys.slice(0, 2)).toEqual([{ id: 1, used_quota: 150, remain_quota: 700, last_used_at: 12 }, { id: 2, used_quota: 0, remain_quota: 700, last_used_at: null }]);
+  expect(b.ledger.map((l: any) => [l.ref, l.balance_after])).toEqual([['a', 9_900], ['c', 9_850]]);
+  expect(b.usage.map((u: any) => u.request_id)).toEqual(['a', 'c']);
+});

@@ -164,7 +164,7 @@ export class SettlementsRepo implements SettlementSink {
   }
 
   transaction(fn: () => void): void {
-    if (this.batch) return fn(); // nested: part of the open batch
+    if (this.batch) return this.nested(this.batch, fn);
     this.batch = { users: new Map(), keys: new Map() };
     try {
       this.sqlite.transaction(() => {
@@ -206,13 +206,31 @@ export class SettlementsRepo implements SettlementSink {
       if (!row) throw new Error(`ledger: no user ${r.userId}`);
       u.balance = row.quota;
     }
-    u.balance -= r.cost;
+    // (kind, ref) is unique in the ledger: a second charge for the same request fails the transaction,
+    // before the running counters count it.
+    const balance = u.balance - r.cost;
+    this.insertLedger.run(r.userId, -r.cost, balance, r.requestId, r.model, r.createdAt);
+    u.balance = balance;
     u.cost += r.cost;
     u.updatedAt = r.createdAt;
     k.cost += r.cost;
-    // (kind, ref) is unique in the ledger: a second charge for the same request fails the transaction.
-    this.insertLedger.run(r.userId, -r.cost, u.balance, r.requestId, r.model, r.createdAt);
-    return { inserted: true, balance: u.balance };
+    return { inserted: true, balance };
+  }
+
+  /**
+   * A transaction inside the open one: a savepoint (bun:sqlite nests that way), and should it fail, the
+   * batch's running counters go back to what they were before it, as its rows do.
+   */
+  private nested(batch: { users: Map<number, UserDelta>; keys: Map<number, KeyDelta> }, fn: () => void): void {
+    const users = new Map([...batch.users].map(([id, u]) => [id, { ...u }]));
+    const keys = new Map([...batch.keys].map(([id, k]) => [id, { ...k }]));
+    try {
+      this.sqlite.transaction(fn)();
+    } catch (err) {
+      batch.users = users;
+      batch.keys = keys;
+      throw err;
+    }
   }
 
   private writeCounters(batch: { users: Map<number, UserDelta>; keys: Map<number, KeyDelta> }): void {
