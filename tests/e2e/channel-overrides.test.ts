@@ -164,14 +164,14 @@ describe('metering uses the request after overrides', () => {
     expect((await heldDuring('ov-a', { max_tokens: 4000 }, ant)).held).toBe(50);
     expect((await heldDuring('ov-o', { max_tokens: 4000 }, oai)).held).toBe(50);
     expect((await heldDuring('ov-raise', { max_tokens: 10 }, ant)).held).toBe(8000);
-  });
+  }, 20_000);
 
   test('a system prompt set by an override is measured into the hold (16,000 ASCII characters: 8,000 tokens of bound)', async () => {
     const plain = (await heldDuring('ov-plain', { max_tokens: 10, system: 'short' }, ant)).held;
     const sys = await heldDuring('ov-sys', { max_tokens: 10, system: 'short' }, ant);
     expect(ant.last().body.system).toBe('x'.repeat(16_000));
     expect(sys.held - plain).toBe(8_000 - 3); // the client's 'short' (3 tokens of bound) is replaced
-  });
+  }, 20_000);
 
   test('a raised max_tokens the balance cannot cover is refused (402) before the upstream is called', async () => {
     const u = await keyedUser(gw, 1000);
