@@ -3,6 +3,7 @@
  * restarted, and SIGTERM to the supervisor stops every worker and then the supervisor.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PG_TEST_URL, dropSchema, freshSchema, requirePg } from '../helpers/postgres';
 import { REDIS_TEST_URL, freshPrefix, requireRedis } from '../helpers/redis';
@@ -59,6 +60,15 @@ afterAll(async () => {
   if (sup && sup.exitCode === null) sup.kill(9);
   for (const pid of startedPids()) if (alive(pid)) process.kill(pid, 9);
   if (ready) await dropSchema(schema);
+});
+
+const rssKb = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+
+test.skipIf(!ready)('the supervisor never loads the server: it holds well under half the memory of a worker', () => {
+  // Measured: 27 MB against 76 MB per worker; 59 MB while the supervisor still imported the server.
+  const workers = startedPids().map(rssKb);
+  expect(workers).toHaveLength(2);
+  expect(rssKb(sup!.pid)).toBeLessThan(0.5 * Math.min(...workers));
 });
 
 test.skipIf(!ready)('two workers answer on one port; a killed worker is restarted; SIGTERM stops them all', async () => {
