@@ -1,4 +1,4 @@
-import { createTransport, type Transporter } from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import { ConfigError, readBoolEnv, readIntEnv } from '@gw/config';
 
 export interface MailConfig {
@@ -32,31 +32,38 @@ export function mailConfig(env: Record<string, string | undefined>): MailConfig 
 
 export interface MailMessage { to: string; subject: string; text: string }
 
-/** Sends e-mail over SMTP with nodemailer; a no-op that reports `false` when SMTP is not configured. */
+/**
+ * Sends e-mail over SMTP with nodemailer; a no-op that reports `false` when SMTP is not configured.
+ * nodemailer is loaded at the first message, not at start: most gateways send none for days, and it costs
+ * every process (each worker) about 4 MB of resident memory (measured on an idle gateway: 75–78 against 72–74 MB).
+ */
 export class Mailer {
-  private readonly transport: Transporter | null;
+  private transport: Promise<Transporter> | null = null;
 
-  constructor(private readonly cfg: MailConfig) {
-    this.transport = cfg.host
-      ? createTransport({
-        host: cfg.host, port: cfg.port, secure: cfg.secure,
-        auth: cfg.user ? { user: cfg.user, pass: cfg.password ?? '' } : undefined,
-        // An unreachable mail server must not pile up pending sends for minutes.
-        connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000,
-      })
-      : null;
-  }
+  constructor(private readonly cfg: MailConfig) {}
 
-  get configured(): boolean { return this.transport !== null; }
+  get configured(): boolean { return this.cfg.host !== null; }
 
   /** Delivers one plain-text message; resolves false when mail is not configured, rejects on SMTP errors. */
   async send(msg: MailMessage): Promise<boolean> {
-    if (!this.transport) return false;
-    await this.transport.sendMail({ from: this.cfg.from, to: msg.to, subject: msg.subject, text: msg.text });
+    if (!this.cfg.host) return false;
+    // A failed load is not kept: the next message tries again.
+    const transport = await (this.transport ??= this.open(this.cfg.host).catch((err) => { this.transport = null; throw err; }));
+    await transport.sendMail({ from: this.cfg.from, to: msg.to, subject: msg.subject, text: msg.text });
     return true;
   }
 
   close(): void {
-    this.transport?.close();
+    void this.transport?.then((t) => t.close(), () => {});
+  }
+
+  private async open(host: string): Promise<Transporter> {
+    const { createTransport } = await import('nodemailer');
+    return createTransport({
+      host, port: this.cfg.port, secure: this.cfg.secure,
+      auth: this.cfg.user ? { user: this.cfg.user, pass: this.cfg.password ?? '' } : undefined,
+      // An unreachable mail server must not pile up pending sends for minutes.
+      connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000,
+    });
   }
 }

@@ -1,8 +1,10 @@
-import { generateSecret, generateURI, verify } from 'otplib';
 import { ConfigError } from '@gw/config';
 import { GatewayError, localWindows, type AttemptWindow, type AttemptWindows, type SecretBox } from '@gw/core';
 import type { SecurityStore, UserRow, UsersStore } from '@gw/db';
 import { generateBackupCodes, hashBackupCode, looksLikeBackupCode } from './backup-codes';
+
+/** otplib, loaded at the first 2FA operation: most processes never need it (about 3 MB resident each). */
+const otplib = () => import('otplib');
 
 export interface TwoFactorConfig {
   /** Shown by authenticator apps next to the account (TOTP_ISSUER). */
@@ -60,6 +62,7 @@ export class TwoFactorService {
   async setup(userId: number): Promise<TwoFactorSetup> {
     const u = await this.mustUser(userId);
     if (u.totpEnabled) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on; disable it first to set up a new authenticator');
+    const { generateSecret, generateURI } = await otplib();
     const secret = generateSecret({ length: 20 });
     if (!(await this.repo.setPendingTotp(userId, this.box.seal(secret), this.nowSec()))) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on');
     const uri = generateURI({ issuer: this.cfg.issuer, label: u.username, secret, period: PERIOD });
@@ -138,6 +141,7 @@ export class TwoFactorService {
     // otplib throws on a wrong length or non-digits; those are simply wrong codes.
     if (!/^\d{6}$/.test(token) || !u.totpSecret) return null;
     const secret = this.box.open(u.totpSecret);
+    const { verify } = await otplib();
     try {
       const r = await verify({
         secret, token, period: PERIOD, epoch: Math.floor(this.clock() / 1000), epochTolerance: PERIOD,
