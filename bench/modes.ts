@@ -33,7 +33,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import postgres from 'postgres';
+import { connectPg } from '@gw/db/pg/connect';
 import { load, quantiles, type Samples, type Target } from './lib/latency';
 import { spawnJson } from './lib/procs';
 import { dropRedisPrefix, freePort } from './lib/housekeeping';
@@ -77,7 +77,7 @@ const median = (xs: number[]) => (xs.length ? [...xs].sort((a, b) => a - b)[Math
 
 // ---- PostgreSQL / Redis housekeeping ----------------------------------------------------------------
 
-const admin = postgres(PG_URL, { max: 1, onnotice: () => {} });
+const admin = connectPg(PG_URL, { max: 1, onnotice: () => {} });
 
 /** Schemas left by bench runs whose process is gone (killed before its own cleanup). */
 async function dropStaleSchemas(): Promise<void> {

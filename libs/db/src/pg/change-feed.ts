@@ -1,4 +1,5 @@
-import postgres from 'postgres';
+import type postgres from 'postgres';
+import { connectPg } from './connect';
 import { silentLogger, type ChangeBus, type ChangeFeed, type Logger, type ResyncReason } from '@gw/core';
 import { reconnectBackoff } from './reconnect';
 
@@ -82,7 +83,7 @@ export class PgChangeFeed implements ChangeFeed {
   }
 
   private newSender(): postgres.Sql {
-    return postgres(this.opts.url, { max: 1, onnotice: () => {}, connect_timeout: 5, idle_timeout: 60, backoff: reconnectBackoff });
+    return connectPg(this.opts.url, { max: 1, onnotice: () => {}, connect_timeout: 5, idle_timeout: 60, backoff: reconnectBackoff });
   }
 
   get listening(): boolean {
@@ -95,7 +96,7 @@ export class PgChangeFeed implements ChangeFeed {
   }
 
   private async listen(): Promise<void> {
-    const sql = postgres(this.opts.url, {
+    const sql = connectPg(this.opts.url, {
       max: 1,
       connect_timeout: 5,
       backoff: reconnectBackoff,

@@ -1,4 +1,5 @@
-import postgres from 'postgres';
+import type postgres from 'postgres';
+import { connectPg } from './connect';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import { join } from 'node:path';
 import * as pgSchema from '../schema-pg';
@@ -51,7 +52,7 @@ export async function openPostgres(url: string, opts: OpenPostgresOptions = {}):
   if (!SCHEMA_NAME.test(schema)) throw new Error(`invalid PostgreSQL schema name: ${JSON.stringify(schema)}`);
   const silenceMs = opts.silenceMs ?? 30_000;
   const watch = silenceMs > 0 && !usesTlsOrManyHosts(url) ? watchSilentSockets(silenceMs) : null;
-  const sql = postgres(url, {
+  const sql = connectPg(url, {
     ...(watch ? { socket: watch.factory } : {}),
     max: opts.max ?? 10,
     connect_timeout: opts.connectTimeout ?? 5,

@@ -1,4 +1,5 @@
-import postgres from 'postgres';
+import type postgres from 'postgres';
+import { connectPg } from './connect';
 import type { Leader } from '@gw/core';
 import { reconnectBackoff } from './reconnect';
 
@@ -45,7 +46,7 @@ export class PgAdvisoryLeader implements Leader {
 
   private constructor(url: string, private readonly opts: PgLeaderOptions) {
     this.key = leaderLockKey(opts.name);
-    this.sql = postgres(url, {
+    this.sql = connectPg(url, {
       max: 1,
       max_lifetime: 0,
       idle_timeout: 0,
