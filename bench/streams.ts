@@ -17,7 +17,7 @@
  * read without a forced GC (the workers have no GC signal).
  */
 import { randomBytes } from 'node:crypto';
-import postgres from 'postgres';
+import { connectPg } from '@gw/db/pg/connect';
 import { defaultUpstreamCap, wantedFetchLimit } from '@gw/relay/upstream-slots';
 import { descendants } from './lib/proc-tree';
 import { dropRedisPrefix, freePort } from './lib/housekeeping';
@@ -147,7 +147,7 @@ async function startWorkers() {
     SECRET_KEY: randomBytes(32).toString('hex'), ...gwEnv,
   };
   const drop = async () => {
-    const sql = postgres(PG_URL, { max: 1, onnotice: () => {} });
+    const sql = connectPg(PG_URL, { max: 1, onnotice: () => {} });
     await sql`drop schema if exists ${sql(tag)} cascade`.catch((e) => console.error(`drop ${tag}: ${e.message}`));
     await sql.end();
     await dropRedisPrefix(REDIS_URL, `${tag}:`).catch((e) => console.error(`drop ${tag}: ${e.message}`));

@@ -30,3 +30,20 @@ describe('mailConfig', () => {
     expect(() => mailConfig({ MAIL_FROM: 'nobody' })).toThrow(ConfigError);
   });
 });
+
+describe('Mailer', () => {
+  test('with SMTP configured, concurrent first messages share one transport and all arrive; close twice is harmless', async () => {
+    const { startSmtp } = await import('../../../tests/helpers/smtp');
+    const smtp = await startSmtp();
+    try {
+      const m = new Mailer(mailConfig(smtp.env));
+      const sent = await Promise.all([1, 2, 3].map((i) => m.send({ to: `u${i}@example.com`, subject: `s${i}`, text: 't' })));
+      expect(sent).toEqual([true, true, true]);
+      for (const i of [1, 2, 3]) await smtp.waitFor((x) => x.subject === `s${i}`);
+      m.close();
+      m.close();
+    } finally {
+      await smtp.stop();
+    }
+  }, 20_000);
+});

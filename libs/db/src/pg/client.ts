@@ -1,5 +1,5 @@
 import type postgres from 'postgres';
-import { connectPg } from './connect';
+import { connectPg, socketOptions } from './connect';
 import { drizzle } from 'drizzle-orm/postgres-js';
 import { join } from 'node:path';
 import * as pgSchema from '../schema-pg';
@@ -51,7 +51,8 @@ export async function openPostgres(url: string, opts: OpenPostgresOptions = {}):
   const schema = opts.schema ?? 'public';
   if (!SCHEMA_NAME.test(schema)) throw new Error(`invalid PostgreSQL schema name: ${JSON.stringify(schema)}`);
   const silenceMs = opts.silenceMs ?? 30_000;
-  const watch = silenceMs > 0 && !usesTlsOrManyHosts(url) ? watchSilentSockets(silenceMs) : null;
+  // A Unix socket never uses TLS (its sslmode is dropped): watched like plain TCP.
+  const watch = silenceMs > 0 && (socketOptions(url) !== null || !usesTlsOrManyHosts(url)) ? watchSilentSockets(silenceMs) : null;
   const sql = connectPg(url, {
     ...(watch ? { socket: watch.factory } : {}),
     max: opts.max ?? 10,

@@ -1,21 +1,29 @@
 import { afterAll, describe, expect, test } from 'bun:test';
 import { existsSync } from 'node:fs';
-import { connectPg, socketTarget } from './connect';
+import { connectPg, socketOptions } from './connect';
 import { openPostgres } from './client';
 
-describe('socketTarget', () => {
-  test('a TCP URL is left as it is', () => {
-    for (const url of ['postgres://gw:pw@db:5432/gateway', 'postgresql://gw@db/gateway?sslmode=require', 'postgres://a,b/gw']) {
-      expect(socketTarget(url)).toEqual({ url, path: null });
+describe('socketOptions', () => {
+  test('a TCP URL is used as it is', () => {
+    for (const url of ['postgres://gw:pw@db:5432/gateway', 'postgresql://gw@db/gateway?sslmode=require', 'postgres://a,b/gw', 'postgres:///db?host=db.example']) {
+      expect(socketOptions(url)).toBeNull();
     }
   });
 
-  test("libpq's socket form becomes postgres.js's path and a URL without the socket parameters", () => {
-    expect(socketTarget('postgres:///gateway?host=/var/run/postgresql&user=gw')).toEqual({ url: 'postgres://gw@localhost:5432/gateway', path: '/var/run/postgresql/.s.PGSQL.5432' });
-    expect(socketTarget('postgresql://u:p%40ss@x/db?host=/tmp/&port=6543&application_name=gw'))
-      .toEqual({ url: 'postgresql://u:p%40ss@localhost:6543/db?application_name=gw', path: '/tmp/.s.PGSQL.6543' });
-    expect(socketTarget('postgres:///?host=/s&dbname=a%20b&user=me&password=x%26y'))
-      .toEqual({ url: 'postgres://me:x%26y@localhost:5432/a%20b', path: '/s/.s.PGSQL.5432' });
+  test("libpq's socket form: the socket file as path, the rest decoded as libpq does", () => {
+    expect(socketOptions('postgres:///gateway?host=/var/run/postgresql&user=gw'))
+      .toEqual({ path: '/var/run/postgresql/.s.PGSQL.5432', port: 5432, user: 'gw', database: 'gateway', connection: {} });
+    expect(socketOptions('postgresql://u:p%40ss@x:6000/db?host=/tmp/&port=6543&application_name=a+b&sslmode=require'))
+      .toEqual({ path: '/tmp/.s.PGSQL.6543', port: 6543, user: 'u', pass: 'p@ss', database: 'db', connection: { application_name: 'a+b' } });
+    // A base64-style password keeps its + and =; a database name is decoded.
+    expect(socketOptions('postgres:///?host=/s&dbname=a%20b&user=me&password=ab+cd%3D%3D'))
+      .toEqual({ path: '/s/.s.PGSQL.5432', port: 5432, user: 'me', pass: 'ab+cd==', database: 'a b', connection: {} });
+  });
+
+  test('lists of socket folders or ports, and a port that is no number, are refused with a clear message', () => {
+    expect(() => socketOptions('postgres:///db?host=/a,/b')).toThrow('a list of socket folders or ports is not supported');
+    expect(() => socketOptions('postgres:///db?host=/a&port=5432,5433')).toThrow('a list of socket folders or ports is not supported');
+    expect(() => socketOptions('postgres:///db?host=/a&port=abc')).toThrow('port must be a number');
   });
 });
 
