@@ -62,8 +62,10 @@ test(`known and unknown addresses: p50 and p90 over ${SAMPLES} requests each sta
     stats = await round();
   }
   console.log(`reset request timing (ms, known vs unknown): p50 ${stats.p50.map((x) => x.toFixed(3)).join(' vs ')}, p90 ${stats.p90.map((x) => x.toFixed(3)).join(' vs ')}`);
-  // Mail really went out for the known addresses (the work happened, just not on the request path).
-  await smtp.waitFor((m) => m.to.includes(known[0]!), 10_000);
+  // Mail really went out for the known addresses (the work happened, just not on the request path). The
+  // first one queued (known[1], in the warm-up) is awaited: the queue sends one e-mail at a time, and a later
+  // address may still be behind hundreds of messages on a loaded machine (CI: 87 sent 10 s after the rounds).
+  await smtp.waitFor((m) => m.to.includes(known[1]!), 10_000);
   expect(Math.abs(stats.p50[0]! - stats.p50[1]!)).toBeLessThan(p50Limit(stats));
   expect(Math.abs(stats.p90[0]! - stats.p90[1]!)).toBeLessThan(1);
 }, 60_000);
