@@ -12,7 +12,7 @@ import type { RedisHoldStore } from '@gw/billing/holds/redis';
 import type { PgGroupCommitter } from '@gw/db/pg';
 import { startGateway, type TestGateway } from '../helpers/gateway';
 import { dropSchema, freshSchema, PG_TEST_URL, requirePg } from '../helpers/postgres';
-import { freshPrefix, REDIS_TEST_URL, redisClient, requireRedis, settleAdmissionEpoch } from '../helpers/redis';
+import { dropPrefix, freshPrefix, REDIS_TEST_URL, redisClient, requireRedis, settleAdmissionEpoch } from '../helpers/redis';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
 
 const available = (await requirePg('tests/cluster/admission.test.ts')) && (await requireRedis('tests/cluster/admission.test.ts'));
@@ -30,12 +30,8 @@ const redis = available ? redisClient() : null;
 afterAll(async () => {
   for (const n of nodes.reverse()) await n.stop().catch(() => {});
   await ant?.stop();
-  if (redis) {
-    const keys = await redis.keys(`${prefix}*`);
-    if (keys.length) await redis.del(...keys);
-    redis.disconnect();
-  }
-  if (available) await dropSchema(schema);
+  redis?.disconnect();
+  if (available) await Promise.all([dropPrefix(prefix), dropSchema(schema)]);
 });
 
 const node = (i: number) => nodes[i % nodes.length]!;

@@ -7,7 +7,8 @@
 import { afterAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
 import { dropSchema, freshSchema, PG_TEST_URL, requirePg } from '../helpers/postgres';
-import { freshPrefix, REDIS_TEST_URL, redisClient, requireRedis } from '../helpers/redis';
+import { dropPrefix, freshPrefix, REDIS_TEST_URL, redisClient, requireRedis } from '../helpers/redis';
+import { within } from '../helpers/cluster';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
 
 const available = (await requirePg('tests/cluster/first-start.test.ts')) && (await requireRedis('tests/cluster/first-start.test.ts'));
@@ -28,21 +29,9 @@ const env = {
 afterAll(async () => {
   for (const n of nodes.reverse()) await n.stop().catch(() => {});
   await ant?.stop();
-  if (redis) {
-    const keys = await redis.keys(`${prefix}*`);
-    if (keys.length) await redis.del(...keys);
-    redis.disconnect();
-  }
-  if (available) await dropSchema(schema);
+  redis?.disconnect();
+  if (available) await Promise.all([dropPrefix(prefix), dropSchema(schema)]);
 });
-
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 5_000) {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(20);
-  }
-}
 
 describe.skipIf(!available)("the shared admission's first start", () => {
   test('three nodes started together on an empty database and a new prefix admit their first requests at once', async () => {
@@ -54,7 +43,7 @@ describe.skipIf(!available)("the shared admission's first start", () => {
     ant = upstream('anthropic', { usage: { input: 1, output: 1 } });
     await addChannel(nodes[0]!, { type: 'anthropic', url: ant.url, models: [MODEL] });
     await setPrice(nodes[0]!, MODEL);
-    await until('channel and price on every node', () => nodes.every((n) => n.services.relay.prices.get(MODEL) !== undefined
+    await within('channel and price on every node', 5_000, () => nodes.every((n) => n.services.relay.prices.get(MODEL) !== undefined
       && n.services.channelRegistry.candidates(MODEL, 'default').length > 0));
     // Each node's first request for a user loads that user's balance into Redis: the step the window blocks.
     for (const n of nodes) {
@@ -67,22 +56,20 @@ describe.skipIf(!available)("the shared admission's first start", () => {
   }, 30_000);
 
   test('a Redis data loss afterwards still waits out the recovery window, on a running node and on a node started then', async () => {
-    const keys = await redis!.keys(`${prefix}*`);
-    expect(keys.length).toBeGreaterThan(0);
-    await redis!.del(...keys);
+    expect(await dropPrefix(prefix)).toBeGreaterThan(0);
     const lost = Date.now();
     const late = await startGateway(env);
     nodes.push(late);
     expect(late.logs.some((l) => l.includes('holds.recovering'))).toBe(true);
     for (const n of [nodes[0]!, late]) {
       const u = await keyedUser(n, 1_000_000);
-      await until('the key on the node', () => n.services.apiKeys.lookup(u.key) !== undefined);
+      await within('the key on the node', 5_000, () => n.services.apiKeys.lookup(u.key) !== undefined);
       const r = await send(n, u.key, msg(MODEL, { max_tokens: 10 }));
       expect({ status: r.status, code: (r.body as any)?.error?.code }).toEqual({ status: 503, code: 'quota_unavailable' });
       expect(Date.now() - lost).toBeLessThan(LEASE_MS / 3);
     }
     // And admission comes back once the window has passed.
     const u = await keyedUser(late, 1_000_000);
-    await until('admission after the window', async () => (await send(late, u.key, msg(MODEL, { max_tokens: 10 }))).status === 200, LEASE_MS);
+    await within('admission after the window', LEASE_MS, async () => (await send(late, u.key, msg(MODEL, { max_tokens: 10 }))).status === 200);
   }, 30_000);
 });

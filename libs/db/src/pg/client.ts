@@ -51,8 +51,7 @@ export async function openPostgres(url: string, opts: OpenPostgresOptions = {}):
   const schema = opts.schema ?? 'public';
   if (!SCHEMA_NAME.test(schema)) throw new Error(`invalid PostgreSQL schema name: ${JSON.stringify(schema)}`);
   const silenceMs = opts.silenceMs ?? 30_000;
-  // A Unix socket never uses TLS (its sslmode is dropped): watched like plain TCP.
-  const watch = silenceMs > 0 && (socketOptions(url) !== null || !usesTlsOrManyHosts(url)) ? watchSilentSockets(silenceMs) : null;
+  const watch = silenceMs > 0 && !usesTlsOrManyHosts(url) ? watchSilentSockets(silenceMs) : null;
   const sql = connectPg(url, {
     ...(watch ? { socket: watch.factory } : {}),
     max: opts.max ?? 10,
@@ -77,6 +76,8 @@ export async function openPostgres(url: string, opts: OpenPostgresOptions = {}):
 
 /** TLS (any sslmode but disable) or a comma-separated host list: postgres.js's own sockets are kept. */
 function usesTlsOrManyHosts(url: string): boolean {
+  // A Unix socket never uses TLS (connectPg drops its sslmode, as libpq does).
+  if (socketOptions(url)) return false;
   const q = url.indexOf('?');
   const params = new URLSearchParams(q >= 0 ? url.slice(q + 1) : '');
   const ssl = params.get('sslmode') ?? params.get('ssl');

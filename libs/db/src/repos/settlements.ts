@@ -134,7 +134,7 @@ export class SettlementsRepo implements SettlementSink {
    * The balance after each charge is the balance read at the user's first charge minus the charges since:
    * exact, because nothing else writes this database while the (synchronous) transaction runs.
    */
-  private batch: { users: Map<number, UserDelta>; keys: Map<number, KeyDelta> } | null = null;
+  private batch: BatchCounters | null = null;
 
   constructor(private readonly sqlite: Database) {
     this.allBalances = sqlite.prepare('SELECT id, quota FROM users');
@@ -221,7 +221,7 @@ export class SettlementsRepo implements SettlementSink {
    * A transaction inside the open one: a savepoint (bun:sqlite nests that way), and should it fail, the
    * batch's running counters go back to what they were before it, as its rows do.
    */
-  private nested(batch: { users: Map<number, UserDelta>; keys: Map<number, KeyDelta> }, fn: () => void): void {
+  private nested(batch: BatchCounters, fn: () => void): void {
     const users = new Map([...batch.users].map(([id, u]) => [id, { ...u }]));
     const keys = new Map([...batch.keys].map(([id, k]) => [id, { ...k }]));
     try {
@@ -233,10 +233,16 @@ export class SettlementsRepo implements SettlementSink {
     }
   }
 
-  private writeCounters(batch: { users: Map<number, UserDelta>; keys: Map<number, KeyDelta> }): void {
+  private writeCounters(batch: BatchCounters): void {
     for (const [id, u] of batch.users) if (u.cost > 0 || u.count > 0) this.chargeUser.run(u.cost, u.count, u.updatedAt, id);
     for (const [id, k] of batch.keys) this.chargeKey.run(k.cost, id, k.lastUsed);
   }
+}
+
+/** The open transaction's counters, by user id and by key id. */
+interface BatchCounters {
+  users: Map<number, UserDelta>;
+  keys: Map<number, KeyDelta>;
 }
 
 /** One user's charges in the open transaction; `balance` is read at its first charge. */
