@@ -1,5 +1,5 @@
 /**
- * `bun run bench/compare.ts <other-checkout> [<another> ...]`: gateway CPU per request of this checkout
+ * `bun run bench/compare.ts <other-checkout>[:NAME=value,...] [<another> ...]`: gateway CPU per request of this checkout
  * against other checkouts (e.g. a worktree of the first release), interleaved on one shared upstream so
  * that load from other processes hits every target alike. Each round runs every phase against every
  * target, in an order that alternates between rounds; the table shows medians over BENCH_ROUNDS (3).
@@ -17,7 +17,14 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const here = resolve(import.meta.dir, '..');
-const dirs = [here, ...process.argv.slice(2).map((d) => resolve(d))];
+// A target is a checkout, optionally with settings for its gateway: `<dir>:NAME=value,NAME=value`
+// (`.:BILLING_FLUSH_MS=20` measures this checkout with another setting beside itself).
+const targets = [here, ...process.argv.slice(2)].map((arg) => {
+  const [dir, settings] = arg.split(/:(?=[A-Z_]+=)/);
+  const env = Object.fromEntries((settings ?? '').split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+  return { dir: resolve(dir!), env, label: arg === here ? here : arg };
+});
+const dirs = targets.map((t) => t.label);
 
 async function phase(url: string, key: string, stream: boolean, concurrency: number, seconds: number) {
   const body = JSON.stringify({ model: 'bench-model', max_tokens: 64, stream, messages: [{ role: 'user', content: 'Say hello.' }] });
@@ -45,7 +52,7 @@ async function phase(url: string, key: string, stream: boolean, concurrency: num
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const upstream = await spawnJson(['bench/upstream-proc.ts'], here);
-const gateways = await Promise.all(dirs.map((d) => spawnJson(['bench/gateway-proc.ts', upstream.info.url], d)));
+const gateways = await Promise.all(targets.map((t) => spawnJson(['bench/gateway-proc.ts', upstream.info.url], t.dir, Object.keys(t.env).length ? { BENCH_GW_ENV: JSON.stringify({ ...(process.env.BENCH_GW_ENV ? JSON.parse(process.env.BENCH_GW_ENV) : {}), ...t.env }) } : {})));
 // BENCH_PHASES: a comma list of phase labels to run (e.g. `json c=16`), for more rounds of the one that matters.
 const only = process.env.BENCH_PHASES?.split(',').map((x) => x.trim());
 const phases = ([['json c=1', false, 1], [`json c=${CONCURRENCY}`, false, CONCURRENCY], ['sse c=1', true, 1], [`sse c=${CONCURRENCY}`, true, CONCURRENCY]] as const)
