@@ -86,6 +86,34 @@ describe('group price ratio', () => {
   });
 });
 
+describe('a key in its owner\'s group', () => {
+  test('follows the owner: moved out of a free group by an admin, the key pays the new group; an admin\'s pin stays', async () => {
+    await group({ name: 'promo', ratio: 0, fallbacks: ['default'] });
+    const u = await member({ group: 'promo' });
+    // The owner's own group, set by the owner: stored as "the owner's" (null), so it cannot outlive a move.
+    const own = await gw.api('PUT', '/api/token/', { id: u.keyId, group: 'promo' }, u.token);
+    expect(own.status).toBe(200);
+    expect(own.body.data.group).toBeNull();
+    const made = await gw.api('POST', '/api/token/', { name: 'own', group: 'promo' }, u.token);
+    expect(made.body.data.group).toBeNull();
+    // A key an admin put in another group than its owner's keeps it whatever happens to the owner.
+    const pinned = await gw.api('POST', '/api/token/', { name: 'pinned', user_id: u.id, group: 'gold' });
+    expect(pinned.body.data.group).toBe('gold');
+    up.queue.push({ text: 'ok', usage: { input: 1000, output: 0 } });
+    const free = await send(gw, u.key, msg('claude-x'));
+    expect(await logOf(free.headers.get('request-id')!)).toEqual({ cost: 0, group: 'promo', price_ratio: 0 });
+    expect((await gw.api('PUT', '/api/user/', { id: u.id, group: 'default' })).status).toBe(200);
+    for (const key of [u.key, made.body.data.key]) {
+      up.queue.push({ text: 'ok', usage: { input: 1000, output: 0 } });
+      const paid = await send(gw, key, msg('claude-x'));
+      expect(await logOf(paid.headers.get('request-id')!)).toEqual({ cost: 334, group: 'default', price_ratio: 1000 });
+    }
+    up.queue.push({ text: 'ok', usage: { input: 1000, output: 0 } });
+    const gold = await send(gw, pinned.body.data.key, msg('claude-x'));
+    expect(await logOf(gold.headers.get('request-id')!)).toEqual({ cost: 500, group: 'gold', price_ratio: 1500 });
+  });
+});
+
 describe('group fallbacks', () => {
   test('a group without a channel for the model uses its fallbacks, in order, at its own ratio', async () => {
     const g = await group({ name: 'silver', ratio: 2000 });

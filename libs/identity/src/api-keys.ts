@@ -219,7 +219,9 @@ export class ApiKeyService {
       if (input.group !== null && input.group !== owner.group && actor.role < ROLE.admin) {
         throw new GatewayError(403, 'group_not_allowed', `You can only use your own group ("${owner.group}")`, { param: 'group' });
       }
-      out.group = input.group;
+      // The owner's own group is stored as "the owner's" (null): the key moves with its owner, so moving a user out
+      // of a group (a discount, a private channel) cannot leave their keys in it.
+      out.group = input.group === owner.group ? null : input.group;
     }
     return out;
   }
