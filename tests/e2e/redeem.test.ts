@@ -29,6 +29,29 @@ async function balanced(id: number) {
 }
 
 describe('redemption codes', () => {
+  test('a code credits like a ledger adjustment by its minter: an admin redeems only root\'s codes, users anyone\'s', async () => {
+    const admin = await makeUser(gw, 10);
+    const peer = await makeUser(gw, 10);
+    const user = await makeUser(gw);
+    const minted = await gw.api('POST', '/api/redemption/', { batch: `adm-${crypto.randomUUID().slice(0, 6)}`, count: 3, quota: 1_000_000, expires_at: now() + 3600 }, admin.token);
+    expect(minted.status).toBe(200);
+    const [own, forPeer, forUser] = minted.body.data.codes as string[];
+    // Neither itself nor a peer: the adjustment it may not make directly (403 insufficient_role) is refused here too.
+    for (const [who, code] of [[admin, own], [peer, forPeer]] as const) {
+      const r = await redeem(who.token, code);
+      expect({ status: r.status, code: r.body.error?.code }).toEqual({ status: 403, code: 'insufficient_role' });
+      expect(await dbBalance(who.id)).toBe(0);
+    }
+    expect((await gw.api('POST', '/api/ledger/adjust', { user_id: admin.id, amount: 1_000_000, note: 'x' }, admin.token)).status).toBe(403);
+    // The refused codes are still unused: a user of a lower role redeems them.
+    for (const code of [own, forPeer, forUser]) expect((await redeem(user.token, code)).status).toBe(200);
+    expect(await dbBalance(user.id)).toBe(3_000_000);
+    // Root's codes credit an admin (root may adjust an admin's balance).
+    const { codes } = await mint(1, 700);
+    expect((await redeem(admin.token, codes[0])).body.data).toEqual({ quota: 700, balance: 700 });
+    await balanced(admin.id);
+  });
+
   test('create answers the codes once; a user redeems one: credited through a redeem ledger entry', async () => {
     const { batch, codes } = await mint(3, 5000);
     expect(codes).toHaveLength(3);

@@ -36,7 +36,7 @@ export function createPayments(cfg: PaymentsConfig, deps: {
     webhooks: new WebhookService(deps.ledger, providers, deps.bus),
     ledgerAdmin: new LedgerAdmin(deps.users, deps.ledger, deps.bus),
     redemption: new RedemptionService(deps.redemptionCodes, deps.ledger, deps.bus,
-      { maxFailures: cfg.redeemMaxFailures, windowSeconds: cfg.redeemFailureWindowSeconds }, Date.now, deps.windows),
+      { maxFailures: cfg.redeemMaxFailures, windowSeconds: cfg.redeemFailureWindowSeconds }, deps.users, Date.now, deps.windows),
     providers: [...providers.keys()],
   };
 }

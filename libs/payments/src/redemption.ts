@@ -3,9 +3,11 @@
  * Codes are stored as SHA-256 only and shown in clear once, in the create answer. Redeeming is one
  * unit of work (LedgerStore.redeemCodeOnce) that moves the code out of 'unused' (guarded by status and expiry) and writes
  * the ledger credit (kind 'redeem', ref = code id, unique per kind): parallel attempts credit once.
+ * A code is a credit its minter grants, so it follows the ledger adjustment's role rule: an admin's code credits
+ * only users of a lower role (root's codes anyone), else an admin could credit itself or a peer through a code.
  */
 import { GatewayError, localWindows, nowSeconds, type AttemptWindow, type AttemptWindows, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
-import type { LedgerStore, RedemptionCodeRow, RedemptionCodesStore, RedemptionStatus } from '@gw/db';
+import { ROLE, type LedgerStore, type RedemptionCodeRow, type RedemptionCodesStore, type RedemptionStatus, type UsersStore } from '@gw/db';
 
 /** `gwr_` + 24 base62 characters (~143 random bits): guessing is hopeless, the attempt limit is a second wall. */
 const CODE_PREFIX = 'gwr_';
@@ -43,6 +45,7 @@ export class RedemptionService {
     private readonly ledger: LedgerStore,
     private readonly bus: ChangeBus,
     private readonly limits: RedeemLimits,
+    private readonly users: Pick<UsersStore, 'byId'>,
     clock: () => number = Date.now,
     windows: AttemptWindows = localWindows,
   ) {
@@ -78,6 +81,7 @@ export class RedemptionService {
       throw new GatewayError(429, 'too_many_attempts', 'Too many invalid redemption codes; try again later', { headers: { 'retry-after': String(wait || 1) } });
     }
     const hash = sha256Hex(code.trim());
+    await this.checkRole(userId, hash);
     const result = await this.ledger.redeemCodeOnce(hash, userId, nowSeconds(), (row) => `code ${row.prefix}… batch ${row.batch}`);
     if (!result) {
       await this.failures.hit(key, Number.MAX_SAFE_INTEGER);
@@ -86,6 +90,21 @@ export class RedemptionService {
     // After commit: the balance caches refresh only once the credit is durable.
     await this.bus.emit('user.changed', { userId });
     return result;
+  }
+
+  /**
+   * Admins and root may redeem only root's codes: only root may adjust an admin's or its own balance. Regular
+   * users are not checked: codes are minted for them, whoever minted them. An unknown code passes here and fails
+   * as invalid below, so this answer tells an admin nothing about codes it could not list anyway.
+   */
+  private async checkRole(userId: number, hash: string): Promise<void> {
+    const redeemer = await this.users.byId(userId);
+    if (!redeemer || redeemer.role < ROLE.admin) return;
+    const row = await this.codes.byHash(hash);
+    if (!row) return;
+    const minter = row.createdBy === userId ? redeemer : await this.users.byId(row.createdBy);
+    if (minter?.role === ROLE.root) return;
+    throw new GatewayError(403, 'insufficient_role', 'Admins can only redeem codes minted by root (a code credits users of a lower role than its minter)');
   }
 
   /** Revokes the still-unused codes of a batch; returns how many. 404 for a batch that does not exist. */
