@@ -131,6 +131,24 @@ describe('translated path (openai channel)', () => {
   });
 });
 
+describe('translated path: upstream quirks (raw OpenAI answers)', () => {
+  const chunk = (delta: object, finish: string | null = null) => ({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'up', choices: [{ index: 0, delta, finish_reason: finish }] });
+  const sse = (frames: unknown[]) => () => new Response(frames.map((f) => (typeof f === 'string' ? f : `data: ${JSON.stringify(f)}\n\n`)).join(''), { headers: { 'content-type': 'text/event-stream' } });
+  const events = (text: string) => text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+  const tools = [{ name: 'bash', input_schema: { type: 'object', properties: { command: { type: 'string' } } } }];
+
+  test('tool calls with finish_reason "stop" (named tool_choice) are tool_use, JSON and stream', async () => {
+    const call = { id: 'call_1', type: 'function', function: { name: 'bash', arguments: '{"command":"ls"}' } };
+    oai.queue.push({ response: () => Response.json({ id: 'c', object: 'chat.completion', created: 1, model: 'up', usage: { prompt_tokens: 30, completion_tokens: 8, total_tokens: 38 },
+      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: null, tool_calls: [call] } }] }) });
+    const r = await send(gw, u.key, msg('gpt-x', { tools, tool_choice: { type: 'tool', name: 'bash' } }));
+    expect(r.body).toMatchObject({ stop_reason: 'tool_use', content: [{ type: 'tool_use', id: 'call_1', name: 'bash', input: { command: 'ls' } }] });
+    oai.queue.push({ response: sse([chunk({ tool_calls: [{ index: 0, ...call }] }), chunk({}, 'stop'), 'data: [DONE]\n\n']) });
+    const ev = events((await send(gw, u.key, msg('gpt-x', { stream: true, tools, tool_choice: { type: 'tool', name: 'bash' } }))).text);
+    expect(ev.find((e) => e.type === 'message_delta').delta.stop_reason).toBe('tool_use');
+  });
+});
+
 describe('companions', () => {
   test('count_tokens: anthropic channel passes through; openai channel estimates locally', async () => {
     ant.queue.push({ usage: { input: 4242 } });

@@ -47,3 +47,16 @@ export function matchedStopSequence(upstreamStopReason: unknown, requested: read
   if (typeof upstreamStopReason !== 'string' || !requested) return null;
   return requested.includes(upstreamStopReason) ? upstreamStopReason : null;
 }
+
+/**
+ * The stop_reason (and matched stop sequence) of a whole answer. Tool calls ending in "stop" (what OpenAI
+ * sends when tool_choice names a function, and some compatible servers always) still end in tool_use:
+ * clients' agent loops stop on end_turn and would skip the calls. length and refusal are kept as they are.
+ */
+export function finalStopReason(finishReason: string | null | undefined,
+  o: { refused: boolean; toolCalls: boolean; upstreamStop: unknown; stopSequences?: readonly string[] }): { stop: StopReason; stopSequence: string | null } {
+  let stop = o.refused ? 'refusal' : mapFinishReason(finishReason);
+  if (stop === 'end_turn' && o.toolCalls) stop = 'tool_use';
+  const stopSequence = stop === 'end_turn' ? matchedStopSequence(o.upstreamStop, o.stopSequences) : null;
+  return { stop: stopSequence === null ? stop : 'stop_sequence', stopSequence };
+}

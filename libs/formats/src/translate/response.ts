@@ -1,9 +1,9 @@
 /** OpenAI chat completion → Anthropic message (as in OpenAI's Chat Completions API). Pure apart from the random message id. */
 import { newMessageId } from '@gw/core';
-import type { AnthropicMessage, ResponseBlock, StopReason, Usage } from '../anthropic/response';
+import type { AnthropicMessage, ResponseBlock, Usage } from '../anthropic/response';
 import { zeroUsage } from '../anthropic/response';
 import type { ChatCompletion } from '../openai/types';
-import { mapFinishReason, matchedStopSequence, usageFromOpenAI } from './common';
+import { finalStopReason, usageFromOpenAI } from './common';
 
 export interface FromOpenAIOptions {
   /** The model the client asked for; echoed in `model`. */
@@ -44,10 +44,9 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
     content.push({ type: 'tool_use', id: call.id, name, input: parseArguments(call.function.arguments, call.id, badToolArguments) });
   }
 
-  let stopReason: StopReason = mapFinishReason(choice?.finish_reason);
-  if (msg?.refusal) stopReason = 'refusal';
-  const stopSequence = stopReason === 'end_turn' ? matchedStopSequence(choice?.stop_reason, opts.stopSequences) : null;
-  if (stopSequence !== null) stopReason = 'stop_sequence';
+  const { stop: stopReason, stopSequence } = finalStopReason(choice?.finish_reason, {
+    refused: !!msg?.refusal, toolCalls: !!msg?.tool_calls?.length, upstreamStop: choice?.stop_reason, stopSequences: opts.stopSequences,
+  });
 
   const usage = c.usage ? usageFromOpenAI(c.usage) : null;
   const message: AnthropicMessage = {

@@ -61,3 +61,27 @@ describe('ChatStreamTranslator edges', () => {
     expect(t.finish()[0]).toMatchObject({ type: 'message_delta', delta: { stop_reason: 'refusal' } });
   });
 });
+
+describe('ChatStreamTranslator upstream quirks', () => {
+  const opts = { requestedModel: 'm', id: 'msg_x', inputTokens: 5 };
+  const ck = (delta: object, finish: string | null = null) => fullChunk({ choices: [{ index: 0, delta, finish_reason: finish }] } as any);
+  const run = (chunks: ReturnType<typeof ck>[], o: object = opts) => {
+    const t = new ChatStreamTranslator({ ...opts, ...o });
+    const events = [...chunks.flatMap((c) => t.push(c)), ...t.finish()];
+    return { t, events, blocks: blocksOf(events) };
+  };
+  /** The content blocks as a client assembles them: [start block, joined deltas]. */
+  const blocksOf = (events: any[]) => events.filter((e) => e.type === 'content_block_start').map((s) => [s.content_block,
+    events.filter((e) => e.type === 'content_block_delta' && e.index === s.index).map((e) => e.delta.partial_json ?? e.delta.text ?? e.delta.thinking).join('')]);
+  const stopOf = (events: any[]) => events.find((e) => e.type === 'message_delta').delta;
+
+  test('tool calls with finish_reason "stop" (named tool_choice) end in tool_use, never end_turn or stop_sequence', () => {
+    const calls = [ck({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'record_contact', arguments: '' } }] }),
+      ck({ tool_calls: [{ index: 0, function: { arguments: '{"name":"Jane Doe"}' } }] })];
+    expect(stopOf(run([...calls, ck({}, 'stop')]).events)).toEqual({ stop_reason: 'tool_use', stop_sequence: null });
+    const stopSeq = fullChunk({ choices: [{ index: 0, delta: {}, finish_reason: 'stop', stop_reason: 'END' }] } as any);
+    expect(stopOf(run([...calls, stopSeq], { stopSequences: ['END'] }).events)).toEqual({ stop_reason: 'tool_use', stop_sequence: null });
+    expect(stopOf(run([...calls, ck({}, 'length')]).events)).toEqual({ stop_reason: 'max_tokens', stop_sequence: null });
+    expect(stopOf(run([ck({ content: 'a' }), stopSeq], { stopSequences: ['END'] }).events)).toEqual({ stop_reason: 'stop_sequence', stop_sequence: 'END' });
+  });
+});

@@ -7,7 +7,7 @@ import type { AnthropicStreamEvent, StopReason, Usage } from '../anthropic/respo
 import { zeroUsage } from '../anthropic/response';
 import type { ChatCompletionChunk, ChatToolCallDelta } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
-import { mapFinishReason, matchedStopSequence, usageFromOpenAI } from './common';
+import { finalStopReason, usageFromOpenAI } from './common';
 
 export interface StreamTranslatorOptions {
   /** The model the client asked for; echoed in message_start. */
@@ -114,10 +114,7 @@ export class ChatStreamTranslator {
     if (this.ended) return [];
     const out = this.start();
     this.closeOpen(out);
-    let stop: StopReason = this.finishReason ? mapFinishReason(this.finishReason) : this.toolCalls ? 'tool_use' : 'end_turn';
-    if (this.refused) stop = 'refusal';
-    const stopSequence = stop === 'end_turn' ? matchedStopSequence(this.upstreamStop, this.opts.stopSequences) : null;
-    if (stopSequence !== null) stop = 'stop_sequence';
+    const { stop, stopSequence } = finalStopReason(this.finishReason, { refused: this.refused, toolCalls: this.toolCalls > 0, upstreamStop: this.upstreamStop, stopSequences: this.opts.stopSequences });
     this.stopReason = stop;
     this.ended = true;
     out.push({ type: 'message_delta', delta: { stop_reason: stop, stop_sequence: stopSequence }, usage: this.outcome().estimatedUsage });
