@@ -137,6 +137,20 @@ describe('translated path: upstream quirks (raw OpenAI answers)', () => {
   const events = (text: string) => text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
   const tools = [{ name: 'bash', input_schema: { type: 'object', properties: { command: { type: 'string' } } } }];
 
+  test('stream: a tool name sent after the first fragment names the block', async () => {
+    oai.queue.push({ response: sse([
+      chunk({ role: 'assistant', content: '' }),
+      chunk({ tool_calls: [{ index: 0, id: 'call_123', type: 'function', function: { arguments: '' } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { name: 'bash' } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: '{"command":"ls -la"}' } }] }),
+      chunk({}, 'tool_calls'),
+      'data: [DONE]\n\n',
+    ]) });
+    const ev = events((await send(gw, u.key, msg('gpt-x', { stream: true, tools }))).text);
+    expect(ev.filter((e) => e.type === 'content_block_start').map((e) => e.content_block)).toEqual([{ type: 'tool_use', id: 'call_123', name: 'bash', input: {} }]);
+    expect(ev.filter((e) => e.delta?.type === 'input_json_delta').map((e) => e.delta.partial_json).join('')).toBe('{"command":"ls -la"}');
+  });
+
   test('tool calls with finish_reason "stop" (named tool_choice) are tool_use, JSON and stream', async () => {
     const call = { id: 'call_1', type: 'function', function: { name: 'bash', arguments: '{"command":"ls"}' } };
     oai.queue.push({ response: () => Response.json({ id: 'c', object: 'chat.completion', created: 1, model: 'up', usage: { prompt_tokens: 30, completion_tokens: 8, total_tokens: 38 },

@@ -75,6 +75,39 @@ describe('ChatStreamTranslator upstream quirks', () => {
     events.filter((e) => e.type === 'content_block_delta' && e.index === s.index).map((e) => e.delta.partial_json ?? e.delta.text ?? e.delta.thinking).join('')]);
   const stopOf = (events: any[]) => events.find((e) => e.type === 'message_delta').delta;
 
+  test('a tool name arriving after the first fragment (id and empty arguments first) names the block', () => {
+    const { events, blocks } = run([
+      ck({ role: 'assistant', content: '' }),
+      ck({ tool_calls: [{ index: 0, id: 'call_123', type: 'function', function: { arguments: '' } }] }),
+      ck({ tool_calls: [{ index: 0, function: { name: 'bash' } }] }),
+      ck({ tool_calls: [{ index: 0, function: { arguments: '{"command":"ls -la"}' } }] }),
+      ck({}, 'tool_calls'),
+    ]);
+    expect(blocks).toEqual([[{ type: 'tool_use', id: 'call_123', name: 'bash', input: {} }, '{"command":"ls -la"}']]);
+    expect(events.filter((e) => e.type === 'content_block_start')).toHaveLength(1);
+  });
+
+  test('an empty name in the opening delta waits for the real one; arguments sent before the name are kept', () => {
+    const { blocks } = run([
+      ck({ tool_calls: [{ index: 0, id: 'call_x', type: 'function', function: { name: '', arguments: '{"comm' } }] }),
+      ck({ tool_calls: [{ index: 0, id: 'call_x', type: 'function', function: { name: 'bash', arguments: 'and":"ls"}' } }] }),
+      ck({}, 'tool_calls'),
+    ]);
+    expect(blocks).toEqual([[{ type: 'tool_use', id: 'call_x', name: 'bash', input: {} }, '{"command":"ls"}']]);
+  });
+
+  test('the id is taken from a later fragment when the first had none; a call never named is emitted at the end as before', () => {
+    const { blocks } = run([
+      ck({ tool_calls: [{ index: 0, function: { arguments: '{}' } }] }),
+      ck({ tool_calls: [{ index: 0, id: 'call_late', function: { name: 'f' } }] }),
+      ck({ tool_calls: [{ index: 1, function: { arguments: '{"a":1}' } }] }),
+    ]);
+    expect(blocks).toEqual([
+      [{ type: 'tool_use', id: 'call_late', name: 'f', input: {} }, '{}'],
+      [{ type: 'tool_use', id: 'toolu_x_1', name: '', input: {} }, '{"a":1}'],
+    ]);
+  });
+
   test('tool calls with finish_reason "stop" (named tool_choice) end in tool_use, never end_turn or stop_sequence', () => {
     const calls = [ck({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'record_contact', arguments: '' } }] }),
       ck({ tool_calls: [{ index: 0, function: { arguments: '{"name":"Jane Doe"}' } }] })];

@@ -36,7 +36,7 @@ export interface StreamOutcome {
 }
 
 type Open = { kind: 'text' | 'thinking' | 'tool'; index: number } | null;
-interface BufferedTool { id: string; name: string; args: string[] }
+interface PendingTool { id: string; name: string; args: string[] }
 
 /** Builds the `error` event (B4 step 8); its frame is `event: error`. */
 export function errorEvent(message: string, type = 'api_error'): AnthropicStreamEvent {
@@ -52,8 +52,11 @@ export class ChatStreamTranslator {
   /** OpenAI tool index streaming live into the open block. */
   private liveTool: number | null = null;
   private readonly seenTools = new Set<number>();
-  /** Tool calls that began while another was live: emitted whole once the live one closes (B4 step 3). */
-  private readonly buffered = new Map<number, BufferedTool>();
+  /**
+   * Tool calls without a block yet: waiting for their name (some upstreams send it after the first fragment),
+   * or begun while another was live (emitted whole once the live one closes, B4 step 3).
+   */
+  private readonly pending = new Map<number, PendingTool>();
   private toolCalls = 0;
   private finishReason: string | null = null;
   private upstreamStop: unknown = null;
@@ -150,40 +153,50 @@ export class ChatStreamTranslator {
   private tool(out: AnthropicStreamEvent[], tc: ChatToolCallDelta): void {
     const args = tc.function?.arguments ?? '';
     this.outputTokens += estimateTextTokens(args);
-    if (!this.seenTools.has(tc.index)) {
-      this.seenTools.add(tc.index);
-      this.toolCalls++;
-      const id = tc.id || `toolu_${this.opts.id.replace(/^msg_/, '')}_${tc.index}`;
-      const upstreamName = tc.function?.name ?? '';
-      const name = this.opts.toolNames?.[upstreamName] ?? upstreamName;
-      if (this.liveTool !== null) {
-        this.buffered.set(tc.index, { id, name, args: args ? [args] : [] });
-        return;
-      }
-      this.closeOpen(out);
-      const index = this.nextIndex++;
-      this.open = { kind: 'tool', index };
-      this.liveTool = tc.index;
-      out.push({ type: 'content_block_start', index, content_block: { type: 'tool_use', id, name, input: {} } });
-      if (args) out.push({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: args } });
+    if (tc.index === this.liveTool) {
+      if (args) out.push({ type: 'content_block_delta', index: this.open!.index, delta: { type: 'input_json_delta', partial_json: args } });
       return;
     }
-    if (!args) return;
-    if (tc.index === this.liveTool) out.push({ type: 'content_block_delta', index: this.open!.index, delta: { type: 'input_json_delta', partial_json: args } });
-    else this.buffered.get(tc.index)?.args.push(args); // a fragment for an already closed call cannot be placed: dropped
+    let t = this.pending.get(tc.index);
+    if (!t) {
+      if (this.seenTools.has(tc.index)) return; // a fragment for an already closed call cannot be placed: dropped
+      this.seenTools.add(tc.index);
+      this.toolCalls++;
+      t = { id: '', name: '', args: [] };
+      this.pending.set(tc.index, t);
+    }
+    if (tc.id && !t.id) t.id = tc.id;
+    if (tc.function?.name) t.name = tc.function.name;
+    if (args) t.args.push(args);
+    if (!t.name || this.liveTool !== null) return;
+    this.pending.delete(tc.index);
+    if (this.open) out.push({ type: 'content_block_stop', index: this.open.index });
+    const index = this.nextIndex++;
+    this.open = { kind: 'tool', index };
+    this.liveTool = tc.index;
+    this.emitTool(out, index, tc.index, t);
   }
 
-  /** Closes the open block, then emits the tool calls buffered behind it, each whole. */
+  private emitTool(out: AnthropicStreamEvent[], index: number, openaiIndex: number, t: PendingTool): void {
+    const id = t.id || `toolu_${this.opts.id.replace(/^msg_/, '')}_${openaiIndex}`;
+    const name = this.opts.toolNames?.[t.name] ?? t.name;
+    out.push({ type: 'content_block_start', index, content_block: { type: 'tool_use', id, name, input: {} } });
+    if (t.args.length) out.push({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: t.args.join('') } });
+  }
+
+  /**
+   * Closes the open block, then emits the tool calls still pending (each whole; one that never got its name
+   * keeps name "", as a last resort).
+   */
   private closeOpen(out: AnthropicStreamEvent[]): void {
     if (this.open) out.push({ type: 'content_block_stop', index: this.open.index });
     this.open = null;
     this.liveTool = null;
-    for (const t of this.buffered.values()) {
+    for (const [openaiIndex, t] of this.pending) {
       const index = this.nextIndex++;
-      out.push({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: t.id, name: t.name, input: {} } });
-      if (t.args.length) out.push({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: t.args.join('') } });
+      this.emitTool(out, index, openaiIndex, t);
       out.push({ type: 'content_block_stop', index });
     }
-    this.buffered.clear();
+    this.pending.clear();
   }
 }
