@@ -108,6 +108,37 @@ describe('ChatStreamTranslator upstream quirks', () => {
     ]);
   });
 
+  test('text between fragments of interleaved calls no longer cuts them: it follows them as its own block', () => {
+    const { blocks } = run([
+      ck({ role: 'assistant', content: '' }),
+      ck({ tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'read_file', arguments: '{"path":' } }] }),
+      ck({ tool_calls: [{ index: 1, id: 'call_b', type: 'function', function: { name: 'read_file', arguments: '{"path":' } }] }),
+      ck({ content: '\n' }),
+      ck({ tool_calls: [{ index: 0, function: { arguments: '"a.txt"}' } }, { index: 1, function: { arguments: '"b.txt"}' } }] }),
+      ck({}, 'tool_calls'),
+    ]);
+    expect(blocks).toEqual([
+      [{ type: 'tool_use', id: 'call_a', name: 'read_file', input: {} }, '{"path":"a.txt"}'],
+      [{ type: 'tool_use', id: 'call_b', name: 'read_file', input: {} }, '{"path":"b.txt"}'],
+      [{ type: 'text', text: '' }, '\n'],
+    ]);
+  });
+
+  test('reasoning and text held behind a live call keep their order, and the stream ends with every block closed', () => {
+    const { events, blocks } = run([
+      ck({ tool_calls: [{ index: 0, id: 'c', function: { name: 'f', arguments: '{"a"' } }] }),
+      ck({ reasoning_content: 'r1' }), ck({ reasoning_content: 'r2' }), ck({ content: 't' }),
+      ck({ tool_calls: [{ index: 0, function: { arguments: ':1}' } }] }),
+    ]);
+    expect(blocks).toEqual([
+      [{ type: 'tool_use', id: 'c', name: 'f', input: {} }, '{"a":1}'],
+      [{ type: 'thinking', thinking: '', signature: '' }, 'r1r2'],
+      [{ type: 'text', text: '' }, 't'],
+    ]);
+    const starts = events.filter((e) => e.type === 'content_block_start').length;
+    expect(events.filter((e) => e.type === 'content_block_stop')).toHaveLength(starts);
+  });
+
   test('tool calls with finish_reason "stop" (named tool_choice) end in tool_use, never end_turn or stop_sequence', () => {
     const calls = [ck({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'record_contact', arguments: '' } }] }),
       ck({ tool_calls: [{ index: 0, function: { arguments: '{"name":"Jane Doe"}' } }] })];

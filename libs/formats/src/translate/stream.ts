@@ -37,6 +37,7 @@ export interface StreamOutcome {
 
 type Open = { kind: 'text' | 'thinking' | 'tool'; index: number } | null;
 interface PendingTool { id: string; name: string; args: string[] }
+interface HeldText { kind: 'text' | 'thinking'; piece: string }
 
 /** Builds the `error` event (B4 step 8); its frame is `event: error`. */
 export function errorEvent(message: string, type = 'api_error'): AnthropicStreamEvent {
@@ -57,6 +58,8 @@ export class ChatStreamTranslator {
    * or begun while another was live (emitted whole once the live one closes, B4 step 3).
    */
   private readonly pending = new Map<number, PendingTool>();
+  /** Text and reasoning that came while tool calls were unfinished: emitted after them, so no call is cut. */
+  private held: HeldText[] = [];
   private toolCalls = 0;
   private finishReason: string | null = null;
   private upstreamStop: unknown = null;
@@ -140,13 +143,20 @@ export class ChatStreamTranslator {
   }
 
   private text(out: AnthropicStreamEvent[], kind: 'text' | 'thinking', piece: string): void {
+    this.outputTokens += estimateTextTokens(piece);
+    if (this.liveTool === null && !this.pending.size) return this.emitText(out, kind, piece);
+    const last = this.held.at(-1);
+    if (last?.kind === kind) last.piece += piece;
+    else this.held.push({ kind, piece });
+  }
+
+  private emitText(out: AnthropicStreamEvent[], kind: 'text' | 'thinking', piece: string): void {
     if (this.open?.kind !== kind) {
       this.closeOpen(out);
       const index = this.nextIndex++;
       this.open = { kind, index };
       out.push({ type: 'content_block_start', index, content_block: kind === 'text' ? { type: 'text', text: '' } : { type: 'thinking', thinking: '', signature: '' } });
     }
-    this.outputTokens += estimateTextTokens(piece);
     out.push({ type: 'content_block_delta', index: this.open!.index, delta: kind === 'text' ? { type: 'text_delta', text: piece } : { type: 'thinking_delta', thinking: piece } });
   }
 
@@ -186,7 +196,7 @@ export class ChatStreamTranslator {
 
   /**
    * Closes the open block, then emits the tool calls still pending (each whole; one that never got its name
-   * keeps name "", as a last resort).
+   * keeps name "", as a last resort), then the text and reasoning held behind them.
    */
   private closeOpen(out: AnthropicStreamEvent[]): void {
     if (this.open) out.push({ type: 'content_block_stop', index: this.open.index });
@@ -198,5 +208,9 @@ export class ChatStreamTranslator {
       out.push({ type: 'content_block_stop', index });
     }
     this.pending.clear();
+    const held = this.held;
+    this.held = [];
+    for (const h of held) this.emitText(out, h.kind, h.piece);
+    if (held.length) this.closeOpen(out);
   }
 }
