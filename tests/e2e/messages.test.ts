@@ -161,6 +161,19 @@ describe('translated path: upstream quirks (raw OpenAI answers)', () => {
     const ev = events((await send(gw, u.key, msg('gpt-x', { stream: true, tools, tool_choice: { type: 'tool', name: 'bash' } }))).text);
     expect(ev.find((e) => e.type === 'message_delta').delta.stop_reason).toBe('tool_use');
   });
+
+  test('stream: an error chunk that also carries choices (OpenRouter) ends in an error event, not a finished message', async () => {
+    oai.queue.push({ response: sse([
+      chunk({ role: 'assistant', content: '' }),
+      chunk({ content: 'The first part of the essay, and then' }),
+      { id: 'gen-1', object: 'chat.completion.chunk', created: 1, model: 'up', provider: 'x', error: { code: 'server_error', message: 'Provider disconnected unexpectedly' }, choices: [{ index: 0, delta: { content: '' }, finish_reason: 'error' }] },
+      'data: [DONE]\n\n',
+    ]) });
+    const r = await send(gw, u.key, msg('gpt-x', { stream: true }));
+    const types = events(r.text).map((e) => e.type);
+    expect(types.at(-1)).toBe('error');
+    expect(types).not.toContain('message_stop');
+  });
 });
 
 describe('companions', () => {

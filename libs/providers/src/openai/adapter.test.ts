@@ -91,4 +91,26 @@ describe('openai adapter', () => {
     expect(out.endsWith('event: message_stop\ndata: {"type":"message_stop"}\n\n')).toBe(true);
     expect(d.result()).toMatchObject({ complete: true, usage: null, stopReason: 'end_turn' });
   });
+
+  describe('a mid-stream error carried with choices (OpenRouter) fails the stream instead of ending it as a finished answer', () => {
+    const partial = 'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
+      + 'data: {"choices":[{"index":0,"delta":{"content":"The first part of the essay, and then"},"finish_reason":null}]}\n\n';
+    const cases: Array<[string, string, string]> = [
+      ['error object with choices and finish_reason "error"', '{"id":"gen-1","object":"chat.completion.chunk","created":1,"model":"gpt-up","provider":"x","error":{"code":"server_error","message":"Provider disconnected unexpectedly"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}', 'api_error'],
+      ['a known error type survives', '{"error":{"type":"overloaded_error","message":"x"},"choices":[{"index":0,"delta":{},"finish_reason":null}]}', 'overloaded_error'],
+      ['finish_reason "error" without an error object', '{"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}', 'api_error'],
+    ];
+    for (const [name, frame, type] of cases) {
+      test(name, async () => {
+        const d = openaiAdapter.createStreamDecoder({ requestedModel: 'm', messageId: 'msg_1' });
+        const out = await new Response(d.pipe(chopped(`${partial}data: ${frame}\n\ndata: [DONE]\n\n`, 3))).text();
+        const p = new SseParser();
+        const events = [...p.push(out), ...p.end()].map((e) => JSON.parse(e.data));
+        expect(events.at(-1)).toEqual({ type: 'error', error: { type, message: expect.any(String) } });
+        expect(events.map((e) => e.type)).not.toContain('message_stop');
+        expect(out).not.toContain('Provider disconnected');
+        expect(d.result()).toMatchObject({ complete: false, stopReason: null });
+      });
+    }
+  });
 });

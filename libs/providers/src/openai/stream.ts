@@ -35,10 +35,11 @@ export class OpenAIStreamMachine implements SseMachine {
     } catch {
       return ''; // a malformed line is skipped rather than failing an answer in flight
     }
-    if (chunk?.error && !chunk.choices) {
-      // Some compatible servers report a mid-stream failure as a data line carrying an error object.
-      // Its text is not shown (it can carry the key); only a known error type survives.
-      const e = upstreamStreamError(chunk.error.type);
+    // Some compatible servers report a mid-stream failure as a data line carrying an error object, OpenRouter
+    // with choices too (finish_reason "error"): either way the answer was cut, never a finished message.
+    // The error's text is not shown (it can carry the key); only a known error type survives.
+    if (chunk?.error || chunk?.choices?.some((c) => (c?.finish_reason as string | null) === 'error')) {
+      const e = upstreamStreamError(chunk.error?.type);
       return this.fail(e.message, e.type);
     }
     return chunk ? encodeAll(this.translator.push(chunk)) : '';
