@@ -162,6 +162,17 @@ describe('translated path: upstream quirks (raw OpenAI answers)', () => {
     expect(ev.find((e) => e.type === 'message_delta').delta.stop_reason).toBe('tool_use');
   });
 
+  test('JSON without usage: the client gets the usage that is billed', async () => {
+    oai.queue.push({ response: () => Response.json({ id: 'c', object: 'chat.completion', created: 1, model: 'up',
+      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'Once upon a time a fox met a crow who held a piece of cheese.' } }] }) });
+    const r = await send(gw, u.key, msg('gpt-x'));
+    const row = await gw.db.get<any>('select * from usage_logs where request_id = ?', r.headers.get('request-id'));
+    expect(r.body.usage.output_tokens).toBeGreaterThan(0);
+    expect(r.body.usage.input_tokens).toBeGreaterThan(0);
+    expect([r.body.usage.input_tokens, r.body.usage.output_tokens]).toEqual([row.input_tokens, row.output_tokens]);
+    expect(row.usage_flag).toBe('estimated');
+  });
+
   test('stream: an error chunk that also carries choices (OpenRouter) ends in an error event, not a finished message', async () => {
     oai.queue.push({ response: sse([
       chunk({ role: 'assistant', content: '' }),

@@ -56,8 +56,10 @@ export interface PassedMessage {
 
 export interface DecodedMessage {
   message: AnthropicMessage;
-  /** Usage the upstream reported; null if it reported none (message.usage is then zeros). */
+  /** Usage the upstream reported; null if it reported none. */
   usage: Usage | null;
+  /** When usage is null: the estimate the adapter put in message.usage, billed as such (absent: zeros sent). */
+  estimatedUsage?: Usage;
 }
 
 /** The outcome of a streamed answer, for metering and logs. Final once the output stream has ended. */

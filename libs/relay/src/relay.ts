@@ -403,7 +403,9 @@ export class RelayService {
         out = JSON.stringify(decoded.message);
         usage = decoded.usage;
         // Missing or unusable counts are billed on estimates (input: what was reserved for it), never for free.
-        estimate = { output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
+        // With no usage at all, the estimate the client was sent is billed, as in a stream.
+        const sent = usage ? undefined : decoded.estimatedUsage;
+        estimate = sent ? { input: sent.input_tokens, output: sent.output_tokens } : { output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
       }
       done();
       this.d.health.success(ch.id);

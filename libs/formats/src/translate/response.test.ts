@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test';
 import { fromOpenAICompletion } from './response';
 import type { ChatCompletion } from '../openai/types';
+import { estimateTextTokens } from '../tokens';
 import cases from '../../../../tests/fixtures/translation/responses.json';
 
 describe('fromOpenAICompletion golden cases (responses.json)', () => {
@@ -13,10 +14,14 @@ describe('fromOpenAICompletion golden cases (responses.json)', () => {
     });
   }
 
-  test('missing usage is reported as null (message.usage zeros), and a fresh msg_ id is generated', () => {
-    const out = fromOpenAICompletion({ id: 'x', object: 'chat.completion', created: 1, model: 'u', choices: [{ index: 0, message: { role: 'assistant', content: 'a' }, finish_reason: 'stop' }] }, { requestedModel: 'r' });
+  test('missing usage is reported as null; message.usage is the estimate billed (input pre-count, output from the content); a fresh msg_ id is generated', () => {
+    const content = 'Once upon a time a fox met a crow who held a piece of cheese in her beak.';
+    const out = fromOpenAICompletion({ id: 'x', object: 'chat.completion', created: 1, model: 'u', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] }, { requestedModel: 'r', inputTokens: 17 });
     expect(out.usage).toBeNull();
-    expect(out.message.usage).toEqual({ input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
+    const output = estimateTextTokens(JSON.stringify([{ type: 'text', text: content }]));
+    expect(output).toBeGreaterThan(0);
+    expect(out.message.usage).toEqual({ input_tokens: 17, output_tokens: output, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
+    expect(out.estimatedUsage).toEqual(out.message.usage);
     expect(out.message.id).toMatch(/^msg_[0-9A-Za-z]{24}$/);
   });
 

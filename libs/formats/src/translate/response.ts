@@ -3,6 +3,7 @@ import { newMessageId } from '@gw/core';
 import type { AnthropicMessage, ResponseBlock, Usage } from '../anthropic/response';
 import { zeroUsage } from '../anthropic/response';
 import type { ChatCompletion } from '../openai/types';
+import { estimateTextTokens } from '../tokens';
 import { finalStopReason, usageFromOpenAI } from './common';
 
 export interface FromOpenAIOptions {
@@ -14,12 +15,16 @@ export interface FromOpenAIOptions {
   id?: string;
   /** Upstream tool name → the client's, for names renamed to fit OpenAI (toolNameMap). */
   toolNames?: Readonly<Record<string, string>>;
+  /** Input tokens estimated before the call: the input of `estimatedUsage` when the upstream reports none. */
+  inputTokens?: number;
 }
 
 export interface TranslatedMessage {
   message: AnthropicMessage;
-  /** null when the upstream sent no usage (message.usage is then zeros). */
+  /** null when the upstream sent no usage (message.usage is then `estimatedUsage`). */
   usage: Usage | null;
+  /** `usage` if known, else the input pre-count plus an output estimate from the content (what is billed). */
+  estimatedUsage: Usage;
   /** Tool calls whose arguments were not valid JSON and became `{}`: worth a log line. */
   badToolArguments: string[];
 }
@@ -49,6 +54,8 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
   });
 
   const usage = c.usage ? usageFromOpenAI(c.usage) : null;
+  // The client sees what it is billed (as a stream's message_delta does), not zeros.
+  const estimatedUsage = usage ?? { ...zeroUsage(), input_tokens: opts.inputTokens ?? 0, output_tokens: estimateTextTokens(JSON.stringify(content)) };
   const message: AnthropicMessage = {
     id: opts.id ?? newMessageId(),
     type: 'message',
@@ -57,9 +64,9 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
     content,
     stop_reason: stopReason,
     stop_sequence: stopSequence,
-    usage: usage ?? zeroUsage(),
+    usage: estimatedUsage,
   };
-  return { message, usage, badToolArguments };
+  return { message, usage, estimatedUsage, badToolArguments };
 }
 
 /** Parses tool arguments; anything but a JSON object becomes `{}` (Anthropic's input is always an object). */

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test';
 import type { MessagesRequest } from '@gw/formats';
-import { SseParser } from '@gw/formats';
+import { SseParser, estimateTextTokens } from '@gw/formats';
 import { createOpenAICompatibleAdapter, openaiAdapter, openaiLegacyAdapter } from './adapter';
 import { fixtureSse, streamFixtures } from '../../../../tests/fixtures/translation/load';
 
@@ -112,5 +112,16 @@ describe('openai adapter', () => {
         expect(d.result()).toMatchObject({ complete: false, stopReason: null });
       });
     }
+  });
+
+  test('a JSON answer without usage: the client gets the estimate (input from the decode context), which is returned for billing', () => {
+    const json = { id: 'c', object: 'chat.completion', created: 1, model: 'u', choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: 'Once upon a time a fox met a crow.' } }] };
+    const d = openaiAdapter.decodeMessagesResponse(json, { requestedModel: 'a', inputTokens: 23 });
+    expect(d.usage).toBeNull();
+    // Bun 1.4's toMatchObject writes its matchers into the object it checks: compared field by field instead.
+    expect(d.message.usage.input_tokens).toBe(23);
+    expect(d.message.usage.output_tokens).toBe(estimateTextTokens(JSON.stringify(d.message.content)));
+    expect(d.message.usage.output_tokens).toBeGreaterThan(0);
+    expect(d.estimatedUsage).toEqual(d.message.usage);
   });
 });

@@ -40,8 +40,10 @@ export function createOpenAICompatibleAdapter(config: OpenAICompatibleConfig): P
     decodeMessagesResponse(json: unknown, ctx: DecodeContext): DecodedMessage {
       const c = json as ChatCompletion | null;
       if (!c || typeof c !== 'object' || !Array.isArray(c.choices) || !c.choices[0]?.message) throw badUpstreamResponse('not a chat completion');
-      const { message, usage } = fromOpenAICompletion(c, { requestedModel: ctx.requestedModel, stopSequences: ctx.stopSequences, id: ctx.messageId, toolNames: ctx.toolNames });
-      return { message, usage };
+      const { message, usage, estimatedUsage } = fromOpenAICompletion(c, {
+        requestedModel: ctx.requestedModel, stopSequences: ctx.stopSequences, id: ctx.messageId, toolNames: ctx.toolNames, inputTokens: ctx.inputTokens,
+      });
+      return { message, usage, estimatedUsage };
     },
 
     createStreamDecoder: createOpenAIStreamDecoder,
