@@ -15,27 +15,34 @@ export function mapFinishReason(reason: string | null | undefined): StopReason {
 
 /**
  * A usable count as is; absent = 0 (a null main count is unusable); anything else NaN, so billing flags and
- * replaces it rather than billing 0.
+ * replaces it rather than billing 0. An absent main count is undefined: billed on the estimate (`estimated`).
  */
 const int = (n: unknown, main = false): number =>
-  (n === undefined || (n === null && !main) ? 0 : typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : Number.NaN);
+  (n === undefined ? (main ? (undefined as unknown as number) : 0)
+    : n === null && !main ? 0 : typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : Number.NaN);
 
 /**
  * OpenAI usage → Anthropic usage. OpenAI's prompt_tokens includes cached tokens; Anthropic's input_tokens
- * does not, so cache reads and writes are subtracted (clamped at 0 against inconsistent upstreams).
+ * does not, so cache reads and writes are subtracted (clamped at 0 against inconsistent upstreams). A main
+ * count the upstream left out stays undefined (see `int`); without prompt_tokens the cached counts cannot be
+ * placed inside it and are kept as reported.
  */
 export function usageFromOpenAI(u: CompletionUsage): Usage {
   const prompt = int(u.prompt_tokens, true);
+  const known = prompt !== undefined;
   // Cached counts are part of prompt_tokens: never more than it (an inconsistent upstream would bill them twice).
-  const cacheRead = Math.min(int(u.prompt_tokens_details?.cached_tokens), prompt);
-  const cacheWrite = Math.min(int(u.prompt_tokens_details?.cache_write_tokens), prompt - cacheRead);
+  const cacheRead = known ? Math.min(int(u.prompt_tokens_details?.cached_tokens), prompt) : int(u.prompt_tokens_details?.cached_tokens);
+  const cacheWrite = known ? Math.min(int(u.prompt_tokens_details?.cache_write_tokens), prompt - cacheRead) : int(u.prompt_tokens_details?.cache_write_tokens);
   return {
-    input_tokens: prompt - cacheRead - cacheWrite,
+    input_tokens: known ? prompt - cacheRead - cacheWrite : prompt,
     output_tokens: int(u.completion_tokens, true),
     cache_creation_input_tokens: cacheWrite,
     cache_read_input_tokens: cacheRead,
   };
 }
+
+/** A count billing can use as it is (the test guardUsage applies). */
+export const usableCount = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
 
 /**
  * Which stop sequence ended the output, when it can be told. OpenAI never says (and strips the match from

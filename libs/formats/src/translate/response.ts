@@ -4,7 +4,7 @@ import type { AnthropicMessage, ResponseBlock, Usage } from '../anthropic/respon
 import { zeroUsage } from '../anthropic/response';
 import type { ChatCompletion } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
-import { finalStopReason, usageFromOpenAI } from './common';
+import { finalStopReason, usableCount, usageFromOpenAI } from './common';
 
 export interface FromOpenAIOptions {
   /** The model the client asked for; echoed in `model`. */
@@ -54,8 +54,10 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
   });
 
   const usage = c.usage ? usageFromOpenAI(c.usage) : null;
-  // The client sees what it is billed (as a stream's message_delta does), not zeros.
-  const estimatedUsage = usage ?? { ...zeroUsage(), input_tokens: opts.inputTokens ?? 0, output_tokens: estimateTextTokens(JSON.stringify(content)) };
+  // The client sees what it is billed (as a stream's message_delta does), not zeros: a count the upstream left
+  // out or sent unusable is the estimate.
+  const estimatedUsage = { ...(usage ?? zeroUsage()), input_tokens: usableCount(usage?.input_tokens) ? usage.input_tokens : opts.inputTokens ?? 0,
+    output_tokens: usableCount(usage?.output_tokens) ? usage.output_tokens : estimateTextTokens(JSON.stringify(content)) };
   const message: AnthropicMessage = {
     id: opts.id ?? newMessageId(),
     type: 'message',

@@ -7,7 +7,7 @@ import type { AnthropicStreamEvent, StopReason, Usage } from '../anthropic/respo
 import { zeroUsage } from '../anthropic/response';
 import type { ChatCompletionChunk, ChatToolCallDelta } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
-import { finalStopReason, usageFromOpenAI } from './common';
+import { finalStopReason, usableCount, usageFromOpenAI } from './common';
 
 export interface StreamTranslatorOptions {
   /** The model the client asked for; echoed in message_start. */
@@ -138,7 +138,10 @@ export class ChatStreamTranslator {
 
   /** Current totals; final once finish() or fail() ran. */
   outcome(): StreamOutcome {
-    const estimatedUsage = this.usage ?? { ...zeroUsage(), input_tokens: this.opts.inputTokens ?? 0, output_tokens: this.outputTokens };
+    // Counts the upstream left out or sent unusable are the estimates (never shown as 0, nor billed as max_tokens).
+    const u = this.usage;
+    const estimatedUsage = { ...(u ?? zeroUsage()), input_tokens: usableCount(u?.input_tokens) ? u.input_tokens : this.opts.inputTokens ?? 0,
+      output_tokens: usableCount(u?.output_tokens) ? u.output_tokens : this.outputTokens };
     return { usage: this.usage, estimatedUsage, stopReason: this.stopReason, complete: this.ended && !this.failed, failed: this.failed };
   }
 

@@ -28,15 +28,20 @@ function post(url: string, h: Record<string, string>, body: unknown): UpstreamRe
   return { url, init: { method: 'POST', headers: h, body: JSON.stringify(body), redirect: 'manual' } };
 }
 
+/**
+ * The upstream's usage for billing. A main count (input, output) that is absent stays undefined: billed on the
+ * estimate and flagged `estimated` (a 0 would bill it as free); present but not a number (or null): NaN, which
+ * billing flags `invalid` and replaces. A missing or null cache count just means none.
+ */
 function normalizeUsage(u: unknown): Usage {
   const out = zeroUsage();
   if (u && typeof u === 'object') {
     for (const k of Object.keys(out) as Array<keyof Usage>) {
       const v = (u as Record<string, unknown>)[k];
+      const main = k === 'input_tokens' || k === 'output_tokens';
       if (typeof v === 'number') out[k] = v;
-      // Present but not a number (or a null main count): unusable, left for billing to flag and replace
-      // (a 0 would bill it as free). A null cache count just means none.
-      else if (v !== undefined && (v !== null || k === 'input_tokens' || k === 'output_tokens')) out[k] = Number.NaN;
+      else if (v === undefined && main) (out as Record<string, unknown>)[k] = undefined;
+      else if (v !== undefined && (v !== null || main)) out[k] = Number.NaN;
     }
     // The cache writes' TTL split (5 minutes / 1 hour) is billed at different prices.
     const split = (u as Record<string, unknown>).cache_creation;
@@ -57,7 +62,9 @@ export const anthropicAdapter: ProviderAdapter = {
     if (!m || typeof m !== 'object' || m.type !== 'message' || !Array.isArray(m.content)) throw badUpstreamResponse('not a message');
     const usage = m.usage && typeof m.usage === 'object' ? normalizeUsage(m.usage) : null;
     // Keep the upstream's extra usage fields (service_tier, cache_creation split) next to the normalized four.
-    const message = { ...m, model: ctx.requestedModel, usage: { ...(m.usage ?? {}), ...(usage ?? zeroUsage()) } };
+    // The client sees a count for every field (0 for one the upstream left out, as before); billing sees the gaps.
+    const shown = usage ? { ...usage, input_tokens: usage.input_tokens ?? 0, output_tokens: usage.output_tokens ?? 0 } : zeroUsage();
+    const message = { ...m, model: ctx.requestedModel, usage: { ...(m.usage ?? {}), ...shown } };
     return { message: message as DecodedMessage['message'], usage };
   },
 

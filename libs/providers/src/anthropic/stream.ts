@@ -23,10 +23,15 @@ function mergeUsage(into: Usage, from: Record<string, unknown> | undefined): voi
   if (from.cache_creation !== undefined && from.cache_creation !== null) (into as Record<string, unknown>).cache_creation = from.cache_creation;
 }
 
+const usable = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
+
 export class AnthropicStreamMachine implements SseMachine {
   stopped = false;
   private readonly usage = zeroUsage();
   private sawDelta = false;
+  /** Whether any event carried input_tokens; and the message_delta output_tokens (message_start's is only a start). */
+  private inputReported = false;
+  private outputReported = false;
   complete = false;
   private stopReason: string | null = null;
   private estimatedOutput = 0;
@@ -49,6 +54,7 @@ export class AnthropicStreamMachine implements SseMachine {
         if (data?.message) {
           data.message.model = this.ctx.requestedModel;
           mergeUsage(this.usage, data.message.usage);
+          this.inputReported ||= data.message.usage?.input_tokens !== undefined;
         }
         if (data?.message) return encodeSse(name, JSON.stringify(data));
         break;
@@ -59,6 +65,8 @@ export class AnthropicStreamMachine implements SseMachine {
       case 'message_delta': {
         const data = safeParse(ev.data);
         mergeUsage(this.usage, data?.usage);
+        this.inputReported ||= data?.usage?.input_tokens !== undefined;
+        this.outputReported ||= data?.usage?.output_tokens !== undefined;
         if (data?.delta?.stop_reason !== undefined) this.stopReason = data.delta.stop_reason;
         this.sawDelta = true;
         break;
@@ -100,9 +108,18 @@ export class AnthropicStreamMachine implements SseMachine {
     return this.fail(failureMessage(err));
   }
 
+  /**
+   * Usage as reported once a message_delta came (a count it never reported stays undefined: billed on the
+   * estimate, flagged `estimated`, never as 0), else null. The estimate always holds usable counts: an
+   * unusable or missing output is what was delivered (so an invalid count is not billed at max_tokens).
+   */
   result(): Omit<StreamResult, 'firstByteAt'> {
     const usage = this.sawDelta ? { ...this.usage } : null;
-    const estimatedUsage = usage ?? { ...this.usage, output_tokens: Math.max(this.usage.output_tokens, this.estimatedOutput) };
+    if (usage && !this.inputReported) (usage as Partial<Usage>).input_tokens = undefined;
+    if (usage && !this.outputReported) (usage as Partial<Usage>).output_tokens = undefined;
+    const delivered = Math.max(usable(this.usage.output_tokens) ? this.usage.output_tokens : 0, this.estimatedOutput);
+    const output = usage && this.outputReported && usable(this.usage.output_tokens) ? this.usage.output_tokens : delivered;
+    const estimatedUsage = { ...this.usage, input_tokens: usable(this.usage.input_tokens) ? this.usage.input_tokens : 0, output_tokens: output };
     return { usage, estimatedUsage, stopReason: this.stopReason, complete: this.complete && !this.error, error: this.error };
   }
 
