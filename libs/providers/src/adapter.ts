@@ -82,12 +82,16 @@ export interface StreamResult {
  * its own, so that a relay can run a whole stream as one pull-based layer.
  */
 export interface StreamTranscoder {
-  /** One upstream chunk → bytes for the client (null: nothing complete yet). Never throws: an oversized event becomes the error frame. */
-  push(chunk: Uint8Array): Uint8Array | null;
+  /**
+   * One upstream chunk → bytes for the client, in order (empty: nothing complete yet). Parts may be views of
+   * the chunk (written as they are, not copied into one array). Never throws: an oversized event becomes the
+   * error frame.
+   */
+  push(chunk: Uint8Array): Uint8Array[];
   /** The upstream body ended: the closing bytes (an `error` frame when it ended early). */
-  end(): Uint8Array | null;
+  end(): Uint8Array[];
   /** Reading the upstream failed: the `error` frame (the gateway's own words, never the upstream's). */
-  fail(err: unknown): Uint8Array | null;
+  fail(err: unknown): Uint8Array[];
   /** The client stream is complete (message ended, or an error frame sent): read no more upstream input. */
   readonly stopped: boolean;
   /**

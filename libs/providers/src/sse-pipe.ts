@@ -5,7 +5,7 @@
  * error frame instead of a torn connection (which a TransformStream could not do: an aborted pipe never
  * reaches its flush).
  */
-import { concatBytes as joined } from '@gw/core';
+import { coalesceBytes } from '@gw/core';
 import { SseParser, type SseEvent } from '@gw/formats';
 import type { StreamTranscoder } from './adapter';
 
@@ -56,15 +56,13 @@ export function sseFramer(machine: SseMachine, maxEventBytes?: number): SseFrame
 export function sseTranscoder(machine: SseMachine, onFirstByte: () => void, framer: SseFramer): StreamTranscoder {
   let ended = false;
   let sentAny = false;
-  const send = (parts: Uint8Array[], text = ''): Uint8Array | null => {
+  const send = (parts: Uint8Array[], text = ''): Uint8Array[] => {
     if (text) parts.push(encoder.encode(text));
-    const out = joined(parts);
-    if (!out) return null;
-    if (!sentAny) {
+    if (parts.length && !sentAny) {
       sentAny = true;
       onFirstByte();
     }
-    return out;
+    return parts;
   };
   const failed = (err: unknown) => {
     ended = true;
@@ -75,7 +73,7 @@ export function sseTranscoder(machine: SseMachine, onFirstByte: () => void, fram
     get messageEnded() { return ended || machine.complete === true; },
     get answerWhole() { return ended || machine.whole === true; },
     push(chunk) {
-      if (ended) return null;
+      if (ended) return [];
       let out: Uint8Array[];
       try {
         out = framer.push(chunk);
@@ -86,7 +84,7 @@ export function sseTranscoder(machine: SseMachine, onFirstByte: () => void, fram
       return send(out);
     },
     end() {
-      if (ended) return null;
+      if (ended) return [];
       let out: Uint8Array[];
       try {
         out = framer.end();
@@ -96,7 +94,7 @@ export function sseTranscoder(machine: SseMachine, onFirstByte: () => void, fram
       ended = true;
       return send(out, machine.stopped ? '' : machine.onEnd());
     },
-    fail: (err) => (ended ? null : failed(err)),
+    fail: (err) => (ended ? [] : failed(err)),
   };
 }
 
@@ -110,7 +108,7 @@ export function pipeSse(upstream: ReadableStream<Uint8Array>, t: StreamTranscode
     async pull(ctrl) {
       // Loop until something is sent: a pull that enqueues nothing would never be called again.
       while (!t.stopped) {
-        let out: Uint8Array | null;
+        let out: Uint8Array[];
         try {
           const chunk = await reader.read();
           out = chunk.done ? t.end() : t.push(chunk.value);
@@ -118,8 +116,8 @@ export function pipeSse(upstream: ReadableStream<Uint8Array>, t: StreamTranscode
         } catch (err) {
           out = t.fail(err);
         }
-        if (out) ctrl.enqueue(out);
-        if (out && !t.stopped) return;
+        for (const part of coalesceBytes(out)) ctrl.enqueue(part);
+        if (out.length && !t.stopped) return;
       }
       ctrl.close();
     },

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test';
-import { GatewayError } from '@gw/core';
+import { concatBytes, GatewayError } from '@gw/core';
 import { anthropicAdapter } from '@gw/providers';
 import { relayStream, type StreamEnd } from './stream-relay';
 
@@ -28,6 +28,27 @@ async function start(reader: ReadableStreamDefaultReader<Uint8Array>, o: { signa
 }
 
 describe('relayStream', () => {
+  test('a large stream cut into upstream chunks at arbitrary bytes reaches the client byte for byte (large pieces are not copied into one write)', async () => {
+    const events = Array.from({ length: 400 }, (_, i) => frame('content_block_delta', { index: 0, delta: { type: 'text_delta', text: `${i} `.repeat(200) } }));
+    const tail = concatBytes([...events, frame('content_block_stop', { index: 0 }), frame('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 9 } }), frame('message_stop')])!;
+    // Chunk sizes from 1 byte to 70 kB, so events span chunks and chunks hold many events.
+    let seed = 7;
+    const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    const chunks: Uint8Array[] = [];
+    for (let at = 0; at < tail.byteLength;) {
+      const n = Math.max(1, Math.floor(rand() ** 2 * 70_000));
+      chunks.push(tail.subarray(at, at + n));
+      at += n;
+    }
+    const reader = new ReadableStream<Uint8Array>({
+      pull(c) { const next = chunks.shift(); if (next) c.enqueue(next); else c.close(); },
+    }, { highWaterMark: 0 }).getReader() as unknown as ReadableStreamDefaultReader<Uint8Array>;
+    const { res, ends } = await start(reader, { bufferBytes: 64 * 1024 });
+    const got = new Uint8Array(await res.arrayBuffer());
+    expect(Buffer.from(got).equals(Buffer.from(concatBytes([START, tail])!))).toBe(true);
+    expect(ends[0]).toMatchObject({ errorCode: '', usage: { output_tokens: 9 } });
+  });
+
   test('reads ahead at most bufferBytes (plus a chunk) of a client that does not read', async () => {
     const { s, reader } = endless();
     const { res } = await start(reader, { bufferBytes: 4096 });

@@ -25,7 +25,7 @@
  * commits asynchronously (PostgreSQL), every end of a stream holds back its last byte until the commit
  * (held-tail.ts): the client sees all but the end at once, and the end only once the charge is durable.
  */
-import { concatBytes, GatewayError } from '@gw/core';
+import { coalesceBytes, concatBytes, GatewayError } from '@gw/core';
 import { encodeAnthropicEvent, errorFrame, type Usage } from '@gw/formats';
 import type { StreamDecoder } from '@gw/providers';
 import { abortError } from './fault';
@@ -208,7 +208,7 @@ class StreamRelay {
 
   absorb(r: ReadOutcome): void {
     const t = this.decoder.transcoder;
-    let out: Uint8Array | null;
+    let out: Uint8Array[];
     if ('error' in r) out = t.fail(r.error);
     else if (this.stopped) out = t.fail(this.stopped);
     else if (r.done) out = t.end();
@@ -224,9 +224,9 @@ class StreamRelay {
         }
       }
     }
-    if (out) {
-      this.parts.push(out);
-      this.queued += out.byteLength;
+    for (const part of out) {
+      this.parts.push(part);
+      this.queued += part.byteLength;
     }
     this.finished = t.stopped;
   }
@@ -361,17 +361,21 @@ class StreamRelay {
   /** Hands what is queued to the client, closes after the last of it, else reads ahead while the client takes it. */
   private deliver(c: Controller): void | Promise<void> {
     if (this.closed) return;
-    let out: Uint8Array | null = null;
+    let parts: Uint8Array[] = [];
     if (this.queued) {
       if (this.ttft === null) this.ttft = since(this.startedAt);
-      out = concatBytes(this.parts)!;
+      parts = this.parts;
       this.parts = [];
       this.queued = 0;
     }
     if (this.held) {
-      out = out ? concatBytes([this.held, out]) : this.held;
+      parts.unshift(this.held);
       this.held = null;
     }
+    // Small pieces go out as one write, large ones as they are (no copy); the last is handled below.
+    const writes = coalesceBytes(parts);
+    const out = writes.pop() ?? null;
+    for (const w of writes) c.enqueue(w);
     if (this.finished) {
       const settling = this.end(null);
       this.closed = true;
