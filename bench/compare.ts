@@ -11,7 +11,7 @@ if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) {
   process.exit(await child.exited);
 }
 import { resolve } from 'node:path';
-import { cpuSeconds, spawnJson } from './lib/procs';
+import { cpuSeconds, ownPackages, spawnJson } from './lib/procs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -22,7 +22,7 @@ const here = resolve(import.meta.dir, '..');
 const targets = [here, ...process.argv.slice(2)].map((arg) => {
   const [dir, settings] = arg.split(/:(?=[A-Z_]+=)/);
   const env = Object.fromEntries((settings ?? '').split(',').filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
-  return { dir: resolve(dir!), env, label: arg === here ? here : arg };
+  return { dir: ownPackages(resolve(dir!)), env, label: arg === here ? here : arg };
 });
 const dirs = targets.map((t) => t.label);
 

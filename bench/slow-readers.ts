@@ -14,6 +14,7 @@ if (!process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) {
 }
 import net from 'node:net';
 import { resolve } from 'node:path';
+import { ownPackages } from './lib/procs';
 
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 100);
 const STREAM_BYTES = 10 << 20;
@@ -47,7 +48,7 @@ const upstream = Bun.serve({
   },
 });
 
-const checkout = resolve(process.argv[2] ?? `${import.meta.dir}/..`);
+const checkout = ownPackages(resolve(process.argv[2] ?? `${import.meta.dir}/..`));
 const proc = Bun.spawn([process.execPath, ...(process.env.BENCH_GW_BUN_ARGS?.split(/\s+/).filter(Boolean) ?? []), 'bench/gateway-proc.ts', `http://127.0.0.1:${upstream.port}`], {
   cwd: checkout, stdout: 'pipe', stderr: 'inherit',
   env: { ...process.env, BENCH_GW_ENV: JSON.stringify({ STREAM_STALL_TIMEOUT_MS: '60000', RELAY_HEALTH_FAILURES: '1000' }) },

@@ -16,7 +16,7 @@ import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { load, quantiles, type Quantiles, type Samples, type Target } from './lib/latency';
 import { LoopProbe, foldWindows, scrapeGatewayLoop, type LoopWindow } from './lib/loop-delay';
-import { cpuSeconds, spawnJson } from './lib/procs';
+import { cpuSeconds, ownPackages, spawnJson } from './lib/procs';
 import { pressureSince, type Pressure } from './lib/pressure';
 import { addGaps, diffGaps, readGaps, type GapCounters } from './lib/loop-gaps';
 import { tmpdir } from 'node:os';
@@ -26,7 +26,7 @@ const SLICE = Math.min(SECONDS, Number(process.env.BENCH_SLICE_SECONDS ?? 5));
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 1);
 const LOOP_MS = Number(process.env.BENCH_LOOP_DELAY_MS ?? 1);
 const HERE = resolve(`${import.meta.dir}/..`);
-const TREES = (process.env.BENCH_GATEWAYS ?? HERE).split(',').map((t) => resolve(t.trim()));
+const TREES = (process.env.BENCH_GATEWAYS ?? HERE).split(',').map((t) => ownPackages(resolve(t.trim())));
 
 interface Run { name: string; target: Target; pid: number; admin?: string; samples: Samples; cpu: number; gwLoop: LoopWindow[]; probeLoop: LoopWindow[]; seconds: number; pressure: Pressure[]; gapsFile?: string; gaps?: GapCounters }
 

@@ -1,5 +1,6 @@
 /** Child processes of the benches: spawn one that prints a JSON line first, and read its CPU time. */
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
+import { join } from 'node:path';
 
 /** Starts `bun <args>` in `cwd` and returns it with the JSON object of its first stdout line. */
 export async function spawnJson(args: string[], cwd: string, env: Record<string, string> = {}): Promise<{ proc: ReturnType<typeof Bun.spawn>; info: any }> {
@@ -19,4 +20,16 @@ export async function spawnJson(args: string[], cwd: string, env: Record<string,
 export function cpuSeconds(pid: number): number {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+/**
+ * Refuses a checkout whose workspace packages (@gw/*) resolve to another tree: a worktree given a link to
+ * this checkout's node_modules would import this checkout's libs and measure them twice, silently.
+ */
+export function ownPackages(checkout: string): string {
+  const resolved = realpathSync(join(checkout, 'node_modules/@gw/core'));
+  if (resolved !== realpathSync(join(checkout, 'libs/core'))) {
+    throw new Error(`${checkout}: @gw/core resolves to ${resolved}, not to this checkout's libs/core; give it its own node_modules (bun install) so it measures its own code`);
+  }
+  return checkout;
 }
