@@ -60,6 +60,11 @@ export interface RealtimeUpstreamDouble {
   echo: boolean;
   /** Answer this many next response.create events with an `error` event instead of a response. */
   refuseResponses: number;
+  /**
+   * Cut each response short: 'response.created' leaves response.create unanswered, 'response.done'
+   * sends everything but the response.done (null = whole responses).
+   */
+  stopBefore: 'response.created' | 'response.done' | null;
   /** Count of ws.send calls that returned -1 (the gateway stopped reading). */
   backpressured: number;
   /**
@@ -89,7 +94,7 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
   let connSeq = 0;
   let responseSeq = 0;
   const self: RealtimeUpstreamDouble = {
-    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, backpressured: 0, refuseResponses: 0,
+    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, backpressured: 0, refuseResponses: 0, stopBefore: null,
     usageFor: () => SAMPLE_USAGE,
     deltas: ['Hello', ' from', ' the double'],
     send(data, conn) {
@@ -137,19 +142,23 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
   };
   const out = (ws: ServerWebSocket<ConnData>, ev: Record<string, unknown>) => push(ws, JSON.stringify({ event_id: evId(), ...ev }));
 
-  const respond = (ws: ServerWebSocket<ConnData>) => {
+  const respond = (ws: ServerWebSocket<ConnData>, create: any) => {
     if (self.refuseResponses > 0) {
       self.refuseResponses--;
       return out(ws, { type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'Conversation already has an active response', param: null, event_id: null } });
     }
+    if (self.stopBefore === 'response.created') return;
     const n = ++responseSeq;
     const id = `resp_${n}`;
     const itemId = `item_${n}`;
-    const base = { id, object: 'realtime.response', output: [], conversation_id: 'conv_1', output_modalities: ['text'], max_output_tokens: 'inf' };
+    // Like OpenAI, the response states the limit it was created with (the session's, "inf" here, when the create sets none).
+    const max = create?.response?.max_output_tokens ?? create?.response?.max_response_output_tokens ?? 'inf';
+    const base = { id, object: 'realtime.response', output: [], conversation_id: 'conv_1', output_modalities: ['text'], max_output_tokens: max };
     out(ws, { type: 'response.created', response: { ...base, status: 'in_progress', status_details: null, usage: null } });
     out(ws, { type: 'response.output_item.added', response_id: id, output_index: 0, item: { id: itemId, type: 'message', role: 'assistant', status: 'in_progress', content: [] } });
     for (const d of self.deltas) out(ws, { type: 'response.output_text.delta', response_id: id, item_id: itemId, output_index: 0, content_index: 0, delta: d });
     out(ws, { type: 'response.output_text.done', response_id: id, item_id: itemId, output_index: 0, content_index: 0, text: self.deltas.join('') });
+    if (self.stopBefore === 'response.done') return;
     out(ws, { type: 'response.done', response: { ...base, status: 'completed', status_details: null, usage: self.usageFor(n) } });
   };
 
@@ -184,7 +193,7 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
         const binary = typeof data !== 'string';
         self.received.push({ conn: ws.data.id, data, binary });
         // Like a real server, the event type is whatever JSON.parse makes of it (escapes included).
-        if (!binary && (data.includes('"response.create"') || data.includes('\\u')) && isResponseCreate(data)) return respond(ws);
+        if (!binary && (data.includes('"response.create"') || data.includes('\\u')) && isResponseCreate(data)) return respond(ws, JSON.parse(data));
         if (self.echo) push(ws, data);
       },
       drain(ws) {

@@ -10,7 +10,7 @@ import { SettlementsRepo } from '@gw/db';
 import { GatedSink } from '../helpers/gated-sink';
 import type { QuotaService } from '@gw/billing';
 import { RealtimeTestClient, SAMPLE_USAGE, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
-import { RESERVE, RESPONSE_CREATE, SAMPLE_COST, bearerOf, channel, wire, type Wiring } from '../helpers/realtime-wiring';
+import { PRICE, RESERVE, RESPONSE_CREATE, SAMPLE_COST, bearerOf, channel, wire, type Wiring } from '../helpers/realtime-wiring';
 
 let up: RealtimeUpstreamDouble;
 let w: Wiring;
@@ -204,7 +204,7 @@ describe('reservations that answer later', () => {
     expect(w.slots.inUse).toBe(0);
   });
 
-  test('a response the upstream starts itself whose hold is refused later ends the session (1008); the other hold is given back', async () => {
+  test('a response the upstream starts itself whose hold is refused later ends the session (1008); the other, started, is billed on its estimate', async () => {
     const { key, userId } = await w.addKey(RESERVE);
     const c = open(key);
     await c.opened;
@@ -218,6 +218,11 @@ describe('reservations that answer later', () => {
     expect(closed.code).toBe(1008);
     expect(c.events().filter((e) => e.type === 'response.created').length).toBe(2);
     expect(c.events().at(-1).error.code).toBe('quota_exhausted');
-    await until(() => w.quota.available(userId) === RESERVE);
+    // resp_vad1 started (response.created) and never ended: billed on what it delivered (no output; input at the
+    // hold's bound), once, whichever of its hold and its settlement is decided first; nothing stays held.
+    await until(() => !!w.h.sqlite.query('select 1 from usage_logs where user_id = ?').get(userId));
+    const rows = w.h.sqlite.query('select request_id, input_tokens, output_tokens, usage_flag, error_code from usage_logs where user_id = ?').all(userId) as any[];
+    expect(rows).toEqual([{ request_id: expect.stringMatching(/_resp_vad1$/), input_tokens: PRICE.context_window, output_tokens: 0, usage_flag: 'estimated', error_code: 'quota_exhausted' }]);
+    await until(() => w.quota.available(userId) === w.quota.balance(userId) && w.quota.balance(userId) < RESERVE);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Per-session billing: a reservation is held before each response (when the client sends
  * `response.create`, or when the upstream announces a response it started itself, e.g. server VAD)
- * and settled with the usage of its `response.done`. Frames are only read, never changed.
+ * and settled with the usage of its `response.done`; a response the session's end cuts short is settled
+ * then, on what it delivered (delivered.ts). Frames are only read, never changed.
  *
  * A response's reservation is what it can cost: the context window at the dearest input price plus its
  * max output tokens at the dearest output price, and its charge never exceeds that reservation (billing
@@ -17,6 +18,7 @@
  * session's last commits (`idle()`), so its cost is theirs.
  */
 import { GatewayError, nowSeconds, stdLogger, type Logger } from '@gw/core';
+import { DeliveredOutput, outputAudioRate, type DeliveredTokens } from './delivered';
 import { meteredEvent } from './events';
 import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
 import { INTERNAL_FAILURE, type ClientVerdict, type FrameObserver, type SessionFailure, type UpstreamTarget } from './session';
@@ -51,6 +53,10 @@ interface Held<R> {
   r: R | Promise<R>;
   at: number;
   limits: Limits;
+  /** The client's `response.create` event_id, which an `error` refusing it names. */
+  eventId?: string;
+  /** Handed to a settlement (which ends it): never released as well. */
+  billed?: boolean;
 }
 
 interface Limits { maxInput: number; maxOutput: number; input: number }
@@ -99,6 +105,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   private fail: (f: SessionFailure) => void = () => {};
   /** The session ended: a reservation decided after this is given back at once. */
   private ended = false;
+  /** Output each response delivered, billed on its estimate if the session ends before its response.done. */
+  private readonly delivered = new DeliveredOutput();
+  /** Responses billed: a response.done repeated (or arriving after the estimate) is never billed twice. */
+  private readonly settled = new Set<string>();
+  /** The latest response started: the owner of a delta that names none. */
+  private lastStarted = '';
   responses = 0;
   cost = 0;
 
@@ -126,6 +138,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const own = maxOutputOf(m.event.response, this.o.defaultOutputTokens);
     const held = this.reserve(own ?? this.sessionMaxOutput);
     if ('closeCode' in held) return refusal(held);
+    if (typeof m.event.event_id === 'string') held.eventId = m.event.event_id;
     if (!(held.r instanceof Promise)) {
       this.queued.push(held);
       return undefined;
@@ -139,10 +152,16 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   upstream(text: string): SessionFailure | undefined | Promise<SessionFailure | undefined> {
+    const delta = this.delivered.add(text, () => this.lastStarted);
+    if (delta !== undefined) {
+      if (this.settled.has(delta)) this.delivered.take(delta); // after its response.done: already billed
+      return undefined;
+    }
     const m = meteredEvent(text);
     if (!m) return undefined;
     if (m.type === 'session.created' || m.type === 'session.updated') {
       if (m.type === 'session.updated') this.pendingUpdates = Math.max(0, this.pendingUpdates - 1);
+      this.delivered.audioRate = outputAudioRate(m.event.session, this.delivered.audioRate);
       const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);
       // The upstream's word is final only when no later client update (which may raise it) is in flight.
       if (v !== undefined) this.sessionMaxOutput = this.pendingUpdates ? Math.max(this.sessionMaxOutput, v) : v;
@@ -150,32 +169,67 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     }
     const id = typeof m.event.response?.id === 'string' ? m.event.response.id : '';
     if (m.type === 'response.created') {
+      if (this.settled.has(id) || this.running.has(id)) return undefined;
+      this.lastStarted = id;
       // A response the upstream started itself cannot be refused: if it cannot be covered, the session ends.
       // Its limit is the one the upstream announces for it, else the session's.
-      const held = this.queued.shift() ?? this.reserve(maxOutputOf(m.event.response, this.o.defaultOutputTokens) ?? this.sessionMaxOutput);
+      const announced = this.announced(m.event.response);
+      const held = this.takeQueued(announced) ?? this.reserve(announced);
       if ('closeCode' in held) return held;
       if (held.r instanceof Promise) {
         // Decided later: a refusal ends the session then (the response is billed unreserved when it is done).
-        held.r.then((r) => { if (this.ended) this.o.quota.release(r); }, (e) => this.fail(this.failureOf(e)));
+        held.r.then((r) => { if (this.ended && !held.billed) this.o.quota.release(r); }, (e) => this.fail(this.failureOf(e)));
       }
       this.running.set(id, held);
       return undefined;
     }
     if (m.type === 'response.done') return this.settle(id, m.event.response);
     if (m.type === 'error' && this.queued.length) {
-      // Often a refused response.create (e.g. one already active): give its hold back. If the error
-      // was about something else, the response that follows reserves when it is created instead.
-      this.releaseHeld(this.queued.shift()!);
+      // Often a refused response.create (e.g. one already active): give its hold back, the one it names
+      // when it names one. If the error was about something else, the response that follows reserves
+      // when it is created instead.
+      const about = m.event.error?.event_id;
+      const at = typeof about === 'string' && about ? this.queued.findIndex((h) => h.eventId === about) : 0;
+      if (at !== -1) this.releaseHeld(this.queued.splice(at, 1)[0]!);
     }
     return undefined;
   }
 
-  /** Releases every reservation still held (the session ended; nothing more will be billed). */
-  releaseAll(): void {
+  /**
+   * The session ended. A response that started (response.created, or output delivered) and never got its
+   * response.done is billed once on the estimate of what it delivered, flagged `estimated`, with `cause` as
+   * its error code; holds of responses that never started are given back (nothing was delivered).
+   */
+  end(cause: string): void {
+    if (this.ended) return;
     this.ended = true;
-    for (const h of [...this.queued, ...this.running.values()]) this.releaseHeld(h);
+    for (const [id, held] of [...this.running]) this.settleUnfinished(id, held, cause);
+    for (const id of this.delivered.ids()) if (!this.settled.has(id)) this.settleUnfinished(id, null, cause);
+    for (const h of this.queued) this.releaseHeld(h);
     this.queued = [];
     this.running.clear();
+  }
+
+  private settleUnfinished(id: string, held: Held<R> | null, cause: string): void {
+    this.running.delete(id);
+    const p = this.charge(id, held, null, { delivered: this.delivered.take(id), errorCode: cause });
+    // Nobody is left to tell: a failed commit is logged by committed().
+    if (p instanceof Promise) p.catch(() => {});
+  }
+
+  /** The max output tokens a response announces for itself, else the session's. */
+  private announced(response: unknown): number {
+    return maxOutputOf(response, this.o.defaultOutputTokens) ?? this.sessionMaxOutput;
+  }
+
+  /**
+   * The oldest queued hold that covers a response allowed `maxOutput` tokens. A smaller one was taken for
+   * another response (a client's capped response.create while the upstream started its own): taking it
+   * would bill this one at that cap.
+   */
+  private takeQueued(maxOutput: number): Held<R> | undefined {
+    const at = this.queued.findIndex((h) => h.limits.maxOutput >= maxOutput);
+    return at === -1 ? undefined : this.queued.splice(at, 1)[0];
   }
 
   /** Resolves once every settlement handed to the quota has committed or failed (the session's cost is final). */
@@ -241,11 +295,21 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   private settle(responseId: string, response: any): SessionFailure | undefined | Promise<SessionFailure | undefined> {
-    // A response.done with no response.created seen first is billed all the same, unreserved.
-    const held = this.running.get(responseId) ?? this.queued.shift() ?? null;
+    if (responseId && this.settled.has(responseId)) return undefined;
+    // A response.done with no response.created seen first is billed all the same (on a queued hold that covers it, else unreserved).
+    const held = this.running.get(responseId) ?? this.takeQueued(this.announced(response)) ?? null;
     this.running.delete(responseId);
-    const t = tokensOf(response?.usage);
     const failed = response?.status === 'failed';
+    const errorCode = failed ? (this.target?.scrub ?? String)(String(response?.status_details?.error?.code ?? response?.status_details?.reason ?? 'failed')).slice(0, 64) : '';
+    return this.charge(responseId, held, response, { delivered: this.delivered.take(responseId), errorCode, status: failed ? 502 : 200 });
+  }
+
+  /** Bills one response: as its response.done reports (`response`), or on what it delivered when it has none. */
+  private charge(responseId: string, held: Held<R> | null, response: any, o: { delivered: DeliveredTokens; errorCode: string; status?: number }):
+    SessionFailure | undefined | Promise<SessionFailure | undefined> {
+    if (responseId) this.settled.add(responseId);
+    if (held) held.billed = true;
+    const t = tokensOf(response?.usage);
     const target = this.target;
     const bill = this.billing();
     const log: RealtimeUsageLog = {
@@ -258,18 +322,21 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       upstreamModel: target?.upstreamModel ?? '',
       billedModel: bill.model,
       stream: true,
-      // No usage object at all: billing falls back to what was reserved (flagged `estimated`), never to 0.
+      // No usage object at all: billing falls back to what was reserved (flagged `estimated`), never to 0;
+      // a response cut before its response.done falls back to what it delivered.
       usage: response?.usage && typeof response.usage === 'object'
         ? { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: t.audioOut }
         : null,
+      // Input has no estimate: billing takes the input bound the hold was made with (the context window).
+      estimate: response ? undefined : o.delivered,
       // The reservation's own bounds (the same as it carries), so a response whose hold was refused is bounded alike.
       limits: held?.limits ?? this.limits(this.sessionMaxOutput),
       price: bill.price,
       latencyMs: held ? Date.now() - held.at : 0,
       ttftMs: null,
-      status: failed ? 502 : 200,
+      status: o.status ?? 200,
       // Upstream text stored on a row the user can read: scrubbed and short.
-      errorCode: failed ? (target?.scrub ?? String)(String(response?.status_details?.error?.code ?? response?.status_details?.reason ?? 'failed')).slice(0, 64) : '',
+      errorCode: o.errorCode,
       attempts: 1,
       ip: this.o.ip,
       group: this.o.group,
@@ -277,8 +344,9 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     };
     const r = held?.r ?? null;
     if (r instanceof Promise) {
-      // The hold is still being decided: settle once it is (unreserved if it was refused).
-      return this.committed((r as Promise<R>).then((h) => this.o.quota.settleNow(h, log), () => this.o.quota.settleNow(null, log)));
+      // The hold is still being decided: settle once it is; if it was refused, a reported usage is billed
+      // unreserved, an estimate not at all (it is capped by its hold, and the session ended for want of money).
+      return this.committed((r as Promise<R>).then((h) => this.o.quota.settleNow(h, log), () => (response ? this.o.quota.settleNow(null, log) : null)));
     }
     const res = this.o.quota.settleNow(r as R | null, log);
     if (res instanceof Promise) return this.committed(res);
@@ -290,9 +358,9 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
    * A settlement committing: the verdict on its `response.done` once it has (counted, then the balance
    * checked); a failed commit ends the session. Tracked until then, for `idle()`.
    */
-  private committed(p: Promise<{ cost: number }>): Promise<SessionFailure | undefined> {
+  private committed(p: Promise<{ cost: number } | null>): Promise<SessionFailure | undefined> {
     const verdict = p.then((res) => {
-      this.count(res.cost);
+      if (res) this.count(res.cost);
       return this.spent();
     }, (e): SessionFailure => {
       // The quota logged the row; serving more responses unbilled is what must not happen.

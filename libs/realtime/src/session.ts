@@ -69,6 +69,8 @@ export interface SessionEnd {
   bytesOut: number;
   closeCode: number;
   closeReason: string;
+  /** Why it ended, as an error code: client_closed, upstream_closed, upstream_disconnected, or the gateway's failure code. */
+  cause: string;
 }
 
 export interface RelayOptions {
@@ -233,13 +235,13 @@ export class RelaySession {
   close(_ws: ServerWebSocket<unknown>, code: number, reason: string): void {
     if (this.ended) return;
     const upCode = code === 1005 ? 1000 : sendable(code) ? code : 1001;
-    this.finish({ clientCode: code, reason: reason || (code === 1006 ? 'client connection lost' : ''), upstreamCode: upCode, clientClosed: true });
+    this.finish({ clientCode: code, reason: reason || (code === 1006 ? 'client connection lost' : ''), upstreamCode: upCode, clientClosed: true, cause: 'client_closed' });
   }
 
   /** Ends the session from the gateway side (e.g. server shutdown, quota): error event, then close. */
   fail(f: SessionFailure): void {
     if (this.ended) return;
-    this.finish({ clientCode: f.closeCode, reason: f.reason, upstreamCode: 1000, event: errorEvent(f.type, f.code, f.message) });
+    this.finish({ clientCode: f.closeCode, reason: f.reason, upstreamCode: 1000, event: errorEvent(f.type, f.code, f.message), cause: f.code });
   }
 
   private connect(): void {
@@ -352,13 +354,14 @@ export class RelaySession {
   private upstreamClosed(code: number, rawReason: string): void {
     const reason = rawReason && this.opts.targets[this.attempt]!.scrub(rawReason);
     if (code === 1000 || code === 1005) {
-      return this.finish({ clientCode: 1000, reason: reason || 'upstream closed', upstreamClosed: true });
+      return this.finish({ clientCode: 1000, reason: reason || 'upstream closed', upstreamClosed: true, cause: 'upstream_closed' });
     }
     const lost = code === 1006;
     this.finish({
       clientCode: lost ? 1011 : sendable(code) ? code : 1011,
       reason: lost ? 'upstream connection lost' : reason || `upstream closed (${code})`,
       upstreamClosed: true,
+      cause: lost ? 'upstream_disconnected' : 'upstream_closed',
       event: errorEvent('api_error', lost ? 'upstream_disconnected' : 'upstream_closed',
         lost ? 'The upstream connection was lost' : `The upstream closed the session (${code}${reason ? `: ${reason}` : ''})`),
     });
@@ -389,7 +392,7 @@ export class RelaySession {
     this.connectTimer = null;
   }
 
-  private finish(o: { clientCode: number; reason: string; upstreamCode?: number; event?: string; clientClosed?: boolean; upstreamClosed?: boolean }): void {
+  private finish(o: { clientCode: number; reason: string; cause: string; upstreamCode?: number; event?: string; clientClosed?: boolean; upstreamClosed?: boolean }): void {
     if (this.ended) return;
     this.ended = true;
     this.clearConnectTimer();
@@ -418,7 +421,7 @@ export class RelaySession {
     this.opts.onEnd({
       channelId: this.channelId, startedAtMs: this.startedAtMs, endedAtMs: Date.now(),
       framesIn: this.framesIn, framesOut: this.framesOut, bytesIn: this.bytesIn, bytesOut: this.bytesOut,
-      closeCode: o.clientCode, closeReason: reason,
+      closeCode: o.clientCode, closeReason: reason, cause: o.cause,
     });
   }
 }
