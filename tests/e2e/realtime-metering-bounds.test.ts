@@ -65,6 +65,34 @@ describe('realtime reservations bound every charge', () => {
     }
   });
 
+  test('a response.done whose usage leaves a total out, or gives an unusable output, bills what was delivered: never 0, never max output', async () => {
+    const { key, userId } = await g.addKey(10 * RESERVE);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
+    await c.opened;
+    await c.waitFor('session.created');
+    const queue: any[] = [{}, { input_tokens: 40 }, { input_tokens: 40, output_tokens: -1 }, { input_tokens: 40, output_tokens: 0, output_token_details: {} }];
+    const n = queue.length;
+    u.usageFor = () => queue.shift();
+    try {
+      for (let i = 0; i < n; i++) {
+        c.ws.send(RESPONSE_CREATE);
+        await c.waitFor('response.done', i + 1);
+      }
+      await Bun.sleep(50);
+      const billed = rows(userId);
+      expect(billed.length).toBe(n);
+      const delivered = billed[0].output_tokens;
+      expect(delivered).toBeGreaterThan(0);
+      expect(delivered).toBeLessThan(4096);
+      expect(billed.map((r) => [r.output_tokens, r.usage_flag])).toEqual([[delivered, 'estimated'], [delivered, 'estimated'], [delivered, 'invalid'], [0, '']]);
+      expect(billed.slice(1).map((r) => r.input_tokens)).toEqual([40, 40, 40]);
+      expect(await g.ledger.sum(userId)).toBe(g.quota.balance(userId));
+    } finally {
+      c.ws.close();
+      u.usageFor = () => ({ total_tokens: 0, input_tokens: 1, output_tokens: 1 }) as any;
+    }
+  });
+
   test('hostile usage in response.done (fractions, negatives, strings, null, 1e400) is billed, flagged, bounded', async () => {
     const { key, userId } = await g.addKey(10 * RESERVE);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);

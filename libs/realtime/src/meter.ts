@@ -327,8 +327,9 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       usage: response?.usage && typeof response.usage === 'object'
         ? { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: t.audioOut }
         : null,
+      // Output: what was delivered, for a count the report leaves out or makes unusable (never max output, never 0).
       // Input has no estimate: billing takes the input bound the hold was made with (the context window).
-      estimate: response ? undefined : o.delivered,
+      estimate: o.delivered,
       // The reservation's own bounds (the same as it carries), so a response whose hold was refused is bounded alike.
       limits: held?.limits ?? this.limits(this.sessionMaxOutput),
       price: bill.price,

@@ -21,7 +21,12 @@ describe('tokensOf', () => {
 
   test('no details at all: totals as text; garbage stays visible (not 0) for billing to flag and replace', () => {
     expect(tokensOf({ input_tokens: 7, output_tokens: 3 })).toMatchObject({ textIn: 7, audioIn: 0, cachedIn: 0, textOut: 3, audioOut: 0 });
-    expect(tokensOf(null)).toMatchObject({ textIn: 0, textOut: 0 });
+    // A total left out is not 0: it stays undefined, billed on the estimate (flagged estimated).
+    expect(tokensOf(null)).toMatchObject({ textIn: undefined, textOut: undefined });
+    expect(tokensOf({})).toMatchObject({ textIn: undefined, textOut: undefined, audioIn: 0, audioOut: 0, cachedIn: 0 });
+    expect(tokensOf({ input_tokens: 100, output_token_details: {} })).toMatchObject({ textIn: 100, textOut: undefined, audioOut: 0 });
+    // Cached tokens beside details naming no other count come out of the total.
+    expect(tokensOf({ input_tokens: 100, output_tokens: 2, input_token_details: { cached_tokens: 40 } })).toMatchObject({ textIn: 60, cachedIn: 40 });
     const bad = tokensOf({ input_tokens: -5, output_tokens: '9' });
     expect(bad.textIn).toBe(-5);
     expect(bad.textOut).toBeNaN();

@@ -32,11 +32,15 @@ export interface RealtimePrice {
 }
 
 /**
- * Absent = 0; a number as reported (billing validates it); anything else NaN. Nothing is rounded or
- * zeroed here, so a hostile count reaches billing's single check and is flagged there, not billed as 0.
+ * Absent = 0, except a main total (undefined: billed on the estimate, flagged `estimated`, never as 0); a
+ * number as reported (billing validates it); anything else NaN. Nothing is rounded or zeroed here, so a
+ * hostile count reaches billing's single check and is flagged there, not billed as 0.
  */
 const ok = (v: number) => Number.isSafeInteger(v) && v >= 0;
-const n = (v: unknown, main = false): number => (v === undefined || (v === null && !main) ? 0 : typeof v === 'number' ? v : Number.NaN);
+const n = (v: unknown, main = false): number =>
+  (v === undefined ? (main ? (undefined as unknown as number) : 0) : v === null && !main ? 0 : typeof v === 'number' ? v : Number.NaN);
+/** Details that name at least one count: an empty details object says nothing and does not stand for the total. */
+const counted = (d: any, keys: string[]): boolean => !!d && typeof d === 'object' && keys.some((k) => d[k] !== undefined);
 
 /**
  * Splits a usage object. Cached tokens are a subset of input tokens: when the cached breakdown is
@@ -44,15 +48,17 @@ const n = (v: unknown, main = false): number => (v === undefined || (v === null 
  * billed as text input. Missing details fall back to the totals (all text).
  */
 export function tokensOf(usage: any): RealtimeTokens {
-  const inD = usage?.input_token_details;
-  const outD = usage?.output_token_details;
+  const inD = counted(usage?.input_token_details, ['text_tokens', 'image_tokens', 'audio_tokens']) ? usage.input_token_details : undefined;
+  const outD = counted(usage?.output_token_details, ['text_tokens', 'audio_tokens']) ? usage.output_token_details : undefined;
   // A null total is unusable (a null detail just means none of that kind).
   const inputTotal = n(usage?.input_tokens, true);
   const outputTotal = n(usage?.output_tokens, true);
   let textIn = inD ? n(inD.text_tokens) + n(inD.image_tokens) : inputTotal;
   let audioIn = inD ? n(inD.audio_tokens) : 0;
   // Cached tokens are part of the input: never more than it (else they would be billed twice).
-  const cachedIn = Math.min(inD ? n(inD.cached_tokens) : 0, ok(inputTotal) ? inputTotal : Infinity);
+  // (Cached counts are read even beside details that name no other count: then they come out of the total.)
+  const rawIn = usage?.input_token_details;
+  const cachedIn = Math.min(rawIn && typeof rawIn === 'object' ? n(rawIn.cached_tokens) : 0, ok(inputTotal) ? inputTotal : Infinity);
   // The split only moves valid counts; an invalid one is left as is for billing to flag and replace.
   const cd = inD?.cached_tokens_details;
   if (cd) {
