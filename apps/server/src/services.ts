@@ -7,7 +7,7 @@ import { ChangeBus, SecretBox, createLogger, localWindows, sharedWindows, type L
 import type { DbHandle, LedgerStore, SecurityStore, SessionsStore, Stores, UsersStore } from '@gw/db';
 import { openBackend, type Backend } from './backend';
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
-import { ApiKeyService, UserDirectory, UserService } from '@gw/identity';
+import { ApiKeyService, CurrentPasswordGuard, UserDirectory, UserService } from '@gw/identity';
 import { ChannelKeyService, ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
 import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, mailConfig, passwordResetConfig, twoFactorConfig } from '@gw/identity';
 import { createPayments, paymentsConfig, type Payments } from '@gw/payments';
@@ -109,7 +109,8 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const channels = new ChannelService(stores.channels, channelSecrets, bus);
   const channelRegistry = await ChannelRegistry.load(stores.channels, channelSecrets, bus, log);
   const channelKeys = new ChannelKeyService(stores.channels, channelSecrets, bus, channels);
-  const userAdmin = new UserService(users, sessions, ledger, bus);
+  const currentPassword = new CurrentPasswordGuard(Date.now, windows);
+  const userAdmin = new UserService(users, sessions, ledger, bus, currentPassword, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)));
   const userDirectory = await UserDirectory.load(users, bus);
   const apiKeys = await ApiKeyService.load(stores.apiKeys, users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });
   const metrics = createMetrics();
@@ -172,7 +173,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
     channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, stores, backend, users, sessions, ledger, bus,
     secrets, auth, security, twoFactor, mailer,
-    passwordReset, passwordChange: new PasswordChangeService(users, security, Date.now, windows),
+    passwordReset, passwordChange: new PasswordChangeService(users, security, currentPassword),
     login: new LoginService(users, sessions, {
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,

@@ -15,3 +15,4 @@ export * from './password-reset';
 export * from './password-change';
 export * from './limit-fields';
 export * from './unknown-lockout';
+export * from './current-password';

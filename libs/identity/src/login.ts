@@ -66,22 +66,22 @@ export class LoginService {
       throw invalidCredentials();
     }
     assertNotLocked(user.lockedUntil, now);
+    // Claimed (counted as a failure) before the slow check: parallel guesses cannot all pass a lock read before
+    // any of them failed. A success below clears the count.
+    const claim = await this.security.claimLoginAttempt(user.id, this.policy, nowMs);
+    assertNotLocked(claim.lockedUntil, now);
     const passwordOk = await verifyPassword(input.password, user.passwordHash);
-    if (!passwordOk || user.status !== USER_STATUS.enabled) {
-      await this.recordFailure(user);
-      throw invalidCredentials();
-    }
+    if (!passwordOk || user.status !== USER_STATUS.enabled) throw invalidCredentials();
     if (user.totpEnabled) {
       if (!input.totpCode) {
+        // The right password, the second step to come: not a failure.
+        await this.security.releaseLoginAttempt(user.id, claim, this.policy);
         throw new GatewayError(401, 'totp_required', 'Two-factor code required', { param: 'totp_code' });
       }
       const okCode = this.secondFactor ? await this.secondFactor(user, input.totpCode) : false;
-      if (!okCode) {
-        await this.recordFailure(user);
-        throw new GatewayError(401, 'invalid_totp', 'Invalid two-factor code', { param: 'totp_code' });
-      }
+      if (!okCode) throw new GatewayError(401, 'invalid_totp', 'Invalid two-factor code', { param: 'totp_code' });
     }
-    if (user.failedLogins || user.lockCount) await this.users.update(user.id, { failedLogins: 0, lockCount: 0, lockedUntil: 0 });
+    await this.users.update(user.id, { failedLogins: 0, lockCount: 0, lockedUntil: 0 });
     const sessionId = randomToken(43);
     const expiresAt = now + this.policy.sessionTtlSeconds;
     await this.sessions.createSession({
@@ -91,13 +91,6 @@ export class LoginService {
     return { sessionId, user, expiresAt };
   }
 
-  /**
-   * Counted in one SQL statement: reading the count before the (slow, async) password check and
-   * writing count+1 after it let parallel wrong attempts overwrite each other and never lock.
-   */
-  private async recordFailure(user: UserRow): Promise<void> {
-    await this.security.recordLoginFailure(user.id, this.policy, this.clock());
-  }
 }
 
 function assertNotLocked(lockedUntil: number, now: number): void {

@@ -6,7 +6,8 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
 import { ROLE, USER_STATUS, type LedgerStore, type NewUserRow, type SessionsStore, type UserRow, type UsersStore } from '@gw/db';
-import { PASSWORD_MAX, PASSWORD_MIN, hashPassword, verifyPassword } from './passwords';
+import { CurrentPasswordGuard } from './current-password';
+import { PASSWORD_MAX, PASSWORD_MIN, hashPassword } from './passwords';
 import { toUserView, type UserView } from './views';
 import { LimitInput, limitPatch } from './limit-fields';
 
@@ -68,7 +69,11 @@ const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
 export class UserService {
   constructor(private readonly users: UsersStore, private readonly sessions: SessionsStore,
-    private readonly ledger: LedgerStore, private readonly bus: ChangeBus) {}
+    private readonly ledger: LedgerStore, private readonly bus: ChangeBus,
+    /** Checks of the current password (e-mail change), limited together with the password change's. */
+    private readonly currentPassword: CurrentPasswordGuard = new CurrentPasswordGuard(),
+    /** Ends every session and access token of a user (an admin setting their password); default: sessions only. */
+    private readonly endCredentials: (userId: number) => Promise<unknown> = (id) => sessions.deleteUserSessions(id)) {}
 
   async create(actor: Actor, input: UserCreate): Promise<UserView> {
     const role = input.role ?? ROLE.user;
@@ -138,7 +143,7 @@ export class UserService {
         if (!input.current_password) {
           throw new GatewayError(400, 'missing_field', 'current_password is required to change the e-mail address', { param: 'current_password' });
         }
-        if (!(await verifyPassword(input.current_password, self.passwordHash))) {
+        if (!(await this.currentPassword.verify(self.id, input.current_password, self.passwordHash))) {
           throw new GatewayError(403, 'invalid_password', 'Current password is wrong', { param: 'current_password' });
         }
       }
@@ -167,7 +172,8 @@ export class UserService {
   private async write(id: number, patch: Partial<NewUserRow>, endSessions: boolean): Promise<UserView> {
     const row = await this.users.update(id, { ...patch, updatedAt: nowSeconds() });
     if (!row) throw notFound(id);
-    if (endSessions) await this.sessions.deleteUserSessions(id);
+    // A new password or a disabled account: every session and access token ends (an intruder's too).
+    if (endSessions) await this.endCredentials(id);
     await this.bus.emit('user.changed', { userId: id });
     return toUserView(row);
   }

@@ -301,5 +301,22 @@ export function identityContract(make: MakeEnv): void {
       expect((await r.users.byId(u.id))!.lockedUntil).toBe(2_120);
       expect(await r.security.recordLoginFailure(u.id + 77, policy, 1)).toBe(0);
     });
+
+    test('login claims: counted before the check, refused while locked, at most maxFailures of a burst pass; a release undoes its own claim', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const policy = { maxFailures: 3, lockSeconds: 60 };
+      const claims = await Promise.all(Array.from({ length: 10 }, () => r.security.claimLoginAttempt(u.id, policy, 1_000_000)));
+      expect(claims.filter((c) => c.lockedUntil === 0)).toHaveLength(3);
+      expect(claims.filter((c) => c.locked)).toHaveLength(1);
+      expect(claims.filter((c) => c.lockedUntil === 1_060)).toHaveLength(7);
+      // The claim that set the lock, given back (its check was not a failure): unlocked, one failure short of it.
+      await r.security.releaseLoginAttempt(u.id, claims.find((c) => c.locked)!, policy);
+      expect(await r.users.byId(u.id)).toMatchObject({ failedLogins: 2, lockCount: 0, lockedUntil: 0 });
+      const next = await r.security.claimLoginAttempt(u.id, policy, 1_000_001);
+      expect(next).toEqual({ lockedUntil: 0, locked: true });
+      await r.security.releaseLoginAttempt(u.id, { lockedUntil: 0, locked: false }, policy);
+      expect((await r.users.byId(u.id))!.failedLogins).toBe(0);
+    });
   });
 }

@@ -1,7 +1,7 @@
 import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { accessTokens, backupCodes, passwordResets, sessions, users } from '../schema-pg';
-import type { CredentialsEnded } from '../repos/security';
+import type { CredentialsEnded, LoginClaim } from '../repos/security';
 
 /**
  * PostgreSQL twin of ../repos/security.ts (same methods, async). Every "use once" operation stays a
@@ -102,5 +102,30 @@ export class PgSecurityRepo {
       await tx.update(users).set({ failedLogins: 0, lockCount: r.locks + 1, lockedUntil }).where(eq(users.id, userId));
       return lockedUntil;
     });
+  }
+
+  /** The row lock (SELECT … FOR UPDATE) orders concurrent claims: each sees the counts and lock of those before it. */
+  async claimLoginAttempt(userId: number, policy: { maxFailures: number; lockSeconds: number }, nowMs: number): Promise<LoginClaim> {
+    return this.db.transaction(async (tx) => {
+      const [row] = await tx.select({ lockedUntil: users.lockedUntil, failed: users.failedLogins, locks: users.lockCount })
+        .from(users).where(eq(users.id, userId)).for('update');
+      if (!row) return { lockedUntil: 0, locked: false };
+      if (row.lockedUntil > nowMs / 1000) return { lockedUntil: row.lockedUntil, locked: false };
+      const failed = row.failed + 1;
+      if (failed < policy.maxFailures) {
+        await tx.update(users).set({ failedLogins: failed }).where(eq(users.id, userId));
+        return { lockedUntil: 0, locked: false };
+      }
+      const lockedUntil = Math.ceil(nowMs / 1000 + policy.lockSeconds * 2 ** Math.min(row.locks, 16));
+      await tx.update(users).set({ failedLogins: 0, lockCount: row.locks + 1, lockedUntil }).where(eq(users.id, userId));
+      return { lockedUntil: 0, locked: true };
+    });
+  }
+
+  async releaseLoginAttempt(userId: number, claim: LoginClaim, policy: { maxFailures: number }): Promise<void> {
+    const set = claim.locked
+      ? { failedLogins: Math.max(0, policy.maxFailures - 1), lockCount: sql`greatest(${users.lockCount} - 1, 0)`, lockedUntil: 0 }
+      : { failedLogins: sql`greatest(${users.failedLogins} - 1, 0)` };
+    await this.db.update(users).set(set as any).where(eq(users.id, userId));
   }
 }

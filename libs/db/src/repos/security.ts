@@ -41,7 +41,22 @@ export interface SecurityStore {
    * whole second so a lock never lasts less than configured. Returns the new lock end (0 = none).
    */
   recordLoginFailure(userId: number, policy: { maxFailures: number; lockSeconds: number }, nowMs: number): Promise<number>;
+  /**
+   * Claims one password check before it runs: refused (the lock's end returned, nothing counted) while the
+   * account is locked; else counted as a failure now (as recordLoginFailure counts, which may lock the account
+   * for the checks after it). A burst of parallel logins thus gets at most `maxFailures` checks evaluated; a
+   * check that then succeeds clears the counters.
+   */
+  claimLoginAttempt(userId: number, policy: { maxFailures: number; lockSeconds: number }, nowMs: number): Promise<LoginClaim>;
+  /**
+   * Gives back a claimed check that was not a failure (a right password still waiting for its second factor):
+   * one failure less, and the lock undone if this claim set it.
+   */
+  releaseLoginAttempt(userId: number, claim: LoginClaim, policy: { maxFailures: number }): Promise<void>;
 }
+
+/** A claimed login check: `lockedUntil` > 0 = refused (the account is locked); `locked` = this claim set the lock. */
+export interface LoginClaim { lockedUntil: number; locked: boolean }
 
 /**
  * Storage for account security: TOTP state, backup codes, reset tokens and the lockout counters.
@@ -164,5 +179,26 @@ export class SecurityRepo implements SecurityStore {
       tx.update(users).set({ failedLogins: 0, lockCount: r.locks + 1, lockedUntil }).where(eq(users.id, userId)).run();
       return lockedUntil;
     });
+  }
+
+  async claimLoginAttempt(userId: number, policy: { maxFailures: number; lockSeconds: number }, nowMs: number): Promise<LoginClaim> {
+    // One synchronous transaction: nothing interleaves between the lock check and the count.
+    return this.db.transaction((tx) => {
+      const row = tx.select({ lockedUntil: users.lockedUntil }).from(users).where(eq(users.id, userId)).get();
+      if (row && row.lockedUntil > nowMs / 1000) return { lockedUntil: row.lockedUntil, locked: false };
+      const r = tx.update(users).set({ failedLogins: sql`${users.failedLogins} + 1` })
+        .where(eq(users.id, userId)).returning({ failed: users.failedLogins, locks: users.lockCount }).get();
+      if (!r || r.failed < policy.maxFailures) return { lockedUntil: 0, locked: false };
+      tx.update(users).set({ failedLogins: 0, lockCount: r.locks + 1, lockedUntil: Math.ceil(nowMs / 1000 + policy.lockSeconds * 2 ** Math.min(r.locks, 16)) })
+        .where(eq(users.id, userId)).run();
+      return { lockedUntil: 0, locked: true };
+    });
+  }
+
+  async releaseLoginAttempt(userId: number, claim: LoginClaim, policy: { maxFailures: number }): Promise<void> {
+    const set = claim.locked
+      ? { failedLogins: Math.max(0, policy.maxFailures - 1), lockCount: sql`max(${users.lockCount} - 1, 0)`, lockedUntil: 0 }
+      : { failedLogins: sql`max(${users.failedLogins} - 1, 0)` };
+    this.db.update(users).set(set as any).where(eq(users.id, userId)).run();
   }
 }

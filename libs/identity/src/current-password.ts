@@ -1,0 +1,30 @@
+import { GatewayError, localWindows, type AttemptWindow, type AttemptWindows } from '@gw/core';
+import { verifyPassword } from './passwords';
+
+/** Current-password checks allowed per user in the window before 429 (a stolen session must not guess freely). */
+export const CURRENT_PASSWORD_CHECKS = 5;
+const WINDOW_MS = 5 * 60_000;
+
+/**
+ * The one limit on checking a logged-in user's current password, shared by every route that asks for it
+ * (changing the password, changing the e-mail that receives resets), so alternating them does not add
+ * guesses. Each check is claimed before the slow verify: a burst of parallel guesses gets at most the limit
+ * evaluated (counting failures afterwards let 40 parallel guesses through). A right password clears the count.
+ */
+export class CurrentPasswordGuard {
+  private readonly window: AttemptWindow;
+
+  constructor(clock: () => number = Date.now, windows: AttemptWindows = localWindows) {
+    this.window = windows('password-change', WINDOW_MS, clock);
+  }
+
+  /** True when `password` is the user's; throws 429 `too_many_attempts` once the window's checks are used up. */
+  async verify(userId: number, password: string, hash: string | null | undefined): Promise<boolean> {
+    const key = `u${userId}`;
+    const wait = await this.window.hit(key, CURRENT_PASSWORD_CHECKS);
+    if (wait) throw new GatewayError(429, 'too_many_attempts', 'Too many wrong passwords; try again later', { headers: { 'retry-after': String(wait) } });
+    const ok = !!hash && (await verifyPassword(password, hash));
+    if (ok) await this.window.reset(key);
+    return ok;
+  }
+}

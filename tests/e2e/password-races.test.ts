@@ -1,0 +1,85 @@
+/**
+ * Password checks cannot be multiplied by sending guesses in parallel or across routes (an attacker's review):
+ * a burst of logins gets at most LOGIN_MAX_FAILURES checks evaluated, a burst of password changes at most the
+ * change limit, and the e-mail change (its current_password) shares that limit. An admin setting a user's
+ * password ends the user's access tokens too. Over real HTTP.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { generate } from 'otplib';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+
+let gw: TestGateway;
+beforeAll(async () => { gw = await startGateway({ LOGIN_MAX_FAILURES: '3', LOGIN_LOCK_SECONDS: '60', LOGIN_IP_PER_MINUTE: '10000' }); });
+afterAll(async () => { await gw.stop(); });
+
+const login = (username: string, password: string, totp_code?: string) =>
+  gw.api('POST', '/api/user/login', { username, password, ...(totp_code ? { totp_code } : {}) }, null);
+const tally = (rs: Array<{ status: number; body: any }>) => {
+  const out: Record<string, number> = {};
+  for (const r of rs) {
+    const k = `${r.status} ${r.body?.error?.code ?? 'ok'}`;
+    out[k] = (out[k] ?? 0) + 1;
+  }
+  return out;
+};
+
+describe('parallel guesses', () => {
+  test('login: 24 wrong passwords and the right one at once get at most 3 checks; the rest are refused as locked', async () => {
+    const u = await makeUser(gw);
+    const guesses = [...Array.from({ length: 24 }, (_, i) => `wrong-password-${i}`), u.password];
+    const rs = await Promise.all(guesses.map((p) => login(u.username, p)));
+    const t = tally(rs);
+    // Checked: a 401 (wrong) or the 200 (right, if it was among the first 3 claimed); never more than the limit.
+    expect((t['401 invalid_credentials'] ?? 0) + (t['200 ok'] ?? 0)).toBeLessThanOrEqual(3);
+    expect(t['429 account_locked']).toBeGreaterThanOrEqual(22);
+    // Unless the right password was among the checked ones, the account is locked now, whatever is sent.
+    if (!t['200 ok']) expect((await login(u.username, u.password)).body.error.code).toBe('account_locked');
+  }, 30_000);
+
+  test('password change: 30 wrong current passwords and the right one at once get at most 5 checks', async () => {
+    const u = await makeUser(gw);
+    const guesses = [...Array.from({ length: 30 }, (_, i) => `wrong-password-${i}`), u.password];
+    const rs = await Promise.all(guesses.map((current_password) => gw.api('POST', '/api/user/password', { current_password, new_password: 'attacker-pass-123' }, u.token)));
+    const t = tally(rs);
+    expect((t['400 invalid_current_password'] ?? 0) + (t['200 ok'] ?? 0)).toBeLessThanOrEqual(5);
+    expect(t['429 too_many_attempts']).toBeGreaterThanOrEqual(26);
+  }, 30_000);
+
+  test('the e-mail change\'s current_password is limited too, together with the password change\'s', async () => {
+    const u = await makeUser(gw);
+    const email = (current_password: string) => gw.api('PUT', '/api/user/self', { email: `${u.username}@attacker.test`, current_password }, u.token);
+    const change = (current_password: string) => gw.api('POST', '/api/user/password', { current_password, new_password: 'attacker-pass-123' }, u.token);
+    const seen = [];
+    for (let i = 0; i < 5; i++) seen.push((await (i % 2 ? change : email)(`wrong-${i}`)).status);
+    expect(seen).toEqual([403, 400, 403, 400, 403]);
+    // The window is spent for both routes, even for the right password.
+    for (const r of [await email(u.password), await change(u.password), await email('wrong-again')]) {
+      expect({ status: r.status, code: r.body.error?.code }).toEqual({ status: 429, code: 'too_many_attempts' });
+    }
+    expect(String((await gw.api('GET', '/api/user/self', undefined, u.token)).body.data.email)).not.toContain('attacker');
+  }, 30_000);
+});
+
+describe('two steps of a 2FA login', () => {
+  test('the right password waiting for its code is not a failure: after 2 wrong passwords, password then password + code logs in', async () => {
+    const u = await makeUser(gw);
+    const setup = await gw.api('POST', '/api/user/2fa/setup', undefined, u.token);
+    const secret = setup.body.data.secret as string;
+    expect((await gw.api('POST', '/api/user/2fa/enable', { code: await generate({ secret, epoch: Math.floor(Date.now() / 1000) - 30 }) }, u.token)).status).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await login(u.username, 'wrong-password')).status).toBe(401);
+    // The 3rd check would have locked the account had it counted.
+    expect((await login(u.username, u.password)).body.error.code).toBe('totp_required');
+    expect((await login(u.username, u.password, await generate({ secret }))).status).toBe(200);
+  }, 30_000);
+});
+
+describe('an admin setting a password', () => {
+  test('ends the user\'s sessions and access tokens (an intruder\'s token stops working)', async () => {
+    const u = await makeUser(gw);
+    const intruder = (await gw.services.auth.createAccessToken(u.id, 'stolen')).token;
+    expect((await gw.api('GET', '/api/user/self', undefined, intruder)).status).toBe(200);
+    expect((await gw.api('PUT', '/api/user/', { id: u.id, password: 'reset-by-admin-1' })).status).toBe(200);
+    for (const t of [intruder, u.token]) expect((await gw.api('GET', '/api/user/self', undefined, t)).status).toBe(401);
+    expect((await login(u.username, 'reset-by-admin-1')).status).toBe(200);
+  }, 30_000);
+});
