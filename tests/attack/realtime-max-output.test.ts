@@ -65,11 +65,16 @@ describe('realtime output is billed up to the limit the upstream applied, not th
     await c.opened;
     await c.waitFor('session.created');
     c.ws.send('{"type":"session.update","session":{"type":"realtime","max_output_tokens":10}}');
-    // The upstream applies it and says so.
+    // The upstream applies it and says so, and announces it for the response as its own limit.
     u.send(JSON.stringify({ type: 'session.updated', event_id: 'ev_su', session: { type: 'realtime', max_output_tokens: 10 } }), u.connections.at(-1)!.id);
     await c.waitFor('session.updated');
-    c.ws.send(RESPONSE_CREATE);
-    await c.waitFor('response.done');
+    u.sessionMaxOutput = 10;
+    try {
+      c.ws.send(RESPONSE_CREATE);
+      await c.waitFor('response.done');
+    } finally {
+      u.sessionMaxOutput = 'inf';
+    }
     c.ws.close();
     await Bun.sleep(20);
     const row = lastRow(userId);

@@ -65,6 +65,8 @@ export interface RealtimeUpstreamDouble {
    * sends everything but the response.done (null = whole responses).
    */
   stopBefore: 'response.created' | 'response.done' | null;
+  /** The max_output_tokens a response.created announces when its response.create names none: the session's (default "inf"). */
+  sessionMaxOutput: number | 'inf';
   /** Count of ws.send calls that returned -1 (the gateway stopped reading). */
   backpressured: number;
   /**
@@ -94,7 +96,7 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
   let connSeq = 0;
   let responseSeq = 0;
   const self: RealtimeUpstreamDouble = {
-    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, backpressured: 0, refuseResponses: 0, stopBefore: null,
+    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, backpressured: 0, refuseResponses: 0, stopBefore: null, sessionMaxOutput: 'inf',
     usageFor: () => SAMPLE_USAGE,
     deltas: ['Hello', ' from', ' the double'],
     send(data, conn) {
@@ -152,7 +154,7 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
     const id = `resp_${n}`;
     const itemId = `item_${n}`;
     // Like OpenAI, the response states the limit it was created with (the session's, "inf" here, when the create sets none).
-    const max = create?.response?.max_output_tokens ?? create?.response?.max_response_output_tokens ?? 'inf';
+    const max = create?.response?.max_output_tokens ?? create?.response?.max_response_output_tokens ?? self.sessionMaxOutput;
     const base = { id, object: 'realtime.response', output: [], conversation_id: 'conv_1', output_modalities: ['text'], max_output_tokens: max };
     out(ws, { type: 'response.created', response: { ...base, status: 'in_progress', status_details: null, usage: null } });
     out(ws, { type: 'response.output_item.added', response_id: id, output_index: 0, item: { id: itemId, type: 'message', role: 'assistant', status: 'in_progress', content: [] } });
