@@ -51,6 +51,26 @@ describe('no username enumeration', () => {
   });
 });
 
+describe('no username enumeration under a parallel burst', () => {
+  test('a burst on an unknown name is answered like the same burst on a real one', async () => {
+    const g = await startGateway({ LOGIN_MAX_FAILURES: '3', LOGIN_LOCK_SECONDS: '30', LOGIN_IP_PER_MINUTE: '1000' });
+    try {
+      const u = await makeUser(g);
+      const burst = async (username: string) => {
+        const res = await Promise.all(Array.from({ length: 12 }, () => g.api('POST', '/api/user/login', { username, password: 'wrong-password-1' }, null)));
+        const tally: Record<string, number> = {};
+        for (const r of res) tally[`${r.status} ${r.body.error?.code}`] = (tally[`${r.status} ${r.body.error?.code}`] ?? 0) + 1;
+        return tally;
+      };
+      const known = await burst(u.username);
+      expect(known).toEqual({ '401 invalid_credentials': 3, '429 account_locked': 9 });
+      expect(await burst(`ghost-${crypto.randomUUID().slice(0, 8)}`)).toEqual(known);
+    } finally {
+      await g.stop();
+    }
+  }, 30_000);
+});
+
 describe('no password oracle on disabled accounts', () => {
   test('a disabled account answers exactly like a wrong password, right password or not, and locks out the same way', async () => {
     const enabled = await makeUser(gw);

@@ -60,9 +60,9 @@ export class LoginService {
     const now = Math.floor(nowMs / 1000);
     const user = await this.users.byUsername(input.username);
     if (!user) {
-      assertNotLocked(await this.unknownNames.lockedUntil(input.username, nowMs), now);
+      // Claimed before the (dummy) check like a real account's attempt, so a burst is answered the same way.
+      assertNotLocked(await this.unknownNames.claim(input.username, nowMs), now);
       await verifyPassword(input.password, await dummyPasswordHash());
-      await this.unknownNames.recordFailure(input.username, this.clock());
       throw invalidCredentials();
     }
     assertNotLocked(user.lockedUntil, now);

@@ -19,6 +19,12 @@ export interface NameLockouts {
   /** Seconds-resolution lock end for `name` (0 = not locked). */
   lockedUntil(name: string, nowMs: number): number | Promise<number>;
   recordFailure(name: string, nowMs: number): void | Promise<void>;
+  /**
+   * Counts an attempt for `name` before its (dummy) password check, as a failure, unless the name is
+   * locked; returns that lock's end (0 = not locked, go on). One atomic step, so a parallel burst gets
+   * as many attempts through as it would on a real account.
+   */
+  claim(name: string, nowMs: number): number | Promise<number>;
 }
 
 interface Entry { failed: number; locks: number; lockedUntil: number; touchedMs: number }
@@ -52,6 +58,13 @@ export class UnknownNameLockout implements NameLockouts {
     this.entries.delete(name);
     this.entries.set(name, e);
     while (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+  }
+
+  claim(name: string, nowMs: number): number {
+    const until = this.lockedUntil(name, nowMs);
+    if (until > Math.floor(nowMs / 1000)) return until;
+    this.recordFailure(name, nowMs);
+    return 0;
   }
 
   get size(): number { return this.entries.size; }
