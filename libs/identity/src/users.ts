@@ -72,7 +72,7 @@ export class UserService {
     private readonly ledger: LedgerStore, private readonly bus: ChangeBus,
     /** Checks of the current password (e-mail change), limited together with the password change's. */
     private readonly currentPassword: CurrentPasswordGuard = new CurrentPasswordGuard(),
-    /** Ends every session and access token of a user (an admin setting their password); default: sessions only. */
+    /** Ends every session and access token of a user (an admin setting their password; default: sessions only). */
     private readonly endCredentials: (userId: number) => Promise<unknown> = (id) => sessions.deleteUserSessions(id)) {}
 
   async create(actor: Actor, input: UserCreate): Promise<UserView> {
@@ -124,9 +124,11 @@ export class UserService {
       if (input.status === USER_STATUS.disabled && target.id === actor.id) throw forbidden('cannot_disable_self', 'You cannot disable yourself', 'status');
       patch.status = input.status;
     }
-    const endSessions = input.password !== undefined || patch.status === USER_STATUS.disabled;
+    // A new password ends every session and access token (an intruder's too); disabling ends the sessions (tokens
+    // are refused while the user is disabled, and work again once re-enabled).
+    const end = input.password !== undefined ? 'credentials' : patch.status === USER_STATUS.disabled ? 'sessions' : null;
     if (input.password !== undefined) patch.passwordHash = await hashPassword(input.password);
-    return this.write(target.id, patch, endSessions);
+    return this.write(target.id, patch, end);
   }
 
   /** The caller's own profile fields; role, group, status and quota are not self-service. */
@@ -149,14 +151,14 @@ export class UserService {
       }
       patch.email = email;
     }
-    return this.write(self.id, patch, false);
+    return this.write(self.id, patch, null);
   }
 
   async setStatus(actor: Actor, id: number, status: 1 | 2): Promise<UserView> {
     const target = await this.mustGet(id);
     this.assertManage(actor, target);
     if (status === USER_STATUS.disabled && target.id === actor.id) throw forbidden('cannot_disable_self', 'You cannot disable yourself');
-    return this.write(id, { status }, status === USER_STATUS.disabled);
+    return this.write(id, { status }, status === USER_STATUS.disabled ? 'sessions' : null);
   }
 
   async delete(actor: Actor, id: number): Promise<void> {
@@ -169,11 +171,11 @@ export class UserService {
     await this.bus.emit('user.changed', { userId: id });
   }
 
-  private async write(id: number, patch: Partial<NewUserRow>, endSessions: boolean): Promise<UserView> {
+  private async write(id: number, patch: Partial<NewUserRow>, end: 'sessions' | 'credentials' | null): Promise<UserView> {
     const row = await this.users.update(id, { ...patch, updatedAt: nowSeconds() });
     if (!row) throw notFound(id);
-    // A new password or a disabled account: every session and access token ends (an intruder's too).
-    if (endSessions) await this.endCredentials(id);
+    if (end === 'credentials') await this.endCredentials(id);
+    else if (end === 'sessions') await this.sessions.deleteUserSessions(id);
     await this.bus.emit('user.changed', { userId: id });
     return toUserView(row);
   }
