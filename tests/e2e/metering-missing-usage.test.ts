@@ -62,7 +62,7 @@ async function billed(model: string, stream: boolean, answer: () => Response) {
   next = { anthropic: answer, openai: answer };
   const r = await send(gw, u.key, { model, max_tokens: 3000, stream, messages: [{ role: 'user', content: 'Write.' }] });
   expect(r.status).toBe(200);
-  if (stream) expect(r.text).toContain('message_stop');
+  if (stream) expect(r.text).toMatch(/message_stop|event: error/);
   gw.services.relay.quota.flush();
   const row = await gw.db.get('select input_tokens, output_tokens, cost, usage_flag from usage_logs where request_id = ?', r.headers.get('request-id'));
   expect(await gw.services.ledger.sum(u.id)).toBe(1_000_000 - row.cost);
@@ -83,6 +83,17 @@ describe('a usage report with counts left out bills the delivered answer, never 
     for (const output_tokens of [-5, '2003', 1e300]) {
       const row = await billed('native-m', true, () => sseResponse(anthropicStream(start, { output_tokens })));
       expect(row).toEqual({ input_tokens: 10, output_tokens: none.output_tokens, cost: 10 + none.output_tokens, usage_flag: 'invalid' });
+    }
+  });
+
+  test('native stream cut before its message_delta: an unusable or missing start input bills the reserved input, never 0', async () => {
+    const cut = (start: Report) => () => sseResponse(anthropicStream(start, ABSENT).split('event: message_delta')[0]!);
+    const missing = await billed('native-m', true, cut(ABSENT));
+    expect(missing.input_tokens).toBeGreaterThan(0);
+    expect(missing.usage_flag).toBe('estimated');
+    for (const input_tokens of [null, '10', -5, 1.5]) {
+      const row = await billed('native-m', true, cut({ input_tokens, output_tokens: 1 }));
+      expect(row).toMatchObject({ input_tokens: missing.input_tokens, output_tokens: missing.output_tokens, usage_flag: 'estimated,invalid' });
     }
   });
 

@@ -223,13 +223,16 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   /**
-   * The oldest queued hold that covers a response allowed `maxOutput` tokens. A smaller one was taken for
-   * another response (a client's capped response.create while the upstream started its own): taking it
-   * would bill this one at that cap.
+   * The oldest queued hold, for the response that just started, if it covers the `maxOutput` tokens the
+   * response is allowed; one that does not (a client's capped response.create, while the upstream started its
+   * own or applies a larger limit) is given back, never used (that would bill this response at its cap) and
+   * never left behind (it would stay reserved until the session ends): the caller reserves by `maxOutput`.
    */
   private takeQueued(maxOutput: number): Held<R> | undefined {
-    const at = this.queued.findIndex((h) => h.limits.maxOutput >= maxOutput);
-    return at === -1 ? undefined : this.queued.splice(at, 1)[0];
+    const oldest = this.queued.shift();
+    if (!oldest || oldest.limits.maxOutput >= maxOutput) return oldest;
+    this.releaseHeld(oldest);
+    return undefined;
   }
 
   /** Resolves once every settlement handed to the quota has committed or failed (the session's cost is final). */
@@ -294,7 +297,9 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     }
   }
 
-  private settle(responseId: string, response: any): SessionFailure | undefined | Promise<SessionFailure | undefined> {
+  private settle(doneId: string, response: any): SessionFailure | undefined | Promise<SessionFailure | undefined> {
+    // A response.done without an id is the oldest running response's: billed once here, not again at the end.
+    const responseId = doneId || (this.running.keys().next().value ?? '');
     if (responseId && this.settled.has(responseId)) return undefined;
     // A response.done with no response.created seen first is billed all the same (on a queued hold that covers it, else unreserved).
     const held = this.running.get(responseId) ?? this.takeQueued(this.announced(response)) ?? null;

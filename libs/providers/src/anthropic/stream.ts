@@ -119,7 +119,9 @@ export class AnthropicStreamMachine implements SseMachine {
     if (usage && !this.outputReported) (usage as Partial<Usage>).output_tokens = undefined;
     const delivered = Math.max(usable(this.usage.output_tokens) ? this.usage.output_tokens : 0, this.estimatedOutput);
     const output = usage && this.outputReported && usable(this.usage.output_tokens) ? this.usage.output_tokens : delivered;
-    const estimatedUsage = { ...this.usage, input_tokens: usable(this.usage.input_tokens) ? this.usage.input_tokens : 0, output_tokens: output };
+    // Input as reported (an unusable count stays visible for billing to flag and replace by the reserved bound; none
+    // reported stays undefined and is estimated): a stream cut before its message_delta is billed on this.
+    const estimatedUsage = { ...this.usage, input_tokens: this.inputReported ? this.usage.input_tokens : (undefined as unknown as number), output_tokens: output };
     return { usage, estimatedUsage, stopReason: this.stopReason, complete: this.complete && !this.error, error: this.error };
   }
 
