@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test
 import { costOf } from '@gw/core';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { RealtimeTestClient, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
+import { availableOf } from './relay-setup';
 
 const CTX = 16_000;
 const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: CTX };
@@ -53,10 +54,10 @@ async function ended(userId: number): Promise<any[]> {
   return gw.db.all('select request_id, input_tokens, output_tokens, audio_output_tokens, cost, usage_flag, error_code from usage_logs where user_id = ? order by id', userId);
 }
 
-/** Nothing stays held: what the user can reserve is its balance. */
+/** Nothing stays held: what the user can reserve is its balance (behind the cluster harness: every node's view). */
 async function noHolds(userId: number, balance: number): Promise<void> {
-  for (let i = 0; i < 100 && gw.services.relay.quota.available(userId) !== balance; i++) await Bun.sleep(20);
-  expect(gw.services.relay.quota.available(userId)).toBe(balance);
+  for (let i = 0; i < 100 && (await availableOf(gw, userId)) !== balance; i++) await Bun.sleep(20);
+  expect(await availableOf(gw, userId)).toBe(balance);
 }
 
 describe('a realtime response cut before its response.done', () => {
