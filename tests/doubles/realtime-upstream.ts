@@ -58,6 +58,8 @@ export interface RealtimeUpstreamDouble {
   deltas: string[];
   /** Echo frames that are not response.create (default true). */
   echo: boolean;
+  /** Read binary frames as events too, as a lenient server may (default false: binary frames are echoed). */
+  binaryEvents: boolean;
   /** Answer this many next response.create events with an `error` event instead of a response. */
   refuseResponses: number;
   /**
@@ -96,7 +98,7 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
   let connSeq = 0;
   let responseSeq = 0;
   const self: RealtimeUpstreamDouble = {
-    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, backpressured: 0, refuseResponses: 0, stopBefore: null, sessionMaxOutput: 'inf',
+    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, binaryEvents: false, backpressured: 0, refuseResponses: 0, stopBefore: null, sessionMaxOutput: 'inf',
     usageFor: () => SAMPLE_USAGE,
     deltas: ['Hello', ' from', ' the double'],
     send(data, conn) {
@@ -195,7 +197,8 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
         const binary = typeof data !== 'string';
         self.received.push({ conn: ws.data.id, data, binary });
         // Like a real server, the event type is whatever JSON.parse makes of it (escapes included).
-        if (!binary && (data.includes('"response.create"') || data.includes('\\u')) && isResponseCreate(data)) return respond(ws, JSON.parse(data));
+        const text = !binary ? data : self.binaryEvents ? Buffer.from(data).toString('utf8') : null;
+        if (text !== null && (text.includes('"response.create"') || text.includes('\\u')) && isResponseCreate(text)) return respond(ws, JSON.parse(text));
         if (self.echo) push(ws, data);
       },
       drain(ws) {

@@ -5,6 +5,7 @@ export * from './usage';
 export * from './ports';
 export * from './upstream';
 export * from './session';
+export * from './model-pin';
 export * from './meter';
 export * from './service';
 export * from './session-leases';

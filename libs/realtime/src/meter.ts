@@ -2,7 +2,8 @@
  * Per-session billing: a reservation is held before each response (when the client sends
  * `response.create`, or when the upstream announces a response it started itself, e.g. server VAD)
  * and settled with the usage of its `response.done`; a response the session's end cuts short is settled
- * then, on what it delivered (delivered.ts). Frames are only read, never changed.
+ * then, on what it delivered (delivered.ts). Frames are only read, never changed, except a client event
+ * naming a model (model-pin.ts: the session keeps the model it was admitted with).
  *
  * A response's reservation is what it can cost: the context window at the dearest input price plus its
  * max output tokens at the dearest output price, and its charge never exceeds that reservation (billing
@@ -20,6 +21,7 @@
 import { GatewayError, nowSeconds, stdLogger, type Logger } from '@gw/core';
 import { DeliveredOutput, outputAudioRate, type DeliveredTokens } from './delivered';
 import { meteredEvent } from './events';
+import { modelChangeRefusal, pinModel } from './model-pin';
 import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
 import { INTERNAL_FAILURE, type ClientVerdict, type FrameObserver, type SessionFailure, type UpstreamTarget } from './session';
 import { reservationFor, tokensOf, type RealtimePrice } from './usage';
@@ -128,26 +130,28 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
 
   client(text: string): ClientVerdict | Promise<ClientVerdict> {
     const m = meteredEvent(text);
-    if (m?.type === 'session.update') {
+    if (m?.type !== 'session.update' && m?.type !== 'response.create') return undefined;
+    const pin = pinModel(m.event, m.type === 'session.update' ? 'session' : 'response', this.o.model);
+    if (pin && 'refuse' in pin) return modelChangeRefusal(this.o.model, pin.refuse);
+    if (m.type === 'session.update') {
       this.pendingUpdates++;
       const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);
       if (v !== undefined) this.sessionMaxOutput = Math.max(this.sessionMaxOutput, v);
-      return undefined;
+      return pin;
     }
-    if (m?.type !== 'response.create') return undefined;
     const own = maxOutputOf(m.event.response, this.o.defaultOutputTokens);
     const held = this.reserve(own ?? this.sessionMaxOutput);
     if ('closeCode' in held) return refusal(held);
     if (typeof m.event.event_id === 'string') held.eventId = m.event.event_id;
     if (!(held.r instanceof Promise)) {
       this.queued.push(held);
-      return undefined;
+      return pin;
     }
     // The frame waits for the decision: a response the quota refuses is never forwarded.
     return held.r.then((r) => {
       if (this.ended) this.o.quota.release(r);
       else this.queued.push({ ...held, r });
-      return undefined;
+      return pin;
     }, (e) => refusal(this.failureOf(e)));
   }
 

@@ -39,13 +39,22 @@ export interface FrameRefusal {
   message: string;
 }
 
-export type ClientVerdict = SessionFailure | FrameRefusal | undefined;
+/** A client frame forwarded in a changed form (e.g. without a field the session fixes), as a text frame. */
+export interface FrameRewrite {
+  forward: string;
+}
 
-/** Looks at text frames (never changes them); a returned failure ends the session. */
+export type ClientVerdict = SessionFailure | FrameRefusal | FrameRewrite | undefined;
+
+/**
+ * Looks at frames: upstream text frames are never changed; a client frame is forwarded as received unless
+ * its verdict refuses or rewrites it. A returned failure ends the session.
+ */
 export interface FrameObserver {
   /**
-   * A client text frame, before it is forwarded; on failure or refusal it is not forwarded. A promised
-   * verdict holds this frame and every later client frame (in order) until it settles.
+   * A client frame as text (a binary one decoded as UTF-8, since an upstream may read it as an event too),
+   * before it is forwarded; on failure or refusal it is not forwarded. A promised verdict holds this frame
+   * and every later client frame (in order) until it settles.
    */
   client(text: string): ClientVerdict | Promise<ClientVerdict>;
   /**
@@ -92,6 +101,7 @@ export const INTERNAL_FAILURE: SessionFailure = { closeCode: 1011, reason: 'inte
 
 interface UpFrame { raw: Frame; out: Frame }
 
+const utf8 = new TextDecoder();
 const byteLength = (f: Frame) => (typeof f === 'string' ? Buffer.byteLength(f) : f.byteLength);
 const POLL_MS = 5;
 
@@ -170,8 +180,7 @@ export class RelaySession {
 
   /** Asks the observer about a client frame, then forwards it (now, or once a promised verdict allows). */
   private accept(data: Frame): void {
-    if (typeof data !== 'string') return this.forward(data);
-    const verdict = this.opts.observer.client(data);
+    const verdict = this.opts.observer.client(typeof data === 'string' ? data : utf8.decode(data));
     if (!(verdict instanceof Promise)) return this.apply(data, verdict);
     this.awaiting = true;
     verdict.then((v) => this.apply(data, v)).catch((e) => this.broke(e)).finally(() => this.release());
@@ -183,9 +192,10 @@ export class RelaySession {
     this.fail(INTERNAL_FAILURE);
   }
 
-  private apply(data: string, verdict: ClientVerdict): void {
+  private apply(data: Frame, verdict: ClientVerdict): void {
     if (this.ended) return;
     if (verdict && 'refuse' in verdict) return this.toClient(errorEvent(verdict.type, verdict.code, verdict.message));
+    if (verdict && 'forward' in verdict) return this.forward(verdict.forward);
     if (verdict) return this.fail(verdict);
     this.forward(data);
   }

@@ -1,0 +1,101 @@
+/**
+ * A realtime session keeps the model it was admitted with (the key's allow-list, the price and the holds were
+ * judged on the handshake's ?model=): a client event naming another model is refused and never reaches the
+ * upstream; one naming the admitted model goes on without the field, so the channel's mapping stays. A binary
+ * client frame is read as the event a lenient upstream would take it for.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
+import { RESERVE, RESPONSE_CREATE, bearerOf, channel, open, wire, type Wiring } from '../helpers/realtime-wiring';
+
+let g: Wiring;
+let u: RealtimeUpstreamDouble;
+beforeAll(async () => {
+  u = startRealtimeUpstream();
+  g = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '0' });
+  g.channels.push(channel(1, u));
+});
+afterAll(async () => { await g.stop(); await u.stop(); });
+
+const textOf = (d: string | Uint8Array) => (typeof d === 'string' ? d : Buffer.from(d).toString('utf8'));
+const receivedBy = (conn: number) => u.received.filter((r) => r.conn === conn).map((r) => textOf(r.data as string | Uint8Array));
+const rows = (userId: number) => g.h.sqlite.query("select model, upstream_model from usage_logs where user_id = ? and kind = 'realtime'").all(userId);
+
+async function session(balance = 50_000_000) {
+  const { key, userId } = await g.addKey(balance);
+  const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
+  await c.opened;
+  await c.waitFor('session.created');
+  return { c, userId, conn: u.connections.at(-1)!.id };
+}
+
+describe('realtime model pinning', () => {
+  test('a session.update naming another model is refused (plain, escaped or binary); the session goes on, billed as admitted', async () => {
+    const { c, userId, conn } = await session();
+    c.ws.send(JSON.stringify({ type: 'session.update', session: { type: 'realtime', model: 'gpt-realtime-pro', instructions: 'x' } }));
+    const err = await c.waitFor('error');
+    expect(err.error).toMatchObject({ type: 'invalid_request_error', code: 'model_change_not_allowed' });
+    expect(err.error.message).toContain('gpt-realtime-pro');
+    c.ws.send('{"type":"session.update","session":{"mod\\u0065l":"gpt-realtime-pro"}}');
+    c.ws.send(Buffer.from('{"type":"session.update","session":{"model":"gpt-realtime-pro"}}'));
+    c.ws.send('{"type":"session.update","session":{"model":null}}');
+    expect((await c.waitFor('error', 4)).error.code).toBe('model_change_not_allowed');
+    c.ws.send(RESPONSE_CREATE);
+    await c.waitFor('response.done');
+    expect(c.close).toBeNull();
+    expect(receivedBy(conn).filter((t) => t.includes('session.update') || t.includes('gpt-realtime-pro'))).toEqual([]);
+    c.ws.close();
+    await c.waitClose();
+    await Bun.sleep(50);
+    expect(rows(userId)).toEqual([{ model: 'gpt-realtime', upstream_model: 'gpt-realtime-2025' }]);
+  });
+
+  test('a session.update naming the admitted model reaches the upstream without it, the rest intact', async () => {
+    const { c, conn } = await session();
+    const update = { type: 'session.update', event_id: 'ev_1', session: { type: 'realtime', model: 'gpt-realtime', instructions: 'be brief', max_output_tokens: 10 } };
+    c.ws.send(JSON.stringify(update));
+    await u.until(() => receivedBy(conn).some((t) => t.includes('be brief')));
+    const { model: _, ...rest } = update.session;
+    expect(JSON.parse(receivedBy(conn).find((t) => t.includes('be brief'))!)).toEqual({ ...update, session: rest });
+    expect(u.connections.at(-1)!.url).toContain('model=gpt-realtime-2025');
+    expect(c.events().some((e) => e.type === 'error')).toBe(false);
+    c.ws.close();
+  });
+
+  test('a response.create naming another model is refused with nothing held; naming the admitted one it is served', async () => {
+    const { c, userId, conn } = await session();
+    c.ws.send(JSON.stringify({ type: 'response.create', response: { model: 'gpt-realtime-pro', output_modalities: ['text'] } }));
+    expect((await c.waitFor('error')).error.code).toBe('model_change_not_allowed');
+    await Bun.sleep(30);
+    expect(g.quota.available(userId)).toBe(g.quota.balance(userId));
+    c.ws.send(JSON.stringify({ type: 'response.create', response: { model: 'gpt-realtime', output_modalities: ['text'] } }));
+    await c.waitFor('response.done');
+    expect(receivedBy(conn).filter((t) => t.includes('response.create')).map((t) => JSON.parse(t))).toEqual([
+      { type: 'response.create', response: { output_modalities: ['text'] } },
+    ]);
+    c.ws.close();
+  });
+
+  test('a binary response.create is held like a text one: one the balance cannot cover never reaches a lenient upstream', async () => {
+    u.binaryEvents = true;
+    try {
+      const { c, userId, conn } = await session(RESERVE);
+      c.ws.send(Buffer.from('{"type":"response.create","response":{"max_output_tokens":8192}}'));
+      expect((await c.waitFor('error')).error.code).toBe('quota_exhausted');
+      await Bun.sleep(50);
+      expect(receivedBy(conn).filter((t) => t.includes('response.create'))).toEqual([]);
+      expect(c.close).toBeNull();
+      // One within the balance is held, relayed as the bytes it was, and billed.
+      const bytes = Buffer.from(RESPONSE_CREATE);
+      c.ws.send(bytes);
+      await c.waitFor('response.done');
+      expect(u.received.some((r) => r.conn === conn && r.binary && Buffer.compare(Buffer.from(r.data as Uint8Array), bytes) === 0)).toBe(true);
+      c.ws.close();
+      await c.waitClose();
+      await Bun.sleep(50);
+      expect(rows(userId)).toHaveLength(1);
+    } finally {
+      u.binaryEvents = false;
+    }
+  });
+});
