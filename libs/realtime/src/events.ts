@@ -5,7 +5,10 @@
 import { randomToken } from '@gw/core';
 
 /** Server/client event types the meter reacts to; every other frame is passed through unread. */
-export const METERED_TYPES = ['response.create', 'response.created', 'response.done', 'error', 'session.update', 'session.created', 'session.updated'] as const;
+export const METERED_TYPES = [
+  'response.create', 'response.created', 'response.done', 'error', 'session.update', 'session.created', 'session.updated',
+  'conversation.item.input_audio_transcription.completed',
+] as const;
 export type MeteredType = (typeof METERED_TYPES)[number];
 
 const FAST_PREFIX = '{"type":"';
@@ -20,7 +23,7 @@ export function meteredEvent(text: string): { type: MeteredType; event: any } | 
     const end = text.indexOf('"', FAST_PREFIX.length);
     const type = text.slice(FAST_PREFIX.length, end);
     if (!(METERED_TYPES as readonly string[]).includes(type) && !type.includes('\\')) return undefined;
-  } else if (!text.includes('"response.') && !text.includes('"error"') && !text.includes('"session.') && !text.includes('\\')) {
+  } else if (!text.includes('"response.') && !text.includes('"error"') && !text.includes('"session.') && !text.includes('transcription.completed"') && !text.includes('\\')) {
     // A JSON escape can spell any type (`"response\u002ecreate"`) past a substring test; the upstream
     // parses it all the same, so a frame with one is parsed here too (base64 audio never has one).
     return undefined;

@@ -6,6 +6,7 @@ export * from './ports';
 export * from './upstream';
 export * from './session';
 export * from './model-pin';
+export * from './transcription';
 export * from './meter';
 export * from './service';
 export * from './session-leases';

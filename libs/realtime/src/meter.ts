@@ -19,9 +19,11 @@
  * session's last commits (`idle()`), so its cost is theirs.
  */
 import { GatewayError, nowSeconds, stdLogger, type Logger } from '@gw/core';
+import { estimateTextTokens } from '@gw/formats';
 import { DeliveredOutput, outputAudioRate, type DeliveredTokens } from './delivered';
 import { meteredEvent } from './events';
 import { modelChangeRefusal, pinModel } from './model-pin';
+import { TRANSCRIPTION_DONE, transcriptionModelOf, transcriptionUsage } from './transcription';
 import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
 import { INTERNAL_FAILURE, type ClientVerdict, type FrameObserver, type SessionFailure, type UpstreamTarget } from './session';
 import { reservationFor, tokensOf, type RealtimePrice } from './usage';
@@ -38,6 +40,8 @@ export interface MeterOptions<K extends RealtimeKey, R> {
   defaultContextTokens: number;
   /** Smallest reservation (BILLING_MIN_RESERVE). */
   minReserve: number;
+  /** BILLING_REQUIRE_PRICE: a session.update turning on a transcription model without a price is refused. */
+  requirePrice?: boolean;
   /** Price at admission; used when the price book no longer has the model. */
   price: RealtimePrice;
   /** The session's group and its price ratio (per-mille), applied to reservations and charges. */
@@ -113,6 +117,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   private readonly settled = new Set<string>();
   /** The latest response started: the owner of a delta that names none. */
   private lastStarted = '';
+  /** The input transcription model the upstream last confirmed (null: off); each transcription bills at its price. */
+  private transcription: string | null = null;
   responses = 0;
   cost = 0;
 
@@ -134,6 +140,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const pin = pinModel(m.event, m.type === 'session.update' ? 'session' : 'response', this.o.model);
     if (pin && 'refuse' in pin) return modelChangeRefusal(this.o.model, pin.refuse);
     if (m.type === 'session.update') {
+      const tm = transcriptionModelOf(m.event.session);
+      if (tm && this.o.requirePrice && !this.o.prices.get(tm)) return unpricedTranscription(tm);
       this.pendingUpdates++;
       const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);
       if (v !== undefined) this.sessionMaxOutput = Math.max(this.sessionMaxOutput, v);
@@ -165,6 +173,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     if (!m) return undefined;
     if (m.type === 'session.created' || m.type === 'session.updated') {
       if (m.type === 'session.updated') this.pendingUpdates = Math.max(0, this.pendingUpdates - 1);
+      const tm = transcriptionModelOf(m.event.session);
+      if (tm !== undefined) this.transcription = tm;
       this.delivered.audioRate = outputAudioRate(m.event.session, this.delivered.audioRate);
       const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);
       // The upstream's word is final only when no later client update (which may raise it) is in flight.
@@ -188,6 +198,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       return undefined;
     }
     if (m.type === 'response.done') return this.settle(id, m.event.response);
+    if (m.type === TRANSCRIPTION_DONE) return this.chargeTranscription(m.event);
     if (m.type === 'error' && this.queued.length) {
       // Often a refused response.create (e.g. one already active): give its hold back, the one it names
       // when it names one. If the error was about something else, the response that follows reserves
@@ -365,12 +376,43 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   /**
+   * A completed input transcription, billed once when it is reported (unreserved: it is work done, like a
+   * response the upstream started), at the transcription model's price; a model without one bills at the
+   * session's, never free. Bounded like a response: input by the context window, output by the default
+   * max output; a missing text input count is 0 (the input is the audio).
+   */
+  private chargeTranscription(ev: any): SessionFailure | undefined | Promise<SessionFailure | undefined> {
+    const item = typeof ev.item_id === 'string' && ev.item_id ? ev.item_id.slice(0, 64) : `n${++this.seq}`;
+    const id = `tr_${item}_${Number.isSafeInteger(ev.content_index) ? ev.content_index : 0}`;
+    if (this.settled.has(id)) return undefined;
+    this.settled.add(id);
+    const own = this.transcription ? this.o.prices.get(this.transcription) : undefined;
+    const bill = own ? { model: this.transcription!, price: own } : this.billing();
+    const ctx = typeof bill.price.contextWindow === 'number' && Number.isSafeInteger(bill.price.contextWindow) && bill.price.contextWindow > 0
+      ? bill.price.contextWindow : this.o.defaultContextTokens;
+    const { usage, estimated } = transcriptionUsage(ev);
+    const log: RealtimeUsageLog = {
+      requestId: `${this.o.sessionId}_${id}`, kind: 'realtime', userId: this.o.key.userId, apiKeyId: this.o.key.id,
+      channelId: this.target?.channelId ?? null, model: this.o.model, upstreamModel: this.transcription ?? this.target?.upstreamModel ?? '',
+      billedModel: bill.model, stream: true, usage, estimated,
+      estimate: { output: estimateTextTokens(typeof ev.transcript === 'string' ? ev.transcript : '') },
+      limits: { maxInput: ctx, maxOutput: this.o.defaultOutputTokens, input: 0 },
+      price: bill.price, latencyMs: 0, ttftMs: null, status: 200, errorCode: '', attempts: 1, ip: this.o.ip, group: this.o.group, ratio: this.o.ratio,
+    };
+    const res = this.o.quota.settleNow(null, log);
+    if (res instanceof Promise) return this.committed(res, false);
+    this.cost += res.cost;
+    return this.spent();
+  }
+
+  /**
    * A settlement committing: the verdict on its `response.done` once it has (counted, then the balance
    * checked); a failed commit ends the session. Tracked until then, for `idle()`.
    */
-  private committed(p: Promise<{ cost: number } | null>): Promise<SessionFailure | undefined> {
+  private committed(p: Promise<{ cost: number } | null>, response = true): Promise<SessionFailure | undefined> {
     const verdict = p.then((res) => {
-      if (res) this.count(res.cost);
+      if (res && response) this.count(res.cost);
+      else if (res) this.cost += res.cost;
       return this.spent();
     }, (e): SessionFailure => {
       // The quota logged the row; serving more responses unbilled is what must not happen.
@@ -392,6 +434,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     if (this.o.quota.available(this.o.key.userId) <= 0) return policyFailure('quota_exhausted', 'Quota exhausted: the balance is spent');
     return undefined;
   }
+}
+
+/** A transcription model nobody priced: the update is refused (and not forwarded), the session kept. */
+function unpricedTranscription(model: string): ClientVerdict {
+  const shown = model.length > 100 ? `${model.slice(0, 100)}…` : model;
+  return { refuse: true, type: 'invalid_request_error', code: 'model_not_priced', message: `Transcription model ${shown} has no price configured; an administrator must set one before it can be used` };
 }
 
 /** Money, not the key: the response is refused and the session kept (a cheaper response may still fit). */

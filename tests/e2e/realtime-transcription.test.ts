@@ -1,0 +1,118 @@
+/**
+ * Input audio transcription is billed: a session that turns it on has the upstream transcribe each committed
+ * audio item with a model it bills apart from any response (the usage arrives on
+ * conversation.item.input_audio_transcription.completed). Each one is charged once at that model's price; a
+ * model without a price cannot be turned on (with prices required), and one the upstream applies without a
+ * price bills at the session's, never free.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { costOf } from '@gw/core';
+import { SettlementsRepo } from '@gw/db';
+import { GatedSink } from '../helpers/gated-sink';
+import { startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
+import { PRICE, bearerOf, channel, open, wire, type Wiring } from '../helpers/realtime-wiring';
+
+const TR = { model: 'gpt-4o-transcribe', input: 2_500_000, output: 10_000_000, cache_read: 0, audio_input: 6_000_000, audio_output: 0, context_window: 16_000 };
+const TOKENS = { type: 'tokens', total_tokens: 26, input_tokens: 17, input_token_details: { text_tokens: 0, audio_tokens: 17 }, output_tokens: 9 };
+const TR_COST = costOf([[17, TR.audio_input], [9, TR.output]]);
+
+let g: Wiring;
+let d: Wiring;
+let u: RealtimeUpstreamDouble;
+beforeAll(async () => {
+  u = startRealtimeUpstream();
+  g = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '0' });
+  // Settlements that commit later, as in PostgreSQL mode.
+  d = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '0' }, { durable: (h) => new GatedSink(new SettlementsRepo(h.sqlite)) });
+  for (const x of [g, d]) {
+    await x.book.upsert(TR);
+    x.channels.push(channel(1, u));
+  }
+});
+afterAll(async () => { await g.stop(); await d.stop(); await u.stop(); });
+
+const rows = (userId: number, w = g) => w.h.sqlite.query(
+  "select request_id, model, upstream_model, billed_model, input_tokens, audio_input_tokens, output_tokens, cost, usage_flag from usage_logs where user_id = ? and kind = 'realtime' order by id",
+).all(userId) as any[];
+const completed = (item: string, usage?: unknown) => JSON.stringify({
+  type: 'conversation.item.input_audio_transcription.completed', event_id: `ev_${item}`, item_id: item, content_index: 0, transcript: 'hello there, how are you', ...(usage ? { usage } : {}),
+});
+
+async function session(balance = 50_000_000, w = g) {
+  const { key, userId } = await w.addKey(balance);
+  const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), w);
+  await c.opened;
+  await c.waitFor('session.created');
+  return { c, userId, conn: u.connections.at(-1)!.id };
+}
+
+async function closeAndSettle(c: Awaited<ReturnType<typeof session>>['c'], w = g) {
+  c.ws.close();
+  await c.waitClose();
+  await Bun.sleep(50);
+  w.quota.flush?.();
+}
+
+describe('realtime input transcription', () => {
+  test.each([['immediate', () => g], ['durable', () => d]] as const)('each completed transcription is billed once at its model price; the client gets every event (%s settlement)', async (_mode, of) => {
+    const w = of();
+    const { c, userId, conn } = await session(50_000_000, w);
+    c.ws.send(JSON.stringify({ type: 'session.update', session: { type: 'realtime', audio: { input: { transcription: { model: 'gpt-4o-transcribe' } } } } }));
+    u.send(JSON.stringify({ type: 'session.updated', event_id: 'ev_su', session: { type: 'realtime', audio: { input: { transcription: { model: 'gpt-4o-transcribe' } } } } }), conn);
+    await c.waitFor('session.updated');
+    u.send(completed('item_1', TOKENS), conn);
+    u.send(completed('item_1', TOKENS), conn); // repeated: billed once
+    u.send(completed('item_2', TOKENS), conn);
+    await c.waitFor('conversation.item.input_audio_transcription.completed', 3);
+    await closeAndSettle(c, w);
+    const billed = rows(userId, w);
+    expect(billed.map((r) => ({ ...r, request_id: r.request_id.replace(/^rt_\w+?_/, '') }))).toEqual(['item_1', 'item_2'].map((item) => ({
+      request_id: `tr_${item}_0`, model: 'gpt-realtime', upstream_model: 'gpt-4o-transcribe', billed_model: 'gpt-4o-transcribe',
+      input_tokens: 0, audio_input_tokens: 17, output_tokens: 9, cost: TR_COST, usage_flag: '',
+    })));
+    expect(w.quota.balance(userId)).toBe(50_000_000 - 2 * TR_COST);
+    // The session's record counts what it cost (no response was made).
+    expect(w.h.sqlite.query('select responses, cost from realtime_sessions where user_id = ?').get(userId)).toEqual({ responses: 0, cost: 2 * TR_COST });
+  });
+
+  test('turning on a transcription model without a price is refused and not forwarded (GA and beta shapes)', async () => {
+    const { c, conn } = await session();
+    c.ws.send(JSON.stringify({ type: 'session.update', session: { type: 'realtime', audio: { input: { transcription: { model: 'whisper-9' } } } } }));
+    expect((await c.waitFor('error')).error).toMatchObject({ type: 'invalid_request_error', code: 'model_not_priced' });
+    c.ws.send(JSON.stringify({ type: 'session.update', session: { input_audio_transcription: { model: 'whisper-9' } } }));
+    c.ws.send(JSON.stringify({ type: 'session.update', session: { input_audio_transcription: {} } }));
+    expect((await c.waitFor('error', 3)).error.code).toBe('model_not_priced');
+    // Turning it off is always allowed.
+    c.ws.send(JSON.stringify({ type: 'session.update', session: { input_audio_transcription: null } }));
+    await u.until(() => u.received.some((r) => r.conn === conn && String(r.data).includes('"input_audio_transcription":null')));
+    expect(u.received.filter((r) => r.conn === conn && String(r.data).includes('whisper-9'))).toEqual([]);
+    expect(c.close).toBeNull();
+    c.ws.close();
+  });
+
+  test('a transcription the upstream applies without a price bills at the session price; a duration and a missing usage are estimated', async () => {
+    const { c, userId, conn } = await session();
+    u.send(JSON.stringify({ type: 'session.updated', event_id: 'ev_su', session: { input_audio_transcription: { model: 'whisper-1' } } }), conn);
+    await c.waitFor('session.updated');
+    u.send(completed('item_d', { type: 'duration', seconds: 2.05 }), conn);
+    u.send(completed('item_n'), conn);
+    await c.waitFor('conversation.item.input_audio_transcription.completed', 2);
+    await closeAndSettle(c);
+    const billed = rows(userId);
+    expect(billed.map((r) => [r.billed_model, r.upstream_model, r.audio_input_tokens, r.output_tokens, r.cost, r.usage_flag])).toEqual([
+      ['gpt-realtime', 'whisper-1', 21, 0, costOf([[21, PRICE.audio_input]]), 'estimated'],
+      ['gpt-realtime', 'whisper-1', 0, billed[1].output_tokens, costOf([[billed[1].output_tokens, PRICE.output]]), 'estimated'],
+    ]);
+    expect(billed[1].output_tokens).toBeGreaterThan(0);
+  });
+
+  test('a hostile count is bounded: at most the context window of input and the default max output', async () => {
+    const { c, userId, conn } = await session();
+    u.send(JSON.stringify({ type: 'session.updated', event_id: 'ev_su', session: { type: 'realtime', audio: { input: { transcription: { model: 'gpt-4o-transcribe' } } } } }), conn);
+    await c.waitFor('session.updated');
+    u.send(completed('item_h', { type: 'tokens', input_tokens: 1e9, input_token_details: { text_tokens: 0, audio_tokens: 1e9 }, output_tokens: 1e9 }), conn);
+    await c.waitFor('conversation.item.input_audio_transcription.completed');
+    await closeAndSettle(c);
+    expect(rows(userId).map((r) => [r.audio_input_tokens, r.output_tokens, r.usage_flag])).toEqual([[TR.context_window, 4096, 'implausible']]);
+  });
+});
