@@ -149,6 +149,25 @@ describe('redemption codes', () => {
     expect(ok.body.data.balance).toBe(50);
   });
 
+  test('a burst of 60 parallel guesses gets at most REDEEM_MAX_FAILURES evaluated; the rest are 429', async () => {
+    const u = await makeUser(gw);
+    const { codes } = await mint(1, 70);
+    // All in one clock-aligned 600 s window (see window-edge.ts).
+    await clearOfWindowEdge(5000, 600_000);
+    // Each attempt is claimed before its code is looked at: counting only after the lookup let every
+    // parallel guess through on PostgreSQL+Redis (200 of 200 evaluated against a limit of 10).
+    const rs = await Promise.all(Array.from({ length: 60 }, (_, i) => redeem(u.token, `gwr_burst${i}`)));
+    const statuses = rs.map((r) => r.status);
+    expect(statuses.filter((s) => s === 400)).toHaveLength(10);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(50);
+    // The window is full: a valid code is refused too, and stays unused for someone else.
+    expect((await redeem(u.token, codes[0])).status).toBe(429);
+    expect(await dbBalance(u.id)).toBe(0);
+    const other = await makeUser(gw);
+    expect((await redeem(other.token, codes[0])).body.data).toEqual({ quota: 70, balance: 70 });
+    await balanced(other.id);
+  }, 30_000);
+
   test('plain codes are never retrievable after creation: not in any listing, not in the database files', async () => {
     const { batch, codes } = await mint(5, 1);
     const seen = JSON.stringify([

@@ -71,22 +71,23 @@ export class RedemptionService {
 
   /**
    * Credits the code's quota to the user, once. Unknown, used, expired and revoked codes get the same
-   * answer (no oracle for a guesser, nor for someone holding a leaked code) and count as failures;
-   * after `maxFailures` in the window every attempt is refused with 429 before the code is looked at.
+   * answer (no oracle for a guesser, nor for someone holding a leaked code). Each attempt is claimed in
+   * the window before the code is looked at, so a burst of parallel guesses gets at most `maxFailures`
+   * evaluated (counting failures afterwards let 200 parallel guesses through on a shared window); once
+   * the window is full every attempt is refused with 429. A redeemed code clears the count, as a right
+   * password does: each clearing costs a valid, unused code.
    */
   async redeem(userId: number, code: string): Promise<{ quota: number; balance: number; codeId: number }> {
     const key = `u${userId}`;
-    if ((await this.failures.count(key)) >= this.limits.maxFailures) {
-      const wait = await this.failures.hit(key, this.limits.maxFailures);
-      throw new GatewayError(429, 'too_many_attempts', 'Too many invalid redemption codes; try again later', { headers: { 'retry-after': String(wait || 1) } });
+    const wait = await this.failures.hit(key, this.limits.maxFailures);
+    if (wait) {
+      throw new GatewayError(429, 'too_many_attempts', 'Too many invalid redemption codes; try again later', { headers: { 'retry-after': String(wait) } });
     }
     const hash = sha256Hex(code.trim());
     await this.checkRole(userId, hash);
     const result = await this.ledger.redeemCodeOnce(hash, userId, nowSeconds(), (row) => `code ${row.prefix}… batch ${row.batch}`);
-    if (!result) {
-      await this.failures.hit(key, Number.MAX_SAFE_INTEGER);
-      throw new GatewayError(400, 'invalid_code', 'This code is not valid: unknown, already redeemed, expired or revoked', { param: 'code' });
-    }
+    if (!result) throw new GatewayError(400, 'invalid_code', 'This code is not valid: unknown, already redeemed, expired or revoked', { param: 'code' });
+    await this.failures.reset(key);
     // After commit: the balance caches refresh only once the credit is durable.
     await this.bus.emit('user.changed', { userId });
     return result;
