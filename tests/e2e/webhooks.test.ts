@@ -291,6 +291,25 @@ describe('providerA (Stripe scheme)', () => {
   });
 });
 
+describe('an order whose user was deleted', () => {
+  test('a paid event answers 200 user_not_found, is recorded, and leaves the order pending for an operator', async () => {
+    const { user, tradeNo, session } = await orderA(500);
+    // The checkout URL outlives the account: the customer can still pay after an admin deleted it.
+    expect((await gw.api('DELETE', `/api/user/${user.id}`)).status).toBe(200);
+    const body = paid(session);
+    // The credit used to throw inside the transaction: a 500 on every retry, nothing recorded, for days.
+    const r = await postA(body);
+    expect(r.status).toBe(200);
+    expect(r.body.data).toEqual({ outcome: 'user_not_found', trade_no: tradeNo });
+    expect((await eventRow('providerA', eventId(body))).outcome).toBe('user_not_found');
+    expect((await postA(body)).body.data.outcome).toBe('duplicate');
+    expect((await order(tradeNo)).status).toBe('pending');
+    expect((await credits(tradeNo))).toHaveLength(0);
+    // An unpaid ending still closes it.
+    expect((await postA(stripe.event('checkout.session.expired', session, { status: 'expired' }))).body.data.outcome).toBe('expired');
+  });
+});
+
 describe('providerB (Creem scheme)', () => {
   async function orderB(amount = 500) {
     const u = await makeUser(gw);

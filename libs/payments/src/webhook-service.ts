@@ -12,7 +12,7 @@ import type { PaymentEvent, PaymentProvider, ProviderId } from './provider';
 /**
  * What happened to an event, stored in webhook_events.outcome and returned in the 200 answer:
  * credited | failed | expired | duplicate | ignored | noop:<why> | unknown_order | not_pending:<status> |
- * mismatch:<what>. Only `credited` changes a balance.
+ * mismatch:<what> | user_not_found. Only `credited` changes a balance.
  */
 export interface WebhookResult {
   outcome: string;
@@ -41,7 +41,7 @@ export class WebhookService {
     const tradeNo = 'tradeNo' in ev ? ev.tradeNo : null;
     const r = await this.ledger.creditTopupOnce(
       { provider: p.id, eventId: ev.eventId, type: ev.type, at: nowSeconds(), tradeNo },
-      (order) => decide(p, ev, order),
+      (order, ownerExists) => decide(p, ev, order, ownerExists),
     );
     if (r.duplicate) return { outcome: 'duplicate', tradeNo };
     // After commit: the balance caches refresh only once the credit is durable.
@@ -51,7 +51,7 @@ export class WebhookService {
 }
 
 /** The payment rules for one event and its order (pure: it runs inside the ledger's transaction). */
-function decide(p: PaymentProvider, ev: Exclude<PaymentEvent, { kind: 'ignored' }>, order: TopupOrderRow | undefined): TopupDecision {
+function decide(p: PaymentProvider, ev: Exclude<PaymentEvent, { kind: 'ignored' }>, order: TopupOrderRow | undefined, ownerExists: boolean): TopupDecision {
   if (ev.kind === 'noop') return { outcome: `noop:${ev.reason}` };
   if (!order || order.provider !== p.id) return { outcome: 'unknown_order' };
   // The checkout must be the one this order created (once its id is known).
@@ -62,5 +62,8 @@ function decide(p: PaymentProvider, ev: Exclude<PaymentEvent, { kind: 'ignored' 
   if (ev.amount !== order.amount) return { outcome: `mismatch:amount ${ev.amount} != ${order.amount}` };
   if (ev.currency.toLowerCase() !== order.currency.toLowerCase()) return { outcome: `mismatch:currency ${ev.currency.toLowerCase()} != ${order.currency}` };
   if (p.productId && ev.productId !== p.productId) return { outcome: `mismatch:product ${ev.productId ?? '(none)'}` };
+  // The order's user was deleted after the checkout was made (its URL still works): the credit has nowhere
+  // to go, and a retry cannot change that. Recorded, and the order stays pending for an operator to refund.
+  if (!ownerExists) return { outcome: 'user_not_found' };
   return { outcome: 'credited', close: 'paid', credit: { amount: order.credit, note: `${p.id} ${ev.providerRef}` } };
 }

@@ -11,7 +11,7 @@ import { envelope } from './envelope';
 
 const PATHS: Record<string, ProviderId> = { '/api/providerA/webhook': 'providerA', '/api/providerB/webhook': 'providerB' };
 
-const Result = envelope(t.Object({ outcome: t.String({ description: 'credited | failed | expired | duplicate | ignored | noop:… | unknown_order | not_pending:… | mismatch:…' }), trade_no: t.Union([t.String(), t.Null()]) }));
+const Result = envelope(t.Object({ outcome: t.String({ description: 'credited | failed | expired | duplicate | ignored | noop:… | unknown_order | not_pending:… | mismatch:… | user_not_found' }), trade_no: t.Union([t.String(), t.Null()]) }));
 
 export const webhookRoutes = (s: Services) => {
   const handle = async (provider: ProviderId, request: Request) => {

@@ -76,7 +76,7 @@ export class PgLedgerRepo implements LedgerStore {
     });
   }
 
-  async creditTopupOnce(e: TopupEventInput, decide: (order: TopupOrderRow | undefined) => TopupDecision): Promise<TopupEventResult> {
+  async creditTopupOnce(e: TopupEventInput, decide: (order: TopupOrderRow | undefined, ownerExists: boolean) => TopupDecision): Promise<TopupEventResult> {
     return this.db.transaction(async (tx): Promise<TopupEventResult> => {
       // A concurrent delivery of the same event id waits on the unique index until this transaction
       // ends; after a commit it inserts nothing (a duplicate), after a rollback it claims the event itself.
@@ -85,7 +85,9 @@ export class PgLedgerRepo implements LedgerStore {
         .onConflictDoNothing().returning({ id: webhookEvents.id });
       if (!claimed.length) return { duplicate: true };
       const order = e.tradeNo === null ? undefined : (await tx.select().from(topupOrders).where(eq(topupOrders.tradeNo, e.tradeNo)))[0];
-      const d = decide(order);
+      // Not locked: a user deleted after this read makes the credit throw (500), and the provider's retry reads it gone.
+      const ownerExists = !!order && (await tx.select({ id: users.id }).from(users).where(eq(users.id, order.userId))).length > 0;
+      const d = decide(order, ownerExists);
       let outcome = d.outcome;
       let credited: { userId: number; balance: number } | null = null;
       if ('close' in d) {

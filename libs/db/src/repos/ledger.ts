@@ -90,12 +90,12 @@ export interface LedgerStore {
   /** Inserts a user and credits its opening balance (when non-zero) in one transaction; returns the row after. */
   createUserWithOpeningBalance(row: NewUserRow, opening: OpeningBalance | null): Promise<UserRow>;
   /**
-   * Processes a payment event once: claims (provider, event id), reads the order, asks `decide`
-   * (synchronous and pure: it runs inside the transaction), closes the order if still pending
+   * Processes a payment event once: claims (provider, event id), reads the order and whether its user
+   * still exists, asks `decide` (synchronous and pure: it runs inside the transaction), closes the order if still pending
    * (otherwise the outcome becomes `not_pending:<status>`), credits it, and records the outcome.
    * All or nothing; a second delivery of the event id gets `{ duplicate: true }`.
    */
-  creditTopupOnce(e: TopupEventInput, decide: (order: TopupOrderRow | undefined) => TopupDecision): Promise<TopupEventResult>;
+  creditTopupOnce(e: TopupEventInput, decide: (order: TopupOrderRow | undefined, ownerExists: boolean) => TopupDecision): Promise<TopupEventResult>;
   /**
    * Marks an unused, unexpired code redeemed by `userId` and credits its quota (kind 'redeem', ref = code
    * id, note from `note(code)`), in one transaction; null when the code cannot be redeemed (nothing changes).
@@ -166,14 +166,15 @@ export class LedgerRepo implements LedgerStore {
     });
   }
 
-  async creditTopupOnce(e: TopupEventInput, decide: (order: TopupOrderRow | undefined) => TopupDecision): Promise<TopupEventResult> {
+  async creditTopupOnce(e: TopupEventInput, decide: (order: TopupOrderRow | undefined, ownerExists: boolean) => TopupDecision): Promise<TopupEventResult> {
     return this.db.transaction((tx): TopupEventResult => {
       const claimed = tx.insert(webhookEvents)
         .values({ provider: e.provider, eventId: e.eventId, type: e.type, outcome: 'processing', receivedAt: e.at })
         .onConflictDoNothing().returning({ id: webhookEvents.id }).get();
       if (!claimed) return { duplicate: true };
       const order = e.tradeNo === null ? undefined : tx.select().from(topupOrders).where(eq(topupOrders.tradeNo, e.tradeNo)).get();
-      const d = decide(order);
+      const ownerExists = !!order && !!tx.select({ id: users.id }).from(users).where(eq(users.id, order.userId)).get();
+      const d = decide(order, ownerExists);
       let outcome = d.outcome;
       let credited: { userId: number; balance: number } | null = null;
       if ('close' in d) {
