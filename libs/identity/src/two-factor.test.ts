@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { generate } from 'otplib';
 import { ConfigError } from '@gw/config';
-import { SecretBox } from '@gw/core';
+import { SecretBox, localWindows, type AttemptWindows } from '@gw/core';
 import { SecurityRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
 import { TwoFactorService, twoFactorConfig } from './two-factor';
 
@@ -80,5 +80,28 @@ describe('twoFactorConfig', () => {
     expect(twoFactorConfig({}).issuer).toBe('AI Gateway');
     expect(twoFactorConfig({ TOTP_ISSUER: ' Acme ' }).issuer).toBe('Acme');
     expect(() => twoFactorConfig({ TOTP_ISSUER: 'a:b' })).toThrow(ConfigError);
+  });
+});
+
+describe('guessing limit', () => {
+  test('parallel wrong codes on a shared window (a round trip per call) get 10 checks, not one each', async () => {
+    // A window like the Redis one: every call answers a few milliseconds later.
+    const slow: AttemptWindows = (name, ms, clock) => {
+      const w = localWindows(name, ms, clock);
+      const later = <T>(p: Promise<T>) => Bun.sleep(3).then(() => p);
+      return { count: (k) => later(w.count(k)), hit: (k, l) => later(w.hit(k, l)), reset: (k) => later(w.reset(k)) };
+    };
+    svc = new TwoFactorService(users, new SecurityRepo(dbh.db), new SecretBox(new Uint8Array(32).fill(7)), twoFactorConfig({}), () => now, slow);
+    const { u, secret } = await enabled();
+    const near = new Set(await Promise.all([-1, 0, 1].map((s) => code(secret, s))));
+    const guesses = Array.from({ length: 40 }, (_, i) => String(100_000 + i * 7919)).filter((g) => !near.has(g));
+    const outcomes = await Promise.all(guesses.map((g) => svc.disable(u.id, g).then(() => 'ok', (e) => e.code as string)));
+    expect(outcomes.filter((o) => o === 'invalid_totp')).toHaveLength(10);
+    expect(outcomes.filter((o) => o === 'too_many_attempts')).toHaveLength(guesses.length - 10);
+    // The right code waits for the window too; a success clears it.
+    await expect(svc.disable(u.id, await code(secret, 1))).rejects.toMatchObject({ code: 'too_many_attempts' });
+    now += 5 * 60_000 + 1;
+    await svc.disable(u.id, await code(secret, 0));
+    expect((await svc.status(u.id)).enabled).toBe(false);
   });
 });

@@ -156,15 +156,17 @@ export class TwoFactorService {
 
   private key(userId: number) { return `u${userId}`; }
 
-  /** Backup codes have ~50 bits and TOTP 20: stop guessing on the 2FA endpoints early. */
+  /**
+   * Backup codes have ~50 bits and TOTP 20: stop guessing on the 2FA endpoints early. Each check is claimed
+   * in the window before the code is read (a success clears it): counting failures afterwards let parallel
+   * guesses all pass a count that none of them had raised yet (on a shared window, a Redis round trip each).
+   */
   private async guard(userId: number): Promise<void> {
-    if ((await this.failures.count(this.key(userId))) >= MAX_FAILURES) {
-      throw new GatewayError(429, 'too_many_attempts', 'Too many wrong two-factor codes; try again later', { headers: { 'retry-after': String(FAILURE_WINDOW_MS / 1000) } });
-    }
+    const wait = await this.failures.hit(this.key(userId), MAX_FAILURES);
+    if (wait) throw new GatewayError(429, 'too_many_attempts', 'Too many wrong two-factor codes; try again later', { headers: { 'retry-after': String(wait) } });
   }
 
-  private async failed(userId: number, message?: string): Promise<GatewayError> {
-    await this.failures.hit(this.key(userId), Number.MAX_SAFE_INTEGER);
+  private async failed(_userId: number, message?: string): Promise<GatewayError> {
     return invalidTotp(message);
   }
 
