@@ -76,6 +76,36 @@ describe('realtime model pinning', () => {
     c.ws.close();
   });
 
+  test('a frame that spells its type twice (parsers keep the last) is read as the upstream reads it', async () => {
+    const { c, userId, conn } = await session(RESERVE);
+    c.ws.send('{"type":"input_audio_buffer.clear","type":"session.update","session":{"model":"gpt-realtime-pro"}}');
+    expect((await c.waitFor('error')).error.code).toBe('model_change_not_allowed');
+    c.ws.send('{"type":"input_audio_buffer.clear","typ\\u0065":"response.create","response":{"max_output_tokens":8192}}');
+    expect((await c.waitFor('error', 2)).error.code).toBe('quota_exhausted');
+    await Bun.sleep(50);
+    expect(receivedBy(conn)).toEqual([]);
+    expect(c.close).toBeNull();
+    expect(g.quota.available(userId)).toBe(g.quota.balance(userId));
+    c.ws.close();
+  });
+
+  test('a metered event nested too deep to read is refused at once, the session kept and the gateway responsive', async () => {
+    const { c, conn } = await session();
+    const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
+    const t = performance.now();
+    c.ws.send(`{"type":"response.create","response":{"model":${deep(40_000)}}}`);
+    c.ws.send(`{"type":"session.update","session":{"model":"gpt-realtime","x":${deep(100_000)}}}`);
+    c.ws.send(`{"type":"session.update","session":{"input_audio_transcription":{"model":${deep(40_000)}}}}`);
+    expect((await c.waitFor('error', 3)).error.code).toBe('json_too_deep');
+    expect(c.events().filter((e) => e.type === 'error').map((e) => e.error.code)).toEqual(['json_too_deep', 'json_too_deep', 'json_too_deep']);
+    expect(performance.now() - t).toBeLessThan(1_000);
+    c.ws.send(RESPONSE_CREATE);
+    await c.waitFor('response.done');
+    expect(c.close).toBeNull();
+    expect(receivedBy(conn).filter((t) => t.includes('[['))).toEqual([]);
+    c.ws.close();
+  });
+
   test('a binary response.create is held like a text one: one the balance cannot cover never reaches a lenient upstream', async () => {
     u.binaryEvents = true;
     try {

@@ -2,7 +2,7 @@
  * Reading the few events the gateway meters, without touching the bytes it relays: frames are
  * forwarded as received; this module only looks at them (and parses the rare ones that matter).
  */
-import { randomToken } from '@gw/core';
+import { jsonDepthWithin, randomToken } from '@gw/core';
 
 /** Server/client event types the meter reacts to; every other frame is passed through unread. */
 export const METERED_TYPES = [
@@ -13,21 +13,33 @@ export type MeteredType = (typeof METERED_TYPES)[number];
 
 const FAST_PREFIX = '{"type":"';
 
+/** Client events the meter parses are configs and commands, a few levels deep: deeper ones are refused, not parsed. */
+export const CLIENT_EVENT_MAX_DEPTH = 64;
+
 /**
  * The event type of a text frame if it is one the meter needs, else undefined. OpenAI writes
  * `type` first, so the common case is a prefix read; other layouts fall back to a substring test
  * and a full parse, so a big audio delta is never parsed.
+ *
+ * A client frame (`client`) is read as strictly as any upstream parser would: a second `"type"` key (parsers
+ * keep the last) or an escape after the first type sends it to the full parse, and one that must be parsed
+ * but nests deeper than CLIENT_EVENT_MAX_DEPTH is answered 'too_deep' (it may be a metered event the meter
+ * cannot afford to read, so it must not be forwarded unread).
  */
-export function meteredEvent(text: string): { type: MeteredType; event: any } | undefined {
+export function meteredEvent(text: string): { type: MeteredType; event: any } | undefined;
+export function meteredEvent(text: string, client: true): { type: MeteredType; event: any } | 'too_deep' | undefined;
+export function meteredEvent(text: string, client = false): { type: MeteredType; event: any } | 'too_deep' | undefined {
   if (text.startsWith(FAST_PREFIX)) {
     const end = text.indexOf('"', FAST_PREFIX.length);
     const type = text.slice(FAST_PREFIX.length, end);
-    if (!(METERED_TYPES as readonly string[]).includes(type) && !type.includes('\\')) return undefined;
+    if (!(METERED_TYPES as readonly string[]).includes(type) && !type.includes('\\')
+      && !(client && (text.includes('"type"', end) || text.includes('\\', end)))) return undefined;
   } else if (!text.includes('"response.') && !text.includes('"error"') && !text.includes('"session.') && !text.includes('transcription.completed"') && !text.includes('\\')) {
     // A JSON escape can spell any type (`"response\u002ecreate"`) past a substring test; the upstream
     // parses it all the same, so a frame with one is parsed here too (base64 audio never has one).
     return undefined;
   }
+  if (client && !jsonDepthWithin(text, CLIENT_EVENT_MAX_DEPTH)) return 'too_deep';
   let event: any;
   try {
     event = JSON.parse(text);

@@ -21,7 +21,7 @@
 import { GatewayError, nowSeconds, stdLogger, type Logger } from '@gw/core';
 import { estimateTextTokens } from '@gw/formats';
 import { DeliveredOutput, outputAudioRate, type DeliveredTokens } from './delivered';
-import { meteredEvent } from './events';
+import { CLIENT_EVENT_MAX_DEPTH, meteredEvent } from './events';
 import { modelChangeRefusal, pinModel } from './model-pin';
 import { TRANSCRIPTION_DONE, transcriptionModelOf, transcriptionUsage } from './transcription';
 import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
@@ -40,8 +40,6 @@ export interface MeterOptions<K extends RealtimeKey, R> {
   defaultContextTokens: number;
   /** Smallest reservation (BILLING_MIN_RESERVE). */
   minReserve: number;
-  /** BILLING_REQUIRE_PRICE: a session.update turning on a transcription model without a price is refused. */
-  requirePrice?: boolean;
   /** Price at admission; used when the price book no longer has the model. */
   price: RealtimePrice;
   /** The session's group and its price ratio (per-mille), applied to reservations and charges. */
@@ -135,13 +133,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   client(text: string): ClientVerdict | Promise<ClientVerdict> {
-    const m = meteredEvent(text);
+    const m = meteredEvent(text, true);
+    if (m === 'too_deep') return TOO_DEEP;
     if (m?.type !== 'session.update' && m?.type !== 'response.create') return undefined;
     const pin = pinModel(m.event, m.type === 'session.update' ? 'session' : 'response', this.o.model);
     if (pin && 'refuse' in pin) return modelChangeRefusal(this.o.model, pin.refuse);
     if (m.type === 'session.update') {
-      const tm = transcriptionModelOf(m.event.session);
-      if (tm && this.o.requirePrice && !this.o.prices.get(tm)) return unpricedTranscription(tm);
       this.pendingUpdates++;
       const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);
       if (v !== undefined) this.sessionMaxOutput = Math.max(this.sessionMaxOutput, v);
@@ -436,11 +433,11 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 }
 
-/** A transcription model nobody priced: the update is refused (and not forwarded), the session kept. */
-function unpricedTranscription(model: string): ClientVerdict {
-  const shown = model.length > 100 ? `${model.slice(0, 100)}…` : model;
-  return { refuse: true, type: 'invalid_request_error', code: 'model_not_priced', message: `Transcription model ${shown} has no price configured; an administrator must set one before it can be used` };
-}
+/** A client event too deep to read is not forwarded unread (it may be one the meter must see). */
+const TOO_DEEP: ClientVerdict = {
+  refuse: true, type: 'invalid_request_error', code: 'json_too_deep',
+  message: `Event nested deeper than ${CLIENT_EVENT_MAX_DEPTH} levels; it was not forwarded`,
+};
 
 /** Money, not the key: the response is refused and the session kept (a cheaper response may still fit). */
 function refusal(f: SessionFailure): ClientVerdict {

@@ -13,12 +13,23 @@ describe('pinModel', () => {
 
   test('another model, of any type, is refused and named', () => {
     expect(pinModel({ session: { model: 'm2' } }, 'session', 'm')).toEqual({ refuse: 'm2' });
-    expect(pinModel({ session: { model: null } }, 'session', 'm')).toEqual({ refuse: 'null' });
-    expect(pinModel({ response: { model: ['m'] } }, 'response', 'm')).toEqual({ refuse: '["m"]' });
+    expect(pinModel({ session: { model: null } }, 'session', 'm')).toEqual({ refuse: '(not a string)' });
+    expect(pinModel({ response: { model: ['m'] } }, 'response', 'm')).toEqual({ refuse: '(not a string)' });
+    // A key some parsers match case-insensitively.
+    expect(pinModel({ session: { model: 'm', Model: 'm2' } }, 'session', 'm')).toEqual({ refuse: 'm2' });
+  });
+
+  test('a deep value is never serialised', () => {
+    let deep: unknown = [];
+    for (let i = 0; i < 200_000; i++) deep = [deep];
+    const t = performance.now();
+    expect(pinModel({ session: { model: deep } }, 'session', 'm')).toEqual({ refuse: '(not a string)' });
+    expect(performance.now() - t).toBeLessThan(50);
   });
 
   test('the admitted model is dropped from the forwarded event, the rest kept', () => {
     expect(pinModel({ type: 'session.update', event_id: 'e', session: { model: 'm', voice: 'alloy' } }, 'session', 'm'))
       .toEqual({ forward: '{"type":"session.update","event_id":"e","session":{"voice":"alloy"}}' });
+    expect(pinModel({ session: { model: 'm', MODEL: 'm', voice: 'x' } }, 'session', 'm')).toEqual({ forward: '{"session":{"voice":"x"}}' });
   });
 });

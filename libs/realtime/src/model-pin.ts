@@ -12,9 +12,15 @@ export type ModelPin = { refuse: string } | { forward: string } | undefined;
 /** What to do with a client event whose `field` object may name a model (undefined: forward it as it is). */
 export function pinModel(event: Record<string, any>, field: 'session' | 'response', admitted: string): ModelPin {
   const body = event[field];
-  if (!body || typeof body !== 'object' || Array.isArray(body) || !Object.hasOwn(body, 'model')) return undefined;
-  if (body.model !== admitted) return { refuse: typeof body.model === 'string' ? body.model : JSON.stringify(body.model) ?? 'undefined' };
-  const { model: _admitted, ...rest } = body;
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return undefined;
+  // Some parsers match keys case-insensitively (Go's encoding/json): `Model` is a model too.
+  const keys = Object.keys(body).filter((k) => k.toLowerCase() === 'model');
+  if (keys.length === 0) return undefined;
+  const other = keys.find((k) => body[k] !== admitted);
+  // The client's value is never serialised here (it may be huge or deep): a non-string is only named so.
+  if (other !== undefined) return { refuse: typeof body[other] === 'string' ? body[other] : '(not a string)' };
+  const rest = { ...body };
+  for (const k of keys) delete rest[k];
   return { forward: JSON.stringify({ ...event, [field]: rest }) };
 }
 

@@ -187,7 +187,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     const sessionId = `rt_${randomToken(20)}`;
     const meter = new SessionMeter<K, R>({
       sessionId, plainKey: a.plainKey, key, model, ip, defaultOutputTokens: this.d.config.reserveTokens,
-      defaultContextTokens: this.contextDefault, minReserve: this.d.billing.minReserve, requirePrice: this.d.billing.requirePrice,
+      defaultContextTokens: this.contextDefault, minReserve: this.d.billing.minReserve,
       price, group, ratio, keys: this.d.keys, prices: this.d.prices, quota: this.d.quota, log: this.d.log,
     });
     const startedAt = nowSeconds();

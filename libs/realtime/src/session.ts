@@ -102,6 +102,15 @@ export const INTERNAL_FAILURE: SessionFailure = { closeCode: 1011, reason: 'inte
 interface UpFrame { raw: Frame; out: Frame }
 
 const utf8 = new TextDecoder();
+/** A binary frame an upstream could read as an event starts with `{` (after JSON whitespace); others are not decoded. */
+function startsLikeJson(b: Buffer): boolean {
+  for (let i = 0; i < b.length; i++) {
+    const c = b[i]!;
+    if (c === 0x7b) return true;
+    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) return false;
+  }
+  return false;
+}
 const byteLength = (f: Frame) => (typeof f === 'string' ? Buffer.byteLength(f) : f.byteLength);
 const POLL_MS = 5;
 
@@ -180,6 +189,7 @@ export class RelaySession {
 
   /** Asks the observer about a client frame, then forwards it (now, or once a promised verdict allows). */
   private accept(data: Frame): void {
+    if (typeof data !== 'string' && !startsLikeJson(data)) return this.forward(data);
     const verdict = this.opts.observer.client(typeof data === 'string' ? data : utf8.decode(data));
     if (!(verdict instanceof Promise)) return this.apply(data, verdict);
     this.awaiting = true;

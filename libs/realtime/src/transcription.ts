@@ -3,7 +3,9 @@
  * `session.input_audio_transcription`), the upstream transcribes every committed audio item with the model
  * named there and bills it apart from any response, reporting the usage on
  * `conversation.item.input_audio_transcription.completed`. The gateway bills each such event once, at that
- * model's price: without this a client could turn on a paid transcription model that nobody is charged for.
+ * model's price (else the session model's, never free): without this a client could turn on a paid
+ * transcription model that nobody is charged for. Turning it on is not refused, whatever the model: the
+ * common clients do it in their first session.update (whisper-1), which a refusal would throw away whole.
  */
 import { estimateTextTokens } from '@gw/formats';
 import { tokensOf } from './usage';
@@ -16,21 +18,34 @@ export const TRANSCRIPTION_DONE = 'conversation.item.input_audio_transcription.c
  */
 const INPUT_AUDIO_TOKENS_PER_SECOND = 10;
 
-/**
- * The transcription model a session object sets: a name, null when it turns transcription off, undefined
- * when it does not say (the previous setting stays). A non-string model counts as a name nobody prices.
- */
-export function transcriptionModelOf(session: unknown): string | null | undefined {
-  if (!session || typeof session !== 'object') return undefined;
+/** How a transcription model that is not a string is named (never the client's value, which may be huge). */
+const NOT_A_NAME = '(not a string)';
+
+/** The GA and beta transcription settings of a session object, each undefined when absent. */
+function settingsOf(session: unknown): unknown[] {
+  if (!session || typeof session !== 'object') return [];
   const s = session as any;
   const audioInput = s.audio && typeof s.audio === 'object' ? s.audio.input : undefined;
-  const hasGa = audioInput && typeof audioInput === 'object' && Object.hasOwn(audioInput, 'transcription');
-  const cfg = hasGa ? audioInput.transcription : Object.hasOwn(s, 'input_audio_transcription') ? s.input_audio_transcription : undefined;
-  if (cfg === undefined) return undefined;
-  if (cfg === null) return null;
-  if (typeof cfg !== 'object') return String(cfg);
-  // An object without a model lets the upstream pick its default: still a paid transcription.
-  return typeof cfg.model === 'string' ? cfg.model : JSON.stringify(cfg.model ?? null);
+  const ga = audioInput && typeof audioInput === 'object' && Object.hasOwn(audioInput, 'transcription') ? audioInput.transcription : undefined;
+  const beta = Object.hasOwn(s, 'input_audio_transcription') ? s.input_audio_transcription : undefined;
+  return [ga, beta];
+}
+
+/** The model a transcription setting names: null when it turns transcription off, undefined when absent. */
+function modelOf(cfg: unknown): string | null | undefined {
+  if (cfg === undefined || cfg === null) return cfg;
+  // A setting without a model (or with an empty one) lets the upstream pick its default: still paid.
+  const m = typeof cfg === 'object' ? (cfg as any).model : cfg;
+  return typeof m === 'string' ? m : NOT_A_NAME;
+}
+
+/**
+ * The transcription model a session object the upstream confirmed sets: a name, null when it turns
+ * transcription off, undefined when it does not say (the previous setting stays). GA's setting wins.
+ */
+export function transcriptionModelOf(session: unknown): string | null | undefined {
+  const [ga, beta] = settingsOf(session).map(modelOf);
+  return ga !== undefined ? ga : beta;
 }
 
 /** The usage of one completed transcription as billing takes it, and whether it is the gateway's estimate. */
