@@ -123,6 +123,26 @@ describe('users: create / get / list / update / delete', () => {
     expect((await gw.api('GET', '/api/user/self', undefined, u.token)).body.data.email).toBe('me@example.com');
     expect((await gw.api('PUT', '/api/user/self', { email: '', current_password: u.password }, u.token)).body.data.email).toBeNull();
   });
+
+  test('PUT /api/user/self tells whether an address is registered only after the current password', async () => {
+    const other = await makeUser(gw, 1, { email: `taken-${crypto.randomUUID().slice(0, 8)}@example.com` });
+    const taken = (await gw.services.users.byId(other.id))!.email!;
+    const u = await makeUser(gw);
+    // Without the password (or with a wrong one) a taken and a free address get the same answer.
+    for (const [body, status, code] of [
+      [{}, 400, 'missing_field'],
+      [{ current_password: 'wrong-password' }, 403, 'invalid_password'],
+    ] as const) {
+      const onTaken = await gw.api('PUT', '/api/user/self', { email: taken, ...body }, u.token);
+      const onFree = await gw.api('PUT', '/api/user/self', { email: `free-${crypto.randomUUID().slice(0, 8)}@example.com`, ...body }, u.token);
+      expect([onTaken.status, onTaken.body.error.code]).toEqual([status, code]);
+      expect([onFree.status, onFree.body.error.code]).toEqual([status, code]);
+    }
+    // With it, a taken address is still refused.
+    const r = await gw.api('PUT', '/api/user/self', { email: taken, current_password: u.password }, u.token);
+    expect([r.status, r.body.error.code]).toEqual([409, 'email_taken']);
+    expect((await gw.api('GET', '/api/user/self', undefined, u.token)).body.data.email).toBeNull();
+  });
 });
 
 describe('role rules', () => {

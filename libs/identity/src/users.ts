@@ -67,6 +67,13 @@ const forbidden = (code: string, message: string, param = '') => new GatewayErro
 const notFound = (id: number) => new GatewayError(404, 'user_not_found', `No user ${id}`, { param: 'id' });
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
+/** An e-mail as stored ("" → null); a malformed one is refused. Says nothing about other users. */
+function emailOf(raw: string | null | undefined): string | null {
+  const email = raw?.trim() || null;
+  if (email !== null && !EMAIL_RE.test(email)) throw new GatewayError(400, 'invalid_format', 'email is not a valid e-mail address', { param: 'email' });
+  return email;
+}
+
 export class UserService {
   constructor(private readonly users: UsersStore, private readonly sessions: SessionsStore,
     private readonly ledger: LedgerStore, private readonly bus: ChangeBus,
@@ -140,7 +147,7 @@ export class UserService {
     const patch: Partial<NewUserRow> = {};
     if (input.display_name !== undefined) patch.displayName = input.display_name.trim();
     if (input.email !== undefined) {
-      const email = await this.checkEmail(input.email, self.id);
+      const email = emailOf(input.email);
       if (email !== self.email) {
         if (!input.current_password) {
           throw new GatewayError(400, 'missing_field', 'current_password is required to change the e-mail address', { param: 'current_password' });
@@ -149,7 +156,9 @@ export class UserService {
           throw new GatewayError(403, 'invalid_password', 'Current password is wrong', { param: 'current_password' });
         }
       }
-      patch.email = email;
+      // Whether an address is taken is asked only after the password check: before it, any session could
+      // probe which addresses are registered (409 against 400), without limit, which the reset request hides.
+      patch.email = await this.checkEmail(email, self.id);
     }
     return this.write(self.id, patch, null);
   }
@@ -196,9 +205,8 @@ export class UserService {
 
   /** Normalises an e-mail ("" → null) and refuses a malformed or taken one. */
   private async checkEmail(raw: string | null | undefined, selfId: number | null): Promise<string | null> {
-    const email = raw?.trim() || null;
+    const email = emailOf(raw);
     if (email === null) return null;
-    if (!EMAIL_RE.test(email)) throw new GatewayError(400, 'invalid_format', 'email is not a valid e-mail address', { param: 'email' });
     const other = await this.users.byEmail(email);
     if (other && other.id !== selfId) throw new GatewayError(409, 'email_taken', 'This e-mail address is already used by another user', { param: 'email' });
     return email;
