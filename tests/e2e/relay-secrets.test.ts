@@ -3,7 +3,7 @@
  * test endpoint, health reasons, nor the channel's own GET (credential-looking header values are masked).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { startGateway, type TestGateway } from '../helpers/gateway';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { jsonResponse, sseResponse } from '../doubles/sse';
 import { keyedUser, msg, send, setPrice, upstream, type Scripted } from './relay-setup';
 
@@ -98,5 +98,27 @@ describe('secrets never reach the client', () => {
     expect(t.body.data.message).toContain('bad org');
     expect(leaks(JSON.stringify(t.body), HEADER_SECRET)).toBe(false);
     expect(leaks(JSON.stringify(t.body), ODD_KEY)).toBe(false);
+  });
+
+  test('an admin cannot point a channel at its own server to read the keys; root can move a channel', async () => {
+    const real = up('anthropic');
+    const id = await channel('sec-move', 'anthropic', ANT_KEY, real, { 'x-org-secret': HEADER_SECRET });
+    expect((await gw.api('POST', `/api/channel/${id}/keys`, { keys: [GSK_KEY] })).status).toBe(200);
+    const admin = await makeUser(gw, 10);
+    const thief = up('anthropic');
+    const moved = await gw.api('PUT', '/api/channel/', { id, base_url: thief.url }, admin.token);
+    expect([moved.status, moved.body.error?.code, moved.body.error?.param]).toEqual([403, 'insufficient_role', 'base_url']);
+    // Also with a new first key: keys 2.. and the credential header would still go along.
+    expect((await gw.api('PUT', '/api/channel/', { id, base_url: thief.url, key: 'sk-admin-own-key-000000000' }, admin.token)).status).toBe(403);
+    for (let i = 0; i < 3; i++) expect((await gw.api('POST', `/api/channel/${id}/test`, {}, admin.token)).status).toBe(200);
+    expect(thief.hits).toBe(0);
+    expect(real.last().headers['x-api-key']).toBe(ANT_KEY);
+    // The same address (normalised), and every other field, stay the admin's to change.
+    const same = await gw.api('PUT', '/api/channel/', { id, base_url: `${real.url}/`, priority: 5 }, admin.token);
+    expect([same.status, same.body.data?.priority]).toEqual([200, 5]);
+    // Root moves it.
+    expect((await gw.api('PUT', '/api/channel/', { id, base_url: thief.url })).status).toBe(200);
+    expect((await gw.api('POST', `/api/channel/${id}/test`, {})).status).toBe(200);
+    expect(thief.hits).toBe(1);
   });
 });

@@ -1,8 +1,11 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { ChangeBus, SecretBox, silentLogger } from '@gw/core';
-import { ChannelsRepo, openDatabase, type DbHandle } from '@gw/db';
+import { ChannelsRepo, ROLE, openDatabase, type DbHandle } from '@gw/db';
 import { ChannelRegistry } from './registry';
 import { ChannelService } from './service';
+
+/** Who edits the channels here: root, who may change every field. */
+const ROOT = { role: ROLE.root };
 
 let dbh: DbHandle;
 let bus: ChangeBus;
@@ -46,7 +49,7 @@ describe('ChannelRegistry', () => {
     expect(registry.candidates('m1', 'default')).toEqual([]);
     await service.setTagStatus('t', 1);
     expect(registry.candidates('m1', 'default')).toHaveLength(2);
-    await service.update({ id: a.id, models: ['m3'] });
+    await service.update(ROOT, { id: a.id, models: ['m3'] });
     expect(registry.candidates('m3', 'default').map((x) => x.id)).toEqual([a.id]);
     await service.setStatus(b.id, 3, 'failing');
     expect(registry.get(b.id)?.status).toBe(3);
@@ -113,9 +116,9 @@ describe('ChannelRegistry: incremental updates', () => {
       if (op === 0 || op === 1) {
         ids.push((await add({ priority: rnd(4), models: pickModels(), group: pickGroups(), tag: `t${rnd(3)}`, status: rnd(5) ? 1 : 2 })).id);
       } else if (op === 2) {
-        await service.update({ id, priority: rnd(4) });
+        await service.update(ROOT, { id, priority: rnd(4) });
       } else if (op === 3) {
-        await service.update({ id, models: pickModels(), group: pickGroups(), status: (1 + rnd(2)) as 1 | 2 });
+        await service.update(ROOT, { id, models: pickModels(), group: pickGroups(), status: (1 + rnd(2)) as 1 | 2 });
       } else if (op === 4) {
         await service.delete(id);
         ids.splice(ids.indexOf(id), 1);
@@ -142,9 +145,9 @@ describe('ChannelRegistry: incremental updates', () => {
   test('a model nobody serves any more disappears from models()', async () => {
     const a = await add({ models: ['only-here'] });
     expect(registry.models('default')).toContain('only-here');
-    await service.update({ id: a.id, status: 2 });
+    await service.update(ROOT, { id: a.id, status: 2 });
     expect(registry.models('default')).not.toContain('only-here');
-    await service.update({ id: a.id, status: 1, group: 'vip' });
+    await service.update(ROOT, { id: a.id, status: 1, group: 'vip' });
     expect(registry.models('default')).not.toContain('only-here');
     expect(registry.models('vip')).toEqual(['only-here']);
   });

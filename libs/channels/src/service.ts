@@ -1,5 +1,5 @@
 import { GatewayError, SerialQueue, maskSecret, nowSeconds, type ChangeBus, type SecretBox } from '@gw/core';
-import { CHANNEL_STATUS, type ChannelListFilter, type ChannelRow, type ChannelsStore, type NewChannelRow } from '@gw/db';
+import { CHANNEL_STATUS, ROLE, type ChannelListFilter, type ChannelRow, type ChannelsStore, type NewChannelRow } from '@gw/db';
 import { isCredentialHeader } from '@gw/providers';
 import type { ChannelCreate, ChannelUpdate, ChannelView } from './schemas';
 import { normalizeHeaderPolicy } from './header-policy';
@@ -102,14 +102,25 @@ export class ChannelService {
     return this.view(row);
   }
 
-  /** Partial update: only fields present change; an omitted or empty `key` keeps the stored key. */
-  async update(input: ChannelUpdate): Promise<ChannelView> {
+  /**
+   * Partial update: only fields present change; an omitted or empty `key` keeps the stored key.
+   * `actor`: the caller's role, since a new `base_url` is root's alone (see below).
+   */
+  async update(actor: { role: number }, input: ChannelUpdate): Promise<ChannelView> {
     const stored = await this.repo.byId(input.id);
     if (!stored) throw notFound(input.id);
     const patch: Partial<NewChannelRow> = { updatedAt: nowSeconds() };
     if (input.name !== undefined) patch.name = normalizeName(input.name);
     if (input.type !== undefined) patch.type = input.type;
-    if (input.base_url !== undefined) patch.baseUrl = normalizeBaseUrl(input.base_url);
+    if (input.base_url !== undefined) {
+      patch.baseUrl = normalizeBaseUrl(input.base_url);
+      // Every stored key and credential header goes to whatever base_url names. An admin never sees a key (reads
+      // are masked), but could otherwise point the channel at its own server and read them there: only root moves
+      // a channel's credentials to another address (an admin creates a new channel with keys of its own).
+      if (patch.baseUrl !== stored.baseUrl && actor.role < ROLE.root) {
+        throw new GatewayError(403, 'insufficient_role', "Only root can change a channel's base_url: its stored keys would be sent to the new address", { param: 'base_url' });
+      }
+    }
     if (input.key !== undefined && input.key.trim() !== '') {
       // `key` is the first key: a new value replaces it (enabled again, as a fresh credential).
       const [first, ...rest] = keyEntries(stored);
