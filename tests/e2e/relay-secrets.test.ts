@@ -121,4 +121,22 @@ describe('secrets never reach the client', () => {
     expect((await gw.api('POST', `/api/channel/${id}/test`, {})).status).toBe(200);
     expect(thief.hits).toBe(1);
   });
+
+  test('a short key or credential header is masked whole: its ends would be most of it', async () => {
+    const u = up('anthropic');
+    const shortKey = 'k7Qp2xW9mZ4t'; // 12 characters
+    const shortHeader = 'tok9Xq2W7z'; // 10 characters
+    const id = await channel('sec-short', 'anthropic', shortKey, u, { 'x-org-token': shortHeader });
+    const view = (await gw.api('GET', `/api/channel/${id}`)).body.data;
+    expect(view.key).toBe('*'.repeat(shortKey.length));
+    expect(view.headers['x-org-token']).toBe('*'.repeat(shortHeader.length));
+    expect((await gw.api('GET', `/api/channel/${id}/keys`)).body.data[0].key).toBe('*'.repeat(shortKey.length));
+    // Sent back masked, the stored value stays.
+    expect((await gw.api('PUT', '/api/channel/', { id, headers: view.headers })).status).toBe(200);
+    expect((await send(gw, key, msg('sec-short'))).status).toBe(200);
+    expect(u.last().headers['x-org-token']).toBe(shortHeader);
+    expect(u.last().headers['x-api-key']).toBe(shortKey);
+    // Long secrets still show their ends for recognition.
+    expect((await gw.api('GET', `/api/channel/${await channel('sec-long', 'anthropic', ANT_KEY, up('anthropic'))}`)).body.data.key).toBe(`${ANT_KEY.slice(0, 4)}…${ANT_KEY.slice(-4)}`);
+  });
 });

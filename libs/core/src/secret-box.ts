@@ -25,8 +25,14 @@ export class SecretBox {
   }
 }
 
-/** Shows the first and last few characters of a secret: enough to recognise, never enough to use. */
+/** Secrets shorter than this are shown as stars only: their first and last 4 characters would be most of them. */
+const MASK_MIN_REVEAL = 20;
+
+/**
+ * Shows the first and last few characters of a secret: enough to recognise, never enough to use. The ends are
+ * shown only when at least 12 characters stay hidden (a 10-character header value used to show 8 of its 10).
+ */
 export function maskSecret(secret: string): string {
-  if (secret.length <= 8) return '*'.repeat(secret.length);
+  if (secret.length < MASK_MIN_REVEAL) return '*'.repeat(secret.length);
   return `${secret.slice(0, 4)}…${secret.slice(-4)}`;
 }
