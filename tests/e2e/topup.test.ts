@@ -178,3 +178,27 @@ describe('a gateway without providers', () => {
     await expect(startGateway({ PROVIDER_B_API_KEY: 'k', PROVIDER_B_WEBHOOK_SECRET: 's' })).rejects.toThrow('PROVIDER_B_PRODUCT_ID');
   });
 });
+
+describe('order creation limit', () => {
+  test('TOPUP_MAX_ORDERS_PER_HOUR per user, parallel creations included; other users unaffected; a 429 calls no provider', async () => {
+    const g = await startGateway({
+      PROVIDER_A_API_BASE: stripe.url, PROVIDER_A_SECRET_KEY: 'sk_test_gateway', PROVIDER_A_WEBHOOK_SECRET: 'whsec_a',
+      TOPUP_MIN: '100', TOPUP_MAX: '50000', TOPUP_MAX_ORDERS_PER_HOUR: '3',
+    });
+    try {
+      const [u, v] = [await makeUser(g), await makeUser(g)];
+      const before = stripe.requests.length;
+      const answers = await Promise.all(Array.from({ length: 8 }, () => g.api('POST', '/api/topup/', { amount: 500, provider: 'providerA' }, u.token)));
+      const statuses = answers.map((a) => a.status).sort();
+      expect(statuses).toEqual([200, 200, 200, 429, 429, 429, 429, 429]);
+      const refused = answers.find((a) => a.status === 429)!;
+      expect(refused.body.error).toMatchObject({ type: 'rate_limit_error', code: 'too_many_orders' });
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(stripe.requests.length).toBe(before + 3);
+      expect((await g.api('GET', '/api/topup/self', undefined, u.token)).body.data.total).toBe(3);
+      expect((await g.api('POST', '/api/topup/', { amount: 500, provider: 'providerA' }, v.token)).status).toBe(200);
+    } finally {
+      await g.stop();
+    }
+  }, 20_000);
+});

@@ -49,6 +49,8 @@ export interface PaymentsConfig {
   apiTimeoutMs: number;
   providerA: ProviderAConfig | null;
   providerB: ProviderBConfig | null;
+  /** TOPUP_MAX_ORDERS_PER_HOUR (default 20, 0 = no limit): orders a user may create per hour. */
+  ordersPerHour: number;
   /** REDEEM_MAX_FAILURES (default 10): wrong codes a user may send per window before 429. */
   redeemMaxFailures: number;
   /** REDEEM_FAILURE_WINDOW_SECONDS (default 600): the window those failures are counted in. */
@@ -90,6 +92,7 @@ export function paymentsConfig(env: Record<string, string | undefined>): Payment
     successUrl: url(env, 'TOPUP_SUCCESS_URL', `${publicUrl}/topup/success`),
     cancelUrl: url(env, 'TOPUP_CANCEL_URL', `${publicUrl}/topup/cancel`),
     apiTimeoutMs: readIntEnv(env, 'PAYMENT_API_TIMEOUT_MS', 15_000, 100, 120_000),
+    ordersPerHour: readIntEnv(env, 'TOPUP_MAX_ORDERS_PER_HOUR', 20, 0, 100_000),
     redeemMaxFailures: readIntEnv(env, 'REDEEM_MAX_FAILURES', 10, 1, 1000),
     redeemFailureWindowSeconds: readIntEnv(env, 'REDEEM_FAILURE_WINDOW_SECONDS', 600, 1, 86_400),
     providerA: a && {

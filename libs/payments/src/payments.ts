@@ -24,7 +24,7 @@ export interface Payments {
 /** Only configured providers are registered; the others answer `provider_not_configured`. */
 export function createPayments(cfg: PaymentsConfig, deps: {
   users: UsersStore; ledger: LedgerStore; topupOrders: TopupOrdersStore; redemptionCodes: RedemptionCodesStore; bus: ChangeBus;
-  /** Where invalid-code attempts count (default this process; shared by every node in PostgreSQL mode). */
+  /** Where invalid-code attempts and order creations count (default this process; shared by every node in PostgreSQL mode). */
   windows?: AttemptWindows;
 }): Payments {
   const providers = new Map<ProviderId, PaymentProvider>();
@@ -32,7 +32,7 @@ export function createPayments(cfg: PaymentsConfig, deps: {
   if (cfg.providerB) providers.set('providerB', new ProviderB(cfg.providerB, cfg.apiTimeoutMs));
   return {
     config: cfg,
-    topups: new TopupService(cfg, deps.topupOrders, providers),
+    topups: new TopupService(cfg, deps.topupOrders, providers, deps.windows),
     webhooks: new WebhookService(deps.ledger, providers, deps.bus),
     ledgerAdmin: new LedgerAdmin(deps.users, deps.ledger, deps.bus),
     redemption: new RedemptionService(deps.redemptionCodes, deps.ledger, deps.bus,

@@ -1,5 +1,5 @@
 /** Top-up orders: create one and get a hosted checkout URL from its provider; list and read them. */
-import { GatewayError, nowSeconds, randomToken } from '@gw/core';
+import { GatewayError, localWindows, nowSeconds, randomToken, type AttemptWindow, type AttemptWindows } from '@gw/core';
 import type { TopupOrderRow, TopupOrdersStore } from '@gw/db';
 import type { PaymentsConfig } from './config';
 import { PROVIDER_IDS, ProviderApiError, type PaymentProvider, type ProviderId } from './provider';
@@ -16,11 +16,17 @@ export interface TopupListQuery {
 }
 
 export class TopupService {
+  /** Orders created per user in the last hour: each is a provider API call and a stored order. */
+  private readonly created: AttemptWindow;
+
   constructor(
     private readonly cfg: PaymentsConfig,
     private readonly orders: TopupOrdersStore,
     private readonly providers: ReadonlyMap<ProviderId, PaymentProvider>,
-  ) {}
+    windows: AttemptWindows = localWindows,
+  ) {
+    this.created = windows('topup', 3_600_000);
+  }
 
   /** The provider behind an id, or a 400 `provider_not_configured`. */
   provider(id: string): PaymentProvider {
@@ -42,6 +48,12 @@ export class TopupService {
       throw new GatewayError(400, 'out_of_range', `amount must be an integer between ${this.cfg.min} and ${this.cfg.max} (minor units of ${this.cfg.currency})`, { param: 'amount' });
     }
     p.checkAmount(amount);
+    // Claimed before the order exists, so parallel creations get no more. Without a limit one user could
+    // spend the merchant's provider API rate limit (every user's checkouts) and fill the orders table.
+    if (this.cfg.ordersPerHour > 0) {
+      const wait = await this.created.hit(`u${userId}`, this.cfg.ordersPerHour);
+      if (wait) throw new GatewayError(429, 'too_many_orders', `At most ${this.cfg.ordersPerHour} top-up orders an hour; try again later`, { headers: { 'retry-after': String(wait) } });
+    }
     const now = nowSeconds();
     const order = await this.orders.insert({
       tradeNo: newTradeNo(), userId, provider: p.id, amount, currency: this.cfg.currency,
