@@ -47,6 +47,10 @@ describe('CSV fields', () => {
     expect(csvField('x\ny')).toBe('"x\ny"');
     expect(csvField('=1+1')).toBe("'=1+1");
     expect(csvField('=A1,B1')).toBe(`"'=A1,B1"`);
+    // Other openings a spreadsheet may read as a formula, and a locale's semicolon separator.
+    expect(csvField('\0=1+1')).toBe("'\0=1+1");
+    expect(csvField('\n=1+1')).toBe(`"'\n=1+1"`);
+    expect(csvField('x;=1+1')).toBe('"x;=1+1"');
     expect(csvField(-5)).toBe('-5');
     expect(csvField(null)).toBe('');
     expect(csvField(true)).toBe('true');
