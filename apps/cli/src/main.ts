@@ -7,6 +7,7 @@ import pkg from '../package.json';
 import { App } from './core/context';
 import { ApiError, EXIT, InterruptedError, UnreachableError, UsageError } from './core/errors';
 import type { Io } from './core/io';
+import { jsonText, terminalText } from './core/output';
 import { registerSession } from './commands/session';
 import { registerAccessToken } from './commands/access-token';
 import { registerPassword } from './commands/password';
@@ -125,13 +126,14 @@ function report(e: unknown, io: Io, json: boolean): number {
   if (json) {
     // The server's object unchanged, plus the CLI's wording and exit code.
     const error = { message: f.message, code: f.code, ...f.server, ...f.extra, cli_message: f.message, exit_code: f.exit };
-    io.err(`${JSON.stringify({ error })}\n`);
+    io.err(`${jsonText({ error })}\n`);
   } else if (e instanceof CommanderError) {
     // Commander has already printed its message itself.
   } else if (e instanceof InterruptedError) {
     io.err('\ninterrupted\n');
   } else {
-    io.err(`error: ${f.message}${e instanceof ApiError ? ` (${f.code})` : ''}\n`);
+    // The message may be the server's (or an upstream's) words: nothing in it may drive the terminal.
+    io.err(terminalText(`error: ${f.message}${e instanceof ApiError ? ` (${f.code})` : ''}\n`));
   }
   return f.exit;
 }

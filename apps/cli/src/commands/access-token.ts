@@ -47,7 +47,7 @@ function build(group: Command, app: App, name: string): void {
       const t = await ctx.client().call('POST', '/api/user/access_token', { body });
       if (ctx.json) ctx.print(t, () => '');
       else {
-        ctx.io.err(`Created access token ${t.id}${t.name ? ` (${t.name})` : ''}. It is shown only now; store it safely:\n`);
+        ctx.note(`Created access token ${t.id}${t.name ? ` (${t.name})` : ''}. It is shown only now; store it safely:\n`);
         ctx.io.out(`${t.token}\n`);
       }
     }));

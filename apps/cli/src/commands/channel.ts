@@ -145,7 +145,7 @@ Examples:
         ['message', data.message], ['tested', time(data.tested_at)],
       ]));
       if (data.success) return 0;
-      ctx.io.err(`error: channel ${id} failed the test: ${data.message || `upstream status ${data.status}`}\n`);
+      ctx.note(`error: channel ${id} failed the test: ${data.message || `upstream status ${data.status}`}\n`);
       return 1;
     }));
 

@@ -66,7 +66,7 @@ export function registerKey(program: Command, app: App): void {
       const data = await ctx.client().call('POST', '/api/token/', { body });
       if (ctx.json) ctx.print(data, () => '');
       else {
-        ctx.io.err(`Created API key ${data.id}${data.name ? ` (${data.name})` : ''}. The key is shown only now; store it safely:\n`);
+        ctx.note(`Created API key ${data.id}${data.name ? ` (${data.name})` : ''}. The key is shown only now; store it safely:\n`);
         ctx.io.out(`${data.key}\n`);
       }
     }));

@@ -123,7 +123,7 @@ async function logout(ctx: Ctx): Promise<number> {
   } catch (e) {
     // An already revoked/expired token is the goal anyway; anything else is worth a warning.
     if (e instanceof ApiError && e.status === 401) revoked = true;
-    else if (e instanceof UnreachableError || e instanceof ApiError) ctx.io.err(`warning: could not revoke the token on the server (${e.message}); it stays valid until revoked or expired\n`);
+    else if (e instanceof UnreachableError || e instanceof ApiError) ctx.note(`warning: could not revoke the token on the server (${e.message}); it stays valid until revoked or expired\n`);
     else throw e;
   }
   // The URL stays (it is no secret): `gw login` needs no --url next time, and `gw whoami` can say

@@ -7,6 +7,7 @@ import { ApiClient } from './client';
 import { configPath, readConfig, resolveCredentials, type Credentials, type StoredConfig } from './config';
 import { ApiError, UsageError } from './errors';
 import type { Io } from './io';
+import { jsonText, terminalText } from './output';
 import { inCliTerms, paramTable } from './params';
 
 /** Options defined on the root program and valid on every command. */
@@ -60,9 +61,17 @@ export class Ctx {
     return this.app.selfCache;
   }
 
-  /** Prints `data` as JSON with --json, else the human rendering. */
+  /**
+   * Prints `data` as JSON with --json, else the human rendering. Either way nothing the server or an
+   * upstream sent can drive the operator's terminal (see `terminalText` and `jsonText`).
+   */
   print(data: unknown, human: () => string): void {
-    this.io.out(this.json ? `${JSON.stringify(data, null, 2)}\n` : human());
+    this.io.out(this.json ? `${jsonText(data, 2)}\n` : terminalText(human()));
+  }
+
+  /** A note or warning on stderr, made safe for the terminal like `print`. */
+  note(text: string): void {
+    this.io.err(terminalText(text));
   }
 }
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test';
-import { cell, col, pageFooter, table, time } from './output';
+import { cell, col, jsonText, pageFooter, table, time } from './output';
 
 describe('table', () => {
   test('aligns columns, right-aligns numbers, shows - for empty values', () => {
@@ -9,6 +9,13 @@ describe('table', () => {
 
   test('control characters in values cannot drive the terminal', () => {
     expect(cell('evil\u001b[2Jname\nx')).toBe('evil [2Jname x');
+  });
+
+  test('bidi overrides cannot reverse a line; --json escapes them and keeps the value', () => {
+    expect(cell('a\u202eb\u2066c\u2028d\u009be')).toBe('a b c d e');
+    const json = jsonText({ name: 'a\u202eb\u009b\u001b' });
+    expect(json).toBe('{"name":"a\\u202eb\\u009b\\u001b"}');
+    expect(JSON.parse(json).name).toBe('a\u202eb\u009b\u001b');
   });
 
   test('wide characters count as two columns', () => {

@@ -16,7 +16,28 @@ export function col<T = any>(header: string, field: string, opts: { right?: bool
   return { header, right: opts.right, get: (r: any) => (opts.fmt ? opts.fmt(r?.[field]) : r?.[field]) };
 }
 
-/** Renders a cell: no control characters (a hostile name must not drive the terminal), '-' for empty. */
+/**
+ * Characters that drive a terminal or reorder what it shows: C0 controls other than newline (ESC starts
+ * CSI/OSC sequences such as an OSC 52 clipboard write; CR and backspace overwrite what was printed), DEL,
+ * C1 controls, the bidirectional overrides, embeddings and isolates (a name with U+202E shows the rest of
+ * its line reversed), and the Unicode line and paragraph separators.
+ */
+// eslint-disable-next-line no-control-regex
+const UNSAFE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+/** Text for the terminal: every unsafe character (see UNSAFE) becomes a space; newlines stay. */
+export const terminalText = (s: string): string => s.replace(UNSAFE, ' ');
+
+/**
+ * `JSON.stringify` with the unsafe characters it leaves raw (DEL, C1, bidi controls, U+2028/9) written as
+ * `\uXXXX` escapes: the same JSON value, but harmless when printed to a terminal. Outside strings JSON text
+ * holds only ASCII structure, so every such character is inside a string, where the escape is valid.
+ */
+export function jsonText(data: unknown, indent?: number): string {
+  return (JSON.stringify(data, null, indent) ?? 'null').replace(UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** Renders a cell on one line: no terminal-driving characters (see UNSAFE) nor newlines, '-' for empty. */
 export function cell(v: unknown): string {
   if (v === null || v === undefined || v === '') return '-';
   let s: string;
@@ -24,8 +45,7 @@ export function cell(v: unknown): string {
   else if (Array.isArray(v)) s = v.length ? v.map((x) => (typeof x === 'object' ? JSON.stringify(x) : String(x))).join(',') : '-';
   else if (typeof v === 'object') s = Object.keys(v).length ? JSON.stringify(v) : '-';
   else s = String(v);
-  // eslint-disable-next-line no-control-regex
-  return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
+  return terminalText(s).replace(/\n/g, ' ');
 }
 
 /** Unix seconds → `YYYY-MM-DD HH:MM:SS` (UTC), '-' for none. */

@@ -1,0 +1,79 @@
+/**
+ * Strings other people control reach the operator's terminal through `gw`: a user's key names, an upstream's
+ * error text in `channel test`, a server's error message. None of them may drive the terminal (OSC 52
+ * clipboard writes, screen clears, carriage returns that overwrite a line, bidi overrides that reverse one),
+ * and `--json` still carries every value exactly.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { cliSandbox, type CliSandbox } from './run-cli';
+
+let gw: TestGateway;
+let sb: CliSandbox;
+let env: Record<string, string>;
+beforeAll(async () => {
+  gw = await startGateway();
+  sb = cliSandbox();
+  env = { GATEWAY_URL: gw.url, GATEWAY_TOKEN: gw.rootToken };
+});
+afterAll(async () => { await gw.stop(); sb.cleanup(); });
+
+const gwc = (args: string[], extraEnv: Record<string, string> = {}) => sb.run(args, { env: { ...env, ...extraEnv } });
+
+const HOSTILE = 'ok\u001b]52;c;cm0gLXJmIH4=\u0007\u001b[2J\rroot\u0008\u009b31m\u202edesu';
+/** ESC, BEL, CR, backspace, C1 CSI, RLO: any of them in terminal text is a defect. */
+const DRIVES_TERMINAL = /[\u001b\u0007\r\u0008\u009b\u202e]/;
+
+test("a user's hostile key name is inert in the admin's table, and exact in --json", async () => {
+  const user = await makeUser(gw);
+  const made = await gw.api('POST', '/api/token/', { name: HOSTILE }, user.token);
+  expect(made.status).toBe(200);
+
+  const list = await gwc(['key', 'list', '--user-id', String(user.id)]);
+  expect(list.code).toBe(0);
+  expect(list.stdout).toContain('ok ]52;c;cm0gLXJmIH4=');
+  expect(list.stdout).not.toMatch(DRIVES_TERMINAL);
+  const get = await gwc(['key', 'get', String(made.body.data.id)]);
+  expect(get.stdout).not.toMatch(DRIVES_TERMINAL);
+
+  const json = await gwc(['key', 'list', '--user-id', String(user.id), '--json']);
+  expect(json.stdout).not.toMatch(DRIVES_TERMINAL);
+  expect(JSON.parse(json.stdout).items[0].name).toBe(HOSTILE);
+});
+
+test("an upstream's error text in `channel test` cannot drive the terminal, on stdout or stderr", async () => {
+  const upstream = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    fetch: () => Response.json({ type: 'error', error: { type: 'invalid_request_error', message: HOSTILE } }, { status: 400 }),
+  });
+  try {
+    const ch = (await gw.api('POST', '/api/channel/', { name: 'up', type: 'anthropic', base_url: `http://127.0.0.1:${upstream.port}`, key: 'k-12345678', models: ['m'] })).body.data;
+    const r = await gwc(['channel', 'test', String(ch.id)]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`error: channel ${ch.id} failed the test:`);
+    expect(r.stdout + r.stderr).not.toMatch(DRIVES_TERMINAL);
+  } finally {
+    upstream.stop(true);
+  }
+});
+
+test("a server's error message is printed inert; the --json error keeps it exactly", async () => {
+  // Not the gateway: whatever answers at the configured URL (a wrong URL, a compromised or MITM'd http one).
+  const fake = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    fetch: () => Response.json({ success: false, error: { message: HOSTILE, type: 'invalid_request_error', code: 'x' } }, { status: 400 }),
+  });
+  try {
+    const url = `http://127.0.0.1:${fake.port}`;
+    const r = await gwc(['whoami'], { GATEWAY_URL: url });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toStartWith('error: ok ]52;c;');
+    expect(r.stderr).not.toMatch(DRIVES_TERMINAL);
+
+    const j = await gwc(['whoami', '--json'], { GATEWAY_URL: url });
+    expect(j.stderr).not.toMatch(DRIVES_TERMINAL);
+    expect(JSON.parse(j.stderr).error.message).toBe(HOSTILE);
+  } finally {
+    fake.stop(true);
+  }
+});
