@@ -1,5 +1,6 @@
 /** `pricing`: per-model prices (`/api/pricing/`), in quota units per million tokens. */
 import type { Command } from 'commander';
+import { pathSegment } from '../core/client';
 import type { App } from '../core/context';
 import { addFields, bodyFrom, requireFields, type Field } from '../core/fields';
 import { col, table, time } from '../core/output';
@@ -47,7 +48,7 @@ export function registerPricing(program: Command, app: App): void {
     .argument('<model>', 'model name')
     .addHelpText('after', '\nExample:\n  $ gw pricing get claude-sonnet-4')
     .action(app.action(async (ctx, [model]) => {
-      const data = await ctx.client().call('GET', `/api/pricing/${encodeURIComponent(model)}`);
+      const data = await ctx.client().call('GET', `/api/pricing/${pathSegment(model, 'model')}`);
       ctx.print(data, () => table([data], COLUMNS));
     }));
 
@@ -65,7 +66,7 @@ export function registerPricing(program: Command, app: App): void {
     .argument('<model>', 'model name')
     .addHelpText('after', '\nExample:\n  $ gw pricing delete old-model')
     .action(app.action(async (ctx, [model]) => {
-      const data = await ctx.client().call('DELETE', `/api/pricing/${encodeURIComponent(model)}`);
+      const data = await ctx.client().call('DELETE', `/api/pricing/${pathSegment(model, 'model')}`);
       ctx.print(data, () => `Deleted price of ${model}.\n`);
     }));
 }

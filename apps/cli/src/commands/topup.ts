@@ -1,5 +1,6 @@
 /** `topup` (alias `order`): top-up orders (`/api/topup/`) paid through a payment provider's checkout. */
 import { Option, type Command } from 'commander';
+import { pathSegment } from '../core/client';
 import type { App } from '../core/context';
 import { ApiError, UsageError } from '../core/errors';
 import { parseId } from '../core/fields';
@@ -38,7 +39,7 @@ export function registerTopup(program: Command, app: App): void {
     .argument('<trade-no>', 'the order\'s trade number')
     .addHelpText('after', '\nExample:\n  $ gw topup get T20261123ABCD')
     .action(app.action(async (ctx, [tradeNo]) => {
-      const data = await ctx.client().call('GET', `/api/topup/${encodeURIComponent(tradeNo)}`);
+      const data = await ctx.client().call('GET', `/api/topup/${pathSegment(tradeNo, 'trade number')}`);
       ctx.print(data, () => orderDetails(data));
     }));
 

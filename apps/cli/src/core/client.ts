@@ -2,7 +2,7 @@
  * A small fetch-based client for the management API: sends JSON, unwraps the
  * `{success, message, data}` envelope and turns every failure into ApiError or UnreachableError.
  */
-import { ApiError, UnreachableError } from './errors';
+import { ApiError, UnreachableError, UsageError } from './errors';
 
 export type Query = Record<string, string | number | boolean | undefined | null>;
 
@@ -134,6 +134,18 @@ export function unwrap(res: RawResponse): unknown {
   }
   // Not the gateway's JSON at all (a proxy page, a different service): say what came back.
   throw new ApiError(res.status, `http_${res.status}`, `unexpected answer from the server (HTTP ${res.status}); is this an AI gateway?`);
+}
+
+/**
+ * A free-text argument (a model name, a trade number) as one URL path segment. Percent-encoding keeps `/`,
+ * `?` and `#` inside the segment, but URL parsing still resolves `.` and `..` (also as `%2E`), and an empty
+ * segment is the parent route: `gw pricing get .` would read the price list. Those are refused.
+ */
+export function pathSegment(value: string, what: string): string {
+  if (value === '' || value === '.' || value === '..') {
+    throw new UsageError(`${what} '${value}' cannot be named in a URL path (it would address another route)`);
+  }
+  return encodeURIComponent(value);
 }
 
 function queryString(q: Query | undefined): string {
