@@ -2,7 +2,8 @@
  * The per-user config file holding the gateway URL and the management access token from `gw login`,
  * and the precedence rules: flags > environment > file.
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
 import { UsageError } from './errors';
@@ -46,11 +47,17 @@ export function readConfig(path: string, warn?: (msg: string) => void): StoredCo
 export function writeConfig(path: string, cfg: StoredConfig): void {
   const dir = dirname(path);
   if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const tmp = `${path}.${process.pid}.tmp`;
-  // The temp file is created 0600 so the token is never readable by others, not even briefly.
-  writeFileSync(tmp, `${JSON.stringify(cfg, null, 2)}\n`, { mode: 0o600 });
-  chmodSync(tmp, 0o600);
-  renameSync(tmp, path);
+  // An unguessable name, created new ('wx': O_EXCL, which also refuses a symlink) and 0600 from the start: a
+  // file or link planted in a shared folder never receives the token, and no file is written through a link.
+  const tmp = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(cfg, null, 2)}\n`, { mode: 0o600, flag: 'wx' });
+  try {
+    chmodSync(tmp, 0o600);
+    renameSync(tmp, path);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
+  }
 }
 
 /** Validates a gateway URL and strips trailing slashes so URLs compare equal. */

@@ -1,0 +1,38 @@
+/**
+ * The config file holds a live access token. It is written through a temporary file and a rename; that
+ * temporary file must be a new one of our own: a file or symlink planted at a guessable name (in a shared
+ * folder named by GW_CONFIG or XDG_CONFIG_HOME) must neither receive the token nor be overwritten.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { ROOT_PASSWORD, startGateway, type TestGateway } from '../helpers/gateway';
+import { cliSandbox, type CliSandbox } from './run-cli';
+
+let gw: TestGateway;
+let sb: CliSandbox;
+beforeAll(async () => { gw = await startGateway(); sb = cliSandbox(); });
+afterAll(async () => { await gw.stop(); sb.cleanup(); });
+
+test('login never writes the token through a symlink planted at the temporary file name', async () => {
+  mkdirSync(dirname(sb.configPath), { recursive: true, mode: 0o700 });
+  const victim = join(sb.dir, 'victim.txt');
+  writeFileSync(victim, 'precious\n');
+  const proc = Bun.spawn(['bun', 'run', resolve(import.meta.dir, '../../apps/cli/src/index.ts'), 'login', '--url', gw.url, '-u', 'root', '--password-stdin'], {
+    cwd: resolve(import.meta.dir, '../..'),
+    env: { PATH: process.env.PATH ?? '', HOME: sb.dir, GW_CONFIG: sb.configPath },
+    stdin: new TextEncoder().encode(`${ROOT_PASSWORD}\n`), stdout: 'pipe', stderr: 'pipe',
+  });
+  // The name the CLI used to write to (`<config>.<pid>.tmp`) is known as soon as the process exists.
+  symlinkSync(victim, `${sb.configPath}.${proc.pid}.tmp`);
+  const [stderr, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+  expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
+
+  expect(readFileSync(victim, 'utf8')).toBe('precious\n');
+  const cfg = lstatSync(sb.configPath);
+  expect(cfg.isFile()).toBe(true);
+  expect(cfg.mode & 0o777).toBe(0o600);
+  expect(JSON.parse(readFileSync(sb.configPath, 'utf8')).token).toStartWith('gwm_');
+  // No temporary file of ours is left behind (the planted link is the caller's business).
+  expect(readdirSync(dirname(sb.configPath)).filter((n) => n.endsWith('.tmp') && !n.includes(`.${proc.pid}.tmp`))).toEqual([]);
+});
