@@ -36,3 +36,26 @@ test('login never writes the token through a symlink planted at the temporary fi
   // No temporary file of ours is left behind (the planted link is the caller's business).
   expect(readdirSync(dirname(sb.configPath)).filter((n) => n.endsWith('.tmp') && !n.includes(`.${proc.pid}.tmp`))).toEqual([]);
 });
+
+test('GATEWAY_TOKEN set with GATEWAY_URL is not sent to another gateway named by --url', async () => {
+  const seen: (string | null)[] = [];
+  const other = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    fetch: (req) => {
+      seen.push(req.headers.get('authorization'));
+      return Response.json({ success: false, error: { message: 'Unauthorized', code: 'unauthorized' } }, { status: 401 });
+    },
+  });
+  try {
+    const env = { GATEWAY_URL: gw.url, GATEWAY_TOKEN: gw.rootToken };
+    const r = await sb.run(['whoami', '--url', `http://127.0.0.1:${other.port}`], { env });
+    expect(seen).toEqual([null]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('GATEWAY_TOKEN belongs to GATEWAY_URL');
+    // The same gateway however it is spelled, and GATEWAY_TOKEN without GATEWAY_URL, still work.
+    expect((await sb.run(['whoami', '--url', `${gw.url}/`], { env })).code).toBe(0);
+    expect((await sb.run(['whoami', '--url', gw.url], { env: { GATEWAY_TOKEN: gw.rootToken } })).code).toBe(0);
+  } finally {
+    other.stop(true);
+  }
+});

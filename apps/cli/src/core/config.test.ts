@@ -25,6 +25,14 @@ describe('resolveCredentials', () => {
     expect(resolveCredentials({}, { GATEWAY_URL: 'http://file:1' }, file)!.token).toBe('gwm_file');
   });
 
+  test("GATEWAY_TOKEN is never paired with another gateway's URL either (alone it goes to any URL)", () => {
+    expect(resolveCredentials({ url: 'http://flag:3' }, { GATEWAY_URL: 'http://env:2', GATEWAY_TOKEN: 'gwm_env' }, {})!.token).toBeUndefined();
+    expect(resolveCredentials({ url: 'http://env:2/' }, { GATEWAY_URL: 'http://env:2', GATEWAY_TOKEN: 'gwm_env' }, {})!.token).toBe('gwm_env');
+    expect(resolveCredentials({ url: 'http://flag:3' }, { GATEWAY_TOKEN: 'gwm_env' }, {})!.token).toBe('gwm_env');
+    // The file's own pair still applies when the flag names the file's gateway.
+    expect(resolveCredentials({ url: 'http://file:1' }, { GATEWAY_URL: 'http://env:2', GATEWAY_TOKEN: 'gwm_env' }, file)!.token).toBe('gwm_file');
+  });
+
   test('no URL anywhere: undefined; a bad URL: usage error', () => {
     expect(resolveCredentials({}, {}, {})).toBeUndefined();
     expect(() => normalizeUrl('localhost:3000')).toThrow(UsageError);

@@ -68,6 +68,11 @@ export function normalizeUrl(raw: string): string {
   return u.toString().replace(/\/+$/, '');
 }
 
+/** `raw` (a stored URL, maybe invalid) names the gateway `url` (normalised). */
+function sameUrl(raw: string, url: string): boolean {
+  try { return normalizeUrl(raw) === url; } catch { return false; }
+}
+
 export interface Credentials {
   url: string;
   token?: string;
@@ -76,8 +81,9 @@ export interface Credentials {
 }
 
 /**
- * Resolves URL and token, each by flags > env > file. The file's token is only used for the file's URL:
- * pointing the CLI at another gateway with --url must not send it the stored token.
+ * Resolves URL and token, each by flags > env > file. A stored token is only used for the URL stored with it:
+ * the file's for the file's URL, and GATEWAY_TOKEN, when GATEWAY_URL is set, for GATEWAY_URL. Pointing the CLI
+ * at another gateway with --url must not send it that gateway's token (GATEWAY_TOKEN alone goes to any URL).
  */
 export function resolveCredentials(flags: { url?: string; token?: string }, env: Env, file: StoredConfig): Credentials | undefined {
   const rawUrl = flags.url ?? env.GATEWAY_URL ?? file.url;
@@ -86,7 +92,7 @@ export function resolveCredentials(flags: { url?: string; token?: string }, env:
   const source: Credentials['source'] = { url: flags.url !== undefined ? 'flag' : env.GATEWAY_URL !== undefined ? 'env' : 'file' };
   let token: string | undefined;
   if (flags.token !== undefined) { token = flags.token; source.token = 'flag'; }
-  else if (env.GATEWAY_TOKEN) { token = env.GATEWAY_TOKEN; source.token = 'env'; }
-  else if (file.token && file.url && normalizeUrl(file.url) === url) { token = file.token; source.token = 'file'; }
+  else if (env.GATEWAY_TOKEN && (!env.GATEWAY_URL || sameUrl(env.GATEWAY_URL, url))) { token = env.GATEWAY_TOKEN; source.token = 'env'; }
+  else if (file.token && file.url && sameUrl(file.url, url)) { token = file.token; source.token = 'file'; }
   return { url, token, source };
 }

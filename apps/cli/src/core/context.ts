@@ -109,6 +109,10 @@ function explain(e: ApiError, ctx: Ctx, cmd: Command): void {
   e.cliMessage = message;
   e.flag = flag;
   if (e.status === 401 && e.withoutCredentials) {
-    e.cliMessage = `not logged in to ${ctx.credentials().url}: run \`gw login\`, or pass --token / set GATEWAY_TOKEN`;
+    const { url } = ctx.credentials();
+    const env = ctx.io.env;
+    e.cliMessage = env.GATEWAY_TOKEN && env.GATEWAY_URL
+      ? `not logged in to ${url}: GATEWAY_TOKEN belongs to GATEWAY_URL ${env.GATEWAY_URL} and is not sent elsewhere; pass --token or set both`
+      : `not logged in to ${url}: run \`gw login\`, or pass --token / set GATEWAY_TOKEN`;
   }
 }
