@@ -19,6 +19,13 @@ test('admin CRUD of prices; integers only; users cannot touch them', async () =>
   expect(frac.body.error.param).toBe('input');
   expect((await gw.api('PUT', '/api/pricing/', { model: 'p2', input: '5', output: 2 })).status).toBe(400);
   expect((await gw.api('PUT', '/api/pricing/', { model: 'p2', input: -1, output: 2 })).status).toBe(400);
+  // Names a URL path resolves away (GET/DELETE /api/pricing/.. would reach another route): refused.
+  for (const model of ['.', '..']) {
+    const dot = await gw.api('PUT', '/api/pricing/', { model, input: 1, output: 2 });
+    expect(dot.status).toBe(400);
+    expect(dot.body.error.param).toBe('model');
+  }
+  expect((await gw.api('PUT', '/api/pricing/', { model: '...', input: 1, output: 2 })).status).toBe(200);
   const u = await makeUser(gw);
   expect((await gw.api('GET', '/api/pricing/', undefined, u.token)).status).toBe(403);
   expect((await gw.api('PUT', '/api/pricing/', { model: 'x', input: 1, output: 1 }, u.token)).status).toBe(403);

@@ -16,7 +16,8 @@ export type LongContextView = Static<typeof LongContextView>;
 
 /** A model's price as the API shows and accepts it: quota units per million tokens. */
 export const PriceView = Type.Object({
-  model: Type.String({ minLength: 1, maxLength: 200, description: 'Model name as clients request it.' }),
+  // '.' and '..' are path segments URL parsing resolves: such a price could be set but never read or deleted by name.
+  model: Type.String({ minLength: 1, maxLength: 200, pattern: '^(?!\\.\\.?$)[\\s\\S]+$', error: "must be a model name other than '.' or '..'", description: 'Model name as clients request it.' }),
   input: units('Uncached input tokens, per million.'),
   output: units('Output tokens, per million.'),
   cache_read: units('Prompt-cache reads, per million.'),
