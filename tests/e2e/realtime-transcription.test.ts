@@ -8,8 +8,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { costOf } from '@gw/core';
 import { SettlementsRepo } from '@gw/db';
 import { GatedSink } from '../helpers/gated-sink';
-import { startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
-import { PRICE, bearerOf, channel, open, wire, type Wiring } from '../helpers/realtime-wiring';
+import { SAMPLE_USAGE, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
+import { PRICE, RESPONSE_CREATE, bearerOf, channel, open, wire, type Wiring } from '../helpers/realtime-wiring';
 
 const TR = { model: 'gpt-4o-transcribe', input: 2_500_000, output: 10_000_000, cache_read: 0, audio_input: 6_000_000, audio_output: 0, context_window: 16_000 };
 const TOKENS = { type: 'tokens', total_tokens: 26, input_tokens: 17, input_token_details: { text_tokens: 0, audio_tokens: 17 }, output_tokens: 9 };
@@ -17,18 +17,19 @@ const TR_COST = costOf([[17, TR.audio_input], [9, TR.output]]);
 
 let g: Wiring;
 let d: Wiring;
+let gate: GatedSink;
 let u: RealtimeUpstreamDouble;
 beforeAll(async () => {
   u = startRealtimeUpstream();
   g = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '0' });
   // Settlements that commit later, as in PostgreSQL mode.
-  d = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '0' }, { durable: (h) => new GatedSink(new SettlementsRepo(h.sqlite)) });
+  d = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '0' }, { durable: (h) => (gate = new GatedSink(new SettlementsRepo(h.sqlite))) });
   for (const x of [g, d]) {
     await x.book.upsert(TR);
     x.channels.push(channel(1, u));
   }
 });
-afterAll(async () => { await g.stop(); await d.stop(); await u.stop(); });
+afterAll(async () => { gate.release(); await g.stop(); await d.stop(); await u.stop(); });
 
 const rows = (userId: number, w = g) => w.h.sqlite.query(
   "select request_id, model, upstream_model, billed_model, input_tokens, audio_input_tokens, output_tokens, cost, usage_flag from usage_logs where user_id = ? and kind = 'realtime' order by id",
@@ -112,5 +113,33 @@ describe('realtime input transcription', () => {
     await c.waitFor('conversation.item.input_audio_transcription.completed');
     await closeAndSettle(c);
     expect(rows(userId).map((r) => [r.audio_input_tokens, r.output_tokens, r.usage_flag])).toEqual([[TR.context_window, 4096, 'implausible']]);
+  });
+
+  test('frames read behind a pending commit when the session ends are still metered: the response by its usage, the transcription billed', async () => {
+    const { c, userId, conn } = await session(50_000_000, d);
+    u.send(JSON.stringify({ type: 'session.updated', event_id: 'ev_su', session: { type: 'realtime', audio: { input: { transcription: { model: 'gpt-4o-transcribe' } } } } }), conn);
+    await c.waitFor('session.updated');
+    u.stopBefore = 'response.done';
+    try {
+      c.ws.send(RESPONSE_CREATE);
+      const created = await c.waitFor('response.created');
+      gate.close();
+      // In one write: the response.done waits for its commit, and the transcription read with it waits behind it.
+      u.send(JSON.stringify({ type: 'response.done', event_id: 'ev_d', response: { id: created.response.id, object: 'realtime.response', status: 'completed', usage: SAMPLE_USAGE } }) , conn);
+      u.send(completed('item_late', TOKENS), conn);
+      await u.until(() => gate.waiting === 1);
+      await Bun.sleep(30);
+      expect(c.events().some((e) => e.type === 'response.done')).toBe(false);
+      c.ws.close();
+      await c.waitClose();
+      await Bun.sleep(30);
+    } finally {
+      u.stopBefore = null;
+      gate.release();
+    }
+    await Bun.sleep(100);
+    const billed = rows(userId, d);
+    expect(billed.map((r) => [r.request_id.replace(/^rt_\w+?_/, ''), r.usage_flag])).toEqual([[expect.stringMatching(/^resp_/), ''], ['tr_item_late_0', '']]);
+    expect(billed[1].cost).toBe(TR_COST);
   });
 });

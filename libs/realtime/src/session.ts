@@ -412,6 +412,16 @@ export class RelaySession {
     this.connectTimer = null;
   }
 
+  /** An upstream frame read as the session ends: its verdict no longer matters, only what it bills. */
+  private observeLate(text: string): void {
+    try {
+      const v = this.opts.observer.upstream(text);
+      if (v instanceof Promise) v.catch((e) => this.opts.onError?.(e));
+    } catch (e) {
+      this.opts.onError?.(e);
+    }
+  }
+
   private finish(o: { clientCode: number; reason: string; cause: string; upstreamCode?: number; event?: string; clientClosed?: boolean; upstreamClosed?: boolean }): void {
     if (this.ended) return;
     this.ended = true;
@@ -427,6 +437,9 @@ export class RelaySession {
       if (o.event) client.send(o.event);
       client.close(sendable(o.clientCode) ? o.clientCode : 1011, reason);
     }
+    // Frames held behind a pending verdict were never read: the observer still sees them, delivered or not
+    // (the usage a response.done reports, a completed transcription, are work the upstream did).
+    for (const f of this.upBehind) if (typeof f.raw === 'string') this.observeLate(f.raw);
     this.outQueue = [];
     this.pending = [];
     this.blocked = [];
