@@ -14,10 +14,25 @@ export const topupOrders = pgTable('topup_orders', {
   status: text('status').notNull().default('pending'),
   providerRef: text('provider_ref').notNull().default(''),
   checkoutUrl: text('checkout_url').notNull().default(''),
+  paymentRef: text('payment_ref').notNull().default(''),
+  clawedBack: big('clawed_back').notNull().default(0),
   createdAt: big('created_at').notNull(),
   updatedAt: big('updated_at').notNull(),
   paidAt: big('paid_at'),
-}, (t) => [uniqueIndex('topup_orders_trade_uq').on(t.tradeNo), index('topup_orders_user_idx').on(t.userId)]);
+}, (t) => [
+  uniqueIndex('topup_orders_trade_uq').on(t.tradeNo), index('topup_orders_user_idx').on(t.userId),
+  index('topup_orders_payment_ref_idx').on(t.provider, t.paymentRef), index('topup_orders_provider_ref_idx').on(t.provider, t.providerRef),
+]);
+
+export const topupReversals = pgTable('topup_reversals', {
+  id: idColumn(),
+  tradeNo: text('trade_no').notNull(),
+  key: text('key').notNull(),
+  state: text('state').notNull(),
+  amount: big('amount').notNull(),
+  eventId: text('event_id').notNull(),
+  updatedAt: big('updated_at').notNull(),
+}, (t) => [uniqueIndex('topup_reversals_uq').on(t.tradeNo, t.key)]);
 
 export const webhookEvents = pgTable('webhook_events', {
   id: idColumn(),

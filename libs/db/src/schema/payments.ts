@@ -15,10 +15,40 @@ export const topupOrders = sqliteTable('topup_orders', {
   status: text('status').notNull().default('pending'),
   providerRef: text('provider_ref').notNull().default(''),
   checkoutUrl: text('checkout_url').notNull().default(''),
+  /**
+   * The provider's id of the payment itself, kept when the order is credited (providerA: the PaymentIntent,
+   * providerB: the order), because refund and dispute events name the payment, not our trade no.
+   */
+  paymentRef: text('payment_ref').notNull().default(''),
+  /** Quota units taken back from the user by refunds and disputes (net of reinstated disputes); never above `credit`. */
+  clawedBack: integer('clawed_back').notNull().default(0),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
   paidAt: integer('paid_at'),
-}, (t) => [uniqueIndex('topup_orders_trade_uq').on(t.tradeNo), index('topup_orders_user_idx').on(t.userId)]);
+}, (t) => [
+  uniqueIndex('topup_orders_trade_uq').on(t.tradeNo), index('topup_orders_user_idx').on(t.userId),
+  // Refund and dispute events find their order by the payment or checkout id.
+  index('topup_orders_payment_ref_idx').on(t.provider, t.paymentRef), index('topup_orders_provider_ref_idx').on(t.provider, t.providerRef),
+]);
+
+/**
+ * Money taken back from a paid order, one row per reversal: `key` is 'refund' (providerA: the charge's
+ * running refunded total), 'refund:<id>' (providerB: one refund) or 'dispute:<id>'. The rows are the
+ * state that makes refund and dispute events idempotent whatever their order: an event moves a row
+ * forward (a larger running total, a new refund, a dispute withdrawn, then reinstated) or changes nothing.
+ */
+export const topupReversals = sqliteTable('topup_reversals', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  tradeNo: text('trade_no').notNull(),
+  key: text('key').notNull(),
+  /** 'refunded' | 'withdrawn' | 'reinstated' */
+  state: text('state').notNull(),
+  /** Money (minor units) this reversal holds back now; 0 once a dispute is reinstated. */
+  amount: integer('amount').notNull(),
+  /** The event that last moved it. */
+  eventId: text('event_id').notNull(),
+  updatedAt: integer('updated_at').notNull(),
+}, (t) => [uniqueIndex('topup_reversals_uq').on(t.tradeNo, t.key)]);
 
 /** Webhook event ids already processed: the exactly-once guard. */
 export const webhookEvents = sqliteTable('webhook_events', {
