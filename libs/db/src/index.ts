@@ -13,6 +13,7 @@ export * from './repos/usage-logs';
 export * from './repos/usage-stats';
 export * from './repos/stats-reader';
 export * from './repos/topup-orders';
+export * from './repos/topup-reversals';
 export * from './repos/webhook-events';
 export * from './repos/security';
 export * from './repos/realtime-sessions';

@@ -5,7 +5,7 @@
 import { GatewayError } from '@gw/core';
 import type { ProviderAConfig } from './config';
 import {
-  ProviderApiError, callProvider, int, parseJsonObject, str,
+  ProviderApiError, callProvider, idOf, int, parseJsonObject, str,
   type CheckoutRequest, type CheckoutResult, type PaymentEvent, type PaymentProvider,
 } from './provider';
 import { verifyStripeSignature } from './signatures';
@@ -47,6 +47,8 @@ export class ProviderA implements PaymentProvider {
         price_data: { currency: req.currency, unit_amount: req.amount, product_data: { name: 'Account top-up' } },
       }],
       metadata: { trade_no: req.tradeNo, user_id: req.userId },
+      // Copied onto the PaymentIntent, so its charges' refunds and disputes can name the order even without payment_ref.
+      payment_intent_data: { metadata: { trade_no: req.tradeNo } },
     });
     const { body } = await callProvider('providerA', `${this.cfg.apiBase}/v1/checkout/sessions`, {
       method: 'POST',
@@ -73,9 +75,11 @@ export class ProviderA implements PaymentProvider {
     const eventId = str(ev.id, 'id');
     const type = str(ev.type, 'type');
     const handled = ['checkout.session.completed', 'checkout.session.async_payment_succeeded', 'checkout.session.async_payment_failed', 'checkout.session.expired'];
-    if (!handled.includes(type)) return { kind: 'ignored', eventId, type };
+    const reversals = ['charge.refunded', 'charge.dispute.created', 'charge.dispute.funds_withdrawn', 'charge.dispute.funds_reinstated', 'charge.dispute.closed'];
+    if (!handled.includes(type) && !reversals.includes(type)) return { kind: 'ignored', eventId, type };
     const s = ev.data?.object;
     if (!s || typeof s !== 'object') throw new GatewayError(400, 'invalid_payload', 'Webhook body lacks data.object', { param: 'data.object' });
+    if (reversals.includes(type)) return reversalEvent(eventId, type, s);
     // A session this gateway did not create (e.g. a payment link on the same account): recorded, never an error,
     // or the provider would retry it for days.
     if (typeof s.client_reference_id !== 'string' || !s.client_reference_id) return { kind: 'noop', eventId, type, reason: 'no client_reference_id' };
@@ -84,6 +88,31 @@ export class ProviderA implements PaymentProvider {
     if (type === 'checkout.session.expired') return { kind: 'expired', ...ids };
     // Delayed methods complete the session unpaid; they are fulfilled by async_payment_succeeded.
     if (s.payment_status !== 'paid') return { kind: 'noop', eventId, type, reason: `payment_status ${String(s.payment_status)}` };
-    return { kind: 'paid', ...ids, amount: int(s.amount_total, 'data.object.amount_total'), currency: str(s.currency, 'data.object.currency') };
+    return {
+      kind: 'paid', ...ids, paymentRef: idOf(s.payment_intent) ?? undefined,
+      amount: int(s.amount_total, 'data.object.amount_total'), currency: str(s.currency, 'data.object.currency'),
+    };
   }
+}
+
+/**
+ * Refunds and disputes (Stripe's Charge and Dispute objects). Both name the PaymentIntent, which the order
+ * keeps from its checkout.session.completed; the charge's metadata.trade_no (copied from payment_intent_data)
+ * is the fallback. `charge.refunded` carries the charge's running `amount_refunded`, so deliveries in any
+ * order converge on the largest. A dispute moves money only with funds_withdrawn (the disputed `amount`)
+ * and funds_reinstated (won); created and closed are recorded only.
+ */
+function reversalEvent(eventId: string, type: string, o: Record<string, any>): PaymentEvent {
+  const lookup = { paymentRef: idOf(o.payment_intent), tradeNo: typeof o.metadata?.trade_no === 'string' ? o.metadata.trade_no : null };
+  if (type === 'charge.dispute.created') return { kind: 'noop', eventId, type, reason: 'dispute opened; funds move with charge.dispute.funds_withdrawn' };
+  if (type === 'charge.dispute.closed') return { kind: 'noop', eventId, type, reason: `dispute ${String(o.status)}` };
+  if (!lookup.paymentRef && !lookup.tradeNo) return { kind: 'noop', eventId, type, reason: 'no payment_intent' };
+  const currency = str(o.currency, 'data.object.currency');
+  if (type === 'charge.refunded') {
+    const key = `refund:${str(o.id, 'data.object.id')}`;
+    return { kind: 'reversal', eventId, type, lookup, change: { key, action: 'refund', amount: int(o.amount_refunded, 'data.object.amount_refunded'), cumulative: true, currency } };
+  }
+  const key = `dispute:${str(o.id, 'data.object.id')}`;
+  const action = type === 'charge.dispute.funds_withdrawn' ? 'withdrawn' : 'reinstated';
+  return { kind: 'reversal', eventId, type, lookup, change: { key, action, amount: int(o.amount, 'data.object.amount'), cumulative: false, currency } };
 }

@@ -6,7 +6,7 @@
 import { GatewayError } from '@gw/core';
 import type { ProviderBConfig } from './config';
 import {
-  ProviderApiError, callProvider, int, parseJsonObject, str,
+  ProviderApiError, callProvider, idOf, int, parseJsonObject, str,
   type CheckoutRequest, type CheckoutResult, type PaymentEvent, type PaymentProvider,
 } from './provider';
 import { verifyCreemSignature } from './signatures';
@@ -51,9 +51,10 @@ export class ProviderB implements PaymentProvider {
     const ev = parseJsonObject(raw);
     const eventId = str(ev.id, 'id');
     const type = str(ev.eventType, 'eventType');
-    if (type !== 'checkout.completed') return { kind: 'ignored', eventId, type };
+    if (type !== 'checkout.completed' && type !== 'refund.created' && type !== 'dispute.created') return { kind: 'ignored', eventId, type };
     const o = ev.object;
     if (!o || typeof o !== 'object') throw new GatewayError(400, 'invalid_payload', 'Webhook body lacks object', { param: 'object' });
+    if (type !== 'checkout.completed') return reversalEvent(eventId, type, o);
     if (typeof o.request_id !== 'string' || !o.request_id) return { kind: 'noop', eventId, type, reason: 'no request_id' };
     const order = o.order;
     if (!order || typeof order !== 'object') throw new GatewayError(400, 'invalid_payload', 'Webhook body lacks object.order', { param: 'object.order' });
@@ -61,9 +62,31 @@ export class ProviderB implements PaymentProvider {
     // The product is on the order as an id, and on the checkout as an object (or an id when not expanded).
     const productId = typeof order.product === 'string' ? order.product : typeof o.product === 'string' ? o.product : o.product?.id;
     return {
-      kind: 'paid', eventId, type, tradeNo: o.request_id, providerRef: str(o.id, 'object.id'),
+      kind: 'paid', eventId, type, tradeNo: o.request_id, providerRef: str(o.id, 'object.id'), paymentRef: idOf(order) ?? undefined,
       amount: int(order.amount, 'object.order.amount'), currency: str(order.currency, 'object.order.currency'),
       productId: typeof productId === 'string' ? productId : undefined,
     };
   }
+}
+
+/**
+ * refund.created (a Refund: `refund_amount` of this refund alone, `refund_currency`) and dispute.created (a
+ * Dispute: `amount`, `currency`) name the checkout, the order and the transaction, each an id or an expanded
+ * object. The order is found by the checkout's request_id (our trade no) when expanded, else the order id kept at
+ * credit time, else the checkout id. A refund counts once per refund id; a dispute takes its amount at creation
+ * (Creem's disputes hold the funds from then; no reinstatement event is known, so a won dispute is an operator's
+ * adjustment). A refund that failed or was canceled moves nothing.
+ */
+function reversalEvent(eventId: string, type: string, o: Record<string, any>): PaymentEvent {
+  const tradeNo = typeof o.checkout?.request_id === 'string' ? o.checkout.request_id : null;
+  const lookup = { tradeNo, paymentRef: idOf(o.order) ?? idOf(o.transaction?.order), checkoutRef: idOf(o.checkout) };
+  if (!lookup.tradeNo && !lookup.paymentRef && !lookup.checkoutRef) return { kind: 'noop', eventId, type, reason: 'no checkout or order' };
+  const id = str(o.id, 'object.id');
+  if (type === 'refund.created') {
+    if (o.status === 'failed' || o.status === 'canceled') return { kind: 'noop', eventId, type, reason: `refund ${o.status}` };
+    const currency = typeof o.refund_currency === 'string' ? o.refund_currency : null;
+    return { kind: 'reversal', eventId, type, lookup, change: { key: `refund:${id}`, action: 'refund', amount: int(o.refund_amount, 'object.refund_amount'), cumulative: false, currency } };
+  }
+  const currency = typeof o.currency === 'string' ? o.currency : null;
+  return { kind: 'reversal', eventId, type, lookup, change: { key: `dispute:${id}`, action: 'withdrawn', amount: int(o.amount, 'object.amount'), cumulative: false, currency } };
 }

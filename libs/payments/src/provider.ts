@@ -4,6 +4,7 @@
  * method here.
  */
 import { GatewayError, readBounded } from '@gw/core';
+import type { OrderLookup } from '@gw/db';
 
 export const PROVIDER_IDS = ['providerA', 'providerB'] as const;
 export type ProviderId = (typeof PROVIDER_IDS)[number];
@@ -24,9 +25,27 @@ export interface CheckoutResult {
   url: string;
 }
 
+/**
+ * Money taken back from a payment, as an event states it. `key` names the reversal within its order:
+ * 'refund:<charge id>' (providerA: `amount` is the charge's running refunded total, `cumulative`),
+ * 'refund:<refund id>' (providerB: `amount` is this refund alone), 'dispute:<dispute id>'.
+ */
+export interface ReversalRequest {
+  key: string;
+  action: 'refund' | 'withdrawn' | 'reinstated';
+  /** Minor units: refunded (running total when `cumulative`) or disputed; unused when reinstated. */
+  amount: number;
+  cumulative: boolean;
+  /** When the event states one: it must be the order's. */
+  currency: string | null;
+}
+
 /** A verified webhook event, reduced to what the gateway acts on. */
 export type PaymentEvent =
-  | { kind: 'paid'; eventId: string; type: string; tradeNo: string; providerRef: string; amount: number; currency: string; productId?: string }
+  /** `paymentRef`: the payment's own id (PaymentIntent, Creem order), kept so refunds and disputes find the order. */
+  | { kind: 'paid'; eventId: string; type: string; tradeNo: string; providerRef: string; paymentRef?: string; amount: number; currency: string; productId?: string }
+  /** A refund, a dispute's withdrawal or its reinstatement (won) for the order that `lookup` finds. */
+  | { kind: 'reversal'; eventId: string; type: string; lookup: OrderLookup; change: ReversalRequest }
   | { kind: 'failed' | 'expired'; eventId: string; type: string; tradeNo: string; providerRef: string }
   /** A known kind that needs no action yet (checkout completed, payment still unpaid): recorded only. */
   | { kind: 'noop'; eventId: string; type: string; reason: string }
@@ -67,6 +86,13 @@ export function parseJsonObject(raw: Uint8Array): Record<string, any> {
 export function str(v: unknown, param: string): string {
   if (typeof v !== 'string' || v === '') throw new GatewayError(400, 'invalid_payload', `Webhook body lacks ${param}`, { param });
   return v;
+}
+
+/** The id of a field that is an id or an expanded object with one (Stripe and Creem expand on request); null when absent. */
+export function idOf(v: unknown): string | null {
+  if (typeof v === 'string' && v) return v;
+  if (v && typeof v === 'object' && typeof (v as { id?: unknown }).id === 'string' && (v as { id: string }).id) return (v as { id: string }).id;
+  return null;
 }
 
 /** A required integer field of an event, or a 400 naming it. */

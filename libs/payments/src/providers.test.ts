@@ -29,6 +29,47 @@ describe('ProviderA.parseEvent', () => {
   });
 });
 
+describe('ProviderA refunds and disputes', () => {
+  const charge = { id: 'ch_1', object: 'charge', payment_intent: 'pi_1', amount: 500, amount_refunded: 200, currency: 'usd', metadata: {}, refunds: { data: [] } };
+  const dispute = { id: 'dp_1', object: 'dispute', charge: 'ch_1', payment_intent: 'pi_1', amount: 500, currency: 'usd', status: 'needs_response' };
+  test('charge.refunded: the running total, keyed by the charge, found by the PaymentIntent (or metadata.trade_no)', () => {
+    expect(a.parseEvent(enc({ id: 'e1', type: 'charge.refunded', data: { object: charge } }))).toEqual({
+      kind: 'reversal', eventId: 'e1', type: 'charge.refunded', lookup: { paymentRef: 'pi_1', tradeNo: null },
+      change: { key: 'refund:ch_1', action: 'refund', amount: 200, cumulative: true, currency: 'usd' },
+    });
+    const bare = a.parseEvent(enc({ id: 'e2', type: 'charge.refunded', data: { object: { ...charge, payment_intent: null, metadata: { trade_no: 'tp_1' } } } }));
+    expect(bare.kind === 'reversal' && bare.lookup).toEqual({ paymentRef: null, tradeNo: 'tp_1' });
+    expect(a.parseEvent(enc({ id: 'e3', type: 'charge.refunded', data: { object: { ...charge, payment_intent: null } } })).kind).toBe('noop');
+    expect(() => a.parseEvent(enc({ id: 'e4', type: 'charge.refunded', data: { object: { ...charge, amount_refunded: '1' } } }))).toThrow('amount_refunded');
+  });
+  test('disputes: funds_withdrawn and funds_reinstated move money; created and closed are recorded only', () => {
+    const w = a.parseEvent(enc({ id: 'e1', type: 'charge.dispute.funds_withdrawn', data: { object: dispute } }));
+    expect(w).toMatchObject({ kind: 'reversal', change: { key: 'dispute:dp_1', action: 'withdrawn', amount: 500 } });
+    const r = a.parseEvent(enc({ id: 'e2', type: 'charge.dispute.funds_reinstated', data: { object: { ...dispute, status: 'won' } } }));
+    expect(r).toMatchObject({ kind: 'reversal', change: { key: 'dispute:dp_1', action: 'reinstated' } });
+    expect(a.parseEvent(enc({ id: 'e3', type: 'charge.dispute.created', data: { object: dispute } })).kind).toBe('noop');
+    expect(a.parseEvent(enc({ id: 'e4', type: 'charge.dispute.closed', data: { object: { ...dispute, status: 'lost' } } }))).toMatchObject({ kind: 'noop', reason: 'dispute lost' });
+    expect(a.parseEvent(enc({ id: 'e5', type: 'charge.refund.updated', data: { object: {} } })).kind).toBe('ignored');
+  });
+});
+
+describe('ProviderB refunds and disputes', () => {
+  test('refund.created: one refund by its id; the checkout (request_id), order or checkout id find the order', () => {
+    const refund = { id: 'ref_1', object: 'refund', status: 'succeeded', refund_amount: 300, refund_currency: 'USD', checkout: { id: 'ch_1', request_id: 'tp_9' }, order: { id: 'ord_1' }, transaction: { id: 'tran_1' } };
+    expect(b.parseEvent(enc({ id: 'e1', eventType: 'refund.created', object: refund }))).toEqual({
+      kind: 'reversal', eventId: 'e1', type: 'refund.created', lookup: { tradeNo: 'tp_9', paymentRef: 'ord_1', checkoutRef: 'ch_1' },
+      change: { key: 'refund:ref_1', action: 'refund', amount: 300, cumulative: false, currency: 'USD' },
+    });
+    const ids = b.parseEvent(enc({ id: 'e2', eventType: 'refund.created', object: { ...refund, checkout: 'ch_1', order: 'ord_1' } }));
+    expect(ids.kind === 'reversal' && ids.lookup).toEqual({ tradeNo: null, paymentRef: 'ord_1', checkoutRef: 'ch_1' });
+    expect(b.parseEvent(enc({ id: 'e3', eventType: 'refund.created', object: { ...refund, status: 'failed' } })).kind).toBe('noop');
+  });
+  test('dispute.created withdraws the disputed amount', () => {
+    const d = { id: 'disp_1', object: 'dispute', amount: 1000, currency: 'USD', checkout: 'ch_1', order: 'ord_1' };
+    expect(b.parseEvent(enc({ id: 'e1', eventType: 'dispute.created', object: d }))).toMatchObject({ kind: 'reversal', change: { key: 'dispute:disp_1', action: 'withdrawn', amount: 1000 } });
+  });
+});
+
 describe('ProviderB', () => {
   test('amount must be whole units of the product', () => {
     expect(() => b.checkAmount(300)).not.toThrow();
@@ -37,7 +78,7 @@ describe('ProviderB', () => {
   test('checkout.completed carries request_id, order amount/currency and product', () => {
     const ev = { id: 'evt', eventType: 'checkout.completed', object: { id: 'ch_1', request_id: 'tp_9', order: { amount: 1900, currency: 'USD', status: 'paid', product: 'prod_1' }, product: { id: 'prod_1' } } };
     expect(b.parseEvent(enc(ev))).toEqual({ kind: 'paid', eventId: 'evt', type: 'checkout.completed', tradeNo: 'tp_9', providerRef: 'ch_1', amount: 1900, currency: 'USD', productId: 'prod_1' });
-    expect(b.parseEvent(enc({ ...ev, eventType: 'refund.created' })).kind).toBe('ignored');
+    expect(b.parseEvent(enc({ ...ev, eventType: 'subscription.paid' })).kind).toBe('ignored');
     expect(b.parseEvent(enc({ ...ev, object: { ...ev.object, request_id: undefined } })).kind).toBe('noop');
   });
 });

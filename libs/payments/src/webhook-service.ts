@@ -4,15 +4,20 @@
  * duplicate or concurrent delivery finds the id claimed (or the order no longer pending) and changes
  * nothing. Two different events for one order credit once: the pending guard and the ledger's unique
  * (kind, ref = trade no) both stand in the way.
+ *
+ * Refunds and disputes go through LedgerStore.reverseTopupOnce instead (rules in reversal-rules.ts): the
+ * user keeps nothing the payment no longer pays for, even when the balance goes below zero.
  */
 import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
-import type { LedgerStore, TopupDecision, TopupOrderRow } from '@gw/db';
+import type { LedgerStore, TopupDecision, TopupOrderRow, TopupReversalRow } from '@gw/db';
 import type { PaymentEvent, PaymentProvider, ProviderId } from './provider';
+import { clawbackAtCredit, decideReversal } from './reversal-rules';
 
 /**
  * What happened to an event, stored in webhook_events.outcome and returned in the 200 answer:
  * credited | failed | expired | duplicate | ignored | noop:<why> | unknown_order | not_pending:<status> |
- * mismatch:<what> | user_not_found. Only `credited` changes a balance.
+ * mismatch:<what> | user_not_found; for refunds and disputes refunded | dispute_withdrawn |
+ * dispute_reinstated | not_paid:<status> (see reversal-rules.ts). Only `credited` and those three change a balance.
  */
 export interface WebhookResult {
   outcome: string;
@@ -38,10 +43,24 @@ export class WebhookService {
     p.verify(raw, headers, nowSeconds());
     const ev = p.parseEvent(raw);
     if (ev.kind === 'ignored') return { outcome: 'ignored', tradeNo: null };
+    if (ev.kind === 'reversal') {
+      let tradeNo: string | null = null;
+      const r = await this.ledger.reverseTopupOnce(
+        { provider: p.id, eventId: ev.eventId, type: ev.type, at: nowSeconds(), lookup: ev.lookup },
+        (order, reversals, ownerExists) => {
+          tradeNo = order?.provider === p.id ? order.tradeNo : null;
+          return decideReversal(p.id, ev.type, ev.change, order, reversals, ownerExists);
+        },
+      );
+      if (r.duplicate) return { outcome: 'duplicate', tradeNo: null };
+      // After commit, like a credit: admission (and in PostgreSQL mode every node's holds) reads the lowered balance.
+      if (r.moved) await this.bus.emit('user.changed', { userId: r.moved.userId });
+      return { outcome: r.outcome, tradeNo };
+    }
     const tradeNo = 'tradeNo' in ev ? ev.tradeNo : null;
     const r = await this.ledger.creditTopupOnce(
       { provider: p.id, eventId: ev.eventId, type: ev.type, at: nowSeconds(), tradeNo },
-      (order, ownerExists) => decide(p, ev, order, ownerExists),
+      (order, ownerExists, reversals) => decide(p, ev, order, ownerExists, reversals),
     );
     if (r.duplicate) return { outcome: 'duplicate', tradeNo };
     // After commit: the balance caches refresh only once the credit is durable.
@@ -51,7 +70,8 @@ export class WebhookService {
 }
 
 /** The payment rules for one event and its order (pure: it runs inside the ledger's transaction). */
-function decide(p: PaymentProvider, ev: Exclude<PaymentEvent, { kind: 'ignored' }>, order: TopupOrderRow | undefined, ownerExists: boolean): TopupDecision {
+function decide(p: PaymentProvider, ev: Exclude<PaymentEvent, { kind: 'ignored' | 'reversal' }>, order: TopupOrderRow | undefined,
+  ownerExists: boolean, reversals: TopupReversalRow[]): TopupDecision {
   if (ev.kind === 'noop') return { outcome: `noop:${ev.reason}` };
   if (!order || order.provider !== p.id) return { outcome: 'unknown_order' };
   // The checkout must be the one this order created (once its id is known).
@@ -65,5 +85,8 @@ function decide(p: PaymentProvider, ev: Exclude<PaymentEvent, { kind: 'ignored' 
   // The order's user was deleted after the checkout was made (its URL still works): the credit has nowhere
   // to go, and a retry cannot change that. Recorded, and the order stays pending for an operator to refund.
   if (!ownerExists) return { outcome: 'user_not_found' };
-  return { outcome: 'credited', close: 'paid', credit: { amount: order.credit, note: `${p.id} ${ev.providerRef}` } };
+  return {
+    outcome: 'credited', close: 'paid',
+    credit: { amount: order.credit, note: `${p.id} ${ev.providerRef}`, paymentRef: ev.paymentRef, clawedBack: clawbackAtCredit(order, reversals) },
+  };
 }

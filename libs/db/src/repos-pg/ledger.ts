@@ -1,13 +1,14 @@
 import { and, count, desc, eq, gt, sql, type SQL } from 'drizzle-orm';
 import type { ChangeBus } from '@gw/core';
 import type { PgDb } from '../pg/client';
-import { ledger, redemptionCodes, topupOrders, users, webhookEvents } from '../schema-pg';
+import { ledger, redemptionCodes, topupOrders, topupReversals, users, webhookEvents } from '../schema-pg';
 import type {
-  CheckedAdjustInput, CheckedAdjustResult, LedgerEntryInput, LedgerRow, LedgerStore, OpeningBalance, TopupDecision, TopupEventInput,
+  CheckedAdjustInput, CheckedAdjustResult, DecideTopup, LedgerEntryInput, LedgerRow, LedgerStore, OpeningBalance, TopupEventInput,
   TopupEventResult,
 } from '../repos/ledger';
 import type { RedemptionCodeRow } from '../repos/redemption-codes';
-import type { TopupOrderRow } from '../repos/topup-orders';
+import type { DecideReversal, ReversalEventInput, ReversalEventResult } from '../repos/topup-reversals';
+import { reverseTopupPg } from './topup-reversals';
 import type { NewUserRow, UserRow } from '../repos/users';
 import type { PgWriter } from './sql';
 
@@ -76,7 +77,7 @@ export class PgLedgerRepo implements LedgerStore {
     });
   }
 
-  async creditTopupOnce(e: TopupEventInput, decide: (order: TopupOrderRow | undefined, ownerExists: boolean) => TopupDecision): Promise<TopupEventResult> {
+  async creditTopupOnce(e: TopupEventInput, decide: DecideTopup): Promise<TopupEventResult> {
     return this.db.transaction(async (tx): Promise<TopupEventResult> => {
       // A concurrent delivery of the same event id waits on the unique index until this transaction
       // ends; after a commit it inserts nothing (a duplicate), after a rollback it claims the event itself.
@@ -84,10 +85,14 @@ export class PgLedgerRepo implements LedgerStore {
         .values({ provider: e.provider, eventId: e.eventId, type: e.type, outcome: 'processing', receivedAt: e.at })
         .onConflictDoNothing().returning({ id: webhookEvents.id });
       if (!claimed.length) return { duplicate: true };
-      const order = e.tradeNo === null ? undefined : (await tx.select().from(topupOrders).where(eq(topupOrders.tradeNo, e.tradeNo)))[0];
+      // Locked, like a refund or dispute of the order locks it (topup-reversals.ts): a reversal recorded while the order
+      // was pending is then either committed before the read below, or waits for this credit and settles against it.
+      const order = e.tradeNo === null ? undefined : (await tx.select().from(topupOrders).where(eq(topupOrders.tradeNo, e.tradeNo)).for('update'))[0];
       // Not locked: a user deleted after this read makes the credit throw (500), and the provider's retry reads it gone.
       const ownerExists = !!order && (await tx.select({ id: users.id }).from(users).where(eq(users.id, order.userId))).length > 0;
-      const d = decide(order, ownerExists);
+      // A reversal that arrived first (refunded before the payment event got through) is taken back with the credit.
+      const reversals = order ? await tx.select().from(topupReversals).where(eq(topupReversals.tradeNo, order.tradeNo)) : [];
+      const d = decide(order, ownerExists, reversals);
       let outcome = d.outcome;
       let credited: { userId: number; balance: number } | null = null;
       if ('close' in d) {
@@ -104,15 +109,25 @@ export class PgLedgerRepo implements LedgerStore {
           outcome = `not_pending:${now?.status ?? order.status}`;
         }
         else if ('credit' in d) {
-          const balance = await this.apply({ userId: order.userId, kind: 'topup', amount: d.credit.amount, ref: order.tradeNo, note: d.credit.note, at: e.at }, tx);
+          let balance = await this.apply({ userId: order.userId, kind: 'topup', amount: d.credit.amount, ref: order.tradeNo, note: d.credit.note, at: e.at }, tx);
           // The order was pending, so its credit cannot exist; if it does, undo the status change too.
           if (balance === null) throw new Error(`ledger already holds topup ${order.tradeNo} for a pending order`);
+          const clawedBack = d.credit.clawedBack ?? 0;
+          if (clawedBack > 0) {
+            balance = await this.apply({ userId: order.userId, kind: 'clawback', amount: -clawedBack, ref: `${order.tradeNo}:at-credit`, note: 'refunded or disputed before the payment was confirmed', at: e.at }, tx);
+            if (balance === null) throw new Error(`ledger already holds clawback ${order.tradeNo}:at-credit for a pending order`);
+          }
+          await tx.update(topupOrders).set({ paymentRef: d.credit.paymentRef ?? '', clawedBack }).where(eq(topupOrders.tradeNo, order.tradeNo));
           credited = { userId: order.userId, balance };
         }
       }
       await tx.update(webhookEvents).set({ outcome }).where(and(eq(webhookEvents.provider, e.provider), eq(webhookEvents.eventId, e.eventId)));
       return { duplicate: false, outcome, credited };
     });
+  }
+
+  async reverseTopupOnce(e: ReversalEventInput, decide: DecideReversal): Promise<ReversalEventResult> {
+    return this.db.transaction((tx) => reverseTopupPg(tx, e, decide, (entry) => this.apply(entry, tx)));
   }
 
   async redeemCodeOnce(codeHash: string, userId: number, at: number, note: (code: RedemptionCodeRow) => string): Promise<{ quota: number; balance: number; codeId: number } | null> {

@@ -1,15 +1,20 @@
 import { and, count, desc, eq, gt, sql, type SQL } from 'drizzle-orm';
 import type { ChangeBus } from '@gw/core';
 import type { Db } from '../client';
-import { ledger, redemptionCodes, topupOrders, users, webhookEvents } from '../schema';
+import { ledger, redemptionCodes, topupOrders, topupReversals, users, webhookEvents } from '../schema';
 import type { RedemptionCodeRow } from './redemption-codes';
 import type { TopupOrderRow } from './topup-orders';
+import { reverseTopupSqlite, type DecideReversal, type ReversalEventInput, type ReversalEventResult, type TopupReversalRow } from './topup-reversals';
 import type { NewUserRow, UserRow } from './users';
 
 const p = (name: string) => sql.placeholder(name);
 
 export type LedgerRow = typeof ledger.$inferSelect;
-export type LedgerKind = 'topup' | 'charge' | 'refund' | 'adjust' | 'redeem';
+/**
+ * 'clawback' takes back quota credited by a top-up whose payment was refunded or disputed; 'reinstate'
+ * gives it back when a dispute is won. Both name the order in their ref.
+ */
+export type LedgerKind = 'topup' | 'charge' | 'refund' | 'adjust' | 'redeem' | 'clawback' | 'reinstate';
 
 export interface LedgerEntryInput {
   userId: number;
@@ -59,12 +64,16 @@ export interface TopupEventInput {
 
 /**
  * What the payment rules decide about an event's order. `close` moves a still-pending order out of
- * 'pending'; `credit` (only with 'paid') credits the order's user as ledger kind 'topup', ref = trade no.
+ * 'pending'; `credit` (only with 'paid') credits the order's user as ledger kind 'topup', ref = trade no,
+ * keeps the provider's payment id on the order, and, when refunds or disputes arrived before the payment
+ * was confirmed, takes `clawedBack` straight back (kind 'clawback', ref `<trade no>:at-credit`).
  */
 export type TopupDecision =
   | { outcome: string }
   | { outcome: string; close: 'failed' | 'expired' }
-  | { outcome: string; close: 'paid'; credit: { amount: number; note: string } };
+  | { outcome: string; close: 'paid'; credit: { amount: number; note: string; paymentRef?: string; clawedBack?: number } };
+
+export type DecideTopup = (order: TopupOrderRow | undefined, ownerExists: boolean, reversals: TopupReversalRow[]) => TopupDecision;
 
 export type TopupEventResult =
   | { duplicate: true }
@@ -95,7 +104,14 @@ export interface LedgerStore {
    * (otherwise the outcome becomes `not_pending:<status>`), credits it, and records the outcome.
    * All or nothing; a second delivery of the event id gets `{ duplicate: true }`.
    */
-  creditTopupOnce(e: TopupEventInput, decide: (order: TopupOrderRow | undefined, ownerExists: boolean) => TopupDecision): Promise<TopupEventResult>;
+  creditTopupOnce(e: TopupEventInput, decide: DecideTopup): Promise<TopupEventResult>;
+  /**
+   * Processes a refund or dispute event once: claims (provider, event id), finds the order by `e.lookup`
+   * (locked against concurrent reversals of it), asks `decide` with its reversal rows, writes the reversal
+   * row, the ledger entry of the change and the order's new clawed-back total, and records the outcome. All
+   * or nothing; a second delivery of the event id gets `{ duplicate: true }`.
+   */
+  reverseTopupOnce(e: ReversalEventInput, decide: DecideReversal): Promise<ReversalEventResult>;
   /**
    * Marks an unused, unexpired code redeemed by `userId` and credits its quota (kind 'redeem', ref = code
    * id, note from `note(code)`), in one transaction; null when the code cannot be redeemed (nothing changes).
@@ -166,7 +182,7 @@ export class LedgerRepo implements LedgerStore {
     });
   }
 
-  async creditTopupOnce(e: TopupEventInput, decide: (order: TopupOrderRow | undefined, ownerExists: boolean) => TopupDecision): Promise<TopupEventResult> {
+  async creditTopupOnce(e: TopupEventInput, decide: DecideTopup): Promise<TopupEventResult> {
     return this.db.transaction((tx): TopupEventResult => {
       const claimed = tx.insert(webhookEvents)
         .values({ provider: e.provider, eventId: e.eventId, type: e.type, outcome: 'processing', receivedAt: e.at })
@@ -174,7 +190,8 @@ export class LedgerRepo implements LedgerStore {
       if (!claimed) return { duplicate: true };
       const order = e.tradeNo === null ? undefined : tx.select().from(topupOrders).where(eq(topupOrders.tradeNo, e.tradeNo)).get();
       const ownerExists = !!order && !!tx.select({ id: users.id }).from(users).where(eq(users.id, order.userId)).get();
-      const d = decide(order, ownerExists);
+      const reversals = order ? tx.select().from(topupReversals).where(eq(topupReversals.tradeNo, order.tradeNo)).all() : [];
+      const d = decide(order, ownerExists, reversals);
       let outcome = d.outcome;
       let credited: { userId: number; balance: number } | null = null;
       if ('close' in d) {
@@ -185,15 +202,25 @@ export class LedgerRepo implements LedgerStore {
           .where(and(eq(topupOrders.tradeNo, order.tradeNo), eq(topupOrders.status, 'pending'))).returning({ id: topupOrders.id }).get();
         if (!closed) outcome = `not_pending:${order.status}`;
         else if ('credit' in d) {
-          const balance = this.write({ userId: order.userId, kind: 'topup', amount: d.credit.amount, ref: order.tradeNo, note: d.credit.note, at: e.at });
+          let balance = this.write({ userId: order.userId, kind: 'topup', amount: d.credit.amount, ref: order.tradeNo, note: d.credit.note, at: e.at });
           // The order was pending, so its credit cannot exist; if it does, undo the status change too.
           if (balance === null) throw new Error(`ledger already holds topup ${order.tradeNo} for a pending order`);
+          const clawedBack = d.credit.clawedBack ?? 0;
+          if (clawedBack > 0) {
+            balance = this.write({ userId: order.userId, kind: 'clawback', amount: -clawedBack, ref: `${order.tradeNo}:at-credit`, note: 'refunded or disputed before the payment was confirmed', at: e.at });
+            if (balance === null) throw new Error(`ledger already holds clawback ${order.tradeNo}:at-credit for a pending order`);
+          }
+          tx.update(topupOrders).set({ paymentRef: d.credit.paymentRef ?? '', clawedBack }).where(eq(topupOrders.tradeNo, order.tradeNo)).run();
           credited = { userId: order.userId, balance };
         }
       }
       tx.update(webhookEvents).set({ outcome }).where(and(eq(webhookEvents.provider, e.provider), eq(webhookEvents.eventId, e.eventId))).run();
       return { duplicate: false, outcome, credited };
     }, { behavior: 'immediate' });
+  }
+
+  async reverseTopupOnce(e: ReversalEventInput, decide: DecideReversal): Promise<ReversalEventResult> {
+    return this.db.transaction((tx) => reverseTopupSqlite(tx, e, decide, (entry) => this.write(entry)), { behavior: 'immediate' });
   }
 
   async redeemCodeOnce(codeHash: string, userId: number, at: number, note: (code: RedemptionCodeRow) => string): Promise<{ quota: number; balance: number; codeId: number } | null> {
