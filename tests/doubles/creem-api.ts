@@ -27,6 +27,15 @@ export interface CreemDouble {
   checkoutFor(tradeNo: string): CreemCheckout;
   /** A `checkout.completed` event JSON string; `order` overrides are merged into object.order. */
   completedEvent(c: CreemCheckout, order?: Record<string, unknown>, eventId?: string): string;
+  /** The id of the order a checkout's payment creates (one per checkout). */
+  orderFor(c: CreemCheckout): string;
+  /**
+   * A `refund.created` event for one refund of `amount` (this refund alone); the checkout and order are expanded
+   * objects, or ids only with `ids`.
+   */
+  refundEvent(c: CreemCheckout, amount: number, refundId: string, opts?: { ids?: boolean; eventId?: string; status?: string }): string;
+  /** A `dispute.created` event for `amount` of the checkout's payment. */
+  disputeEvent(c: CreemCheckout, amount: number, disputeId: string, eventId?: string): string;
   stop(): Promise<void>;
 }
 
@@ -52,10 +61,34 @@ export function startCreemDouble(opts: { apiKey: string; products: Record<string
         id: eventId, eventType: 'checkout.completed', created_at: Date.now(),
         object: {
           id: c.id, object: 'checkout', request_id: c.request_id, status: 'completed', mode: 'test',
-          order: { id: `ord_${rand()}`, customer: 'cust_1', product: c.product, amount: price * c.units, currency, status: 'paid', type: 'onetime', ...order },
+          order: { id: d.orderFor(c), customer: 'cust_1', product: c.product, amount: price * c.units, currency, status: 'paid', type: 'onetime', ...order },
           product: { id: c.product, name: 'Credits', price, currency, billing_type: 'onetime' },
           customer: { id: 'cust_1', object: 'customer', email: 'a@b.co', name: 'A B', country: 'NL' },
           subscription: null, custom_fields: [], metadata: c.metadata,
+        },
+      });
+    },
+    orderFor: (c) => `ord_${c.id.slice(3)}`,
+    refundEvent(c, amount, refundId, o = {}) {
+      const price = opts.products[c.product]! * c.units;
+      const order = { id: d.orderFor(c), object: 'order', amount: price, currency, status: 'paid', type: 'onetime', product: c.product };
+      const checkout = { id: c.id, object: 'checkout', request_id: c.request_id, status: 'completed', mode: 'test', metadata: c.metadata };
+      return JSON.stringify({
+        id: o.eventId ?? `evt_${rand()}`, eventType: 'refund.created', created_at: Date.now(),
+        object: {
+          id: refundId, object: 'refund', status: o.status ?? 'succeeded', refund_amount: amount, refund_currency: currency, reason: 'requested_by_customer',
+          transaction: { id: `tran_${c.id.slice(3)}`, object: 'transaction', amount: price, currency, type: 'payment', status: 'refunded', order: order.id },
+          checkout: o.ids ? c.id : checkout, order: o.ids ? order.id : order, subscription: null,
+          customer: { id: 'cust_1', object: 'customer', email: 'a@b.co' }, created_at: Date.now(), mode: 'test',
+        },
+      });
+    },
+    disputeEvent(c, amount, disputeId, eventId = `evt_${rand()}`) {
+      return JSON.stringify({
+        id: eventId, eventType: 'dispute.created', created_at: Date.now(),
+        object: {
+          id: disputeId, object: 'dispute', amount, currency, transaction: { id: `tran_${c.id.slice(3)}`, order: d.orderFor(c) },
+          checkout: c.id, order: d.orderFor(c), customer: { id: 'cust_1' }, created_at: Date.now(), mode: 'test',
         },
       });
     },

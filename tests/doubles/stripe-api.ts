@@ -30,13 +30,29 @@ export interface StripeDouble {
   fail: { status: number; code?: string } | 'hang' | 'no-url' | null;
   /** The session created for a trade number (client_reference_id). */
   sessionFor(tradeNo: string): StripeSession;
-  /** A Stripe event JSON string for a session, with overrides merged into data.object. */
+  /**
+   * A Stripe event JSON string for a session, with overrides merged into data.object. A paid session names
+   * its PaymentIntent (paymentIntentFor), as Stripe's does once the payment is confirmed.
+   */
   event(type: string, session: StripeSession, objectOverrides?: Partial<StripeSession>, eventId?: string): string;
+  /** The PaymentIntent id of a session's payment (one per session). */
+  paymentIntentFor(session: StripeSession): string;
+  /**
+   * `charge.refunded` for the session's charge: a Charge whose `amount_refunded` is the running total and whose
+   * `refunds` list holds one refund per step in `steps` (running totals, ascending; the last is `amount_refunded`).
+   */
+  refundEvent(session: StripeSession, steps: number[], eventId?: string): string;
+  /** A `charge.dispute.*` event with the Dispute of the session's charge. */
+  disputeEvent(type: string, session: StripeSession, amount: number, disputeId: string, status?: string, eventId?: string): string;
   stop(): Promise<void>;
 }
 
 const rand = () => crypto.randomUUID().replace(/-/g, '').slice(0, 24);
 const now = () => Math.floor(Date.now() / 1000);
+const envelope = (type: string, object: unknown, id: string) => JSON.stringify({
+  id, object: 'event', api_version: '2025-01-27.acacia', created: now(), livemode: false,
+  pending_webhooks: 1, request: { id: null, idempotency_key: null }, type, data: { object },
+});
 
 export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
   const requests: RecordedStripeRequest[] = [];
@@ -52,11 +68,31 @@ export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
       return s;
     },
     event(type, session, objectOverrides = {}, eventId = `evt_${rand()}`) {
-      return JSON.stringify({
-        id: eventId, object: 'event', api_version: '2025-01-27.acacia', created: now(), livemode: false,
-        pending_webhooks: 1, request: { id: null, idempotency_key: null }, type,
-        data: { object: { ...session, ...objectOverrides } },
-      });
+      const pi = objectOverrides.payment_status === 'paid' ? { payment_intent: d.paymentIntentFor(session) } : {};
+      return envelope(type, { ...session, ...pi, ...objectOverrides }, eventId);
+    },
+    paymentIntentFor: (session) => `pi_${session.id.slice('cs_test_'.length)}`,
+    refundEvent(session, steps, eventId = `evt_${rand()}`) {
+      const pi = d.paymentIntentFor(session);
+      const charge = `ch_${pi.slice(3)}`;
+      const total = steps.at(-1) ?? 0;
+      const refunds = steps.map((cum, i) => ({
+        id: `re_${pi.slice(3)}_${i}`, object: 'refund', amount: cum - (steps[i - 1] ?? 0), charge, payment_intent: pi,
+        currency: session.currency, status: 'succeeded', created: now(),
+      })).reverse();
+      return envelope('charge.refunded', {
+        id: charge, object: 'charge', amount: session.amount_total, amount_captured: session.amount_total, amount_refunded: total,
+        captured: true, currency: session.currency, paid: true, refunded: total === session.amount_total, status: 'succeeded',
+        payment_intent: pi, metadata: {}, disputed: false,
+        refunds: { object: 'list', data: refunds, has_more: false, total_count: refunds.length, url: `/v1/charges/${charge}/refunds` },
+      }, eventId);
+    },
+    disputeEvent(type, session, amount, disputeId, status = 'needs_response', eventId = `evt_${rand()}`) {
+      const pi = d.paymentIntentFor(session);
+      return envelope(type, {
+        id: disputeId, object: 'dispute', amount, charge: `ch_${pi.slice(3)}`, payment_intent: pi, currency: session.currency,
+        reason: 'fraudulent', status, is_charge_refundable: false, metadata: {}, balance_transactions: [], created: now(),
+      }, eventId);
     },
     async stop() {
       for (const h of hanging) h();

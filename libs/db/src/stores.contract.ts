@@ -6,6 +6,7 @@
  */
 import { expect, test } from 'bun:test';
 import type { LedgerRow } from './repos/ledger';
+import type { DecideReversal } from './repos/topup-reversals';
 import type { Stores } from './stores';
 
 export interface StoresFactory {
@@ -90,6 +91,35 @@ export function storesContract(f: StoresFactory): void {
       expect(await quotaOf(s, id)).toBe(1000);
       expect((await s.topupOrders.byTradeNo(tradeNo))!.status).toBe('paid');
       expect((await s.webhookEvents.get('providerA', ev.eventId))!.outcome).toBe('credited');
+    });
+  });
+
+  test('reverseTopupOnce: concurrent events of one order each see the rows the others wrote (one writer per order)', async () => {
+    await withStores(f, async (s) => {
+      const id = await newUser(s);
+      const tradeNo = uniq('T');
+      await s.topupOrders.insert({ tradeNo, userId: id, provider: 'providerA', amount: 100, currency: 'usd', credit: 1000, status: 'paid', paymentRef: uniq('pi'), createdAt: 1, updatedAt: 1 });
+      const order = (await s.topupOrders.byTradeNo(tradeNo))!;
+      // A rule that takes 10 per reversal row: correct only if each event sees every row committed before it.
+      const decide = (key: string): DecideReversal => (o, rows) => {
+        if (!o) return { outcome: 'unknown_order' };
+        if (rows.some((r) => r.key === key)) return { outcome: 'noop' };
+        return { outcome: 'refunded', reversal: { key, state: 'refunded', amount: 10 }, clawedBack: (rows.length + 1) * 100, note: key };
+      };
+      const ev = (i: number) => ({ provider: 'providerA', eventId: uniq('evt'), type: 'charge.refunded', at: 5, lookup: { paymentRef: order.paymentRef } });
+      // Five distinct reversals and five repeats of one of them, all at once.
+      const keys = ['a', 'b', 'c', 'd', 'e', 'a', 'a', 'a', 'a', 'a'];
+      const results = await Promise.all(keys.map((k, i) => s.ledger.reverseTopupOnce(ev(i), decide(k))));
+      expect(results.filter((r) => !r.duplicate && r.outcome === 'refunded')).toHaveLength(5);
+      expect(await quotaOf(s, id)).toBe(-500);
+      expect((await s.topupOrders.byTradeNo(tradeNo))!.clawedBack).toBe(500);
+      expect(await s.ledger.sum(id)).toBe(-500);
+      const unknown = await s.ledger.reverseTopupOnce({ ...ev(0), lookup: { paymentRef: 'pi_nobody', tradeNo: '' } }, decide('z'));
+      expect(unknown).toEqual({ duplicate: false, outcome: 'unknown_order', moved: null });
+      const again = ev(0);
+      await s.ledger.reverseTopupOnce(again, decide('f'));
+      expect(await s.ledger.reverseTopupOnce(again, decide('g'))).toEqual({ duplicate: true });
+      expect(await quotaOf(s, id)).toBe(-600);
     });
   });
 

@@ -13,6 +13,8 @@ export const TopupOrderView = Type.Object({
   status: Type.String({ description: 'pending | paid | failed | expired' }),
   provider_ref: Type.String({ description: "The provider's checkout id" }),
   checkout_url: Type.String(),
+  payment_ref: Type.String({ description: "The provider's payment id, kept when paid (providerA: PaymentIntent, providerB: order); '' before" }),
+  clawed_back: Type.Integer({ description: 'Quota units taken back by refunds and disputes (net of won disputes)' }),
   created_at: Type.Integer(),
   updated_at: Type.Integer(),
   paid_at: Type.Union([Type.Integer(), Type.Null()]),
@@ -23,6 +25,7 @@ export function toOrderView(o: TopupOrderRow): TopupOrderView {
   return {
     id: o.id, trade_no: o.tradeNo, user_id: o.userId, provider: o.provider, amount: o.amount, currency: o.currency,
     credit: o.credit, status: o.status, provider_ref: o.providerRef, checkout_url: o.checkoutUrl,
+    payment_ref: o.paymentRef, clawed_back: o.clawedBack,
     created_at: o.createdAt, updated_at: o.updatedAt, paid_at: o.paidAt,
   };
 }
@@ -41,10 +44,10 @@ export type TopupCreatedView = Static<typeof TopupCreatedView>;
 export const LedgerEntryView = Type.Object({
   id: Type.Integer(),
   user_id: Type.Integer(),
-  kind: Type.String({ description: 'topup | charge | refund | adjust | redeem' }),
+  kind: Type.String({ description: 'topup | charge | refund | adjust | redeem | clawback (a top-up refunded or disputed: negative) | reinstate (a won dispute)' }),
   amount: Type.Integer({ description: 'Signed quota units' }),
   balance_after: Type.Integer(),
-  ref: Type.String({ description: 'Trade no, request id, adjust:<uuid> or (redeem) the code id' }),
+  ref: Type.String({ description: 'Trade no, request id, adjust:<uuid>, (redeem) the code id, or (clawback, reinstate) <trade no>:<reversal key>:<state>:<amount>' }),
   note: Type.String(),
   actor_id: Type.Union([Type.Integer(), Type.Null()], { description: 'Admin who made an adjustment' }),
   created_at: Type.Integer(),

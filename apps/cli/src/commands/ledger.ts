@@ -5,7 +5,7 @@ import { parseId, parseIntStrict } from '../core/fields';
 import { col, time } from '../core/output';
 import { addScopedList } from '../core/scoped-list';
 
-const KINDS = ['topup', 'charge', 'refund', 'adjust', 'redeem'] as const;
+const KINDS = ['topup', 'charge', 'refund', 'adjust', 'redeem', 'clawback', 'reinstate'] as const;
 
 const COLUMNS = [
   col('ID', 'id', { right: true }), col('TIME', 'created_at', { fmt: time }), col('USER', 'user_id', { right: true }),

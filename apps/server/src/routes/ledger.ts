@@ -8,7 +8,7 @@ import type { Services } from '../services';
 import { envelope, page, pageQuery } from './envelope';
 
 const tags = ['ledger'];
-const kindQuery = t.Optional(t.Union([t.Literal('topup'), t.Literal('charge'), t.Literal('refund'), t.Literal('adjust'), t.Literal('redeem')]));
+const kindQuery = t.Optional(t.Union([t.Literal('topup'), t.Literal('charge'), t.Literal('refund'), t.Literal('adjust'), t.Literal('redeem'), t.Literal('clawback'), t.Literal('reinstate')]));
 
 export const ledgerRoutes = (s: Services) =>
   new Elysia({ name: 'ledger-routes', prefix: '/api/ledger' })

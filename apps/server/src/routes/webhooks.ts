@@ -11,7 +11,7 @@ import { envelope } from './envelope';
 
 const PATHS: Record<string, ProviderId> = { '/api/providerA/webhook': 'providerA', '/api/providerB/webhook': 'providerB' };
 
-const Result = envelope(t.Object({ outcome: t.String({ description: 'credited | failed | expired | duplicate | ignored | noop:… | unknown_order | not_pending:… | mismatch:… | user_not_found' }), trade_no: t.Union([t.String(), t.Null()]) }));
+const Result = envelope(t.Object({ outcome: t.String({ description: 'credited | failed | expired | duplicate | ignored | noop:… | unknown_order | not_pending:… | mismatch:… | user_not_found; refunds and disputes: refunded | dispute_withdrawn | dispute_reinstated | not_paid:…' }), trade_no: t.Union([t.String(), t.Null()]) }));
 
 export const webhookRoutes = (s: Services) => {
   const handle = async (provider: ProviderId, request: Request) => {
@@ -26,7 +26,7 @@ export const webhookRoutes = (s: Services) => {
     tags: ['webhook'],
     parameters: [{ name: header, in: 'header' as const, required: true, schema: { type: 'string' as const }, description: 'Signature over the raw body' }],
     summary: `${name} Webhook`,
-    description: `Payment callback signed with ${scheme}. A missing body or signature, a bad signature or a stale timestamp is a 400 and changes nothing; anything else is a 200 with \`data.outcome\` (credited, duplicate, mismatch:…, ignored, …).`,
+    description: `Payment callback signed with ${scheme}. A missing body or signature, a bad signature or a stale timestamp is a 400 and changes nothing; anything else is a 200 with \`data.outcome\` (credited, duplicate, mismatch:…, ignored, …). Refunds and disputes take back the refunded or disputed share of the order's credit (ledger kind clawback; a won dispute gives it back as reinstate), once per step whatever the order of delivery; the balance may go below zero: refunded, dispute_withdrawn, dispute_reinstated, not_paid:…, unknown_order (nothing changes).`,
   });
   return new Elysia({ name: 'webhook-routes', prefix: '/api' })
     .post('/providerA/webhook', ({ request }) => handle('providerA', request), {

@@ -1,0 +1,262 @@
+/**
+ * Refunds and disputes of paid top-ups over real HTTP, signed like the providers sign them (providerA with
+ * the official `stripe` package's test-header helper, providerB with a computed HMAC). The user tops up,
+ * spends through /v1/messages, and the payment is refunded or disputed: the refunded share of the credit is
+ * taken back once (ledger kind clawback, ref naming the order), however often, in whatever order and however
+ * concurrently the events arrive; a won dispute gives its share back once. Each balance stays Σ ledger.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createHmac } from 'node:crypto';
+import Stripe from 'stripe';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { startStripeDouble, type StripeDouble } from '../doubles/stripe-api';
+import { startCreemDouble, type CreemDouble } from '../doubles/creem-api';
+import { addChannel, msg, send, setPrice, upstream, type Scripted } from './relay-setup';
+
+const A_SECRET = 'whsec_test_refunds_a';
+const B_SECRET = 'creem_whsec_refunds';
+const MODEL = 'refund-model';
+const sdk = new Stripe('sk_test_x');
+
+let gw: TestGateway;
+let stripe: StripeDouble;
+let creem: CreemDouble;
+let ant: Scripted;
+
+beforeAll(async () => {
+  stripe = startStripeDouble({ secretKey: 'sk_test_gw' });
+  creem = startCreemDouble({ apiKey: 'creem_key', products: { prod_credits: 100 } });
+  ant = upstream('anthropic', { text: 'ok', usage: { input: 1, output: 3000 } });
+  gw = await startGateway({
+    PROVIDER_A_API_BASE: stripe.url, PROVIDER_A_SECRET_KEY: 'sk_test_gw', PROVIDER_A_WEBHOOK_SECRET: A_SECRET,
+    PROVIDER_B_API_BASE: creem.url, PROVIDER_B_API_KEY: 'creem_key', PROVIDER_B_WEBHOOK_SECRET: B_SECRET, PROVIDER_B_PRODUCT_ID: 'prod_credits',
+    QUOTA_PER_UNIT: '10',
+  });
+  await addChannel(gw, { type: 'anthropic', url: ant.url, models: [MODEL] });
+  // 1 quota unit per output token, input free: a reply of 3000 tokens costs exactly 3000.
+  await setPrice(gw, MODEL, { input: 0, output: 1_000_000 });
+});
+afterAll(async () => {
+  await gw.stop();
+  await stripe.stop();
+  await creem.stop();
+  await ant.stop();
+});
+
+async function post(provider: 'providerA' | 'providerB', body: string) {
+  const h: Record<string, string> = provider === 'providerA'
+    ? { 'stripe-signature': await sdk.webhooks.generateTestHeaderStringAsync({ payload: body, secret: A_SECRET }) }
+    : { 'creem-signature': createHmac('sha256', B_SECRET).update(body).digest('hex') };
+  const res = await fetch(`${gw.url}/api/${provider}/webhook`, { method: 'POST', headers: { 'content-type': 'application/json', ...h }, body });
+  const json = await res.json() as any;
+  expect(res.status).toBe(200);
+  return json.data as { outcome: string; trade_no: string | null };
+}
+const postA = (body: string) => post('providerA', body);
+const postB = (body: string) => post('providerB', body);
+
+async function keyOf(token: string) {
+  const r = await gw.api('POST', '/api/token/', { name: 'k' }, token);
+  expect(r.status).toBe(200);
+  return r.body.data.key as string;
+}
+
+/** A user with a key and a paid providerA order of `amount` cents (credit amount × 10). */
+async function paidA(amount = 500) {
+  const user = await makeUser(gw);
+  const r = await gw.api('POST', '/api/topup/', { amount, provider: 'providerA' }, user.token);
+  expect(r.status).toBe(200);
+  const tradeNo = r.body.data.trade_no as string;
+  const session = stripe.sessionFor(tradeNo);
+  expect((await postA(stripe.event('checkout.session.completed', session, { status: 'complete', payment_status: 'paid' }))).outcome).toBe('credited');
+  return { user, tradeNo, session, key: await keyOf(user.token) };
+}
+
+async function paidB(amount = 500) {
+  const user = await makeUser(gw);
+  const r = await gw.api('POST', '/api/topup/', { amount, provider: 'providerB' }, user.token);
+  expect(r.status).toBe(200);
+  const tradeNo = r.body.data.trade_no as string;
+  const checkout = creem.checkoutFor(tradeNo);
+  expect((await postB(creem.completedEvent(checkout))).outcome).toBe('credited');
+  return { user, tradeNo, checkout };
+}
+
+const balance = async (token: string) => (await gw.api('GET', '/api/user/self', undefined, token)).body.data.quota as number;
+const orderView = async (tradeNo: string, token: string) => (await gw.api('GET', `/api/topup/${tradeNo}`, undefined, token)).body.data;
+const reversalsOf = (tradeNo: string) => gw.db.all("select * from ledger where kind in ('clawback', 'reinstate') and ref like ? order by id", `${tradeNo}:%`);
+const eventRow = (provider: string, body: string) => gw.db.get('select * from webhook_events where provider = ? and event_id = ?', provider, JSON.parse(body).id);
+async function balanced(userId: number) {
+  expect((await gw.services.users.byId(userId))!.quota).toBe(await gw.services.ledger.sum(userId));
+}
+
+describe('providerA (Stripe): charge.refunded', () => {
+  test('a full refund after spending takes the whole credit back: the balance goes negative and requests get 402', async () => {
+    const { user, tradeNo, session, key } = await paidA(500);
+    expect((await orderView(tradeNo, user.token))).toMatchObject({ status: 'paid', payment_ref: stripe.paymentIntentFor(session), clawed_back: 0 });
+    expect((await send(gw, key, msg(MODEL, { max_tokens: 3000 }))).status).toBe(200);
+    expect(await balance(user.token)).toBe(2000);
+
+    const body = stripe.refundEvent(session, [500]);
+    expect(await postA(body)).toEqual({ outcome: 'refunded', trade_no: tradeNo });
+    expect(await balance(user.token)).toBe(-3000);
+    const charge = `ch_${stripe.paymentIntentFor(session).slice(3)}`;
+    expect(await reversalsOf(tradeNo)).toEqual([expect.objectContaining({
+      user_id: user.id, kind: 'clawback', amount: -5000, balance_after: -3000, ref: `${tradeNo}:refund:${charge}:refunded:500`,
+    })]);
+    const self = await gw.api('GET', '/api/ledger/self', undefined, user.token);
+    expect(self.body.data.items[0]).toMatchObject({ kind: 'clawback', amount: -5000, balance_after: -3000 });
+    expect((await gw.api('GET', '/api/ledger/self?kind=clawback', undefined, user.token)).body.data.total).toBe(1);
+    expect((await orderView(tradeNo, user.token)).clawed_back).toBe(5000);
+    expect((await eventRow('providerA', body)).outcome).toBe('refunded');
+    // Admission reads the lowered balance at once: nothing more is served until a top-up.
+    const refused = await send(gw, key, msg(MODEL, { max_tokens: 10 }));
+    expect(refused.status).toBe(402);
+    await balanced(user.id);
+  });
+
+  test('partial refunds in two events take back each share; a replayed smaller total changes nothing', async () => {
+    const { user, tradeNo, session } = await paidA(500);
+    expect((await postA(stripe.refundEvent(session, [200]))).outcome).toBe('refunded');
+    expect(await balance(user.token)).toBe(3000);
+    expect((await postA(stripe.refundEvent(session, [200, 500]))).outcome).toBe('refunded');
+    expect(await balance(user.token)).toBe(0);
+    expect((await reversalsOf(tradeNo)).map((r: any) => r.amount)).toEqual([-2000, -3000]);
+    expect((await postA(stripe.refundEvent(session, [200]))).outcome).toBe('noop:refund already counted (500)');
+    expect(await balance(user.token)).toBe(0);
+    await balanced(user.id);
+  });
+
+  test('the same refund event twice and 20 times at once debits once; 20 distinct events with one total debit once', async () => {
+    const { user, tradeNo, session } = await paidA(700);
+    const body = stripe.refundEvent(session, [300]);
+    const outcomes = (await Promise.all(Array.from({ length: 20 }, () => postA(body)))).map((r) => r.outcome);
+    expect(outcomes.filter((o) => o === 'refunded')).toHaveLength(1);
+    expect(outcomes.filter((o) => o === 'duplicate')).toHaveLength(19);
+    expect((await postA(body)).outcome).toBe('duplicate');
+    const distinct = (await Promise.all(Array.from({ length: 20 }, () => postA(stripe.refundEvent(session, [300]))))).map((r) => r.outcome);
+    expect(distinct.every((o) => o === 'noop:refund already counted (300)')).toBe(true);
+    expect(await balance(user.token)).toBe(7000 - 3000);
+    expect(await reversalsOf(tradeNo)).toHaveLength(1);
+    await balanced(user.id);
+  });
+
+  test('out of order: a later running total first, the earlier one after, or all at once, end at the largest total', async () => {
+    const a = await paidA(500);
+    expect((await postA(stripe.refundEvent(a.session, [100, 300]))).outcome).toBe('refunded');
+    expect((await postA(stripe.refundEvent(a.session, [100]))).outcome).toBe('noop:refund already counted (300)');
+    expect(await balance(a.user.token)).toBe(2000);
+    await balanced(a.user.id);
+
+    const b = await paidA(500);
+    const steps = [[100], [100, 250], [100, 250, 400], [100, 250, 400, 450]];
+    const bodies = [...steps, ...steps, ...steps].map((s) => stripe.refundEvent(b.session, s)).reverse();
+    await Promise.all(bodies.map((x) => postA(x)));
+    expect(await balance(b.user.token)).toBe(500);
+    expect((await orderView(b.tradeNo, b.user.token)).clawed_back).toBe(4500);
+    expect((await reversalsOf(b.tradeNo)).reduce((s: number, r: any) => s + r.amount, 0)).toBe(-4500);
+    await balanced(b.user.id);
+  });
+
+  test('a refund for an unknown payment answers 200 unknown_order, is recorded and changes nothing', async () => {
+    const { user, session } = await paidA(300);
+    const stranger = stripe.refundEvent({ ...session, id: 'cs_test_not_ours' }, [300]);
+    expect(await postA(stranger)).toEqual({ outcome: 'unknown_order', trade_no: null });
+    expect((await eventRow('providerA', stranger)).outcome).toBe('unknown_order');
+    expect(await balance(user.token)).toBe(3000);
+    await balanced(user.id);
+  });
+
+  test('a refund that arrives before the payment event is recorded; the late credit is taken back with it', async () => {
+    const user = await makeUser(gw);
+    const r = await gw.api('POST', '/api/topup/', { amount: 400, provider: 'providerA' }, user.token);
+    const tradeNo = r.body.data.trade_no as string;
+    const session = stripe.sessionFor(tradeNo);
+    // Found by the charge's metadata (payment_intent_data), since no payment id is known yet.
+    const refund = JSON.parse(stripe.refundEvent(session, [100]));
+    refund.data.object.metadata = { trade_no: tradeNo };
+    expect((await postA(JSON.stringify(refund))).outcome).toBe('not_paid:pending');
+    expect(await balance(user.token)).toBe(0);
+    expect((await postA(stripe.event('checkout.session.completed', session, { status: 'complete', payment_status: 'paid' }))).outcome).toBe('credited');
+    expect(await balance(user.token)).toBe(3000);
+    expect(await reversalsOf(tradeNo)).toEqual([expect.objectContaining({ kind: 'clawback', amount: -1000, ref: `${tradeNo}:at-credit` })]);
+    // The same total again is already counted.
+    expect((await postA(stripe.refundEvent(session, [100]))).outcome).toBe('noop:refund already counted (100)');
+    await balanced(user.id);
+  });
+});
+
+describe('providerA (Stripe): disputes', () => {
+  test('funds withdrawn take the disputed share; reinstated (won) gives it back once; replays change nothing', async () => {
+    const { user, tradeNo, session, key } = await paidA(500);
+    expect((await send(gw, key, msg(MODEL, { max_tokens: 3000 }))).status).toBe(200);
+    expect((await postA(stripe.disputeEvent('charge.dispute.created', session, 500, 'dp_1'))).outcome).toMatch(/^noop:dispute opened/);
+    expect(await balance(user.token)).toBe(2000);
+    const withdrawn = stripe.disputeEvent('charge.dispute.funds_withdrawn', session, 500, 'dp_1');
+    const outcomes = (await Promise.all(Array.from({ length: 20 }, () => postA(withdrawn)))).map((r) => r.outcome);
+    expect(outcomes.filter((o) => o === 'dispute_withdrawn')).toHaveLength(1);
+    expect(await balance(user.token)).toBe(-3000);
+    expect((await postA(stripe.disputeEvent('charge.dispute.funds_withdrawn', session, 500, 'dp_1'))).outcome).toBe('noop:dispute already withdrawn');
+    expect((await send(gw, key, msg(MODEL, { max_tokens: 10 }))).status).toBe(402);
+
+    const reinstated = stripe.disputeEvent('charge.dispute.funds_reinstated', session, 500, 'dp_1', 'won');
+    expect((await postA(reinstated)).outcome).toBe('dispute_reinstated');
+    expect(await balance(user.token)).toBe(2000);
+    expect((await postA(stripe.disputeEvent('charge.dispute.funds_reinstated', session, 500, 'dp_1', 'won'))).outcome).toBe('noop:dispute already reinstated');
+    expect((await postA(stripe.disputeEvent('charge.dispute.closed', session, 500, 'dp_1', 'won'))).outcome).toBe('noop:dispute won');
+    expect(await balance(user.token)).toBe(2000);
+    expect((await reversalsOf(tradeNo)).map((r: any) => [r.kind, r.amount, r.ref])).toEqual([
+      ['clawback', -5000, `${tradeNo}:dispute:dp_1:withdrawn:500`], ['reinstate', 5000, `${tradeNo}:dispute:dp_1:reinstated:0`],
+    ]);
+    expect((await send(gw, key, msg(MODEL, { max_tokens: 10 }))).status).toBe(200);
+    await balanced(user.id);
+  });
+
+  test('a win delivered before the withdrawal: neither moves money', async () => {
+    const { user, tradeNo, session } = await paidA(300);
+    expect((await postA(stripe.disputeEvent('charge.dispute.funds_reinstated', session, 300, 'dp_2', 'won'))).outcome).toBe('dispute_reinstated');
+    expect((await postA(stripe.disputeEvent('charge.dispute.funds_withdrawn', session, 300, 'dp_2'))).outcome).toBe('noop:dispute already reinstated');
+    expect(await balance(user.token)).toBe(3000);
+    expect(await reversalsOf(tradeNo)).toEqual([]);
+    await balanced(user.id);
+  });
+
+  test('a refund and a dispute of one order together never take back more than the credit', async () => {
+    const { user, session } = await paidA(500);
+    expect((await postA(stripe.refundEvent(session, [200]))).outcome).toBe('refunded');
+    expect((await postA(stripe.disputeEvent('charge.dispute.funds_withdrawn', session, 500, 'dp_3'))).outcome).toBe('dispute_withdrawn');
+    expect(await balance(user.token)).toBe(0);
+    expect((await postA(stripe.disputeEvent('charge.dispute.funds_reinstated', session, 500, 'dp_3', 'won'))).outcome).toBe('dispute_reinstated');
+    expect(await balance(user.token)).toBe(3000);
+    await balanced(user.id);
+  });
+});
+
+describe('providerB (Creem): refund.created and dispute.created', () => {
+  test('two partial refunds (expanded checkout, then ids only) each count once; a dispute takes its amount', async () => {
+    const { user, tradeNo, checkout } = await paidB(500);
+    expect((await orderView(tradeNo, user.token)).payment_ref).toBe(creem.orderFor(checkout));
+    const first = creem.refundEvent(checkout, 100, 'ref_1');
+    const outcomes = (await Promise.all(Array.from({ length: 20 }, () => postB(first)))).map((r) => r.outcome);
+    expect(outcomes.filter((o) => o === 'refunded')).toHaveLength(1);
+    expect(await balance(user.token)).toBe(4000);
+    // The same refund in another event (a provider's resend under a new id) is already counted.
+    expect((await postB(creem.refundEvent(checkout, 100, 'ref_1', { ids: true }))).outcome).toBe('noop:refund already counted (100)');
+    expect((await postB(creem.refundEvent(checkout, 150, 'ref_2', { ids: true }))).outcome).toBe('refunded');
+    expect(await balance(user.token)).toBe(2500);
+    expect((await postB(creem.refundEvent(checkout, 50, 'ref_3', { status: 'failed' }))).outcome).toBe('noop:refund failed');
+    expect((await postB(creem.disputeEvent(checkout, 250, 'disp_1'))).outcome).toBe('dispute_withdrawn');
+    expect(await balance(user.token)).toBe(0);
+    expect((await reversalsOf(tradeNo)).map((r: any) => r.amount)).toEqual([-1000, -1500, -2500]);
+    await balanced(user.id);
+  });
+
+  test('a refund for an unknown checkout answers 200 unknown_order and changes nothing', async () => {
+    const { user, checkout } = await paidB(200);
+    const stranger = creem.refundEvent({ ...checkout, id: 'ch_stranger', request_id: 'tp_not_ours' }, 200, 'ref_x');
+    expect(await postB(stranger)).toEqual({ outcome: 'unknown_order', trade_no: null });
+    expect((await eventRow('providerB', stranger)).outcome).toBe('unknown_order');
+    expect(await balance(user.token)).toBe(2000);
+    await balanced(user.id);
+  });
+});
