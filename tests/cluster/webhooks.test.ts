@@ -1,7 +1,8 @@
 /**
  * One signed payment webhook delivered to all 3 nodes at once (providers retry, and a load balancer
  * spreads the retries) credits exactly once, for both signature schemes; the credit is spendable on
- * every node within 1 s.
+ * every node within 1 s. A refund delivered the same way takes the credit back once, and every node then
+ * refuses the user (402) within 1 s.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createHmac } from 'node:crypto';
@@ -13,7 +14,7 @@ import { startCluster, within, type Cluster } from '../helpers/cluster';
 import { loginToken } from '../helpers/gateway-process';
 import { requirePg } from '../helpers/postgres';
 import { requireRedis } from '../helpers/redis';
-import { addChannel, expectConsistent, fundedUser, msg, send, setPrice } from './fixtures';
+import { addChannel, expectConsistent, fundedUser, money, msg, send, setPrice } from './fixtures';
 
 const ready = (await requirePg('tests/cluster/webhooks.test.ts')) && (await requireRedis('tests/cluster/webhooks.test.ts'));
 const A_SECRET = 'whsec_cluster_a';
@@ -100,5 +101,31 @@ describe.skipIf(!ready)('one webhook at all nodes at once credits once', () => {
     const sig = createHmac('sha256', B_SECRET).update(body).digest('hex');
     const outcomes = await deliverEverywhere('providerB', body, async () => ({ 'creem-signature': sig }));
     await expectCreditedOnce(u, u.tradeNo, amount, outcomes);
+  }, 30_000);
+
+  test('providerA refunds (a partial, then the full running total), each delivered 15 times over 3 nodes: taken back once, every node refuses', async () => {
+    const amount = 500;
+    const u = await order('providerA', amount);
+    const session = stripe.sessionFor(u.tradeNo);
+    const sign = (body: string) => async () => ({ 'stripe-signature': await sdk.webhooks.generateTestHeaderStringAsync({ payload: body, secret: A_SECRET }) });
+    const paid = stripe.event('checkout.session.completed', session, { status: 'complete', payment_status: 'paid' });
+    await expectCreditedOnce(u, u.tradeNo, amount, await deliverEverywhere('providerA', paid, sign(paid)));
+    // Spend on node 1, so the full refund leaves the balance below zero.
+    expect((await send(c.nodes[1]!.url, u.key, msg(MODEL))).status).toBe(200);
+    const spent = amount * QUOTA_PER_UNIT - (await money(c, u.userId)).balance;
+    expect(spent).toBeGreaterThan(0);
+    for (const steps of [[200], [200, 500]]) {
+      const body = stripe.refundEvent(session, steps);
+      const outcomes = await deliverEverywhere('providerA', body, sign(body));
+      expect(outcomes.filter((o) => o === 'refunded')).toHaveLength(1);
+      expect(outcomes.filter((o) => o === 'duplicate')).toHaveLength(outcomes.length - 1);
+    }
+    const rows = await c.sql`select amount from ledger where kind = 'clawback' and ref like ${u.tradeNo + ':%'} order by id`;
+    expect(rows.map((r) => Number(r.amount))).toEqual([-2000, -3000]);
+    const m = await expectConsistent(c, u.userId);
+    expect(m.balance).toBe(-spent);
+    for (const n of c.nodes) {
+      await within(`refund refused on node ${n.index}`, 1_000, async () => (await send(n.url, u.key, msg(MODEL))).status === 402);
+    }
   }, 30_000);
 });

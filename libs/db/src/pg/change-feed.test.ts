@@ -99,13 +99,13 @@ describe.skipIf(!available)('PgChangeFeed', () => {
     expect(await eventsOf(() => sql`update users set status = status where id = ${id}`)).toEqual([]);
   });
 
-  test('ledger: a top-up, adjust or redeem announces the user; a charge does not', async () => {
+  test('ledger: a top-up, adjust, redeem, clawback or reinstate announces the user; a charge does not', async () => {
     const id = await newUser('feed-u3');
     const entry = (kind: string, ref: string, amount: number) => sql.begin(async (tx) => {
       const [u] = await tx<{ quota: number }[]>`update users set quota = quota + ${amount}, updated_at = 5 where id = ${id} returning quota`;
       await tx`insert into ledger (user_id, kind, amount, balance_after, ref, created_at) values (${id}, ${kind}, ${amount}, ${u!.quota}, ${ref}, 5)`;
     });
-    for (const kind of ['topup', 'adjust', 'redeem']) {
+    for (const kind of ['topup', 'adjust', 'redeem', 'clawback', 'reinstate']) {
       expect(await eventsOf(() => entry(kind, `r-${kind}`, 100))).toEqual([{ event: 'user.changed', payload: { userId: id } }]);
     }
     expect(await eventsOf(() => entry('charge', 'req-1', -10))).toEqual([]);
