@@ -59,7 +59,8 @@ function seed(db: Db) {
     { id: 1, userId: 1, kind: 'adjust', amount: 999_999_999_999_999, balanceAfter: 999_999_999_999_999, ref: 'init', createdAt: now },
     { id: 9, userId: 7, kind: 'charge', amount: -165, balanceAfter: -165, ref: 'req_1', actorId: null, note: 'n', createdAt: now },
   ]).run();
-  db.insert(sq.topupOrders).values({ id: 6, tradeNo: 't-1', userId: 7, provider: 'providerA', amount: 500, currency: 'usd', credit: 2_500_000, status: 'paid', paidAt: now, createdAt: now, updatedAt: now }).run();
+  db.insert(sq.topupOrders).values({ id: 6, tradeNo: 't-1', userId: 7, provider: 'providerA', amount: 500, currency: 'usd', credit: 2_500_000, status: 'paid', paymentRef: 'pi_1', clawedBack: 1_000_000, paidAt: now, createdAt: now, updatedAt: now }).run();
+  db.insert(sq.topupReversals).values({ id: 9, tradeNo: 't-1', key: 'refund:ch_1', state: 'refunded', amount: 200, eventId: 'evt_2', updatedAt: now }).run();
   db.insert(sq.groups).values({ id: 2, name: 'vip', ratio: 1500, fallbacks: ['default'], rateLimitRpm: 60, rateLimitTpm: 123_456_789_012, maxConcurrency: 4, createdAt: now, updatedAt: now }).run();
   db.insert(sq.webhookEvents).values({ id: 8, provider: 'providerA', eventId: 'evt_1', type: 'checkout.session.completed', outcome: 'credited', receivedAt: now }).run();
   db.insert(sq.redemptionCodes).values({ id: 4, codeHash: 'a'.repeat(64), prefix: 'gwr_abcd', batch: 'promo', quota: 5_000_000_000_000, status: 'redeemed', expiresAt: now + 86_400, createdBy: 1, createdAt: now, redeemedBy: 7, redeemedAt: now }).run();
