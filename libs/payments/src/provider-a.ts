@@ -5,7 +5,7 @@
 import { GatewayError } from '@gw/core';
 import type { ProviderAConfig } from './config';
 import {
-  ProviderApiError, callProvider, idOf, int, parseJsonObject, str,
+  ProviderApiError, callProvider, idOf, int, money, parseJsonObject, str,
   type CheckoutRequest, type CheckoutResult, type PaymentEvent, type PaymentProvider,
 } from './provider';
 import { verifyStripeSignature } from './signatures';
@@ -110,9 +110,9 @@ function reversalEvent(eventId: string, type: string, o: Record<string, any>): P
   const currency = str(o.currency, 'data.object.currency');
   if (type === 'charge.refunded') {
     const key = `refund:${str(o.id, 'data.object.id')}`;
-    return { kind: 'reversal', eventId, type, lookup, change: { key, action: 'refund', amount: int(o.amount_refunded, 'data.object.amount_refunded'), cumulative: true, currency } };
+    return { kind: 'reversal', eventId, type, lookup, change: { key, action: 'refund', amount: money(o.amount_refunded, 'data.object.amount_refunded'), cumulative: true, currency } };
   }
   const key = `dispute:${str(o.id, 'data.object.id')}`;
   const action = type === 'charge.dispute.funds_withdrawn' ? 'withdrawn' : 'reinstated';
-  return { kind: 'reversal', eventId, type, lookup, change: { key, action, amount: int(o.amount, 'data.object.amount'), cumulative: false, currency } };
+  return { kind: 'reversal', eventId, type, lookup, change: { key, action, amount: money(o.amount, 'data.object.amount'), cumulative: false, currency } };
 }

@@ -6,7 +6,7 @@
 import { GatewayError } from '@gw/core';
 import type { ProviderBConfig } from './config';
 import {
-  ProviderApiError, callProvider, idOf, int, parseJsonObject, str,
+  ProviderApiError, callProvider, idOf, int, money, parseJsonObject, str,
   type CheckoutRequest, type CheckoutResult, type PaymentEvent, type PaymentProvider,
 } from './provider';
 import { verifyCreemSignature } from './signatures';
@@ -85,8 +85,8 @@ function reversalEvent(eventId: string, type: string, o: Record<string, any>): P
   if (type === 'refund.created') {
     if (o.status === 'failed' || o.status === 'canceled') return { kind: 'noop', eventId, type, reason: `refund ${o.status}` };
     const currency = typeof o.refund_currency === 'string' ? o.refund_currency : null;
-    return { kind: 'reversal', eventId, type, lookup, change: { key: `refund:${id}`, action: 'refund', amount: int(o.refund_amount, 'object.refund_amount'), cumulative: false, currency } };
+    return { kind: 'reversal', eventId, type, lookup, change: { key: `refund:${id}`, action: 'refund', amount: money(o.refund_amount, 'object.refund_amount'), cumulative: false, currency } };
   }
   const currency = typeof o.currency === 'string' ? o.currency : null;
-  return { kind: 'reversal', eventId, type, lookup, change: { key: `dispute:${id}`, action: 'withdrawn', amount: int(o.amount, 'object.amount'), cumulative: false, currency } };
+  return { kind: 'reversal', eventId, type, lookup, change: { key: `dispute:${id}`, action: 'withdrawn', amount: money(o.amount, 'object.amount'), cumulative: false, currency } };
 }

@@ -95,6 +95,13 @@ export function idOf(v: unknown): string | null {
   return null;
 }
 
+/** A required integer field of an event that is money, never negative, or a 400 naming it. */
+export function money(v: unknown, param: string): number {
+  const n = int(v, param);
+  if (n < 0) throw new GatewayError(400, 'invalid_payload', `Webhook body has a negative ${param}`, { param });
+  return n;
+}
+
 /** A required integer field of an event, or a 400 naming it. */
 export function int(v: unknown, param: string): number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v)) throw new GatewayError(400, 'invalid_payload', `Webhook body lacks integer ${param}`, { param });

@@ -41,6 +41,8 @@ describe('ProviderA refunds and disputes', () => {
     expect(bare.kind === 'reversal' && bare.lookup).toEqual({ paymentRef: null, tradeNo: 'tp_1' });
     expect(a.parseEvent(enc({ id: 'e3', type: 'charge.refunded', data: { object: { ...charge, payment_intent: null } } })).kind).toBe('noop');
     expect(() => a.parseEvent(enc({ id: 'e4', type: 'charge.refunded', data: { object: { ...charge, amount_refunded: '1' } } }))).toThrow('amount_refunded');
+    // A negative amount would give quota back: refused like any malformed body.
+    expect(() => a.parseEvent(enc({ id: 'e5', type: 'charge.refunded', data: { object: { ...charge, amount_refunded: -500 } } }))).toThrow('negative');
   });
   test('disputes: funds_withdrawn and funds_reinstated move money; created and closed are recorded only', () => {
     const w = a.parseEvent(enc({ id: 'e1', type: 'charge.dispute.funds_withdrawn', data: { object: dispute } }));

@@ -10,7 +10,7 @@
  * The quota taken back is always recomputed from all of the order's rows (see clawbackShare), never
  * added up from events, so the total cannot pass what the order credited.
  */
-import type { ReversalChange, ReversalDecision, TopupOrderRow, TopupReversalRow } from '@gw/db';
+import type { OrderLookup, ReversalChange, ReversalDecision, TopupOrderRow, TopupReversalRow } from '@gw/db';
 import type { ReversalRequest } from './provider';
 
 /**
@@ -47,12 +47,16 @@ const OUTCOME = { refund: 'refunded', withdrawn: 'dispute_withdrawn', reinstated
 /**
  * One reversal event against its order. Outcomes: refunded | dispute_withdrawn | dispute_reinstated (the
  * row moved; the balance moved by the difference, if any), noop:<why> (already counted), unknown_order,
- * mismatch:currency …, not_paid:<status> (recorded; nothing was credited to take back, and a payment
- * confirmed later is credited net of it), user_not_found.
+ * mismatch:payment | mismatch:checkout | mismatch:currency …, not_paid:<status> (recorded; nothing was credited
+ * to take back, and a payment confirmed later is credited net of it), user_not_found.
  */
-export function decideReversal(providerId: string, type: string, c: ReversalRequest, order: TopupOrderRow | undefined,
+export function decideReversal(providerId: string, type: string, lookup: OrderLookup, c: ReversalRequest, order: TopupOrderRow | undefined,
   reversals: TopupReversalRow[], ownerExists: boolean): ReversalDecision {
   if (!order || order.provider !== providerId) return { outcome: 'unknown_order' };
+  // Found by the trade no, the event's other ids must still be this order's (once the order knows them), as a paid
+  // event's checkout must be: ids that disagree are an operator's question, never a debit.
+  if (order.paymentRef && lookup.paymentRef && order.paymentRef !== lookup.paymentRef) return { outcome: 'mismatch:payment' };
+  if (order.providerRef && lookup.checkoutRef && order.providerRef !== lookup.checkoutRef) return { outcome: 'mismatch:checkout' };
   if (c.currency && c.currency.toLowerCase() !== order.currency.toLowerCase()) return { outcome: `mismatch:currency ${c.currency.toLowerCase()} != ${order.currency}` };
   const next = nextReversal(reversals.find((r) => r.key === c.key), c);
   if ('noop' in next) return { outcome: `noop:${next.noop}` };

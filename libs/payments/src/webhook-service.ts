@@ -49,7 +49,7 @@ export class WebhookService {
         { provider: p.id, eventId: ev.eventId, type: ev.type, at: nowSeconds(), lookup: ev.lookup },
         (order, reversals, ownerExists) => {
           tradeNo = order?.provider === p.id ? order.tradeNo : null;
-          return decideReversal(p.id, ev.type, ev.change, order, reversals, ownerExists);
+          return decideReversal(p.id, ev.type, ev.lookup, ev.change, order, reversals, ownerExists);
         },
       );
       if (r.duplicate) return { outcome: 'duplicate', tradeNo: null };
