@@ -57,6 +57,12 @@ describe('server refusals name flags, not API fields', () => {
     expect(locked.stderr).toMatch(/^error: Account temporarily locked after repeated failed logins \(retry after \d+ s\) \(account_locked\)\n$/);
   });
 
+  test('topup reinstate reaches the root-only route: an unknown order is the gateway\'s 404', async () => {
+    const r = await root(['topup', 'reinstate', 'tp_not_an_order', '--dispute', 'dp_1']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('(order_not_found)');
+  });
+
   test('no payment provider configured is the gateway\'s answer (1), not a usage error', async () => {
     const r = await root(['topup', 'create', '--amount', '1000']);
     expect(r.code).toBe(1);

@@ -251,6 +251,29 @@ describe('providerB (Creem): refund.created and dispute.created', () => {
     await balanced(user.id);
   });
 
+  test('a won dispute recorded by root gives its hold back once, and a later refund is still taken back in full', async () => {
+    const { user, tradeNo, checkout } = await paidB(500);
+    expect((await postB(creem.disputeEvent(checkout, 500, 'disp_w'))).outcome).toBe('dispute_withdrawn');
+    expect(await balance(user.token)).toBe(0);
+    // Only root; the order's owner and a plain admin are refused.
+    const admin = await makeUser(gw, 10);
+    expect((await gw.api('POST', `/api/topup/${tradeNo}/reinstate`, {}, user.token)).status).toBe(403);
+    expect((await gw.api('POST', `/api/topup/${tradeNo}/reinstate`, {}, admin.token)).status).toBe(403);
+    const unknown = await gw.api('POST', `/api/topup/${tradeNo}/reinstate`, { dispute_id: 'disp_nope' });
+    expect([unknown.status, unknown.body.error.code]).toEqual([404, 'dispute_not_found']);
+    const won = await Promise.all(Array.from({ length: 5 }, () => gw.api('POST', `/api/topup/${tradeNo}/reinstate`, {})));
+    expect(won.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(won.map((r) => r.body.data.outcome).sort()).toEqual(['dispute_reinstated', 'duplicate', 'duplicate', 'duplicate', 'duplicate']);
+    expect(won.find((r) => r.body.data.outcome === 'dispute_reinstated')!.body.data.credited).toBe(5000);
+    expect(await balance(user.token)).toBe(5000);
+    // Before, an operator's ledger adjustment restored the balance but left the dispute holding the order's money:
+    // a full refund then took nothing back.
+    expect((await postB(creem.refundEvent(checkout, 500, 'ref_after_win'))).outcome).toBe('refunded');
+    expect(await balance(user.token)).toBe(0);
+    expect((await reversalsOf(tradeNo)).map((r: any) => [r.kind, r.amount])).toEqual([['clawback', -5000], ['reinstate', 5000], ['clawback', -5000]]);
+    await balanced(user.id);
+  });
+
   test('a refund for an unknown checkout answers 200 unknown_order and changes nothing', async () => {
     const { user, checkout } = await paidB(200);
     const stranger = creem.refundEvent({ ...checkout, id: 'ch_stranger', request_id: 'tp_not_ours' }, 200, 'ref_x');

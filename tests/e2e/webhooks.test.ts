@@ -289,6 +289,17 @@ describe('providerA (Stripe scheme)', () => {
     const notEvent = JSON.stringify({ hello: 'world' });
     expect((await postA(notEvent)).body.error.code).toBe('invalid_payload');
   });
+
+  test('a signed field of an unexpected type is shown by its type, never a 500 (an object without a callable toString)', async () => {
+    const { user, tradeNo, session } = await orderA(100);
+    const odd = stripe.event('checkout.session.completed', session, { status: 'complete', payment_status: { toString: 1 } as any });
+    const r = await postA(odd);
+    expect([r.status, r.body.data?.outcome]).toEqual([200, 'noop:payment_status object']);
+    const dispute = JSON.stringify({ id: 'evt_odd_dispute', object: 'event', type: 'charge.dispute.closed', data: { object: { id: 'dp_odd', object: 'dispute', charge: 'ch_x', payment_intent: 'pi_x', amount: 100, currency: 'usd', status: { toString: 1 } } } });
+    expect((await postA(dispute)).status).toBe(200);
+    expect((await order(tradeNo)).status).toBe('pending');
+    await balanced(user.id);
+  });
 });
 
 describe('an order whose user was deleted', () => {

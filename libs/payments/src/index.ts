@@ -10,3 +10,4 @@ export * from './ledger-admin';
 export * from './payments';
 export * from './redemption';
 export * from './redemption-views';
+export * from './dispute-reinstate';

@@ -2,6 +2,7 @@
 import type { AttemptWindows, ChangeBus } from '@gw/core';
 import type { LedgerStore, RedemptionCodesStore, TopupOrdersStore, UsersStore } from '@gw/db';
 import type { PaymentsConfig } from './config';
+import { DisputeReinstatement } from './dispute-reinstate';
 import { LedgerAdmin } from './ledger-admin';
 import type { PaymentProvider, ProviderId } from './provider';
 import { ProviderA } from './provider-a';
@@ -14,6 +15,8 @@ export interface Payments {
   config: PaymentsConfig;
   topups: TopupService;
   webhooks: WebhookService;
+  /** An operator's record of a won dispute (providers that send no event for it). */
+  disputes: DisputeReinstatement;
   ledgerAdmin: LedgerAdmin;
   /** Redemption codes: batches minted by admins, redeemed once by users. */
   redemption: RedemptionService;
@@ -34,6 +37,7 @@ export function createPayments(cfg: PaymentsConfig, deps: {
     config: cfg,
     topups: new TopupService(cfg, deps.topupOrders, providers, deps.windows),
     webhooks: new WebhookService(deps.ledger, providers, deps.bus),
+    disputes: new DisputeReinstatement(deps.ledger, deps.topupOrders, deps.bus),
     ledgerAdmin: new LedgerAdmin(deps.users, deps.ledger, deps.bus),
     redemption: new RedemptionService(deps.redemptionCodes, deps.ledger, deps.bus,
       { maxFailures: cfg.redeemMaxFailures, windowSeconds: cfg.redeemFailureWindowSeconds }, deps.users, Date.now, deps.windows),

@@ -6,7 +6,7 @@ import { GatewayError } from '@gw/core';
 import type { ProviderAConfig } from './config';
 import {
   ProviderApiError, callProvider, idOf, int, money, parseJsonObject, str,
-  type CheckoutRequest, type CheckoutResult, type PaymentEvent, type PaymentProvider,
+  shown, type CheckoutRequest, type CheckoutResult, type PaymentEvent, type PaymentProvider,
 } from './provider';
 import { verifyStripeSignature } from './signatures';
 
@@ -87,7 +87,7 @@ export class ProviderA implements PaymentProvider {
     if (type === 'checkout.session.async_payment_failed') return { kind: 'failed', ...ids };
     if (type === 'checkout.session.expired') return { kind: 'expired', ...ids };
     // Delayed methods complete the session unpaid; they are fulfilled by async_payment_succeeded.
-    if (s.payment_status !== 'paid') return { kind: 'noop', eventId, type, reason: `payment_status ${String(s.payment_status)}` };
+    if (s.payment_status !== 'paid') return { kind: 'noop', eventId, type, reason: `payment_status ${shown(s.payment_status)}` };
     return {
       kind: 'paid', ...ids, paymentRef: idOf(s.payment_intent) ?? undefined,
       amount: int(s.amount_total, 'data.object.amount_total'), currency: str(s.currency, 'data.object.currency'),
@@ -105,7 +105,7 @@ export class ProviderA implements PaymentProvider {
 function reversalEvent(eventId: string, type: string, o: Record<string, any>): PaymentEvent {
   const lookup = { paymentRef: idOf(o.payment_intent), tradeNo: typeof o.metadata?.trade_no === 'string' ? o.metadata.trade_no : null };
   if (type === 'charge.dispute.created') return { kind: 'noop', eventId, type, reason: 'dispute opened; funds move with charge.dispute.funds_withdrawn' };
-  if (type === 'charge.dispute.closed') return { kind: 'noop', eventId, type, reason: `dispute ${String(o.status)}` };
+  if (type === 'charge.dispute.closed') return { kind: 'noop', eventId, type, reason: `dispute ${shown(o.status)}` };
   if (!lookup.paymentRef && !lookup.tradeNo) return { kind: 'noop', eventId, type, reason: 'no payment_intent' };
   const currency = str(o.currency, 'data.object.currency');
   if (type === 'charge.refunded') {

@@ -7,7 +7,7 @@ import { GatewayError } from '@gw/core';
 import type { ProviderBConfig } from './config';
 import {
   ProviderApiError, callProvider, idOf, int, money, parseJsonObject, str,
-  type CheckoutRequest, type CheckoutResult, type PaymentEvent, type PaymentProvider,
+  shown, type CheckoutRequest, type CheckoutResult, type PaymentEvent, type PaymentProvider,
 } from './provider';
 import { verifyCreemSignature } from './signatures';
 
@@ -58,7 +58,7 @@ export class ProviderB implements PaymentProvider {
     if (typeof o.request_id !== 'string' || !o.request_id) return { kind: 'noop', eventId, type, reason: 'no request_id' };
     const order = o.order;
     if (!order || typeof order !== 'object') throw new GatewayError(400, 'invalid_payload', 'Webhook body lacks object.order', { param: 'object.order' });
-    if (order.status !== undefined && order.status !== 'paid') return { kind: 'noop', eventId, type, reason: `order status ${String(order.status)}` };
+    if (order.status !== undefined && order.status !== 'paid') return { kind: 'noop', eventId, type, reason: `order status ${shown(order.status)}` };
     // The product is on the order as an id, and on the checkout as an object (or an id when not expanded).
     const productId = typeof order.product === 'string' ? order.product : typeof o.product === 'string' ? o.product : o.product?.id;
     return {

@@ -132,3 +132,13 @@ export async function callProvider(name: string, url: string, init: RequestInit,
   if (!body || typeof body !== 'object') throw new ProviderApiError(`${name} API answered with a non-JSON body`, res.status);
   return { status: res.status, body };
 }
+
+/**
+ * A signed body's field as an outcome shows it. Never `String(v)`: an object whose `toString` is not a
+ * function (`{"toString":1}`) throws, which answered a validly signed event with 500 on every retry.
+ */
+export function shown(v: unknown): string {
+  if (typeof v === 'string') return v.slice(0, 64);
+  if (v === null || v === undefined || typeof v === 'number' || typeof v === 'boolean') return String(v);
+  return Array.isArray(v) ? 'array' : typeof v;
+}

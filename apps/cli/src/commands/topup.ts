@@ -76,4 +76,15 @@ export function registerTopup(program: Command, app: App): void {
         ['status', data.status], ['pay at', data.checkout_url],
       ]));
     }));
+
+  group.command('reinstate')
+    .description('Root: record that a dispute of a paid order was won (providers that send no event for it); gives its hold back once')
+    .argument('<trade-no>', 'the order\'s trade number')
+    .option('--dispute <id>', 'the provider\'s dispute id (default: the order\'s only withdrawn dispute)')
+    .addHelpText('after', '\nExample:\n  $ gw topup reinstate tp_3kq... --dispute disp_123\n\nUse this, not `gw ledger adjust`: an adjustment leaves the dispute holding the order\'s money,\nso a later refund of the payment would take nothing back.')
+    .action(app.action(async (ctx, [tradeNo], o) => {
+      const body = o.dispute === undefined ? {} : { dispute_id: o.dispute };
+      const data = await ctx.client().call('POST', `/api/topup/${pathSegment(tradeNo, 'trade number')}/reinstate`, { body });
+      ctx.print(data, () => details([['outcome', data.outcome], ['credited', data.credited]]));
+    }));
 }

@@ -59,4 +59,19 @@ export const topupRoutes = (s: Services) =>
     }, {
       role: 'user', params: t.Object({ trade_no: t.String({ maxLength: 64 }) }),
       response: envelope(TopupOrderView), detail: { tags, summary: 'Get a top-up', description: 'One order by trade number, for its owner or an admin.' },
+    })
+    .post('/:trade_no/reinstate', async (ctx) => ok(await s.payments.disputes.reinstate(ctx.params.trade_no, ctx.body.dispute_id, caller(ctx).user.id)), {
+      role: 'root', params: t.Object({ trade_no: t.String({ maxLength: 64 }) }),
+      body: Type.Object({
+        dispute_id: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: "The provider's dispute id; absent: the order's only withdrawn dispute" })),
+      }),
+      response: envelope(t.Object({
+        outcome: t.String({ description: 'dispute_reinstated, noop:dispute already reinstated, or duplicate (this call was made before)' }),
+        credited: t.Integer({ description: 'Quota given back to the order\'s user' }),
+      })),
+      detail: {
+        tags, summary: 'Reinstate a won dispute',
+        description: 'Root. Records that a dispute was won when the provider sends no event for it (providerB): the quota its withdrawal took back is credited once (ledger kind reinstate), and the dispute stops holding the order\'s money, so a later refund is taken back in full. Use this, not a ledger adjustment, which would leave the dispute holding it. 404 dispute_not_found, 409 dispute_ambiguous.',
+        responses: { 404: { description: 'order_not_found or dispute_not_found' }, 409: { description: 'dispute_ambiguous: several withdrawn disputes; name one' } },
+      },
     });
