@@ -20,7 +20,7 @@ export const ledgerRoutes = (s: Services) =>
       return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
     }, {
       role: 'user', query: t.Object({ ...pageQuery, kind: kindQuery }),
-      response: envelope(page(LedgerEntryView)), detail: { tags, summary: 'Own ledger', description: 'The caller\'s balance changes, newest first (paged; filter by kind: topup, charge, refund, adjust, redeem).' },
+      response: envelope(page(LedgerEntryView)), detail: { tags, summary: 'Own ledger', description: 'The caller\'s balance changes, newest first (paged; filter by kind: topup, charge, refund, adjust, redeem, clawback (money taken back by a refund or dispute of a payment), reinstate (given back when a dispute is won)).' },
     })
     .get('/', async ({ query }) => {
       const p = query.p ?? 1;
