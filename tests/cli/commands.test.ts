@@ -139,6 +139,15 @@ describe('gw password reset-request / reset', () => {
     expect(set.stdout).toContain('Password reset');
     expect((await gw.api('POST', '/api/user/login', { username: u.username, password: 'reset-password-789' }, null)).status).toBe(200);
 
+    // The token from stdin (a flag shows in ps and history), then the password.
+    const fromStdin = await sb.run(['password', 'reset', '--url', gw.url, '--email', email, '--token-stdin'], { stdin: `${await mailedToken()}\nstdin-password-456\n` });
+    expect(fromStdin.code).toBe(0);
+    expect((await gw.api('POST', '/api/user/login', { username: u.username, password: 'stdin-password-456' }, null)).status).toBe(200);
+    const mixed = await sb.run(['password', 'reset', '--url', gw.url, '--email', email, '--token-stdin', '--reset-token', 'x']);
+    expect([mixed.code, mixed.stderr]).toEqual([2, expect.stringContaining('--token-stdin reads both')]);
+    const none = await sb.run(['password', 'reset', '--url', gw.url, '--email', email]);
+    expect([none.code, none.stderr]).toEqual([2, expect.stringContaining('--token-stdin')]);
+
     const generated = await sb.run(['password', 'reset', '--url', gw.url, '--email', email, '--reset-token', await mailedToken()]);
     expect(generated.code).toBe(0);
     const pw = generated.stdout.trim();
