@@ -16,6 +16,7 @@ export const prices = pgTable('prices', {
   audioInput: big('audio_input').notNull().default(0),
   audioOutput: big('audio_output').notNull().default(0),
   contextWindow: integer('context_window'),
+  webSearch: big('web_search'),
   updatedAt: big('updated_at').notNull(),
 });
 
@@ -39,6 +40,7 @@ export const usageLogs = pgTable('usage_logs', {
   longContext: boolean('long_context').notNull().default(false),
   audioInputTokens: big('audio_input_tokens').notNull().default(0),
   audioOutputTokens: big('audio_output_tokens').notNull().default(0),
+  webSearchRequests: big('web_search_requests').notNull().default(0),
   cost: big('cost').notNull().default(0),
   latencyMs: big('latency_ms').notNull().default(0),
   ttftMs: big('ttft_ms'),

@@ -30,6 +30,8 @@ export const prices = sqliteTable('prices', {
   audioOutput: integer('audio_output').notNull().default(0),
   /** Tokens the model can take in at most; null = BILLING_DEFAULT_CONTEXT_TOKENS. Bounds reservations and usage. */
   contextWindow: integer('context_window'),
+  /** Quota units per web search (Anthropic's server tool, usage.server_tool_use.web_search_requests); null = BILLING_WEB_SEARCH_PRICE. */
+  webSearch: integer('web_search'),
   updatedAt: integer('updated_at').notNull(),
 });
 
@@ -60,6 +62,8 @@ export const usageLogs = sqliteTable('usage_logs', {
   longContext: integer('long_context', { mode: 'boolean' }).notNull().default(false),
   audioInputTokens: integer('audio_input_tokens').notNull().default(0),
   audioOutputTokens: integer('audio_output_tokens').notNull().default(0),
+  /** Web searches billed (usage.server_tool_use.web_search_requests, clamped to the request's max_uses). */
+  webSearchRequests: integer('web_search_requests').notNull().default(0),
   cost: integer('cost').notNull().default(0),
   latencyMs: integer('latency_ms').notNull().default(0),
   ttftMs: integer('ttft_ms'),
