@@ -22,6 +22,17 @@ export interface BillingConfig {
    */
   defaultContextTokens: number;
   /**
+   * BILLING_WEB_SEARCH_PRICE (default: QUOTA_PER_UNIT, i.e. one minor currency unit, Anthropic's $0.01 per
+   * search with USD top-ups): quota units per web search for a model whose price row sets no `web_search`.
+   */
+  webSearchPrice: number;
+  /**
+   * WEB_SEARCH_MAX_USES (default 10): every web-search server tool's `max_uses` is capped at this before the
+   * request is sent (a lower client value is kept, a missing one set to it), so the searches a request can
+   * be billed for are known when its reservation is made.
+   */
+  webSearchMaxUses: number;
+  /**
    * PostgreSQL mode's group commit (PgGroupCommitter): PG_SETTLE_FLUSH_MS (default 0: an idle committer writes at once) longest wait for
    * a batch, PG_SETTLE_BATCH (default 256) rows written at once, PG_SETTLE_DEADLINE_MS (default 15000)
    * how long a batch is retried while the database is unreachable before the request's settlement fails.
@@ -44,6 +55,9 @@ export function billingConfig(env: Record<string, string | undefined>): BillingC
     minReserve: readIntEnv(env, 'BILLING_MIN_RESERVE', 1, 0, 1_000_000_000),
     flushMs: readIntEnv(env, 'BILLING_FLUSH_MS', 5, 0, 60_000),
     defaultContextTokens: readIntEnv(env, 'BILLING_DEFAULT_CONTEXT_TOKENS', 200_000, 1, 100_000_000),
+    // QUOTA_PER_UNIT as the payments config reads it (same default and range): one minor currency unit.
+    webSearchPrice: readIntEnv(env, 'BILLING_WEB_SEARCH_PRICE', readIntEnv(env, 'QUOTA_PER_UNIT', 5000, 1, 1_000_000_000), 0, 1_000_000_000_000),
+    webSearchMaxUses: readIntEnv(env, 'WEB_SEARCH_MAX_USES', 10, 1, 1000),
     pgSettle: {
       maxDelayMs: readIntEnv(env, 'PG_SETTLE_FLUSH_MS', 0, 0, 1_000),
       maxBatch: readIntEnv(env, 'PG_SETTLE_BATCH', 256, 1, 10_000),

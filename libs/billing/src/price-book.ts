@@ -35,12 +35,16 @@ export const PriceView = Type.Object({
     description: 'Most input tokens the model takes (null: BILLING_DEFAULT_CONTEXT_TOKENS). Input the gateway cannot measure '
       + '(URL or file sources, base64 PDFs, server tools) reserves this much; reported input beyond it is not billed.',
   }),
+  web_search: Type.Union([units('Quota units per web search.'), Type.Null()], {
+    description: 'Quota units per web search (Anthropic\'s web_search server tool, usage.server_tool_use.web_search_requests), '
+      + 'on top of tokens; null: the server\'s BILLING_WEB_SEARCH_PRICE (default: QUOTA_PER_UNIT, one minor currency unit).',
+  }),
 });
 export type PriceView = Static<typeof PriceView>;
 
 /**
  * Upsert body: `model` and `input`/`output` required, the other prices default to 0, `cache_write_1h`,
- * `long_context_threshold`, `long_context` and `context_window` to null.
+ * `long_context_threshold`, `long_context`, `context_window` and `web_search` to null.
  */
 export const PriceInput = Type.Object({
   model: PriceView.properties.model,
@@ -54,6 +58,7 @@ export const PriceInput = Type.Object({
   audio_input: Type.Optional(PriceView.properties.audio_input),
   audio_output: Type.Optional(PriceView.properties.audio_output),
   context_window: Type.Optional(PriceView.properties.context_window),
+  web_search: Type.Optional(PriceView.properties.web_search),
 });
 export type PriceInput = Static<typeof PriceInput>;
 
@@ -64,7 +69,8 @@ export const toPriceView = (r: PriceRow): PriceView & { updated_at: number } => 
     input: r.longContext.input, output: r.longContext.output, cache_read: r.longContext.cacheRead,
     cache_write: r.longContext.cacheWrite, cache_write_1h: r.longContext.cacheWrite1h,
   } : null,
-  audio_input: r.audioInput, audio_output: r.audioOutput, context_window: r.contextWindow ?? null, updated_at: r.updatedAt,
+  audio_input: r.audioInput, audio_output: r.audioOutput, context_window: r.contextWindow ?? null,
+  web_search: r.webSearch ?? null, updated_at: r.updatedAt,
 });
 
 /**
@@ -77,11 +83,15 @@ export class PriceBook {
   private readonly reloads = new SerialQueue();
 
   /** Reads every price, then follows 'price.changed'. */
-  static async load(repo: PricesStore, bus: ChangeBus): Promise<PriceBook> {
-    return new PriceBook(repo, bus, await repo.all());
+  static async load(repo: PricesStore, bus: ChangeBus, webSearchDefault = 0): Promise<PriceBook> {
+    return new PriceBook(repo, bus, await repo.all(), webSearchDefault);
   }
 
-  constructor(private readonly repo: PricesStore, private readonly bus: ChangeBus, rows: PriceRow[]) {
+  /**
+   * `webSearchDefault`: quota units per web search of a price whose `web_search` is unset
+   * (BILLING_WEB_SEARCH_PRICE).
+   */
+  constructor(private readonly repo: PricesStore, private readonly bus: ChangeBus, rows: PriceRow[], readonly webSearchDefault = 0) {
     this.byModel = new Map(rows.map((r) => [r.model, r]));
     bus.on('price.changed', ({ model }) => this.reload(model));
   }
@@ -108,6 +118,13 @@ export class PriceBook {
     return this.byModel.get(model);
   }
 
+  /** Quota units per web search at `price`: its own `web_search`, else the default (none when there is no price). */
+  webSearchPrice(price: { webSearch?: number | null } | undefined): number {
+    if (!price) return 0;
+    const w = price.webSearch;
+    return typeof w === 'number' && Number.isSafeInteger(w) && w >= 0 ? w : this.webSearchDefault;
+  }
+
   list(): PriceRow[] {
     return [...this.byModel.values()].sort((a, b) => a.model.localeCompare(b.model));
   }
@@ -124,7 +141,8 @@ export class PriceBook {
       model: p.model, input: p.input, output: p.output, cacheRead: p.cache_read ?? 0, cacheWrite: p.cache_write ?? 0,
       cacheWrite1h: p.cache_write_1h ?? null, longContextThreshold: threshold,
       longContext: lc && { input: lc.input, output: lc.output, cacheRead: lc.cache_read, cacheWrite: lc.cache_write, cacheWrite1h: lc.cache_write_1h ?? lc.cache_write },
-      audioInput: p.audio_input ?? 0, audioOutput: p.audio_output ?? 0, contextWindow: p.context_window ?? null, updatedAt: nowSeconds(),
+      audioInput: p.audio_input ?? 0, audioOutput: p.audio_output ?? 0, contextWindow: p.context_window ?? null,
+      webSearch: p.web_search ?? null, updatedAt: nowSeconds(),
     });
     await this.bus.emit('price.changed', { model: p.model });
     return row;

@@ -13,7 +13,7 @@ import { openPgTestDb, requirePg, type PgTestDb } from '../../../tests/helpers/p
 
 /** One quota unit per input token. */
 const PRICE = { model: 'm', input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0, cacheWrite1h: null, longContextThreshold: null, longContext: null } as unknown as PriceRow;
-const prices = { get: () => PRICE } as unknown as PriceBook;
+const prices = { get: () => PRICE, webSearchPrice: () => 0 } as unknown as PriceBook;
 const log = (requestId: string, userId: number, apiKeyId: number, input: number): UsageLogInput => ({
   requestId, userId, apiKeyId, channelId: 1, model: 'm', upstreamModel: 'm', stream: false, usage: { input, output: 0, cacheRead: 0, cacheWrite: 0 },
   latencyMs: 5, ttftMs: 5, status: 200, errorCode: '', attempts: 1, ip: '',

@@ -17,7 +17,7 @@ import { periodKey } from './budgets/period';
 
 /** One quota unit per input token. */
 const PRICE = { model: 'm', input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0, cacheWrite1h: null, longContextThreshold: null, longContext: null } as unknown as PriceRow;
-const prices = { get: () => PRICE } as unknown as PriceBook;
+const prices = { get: () => PRICE, webSearchPrice: () => 0 } as unknown as PriceBook;
 const log = (requestId: string, input: number): UsageLogInput => ({
   requestId, userId: 1, apiKeyId: 7, channelId: 1, model: 'm', upstreamModel: 'm', stream: false, usage: { input, output: 0, cacheRead: 0, cacheWrite: 0 },
   latencyMs: 5, ttftMs: 5, status: 200, errorCode: '', attempts: 1, ip: '',

@@ -385,7 +385,8 @@ export class QuotaService {
     const g = guardUsage(log.usage, { ...log.estimate, input: log.estimate?.input ?? limits?.input }, limits, log.estimated);
     const u = g.usage;
     const ratio = log.ratio ?? RATIO_ONE;
-    const priced = priceUsage(u, log.price ?? this.deps.prices.get(log.billedModel || log.model), ratio);
+    const price = log.price ?? this.deps.prices.get(log.billedModel || log.model);
+    const priced = priceUsage(u, price, ratio, this.deps.prices.webSearchPrice(price));
     let cost = priced.cost;
     // A shared hold is capped by the shared store at settlement (settleDurable), against every node's holds.
     const cap = r?.hold && !r.done ? Infinity : this.chargeCap(r, log.userId, { id: log.apiKeyId, limited: r ? r.keyLimited : false });
@@ -398,7 +399,7 @@ export class QuotaService {
       channelId: log.channelId, model: log.model, upstreamModel: log.upstreamModel, stream: log.stream,
       inputTokens: u.input, outputTokens: u.output, cacheReadTokens: u.cacheRead, cacheWriteTokens: u.cacheWrite,
       cacheWrite1hTokens: u.cacheWrite1h, longContext: priced.longContext, audioInputTokens: u.audioInput, audioOutputTokens: u.audioOutput,
-      cost, latencyMs: log.latencyMs, ttftMs: log.ttftMs,
+      webSearchRequests: u.webSearch, cost, latencyMs: log.latencyMs, ttftMs: log.ttftMs,
       status: log.status, errorCode: log.errorCode, usageFlag: g.flags.join(','), attempts: log.attempts, ip: log.ip, createdAt: nowSeconds(),
       group: log.group ?? '', priceRatio: ratio, billedModel: log.billedModel ?? '', overrides: log.overrides ?? '',
     };

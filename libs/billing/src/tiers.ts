@@ -3,7 +3,7 @@
  * (5 minutes or 1 hour), and an optional long-context tier whose prices apply to the WHOLE request
  * once its input (uncached + cache reads + cache writes) exceeds the model's threshold.
  */
-import { RATIO_ONE, costOf } from '@gw/core';
+import { PER_UNIT, RATIO_ONE, costOf } from '@gw/core';
 import type { LongContextPrices, PriceRow } from '@gw/db';
 import type { TokenUsage } from './usage';
 
@@ -21,7 +21,7 @@ export interface PriceSet {
 
 /** A price as billing reads it: a PriceRow, or any object with at least the base prices (realtime, tests). */
 export type BillablePrice = Pick<PriceRow, 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'audioInput' | 'audioOutput'>
-  & Partial<Pick<PriceRow, 'cacheWrite1h' | 'longContextThreshold' | 'longContext'>>;
+  & Partial<Pick<PriceRow, 'cacheWrite1h' | 'longContextThreshold' | 'longContext' | 'webSearch'>>;
 
 /** Token counts a tier decision needs: the usage by kind (`cacheWrite` every write, `cacheWrite1h` the 1-hour part). */
 export type TieredTokens = TokenUsage;
@@ -47,10 +47,12 @@ export function priceSetFor(p: BillablePrice, inputTokens: number): { set: Price
 }
 
 /**
- * Exact cost in quota units of `u` at `p`: every kind at its tier's price, rounded up once over all
- * kinds (the group's per-mille `ratio` folded into that one rounding); never throws, whatever the counts. `cacheWrite1h` is taken out of `cacheWrite` (at most all of it).
+ * Exact cost in quota units of `u` at `p`: every kind at its tier's price, plus `u.webSearch` searches at
+ * `searchPrice` quota units each (the price row's `web_search`, or the default the caller resolved; the
+ * long-context tier does not change it), rounded up once over all kinds (the group's per-mille `ratio`
+ * folded into that one rounding); never throws, whatever the counts. `cacheWrite1h` is taken out of `cacheWrite` (at most all of it).
  */
-export function priceUsage(u: TieredTokens, p: BillablePrice | undefined, ratio: number = RATIO_ONE): { cost: number; longContext: boolean } {
+export function priceUsage(u: TieredTokens, p: BillablePrice | undefined, ratio: number = RATIO_ONE, searchPrice: number = p?.webSearch ?? 0): { cost: number; longContext: boolean } {
   if (!p) return { cost: 0, longContext: false };
   const { set, longContext } = priceSetFor(p, tierInput(u));
   const oneHour = Math.min(u.cacheWrite1h ?? 0, u.cacheWrite);
@@ -58,6 +60,7 @@ export function priceUsage(u: TieredTokens, p: BillablePrice | undefined, ratio:
     [u.input, set.input], [u.output, set.output], [u.cacheRead, set.cacheRead],
     [u.cacheWrite - oneHour, set.cacheWrite], [oneHour, set.cacheWrite1h],
     [u.audioInput ?? 0, set.audioInput], [u.audioOutput ?? 0, set.audioOutput],
+    [u.webSearch ?? 0, searchPrice, PER_UNIT],
   ], ratio);
   return { cost, longContext };
 }

@@ -50,3 +50,28 @@ describe('money never throws and never goes wrong', () => {
     expect(guardUsage({ input: 10, output: 5, cacheRead: null }, {}, limits)).toMatchObject({ usage: { cacheRead: 0 }, flags: [] });
   });
 });
+
+describe('web searches', () => {
+  const limits = { maxInput: 1000, maxOutput: 100, input: 50, maxWebSearch: 10 };
+  const base = { input: 10, output: 5 };
+  test('a usable count is kept; absent is none', () => {
+    expect(guardUsage({ ...base, webSearch: 3 }, {}, limits)).toEqual({ usage: expect.objectContaining({ webSearch: 3 }), flags: [] });
+    expect(guardUsage(base, {}, limits).usage.webSearch).toBe(0);
+    expect(guardUsage({ ...base, webSearch: null }, {}, limits)).toEqual({ usage: expect.objectContaining({ webSearch: 0 }), flags: [] });
+  });
+  test('above the bound: clamped to Σ max_uses and flagged implausible', () => {
+    expect(guardUsage({ ...base, webSearch: 11 }, {}, limits)).toEqual({ usage: expect.objectContaining({ webSearch: 10 }), flags: ['implausible'] });
+    // No web-search tool in the request: nothing can have been searched.
+    expect(guardUsage({ ...base, webSearch: 2 }, {}, { ...limits, maxWebSearch: undefined })).toEqual({ usage: expect.objectContaining({ webSearch: 0 }), flags: ['implausible'] });
+  });
+  test('an unusable count is billed at the bound and flagged invalid', () => {
+    for (const bad of [-1, 2.5, '3', NaN, Infinity, {}, true]) {
+      expect(guardUsage({ ...base, webSearch: bad }, {}, limits)).toEqual({ usage: expect.objectContaining({ webSearch: 10 }), flags: ['invalid'] });
+    }
+  });
+  test('priced per search on top of tokens, exactly', () => {
+    const price = { input: 1_000_000, output: 2_000_000, cacheRead: 0, cacheWrite: 0, audioInput: 0, audioOutput: 0, webSearch: 5000 };
+    expect(costFor({ input: 10, output: 5, cacheRead: 0, cacheWrite: 0, webSearch: 3 }, price)).toBe(10 + 10 + 15_000);
+    expect(costFor({ input: 10, output: 5, cacheRead: 0, cacheWrite: 0, webSearch: 3 }, price, 7)).toBe(20 + 21);
+  });
+});

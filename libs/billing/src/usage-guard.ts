@@ -14,15 +14,20 @@ export interface UsageLimits {
   maxOutput: number;
   /** Input tokens the reservation was computed with: the fallback for an unusable input count. */
   input: number;
+  /**
+   * Web searches the request may make: the sum of its web-search tools' (capped) max_uses. The reported
+   * count is clamped to it, and an unusable one replaced by it. Absent = 0 (no web-search tool).
+   */
+  maxWebSearch?: number;
 }
 
 /**
  * Why billed usage differs from the upstream's report, stored on the usage row (`usage_flag`):
  * - `estimated`: the upstream reported no usage (e.g. a cut stream); billed on the gateway's estimate;
  * - `invalid`: a count was not a non-negative safe integer (1.5, 1e400, -5, "7", NaN…); replaced by the
- *   estimate, or by what was reserved for it;
- * - `implausible`: input beyond the context window, output beyond the max output tokens, or more 1-hour
- *   cache writes than cache writes; clamped;
+ *   estimate, or by what was reserved for it (web searches: the bound, Σ max_uses);
+ * - `implausible`: input beyond the context window, output beyond the max output tokens, more 1-hour
+ *   cache writes than cache writes, or more web searches than the request's max_uses allow; clamped;
  * - `capped`: the charge was limited by the reservation plus what the user could still spend.
  */
 export type UsageFlag = 'estimated' | 'invalid' | 'implausible' | 'capped';
@@ -72,6 +77,15 @@ export function guardUsage(reported: Partial<Record<keyof TokenUsage, unknown>> 
   out.cacheWrite1h = h >= 0 ? h : h === ABSENT ? 0 : out.cacheWrite;
   if (h === INVALID) flag('invalid');
   if (out.cacheWrite1h > out.cacheWrite) { out.cacheWrite1h = out.cacheWrite; flag('implausible'); }
+  // Web searches are billed per search: none reported is none; an unusable count is billed at the bound
+  // the reservation was sized with; more than the tools' max_uses allow is clamped to it. The fallback
+  // (a cut stream's count so far) stands in for a report that has none.
+  const maxSearch = limits ? Math.max(0, limits.maxWebSearch ?? 0) : Number.MAX_SAFE_INTEGER;
+  let ws = read(reported.webSearch);
+  if (ws === ABSENT) ws = read(fallback.webSearch);
+  if (ws === INVALID) { flag('invalid'); ws = limits ? maxSearch : 0; }
+  out.webSearch = ws >= 0 ? ws : 0;
+  if (out.webSearch > maxSearch) { out.webSearch = maxSearch; flag('implausible'); }
   if (limits) {
     let room = limits.maxInput;
     for (const k of ['input', 'cacheWrite', 'audioInput', 'cacheRead'] as const) {

@@ -38,6 +38,8 @@ export interface TokenUsage {
   cacheWrite1h?: number;
   audioInput?: number;
   audioOutput?: number;
+  /** Web searches (Anthropic's usage.server_tool_use.web_search_requests), billed per search; absent = none. */
+  webSearch?: number;
 }
 
 /** Usage as an upstream reported it: any field may be missing or hostile until guardUsage has seen it. */
@@ -79,11 +81,11 @@ export interface UsageLogInput {
 }
 
 /**
- * Exact cost in quota units of `u` at `p` (its cache-write TTLs and long-context tier applied; rounded up
- * once over all kinds); never throws, whatever the counts.
+ * Exact cost in quota units of `u` at `p` (its cache-write TTLs and long-context tier applied, searches at
+ * `searchPrice` each, default the row's own `web_search` or 0; rounded up once over all kinds); never throws, whatever the counts.
  */
-export function costFor(u: TokenUsage, p: BillablePrice | undefined): number {
-  return priceUsage(u, p).cost;
+export function costFor(u: TokenUsage, p: BillablePrice | undefined, searchPrice?: number): number {
+  return priceUsage(u, p, undefined, searchPrice).cost;
 }
 
 /** The outcome of settling one request. */

@@ -1,7 +1,7 @@
 /**
  * Sizing reservations: the most a request can cost given what the gateway knows before sending it.
  */
-import { RATIO_ONE, costOf } from '@gw/core';
+import { PER_UNIT, RATIO_ONE, costOf } from '@gw/core';
 import { priceSetFor, type BillablePrice } from './tiers';
 import type { UsageLimits } from './usage-guard';
 
@@ -25,13 +25,14 @@ export function usageLimits(input: { tokens: number; unmeasured: boolean }, maxO
 
 /**
  * Worst-case cost: the input bound at the dearest input price plus max output at the dearest output price,
- * in the tier the input bound falls into (the long-context tier once the bound exceeds its threshold), times
- * the group's ratio like the final cost, so the reservation covers the charge.
+ * in the tier the input bound falls into (the long-context tier once the bound exceeds its threshold), plus
+ * the most web searches the request may make (`maxWebSearch`, Σ of its web-search tools' max_uses) at
+ * `searchPrice` each, times the group's ratio like the final cost, so the reservation covers the charge.
  */
-export function worstCaseCost(l: UsageLimits, price: Price | undefined, ratio: number = RATIO_ONE): number {
+export function worstCaseCost(l: UsageLimits, price: Price | undefined, ratio: number = RATIO_ONE, searchPrice: number = price?.webSearch ?? 0): number {
   if (!price) return 0;
   const { set } = priceSetFor(price, l.input);
   const dearIn = Math.max(set.input, set.cacheRead, set.cacheWrite, set.cacheWrite1h, set.audioInput);
   const dearOut = Math.max(set.output, set.audioOutput);
-  return costOf([[l.input, dearIn], [l.maxOutput, dearOut]], ratio);
+  return costOf([[l.input, dearIn], [l.maxOutput, dearOut], [l.maxWebSearch ?? 0, searchPrice, PER_UNIT]], ratio);
 }

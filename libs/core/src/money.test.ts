@@ -1,5 +1,5 @@
 import { expect, test } from 'bun:test';
-import { costOf, costOfBig } from './money';
+import { PER_UNIT, costOf, costOfBig } from './money';
 
 test('costOf in numbers equals the BigInt arithmetic: random, boundary and hostile inputs', () => {
   let seed = 42;
@@ -25,4 +25,15 @@ test('costOf in numbers equals the BigInt arithmetic: random, boundary and hosti
   expect(costOf([[1_000_001, 1]])).toBe(2);
   expect(costOf([[0, 5]])).toBe(0);
   expect(costOf([[2 ** 53, 2 ** 53]])).toBe(Number.MAX_SAFE_INTEGER);
+});
+
+test('per-unit parts (web searches) cost count × price exactly, folded into the one rounding', () => {
+  expect(costOf([[3, 5000, PER_UNIT]])).toBe(15_000);
+  expect(costOf([[1000, 3_000], [3, 5000, PER_UNIT]])).toBe(3 + 15_000);
+  // ×1.5 of (1 token at 1 per million + 1 search at 1): ceil(1.5 × 1_000_001 / 10⁶) = 2.
+  expect(costOf([[1, 1], [1, 1, PER_UNIT]], 1500)).toBe(2);
+  // Beyond 2^53 the BigInt arithmetic takes over, still exact.
+  expect(costOf([[2 ** 40, 2 ** 20, PER_UNIT]])).toBe(Number.MAX_SAFE_INTEGER);
+  expect(costOf([[9_000_000_000, 1_000_000, PER_UNIT]])).toBe(costOfBig([[9_000_000_000, 1_000_000, PER_UNIT]]));
+  expect(costOf([[9_000_000_000, 1_000_000, PER_UNIT]])).toBe(9_000_000_000_000_000);
 });

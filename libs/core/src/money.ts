@@ -20,15 +20,24 @@ export function safeCount(v: unknown): number {
 export const RATIO_ONE = 1000;
 
 /**
- * Exact cost in quota units of `tokens` at `pricePerMillion`, times `ratio`/1000, rounded up once (never
- * undercharge; the ratio is folded into the same single rounding, so ×1.5 of a cost is exactly
- * ceil(Σ tokens × price × 1500 / 10⁹)); never throws.
+ * One priced quantity: `[tokens, pricePerMillion]`, or `[count, pricePerUnit, PER_UNIT]` for things billed
+ * per unit (a web search), which is the same as count × 10⁶ tokens at that price, exactly.
  */
-export function costOf(parts: Array<[tokens: number, pricePerMillion: number]>, ratio: number = RATIO_ONE): number {
+export type CostPart = [tokens: number, pricePerMillion: number] | [count: number, pricePerUnit: number, perUnit: typeof PER_UNIT];
+
+/** Marks a CostPart priced per unit rather than per million. */
+export const PER_UNIT = 'unit' as const;
+
+/**
+ * Exact cost in quota units of `tokens` at `pricePerMillion` (and of per-unit parts at their unit price),
+ * times `ratio`/1000, rounded up once (never undercharge; the ratio is folded into the same single
+ * rounding, so ×1.5 of a cost is exactly ceil(Σ tokens × price × 1500 / 10⁹)); never throws.
+ */
+export function costOf(parts: CostPart[], ratio: number = RATIO_ONE): number {
   // Exact in plain numbers while every intermediate stays a safe integer (every real request: BigInt cost
   // more than the rest of pricing); otherwise the same arithmetic in BigInt.
   let micro = 0;
-  for (const [tokens, price] of parts) micro += safeCount(tokens) * safeCount(price);
+  for (const [tokens, price, unit] of parts) micro += safeCount(tokens) * safeCount(price) * (unit === PER_UNIT ? PRICE_UNIT : 1);
   const scaled = micro * safeCount(ratio);
   if (Number.isSafeInteger(micro) && Number.isSafeInteger(scaled)) {
     // Integer ceiling division with the quotient corrected by its exact remainder (n / d alone can round up).
@@ -41,11 +50,12 @@ export function costOf(parts: Array<[tokens: number, pricePerMillion: number]>, 
 }
 
 const MICRO_PER_UNIT = Number(TOKENS_PER_PRICE_UNIT) * RATIO_ONE;
+const PRICE_UNIT = Number(TOKENS_PER_PRICE_UNIT);
 
 /** costOf in BigInt throughout (exported for the equivalence test). */
-export function costOfBig(parts: Array<[tokens: number, pricePerMillion: number]>, ratio: number = RATIO_ONE): number {
+export function costOfBig(parts: CostPart[], ratio: number = RATIO_ONE): number {
   let micro = 0n;
-  for (const [tokens, price] of parts) micro += BigInt(safeCount(tokens)) * BigInt(safeCount(price));
+  for (const [tokens, price, unit] of parts) micro += BigInt(safeCount(tokens)) * BigInt(safeCount(price)) * (unit === PER_UNIT ? TOKENS_PER_PRICE_UNIT : 1n);
   const divisor = TOKENS_PER_PRICE_UNIT * BigInt(RATIO_ONE);
   const units = (micro * BigInt(safeCount(ratio)) + divisor - 1n) / divisor;
   return units > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(units);
