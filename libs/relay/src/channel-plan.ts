@@ -29,6 +29,8 @@ export interface ChannelPlan {
 export interface PlanDeps {
   price(model: string): PriceRow | undefined;
   worstCase(body: MessagesRequest, price: PriceRow | undefined, input: InputMeasure): Sized;
+  /** Caps what a body's tools may cost (web-search max_uses) after overrides changed them; absent = as they are. */
+  capTools?(body: MessagesRequest): MessagesRequest;
 }
 
 const NONE: readonly string[] = Object.freeze([]);
@@ -48,7 +50,8 @@ export function planFor(ch: RelayChannel, base: ChannelPlan, clientHeaders: Head
   const upstreamPrice = ch.billingModel === 'upstream' && upstreamModel !== model ? d.price(upstreamModel) : undefined;
   if (!ov && !upstreamPrice) return base;
   const changed: string[] = [];
-  const body = ov ? ov.applyBody(base.body, changed) : base.body;
+  const overridden = ov ? ov.applyBody(base.body, changed) : base.body;
+  const body = overridden !== base.body && d.capTools ? d.capTools(overridden) : overridden;
   const headers = ov ? ov.applyHeaders({ extra: ch.headers, forwarded: applyHeaderPolicy(ch.headerPolicy, clientHeaders).forwarded }, changed) : null;
   if (body === base.body && !upstreamPrice) return { ...base, changed, headers };
   const measure = ov?.touchesInput && body !== base.body ? remeasure(base, body) : base.measure;

@@ -18,6 +18,7 @@ import { RequestLimiter, type LimitFields } from './limits';
 import { basePlan, coverAll, planFor, type ChannelPlan, type PlanDeps } from './channel-plan';
 import { turnOver } from './turn';
 import { heldTail } from './held-tail';
+import { capWebSearch, webSearchBound } from './web-search';
 
 const utf8 = new TextEncoder();
 
@@ -118,10 +119,16 @@ type Attempt =
 
 // As reported: QuotaService validates every count (one place for all paths). The 1-hour part of the
 // cache writes comes from Anthropic's `cache_creation` split; without it every write is a 5-minute one.
+// Web searches: Anthropic's usage.server_tool_use.web_search_requests (null or absent: none).
 const toTokens = (u: Usage): UsageReport => ({
   input: u.input_tokens, output: u.output_tokens, cacheRead: u.cache_read_input_tokens, cacheWrite: u.cache_creation_input_tokens,
   cacheWrite1h: (u as { cache_creation?: { ephemeral_1h_input_tokens?: unknown } }).cache_creation?.ephemeral_1h_input_tokens,
+  webSearch: serverToolUse(u)?.web_search_requests,
 });
+const serverToolUse = (u: Usage): { web_search_requests?: unknown } | null => {
+  const s = (u as { server_tool_use?: unknown }).server_tool_use;
+  return s && typeof s === 'object' ? s as { web_search_requests?: unknown } : null;
+};
 const estimateSafe = (n: unknown) => (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : undefined);
 const ZERO: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
 const since = (t: number) => Math.max(0, Math.round(performance.now() - t));
@@ -148,12 +155,15 @@ export class RelayService {
 
   /**
    * What a request may use (input bound, or the whole context window when some input cannot be
-   * measured; max_tokens of output) and its worst-case cost at the dearest prices.
+   * measured; max_tokens of output; the web searches its tools' max_uses allow) and its worst-case cost
+   * at the dearest prices.
    */
   worstCase(body: MessagesRequest, price: PriceRow | undefined, input: { bound: number; unmeasured: boolean }, ratio?: number, headers?: Headers): { amount: number; limits: UsageLimits } {
     const window = Math.max(contextWindowOf(price, this.d.billing.defaultContextTokens), betaContextTokens(headers));
-    const limits = usageLimits({ tokens: input.bound, unmeasured: input.unmeasured }, body.max_tokens, window);
-    return { amount: Math.max(this.d.billing.minReserve, worstCaseCost(limits, price, ratio)), limits };
+    const limits: UsageLimits = usageLimits({ tokens: input.bound, unmeasured: input.unmeasured }, body.max_tokens, window);
+    const searches = webSearchBound(body, this.d.billing.webSearchMaxUses);
+    if (searches > 0) limits.maxWebSearch = searches;
+    return { amount: Math.max(this.d.billing.minReserve, worstCaseCost(limits, price, ratio, this.d.prices.webSearchPrice(price))), limits };
   }
 
   /** The group's policy (ratio, fallbacks, limits). */
@@ -191,7 +201,10 @@ export class RelayService {
   }
 
   async messages(req: RelayRequest): Promise<Response> {
-    const { body } = req;
+    // Web searches are billed per search: every web-search tool's max_uses is capped before anything is
+    // sized or sent, so the reservation covers the most the request can be billed.
+    const searchCap = this.d.billing.webSearchMaxUses;
+    const body = capWebSearch(req.body, searchCap);
     const policy = this.policy(req.group);
     const pinKey = this.d.affinity?.key({ userId: req.key.userId, group: req.group, model: body.model }, conversationOf(req.headers, body)) ?? null;
     // Routed before sizing, because each channel's overrides and billing model change what the request may
@@ -206,6 +219,8 @@ export class RelayService {
     const planDeps: PlanDeps = {
       price: (m) => this.d.prices.get(m),
       worstCase: (b, price, input) => this.worstCase(b, price, input, policy.ratio, req.headers),
+      // A channel override that adds or changes a web-search tool is capped like the client's.
+      capTools: (b) => capWebSearch(b, searchCap),
     };
     const base = basePlan(body, measureRequestTokens(body), planDeps);
     const plans = order.map((ch) => planFor(ch, base, req.headers, planDeps));

@@ -93,7 +93,7 @@ export interface RelayWiring {
 export async function createRelayServices(w: RelayWiring): Promise<RelayServices> {
   const config = relayConfig(w.env);
   const billing = billingConfig(w.env);
-  const prices = await PriceBook.load(w.stores.prices, w.bus);
+  const prices = await PriceBook.load(w.stores.prices, w.bus, billing.webSearchPrice);
   const usageLogs = w.stores.usageLogs;
   const alertCfg = alertWebhookConfig(w.env);
   const budgetsRepo = w.stores.budgets;

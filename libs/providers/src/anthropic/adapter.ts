@@ -46,6 +46,9 @@ function normalizeUsage(u: unknown): Usage {
     // The cache writes' TTL split (5 minutes / 1 hour) is billed at different prices.
     const split = (u as Record<string, unknown>).cache_creation;
     if (split !== undefined && split !== null) (out as Record<string, unknown>).cache_creation = split;
+    // Server-tool counts: web searches are billed per search.
+    const tools = (u as Record<string, unknown>).server_tool_use;
+    if (tools !== undefined && tools !== null) (out as Record<string, unknown>).server_tool_use = tools;
   }
   return out;
 }

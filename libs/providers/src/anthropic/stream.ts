@@ -21,6 +21,12 @@ function mergeUsage(into: Usage, from: Record<string, unknown> | undefined): voi
   }
   // The TTL split of the cache writes (5 minutes / 1 hour) is billed at different prices: keep the latest one.
   if (from.cache_creation !== undefined && from.cache_creation !== null) (into as Record<string, unknown>).cache_creation = from.cache_creation;
+  // Web searches are billed per search; the count is cumulative: the latest event that carries it wins, so a
+  // stream cut before its last message_delta bills the searches reported so far (none seen: none billed).
+  const tools = from.server_tool_use as Record<string, unknown> | null | undefined;
+  if (tools && typeof tools === 'object' && tools.web_search_requests !== undefined && tools.web_search_requests !== null) {
+    (into as Record<string, unknown>).server_tool_use = { web_search_requests: tools.web_search_requests };
+  }
 }
 
 const usable = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;

@@ -1,0 +1,37 @@
+/**
+ * Anthropic's web-search server tool (`{type:"web_search_20250305", name:"web_search", max_uses?}`) is billed
+ * per search on top of tokens. Its `max_uses` is the only bound on how many searches one request can make,
+ * so the gateway caps it before sending (WEB_SEARCH_MAX_USES): the reservation then covers the worst case,
+ * and a reported count above the bound is clamped at settlement.
+ */
+import type { MessagesRequest } from '@gw/formats';
+
+/** Every dated version of the web-search tool (`web_search_20250305`, later ones). */
+const WEB_SEARCH_TYPE = /^web_search_/;
+
+type AnyTool = { type?: unknown; max_uses?: unknown };
+
+export const isWebSearchTool = (t: unknown): boolean =>
+  !!t && typeof t === 'object' && typeof (t as AnyTool).type === 'string' && WEB_SEARCH_TYPE.test((t as AnyTool).type as string);
+
+/** A client's max_uses is kept when it is an integer from 1 to `cap`; anything else (absent, larger, 0, a fraction, a string) becomes `cap`. */
+const keeps = (v: unknown, cap: number): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= cap;
+
+/**
+ * `body` with every web-search tool's `max_uses` capped at `cap` (a missing or unusable one set to it);
+ * the same object when nothing needed changing, so the common request costs no copy.
+ */
+export function capWebSearch<B extends Pick<MessagesRequest, 'tools'>>(body: B, cap: number): B {
+  const tools = body.tools;
+  if (!Array.isArray(tools) || !tools.some((t) => isWebSearchTool(t) && !keeps((t as AnyTool).max_uses, cap))) return body;
+  return { ...body, tools: tools.map((t) => (isWebSearchTool(t) && !keeps((t as AnyTool).max_uses, cap) ? { ...t, max_uses: cap } : t)) };
+}
+
+/** The most web searches `body` allows: the sum of its web-search tools' max_uses (`cap` for one not yet capped). */
+export function webSearchBound(body: Pick<MessagesRequest, 'tools'>, cap: number): number {
+  const tools = body.tools;
+  if (!Array.isArray(tools)) return 0;
+  let n = 0;
+  for (const t of tools) if (isWebSearchTool(t)) n += keeps((t as AnyTool).max_uses, cap) ? (t as AnyTool).max_uses as number : cap;
+  return n;
+}
