@@ -16,6 +16,7 @@ const FIELDS: Field[] = [
   { name: 'audio_input', kind: 'int', desc: 'realtime audio input tokens, per million' },
   { name: 'audio_output', kind: 'int', desc: 'realtime audio output tokens, per million' },
   { name: 'context_window', kind: 'int', desc: 'most input tokens the model takes (default: the server\'s BILLING_DEFAULT_CONTEXT_TOKENS); unmeasurable input reserves this much' },
+  { name: 'web_search', kind: 'int', desc: 'quota units per web search (Anthropic\'s web_search server tool), on top of tokens (default: the server\'s BILLING_WEB_SEARCH_PRICE)' },
 ];
 
 const COLUMNS = [
@@ -24,6 +25,7 @@ const COLUMNS = [
   col('CACHE 1H', 'cache_write_1h', { right: true }), col('LONG CTX >', 'long_context_threshold', { right: true }),
   col('AUDIO IN', 'audio_input', { right: true }), col('AUDIO OUT', 'audio_output', { right: true }),
   col('CONTEXT', 'context_window', { right: true }),
+  col('WEB SEARCH', 'web_search', { right: true, fmt: (v) => (v === null || v === undefined ? 'default' : String(v)) }),
   col('UPDATED', 'updated_at', { fmt: time }),
 ];
 
@@ -32,8 +34,8 @@ const itemsOf = (d: any): any[] => (Array.isArray(d) ? d : d?.items ?? []);
 
 export function registerPricing(program: Command, app: App): void {
   const group = program.command('pricing')
-    .description('Model prices in quota units per million tokens')
-    .addHelpText('after', '\nExamples:\n  $ gw pricing list\n  $ gw pricing set claude-sonnet-4 --input 3000000 --output 15000000 --context-window 200000\n  $ gw pricing set claude-sonnet-4-5 --input 1500000 --output 7500000 --cache-read 150000 --cache-write 1875000 --cache-write-1h 3000000 \\\n      --context-window 1000000 --long-context-threshold 200000 \\\n      --long-context \'{"input":3000000,"output":11250000,"cache_read":300000,"cache_write":3750000,"cache_write_1h":6000000}\'');
+    .description('Model prices in quota units per million tokens (web searches: per search)')
+    .addHelpText('after', '\nExamples:\n  $ gw pricing list\n  $ gw pricing set claude-sonnet-4 --input 3000000 --output 15000000 --context-window 200000 --web-search 50000\n  $ gw pricing set claude-sonnet-4-5 --input 1500000 --output 7500000 --cache-read 150000 --cache-write 1875000 --cache-write-1h 3000000 \\\n      --context-window 1000000 --long-context-threshold 200000 \\\n      --long-context \'{"input":3000000,"output":11250000,"cache_read":300000,"cache_write":3750000,"cache_write_1h":6000000}\'');
 
   group.command('list')
     .description('List model prices')
