@@ -29,6 +29,7 @@ interface Reply {
   usage: {
     input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number;
     cache_creation?: { ephemeral_5m_input_tokens: number; ephemeral_1h_input_tokens: number };
+    server_tool_use?: { web_search_requests: unknown };
   };
 }
 
@@ -61,6 +62,7 @@ function reply(req: RecordedRequest, plan: UpstreamPlan): Reply {
       ...(u.cacheWrite1h !== undefined
         ? { cache_creation: { ephemeral_5m_input_tokens: (u.cacheWrite ?? 0) - u.cacheWrite1h, ephemeral_1h_input_tokens: u.cacheWrite1h } }
         : {}),
+      ...(u.webSearch !== undefined ? { server_tool_use: { web_search_requests: u.webSearch } } : {}),
     },
   };
 }
@@ -68,7 +70,7 @@ function reply(req: RecordedRequest, plan: UpstreamPlan): Reply {
 function streamFrames(id: string, model: string, r: Reply): string[] {
   const frames = [frame({
     type: 'message_start',
-    message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { ...r.usage, output_tokens: 1 } },
+    message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { ...r.usage, output_tokens: 1, ...(r.usage.server_tool_use ? { server_tool_use: { web_search_requests: 0 } } : {}) } },
   } as any)];
   r.blocks.forEach((b, index) => {
     if (b.type === 'text') {

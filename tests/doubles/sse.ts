@@ -34,7 +34,9 @@ export interface UpstreamPlan {
   /** OpenAI finish_reason. */
   finishReason?: string;
   /** Anthropic-style usage: `input` is uncached input. Default: input from the request's length, output from the reply's. */
-  usage?: { input?: number; output?: number; cacheRead?: number; cacheWrite?: number; cacheWrite1h?: number };
+  usage?: { input?: number; output?: number; cacheRead?: number; cacheWrite?: number; cacheWrite1h?: number;
+    /** Anthropic: usage.server_tool_use.web_search_requests (sent as given; streams: 0 in message_start, this in message_delta). */
+    webSearch?: unknown };
   /** Force streaming on or off (default: the request's `stream`). */
   stream?: boolean;
   /** Streaming: wait between frames (ms). */

@@ -1,0 +1,183 @@
+/**
+ * Web searches (Anthropic's web_search server tool) are billed per search on top of tokens, over real HTTP:
+ * - the upstream receives every web-search tool's max_uses capped at WEB_SEARCH_MAX_USES (a lower client
+ *   value kept, a missing one set to the cap), so the reservation covers the most searches can cost;
+ * - the charge is tokens + usage.server_tool_use.web_search_requests × the price (the row's `web_search`,
+ *   else BILLING_WEB_SEARCH_PRICE, default QUOTA_PER_UNIT), exactly, from JSON answers and native streams;
+ * - a count above Σ max_uses is clamped (implausible), an unusable one billed at that bound (invalid);
+ * - a balance that covers the tokens but not the searches' worst case is refused before the upstream is called.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { startGateway, type TestGateway } from '../helpers/gateway';
+import { addChannel, keyedUser, msg, send, upstream, type Scripted } from './relay-setup';
+
+let gw: TestGateway;
+let ant: Scripted;
+let oai: Scripted;
+// 1 unit per input token, 2 per output token; a context window of 1,000 tokens keeps the worst case small:
+// a web-search tool makes the input unmeasurable, so the request reserves 1,000 + 100 × 2 = 1,200 for tokens.
+const PRICE = { input: 1_000_000, output: 2_000_000, cache_read: 0, cache_write: 0, context_window: 1000 };
+// QUOTA_PER_UNIT's default: BILLING_WEB_SEARCH_PRICE's default.
+const DEFAULT_SEARCH = 5000;
+const TOKENS_WORST = 1000 + 100 * 2;
+const CAP = 10;
+const SEARCH = { type: 'web_search_20250305', name: 'web_search' };
+// 10 input tokens + 5 output tokens = 20 units.
+const USAGE = { input: 10, output: 5 };
+const TOKENS_COST = 10 + 5 * 2;
+
+beforeAll(async () => {
+  gw = await startGateway();
+  ant = upstream('anthropic');
+  oai = upstream('openai');
+  await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['ws', 'ws-own'] });
+  await addChannel(gw, { type: 'openai', url: oai.url, models: ['ws-oai'] });
+  for (const model of ['ws', 'ws-oai']) expect((await gw.api('PUT', '/api/pricing/', { model, ...PRICE })).status).toBe(200);
+  const own = await gw.api('PUT', '/api/pricing/', { model: 'ws-own', ...PRICE, web_search: 7 });
+  expect(own.status).toBe(200);
+  expect(own.body.data.web_search).toBe(7);
+});
+afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
+
+// The committed balance (settlements flushed first).
+const balanceOf = async (_: TestGateway, id: number) => { gw.services.relay.quota.flush(); return (await gw.services.users.byId(id))!.quota; };
+const logOf = (requestId: string | null) => gw.db.get('select * from usage_logs where request_id = ?', requestId);
+const toolsSent = () => ant.last().body.tools as Array<Record<string, unknown>>;
+
+describe('web searches are billed per search', () => {
+  test('JSON answer with 3 searches: tokens + 3 × the default price, exactly; max_uses absent → the cap', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    ant.queue.push({ usage: { ...USAGE, webSearch: 3 } });
+    const r = await send(gw, u.key, msg('ws', { tools: [SEARCH] }));
+    expect(r.status).toBe(200);
+    expect(r.body.usage.server_tool_use).toEqual({ web_search_requests: 3 });
+    expect(toolsSent()).toEqual([{ ...SEARCH, max_uses: CAP }]);
+    const cost = TOKENS_COST + 3 * DEFAULT_SEARCH;
+    expect(await logOf(r.headers.get('request-id'))).toMatchObject({ web_search_requests: 3, cost, usage_flag: '' });
+    expect(await balanceOf(gw, u.id)).toBe(1_000_000 - cost);
+    // The usage log API shows the count.
+    const logs = await gw.api('GET', `/api/log/?user_id=${u.id}`);
+    expect(logs.body.data.items[0]).toMatchObject({ web_search_requests: 3, cost });
+  });
+
+  test('stream whose message_delta reports 2 searches: tokens + 2 × the price; client max_uses 50 → the cap', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    ant.queue.push({ usage: { ...USAGE, webSearch: 2 } });
+    const r = await send(gw, u.key, msg('ws', { stream: true, tools: [{ ...SEARCH, max_uses: 50 }] }));
+    expect(r.status).toBe(200);
+    expect(r.text).toContain('"web_search_requests":2');
+    expect(toolsSent()).toEqual([{ ...SEARCH, max_uses: CAP }]);
+    const cost = TOKENS_COST + 2 * DEFAULT_SEARCH;
+    expect(await logOf(r.headers.get('request-id'))).toMatchObject({ web_search_requests: 2, cost, usage_flag: '' });
+    expect(await balanceOf(gw, u.id)).toBe(1_000_000 - cost);
+  });
+
+  test('a lower client max_uses is kept; a count above Σ max_uses is clamped to it and flagged implausible', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    ant.queue.push({ usage: { ...USAGE, webSearch: 5 } });
+    const r = await send(gw, u.key, msg('ws', { tools: [{ ...SEARCH, max_uses: 3, allowed_domains: ['example.com'] }] }));
+    expect(r.status).toBe(200);
+    expect(toolsSent()).toEqual([{ ...SEARCH, max_uses: 3, allowed_domains: ['example.com'] }]);
+    const cost = TOKENS_COST + 3 * DEFAULT_SEARCH;
+    expect(await logOf(r.headers.get('request-id'))).toMatchObject({ web_search_requests: 3, cost, usage_flag: 'implausible' });
+    expect(await balanceOf(gw, u.id)).toBe(1_000_000 - cost);
+  });
+
+  test('streams too: a reported count above the bound is clamped', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    ant.queue.push({ usage: { ...USAGE, webSearch: 99 } });
+    const r = await send(gw, u.key, msg('ws', { stream: true, tools: [{ ...SEARCH, max_uses: 2 }, { type: 'web_search_20250305', name: 'web_search_2' }] }));
+    expect(r.status).toBe(200);
+    // Two web-search tools: 2 + 10 searches at most.
+    expect(await logOf(r.headers.get('request-id'))).toMatchObject({ web_search_requests: 12, cost: TOKENS_COST + 12 * DEFAULT_SEARCH, usage_flag: 'implausible' });
+  });
+
+  test('an unusable count (a string, a fraction, a negative) is billed at the bound and flagged invalid', async () => {
+    for (const bad of ['3', 1.5, -2]) {
+      const u = await keyedUser(gw, 1_000_000);
+      ant.queue.push({ usage: { ...USAGE, webSearch: bad } });
+      const r = await send(gw, u.key, msg('ws', { tools: [{ ...SEARCH, max_uses: 4 }] }));
+      expect(r.status).toBe(200);
+      expect(await logOf(r.headers.get('request-id'))).toMatchObject({ web_search_requests: 4, cost: TOKENS_COST + 4 * DEFAULT_SEARCH, usage_flag: 'invalid' });
+    }
+  });
+
+  test('a stream cut before its message_delta bills the searches seen so far (none)', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    // message_start, content_block_start, ping, then cut: no message_delta.
+    ant.queue.push({ usage: { ...USAGE, webSearch: 4 }, cutAfter: 3 });
+    const r = await send(gw, u.key, msg('ws', { stream: true, tools: [SEARCH] }));
+    expect(r.status).toBe(200);
+    const row = await logOf(r.headers.get('request-id'));
+    expect(row).toMatchObject({ web_search_requests: 0 });
+    expect(row.usage_flag).toContain('estimated');
+    expect(row.cost).toBeLessThan(DEFAULT_SEARCH);
+  });
+
+  test('a stream cut after a message_delta that reported 2 searches bills those 2', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    const ev = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+    ant.queue.push({
+      response: () => new Response([
+        ev('message_start', { type: 'message_start', message: { id: 'msg_c', type: 'message', role: 'assistant', model: 'ws', content: [], stop_reason: null, stop_sequence: null,
+          usage: { input_tokens: 10, output_tokens: 1, server_tool_use: { web_search_requests: 0 } } } }),
+        ev('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }),
+        ev('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Hi' } }),
+        ev('content_block_stop', { type: 'content_block_stop', index: 0 }),
+        ev('message_delta', { type: 'message_delta', delta: { stop_reason: 'pause_turn', stop_sequence: null }, usage: { output_tokens: 5, server_tool_use: { web_search_requests: 2 } } }),
+        // No message_stop: the upstream ends the stream here.
+      ].join(''), { headers: { 'content-type': 'text/event-stream' } }),
+    });
+    const r = await send(gw, u.key, msg('ws', { stream: true, tools: [SEARCH] }));
+    expect(r.status).toBe(200);
+    const row = await logOf(r.headers.get('request-id'));
+    expect(row).toMatchObject({ web_search_requests: 2, input_tokens: 10, output_tokens: 5, cost: TOKENS_COST + 2 * DEFAULT_SEARCH });
+    expect(row.error_code).not.toBe('');
+  });
+
+  test('a balance that covers the tokens but not the searches\' worst case is refused 402 before the upstream is called', async () => {
+    const worst = TOKENS_WORST + CAP * DEFAULT_SEARCH;
+    const poor = await keyedUser(gw, worst - 1);
+    const hits = ant.hits;
+    const refused = await send(gw, poor.key, msg('ws', { tools: [{ ...SEARCH, max_uses: 50 }] }));
+    expect(refused.status).toBe(402);
+    expect(ant.hits).toBe(hits);
+    // The same balance without the tool is plenty.
+    ant.queue.push({ usage: USAGE });
+    expect((await send(gw, poor.key, msg('ws'))).status).toBe(200);
+    // Exactly the worst case is enough.
+    const enough = await keyedUser(gw, worst);
+    ant.queue.push({ usage: { ...USAGE, webSearch: CAP } });
+    const r = await send(gw, enough.key, msg('ws', { tools: [SEARCH] }));
+    expect(r.status).toBe(200);
+    expect(ant.hits).toBe(hits + 2);
+    expect(await balanceOf(gw, enough.id)).toBe(worst - TOKENS_COST - CAP * DEFAULT_SEARCH);
+  });
+
+  test('a price row\'s own web_search wins over the default, for the reservation and the charge', async () => {
+    // Worst case at 7 per search: 1,200 + 10 × 7 = 1,270.
+    const u = await keyedUser(gw, TOKENS_WORST + CAP * 7);
+    ant.queue.push({ usage: { ...USAGE, webSearch: 3 } });
+    const r = await send(gw, u.key, msg('ws-own', { tools: [SEARCH] }));
+    expect(r.status).toBe(200);
+    expect(await logOf(r.headers.get('request-id'))).toMatchObject({ web_search_requests: 3, cost: TOKENS_COST + 21, usage_flag: '' });
+    expect(await balanceOf(gw, u.id)).toBe(TOKENS_WORST + CAP * 7 - TOKENS_COST - 21);
+    const poor = await keyedUser(gw, TOKENS_WORST + CAP * 7 - 1);
+    expect((await send(gw, poor.key, msg('ws-own', { tools: [SEARCH] }))).status).toBe(402);
+    // Unset shows as null (the default applies).
+    expect((await gw.api('GET', '/api/pricing/ws')).body.data.web_search).toBeNull();
+    // Quota units per search: a non-negative integer (or null).
+    for (const bad of [-1, 1.5, '5']) expect((await gw.api('PUT', '/api/pricing/', { model: 'ws-bad', ...PRICE, web_search: bad })).status).toBe(400);
+    expect((await gw.api('PUT', '/api/pricing/', { model: 'ws-zero', ...PRICE, web_search: 0 })).body.data.web_search).toBe(0);
+  });
+
+  test('an OpenAI-compatible channel refuses the server tool as before (400), and nothing is charged', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    const hits = oai.hits;
+    const r = await send(gw, u.key, msg('ws-oai', { tools: [SEARCH] }));
+    expect(r.status).toBe(400);
+    expect(r.body.error.message).toContain('web_search_20250305');
+    expect(oai.hits).toBe(hits);
+    expect(await balanceOf(gw, u.id)).toBe(1_000_000);
+  });
+});
