@@ -220,7 +220,15 @@ describe('gw pricing', () => {
     expect(list.stdout).toMatch(/^vendor\/model-x\s+3000000\s+15000000\s+300000\s+0\b/m);
     const one = JSON.parse((await gwc(['pricing', 'get', 'vendor/model-x', '--json'])).stdout);
     expect(one).toMatchObject({ model: 'vendor/model-x', input: 3000000, context_window: 128000 });
-    expect(list.stdout).toMatch(/^MODEL\s+INPUT\s+OUTPUT.*\bCONTEXT\b/);
+    expect(list.stdout).toMatch(/^MODEL\s+INPUT\s+OUTPUT.*\bCONTEXT\s+WEB SEARCH\b/);
+    // No web_search price set: the server's default applies.
+    expect(one.web_search).toBeNull();
+    expect(list.stdout).toMatch(/^vendor\/model-x\s.*\s128000\s+default\s/m);
+    const ws = await gwc(['pricing', 'set', 'vendor/model-x', '--input', '3000000', '--output', '15000000', '--web-search', '50000']);
+    expect(ws.code).toBe(0);
+    expect(gw.services.relay.prices.get('vendor/model-x')).toMatchObject({ webSearch: 50000 });
+    expect(JSON.parse((await gwc(['pricing', 'get', 'vendor/model-x', '--json'])).stdout)).toMatchObject({ web_search: 50000 });
+    expect((await gwc(['pricing', 'get', 'vendor/model-x'])).stdout).toMatch(/^vendor\/model-x\s.*\s50000\s/m);
 
     const lc = { input: 6, output: 22, cache_read: 1, cache_write: 7, cache_write_1h: 12 };
     const tiers = await gwc(['pricing', 'set', 'vendor/model-x', '--input', '3', '--output', '15', '--cache-write', '4', '--cache-write-1h', '6',
@@ -264,19 +272,21 @@ describe('gw log', () => {
   test('list with filters reaches the server (admin and --self)', async () => {
     const now = Math.floor(Date.now() / 1000);
     const row = (requestId: string, model: string, createdAt: number) => ({
-      requestId, userId: 1, apiKeyId: 1, channelId: null, model, status: 200, inputTokens: 10, outputTokens: 5, cost: 42, createdAt,
+      requestId, userId: 1, apiKeyId: 1, channelId: null, model, status: 200, inputTokens: 10, outputTokens: 5, webSearchRequests: 3, cost: 42, createdAt,
     });
     // Usage rows are written by the relay; seeded here so the listing has something to filter.
     await gw.services.relay.usageLogs.insertOnce(row('req_cli_a', 'model-a', now - 86400 * 10));
     await gw.services.relay.usageLogs.insertOnce(row('req_cli_b', 'model-b', now));
     const admin = JSON.parse((await gwc(['log', 'list', '--model', 'model-b', '--json'])).stdout);
     expect(admin.total).toBe(1);
-    expect(admin.items[0]).toMatchObject({ request_id: 'req_cli_b', cost: 42 });
+    expect(admin.items[0]).toMatchObject({ request_id: 'req_cli_b', web_search_requests: 3, cost: 42 });
     const since = new Date((now - 86400) * 1000).toISOString();
     const self = await gwc(['log', 'list', '--self', '--from', since]);
     expect(self.code).toBe(0);
     expect(self.stdout).toContain('req_cli_b');
     expect(self.stdout).not.toContain('req_cli_a');
     expect(self.stdout).toContain('page 1/1, 1 total');
+    expect(self.stdout).toMatch(/\bCACHE R\s+SEARCHES\s+COST\b/);
+    expect(self.stdout).toMatch(/\s0\s+3\s+42\s.*req_cli_b/);
   });
 });
