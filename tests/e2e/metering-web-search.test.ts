@@ -30,7 +30,8 @@ beforeAll(async () => {
   gw = await startGateway();
   ant = upstream('anthropic');
   oai = upstream('openai');
-  await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['ws', 'ws-own'] });
+  await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['ws', 'ws-own'], group: 'default,gold' });
+  expect((await gw.api('POST', '/api/group/', { name: 'gold', ratio: 1500 })).status).toBe(200);
   await addChannel(gw, { type: 'openai', url: oai.url, models: ['ws-oai'] });
   for (const model of ['ws', 'ws-oai']) expect((await gw.api('PUT', '/api/pricing/', { model, ...PRICE })).status).toBe(200);
   const own = await gw.api('PUT', '/api/pricing/', { model: 'ws-own', ...PRICE, web_search: 7 });
@@ -169,6 +170,22 @@ describe('web searches are billed per search', () => {
     // Quota units per search: a non-negative integer (or null).
     for (const bad of [-1, 1.5, '5']) expect((await gw.api('PUT', '/api/pricing/', { model: 'ws-bad', ...PRICE, web_search: bad })).status).toBe(400);
     expect((await gw.api('PUT', '/api/pricing/', { model: 'ws-zero', ...PRICE, web_search: 0 })).body.data.web_search).toBe(0);
+  });
+
+  test('the group\'s price ratio applies to searches like tokens, in the reservation and the charge, one rounding', async () => {
+    // Worst case ×1.5: (1,200 + 10 × 5,000) × 1.5 = 76,800; one unit less is refused.
+    const worst = (TOKENS_WORST + CAP * DEFAULT_SEARCH) * 1.5;
+    const poor = await keyedUser(gw, worst - 1);
+    expect((await gw.api('PUT', '/api/token/', { id: poor.keyId, group: 'gold' })).status).toBe(200);
+    expect((await send(gw, poor.key, msg('ws', { tools: [SEARCH] }))).status).toBe(402);
+    const u = await keyedUser(gw, worst);
+    expect((await gw.api('PUT', '/api/token/', { id: u.keyId, group: 'gold' })).status).toBe(200);
+    // 11 input tokens + 5 output + 3 searches = 15,021 × 1.5 = 22,531.5 → 22,532.
+    ant.queue.push({ usage: { input: 11, output: 5, webSearch: 3 } });
+    const r = await send(gw, u.key, msg('ws', { tools: [SEARCH] }));
+    expect(r.status).toBe(200);
+    expect(await logOf(r.headers.get('request-id'))).toMatchObject({ web_search_requests: 3, cost: 22_532, price_ratio: 1500, group: 'gold' });
+    expect(await balanceOf(gw, u.id)).toBe(worst - 22_532);
   });
 
   test('an OpenAI-compatible channel refuses the server tool as before (400), and nothing is charged', async () => {
