@@ -59,6 +59,12 @@ describe('web searches are billed per search', () => {
     // The usage log API shows the count.
     const logs = await gw.api('GET', `/api/log/?user_id=${u.id}`);
     expect(logs.body.data.items[0]).toMatchObject({ web_search_requests: 3, cost });
+    // And the exports: a CSV column, a JSON Lines field.
+    const get = (path: string) => fetch(gw.url + path, { headers: { authorization: `Bearer ${gw.rootToken}` } }).then((x) => x.text());
+    const [head, line] = (await get(`/api/log/export?format=csv&user_id=${u.id}`)).trim().split('\r\n');
+    const cols = head!.split(',');
+    expect(line!.split(',')[cols.indexOf('web_search_requests')]).toBe('3');
+    expect(JSON.parse((await get(`/api/log/export?format=jsonl&user_id=${u.id}`)).trim())).toMatchObject({ web_search_requests: 3, cost });
   });
 
   test('stream whose message_delta reports 2 searches: tokens + 2 × the price; client max_uses 50 → the cap', async () => {

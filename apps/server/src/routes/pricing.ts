@@ -1,4 +1,4 @@
-/** Admin CRUD of model prices (quota units per million tokens). */
+/** Admin CRUD of model prices (quota units per million tokens; web searches per search). */
 import { Elysia, t } from 'elysia';
 import { GatewayError, ok } from '@gw/core';
 import { PriceInput, PriceView, toPriceView } from '@gw/billing';
@@ -12,7 +12,7 @@ export const pricingRoutes = (s: Services) =>
   new Elysia({ name: 'pricing-routes', prefix: '/api/pricing' })
     .use(authPlugin(s))
     .get('/', () => ok(s.relay.prices.list().map(toPriceView)), {
-      role: 'admin', response: envelope(t.Array(PriceOut)), detail: { tags: ['pricing'], summary: 'List prices', description: 'Every model price, in quota units per million tokens.' },
+      role: 'admin', response: envelope(t.Array(PriceOut)), detail: { tags: ['pricing'], summary: 'List prices', description: 'Every model price, in quota units per million tokens (web_search: per search; null = BILLING_WEB_SEARCH_PRICE).' },
     })
     .get('/:model', ({ params }) => {
       const p = s.relay.prices.get(params.model);
@@ -21,7 +21,8 @@ export const pricingRoutes = (s: Services) =>
     }, { role: 'admin', response: envelope(PriceOut), detail: { tags: ['pricing'], summary: 'Get a price', description: 'The price of one model.' } })
     .put('/', async ({ body }) => ok(toPriceView(await s.relay.prices.upsert(body))), {
       role: 'admin', body: PriceInput, response: envelope(PriceOut),
-      detail: { tags: ['pricing'], summary: 'Set a price', description: 'Creates or replaces a model\'s price: integers, quota units per million tokens, for input, output, cache reads and cache writes. Applies to the next request.' },
+      detail: { tags: ['pricing'], summary: 'Set a price', description: 'Creates or replaces a model\'s price: integers, quota units per million tokens, for input, output, cache reads and cache writes; '
+        + 'web_search in quota units per search (Anthropic\'s web_search server tool; null or absent = the server\'s BILLING_WEB_SEARCH_PRICE). Applies to the next request.' },
     })
     .delete('/:model', async ({ params }) => {
       await s.relay.prices.delete(params.model);
