@@ -203,4 +203,55 @@ describe('web searches are billed per search', () => {
     expect(oai.hits).toBe(hits);
     expect(await balanceOf(gw, u.id)).toBe(1_000_000);
   });
+
+  test('a stream the client leaves after the search results, before the message_delta that reports them: the delivered searches and their input are billed', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    const enc = new TextEncoder();
+    const ev = (name: string, data: unknown) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+    const result = (i: number) => ev('content_block_start', { type: 'content_block_start', index: i, content_block: { type: 'web_search_tool_result', tool_use_id: `srvtoolu_${i}`,
+      content: [{ type: 'web_search_result', url: 'https://e.com', title: 'E', encrypted_content: 'x'.repeat(400) }] } }) + ev('content_block_stop', { type: 'content_block_stop', index: i });
+    ant.queue.push({
+      // As Anthropic streams a searched answer: message_start has the pre-search input and no count; the final
+      // message_delta (never sent here) would carry both.
+      response: () => new Response(new ReadableStream({
+        async start(c) {
+          c.enqueue(enc.encode(ev('message_start', { type: 'message_start', message: { id: 'msg_s', type: 'message', role: 'assistant', model: 'ws', content: [], stop_reason: null, stop_sequence: null,
+            usage: { input_tokens: 50, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 } } })
+            + ev('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'server_tool_use', id: 'srvtoolu_1', name: 'web_search', input: {} } })
+            + ev('content_block_stop', { type: 'content_block_stop', index: 0 }) + result(1) + result(2)
+            + ev('content_block_start', { type: 'content_block_start', index: 3, content_block: { type: 'text', text: '' } })
+            + ev('content_block_delta', { type: 'content_block_delta', index: 3, delta: { type: 'text_delta', text: 'The answer is 42.' } })));
+          await Bun.sleep(5000);
+          try { c.close(); } catch { /* cancelled */ }
+        },
+      }), { headers: { 'content-type': 'text/event-stream' } }),
+    });
+    const ctrl = new AbortController();
+    const res = await fetch(`${gw.url}/v1/messages`, { method: 'POST', signal: ctrl.signal,
+      headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': u.key },
+      body: JSON.stringify(msg('ws', { stream: true, tools: [SEARCH] })) });
+    const id = res.headers.get('request-id');
+    const reader = res.body!.getReader();
+    let seen = '';
+    while (!seen.includes('The answer is 42.')) seen += new TextDecoder().decode((await reader.read()).value);
+    ctrl.abort();
+    const t0 = Date.now();
+    while (!(await logOf(id)) && Date.now() - t0 < 3000) await Bun.sleep(20);
+    const row = await logOf(id);
+    expect(row).toMatchObject({ web_search_requests: 2, error_code: 'client_closed' });
+    // The results' text is input the next sampling reads: estimated on top of message_start's 50.
+    expect(row.input_tokens).toBeGreaterThan(50 + 200);
+    expect(row.usage_flag).toContain('estimated');
+    expect(row.cost).toBe(row.input_tokens + row.output_tokens * 2 + 2 * DEFAULT_SEARCH);
+  }, 15_000);
+
+  test('a max_uses that is not a positive integer is the client\'s 400 with the error object, nothing sent', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    const before = ant.hits;
+    const r = await send(gw, u.key, msg('ws', { tools: [{ name: 'x', input_schema: { type: 'object' } }, { ...SEARCH, max_uses: 0 }] }));
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ type: 'invalid_request_error', param: 'tools.1.max_uses' });
+    expect(ant.hits).toBe(before);
+  });
 });
+

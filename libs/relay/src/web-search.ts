@@ -4,26 +4,40 @@
  * so the gateway caps it before sending (WEB_SEARCH_MAX_USES): the reservation then covers the worst case,
  * and a reported count above the bound is clamped at settlement.
  */
+import { errors } from '@gw/core';
 import type { MessagesRequest } from '@gw/formats';
 
-/** Every dated version of the web-search tool (`web_search_20250305`, later ones). */
-const WEB_SEARCH_TYPE = /^web_search_/;
+/**
+ * Every version of the web-search tool (`web_search_20250305`, later ones), in any case or spacing an
+ * Anthropic-compatible upstream might still accept: one the cap missed would search unbounded and unbilled
+ * (a count is clamped to the bound, 0 without a recognised tool).
+ */
+const WEB_SEARCH_TYPE = /^\s*web_search/i;
 
 type AnyTool = { type?: unknown; max_uses?: unknown };
 
 export const isWebSearchTool = (t: unknown): boolean =>
   !!t && typeof t === 'object' && typeof (t as AnyTool).type === 'string' && WEB_SEARCH_TYPE.test((t as AnyTool).type as string);
 
-/** A client's max_uses is kept when it is an integer from 1 to `cap`; anything else (absent, larger, 0, a fraction, a string) becomes `cap`. */
+/** A client's max_uses is kept when it is an integer from 1 to `cap`; an absent (or null) or larger one becomes `cap`. */
 const keeps = (v: unknown, cap: number): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= cap;
 
 /**
- * `body` with every web-search tool's `max_uses` capped at `cap` (a missing or unusable one set to it);
- * the same object when nothing needed changing, so the common request costs no copy.
+ * `body` with every web-search tool's `max_uses` capped at `cap` (a missing one set to it); the same object
+ * when nothing needed changing, so the common request costs no copy. A max_uses that is present but not a
+ * positive integer is the client's 400: raising it to the cap would turn a request the upstream refuses
+ * into a billable one allowing more searches than asked.
  */
 export function capWebSearch<B extends Pick<MessagesRequest, 'tools'>>(body: B, cap: number): B {
   const tools = body.tools;
-  if (!Array.isArray(tools) || !tools.some((t) => isWebSearchTool(t) && !keeps((t as AnyTool).max_uses, cap))) return body;
+  if (!Array.isArray(tools)) return body;
+  tools.forEach((t, i) => {
+    const v = isWebSearchTool(t) ? (t as AnyTool).max_uses : undefined;
+    if (v !== undefined && v !== null && !(typeof v === 'number' && Number.isSafeInteger(v) && v >= 1)) {
+      throw errors.badRequest('invalid_request_error', 'max_uses must be a positive integer', `tools.${i}.max_uses`);
+    }
+  });
+  if (!tools.some((t) => isWebSearchTool(t) && !keeps((t as AnyTool).max_uses, cap))) return body;
   return { ...body, tools: tools.map((t) => (isWebSearchTool(t) && !keeps((t as AnyTool).max_uses, cap) ? { ...t, max_uses: cap } : t)) };
 }
 

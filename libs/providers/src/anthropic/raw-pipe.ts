@@ -33,6 +33,9 @@ function concat(parts: Uint8Array[], total: number): Uint8Array {
 
 const RAW_NAMES = ['content_block_delta', 'content_block_start', 'content_block_stop', 'ping'].map((n) => enc.encode(`${n}\n`));
 const DELTA = 0;
+const START = 1;
+/** A content_block_start naming this is decoded for the machine (a web search's results: billed per search). */
+const SEARCH_RESULT = Buffer.from('web_search_tool_result');
 const PIECE_KEYS = ['"text":"', '"partial_json":"', '"thinking":"'].map((k) => Buffer.from(k));
 
 /** Which RAW_NAMES entry the event's `event:` line names (after blank lines), or -1. Compares bytes. */
@@ -75,6 +78,11 @@ function deltaTokens(ev: Uint8Array, ascii: boolean): number {
   return 0;
 }
 
+/** The data of one decoded event (its `data:` lines joined, as the parser would). */
+function dataOf(text: string): string {
+  return text.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(l[5] === ' ' ? 6 : 5)).join('\n');
+}
+
 /** Splits an upstream Anthropic SSE body into output chunks for the client, driving `machine`. */
 export class AnthropicFramer {
   private pending: Uint8Array[] = [];
@@ -111,6 +119,7 @@ export class AnthropicFramer {
       if (kind === -2) flushRun(); // after message_stop: dropped, like every other event then
       else if (kind !== -1) {
         if (kind === DELTA) this.machine.addOutputEstimate(deltaTokens(ev, spans ? isAscii(ev) : (asciiChunk ??= isAscii(c))));
+        else if (kind === START && Buffer.from(ev.buffer, ev.byteOffset, ev.byteLength).includes(SEARCH_RESULT)) this.machine.searchResult(dataOf(dec.decode(ev)));
         // Stray blank lines before an event are dropped, as the parser would.
         let skip = 0;
         while (ev[skip] === LF) skip++;

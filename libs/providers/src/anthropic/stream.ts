@@ -41,6 +41,13 @@ export class AnthropicStreamMachine implements SseMachine {
   complete = false;
   private stopReason: string | null = null;
   private estimatedOutput = 0;
+  /**
+   * Web searches whose results reached the client (web_search_tool_result blocks), and an estimate of the input
+   * those results add: Anthropic reports both only in the final message_delta, so a stream cut before it (the
+   * client gone, a stall, a revoked key) would bill no search and only the pre-search input.
+   */
+  private deliveredSearches = 0;
+  private searchInputEstimate = 0;
   private error: string | undefined;
 
   constructor(private readonly ctx: DecodeContext) {}
@@ -67,6 +74,9 @@ export class AnthropicStreamMachine implements SseMachine {
       }
       case 'content_block_delta':
         this.countDelta(ev.data);
+        break;
+      case 'content_block_start':
+        if (ev.data.includes('web_search_tool_result')) this.searchResult(ev.data);
         break;
       case 'message_delta': {
         const data = safeParse(ev.data);
@@ -99,6 +109,13 @@ export class AnthropicStreamMachine implements SseMachine {
     this.estimatedOutput += estimateTextTokens(deltaPiece(data));
   }
 
+  /** A content_block_start that may open a web_search_tool_result block (parsed only when it names one). */
+  searchResult(data: string): void {
+    if (safeParse(data)?.content_block?.type !== 'web_search_tool_result') return;
+    this.deliveredSearches++;
+    this.searchInputEstimate += estimateTextTokens(data);
+  }
+
   /** The same, for a framer that estimated the tokens itself. */
   addOutputEstimate(tokens: number): void {
     this.estimatedOutput += tokens;
@@ -128,6 +145,12 @@ export class AnthropicStreamMachine implements SseMachine {
     // Input as reported (an unusable count stays visible for billing to flag and replace by the reserved bound; none
     // reported stays undefined and is estimated): a stream cut before its message_delta is billed on this.
     const estimatedUsage = { ...this.usage, input_tokens: this.inputReported ? this.usage.input_tokens : (undefined as unknown as number), output_tokens: output };
+    // Cut before the message_delta that reports them: the searches delivered, and the input their results add.
+    if (!this.sawDelta && this.deliveredSearches > 0) {
+      const reported = (this.usage as { server_tool_use?: { web_search_requests?: unknown } }).server_tool_use?.web_search_requests;
+      (estimatedUsage as Record<string, unknown>).server_tool_use = { web_search_requests: Math.max(usable(reported) ? reported : 0, this.deliveredSearches) };
+      if (usable(estimatedUsage.input_tokens)) estimatedUsage.input_tokens += this.searchInputEstimate;
+    }
     return { usage, estimatedUsage, stopReason: this.stopReason, complete: this.complete && !this.error, error: this.error };
   }
 
