@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
-import { ChangeBus, type ChangeEvents, type ResyncReason } from '@gw/core';
+import { ChangeBus, memoryLogger, type ChangeEvents, type ResyncReason } from '@gw/core';
 import { openPostgres, type PgHandle } from './client';
 import { PgChangeFeed } from './change-feed';
 import { tcpProxy } from '../../../../tests/helpers/tcp-proxy';
@@ -186,6 +186,30 @@ describe.skipIf(!available)('PgChangeFeed', () => {
     })).toEqual([{ event: 'group.changed', payload: { groupId: id } }]);
     expect(await eventsOf(() => sql`update groups set ratio = 1500 where id = ${id}`)).toEqual([{ event: 'group.changed', payload: { groupId: id } }]);
     expect(await eventsOf(() => sql`delete from groups where id = ${id}`)).toEqual([{ event: 'group.changed', payload: { groupId: id } }]);
+  });
+
+  test('a listener whose refresh fails (a query after shutdown) is logged, never an unhandled rejection', async () => {
+    const bus2 = new ChangeBus();
+    const { log, lines } = memoryLogger();
+    let failed = 0;
+    bus2.on('group.changed', async () => {
+      failed++;
+      throw new Error('write CONNECTION_ENDED (test)');
+    });
+    const unhandled: unknown[] = [];
+    const onUnhandled = (e: unknown) => void unhandled.push(e);
+    process.on('unhandledRejection', onUnhandled);
+    const f2 = await PgChangeFeed.start({ url: PG_TEST_URL, schema, bus: bus2, log, onResync: () => {}, resyncMs: 60_000, applicationName: `${appName}-2` });
+    try {
+      await sql`insert into groups (name, created_at, updated_at) values ('failing-refresh', 1, 1)`;
+      await within(1_000, () => failed > 0);
+      await Bun.sleep(50);
+      expect(unhandled).toEqual([]);
+      expect(lines.some((l) => l.includes('change_feed.listener_failed'))).toBe(true);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      await f2.close();
+    }
   });
 
   test('every column of users, api_keys and channels is either watched by its update trigger (list and WHEN) or a declared counter', async () => {

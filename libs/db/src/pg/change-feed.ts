@@ -153,6 +153,17 @@ export class PgChangeFeed implements ChangeFeed {
     }
   }
 
+  /**
+   * A listener's asynchronous refresh (a cache re-reading its row) that fails is logged like a synchronous
+   * one: nobody awaits a feed's emit, so it was an unhandled rejection (seen when a notification's refresh
+   * ran into the pool closing at shutdown). A failure after close() is expected and not reported.
+   */
+  private emitted(p: Promise<void>, kind: string): void {
+    p.catch((err) => {
+      if (!this.closed) this.log.error('change_feed.listener_failed', { kind }, err);
+    });
+  }
+
   /** Emits the change on the bus; false when the payload names nothing this process knows. */
   private apply(c: Change): boolean {
     const id = typeof c.id === 'number' && Number.isSafeInteger(c.id) ? c.id : null;
@@ -162,24 +173,24 @@ export class PgChangeFeed implements ChangeFeed {
       case 'balance':
         // A balance move is announced by user id only: the quota cache re-reads it from the table.
         if (id === null) this.resync('listen');
-        else bus.emit('user.changed', { userId: id });
+        else this.emitted(bus.emit('user.changed', { userId: id }), c.t);
         return true;
       case 'api_keys':
         if (id === null) this.resync('listen');
-        else bus.emit('apikey.changed', { keyId: id });
+        else this.emitted(bus.emit('apikey.changed', { keyId: id }), c.t);
         return true;
       case 'channels':
-        bus.emit('channel.changed', { channelId: id });
+        this.emitted(bus.emit('channel.changed', { channelId: id }), c.t);
         return true;
       case 'groups':
-        bus.emit('group.changed', { groupId: id });
+        this.emitted(bus.emit('group.changed', { groupId: id }), c.t);
         return true;
       case 'prices':
-        bus.emit('price.changed', { model: typeof c.model === 'string' ? c.model : null });
+        this.emitted(bus.emit('price.changed', { model: typeof c.model === 'string' ? c.model : null }), c.t);
         return true;
       case 'budgets':
         // Both tables are small and read whole: which budget changed does not matter.
-        bus.emit('budget.changed', {});
+        this.emitted(bus.emit('budget.changed', {}), c.t);
         return true;
       case 'ping':
         if (c.id === this.pingOutstanding) this.pingOutstanding = null;
