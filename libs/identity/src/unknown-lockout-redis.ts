@@ -3,31 +3,18 @@ import { sha256Hex } from '@gw/core';
 import { defineScript, LUA_NOW, type Script } from '@gw/core/redis/script';
 import type { LockoutPolicy, NameLockouts } from './unknown-lockout';
 
-/**
- * UnknownNameLockout's arithmetic in one script, so every node counts one failure at a time:
- * {f: failures since the last lock, l: locks so far, u: lock end in seconds}. The key expires
- * `idleMs` after the later of the last failure and the lock's end, like the in-memory entry.
- */
-const RECORD = `${LUA_NOW}
-local max, lockSeconds, idleMs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local v = redis.call('HMGET', KEYS[1], 'f', 'l', 'u')
-local failed, locks, untilS = (tonumber(v[1]) or 0) + 1, tonumber(v[2]) or 0, tonumber(v[3]) or 0
-if failed >= max then
-  untilS = math.ceil(now / 1000 + lockSeconds * 2 ^ math.min(locks, 16))
-  failed = 0
-  locks = locks + 1
-end
-redis.call('HSET', KEYS[1], 'f', failed, 'l', locks, 'u', untilS)
-redis.call('PEXPIRE', KEYS[1], math.max(0, untilS * 1000 - now) + idleMs)
-return untilS
-`;
-
-/** RECORD, unless the name is locked: then nothing is counted and the lock's end is returned (else 0). */
-const CLAIM = `${LUA_NOW}
+/** Reads the entry of KEYS[1]: {f: failures since the last lock, l: locks so far, u: lock end in seconds}. */
+const READ = `${LUA_NOW}
 local max, lockSeconds, idleMs = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local v = redis.call('HMGET', KEYS[1], 'f', 'l', 'u')
 local untilS = tonumber(v[3]) or 0
-if untilS > math.floor(now / 1000) then return untilS end
+`;
+
+/**
+ * Counts one failure (locking at `max`) with UnknownNameLockout's arithmetic, so every node counts one at a
+ * time. The key expires `idleMs` after the later of the last failure and the lock's end, like the in-memory entry.
+ */
+const COUNT = `
 local failed, locks = (tonumber(v[1]) or 0) + 1, tonumber(v[2]) or 0
 if failed >= max then
   untilS = math.ceil(now / 1000 + lockSeconds * 2 ^ math.min(locks, 16))
@@ -36,7 +23,14 @@ if failed >= max then
 end
 redis.call('HSET', KEYS[1], 'f', failed, 'l', locks, 'u', untilS)
 redis.call('PEXPIRE', KEYS[1], math.max(0, untilS * 1000 - now) + idleMs)
-return 0
+`;
+
+const RECORD = `${READ}${COUNT}return untilS
+`;
+
+/** RECORD, unless the name is locked: then nothing is counted and the lock's end is returned (else 0). */
+const CLAIM = `${READ}if untilS > math.floor(now / 1000) then return untilS end
+${COUNT}return 0
 `;
 
 export class RedisNameLockouts implements NameLockouts {
