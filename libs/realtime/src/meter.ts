@@ -285,8 +285,9 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     return { model: this.o.model, price: this.o.prices.get(this.o.model) ?? this.o.price };
   }
 
-  private contextTokens(): number {
-    const c = this.price().contextWindow;
+  /** The context window of `price` (the session's billing price by default), else BILLING_DEFAULT_CONTEXT_TOKENS. */
+  private contextTokens(price: RealtimePrice = this.price()): number {
+    const c = price.contextWindow;
     return typeof c === 'number' && Number.isSafeInteger(c) && c > 0 ? c : this.o.defaultContextTokens;
   }
 
@@ -385,8 +386,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     this.settled.add(id);
     const own = this.transcription ? this.o.prices.get(this.transcription) : undefined;
     const bill = own ? { model: this.transcription!, price: own } : this.billing();
-    const ctx = typeof bill.price.contextWindow === 'number' && Number.isSafeInteger(bill.price.contextWindow) && bill.price.contextWindow > 0
-      ? bill.price.contextWindow : this.o.defaultContextTokens;
+    const ctx = this.contextTokens(bill.price);
     const { usage, estimated } = transcriptionUsage(ev);
     const log: RealtimeUsageLog = {
       requestId: `${this.o.sessionId}_${id}`, kind: 'realtime', userId: this.o.key.userId, apiKeyId: this.o.key.id,
