@@ -1,10 +1,10 @@
 import { afterEach, beforeEach, expect, test } from 'bun:test';
-import { appendFileSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { appendFileSync, closeSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChangeBus } from '@gw/core';
 import { LedgerRepo, PricesRepo, SettlementsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle, type PriceRow } from '@gw/db';
-import { SettlementJournal } from './journal';
+import { SettlementJournal, linesOf } from './journal';
 import { PriceBook } from './price-book';
 import { QuotaService } from './quota';
 
@@ -38,11 +38,13 @@ function boot(flushMs = 60_000, journaled = true, segmentBytes?: number, failing
   return new QuotaService({ sink, prices, bus, journal: journaled ? new SettlementJournal(join(dir, 'journal'), segmentBytes) : null, flushMs });
 }
 
-/** Waits for the background unlink of sealed segments. */
-async function segmentsSettle(want: string[]): Promise<string[]> {
-  for (let i = 0; i < 100 && JSON.stringify(segments()) !== JSON.stringify(want); i++) await Bun.sleep(5);
+/** Waits for the background unlink of sealed segments (the first one retired stays, emptied, as the spare). */
+async function segmentsSettle(want: number): Promise<string[]> {
+  for (let i = 0; i < 100 && segments().length !== want; i++) await Bun.sleep(5);
   return segments();
 }
+/** Every complete line left in the journal's segments: what a restart would replay. */
+const journaled = () => segments().sort().flatMap((f) => linesOf(readFileSync(join(dir, 'journal', f), 'utf8')).map((l) => JSON.parse(l).requestId));
 
 const log = (requestId: string, input: number, output: number) => ({
   requestId, userId, apiKeyId: keyId, channelId: 1, model: 'm', upstreamModel: 'm', stream: false,
@@ -70,7 +72,7 @@ test('recorded settlements count as spent before they are written, and are writt
   expect(segments()).toEqual([]);
 });
 
-test('one segment serves many batches; a full one is sealed at the next flush and deleted once that batch committed', async () => {
+test('one segment serves many batches; one that cannot take the next line is sealed then, and deleted once the batch holding its lines committed', async () => {
   const q = boot(60_000, true, 1000);
   q.record(null, log('s1', 10, 0));
   q.flush();
@@ -78,14 +80,57 @@ test('one segment serves many batches; a full one is sealed at the next flush an
   q.flush();
   expect(segments()).toEqual(['settle-1.jsonl']);
   for (let i = 0; i < 4; i++) q.record(null, log(`s3-${i}`, 10, 0)); // past 1000 bytes
+  const all = segments().sort();
+  expect(all.length).toBeGreaterThan(2);
+  expect(journaled()).toEqual(['s1', 's2', 's3-0', 's3-1', 's3-2', 's3-3']);
+  const open = `settle-${all.length}.jsonl`;
   q.flush();
-  expect(await segmentsSettle([])).toEqual([]);
-  q.record(null, log('s4', 10, 0));
-  expect(segments()).toEqual(['settle-2.jsonl']);
+  // The sealed ones go, but for one kept emptied (the spare); the open one stays for the next batches.
+  expect(await segmentsSettle(2)).toContain(open);
+  expect(journaled()).toEqual(linesOf(readFileSync(join(dir, 'journal', open), 'utf8')).map((l) => JSON.parse(l).requestId));
+  // The spare becomes the next segment, renamed after the open one.
+  const before = segments().length;
+  let n = 0;
+  while (!segments().includes(`settle-${all.length + 1}.jsonl`) && n < 10) q.record(null, log(`s4-${n++}`, 10, 0));
+  expect(segments().length).toBe(before);
   q.flush();
-  expect((rows() as unknown[]).length).toBe(7);
-  expect(quota()).toBe(10_000 - 70);
+  expect((rows() as unknown[]).length).toBe(6 + n);
+  expect(quota()).toBe(10_000 - 60 - 10 * n);
+  // Killed now: the open segment's committed lines replay as no-ops.
+  boot();
+  expect((rows() as unknown[]).length).toBe(6 + n);
+  expect(quota()).toBe(10_000 - 60 - 10 * n);
+  expect(segments()).toEqual([]);
 });
+
+test('a line longer than a segment gets a segment of its own', async () => {
+  const q = boot(60_000, true, 200);
+  q.record(null, log('big', 10, 0));
+  q.record(null, log('big2', 10, 0));
+  expect(segments().sort()).toEqual(['settle-1.jsonl', 'settle-2.jsonl']);
+  boot(); // killed before any flush
+  expect(rows()).toEqual([{ request_id: 'big', cost: 10 }, { request_id: 'big2', cost: 10 }]);
+});
+
+test('a line is in the file once append returns: a process killed with SIGKILL right after loses nothing', async () => {
+  const journalDir = join(dir, 'killed');
+  const script = join(dir, 'append.ts');
+  await Bun.write(script, `
+    import { SettlementJournal } from ${JSON.stringify(join(import.meta.dir, 'journal.ts'))};
+    const j = new SettlementJournal(${JSON.stringify(journalDir)});
+    for (let i = 0; i < 50; i++) j.append({ requestId: 'r' + i, userId: 1, cost: i } as any);
+    process.stdout.write('appended\\n');
+    setInterval(() => {}, 1000);
+  `);
+  const child = Bun.spawn([process.execPath, script], { stdout: 'pipe', stderr: 'inherit' });
+  const reader = child.stdout.getReader();
+  let out = '';
+  while (!out.includes('appended')) out += new TextDecoder().decode((await reader.read()).value);
+  child.kill('SIGKILL');
+  await child.exited;
+  const left = new SettlementJournal(journalDir).leftovers();
+  expect(left.flatMap((s) => s.rows.map((r) => r.requestId))).toEqual(Array.from({ length: 50 }, (_, i) => `r${i}`));
+}, 15_000);
 
 test('a kill after some batches of a kept segment committed: the restart charges the rest, the committed ones not again', async () => {
   const first = boot();
@@ -107,7 +152,8 @@ test('a settlement that failed for good ("nothing charged") is never replayed la
   const failed = q.settleAsync(null, log('bad-1', 10, 0));
   q.flush();
   await expect(failed).rejects.toThrow('disk full');
-  expect(await segmentsSettle([])).toEqual([]);
+  // Its segment was retired at once: emptied (kept as the spare), nothing left to replay.
+  expect(journaled()).toEqual([]);
   boot(); // a later restart finds nothing to replay
   expect(rows()).toEqual([{ request_id: 'ok-1', cost: 10 }]);
   expect(quota()).toBe(10_000 - 10);
@@ -118,8 +164,13 @@ test('a restart replays what a killed process journaled, skips a torn last line,
   first.record(null, log('k1', 10, 0));
   first.record(null, log('k2', 0, 10));
   // The kill landed mid-write: a torn line that no one was ever told was recorded.
+  // In the segment's zeros right after the last line, as the copy left it, and at the end of the file.
   const [segment] = segments();
-  appendFileSync(join(dir, 'journal', segment!), '{"requestId":"k3","ki');
+  const path = join(dir, 'journal', segment!);
+  const fd = openSync(path, 'r+');
+  writeSync(fd, '{"requestId":"k3","ki', readFileSync(path).indexOf(0));
+  closeSync(fd);
+  appendFileSync(path, '{"requestId":"k4","ki');
   // k1 also reached the table before the kill (e.g. a flush was under way): replay must not charge it again.
   boot(60_000, false).settle(null, log('k1', 10, 0));
   expect(quota()).toBe(10_000 - 10);

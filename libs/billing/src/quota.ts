@@ -550,8 +550,8 @@ export class QuotaService {
     if (!batch.length) return;
     this.queue = [];
     // The open segment is kept across batches (a file per batch cost a create and an unlink every flush);
-    // a full one is sealed here and deleted once this batch, its last, has committed.
-    let segment = this.deps.journal?.rotate() ?? null;
+    // those sealed since the last batch (full) are deleted once this batch, their last, has committed.
+    const sealed = this.deps.journal?.rotate() ?? [];
     this.write(batch);
     let failed = false;
     for (const e of batch) {
@@ -568,9 +568,9 @@ export class QuotaService {
     // A settlement that failed for good was answered "nothing charged": a later replay must not charge it,
     // so its segment goes now rather than when full. Nothing was appended during the (synchronous) write,
     // so the open segment holds only this batch and earlier, committed ones.
-    if (failed) segment ??= this.deps.journal?.rotate(true) ?? null;
-    // Every settlement of the segment is now committed (or failed for good and logged above).
-    if (segment) this.deps.journal!.discard(segment);
+    if (failed) sealed.push(...this.deps.journal?.rotate(true) ?? []);
+    // Every settlement of these segments is now committed (or failed for good and logged above).
+    for (const path of sealed) this.deps.journal!.discard(path);
   }
 
   /** Settlements commit after finish() returns (a durable sink): answers hold their end until then. */
