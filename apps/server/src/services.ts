@@ -178,7 +178,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,
     }, security, Date.now, windows, backend.nameLockouts?.({ maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds })),
-    payments: createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus, windows }),
+    payments: createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus, windows, log }),
     onClose: (fn) => { closers.push(fn); },
     async close() {
       for (const c of closers.reverse()) await c();

@@ -3,6 +3,8 @@
  * Prices are stored in quota units per million tokens, so cost = ceil(sum(tokens * price) / 1e6).
  * BigInt keeps the multiplication exact for any realistic token count.
  */
+import { GatewayError } from './errors';
+
 export const TOKENS_PER_PRICE_UNIT = 1_000_000n;
 
 /**
@@ -59,4 +61,38 @@ export function costOfBig(parts: CostPart[], ratio: number = RATIO_ONE): number 
   const divisor = TOKENS_PER_PRICE_UNIT * BigInt(RATIO_ONE);
   const units = (micro * BigInt(safeCount(ratio)) + divisor - 1n) / divisor;
   return units > BigInt(Number.MAX_SAFE_INTEGER) ? Number.MAX_SAFE_INTEGER : Number(units);
+}
+
+/**
+ * The most a balance may hold, in quota units: 4 × 10¹⁵ (at the default QUOTA_PER_UNIT of 5000 per cent,
+ * $8 billion). Quotas are JS numbers, exact only up to 2^53 − 1 ≈ 9.007 × 10¹⁵; a balance beyond that rounds
+ * silently (a charge of 1 unit vanishes, balance ≠ Σ ledger). The bound is four single credits of the largest
+ * size (an adjustment, an opening balance or a redemption code is at most 10¹⁵) and leaves room below 2^53 for
+ * one more such credit or for the same amount held or debited, so every sum or difference the gateway forms of
+ * a balance and one change (in JS, in Redis's Lua doubles) stays exact. No credit may take a balance above it
+ * (checked inside the ledger write, under the row's lock), and an admin's debit may not take one below its
+ * negative.
+ */
+export const MAX_BALANCE = 4_000_000_000_000_000;
+
+/**
+ * The largest value of an accumulating counter (a user's or key's used_quota, request_count): they are summed
+ * in SQL and read as JS numbers, so they stop at 2^53 − 1 instead of growing into values a reader would round.
+ */
+export const MAX_COUNTER = Number.MAX_SAFE_INTEGER;
+
+/**
+ * The answer to a change that would take a balance out of [−MAX_BALANCE, MAX_BALANCE] (nothing is written):
+ * a credit above the bound, or an admin's debit below its negative.
+ */
+export function balanceLimitError(change: 'credit' | 'debit' = 'credit'): GatewayError {
+  const where = change === 'credit' ? `above ${MAX_BALANCE}` : `below -${MAX_BALANCE}`;
+  return new GatewayError(409, 'balance_limit',
+    `This ${change} would take the balance ${where} quota units, past the most a balance may hold (MAX_BALANCE, ${MAX_BALANCE}); nothing was changed`,
+    { param: 'amount' });
+}
+
+/** True for balanceLimitError's errors, wherever they were thrown. */
+export function isBalanceLimit(err: unknown): err is GatewayError {
+  return err instanceof GatewayError && err.code === 'balance_limit';
 }

@@ -27,7 +27,10 @@ describe('paymentsConfig', () => {
     expect(() => paymentsConfig({ QUOTA_PER_UNIT: '1.5' })).toThrow('QUOTA_PER_UNIT must be an integer');
     expect(() => paymentsConfig({ TOPUP_CURRENCY: 'dollars' })).toThrow('TOPUP_CURRENCY');
     expect(() => paymentsConfig({ PUBLIC_URL: 'not a url' })).toThrow('PUBLIC_URL');
-    expect(() => paymentsConfig({ TOPUP_MAX: '9007199254740991', QUOTA_PER_UNIT: '10' })).toThrow('2^53');
+    expect(() => paymentsConfig({ TOPUP_MAX: '9007199254740991', QUOTA_PER_UNIT: '10' })).toThrow('MAX_BALANCE');
+    // The largest top-up must fit in an empty balance (4e15 = MAX_BALANCE exactly passes, one unit more does not).
+    expect(paymentsConfig({ TOPUP_MAX: '4000000', QUOTA_PER_UNIT: '1000000000' }).max).toBe(4_000_000);
+    expect(() => paymentsConfig({ TOPUP_MAX: '4000001', QUOTA_PER_UNIT: '1000000000' })).toThrow('MAX_BALANCE');
     expect(() => paymentsConfig({ REDEEM_MAX_FAILURES: '0' })).toThrow('REDEEM_MAX_FAILURES');
     expect(() => paymentsConfig({ REDEEM_FAILURE_WINDOW_SECONDS: 'ten' })).toThrow('REDEEM_FAILURE_WINDOW_SECONDS');
   });

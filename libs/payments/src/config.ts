@@ -3,6 +3,7 @@
  * one line instead of failing when the first customer pays.
  */
 import { ConfigError, readIntEnv } from '@gw/config';
+import { MAX_BALANCE } from '@gw/core';
 
 /** providerA: a Stripe-compatible API (Checkout Sessions, `Stripe-Signature` webhooks). */
 export interface ProviderAConfig {
@@ -83,7 +84,8 @@ export function paymentsConfig(env: Record<string, string | undefined>): Payment
   const max = readIntEnv(env, 'TOPUP_MAX', 1_000_000, 1, Number.MAX_SAFE_INTEGER);
   if (min > max) throw new ConfigError(`TOPUP_MIN (${min}) must not exceed TOPUP_MAX (${max})`);
   const quotaPerUnit = readIntEnv(env, 'QUOTA_PER_UNIT', 5000, 1, 1_000_000_000);
-  if (!Number.isSafeInteger(max * quotaPerUnit)) throw new ConfigError('TOPUP_MAX * QUOTA_PER_UNIT must stay below 2^53');
+  // The largest top-up must fit in an empty balance, or its paid order could never be credited.
+  if (max * quotaPerUnit > MAX_BALANCE) throw new ConfigError(`TOPUP_MAX * QUOTA_PER_UNIT (the largest top-up's credit) must not exceed MAX_BALANCE (${MAX_BALANCE})`);
   const publicUrl = url(env, 'PUBLIC_URL', `http://localhost:${env.PORT?.trim() || '3000'}`);
   const a = group(env, ['PROVIDER_A_SECRET_KEY', 'PROVIDER_A_WEBHOOK_SECRET']);
   const b = group(env, ['PROVIDER_B_API_KEY', 'PROVIDER_B_WEBHOOK_SECRET', 'PROVIDER_B_PRODUCT_ID']);

@@ -1,5 +1,5 @@
 /** Builds the payments feature from its configuration and the shared database services. */
-import type { AttemptWindows, ChangeBus } from '@gw/core';
+import type { AttemptWindows, ChangeBus, Logger } from '@gw/core';
 import type { LedgerStore, RedemptionCodesStore, TopupOrdersStore, UsersStore } from '@gw/db';
 import type { PaymentsConfig } from './config';
 import { DisputeReinstatement } from './dispute-reinstate';
@@ -29,6 +29,8 @@ export function createPayments(cfg: PaymentsConfig, deps: {
   users: UsersStore; ledger: LedgerStore; topupOrders: TopupOrdersStore; redemptionCodes: RedemptionCodesStore; bus: ChangeBus;
   /** Where invalid-code attempts and order creations count (default this process; shared by every node in PostgreSQL mode). */
   windows?: AttemptWindows;
+  /** Where a paid top-up that found no room under MAX_BALANCE is reported (`topup.balance_limit`). */
+  log?: Logger;
 }): Payments {
   const providers = new Map<ProviderId, PaymentProvider>();
   if (cfg.providerA) providers.set('providerA', new ProviderA(cfg.providerA, cfg.apiTimeoutMs));
@@ -36,7 +38,7 @@ export function createPayments(cfg: PaymentsConfig, deps: {
   return {
     config: cfg,
     topups: new TopupService(cfg, deps.topupOrders, providers, deps.windows),
-    webhooks: new WebhookService(deps.ledger, providers, deps.bus),
+    webhooks: new WebhookService(deps.ledger, providers, deps.bus, deps.log),
     disputes: new DisputeReinstatement(deps.ledger, deps.topupOrders, deps.bus),
     ledgerAdmin: new LedgerAdmin(deps.users, deps.ledger, deps.bus),
     redemption: new RedemptionService(deps.redemptionCodes, deps.ledger, deps.bus,

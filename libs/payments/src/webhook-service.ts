@@ -8,15 +8,15 @@
  * Refunds and disputes go through LedgerStore.reverseTopupOnce instead (rules in reversal-rules.ts): the
  * user keeps nothing the payment no longer pays for, even when the balance goes below zero.
  */
-import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
-import type { LedgerStore, TopupDecision, TopupOrderRow, TopupReversalRow } from '@gw/db';
+import { balanceLimitError, GatewayError, nowSeconds, silentLogger, type ChangeBus, type Logger } from '@gw/core';
+import { BALANCE_LIMIT_OUTCOME, type LedgerStore, TopupDecision, TopupOrderRow, TopupReversalRow } from '@gw/db';
 import type { PaymentEvent, PaymentProvider, ProviderId } from './provider';
 import { clawbackAtCredit, decideReversal } from './reversal-rules';
 
 /**
  * What happened to an event, stored in webhook_events.outcome and returned in the 200 answer:
  * credited | failed | expired | duplicate | ignored | noop:<why> | unknown_order | not_pending:<status> |
- * mismatch:<what> | user_not_found; for refunds and disputes refunded | dispute_withdrawn |
+ * mismatch:<what> | user_not_found | balance_limit (answered 409, see handle); for refunds and disputes refunded | dispute_withdrawn |
  * dispute_reinstated | not_paid:<status> (see reversal-rules.ts). Only `credited` and those three change a balance.
  */
 export interface WebhookResult {
@@ -29,12 +29,17 @@ export class WebhookService {
     private readonly ledger: LedgerStore,
     private readonly providers: ReadonlyMap<ProviderId, PaymentProvider>,
     private readonly bus: ChangeBus,
+    private readonly log: Logger = silentLogger,
   ) {}
 
   /**
    * Verifies and applies one delivery. Throws a 400 GatewayError (nothing changes) for a missing
    * body or signature, a bad or stale signature, or a signed body that is not an event. Every other
-   * outcome is a 200: retrying would not change it, and providers retry anything else for days.
+   * outcome is a 200: retrying would not change it, and providers retry anything else for days. Except one:
+   * a paid order whose credit would take its user's balance above MAX_BALANCE is recorded (event outcome
+   * `balance_limit`, order still pending, a `topup.balance_limit` warning) and answered 409 `balance_limit`, so
+   * the provider retries it: the retry is processed again and credits once the user has spent enough. A reversal
+   * (a won dispute) that would pass the bound throws the same 409 and records nothing, so its retry runs again too.
    */
   async handle(providerId: ProviderId, raw: Uint8Array, headers: Headers): Promise<WebhookResult> {
     const p = this.providers.get(providerId);
@@ -63,6 +68,10 @@ export class WebhookService {
       (order, ownerExists, reversals) => decide(p, ev, order, ownerExists, reversals),
     );
     if (r.duplicate) return { outcome: 'duplicate', tradeNo };
+    if (r.outcome === BALANCE_LIMIT_OUTCOME) {
+      this.log.warn('topup.balance_limit', { provider: p.id, event_id: ev.eventId, trade_no: tradeNo });
+      throw balanceLimitError();
+    }
     // After commit: the balance caches refresh only once the credit is durable.
     if (r.credited) await this.bus.emit('user.changed', { userId: r.credited.userId });
     return { outcome: r.outcome, tradeNo };

@@ -44,5 +44,6 @@ export const ledgerRoutes = (s: Services) =>
         allow_negative: Type.Optional(Type.Boolean({ description: 'Allow a debit to take the balance below zero' })),
       }),
       response: envelope(t.Object({ entry: LedgerEntryView, balance: t.Integer() })),
-      detail: { tags, summary: 'Adjust a balance', description: 'Credits (positive) or debits (negative) a user by hand: admins on users of a lower role, root on anyone. Recorded as kind `adjust` with ref `adjust:<uuid>`.' },
+      detail: { tags, summary: 'Adjust a balance', description: 'Credits (positive) or debits (negative) a user by hand: admins on users of a lower role, root on anyone. Recorded as kind `adjust` with ref `adjust:<uuid>`. A credit that would take the balance above MAX_BALANCE (4×10¹⁵ quota units), or a debit with allow_negative below −MAX_BALANCE, is 409 `balance_limit` and changes nothing.',
+        responses: { 409: { description: 'balance_limit: the result would leave −MAX_BALANCE..MAX_BALANCE; nothing changed' } } } as any,
     });

@@ -1,7 +1,8 @@
 import { and, count, desc, eq, gt, sql, type SQL } from 'drizzle-orm';
-import type { ChangeBus } from '@gw/core';
+import { balanceLimitError, isBalanceLimit, MAX_BALANCE, type ChangeBus } from '@gw/core';
 import type { PgDb } from '../pg/client';
 import { ledger, redemptionCodes, topupOrders, topupReversals, users, webhookEvents } from '../schema-pg';
+import { BALANCE_LIMIT_OUTCOME } from '../repos/ledger';
 import type {
   CheckedAdjustInput, CheckedAdjustResult, DecideTopup, LedgerEntryInput, LedgerRow, LedgerStore, OpeningBalance, TopupEventInput,
   TopupEventResult,
@@ -40,8 +41,13 @@ export class PgLedgerRepo implements LedgerStore {
   }
 
   private async applyIn(e: LedgerEntryInput, w: PgWriter): Promise<{ balance: number; version: number } | null> {
-    const [u] = await w.select({ quota: users.quota }).from(users).where(eq(users.id, e.userId)).for('update');
+    // The bound is compared in SQL (bigint, exact) on the row this statement locks, so it holds for the write below:
+    // a concurrent credit of the same user waits here and then reads the balance this one leaves.
+    const [u] = await w.select({ quota: users.quota, fits: sql<boolean>`${users.quota} + ${e.amount}::bigint <= ${MAX_BALANCE}::bigint` })
+      .from(users).where(eq(users.id, e.userId)).for('update');
     if (!u) throw new Error(`ledger: no user ${e.userId}`);
+    // Before anything is written, so a caller may catch it and go on in the same transaction.
+    if (e.amount > 0 && !u.fits) throw balanceLimitError();
     const balance = u.quota + e.amount;
     const ins = await w.insert(ledger).values({
       userId: e.userId, kind: e.kind, amount: e.amount, balanceAfter: balance, ref: e.ref,
@@ -60,6 +66,8 @@ export class PgLedgerRepo implements LedgerStore {
       const [cur] = await tx.select({ quota: users.quota }).from(users).where(eq(users.id, e.userId)).for('update');
       if (!cur) return { ok: false, reason: 'no_user' };
       if (cur.quota + e.amount < 0 && !e.allowNegative) return { ok: false, reason: 'insufficient', balance: cur.quota };
+      // Debits have a floor too: allow_negative, repeated, must not take a balance out of the exact range either.
+      if (e.amount < 0 && cur.quota + e.amount < -MAX_BALANCE) throw balanceLimitError('debit');
       const balance = await this.apply({ userId: e.userId, kind: 'adjust', amount: e.amount, ref: e.ref, note: e.note, actorId: e.actorId, at: e.at }, tx);
       if (balance === null) throw new Error(`duplicate adjustment ref ${e.ref}`);
       const [entry] = await tx.select().from(ledger).where(and(eq(ledger.kind, 'adjust'), eq(ledger.ref, e.ref)));
@@ -81,9 +89,11 @@ export class PgLedgerRepo implements LedgerStore {
     return this.db.transaction(async (tx): Promise<TopupEventResult> => {
       // A concurrent delivery of the same event id waits on the unique index until this transaction
       // ends; after a commit it inserts nothing (a duplicate), after a rollback it claims the event itself.
+      // An event whose credit found no room under MAX_BALANCE (outcome balance_limit) is claimed again by its retry.
       const claimed = await tx.insert(webhookEvents)
         .values({ provider: e.provider, eventId: e.eventId, type: e.type, outcome: 'processing', receivedAt: e.at })
-        .onConflictDoNothing().returning({ id: webhookEvents.id });
+        .onConflictDoUpdate({ target: [webhookEvents.provider, webhookEvents.eventId], set: { outcome: 'processing' }, setWhere: eq(webhookEvents.outcome, BALANCE_LIMIT_OUTCOME) })
+        .returning({ id: webhookEvents.id });
       if (!claimed.length) return { duplicate: true };
       // Locked, like a refund or dispute of the order locks it (topup-reversals.ts): a reversal recorded while the order
       // was pending is then either committed before the read below, or waits for this credit and settles against it.
@@ -97,28 +107,36 @@ export class PgLedgerRepo implements LedgerStore {
       let credited: { userId: number; balance: number } | null = null;
       if ('close' in d) {
         if (!order) throw new Error('creditTopupOnce: a decision to close needs an order');
-        // The `status = 'pending'` guard makes the transition happen once: under READ COMMITTED a second
-        // UPDATE (another event for the same order) waits for the first and re-checks the guard after it commits.
-        const closed = await tx.update(topupOrders)
-          .set({ status: d.close, updatedAt: e.at, ...(d.close === 'paid' ? { paidAt: e.at } : {}) })
-          .where(and(eq(topupOrders.tradeNo, order.tradeNo), eq(topupOrders.status, 'pending'))).returning({ id: topupOrders.id });
-        if (!closed.length) {
-          // The order read above may predate the transition that beat this one (it committed while the
-          // UPDATE waited): a new statement sees the status that made the guard fail.
-          const [now] = await tx.select({ status: topupOrders.status }).from(topupOrders).where(eq(topupOrders.tradeNo, order.tradeNo));
-          outcome = `not_pending:${now?.status ?? order.status}`;
-        }
-        else if ('credit' in d) {
-          let balance = await this.apply({ userId: order.userId, kind: 'topup', amount: d.credit.amount, ref: order.tradeNo, note: d.credit.note, at: e.at }, tx);
-          // The order was pending, so its credit cannot exist; if it does, undo the status change too.
-          if (balance === null) throw new Error(`ledger already holds topup ${order.tradeNo} for a pending order`);
-          const clawedBack = d.credit.clawedBack ?? 0;
-          if (clawedBack > 0) {
-            balance = await this.apply({ userId: order.userId, kind: 'clawback', amount: -clawedBack, ref: `${order.tradeNo}:at-credit`, note: 'refunded or disputed before the payment was confirmed', at: e.at }, tx);
-            if (balance === null) throw new Error(`ledger already holds clawback ${order.tradeNo}:at-credit for a pending order`);
-          }
-          await tx.update(topupOrders).set({ paymentRef: d.credit.paymentRef ?? '', clawedBack }).where(eq(topupOrders.tradeNo, order.tradeNo));
-          credited = { userId: order.userId, balance };
+        try {
+          // A savepoint: a credit that finds no room under MAX_BALANCE leaves the order pending, and only the outcome is kept.
+          await tx.transaction(async (sp) => {
+            // The `status = 'pending'` guard makes the transition happen once: under READ COMMITTED a second
+            // UPDATE (another event for the same order) waits for the first and re-checks the guard after it commits.
+            const closed = await sp.update(topupOrders)
+              .set({ status: d.close, updatedAt: e.at, ...(d.close === 'paid' ? { paidAt: e.at } : {}) })
+              .where(and(eq(topupOrders.tradeNo, order.tradeNo), eq(topupOrders.status, 'pending'))).returning({ id: topupOrders.id });
+            if (!closed.length) {
+              // The order read above may predate the transition that beat this one (it committed while the
+              // UPDATE waited): a new statement sees the status that made the guard fail.
+              const [now] = await sp.select({ status: topupOrders.status }).from(topupOrders).where(eq(topupOrders.tradeNo, order.tradeNo));
+              outcome = `not_pending:${now?.status ?? order.status}`;
+            }
+            else if ('credit' in d) {
+              let balance = await this.apply({ userId: order.userId, kind: 'topup', amount: d.credit.amount, ref: order.tradeNo, note: d.credit.note, at: e.at }, sp);
+              // The order was pending, so its credit cannot exist; if it does, undo the status change too.
+              if (balance === null) throw new Error(`ledger already holds topup ${order.tradeNo} for a pending order`);
+              const clawedBack = d.credit.clawedBack ?? 0;
+              if (clawedBack > 0) {
+                balance = await this.apply({ userId: order.userId, kind: 'clawback', amount: -clawedBack, ref: `${order.tradeNo}:at-credit`, note: 'refunded or disputed before the payment was confirmed', at: e.at }, sp);
+                if (balance === null) throw new Error(`ledger already holds clawback ${order.tradeNo}:at-credit for a pending order`);
+              }
+              await sp.update(topupOrders).set({ paymentRef: d.credit.paymentRef ?? '', clawedBack }).where(eq(topupOrders.tradeNo, order.tradeNo));
+              credited = { userId: order.userId, balance };
+            }
+          });
+        } catch (err) {
+          if (!isBalanceLimit(err)) throw err;
+          outcome = BALANCE_LIMIT_OUTCOME;
         }
       }
       await tx.update(webhookEvents).set({ outcome }).where(and(eq(webhookEvents.provider, e.provider), eq(webhookEvents.eventId, e.eventId)));

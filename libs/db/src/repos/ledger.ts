@@ -1,5 +1,5 @@
 import { and, count, desc, eq, gt, sql, type SQL } from 'drizzle-orm';
-import type { ChangeBus } from '@gw/core';
+import { balanceLimitError, isBalanceLimit, MAX_BALANCE, type ChangeBus } from '@gw/core';
 import type { Db } from '../client';
 import { ledger, redemptionCodes, topupOrders, topupReversals, users, webhookEvents } from '../schema';
 import type { RedemptionCodeRow } from './redemption-codes';
@@ -73,6 +73,12 @@ export type TopupDecision =
   | { outcome: string; close: 'failed' | 'expired' }
   | { outcome: string; close: 'paid'; credit: { amount: number; note: string; paymentRef?: string; clawedBack?: number } };
 
+/**
+ * The outcome of a paid event whose credit would take the balance above MAX_BALANCE: the order stays pending, the
+ * event is recorded with this outcome, and a later delivery of the same event id is processed again.
+ */
+export const BALANCE_LIMIT_OUTCOME = 'balance_limit';
+
 export type DecideTopup = (order: TopupOrderRow | undefined, ownerExists: boolean, reversals: TopupReversalRow[]) => TopupDecision;
 
 export type TopupEventResult =
@@ -131,21 +137,31 @@ export class LedgerRepo implements LedgerStore {
   private readonly dupStmt;
   private readonly balanceStmt;
   private readonly insertStmt;
+  private readonly existsStmt;
 
   constructor(private readonly db: Db, private readonly bus?: ChangeBus) {
     this.dupStmt = db.select({ id: ledger.id }).from(ledger).where(and(eq(ledger.kind, p('kind')), eq(ledger.ref, p('ref')))).prepare();
+    // A credit moves the balance only while the result stays within MAX_BALANCE: the bound is a condition of the
+    // write itself (SQLite's 64-bit integer arithmetic is exact here), so no read of the balance can go stale.
     this.balanceStmt = db.update(users).set({ quota: sql`${users.quota} + ${p('amount')}`, updatedAt: sql`${p('at')}` })
-      .where(eq(users.id, p('userId'))).returning({ quota: users.quota }).prepare();
+      .where(and(eq(users.id, p('userId')), sql`(${p('amount')} <= 0 OR ${users.quota} + ${p('amount')} <= ${MAX_BALANCE})`))
+      .returning({ quota: users.quota }).prepare();
+    this.existsStmt = db.select({ id: users.id }).from(users).where(eq(users.id, p('userId'))).prepare();
     this.insertStmt = db.insert(ledger).values({
       userId: p('userId'), kind: p('kind'), amount: p('amount'), balanceAfter: p('balanceAfter'), ref: p('ref'),
       note: p('note'), actorId: p('actorId'), createdAt: p('at'),
     } as any).prepare();
   }
 
-  /** One entry on the open transaction (the caller owns it): new balance, or null when (kind, ref) exists. */
+  /**
+   * One entry on the open transaction (the caller owns it): new balance, or null when (kind, ref) exists.
+   * A credit that would take the balance above MAX_BALANCE throws balanceLimitError before anything is written,
+   * so a caller may catch it and go on in the same transaction.
+   */
   private write(e: LedgerEntryInput): number | null {
     if (this.dupStmt.get({ kind: e.kind, ref: e.ref })) return null;
     const u = this.balanceStmt.get({ amount: e.amount, at: e.at, userId: e.userId });
+    if (!u && this.existsStmt.get({ userId: e.userId })) throw balanceLimitError();
     if (!u) throw new Error(`ledger: no user ${e.userId}`);
     this.insertStmt.run({
       userId: e.userId, kind: e.kind, amount: e.amount, balanceAfter: u.quota,
@@ -166,6 +182,8 @@ export class LedgerRepo implements LedgerStore {
       const cur = tx.select({ quota: users.quota }).from(users).where(eq(users.id, e.userId)).get();
       if (!cur) return { ok: false, reason: 'no_user' };
       if (cur.quota + e.amount < 0 && !e.allowNegative) return { ok: false, reason: 'insufficient', balance: cur.quota };
+      // Debits have a floor too: allow_negative, repeated, must not take a balance out of the exact range either.
+      if (e.amount < 0 && cur.quota + e.amount < -MAX_BALANCE) throw balanceLimitError('debit');
       const balance = this.write({ userId: e.userId, kind: 'adjust', amount: e.amount, ref: e.ref, note: e.note, actorId: e.actorId, at: e.at });
       if (balance === null) throw new Error(`duplicate adjustment ref ${e.ref}`);
       return { ok: true, entry: tx.select().from(ledger).where(and(eq(ledger.kind, 'adjust'), eq(ledger.ref, e.ref))).get()! };
@@ -184,9 +202,11 @@ export class LedgerRepo implements LedgerStore {
 
   async creditTopupOnce(e: TopupEventInput, decide: DecideTopup): Promise<TopupEventResult> {
     return this.db.transaction((tx): TopupEventResult => {
+      // An event whose credit found no room under MAX_BALANCE (outcome balance_limit) is claimed again by its retry.
       const claimed = tx.insert(webhookEvents)
         .values({ provider: e.provider, eventId: e.eventId, type: e.type, outcome: 'processing', receivedAt: e.at })
-        .onConflictDoNothing().returning({ id: webhookEvents.id }).get();
+        .onConflictDoUpdate({ target: [webhookEvents.provider, webhookEvents.eventId], set: { outcome: 'processing' }, setWhere: eq(webhookEvents.outcome, BALANCE_LIMIT_OUTCOME) })
+        .returning({ id: webhookEvents.id }).get();
       if (!claimed) return { duplicate: true };
       const order = e.tradeNo === null ? undefined : tx.select().from(topupOrders).where(eq(topupOrders.tradeNo, e.tradeNo)).get();
       const ownerExists = !!order && !!tx.select({ id: users.id }).from(users).where(eq(users.id, order.userId)).get();
@@ -196,22 +216,30 @@ export class LedgerRepo implements LedgerStore {
       let credited: { userId: number; balance: number } | null = null;
       if ('close' in d) {
         if (!order) throw new Error('creditTopupOnce: a decision to close needs an order');
-        // The `status = 'pending'` guard makes the transition happen once.
-        const closed = tx.update(topupOrders)
-          .set({ status: d.close, updatedAt: e.at, ...(d.close === 'paid' ? { paidAt: e.at } : {}) })
-          .where(and(eq(topupOrders.tradeNo, order.tradeNo), eq(topupOrders.status, 'pending'))).returning({ id: topupOrders.id }).get();
-        if (!closed) outcome = `not_pending:${order.status}`;
-        else if ('credit' in d) {
-          let balance = this.write({ userId: order.userId, kind: 'topup', amount: d.credit.amount, ref: order.tradeNo, note: d.credit.note, at: e.at });
-          // The order was pending, so its credit cannot exist; if it does, undo the status change too.
-          if (balance === null) throw new Error(`ledger already holds topup ${order.tradeNo} for a pending order`);
-          const clawedBack = d.credit.clawedBack ?? 0;
-          if (clawedBack > 0) {
-            balance = this.write({ userId: order.userId, kind: 'clawback', amount: -clawedBack, ref: `${order.tradeNo}:at-credit`, note: 'refunded or disputed before the payment was confirmed', at: e.at });
-            if (balance === null) throw new Error(`ledger already holds clawback ${order.tradeNo}:at-credit for a pending order`);
-          }
-          tx.update(topupOrders).set({ paymentRef: d.credit.paymentRef ?? '', clawedBack }).where(eq(topupOrders.tradeNo, order.tradeNo)).run();
-          credited = { userId: order.userId, balance };
+        try {
+          // A savepoint: a credit that finds no room under MAX_BALANCE leaves the order pending, and only the outcome is kept.
+          tx.transaction((sp) => {
+            // The `status = 'pending'` guard makes the transition happen once.
+            const closed = sp.update(topupOrders)
+              .set({ status: d.close, updatedAt: e.at, ...(d.close === 'paid' ? { paidAt: e.at } : {}) })
+              .where(and(eq(topupOrders.tradeNo, order.tradeNo), eq(topupOrders.status, 'pending'))).returning({ id: topupOrders.id }).get();
+            if (!closed) outcome = `not_pending:${order.status}`;
+            else if ('credit' in d) {
+              let balance = this.write({ userId: order.userId, kind: 'topup', amount: d.credit.amount, ref: order.tradeNo, note: d.credit.note, at: e.at });
+              // The order was pending, so its credit cannot exist; if it does, undo the status change too.
+              if (balance === null) throw new Error(`ledger already holds topup ${order.tradeNo} for a pending order`);
+              const clawedBack = d.credit.clawedBack ?? 0;
+              if (clawedBack > 0) {
+                balance = this.write({ userId: order.userId, kind: 'clawback', amount: -clawedBack, ref: `${order.tradeNo}:at-credit`, note: 'refunded or disputed before the payment was confirmed', at: e.at });
+                if (balance === null) throw new Error(`ledger already holds clawback ${order.tradeNo}:at-credit for a pending order`);
+              }
+              sp.update(topupOrders).set({ paymentRef: d.credit.paymentRef ?? '', clawedBack }).where(eq(topupOrders.tradeNo, order.tradeNo)).run();
+              credited = { userId: order.userId, balance };
+            }
+          });
+        } catch (err) {
+          if (!isBalanceLimit(err)) throw err;
+          outcome = BALANCE_LIMIT_OUTCOME;
         }
       }
       tx.update(webhookEvents).set({ outcome }).where(and(eq(webhookEvents.provider, e.provider), eq(webhookEvents.eventId, e.eventId))).run();
