@@ -3,13 +3,15 @@
  * credit is capped at 10¹⁵, but before this nothing bounded the result: ten adjustments of 10¹⁵ took a balance to
  * 10¹⁶ > 2^53, where a charge of 1 unit vanished and the balance stopped being Σ ledger. Over real HTTP, both
  * backends: admin adjustments (one by one, in parallel, and debits with allow_negative), redemption codes, a paid
- * top-up's webhook, an operator's dispute reinstatement; every refusal changes nothing.
+ * top-up's webhook, an operator's dispute reinstatement; every refusal changes nothing. Counters that only grow
+ * (used_quota, request_count) stop at 2^53 − 1 instead of passing it.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import Stripe from 'stripe';
 import { MAX_BALANCE } from '@gw/core';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { startStripeDouble, type StripeDouble } from '../doubles/stripe-api';
+import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from './relay-setup';
 
 const A_SECRET = 'whsec_test_money_limits';
 const sdk = new Stripe('sk_test_x');
@@ -17,6 +19,8 @@ const E15 = 1_000_000_000_000_000;
 
 let gw: TestGateway;
 let stripe: StripeDouble;
+let ant: Scripted;
+const MODEL = 'limit-model';
 
 beforeAll(async () => {
   stripe = startStripeDouble({ secretKey: 'sk_test_gw' });
@@ -25,10 +29,14 @@ beforeAll(async () => {
     // A top-up of 1,000,000 cents credits 10¹⁵: the largest credit a single adjustment may make.
     TOPUP_MAX: '1000000', QUOTA_PER_UNIT: '1000000000',
   });
+  ant = upstream('anthropic', { text: 'ok', usage: { input: 1, output: 50 } });
+  await addChannel(gw, { type: 'anthropic', url: ant.url, models: [MODEL] });
+  await setPrice(gw, MODEL, { input: 0, output: 1_000_000 });
 });
 afterAll(async () => {
   await gw.stop();
   await stripe.stop();
+  await ant.stop();
 });
 
 const adjust = (userId: number, amount: number, extra: Record<string, unknown> = {}) =>
@@ -164,6 +172,23 @@ describe('MAX_BALANCE and payments', () => {
     expect(retry.status).toBe(200);
     expect(retry.body.data.outcome).toBe('dispute_reinstated');
     expect(await balance(u.id)).toBe(MAX_BALANCE);
+    await balanced(u.id);
+  });
+});
+
+describe('counters', () => {
+  test('used_quota and request_count of a user and its key stop at 2^53 − 1 (a value written near it by hand or an old version)', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    const near = Number.MAX_SAFE_INTEGER - 10;
+    await gw.db.all('update users set used_quota = ?, request_count = ? where id = ?', near, Number.MAX_SAFE_INTEGER - 1, u.id);
+    await gw.db.all('update api_keys set used_quota = ? where id = ?', near, u.keyId);
+    for (let i = 0; i < 2; i++) expect((await send(gw, u.key, msg(MODEL))).status).toBe(200);
+    const user = await gw.db.get('select cast(used_quota as text) as used, cast(request_count as text) as n, cast(quota as text) as q from users where id = ?', u.id) as any;
+    expect(user).toEqual({ used: String(Number.MAX_SAFE_INTEGER), n: String(Number.MAX_SAFE_INTEGER), q: String(1_000_000 - 100) });
+    const key = await gw.db.get('select cast(used_quota as text) as used from api_keys where id = ?', u.keyId) as any;
+    expect(key.used).toBe(String(Number.MAX_SAFE_INTEGER));
+    const self = await gw.api('GET', '/api/user/self', undefined, u.token);
+    expect(self.body.data.used_quota).toBe(Number.MAX_SAFE_INTEGER);
     await balanced(u.id);
   });
 });

@@ -2,6 +2,10 @@ import { sql } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import type { BalanceMirror, SettleOutcome, SettlementRow } from '../repos/settlements';
 import type { PgWriter } from './sql';
+import { MAX_COUNTER } from '@gw/core';
+
+/** Counters (used_quota, request_count) stop at 2^53 − 1: past it a reader would round them (README: Metering invariants). */
+const COUNTER_CAP = sql.raw(String(MAX_COUNTER));
 
 /**
  * PostgreSQL twin of ../repos/settlements.ts: the same writes (usage row unique by request id,
@@ -38,7 +42,7 @@ export class PgSettlementsRepo {
           ${r.billedModel ?? ''}, ${r.overrides ?? ''}, ${r.webSearchRequests ?? 0})
         ON CONFLICT (request_id) DO NOTHING RETURNING 1
       ), u AS (
-        UPDATE users SET quota = quota - ${cost}, used_quota = used_quota + ${cost}, request_count = request_count + ${ok},
+        UPDATE users SET quota = quota - ${cost}, used_quota = least(used_quota + ${cost}, ${COUNTER_CAP}), request_count = least(request_count + ${ok}, ${COUNTER_CAP}),
           updated_at = CASE WHEN ${charged} THEN ${r.createdAt} ELSE updated_at END
         WHERE id = ${r.userId} AND (${charged} OR ${ok} = 1) AND EXISTS (SELECT 1 FROM ins)
         RETURNING quota, balance_version
@@ -51,7 +55,7 @@ export class PgSettlementsRepo {
         FROM (SELECT 1) one LEFT JOIN u ON true WHERE ${charged} AND EXISTS (SELECT 1 FROM ins)
       ), k AS (
         -- Also the key's last use (SQLite's scalar max() is greatest() here); remain_quota moves for limited keys only.
-        UPDATE api_keys SET used_quota = used_quota + ${cost},
+        UPDATE api_keys SET used_quota = least(used_quota + ${cost}, ${COUNTER_CAP}),
           remain_quota = CASE WHEN unlimited_quota THEN remain_quota ELSE remain_quota - ${cost} END,
           last_used_at = greatest(coalesce(last_used_at, 0), ${r.createdAt})
         WHERE id = ${r.apiKeyId} AND EXISTS (SELECT 1 FROM ins)
@@ -122,7 +126,7 @@ export class PgSettlementsRepo {
           (array_agg(created_at ORDER BY ord DESC) FILTER (WHERE cost > 0))[1] AS charged_at
         FROM new GROUP BY user_id
       ), u AS (
-        UPDATE users SET quota = quota - p.cost, used_quota = used_quota + p.cost, request_count = request_count + p.ok,
+        UPDATE users SET quota = quota - p.cost, used_quota = least(used_quota + p.cost, ${COUNTER_CAP}), request_count = least(request_count + p.ok, ${COUNTER_CAP}),
           updated_at = coalesce(p.charged_at, users.updated_at)
         FROM per_user p WHERE users.id = p.user_id AND (p.cost > 0 OR p.ok > 0)
         RETURNING users.id, users.quota, users.balance_version
@@ -139,7 +143,7 @@ export class PgSettlementsRepo {
       ), per_key AS (
         SELECT api_key_id, sum(greatest(cost, 0)) AS cost, max(created_at) AS at FROM new GROUP BY api_key_id
       ), k AS (
-        UPDATE api_keys SET used_quota = used_quota + pk.cost,
+        UPDATE api_keys SET used_quota = least(used_quota + pk.cost, ${COUNTER_CAP}),
           remain_quota = CASE WHEN unlimited_quota THEN remain_quota ELSE remain_quota - pk.cost END,
           last_used_at = greatest(coalesce(last_used_at, 0), pk.at)
         FROM per_key pk WHERE api_keys.id = pk.api_key_id

@@ -3,6 +3,10 @@ import type { PgDb } from '../pg/client';
 import { apiKeys, usageLogs, users } from '../schema-pg';
 import type { NewUsageLogRow, UsageLogFilter, UsageLogRow, UsageLogWhere } from '../repos/usage-logs';
 import type { PgWriter } from './sql';
+import { MAX_COUNTER } from '@gw/core';
+
+/** Counters (used_quota, request_count) stop at 2^53 − 1: past it a reader would round them (README: Metering invariants). */
+const COUNTER_CAP = sql.raw(String(MAX_COUNTER));
 import { logConditionsOf } from '../repos/usage-stats-sql';
 
 /** The WHERE terms of a log filter over the PostgreSQL table (empty = every row). */
@@ -24,13 +28,13 @@ export class PgUsageLogsRepo {
 
   async addUserUsage(userId: number, cost: number, succeeded: boolean): Promise<void> {
     await this.db.update(users)
-      .set({ usedQuota: sql`${users.usedQuota} + ${cost}`, requestCount: sql`${users.requestCount} + ${succeeded ? 1 : 0}` })
+      .set({ usedQuota: sql`least(${users.usedQuota} + ${cost}, ${COUNTER_CAP})`, requestCount: sql`least(${users.requestCount} + ${succeeded ? 1 : 0}, ${COUNTER_CAP})` })
       .where(eq(users.id, userId));
   }
 
   async addKeyUsage(keyId: number, cost: number): Promise<void> {
     await this.db.update(apiKeys).set({
-      usedQuota: sql`${apiKeys.usedQuota} + ${cost}`,
+      usedQuota: sql`least(${apiKeys.usedQuota} + ${cost}, ${COUNTER_CAP})`,
       remainQuota: sql`case when ${apiKeys.unlimitedQuota} then ${apiKeys.remainQuota} else ${apiKeys.remainQuota} - ${cost} end`,
     }).where(eq(apiKeys.id, keyId));
   }

@@ -1,5 +1,6 @@
 import type { AsyncBudgetCharges } from './budgets';
 import type { Database, Statement } from 'bun:sqlite';
+import { MAX_COUNTER } from '@gw/core';
 
 /** One metered request as it is written: the usage row plus what it does to balances. */
 export interface SettlementRow {
@@ -147,12 +148,12 @@ export class SettlementsRepo implements SettlementSink {
       billed_model, overrides, web_search_requests)
       VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (request_id) DO NOTHING`);
     // updated_at: the last charge's time; a batch of only free requests leaves it as it was (NULL ?3).
-    this.chargeUser = sqlite.prepare(`UPDATE users SET quota = quota - ?1, used_quota = used_quota + ?1,
-      request_count = request_count + ?2, updated_at = coalesce(?3, updated_at) WHERE id = ?4`);
+    this.chargeUser = sqlite.prepare(`UPDATE users SET quota = quota - ?1, used_quota = min(used_quota + ?1, ${MAX_COUNTER}),
+      request_count = min(request_count + ?2, ${MAX_COUNTER}), updated_at = coalesce(?3, updated_at) WHERE id = ?4`);
     this.insertLedger = sqlite.prepare(`INSERT INTO ledger (user_id, kind, amount, balance_after, ref, note, created_at)
       VALUES (?, 'charge', ?, ?, ?, ?, ?)`);
     // Also the key's last use: written here, in the batch, rather than by a write per request.
-    this.chargeKey = sqlite.prepare(`UPDATE api_keys SET used_quota = used_quota + ?1,
+    this.chargeKey = sqlite.prepare(`UPDATE api_keys SET used_quota = min(used_quota + ?1, ${MAX_COUNTER}),
       remain_quota = CASE WHEN unlimited_quota THEN remain_quota ELSE remain_quota - ?1 END,
       last_used_at = max(coalesce(last_used_at, 0), ?3) WHERE id = ?2`);
   }

@@ -1,6 +1,7 @@
 import { and, count, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
 import { apiKeys, usageLogs, users } from '../schema';
+import { MAX_COUNTER } from '@gw/core';
 import { logConditionsOf } from './usage-stats-sql';
 
 export type UsageLogRow = typeof usageLogs.$inferSelect;
@@ -63,11 +64,11 @@ export class UsageLogsRepo implements UsageLogsStore {
       webSearchRequests: p('webSearchRequests'),
     } as any).onConflictDoNothing({ target: usageLogs.requestId }).returning({ id: usageLogs.id }).prepare();
     this.userStmt = db.update(users)
-      .set({ usedQuota: sql`${users.usedQuota} + ${p('cost')}`, requestCount: sql`${users.requestCount} + ${p('ok')}` })
+      .set({ usedQuota: sql`min(${users.usedQuota} + ${p('cost')}, ${sql.raw(String(MAX_COUNTER))})`, requestCount: sql`min(${users.requestCount} + ${p('ok')}, ${sql.raw(String(MAX_COUNTER))})` })
       .where(eq(users.id, p('userId'))).prepare();
     // remain_quota only means something for limited keys; the row itself says which it is.
     this.keyStmt = db.update(apiKeys).set({
-      usedQuota: sql`${apiKeys.usedQuota} + ${p('cost')}`,
+      usedQuota: sql`min(${apiKeys.usedQuota} + ${p('cost')}, ${sql.raw(String(MAX_COUNTER))})`,
       remainQuota: sql`case when ${apiKeys.unlimitedQuota} then ${apiKeys.remainQuota} else ${apiKeys.remainQuota} - ${p('cost')} end`,
     }).where(eq(apiKeys.id, p('keyId'))).prepare();
   }
