@@ -49,11 +49,11 @@ function seed(db: Db) {
     modelMapping: { 'gpt-x': 'gpt-x-2025' }, headers: { 'x-org': 'o' }, status: 3, statusReason: 'probe failed', testedAt: now, createdAt: now, updatedAt: now,
   }).run();
   db.insert(sq.prices).values([
-    { model: 'gpt-x', input: 1_500_000, output: 7_500_000, cacheRead: 150_000, webSearch: 12_345_678_901, updatedAt: now },
+    { model: 'gpt-x', input: 1_500_000, output: 7_500_000, cacheRead: 150_000, webSearch: 12_345_678_901, codeExecution: 9_876_543_210, updatedAt: now },
     { model: 'gpt-y', updatedAt: now },
   ]).run();
   db.insert(sq.usageLogs).values({
-    id: 100, requestId: 'req_1', userId: 7, apiKeyId: 12, channelId: 4, model: 'gpt-x', stream: true, inputTokens: 10, outputTokens: 20, webSearchRequests: 3, cost: 165, latencyMs: 12, ttftMs: 3, status: 200, group: 'vip', priceRatio: 1500, createdAt: now,
+    id: 100, requestId: 'req_1', userId: 7, apiKeyId: 12, channelId: 4, model: 'gpt-x', stream: true, inputTokens: 10, outputTokens: 20, webSearchRequests: 3, codeExecutionRequests: 5, cost: 165, latencyMs: 12, ttftMs: 3, status: 200, group: 'vip', priceRatio: 1500, createdAt: now,
   }).run();
   db.insert(sq.ledger).values([
     { id: 1, userId: 1, kind: 'adjust', amount: 999_999_999_999_999, balanceAfter: 999_999_999_999_999, ref: 'init', createdAt: now },

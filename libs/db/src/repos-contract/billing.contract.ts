@@ -144,7 +144,7 @@ export function billingContract(make: MakeEnv): void {
       const r = env().repos;
       const u = await seedUser(r, { quota: BIG });
       const k = await seedKey(r, u.id, { unlimitedQuota: false, remainQuota: 1_000 });
-      const s = settlement({ userId: u.id, apiKeyId: k.id, cost: 300, usageFlag: 'estimated', group: 'vip', priceRatio: 800, cacheWrite1hTokens: 1, longContext: true, billedModel: 'up-m', overrides: '["clamp:max_tokens"]', webSearchRequests: 4 });
+      const s = settlement({ userId: u.id, apiKeyId: k.id, cost: 300, usageFlag: 'estimated', group: 'vip', priceRatio: 800, cacheWrite1hTokens: 1, longContext: true, billedModel: 'up-m', overrides: '["clamp:max_tokens"]', webSearchRequests: 4, codeExecutionRequests: 2 });
       expect(plain(await r.settlements.apply(s))).toEqual({ inserted: true, balance: BIG - 300 });
       expect(await r.settlements.apply({ ...s, cost: 999 })).toEqual({ inserted: false });
       expect(await r.users.byId(u.id)).toMatchObject({ quota: BIG - 300, usedQuota: 300, requestCount: 1, updatedAt: 2_000 });
@@ -155,7 +155,7 @@ export function billingContract(make: MakeEnv): void {
       expect(row).toEqual({
         requestId: s.requestId, kind: 'messages', userId: u.id, apiKeyId: k.id, channelId: 3, model: 'm', upstreamModel: 'up-m', stream: true,
         inputTokens: 10, outputTokens: 20, cacheReadTokens: 1, cacheWriteTokens: 2, cacheWrite1hTokens: 1, longContext: true, audioInputTokens: 0,
-        audioOutputTokens: 0, webSearchRequests: 4, cost: 300, latencyMs: 50, ttftMs: 5, status: 200, errorCode: '', usageFlag: 'estimated', attempts: 1, ip: '10.0.0.1',
+        audioOutputTokens: 0, webSearchRequests: 4, codeExecutionRequests: 2, cost: 300, latencyMs: 50, ttftMs: 5, status: 200, errorCode: '', usageFlag: 'estimated', attempts: 1, ip: '10.0.0.1',
         group: 'vip', priceRatio: 800, billedModel: 'up-m', overrides: '["clamp:max_tokens"]', createdAt: 2_000,
       });
       expect(await r.ledger.sum(u.id)).toBe(-300); // the opening balance was set directly, not through the ledger

@@ -34,12 +34,12 @@ export class PgSettlementsRepo {
         INSERT INTO usage_logs (request_id, kind, user_id, api_key_id, channel_id, model, upstream_model, stream, input_tokens,
           output_tokens, cache_read_tokens, cache_write_tokens, audio_input_tokens, audio_output_tokens, cost, latency_ms, ttft_ms,
           status, error_code, usage_flag, attempts, ip, created_at, cache_write_1h_tokens, long_context, "group", price_ratio,
-          billed_model, overrides, web_search_requests)
+          billed_model, overrides, web_search_requests, code_execution_requests)
         VALUES (${r.requestId}, ${r.kind}, ${r.userId}, ${r.apiKeyId}, ${r.channelId}, ${r.model}, ${r.upstreamModel}, ${r.stream},
           ${r.inputTokens}, ${r.outputTokens}, ${r.cacheReadTokens}, ${r.cacheWriteTokens}, ${r.audioInputTokens}, ${r.audioOutputTokens},
           ${r.cost}, ${r.latencyMs}, ${r.ttftMs}, ${r.status}, ${r.errorCode}, ${r.usageFlag ?? ''}, ${r.attempts}, ${r.ip}, ${r.createdAt},
           ${r.cacheWrite1hTokens ?? 0}, ${r.longContext ?? false}, ${r.group ?? ''}, ${r.priceRatio ?? 1000},
-          ${r.billedModel ?? ''}, ${r.overrides ?? ''}, ${r.webSearchRequests ?? 0})
+          ${r.billedModel ?? ''}, ${r.overrides ?? ''}, ${r.webSearchRequests ?? 0}, ${r.codeExecutionRequests ?? 0})
         ON CONFLICT (request_id) DO NOTHING RETURNING 1
       ), u AS (
         UPDATE users SET quota = quota - ${cost}, used_quota = least(used_quota + ${cost}, ${COUNTER_CAP}), request_count = least(request_count + ${ok}, ${COUNTER_CAP}),
@@ -91,7 +91,7 @@ export class PgSettlementsRepo {
       error_code: r.errorCode, usage_flag: r.usageFlag ?? '', attempts: r.attempts, ip: r.ip, created_at: r.createdAt,
       cache_write_1h_tokens: r.cacheWrite1hTokens ?? 0, long_context: r.longContext ?? false, group: r.group ?? '',
       price_ratio: r.priceRatio ?? 1000, billed_model: r.billedModel ?? '', overrides: r.overrides ?? '',
-      web_search_requests: r.webSearchRequests ?? 0,
+      web_search_requests: r.webSearchRequests ?? 0, code_execution_requests: r.codeExecutionRequests ?? 0,
     })));
     const userIds = [...new Set(rows.map((r) => r.userId))].sort((a, b) => a - b);
     const keyIds = [...new Set(rows.map((r) => r.apiKeyId))].sort((a, b) => a - b);
@@ -105,17 +105,17 @@ export class PgSettlementsRepo {
           output_tokens bigint, cache_read_tokens bigint, cache_write_tokens bigint, audio_input_tokens bigint, audio_output_tokens bigint,
           cost bigint, latency_ms bigint, ttft_ms bigint, status int, error_code text, usage_flag text, attempts int, ip text,
           created_at bigint, cache_write_1h_tokens bigint, long_context boolean, "group" text, price_ratio int, billed_model text, overrides text,
-          web_search_requests bigint)
+          web_search_requests bigint, code_execution_requests bigint)
         ORDER BY t.request_id, t.ord
       ), ins AS (
         INSERT INTO usage_logs (request_id, kind, user_id, api_key_id, channel_id, model, upstream_model, stream, input_tokens,
           output_tokens, cache_read_tokens, cache_write_tokens, audio_input_tokens, audio_output_tokens, cost, latency_ms, ttft_ms,
           status, error_code, usage_flag, attempts, ip, created_at, cache_write_1h_tokens, long_context, "group", price_ratio,
-          billed_model, overrides, web_search_requests)
+          billed_model, overrides, web_search_requests, code_execution_requests)
         SELECT request_id, kind, user_id, api_key_id, channel_id, model, upstream_model, stream, input_tokens,
           output_tokens, cache_read_tokens, cache_write_tokens, audio_input_tokens, audio_output_tokens, cost, latency_ms, ttft_ms,
           status, error_code, usage_flag, attempts, ip, created_at, cache_write_1h_tokens, long_context, "group", price_ratio,
-          billed_model, overrides, web_search_requests
+          billed_model, overrides, web_search_requests, code_execution_requests
         FROM input ORDER BY ord
         ON CONFLICT (request_id) DO NOTHING RETURNING request_id
       ), new AS (

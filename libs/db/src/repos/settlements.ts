@@ -24,6 +24,8 @@ export interface SettlementRow {
   audioOutputTokens: number;
   /** Web searches billed; absent in older journal rows (0). */
   webSearchRequests?: number;
+  /** Code-execution calls billed; absent in older journal rows (0). */
+  codeExecutionRequests?: number;
   cost: number;
   latencyMs: number;
   ttftMs: number | null;
@@ -145,8 +147,8 @@ export class SettlementsRepo implements SettlementSink {
     this.insertUsage = sqlite.prepare(`INSERT INTO usage_logs (request_id, kind, user_id, api_key_id, channel_id, model, upstream_model,
       stream, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, audio_input_tokens, audio_output_tokens, cost,
       latency_ms, ttft_ms, status, error_code, usage_flag, attempts, ip, created_at, cache_write_1h_tokens, long_context, "group", price_ratio,
-      billed_model, overrides, web_search_requests)
-      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (request_id) DO NOTHING`);
+      billed_model, overrides, web_search_requests, code_execution_requests)
+      VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (request_id) DO NOTHING`);
     // updated_at: the last charge's time; a batch of only free requests leaves it as it was (NULL ?3).
     this.chargeUser = sqlite.prepare(`UPDATE users SET quota = quota - ?1, used_quota = min(used_quota + ?1, ${MAX_COUNTER}),
       request_count = min(request_count + ?2, ${MAX_COUNTER}), updated_at = coalesce(?3, updated_at) WHERE id = ?4`);
@@ -194,7 +196,7 @@ export class SettlementsRepo implements SettlementSink {
       r.stream ? 1 : 0, r.inputTokens, r.outputTokens, r.cacheReadTokens, r.cacheWriteTokens, r.audioInputTokens,
       r.audioOutputTokens, r.cost, r.latencyMs, r.ttftMs, r.status, r.errorCode, r.usageFlag ?? '', r.attempts, r.ip, r.createdAt,
       r.cacheWrite1hTokens ?? 0, r.longContext ? 1 : 0, r.group ?? '', r.priceRatio ?? 1000,
-      r.billedModel ?? '', r.overrides ?? '', r.webSearchRequests ?? 0);
+      r.billedModel ?? '', r.overrides ?? '', r.webSearchRequests ?? 0, r.codeExecutionRequests ?? 0);
     if (res.changes === 0) return { inserted: false };
     const { users, keys } = this.batch;
     let u = users.get(r.userId);

@@ -61,7 +61,7 @@ export class UsageLogsRepo implements UsageLogsStore {
       outputTokens: p('outputTokens'), cacheReadTokens: p('cacheReadTokens'), cacheWriteTokens: p('cacheWriteTokens'),
       audioInputTokens: p('audioInputTokens'), audioOutputTokens: p('audioOutputTokens'), cost: p('cost'), latencyMs: p('latencyMs'),
       ttftMs: p('ttftMs'), status: p('status'), errorCode: p('errorCode'), attempts: p('attempts'), ip: p('ip'), createdAt: p('createdAt'),
-      webSearchRequests: p('webSearchRequests'),
+      webSearchRequests: p('webSearchRequests'), codeExecutionRequests: p('codeExecutionRequests'),
     } as any).onConflictDoNothing({ target: usageLogs.requestId }).returning({ id: usageLogs.id }).prepare();
     this.userStmt = db.update(users)
       .set({ usedQuota: sql`min(${users.usedQuota} + ${p('cost')}, ${sql.raw(String(MAX_COUNTER))})`, requestCount: sql`min(${users.requestCount} + ${p('ok')}, ${sql.raw(String(MAX_COUNTER))})` })
@@ -77,7 +77,7 @@ export class UsageLogsRepo implements UsageLogsStore {
   async insertOnce(row: NewUsageLogRow): Promise<boolean> {
     const v = {
       kind: 'messages', channelId: null, upstreamModel: '', stream: false, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0,
-      cacheWriteTokens: 0, audioInputTokens: 0, audioOutputTokens: 0, webSearchRequests: 0, cost: 0, latencyMs: 0, ttftMs: null, errorCode: '', attempts: 1, ip: '', ...row,
+      cacheWriteTokens: 0, audioInputTokens: 0, audioOutputTokens: 0, webSearchRequests: 0, codeExecutionRequests: 0, cost: 0, latencyMs: 0, ttftMs: null, errorCode: '', attempts: 1, ip: '', ...row,
     };
     return this.insertStmt.all({ ...v, stream: v.stream ? 1 : 0 }).length > 0;
   }

@@ -17,6 +17,7 @@ export const prices = pgTable('prices', {
   audioOutput: big('audio_output').notNull().default(0),
   contextWindow: integer('context_window'),
   webSearch: big('web_search'),
+  codeExecution: big('code_execution'),
   updatedAt: big('updated_at').notNull(),
 });
 
@@ -41,6 +42,7 @@ export const usageLogs = pgTable('usage_logs', {
   audioInputTokens: big('audio_input_tokens').notNull().default(0),
   audioOutputTokens: big('audio_output_tokens').notNull().default(0),
   webSearchRequests: big('web_search_requests').notNull().default(0),
+  codeExecutionRequests: big('code_execution_requests').notNull().default(0),
   cost: big('cost').notNull().default(0),
   latencyMs: big('latency_ms').notNull().default(0),
   ttftMs: big('ttft_ms'),

@@ -32,6 +32,11 @@ export const prices = sqliteTable('prices', {
   contextWindow: integer('context_window'),
   /** Quota units per web search (Anthropic's server tool, usage.server_tool_use.web_search_requests); null = BILLING_WEB_SEARCH_PRICE. */
   webSearch: integer('web_search'),
+  /**
+   * Quota units per code-execution call (Anthropic's code-execution server tool: a server_tool_use block named
+   * code_execution, bash_code_execution or text_editor_code_execution); null = not priced: requests with the tool are refused.
+   */
+  codeExecution: integer('code_execution'),
   updatedAt: integer('updated_at').notNull(),
 });
 
@@ -64,6 +69,8 @@ export const usageLogs = sqliteTable('usage_logs', {
   audioOutputTokens: integer('audio_output_tokens').notNull().default(0),
   /** Web searches billed (usage.server_tool_use.web_search_requests, clamped to the request's max_uses). */
   webSearchRequests: integer('web_search_requests').notNull().default(0),
+  /** Code-execution calls billed (server_tool_use blocks counted in the answer, clamped to CODE_EXECUTION_MAX_CALLS). */
+  codeExecutionRequests: integer('code_execution_requests').notNull().default(0),
   cost: integer('cost').notNull().default(0),
   latencyMs: integer('latency_ms').notNull().default(0),
   ttftMs: integer('ttft_ms'),
