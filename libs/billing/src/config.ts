@@ -33,6 +33,12 @@ export interface BillingConfig {
    */
   webSearchMaxUses: number;
   /**
+   * CODE_EXECUTION_MAX_CALLS (default 20): the most code-execution calls (Anthropic's code-execution server tool)
+   * one request is reserved for and billed; the tool has no max_uses, so the reservation adds this many calls
+   * at the price's `code_execution`, and a counted number above it is clamped (implausible).
+   */
+  codeExecutionMaxCalls: number;
+  /**
    * PostgreSQL mode's group commit (PgGroupCommitter): PG_SETTLE_FLUSH_MS (default 0: an idle committer writes at once) longest wait for
    * a batch, PG_SETTLE_BATCH (default 256) rows written at once, PG_SETTLE_DEADLINE_MS (default 15000)
    * how long a batch is retried while the database is unreachable before the request's settlement fails.
@@ -58,6 +64,7 @@ export function billingConfig(env: Record<string, string | undefined>): BillingC
     // QUOTA_PER_UNIT as the payments config reads it (same default and range): one minor currency unit.
     webSearchPrice: readIntEnv(env, 'BILLING_WEB_SEARCH_PRICE', readIntEnv(env, 'QUOTA_PER_UNIT', 5000, 1, 1_000_000_000), 0, 1_000_000_000_000),
     webSearchMaxUses: readIntEnv(env, 'WEB_SEARCH_MAX_USES', 10, 1, 1000),
+    codeExecutionMaxCalls: readIntEnv(env, 'CODE_EXECUTION_MAX_CALLS', 20, 1, 1000),
     pgSettle: {
       maxDelayMs: readIntEnv(env, 'PG_SETTLE_FLUSH_MS', 0, 0, 1_000),
       maxBatch: readIntEnv(env, 'PG_SETTLE_BATCH', 256, 1, 10_000),

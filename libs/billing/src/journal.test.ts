@@ -73,13 +73,13 @@ test('recorded settlements count as spent before they are written, and are writt
 });
 
 test('one segment serves many batches; one that cannot take the next line is sealed then, and deleted once the batch holding its lines committed', async () => {
-  const q = boot(60_000, true, 1000);
+  const q = boot(60_000, true, 1200);
   q.record(null, log('s1', 10, 0));
   q.flush();
   q.record(null, log('s2', 10, 0));
   q.flush();
   expect(segments()).toEqual(['settle-1.jsonl']);
-  for (let i = 0; i < 4; i++) q.record(null, log(`s3-${i}`, 10, 0)); // past 1000 bytes
+  for (let i = 0; i < 4; i++) q.record(null, log(`s3-${i}`, 10, 0)); // past 1200 bytes (a row is about 510 bytes: two stay under it)
   const all = segments().sort();
   expect(all.length).toBeGreaterThan(2);
   expect(journaled()).toEqual(['s1', 's2', 's3-0', 's3-1', 's3-2', 's3-3']);

@@ -39,12 +39,18 @@ export const PriceView = Type.Object({
     description: 'Quota units per web search (Anthropic\'s web_search server tool, usage.server_tool_use.web_search_requests), '
       + 'on top of tokens; null: the server\'s BILLING_WEB_SEARCH_PRICE (default: QUOTA_PER_UNIT, one minor currency unit).',
   }),
+  code_execution: Type.Union([units('Quota units per code-execution call.'), Type.Null()], {
+    description: 'Quota units per code-execution call (Anthropic\'s code-execution server tool: each server_tool_use block named '
+      + 'code_execution, bash_code_execution or text_editor_code_execution in the answer), on top of tokens, times the group ratio; '
+      + 'Anthropic bills container time, which the gateway cannot see, so set it to the container price per hour × the time billed per call '
+      + '(at least Anthropic\'s minimum). null: not priced, and a request with a code-execution tool is refused (403 tool_not_priced).',
+  }),
 });
 export type PriceView = Static<typeof PriceView>;
 
 /**
  * Upsert body: `model` and `input`/`output` required, the other prices default to 0, `cache_write_1h`,
- * `long_context_threshold`, `long_context`, `context_window` and `web_search` to null.
+ * `long_context_threshold`, `long_context`, `context_window`, `web_search` and `code_execution` to null.
  */
 export const PriceInput = Type.Object({
   model: PriceView.properties.model,
@@ -59,6 +65,7 @@ export const PriceInput = Type.Object({
   audio_output: Type.Optional(PriceView.properties.audio_output),
   context_window: Type.Optional(PriceView.properties.context_window),
   web_search: Type.Optional(PriceView.properties.web_search),
+  code_execution: Type.Optional(PriceView.properties.code_execution),
 });
 export type PriceInput = Static<typeof PriceInput>;
 
@@ -70,7 +77,7 @@ export const toPriceView = (r: PriceRow): PriceView & { updated_at: number } => 
     cache_write: r.longContext.cacheWrite, cache_write_1h: r.longContext.cacheWrite1h,
   } : null,
   audio_input: r.audioInput, audio_output: r.audioOutput, context_window: r.contextWindow ?? null,
-  web_search: r.webSearch ?? null, updated_at: r.updatedAt,
+  web_search: r.webSearch ?? null, code_execution: r.codeExecution ?? null, updated_at: r.updatedAt,
 });
 
 /**
@@ -142,7 +149,7 @@ export class PriceBook {
       cacheWrite1h: p.cache_write_1h ?? null, longContextThreshold: threshold,
       longContext: lc && { input: lc.input, output: lc.output, cacheRead: lc.cache_read, cacheWrite: lc.cache_write, cacheWrite1h: lc.cache_write_1h ?? lc.cache_write },
       audioInput: p.audio_input ?? 0, audioOutput: p.audio_output ?? 0, contextWindow: p.context_window ?? null,
-      webSearch: p.web_search ?? null, updatedAt: nowSeconds(),
+      webSearch: p.web_search ?? null, codeExecution: p.code_execution ?? null, updatedAt: nowSeconds(),
     });
     await this.bus.emit('price.changed', { model: p.model });
     return row;

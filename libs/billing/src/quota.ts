@@ -399,7 +399,7 @@ export class QuotaService {
       channelId: log.channelId, model: log.model, upstreamModel: log.upstreamModel, stream: log.stream,
       inputTokens: u.input, outputTokens: u.output, cacheReadTokens: u.cacheRead, cacheWriteTokens: u.cacheWrite,
       cacheWrite1hTokens: u.cacheWrite1h, longContext: priced.longContext, audioInputTokens: u.audioInput, audioOutputTokens: u.audioOutput,
-      webSearchRequests: u.webSearch, cost, latencyMs: log.latencyMs, ttftMs: log.ttftMs,
+      webSearchRequests: u.webSearch, codeExecutionRequests: u.codeExecution, cost, latencyMs: log.latencyMs, ttftMs: log.ttftMs,
       status: log.status, errorCode: log.errorCode, usageFlag: g.flags.join(','), attempts: log.attempts, ip: log.ip, createdAt: nowSeconds(),
       group: log.group ?? '', priceRatio: ratio, billedModel: log.billedModel ?? '', overrides: log.overrides ?? '',
     };

@@ -21,7 +21,7 @@ export interface PriceSet {
 
 /** A price as billing reads it: a PriceRow, or any object with at least the base prices (realtime, tests). */
 export type BillablePrice = Pick<PriceRow, 'input' | 'output' | 'cacheRead' | 'cacheWrite' | 'audioInput' | 'audioOutput'>
-  & Partial<Pick<PriceRow, 'cacheWrite1h' | 'longContextThreshold' | 'longContext' | 'webSearch'>>;
+  & Partial<Pick<PriceRow, 'cacheWrite1h' | 'longContextThreshold' | 'longContext' | 'webSearch' | 'codeExecution'>>;
 
 /** Token counts a tier decision needs: the usage by kind (`cacheWrite` every write, `cacheWrite1h` the 1-hour part). */
 export type TieredTokens = TokenUsage;
@@ -49,7 +49,8 @@ export function priceSetFor(p: BillablePrice, inputTokens: number): { set: Price
 /**
  * Exact cost in quota units of `u` at `p`: every kind at its tier's price, plus `u.webSearch` searches at
  * `searchPrice` quota units each (the price row's `web_search`, or the default the caller resolved; the
- * long-context tier does not change it), rounded up once over all kinds (the group's per-mille `ratio`
+ * long-context tier does not change it) and `u.codeExecution` calls at the row's `code_execution` (unset: 0, such requests
+ * are refused before they are sent), rounded up once over all kinds (the group's per-mille `ratio`
  * folded into that one rounding); never throws, whatever the counts. `cacheWrite1h` is taken out of `cacheWrite` (at most all of it).
  */
 export function priceUsage(u: TieredTokens, p: BillablePrice | undefined, ratio: number = RATIO_ONE, searchPrice: number = p?.webSearch ?? 0): { cost: number; longContext: boolean } {
@@ -61,6 +62,13 @@ export function priceUsage(u: TieredTokens, p: BillablePrice | undefined, ratio:
     [u.cacheWrite - oneHour, set.cacheWrite], [oneHour, set.cacheWrite1h],
     [u.audioInput ?? 0, set.audioInput], [u.audioOutput ?? 0, set.audioOutput],
     [u.webSearch ?? 0, searchPrice, PER_UNIT],
+    [u.codeExecution ?? 0, codeExecutionPrice(p), PER_UNIT],
   ], ratio);
   return { cost, longContext };
+}
+
+/** Quota units per code-execution call at `p`: its `code_execution`, 0 when unset or unusable (such a request is refused before it is sent). */
+export function codeExecutionPrice(p: { codeExecution?: number | null } | undefined): number {
+  const c = p?.codeExecution;
+  return typeof c === 'number' && Number.isSafeInteger(c) && c >= 0 ? c : 0;
 }

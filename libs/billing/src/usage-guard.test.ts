@@ -2,6 +2,8 @@ import { describe, expect, test } from 'bun:test';
 import { costOf } from '@gw/core';
 import { guardUsage } from './usage-guard';
 import { costFor } from './usage';
+import { priceUsage } from './tiers';
+import { worstCaseCost } from './worst-case';
 
 // Hostile values an upstream (or a bug) can produce; JSON.parse('1e400') is Infinity.
 const HOSTILE: unknown[] = [1.5, Infinity, -Infinity, NaN, -5, -0, '7', null, undefined, {}, [], true, 2 ** 53 + 2, 1e20, Number.MAX_VALUE, -1e-300, 4e15];
@@ -73,5 +75,31 @@ describe('web searches', () => {
     const price = { input: 1_000_000, output: 2_000_000, cacheRead: 0, cacheWrite: 0, audioInput: 0, audioOutput: 0, webSearch: 5000 };
     expect(costFor({ input: 10, output: 5, cacheRead: 0, cacheWrite: 0, webSearch: 3 }, price)).toBe(10 + 10 + 15_000);
     expect(costFor({ input: 10, output: 5, cacheRead: 0, cacheWrite: 0, webSearch: 3 }, price, 7)).toBe(20 + 21);
+  });
+});
+
+describe('code-execution calls', () => {
+  const limits = { maxInput: 1000, maxOutput: 100, input: 50, maxCodeExecution: 20 };
+  const base = { input: 10, output: 5 };
+  test('a usable count is kept; absent is none; the fallback (a cut stream) stands in for none', () => {
+    expect(guardUsage({ ...base, codeExecution: 3 }, {}, limits)).toEqual({ usage: expect.objectContaining({ codeExecution: 3 }), flags: [] });
+    expect(guardUsage(base, {}, limits).usage.codeExecution).toBe(0);
+    expect(guardUsage(null, { ...base, codeExecution: 2 }, limits).usage.codeExecution).toBe(2);
+  });
+  test('above CODE_EXECUTION_MAX_CALLS: clamped and flagged implausible; none without the tool', () => {
+    expect(guardUsage({ ...base, codeExecution: 21 }, {}, limits)).toEqual({ usage: expect.objectContaining({ codeExecution: 20 }), flags: ['implausible'] });
+    expect(guardUsage({ ...base, codeExecution: 2 }, {}, { ...limits, maxCodeExecution: undefined })).toEqual({ usage: expect.objectContaining({ codeExecution: 0 }), flags: ['implausible'] });
+  });
+  test('priced per call at the row\'s code_execution (unset: 0), with the ratio in the one rounding', () => {
+    const price = { input: 1_000_000, output: 2_000_000, cacheRead: 0, cacheWrite: 0, audioInput: 0, audioOutput: 0, codeExecution: 2084 };
+    expect(costFor({ input: 10, output: 5, cacheRead: 0, cacheWrite: 0, codeExecution: 3 }, price)).toBe(20 + 3 * 2084);
+    expect(costFor({ input: 10, output: 5, cacheRead: 0, cacheWrite: 0, codeExecution: 3, webSearch: 1 }, { ...price, webSearch: 7 })).toBe(20 + 3 * 2084 + 7);
+    expect(costFor({ input: 10, output: 5, cacheRead: 0, cacheWrite: 0, codeExecution: 3 }, { ...price, codeExecution: null })).toBe(20);
+    expect(priceUsage({ input: 1, output: 0, cacheRead: 0, cacheWrite: 0, codeExecution: 1 }, { ...price, input: 1, codeExecution: 1 }, 1500).cost).toBe(2);
+  });
+  test('the worst case adds CODE_EXECUTION_MAX_CALLS × the price', () => {
+    const price = { input: 1_000_000, output: 2_000_000, cacheRead: 0, cacheWrite: 0, audioInput: 0, audioOutput: 0, codeExecution: 100 };
+    expect(worstCaseCost(limits, price)).toBe(50 + 200 + 20 * 100);
+    expect(worstCaseCost({ ...limits, maxCodeExecution: undefined }, price)).toBe(250);
   });
 });

@@ -19,6 +19,11 @@ export interface UsageLimits {
    * count is clamped to it, and an unusable one replaced by it. Absent = 0 (no web-search tool).
    */
   maxWebSearch?: number;
+  /**
+   * Code-execution calls the request may be billed: CODE_EXECUTION_MAX_CALLS when it has a code-execution tool.
+   * A counted number is clamped to it. Absent = 0 (no code-execution tool).
+   */
+  maxCodeExecution?: number;
 }
 
 /**
@@ -27,7 +32,8 @@ export interface UsageLimits {
  * - `invalid`: a count was not a non-negative safe integer (1.5, 1e400, -5, "7", NaN…); replaced by the
  *   estimate, or by what was reserved for it (web searches: the bound, Σ max_uses);
  * - `implausible`: input beyond the context window, output beyond the max output tokens, more 1-hour
- *   cache writes than cache writes, or more web searches than the request's max_uses allow; clamped;
+ *   cache writes than cache writes, more web searches than the request's max_uses allow, or more code-execution
+ *   calls than CODE_EXECUTION_MAX_CALLS (none without a code-execution tool); clamped;
  * - `capped`: the charge was limited by the reservation plus what the user could still spend.
  */
 export type UsageFlag = 'estimated' | 'invalid' | 'implausible' | 'capped';
@@ -86,6 +92,14 @@ export function guardUsage(reported: Partial<Record<keyof TokenUsage, unknown>> 
   if (ws === INVALID) { flag('invalid'); ws = limits ? maxSearch : 0; }
   out.webSearch = ws >= 0 ? ws : 0;
   if (out.webSearch > maxSearch) { out.webSearch = maxSearch; flag('implausible'); }
+  // Code-execution calls, the same way (the gateway counts them itself, so a count is normally usable): clamped
+  // to the bound the reservation was sized with.
+  const maxCode = limits ? Math.max(0, limits.maxCodeExecution ?? 0) : Number.MAX_SAFE_INTEGER;
+  let ce = read(reported.codeExecution);
+  if (ce === ABSENT) ce = read(fallback.codeExecution);
+  if (ce === INVALID) { flag('invalid'); ce = limits ? maxCode : 0; }
+  out.codeExecution = ce >= 0 ? ce : 0;
+  if (out.codeExecution > maxCode) { out.codeExecution = maxCode; flag('implausible'); }
   if (limits) {
     let room = limits.maxInput;
     for (const k of ['input', 'cacheWrite', 'audioInput', 'cacheRead'] as const) {

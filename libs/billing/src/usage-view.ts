@@ -27,6 +27,7 @@ export const UsageLogView = Type.Object({
   audio_input_tokens: int('Realtime audio input tokens.'),
   audio_output_tokens: int('Realtime audio output tokens.'),
   web_search_requests: int('Web searches billed (Anthropic\'s usage.server_tool_use.web_search_requests, clamped to the request\'s max_uses), each at the price\'s web_search.'),
+  code_execution_requests: int('Code-execution calls billed (server_tool_use blocks named code_execution, bash_code_execution or text_editor_code_execution in the answer, clamped to CODE_EXECUTION_MAX_CALLS), each at the price\'s code_execution.'),
   cost: int('Quota units charged.'),
   group: Type.String({ description: 'The requesting group (the key\'s, else its owner\'s); "" on rows older than groups.' }),
   price_ratio: int('Price ratio applied, per-mille (1000 = x1).'),
@@ -50,7 +51,7 @@ export function toUsageLogView(r: UsageLogRow, admin: boolean): UsageLogView {
     input_tokens: r.inputTokens, output_tokens: r.outputTokens, cache_read_tokens: r.cacheReadTokens,
     cache_write_tokens: r.cacheWriteTokens, cache_write_5m_tokens: r.cacheWriteTokens - r.cacheWrite1hTokens,
     cache_write_1h_tokens: r.cacheWrite1hTokens, long_context: r.longContext, audio_input_tokens: r.audioInputTokens, audio_output_tokens: r.audioOutputTokens,
-    web_search_requests: r.webSearchRequests, cost: r.cost, group: r.group, price_ratio: r.priceRatio, latency_ms: r.latencyMs, ttft_ms: r.ttftMs, status: r.status, error_code: r.errorCode, usage_flag: r.usageFlag,
+    web_search_requests: r.webSearchRequests, code_execution_requests: r.codeExecutionRequests, cost: r.cost, group: r.group, price_ratio: r.priceRatio, latency_ms: r.latencyMs, ttft_ms: r.ttftMs, status: r.status, error_code: r.errorCode, usage_flag: r.usageFlag,
     attempts: r.attempts, ip: r.ip, created_at: r.createdAt,
   };
 }

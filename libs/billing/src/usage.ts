@@ -40,6 +40,11 @@ export interface TokenUsage {
   audioOutput?: number;
   /** Web searches (Anthropic's usage.server_tool_use.web_search_requests), billed per search; absent = none. */
   webSearch?: number;
+  /**
+   * Code-execution calls (server_tool_use blocks named code_execution, bash_code_execution or text_editor_code_execution,
+   * counted by the gateway in the answer: the usage object has no count), billed per call; absent = none.
+   */
+  codeExecution?: number;
 }
 
 /** Usage as an upstream reported it: any field may be missing or hostile until guardUsage has seen it. */

@@ -2,7 +2,7 @@
  * Sizing reservations: the most a request can cost given what the gateway knows before sending it.
  */
 import { PER_UNIT, RATIO_ONE, costOf } from '@gw/core';
-import { priceSetFor, type BillablePrice } from './tiers';
+import { codeExecutionPrice, priceSetFor, type BillablePrice } from './tiers';
 import type { UsageLimits } from './usage-guard';
 
 type Price = BillablePrice & { contextWindow?: number | null };
@@ -27,12 +27,14 @@ export function usageLimits(input: { tokens: number; unmeasured: boolean }, maxO
  * Worst-case cost: the input bound at the dearest input price plus max output at the dearest output price,
  * in the tier the input bound falls into (the long-context tier once the bound exceeds its threshold), plus
  * the most web searches the request may make (`maxWebSearch`, Σ of its web-search tools' max_uses) at
- * `searchPrice` each, times the group's ratio like the final cost, so the reservation covers the charge.
+ * `searchPrice` each, plus the most code-execution calls it may be billed (`maxCodeExecution`, CODE_EXECUTION_MAX_CALLS
+ * with a code-execution tool) at the row's `code_execution` each, times the group's ratio like the final cost, so the reservation covers the charge.
  */
 export function worstCaseCost(l: UsageLimits, price: Price | undefined, ratio: number = RATIO_ONE, searchPrice: number = price?.webSearch ?? 0): number {
   if (!price) return 0;
   const { set } = priceSetFor(price, l.input);
   const dearIn = Math.max(set.input, set.cacheRead, set.cacheWrite, set.cacheWrite1h, set.audioInput);
   const dearOut = Math.max(set.output, set.audioOutput);
-  return costOf([[l.input, dearIn], [l.maxOutput, dearOut], [l.maxWebSearch ?? 0, searchPrice, PER_UNIT]], ratio);
+  return costOf([[l.input, dearIn], [l.maxOutput, dearOut], [l.maxWebSearch ?? 0, searchPrice, PER_UNIT],
+    [l.maxCodeExecution ?? 0, codeExecutionPrice(price), PER_UNIT]], ratio);
 }
