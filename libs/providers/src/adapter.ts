@@ -69,6 +69,11 @@ export interface StreamResult {
   /** `usage` when known, else the best estimate (reported input + output estimated from streamed text). */
   estimatedUsage: Usage;
   stopReason: string | null;
+  /**
+   * Code-execution calls whose server_tool_use block reached the client (Anthropic's code-execution tool: the
+   * usage has no count for them); absent = none.
+   */
+  codeExecutionCalls?: number;
   /** True when the client received a whole message (message_stop); false when it got an error event. */
   complete: boolean;
   /** `now()` when the first output byte was produced. */

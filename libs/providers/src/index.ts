@@ -7,3 +7,4 @@ export * from './scrubber';
 export * from './url';
 export { anthropicAdapter, ANTHROPIC_VERSION } from './anthropic/adapter';
 export { createOpenAICompatibleAdapter, openaiAdapter, openaiLegacyAdapter, type OpenAICompatibleConfig } from './openai/adapter';
+export { CODE_EXECUTION_CALL_NAMES, countCodeExecutionCalls, isCodeExecutionCall } from './anthropic/code-execution';

@@ -3,7 +3,7 @@ import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type P
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
 import { applyBodyPolicy, applyHeaderPolicy, type ChannelRecord } from '@gw/channels';
-import { decodeContextFor, scrubberFor, upstreamMessage, type ProviderAdapter, type Scrubber, type UpstreamRequest, type UpstreamTarget } from '@gw/providers';
+import { countCodeExecutionCalls, decodeContextFor, scrubberFor, upstreamMessage, type ProviderAdapter, type Scrubber, type UpstreamRequest, type UpstreamTarget } from '@gw/providers';
 import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
 import { judgeFailure, type FailureInput } from './fault';
@@ -19,6 +19,7 @@ import { basePlan, coverAll, planFor, type ChannelPlan, type PlanDeps } from './
 import { turnOver } from './turn';
 import { heldTail } from './held-tail';
 import { capWebSearch, webSearchBound } from './web-search';
+import { codeExecutionToolAt, requireCodeExecutionPrice } from './code-execution';
 
 const utf8 = new TextEncoder();
 
@@ -119,11 +120,13 @@ type Attempt =
 
 // As reported: QuotaService validates every count (one place for all paths). The 1-hour part of the
 // cache writes comes from Anthropic's `cache_creation` split; without it every write is a 5-minute one.
-// Web searches: Anthropic's usage.server_tool_use.web_search_requests (null or absent: none).
-const toTokens = (u: Usage): UsageReport => ({
+// Web searches: Anthropic's usage.server_tool_use.web_search_requests (null or absent: none). Code-execution
+// calls: counted by the gateway in the answer (the usage has no count for them).
+const toTokens = (u: Usage, codeExecution?: number): UsageReport => ({
   input: u.input_tokens, output: u.output_tokens, cacheRead: u.cache_read_input_tokens, cacheWrite: u.cache_creation_input_tokens,
   cacheWrite1h: (u as { cache_creation?: { ephemeral_1h_input_tokens?: unknown } }).cache_creation?.ephemeral_1h_input_tokens,
   webSearch: serverToolUse(u)?.web_search_requests,
+  codeExecution,
 });
 const serverToolUse = (u: Usage): { web_search_requests?: unknown } | null => {
   const s = (u as { server_tool_use?: unknown }).server_tool_use;
@@ -163,6 +166,8 @@ export class RelayService {
     const limits: UsageLimits = usageLimits({ tokens: input.bound, unmeasured: input.unmeasured }, body.max_tokens, window);
     const searches = webSearchBound(body, this.d.billing.webSearchMaxUses);
     if (searches > 0) limits.maxWebSearch = searches;
+    // Code execution has no max_uses: a request with the tool is reserved for (and billed at most) the configured calls.
+    if (codeExecutionToolAt(body) >= 0) limits.maxCodeExecution = this.d.billing.codeExecutionMaxCalls;
     return { amount: Math.max(this.d.billing.minReserve, worstCaseCost(limits, price, ratio, this.d.prices.webSearchPrice(price))), limits };
   }
 
@@ -242,6 +247,9 @@ export class RelayService {
     let reservation: Reservation;
     try {
       this.priceFor(body.model, req.group);
+      // Code execution is billed per call at the price's code_execution: without one (for the model, or the
+      // upstream model a channel bills) the tool would run on the operator's money, so it is refused here.
+      for (const p of plans.length ? plans : [base]) requireCodeExecutionPrice(p.body, p.price, p.billedModel);
       // Synchronous in this process (SQLite: no microtask on the hot path); a promise with shared holds (PostgreSQL).
       const held = this.d.quota.reserve({ userId: r.key.userId, apiKey: r.key, ref: r.requestId, ...sized });
       reservation = held instanceof Promise ? await held : held;
@@ -399,6 +407,8 @@ export class RelayService {
       let out: string | Uint8Array;
       let usage: Usage | null;
       let estimate: Partial<TokenUsage> | undefined;
+      // Code-execution calls are counted in the content: an answer with any is never passed as bytes (json-pass.ts).
+      let codeExecution = 0;
       if (passed) {
         out = passed.body;
         usage = passed.usage;
@@ -417,17 +427,19 @@ export class RelayService {
         }
         out = JSON.stringify(decoded.message);
         usage = decoded.usage;
+        codeExecution = countCodeExecutionCalls(decoded.message.content);
         // Missing or unusable counts are billed on estimates (input: what was reserved for it), never for free.
         // With no usage at all, the estimate the client was sent is billed, as in a stream.
         const sent = usage ? undefined : decoded.estimatedUsage;
         estimate = sent ? { input: sent.input_tokens, output: sent.output_tokens } : { output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
+        estimate.codeExecution = codeExecution;
       }
       done();
       this.d.health.success(ch.id);
       this.d.observeAttempt?.(ch.id, 'ok');
       this.d.keys?.used(ch.id, key.id, true);
       // Recorded before the response leaves: a completed request is never left unbilled by a crash.
-      const settled = this.settle(res, r.ticket, ch, billOf(plan), usage ? toTokens(usage) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
+      const settled = this.settle(res, r.ticket, ch, billOf(plan), usage ? toTokens(usage, codeExecution) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
       const headers = { 'content-type': 'application/json', 'request-id': r.requestId };
       // SQLite: settled (journaled) already. PostgreSQL: the body goes out now and its last byte after the commit.
       if (!settled) return { ok: true, channel: ch, response: new Response(out, { status: 200, headers }) };
@@ -462,9 +474,9 @@ export class RelayService {
   private streamEnd(res: Reservation, ticket: Ticket, ch: RelayChannel, bill: PlanBill, attempts: number, scrubber: () => Scrubber) {
     return (e: StreamEnd) => {
       if (e.upstreamFault) void this.d.health.failure(ch.id, scrubber().scrub(e.reason));
-      return this.settle(res, ticket, ch, bill, toTokens(e.usage), {
+      return this.settle(res, ticket, ch, bill, toTokens(e.usage, e.codeExecutionCalls), {
         status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
-        estimate: { output: estimateSafe(e.estimatedUsage.output_tokens) }, estimated: !e.reported,
+        estimate: { output: estimateSafe(e.estimatedUsage.output_tokens), codeExecution: e.codeExecutionCalls }, estimated: !e.reported,
       });
     };
   }

@@ -37,6 +37,8 @@ export interface StreamEnd {
   usage: Usage;
   reported: boolean;
   estimatedUsage: Usage;
+  /** Code-execution calls delivered (counted by the decoder; absent = none). */
+  codeExecutionCalls?: number;
   /** '' when complete; else why it ended (usage rows' errorCode). */
   errorCode: string;
   /** True only when the upstream caused the failure (health counts it). */
@@ -243,7 +245,7 @@ class StreamRelay {
     if (clientSide) errorCode = clientSide.code;
     else if (this.stopped) ({ code: errorCode, upstreamFault } = this.stopped);
     else if (!out.complete) { errorCode = 'upstream_stream_cut'; upstreamFault = true; }
-    return this.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: this.ttft });
+    return this.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, codeExecutionCalls: out.codeExecutionCalls, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: this.ttft });
   }
 
   /** The client stream, from here on driven by the client's reads, the upstream's chunks, the timer and the signal. */

@@ -16,8 +16,11 @@ const WEB_SEARCH_TYPE = /^\s*web_search/i;
 
 type AnyTool = { type?: unknown; max_uses?: unknown };
 
-export const isWebSearchTool = (t: unknown): boolean =>
-  !!t && typeof t === 'object' && typeof (t as AnyTool).type === 'string' && WEB_SEARCH_TYPE.test((t as AnyTool).type as string);
+/** A matcher of the server tools whose `type` matches `re` (shared by every billed server tool). */
+export const serverToolMatcher = (re: RegExp) => (t: unknown): boolean =>
+  !!t && typeof t === 'object' && typeof (t as AnyTool).type === 'string' && re.test((t as AnyTool).type as string);
+
+export const isWebSearchTool = serverToolMatcher(WEB_SEARCH_TYPE);
 
 /** A client's max_uses is kept when it is an integer from 1 to `cap`; an absent (or null) or larger one becomes `cap`. */
 const keeps = (v: unknown, cap: number): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 1 && v <= cap;

@@ -69,3 +69,9 @@ describe('native JSON answers pass through as bytes', () => {
     expect(passMessageBytes(enc(text), 'up-model', 0)).toBeNull();
   });
 });
+
+test('an answer with a code-execution call is decoded (its calls are counted from the content), not passed as bytes', () => {
+  const content = [{ type: 'server_tool_use', id: 's', name: 'bash_code_execution', input: { command: 'ls' } }, { type: 'text', text: 'x'.repeat(2000) }];
+  expect(passMessageBytes(enc(message({ content })), 'alias', 0)).toBeNull();
+  expect(passMessageBytes(enc(message()), 'alias', 0)).not.toBeNull();
+});

@@ -73,3 +73,29 @@ describe('AnthropicFramer', () => {
     expect(() => f.push(enc.encode(`event: content_block_delta\ndata: ${'x'.repeat(2000)}`))).toThrow(SseEventTooLargeError);
   });
 });
+
+describe('code-execution calls', () => {
+  const call = (i: number, name: string) => ev('content_block_start', { index: i, content_block: { type: 'server_tool_use', id: `srvtoolu_${i}`, name, input: {} } })
+    + ev('content_block_delta', { index: i, delta: { type: 'input_json_delta', partial_json: '{"command":"ls"}' } }) + ev('content_block_stop', { index: i })
+    + ev('content_block_start', { index: i + 1, content_block: { type: `${name}_tool_result`, tool_use_id: `srvtoolu_${i}`, content: { type: `${name}_result`, stdout: 'a', stderr: '', return_code: 0 } } })
+    + ev('content_block_stop', { index: i + 1 });
+  const START = ev('message_start', { message: { id: 'm', type: 'message', role: 'assistant', model: 'up', content: [], usage: { input_tokens: 9, output_tokens: 1 } } });
+  // A web search and a custom tool named like the tool are not calls; a text mentioning it neither.
+  const BODY = START + call(0, 'code_execution') + call(2, 'bash_code_execution') + call(4, 'text_editor_code_execution')
+    + ev('content_block_start', { index: 6, content_block: { type: 'server_tool_use', id: 's', name: 'web_search', input: {} } }) + ev('content_block_stop', { index: 6 })
+    + ev('content_block_start', { index: 7, content_block: { type: 'tool_use', id: 't', name: 'code_execution', input: {} } }) + ev('content_block_stop', { index: 7 })
+    + ev('content_block_start', { index: 8, content_block: { type: 'text', text: '' } })
+    + ev('content_block_delta', { index: 8, delta: { type: 'text_delta', text: 'code_execution' } }) + ev('content_block_stop', { index: 8 });
+  const END = ev('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 7 } }) + ev('message_stop');
+  test('each server_tool_use block with a code-execution name counts once, on both paths and every split', () => {
+    for (const kind of ['raw', 'generic'] as const) {
+      expect(run(kind, BODY + END, []).result.codeExecutionCalls).toBe(3);
+      const len = enc.encode(BODY + END).length;
+      for (let i = 1; i < len; i += 97) expect(run(kind, BODY + END, [i]).result.codeExecutionCalls).toBe(3);
+    }
+  });
+  test('a stream cut before its message_delta counts the calls delivered', () => {
+    expect(run('raw', START + call(0, 'code_execution') + call(2, 'code_execution'), []).result.codeExecutionCalls).toBe(2);
+    expect(run('raw', START, []).result.codeExecutionCalls).toBe(0);
+  });
+});

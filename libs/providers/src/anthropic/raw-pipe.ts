@@ -34,8 +34,12 @@ function concat(parts: Uint8Array[], total: number): Uint8Array {
 const RAW_NAMES = ['content_block_delta', 'content_block_start', 'content_block_stop', 'ping'].map((n) => enc.encode(`${n}\n`));
 const DELTA = 0;
 const START = 1;
-/** A content_block_start naming this is decoded for the machine (a web search's results: billed per search). */
+/**
+ * A content_block_start naming one of these is decoded for the machine: a web search's results (billed per
+ * search) or a code-execution call (`code_execution`, `bash_code_execution`, `text_editor_code_execution`: billed per call).
+ */
 const SEARCH_RESULT = Buffer.from('web_search_tool_result');
+const CODE_EXECUTION = Buffer.from('code_execution');
 const PIECE_KEYS = ['"text":"', '"partial_json":"', '"thinking":"'].map((k) => Buffer.from(k));
 
 /** Which RAW_NAMES entry the event's `event:` line names (after blank lines), or -1. Compares bytes. */
@@ -76,6 +80,12 @@ function deltaTokens(ev: Uint8Array, ascii: boolean): number {
     return wide + Math.ceil(chars / 4);
   }
   return 0;
+}
+
+/** Whether a content_block_start event may open a billed block (see SEARCH_RESULT). */
+function billedBlock(ev: Uint8Array): boolean {
+  const b = Buffer.from(ev.buffer, ev.byteOffset, ev.byteLength);
+  return b.includes(SEARCH_RESULT) || b.includes(CODE_EXECUTION);
 }
 
 /** The data of one decoded event (its `data:` lines joined, as the parser would). */
@@ -119,7 +129,7 @@ export class AnthropicFramer {
       if (kind === -2) flushRun(); // after message_stop: dropped, like every other event then
       else if (kind !== -1) {
         if (kind === DELTA) this.machine.addOutputEstimate(deltaTokens(ev, spans ? isAscii(ev) : (asciiChunk ??= isAscii(c))));
-        else if (kind === START && Buffer.from(ev.buffer, ev.byteOffset, ev.byteLength).includes(SEARCH_RESULT)) this.machine.searchResult(dataOf(dec.decode(ev)));
+        else if (kind === START && billedBlock(ev)) this.machine.blockStart(dataOf(dec.decode(ev)));
         // Stray blank lines before an event are dropped, as the parser would.
         let skip = 0;
         while (ev[skip] === LF) skip++;

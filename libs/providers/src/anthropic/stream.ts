@@ -8,6 +8,7 @@ import type { DecodeContext, StreamDecoder, StreamResult } from '../adapter';
 import { failureMessage, upstreamStreamError } from '../stream-errors';
 import { pipeSse, sseTranscoder, type SseMachine } from '../sse-pipe';
 import { AnthropicFramer } from './raw-pipe';
+import { isCodeExecutionCall } from './code-execution';
 
 const USAGE_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
 
@@ -48,6 +49,12 @@ export class AnthropicStreamMachine implements SseMachine {
    */
   private deliveredSearches = 0;
   private searchInputEstimate = 0;
+  /**
+   * Code-execution calls (server_tool_use blocks named code_execution, bash_code_execution or
+   * text_editor_code_execution) whose content_block_start was delivered: billed per call, the usage object
+   * having no count for them; a stream cut early bills the calls delivered so far.
+   */
+  private codeExecutionCalls = 0;
   private error: string | undefined;
 
   constructor(private readonly ctx: DecodeContext) {}
@@ -76,7 +83,7 @@ export class AnthropicStreamMachine implements SseMachine {
         this.countDelta(ev.data);
         break;
       case 'content_block_start':
-        if (ev.data.includes('web_search_tool_result')) this.searchResult(ev.data);
+        if (ev.data.includes('web_search_tool_result') || ev.data.includes('code_execution')) this.blockStart(ev.data);
         break;
       case 'message_delta': {
         const data = safeParse(ev.data);
@@ -109,9 +116,17 @@ export class AnthropicStreamMachine implements SseMachine {
     this.estimatedOutput += estimateTextTokens(deltaPiece(data));
   }
 
-  /** A content_block_start that may open a web_search_tool_result block (parsed only when it names one). */
-  searchResult(data: string): void {
-    if (safeParse(data)?.content_block?.type !== 'web_search_tool_result') return;
+  /**
+   * A content_block_start that may open a web_search_tool_result block or a code-execution call (parsed only
+   * when it names one of them).
+   */
+  blockStart(data: string): void {
+    const block = safeParse(data)?.content_block;
+    if (isCodeExecutionCall(block)) {
+      this.codeExecutionCalls++;
+      return;
+    }
+    if (block?.type !== 'web_search_tool_result') return;
     this.deliveredSearches++;
     this.searchInputEstimate += estimateTextTokens(data);
   }
@@ -151,7 +166,7 @@ export class AnthropicStreamMachine implements SseMachine {
       (estimatedUsage as Record<string, unknown>).server_tool_use = { web_search_requests: Math.max(usable(reported) ? reported : 0, this.deliveredSearches) };
       if (usable(estimatedUsage.input_tokens)) estimatedUsage.input_tokens += this.searchInputEstimate;
     }
-    return { usage, estimatedUsage, stopReason: this.stopReason, complete: this.complete && !this.error, error: this.error };
+    return { usage, estimatedUsage, stopReason: this.stopReason, complete: this.complete && !this.error, error: this.error, codeExecutionCalls: this.codeExecutionCalls };
   }
 
   private fail(message: string): string {
