@@ -229,6 +229,19 @@ describe('gw pricing', () => {
     expect(gw.services.relay.prices.get('vendor/model-x')).toMatchObject({ webSearch: 50000 });
     expect(JSON.parse((await gwc(['pricing', 'get', 'vendor/model-x', '--json'])).stdout)).toMatchObject({ web_search: 50000 });
     expect((await gwc(['pricing', 'get', 'vendor/model-x'])).stdout).toMatch(/^vendor\/model-x\s.*\s50000\s/m);
+    // Code execution: unset shows as refused (requests with the tool get 403 tool_not_priced); --code-execution sets it.
+    expect(list.stdout).toMatch(/\bWEB SEARCH\s+CODE EXEC\s+UPDATED\b/);
+    expect(one.code_execution).toBeNull();
+    expect(list.stdout).toMatch(/^vendor\/model-x\s.*\s128000\s+default\s+refused\s/m);
+    const ce = await gwc(['pricing', 'set', 'vendor/model-x', '--input', '3000000', '--output', '15000000', '--web-search', '50000', '--code-execution', '2084']);
+    expect(ce.code).toBe(0);
+    expect(gw.services.relay.prices.get('vendor/model-x')).toMatchObject({ webSearch: 50000, codeExecution: 2084 });
+    expect(JSON.parse((await gwc(['pricing', 'get', 'vendor/model-x', '--json'])).stdout)).toMatchObject({ code_execution: 2084 });
+    expect((await gwc(['pricing', 'get', 'vendor/model-x'])).stdout).toMatch(/^vendor\/model-x\s.*\s50000\s+2084\s/m);
+    expect((await gwc(['pricing', 'list'])).stdout).toMatch(/^vendor\/model-x\s.*\s50000\s+2084\s/m);
+    const bad = await gwc(['pricing', 'set', 'vendor/model-x', '--input', '3', '--output', '15', '--code-execution', '-1']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('--code-execution');
 
     const lc = { input: 6, output: 22, cache_read: 1, cache_write: 7, cache_write_1h: 12 };
     const tiers = await gwc(['pricing', 'set', 'vendor/model-x', '--input', '3', '--output', '15', '--cache-write', '4', '--cache-write-1h', '6',
@@ -272,21 +285,21 @@ describe('gw log', () => {
   test('list with filters reaches the server (admin and --self)', async () => {
     const now = Math.floor(Date.now() / 1000);
     const row = (requestId: string, model: string, createdAt: number) => ({
-      requestId, userId: 1, apiKeyId: 1, channelId: null, model, status: 200, inputTokens: 10, outputTokens: 5, webSearchRequests: 3, cost: 42, createdAt,
+      requestId, userId: 1, apiKeyId: 1, channelId: null, model, status: 200, inputTokens: 10, outputTokens: 5, webSearchRequests: 3, codeExecutionRequests: 4, cost: 42, createdAt,
     });
     // Usage rows are written by the relay; seeded here so the listing has something to filter.
     await gw.services.relay.usageLogs.insertOnce(row('req_cli_a', 'model-a', now - 86400 * 10));
     await gw.services.relay.usageLogs.insertOnce(row('req_cli_b', 'model-b', now));
     const admin = JSON.parse((await gwc(['log', 'list', '--model', 'model-b', '--json'])).stdout);
     expect(admin.total).toBe(1);
-    expect(admin.items[0]).toMatchObject({ request_id: 'req_cli_b', web_search_requests: 3, cost: 42 });
+    expect(admin.items[0]).toMatchObject({ request_id: 'req_cli_b', web_search_requests: 3, code_execution_requests: 4, cost: 42 });
     const since = new Date((now - 86400) * 1000).toISOString();
     const self = await gwc(['log', 'list', '--self', '--from', since]);
     expect(self.code).toBe(0);
     expect(self.stdout).toContain('req_cli_b');
     expect(self.stdout).not.toContain('req_cli_a');
     expect(self.stdout).toContain('page 1/1, 1 total');
-    expect(self.stdout).toMatch(/\bCACHE R\s+SEARCHES\s+COST\b/);
-    expect(self.stdout).toMatch(/\s0\s+3\s+42\s.*req_cli_b/);
+    expect(self.stdout).toMatch(/\bCACHE R\s+SEARCHES\s+CODE EXEC\s+COST\b/);
+    expect(self.stdout).toMatch(/\s0\s+3\s+4\s+42\s.*req_cli_b/);
   });
 });

@@ -11,7 +11,8 @@ const COLUMNS = [
   col('ID', 'id', { right: true }), col('TIME', 'created_at', { fmt: time }), col('USER', 'user_id', { right: true }),
   col('KEY', 'api_key_id', { right: true }), col('CHANNEL', 'channel_id', { right: true }), col('MODEL', 'model'),
   col('STATUS', 'status', { right: true }), col('IN', 'input_tokens', { right: true }), col('OUT', 'output_tokens', { right: true }),
-  col('CACHE R', 'cache_read_tokens', { right: true }), col('SEARCHES', 'web_search_requests', { right: true }), col('COST', 'cost', { right: true }),
+  col('CACHE R', 'cache_read_tokens', { right: true }), col('SEARCHES', 'web_search_requests', { right: true }),
+  col('CODE EXEC', 'code_execution_requests', { right: true }), col('COST', 'cost', { right: true }),
   col('MS', 'latency_ms', { right: true }), col('ERROR', 'error_code'), col('REQUEST', 'request_id'),
 ];
 

@@ -17,6 +17,7 @@ const FIELDS: Field[] = [
   { name: 'audio_output', kind: 'int', desc: 'realtime audio output tokens, per million' },
   { name: 'context_window', kind: 'int', desc: 'most input tokens the model takes (default: the server\'s BILLING_DEFAULT_CONTEXT_TOKENS); unmeasurable input reserves this much' },
   { name: 'web_search', kind: 'int', desc: 'quota units per web search (Anthropic\'s web_search server tool), on top of tokens (default: the server\'s BILLING_WEB_SEARCH_PRICE)' },
+  { name: 'code_execution', kind: 'int', desc: 'quota units per code-execution call (Anthropic\'s code-execution server tool), on top of tokens: the container price per hour × the time billed per call (unset: requests with the tool are refused)' },
 ];
 
 const COLUMNS = [
@@ -26,6 +27,8 @@ const COLUMNS = [
   col('AUDIO IN', 'audio_input', { right: true }), col('AUDIO OUT', 'audio_output', { right: true }),
   col('CONTEXT', 'context_window', { right: true }),
   col('WEB SEARCH', 'web_search', { right: true, fmt: (v) => (v === null || v === undefined ? 'default' : String(v)) }),
+  // Unset: the tool is refused (403 tool_not_priced).
+  col('CODE EXEC', 'code_execution', { right: true, fmt: (v) => (v === null || v === undefined ? 'refused' : String(v)) }),
   col('UPDATED', 'updated_at', { fmt: time }),
 ];
 
@@ -34,8 +37,8 @@ const itemsOf = (d: any): any[] => (Array.isArray(d) ? d : d?.items ?? []);
 
 export function registerPricing(program: Command, app: App): void {
   const group = program.command('pricing')
-    .description('Model prices in quota units per million tokens (web searches: per search)')
-    .addHelpText('after', '\nExamples:\n  $ gw pricing list\n  $ gw pricing set claude-sonnet-4 --input 3000000 --output 15000000 --context-window 200000 --web-search 50000\n  $ gw pricing set claude-sonnet-4-5 --input 1500000 --output 7500000 --cache-read 150000 --cache-write 1875000 --cache-write-1h 3000000 \\\n      --context-window 1000000 --long-context-threshold 200000 \\\n      --long-context \'{"input":3000000,"output":11250000,"cache_read":300000,"cache_write":3750000,"cache_write_1h":6000000}\'');
+    .description('Model prices in quota units per million tokens (web searches: per search, code execution: per call)')
+    .addHelpText('after', '\nExamples:\n  $ gw pricing list\n  $ gw pricing set claude-sonnet-4 --input 3000000 --output 15000000 --context-window 200000 --web-search 50000 --code-execution 2084\n  $ gw pricing set claude-sonnet-4-5 --input 1500000 --output 7500000 --cache-read 150000 --cache-write 1875000 --cache-write-1h 3000000 \\\n      --context-window 1000000 --long-context-threshold 200000 \\\n      --long-context \'{"input":3000000,"output":11250000,"cache_read":300000,"cache_write":3750000,"cache_write_1h":6000000}\'');
 
   group.command('list')
     .description('List model prices')
