@@ -24,7 +24,8 @@ export function anthropicError(status: number, message = 'Upstream double error'
 const frame = (data: { type: string }) => `event: ${data.type}\ndata: ${JSON.stringify(data)}\n\n`;
 
 interface Reply {
-  blocks: Array<{ type: 'text'; text: string } | { type: 'tool_use'; id: string; name: string; input: unknown }>;
+  blocks: Array<{ type: 'text'; text: string } | { type: 'tool_use' | 'server_tool_use'; id: string; name: string; input: unknown }
+    | { type: string; tool_use_id: string; content: unknown }>;
   stopReason: string;
   usage: {
     input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number;
@@ -47,7 +48,15 @@ function cachedUsage(seen: Set<string>, req: RecordedRequest, tokens: number): N
 
 function reply(req: RecordedRequest, plan: UpstreamPlan): Reply {
   const text = plan.text ?? `Echo: ${lastUserText(req.body?.messages)}`;
-  const blocks: Reply['blocks'] = text ? [{ type: 'text', text }] : [];
+  const blocks: Reply['blocks'] = [];
+  // Code-execution calls come first (the model runs code, then answers), each followed by its result.
+  (plan.codeExecution ?? []).forEach((c, i) => {
+    const name = c.name ?? 'code_execution';
+    const id = `srvtoolu_double_${i}`;
+    blocks.push({ type: 'server_tool_use', id, name, input: c.input ?? { code: 'print(1)' } });
+    blocks.push({ type: `${name}_tool_result`, tool_use_id: id, content: { type: `${name}_result`, stdout: '1\n', stderr: '', return_code: 0 } });
+  });
+  if (text) blocks.push({ type: 'text', text });
   (plan.toolCalls ?? []).forEach((t, i) => blocks.push({ type: 'tool_use', id: t.id ?? `toolu_double_${i}`, name: t.name, input: t.input ?? {} }));
   const u = plan.usage ?? {};
   return {
@@ -73,12 +82,15 @@ function streamFrames(id: string, model: string, r: Reply): string[] {
     message: { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { ...r.usage, output_tokens: 1, ...(r.usage.server_tool_use ? { server_tool_use: { web_search_requests: 0 } } : {}) } },
   } as any)];
   r.blocks.forEach((b, index) => {
-    if (b.type === 'text') {
+    if (b.type === 'text' && 'text' in b) {
       frames.push(frame({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } } as any));
       if (index === 0) frames.push(frame({ type: 'ping' }));
       for (const p of pieces(b.text)) frames.push(frame({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: p } } as any));
-    } else {
-      frames.push(frame({ type: 'content_block_start', index, content_block: { type: 'tool_use', id: b.id, name: b.name, input: {} } } as any));
+    } else if ('tool_use_id' in b) {
+      // A server tool's result arrives whole in its content_block_start, as Anthropic streams it.
+      frames.push(frame({ type: 'content_block_start', index, content_block: b } as any));
+    } else if ('name' in b) {
+      frames.push(frame({ type: 'content_block_start', index, content_block: { type: b.type, id: b.id, name: b.name, input: {} } } as any));
       const json = JSON.stringify(b.input);
       const half = Math.ceil(json.length / 2);
       for (const p of ['', json.slice(0, half), json.slice(half)]) frames.push(frame({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: p } } as any));

@@ -27,6 +27,12 @@ export interface UpstreamPlan {
   error?: { status: number; message?: string; type?: string; retryAfter?: number | string };
   /** Reply text (default: "Echo: <last user text>"). Empty string → no text block. */
   text?: string;
+  /**
+   * Anthropic: server-side code-execution calls emitted before the reply text, as Anthropic's code-execution tool
+   * answers: per call a `server_tool_use` block (`name` default code_execution; also bash_code_execution,
+   * text_editor_code_execution) and its `<name>_tool_result` block. No usage count (Anthropic reports none).
+   */
+  codeExecution?: Array<{ name?: string; input?: unknown }>;
   /** Tool calls to emit (in order; two or more = parallel tool calls). */
   toolCalls?: Array<{ id?: string; name: string; input?: unknown }>;
   /** Anthropic stop_reason (the OpenAI double maps it to a finish_reason unless `finishReason` is set). */
