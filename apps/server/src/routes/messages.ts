@@ -26,7 +26,7 @@ const versionHeader = {
 const json = (schema: unknown) => ({ content: { 'application/json': { schema } } });
 const errorResponses = {
   400: { description: 'Invalid header or body (error.param names the field)' }, 401: { description: 'Missing or invalid API key' },
-  402: { description: 'Quota exhausted' }, 403: { description: 'Model or IP not allowed for this key' }, 404: { description: 'Unknown model' },
+  402: { description: 'Quota exhausted' }, 403: { description: 'Model or IP not allowed for this key; model not priced (model_not_priced); code-execution tool not priced (tool_not_priced)' }, 404: { description: 'Unknown model' },
   429: { description: 'Rate limited (retry-after)' }, 503: { description: 'No healthy channel, or the gateway relays MAX_UPSTREAM_CONNECTIONS requests already (overloaded_error, retry-after)' },
 };
 const messagesDoc = {
@@ -83,7 +83,7 @@ export const messagesRoutes = (s: Services) =>
       const ip = clientIp(request, server);
       const { user, group } = s.relay.gate.authorize(relayKey, req.model, ip);
       return relayGuarded(s, relayKey, (signal, onSettled) => s.relay.relay.messages({ requestId: requestIdOf(request), body: req, headers: request.headers, key: relayKey, user, group, ip, startedAt, signal, onSettled }), request.signal);
-    }, { ...versioned, detail: { tags: ['model'], summary: 'Create a message', description: 'Anthropic Messages. Answers one JSON message, or with `stream: true` an SSE stream of Anthropic events. Checks, in order: 401 key, 400 version header, 400 JSON, 400 body schema, 401/403 key status, model and IP, 503 gateway at capacity (overloaded_error, retry-after), 429 rate limit, 402 quota, 404 unknown model, 503 no healthy channel. Billed once, from the usage the upstream reports.', ...messagesDoc } as any })
+    }, { ...versioned, detail: { tags: ['model'], summary: 'Create a message', description: 'Anthropic Messages. Answers one JSON message, or with `stream: true` an SSE stream of Anthropic events. Checks, in order: 401 key, 400 version header, 400 JSON, 400 body schema, 401/403 key status, model and IP, 503 gateway at capacity (overloaded_error, retry-after), 429 rate limit, 403 model not priced (model_not_priced) or a code-execution tool on a model whose price sets no code_execution (tool_not_priced, param tools.<i>), 402 quota, 404 unknown model, 503 no healthy channel. Billed once, from the usage the upstream reports.', ...messagesDoc } as any })
     .post('/messages/count_tokens', async ({ body, request, server, relayKey }) => {
       const req = validateCountTokensBody(body);
       const { group } = await authorizeQuick(s, relayKey, req.model, clientIp(request, server));

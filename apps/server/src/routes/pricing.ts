@@ -12,7 +12,7 @@ export const pricingRoutes = (s: Services) =>
   new Elysia({ name: 'pricing-routes', prefix: '/api/pricing' })
     .use(authPlugin(s))
     .get('/', () => ok(s.relay.prices.list().map(toPriceView)), {
-      role: 'admin', response: envelope(t.Array(PriceOut)), detail: { tags: ['pricing'], summary: 'List prices', description: 'Every model price, in quota units per million tokens (web_search: per search; null = BILLING_WEB_SEARCH_PRICE).' },
+      role: 'admin', response: envelope(t.Array(PriceOut)), detail: { tags: ['pricing'], summary: 'List prices', description: 'Every model price, in quota units per million tokens (web_search: per search; null = BILLING_WEB_SEARCH_PRICE; code_execution: per code-execution call; null = not priced, requests with the tool are refused 403 tool_not_priced).' },
     })
     .get('/:model', ({ params }) => {
       const p = s.relay.prices.get(params.model);
@@ -22,7 +22,9 @@ export const pricingRoutes = (s: Services) =>
     .put('/', async ({ body }) => ok(toPriceView(await s.relay.prices.upsert(body))), {
       role: 'admin', body: PriceInput, response: envelope(PriceOut),
       detail: { tags: ['pricing'], summary: 'Set a price', description: 'Creates or replaces a model\'s price: integers, quota units per million tokens, for input, output, cache reads and cache writes; '
-        + 'web_search in quota units per search (Anthropic\'s web_search server tool; null or absent = the server\'s BILLING_WEB_SEARCH_PRICE). Applies to the next request.' },
+        + 'web_search in quota units per search (Anthropic\'s web_search server tool; null or absent = the server\'s BILLING_WEB_SEARCH_PRICE); '
+        + 'code_execution in quota units per code-execution call (Anthropic\'s code-execution server tool; container price per hour × the time billed per call; '
+        + 'null or absent = not priced: requests with the tool are refused 403 tool_not_priced). Applies to the next request.' },
     })
     .delete('/:model', async ({ params }) => {
       await s.relay.prices.delete(params.model);
