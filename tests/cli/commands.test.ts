@@ -48,7 +48,17 @@ describe('gw 2fa', () => {
     expect(drawn.slice(0, matrix.length)).toEqual(matrix);
     expect(setup.stderr).toContain('gw 2fa enable --code');
 
-    const enabled = await gwc(['2fa', 'enable', '--code', await totp(secret)]);
+    // Turning 2FA on needs the password too (a stolen token or session must not): without it, off a terminal,
+    // a usage error before any request; a wrong one is the server's refusal, named by the flag that sends it.
+    const noPw = await gwc(['2fa', 'enable', '--code', await totp(secret)]);
+    expect(noPw.code).toBe(2);
+    expect(noPw.stderr).toContain('use --password-stdin');
+    const wrongPw = await gwc(['2fa', 'enable', '--code', await totp(secret), '--password-stdin'], 'not-my-password\n');
+    expect(wrongPw.code).toBe(1);
+    expect(wrongPw.stderr).toBe('error: your current password (--password-stdin, or the prompt on a terminal): The current password is wrong (invalid_current_password)\n');
+    expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data.enabled).toBe(false);
+
+    const enabled = await gwc(['2fa', 'enable', '--code', await totp(secret), '--password-stdin'], `${u.password}\n`);
     expect(enabled.code).toBe(0);
     const codes = enabled.stdout.trim().split('\n');
     expect(codes).toHaveLength(10);
@@ -57,8 +67,10 @@ describe('gw 2fa', () => {
     expect(status.stdout).toMatch(/^2fa\s+on$/m);
     expect(status.stdout).toMatch(/^backup codes left\s+10$/m);
 
-    const renewed = await gwc(['2fa', 'backup-codes', '--code', await totp(secret, 1)]);
+    expect((await gwc(['2fa', 'backup-codes', '--code', await totp(secret, 1)])).code).toBe(2);
+    const renewed = await gwc(['2fa', 'backup-codes', '--code', await totp(secret, 1), '--password-stdin'], `${u.password}\n`);
     expect(renewed.code).toBe(0);
+    expect(renewed.stderr).toContain('Ended 0 other login session(s)');
     const fresh = renewed.stdout.trim().split('\n');
     expect(fresh).toHaveLength(10);
     expect(fresh.some((c) => codes.includes(c))).toBe(false);
@@ -71,7 +83,7 @@ describe('gw 2fa', () => {
     expect(off.code).toBe(0);
     expect(off.stdout).toBe('Two-factor authentication is off.\n');
     expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data.enabled).toBe(false);
-  });
+  }, 30_000);
 
   test('a code is required off a terminal: usage error before any request', async () => {
     const r = await as(gw.rootToken)(['2fa', 'enable']);

@@ -159,7 +159,7 @@ describe('gw login with two-factor authentication', () => {
   test('without a code: exit 1 with totp_required and a hint; with --totp (a backup code): logged in', async () => {
     const u = await makeUser(gw);
     const setup = await gw.api('POST', '/api/user/2fa/setup', undefined, u.token);
-    const enabled = await gw.api('POST', '/api/user/2fa/enable', { code: await generate({ secret: setup.body.data.secret }) }, u.token);
+    const enabled = await gw.api('POST', '/api/user/2fa/enable', { code: await generate({ secret: setup.body.data.secret }), current_password: u.password }, u.token);
     expect(enabled.status).toBe(200);
     const backup = enabled.body.data.backup_codes[0] as string;
     const own = cliSandbox();

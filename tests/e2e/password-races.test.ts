@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { generate } from 'otplib';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfWindowEdge } from '../helpers/window-edge';
 
 let gw: TestGateway;
 beforeAll(async () => { gw = await startGateway({ LOGIN_MAX_FAILURES: '3', LOGIN_LOCK_SECONDS: '60', LOGIN_IP_PER_MINUTE: '10000' }); });
@@ -65,7 +66,9 @@ describe('two steps of a 2FA login', () => {
     const u = await makeUser(gw);
     const setup = await gw.api('POST', '/api/user/2fa/setup', undefined, u.token);
     const secret = setup.body.data.secret as string;
-    expect((await gw.api('POST', '/api/user/2fa/enable', { code: await generate({ secret, epoch: Math.floor(Date.now() / 1000) - 30 }) }, u.token)).status).toBe(200);
+    // The previous step's code, sent clear of the current step's end (the password is checked first).
+    await clearOfWindowEdge(3_000, 30_000);
+    expect((await gw.api('POST', '/api/user/2fa/enable', { code: await generate({ secret, epoch: Math.floor(Date.now() / 1000) - 30 }), current_password: u.password }, u.token)).status).toBe(200);
     for (let i = 0; i < 2; i++) expect((await login(u.username, 'wrong-password')).status).toBe(401);
     // The 3rd check would have locked the account had it counted.
     expect((await login(u.username, u.password)).body.error.code).toBe('totp_required');

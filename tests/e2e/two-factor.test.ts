@@ -15,6 +15,12 @@ type User = Awaited<ReturnType<typeof makeUser>>;
  */
 const totp = (secret: string, steps = 0) => generate({ secret, epoch: Math.floor(Date.now() / 1000) + steps * 30 });
 
+/**
+ * The previous step's code is accepted only while the server's clock is still in the current step, and the
+ * server checks the password (argon2) before the code: keep a request sent with one clear of a step's end.
+ */
+const clearOfStepEnd = () => clearOfWindowEdge(3_000, 30_000);
+
 const login = (u: User, totp_code?: string, password = u.password) =>
   gw.api('POST', '/api/user/login', { username: u.username, password, ...(totp_code === undefined ? {} : { totp_code }) }, null);
 
@@ -23,7 +29,8 @@ async function enable2fa(u: User): Promise<{ secret: string; codes: string[] }> 
   const setup = await gw.api('POST', '/api/user/2fa/setup', undefined, u.token);
   expect(setup.status).toBe(200);
   const secret = setup.body.data.secret as string;
-  const en = await gw.api('POST', '/api/user/2fa/enable', { code: await totp(secret, -1) }, u.token);
+  await clearOfStepEnd();
+  const en = await gw.api('POST', '/api/user/2fa/enable', { code: await totp(secret, -1), current_password: u.password }, u.token);
   expect(en.status).toBe(200);
   return { secret, codes: en.body.data.backup_codes };
 }
@@ -34,7 +41,7 @@ describe('setup, enable, login, disable', () => {
   test('full cycle with a sealed secret, replay protection and clear errors', async () => {
     const u = await makeUser(gw);
     expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data).toEqual({ enabled: false, backup_codes_remaining: 0 });
-    expect((await gw.api('POST', '/api/user/2fa/enable', { code: '123456' }, u.token)).body.error.code).toBe('totp_not_set_up');
+    expect((await gw.api('POST', '/api/user/2fa/enable', { code: '123456', current_password: u.password }, u.token)).body.error.code).toBe('totp_not_set_up');
 
     const setup = await gw.api('POST', '/api/user/2fa/setup', undefined, u.token);
     expect(setup.status).toBe(200);
@@ -50,13 +57,14 @@ describe('setup, enable, login, disable', () => {
     expect((await login(u)).status).toBe(200);
 
     for (const bad of ['000000', '12345', '1234567', 'abcdef', '']) {
-      const r = await gw.api('POST', '/api/user/2fa/enable', { code: bad }, u.token);
+      const r = await gw.api('POST', '/api/user/2fa/enable', { code: bad, current_password: u.password }, u.token);
       expect(r.status).toBe(400);
       // The empty string fails the body schema (minLength); the rest are wrong codes.
       expect(r.body.error.code).toBe(bad === '' ? 'out_of_range' : 'invalid_totp');
       expect(r.body.error.param).toBe('code');
     }
-    const en = await gw.api('POST', '/api/user/2fa/enable', { code: await totp(secret, -1) }, u.token);
+    await clearOfStepEnd();
+    const en = await gw.api('POST', '/api/user/2fa/enable', { code: await totp(secret, -1), current_password: u.password }, u.token);
     expect(en.status).toBe(200);
     const codes = en.body.data.backup_codes as string[];
     expect(codes.length).toBe(10);
@@ -64,7 +72,7 @@ describe('setup, enable, login, disable', () => {
     expect(new Set(codes).size).toBe(10);
     expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data).toEqual({ enabled: true, backup_codes_remaining: 10 });
     expect((await gw.api('POST', '/api/user/2fa/setup', undefined, u.token)).status).toBe(409);
-    expect((await gw.api('POST', '/api/user/2fa/enable', { code: await totp(secret) }, u.token)).status).toBe(409);
+    expect((await gw.api('POST', '/api/user/2fa/enable', { code: await totp(secret), current_password: u.password }, u.token)).status).toBe(409);
     // Backup codes are stored hashed.
     const rows = (await gw.db.all('select code_hash as h from backup_codes where user_id = ?', u.id)) as { h: string }[];
     expect(rows.length).toBe(10);
@@ -88,7 +96,7 @@ describe('setup, enable, login, disable', () => {
     expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data).toEqual({ enabled: false, backup_codes_remaining: 0 });
     expect((await login(u)).status).toBe(200);
     expect((await gw.api('POST', '/api/user/2fa/disable', { code: '123456' }, u.token)).body.error.code).toBe('totp_not_enabled');
-  });
+  }, 30_000);
 
   test('concurrent logins with the same code: only one passes', async () => {
     const u = await makeUser(gw);
@@ -96,7 +104,7 @@ describe('setup, enable, login, disable', () => {
     const code = await totp(secret, 0);
     const rs = await Promise.all([login(u, code), login(u, code), login(u, code)]);
     expect(rs.map((r) => r.status).sort()).toEqual([200, 401, 401]);
-  });
+  }, 30_000);
 
   test('the 2FA endpoints need a logged-in caller', async () => {
     for (const [m, p] of [['GET', '/api/user/2fa/status'], ['POST', '/api/user/2fa/setup'], ['POST', '/api/user/2fa/disable'], ['POST', '/api/user/2fa/backup_codes']] as const) {
@@ -118,10 +126,10 @@ describe('backup codes', () => {
     expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data.backup_codes_remaining).toBe(8);
 
     // Regenerating needs an authenticator code, not a backup code.
-    const withBackup = await gw.api('POST', '/api/user/2fa/backup_codes', { code: codes[2] }, u.token);
+    const withBackup = await gw.api('POST', '/api/user/2fa/backup_codes', { code: codes[2], current_password: u.password }, u.token);
     expect(withBackup.status).toBe(400);
     expect(withBackup.body.error.code).toBe('invalid_totp');
-    const regen = await gw.api('POST', '/api/user/2fa/backup_codes', { code: await totp(secret, 0) }, u.token);
+    const regen = await gw.api('POST', '/api/user/2fa/backup_codes', { code: await totp(secret, 0), current_password: u.password }, u.token);
     expect(regen.status).toBe(200);
     const fresh = regen.body.data.backup_codes as string[];
     expect(fresh.length).toBe(10);
@@ -134,7 +142,7 @@ describe('backup codes', () => {
     expect((await gw.api('POST', '/api/user/2fa/disable', { code: fresh[0] }, u.token)).body.error.code).toBe('invalid_totp');
     expect((await gw.api('POST', '/api/user/2fa/disable', { code: fresh[1] }, u.token)).status).toBe(200);
     expect((await gw.db.get('select count(*) as n from backup_codes where user_id = ?', u.id))).toEqual({ n: 0 });
-  });
+  }, 30_000);
 });
 
 describe('guessing limits', () => {
@@ -149,7 +157,7 @@ describe('guessing limits', () => {
     const locked = await login(u, await totp(secret, 0));
     expect(locked.status).toBe(429);
     expect(locked.body.error.code).toBe('account_locked');
-  });
+  }, 30_000);
 
   test('wrong codes on the 2FA endpoints are limited per user', async () => {
     const u = await makeUser(gw);
@@ -187,7 +195,7 @@ describe('admin reset of 2FA', () => {
     expect((await gw.api('POST', `/api/user/${root.id}/2fa/reset`)).status).toBe(403);
     expect((await gw.api('POST', `/api/user/${admin2.id}/2fa/reset`)).status).toBe(200);
     expect((await gw.api('POST', '/api/user/999999/2fa/reset')).status).toBe(404);
-  });
+  }, 30_000);
 
   test('root can use 2FA like anyone', async () => {
     const root = (await gw.services.users.byUsername('root'))!;
@@ -196,5 +204,96 @@ describe('admin reset of 2FA', () => {
     expect((await login(r)).body.error.code).toBe('totp_required');
     expect((await login(r, await totp(secret, 0))).status).toBe(200);
     expect((await gw.api('POST', '/api/user/2fa/disable', { code: await totp(secret, 1) })).status).toBe(200);
-  });
+  }, 30_000);
+});
+
+/** A login session's cookie, as a browser (or a thief who copied it) holds it. */
+async function sessionOf(u: User): Promise<string> {
+  const r = await fetch(`${gw.url}/api/user/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: u.username, password: u.password }) });
+  expect(r.status).toBe(200);
+  return r.headers.get('set-cookie')!.split(';')[0]!;
+}
+const withCookie = (cookie: string, method: string, path: string, body?: unknown) => gw.api(method, path, body, null, { cookie });
+
+describe('a stolen session (cookie, no password)', () => {
+  test('cannot turn 2FA on with its own authenticator; wrong passwords draw on the shared current-password limit', async () => {
+    const u = await makeUser(gw);
+    const stolen = await sessionOf(u);
+    // Failures count in a five-minute window aligned to the clock (see window-edge.ts).
+    await clearOfWindowEdge(6_000, 300_000);
+    const setup = await withCookie(stolen, 'POST', '/api/user/2fa/setup');
+    expect(setup.status).toBe(200);
+    const thiefSecret = setup.body.data.secret as string;
+
+    const bare = await withCookie(stolen, 'POST', '/api/user/2fa/enable', { code: await totp(thiefSecret, -1) });
+    expect(bare.status).toBe(400);
+    expect(bare.body.error.param).toBe('current_password');
+    for (let i = 0; i < 4; i++) {
+      const r = await withCookie(stolen, 'POST', '/api/user/2fa/enable', { code: await totp(thiefSecret, -1), current_password: `guess-${i}-password` });
+      expect(r.status).toBe(400);
+      expect(r.body.error).toMatchObject({ code: 'invalid_current_password', param: 'current_password' });
+    }
+    // The fifth guess of the window goes to another route that checks the current password: same limit.
+    expect((await withCookie(stolen, 'PUT', '/api/user/self', { email: `x${u.id}@example.com`, current_password: 'guess-4-password' })).status).toBe(403);
+    const limited = await withCookie(stolen, 'POST', '/api/user/2fa/enable', { code: await totp(thiefSecret, 0), current_password: u.password });
+    expect(limited.status).toBe(429);
+    expect(limited.body.error.code).toBe('too_many_attempts');
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect((await gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'changed-pass-123' }, u.token)).status).toBe(429);
+
+    // 2FA stayed off: the owner logs in with the password alone, and no backup codes exist.
+    expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data).toEqual({ enabled: false, backup_codes_remaining: 0 });
+    expect((await login(u)).status).toBe(200);
+    expect(await gw.db.get('select count(*) as n from backup_codes where user_id = ?', u.id)).toEqual({ n: 0 });
+  }, 30_000);
+
+  test('enabling 2FA (with the password) ends every other login session; the caller\'s session and access tokens stay', async () => {
+    const u = await makeUser(gw);
+    const mine = await sessionOf(u);
+    const other = await sessionOf(u);
+    const third = await sessionOf(u);
+    const setup = await withCookie(mine, 'POST', '/api/user/2fa/setup');
+    await clearOfStepEnd();
+    const en = await withCookie(mine, 'POST', '/api/user/2fa/enable', { code: await totp(setup.body.data.secret, -1), current_password: u.password });
+    expect(en.status).toBe(200);
+    expect(en.body.data.backup_codes).toHaveLength(10);
+    expect(en.body.data.sessions_ended).toBe(2);
+    expect((await withCookie(mine, 'GET', '/api/user/self')).status).toBe(200);
+    for (const c of [other, third]) {
+      const r = await withCookie(c, 'GET', '/api/user/self');
+      expect(r.status).toBe(401);
+      expect(r.body.error.code).toBe('session_expired');
+    }
+    expect((await gw.api('GET', '/api/user/self', undefined, u.token)).status).toBe(200);
+  }, 30_000);
+
+  test('new backup codes need the password (a wrong one changes nothing) and end the other sessions', async () => {
+    const u = await makeUser(gw);
+    const { secret, codes } = await enable2fa(u);
+    const s1 = (await login(u, codes[0])).headers.get('set-cookie')!.split(';')[0]!;
+    const s2 = (await login(u, codes[1])).headers.get('set-cookie')!.split(';')[0]!;
+
+    const noPw = await withCookie(s1, 'POST', '/api/user/2fa/backup_codes', { code: await totp(secret, 0) });
+    expect(noPw.status).toBe(400);
+    expect(noPw.body.error.param).toBe('current_password');
+    const wrong = await withCookie(s1, 'POST', '/api/user/2fa/backup_codes', { code: await totp(secret, 0), current_password: 'not-the-password' });
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error.code).toBe('invalid_current_password');
+    // Nothing changed: the old codes still count, and the code offered was not used up.
+    expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data.backup_codes_remaining).toBe(8);
+    const regen = await withCookie(s1, 'POST', '/api/user/2fa/backup_codes', { code: await totp(secret, 0), current_password: u.password });
+    expect(regen.status).toBe(200);
+    expect(regen.body.data.sessions_ended).toBe(1);
+    expect((await withCookie(s1, 'GET', '/api/user/self')).status).toBe(200);
+    expect((await withCookie(s2, 'GET', '/api/user/self')).status).toBe(401);
+    expect((await login(u, codes[2])).status).toBe(401);
+  }, 30_000);
+
+  test('disable keeps its spec body {code}: no password field is needed', async () => {
+    const u = await makeUser(gw);
+    const { secret } = await enable2fa(u);
+    const r = await gw.api('POST', '/api/user/2fa/disable', { code: await totp(secret, 0) }, u.token);
+    expect(r.status).toBe(200);
+    expect(r.body.data).toBeNull();
+  }, 30_000);
 });

@@ -103,13 +103,14 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const mailer = new Mailer(mailConfig(config.env));
   if (!mailer.configured) log.info('mail.off', { msg: 'SMTP_HOST unset: password reset e-mails will not be sent' });
   closers.push(() => mailer.close());
-  const twoFactor = new TwoFactorService(users, security, secrets, twoFactorConfig(config.env), Date.now, windows);
+
   // Management: channels, users, API keys. Caches subscribe to the bus here, before any request.
   const channelSecrets = new SecretBox(config.secretKey);
   const channels = new ChannelService(stores.channels, channelSecrets, bus);
   const channelRegistry = await ChannelRegistry.load(stores.channels, channelSecrets, bus, log);
   const channelKeys = new ChannelKeyService(stores.channels, channelSecrets, bus, channels);
   const currentPassword = new CurrentPasswordGuard(Date.now, windows);
+  const twoFactor = new TwoFactorService(users, security, secrets, twoFactorConfig(config.env), currentPassword, Date.now, windows);
   const userAdmin = new UserService(users, sessions, ledger, bus, currentPassword, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)));
   const userDirectory = await UserDirectory.load(users, bus);
   const apiKeys = await ApiKeyService.load(stores.apiKeys, users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });

@@ -7,7 +7,8 @@ const WINDOW_MS = 5 * 60_000;
 
 /**
  * The one limit on checking a logged-in user's current password, shared by every route that asks for it
- * (changing the password, changing the e-mail that receives resets), so alternating them does not add
+ * (changing the password, changing the e-mail that receives resets, turning 2FA on, new backup codes,
+ * new access tokens), so alternating them does not add
  * guesses. Each check is claimed before the slow verify: a burst of parallel guesses gets at most the limit
  * evaluated (counting failures afterwards let 40 parallel guesses through). A right password clears the count.
  */
@@ -26,5 +27,15 @@ export class CurrentPasswordGuard {
     const ok = !!hash && (await verifyPassword(password, hash));
     if (ok) await this.window.reset(key);
     return ok;
+  }
+
+  /**
+   * `verify`, for the routes that answer a wrong password with 400 `invalid_current_password`
+   * (`param: current_password`): the password change, 2FA enable, new backup codes, new access tokens.
+   */
+  async require(userId: number, password: string | undefined, hash: string | null | undefined): Promise<void> {
+    if (!(await this.verify(userId, password ?? '', hash))) {
+      throw new GatewayError(400, 'invalid_current_password', 'The current password is wrong', { param: 'current_password' });
+    }
   }
 }

@@ -1,7 +1,7 @@
 import { GatewayError } from '@gw/core';
 import type { CredentialsEnded, SecurityStore, UsersStore } from '@gw/db';
 import type { CurrentPasswordGuard } from './current-password';
-import type { Principal } from './principal';
+import { callerCredential, type Principal } from './principal';
 import { PASSWORD_MAX, PASSWORD_MIN, hashPassword } from './passwords';
 
 /** A logged-in user changing their own password. */
@@ -20,12 +20,10 @@ export class PasswordChangeService {
       throw new GatewayError(400, 'invalid_password', `Password must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, { param: 'new_password' });
     }
     const user = await this.users.byId(p.user.id);
-    if (!user || !(await this.guard.verify(p.user.id, currentPassword, user.passwordHash))) {
-      throw new GatewayError(400, 'invalid_current_password', 'The current password is wrong', { param: 'current_password' });
-    }
+    await this.guard.require(p.user.id, currentPassword, user?.passwordHash);
+    if (!user) throw new GatewayError(400, 'invalid_current_password', 'The current password is wrong', { param: 'current_password' });
     const now = Math.floor(this.clock() / 1000);
     await this.users.update(user.id, { passwordHash: await hashPassword(newPassword), updatedAt: now });
-    const keep = p.via === 'session' ? { sessionHash: p.sessionHash } : { tokenId: p.tokenId };
-    return this.repo.endCredentials(user.id, keep, now);
+    return this.repo.endCredentials(user.id, callerCredential(p), now);
   }
 }

@@ -3,6 +3,9 @@ import { generate } from 'otplib';
 import { ConfigError } from '@gw/config';
 import { SecretBox, localWindows, type AttemptWindows } from '@gw/core';
 import { SecurityRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
+import { CurrentPasswordGuard } from './current-password';
+import type { Principal } from './principal';
+import { hashPassword } from './passwords';
 import { TwoFactorService, twoFactorConfig } from './two-factor';
 
 let dbh: DbHandle;
@@ -14,17 +17,20 @@ beforeEach(() => {
   users = new UsersRepo(dbh.db);
   // A fixed clock in the middle of a 30 s step, so ±1 step boundaries are exact.
   now = 1_800_000_015_000;
-  svc = new TwoFactorService(users, new SecurityRepo(dbh.db), new SecretBox(new Uint8Array(32).fill(7)), twoFactorConfig({}), () => now);
+  svc = new TwoFactorService(users, new SecurityRepo(dbh.db), new SecretBox(new Uint8Array(32).fill(7)), twoFactorConfig({}), new CurrentPasswordGuard(() => now), () => now);
 });
 afterEach(() => dbh.close());
 
-const newUser = () => users.insert({ username: `u${crypto.randomUUID().slice(0, 6)}`, passwordHash: 'x', createdAt: 0, updatedAt: 0 });
+const PASSWORD = 'the-password-1';
+let passwordHash: string;
+const newUser = async () => users.insert({ username: `u${crypto.randomUUID().slice(0, 6)}`, passwordHash: (passwordHash ??= await hashPassword(PASSWORD)), createdAt: 0, updatedAt: 0 });
+const viaToken = async (id: number): Promise<Principal> => ({ user: (await users.byId(id))!, via: 'token', tokenId: 1 });
 const code = (secret: string, steps: number) => generate({ secret, epoch: Math.floor(now / 1000) + steps * 30 });
 
 async function enabled() {
   const u = await newUser();
   const { secret } = await svc.setup(u.id);
-  const { backup_codes } = await svc.enable(u.id, await code(secret, 0));
+  const { backup_codes } = await svc.enable(await viaToken(u.id), PASSWORD, await code(secret, 0));
   return { u: (await users.byId(u.id))!, secret, backup_codes };
 }
 
@@ -91,7 +97,7 @@ describe('guessing limit', () => {
       const later = <T>(p: Promise<T>) => Bun.sleep(3).then(() => p);
       return { count: (k) => later(w.count(k)), hit: (k, l) => later(w.hit(k, l)), reset: (k) => later(w.reset(k)) };
     };
-    svc = new TwoFactorService(users, new SecurityRepo(dbh.db), new SecretBox(new Uint8Array(32).fill(7)), twoFactorConfig({}), () => now, slow);
+    svc = new TwoFactorService(users, new SecurityRepo(dbh.db), new SecretBox(new Uint8Array(32).fill(7)), twoFactorConfig({}), new CurrentPasswordGuard(() => now), () => now, slow);
     const { u, secret } = await enabled();
     const near = new Set(await Promise.all([-1, 0, 1].map((s) => code(secret, s))));
     const guesses = Array.from({ length: 40 }, (_, i) => String(100_000 + i * 7919)).filter((g) => !near.has(g));

@@ -2,6 +2,8 @@ import { ConfigError } from '@gw/config';
 import { GatewayError, localWindows, type AttemptWindow, type AttemptWindows, type SecretBox } from '@gw/core';
 import type { SecurityStore, UserRow, UsersStore } from '@gw/db';
 import { generateBackupCodes, hashBackupCode, looksLikeBackupCode } from './backup-codes';
+import type { CurrentPasswordGuard } from './current-password';
+import type { Principal } from './principal';
 
 /** otplib, loaded at the first 2FA operation: most processes never need it (about 3 MB resident each). */
 const otplib = () => import('otplib');
@@ -19,6 +21,8 @@ export function twoFactorConfig(env: Record<string, string | undefined>): TwoFac
 }
 
 export interface TwoFactorStatus { enabled: boolean; backup_codes_remaining: number }
+/** New backup codes, and how many other login sessions of the caller were ended with them. */
+export interface BackupCodesIssued { backup_codes: string[]; sessions_ended: number }
 export interface TwoFactorSetup {
   /** Base32 secret, for typing into an authenticator by hand. Returned only by setup. */
   secret: string;
@@ -47,6 +51,8 @@ export class TwoFactorService {
     private readonly repo: SecurityStore,
     private readonly box: SecretBox,
     private readonly cfg: TwoFactorConfig,
+    /** The shared current-password check (and its attempt limit) that enable and new backup codes need. */
+    private readonly currentPassword: CurrentPasswordGuard,
     private readonly clock: () => number = Date.now,
     windows: AttemptWindows = localWindows,
   ) {
@@ -69,11 +75,18 @@ export class TwoFactorService {
     return { secret, otpauth_uri: uri, qr: uri };
   }
 
-  /** Confirms the pending secret with a current code, turns 2FA on and returns the backup codes (shown once). */
-  async enable(userId: number, code: string): Promise<{ backup_codes: string[] }> {
+  /**
+   * Confirms the pending secret with the current password and a current code, turns 2FA on and returns the
+   * backup codes (shown once). Every other login session of the user ends: they were opened without the
+   * second factor (access tokens stay: they are listed, named, and a password change revokes them). The password is what keeps a stolen session from turning 2FA on with the
+   * thief's own authenticator (locking the owner out and taking the backup codes).
+   */
+  async enable(p: Principal, currentPassword: string, code: string): Promise<BackupCodesIssued> {
+    const userId = p.user.id;
     const u = await this.mustUser(userId);
     if (u.totpEnabled) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on');
     if (!u.totpSecret) throw new GatewayError(400, 'totp_not_set_up', 'Call POST /api/user/2fa/setup first', { param: 'code' });
+    await this.currentPassword.require(userId, currentPassword, u.passwordHash);
     await this.guard(userId);
     const step = await this.matchTotp(u, code);
     const codes = generateBackupCodes();
@@ -81,10 +94,14 @@ export class TwoFactorService {
       throw await this.failed(userId);
     }
     await this.failures.reset(this.key(userId));
-    return { backup_codes: codes };
+    return { backup_codes: codes, sessions_ended: await this.repo.endOtherSessions(userId, p.sessionHash) };
   }
 
-  /** Disable 2FA: a current TOTP code or an unused backup code of the caller. */
+  /**
+   * Disable 2FA: a current TOTP code or an unused backup code of the caller (the body is fixed by the spec:
+   * no password). Other sessions are left alone: they were all made with the second factor, and a thief who
+   * holds a code gains nothing by logging the owner out.
+   */
   async disable(userId: number, code: string): Promise<void> {
     const u = await this.mustEnabled(userId);
     await this.guard(userId);
@@ -93,16 +110,22 @@ export class TwoFactorService {
     await this.failures.reset(this.key(userId));
   }
 
-  /** New backup codes (the old set stops working); needs a current TOTP code, not a backup code. */
-  async regenerateBackupCodes(userId: number, code: string): Promise<{ backup_codes: string[] }> {
+  /**
+   * New backup codes (the old set stops working); needs the current password and a current TOTP code, not a
+   * backup code. Every other login session of the user ends, since a leaked backup code is a usual reason to
+   * ask for new ones and a login made with one may still be open.
+   */
+  async regenerateBackupCodes(p: Principal, currentPassword: string, code: string): Promise<BackupCodesIssued> {
+    const userId = p.user.id;
     const u = await this.mustEnabled(userId);
+    await this.currentPassword.require(userId, currentPassword, u.passwordHash);
     await this.guard(userId);
     const step = await this.matchTotp(u, code);
     if (step === null || !(await this.repo.claimTotpStep(userId, step))) throw await this.failed(userId, 'A current, unused authenticator code is required');
     const codes = generateBackupCodes();
     await this.repo.replaceBackupCodes(userId, codes.map((c) => hashBackupCode(userId, c)), this.nowSec());
     await this.failures.reset(this.key(userId));
-    return { backup_codes: codes };
+    return { backup_codes: codes, sessions_ended: await this.repo.endOtherSessions(userId, p.sessionHash) };
   }
 
   /**

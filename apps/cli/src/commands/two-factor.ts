@@ -4,27 +4,29 @@ import { renderUnicodeCompact } from 'uqr';
 import type { App, Ctx } from '../core/context';
 import { UsageError } from '../core/errors';
 import { details } from '../core/output';
+import { apiParams } from '../core/params';
+import { readSecret } from '../core/secrets';
 
 /** The commands that confirm with a code differ only in route, wording and what they print. */
 const CODE_COMMANDS = [
   {
-    name: 'enable', path: 'enable', accepts: 'a current code from the authenticator app',
-    desc: 'Turn 2FA on by confirming `gw 2fa setup` with a current code; prints 10 single-use backup codes once',
+    name: 'enable', path: 'enable', accepts: 'a current code from the authenticator app', password: true,
+    desc: 'Turn 2FA on by confirming `gw 2fa setup` with your password and a current code; prints 10 single-use backup codes once and ends your other login sessions',
   },
   {
-    name: 'disable', path: 'disable', accepts: 'a current authenticator code or an unused backup code',
+    name: 'disable', path: 'disable', accepts: 'a current authenticator code or an unused backup code', password: false,
     desc: 'Turn 2FA off (needs a current code or a backup code)',
   },
   {
-    name: 'backup-codes', path: 'backup_codes', accepts: 'a current code from the authenticator app',
-    desc: 'Replace your backup codes (the old ones stop working); prints the new ones once',
+    name: 'backup-codes', path: 'backup_codes', accepts: 'a current code from the authenticator app', password: true,
+    desc: 'Replace your backup codes with your password and a current code (the old ones stop working); prints the new ones once and ends your other login sessions',
   },
 ] as const;
 
 export function registerTwoFactor(program: Command, app: App): void {
   const group = program.command('2fa')
     .description('Your own two-factor authentication (TOTP authenticator app and backup codes)')
-    .addHelpText('after', '\nExamples:\n  $ gw 2fa setup            # scan the QR code\n  $ gw 2fa enable --code 123456\n  $ gw 2fa status');
+    .addHelpText('after', '\nExamples:\n  $ gw 2fa setup            # scan the QR code\n  $ gw 2fa enable --code 123456    # prompts for your password\n  $ gw 2fa status');
 
   group.command('status')
     .description('Whether 2FA is on, and how many backup codes are left')
@@ -47,16 +49,31 @@ export function registerTwoFactor(program: Command, app: App): void {
 
   for (const c of CODE_COMMANDS) {
     // The server's `code` field maps to --code through the option's name (see core/params).
-    group.command(c.name)
+    const cmd = group.command(c.name)
       .description(c.desc)
-      .option('--code <code>', `${c.accepts} (prompted on a terminal when omitted)`)
-      .addHelpText('after', `\nExample:\n  $ gw 2fa ${c.name} --code 123456`)
+      .option('--code <code>', `${c.accepts} (prompted on a terminal when omitted)`);
+    // Turning 2FA on and new backup codes hand out login secrets: the server wants the password too, so a
+    // stolen session or token cannot do either. The 2fa group has no options of its own to capture this one.
+    if (c.password) {
+      apiParams(cmd.option('--password-stdin', 'read your current password from the first line of stdin (prompted on a terminal otherwise)'),
+        { current_password: { flag: 'your current password (--password-stdin, or the prompt on a terminal)' } });
+    }
+    cmd.addHelpText('after', c.password
+      ? `\nExamples:\n  $ gw 2fa ${c.name} --code 123456            # prompts for your password\n  $ printf '%s\\n' "$PASSWORD" | gw 2fa ${c.name} --code 123456 --password-stdin`
+      : `\nExample:\n  $ gw 2fa ${c.name} --code 123456`)
       .action(app.action(async (ctx, _a, o) => {
         const code = await codeFrom(ctx, o.code, c.accepts);
-        const data = await ctx.client().call('POST', `/api/user/2fa/${c.path}`, { body: { code } });
+        const body: Record<string, string> = { code };
+        if (c.password) {
+          body.current_password = (await readSecret(ctx, {
+            stdin: o.passwordStdin, prompt: 'Current password: ',
+            required: 'no password: stdin is not a terminal; use --password-stdin (your current password on the first line)',
+          }))!;
+        }
+        const data = await ctx.client().call('POST', `/api/user/2fa/${c.path}`, { body });
         if (ctx.json) return ctx.print(data, () => '');
         if (data?.backup_codes) {
-          ctx.io.err(`${c.name === 'enable' ? 'Two-factor authentication is on. ' : ''}Backup codes, each usable once, shown only now:\n`);
+          ctx.io.err(`${c.name === 'enable' ? 'Two-factor authentication is on. ' : ''}Ended ${data.sessions_ended ?? 0} other login session(s). Backup codes, each usable once, shown only now:\n`);
           ctx.io.out(`${data.backup_codes.join('\n')}\n`);
         } else ctx.io.out('Two-factor authentication is off.\n');
       }));

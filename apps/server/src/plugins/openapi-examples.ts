@@ -9,6 +9,7 @@ export const EXAMPLES: Record<string, unknown> = {
   'POST /api/channel/tag/enabled': { tag: 'eu-west' },
   'PUT /api/channel/': { id: 3, priority: 10, weight: 5, models: ['claude-sonnet-4-5', 'claude-haiku-4-5'] },
   'POST /api/user/': { username: 'alice', password: 'alice-password-1', display_name: 'Alice', role: 1, group: 'default', quota: 500000, email: 'alice@example.com' },
+  'POST /api/user/2fa/enable': { code: '123456', current_password: 'alice-password-1' },
   'POST /api/user/2fa/disable': { code: '123456' },
   'POST /api/user/reset': { email: 'alice@example.com', token: 'the-token-from-the-e-mail', password: 'a-new-password-1' },
   'POST /api/providerA/webhook': {

@@ -8,8 +8,16 @@ import { envelope } from './envelope';
 const CodeBody = t.Object({
   code: t.String({ minLength: 1, maxLength: 32, description: '6-digit authenticator code (or, where accepted, a backup code XXXXX-XXXXX)' }),
 });
+/** Enable and new backup codes hand out login secrets, so they need the password as well as a session or token. */
+const CodePasswordBody = t.Object({
+  code: CodeBody.properties.code,
+  current_password: t.String({ minLength: 1, maxLength: 1024, description: 'The caller\'s current password. Checks share one limit with the other current-password checks: 5 per user per 5 minutes' }),
+});
 const Status = t.Object({ enabled: t.Boolean(), backup_codes_remaining: t.Integer() });
-const BackupCodes = t.Object({ backup_codes: t.Array(t.String(), { description: 'Single-use codes, shown this once' }) });
+const BackupCodes = t.Object({
+  backup_codes: t.Array(t.String(), { description: 'Single-use codes, shown this once' }),
+  sessions_ended: t.Integer({ description: 'Other login sessions of the caller that were ended (all of them when the caller uses an access token)' }),
+});
 
 export const twoFactorRoutes = (s: Services) =>
   new Elysia({ name: 'two-factor-routes', prefix: '/api/user' })
@@ -22,20 +30,29 @@ export const twoFactorRoutes = (s: Services) =>
       response: envelope(t.Object({ secret: t.String(), otpauth_uri: t.String(), qr: t.String({ description: 'String to render as a QR code (the otpauth URI)' }) })),
       detail: { tags: ['2fa'], summary: 'Start 2FA setup', description: 'Creates a new TOTP secret (URI and QR code). It is not active until confirmed with /api/user/2fa/enable.' },
     })
-    .post('/2fa/enable', async (ctx) => ok(await s.twoFactor.enable(caller(ctx).user.id, ctx.body.code)), {
-      role: 'user', body: CodeBody, response: envelope(BackupCodes),
-      detail: { tags: ['2fa'], summary: 'Enable 2FA', description: 'Confirms the setup with a current code, turns 2FA on and returns 10 single-use backup codes, shown once.' },
+    .post('/2fa/enable', async (ctx) => ok(await s.twoFactor.enable(caller(ctx), ctx.body.current_password, ctx.body.code)), {
+      role: 'user', body: CodePasswordBody, response: envelope(BackupCodes),
+      detail: {
+        tags: ['2fa'], summary: 'Enable 2FA',
+        description: 'Confirms the setup with `current_password` and a current code, turns 2FA on and returns 10 single-use backup codes, shown once. '
+          + 'Every other login session of the caller ends (access tokens stay). A wrong password is 400 `invalid_current_password`; '
+          + 'too many wrong passwords (shared with the password and e-mail changes) 429 `too_many_attempts`.',
+      },
     })
     .post('/2fa/disable', async (ctx) => {
       await s.twoFactor.disable(caller(ctx).user.id, ctx.body.code);
       return ok(null);
     }, {
       role: 'user', body: CodeBody, response: envelope(t.Null()),
-      detail: { tags: ['2fa'], summary: 'Disable 2FA', description: 'Turns the caller\'s 2FA off, given a current TOTP code or an unused backup code.' },
+      detail: { tags: ['2fa'], summary: 'Disable 2FA', description: 'Turns the caller\'s 2FA off, given a current TOTP code or an unused backup code. No password is asked (the body is fixed); other sessions stay.' },
     })
-    .post('/2fa/backup_codes', async (ctx) => ok(await s.twoFactor.regenerateBackupCodes(caller(ctx).user.id, ctx.body.code)), {
-      role: 'user', body: CodeBody, response: envelope(BackupCodes),
-      detail: { tags: ['2fa'], summary: 'New backup codes', description: 'Replaces the backup codes (the old ones stop working); needs a current TOTP code. The new codes are shown once.' },
+    .post('/2fa/backup_codes', async (ctx) => ok(await s.twoFactor.regenerateBackupCodes(caller(ctx), ctx.body.current_password, ctx.body.code)), {
+      role: 'user', body: CodePasswordBody, response: envelope(BackupCodes),
+      detail: {
+        tags: ['2fa'], summary: 'New backup codes',
+        description: 'Replaces the backup codes (the old ones stop working); needs `current_password` and a current TOTP code (not a backup code). '
+          + 'The new codes are shown once. Every other login session of the caller ends (access tokens stay).',
+      },
     })
     .post('/:id/2fa/reset', async (ctx) => {
       await s.twoFactor.adminReset(caller(ctx).user, ctx.params.id);
