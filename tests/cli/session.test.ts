@@ -40,7 +40,14 @@ describe('gw login / whoami / access-token / logout', () => {
   });
 
   test('access-token create prints the token once on stdout; list shows only prefixes; revoke works', async () => {
-    const created = await sb.run(['access-token', 'create', '--name', 'ci-token']);
+    // A new token needs the password: none off a terminal is a usage error before any request, a wrong one the server's refusal.
+    const bare = await sb.run(['access-token', 'create', '--name', 'ci-token']);
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toContain('use --password-stdin');
+    const wrong = await sb.run(['access-token', 'create', '--name', 'ci-token', '--password-stdin'], { stdin: 'not-the-password\n' });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toBe('error: your current password (--password-stdin, or the prompt on a terminal): The current password is wrong (invalid_current_password)\n');
+    const created = await sb.run(['access-token', 'create', '--name', 'ci-token', '--password-stdin'], { stdin: `${ROOT_PASSWORD}\n` });
     expect(created.code).toBe(0);
     const token = created.stdout.trim();
     expect(token).toStartWith('gwm_');
@@ -57,7 +64,7 @@ describe('gw login / whoami / access-token / logout', () => {
     expect(revoked.code).toBe(0);
     expect(revoked.stdout).toBe(`Revoked access token ${row.id}.\n`);
     expect((await gw.api('GET', '/api/user/self', undefined, token)).status).toBe(401);
-  });
+  }, 30_000);
 
   test('a request the server refuses exits 1 with the server message and code on stderr', async () => {
     const r = await sb.run(['access-token', 'revoke', '99999']);

@@ -34,7 +34,7 @@ describe('restart keeps every committed record', () => {
       const login = await fetch(`${a.url}/api/user/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'root', password: 'restart-root-pw-1' }) });
       expect(login.status).toBe(200);
       const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
-      const tokRes = await fetch(`${a.url}/api/user/access_token`, { method: 'POST', headers: { 'content-type': 'application/json', cookie }, body: JSON.stringify({ name: 'restart' }) });
+      const tokRes = await fetch(`${a.url}/api/user/access_token`, { method: 'POST', headers: { 'content-type': 'application/json', cookie }, body: JSON.stringify({ name: 'restart', current_password: 'restart-root-pw-1' }) });
       const token = ((await tokRes.json()) as any).data.token as string;
       const ch = await call(a.url, 'POST', '/api/channel/', { name: 'durable', type: 'anthropic', base_url: `http://127.0.0.1:${upstream.port}`, key: 'sk-upstream-durable-1', models: ['m1'], tag: 'keep' }, token);
       expect(ch.status).toBe(200);

@@ -50,7 +50,7 @@ describe('login and sessions', () => {
 
   test('access tokens: create (shown once), use, list without secret, revoke', async () => {
     const u = await makeUser(gw);
-    const created = await gw.api('POST', '/api/user/access_token', { name: 'ci' }, u.token);
+    const created = await gw.api('POST', '/api/user/access_token', { name: 'ci', current_password: u.password }, u.token);
     expect(created.status).toBe(200);
     const token = created.body.data.token as string;
     expect(token.startsWith('gwm_')).toBe(true);
@@ -63,6 +63,31 @@ describe('login and sessions', () => {
     expect(after.status).toBe(401);
     expect(after.body.error.code).toBe('invalid_access_token');
   });
+
+  test('a session alone cannot mint an access token (which would outlive it): the password is needed', async () => {
+    const u = await makeUser(gw);
+    const login = await gw.api('POST', '/api/user/login', { username: u.username, password: u.password }, null);
+    const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    const mint = (body: unknown) => gw.api('POST', '/api/user/access_token', body, null, { cookie });
+    const bare = await mint({ name: 'persist' });
+    expect(bare.status).toBe(400);
+    expect(bare.body.error.param).toBe('current_password');
+    const wrong = await mint({ name: 'persist', current_password: 'not-the-password' });
+    expect(wrong.status).toBe(400);
+    expect(wrong.body.error).toMatchObject({ code: 'invalid_current_password', param: 'current_password' });
+    // An access token cannot mint one without the password either.
+    expect((await gw.api('POST', '/api/user/access_token', { name: 'persist' }, u.token)).status).toBe(400);
+    const names = async () => (await gw.api('GET', '/api/user/access_token', undefined, u.token)).body.data.map((t: any) => t.name);
+    expect(await names()).toEqual(['test']);
+
+    const made = await mint({ name: 'laptop', current_password: u.password });
+    expect(made.status).toBe(200);
+    expect(await names()).toContain('laptop');
+    // Made with the password, it outlives the session on purpose (logout ends only the session).
+    expect((await gw.api('POST', '/api/user/logout', undefined, null, { cookie })).status).toBe(200);
+    expect((await gw.api('GET', '/api/user/self', undefined, null, { cookie })).status).toBe(401);
+    expect((await gw.api('GET', '/api/user/self', undefined, made.body.data.token)).status).toBe(200);
+  }, 30_000);
 
   test('relay keys are refused on the management API', async () => {
     const r = await gw.api('GET', '/api/user/self', undefined, 'sk-anything');

@@ -53,6 +53,6 @@ export async function loginToken(url: string, username: string, password: string
   const login = await fetch(`${url}/api/user/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username, password }) });
   if (login.status !== 200) throw new Error(`login failed: ${login.status}`);
   const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
-  const tok = await fetch(`${url}/api/user/access_token`, { method: 'POST', headers: { 'content-type': 'application/json', cookie }, body: JSON.stringify({ name: 'test' }) });
+  const tok = await fetch(`${url}/api/user/access_token`, { method: 'POST', headers: { 'content-type': 'application/json', cookie }, body: JSON.stringify({ name: 'test', current_password: password }) });
   return ((await tok.json()) as any).data.token as string;
 }

@@ -43,6 +43,8 @@ export interface Services {
   mailer: Mailer;
   passwordReset: PasswordResetService;
   passwordChange: PasswordChangeService;
+  /** The one check (and attempt limit) of a logged-in user's current password, shared by every route that asks for it. */
+  currentPassword: CurrentPasswordGuard;
   /** Channel administration and the in-memory channel snapshot the relay routes from. */
   channels: ChannelService;
   channelRegistry: ChannelRegistry;
@@ -174,7 +176,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
     channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, stores, backend, users, sessions, ledger, bus,
     secrets, auth, security, twoFactor, mailer,
-    passwordReset, passwordChange: new PasswordChangeService(users, security, currentPassword),
+    passwordReset, passwordChange: new PasswordChangeService(users, security, currentPassword), currentPassword,
     login: new LoginService(users, sessions, {
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,

@@ -7,6 +7,8 @@ import { Option, type Command } from 'commander';
 import type { App } from '../core/context';
 import { parseId } from '../core/fields';
 import { col, table, time, type Column } from '../core/output';
+import { apiParams } from '../core/params';
+import { readSecret } from '../core/secrets';
 
 export function registerAccessToken(program: Command, app: App): void {
   build(program.command('access-token'), app, 'access-token');
@@ -36,14 +38,20 @@ function build(group: Command, app: App, name: string): void {
       ctx.print(rows, () => table(rows, columns));
     }));
 
-  group.command('create')
-    .description('Create an access token; it is printed once on stdout (notes go to stderr)')
+  apiParams(group.command('create')
+    .description('Create an access token (needs your password); it is printed once on stdout (notes go to stderr)')
     .option('--name <name>', 'a label for the token')
     .addOption(new Option('--expires-in-days <n>', 'lifetime in days (default: no expiry)').argParser(parseId))
-    .addHelpText('after', `\nExample:\n  $ export GATEWAY_TOKEN=$(gw ${name} create --name ci --expires-in-days 30)`)
+    .option('--password-stdin', 'read your current password from the first line of stdin (prompted on a terminal otherwise)')
+    .addHelpText('after', `\nExamples:\n  $ gw ${name} create --name ci --expires-in-days 30     # prompts for your password\n  $ export GATEWAY_TOKEN=$(printf '%s\\n' "$PASSWORD" | gw ${name} create --name ci --password-stdin)`),
+  { current_password: { flag: 'your current password (--password-stdin, or the prompt on a terminal)' } })
     .action(app.action(async (ctx, _a, opts) => {
       const body: Record<string, unknown> = { name: opts.name ?? '' };
       if (opts.expiresInDays) body.expires_in_days = opts.expiresInDays;
+      body.current_password = await readSecret(ctx, {
+        stdin: opts.passwordStdin, prompt: 'Current password: ',
+        required: 'no password: stdin is not a terminal; use --password-stdin (your current password on the first line)',
+      });
       const t = await ctx.client().call('POST', '/api/user/access_token', { body });
       if (ctx.json) ctx.print(t, () => '');
       else {

@@ -63,7 +63,8 @@ async function login(ctx: Ctx, _args: unknown[], opts: Record<string, any>): Pro
   if (!cookie) throw new ApiError(res.status, 'no_session', 'the server accepted the login but sent no session cookie');
 
   const session = { headers: { cookie } };
-  const body: Record<string, unknown> = { name: opts.tokenName ?? loginTokenName(hostname(), new Date()) };
+  // The gateway wants the password again to mint a token (a session alone may not outlive itself).
+  const body: Record<string, unknown> = { name: opts.tokenName ?? loginTokenName(hostname(), new Date()), current_password: password };
   if (opts.expiresInDays) body.expires_in_days = opts.expiresInDays;
   let created: { id: number; token: string };
   try {

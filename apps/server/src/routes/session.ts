@@ -42,16 +42,25 @@ export const sessionRoutes = (s: Services) =>
       role: 'user', response: envelope(t.Array(AccessTokenView)), detail: { tags: ['session'], summary: 'List access tokens', description: 'The caller\'s management access tokens (never the tokens themselves).' },
     })
     .post('/access_token', async (ctx) => {
-      const r = await s.auth.createAccessToken(caller(ctx).user.id, ctx.body.name ?? '', ctx.body.expires_in_days);
+      const { user } = caller(ctx);
+      // A token outlives the session (logout, expiry): without the password, a stolen session could make itself permanent.
+      await s.currentPassword.require(user.id, ctx.body.current_password, user.passwordHash);
+      const r = await s.auth.createAccessToken(user.id, ctx.body.name ?? '', ctx.body.expires_in_days);
       return ok({ ...r.view, token: r.token });
     }, {
       role: 'user',
       body: t.Object({
         name: t.Optional(t.String({ maxLength: 64 })),
         expires_in_days: t.Optional(t.Integer({ minimum: 1, maximum: 3650 })),
+        current_password: t.String({ minLength: 1, maxLength: 1024, description: 'The caller\'s current password. Checks share one limit with the other current-password checks: 5 per user per 5 minutes' }),
       }),
       response: envelope(t.Intersect([AccessTokenView, t.Object({ token: t.String({ description: 'Shown once' }) })])),
-      detail: { tags: ['session'], summary: 'Create an access token', description: 'Creates a management access token (`gwm_…`, sent as Bearer on /api). The token is shown once.' },
+      detail: {
+        tags: ['session'], summary: 'Create an access token',
+        description: 'Creates a management access token (`gwm_…`, sent as Bearer on /api). The token is shown once. Needs `current_password` '
+          + '(400 `invalid_current_password` when wrong; the limit is shared with the other current-password checks): a token outlives the session '
+          + 'or token that creates it, so neither alone may mint one. Tokens end by revocation, expiry, a password change or reset.',
+      },
     })
     .delete('/access_token/:id', async (ctx) => {
       await s.auth.revokeAccessToken(caller(ctx).user.id, ctx.params.id);
