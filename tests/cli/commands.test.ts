@@ -165,7 +165,7 @@ describe('gw password reset-request / reset', () => {
     const pw = generated.stdout.trim();
     expect(generated.stderr).toContain('shown only now');
     expect((await gw.api('POST', '/api/user/login', { username: u.username, password: pw }, null)).status).toBe(200);
-  });
+  }, 30_000);
 });
 
 describe('gw health / gw metrics', () => {
