@@ -104,7 +104,7 @@ const timed = async (f: () => Promise<{ status: number; body: any; headers: Head
 };
 
 /** Routes whose handler verifies a password or hashes one: a well-formed body costs a deliberate hash. */
-const HASHING = /\/api\/user\/(login|reset|password|2fa)|^(POST|PUT) \/api\/user\/$/;
+const HASHING = /\/api\/user\/(login|reset|password|2fa|access_token)|^(POST|PUT) \/api\/user\/$/;
 
 test('every body field of every route set to number extremes and NaN-like strings: never a 5xx', async () => {
   const fields = schemaFields('body');
