@@ -33,7 +33,7 @@ function boot(flushMs = 60_000, journaled = true, segmentBytes?: number, failing
   const sink = new SettlementsRepo(h.sqlite);
   if (failing) {
     const apply = sink.apply.bind(sink);
-    sink.apply = (r) => { if (r.requestId === failing) throw new Error('disk full'); return apply(r); };
+    sink.apply = (r) => { if (r.requestId.startsWith(failing)) throw new Error('disk full'); return apply(r); };
   }
   return new QuotaService({ sink, prices, bus, journal: journaled ? new SettlementJournal(join(dir, 'journal'), segmentBytes) : null, flushMs });
 }
@@ -182,4 +182,25 @@ test('a restart replays what a killed process journaled, skips a torn last line,
   expect(segments()).toEqual([]);
   boot();
   expect(quota()).toBe(10_000 - 30);
+});
+
+test('a settlement that failed for good is off the disk when flush returns, also when a spare exists (a kill right after must not replay it)', async () => {
+  const q = boot(60_000, true, 1200, 'bad-');
+  const failures: Promise<string>[] = [];
+  let ok = 0;
+  // Repeated: before the fix the failed segment went by a background truncate, which a kill could beat.
+  for (let round = 0; round < 20; round++) {
+    // Fill and seal segments, then commit them: one retired segment stays as the spare.
+    for (let i = 0; i < 3; i++, ok++) q.record(null, log(`f-${round}-${i}`, 10, 0));
+    q.flush();
+    const failed = q.settleAsync(null, log(`bad-${round}`, 10, 0));
+    failures.push(failed.then(() => 'charged', (e) => String(e)));
+    q.flush();
+    // Synchronously, as a SIGKILL landing now would leave the folder: nothing answered "nothing charged" may replay.
+    expect(journaled().filter((id) => id.startsWith('bad-'))).toEqual([]);
+  }
+  for (const f of await Promise.all(failures)) expect(f).toContain('disk full');
+  boot(); // the restart after such a kill
+  expect((rows() as Array<{ request_id: string }>).filter((r) => r.request_id.startsWith('bad-'))).toEqual([]);
+  expect(quota()).toBe(10_000 - 10 * ok);
 });

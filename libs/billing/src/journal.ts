@@ -128,17 +128,20 @@ export class SettlementJournal {
   }
 
   /**
-   * Retires a sealed segment whose settlements are committed to the database. The first one is emptied
-   * (its zeros replay as nothing) and kept as the spare; others are deleted off the event loop (`wait`: at
-   * once), emptied first: a mapping lives until the garbage collector frees it, and an unlinked file's
+   * Retires a sealed segment whose settlements are committed to the database. Every one is emptied at once
+   * (its zeros replay as nothing); the first is kept as the spare, others are deleted off the event loop
+   * (`wait`: at once): a mapping lives until the garbage collector frees it, and an unlinked file's
    * pages stay in memory and on disk as long as a mapping holds them. Should the process die first, the
    * segment replays as no-ops.
    */
   discard(path: string, wait = false): void {
     const map = this.mapped.get(path);
     this.mapped.delete(path);
+    // Emptied here, before this returns: the file goes in the background, and a kill before that must find
+    // nothing to replay (a batch with a failed settlement discards its segments because it answered "nothing
+    // charged"). A segment without a mapping (a previous process's) has no pages of ours to touch.
+    map?.fill(0);
     if (map && !wait && !this.spare) {
-      map.fill(0);
       this.spare = { path, map };
       return;
     }
