@@ -207,6 +207,57 @@ describe('code-execution calls are billed per call', () => {
   });
 });
 
+describe('calls an upstream spells with JSON escapes are still counted', () => {
+  // An Anthropic-compatible upstream may escape any character of a JSON string: `code\u005fexecution` is the
+  // name code_execution once parsed, and runs (and costs) as one. Byte scans for "code_execution" miss it.
+  const ESCAPED = 'code\\u005fexecution';
+  const usage = { input_tokens: 10, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+  const blocks = (text: string) => `[{"type":"server_tool_use","id":"srvtoolu_1","name":"${ESCAPED}","input":{"code":"print(1)"}},`
+    + `{"type":"${ESCAPED}_tool_result","tool_use_id":"srvtoolu_1","content":{"type":"${ESCAPED}_result","stdout":"1\\n","stderr":"","return_code":0}},`
+    + `{"type":"text","text":${JSON.stringify(text)}}]`;
+  const ev = (type: string, data: string) => `event: ${type}\ndata: ${data}\n\n`;
+  let raw: ReturnType<typeof Bun.serve>;
+  beforeAll(async () => {
+    raw = Bun.serve({
+      port: 0,
+      async fetch(req) {
+        const body = await req.json() as { model: string; stream?: boolean };
+        if (!body.stream) {
+          // Long (passed as bytes when nothing needs decoding) and short (always decoded).
+          const text = body.model === 'ce-raw-short' ? 'ok' : 'The result is 1. '.repeat(100);
+          return new Response(`{"id":"msg_raw","type":"message","role":"assistant","model":"${body.model}","content":${blocks(text)},"stop_reason":"end_turn","stop_sequence":null,"usage":${JSON.stringify(usage)}}`,
+            { headers: { 'content-type': 'application/json' } });
+        }
+        const frames = [
+          ev('message_start', JSON.stringify({ type: 'message_start', message: { id: 'msg_raw', type: 'message', role: 'assistant', model: body.model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } } })),
+          ev('content_block_start', `{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"${ESCAPED}","input":{}}}`),
+          ev('content_block_delta', '{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\\"code\\":\\"print(1)\\"}"}}'),
+          ev('content_block_stop', '{"type":"content_block_stop","index":0}'),
+          ev('message_delta', JSON.stringify({ type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage })),
+          ev('message_stop', '{"type":"message_stop"}'),
+        ];
+        // CRLF line ends take the generic parser path; LF the byte framer.
+        const crlf = body.model === 'ce-raw-crlf';
+        return new Response(frames.map((f) => (crlf ? f.replaceAll('\n', '\r\n') : f)).join(''), { headers: { 'content-type': 'text/event-stream' } });
+      },
+    });
+    await addChannel(gw, { type: 'anthropic', url: `http://127.0.0.1:${raw.port}`, models: ['ce-raw', 'ce-raw-short', 'ce-raw-crlf'], name: 'ch-raw' });
+    for (const model of ['ce-raw', 'ce-raw-short', 'ce-raw-crlf']) expect((await gw.api('PUT', '/api/pricing/', { model, ...PRICE, code_execution: CALL })).status).toBe(200);
+  });
+  afterAll(() => raw.stop(true));
+
+  for (const [model, stream] of [['ce-raw', false], ['ce-raw-short', false], ['ce-raw', true], ['ce-raw-crlf', true]] as const) {
+    test(`${model}, ${stream ? 'stream' : 'JSON'}: the escaped call is billed`, async () => {
+      const u = await keyedUser(gw, 1_000_000);
+      const r = await send(gw, u.key, msg(model, { stream, tools: [CE] }));
+      expect(r.status).toBe(200);
+      const cost = TOKENS_COST + CALL;
+      expect(await logOf(r.headers.get('request-id'))).toMatchObject({ code_execution_requests: 1, cost });
+      expect(await balanceOf(u.id)).toBe(1_000_000 - cost);
+    });
+  }
+});
+
 describe('BILLING_REQUIRE_PRICE=false', () => {
   test('a model without any price is free, the tool included; one priced without code_execution is still refused', async () => {
     const free = await startGateway({ BILLING_REQUIRE_PRICE: 'false' });

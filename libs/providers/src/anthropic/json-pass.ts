@@ -15,6 +15,11 @@ const isWs = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09
 const USAGE_KEY = Buffer.from('"usage"');
 /** In every code-execution call's name (code_execution, bash_code_execution, text_editor_code_execution). */
 const CODE_EXECUTION = Buffer.from('code_execution');
+/**
+ * A JSON string escape (`\u005f`): an upstream may spell any character of a name with one, so a call named
+ * `code\u005fexecution` (code_execution once parsed) has no "code_execution" in its bytes. Such an answer is decoded.
+ */
+const ESCAPE = Buffer.from('\\u');
 /** Fields scanned in the head before giving up (Anthropic has four before `content`). */
 const MAX_HEAD_FIELDS = 16;
 const COUNT_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
@@ -113,8 +118,9 @@ export const PASS_MIN_BYTES = 1024;
 export function passMessageBytes(bytes: Uint8Array, requestedModel: string, minBytes = PASS_MIN_BYTES): PassedMessage | null {
   if (bytes.byteLength < minBytes) return null;
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  // Code-execution calls are counted from the content (the usage object has no count): such an answer is decoded.
-  if (buf.includes(CODE_EXECUTION)) return null;
+  // Code-execution calls are counted from the content (the usage object has no count): such an answer is decoded,
+  // and so is one with a \u escape anywhere, which may spell a call's name.
+  if (buf.includes(CODE_EXECUTION) || buf.includes(ESCAPE)) return null;
   const head = scanHead(buf);
   if (!head) return null;
   const usage = scanTail(buf);

@@ -40,6 +40,8 @@ const START = 1;
  */
 const SEARCH_RESULT = Buffer.from('web_search_tool_result');
 const CODE_EXECUTION = Buffer.from('code_execution');
+/** A JSON string escape: `code\u005fexecution` is code_execution once parsed, so an event with one is decoded too. */
+const ESCAPE = Buffer.from('\\u');
 const PIECE_KEYS = ['"text":"', '"partial_json":"', '"thinking":"'].map((k) => Buffer.from(k));
 
 /** Which RAW_NAMES entry the event's `event:` line names (after blank lines), or -1. Compares bytes. */
@@ -85,7 +87,7 @@ function deltaTokens(ev: Uint8Array, ascii: boolean): number {
 /** Whether a content_block_start event may open a billed block (see SEARCH_RESULT). */
 function billedBlock(ev: Uint8Array): boolean {
   const b = Buffer.from(ev.buffer, ev.byteOffset, ev.byteLength);
-  return b.includes(SEARCH_RESULT) || b.includes(CODE_EXECUTION);
+  return b.includes(SEARCH_RESULT) || b.includes(CODE_EXECUTION) || b.includes(ESCAPE);
 }
 
 /** The data of one decoded event (its `data:` lines joined, as the parser would). */

@@ -83,7 +83,8 @@ export class AnthropicStreamMachine implements SseMachine {
         this.countDelta(ev.data);
         break;
       case 'content_block_start':
-        if (ev.data.includes('web_search_tool_result') || ev.data.includes('code_execution')) this.blockStart(ev.data);
+        // A \u escape may spell either name (`code\u005fexecution`): such a start is parsed too.
+        if (ev.data.includes('web_search_tool_result') || ev.data.includes('code_execution') || ev.data.includes('\\u')) this.blockStart(ev.data);
         break;
       case 'message_delta': {
         const data = safeParse(ev.data);
