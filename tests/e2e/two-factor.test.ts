@@ -267,6 +267,36 @@ describe('a stolen session (cookie, no password)', () => {
     expect((await gw.api('GET', '/api/user/self', undefined, u.token)).status).toBe(200);
   }, 30_000);
 
+  test('a setup by the stolen session while the owner confirms cannot swap in its own secret: 2FA turns on with the secret the code was checked against', async () => {
+    const u = await makeUser(gw);
+    const mine = await sessionOf(u);
+    const stolen = await sessionOf(u);
+    const setup = await withCookie(mine, 'POST', '/api/user/2fa/setup');
+    const ownerSecret = setup.body.data.secret as string;
+    await clearOfStepEnd();
+    // The owner's enable reads the pending secret, then checks the password (argon2, slow), then the code: the
+    // thief's setup, sent meanwhile, replaces the pending secret while 2FA is still off.
+    const enabling = withCookie(mine, 'POST', '/api/user/2fa/enable', { code: await totp(ownerSecret, -1), current_password: u.password });
+    let thiefSecret: string | null = null;
+    for (let i = 0; i < 50; i++) {
+      await Bun.sleep(2);
+      const r = await withCookie(stolen, 'POST', '/api/user/2fa/setup');
+      if (r.status !== 200) break;
+      thiefSecret = r.body.data.secret;
+    }
+    const en = await enabling;
+    expect(thiefSecret).not.toBeNull();
+    if (en.status === 200) {
+      // On: it must be the owner's authenticator that logs in, never the thief's.
+      expect((await login(u, await totp(thiefSecret!, 1))).status).not.toBe(200);
+      expect((await login(u, await totp(ownerSecret, 1))).status).toBe(200);
+    } else {
+      // Refused (the secret changed under it): 2FA stays off and the owner sets up again.
+      expect(en.status).toBe(409);
+      expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data.enabled).toBe(false);
+    }
+  }, 30_000);
+
   test('new backup codes need the password (a wrong one changes nothing) and end the other sessions', async () => {
     const u = await makeUser(gw);
     const { secret, codes } = await enable2fa(u);

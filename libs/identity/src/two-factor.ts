@@ -90,7 +90,13 @@ export class TwoFactorService {
     await this.guard(userId);
     const step = await this.matchTotp(u, code);
     const codes = generateBackupCodes();
-    if (step === null || !(await this.repo.enableTotp(userId, step, codes.map((c) => hashBackupCode(userId, c)), this.nowSec()))) {
+    // Only the secret the code was checked against is turned on: a setup sent meanwhile (a stolen session's,
+    // while this request checked the password) must not make its own authenticator the one 2FA trusts.
+    if (step === null || !(await this.repo.enableTotp(userId, step, codes.map((c) => hashBackupCode(userId, c)), this.nowSec(), u.totpSecret))) {
+      const after = await this.users.byId(userId);
+      if (step !== null && after && !after.totpEnabled && after.totpSecret !== u.totpSecret) {
+        throw new GatewayError(409, 'totp_setup_changed', 'Another 2FA setup replaced the pending secret while this one was confirmed; nothing was turned on. Set up again');
+      }
       throw await this.failed(userId);
     }
     await this.failures.reset(this.key(userId));

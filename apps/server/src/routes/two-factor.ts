@@ -36,7 +36,8 @@ export const twoFactorRoutes = (s: Services) =>
         tags: ['2fa'], summary: 'Enable 2FA',
         description: 'Confirms the setup with `current_password` and a current code, turns 2FA on and returns 10 single-use backup codes, shown once. '
           + 'Every other login session of the caller ends (access tokens stay). A wrong password is 400 `invalid_current_password`; '
-          + 'too many wrong passwords (shared with the password and e-mail changes) 429 `too_many_attempts`.',
+          + 'too many wrong passwords (shared with the password and e-mail changes) 429 `too_many_attempts`; '
+          + 'a setup that replaced the pending secret meanwhile 409 `totp_setup_changed` (nothing turned on).',
       },
     })
     .post('/2fa/disable', async (ctx) => {
