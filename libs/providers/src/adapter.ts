@@ -144,8 +144,9 @@ export interface ProviderAdapter {
   /**
    * A successful non-streaming body forwarded as bytes when nothing in it needs translating (native
    * upstreams): the client's bytes and the reported usage, or null to decode it with `decodeMessagesResponse`.
+   * `countsCalls`: the request offered a code-execution tool, whose calls are counted from the content.
    */
-  passMessagesResponse?(bytes: Uint8Array, requestedModel: string): PassedMessage | null;
+  passMessagesResponse?(bytes: Uint8Array, requestedModel: string, countsCalls?: boolean): PassedMessage | null;
   /** A decoder for one streamed answer. */
   createStreamDecoder(ctx: DecodeContext): StreamDecoder;
   /**

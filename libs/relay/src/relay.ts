@@ -403,11 +403,12 @@ export class RelayService {
       }
       if (!body.ok) return fail({ phase: 'transport', cause: new Error('response body cut'), timedOut }, 'bad or cut response body');
       // Native answers pass through as bytes (usage read from the tail); the rest are decoded and re-serialised.
-      const passed = adapter.passMessagesResponse?.(body.bytes, plan.body.model) ?? null;
+      const passed = adapter.passMessagesResponse?.(body.bytes, plan.body.model, codeExecutionToolAt(plan.body) >= 0) ?? null;
       let out: string | Uint8Array;
       let usage: Usage | null;
       let estimate: Partial<TokenUsage> | undefined;
-      // Code-execution calls are counted in the content: an answer with any is never passed as bytes (json-pass.ts).
+      // Code-execution calls are counted in the content: when the request offered the tool, an answer that may hold
+      // one is never passed as bytes (json-pass.ts).
       let codeExecution = 0;
       if (passed) {
         out = passed.body;

@@ -71,7 +71,7 @@ export const anthropicAdapter: ProviderAdapter = {
     return { message: message as DecodedMessage['message'], usage };
   },
 
-  passMessagesResponse: (bytes, requestedModel) => passMessageBytes(bytes, requestedModel),
+  passMessagesResponse: (bytes, requestedModel, countsCalls) => passMessageBytes(bytes, requestedModel, undefined, countsCalls),
 
   createStreamDecoder: createAnthropicStreamDecoder,
 

@@ -70,8 +70,13 @@ describe('native JSON answers pass through as bytes', () => {
   });
 });
 
-test('an answer with a code-execution call is decoded (its calls are counted from the content), not passed as bytes', () => {
+test('to a request with a code-execution tool, an answer that may hold a call is decoded (calls are counted from the content), not passed as bytes', () => {
   const content = [{ type: 'server_tool_use', id: 's', name: 'bash_code_execution', input: { command: 'ls' } }, { type: 'text', text: 'x'.repeat(2000) }];
-  expect(passMessageBytes(enc(message({ content })), 'alias', 0)).toBeNull();
-  expect(passMessageBytes(enc(message()), 'alias', 0)).not.toBeNull();
+  expect(passMessageBytes(enc(message({ content })), 'alias', 0, true)).toBeNull();
+  // A name spelled with an escape reads as code_execution once parsed.
+  const escaped = JSON.stringify(message({ content })).replace('bash_code_execution', 'bash_code\\u005fexecution');
+  expect(passMessageBytes(enc(escaped), 'alias', 0, true)).toBeNull();
+  expect(passMessageBytes(enc(message()), 'alias', 0, true)).not.toBeNull();
+  // Without the tool in the request nothing is counted (its bound is 0): the bytes pass, escapes included.
+  expect(passMessageBytes(enc(escaped), 'alias', 0)?.body).toEqual(enc(escaped.replace('"model":"up-model"', '"model":"alias"')));
 });

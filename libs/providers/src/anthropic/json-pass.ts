@@ -114,13 +114,17 @@ function scanTail(buf: Buffer): Usage | null {
  */
 export const PASS_MIN_BYTES = 1024;
 
-/** The answer to forward as bytes, or null when it must be decoded (see the module comment). */
-export function passMessageBytes(bytes: Uint8Array, requestedModel: string, minBytes = PASS_MIN_BYTES): PassedMessage | null {
+/**
+ * The answer to forward as bytes, or null when it must be decoded (see the module comment). `countsCalls`: the
+ * request offered a code-execution tool, so the answer's calls are billed and must be counted.
+ */
+export function passMessageBytes(bytes: Uint8Array, requestedModel: string, minBytes = PASS_MIN_BYTES, countsCalls = false): PassedMessage | null {
   if (bytes.byteLength < minBytes) return null;
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   // Code-execution calls are counted from the content (the usage object has no count): such an answer is decoded,
-  // and so is one with a \u escape anywhere, which may spell a call's name.
-  if (buf.includes(CODE_EXECUTION) || buf.includes(ESCAPE)) return null;
+  // and so is one with a \u escape anywhere, which may spell a call's name. Without the tool in the request
+  // nothing is counted (its bound is 0), so other answers keep their bytes, escapes included.
+  if (countsCalls && (buf.includes(CODE_EXECUTION) || buf.includes(ESCAPE))) return null;
   const head = scanHead(buf);
   if (!head) return null;
   const usage = scanTail(buf);
