@@ -39,6 +39,36 @@ describe('gw login / whoami / access-token / logout', () => {
     expect(JSON.parse(json.stdout)).toEqual(self);
   });
 
+  test('login-session lists the browser sessions, ends one, and ends all others; a malformed id is a usage error', async () => {
+    const browser = async (ua: string) => (await fetch(`${gw.url}/api/user/login`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'user-agent': ua }, body: JSON.stringify({ username: 'root', password: ROOT_PASSWORD }),
+    })).headers.get('set-cookie')!.split(';')[0]!;
+    const self = (cookie: string) => fetch(`${gw.url}/api/user/self`, { headers: { cookie } }).then((r) => r.status);
+    const laptop = await browser('cli-test-laptop');
+    const phone = await browser('cli-test-phone');
+    const list = await sb.run(['login-session', 'list', '--json']);
+    expect(list.code).toBe(0);
+    const rows = JSON.parse(list.stdout) as any[];
+    expect(rows.map((r) => r.user_agent).sort()).toEqual(['cli-test-laptop', 'cli-test-phone']);
+    const human = await sb.run(['login-session', 'list']);
+    expect(human.stdout).toMatch(/^ID\s+CREATED\s+EXPIRES\s+IP\s+USER AGENT\s+CURRENT/m);
+    expect(human.stdout).toContain('cli-test-phone');
+
+    const bad = await sb.run(['login-session', 'end', 'not-an-id']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('16 lowercase hex characters');
+    const id = rows.find((r) => r.user_agent === 'cli-test-phone').id;
+    const ended = await sb.run(['login-session', 'end', id]);
+    expect([ended.code, ended.stdout]).toEqual([0, `Ended login session ${id}.\n`]);
+    expect(await self(phone)).toBe(401);
+    expect(await self(laptop)).toBe(200);
+
+    // With the CLI's access token every session is "another" one.
+    const others = await sb.run(['login-session', 'end-others']);
+    expect([others.code, others.stdout]).toEqual([0, 'Ended 1 login session.\n']);
+    expect(await self(laptop)).toBe(401);
+  }, 30_000);
+
   test('access-token create prints the token once on stdout; list shows only prefixes; revoke works', async () => {
     // A new token needs the password: none off a terminal is a usage error before any request, a wrong one the server's refusal.
     const bare = await sb.run(['access-token', 'create', '--name', 'ci-token']);

@@ -10,6 +10,7 @@ import type { Io } from './core/io';
 import { jsonText, terminalText } from './core/output';
 import { registerSession } from './commands/session';
 import { registerAccessToken } from './commands/access-token';
+import { registerLoginSession } from './commands/login-session';
 import { registerPassword } from './commands/password';
 import { registerReset } from './commands/reset';
 import { registerTwoFactor } from './commands/two-factor';
@@ -60,6 +61,7 @@ export function buildProgram(app: App, opts: { json?: boolean } = {}): Command {
   registerReset(program, app);
   registerTwoFactor(program, app);
   registerAccessToken(program, app);
+  registerLoginSession(program, app);
   registerChannel(program, app);
   registerUser(program, app);
   registerKey(program, app);

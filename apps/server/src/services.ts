@@ -101,7 +101,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const windows = backend.rateLimits ? sharedWindows(backend.rateLimits) : localWindows;
   reportRootBootstrap(log, config, await bootstrapRoot(users, { username: config.rootUsername, password: config.rootPassword }));
   const secrets = new SecretBox(config.secretKey);
-  const auth = new ManagementAuth(users, sessions);
+  const auth = new ManagementAuth(users, sessions, (id, keep) => security.endOtherSessions(id, keep));
   const mailer = new Mailer(mailConfig(config.env));
   if (!mailer.configured) log.info('mail.off', { msg: 'SMTP_HOST unset: password reset e-mails will not be sent' });
   closers.push(() => mailer.close());

@@ -1,12 +1,17 @@
 import { GatewayError, nowSeconds, randomToken, sha256Hex } from '@gw/core';
 import type { SessionsStore, UsersStore } from '@gw/db';
-import { USER_STATUS } from '@gw/db';
+import { SESSION_ID_CHARS, USER_STATUS } from '@gw/db';
 import { ACCESS_TOKEN_PREFIX, type Principal } from './principal';
-import type { AccessTokenView } from './views';
+import type { AccessTokenView, LoginSessionView } from './views';
 
 /** Resolves management credentials (session cookie, access token) to a principal. */
 export class ManagementAuth {
-  constructor(private readonly users: UsersStore, private readonly sessions: SessionsStore) {}
+  /** `endOthers`: ends every login session of a user but one (the account-security store's, shared with 2FA). */
+  constructor(
+    private readonly users: UsersStore,
+    private readonly sessions: SessionsStore,
+    private readonly endOthers: (userId: number, keepSessionHash: string | undefined) => Promise<number> = async () => 0,
+  ) {}
 
   async fromSession(sessionId: string): Promise<Principal | null> {
     const hash = sha256Hex(sessionId);
@@ -31,6 +36,24 @@ export class ManagementAuth {
 
   async logout(p: Principal): Promise<void> {
     if (p.sessionHash) await this.sessions.deleteSession(p.sessionHash);
+  }
+
+  /** The caller's live login sessions, so that one opened by someone else can be seen and ended. */
+  async listSessions(p: Principal): Promise<LoginSessionView[]> {
+    return (await this.sessions.listSessions(p.user.id, nowSeconds())).map((r) => ({
+      id: r.idHash.slice(0, SESSION_ID_CHARS), created_at: r.createdAt, expires_at: r.expiresAt, ip: r.ip,
+      user_agent: r.userAgent.slice(0, 512), current: r.idHash === p.sessionHash,
+    }));
+  }
+
+  /** Ends one of the caller's sessions (the current one too: its next request is 401). */
+  async endSession(p: Principal, id: string): Promise<void> {
+    if (!(await this.sessions.deleteUserSession(p.user.id, id))) throw new GatewayError(404, 'session_not_found', `No session ${id} of yours`, { param: 'id' });
+  }
+
+  /** "Log out everywhere else": every other login session of the caller (all of them when the caller uses a token). */
+  async endOtherSessions(p: Principal): Promise<number> {
+    return this.endOthers(p.user.id, p.sessionHash);
   }
 
   async createAccessToken(userId: number, name: string, expiresInDays?: number): Promise<{ token: string; view: AccessTokenView }> {

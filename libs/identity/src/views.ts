@@ -39,3 +39,13 @@ export const AccessTokenView = Type.Object({
   revoked: Type.Boolean(),
 });
 export type AccessTokenView = Static<typeof AccessTokenView>;
+
+export const LoginSessionView = Type.Object({
+  id: Type.String({ description: 'The session\'s name in this API: the first 16 hex characters of the SHA-256 of its cookie (not the cookie)' }),
+  created_at: Type.Integer(),
+  expires_at: Type.Integer(),
+  ip: Type.String({ description: 'The address it logged in from' }),
+  user_agent: Type.String({ description: 'The User-Agent it logged in with (at most 512 characters)' }),
+  current: Type.Boolean({ description: 'The session making this request' }),
+});
+export type LoginSessionView = Static<typeof LoginSessionView>;

@@ -1,7 +1,7 @@
 /** Login, logout, the caller's own profile and management access tokens. */
 import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
-import { SESSION_COOKIE, toUserView, UserView, AccessTokenView } from '@gw/identity';
+import { SESSION_COOKIE, toUserView, UserView, AccessTokenView, LoginSessionView } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
 import { clientIp } from '../plugins/client-ip';
 import type { Services } from '../services';
@@ -37,6 +37,21 @@ export const sessionRoutes = (s: Services) =>
     }, { role: 'user', response: envelope(t.Null()), detail: { tags: ['session'], summary: 'Log out', description: 'Ends the current session.' } })
     .get('/self', (ctx) => ok(toUserView(caller(ctx).user)), {
       role: 'user', response: envelope(UserView), detail: { tags: ['session'], summary: 'The caller', description: 'The logged-in user.' },
+    })
+    .get('/session', async (ctx) => ok(await s.auth.listSessions(caller(ctx))), {
+      role: 'user', response: envelope(t.Array(LoginSessionView)),
+      detail: { tags: ['session'], summary: 'List login sessions', description: 'The caller\'s live login sessions (newest first): when and where each logged in, and which one is making this request. A session you do not know: end it, then change your password.' },
+    })
+    .delete('/session/:id', async (ctx) => {
+      await s.auth.endSession(caller(ctx), ctx.params.id);
+      return ok(null);
+    }, {
+      role: 'user', params: t.Object({ id: t.String({ pattern: '^[0-9a-f]{16}$', description: 'A session id from the list' }) }), response: envelope(t.Null()),
+      detail: { tags: ['session'], summary: 'End a login session', description: 'Ends one of the caller\'s login sessions at once, on every node (404 `session_not_found` for another user\'s or an unknown one).' },
+    })
+    .post('/session/end_others', async (ctx) => ok({ sessions_ended: await s.auth.endOtherSessions(caller(ctx)) }), {
+      role: 'user', response: envelope(t.Object({ sessions_ended: t.Integer() })),
+      detail: { tags: ['session'], summary: 'Log out everywhere else', description: 'Ends every login session of the caller but the current one (every one, when called with an access token). Access tokens stay: revoke them with DELETE /api/user/access_token/{id}; a password change ends both.' },
     })
     .get('/access_token', async (ctx) => ok(await s.auth.listAccessTokens(caller(ctx).user.id)), {
       role: 'user', response: envelope(t.Array(AccessTokenView)), detail: { tags: ['session'], summary: 'List access tokens', description: 'The caller\'s management access tokens (never the tokens themselves).' },

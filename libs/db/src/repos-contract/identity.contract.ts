@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test';
 import type { MakeEnv } from './env';
 import { BIG, seedKey, seedUser, useEnv } from './setup';
+import { SESSION_ID_CHARS } from '../repos/sessions';
 
 /** Users, login sessions and access tokens, relay API keys, account security. */
 export function identityContract(make: MakeEnv): void {
@@ -125,6 +126,26 @@ export function identityContract(make: MakeEnv): void {
       expect(await r.sessions.findSession('s1', 0)).toBeUndefined();
       expect(await r.sessions.deleteUserSessions(u.id)).toBe(1);
       expect(await r.sessions.deleteUserSessions(u.id)).toBe(0);
+    });
+
+    test('sessions: list a user\'s live ones newest first; end one by its id prefix, only its owner\'s', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const v = await seedUser(r);
+      const hash = (c: string) => c.repeat(64);
+      await r.sessions.createSession({ idHash: hash('a'), userId: u.id, createdAt: 10, expiresAt: 100, ip: '1.1.1.1', userAgent: 'A' });
+      await r.sessions.createSession({ idHash: hash('b'), userId: u.id, createdAt: 20, expiresAt: 100 });
+      await r.sessions.createSession({ idHash: hash('c'), userId: u.id, createdAt: 30, expiresAt: 40 }); // expired at 50
+      await r.sessions.createSession({ idHash: hash('d'), userId: v.id, createdAt: 40, expiresAt: 100 });
+      expect((await r.sessions.listSessions(u.id, 50)).map((s) => s.idHash)).toEqual([hash('b'), hash('a')]);
+      expect((await r.sessions.listSessions(u.id, 50))[1]).toEqual({ idHash: hash('a'), userId: u.id, createdAt: 10, expiresAt: 100, ip: '1.1.1.1', userAgent: 'A' });
+      // Another user's session is not theirs to end; the prefix is compared exactly (no pattern matching).
+      expect(await r.sessions.deleteUserSession(u.id, 'd'.repeat(SESSION_ID_CHARS))).toBe(false);
+      expect(await r.sessions.deleteUserSession(u.id, '%')).toBe(false);
+      expect(await r.sessions.deleteUserSession(u.id, 'a'.repeat(SESSION_ID_CHARS))).toBe(true);
+      expect(await r.sessions.deleteUserSession(u.id, 'a'.repeat(SESSION_ID_CHARS))).toBe(false);
+      expect((await r.sessions.listSessions(u.id, 50)).map((s) => s.idHash)).toEqual([hash('b')]);
+      expect(await r.sessions.findSession(hash('d'), 50)).toBeDefined();
     });
 
     test('tokens: create, find by hash, list per user, touch, revoke only by their owner', async () => {

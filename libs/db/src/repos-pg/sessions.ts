@@ -1,7 +1,7 @@
-import { and, eq, gt, lt } from 'drizzle-orm';
+import { and, desc, eq, gt, lt, sql } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { accessTokens, sessions } from '../schema-pg';
-import type { AccessTokenRow, SessionRow } from '../repos/sessions';
+import { SESSION_ID_CHARS, type AccessTokenRow, type SessionRow } from '../repos/sessions';
 import type { sessions as sqliteSessions, accessTokens as sqliteAccessTokens } from '../schema';
 
 /** PostgreSQL twin of ../repos/sessions.ts (same methods, async). */
@@ -18,6 +18,17 @@ export class PgSessionsRepo {
 
   async deleteSession(idHash: string): Promise<void> {
     await this.db.delete(sessions).where(eq(sessions.idHash, idHash));
+  }
+
+  async listSessions(userId: number, now: number): Promise<SessionRow[]> {
+    return this.db.select().from(sessions).where(and(eq(sessions.userId, userId), gt(sessions.expiresAt, now)))
+      .orderBy(desc(sessions.createdAt), sessions.idHash);
+  }
+
+  async deleteUserSession(userId: number, idPrefix: string): Promise<boolean> {
+    return (await this.db.delete(sessions)
+      .where(and(eq(sessions.userId, userId), sql`substr(${sessions.idHash}, 1, ${SESSION_ID_CHARS}) = ${idPrefix}`))
+      .returning({ h: sessions.idHash })).length > 0;
   }
 
   async deleteUserSessions(userId: number): Promise<number> {

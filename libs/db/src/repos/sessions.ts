@@ -1,15 +1,25 @@
-import { and, eq, gt, lt } from 'drizzle-orm';
+import { and, desc, eq, gt, lt, sql } from 'drizzle-orm';
 import type { Db } from '../client';
 import { sessions, accessTokens } from '../schema';
 
 export type SessionRow = typeof sessions.$inferSelect;
 export type AccessTokenRow = typeof accessTokens.$inferSelect;
 
+/**
+ * How many hex characters of a session's id hash name it in the API (64 bits): the hash of a secret is not
+ * the secret, and a prefix of it cannot be turned back into a cookie.
+ */
+export const SESSION_ID_CHARS = 16;
+
 /** Login sessions and management access tokens: storage interface. */
 export interface SessionsStore {
   createSession(row: typeof sessions.$inferInsert): Promise<void>;
   findSession(idHash: string, now: number): Promise<SessionRow | undefined>;
   deleteSession(idHash: string): Promise<void>;
+  /** The user's live sessions (not expired at `now`), newest first. */
+  listSessions(userId: number, now: number): Promise<SessionRow[]>;
+  /** Ends the user's session whose id hash starts with `idPrefix` (SESSION_ID_CHARS hex); false when none. */
+  deleteUserSession(userId: number, idPrefix: string): Promise<boolean>;
   /** Ends every session of a user (password change or reset). */
   deleteUserSessions(userId: number): Promise<number>;
   purgeExpired(now: number): Promise<void>;
@@ -34,6 +44,17 @@ export class SessionsRepo implements SessionsStore {
 
   async deleteSession(idHash: string): Promise<void> {
     this.db.delete(sessions).where(eq(sessions.idHash, idHash)).run();
+  }
+
+  async listSessions(userId: number, now: number): Promise<SessionRow[]> {
+    return this.db.select().from(sessions).where(and(eq(sessions.userId, userId), gt(sessions.expiresAt, now)))
+      .orderBy(desc(sessions.createdAt), sessions.idHash).all();
+  }
+
+  async deleteUserSession(userId: number, idPrefix: string): Promise<boolean> {
+    return this.db.delete(sessions)
+      .where(and(eq(sessions.userId, userId), sql`substr(${sessions.idHash}, 1, ${SESSION_ID_CHARS}) = ${idPrefix}`))
+      .returning({ h: sessions.idHash }).all().length > 0;
   }
 
   /** Ends every session of a user (password change or reset). */
