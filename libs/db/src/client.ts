@@ -44,10 +44,13 @@ export function openDatabase(path: string, opts: { checkpointMs?: number } = {})
     const cause = path === ':memory:' ? null : writableFileProblem(path);
     throw new DatabaseOpenError(`cannot open database file ${path}: ${cause ?? fsErrorCause(e)}`, { cause: e });
   }
+  // The busy timeout first: even reading the journal mode needs a read lock, which another process's last
+  // connection holds for a moment while it checkpoints and removes the WAL on close (db:copy right after a
+  // writer closed the file failed with "database is locked" in CI).
+  sqlite.exec('PRAGMA busy_timeout = 5000');
   sqlite.exec('PRAGMA journal_mode = WAL');
   sqlite.exec('PRAGMA synchronous = NORMAL');
   sqlite.exec('PRAGMA foreign_keys = ON');
-  sqlite.exec('PRAGMA busy_timeout = 5000');
   const db = drizzle({ client: sqlite, schema });
   migrate(db, { migrationsFolder: MIGRATIONS_DIR });
   const stopCheckpointer = path === ':memory:' || opts.checkpointMs === 0 ? null : startCheckpointer(sqlite, path, opts.checkpointMs ?? 500);
