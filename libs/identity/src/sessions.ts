@@ -10,7 +10,7 @@ export class ManagementAuth {
   constructor(
     private readonly users: UsersStore,
     private readonly sessions: SessionsStore,
-    private readonly endOthers: (userId: number, keepSessionHash: string | undefined) => Promise<number> = async () => 0,
+    private readonly endOthers: (userId: number, keepSessionHash: string | undefined) => Promise<number>,
   ) {}
 
   async fromSession(sessionId: string): Promise<Principal | null> {
