@@ -101,7 +101,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const windows = backend.rateLimits ? sharedWindows(backend.rateLimits) : localWindows;
   reportRootBootstrap(log, config, await bootstrapRoot(users, { username: config.rootUsername, password: config.rootPassword }));
   const secrets = new SecretBox(config.secretKey);
-  const auth = new ManagementAuth(users, sessions, (id, keep) => security.endOtherSessions(id, keep));
+  const auth = new ManagementAuth(users, sessions);
   const mailer = new Mailer(mailConfig(config.env));
   if (!mailer.configured) log.info('mail.off', { msg: 'SMTP_HOST unset: password reset e-mails will not be sent' });
   closers.push(() => mailer.close());
@@ -112,7 +112,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const channelRegistry = await ChannelRegistry.load(stores.channels, channelSecrets, bus, log);
   const channelKeys = new ChannelKeyService(stores.channels, channelSecrets, bus, channels);
   const currentPassword = new CurrentPasswordGuard(Date.now, windows);
-  const twoFactor = new TwoFactorService(users, security, secrets, twoFactorConfig(config.env), currentPassword, Date.now, windows);
+  const twoFactor = new TwoFactorService(users, security, sessions, secrets, twoFactorConfig(config.env), currentPassword, Date.now, windows);
   const userAdmin = new UserService(users, sessions, ledger, bus, currentPassword, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)));
   const userDirectory = await UserDirectory.load(users, bus);
   const apiKeys = await ApiKeyService.load(stores.apiKeys, users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });

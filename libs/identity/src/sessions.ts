@@ -6,11 +6,9 @@ import type { AccessTokenView, LoginSessionView } from './views';
 
 /** Resolves management credentials (session cookie, access token) to a principal. */
 export class ManagementAuth {
-  /** `endOthers`: ends every login session of a user but one (the account-security store's, shared with 2FA). */
   constructor(
     private readonly users: UsersStore,
     private readonly sessions: SessionsStore,
-    private readonly endOthers: (userId: number, keepSessionHash: string | undefined) => Promise<number>,
   ) {}
 
   async fromSession(sessionId: string): Promise<Principal | null> {
@@ -53,7 +51,7 @@ export class ManagementAuth {
 
   /** "Log out everywhere else": every other login session of the caller (all of them when the caller uses a token). */
   async endOtherSessions(p: Principal): Promise<number> {
-    return this.endOthers(p.user.id, p.sessionHash);
+    return this.sessions.endOtherSessions(p.user.id, p.sessionHash);
   }
 
   async createAccessToken(userId: number, name: string, expiresInDays?: number): Promise<{ token: string; view: AccessTokenView }> {

@@ -1,6 +1,6 @@
 import { ConfigError } from '@gw/config';
 import { GatewayError, localWindows, type AttemptWindow, type AttemptWindows, type SecretBox } from '@gw/core';
-import type { SecurityStore, UserRow, UsersStore } from '@gw/db';
+import type { SecurityStore, SessionsStore, UserRow, UsersStore } from '@gw/db';
 import { generateBackupCodes, hashBackupCode, looksLikeBackupCode } from './backup-codes';
 import type { CurrentPasswordGuard } from './current-password';
 import type { Principal } from './principal';
@@ -49,6 +49,8 @@ export class TwoFactorService {
   constructor(
     private readonly users: UsersStore,
     private readonly repo: SecurityStore,
+    /** Turning 2FA on and new backup codes end the user's other login sessions. */
+    private readonly sessions: Pick<SessionsStore, 'endOtherSessions'>,
     private readonly box: SecretBox,
     private readonly cfg: TwoFactorConfig,
     /** The shared current-password check (and its attempt limit) that enable and new backup codes need. */
@@ -100,7 +102,7 @@ export class TwoFactorService {
       throw await this.failed(userId);
     }
     await this.failures.reset(this.key(userId));
-    return { backup_codes: codes, sessions_ended: await this.repo.endOtherSessions(userId, p.sessionHash) };
+    return { backup_codes: codes, sessions_ended: await this.sessions.endOtherSessions(userId, p.sessionHash) };
   }
 
   /**
@@ -131,7 +133,7 @@ export class TwoFactorService {
     const codes = generateBackupCodes();
     await this.repo.replaceBackupCodes(userId, codes.map((c) => hashBackupCode(userId, c)), this.nowSec());
     await this.failures.reset(this.key(userId));
-    return { backup_codes: codes, sessions_ended: await this.repo.endOtherSessions(userId, p.sessionHash) };
+    return { backup_codes: codes, sessions_ended: await this.sessions.endOtherSessions(userId, p.sessionHash) };
   }
 
   /**

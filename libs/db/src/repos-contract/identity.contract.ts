@@ -318,12 +318,12 @@ export function identityContract(make: MakeEnv): void {
       for (const h of ['o1', 'o2', 'o3']) await r.sessions.createSession({ idHash: h, userId: u.id, createdAt: 1, expiresAt: 100 });
       await r.sessions.createSession({ idHash: 'ov', userId: v.id, createdAt: 1, expiresAt: 100 });
       await r.sessions.createToken({ userId: u.id, tokenHash: 'ot1', prefix: 'p', createdAt: 1 });
-      expect(await r.security.endOtherSessions(u.id, 'o2')).toBe(2);
+      expect(await r.sessions.endOtherSessions(u.id, 'o2')).toBe(2);
       expect(await r.sessions.findSession('o2', 0)).toBeDefined();
       expect(await r.sessions.findSession('o1', 0)).toBeUndefined();
       expect(await r.sessions.findSession('ov', 0)).toBeDefined();
       expect((await r.sessions.findToken('ot1'))!.revokedAt).toBeNull();
-      expect(await r.security.endOtherSessions(u.id, undefined)).toBe(1);
+      expect(await r.sessions.endOtherSessions(u.id, undefined)).toBe(1);
     });
 
     test('login failures lock at the limit for lockSeconds * 2^locks, rounded up to a second', async () => {

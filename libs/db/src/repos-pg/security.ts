@@ -92,11 +92,6 @@ export class PgSecurityRepo {
     });
   }
 
-  async endOtherSessions(userId: number, keepSessionHash: string | undefined): Promise<number> {
-    const s = keepSessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keepSessionHash)) : eq(sessions.userId, userId);
-    return (await this.db.delete(sessions).where(s).returning({ h: sessions.idHash })).length;
-  }
-
   /** The first UPDATE locks the user row until commit, so the read-then-lock step cannot interleave with another failure. */
   async recordLoginFailure(userId: number, policy: { maxFailures: number; lockSeconds: number }, nowMs: number): Promise<number> {
     return this.db.transaction(async (tx) => {

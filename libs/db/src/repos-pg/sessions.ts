@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, lt, sql } from 'drizzle-orm';
+import { and, desc, eq, gt, lt, ne, sql } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { accessTokens, sessions } from '../schema-pg';
 import { SESSION_ID_CHARS, type AccessTokenRow, type SessionRow } from '../repos/sessions';
@@ -33,6 +33,11 @@ export class PgSessionsRepo {
 
   async deleteUserSessions(userId: number): Promise<number> {
     return (await this.db.delete(sessions).where(eq(sessions.userId, userId)).returning({ h: sessions.idHash })).length;
+  }
+
+  async endOtherSessions(userId: number, keepSessionHash: string | undefined): Promise<number> {
+    const s = keepSessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keepSessionHash)) : eq(sessions.userId, userId);
+    return (await this.db.delete(sessions).where(s).returning({ h: sessions.idHash })).length;
   }
 
   async purgeExpired(now: number): Promise<void> {

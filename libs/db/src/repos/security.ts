@@ -38,8 +38,6 @@ export interface SecurityStore {
    * one transaction. Returns what was ended.
    */
   endCredentials(userId: number, keep: { sessionHash?: string; tokenId?: number }, now: number): Promise<CredentialsEnded>;
-  /** Ends every login session of the user but `keepSessionHash` (2FA turned on, new backup codes); access tokens stay. Returns the count. */
-  endOtherSessions(userId: number, keepSessionHash: string | undefined): Promise<number>;
   /**
    * Counts one failed login atomically (concurrent wrong attempts cannot overwrite each other's
    * count). At `maxFailures` the account locks for lockSeconds * 2^(locks so far), rounded up to a
@@ -168,11 +166,6 @@ export class SecurityRepo implements SecurityStore {
         tokens_revoked: tx.update(accessTokens).set({ revokedAt: now }).where(t).returning({ id: accessTokens.id }).all().length,
       };
     });
-  }
-
-  async endOtherSessions(userId: number, keepSessionHash: string | undefined): Promise<number> {
-    const s = keepSessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keepSessionHash)) : eq(sessions.userId, userId);
-    return this.db.delete(sessions).where(s).returning({ h: sessions.idHash }).all().length;
   }
 
   /**

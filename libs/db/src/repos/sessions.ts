@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, lt, sql } from 'drizzle-orm';
+import { and, desc, eq, gt, lt, ne, sql } from 'drizzle-orm';
 import type { Db } from '../client';
 import { sessions, accessTokens } from '../schema';
 
@@ -22,6 +22,8 @@ export interface SessionsStore {
   deleteUserSession(userId: number, idPrefix: string): Promise<boolean>;
   /** Ends every session of a user (password change or reset). */
   deleteUserSessions(userId: number): Promise<number>;
+  /** Ends every login session of the user but `keepSessionHash` (2FA turned on, new backup codes, "log out elsewhere"); access tokens stay. Returns the count. */
+  endOtherSessions(userId: number, keepSessionHash: string | undefined): Promise<number>;
   purgeExpired(now: number): Promise<void>;
   createToken(row: typeof accessTokens.$inferInsert): Promise<AccessTokenRow>;
   findToken(tokenHash: string): Promise<AccessTokenRow | undefined>;
@@ -60,6 +62,11 @@ export class SessionsRepo implements SessionsStore {
   /** Ends every session of a user (password change or reset). */
   async deleteUserSessions(userId: number): Promise<number> {
     return this.db.delete(sessions).where(eq(sessions.userId, userId)).returning({ h: sessions.idHash }).all().length;
+  }
+
+  async endOtherSessions(userId: number, keepSessionHash: string | undefined): Promise<number> {
+    const s = keepSessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keepSessionHash)) : eq(sessions.userId, userId);
+    return this.db.delete(sessions).where(s).returning({ h: sessions.idHash }).all().length;
   }
 
   async purgeExpired(now: number): Promise<void> {
