@@ -9,7 +9,7 @@ import { openBackend, type Backend } from './backend';
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
 import { ApiKeyService, CurrentPasswordGuard, UserDirectory, UserService } from '@gw/identity';
 import { ChannelKeyService, ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
-import { Mailer, PasswordChangeService, PasswordResetService, TwoFactorService, mailConfig, passwordResetConfig, twoFactorConfig } from '@gw/identity';
+import { Mailer, PasswordChangeService, PasswordResetService, SecurityNotices, TwoFactorService, mailConfig, passwordResetConfig, securityNoticesConfig, twoFactorConfig } from '@gw/identity';
 import { createPayments, paymentsConfig, type Payments } from '@gw/payments';
 import { createRelayServices, type RelayServices } from '@gw/relay';
 import { createMetrics, watchLoopDelay, type GatewayMetrics } from './metrics';
@@ -41,6 +41,8 @@ export interface Services {
   security: SecurityStore;
   twoFactor: TwoFactorService;
   mailer: Mailer;
+  /** E-mails an account's owner when a credential or 2FA changes on it (after the response). */
+  notices: SecurityNotices;
   passwordReset: PasswordResetService;
   passwordChange: PasswordChangeService;
   /** The one check (and attempt limit) of a logged-in user's current password, shared by every route that asks for it. */
@@ -103,8 +105,11 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const secrets = new SecretBox(config.secretKey);
   const auth = new ManagementAuth(users, sessions);
   const mailer = new Mailer(mailConfig(config.env));
-  if (!mailer.configured) log.info('mail.off', { msg: 'SMTP_HOST unset: password reset e-mails will not be sent' });
+  if (!mailer.configured) log.info('mail.off', { msg: 'SMTP_HOST unset: password reset e-mails and security notices will not be sent' });
   closers.push(() => mailer.close());
+  const notices = new SecurityNotices(mailer, securityNoticesConfig(config.env, passwordResetConfig(config.env).publicUrl), log);
+  // Closers run in reverse: the notice queue stops before the mailer closes.
+  closers.push(() => notices.stop());
 
   // Management: channels, users, API keys. Caches subscribe to the bus here, before any request.
   const channelSecrets = new SecretBox(config.secretKey);
@@ -175,7 +180,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
     channels, channelRegistry, channelKeys, userAdmin, userDirectory, apiKeys,
     channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, stores, backend, users, sessions, ledger, bus,
-    secrets, auth, security, twoFactor, mailer,
+    secrets, auth, security, twoFactor, mailer, notices,
     passwordReset, passwordChange: new PasswordChangeService(users, security, currentPassword), currentPassword,
     login: new LoginService(users, sessions, {
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,

@@ -139,7 +139,7 @@ export class ApiKeyService {
     return owner;
   }
 
-  async create(actor: UserRow, input: ApiKeyCreate): Promise<{ key: string; view: ApiKeyView }> {
+  async create(actor: UserRow, input: ApiKeyCreate): Promise<{ key: string; view: ApiKeyView; owner: UserRow }> {
     const owner = await this.resolveOwner(actor, input.user_id);
     const max = this.limits.maxKeysPerUser;
     const now = nowSeconds();
@@ -150,7 +150,7 @@ export class ApiKeyService {
     }, max);
     if (!row) throw new GatewayError(409, 'too_many_keys', `A user may hold at most ${max} API keys; delete unused ones first`, { param: 'user_id' });
     await this.afterWrite(row.id);
-    return { key, view: toApiKeyView(row) };
+    return { key, view: toApiKeyView(row), owner };
   }
 
   async list(actor: UserRow, q: { userId?: number; keyword?: string; status?: number; offset: number; limit: number }): Promise<{ items: ApiKeyView[]; total: number }> {

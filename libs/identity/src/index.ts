@@ -16,3 +16,4 @@ export * from './password-change';
 export * from './limit-fields';
 export * from './unknown-lockout';
 export * from './current-password';
+export * from './security-notices';

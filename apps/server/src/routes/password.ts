@@ -3,6 +3,7 @@ import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
 import { authPlugin, caller } from '../plugins/auth';
 import { clientIp } from '../plugins/client-ip';
+import { origin } from '../plugins/origin';
 import type { Services } from '../services';
 import { envelope } from './envelope';
 
@@ -29,7 +30,12 @@ export const passwordRoutes = (s: Services) =>
       response: envelope(t.Union([t.Null(), t.Object({ password: t.String({ description: 'The generated password, shown once' }) })])),
       detail: { tags: ['password'], summary: 'Reset Password', description: 'Consumes the e-mailed token and sets the password; without `password` a generated one is returned once. Ends every session and revokes every access token of the user.' },
     })
-    .post('/password', async (ctx) => ok(await s.passwordChange.change(caller(ctx), ctx.body.current_password, ctx.body.new_password)), {
+    .post('/password', async (ctx) => {
+      const p = caller(ctx);
+      const r = await s.passwordChange.change(p, ctx.body.current_password, ctx.body.new_password);
+      s.notices.notify(p.user, { kind: 'password_changed', ...origin(ctx) });
+      return ok(r);
+    }, {
       role: 'user',
       body: t.Object({ current_password: t.String({ maxLength: 1024 }), new_password: t.String({ maxLength: 1024 }) }),
       response: envelope(t.Object({

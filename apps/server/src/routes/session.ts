@@ -4,6 +4,7 @@ import { ok } from '@gw/core';
 import { SESSION_COOKIE, toUserView, UserView, AccessTokenView, LoginSessionView } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
 import { clientIp } from '../plugins/client-ip';
+import { origin } from '../plugins/origin';
 import type { Services } from '../services';
 import { envelope } from './envelope';
 
@@ -61,6 +62,7 @@ export const sessionRoutes = (s: Services) =>
       // A token outlives the session (logout, expiry): without the password, a stolen session could make itself permanent.
       await s.currentPassword.require(user.id, ctx.body.current_password, user.passwordHash);
       const r = await s.auth.createAccessToken(user.id, ctx.body.name ?? '', ctx.body.expires_in_days);
+      s.notices.notify(user, { kind: 'access_token_created', detail: `"${r.view.name}" (id ${r.view.id})`, ...origin(ctx) });
       return ok({ ...r.view, token: r.token });
     }, {
       role: 'user',

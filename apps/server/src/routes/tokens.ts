@@ -3,6 +3,7 @@ import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
 import { ApiKeyCreate, ApiKeyUpdate, ApiKeyView } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
+import { origin } from '../plugins/origin';
 import type { Services } from '../services';
 import { envelope, page, pageQuery } from './envelope';
 
@@ -29,7 +30,11 @@ export const tokenRoutes = (s: Services) =>
       detail: { tags, summary: 'List API keys', description: 'The caller\'s relay API keys; admins pass `user_id` to see another user\'s.' },
     })
     .post('/', async (ctx) => {
-      const r = await s.apiKeys.create(caller(ctx).user, ctx.body);
+      const { user } = caller(ctx);
+      const r = await s.apiKeys.create(user, ctx.body);
+      s.notices.notify(r.owner, {
+        kind: 'relay_key_created', detail: `"${r.view.name}" (id ${r.view.id})`, actor: r.owner.id === user.id ? undefined : user, ...origin(ctx),
+      });
       return ok({ ...r.view, key: r.key });
     }, {
       role: 'user', body: ApiKeyCreate,

@@ -2,6 +2,7 @@
 import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
 import { authPlugin, caller } from '../plugins/auth';
+import { origin } from '../plugins/origin';
 import type { Services } from '../services';
 import { envelope } from './envelope';
 
@@ -30,7 +31,12 @@ export const twoFactorRoutes = (s: Services) =>
       response: envelope(t.Object({ secret: t.String(), otpauth_uri: t.String(), qr: t.String({ description: 'String to render as a QR code (the otpauth URI)' }) })),
       detail: { tags: ['2fa'], summary: 'Start 2FA setup', description: 'Creates a new TOTP secret (URI and QR code). It is not active until confirmed with /api/user/2fa/enable.' },
     })
-    .post('/2fa/enable', async (ctx) => ok(await s.twoFactor.enable(caller(ctx), ctx.body.current_password, ctx.body.code)), {
+    .post('/2fa/enable', async (ctx) => {
+      const p = caller(ctx);
+      const r = await s.twoFactor.enable(p, ctx.body.current_password, ctx.body.code);
+      s.notices.notify(p.user, { kind: 'two_factor_enabled', ...origin(ctx) });
+      return ok(r);
+    }, {
       role: 'user', body: CodePasswordBody, response: envelope(BackupCodes),
       detail: {
         tags: ['2fa'], summary: 'Enable 2FA',
@@ -41,7 +47,9 @@ export const twoFactorRoutes = (s: Services) =>
       },
     })
     .post('/2fa/disable', async (ctx) => {
-      await s.twoFactor.disable(caller(ctx).user.id, ctx.body.code);
+      const { user } = caller(ctx);
+      await s.twoFactor.disable(user.id, ctx.body.code);
+      s.notices.notify(user, { kind: 'two_factor_disabled', ...origin(ctx) });
       return ok(null);
     }, {
       role: 'user', body: CodeBody, response: envelope(t.Null()),
@@ -56,7 +64,10 @@ export const twoFactorRoutes = (s: Services) =>
       },
     })
     .post('/:id/2fa/reset', async (ctx) => {
-      await s.twoFactor.adminReset(caller(ctx).user, ctx.params.id);
+      const { user } = caller(ctx);
+      await s.twoFactor.adminReset(user, ctx.params.id);
+      const target = await s.users.byId(ctx.params.id);
+      if (target) s.notices.notify(target, { kind: 'two_factor_disabled', actor: user, ...origin(ctx) });
       return ok(null);
     }, {
       role: 'admin', params: t.Object({ id: t.Integer({ minimum: 1 }) }), response: envelope(t.Null()),

@@ -3,6 +3,7 @@ import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
 import { UserCreate, UserSelfUpdate, UserUpdate, UserView } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
+import { origin } from '../plugins/origin';
 import type { Services } from '../services';
 import { envelope, page, pageQuery } from './envelope';
 
@@ -12,7 +13,13 @@ const tags = ['user'];
 export const userRoutes = (s: Services) =>
   new Elysia({ name: 'user-routes', prefix: '/api/user' })
     .use(authPlugin(s))
-    .put('/self', async (ctx) => ok(await s.userAdmin.updateSelf(caller(ctx).user, ctx.body)), {
+    .put('/self', async (ctx) => {
+      const { user } = caller(ctx);
+      const view = await s.userAdmin.updateSelf(user, ctx.body);
+      // The old address is told: it is the one an intruder who knows the password would want to silence.
+      if (user.email && view.email !== user.email) s.notices.notify(user, { kind: 'email_changed', detail: `now ${view.email ?? '(none)'}`, to: user.email, ...origin(ctx) });
+      return ok(view);
+    }, {
       role: 'user', body: UserSelfUpdate, response: envelope(UserView),
       detail: { tags, summary: 'Update own profile', description: 'Changes the caller\'s display name and e-mail. A new e-mail needs `current_password`, since that address receives password resets.' },
     })
@@ -37,7 +44,12 @@ export const userRoutes = (s: Services) =>
       role: 'admin', body: UserCreate, response: envelope(UserView),
       detail: { tags, summary: 'Create User', description: 'Creates a user (admin: of a lower role than the caller). A taken username or e-mail is a 409 (username_taken, email_taken). An initial `quota` is credited as a ledger `adjust` entry.' },
     })
-    .put('/', async (ctx) => ok(await s.userAdmin.update(caller(ctx).user, ctx.body)), {
+    .put('/', async (ctx) => {
+      const { user } = caller(ctx);
+      const view = await s.userAdmin.update(user, ctx.body);
+      if (ctx.body.password !== undefined) s.notices.notify({ id: view.id, username: view.username, email: view.email }, { kind: 'password_changed', actor: user, ...origin(ctx) });
+      return ok(view);
+    }, {
       role: 'admin', body: UserUpdate, response: envelope(UserView),
       detail: { tags, summary: 'Update a user', description: 'Partial update by id. The balance is not changed here but through POST /api/ledger/adjust.' },
     })

@@ -1,0 +1,159 @@
+/**
+ * E-mails the owner of an account when something that outlives a login session changes on it: a new relay
+ * key or access token, 2FA turned on or off, a new password, a new e-mail address (told to the old one). A
+ * stolen session can still create relay keys without the password; this is how the owner hears of it.
+ *
+ * Mail goes out after the response, through a bounded background queue (like reset e-mails). A burst is
+ * not a burst of e-mails: the first notice of a user goes out at once, and the ones that follow within
+ * the window are gathered into one digest at its end. Nothing is dropped to throttle, so a thief's key
+ * created right after the owner's own is still reported.
+ */
+import { readBoolEnv, readIntEnv } from '@gw/config';
+import { stdLogger, type Logger } from '@gw/core';
+import type { UserRow } from '@gw/db';
+import { JobQueue, type JobQueueOptions } from './job-queue';
+import type { Mailer } from './mailer';
+
+export interface SecurityNoticesConfig {
+  /** SECURITY_NOTICES (default on): send them at all (only when SMTP is configured and the user has an e-mail). */
+  enabled: boolean;
+  /** SECURITY_NOTICE_WINDOW_SECONDS (default 60): notices after a user's first are gathered this long. */
+  windowMs: number;
+  /** PUBLIC_URL, named in the mail so the owner knows where to act. */
+  publicUrl: string;
+}
+
+export function securityNoticesConfig(env: Record<string, string | undefined>, publicUrl: string): SecurityNoticesConfig {
+  return {
+    enabled: readBoolEnv(env, 'SECURITY_NOTICES', true),
+    windowMs: readIntEnv(env, 'SECURITY_NOTICE_WINDOW_SECONDS', 60, 1, 86_400) * 1000,
+    publicUrl,
+  };
+}
+
+export type NoticeKind = 'relay_key_created' | 'access_token_created' | 'two_factor_enabled' | 'two_factor_disabled'
+  | 'password_changed' | 'email_changed';
+
+export interface Notice {
+  kind: NoticeKind;
+  /** The key's or token's name and id, the new address: shown as data, on one line. */
+  detail?: string;
+  /** Who did it, when not the owner (an admin). */
+  actor?: Pick<UserRow, 'id' | 'username'>;
+  ip?: string;
+  userAgent?: string;
+  /** Where to write instead of the user's current address (an e-mail change tells the old one). */
+  to?: string;
+}
+
+const WHAT: Record<NoticeKind, string> = {
+  relay_key_created: 'A new relay API key was created',
+  access_token_created: 'A new management access token was created',
+  two_factor_enabled: 'Two-factor authentication was turned on',
+  two_factor_disabled: 'Two-factor authentication was turned off',
+  password_changed: 'The password was changed',
+  email_changed: 'The e-mail address was changed',
+};
+
+/** Lines kept per digest; a longer burst is counted, not listed, so one user's flood cannot grow memory. */
+const DIGEST_LINES = 50;
+/** Users with an open window at once; beyond it a notice is logged instead of mailed. */
+const MAX_OPEN_WINDOWS = 10_000;
+
+interface Window { to: string; username: string; lines: string[]; more: number; timer: ReturnType<typeof setTimeout> }
+
+export class SecurityNotices {
+  private readonly queue: JobQueue;
+  private readonly windows = new Map<number, Window>();
+
+  constructor(
+    private readonly mailer: Mailer,
+    private readonly cfg: SecurityNoticesConfig,
+    private readonly log: Logger = stdLogger,
+    private readonly clock: () => number = Date.now,
+    queueOptions: Omit<JobQueueOptions, 'log'> = {},
+  ) {
+    this.queue = new JobQueue({ ...queueOptions, log });
+  }
+
+  /** Tells `user` of `notice`; returns at once. Without SMTP, an address or `SECURITY_NOTICES`, nothing happens. */
+  notify(user: Pick<UserRow, 'id' | 'username' | 'email'>, notice: Notice): void {
+    const to = notice.to ?? user.email;
+    if (!this.cfg.enabled || !this.mailer.configured || !to) return;
+    const line = this.describe(notice);
+    const open = this.windows.get(user.id);
+    if (open && open.to === to) {
+      if (open.lines.length < DIGEST_LINES) open.lines.push(line);
+      else open.more++;
+      return;
+    }
+    if (this.windows.size >= MAX_OPEN_WINDOWS) {
+      this.log.warn('notice.dropped', { user_id: user.id, kind: notice.kind, reason: 'too many open windows' });
+      return;
+    }
+    this.send(user.id, to, user.username, [line], 0, WHAT[notice.kind]);
+    if (open) return;
+    const w: Window = { to, username: user.username, lines: [], more: 0, timer: setTimeout(() => this.close(user.id), this.cfg.windowMs) };
+    w.timer.unref?.();
+    this.windows.set(user.id, w);
+  }
+
+  /** Resolves once queued notices are sent (tests). */
+  idle(): Promise<void> { return this.queue.idle(); }
+
+  /** Stops the queue; gathered digests not yet due are logged as not sent. */
+  stop(): void {
+    for (const w of this.windows.values()) clearTimeout(w.timer);
+    const gathered = [...this.windows.values()].reduce((n, w) => n + w.lines.length + w.more, 0);
+    if (gathered) this.log.warn('notice.not_sent', { notices: gathered });
+    this.windows.clear();
+    this.queue.close();
+  }
+
+  /** The window's end: a digest of what was gathered, and a new window after it; none when nothing was. */
+  private close(userId: number): void {
+    const w = this.windows.get(userId);
+    if (!w) return;
+    if (!w.lines.length) { this.windows.delete(userId); return; }
+    const n = w.lines.length + w.more;
+    this.send(userId, w.to, w.username, w.lines, w.more, `${n} changes to your account`);
+    w.lines = [];
+    w.more = 0;
+    w.timer = setTimeout(() => this.close(userId), this.cfg.windowMs);
+    w.timer.unref?.();
+  }
+
+  private send(userId: number, to: string, username: string, lines: string[], more: number, subject: string): void {
+    const text = [
+      `Hello ${oneLine(username)},`,
+      '',
+      `On your gateway account "${oneLine(username)}" (${this.cfg.publicUrl}):`,
+      '',
+      ...lines.map((l) => `- ${l}`),
+      ...(more ? [`- and ${more} more`] : []),
+      '',
+      'If this was you, there is nothing to do.',
+      'If not, someone else can act on your account: change your password (this ends every other login session',
+      'and access token), then review your relay keys and access tokens and delete the ones you do not know',
+      '(gw key list, gw access-token list), and check your two-factor settings.',
+    ].join('\n');
+    this.queue.enqueue('security notice e-mail', async () => {
+      await this.mailer.send({ to, subject: `Security notice: ${subject}`, text });
+      this.log.info('notice.sent', { user_id: userId, notices: lines.length + more });
+    });
+  }
+
+  private describe(n: Notice): string {
+    const parts = [`${WHAT[n.kind]}${n.detail ? `: ${oneLine(n.detail)}` : ''}`, `at ${new Date(this.clock()).toISOString().replace('.000Z', 'Z')}`];
+    if (n.actor) parts.push(`by admin "${oneLine(n.actor.username)}" (user ${n.actor.id})`);
+    if (n.ip) parts.push(`from ${oneLine(n.ip)}`);
+    if (n.userAgent) parts.push(`User-Agent "${oneLine(n.userAgent)}"`);
+    return parts.join(', ');
+  }
+}
+
+/** Text chosen by a client (names, User-Agent) stays one bounded line of data in the mail. */
+function oneLine(s: string, max = 200): string {
+  const flat = s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+}

@@ -1,0 +1,166 @@
+/**
+ * The owner of an account is e-mailed when something that outlives a login session changes on it: a new relay
+ * key (which a stolen session can still create without the password), a new access token, 2FA on or off, a new
+ * password, a new e-mail address (told to the old one). A burst becomes one immediate mail and one digest, never
+ * silence. Over real HTTP against a real SMTP server, on either backend.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { generate } from 'otplib';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { startSmtp, type CapturedMail, type TestSmtp } from '../helpers/smtp';
+
+let smtp: TestSmtp;
+let gw: TestGateway;
+beforeAll(async () => {
+  smtp = await startSmtp();
+  gw = await startGateway({ ...smtp.env, PUBLIC_URL: 'https://gw.example.com', SECURITY_NOTICE_WINDOW_SECONDS: '1' });
+}, 30_000);
+afterAll(async () => {
+  await gw.stop();
+  await smtp.stop();
+});
+
+const mailsTo = (to: string) => smtp.messages.filter((m) => m.to.includes(to));
+const next = (to: string, after: number, timeoutMs = 5_000): Promise<CapturedMail> =>
+  smtp.waitFor((m) => m.to.includes(to) && mailsTo(to).indexOf(m) >= after, timeoutMs);
+
+/** The texts of the mails to `to` from index `after` on, once together they contain every one of `lines`. */
+async function allOf(to: string, after: number, lines: string[], timeoutMs = 10_000): Promise<string> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const text = mailsTo(to).slice(after).map((m) => m.text).join('\n');
+    if (lines.every((l) => text.includes(l))) return text;
+    if (Date.now() > until) throw new Error(`mails to ${to} lack some of ${JSON.stringify(lines)}:\n${text}`);
+    await Bun.sleep(20);
+  }
+}
+
+async function userWithEmail(extra: Record<string, unknown> = {}) {
+  const email = `${crypto.randomUUID().slice(0, 8)}@example.com`;
+  return { ...(await makeUser(gw, 1, { email, ...extra })), email };
+}
+
+async function login(username: string, password: string): Promise<string> {
+  const res = await fetch(`${gw.nodeUrl}/api/user/login`, {
+    method: 'POST', headers: { 'content-type': 'application/json', 'user-agent': 'stolen-browser/1.0' }, body: JSON.stringify({ username, password }),
+  });
+  expect(res.status).toBe(200);
+  return res.headers.get('set-cookie')!.split(';')[0]!;
+}
+
+test('a relay key created with a session alone is reported to the owner with its name, id, address and User-Agent', async () => {
+  const u = await userWithEmail();
+  const cookie = await login(u.username, u.password);
+  const res = await fetch(`${gw.nodeUrl}/api/token/`, {
+    method: 'POST', headers: { cookie, 'content-type': 'application/json', 'user-agent': 'stolen-browser/1.0' }, body: JSON.stringify({ name: 'backdoor' }),
+  });
+  expect(res.status).toBe(200);
+  const { id, key } = ((await res.json()) as any).data;
+  const m = await next(u.email, 0);
+  expect(m.subject).toBe('Security notice: A new relay API key was created');
+  expect(m.text).toContain(`A new relay API key was created: "backdoor" (id ${id})`);
+  expect(m.text).toContain('from 127.0.0.1');
+  expect(m.text).toContain('User-Agent "stolen-browser/1.0"');
+  expect(m.text).toContain('https://gw.example.com');
+  expect(m.text).toContain(`"${u.username}"`);
+  // The key itself is never mailed.
+  expect(key).toStartWith('sk-');
+  expect(m.raw).not.toContain(key);
+  expect(m.raw).not.toContain(key.slice(3, 20));
+});
+
+test('notices after the first within the window are gathered into one digest, none lost; the next window starts fresh', async () => {
+  const u = await userWithEmail();
+  const keys: number[] = [];
+  for (const name of ['mine', 'thief-1', 'thief-2']) {
+    const r = await gw.nodeApi('POST', '/api/token/', { name }, u.token);
+    expect(r.status).toBe(200);
+    keys.push(r.body.data.id);
+  }
+  const first = await next(u.email, 0);
+  expect(first.text).toContain(`"mine" (id ${keys[0]})`);
+  expect(first.text).not.toContain('thief');
+  const digest = await next(u.email, 1);
+  expect(digest.subject).toBe('Security notice: 2 changes to your account');
+  expect(digest.text).toContain(`"thief-1" (id ${keys[1]})`);
+  expect(digest.text).toContain(`"thief-2" (id ${keys[2]})`);
+  // An empty window closes without a mail; the next notice then goes out at once again.
+  await Bun.sleep(2_300);
+  expect(mailsTo(u.email).length).toBe(2);
+  const t0 = Date.now();
+  expect((await gw.nodeApi('POST', '/api/token/', { name: 'later' }, u.token)).status).toBe(200);
+  const later = await next(u.email, 2);
+  expect(later.text).toContain('"later"');
+  expect(Date.now() - t0).toBeLessThan(900);
+}, 20_000);
+
+test('a key an admin creates for a user names the admin; hostile names stay one line of data', async () => {
+  const u = await userWithEmail();
+  const admin = await makeUser(gw, 10);
+  const r = await gw.nodeApi('POST', '/api/token/', { name: 'x\r\nSubject: hi\u2028y', user_id: u.id }, admin.token);
+  expect(r.status).toBe(200);
+  const m = await next(u.email, 0);
+  expect(m.text).toContain(`by admin "${admin.username}" (user ${admin.id})`);
+  expect(m.text).toContain('"x Subject: hi y"');
+  expect(m.subject).toBe('Security notice: A new relay API key was created');
+});
+
+test('access tokens, 2FA on and off, a new password and a new e-mail address (told to the old one) are reported', async () => {
+  const u = await userWithEmail();
+  const tok = await gw.nodeApi('POST', '/api/user/access_token', { name: 'ci', current_password: u.password }, u.token);
+  expect(tok.status).toBe(200);
+  expect((await next(u.email, 0)).text).toContain(`A new management access token was created: "ci" (id ${tok.body.data.id})`);
+  await Bun.sleep(1_200); // past the window: each of the following is checked on its own
+
+  const setup = await gw.nodeApi('POST', '/api/user/2fa/setup', undefined, u.token);
+  const on = await gw.nodeApi('POST', '/api/user/2fa/enable', { code: await generate({ secret: setup.body.data.secret }), current_password: u.password }, u.token);
+  expect(on.status).toBe(200);
+  const off = await gw.nodeApi('POST', '/api/user/2fa/disable', { code: on.body.data.backup_codes[0] }, u.token);
+  expect(off.status).toBe(200);
+  const pw = await gw.nodeApi('POST', '/api/user/password', { current_password: u.password, new_password: 'a-new-password-456' }, u.token);
+  expect(pw.status).toBe(200);
+  const newEmail = `${crypto.randomUUID().slice(0, 8)}@example.com`;
+  const em = await gw.nodeApi('PUT', '/api/user/self', { email: newEmail, current_password: 'a-new-password-456' }, u.token);
+  expect(em.status).toBe(200);
+
+  // Hashing the new password can outlast the 1 s window, so the lines may come in one digest or two.
+  const text = await allOf(u.email, 1, ['Two-factor authentication was turned on', 'Two-factor authentication was turned off',
+    'The password was changed', `The e-mail address was changed: now ${newEmail}`]);
+  expect(text.indexOf('turned on')).toBeLessThan(text.indexOf('turned off'));
+  expect(mailsTo(newEmail)).toEqual([]);
+}, 20_000);
+
+test('an admin setting a password or resetting 2FA is reported as the admin; other profile edits are not reported', async () => {
+  const u = await userWithEmail();
+  const admin = await makeUser(gw, 10);
+  const setup = await gw.nodeApi('POST', '/api/user/2fa/setup', undefined, u.token);
+  const on = await gw.nodeApi('POST', '/api/user/2fa/enable', { code: await generate({ secret: setup.body.data.secret }), current_password: u.password }, u.token);
+  expect(on.status).toBe(200);
+  expect((await gw.nodeApi('PUT', '/api/user/', { id: u.id, password: 'set-by-admin-789' }, admin.token)).status).toBe(200);
+  expect((await gw.nodeApi('PUT', '/api/user/', { id: u.id, display_name: 'renamed' }, admin.token)).status).toBe(200);
+  expect((await gw.nodeApi('POST', `/api/user/${u.id}/2fa/reset`, undefined, admin.token)).status).toBe(200);
+  const text = await allOf(u.email, 0, ['Two-factor authentication was turned on', 'The password was changed', 'Two-factor authentication was turned off']);
+  const lines = text.split('\n').filter((l) => l.startsWith('- '));
+  expect(lines).toHaveLength(3);
+  expect(lines[0]).not.toContain('by admin');
+  for (const l of lines.slice(1)) expect(l).toContain(`by admin "${admin.username}" (user ${admin.id})`);
+  await Bun.sleep(1_500);
+  expect(mailsTo(u.email).flatMap((m) => m.text.split('\n').filter((l) => l.startsWith('- ')))).toHaveLength(3);
+}, 20_000);
+
+test('nothing is sent for users without an address, or with SECURITY_NOTICES=false', async () => {
+  const noMail = await makeUser(gw);
+  const before = smtp.messages.length;
+  expect((await gw.nodeApi('POST', '/api/token/', { name: 'k' }, noMail.token)).status).toBe(200);
+
+  const off = await startGateway({ ...smtp.env, SECURITY_NOTICES: 'false' });
+  try {
+    const email = `${crypto.randomUUID().slice(0, 8)}@example.com`;
+    const u = await makeUser(off, 1, { email });
+    expect((await off.nodeApi('POST', '/api/token/', { name: 'k' }, u.token)).status).toBe(200);
+    await Bun.sleep(500);
+    expect(smtp.messages.length).toBe(before);
+  } finally {
+    await off.stop();
+  }
+}, 20_000);
