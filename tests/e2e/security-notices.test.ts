@@ -97,11 +97,11 @@ test('notices after the first within the window are gathered into one digest, no
 test('a key an admin creates for a user names the admin; hostile names stay one line of data', async () => {
   const u = await userWithEmail();
   const admin = await makeUser(gw, 10);
-  const r = await gw.nodeApi('POST', '/api/token/', { name: 'x\r\nSubject: hi\u2028y', user_id: u.id }, admin.token);
+  const r = await gw.nodeApi('POST', '/api/token/', { name: 'x\r\nSubject: hi\u2028y\u202ez', user_id: u.id }, admin.token);
   expect(r.status).toBe(200);
   const m = await next(u.email, 0);
   expect(m.text).toContain(`by admin "${admin.username}" (user ${admin.id})`);
-  expect(m.text).toContain('"x Subject: hi y"');
+  expect(m.text).toContain('"x Subject: hi y z"');
   expect(m.subject).toBe('Security notice: A new relay API key was created');
 });
 

@@ -152,8 +152,11 @@ export class SecurityNotices {
   }
 }
 
-/** Text chosen by a client (names, User-Agent) stays one bounded line of data in the mail. */
+/**
+ * Text chosen by a client (names, User-Agent) stays one bounded line of data in the mail: controls, line
+ * separators and bidi overrides/isolates (which could reverse what a line appears to say) become a space.
+ */
 function oneLine(s: string, max = 200): string {
-  const flat = s.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g, ' ').trim();
+  const flat = s.replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]+/g, ' ').trim();
   return flat.length > max ? `${flat.slice(0, max)}…` : flat;
 }
