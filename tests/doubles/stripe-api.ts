@@ -41,7 +41,13 @@ export interface StripeDouble {
    * `charge.refunded` for the session's charge: a Charge whose `amount_refunded` is the running total and whose
    * `refunds` list holds one refund per step in `steps` (running totals, ascending; the last is `amount_refunded`).
    */
-  refundEvent(session: StripeSession, steps: number[], eventId?: string): string;
+  refundEvent(session: StripeSession, steps: number[], eventId?: string, created?: number): string;
+  /**
+   * `charge.refund.updated` (or `type`) for refund number `index` of the session's charge (the ids refundEvent
+   * gives), of `amount`, now `status`; `created` is the event's time (the failure's), `refundCreated` the refund's.
+   */
+  refundUpdatedEvent(session: StripeSession, index: number, amount: number, status: string,
+    opts?: { created?: number; refundCreated?: number; eventId?: string; type?: string }): string;
   /** A `charge.dispute.*` event with the Dispute of the session's charge. */
   disputeEvent(type: string, session: StripeSession, amount: number, disputeId: string, status?: string, eventId?: string): string;
   stop(): Promise<void>;
@@ -49,8 +55,8 @@ export interface StripeDouble {
 
 const rand = () => crypto.randomUUID().replace(/-/g, '').slice(0, 24);
 const now = () => Math.floor(Date.now() / 1000);
-const envelope = (type: string, object: unknown, id: string) => JSON.stringify({
-  id, object: 'event', api_version: '2025-01-27.acacia', created: now(), livemode: false,
+const envelope = (type: string, object: unknown, id: string, created = now()) => JSON.stringify({
+  id, object: 'event', api_version: '2025-01-27.acacia', created, livemode: false,
   pending_webhooks: 1, request: { id: null, idempotency_key: null }, type, data: { object },
 });
 
@@ -72,20 +78,28 @@ export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
       return envelope(type, { ...session, ...pi, ...objectOverrides }, eventId);
     },
     paymentIntentFor: (session) => `pi_${session.id.slice('cs_test_'.length)}`,
-    refundEvent(session, steps, eventId = `evt_${rand()}`) {
+    refundEvent(session, steps, eventId = `evt_${rand()}`, created = now()) {
       const pi = d.paymentIntentFor(session);
       const charge = `ch_${pi.slice(3)}`;
       const total = steps.at(-1) ?? 0;
       const refunds = steps.map((cum, i) => ({
         id: `re_${pi.slice(3)}_${i}`, object: 'refund', amount: cum - (steps[i - 1] ?? 0), charge, payment_intent: pi,
-        currency: session.currency, status: 'succeeded', created: now(),
+        currency: session.currency, status: 'succeeded', created,
       })).reverse();
       return envelope('charge.refunded', {
         id: charge, object: 'charge', amount: session.amount_total, amount_captured: session.amount_total, amount_refunded: total,
         captured: true, currency: session.currency, paid: true, refunded: total === session.amount_total, status: 'succeeded',
         payment_intent: pi, metadata: {}, disputed: false,
         refunds: { object: 'list', data: refunds, has_more: false, total_count: refunds.length, url: `/v1/charges/${charge}/refunds` },
-      }, eventId);
+      }, eventId, created);
+    },
+    refundUpdatedEvent(session, index, amount, status, opts = {}) {
+      const pi = d.paymentIntentFor(session);
+      const created = opts.created ?? now();
+      return envelope(opts.type ?? 'charge.refund.updated', {
+        id: `re_${pi.slice(3)}_${index}`, object: 'refund', amount, charge: `ch_${pi.slice(3)}`, payment_intent: pi, currency: session.currency,
+        status, failure_reason: status === 'failed' ? 'expired_or_canceled_card' : null, created: opts.refundCreated ?? created, metadata: {},
+      }, opts.eventId ?? `evt_${rand()}`, created);
     },
     disputeEvent(type, session, amount, disputeId, status = 'needs_response', eventId = `evt_${rand()}`) {
       const pi = d.paymentIntentFor(session);

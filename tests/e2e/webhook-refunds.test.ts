@@ -43,13 +43,16 @@ afterAll(async () => {
   await ant.stop();
 });
 
-async function post(provider: 'providerA' | 'providerB', body: string) {
+async function deliver(provider: 'providerA' | 'providerB', body: string) {
   const h: Record<string, string> = provider === 'providerA'
     ? { 'stripe-signature': await sdk.webhooks.generateTestHeaderStringAsync({ payload: body, secret: A_SECRET }) }
     : { 'creem-signature': createHmac('sha256', B_SECRET).update(body).digest('hex') };
   const res = await fetch(`${gw.url}/api/${provider}/webhook`, { method: 'POST', headers: { 'content-type': 'application/json', ...h }, body });
-  const json = await res.json() as any;
-  expect(res.status).toBe(200);
+  return { status: res.status, json: await res.json() as any };
+}
+async function post(provider: 'providerA' | 'providerB', body: string) {
+  const { status, json } = await deliver(provider, body);
+  expect(status).toBe(200);
   return json.data as { outcome: string; trade_no: string | null };
 }
 const postA = (body: string) => post('providerA', body);
@@ -97,12 +100,13 @@ describe('providerA (Stripe): charge.refunded', () => {
     expect((await send(gw, key, msg(MODEL, { max_tokens: 3000 }))).status).toBe(200);
     expect(await balance(user.token)).toBe(2000);
 
-    const body = stripe.refundEvent(session, [500]);
+    const at = Math.floor(Date.now() / 1000);
+    const body = stripe.refundEvent(session, [500], undefined, at);
     expect(await postA(body)).toEqual({ outcome: 'refunded', trade_no: tradeNo });
     expect(await balance(user.token)).toBe(-3000);
     const charge = `ch_${stripe.paymentIntentFor(session).slice(3)}`;
     expect(await reversalsOf(tradeNo)).toEqual([expect.objectContaining({
-      user_id: user.id, kind: 'clawback', amount: -5000, balance_after: -3000, ref: `${tradeNo}:refund:${charge}:refunded:500`,
+      user_id: user.id, kind: 'clawback', amount: -5000, balance_after: -3000, ref: `${tradeNo}:refund:${charge}:refunded:500@${at}`,
     })]);
     const self = await gw.api('GET', '/api/ledger/self', undefined, user.token);
     expect(self.body.data.items[0]).toMatchObject({ kind: 'clawback', amount: -5000, balance_after: -3000 });
@@ -283,3 +287,101 @@ describe('providerB (Creem): refund.created and dispute.created', () => {
     await balanced(user.id);
   });
 });
+
+describe('providerA (Stripe): a refund that fails is given back', () => {
+  // Stripe states `amount_refunded` net of the refunds failed by then; each event carries its own time.
+  const t0 = Math.floor(Date.now() / 1000) - 10_000;
+  const chargeOf = (session: { id: string }) => `ch_${stripe.paymentIntentFor(session as any).slice(3)}`;
+  const refundId = (session: { id: string }, i: number) => `re_${stripe.paymentIntentFor(session as any).slice(3)}_${i}`;
+
+  test('counted, then failed: its share comes back once; repeats, the same failure by another event type, and a stale larger total change nothing', async () => {
+    const { user, tradeNo, session } = await paidA(500);
+    expect((await postA(stripe.refundEvent(session, [200], undefined, t0))).outcome).toBe('refunded');
+    const total = stripe.refundEvent(session, [200, 500], undefined, t0 + 10);
+    expect((await postA(total)).outcome).toBe('refunded');
+    expect(await balance(user.token)).toBe(0);
+
+    // The second refund (300, created t0+10) fails at t0+100: 3000 of the credit is the user's again.
+    const failed = stripe.refundUpdatedEvent(session, 1, 300, 'failed', { created: t0 + 100, refundCreated: t0 + 10 });
+    const outcomes = (await Promise.all(Array.from({ length: 10 }, () => postA(failed)))).map((r) => r.outcome);
+    expect(outcomes.sort()).toEqual([...Array(9).fill('duplicate'), 'refund_failed']);
+    expect(await balance(user.token)).toBe(3000);
+    expect((await postA(stripe.refundUpdatedEvent(session, 1, 300, 'failed', { created: t0 + 100, refundCreated: t0 + 10, type: 'refund.failed' }))).outcome)
+      .toBe('noop:refund already failed');
+    // A late delivery of a total stated before the failure (it included the failed refund).
+    expect((await postA(stripe.refundEvent(session, [200, 500], undefined, t0 + 10))).outcome).toBe('noop:refund already counted (500)');
+    expect((await postA(stripe.refundEvent(session, [200], undefined, t0))).outcome).toBe('noop:refund already counted (500)');
+    expect(await balance(user.token)).toBe(3000);
+    expect((await orderView(tradeNo, user.token)).clawed_back).toBe(2000);
+    const charge = chargeOf(session);
+    expect((await reversalsOf(tradeNo)).map((r: any) => [r.kind, r.amount, r.ref])).toEqual([
+      ['clawback', -2000, `${tradeNo}:refund:${charge}:refunded:200@${t0}`],
+      ['clawback', -3000, `${tradeNo}:refund:${charge}:refunded:500@${t0 + 10}`],
+      ['reinstate', 3000, `${tradeNo}:refund:${charge}:failed:${refundId(session, 1)}:failed:300@${t0 + 100}`],
+    ]);
+
+    // A new refund after the failure: Stripe's total (200 + 100) is already net of it, and is taken in full.
+    expect((await postA(stripe.refundEvent(session, [200, 300], undefined, t0 + 200))).outcome).toBe('refunded');
+    expect(await balance(user.token)).toBe(2000);
+    // The larger total stated before the failure is stale now.
+    expect((await postA(stripe.refundEvent(session, [200, 500], undefined, t0 + 10))).outcome).toBe('noop:refund total 500 is older than the counted 300');
+    expect(await balance(user.token)).toBe(2000);
+    expect((await orderView(tradeNo, user.token)).clawed_back).toBe(3000);
+    await balanced(user.id);
+  }, 15_000);
+
+  test('failed before its total arrived: nothing is given back that was not taken, and the total then takes only the rest', async () => {
+    const full = await paidA(500);
+    const failed = stripe.refundUpdatedEvent(full.session, 0, 500, 'failed', { created: t0 + 100, refundCreated: t0 });
+    expect(await postA(failed)).toEqual({ outcome: 'refund_failed', trade_no: full.tradeNo });
+    expect(await balance(full.user.token)).toBe(5000);
+    expect((await postA(stripe.refundEvent(full.session, [500], undefined, t0))).outcome).toBe('refunded');
+    expect(await balance(full.user.token)).toBe(5000);
+    expect(await reversalsOf(full.tradeNo)).toEqual([]);
+    await balanced(full.user.id);
+
+    // Two refunds, the second canceled before either total arrived; the totals then arrive newest first.
+    const part = await paidA(500);
+    expect((await postA(stripe.refundUpdatedEvent(part.session, 1, 300, 'canceled', { created: t0 + 100, refundCreated: t0 + 10 }))).outcome).toBe('refund_failed');
+    expect((await postA(stripe.refundEvent(part.session, [200, 500], undefined, t0 + 10))).outcome).toBe('refunded');
+    expect((await postA(stripe.refundEvent(part.session, [200], undefined, t0))).outcome).toBe('noop:refund already counted (500)');
+    expect(await balance(part.user.token)).toBe(3000);
+    expect((await orderView(part.tradeNo, part.user.token)).clawed_back).toBe(2000);
+    await balanced(part.user.id);
+  }, 15_000);
+
+  test('a refund still pending or succeeded changes nothing; a failure of a refund newer than every total gives nothing back yet', async () => {
+    const { user, tradeNo, session } = await paidA(500);
+    expect((await postA(stripe.refundEvent(session, [200], undefined, t0))).outcome).toBe('refunded');
+    expect((await postA(stripe.refundUpdatedEvent(session, 0, 200, 'succeeded', { created: t0 + 5, refundCreated: t0 }))).outcome).toBe('noop:refund succeeded');
+    // Refund 1 (created t0+10) is in no total seen yet: its failure takes nothing out of the t0 total.
+    expect((await postA(stripe.refundUpdatedEvent(session, 1, 300, 'failed', { created: t0 + 100, refundCreated: t0 + 10 }))).outcome).toBe('refund_failed');
+    expect(await balance(user.token)).toBe(3000);
+    // Its total arrives late: held net of the failure.
+    expect((await postA(stripe.refundEvent(session, [200, 500], undefined, t0 + 10))).outcome).toBe('refunded');
+    expect(await balance(user.token)).toBe(3000);
+    expect((await orderView(tradeNo, user.token)).clawed_back).toBe(2000);
+    await balanced(user.id);
+  }, 15_000);
+
+  test('all of it at once, three times over, in any order: the same end, and never more given back than taken', async () => {
+    const { user, tradeNo, session } = await paidA(500);
+    const events = [
+      stripe.refundEvent(session, [200], undefined, t0),
+      stripe.refundEvent(session, [200, 500], undefined, t0 + 10),
+      stripe.refundUpdatedEvent(session, 1, 300, 'failed', { created: t0 + 100, refundCreated: t0 + 10 }),
+      stripe.refundUpdatedEvent(session, 1, 300, 'failed', { created: t0 + 100, refundCreated: t0 + 10, type: 'refund.failed' }),
+      stripe.refundEvent(session, [200, 300], undefined, t0 + 200),
+    ];
+    const all = [...events, ...events, ...events].sort(() => Math.random() - 0.5);
+    await Promise.all(all.map((b) => postA(b)));
+    expect(await balance(user.token)).toBe(2000);
+    expect((await orderView(tradeNo, user.token)).clawed_back).toBe(3000);
+    const entries = await reversalsOf(tradeNo);
+    expect(entries.reduce((s: number, r: any) => s + r.amount, 0)).toBe(-3000);
+    expect(entries.filter((r: any) => r.kind === 'reinstate').reduce((s: number, r: any) => s + r.amount, 0))
+      .toBeLessThanOrEqual(-entries.filter((r: any) => r.kind === 'clawback').reduce((s: number, r: any) => s + r.amount, 0));
+    await balanced(user.id);
+  }, 15_000);
+});
+

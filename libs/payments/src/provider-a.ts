@@ -75,11 +75,12 @@ export class ProviderA implements PaymentProvider {
     const eventId = str(ev.id, 'id');
     const type = str(ev.type, 'type');
     const handled = ['checkout.session.completed', 'checkout.session.async_payment_succeeded', 'checkout.session.async_payment_failed', 'checkout.session.expired'];
-    const reversals = ['charge.refunded', 'charge.dispute.created', 'charge.dispute.funds_withdrawn', 'charge.dispute.funds_reinstated', 'charge.dispute.closed'];
+    const reversals = ['charge.refunded', 'charge.refund.updated', 'refund.updated', 'refund.failed',
+      'charge.dispute.created', 'charge.dispute.funds_withdrawn', 'charge.dispute.funds_reinstated', 'charge.dispute.closed'];
     if (!handled.includes(type) && !reversals.includes(type)) return { kind: 'ignored', eventId, type };
     const s = ev.data?.object;
     if (!s || typeof s !== 'object') throw new GatewayError(400, 'invalid_payload', 'Webhook body lacks data.object', { param: 'data.object' });
-    if (reversals.includes(type)) return reversalEvent(eventId, type, s);
+    if (reversals.includes(type)) return reversalEvent(eventId, type, ev.created, s);
     // A session this gateway did not create (e.g. a payment link on the same account): recorded, never an error,
     // or the provider would retry it for days.
     if (typeof s.client_reference_id !== 'string' || !s.client_reference_id) return { kind: 'noop', eventId, type, reason: 'no client_reference_id' };
@@ -96,21 +97,35 @@ export class ProviderA implements PaymentProvider {
 }
 
 /**
- * Refunds and disputes (Stripe's Charge and Dispute objects). Both name the PaymentIntent, which the order
- * keeps from its checkout.session.completed; the charge's metadata.trade_no (copied from payment_intent_data)
- * is the fallback. `charge.refunded` carries the charge's running `amount_refunded`, so deliveries in any
- * order converge on the largest. A dispute moves money only with funds_withdrawn (the disputed `amount`)
- * and funds_reinstated (won); created and closed are recorded only.
+ * Refunds and disputes (Stripe's Charge, Refund and Dispute objects). All name the PaymentIntent, which the
+ * order keeps from its checkout.session.completed; the charge's metadata.trade_no (copied from
+ * payment_intent_data) is the fallback. `charge.refunded` carries the charge's running `amount_refunded`
+ * (net of the refunds failed by then), stated at the event's `created`: the latest statement wins. A refund
+ * that fails or is canceled (`charge.refund.updated`, or `refund.updated` / `refund.failed`, with the Refund)
+ * gives its amount back from the totals that included it. A dispute moves money only with funds_withdrawn
+ * (the disputed `amount`) and funds_reinstated (won); created and closed are recorded only.
  */
-function reversalEvent(eventId: string, type: string, o: Record<string, any>): PaymentEvent {
+function reversalEvent(eventId: string, type: string, created: unknown, o: Record<string, any>): PaymentEvent {
   const lookup = { paymentRef: idOf(o.payment_intent), tradeNo: typeof o.metadata?.trade_no === 'string' ? o.metadata.trade_no : null };
   if (type === 'charge.dispute.created') return { kind: 'noop', eventId, type, reason: 'dispute opened; funds move with charge.dispute.funds_withdrawn' };
   if (type === 'charge.dispute.closed') return { kind: 'noop', eventId, type, reason: `dispute ${shown(o.status)}` };
+  const refundUpdate = type !== 'charge.refunded' && !type.startsWith('charge.dispute.');
+  // A Refund's metadata is the refund's own: only its payment id names our order.
+  if (refundUpdate) lookup.tradeNo = null;
+  if (refundUpdate && o.status !== 'failed' && o.status !== 'canceled') return { kind: 'noop', eventId, type, reason: `refund ${shown(o.status)}` };
   if (!lookup.paymentRef && !lookup.tradeNo) return { kind: 'noop', eventId, type, reason: 'no payment_intent' };
   const currency = str(o.currency, 'data.object.currency');
+  const asOf = money(created, 'created');
   if (type === 'charge.refunded') {
     const key = `refund:${str(o.id, 'data.object.id')}`;
-    return { kind: 'reversal', eventId, type, lookup, change: { key, action: 'refund', amount: money(o.amount_refunded, 'data.object.amount_refunded'), cumulative: true, currency } };
+    return { kind: 'reversal', eventId, type, lookup, change: { key, action: 'refund', amount: money(o.amount_refunded, 'data.object.amount_refunded'), cumulative: true, currency, asOf } };
+  }
+  if (refundUpdate) {
+    const change = {
+      key: `refund:${str(idOf(o.charge), 'data.object.charge')}`, action: 'refund_failed' as const, amount: money(o.amount, 'data.object.amount'),
+      cumulative: false, currency, asOf, refundId: str(o.id, 'data.object.id'), since: money(o.created, 'data.object.created'),
+    };
+    return { kind: 'reversal', eventId, type, lookup, change };
   }
   const key = `dispute:${str(o.id, 'data.object.id')}`;
   const action = type === 'charge.dispute.funds_withdrawn' ? 'withdrawn' : 'reinstated';

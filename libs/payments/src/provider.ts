@@ -27,17 +27,23 @@ export interface CheckoutResult {
 
 /**
  * Money taken back from a payment, as an event states it. `key` names the reversal within its order:
- * 'refund:<charge id>' (providerA: `amount` is the charge's running refunded total, `cumulative`),
- * 'refund:<refund id>' (providerB: `amount` is this refund alone), 'dispute:<dispute id>'.
+ * 'refund:<charge id>' (providerA: `amount` is the charge's running refunded total, `cumulative`, stated at
+ * `asOf`), 'refund:<refund id>' (providerB: `amount` is this refund alone), 'dispute:<dispute id>'. A
+ * `refund_failed` names the charge's key and the refund (`refundId`, its `amount`, created at `since`,
+ * failed at `asOf`).
  */
 export interface ReversalRequest {
   key: string;
-  action: 'refund' | 'withdrawn' | 'reinstated';
-  /** Minor units: refunded (running total when `cumulative`) or disputed; unused when reinstated. */
+  action: 'refund' | 'withdrawn' | 'reinstated' | 'refund_failed';
+  /** Minor units: refunded (running total when `cumulative`), disputed, or the failed refund's; unused when reinstated. */
   amount: number;
   cumulative: boolean;
   /** When the event states one: it must be the order's. */
   currency: string | null;
+  /** The provider's time of the statement (Stripe's event `created`), for running totals and refund failures. */
+  asOf?: number;
+  refundId?: string;
+  since?: number;
 }
 
 /** A verified webhook event, reduced to what the gateway acts on. */

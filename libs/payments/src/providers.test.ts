@@ -33,25 +33,40 @@ describe('ProviderA refunds and disputes', () => {
   const charge = { id: 'ch_1', object: 'charge', payment_intent: 'pi_1', amount: 500, amount_refunded: 200, currency: 'usd', metadata: {}, refunds: { data: [] } };
   const dispute = { id: 'dp_1', object: 'dispute', charge: 'ch_1', payment_intent: 'pi_1', amount: 500, currency: 'usd', status: 'needs_response' };
   test('charge.refunded: the running total, keyed by the charge, found by the PaymentIntent (or metadata.trade_no)', () => {
-    expect(a.parseEvent(enc({ id: 'e1', type: 'charge.refunded', data: { object: charge } }))).toEqual({
+    expect(a.parseEvent(enc({ id: 'e1', type: 'charge.refunded', created: 1700000000, data: { object: charge } }))).toEqual({
       kind: 'reversal', eventId: 'e1', type: 'charge.refunded', lookup: { paymentRef: 'pi_1', tradeNo: null },
-      change: { key: 'refund:ch_1', action: 'refund', amount: 200, cumulative: true, currency: 'usd' },
+      change: { key: 'refund:ch_1', action: 'refund', amount: 200, cumulative: true, currency: 'usd', asOf: 1700000000 },
     });
-    const bare = a.parseEvent(enc({ id: 'e2', type: 'charge.refunded', data: { object: { ...charge, payment_intent: null, metadata: { trade_no: 'tp_1' } } } }));
+    // The running total is ordered by when Stripe stated it: an event without its time is malformed.
+    expect(() => a.parseEvent(enc({ id: 'e0', type: 'charge.refunded', data: { object: charge } }))).toThrow('created');
+    const bare = a.parseEvent(enc({ id: 'e2', type: 'charge.refunded', created: 1, data: { object: { ...charge, payment_intent: null, metadata: { trade_no: 'tp_1' } } } }));
     expect(bare.kind === 'reversal' && bare.lookup).toEqual({ paymentRef: null, tradeNo: 'tp_1' });
     expect(a.parseEvent(enc({ id: 'e3', type: 'charge.refunded', data: { object: { ...charge, payment_intent: null } } })).kind).toBe('noop');
-    expect(() => a.parseEvent(enc({ id: 'e4', type: 'charge.refunded', data: { object: { ...charge, amount_refunded: '1' } } }))).toThrow('amount_refunded');
+    expect(() => a.parseEvent(enc({ id: 'e4', type: 'charge.refunded', created: 1, data: { object: { ...charge, amount_refunded: '1' } } }))).toThrow('amount_refunded');
     // A negative amount would give quota back: refused like any malformed body.
-    expect(() => a.parseEvent(enc({ id: 'e5', type: 'charge.refunded', data: { object: { ...charge, amount_refunded: -500 } } }))).toThrow('negative');
+    expect(() => a.parseEvent(enc({ id: 'e5', type: 'charge.refunded', created: 1, data: { object: { ...charge, amount_refunded: -500 } } }))).toThrow('negative');
+  });
+  test('a failed or canceled refund (charge.refund.updated, refund.updated, refund.failed) names its charge, amount and times', () => {
+    const refund = { id: 're_1', object: 'refund', amount: 150, charge: 'ch_1', payment_intent: 'pi_1', currency: 'usd', status: 'failed', failure_reason: 'expired_or_canceled_card', created: 1700000000, metadata: { trade_no: 'not ours to read' } };
+    for (const type of ['charge.refund.updated', 'refund.updated', 'refund.failed']) {
+      expect(a.parseEvent(enc({ id: 'e1', type, created: 1700000500, data: { object: refund } }))).toEqual({
+        kind: 'reversal', eventId: 'e1', type, lookup: { paymentRef: 'pi_1', tradeNo: null },
+        change: { key: 'refund:ch_1', action: 'refund_failed', amount: 150, cumulative: false, currency: 'usd', asOf: 1700000500, refundId: 're_1', since: 1700000000 },
+      });
+    }
+    expect(a.parseEvent(enc({ id: 'e2', type: 'charge.refund.updated', created: 2, data: { object: { ...refund, status: 'canceled' } } }))).toMatchObject({ change: { action: 'refund_failed' } });
+    expect(a.parseEvent(enc({ id: 'e3', type: 'charge.refund.updated', created: 2, data: { object: { ...refund, status: 'succeeded' } } }))).toMatchObject({ kind: 'noop', reason: 'refund succeeded' });
+    expect(() => a.parseEvent(enc({ id: 'e4', type: 'charge.refund.updated', created: 2, data: { object: { ...refund, charge: null } } }))).toThrow('data.object.charge');
+    expect(() => a.parseEvent(enc({ id: 'e5', type: 'charge.refund.updated', created: 2, data: { object: { ...refund, created: undefined } } }))).toThrow('data.object.created');
   });
   test('disputes: funds_withdrawn and funds_reinstated move money; created and closed are recorded only', () => {
-    const w = a.parseEvent(enc({ id: 'e1', type: 'charge.dispute.funds_withdrawn', data: { object: dispute } }));
+    const w = a.parseEvent(enc({ id: 'e1', type: 'charge.dispute.funds_withdrawn', created: 1, data: { object: dispute } }));
     expect(w).toMatchObject({ kind: 'reversal', change: { key: 'dispute:dp_1', action: 'withdrawn', amount: 500 } });
-    const r = a.parseEvent(enc({ id: 'e2', type: 'charge.dispute.funds_reinstated', data: { object: { ...dispute, status: 'won' } } }));
+    const r = a.parseEvent(enc({ id: 'e2', type: 'charge.dispute.funds_reinstated', created: 1, data: { object: { ...dispute, status: 'won' } } }));
     expect(r).toMatchObject({ kind: 'reversal', change: { key: 'dispute:dp_1', action: 'reinstated' } });
     expect(a.parseEvent(enc({ id: 'e3', type: 'charge.dispute.created', data: { object: dispute } })).kind).toBe('noop');
     expect(a.parseEvent(enc({ id: 'e4', type: 'charge.dispute.closed', data: { object: { ...dispute, status: 'lost' } } }))).toMatchObject({ kind: 'noop', reason: 'dispute lost' });
-    expect(a.parseEvent(enc({ id: 'e5', type: 'charge.refund.updated', data: { object: {} } })).kind).toBe('ignored');
+    expect(a.parseEvent(enc({ id: 'e5', type: 'charge.succeeded', data: { object: {} } })).kind).toBe('ignored');
   });
 });
 

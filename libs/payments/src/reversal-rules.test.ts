@@ -1,12 +1,13 @@
 import { describe, expect, test } from 'bun:test';
 import type { TopupOrderRow, TopupReversalRow } from '@gw/db';
-import { clawbackShare, decideReversal } from './reversal-rules';
+import { chargeHeld, clawbackShare, decideReversal } from './reversal-rules';
 
 const order = (over: Partial<TopupOrderRow> = {}): TopupOrderRow => ({
   id: 1, tradeNo: 'tp_1', userId: 7, provider: 'providerA', amount: 1000, currency: 'usd', credit: 10_000, status: 'paid',
   providerRef: 'cs_1', checkoutUrl: '', paymentRef: 'pi_1', clawedBack: 0, createdAt: 1, updatedAt: 1, paidAt: 1, ...over,
 });
-const row = (key: string, state: string, amount: number): TopupReversalRow => ({ id: 1, tradeNo: 'tp_1', key, state, amount, eventId: 'e', updatedAt: 1 });
+const row = (key: string, state: string, amount: number, over: Partial<TopupReversalRow> = {}): TopupReversalRow =>
+  ({ id: 1, tradeNo: 'tp_1', key, state, amount, gross: amount, asOf: 0, since: 0, eventId: 'e', updatedAt: 1, ...over });
 const L = { paymentRef: 'pi_1' };
 const refund = (amount: number, cumulative = true) => ({ key: 'refund:ch_1', action: 'refund' as const, amount, cumulative, currency: 'usd' });
 
@@ -50,5 +51,35 @@ describe('decideReversal', () => {
     expect(decideReversal('providerA', 't', { tradeNo: 'tp_1', checkoutRef: 'cs_other' }, refund(1), order(), [], true).outcome).toBe('mismatch:checkout');
     // An order credited before payment_ref existed has none to compare.
     expect(decideReversal('providerA', 't', { tradeNo: 'tp_1', paymentRef: 'pi_9' }, refund(1), order({ paymentRef: '' }), [], true).outcome).toBe('refunded');
+  });
+
+  test('a failed refund gives back what the charge total it was in took, once, in either order', () => {
+    const failed = { key: 'refund:ch_1', action: 'refund_failed' as const, amount: 200, cumulative: false, currency: 'usd', refundId: 're_2', since: 100, asOf: 200 };
+    const total = (amount: number, asOf: number) => ({ ...refund(amount), asOf });
+    // Counted first (300 at t=150, including re_2), then the failure: 200 of 300 comes back.
+    const counted = row('refund:ch_1', 'refunded', 300, { asOf: 150 });
+    const d = decideReversal('providerA', 't', L, failed, order({ clawedBack: 3000 }), [counted], true);
+    expect(d).toMatchObject({
+      outcome: 'refund_failed', clawedBack: 1000,
+      reversal: { key: 'refund:ch_1:failed:re_2', state: 'failed', amount: 0, gross: 200, asOf: 200, since: 100 },
+      related: [{ key: 'refund:ch_1', amount: 100, gross: 300, asOf: 150 }],
+    });
+    const fRow = row('refund:ch_1:failed:re_2', 'failed', 0, { gross: 200, asOf: 200, since: 100 });
+    expect(decideReversal('providerA', 't', L, failed, order({ clawedBack: 1000 }), [row('refund:ch_1', 'refunded', 100, { gross: 300, asOf: 150 }), fRow], true).outcome)
+      .toBe('noop:refund already failed');
+    // The failure first: nothing to give back; the older total that included it then takes only the rest.
+    expect(decideReversal('providerA', 't', L, failed, order(), [], true)).toMatchObject({ outcome: 'refund_failed', clawedBack: 0, related: [] });
+    expect(decideReversal('providerA', 't', L, total(300, 150), order(), [fRow], true)).toMatchObject({ outcome: 'refunded', clawedBack: 1000, reversal: { amount: 100, gross: 300 } });
+    // A total stated after the failure is already net of it; a stale larger one after it changes nothing.
+    const later = row('refund:ch_1', 'refunded', 100, { gross: 100, asOf: 250 });
+    expect(decideReversal('providerA', 't', L, total(300, 150), order({ clawedBack: 1000 }), [later, fRow], true).outcome).toBe('noop:refund total 300 is older than the counted 100');
+  });
+  test('chargeHeld: only failures created by the total and failed after it are taken out; same-second failures count as in it', () => {
+    const f = { gross: 50, since: 10, asOf: 20 };
+    expect(chargeHeld({ gross: 80, asOf: 10 }, [f])).toBe(30);
+    expect(chargeHeld({ gross: 80, asOf: 9 }, [f])).toBe(80);
+    expect(chargeHeld({ gross: 80, asOf: 20 }, [f])).toBe(80);
+    expect(chargeHeld({ gross: 30, asOf: 15 }, [f, { gross: 50, since: 11, asOf: 30 }])).toBe(0);
+    expect(chargeHeld(undefined, [f])).toBe(0);
   });
 });

@@ -3,12 +3,16 @@
  * transaction, with the order locked). The state is one row per reversal of an order (its key, state and
  * the money it holds back now); an event may only move its row forward, so a repeated, reordered or
  * concurrent event changes nothing a second time:
- *   - a refund stated as a running total (Stripe's `amount_refunded`) keeps the larger total;
+ *   - a refund stated as a running total (Stripe's `amount_refunded`) keeps the latest statement by the
+ *     provider's clock (the larger total within one second), and holds it less the refunds it included that
+ *     failed later (see chargeHeld);
  *   - a refund stated alone (Creem's `refund_amount`, keyed by the refund id) counts once;
+ *   - a failed Stripe refund is recorded once and gives back its share of the charge's latest total;
  *   - a dispute goes absent → withdrawn → reinstated, or absent → reinstated (a win that arrived first:
  *     the late withdrawal then takes nothing).
  * The quota taken back is always recomputed from all of the order's rows (see clawbackShare), never
- * added up from events, so the total cannot pass what the order credited.
+ * added up from events, so the total cannot pass what the order credited, and the rows depend only on
+ * which events arrived, not on their order.
  */
 import type { OrderLookup, ReversalChange, ReversalDecision, TopupOrderRow, TopupReversalRow } from '@gw/db';
 import type { ReversalRequest } from './provider';
@@ -23,29 +27,65 @@ export function clawbackShare(credit: number, amount: number, taken: number): nu
   return Number((BigInt(credit) * BigInt(Math.min(taken, amount))) / BigInt(amount));
 }
 
-/** The row after the event, or why the event changes nothing. */
-export function nextReversal(cur: TopupReversalRow | undefined, c: ReversalRequest): ReversalChange | { noop: string } {
+/** A charge's failure rows are keyed under it. */
+export const failedKey = (chargeKey: string, refundId: string) => `${chargeKey}:failed:${refundId}`;
+
+/**
+ * What a charge's refunds hold back: its latest running total less the failed refunds that total included.
+ * Stripe states `amount_refunded` net of the refunds failed so far, so a total stated at time t includes a
+ * refund created at or before t that failed after t, and no other failed one. Within one second the order is
+ * unknown, and the safe side is taken: a failure in the same second as the total is taken to be in it already
+ * (nothing is given back that may not have been taken). Never below 0 nor above the stated total.
+ */
+export function chargeHeld(charge: { gross: number; asOf: number } | undefined, failures: Array<{ gross: number; asOf: number; since: number }>): number {
+  if (!charge) return 0;
+  const failedSince = failures.reduce((s, f) => s + (f.since <= charge.asOf && charge.asOf < f.asOf ? f.gross : 0), 0);
+  return Math.max(0, charge.gross - failedSince);
+}
+
+const failuresOf = (reversals: TopupReversalRow[], chargeKey: string) => reversals.filter((r) => r.key.startsWith(`${chargeKey}:failed:`));
+
+/** The rows after the event (the first is the one the event names), or why the event changes nothing. */
+export function nextReversal(reversals: TopupReversalRow[], c: ReversalRequest): ReversalChange[] | { noop: string } {
+  const cur = reversals.find((r) => r.key === c.key);
+  if (c.action === 'refund' && c.cumulative) {
+    const asOf = c.asOf ?? 0;
+    if (cur && (cur.asOf > asOf || (cur.asOf === asOf && cur.gross >= c.amount))) {
+      return { noop: cur.gross >= c.amount ? `refund already counted (${cur.gross})` : `refund total ${c.amount} is older than the counted ${cur.gross}` };
+    }
+    const next = { gross: c.amount, asOf };
+    return [{ key: c.key, state: 'refunded', amount: chargeHeld(next, failuresOf(reversals, c.key)), ...next }];
+  }
   if (c.action === 'refund') {
-    if (cur && (!c.cumulative || cur.amount >= c.amount)) return { noop: `refund already counted (${cur.amount})` };
-    return { key: c.key, state: 'refunded', amount: c.amount };
+    if (cur) return { noop: `refund already counted (${cur.amount})` };
+    return [{ key: c.key, state: 'refunded', amount: c.amount }];
+  }
+  if (c.action === 'refund_failed') {
+    const key = failedKey(c.key, c.refundId ?? '');
+    if (reversals.some((r) => r.key === key)) return { noop: 'refund already failed' };
+    const failure = { key, state: 'failed', amount: 0, gross: c.amount, asOf: c.asOf ?? 0, since: c.since ?? 0 };
+    // Before the charge's total arrives there is nothing to give back; the total, when it comes, is held net of this.
+    if (!cur) return [failure];
+    return [failure, { key: cur.key, state: cur.state, amount: chargeHeld(cur, [...failuresOf(reversals, c.key), failure]), gross: cur.gross, asOf: cur.asOf }];
   }
   if (c.action === 'withdrawn') {
     if (cur) return { noop: `dispute already ${cur.state}` };
-    return { key: c.key, state: 'withdrawn', amount: c.amount };
+    return [{ key: c.key, state: 'withdrawn', amount: c.amount }];
   }
   if (cur?.state === 'reinstated') return { noop: 'dispute already reinstated' };
-  return { key: c.key, state: 'reinstated', amount: 0 };
+  return [{ key: c.key, state: 'reinstated', amount: 0 }];
 }
 
-/** Money held back by an order's reversals, with one row replaced by its next state. */
-export function takenWith(reversals: TopupReversalRow[], next: ReversalChange): number {
-  return reversals.reduce((s, r) => s + (r.key === next.key ? 0 : r.amount), next.amount);
+/** Money held back by an order's reversals, with some rows replaced or added by their next state. */
+export function takenWith(reversals: TopupReversalRow[], next: ReversalChange[]): number {
+  const kept = reversals.filter((r) => !next.some((n) => n.key === r.key));
+  return [...kept, ...next].reduce((s, r) => s + r.amount, 0);
 }
 
-const OUTCOME = { refund: 'refunded', withdrawn: 'dispute_withdrawn', reinstated: 'dispute_reinstated' } as const;
+const OUTCOME = { refund: 'refunded', refund_failed: 'refund_failed', withdrawn: 'dispute_withdrawn', reinstated: 'dispute_reinstated' } as const;
 
 /**
- * One reversal event against its order. Outcomes: refunded | dispute_withdrawn | dispute_reinstated (the
+ * One reversal event against its order. Outcomes: refunded | refund_failed | dispute_withdrawn | dispute_reinstated (the
  * row moved; the balance moved by the difference, if any), noop:<why> (already counted), unknown_order,
  * mismatch:payment | mismatch:checkout | mismatch:currency …, not_paid:<status> (recorded; nothing was credited
  * to take back, and a payment confirmed later is credited net of it), user_not_found.
@@ -58,13 +98,17 @@ export function decideReversal(providerId: string, type: string, lookup: OrderLo
   if (order.paymentRef && lookup.paymentRef && order.paymentRef !== lookup.paymentRef) return { outcome: 'mismatch:payment' };
   if (order.providerRef && lookup.checkoutRef && order.providerRef !== lookup.checkoutRef) return { outcome: 'mismatch:checkout' };
   if (c.currency && c.currency.toLowerCase() !== order.currency.toLowerCase()) return { outcome: `mismatch:currency ${c.currency.toLowerCase()} != ${order.currency}` };
-  const next = nextReversal(reversals.find((r) => r.key === c.key), c);
+  const next = nextReversal(reversals, c);
   if ('noop' in next) return { outcome: `noop:${next.noop}` };
-  const note = `${providerId} ${type} ${c.key}`;
-  if (order.status !== 'paid') return { outcome: `not_paid:${order.status}`, reversal: next, clawedBack: order.clawedBack, note };
+  const [reversal, ...related] = next as [ReversalChange, ...ReversalChange[]];
+  const note = `${providerId} ${type} ${reversal.key}`;
+  if (order.status !== 'paid') return { outcome: `not_paid:${order.status}`, reversal, related, clawedBack: order.clawedBack, note };
   // The user was deleted: there is no balance to take from (an operator follows up with the customer).
   if (!ownerExists) return { outcome: 'user_not_found' };
-  return { outcome: OUTCOME[c.action], reversal: next, clawedBack: clawbackShare(order.credit, order.amount, takenWith(reversals, next)), note };
+  const clawedBack = clawbackShare(order.credit, order.amount, takenWith(reversals, next));
+  // A later running total that states the same amount only moves the row's time: nothing was counted anew.
+  const same = c.cumulative && reversals.some((r) => r.key === c.key && r.gross === c.amount) && clawedBack === order.clawedBack;
+  return { outcome: same ? `noop:refund already counted (${c.amount})` : OUTCOME[c.action], reversal, related, clawedBack, note };
 }
 
 /** At credit time: what reversals recorded before the payment was confirmed take straight back. */

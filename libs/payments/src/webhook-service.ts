@@ -16,8 +16,8 @@ import { clawbackAtCredit, decideReversal } from './reversal-rules';
 /**
  * What happened to an event, stored in webhook_events.outcome and returned in the 200 answer:
  * credited | failed | expired | duplicate | ignored | noop:<why> | unknown_order | not_pending:<status> |
- * mismatch:<what> | user_not_found | balance_limit (answered 409, see handle); for refunds and disputes refunded | dispute_withdrawn |
- * dispute_reinstated | not_paid:<status> (see reversal-rules.ts). Only `credited` and those three change a balance.
+ * mismatch:<what> | user_not_found | balance_limit (answered 409, see handle); for refunds and disputes refunded | refund_failed | dispute_withdrawn |
+ * dispute_reinstated | not_paid:<status> (see reversal-rules.ts). Only `credited` and those four change a balance.
  */
 export interface WebhookResult {
   outcome: string;

@@ -8,7 +8,7 @@ import { and, eq } from 'drizzle-orm';
 import { topupOrders, topupReversals, users, webhookEvents } from '../schema-pg';
 import type { LedgerEntryInput } from '../repos/ledger';
 import type { TopupOrderRow } from '../repos/topup-orders';
-import { lookupSteps, reversalEntry, type DecideReversal, type ReversalEventInput, type ReversalEventResult } from '../repos/topup-reversals';
+import { lookupSteps, reversalEntry, reversalValues, type DecideReversal, type ReversalEventInput, type ReversalEventResult } from '../repos/topup-reversals';
 import type { PgWriter } from './sql';
 
 export async function reverseTopupPg(tx: PgWriter, e: ReversalEventInput, decide: DecideReversal,
@@ -30,9 +30,12 @@ export async function reverseTopupPg(tx: PgWriter, e: ReversalEventInput, decide
   if ('reversal' in d) {
     if (!order) throw new Error('reverseTopupOnce: a reversal needs an order');
     const r = d.reversal;
-    // The row lock serialises this: the upsert never races another writer of the same (trade no, key).
-    await tx.insert(topupReversals).values({ tradeNo: order.tradeNo, key: r.key, state: r.state, amount: r.amount, eventId: e.eventId, updatedAt: e.at })
-      .onConflictDoUpdate({ target: [topupReversals.tradeNo, topupReversals.key], set: { state: r.state, amount: r.amount, eventId: e.eventId, updatedAt: e.at } });
+    // The row lock serialises this: the upserts never race another writer of the same (trade no, key).
+    for (const c of [r, ...(d.related ?? [])]) {
+      const { tradeNo: _t, key: _k, ...set } = reversalValues(order.tradeNo, c, e.eventId, e.at);
+      await tx.insert(topupReversals).values(reversalValues(order.tradeNo, c, e.eventId, e.at))
+        .onConflictDoUpdate({ target: [topupReversals.tradeNo, topupReversals.key], set });
+    }
     const entry = reversalEntry(order, r, d.clawedBack, d.note, e.at);
     if (entry) {
       const balance = await apply(entry);

@@ -30,21 +30,28 @@ export interface ReversalEventInput {
   lookup: OrderLookup;
 }
 
-/** One reversal row as it should be after the event (its key, state and the money it holds back). */
+/**
+ * One reversal row as it should be after the event: its key, state, the money it holds back, and for
+ * rows ordered by the provider's clock (Stripe's refunds) what was stated, when, and since when.
+ */
 export interface ReversalChange {
   key: string;
   state: string;
   amount: number;
+  gross?: number;
+  asOf?: number;
+  since?: number;
 }
 
 /**
- * What the payment rules decide. With `reversal`, the row is written and the order's clawed-back quota
- * becomes `clawedBack` (the difference is one ledger entry: 'clawback' when it grows, 'reinstate' when
+ * What the payment rules decide. With `reversal`, the row is written (and the `related` rows the same step
+ * recomputed, e.g. the charge whose refund failed) and the order's clawed-back quota becomes `clawedBack`
+ * (the difference is one ledger entry named after `reversal`: 'clawback' when it grows, 'reinstate' when
  * it shrinks). Without it, only the outcome is recorded.
  */
 export type ReversalDecision =
   | { outcome: string }
-  | { outcome: string; reversal: ReversalChange; clawedBack: number; note: string };
+  | { outcome: string; reversal: ReversalChange; related?: ReversalChange[]; clawedBack: number; note: string };
 
 export type ReversalEventResult =
   | { duplicate: true }
@@ -52,14 +59,24 @@ export type ReversalEventResult =
 
 export type DecideReversal = (order: TopupOrderRow | undefined, reversals: TopupReversalRow[], ownerExists: boolean) => ReversalDecision;
 
-/** The ledger row of a change: names the order, and is unique per step of a reversal (its key, state and amount). */
+/**
+ * The ledger row of a change: names the order, and is unique per step of a reversal (its key, state and amount;
+ * for a row ordered by the provider's clock, the stated amount and its time, since a running total may state
+ * the same amount again after one of its refunds failed).
+ */
 export function reversalEntry(order: TopupOrderRow, r: ReversalChange, clawedBack: number, note: string, at: number): LedgerEntryInput | null {
   const delta = order.clawedBack - clawedBack;
   if (delta === 0) return null;
+  const step = r.asOf ? `${r.gross ?? 0}@${r.asOf}` : String(r.amount);
   return {
     userId: order.userId, kind: delta < 0 ? 'clawback' : 'reinstate', amount: delta,
-    ref: `${order.tradeNo}:${r.key}:${r.state}:${r.amount}`, note, at,
+    ref: `${order.tradeNo}:${r.key}:${r.state}:${step}`, note, at,
   };
+}
+
+/** The columns of a reversal row as written by an event. */
+export function reversalValues(tradeNo: string, r: ReversalChange, eventId: string, at: number) {
+  return { tradeNo, key: r.key, state: r.state, amount: r.amount, gross: r.gross ?? 0, asOf: r.asOf ?? 0, since: r.since ?? 0, eventId, updatedAt: at };
 }
 
 /** Lookup order: trade no, then payment id, then checkout id; only orders of the event's provider. */
@@ -90,8 +107,11 @@ export function reverseTopupSqlite(tx: Pick<Db, 'select' | 'insert' | 'update'>,
   if ('reversal' in d) {
     if (!order) throw new Error('reverseTopupOnce: a reversal needs an order');
     const r = d.reversal;
-    tx.insert(topupReversals).values({ tradeNo: order.tradeNo, key: r.key, state: r.state, amount: r.amount, eventId: e.eventId, updatedAt: e.at })
-      .onConflictDoUpdate({ target: [topupReversals.tradeNo, topupReversals.key], set: { state: r.state, amount: r.amount, eventId: e.eventId, updatedAt: e.at } }).run();
+    for (const c of [r, ...(d.related ?? [])]) {
+      const { tradeNo: _t, key: _k, ...set } = reversalValues(order.tradeNo, c, e.eventId, e.at);
+      tx.insert(topupReversals).values(reversalValues(order.tradeNo, c, e.eventId, e.at))
+        .onConflictDoUpdate({ target: [topupReversals.tradeNo, topupReversals.key], set }).run();
+    }
     const entry = reversalEntry(order, r, d.clawedBack, d.note, e.at);
     if (entry) {
       const balance = write(entry);

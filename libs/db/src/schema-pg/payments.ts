@@ -30,6 +30,9 @@ export const topupReversals = pgTable('topup_reversals', {
   key: text('key').notNull(),
   state: text('state').notNull(),
   amount: big('amount').notNull(),
+  gross: big('gross').notNull().default(0),
+  asOf: big('as_of').notNull().default(0),
+  since: big('since').notNull().default(0),
   eventId: text('event_id').notNull(),
   updatedAt: big('updated_at').notNull(),
 }, (t) => [uniqueIndex('topup_reversals_uq').on(t.tradeNo, t.key)]);

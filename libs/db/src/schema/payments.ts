@@ -32,8 +32,9 @@ export const topupOrders = sqliteTable('topup_orders', {
 ]);
 
 /**
- * Money taken back from a paid order, one row per reversal: `key` is 'refund' (providerA: the charge's
- * running refunded total), 'refund:<id>' (providerB: one refund) or 'dispute:<id>'. The rows are the
+ * Money taken back from a paid order, one row per reversal: `key` is 'refund:<charge id>' (providerA: the
+ * charge's latest running refunded total), 'refund:<charge id>:failed:<refund id>' (providerA: one of its
+ * refunds that failed), 'refund:<id>' (providerB: one refund) or 'dispute:<id>'. The rows are the
  * state that makes refund and dispute events idempotent whatever their order: an event moves a row
  * forward (a larger running total, a new refund, a dispute withdrawn, then reinstated) or changes nothing.
  */
@@ -41,10 +42,16 @@ export const topupReversals = sqliteTable('topup_reversals', {
   id: integer('id').primaryKey({ autoIncrement: true }),
   tradeNo: text('trade_no').notNull(),
   key: text('key').notNull(),
-  /** 'refunded' | 'withdrawn' | 'reinstated' */
+  /** 'refunded' | 'withdrawn' | 'reinstated' | 'failed' (a Stripe refund that failed or was canceled) */
   state: text('state').notNull(),
-  /** Money (minor units) this reversal holds back now; 0 once a dispute is reinstated. */
+  /** Money (minor units) this reversal holds back now; 0 once a dispute is reinstated, and for a failed refund. */
   amount: integer('amount').notNull(),
+  /** Money the provider stated: a charge's running refunded total (its latest), or a failed refund's amount. */
+  gross: integer('gross').notNull().default(0),
+  /** The provider's time of that statement (Stripe's event `created`); 0 when not ordered by time. */
+  asOf: integer('as_of').notNull().default(0),
+  /** A failed refund's creation time: it is part of the running totals stated from then until it failed. */
+  since: integer('since').notNull().default(0),
   /** The event that last moved it. */
   eventId: text('event_id').notNull(),
   updatedAt: integer('updated_at').notNull(),
