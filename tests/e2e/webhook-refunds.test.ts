@@ -385,3 +385,37 @@ describe('providerA (Stripe): a refund that fails is given back', () => {
   }, 15_000);
 });
 
+describe('providerA (Stripe): a dispute or refund failure before the payment event', () => {
+  test('is answered 409 and recorded nowhere; the retry after the credit applies it once', async () => {
+    const user = await makeUser(gw);
+    const r = await gw.api('POST', '/api/topup/', { amount: 500, provider: 'providerA' }, user.token);
+    const tradeNo = r.body.data.trade_no as string;
+    const session = stripe.sessionFor(tradeNo);
+    const withdrawn = stripe.disputeEvent('charge.dispute.funds_withdrawn', session, 200, 'dp_early');
+    const early = await deliver('providerA', withdrawn);
+    expect(early.status).toBe(409);
+    expect(early.json.error).toMatchObject({ code: 'order_not_yet_known', message: expect.stringContaining(stripe.paymentIntentFor(session)) });
+    expect(await eventRow('providerA', withdrawn)).toBeFalsy();
+    const refundFailed = stripe.refundUpdatedEvent(session, 0, 100, 'failed');
+    expect((await deliver('providerA', refundFailed)).status).toBe(409);
+
+    expect((await postA(stripe.event('checkout.session.completed', session, { status: 'complete', payment_status: 'paid' }))).outcome).toBe('credited');
+    expect(await balance(user.token)).toBe(5000);
+    // Stripe's retries, concurrently: one applies, the others are duplicates.
+    const retries = (await Promise.all(Array.from({ length: 5 }, () => postA(withdrawn)))).map((x) => x.outcome);
+    expect(retries.sort()).toEqual(['dispute_withdrawn', 'duplicate', 'duplicate', 'duplicate', 'duplicate']);
+    expect(await balance(user.token)).toBe(3000);
+    expect((await postA(refundFailed)).outcome).toBe('refund_failed');
+    expect(await balance(user.token)).toBe(3000);
+    expect((await eventRow('providerA', withdrawn)).outcome).toBe('dispute_withdrawn');
+    await balanced(user.id);
+  }, 15_000);
+
+  test('a dispute of a payment that is not ours is retried too, and changes nothing', async () => {
+    const { user, session } = await paidA(300);
+    const stranger = stripe.disputeEvent('charge.dispute.funds_withdrawn', { ...session, id: 'cs_test_not_ours' }, 300, 'dp_x');
+    expect((await deliver('providerA', stranger)).status).toBe(409);
+    expect(await eventRow('providerA', stranger)).toBeFalsy();
+    expect(await balance(user.token)).toBe(3000);
+  }, 15_000);
+});

@@ -103,7 +103,8 @@ export class ProviderA implements PaymentProvider {
  * (net of the refunds failed by then), stated at the event's `created`: the latest statement wins. A refund
  * that fails or is canceled (`charge.refund.updated`, or `refund.updated` / `refund.failed`, with the Refund)
  * gives its amount back from the totals that included it. A dispute moves money only with funds_withdrawn
- * (the disputed `amount`) and funds_reinstated (won); created and closed are recorded only.
+ * (the disputed `amount`) and funds_reinstated (won); created and closed are recorded only. A Dispute or
+ * Refund never carries our trade no, so one that arrives before its payment event is retried (`awaitOrder`).
  */
 function reversalEvent(eventId: string, type: string, created: unknown, o: Record<string, any>): PaymentEvent {
   const lookup = { paymentRef: idOf(o.payment_intent), tradeNo: typeof o.metadata?.trade_no === 'string' ? o.metadata.trade_no : null };
@@ -125,9 +126,9 @@ function reversalEvent(eventId: string, type: string, created: unknown, o: Recor
       key: `refund:${str(idOf(o.charge), 'data.object.charge')}`, action: 'refund_failed' as const, amount: money(o.amount, 'data.object.amount'),
       cumulative: false, currency, asOf, refundId: str(o.id, 'data.object.id'), since: money(o.created, 'data.object.created'),
     };
-    return { kind: 'reversal', eventId, type, lookup, change };
+    return { kind: 'reversal', eventId, type, lookup, change, awaitOrder: true };
   }
   const key = `dispute:${str(o.id, 'data.object.id')}`;
   const action = type === 'charge.dispute.funds_withdrawn' ? 'withdrawn' : 'reinstated';
-  return { kind: 'reversal', eventId, type, lookup, change: { key, action, amount: money(o.amount, 'data.object.amount'), cumulative: false, currency } };
+  return { kind: 'reversal', eventId, type, lookup, change: { key, action, amount: money(o.amount, 'data.object.amount'), cumulative: false, currency }, awaitOrder: true };
 }

@@ -51,7 +51,11 @@ export type PaymentEvent =
   /** `paymentRef`: the payment's own id (PaymentIntent, Creem order), kept so refunds and disputes find the order. */
   | { kind: 'paid'; eventId: string; type: string; tradeNo: string; providerRef: string; paymentRef?: string; amount: number; currency: string; productId?: string }
   /** A refund, a dispute's withdrawal or its reinstatement (won) for the order that `lookup` finds. */
-  | { kind: 'reversal'; eventId: string; type: string; lookup: OrderLookup; change: ReversalRequest }
+  /**
+   * `awaitOrder`: the event cannot name our trade no (a Stripe Dispute or Refund), so when no order has its payment
+   * id yet the payment event may still be on its way: answered with a retryable 409 and nothing recorded.
+   */
+  | { kind: 'reversal'; eventId: string; type: string; lookup: OrderLookup; change: ReversalRequest; awaitOrder?: boolean }
   | { kind: 'failed' | 'expired'; eventId: string; type: string; tradeNo: string; providerRef: string }
   /** A known kind that needs no action yet (checkout completed, payment still unpaid): recorded only. */
   | { kind: 'noop'; eventId: string; type: string; reason: string }

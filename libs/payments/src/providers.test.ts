@@ -50,7 +50,7 @@ describe('ProviderA refunds and disputes', () => {
     const refund = { id: 're_1', object: 'refund', amount: 150, charge: 'ch_1', payment_intent: 'pi_1', currency: 'usd', status: 'failed', failure_reason: 'expired_or_canceled_card', created: 1700000000, metadata: { trade_no: 'not ours to read' } };
     for (const type of ['charge.refund.updated', 'refund.updated', 'refund.failed']) {
       expect(a.parseEvent(enc({ id: 'e1', type, created: 1700000500, data: { object: refund } }))).toEqual({
-        kind: 'reversal', eventId: 'e1', type, lookup: { paymentRef: 'pi_1', tradeNo: null },
+        kind: 'reversal', eventId: 'e1', type, lookup: { paymentRef: 'pi_1', tradeNo: null }, awaitOrder: true,
         change: { key: 'refund:ch_1', action: 'refund_failed', amount: 150, cumulative: false, currency: 'usd', asOf: 1700000500, refundId: 're_1', since: 1700000000 },
       });
     }
@@ -61,9 +61,9 @@ describe('ProviderA refunds and disputes', () => {
   });
   test('disputes: funds_withdrawn and funds_reinstated move money; created and closed are recorded only', () => {
     const w = a.parseEvent(enc({ id: 'e1', type: 'charge.dispute.funds_withdrawn', created: 1, data: { object: dispute } }));
-    expect(w).toMatchObject({ kind: 'reversal', change: { key: 'dispute:dp_1', action: 'withdrawn', amount: 500 } });
+    expect(w).toMatchObject({ kind: 'reversal', awaitOrder: true, change: { key: 'dispute:dp_1', action: 'withdrawn', amount: 500 } });
     const r = a.parseEvent(enc({ id: 'e2', type: 'charge.dispute.funds_reinstated', created: 1, data: { object: { ...dispute, status: 'won' } } }));
-    expect(r).toMatchObject({ kind: 'reversal', change: { key: 'dispute:dp_1', action: 'reinstated' } });
+    expect(r).toMatchObject({ kind: 'reversal', awaitOrder: true, change: { key: 'dispute:dp_1', action: 'reinstated' } });
     expect(a.parseEvent(enc({ id: 'e3', type: 'charge.dispute.created', data: { object: dispute } })).kind).toBe('noop');
     expect(a.parseEvent(enc({ id: 'e4', type: 'charge.dispute.closed', data: { object: { ...dispute, status: 'lost' } } }))).toMatchObject({ kind: 'noop', reason: 'dispute lost' });
     expect(a.parseEvent(enc({ id: 'e5', type: 'charge.succeeded', data: { object: {} } })).kind).toBe('ignored');

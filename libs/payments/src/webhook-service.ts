@@ -40,6 +40,7 @@ export class WebhookService {
    * `balance_limit`, order still pending, a `topup.balance_limit` warning) and answered 409 `balance_limit`, so
    * the provider retries it: the retry is processed again and credits once the user has spent enough. A reversal
    * (a won dispute) that would pass the bound throws the same 409 and records nothing, so its retry runs again too.
+   * So does a dispute or refund update whose payment no order knows yet (409 order_not_yet_known, see orderNotYetKnown).
    */
   async handle(providerId: ProviderId, raw: Uint8Array, headers: Headers): Promise<WebhookResult> {
     const p = this.providers.get(providerId);
@@ -54,9 +55,14 @@ export class WebhookService {
         { provider: p.id, eventId: ev.eventId, type: ev.type, at: nowSeconds(), lookup: ev.lookup },
         (order, reversals, ownerExists) => {
           tradeNo = order?.provider === p.id ? order.tradeNo : null;
+          // Thrown inside the unit of work, so the event id's claim is rolled back and the provider's retry runs afresh.
+          if (ev.awaitOrder && (!order || order.provider !== p.id)) throw orderNotYetKnown(p.id, ev.lookup.paymentRef);
           return decideReversal(p.id, ev.type, ev.lookup, ev.change, order, reversals, ownerExists);
         },
-      );
+      ).catch((err: unknown) => {
+        if (err instanceof GatewayError && err.code === ORDER_NOT_YET_KNOWN) this.log.warn('topup.reversal_order_unknown', { provider: p.id, event_id: ev.eventId, type: ev.type, payment_ref: ev.lookup.paymentRef ?? null });
+        throw err;
+      });
       if (r.duplicate) return { outcome: 'duplicate', tradeNo: null };
       // After commit, like a credit: admission (and in PostgreSQL mode every node's holds) reads the lowered balance.
       if (r.moved) await this.bus.emit('user.changed', { userId: r.moved.userId });
@@ -76,6 +82,19 @@ export class WebhookService {
     if (r.credited) await this.bus.emit('user.changed', { userId: r.credited.userId });
     return { outcome: r.outcome, tradeNo };
   }
+}
+
+const ORDER_NOT_YET_KNOWN = 'order_not_yet_known';
+
+/**
+ * A dispute or refund update that names a payment no order has yet: its payment event may not have been
+ * applied (delivered late, or refused with balance_limit), so the provider is asked to retry. A payment that
+ * is not ours is retried too, until the provider gives up (Stripe: three days); nothing is recorded meanwhile.
+ */
+function orderNotYetKnown(provider: string, paymentRef: string | null | undefined): GatewayError {
+  return new GatewayError(409, ORDER_NOT_YET_KNOWN,
+    `No ${provider} order has payment ${paymentRef ?? '(none)'} yet; nothing was recorded, and a retry after its payment event is applied`,
+    { param: 'data.object.payment_intent' });
 }
 
 /** The payment rules for one event and its order (pure: it runs inside the ledger's transaction). */
