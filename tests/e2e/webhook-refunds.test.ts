@@ -3,7 +3,8 @@
  * the official `stripe` package's test-header helper, providerB with a computed HMAC). The user tops up,
  * spends through /v1/messages, and the payment is refunded or disputed: the refunded share of the credit is
  * taken back once (ledger kind clawback, ref naming the order), however often, in whatever order and however
- * concurrently the events arrive; a won dispute gives its share back once. Each balance stays Σ ledger.
+ * concurrently the events arrive; a won dispute or a failed refund gives its share back once, and a dispute that
+ * comes before its payment event is retried (409) until it applies. Each balance stays Σ ledger.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createHmac } from 'node:crypto';

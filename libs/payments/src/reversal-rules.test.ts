@@ -74,6 +74,14 @@ describe('decideReversal', () => {
     const later = row('refund:ch_1', 'refunded', 100, { gross: 100, asOf: 250 });
     expect(decideReversal('providerA', 't', L, total(300, 150), order({ clawedBack: 1000 }), [later, fRow], true).outcome).toBe('noop:refund total 300 is older than the counted 100');
   });
+  test('a charge counted before its time was kept gives nothing back for a failure until Stripe states a new total', () => {
+    const failed = { key: 'refund:ch_1', action: 'refund_failed' as const, amount: 200, cumulative: false, currency: 'usd', refundId: 're_2', since: 100, asOf: 200 };
+    const legacy = row('refund:ch_1', 'refunded', 300);
+    expect(decideReversal('providerA', 't', L, failed, order({ clawedBack: 3000 }), [legacy], true)).toMatchObject({ outcome: 'refund_failed', clawedBack: 3000 });
+    const fRow = row('refund:ch_1:failed:re_2', 'failed', 0, { gross: 200, asOf: 200, since: 100 });
+    expect(decideReversal('providerA', 't', L, { ...refund(150), asOf: 300 }, order({ clawedBack: 3000 }), [legacy, fRow], true))
+      .toMatchObject({ outcome: 'refunded', clawedBack: 1500 });
+  });
   test('chargeHeld: only failures created by the total and failed after it are taken out; same-second failures count as in it', () => {
     const f = { gross: 50, since: 10, asOf: 20 };
     expect(chargeHeld({ gross: 80, asOf: 10 }, [f])).toBe(30);

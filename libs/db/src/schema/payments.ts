@@ -36,7 +36,7 @@ export const topupOrders = sqliteTable('topup_orders', {
  * charge's latest running refunded total), 'refund:<charge id>:failed:<refund id>' (providerA: one of its
  * refunds that failed), 'refund:<id>' (providerB: one refund) or 'dispute:<id>'. The rows are the
  * state that makes refund and dispute events idempotent whatever their order: an event moves a row
- * forward (a larger running total, a new refund, a dispute withdrawn, then reinstated) or changes nothing.
+ * forward (a later running total, a refund failed, a new refund, a dispute withdrawn, then reinstated) or changes nothing.
  */
 export const topupReversals = sqliteTable('topup_reversals', {
   id: integer('id').primaryKey({ autoIncrement: true }),
