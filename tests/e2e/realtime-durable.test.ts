@@ -218,11 +218,13 @@ describe('reservations that answer later', () => {
     expect(closed.code).toBe(1008);
     expect(c.events().filter((e) => e.type === 'response.created').length).toBe(2);
     expect(c.events().at(-1).error.code).toBe('quota_exhausted');
-    // resp_vad1 started (response.created) and never ended: billed on what it delivered (no output; input at the
-    // hold's bound), once, whichever of its hold and its settlement is decided first; nothing stays held.
+    // resp_vad1 started (response.created) and never ended: billed on what it delivered (no output; input bounded by
+    // what the conversation held: the upstream's session and 1,024 tokens of formatting; resp_vad2 started after it,
+    // so none of its output), once, whichever of its hold and its settlement is decided first; nothing stays held.
     await until(() => !!w.h.sqlite.query('select 1 from usage_logs where user_id = ?').get(userId));
-    const rows = w.h.sqlite.query('select request_id, input_tokens, output_tokens, usage_flag, error_code from usage_logs where user_id = ?').all(userId) as any[];
-    expect(rows).toEqual([{ request_id: expect.stringMatching(/_resp_vad1$/), input_tokens: PRICE.context_window, output_tokens: 0, usage_flag: 'estimated', error_code: 'quota_exhausted' }]);
+    const rows = w.h.sqlite.query('select request_id, input_tokens, audio_input_tokens, output_tokens, usage_flag, error_code from usage_logs where user_id = ?').all(userId) as any[];
+    const input = 1024 + Buffer.byteLength(c.frames.find((f) => String(f).includes('"session.created"')) as string);
+    expect(rows).toEqual([{ request_id: expect.stringMatching(/_resp_vad1$/), input_tokens: input, audio_input_tokens: 0, output_tokens: 0, usage_flag: 'estimated', error_code: 'quota_exhausted' }]);
     await until(() => w.quota.available(userId) === w.quota.balance(userId) && w.quota.balance(userId) < RESERVE);
   });
 });

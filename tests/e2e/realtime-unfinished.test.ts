@@ -2,7 +2,8 @@
  * Realtime responses that never reach response.done, and holds matched to their responses, through the
  * whole gateway over real sockets: a response cut by the client or the upstream is billed once on what it
  * delivered (flagged `estimated`, the cause as its error code); a hold whose response never started is
- * given back; a server-VAD response never takes a client's smaller hold.
+ * given back; a server-VAD response never takes a client's smaller hold. A cut response's input is bounded by
+ * what the session put through the relay (libs/realtime/src/context.ts), not the context window.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test';
 import { costOf } from '@gw/core';
@@ -12,6 +13,18 @@ import { availableOf } from './relay-setup';
 
 const CTX = 16_000;
 const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: CTX };
+
+/**
+ * The input bound of a cut response (context.ts): 1,024 tokens of formatting, the bytes of every client frame
+ * but audio appends and of the largest session frame the upstream sent, output of earlier responses as
+ * reported, and appended audio at 20 tokens a second (PCM16 24 kHz unless the session named G.711).
+ */
+const OVERHEAD = 1024;
+const bytes = (frames: string[]) => frames.reduce((n, f) => n + Buffer.byteLength(f), 0);
+const append = (pcmBytes: number) => JSON.stringify({ type: 'input_audio_buffer.append', audio: Buffer.alloc(pcmBytes).toString('base64') });
+/** Appended audio as the relay bounds it: each frame's length read as base64, over the bytes per second. */
+const audioBytes = (frames: string[]) => frames.reduce((n, f) => n + Math.floor((f.length * 3) / 4), 0);
+const sessionBytes = (c: RealtimeTestClient) => Buffer.byteLength(c.frames.find((f) => String(f).includes('"session.created"')) as string);
 
 let gw: TestGateway;
 let up: RealtimeUpstreamDouble;
@@ -26,6 +39,7 @@ beforeAll(async () => {
 });
 afterEach(() => {
   up.stopBefore = null;
+  up.echo = true;
 });
 afterAll(async () => {
   for (const c of clients) if (c.ws.readyState <= 1) c.ws.close();
@@ -51,7 +65,7 @@ async function ended(userId: number): Promise<any[]> {
     if (await gw.db.get('select 1 as x from realtime_sessions where user_id = ?', userId)) break;
     await Bun.sleep(20);
   }
-  return gw.db.all('select request_id, input_tokens, output_tokens, audio_output_tokens, cost, usage_flag, error_code from usage_logs where user_id = ? order by id', userId);
+  return gw.db.all('select request_id, input_tokens, audio_input_tokens, output_tokens, audio_output_tokens, cost, usage_flag, error_code from usage_logs where user_id = ? order by id', userId);
 }
 
 /** Nothing stays held: what the user can reserve is its balance (behind the cluster harness: every node's view). */
@@ -69,10 +83,12 @@ describe('a realtime response cut before its response.done', () => {
     c.ws.close(1000);
     await c.waitClose();
     const rows = await ended(id);
-    // No input estimate exists for a realtime response: the hold's input bound (the context window) is billed.
+    // Input: the conversation held the upstream's session and the client's one response.create, not a context window.
     // The deltas "Hello", " from", " the double" estimate 2 + 2 + 3 tokens (4 characters a token, each rounded up).
-    const cost = costOf([[CTX, PRICE.input], [7, PRICE.output]]);
-    expect(rows).toEqual([{ request_id: expect.stringMatching(/^rt_\w+_resp_\d+$/), input_tokens: CTX, output_tokens: 7, audio_output_tokens: 0, cost, usage_flag: 'estimated', error_code: 'client_closed' }]);
+    const input = OVERHEAD + sessionBytes(c) + bytes(['{"type":"response.create"}']);
+    const cost = costOf([[input, PRICE.input], [7, PRICE.output]]);
+    expect(input).toBeLessThan(CTX / 4);
+    expect(rows).toEqual([{ request_id: expect.stringMatching(/^rt_\w+_resp_\d+$/), input_tokens: input, audio_input_tokens: 0, output_tokens: 7, audio_output_tokens: 0, cost, usage_flag: 'estimated', error_code: 'client_closed' }]);
     expect(await gw.services.ledger.sum(id)).toBe(10_000_000 - cost);
     expect(await gw.db.get('select responses, cost from realtime_sessions where user_id = ?', id)).toEqual({ responses: 1, cost });
     await noHolds(id, 10_000_000 - cost);
@@ -89,8 +105,10 @@ describe('a realtime response cut before its response.done', () => {
     up.drop();
     expect((await c.waitClose()).code).toBe(1011);
     const rows = await ended(id);
-    const cost = costOf([[CTX, PRICE.input], [10, PRICE.output], [40, PRICE.audio_output]]);
-    expect(rows).toEqual([{ request_id: expect.stringMatching(/_resp_vad$/), input_tokens: CTX, output_tokens: 10, audio_output_tokens: 40, cost, usage_flag: 'estimated', error_code: 'upstream_disconnected' }]);
+    // The client sent nothing: the input is the upstream's session and the formatting allowance.
+    const input = OVERHEAD + sessionBytes(c);
+    const cost = costOf([[input, PRICE.input], [10, PRICE.output], [40, PRICE.audio_output]]);
+    expect(rows).toEqual([{ request_id: expect.stringMatching(/_resp_vad$/), input_tokens: input, audio_input_tokens: 0, output_tokens: 10, audio_output_tokens: 40, cost, usage_flag: 'estimated', error_code: 'upstream_disconnected' }]);
     expect(await gw.services.ledger.sum(id)).toBe(10_000_000 - cost);
     await noHolds(id, 10_000_000 - cost);
   }, 20_000);
@@ -141,3 +159,97 @@ describe('holds matched to their responses', () => {
     expect((await ended(id)).map((r) => [r.output_tokens, r.cost, r.usage_flag])).toEqual([[4000, cost, '']]);
   }, 20_000);
 });
+
+describe('the input of a cut response: bounded by what passed through the relay', () => {
+  const created = (id: string) => JSON.stringify({ type: 'response.created', response: { id, object: 'realtime.response', status: 'in_progress' } });
+  const creates = (conn: number) => up.received.filter((r) => r.conn === conn && String(r.data).includes('"response.create"')).length;
+
+  test('audio, text and an earlier response: the cut one bills them (audio at the audio price), far below the window', async () => {
+    up.stopBefore = 'response.created'; // responses are driven by hand below
+    up.echo = false;
+    const { id, c, conn } = await session(10_000_000);
+    const audio = [append(48_000), append(48_000)]; // two seconds of PCM16 at 24 kHz
+    const text = ['{"type":"input_audio_buffer.commit"}', JSON.stringify({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'x'.repeat(1000) }] } }), '{"type":"response.create"}'];
+    for (const f of [...audio, ...text]) c.ws.send(f);
+    await up.until(() => creates(conn) === 1);
+    const usage = { total_tokens: 730, input_tokens: 700, output_tokens: 30, input_token_details: { text_tokens: 300, audio_tokens: 400 }, output_token_details: { text_tokens: 10, audio_tokens: 20 } };
+    up.send(created('resp_a'), conn);
+    up.send(JSON.stringify({ type: 'response.done', response: { id: 'resp_a', status: 'completed', usage } }), conn);
+    await c.waitFor('response.done');
+    text.push('{"type":"response.create"}');
+    c.ws.send(text.at(-1)!);
+    await up.until(() => creates(conn) === 2);
+    up.send(created('resp_b'), conn);
+    up.send(JSON.stringify({ type: 'response.output_text.delta', response_id: 'resp_b', delta: 'abcd' }), conn);
+    await c.waitFor('response.output_text.delta');
+    c.ws.close(1000);
+    await c.waitClose();
+    const rows = await ended(id);
+    const first = costOf([[300, PRICE.input], [400, PRICE.audio_input], [10, PRICE.output], [20, PRICE.audio_output]]);
+    // Two seconds of audio is 40 tokens (and a few for the frames' JSON), plus resp_a's 20 audio tokens read back;
+    // text: the client's other frames, the session, resp_a's 10 text tokens.
+    const audioIn = Math.ceil((audioBytes(audio) / 48_000) * 20) + 20;
+    const textIn = OVERHEAD + sessionBytes(c) + bytes(text) + 10;
+    const cut = costOf([[textIn, PRICE.input], [audioIn, PRICE.audio_input], [1, PRICE.output]]);
+    expect(audioIn).toBe(61);
+    expect(rows).toEqual([
+      { request_id: expect.stringMatching(/_resp_a$/), input_tokens: 300, audio_input_tokens: 400, output_tokens: 10, audio_output_tokens: 20, cost: first, usage_flag: '', error_code: '' },
+      { request_id: expect.stringMatching(/_resp_b$/), input_tokens: textIn, audio_input_tokens: audioIn, output_tokens: 1, audio_output_tokens: 0, cost: cut, usage_flag: 'estimated', error_code: 'client_closed' },
+    ]);
+    expect(cut).toBeLessThan(costOf([[CTX, PRICE.input], [1, PRICE.output]]) / 3);
+    expect(await gw.services.ledger.sum(id)).toBe(10_000_000 - first - cut);
+    await noHolds(id, 10_000_000 - first - cut);
+  }, 20_000);
+
+  test('two responses cut together: the later one also reads the earlier one\'s max output (it may have finished unseen)', async () => {
+    up.stopBefore = 'response.created';
+    up.echo = false;
+    const { id, c, conn } = await session(10_000_000);
+    up.send(JSON.stringify({ type: 'response.created', response: { id: 'resp_x', status: 'in_progress', max_output_tokens: 100 } }), conn);
+    up.send(JSON.stringify({ type: 'response.created', response: { id: 'resp_y', status: 'in_progress', max_output_tokens: 200 } }), conn);
+    await c.waitFor('response.created', 2);
+    c.ws.close(1000);
+    await c.waitClose();
+    const base = OVERHEAD + sessionBytes(c);
+    // resp_x's 100 tokens may be text or audio: billed at the dearer (audio) price.
+    expect((await ended(id)).map((r) => [r.request_id.replace(/^rt_\w+?_/, ''), r.input_tokens, r.audio_input_tokens, r.cost])).toEqual([
+      ['resp_x', base, 0, costOf([[base, PRICE.input]])],
+      ['resp_y', base, 100, costOf([[base, PRICE.input], [100, PRICE.audio_input]])],
+    ]);
+  }, 20_000);
+
+  test('more than the window: clamped to it, the dearer audio kept whole', async () => {
+    up.stopBefore = 'response.done';
+    up.echo = false;
+    const { id, c } = await session(10_000_000);
+    const audio = [append(48_000)];
+    c.ws.send(audio[0]!);
+    c.ws.send(JSON.stringify({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'y'.repeat(20_000) }] } }));
+    c.ws.send('{"type":"response.create"}');
+    await c.waitFor('response.output_text.done');
+    c.ws.close(1000);
+    await c.waitClose();
+    const audioIn = Math.ceil((audioBytes(audio) / 48_000) * 20);
+    const cost = costOf([[CTX - audioIn, PRICE.input], [audioIn, PRICE.audio_input], [7, PRICE.output]]);
+    expect((await ended(id)).map((r) => [r.input_tokens, r.audio_input_tokens, r.cost, r.usage_flag])).toEqual([[CTX - audioIn, audioIn, cost, 'estimated']]);
+  }, 20_000);
+
+  test.each([
+    ['an image', { type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,iVBORw0KGgo=' }] } }],
+    ['an escaped item reference', { type: 'response.create', response: { input: [{ type: 'item\u005freference', id: 'item_1' }] } }],
+    ['a stored prompt', { type: 'session.update', session: { type: 'realtime', prompt: { id: 'pmpt_1' } } }],
+  ])('content whose tokens its bytes do not bound (%s): the whole window at the dearer input price', async (_what, event) => {
+    up.stopBefore = 'response.done';
+    up.echo = false;
+    const { id, c } = await session(10_000_000);
+    // JSON.stringify leaves `_` unescaped: the escaped form is written by hand, as a client may.
+    c.ws.send(JSON.stringify(event).replace('item_reference', 'item\\u005freference'));
+    if (event.type !== 'response.create') c.ws.send('{"type":"response.create"}');
+    await c.waitFor('response.output_text.done');
+    c.ws.close(1000);
+    await c.waitClose();
+    const cost = costOf([[CTX, PRICE.audio_input], [7, PRICE.output]]);
+    expect((await ended(id)).map((r) => [r.input_tokens, r.audio_input_tokens, r.cost, r.usage_flag])).toEqual([[0, CTX, cost, 'estimated']]);
+  }, 20_000);
+});
+

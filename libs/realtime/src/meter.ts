@@ -2,8 +2,8 @@
  * Per-session billing: a reservation is held before each response (when the client sends
  * `response.create`, or when the upstream announces a response it started itself, e.g. server VAD)
  * and settled with the usage of its `response.done`; a response the session's end cuts short is settled
- * then, on what it delivered (delivered.ts). Frames are only read, never changed, except a client event
- * naming a model (model-pin.ts: the session keeps the model it was admitted with).
+ * then, on what it delivered (delivered.ts) and what its conversation can hold (context.ts). Frames are only
+ * read, never changed, except a client event naming a model (model-pin.ts: the session keeps the model it was admitted with).
  *
  * A response's reservation is what it can cost: the context window at the dearest input price plus its
  * max output tokens at the dearest output price, and its charge never exceeds that reservation (billing
@@ -23,6 +23,7 @@ import { estimateTextTokens } from '@gw/formats';
 import { DeliveredOutput, outputAudioRate, type DeliveredTokens } from './delivered';
 import { CLIENT_EVENT_MAX_DEPTH, meteredEvent } from './events';
 import { modelChangeRefusal, pinModel } from './model-pin';
+import { ConversationBound, inputEstimate } from './context';
 import { TRANSCRIPTION_DONE, transcriptionModelOf, transcriptionUsage } from './transcription';
 import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
 import { INTERNAL_FAILURE, type ClientVerdict, type FrameObserver, type SessionFailure, type UpstreamTarget } from './session';
@@ -117,6 +118,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   private lastStarted = '';
   /** The input transcription model the upstream last confirmed (null: off); each transcription bills at its price. */
   private transcription: string | null = null;
+  /** What the conversation can hold: the input a response cut before its response.done is billed on. */
+  private readonly context = new ConversationBound();
   responses = 0;
   cost = 0;
 
@@ -133,6 +136,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   client(text: string): ClientVerdict | Promise<ClientVerdict> {
+    this.context.client(text);
     const m = meteredEvent(text, true);
     if (m === 'too_deep') return TOO_DEEP;
     if (m?.type !== 'session.update' && m?.type !== 'response.create') return undefined;
@@ -140,6 +144,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     if (pin && 'refuse' in pin) return modelChangeRefusal(this.o.model, pin.refuse);
     if (m.type === 'session.update') {
       this.pendingUpdates++;
+      this.context.session(m.event.session);
       const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);
       if (v !== undefined) this.sessionMaxOutput = Math.max(this.sessionMaxOutput, v);
       return pin;
@@ -161,6 +166,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   upstream(text: string): SessionFailure | undefined | Promise<SessionFailure | undefined> {
+    this.context.upstream(text);
     const delta = this.delivered.add(text, () => this.lastStarted);
     if (delta !== undefined) {
       if (this.settled.has(delta)) this.delivered.take(delta); // after its response.done: already billed
@@ -172,6 +178,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       if (m.type === 'session.updated') this.pendingUpdates = Math.max(0, this.pendingUpdates - 1);
       const tm = transcriptionModelOf(m.event.session);
       if (tm !== undefined) this.transcription = tm;
+      this.context.session(m.event.session, Buffer.byteLength(text), true);
       this.delivered.audioRate = outputAudioRate(m.event.session, this.delivered.audioRate);
       const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);
       // The upstream's word is final only when no later client update (which may raise it) is in flight.
@@ -215,16 +222,26 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   end(cause: string): void {
     if (this.ended) return;
     this.ended = true;
-    for (const [id, held] of [...this.running]) this.settleUnfinished(id, held, cause);
-    for (const id of this.delivered.ids()) if (!this.settled.has(id)) this.settleUnfinished(id, null, cause);
+    // A response still unfinished may have completed upstream unseen, its output then read by the responses
+    // that started after it (`running` is in start order); one seen only by its deltas has no known start.
+    let unordered = 0;
+    for (const id of this.delivered.ids()) if (!this.settled.has(id) && !this.running.has(id)) unordered += this.sessionMaxOutput;
+    let earlier = 0;
+    for (const [id, held] of [...this.running]) {
+      this.settleUnfinished(id, held, cause, earlier + unordered);
+      earlier += held.limits.maxOutput;
+    }
+    for (const id of this.delivered.ids()) if (!this.settled.has(id)) this.settleUnfinished(id, null, cause, earlier + unordered - this.sessionMaxOutput);
     for (const h of this.queued) this.releaseHeld(h);
     this.queued = [];
     this.running.clear();
   }
 
-  private settleUnfinished(id: string, held: Held<R> | null, cause: string): void {
+  private settleUnfinished(id: string, held: Held<R> | null, cause: string, others: number): void {
     this.running.delete(id);
-    const p = this.charge(id, held, null, { delivered: this.delivered.take(id), errorCode: cause });
+    const window = held?.limits.maxInput ?? this.contextTokens();
+    const input = inputEstimate(this.context.bound(others), window, this.price());
+    const p = this.charge(id, held, null, { delivered: { ...this.delivered.take(id), ...input }, errorCode: cause });
     // Nobody is left to tell: a failed commit is logged by committed().
     if (p instanceof Promise) p.catch(() => {});
   }
@@ -317,13 +334,15 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     // A response.done with no response.created seen first is billed all the same (on a queued hold that covers it, else unreserved).
     const held = this.running.get(responseId) ?? this.takeQueued(this.announced(response)) ?? null;
     this.running.delete(responseId);
+    const t = tokensOf(response?.usage);
+    this.context.output(t.textOut, t.audioOut, held?.limits.maxOutput ?? this.announced(response));
     const failed = response?.status === 'failed';
     const errorCode = failed ? (this.target?.scrub ?? String)(String(response?.status_details?.error?.code ?? response?.status_details?.reason ?? 'failed')).slice(0, 64) : '';
     return this.charge(responseId, held, response, { delivered: this.delivered.take(responseId), errorCode, status: failed ? 502 : 200 });
   }
 
   /** Bills one response: as its response.done reports (`response`), or on what it delivered when it has none. */
-  private charge(responseId: string, held: Held<R> | null, response: any, o: { delivered: DeliveredTokens; errorCode: string; status?: number }):
+  private charge(responseId: string, held: Held<R> | null, response: any, o: { delivered: DeliveredTokens & { input?: number; audioInput?: number }; errorCode: string; status?: number }):
     SessionFailure | undefined | Promise<SessionFailure | undefined> {
     if (responseId) this.settled.add(responseId);
     if (held) held.billed = true;
@@ -346,7 +365,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
         ? { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: t.audioOut }
         : null,
       // Output: what was delivered, for a count the report leaves out or makes unusable (never max output, never 0).
-      // Input has no estimate: billing takes the input bound the hold was made with (the context window).
+      // Input: a cut response's bound on what the conversation held (context.ts); else billing takes the hold's input bound.
       estimate: o.delivered,
       // The reservation's own bounds (the same as it carries), so a response whose hold was refused is bounded alike.
       limits: held?.limits ?? this.limits(this.sessionMaxOutput),

@@ -36,7 +36,7 @@ export interface RealtimePrice {
  * number as reported (billing validates it); anything else NaN. Nothing is rounded or zeroed here, so a
  * hostile count reaches billing's single check and is flagged there, not billed as 0.
  */
-const ok = (v: number) => Number.isSafeInteger(v) && v >= 0;
+export const ok = (v: number) => Number.isSafeInteger(v) && v >= 0;
 const n = (v: unknown, main = false): number =>
   (v === undefined ? (main ? (undefined as unknown as number) : 0) : v === null && !main ? 0 : typeof v === 'number' ? v : Number.NaN);
 /** Details that name at least one count: an empty details object says nothing and does not stand for the total. */

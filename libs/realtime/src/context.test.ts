@@ -1,0 +1,77 @@
+import { describe, expect, test } from 'bun:test';
+import { ConversationBound, SESSION_OVERHEAD_TOKENS, inputEstimate } from './context';
+
+const audio = (pcm: number) => JSON.stringify({ type: 'input_audio_buffer.append', audio: Buffer.alloc(pcm).toString('base64') });
+
+describe('ConversationBound', () => {
+  test('an append is counted as audio by its frame length; any other frame by its UTF-8 bytes', () => {
+    const b = new ConversationBound();
+    const a = audio(48_000);
+    b.client(a);
+    b.client('{"type":"conversation.item.create","item":{"content":[{"type":"input_text","text":"héllo"}]}}');
+    const c = b.bound(0);
+    expect(c.audio).toBe(Math.ceil(((Math.floor((a.length * 3) / 4)) / 48_000) * 20));
+    expect(c.text).toBe(SESSION_OVERHEAD_TOKENS + Buffer.byteLength('{"type":"conversation.item.create","item":{"content":[{"type":"input_text","text":"héllo"}]}}'));
+    expect(c.known).toBe(true);
+  });
+
+  test('an append frame whose type a later key or an escape may change is counted as text, byte for byte', () => {
+    for (const f of [
+      `{"type":"input_audio_buffer.append","audio":"AAAA","type":"conversation.item.create","item":{"content":[{"type":"input_text","text":"${'z'.repeat(9000)}"}]}}`,
+      `{"type":"input_audio_buffer.append","audio":"AAAA","\\u0074ype":"conversation.item.create","text":"${'z'.repeat(9000)}"}`,
+    ]) {
+      const b = new ConversationBound();
+      b.client(f);
+      expect(b.bound(0)).toEqual({ text: SESSION_OVERHEAD_TOKENS + Buffer.byteLength(f), audio: 0, either: 0, known: true });
+      expect(b.tailBytes).toBe(0);
+    }
+  });
+
+  test('G.711 named by a client update or the upstream makes every appended byte count at its rate', () => {
+    const b = new ConversationBound();
+    const a = audio(8_000);
+    b.client(a);
+    expect(b.bound(0).audio).toBe(Math.ceil((Math.floor((a.length * 3) / 4) / 48_000) * 20));
+    b.session({ input_audio_format: 'g711_ulaw' });
+    expect(b.bound(0).audio).toBe(Math.ceil((Math.floor((a.length * 3) / 4) / 8_000) * 20));
+    b.session({ audio: { input: { format: { type: 'audio/pcm', rate: 24_000 } } } }, 100, true);
+    expect(b.audioRate).toBe(8_000); // the densest format stays
+  });
+
+  test('an upstream session with a stored prompt or an MCP tool, or a client frame with an image, makes the bound unknown', () => {
+    for (const f of [
+      (b: ConversationBound) => b.session({ prompt: { id: 'pmpt_1' } }, 10, true),
+      (b: ConversationBound) => b.session({ tools: [{ type: 'mcp', server_label: 's' }] }, 10, true),
+      (b: ConversationBound) => b.client('{"type":"conversation.item.create","item":{"content":[{"type":"input\\u005fimage"}]}}'),
+    ]) {
+      const b = new ConversationBound();
+      f(b);
+      expect(b.bound(0).known).toBe(false);
+    }
+    const b = new ConversationBound();
+    b.session({ prompt: null, tools: [{ type: 'function', name: 'f' }] }, 10, true);
+    expect(b.bound(0).known).toBe(true);
+  });
+
+  test('earlier output is read back: as reported, an unusable count as the max output', () => {
+    const b = new ConversationBound();
+    b.output(10, 20, 4096);
+    b.output(Number.NaN, 5, 100);
+    b.output(10_000, 0, 100);
+    expect(b.bound(7)).toEqual({ text: SESSION_OVERHEAD_TOKENS + 10 + 100 + 100, audio: 25, either: 7, known: true });
+  });
+});
+
+describe('inputEstimate', () => {
+  const P = { input: 4, audioInput: 32 };
+  test('within the window the dearer kind (with what may be either) is filled first', () => {
+    expect(inputEstimate({ text: 100, audio: 50, either: 10, known: true }, 1000, P)).toEqual({ input: 100, audioInput: 60 });
+    expect(inputEstimate({ text: 5000, audio: 50, either: 10, known: true }, 1000, P)).toEqual({ input: 940, audioInput: 60 });
+    expect(inputEstimate({ text: 100, audio: 5000, either: 0, known: true }, 1000, P)).toEqual({ input: 0, audioInput: 1000 });
+    expect(inputEstimate({ text: 100, audio: 50, either: 10, known: true }, 1000, { input: 40, audioInput: 32 })).toEqual({ input: 110, audioInput: 50 });
+  });
+  test('an unknown bound is the whole window at the dearer price', () => {
+    expect(inputEstimate({ text: 1, audio: 1, either: 0, known: false }, 1000, P)).toEqual({ input: 0, audioInput: 1000 });
+    expect(inputEstimate({ text: 1, audio: 1, either: 0, known: false }, 1000, { input: 40, audioInput: 32 })).toEqual({ input: 1000, audioInput: 0 });
+  });
+});

@@ -1,0 +1,138 @@
+/**
+ * An upper bound on the conversation a realtime response reads, from what the relay saw pass: the input
+ * a response cut before its `response.done` is billed on (the upstream reports no usage for it, yet it
+ * charged the operator for reading the context).
+ *
+ * A session's upstream conversation starts empty and everything in it came through the relay:
+ * - client events (items, instructions, tools, a response's own `input`): a byte-level BPE token covers at
+ *   least one byte, so a frame's UTF-8 bytes bound the tokens of the text it carries (escapes only add bytes);
+ * - appended input audio (`input_audio_buffer.append`): its duration at the densest input format the session
+ *   named or confirmed, counted at AUDIO_TOKENS_PER_SECOND (OpenAI counts user audio at 10 a second and
+ *   assistant audio at 20: the larger is used for both, a margin of two on user audio);
+ * - the upstream's own defaults (instructions, tools): in `session.created`/`session.updated`, bounded by
+ *   the largest such frame's bytes;
+ * - earlier responses' output: as their `response.done` reported it (else their max output); a response still
+ *   running when the session ends may have finished upstream unseen, so it counts at its max output;
+ * - formatting the relay cannot see: SESSION_OVERHEAD_TOKENS, plus ITEM_OVERHEAD_TOKENS per item the
+ *   upstream announced (`conversation.item.created`/`added`).
+ * Content whose tokens do not follow from its bytes makes the bound unknown (the context window is billed):
+ * images (a tiny image file can cost a thousand tokens), item references (one item read many times), a
+ * stored prompt (`prompt`: text held upstream), MCP tools (results the upstream fetches itself).
+ */
+import { ok as isCount } from './usage';
+
+/** The densest audio token rate OpenAI bills (assistant audio, one per 50 ms). */
+export const AUDIO_TOKENS_PER_SECOND = 20;
+export const SESSION_OVERHEAD_TOKENS = 1024;
+export const ITEM_OVERHEAD_TOKENS = 16;
+
+const PCM16_24K = 48_000;
+const G711 = 8_000;
+const APPEND_PREFIX = '{"type":"input_audio_buffer.append"';
+const ITEM_PREFIXES = ['{"type":"conversation.item.created"', '{"type":"conversation.item.added"'];
+/** Markers of content whose tokens its bytes do not bound (see above). */
+const UNSIZED = ['input_image', 'image_url', 'item_reference', '"prompt"', '"mcp"', 'server_url', 'connector_id'];
+
+/** Bytes per second of an input audio format a session object names (GA `audio.input.format`, beta `input_audio_format`), or undefined. */
+export function inputAudioRate(session: any): number | undefined {
+  const ga = session?.audio?.input?.format;
+  const kind = typeof ga === 'object' && ga ? ga.type : session?.input_audio_format;
+  if (typeof kind !== 'string') return undefined;
+  if (/pcmu|pcma|g711/.test(kind)) return G711;
+  const rate = typeof ga?.rate === 'number' && ga.rate > 0 ? ga.rate : 24_000;
+  return 2 * rate;
+}
+
+/** Whether a frame carries content its bytes do not bound; an escape may spell a marker, so such a frame is read unescaped. */
+function unsized(text: string): boolean {
+  let t = text;
+  if (t.includes('\\u')) {
+    try {
+      t = JSON.stringify(JSON.parse(t));
+    } catch {
+      return false; // not JSON: the upstream reads nothing from it
+    }
+  }
+  return UNSIZED.some((m) => t.includes(m));
+}
+
+/** The input a response can have read, split by the price it is billed at (`either`: text or audio, not known which). */
+export interface ContextTokens { text: number; audio: number; either: number; known: boolean }
+
+/**
+ * The input tokens a cut response is billed: within the context window, the dearer kind filled first (so
+ * the window's clamp never drops the dearer tokens); an unknown bound bills the whole window at the dearer
+ * of the text and audio input prices (what the response's hold was sized on).
+ */
+export function inputEstimate(c: ContextTokens, window: number, price: { input: number; audioInput: number }): { input: number; audioInput: number } {
+  const audioDearer = price.audioInput >= price.input;
+  if (!c.known) return audioDearer ? { input: 0, audioInput: window } : { input: window, audioInput: 0 };
+  const dear = Math.min(window, (audioDearer ? c.audio : c.text) + c.either);
+  const cheap = Math.min(window - dear, audioDearer ? c.text : c.audio);
+  return audioDearer ? { input: cheap, audioInput: dear } : { input: dear, audioInput: cheap };
+}
+
+export class ConversationBound {
+  private textBytes = 0;
+  private sessionBytes = 0;
+  private audioBytes = 0;
+  /** Audio appended since the upstream last committed or cleared its buffer (what its next commit can hold). */
+  tailBytes = 0;
+  private items = 0;
+  private textOut = 0;
+  private audioOut = 0;
+  private unknown = false;
+  /** Bytes per second of input audio: the densest format the session named or the upstream confirmed. */
+  audioRate = PCM16_24K;
+
+  /** A client text frame, forwarded or not (counting one the relay refused only overstates). */
+  client(text: string): void {
+    if (text.startsWith(APPEND_PREFIX) && !text.includes('"type"', APPEND_PREFIX.length) && !text.includes('\\', APPEND_PREFIX.length)) {
+      // The whole frame as if it were base64 audio: never less than the audio field, and no field to misread.
+      const bytes = Math.floor((text.length * 3) / 4);
+      this.audioBytes += bytes;
+      this.tailBytes += bytes;
+      return;
+    }
+    this.textBytes += Buffer.byteLength(text);
+    if (!this.unknown && unsized(text)) this.unknown = true;
+  }
+
+  /** A session object a client update names or the upstream confirms: the densest input format wins. */
+  session(session: unknown, frameBytes = 0, upstream = false): void {
+    const rate = inputAudioRate(session);
+    if (rate !== undefined) this.audioRate = Math.min(this.audioRate, rate);
+    if (!upstream) return;
+    this.sessionBytes = Math.max(this.sessionBytes, frameBytes);
+    const s = session as any;
+    if (s && typeof s === 'object' && ((s.prompt !== undefined && s.prompt !== null) || (Array.isArray(s.tools) && s.tools.some((t: any) => t?.type === 'mcp')))) this.unknown = true;
+  }
+
+  /** An upstream frame: counts the items it adds to the conversation (a prefix test, nothing parsed). */
+  upstream(text: string): void {
+    if (ITEM_PREFIXES.some((p) => text.startsWith(p))) this.items++;
+  }
+
+  /** A finished response's output, as reported (an unusable count: its max output), which later responses read. */
+  output(textOut: number, audioOut: number, maxOutput: number): void {
+    const t = isCount(textOut) ? Math.min(textOut, maxOutput) : maxOutput;
+    const a = isCount(audioOut) ? Math.min(audioOut, maxOutput) : maxOutput;
+    this.textOut += t;
+    this.audioOut += a;
+  }
+
+  /** Seconds of input audio `bytes` can hold at the session's densest format. */
+  seconds(bytes: number): number {
+    return bytes / this.audioRate;
+  }
+
+  /**
+   * The bound on a cut response's input, `running` being the max outputs of the other responses that may
+   * have finished upstream unseen (read back as text or audio: billed at the dearer).
+   */
+  bound(running: number): ContextTokens {
+    const audio = Math.ceil(this.seconds(this.audioBytes) * AUDIO_TOKENS_PER_SECOND) + this.audioOut;
+    const text = SESSION_OVERHEAD_TOKENS + this.items * ITEM_OVERHEAD_TOKENS + this.textBytes + this.sessionBytes + this.textOut;
+    return { text, audio, either: running, known: !this.unknown };
+  }
+}
