@@ -3,7 +3,8 @@
  * whole gateway over real sockets: a response cut by the client or the upstream is billed once on what it
  * delivered (flagged `estimated`, the cause as its error code); a hold whose response never started is
  * given back; a server-VAD response never takes a client's smaller hold. A cut response's input is bounded by
- * what the session put through the relay (libs/realtime/src/context.ts), not the context window.
+ * what the session put through the relay (libs/realtime/src/context.ts), not the context window; a started
+ * input transcription whose completion never arrives is billed on its audio.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test';
 import { costOf } from '@gw/core';
@@ -13,6 +14,7 @@ import { availableOf } from './relay-setup';
 
 const CTX = 16_000;
 const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: CTX };
+const TR = { model: 'gpt-4o-transcribe', input: 2_500_000, output: 10_000_000, cache_read: 0, cache_write: 0, audio_input: 6_000_000, audio_output: 0, context_window: 16_000 };
 
 /**
  * The input bound of a cut response (context.ts): 1,024 tokens of formatting, the bytes of every client frame
@@ -36,6 +38,7 @@ beforeAll(async () => {
   const ch = await gw.api('POST', '/api/channel/', { name: 'rt', type: 'openai', base_url: up.url, key: 'upstream-secret', timeout_ms: 5000, models: ['gpt-realtime'] });
   expect(ch.status).toBe(200);
   expect((await gw.api('PUT', '/api/pricing/', PRICE)).status).toBe(200);
+  expect((await gw.api('PUT', '/api/pricing/', TR)).status).toBe(200);
 });
 afterEach(() => {
   up.stopBefore = null;
@@ -253,3 +256,41 @@ describe('the input of a cut response: bounded by what passed through the relay'
   }, 20_000);
 });
 
+describe('input transcriptions the session ends before', () => {
+  const tr = (type: string, item: string, extra: Record<string, unknown> = {}) => JSON.stringify({ type: `conversation.item.input_audio_transcription.${type}`, item_id: item, content_index: 0, ...extra });
+  const committed = (item: string) => JSON.stringify({ type: 'input_audio_buffer.committed', previous_item_id: null, item_id: item });
+
+  test('a committed item whose completion never arrives is billed on its audio; a failed one is not; the uncommitted tail is', async () => {
+    up.echo = false;
+    const { id, c, conn } = await session(10_000_000);
+    // G.711 (8,000 bytes a second), named by the client: its audio is counted at that rate.
+    c.ws.send(JSON.stringify({ type: 'session.update', session: { type: 'realtime', audio: { input: { format: { type: 'audio/pcmu' }, transcription: { model: 'gpt-4o-transcribe' } } } } }));
+    up.send(JSON.stringify({ type: 'session.updated', session: { type: 'realtime', audio: { input: { format: { type: 'audio/pcmu' }, transcription: { model: 'gpt-4o-transcribe' } } } } }), conn);
+    await c.waitFor('session.updated');
+    const frames = [append(8_000), append(8_000), append(16_000), append(4_000)];
+    const step = async (n: number, ...events: string[]) => {
+      c.ws.send(frames[n]!);
+      await up.until(() => up.received.filter((r) => r.conn === conn).length === n + 2);
+      for (const e of events) up.send(e, conn);
+    };
+    await step(0, committed('item_a'), tr('failed', 'item_a', { error: { type: 'transcription_error', code: 'audio_unintelligible', message: 'x' } }));
+    await step(1, committed('item_b'), tr('completed', 'item_b', { transcript: 'hi', usage: { type: 'tokens', total_tokens: 26, input_tokens: 17, input_token_details: { text_tokens: 0, audio_tokens: 17 }, output_tokens: 9 } }));
+    await step(2, committed('item_c'), tr('delta', 'item_c', { delta: 'hello there' }));
+    await step(3);
+    await c.waitFor('conversation.item.input_audio_transcription.delta');
+    c.ws.close(1000);
+    await c.waitClose();
+    const rows = await ended(id);
+    // item_c: two seconds (and its frame's JSON) at 10 audio tokens a second, its delta's 11 characters as 3 tokens.
+    const c2 = Math.ceil((audioBytes([frames[2]!]) / 8_000) * 10);
+    const tail = Math.ceil((audioBytes([frames[3]!]) / 8_000) * 10);
+    expect([c2, tail]).toEqual([21, 6]);
+    expect(rows.map((r) => [r.request_id.replace(/^rt_\w+?_/, ''), r.audio_input_tokens, r.output_tokens, r.cost, r.usage_flag, r.error_code])).toEqual([
+      ['tr_item_b_0', 17, 9, costOf([[17, TR.audio_input], [9, TR.output]]), '', ''],
+      ['tr_item_c_0', c2, 3, costOf([[c2, TR.audio_input], [3, TR.output]]), 'estimated', 'client_closed'],
+      ['tr_uncommitted', tail, 0, costOf([[tail, TR.audio_input]]), 'estimated', 'client_closed'],
+    ]);
+    const total = rows.reduce((n, r) => n + r.cost, 0);
+    expect(await gw.services.ledger.sum(id)).toBe(10_000_000 - total);
+  }, 20_000);
+});

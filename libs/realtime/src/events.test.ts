@@ -9,6 +9,13 @@ describe('meteredEvent', () => {
     expect(meteredEvent('{"type":"error","error":{"code":"x"}}')?.event.error.code).toBe('x');
   });
 
+  test('reads the transcription and audio-buffer events a cut session bills on, in any key order', () => {
+    expect(meteredEvent('{"type":"input_audio_buffer.committed","item_id":"i1"}')?.event.item_id).toBe('i1');
+    expect(meteredEvent('{"item_id":"i2","type":"input_audio_buffer.committed"}')?.type).toBe('input_audio_buffer.committed');
+    expect(meteredEvent('{"item_id":"i3","type":"conversation.item.input_audio_transcription.failed"}')?.type).toBe('conversation.item.input_audio_transcription.failed');
+    expect(meteredEvent('{"item_id":"i4","delta":"x","type":"conversation.item.input_audio_transcription.delta"}')?.event.delta).toBe('x');
+  });
+
   test('ignores everything else without parsing it', () => {
     expect(meteredEvent('{"type":"response.output_audio.delta","delta":"AAAA"}')).toBeUndefined();
     expect(meteredEvent('{"type":"input_audio_buffer.append","audio":"response.done"}')).toBeUndefined();

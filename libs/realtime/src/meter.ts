@@ -2,8 +2,9 @@
  * Per-session billing: a reservation is held before each response (when the client sends
  * `response.create`, or when the upstream announces a response it started itself, e.g. server VAD)
  * and settled with the usage of its `response.done`; a response the session's end cuts short is settled
- * then, on what it delivered (delivered.ts) and what its conversation can hold (context.ts). Frames are only
- * read, never changed, except a client event naming a model (model-pin.ts: the session keeps the model it was admitted with).
+ * then, on what it delivered (delivered.ts) and what its conversation can hold (context.ts); so is an input
+ * transcription the upstream started and did not report (transcription.ts). Frames are only read, never
+ * changed, except a client event naming a model (model-pin.ts: the session keeps the model it was admitted with).
  *
  * A response's reservation is what it can cost: the context window at the dearest input price plus its
  * max output tokens at the dearest output price, and its charge never exceeds that reservation (billing
@@ -24,7 +25,10 @@ import { DeliveredOutput, outputAudioRate, type DeliveredTokens } from './delive
 import { CLIENT_EVENT_MAX_DEPTH, meteredEvent } from './events';
 import { modelChangeRefusal, pinModel } from './model-pin';
 import { ConversationBound, inputEstimate } from './context';
-import { TRANSCRIPTION_DONE, transcriptionModelOf, transcriptionUsage } from './transcription';
+import {
+  PendingTranscriptions, TRANSCRIPTION_DELTA, TRANSCRIPTION_DONE, TRANSCRIPTION_FAILED, audioTokensOf, transcriptionModelOf, transcriptionUsage,
+  type PendingTranscription,
+} from './transcription';
 import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
 import { INTERNAL_FAILURE, type ClientVerdict, type FrameObserver, type SessionFailure, type UpstreamTarget } from './session';
 import { reservationFor, tokensOf, type RealtimePrice } from './usage';
@@ -120,6 +124,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   private transcription: string | null = null;
   /** What the conversation can hold: the input a response cut before its response.done is billed on. */
   private readonly context = new ConversationBound();
+  /** Transcriptions the upstream started (a committed audio item) and has not reported yet. */
+  private readonly transcribing = new PendingTranscriptions();
   responses = 0;
   cost = 0;
 
@@ -203,6 +209,25 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     }
     if (m.type === 'response.done') return this.settle(id, m.event.response);
     if (m.type === TRANSCRIPTION_DONE) return this.chargeTranscription(m.event);
+    if (m.type === 'input_audio_buffer.committed') {
+      // The commit holds at most the audio appended since the previous one; transcription runs on it if on now.
+      if (this.transcription !== null && typeof m.event.item_id === 'string') this.transcribing.committed(this.transcriptionId(m.event), this.transcription, this.context.tailBytes);
+      this.context.tailBytes = 0;
+      return undefined;
+    }
+    if (m.type === 'input_audio_buffer.cleared') {
+      this.context.tailBytes = 0;
+      return undefined;
+    }
+    if (m.type === TRANSCRIPTION_DELTA) {
+      this.transcribing.delta(this.transcriptionId(m.event), m.event.delta);
+      return undefined;
+    }
+    // A failed transcription reports no usage and no transcript (no work done): an estimate would bill the user for a failure.
+    if (m.type === TRANSCRIPTION_FAILED) {
+      this.transcribing.take(this.transcriptionId(m.event));
+      return undefined;
+    }
     if (m.type === 'error' && this.queued.length) {
       // Often a refused response.create (e.g. one already active): give its hold back, the one it names
       // when it names one. If the error was about something else, the response that follows reserves
@@ -232,6 +257,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       earlier += held.limits.maxOutput;
     }
     for (const id of this.delivered.ids()) if (!this.settled.has(id)) this.settleUnfinished(id, null, cause, earlier + unordered - this.sessionMaxOutput);
+    this.settleTranscriptions(cause);
     for (const h of this.queued) this.releaseHeld(h);
     this.queued = [];
     this.running.clear();
@@ -392,6 +418,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     return this.spent();
   }
 
+  /** The billing id of an item's transcription (`tr_<item>_<content index>`); a nameless item gets a fresh one. */
+  private transcriptionId(ev: any): string {
+    const item = typeof ev?.item_id === 'string' && ev.item_id ? ev.item_id.slice(0, 64) : `n${++this.seq}`;
+    return `tr_${item}_${Number.isSafeInteger(ev?.content_index) ? ev.content_index : 0}`;
+  }
+
   /**
    * A completed input transcription, billed once when it is reported (unreserved: it is work done, like a
    * response the upstream started), at the transcription model's price; a model without one bills at the
@@ -399,21 +431,44 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
    * max output; a missing text input count is 0 (the input is the audio).
    */
   private chargeTranscription(ev: any): SessionFailure | undefined | Promise<SessionFailure | undefined> {
-    const item = typeof ev.item_id === 'string' && ev.item_id ? ev.item_id.slice(0, 64) : `n${++this.seq}`;
-    const id = `tr_${item}_${Number.isSafeInteger(ev.content_index) ? ev.content_index : 0}`;
+    const id = this.transcriptionId(ev);
+    this.transcribing.take(id);
+    const { usage, estimated } = transcriptionUsage(ev);
+    return this.billTranscription(id, this.transcription, usage, estimated, estimateTextTokens(typeof ev.transcript === 'string' ? ev.transcript : ''), '');
+  }
+
+  /**
+   * Transcriptions the session's end leaves unreported (a committed item, and the audio appended after the last
+   * commit, which the upstream's turn detection may have committed unseen): the upstream may have run them, so
+   * each is billed on its audio (at most what was appended) and the transcript deltas seen, flagged `estimated`.
+   */
+  private settleTranscriptions(cause: string): void {
+    const left: PendingTranscription[] = this.transcribing.takeAll();
+    if (this.transcription !== null && this.context.tailBytes > 0) {
+      left.push({ id: 'tr_uncommitted', model: this.transcription, audioBytes: this.context.tailBytes, textTokens: 0 });
+    }
+    for (const p of left) {
+      const audio = audioTokensOf(this.context.seconds(p.audioBytes));
+      const usage = { input: 0, output: p.textTokens, cacheRead: 0, cacheWrite: 0, audioInput: audio, audioOutput: 0 };
+      const r = this.billTranscription(p.id, p.model, usage, true, p.textTokens, cause);
+      if (r instanceof Promise) r.catch(() => {});
+    }
+  }
+
+  private billTranscription(id: string, model: string | null, usage: RealtimeUsageLog['usage'], estimated: boolean, estimatedOutput: number, errorCode: string):
+    SessionFailure | undefined | Promise<SessionFailure | undefined> {
     if (this.settled.has(id)) return undefined;
     this.settled.add(id);
-    const own = this.transcription ? this.o.prices.get(this.transcription) : undefined;
-    const bill = own ? { model: this.transcription!, price: own } : this.billing();
+    const own = model ? this.o.prices.get(model) : undefined;
+    const bill = own ? { model: model!, price: own } : this.billing();
     const ctx = this.contextTokens(bill.price);
-    const { usage, estimated } = transcriptionUsage(ev);
     const log: RealtimeUsageLog = {
       requestId: `${this.o.sessionId}_${id}`, kind: 'realtime', userId: this.o.key.userId, apiKeyId: this.o.key.id,
-      channelId: this.target?.channelId ?? null, model: this.o.model, upstreamModel: this.transcription ?? this.target?.upstreamModel ?? '',
+      channelId: this.target?.channelId ?? null, model: this.o.model, upstreamModel: model ?? this.target?.upstreamModel ?? '',
       billedModel: bill.model, stream: true, usage, estimated,
-      estimate: { output: estimateTextTokens(typeof ev.transcript === 'string' ? ev.transcript : '') },
+      estimate: { output: estimatedOutput },
       limits: { maxInput: ctx, maxOutput: this.o.defaultOutputTokens, input: 0 },
-      price: bill.price, latencyMs: 0, ttftMs: null, status: 200, errorCode: '', attempts: 1, ip: this.o.ip, group: this.o.group, ratio: this.o.ratio,
+      price: bill.price, latencyMs: 0, ttftMs: null, status: 200, errorCode, attempts: 1, ip: this.o.ip, group: this.o.group, ratio: this.o.ratio,
     };
     const res = this.o.quota.settleNow(null, log);
     if (res instanceof Promise) return this.committed(res, false);

@@ -63,3 +63,44 @@ export function transcriptionUsage(event: any): { usage: { input: unknown; outpu
   const text = typeof event?.transcript === 'string' ? event.transcript : '';
   return { usage: { input: 0, output: estimateTextTokens(text), cacheRead: 0, cacheWrite: 0, audioInput: 0, audioOutput: 0 }, estimated: true };
 }
+
+export const TRANSCRIPTION_FAILED = 'conversation.item.input_audio_transcription.failed';
+export const TRANSCRIPTION_DELTA = 'conversation.item.input_audio_transcription.delta';
+
+/** A committed audio item the upstream is transcribing, billed on this estimate if its completion never arrives. */
+export interface PendingTranscription { id: string; model: string; audioBytes: number; textTokens: number }
+
+/**
+ * Transcriptions the upstream started and has not reported: one per `input_audio_buffer.committed` while
+ * transcription is on, holding the audio appended since the previous commit (all the commit can hold) and
+ * the transcript deltas seen. `completed` bills the reported usage and `failed` nothing (the upstream reports
+ * a failure, no usage and no transcript), both taking the item; what is left when the session ends is
+ * billed on its estimate (transcription.ts's rate of 10 audio tokens a second, the transcript deltas as output).
+ */
+export class PendingTranscriptions {
+  private readonly by = new Map<string, PendingTranscription>();
+
+  committed(id: string, model: string, audioBytes: number): void {
+    if (!this.by.has(id)) this.by.set(id, { id, model, audioBytes, textTokens: 0 });
+  }
+
+  delta(id: string, text: unknown): void {
+    const p = this.by.get(id);
+    if (p && typeof text === 'string') p.textTokens += estimateTextTokens(text);
+  }
+
+  take(id: string): PendingTranscription | undefined {
+    const p = this.by.get(id);
+    this.by.delete(id);
+    return p;
+  }
+
+  takeAll(): PendingTranscription[] {
+    const all = [...this.by.values()];
+    this.by.clear();
+    return all;
+  }
+}
+
+/** Audio input tokens of `seconds` of audio, at the rate a duration report is billed. */
+export const audioTokensOf = (seconds: number): number => Math.ceil(seconds * INPUT_AUDIO_TOKENS_PER_SECOND);
