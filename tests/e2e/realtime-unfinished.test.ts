@@ -268,10 +268,13 @@ describe('input transcriptions the session ends before', () => {
     up.send(JSON.stringify({ type: 'session.updated', session: { type: 'realtime', audio: { input: { format: { type: 'audio/pcmu' }, transcription: { model: 'gpt-4o-transcribe' } } } } }), conn);
     await c.waitFor('session.updated');
     const frames = [append(8_000), append(8_000), append(16_000), append(4_000)];
+    // Each commit is read by the gateway (the client has it) before the next append: on PostgreSQL, upstream frames
+    // wait behind a settlement's commit, and audio appended meanwhile would count with the earlier item.
     const step = async (n: number, ...events: string[]) => {
       c.ws.send(frames[n]!);
       await up.until(() => up.received.filter((r) => r.conn === conn).length === n + 2);
       for (const e of events) up.send(e, conn);
+      if (events.length) await c.waitFor(JSON.parse(events.at(-1)!).type);
     };
     await step(0, committed('item_a'), tr('failed', 'item_a', { error: { type: 'transcription_error', code: 'audio_unintelligible', message: 'x' } }));
     await step(1, committed('item_b'), tr('completed', 'item_b', { transcript: 'hi', usage: { type: 'tokens', total_tokens: 26, input_tokens: 17, input_token_details: { text_tokens: 0, audio_tokens: 17 }, output_tokens: 9 } }));
