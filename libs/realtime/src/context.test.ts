@@ -50,7 +50,11 @@ describe('ConversationBound', () => {
     }
     const b = new ConversationBound();
     b.session({ prompt: null, tools: [{ type: 'function', name: 'f' }] }, 10, true);
+    // A transcription prompt is text the frame carries; a stored prompt (an object), even escaped, is not.
+    b.client('{"type":"session.update","session":{"audio":{"input":{"transcription":{"model":"m","prompt":"names: Zoë"}}}}}');
     expect(b.bound(0).known).toBe(true);
+    b.client('{"type":"response.create","response":{"pro\\u006dpt":{"id":"pmpt_1"}}}');
+    expect(b.bound(0).known).toBe(false);
   });
 
   test('earlier output is read back: as reported, an unusable count as the max output', () => {

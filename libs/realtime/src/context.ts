@@ -30,8 +30,11 @@ const PCM16_24K = 48_000;
 const G711 = 8_000;
 const APPEND_PREFIX = '{"type":"input_audio_buffer.append"';
 const ITEM_PREFIXES = ['{"type":"conversation.item.created"', '{"type":"conversation.item.added"'];
-/** Markers of content whose tokens its bytes do not bound (see above). */
-const UNSIZED = ['input_image', 'image_url', 'item_reference', '"prompt"', '"mcp"', 'server_url', 'connector_id'];
+/** Markers of content whose tokens its bytes do not bound (see above). A `prompt` is checked apart: a transcription's is plain text. */
+const UNSIZED = ['input_image', 'image_url', 'item_reference', '"mcp"', 'server_url', 'connector_id'];
+
+/** A stored prompt reference (`{ id, version, variables }`): text held upstream. */
+const storedPrompt = (p: unknown): boolean => !!p && typeof p === 'object';
 
 /** Bytes per second of an input audio format a session object names (GA `audio.input.format`, beta `input_audio_format`), or undefined. */
 export function inputAudioRate(session: any): number | undefined {
@@ -45,15 +48,24 @@ export function inputAudioRate(session: any): number | undefined {
 
 /** Whether a frame carries content its bytes do not bound; an escape may spell a marker, so such a frame is read unescaped. */
 function unsized(text: string): boolean {
+  let event: any;
+  const parsed = () => {
+    if (event === undefined) {
+      try {
+        event = JSON.parse(text);
+      } catch {
+        event = null; // not JSON: the upstream reads nothing from it
+      }
+    }
+    return event;
+  };
   let t = text;
   if (t.includes('\\u')) {
-    try {
-      t = JSON.stringify(JSON.parse(t));
-    } catch {
-      return false; // not JSON: the upstream reads nothing from it
-    }
+    if (parsed() === null) return false;
+    t = JSON.stringify(event);
   }
-  return UNSIZED.some((m) => t.includes(m));
+  if (UNSIZED.some((m) => t.includes(m))) return true;
+  return t.includes('"prompt"') && (storedPrompt(parsed()?.session?.prompt) || storedPrompt(parsed()?.response?.prompt));
 }
 
 /** The input a response can have read, split by the price it is billed at (`either`: text or audio, not known which). */
@@ -105,7 +117,7 @@ export class ConversationBound {
     if (!upstream) return;
     this.sessionBytes = Math.max(this.sessionBytes, frameBytes);
     const s = session as any;
-    if (s && typeof s === 'object' && ((s.prompt !== undefined && s.prompt !== null) || (Array.isArray(s.tools) && s.tools.some((t: any) => t?.type === 'mcp')))) this.unknown = true;
+    if (s && typeof s === 'object' && (storedPrompt(s.prompt) || (Array.isArray(s.tools) && s.tools.some((t: any) => t?.type === 'mcp')))) this.unknown = true;
   }
 
   /** An upstream frame: counts the items it adds to the conversation (a prefix test, nothing parsed). */
