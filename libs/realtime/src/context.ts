@@ -11,13 +11,15 @@
  *   assistant audio at 20: the larger is used for both, a margin of two on user audio);
  * - the upstream's own defaults (instructions, tools): in `session.created`/`session.updated`, bounded by
  *   the largest such frame's bytes;
- * - earlier responses' output: as their `response.done` reported it (else their max output); a response still
- *   running when the session ends may have finished upstream unseen, so it counts at its max output;
+ * - earlier responses' output: as their `response.done` reported it (else their max output); an unfinished
+ *   response started before the cut one may have finished upstream unseen, so it counts at its max output;
  * - formatting the relay cannot see: SESSION_OVERHEAD_TOKENS, plus ITEM_OVERHEAD_TOKENS per item the
  *   upstream announced (`conversation.item.created`/`added`).
- * Content whose tokens do not follow from its bytes makes the bound unknown (the context window is billed):
+ * Content whose tokens do not follow from its bytes makes the bound unknown (the whole context window is billed,
+ * at the dearer input price):
  * images (a tiny image file can cost a thousand tokens), item references (one item read many times), a
- * stored prompt (`prompt`: text held upstream), MCP tools (results the upstream fetches itself).
+ * stored prompt (a `prompt` object: text held upstream), MCP tools (results the upstream fetches itself). A binary
+ * frame that does not start like JSON is not read (session.ts): OpenAI's Realtime API takes only text events.
  */
 import { ok as isCount } from './usage';
 
