@@ -164,3 +164,16 @@ test('nothing is sent for users without an address, or with SECURITY_NOTICES=fal
     await off.stop();
   }
 }, 20_000);
+
+test('after an e-mail change the new address gets one mail and a digest too, not one mail per notice', async () => {
+  const u = await userWithEmail();
+  const newEmail = `${crypto.randomUUID().slice(0, 8)}@example.com`;
+  // The change is told to the old address, which opens that address's window.
+  expect((await gw.nodeApi('PUT', '/api/user/self', { email: newEmail, current_password: u.password }, u.token)).status).toBe(200);
+  for (const name of ['n-1', 'n-2', 'n-3']) expect((await gw.nodeApi('POST', '/api/token/', { name }, u.token)).status).toBe(200);
+  await allOf(newEmail, 0, ['"n-1"', '"n-2"', '"n-3"']);
+  const mails = mailsTo(newEmail);
+  expect(mails).toHaveLength(2);
+  expect(mails[1]!.subject).toBe('Security notice: 2 changes to your account');
+  expect((await next(u.email, 0)).text).toContain(`The e-mail address was changed: now ${newEmail}`);
+}, 20_000);

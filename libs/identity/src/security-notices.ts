@@ -57,14 +57,18 @@ const WHAT: Record<NoticeKind, string> = {
 
 /** Lines kept per digest; a longer burst is counted, not listed, so one user's flood cannot grow memory. */
 const DIGEST_LINES = 50;
-/** Users with an open window at once; beyond it a notice is logged instead of mailed. */
+/** Open windows (user and address) at once; beyond it a notice is logged instead of mailed. */
 const MAX_OPEN_WINDOWS = 10_000;
 
-interface Window { to: string; username: string; lines: string[]; more: number; timer: ReturnType<typeof setTimeout> }
+interface Window { userId: number; to: string; username: string; lines: string[]; more: number; timer: ReturnType<typeof setTimeout> }
 
 export class SecurityNotices {
   private readonly queue: JobQueue;
-  private readonly windows = new Map<number, Window>();
+  /**
+   * One window per user and address: after an e-mail change the new address gets its own window instead of
+   * one mail per notice until the old address's window ends.
+   */
+  private readonly windows = new Map<string, Window>();
 
   constructor(
     private readonly mailer: Mailer,
@@ -81,8 +85,9 @@ export class SecurityNotices {
     const to = notice.to ?? user.email;
     if (!this.cfg.enabled || !this.mailer.configured || !to) return;
     const line = this.describe(notice);
-    const open = this.windows.get(user.id);
-    if (open && open.to === to) {
+    const key = `${user.id} ${to}`;
+    const open = this.windows.get(key);
+    if (open) {
       if (open.lines.length < DIGEST_LINES) open.lines.push(line);
       else open.more++;
       return;
@@ -92,10 +97,9 @@ export class SecurityNotices {
       return;
     }
     this.send(user.id, to, user.username, [line], 0, WHAT[notice.kind]);
-    if (open) return;
-    const w: Window = { to, username: user.username, lines: [], more: 0, timer: setTimeout(() => this.close(user.id), this.cfg.windowMs) };
+    const w: Window = { userId: user.id, to, username: user.username, lines: [], more: 0, timer: setTimeout(() => this.close(key), this.cfg.windowMs) };
     w.timer.unref?.();
-    this.windows.set(user.id, w);
+    this.windows.set(key, w);
   }
 
   /** Resolves once queued notices are sent (tests). */
@@ -111,15 +115,15 @@ export class SecurityNotices {
   }
 
   /** The window's end: a digest of what was gathered, and a new window after it; none when nothing was. */
-  private close(userId: number): void {
-    const w = this.windows.get(userId);
+  private close(key: string): void {
+    const w = this.windows.get(key);
     if (!w) return;
-    if (!w.lines.length) { this.windows.delete(userId); return; }
+    if (!w.lines.length) { this.windows.delete(key); return; }
     const n = w.lines.length + w.more;
-    this.send(userId, w.to, w.username, w.lines, w.more, `${n} changes to your account`);
+    this.send(w.userId, w.to, w.username, w.lines, w.more, `${n} changes to your account`);
     w.lines = [];
     w.more = 0;
-    w.timer = setTimeout(() => this.close(userId), this.cfg.windowMs);
+    w.timer = setTimeout(() => this.close(key), this.cfg.windowMs);
     w.timer.unref?.();
   }
 
