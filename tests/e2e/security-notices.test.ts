@@ -177,3 +177,16 @@ test('after an e-mail change the new address gets one mail and a digest too, not
   expect(mails[1]!.subject).toBe('Security notice: 2 changes to your account');
   expect((await next(u.email, 0)).text).toContain(`The e-mail address was changed: now ${newEmail}`);
 }, 20_000);
+
+test('an admin moving a user to a new address (with a new password in the same request) is told to the old address', async () => {
+  const u = await userWithEmail();
+  const admin = await makeUser(gw, 10);
+  const theirs = `${crypto.randomUUID().slice(0, 8)}@attacker.example`;
+  const r = await gw.nodeApi('PUT', '/api/user/', { id: u.id, email: theirs, password: 'set-by-admin-789' }, admin.token);
+  expect(r.status).toBe(200);
+  expect(r.body.data.email).toBe(theirs);
+  const text = await allOf(u.email, 0, [`The e-mail address was changed: now ${theirs}`, 'The password was changed']);
+  for (const l of text.split('\n').filter((x) => x.startsWith('- '))) expect(l).toContain(`by admin "${admin.username}" (user ${admin.id})`);
+  // Not to the new address alone, where the owner would never read it.
+  expect(mailsTo(theirs)).toEqual([]);
+}, 20_000);

@@ -108,6 +108,11 @@ export class UserService {
   }
 
   async update(actor: Actor, input: UserUpdate): Promise<UserView> {
+    return (await this.change(actor, input)).view;
+  }
+
+  /** `update`, also answering the row as it was: whom to tell of a change is decided by the old address. */
+  async change(actor: Actor, input: UserUpdate): Promise<{ before: UserRow; view: UserView }> {
     if (input.quota !== undefined) {
       throw new GatewayError(400, 'quota_not_editable', 'quota cannot be changed here: balances change only through the ledger (POST /api/ledger/adjust)', { param: 'quota' });
     }
@@ -135,7 +140,7 @@ export class UserService {
     // are refused while the user is disabled, and work again once re-enabled).
     const end = input.password !== undefined ? 'credentials' : patch.status === USER_STATUS.disabled ? 'sessions' : null;
     if (input.password !== undefined) patch.passwordHash = await hashPassword(input.password);
-    return this.write(target.id, patch, end);
+    return { before: target, view: await this.write(target.id, patch, end) };
   }
 
   /** The caller's own profile fields; role, group, status and quota are not self-service. */

@@ -46,8 +46,11 @@ export const userRoutes = (s: Services) =>
     })
     .put('/', async (ctx) => {
       const { user } = caller(ctx);
-      const view = await s.userAdmin.update(user, ctx.body);
-      if (ctx.body.password !== undefined) s.notices.notify({ id: view.id, username: view.username, email: view.email }, { kind: 'password_changed', actor: user, ...origin(ctx) });
+      const { before, view } = await s.userAdmin.change(user, ctx.body);
+      // Both go to the address the owner had: an admin who sets a new one (and a password) must not be told alone.
+      const owner = { id: view.id, username: view.username, email: before.email ?? view.email };
+      if (before.email && view.email !== before.email) s.notices.notify(owner, { kind: 'email_changed', detail: `now ${view.email ?? '(none)'}`, actor: user, ...origin(ctx) });
+      if (ctx.body.password !== undefined) s.notices.notify(owner, { kind: 'password_changed', actor: user, ...origin(ctx) });
       return ok(view);
     }, {
       role: 'admin', body: UserUpdate, response: envelope(UserView),
