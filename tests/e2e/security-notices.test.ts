@@ -190,3 +190,29 @@ test('an admin moving a user to a new address (with a new password in the same r
   // Not to the new address alone, where the owner would never read it.
   expect(mailsTo(theirs)).toEqual([]);
 }, 20_000);
+
+test('a key its owner disabled, or that expired, made usable again with a session alone is reported like a new key', async () => {
+  const u = await userWithEmail();
+  const cookie = await login(u.username, u.password);
+  const thief = (method: string, body: unknown) => fetch(`${gw.nodeUrl}/api/token/`, {
+    method, headers: { cookie, 'content-type': 'application/json', 'user-agent': 'stolen-browser/1.0' }, body: JSON.stringify(body),
+  });
+  const leaked = (await gw.nodeApi('POST', '/api/token/', { name: 'leaked' }, u.token)).body.data;
+  const expiring = (await gw.nodeApi('POST', '/api/token/', { name: 'expiring', expires_at: Math.floor(Date.now() / 1000) + 2 }, u.token)).body.data;
+  expect((await gw.nodeApi('PUT', '/api/token/', { id: leaked.id, status: 2 }, u.token)).status).toBe(200);
+  await allOf(u.email, 0, ['"leaked"', '"expiring"']);
+  await Bun.sleep(3_000); // past the window, and past the second key's expiry
+  const before = mailsTo(u.email).length;
+
+  // Renaming a disabled key brings nothing back: not reported.
+  expect((await thief('PUT', { id: leaked.id, name: 'leaked-2' })).status).toBe(200);
+  expect((await thief('PUT', { id: leaked.id, status: 1 })).status).toBe(200);
+  expect((await thief('PUT', { id: expiring.id, expires_at: null })).status).toBe(200);
+  const text = await allOf(u.email, before, [
+    `A disabled or expired relay API key was made usable again: "leaked-2" (id ${leaked.id})`,
+    `A disabled or expired relay API key was made usable again: "expiring" (id ${expiring.id})`,
+  ]);
+  expect(text).toContain('User-Agent "stolen-browser/1.0"');
+  await Bun.sleep(1_500);
+  expect(mailsTo(u.email).slice(before).flatMap((m) => m.text.split('\n').filter((l) => l.startsWith('- ')))).toHaveLength(2);
+}, 25_000);

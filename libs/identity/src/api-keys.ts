@@ -164,6 +164,14 @@ export class ApiKeyService {
   }
 
   async update(actor: UserRow, input: ApiKeyUpdate): Promise<ApiKeyView> {
+    return (await this.change(actor, input)).view;
+  }
+
+  /**
+   * `update`, also saying whose key it is and whether it was `revived`: disabled or expired before, usable now.
+   * Bringing back a key the owner retired is as good as a new key to whoever holds it, so it is reported like one.
+   */
+  async change(actor: UserRow, input: ApiKeyUpdate): Promise<{ view: ApiKeyView; owner: UserRow; revived: boolean }> {
     const { row, owner } = await this.owned(actor, input.id);
     const now = nowSeconds();
     const patch: Partial<NewApiKeyRow> = { ...this.checked(actor, owner, input, now), updatedAt: now };
@@ -172,7 +180,8 @@ export class ApiKeyService {
     const updated = await this.repo.update(row.id, patch);
     if (!updated) throw notFound(row.id);
     await this.afterWrite(row.id);
-    return toApiKeyView(updated);
+    const usable = (k: Pick<ApiKeyRow, 'status' | 'expiresAt'>) => k.status === API_KEY_STATUS.enabled && (k.expiresAt === null || k.expiresAt > now);
+    return { view: toApiKeyView(updated), owner, revived: !usable(row) && usable(updated) };
   }
 
   async delete(actor: UserRow, id: number): Promise<void> {

@@ -31,7 +31,7 @@ export function securityNoticesConfig(env: Record<string, string | undefined>, p
   };
 }
 
-export type NoticeKind = 'relay_key_created' | 'access_token_created' | 'two_factor_enabled' | 'two_factor_disabled'
+export type NoticeKind = 'relay_key_created' | 'relay_key_enabled' | 'access_token_created' | 'two_factor_enabled' | 'two_factor_disabled'
   | 'password_changed' | 'email_changed';
 
 export interface Notice {
@@ -48,6 +48,7 @@ export interface Notice {
 
 const WHAT: Record<NoticeKind, string> = {
   relay_key_created: 'A new relay API key was created',
+  relay_key_enabled: 'A disabled or expired relay API key was made usable again',
   access_token_created: 'A new management access token was created',
   two_factor_enabled: 'Two-factor authentication was turned on',
   two_factor_disabled: 'Two-factor authentication was turned off',

@@ -41,7 +41,16 @@ export const tokenRoutes = (s: Services) =>
       response: envelope(t.Intersect([ApiKeyView, t.Object({ key: t.String({ description: 'The full sk-… key, shown only in this response' }) })])),
       detail: { tags, summary: 'Create an API key', description: 'Creates a relay API key (`sk-…`) with optional model and IP allow-lists, expiry and budget. `data.key` is the full key, shown once.' },
     })
-    .put('/', async (ctx) => ok(await s.apiKeys.update(caller(ctx).user, ctx.body)), {
+    .put('/', async (ctx) => {
+      const { user } = caller(ctx);
+      const { view, owner, revived } = await s.apiKeys.change(user, ctx.body);
+      if (revived) {
+        s.notices.notify(owner, {
+          kind: 'relay_key_enabled', detail: `"${view.name}" (id ${view.id})`, actor: owner.id === user.id ? undefined : user, ...origin(ctx),
+        });
+      }
+      return ok(view);
+    }, {
       role: 'user', body: ApiKeyUpdate, response: envelope(ApiKeyView),
       detail: { tags, summary: 'Update an API key', description: 'Partial update by id (status 1 enabled, 2 disabled). A disabled key stops working at once, streams in flight included.' },
     })
