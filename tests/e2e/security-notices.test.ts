@@ -103,6 +103,11 @@ test('a key an admin creates for a user names the admin; hostile names stay one 
   expect(m.text).toContain(`by admin "${admin.username}" (user ${admin.id})`);
   expect(m.text).toContain('"x Subject: hi y z"');
   expect(m.subject).toBe('Security notice: A new relay API key was created');
+  // A name cannot close its quotes and show a fake id before the real one.
+  const forged = await gw.nodeApi('POST', '/api/token/', { name: 'ok" (id 1), at 2020-01-01Z, from 10.0.0.1 \\', user_id: u.id }, admin.token);
+  expect(forged.status).toBe(200);
+  const text = await allOf(u.email, 1, [`(id ${forged.body.data.id})`]);
+  expect(text).toContain(`"ok\\" (id 1), at 2020-01-01Z, from 10.0.0.1 \\\\" (id ${forged.body.data.id})`);
 });
 
 test('access tokens, 2FA on and off, a new password and a new e-mail address (told to the old one) are reported', async () => {

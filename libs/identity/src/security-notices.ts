@@ -158,6 +158,14 @@ export class SecurityNotices {
 }
 
 /**
+ * A key's or token's name and id as a notice shows them: the name flattened, cut to 100 characters and quoted
+ * with `"` and `\\` escaped, so a name cannot close its quotes and append a fake id.
+ */
+export function named(name: string, id: number): string {
+  return `"${oneLine(name, 100).replace(/["\\]/g, '\\$&')}" (id ${id})`;
+}
+
+/**
  * Text chosen by a client (names, User-Agent) stays one bounded line of data in the mail: controls, line
  * separators and bidi overrides/isolates (which could reverse what a line appears to say) become a space.
  */

@@ -1,7 +1,7 @@
 /** Login, logout, the caller's own profile and management access tokens. */
 import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
-import { SESSION_COOKIE, toUserView, UserView, AccessTokenView, LoginSessionView } from '@gw/identity';
+import { SESSION_COOKIE, toUserView, UserView, AccessTokenView, LoginSessionView, named } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
 import { clientIp } from '../plugins/client-ip';
 import { origin } from '../plugins/origin';
@@ -62,7 +62,7 @@ export const sessionRoutes = (s: Services) =>
       // A token outlives the session (logout, expiry): without the password, a stolen session could make itself permanent.
       await s.currentPassword.require(user.id, ctx.body.current_password, user.passwordHash);
       const r = await s.auth.createAccessToken(user.id, ctx.body.name ?? '', ctx.body.expires_in_days);
-      s.notices.notify(user, { kind: 'access_token_created', detail: `"${r.view.name}" (id ${r.view.id})`, ...origin(ctx) });
+      s.notices.notify(user, { kind: 'access_token_created', detail: named(r.view.name, r.view.id), ...origin(ctx) });
       return ok({ ...r.view, token: r.token });
     }, {
       role: 'user',

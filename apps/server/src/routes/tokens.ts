@@ -1,7 +1,7 @@
 /** Relay API keys (`sk-…`): users manage their own, admins anyone's they may manage (`user_id`). */
 import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
-import { ApiKeyCreate, ApiKeyUpdate, ApiKeyView } from '@gw/identity';
+import { ApiKeyCreate, ApiKeyUpdate, ApiKeyView, named } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
 import { origin } from '../plugins/origin';
 import type { Services } from '../services';
@@ -33,7 +33,7 @@ export const tokenRoutes = (s: Services) =>
       const { user } = caller(ctx);
       const r = await s.apiKeys.create(user, ctx.body);
       s.notices.notify(r.owner, {
-        kind: 'relay_key_created', detail: `"${r.view.name}" (id ${r.view.id})`, actor: r.owner.id === user.id ? undefined : user, ...origin(ctx),
+        kind: 'relay_key_created', detail: named(r.view.name, r.view.id), actor: r.owner.id === user.id ? undefined : user, ...origin(ctx),
       });
       return ok({ ...r.view, key: r.key });
     }, {
@@ -46,7 +46,7 @@ export const tokenRoutes = (s: Services) =>
       const { view, owner, revived } = await s.apiKeys.change(user, ctx.body);
       if (revived) {
         s.notices.notify(owner, {
-          kind: 'relay_key_enabled', detail: `"${view.name}" (id ${view.id})`, actor: owner.id === user.id ? undefined : user, ...origin(ctx),
+          kind: 'relay_key_enabled', detail: named(view.name, view.id), actor: owner.id === user.id ? undefined : user, ...origin(ctx),
         });
       }
       return ok(view);
