@@ -1,6 +1,9 @@
 import { sql } from 'drizzle-orm';
+import { MAX_COUNTER } from '@gw/core';
 import type { AsyncBudgetCharges, BudgetChargeResult } from '../repos/budgets';
 import type { PgExecutor } from './prepared';
+
+const COUNTER_CAP = sql.raw(String(MAX_COUNTER));
 
 /**
  * The budget writes of a settlement on PostgreSQL, bound to the settlement's transaction (`tx`), so a
@@ -11,8 +14,9 @@ export function pgBudgetCharges(tx: PgExecutor): AsyncBudgetCharges {
   return {
     async charge(budgetId, periodKey, cost) {
       // One UPDATE: a new period restarts the spend and the alerts; a budget already in a later period (or gone) is not charged.
+      // The spend stops at 2^53 − 1 like used_quota.
       const [r] = await tx.execute<{ spent: string; alerted: number; limit_amount: string; period_key: string }>(sql`
-        UPDATE budgets SET spent = CASE WHEN period_key = ${periodKey} THEN spent + ${cost} ELSE ${cost} END,
+        UPDATE budgets SET spent = least(CASE WHEN period_key = ${periodKey} THEN spent + ${cost} ELSE ${cost} END, ${COUNTER_CAP}),
           alerted = CASE WHEN period_key = ${periodKey} THEN alerted ELSE 0 END, period_key = ${periodKey}
         WHERE id = ${budgetId} AND period_key COLLATE "C" <= ${periodKey}
         RETURNING spent, alerted, limit_amount, period_key`);

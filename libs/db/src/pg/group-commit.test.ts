@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test';
 import { PgGroupCommitter, SettlementUnavailableError, isTransientPgError } from './group-commit';
 import { openPostgres, type PgHandle } from './client';
-import { PgApiKeysRepo, PgSettlementsRepo, PgUsersRepo } from '../repos-pg';
+import { PgApiKeysRepo, PgBudgetsRepo, PgSettlementsRepo, PgUsersRepo } from '../repos-pg';
+import { pgBudgetCharges } from './budget-charges';
 import type { SettleOutcome, SettlementRow } from '../repos/settlements';
 import { PG_TEST_URL, openPgTestDb, pgThroughProxy, requirePg, type PgTestDb } from '../../../../tests/helpers/postgres';
 
@@ -134,6 +135,16 @@ describe.skipIf(!available)('PgGroupCommitter', () => {
     expect(byUser.get(b!.userId)!).toEqual({ userId: b!.userId, user: { balance: 1_000, version: 0 }, keys: [] });
     expect(await c.accounts([])).toEqual([]);
     await c.close();
+  });
+
+  test("the batch's budget charge stops spent at 2^53 − 1, like used_quota", async () => {
+    const b = await new PgBudgetsRepo(h.db).insert({ scope: 'user', subjectId: 1, period: 'daily', limitAmount: 1_000, createdAt: 1, updatedAt: 1 });
+    const charges = pgBudgetCharges(h.db);
+    const top = Number.MAX_SAFE_INTEGER;
+    expect((await charges.charge(b.id, '2026-01-31', top - 5))!.spent).toBe(top - 5);
+    expect((await charges.charge(b.id, '2026-01-31', 10))!.spent).toBe(top);
+    expect((await charges.charge(b.id, '2026-01-31', top))!.spent).toBe(top);
+    expect((await h.sql<{ s: string }[]>`select spent::text as s from budgets where id = ${b.id}`)[0]!.s).toBe(String(top));
   });
 
   test('a duplicate request id settles once, in one batch or across batches', async () => {

@@ -57,6 +57,17 @@ export function budgetsContract(make: MakeEnv): void {
       expect(await budgets.byId(b.id)).toMatchObject({ spent: BIG, alerted: 0, periodKey: '2026-02-01' });
       expect(await budgetCharges.charge(b.id + 100, '2026-02-01', 1)).toBeNull();
     });
+
+    test('spent stops at 2^53 − 1 like used_quota (and a new period starts below it again)', async () => {
+      const { budgets, budgetCharges } = env().repos;
+      const b = await budgets.insert(budget({ subjectId: 2, period: 'daily' }));
+      const top = Number.MAX_SAFE_INTEGER;
+      expect((await budgetCharges.charge(b.id, '2026-01-31', top - 5))!.spent).toBe(top - 5);
+      expect((await budgetCharges.charge(b.id, '2026-01-31', 10))!.spent).toBe(top);
+      expect((await budgetCharges.charge(b.id, '2026-01-31', top))!.spent).toBe(top);
+      expect(await budgets.byId(b.id)).toMatchObject({ spent: top });
+      expect((await budgetCharges.charge(b.id, '2026-02-01', 7))!.spent).toBe(7);
+    });
   });
 
   describe('alert outbox', () => {

@@ -1,4 +1,5 @@
 import { and, asc, count, desc, eq, inArray, lte, sql, type SQL } from 'drizzle-orm';
+import { MAX_COUNTER } from '@gw/core';
 import type { PgDb } from '../pg/client';
 import { alertOutbox, budgets, lowBalanceAlerts } from '../schema-pg';
 import type { AlertOutboxRow, BudgetChargeResult, BudgetRow, LowBalanceRow } from '../repos/budgets';
@@ -72,7 +73,8 @@ export class PgBudgetChargesRepo {
   async charge(budgetId: number, periodKey: string, cost: number, tx: PgWriter = this.db): Promise<BudgetChargeResult | null> {
     const same = sql`${budgets.periodKey} = ${periodKey}`;
     const [r] = await tx.update(budgets).set({
-      spent: sql`case when ${same} then ${budgets.spent} + ${cost} else ${cost} end`,
+      // An accumulating counter like used_quota: it stops at 2^53 − 1 (see BudgetChargesRepo).
+      spent: sql`least(case when ${same} then ${budgets.spent} + ${cost} else ${cost} end, ${sql.raw(String(MAX_COUNTER))})`,
       alerted: sql`case when ${same} then ${budgets.alerted} else 0 end`,
       periodKey,
     }).where(and(eq(budgets.id, budgetId), lte(collateC(budgets.periodKey), periodKey)))

@@ -1,5 +1,6 @@
 import { and, asc, desc, eq, inArray, lte, sql, type SQL } from 'drizzle-orm';
 import type { Database, Statement } from 'bun:sqlite';
+import { MAX_COUNTER } from '@gw/core';
 import type { Db } from '../client';
 import { alertOutbox, budgets, lowBalanceAlerts } from '../schema';
 
@@ -119,8 +120,9 @@ export class BudgetChargesRepo {
   constructor(sqlite: Database) {
     // A charge of a later period restarts the count (and the announced thresholds) from its own cost; a
     // charge of an earlier period (a late journal replay) changes nothing, so the current period is never reset backwards.
+    // `spent` is an accumulating counter like used_quota: it stops at 2^53 − 1 instead of growing into values readers round.
     this.chargeStmt = sqlite.prepare(`UPDATE budgets SET
-      spent = CASE WHEN period_key = ?2 THEN spent + ?3 ELSE ?3 END,
+      spent = min(CASE WHEN period_key = ?2 THEN spent + ?3 ELSE ?3 END, ${MAX_COUNTER}),
       alerted = CASE WHEN period_key = ?2 THEN alerted ELSE 0 END,
       period_key = ?2
       WHERE id = ?1 AND period_key <= ?2 RETURNING spent, alerted, limit_amount AS limitAmount, period_key AS periodKey`);
