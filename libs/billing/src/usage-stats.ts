@@ -50,6 +50,9 @@ export const StatsRowView = Type.Object({
   cost: n('Quota units charged.'),
   latency_p50_ms: n('Median latency_ms, from a log-scale histogram (8 bins per doubling): within 4.5% + 1 ms of the exact nearest-rank value.'),
   latency_p99_ms: n('99th percentile latency_ms, same method and accuracy.'),
+  exact: Type.Optional(Type.Record(Type.String(), Type.String({ pattern: '^-?[0-9]+$' }), {
+    description: 'Only on a row where a token or cost sum passed 2^53 − 1 (9007199254740991), the most a JSON number carries exactly: that field then holds 2^53 − 1, and this maps its name to the exact sum in decimal (e.g. {"cost": "18014398509481982"}).',
+  })),
 });
 export type StatsRowView = Static<typeof StatsRowView>;
 
@@ -96,6 +99,18 @@ export function resolveRange(q: Pick<StatsQueryParams, 'start_timestamp' | 'end_
   return { from, to, bucketSeconds: hourly ? HOUR : DAY };
 }
 
+/**
+ * A sum as the API shows it: the number while it is exact in JSON (|v| ≤ 2^53 − 1); beyond, the counters'
+ * cap 2^53 − 1 (or its negative), with the exact decimal recorded in `exact` under the field's name.
+ */
+export function shownSum(v: bigint, field: string, exact: Record<string, string>): number {
+  if (v <= MAX_JSON && v >= -MAX_JSON) return Number(v);
+  exact[field] = v.toString();
+  return v > 0n ? Number.MAX_SAFE_INTEGER : -Number.MAX_SAFE_INTEGER;
+}
+
+const MAX_JSON = BigInt(Number.MAX_SAFE_INTEGER);
+
 const key = (bucket: number, grp: unknown) => `${bucket}\u0000${grp === null ? '\u0001' : String(grp)}`;
 
 /** Usage statistics over usage_logs: totals and latency percentiles per time bucket and group. */
@@ -126,12 +141,16 @@ export class UsageStatsService {
       start_timestamp: sq.from, end_timestamp: sq.to, granularity: q.granularity ?? 'day', tz_offset_minutes: sq.offsetSeconds / 60, group_by: sq.groupBy,
       items: rows.map((r) => {
         const bins = hist.get(key(r.bucket, r.grp)) ?? [];
-        return {
+        const exact: Record<string, string> = {};
+        const row: StatsRowView = {
           bucket: r.bucket, group: r.grp, requests: r.requests, errors: r.errors,
-          input_tokens: r.inputTokens, output_tokens: r.outputTokens, cache_read_tokens: r.cacheReadTokens,
-          cache_write_tokens: r.cacheWriteTokens, audio_tokens: r.audioTokens, cost: r.cost,
+          input_tokens: shownSum(r.inputTokens, 'input_tokens', exact), output_tokens: shownSum(r.outputTokens, 'output_tokens', exact),
+          cache_read_tokens: shownSum(r.cacheReadTokens, 'cache_read_tokens', exact), cache_write_tokens: shownSum(r.cacheWriteTokens, 'cache_write_tokens', exact),
+          audio_tokens: shownSum(r.audioTokens, 'audio_tokens', exact), cost: shownSum(r.cost, 'cost', exact),
           latency_p50_ms: percentileOf(bins, 0.5), latency_p99_ms: percentileOf(bins, 0.99),
         };
+        if (Object.keys(exact).length) row.exact = exact;
+        return row;
       }),
     };
   }

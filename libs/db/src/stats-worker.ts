@@ -25,7 +25,7 @@ self.onmessage = (ev: MessageEvent<{ open?: string; close?: true; id?: number; q
   }
   if (m.close) { sqlite?.close(); self.postMessage({ closed: true }); return; }
   try {
-    self.postMessage({ id: m.id, rows: repo!.aggregateQuery(m.q!).all(), hist: repo!.latencyHistogramQuery(m.q!).all() });
+    self.postMessage({ id: m.id, rows: repo!.aggregateRows(m.q!), hist: repo!.latencyHistogramQuery(m.q!).all() });
   } catch (e) {
     self.postMessage({ id: m.id, error: String((e as Error)?.message ?? e) });
   }

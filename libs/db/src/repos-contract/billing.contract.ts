@@ -214,10 +214,30 @@ export function billingContract(make: MakeEnv): void {
       const r = env().repos;
       await seed(r);
       expect(await r.usageStats.aggregate(q())).toEqual([
-        { bucket: 0, grp: null, requests: 1, errors: 0, inputTokens: 10, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0, audioTokens: 0, cost: BIG },
-        { bucket: 3600, grp: null, requests: 2, errors: 2, inputTokens: 20, outputTokens: 0, cacheReadTokens: 7, cacheWriteTokens: 8, audioTokens: 7, cost: BIG + 5 },
-        { bucket: 7200, grp: null, requests: 1, errors: 0, inputTokens: 0, outputTokens: 9, cacheReadTokens: 0, cacheWriteTokens: 0, audioTokens: 0, cost: 1 },
+        { bucket: 0, grp: null, requests: 1, errors: 0, inputTokens: 10n, outputTokens: 1n, cacheReadTokens: 0n, cacheWriteTokens: 0n, audioTokens: 0n, cost: BigInt(BIG) },
+        { bucket: 3600, grp: null, requests: 2, errors: 2, inputTokens: 20n, outputTokens: 0n, cacheReadTokens: 7n, cacheWriteTokens: 8n, audioTokens: 7n, cost: BigInt(BIG) + 5n },
+        { bucket: 7200, grp: null, requests: 1, errors: 0, inputTokens: 0n, outputTokens: 9n, cacheReadTokens: 0n, cacheWriteTokens: 0n, audioTokens: 0n, cost: 1n },
       ]);
+    });
+
+    test('sums are exact BigInts past 2^53 and past 2^63 (SQLite sum() would round, then fail with integer overflow), negatives included', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const top = Number.MAX_SAFE_INTEGER;
+      // Values no settlement writes (one row's cost is at most 2^53 − 1): what a hand-edited table can hold.
+      // 5e18 is a double whose decimal form is exact (postgres.js sends String(n); String(2 ** 62) is rounded).
+      const E = 5e18;
+      const rows = [
+        usage({ userId: u.id, apiKeyId: 1, createdAt: 10, cost: E, inputTokens: top, audioInputTokens: E, audioOutputTokens: E }),
+        usage({ userId: u.id, apiKeyId: 1, createdAt: 11, cost: E, inputTokens: top, outputTokens: 3 }),
+        usage({ userId: u.id, apiKeyId: 1, createdAt: 12, cost: top, inputTokens: 1, outputTokens: -E }),
+        usage({ userId: u.id, apiKeyId: 1, createdAt: 13, cost: 5, outputTokens: -5 }),
+      ];
+      for (const x of rows) await r.usageLogs.insertOnce(x);
+      const [row] = await r.usageStats.aggregate(q({ from: 0, to: 100 }));
+      expect(row).toMatchObject({
+        requests: 4, cost: 10n ** 19n + BigInt(top) + 5n, inputTokens: 2n * BigInt(top) + 1n, outputTokens: 3n - 5n * 10n ** 18n - 5n, audioTokens: 10n ** 19n,
+      });
     });
 
     test('aggregate grouped by model (bytewise order), channel (null for none), key and user; offsets shift buckets', async () => {

@@ -61,7 +61,7 @@ describe.skipIf(!available)('pgStatsReader', () => {
     }
     const reader = pgStatsReader(new PgUsageStatsRepo(t.handle.db));
     const res = await reader.read({ from: 0, to: 1_000, bucketSeconds: 3600, offsetSeconds: 0, groupBy: 'none', maxRows: 10 });
-    expect(res.rows).toEqual([{ bucket: 0, grp: null, requests: 3, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, audioTokens: 0, cost: 6 }]);
+    expect(res.rows).toEqual([{ bucket: 0, grp: null, requests: 3, errors: 0, inputTokens: 0n, outputTokens: 0n, cacheReadTokens: 0n, cacheWriteTokens: 0n, audioTokens: 0n, cost: 6n }]);
     expect(res.hist.map((h) => [h.bin, h.n]).sort((a, b) => a[0]! - b[0]!)).toEqual([[13, 2], [79, 1]]);
     await reader.close();
   });

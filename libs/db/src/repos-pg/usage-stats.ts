@@ -2,7 +2,8 @@ import { and, asc, count, sql, sum, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { usageLogs } from '../schema-pg';
 import type { UsageLogRow, UsageLogWhere } from '../repos/usage-logs';
-import { LATENCY_BINS_PER_OCTAVE, type ExportCursor, type LatencyBinRow, type StatsQuery, type StatsRow } from '../repos/usage-stats';
+import { pgExactSum } from '../repos/exact-sum';
+import { LATENCY_BINS_PER_OCTAVE, SUMMED, type ExportCursor, type LatencyBinRow, type StatsQuery, type StatsRow } from '../repos/usage-stats';
 import type { StatsReader } from '../repos/stats-reader';
 import { pgLogConditions } from './usage-logs';
 import { collateC } from './sql';
@@ -40,22 +41,22 @@ export class PgUsageStatsRepo {
   }
 
   async aggregate(q: StatsQuery): Promise<StatsRow[]> {
-    return this.aggregateQuery(q);
+    return (await this.aggregateQuery(q)).map((r) => ({
+      bucket: r.bucket, grp: r.grp, requests: r.requests, errors: r.errors,
+      inputTokens: BigInt(r.inputTokens), outputTokens: BigInt(r.outputTokens), cacheReadTokens: BigInt(r.cacheReadTokens),
+      cacheWriteTokens: BigInt(r.cacheWriteTokens), audioTokens: BigInt(r.audioInputTokens) + BigInt(r.audioOutputTokens), cost: BigInt(r.cost),
+    }));
   }
 
+  /** Token and cost sums as exact numeric text (exact-sum.ts); the two audio columns apart, as their bigint sum could overflow. */
   aggregateQuery(q: StatsQuery) {
-    const n = (c: Parameters<typeof sum>[0]) => sum(c).mapWith(Number);
+    const sums = Object.fromEntries(SUMMED.map((c) => [c, pgExactSum(usageLogs[c])])) as Record<(typeof SUMMED)[number], SQL<string>>;
     return this.db.select({
       bucket: this.bucket(q).mapWith(Number).as('bucket'),
       grp: this.group(q).as('grp'),
       requests: count(),
-      errors: n(sql`case when ${usageLogs.status} >= 400 or ${usageLogs.errorCode} <> '' then 1 else 0 end`),
-      inputTokens: n(usageLogs.inputTokens),
-      outputTokens: n(usageLogs.outputTokens),
-      cacheReadTokens: n(usageLogs.cacheReadTokens),
-      cacheWriteTokens: n(usageLogs.cacheWriteTokens),
-      audioTokens: n(sql`${usageLogs.audioInputTokens} + ${usageLogs.audioOutputTokens}`),
-      cost: n(usageLogs.cost),
+      errors: sum(sql`case when ${usageLogs.status} >= 400 or ${usageLogs.errorCode} <> '' then 1 else 0 end`).mapWith(Number),
+      ...sums,
     }).from(usageLogs).where(this.where(q))
       // As SQLite orders: text bytewise (a position cannot take a collation, so the model column is
       // named) and NULL first (PostgreSQL puts it last by default).

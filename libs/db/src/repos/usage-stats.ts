@@ -1,4 +1,5 @@
 import { and, asc, count, sql, sum, type SQL } from 'drizzle-orm';
+import { joinSum, sqliteSumParts } from './exact-sum';
 import type { Db } from '../client';
 import { usageLogs } from '../schema';
 import { logConditions, type UsageLogRow, type UsageLogWhere } from './usage-logs';
@@ -27,19 +28,25 @@ export interface StatsQuery {
   maxRows: number;
 }
 
-/** One (bucket, group) aggregate; `grp` is null for `none` (and for requests no channel served). */
+/**
+ * One (bucket, group) aggregate; `grp` is null for `none` (and for requests no channel served). Token and
+ * cost sums are exact BigInts: they can pass 2^53 (see exact-sum.ts); the service decides how to show them.
+ */
 export interface StatsRow {
   bucket: number;
   grp: string | number | null;
   requests: number;
   errors: number;
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  audioTokens: number;
-  cost: number;
+  inputTokens: bigint;
+  outputTokens: bigint;
+  cacheReadTokens: bigint;
+  cacheWriteTokens: bigint;
+  audioTokens: bigint;
+  cost: bigint;
 }
+
+/** The summed columns of a StatsRow, in either dialect's usage_logs. */
+export const SUMMED = ['inputTokens', 'outputTokens', 'cacheReadTokens', 'cacheWriteTokens', 'audioInputTokens', 'audioOutputTokens', 'cost'] as const;
 
 /** How many requests of one (bucket, group) fell into one latency bin. */
 export interface LatencyBinRow { bucket: number; grp: string | number | null; bin: number; n: number }
@@ -95,25 +102,41 @@ export class UsageStatsRepo implements UsageStatsStore {
 
   /** Totals per (bucket, group), ordered by bucket then group; at most `maxRows + 1` rows. */
   async aggregate(q: StatsQuery): Promise<StatsRow[]> {
-    return this.aggregateQuery(q).all();
+    return this.aggregateRows(q);
   }
 
-  /** The statement behind `aggregate` (for EXPLAIN QUERY PLAN in the benchmark). */
+  /** `aggregate` on the calling thread (the statistics worker's entry). */
+  aggregateRows(q: StatsQuery): StatsRow[] {
+    return this.aggregateQuery(q).all().map((r) => {
+      const s = (c: (typeof SUMMED)[number]) => joinSum(r[`${c}Hi`], r[`${c}Lo`]);
+      return {
+        bucket: r.bucket, grp: r.grp, requests: r.requests, errors: r.errors,
+        inputTokens: s('inputTokens'), outputTokens: s('outputTokens'), cacheReadTokens: s('cacheReadTokens'),
+        cacheWriteTokens: s('cacheWriteTokens'), audioTokens: s('audioInputTokens') + s('audioOutputTokens'), cost: s('cost'),
+      };
+    });
+  }
+
+  /**
+   * The statement behind `aggregate` (for EXPLAIN QUERY PLAN in the benchmark). Each token and cost sum is
+   * two partial sums (exact-sum.ts): a plain sum() rounds past 2^53 and fails the query past 2^63.
+   */
   aggregateQuery(q: StatsQuery) {
     const bucket = this.bucket(q);
     const grp = this.group(q);
-    const n = (c: Parameters<typeof sum>[0]) => sum(c).mapWith(Number);
+    const parts = {} as Record<`${(typeof SUMMED)[number]}${'Hi' | 'Lo'}`, SQL<string>>;
+    for (const c of SUMMED) {
+      const { hi, lo } = sqliteSumParts(usageLogs[c]);
+      parts[`${c}Hi`] = hi;
+      parts[`${c}Lo`] = lo;
+    }
     return this.db.select({
       bucket: bucket.mapWith(Number).as('bucket'),
       grp: grp.as('grp'),
       requests: count(),
-      errors: n(sql`case when ${usageLogs.status} >= 400 or ${usageLogs.errorCode} <> '' then 1 else 0 end`),
-      inputTokens: n(usageLogs.inputTokens),
-      outputTokens: n(usageLogs.outputTokens),
-      cacheReadTokens: n(usageLogs.cacheReadTokens),
-      cacheWriteTokens: n(usageLogs.cacheWriteTokens),
-      audioTokens: n(sql`${usageLogs.audioInputTokens} + ${usageLogs.audioOutputTokens}`),
-      cost: n(usageLogs.cost),
+      // At most the row count: a plain sum is exact.
+      errors: sum(sql`case when ${usageLogs.status} >= 400 or ${usageLogs.errorCode} <> '' then 1 else 0 end`).mapWith(Number),
+      ...parts,
     }).from(usageLogs).where(this.where(q))
       .groupBy(sql`1`, sql`2`).orderBy(sql`1`, sql`2`).limit(q.maxRows + 1);
   }
