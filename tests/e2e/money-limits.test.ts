@@ -192,3 +192,52 @@ describe('counters', () => {
     await balanced(u.id);
   });
 });
+
+describe('a value past 2^53 already in the database', () => {
+  /** Sends until `want` answers (a cluster's other nodes hear the change through the change feed, a moment later). */
+  async function sendUntil(key: string, want: number) {
+    let r = await send(gw, key, msg(MODEL));
+    for (let i = 0; i < 50 && r.status !== want; i++) {
+      await Bun.sleep(100);
+      r = await send(gw, key, msg(MODEL));
+    }
+    return r;
+  }
+  // Literal digits: a JS number past 2^53 would be rounded before it reached the database.
+  const INEXACT = '9007199254740993';
+
+  test('a balance written past 2^53 by hand: logged naming the user, every request 402 balance_inexact, nothing charged; usable again once corrected', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    expect((await send(gw, u.key, msg(MODEL))).status).toBe(200);
+    await gw.db.all(`update users set quota = ${INEXACT} where id = ${u.id}`);
+    // Any change to the user makes every node re-read its balance (here its display name).
+    expect((await gw.api('PUT', '/api/user/', { id: u.id, display_name: 'hand-edited' })).status).toBe(200);
+    const r = await sendUntil(u.key, 402);
+    expect(r.status).toBe(402);
+    expect(r.body.error).toMatchObject({ type: 'billing_error', code: 'balance_inexact' });
+    expect(r.body.error.message).toContain('2^53');
+    expect(gw.logs.some((l) => l.includes('balance.inexact') && l.includes(`userId=${u.id}`))).toBe(true);
+    const hits = ant.hits;
+    expect((await send(gw, u.key, msg(MODEL))).body.error?.code).toBe('balance_inexact');
+    expect(ant.hits).toBe(hits);
+    const row = await gw.db.get('select cast(quota as text) as q from users where id = ?', u.id) as any;
+    expect(row.q).toBe(INEXACT);
+    await gw.db.all(`update users set quota = 500000 where id = ${u.id}`);
+    expect((await gw.api('PUT', '/api/user/', { id: u.id, display_name: 'corrected' })).status).toBe(200);
+    expect((await sendUntil(u.key, 200)).status).toBe(200);
+  });
+
+  test("a limited key's remain_quota written past 2^53: that key is refused with 402 balance_inexact, the owner's other keys still work", async () => {
+    const u = await keyedUser(gw, 1_000_000, { unlimited_quota: false, remain_quota: 500_000 });
+    const other = await gw.api('POST', '/api/token/', { name: 'k2' }, u.token);
+    expect((await send(gw, u.key, msg(MODEL))).status).toBe(200);
+    await gw.db.all(`update api_keys set remain_quota = ${INEXACT} where id = ${u.keyId}`);
+    expect((await gw.api('PUT', '/api/token/', { id: u.keyId, name: 'hand-edited' }, u.token)).status).toBe(200);
+    const r = await sendUntil(u.key, 402);
+    expect(r.status).toBe(402);
+    expect(r.body.error).toMatchObject({ type: 'billing_error', code: 'balance_inexact' });
+    expect(r.body.error.message).toContain('remain_quota');
+    expect(gw.logs.some((l) => l.includes('balance.inexact') && l.includes(`keyId=${u.keyId}`))).toBe(true);
+    expect((await send(gw, other.body.data.key, msg(MODEL))).status).toBe(200);
+  });
+});

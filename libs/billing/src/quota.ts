@@ -1,4 +1,4 @@
-import { GatewayError, RATIO_ONE, errorText, nowSeconds, safeCount, type ChangeBus, type ChangeEvents, type Logger } from '@gw/core';
+import { GatewayError, RATIO_ONE, errorText, inexactBalanceError, nowSeconds, safeCount, type ChangeBus, type ChangeEvents, type Logger } from '@gw/core';
 import type { AsyncSettlementSink, SettlementRow, SettlementSink } from '@gw/db';
 import type { SettlementJournal } from './journal';
 import type { PriceBook } from './price-book';
@@ -100,11 +100,19 @@ export class QuotaService {
   private readonly balanceGen = new Map<number, number>();
   private readonly loading = new Set<number>();
   private readonly reloadAgain = new Set<number>();
+  /**
+   * Users whose balance was read beyond ±(2^53 − 1) (already rounded by the read): their balance is held as
+   * −Infinity, so every check refuses them, and reservations answer 402 balance_inexact. Cleared when a
+   * safe value is installed.
+   */
+  private readonly inexact = new Set<number>();
+  /** Limited keys whose inexact remain_quota was already logged (once each, not per refused request). */
+  private readonly inexactKeysLogged = new Set<number>();
 
   /** A QuotaService over a durable (PostgreSQL) sink, with every user's balance loaded. */
   static async openDurable(deps: Omit<QuotaDeps, 'sink' | 'journal'> & { durable: AsyncSettlementSink }): Promise<QuotaService> {
     const q = new QuotaService(deps);
-    for (const u of await deps.durable.balances()) if (!q.balances.has(u.id)) q.balances.set(u.id, u.quota);
+    for (const u of await deps.durable.balances()) if (!q.balances.has(u.id)) q.install(u.id, u.quota);
     return q;
   }
 
@@ -113,7 +121,7 @@ export class QuotaService {
     this.flushBatch = deps.flushBatch ?? 256;
     deps.bus.on('balance.changed', ({ userId, balance }) => {
       // Durable mode cannot load a balance on the request path: a committed one it hears of is kept.
-      if (this.balances.has(userId) || deps.durable) this.balances.set(userId, balance);
+      if (this.balances.has(userId) || deps.durable) this.install(userId, balance);
       if (deps.durable) this.balanceGen.set(userId, (this.balanceGen.get(userId) ?? 0) + 1);
     });
     if (deps.durable) {
@@ -135,7 +143,26 @@ export class QuotaService {
     });
     this.replay();
     // After the replay, so the balances read are the committed ones; a user created later loads on first use.
-    for (const u of deps.sink.balances()) this.balances.set(u.id, u.quota);
+    for (const u of deps.sink.balances()) this.install(u.id, u.quota);
+  }
+
+  /**
+   * Every balance read from the database or heard of goes in here. A value beyond ±(2^53 − 1) was rounded on the
+   * way (a row written by hand or by another program): logged with the user's id and held as −Infinity, so no
+   * request is admitted or charged beyond its hold on it. The check costs one Number.isSafeInteger per load.
+   */
+  private install(userId: number, quota: number): number {
+    if (Number.isSafeInteger(quota)) {
+      if (this.inexact.size) this.inexact.delete(userId);
+      this.balances.set(userId, quota);
+      return quota;
+    }
+    if (!this.inexact.has(userId)) {
+      this.deps.log?.error('balance.inexact', { userId, read: String(quota), cause: 'users.quota is beyond 2^53 - 1: requests are refused (402 balance_inexact) until it is corrected' });
+    }
+    this.inexact.add(userId);
+    this.balances.set(userId, -Infinity);
+    return -Infinity;
   }
 
   private loadBalance(userId: number): number {
@@ -149,8 +176,7 @@ export class QuotaService {
       this.balances.delete(userId);
       return 0;
     }
-    this.balances.set(userId, quota);
-    return quota;
+    return this.install(userId, quota);
   }
 
   private async reloadBalance(userId: number): Promise<void> {
@@ -165,7 +191,7 @@ export class QuotaService {
       const quota = await this.deps.durable!.balance(userId);
       if ((this.balanceGen.get(userId) ?? 0) !== gen) return; // a commit installed a newer one meanwhile
       if (quota === undefined) this.balances.delete(userId);
-      else this.balances.set(userId, quota);
+      else this.install(userId, quota);
     } catch (err) {
       this.deps.log?.error('balance.load_failed', { userId, cause: errorText(err) });
     } finally {
@@ -182,13 +208,29 @@ export class QuotaService {
     if (!this.deps.durable) return;
     const gens = new Map(this.balanceGen);
     for (const u of await this.deps.durable.balances()) {
-      if ((this.balanceGen.get(u.id) ?? 0) === (gens.get(u.id) ?? 0)) this.balances.set(u.id, u.quota);
+      if ((this.balanceGen.get(u.id) ?? 0) === (gens.get(u.id) ?? 0)) this.install(u.id, u.quota);
     }
   }
 
   /** The user's committed balance (memory: all users are loaded at start, later ones on first use). */
   balance(userId: number): number {
     return this.balances.get(userId) ?? this.loadBalance(userId);
+  }
+
+  /** Throws 402 balance_inexact for a user whose balance, or a limited key whose remain_quota, was read inexact. */
+  private exactAccount(userId: number, k: QuotaKey): void {
+    if (this.inexact.size && this.inexact.has(userId)) throw inexactBalanceError('user');
+    if (!k.unlimitedQuota) this.exactKey(k);
+  }
+
+  /** A limited key's remain_quota as the key cache read it: beyond ±(2^53 − 1) it was rounded, and is refused. */
+  private exactKey(k: QuotaKey): void {
+    if (Number.isSafeInteger(k.remainQuota)) return;
+    if (!this.inexactKeysLogged.has(k.id)) {
+      this.inexactKeysLogged.add(k.id);
+      this.deps.log?.error('balance.inexact', { keyId: k.id, read: String(k.remainQuota), cause: 'api_keys.remain_quota is beyond 2^53 - 1: requests with this key are refused (402 balance_inexact) until it is corrected' });
+    }
+    throw inexactBalanceError('key');
   }
 
   /** What the user can still reserve now. */
@@ -214,10 +256,12 @@ export class QuotaService {
     const amount = safeCount(input.amount);
     const avail = this.available(input.userId);
     if (amount > avail || avail <= 0) {
+      if (this.inexact.has(input.userId)) throw inexactBalanceError('user');
       throw new GatewayError(402, 'quota_exhausted', `Insufficient balance: this request may cost up to ${amount} quota units, ${Math.max(0, avail)} available`);
     }
     const k = input.apiKey;
     if (!k.unlimitedQuota) {
+      this.exactKey(k);
       const keyAvail = k.remainQuota - (this.keyPending.get(k.id) ?? 0) - (this.keyHeld.get(k.id) ?? 0);
       if (amount > keyAvail || keyAvail <= 0) {
         throw new GatewayError(402, 'key_quota_exhausted', `API key quota exhausted: this request may cost up to ${amount} quota units, ${Math.max(0, keyAvail)} left on the key`);
@@ -248,6 +292,7 @@ export class QuotaService {
     const amount = safeCount(input.amount);
     const k = input.apiKey;
     const limited = !k.unlimitedQuota;
+    this.exactAccount(input.userId, k);
     let a: { user: number | null; key: number | null };
     try {
       a = await holds.store.available({ userId: input.userId, keyId: limited ? k.id : null });
@@ -287,6 +332,8 @@ export class QuotaService {
     const amount = safeCount(input.amount);
     const k = input.apiKey;
     const limited = !k.unlimitedQuota;
+    // The shared store's mirror holds the same rounded number: refused here, before it is asked.
+    this.exactAccount(input.userId, k);
     let res: ReserveResult;
     const budgets = this.deps.budgets?.scopes(input.userId, k.id) ?? undefined;
     try {

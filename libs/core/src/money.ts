@@ -96,3 +96,15 @@ export function balanceLimitError(change: 'credit' | 'debit' = 'credit'): Gatewa
 export function isBalanceLimit(err: unknown): err is GatewayError {
   return err instanceof GatewayError && err.code === 'balance_limit';
 }
+
+/**
+ * The answer to a request of a user whose balance (or a limited key whose remain_quota) was read from the
+ * database beyond ±(2^53 − 1): the number read is already rounded, so nothing is admitted on it (a refusal,
+ * never a guess). 402 like the other money refusals, so clients do not retry it; only an operator's fix of
+ * the row (then any change to the user or key, or a restart) makes it usable again.
+ */
+export function inexactBalanceError(scope: 'user' | 'key'): GatewayError {
+  const what = scope === 'user' ? "This account's balance" : "This API key's remain_quota";
+  return new GatewayError(402, 'balance_inexact',
+    `${what} in the database is beyond 2^53 - 1 (${Number.MAX_SAFE_INTEGER}) quota units, where it cannot be read exactly; nothing is admitted on it until an operator corrects it`);
+}
