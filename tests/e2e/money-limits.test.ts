@@ -222,9 +222,14 @@ describe('a value past 2^53 already in the database', () => {
     expect(ant.hits).toBe(hits);
     const row = await gw.db.get('select cast(quota as text) as q from users where id = ?', u.id) as any;
     expect(row.q).toBe(INEXACT);
+    // Management reads answer, and say which field they cannot show exactly.
+    const view = await gw.api('GET', `/api/user/${u.id}`);
+    expect(view.status).toBe(200);
+    expect(view.body.data.inexact).toEqual(['quota']);
     await gw.db.all(`update users set quota = 500000 where id = ${u.id}`);
     expect((await gw.api('PUT', '/api/user/', { id: u.id, display_name: 'corrected' })).status).toBe(200);
     expect((await sendUntil(u.key, 200)).status).toBe(200);
+    expect('inexact' in (await gw.api('GET', `/api/user/${u.id}`)).body.data).toBe(false);
   });
 
   test("a limited key's remain_quota written past 2^53: that key is refused with 402 balance_inexact, the owner's other keys still work", async () => {
@@ -239,5 +244,9 @@ describe('a value past 2^53 already in the database', () => {
     expect(r.body.error.message).toContain('remain_quota');
     expect(gw.logs.some((l) => l.includes('balance.inexact') && l.includes(`keyId=${u.keyId}`))).toBe(true);
     expect((await send(gw, other.body.data.key, msg(MODEL))).status).toBe(200);
+    const view = await gw.api('GET', `/api/token/${u.keyId}`, undefined, u.token);
+    expect(view.status).toBe(200);
+    expect(view.body.data.inexact).toEqual(['remain_quota']);
+    expect('inexact' in (await gw.api('GET', `/api/token/${other.body.data.id}`, undefined, u.token)).body.data).toBe(false);
   });
 });

@@ -108,3 +108,14 @@ export function inexactBalanceError(scope: 'user' | 'key'): GatewayError {
   return new GatewayError(402, 'balance_inexact',
     `${what} in the database is beyond 2^53 - 1 (${Number.MAX_SAFE_INTEGER}) quota units, where it cannot be read exactly; nothing is admitted on it until an operator corrects it`);
 }
+
+/**
+ * The names among `fields` whose value is not a safe integer: a money or counter column read beyond
+ * ±(2^53 − 1), which the database driver has already rounded. Management views list them (`inexact`) so the
+ * number shown is never taken for the stored one; undefined when there are none (the usual case).
+ */
+export function inexactFields(fields: Record<string, number>): string[] | undefined {
+  let out: string[] | undefined;
+  for (const k in fields) if (!Number.isSafeInteger(fields[k])) (out ??= []).push(k);
+  return out;
+}

@@ -3,7 +3,7 @@
  * against (no DB read per request). Keys are stored as SHA-256 + a short prefix and shown once.
  */
 import { Type, type Static } from '@sinclair/typebox';
-import { GatewayError, SerialQueue, nowSeconds, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
+import { GatewayError, SerialQueue, inexactFields, nowSeconds, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
 import { API_KEY_STATUS, ROLE, type ApiKeyRow, type ApiKeysStore, type ModelLimitMap, type NewApiKeyRow, type UserRow, type UsersStore } from '@gw/db';
 import { isIpOrCidr } from './ip-allow';
 import { LimitInput, LimitView, limitPatch, limitView } from './limit-fields';
@@ -64,15 +64,23 @@ export const ApiKeyView = Type.Object({
   group: Type.Union([Type.String(), Type.Null()]),
   ...LimitView,
   created_at: Type.Integer(), updated_at: Type.Integer(), last_used_at: Type.Union([Type.Integer(), Type.Null()]),
+  inexact: Type.Optional(Type.Array(Type.String(), {
+    description: 'Only when a money or counter field of this row is stored beyond 2^53 − 1 (written outside the gateway): those fields, whose value above is the database value already rounded. Requests on such a balance are refused (402 balance_inexact).',
+  })),
 });
 export type ApiKeyView = Static<typeof ApiKeyView>;
 
-export const toApiKeyView = (r: ApiKeyRow): ApiKeyView => ({
-  id: r.id, user_id: r.userId, name: r.name, prefix: r.prefix, status: r.status, expires_at: r.expiresAt,
-  unlimited_quota: r.unlimitedQuota, remain_quota: r.remainQuota, used_quota: r.usedQuota, models: r.models,
-  allow_ips: r.allowIps, group: r.group, ...limitView(r), created_at: r.createdAt,
-  updated_at: r.updatedAt, last_used_at: r.lastUsedAt,
-});
+export const toApiKeyView = (r: ApiKeyRow): ApiKeyView => {
+  const v: ApiKeyView = {
+    id: r.id, user_id: r.userId, name: r.name, prefix: r.prefix, status: r.status, expires_at: r.expiresAt,
+    unlimited_quota: r.unlimitedQuota, remain_quota: r.remainQuota, used_quota: r.usedQuota, models: r.models,
+    allow_ips: r.allowIps, group: r.group, ...limitView(r), created_at: r.createdAt,
+    updated_at: r.updatedAt, last_used_at: r.lastUsedAt,
+  };
+  const inexact = inexactFields({ remain_quota: r.remainQuota, used_quota: r.usedQuota });
+  if (inexact) v.inexact = inexact;
+  return v;
+};
 
 const toRecord = (r: ApiKeyRow): ApiKeyRecord => ({
   id: r.id, userId: r.userId, name: r.name, status: r.status, expiresAt: r.expiresAt, unlimitedQuota: r.unlimitedQuota,

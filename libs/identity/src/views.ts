@@ -1,4 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { inexactFields } from '@gw/core';
 import type { UserRow } from '@gw/db';
 import { LimitView, limitView } from './limit-fields';
 
@@ -18,15 +19,21 @@ export const UserView = Type.Object({
   ...LimitView,
   created_at: Type.Integer(),
   updated_at: Type.Integer(),
+  inexact: Type.Optional(Type.Array(Type.String(), {
+    description: 'Only when a money or counter field of this row is stored beyond 2^53 − 1 (written outside the gateway): those fields, whose value above is the database value already rounded. Requests on such a balance are refused (402 balance_inexact).',
+  })),
 });
 export type UserView = Static<typeof UserView>;
 
 export function toUserView(u: UserRow): UserView {
-  return {
+  const v: UserView = {
     id: u.id, username: u.username, display_name: u.displayName, email: u.email, role: u.role,
     status: u.status, group: u.group, quota: u.quota, used_quota: u.usedQuota, request_count: u.requestCount,
     totp_enabled: u.totpEnabled, ...limitView(u), created_at: u.createdAt, updated_at: u.updatedAt,
   };
+  const inexact = inexactFields({ quota: u.quota, used_quota: u.usedQuota, request_count: u.requestCount });
+  if (inexact) v.inexact = inexact;
+  return v;
 }
 
 export const AccessTokenView = Type.Object({
