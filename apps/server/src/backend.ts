@@ -61,6 +61,8 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
   const { openPostgres, createPgStores, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader, claimAdmissionStart } = await import('@gw/db/pg');
   const { default: Redis } = await import('ioredis');
   const { RedisRateLimits } = await import('@gw/core/redis/rate-limits');
+  // Before the first command: on Bun, ioredis otherwise builds a trace of every command for no listener.
+  (await import('@gw/core/redis/tracing')).skipUnobservedTracing();
   const { RedisNameLockouts } = await import('@gw/identity/unknown-lockout-redis');
   const { RedisHoldStore, evictionRisk } = await import('@gw/billing/holds/redis');
   const url = config.databaseUrl;
