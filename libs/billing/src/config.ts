@@ -39,7 +39,7 @@ export interface BillingConfig {
    */
   codeExecutionMaxCalls: number;
   /**
-   * PostgreSQL mode's group commit (PgGroupCommitter): PG_SETTLE_FLUSH_MS (default 0: an idle committer writes at once) longest wait for
+   * PostgreSQL mode's group commit (PgGroupCommitter): PG_SETTLE_FLUSH_MS (default 0: an idle committer writes at the end of the event-loop turn, after the answers it produced have started) longest wait for
    * a batch, PG_SETTLE_BATCH (default 256) rows written at once, PG_SETTLE_DEADLINE_MS (default 15000)
    * how long a batch is retried while the database is unreachable before the request's settlement fails.
    */

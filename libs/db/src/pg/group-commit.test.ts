@@ -159,10 +159,25 @@ describe.skipIf(!available)('PgGroupCommitter', () => {
     await gc.close();
   });
 
+  test('an idle committer writes at the end of the turn: nothing is sent while its caller runs, and the turn\'s rows share a batch', async () => {
+    const [u] = await seedUsers(1, 1_000);
+    const batches: Array<{ rows: number }> = [];
+    const gc = new PgGroupCommitter(h.db, { onBatch: (b) => batches.push(b) });
+    const a = gc.settle(row(u!.userId, u!.keyId, { cost: 3 }));
+    // Still queued: the caller (an answer being returned) goes on before the batch is built and sent.
+    expect(gc.queued).toBe(1);
+    const b = gc.settle(row(u!.userId, u!.keyId, { cost: 4 }));
+    expect(gc.queued).toBe(2);
+    expect((await Promise.all([a, b])).map((o) => o.inserted)).toEqual([true, true]);
+    expect(batches.map((x) => x.rows)).toEqual([2]);
+    expect((await books([u!.userId])).get(u!.userId)).toMatchObject({ quota: 993, usage: 2, charges: 2 });
+    await gc.close();
+  });
+
   test('one bad row in a batch fails alone; the others are written', async () => {
     const users = await seedUsers(3, 1_000);
     const batches: Array<{ oneByOne: boolean }> = [];
-    // A 5 ms gathering window, so the four rows share one batch (an idle committer otherwise writes the first alone).
+    // A 5 ms gathering window, so the four rows share one batch whatever turns they arrive in.
     const gc = new PgGroupCommitter(h.db, { onBatch: (b) => batches.push(b), maxDelayMs: 5 });
     const good = users.map((u) => row(u.userId, u.keyId, { cost: 5 }));
     const bad = row(999_999, users[0]!.keyId, { cost: 5 }); // no such user
