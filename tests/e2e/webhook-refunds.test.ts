@@ -365,6 +365,29 @@ describe('providerA (Stripe): a refund that fails is given back', () => {
     await balanced(user.id);
   }, 15_000);
 
+  test('a later update of a failed refund delivered before the failure itself: the failure keeps its earliest time', async () => {
+    // R0 100 (t0), R1 200 (t0+5), R1 fails at t0+20, R2 50 (t0+30: total 150, net of R1), then R1 is updated again at
+    // t0+40 (e.g. its metadata): Stripe sends a second event stating `failed`, created t0+40. Delivered before the failure's
+    // own event, it must not date the failure after the t0+30 total, which is already net of it.
+    const { user, tradeNo, session } = await paidA(500);
+    expect((await postA(stripe.refundEvent(session, [100], undefined, t0))).outcome).toBe('refunded');
+    expect((await postA(stripe.refundEvent(session, [100, 300], undefined, t0 + 5))).outcome).toBe('refunded');
+    expect((await postA(stripe.refundEvent(session, [100, 150], undefined, t0 + 30))).outcome).toBe('refunded');
+    expect(await balance(user.token)).toBe(3500);
+    const updatedLater = stripe.refundUpdatedEvent(session, 1, 200, 'failed', { created: t0 + 40, refundCreated: t0 + 5, type: 'refund.updated' });
+    const failedAt = stripe.refundUpdatedEvent(session, 1, 200, 'failed', { created: t0 + 20, refundCreated: t0 + 5 });
+    await postA(updatedLater);
+    expect((await postA(failedAt)).outcome).toBe('refund_failed');
+    // Stripe refunded 150 of 500 in the end: 1500 of the credit stays taken back.
+    expect(await balance(user.token)).toBe(3500);
+    expect((await orderView(tradeNo, user.token)).clawed_back).toBe(1500);
+    // Either order ends the same; a repeat of either changes nothing.
+    expect((await postA(stripe.refundUpdatedEvent(session, 1, 200, 'failed', { created: t0 + 40, refundCreated: t0 + 5 }))).outcome).toBe('noop:refund already failed');
+    expect((await postA(stripe.refundUpdatedEvent(session, 1, 200, 'failed', { created: t0 + 20, refundCreated: t0 + 5, type: 'refund.failed' }))).outcome).toBe('noop:refund already failed');
+    expect(await balance(user.token)).toBe(3500);
+    await balanced(user.id);
+  }, 15_000);
+
   test('all of it at once, three times over, in any order: the same end, and never more given back than taken', async () => {
     const { user, tradeNo, session } = await paidA(500);
     const events = [

@@ -82,6 +82,18 @@ describe('decideReversal', () => {
     expect(decideReversal('providerA', 't', L, { ...refund(150), asOf: 300 }, order({ clawedBack: 3000 }), [legacy, fRow], true))
       .toMatchObject({ outcome: 'refunded', clawedBack: 1500 });
   });
+  test('a failure stated again by an earlier event moves its time back; a later or equal one changes nothing', () => {
+    const failed = (asOf: number) => ({ key: 'refund:ch_1', action: 'refund_failed' as const, amount: 200, cumulative: false, currency: 'usd', refundId: 're_1', since: 5, asOf });
+    // 150 stated at t=30 is net of re_1; dated by a later update (t=40) the failure was taken out of it.
+    const charge = row('refund:ch_1', 'refunded', 0, { gross: 150, asOf: 30 });
+    const late = row('refund:ch_1:failed:re_1', 'failed', 0, { gross: 200, asOf: 40, since: 5 });
+    expect(decideReversal('providerA', 't', L, failed(20), order(), [charge, late], true)).toMatchObject({
+      outcome: 'refund_failed', clawedBack: 1500,
+      reversal: { key: 'refund:ch_1:failed:re_1', asOf: 20 }, related: [{ key: 'refund:ch_1', amount: 150 }],
+    });
+    expect(decideReversal('providerA', 't', L, failed(40), order(), [charge, late], true).outcome).toBe('noop:refund already failed');
+    expect(decideReversal('providerA', 't', L, failed(50), order(), [charge, late], true).outcome).toBe('noop:refund already failed');
+  });
   test('chargeHeld: only failures created by the total and failed after it are taken out; same-second failures count as in it', () => {
     const f = { gross: 50, since: 10, asOf: 20 };
     expect(chargeHeld({ gross: 80, asOf: 10 }, [f])).toBe(30);

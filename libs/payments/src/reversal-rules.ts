@@ -62,11 +62,16 @@ export function nextReversal(reversals: TopupReversalRow[], c: ReversalRequest):
   }
   if (c.action === 'refund_failed') {
     const key = failedKey(c.key, c.refundId ?? '');
-    if (reversals.some((r) => r.key === key)) return { noop: 'refund already failed' };
+    // A Refund carries no failure time, and every later update of a failed refund (its metadata, say) is another event
+    // stating `failed`: the failure happened no later than the earliest of them. Dated by a later one, it would be taken
+    // out of totals stated after it, which are already net of it (given back twice), so an earlier one moves it back.
+    const known = reversals.find((r) => r.key === key);
+    if (known && known.asOf <= (c.asOf ?? 0)) return { noop: 'refund already failed' };
     const failure = { key, state: 'failed', amount: 0, gross: c.amount, asOf: c.asOf ?? 0, since: c.since ?? 0 };
     // Before the charge's total arrives there is nothing to give back; the total, when it comes, is held net of this.
     if (!cur) return [failure];
-    return [failure, { key: cur.key, state: cur.state, amount: chargeHeld(cur, [...failuresOf(reversals, c.key), failure]), gross: cur.gross, asOf: cur.asOf }];
+    const failures = [...failuresOf(reversals, c.key).filter((r) => r.key !== key), failure];
+    return [failure, { key: cur.key, state: cur.state, amount: chargeHeld(cur, failures), gross: cur.gross, asOf: cur.asOf }];
   }
   if (c.action === 'withdrawn') {
     if (cur) return { noop: `dispute already ${cur.state}` };
