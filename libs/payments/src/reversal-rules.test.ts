@@ -79,8 +79,14 @@ describe('decideReversal', () => {
     const legacy = row('refund:ch_1', 'refunded', 300);
     expect(decideReversal('providerA', 't', L, failed, order({ clawedBack: 3000 }), [legacy], true)).toMatchObject({ outcome: 'refund_failed', clawedBack: 3000 });
     const fRow = row('refund:ch_1:failed:re_2', 'failed', 0, { gross: 200, asOf: 200, since: 100 });
-    expect(decideReversal('providerA', 't', L, { ...refund(150), asOf: 300 }, order({ clawedBack: 3000 }), [legacy, fRow], true))
+    expect(decideReversal('providerA', 't', L, { ...refund(150), asOf: 1000 }, order({ clawedBack: 3000 }), [legacy, fRow], true))
       .toMatchObject({ outcome: 'refunded', clawedBack: 1500 });
+    // Counted at updated_at 1 (our clock): a smaller total stated before then, give or take the clocks' skew, may be
+    // an older event delivered late, and the larger stays; a larger one is counted whenever it was stated.
+    expect(decideReversal('providerA', 't', L, { ...refund(200), asOf: 301 }, order({ clawedBack: 3000 }), [legacy], true).outcome)
+      .toBe('noop:refund already counted (300)');
+    expect(decideReversal('providerA', 't', L, { ...refund(400), asOf: 50 }, order({ clawedBack: 3000 }), [legacy], true))
+      .toMatchObject({ outcome: 'refunded', clawedBack: 4000 });
   });
   test('a failure stated again by an earlier event moves its time back; a later or equal one changes nothing', () => {
     const failed = (asOf: number) => ({ key: 'refund:ch_1', action: 'refund_failed' as const, amount: 200, cumulative: false, currency: 'usd', refundId: 're_1', since: 5, asOf });

@@ -43,6 +43,21 @@ export function chargeHeld(charge: { gross: number; asOf: number } | undefined, 
   return Math.max(0, charge.gross - failedSince);
 }
 
+/**
+ * How far Stripe's clock may run ahead of ours: the webhook signature's default tolerance already assumes the two
+ * agree within it.
+ */
+const CLOCK_SKEW_SECONDS = 300;
+
+/**
+ * A charge counted before statement times were kept (the migration leaves as_of 0) was stated no later than when it
+ * was counted (updated_at, our clock): a smaller total created before then may be an older event delivered late
+ * (Stripe retries a failed delivery for days, e.g. across the upgrade), so, as before, the larger total is kept.
+ */
+function legacyMayBeStale(cur: TopupReversalRow, amount: number, asOf: number): boolean {
+  return cur.asOf === 0 && cur.gross > amount && asOf <= cur.updatedAt + CLOCK_SKEW_SECONDS;
+}
+
 const failuresOf = (reversals: TopupReversalRow[], chargeKey: string) => reversals.filter((r) => r.key.startsWith(`${chargeKey}:failed:`));
 
 /** The rows after the event (the first is the one the event names), or why the event changes nothing. */
@@ -50,7 +65,7 @@ export function nextReversal(reversals: TopupReversalRow[], c: ReversalRequest):
   const cur = reversals.find((r) => r.key === c.key);
   if (c.action === 'refund' && c.cumulative) {
     const asOf = c.asOf ?? 0;
-    if (cur && (cur.asOf > asOf || (cur.asOf === asOf && cur.gross >= c.amount))) {
+    if (cur && (cur.asOf > asOf || (cur.asOf === asOf && cur.gross >= c.amount) || legacyMayBeStale(cur, c.amount, asOf))) {
       return { noop: cur.gross >= c.amount ? `refund already counted (${cur.gross})` : `refund total ${c.amount} is older than the counted ${cur.gross}` };
     }
     const next = { gross: c.amount, asOf };
