@@ -106,6 +106,20 @@ describe('realtime model pinning', () => {
     c.ws.close();
   });
 
+  test('any deep event with an escape (read for the cut-response bound) is refused, not a 1011; one with audio and none is relayed', async () => {
+    const { c, conn } = await session();
+    const deep = '['.repeat(100_000) + ']'.repeat(100_000);
+    c.ws.send(`{"type":"conversation.item.create","item":{"x":"\\u0041","y":${deep}}}`);
+    expect((await c.waitFor('error')).error.code).toBe('json_too_deep');
+    // No second "type" and no escape: not a frame the meter parses, so it is relayed (the bound counts it whole as audio).
+    c.ws.send(`{"type":"conversation.item.create","item":{"audio":"AAAA","y":${deep}}}`);
+    await u.until(() => receivedBy(conn).some((t) => t.includes('"AAAA"')));
+    c.ws.send(RESPONSE_CREATE);
+    await c.waitFor('response.done');
+    expect(c.close).toBeNull();
+    c.ws.close();
+  });
+
   test('a binary response.create is held like a text one: one the balance cannot cover never reaches a lenient upstream', async () => {
     u.binaryEvents = true;
     try {

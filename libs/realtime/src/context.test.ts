@@ -27,6 +27,13 @@ describe('ConversationBound', () => {
     }
   });
 
+  test('a frame nested past any reader\'s depth does not throw: one with an escape makes the bound unknown', () => {
+    const deep = '['.repeat(200_000) + ']'.repeat(200_000);
+    const b = new ConversationBound();
+    b.client(`{"type":"x","a":"\\u0041","b":${deep}}`);
+    expect(b.bound(0).known).toBe(false);
+  });
+
   test('G.711 named by a client update or the upstream makes every appended byte count at its rate', () => {
     const b = new ConversationBound();
     const a = audio(8_000);

@@ -21,6 +21,8 @@
  * stored prompt (a `prompt` object: text held upstream), MCP tools (results the upstream fetches itself). A binary
  * frame that does not start like JSON is not read (session.ts): OpenAI's Realtime API takes only text events.
  */
+import { jsonDepthWithin } from '@gw/core';
+import { CLIENT_EVENT_MAX_DEPTH } from './events';
 import { ok as isCount } from './usage';
 
 /** The densest audio token rate OpenAI bills (assistant audio, one per 50 ms). */
@@ -48,26 +50,45 @@ export function inputAudioRate(session: any): number | undefined {
   return 2 * rate;
 }
 
-/** Whether a frame carries content its bytes do not bound; an escape may spell a marker, so such a frame is read unescaped. */
-function unsized(text: string): boolean {
-  let event: any;
-  const parsed = () => {
-    if (event === undefined) {
-      try {
-        event = JSON.parse(text);
-      } catch {
-        event = null; // not JSON: the upstream reads nothing from it
+/** A client frame, parsed at most once: null when it is not JSON (the upstream reads nothing from it), DEEP when nested too deep to read. */
+const DEEP = Symbol('deep');
+class Frame {
+  private event: any;
+  /** Only `\u` can spell a letter of a key or marker another way. */
+  readonly escaped: boolean;
+  constructor(readonly text: string) {
+    this.escaped = text.includes('\\u');
+  }
+
+  parsed(): any {
+    if (this.event === undefined) {
+      // Past the depth the meter reads, a frame is not parsed (a deep one could overflow the stack here).
+      if (!jsonDepthWithin(this.text, CLIENT_EVENT_MAX_DEPTH)) this.event = DEEP;
+      else {
+        try {
+          this.event = JSON.parse(this.text);
+        } catch {
+          this.event = null;
+        }
       }
     }
-    return event;
-  };
-  let t = text;
-  if (t.includes('\\u')) {
-    if (parsed() === null) return false;
+    return this.event;
+  }
+}
+
+/** Whether a frame carries content its bytes do not bound; an escape may spell a marker, so such a frame is read unescaped. */
+function unsized(f: Frame): boolean {
+  let t = f.text;
+  if (f.escaped) {
+    const event = f.parsed();
+    if (event === null) return false;
+    // Too deep to read (the meter refuses such a frame, so this only overstates): no marker can be ruled out.
+    if (event === DEEP) return true;
     t = JSON.stringify(event);
   }
   if (UNSIZED.some((m) => t.includes(m))) return true;
-  return t.includes('"prompt"') && (storedPrompt(parsed()?.session?.prompt) || storedPrompt(parsed()?.response?.prompt));
+  const event = t.includes('"prompt"') ? f.parsed() : null;
+  return !!event && event !== DEEP && (storedPrompt(event.session?.prompt) || storedPrompt(event.response?.prompt));
 }
 
 /** The input a response can have read, split by the price it is billed at (`either`: text or audio, not known which). */
@@ -109,7 +130,8 @@ export class ConversationBound {
       return;
     }
     this.textBytes += Buffer.byteLength(text);
-    if (!this.unknown && unsized(text)) this.unknown = true;
+    const f = new Frame(text);
+    if (!this.unknown && unsized(f)) this.unknown = true;
   }
 
   /** A session object a client update names or the upstream confirms: the densest input format wins. */
