@@ -237,6 +237,31 @@ describe('the input of a cut response: bounded by what passed through the relay'
     expect((await ended(id)).map((r) => [r.input_tokens, r.audio_input_tokens, r.cost, r.usage_flag])).toEqual([[CTX - audioIn, audioIn, cost, 'estimated']]);
   }, 20_000);
 
+  test('audio sent inside items, not appended: counted as audio at the audio price, not its base64 as text capped at the window', async () => {
+    up.stopBefore = 'response.done';
+    up.echo = false;
+    const { id, c, conn } = await session(10_000_000);
+    // G.711 (8,000 bytes a second): 4 items of 60 s each, 240 s that the upstream reads as 2,400 audio tokens at least
+    // (10 a second). As text, their 2.56 MB of base64 filled the 16,000-token window at the text price: 64,000 units,
+    // below the 76,800 the upstream could bill for the audio alone.
+    c.ws.send(JSON.stringify({ type: 'session.update', session: { type: 'realtime', audio: { input: { format: { type: 'audio/pcmu' } } } } }));
+    up.send(JSON.stringify({ type: 'session.updated', session: { type: 'realtime', audio: { input: { format: { type: 'audio/pcmu' } } } } }), conn);
+    await c.waitFor('session.updated');
+    const minute = Buffer.alloc(480_000).toString('base64');
+    for (let i = 0; i < 4; i++) c.ws.send(JSON.stringify({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_audio', audio: minute }] } }));
+    c.ws.send('{"type":"response.create"}');
+    await c.waitFor('response.output_text.done', 1, 15_000);
+    c.ws.close(1000);
+    await c.waitClose();
+    const [row] = await ended(id);
+    expect(row.audio_input_tokens).toBe(240 * 20);
+    // Text: the formatting allowance, the session frames and the items' JSON without their audio.
+    expect(row.input_tokens).toBeGreaterThan(OVERHEAD);
+    expect(row.input_tokens).toBeLessThan(OVERHEAD + 2_000);
+    expect(row.cost).toBe(costOf([[row.input_tokens, PRICE.input], [240 * 20, PRICE.audio_input], [7, PRICE.output]]));
+    expect(row.cost).toBeGreaterThan(costOf([[240 * 10, PRICE.audio_input]]));
+  }, 30_000);
+
   test.each([
     ['an image', { type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,iVBORw0KGgo=' }] } }],
     ['an escaped item reference', { type: 'response.create', response: { input: [{ type: 'item\u005freference', id: 'item_1' }] } }],

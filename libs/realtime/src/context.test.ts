@@ -15,21 +15,38 @@ describe('ConversationBound', () => {
     expect(c.known).toBe(true);
   });
 
-  test('an append frame whose type a later key or an escape may change is counted as text, byte for byte', () => {
+  test('an append frame whose type a later key or an escape may change is counted as text, byte for byte (its audio string as audio)', () => {
     for (const f of [
       `{"type":"input_audio_buffer.append","audio":"AAAA","type":"conversation.item.create","item":{"content":[{"type":"input_text","text":"${'z'.repeat(9000)}"}]}}`,
       `{"type":"input_audio_buffer.append","audio":"AAAA","\\u0074ype":"conversation.item.create","text":"${'z'.repeat(9000)}"}`,
     ]) {
       const b = new ConversationBound();
       b.client(f);
-      expect(b.bound(0)).toEqual({ text: SESSION_OVERHEAD_TOKENS + Buffer.byteLength(f), audio: 0, either: 0, known: true });
+      expect(b.bound(0)).toEqual({ text: SESSION_OVERHEAD_TOKENS + Buffer.byteLength(f) - 4, audio: 1, either: 0, known: true });
       expect(b.tailBytes).toBe(0);
     }
   });
 
-  test('a frame nested past any reader\'s depth does not throw: one with an escape makes the bound unknown', () => {
+  test('audio inside an item (GA, beta, escaped key) is counted as audio at the session rate, the rest of the frame as text', () => {
+    const pcm = Buffer.alloc(48_000).toString('base64'); // one second of PCM16 at 24 kHz
+    for (const [f, b64] of [
+      [JSON.stringify({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_audio', audio: pcm }] } }), pcm.length],
+      [JSON.stringify({ type: 'conversation.item.create', item: { type: 'message', role: 'assistant', content: [{ type: 'output_audio', audio: pcm, transcript: 'hi' }, { type: 'audio', audio: pcm }] } }), 2 * pcm.length],
+      [JSON.stringify({ type: 'response.create', response: { input: [{ type: 'message', role: 'user', content: [{ type: 'input_audio', audio: pcm }] }] } }).replace('"audio":', '"\\u0061udio":'), pcm.length],
+    ] as const) {
+      const b = new ConversationBound();
+      b.client(f);
+      expect(b.bound(0)).toEqual({ text: SESSION_OVERHEAD_TOKENS + Buffer.byteLength(f) - b64, audio: Math.ceil(((b64 * 3) / 4 / 48_000) * 20), either: 0, known: true });
+      expect(b.tailBytes).toBe(0);
+    }
+  });
+
+  test('a frame nested past any reader\'s depth does not throw: an escaped one makes the bound unknown, one with audio counts whole as audio', () => {
     const deep = '['.repeat(200_000) + ']'.repeat(200_000);
     const b = new ConversationBound();
+    const f = `{"type":"conversation.item.create","audio":"AAAA","x":${deep}}`;
+    b.client(f);
+    expect(b.bound(0)).toEqual({ text: SESSION_OVERHEAD_TOKENS, audio: Math.ceil(((Math.floor((f.length * 3) / 4)) / 48_000) * 20), either: 0, known: true });
     b.client(`{"type":"x","a":"\\u0041","b":${deep}}`);
     expect(b.bound(0).known).toBe(false);
   });

@@ -9,6 +9,10 @@
  * - appended input audio (`input_audio_buffer.append`): its duration at the densest input format the session
  *   named or confirmed, counted at AUDIO_TOKENS_PER_SECOND (OpenAI counts user audio at 10 a second and
  *   assistant audio at 20: the larger is used for both, a margin of two on user audio);
+ * - audio inside any other client event (an item's `input_audio`/`output_audio` content: a string under an
+ *   `audio` key): counted as appended audio, not as text bytes. The upstream reads it as audio tokens at the
+ *   audio price; as text its base64 bytes, capped at the window, bill the window at the text price, while the
+ *   upstream may bill the window at the (eight times) dearer audio price;
  * - the upstream's own defaults (instructions, tools): in `session.created`/`session.updated`, bounded by
  *   the largest such frame's bytes;
  * - earlier responses' output: as their `response.done` reported it (else their max output); an unfinished
@@ -91,6 +95,32 @@ function unsized(f: Frame): boolean {
   return !!event && event !== DEEP && (storedPrompt(event.session?.prompt) || storedPrompt(event.response?.prompt));
 }
 
+/**
+ * The characters of base64 audio a frame carries outside an append: every string under an `audio` key (an
+ * item's audio content, GA or beta), found by a walk with no recursion. A frame too deep to walk counts whole.
+ */
+function inlineAudioChars(f: Frame): number {
+  if (!f.escaped && !f.text.includes('"audio"')) return 0;
+  const event = f.parsed();
+  if (event === DEEP) return f.text.length;
+  if (!event || typeof event !== 'object') return 0;
+  let chars = 0;
+  const stack: unknown[] = [event];
+  while (stack.length) {
+    const v = stack.pop();
+    if (!v || typeof v !== 'object') continue;
+    if (Array.isArray(v)) {
+      for (const x of v) if (x && typeof x === 'object') stack.push(x);
+      continue;
+    }
+    for (const [k, x] of Object.entries(v)) {
+      if (k === 'audio' && typeof x === 'string') chars += x.length;
+      else if (x && typeof x === 'object') stack.push(x);
+    }
+  }
+  return chars;
+}
+
 /** The input a response can have read, split by the price it is billed at (`either`: text or audio, not known which). */
 export interface ContextTokens { text: number; audio: number; either: number; known: boolean }
 
@@ -129,8 +159,12 @@ export class ConversationBound {
       this.tailBytes += bytes;
       return;
     }
-    this.textBytes += Buffer.byteLength(text);
     const f = new Frame(text);
+    // Audio in an item: as audio (its base64 length, like an append's), the rest of the frame as text. The
+    // string's decoded length is never more than its bytes in the frame, so the text left is never undercounted.
+    const inline = inlineAudioChars(f);
+    this.audioBytes += Math.floor((inline * 3) / 4);
+    this.textBytes += Buffer.byteLength(text) - Math.min(inline, text.length);
     if (!this.unknown && unsized(f)) this.unknown = true;
   }
 
