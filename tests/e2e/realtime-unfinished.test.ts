@@ -321,4 +321,25 @@ describe('input transcriptions the session ends before', () => {
     const total = rows.reduce((n, r) => n + r.cost, 0);
     expect(await gw.services.ledger.sum(id)).toBe(10_000_000 - total);
   }, 20_000);
+  test('appends written another way (type last, type escaped) are the committed audio all the same', async () => {
+    up.echo = false;
+    const { id, c, conn } = await session(10_000_000);
+    c.ws.send(JSON.stringify({ type: 'session.update', session: { type: 'realtime', audio: { input: { format: { type: 'audio/pcmu' }, transcription: { model: 'gpt-4o-transcribe' } } } } }));
+    up.send(JSON.stringify({ type: 'session.updated', session: { type: 'realtime', audio: { input: { format: { type: 'audio/pcmu' }, transcription: { model: 'gpt-4o-transcribe' } } } } }), conn);
+    await c.waitFor('session.updated');
+    // Two seconds of G.711 each; the upstream reads both as appends.
+    const b64 = Buffer.alloc(16_000).toString('base64');
+    c.ws.send(JSON.stringify({ audio: b64, type: 'input_audio_buffer.append' }));
+    c.ws.send(`{"type":"input_audio_buffer.\\u0061ppend","audio":"${b64}"}`);
+    await up.until(() => up.received.filter((r) => r.conn === conn).length === 3);
+    up.send(committed('item_r'), conn);
+    await c.waitFor('input_audio_buffer.committed');
+    c.ws.close(1000);
+    await c.waitClose();
+    // Four seconds at 10 audio tokens a second, from the audio strings alone (not the frames' JSON): each string's
+    // length read as base64 is 16,002 bytes (its padding counted), so 4.0005 s, 41 tokens.
+    expect((await ended(id)).map((r) => [r.request_id.replace(/^rt_\w+?_/, ''), r.audio_input_tokens, r.cost, r.usage_flag])).toEqual([
+      ['tr_item_r_0', 41, costOf([[41, TR.audio_input]]), 'estimated'],
+    ]);
+  }, 20_000);
 });

@@ -41,6 +41,13 @@ describe('ConversationBound', () => {
     }
   });
 
+  test('an append the fast path cannot take (type last) fills the buffer with its audio string, not its frame', () => {
+    const b = new ConversationBound();
+    b.client(JSON.stringify({ audio: 'AAAAAAAA', type: 'input_audio_buffer.append' }));
+    expect(b.tailBytes).toBe(6);
+    expect(b.bound(0).audio).toBe(1);
+  });
+
   test('a frame nested past any reader\'s depth does not throw: an escaped one makes the bound unknown, one with audio counts whole as audio', () => {
     const deep = '['.repeat(200_000) + ']'.repeat(200_000);
     const b = new ConversationBound();

@@ -163,7 +163,10 @@ export class ConversationBound {
     // Audio in an item: as audio (its base64 length, like an append's), the rest of the frame as text. The
     // string's decoded length is never more than its bytes in the frame, so the text left is never undercounted.
     const inline = inlineAudioChars(f);
-    this.audioBytes += Math.floor((inline * 3) / 4);
+    const audio = Math.floor((inline * 3) / 4);
+    this.audioBytes += audio;
+    // An append the fast path could not take (keys in another order, an escape) fills the buffer all the same.
+    if (audio && f.parsed()?.type === 'input_audio_buffer.append') this.tailBytes += audio;
     this.textBytes += Buffer.byteLength(text) - Math.min(inline, text.length);
     if (!this.unknown && unsized(f)) this.unknown = true;
   }
