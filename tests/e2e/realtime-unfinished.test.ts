@@ -262,6 +262,20 @@ describe('the input of a cut response: bounded by what passed through the relay'
     expect(row.cost).toBeGreaterThan(costOf([[240 * 10, PRICE.audio_input]]));
   }, 30_000);
 
+  test('an item spelling its audio key twice: both strings count as audio (an upstream may keep the first)', async () => {
+    up.stopBefore = 'response.done';
+    up.echo = false;
+    const { id, c } = await session(10_000_000);
+    const second = Buffer.alloc(48_000).toString('base64'); // one second of PCM16 at 24 kHz
+    c.ws.send(`{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_audio","audio":"${second}","audio":"AAAA"}]}}`);
+    c.ws.send('{"type":"response.create"}');
+    await c.waitFor('response.output_text.done');
+    c.ws.close(1000);
+    await c.waitClose();
+    // 64,004 characters of base64: 48,003 bytes, just over a second, 21 tokens.
+    expect((await ended(id)).map((r) => r.audio_input_tokens)).toEqual([21]);
+  }, 20_000);
+
   test.each([
     ['an image', { type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,iVBORw0KGgo=' }] } }],
     ['an escaped item reference', { type: 'response.create', response: { input: [{ type: 'item\u005freference', id: 'item_1' }] } }],

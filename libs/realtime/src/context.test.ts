@@ -27,18 +27,30 @@ describe('ConversationBound', () => {
     }
   });
 
-  test('audio inside an item (GA, beta, escaped key) is counted as audio at the session rate, the rest of the frame as text', () => {
+  test('audio inside an item (GA, beta, a duplicate key) is counted as audio at the session rate, the rest of the frame as text', () => {
     const pcm = Buffer.alloc(48_000).toString('base64'); // one second of PCM16 at 24 kHz
+    const item = (content: unknown[]) => JSON.stringify({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content } });
     for (const [f, b64] of [
-      [JSON.stringify({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_audio', audio: pcm }] } }), pcm.length],
-      [JSON.stringify({ type: 'conversation.item.create', item: { type: 'message', role: 'assistant', content: [{ type: 'output_audio', audio: pcm, transcript: 'hi' }, { type: 'audio', audio: pcm }] } }), 2 * pcm.length],
-      [JSON.stringify({ type: 'response.create', response: { input: [{ type: 'message', role: 'user', content: [{ type: 'input_audio', audio: pcm }] }] } }).replace('"audio":', '"\\u0061udio":'), pcm.length],
+      [item([{ type: 'input_audio', audio: pcm }]), pcm.length],
+      [item([{ type: 'output_audio', audio: pcm, transcript: 'hi' }, { type: 'audio', audio: pcm }]), 2 * pcm.length],
+      // A parser keeping the first of two keys reads the long one: both count.
+      [`{"type":"conversation.item.create","item":{"content":[{"type":"input_audio","audio" : "${pcm}","audio":"AAAA"}]}}`, pcm.length + 4],
+      // A string that merely mentions audio is text.
+      [item([{ type: 'input_text', text: '"audio": "' + 'x'.repeat(5000) }]), 0],
     ] as const) {
       const b = new ConversationBound();
       b.client(f);
-      expect(b.bound(0)).toEqual({ text: SESSION_OVERHEAD_TOKENS + Buffer.byteLength(f) - b64, audio: Math.ceil(((b64 * 3) / 4 / 48_000) * 20), either: 0, known: true });
+      expect(b.bound(0)).toEqual({ text: SESSION_OVERHEAD_TOKENS + Buffer.byteLength(f) - b64, audio: Math.ceil(((Math.floor((b64 * 3) / 4)) / 48_000) * 20), either: 0, known: true });
       expect(b.tailBytes).toBe(0);
     }
+  });
+
+  test('audio under an escaped key is counted as audio, and stays counted as text (an escape only overstates)', () => {
+    const pcm = Buffer.alloc(48_000).toString('base64');
+    const f = JSON.stringify({ type: 'response.create', response: { input: [{ type: 'message', role: 'user', content: [{ type: 'input_audio', audio: pcm }] }] } }).replace('"audio":', '"\\u0061udio":');
+    const b = new ConversationBound();
+    b.client(f);
+    expect(b.bound(0)).toEqual({ text: SESSION_OVERHEAD_TOKENS + Buffer.byteLength(f), audio: 20, either: 0, known: true });
   });
 
   test('an append the fast path cannot take (type last) fills the buffer with its audio string, not its frame', () => {
@@ -48,12 +60,12 @@ describe('ConversationBound', () => {
     expect(b.bound(0).audio).toBe(1);
   });
 
-  test('a frame nested past any reader\'s depth does not throw: an escaped one makes the bound unknown, one with audio counts whole as audio', () => {
+  test('a frame nested past any reader\'s depth does not throw: an escaped one makes the bound unknown, one with audio is scanned, not parsed', () => {
     const deep = '['.repeat(200_000) + ']'.repeat(200_000);
     const b = new ConversationBound();
     const f = `{"type":"conversation.item.create","audio":"AAAA","x":${deep}}`;
     b.client(f);
-    expect(b.bound(0)).toEqual({ text: SESSION_OVERHEAD_TOKENS, audio: Math.ceil(((Math.floor((f.length * 3) / 4)) / 48_000) * 20), either: 0, known: true });
+    expect(b.bound(0)).toEqual({ text: SESSION_OVERHEAD_TOKENS + f.length - 4, audio: 1, either: 0, known: true });
     b.client(`{"type":"x","a":"\\u0041","b":${deep}}`);
     expect(b.bound(0).known).toBe(false);
   });

@@ -96,14 +96,40 @@ function unsized(f: Frame): boolean {
 }
 
 /**
- * The characters of base64 audio a frame carries outside an append: every string under an `audio` key (an
- * item's audio content, GA or beta), found by a walk with no recursion. A frame too deep to walk counts whole.
+ * The `"audio": "…"` strings as written in a frame: their total length (escapes included). A scan, not a parse:
+ * every occurrence counts, so a duplicate key cannot hide one from an upstream that keeps the first, and a large
+ * item is not parsed. Outside a string a `"audio"` can only be a key or a value (a quote inside a string is escaped).
  */
-function inlineAudioChars(f: Frame): number {
-  if (!f.escaped && !f.text.includes('"audio"')) return 0;
-  const event = f.parsed();
-  if (event === DEEP) return f.text.length;
-  if (!event || typeof event !== 'object') return 0;
+function rawAudioChars(text: string): number {
+  let chars = 0;
+  let from = 0;
+  for (let at = text.indexOf('"audio"'); at !== -1; at = text.indexOf('"audio"', from)) {
+    let i = at + 7;
+    from = i;
+    while (WS.has(text.charCodeAt(i))) i++;
+    if (text[i++] !== ':') continue;
+    while (WS.has(text.charCodeAt(i))) i++;
+    if (text[i] !== '"') continue;
+    const end = closingQuote(text, i + 1);
+    chars += end - i - 1;
+    from = end + 1;
+  }
+  return chars;
+}
+const WS = new Set([0x20, 0x09, 0x0a, 0x0d]);
+
+/** The index of the quote closing a string whose body starts at `from` (one not escaped), else the text's length. */
+function closingQuote(text: string, from: number): number {
+  for (let q = text.indexOf('"', from); q !== -1; q = text.indexOf('"', q + 1)) {
+    let k = q - 1;
+    while (k >= from && text.charCodeAt(k) === 0x5c) k--;
+    if ((q - 1 - k) % 2 === 0) return q;
+  }
+  return text.length;
+}
+
+/** The characters of every string under an `audio` key of a parsed event, found by a walk with no recursion. */
+function parsedAudioChars(event: unknown): number {
   let chars = 0;
   const stack: unknown[] = [event];
   while (stack.length) {
@@ -119,6 +145,23 @@ function inlineAudioChars(f: Frame): number {
     }
   }
   return chars;
+}
+
+/**
+ * Base64 audio a frame carries outside an append (an item's audio content, GA or beta): `chars` counted as audio,
+ * `written` of the frame's characters that are those strings (no longer counted as text). An escaped key is found
+ * only by the parse: its string then stays counted as text as well (an escape only overstates); a frame too deep
+ * to parse counts whole as audio.
+ */
+function inlineAudio(f: Frame): { chars: number; written: number } {
+  if (!f.escaped) {
+    const written = f.text.includes('"audio"') ? rawAudioChars(f.text) : 0;
+    return { chars: written, written };
+  }
+  const written = rawAudioChars(f.text);
+  const event = f.parsed();
+  if (event === DEEP) return { chars: Math.max(written, f.text.length), written };
+  return { chars: Math.max(written, event && typeof event === 'object' ? parsedAudioChars(event) : 0), written };
 }
 
 /** The input a response can have read, split by the price it is billed at (`either`: text or audio, not known which). */
@@ -160,14 +203,13 @@ export class ConversationBound {
       return;
     }
     const f = new Frame(text);
-    // Audio in an item: as audio (its base64 length, like an append's), the rest of the frame as text. The
-    // string's decoded length is never more than its bytes in the frame, so the text left is never undercounted.
-    const inline = inlineAudioChars(f);
-    const audio = Math.floor((inline * 3) / 4);
+    // Audio in an item: as audio (its base64 length, like an append's), the rest of the frame as text.
+    const inline = inlineAudio(f);
+    const audio = Math.floor((inline.chars * 3) / 4);
     this.audioBytes += audio;
     // An append the fast path could not take (keys in another order, an escape) fills the buffer all the same.
-    if (audio && f.parsed()?.type === 'input_audio_buffer.append') this.tailBytes += audio;
-    this.textBytes += Buffer.byteLength(text) - Math.min(inline, text.length);
+    if (audio && (f.escaped || text.includes('input_audio_buffer.append')) && f.parsed()?.type === 'input_audio_buffer.append') this.tailBytes += audio;
+    this.textBytes += Buffer.byteLength(text) - inline.written;
     if (!this.unknown && unsized(f)) this.unknown = true;
   }
 
