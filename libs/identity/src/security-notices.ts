@@ -38,7 +38,7 @@ export interface Notice {
   kind: NoticeKind;
   /** The key's or token's name and id, the new address: shown as data, on one line. */
   detail?: string;
-  /** Who did it, when not the owner (an admin). */
+  /** Who did it; named only when not the owner (an admin). */
   actor?: Pick<UserRow, 'id' | 'username'>;
   ip?: string;
   userAgent?: string;
@@ -85,7 +85,7 @@ export class SecurityNotices {
   notify(user: Pick<UserRow, 'id' | 'username' | 'email'>, notice: Notice): void {
     const to = notice.to ?? user.email;
     if (!this.cfg.enabled || !this.mailer.configured || !to) return;
-    const line = this.describe(notice);
+    const line = this.describe(notice, user.id);
     const key = `${user.id} ${to}`;
     const open = this.windows.get(key);
     if (open) {
@@ -148,9 +148,10 @@ export class SecurityNotices {
     });
   }
 
-  private describe(n: Notice): string {
+  /** An actor who is the owner is not named: "by admin" is for someone else acting on the account. */
+  private describe(n: Notice, ownerId: number): string {
     const parts = [`${WHAT[n.kind]}${n.detail ? `: ${oneLine(n.detail)}` : ''}`, `at ${new Date(this.clock()).toISOString().replace('.000Z', 'Z')}`];
-    if (n.actor) parts.push(`by admin "${oneLine(n.actor.username)}" (user ${n.actor.id})`);
+    if (n.actor && n.actor.id !== ownerId) parts.push(`by admin "${oneLine(n.actor.username)}" (user ${n.actor.id})`);
     if (n.ip) parts.push(`from ${oneLine(n.ip)}`);
     if (n.userAgent) parts.push(`User-Agent "${oneLine(n.userAgent)}"`);
     return parts.join(', ');

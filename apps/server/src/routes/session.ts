@@ -3,7 +3,6 @@ import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
 import { SESSION_COOKIE, toUserView, UserView, AccessTokenView, LoginSessionView, named } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
-import { clientIp } from '../plugins/client-ip';
 import { origin } from '../plugins/origin';
 import type { Services } from '../services';
 import { envelope } from './envelope';
@@ -12,10 +11,7 @@ export const sessionRoutes = (s: Services) =>
   new Elysia({ name: 'session-routes', prefix: '/api/user' })
     .use(authPlugin(s))
     .post('/login', async ({ body, request, server, set }) => {
-      const r = await s.login.login({
-        username: body.username, password: body.password, totpCode: body.totp_code,
-        ip: clientIp(request, server), userAgent: request.headers.get('user-agent') ?? '',
-      });
+      const r = await s.login.login({ username: body.username, password: body.password, totpCode: body.totp_code, ...origin({ request, server }) });
       const cookie = [
         `${SESSION_COOKIE}=${r.sessionId}`, 'Path=/', 'HttpOnly', 'SameSite=Lax', `Max-Age=${s.config.sessionTtlSeconds}`,
         ...(s.config.cookieSecure ? ['Secure'] : []),

@@ -33,7 +33,7 @@ export const tokenRoutes = (s: Services) =>
       const { user } = caller(ctx);
       const r = await s.apiKeys.create(user, ctx.body);
       s.notices.notify(r.owner, {
-        kind: 'relay_key_created', detail: named(r.view.name, r.view.id), actor: r.owner.id === user.id ? undefined : user, ...origin(ctx),
+        kind: 'relay_key_created', detail: named(r.view.name, r.view.id), actor: user, ...origin(ctx),
       });
       return ok({ ...r.view, key: r.key });
     }, {
@@ -46,7 +46,7 @@ export const tokenRoutes = (s: Services) =>
       const { view, owner, revived } = await s.apiKeys.change(user, ctx.body);
       if (revived) {
         s.notices.notify(owner, {
-          kind: 'relay_key_enabled', detail: named(view.name, view.id), actor: owner.id === user.id ? undefined : user, ...origin(ctx),
+          kind: 'relay_key_enabled', detail: named(view.name, view.id), actor: user, ...origin(ctx),
         });
       }
       return ok(view);
