@@ -6,6 +6,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, SerialQueue, inexactFields, nowSeconds, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
 import { API_KEY_STATUS, ROLE, type ApiKeyRow, type ApiKeysStore, type ModelLimitMap, type NewApiKeyRow, type UserRow, type UsersStore } from '@gw/db';
 import { isIpOrCidr } from './ip-allow';
+import { keyWidening } from './key-widening';
 import { LimitInput, LimitView, limitPatch, limitView } from './limit-fields';
 import type { UserDirectory } from './user-directory';
 import { canManage, type Actor } from './users';
@@ -176,10 +177,11 @@ export class ApiKeyService {
   }
 
   /**
-   * `update`, also saying whose key it is and whether it was `revived`: disabled or expired before, usable now.
-   * Bringing back a key the owner retired is as good as a new key to whoever holds it, so it is reported like one.
+   * `update`, also saying whose key it is, whether it was `revived` (disabled or expired before, usable now) and
+   * how it was `widened` (see keyWidening). Bringing back a key the owner retired is as good as a new key to
+   * whoever holds it, and widening one makes it worth more, so both are reported to the owner.
    */
-  async change(actor: UserRow, input: ApiKeyUpdate): Promise<{ view: ApiKeyView; owner: UserRow; revived: boolean }> {
+  async change(actor: UserRow, input: ApiKeyUpdate): Promise<{ view: ApiKeyView; owner: UserRow; revived: boolean; widened: string[] }> {
     const { row, owner } = await this.owned(actor, input.id);
     const now = nowSeconds();
     const patch: Partial<NewApiKeyRow> = { ...this.checked(actor, owner, input, now), updatedAt: now };
@@ -189,7 +191,10 @@ export class ApiKeyService {
     if (!updated) throw notFound(row.id);
     await this.afterWrite(row.id);
     const usable = (k: Pick<ApiKeyRow, 'status' | 'expiresAt'>) => k.status === API_KEY_STATUS.enabled && (k.expiresAt === null || k.expiresAt > now);
-    return { view: toApiKeyView(updated), owner, revived: !usable(row) && usable(updated) };
+    // The old row against the fields this request wrote, not the row read back: a concurrent refund raising
+    // remain_quota is not this request's widening.
+    const widened = keyWidening(row, { ...row, ...patch }, owner.group);
+    return { view: toApiKeyView(updated), owner, revived: !usable(row) && usable(updated), widened };
   }
 
   async delete(actor: UserRow, id: number): Promise<void> {

@@ -17,3 +17,4 @@ export * from './limit-fields';
 export * from './unknown-lockout';
 export * from './current-password';
 export * from './security-notices';
+export * from './key-widening';

@@ -1,7 +1,8 @@
 /**
  * E-mails the owner of an account when something that outlives a login session changes on it: a new relay
- * key or access token, 2FA turned on or off, a new password, a new e-mail address (told to the old one). A
- * stolen session can still create relay keys without the password; this is how the owner hears of it.
+ * key or access token, a relay key revived or given more reach (key-widening.ts), 2FA turned on or off, a new
+ * password (also by a reset link), a new e-mail address (told to the old one). A stolen session can still
+ * create or widen relay keys without the password; this is how the owner hears of it.
  *
  * Mail goes out after the response, through a bounded background queue (like reset e-mails). A burst is
  * not a burst of e-mails: the first notice of a user goes out at once, and the ones that follow within
@@ -31,8 +32,8 @@ export function securityNoticesConfig(env: Record<string, string | undefined>, p
   };
 }
 
-export type NoticeKind = 'relay_key_created' | 'relay_key_enabled' | 'access_token_created' | 'two_factor_enabled' | 'two_factor_disabled'
-  | 'password_changed' | 'email_changed';
+export type NoticeKind = 'relay_key_created' | 'relay_key_enabled' | 'relay_key_widened' | 'access_token_created' | 'two_factor_enabled'
+  | 'two_factor_disabled' | 'password_changed' | 'password_reset' | 'email_changed';
 
 export interface Notice {
   kind: NoticeKind;
@@ -49,13 +50,17 @@ export interface Notice {
 const WHAT: Record<NoticeKind, string> = {
   relay_key_created: 'A new relay API key was created',
   relay_key_enabled: 'A disabled or expired relay API key was made usable again',
+  relay_key_widened: 'A relay API key was given more reach',
   access_token_created: 'A new management access token was created',
   two_factor_enabled: 'Two-factor authentication was turned on',
   two_factor_disabled: 'Two-factor authentication was turned off',
   password_changed: 'The password was changed',
+  password_reset: 'The password was reset with a link e-mailed to this address',
   email_changed: 'The e-mail address was changed',
 };
 
+/** A detail's length: a key's quoted name (100) and what widened on it (bounded by keyWidening) fit. */
+const DETAIL_MAX = 600;
 /** Lines kept per digest; a longer burst is counted, not listed, so one user's flood cannot grow memory. */
 const DIGEST_LINES = 50;
 /** Open windows (user and address) at once; beyond it a notice is logged instead of mailed. */
@@ -150,7 +155,7 @@ export class SecurityNotices {
 
   /** An actor who is the owner is not named: "by admin" is for someone else acting on the account. */
   private describe(n: Notice, ownerId: number): string {
-    const parts = [`${WHAT[n.kind]}${n.detail ? `: ${oneLine(n.detail)}` : ''}`, `at ${new Date(this.clock()).toISOString().replace('.000Z', 'Z')}`];
+    const parts = [`${WHAT[n.kind]}${n.detail ? `: ${oneLine(n.detail, DETAIL_MAX)}` : ''}`, `at ${new Date(this.clock()).toISOString().replace('.000Z', 'Z')}`];
     if (n.actor && n.actor.id !== ownerId) parts.push(`by admin "${oneLine(n.actor.username)}" (user ${n.actor.id})`);
     if (n.ip) parts.push(`from ${oneLine(n.ip)}`);
     if (n.userAgent) parts.push(`User-Agent "${oneLine(n.userAgent)}"`);
@@ -163,7 +168,12 @@ export class SecurityNotices {
  * with `"` and `\\` escaped, so a name cannot close its quotes and append a fake id.
  */
 export function named(name: string, id: number): string {
-  return `"${oneLine(name, 100).replace(/["\\]/g, '\\$&')}" (id ${id})`;
+  return `${quoted(name, 100)} (id ${id})`;
+}
+
+/** Client-chosen text (a model name) as one quoted line of at most `max` characters that cannot close its quotes. */
+export function quoted(s: string, max: number): string {
+  return `"${oneLine(s, max).replace(/["\\]/g, '\\$&')}"`;
 }
 
 /**
