@@ -1,7 +1,7 @@
 /**
  * The owner of an account is e-mailed when something that outlives a login session changes on it: a new relay
- * key (which a stolen session can still create without the password), a new access token, 2FA on or off, a new
- * password, a new e-mail address (told to the old one). A burst becomes one immediate mail and one digest, never
+ * key (which a stolen session can still create without the password), a relay key given more reach, a new access
+ * token, 2FA on or off, a new password (also by a reset link), a new e-mail address (told to the old one). A burst becomes one immediate mail and one digest, never
  * silence. Over real HTTP against a real SMTP server, on either backend.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
@@ -13,7 +13,7 @@ let smtp: TestSmtp;
 let gw: TestGateway;
 beforeAll(async () => {
   smtp = await startSmtp();
-  gw = await startGateway({ ...smtp.env, PUBLIC_URL: 'https://gw.example.com', SECURITY_NOTICE_WINDOW_SECONDS: '1' });
+  gw = await startGateway({ ...smtp.env, PUBLIC_URL: 'https://gw.example.com', SECURITY_NOTICE_WINDOW_SECONDS: '1', RESET_IP_PER_MINUTE: '1000' });
 }, 30_000);
 afterAll(async () => {
   await gw.stop();
@@ -221,3 +221,120 @@ test('a key its owner disabled, or that expired, made usable again with a sessio
   await Bun.sleep(1_500);
   expect(mailsTo(u.email).slice(before).flatMap((m) => m.text.split('\n').filter((l) => l.startsWith('- ')))).toHaveLength(2);
 }, 25_000);
+
+/** The notice lines ("- …") of the security notices to `to` from index `after` on. */
+const noticeLines = (to: string, after = 0) =>
+  mailsTo(to).slice(after).filter((m) => m.subject.startsWith('Security notice')).flatMap((m) => m.text.split('\n').filter((l) => l.startsWith('- ')));
+
+/** A key with every reach restricted, made by its owner; returns once its creation notice is out and the window over. */
+async function restrictedKey(u: { token: string; email: string }, extra: Record<string, unknown> = {}) {
+  const r = await gw.nodeApi('POST', '/api/token/', {
+    name: 'ci-deploy', allow_ips: ['10.1.0.0/16'], models: ['gpt-4o'], unlimited_quota: false, remain_quota: 1000,
+    expires_at: Math.floor(Date.now() / 1000) + 86_400, rate_limit_rpm: 60, model_limits: { 'gpt-*': { rate_limit_rpm: 10 } }, ...extra,
+  }, u.token);
+  expect(r.status).toBe(200);
+  await allOf(u.email, 0, ['"ci-deploy"']);
+  await Bun.sleep(1_200);
+  return r.body.data as { id: number; expires_at: number };
+}
+
+test('each way a live key is given more reach is reported, naming the key and what widened, from where', async () => {
+  const u = await userWithEmail();
+  const key = await restrictedKey(u);
+  const before = mailsTo(u.email).length;
+  const later = key.expires_at + 86_400;
+  const steps: Array<[Record<string, unknown>, string]> = [
+    [{ allow_ips: ['10.1.0.0/16', '10.0.0.0/8'] }, 'IP allow-list: now also 10.0.0.0/8'],
+    [{ allow_ips: null }, 'IP allow-list removed (any address)'],
+    [{ models: ['gpt-4o', 'o3'] }, 'models: now also "o3"'],
+    [{ models: [] }, 'models: now any'],
+    [{ remain_quota: 5000 }, 'quota: raised from 1000 to 5000'],
+    [{ unlimited_quota: true }, 'quota: unlimited'],
+    [{ expires_at: later }, `expiry extended to ${new Date(later * 1000).toISOString().replace('.000Z', 'Z')}`],
+    [{ expires_at: null }, 'expiry removed (never expires)'],
+    [{ rate_limit_rpm: 0 }, 'requests per minute: unlimited instead of 60'],
+    [{ model_limits: null }, 'per-model limits loosened for "gpt-*"'],
+  ];
+  for (const [body, _] of steps) {
+    expect((await gw.nodeApi('PUT', '/api/token/', { id: key.id, ...body }, u.token, { 'user-agent': 'stolen-browser/1.0' })).status).toBe(200);
+  }
+  await allOf(u.email, before, steps.map(([, phrase]) => phrase));
+  await Bun.sleep(1_500);
+  const lines = noticeLines(u.email, before);
+  expect(lines).toHaveLength(steps.length);
+  for (const [i, [, phrase]] of steps.entries()) {
+    expect(lines[i]).toStartWith(`- A relay API key was given more reach: "ci-deploy" (id ${key.id}); ${phrase}, at `);
+    expect(lines[i]).toContain('from 127.0.0.1, User-Agent "stolen-browser/1.0"');
+    expect(lines[i]).not.toContain('by admin');
+  }
+}, 25_000);
+
+test('narrowing a key, renaming or disabling it sends nothing', async () => {
+  const u = await userWithEmail();
+  const key = await restrictedKey(u, { allow_ips: null, models: null, expires_at: null, unlimited_quota: true, rate_limit_rpm: 0, model_limits: null });
+  const before = mailsTo(u.email).length;
+  for (const body of [
+    { allow_ips: ['10.0.0.0/8'] }, { allow_ips: ['10.1.0.0/16'] }, { allow_ips: ['10.1.0.0/17', '10.1.128.0/17'] },
+    { models: ['gpt-4o', 'o3'] }, { models: ['gpt-4o'] },
+    { unlimited_quota: false, remain_quota: 1000 }, { remain_quota: 10 }, { remain_quota: 10 },
+    { expires_at: Math.floor(Date.now() / 1000) + 86_400 }, { expires_at: Math.floor(Date.now() / 1000) + 3_600 },
+    { rate_limit_rpm: 60, max_concurrency: 2 }, { rate_limit_rpm: 30 }, { model_limits: { 'gpt-*': { rate_limit_rpm: 10 } } },
+    { model_limits: { 'gpt-*': { rate_limit_rpm: 10 }, 'gpt-4o': { rate_limit_rpm: 5 } } },
+    { group: 'default' }, { name: 'renamed' }, { status: 2 },
+  ]) expect((await gw.nodeApi('PUT', '/api/token/', { id: key.id, ...body }, u.token)).status).toBe(200);
+  // A widening after them all: the first notice since, so nothing the narrowing sent can hide in a later digest.
+  expect((await gw.nodeApi('PUT', '/api/token/', { id: key.id, remain_quota: 20 }, u.token)).status).toBe(200);
+  await allOf(u.email, before, ['quota: raised from 10 to 20']);
+  await Bun.sleep(1_500);
+  expect(noticeLines(u.email, before)).toHaveLength(1);
+}, 25_000);
+
+test('an admin widening a user\'s key, or moving it to another group, is reported as that admin', async () => {
+  const u = await userWithEmail();
+  const admin = await makeUser(gw, 10);
+  const key = await restrictedKey(u);
+  const before = mailsTo(u.email).length;
+  expect((await gw.nodeApi('PUT', '/api/token/', { id: key.id, allow_ips: null, group: 'vip' }, admin.token)).status).toBe(200);
+  const text = await allOf(u.email, before, ['IP allow-list removed']);
+  expect(text).toContain(`A relay API key was given more reach: "ci-deploy" (id ${key.id}); IP allow-list removed (any address); group: now "vip" instead of "default", at `);
+  expect(text).toContain(`by admin "${admin.username}" (user ${admin.id})`);
+}, 20_000);
+
+test('a retired key brought back wider says so in its one line', async () => {
+  const u = await userWithEmail();
+  const key = await restrictedKey(u);
+  expect((await gw.nodeApi('PUT', '/api/token/', { id: key.id, status: 2 }, u.token)).status).toBe(200);
+  await Bun.sleep(1_200);
+  const before = mailsTo(u.email).length;
+  expect((await gw.nodeApi('PUT', '/api/token/', { id: key.id, status: 1, allow_ips: null }, u.token)).status).toBe(200);
+  await allOf(u.email, before, [`made usable again: "ci-deploy" (id ${key.id}); IP allow-list removed (any address)`]);
+  await Bun.sleep(1_500);
+  expect(noticeLines(u.email, before)).toHaveLength(1);
+}, 20_000);
+
+test('a completed password reset is reported to the address, from where; failed ones are not, and the new password never is', async () => {
+  const u = await userWithEmail();
+  const reset = (body: Record<string, unknown>) => gw.nodeApi('POST', '/api/user/reset', { email: u.email, ...body }, null, { 'user-agent': 'reset-browser/2.0' });
+  const requested = mailsTo(u.email).length;
+  expect((await gw.nodeApi('POST', '/api/user/reset/request', { email: u.email }, null)).status).toBe(200);
+  const token = /[?&]token=([A-Za-z0-9]+)/.exec((await next(u.email, requested)).text)![1]!;
+
+  expect((await reset({ token: 'not-the-token', password: 'chosen-by-thief-1' })).status).toBe(400);
+  expect((await reset({ token, password: 'short' })).status).toBe(400);
+  await Bun.sleep(800);
+  expect(noticeLines(u.email)).toEqual([]);
+
+  const done = await reset({ token });
+  expect(done.status).toBe(200);
+  const generated: string = done.body.data.password;
+  const m = await smtp.waitFor((x) => x.to.includes(u.email) && x.subject.startsWith('Security notice'), 5_000);
+  expect(m.subject).toBe('Security notice: The password was reset with a link e-mailed to this address');
+  expect(m.text).toContain('from 127.0.0.1, User-Agent "reset-browser/2.0"');
+  expect(m.raw).not.toContain(generated);
+  expect(m.raw).not.toContain(token);
+
+  // The used token fails again, and says nothing.
+  expect((await reset({ token, password: 'chosen-by-thief-2' })).status).toBe(400);
+  await Bun.sleep(1_500);
+  expect(noticeLines(u.email)).toHaveLength(1);
+}, 20_000);

@@ -1,6 +1,6 @@
 import { ConfigError, readIntEnv } from '@gw/config';
 import { GatewayError, localWindows, randomToken, sha256Hex, stdLogger, type AttemptWindow, type AttemptWindows, type Logger } from '@gw/core';
-import { USER_STATUS, type SecurityStore, type UsersStore } from '@gw/db';
+import { USER_STATUS, type SecurityStore, type UserRow, type UsersStore } from '@gw/db';
 import type { MailMessage, Mailer } from './mailer';
 import { JobQueue, type JobQueueOptions } from './job-queue';
 import { PASSWORD_MAX, PASSWORD_MIN, generatePassword, hashPassword } from './passwords';
@@ -105,8 +105,9 @@ export class PasswordResetService {
   /**
    * Reset Password: consumes the token and sets `password` (or a generated one, returned),
    * clears the lockout, ends every session and revokes every access token. Bad, used, expired or foreign tokens: the same 400.
+   * `user` is the account as read before the reset (its address is the one the link went to), for the notice.
    */
-  async reset(input: ResetInput, ip: string): Promise<{ password?: string }> {
+  async reset(input: ResetInput, ip: string): Promise<{ password?: string; user: UserRow }> {
     await this.limit(ip);
     if (input.password !== undefined && (input.password.length < PASSWORD_MIN || input.password.length > PASSWORD_MAX)) {
       throw new GatewayError(400, 'invalid_password', `Password must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, { param: 'password' });
@@ -119,7 +120,7 @@ export class PasswordResetService {
     // Checked again inside the transaction: of two concurrent uses of one token only one wins.
     if (!(await this.repo.resetPassword(user.id, tokenHash, hash, this.nowSec()))) throw invalidToken();
     await this.endCredentials(user.id);
-    return input.password === undefined ? { password } : {};
+    return input.password === undefined ? { password, user } : { user };
   }
 
   private async limit(ip: string): Promise<void> {

@@ -18,8 +18,11 @@ export const passwordRoutes = (s: Services) =>
       response: envelope(t.Null()),
       detail: { tags: ['password'], summary: 'Request a password reset', description: 'E-mails a single-use, expiring reset token. The answer is the same, in similar time, whether or not the address is registered. Limited per IP.' },
     })
-    .post('/reset', async ({ body, request, server }) => {
-      const r = await s.passwordReset.reset(body, clientIp(request, server));
+    .post('/reset', async (ctx) => {
+      const r = await s.passwordReset.reset(ctx.body, clientIp(ctx.request, ctx.server));
+      // Only once the reset has gone through (a bad or expired token throws above). Whoever could read that
+      // mailbox could reset the password; the owner, who may not be reading it now, should see this.
+      s.notices.notify(r.user, { kind: 'password_reset', ...origin(ctx) });
       return ok(r.password === undefined ? null : { password: r.password });
     }, {
       body: t.Object({
@@ -28,7 +31,7 @@ export const passwordRoutes = (s: Services) =>
         password: t.Optional(t.String({ maxLength: 1024 })),
       }),
       response: envelope(t.Union([t.Null(), t.Object({ password: t.String({ description: 'The generated password, shown once' }) })])),
-      detail: { tags: ['password'], summary: 'Reset Password', description: 'Consumes the e-mailed token and sets the password; without `password` a generated one is returned once. Ends every session and revokes every access token of the user.' },
+      detail: { tags: ['password'], summary: 'Reset Password', description: 'Consumes the e-mailed token and sets the password; without `password` a generated one is returned once. Ends every session and revokes every access token of the user, and e-mails the account a security notice.' },
     })
     .post('/password', async (ctx) => {
       const p = caller(ctx);

@@ -43,16 +43,18 @@ export const tokenRoutes = (s: Services) =>
     })
     .put('/', async (ctx) => {
       const { user } = caller(ctx);
-      const { view, owner, revived } = await s.apiKeys.change(user, ctx.body);
-      if (revived) {
+      const { view, owner, revived, widened } = await s.apiKeys.change(user, ctx.body);
+      // One line per change: a key brought back says what it came back with, if wider than it left.
+      if (revived || widened.length) {
         s.notices.notify(owner, {
-          kind: 'relay_key_enabled', detail: named(view.name, view.id), actor: user, ...origin(ctx),
+          kind: revived ? 'relay_key_enabled' : 'relay_key_widened',
+          detail: [named(view.name, view.id), ...widened].join('; '), actor: user, ...origin(ctx),
         });
       }
       return ok(view);
     }, {
       role: 'user', body: ApiKeyUpdate, response: envelope(ApiKeyView),
-      detail: { tags, summary: 'Update an API key', description: 'Partial update by id (status 1 enabled, 2 disabled). A disabled key stops working at once, streams in flight included.' },
+      detail: { tags, summary: 'Update an API key', description: 'Partial update by id (status 1 enabled, 2 disabled). A disabled key stops working at once, streams in flight included. Making a key usable again or giving it more reach (IP allow-list, models, quota, expiry, group, limits) e-mails its owner a security notice.' },
     })
     .get('/:id', async (ctx) => ok(await s.apiKeys.get(caller(ctx).user, ctx.params.id)), {
       role: 'user', params: idParams, response: envelope(ApiKeyView), detail: { tags, summary: 'Get an API key', description: 'One API key\'s settings and usage, never the key itself.' },
