@@ -35,6 +35,8 @@ test('an IP allow-list removed or reaching addresses no old entry did', () => {
   expect(w({ allowIps: ['10.1.0.0/16', '192.0.2.8', '2001:db8::/32'] })).toEqual(['IP allow-list: now also 192.0.2.8, 2001:db8::/32']);
   // The IPv4-mapped form of an old address is the same address.
   expect(w({ allowIps: ['::ffff:192.0.2.7'] })).toEqual([]);
+  // A zone id is free text once parsed away: shown quoted, it cannot read as another line's words.
+  expect(w({ allowIps: ['fe80::1%x; models: now any'] })).toEqual(['IP allow-list: now also "fe80::1%x; models: now any"']);
   expect(w({ allowIps: ['1.1.1.1', '1.1.1.2', '1.1.1.3', '1.1.1.4', '1.1.1.5'] })).toEqual(['IP allow-list: now also 1.1.1.1, 1.1.1.2, 1.1.1.3 and 2 more']);
 });
 
@@ -71,4 +73,16 @@ test('every widening at once is listed in field order', () => {
   expect(w({ allowIps: null, models: null, unlimitedQuota: true, expiresAt: null, group: 'vip' })).toEqual([
     'IP allow-list removed (any address)', 'models: now any', 'quota: unlimited', 'expiry removed (never expires)', 'group: now "vip" instead of "default"',
   ]);
+});
+
+test('everything widened at once with the longest values allowed stays one line under the notice\'s detail bound', () => {
+  const long = (c: string, n: number) => c.repeat(n);
+  const before: KeyTerms = { ...base, remainQuota: 1, group: long('a', 64), modelLimits: Object.fromEntries(['p', 'q', 'r', 's'].map((c) => [`${long(c, 198)}*`, { rateLimitRpm: 1, rateLimitTpm: 1, maxConcurrency: 1 }])) };
+  const after: KeyTerms = {
+    expiresAt: 9_999_999_999, unlimitedQuota: false, remainQuota: 1e15, allowIps: Array.from({ length: 256 }, (_, i) => `2001:db8:${i.toString(16)}:ffff:ffff:ffff:ffff:0/127`),
+    models: Array.from({ length: 1000 }, (_, i) => `${long('m', 190)}${i}`), group: long('b', 64), rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0, modelLimits: null,
+  };
+  const text = [`"${long('n', 100)}" (id 123456789)`, ...keyWidening(before, after, long('c', 64))].join('; ');
+  expect(text.length).toBeLessThan(1_600);
+  expect(text).toContain('per-model limits loosened');
 });

@@ -36,7 +36,7 @@ export function keyWidening(before: KeyTerms, after: KeyTerms, ownerGroup: strin
   if (oldIps && !newIps) out.push('IP allow-list removed (any address)');
   else if (oldIps && newIps) {
     const added = newIps.filter((e) => !covered(e, oldIps));
-    if (added.length) out.push(`IP allow-list: now also ${list(added, (s) => s)}`);
+    if (added.length) out.push(`IP allow-list: now also ${list(added, ipShown)}`);
   }
 
   const oldModels = before.models?.length ? before.models : null;
@@ -79,6 +79,9 @@ const looser = (next: number, prev: number) => prev !== 0 && (next === 0 || next
 const shown = (n: number) => (n === 0 ? 'unlimited' : String(n));
 const anyLooser = (next: Limits, prev: Limits) =>
   looser(next.rateLimitRpm, prev.rateLimitRpm) || looser(next.rateLimitTpm, prev.rateLimitTpm) || looser(next.maxConcurrency, prev.maxConcurrency);
+
+/** An entry as written when it is only address characters; quoted otherwise (an IPv6 zone id, `fe80::1%…`, is free text). */
+const ipShown = (e: string) => (/^[0-9A-Fa-f:./[\]]+$/.test(e) ? e : quoted(e, 64));
 
 function list<T>(items: T[], show: (x: T) => string): string {
   const named = items.slice(0, LISTED).map(show).join(', ');

@@ -59,8 +59,8 @@ const WHAT: Record<NoticeKind, string> = {
   email_changed: 'The e-mail address was changed',
 };
 
-/** A detail's length: a key's quoted name (100) and what widened on it (bounded by keyWidening) fit. */
-const DETAIL_MAX = 600;
+/** A detail's length: a key's quoted name (100) and everything that can widen on it at once (about 1,200, bounded by keyWidening) fit. */
+const DETAIL_MAX = 1_600;
 /** Lines kept per digest; a longer burst is counted, not listed, so one user's flood cannot grow memory. */
 const DIGEST_LINES = 50;
 /** Open windows (user and address) at once; beyond it a notice is logged instead of mailed. */
