@@ -388,6 +388,27 @@ describe('providerB (Creem scheme)', () => {
     await balanced(user.id);
   });
 
+  test('a discounted or underpaid order (discount code at Creem\'s checkout) is not credited; tax on top is', async () => {
+    const { user, tradeNo, checkout } = await orderB(400);
+    // The order's `amount` still states the product total: only its discount and paid fields show the shortfall.
+    const free = { discount: 'dis_1', sub_total: 400, discount_amount: 400, tax_amount: 0, amount_due: 0, amount_paid: 0 };
+    expect((await postB(creem.completedEvent(checkout, free))).body.data).toEqual({ outcome: 'mismatch:discount 400', trade_no: tradeNo });
+    expect((await postB(creem.completedEvent(checkout, { sub_total: 400, amount_paid: 399 }))).body.data.outcome).toBe('mismatch:amount_paid 399 < 400');
+    for (const bad of [{ amount_paid: '400' }, { amount_paid: 1.5 }, { discount_amount: -1 }, { amount_paid: 2 ** 53 + 1 }]) {
+      const r = await postB(creem.completedEvent(checkout, bad));
+      expect(r.status).toBe(400);
+      expect(r.body.error.code).toBe('invalid_payload');
+    }
+    expect((await order(tradeNo)).status).toBe('pending');
+    expect(await balance(user.id)).toBe(0);
+    await balanced(user.id);
+    // Paid in full, with a tax charged on top (tax-exclusive pricing), or with no discount: credited once.
+    const full = { sub_total: 400, discount_amount: 0, tax_amount: 84, amount_due: 484, amount_paid: 484 };
+    expect((await postB(creem.completedEvent(checkout, full))).body.data.outcome).toBe('credited');
+    expect(await balance(user.id)).toBe(4000);
+    await balanced(user.id);
+  });
+
   test('unknown event kinds answer 200 and change nothing', async () => {
     const body = JSON.stringify({ id: 'evt_sub_1', eventType: 'subscription.paid', created_at: Date.now(), object: { id: 'sub_1' } });
     const r = await postB(body);

@@ -6,7 +6,7 @@
 import { GatewayError } from '@gw/core';
 import type { ProviderBConfig } from './config';
 import {
-  ProviderApiError, callProvider, idOf, int, money, parseJsonObject, str,
+  ProviderApiError, callProvider, idOf, int, money, optMoney, parseJsonObject, str,
   shown, type CheckoutRequest, type CheckoutResult, type PaymentEvent, type PaymentProvider,
 } from './provider';
 import { verifyCreemSignature } from './signatures';
@@ -61,10 +61,17 @@ export class ProviderB implements PaymentProvider {
     if (order.status !== undefined && order.status !== 'paid') return { kind: 'noop', eventId, type, reason: `order status ${shown(order.status)}` };
     // The product is on the order as an id, and on the checkout as an object (or an id when not expanded).
     const productId = typeof order.product === 'string' ? order.product : typeof o.product === 'string' ? o.product : o.product?.id;
+    const amount = int(order.amount, 'object.order.amount');
+    // A discount code entered at Creem's checkout (any code the merchant made for all products) lowers what the
+    // customer pays, while `amount` may still state the product total: it is credited only when nothing was
+    // discounted and what was paid covers it (a tax charged on top makes `amount_paid` larger, never smaller).
+    const discount = optMoney(order.discount_amount, 'object.order.discount_amount');
+    const paid = optMoney(order.amount_paid, 'object.order.amount_paid');
+    const shortfall = discount ? `discount ${discount}` : paid !== null && paid < amount ? `amount_paid ${paid} < ${amount}` : undefined;
     return {
       kind: 'paid', eventId, type, tradeNo: o.request_id, providerRef: str(o.id, 'object.id'), paymentRef: idOf(order) ?? undefined,
-      amount: int(order.amount, 'object.order.amount'), currency: str(order.currency, 'object.order.currency'),
-      productId: typeof productId === 'string' ? productId : undefined,
+      amount, currency: str(order.currency, 'object.order.currency'),
+      productId: typeof productId === 'string' ? productId : undefined, shortfall,
     };
   }
 }

@@ -48,8 +48,11 @@ export interface ReversalRequest {
 
 /** A verified webhook event, reduced to what the gateway acts on. */
 export type PaymentEvent =
-  /** `paymentRef`: the payment's own id (PaymentIntent, Creem order), kept so refunds and disputes find the order. */
-  | { kind: 'paid'; eventId: string; type: string; tradeNo: string; providerRef: string; paymentRef?: string; amount: number; currency: string; productId?: string }
+  /**
+   * `paymentRef`: the payment's own id (PaymentIntent, Creem order), kept so refunds and disputes find the order.
+   * `shortfall`: why the customer paid less than `amount` states (a discount), when the provider says so apart from it.
+   */
+  | { kind: 'paid'; eventId: string; type: string; tradeNo: string; providerRef: string; paymentRef?: string; amount: number; currency: string; productId?: string; shortfall?: string }
   /** A refund, a dispute's withdrawal or its reinstatement (won) for the order that `lookup` finds. */
   /**
    * `awaitOrder`: the event cannot name our trade no (a Stripe Dispute or Refund), so when no order has its payment
@@ -110,6 +113,11 @@ export function money(v: unknown, param: string): number {
   const n = int(v, param);
   if (n < 0) throw new GatewayError(400, 'invalid_payload', `Webhook body has a negative ${param}`, { param });
   return n;
+}
+
+/** An optional money field: null when absent or null, else as `money` (a present field of another type is a 400). */
+export function optMoney(v: unknown, param: string): number | null {
+  return v === undefined || v === null ? null : money(v, param);
 }
 
 /** A required integer field of an event, or a 400 naming it. */

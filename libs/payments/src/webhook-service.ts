@@ -109,6 +109,8 @@ function decide(p: PaymentProvider, ev: Exclude<PaymentEvent, { kind: 'ignored' 
   // is recorded and the order stays pending for an operator to reconcile.
   if (ev.amount !== order.amount) return { outcome: `mismatch:amount ${ev.amount} != ${order.amount}` };
   if (ev.currency.toLowerCase() !== order.currency.toLowerCase()) return { outcome: `mismatch:currency ${ev.currency.toLowerCase()} != ${order.currency}` };
+  // Discounted or underpaid although `amount` matches: the credit would exceed what was paid.
+  if (ev.shortfall) return { outcome: `mismatch:${ev.shortfall}` };
   if (p.productId && ev.productId !== p.productId) return { outcome: `mismatch:product ${ev.productId ?? '(none)'}` };
   // The order's user was deleted after the checkout was made (its URL still works): the credit has nowhere
   // to go, and a retry cannot change that. Recorded, and the order stays pending for an operator to refund.
