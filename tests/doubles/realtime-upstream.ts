@@ -67,6 +67,12 @@ export interface RealtimeUpstreamDouble {
    * sends everything but the response.done (null = whole responses).
    */
   stopBefore: 'response.created' | 'response.done' | null;
+  /** Answer each response.create this many ms late (0 = at once): its response.created can come after the gateway closed. */
+  respondAfterMs: number;
+  /** Wait this many ms before answering a handshake (e.g. a refusal with `refuseWith`), so client frames queue in the gateway meanwhile. */
+  handshakeDelayMs: number;
+  /** response.create events answered late that found their connection closed. */
+  lateAnswers: number;
   /** The max_output_tokens a response.created announces when its response.create names none: the session's (default "inf"). */
   sessionMaxOutput: number | 'inf';
   /** Count of ws.send calls that returned -1 (the gateway stopped reading). */
@@ -99,6 +105,7 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
   let responseSeq = 0;
   const self: RealtimeUpstreamDouble = {
     url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, binaryEvents: false, backpressured: 0, refuseResponses: 0, stopBefore: null, sessionMaxOutput: 'inf',
+    respondAfterMs: 0, handshakeDelayMs: 0, lateAnswers: 0,
     usageFor: () => SAMPLE_USAGE,
     deltas: ['Hello', ' from', ' the double'],
     send(data, conn) {
@@ -169,7 +176,8 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
   const server = Bun.serve<ConnData>({
     port: 0,
     hostname: '127.0.0.1',
-    fetch(req, srv) {
+    async fetch(req, srv) {
+      if (self.handshakeDelayMs) await Bun.sleep(self.handshakeDelayMs);
       if (self.refuseWith) return Response.json({ error: { message: 'refused by test', type: 'invalid_request_error', code: 'refused' } }, { status: self.refuseWith });
       const url = new URL(req.url);
       if (url.pathname !== '/v1/realtime') return new Response('not found', { status: 404 });
@@ -198,7 +206,12 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
         self.received.push({ conn: ws.data.id, data, binary });
         // Like a real server, the event type is whatever JSON.parse makes of it (escapes included).
         const text = !binary ? data : self.binaryEvents ? Buffer.from(data).toString('utf8') : null;
-        if (text !== null && (text.includes('"response.create"') || text.includes('\\u')) && isResponseCreate(text)) return respond(ws, JSON.parse(text));
+        if (text !== null && (text.includes('"response.create"') || text.includes('\\u')) && isResponseCreate(text)) {
+          if (!self.respondAfterMs) return respond(ws, JSON.parse(text));
+          const c = self.connections.find((x) => x.id === ws.data.id)!;
+          setTimeout(() => { if (c.closed) self.lateAnswers++; respond(ws, JSON.parse(text)); }, self.respondAfterMs);
+          return;
+        }
         if (self.echo) push(ws, data);
       },
       drain(ws) {

@@ -1,9 +1,10 @@
 /**
  * Realtime responses that never reach response.done, and holds matched to their responses, through the
  * whole gateway over real sockets: a response cut by the client or the upstream is billed once on what it
- * delivered (flagged `estimated`, the cause as its error code); a hold whose response never started is
- * given back; a server-VAD response never takes a client's smaller hold. A cut response's input is bounded by
- * what the session put through the relay (libs/realtime/src/context.ts), not the context window; a started
+ * delivered (flagged `estimated`, the cause as its error code); a create the upstream never answered is
+ * billed as unanswered (tests/e2e/realtime-unanswered.test.ts); a server-VAD response never takes a client's
+ * smaller hold. A cut response's input is bounded by what the session put through the relay
+ * (libs/realtime/src/context.ts), not the context window; a started
  * input transcription whose completion never arrives is billed on its audio.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test';
@@ -116,15 +117,19 @@ describe('a realtime response cut before its response.done', () => {
     await noHolds(id, 10_000_000 - cost);
   }, 20_000);
 
-  test('a response.create never answered (no response.created, no output): its hold is given back, nothing billed', async () => {
+  test('a response.create never answered (no response.created, no output): billed once on the conversation bound, no output (tests/e2e/realtime-unanswered.test.ts)', async () => {
     up.stopBefore = 'response.created';
-    const { id, c } = await session(10_000_000);
+    const { id, c, conn } = await session(10_000_000);
     c.ws.send('{"type":"response.create"}');
-    await up.until(() => up.received.some((f) => String(f.data).includes('response.create')));
+    // This session's create (an earlier test's would match before this one is forwarded, e.g. while its hold is decided on PostgreSQL).
+    await up.until(() => up.received.some((f) => f.conn === conn && String(f.data).includes('response.create')));
     c.ws.close(1000);
     await c.waitClose();
-    expect(await ended(id)).toEqual([]);
-    await noHolds(id, 10_000_000);
+    // The upstream was asked and read the conversation: before, this bill was 0 and create+close was free.
+    const input = OVERHEAD + sessionBytes(c) + bytes(['{"type":"response.create"}']);
+    const cost = costOf([[input, PRICE.input]]);
+    expect(await ended(id)).toEqual([{ request_id: expect.stringMatching(/_unanswered_\d+$/), input_tokens: input, audio_input_tokens: 0, output_tokens: 0, audio_output_tokens: 0, cost, usage_flag: 'estimated', error_code: 'client_closed' }]);
+    await noHolds(id, 10_000_000 - cost);
   }, 20_000);
 
   test('a response.done repeated by the upstream is billed once', async () => {

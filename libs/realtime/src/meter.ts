@@ -89,6 +89,20 @@ function maxOutputOf(o: unknown, inf: number): number | undefined {
   return best;
 }
 
+/**
+ * Whether a session object (GA `audio.input.turn_detection`, beta `turn_detection`) has the upstream create a
+ * response by itself on each committed turn: turn detection on and its `create_response` not false (OpenAI's
+ * default is true). Undefined when the object does not say (the last confirmed setting stands).
+ */
+export function autoResponseOf(session: unknown): boolean | undefined {
+  if (!session || typeof session !== 'object') return undefined;
+  const s = session as any;
+  const input = s.audio?.input;
+  const td = input && typeof input === 'object' && 'turn_detection' in input ? input.turn_detection : 'turn_detection' in s ? s.turn_detection : undefined;
+  if (td === undefined) return undefined;
+  return !!td && typeof td === 'object' && td.create_response !== false;
+}
+
 /** Closing because money or the key ran out is a policy close (1008). */
 const policyFailure = (code: string, message: string, type = 'billing_error'): SessionFailure =>
   ({ closeCode: 1008, reason: code === 'quota_exhausted' ? 'quota exhausted' : code.replace(/_/g, ' '), type, code, message });
@@ -126,6 +140,14 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   private readonly context = new ConversationBound();
   /** Transcriptions the upstream started (a committed audio item) and has not reported yet. */
   private readonly transcribing = new PendingTranscriptions();
+  /** The upstream's turn detection creates a response on each commit (server/semantic VAD, `create_response` not false), as last confirmed. */
+  private autoResponse = false;
+  /**
+   * A commit under `autoResponse` whose response has not been seen yet: the upstream was asked to respond (by
+   * itself), so a session ending before its response.created bills it as unanswered. At most one: a conversation
+   * runs one response at a time, and a commit that started none must not add up over a long session.
+   */
+  private autoPending = false;
   responses = 0;
   cost = 0;
 
@@ -172,6 +194,9 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   upstream(text: string): SessionFailure | undefined | Promise<SessionFailure | undefined> {
+    // Frames the relay read before the end were observed before it (session.ts: observeLate, then onEnd). Nothing
+    // read after it may bill: an unanswered create was billed at the end, and its late response.created would bill it twice.
+    if (this.ended) return undefined;
     this.context.upstream(text);
     const delta = this.delivered.add(text, () => this.lastStarted);
     if (delta !== undefined) {
@@ -184,6 +209,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       if (m.type === 'session.updated') this.pendingUpdates = Math.max(0, this.pendingUpdates - 1);
       const tm = transcriptionModelOf(m.event.session);
       if (tm !== undefined) this.transcription = tm;
+      const auto = autoResponseOf(m.event.session);
+      if (auto !== undefined) this.autoResponse = auto;
       this.context.session(m.event.session, Buffer.byteLength(text), true);
       this.delivered.audioRate = outputAudioRate(m.event.session, this.delivered.audioRate);
       const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);
@@ -198,6 +225,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       // A response the upstream started itself cannot be refused: if it cannot be covered, the session ends.
       // Its limit is the one the upstream announces for it, else the session's.
       const announced = this.announced(m.event.response);
+      this.answered();
       const held = this.takeQueued(announced) ?? this.reserve(announced);
       if ('closeCode' in held) return held;
       if (held.r instanceof Promise) {
@@ -213,6 +241,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       // The commit holds at most the audio appended since the previous one; transcription runs on it if on now.
       if (this.transcription !== null && typeof m.event.item_id === 'string') this.transcribing.committed(this.transcriptionId(m.event), this.transcription, this.context.tailBytes);
       this.context.tailBytes = 0;
+      if (this.autoResponse) this.autoPending = true;
       return undefined;
     }
     if (m.type === 'input_audio_buffer.cleared') {
@@ -242,9 +271,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   /**
    * The session ended. A response that started (response.created, or output delivered) and never got its
    * response.done is billed once on the estimate of what it delivered, flagged `estimated`, with `cause` as
-   * its error code; holds of responses that never started are given back (nothing was delivered).
+   * its error code. So is a response the upstream was asked for and never answered (a `response.create`
+   * forwarded to it, or a commit its turn detection answers itself): it read the conversation, and a provider
+   * bills that input; nothing was delivered. `forwarded` false: no client frame reached an upstream (it never
+   * opened), so the creates' holds are given back.
    */
-  end(cause: string): void {
+  end(cause: string, forwarded = true): void {
     if (this.ended) return;
     this.ended = true;
     // A response still unfinished may have completed upstream unseen, its output then read by the responses
@@ -257,8 +289,20 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       earlier += held.limits.maxOutput;
     }
     for (const id of this.delivered.ids()) if (!this.settled.has(id)) this.settleUnfinished(id, null, cause, earlier + unordered - this.sessionMaxOutput);
+    // Unanswered requests come after every response seen (which may have finished upstream unseen), in order.
+    let before = earlier + unordered;
+    for (const h of this.queued) {
+      if (!forwarded) {
+        this.releaseHeld(h);
+        continue;
+      }
+      this.settleUnfinished(`unanswered_${++this.seq}`, h, cause, before);
+      before += h.limits.maxOutput;
+    }
+    // Unreserved, like the response it would have been (one the upstream starts itself reserves when it is created).
+    if (this.autoPending) this.settleUnfinished(`unanswered_${++this.seq}`, null, cause, before);
+    this.autoPending = false;
     this.settleTranscriptions(cause);
-    for (const h of this.queued) this.releaseHeld(h);
     this.queued = [];
     this.running.clear();
   }
@@ -270,6 +314,14 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const p = this.charge(id, held, null, { delivered: { ...this.delivered.take(id), ...input }, errorCode: cause });
     // Nobody is left to tell: a failed commit is logged by committed().
     if (p instanceof Promise) p.catch(() => {});
+  }
+
+  /**
+   * A response was seen that no running one accounts for: it answers the oldest request, a client's queued
+   * create (whose hold it takes) or else the pending commit of the upstream's turn detection.
+   */
+  private answered(): void {
+    if (!this.queued.length) this.autoPending = false;
   }
 
   /** The max output tokens a response announces for itself, else the session's. */
@@ -358,6 +410,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const responseId = doneId || (this.running.keys().next().value ?? '');
     if (responseId && this.settled.has(responseId)) return undefined;
     // A response.done with no response.created seen first is billed all the same (on a queued hold that covers it, else unreserved).
+    if (!this.running.has(responseId)) this.answered();
     const held = this.running.get(responseId) ?? this.takeQueued(this.announced(response)) ?? null;
     this.running.delete(responseId);
     const t = tokensOf(response?.usage);

@@ -203,7 +203,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
         this.live.delete(session);
         stopHandle?.release();
         releaseSlot();
-        this.safely('end', () => meter.end(end.cause));
+        this.safely('end', () => meter.end(end.cause, end.forwarded));
         const endedAt = nowSeconds();
         // After the session's last settlements commit (durable mode), so the record's cost is theirs.
         this.record(meter.idle().then(() => ({

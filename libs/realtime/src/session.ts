@@ -80,6 +80,11 @@ export interface SessionEnd {
   closeReason: string;
   /** Why it ended, as an error code: client_closed, upstream_closed, upstream_disconnected, or the gateway's failure code. */
   cause: string;
+  /**
+   * Every client frame the observer let through was sent to an upstream. False when none was: the upstream never
+   * opened (frames wait for it in order, and a retry happens only while nothing was sent), so they were dropped.
+   */
+  forwarded: boolean;
 }
 
 export interface RelayOptions {
@@ -454,7 +459,7 @@ export class RelaySession {
     this.opts.onEnd({
       channelId: this.channelId, startedAtMs: this.startedAtMs, endedAtMs: Date.now(),
       framesIn: this.framesIn, framesOut: this.framesOut, bytesIn: this.bytesIn, bytesOut: this.bytesOut,
-      closeCode: o.clientCode, closeReason: reason, cause: o.cause,
+      closeCode: o.clientCode, closeReason: reason, cause: o.cause, forwarded: this.upOpen,
     });
   }
 }

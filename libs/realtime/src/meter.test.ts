@@ -1,0 +1,156 @@
+/**
+ * The meter alone, over a quota that records what it is asked: a request the upstream was asked to answer and
+ * never did (a forwarded `response.create`, a commit its turn detection answers) is billed once when the session
+ * ends; one that never reached the upstream is not. The whole path over real sockets: tests/e2e/realtime-unanswered.test.ts.
+ */
+import { describe, expect, test } from 'bun:test';
+import { GatewayError } from '@gw/core';
+import { SessionMeter, autoResponseOf } from './meter';
+import type { QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
+
+const KEY: RealtimeKey = { id: 7, userId: 3, status: 1, expiresAt: null, unlimitedQuota: false, remainQuota: 0 };
+const PRICE = { input: 4_000_000, output: 16_000_000, cacheRead: 400_000, audioInput: 32_000_000, audioOutput: 64_000_000, contextWindow: 16_000 };
+
+function meter(o: { refuse?: boolean } = {}) {
+  const settled: Array<{ r: number | null; log: RealtimeUsageLog }> = [];
+  const released: number[] = [];
+  let holds = 0;
+  const quota: QuotaPort<RealtimeKey, number> = {
+    reserve: () => {
+      if (o.refuse) throw new GatewayError(402, 'quota_exhausted', 'Quota exhausted');
+      return ++holds;
+    },
+    affords: () => {},
+    available: () => 1_000_000_000,
+    settleNow: (r, log) => { settled.push({ r, log }); return { cost: 1 }; },
+    release: (r) => { released.push(r); },
+  };
+  const m = new SessionMeter<RealtimeKey, number>({
+    sessionId: 'rt_x', plainKey: 'k', key: KEY, model: 'gpt-realtime', ip: '127.0.0.1', defaultOutputTokens: 4096, defaultContextTokens: 16_000,
+    minReserve: 1, price: PRICE, group: 'default', ratio: 1000, keys: { lookup: () => KEY }, prices: { get: () => PRICE }, quota,
+  });
+  m.connected({ channelId: 1, upstreamModel: 'gpt-realtime', url: 'ws://x', headers: {}, scrub: (t) => t });
+  return { m, settled, released, holds: () => holds };
+}
+
+const VAD = (create_response?: boolean) => JSON.stringify({ type: 'session.updated', session: { type: 'realtime', audio: { input: { turn_detection: { type: 'server_vad', ...(create_response === undefined ? {} : { create_response }) } } } } });
+
+describe('a request the upstream never answered', () => {
+  test('a forwarded response.create: billed once at the end on its hold, input on the conversation bound, nothing delivered', () => {
+    const { m, settled, released } = meter();
+    expect(m.client('{"type":"response.create"}')).toBeUndefined();
+    m.end('client_closed');
+    m.end('client_closed');
+    expect(settled.length).toBe(1);
+    const { r, log } = settled[0]!;
+    expect(r).toBe(1);
+    expect(log.requestId).toMatch(/^rt_x_unanswered_\d+$/);
+    expect(log.usage).toBeNull();
+    expect(log.errorCode).toBe('client_closed');
+    // 1,024 of formatting plus the create's 26 bytes; output: nothing was delivered.
+    expect(log.estimate).toEqual({ output: 0, audioOutput: 0, input: 1024 + 26, audioInput: 0 });
+    expect(released).toEqual([]);
+    expect(m.responses).toBe(1);
+  });
+
+  test('a response.created or response.done read after the end bills nothing more and reserves nothing', () => {
+    const { m, settled, holds } = meter();
+    m.client('{"type":"response.create"}');
+    m.end('client_closed');
+    expect(m.upstream('{"type":"response.created","response":{"id":"resp_late","status":"in_progress"}}')).toBeUndefined();
+    expect(m.upstream('{"type":"response.done","response":{"id":"resp_late","status":"completed","usage":{"total_tokens":2,"input_tokens":1,"output_tokens":1}}}')).toBeUndefined();
+    expect(settled.length).toBe(1);
+    expect(holds()).toBe(1);
+  });
+
+  test('answered before the end: billed as the response, never again as unanswered', () => {
+    const { m, settled } = meter();
+    m.client('{"type":"response.create"}');
+    m.upstream('{"type":"response.created","response":{"id":"resp_1","status":"in_progress"}}');
+    m.end('client_closed');
+    expect(settled.map((s) => s.log.requestId)).toEqual(['rt_x_resp_1']);
+  });
+
+  test('never sent (the upstream never opened): its hold is given back, nothing billed', () => {
+    const { m, settled, released } = meter();
+    m.client('{"type":"response.create"}');
+    m.end('upstream_unavailable', false);
+    expect(settled).toEqual([]);
+    expect(released).toEqual([1]);
+  });
+
+  test('refused by the gateway (its hold was refused): not forwarded, nothing billed', () => {
+    const { m, settled } = meter({ refuse: true });
+    expect(m.client('{"type":"response.create"}')).toMatchObject({ refuse: true, code: 'quota_exhausted' });
+    m.end('client_closed');
+    expect(settled).toEqual([]);
+  });
+
+  test('refused by the upstream (an error naming it): its hold is given back, nothing billed', () => {
+    const { m, settled, released } = meter();
+    m.client('{"type":"response.create","event_id":"evt_1"}');
+    m.upstream(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', event_id: 'evt_1' } }));
+    m.end('client_closed');
+    expect(settled).toEqual([]);
+    expect(released).toEqual([1]);
+  });
+
+  test('several: each billed once, a later one bounded with the earlier ones\' max output (they may have run unseen)', () => {
+    const { m, settled } = meter();
+    m.client('{"type":"response.create","response":{"max_output_tokens":100}}');
+    m.client('{"type":"response.create","response":{"max_output_tokens":100}}');
+    m.end('client_closed');
+    expect(settled.length).toBe(2);
+    const [a, b] = settled.map((s) => s.log.estimate as any);
+    // Read back as text or audio, not known which: at the dearer (here audio) input price.
+    expect([b.input - a.input, b.audioInput - a.audioInput]).toEqual([0, 100]);
+  });
+});
+
+describe('server VAD: a commit the upstream answers by itself', () => {
+  test('committed, then the end before its response.created: billed once, unreserved', () => {
+    const { m, settled } = meter();
+    m.upstream(VAD());
+    m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+    m.end('client_closed');
+    expect(settled.length).toBe(1);
+    expect(settled[0]!.r).toBeNull();
+    expect(settled[0]!.log.requestId).toMatch(/_unanswered_\d+$/);
+  });
+
+  test('its response.created answers it: billed as that response only', () => {
+    const { m, settled } = meter();
+    m.upstream(VAD());
+    m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+    m.upstream('{"type":"response.created","response":{"id":"resp_v","status":"in_progress"}}');
+    m.end('client_closed');
+    expect(settled.map((s) => s.log.requestId)).toEqual(['rt_x_resp_v']);
+  });
+
+  test('create_response false, or turn detection off: a commit asks for nothing', () => {
+    for (const session of [VAD(false), '{"type":"session.updated","session":{"type":"realtime","audio":{"input":{"turn_detection":null}}}}']) {
+      const { m, settled } = meter();
+      m.upstream(VAD());
+      m.upstream(session);
+      m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+      m.end('client_closed');
+      expect(settled).toEqual([]);
+    }
+  });
+
+  test('many commits with no response: one unanswered at most', () => {
+    const { m, settled } = meter();
+    m.upstream(VAD());
+    for (let i = 0; i < 5; i++) m.upstream(`{"type":"input_audio_buffer.committed","item_id":"item_${i}"}`);
+    m.end('client_closed');
+    expect(settled.length).toBe(1);
+  });
+
+  test('autoResponseOf reads GA and beta sessions; absent says nothing', () => {
+    expect(autoResponseOf({ audio: { input: { turn_detection: { type: 'semantic_vad' } } } })).toBe(true);
+    expect(autoResponseOf({ turn_detection: { type: 'server_vad', create_response: false } })).toBe(false);
+    expect(autoResponseOf({ turn_detection: null })).toBe(false);
+    expect(autoResponseOf({ audio: { input: { format: { type: 'audio/pcm' } } } })).toBeUndefined();
+    expect(autoResponseOf(null)).toBeUndefined();
+  });
+});

@@ -1,0 +1,250 @@
+/**
+ * A response the upstream was asked for and never answered, through the whole gateway over real sockets: a
+ * `response.create` forwarded upstream whose session ends before its `response.created` (the client closes, the
+ * upstream drops) is billed once, like a cut response with nothing delivered: input on the conversation bound
+ * (libs/realtime/src/context.ts), flagged `estimated`, the cause as its error code, request id
+ * `<session>_unanswered_<n>`. Before, it billed nothing, and create+close could be repeated for free while the
+ * provider charged for each. A create the gateway refused or never sent upstream bills nothing; so does one the
+ * upstream refused with an error naming it. A commit the upstream's server VAD answers by itself is billed alike.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test';
+import { costOf } from '@gw/core';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { RealtimeTestClient, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
+import { availableOf } from './relay-setup';
+
+const CTX = 16_000;
+const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: CTX };
+const OVERHEAD = 1024;
+const CREATE = '{"type":"response.create"}';
+const BALANCE = 10_000_000;
+
+let gw: TestGateway;
+let up: RealtimeUpstreamDouble;
+const clients: RealtimeTestClient[] = [];
+
+beforeAll(async () => {
+  up = startRealtimeUpstream();
+  gw = await startGateway({ REALTIME_DEFAULT_MODEL: 'gpt-realtime' });
+  const ch = await gw.api('POST', '/api/channel/', { name: 'rt', type: 'openai', base_url: up.url, key: 'upstream-secret', timeout_ms: 5000, models: ['gpt-realtime'] });
+  expect(ch.status).toBe(200);
+  expect((await gw.api('PUT', '/api/pricing/', PRICE)).status).toBe(200);
+}, 30_000);
+afterEach(() => {
+  up.stopBefore = null;
+  up.echo = true;
+  up.respondAfterMs = 0;
+  up.handshakeDelayMs = 0;
+  up.refuseWith = 0;
+});
+afterAll(async () => {
+  for (const c of clients) if (c.ws.readyState <= 1) c.ws.close();
+  await gw.stop();
+  await up.stop();
+});
+
+async function user(balance = BALANCE): Promise<{ id: number; key: string }> {
+  const u = await makeUser(gw);
+  await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: balance, ref: `seed-${u.id}`, at: 1 });
+  const r = await gw.api('POST', '/api/token/', { name: 'rt' }, u.token);
+  expect(r.status).toBe(200);
+  return { id: u.id, key: r.body.data.key };
+}
+
+function connect(key: string): RealtimeTestClient {
+  const c = new RealtimeTestClient(`${gw.url.replace('http://', 'ws://')}/v1/realtime?model=gpt-realtime`, { headers: { authorization: `Bearer ${key}` } });
+  clients.push(c);
+  return c;
+}
+
+async function session(key: string): Promise<{ c: RealtimeTestClient; conn: number }> {
+  const c = connect(key);
+  await c.opened;
+  await c.waitFor('session.created');
+  return { c, conn: up.connections.at(-1)!.id };
+}
+
+/** The user's realtime rows once its `sessions` session records are written (after their last settlements). */
+async function ended(userId: number, sessions = 1): Promise<any[]> {
+  for (let i = 0; i < 250; i++) {
+    const n = (await gw.db.get('select count(*) as n from realtime_sessions where user_id = ?', userId)) as any;
+    if (Number(n?.n) >= sessions) break;
+    await Bun.sleep(20);
+  }
+  return gw.db.all('select request_id, input_tokens, audio_input_tokens, output_tokens, audio_output_tokens, cost, usage_flag, error_code from usage_logs where user_id = ? order by id', userId);
+}
+
+/** Nothing stays held: what the user can reserve is its balance (behind the cluster harness: every node's view). */
+async function noHolds(userId: number, balance: number): Promise<void> {
+  for (let i = 0; i < 100 && (await availableOf(gw, userId)) !== balance; i++) await Bun.sleep(20);
+  expect(await availableOf(gw, userId)).toBe(balance);
+}
+
+const creates = (conn: number) => up.received.filter((r) => r.conn === conn && String(r.data).includes('"response.create"')).length;
+const sessionBytes = (c: RealtimeTestClient) => Buffer.byteLength(c.frames.find((f) => String(f).includes('"session.created"')) as string);
+/** A create+close session's row: the conversation held the upstream's session, the create and the formatting; nothing was delivered. */
+const unanswered = (c: RealtimeTestClient, cause: string, clientBytes = Buffer.byteLength(CREATE)) => {
+  const input = OVERHEAD + sessionBytes(c) + clientBytes;
+  return { request_id: expect.stringMatching(/^rt_\w+_unanswered_\d+$/), input_tokens: input, audio_input_tokens: 0, output_tokens: 0, audio_output_tokens: 0, cost: costOf([[input, PRICE.input]]), usage_flag: 'estimated', error_code: cause };
+};
+
+describe('a response.create forwarded upstream and never answered', () => {
+  test('the client closes before response.created: one row on the conversation bound, the balance debited exactly that', async () => {
+    up.stopBefore = 'response.created';
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    c.ws.send(CREATE);
+    await up.until(() => creates(conn) === 1);
+    c.ws.close(1000);
+    await c.waitClose();
+    const rows = await ended(id);
+    const row = unanswered(c, 'client_closed');
+    expect(rows).toEqual([row]);
+    expect(row.input_tokens).toBeLessThan(CTX / 4);
+    expect(row.cost).toBeGreaterThan(0);
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE - row.cost);
+    expect(await gw.db.get('select responses, cost from realtime_sessions where user_id = ?', id)).toEqual({ responses: 1, cost: row.cost });
+    await noHolds(id, BALANCE - row.cost);
+  }, 20_000);
+
+  test('its response.created comes after the close: still billed once', async () => {
+    up.respondAfterMs = 150;
+    const late = up.lateAnswers;
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    c.ws.send(CREATE);
+    await up.until(() => creates(conn) === 1);
+    c.ws.close(1000);
+    await c.waitClose();
+    // The double answers on its (by then closed) connection.
+    await up.until(() => up.lateAnswers === late + 1);
+    await Bun.sleep(100);
+    const rows = await ended(id);
+    const row = unanswered(c, 'client_closed');
+    expect(rows).toEqual([row]);
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE - row.cost);
+    await noHolds(id, BALANCE - row.cost);
+  }, 20_000);
+
+  test('the upstream drops before response.created: billed once, upstream_disconnected', async () => {
+    up.stopBefore = 'response.created';
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    c.ws.send(CREATE);
+    await up.until(() => creates(conn) === 1);
+    for (const x of up.connections) if (x.id === conn) x.ws.terminate();
+    expect((await c.waitClose()).code).toBe(1011);
+    const rows = await ended(id);
+    const row = unanswered(c, 'upstream_disconnected');
+    expect(rows).toEqual([row]);
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE - row.cost);
+    await noHolds(id, BALANCE - row.cost);
+  }, 20_000);
+
+  test('create+close repeated 5 times bills 5 times, each on its own bound', async () => {
+    up.stopBefore = 'response.created';
+    const { id, key } = await user();
+    const expected: any[] = [];
+    for (let i = 0; i < 5; i++) {
+      const { c, conn } = await session(key);
+      c.ws.send(CREATE);
+      await up.until(() => creates(conn) === 1);
+      c.ws.close(1000);
+      await c.waitClose();
+      expected.push(unanswered(c, 'client_closed'));
+    }
+    const rows = await ended(id, 5);
+    expect(rows).toEqual(expected);
+    const total = expected.reduce((n, r) => n + r.cost, 0);
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE - total);
+    await noHolds(id, BALANCE - total);
+  }, 30_000);
+
+  test('an answered response is billed as itself, never again as unanswered', async () => {
+    up.stopBefore = 'response.done';
+    const { id, key } = await user();
+    const { c } = await session(key);
+    c.ws.send(CREATE);
+    await c.waitFor('response.output_text.done');
+    c.ws.close(1000);
+    await c.waitClose();
+    const rows = await ended(id);
+    expect(rows.map((r) => r.request_id)).toEqual([expect.stringMatching(/_resp_\d+$/)]);
+  }, 20_000);
+});
+
+describe('a response.create that never reached the upstream, or was refused: nothing billed', () => {
+  test('refused by the gateway (the balance cannot cover its hold): not forwarded, nothing billed', async () => {
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    // 10M output tokens at the audio output price: far beyond the balance (admission held the default 4,096).
+    c.ws.send('{"type":"response.create","response":{"max_output_tokens":10000000}}');
+    expect((await c.waitFor('error')).error.code).toBe('quota_exhausted');
+    expect(creates(conn)).toBe(0);
+    c.ws.close(1000);
+    await c.waitClose();
+    expect(await ended(id)).toEqual([]);
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE);
+    await noHolds(id, BALANCE);
+  }, 20_000);
+
+  test('refused by the upstream (an error naming it), then the close: nothing billed', async () => {
+    up.stopBefore = 'response.created';
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    c.ws.send('{"type":"response.create","event_id":"evt_r"}');
+    await up.until(() => creates(conn) === 1);
+    up.send(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'active', param: null, event_id: 'evt_r' } }), conn);
+    await c.waitFor('error');
+    c.ws.close(1000);
+    await c.waitClose();
+    expect(await ended(id)).toEqual([]);
+    await noHolds(id, BALANCE);
+  }, 20_000);
+
+  test('sent while the upstream connects, which then refuses: never forwarded, nothing billed', async () => {
+    up.handshakeDelayMs = 300;
+    up.refuseWith = 503;
+    const { id, key } = await user();
+    const before = up.received.length;
+    const c = connect(key);
+    await c.opened;
+    c.ws.send(CREATE);
+    expect((await c.waitClose(5000)).code).toBe(1013);
+    expect(up.received.length).toBe(before);
+    expect(await ended(id)).toEqual([]);
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE);
+    await noHolds(id, BALANCE);
+  }, 20_000);
+});
+
+describe('server VAD: a commit the upstream answers by itself', () => {
+  const vad = (create_response: boolean) => JSON.stringify({ type: 'session.updated', session: { type: 'realtime', audio: { input: { turn_detection: { type: 'server_vad', create_response } } } } });
+  const committed = '{"type":"input_audio_buffer.committed","item_id":"item_v1","previous_item_id":null}';
+
+  test('committed, then the close before its response.created: billed once on the bound, unreserved', async () => {
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    up.send(vad(true), conn);
+    up.send(committed, conn);
+    await c.waitFor('input_audio_buffer.committed');
+    c.ws.close(1000);
+    await c.waitClose();
+    const rows = await ended(id);
+    // The client sent nothing: the input is the largest session frame the upstream sent (its defaults) and the formatting.
+    const bound = OVERHEAD + Math.max(sessionBytes(c), Buffer.byteLength(vad(true)));
+    expect(rows).toEqual([{ ...unanswered(c, 'client_closed', 0), input_tokens: bound, cost: costOf([[bound, PRICE.input]]) }]);
+    await noHolds(id, BALANCE - rows[0].cost);
+  }, 20_000);
+
+  test('create_response false: a commit asks for no response, nothing billed', async () => {
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    up.send(vad(false), conn);
+    up.send(committed, conn);
+    await c.waitFor('input_audio_buffer.committed');
+    c.ws.close(1000);
+    await c.waitClose();
+    expect(await ended(id)).toEqual([]);
+  }, 20_000);
+});
