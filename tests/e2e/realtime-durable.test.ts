@@ -204,7 +204,7 @@ describe('reservations that answer later', () => {
     expect(w.slots.inUse).toBe(0);
   });
 
-  test('a response the upstream starts itself whose hold is refused later ends the session (1008); the other, started, is billed on its estimate', async () => {
+  test('a response the upstream starts itself whose hold is refused later ends the session (1008); both, started, are billed on their estimates', async () => {
     const { key, userId } = await w.addKey(RESERVE);
     const c = open(key);
     await c.opened;
@@ -221,10 +221,15 @@ describe('reservations that answer later', () => {
     // resp_vad1 started (response.created) and never ended: billed on what it delivered (no output; input bounded by
     // what the conversation held: the upstream's session and 1,024 tokens of formatting; resp_vad2 started after it,
     // so none of its output), once, whichever of its hold and its settlement is decided first; nothing stays held.
-    await until(() => !!w.h.sqlite.query('select 1 from usage_logs where user_id = ?').get(userId));
-    const rows = w.h.sqlite.query('select request_id, input_tokens, audio_input_tokens, output_tokens, usage_flag, error_code from usage_logs where user_id = ?').all(userId) as any[];
+    // resp_vad2's hold was refused, yet the upstream ran it: billed alike, unreserved (tests/e2e/realtime-unanswered.test.ts),
+    // reading resp_vad1's max output at the dearer (audio) input price; capped by what is left when it settles first.
+    await until(() => (w.h.sqlite.query('select count(*) as n from usage_logs where user_id = ?').get(userId) as any).n === 2);
+    const rows = w.h.sqlite.query('select request_id, input_tokens, audio_input_tokens, output_tokens, usage_flag, error_code from usage_logs where user_id = ? order by request_id').all(userId) as any[];
     const input = 1024 + Buffer.byteLength(c.frames.find((f) => String(f).includes('"session.created"')) as string);
-    expect(rows).toEqual([{ request_id: expect.stringMatching(/_resp_vad1$/), input_tokens: input, audio_input_tokens: 0, output_tokens: 0, usage_flag: 'estimated', error_code: 'quota_exhausted' }]);
+    expect(rows).toEqual([
+      { request_id: expect.stringMatching(/_resp_vad1$/), input_tokens: input, audio_input_tokens: 0, output_tokens: 0, usage_flag: 'estimated', error_code: 'quota_exhausted' },
+      { request_id: expect.stringMatching(/_resp_vad2$/), input_tokens: input, audio_input_tokens: 4096, output_tokens: 0, usage_flag: expect.stringMatching(/^estimated(,capped)?$/), error_code: 'quota_exhausted' },
+    ]);
     await until(() => w.quota.available(userId) === w.quota.balance(userId) && w.quota.balance(userId) < RESERVE);
   });
 });

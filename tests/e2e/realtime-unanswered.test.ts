@@ -237,6 +237,28 @@ describe('server VAD: a commit the upstream answers by itself', () => {
     await noHolds(id, BALANCE - rows[0].cost);
   }, 20_000);
 
+  test('its response.created whose hold is refused: the session ends (1008) and the response is billed all the same, unreserved', async () => {
+    // Admission held the default 4,096 output tokens' worth; this response announces 100,000 (6.4M at the audio output price).
+    const balance = 1_000_000;
+    const { id, key } = await user(balance);
+    const { c, conn } = await session(key);
+    up.send(vad(true), conn);
+    up.send(committed, conn);
+    up.send('{"type":"response.created","response":{"id":"resp_big","status":"in_progress","max_output_tokens":100000}}', conn);
+    const closed = await c.waitClose();
+    expect(closed.code).toBe(1008);
+    expect(c.events().at(-1).error.code).toBe('quota_exhausted');
+    const rows = await ended(id);
+    // The upstream started it on its own turn detection and read the conversation: billed on the bound, as a cut
+    // response (before, a refused hold meant no bill at all), within what the balance had left.
+    const bound = OVERHEAD + Math.max(sessionBytes(c), Buffer.byteLength(vad(true)));
+    const cost = costOf([[bound, PRICE.input]]);
+    expect(cost).toBeLessThan(balance);
+    expect(rows).toEqual([{ request_id: expect.stringMatching(/_resp_big$/), input_tokens: bound, audio_input_tokens: 0, output_tokens: 0, audio_output_tokens: 0, cost, usage_flag: 'estimated', error_code: 'quota_exhausted' }]);
+    expect(await gw.services.ledger.sum(id)).toBe(balance - cost);
+    await noHolds(id, balance - cost);
+  }, 20_000);
+
   test('create_response false: a commit asks for no response, nothing billed', async () => {
     const { id, key } = await user();
     const { c, conn } = await session(key);

@@ -138,6 +138,15 @@ describe('server VAD: a commit the upstream answers by itself', () => {
     }
   });
 
+  test('its response.created whose hold is refused: the session ends, the response is billed unreserved at the end', () => {
+    const { m, settled } = meter({ refuse: true });
+    m.upstream(VAD());
+    m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+    expect(m.upstream('{"type":"response.created","response":{"id":"resp_r","status":"in_progress"}}')).toMatchObject({ closeCode: 1008, code: 'quota_exhausted' });
+    m.end('quota_exhausted');
+    expect(settled.map((s) => [s.r, s.log.requestId, s.log.errorCode])).toEqual([[null, 'rt_x_resp_r', 'quota_exhausted']]);
+  });
+
   test('many commits with no response: one unanswered at most', () => {
     const { m, settled } = meter();
     m.upstream(VAD());

@@ -58,8 +58,11 @@ export interface MeterOptions<K extends RealtimeKey, R> {
 }
 
 interface Held<R> {
-  /** A promise while the quota decides (it rejects with a 402 when the response cannot be covered). */
-  r: R | Promise<R>;
+  /**
+   * A promise while the quota decides (it rejects with a 402 when the response cannot be covered); null for a
+   * response the upstream started itself whose hold was refused (it ran all the same: billed unreserved).
+   */
+  r: R | Promise<R> | null;
   at: number;
   limits: Limits;
   /** The client's `response.create` event_id, which an `error` refusing it names. */
@@ -227,7 +230,13 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       const announced = this.announced(m.event.response);
       this.answered();
       const held = this.takeQueued(announced) ?? this.reserve(announced);
-      if ('closeCode' in held) return held;
+      if ('closeCode' in held) {
+        // Refusing its hold does not stop the upstream, which was asked (its own turn detection) and reads the
+        // conversation: the session ends, and the response is billed at the end like any cut one, unreserved
+        // (a charge is capped by what is left to spend). Before, it was billed nothing.
+        this.running.set(id, { r: null, at: Date.now(), limits: this.limits(announced) });
+        return held;
+      }
       if (held.r instanceof Promise) {
         // Decided later: a refusal ends the session then (the response is billed unreserved when it is done).
         held.r.then((r) => { if (this.ended && !held.billed) this.o.quota.release(r); }, (e) => this.fail(this.failureOf(e)));
@@ -349,7 +358,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
 
   private releaseHeld(h: Held<R>): void {
     if (h.r instanceof Promise) h.r.then((r) => this.o.quota.release(r), () => {});
-    else this.o.quota.release(h.r);
+    else if (h.r !== null) this.o.quota.release(h.r);
   }
 
   /** A refused reservation as the session sees it: money is a policy close; anything else is our failure. */
@@ -461,9 +470,10 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     };
     const r = held?.r ?? null;
     if (r instanceof Promise) {
-      // The hold is still being decided: settle once it is; if it was refused, a reported usage is billed
-      // unreserved, an estimate not at all (it is capped by its hold, and the session ended for want of money).
-      return this.committed((r as Promise<R>).then((h) => this.o.quota.settleNow(h, log), () => (response ? this.o.quota.settleNow(null, log) : null)));
+      // The hold is still being decided: settle once it is; if it was refused, unreserved (only responses the
+      // upstream started itself wait here: a refused create is never forwarded, and the upstream ran this one all
+      // the same), capped by what is left to spend, like one refused at once.
+      return this.committed((r as Promise<R>).then((h) => this.o.quota.settleNow(h, log), () => this.o.quota.settleNow(null, log)));
     }
     const res = this.o.quota.settleNow(r as R | null, log);
     if (res instanceof Promise) return this.committed(res);
