@@ -160,6 +160,39 @@ describe('a response.create forwarded upstream and never answered', () => {
     await noHolds(id, BALANCE - total);
   }, 30_000);
 
+  test('two creates in the conversation, then the close: one billed (the upstream runs one at a time), no hold left', async () => {
+    up.stopBefore = 'response.created';
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    c.ws.send(CREATE);
+    c.ws.send(CREATE);
+    await up.until(() => creates(conn) === 2);
+    c.ws.close(1000);
+    await c.waitClose();
+    const rows = await ended(id);
+    const row = unanswered(c, 'client_closed', 2 * Buffer.byteLength(CREATE));
+    expect(rows).toEqual([row]);
+    await noHolds(id, BALANCE - row.cost);
+  }, 20_000);
+
+  test('two out-of-band creates (conversation "none"), then the close: each may have run, both billed', async () => {
+    up.stopBefore = 'response.created';
+    const oob = '{"type":"response.create","response":{"conversation":"none","max_output_tokens":100}}';
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    c.ws.send(oob);
+    c.ws.send(oob);
+    await up.until(() => creates(conn) === 2);
+    c.ws.close(1000);
+    await c.waitClose();
+    const rows = await ended(id);
+    const first = unanswered(c, 'client_closed', 2 * Buffer.byteLength(oob));
+    // The second reads the first's output too (it may have run unseen), at the dearer (audio) input price.
+    const second = { ...first, audio_input_tokens: 100, cost: costOf([[first.input_tokens, PRICE.input], [100, PRICE.audio_input]]) };
+    expect(rows).toEqual([first, second]);
+    await noHolds(id, BALANCE - first.cost - second.cost);
+  }, 20_000);
+
   test('an answered response is billed as itself, never again as unanswered', async () => {
     up.stopBefore = 'response.done';
     const { id, key } = await user();

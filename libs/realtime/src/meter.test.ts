@@ -95,10 +95,28 @@ describe('a request the upstream never answered', () => {
     expect(released).toEqual([1]);
   });
 
-  test('several: each billed once, a later one bounded with the earlier ones\' max output (they may have run unseen)', () => {
+  test('two in the conversation: one billed (the upstream refuses a create while one runs), the other\'s hold given back', () => {
+    const { m, settled, released } = meter();
+    m.client('{"type":"response.create"}');
+    m.client('{"type":"response.create","response":{"conversation":"auto"}}');
+    m.end('client_closed');
+    expect(settled.map((s) => s.r)).toEqual([1]);
+    expect(released).toEqual([2]);
+  });
+
+  test('a create waiting in the conversation and a VAD commit: one billed', () => {
     const { m, settled } = meter();
-    m.client('{"type":"response.create","response":{"max_output_tokens":100}}');
-    m.client('{"type":"response.create","response":{"max_output_tokens":100}}');
+    m.upstream(VAD());
+    m.client('{"type":"response.create"}');
+    m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+    m.end('client_closed');
+    expect(settled.map((s) => s.r)).toEqual([1]);
+  });
+
+  test('several out of band: each billed once, a later one bounded with the earlier ones\' max output (they may have run unseen)', () => {
+    const { m, settled } = meter();
+    m.client('{"type":"response.create","response":{"conversation":"none","max_output_tokens":100}}');
+    m.client('{"type":"response.create","response":{"conversation":"none","max_output_tokens":100}}');
     m.end('client_closed');
     expect(settled.length).toBe(2);
     const [a, b] = settled.map((s) => s.log.estimate as any);

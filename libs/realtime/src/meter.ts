@@ -2,8 +2,10 @@
  * Per-session billing: a reservation is held before each response (when the client sends
  * `response.create`, or when the upstream announces a response it started itself, e.g. server VAD)
  * and settled with the usage of its `response.done`; a response the session's end cuts short is settled
- * then, on what it delivered (delivered.ts) and what its conversation can hold (context.ts); so is an input
- * transcription the upstream started and did not report (transcription.ts). Frames are only read, never
+ * then, on what it delivered (delivered.ts) and what its conversation can hold (context.ts); so is a response
+ * the upstream was asked for and never answered (a forwarded `response.create`, a commit its server VAD answers:
+ * the upstream read the conversation), and an input transcription the upstream started and did not report
+ * (transcription.ts). What never reached the upstream (a refused create, one the upstream never opened for) is not billed. Frames are only read, never
  * changed, except a client event naming a model (model-pin.ts: the session keeps the model it was admitted with).
  *
  * A response's reservation is what it can cost: the context window at the dearest input price plus its
@@ -69,6 +71,8 @@ interface Held<R> {
   eventId?: string;
   /** Handed to a settlement (which ends it): never released as well. */
   billed?: boolean;
+  /** A create outside the default conversation (`response.conversation` set and not "auto"), which may run alongside another response. */
+  outOfBand?: boolean;
 }
 
 interface Limits { maxInput: number; maxOutput: number; input: number }
@@ -184,6 +188,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const held = this.reserve(own ?? this.sessionMaxOutput);
     if ('closeCode' in held) return refusal(held);
     if (typeof m.event.event_id === 'string') held.eventId = m.event.event_id;
+    const conv = m.event.response?.conversation;
+    if (conv !== undefined && conv !== 'auto') held.outOfBand = true;
     if (!(held.r instanceof Promise)) {
       this.queued.push(held);
       return pin;
@@ -298,18 +304,23 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       earlier += held.limits.maxOutput;
     }
     for (const id of this.delivered.ids()) if (!this.settled.has(id)) this.settleUnfinished(id, null, cause, earlier + unordered - this.sessionMaxOutput);
-    // Unanswered requests come after every response seen (which may have finished upstream unseen), in order.
+    // Unanswered requests come after every response seen (which may have finished upstream unseen), in order. The
+    // upstream runs one response at a time in the conversation and refuses a create meanwhile: of the requests
+    // waiting in it, one at most ran (a client sending two creates and closing is not billed twice); each one
+    // outside it (`conversation: "none"`) may have run.
     let before = earlier + unordered;
+    let inConversation = false;
     for (const h of this.queued) {
-      if (!forwarded) {
+      if (!forwarded || (!h.outOfBand && inConversation)) {
         this.releaseHeld(h);
         continue;
       }
       this.settleUnfinished(`unanswered_${++this.seq}`, h, cause, before);
       before += h.limits.maxOutput;
+      if (!h.outOfBand) inConversation = true;
     }
     // Unreserved, like the response it would have been (one the upstream starts itself reserves when it is created).
-    if (this.autoPending) this.settleUnfinished(`unanswered_${++this.seq}`, null, cause, before);
+    if (this.autoPending && !inConversation) this.settleUnfinished(`unanswered_${++this.seq}`, null, cause, before);
     this.autoPending = false;
     this.settleTranscriptions(cause);
     this.queued = [];
