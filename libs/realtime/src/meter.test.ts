@@ -179,5 +179,8 @@ describe('server VAD: a commit the upstream answers by itself', () => {
     expect(autoResponseOf({ turn_detection: null })).toBe(false);
     expect(autoResponseOf({ audio: { input: { format: { type: 'audio/pcm' } } } })).toBeUndefined();
     expect(autoResponseOf(null)).toBeUndefined();
+    // A transcription session commits turns to transcribe, not to answer.
+    expect(autoResponseOf({ type: 'transcription', audio: { input: { turn_detection: { type: 'server_vad' } } } })).toBe(false);
+    expect(autoResponseOf({ object: 'realtime.transcription_session', turn_detection: { type: 'server_vad' } })).toBe(false);
   });
 });

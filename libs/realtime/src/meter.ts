@@ -99,11 +99,13 @@ function maxOutputOf(o: unknown, inf: number): number | undefined {
 /**
  * Whether a session object (GA `audio.input.turn_detection`, beta `turn_detection`) has the upstream create a
  * response by itself on each committed turn: turn detection on and its `create_response` not false (OpenAI's
- * default is true). Undefined when the object does not say (the last confirmed setting stands).
+ * default is true); never in a transcription session. Undefined when the object does not say (the last confirmed setting stands).
  */
 export function autoResponseOf(session: unknown): boolean | undefined {
   if (!session || typeof session !== 'object') return undefined;
   const s = session as any;
+  // A transcription session's turn detection commits audio to transcribe and creates no response.
+  if (s.type === 'transcription' || (typeof s.object === 'string' && s.object.includes('transcription'))) return false;
   const input = s.audio?.input;
   const td = input && typeof input === 'object' && 'turn_detection' in input ? input.turn_detection : 'turn_detection' in s ? s.turn_detection : undefined;
   if (td === undefined) return undefined;
