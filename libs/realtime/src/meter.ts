@@ -5,8 +5,9 @@
  * then, on what it delivered (delivered.ts) and what its conversation can hold (context.ts); so is a response
  * the upstream was asked for and never answered (a forwarded `response.create`, a commit its server VAD answers:
  * the upstream read the conversation), and an input transcription the upstream started and did not report
- * (transcription.ts). What never reached the upstream (a refused create, one the upstream never opened for) is not billed. Frames are only read, never
- * changed, except a client event naming a model (model-pin.ts: the session keeps the model it was admitted with).
+ * (transcription.ts). What never reached the upstream (a refused create, one the upstream never opened for) is
+ * not billed. Frames are only read, never changed, except a client event naming a model (model-pin.ts: the
+ * session keeps the model it was admitted with).
  *
  * A response's reservation is what it can cost: the context window at the dearest input price plus its
  * max output tokens at the dearest output price, and its charge never exceeds that reservation (billing
