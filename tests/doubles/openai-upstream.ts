@@ -78,6 +78,8 @@ export function startOpenAIUpstream(opts: DoubleOptions = {}): UpstreamDouble {
       const e = plan.error;
       return openaiError(e.status, e.message, e.type, e.retryAfter !== undefined ? { 'retry-after': String(e.retryAfter) } : {});
     }
+    if (plan.rawFrames) return sseResponse(plan.rawFrames, plan);
+    if (plan.rawJson !== undefined) return jsonResponse(plan.rawJson, 200, plan.headers);
     const r = reply(req, plan);
     const id = `chatcmpl-double${++seq}`;
     const model = String(req.body.model);

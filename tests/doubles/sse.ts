@@ -56,6 +56,10 @@ export interface UpstreamPlan {
   cutAfter?: number;
   /** OpenAI streaming: leave out the trailing usage chunk. */
   omitUsage?: boolean;
+  /** OpenAI: answer a stream with exactly these SSE frames (each a whole `data: …\n\n`), for hostile or broken chunks. */
+  rawFrames?: string[];
+  /** OpenAI: answer with exactly this JSON body (status 200), for hostile or broken completions. */
+  rawJson?: unknown;
   /** OpenAI streaming: leave out `data: [DONE]`. */
   omitDone?: boolean;
   /** Extra response headers. */
