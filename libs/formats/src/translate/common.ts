@@ -32,9 +32,11 @@ export function usageFromOpenAI(u: CompletionUsage): Usage {
   const known = prompt !== undefined;
   // Cached counts are part of prompt_tokens: never more than it (an inconsistent upstream would bill them twice).
   const cacheRead = known ? Math.min(int(u.prompt_tokens_details?.cached_tokens), prompt) : int(u.prompt_tokens_details?.cached_tokens);
-  const cacheWrite = known ? Math.min(int(u.prompt_tokens_details?.cache_write_tokens), prompt - cacheRead) : int(u.prompt_tokens_details?.cache_write_tokens);
+  const cacheWrite = known ? Math.min(int(u.prompt_tokens_details?.cache_write_tokens), prompt - (cacheRead || 0)) : int(u.prompt_tokens_details?.cache_write_tokens);
+  // An unusable cached count (NaN: flagged `invalid`, billed as none) leaves the prompt whole as uncached input,
+  // the dearest reading of a valid prompt_tokens, rather than making the valid count unusable too.
   return {
-    input_tokens: known ? prompt - cacheRead - cacheWrite : prompt,
+    input_tokens: known ? prompt - (cacheRead || 0) - (cacheWrite || 0) : prompt,
     output_tokens: int(u.completion_tokens, true),
     cache_creation_input_tokens: cacheWrite,
     cache_read_input_tokens: cacheRead,
@@ -66,4 +68,38 @@ export function finalStopReason(finishReason: string | null | undefined,
   if (stop === 'end_turn' && o.toolCalls) stop = 'tool_use';
   const stopSequence = stop === 'end_turn' ? matchedStopSequence(o.upstreamStop, o.stopSequences) : null;
   return { stop: stopSequence === null ? stop : 'stop_sequence', stopSequence };
+}
+
+/** Text an upstream sent: a string, or an array of text parts (`[{type:"text",text}]`, as some compatible servers send); anything else is no text. */
+export function textOf(v: unknown): string {
+  if (typeof v === 'string') return v;
+  if (!Array.isArray(v)) return '';
+  let s = '';
+  for (const p of v) if (p && typeof p === 'object' && typeof (p as { text?: unknown }).text === 'string') s += (p as { text: string }).text;
+  return s;
+}
+
+/**
+ * The client's name of an upstream tool name: renamed back through the request's map, only by its own keys (a
+ * plain object's `constructor` or `__proto__` is no tool); a name that is not a string is "".
+ */
+export function clientToolName(map: Readonly<Record<string, string>> | undefined, name: unknown): string {
+  if (typeof name !== 'string') return '';
+  return map && Object.hasOwn(map, name) ? map[name]! : name;
+}
+
+/**
+ * The answer's choice: the one with index 0 (or none: servers that leave it out), as the gateway never asks
+ * for n > 1. A whole completion falls back to its first choice; a stream chunk does not (`strict`), as a
+ * chunk of another choice would be merged into the answer.
+ */
+export function firstChoice<T extends { index?: unknown }>(choices: readonly (T | null | undefined)[] | undefined, strict = false): T | undefined {
+  if (!Array.isArray(choices)) return undefined;
+  let first: T | undefined;
+  for (const c of choices) {
+    if (!c || typeof c !== 'object') continue;
+    if (c.index === 0 || c.index === undefined || c.index === null) return c;
+    first ??= c;
+  }
+  return strict ? undefined : first;
 }

@@ -2,9 +2,9 @@
 import { newMessageId } from '@gw/core';
 import type { AnthropicMessage, ResponseBlock, Usage } from '../anthropic/response';
 import { zeroUsage } from '../anthropic/response';
-import type { ChatCompletion } from '../openai/types';
+import type { ChatCompletion, ChatToolCall } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
-import { finalStopReason, usableCount, usageFromOpenAI } from './common';
+import { clientToolName, finalStopReason, firstChoice, textOf, usableCount, usageFromOpenAI } from './common';
 
 export interface FromOpenAIOptions {
   /** The model the client asked for; echoed in `model`. */
@@ -34,23 +34,34 @@ export interface TranslatedMessage {
  * `badToolArguments`) rather than failing a response the client already paid for.
  */
 export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions): TranslatedMessage {
-  const choice = c.choices?.[0];
+  const choice = firstChoice(c.choices);
   const msg = choice?.message;
+  const id = opts.id ?? newMessageId();
   const content: ResponseBlock[] = [];
   const badToolArguments: string[] = [];
   // Reasoning comes first, as Anthropic orders thinking before text. The signature is empty: there is
   // nothing for the client to verify, and translated requests drop thinking blocks sent back.
-  const reasoning = msg?.reasoning_content || msg?.reasoning;
+  // Fields of the wrong type are no text (textOf): an Anthropic text is always a string.
+  const reasoning = textOf(msg?.reasoning_content) || textOf(msg?.reasoning);
   if (reasoning) content.push({ type: 'thinking', thinking: reasoning, signature: '' });
-  if (msg?.content) content.push({ type: 'text', text: msg.content });
-  if (msg?.refusal) content.push({ type: 'text', text: msg.refusal });
-  for (const call of msg?.tool_calls ?? []) {
-    const name = opts.toolNames?.[call.function.name] ?? call.function.name;
-    content.push({ type: 'tool_use', id: call.id, name, input: parseArguments(call.function.arguments, call.id, badToolArguments) });
-  }
+  const text = textOf(msg?.content);
+  if (text) content.push({ type: 'text', text });
+  const refusal = textOf(msg?.refusal);
+  if (refusal) content.push({ type: 'text', text: refusal });
+  // tool_calls that is not an array, or an entry that is not an object, is skipped as a stream's would be.
+  const calls = (Array.isArray(msg?.tool_calls) ? msg.tool_calls : []).filter((c) => c && typeof c === 'object');
+  calls.forEach((call, i) => {
+    // An id or name that is not a string is replaced, never passed on as a number or object; a missing id gets
+    // one derived from the message id, as streamed calls do.
+    const callId = typeof call.id === 'string' && call.id ? call.id : `toolu_${id.replace(/^msg_/, '')}_${i}`;
+    const fn: Partial<ChatToolCall['function']> = call.function && typeof call.function === 'object' ? call.function : {};
+    const args = typeof fn.arguments === 'string' ? fn.arguments : undefined;
+    if (fn.arguments !== undefined && args === undefined) badToolArguments.push(callId);
+    content.push({ type: 'tool_use', id: callId, name: clientToolName(opts.toolNames, fn.name), input: parseArguments(args, callId, badToolArguments) });
+  });
 
   const { stop: stopReason, stopSequence } = finalStopReason(choice?.finish_reason, {
-    refused: !!msg?.refusal, toolCalls: !!msg?.tool_calls?.length, upstreamStop: choice?.stop_reason, stopSequences: opts.stopSequences,
+    refused: !!refusal, toolCalls: calls.length > 0, upstreamStop: choice?.stop_reason, stopSequences: opts.stopSequences,
   });
 
   const usage = c.usage ? usageFromOpenAI(c.usage) : null;
@@ -59,7 +70,7 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
   const estimatedUsage = { ...(usage ?? zeroUsage()), input_tokens: usableCount(usage?.input_tokens) ? usage.input_tokens : opts.inputTokens ?? 0,
     output_tokens: usableCount(usage?.output_tokens) ? usage.output_tokens : estimateTextTokens(JSON.stringify(content)) };
   const message: AnthropicMessage = {
-    id: opts.id ?? newMessageId(),
+    id,
     type: 'message',
     role: 'assistant',
     model: opts.requestedModel,
@@ -81,3 +92,4 @@ export function parseArguments(args: string | undefined, id: string, bad: string
   bad.push(id);
   return {};
 }
+

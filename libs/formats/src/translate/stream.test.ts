@@ -149,3 +149,40 @@ describe('ChatStreamTranslator upstream quirks', () => {
     expect(stopOf(run([ck({ content: 'a' }), stopSeq], { stopSequences: ['END'] }).events)).toEqual({ stop_reason: 'stop_sequence', stop_sequence: 'END' });
   });
 });
+
+describe('ChatStreamTranslator caps what it holds', () => {
+  const c = (delta: object, finish: 'tool_calls' | null = null) => fullChunk({ choices: [{ index: 0, delta, finish_reason: finish }] });
+  const call = (index: number, args: string, name?: string) => c({ tool_calls: [{ index, ...(name ? { id: `call_${index}`, function: { name, arguments: args } } : { function: { arguments: args } }) }] });
+
+  test('text and a live call\'s arguments are streamed, not held: far past the cap, the answer is whole', () => {
+    const t = new ChatStreamTranslator({ requestedModel: 'm', id: 'msg_x', maxHeldChars: 200 });
+    const events = [...t.push(c({ content: 'x'.repeat(1000) })), ...t.push(call(0, '{"a":"', 'f'))];
+    for (let i = 0; i < 50; i++) events.push(...t.push(call(0, 'y'.repeat(150))));
+    events.push(...t.push(call(0, '"}')), ...t.finish());
+    expect(events.at(-1)!.type).toBe('message_stop');
+    expect(events.filter((e) => e.type === 'content_block_start').length).toBe(2);
+  });
+
+  test('text and arguments held behind a live call past the cap end the stream with an error event; nothing after it', () => {
+    const t = new ChatStreamTranslator({ requestedModel: 'm', id: 'msg_x', maxHeldChars: 200 });
+    t.push(call(0, '{', 'f'));
+    expect(t.push(call(1, 'a'.repeat(50), 'g')).some((e) => e.type === 'error')).toBe(false);
+    const ev = t.push(c({ content: 'b'.repeat(100) }));
+    expect(ev.at(-1)).toEqual({ type: 'error', error: { type: 'api_error', message: expect.stringContaining('unfinished tool call') } });
+    expect(t.failedWith).toContain('unfinished tool call');
+    expect(t.push(c({ content: 'late' }))).toEqual([]);
+    expect(t.outcome()).toMatchObject({ complete: false, failed: true });
+  });
+
+  test('what was held is given back once emitted: holding under the cap again and again never fails', () => {
+    const t = new ChatStreamTranslator({ requestedModel: 'm', id: 'msg_x', maxHeldChars: 300 });
+    for (let round = 0; round < 20; round++) {
+      t.push(call(round * 2, '{', 'f'));
+      t.push(call(round * 2 + 1, 'a'.repeat(150), 'g')); // held behind the live call
+      t.push(c({}, 'tool_calls')); // closes the live call and emits the held one
+    }
+    expect(t.failedWith).toBeNull();
+    const events = t.finish();
+    expect(events.at(-1)!.type).toBe('message_stop');
+  });
+});

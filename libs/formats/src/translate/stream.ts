@@ -7,7 +7,7 @@ import type { AnthropicStreamEvent, StopReason, Usage } from '../anthropic/respo
 import { zeroUsage } from '../anthropic/response';
 import type { ChatCompletionChunk, ChatToolCallDelta } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
-import { finalStopReason, usableCount, usageFromOpenAI } from './common';
+import { clientToolName, finalStopReason, firstChoice, textOf, usableCount, usageFromOpenAI } from './common';
 
 export interface StreamTranslatorOptions {
   /** The model the client asked for; echoed in message_start. */
@@ -20,7 +20,20 @@ export interface StreamTranslatorOptions {
   stopSequences?: readonly string[];
   /** Upstream tool name → the client's, for names renamed to fit OpenAI (toolNameMap). */
   toolNames?: Readonly<Record<string, string>>;
+  /** Cap of text and tool arguments held back behind unfinished tool calls (characters); default MAX_HELD_CHARS. */
+  maxHeldChars?: number;
+  /** Cap of tool calls in one answer; default MAX_STREAM_TOOL_CALLS. */
+  maxToolCalls?: number;
 }
+
+/**
+ * What a stream may hold back (text and reasoning behind an unfinished tool call, arguments of calls waiting
+ * for the live one): past it the stream ends with an error event rather than holding an upstream's output
+ * without bound. 8 Mi characters is far beyond any real interleaving.
+ */
+export const MAX_HELD_CHARS = 8 << 20;
+/** Tool calls one streamed answer may hold (each is a block and an entry kept to the end); past it: error event. */
+export const MAX_STREAM_TOOL_CALLS = 10_000;
 
 /** What the stream amounted to, for metering. */
 export interface StreamOutcome {
@@ -36,7 +49,8 @@ export interface StreamOutcome {
 }
 
 type Open = { kind: 'text' | 'thinking' | 'tool'; index: number } | null;
-interface PendingTool { id: string; name: string; args: string[] }
+interface PendingTool { id: string; name: string; args: string[]; ordinal: number }
+type ToolKey = number | string;
 interface HeldText { kind: 'text' | 'thinking'; piece: string }
 
 /** Builds the `error` event (B4 step 8); its frame is `event: error`. */
@@ -51,13 +65,16 @@ export class ChatStreamTranslator {
   private nextIndex = 0;
   private open: Open = null;
   /** OpenAI tool index streaming live into the open block. */
-  private liveTool: number | null = null;
-  private readonly seenTools = new Set<number>();
+  private liveTool: ToolKey | null = null;
+  private readonly seenTools = new Set<ToolKey>();
   /**
    * Tool calls without a block yet: waiting for their name (some upstreams send it after the first fragment),
    * or begun while another was live (emitted whole once the live one closes, B4 step 3).
    */
-  private readonly pending = new Map<number, PendingTool>();
+  private readonly pending = new Map<ToolKey, PendingTool>();
+  /** Characters held in `held` and in pending calls' arguments (capped by maxHeldChars). */
+  private heldChars = 0;
+  private failure: string | null = null;
   /** Text and reasoning that came while tool calls were unfinished: emitted after them, so no call is cut. */
   private held: HeldText[] = [];
   private toolCalls = 0;
@@ -91,25 +108,52 @@ export class ChatStreamTranslator {
     }, { type: 'ping' }];
   }
 
-  /** Feeds one parsed chunk. */
+  /** The message of the error event this translator ended the stream with itself (a cap), else null. */
+  get failedWith(): string | null {
+    return this.failure;
+  }
+
+  /**
+   * Feeds one parsed chunk. The upstream's fields are not trusted to have their types: text that is not a
+   * string (or an array of text parts) is no text, a tool-call delta that is not an object is skipped, and only
+   * the choice with index 0 is read (chunks of another choice would be merged into the answer).
+   */
   push(chunk: ChatCompletionChunk): AnthropicStreamEvent[] {
     if (this.ended) return [];
     const out = this.start();
-    if (chunk.usage) this.usage = usageFromOpenAI(chunk.usage);
-    const choice = chunk.choices?.[0];
-    if (!choice) return out;
-    const d = choice.delta ?? {};
-    const reasoning = d.reasoning_content ?? d.reasoning;
-    if (reasoning) this.text(out, 'thinking', reasoning);
-    if (d.content) this.text(out, 'text', d.content);
-    if (d.refusal) {
-      this.refused = true;
-      this.text(out, 'text', d.refusal);
+    if (!chunk || typeof chunk !== 'object') return out;
+    if (chunk.usage && typeof chunk.usage === 'object') {
+      const u = usageFromOpenAI(chunk.usage);
+      // Usage sent in several chunks (servers reporting running totals): the last one with a count wins; one
+      // with neither main count (`usage: {}`) does not erase an earlier report.
+      if (u.input_tokens !== undefined || u.output_tokens !== undefined || !this.usage) this.usage = u;
     }
-    for (const tc of d.tool_calls ?? []) this.tool(out, tc);
+    const choice = firstChoice(chunk.choices, true);
+    if (!choice) return out;
+    const d = (choice.delta && typeof choice.delta === 'object' ? choice.delta : {}) as ChatCompletionChunk['choices'][number]['delta'];
+    const reasoning = textOf(d.reasoning_content) || textOf(d.reasoning);
+    if (reasoning) this.text(out, 'thinking', reasoning);
+    const content = textOf(d.content);
+    if (content) this.text(out, 'text', content);
+    const refusal = textOf(d.refusal);
+    if (refusal) {
+      this.refused = true;
+      this.text(out, 'text', refusal);
+    }
+    if (Array.isArray(d.tool_calls)) for (const tc of d.tool_calls) if (tc && typeof tc === 'object') this.tool(out, tc);
+    if (this.heldChars > (this.opts.maxHeldChars ?? MAX_HELD_CHARS)) {
+      return [...out, ...this.fail('The upstream held back more output behind an unfinished tool call than the gateway keeps.')];
+    }
+    if (this.toolCalls > (this.opts.maxToolCalls ?? MAX_STREAM_TOOL_CALLS)) {
+      return [...out, ...this.fail('The upstream sent more tool calls than the gateway relays in one answer.')];
+    }
     if (choice.finish_reason) {
-      this.finishReason = choice.finish_reason;
-      this.upstreamStop = choice.stop_reason;
+      // The first finish_reason is where the answer ended: a later one (a buggy upstream's second) does not turn
+      // `length` into a whole-looking `stop`.
+      if (this.finishReason === null) {
+        this.finishReason = choice.finish_reason;
+        this.upstreamStop = choice.stop_reason;
+      }
       this.closeOpen(out);
     }
     return out;
@@ -133,6 +177,7 @@ export class ChatStreamTranslator {
     if (this.ended) return [];
     this.ended = true;
     this.failed = true;
+    this.failure = message;
     return [errorEvent(message, type)];
   }
 
@@ -148,6 +193,7 @@ export class ChatStreamTranslator {
   private text(out: AnthropicStreamEvent[], kind: 'text' | 'thinking', piece: string): void {
     this.outputTokens += estimateTextTokens(piece);
     if (this.liveTool === null && !this.pending.size) return this.emitText(out, kind, piece);
+    this.heldChars += piece.length;
     const last = this.held.at(-1);
     if (last?.kind === kind) last.piece += piece;
     else this.held.push({ kind, piece });
@@ -164,35 +210,57 @@ export class ChatStreamTranslator {
   }
 
   private tool(out: AnthropicStreamEvent[], tc: ChatToolCallDelta): void {
-    const args = tc.function?.arguments ?? '';
+    const fn = tc.function && typeof tc.function === 'object' ? tc.function : undefined;
+    const args = typeof fn?.arguments === 'string' ? fn.arguments : '';
+    const name = typeof fn?.name === 'string' ? fn.name : '';
+    // OpenAI's index is an integer; anything else is keyed by its text (an object or a fraction names no call
+    // of its own, and never reaches an id).
+    const key: ToolKey = Number.isSafeInteger(tc.index) ? tc.index : String(tc.index);
     this.outputTokens += estimateTextTokens(args);
-    if (tc.index === this.liveTool) {
+    if (key === this.liveTool) {
       if (args) out.push({ type: 'content_block_delta', index: this.open!.index, delta: { type: 'input_json_delta', partial_json: args } });
       return;
     }
-    let t = this.pending.get(tc.index);
+    let t = this.pending.get(key);
     if (!t) {
-      if (this.seenTools.has(tc.index)) return; // a fragment for an already closed call cannot be placed: dropped
-      this.seenTools.add(tc.index);
-      this.toolCalls++;
-      t = { id: '', name: '', args: [] };
-      this.pending.set(tc.index, t);
+      if (this.seenTools.has(key)) return; // a fragment for an already closed call cannot be placed: dropped
+      this.seenTools.add(key);
+      t = { id: '', name: '', args: [], ordinal: this.toolCalls++ };
+      this.pending.set(key, t);
+      this.heldChars += 64; // the entry itself, so that many empty calls count too
     }
-    if (tc.id && !t.id) t.id = tc.id;
-    if (tc.function?.name) t.name = tc.function.name;
-    if (args) t.args.push(args);
+    if (typeof tc.id === 'string' && tc.id && !t.id) {
+      t.id = tc.id;
+      this.heldChars += tc.id.length;
+    }
+    if (name) {
+      this.heldChars += name.length - t.name.length;
+      t.name = name;
+    }
+    if (args) {
+      t.args.push(args);
+      this.heldChars += args.length;
+    }
     if (!t.name || this.liveTool !== null) return;
-    this.pending.delete(tc.index);
+    this.release(key, t);
     if (this.open) out.push({ type: 'content_block_stop', index: this.open.index });
     const index = this.nextIndex++;
     this.open = { kind: 'tool', index };
-    this.liveTool = tc.index;
-    this.emitTool(out, index, tc.index, t);
+    this.liveTool = key;
+    this.emitTool(out, index, key, t);
   }
 
-  private emitTool(out: AnthropicStreamEvent[], index: number, openaiIndex: number, t: PendingTool): void {
-    const id = t.id || `toolu_${this.opts.id.replace(/^msg_/, '')}_${openaiIndex}`;
-    const name = this.opts.toolNames?.[t.name] ?? t.name;
+  /** Drops a pending call (it is being emitted) and its share of `heldChars`. */
+  private release(key: ToolKey, t: PendingTool): void {
+    this.pending.delete(key);
+    this.heldChars -= 64 + t.id.length + t.name.length + t.args.reduce((n, a) => n + a.length, 0);
+  }
+
+  private emitTool(out: AnthropicStreamEvent[], index: number, key: ToolKey, t: PendingTool): void {
+    // A derived id uses OpenAI's index only when it is a non-negative integer (ids stay [A-Za-z0-9_-]).
+    const suffix = typeof key === 'number' && key >= 0 ? String(key) : `n${t.ordinal}`;
+    const id = t.id || `toolu_${this.opts.id.replace(/^msg_/, '')}_${suffix}`;
+    const name = clientToolName(this.opts.toolNames, t.name);
     out.push({ type: 'content_block_start', index, content_block: { type: 'tool_use', id, name, input: {} } });
     if (t.args.length) out.push({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: t.args.join('') } });
   }
@@ -205,14 +273,15 @@ export class ChatStreamTranslator {
     if (this.open) out.push({ type: 'content_block_stop', index: this.open.index });
     this.open = null;
     this.liveTool = null;
-    for (const [openaiIndex, t] of this.pending) {
+    for (const [key, t] of this.pending) {
       const index = this.nextIndex++;
-      this.emitTool(out, index, openaiIndex, t);
+      this.emitTool(out, index, key, t);
       out.push({ type: 'content_block_stop', index });
     }
     this.pending.clear();
     const held = this.held;
     this.held = [];
+    this.heldChars = 0;
     for (const h of held) this.emitText(out, h.kind, h.piece);
     if (held.length) this.closeOpen(out);
   }

@@ -2,7 +2,7 @@
  * OpenAI Chat Completions upstreams. `createOpenAICompatibleAdapter` is the base; a compatible variant
  * (another token field, another auth header, no realtime) is a configuration of it, not a new adapter.
  */
-import { fromOpenAICompletion, toOpenAIRequest, type ChatCompletion, type MessagesRequest, type ToOpenAIOptions } from '@gw/formats';
+import { firstChoice, fromOpenAICompletion, toOpenAIRequest, type ChatCompletion, type MessagesRequest, type ToOpenAIOptions } from '@gw/formats';
 import type { DecodeContext, DecodedMessage, ProviderAdapter, UpstreamTarget } from '../adapter';
 import { badUpstreamResponse, classifyUpstreamError } from '../errors';
 import { joinUrl, toWebSocketUrl } from '../url';
@@ -39,7 +39,7 @@ export function createOpenAICompatibleAdapter(config: OpenAICompatibleConfig): P
 
     decodeMessagesResponse(json: unknown, ctx: DecodeContext): DecodedMessage {
       const c = json as ChatCompletion | null;
-      if (!c || typeof c !== 'object' || !Array.isArray(c.choices) || !c.choices[0]?.message) throw badUpstreamResponse('not a chat completion');
+      if (!c || typeof c !== 'object' || !Array.isArray(c.choices) || !firstChoice(c.choices)?.message) throw badUpstreamResponse('not a chat completion');
       const { message, usage, estimatedUsage } = fromOpenAICompletion(c, {
         requestedModel: ctx.requestedModel, stopSequences: ctx.stopSequences, id: ctx.messageId, toolNames: ctx.toolNames, inputTokens: ctx.inputTokens,
       });

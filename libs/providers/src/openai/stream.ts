@@ -38,11 +38,18 @@ export class OpenAIStreamMachine implements SseMachine {
     // Some compatible servers report a mid-stream failure as a data line carrying an error object, OpenRouter
     // with choices too (finish_reason "error"): either way the answer was cut, never a finished message.
     // The error's text is not shown (it can carry the key); only a known error type survives.
-    if (chunk?.error || chunk?.choices?.some((c) => (c?.finish_reason as string | null) === 'error')) {
-      const e = upstreamStreamError(chunk.error?.type);
+    if (!chunk || typeof chunk !== 'object') return ''; // a JSON value that is no chunk (null, 5, "x") is skipped like a malformed line
+    if (chunk.error || (Array.isArray(chunk.choices) && chunk.choices.some((c) => (c?.finish_reason as string | null) === 'error'))) {
+      const e = upstreamStreamError((chunk.error as { type?: unknown } | null)?.type);
       return this.fail(e.message, e.type);
     }
-    return chunk ? encodeAll(this.translator.push(chunk)) : '';
+    const out = encodeAll(this.translator.push(chunk));
+    // The translator ended the stream itself (a cap on what it holds): nothing more is read.
+    if (this.translator.failedWith !== null) {
+      this.error = this.translator.failedWith;
+      this.stopped = true;
+    }
+    return out;
   }
 
   /** Finished and usage reported: only `[DONE]` or the close is missing. */

@@ -1,0 +1,234 @@
+/**
+ * A hostile or buggy OpenAI-compatible upstream, over real HTTP through a gateway: whatever it sends (fields of
+ * the wrong type, tool names that are Object.prototype keys, choices of another index, a second finish_reason,
+ * an unusable cached count, output held without bound behind an unfinished tool call, thousands of tool calls),
+ * the client gets a well-formed Anthropic answer or a clear error event, and the charge is exact, once, and
+ * never computed from a count the upstream spoiled.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { startGateway, type TestGateway } from '../helpers/gateway';
+import { SseParser } from '@gw/formats';
+import { addChannel, keyedUser, send, setPrice, upstream, type Scripted } from './relay-setup';
+
+let gw: TestGateway;
+let oai: Scripted;
+beforeAll(async () => {
+  gw = await startGateway();
+  oai = upstream('openai');
+  await addChannel(gw, { type: 'openai', url: oai.url, models: ['gpt-h'] });
+  // 1 unit per input token, 2 per output token, cache reads 0.1.
+  await setPrice(gw, 'gpt-h', { cache_read: 100_000 });
+}, 30_000);
+afterAll(async () => { await oai.stop(); await gw.stop(); });
+
+const chunk = (delta: unknown, finish: unknown = null, extra: object = {}) =>
+  `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`;
+const usageChunk = (u: unknown) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [], usage: u })}\n\n`;
+const DONE = 'data: [DONE]\n\n';
+const U = { prompt_tokens: 10, completion_tokens: 5 };
+const completion = (message: unknown, usage: unknown = U, choices?: unknown[]) =>
+  ({ id: 'c', object: 'chat.completion', created: 1, model: 'm', choices: choices ?? [{ index: 0, message, finish_reason: 'stop' }], usage });
+const TOOLS = [{ name: 'get', input_schema: { type: 'object' } }];
+
+/** Sends one request answered by `plan`; returns the response and its usage row, checking the ledger holds exactly that charge. */
+async function run(plan: { rawFrames?: string[]; rawJson?: unknown }, extra: Record<string, unknown> = {}) {
+  const u = await keyedUser(gw, 1_000_000);
+  oai.queue.push(plan);
+  const r = await send(gw, u.key, { model: 'gpt-h', max_tokens: 100, stream: !!plan.rawFrames, tools: TOOLS, messages: [{ role: 'user', content: 'Hi' }], ...extra });
+  gw.services.relay.quota.flush();
+  const rows = await gw.db.all('select input_tokens, output_tokens, cache_read_tokens, cost, usage_flag, error_code from usage_logs where request_id = ?', r.headers.get('request-id'));
+  expect(rows.length).toBe(1);
+  const row = rows[0];
+  expect(Number.isSafeInteger(row.cost) && row.cost >= 0).toBe(true);
+  expect(await gw.services.ledger.sum(u.id)).toBe(1_000_000 - row.cost);
+  return { r, row };
+}
+
+type Ev = { type: string; [k: string]: any };
+/**
+ * Parses an Anthropic stream and checks it is well formed: every frame's event name is its type, blocks open,
+ * get deltas of their kind with string payloads, and close in order, and it ends with message_stop or error.
+ */
+function wellFormed(text: string): Ev[] {
+  const events = new SseParser().push(text).map((e) => {
+    const ev = JSON.parse(e.data) as Ev;
+    expect(e.event).toBe(ev.type);
+    return ev;
+  });
+  const open = new Map<number, string>();
+  let next = 0;
+  for (const ev of events) {
+    if (ev.type === 'content_block_start') {
+      expect(ev.index).toBe(next++);
+      const b = ev.content_block;
+      open.set(ev.index, b.type);
+      if (b.type === 'text') expect(typeof b.text).toBe('string');
+      if (b.type === 'thinking') expect(typeof b.thinking).toBe('string');
+      if (b.type === 'tool_use') {
+        expect(b.id).toMatch(/^[A-Za-z0-9_-]+$/);
+        expect(typeof b.name).toBe('string');
+      }
+    } else if (ev.type === 'content_block_delta') {
+      const kind = open.get(ev.index);
+      const d = ev.delta;
+      const field = { text: 'text', thinking: 'thinking', tool_use: 'partial_json' }[kind!];
+      const key = { text_delta: 'text', thinking_delta: 'thinking', input_json_delta: 'partial_json' }[d.type as string];
+      expect(key).toBe(field);
+      expect(typeof d[key!]).toBe('string');
+    } else if (ev.type === 'content_block_stop') {
+      expect(open.delete(ev.index)).toBe(true);
+    } else if (ev.type === 'message_delta') {
+      expect(open.size).toBe(0);
+      for (const k of ['input_tokens', 'output_tokens'] as const) expect(Number.isSafeInteger(ev.usage[k]) && ev.usage[k] >= 0).toBe(true);
+    }
+  }
+  expect(['message_stop', 'error']).toContain(events.at(-1)!.type);
+  return events;
+}
+const blocks = (events: Ev[]) => events.filter((e) => e.type === 'content_block_start').map((e) => e.content_block);
+const textOf = (events: Ev[]) => events.filter((e) => e.delta?.type === 'text_delta').map((e) => e.delta.text).join('');
+
+describe('fields of the wrong type', () => {
+  test('stream: content, reasoning and refusal that are not strings are no text; a well-formed answer billed from usage, not an error', async () => {
+    const { r, row } = await run({ rawFrames: [
+      chunk({ content: 5 }), chunk({ content: { a: 1 } }), chunk({ reasoning_content: { a: 1 } }), chunk({ refusal: 7 }),
+      chunk({ content: 'ok' }), chunk({ content: [{ type: 'text', text: ' parts' }] }), chunk({}, 'stop'), usageChunk(U), DONE,
+    ] });
+    const events = wellFormed(r.text);
+    expect(events.at(-1)!.type).toBe('message_stop');
+    expect(textOf(events)).toBe('ok parts');
+    expect(events.find((e) => e.type === 'message_delta')!.delta.stop_reason).toBe('end_turn');
+    expect(row).toMatchObject({ input_tokens: 10, output_tokens: 5, cost: 20, usage_flag: '', error_code: '' });
+  });
+
+  test('stream: tool calls that are not an array, not objects, or with an id, name or arguments of the wrong type', async () => {
+    const { r, row } = await run({ rawFrames: [
+      chunk({ tool_calls: { index: 0 } }), chunk({ tool_calls: [null, 5] }), chunk({ tool_calls: 'abc' }),
+      chunk({ tool_calls: [{ index: 0, id: 5, function: { name: { a: 1 }, arguments: 7 } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { name: 'get', arguments: '{"a":1}' } }] }),
+      chunk({}, 'tool_calls'), usageChunk(U), DONE,
+    ] });
+    const events = wellFormed(r.text);
+    expect(events.at(-1)!.type).toBe('message_stop');
+    expect(blocks(events)).toEqual([{ type: 'tool_use', id: expect.stringMatching(/^toolu_.+_0$/), name: 'get', input: {} }]);
+    expect(row).toMatchObject({ input_tokens: 10, output_tokens: 5, cost: 20, error_code: '' });
+  });
+
+  test('stream: tool-call indexes that are negative, fractional, huge or not numbers give ids of the Anthropic alphabet', async () => {
+    const calls = [-1, 1.5, 1e308, 'a\r\nb', { o: 1 }].map((index) => ({ index, function: { name: 'get', arguments: '{}' } }));
+    const { r } = await run({ rawFrames: [chunk({ tool_calls: calls }), chunk({}, 'tool_calls'), usageChunk(U), DONE] });
+    const tools = blocks(wellFormed(r.text));
+    expect(tools.length).toBe(5);
+    expect(new Set(tools.map((b) => b.id)).size).toBe(5);
+  });
+
+  test('JSON: content as a number, text parts, reasoning and refusal of the wrong type, tool ids and names of the wrong type or missing', async () => {
+    const { r: num } = await run({ rawJson: completion({ role: 'assistant', content: 5, reasoning_content: { a: 1 }, refusal: 7 }) });
+    expect(num.status).toBe(200);
+    expect(num.body.content).toEqual([]);
+    expect(num.body.stop_reason).toBe('end_turn');
+    const { r: parts } = await run({ rawJson: completion({ role: 'assistant', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }, 3] }) });
+    expect(parts.body.content).toEqual([{ type: 'text', text: 'ab' }]);
+    const { r: tools, row } = await run({ rawJson: completion({ role: 'assistant', content: null, tool_calls: [
+      { id: 5, type: 'function', function: { name: 5, arguments: { a: 1 } } },
+      { type: 'function', function: { name: 'get', arguments: '{"a":1}' } },
+      null, { id: 'c3' }, 'x',
+    ] }) });
+    expect(tools.status).toBe(200);
+    const id = tools.body.id.replace(/^msg_/, '');
+    expect(tools.body.content).toEqual([
+      { type: 'tool_use', id: `toolu_${id}_0`, name: '', input: {} },
+      { type: 'tool_use', id: `toolu_${id}_1`, name: 'get', input: { a: 1 } },
+      { type: 'tool_use', id: 'c3', name: '', input: {} },
+    ]);
+    expect(tools.body.stop_reason).toBe('tool_use');
+    expect(row).toMatchObject({ input_tokens: 10, output_tokens: 5, cost: 20 });
+  });
+});
+
+describe('tool names that are Object.prototype keys', () => {
+  // The name map is a plain object: toolNames["constructor"] is Object, which serialised to no name at all.
+  const names = ['constructor', 'toString', '__proto__', 'hasOwnProperty'];
+  const tools = names.map((name) => ({ name, input_schema: { type: 'object' } }));
+  test('stream: each keeps its name', async () => {
+    const calls = names.map((name, index) => chunk({ tool_calls: [{ index, id: `call_${index}`, function: { name, arguments: '{}' } }] }));
+    const { r } = await run({ rawFrames: [...calls, chunk({}, 'tool_calls'), usageChunk(U), DONE] }, { tools });
+    expect(blocks(wellFormed(r.text)).map((b) => b.name)).toEqual(names);
+  });
+  test('JSON: each keeps its name', async () => {
+    const tool_calls = names.map((name, i) => ({ id: `call_${i}`, type: 'function', function: { name, arguments: '{}' } }));
+    const { r } = await run({ rawJson: completion({ role: 'assistant', content: null, tool_calls }) }, { tools });
+    expect(r.status).toBe(200);
+    expect(r.body.content.map((b: any) => b.name)).toEqual(names);
+  });
+});
+
+describe('choices and finish reasons', () => {
+  test('stream: a choice of another index is not merged into the answer', async () => {
+    const other = `data: ${JSON.stringify({ id: 'c', choices: [{ index: 1, delta: { content: 'OTHER' }, finish_reason: null }] })}\n\n`;
+    const { r } = await run({ rawFrames: [other, chunk({ content: 'zero' }), other, chunk({}, 'stop'), usageChunk(U), DONE] });
+    expect(textOf(wellFormed(r.text))).toBe('zero');
+  });
+  test('JSON: the choice of index 0 is the answer, wherever it is in the list', async () => {
+    const { r } = await run({ rawJson: completion(null, U, [
+      { index: 3, message: { role: 'assistant', content: 'three' }, finish_reason: 'stop' },
+      { index: 0, message: { role: 'assistant', content: 'zero' }, finish_reason: 'stop' },
+    ]) });
+    expect(r.body.content).toEqual([{ type: 'text', text: 'zero' }]);
+  });
+  test('stream: a second finish_reason does not turn a cut answer (length) into a whole one', async () => {
+    const { r } = await run({ rawFrames: [chunk({ content: 'hi' }, 'length'), chunk({}, 'stop'), usageChunk(U), DONE] });
+    expect(wellFormed(r.text).find((e) => e.type === 'message_delta')!.delta.stop_reason).toBe('max_tokens');
+  });
+});
+
+describe('usage', () => {
+  const bad = { prompt_tokens: 1000, completion_tokens: 5, prompt_tokens_details: { cached_tokens: -3 } };
+  test('an unusable cached count leaves a valid prompt_tokens billed in full as uncached input (stream and JSON), flagged invalid', async () => {
+    for (const plan of [{ rawFrames: [chunk({ content: 'hi' }, 'stop'), usageChunk(bad), DONE] }, { rawJson: completion({ role: 'assistant', content: 'hi' }, bad) }]) {
+      const { r, row } = await run(plan);
+      if (plan.rawFrames) wellFormed(r.text);
+      expect(row).toMatchObject({ input_tokens: 1000, output_tokens: 5, cache_read_tokens: 0, cost: 1010, usage_flag: 'invalid' });
+    }
+  });
+  test('stream: a later usage chunk without counts does not erase an earlier report', async () => {
+    const { row } = await run({ rawFrames: [chunk({ content: 'hi' }, 'stop'), usageChunk({ prompt_tokens: 40, completion_tokens: 7 }), usageChunk({}), DONE] });
+    expect(row).toMatchObject({ input_tokens: 40, output_tokens: 7, cost: 54, usage_flag: '' });
+  });
+});
+
+describe('bounded memory', () => {
+  test('text held behind an unfinished tool call past 8 Mi characters ends the stream with an error event, upstream cancelled, billed once', async () => {
+    const piece = 'x'.repeat(256 * 1024);
+    const before = oai.double.cancelled;
+    const frames = [
+      chunk({ tool_calls: [{ index: 0, id: 'call_a', function: { name: 'get', arguments: '{"a":' } }] }),
+      chunk({ tool_calls: [{ index: 1, id: 'call_b', function: { name: 'get', arguments: '{}' } }] }),
+      // 64 MiB announced; the gateway must stop after about 8.
+      ...Array.from({ length: 256 }, () => chunk({ content: piece })),
+      chunk({}, 'tool_calls'), usageChunk(U), DONE,
+    ];
+    const { r, row } = await run({ rawFrames: frames });
+    const events = wellFormed(r.text);
+    expect(events.at(-1)).toEqual({ type: 'error', error: { type: 'api_error', message: expect.stringContaining('unfinished tool call') } });
+    expect(r.text.length).toBeLessThan(1 << 20); // the held text was never sent
+    expect(row.error_code).not.toBe('');
+    expect(row.cost).toBeGreaterThan(0);
+    for (let i = 0; i < 50 && oai.double.cancelled === before; i++) await Bun.sleep(20);
+    expect(oai.double.cancelled).toBe(before + 1);
+  }, 30_000);
+
+  test('thousands of distinct tool calls: 3,000 relayed whole; past 10,000 an error event', async () => {
+    const calls = (n: number) => Array.from({ length: n / 500 }, (_, k) =>
+      chunk({ tool_calls: Array.from({ length: 500 }, (_, j) => ({ index: k * 500 + j, id: `c${k * 500 + j}`, function: { name: 'get', arguments: '{}' } })) }));
+    const t0 = performance.now();
+    const { r: ok } = await run({ rawFrames: [...calls(3000), chunk({}, 'tool_calls'), usageChunk(U), DONE] });
+    const okEvents = wellFormed(ok.text);
+    expect(okEvents.at(-1)!.type).toBe('message_stop');
+    expect(blocks(okEvents).length).toBe(3000);
+    expect(performance.now() - t0).toBeLessThan(5000);
+    const { r: over } = await run({ rawFrames: [...calls(10_500), chunk({}, 'tool_calls'), usageChunk(U), DONE] });
+    const overEvents = wellFormed(over.text);
+    expect(overEvents.at(-1)).toEqual({ type: 'error', error: { type: 'api_error', message: expect.stringContaining('more tool calls') } });
+  }, 30_000);
+});
