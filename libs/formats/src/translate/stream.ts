@@ -122,7 +122,7 @@ export class ChatStreamTranslator {
     if (this.ended) return [];
     const out = this.start();
     if (!chunk || typeof chunk !== 'object') return out;
-    if (chunk.usage && typeof chunk.usage === 'object') {
+    if (chunk.usage) {
       const u = usageFromOpenAI(chunk.usage);
       // Usage sent in several chunks (servers reporting running totals): the last one with a count wins; one
       // with neither main count (`usage: {}`) does not erase an earlier report.
