@@ -164,10 +164,15 @@ describe('tool names that are Object.prototype keys', () => {
 });
 
 describe('choices and finish reasons', () => {
-  test('stream: a choice of another index is not merged into the answer', async () => {
-    const other = `data: ${JSON.stringify({ id: 'c', choices: [{ index: 1, delta: { content: 'OTHER' }, finish_reason: null }] })}\n\n`;
-    const { r } = await run({ rawFrames: [other, chunk({ content: 'zero' }), other, chunk({}, 'stop'), usageChunk(U), DONE] });
-    expect(textOf(wellFormed(r.text))).toBe('zero');
+  test('stream: a choice of another index is not merged into the answer; a lone choice of any index is read', async () => {
+    const of = (index: unknown, content: string, finish: string | null = null) => `data: ${JSON.stringify({ id: 'c', choices: [{ index, delta: { content }, finish_reason: finish }] })}\n\n`;
+    const { r } = await run({ rawFrames: [chunk({ content: 'zero' }), of(1, 'OTHER'), `data: ${JSON.stringify({ choices: [{ index: 1, delta: { content: 'X' } }, { index: 0, delta: { content: '!' } }] })}\n\n`, of(1, 'Y', 'length'), chunk({}, 'stop'), usageChunk(U), DONE] });
+    const events = wellFormed(r.text);
+    expect(textOf(events)).toBe('zero!');
+    expect(events.find((e) => e.type === 'message_delta')!.delta.stop_reason).toBe('end_turn');
+    // A quirky server numbering its only choice otherwise is still read.
+    const { r: lone } = await run({ rawFrames: [of(3, 'three'), of(3, '', 'stop'), usageChunk(U), DONE] });
+    expect(textOf(wellFormed(lone.text))).toBe('three');
   });
   test('JSON: the choice of index 0 is the answer, wherever it is in the list', async () => {
     const { r } = await run({ rawJson: completion(null, U, [

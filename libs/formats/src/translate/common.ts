@@ -90,16 +90,30 @@ export function clientToolName(map: Readonly<Record<string, string>> | undefined
 
 /**
  * The answer's choice: the one with index 0 (or none: servers that leave it out), as the gateway never asks
- * for n > 1. A whole completion falls back to its first choice; a stream chunk does not (`strict`), as a
- * chunk of another choice would be merged into the answer.
+ * for n > 1, else the first. A stream passes the index it settled on (`index`): only that choice is read from
+ * then on, as a chunk of another choice would be merged into the answer.
  */
-export function firstChoice<T extends { index?: unknown }>(choices: readonly (T | null | undefined)[] | undefined, strict = false): T | undefined {
+export function firstChoice<T extends { index?: unknown }>(choices: readonly (T | null | undefined)[] | undefined,
+  index: { settled: boolean; value: unknown } | null = null): T | undefined {
   if (!Array.isArray(choices)) return undefined;
+  const same = (a: unknown, b: unknown) => a === b || (a == null && b == null);
   let first: T | undefined;
   for (const c of choices) {
     if (!c || typeof c !== 'object') continue;
-    if (c.index === 0 || c.index === undefined || c.index === null) return c;
+    if (index?.settled) {
+      if (same(c.index, index.value)) return c;
+      continue;
+    }
+    if (c.index === 0 || c.index == null) return settle(c, index);
     first ??= c;
   }
-  return strict ? undefined : first;
+  return first && settle(first, index);
+}
+
+function settle<T extends { index?: unknown }>(c: T, index: { settled: boolean; value: unknown } | null): T {
+  if (index) {
+    index.settled = true;
+    index.value = c.index;
+  }
+  return c;
 }

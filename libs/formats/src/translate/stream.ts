@@ -75,6 +75,8 @@ export class ChatStreamTranslator {
   /** Characters held in `held` and in pending calls' arguments (capped by maxHeldChars). */
   private heldChars = 0;
   private failure: string | null = null;
+  /** The choice index read (index 0, else the first one seen); chunks of other choices are ignored. */
+  private readonly choice = { settled: false, value: undefined as unknown };
   /** Text and reasoning that came while tool calls were unfinished: emitted after them, so no call is cut. */
   private held: HeldText[] = [];
   private toolCalls = 0;
@@ -116,7 +118,8 @@ export class ChatStreamTranslator {
   /**
    * Feeds one parsed chunk. The upstream's fields are not trusted to have their types: text that is not a
    * string (or an array of text parts) is no text, a tool-call delta that is not an object is skipped, and only
-   * the choice with index 0 is read (chunks of another choice would be merged into the answer).
+   * one choice is read: index 0, else the first one seen (chunks of another choice would be merged into
+   * the answer).
    */
   push(chunk: ChatCompletionChunk): AnthropicStreamEvent[] {
     if (this.ended) return [];
@@ -128,7 +131,7 @@ export class ChatStreamTranslator {
       // with neither main count (`usage: {}`) does not erase an earlier report.
       if (u.input_tokens !== undefined || u.output_tokens !== undefined || !this.usage) this.usage = u;
     }
-    const choice = firstChoice(chunk.choices, true);
+    const choice = firstChoice(chunk.choices, this.choice);
     if (!choice) return out;
     const d = (choice.delta && typeof choice.delta === 'object' ? choice.delta : {}) as ChatCompletionChunk['choices'][number]['delta'];
     const reasoning = textOf(d.reasoning_content) || textOf(d.reasoning);
