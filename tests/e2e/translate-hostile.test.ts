@@ -154,6 +154,8 @@ describe('tool names that are Object.prototype keys', () => {
     const calls = names.map((name, index) => chunk({ tool_calls: [{ index, id: `call_${index}`, function: { name, arguments: '{}' } }] }));
     const { r } = await run({ rawFrames: [...calls, chunk({}, 'tool_calls'), usageChunk(U), DONE] }, { tools });
     expect(blocks(wellFormed(r.text)).map((b) => b.name)).toEqual(names);
+    // The request side too: each tool reaches the upstream under its own name (it was Object, dropped by JSON).
+    expect(oai.last().body.tools.map((t: any) => t.function.name)).toEqual(names);
   });
   test('JSON: each keeps its name', async () => {
     const tool_calls = names.map((name, i) => ({ id: `call_${i}`, type: 'function', function: { name, arguments: '{}' } }));

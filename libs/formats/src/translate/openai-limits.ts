@@ -46,7 +46,8 @@ export interface ToolNameMap {
  * hash of a longer input; names are never merged.
  */
 export function toolNameMap(names: Iterable<string>): ToolNameMap {
-  const map: ToolNameMap = { toUpstream: {}, toClient: {} };
+  // Null-prototype maps: a tool named `constructor` or `toString` must not find Object.prototype's member.
+  const map: ToolNameMap = { toUpstream: Object.create(null), toClient: Object.create(null) };
   const all = new Set(names);
   for (const name of all) {
     if (TOOL_NAME.test(name)) continue;
