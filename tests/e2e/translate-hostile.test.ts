@@ -146,6 +146,17 @@ describe('fields of the wrong type', () => {
   });
 });
 
+describe('tool calls without an index (as Gemini\'s compatible API streams them)', () => {
+  test('each whole unindexed call is its own tool_use block with its own arguments', async () => {
+    const call = (id: string, args: string) => chunk({ tool_calls: [{ id, type: 'function', function: { name: 'get', arguments: args } }] });
+    const { r } = await run({ rawFrames: [call('call_a', '{"city":"Paris"}'), call('call_b', '{"city":"Rome"}'), chunk({}, 'tool_calls'), usageChunk(U), DONE] });
+    const events = wellFormed(r.text);
+    expect(blocks(events).map((b) => b.id)).toEqual(['call_a', 'call_b']);
+    const args = (i: number) => events.filter((e) => e.type === 'content_block_delta' && e.index === i).map((e) => e.delta.partial_json).join('');
+    expect([JSON.parse(args(0)), JSON.parse(args(1))]).toEqual([{ city: 'Paris' }, { city: 'Rome' }]);
+  });
+});
+
 describe('tool names that are Object.prototype keys', () => {
   // The name map is a plain object: toolNames["constructor"] is Object, which serialised to no name at all.
   const names = ['constructor', 'toString', '__proto__', 'hasOwnProperty'];

@@ -186,3 +186,29 @@ describe('ChatStreamTranslator caps what it holds', () => {
     expect(events.at(-1)!.type).toBe('message_stop');
   });
 });
+
+describe('ChatStreamTranslator: tool calls without an index', () => {
+  const c = (tool_calls: object[], finish: 'tool_calls' | null = null) => fullChunk({ choices: [{ index: 0, delta: { tool_calls }, finish_reason: finish }] } as never);
+  const run = (chunks: ReturnType<typeof c>[]) => {
+    const t = new ChatStreamTranslator({ requestedModel: 'm', id: 'msg_x' });
+    const ev = [...chunks.flatMap((ch) => t.push(ch)), ...t.finish()];
+    const starts = ev.filter((e) => e.type === 'content_block_start').map((e: any) => e.content_block);
+    const args = (i: number) => ev.filter((e: any) => e.type === 'content_block_delta' && e.index === i).map((e: any) => e.delta.partial_json).join('');
+    return { starts, args };
+  };
+
+  test('calls sent whole and unindexed (Gemini) stay separate calls, by id or by a second name', () => {
+    const byId = run([c([{ id: 'a', function: { name: 'f', arguments: '{"x":1}' } }]), c([{ id: 'b', function: { name: 'g', arguments: '{"y":2}' } }]), c([], 'tool_calls')]);
+    expect(byId.starts.map((b: any) => [b.id, b.name])).toEqual([['a', 'f'], ['b', 'g']]);
+    expect([byId.args(0), byId.args(1)]).toEqual(['{"x":1}', '{"y":2}']);
+    const byName = run([c([{ function: { name: 'f', arguments: '{}' } }, { function: { name: 'g', arguments: '{}' } }]), c([], 'tool_calls')]);
+    expect(byName.starts.map((b: any) => b.name)).toEqual(['f', 'g']);
+    expect(new Set(byName.starts.map((b: any) => b.id)).size).toBe(2);
+  });
+
+  test('unindexed fragments of one call (no new id, no second name) are still one call', () => {
+    const one = run([c([{ id: 'a', function: { name: 'f', arguments: '{"x"' } }]), c([{ function: { arguments: ':1}' } }]), c([{ id: 'a', function: { arguments: '' } }]), c([], 'tool_calls')]);
+    expect(one.starts.map((b: any) => b.id)).toEqual(['a']);
+    expect(one.args(0)).toBe('{"x":1}');
+  });
+});

@@ -77,6 +77,8 @@ export class ChatStreamTranslator {
   private failure: string | null = null;
   /** The choice index read (index 0, else the first one seen); chunks of other choices are ignored. */
   private readonly choice = { settled: false, value: undefined as unknown };
+  /** The call unindexed deltas go to (key, its id, whether it has a name). */
+  private unindexed: { key: string; id: string; named: boolean } | null = null;
   /** Text and reasoning that came while tool calls were unfinished: emitted after them, so no call is cut. */
   private held: HeldText[] = [];
   private toolCalls = 0;
@@ -217,8 +219,10 @@ export class ChatStreamTranslator {
     const args = typeof fn?.arguments === 'string' ? fn.arguments : '';
     const name = typeof fn?.name === 'string' ? fn.name : '';
     // OpenAI's index is an integer; anything else is keyed by its text (an object or a fraction names no call
-    // of its own, and never reaches an id).
-    const key: ToolKey = Number.isSafeInteger(tc.index) ? tc.index : String(tc.index);
+    // of its own, and never reaches an id). Without an index (Gemini's compatible API sends each call whole,
+    // unindexed), a delta bringing another id, or a name when the call has one, starts a new call instead of
+    // being appended to the previous call's arguments.
+    const key: ToolKey = Number.isSafeInteger(tc.index) ? tc.index : tc.index == null ? this.unindexedKey(tc, name) : String(tc.index);
     this.outputTokens += estimateTextTokens(args);
     if (key === this.liveTool) {
       if (args) out.push({ type: 'content_block_delta', index: this.open!.index, delta: { type: 'input_json_delta', partial_json: args } });
@@ -251,6 +255,19 @@ export class ChatStreamTranslator {
     this.open = { kind: 'tool', index };
     this.liveTool = key;
     this.emitTool(out, index, key, t);
+  }
+
+  /** The key of an unindexed delta: the current unindexed call's, or a new one (see tool()). */
+  private unindexedKey(tc: ChatToolCallDelta, name: string): ToolKey {
+    const id = typeof tc.id === 'string' ? tc.id : '';
+    const cur = this.unindexed;
+    if (!cur || (id && cur.id && id !== cur.id) || (name && cur.named)) {
+      this.unindexed = { key: `u${this.toolCalls}`, id, named: !!name };
+    } else {
+      if (id) cur.id = id;
+      if (name) cur.named = true;
+    }
+    return this.unindexed!.key;
   }
 
   /** Drops a pending call (it is being emitted) and its share of `heldChars`. */
