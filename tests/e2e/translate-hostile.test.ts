@@ -236,6 +236,18 @@ describe('bounded memory', () => {
     expect(oai.double.cancelled).toBe(before + 1);
   }, 30_000);
 
+  test('JSON: 10,000 tool calls are translated; more is an invalid answer (502, nothing billed), not a many-fold larger one', async () => {
+    const calls = (n: number) => Array.from({ length: n }, () => ({ function: {} }));
+    const { r: ok, row } = await run({ rawJson: completion({ role: 'assistant', content: null, tool_calls: calls(10_000) }) });
+    expect(ok.status).toBe(200);
+    expect(ok.body.content.length).toBe(10_000);
+    expect(row.cost).toBe(20);
+    const { r: over, row: overRow } = await run({ rawJson: completion({ role: 'assistant', content: null, tool_calls: calls(10_001) }) });
+    expect(over.status).toBe(502);
+    expect(over.body.error).toMatchObject({ type: 'api_error', code: 'upstream_bad_response' });
+    expect(overRow.cost).toBe(0);
+  }, 30_000);
+
   test('thousands of distinct tool calls: 3,000 relayed whole; past 10,000 an error event', async () => {
     const calls = (n: number) => Array.from({ length: n / 500 }, (_, k) =>
       chunk({ tool_calls: Array.from({ length: 500 }, (_, j) => ({ index: k * 500 + j, id: `c${k * 500 + j}`, function: { name: 'get', arguments: '{}' } })) }));

@@ -2,7 +2,7 @@
  * OpenAI Chat Completions upstreams. `createOpenAICompatibleAdapter` is the base; a compatible variant
  * (another token field, another auth header, no realtime) is a configuration of it, not a new adapter.
  */
-import { firstChoice, fromOpenAICompletion, toOpenAIRequest, type ChatCompletion, type MessagesRequest, type ToOpenAIOptions } from '@gw/formats';
+import { MAX_STREAM_TOOL_CALLS, firstChoice, fromOpenAICompletion, toOpenAIRequest, type ChatCompletion, type MessagesRequest, type ToOpenAIOptions } from '@gw/formats';
 import type { DecodeContext, DecodedMessage, ProviderAdapter, UpstreamTarget } from '../adapter';
 import { badUpstreamResponse, classifyUpstreamError } from '../errors';
 import { joinUrl, toWebSocketUrl } from '../url';
@@ -40,6 +40,10 @@ export function createOpenAICompatibleAdapter(config: OpenAICompatibleConfig): P
     decodeMessagesResponse(json: unknown, ctx: DecodeContext): DecodedMessage {
       const c = json as ChatCompletion | null;
       if (!c || typeof c !== 'object' || !Array.isArray(c.choices) || !firstChoice(c.choices)?.message) throw badUpstreamResponse('not a chat completion');
+      // As many tool calls as a stream may relay, no more: each becomes a block several times its size in the
+      // answer (32 MiB of `{}` calls made a 170 MB answer and seconds of the event loop).
+      const calls = firstChoice(c.choices)!.message.tool_calls;
+      if (Array.isArray(calls) && calls.length > MAX_STREAM_TOOL_CALLS) throw badUpstreamResponse('too many tool calls');
       const { message, usage, estimatedUsage } = fromOpenAICompletion(c, {
         requestedModel: ctx.requestedModel, stopSequences: ctx.stopSequences, id: ctx.messageId, toolNames: ctx.toolNames, inputTokens: ctx.inputTokens,
       });
