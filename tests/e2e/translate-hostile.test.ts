@@ -31,7 +31,7 @@ const completion = (message: unknown, usage: unknown = U, choices?: unknown[]) =
 const TOOLS = [{ name: 'get', input_schema: { type: 'object' } }];
 
 /** Sends one request answered by `plan`; returns the response and its usage row, checking the ledger holds exactly that charge. */
-async function run(plan: { rawFrames?: string[]; rawJson?: unknown }, extra: Record<string, unknown> = {}) {
+async function run(plan: { rawFrames?: string[]; rawJson?: unknown; cutAfter?: number }, extra: Record<string, unknown> = {}) {
   const u = await keyedUser(gw, 1_000_000);
   oai.queue.push(plan);
   const r = await send(gw, u.key, { model: 'gpt-h', max_tokens: 100, stream: !!plan.rawFrames, tools: TOOLS, messages: [{ role: 'user', content: 'Hi' }], ...extra });
@@ -216,6 +216,18 @@ describe('usage', () => {
 });
 
 describe('bounded memory', () => {
+  test('a stream cut while text waits behind an unfinished tool call bills only what was delivered', async () => {
+    const frames = [
+      chunk({ tool_calls: [{ index: 0, id: 'call_a', function: { name: 'get', arguments: '{"a":' } }] }),
+      chunk({ tool_calls: [{ index: 1, id: 'call_b', function: { name: 'get', arguments: '{"b":"' + 'y'.repeat(4000) + '"}' } }] }),
+      chunk({ content: 'z'.repeat(4000) }),
+    ];
+    const { r, row } = await run({ rawFrames: frames, cutAfter: 3 });
+    expect(wellFormed(r.text).at(-1)!.type).toBe('error');
+    expect(row).toMatchObject({ usage_flag: 'estimated' });
+    expect(row.output_tokens).toBeLessThan(10);
+  });
+
   test('text held behind an unfinished tool call past 8 Mi characters ends the stream with an error event, upstream cancelled, billed once', async () => {
     const piece = 'x'.repeat(256 * 1024);
     const before = oai.double.cancelled;
@@ -231,7 +243,11 @@ describe('bounded memory', () => {
     expect(events.at(-1)).toEqual({ type: 'error', error: { type: 'api_error', message: expect.stringContaining('unfinished tool call') } });
     expect(r.text.length).toBeLessThan(1 << 20); // the held text was never sent
     expect(row.error_code).not.toBe('');
-    expect(row.cost).toBeGreaterThan(0);
+    // Billed for what was delivered (the input and the first call's opening), not for the held text (which,
+    // estimated, went past max_tokens and billed all of it).
+    expect(row.output_tokens).toBeLessThan(10);
+    expect(row.usage_flag).toBe('estimated');
+    expect(row.cost).toBe(row.input_tokens + 2 * row.output_tokens);
     for (let i = 0; i < 50 && oai.double.cancelled === before; i++) await Bun.sleep(20);
     expect(oai.double.cancelled).toBe(before + 1);
   }, 30_000);

@@ -49,7 +49,7 @@ export interface StreamOutcome {
 }
 
 type Open = { kind: 'text' | 'thinking' | 'tool'; index: number } | null;
-interface PendingTool { id: string; name: string; args: string[]; ordinal: number }
+interface PendingTool { id: string; name: string; args: string[]; ordinal: number; tokens: number }
 type ToolKey = number | string;
 interface HeldText { kind: 'text' | 'thinking'; piece: string }
 
@@ -87,6 +87,8 @@ export class ChatStreamTranslator {
   private refused = false;
   private usage: Usage | null = null;
   private outputTokens = 0;
+  /** The part of outputTokens still held back (not sent): a failed stream is billed for what was delivered. */
+  private heldTokens = 0;
   private stopReason: StopReason | null = null;
 
   constructor(private readonly opts: StreamTranslatorOptions) {}
@@ -191,14 +193,16 @@ export class ChatStreamTranslator {
     // Counts the upstream left out or sent unusable are the estimates (never shown as 0, nor billed as max_tokens).
     const u = this.usage;
     const estimatedUsage = { ...(u ?? zeroUsage()), input_tokens: usableCount(u?.input_tokens) ? u.input_tokens : this.opts.inputTokens ?? 0,
-      output_tokens: usableCount(u?.output_tokens) ? u.output_tokens : this.outputTokens };
+      output_tokens: usableCount(u?.output_tokens) ? u.output_tokens : this.outputTokens - (this.failed ? this.heldTokens : 0) };
     return { usage: this.usage, estimatedUsage, stopReason: this.stopReason, complete: this.ended && !this.failed, failed: this.failed };
   }
 
   private text(out: AnthropicStreamEvent[], kind: 'text' | 'thinking', piece: string): void {
-    this.outputTokens += estimateTextTokens(piece);
+    const tokens = estimateTextTokens(piece);
+    this.outputTokens += tokens;
     if (this.liveTool === null && !this.pending.size) return this.emitText(out, kind, piece);
     this.heldChars += piece.length;
+    this.heldTokens += tokens;
     const last = this.held.at(-1);
     if (last?.kind === kind) last.piece += piece;
     else this.held.push({ kind, piece });
@@ -223,7 +227,8 @@ export class ChatStreamTranslator {
     // unindexed), a delta bringing another id, or a name when the call has one, starts a new call instead of
     // being appended to the previous call's arguments.
     const key: ToolKey = Number.isSafeInteger(tc.index) ? tc.index : tc.index == null ? this.unindexedKey(tc, name) : String(tc.index);
-    this.outputTokens += estimateTextTokens(args);
+    const tokens = estimateTextTokens(args);
+    this.outputTokens += tokens;
     if (key === this.liveTool) {
       if (args) out.push({ type: 'content_block_delta', index: this.open!.index, delta: { type: 'input_json_delta', partial_json: args } });
       return;
@@ -232,7 +237,7 @@ export class ChatStreamTranslator {
     if (!t) {
       if (this.seenTools.has(key)) return; // a fragment for an already closed call cannot be placed: dropped
       this.seenTools.add(key);
-      t = { id: '', name: '', args: [], ordinal: this.toolCalls++ };
+      t = { id: '', name: '', args: [], ordinal: this.toolCalls++, tokens: 0 };
       this.pending.set(key, t);
       this.heldChars += 64; // the entry itself, so that many empty calls count too
     }
@@ -247,6 +252,8 @@ export class ChatStreamTranslator {
     if (args) {
       t.args.push(args);
       this.heldChars += args.length;
+      t.tokens += tokens;
+      this.heldTokens += tokens;
     }
     if (!t.name || this.liveTool !== null) return;
     this.release(key, t);
@@ -274,6 +281,7 @@ export class ChatStreamTranslator {
   private release(key: ToolKey, t: PendingTool): void {
     this.pending.delete(key);
     this.heldChars -= 64 + t.id.length + t.name.length + t.args.reduce((n, a) => n + a.length, 0);
+    this.heldTokens -= t.tokens;
   }
 
   private emitTool(out: AnthropicStreamEvent[], index: number, key: ToolKey, t: PendingTool): void {
@@ -302,6 +310,7 @@ export class ChatStreamTranslator {
     const held = this.held;
     this.held = [];
     this.heldChars = 0;
+    this.heldTokens = 0;
     for (const h of held) this.emitText(out, h.kind, h.piece);
     if (held.length) this.closeOpen(out);
   }
