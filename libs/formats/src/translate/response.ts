@@ -92,4 +92,3 @@ export function parseArguments(args: string | undefined, id: string, bad: string
   bad.push(id);
   return {};
 }
-

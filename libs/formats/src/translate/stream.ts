@@ -114,7 +114,7 @@ export class ChatStreamTranslator {
     }, { type: 'ping' }];
   }
 
-  /** The message of the error event this translator ended the stream with itself (a cap), else null. */
+  /** The message of the error event that ended the stream (a cap reached in push(), or fail()), else null. */
   get failedWith(): string | null {
     return this.failure;
   }
