@@ -77,3 +77,39 @@ test('not a message (a 200 with an error object): fails as before, nothing bille
   expect(JSON.parse(r.text).error.code ?? JSON.parse(r.text).error.type).toBeTruthy();
   expect((await logOf(r.id))?.cost ?? 0).toBe(0);
 });
+
+/** A JSON body the upstream wrote by hand: `members` spliced in after `content` and before the tail usage. */
+const rawAnswer = (members: string, usage = USAGE) =>
+  `{"id":"msg_p","type":"message","role":"assistant","model":"up-model","content":${CONTENT},"stop_reason":"end_turn","stop_sequence":null${members},"usage":${usage}}`;
+
+test('a second top-level `model` after content never shows the client the upstream model name', async () => {
+  for (const members of [',"model":"up-model"', ',"mod\\u0065l":"up-model"']) {
+    ant.queue.push({ response: json(rawAnswer(members)) });
+    const r = await call('alias');
+    expect(r.status).toBe(200);
+    expect(JSON.parse(r.text).model).toBe('alias');
+    expect(r.text).not.toContain('up-model');
+    expect((await logOf(r.id)).output_tokens).toBe(7);
+  }
+});
+
+test('`model` twice in the head: the client sees only its own model name', async () => {
+  const body = answer('up-model').replace('"model":"up-model",', '"model":"up-model","model":"up-model",');
+  ant.queue.push({ response: json(body) });
+  const r = await call('alias');
+  expect(r.text).not.toContain('up-model');
+  expect(JSON.parse(r.text).model).toBe('alias');
+});
+
+test('`usage` twice (or spelled with an escape): the client is sent exactly one usage, the one billed', async () => {
+  const big = '{"input_tokens":900,"output_tokens":40,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}';
+  for (const members of [`,"usage":${big}`, `,"us\\u0061ge":${big}`]) {
+    ant.queue.push({ response: json(rawAnswer(members)) });
+    const r = await call('alias');
+    expect(r.status).toBe(200);
+    expect(r.text.match(/"usage"/g)?.length).toBe(1);
+    const shown = JSON.parse(r.text).usage;
+    const log = await logOf(r.id);
+    expect([log.input_tokens, log.output_tokens]).toEqual([shown.input_tokens, shown.output_tokens]);
+  }
+});

@@ -7,7 +7,7 @@ const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 const usage = { input_tokens: 12, cache_creation_input_tokens: 3, cache_read_input_tokens: 4, output_tokens: 7, service_tier: 'standard', cache_creation: { ephemeral_5m_input_tokens: 1, ephemeral_1h_input_tokens: 2 } };
 const message = (over: Record<string, unknown> = {}) => ({
   id: 'msg_1', type: 'message', role: 'assistant', model: 'up-model',
-  content: [{ type: 'text', text: 'the "usage": {"input_tokens": 999999} inside text' }, { type: 'tool_use', id: 't', name: 'x', input: { usage: { input_tokens: 5 } } }],
+  content: [{ type: 'text', text: 'the "usage": {"input_tokens": 999999} inside text' }, { type: 'tool_use', id: 't', name: 'x', input: { counts: { input_tokens: 5 } } }],
   stop_reason: 'end_turn', stop_sequence: null, usage, ...over,
 });
 
@@ -65,6 +65,12 @@ describe('native JSON answers pass through as bytes', () => {
     ['broken usage object', (() => { const t = JSON.stringify(message()); const i = t.lastIndexOf('"usage":{') + 9; return `${t.slice(0, i)},${t.slice(i)}`; })()],
     ['a key with escapes', `{"i\\"d":"x",${JSON.stringify(message()).slice(1)}`],
     ['empty', ''],
+    // Duplicates some parsers read first-wins, others last-wins: decoded, so the client is sent one of each.
+    ['usage twice', JSON.stringify(message()).replace('"stop_reason"', `"usage":${JSON.stringify({ ...usage, output_tokens: 900 })},"stop_reason"`)],
+    ['a usage key inside content (conservatively)', JSON.stringify(message()).replace('"counts"', '"usage"')],
+    ['model after content', JSON.stringify(message()).replace('"stop_reason"', '"model":"up-model","stop_reason"')],
+    ['model twice in the head', JSON.stringify(message()).replace('"model":"up-model"', '"model":"a","model":"up-model"')],
+    ['an escaped ASCII character (may spell a key)', JSON.stringify(message()).replace('"stop_reason"', '"mod\\u0065l":"up-model","stop_reason"')],
   ])('%s: decoded the slow way (null)', (_why, text) => {
     expect(passMessageBytes(enc(text), 'up-model', 0)).toBeNull();
   });
@@ -77,6 +83,9 @@ test('to a request with a code-execution tool, an answer that may hold a call is
   const escaped = JSON.stringify(message({ content })).replace('bash_code_execution', 'bash_code\\u005fexecution');
   expect(passMessageBytes(enc(escaped), 'alias', 0, true)).toBeNull();
   expect(passMessageBytes(enc(message()), 'alias', 0, true)).not.toBeNull();
-  // Without the tool in the request nothing is counted (its bound is 0): the bytes pass, escapes included.
-  expect(passMessageBytes(enc(escaped), 'alias', 0)?.body).toEqual(enc(escaped.replace('"model":"up-model"', '"model":"alias"')));
+  // Without the tool in the request nothing is counted (its bound is 0): the bytes pass, escapes of non-ASCII
+  // characters included (an ASCII one may spell a key, so `\u005f` is decoded whatever the tools).
+  const accented = JSON.stringify(message({ content })).replace('bash_code_execution', 'bash_code_\\u00e9');
+  expect(passMessageBytes(enc(accented), 'alias', 0)?.body).toEqual(enc(accented.replace('"model":"up-model"', '"model":"alias"')));
+  expect(passMessageBytes(enc(escaped), 'alias', 0)).toBeNull();
 });

@@ -20,6 +20,15 @@ const CODE_EXECUTION = Buffer.from('code_execution');
  * `code\u005fexecution` (code_execution once parsed) has no "code_execution" in its bytes. Such an answer is decoded.
  */
 const ESCAPE = Buffer.from('\\u');
+const U00 = Buffer.from('\\u00');
+/** Whether the bytes hold an escape of an ASCII character (`\u0000` to `\u007f`), which may spell a key. */
+export function hasAsciiEscape(b: Buffer): boolean {
+  for (let i = b.indexOf(U00); i !== -1; i = b.indexOf(U00, i + 4)) {
+    const c = b[i + 4];
+    if (c !== undefined && c >= 0x30 && c <= 0x37) return true; // 0-7
+  }
+  return false;
+}
 /** Fields scanned in the head before giving up (Anthropic has four before `content`). */
 const MAX_HEAD_FIELDS = 16;
 const COUNT_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
@@ -70,7 +79,10 @@ function scanHead(b: Buffer): { modelStart: number; modelEnd: number } | null {
     const valueEnd = stringEnd(b, i);
     if (valueEnd < 0) return null;
     if (is(b, keyStart, keyEnd, TYPE)) isMessage = is(b, i, valueEnd, MESSAGE);
-    else if (is(b, keyStart, keyEnd, MODEL)) model = { modelStart: i, modelEnd: valueEnd };
+    else if (is(b, keyStart, keyEnd, MODEL)) {
+      if (model) return null; // spelled twice: decoded, so no parser can read the upstream's model name
+      model = { modelStart: i, modelEnd: valueEnd };
+    }
     i = skipWs(b, valueEnd);
     if (b[i] !== 0x2c) return null; // ,
     i++;
@@ -89,6 +101,9 @@ function scanTail(buf: Buffer): Usage | null {
   if (buf[end] !== 0x7d) return null; // }
   const k = buf.lastIndexOf(USAGE_KEY);
   if (k <= 0 || buf[k - 1] === BS) return null;
+  // A second `usage` key (duplicate members are read first-wins by some parsers, last-wins by others, refused by
+  // strict ones) goes the slow way, which serialises one: the client reads exactly the usage that is billed.
+  if (buf.indexOf(USAGE_KEY) !== k) return null;
   let i = skipWs(buf, k + USAGE_KEY.length);
   if (buf[i] !== 0x3a) return null;
   i = skipWs(buf, i + 1);
@@ -123,12 +138,18 @@ export function passMessageBytes(bytes: Uint8Array, requestedModel: string, minB
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   // Code-execution calls are counted from the content (the usage object has no count): such an answer is decoded,
   // and so is one with a \u escape anywhere, which may spell a call's name. Without the tool in the request
-  // nothing is counted (its bound is 0), so other answers keep their bytes, escapes included.
+  // nothing is counted (its bound is 0), so other answers keep their bytes, escapes of non-ASCII characters included.
   if (countsCalls && (buf.includes(CODE_EXECUTION) || buf.includes(ESCAPE))) return null;
+  // An escaped ASCII character may spell a key (`"mod\u0065l"`, `"us\u0061ge"`) that the byte scans below miss and
+  // a parser reads: such an answer is decoded (Anthropic writes text as UTF-8, so this is rare; `\u00e9` is not one).
+  if (hasAsciiEscape(buf)) return null;
   const head = scanHead(buf);
   if (!head) return null;
   const usage = scanTail(buf);
   if (!usage) return null;
+  // Another `model` key after the head (a top-level one after `content` is read last-wins by JSON.parse) would show
+  // the client the upstream's model name: such an answer is decoded, which replaces every top-level one.
+  if (buf.indexOf(MODEL, head.modelEnd) !== -1) return null;
   const model = Buffer.from(JSON.stringify(requestedModel));
   if (model.equals(buf.subarray(head.modelStart, head.modelEnd))) return { body: bytes, usage };
   return { body: Buffer.concat([buf.subarray(0, head.modelStart), model, buf.subarray(head.modelEnd)]), usage };
