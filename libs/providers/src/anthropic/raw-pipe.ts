@@ -11,6 +11,7 @@
 import { isAscii } from 'node:buffer';
 import { DEFAULT_MAX_EVENT_CHARS, SseEventTooLargeError, SseParser, type SseEvent } from '@gw/formats';
 import type { AnthropicStreamMachine } from './stream';
+import { hasAsciiEscape } from './json-pass';
 
 const LF = 10;
 const CR = 13;
@@ -42,6 +43,15 @@ const SEARCH_RESULT = Buffer.from('web_search_tool_result');
 const CODE_EXECUTION = Buffer.from('code_execution');
 /** A JSON string escape: `code\u005fexecution` is code_execution once parsed, so an event with one is decoded too. */
 const ESCAPE = Buffer.from('\\u');
+/**
+ * An event that may carry usage (a `"usage"` key, or an ASCII character's escape, which could spell one) is
+ * decoded for the machine whatever its name: a client reads a data's `type`, not the name (see mayCarryUsage).
+ */
+const USAGE_KEY = Buffer.from('"usage"');
+const mayCarryUsage = (b: Uint8Array) => {
+  const buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+  return buf.includes(USAGE_KEY) || hasAsciiEscape(buf);
+};
 const PIECE_KEYS = ['"text":"', '"partial_json":"', '"thinking":"'].map((k) => Buffer.from(k));
 
 /** Which RAW_NAMES entry the event's `event:` line names (after blank lines), or -1. Compares bytes. */
@@ -119,6 +129,8 @@ export class AnthropicFramer {
     };
     let evStart = 0;
     let asciiChunk: boolean | null = null;
+    // One native search per chunk: only a chunk holding a usage key or an escape has its events checked one by one.
+    let usageChunk: boolean | null = null;
     for (let i = c.indexOf(LF); i !== -1 && !this.machine.stopped; i = c.indexOf(LF, i + 1)) {
       const blank = i === evStart ? this.lastLf && this.pendingLen > 0 : c[i - 1] === LF;
       if (!blank) continue;
@@ -127,7 +139,8 @@ export class AnthropicFramer {
       this.pending = [];
       this.pendingLen = 0;
       this.lastLf = false;
-      const kind = this.machine.complete ? -2 : rawKind(ev);
+      let kind = this.machine.complete ? -2 : rawKind(ev);
+      if (kind >= 0 && (spans || (usageChunk ??= mayCarryUsage(c))) && mayCarryUsage(ev)) kind = -1;
       if (kind === -2) flushRun(); // after message_stop: dropped, like every other event then
       else if (kind !== -1) {
         if (kind === DELTA) this.machine.addOutputEstimate(deltaTokens(ev, spans ? isAscii(ev) : (asciiChunk ??= isAscii(c))));

@@ -11,30 +11,58 @@ import { AnthropicFramer } from './raw-pipe';
 import { isCodeExecutionCall } from './code-execution';
 
 const USAGE_KEYS = ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'] as const;
+const usable = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
 
-/** Copies the non-null counts of an upstream usage object into `into`. */
-function mergeUsage(into: Usage, from: Record<string, unknown> | undefined): void {
-  if (!from) return;
+/**
+ * Copies the non-null counts of an upstream usage object into `into`. Anthropic's counts are cumulative, so a
+ * usable count never lowers one already reported (`peak` holds the highest usable count of each): a hostile or
+ * buggy upstream whose last message_delta says less than an earlier event cannot bill less than the client was
+ * shown.
+ */
+function mergeUsage(into: Usage, peak: Usage, from: Record<string, unknown> | undefined): void {
+  if (!from || typeof from !== 'object') return;
   // A present non-number stays visible as NaN so billing flags and replaces it instead of billing 0.
   for (const k of USAGE_KEYS) {
-    if (typeof from[k] === 'number') into[k] = from[k] as number;
-    else if (from[k] !== undefined && (from[k] !== null || k === 'input_tokens' || k === 'output_tokens')) into[k] = Number.NaN;
+    const v = from[k];
+    if (usable(v)) into[k] = peak[k] = Math.max(peak[k], v);
+    else if (typeof v === 'number') into[k] = v;
+    else if (v !== undefined && (v !== null || k === 'input_tokens' || k === 'output_tokens')) into[k] = Number.NaN;
   }
-  // The TTL split of the cache writes (5 minutes / 1 hour) is billed at different prices: keep the latest one.
-  if (from.cache_creation !== undefined && from.cache_creation !== null) (into as Record<string, unknown>).cache_creation = from.cache_creation;
-  // Web searches are billed per search; the count is cumulative: the latest event that carries it wins, so a
-  // stream cut before its last message_delta bills the searches reported so far (none seen: none billed).
+  // The TTL split of the cache writes (5 minutes / 1 hour) is billed at different prices: keep the latest one,
+  // its 1-hour part never below one reported before.
+  const split = from.cache_creation as Record<string, unknown> | null | undefined;
+  if (split !== undefined && split !== null) {
+    const before = (peak as { cache_creation_1h?: number }).cache_creation_1h ?? 0;
+    const h = split && typeof split === 'object' ? split.ephemeral_1h_input_tokens : undefined;
+    let kept: unknown = split;
+    if (usable(h)) (peak as { cache_creation_1h?: number }).cache_creation_1h = Math.max(before, h);
+    if (usable(h) && h < before) kept = { ...split, ephemeral_1h_input_tokens: before };
+    (into as Record<string, unknown>).cache_creation = kept;
+  }
+  // Web searches are billed per search; the count is cumulative: the latest event that carries it wins (never below
+  // an earlier usable one), so a stream cut before its last message_delta bills the searches reported so far.
   const tools = from.server_tool_use as Record<string, unknown> | null | undefined;
   if (tools && typeof tools === 'object' && tools.web_search_requests !== undefined && tools.web_search_requests !== null) {
-    (into as Record<string, unknown>).server_tool_use = { web_search_requests: tools.web_search_requests };
+    const w = tools.web_search_requests;
+    const before = (peak as { web_search?: number }).web_search ?? 0;
+    if (usable(w)) (peak as { web_search?: number }).web_search = Math.max(before, w);
+    (into as Record<string, unknown>).server_tool_use = { web_search_requests: usable(w) ? Math.max(before, w) : w };
   }
 }
 
-const usable = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
+/**
+ * Whether an event's data may hold a usage object a client reads: a `"usage"` key, or an escape of an ASCII
+ * character (`us\u0061ge` is usage once parsed; `\u00e9` is not one). Checked on events the machine would not parse otherwise.
+ */
+export function mayCarryUsage(data: string): boolean {
+  return data.includes('"usage"') || /\\u00[0-7]/.test(data);
+}
 
 export class AnthropicStreamMachine implements SseMachine {
   stopped = false;
   private readonly usage = zeroUsage();
+  /** The highest usable count of each kind reported so far (see mergeUsage). */
+  private readonly peak = zeroUsage();
   private sawDelta = false;
   /** Whether any event carried input_tokens; and the message_delta output_tokens (message_start's is only a start). */
   private inputReported = false;
@@ -68,14 +96,15 @@ export class AnthropicStreamMachine implements SseMachine {
     // Nothing follows message_stop: whatever an upstream still sends is dropped (the relay closes it soon).
     if (this.complete) return '';
     const name = ev.event ?? '';
+    // The official SDKs read an event by its data's `type` (its name only picks which events to read), and data-only
+    // clients read only the data: usage in an event named otherwise (content_block_delta, ping, none) reaches the
+    // client all the same, so it is billed too. Such an event is forwarded as sent.
+    if (name !== 'message_start' && name !== 'message_delta' && name !== 'error' && mayCarryUsage(ev.data)) this.account(safeParse(ev.data), '');
     switch (name) {
       case 'message_start': {
         const data = safeParse(ev.data);
-        if (data?.message) {
-          data.message.model = this.ctx.requestedModel;
-          mergeUsage(this.usage, data.message.usage);
-          this.inputReported ||= data.message.usage?.input_tokens !== undefined;
-        }
+        this.account(data, name);
+        if (data?.message) data.message.model = this.ctx.requestedModel;
         if (data?.message) return encodeSse(name, JSON.stringify(data));
         break;
       }
@@ -88,11 +117,8 @@ export class AnthropicStreamMachine implements SseMachine {
         break;
       case 'message_delta': {
         const data = safeParse(ev.data);
-        mergeUsage(this.usage, data?.usage);
-        this.inputReported ||= data?.usage?.input_tokens !== undefined;
-        this.outputReported ||= data?.usage?.output_tokens !== undefined;
+        this.account(data, name);
         if (data?.delta?.stop_reason !== undefined) this.stopReason = data.delta.stop_reason;
-        this.sawDelta = true;
         break;
       }
       case 'message_stop':
@@ -107,6 +133,26 @@ export class AnthropicStreamMachine implements SseMachine {
       }
     }
     return encodeSse(ev.event, ev.data);
+  }
+
+  /**
+   * Reads the usage of an event that is a message_start or message_delta by its name or by its data's `type`
+   * (either way a client may read it as one).
+   */
+  private account(data: any, name: string): void {
+    if (!data || typeof data !== 'object') return;
+    const type = data.type;
+    if (name === 'message_start' || type === 'message_start') {
+      const u = data.message?.usage;
+      mergeUsage(this.usage, this.peak, u);
+      this.inputReported ||= u?.input_tokens !== undefined;
+    }
+    if (name === 'message_delta' || type === 'message_delta') {
+      mergeUsage(this.usage, this.peak, data.usage);
+      this.inputReported ||= data.usage?.input_tokens !== undefined;
+      this.outputReported ||= data.usage?.output_tokens !== undefined;
+      this.sawDelta = true;
+    }
   }
 
   /**
@@ -156,7 +202,7 @@ export class AnthropicStreamMachine implements SseMachine {
     const usage = this.sawDelta ? { ...this.usage } : null;
     if (usage && !this.inputReported) (usage as Partial<Usage>).input_tokens = undefined;
     if (usage && !this.outputReported) (usage as Partial<Usage>).output_tokens = undefined;
-    const delivered = Math.max(usable(this.usage.output_tokens) ? this.usage.output_tokens : 0, this.estimatedOutput);
+    const delivered = Math.max(this.peak.output_tokens, this.estimatedOutput);
     const output = usage && this.outputReported && usable(this.usage.output_tokens) ? this.usage.output_tokens : delivered;
     // Input as reported (an unusable count stays visible for billing to flag and replace by the reserved bound; none
     // reported stays undefined and is estimated): a stream cut before its message_delta is billed on this.

@@ -1,0 +1,136 @@
+/**
+ * A hostile or buggy "Anthropic-compatible" upstream on a native channel, streaming: whatever usage the client
+ * is shown, the gateway bills at least that. Anthropic's counts are cumulative, so a later event never lowers
+ * the bill below a count already reported; and an event the gateway would otherwise forward as bytes (its
+ * name says content_block_delta or ping) whose data is a message_delta or message_start (the official SDKs
+ * read an event's `type`, data-only clients read only the data) has its usage read too.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { startGateway, type TestGateway } from '../helpers/gateway';
+import { SseParser } from '@gw/formats';
+import { addChannel, keyedUser, send, upstream, type Scripted } from './relay-setup';
+
+let gw: TestGateway;
+let ant: Scripted;
+let user: Awaited<ReturnType<typeof keyedUser>>;
+const PRICE = { input: 1_000_000, output: 2_000_000, cache_read: 100_000, cache_write: 1_250_000 };
+const REPLY = 'Hello there, this is a reply';
+
+beforeAll(async () => {
+  gw = await startGateway();
+  ant = upstream('anthropic');
+  await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['ant'] });
+  expect((await gw.api('PUT', '/api/pricing/', { model: 'ant', ...PRICE })).status).toBe(200);
+  user = await keyedUser(gw, 100_000_000);
+}, 30_000);
+afterAll(async () => { await ant.stop(); await gw.stop(); });
+
+const logOf = (id: string) => gw.db.get('select * from usage_logs where request_id = ?', id);
+
+const START = (usage: string) => `event: message_start\ndata: {"type":"message_start","message":{"id":"msg_h","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":${usage}}}\n\n`;
+const TEXT = [
+  'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n',
+  `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${REPLY}"}}\n\n`,
+  'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+];
+const DELTA = (usage: string) => `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":${usage}}\n\n`;
+const STOP = 'event: message_stop\ndata: {"type":"message_stop"}\n\n';
+
+/** Streams `frames` (one write each, or all in one chunk) and returns the usage row and what the client read. */
+async function run(frames: string[], oneChunk = true, extra: Record<string, unknown> = {}) {
+  ant.queue.push({
+    response: () => {
+      const enc = new TextEncoder();
+      const body = oneChunk ? frames.join('') : new ReadableStream<Uint8Array>({
+        async start(c) {
+          for (const f of frames) { c.enqueue(enc.encode(f)); await Bun.sleep(2); }
+          c.close();
+        },
+      });
+      return new Response(body, { headers: { 'content-type': 'text/event-stream' } });
+    },
+  });
+  const r = await send(gw, user.key, { model: 'ant', max_tokens: 1000, stream: true, messages: [{ role: 'user', content: 'Say hello' }], ...extra });
+  expect(r.status).toBe(200);
+  const id = r.headers.get('request-id')!;
+  const events = [...new SseParser().push(r.text), ...new SseParser().end()];
+  gw.services.relay.quota.flush();
+  return { row: await logOf(id) as Record<string, any>, events };
+}
+
+/** The largest output_tokens any event the client received reports, read by the event's data `type` as the SDKs do. */
+function shownOutput(events: Array<{ event?: string; data: string }>): number {
+  let max = 0;
+  for (const e of events) {
+    let d: any;
+    try { d = JSON.parse(e.data); } catch { continue; }
+    const u = d?.type === 'message_delta' ? d.usage : d?.type === 'message_start' ? d.message?.usage : undefined;
+    if (typeof u?.output_tokens === 'number') max = Math.max(max, u.output_tokens);
+  }
+  return max;
+}
+
+describe('native streams: a later event never lowers the bill', () => {
+  for (const oneChunk of [true, false]) {
+    test(`output_tokens falling across message_delta events is billed at its highest (${oneChunk ? 'one chunk' : 'chunk per event'})`, async () => {
+      const { row, events } = await run([START('{"input_tokens":40,"output_tokens":1}'), ...TEXT, DELTA('{"output_tokens":700}'), DELTA('{"output_tokens":3}'), STOP], oneChunk);
+      expect(shownOutput(events)).toBe(700);
+      expect(row.output_tokens).toBe(700);
+      expect(row.input_tokens).toBe(40);
+    });
+  }
+
+  test('input_tokens lowered by message_delta after message_start is billed at message_start\'s', async () => {
+    const { row } = await run([START('{"input_tokens":900,"output_tokens":1,"cache_read_input_tokens":300}'), ...TEXT, DELTA('{"input_tokens":2,"output_tokens":9,"cache_read_input_tokens":0}'), STOP]);
+    expect(row).toMatchObject({ input_tokens: 900, cache_read_tokens: 300, output_tokens: 9 });
+  });
+
+  test('a second message_start with lower counts does not lower them', async () => {
+    const { row } = await run([START('{"input_tokens":900,"output_tokens":1}'), START('{"input_tokens":1,"output_tokens":1}'), ...TEXT, DELTA('{"output_tokens":9}'), STOP]);
+    expect(row).toMatchObject({ input_tokens: 900, output_tokens: 9 });
+  });
+
+  test('web searches and 1-hour cache writes lowered by message_delta keep message_start\'s', async () => {
+    const { row } = await run([
+      START('{"input_tokens":40,"output_tokens":1,"cache_creation_input_tokens":500,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":500},"server_tool_use":{"web_search_requests":3}}'),
+      ...TEXT,
+      DELTA('{"output_tokens":9,"cache_creation_input_tokens":500,"cache_creation":{"ephemeral_5m_input_tokens":500,"ephemeral_1h_input_tokens":0},"server_tool_use":{"web_search_requests":1}}'),
+      STOP,
+    ], true, { tools: [{ type: 'web_search_20250305', name: 'web_search', max_uses: 5 }] });
+    expect(row).toMatchObject({ web_search_requests: 3, cache_write_tokens: 500, cache_write_1h_tokens: 500, output_tokens: 9 });
+  });
+
+  test('an unusable later output count is replaced by at least the highest one reported', async () => {
+    const { row } = await run([START('{"input_tokens":40,"output_tokens":1}'), ...TEXT, DELTA('{"output_tokens":600}'), DELTA('{"output_tokens":-1}'), STOP]);
+    expect(row.output_tokens).toBe(600);
+    expect(row.usage_flag).toBe('invalid');
+  });
+});
+
+describe('native streams: usage in an event named otherwise is billed', () => {
+  const HIDDEN = [
+    // Named content_block_delta (forwarded as bytes), data a message_delta: the SDKs read it as one.
+    'event: content_block_delta\ndata: {"type":"message_delta","delta":{"stop_reason":null,"stop_sequence":null},"usage":{"output_tokens":800}}\n\n',
+    // The same with the type repeated: JSON parsers keep the last one.
+    'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"},"type":"message_delta","usage":{"output_tokens":800}}\n\n',
+    // A ping whose key is escaped (us\\u0061ge is usage once parsed).
+    'event: ping\ndata: {"type":"ping","type":"message_delta","us\\u0061ge":{"output_tokens":800}}\n\n',
+    // No event name at all (data-only clients read it).
+    'data: {"type":"message_delta","delta":{"stop_reason":null,"stop_sequence":null},"usage":{"output_tokens":800}}\n\n',
+  ];
+  for (const [i, hidden] of HIDDEN.entries()) {
+    for (const oneChunk of [true, false]) {
+      test(`variant ${i} (${oneChunk ? 'one chunk' : 'chunk per event'})`, async () => {
+        const { row, events } = await run([START('{"input_tokens":40,"output_tokens":1}'), ...TEXT, hidden, DELTA('{"output_tokens":5}'), STOP], oneChunk);
+        expect(events.some((e) => e.data.includes('800'))).toBe(true); // the client received it
+        expect(row.output_tokens).toBeGreaterThanOrEqual(800);
+      });
+    }
+  }
+
+  test('the same through the generic parser (\\r\\n line ends)', async () => {
+    const frames = [START('{"input_tokens":40,"output_tokens":1}'), ...TEXT, HIDDEN[0]!, DELTA('{"output_tokens":5}'), STOP].map((f) => f.replace(/\n/g, '\r\n'));
+    const { row } = await run(frames);
+    expect(row.output_tokens).toBe(800);
+  });
+});
