@@ -154,3 +154,31 @@ describe('redirects', () => {
     expect(await statusSoon(ids[0]!, 3)).toBe(3);
   });
 });
+
+describe('hostile upstream answers', () => {
+  test('a 200 whose body is not JSON (an HTML page): 502 upstream_bad_response, not "could not be reached"; fails over', async () => {
+    const { us, hits } = await trio('html', 'anthropic');
+    us[0]!.fallback = { response: () => new Response('<html><body>Bad gateway</body></html>', { headers: { 'content-type': 'text/html' } }) };
+    us[1]!.fallback = us[0]!.fallback;
+    us[2]!.fallback = us[0]!.fallback;
+    const u = await keyedUser(gw);
+    const r = await send(nodeOne(gw), u.key, msg('html'));
+    expect(r.status).toBe(502);
+    expect(r.body.error.code).toBe('upstream_bad_response');
+    expect(hits()).toEqual([1, 1, 1]);
+  });
+
+  test('an upstream 429 with a huge retry-after: the client is told at most 60 seconds', async () => {
+    const { us } = await trio('ra', 'anthropic');
+    for (const v of ['99999999999999999999', '86400']) {
+      for (const x of us) x.fallback = { error: { status: 429, retryAfter: v } };
+      const u = await keyedUser(gw);
+      const r = await send(nodeOne(gw), u.key, msg('ra'));
+      expect(r.status).toBe(429);
+      expect(r.headers.get('retry-after')).toBe('60');
+    }
+    for (const x of us) x.fallback = { error: { status: 429, retryAfter: 7 } };
+    const r = await send(nodeOne(gw), (await keyedUser(gw)).key, msg('ra'));
+    expect(r.headers.get('retry-after')).toBe('7');
+  });
+});

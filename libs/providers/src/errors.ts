@@ -37,12 +37,17 @@ export function classifyUpstreamError(status: number, bodyText: string, headers:
   return c;
 }
 
+/** The longest retry-after (seconds) an upstream's 429 passes on to the client. */
+export const MAX_RETRY_AFTER_S = 60;
+
 function classify(status: number, bodyText: string, headers: Headers, scrubber: Scrubber): ClassifiedError {
   // Redirects are never followed (the key would go wherever the Location says): the channel is misconfigured.
   if (status >= 300 && status < 400) return result('server', true, new GatewayError(502, 'upstream_redirect', `The upstream answered with a redirect (HTTP ${status}).`));
   if (status === 429) {
     const retryAfter = headers.get('retry-after');
-    const opts = retryAfter && /^\d+$/.test(retryAfter) ? { headers: { 'retry-after': retryAfter } } : {};
+    // Passed on to the client, at most MAX_RETRY_AFTER_S: an upstream (a reseller) saying to wait a day or 10^20
+    // seconds would otherwise park clients that honour it, when another channel may answer at once.
+    const opts = retryAfter && /^\d+$/.test(retryAfter) ? { headers: { 'retry-after': String(Math.min(Number(retryAfter), MAX_RETRY_AFTER_S)) } } : {};
     return result('rate_limit', true, new GatewayError(429, 'upstream_rate_limited', 'The upstream is rate limiting requests; try again later.', opts));
   }
   if (status === 408 || status === 504) return result('timeout', true, new GatewayError(504, 'upstream_timeout', 'The upstream timed out.'));

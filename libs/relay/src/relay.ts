@@ -3,7 +3,7 @@ import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type P
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
 import { applyBodyPolicy, applyHeaderPolicy, type ChannelRecord } from '@gw/channels';
-import { countCodeExecutionCalls, decodeContextFor, scrubberFor, upstreamMessage, type ProviderAdapter, type Scrubber, type UpstreamRequest, type UpstreamTarget } from '@gw/providers';
+import { badUpstreamResponse, countCodeExecutionCalls, decodeContextFor, scrubberFor, upstreamMessage, type ProviderAdapter, type Scrubber, type UpstreamRequest, type UpstreamTarget } from '@gw/providers';
 import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
 import { judgeFailure, type FailureInput } from './fault';
@@ -417,8 +417,10 @@ export class RelayService {
         let json: unknown;
         try {
           json = JSON.parse(Buffer.from(body.bytes.buffer, body.bytes.byteOffset, body.bytes.byteLength).toString('utf8'));
-        } catch (e) {
-          return fail({ phase: 'transport', cause: e, timedOut }, 'bad or cut response body');
+        } catch {
+          // The whole body arrived (a cut one fails above): an answer that is not JSON (an HTML page) is a bad answer,
+          // not an unreachable upstream.
+          return fail({ phase: 'decode', cause: badUpstreamResponse('not JSON') }, 'response body not JSON');
         }
         let decoded;
         try {
