@@ -17,6 +17,11 @@ export interface RelayConfig {
   streamBufferBytes: number;
   /** STREAM_STALL_TIMEOUT_MS (default 60000, 100..3600000): a client that takes nothing for this long is cut. */
   streamStallMs: number;
+  /**
+   * STREAM_MAX_DURATION_MS (default 7200000, 0 = none, else 1000..86400000): a stream's whole life, from the request's
+   * arrival. An upstream that sends pings (activity) for ever never trips the idle limit.
+   */
+  streamMaxMs: number;
   /** SSE_MAX_EVENT_BYTES (default 1 MiB, 1 KiB..64 MiB): the largest single upstream SSE event. */
   sseMaxEventBytes: number;
   /** SSE_KEEPALIVE_MS (default 10000, 0 = off, else 1000..600000): ping interval while a stream's upstream is silent. */
@@ -53,6 +58,7 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
     probeTimeoutMs: readIntEnv(env, 'RELAY_PROBE_TIMEOUT_MS', 10_000, 100, 600_000),
     streamBufferBytes: readIntEnv(env, 'STREAM_BUFFER_BYTES', 65_536, 0, 16 << 20),
     streamStallMs: readIntEnv(env, 'STREAM_STALL_TIMEOUT_MS', 60_000, 100, 3_600_000),
+    streamMaxMs: streamMaxMs(readIntEnv(env, 'STREAM_MAX_DURATION_MS', 7_200_000, 0, 86_400_000)),
     sseMaxEventBytes: readIntEnv(env, 'SSE_MAX_EVENT_BYTES', 1 << 20, 1024, 64 << 20),
     sseKeepAliveMs: keepAliveMs(readIntEnv(env, 'SSE_KEEPALIVE_MS', 10_000, 0, 600_000)),
     counting: {
@@ -71,5 +77,10 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
 /** 0 turns pings off; anything else below 1 s would flood the client. */
 function keepAliveMs(v: number): number {
   if (v !== 0 && v < 1000) throw new ConfigError('SSE_KEEPALIVE_MS must be 0 (off) or between 1000 and 600000');
+  return v;
+}
+
+function streamMaxMs(v: number): number {
+  if (v !== 0 && v < 1000) throw new ConfigError('STREAM_MAX_DURATION_MS must be 0 (none) or between 1000 and 86400000');
   return v;
 }

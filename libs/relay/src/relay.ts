@@ -467,7 +467,7 @@ export class RelayService {
     const cfg = this.d.config;
     const response = await relayStream({
       reader, first: first.value!, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
-      idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
+      idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, maxMs: cfg.streamMaxMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
       onEnd: this.streamEnd(res, r.ticket, ch, billOf(plan), attempts, scrubber), holdEnd: this.d.quota.commitsLater,
     });
     return { ok: true, channel: ch, response };

@@ -54,6 +54,8 @@ export interface StreamRelayInput {
   signal?: AbortSignal;
   idleMs: number;
   stallMs: number;
+  /** The stream's whole life from `startedAt` (STREAM_MAX_DURATION_MS); 0 or absent = none. */
+  maxMs?: number;
   bufferBytes: number;
   /** Ping interval during upstream silence (SSE_KEEPALIVE_MS); 0 or absent = no pings. */
   keepAliveMs?: number;
@@ -143,6 +145,7 @@ class StreamRelay {
   /** The relay closed the upstream of a whole answer itself. */
   private tailCut = false;
   private readonly stallMs: number;
+  private readonly maxMs: number;
   private readonly keepAliveMs: number;
   private readonly startedAt: number;
   private readonly onEnd: (end: StreamEnd) => void | Promise<void>;
@@ -191,6 +194,7 @@ class StreamRelay {
     this.idleMs = p.idleMs;
     this.tailMs = Math.min(TAIL_GRACE_MS, p.idleMs);
     this.stallMs = p.stallMs;
+    this.maxMs = p.maxMs || NEVER;
     this.keepAliveMs = p.keepAliveMs || NEVER;
     this.startedAt = p.startedAt;
     this.onEnd = p.onEnd;
@@ -251,7 +255,7 @@ class StreamRelay {
   /** The client stream, from here on driven by the client's reads, the upstream's chunks, the timer and the signal. */
   open(): ReadableStream<Uint8Array> {
     this.quietSince = performance.now();
-    this.timer = setTimeout(checkDeadlines, Math.min(this.stallMs, this.idleMs, this.keepAliveMs, this.wholeAt < 0 ? NEVER : this.tailMs), this);
+    this.timer = setTimeout(checkDeadlines, Math.max(1, Math.min(this.stallMs, this.idleMs, this.keepAliveMs, this.wholeAt < 0 ? this.startedAt + this.maxMs - this.quietSince : this.tailMs)), this);
     this.signal?.addEventListener('abort', this, { once: true });
     const body = new ReadableStream<Uint8Array>(this as unknown as Bun.UnderlyingSource<Uint8Array>, { highWaterMark: 0 });
     if (this.signal?.aborted) this.handleEvent();
@@ -301,6 +305,12 @@ class StreamRelay {
       this.halt(new StreamAbortedError(`The upstream sent nothing for ${this.idleMs} ms.`, 'upstream_stream_cut', true));
       return;
     }
+    // Pings are activity, so an upstream that only pings never trips the idle limit: the whole life is bounded too.
+    // Checked while we wait on the upstream (as the idle limit), so the read in progress ends at once.
+    if (!whole && this.waitingUpstream && now - this.startedAt >= this.maxMs) {
+      this.halt(new StreamAbortedError(`The upstream's answer took longer than ${this.maxMs} ms.`, 'upstream_stream_too_long', true));
+      return;
+    }
     // A ping only while the client has taken everything (its read is pending) and we wait on the upstream,
     // never after the message's end.
     if (this.waitingUpstream && !this.waitingClient && !whole && now - this.quietSince >= this.keepAliveMs && this.ctrl) {
@@ -312,6 +322,7 @@ class StreamRelay {
       this.waitingClient ? this.clientSince + this.stallMs - now : this.stallMs,
       this.waitingUpstream ? this.upstreamSince + this.idleMs - now : this.idleMs,
       whole && !this.tailCut ? this.wholeAt + this.tailMs - now : NEVER,
+      this.waitingUpstream && !whole ? this.startedAt + this.maxMs - now : NEVER,
       this.quietSince + this.keepAliveMs - now,
     );
     this.timer = setTimeout(checkDeadlines, Math.max(1, Math.min(NEVER, Math.ceil(next))), this);
