@@ -182,3 +182,26 @@ describe('hostile upstream answers', () => {
     expect(r.headers.get('retry-after')).toBe('7');
   });
 });
+
+describe('hostile upstream answers to a stream', () => {
+  test('a 200 whose body is not an event stream (HTML, a JSON object): fails over before anything is sent, nothing billed', async () => {
+    for (const [kind, page] of [['anthropic', '<!DOCTYPE html><html><body>\n\nBad gateway\n\n</body></html>'], ['anthropic', '\n{"type":"error","error":{"type":"api_error","message":"x"}}'], ['openai', '<html></html>']] as const) {
+      const { us, hits } = await trio(`nsse-${kind}-${page.length}`, kind);
+      us[0]!.fallback = { response: () => new Response(page, { headers: { 'content-type': 'text/html' } }) };
+      const u = await keyedUser(gw);
+      const r = await send(nodeOne(gw), u.key, msg(`nsse-${kind}-${page.length}`, { stream: true }));
+      expect(r.status).toBe(200);
+      expect(r.text).toContain('message_stop');
+      expect(r.text).not.toContain('event: error');
+      expect(hits()).toEqual([1, 1, 0]);
+      // All of them: a clear JSON error, no charge.
+      us[1]!.fallback = us[0]!.fallback;
+      us[2]!.fallback = us[0]!.fallback;
+      const r2 = await send(nodeOne(gw), u.key, msg(`nsse-${kind}-${page.length}`, { stream: true }));
+      expect(r2.status).toBe(502);
+      expect(r2.body.error.code).toBe('upstream_bad_response');
+      const rows = await rowsOf(u.id);
+      expect(rows.at(-1).cost).toBe(0);
+    }
+  });
+});

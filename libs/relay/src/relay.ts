@@ -460,6 +460,12 @@ export class RelayService {
       return fail({ phase: 'transport', cause: e, timedOut }, 'stream failed before the first byte');
     }
     if (first.done) return fail({ phase: 'decode', cause: new GatewayError(502, 'upstream_empty_stream', 'The upstream sent an empty stream') }, 'empty stream');
+    // An HTML page or a JSON body on a 200 (a proxy's error page, an upstream ignoring `stream`) is no event stream:
+    // refused before anything is committed, so the request fails over instead of ending in an error event.
+    if (notEventStream(first.value!)) {
+      reader.cancel().catch(() => {});
+      return fail({ phase: 'decode', cause: badUpstreamResponse('not an event stream') }, 'not an event stream');
+    }
     done();
     this.d.health.success(ch.id);
     this.d.observeAttempt?.(ch.id, 'ok');
@@ -483,6 +489,18 @@ export class RelayService {
       });
     };
   }
+}
+
+/**
+ * Whether a stream's first chunk shows it is not server-sent events: its first character (after a BOM and
+ * whitespace) opens HTML or JSON. An event stream starts with a field name, a comment (`:`) or a blank line; none
+ * starts with `<`, `{` or `[` (such a line would be a field no client reads). A chunk of only whitespace is undecided.
+ */
+function notEventStream(chunk: Uint8Array): boolean {
+  let i = chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf ? 3 : 0;
+  while (i < chunk.length && (chunk[i] === 0x20 || chunk[i] === 0x0a || chunk[i] === 0x0d || chunk[i] === 0x09)) i++;
+  const c = chunk[i];
+  return c === 0x3c || c === 0x7b || c === 0x5b; // < { [
 }
 
 /**
