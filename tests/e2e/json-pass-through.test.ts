@@ -101,6 +101,14 @@ test('`model` twice in the head: the client sees only its own model name', async
   expect(JSON.parse(r.text).model).toBe('alias');
 });
 
+test('`type` twice in the head: the client is sent one type (parsers disagree on which of two wins)', async () => {
+  ant.queue.push({ response: json(answer('up-model').replace('"type":"message"', '"type":"error","type":"message"')) });
+  const r = await call('alias');
+  expect(r.status).toBe(200);
+  expect(r.text).not.toContain('"type":"error"');
+  expect(JSON.parse(r.text).type).toBe('message');
+});
+
 test('`usage` twice (or spelled with an escape): the client is sent exactly one usage, the one billed', async () => {
   const big = '{"input_tokens":900,"output_tokens":40,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}';
   for (const members of [`,"usage":${big}`, `,"us\\u0061ge":${big}`]) {

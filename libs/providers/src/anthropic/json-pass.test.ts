@@ -69,6 +69,7 @@ describe('native JSON answers pass through as bytes', () => {
     ['usage twice', JSON.stringify(message()).replace('"stop_reason"', `"usage":${JSON.stringify({ ...usage, output_tokens: 900 })},"stop_reason"`)],
     ['a usage key inside content (conservatively)', JSON.stringify(message()).replace('"counts"', '"usage"')],
     ['model after content', JSON.stringify(message()).replace('"stop_reason"', '"model":"up-model","stop_reason"')],
+    ['type twice in the head', JSON.stringify(message()).replace('"type":"message"', '"type":"error","type":"message"')],
     ['model twice in the head', JSON.stringify(message()).replace('"model":"up-model"', '"model":"a","model":"up-model"')],
     ['an escaped ASCII character (may spell a key)', JSON.stringify(message()).replace('"stop_reason"', '"mod\\u0065l":"up-model","stop_reason"')],
   ])('%s: decoded the slow way (null)', (_why, text) => {

@@ -63,6 +63,7 @@ function scanHead(b: Buffer): { modelStart: number; modelEnd: number } | null {
   i++;
   let model: { modelStart: number; modelEnd: number } | null = null;
   let isMessage = false;
+  let sawType = false;
   for (let n = 0; n < MAX_HEAD_FIELDS; n++) {
     i = skipWs(b, i);
     if (b[i] !== Q) return null;
@@ -78,7 +79,11 @@ function scanHead(b: Buffer): { modelStart: number; modelEnd: number } | null {
     if (b[i] !== Q) return null;
     const valueEnd = stringEnd(b, i);
     if (valueEnd < 0) return null;
-    if (is(b, keyStart, keyEnd, TYPE)) isMessage = is(b, i, valueEnd, MESSAGE);
+    if (is(b, keyStart, keyEnd, TYPE)) {
+      if (sawType) return null; // spelled twice: parsers disagree on which one is the answer's type
+      sawType = true;
+      isMessage = is(b, i, valueEnd, MESSAGE);
+    }
     else if (is(b, keyStart, keyEnd, MODEL)) {
       if (model) return null; // spelled twice: decoded, so no parser can read the upstream's model name
       model = { modelStart: i, modelEnd: valueEnd };
