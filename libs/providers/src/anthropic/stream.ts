@@ -118,6 +118,7 @@ export class AnthropicStreamMachine implements SseMachine {
       case 'message_delta': {
         const data = safeParse(ev.data);
         this.account(data, name);
+        this.sawDelta = true; // even unreadable: the usage then counts as reported without counts (estimated)
         if (data?.delta?.stop_reason !== undefined) this.stopReason = data.delta.stop_reason;
         break;
       }
