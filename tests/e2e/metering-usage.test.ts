@@ -102,6 +102,31 @@ describe('hostile usage is validated, billed and flagged', () => {
     });
   }
 
+  test('anthropic json and sse: an unusable cache count is billed at the reserved input bound, never as 0', async () => {
+    const antJson = (read: string, write: string) => json(`{"id":"msg_h","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"${REPLY}"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":40,"output_tokens":5,"cache_creation_input_tokens":${write},"cache_read_input_tokens":${read}}}`);
+    const antSse = (read: string, write: string) => sse([
+      `event: message_start\ndata: {"type":"message_start","message":{"id":"msg_h","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":40,"output_tokens":1,"cache_creation_input_tokens":${write},"cache_read_input_tokens":${read}}}}\n\n`,
+      `event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n`,
+      `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${REPLY}"}}\n\n`,
+      'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+      'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":5}}\n\n',
+      'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+    ]);
+    for (const [stream, body] of [[false, antJson], [true, antSse]] as const) {
+      for (const bad of ['1500.5', '-5', '"7"', '9007199254740993', 'true']) {
+        for (const which of ['read', 'write'] as const) {
+          ant.queue.push({ response: which === 'read' ? body(bad, '0') : body('0', bad) });
+          const r = await send(gw, user.key, { model: 'ant', max_tokens: 100, stream, messages: [{ role: 'user', content: 'Say hello' }] });
+          expect(r.status).toBe(200);
+          const row = await logOf(r.headers.get('request-id')!);
+          const got = which === 'read' ? row.cache_read_tokens : row.cache_write_tokens;
+          expect({ stream, bad, which, billed: got > 0, flag: row.usage_flag }).toEqual({ stream, bad, which, billed: true, flag: 'invalid' });
+          expect(row.input_tokens).toBe(40);
+        }
+      }
+    }
+  });
+
   test('cached tokens beyond prompt tokens (translated) are not billed twice', async () => {
     for (const route of ROUTES.filter((r) => r.model === 'oai')) {
       route.up().queue.push({ response: route.body('10', '5', '1000') });
