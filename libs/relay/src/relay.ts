@@ -97,6 +97,17 @@ interface Ticket {
 
 /** What a settlement takes from the serving channel's plan (not its body). */
 interface PlanBill { billedModel: string; limits: UsageLimits; overrides: string }
+
+/**
+ * What an unusable cache count (1500.5, -5, "7", an unsafe integer) is billed at on a native channel: Anthropic's
+ * cache reads and writes come on top of `input_tokens`, so billing one as none (the guard's default for optional
+ * counts) would serve the cached prompt free, though the client was shown a count and the upstream bills one. It is
+ * billed like an unusable input count, at the reserved input bound (then clamped with the rest of the input).
+ * Translated answers keep the default: OpenAI's cached counts are part of prompt_tokens, already billed as input.
+ */
+function cacheFallback(ch: RelayChannel, bill: PlanBill): Partial<TokenUsage> {
+  return ch.type === 'anthropic' ? { cacheRead: bill.limits.input, cacheWrite: bill.limits.input } : {};
+}
 const billOf = (plan: ChannelPlan): PlanBill => ({ billedModel: plan.billedModel, limits: plan.sized.limits, overrides: plan.changed.length ? JSON.stringify(plan.changed) : '' });
 
 /** A request past admission. */
@@ -436,6 +447,7 @@ export class RelayService {
         const sent = usage ? undefined : decoded.estimatedUsage;
         estimate = sent ? { input: sent.input_tokens, output: sent.output_tokens } : { output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
         estimate.codeExecution = codeExecution;
+        if (usage) Object.assign(estimate, cacheFallback(ch, billOf(plan)));
       }
       done();
       this.d.health.success(ch.id);
@@ -485,7 +497,7 @@ export class RelayService {
       if (e.upstreamFault) void this.d.health.failure(ch.id, scrubber().scrub(e.reason));
       return this.settle(res, ticket, ch, bill, toTokens(e.usage, e.codeExecutionCalls), {
         status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
-        estimate: { output: estimateSafe(e.estimatedUsage.output_tokens), codeExecution: e.codeExecutionCalls }, estimated: !e.reported,
+        estimate: { output: estimateSafe(e.estimatedUsage.output_tokens), codeExecution: e.codeExecutionCalls, ...cacheFallback(ch, bill) }, estimated: !e.reported,
       });
     };
   }
