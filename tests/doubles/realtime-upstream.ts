@@ -60,8 +60,14 @@ export interface RealtimeUpstreamDouble {
   echo: boolean;
   /** Read binary frames as events too, as a lenient server may (default false: binary frames are echoed). */
   binaryEvents: boolean;
-  /** Answer this many next response.create events with an `error` event instead of a response. */
+  /** Answer this many next response.create events with an `error` event (naming the create's event_id, as OpenAI does) instead of a response. */
   refuseResponses: number;
+  /**
+   * Answer a text event whose type is not a client event of OpenAI's Realtime API with an `error` naming its
+   * event_id (null when it has none), as OpenAI does, instead of echoing it; and a `response.cancel` with OpenAI's
+   * `response_cancel_not_active` (the double never has a response running when it reads one) (default false).
+   */
+  rejectUnknown: boolean;
   /**
    * Cut each response short: 'response.created' leaves response.create unanswered, 'response.done'
    * sends everything but the response.done (null = whole responses).
@@ -97,6 +103,12 @@ function isResponseCreate(text: string): boolean {
   try { return JSON.parse(text)?.type === 'response.create'; } catch { return false; }
 }
 
+/** OpenAI's Realtime client event types (GA). */
+const CLIENT_EVENTS = new Set([
+  'session.update', 'input_audio_buffer.append', 'input_audio_buffer.commit', 'input_audio_buffer.clear', 'conversation.item.create',
+  'conversation.item.retrieve', 'conversation.item.truncate', 'conversation.item.delete', 'response.create', 'response.cancel', 'output_audio_buffer.clear',
+]);
+
 let eventSeq = 0;
 const evId = () => `event_${++eventSeq}`;
 
@@ -104,7 +116,7 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
   let connSeq = 0;
   let responseSeq = 0;
   const self: RealtimeUpstreamDouble = {
-    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, binaryEvents: false, backpressured: 0, refuseResponses: 0, stopBefore: null, sessionMaxOutput: 'inf',
+    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, binaryEvents: false, backpressured: 0, refuseResponses: 0, rejectUnknown: false, stopBefore: null, sessionMaxOutput: 'inf',
     respondAfterMs: 0, handshakeDelayMs: 0, lateAnswers: 0,
     usageFor: () => SAMPLE_USAGE,
     deltas: ['Hello', ' from', ' the double'],
@@ -156,7 +168,8 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
   const respond = (ws: ServerWebSocket<ConnData>, create: any) => {
     if (self.refuseResponses > 0) {
       self.refuseResponses--;
-      return out(ws, { type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'Conversation already has an active response', param: null, event_id: null } });
+      const about = typeof create?.event_id === 'string' ? create.event_id : null;
+      return out(ws, { type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'Conversation already has an active response', param: null, event_id: about } });
     }
     if (self.stopBefore === 'response.created') return;
     const n = ++responseSeq;
@@ -211,6 +224,17 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
           const c = self.connections.find((x) => x.id === ws.data.id)!;
           setTimeout(() => { if (c.closed) self.lateAnswers++; respond(ws, JSON.parse(text)); }, self.respondAfterMs);
           return;
+        }
+        if (text !== null && self.rejectUnknown) {
+          let ev: any = null;
+          try { ev = JSON.parse(text); } catch { /* not JSON: refused below like an unknown type */ }
+          const about = typeof ev?.event_id === 'string' ? ev.event_id : null;
+          if (!CLIENT_EVENTS.has(ev?.type)) {
+            return out(ws, { type: 'error', error: { type: 'invalid_request_error', code: 'invalid_value', message: `Invalid value: '${String(ev?.type)}'`, param: 'type', event_id: about } });
+          }
+          if (ev.type === 'response.cancel') {
+            return out(ws, { type: 'error', error: { type: 'invalid_request_error', code: 'response_cancel_not_active', message: 'Cancellation failed: no active response found', param: null, event_id: about } });
+          }
         }
         if (self.echo) push(ws, data);
       },

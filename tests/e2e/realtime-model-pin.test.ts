@@ -71,7 +71,8 @@ describe('realtime model pinning', () => {
     c.ws.send(JSON.stringify({ type: 'response.create', response: { model: 'gpt-realtime', output_modalities: ['text'] } }));
     await c.waitFor('response.done');
     expect(receivedBy(conn).filter((t) => t.includes('response.create')).map((t) => JSON.parse(t))).toEqual([
-      { type: 'response.create', response: { output_modalities: ['text'] } },
+      // The gateway names a create that names itself nothing (an upstream error refusing it names that id).
+      { event_id: expect.stringMatching(/^evt_gw_\w+$/), type: 'response.create', response: { output_modalities: ['text'] } },
     ]);
     c.ws.close();
   });
@@ -129,11 +130,14 @@ describe('realtime model pinning', () => {
       await Bun.sleep(50);
       expect(receivedBy(conn).filter((t) => t.includes('response.create'))).toEqual([]);
       expect(c.close).toBeNull();
-      // One within the balance is held, relayed as the bytes it was, and billed.
-      const bytes = Buffer.from(RESPONSE_CREATE);
-      c.ws.send(bytes);
+      // One within the balance is held, relayed as a binary frame (the bytes it was, named by the gateway: it had no
+      // event_id), and billed.
+      c.ws.send(Buffer.from(RESPONSE_CREATE));
       await c.waitFor('response.done');
-      expect(u.received.some((r) => r.conn === conn && r.binary && Buffer.compare(Buffer.from(r.data as Uint8Array), bytes) === 0)).toBe(true);
+      const sent = u.received.filter((r) => r.conn === conn && r.binary).map((r) => Buffer.from(r.data as Uint8Array).toString());
+      const named = sent.length === 1 ? JSON.parse(sent[0]!).event_id : undefined;
+      expect(named).toMatch(/^evt_gw_\w+$/);
+      expect(sent).toEqual([`{"event_id":"${named}",${RESPONSE_CREATE.slice(1)}`]);
       c.ws.close();
       await c.waitClose();
       await Bun.sleep(50);

@@ -36,6 +36,8 @@ afterEach(() => {
   up.respondAfterMs = 0;
   up.handshakeDelayMs = 0;
   up.refuseWith = 0;
+  up.rejectUnknown = false;
+  up.refuseResponses = 0;
 });
 afterAll(async () => {
   for (const c of clients) if (c.ws.readyState <= 1) c.ws.close();
@@ -193,6 +195,30 @@ describe('a response.create forwarded upstream and never answered', () => {
     await noHolds(id, BALANCE - first.cost - second.cost);
   }, 20_000);
 
+  // Before, an `error` naming no event gave back the oldest waiting create's hold: a create followed by a malformed
+  // event (neither with an event_id) had the upstream's error about the malformed one taken for the create's
+  // refusal, and closing before its response.created billed nothing while the upstream ran it.
+  for (const [what, after] of [['a malformed event', '{"type":"bogus"}'], ['a response.cancel', '{"type":"response.cancel"}']] as const) {
+    test(`a create followed by ${what}, neither naming an event_id: the upstream's error about the second frees nothing`, async () => {
+      up.stopBefore = 'response.created';
+      up.rejectUnknown = true;
+      const { id, key } = await user();
+      const { c, conn } = await session(key);
+      c.ws.send(CREATE);
+      c.ws.send(after);
+      const err = await c.waitFor('error');
+      expect(err.error.event_id).toBeNull();
+      expect(creates(conn)).toBe(1);
+      c.ws.close(1000);
+      await c.waitClose();
+      const rows = await ended(id);
+      const row = unanswered(c, 'client_closed', Buffer.byteLength(CREATE) + Buffer.byteLength(after));
+      expect(rows).toEqual([row]);
+      expect(await gw.services.ledger.sum(id)).toBe(BALANCE - row.cost);
+      await noHolds(id, BALANCE - row.cost);
+    }, 20_000);
+  }
+
   test('an answered response is billed as itself, never again as unanswered', async () => {
     up.stopBefore = 'response.done';
     const { id, key } = await user();
@@ -229,6 +255,29 @@ describe('a response.create that never reached the upstream, or was refused: not
     await up.until(() => creates(conn) === 1);
     up.send(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'active', param: null, event_id: 'evt_r' } }), conn);
     await c.waitFor('error');
+    c.ws.close(1000);
+    await c.waitClose();
+    expect(await ended(id)).toEqual([]);
+    await noHolds(id, BALANCE);
+  }, 20_000);
+
+  test('a create without an event_id refused by the upstream: forwarded with one the gateway gave it, which the error names; nothing billed', async () => {
+    up.refuseResponses = 1;
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    c.ws.send(CREATE);
+    const err = await c.waitFor('error');
+    expect(err.error.code).toBe('conversation_already_has_active_response');
+    expect(err.error.event_id).toMatch(/^evt_gw_\w+$/);
+    // The frame is the client's, the event_id written first.
+    const sent = up.received.filter((r) => r.conn === conn && String(r.data).includes('"response.create"')).map((r) => String(r.data));
+    expect(sent).toEqual([`{"event_id":"${err.error.event_id}",${CREATE.slice(1)}`]);
+    // A create with an event_id of its own is forwarded as it was sent; an error naming it frees it.
+    up.refuseResponses = 1;
+    const own = '{"type":"response.create","event_id":"evt_mine"}';
+    c.ws.send(own);
+    expect((await c.waitFor('error', 2)).error.event_id).toBe('evt_mine');
+    expect(up.received.filter((r) => r.conn === conn).map((r) => String(r.data)).at(-1)).toBe(own);
     c.ws.close(1000);
     await c.waitClose();
     expect(await ended(id)).toEqual([]);

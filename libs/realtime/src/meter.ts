@@ -22,7 +22,7 @@
  * commit ends the session (1011), as a failed write does there. The session record waits for the
  * session's last commits (`idle()`), so its cost is theirs.
  */
-import { GatewayError, nowSeconds, stdLogger, type Logger } from '@gw/core';
+import { GatewayError, nowSeconds, randomToken, stdLogger, type Logger } from '@gw/core';
 import { estimateTextTokens } from '@gw/formats';
 import { DeliveredOutput, outputAudioRate, type DeliveredTokens } from './delivered';
 import { CLIENT_EVENT_MAX_DEPTH, meteredEvent } from './events';
@@ -33,7 +33,7 @@ import {
   type PendingTranscription,
 } from './transcription';
 import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
-import { INTERNAL_FAILURE, type ClientVerdict, type FrameObserver, type SessionFailure, type UpstreamTarget } from './session';
+import { INTERNAL_FAILURE, type ClientVerdict, type FrameObserver, type FrameRewrite, type SessionFailure, type UpstreamTarget } from './session';
 import { reservationFor, tokensOf, type RealtimePrice } from './usage';
 
 export interface MeterOptions<K extends RealtimeKey, R> {
@@ -190,18 +190,21 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const own = maxOutputOf(m.event.response, this.o.defaultOutputTokens);
     const held = this.reserve(own ?? this.sessionMaxOutput);
     if ('closeCode' in held) return refusal(held);
-    if (typeof m.event.event_id === 'string') held.eventId = m.event.event_id;
+    // An upstream `error` gives a create's hold back only when it names the create's event_id: a create without one
+    // is given one (the upstream echoes it), so an error about another event (a malformed one sent right after, which
+    // names none) is never taken for the create's refusal while the upstream runs it.
+    const verdict = this.named(held, m.event, text, pin);
     const conv = m.event.response?.conversation;
     if (conv !== undefined && conv !== 'auto') held.outOfBand = true;
     if (!(held.r instanceof Promise)) {
       this.queued.push(held);
-      return pin;
+      return verdict;
     }
     // The frame waits for the decision: a response the quota refuses is never forwarded.
     return held.r.then((r) => {
       if (this.ended) this.o.quota.release(r);
       else this.queued.push({ ...held, r });
-      return pin;
+      return verdict;
     }, (e) => refusal(this.failureOf(e)));
   }
 
@@ -276,11 +279,11 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       return undefined;
     }
     if (m.type === 'error' && this.queued.length) {
-      // Often a refused response.create (e.g. one already active): give its hold back, the one it names
-      // when it names one. If the error was about something else, the response that follows reserves
-      // when it is created instead.
+      // A refused response.create (e.g. one already active) names it (OpenAI's `error.event_id`; every forwarded
+      // create has one, see named()): its hold is given back. An error naming none, or another event, refuses no
+      // create: taking it for the oldest let a create followed by a malformed event go unbilled while it ran.
       const about = m.event.error?.event_id;
-      const at = typeof about === 'string' && about ? this.queued.findIndex((h) => h.eventId === about) : 0;
+      const at = typeof about === 'string' && about ? this.queued.findIndex((h) => h.eventId === about) : -1;
       if (at !== -1) this.releaseHeld(this.queued.splice(at, 1)[0]!);
     }
     return undefined;
@@ -345,6 +348,24 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
    */
   private answered(): void {
     if (!this.queued.length) this.autoPending = false;
+  }
+
+  /**
+   * Records the event_id an upstream error refusing this create will name: the client's own, else one the gateway
+   * adds (written first, the rest of the frame as it was), so every forwarded create can be told apart from the
+   * events around it. A non-string event_id is left alone: no error can name the create (it is billed if unanswered).
+   */
+  private named(held: Held<R>, event: any, text: string, pin: FrameRewrite | undefined): FrameRewrite | undefined {
+    if (typeof event.event_id === 'string') {
+      held.eventId = event.event_id;
+      return pin;
+    }
+    const frame = pin ? pin.forward : text;
+    const start = frame.search(/\S/);
+    if (event.event_id !== undefined || frame[start] !== '{') return pin;
+    held.eventId = `evt_gw_${randomToken(16)}`;
+    const rest = frame.slice(start + 1);
+    return { forward: `{"event_id":${JSON.stringify(held.eventId)}${/^\s*\}/.test(rest) ? '' : ','}${rest}` };
   }
 
   /** The max output tokens a response announces for itself, else the session's. */

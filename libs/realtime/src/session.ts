@@ -39,7 +39,7 @@ export interface FrameRefusal {
   message: string;
 }
 
-/** A client frame forwarded in a changed form (e.g. without a field the session fixes), as a text frame. */
+/** A client frame forwarded in a changed form (e.g. without a field the session fixes), in the frame's kind (text or binary). */
 export interface FrameRewrite {
   forward: string;
 }
@@ -210,7 +210,8 @@ export class RelaySession {
   private apply(data: Frame, verdict: ClientVerdict): void {
     if (this.ended) return;
     if (verdict && 'refuse' in verdict) return this.toClient(errorEvent(verdict.type, verdict.code, verdict.message));
-    if (verdict && 'forward' in verdict) return this.forward(verdict.forward);
+    // A rewritten frame keeps its kind: a binary event a lenient upstream reads stays binary.
+    if (verdict && 'forward' in verdict) return this.forward(typeof data === 'string' ? verdict.forward : Buffer.from(verdict.forward));
     if (verdict) return this.fail(verdict);
     this.forward(data);
   }
