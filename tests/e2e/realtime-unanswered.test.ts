@@ -198,21 +198,27 @@ describe('a response.create forwarded upstream and never answered', () => {
   // Before, an `error` naming no event gave back the oldest waiting create's hold: a create followed by a malformed
   // event (neither with an event_id) had the upstream's error about the malformed one taken for the create's
   // refusal, and closing before its response.created billed nothing while the upstream ran it.
-  for (const [what, after] of [['a malformed event', '{"type":"bogus"}'], ['a response.cancel', '{"type":"response.cancel"}']] as const) {
-    test(`a create followed by ${what}, neither naming an event_id: the upstream's error about the second frees nothing`, async () => {
+  // Matching the client's own ids instead, a create and a malformed event sharing one fell the same way.
+  const DUP_CREATE = '{"type":"response.create","event_id":"dup"}';
+  for (const [what, create, after, about] of [
+    ['a malformed event, neither naming an event_id', CREATE, '{"type":"bogus"}', null],
+    ['a response.cancel, neither naming an event_id', CREATE, '{"type":"response.cancel"}', null],
+    ['a malformed event with the same event_id', DUP_CREATE, '{"type":"bogus","event_id":"dup"}', 'dup'],
+  ] as const) {
+    test(`a create followed by ${what}: the upstream's error about the second frees nothing`, async () => {
       up.stopBefore = 'response.created';
       up.rejectUnknown = true;
       const { id, key } = await user();
       const { c, conn } = await session(key);
-      c.ws.send(CREATE);
+      c.ws.send(create);
       c.ws.send(after);
       const err = await c.waitFor('error');
-      expect(err.error.event_id).toBeNull();
+      expect(err.error.event_id).toBe(about);
       expect(creates(conn)).toBe(1);
       c.ws.close(1000);
       await c.waitClose();
       const rows = await ended(id);
-      const row = unanswered(c, 'client_closed', Buffer.byteLength(CREATE) + Buffer.byteLength(after));
+      const row = unanswered(c, 'client_closed', Buffer.byteLength(create) + Buffer.byteLength(after));
       expect(rows).toEqual([row]);
       expect(await gw.services.ledger.sum(id)).toBe(BALANCE - row.cost);
       await noHolds(id, BALANCE - row.cost);
@@ -253,31 +259,33 @@ describe('a response.create that never reached the upstream, or was refused: not
     const { c, conn } = await session(key);
     c.ws.send('{"type":"response.create","event_id":"evt_r"}');
     await up.until(() => creates(conn) === 1);
-    up.send(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'active', param: null, event_id: 'evt_r' } }), conn);
-    await c.waitFor('error');
+    // The upstream names the id the create reached it with; the client reads its own.
+    const named = JSON.parse(String(up.received.filter((r) => r.conn === conn).at(-1)!.data)).event_id;
+    up.send(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'active', param: null, event_id: named } }), conn);
+    expect((await c.waitFor('error')).error.event_id).toBe('evt_r');
     c.ws.close(1000);
     await c.waitClose();
     expect(await ended(id)).toEqual([]);
     await noHolds(id, BALANCE);
   }, 20_000);
 
-  test('a create without an event_id refused by the upstream: forwarded with one the gateway gave it, which the error names; nothing billed', async () => {
+  test('a create refused by the upstream: it reached it under an id of the gateway\'s, which the error names; the client reads its own; nothing billed', async () => {
     up.refuseResponses = 1;
     const { id, key } = await user();
     const { c, conn } = await session(key);
     c.ws.send(CREATE);
     const err = await c.waitFor('error');
     expect(err.error.code).toBe('conversation_already_has_active_response');
-    expect(err.error.event_id).toMatch(/^evt_gw_\w+$/);
-    // The frame is the client's, the event_id written first.
-    const sent = up.received.filter((r) => r.conn === conn && String(r.data).includes('"response.create"')).map((r) => String(r.data));
-    expect(sent).toEqual([`{"event_id":"${err.error.event_id}",${CREATE.slice(1)}`]);
-    // A create with an event_id of its own is forwarded as it was sent; an error naming it frees it.
+    // The client sent none: as from OpenAI, the error names none.
+    expect(err.error.event_id).toBeNull();
+    // The frame is the client's, the gateway's event_id written first.
+    const sent = () => up.received.filter((r) => r.conn === conn).map((r) => String(r.data)).at(-1)!;
+    expect(sent()).toMatch(new RegExp(`^\\{"event_id":"evt_gw_\\w+",${CREATE.slice(1).replace(/[{}.]/g, '\\$&')}$`));
+    // A create with an event_id of its own reaches the upstream under the gateway's; the error is relayed naming the client's.
     up.refuseResponses = 1;
-    const own = '{"type":"response.create","event_id":"evt_mine"}';
-    c.ws.send(own);
+    c.ws.send('{"type":"response.create","event_id":"evt_mine"}');
     expect((await c.waitFor('error', 2)).error.event_id).toBe('evt_mine');
-    expect(up.received.filter((r) => r.conn === conn).map((r) => String(r.data)).at(-1)).toBe(own);
+    expect(JSON.parse(sent())).toEqual({ type: 'response.create', event_id: expect.stringMatching(/^evt_gw_\w+$/) });
     c.ws.close(1000);
     await c.waitClose();
     expect(await ended(id)).toEqual([]);

@@ -153,9 +153,12 @@ describe('holds matched to their responses', () => {
     up.stopBefore = 'response.created'; // the upstream answers the client's create only with the error below
     const { id, c, conn } = await session(10_000_000);
     c.ws.send('{"type":"response.create","event_id":"evt_tiny","response":{"max_output_tokens":1}}');
-    await up.until(() => up.received.some((f) => String(f.data).includes('evt_tiny')));
+    await up.until(() => up.received.some((f) => String(f.data).includes('"max_output_tokens":1')));
     up.send('{"type":"response.created","response":{"id":"resp_vad2","status":"in_progress","max_output_tokens":"inf"}}', conn);
-    up.send(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'Conversation already has an active response', param: null, event_id: 'evt_tiny' } }), conn);
+    // The upstream names the id the create reached it under (the gateway's); the client reads its own.
+    const named = JSON.parse(String(up.received.find((f) => String(f.data).includes('"max_output_tokens":1'))!.data)).event_id;
+    up.send(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'Conversation already has an active response', param: null, event_id: named } }), conn);
+    expect((await c.waitFor('error')).error.event_id).toBe('evt_tiny');
     const usage = { total_tokens: 4100, input_tokens: 100, output_tokens: 4000, input_token_details: { text_tokens: 100, audio_tokens: 0, image_tokens: 0, cached_tokens: 0 }, output_token_details: { text_tokens: 4000, audio_tokens: 0 } };
     up.send(JSON.stringify({ type: 'response.done', response: { id: 'resp_vad2', status: 'completed', usage } }), conn);
     await c.waitFor('response.done');

@@ -62,10 +62,11 @@ export function errorEvent(type: string, code: string, message: string): string 
 
 /**
  * An upstream `error` event with its texts passed through `scrub` (upstreams echo keys and internal URLs
- * in error messages); any other frame, or one that is not JSON, is returned unchanged. Only error events
- * are ever rewritten, so the byte-exact relay of everything else is kept.
+ * in error messages), and its `error.event_id` the client's own when `clientId` knows it (an event forwarded
+ * under an id the gateway gave it); any other frame, or one that is not JSON, is returned unchanged. Only error
+ * events are ever rewritten, so the byte-exact relay of everything else is kept.
  */
-export function scrubbedErrorEvent(text: string, scrub: (t: string) => string): string {
+export function scrubbedErrorEvent(text: string, scrub: (t: string) => string, clientId?: (id: string) => { id: unknown } | undefined): string {
   if (!text.includes('"error"')) return text;
   let event: any;
   try {
@@ -74,6 +75,9 @@ export function scrubbedErrorEvent(text: string, scrub: (t: string) => string): 
     return text;
   }
   if (event?.type !== 'error' || !event.error || typeof event.error !== 'object') return text;
+  const about = event.error.event_id;
   for (const [k, v] of Object.entries(event.error)) if (typeof v === 'string') event.error[k] = scrub(v);
+  const own = typeof about === 'string' ? clientId?.(about) : undefined;
+  if (own) event.error.event_id = own.id;
   return JSON.stringify(event);
 }

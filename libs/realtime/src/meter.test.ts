@@ -87,41 +87,46 @@ describe('a request the upstream never answered', () => {
     expect(settled).toEqual([]);
   });
 
-  test('refused by the upstream (an error naming it): its hold is given back, nothing billed', () => {
+  test('refused by the upstream (an error naming the id it was forwarded under): its hold is given back, nothing billed', () => {
     const { m, settled, released } = meter();
-    m.client('{"type":"response.create","event_id":"evt_1"}');
-    m.upstream(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', event_id: 'evt_1' } }));
+    const sent = m.client('{"type":"response.create","event_id":"evt_1"}') as { forward: string };
+    const id = JSON.parse(sent.forward).event_id;
+    expect(id).toMatch(/^evt_gw_\w+$/);
+    // The client's own id is what the error is relayed with.
+    expect(m.clientEventId(id)).toEqual({ id: 'evt_1' });
+    m.upstream(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', event_id: id } }));
     m.end('client_closed');
     expect(settled).toEqual([]);
     expect(released).toEqual([1]);
   });
 
-  test('an error naming no event, or another one, frees no create: billed at the end', () => {
+  test('an error naming no event, another one, or the create\'s own client id, frees no create: billed at the end', () => {
     const { m, settled, released } = meter();
-    m.client('{"type":"response.create"}');
-    m.client('{"type":"bogus"}');
+    m.client('{"type":"response.create","event_id":"dup"}');
+    m.client('{"type":"bogus","event_id":"dup"}');
     m.upstream(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'invalid_value', param: 'type', event_id: null } }));
     m.upstream(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'invalid_value', event_id: 'evt_other' } }));
+    m.upstream(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'invalid_value', event_id: 'dup' } }));
+    expect(m.clientEventId('dup')).toBeUndefined();
     m.end('client_closed');
     expect(settled.map((s) => [s.r, s.log.requestId])).toEqual([[1, 'rt_x_unanswered_2']]);
     expect(released).toEqual([]);
   });
 
-  test('a create without an event_id is given one; the error naming it frees it; spacing and a rewrite are kept', () => {
+  test('how a create is forwarded: a new id written first (spacing kept), an id of its own or a model pin re-serialised', () => {
     const { m, settled, released } = meter();
     const v = m.client(' {"type":"response.create"} ') as { forward: string };
     const id = JSON.parse(v.forward).event_id;
     expect(v.forward).toBe(`{"event_id":"${id}","type":"response.create"} `);
-    // Empty-bodied after the type is moved? A create of a model the session has is rewritten first, then named.
-    const pinned = m.client('{"type":"response.create","response":{"model":"gpt-realtime"}}') as { forward: string };
-    expect(JSON.parse(pinned.forward)).toEqual({ event_id: expect.stringMatching(/^evt_gw_/), type: 'response.create', response: {} });
-    // A non-string event_id is left alone (nothing can name it).
-    expect(m.client('{"type":"response.create","event_id":5}')).toBeUndefined();
-    m.upstream(JSON.stringify({ type: 'error', error: { code: 'conversation_already_has_active_response', event_id: id } }));
-    m.upstream(JSON.stringify({ type: 'error', error: { code: 'conversation_already_has_active_response', event_id: JSON.parse(pinned.forward).event_id } }));
-    expect(released).toEqual([1, 2]);
+    expect(m.clientEventId(id)).toEqual({ id: null });
+    const pinned = m.client('{"type":"response.create","event_id":"mine","response":{"model":"gpt-realtime","max_output_tokens":9}}') as { forward: string };
+    expect(JSON.parse(pinned.forward)).toEqual({ event_id: expect.stringMatching(/^evt_gw_/), type: 'response.create', response: { max_output_tokens: 9 } });
+    const odd = m.client('{"type":"response.create","event_id":5}') as { forward: string };
+    expect(m.clientEventId(JSON.parse(odd.forward).event_id)).toEqual({ id: 5 });
+    for (const f of [v, pinned, odd]) m.upstream(JSON.stringify({ type: 'error', error: { code: 'conversation_already_has_active_response', event_id: JSON.parse(f.forward).event_id } }));
+    expect(released).toEqual([1, 2, 3]);
     m.end('client_closed');
-    expect(settled.map((s) => s.r)).toEqual([3]);
+    expect(settled).toEqual([]);
   });
 
   test('two in the conversation: one billed (the upstream refuses a create while one runs), the other\'s hold given back', () => {

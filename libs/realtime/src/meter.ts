@@ -68,7 +68,7 @@ interface Held<R> {
   r: R | Promise<R> | null;
   at: number;
   limits: Limits;
-  /** The client's `response.create` event_id, which an `error` refusing it names. */
+  /** The event_id the `response.create` was forwarded under (the gateway's, named()), which an `error` refusing it names. */
   eventId?: string;
   /** Handed to a settlement (which ends it): never released as well. */
   billed?: boolean;
@@ -112,6 +112,9 @@ export function autoResponseOf(session: unknown): boolean | undefined {
   if (td === undefined) return undefined;
   return !!td && typeof td === 'object' && td.create_response !== false;
 }
+
+/** Creates whose client event_id an upstream error is relayed with (older ones' errors name the gateway's id). */
+const CLIENT_IDS_KEPT = 256;
 
 /** Closing because money or the key ran out is a policy close (1008). */
 const policyFailure = (code: string, message: string, type = 'billing_error'): SessionFailure =>
@@ -158,6 +161,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
    * runs one response at a time, and a commit that started none must not add up over a long session.
    */
   private autoPending = false;
+  /** The event_id each recent create was sent with (null: none), by the one the gateway forwarded it under. */
+  private readonly clientIds = new Map<string, unknown>();
   responses = 0;
   cost = 0;
 
@@ -190,9 +195,9 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const own = maxOutputOf(m.event.response, this.o.defaultOutputTokens);
     const held = this.reserve(own ?? this.sessionMaxOutput);
     if ('closeCode' in held) return refusal(held);
-    // An upstream `error` gives a create's hold back only when it names the create's event_id: a create without one
-    // is given one (the upstream echoes it), so an error about another event (a malformed one sent right after, which
-    // names none) is never taken for the create's refusal while the upstream runs it.
+    // An upstream `error` gives a create's hold back only when it names the event_id the gateway forwarded it under
+    // (named()): an error about another event (a malformed one sent right after, naming none or the same id as the
+    // create) is never taken for the create's refusal while the upstream runs it.
     const verdict = this.named(held, m.event, text, pin);
     const conv = m.event.response?.conversation;
     if (conv !== undefined && conv !== 'auto') held.outOfBand = true;
@@ -279,8 +284,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       return undefined;
     }
     if (m.type === 'error' && this.queued.length) {
-      // A refused response.create (e.g. one already active) names it (OpenAI's `error.event_id`; every forwarded
-      // create has one, see named()): its hold is given back. An error naming none, or another event, refuses no
+      // A refused response.create (e.g. one already active) names it (OpenAI's `error.event_id`: the id the gateway
+      // forwarded it under, see named()): its hold is given back. An error naming none, or another event, refuses no
       // create: taking it for the oldest let a create followed by a malformed event go unbilled while it ran.
       const about = m.event.error?.event_id;
       const at = typeof about === 'string' && about ? this.queued.findIndex((h) => h.eventId === about) : -1;
@@ -351,21 +356,29 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   /**
-   * Records the event_id an upstream error refusing this create will name: the client's own, else one the gateway
-   * adds (written first, the rest of the frame as it was), so every forwarded create can be told apart from the
-   * events around it. A non-string event_id is left alone: no error can name the create (it is billed if unanswered).
+   * Forwards a create under an event_id of the gateway's (random, so no other event can carry it), the one an upstream
+   * `error` refusing it names; the client's own (or none) is remembered, and such an error is relayed naming it
+   * (clientEventId). A create without one gets it written first, the rest of the frame as sent; one with one is
+   * re-serialised with it replaced. Matching the client's ids let a create share its id with a malformed event sent
+   * next to it, whose error then freed the create while the upstream ran it.
    */
-  private named(held: Held<R>, event: any, text: string, pin: FrameRewrite | undefined): FrameRewrite | undefined {
-    if (typeof event.event_id === 'string') {
-      held.eventId = event.event_id;
-      return pin;
-    }
+  private named(held: Held<R>, event: any, text: string, pin: FrameRewrite | undefined): FrameRewrite {
+    const id = `evt_gw_${randomToken(16)}`;
+    held.eventId = id;
+    this.clientIds.set(id, event.event_id ?? null);
+    // The ids of the latest creates are enough: an error refusing a create comes right after it.
+    if (this.clientIds.size > CLIENT_IDS_KEPT) this.clientIds.delete(this.clientIds.keys().next().value!);
     const frame = pin ? pin.forward : text;
     const start = frame.search(/\S/);
-    if (event.event_id !== undefined || frame[start] !== '{') return pin;
-    held.eventId = `evt_gw_${randomToken(16)}`;
-    const rest = frame.slice(start + 1);
-    return { forward: `{"event_id":${JSON.stringify(held.eventId)}${/^\s*\}/.test(rest) ? '' : ','}${rest}` };
+    if (event.event_id === undefined && frame[start] === '{') {
+      const rest = frame.slice(start + 1);
+      return { forward: `{"event_id":${JSON.stringify(id)}${/^\s*\}/.test(rest) ? '' : ','}${rest}` };
+    }
+    return { forward: JSON.stringify({ ...(pin ? JSON.parse(pin.forward) : event), event_id: id }) };
+  }
+
+  clientEventId(id: string): { id: unknown } | undefined {
+    return this.clientIds.has(id) ? { id: this.clientIds.get(id) } : undefined;
   }
 
   /** The max output tokens a response announces for itself, else the session's. */

@@ -66,6 +66,11 @@ export interface FrameObserver {
   connected(target: UpstreamTarget): void;
   /** Given at open: how the observer ends the session from outside a frame (e.g. a settlement whose commit failed). */
   attach?(fail: (f: SessionFailure) => void): void;
+  /**
+   * The event_id the client gave an event the observer forwarded under another one (`{ id }`, null for none), so an
+   * upstream `error` naming it is relayed naming the client's; undefined: an id the observer did not give.
+   */
+  clientEventId?(id: string): { id: unknown } | undefined;
 }
 
 export interface SessionEnd {
@@ -159,6 +164,8 @@ export class RelaySession {
   private bytesOut = 0;
 
   constructor(private readonly opts: RelayOptions) {}
+
+  private readonly eventIdOf = (id: string) => this.opts.observer.clientEventId?.(id);
 
   get isEnded(): boolean {
     return this.ended;
@@ -321,7 +328,7 @@ export class RelaySession {
     this.framesOut++;
     this.bytesOut += byteLength(data);
     this.relayedAny = true;
-    const f: UpFrame = { raw: data, out: typeof data === 'string' ? scrubbedErrorEvent(data, this.opts.targets[this.attempt]!.scrub) : data };
+    const f: UpFrame = { raw: data, out: typeof data === 'string' ? scrubbedErrorEvent(data, this.opts.targets[this.attempt]!.scrub, this.eventIdOf) : data };
     if (this.upDeciding) this.upBehind.push(f);
     else this.observeUpstream(f);
   }
