@@ -349,6 +349,31 @@ describe('server VAD: a commit the upstream answers by itself', () => {
     await noHolds(id, balance - cost);
   }, 20_000);
 
+  test('a create the upstream refuses while the VAD response runs on its hold: billed as that response only, the commit answered', async () => {
+    up.stopBefore = 'response.created'; // the upstream is driven by hand: its turn detection answers the commit first
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    up.send(vad(true), conn);
+    await c.waitFor('session.updated');
+    c.ws.send(CREATE);
+    await up.until(() => creates(conn) === 1);
+    const named = JSON.parse(String(up.received.filter((r) => r.conn === conn).at(-1)!.data)).event_id;
+    up.send(committed, conn);
+    up.send('{"type":"response.created","response":{"id":"resp_vad","status":"in_progress","max_output_tokens":"inf"}}', conn);
+    up.send(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'active', param: null, event_id: named } }), conn);
+    const usage = { total_tokens: 130, input_tokens: 100, output_tokens: 30, input_token_details: { text_tokens: 100, audio_tokens: 0, image_tokens: 0, cached_tokens: 0 }, output_token_details: { text_tokens: 30, audio_tokens: 0 } };
+    up.send(JSON.stringify({ type: 'response.done', response: { id: 'resp_vad', status: 'completed', usage } }), conn);
+    await c.waitFor('response.done');
+    c.ws.close(1000);
+    await c.waitClose();
+    // Before, the commit stayed pending (the response had taken the create's hold, as if answering it) and the close
+    // billed it again as unanswered.
+    const cost = costOf([[100, PRICE.input], [30, PRICE.output]]);
+    expect((await ended(id)).map((r) => [r.request_id, r.cost])).toEqual([[expect.stringMatching(/^rt_\w+_resp_vad$/), cost]]);
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE - cost);
+    await noHolds(id, BALANCE - cost);
+  }, 20_000);
+
   test('create_response false: a commit asks for no response, nothing billed', async () => {
     const { id, key } = await user();
     const { c, conn } = await session(key);

@@ -179,6 +179,20 @@ describe('server VAD: a commit the upstream answers by itself', () => {
     expect(settled.map((s) => s.log.requestId)).toEqual(['rt_x_resp_v']);
   });
 
+  test('a create refused while the response its hold went to runs: that response answered the commit, billed once', () => {
+    const { m, settled, released } = meter();
+    m.upstream(VAD(true));
+    const sent = m.client('{"type":"response.create"}') as { forward: string };
+    m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+    // The upstream's turn detection started this one first; it takes the waiting create's hold.
+    m.upstream('{"type":"response.created","response":{"id":"resp_vad","status":"in_progress"}}');
+    m.upstream(JSON.stringify({ type: 'error', error: { code: 'conversation_already_has_active_response', event_id: JSON.parse(sent.forward).event_id } }));
+    m.upstream('{"type":"response.done","response":{"id":"resp_vad","status":"completed","usage":{"total_tokens":2,"input_tokens":1,"output_tokens":1}}}');
+    m.end('client_closed');
+    expect(settled.map((s) => [s.r, s.log.requestId])).toEqual([[1, 'rt_x_resp_vad']]);
+    expect(released).toEqual([]);
+  });
+
   test('create_response false, or turn detection off: a commit asks for nothing', () => {
     for (const session of [VAD(false), '{"type":"session.updated","session":{"type":"realtime","audio":{"input":{"turn_detection":null}}}}']) {
       const { m, settled } = meter();

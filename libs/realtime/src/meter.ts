@@ -283,6 +283,13 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       this.transcribing.take(this.transcriptionId(m.event));
       return undefined;
     }
+    if (m.type === 'error' && this.autoPending) {
+      // A create refused while a response runs on its hold: that response was not its answer but the pending
+      // commit's (the upstream's turn detection started it first), so the commit is answered; else a session ending
+      // now would bill it as unanswered on top of the response.
+      const about = m.event.error?.event_id;
+      if (typeof about === 'string' && about && [...this.running.values()].some((h) => h.eventId === about)) this.autoPending = false;
+    }
     if (m.type === 'error' && this.queued.length) {
       // A refused response.create (e.g. one already active) names it (OpenAI's `error.event_id`: the id the gateway
       // forwarded it under, see named()): its hold is given back. An error naming none, or another event, refuses no
