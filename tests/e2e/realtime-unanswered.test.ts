@@ -311,11 +311,14 @@ describe('a response.create that never reached the upstream, or was refused: not
 describe('server VAD: a commit the upstream answers by itself', () => {
   const vad = (create_response: boolean) => JSON.stringify({ type: 'session.updated', session: { type: 'realtime', audio: { input: { turn_detection: { type: 'server_vad', create_response } } } } });
   const committed = '{"type":"input_audio_buffer.committed","item_id":"item_v1","previous_item_id":null}';
+  /** The upstream's turn detection ends a turn: speech stopped, then its commit (OpenAI's order). */
+  const stopped = '{"type":"input_audio_buffer.speech_stopped","audio_end_ms":1200,"item_id":"item_v1"}';
 
   test('committed, then the close before its response.created: billed once on the bound, unreserved', async () => {
     const { id, key } = await user();
     const { c, conn } = await session(key);
     up.send(vad(true), conn);
+    up.send(stopped, conn);
     up.send(committed, conn);
     await c.waitFor('input_audio_buffer.committed');
     c.ws.close(1000);
@@ -333,6 +336,7 @@ describe('server VAD: a commit the upstream answers by itself', () => {
     const { id, key } = await user(balance);
     const { c, conn } = await session(key);
     up.send(vad(true), conn);
+    up.send(stopped, conn);
     up.send(committed, conn);
     up.send('{"type":"response.created","response":{"id":"resp_big","status":"in_progress","max_output_tokens":100000}}', conn);
     const closed = await c.waitClose();
@@ -358,6 +362,7 @@ describe('server VAD: a commit the upstream answers by itself', () => {
     c.ws.send(CREATE);
     await up.until(() => creates(conn) === 1);
     const named = JSON.parse(String(up.received.filter((r) => r.conn === conn).at(-1)!.data)).event_id;
+    up.send(stopped, conn);
     up.send(committed, conn);
     up.send('{"type":"response.created","response":{"id":"resp_vad","status":"in_progress","max_output_tokens":"inf"}}', conn);
     up.send(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'active', param: null, event_id: named } }), conn);
@@ -374,10 +379,29 @@ describe('server VAD: a commit the upstream answers by itself', () => {
     await noHolds(id, BALANCE - cost);
   }, 20_000);
 
+  test('a commit the client asked for under server VAD: it asks for no response (OpenAI), nothing billed', async () => {
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    up.send(vad(true), conn);
+    await c.waitFor('session.updated');
+    c.ws.send('{"type":"input_audio_buffer.commit"}');
+    await up.until(() => up.received.some((r) => r.conn === conn && String(r.data).includes('input_audio_buffer.commit')));
+    // No speech_stopped before it: not a turn the upstream's detection ended.
+    up.send(committed, conn);
+    await c.waitFor('input_audio_buffer.committed');
+    c.ws.close(1000);
+    await c.waitClose();
+    // Before, any commit under server VAD was billed as a response asked for and never answered.
+    expect(await ended(id)).toEqual([]);
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE);
+    await noHolds(id, BALANCE);
+  }, 20_000);
+
   test('create_response false: a commit asks for no response, nothing billed', async () => {
     const { id, key } = await user();
     const { c, conn } = await session(key);
     up.send(vad(false), conn);
+    up.send(stopped, conn);
     up.send(committed, conn);
     await c.waitFor('input_audio_buffer.committed');
     c.ws.close(1000);

@@ -35,6 +35,13 @@ function meter(o: { refuse?: boolean } = {}) {
 
 const VAD = (create_response?: boolean) => JSON.stringify({ type: 'session.updated', session: { type: 'realtime', audio: { input: { turn_detection: { type: 'server_vad', ...(create_response === undefined ? {} : { create_response }) } } } } });
 
+/** A turn the upstream's detection ends: speech stopped, then the commit it answers by itself. */
+const STOPPED = '{"type":"input_audio_buffer.speech_stopped","audio_end_ms":1000,"item_id":"item_1"}';
+const turn = (m: { upstream(t: string): unknown }, item = 'item_1') => {
+  m.upstream(STOPPED);
+  m.upstream(`{"type":"input_audio_buffer.committed","item_id":"${item}"}`);
+};
+
 describe('a request the upstream never answered', () => {
   test('a forwarded response.create: billed once at the end on its hold, input on the conversation bound, nothing delivered', () => {
     const { m, settled, released } = meter();
@@ -142,7 +149,7 @@ describe('a request the upstream never answered', () => {
     const { m, settled } = meter();
     m.upstream(VAD());
     m.client('{"type":"response.create"}');
-    m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+    turn(m);
     m.end('client_closed');
     expect(settled.map((s) => s.r)).toEqual([1]);
   });
@@ -163,7 +170,7 @@ describe('server VAD: a commit the upstream answers by itself', () => {
   test('committed, then the end before its response.created: billed once, unreserved', () => {
     const { m, settled } = meter();
     m.upstream(VAD());
-    m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+    turn(m);
     m.end('client_closed');
     expect(settled.length).toBe(1);
     expect(settled[0]!.r).toBeNull();
@@ -173,7 +180,7 @@ describe('server VAD: a commit the upstream answers by itself', () => {
   test('its response.created answers it: billed as that response only', () => {
     const { m, settled } = meter();
     m.upstream(VAD());
-    m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+    turn(m);
     m.upstream('{"type":"response.created","response":{"id":"resp_v","status":"in_progress"}}');
     m.end('client_closed');
     expect(settled.map((s) => s.log.requestId)).toEqual(['rt_x_resp_v']);
@@ -183,7 +190,7 @@ describe('server VAD: a commit the upstream answers by itself', () => {
     const { m, settled, released } = meter();
     m.upstream(VAD(true));
     const sent = m.client('{"type":"response.create"}') as { forward: string };
-    m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+    turn(m);
     // The upstream's turn detection started this one first; it takes the waiting create's hold.
     m.upstream('{"type":"response.created","response":{"id":"resp_vad","status":"in_progress"}}');
     m.upstream(JSON.stringify({ type: 'error', error: { code: 'conversation_already_has_active_response', event_id: JSON.parse(sent.forward).event_id } }));
@@ -198,7 +205,7 @@ describe('server VAD: a commit the upstream answers by itself', () => {
       const { m, settled } = meter();
       m.upstream(VAD());
       m.upstream(session);
-      m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+      turn(m);
       m.end('client_closed');
       expect(settled).toEqual([]);
     }
@@ -207,16 +214,36 @@ describe('server VAD: a commit the upstream answers by itself', () => {
   test('its response.created whose hold is refused: the session ends, the response is billed unreserved at the end', () => {
     const { m, settled } = meter({ refuse: true });
     m.upstream(VAD());
-    m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+    turn(m);
     expect(m.upstream('{"type":"response.created","response":{"id":"resp_r","status":"in_progress"}}')).toMatchObject({ closeCode: 1008, code: 'quota_exhausted' });
     m.end('quota_exhausted');
     expect(settled.map((s) => [s.r, s.log.requestId, s.log.errorCode])).toEqual([[null, 'rt_x_resp_r', 'quota_exhausted']]);
   });
 
+  test('a commit the client asked for (no turn ended by the upstream\'s detection) asks for no response, nor does a later one', () => {
+    const { m, settled } = meter();
+    m.upstream(VAD());
+    m.client('{"type":"input_audio_buffer.commit"}');
+    m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+    // One stop is one turn: the commit after the next is the client's again.
+    turn(m, 'item_2');
+    m.upstream('{"type":"response.created","response":{"id":"resp_v","status":"in_progress"}}');
+    m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_3"}');
+    m.end('client_closed');
+    expect(settled.map((s) => s.log.requestId)).toEqual(['rt_x_resp_v']);
+    // An idle timeout ends a turn too.
+    const t = meter();
+    t.m.upstream(VAD());
+    t.m.upstream('{"type":"input_audio_buffer.timeout_triggered","audio_start_ms":0,"audio_end_ms":5000,"item_id":"item_1"}');
+    t.m.upstream('{"type":"input_audio_buffer.committed","item_id":"item_1"}');
+    t.m.end('client_closed');
+    expect(t.settled.map((s) => s.log.requestId)).toEqual([expect.stringMatching(/_unanswered_\d+$/)]);
+  });
+
   test('many commits with no response: one unanswered at most', () => {
     const { m, settled } = meter();
     m.upstream(VAD());
-    for (let i = 0; i < 5; i++) m.upstream(`{"type":"input_audio_buffer.committed","item_id":"item_${i}"}`);
+    for (let i = 0; i < 5; i++) turn(m, `item_${i}`);
     m.end('client_closed');
     expect(settled.length).toBe(1);
   });

@@ -3,7 +3,7 @@
  * `response.create`, or when the upstream announces a response it started itself, e.g. server VAD)
  * and settled with the usage of its `response.done`; a response the session's end cuts short is settled
  * then, on what it delivered (delivered.ts) and what its conversation can hold (context.ts); so is a response
- * the upstream was asked for and never answered (a forwarded `response.create`, a commit its server VAD answers:
+ * the upstream was asked for and never answered (a forwarded `response.create`, a turn its server VAD ends and answers:
  * the upstream read the conversation), and an input transcription the upstream started and did not report
  * (transcription.ts). What never reached the upstream (a refused create, one the upstream never opened for) is
  * not billed. Frames are only read, never changed, except a client event naming a model (model-pin.ts: the
@@ -161,6 +161,11 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
    * runs one response at a time, and a commit that started none must not add up over a long session.
    */
   private autoPending = false;
+  /**
+   * The upstream's turn detection ended a turn (`input_audio_buffer.speech_stopped`, or `timeout_triggered` when
+   * it commits on idle), so its next commit is one it answers by itself; a commit without one is the client's.
+   */
+  private turnEnded = false;
   /** The event_id each recent create was sent with (null: none), by the one the gateway forwarded it under. */
   private readonly clientIds = new Map<string, unknown>();
   responses = 0;
@@ -267,7 +272,14 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       // The commit holds at most the audio appended since the previous one; transcription runs on it if on now.
       if (this.transcription !== null && typeof m.event.item_id === 'string') this.transcribing.committed(this.transcriptionId(m.event), this.transcription, this.context.tailBytes);
       this.context.tailBytes = 0;
-      if (this.autoResponse) this.autoPending = true;
+      // Only a turn the upstream's detection ended asks it for a response: a client's own commit does not (OpenAI: a
+      // commit "will not create a response"), and billing one as unanswered charged for a response never asked for.
+      if (this.autoResponse && this.turnEnded) this.autoPending = true;
+      this.turnEnded = false;
+      return undefined;
+    }
+    if (m.type === 'input_audio_buffer.speech_stopped' || m.type === 'input_audio_buffer.timeout_triggered') {
+      this.turnEnded = true;
       return undefined;
     }
     if (m.type === 'input_audio_buffer.cleared') {
