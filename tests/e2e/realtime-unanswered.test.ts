@@ -379,6 +379,33 @@ describe('server VAD: a commit the upstream answers by itself', () => {
     await noHolds(id, BALANCE - cost);
   }, 20_000);
 
+  test('two sessions of one user (on different nodes behind the cluster harness) each ending on an unreserved whole-window charge: the balance never goes below zero', async () => {
+    // Admission needs one response's worth (the window at the audio input price plus 4,096 output tokens: 774,144);
+    // an image makes each cut request's input unknown, so each bills the whole window at the audio price (512,000).
+    const balance = 800_000;
+    const { id, key } = await user(balance);
+    const image = JSON.stringify({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,AAAA' }] } });
+    const a = await session(key);
+    const b = await session(key);
+    for (const s of [a, b]) {
+      s.c.ws.send(image);
+      await s.c.waitFor('conversation.item.create');
+      up.send(vad(true), s.conn);
+      up.send(stopped, s.conn);
+      up.send(committed, s.conn);
+      await s.c.waitFor('input_audio_buffer.committed');
+    }
+    a.c.ws.close(1000);
+    b.c.ws.close(1000);
+    await Promise.all([a.c.waitClose(), b.c.waitClose()]);
+    const rows = await ended(id, 2);
+    const total = rows.reduce((n, r) => n + r.cost, 0);
+    expect(rows.length).toBeGreaterThanOrEqual(1);
+    expect(total).toBeLessThanOrEqual(balance);
+    expect(await gw.services.ledger.sum(id)).toBe(balance - total);
+    expect(await gw.services.ledger.sum(id)).toBeGreaterThanOrEqual(0);
+  }, 20_000);
+
   test('a commit the client asked for under server VAD: it asks for no response (OpenAI), nothing billed', async () => {
     const { id, key } = await user();
     const { c, conn } = await session(key);

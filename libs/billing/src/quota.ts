@@ -510,12 +510,16 @@ export class QuotaService {
 
   private async settleDurable(e: Entry): Promise<Settlement> {
     const { row } = e;
-    const hold = e.r && !e.r.done ? e.r.hold : undefined;
+    const reserved = e.r && !e.r.done ? e.r.hold : undefined;
+    // A charge without a live hold (a realtime response started or asked for whose hold was refused, a transcription):
+    // a hold of nothing lets the shared store cap it against every node's holds and charges, as a held one is; capped
+    // by this node's view alone, two nodes' such charges could each take the whole balance (tested over 3 nodes).
+    const hold = reserved ?? (this.deps.holds && row.cost > 0 ? await this.holdNothing(e) : undefined);
     if (hold) {
       // The hold stays in the shared store until the commit: it becomes the (capped) charge now.
       await this.capByHold(e, hold);
       // Here it turns into the pending cost below, as a local reservation does.
-      this.unholdLocal(e.r!);
+      if (reserved) this.unholdLocal(e.r!);
     }
     this.deps.observe?.(row);
     // Pending until committed, as a journaled settlement is: reserve() cannot spend it meanwhile.
@@ -548,6 +552,33 @@ export class QuotaService {
     if (mirror && this.deps.holds) await this.installUnheld(row, hold, mirror);
     this.afterCommit([e]);
     return { cost: e.inserted ? row.cost : 0, duplicate: !e.inserted };
+  }
+
+  /**
+   * A hold of 0 for a charge that has none, under the request id (the reconciler's key): its settlement is then
+   * capped by the shared store. Refused for want of money: nothing is left to spend anywhere, the charge is 0
+   * (`capped`). The store unreachable: none, and this node's view caps the charge, as before.
+   */
+  private async holdNothing(e: Entry): Promise<Hold | undefined> {
+    const { row } = e;
+    const holds = this.deps.holds!;
+    let res: ReserveResult;
+    try {
+      res = await holds.store.reserve({ userId: row.userId, keyId: null, amount: 0, ref: row.requestId, leaseMs: holds.leaseMs });
+    } catch (err) {
+      this.deps.log?.warn('hold.cap_unavailable', { id: row.requestId, msg: 'charge capped by this node', cause: errorText(err) });
+      return undefined;
+    }
+    if (!res.ok) {
+      if (res.reason === 'short' && res.scope === 'user') {
+        row.cost = 0;
+        const flags = row.usageFlag ? row.usageFlag.split(',') : [];
+        if (!flags.includes('capped')) row.usageFlag = [...flags, 'capped'].join(',');
+      }
+      return undefined;
+    }
+    holds.live.track(res.hold);
+    return res.hold;
   }
 
   /**
