@@ -187,14 +187,17 @@ export class ApiKeyService {
     const patch: Partial<NewApiKeyRow> = { ...this.checked(actor, owner, input, now), updatedAt: now };
     if (input.name !== undefined) patch.name = input.name.trim() || input.name;
     if (input.status !== undefined) patch.status = input.status;
-    const updated = await this.repo.update(row.id, patch);
-    if (!updated) throw notFound(row.id);
+    // Compared with the row as this write replaced it, not as `owned` read it: the owner may narrow or disable
+    // the key in between, and a write restoring the wider value or the status is then what gives it more reach.
+    const written = await this.repo.updateReplacing(row.id, patch);
+    if (!written) throw notFound(row.id);
+    const { before, after: updated } = written;
     await this.afterWrite(row.id);
     const usable = (k: Pick<ApiKeyRow, 'status' | 'expiresAt'>) => k.status === API_KEY_STATUS.enabled && (k.expiresAt === null || k.expiresAt > now);
-    // The old row against the fields this request wrote, not the row read back: a concurrent refund raising
-    // remain_quota is not this request's widening.
-    const widened = keyWidening(row, { ...row, ...patch }, owner.group);
-    return { view: toApiKeyView(updated), owner, revived: !usable(row) && usable(updated), widened };
+    // The replaced row against the fields this request wrote, not the row read back: a concurrent refund raising
+    // remain_quota after this write is not this request's widening.
+    const widened = keyWidening(before, { ...before, ...patch }, owner.group);
+    return { view: toApiKeyView(updated), owner, revived: !usable(before) && usable(updated), widened };
   }
 
   async delete(actor: UserRow, id: number): Promise<void> {

@@ -4,7 +4,9 @@
  * usable from anywhere, for any model, without a budget, forever. Only widening is reported; a change that
  * takes something away (an IP restriction added, a quota lowered, a key disabled) says nothing.
  *
- * Widening, field by field (stored values before the update against after it; 0 = unlimited for limits):
+ * Widening, field by field (stored values before the update against after it; 0 = unlimited for limits). `before`
+ * must be the row the write replaced (ApiKeysStore.updateReplacing), not one read earlier: else an owner's narrowing
+ * between the read and the write is overwritten unreported.
  * - allow_ips: cleared while it had entries, or an address the new list lets in that no old entry did (CIDR
  *   ranges compared as ranges, so 10.1.2.0/24 inside an old 10.1.0.0/16 is not widening, 10.0.0.0/8 is);
  * - models: cleared while it had names (any model now), or a name that was not on the list;

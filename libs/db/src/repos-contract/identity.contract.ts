@@ -194,6 +194,23 @@ export function identityContract(make: MakeEnv): void {
       await expect((async () => r.apiKeys.insert({ userId: u.id, keyHash: 'a', prefix: 'x', createdAt: 1, updatedAt: 1 }))()).rejects.toThrow();
     });
 
+    test('updateReplacing returns the row as the write found it and as it left it; successive writes chain', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const k = await seedKey(r, u.id, { allowIps: ['10.0.0.0/8'], remainQuota: 5 });
+      const one = await r.apiKeys.updateReplacing(k.id, { allowIps: ['10.1.0.0/16'] });
+      expect(one!.before).toMatchObject({ id: k.id, allowIps: ['10.0.0.0/8'], remainQuota: 5 });
+      expect(one!.after).toMatchObject({ id: k.id, allowIps: ['10.1.0.0/16'], remainQuota: 5 });
+      const [two, three] = await Promise.all([
+        r.apiKeys.updateReplacing(k.id, { allowIps: ['10.2.0.0/16'] }),
+        r.apiKeys.updateReplacing(k.id, { allowIps: ['10.3.0.0/16'] }),
+      ]);
+      // Whichever went first, the other replaced what it wrote: no write's value is lost unseen.
+      const befores = [two!.before.allowIps![0], three!.before.allowIps![0]].sort();
+      expect([['10.1.0.0/16', '10.2.0.0/16'], ['10.1.0.0/16', '10.3.0.0/16']]).toContainEqual(befores);
+      expect(await r.apiKeys.updateReplacing(k.id + 100, { status: 2 })).toBeUndefined();
+    });
+
     test('all, byUser, delete', async () => {
       const r = env().repos;
       const u = await seedUser(r);

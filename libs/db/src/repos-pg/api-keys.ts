@@ -39,6 +39,16 @@ export class PgApiKeysRepo {
     return (await this.db.update(apiKeys).set(patch).where(eq(apiKeys.id, id)).returning())[0];
   }
 
+  async updateReplacing(id: number, patch: Partial<NewApiKeyRow>): Promise<{ before: ApiKeyRow; after: ApiKeyRow } | undefined> {
+    return this.db.transaction(async (tx) => {
+      // The row lock makes a concurrent write (any node) wait, or this one wait for it: `before` is what this write replaces.
+      const [before] = await tx.select().from(apiKeys).where(eq(apiKeys.id, id)).for('update');
+      if (!before) return undefined;
+      const [after] = await tx.update(apiKeys).set(patch).where(eq(apiKeys.id, id)).returning();
+      return after ? { before, after } : undefined;
+    });
+  }
+
   async delete(id: number): Promise<boolean> {
     return (await this.db.delete(apiKeys).where(eq(apiKeys.id, id)).returning({ id: apiKeys.id })).length > 0;
   }

@@ -17,6 +17,12 @@ export interface ApiKeysStore {
    */
   insertBelow(row: NewApiKeyRow, max: number): Promise<ApiKeyRow | null>;
   update(id: number, patch: Partial<NewApiKeyRow>): Promise<ApiKeyRow | undefined>;
+  /**
+   * update(), also returning the row exactly as the write found it (`before`), read in the write's transaction
+   * with the row locked: what a change replaced, not what a caller read earlier (a concurrent write in between
+   * would otherwise be overwritten unseen). undefined when there is no such key.
+   */
+  updateReplacing(id: number, patch: Partial<NewApiKeyRow>): Promise<{ before: ApiKeyRow; after: ApiKeyRow } | undefined>;
   delete(id: number): Promise<boolean>;
   list(f: { userId: number; keyword?: string; status?: number; offset: number; limit: number }): Promise<{ items: ApiKeyRow[]; total: number }>;
 }
@@ -50,6 +56,16 @@ export class ApiKeysRepo implements ApiKeysStore {
 
   async update(id: number, patch: Partial<NewApiKeyRow>): Promise<ApiKeyRow | undefined> {
     return this.db.update(apiKeys).set(patch).where(eq(apiKeys.id, id)).returning().get();
+  }
+
+  async updateReplacing(id: number, patch: Partial<NewApiKeyRow>): Promise<{ before: ApiKeyRow; after: ApiKeyRow } | undefined> {
+    // One synchronous transaction on the process's only connection: no other write can come between the read and the write.
+    return this.db.transaction((tx) => {
+      const before = tx.select().from(apiKeys).where(eq(apiKeys.id, id)).get();
+      if (!before) return undefined;
+      const after = tx.update(apiKeys).set(patch).where(eq(apiKeys.id, id)).returning().get();
+      return after ? { before, after } : undefined;
+    }, { behavior: 'immediate' });
   }
 
   async delete(id: number): Promise<boolean> {
