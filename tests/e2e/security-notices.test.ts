@@ -366,3 +366,31 @@ test('a completed password reset is reported to the address, from where; failed 
   await Bun.sleep(1_500);
   expect(noticeLines(u.email)).toHaveLength(1);
 }, 20_000);
+
+test('a reset link mailed to an address the account has left no longer resets it (else its notice would name the wrong address)', async () => {
+  // The owner moves away from a mailbox someone else reads; that reader asked for a reset link just before, and
+  // learns the new address from the change notice mailed to the old one.
+  const u = await userWithEmail();
+  const requested = mailsTo(u.email).length;
+  expect((await gw.nodeApi('POST', '/api/user/reset/request', { email: u.email }, null)).status).toBe(200);
+  const token = /[?&]token=([A-Za-z0-9]+)/.exec((await next(u.email, requested)).text)![1]!;
+  const moved = `${crypto.randomUUID().slice(0, 8)}@example.org`;
+  expect((await gw.nodeApi('PUT', '/api/user/self', { email: moved, current_password: u.password }, u.token)).status).toBe(200);
+  expect(await allOf(u.email, requested, [`The e-mail address was changed: now ${moved}`])).toBeTruthy();
+
+  for (const email of [moved, u.email]) {
+    const r = await gw.nodeApi('POST', '/api/user/reset', { email, token, password: 'chosen-by-thief-1' }, null);
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('invalid_reset_token');
+  }
+  expect((await gw.nodeApi('POST', '/api/user/login', { username: u.username, password: u.password }, null)).status).toBe(200);
+  await Bun.sleep(1_500);
+  expect(noticeLines(moved)).toEqual([]);
+
+  // A link mailed to the new address works, and its notice goes there.
+  const again = mailsTo(moved).length;
+  expect((await gw.nodeApi('POST', '/api/user/reset/request', { email: moved }, null)).status).toBe(200);
+  const fresh = /[?&]token=([A-Za-z0-9]+)/.exec((await next(moved, again)).text)![1]!;
+  expect((await gw.nodeApi('POST', '/api/user/reset', { email: moved, token: fresh, password: 'a-new-password-1' }, null)).status).toBe(200);
+  await allOf(moved, again, ['The password was reset with a link e-mailed to this address']);
+}, 25_000);

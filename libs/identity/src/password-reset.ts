@@ -89,8 +89,8 @@ export class PasswordResetService {
       return null;
     }
     const token = randomToken(43);
-    await this.repo.createResetToken(user.id, sha256Hex(token), now + this.cfg.ttlSeconds, now);
     const to = user.email;
+    await this.repo.createResetToken(user.id, resetTokenHash(token, to), now + this.cfg.ttlSeconds, now);
     const link = `${this.cfg.publicUrl}/user/reset?email=${encodeURIComponent(to)}&token=${token}`;
     const minutes = Math.max(1, Math.round(this.cfg.ttlSeconds / 60));
     const text = [
@@ -113,8 +113,9 @@ export class PasswordResetService {
       throw new GatewayError(400, 'invalid_password', `Password must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, { param: 'password' });
     }
     const user = await this.users.byEmail(input.email.trim());
-    const tokenHash = sha256Hex(input.token.trim());
-    if (!user || user.status !== USER_STATUS.enabled || !(await this.repo.resetTokenValid(user.id, tokenHash, this.nowSec()))) throw invalidToken();
+    if (!user || user.status !== USER_STATUS.enabled || !user.email) throw invalidToken();
+    const tokenHash = resetTokenHash(input.token.trim(), user.email);
+    if (!(await this.repo.resetTokenValid(user.id, tokenHash, this.nowSec()))) throw invalidToken();
     const password = input.password ?? generatePassword();
     const hash = await hashPassword(password);
     // Checked again inside the transaction: of two concurrent uses of one token only one wins.
@@ -129,4 +130,14 @@ export class PasswordResetService {
   }
 
   private nowSec() { return Math.floor(this.clock() / 1000); }
+}
+
+/**
+ * A reset token is stored hashed together with the address it was mailed to, so it only works while the account
+ * still has that address: after the owner moves away from a mailbox someone else reads (who learns the new address
+ * from the change notice sent to the old one), a link mailed there before cannot reset the account, and the
+ * 'password_reset' notice, sent to the current address, is true in saying the link went there.
+ */
+function resetTokenHash(token: string, address: string): string {
+  return sha256Hex(`${address}\n${token}`);
 }
