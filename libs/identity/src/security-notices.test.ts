@@ -63,3 +63,28 @@ test('disabled, or no address, or mail not configured: nothing is queued', async
   expect(sent).toEqual([]);
   for (const s of [off, on, unconfigured]) s.stop();
 });
+
+test('a flood cannot push a key\'s first line out of the digest: repeats about one key, then new keys, give way first', async () => {
+  const { mailer, sent } = fakeMailer();
+  const n = new SecurityNotices(mailer, { enabled: true, windowMs: 1_000, publicUrl: 'https://gw' }, quiet);
+  n.notify(user, { kind: 'relay_key_created', detail: '"junk" (id 2)', subject: 'relay key 2' });
+  // One junk key widened over and over (raise its limit by one each time) to fill the digest...
+  for (let i = 0; i < 60; i++) n.notify(user, { kind: 'relay_key_widened', detail: `"junk" (id 2); requests per minute: ${i + 2} instead of ${i + 1}`, subject: 'relay key 2' });
+  // ...and fifty more keys made, before the owner's own key is widened.
+  for (let i = 0; i < 50; i++) n.notify(user, { kind: 'relay_key_created', detail: `"junk" (id ${100 + i})`, subject: `relay key ${100 + i}` });
+  n.notify(user, { kind: 'relay_key_widened', detail: '"ci-deploy" (id 1); IP allow-list removed (any address)', subject: 'relay key 1' });
+  n.notify(user, { kind: 'two_factor_disabled' });
+  await Bun.sleep(1_200);
+  await n.idle();
+  expect(sent).toHaveLength(2);
+  expect(sent[1]!.subject).toBe('Security notice: 112 changes to your account');
+  const lines = sent[1]!.text.split('\n').filter((l) => l.startsWith('- '));
+  expect(lines).toHaveLength(51);
+  expect(lines[50]).toBe('- and 62 more');
+  expect(lines.filter((l) => l.includes('"ci-deploy" (id 1); IP allow-list removed'))).toHaveLength(1);
+  expect(lines.filter((l) => l.startsWith('- Two-factor authentication was turned off'))).toHaveLength(1);
+  // The junk key keeps its first widening; later lines stay in order.
+  expect(lines[0]).toStartWith('- A relay API key was given more reach: "junk" (id 2); requests per minute: 2 instead of 1');
+  expect(lines.at(-2)).toStartWith('- Two-factor authentication was turned off');
+  n.stop();
+});

@@ -45,6 +45,11 @@ export interface Notice {
   userAgent?: string;
   /** Where to write instead of the user's current address (an e-mail change tells the old one). */
   to?: string;
+  /**
+   * What the line is about (`relay key 12`), for a full digest: its first line about each thing is kept over
+   * repeats about one thing (see Window). Unset: the kind itself (2FA off, the password, the address).
+   */
+  subject?: string;
 }
 
 const WHAT: Record<NoticeKind, string> = {
@@ -63,10 +68,23 @@ const WHAT: Record<NoticeKind, string> = {
 const DETAIL_MAX = 1_600;
 /** Lines kept per digest; a longer burst is counted, not listed, so one user's flood cannot grow memory. */
 const DIGEST_LINES = 50;
+/**
+ * Of a full digest, which lines give way to a line about something not yet listed (the one given way is counted in
+ * "and N more"): first a later line about something already listed, then a new relay key (rank 0; a session alone
+ * can make any number, and each is listed when the digest has room). Else the new line is the one counted.
+ */
+const rank = (kind: NoticeKind) => (kind === 'relay_key_created' ? 0 : 1);
 /** Open windows (user and address) at once; beyond it a notice is logged instead of mailed. */
 const MAX_OPEN_WINDOWS = 10_000;
 
-interface Window { userId: number; to: string; username: string; lines: string[]; more: number; timer: ReturnType<typeof setTimeout> }
+interface Line { text: string; subject: string; rank: number }
+/**
+ * A user's open digest. A thief cannot bury a line past the cap with cheap ones: raising one junk key's limit by one,
+ * sixty times over, fills the digest with lines about that one key, which give way to the first line about any other;
+ * new keys made by the dozen give way to any line about something else. Burying needs 50 other things each changed
+ * for the first time in the window, which are all listed.
+ */
+interface Window { userId: number; to: string; username: string; lines: Line[]; more: number; timer: ReturnType<typeof setTimeout> }
 
 export class SecurityNotices {
   private readonly queue: JobQueue;
@@ -94,8 +112,7 @@ export class SecurityNotices {
     const key = `${user.id} ${to}`;
     const open = this.windows.get(key);
     if (open) {
-      if (open.lines.length < DIGEST_LINES) open.lines.push(line);
-      else open.more++;
+      gather(open, { text: line, subject: notice.subject ?? notice.kind, rank: rank(notice.kind) });
       return;
     }
     if (this.windows.size >= MAX_OPEN_WINDOWS) {
@@ -126,7 +143,7 @@ export class SecurityNotices {
     if (!w) return;
     if (!w.lines.length) { this.windows.delete(key); return; }
     const n = w.lines.length + w.more;
-    this.send(w.userId, w.to, w.username, w.lines, w.more, `${n} changes to your account`);
+    this.send(w.userId, w.to, w.username, w.lines.map((l) => l.text), w.more, `${n} changes to your account`);
     w.lines = [];
     w.more = 0;
     w.timer = setTimeout(() => this.close(key), this.cfg.windowMs);
@@ -161,6 +178,27 @@ export class SecurityNotices {
     if (n.userAgent) parts.push(`User-Agent "${oneLine(n.userAgent)}"`);
     return parts.join(', ');
   }
+}
+
+/** Adds `line` to a digest; when full, it takes the place of the newest line that gives way to it (see rank), if any. */
+function gather(w: Window, line: Line): void {
+  if (w.lines.length < DIGEST_LINES) { w.lines.push(line); return; }
+  w.more++;
+  const seen = new Set<string>();
+  let repeat = -1;
+  for (let i = 0; i < w.lines.length; i++) {
+    const s = w.lines[i]!.subject;
+    if (seen.has(s)) repeat = i;
+    seen.add(s);
+  }
+  if (seen.has(line.subject)) return;
+  let out = repeat;
+  if (out < 0) {
+    for (let i = w.lines.length - 1; i >= 0; i--) if (w.lines[i]!.rank < line.rank) { out = i; break; }
+  }
+  if (out < 0) return;
+  w.lines.splice(out, 1);
+  w.lines.push(line);
 }
 
 /**

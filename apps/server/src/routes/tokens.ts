@@ -33,7 +33,7 @@ export const tokenRoutes = (s: Services) =>
       const { user } = caller(ctx);
       const r = await s.apiKeys.create(user, ctx.body);
       s.notices.notify(r.owner, {
-        kind: 'relay_key_created', detail: named(r.view.name, r.view.id), actor: user, ...origin(ctx),
+        kind: 'relay_key_created', detail: named(r.view.name, r.view.id), subject: `relay key ${r.view.id}`, actor: user, ...origin(ctx),
       });
       return ok({ ...r.view, key: r.key });
     }, {
@@ -48,7 +48,7 @@ export const tokenRoutes = (s: Services) =>
       if (revived || widened.length) {
         s.notices.notify(owner, {
           kind: revived ? 'relay_key_enabled' : 'relay_key_widened',
-          detail: [named(view.name, view.id), ...widened].join('; '), actor: user, ...origin(ctx),
+          detail: [named(view.name, view.id), ...widened].join('; '), subject: `relay key ${view.id}`, actor: user, ...origin(ctx),
         });
       }
       return ok(view);
