@@ -32,7 +32,7 @@ test('an IP allow-list removed or reaching addresses no old entry did', () => {
   expect(w({ allowIps: null })).toEqual(['IP allow-list removed (any address)']);
   expect(w({ allowIps: [] })).toEqual(['IP allow-list removed (any address)']);
   expect(w({ allowIps: ['10.0.0.0/8'] })).toEqual(['IP allow-list: now also 10.0.0.0/8']);
-  expect(w({ allowIps: ['10.1.0.0/16', '192.0.2.8', '2001:db8::/32'] })).toEqual(['IP allow-list: now also 192.0.2.8, 2001:db8::/32']);
+  expect(w({ allowIps: ['10.1.0.0/16', '192.0.2.8', '2001:db8::/32'] })).toEqual(['IP allow-list: now also 2001:db8::/32, 192.0.2.8']);
   // The IPv4-mapped form of an old address is the same address.
   expect(w({ allowIps: ['::ffff:192.0.2.7'] })).toEqual([]);
   // A zone id is free text once parsed away: shown quoted, it cannot read as another line's words.
@@ -85,4 +85,10 @@ test('everything widened at once with the longest values allowed stays one line 
   const text = [`"${long('n', 100)}" (id 123456789)`, ...keyWidening(before, after, long('c', 64))].join('; ');
   expect(text.length).toBeLessThan(1_600);
   expect(text).toContain('per-model limits loosened');
+});
+
+test('added addresses are listed widest first, so decoys written before 0.0.0.0/0 cannot leave it uncounted by name', () => {
+  const decoys = ['192.0.2.1', '192.0.2.2', '192.0.2.3'];
+  expect(w({ allowIps: ['10.1.0.0/16', ...decoys, '0.0.0.0/0'] })).toEqual(['IP allow-list: now also 0.0.0.0/0, 192.0.2.1, 192.0.2.2 and 1 more']);
+  expect(w({ allowIps: [...decoys, '2001:db8::/32', '11.0.0.0/8'] })).toEqual(['IP allow-list: now also 2001:db8::/32, 11.0.0.0/8, 192.0.2.1 and 2 more']);
 });

@@ -37,7 +37,8 @@ export function keyWidening(before: KeyTerms, after: KeyTerms, ownerGroup: strin
   const newIps = after.allowIps?.length ? after.allowIps : null;
   if (oldIps && !newIps) out.push('IP allow-list removed (any address)');
   else if (oldIps && newIps) {
-    const added = newIps.filter((e) => !covered(e, oldIps));
+    // Widest first: three single addresses written before 0.0.0.0/0 must not leave it as the "and 1 more".
+    const added = newIps.filter((e) => !covered(e, oldIps)).sort((x, y) => spanSize(y) - spanSize(x));
     if (added.length) out.push(`IP allow-list: now also ${list(added, ipShown)}`);
   }
 
@@ -142,6 +143,12 @@ function covered(entry: string, list: string[]): boolean {
 }
 
 interface Span { v: 4 | 6; lo: bigint; hi: bigint }
+
+/** log2 of the addresses an entry lets in (IPv6 ranges count as wider than any IPv4 one of the same prefix room). */
+function spanSize(entry: string): number {
+  const r = parseRange(entry);
+  return r ? (r.v === 4 ? 32 : 128) - r.bits : -1;
+}
 
 function span(entry: string): Span | null {
   const r = parseRange(entry);
