@@ -394,3 +394,24 @@ test('a reset link mailed to an address the account has left no longer resets it
   expect((await gw.nodeApi('POST', '/api/user/reset', { email: moved, token: fresh, password: 'a-new-password-1' }, null)).status).toBe(200);
   await allOf(moved, again, ['The password was reset with a link e-mailed to this address']);
 }, 25_000);
+
+test('a key\'s budget raised or cleared (PUT, DELETE /api/budget/) is reported as more reach; set, lowered or another period\'s is not', async () => {
+  const u = await userWithEmail();
+  const key = await restrictedKey(u, { unlimited_quota: true });
+  const budget = (limit: number, period = 'daily') => gw.nodeApi('PUT', '/api/budget/', { scope: 'key', subject_id: key.id, period, limit }, u.token, { 'user-agent': 'stolen-browser/1.0' });
+  const before = mailsTo(u.email).length;
+  const set = await budget(100);
+  expect(set.status).toBe(200);
+  expect((await budget(50)).status).toBe(200);
+  expect((await budget(500, 'monthly')).status).toBe(200);
+  expect((await budget(1_000_000_000)).status).toBe(200);
+  expect((await gw.nodeApi('DELETE', `/api/budget/${set.body.data.id}`, undefined, u.token, { 'user-agent': 'stolen-browser/1.0' })).status).toBe(200);
+  const prefix = `- A relay API key was given more reach: "ci-deploy" (id ${key.id}); `;
+  await allOf(u.email, before, ['daily budget: raised from 50 to 1000000000', 'daily budget removed']);
+  await Bun.sleep(1_500);
+  const lines = noticeLines(u.email, before);
+  expect(lines).toHaveLength(2);
+  expect(lines[0]).toStartWith(`${prefix}daily budget: raised from 50 to 1000000000, at `);
+  expect(lines[1]).toStartWith(`${prefix}daily budget removed (no daily limit), at `);
+  for (const l of lines) expect(l).toContain('User-Agent "stolen-browser/1.0"');
+}, 25_000);

@@ -2,6 +2,9 @@
 import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
 import { AlertView, BudgetOverview, BudgetSet, BudgetView, LowBalanceSet } from '@gw/billing';
+import type { UserRow } from '@gw/db';
+import { named } from '@gw/identity';
+import { origin } from '../plugins/origin';
 import { authPlugin, caller } from '../plugins/auth';
 import type { Services } from '../services';
 import { envelope, page, pageQuery } from './envelope';
@@ -10,6 +13,17 @@ const idParams = t.Object({ id: t.Integer({ minimum: 1 }) });
 const tags = ['budget'];
 
 const serviceOf = (s: Services) => s.budgets;
+
+/**
+ * A key's spending cap raised or removed makes the key worth more to whoever holds it, as `PUT /api/token/` widening
+ * does: the owner is told with the same notice (a session alone can do it; lowering or setting a cap says nothing).
+ */
+async function keyBudgetNotice(s: Services, ctx: Parameters<typeof origin>[0], actor: UserRow, ownerId: number, keyId: number, what: string): Promise<void> {
+  const owner = ownerId === actor.id ? actor : await s.users.byId(ownerId);
+  if (!owner) return;
+  const name = s.apiKeys.byId(keyId)?.name ?? ''; // indexed: the budget's owner was found through it
+  s.notices.notify(owner, { kind: 'relay_key_widened', detail: `${named(name, keyId)}; ${what}`, subject: `relay key ${keyId}`, actor, ...origin(ctx) });
+}
 
 export const budgetRoutes = (s: Services) =>
   new Elysia({ name: 'budget-routes', prefix: '/api/budget' })
@@ -37,12 +51,23 @@ export const budgetRoutes = (s: Services) =>
       role: 'admin', params: idParams, response: envelope(BudgetOverview),
       detail: { tags, summary: "A user's budgets", description: "A user's budgets, their keys' budgets and their low-balance threshold (admin)." },
     })
-    .put('/', async (ctx) => ok(await serviceOf(s).set(caller(ctx).user, ctx.body)), {
+    .put('/', async (ctx) => {
+      const { user } = caller(ctx);
+      const r = await serviceOf(s).change(user, ctx.body);
+      if (ctx.body.scope === 'key' && r.replaced !== null && ctx.body.limit > r.replaced) {
+        await keyBudgetNotice(s, ctx, user, r.ownerId, ctx.body.subject_id, `${ctx.body.period} budget: raised from ${r.replaced} to ${ctx.body.limit}`);
+      }
+      return ok(r.view);
+    }, {
       role: 'user', body: BudgetSet, response: envelope(BudgetView),
       detail: { tags, summary: 'Set a budget', description: "Creates or replaces the `daily` (UTC calendar day) or `monthly` (UTC calendar month) budget of a user (admins) or a key (its owner, or an admin). Requests whose worst case no longer fits get 402 `user_budget_exceeded` / `key_budget_exceeded` with `retry-after` (seconds until the period resets). Alerts at 50, 80 and 100 % are announced once per period; thresholds already reached under a new limit are not announced again." },
     })
     .delete('/:id', async (ctx) => {
-      await serviceOf(s).clear(caller(ctx).user, ctx.params.id);
+      const { user } = caller(ctx);
+      const { removed, ownerId } = await serviceOf(s).remove(user, ctx.params.id);
+      if (removed?.scope === 'key') {
+        await keyBudgetNotice(s, ctx, user, ownerId, removed.subjectId, `${removed.period} budget removed (no ${removed.period} limit)`);
+      }
       return ok(null);
     }, { role: 'user', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Clear a budget', description: 'Removes a budget (same rights as setting it); the next request is admitted without it.' } })
     .put('/low_balance', async (ctx) => ok(await serviceOf(s).setLowBalance(caller(ctx).user, ctx.body)), {

@@ -84,27 +84,47 @@ export class BudgetService {
 
   /** Creates or replaces a budget; the thresholds already reached under the new limit this period are not announced again. */
   async set(actor: BudgetActor, input: BudgetSet): Promise<BudgetView> {
+    return (await this.change(actor, input)).view;
+  }
+
+  /**
+   * `set`, also saying whose budget it is and the limit the write `replaced` (null: there was none). A key's
+   * budget raised makes the key worth more to whoever holds it, so the owner is told (like keyWidening); the
+   * limit is compared with the one the write replaced (a compare-and-set), not one read before it, so an owner
+   * lowering it meanwhile cannot be overwritten unseen.
+   */
+  async change(actor: BudgetActor, input: BudgetSet): Promise<{ view: BudgetView; ownerId: number; replaced: number | null }> {
     const owner = this.ownerOf(input.scope, input.subject_id, 'subject_id');
     this.authorize(actor, owner, input.scope === 'user');
     const now = nowSeconds();
-    const existing = await this.repo.find(input.scope, input.subject_id, input.period);
-    let row: BudgetRow;
-    if (existing) {
+    for (;;) {
+      const existing = await this.repo.find(input.scope, input.subject_id, input.period);
+      if (!existing) {
+        const row = await this.repo.insert({ scope: input.scope, subjectId: input.subject_id, period: input.period, limitAmount: input.limit, createdAt: now, updatedAt: now });
+        await this.book.reload();
+        return { view: await this.view(row, owner.id), ownerId: owner.id, replaced: null };
+      }
       const alerted = reachedMask(existing.spent, input.limit);
-      row = (await this.repo.update(existing.id, { limitAmount: input.limit, alerted, updatedAt: now }))!;
-    } else {
-      row = await this.repo.insert({ scope: input.scope, subjectId: input.subject_id, period: input.period, limitAmount: input.limit, createdAt: now, updatedAt: now });
+      const row = await this.repo.updateFrom(existing.id, existing.limitAmount, { limitAmount: input.limit, alerted, updatedAt: now });
+      if (!row) continue; // changed or cleared since it was read: read it again
+      await this.book.reload();
+      return { view: await this.view(row, owner.id), ownerId: owner.id, replaced: existing.limitAmount };
     }
-    await this.book.reload();
-    return this.view(row, owner.id);
   }
 
   async clear(actor: BudgetActor, id: number): Promise<void> {
+    await this.remove(actor, id);
+  }
+
+  /** `clear`, returning the budget as it was removed and its owner (a key's budget removed is reported to the owner). */
+  async remove(actor: BudgetActor, id: number): Promise<{ removed: BudgetRow | undefined; ownerId: number }> {
     const row = await this.repo.byId(id);
     if (!row) throw notFound('budget', id, 'id');
-    this.authorize(actor, this.ownerOf(row.scope as 'user' | 'key', row.subjectId, 'id'), row.scope === 'user');
-    await this.repo.delete(id);
+    const owner = this.ownerOf(row.scope as 'user' | 'key', row.subjectId, 'id');
+    this.authorize(actor, owner, row.scope === 'user');
+    const removed = await this.repo.delete(id);
     await this.book.reload();
+    return { removed, ownerId: owner.id };
   }
 
   async setLowBalance(actor: BudgetActor, input: LowBalanceSet): Promise<{ user_id: number; low_balance_threshold: number | null }> {

@@ -33,6 +33,15 @@ export function budgetsContract(make: MakeEnv): void {
       expect(await budgets.byId(b.id)).toBeUndefined();
     });
 
+    test('updateFrom writes only while the limit is still the one expected (compare-and-set)', async () => {
+      const { budgets } = env().repos;
+      const a = await budgets.insert(budget({ scope: 'key', subjectId: 9, limitAmount: BIG }));
+      expect(await budgets.updateFrom(a.id, 10, { limitAmount: 1, alerted: 0, updatedAt: 2 })).toBeUndefined();
+      expect(await budgets.updateFrom(a.id, BIG, { limitAmount: 10, alerted: 0, updatedAt: 2 })).toMatchObject({ id: a.id, limitAmount: 10 });
+      expect(await budgets.updateFrom(a.id, BIG, { limitAmount: BIG, alerted: 0, updatedAt: 3 })).toBeUndefined();
+      expect((await budgets.byId(a.id))!.limitAmount).toBe(10);
+    });
+
     test('low-balance thresholds: set is an upsert per user; clear says whether one existed', async () => {
       const { repos: r } = env();
       const u = await seedUser(r);

@@ -36,6 +36,10 @@ export class PgBudgetsRepo {
     return (await this.db.update(budgets).set(patch).where(eq(budgets.id, id)).returning())[0];
   }
 
+  async updateFrom(id: number, expected: number, patch: { limitAmount: number; alerted: number; updatedAt: number }): Promise<BudgetRow | undefined> {
+    return (await this.db.update(budgets).set(patch).where(and(eq(budgets.id, id), eq(budgets.limitAmount, expected))).returning())[0];
+  }
+
   async delete(id: number): Promise<BudgetRow | undefined> {
     return (await this.db.delete(budgets).where(eq(budgets.id, id)).returning())[0];
   }

@@ -25,6 +25,11 @@ export interface BudgetsStore {
   find(scope: string, subjectId: number, period: string): Awaitable<BudgetRow | undefined>;
   insert(row: NewBudget): Awaitable<BudgetRow>;
   update(id: number, patch: { limitAmount: number; alerted: number; updatedAt: number }): Awaitable<BudgetRow | undefined>;
+  /**
+   * update() only while the row's limit is still `expected` (undefined otherwise): a compare-and-set, so a caller
+   * comparing the new limit with the old one compares with the limit its write replaced.
+   */
+  updateFrom(id: number, expected: number, patch: { limitAmount: number; alerted: number; updatedAt: number }): Awaitable<BudgetRow | undefined>;
   delete(id: number): Awaitable<BudgetRow | undefined>;
   lowBalanceAll(): Awaitable<LowBalanceRow[]>;
   lowBalance(userId: number): Awaitable<LowBalanceRow | undefined>;
@@ -71,6 +76,10 @@ export class BudgetsRepo {
 
   update(id: number, patch: Partial<typeof budgets.$inferInsert>): BudgetRow | undefined {
     return this.db.update(budgets).set(patch).where(eq(budgets.id, id)).returning().get();
+  }
+
+  updateFrom(id: number, expected: number, patch: { limitAmount: number; alerted: number; updatedAt: number }): BudgetRow | undefined {
+    return this.db.update(budgets).set(patch).where(and(eq(budgets.id, id), eq(budgets.limitAmount, expected))).returning().get();
   }
 
   delete(id: number): BudgetRow | undefined {
