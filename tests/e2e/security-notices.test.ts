@@ -415,3 +415,13 @@ test('a key\'s budget raised or cleared (PUT, DELETE /api/budget/) is reported a
   expect(lines[1]).toStartWith(`${prefix}daily budget removed (no daily limit), at `);
   for (const l of lines) expect(l).toContain('User-Agent "stolen-browser/1.0"');
 }, 25_000);
+
+test('an expiry moved past what a date can show (expires_at 9e12) is still reported, and the answer is not a 500 after the write', async () => {
+  const u = await userWithEmail();
+  const key = await restrictedKey(u);
+  const before = mailsTo(u.email).length;
+  const r = await gw.nodeApi('PUT', '/api/token/', { id: key.id, expires_at: 9_000_000_000_000 }, u.token);
+  expect(r.status).toBe(200);
+  expect(r.body.data.expires_at).toBe(9_000_000_000_000);
+  await allOf(u.email, before, [`"ci-deploy" (id ${key.id}); expiry extended to unix time 9000000000000`]);
+}, 20_000);

@@ -92,3 +92,8 @@ test('added addresses are listed widest first, so decoys written before 0.0.0.0/
   expect(w({ allowIps: ['10.1.0.0/16', ...decoys, '0.0.0.0/0'] })).toEqual(['IP allow-list: now also 0.0.0.0/0, 192.0.2.1, 192.0.2.2 and 1 more']);
   expect(w({ allowIps: [...decoys, '2001:db8::/32', '11.0.0.0/8'] })).toEqual(['IP allow-list: now also 2001:db8::/32, 11.0.0.0/8, 192.0.2.1 and 2 more']);
 });
+
+test('an expiry past what a date can show is named as unix time instead of throwing', () => {
+  expect(w({ expiresAt: 9_000_000_000_000 })).toEqual(['expiry extended to unix time 9000000000000']);
+  expect(w({ expiresAt: 253_402_300_799 })).toEqual(['expiry extended to 9999-12-31T23:59:59Z']);
+});

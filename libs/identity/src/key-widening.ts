@@ -58,7 +58,7 @@ export function keyWidening(before: KeyTerms, after: KeyTerms, ownerGroup: strin
 
   if (before.expiresAt !== null && after.expiresAt === null) out.push('expiry removed (never expires)');
   else if (before.expiresAt !== null && after.expiresAt !== null && after.expiresAt > before.expiresAt) {
-    out.push(`expiry extended to ${new Date(after.expiresAt * 1000).toISOString().replace('.000Z', 'Z')}`);
+    out.push(`expiry extended to ${when(after.expiresAt)}`);
   }
 
   const oldGroup = before.group ?? ownerGroup;
@@ -80,6 +80,14 @@ type Limits = ModelLimitMap[string];
 /** `next` allows more than `prev` (0 = unlimited). */
 const looser = (next: number, prev: number) => prev !== 0 && (next === 0 || next > prev);
 const shown = (n: number) => (n === 0 ? 'unlimited' : String(n));
+/**
+ * Unix seconds as an ISO date, or as the number past year 9999 / what Date can hold: expires_at has no upper bound,
+ * and a throw here would come after the write, leaving a key extended "forever" with a 500 and no notice.
+ */
+const when = (sec: number) => {
+  const d = new Date(sec * 1000);
+  return sec < 253_402_300_800 && !Number.isNaN(d.getTime()) ? d.toISOString().replace('.000Z', 'Z') : `unix time ${sec}`;
+};
 const anyLooser = (next: Limits, prev: Limits) =>
   looser(next.rateLimitRpm, prev.rateLimitRpm) || looser(next.rateLimitTpm, prev.rateLimitTpm) || looser(next.maxConcurrency, prev.maxConcurrency);
 
