@@ -88,3 +88,22 @@ test('a flood cannot push a key\'s first line out of the digest: repeats about o
   expect(lines.at(-2)).toStartWith('- Two-factor authentication was turned off');
   n.stop();
 });
+
+test('a key widened a little first, then a flood, then widened for real: the real widening is listed, not only the harmless one', async () => {
+  const { mailer, sent } = fakeMailer();
+  const n = new SecurityNotices(mailer, { enabled: true, windowMs: 1_000, publicUrl: 'https://gw' }, quiet);
+  n.notify(user, { kind: 'relay_key_created', detail: '"junk" (id 2)', subject: 'relay key 2' });
+  n.notify(user, { kind: 'relay_key_widened', detail: '"ci-deploy" (id 1); requests per minute: 61 instead of 60', subject: 'relay key 1' });
+  for (let i = 0; i < 60; i++) n.notify(user, { kind: 'relay_key_widened', detail: `"junk" (id 2); requests per minute: ${i + 2} instead of ${i + 1}`, subject: 'relay key 2' });
+  n.notify(user, { kind: 'relay_key_widened', detail: '"ci-deploy" (id 1); IP allow-list removed (any address)', subject: 'relay key 1' });
+  // More flood after it cannot push it out again: the junk key has the most lines, so its own give way.
+  for (let i = 0; i < 20; i++) n.notify(user, { kind: 'relay_key_widened', detail: `"junk" (id 2); tokens per minute: ${i + 2} instead of ${i + 1}`, subject: 'relay key 2' });
+  await Bun.sleep(1_200);
+  await n.idle();
+  const lines = sent[1]!.text.split('\n').filter((l) => l.startsWith('- '));
+  expect(lines).toHaveLength(51);
+  expect(lines.filter((l) => l.includes('"ci-deploy" (id 1); requests per minute: 61'))).toHaveLength(1);
+  expect(lines.filter((l) => l.includes('"ci-deploy" (id 1); IP allow-list removed'))).toHaveLength(1);
+  expect(lines[50]).toBe('- and 32 more');
+  n.stop();
+});

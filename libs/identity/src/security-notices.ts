@@ -69,9 +69,10 @@ const DETAIL_MAX = 1_600;
 /** Lines kept per digest; a longer burst is counted, not listed, so one user's flood cannot grow memory. */
 const DIGEST_LINES = 50;
 /**
- * Of a full digest, which lines give way to a line about something not yet listed (the one given way is counted in
- * "and N more"): first a later line about something already listed, then a new relay key (rank 0; a session alone
- * can make any number, and each is listed when the digest has room). Else the new line is the one counted.
+ * Of a full digest, which line gives way to a new one (the one given way is counted in "and N more"): the newest
+ * line of the thing (key, token, kind of change) with the most lines, while the new line's thing has fewer; else,
+ * for a thing not yet listed, the newest line about a new relay key (rank 0: a session alone can make any number,
+ * and each is listed when the digest has room). Else the new line is the one counted.
  */
 const rank = (kind: NoticeKind) => (kind === 'relay_key_created' ? 0 : 1);
 /** Open windows (user and address) at once; beyond it a notice is logged instead of mailed. */
@@ -80,9 +81,9 @@ const MAX_OPEN_WINDOWS = 10_000;
 interface Line { text: string; subject: string; rank: number }
 /**
  * A user's open digest. A thief cannot bury a line past the cap with cheap ones: raising one junk key's limit by one,
- * sixty times over, fills the digest with lines about that one key, which give way to the first line about any other;
- * new keys made by the dozen give way to any line about something else. Burying needs 50 other things each changed
- * for the first time in the window, which are all listed.
+ * sixty times over, fills the digest with lines about that one key, which give way to lines about any other (so a
+ * key widened a little, then flooded past, then widened for real, has both lines listed); new keys made by the
+ * dozen give way to any line about something else. Burying needs 50 other things changed in the window, all listed.
  */
 interface Window { userId: number; to: string; username: string; lines: Line[]; more: number; timer: ReturnType<typeof setTimeout> }
 
@@ -184,18 +185,16 @@ export class SecurityNotices {
 function gather(w: Window, line: Line): void {
   if (w.lines.length < DIGEST_LINES) { w.lines.push(line); return; }
   w.more++;
-  const seen = new Set<string>();
-  let repeat = -1;
-  for (let i = 0; i < w.lines.length; i++) {
-    const s = w.lines[i]!.subject;
-    if (seen.has(s)) repeat = i;
-    seen.add(s);
-  }
-  if (seen.has(line.subject)) return;
-  let out = repeat;
-  if (out < 0) {
-    for (let i = w.lines.length - 1; i >= 0; i--) if (w.lines[i]!.rank < line.rank) { out = i; break; }
-  }
+  const count = new Map<string, number>();
+  for (const l of w.lines) count.set(l.subject, (count.get(l.subject) ?? 0) + 1);
+  let top = '';
+  let most = 0;
+  for (const [subject, c] of count) if (c > most) { top = subject; most = c; }
+  const mine = count.get(line.subject) ?? 0;
+  let out = -1;
+  // The thing with the most lines gives one up, while this line's thing would still have fewer after.
+  if (most >= 2 && mine + 1 < most) out = w.lines.findLastIndex((l) => l.subject === top);
+  else if (mine === 0) out = w.lines.findLastIndex((l) => l.rank < line.rank);
   if (out < 0) return;
   w.lines.splice(out, 1);
   w.lines.push(line);
