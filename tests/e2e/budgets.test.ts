@@ -116,6 +116,34 @@ describe('budgets', () => {
     expect((await gw.api('GET', '/api/budget/', undefined, u.token)).status).toBe(403);
   });
 
+  test('an admin cannot raise or clear the user budget root set on it (its own key budgets and threshold stay its own)', async () => {
+    const name = `adm${crypto.randomUUID().slice(0, 8)}`;
+    const created = await gw.api('POST', '/api/user/', { username: name, password: 'admin-password-1', role: 10 });
+    expect(created.status).toBe(200);
+    const adminId = created.body.data.id as number;
+    const admin = (await gw.services.auth.createAccessToken(adminId, 'adm')).token;
+    const set = await gw.api('PUT', '/api/budget/', { scope: 'user', subject_id: adminId, period: 'daily', limit: 10 });
+    expect(set.status).toBe(200);
+    const raise = await gw.api('PUT', '/api/budget/', { scope: 'user', subject_id: adminId, period: 'daily', limit: 1_000_000 }, admin);
+    expect([raise.status, raise.body.error?.code]).toEqual([403, 'role_too_high']);
+    const monthly = await gw.api('PUT', '/api/budget/', { scope: 'user', subject_id: adminId, period: 'monthly', limit: 1_000_000 }, admin);
+    expect([monthly.status, monthly.body.error?.code]).toEqual([403, 'role_too_high']);
+    const clear = await gw.api('DELETE', `/api/budget/${set.body.data.id}`, undefined, admin);
+    expect([clear.status, clear.body.error?.code]).toEqual([403, 'role_too_high']);
+    const left = await gw.api('GET', `/api/budget/user/${adminId}`);
+    expect(left.body.data.budgets.map((b: any) => [b.scope, b.period, b.limit])).toEqual([['user', 'daily', 10]]);
+    // What is its own as any owner's stays so: a key budget and the low-balance threshold.
+    const key = await gw.api('POST', '/api/token/', { name: 'k' }, admin);
+    expect((await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: key.body.data.id, period: 'daily', limit: 5 }, admin)).status).toBe(200);
+    expect((await gw.api('PUT', '/api/budget/low_balance', { threshold: 5 }, admin)).status).toBe(200);
+    // Root manages anyone, itself included.
+    const rootId = (await gw.api('GET', '/api/user/self')).body.data.id as number;
+    const mine = await gw.api('PUT', '/api/budget/', { scope: 'user', subject_id: rootId, period: 'monthly', limit: 1_000_000 });
+    expect(mine.status).toBe(200);
+    expect((await gw.api('DELETE', `/api/budget/${mine.body.data.id}`)).status).toBe(200);
+    expect((await gw.api('DELETE', `/api/budget/${set.body.data.id}`)).status).toBe(200);
+  });
+
   test('50/80/100 % are each announced once per period, signed, delivered at least once despite failures, and logged', async () => {
     receiver.seen.length = 0;
     receiver.failFirst = 2;

@@ -163,13 +163,17 @@ export class BudgetService {
     return owner;
   }
 
-  /** Own keys and own threshold: the owner; anything else: an admin who may manage the owner. */
+  /**
+   * Own keys and own threshold: the owner; anything else (a user budget, even one's own): an admin who may manage
+   * the owner. A user budget binds its user, so an admin cannot raise or clear its own (root set it), as it cannot
+   * adjust its own balance or change its own account; root, who may manage anyone, can.
+   */
   private authorize(actor: BudgetActor, owner: { id: number; role: number }, adminOnly: boolean): void {
     if (actor.id === owner.id && !adminOnly) return;
     if (actor.role < ADMIN) {
       throw new GatewayError(403, 'insufficient_role', adminOnly ? 'Only admins set or clear user budgets' : 'Only admins manage budgets of other users');
     }
-    if (actor.id !== owner.id && !this.subjects.canManage(actor, owner)) {
+    if (!this.subjects.canManage(actor, owner)) {
       throw new GatewayError(403, 'role_too_high', 'You cannot manage budgets of a user whose role is equal to or above your own');
     }
   }
