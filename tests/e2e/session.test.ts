@@ -159,3 +159,20 @@ test('an out-of-range query value names the query field in param', async () => {
     expect(r.body.error.param).toBe('status');
   } finally { await gw2.stop(); }
 });
+
+test('behind a TLS proxy (PUBLIC_URL https://) the session cookie is Secure by default; COOKIE_SECURE=false still turns it off', async () => {
+  const cookieOf = async (env: Record<string, string>) => {
+    const g = await startGateway(env);
+    try {
+      const r = await g.api('POST', '/api/user/login', { username: 'root', password: ROOT_PASSWORD }, null);
+      expect(r.status).toBe(200);
+      return r.headers.get('set-cookie')!.split(';').map((p) => p.trim());
+    } finally { await g.stop(); }
+  };
+  // Without Secure, a browser would also send it over plain HTTP to the same host, readable on the path.
+  const proxied = await cookieOf({ PUBLIC_URL: 'https://gw.example.test' });
+  expect(proxied).toContain('Secure');
+  expect(proxied).toContain('HttpOnly');
+  expect(await cookieOf({ PUBLIC_URL: 'https://gw.example.test', COOKIE_SECURE: 'false' })).not.toContain('Secure');
+  expect(await cookieOf({ PUBLIC_URL: 'http://gw.example.test' })).not.toContain('Secure');
+}, 60_000);

@@ -75,6 +75,11 @@ test('TLS_CERT_FILE / TLS_KEY_FILE: both or neither, readable PEM files, read on
   const base = { DATABASE_URL: 'sqlite::memory:' };
   expect(loadConfig(base).tls).toBeNull();
   expect(loadConfig(base).cookieSecure).toBe(false);
+  // Behind a TLS-terminating proxy: PUBLIC_URL's scheme says the browser talks HTTPS.
+  expect(loadConfig({ ...base, PUBLIC_URL: 'https://gw.example.com' }).cookieSecure).toBe(true);
+  expect(loadConfig({ ...base, PUBLIC_URL: ' HTTPS://gw.example.com/' }).cookieSecure).toBe(true);
+  expect(loadConfig({ ...base, PUBLIC_URL: 'http://gw.example.com' }).cookieSecure).toBe(false);
+  expect(loadConfig({ ...base, PUBLIC_URL: 'https://gw.example.com', COOKIE_SECURE: 'false' }).cookieSecure).toBe(false);
   const c = loadConfig({ ...base, TLS_CERT_FILE: cert, TLS_KEY_FILE: key });
   expect(c.tls!.cert).toContain('BEGIN CERTIFICATE');
   expect(c.cookieSecure).toBe(true);

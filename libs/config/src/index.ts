@@ -269,8 +269,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     bodyTimeoutMs: int(env, 'BODY_TIMEOUT_MS', 30_000, 100, 3_600_000),
     maxKeysPerUser: int(env, 'MAX_KEYS_PER_USER', 100, 0, 1_000_000),
     sessionTtlSeconds: int(env, 'SESSION_TTL_HOURS', 168, 1, 24 * 365) * 3600,
-    // Served over HTTPS, the session cookie is Secure unless told otherwise.
-    cookieSecure: bool(env, 'COOKIE_SECURE', tls !== null),
+    // Served over HTTPS, the session cookie is Secure unless told otherwise: by the gateway itself, or by a proxy
+    // in front, which PUBLIC_URL's https scheme declares. Without Secure a browser also sends the cookie over
+    // plain HTTP to the same host, where anyone on the path can read it.
+    cookieSecure: bool(env, 'COOKIE_SECURE', tls !== null || /^https:\/\//i.test(env.PUBLIC_URL?.trim() ?? '')),
     loginMaxFailures: int(env, 'LOGIN_MAX_FAILURES', 5, 1, 1000),
     loginLockSeconds: int(env, 'LOGIN_LOCK_SECONDS', 60, 1, 86400),
     loginIpPerMinute: int(env, 'LOGIN_IP_PER_MINUTE', 30, 1, 100000),
