@@ -127,6 +127,54 @@ describe('reset with a token', () => {
     expect(list.every((t) => t.revoked)).toBe(true);
   });
 
+  test('a pending reset link dies when the password is changed or set, or the e-mail address moves', async () => {
+    // The owner's answer to a reset mail they did not ask for (whoever reads that mailbox holds the link) is to
+    // change the password or move the account to another address: the link must not outlive either.
+    let email = uniqueEmail();
+    const u = await makeUser(gw, 1, { email });
+    const resetMail = async (to: string) => {
+      const after = smtp.messages.length;
+      expect((await request(gw, to)).status).toBe(200);
+      return tokenOf(await smtp.waitFor((x) => smtp.messages.indexOf(x) >= after && x.to.includes(to) && x.subject === 'Reset your password'));
+    };
+    const refused = async (token: string, to = email) => {
+      const r = await gw.api('POST', '/api/user/reset', { email: to, token, password: 'taken-over-pass-1' }, null);
+      expect([r.status, r.body.error?.code]).toEqual([400, 'invalid_reset_token']);
+    };
+    let password = u.password;
+    const changed = async (next: string) => {
+      expect((await gw.api('POST', '/api/user/password', { current_password: password, new_password: next }, u.token)).status).toBe(200);
+      password = next;
+    };
+
+    // The owner changes the password.
+    let token = await resetMail(email);
+    await changed('owner-changed-pass-1');
+    await refused(token);
+
+    // The owner moves the account to a new address (the link names the old one; the thief may know the new one).
+    token = await resetMail(email);
+    const moved = uniqueEmail();
+    expect((await gw.api('PUT', '/api/user/self', { email: moved, current_password: password }, u.token)).status).toBe(200);
+    await refused(token, moved);
+    email = moved;
+
+    // An admin moves it, or sets a password.
+    token = await resetMail(email);
+    const byAdmin = uniqueEmail();
+    expect((await gw.api('PUT', '/api/user/', { id: u.id, email: byAdmin })).status).toBe(200);
+    await refused(token, byAdmin);
+    email = byAdmin;
+    token = await resetMail(email);
+    expect((await gw.api('PUT', '/api/user/', { id: u.id, password: 'admin-set-pass-12' })).status).toBe(200);
+    await refused(token);
+
+    // Anything else leaves it working: a new display name, the same address sent again.
+    token = await resetMail(email);
+    expect((await gw.api('PUT', '/api/user/', { id: u.id, display_name: 'still me', email })).status).toBe(200);
+    expect((await gw.api('POST', '/api/user/reset', { email, token, password: 'recovered-pass-12' }, null)).status).toBe(200);
+  }, 30_000);
+
   test('without a password a generated one is set and returned', async () => {
     const email = uniqueEmail();
     const u = await makeUser(gw, 1, { email });

@@ -118,7 +118,8 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const channelKeys = new ChannelKeyService(stores.channels, channelSecrets, bus, channels);
   const currentPassword = new CurrentPasswordGuard(Date.now, windows);
   const twoFactor = new TwoFactorService(users, security, sessions, secrets, twoFactorConfig(config.env), currentPassword, Date.now, windows);
-  const userAdmin = new UserService(users, sessions, ledger, bus, currentPassword, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)));
+  const userAdmin = new UserService(users, sessions, ledger, bus, currentPassword, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)),
+    (id) => security.voidResetTokens(id));
   const userDirectory = await UserDirectory.load(users, bus);
   const apiKeys = await ApiKeyService.load(stores.apiKeys, users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });
   const metrics = createMetrics();

@@ -80,7 +80,9 @@ export class UserService {
     /** Checks of the current password (e-mail change), limited together with the password change's. */
     private readonly currentPassword: CurrentPasswordGuard = new CurrentPasswordGuard(),
     /** Ends every session and access token of a user (an admin setting their password; default: sessions only). */
-    private readonly endCredentials: (userId: number) => Promise<unknown> = (id) => sessions.deleteUserSessions(id)) {}
+    private readonly endCredentials: (userId: number) => Promise<unknown> = (id) => sessions.deleteUserSessions(id),
+    /** Voids the user's pending password-reset links (its e-mail address changed). */
+    private readonly voidResetTokens: (userId: number) => Promise<unknown> = async () => undefined) {}
 
   async create(actor: Actor, input: UserCreate): Promise<UserView> {
     const role = input.role ?? ROLE.user;
@@ -140,7 +142,9 @@ export class UserService {
     // are refused while the user is disabled, and work again once re-enabled).
     const end = input.password !== undefined ? 'credentials' : patch.status === USER_STATUS.disabled ? 'sessions' : null;
     if (input.password !== undefined) patch.passwordHash = await hashPassword(input.password);
-    return { before: target, view: await this.write(target.id, patch, end) };
+    const view = await this.write(target.id, patch, end);
+    if (patch.email !== undefined && patch.email !== target.email) await this.voidResetTokens(target.id);
+    return { before: target, view };
   }
 
   /** The caller's own profile fields; role, group, status and quota are not self-service. */
@@ -165,7 +169,11 @@ export class UserService {
       // probe which addresses are registered (409 against 400), without limit, which the reset request hides.
       patch.email = await this.checkEmail(email, self.id);
     }
-    return this.write(self.id, patch, null);
+    const view = await this.write(self.id, patch, null);
+    // A reset link already mailed to the old address must not outlive the move: whoever reads that mailbox
+    // (often why it is being left) could otherwise still take the account within the link's lifetime.
+    if (patch.email !== undefined && patch.email !== self.email) await this.voidResetTokens(self.id);
+    return view;
   }
 
   async setStatus(actor: Actor, id: number, status: 1 | 2): Promise<UserView> {

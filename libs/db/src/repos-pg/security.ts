@@ -64,6 +64,10 @@ export class PgSecurityRepo {
     });
   }
 
+  async voidResetTokens(userId: number): Promise<void> {
+    await this.db.delete(passwordResets).where(eq(passwordResets.userId, userId));
+  }
+
   async resetTokenValid(userId: number, tokenHash: string, now: number): Promise<boolean> {
     return (await this.db.select({ id: passwordResets.id }).from(passwordResets)
       .where(and(eq(passwordResets.userId, userId), eq(passwordResets.tokenHash, tokenHash), isNull(passwordResets.usedAt), gt(passwordResets.expiresAt, now)))
@@ -83,6 +87,8 @@ export class PgSecurityRepo {
 
   async endCredentials(userId: number, keep: { sessionHash?: string; tokenId?: number }, now: number): Promise<CredentialsEnded> {
     return this.db.transaction(async (tx) => {
+      // Pending reset links go with the credentials (see SecurityStore.endCredentials).
+      await tx.delete(passwordResets).where(eq(passwordResets.userId, userId));
       const s = keep.sessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep.sessionHash)) : eq(sessions.userId, userId);
       const live = and(eq(accessTokens.userId, userId), isNull(accessTokens.revokedAt));
       const t = keep.tokenId !== undefined ? and(live, ne(accessTokens.id, keep.tokenId)) : live;

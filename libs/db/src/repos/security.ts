@@ -25,6 +25,8 @@ export interface SecurityStore {
   unusedBackupCodes(userId: number): Promise<number>;
   /** Stores a reset token hash and voids every earlier token of the user. */
   createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<void>;
+  /** Voids every unused reset token of the user (its e-mail address changed: a link sent to the old one must not work). */
+  voidResetTokens(userId: number): Promise<void>;
   /** True when `tokenHash` is an unused, unexpired token of `userId` (does not consume it). */
   resetTokenValid(userId: number, tokenHash: string, now: number): Promise<boolean>;
   /**
@@ -35,7 +37,8 @@ export interface SecurityStore {
   /**
    * Account recovery: ends every login session and revokes every management access token of the
    * user, except the one credential in `keep` (the session or token making a password change), in
-   * one transaction. Returns what was ended.
+   * one transaction. Returns what was ended. Pending password-reset links of the user are voided with them: the
+   * password they would replace is gone, and whoever holds one (a mailbox read by someone else) must not undo it.
    */
   endCredentials(userId: number, keep: { sessionHash?: string; tokenId?: number }, now: number): Promise<CredentialsEnded>;
   /**
@@ -129,6 +132,10 @@ export class SecurityRepo implements SecurityStore {
     });
   }
 
+  async voidResetTokens(userId: number): Promise<void> {
+    this.db.delete(passwordResets).where(eq(passwordResets.userId, userId)).run();
+  }
+
   /** True when `tokenHash` is an unused, unexpired token of `userId` (does not consume it). */
   async resetTokenValid(userId: number, tokenHash: string, now: number): Promise<boolean> {
     return !!this.db.select({ id: passwordResets.id }).from(passwordResets)
@@ -158,6 +165,7 @@ export class SecurityRepo implements SecurityStore {
    */
   async endCredentials(userId: number, keep: { sessionHash?: string; tokenId?: number }, now: number): Promise<CredentialsEnded> {
     return this.db.transaction((tx) => {
+      tx.delete(passwordResets).where(eq(passwordResets.userId, userId)).run();
       const s = keep.sessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep.sessionHash)) : eq(sessions.userId, userId);
       const live = and(eq(accessTokens.userId, userId), isNull(accessTokens.revokedAt));
       const t = keep.tokenId !== undefined ? and(live, ne(accessTokens.id, keep.tokenId)) : live;
