@@ -92,7 +92,7 @@ describe('PasswordResetService delivery queue', () => {
 
 describe('passwordResetConfig', () => {
   test('defaults and validation', () => {
-    expect(passwordResetConfig({})).toEqual({ ttlSeconds: 900, publicUrl: 'http://localhost:3000', ipPerMinute: 10 });
+    expect(passwordResetConfig({})).toEqual({ ttlSeconds: 900, publicUrl: 'http://localhost:3000', ipPerMinute: 10, emailsPerHour: 5 });
     expect(passwordResetConfig({ PUBLIC_URL: 'https://gw.example.com/', PORT: '8080' }).publicUrl).toBe('https://gw.example.com');
     expect(passwordResetConfig({ PORT: '8080' }).publicUrl).toBe('http://localhost:8080');
     expect(() => passwordResetConfig({ PUBLIC_URL: 'gw.example.com' })).toThrow(ConfigError);

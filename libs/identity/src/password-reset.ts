@@ -12,9 +12,11 @@ export interface PasswordResetConfig {
   publicUrl: string;
   /** RESET_IP_PER_MINUTE: reset requests and attempts per client address per minute. */
   ipPerMinute: number;
+  /** RESET_EMAILS_PER_HOUR: reset e-mails one account is sent per hour, however its address is spelled and from however many client addresses. */
+  emailsPerHour: number;
 }
 
-/** Reads RESET_TOKEN_TTL_SECONDS, RESET_IP_PER_MINUTE and PUBLIC_URL (default http://localhost:<PORT>). */
+/** Reads RESET_TOKEN_TTL_SECONDS, RESET_IP_PER_MINUTE, RESET_EMAILS_PER_HOUR and PUBLIC_URL (default http://localhost:<PORT>). */
 export function passwordResetConfig(env: Record<string, string | undefined>): PasswordResetConfig {
   const raw = env.PUBLIC_URL?.trim() || `http://localhost:${env.PORT?.trim() || '3000'}`;
   let url: URL;
@@ -24,6 +26,7 @@ export function passwordResetConfig(env: Record<string, string | undefined>): Pa
     ttlSeconds: readIntEnv(env, 'RESET_TOKEN_TTL_SECONDS', 900, 1, 7 * 86400),
     publicUrl: raw.replace(/\/+$/, ''),
     ipPerMinute: readIntEnv(env, 'RESET_IP_PER_MINUTE', 10, 1, 100000),
+    emailsPerHour: readIntEnv(env, 'RESET_EMAILS_PER_HOUR', 5, 1, 100000),
   };
 }
 
@@ -39,6 +42,8 @@ const invalidToken = () => new GatewayError(400, 'invalid_reset_token', 'Invalid
  */
 export class PasswordResetService {
   private readonly ipWindow: AttemptWindow;
+  /** Reset e-mails per account: the per-IP limit alone let anyone with a few addresses flood one inbox. */
+  private readonly mailWindow: AttemptWindow;
   private readonly queue: JobQueue;
 
   constructor(
@@ -54,6 +59,7 @@ export class PasswordResetService {
     windows: AttemptWindows = localWindows,
   ) {
     this.ipWindow = windows('reset-ip', 60_000, clock);
+    this.mailWindow = windows('reset-mail', 3_600_000, clock);
     this.queue = new JobQueue({ ...queueOptions, log });
   }
 
@@ -86,6 +92,13 @@ export class PasswordResetService {
     if (!user || user.status !== USER_STATUS.enabled || !user.email) return null;
     if (!this.mailer.configured) {
       this.log.warn('password_reset.mail_off', { user: user.id, msg: 'mail is not configured (set SMTP_HOST); no e-mail sent' });
+      return null;
+    }
+    // Counted per account after the response (the answer stays the same for every address), and before a token
+    // is written: a throttled request leaves the link already sent working.
+    const wait = await this.mailWindow.hit(`u${user.id}`, this.cfg.emailsPerHour);
+    if (wait) {
+      this.log.warn('password_reset.throttled', { user: user.id, retry_after: wait, msg: `more than ${this.cfg.emailsPerHour} reset e-mails within an hour; no e-mail sent` });
       return null;
     }
     const token = randomToken(43);
