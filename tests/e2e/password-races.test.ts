@@ -86,3 +86,43 @@ describe('an admin setting a password', () => {
     expect((await login(u.username, 'reset-by-admin-1')).status).toBe(200);
   }, 30_000);
 });
+
+describe('a login racing a password change', () => {
+  test('a session opened with the old password while it changes does not survive the change', async () => {
+    // An intruder who knows the password logs in again and again; the owner changes it. A login that read the old
+    // hash before the change and wrote its session after the change ended every other session must not keep it.
+    const g = await startGateway({ LOGIN_MAX_FAILURES: '1000', LOGIN_IP_PER_MINUTE: '100000' });
+    try {
+      const u = await makeUser(g);
+      const loginAt = (password: string) => fetch(`${g.url}/api/user/login`, {
+        method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: u.username, password }),
+      });
+      const t0 = performance.now();
+      expect((await loginAt(u.password)).status).toBe(200);
+      const hashMs = performance.now() - t0;
+      let password = u.password;
+      const survivors: string[] = [];
+      for (let round = 0; round < 2 && !survivors.length; round++) {
+        const next = `changed-password-${round}`;
+        const change = g.api('POST', '/api/user/password', { current_password: password, new_password: next }, u.token);
+        // Logins start all through the change (its check, its new hash, its write), spread over about 4 hash times
+        // (40 of them: more only queue up behind one another on the hashing threads).
+        const logins: Array<Promise<Response>> = [];
+        for (let i = 0; i < 40; i++) {
+          logins.push(loginAt(password));
+          await Bun.sleep(Math.max(2, hashMs / 10));
+        }
+        expect((await change).status).toBe(200);
+        for (const res of await Promise.all(logins)) {
+          if (res.status !== 200) continue;
+          const cookie = res.headers.get('set-cookie')!.split(';')[0]!;
+          if ((await fetch(`${g.url}/api/user/self`, { headers: { cookie } })).status !== 401) survivors.push(cookie);
+        }
+        password = next;
+      }
+      expect(survivors).toEqual([]);
+    } finally {
+      await g.stop();
+    }
+  }, 60_000);
+});

@@ -84,10 +84,21 @@ export class LoginService {
     await this.users.update(user.id, { failedLogins: 0, lockCount: 0, lockedUntil: 0 });
     const sessionId = randomToken(43);
     const expiresAt = now + this.policy.sessionTtlSeconds;
+    const idHash = sha256Hex(sessionId);
     await this.sessions.createSession({
-      idHash: sha256Hex(sessionId), userId: user.id, createdAt: now, expiresAt,
+      idHash, userId: user.id, createdAt: now, expiresAt,
       ip: input.ip.slice(0, 64), userAgent: input.userAgent.slice(0, 256),
     });
+    // The password was checked against the row read before the slow hash check. If it changed meanwhile (a change,
+    // a reset, an admin), that change may have ended every session before this one was written, and this one,
+    // opened with the old password, would outlive it; likewise 2FA turned on meanwhile (this login had no code).
+    // Read again after the write: a change that lands later still finds and ends this session, since each of them
+    // writes the account first and ends its sessions after.
+    const after = await this.users.byId(user.id);
+    if (!after || after.passwordHash !== user.passwordHash || after.status !== USER_STATUS.enabled || (after.totpEnabled && !user.totpEnabled)) {
+      await this.sessions.deleteSession(idHash);
+      throw invalidCredentials();
+    }
     return { sessionId, user, expiresAt };
   }
 
