@@ -125,4 +125,36 @@ describe('a login racing a password change', () => {
       await g.stop();
     }
   }, 60_000);
+
+  test('an access token minted with the old password while it changes does not survive the change', async () => {
+    // The same race through POST /api/user/access_token: its current_password check is as slow as a login's.
+    const g = await startGateway({ LOGIN_MAX_FAILURES: '1000', LOGIN_IP_PER_MINUTE: '100000' });
+    try {
+      const u = await makeUser(g);
+      const t0 = performance.now();
+      expect((await g.api('POST', '/api/user/login', { username: u.username, password: u.password }, null)).status).toBe(200);
+      const hashMs = performance.now() - t0;
+      let password = u.password;
+      const survivors: string[] = [];
+      for (let round = 0; round < 3 && !survivors.length; round++) {
+        const intruder = (await g.services.auth.createAccessToken(u.id, 'intruder')).token;
+        const next = `changed-password-${round}`;
+        const change = g.api('POST', '/api/user/password', { current_password: password, new_password: next }, u.token);
+        const mints: Array<Promise<{ status: number; body: any }>> = [];
+        for (let i = 0; i < 40; i++) {
+          await Bun.sleep(Math.max(2, hashMs / 10));
+          mints.push(g.api('POST', '/api/user/access_token', { name: 'persist', current_password: password }, intruder));
+        }
+        expect((await change).status).toBe(200);
+        for (const r of await Promise.all(mints)) {
+          if (r.status !== 200) continue;
+          if ((await g.api('GET', '/api/user/self', undefined, r.body.data.token)).status !== 401) survivors.push(r.body.data.token);
+        }
+        password = next;
+      }
+      expect(survivors).toEqual([]);
+    } finally {
+      await g.stop();
+    }
+  }, 60_000);
 });

@@ -54,13 +54,26 @@ export class ManagementAuth {
     return this.sessions.endOtherSessions(p.user.id, p.sessionHash);
   }
 
-  async createAccessToken(userId: number, name: string, expiresInDays?: number): Promise<{ token: string; view: AccessTokenView }> {
+  /**
+   * `verifiedHash`: the password hash the caller's current password was checked against. The check is slow, and a
+   * password change (or reset) that ended every token while it ran must not be outlived by this one: the account
+   * is read again after the write, and the token withdrawn if the password or status changed meanwhile (a change
+   * landing after that read still finds the token to revoke: it writes the account first, ends tokens after).
+   */
+  async createAccessToken(userId: number, name: string, expiresInDays?: number, verifiedHash?: string): Promise<{ token: string; view: AccessTokenView }> {
     const token = `${ACCESS_TOKEN_PREFIX}${randomToken(40)}`;
     const now = nowSeconds();
     const row = await this.sessions.createToken({
       userId, name, tokenHash: sha256Hex(token), prefix: token.slice(0, 10), createdAt: now,
       expiresAt: expiresInDays ? now + expiresInDays * 86400 : null,
     });
+    if (verifiedHash !== undefined) {
+      const after = await this.users.byId(userId);
+      if (!after || after.passwordHash !== verifiedHash || after.status !== USER_STATUS.enabled) {
+        await this.sessions.revokeToken(userId, row.id, now);
+        throw new GatewayError(400, 'invalid_current_password', 'The current password is wrong', { param: 'current_password' });
+      }
+    }
     return { token, view: tokenView(row) };
   }
 
