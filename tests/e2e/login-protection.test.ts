@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { clearOfWindowEdge } from '../helpers/window-edge';
+import { setTrustProxy } from '../../apps/server/src/plugins/client-ip';
 
 let gw: TestGateway;
 beforeAll(async () => { gw = await startGateway({ LOGIN_MAX_FAILURES: '2', LOGIN_LOCK_SECONDS: '1' }); });
@@ -91,6 +92,33 @@ describe('per-IP login limit', () => {
       expect(blocked.body.error.type).toBe('rate_limit_error');
       expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
     } finally {
+      await g.stop();
+    }
+  }, 30_000);
+
+  test('per-address limits count an IPv6 client by its /64 (and ::ffff:a.b.c.d as a.b.c.d): rotating addresses gains nothing', async () => {
+    // Behind a trusted proxy, so X-Forwarded-For stands for the client's own address (the cluster's nodes read
+    // TRUST_PROXY themselves; the in-process node is told here). A host usually holds a whole /64.
+    setTrustProxy(true);
+    const g = await startGateway({ TRUST_PROXY: 'true', LOGIN_IP_PER_MINUTE: '3', RESET_IP_PER_MINUTE: '2', LOGIN_MAX_FAILURES: '100' });
+    try {
+      const from = (ip: string, username: string) => g.api('POST', '/api/user/login', { username, password: 'wrong-password' }, null, { 'x-forwarded-for': ip });
+      await clearOfWindowEdge(10_000);
+      for (const ip of ['2001:db8:a:b::1', '2001:db8:a:b::2', '2001:db8:a:b:ffff:1:2:3']) expect((await from(ip, `spray-${ip}`)).status).toBe(401);
+      const rotated = await from('2001:0db8:000a:000b:1234::9', 'spray-next');
+      expect([rotated.status, rotated.body.error.code]).toEqual([429, 'too_many_attempts']);
+      // The neighbouring /64 is another client.
+      expect((await from('2001:db8:a:c::1', 'spray-other')).status).toBe(401);
+      for (let i = 0; i < 3; i++) expect((await from('::ffff:203.0.113.7', `spray-v4-${i}`)).status).toBe(401);
+      expect((await from('203.0.113.7', 'spray-v4')).status).toBe(429);
+      expect((await from('203.0.113.8', 'spray-v4')).status).toBe(401);
+
+      const reset = (ip: string) => g.api('POST', '/api/user/reset/request', { email: 'nobody@example.com' }, null, { 'x-forwarded-for': ip });
+      expect((await reset('2001:db8:5::1')).status).toBe(200);
+      expect((await reset('2001:db8:5::2')).status).toBe(200);
+      expect((await reset('2001:db8:5:0:abcd::3')).status).toBe(429);
+    } finally {
+      setTrustProxy(false);
       await g.stop();
     }
   }, 30_000);

@@ -59,6 +59,20 @@ export function parseIp(raw: string): Addr | null {
   return { v: 6, n: v6 };
 }
 
+/**
+ * The key a per-address attempt limit (login, password reset) counts under: an IPv4 address (IPv4-mapped IPv6
+ * included) as itself, an IPv6 address by its /64. One subscriber or host is usually given a whole /64, so
+ * counting single IPv6 addresses let one client rotate through 2^64 of them, each with a fresh allowance.
+ * Anything unparseable is its own key.
+ */
+export function attemptKeyOfIp(raw: string): string {
+  const a = parseIp(raw);
+  if (!a) return raw;
+  if (a.v === 4) return [24n, 16n, 8n, 0n].map((s) => Number((a.n >> s) & 0xffn)).join('.');
+  const prefix = a.n >> 64n;
+  return `${[48n, 32n, 16n, 0n].map((s) => ((prefix >> s) & 0xffffn).toString(16)).join(':')}::/64`;
+}
+
 /** Parses `addr` or `addr/bits`; host bits are masked off (10.1.2.3/8 = 10.0.0.0/8). */
 export function parseRange(raw: string): Range | null {
   const [addr, bitsStr, extra] = raw.trim().split('/');

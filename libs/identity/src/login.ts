@@ -1,6 +1,7 @@
 import { GatewayError, localWindows, randomToken, sha256Hex, type AttemptWindow, type AttemptWindows } from '@gw/core';
 import type { SecurityStore, SessionsStore, UsersStore, UserRow } from '@gw/db';
 import { USER_STATUS } from '@gw/db';
+import { attemptKeyOfIp } from './ip-allow';
 import { dummyPasswordHash, verifyPassword } from './passwords';
 import { UnknownNameLockout, type NameLockouts } from './unknown-lockout';
 
@@ -54,7 +55,7 @@ export class LoginService {
   }
 
   async login(input: LoginInput): Promise<{ sessionId: string; user: UserRow; expiresAt: number }> {
-    const wait = await this.ipWindow.hit(input.ip, this.policy.ipPerMinute);
+    const wait = await this.ipWindow.hit(attemptKeyOfIp(input.ip), this.policy.ipPerMinute);
     if (wait) throw new GatewayError(429, 'too_many_attempts', 'Too many login attempts from this address', { headers: { 'retry-after': String(wait) } });
     const nowMs = this.clock();
     const now = Math.floor(nowMs / 1000);

@@ -2,6 +2,7 @@ import { ConfigError, readIntEnv } from '@gw/config';
 import { GatewayError, localWindows, randomToken, sha256Hex, stdLogger, type AttemptWindow, type AttemptWindows, type Logger } from '@gw/core';
 import { USER_STATUS, type SecurityStore, type UserRow, type UsersStore } from '@gw/db';
 import type { MailMessage, Mailer } from './mailer';
+import { attemptKeyOfIp } from './ip-allow';
 import { JobQueue, type JobQueueOptions } from './job-queue';
 import { PASSWORD_MAX, PASSWORD_MIN, generatePassword, hashPassword } from './passwords';
 
@@ -138,7 +139,7 @@ export class PasswordResetService {
   }
 
   private async limit(ip: string): Promise<void> {
-    const wait = await this.ipWindow.hit(ip, this.cfg.ipPerMinute);
+    const wait = await this.ipWindow.hit(attemptKeyOfIp(ip), this.cfg.ipPerMinute);
     if (wait) throw new GatewayError(429, 'too_many_attempts', 'Too many password reset attempts from this address', { headers: { 'retry-after': String(wait) } });
   }
 
