@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test';
-import { ipAllowed, isIpOrCidr, parseIp, parseRange } from './ip-allow';
+import { attemptKeyOfIp, ipAllowed, isIpOrCidr, parseIp, parseRange } from './ip-allow';
 
 describe('parseIp', () => {
   test('IPv4, IPv6 (compressed, embedded v4, zone, brackets) and IPv4-mapped IPv6', () => {
@@ -44,5 +44,22 @@ describe('ipAllowed', () => {
     expect(ipAllowed(list, '2001:db8:1::1')).toBe(false);
     expect(ipAllowed(list, 'not-an-ip')).toBe(false);
     expect(ipAllowed(['bogus-entry'], '1.2.3.4')).toBe(false);
+  });
+});
+
+describe('attemptKeyOfIp', () => {
+  test('IPv4 as itself, IPv4-mapped as IPv4, IPv6 by its /64 whatever the spelling, anything else as given', () => {
+    expect(attemptKeyOfIp('203.0.113.7')).toBe('203.0.113.7');
+    expect(attemptKeyOfIp('::ffff:203.0.113.7')).toBe('203.0.113.7');
+    expect(attemptKeyOfIp('::ffff:cb00:7107')).toBe('203.0.113.7');
+    const key = attemptKeyOfIp('2001:db8:a:b::1');
+    expect(key).toBe('2001:db8:a:b::/64');
+    for (const same of ['2001:0DB8:000a:000b:ffff:ffff:ffff:ffff', '[2001:db8:a:b::2]', 'fe80::1%eth0'.replace('fe80::1', '2001:db8:a:b::3')]) {
+      expect(attemptKeyOfIp(same)).toBe(key);
+    }
+    expect(attemptKeyOfIp('2001:db8:a:c::1')).not.toBe(key);
+    expect(attemptKeyOfIp('::1')).toBe('0:0:0:0::/64');
+    expect(attemptKeyOfIp('')).toBe('');
+    expect(attemptKeyOfIp('not-an-ip')).toBe('not-an-ip');
   });
 });
