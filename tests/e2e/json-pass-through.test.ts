@@ -57,6 +57,18 @@ test('the same model: the very bytes', async () => {
   expect((await logOf(r.id)).output_tokens).toBe(7);
 });
 
+test('escapes that spell no key (Go\'s `\\u003c` `\\u003e` `\\u0026`, control characters): the very bytes, billed as before', async () => {
+  // A Go proxy (encoding/json) in front of Anthropic writes `<`, `>`, `&` so: such honest answers keep the fast path.
+  const go = answer('up-model').replace('caf\\u00e9', 'caf\\u00e9 \\u003cb\\u003e \\u0026 \\u001b \\u0000');
+  ant.queue.push({ response: json(go) });
+  const r = await call('alias');
+  expect(r.status).toBe(200);
+  expect(r.text).toBe(go.replace('"model":"up-model"', '"model":"alias"'));
+  expect(JSON.parse(r.text).content[0].text).toStartWith('café <b> & \u001b \u0000 ');
+  const log = await logOf(r.id);
+  expect([log.input_tokens, log.output_tokens, log.cache_write_tokens, log.cache_write_1h_tokens, log.usage_flag]).toEqual([11, 7, 4, 3, '']);
+});
+
 test('usage not at the tail: decoded and re-serialised as before, same billing', async () => {
   ant.queue.push({ response: json(answer('up-model', ',"extra":true')) });
   const r = await call('alias');

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test';
-import { PASS_MIN_BYTES, passMessageBytes } from './json-pass';
+import { PASS_MIN_BYTES, hasAsciiEscape, passMessageBytes } from './json-pass';
 import { anthropicAdapter } from './adapter';
 
 const enc = (v: unknown) => new TextEncoder().encode(typeof v === 'string' ? v : JSON.stringify(v));
@@ -75,6 +75,15 @@ describe('native JSON answers pass through as bytes', () => {
   ])('%s: decoded the slow way (null)', (_why, text) => {
     expect(passMessageBytes(enc(text), 'up-model', 0)).toBeNull();
   });
+});
+
+test('escapes that spell no key letter (control characters, Go\'s `\\u003c` `\\u003e` `\\u0026`) keep the bytes; a letter or `_` escape does not', () => {
+  for (const e of ['\\u0000', '\\u001b', '\\u003c', '\\u003e', '\\u0026', '\\u0022', '\\u00e9']) {
+    expect(hasAsciiEscape(Buffer.from(`"a${e}b"`))).toBe(false);
+    const text = JSON.stringify(message()).replace('inside text', `inside ${e} text`);
+    expect(passMessageBytes(enc(text), 'up-model', 0)?.body).toEqual(enc(text));
+  }
+  for (const e of ['\\u0040', '\\u0041', '\\u005f', '\\u005F', '\\u0065', '\\u007f']) expect(hasAsciiEscape(Buffer.from(`"a${e}b"`))).toBe(true);
 });
 
 test('to a request with a code-execution tool, an answer that may hold a call is decoded (calls are counted from the content), not passed as bytes', () => {

@@ -51,11 +51,12 @@ function mergeUsage(into: Usage, peak: Usage, from: Record<string, unknown> | un
 }
 
 /**
- * Whether an event's data may hold a usage object a client reads: a `"usage"` key, or an escape of an ASCII
- * character (`us\u0061ge` is usage once parsed; `\u00e9` is not one). Checked on events the machine would not parse otherwise.
+ * Whether an event's data may hold a usage object a client reads: a `"usage"` key, or an escape of an ASCII letter
+ * or `_` (`us\u0061ge` is usage once parsed; `\u00e9`, `\u003c` and control characters spell no key: see hasAsciiEscape).
+ * Checked on events the machine would not parse otherwise.
  */
 export function mayCarryUsage(data: string): boolean {
-  return data.includes('"usage"') || /\\u00[0-7]/.test(data);
+  return data.includes('"usage"') || /\\u00[4-7]/.test(data);
 }
 
 export class AnthropicStreamMachine implements SseMachine {
