@@ -86,3 +86,25 @@ test('"log out everywhere else" ends every other session and keeps the caller\'s
   // The access token that asked is untouched.
   expect((await gw.api('GET', '/api/user/self', undefined, u.token)).status).toBe(200);
 });
+
+test('logout ends the credential that made the call: with an access token, that token (only it) stops working', async () => {
+  const u = await makeUser(gw);
+  const second = (await gw.services.auth.createAccessToken(u.id, 'second')).token;
+  const cookie = await login(u.username, u.password, 'browser-a');
+  expect((await gw.api('GET', '/api/user/self', undefined, u.token)).status).toBe(200);
+  const out = await gw.api('POST', '/api/user/logout', undefined, u.token);
+  expect(out.status).toBe(200);
+  const after = await gw.api('GET', '/api/user/self', undefined, u.token);
+  expect([after.status, after.body.error.type]).toEqual([401, 'authentication_error']);
+  // A second logout with it is a 401 like any other call: the script sees it is already out.
+  expect((await gw.api('POST', '/api/user/logout', undefined, u.token)).status).toBe(401);
+  // The caller's other credentials stay: another token, and the browser session.
+  expect((await gw.api('GET', '/api/user/self', undefined, second)).status).toBe(200);
+  expect((await withCookie('GET', '/api/user/self', cookie)).status).toBe(200);
+  const listed = await gw.api('GET', '/api/user/access_token', undefined, second);
+  expect((listed.body.data as any[]).filter((t) => t.revoked).map((t) => t.name)).toEqual(['test']);
+  // A cookie logout ends that session only; the token used above stays revoked, the second one works.
+  expect((await withCookie('POST', '/api/user/logout', cookie)).status).toBe(200);
+  expect((await withCookie('GET', '/api/user/self', cookie)).status).toBe(401);
+  expect((await gw.api('GET', '/api/user/self', undefined, second)).status).toBe(200);
+});

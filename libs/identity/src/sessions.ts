@@ -32,8 +32,13 @@ export class ManagementAuth {
     return { user, via: 'token', tokenId: row.id };
   }
 
+  /**
+   * Ends the credential that made the call: the session, or the access token. A script that logs out with its
+   * token believes it is logged out; answering 200 while the token kept working would be a lie.
+   */
   async logout(p: Principal): Promise<void> {
     if (p.sessionHash) await this.sessions.deleteSession(p.sessionHash);
+    if (p.via === 'token' && p.tokenId !== undefined) await this.sessions.revokeToken(p.user.id, p.tokenId, nowSeconds());
   }
 
   /** The caller's live login sessions, so that one opened by someone else can be seen and ended. */

@@ -31,7 +31,7 @@ export const sessionRoutes = (s: Services) =>
       await s.auth.logout(caller(ctx));
       ctx.set.headers['set-cookie'] = `${SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0`;
       return ok(null);
-    }, { role: 'user', response: envelope(t.Null()), detail: { tags: ['session'], summary: 'Log out', description: 'Ends the current session.' } })
+    }, { role: 'user', response: envelope(t.Null()), detail: { tags: ['session'], summary: 'Log out', description: 'Ends the credential that made the call: the current session (and clears the cookie), or, when called with an access token, revokes that token.' } })
     .get('/self', (ctx) => ok(toUserView(caller(ctx).user)), {
       role: 'user', response: envelope(UserView), detail: { tags: ['session'], summary: 'The caller', description: 'The logged-in user.' },
     })
