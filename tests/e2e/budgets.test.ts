@@ -99,7 +99,7 @@ describe('budgets', () => {
     const own = await gw.api('PUT', '/api/budget/', { scope: 'user', subject_id: u.id, period: 'daily', limit: 10 }, u.token);
     expect([own.status, own.body.error.code]).toEqual([403, 'insufficient_role']);
     const theirs = await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: v.keyId, period: 'daily', limit: 10 }, u.token);
-    expect([theirs.status, theirs.body.error.code]).toEqual([403, 'insufficient_role']);
+    expect([theirs.status, theirs.body.error.code]).toEqual([404, 'token_not_found']);
     for (const [body, param] of [
       [{ scope: 'team', subject_id: u.id, period: 'daily', limit: 10 }, 'scope'],
       [{ scope: 'user', subject_id: u.id, period: 'weekly', limit: 10 }, 'period'],
@@ -114,6 +114,34 @@ describe('budgets', () => {
     expect([missing.status, missing.body.error.code]).toEqual([404, 'token_not_found']);
     expect((await gw.api('DELETE', '/api/budget/999999')).status).toBe(404);
     expect((await gw.api('GET', '/api/budget/', undefined, u.token)).status).toBe(403);
+  });
+
+  test('no existence oracle: a user touching another user\'s key, account or budget gets the 404 an unknown one gets', async () => {
+    const u = await keyedUser(gw);
+    const v = await keyedUser(gw);
+    const vb = await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: v.keyId, period: 'daily', limit: 10 }, v.token);
+    expect(vb.status).toBe(200);
+    const strip = (r: { status: number; body: any }) => [r.status, r.body.error?.code, r.body.error?.param, r.body.error?.type];
+    const pairs: Array<[string, string, unknown, unknown]> = [
+      ['PUT', '/api/budget/', { scope: 'key', subject_id: v.keyId, period: 'daily', limit: 5 }, { scope: 'key', subject_id: 999_999_1, period: 'daily', limit: 5 }],
+      ['PUT', '/api/budget/', { scope: 'user', subject_id: v.id, period: 'daily', limit: 5 }, { scope: 'user', subject_id: 999_999_1, period: 'daily', limit: 5 }],
+      ['PUT', '/api/budget/low_balance', { user_id: v.id, threshold: 5 }, { user_id: 999_999_1, threshold: 5 }],
+    ];
+    for (const [method, path, existing, unknown] of pairs) {
+      const a = await gw.api(method, path, existing, u.token);
+      const b = await gw.api(method, path, unknown, u.token);
+      expect(a.status).toBe(404);
+      expect(strip(a)).toEqual(strip(b));
+      expect(a.body.error.message.replace(/\d+/g, 'N')).toBe(b.body.error.message.replace(/\d+/g, 'N'));
+    }
+    const del = await gw.api('DELETE', `/api/budget/${vb.body.data.id}`, undefined, u.token);
+    const delUnknown = await gw.api('DELETE', '/api/budget/9999991', undefined, u.token);
+    expect(strip(del)).toEqual(strip(delUnknown));
+    expect(del.status).toBe(404);
+    // Nothing changed for v, and its own owner still manages it.
+    const mine = await gw.api('GET', `/api/budget/user/${v.id}`);
+    expect(mine.body.data.budgets.map((b: any) => b.limit)).toEqual([10]);
+    expect(mine.body.data.low_balance_threshold).toBeNull();
   });
 
   test('an admin cannot raise or clear the user budget root set on it (its own key budgets and threshold stay its own)', async () => {

@@ -95,7 +95,7 @@ export class BudgetService {
    */
   async change(actor: BudgetActor, input: BudgetSet): Promise<{ view: BudgetView; ownerId: number; replaced: number | null }> {
     const owner = this.ownerOf(input.scope, input.subject_id, 'subject_id');
-    this.authorize(actor, owner, input.scope === 'user');
+    this.authorize(actor, owner, input.scope === 'user', () => this.unknown(input.scope, input.subject_id, 'subject_id'));
     const now = nowSeconds();
     for (;;) {
       const existing = await this.repo.find(input.scope, input.subject_id, input.period);
@@ -121,7 +121,7 @@ export class BudgetService {
     const row = await this.repo.byId(id);
     if (!row) throw notFound('budget', id, 'id');
     const owner = this.ownerOf(row.scope as 'user' | 'key', row.subjectId, 'id');
-    this.authorize(actor, owner, row.scope === 'user');
+    this.authorize(actor, owner, row.scope === 'user', () => notFound('budget', id, 'id'));
     const removed = await this.repo.delete(id);
     await this.book.reload();
     return { removed, ownerId: owner.id };
@@ -129,7 +129,7 @@ export class BudgetService {
 
   async setLowBalance(actor: BudgetActor, input: LowBalanceSet): Promise<{ user_id: number; low_balance_threshold: number | null }> {
     const owner = this.ownerOf('user', input.user_id ?? actor.id, 'user_id');
-    this.authorize(actor, owner, false);
+    this.authorize(actor, owner, false, () => this.unknown('user', owner.id, 'user_id'));
     if (input.threshold > 0) await this.repo.setLowBalance(owner.id, input.threshold, nowSeconds());
     else await this.repo.clearLowBalance(owner.id);
     await this.book.reload();
@@ -139,7 +139,7 @@ export class BudgetService {
   /** A user's budgets, their keys' budgets and their low-balance threshold. */
   async overview(actor: BudgetActor, userId: number, keyIds: number[]): Promise<Static<typeof BudgetOverview>> {
     const owner = this.ownerOf('user', userId, 'user_id');
-    if (actor.id !== owner.id) this.authorize(actor, owner, true);
+    if (actor.id !== owner.id) this.authorize(actor, owner, true, () => this.unknown('user', userId, 'user_id'));
     const rows = [...await this.repo.list({ scope: 'user', subjectIds: [owner.id] }), ...await this.repo.list({ scope: 'key', subjectIds: keyIds })];
     const low = await this.repo.lowBalance(owner.id);
     return { budgets: await Promise.all(rows.map((r) => this.view(r, owner.id))), low_balance_threshold: low?.threshold ?? null };
@@ -156,10 +156,15 @@ export class BudgetService {
     return { items: r.items.map(alertView), total: r.total };
   }
 
+  /** The 404 `ownerOf` answers for a subject that does not exist. */
+  private unknown(scope: 'user' | 'key', subjectId: number, param: string): GatewayError {
+    return scope === 'key' ? notFound('token', subjectId, param) : notFound('user', subjectId, param);
+  }
+
   private ownerOf(scope: 'user' | 'key', subjectId: number, param: string): { id: number; role: number } {
     const userId = scope === 'key' ? this.subjects.keyOwner(subjectId) : subjectId;
     const owner = userId === undefined ? undefined : this.subjects.user(userId);
-    if (!owner) throw scope === 'key' ? notFound('token', subjectId, param) : notFound('user', subjectId, param);
+    if (!owner) throw this.unknown(scope, subjectId, param);
     return owner;
   }
 
@@ -167,9 +172,12 @@ export class BudgetService {
    * Own keys and own threshold: the owner; anything else (a user budget, even one's own): an admin who may manage
    * the owner. A user budget binds its user, so an admin cannot raise or clear its own (root set it), as it cannot
    * adjust its own balance or change its own account; root, who may manage anyone, can.
+   * A plain user asking about another user's key, account or budget gets `hidden()`, the very 404 an unknown one
+   * gets: a 403 there would tell it which key ids and user ids exist (admins list users anyway).
    */
-  private authorize(actor: BudgetActor, owner: { id: number; role: number }, adminOnly: boolean): void {
+  private authorize(actor: BudgetActor, owner: { id: number; role: number }, adminOnly: boolean, hidden: () => GatewayError): void {
     if (actor.id === owner.id && !adminOnly) return;
+    if (actor.role < ADMIN && actor.id !== owner.id) throw hidden();
     if (actor.role < ADMIN) {
       throw new GatewayError(403, 'insufficient_role', adminOnly ? 'Only admins set or clear user budgets' : 'Only admins manage budgets of other users');
     }
