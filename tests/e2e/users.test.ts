@@ -172,7 +172,7 @@ describe('role rules', () => {
     expect((await gw.api('PUT', '/api/user/', { id: u.id, role: 10 })).body.data.role).toBe(10);
     const root = (await gw.services.users.byUsername('root'))!;
     const last = await gw.api('PUT', '/api/user/', { id: root.id, role: 10 });
-    expect(last.status).toBe(403);
+    expect(last.status).toBe(409);
     expect(last.body.error.code).toBe('last_root');
     expect((await gw.api('POST', `/api/user/${root.id}/disable`)).body.error.code).toBe('cannot_disable_self');
     expect((await gw.api('PUT', '/api/user/', { id: u.id, role: 100 })).body.data.role).toBe(100);

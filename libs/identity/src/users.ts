@@ -1,7 +1,7 @@
 /**
  * User administration (/api/user/ CRUD) and the role rules: an admin cannot create or alter a user
  * whose role is >= its own, nor grant such a role; root can do anything except delete a root user
- * or itself, or demote the last root. Every write emits 'user.changed' after it commits.
+ * or itself, or demote or disable the last enabled root (409 last_root). Every write emits 'user.changed' after it commits.
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
@@ -131,7 +131,6 @@ export class UserService {
     Object.assign(patch, limitPatch(input));
     if (input.role !== undefined && input.role !== target.role) {
       if (actor.role < ROLE.root && input.role >= actor.role) throw forbidden('role_too_high', 'You cannot grant a role equal to or above your own', 'role');
-      if (target.role === ROLE.root && (await this.rootCount()) <= 1) throw forbidden('last_root', 'The last root user cannot be demoted', 'role');
       patch.role = input.role;
     }
     if (input.status !== undefined && input.status !== target.status) {
@@ -194,7 +193,13 @@ export class UserService {
   }
 
   private async write(id: number, patch: Partial<NewUserRow>, end: 'sessions' | 'credentials' | null): Promise<UserView> {
-    const row = await this.users.update(id, { ...patch, updatedAt: nowSeconds() });
+    // A role or status change goes through the guarded write: at least one enabled root must stay, or nobody
+    // could manage admins, roots or root-only settings again (only the offline reset-root-password would help).
+    const guarded = patch.role !== undefined || patch.status !== undefined;
+    const row = guarded ? await this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }) : await this.users.update(id, { ...patch, updatedAt: nowSeconds() });
+    if (row === 'last_root') {
+      throw new GatewayError(409, 'last_root', 'This would leave no enabled root user: make or enable another root first', { param: patch.role !== undefined ? 'role' : 'status' });
+    }
     if (!row) throw notFound(id);
     if (end === 'credentials') await this.endCredentials(id);
     else if (end === 'sessions') await this.sessions.deleteUserSessions(id);
@@ -210,10 +215,6 @@ export class UserService {
 
   private assertManage(actor: Actor, target: UserRow): void {
     if (!canManage(actor, target)) throw forbidden('role_too_high', 'You cannot change a user whose role is equal to or above your own');
-  }
-
-  private async rootCount(): Promise<number> {
-    return (await this.users.list({ role: ROLE.root, offset: 0, limit: 1 })).total;
   }
 
   /** Normalises an e-mail ("" → null) and refuses a malformed or taken one. */

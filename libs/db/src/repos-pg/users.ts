@@ -1,7 +1,8 @@
-import { and, count, desc, eq, or, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gte, or, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { users } from '../schema-pg';
-import type { NewUserRow, UserListFilter, UserRow } from '../repos/users';
+import { ROLE, USER_STATUS } from '../schema';
+import { leavesRoot, type NewUserRow, type UserListFilter, type UserRow } from '../repos/users';
 import { asciiLower, likeFolded } from './sql';
 
 /** PostgreSQL twin of ../repos/users.ts (same methods, async). */
@@ -31,6 +32,21 @@ export class PgUsersRepo {
 
   async update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined> {
     return (await this.db.update(users).set(patch).where(eq(users.id, id)).returning())[0];
+  }
+
+  /**
+   * The enabled roots' rows are locked first (in id order, so two callers cannot deadlock): a concurrent demotion
+   * waits, then re-reads them (READ COMMITTED re-checks locked rows), and sees the root the first one removed gone.
+   */
+  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined | 'last_root'> {
+    return this.db.transaction(async (tx) => {
+      const roots = await tx.select({ id: users.id }).from(users)
+        .where(and(gte(users.role, ROLE.root), eq(users.status, USER_STATUS.enabled))).orderBy(asc(users.id)).for('update');
+      const [before] = await tx.select().from(users).where(eq(users.id, id)).for('update');
+      if (!before) return undefined;
+      if (leavesRoot(before, patch) && !roots.some((r) => r.id !== id)) return 'last_root';
+      return (await tx.update(users).set(patch).where(eq(users.id, id)).returning())[0];
+    });
   }
 
   async delete(id: number): Promise<boolean> {

@@ -1,6 +1,6 @@
 import { and, count, desc, eq, like, or, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
-import { users } from '../schema';
+import { ROLE, USER_STATUS, users } from '../schema';
 
 export type UserRow = typeof users.$inferSelect;
 export type NewUserRow = typeof users.$inferInsert;
@@ -27,9 +27,21 @@ export interface UsersStore {
    */
   insertIfAbsent(row: NewUserRow): Promise<UserRow | undefined>;
   update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined>;
+  /**
+   * `update`, unless it would take the last enabled root out of being one (role below root, or disabled): then
+   * 'last_root' and nothing written. Atomic against concurrent calls (SQLite: one transaction in the one writer;
+   * PostgreSQL: the enabled roots' rows are locked first), so two roots demoting each other cannot both succeed.
+   */
+  updateKeepingRoot(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined | 'last_root'>;
   delete(id: number): Promise<boolean>;
   count(): Promise<number>;
   list(f: UserListFilter): Promise<{ items: UserRow[]; total: number }>;
+}
+
+/** True when `patch` takes an enabled root user out of being one (demoted, or disabled). */
+export function leavesRoot(before: Pick<UserRow, 'role' | 'status'>, patch: Partial<NewUserRow>): boolean {
+  const enabledRoot = (r: { role: number; status: number }) => r.role >= ROLE.root && r.status === USER_STATUS.enabled;
+  return enabledRoot(before) && !enabledRoot({ role: patch.role ?? before.role, status: patch.status ?? before.status });
 }
 
 /** Storage of users; knows SQL, no rules. */
@@ -58,6 +70,19 @@ export class UsersRepo implements UsersStore {
 
   async update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined> {
     return this.db.update(users).set(patch).where(eq(users.id, id)).returning().get();
+  }
+
+  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined | 'last_root'> {
+    return this.db.transaction((tx) => {
+      const before = tx.select().from(users).where(eq(users.id, id)).get();
+      if (!before) return undefined;
+      if (leavesRoot(before, patch)) {
+        const others = tx.select({ n: count() }).from(users)
+          .where(and(sql`${users.role} >= ${ROLE.root}`, eq(users.status, USER_STATUS.enabled), sql`${users.id} <> ${id}`)).get()!.n;
+        if (others === 0) return 'last_root';
+      }
+      return tx.update(users).set(patch).where(eq(users.id, id)).returning().get();
+    });
   }
 
   async delete(id: number): Promise<boolean> {
