@@ -87,7 +87,8 @@ export class UserService {
   async create(actor: Actor, input: UserCreate): Promise<UserView> {
     const role = input.role ?? ROLE.user;
     if (actor.role < ROLE.root && role >= actor.role) throw forbidden('role_too_high', 'You cannot create a user with a role equal to or above your own', 'role');
-    if (await this.users.byUsername(input.username)) throw new GatewayError(409, 'username_taken', `Username "${input.username}" is taken`, { param: 'username' });
+    // Early, to skip the slow hash; the insert checks again inside its transaction (a racing create loses there).
+    if (await this.users.byUsernameFolded(input.username)) throw new GatewayError(409, 'username_taken', `Username "${input.username}" is taken`, { param: 'username' });
     const email = await this.checkEmail(input.email, null);
     const passwordHash = await hashPassword(input.password);
     const now = nowSeconds();
@@ -122,7 +123,7 @@ export class UserService {
     this.assertManage(actor, target);
     const patch: Partial<NewUserRow> = {};
     if (input.username !== undefined && input.username !== target.username) {
-      if (await this.users.byUsername(input.username)) throw new GatewayError(409, 'username_taken', `Username "${input.username}" is taken`, { param: 'username' });
+      if (await this.users.byUsernameFolded(input.username, target.id)) throw new GatewayError(409, 'username_taken', `Username "${input.username}" is taken`, { param: 'username' });
       patch.username = input.username;
     }
     if (input.display_name !== undefined) patch.displayName = input.display_name.trim();
@@ -195,7 +196,8 @@ export class UserService {
   private async write(id: number, patch: Partial<NewUserRow>, end: 'sessions' | 'credentials' | null): Promise<UserView> {
     // A role or status change goes through the guarded write: at least one enabled root must stay, or nobody
     // could manage admins, roots or root-only settings again (only the offline reset-root-password would help).
-    const guarded = patch.role !== undefined || patch.status !== undefined;
+    // A rename too: it re-checks, in the write, that no other user has the name in another case.
+    const guarded = patch.role !== undefined || patch.status !== undefined || patch.username !== undefined;
     const row = guarded ? await this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }) : await this.users.update(id, { ...patch, updatedAt: nowSeconds() });
     if (row === 'last_root') {
       throw new GatewayError(409, 'last_root', 'This would leave no enabled root user: make or enable another root first', { param: patch.role !== undefined ? 'role' : 'status' });

@@ -10,7 +10,8 @@ import type {
 import type { RedemptionCodeRow } from '../repos/redemption-codes';
 import type { DecideReversal, ReversalEventInput, ReversalEventResult } from '../repos/topup-reversals';
 import { reverseTopupPg } from './topup-reversals';
-import type { NewUserRow, UserRow } from '../repos/users';
+import { usernameTaken, USERNAME_LOCK, type NewUserRow, type UserRow } from '../repos/users';
+import { asciiLower } from './sql';
 import type { PgWriter } from './sql';
 
 /**
@@ -77,6 +78,10 @@ export class PgLedgerRepo implements LedgerStore {
 
   async createUserWithOpeningBalance(row: NewUserRow, opening: OpeningBalance | null): Promise<UserRow> {
     return this.db.transaction(async (tx) => {
+      // Usernames are unique ignoring ASCII case, checked under one lock for every username write (see usernameTaken).
+      await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${USERNAME_LOCK}))`);
+      const [clash] = await tx.select({ id: users.id }).from(users).where(eq(asciiLower(users.username), asciiLower(row.username)));
+      if (clash) throw usernameTaken(row.username);
       const [u] = await tx.insert(users).values(row).returning();
       if (!opening?.amount) return u!;
       // The opening balance is a ledger entry like any other, so balance == sum(ledger) from the start.

@@ -1,8 +1,8 @@
-import { and, asc, count, desc, eq, gte, or, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gte, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { users } from '../schema-pg';
 import { ROLE, USER_STATUS } from '../schema';
-import { leavesRoot, type NewUserRow, type UserListFilter, type UserRow } from '../repos/users';
+import { leavesRoot, usernameTaken, USERNAME_LOCK, type NewUserRow, type UserListFilter, type UserRow } from '../repos/users';
 import { asciiLower, likeFolded } from './sql';
 
 /** PostgreSQL twin of ../repos/users.ts (same methods, async). */
@@ -38,8 +38,18 @@ export class PgUsersRepo {
    * The enabled roots' rows are locked first (in id order, so two callers cannot deadlock): a concurrent demotion
    * waits, then re-reads them (READ COMMITTED re-checks locked rows), and sees the root the first one removed gone.
    */
+  async byUsernameFolded(username: string, exceptId = 0): Promise<UserRow | undefined> {
+    return (await this.db.select().from(users).where(and(eq(asciiLower(users.username), asciiLower(username)), ne(users.id, exceptId))))[0];
+  }
+
+  /** A rename also takes USERNAME_LOCK and keeps usernames unique ignoring ASCII case (409 username_taken, thrown). */
   async updateKeepingRoot(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined | 'last_root'> {
     return this.db.transaction(async (tx) => {
+      if (patch.username !== undefined) {
+        await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${USERNAME_LOCK}))`);
+        const [clash] = await tx.select({ id: users.id }).from(users).where(and(eq(asciiLower(users.username), asciiLower(patch.username)), ne(users.id, id)));
+        if (clash) throw usernameTaken(patch.username);
+      }
       const roots = await tx.select({ id: users.id }).from(users)
         .where(and(gte(users.role, ROLE.root), eq(users.status, USER_STATUS.enabled))).orderBy(asc(users.id)).for('update');
       const [before] = await tx.select().from(users).where(eq(users.id, id)).for('update');

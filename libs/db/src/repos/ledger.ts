@@ -5,7 +5,7 @@ import { ledger, redemptionCodes, topupOrders, topupReversals, users, webhookEve
 import type { RedemptionCodeRow } from './redemption-codes';
 import type { TopupOrderRow } from './topup-orders';
 import { reverseTopupSqlite, type DecideReversal, type ReversalEventInput, type ReversalEventResult, type TopupReversalRow } from './topup-reversals';
-import type { NewUserRow, UserRow } from './users';
+import { usernameTaken, type NewUserRow, type UserRow } from './users';
 
 const p = (name: string) => sql.placeholder(name);
 
@@ -192,6 +192,8 @@ export class LedgerRepo implements LedgerStore {
 
   async createUserWithOpeningBalance(row: NewUserRow, opening: OpeningBalance | null): Promise<UserRow> {
     return this.db.transaction((tx) => {
+      // Usernames are unique ignoring ASCII case, checked in the write (see usernameTaken).
+      if (tx.select({ id: users.id }).from(users).where(sql`lower(${users.username}) = lower(${row.username})`).get()) throw usernameTaken(row.username);
       const u = tx.insert(users).values(row).returning().get();
       if (!opening?.amount) return u;
       // The opening balance is a ledger entry like any other, so balance == sum(ledger) from the start.

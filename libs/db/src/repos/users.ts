@@ -1,4 +1,5 @@
 import { and, count, desc, eq, like, or, sql, type SQL } from 'drizzle-orm';
+import { GatewayError } from '@gw/core';
 import type { Db } from '../client';
 import { ROLE, USER_STATUS, users } from '../schema';
 
@@ -33,10 +34,22 @@ export interface UsersStore {
    * PostgreSQL: the enabled roots' rows are locked first), so two roots demoting each other cannot both succeed.
    */
   updateKeepingRoot(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined | 'last_root'>;
+  /** A user other than `exceptId` whose username equals `username` ignoring ASCII case (outside a write: advisory). */
+  byUsernameFolded(username: string, exceptId?: number): Promise<UserRow | undefined>;
   delete(id: number): Promise<boolean>;
   count(): Promise<number>;
   list(f: UserListFilter): Promise<{ items: UserRow[]; total: number }>;
 }
+
+/**
+ * Usernames are unique ignoring ASCII case ("Root" beside "root" would impersonate it). Not a unique index: a
+ * database that already holds such a pair must still migrate and start, so the rule is kept by every write that
+ * sets a username (create, rename), checking inside its transaction (SQLite: the one writer; PostgreSQL: under
+ * one advisory lock, USERNAME_LOCK). Existing pairs stay and keep logging in (login matches the exact name).
+ */
+export const usernameTaken = (username: string) => new GatewayError(409, 'username_taken', `Username "${username}" is taken`, { param: 'username' });
+/** Key of the PostgreSQL transaction-scoped advisory lock every username write takes. */
+export const USERNAME_LOCK = 'gw-username-write';
 
 /** True when `patch` takes an enabled root user out of being one (demoted, or disabled). */
 export function leavesRoot(before: Pick<UserRow, 'role' | 'status'>, patch: Partial<NewUserRow>): boolean {
@@ -72,10 +85,19 @@ export class UsersRepo implements UsersStore {
     return this.db.update(users).set(patch).where(eq(users.id, id)).returning().get();
   }
 
+  async byUsernameFolded(username: string, exceptId = 0): Promise<UserRow | undefined> {
+    return this.db.select().from(users).where(and(sql`lower(${users.username}) = lower(${username})`, sql`${users.id} <> ${exceptId}`)).get();
+  }
+
+  /** Also keeps usernames unique ignoring case when the patch renames (409 username_taken, thrown). */
   async updateKeepingRoot(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined | 'last_root'> {
     return this.db.transaction((tx) => {
       const before = tx.select().from(users).where(eq(users.id, id)).get();
       if (!before) return undefined;
+      if (patch.username !== undefined && patch.username !== before.username
+        && tx.select({ id: users.id }).from(users).where(and(sql`lower(${users.username}) = lower(${patch.username})`, sql`${users.id} <> ${id}`)).get()) {
+        throw usernameTaken(patch.username);
+      }
       if (leavesRoot(before, patch)) {
         const others = tx.select({ n: count() }).from(users)
           .where(and(sql`${users.role} >= ${ROLE.root}`, eq(users.status, USER_STATUS.enabled), sql`${users.id} <> ${id}`)).get()!.n;
