@@ -35,7 +35,7 @@ export class PgUsersRepo {
   }
 
   /**
-   * The enabled roots' rows are locked first (in id order, so two callers cannot deadlock): a concurrent demotion
+   * The enabled roots' rows are locked first (with the target's, in id order, so callers cannot deadlock): a concurrent demotion
    * waits, then re-reads them (READ COMMITTED re-checks locked rows), and sees the root the first one removed gone.
    */
   async byUsernameFolded(username: string, exceptId = 0): Promise<UserRow | undefined> {
@@ -50,11 +50,14 @@ export class PgUsersRepo {
         const [clash] = await tx.select({ id: users.id }).from(users).where(and(eq(asciiLower(users.username), asciiLower(patch.username)), ne(users.id, id)));
         if (clash) throw usernameTaken(patch.username);
       }
-      const roots = await tx.select({ id: users.id }).from(users)
-        .where(and(gte(users.role, ROLE.root), eq(users.status, USER_STATUS.enabled))).orderBy(asc(users.id)).for('update');
-      const [before] = await tx.select().from(users).where(eq(users.id, id)).for('update');
+      // The target in the same id-ordered lock as the roots: locking it after them could deadlock with a
+      // settlement, which locks several users' rows in id order too.
+      const locked = await tx.select().from(users)
+        .where(or(and(gte(users.role, ROLE.root), eq(users.status, USER_STATUS.enabled)), eq(users.id, id))).orderBy(asc(users.id)).for('update');
+      const before = locked.find((r) => r.id === id);
       if (!before) return undefined;
-      if (leavesRoot(before, patch) && !roots.some((r) => r.id !== id)) return 'last_root';
+      const otherRoots = locked.filter((r) => r.id !== id && r.role >= ROLE.root && r.status === USER_STATUS.enabled);
+      if (leavesRoot(before, patch) && otherRoots.length === 0) return 'last_root';
       return (await tx.update(users).set(patch).where(eq(users.id, id)).returning())[0];
     });
   }
