@@ -20,19 +20,20 @@ test('a user cannot read, set or clear what belongs to another user, nor read th
   expect(userBudget.status).toBe(200);
   expect((await gw.api('PUT', '/api/budget/low_balance', { user_id: victim.id, threshold: 7 })).status).toBe(200);
 
-  const refused = async (method: string, path: string, body?: unknown) => {
+  // Admin-only routes are 403; naming another user's key, account or budget is the unknown-id 404 (no existence oracle).
+  const refused = async (method: string, path: string, body?: unknown, status = 403) => {
     const r = await gw.api(method, path, body, me.token);
-    expect([path, r.status]).toEqual([path, 403]);
+    expect([method, path, r.status]).toEqual([method, path, status]);
   };
   await refused('GET', '/api/budget/');
   await refused('GET', `/api/budget/?scope=key&subject_id=${victim.keyId}`);
   await refused('GET', `/api/budget/user/${victim.id}`);
   await refused('GET', '/api/budget/alerts');
-  await refused('PUT', '/api/budget/', { scope: 'key', subject_id: victim.keyId, period: 'daily', limit: 1_000_000 });
-  await refused('PUT', '/api/budget/', { scope: 'user', subject_id: victim.id, period: 'monthly', limit: 1_000_000 });
-  await refused('DELETE', `/api/budget/${keyBudget.body.data.id}`);
-  await refused('DELETE', `/api/budget/${userBudget.body.data.id}`);
-  await refused('PUT', '/api/budget/low_balance', { user_id: victim.id, threshold: 0 });
+  await refused('PUT', '/api/budget/', { scope: 'key', subject_id: victim.keyId, period: 'daily', limit: 1_000_000 }, 404);
+  await refused('PUT', '/api/budget/', { scope: 'user', subject_id: victim.id, period: 'monthly', limit: 1_000_000 }, 404);
+  await refused('DELETE', `/api/budget/${keyBudget.body.data.id}`, undefined, 404);
+  await refused('DELETE', `/api/budget/${userBudget.body.data.id}`, undefined, 404);
+  await refused('PUT', '/api/budget/low_balance', { user_id: victim.id, threshold: 0 }, 404);
   // A user cannot clear an admin-set user budget on themselves either.
   const mine = await gw.api('PUT', '/api/budget/', { scope: 'user', subject_id: me.id, period: 'daily', limit: 5 });
   await refused('DELETE', `/api/budget/${mine.body.data.id}`);
