@@ -122,12 +122,14 @@ describe('providerA (Stripe): charge.refunded', () => {
 
   test('partial refunds in two events take back each share; a replayed smaller total changes nothing', async () => {
     const { user, tradeNo, session } = await paidA(500);
-    expect((await postA(stripe.refundEvent(session, [200]))).outcome).toBe('refunded');
+    // Dated explicitly: the replayed statement is the older one (dated "now", a second boundary made it the newer).
+    const t = Math.floor(Date.now() / 1000);
+    expect((await postA(stripe.refundEvent(session, [200], undefined, t - 1))).outcome).toBe('refunded');
     expect(await balance(user.token)).toBe(3000);
-    expect((await postA(stripe.refundEvent(session, [200, 500]))).outcome).toBe('refunded');
+    expect((await postA(stripe.refundEvent(session, [200, 500], undefined, t))).outcome).toBe('refunded');
     expect(await balance(user.token)).toBe(0);
     expect((await reversalsOf(tradeNo)).map((r: any) => r.amount)).toEqual([-2000, -3000]);
-    expect((await postA(stripe.refundEvent(session, [200]))).outcome).toBe('noop:refund already counted (500)');
+    expect((await postA(stripe.refundEvent(session, [200], undefined, t - 1))).outcome).toBe('noop:refund already counted (500)');
     expect(await balance(user.token)).toBe(0);
     await balanced(user.id);
   });
@@ -147,15 +149,18 @@ describe('providerA (Stripe): charge.refunded', () => {
   });
 
   test('out of order: a later running total first, the earlier one after, or all at once, end at the largest total', async () => {
+    // Each statement is dated as Stripe would date it (a larger running total later): with both dated "now", two
+    // events straddling a second made the smaller total the newer one, which is a failed refund's statement.
+    const t = Math.floor(Date.now() / 1000);
     const a = await paidA(500);
-    expect((await postA(stripe.refundEvent(a.session, [100, 300]))).outcome).toBe('refunded');
-    expect((await postA(stripe.refundEvent(a.session, [100]))).outcome).toBe('noop:refund already counted (300)');
+    expect((await postA(stripe.refundEvent(a.session, [100, 300], undefined, t))).outcome).toBe('refunded');
+    expect((await postA(stripe.refundEvent(a.session, [100], undefined, t - 1))).outcome).toBe('noop:refund already counted (300)');
     expect(await balance(a.user.token)).toBe(2000);
     await balanced(a.user.id);
 
     const b = await paidA(500);
     const steps = [[100], [100, 250], [100, 250, 400], [100, 250, 400, 450]];
-    const bodies = [...steps, ...steps, ...steps].map((s) => stripe.refundEvent(b.session, s)).reverse();
+    const bodies = [...steps, ...steps, ...steps].map((s) => stripe.refundEvent(b.session, s, undefined, t - 4 + s.length)).reverse();
     await Promise.all(bodies.map((x) => postA(x)));
     expect(await balance(b.user.token)).toBe(500);
     expect((await orderView(b.tradeNo, b.user.token)).clawed_back).toBe(4500);
