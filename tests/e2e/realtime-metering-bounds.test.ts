@@ -124,4 +124,50 @@ describe('realtime reservations bound every charge', () => {
     c.ws.close();
     u.usageFor = () => ({ total_tokens: 0, input_tokens: 1, output_tokens: 1 }) as any;
   });
+  test('an unusable audio or cached input count is billed at the input total (else the context window), flagged invalid, never as 0', async () => {
+    const { key, userId } = await g.addKey(20 * RESERVE);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
+    await c.opened;
+    await c.waitFor('session.created');
+    const conn = u.connections.at(-1)!.id;
+    const HOSTILE = ['-5', '1.5', '"7"', '1e308', '9007199254740993'];
+    const out = { text_tokens: 2, audio_tokens: 0 };
+    const queue: any[] = [
+      // Audio input unusable beside a usable total: billed at the total (100), on top of the 10 text tokens.
+      ...HOSTILE.map((bad) => ({ input_tokens: 100, output_tokens: 2, input_token_details: { text_tokens: 10, audio_tokens: JSON.parse(bad), cached_tokens: 0 }, output_token_details: out })),
+      // The cached count unusable while its breakdown took 100 tokens out of the text count: billed at the total, not 0.
+      { input_tokens: 100, output_tokens: 2, input_token_details: { text_tokens: 100, audio_tokens: 0, cached_tokens: -1, cached_tokens_details: { text_tokens: 100 } }, output_token_details: out },
+      // The total unusable too: the context window (32,000, what the hold was sized on), less the 10 text tokens.
+      { input_tokens: 'x', output_tokens: 2, input_token_details: { text_tokens: 10, audio_tokens: -1, cached_tokens: 0 }, output_token_details: out },
+      // A valid count bills as before.
+      { input_tokens: 100, output_tokens: 2, input_token_details: { text_tokens: 10, audio_tokens: 90, cached_tokens: 0 }, output_token_details: out },
+    ];
+    const n = queue.length;
+    u.usageFor = () => queue.shift();
+    try {
+      for (let i = 0; i < n; i++) {
+        c.ws.send(RESPONSE_CREATE);
+        await c.waitFor('response.done', i + 1);
+      }
+      // And raw, so 1e400 arrives as written.
+      u.send(`{"type":"response.done","event_id":"e_raw_a","response":{"id":"resp_raw_a","status":"completed","usage":{"input_tokens":100,"output_tokens":2,"input_token_details":{"text_tokens":10,"audio_tokens":1e400,"cached_tokens":0},"output_token_details":{"text_tokens":2,"audio_tokens":0}}}}`, conn);
+      await c.waitFor('response.done', n + 1);
+      await Bun.sleep(50);
+      const billed = rows(userId);
+      expect(billed.length).toBe(n + 1);
+      const view = billed.map((r) => [r.input_tokens, r.audio_input_tokens, r.cache_read_tokens, r.usage_flag]);
+      expect(view).toEqual([
+        ...HOSTILE.map(() => [10, 100, 0, 'invalid']),
+        [0, 0, 100, 'invalid'],
+        [10, 31_990, 0, 'invalid,implausible'],
+        [10, 90, 0, ''],
+        [10, 100, 0, 'invalid'],
+      ]);
+      for (const r of billed) expect(r.cost).toBeGreaterThan(0);
+      expect(await g.ledger.sum(userId)).toBe(g.quota.balance(userId));
+    } finally {
+      c.ws.close();
+      u.usageFor = () => ({ total_tokens: 0, input_tokens: 1, output_tokens: 1 }) as any;
+    }
+  });
 });

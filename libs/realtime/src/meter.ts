@@ -34,7 +34,7 @@ import {
 } from './transcription';
 import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
 import { INTERNAL_FAILURE, type ClientVerdict, type FrameObserver, type FrameRewrite, type SessionFailure, type UpstreamTarget } from './session';
-import { reservationFor, tokensOf, type RealtimePrice } from './usage';
+import { ok, reservationFor, tokensOf, type RealtimePrice } from './usage';
 
 export interface MeterOptions<K extends RealtimeKey, R> {
   sessionId: string;
@@ -504,6 +504,10 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const t = tokensOf(response?.usage);
     const target = this.target;
     const bill = this.billing();
+    const limits = held?.limits ?? this.limits(this.sessionMaxOutput);
+    const reported = !!response?.usage && typeof response.usage === 'object';
+    // An audio or cached count is a part of the input total: the total bounds it when it is usable.
+    const inputBound = ok(t.inputTotal) ? Math.min(t.inputTotal, limits.input) : limits.input;
     const log: RealtimeUsageLog = {
       requestId: `${this.o.sessionId}_${responseId || `n${++this.seq}`}`,
       kind: 'realtime',
@@ -516,14 +520,19 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       stream: true,
       // No usage object at all: billing falls back to what was reserved (flagged `estimated`), never to 0;
       // a response cut before its response.done falls back to what it delivered.
-      usage: response?.usage && typeof response.usage === 'object'
+      usage: reported
         ? { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: t.audioOut }
         : null,
       // Output: what was delivered, for a count the report leaves out or makes unusable (never max output, never 0).
       // Input: a cut response's bound on what the conversation held (context.ts); else billing takes the hold's input bound.
-      estimate: o.delivered,
+      // Audio and cached input a report makes unusable (-5, 1.5, "7", 1e308): billed like an unusable text input
+      // count, at a bound: the reported input total they are a part of when it is usable, else the hold's input
+      // bound (the context window), then clamped with the rest of the input, dearest first; flagged `invalid`,
+      // never as 0: the upstream bills that audio, and a cached count's tokens may already have been taken out
+      // of the text and audio counts. Only beside a report: with none, the estimate stands for the whole usage.
+      estimate: reported ? { ...o.delivered, audioInput: inputBound, cacheRead: inputBound } : o.delivered,
       // The reservation's own bounds (the same as it carries), so a response whose hold was refused is bounded alike.
-      limits: held?.limits ?? this.limits(this.sessionMaxOutput),
+      limits,
       price: bill.price,
       latencyMs: held ? Date.now() - held.at : 0,
       ttftMs: null,
