@@ -5,10 +5,11 @@
  * name says content_block_delta or ping) whose data is a message_delta or message_start (the official SDKs
  * read an event's `type`, data-only clients read only the data) has its usage read too.
  */
+import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
 import { SseParser } from '@gw/formats';
-import { addChannel, keyedUser, send, upstream, type Scripted } from './relay-setup';
+import { addChannel, balanceOf, keyedUser, send, upstream, type Scripted } from './relay-setup';
 
 let gw: TestGateway;
 let ant: Scripted;
@@ -85,9 +86,9 @@ describe('native streams: a later event never lowers the bill', () => {
     expect(row).toMatchObject({ input_tokens: 900, cache_read_tokens: 300, output_tokens: 9 });
   });
 
-  test('a second message_start with lower counts does not lower them', async () => {
+  test('a second message_start with lower counts does not lower them (the stream ends there)', async () => {
     const { row } = await run([START('{"input_tokens":900,"output_tokens":1}'), START('{"input_tokens":1,"output_tokens":1}'), ...TEXT, DELTA('{"output_tokens":9}'), STOP]);
-    expect(row).toMatchObject({ input_tokens: 900, output_tokens: 9 });
+    expect(row).toMatchObject({ input_tokens: 900, error_code: 'upstream_stream_cut' });
   });
 
   test('web searches and 1-hour cache writes lowered by message_delta keep message_start\'s', async () => {
@@ -132,5 +133,61 @@ describe('native streams: usage in an event named otherwise is billed', () => {
     const frames = [START('{"input_tokens":40,"output_tokens":1}'), ...TEXT, HIDDEN[0]!, DELTA('{"output_tokens":5}'), STOP].map((f) => f.replace(/\n/g, '\r\n'));
     const { row } = await run(frames);
     expect(row.output_tokens).toBe(800);
+  });
+});
+
+describe('native streams: a second message_start ends the stream with the gateway\'s error', () => {
+  /** What the client read, by its data `type` as the SDKs read it. */
+  const types = (events: Array<{ data: string }>) => events.map((e) => { try { return JSON.parse(e.data).type; } catch { return '?'; } }).filter((t) => t !== 'ping');
+  const SECOND = {
+    named: START('{"input_tokens":5000,"output_tokens":1}'),
+    // Named ping (forwarded as bytes otherwise), its data a message_start without usage: the SDKs read it as one.
+    'in a ping': 'event: ping\ndata: {"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null}}\n\n',
+    'in a content_block_delta, type repeated': 'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"},"type":"message_start","message":{"id":"msg_2"}}\n\n',
+    'with no event name': 'data: {"type":"message_start","message":{"id":"msg_2","type":"message","role":"assistant","content":[]}}\n\n',
+    'escaped': 'event: ping\ndata: {"type":"message_st\\u0061rt","message":{"id":"msg_2"}}\n\n',
+  };
+  for (const [label, second] of Object.entries(SECOND)) {
+    for (const crlf of [false, true]) {
+      for (const oneChunk of crlf ? [true] : [true, false]) {
+        test(`${label} (${crlf ? 'generic parser, \\r\\n' : oneChunk ? 'one chunk' : 'chunk per event'})`, async () => {
+          const before = await balanceOf(gw, user.id);
+          let frames = [START('{"input_tokens":40,"output_tokens":1}'), ...TEXT, second, ...TEXT, DELTA('{"output_tokens":900}'), STOP];
+          if (crlf) frames = frames.map((f) => f.replace(/\n/g, '\r\n'));
+          const { row, events } = await run(frames, oneChunk);
+          // One message_start, the first answer's text, then the gateway's error: nothing after it.
+          expect(types(events)).toEqual(['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'error']);
+          const err = JSON.parse(events.at(-1)!.data);
+          expect(err).toEqual({ type: 'error', error: { type: 'api_error', message: 'The upstream stream started a second message.' } });
+          expect(events.some((e) => e.data.includes('msg_2') || e.data.includes('5000') || e.data.includes('900'))).toBe(false);
+          // Billed for what was delivered (message_start's input, the text's estimate), an upstream fault.
+          expect(row).toMatchObject({ input_tokens: 40, status: 200, error_code: 'upstream_stream_cut', usage_flag: 'estimated' });
+          expect(row.output_tokens).toBeGreaterThan(0);
+          expect(row.output_tokens).toBeLessThan(900);
+          expect(before - (await balanceOf(gw, user.id))).toBe(row.cost);
+          const ledger = await gw.db.get('select coalesce(sum(amount), 0) as s from ledger where user_id = ?', user.id) as { s: number };
+          expect(Number(ledger.s)).toBe(await balanceOf(gw, user.id));
+        });
+      }
+    }
+  }
+
+  test('the official SDK reports the gateway\'s error, not its own "Unexpected event order"', async () => {
+    ant.queue.push({ response: () => new Response([START('{"input_tokens":40,"output_tokens":1}'), ...TEXT, START('{"input_tokens":40,"output_tokens":1}'), ...TEXT, DELTA('{"output_tokens":9}'), STOP].join(''), { headers: { 'content-type': 'text/event-stream' } }) });
+    const client = new Anthropic({ apiKey: user.key, baseURL: gw.url, maxRetries: 0 });
+    const e = await client.messages.stream({ model: 'ant', max_tokens: 100, messages: [{ role: 'user', content: 'Say hello' }] }).finalMessage().catch((x) => x);
+    expect(e).toBeInstanceOf(Anthropic.APIError);
+    expect(String(e.message)).toContain('The upstream stream started a second message.');
+    expect(String(e.message)).not.toContain('Unexpected event order');
+  });
+
+  test('an honest stream whose text names message_start (escaped quotes) is forwarded byte for byte', async () => {
+    const text = 'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"{\\"type\\":\\"message_start\\"}"}}\n\n';
+    const body = [TEXT[0]!, text, TEXT[2]!, DELTA('{"output_tokens":9}'), STOP];
+    const { row, events } = await run([START('{"input_tokens":40,"output_tokens":1}'), ...body]);
+    expect(types(events)).toEqual(['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
+    expect(row).toMatchObject({ input_tokens: 40, output_tokens: 9, error_code: '' });
+    const raw = events.slice(1).map((e) => `event: ${e.event}\ndata: ${e.data}\n\n`);
+    expect(raw).toEqual(body);
   });
 });

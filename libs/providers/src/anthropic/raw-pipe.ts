@@ -48,9 +48,11 @@ const ESCAPE = Buffer.from('\\u');
  * decoded for the machine whatever its name: a client reads a data's `type`, not the name (see mayCarryUsage).
  */
 const USAGE_KEY = Buffer.from('"usage"');
+/** So is one whose data may be a message_start (a client reads a second one by its `type`: see AnthropicStreamMachine.started). */
+const START_TYPE = Buffer.from('"message_start"');
 const mayCarryUsage = (b: Uint8Array) => {
   const buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-  return buf.includes(USAGE_KEY) || hasAsciiEscape(buf);
+  return buf.includes(USAGE_KEY) || buf.includes(START_TYPE) || hasAsciiEscape(buf);
 };
 const PIECE_KEYS = ['"text":"', '"partial_json":"', '"thinking":"'].map((k) => Buffer.from(k));
 

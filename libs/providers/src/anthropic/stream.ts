@@ -59,6 +59,17 @@ export function mayCarryUsage(data: string): boolean {
   return data.includes('"usage"') || /\\u00[4-7]/.test(data);
 }
 
+/**
+ * Whether an event's data may be a message_start a client reads (by its `type`) though the event is named otherwise:
+ * a bare `"message_start"` string (inside a JSON string its quotes would be escaped) or an ASCII escape. Parsed then.
+ */
+export function mayBeStart(data: string): boolean {
+  return data.includes('"message_start"');
+}
+
+/** The client's error for an upstream that starts a second message (see AnthropicStreamMachine.secondStart). */
+export const SECOND_START = 'The upstream stream started a second message.';
+
 export class AnthropicStreamMachine implements SseMachine {
   stopped = false;
   private readonly usage = zeroUsage();
@@ -85,6 +96,12 @@ export class AnthropicStreamMachine implements SseMachine {
    */
   private codeExecutionCalls = 0;
   private error: string | undefined;
+  /**
+   * A message_start (by its name or its data's `type`) was forwarded. A second one is never forwarded: the official
+   * SDKs throw their own "Unexpected event order" on it, so the stream ends there with the gateway's error, billed
+   * for what was delivered, an upstream fault (like any other malformed upstream stream).
+   */
+  private started = false;
 
   constructor(private readonly ctx: DecodeContext) {}
 
@@ -100,9 +117,14 @@ export class AnthropicStreamMachine implements SseMachine {
     // The official SDKs read an event by its data's `type` (its name only picks which events to read), and data-only
     // clients read only the data: usage in an event named otherwise (content_block_delta, ping, none) reaches the
     // client all the same, so it is billed too. Such an event is forwarded as sent.
-    if (name !== 'message_start' && name !== 'message_delta' && name !== 'error' && mayCarryUsage(ev.data)) this.account(safeParse(ev.data), '');
+    if (name !== 'message_start' && name !== 'message_delta' && name !== 'error' && (mayCarryUsage(ev.data) || mayBeStart(ev.data))) {
+      const data = safeParse(ev.data);
+      if (data?.type === 'message_start' && this.secondStart()) return this.fail(SECOND_START);
+      this.account(data, '');
+    }
     switch (name) {
       case 'message_start': {
+        if (this.secondStart()) return this.fail(SECOND_START);
         const data = safeParse(ev.data);
         this.account(data, name);
         if (data?.message) data.message.model = this.ctx.requestedModel;
@@ -135,6 +157,13 @@ export class AnthropicStreamMachine implements SseMachine {
       }
     }
     return encodeSse(ev.event, ev.data);
+  }
+
+  /** Whether a message_start was forwarded before this one (the first is remembered). */
+  private secondStart(): boolean {
+    if (this.started) return true;
+    this.started = true;
+    return false;
   }
 
   /**
