@@ -124,7 +124,7 @@ describe('realtime reservations bound every charge', () => {
     c.ws.close();
     u.usageFor = () => ({ total_tokens: 0, input_tokens: 1, output_tokens: 1 }) as any;
   });
-  test('an unusable audio or cached input count is billed at the input total (else the context window), flagged invalid, never as 0', async () => {
+  test('an unusable audio input count is billed at the input total (else the context window), an unusable cached count at what its breakdown took out; flagged invalid, never as 0', async () => {
     const { key, userId } = await g.addKey(20 * RESERVE);
     const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
     await c.opened;
@@ -137,6 +137,8 @@ describe('realtime reservations bound every charge', () => {
       ...HOSTILE.map((bad) => ({ input_tokens: 100, output_tokens: 2, input_token_details: { text_tokens: 10, audio_tokens: JSON.parse(bad), cached_tokens: 0 }, output_token_details: out })),
       // The cached count unusable while its breakdown took 100 tokens out of the text count: billed at the total, not 0.
       { input_tokens: 100, output_tokens: 2, input_token_details: { text_tokens: 100, audio_tokens: 0, cached_tokens: -1, cached_tokens_details: { text_tokens: 100 } }, output_token_details: out },
+      // The cached count unusable without a breakdown: nothing was taken out of the text count, which bills it all.
+      { input_tokens: 100, output_tokens: 2, input_token_details: { text_tokens: 100, audio_tokens: 0, cached_tokens: '7' }, output_token_details: out },
       // The total unusable too: the context window (32,000, what the hold was sized on), less the 10 text tokens.
       { input_tokens: 'x', output_tokens: 2, input_token_details: { text_tokens: 10, audio_tokens: -1, cached_tokens: 0 }, output_token_details: out },
       // A valid count bills as before.
@@ -159,6 +161,7 @@ describe('realtime reservations bound every charge', () => {
       expect(view).toEqual([
         ...HOSTILE.map(() => [10, 100, 0, 'invalid']),
         [0, 0, 100, 'invalid'],
+        [100, 0, 0, 'invalid'],
         [10, 31_990, 0, 'invalid,implausible'],
         [10, 90, 0, ''],
         [10, 100, 0, 'invalid'],

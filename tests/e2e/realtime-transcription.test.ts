@@ -115,6 +115,23 @@ describe('realtime input transcription', () => {
     expect(rows(userId).map((r) => [r.audio_input_tokens, r.output_tokens, r.usage_flag])).toEqual([[TR.context_window, 4096, 'implausible']]);
   });
 
+  test('an unusable audio count is billed at the reported input total, else the context window, flagged invalid, never as 0', async () => {
+    const { c, userId, conn } = await session();
+    u.send(JSON.stringify({ type: 'session.updated', event_id: 'ev_su', session: { type: 'realtime', audio: { input: { transcription: { model: 'gpt-4o-transcribe' } } } } }), conn);
+    await c.waitFor('session.updated');
+    const bad = ['-5', '1.5', '"7"', '1e308', '9007199254740993'];
+    for (const [i, b] of bad.entries()) u.send(completed(`item_b${i}`, { ...TOKENS, input_token_details: { text_tokens: 0, audio_tokens: JSON.parse(b) } }), conn);
+    u.send(completed('item_bt', { ...TOKENS, input_tokens: -1, input_token_details: { text_tokens: 0, audio_tokens: -1 } }), conn);
+    await c.waitFor('conversation.item.input_audio_transcription.completed', bad.length + 1);
+    await closeAndSettle(c);
+    expect(rows(userId).map((r) => [r.audio_input_tokens, r.output_tokens, r.usage_flag])).toEqual([
+      ...bad.map(() => [17, 9, 'invalid']),
+      // No committed item seen for it: the transcription model's context window.
+      [TR.context_window, 9, 'invalid'],
+    ]);
+    expect(await g.ledger.sum(userId)).toBe(g.quota.balance(userId));
+  });
+
   test('frames read behind a pending commit when the session ends are still metered: the response by its usage, the transcription billed', async () => {
     const { c, userId, conn } = await session(50_000_000, d);
     u.send(JSON.stringify({ type: 'session.updated', event_id: 'ev_su', session: { type: 'realtime', audio: { input: { transcription: { model: 'gpt-4o-transcribe' } } } } }), conn);

@@ -506,7 +506,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const bill = this.billing();
     const limits = held?.limits ?? this.limits(this.sessionMaxOutput);
     const reported = !!response?.usage && typeof response.usage === 'object';
-    // An audio or cached count is a part of the input total: the total bounds it when it is usable.
+    // An audio count is a part of the input total: the total bounds it when it is usable.
     const inputBound = ok(t.inputTotal) ? Math.min(t.inputTotal, limits.input) : limits.input;
     const log: RealtimeUsageLog = {
       requestId: `${this.o.sessionId}_${responseId || `n${++this.seq}`}`,
@@ -525,12 +525,13 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
         : null,
       // Output: what was delivered, for a count the report leaves out or makes unusable (never max output, never 0).
       // Input: a cut response's bound on what the conversation held (context.ts); else billing takes the hold's input bound.
-      // Audio and cached input a report makes unusable (-5, 1.5, "7", 1e308): billed like an unusable text input
-      // count, at a bound: the reported input total they are a part of when it is usable, else the hold's input
+      // An audio input count a report makes unusable (-5, 1.5, "7", 1e308): billed like an unusable text input
+      // count, at a bound: the reported input total it is a part of when that is usable, else the hold's input
       // bound (the context window), then clamped with the rest of the input, dearest first; flagged `invalid`,
-      // never as 0: the upstream bills that audio, and a cached count's tokens may already have been taken out
-      // of the text and audio counts. Only beside a report: with none, the estimate stands for the whole usage.
-      estimate: reported ? { ...o.delivered, audioInput: inputBound, cacheRead: inputBound } : o.delivered,
+      // never as 0: the upstream bills that audio. An unusable cached count: the tokens its breakdown took out
+      // of the text and audio counts (none taken out: they bill as text or audio already). Only beside a
+      // report: with none, the estimate stands for the whole usage.
+      estimate: reported ? { ...o.delivered, audioInput: inputBound, cacheRead: t.cachedMoved } : o.delivered,
       // The reservation's own bounds (the same as it carries), so a response whose hold was refused is bounded alike.
       limits,
       price: bill.price,
@@ -557,6 +558,16 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     return this.spent();
   }
 
+  /** The model and price a transcription by `model` bills at: its own, else the session's (never free). */
+  private transcriptionBilling(model: string | null): { model: string; price: RealtimePrice } {
+    const own = model ? this.o.prices.get(model) : undefined;
+    return own ? { model: model!, price: own } : this.billing();
+  }
+
+  private transcriptionPrice(): RealtimePrice {
+    return this.transcriptionBilling(this.transcription).price;
+  }
+
   /** The billing id of an item's transcription (`tr_<item>_<content index>`); a nameless item gets a fresh one. */
   private transcriptionId(ev: any): string {
     const item = typeof ev?.item_id === 'string' && ev.item_id ? ev.item_id.slice(0, 64) : `n${++this.seq}`;
@@ -571,9 +582,14 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
    */
   private chargeTranscription(ev: any): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     const id = this.transcriptionId(ev);
-    this.transcribing.take(id);
-    const { usage, estimated } = transcriptionUsage(ev);
-    return this.billTranscription(id, this.transcription, usage, estimated, estimateTextTokens(typeof ev.transcript === 'string' ? ev.transcript : ''), '');
+    const pending = this.transcribing.take(id);
+    const { usage, estimated, inputTotal, cachedMoved } = transcriptionUsage(ev);
+    // An unusable audio count (as for a response): the reported input total, else the audio the committed item
+    // held, else the context window; an unusable cached count: what its breakdown took out of the others.
+    const audioBound = inputTotal !== undefined && ok(inputTotal) ? inputTotal
+      : pending ? audioTokensOf(this.context.seconds(pending.audioBytes)) : this.contextTokens(this.transcriptionPrice());
+    return this.billTranscription(id, this.transcription, usage, estimated, estimateTextTokens(typeof ev.transcript === 'string' ? ev.transcript : ''), '',
+      { audioInput: audioBound, cacheRead: cachedMoved ?? 0 });
   }
 
   /**
@@ -594,18 +610,17 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     }
   }
 
-  private billTranscription(id: string, model: string | null, usage: RealtimeUsageLog['usage'], estimated: boolean, estimatedOutput: number, errorCode: string):
-    SessionFailure | undefined | Promise<SessionFailure | undefined> {
+  private billTranscription(id: string, model: string | null, usage: RealtimeUsageLog['usage'], estimated: boolean, estimatedOutput: number, errorCode: string,
+    inputFallback: { audioInput: number; cacheRead: number } | null = null): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     if (this.settled.has(id)) return undefined;
     this.settled.add(id);
-    const own = model ? this.o.prices.get(model) : undefined;
-    const bill = own ? { model: model!, price: own } : this.billing();
+    const bill = this.transcriptionBilling(model);
     const ctx = this.contextTokens(bill.price);
     const log: RealtimeUsageLog = {
       requestId: `${this.o.sessionId}_${id}`, kind: 'realtime', userId: this.o.key.userId, apiKeyId: this.o.key.id,
       channelId: this.target?.channelId ?? null, model: this.o.model, upstreamModel: model ?? this.target?.upstreamModel ?? '',
       billedModel: bill.model, stream: true, usage, estimated,
-      estimate: { output: estimatedOutput },
+      estimate: { output: estimatedOutput, ...inputFallback },
       limits: { maxInput: ctx, maxOutput: this.o.defaultOutputTokens, input: 0 },
       price: bill.price, latencyMs: 0, ttftMs: null, status: 200, errorCode, attempts: 1, ip: this.o.ip, group: this.o.group, ratio: this.o.ratio,
     };

@@ -49,7 +49,9 @@ export function transcriptionModelOf(session: unknown): string | null | undefine
 }
 
 /** The usage of one completed transcription as billing takes it, and whether it is the gateway's estimate. */
-export function transcriptionUsage(event: any): { usage: { input: unknown; output: unknown; cacheRead: unknown; cacheWrite: number; audioInput: unknown; audioOutput: number }; estimated: boolean } {
+export function transcriptionUsage(event: any): { usage: { input: unknown; output: unknown; cacheRead: unknown; cacheWrite: number; audioInput: unknown; audioOutput: number }; estimated: boolean;
+  /** The reported input total, and the cached tokens the breakdown took out of the others (see RealtimeTokens). */
+  inputTotal?: number; cachedMoved?: number } {
   const u = event?.usage;
   if (u && typeof u === 'object' && u.type === 'duration') {
     const s = typeof u.seconds === 'number' && Number.isFinite(u.seconds) && u.seconds > 0 ? u.seconds : NaN;
@@ -57,7 +59,7 @@ export function transcriptionUsage(event: any): { usage: { input: unknown; outpu
   }
   if (u && typeof u === 'object') {
     const t = tokensOf(u);
-    return { usage: { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: 0 }, estimated: false };
+    return { usage: { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: 0 }, estimated: false, inputTotal: t.inputTotal, cachedMoved: t.cachedMoved };
   }
   // No usage (the beta events carry none): the transcript, as text output; the audio is not known.
   const text = typeof event?.transcript === 'string' ? event.transcript : '';

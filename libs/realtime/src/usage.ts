@@ -15,6 +15,11 @@ export interface RealtimeTokens {
   textOut: number;
   /** Audio output tokens: `audioOutput` price. */
   audioOut: number;
+  /**
+   * Cached tokens the cached breakdown took out of the text and audio counts: what an unusable `cached_tokens`
+   * leaves unbilled (without a usable breakdown nothing is taken out, and the cached tokens bill as text or audio).
+   */
+  cachedMoved: number;
   /** All input tokens (cached included) and all output tokens, as reported. */
   inputTotal: number;
   outputTotal: number;
@@ -61,11 +66,15 @@ export function tokensOf(usage: any): RealtimeTokens {
   const cachedIn = Math.min(rawIn && typeof rawIn === 'object' ? n(rawIn.cached_tokens) : 0, ok(inputTotal) ? inputTotal : Infinity);
   // The split only moves valid counts; an invalid one is left as is for billing to flag and replace.
   const cd = inD?.cached_tokens_details;
+  let cachedMoved = 0;
   if (cd) {
     const cText = n(cd.text_tokens) + n(cd.image_tokens);
     const cAudio = n(cd.audio_tokens);
-    if (ok(textIn) && ok(cText)) textIn -= Math.min(textIn, cText);
-    if (ok(audioIn) && ok(cAudio)) audioIn -= Math.min(audioIn, cAudio);
+    const fromText = ok(textIn) && ok(cText) ? Math.min(textIn, cText) : 0;
+    const fromAudio = ok(audioIn) && ok(cAudio) ? Math.min(audioIn, cAudio) : 0;
+    textIn -= fromText;
+    audioIn -= fromAudio;
+    cachedMoved = fromText + fromAudio;
   } else if (ok(textIn) && ok(audioIn) && ok(cachedIn)) {
     const fromText = Math.min(textIn, cachedIn);
     textIn -= fromText;
@@ -73,7 +82,7 @@ export function tokensOf(usage: any): RealtimeTokens {
   }
   const textOut = outD ? n(outD.text_tokens) : outputTotal;
   const audioOut = outD ? n(outD.audio_tokens) : 0;
-  return { textIn, audioIn, cachedIn, textOut, audioOut, inputTotal, outputTotal };
+  return { textIn, audioIn, cachedIn, cachedMoved, textOut, audioOut, inputTotal, outputTotal };
 }
 
 /** Exact integer cost (rounded up once over the whole response). */
