@@ -90,6 +90,15 @@ const unanswered = (c: RealtimeTestClient, cause: string, clientBytes = Buffer.b
   return { request_id: expect.stringMatching(/^rt_\w+_unanswered_\d+$/), input_tokens: input, audio_input_tokens: 0, output_tokens: 0, audio_output_tokens: 0, cost: costOf([[input, PRICE.input]]), usage_flag: 'estimated', error_code: cause };
 };
 
+/** The session's one row is the unanswered create's, the ledger took exactly its cost, and nothing stays held. */
+async function billedOnce(c: RealtimeTestClient, userId: number, cause: string, clientBytes?: number): Promise<void> {
+  const rows = await ended(userId);
+  const row = unanswered(c, cause, clientBytes);
+  expect(rows).toEqual([row]);
+  expect(await gw.services.ledger.sum(userId)).toBe(BALANCE - row.cost);
+  await noHolds(userId, BALANCE - row.cost);
+}
+
 describe('a response.create forwarded upstream and never answered', () => {
   test('the client closes before response.created: one row on the conversation bound, the balance debited exactly that', async () => {
     up.stopBefore = 'response.created';
@@ -121,11 +130,7 @@ describe('a response.create forwarded upstream and never answered', () => {
     // The double answers on its (by then closed) connection.
     await up.until(() => up.lateAnswers === late + 1);
     await Bun.sleep(100);
-    const rows = await ended(id);
-    const row = unanswered(c, 'client_closed');
-    expect(rows).toEqual([row]);
-    expect(await gw.services.ledger.sum(id)).toBe(BALANCE - row.cost);
-    await noHolds(id, BALANCE - row.cost);
+    await billedOnce(c, id, 'client_closed');
   }, 20_000);
 
   test('the upstream drops before response.created: billed once, upstream_disconnected', async () => {
@@ -136,11 +141,7 @@ describe('a response.create forwarded upstream and never answered', () => {
     await up.until(() => creates(conn) === 1);
     for (const x of up.connections) if (x.id === conn) x.ws.terminate();
     expect((await c.waitClose()).code).toBe(1011);
-    const rows = await ended(id);
-    const row = unanswered(c, 'upstream_disconnected');
-    expect(rows).toEqual([row]);
-    expect(await gw.services.ledger.sum(id)).toBe(BALANCE - row.cost);
-    await noHolds(id, BALANCE - row.cost);
+    await billedOnce(c, id, 'upstream_disconnected');
   }, 20_000);
 
   test('create+close repeated 5 times bills 5 times, each on its own bound', async () => {
@@ -217,11 +218,7 @@ describe('a response.create forwarded upstream and never answered', () => {
       expect(creates(conn)).toBe(1);
       c.ws.close(1000);
       await c.waitClose();
-      const rows = await ended(id);
-      const row = unanswered(c, 'client_closed', Buffer.byteLength(create) + Buffer.byteLength(after));
-      expect(rows).toEqual([row]);
-      expect(await gw.services.ledger.sum(id)).toBe(BALANCE - row.cost);
-      await noHolds(id, BALANCE - row.cost);
+      await billedOnce(c, id, 'client_closed', Buffer.byteLength(create) + Buffer.byteLength(after));
     }, 20_000);
   }
 
