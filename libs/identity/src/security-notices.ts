@@ -33,7 +33,7 @@ export function securityNoticesConfig(env: Record<string, string | undefined>, p
 }
 
 export type NoticeKind = 'relay_key_created' | 'relay_key_enabled' | 'relay_key_widened' | 'access_token_created' | 'two_factor_enabled'
-  | 'two_factor_disabled' | 'password_changed' | 'password_reset' | 'email_changed';
+  | 'two_factor_disabled' | 'two_factor_guessing' | 'password_changed' | 'password_reset' | 'email_changed';
 
 export interface Notice {
   kind: NoticeKind;
@@ -59,6 +59,7 @@ const WHAT: Record<NoticeKind, string> = {
   access_token_created: 'A new management access token was created',
   two_factor_enabled: 'Two-factor authentication was turned on',
   two_factor_disabled: 'Two-factor authentication was turned off',
+  two_factor_guessing: 'Wrong two-factor codes were tried until the limit stopped them, by someone already signed in to your account (further tries are blocked for a while)',
   password_changed: 'The password was changed',
   password_reset: 'The password was reset with a link e-mailed to this address',
   email_changed: 'The e-mail address was changed',

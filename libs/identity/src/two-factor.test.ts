@@ -110,4 +110,44 @@ describe('guessing limit', () => {
     await svc.disable(u.id, await code(secret, 0));
     expect((await svc.status(u.id)).enabled).toBe(false);
   });
+
+  test('past the five-minute window, checks are capped per day and per 30 days; a login with a code lifts both', async () => {
+    const { u, secret } = await enabled();
+    const wrong = async () => svc.disable(u.id, '000000').then(() => 'ok', (e) => e.code as string);
+    // Ten per five minutes, but only 20 a day: the third burst of the day is refused.
+    for (const expected of ['invalid_totp', 'invalid_totp', 'too_many_attempts']) {
+      const outcomes = [];
+      for (let i = 0; i < 10; i++) outcomes.push(await wrong());
+      expect(outcomes.every((o) => o === expected)).toBe(true);
+      now += 10 * 60_000;
+    }
+    const dayLock = await svc.disable(u.id, '000000').catch((e) => e);
+    expect(Number(dayLock.headers['retry-after'])).toBeGreaterThan(300);
+    // Two more days of 20 each, then the 30-day cap (60) refuses for longer than a day.
+    for (let day = 0; day < 2; day++) {
+      now += 2 * 86_400_000;
+      for (let burst = 0; burst < 2; burst++) {
+        for (let i = 0; i < 10; i++) expect(await wrong()).toBe('invalid_totp');
+        now += 10 * 60_000;
+      }
+    }
+    now += 2 * 86_400_000;
+    const monthLock = await svc.disable(u.id, '000000').catch((e) => e);
+    expect(monthLock.code).toBe('too_many_attempts');
+    expect(Number(monthLock.headers['retry-after'])).toBeGreaterThan(86_400);
+    // The owner logs in with the password and a code: the endpoints check codes again.
+    now += 30_000;
+    expect(await svc.checkLoginCode(u, await code(secret, 0))).toBe(true);
+    expect(await wrong()).toBe('invalid_totp');
+  });
+
+  test('the lockout says once per day that it is the first (the owner is mailed then)', async () => {
+    const { u } = await enabled();
+    const firsts = [];
+    for (let i = 0; i < 14; i++) {
+      const e = await svc.disable(u.id, '000000').catch((x) => x);
+      if (e.code === 'too_many_attempts') firsts.push(e.firstInDay);
+    }
+    expect(firsts).toEqual([true, false, false, false]);
+  });
 });

@@ -1,4 +1,4 @@
-import { ConfigError } from '@gw/config';
+import { ConfigError, readIntEnv } from '@gw/config';
 import { GatewayError, localWindows, type AttemptWindow, type AttemptWindows, type SecretBox } from '@gw/core';
 import type { SecurityStore, SessionsStore, UserRow, UsersStore } from '@gw/db';
 import { generateBackupCodes, hashBackupCode, looksLikeBackupCode } from './backup-codes';
@@ -11,13 +11,21 @@ const otplib = () => import('otplib');
 export interface TwoFactorConfig {
   /** Shown by authenticator apps next to the account (TOTP_ISSUER). */
   issuer: string;
+  /** TOTP_MAX_FAILURES_PER_DAY (20): code checks on the 2FA endpoints per user per 24 h, on top of 10 per 5 minutes. */
+  maxFailuresPerDay?: number;
+  /** TOTP_MAX_FAILURES_PER_30_DAYS (60): the same per 30 days. */
+  maxFailuresPer30Days?: number;
 }
 
-/** Reads TOTP_ISSUER (default "AI Gateway"); a colon would break the otpauth label. */
+/** Reads TOTP_ISSUER (default "AI Gateway"; a colon would break the otpauth label) and the long-term guess limits. */
 export function twoFactorConfig(env: Record<string, string | undefined>): TwoFactorConfig {
   const issuer = env.TOTP_ISSUER?.trim() || 'AI Gateway';
   if (issuer.length > 64 || issuer.includes(':')) throw new ConfigError('TOTP_ISSUER must be at most 64 characters and contain no ":"');
-  return { issuer };
+  return {
+    issuer,
+    maxFailuresPerDay: readIntEnv(env, 'TOTP_MAX_FAILURES_PER_DAY', 20, 1, 10_000),
+    maxFailuresPer30Days: readIntEnv(env, 'TOTP_MAX_FAILURES_PER_30_DAYS', 60, 1, 100_000),
+  };
 }
 
 export interface TwoFactorStatus { enabled: boolean; backup_codes_remaining: number }
@@ -33,9 +41,21 @@ export interface TwoFactorSetup {
 
 /** RFC 6238 defaults every authenticator app understands: SHA-1, 6 digits, 30 s steps. */
 const PERIOD = 30;
-/** Code checks on the 2FA endpoints that may fail per user in FAILURE_WINDOW_MS before 429. */
+/** Code checks on the 2FA endpoints that may fail per user in 5 minutes before 429. */
 const MAX_FAILURES = 10;
-const FAILURE_WINDOW_MS = 5 * 60_000;
+const DAY_MS = 86_400_000;
+/** One "wrong codes are being tried" notice per user per day at most, however long the guessing goes on. */
+const NOTICE_WINDOW_MS = DAY_MS;
+
+/**
+ * The 2FA endpoints' 429: the caller is locked out of code checks. `firstInDay` marks the one lockout per user
+ * per day that should be told to the owner (a stolen session guessing codes; the route mails the notice).
+ */
+export class TwoFactorLockout extends GatewayError {
+  constructor(wait: number, readonly firstInDay: boolean) {
+    super(429, 'too_many_attempts', 'Too many wrong two-factor codes; try again later', { headers: { 'retry-after': String(wait) } });
+  }
+}
 
 const invalidTotp = (message = 'Invalid or already used two-factor code') => new GatewayError(400, 'invalid_totp', message, { param: 'code' });
 
@@ -44,7 +64,12 @@ const invalidTotp = (message = 'Invalid or already used two-factor code') => new
  * configured SecretBox; a code's time step is claimed atomically, so a code works once.
  */
 export class TwoFactorService {
-  private readonly failures: AttemptWindow;
+  /**
+   * Shortest first: 10 per 5 minutes alone allowed ~86,000 guesses a month against ~3 valid TOTP codes per check
+   * (a stolen session guessing for weeks had a real chance); the day and 30-day caps bring that to 60 a month.
+   */
+  private readonly tiers: Array<{ window: AttemptWindow; limit: number }>;
+  private readonly noticed: AttemptWindow;
 
   constructor(
     private readonly users: UsersStore,
@@ -58,7 +83,13 @@ export class TwoFactorService {
     private readonly clock: () => number = Date.now,
     windows: AttemptWindows = localWindows,
   ) {
-    this.failures = windows('2fa', FAILURE_WINDOW_MS, clock);
+    this.tiers = [
+      // '2fa' is the name the 5-minute window always had (shared store keys stay what they were).
+      { window: windows('2fa', 5 * 60_000, clock), limit: MAX_FAILURES },
+      { window: windows('2fa-day', DAY_MS, clock), limit: cfg.maxFailuresPerDay ?? 20 },
+      { window: windows('2fa-30d', 30 * DAY_MS, clock), limit: cfg.maxFailuresPer30Days ?? 60 },
+    ];
+    this.noticed = windows('2fa-notice', NOTICE_WINDOW_MS, clock);
   }
 
   async status(userId: number): Promise<TwoFactorStatus> {
@@ -101,7 +132,7 @@ export class TwoFactorService {
       }
       throw await this.failed(userId);
     }
-    await this.failures.reset(this.key(userId));
+    await this.cleared(userId);
     return { backup_codes: codes, sessions_ended: await this.sessions.endOtherSessions(userId, p.sessionHash) };
   }
 
@@ -115,7 +146,7 @@ export class TwoFactorService {
     await this.guard(userId);
     if (!(await this.consume(u, code))) throw await this.failed(userId, 'Invalid or already used two-factor or backup code');
     await this.repo.disableTotp(userId, this.nowSec());
-    await this.failures.reset(this.key(userId));
+    await this.cleared(userId);
   }
 
   /**
@@ -132,7 +163,7 @@ export class TwoFactorService {
     if (step === null || !(await this.repo.claimTotpStep(userId, step))) throw await this.failed(userId, 'A current, unused authenticator code is required');
     const codes = generateBackupCodes();
     await this.repo.replaceBackupCodes(userId, codes.map((c) => hashBackupCode(userId, c)), this.nowSec());
-    await this.failures.reset(this.key(userId));
+    await this.cleared(userId);
     return { backup_codes: codes, sessions_ended: await this.sessions.endOtherSessions(userId, p.sessionHash) };
   }
 
@@ -143,7 +174,11 @@ export class TwoFactorService {
   async checkLoginCode(user: UserRow, code: string): Promise<boolean> {
     const u = await this.users.byId(user.id);
     if (!u?.totpEnabled) return false;
-    return this.consume(u, code);
+    if (!(await this.consume(u, code))) return false;
+    // The password and a code, together: the owner, not a stolen session (which has neither). This is how the
+    // owner gets the 2FA endpoints back after a thief's guessing used up the day's or the month's checks.
+    await this.cleared(user.id);
+    return true;
   }
 
   /**
@@ -193,8 +228,18 @@ export class TwoFactorService {
    * guesses all pass a count that none of them had raised yet (on a shared window, a Redis round trip each).
    */
   private async guard(userId: number): Promise<void> {
-    const wait = await this.failures.hit(this.key(userId), MAX_FAILURES);
-    if (wait) throw new GatewayError(429, 'too_many_attempts', 'Too many wrong two-factor codes; try again later', { headers: { 'retry-after': String(wait) } });
+    for (const { window, limit } of this.tiers) {
+      // Shortest first, stopping at the first refusal: a check refused by the 5-minute window is not one the
+      // longer windows should count.
+      const wait = await window.hit(this.key(userId), limit);
+      if (wait) throw new TwoFactorLockout(wait, (await this.noticed.hit(this.key(userId), 1)) === 0);
+    }
+  }
+
+  /** A right code (or a login with password and code): every window starts again, and so does the notice. */
+  private async cleared(userId: number): Promise<void> {
+    for (const { window } of this.tiers) await window.reset(this.key(userId));
+    await this.noticed.reset(this.key(userId));
   }
 
   private async failed(_userId: number, message?: string): Promise<GatewayError> {

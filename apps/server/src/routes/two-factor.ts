@@ -1,6 +1,8 @@
 /** TOTP two-factor authentication of the caller, and the admin reset for users below the admin. */
 import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
+import { TwoFactorLockout } from '@gw/identity';
+import type { UserRow } from '@gw/db';
 import { authPlugin, caller } from '../plugins/auth';
 import { origin } from '../plugins/origin';
 import type { Services } from '../services';
@@ -20,6 +22,19 @@ const BackupCodes = t.Object({
   sessions_ended: t.Integer({ description: 'Other login sessions of the caller that were ended (all of them when the caller uses an access token)' }),
 });
 
+/**
+ * Runs a 2FA code check; the first lockout of a day (someone signed in is guessing codes) is told to the owner,
+ * who can then end the thief's access by changing the password.
+ */
+async function toldOnLockout<T>(s: Services, ctx: Parameters<typeof origin>[0], user: UserRow, check: () => Promise<T>): Promise<T> {
+  try {
+    return await check();
+  } catch (e) {
+    if (e instanceof TwoFactorLockout && e.firstInDay) s.notices.notify(user, { kind: 'two_factor_guessing', ...origin(ctx) });
+    throw e;
+  }
+}
+
 export const twoFactorRoutes = (s: Services) =>
   new Elysia({ name: 'two-factor-routes', prefix: '/api/user' })
     .use(authPlugin(s))
@@ -33,7 +48,7 @@ export const twoFactorRoutes = (s: Services) =>
     })
     .post('/2fa/enable', async (ctx) => {
       const p = caller(ctx);
-      const r = await s.twoFactor.enable(p, ctx.body.current_password, ctx.body.code);
+      const r = await toldOnLockout(s, ctx, p.user, () => s.twoFactor.enable(p, ctx.body.current_password, ctx.body.code));
       s.notices.notify(p.user, { kind: 'two_factor_enabled', ...origin(ctx) });
       return ok(r);
     }, {
@@ -48,14 +63,17 @@ export const twoFactorRoutes = (s: Services) =>
     })
     .post('/2fa/disable', async (ctx) => {
       const { user } = caller(ctx);
-      await s.twoFactor.disable(user.id, ctx.body.code);
+      await toldOnLockout(s, ctx, user, () => s.twoFactor.disable(user.id, ctx.body.code));
       s.notices.notify(user, { kind: 'two_factor_disabled', ...origin(ctx) });
       return ok(null);
     }, {
       role: 'user', body: CodeBody, response: envelope(t.Null()),
-      detail: { tags: ['2fa'], summary: 'Disable 2FA', description: 'Turns the caller\'s 2FA off, given a current TOTP code or an unused backup code. No password is asked (the body is fixed); other sessions stay.' },
+      detail: { tags: ['2fa'], summary: 'Disable 2FA', description: 'Turns the caller\'s 2FA off, given a current TOTP code or an unused backup code. No password is asked (the body is fixed); other sessions stay. Code checks are limited per user (10 per 5 minutes, TOTP_MAX_FAILURES_PER_DAY, TOTP_MAX_FAILURES_PER_30_DAYS; then 429 too_many_attempts, and the owner is e-mailed once a day); a login with the password and a code lifts the limit.' },
     })
-    .post('/2fa/backup_codes', async (ctx) => ok(await s.twoFactor.regenerateBackupCodes(caller(ctx), ctx.body.current_password, ctx.body.code)), {
+    .post('/2fa/backup_codes', async (ctx) => {
+      const p = caller(ctx);
+      return ok(await toldOnLockout(s, ctx, p.user, () => s.twoFactor.regenerateBackupCodes(p, ctx.body.current_password, ctx.body.code)));
+    }, {
       role: 'user', body: CodePasswordBody, response: envelope(BackupCodes),
       detail: {
         tags: ['2fa'], summary: 'New backup codes',
