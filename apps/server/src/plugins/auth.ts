@@ -13,21 +13,32 @@ import type { Services } from '../services';
 export type RoleName = keyof typeof ROLE;
 export type Credentials = { principal: Principal | null; credentialError: GatewayError | null };
 
-/** A cookie's value; a malformed percent-encoding reads as no cookie (never a 500). */
-export function readCookie(header: string | null, name: string): string | undefined {
-  if (!header) return undefined;
+/**
+ * Every value of cookie `name`, in header order, each once; malformed percent-encodings are skipped. A browser
+ * sends several cookies of one name when they differ in Domain or Path: a sibling host can set one for the parent
+ * domain (cookie tossing), and a longer Path is sent first, so "the first one" can be the sibling's.
+ */
+export function readCookies(header: string | null, name: string): string[] {
+  if (!header) return [];
+  const out: string[] = [];
   for (const part of header.split(';')) {
     const i = part.indexOf('=');
     if (i > 0 && part.slice(0, i).trim() === name) {
       try {
-        return decodeURIComponent(part.slice(i + 1).trim());
+        const v = decodeURIComponent(part.slice(i + 1).trim());
+        if (!out.includes(v)) out.push(v);
       } catch {
-        return undefined;
+        // not a cookie this gateway set
       }
     }
   }
-  return undefined;
+  return out;
 }
+
+/** A session cookie as login sets it (randomToken(43)); of several, only these are looked up. */
+const SESSION_ID = /^[0-9A-Za-z]{43}$/;
+/** Distinct well-formed session cookies looked up at most per request: a header full of them is no lookup flood. */
+const MAX_SESSION_COOKIES = 4;
 
 /**
  * Whether a request would be authenticated by the session cookie, the credential a browser adds on its own.
@@ -35,7 +46,7 @@ export function readCookie(header: string | null, name: string): string | undefi
  * used, and the request must pass the cross-site check (it skipped it when only the header's presence counted).
  */
 export const usesSessionCookie = (request: Request) =>
-  !request.headers.get('authorization') && readCookie(request.headers.get('cookie'), SESSION_COOKIE) !== undefined;
+  !request.headers.get('authorization') && readCookies(request.headers.get('cookie'), SESSION_COOKIE).length > 0;
 
 /** Whether a URL's path (not its query) is under /v1/. */
 function isV1(url: string): boolean {
@@ -67,10 +78,35 @@ async function resolve(s: Services, request: Request): Promise<Credentials> {
     const p = token ? await s.auth.fromBearer(token) : null;
     return { principal: p, credentialError: p ? null : new GatewayError(401, 'invalid_access_token', 'Invalid, expired or revoked access token') };
   }
-  const sid = readCookie(request.headers.get('cookie'), SESSION_COOKIE);
-  const p = sid ? await s.auth.fromSession(sid) : null;
-  return { principal: p, credentialError: p || !sid ? null : new GatewayError(401, 'session_expired', 'Session expired or logged out; log in again') };
+  return sessionFromCookies(s, readCookies(request.headers.get('cookie'), SESSION_COOKIE));
 }
+
+const sessionExpired = () => new GatewayError(401, 'session_expired', 'Session expired or logged out; log in again');
+
+/**
+ * The caller of the request's `gw_session` cookies. One: as always. Several different ones (another host of the
+ * parent domain set its own, to log the victim in as an account the attacker reads, or to shadow the real one):
+ * each well-formed one is looked up; the live ones decide. None live: the session has expired. All of one user:
+ * that user (a stale copy beside a live one is harmless). Sessions of different users: no session at all
+ * (401 `ambiguous_session`), since nothing in the request tells which cookie this gateway set; acting as either
+ * could be acting as the attacker. A junk cookie tossed beside the real one therefore logs nobody out.
+ */
+async function sessionFromCookies(s: Services, sids: string[]): Promise<Credentials> {
+  if (!sids.length) return NONE;
+  if (sids.length === 1) {
+    const p = await s.auth.fromSession(sids[0]!);
+    return { principal: p, credentialError: p ? null : sessionExpired() };
+  }
+  const candidates = sids.filter((v) => SESSION_ID.test(v));
+  if (candidates.length > MAX_SESSION_COOKIES) return { principal: null, credentialError: ambiguousSession() };
+  const live = (await Promise.all(candidates.map((v) => s.auth.fromSession(v)))).filter((p): p is Principal => p !== null);
+  if (!live.length) return { principal: null, credentialError: sessionExpired() };
+  if (live.some((p) => p.user.id !== live[0]!.user.id)) return { principal: null, credentialError: ambiguousSession() };
+  return { principal: live[0]!, credentialError: null };
+}
+
+const ambiguousSession = () => new GatewayError(401, 'ambiguous_session',
+  `Several ${SESSION_COOKIE} cookies of different accounts (or too many) were sent: another site under the same domain may have set one. Clear this site's cookies and log in again`);
 
 /** The 401 a management route answers when a request has no valid credential, or null. */
 export async function managementAuthError(s: Services, request: Request): Promise<GatewayError | null> {
