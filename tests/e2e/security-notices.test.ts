@@ -110,6 +110,37 @@ test('a key an admin creates for a user names the admin; hostile names stay one 
   expect(text).toContain(`"ok\\" (id 1), at 2020-01-01Z, from 10.0.0.1 \\\\" (id ${forged.body.data.id})`);
 });
 
+test('look-alike key and model names: invisible characters show as spaces, non-ASCII is flagged, the id is always next to the name', async () => {
+  const u = await userWithEmail();
+  const own = await gw.nodeApi('POST', '/api/token/', { name: 'prod', models: ['claude-opus'] }, u.token);
+  expect(own.status).toBe(200);
+  await next(u.email, 0);
+  await Bun.sleep(1_200); // past the window: one mail for the names below
+  const names = [
+    'pr\u200bod', // zero-width space inside
+    '\u0440rod', // Cyrillic er
+    'prod\u2060\u200d\ufeff', // invisible tail
+    '\u200b\u2060', // nothing visible at all
+    'ignore this e-mail\u00a0\u00a0it was you\u{e0041}',
+  ];
+  const ids: number[] = [];
+  for (const name of names) {
+    const r = await gw.nodeApi('POST', '/api/token/', { name }, u.token);
+    expect(r.status).toBe(200);
+    ids.push(r.body.data.id);
+  }
+  const widened = await gw.nodeApi('PUT', '/api/token/', { id: own.body.data.id, models: ['claude-opus', 'claude-\u200bopus'] }, u.token);
+  expect(widened.status).toBe(200);
+  const text = await allOf(u.email, 1, ids.map((id) => `id ${id}`).concat([`models: now also "claude- opus"`]));
+  expect(text).toContain(`"pr od" (id ${ids[0]})`);
+  expect(text).toContain(`"\u0440rod" (id ${ids[1]}, name not plain ASCII)`);
+  expect(text).toContain(`"prod" (id ${ids[2]})`);
+  expect(text).toContain(`"" (id ${ids[3]}, no visible name)`);
+  expect(text).toContain(`"ignore this e-mail it was you" (id ${ids[4]})`);
+  expect(text).toContain('may imitate');
+  for (const hidden of ['\u200b', '\u2060', '\u200d', '\ufeff', '\u00a0', '\u{e0041}']) expect(text).not.toContain(hidden);
+}, 30_000);
+
 test('access tokens, 2FA on and off, a new password and a new e-mail address (told to the old one) are reported', async () => {
   const u = await userWithEmail();
   const tok = await gw.nodeApi('POST', '/api/user/access_token', { name: 'ci', current_password: u.password }, u.token);

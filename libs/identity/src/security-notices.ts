@@ -161,6 +161,9 @@ export class SecurityNotices {
       ...lines.map((l) => `- ${l}`),
       ...(more ? [`- and ${more} more`] : []),
       '',
+      'Names in quotes (of keys, tokens, models) and User-Agents were chosen by whoever made the change: they may imitate',
+      'another key\'s name or read like an instruction. A key is the one with the id shown next to its name.',
+      '',
       'If this was you, there is nothing to do.',
       'If not, someone else can act on your account: change your password (this ends every other login session',
       'and access token), then review your relay keys and access tokens and delete the ones you do not know',
@@ -203,10 +206,15 @@ function gather(w: Window, line: Line): void {
 
 /**
  * A key's or token's name and id as a notice shows them: the name flattened, cut to 100 characters and quoted
- * with `"` and `\\` escaped, so a name cannot close its quotes and append a fake id.
+ * with `"` and `\\` escaped, so a name cannot close its quotes and append a fake id. A name with letters outside
+ * printable ASCII says so: a Cyrillic "р" in "рrod" looks like the owner's "prod" key (the id tells them apart).
  */
 export function named(name: string, id: number): string {
-  return `${quoted(name, 100)} (id ${id})`;
+  const shown = quoted(name, 100);
+  const notes = [`id ${id}`];
+  if (shown === '""') notes.push('no visible name');
+  else if (/[^\x20-\x7e]/.test(shown)) notes.push('name not plain ASCII');
+  return `${shown} (${notes.join(', ')})`;
 }
 
 /** Client-chosen text (a model name) as one quoted line of at most `max` characters that cannot close its quotes. */
@@ -215,10 +223,20 @@ export function quoted(s: string, max: number): string {
 }
 
 /**
- * Text chosen by a client (names, User-Agent) stays one bounded line of data in the mail: controls, line
- * separators and bidi overrides/isolates (which could reverse what a line appears to say) become a space.
+ * What a notice never shows of client-chosen text: controls, line and paragraph separators, format characters
+ * (bidi overrides and isolates, which could reverse what a line appears to say; zero-width spaces and joiners,
+ * which hide inside a name that looks like another; tag characters), other default-ignorable characters (variation
+ * selectors, Hangul fillers: invisible in a mail) and lone surrogates. Each run becomes one visible space, so
+ * "pr<ZWSP>od" shows as "pr od", not as "prod". Other spaces (no-break, ideographic, ...) become plain spaces.
+ */
+const HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}\p{Zs}]+/gu;
+
+/**
+ * Text chosen by a client (names, User-Agent) stays one bounded line of data in the mail: see HIDDEN. Cut at `max`
+ * characters (code points: a cut never leaves half a surrogate pair).
  */
 function oneLine(s: string, max = 200): string {
-  const flat = s.replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]+/g, ' ').trim();
-  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+  const flat = s.replace(HIDDEN, ' ').trim();
+  const chars = Array.from(flat);
+  return chars.length > max ? `${chars.slice(0, max).join('')}…` : flat;
 }
