@@ -210,13 +210,19 @@ export class ApiKeyService {
     for (const u of this.unsubs) u();
   }
 
-  /** A key the actor may see: its own, or (admins) one of a user it may manage; others are 404 to non-admins. */
+  /**
+   * A key the actor may see: its own, or (admins) one of a user it may manage. Any other is the 404 an unknown id
+   * gets, for admins too: a 403 for a root's or another admin's key would tell which key ids exist and that they
+   * belong to someone above the caller.
+   */
   private async owned(actor: UserRow, id: number): Promise<{ row: ApiKeyRow; owner: UserRow }> {
     const row = await this.repo.byId(id);
     if (!row) throw notFound(id);
     if (row.userId === actor.id) return { row, owner: actor };
     if (actor.role < ROLE.admin) throw notFound(id);
-    return { row, owner: await this.resolveOwner(actor, row.userId) };
+    const owner = await this.users.byId(row.userId);
+    if (!owner || !canManage(actor, owner)) throw notFound(id);
+    return { row, owner };
   }
 
   /** Validates the optional fields shared by create and update into column values. */

@@ -95,7 +95,7 @@ export class BudgetService {
    */
   async change(actor: BudgetActor, input: BudgetSet): Promise<{ view: BudgetView; ownerId: number; replaced: number | null }> {
     const owner = this.ownerOf(input.scope, input.subject_id, 'subject_id');
-    this.authorize(actor, owner, input.scope === 'user', () => this.unknown(input.scope, input.subject_id, 'subject_id'));
+    this.authorize(actor, owner, input.scope === 'user', () => this.unknown(input.scope, input.subject_id, 'subject_id'), input.scope === 'key');
     const now = nowSeconds();
     for (;;) {
       const existing = await this.repo.find(input.scope, input.subject_id, input.period);
@@ -173,15 +173,18 @@ export class BudgetService {
    * the owner. A user budget binds its user, so an admin cannot raise or clear its own (root set it), as it cannot
    * adjust its own balance or change its own account; root, who may manage anyone, can.
    * A plain user asking about another user's key, account or budget gets `hidden()`, the very 404 an unknown one
-   * gets: a 403 there would tell it which key ids and user ids exist (admins list users anyway).
+   * gets: a 403 there would tell it which key ids and user ids exist (admins list users anyway). `keyNamed`: the
+   * request names a key, which an admin who may not manage its owner gets as `hidden()` too (as GET /api/token/:id
+   * answers it); users and budgets are listed to admins, so their 403 tells nothing new.
    */
-  private authorize(actor: BudgetActor, owner: { id: number; role: number }, adminOnly: boolean, hidden: () => GatewayError): void {
+  private authorize(actor: BudgetActor, owner: { id: number; role: number }, adminOnly: boolean, hidden: () => GatewayError, keyNamed = false): void {
     if (actor.id === owner.id && !adminOnly) return;
     if (actor.role < ADMIN && actor.id !== owner.id) throw hidden();
     if (actor.role < ADMIN) {
       throw new GatewayError(403, 'insufficient_role', adminOnly ? 'Only admins set or clear user budgets' : 'Only admins manage budgets of other users');
     }
     if (!this.subjects.canManage(actor, owner)) {
+      if (keyNamed) throw hidden();
       throw new GatewayError(403, 'role_too_high', 'You cannot manage budgets of a user whose role is equal to or above your own');
     }
   }
