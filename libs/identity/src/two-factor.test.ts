@@ -87,6 +87,12 @@ describe('twoFactorConfig', () => {
     expect(twoFactorConfig({ TOTP_ISSUER: ' Acme ' }).issuer).toBe('Acme');
     expect(() => twoFactorConfig({ TOTP_ISSUER: 'a:b' })).toThrow(ConfigError);
   });
+
+  test('long-term guess limits: 20 a day and 60 in 30 days by default; bad values are refused at start', () => {
+    expect(twoFactorConfig({})).toMatchObject({ maxFailuresPerDay: 20, maxFailuresPer30Days: 60 });
+    expect(twoFactorConfig({ TOTP_MAX_FAILURES_PER_DAY: '5', TOTP_MAX_FAILURES_PER_30_DAYS: '30' })).toMatchObject({ maxFailuresPerDay: 5, maxFailuresPer30Days: 30 });
+    for (const bad of ['0', '-1', 'many']) expect(() => twoFactorConfig({ TOTP_MAX_FAILURES_PER_DAY: bad })).toThrow(ConfigError);
+  });
 });
 
 describe('guessing limit', () => {
