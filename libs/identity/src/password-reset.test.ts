@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { memoryLogger } from '@gw/core';
 import { ConfigError } from '@gw/config';
-import { SecurityRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
+import { SecurityRepo, USER_STATUS, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
 import { Mailer, mailConfig } from './mailer';
 import { PasswordResetService, passwordResetConfig } from './password-reset';
 
@@ -98,5 +98,29 @@ describe('passwordResetConfig', () => {
     expect(() => passwordResetConfig({ PUBLIC_URL: 'gw.example.com' })).toThrow(ConfigError);
     expect(() => passwordResetConfig({ PUBLIC_URL: 'ftp://x' })).toThrow(ConfigError);
     expect(() => passwordResetConfig({ RESET_TOKEN_TTL_SECONDS: '0' })).toThrow(ConfigError);
+  });
+});
+
+describe('PasswordResetService.reset timing', () => {
+  // A wrong token must cost the same database work whether or not the address has an account: a lookup skipped
+  // for unknown addresses answers them a round trip sooner, which tells an attacker which addresses are registered.
+  test('a wrong token looks its token up once for a registered, a disabled and an unknown address alike', async () => {
+    const users = new UsersRepo(dbh.db);
+    await users.insert({ username: 'erin', email: 'erin@example.com', passwordHash: 'x', createdAt: 0, updatedAt: 0 });
+    await users.insert({ username: 'fred', email: 'fred@example.com', passwordHash: 'x', status: USER_STATUS.disabled, createdAt: 0, updatedAt: 0 });
+    const repo = new SecurityRepo(dbh.db);
+    const lookups: number[] = [];
+    const real = repo.resetTokenValid.bind(repo);
+    repo.resetTokenValid = (userId, hash, now) => { lookups.push(userId); return real(userId, hash, now); };
+    const { log } = memoryLogger();
+    const svc = new PasswordResetService(users, repo, new Mailer(mailConfig({})), async () => 0, passwordResetConfig({}), log);
+    for (const email of ['erin@example.com', 'fred@example.com', 'nobody@example.com']) {
+      const err = await svc.reset({ email, token: 'not-a-token', password: 'new-password-1' }, '1.2.3.4').catch((e) => e);
+      expect(err.status).toBe(400);
+      expect(err.code).toBe('invalid_reset_token');
+    }
+    expect(lookups.length).toBe(3);
+    expect(lookups[2]).toBe(0); // the unknown address: an id no row has
+    svc.close();
   });
 });

@@ -127,15 +127,19 @@ export class PasswordResetService {
       throw new GatewayError(400, 'invalid_password', `Password must be ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`, { param: 'password' });
     }
     const user = await this.users.byEmail(input.email.trim());
-    if (!user || user.status !== USER_STATUS.enabled || !user.email) throw invalidToken();
-    const tokenHash = resetTokenHash(input.token.trim(), user.email);
-    if (!(await this.repo.resetTokenValid(user.id, tokenHash, this.nowSec()))) throw invalidToken();
+    const usable = user && user.status === USER_STATUS.enabled && user.email ? user : null;
+    // The token is looked up whether or not the address is an account's (user id 0 matches no row), so a wrong
+    // token costs the same database round trip for a registered address as for an unknown one: the answer's timing
+    // must not tell which addresses have accounts.
+    const tokenHash = resetTokenHash(input.token.trim(), usable?.email ?? input.email.trim());
+    const valid = await this.repo.resetTokenValid(usable?.id ?? 0, tokenHash, this.nowSec());
+    if (!usable || !valid) throw invalidToken();
     const password = input.password ?? generatePassword();
     const hash = await hashPassword(password);
     // Checked again inside the transaction: of two concurrent uses of one token only one wins.
-    if (!(await this.repo.resetPassword(user.id, tokenHash, hash, this.nowSec()))) throw invalidToken();
-    await this.endCredentials(user.id);
-    return input.password === undefined ? { password, user } : { user };
+    if (!(await this.repo.resetPassword(usable.id, tokenHash, hash, this.nowSec()))) throw invalidToken();
+    await this.endCredentials(usable.id);
+    return input.password === undefined ? { password, user: usable } : { user: usable };
   }
 
   private async limit(ip: string): Promise<void> {
