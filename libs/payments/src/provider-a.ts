@@ -89,11 +89,35 @@ export class ProviderA implements PaymentProvider {
     if (type === 'checkout.session.expired') return { kind: 'expired', ...ids };
     // Delayed methods complete the session unpaid; they are fulfilled by async_payment_succeeded.
     if (s.payment_status !== 'paid') return { kind: 'noop', eventId, type, reason: `payment_status ${shown(s.payment_status)}` };
+    return { kind: 'paid', ...ids, paymentRef: idOf(s.payment_intent) ?? undefined, ...settlement(s) };
+  }
+}
+
+/**
+ * What a paid session settles as, and what the customer paid when Adaptive Pricing showed them another currency.
+ * Sessions created before 2025-03-31 state the customer's currency and amount in `currency`/`amount_total` and ours in
+ * `currency_conversion` (`source_currency`, `amount_total`); later ones keep ours in `currency`/`amount_total` and the
+ * customer's in `presentment_details`. Either way the order is checked against ours, and the customer's is kept for
+ * refunds and disputes stated in it.
+ */
+function settlement(s: Record<string, any>): { amount: number; currency: string; paid?: { amount: number; currency: string } } {
+  const amount = int(s.amount_total, 'data.object.amount_total');
+  const currency = str(s.currency, 'data.object.currency');
+  const cc = s.currency_conversion;
+  if (cc && typeof cc === 'object') {
     return {
-      kind: 'paid', ...ids, paymentRef: idOf(s.payment_intent) ?? undefined,
-      amount: int(s.amount_total, 'data.object.amount_total'), currency: str(s.currency, 'data.object.currency'),
+      amount: int(cc.amount_total, 'data.object.currency_conversion.amount_total'),
+      currency: str(cc.source_currency, 'data.object.currency_conversion.source_currency'), paid: { amount, currency },
     };
   }
+  const pd = s.presentment_details;
+  if (pd && typeof pd === 'object') {
+    return {
+      amount, currency,
+      paid: { amount: money(pd.presentment_amount, 'data.object.presentment_details.presentment_amount'), currency: str(pd.presentment_currency, 'data.object.presentment_details.presentment_currency') },
+    };
+  }
+  return { amount, currency };
 }
 
 /**

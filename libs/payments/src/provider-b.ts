@@ -72,6 +72,8 @@ export class ProviderB implements PaymentProvider {
       kind: 'paid', eventId, type, tradeNo: o.request_id, providerRef: str(o.id, 'object.id'), paymentRef: idOf(order) ?? undefined,
       amount, currency: str(order.currency, 'object.order.currency'),
       productId: typeof productId === 'string' ? productId : undefined, shortfall,
+      // With a tax on top the customer paid more than `amount`, and Creem's refunds and disputes state that money.
+      ...(paid !== null ? { paid: { amount: paid, currency: str(order.currency, 'object.order.currency') } } : {}),
     };
   }
 }

@@ -51,8 +51,11 @@ export type PaymentEvent =
   /**
    * `paymentRef`: the payment's own id (PaymentIntent, Creem order), kept so refunds and disputes find the order.
    * `shortfall`: why the customer paid less than `amount` states (a discount), when the provider says so apart from it.
+   * `amount`/`currency` are what the payment settles as (checked against the order); `paid` is what the customer paid
+   * when the provider states it apart (a tax on top, a presentment currency): refunds and disputes state that money.
    */
-  | { kind: 'paid'; eventId: string; type: string; tradeNo: string; providerRef: string; paymentRef?: string; amount: number; currency: string; productId?: string; shortfall?: string }
+  | { kind: 'paid'; eventId: string; type: string; tradeNo: string; providerRef: string; paymentRef?: string; amount: number; currency: string;
+    productId?: string; shortfall?: string; paid?: { amount: number; currency: string } }
   /** A refund, a dispute's withdrawal or its reinstatement (won) for the order that `lookup` finds. */
   /**
    * `awaitOrder`: the event cannot name our trade no (a Stripe Dispute or Refund), so when no order has its payment

@@ -1,10 +1,10 @@
 import { describe, expect, test } from 'bun:test';
 import type { TopupOrderRow, TopupReversalRow } from '@gw/db';
-import { chargeHeld, clawbackShare, decideReversal } from './reversal-rules';
+import { chargeHeld, clawbackShare, decideReversal, inOrderUnits, paymentBase } from './reversal-rules';
 
 const order = (over: Partial<TopupOrderRow> = {}): TopupOrderRow => ({
   id: 1, tradeNo: 'tp_1', userId: 7, provider: 'providerA', amount: 1000, currency: 'usd', credit: 10_000, status: 'paid',
-  providerRef: 'cs_1', checkoutUrl: '', paymentRef: 'pi_1', clawedBack: 0, createdAt: 1, updatedAt: 1, paidAt: 1, ...over,
+  providerRef: 'cs_1', checkoutUrl: '', paymentRef: 'pi_1', clawedBack: 0, paidAmount: 0, paidCurrency: '', createdAt: 1, updatedAt: 1, paidAt: 1, ...over,
 });
 const row = (key: string, state: string, amount: number, over: Partial<TopupReversalRow> = {}): TopupReversalRow =>
   ({ id: 1, tradeNo: 'tp_1', key, state, amount, gross: amount, asOf: 0, since: 0, eventId: 'e', updatedAt: 1, ...over });
@@ -107,5 +107,30 @@ describe('decideReversal', () => {
     expect(chargeHeld({ gross: 80, asOf: 20 }, [f])).toBe(80);
     expect(chargeHeld({ gross: 30, asOf: 15 }, [f, { gross: 50, since: 11, asOf: 30 }])).toBe(0);
     expect(chargeHeld(undefined, [f])).toBe(0);
+  });
+});
+
+describe('what the customer paid', () => {
+  test('a tax on top (same currency) is the base; a presentment currency converts to the order\'s units, rounded down; another currency is null', () => {
+    const taxed = order({ amount: 500, paidAmount: 550, paidCurrency: 'usd' });
+    expect(paymentBase(taxed)).toBe(550);
+    expect(inOrderUnits(taxed, 275, 'USD')).toBe(275);
+    expect(clawbackShare(taxed.credit, paymentBase(taxed), 275)).toBe(5000);
+    const eur = order({ amount: 500, paidAmount: 460, paidCurrency: 'eur' });
+    expect(paymentBase(eur)).toBe(500);
+    expect(inOrderUnits(eur, 460, 'EUR')).toBe(500);
+    expect(inOrderUnits(eur, 1, 'eur')).toBe(1);
+    expect(inOrderUnits(eur, 100, 'eur')).toBe(108);
+    expect(inOrderUnits(eur, 250, 'usd')).toBe(250);
+    expect(inOrderUnits(eur, 250, 'gbp')).toBeNull();
+    expect(inOrderUnits(order(), 250, 'eur')).toBeNull();
+    expect(inOrderUnits(order(), 250, null)).toBe(250);
+  });
+
+  test('a refund in the presentment currency takes its share; in another currency it is a mismatch', () => {
+    const eur = order({ amount: 500, credit: 5000, paidAmount: 460, paidCurrency: 'eur' });
+    const d = decideReversal('providerA', 'charge.refunded', L, { ...refund(230), currency: 'eur', asOf: 5 }, eur, [], true);
+    expect(d).toMatchObject({ outcome: 'refunded', clawedBack: 2500, reversal: { amount: 250, gross: 250 } });
+    expect(decideReversal('providerA', 'charge.refunded', L, { ...refund(230), currency: 'gbp', asOf: 5 }, eur, [], true)).toEqual({ outcome: 'mismatch:currency gbp != usd' });
   });
 });

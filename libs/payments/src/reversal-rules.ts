@@ -18,13 +18,36 @@ import type { OrderLookup, ReversalChange, ReversalDecision, TopupOrderRow, Topu
 import type { ReversalRequest } from './provider';
 
 /**
- * The quota to take back when `taken` of the order's `amount` (money) is refunded or held by disputes:
+ * The quota to take back when `taken` of the payment's `amount` (money; see paymentBase) is refunded or held by disputes:
  * the same share of `credit`, rounded down, with `taken` capped at `amount`, so a full refund takes back
  * exactly the credit and the total never exceeds it. BigInt: credit × amount can pass 2^53.
  */
 export function clawbackShare(credit: number, amount: number, taken: number): number {
   if (amount <= 0 || taken <= 0 || credit <= 0) return 0;
   return Number((BigInt(credit) * BigInt(Math.min(taken, amount))) / BigInt(amount));
+}
+
+const sameCurrency = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+
+/**
+ * The money an order's reversal rows are measured against: what the customer paid when it is in the order's currency
+ * (providerB with a tax on top: its refunds and disputes include the tax), else the order's amount.
+ */
+export function paymentBase(order: Pick<TopupOrderRow, 'amount' | 'currency' | 'paidAmount' | 'paidCurrency'>): number {
+  return order.paidAmount > 0 && sameCurrency(order.paidCurrency, order.currency) ? order.paidAmount : order.amount;
+}
+
+/**
+ * An event's money in the units of the order's rows: as stated in the order's currency (or none stated); stated in the
+ * currency the customer paid in (a presentment currency), the same share of the order's amount, rounded down (the
+ * user's favour, by less than one minor unit); null in any other currency (nothing to measure it against).
+ */
+export function inOrderUnits(order: Pick<TopupOrderRow, 'amount' | 'currency' | 'paidAmount' | 'paidCurrency'>, amount: number, currency: string | null): number | null {
+  if (!currency || sameCurrency(currency, order.currency)) return amount;
+  if (order.paidAmount > 0 && order.paidCurrency && sameCurrency(currency, order.paidCurrency)) {
+    return Number((BigInt(amount) * BigInt(order.amount)) / BigInt(order.paidAmount));
+  }
+  return null;
 }
 
 /** A charge's failure rows are keyed under it. */
@@ -117,7 +140,9 @@ export function decideReversal(providerId: string, type: string, lookup: OrderLo
   // event's checkout must be: ids that disagree are an operator's question, never a debit.
   if (order.paymentRef && lookup.paymentRef && order.paymentRef !== lookup.paymentRef) return { outcome: 'mismatch:payment' };
   if (order.providerRef && lookup.checkoutRef && order.providerRef !== lookup.checkoutRef) return { outcome: 'mismatch:checkout' };
-  if (c.currency && c.currency.toLowerCase() !== order.currency.toLowerCase()) return { outcome: `mismatch:currency ${c.currency.toLowerCase()} != ${order.currency}` };
+  const amount = inOrderUnits(order, c.amount, c.currency);
+  if (amount === null) return { outcome: `mismatch:currency ${c.currency!.toLowerCase()} != ${order.currency}` };
+  c = { ...c, amount };
   const next = nextReversal(reversals, c);
   if ('noop' in next) return { outcome: `noop:${next.noop}` };
   const [reversal, ...related] = next as [ReversalChange, ...ReversalChange[]];
@@ -125,13 +150,17 @@ export function decideReversal(providerId: string, type: string, lookup: OrderLo
   if (order.status !== 'paid') return { outcome: `not_paid:${order.status}`, reversal, related, clawedBack: order.clawedBack, note };
   // The user was deleted: there is no balance to take from (an operator follows up with the customer).
   if (!ownerExists) return { outcome: 'user_not_found' };
-  const clawedBack = clawbackShare(order.credit, order.amount, takenWith(reversals, next));
+  const clawedBack = clawbackShare(order.credit, paymentBase(order), takenWith(reversals, next));
   // A later running total that states the same amount only moves the row's time: nothing was counted anew.
   const same = c.cumulative && reversals.some((r) => r.key === c.key && r.gross === c.amount) && clawedBack === order.clawedBack;
   return { outcome: same ? `noop:refund already counted (${c.amount})` : OUTCOME[c.action], reversal, related, clawedBack, note };
 }
 
-/** At credit time: what reversals recorded before the payment was confirmed take straight back. */
-export function clawbackAtCredit(order: TopupOrderRow, reversals: TopupReversalRow[]): number {
-  return clawbackShare(order.credit, order.amount, reversals.reduce((s, r) => s + r.amount, 0));
+/**
+ * At credit time: what reversals recorded before the payment was confirmed take straight back, measured against what
+ * the customer paid (`paid`, as the credit keeps it).
+ */
+export function clawbackAtCredit(order: TopupOrderRow, reversals: TopupReversalRow[], paid?: { amount: number; currency: string }): number {
+  const base = paymentBase({ ...order, paidAmount: paid?.amount ?? 0, paidCurrency: paid?.currency ?? '' });
+  return clawbackShare(order.credit, base, reversals.reduce((s, r) => s + r.amount, 0));
 }

@@ -15,6 +15,8 @@ export const TopupOrderView = Type.Object({
   checkout_url: Type.String(),
   payment_ref: Type.String({ description: "The provider's payment id, kept when paid (providerA: PaymentIntent, providerB: order); '' before" }),
   clawed_back: Type.Integer({ description: 'Quota units taken back by refunds and disputes (net of won disputes)' }),
+  paid_amount: Type.Integer({ description: "What the customer paid, in minor units of `paid_currency`, when the provider stated it apart from `amount` (a tax on top, a presentment currency); 0 otherwise" }),
+  paid_currency: Type.String({ description: "The currency of `paid_amount`; '' when the customer paid `amount` in `currency`" }),
   created_at: Type.Integer(),
   updated_at: Type.Integer(),
   paid_at: Type.Union([Type.Integer(), Type.Null()]),
@@ -25,7 +27,7 @@ export function toOrderView(o: TopupOrderRow): TopupOrderView {
   return {
     id: o.id, trade_no: o.tradeNo, user_id: o.userId, provider: o.provider, amount: o.amount, currency: o.currency,
     credit: o.credit, status: o.status, provider_ref: o.providerRef, checkout_url: o.checkoutUrl,
-    payment_ref: o.paymentRef, clawed_back: o.clawedBack,
+    payment_ref: o.paymentRef, clawed_back: o.clawedBack, paid_amount: o.paidAmount, paid_currency: o.paidCurrency,
     created_at: o.createdAt, updated_at: o.updatedAt, paid_at: o.paidAt,
   };
 }

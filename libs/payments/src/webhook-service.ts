@@ -11,7 +11,7 @@
 import { balanceLimitError, GatewayError, nowSeconds, silentLogger, type ChangeBus, type Logger } from '@gw/core';
 import { BALANCE_LIMIT_OUTCOME, type LedgerStore, TopupDecision, TopupOrderRow, TopupReversalRow } from '@gw/db';
 import type { PaymentEvent, PaymentProvider, ProviderId } from './provider';
-import { clawbackAtCredit, decideReversal } from './reversal-rules';
+import { clawbackAtCredit, decideReversal, inOrderUnits } from './reversal-rules';
 
 /**
  * What happened to an event, stored in webhook_events.outcome and returned in the 200 answer:
@@ -57,10 +57,15 @@ export class WebhookService {
           tradeNo = order?.provider === p.id ? order.tradeNo : null;
           // Thrown inside the unit of work, so the event id's claim is rolled back and the provider's retry runs afresh.
           if (ev.awaitOrder && (!order || order.provider !== p.id)) throw orderNotYetKnown(p.id, ev.lookup.paymentRef);
+          // Money in another currency than the order's, before the payment event said what the customer paid in: the retry
+          // after it can be measured (a presentment currency), or is recorded as a mismatch then.
+          if (order?.provider === p.id && order.status === 'pending' && inOrderUnits(order, ev.change.amount, ev.change.currency) === null) {
+            throw currencyNotYetKnown(order.tradeNo, ev.change.currency);
+          }
           return decideReversal(p.id, ev.type, ev.lookup, ev.change, order, reversals, ownerExists);
         },
       ).catch((err: unknown) => {
-        if (err instanceof GatewayError && err.code === ORDER_NOT_YET_KNOWN) this.log.warn('topup.reversal_order_unknown', { provider: p.id, event_id: ev.eventId, type: ev.type, payment_ref: ev.lookup.paymentRef ?? null });
+        if (err instanceof GatewayError && (err.code === ORDER_NOT_YET_KNOWN || err.code === 'currency_not_yet_known')) this.log.warn('topup.reversal_order_unknown', { provider: p.id, event_id: ev.eventId, type: ev.type, payment_ref: ev.lookup.paymentRef ?? null });
         throw err;
       });
       if (r.duplicate) return { outcome: 'duplicate', tradeNo: null };
@@ -97,6 +102,16 @@ function orderNotYetKnown(provider: string, paymentRef: string | null | undefine
     { param: 'data.object.payment_intent' });
 }
 
+/**
+ * A refund or dispute stating money in another currency than its order's, while the order's payment event (which says
+ * what the customer paid in) has not been applied: retried like an unknown order, nothing recorded.
+ */
+function currencyNotYetKnown(tradeNo: string, currency: string | null): GatewayError {
+  return new GatewayError(409, 'currency_not_yet_known',
+    `Order ${tradeNo} is not paid yet, so ${currency ?? '(none)'} cannot be measured against its payment; nothing was recorded, and a retry after its payment event is applied`,
+    { param: 'currency' });
+}
+
 /** The payment rules for one event and its order (pure: it runs inside the ledger's transaction). */
 function decide(p: PaymentProvider, ev: Exclude<PaymentEvent, { kind: 'ignored' | 'reversal' }>, order: TopupOrderRow | undefined,
   ownerExists: boolean, reversals: TopupReversalRow[]): TopupDecision {
@@ -115,8 +130,13 @@ function decide(p: PaymentProvider, ev: Exclude<PaymentEvent, { kind: 'ignored' 
   // The order's user was deleted after the checkout was made (its URL still works): the credit has nowhere
   // to go, and a retry cannot change that. Recorded, and the order stays pending for an operator to refund.
   if (!ownerExists) return { outcome: 'user_not_found' };
+  // What the customer paid, kept only when it is not the order's amount and currency (a tax on top, another currency).
+  const paid = ev.paid && (ev.paid.amount !== order.amount || ev.paid.currency.toLowerCase() !== order.currency.toLowerCase())
+    ? { amount: ev.paid.amount, currency: ev.paid.currency.toLowerCase() } : undefined;
+  // Nothing to measure refunds against: a presentment amount of 0 for a payment of the order's amount is not a payment.
+  if (paid && paid.amount <= 0) return { outcome: `mismatch:paid ${paid.amount} ${paid.currency}` };
   return {
     outcome: 'credited', close: 'paid',
-    credit: { amount: order.credit, note: `${p.id} ${ev.providerRef}`, paymentRef: ev.paymentRef, clawedBack: clawbackAtCredit(order, reversals) },
+    credit: { amount: order.credit, note: `${p.id} ${ev.providerRef}`, paymentRef: ev.paymentRef, clawedBack: clawbackAtCredit(order, reversals, paid), paid },
   };
 }

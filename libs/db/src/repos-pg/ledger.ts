@@ -135,7 +135,7 @@ export class PgLedgerRepo implements LedgerStore {
                 balance = await this.apply({ userId: order.userId, kind: 'clawback', amount: -clawedBack, ref: `${order.tradeNo}:at-credit`, note: 'refunded or disputed before the payment was confirmed', at: e.at }, sp);
                 if (balance === null) throw new Error(`ledger already holds clawback ${order.tradeNo}:at-credit for a pending order`);
               }
-              await sp.update(topupOrders).set({ paymentRef: d.credit.paymentRef ?? '', clawedBack }).where(eq(topupOrders.tradeNo, order.tradeNo));
+              await sp.update(topupOrders).set({ paymentRef: d.credit.paymentRef ?? '', clawedBack, paidAmount: d.credit.paid?.amount ?? 0, paidCurrency: d.credit.paid?.currency ?? '' }).where(eq(topupOrders.tradeNo, order.tradeNo));
               credited = { userId: order.userId, balance };
             }
           });

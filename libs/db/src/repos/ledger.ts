@@ -66,12 +66,13 @@ export interface TopupEventInput {
  * What the payment rules decide about an event's order. `close` moves a still-pending order out of
  * 'pending'; `credit` (only with 'paid') credits the order's user as ledger kind 'topup', ref = trade no,
  * keeps the provider's payment id on the order, and, when refunds or disputes arrived before the payment
- * was confirmed, takes `clawedBack` straight back (kind 'clawback', ref `<trade no>:at-credit`).
+ * was confirmed, takes `clawedBack` straight back (kind 'clawback', ref `<trade no>:at-credit`). `paid` keeps what the
+ * customer paid when it is not the order's amount and currency (paid_amount, paid_currency).
  */
 export type TopupDecision =
   | { outcome: string }
   | { outcome: string; close: 'failed' | 'expired' }
-  | { outcome: string; close: 'paid'; credit: { amount: number; note: string; paymentRef?: string; clawedBack?: number } };
+  | { outcome: string; close: 'paid'; credit: { amount: number; note: string; paymentRef?: string; clawedBack?: number; paid?: { amount: number; currency: string } } };
 
 /**
  * The outcome of a paid event whose credit would take the balance above MAX_BALANCE: the order stays pending, the
@@ -235,7 +236,7 @@ export class LedgerRepo implements LedgerStore {
                 balance = this.write({ userId: order.userId, kind: 'clawback', amount: -clawedBack, ref: `${order.tradeNo}:at-credit`, note: 'refunded or disputed before the payment was confirmed', at: e.at });
                 if (balance === null) throw new Error(`ledger already holds clawback ${order.tradeNo}:at-credit for a pending order`);
               }
-              sp.update(topupOrders).set({ paymentRef: d.credit.paymentRef ?? '', clawedBack }).where(eq(topupOrders.tradeNo, order.tradeNo)).run();
+              sp.update(topupOrders).set({ paymentRef: d.credit.paymentRef ?? '', clawedBack, paidAmount: d.credit.paid?.amount ?? 0, paidCurrency: d.credit.paid?.currency ?? '' }).where(eq(topupOrders.tradeNo, order.tradeNo)).run();
               credited = { userId: order.userId, balance };
             }
           });

@@ -16,6 +16,8 @@ export const topupOrders = pgTable('topup_orders', {
   checkoutUrl: text('checkout_url').notNull().default(''),
   paymentRef: text('payment_ref').notNull().default(''),
   clawedBack: big('clawed_back').notNull().default(0),
+  paidAmount: big('paid_amount').notNull().default(0),
+  paidCurrency: text('paid_currency').notNull().default(''),
   createdAt: big('created_at').notNull(),
   updatedAt: big('updated_at').notNull(),
   paidAt: big('paid_at'),

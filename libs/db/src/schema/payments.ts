@@ -22,6 +22,13 @@ export const topupOrders = sqliteTable('topup_orders', {
   paymentRef: text('payment_ref').notNull().default(''),
   /** Quota units taken back from the user by refunds and disputes (net of reinstated disputes); never above `credit`. */
   clawedBack: integer('clawed_back').notNull().default(0),
+  /**
+   * What the customer paid, kept when the order is credited, when it is not `amount` in `currency`: providerB's
+   * `amount_paid` with a tax charged on top (same currency), providerA's presentment amount and currency (Adaptive
+   * Pricing). Refunds and disputes state this money, so their share of the payment is taken against it. 0 / '': as ordered.
+   */
+  paidAmount: integer('paid_amount').notNull().default(0),
+  paidCurrency: text('paid_currency').notNull().default(''),
   createdAt: integer('created_at').notNull(),
   updatedAt: integer('updated_at').notNull(),
   paidAt: integer('paid_at'),
