@@ -1,6 +1,7 @@
 /**
  * A Stripe-compatible Checkout API for tests: `POST /v1/checkout/sessions`, form-encoded with a
- * Bearer secret key, answering a `checkout.session` object (or Stripe's `{error:{type,code,message,param}}`).
+ * Bearer secret key, answering a `checkout.session` object (or Stripe's `{error:{type,code,message,param}}`), and
+ * `GET /v1/payment_intents/:id` for the PaymentIntent of a session it created (its metadata from payment_intent_data).
  * It records every request, can be told to fail or hang, and builds the webhook events Stripe would
  * send for a session it created (as in Stripe's API and webhook docs).
  */
@@ -28,6 +29,10 @@ export interface StripeDouble {
   sessions: Map<string, StripeSession>;
   /** Next creates answer this status with a Stripe error body; 'hang' never answers; null = normal. */
   fail: { status: number; code?: string } | 'hang' | 'no-url' | null;
+  /** `GET /v1/payment_intents/:id` answers 500 while set. */
+  failLookups: boolean;
+  /** PaymentIntents of the same account made elsewhere (no metadata of ours): known to the API, not to the gateway. */
+  foreignPaymentIntents: Set<string>;
   /** The session created for a trade number (client_reference_id). */
   sessionFor(tradeNo: string): StripeSession;
   /**
@@ -63,11 +68,13 @@ const envelope = (type: string, object: unknown, id: string, created = now()) =>
 export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
   const requests: RecordedStripeRequest[] = [];
   const sessions = new Map<string, StripeSession>();
+  // A session's PaymentIntent metadata (payment_intent_data[metadata]), by PaymentIntent id.
+  const intentMetadata = new Map<string, Record<string, string>>();
   const hanging: Array<() => void> = [];
   const err = (status: number, type: string, message: string, extra: Record<string, string> = {}) =>
     Response.json({ error: { type, message, ...extra } }, { status });
   const d: StripeDouble = {
-    url: '', requests, sessions, fail: null,
+    url: '', requests, sessions, fail: null, failLookups: false, foreignPaymentIntents: new Set(),
     sessionFor(tradeNo) {
       const s = [...sessions.values()].find((x) => x.client_reference_id === tradeNo);
       if (!s) throw new Error(`stripe double: no session for ${tradeNo}`);
@@ -119,6 +126,15 @@ export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
       const url = new URL(req.url);
       const form = Object.fromEntries(new URLSearchParams(await req.text()));
       requests.push({ method: req.method, path: url.pathname, headers: Object.fromEntries(req.headers), form });
+      const intent = /^\/v1\/payment_intents\/([^/]+)$/.exec(url.pathname);
+      if (req.method === 'GET' && intent) {
+        if (req.headers.get('authorization') !== `Bearer ${opts.secretKey}`) return err(401, 'invalid_request_error', 'Invalid API Key provided: sk_****', { code: 'api_key_invalid' });
+        if (d.failLookups) return err(500, 'api_error', 'Failure requested by the test');
+        const id = decodeURIComponent(intent[1]!);
+        const metadata = intentMetadata.get(id) ?? (d.foreignPaymentIntents.has(id) ? {} : null);
+        if (!metadata) return err(404, 'invalid_request_error', `No such payment_intent: '${id}'`, { code: 'resource_missing', param: 'intent' });
+        return Response.json({ id, object: 'payment_intent', status: 'succeeded', metadata });
+      }
       if (req.method !== 'POST' || url.pathname !== '/v1/checkout/sessions') {
         return err(404, 'invalid_request_error', `Unrecognized request URL (${req.method}: ${url.pathname}).`);
       }
@@ -147,6 +163,9 @@ export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
         created: now(), expires_at: now() + 86_400, payment_intent: null, customer: null,
       };
       sessions.set(id, session);
+      const piMetadata: Record<string, string> = {};
+      for (const [k, v] of Object.entries(form)) { const m = /^payment_intent_data\[metadata\]\[(.+)\]$/.exec(k); if (m) piMetadata[m[1]!] = v; }
+      intentMetadata.set(d.paymentIntentFor(session), piMetadata);
       return Response.json(d.fail === 'no-url' ? { ...session, url: null } : session);
     },
   });

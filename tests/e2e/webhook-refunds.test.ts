@@ -430,37 +430,68 @@ describe('providerA (Stripe): a refund that fails is given back', () => {
   }, 15_000);
 });
 
-describe('providerA (Stripe): a dispute or refund failure before the payment event', () => {
-  test('is answered 409 and recorded nowhere; the retry after the credit applies it once', async () => {
+describe('providerA (Stripe): a refund or dispute whose payment no order knows yet', () => {
+  test('is ours by the PaymentIntent\'s metadata (asked of the API): recorded at once, and the credit is taken back by its share', async () => {
     const user = await makeUser(gw);
     const r = await gw.api('POST', '/api/topup/', { amount: 500, provider: 'providerA' }, user.token);
     const tradeNo = r.body.data.trade_no as string;
     const session = stripe.sessionFor(tradeNo);
+    const pi = stripe.paymentIntentFor(session);
     const withdrawn = stripe.disputeEvent('charge.dispute.funds_withdrawn', session, 200, 'dp_early');
-    const early = await deliver('providerA', withdrawn);
-    expect(early.status).toBe(409);
-    expect(early.json.error).toMatchObject({ code: 'order_not_yet_known', message: expect.stringContaining(stripe.paymentIntentFor(session)) });
-    expect(await eventRow('providerA', withdrawn)).toBeFalsy();
-    const refundFailed = stripe.refundUpdatedEvent(session, 0, 100, 'failed');
-    expect((await deliver('providerA', refundFailed)).status).toBe(409);
+    const early = (await Promise.all(Array.from({ length: 5 }, () => postA(withdrawn)))).map((x) => x.outcome);
+    expect(early.sort()).toEqual(['duplicate', 'duplicate', 'duplicate', 'duplicate', 'not_paid:pending']);
+    expect((await eventRow('providerA', withdrawn)).outcome).toBe('not_paid:pending');
+    expect(stripe.requests.some((q) => q.method === 'GET' && q.path === `/v1/payment_intents/${pi}` && q.headers.authorization === 'Bearer sk_test_gw')).toBe(true);
+    // A refund whose Charge does not carry the trade no (Stripe does not copy the PaymentIntent's metadata onto it):
+    // it used to be recorded unknown_order, and the late credit was then kept in full.
+    const t = Math.floor(Date.now() / 1000);
+    expect((await postA(stripe.refundEvent(session, [100], undefined, t))).outcome).toBe('not_paid:pending');
+    expect((await postA(stripe.refundUpdatedEvent(session, 0, 100, 'failed', { created: t + 1, refundCreated: t }))).outcome).toBe('not_paid:pending');
+    expect(await balance(user.token)).toBe(0);
 
     expect((await postA(stripe.event('checkout.session.completed', session, { status: 'complete', payment_status: 'paid' }))).outcome).toBe('credited');
-    expect(await balance(user.token)).toBe(5000);
-    // Stripe's retries, concurrently: one applies, the others are duplicates.
-    const retries = (await Promise.all(Array.from({ length: 5 }, () => postA(withdrawn)))).map((x) => x.outcome);
-    expect(retries.sort()).toEqual(['dispute_withdrawn', 'duplicate', 'duplicate', 'duplicate', 'duplicate']);
+    // The dispute holds 200 of 500 (the refund of 100 failed): 2000 of the 5000 credit is taken straight back.
     expect(await balance(user.token)).toBe(3000);
-    expect((await postA(refundFailed)).outcome).toBe('refund_failed');
+    expect(await reversalsOf(tradeNo)).toEqual([expect.objectContaining({ kind: 'clawback', amount: -2000, ref: `${tradeNo}:at-credit` })]);
+    expect((await postA(withdrawn)).outcome).toBe('duplicate');
+    expect((await postA(stripe.disputeEvent('charge.dispute.funds_withdrawn', session, 200, 'dp_early'))).outcome).toBe('noop:dispute already withdrawn');
     expect(await balance(user.token)).toBe(3000);
-    expect((await eventRow('providerA', withdrawn)).outcome).toBe('dispute_withdrawn');
     await balanced(user.id);
   }, 15_000);
 
-  test('a dispute of a payment that is not ours is retried too, and changes nothing', async () => {
+  test('a payment that is not ours (the API does not know it, or it names no order of ours) is recorded unknown_order at once, changing nothing', async () => {
     const { user, session } = await paidA(300);
     const stranger = stripe.disputeEvent('charge.dispute.funds_withdrawn', { ...session, id: 'cs_test_not_ours' }, 300, 'dp_x');
-    expect((await deliver('providerA', stranger)).status).toBe(409);
-    expect(await eventRow('providerA', stranger)).toBeFalsy();
+    expect(await postA(stranger)).toEqual({ outcome: 'unknown_order', trade_no: null });
+    expect((await eventRow('providerA', stranger)).outcome).toBe('unknown_order');
+    // A PaymentIntent of the same account made elsewhere (a payment link): no trade no in its metadata.
+    stripe.foreignPaymentIntents.add('pi_elsewhere');
+    const elsewhere = JSON.parse(stranger);
+    elsewhere.id = 'evt_elsewhere';
+    elsewhere.data.object.payment_intent = 'pi_elsewhere';
+    expect((await postA(JSON.stringify(elsewhere))).outcome).toBe('unknown_order');
     expect(await balance(user.token)).toBe(3000);
+    await balanced(user.id);
+  }, 15_000);
+
+  test('while the API cannot answer, it is answered 409 and recorded nowhere; the retry applies it once', async () => {
+    const user = await makeUser(gw);
+    const r = await gw.api('POST', '/api/topup/', { amount: 500, provider: 'providerA' }, user.token);
+    const session = stripe.sessionFor(r.body.data.trade_no);
+    const withdrawn = stripe.disputeEvent('charge.dispute.funds_withdrawn', session, 200, 'dp_api_down');
+    stripe.failLookups = true;
+    try {
+      const early = await deliver('providerA', withdrawn);
+      expect(early.status).toBe(409);
+      expect(early.json.error).toMatchObject({ code: 'order_not_yet_known', message: expect.stringContaining(stripe.paymentIntentFor(session)) });
+      expect(await eventRow('providerA', withdrawn)).toBeFalsy();
+    } finally {
+      stripe.failLookups = false;
+    }
+    expect((await postA(stripe.event('checkout.session.completed', session, { status: 'complete', payment_status: 'paid' }))).outcome).toBe('credited');
+    const retries = (await Promise.all(Array.from({ length: 5 }, () => postA(withdrawn)))).map((x) => x.outcome);
+    expect(retries.sort()).toEqual(['dispute_withdrawn', 'duplicate', 'duplicate', 'duplicate', 'duplicate']);
+    expect(await balance(user.token)).toBe(3000);
+    await balanced(user.id);
   }, 15_000);
 });

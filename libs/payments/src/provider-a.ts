@@ -66,6 +66,24 @@ export class ProviderA implements PaymentProvider {
     return { ref: body.id, url: body.url };
   }
 
+  /**
+   * The PaymentIntent's `metadata.trade_no` (our checkout sets it through payment_intent_data). Stripe copies no
+   * metadata onto the Charge, Refund or Dispute, so this is how their events find an order whose payment event has not
+   * been applied yet. A PaymentIntent the API does not know (404), or one without our trade no, is not ours.
+   */
+  async tradeNoOfPayment(paymentRef: string): Promise<string | null> {
+    try {
+      const { body } = await callProvider('providerA', `${this.cfg.apiBase}/v1/payment_intents/${encodeURIComponent(paymentRef)}`, {
+        method: 'GET', headers: { authorization: `Bearer ${this.cfg.secretKey}` },
+      }, this.timeoutMs);
+      const t = body.metadata?.trade_no;
+      return typeof t === 'string' && t ? t : null;
+    } catch (e) {
+      if (e instanceof ProviderApiError && e.status === 404) return null;
+      throw e;
+    }
+  }
+
   verify(raw: Uint8Array, headers: Headers, now: number): void {
     verifyStripeSignature(raw, headers.get('stripe-signature'), this.cfg.webhookSecret, this.cfg.toleranceSeconds, now);
   }
@@ -128,7 +146,8 @@ function settlement(s: Record<string, any>): { amount: number; currency: string;
  * that fails or is canceled (`charge.refund.updated`, or `refund.updated` / `refund.failed`, with the Refund)
  * gives its amount back from the totals that included it. A dispute moves money only with funds_withdrawn
  * (the disputed `amount`) and funds_reinstated (won); created and closed are recorded only. A Dispute or
- * Refund never carries our trade no, so one that arrives before its payment event is retried (`awaitOrder`).
+ * Refund never carries our trade no, so for one that arrives before its payment event the PaymentIntent is asked
+ * (tradeNoOfPayment), or the event is retried (`awaitOrder`) while the API cannot answer.
  */
 function reversalEvent(eventId: string, type: string, created: unknown, o: Record<string, any>): PaymentEvent {
   const lookup = { paymentRef: idOf(o.payment_intent), tradeNo: typeof o.metadata?.trade_no === 'string' ? o.metadata.trade_no : null };

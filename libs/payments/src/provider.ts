@@ -59,7 +59,8 @@ export type PaymentEvent =
   /** A refund, a dispute's withdrawal or its reinstatement (won) for the order that `lookup` finds. */
   /**
    * `awaitOrder`: the event cannot name our trade no (a Stripe Dispute or Refund), so when no order has its payment
-   * id yet the payment event may still be on its way: answered with a retryable 409 and nothing recorded.
+   * id yet the payment event may still be on its way. The provider's API is asked whose payment it is
+   * (tradeNoOfPayment); without one, or while it cannot answer, a retryable 409 with nothing recorded.
    */
   | { kind: 'reversal'; eventId: string; type: string; lookup: OrderLookup; change: ReversalRequest; awaitOrder?: boolean }
   | { kind: 'failed' | 'expired'; eventId: string; type: string; tradeNo: string; providerRef: string }
@@ -80,6 +81,12 @@ export interface PaymentProvider {
   verify(raw: Uint8Array, headers: Headers, now: number): void;
   /** Reads a verified body; throws a 400 GatewayError when it is not an event of this provider. */
   parseEvent(raw: Uint8Array): PaymentEvent;
+  /**
+   * Asks the provider's API which of our orders a payment belongs to (the trade no its checkout put on it), for a
+   * refund or dispute whose payment no order knows yet; null when the payment is not ours. Throws
+   * ProviderApiError when the API cannot say. Absent when every reversal event names its order itself.
+   */
+  tradeNoOfPayment?(paymentRef: string): Promise<string | null>;
 }
 
 /** Failure of a provider API call; the message is safe to show (no secrets, no upstream body). */

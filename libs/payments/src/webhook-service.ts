@@ -9,7 +9,7 @@
  * user keeps nothing the payment no longer pays for, even when the balance goes below zero.
  */
 import { balanceLimitError, GatewayError, nowSeconds, silentLogger, type ChangeBus, type Logger } from '@gw/core';
-import { BALANCE_LIMIT_OUTCOME, type LedgerStore, TopupDecision, TopupOrderRow, TopupReversalRow } from '@gw/db';
+import { BALANCE_LIMIT_OUTCOME, type LedgerStore, type OrderLookup, TopupDecision, TopupOrderRow, TopupReversalRow } from '@gw/db';
 import type { PaymentEvent, PaymentProvider, ProviderId } from './provider';
 import { clawbackAtCredit, decideReversal, inOrderUnits } from './reversal-rules';
 
@@ -40,7 +40,8 @@ export class WebhookService {
    * `balance_limit`, order still pending, a `topup.balance_limit` warning) and answered 409 `balance_limit`, so
    * the provider retries it: the retry is processed again and credits once the user has spent enough. A reversal
    * (a won dispute) that would pass the bound throws the same 409 and records nothing, so its retry runs again too.
-   * So does a dispute or refund update whose payment no order knows yet (409 order_not_yet_known, see orderNotYetKnown).
+   * So does a refund or dispute whose payment no order knows yet while the provider's API cannot say whose it is
+   * (409 order_not_yet_known, see reverse).
    */
   async handle(providerId: ProviderId, raw: Uint8Array, headers: Headers): Promise<WebhookResult> {
     const p = this.providers.get(providerId);
@@ -49,30 +50,7 @@ export class WebhookService {
     p.verify(raw, headers, nowSeconds());
     const ev = p.parseEvent(raw);
     if (ev.kind === 'ignored') return { outcome: 'ignored', tradeNo: null };
-    if (ev.kind === 'reversal') {
-      let tradeNo: string | null = null;
-      const r = await this.ledger.reverseTopupOnce(
-        { provider: p.id, eventId: ev.eventId, type: ev.type, at: nowSeconds(), lookup: ev.lookup },
-        (order, reversals, ownerExists) => {
-          tradeNo = order?.provider === p.id ? order.tradeNo : null;
-          // Thrown inside the unit of work, so the event id's claim is rolled back and the provider's retry runs afresh.
-          if (ev.awaitOrder && (!order || order.provider !== p.id)) throw orderNotYetKnown(p.id, ev.lookup.paymentRef);
-          // Money in another currency than the order's, before the payment event said what the customer paid in: the retry
-          // after it can be measured (a presentment currency), or is recorded as a mismatch then.
-          if (order?.provider === p.id && order.status === 'pending' && inOrderUnits(order, ev.change.amount, ev.change.currency) === null) {
-            throw currencyNotYetKnown(order.tradeNo, ev.change.currency);
-          }
-          return decideReversal(p.id, ev.type, ev.lookup, ev.change, order, reversals, ownerExists);
-        },
-      ).catch((err: unknown) => {
-        if (err instanceof GatewayError && (err.code === ORDER_NOT_YET_KNOWN || err.code === 'currency_not_yet_known')) this.log.warn('topup.reversal_order_unknown', { provider: p.id, event_id: ev.eventId, type: ev.type, payment_ref: ev.lookup.paymentRef ?? null });
-        throw err;
-      });
-      if (r.duplicate) return { outcome: 'duplicate', tradeNo: null };
-      // After commit, like a credit: admission (and in PostgreSQL mode every node's holds) reads the lowered balance.
-      if (r.moved) await this.bus.emit('user.changed', { userId: r.moved.userId });
-      return { outcome: r.outcome, tradeNo };
-    }
+    if (ev.kind === 'reversal') return this.reverse(p, ev);
     const tradeNo = 'tradeNo' in ev ? ev.tradeNo : null;
     const r = await this.ledger.creditTopupOnce(
       { provider: p.id, eventId: ev.eventId, type: ev.type, at: nowSeconds(), tradeNo },
@@ -87,14 +65,77 @@ export class WebhookService {
     if (r.credited) await this.bus.emit('user.changed', { userId: r.credited.userId });
     return { outcome: r.outcome, tradeNo };
   }
+
+  /**
+   * A refund or dispute. Most name a payment, not our trade no, and the order learns its payment id only from its
+   * payment event, which may come later (delivered late, or refused with balance_limit). So when no order has the
+   * payment, the provider's API is asked which order it belongs to (outside any transaction) and the event is applied
+   * again by that trade no: to a pending order it is recorded (not_paid:…) and taken back at credit; a payment the API
+   * says is not ours is recorded unknown_order at once. While the API cannot answer, it is a retryable 409.
+   */
+  private async reverse(p: PaymentProvider, ev: Extract<PaymentEvent, { kind: 'reversal' }>): Promise<WebhookResult> {
+    const paymentRef = ev.lookup.paymentRef ?? null;
+    const ask = p.tradeNoOfPayment && paymentRef ? (ref: string) => p.tradeNoOfPayment!(ref) : null;
+    let r = await this.reverseOnce(p, ev, ev.lookup, ask ? 'ask' : ev.awaitOrder ? 'retry' : 'record');
+    if (r === 'ask') {
+      let found: string | null;
+      try {
+        found = await ask!(paymentRef!);
+      } catch (err) {
+        this.log.warn('topup.reversal_order_unknown', { provider: p.id, event_id: ev.eventId, type: ev.type, payment_ref: paymentRef, error: (err as Error).message });
+        throw orderNotYetKnown(p.id, paymentRef);
+      }
+      r = await this.reverseOnce(p, ev, { ...ev.lookup, tradeNo: found ?? ev.lookup.tradeNo }, 'record');
+    }
+    if (r === 'ask') throw new Error('unreachable: a recorded reversal asked again');
+    if (r.duplicate) return { outcome: 'duplicate', tradeNo: null };
+    // After commit, like a credit: admission (and in PostgreSQL mode every node's holds) reads the lowered balance.
+    if (r.moved) await this.bus.emit('user.changed', { userId: r.moved.userId });
+    return { outcome: r.outcome, tradeNo: r.tradeNo };
+  }
+
+  /** One unit of work for a reversal; `unknown` says what an event whose order is not found does. */
+  private async reverseOnce(p: PaymentProvider, ev: Extract<PaymentEvent, { kind: 'reversal' }>, lookup: OrderLookup, unknown: 'ask' | 'retry' | 'record') {
+    let tradeNo: string | null = null;
+    try {
+      const r = await this.ledger.reverseTopupOnce(
+        { provider: p.id, eventId: ev.eventId, type: ev.type, at: nowSeconds(), lookup },
+        (order, reversals, ownerExists) => {
+          tradeNo = order?.provider === p.id ? order.tradeNo : null;
+          // Thrown inside the unit of work, so the event id's claim is rolled back and the provider's retry runs afresh.
+          if (!order || order.provider !== p.id) {
+            if (unknown === 'ask') throw new AskProvider();
+            if (unknown === 'retry') throw orderNotYetKnown(p.id, lookup.paymentRef);
+          }
+          // Money in another currency than the order's, before the payment event said what the customer paid in: the retry
+          // after it can be measured (a presentment currency), or is recorded as a mismatch then.
+          if (order?.provider === p.id && order.status === 'pending' && inOrderUnits(order, ev.change.amount, ev.change.currency) === null) {
+            throw currencyNotYetKnown(order.tradeNo, ev.change.currency);
+          }
+          return decideReversal(p.id, ev.type, lookup, ev.change, order, reversals, ownerExists);
+        },
+      );
+      return { ...r, tradeNo };
+    } catch (err) {
+      if (err instanceof AskProvider) return 'ask' as const;
+      if (err instanceof GatewayError && (err.code === ORDER_NOT_YET_KNOWN || err.code === CURRENCY_NOT_YET_KNOWN)) {
+        this.log.warn('topup.reversal_order_unknown', { provider: p.id, event_id: ev.eventId, type: ev.type, payment_ref: lookup.paymentRef ?? null, reason: err.code });
+      }
+      throw err;
+    }
+  }
 }
 
+const CURRENCY_NOT_YET_KNOWN = 'currency_not_yet_known';
 const ORDER_NOT_YET_KNOWN = 'order_not_yet_known';
 
+/** Thrown inside a reversal's unit of work (rolling back the event's claim) when the provider's API is to be asked. */
+class AskProvider extends Error {}
+
 /**
- * A dispute or refund update that names a payment no order has yet: its payment event may not have been
- * applied (delivered late, or refused with balance_limit), so the provider is asked to retry. A payment that
- * is not ours is retried too, until the provider gives up (Stripe: three days); nothing is recorded meanwhile.
+ * A refund or dispute that names a payment no order has yet, and nobody could say whose it is (the provider's API did
+ * not answer, or the provider has no such API and the event cannot name our trade no): its payment event may not have
+ * been applied (delivered late, or refused with balance_limit), so the provider is asked to retry; nothing is recorded.
  */
 function orderNotYetKnown(provider: string, paymentRef: string | null | undefined): GatewayError {
   return new GatewayError(409, ORDER_NOT_YET_KNOWN,
@@ -107,7 +148,7 @@ function orderNotYetKnown(provider: string, paymentRef: string | null | undefine
  * what the customer paid in) has not been applied: retried like an unknown order, nothing recorded.
  */
 function currencyNotYetKnown(tradeNo: string, currency: string | null): GatewayError {
-  return new GatewayError(409, 'currency_not_yet_known',
+  return new GatewayError(409, CURRENCY_NOT_YET_KNOWN,
     `Order ${tradeNo} is not paid yet, so ${currency ?? '(none)'} cannot be measured against its payment; nothing was recorded, and a retry after its payment event is applied`,
     { param: 'currency' });
 }
