@@ -112,7 +112,8 @@ export function nextReversal(reversals: TopupReversalRow[], c: ReversalRequest):
     return [failure, { key: cur.key, state: cur.state, amount: chargeHeld(cur, failures), gross: cur.gross, asOf: cur.asOf }];
   }
   if (c.action === 'withdrawn') {
-    if (cur) return { noop: `dispute already ${cur.state}` };
+    // One withdrawal per dispute: a resend under a new event id, or one stating another amount, moves nothing again.
+    if (cur) return { noop: `dispute already ${cur.state}${cur.state === 'withdrawn' && cur.amount !== c.amount ? ` (${cur.amount}; this event states ${c.amount})` : ''}` };
     return [{ key: c.key, state: 'withdrawn', amount: c.amount }];
   }
   if (cur?.state === 'reinstated') return { noop: 'dispute already reinstated' };
