@@ -149,6 +149,25 @@ describe('MAX_BALANCE and payments', () => {
     await balanced(u.id);
   });
 
+  test('a payment held at balance_limit that the operator refunds: the refund (its Charge carries no trade no) is recorded against the pending order, and the retry\'s credit is taken straight back', async () => {
+    const u = await makeUser(gw);
+    await fund(u.id, MAX_BALANCE - E15 + 1);
+    const o = await gw.api('POST', '/api/topup/', { amount: 1_000_000, provider: 'providerA' }, u.token);
+    const tradeNo = o.body.data.trade_no as string;
+    const session = stripe.sessionFor(tradeNo);
+    const paid = stripe.event('checkout.session.completed', session, { status: 'complete', payment_status: 'paid' });
+    expect((await postA(paid)).status).toBe(409);
+    // The operator refunds the customer in Stripe's dashboard, as the balance_limit line suggests.
+    const refund = await postA(stripe.refundEvent(session, [1_000_000]));
+    expect([refund.status, refund.body.data?.outcome]).toEqual([200, 'not_paid:pending']);
+    // The user spends; Stripe's retry of the payment event then credits, and the refunded credit is taken straight back.
+    await adjust(u.id, -1);
+    expect((await postA(paid)).body.data.outcome).toBe('credited');
+    expect(await balance(u.id)).toBe(MAX_BALANCE - E15);
+    expect(await gw.db.all("select kind, cast(amount as text) as amount from ledger where ref like ? and kind = 'clawback'", `${tradeNo}:%`)).toEqual([{ kind: 'clawback', amount: String(-E15) }]);
+    await balanced(u.id);
+  });
+
   test('a won dispute whose reinstatement would pass the bound is 409 balance_limit and changes nothing; once there is room it goes through', async () => {
     const u = await makeUser(gw);
     const o = await gw.api('POST', '/api/topup/', { amount: 1_000_000, provider: 'providerA' }, u.token);
