@@ -50,6 +50,19 @@ describe('a dispute\'s funds events delivered again', () => {
     await h.balanced(user.id, tradeNo);
   });
 
+  test('a withdrawal of 0 holds nothing and does not stand in the way of the dispute\'s real withdrawal', async () => {
+    const a = await paidA(500);
+    expect((await h.postA(h.stripe.disputeEvent('charge.dispute.funds_withdrawn', a.session, 0, 'dp_zero'))).outcome).toBe('noop:dispute withdrew 0');
+    expect((await h.postA(h.stripe.disputeEvent('charge.dispute.funds_withdrawn', a.session, 500, 'dp_zero'))).outcome).toBe('dispute_withdrawn');
+    expect(await h.balance(a.user.token)).toBe(0);
+    await h.balanced(a.user.id, a.tradeNo);
+    const b = await paidB(500);
+    expect((await h.postB(h.creem.disputeEvent(b.checkout, 0, 'disp_zero'))).outcome).toBe('noop:dispute withdrew 0');
+    expect((await h.postB(h.creem.disputeEvent(b.checkout, 250, 'disp_zero'))).outcome).toBe('dispute_withdrawn');
+    expect(await h.balance(b.user.token)).toBe(2500);
+    await h.balanced(b.user.id, b.tradeNo);
+  });
+
   test('providerB: dispute.created again under new ids, with other amounts, takes nothing more', async () => {
     const { user, tradeNo, checkout } = await paidB(400);
     expect((await h.postB(h.creem.disputeEvent(checkout, 100, 'disp_re'))).outcome).toBe('dispute_withdrawn');

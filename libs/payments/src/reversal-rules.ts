@@ -114,6 +114,8 @@ export function nextReversal(reversals: TopupReversalRow[], c: ReversalRequest):
   if (c.action === 'withdrawn') {
     // One withdrawal per dispute: a resend under a new event id, or one stating another amount, moves nothing again.
     if (cur) return { noop: `dispute already ${cur.state}${cur.state === 'withdrawn' && cur.amount !== c.amount ? ` (${cur.amount}; this event states ${c.amount})` : ''}` };
+    // Recorded as withdrawn, 0 would hold nothing and turn the dispute's real withdrawal into a no-op.
+    if (c.amount === 0) return { noop: 'dispute withdrew 0' };
     return [{ key: c.key, state: 'withdrawn', amount: c.amount }];
   }
   if (cur?.state === 'reinstated') return { noop: 'dispute already reinstated' };
