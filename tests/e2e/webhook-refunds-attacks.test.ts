@@ -95,7 +95,9 @@ describe('amounts and currencies', () => {
     await h.balanced(user.id, tradeNo);
 
     const b = await paidB(200);
-    expect((await h.postB(h.creem.refundEvent(b.checkout, 0, 'ref_zero'))).outcome).toBe('refunded');
+    expect((await h.postB(h.creem.refundEvent(b.checkout, 0, 'ref_zero'))).outcome).toBe('noop:refund of 0');
+    expect((await h.postB(h.creem.refundEvent(b.checkout, 100, 'ref_zero'))).outcome).toBe('refunded');
+    expect(await h.balance(b.user.token)).toBe(1000);
     expect((await h.postB(h.creem.refundEvent(b.checkout, 10 ** 12, 'ref_huge'))).outcome).toBe('refunded');
     expect(await h.balance(b.user.token)).toBe(0);
     await h.balanced(b.user.id, b.tradeNo);

@@ -96,6 +96,8 @@ export function nextReversal(reversals: TopupReversalRow[], c: ReversalRequest):
   }
   if (c.action === 'refund') {
     if (cur) return { noop: `refund already counted (${cur.amount})` };
+    // As a dispute's: counted as 0, a later statement of the same refund with its real amount would be a no-op.
+    if (c.amount === 0) return { noop: 'refund of 0' };
     return [{ key: c.key, state: 'refunded', amount: c.amount }];
   }
   if (c.action === 'refund_failed') {
