@@ -68,6 +68,8 @@ export interface RealtimeUpstreamDouble {
    * `response_cancel_not_active` (the double never has a response running when it reads one) (default false).
    */
   rejectUnknown: boolean;
+  /** Name the event an `error` is about in its `event_id`, as OpenAI does (default true); false: leave it out, as some compatible servers do. */
+  echoEventIds: boolean;
   /**
    * Cut each response short: 'response.created' leaves response.create unanswered, 'response.done'
    * sends everything but the response.done (null = whole responses).
@@ -116,7 +118,7 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
   let connSeq = 0;
   let responseSeq = 0;
   const self: RealtimeUpstreamDouble = {
-    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, binaryEvents: false, backpressured: 0, refuseResponses: 0, rejectUnknown: false, stopBefore: null, sessionMaxOutput: 'inf',
+    url: '', port: 0, connections: [], received: [], refuseWith: 0, echo: true, binaryEvents: false, backpressured: 0, refuseResponses: 0, rejectUnknown: false, echoEventIds: true, stopBefore: null, sessionMaxOutput: 'inf',
     respondAfterMs: 0, handshakeDelayMs: 0, lateAnswers: 0,
     usageFor: () => SAMPLE_USAGE,
     deltas: ['Hello', ' from', ' the double'],
@@ -163,7 +165,13 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
       }
     }
   };
-  const out = (ws: ServerWebSocket<ConnData>, ev: Record<string, unknown>) => push(ws, JSON.stringify({ event_id: evId(), ...ev }));
+  const out = (ws: ServerWebSocket<ConnData>, ev: Record<string, unknown>) => {
+    if (!self.echoEventIds && ev.type === 'error') {
+      const { event_id: _, ...error } = ev.error as Record<string, unknown>;
+      ev = { ...ev, error };
+    }
+    push(ws, JSON.stringify({ event_id: evId(), ...ev }));
+  };
 
   const respond = (ws: ServerWebSocket<ConnData>, create: any) => {
     if (self.refuseResponses > 0) {

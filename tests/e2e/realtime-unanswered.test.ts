@@ -38,6 +38,7 @@ afterEach(() => {
   up.refuseWith = 0;
   up.rejectUnknown = false;
   up.refuseResponses = 0;
+  up.echoEventIds = true;
 });
 afterAll(async () => {
   for (const c of clients) if (c.ws.readyState <= 1) c.ws.close();
@@ -431,5 +432,109 @@ describe('server VAD: a commit the upstream answers by itself', () => {
     c.ws.close(1000);
     await c.waitClose();
     expect(await ended(id)).toEqual([]);
+  }, 20_000);
+});
+
+// An upstream that leaves `event_id` out of its errors: only an error whose code only a response.create can get
+// (`conversation_already_has_active_response`) refuses a create; any other unnamed error may be about another event.
+describe('an upstream that does not echo event_id in its errors', () => {
+  const vad = JSON.stringify({ type: 'session.updated', session: { type: 'realtime', audio: { input: { turn_detection: { type: 'server_vad', create_response: true } } } } });
+  const stopped = '{"type":"input_audio_buffer.speech_stopped","audio_end_ms":1200,"item_id":"item_v1"}';
+  const committed = '{"type":"input_audio_buffer.committed","item_id":"item_v1","previous_item_id":null}';
+  const active = JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'conversation_already_has_active_response', message: 'active', param: null } });
+  const usage = { total_tokens: 130, input_tokens: 100, output_tokens: 30, input_token_details: { text_tokens: 100, audio_tokens: 0, image_tokens: 0, cached_tokens: 0 }, output_token_details: { text_tokens: 30, audio_tokens: 0 } };
+  const cost = costOf([[100, PRICE.input], [30, PRICE.output]]);
+
+  test('a create it refuses (an active response, no event_id), then the close: nothing billed', async () => {
+    // Before, the refused create's hold stayed held and the close billed it as unanswered.
+    up.echoEventIds = false;
+    up.refuseResponses = 1;
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    c.ws.send(CREATE);
+    const err = await c.waitFor('error');
+    expect(err.error.code).toBe('conversation_already_has_active_response');
+    expect(err.error.event_id).toBeUndefined();
+    expect(creates(conn)).toBe(1);
+    c.ws.close(1000);
+    await c.waitClose();
+    expect(await ended(id)).toEqual([]);
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE);
+    await noHolds(id, BALANCE);
+  }, 20_000);
+
+  test('two creates, the second refused before the first\'s response.created: the response is billed, nothing as unanswered', async () => {
+    up.stopBefore = 'response.created'; // driven by hand
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    c.ws.send(CREATE);
+    c.ws.send(CREATE);
+    await up.until(() => creates(conn) === 2);
+    up.send(active, conn);
+    up.send('{"type":"response.created","response":{"id":"resp_a","status":"in_progress","max_output_tokens":"inf"}}', conn);
+    up.send(JSON.stringify({ type: 'response.done', response: { id: 'resp_a', status: 'completed', usage } }), conn);
+    await c.waitFor('response.done');
+    c.ws.close(1000);
+    await c.waitClose();
+    expect((await ended(id)).map((r) => [r.request_id, r.cost])).toEqual([[expect.stringMatching(/^rt_\w+_resp_a$/), cost]]);
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE - cost);
+    await noHolds(id, BALANCE - cost);
+  }, 20_000);
+
+  test('a create refused while the VAD response runs on its hold: billed as that response only, the commit answered', async () => {
+    up.stopBefore = 'response.created';
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    up.send(vad, conn);
+    await c.waitFor('session.updated');
+    c.ws.send(CREATE);
+    await up.until(() => creates(conn) === 1);
+    up.send(stopped, conn);
+    up.send(committed, conn);
+    up.send('{"type":"response.created","response":{"id":"resp_vad","status":"in_progress","max_output_tokens":"inf"}}', conn);
+    up.send(active, conn);
+    up.send(JSON.stringify({ type: 'response.done', response: { id: 'resp_vad', status: 'completed', usage } }), conn);
+    await c.waitFor('response.done');
+    c.ws.close(1000);
+    await c.waitClose();
+    expect((await ended(id)).map((r) => [r.request_id, r.cost])).toEqual([[expect.stringMatching(/^rt_\w+_resp_vad$/), cost]]);
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE - cost);
+    await noHolds(id, BALANCE - cost);
+  }, 20_000);
+
+  // The other direction: an unnamed error about another event never frees a create the upstream runs, whichever side
+  // of the create that event was sent on (the upstream reads them in order, so its error can come while the create waits).
+  for (const [what, frames] of [
+    ['a malformed event sent right after it', [CREATE, '{"type":"bogus"}']],
+    ['a malformed event sent right before it', ['{"type":"bogus"}', CREATE]],
+    ['a response.cancel with nothing running sent right after it', [CREATE, '{"type":"response.cancel"}']],
+  ] as const) {
+    test(`a create and ${what}: the unnamed error frees nothing, the create is billed as unanswered`, async () => {
+      up.echoEventIds = false;
+      up.rejectUnknown = true;
+      up.stopBefore = 'response.created';
+      const { id, key } = await user();
+      const { c, conn } = await session(key);
+      for (const f of frames) c.ws.send(f);
+      const err = await c.waitFor('error');
+      expect(err.error.event_id).toBeUndefined();
+      expect(creates(conn)).toBe(1);
+      c.ws.close(1000);
+      await c.waitClose();
+      await billedOnce(c, id, 'client_closed', frames.reduce((n, f) => n + Buffer.byteLength(f), 0));
+    }, 20_000);
+  }
+
+  test('an unnamed error of another code (invalid_request_error) frees nothing, even with one create waiting and nothing sent since', async () => {
+    up.stopBefore = 'response.created';
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    c.ws.send(CREATE);
+    await up.until(() => creates(conn) === 1);
+    up.send(JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', code: 'invalid_value', message: 'bad', param: 'type' } }), conn);
+    await c.waitFor('error');
+    c.ws.close(1000);
+    await c.waitClose();
+    await billedOnce(c, id, 'client_closed');
   }, 20_000);
 });

@@ -113,6 +113,9 @@ export function autoResponseOf(session: unknown): boolean | undefined {
   return !!td && typeof td === 'object' && td.create_response !== false;
 }
 
+/** The error an upstream refuses a response.create with while the conversation has a response running (OpenAI's code). */
+const ACTIVE_RESPONSE = 'conversation_already_has_active_response';
+
 /** Creates whose client event_id an upstream error is relayed with (older ones' errors name the gateway's id). */
 const CLIENT_IDS_KEPT = 256;
 
@@ -295,22 +298,35 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       this.transcribing.take(this.transcriptionId(m.event));
       return undefined;
     }
-    if (m.type === 'error' && this.autoPending) {
-      // A create refused while a response runs on its hold: that response was not its answer but the pending
-      // commit's (the upstream's turn detection started it first), so the commit is answered; else a session ending
-      // now would bill it as unanswered on top of the response.
-      const about = m.event.error?.event_id;
-      if (typeof about === 'string' && about && [...this.running.values()].some((h) => h.eventId === about)) this.autoPending = false;
-    }
-    if (m.type === 'error' && this.queued.length) {
-      // A refused response.create (e.g. one already active) names it (OpenAI's `error.event_id`: the id the gateway
-      // forwarded it under, see named()): its hold is given back. An error naming none, or another event, refuses no
-      // create: taking it for the oldest let a create followed by a malformed event go unbilled while it ran.
-      const about = m.event.error?.event_id;
-      const at = typeof about === 'string' && about ? this.queued.findIndex((h) => h.eventId === about) : -1;
-      if (at !== -1) this.releaseHeld(this.queued.splice(at, 1)[0]!);
-    }
+    if (m.type === 'error') this.refused(m.event.error);
     return undefined;
+  }
+
+  /**
+   * An upstream `error`: the create it refuses, if any, is not billed. One naming an event (OpenAI's `error.event_id`:
+   * the id the gateway forwarded the create under, see named()) refuses that create: its hold is given back; if a
+   * running response took its hold, that response answered the pending commit of the upstream's turn detection
+   * instead (it started first), so the commit is answered and not billed again at the end.
+   * One naming no event (an upstream that does not echo ids) refuses a create only if its code says so:
+   * `conversation_already_has_active_response`, which only a response.create in the conversation can get. It frees
+   * the newest create waiting in the conversation (the oldest is the one a running or starting response answers;
+   * which of them it was does not change what is billed, since one at most is billed as unanswered), else, as above,
+   * the pending commit. Any other unnamed error frees nothing: it may be about any event the client sent before or
+   * after the create (a malformed one, a `response.cancel` with nothing running), and taking it for the create's
+   * refusal let a create run unbilled.
+   */
+  private refused(error: any): void {
+    const about = error?.event_id;
+    if (typeof about === 'string' && about) {
+      const at = this.queued.findIndex((h) => h.eventId === about);
+      if (at !== -1) this.releaseHeld(this.queued.splice(at, 1)[0]!);
+      else if (this.autoPending && [...this.running.values()].some((h) => h.eventId === about)) this.autoPending = false;
+      return;
+    }
+    if (error?.code !== ACTIVE_RESPONSE) return;
+    const at = this.queued.findLastIndex((h) => !h.outOfBand);
+    if (at !== -1) this.releaseHeld(this.queued.splice(at, 1)[0]!);
+    else if (this.autoPending && [...this.running.values()].some((h) => h.eventId !== undefined)) this.autoPending = false;
   }
 
   /**
