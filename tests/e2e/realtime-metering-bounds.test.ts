@@ -5,8 +5,9 @@
  * exceeds its reservation, and a session ends (1008) once the balance is spent. Over real sockets.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { costOf } from '@gw/core';
 import { startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
-import { RESERVE, RESPONSE_CREATE, bearerOf, channel, open, wire, type Wiring } from '../helpers/realtime-wiring';
+import { PRICE, RESERVE, RESPONSE_CREATE, bearerOf, channel, open, wire, type Wiring } from '../helpers/realtime-wiring';
 
 let g: Wiring;
 let u: RealtimeUpstreamDouble;
@@ -172,5 +173,44 @@ describe('realtime reservations bound every charge', () => {
       c.ws.close();
       u.usageFor = () => ({ total_tokens: 0, input_tokens: 1, output_tokens: 1 }) as any;
     }
+  });
+
+  test('an unusable audio output count is billed at the rest of the output total, an unsplit total by what was delivered and held: never as 0, never all at the text price', async () => {
+    const { key, userId } = await g.addKey(20 * RESERVE);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
+    await c.opened;
+    await c.waitFor('session.created');
+    const conn = u.connections.at(-1)!.id;
+    // One second of PCM16 at 24 kHz appended (the conversation can hold that much audio input), one delivered per response.
+    const append = JSON.stringify({ type: 'input_audio_buffer.append', audio: Buffer.alloc(48_000).toString('base64') });
+    c.ws.send(append);
+    const heldAudio = Math.ceil((Math.floor((append.length * 3) / 4) / 48_000) * 20);
+    const second = Buffer.alloc(48_000).toString('base64'); // 20 audio output tokens (OpenAI's one per 50 ms)
+    const respond = (id: string, usage: unknown, audio = true) => {
+      u.send(JSON.stringify({ type: 'response.created', response: { id, status: 'in_progress', max_output_tokens: 'inf' } }), conn);
+      if (audio) u.send(JSON.stringify({ type: 'response.output_audio.delta', response_id: id, item_id: 'i', output_index: 0, content_index: 0, delta: second }), conn);
+      u.send(JSON.stringify({ type: 'response.done', response: { id, status: 'completed', usage } }), conn);
+    };
+    await u.until(() => u.received.some((r) => r.conn === conn && String(r.data).includes('input_audio_buffer.append')));
+    // No input breakdown, nothing delivered: the audio the conversation can hold bills as audio, the rest as text.
+    respond('resp_in', { input_tokens: 500, output_tokens: 5 }, false);
+    const bad = ['-5', '1.5', '"7"', '1e308', '9007199254740993'];
+    for (const [i, b] of bad.entries()) respond(`resp_a${i}`, { input_tokens: 10, output_tokens: 105, input_token_details: { text_tokens: 10, audio_tokens: 0 }, output_token_details: { text_tokens: 5, audio_tokens: JSON.parse(b) } });
+    // No output breakdown: the audio delivered (20 tokens) is audio, the rest of the total text.
+    respond('resp_ns', { input_tokens: 10, output_tokens: 105, input_token_details: { text_tokens: 10, audio_tokens: 0 } });
+    // The total unusable too: what was delivered of each kind.
+    respond('resp_nt', { input_tokens: 10, output_tokens: -1, input_token_details: { text_tokens: 10, audio_tokens: 0 }, output_token_details: { text_tokens: 5, audio_tokens: -1 } });
+    await c.waitFor('response.done', bad.length + 3);
+    await Bun.sleep(50);
+    const view = rows(userId).map((r) => [r.input_tokens, r.audio_input_tokens, r.output_tokens, r.audio_output_tokens, r.cost, r.usage_flag]);
+    const cost = (ti: number, ai: number, to: number, ao: number) => costOf([[ti, PRICE.input], [ai, PRICE.audio_input], [to, PRICE.output], [ao, PRICE.audio_output]]);
+    expect(view).toEqual([
+      [500 - heldAudio, heldAudio, 5, 0, cost(500 - heldAudio, heldAudio, 5, 0), 'estimated'],
+      ...bad.map(() => [10, 0, 5, 100, cost(10, 0, 5, 100), 'invalid']),
+      [10, 0, 85, 20, cost(10, 0, 85, 20), 'estimated'],
+      [10, 0, 5, 20, cost(10, 0, 5, 20), 'invalid'],
+    ]);
+    expect(await g.ledger.sum(userId)).toBe(g.quota.balance(userId));
+    c.ws.close();
   });
 });

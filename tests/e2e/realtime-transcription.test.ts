@@ -132,6 +132,27 @@ describe('realtime input transcription', () => {
     expect(await g.ledger.sum(userId)).toBe(g.quota.balance(userId));
   });
 
+  test('an unusable text input count is billed at the rest of the input total (else the context window); an unsplit total as audio; never as 0', async () => {
+    const { c, userId, conn } = await session();
+    u.send(JSON.stringify({ type: 'session.updated', event_id: 'ev_su', session: { type: 'realtime', audio: { input: { transcription: { model: 'gpt-4o-transcribe' } } } } }), conn);
+    await c.waitFor('session.updated');
+    const bad = ['-5', '1.5', '"7"', '1e308', '9007199254740993'];
+    // A prompt's text (5 tokens) beside 17 audio tokens: the text count unusable, the total usable.
+    for (const [i, b] of bad.entries()) u.send(completed(`item_t${i}`, { ...TOKENS, input_tokens: 22, input_token_details: { text_tokens: JSON.parse(b), audio_tokens: 17 } }), conn);
+    // The total unusable too: the transcription model's context window, less the audio.
+    u.send(completed('item_tt', { ...TOKENS, input_tokens: 'x', input_token_details: { text_tokens: -1, audio_tokens: 17 } }), conn);
+    // No breakdown: the input is the audio transcribed, billed at the audio price (before: all at the text price).
+    u.send(completed('item_ns', { type: 'tokens', total_tokens: 26, input_tokens: 17, output_tokens: 9 }), conn);
+    await c.waitFor('conversation.item.input_audio_transcription.completed', bad.length + 2);
+    await closeAndSettle(c);
+    expect(rows(userId).map((r) => [r.input_tokens, r.audio_input_tokens, r.output_tokens, r.cost, r.usage_flag])).toEqual([
+      ...bad.map(() => [5, 17, 9, costOf([[5, TR.input], [17, TR.audio_input], [9, TR.output]]), 'invalid']),
+      [TR.context_window - 17, 17, 9, costOf([[TR.context_window - 17, TR.input], [17, TR.audio_input], [9, TR.output]]), 'invalid'],
+      [0, 17, 9, TR_COST, 'estimated'],
+    ]);
+    expect(await g.ledger.sum(userId)).toBe(g.quota.balance(userId));
+  });
+
   test('frames read behind a pending commit when the session ends are still metered: the response by its usage, the transcription billed', async () => {
     const { c, userId, conn } = await session(50_000_000, d);
     u.send(JSON.stringify({ type: 'session.updated', event_id: 'ev_su', session: { type: 'realtime', audio: { input: { transcription: { model: 'gpt-4o-transcribe' } } } } }), conn);

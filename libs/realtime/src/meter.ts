@@ -35,6 +35,7 @@ import {
 import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
 import { INTERNAL_FAILURE, type ClientVerdict, type FrameObserver, type FrameRewrite, type SessionFailure, type UpstreamTarget } from './session';
 import { ok, reservationFor, tokensOf, type RealtimePrice } from './usage';
+import { responseUsage } from './billed-usage';
 
 export interface MeterOptions<K extends RealtimeKey, R> {
   sessionId: string;
@@ -506,10 +507,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const held = this.running.get(responseId) ?? this.takeQueued(this.announced(response)) ?? null;
     this.running.delete(responseId);
     const t = tokensOf(response?.usage);
-    this.context.output(t.textOut, t.audioOut, held?.limits.maxOutput ?? this.announced(response));
     const failed = response?.status === 'failed';
     const errorCode = failed ? (this.target?.scrub ?? String)(String(response?.status_details?.error?.code ?? response?.status_details?.reason ?? 'failed')).slice(0, 64) : '';
-    return this.charge(responseId, held, response, { delivered: this.delivered.take(responseId), errorCode, status: failed ? 502 : 200 });
+    // Charged before its output joins the conversation: an unsplit input total is split on what the conversation held.
+    const verdict = this.charge(responseId, held, response, { delivered: this.delivered.take(responseId), errorCode, status: failed ? 502 : 200 });
+    this.context.output(t.textOut, t.audioOut, held?.limits.maxOutput ?? this.announced(response));
+    return verdict;
   }
 
   /** Bills one response: as its response.done reports (`response`), or on what it delivered when it has none. */
@@ -524,6 +527,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const reported = !!response?.usage && typeof response.usage === 'object';
     // An audio count is a part of the input total: the total bounds it when it is usable.
     const inputBound = ok(t.inputTotal) ? Math.min(t.inputTotal, limits.input) : limits.input;
+    const billed = reported ? responseUsage(t, o.delivered, inputBound, this.context.bound(0), bill.price) : null;
     const log: RealtimeUsageLog = {
       requestId: `${this.o.sessionId}_${responseId || `n${++this.seq}`}`,
       kind: 'realtime',
@@ -536,10 +540,9 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       stream: true,
       // No usage object at all: billing falls back to what was reserved (flagged `estimated`), never to 0;
       // a response cut before its response.done falls back to what it delivered.
-      usage: reported
-        ? { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: t.audioOut }
-        : null,
-      // Output: what was delivered, for a count the report leaves out or makes unusable (never max output, never 0).
+      usage: billed?.usage ?? null,
+      // Output: what was delivered, for a count the report leaves out (never max output, never 0); an unusable one:
+      // the rest of a usable output total, at least what was delivered (billed-usage.ts).
       // Input: a cut response's bound on what the conversation held (context.ts); else billing takes the hold's input bound.
       // An audio input count a report makes unusable (-5, 1.5, "7", 1e308): billed like an unusable text input
       // count, at a bound: the reported input total it is a part of when that is usable, else the hold's input
@@ -547,7 +550,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       // never as 0: the upstream bills that audio. An unusable cached count: the tokens its breakdown took out
       // of the text and audio counts (none taken out: they bill as text or audio already). Only beside a
       // report: with none, the estimate stands for the whole usage.
-      estimate: reported ? { ...o.delivered, audioInput: inputBound, cacheRead: t.cachedMoved } : o.delivered,
+      estimate: billed?.estimate ?? o.delivered,
+      estimated: billed?.estimated,
       // The reservation's own bounds (the same as it carries), so a response whose hold was refused is bounded alike.
       limits,
       price: bill.price,
@@ -599,13 +603,18 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   private chargeTranscription(ev: any): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     const id = this.transcriptionId(ev);
     const pending = this.transcribing.take(id);
-    const { usage, estimated, inputTotal, cachedMoved } = transcriptionUsage(ev);
+    const price = this.transcriptionPrice();
+    const { usage, estimated, inputTotal, cachedMoved } = transcriptionUsage(ev, price);
     // An unusable audio count (as for a response): the reported input total, else the audio the committed item
     // held, else the context window; an unusable cached count: what its breakdown took out of the others.
-    const audioBound = inputTotal !== undefined && ok(inputTotal) ? inputTotal
-      : pending ? audioTokensOf(this.context.seconds(pending.audioBytes)) : this.contextTokens(this.transcriptionPrice());
+    const total = inputTotal !== undefined && ok(inputTotal) ? inputTotal : undefined;
+    const audioBound = total ?? (pending ? audioTokensOf(this.context.seconds(pending.audioBytes)) : this.contextTokens(price));
+    // An unusable text count: the rest of the input total (else of the context window, as for a response) once the
+    // usable audio and cached counts are out; before, 0 (the transcription's bound has no input), while the upstream billed it.
+    const part = (v: unknown) => (typeof v === 'number' && ok(v) ? v : 0);
+    const textBound = Math.max(0, (total ?? this.contextTokens(price)) - part(usage.audioInput) - part(usage.cacheRead));
     return this.billTranscription(id, this.transcription, usage, estimated, estimateTextTokens(typeof ev.transcript === 'string' ? ev.transcript : ''), '',
-      { audioInput: audioBound, cacheRead: cachedMoved ?? 0 });
+      { input: textBound, audioInput: audioBound, cacheRead: cachedMoved ?? 0 });
   }
 
   /**
@@ -627,7 +636,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   private billTranscription(id: string, model: string | null, usage: RealtimeUsageLog['usage'], estimated: boolean, estimatedOutput: number, errorCode: string,
-    inputFallback: { audioInput: number; cacheRead: number } | null = null): SessionFailure | undefined | Promise<SessionFailure | undefined> {
+    inputFallback: { input: number; audioInput: number; cacheRead: number } | null = null): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     if (this.settled.has(id)) return undefined;
     this.settled.add(id);
     const bill = this.transcriptionBilling(model);

@@ -8,7 +8,7 @@
  * common clients do it in their first session.update (whisper-1), which a refusal would throw away whole.
  */
 import { estimateTextTokens } from '@gw/formats';
-import { tokensOf } from './usage';
+import { ok, tokensOf } from './usage';
 
 export const TRANSCRIPTION_DONE = 'conversation.item.input_audio_transcription.completed';
 
@@ -49,9 +49,22 @@ export function transcriptionModelOf(session: unknown): string | null | undefine
 }
 
 /** The usage of one completed transcription as billing takes it, and whether it is the gateway's estimate. */
-export function transcriptionUsage(event: any): { usage: { input: unknown; output: unknown; cacheRead: unknown; cacheWrite: number; audioInput: unknown; audioOutput: number }; estimated: boolean;
+export function transcriptionUsage(event: any, price: { input: number; audioInput: number }): { usage: { input: unknown; output: unknown; cacheRead: unknown; cacheWrite: number; audioInput: unknown; audioOutput: number }; estimated: boolean;
   /** The reported input total, and the cached tokens the breakdown took out of the others (see RealtimeTokens). */
   inputTotal?: number; cachedMoved?: number } {
+  const r = reportedUsage(event);
+  if (r.split !== false || price.audioInput < price.input) return r;
+  // No input breakdown: a transcription's input is the audio it transcribes (and a short prompt), so the total bills
+  // as audio, the dearer (before: all of it as text). An unusable or missing total is then an unusable audio count.
+  const total = r.usage.input;
+  r.usage.input = 0;
+  r.usage.audioInput = total === undefined ? Number.NaN : total;
+  if (ok(total as number) && (total as number) > 0) r.estimated = true;
+  return r;
+}
+
+function reportedUsage(event: any): { usage: { input: unknown; output: unknown; cacheRead: unknown; cacheWrite: number; audioInput: unknown; audioOutput: number }; estimated: boolean;
+  inputTotal?: number; cachedMoved?: number; split?: boolean } {
   const u = event?.usage;
   if (u && typeof u === 'object' && u.type === 'duration') {
     const s = typeof u.seconds === 'number' && Number.isFinite(u.seconds) && u.seconds > 0 ? u.seconds : NaN;
@@ -59,7 +72,7 @@ export function transcriptionUsage(event: any): { usage: { input: unknown; outpu
   }
   if (u && typeof u === 'object') {
     const t = tokensOf(u);
-    return { usage: { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: 0 }, estimated: false, inputTotal: t.inputTotal, cachedMoved: t.cachedMoved };
+    return { usage: { input: t.textIn, output: t.textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: t.audioIn, audioOutput: 0 }, estimated: false, inputTotal: t.inputTotal, cachedMoved: t.cachedMoved, split: t.inputSplit };
   }
   // No usage (the beta events carry none): the transcript, as text output; the audio is not known.
   const text = typeof event?.transcript === 'string' ? event.transcript : '';

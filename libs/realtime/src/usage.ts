@@ -23,6 +23,9 @@ export interface RealtimeTokens {
   /** All input tokens (cached included) and all output tokens, as reported. */
   inputTotal: number;
   outputTotal: number;
+  /** Whether the report splits input (`input_token_details`) and output (`output_token_details`) by kind; without a split, the total is in textIn/textOut. */
+  inputSplit: boolean;
+  outputSplit: boolean;
 }
 
 /** The price fields a realtime response needs (quota units per million tokens). */
@@ -82,7 +85,7 @@ export function tokensOf(usage: any): RealtimeTokens {
   }
   const textOut = outD ? n(outD.text_tokens) : outputTotal;
   const audioOut = outD ? n(outD.audio_tokens) : 0;
-  return { textIn, audioIn, cachedIn, cachedMoved, textOut, audioOut, inputTotal, outputTotal };
+  return { textIn, audioIn, cachedIn, cachedMoved, textOut, audioOut, inputTotal, outputTotal, inputSplit: !!inD, outputSplit: !!outD };
 }
 
 /** Exact integer cost (rounded up once over the whole response). */
