@@ -90,6 +90,32 @@ describe('realtime model pinning', () => {
     c.ws.close();
   });
 
+  // Go's encoding/json (and other lenient parsers) match keys case-insensitively and, for a key given twice, keep the
+  // last, merging two objects into one: an upstream reading events that way must not see a model change, or a
+  // create, the gateway read as something else.
+  test('a frame a case-insensitive or merging parser reads as a model change or a create is refused or sent as the gateway read it', async () => {
+    const { c, userId, conn } = await session(RESERVE);
+    const ambiguous = [
+      '{"type":"input_audio_buffer.clear","Type":"session.update","session":{"model":"gpt-realtime-pro"}}',
+      '{"TYPE":"response.create","response":{"max_output_tokens":8192}}',
+      '{"type":"session.update","Session":{"model":"gpt-realtime-pro"}}',
+      '{"type":"response.create","Response":{"model":"gpt-realtime-pro"}}',
+      '{"type":"response.create","response":{"MAX_OUTPUT_TOKENS":8192}}',
+      '{"type":"response.create","response":{"Conversation":"none"}}',
+    ];
+    for (const f of ambiguous) c.ws.send(f);
+    await c.waitFor('error', ambiguous.length);
+    expect(c.events().filter((e) => e.type === 'error').map((e) => e.error.code)).toEqual(ambiguous.map(() => 'ambiguous_event'));
+    // A session given twice: the gateway forwards the one it read (a merging parser would have taken the first's model).
+    c.ws.send('{"type":"session.update","session":{"model":"gpt-realtime-pro"},"session":{"instructions":"dup"}}');
+    await u.until(() => receivedBy(conn).some((t) => t.includes('"dup"')));
+    await Bun.sleep(50);
+    expect(receivedBy(conn)).toEqual(['{"type":"session.update","session":{"instructions":"dup"}}']);
+    expect(c.close).toBeNull();
+    expect(g.quota.available(userId)).toBe(g.quota.balance(userId));
+    c.ws.close();
+  });
+
   test('a metered event nested too deep to read is refused at once, the session kept and the gateway responsive', async () => {
     const { c, conn } = await session();
     const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);

@@ -3,6 +3,7 @@
  * forwarded as received; this module only looks at them (and parses the rare ones that matter).
  */
 import { jsonDepthWithin, randomToken } from '@gw/core';
+import { ambiguousKey, otherTypeKeyAfter } from './ambiguous';
 
 /** Server/client event types the meter reacts to; every other frame is passed through unread. */
 export const METERED_TYPES = [
@@ -24,18 +25,19 @@ export const CLIENT_EVENT_MAX_DEPTH = 64;
  * and a full parse, so a big audio delta is never parsed.
  *
  * A client frame (`client`) is read as strictly as any upstream parser would: a second `"type"` key (parsers
- * keep the last) or an escape after the first type sends it to the full parse, and one that must be parsed
+ * keep the last), one in another case (lenient parsers match keys case-insensitively: answered `{ ambiguous }`)
+ * or an escape after the first type sends it to the full parse, and one that must be parsed
  * but nests deeper than CLIENT_EVENT_MAX_DEPTH is answered 'too_deep' (it may be a metered event the meter
  * cannot afford to read, so it must not be forwarded unread).
  */
 export function meteredEvent(text: string): { type: MeteredType; event: any } | undefined;
-export function meteredEvent(text: string, client: true): { type: MeteredType; event: any } | 'too_deep' | undefined;
-export function meteredEvent(text: string, client = false): { type: MeteredType; event: any } | 'too_deep' | undefined {
+export function meteredEvent(text: string, client: true): { type: MeteredType; event: any } | 'too_deep' | { ambiguous: string } | undefined;
+export function meteredEvent(text: string, client = false): { type: MeteredType; event: any } | 'too_deep' | { ambiguous: string } | undefined {
   if (text.startsWith(FAST_PREFIX)) {
     const end = text.indexOf('"', FAST_PREFIX.length);
     const type = text.slice(FAST_PREFIX.length, end);
     if (!(METERED_TYPES as readonly string[]).includes(type) && !type.includes('\\')
-      && !(client && (text.includes('"type"', end) || text.includes('\\', end)))) return undefined;
+      && !(client && (text.includes('"type"', end) || text.includes('\\', end) || otherTypeKeyAfter(text, end)))) return undefined;
   } else if (!text.includes('"response.') && !text.includes('"error"') && !text.includes('"session.') && !text.includes('input_audio_transcription.') && !text.includes('"input_audio_buffer.') && !text.includes('\\')) {
     // A JSON escape can spell any type (`"response\u002ecreate"`) past a substring test; the upstream
     // parses it all the same, so a frame with one is parsed here too (base64 audio never has one).
@@ -49,6 +51,9 @@ export function meteredEvent(text: string, client = false): { type: MeteredType;
     return undefined;
   }
   if (!event || typeof event !== 'object') return undefined;
+  // A client event whose type (or id) key a lenient upstream reads under another spelling (ambiguous.ts).
+  const ambiguous = client ? ambiguousKey(event) : undefined;
+  if (ambiguous !== undefined) return { ambiguous };
   return (METERED_TYPES as readonly string[]).includes(event.type) ? { type: event.type, event } : undefined;
 }
 

@@ -120,18 +120,22 @@ describe('a request the upstream never answered', () => {
     expect(released).toEqual([]);
   });
 
-  test('how a create is forwarded: a new id written first (spacing kept), an id of its own or a model pin re-serialised', () => {
+  test('how a create is forwarded: re-serialised as parsed, the gateway\'s id first (in place of its own), a model pin applied', () => {
     const { m, settled, released } = meter();
     const v = m.client(' {"type":"response.create"} ') as { forward: string };
     const id = JSON.parse(v.forward).event_id;
-    expect(v.forward).toBe(`{"event_id":"${id}","type":"response.create"} `);
+    expect(v.forward).toBe(`{"event_id":"${id}","type":"response.create"}`);
+    // A key given twice reaches the upstream once, as the gateway read it.
+    const dup = m.client('{"type":"response.create","response":{"max_output_tokens":9},"response":{"conversation":"none"}}') as { forward: string };
+    expect(JSON.parse(dup.forward)).toEqual({ event_id: expect.stringMatching(/^evt_gw_/), type: 'response.create', response: { conversation: 'none' } });
+    m.upstream(JSON.stringify({ type: 'error', error: { code: 'x', event_id: JSON.parse(dup.forward).event_id } }));
     expect(m.clientEventId(id)).toEqual({ id: null });
     const pinned = m.client('{"type":"response.create","event_id":"mine","response":{"model":"gpt-realtime","max_output_tokens":9}}') as { forward: string };
     expect(JSON.parse(pinned.forward)).toEqual({ event_id: expect.stringMatching(/^evt_gw_/), type: 'response.create', response: { max_output_tokens: 9 } });
     const odd = m.client('{"type":"response.create","event_id":5}') as { forward: string };
     expect(m.clientEventId(JSON.parse(odd.forward).event_id)).toEqual({ id: 5 });
     for (const f of [v, pinned, odd]) m.upstream(JSON.stringify({ type: 'error', error: { code: 'conversation_already_has_active_response', event_id: JSON.parse(f.forward).event_id } }));
-    expect(released).toEqual([1, 2, 3]);
+    expect(released).toEqual([2, 1, 3, 4]);
     m.end('client_closed');
     expect(settled).toEqual([]);
   });

@@ -25,6 +25,7 @@
 import { GatewayError, nowSeconds, randomToken, stdLogger, type Logger } from '@gw/core';
 import { estimateTextTokens } from '@gw/formats';
 import { DeliveredOutput, outputAudioRate, type DeliveredTokens } from './delivered';
+import { AMBIGUOUS_MESSAGE, ambiguousKey } from './ambiguous';
 import { CLIENT_EVENT_MAX_DEPTH, meteredEvent } from './events';
 import { modelChangeRefusal, pinModel } from './model-pin';
 import { ConversationBound, inputEstimate } from './context';
@@ -191,15 +192,21 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     this.context.client(text);
     const m = meteredEvent(text, true);
     if (m === 'too_deep') return TOO_DEEP;
+    if (m && 'ambiguous' in m) return ambiguous(m.ambiguous);
     if (m?.type !== 'session.update' && m?.type !== 'response.create') return undefined;
-    const pin = pinModel(m.event, m.type === 'session.update' ? 'session' : 'response', this.o.model);
+    const field = m.type === 'session.update' ? 'session' : 'response';
+    const odd = ambiguousKey(m.event, field);
+    if (odd !== undefined) return ambiguous(odd);
+    const pin = pinModel(m.event, field, this.o.model);
     if (pin && 'refuse' in pin) return modelChangeRefusal(this.o.model, pin.refuse);
     if (m.type === 'session.update') {
       this.pendingUpdates++;
       this.context.session(m.event.session);
       const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);
       if (v !== undefined) this.sessionMaxOutput = Math.max(this.sessionMaxOutput, v);
-      return pin;
+      // Forwarded as parsed: a key given twice reaches the upstream once, as the gateway read it (a merging parser
+      // would otherwise take a model, or a limit, from the copy JSON.parse dropped).
+      return pin ?? { forward: JSON.stringify(m.event) };
     }
     const own = maxOutputOf(m.event.response, this.o.defaultOutputTokens);
     const held = this.reserve(own ?? this.sessionMaxOutput);
@@ -207,7 +214,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     // An upstream `error` gives a create's hold back only when it names the event_id the gateway forwarded it under
     // (named()): an error about another event (a malformed one sent right after, naming none or the same id as the
     // create) is never taken for the create's refusal while the upstream runs it.
-    const verdict = this.named(held, m.event, text, pin);
+    const verdict = this.named(held, m.event, pin);
     const conv = m.event.response?.conversation;
     if (conv !== undefined && conv !== 'auto') held.outOfBand = true;
     if (!(held.r instanceof Promise)) {
@@ -394,23 +401,18 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   /**
    * Forwards a create under an event_id of the gateway's (random, so no other event can carry it), the one an upstream
    * `error` refusing it names; the client's own (or none) is remembered, and such an error is relayed naming it
-   * (clientEventId). A create without one gets it written first, the rest of the frame as sent; one with one is
-   * re-serialised with it replaced. Matching the client's ids let a create share its id with a malformed event sent
+   * (clientEventId). The create is re-serialised with the id first, in place of the client's. Matching the client's ids let a create share its id with a malformed event sent
    * next to it, whose error then freed the create while the upstream ran it.
    */
-  private named(held: Held<R>, event: any, text: string, pin: FrameRewrite | undefined): FrameRewrite {
+  private named(held: Held<R>, event: any, pin: FrameRewrite | undefined): FrameRewrite {
     const id = `evt_gw_${randomToken(16)}`;
     held.eventId = id;
     this.clientIds.set(id, event.event_id ?? null);
     // The ids of the latest creates are enough: an error refusing a create comes right after it.
     if (this.clientIds.size > CLIENT_IDS_KEPT) this.clientIds.delete(this.clientIds.keys().next().value!);
-    const frame = pin ? pin.forward : text;
-    const start = frame.search(/\S/);
-    if (event.event_id === undefined && frame[start] === '{') {
-      const rest = frame.slice(start + 1);
-      return { forward: `{"event_id":${JSON.stringify(id)}${/^\s*\}/.test(rest) ? '' : ','}${rest}` };
-    }
-    return { forward: JSON.stringify({ ...(pin ? JSON.parse(pin.forward) : event), event_id: id }) };
+    // Written as parsed (so a key given twice reaches the upstream once, as the gateway read it), its id first.
+    const { event_id: _, ...rest } = pin ? JSON.parse(pin.forward) : event;
+    return { forward: JSON.stringify({ event_id: id, ...rest }) };
   }
 
   clientEventId(id: string): { id: unknown } | undefined {
@@ -691,6 +693,9 @@ const TOO_DEEP: ClientVerdict = {
   refuse: true, type: 'invalid_request_error', code: 'json_too_deep',
   message: `Event nested deeper than ${CLIENT_EVENT_MAX_DEPTH} levels; it was not forwarded`,
 };
+
+/** A client event a lenient upstream could read otherwise (ambiguous.ts): refused, the session kept. */
+const ambiguous = (key: string): ClientVerdict => ({ refuse: true, type: 'invalid_request_error', code: 'ambiguous_event', message: AMBIGUOUS_MESSAGE(key) });
 
 /** Money, not the key: the response is refused and the session kept (a cheaper response may still fit). */
 function refusal(f: SessionFailure): ClientVerdict {
