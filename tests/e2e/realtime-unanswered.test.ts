@@ -290,6 +290,28 @@ describe('a response.create that never reached the upstream, or was refused: not
     await noHolds(id, BALANCE);
   }, 20_000);
 
+  test('a create whose event_id is huge (or an object): the gateway does not keep it, the refusal names none', async () => {
+    // Before, the last 256 creates' ids were kept whatever their size: 256 creates with a 1 MB id held 256 MB per session.
+    const { id, key } = await user();
+    const { c } = await session(key);
+    const ids = ['x'.repeat(1_000_000), { a: 'x'.repeat(1000) }, 'x'.repeat(257)];
+    for (const [i, own] of ids.entries()) {
+      up.refuseResponses = 1;
+      c.ws.send(JSON.stringify({ type: 'response.create', event_id: own }));
+      const err = await c.waitFor('error', i + 1);
+      expect(err.error.code).toBe('conversation_already_has_active_response');
+      expect(err.error.event_id).toBeNull();
+    }
+    // Up to 256 characters, a string id is named back as sent.
+    up.refuseResponses = 1;
+    c.ws.send(JSON.stringify({ type: 'response.create', event_id: 'y'.repeat(256) }));
+    expect((await c.waitFor('error', ids.length + 1)).error.event_id).toBe('y'.repeat(256));
+    c.ws.close(1000);
+    await c.waitClose();
+    expect(await ended(id)).toEqual([]);
+    await noHolds(id, BALANCE);
+  }, 20_000);
+
   test('sent while the upstream connects, which then refuses: never forwarded, nothing billed', async () => {
     up.handshakeDelayMs = 300;
     up.refuseWith = 503;

@@ -121,6 +121,16 @@ const ACTIVE_RESPONSE = 'conversation_already_has_active_response';
 /** Creates whose client event_id an upstream error is relayed with (older ones' errors name the gateway's id). */
 const CLIENT_IDS_KEPT = 256;
 
+/** Longest client event_id kept to name back in an upstream error (OpenAI's are ~30 characters). */
+const CLIENT_ID_MAX = 256;
+/**
+ * The client's event_id as the gateway keeps it for a relayed error: a string up to CLIENT_ID_MAX characters, a number
+ * or a boolean; anything else as none (null). Kept whole, a 16 MB id (or object) times CLIENT_IDS_KEPT creates held
+ * gigabytes per session.
+ */
+const keptId = (v: unknown): unknown =>
+  (typeof v === 'string' ? (v.length <= CLIENT_ID_MAX ? v : null) : typeof v === 'number' || typeof v === 'boolean' ? v : null);
+
 /** Closing because money or the key ran out is a policy close (1008). */
 const policyFailure = (code: string, message: string, type = 'billing_error'): SessionFailure =>
   ({ closeCode: 1008, reason: code === 'quota_exhausted' ? 'quota exhausted' : code.replace(/_/g, ' '), type, code, message });
@@ -407,7 +417,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   private named(held: Held<R>, event: any, pin: FrameRewrite | undefined): FrameRewrite {
     const id = `evt_gw_${randomToken(16)}`;
     held.eventId = id;
-    this.clientIds.set(id, event.event_id ?? null);
+    this.clientIds.set(id, keptId(event.event_id));
     // The ids of the latest creates are enough: an error refusing a create comes right after it.
     if (this.clientIds.size > CLIENT_IDS_KEPT) this.clientIds.delete(this.clientIds.keys().next().value!);
     // Written as parsed (so a key given twice reaches the upstream once, as the gateway read it), its id first.
