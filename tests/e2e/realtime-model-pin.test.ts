@@ -147,6 +147,46 @@ describe('realtime model pinning', () => {
     c.ws.close();
   });
 
+  // Python's json.loads(bytes) detects the encoding: a UTF-8 BOM is skipped, UTF-16 and UTF-32 are decoded. An upstream
+  // reading binary frames that way took these for events the gateway relayed unread.
+  test('a binary frame in UTF-16, UTF-32 or with a BOM is read as the event a lenient upstream decodes it to', async () => {
+    const { c, userId, conn } = await session(RESERVE);
+    const change = '{"type":"session.update","session":{"model":"gpt-realtime-pro"}}';
+    const dear = '{"type":"response.create","response":{"max_output_tokens":8192}}';
+    const utf16be = (t: string) => Buffer.from(t, 'utf16le').swap16();
+    const utf32 = (t: string, le: boolean) => {
+      const b = Buffer.alloc(t.length * 4);
+      for (let i = 0; i < t.length; i++) le ? b.writeUInt32LE(t.charCodeAt(i), i * 4) : b.writeUInt32BE(t.charCodeAt(i), i * 4);
+      return b;
+    };
+    const frames = [
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(change)]),
+      Buffer.from(change, 'utf16le'),
+      utf16be(`  ${change}`),
+      Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(change, 'utf16le')]),
+      utf32(change, true),
+      utf32(`\n${change}`, false),
+      Buffer.from(dear, 'utf16le'),
+      utf32(dear, false),
+    ];
+    for (const f of frames) c.ws.send(f);
+    await c.waitFor('error', frames.length);
+    expect(c.events().filter((e) => e.type === 'error').map((e) => e.error.code)).toEqual([...Array(6).fill('model_change_not_allowed'), 'quota_exhausted', 'quota_exhausted']);
+    // One within the balance is held, billed, and reaches the upstream as the gateway read it (UTF-8, its id first).
+    u.binaryEvents = true;
+    try {
+      c.ws.send(Buffer.from(RESPONSE_CREATE, 'utf16le'));
+      await c.waitFor('response.done');
+    } finally {
+      u.binaryEvents = false;
+    }
+    expect(receivedBy(conn).map((t) => JSON.parse(t))).toEqual([{ event_id: expect.stringMatching(/^evt_gw_\w+$/), ...JSON.parse(RESPONSE_CREATE) }]);
+    c.ws.close();
+    await c.waitClose();
+    await Bun.sleep(50);
+    expect(rows(userId)).toHaveLength(1);
+  });
+
   test('a binary response.create is held like a text one: one the balance cannot cover never reaches a lenient upstream', async () => {
     u.binaryEvents = true;
     try {

@@ -4,6 +4,7 @@
  * stay binary), in order, with backpressure, and both sockets close together.
  */
 import type { ServerWebSocket } from 'bun';
+import { binaryAsText } from './binary-text';
 import { errorEvent, scrubbedErrorEvent } from './events';
 
 type Frame = string | Buffer;
@@ -52,7 +53,7 @@ export type ClientVerdict = SessionFailure | FrameRefusal | FrameRewrite | undef
  */
 export interface FrameObserver {
   /**
-   * A client frame as text (a binary one decoded as UTF-8, since an upstream may read it as an event too),
+   * A client frame as text (a binary one decoded as a lenient upstream would, binary-text.ts, since it may read it as an event too),
    * before it is forwarded; on failure or refusal it is not forwarded. A promised verdict holds this frame
    * and every later client frame (in order) until it settles.
    */
@@ -111,16 +112,6 @@ export const INTERNAL_FAILURE: SessionFailure = { closeCode: 1011, reason: 'inte
 
 interface UpFrame { raw: Frame; out: Frame }
 
-const utf8 = new TextDecoder();
-/** A binary frame an upstream could read as an event starts with `{` (after JSON whitespace); others are not decoded. */
-function startsLikeJson(b: Buffer): boolean {
-  for (let i = 0; i < b.length; i++) {
-    const c = b[i]!;
-    if (c === 0x7b) return true;
-    if (c !== 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) return false;
-  }
-  return false;
-}
 const byteLength = (f: Frame) => (typeof f === 'string' ? Buffer.byteLength(f) : f.byteLength);
 const POLL_MS = 5;
 
@@ -201,8 +192,9 @@ export class RelaySession {
 
   /** Asks the observer about a client frame, then forwards it (now, or once a promised verdict allows). */
   private accept(data: Frame): void {
-    if (typeof data !== 'string' && !startsLikeJson(data)) return this.forward(data);
-    const verdict = this.opts.observer.client(typeof data === 'string' ? data : utf8.decode(data));
+    const text = typeof data === 'string' ? data : binaryAsText(data);
+    if (text === null) return this.forward(data);
+    const verdict = this.opts.observer.client(text);
     if (!(verdict instanceof Promise)) return this.apply(data, verdict);
     this.awaiting = true;
     verdict.then((v) => this.apply(data, v)).catch((e) => this.broke(e)).finally(() => this.release());
