@@ -116,6 +116,25 @@ describe('realtime model pinning', () => {
     c.ws.close();
   });
 
+  // Python's json.loads takes NaN, Infinity and -Infinity as numbers; JSON.parse refuses them, and the meter forwarded
+  // a frame it could not parse unread: a model change or a create a Python upstream ran unmetered.
+  test('a frame the meter must read that JSON.parse refuses (NaN, Infinity) is refused, not forwarded unread', async () => {
+    const { c, userId, conn } = await session(RESERVE);
+    const frames = [
+      '{"type":"session.update","session":{"model":"gpt-realtime-pro","temperature":NaN}}',
+      '{"type":"response.create","response":{"max_output_tokens":8192,"temperature":Infinity}}',
+      '{"type":"input_audio_buffer.clear","type":"response.create","x":-Infinity}',
+    ];
+    for (const f of frames) c.ws.send(f);
+    await c.waitFor('error', frames.length);
+    expect(c.events().filter((e) => e.type === 'error').map((e) => e.error.code)).toEqual(frames.map(() => 'invalid_json'));
+    await Bun.sleep(50);
+    expect(receivedBy(conn)).toEqual([]);
+    expect(c.close).toBeNull();
+    expect(g.quota.available(userId)).toBe(g.quota.balance(userId));
+    c.ws.close();
+  });
+
   test('a metered event nested too deep to read is refused at once, the session kept and the gateway responsive', async () => {
     const { c, conn } = await session();
     const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);

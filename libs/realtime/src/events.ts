@@ -28,11 +28,11 @@ export const CLIENT_EVENT_MAX_DEPTH = 64;
  * keep the last), one in another case (lenient parsers match keys case-insensitively: answered `{ ambiguous }`)
  * or an escape after the first type sends it to the full parse, and one that must be parsed
  * but nests deeper than CLIENT_EVENT_MAX_DEPTH is answered 'too_deep' (it may be a metered event the meter
- * cannot afford to read, so it must not be forwarded unread).
+ * cannot afford to read, so it must not be forwarded unread); one JSON.parse refuses, 'invalid_json'.
  */
 export function meteredEvent(text: string): { type: MeteredType; event: any } | undefined;
-export function meteredEvent(text: string, client: true): { type: MeteredType; event: any } | 'too_deep' | { ambiguous: string } | undefined;
-export function meteredEvent(text: string, client = false): { type: MeteredType; event: any } | 'too_deep' | { ambiguous: string } | undefined {
+export function meteredEvent(text: string, client: true): { type: MeteredType; event: any } | 'too_deep' | 'invalid_json' | { ambiguous: string } | undefined;
+export function meteredEvent(text: string, client = false): { type: MeteredType; event: any } | 'too_deep' | 'invalid_json' | { ambiguous: string } | undefined {
   if (text.startsWith(FAST_PREFIX)) {
     const end = text.indexOf('"', FAST_PREFIX.length);
     const type = text.slice(FAST_PREFIX.length, end);
@@ -48,7 +48,10 @@ export function meteredEvent(text: string, client = false): { type: MeteredType;
   try {
     event = JSON.parse(text);
   } catch {
-    return undefined;
+    // A client frame that may be a metered event must be read to be forwarded: lenient parsers take what JSON.parse
+    // refuses (Python's json.loads reads NaN, Infinity, -Infinity as numbers), so an unread one could be a model
+    // change or a create.
+    return client ? 'invalid_json' : undefined;
   }
   if (!event || typeof event !== 'object') return undefined;
   // A client event whose type (or id) key a lenient upstream reads under another spelling (ambiguous.ts).

@@ -202,6 +202,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     this.context.client(text);
     const m = meteredEvent(text, true);
     if (m === 'too_deep') return TOO_DEEP;
+    if (m === 'invalid_json') return INVALID_JSON;
     if (m && 'ambiguous' in m) return ambiguous(m.ambiguous);
     if (m?.type !== 'session.update' && m?.type !== 'response.create') return undefined;
     const field = m.type === 'session.update' ? 'session' : 'response';
@@ -702,6 +703,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
 const TOO_DEEP: ClientVerdict = {
   refuse: true, type: 'invalid_request_error', code: 'json_too_deep',
   message: `Event nested deeper than ${CLIENT_EVENT_MAX_DEPTH} levels; it was not forwarded`,
+};
+
+/** A client frame that may be a metered event but is not JSON as the gateway reads it (NaN, Infinity, a syntax error). */
+const INVALID_JSON: ClientVerdict = {
+  refuse: true, type: 'invalid_request_error', code: 'invalid_json',
+  message: 'Event is not valid JSON (NaN and Infinity are not JSON numbers); it was not forwarded',
 };
 
 /** A client event a lenient upstream could read otherwise (ambiguous.ts): refused, the session kept. */
