@@ -198,9 +198,11 @@ describe('realtime reservations bound every charge', () => {
     for (const [i, b] of bad.entries()) respond(`resp_a${i}`, { input_tokens: 10, output_tokens: 105, input_token_details: { text_tokens: 10, audio_tokens: 0 }, output_token_details: { text_tokens: 5, audio_tokens: JSON.parse(b) } });
     // No output breakdown: the audio delivered (20 tokens) is audio, the rest of the total text.
     respond('resp_ns', { input_tokens: 10, output_tokens: 105, input_token_details: { text_tokens: 10, audio_tokens: 0 } });
+    // A breakdown naming text output only, while audio was delivered: the rest of the total is the audio.
+    respond('resp_nx', { input_tokens: 10, output_tokens: 105, input_token_details: { text_tokens: 10, audio_tokens: 0 }, output_token_details: { text_tokens: 5 } });
     // The total unusable too: what was delivered of each kind.
     respond('resp_nt', { input_tokens: 10, output_tokens: -1, input_token_details: { text_tokens: 10, audio_tokens: 0 }, output_token_details: { text_tokens: 5, audio_tokens: -1 } });
-    await c.waitFor('response.done', bad.length + 3);
+    await c.waitFor('response.done', bad.length + 4);
     await Bun.sleep(50);
     const view = rows(userId).map((r) => [r.input_tokens, r.audio_input_tokens, r.output_tokens, r.audio_output_tokens, r.cost, r.usage_flag]);
     const cost = (ti: number, ai: number, to: number, ao: number) => costOf([[ti, PRICE.input], [ai, PRICE.audio_input], [to, PRICE.output], [ao, PRICE.audio_output]]);
@@ -208,6 +210,7 @@ describe('realtime reservations bound every charge', () => {
       [500 - heldAudio, heldAudio, 5, 0, cost(500 - heldAudio, heldAudio, 5, 0), 'estimated'],
       ...bad.map(() => [10, 0, 5, 100, cost(10, 0, 5, 100), 'invalid']),
       [10, 0, 85, 20, cost(10, 0, 85, 20), 'estimated'],
+      [10, 0, 5, 100, cost(10, 0, 5, 100), 'estimated'],
       [10, 0, 5, 20, cost(10, 0, 5, 20), 'invalid'],
     ]);
     expect(await g.ledger.sum(userId)).toBe(g.quota.balance(userId));

@@ -26,6 +26,12 @@ describe('responseUsage', () => {
     expect(of({ input_tokens: 1, output_tokens: 105, output_token_details: { text_tokens: -1, audio_tokens: -1 } }).estimate).toMatchObject({ output: 7, audioOutput: 98 });
   });
 
+  test('a breakdown leaving the audio out while audio was delivered: the rest of the total, at least the audio delivered', () => {
+    expect(of({ input_tokens: 1, output_tokens: 105, input_token_details: { text_tokens: 1 }, output_token_details: { text_tokens: 5 } })).toMatchObject({ usage: { output: 5, audioOutput: 100 }, estimated: true });
+    expect(of({ input_tokens: 1, output_tokens: 5, input_token_details: { text_tokens: 1 }, output_token_details: { text_tokens: 5 } })).toMatchObject({ usage: { output: 5, audioOutput: 20 }, estimated: true });
+    expect(of({ input_tokens: 1, output_tokens: 105, input_token_details: { text_tokens: 1 }, output_token_details: { text_tokens: 5 } }, { output: 7, audioOutput: 0 })).toMatchObject({ usage: { output: 5, audioOutput: 0 }, estimated: false });
+  });
+
   test('no output breakdown: the audio delivered is audio, the rest text; flagged estimated only when it moved something', () => {
     expect(of({ input_tokens: 1, output_tokens: 105, input_token_details: { text_tokens: 1 } })).toMatchObject({ usage: { output: 85, audioOutput: 20 }, estimated: true });
     expect(of({ input_tokens: 1, output_tokens: 5, input_token_details: { text_tokens: 1 } })).toMatchObject({ usage: { output: 0, audioOutput: 5 } });
@@ -35,13 +41,13 @@ describe('responseUsage', () => {
   });
 
   test('no input breakdown: as much as the conversation holds as audio bills as audio, when audio is dearer; an unknown bound: all of it', () => {
-    expect(of({ input_tokens: 500, output_tokens: 0, output_token_details: { text_tokens: 0 } })).toMatchObject({ usage: { input: 200, audioInput: 300 }, estimated: true });
-    expect(of({ input_tokens: 100, output_tokens: 0, output_token_details: { text_tokens: 0 } })).toMatchObject({ usage: { input: 0, audioInput: 100 } });
-    expect(of({ input_tokens: 500, output_tokens: 0, output_token_details: { text_tokens: 0 } }, delivered, { ...HELD, known: false })).toMatchObject({ usage: { input: 0, audioInput: 500 } });
+    expect(of({ input_tokens: 500, output_tokens: 0, output_token_details: { text_tokens: 0, audio_tokens: 0 } })).toMatchObject({ usage: { input: 200, audioInput: 300 }, estimated: true });
+    expect(of({ input_tokens: 100, output_tokens: 0, output_token_details: { text_tokens: 0, audio_tokens: 0 } })).toMatchObject({ usage: { input: 0, audioInput: 100 } });
+    expect(of({ input_tokens: 500, output_tokens: 0, output_token_details: { text_tokens: 0, audio_tokens: 0 } }, delivered, { ...HELD, known: false })).toMatchObject({ usage: { input: 0, audioInput: 500 } });
     // Cached tokens come out first; text dearer than audio: all as text, as before.
-    expect(of({ input_tokens: 500, output_tokens: 0, input_token_details: { cached_tokens: 400 }, output_token_details: { text_tokens: 0 } })).toMatchObject({ usage: { input: 0, audioInput: 100, cacheRead: 400 } });
-    expect(of({ input_tokens: 500, output_tokens: 0, output_token_details: { text_tokens: 0 } }, delivered, HELD, { ...P, audioInput: 1 })).toMatchObject({ usage: { input: 500, audioInput: 0 }, estimated: false });
+    expect(of({ input_tokens: 500, output_tokens: 0, input_token_details: { cached_tokens: 400 }, output_token_details: { text_tokens: 0, audio_tokens: 0 } })).toMatchObject({ usage: { input: 0, audioInput: 100, cacheRead: 400 } });
+    expect(of({ input_tokens: 500, output_tokens: 0, output_token_details: { text_tokens: 0, audio_tokens: 0 } }, delivered, HELD, { ...P, audioInput: 1 })).toMatchObject({ usage: { input: 500, audioInput: 0 }, estimated: false });
     // Nothing audio in the conversation: unchanged.
-    expect(of({ input_tokens: 500, output_tokens: 0, output_token_details: { text_tokens: 0 } }, delivered, { ...HELD, audio: 0 })).toMatchObject({ usage: { input: 500, audioInput: 0 }, estimated: false });
+    expect(of({ input_tokens: 500, output_tokens: 0, output_token_details: { text_tokens: 0, audio_tokens: 0 } }, delivered, { ...HELD, audio: 0 })).toMatchObject({ usage: { input: 500, audioInput: 0 }, estimated: false });
   });
 });

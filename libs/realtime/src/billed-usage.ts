@@ -46,6 +46,11 @@ export function responseUsage(t: RealtimeTokens, delivered: DeliveredTokens, inp
   const total = ok(t.outputTotal) ? t.outputTotal : undefined;
   const textOutFallback = total !== undefined && ok(audioOut) ? Math.max(delivered.output, total - audioOut) : delivered.output;
   const audioOutFallback = total !== undefined ? Math.max(delivered.audioOutput, total - (ok(textOut) ? textOut : textOutFallback)) : delivered.audioOutput;
+  if (t.audioOutAbsent && delivered.audioOutput > 0) {
+    // A breakdown naming text output only while the relay delivered audio: the audio is not none (billed so before).
+    audioOut = audioOutFallback;
+    estimated = true;
+  }
   return {
     usage: { input: textIn, output: textOut, cacheRead: t.cachedIn, cacheWrite: 0, audioInput: audioIn, audioOutput: audioOut },
     estimate: { output: textOutFallback, audioOutput: audioOutFallback, audioInput: inputBound, cacheRead: t.cachedMoved },

@@ -11,7 +11,7 @@ describe('tokensOf', () => {
       input_token_details: { text_tokens: 80, audio_tokens: 320, image_tokens: 0, cached_tokens: 256, cached_tokens_details: { text_tokens: 64, audio_tokens: 192, image_tokens: 0 } },
       output_token_details: { text_tokens: 30, audio_tokens: 82 },
     });
-    expect(t).toEqual({ textIn: 16, audioIn: 128, cachedIn: 256, cachedMoved: 256, textOut: 30, audioOut: 82, inputTotal: 400, outputTotal: 112, inputSplit: true, outputSplit: true });
+    expect(t).toEqual({ textIn: 16, audioIn: 128, cachedIn: 256, cachedMoved: 256, textOut: 30, audioOut: 82, inputTotal: 400, outputTotal: 112, inputSplit: true, outputSplit: true, audioOutAbsent: false });
   });
 
   test('no cached breakdown: cached taken from text first, then audio; never negative', () => {
@@ -38,7 +38,7 @@ describe('tokensOf', () => {
 });
 
 test('priceTokens is costOf over every kind, rounded up once', () => {
-  const t = { textIn: 16, audioIn: 128, cachedIn: 256, cachedMoved: 256, textOut: 30, audioOut: 82, inputTotal: 400, outputTotal: 112, inputSplit: true, outputSplit: true };
+  const t = { textIn: 16, audioIn: 128, cachedIn: 256, cachedMoved: 256, textOut: 30, audioOut: 82, inputTotal: 400, outputTotal: 112, inputSplit: true, outputSplit: true, audioOutAbsent: false };
   expect(priceTokens(t, P)).toBe(costOf([[16, P.input], [128, P.audioInput], [256, P.cacheRead], [30, P.output], [82, P.audioOutput]]));
   expect(priceTokens(t, P)).toBe(9991); // 64 + 4096 + 102.4 + 480 + 5248, rounded up
 });

@@ -26,6 +26,8 @@ export interface RealtimeTokens {
   /** Whether the report splits input (`input_token_details`) and output (`output_token_details`) by kind; without a split, the total is in textIn/textOut. */
   inputSplit: boolean;
   outputSplit: boolean;
+  /** An output breakdown that leaves the audio count out (audioOut is then 0). */
+  audioOutAbsent: boolean;
 }
 
 /** The price fields a realtime response needs (quota units per million tokens). */
@@ -85,7 +87,7 @@ export function tokensOf(usage: any): RealtimeTokens {
   }
   const textOut = outD ? n(outD.text_tokens) : outputTotal;
   const audioOut = outD ? n(outD.audio_tokens) : 0;
-  return { textIn, audioIn, cachedIn, cachedMoved, textOut, audioOut, inputTotal, outputTotal, inputSplit: !!inD, outputSplit: !!outD };
+  return { textIn, audioIn, cachedIn, cachedMoved, textOut, audioOut, inputTotal, outputTotal, inputSplit: !!inD, outputSplit: !!outD, audioOutAbsent: !!outD && outD.audio_tokens === undefined };
 }
 
 /** Exact integer cost (rounded up once over the whole response). */
