@@ -216,4 +216,36 @@ describe('realtime reservations bound every charge', () => {
     expect(await g.ledger.sum(userId)).toBe(g.quota.balance(userId));
     c.ws.close();
   });
+
+  test('a response.done without usage, or without an input total, bills its input on the conversation bound, audio at the audio price', async () => {
+    const { key, userId } = await g.addKey(20 * RESERVE);
+    const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), g);
+    await c.opened;
+    await c.waitFor('session.created');
+    const conn = u.connections.at(-1)!.id;
+    const append = JSON.stringify({ type: 'input_audio_buffer.append', audio: Buffer.alloc(96_000).toString('base64') });
+    c.ws.send(append);
+    const heldAudio = Math.ceil((Math.floor((append.length * 3) / 4) / 48_000) * 20);
+    await u.until(() => u.received.some((r) => r.conn === conn && String(r.data).includes('input_audio_buffer.append')));
+    const done = (id: string, usage: unknown) => {
+      u.send(JSON.stringify({ type: 'response.created', response: { id, status: 'in_progress', max_output_tokens: 100 } }), conn);
+      u.send(JSON.stringify({ type: 'response.done', response: { id, status: 'completed', ...(usage === undefined ? {} : { usage }) } }), conn);
+    };
+    done('resp_none', undefined);
+    done('resp_null', null);
+    done('resp_noin', { output_tokens: 0, output_token_details: { text_tokens: 0, audio_tokens: 0 } });
+    await c.waitFor('response.done', 3);
+    await Bun.sleep(50);
+    const billed = rows(userId);
+    expect(billed).toHaveLength(3);
+    for (const r of billed) {
+      // Before: the whole context window (32,000) at the text price, the audio billed as none.
+      expect(r.audio_input_tokens).toBe(heldAudio);
+      expect(r.input_tokens).toBeGreaterThan(1024);
+      expect(r.input_tokens).toBeLessThan(PRICE.context_window / 4);
+      expect(r.usage_flag).toBe('estimated');
+    }
+    expect(await g.ledger.sum(userId)).toBe(g.quota.balance(userId));
+    c.ws.close();
+  });
 });

@@ -5,7 +5,8 @@ import { tokensOf } from './usage';
 const P = { input: 4_000_000, output: 16_000_000, cacheRead: 400_000, audioInput: 32_000_000, audioOutput: 64_000_000 };
 const HELD = { text: 2000, audio: 300, either: 0, known: true };
 const delivered = { output: 7, audioOutput: 20 };
-const of = (usage: unknown, d = delivered, held = HELD, price = P) => responseUsage(tokensOf(usage), d, 32_000, held, price);
+const GUESS = { input: 1500, audioInput: 300 };
+const of = (usage: unknown, d = delivered, held = HELD, price = P) => responseUsage(tokensOf(usage), d, 32_000, held, price, () => GUESS);
 
 describe('responseUsage', () => {
   test('a split report bills as reported', () => {
@@ -49,5 +50,12 @@ describe('responseUsage', () => {
     expect(of({ input_tokens: 500, output_tokens: 0, output_token_details: { text_tokens: 0, audio_tokens: 0 } }, delivered, HELD, { ...P, audioInput: 1 })).toMatchObject({ usage: { input: 500, audioInput: 0 }, estimated: false });
     // Nothing audio in the conversation: unchanged.
     expect(of({ input_tokens: 500, output_tokens: 0, output_token_details: { text_tokens: 0, audio_tokens: 0 } }, delivered, { ...HELD, audio: 0 })).toMatchObject({ usage: { input: 500, audioInput: 0 }, estimated: false });
+  });
+
+  test('no input count at all: the conversation\'s estimate, flagged estimated', () => {
+    expect(of({ output_tokens: 0, output_token_details: { text_tokens: 0, audio_tokens: 0 } })).toMatchObject({ usage: { input: 1500, audioInput: 300 }, estimated: true });
+    expect(of({})).toMatchObject({ usage: { input: 1500, audioInput: 300 }, estimated: true });
+    // Details naming counts stand for the total.
+    expect(of({ output_tokens: 0, input_token_details: { text_tokens: 5, audio_tokens: 0 }, output_token_details: { text_tokens: 0, audio_tokens: 0 } })).toMatchObject({ usage: { input: 5, audioInput: 0 }, estimated: false });
   });
 });

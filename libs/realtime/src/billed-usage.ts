@@ -18,20 +18,19 @@ export interface BilledUsage {
 
 /**
  * `inputBound`: what an unusable audio input count is replaced by (the reported input total, else the hold's bound);
- * `conversation`: what the session's conversation can hold of each kind (context.ts), the bound of an unsplit input's audio part.
+ * `conversation`: what the session's conversation can hold of each kind (context.ts), the bound of an unsplit input's audio part;
+ * `guess`: the input a response can have read (context.ts's estimate), for a report without any input count.
  */
-export function responseUsage(t: RealtimeTokens, delivered: DeliveredTokens, inputBound: number, conversation: ContextTokens, price: RealtimePrice): BilledUsage {
+export function responseUsage(t: RealtimeTokens, delivered: DeliveredTokens, inputBound: number, conversation: ContextTokens, price: RealtimePrice,
+  guess: () => { input: number; audioInput: number }): BilledUsage {
   let { textIn, audioIn, textOut, audioOut } = t;
   let estimated = false;
-  if (!t.outputSplit) {
-    // No output breakdown: the total holds the audio the relay delivered, which bills at the audio price (before,
-    // all of it billed as text, a quarter of gpt-realtime's audio output price). A total that is unusable too is
-    // replaced by the text delivered; the audio delivered bills as audio all the same.
-    audioOut = ok(t.outputTotal) ? Math.min(t.outputTotal, delivered.audioOutput) : delivered.audioOutput;
-    if (ok(t.outputTotal)) textOut = t.outputTotal - audioOut;
-    if (audioOut > 0 && ok(t.outputTotal)) estimated = true;
-  }
-  if (!t.inputSplit && ok(textIn) && textIn > 0 && price.audioInput > price.input) {
+  if (!t.inputSplit && t.inputTotal === undefined) {
+    // No input count at all: what the conversation can have held, dearer kind first, as for a cut response (before:
+    // the whole context window at the text price, the audio billed as none).
+    ({ input: textIn, audioInput: audioIn } = guess());
+    estimated = true;
+  } else if (!t.inputSplit && ok(textIn) && textIn > 0 && price.audioInput > price.input) {
     // No input breakdown: as much of the (uncached) total as the conversation can hold as audio bills as audio, the
     // rest as text (before: all as text, an eighth of gpt-realtime's audio input price). An unknown bound: all of it.
     const audio = conversation.known ? Math.min(textIn, conversation.audio + conversation.either) : textIn;
@@ -40,6 +39,14 @@ export function responseUsage(t: RealtimeTokens, delivered: DeliveredTokens, inp
       textIn -= audio;
       estimated = true;
     }
+  }
+  if (!t.outputSplit) {
+    // No output breakdown: the total holds the audio the relay delivered, which bills at the audio price (before,
+    // all of it billed as text, a quarter of gpt-realtime's audio output price). A total that is unusable too is
+    // replaced by the text delivered; the audio delivered bills as audio all the same.
+    audioOut = ok(t.outputTotal) ? Math.min(t.outputTotal, delivered.audioOutput) : delivered.audioOutput;
+    if (ok(t.outputTotal)) textOut = t.outputTotal - audioOut;
+    if (audioOut > 0 && ok(t.outputTotal)) estimated = true;
   }
   // An unusable output count: the rest of a usable total once the other kind (as billed) is taken out, never less
   // than what was delivered of that kind (before: what was delivered only, 0 for audio the relay did not see).

@@ -430,6 +430,13 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     return this.clientIds.has(id) ? { id: this.clientIds.get(id) } : undefined;
   }
 
+  /** The max output of every response still running: output that may have joined the conversation unseen. */
+  private runningMaxOutput(): number {
+    let n = 0;
+    for (const h of this.running.values()) n += h.limits.maxOutput;
+    return n;
+  }
+
   /** The max output tokens a response announces for itself, else the session's. */
   private announced(response: unknown): number {
     return maxOutputOf(response, this.o.defaultOutputTokens) ?? this.sessionMaxOutput;
@@ -540,7 +547,9 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const reported = !!response?.usage && typeof response.usage === 'object';
     // An audio count is a part of the input total: the total bounds it when it is usable.
     const inputBound = ok(t.inputTotal) ? Math.min(t.inputTotal, limits.input) : limits.input;
-    const billed = reported ? responseUsage(t, o.delivered, inputBound, this.context.bound(0), bill.price) : null;
+    // What the conversation can have held (context.ts), the input of a response whose report gives no input count.
+    const guess = () => inputEstimate(this.context.bound(this.runningMaxOutput()), limits.maxInput, bill.price);
+    const billed = reported ? responseUsage(t, o.delivered, inputBound, this.context.bound(0), bill.price, guess) : null;
     const log: RealtimeUsageLog = {
       requestId: `${this.o.sessionId}_${responseId || `n${++this.seq}`}`,
       kind: 'realtime',
@@ -563,7 +572,9 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       // never as 0: the upstream bills that audio. An unusable cached count: the tokens its breakdown took out
       // of the text and audio counts (none taken out: they bill as text or audio already). Only beside a
       // report: with none, the estimate stands for the whole usage.
-      estimate: billed?.estimate ?? o.delivered,
+      // No usage at all: a cut response's input is its own estimate; a response.done's, the conversation's (not the
+      // hold's input bound, the whole window at the text price).
+      estimate: billed?.estimate ?? (o.delivered.input !== undefined ? o.delivered : { ...o.delivered, ...guess() }),
       estimated: billed?.estimated,
       // The reservation's own bounds (the same as it carries), so a response whose hold was refused is bounded alike.
       limits,
