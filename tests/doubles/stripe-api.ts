@@ -31,6 +31,8 @@ export interface StripeDouble {
   fail: { status: number; code?: string } | 'hang' | 'no-url' | null;
   /** `GET /v1/payment_intents/:id` answers 500 while set. */
   failLookups: boolean;
+  /** `GET /v1/payment_intents/:id` answers after this many ms (0: at once). */
+  lookupDelayMs: number;
   /** PaymentIntents of the same account made elsewhere (no metadata of ours): known to the API, not to the gateway. */
   foreignPaymentIntents: Set<string>;
   /** The session created for a trade number (client_reference_id). */
@@ -74,7 +76,7 @@ export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
   const err = (status: number, type: string, message: string, extra: Record<string, string> = {}) =>
     Response.json({ error: { type, message, ...extra } }, { status });
   const d: StripeDouble = {
-    url: '', requests, sessions, fail: null, failLookups: false, foreignPaymentIntents: new Set(),
+    url: '', requests, sessions, fail: null, failLookups: false, lookupDelayMs: 0, foreignPaymentIntents: new Set(),
     sessionFor(tradeNo) {
       const s = [...sessions.values()].find((x) => x.client_reference_id === tradeNo);
       if (!s) throw new Error(`stripe double: no session for ${tradeNo}`);
@@ -129,6 +131,7 @@ export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
       const intent = /^\/v1\/payment_intents\/([^/]+)$/.exec(url.pathname);
       if (req.method === 'GET' && intent) {
         if (req.headers.get('authorization') !== `Bearer ${opts.secretKey}`) return err(401, 'invalid_request_error', 'Invalid API Key provided: sk_****', { code: 'api_key_invalid' });
+        if (d.lookupDelayMs) await Bun.sleep(d.lookupDelayMs);
         if (d.failLookups) return err(500, 'api_error', 'Failure requested by the test');
         const id = decodeURIComponent(intent[1]!);
         const metadata = intentMetadata.get(id) ?? (d.foreignPaymentIntents.has(id) ? {} : null);

@@ -7,6 +7,7 @@
  * and ledger refs of a fixed sequence: the same literal expectation runs on SQLite and on PostgreSQL.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { CLUSTER_NODES } from '../helpers/gateway';
 import { startPayments, type PaymentsHarness } from './payment-webhooks-setup';
 
 let h: PaymentsHarness;
@@ -148,6 +149,57 @@ describe('events that name someone else\'s order or come from the wrong place', 
     expect(crossed.status).toBe(400);
     expect(await h.balance(user.token)).toBe(3000);
   });
+});
+
+describe('the PaymentIntent lookup asked with an id taken from the event', () => {
+  test('an id that is no PaymentIntent id (dot segments, a path, a query, 10,000 characters) is not asked of the API: unknown_order, nothing changes', async () => {
+    const { user, session, tradeNo } = await paidA(300);
+    const before = h.stripe.requests.length;
+    const hostile = ['..', '.', 'pi_x/../../v1/customers', 'pi_x?expand[]=customer', 'pi_x#frag', `pi_${'a'.repeat(10_000)}`, 'pi_with space', 'pi_\u00e9'];
+    for (const [i, ref] of hostile.entries()) {
+      const body = JSON.parse(h.stripe.disputeEvent('charge.dispute.funds_withdrawn', session, 300, `dp_hostile_${i}`));
+      body.data.object.payment_intent = ref;
+      expect({ ref: ref.slice(0, 40), ...(await h.postA(JSON.stringify(body))) }).toEqual({ ref: ref.slice(0, 40), outcome: 'unknown_order', trade_no: null });
+    }
+    // Every path the API saw is one PaymentIntent's: "." and ".." used to reach GET /v1/ and /v1/payment_intents/ with the secret key.
+    const asked = h.stripe.requests.slice(before).map((q) => q.path);
+    expect(asked.filter((path) => !/^\/v1\/payment_intents\/pi_[A-Za-z0-9]{1,255}$/.test(path))).toEqual([]);
+    expect(await h.balance(user.token)).toBe(3000);
+    await h.balanced(user.id, tradeNo);
+  }, 15_000);
+
+  test('one signed event delivered 20 times at once while the API is slow asks the API once; many payments at once are asked a few at a time', async () => {
+    const o = await h.orderA(500);
+    const pi = h.stripe.paymentIntentFor(o.session);
+    const withdrawn = h.stripe.disputeEvent('charge.dispute.funds_withdrawn', o.session, 200, 'dp_flood');
+    const asked = (id: string) => h.stripe.requests.filter((q) => q.method === 'GET' && q.path === `/v1/payment_intents/${id}`).length;
+    h.stripe.lookupDelayMs = 300;
+    try {
+      const outcomes = (await Promise.all(Array.from({ length: 20 }, () => h.postA(withdrawn)))).map((x) => x.outcome);
+      expect(outcomes.filter((x) => x !== 'duplicate')).toEqual(['not_paid:pending']);
+      // Once per process (each node of a cluster asks once).
+      expect(asked(pi)).toBeLessThanOrEqual(CLUSTER_NODES);
+      // 30 different payments at once (each a stranger's dispute): never more than 8 lookups in flight per process;
+      // the rest are the retryable 409 order_not_yet_known, recording nothing.
+      const before = h.stripe.requests.length;
+      const strangers = Array.from({ length: 30 }, (_, i) => {
+        const b = JSON.parse(h.stripe.disputeEvent('charge.dispute.funds_withdrawn', o.session, 100, `dp_stranger_${i}`));
+        b.data.object.payment_intent = `pi_stranger${i}`;
+        return JSON.stringify(b);
+      });
+      const answers = await Promise.all(strangers.map((b) => h.deliver('providerA', b)));
+      const lookups = h.stripe.requests.length - before;
+      expect(lookups).toBeLessThanOrEqual(8 * CLUSTER_NODES);
+      expect(answers.filter((a) => a.status === 200).length).toBe(lookups);
+      for (const a of answers.filter((x) => x.status !== 200)) expect({ status: a.status, code: a.json.error?.code }).toEqual({ status: 409, code: 'order_not_yet_known' });
+      for (const [i, a] of answers.entries()) if (a.status === 409) expect(await h.eventRow('providerA', strangers[i]!)).toBeFalsy();
+    } finally {
+      h.stripe.lookupDelayMs = 0;
+    }
+    expect((await h.postA(h.stripe.event('checkout.session.completed', o.session, paidSession))).outcome).toBe('credited');
+    expect(await h.balance(o.user.token)).toBe(3000);
+    await h.balanced(o.user.id, o.tradeNo);
+  }, 20_000);
 });
 
 describe('out of order and at once', () => {

@@ -27,6 +27,9 @@ export function stripeForm(obj: Record<string, FormValue>): URLSearchParams {
 
 const withTradeNo = (u: string, tradeNo: string) => `${u}${u.includes('?') ? '&' : '?'}trade_no=${encodeURIComponent(tradeNo)}`;
 
+/** A PaymentIntent id as Stripe issues them (`pi_` and letters and digits; Stripe's ids are at most 255 characters). */
+const PAYMENT_INTENT_ID = /^pi_[A-Za-z0-9]{1,252}$/;
+
 export class ProviderA implements PaymentProvider {
   readonly id = 'providerA' as const;
 
@@ -72,6 +75,9 @@ export class ProviderA implements PaymentProvider {
    * been applied yet. A PaymentIntent the API does not know (404), or one without our trade no, is not ours.
    */
   async tradeNoOfPayment(paymentRef: string): Promise<string | null> {
+    // The id comes from the event: "." and ".." survive encodeURIComponent and the URL parser resolves them (GET /v1/
+    // with our secret key), and a 10,000-character id would be sent as is. No PaymentIntent has such an id.
+    if (!PAYMENT_INTENT_ID.test(paymentRef)) return null;
     try {
       const { body } = await callProvider('providerA', `${this.cfg.apiBase}/v1/payment_intents/${encodeURIComponent(paymentRef)}`, {
         method: 'GET', headers: { authorization: `Bearer ${this.cfg.secretKey}` },

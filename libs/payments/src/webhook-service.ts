@@ -12,6 +12,7 @@ import { balanceLimitError, GatewayError, nowSeconds, silentLogger, type ChangeB
 import { BALANCE_LIMIT_OUTCOME, type LedgerStore, type OrderLookup, TopupDecision, TopupOrderRow, TopupReversalRow } from '@gw/db';
 import type { PaymentEvent, PaymentProvider, ProviderId } from './provider';
 import { clawbackAtCredit, decideReversal, inOrderUnits } from './reversal-rules';
+import { PaymentLookups } from './payment-lookups';
 
 /**
  * What happened to an event, stored in webhook_events.outcome and returned in the 200 answer:
@@ -25,6 +26,8 @@ export interface WebhookResult {
 }
 
 export class WebhookService {
+  private readonly lookups = new PaymentLookups();
+
   constructor(
     private readonly ledger: LedgerStore,
     private readonly providers: ReadonlyMap<ProviderId, PaymentProvider>,
@@ -71,7 +74,8 @@ export class WebhookService {
    * payment event, which may come later (delivered late, or refused with balance_limit). So when no order has the
    * payment, the provider's API is asked which order it belongs to (outside any transaction) and the event is applied
    * again by that trade no: to a pending order it is recorded (not_paid:…) and taken back at credit; a payment the API
-   * says is not ours is recorded unknown_order at once. While the API cannot answer, it is a retryable 409.
+   * says is not ours is recorded unknown_order at once. While the API cannot answer, or while too many other payments
+   * are being asked (PaymentLookups), it is a retryable 409.
    */
   private async reverse(p: PaymentProvider, ev: Extract<PaymentEvent, { kind: 'reversal' }>): Promise<WebhookResult> {
     const paymentRef = ev.lookup.paymentRef ?? null;
@@ -80,7 +84,7 @@ export class WebhookService {
     if (r === 'ask') {
       let found: string | null;
       try {
-        found = await ask!(paymentRef!);
+        found = await this.lookups.tradeNo(`${p.id}:${paymentRef}`, () => ask!(paymentRef!));
       } catch (err) {
         this.log.warn('topup.reversal_order_unknown', { provider: p.id, event_id: ev.eventId, type: ev.type, payment_ref: paymentRef, error: (err as Error).message });
         throw orderNotYetKnown(p.id, paymentRef);
