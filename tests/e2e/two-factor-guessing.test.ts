@@ -2,7 +2,9 @@
  * A stolen session (or access token) has no password, but `POST /api/user/2fa/disable` takes a code alone. Ten
  * checks per five minutes, forever, let it try ~86,000 codes a month against ~3 valid ones per check. The checks
  * are also capped per day and per 30 days (here TOTP_MAX_FAILURES_PER_DAY=4), the owner is mailed once when the
- * limit stops the guessing, and only a login with the password and a code (the owner) lifts the lock.
+ * limit stops the guessing. The counts are the calling credential's: the owner's own sessions and tokens, and a new
+ * login with the password and a code, are not locked by the thief's guessing, and no login of the owner's gives the
+ * stolen session new guesses.
  * Over real HTTP, against a real SMTP server, on every backend.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
@@ -75,7 +77,7 @@ test('a stolen session is stopped by the day cap, not only for five minutes; the
   expect(guessingMails(owner.email).length).toBe(1);
 }, 120_000);
 
-test('only a login with the password and a code lifts the lock; the stolen session cannot', async () => {
+test('a login with the password and a code has checks of its own; the stolen session cannot get new ones', async () => {
   const owner = await ownerWith2fa();
   const stolen = (await login(owner.username, owner.password, await totp(owner.secret, 0))).cookie;
   await clearOfWindowEdge(60_000, 86_400_000);
@@ -92,4 +94,23 @@ test('only a login with the password and a code lifts the lock; the stolen sessi
   const off = await disable(fresh.cookie, owner.backup[2]!);
   expect(off.status).toBe(200);
   expect((await gw.api('GET', '/api/user/2fa/status', undefined, owner.token)).body.data.enabled).toBe(false);
+}, 120_000);
+
+test("the owner's logins give a stolen session no new guesses, and its lockout locks out none of the owner's other credentials", async () => {
+  const owner = await ownerWith2fa();
+  const stolen = (await login(owner.username, owner.password, await totp(owner.secret, 0))).cookie;
+  await clearOfWindowEdge(60_000, 86_400_000);
+  for (let i = 0; i < 4; i++) expect((await disable(stolen, `33333${i}`)).status).toBe(400);
+  expect((await disable(stolen, '444444')).status).toBe(429);
+  // The owner's own access token (made before the theft) still has its checks: the thief's guessing is no lockout of the owner.
+  const own = await gw.api('POST', '/api/user/2fa/disable', { code: '555555' }, owner.token);
+  expect([own.status, own.body.error.code]).toEqual([400, 'invalid_totp']);
+  // The owner logs in with both factors, as every day: the thief's session is still refused (a login used to clear
+  // the counts of the whole account, so each of the owner's logins gave the thief another day's guesses).
+  expect((await login(owner.username, owner.password, owner.backup[3]!)).status).toBe(200);
+  for (let i = 0; i < 3; i++) {
+    const r = await disable(stolen, `66666${i}`);
+    expect([r.status, r.body.error.code]).toEqual([429, 'too_many_attempts']);
+  }
+  expect((await gw.api('GET', '/api/user/2fa/status', undefined, owner.token)).body.data.enabled).toBe(true);
 }, 120_000);

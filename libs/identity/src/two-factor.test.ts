@@ -117,7 +117,7 @@ describe('guessing limit', () => {
     expect((await svc.status(u.id)).enabled).toBe(false);
   });
 
-  test('past the five-minute window, checks are capped per day and per 30 days; a login with a code lifts both', async () => {
+  test('past the five-minute window, checks are capped per day and per 30 days, per credential; a login lifts neither', async () => {
     const { u, secret } = await enabled();
     const wrong = async () => svc.disable(u.id, '000000').then(() => 'ok', (e) => e.code as string);
     // Ten per five minutes, but only 20 a day: the third burst of the day is refused.
@@ -141,10 +141,12 @@ describe('guessing limit', () => {
     const monthLock = await svc.disable(u.id, '000000').catch((e) => e);
     expect(monthLock.code).toBe('too_many_attempts');
     expect(Number(monthLock.headers['retry-after'])).toBeGreaterThan(86_400);
-    // The owner logs in with the password and a code: the endpoints check codes again.
+    // The owner logs in with the password and a code: the locked credential stays locked (a login used to clear
+    // the account's counts); the new login's session, like any other credential of the owner, has checks of its own.
     now += 30_000;
     expect(await svc.checkLoginCode(u, await code(secret, 0))).toBe(true);
-    expect(await wrong()).toBe('invalid_totp');
+    expect(await wrong()).toBe('too_many_attempts');
+    await expect(svc.disable(u.id, '000000', 'sfreshsession')).rejects.toMatchObject({ code: 'invalid_totp' });
   });
 
   test('the lockout says once per day that it is the first (the owner is mailed then)', async () => {

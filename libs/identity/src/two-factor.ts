@@ -5,6 +5,10 @@ import { generateBackupCodes, hashBackupCode, looksLikeBackupCode } from './back
 import type { CurrentPasswordGuard } from './current-password';
 import type { Principal } from './principal';
 
+/** The credential a 2FA check is counted under: the calling session (by its hash) or access token. */
+export const credentialKey = (p: Principal): string =>
+  (p.via === 'session' ? `s${(p.sessionHash ?? '').slice(0, 16)}` : `t${p.tokenId ?? 0}`);
+
 /** otplib, loaded at the first 2FA operation: most processes never need it (about 3 MB resident each). */
 const otplib = () => import('otplib');
 
@@ -120,7 +124,7 @@ export class TwoFactorService {
     if (u.totpEnabled) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on');
     if (!u.totpSecret) throw new GatewayError(400, 'totp_not_set_up', 'Call POST /api/user/2fa/setup first', { param: 'code' });
     await this.currentPassword.require(userId, currentPassword, u.passwordHash);
-    await this.guard(userId);
+    await this.guard(userId, credentialKey(p));
     const step = await this.matchTotp(u, code);
     const codes = generateBackupCodes();
     // Only the secret the code was checked against is turned on: a setup sent meanwhile (a stolen session's,
@@ -132,7 +136,7 @@ export class TwoFactorService {
       }
       throw await this.failed(userId);
     }
-    await this.cleared(userId);
+    await this.cleared(userId, credentialKey(p));
     return { backup_codes: codes, sessions_ended: await this.sessions.endOtherSessions(userId, p.sessionHash) };
   }
 
@@ -141,12 +145,12 @@ export class TwoFactorService {
    * no password). Other sessions are left alone: they were all made with the second factor, and a thief who
    * holds a code gains nothing by logging the owner out.
    */
-  async disable(userId: number, code: string): Promise<void> {
+  async disable(userId: number, code: string, credential = ''): Promise<void> {
     const u = await this.mustEnabled(userId);
-    await this.guard(userId);
+    await this.guard(userId, credential);
     if (!(await this.consume(u, code))) throw await this.failed(userId, 'Invalid or already used two-factor or backup code');
     await this.repo.disableTotp(userId, this.nowSec());
-    await this.cleared(userId);
+    await this.cleared(userId, credential);
   }
 
   /**
@@ -158,12 +162,12 @@ export class TwoFactorService {
     const userId = p.user.id;
     const u = await this.mustEnabled(userId);
     await this.currentPassword.require(userId, currentPassword, u.passwordHash);
-    await this.guard(userId);
+    await this.guard(userId, credentialKey(p));
     const step = await this.matchTotp(u, code);
     if (step === null || !(await this.repo.claimTotpStep(userId, step))) throw await this.failed(userId, 'A current, unused authenticator code is required');
     const codes = generateBackupCodes();
     await this.repo.replaceBackupCodes(userId, codes.map((c) => hashBackupCode(userId, c)), this.nowSec());
-    await this.cleared(userId);
+    await this.cleared(userId, credentialKey(p));
     return { backup_codes: codes, sessions_ended: await this.sessions.endOtherSessions(userId, p.sessionHash) };
   }
 
@@ -174,11 +178,8 @@ export class TwoFactorService {
   async checkLoginCode(user: UserRow, code: string): Promise<boolean> {
     const u = await this.users.byId(user.id);
     if (!u?.totpEnabled) return false;
-    if (!(await this.consume(u, code))) return false;
-    // The password and a code, together: the owner, not a stolen session (which has neither). This is how the
-    // owner gets the 2FA endpoints back after a thief's guessing used up the day's or the month's checks.
-    await this.cleared(user.id);
-    return true;
+    // The session this login opens has counts of its own (see guard): nothing here clears another credential's.
+    return this.consume(u, code);
   }
 
   /**
@@ -220,25 +221,30 @@ export class TwoFactorService {
     }
   }
 
-  private key(userId: number) { return `u${userId}`; }
+  private key(userId: number, credential = '') { return credential ? `u${userId}:${credential}` : `u${userId}`; }
 
   /**
    * Backup codes have ~50 bits and TOTP 20: stop guessing on the 2FA endpoints early. Each check is claimed
    * in the window before the code is read (a success clears it): counting failures afterwards let parallel
    * guesses all pass a count that none of them had raised yet (on a shared window, a Redis round trip each).
+   * Counted per credential (the session or access token calling): a stolen one is capped however often the owner
+   * logs in (a login used to clear the account's counts, giving the thief a new day's guesses each time), and its
+   * lockout is not the owner's, whose other sessions and tokens keep their own checks. A thief cannot open more:
+   * a session needs both factors and a token the password.
    */
-  private async guard(userId: number): Promise<void> {
+  private async guard(userId: number, credential: string): Promise<void> {
     for (const { window, limit } of this.tiers) {
       // Shortest first, stopping at the first refusal: a check refused by the 5-minute window is not one the
       // longer windows should count.
-      const wait = await window.hit(this.key(userId), limit);
+      const wait = await window.hit(this.key(userId, credential), limit);
+      // One notice per user (not per credential) a day.
       if (wait) throw new TwoFactorLockout(wait, (await this.noticed.hit(this.key(userId), 1)) === 0);
     }
   }
 
-  /** A right code (or a login with password and code): every window starts again, and so does the notice. */
-  private async cleared(userId: number): Promise<void> {
-    for (const { window } of this.tiers) await window.reset(this.key(userId));
+  /** A right code: the credential's windows start again, and so does the user's notice. */
+  private async cleared(userId: number, credential: string): Promise<void> {
+    for (const { window } of this.tiers) await window.reset(this.key(userId, credential));
     await this.noticed.reset(this.key(userId));
   }
 

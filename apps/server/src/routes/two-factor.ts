@@ -1,7 +1,7 @@
 /** TOTP two-factor authentication of the caller, and the admin reset for users below the admin. */
 import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
-import { TwoFactorLockout } from '@gw/identity';
+import { TwoFactorLockout, credentialKey } from '@gw/identity';
 import type { UserRow } from '@gw/db';
 import { authPlugin, caller } from '../plugins/auth';
 import { origin } from '../plugins/origin';
@@ -62,13 +62,14 @@ export const twoFactorRoutes = (s: Services) =>
       },
     })
     .post('/2fa/disable', async (ctx) => {
-      const { user } = caller(ctx);
-      await toldOnLockout(s, ctx, user, () => s.twoFactor.disable(user.id, ctx.body.code));
+      const p = caller(ctx);
+      const { user } = p;
+      await toldOnLockout(s, ctx, user, () => s.twoFactor.disable(user.id, ctx.body.code, credentialKey(p)));
       s.notices.notify(user, { kind: 'two_factor_disabled', ...origin(ctx) });
       return ok(null);
     }, {
       role: 'user', body: CodeBody, response: envelope(t.Null()),
-      detail: { tags: ['2fa'], summary: 'Disable 2FA', description: 'Turns the caller\'s 2FA off, given a current TOTP code or an unused backup code. No password is asked (the body is fixed); other sessions stay. Code checks are limited per user (10 per 5 minutes, TOTP_MAX_FAILURES_PER_DAY, TOTP_MAX_FAILURES_PER_30_DAYS; then 429 too_many_attempts, and the owner is e-mailed once a day); a login with the password and a code lifts the limit.' },
+      detail: { tags: ['2fa'], summary: 'Disable 2FA', description: 'Turns the caller\'s 2FA off, given a current TOTP code or an unused backup code. No password is asked (the body is fixed); other sessions stay. Code checks are limited per session or access token (10 per 5 minutes, TOTP_MAX_FAILURES_PER_DAY, TOTP_MAX_FAILURES_PER_30_DAYS; then 429 too_many_attempts, and the owner is e-mailed once a day): a locked one stays locked, and a new login (password and code) has checks of its own.' },
     })
     .post('/2fa/backup_codes', async (ctx) => {
       const p = caller(ctx);
