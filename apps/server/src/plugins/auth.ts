@@ -20,19 +20,20 @@ export type Credentials = { principal: Principal | null; credentialError: Gatewa
  */
 export function readCookies(header: string | null, name: string): string[] {
   if (!header) return [];
-  const out: string[] = [];
+  // A Set, not a list search: this runs before any credential is checked, and a 16 KB header of distinct values made
+  // the search quadratic (~6 ms of CPU per read, twice per request, for anyone).
+  const out = new Set<string>();
   for (const part of header.split(';')) {
     const i = part.indexOf('=');
     if (i > 0 && part.slice(0, i).trim() === name) {
       try {
-        const v = decodeURIComponent(part.slice(i + 1).trim());
-        if (!out.includes(v)) out.push(v);
+        out.add(decodeURIComponent(part.slice(i + 1).trim()));
       } catch {
         // not a cookie this gateway set
       }
     }
   }
-  return out;
+  return [...out];
 }
 
 /** A session cookie as login sets it (randomToken(43)); of several, only these are looked up. */
