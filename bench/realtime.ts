@@ -122,7 +122,9 @@ async function gatewayRole() {
   const { createServices } = await import('../apps/server/src/services');
   const { listen } = await import('../apps/server/src/app');
   const dir = mkdtempSync(join(tmpdir(), 'gw-bench-rt-'));
-  const config = loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'gateway.db')}`, ROOT_PASSWORD: 'bench-root-password', HOST: '127.0.0.1' });
+  // REALTIME_* settings of the bench's own environment reach the gateway (bench/realtime-flood.ts compares them).
+  const realtimeEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('REALTIME_')));
+  const config = loadConfig({ ...realtimeEnv, DATABASE_URL: `sqlite:${join(dir, 'gateway.db')}`, ROOT_PASSWORD: 'bench-root-password', HOST: '127.0.0.1' });
   const s = await createServices(config, silentLogger);
   await s.channels.create({ name: 'bench-rt', type: 'openai', base_url: process.argv[3]!, key: 'bench-upstream-key', models: [MODEL] } as any);
   await s.relay.prices.upsert({ model: MODEL, input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000 });
