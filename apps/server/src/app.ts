@@ -121,6 +121,8 @@ function bind(app: ReturnType<typeof createApp>, s: Services, port: number, host
     // Bun would answer an oversized body with plain text; http-errors enforces MAX_BODY_BYTES with a JSON 413
     // (content-length up front, chunked bodies while reading), so Bun's own limit is set out of the way.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+    // The only WebSocket is /v1/realtime: a client message past its largest frame is closed 1009 by Bun, unread.
+    websocket: { maxPayloadLength: s.realtime.maxFrameBytes },
     // HTTPS and WSS on the same port (realtime SDKs always connect with wss://).
     ...(s.config.tls ? { tls: s.config.tls } : {}),
   });

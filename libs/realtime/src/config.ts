@@ -23,7 +23,28 @@ export interface RealtimeConfig {
    * window at the dearest input price plus this at the dearest output price; output beyond it is not billed.
    */
   reserveTokens: number;
+  /**
+   * Largest client WebSocket message accepted at all (REALTIME_MAX_FRAME_BYTES, Bun's maxPayloadLength): past it Bun
+   * closes the socket with 1009 before the gateway sees the frame. Sized for an `input_audio_buffer.append` of 15 MiB
+   * of audio (OpenAI's documented maximum: 20 MiB of base64).
+   */
+  maxFrameBytes: number;
+  /**
+   * Largest client event the gateway reads as JSON (REALTIME_MAX_EVENT_BYTES): every client frame but a plain audio
+   * append (events.ts plainAppend). A larger one is not forwarded: `error` event `event_too_large`, close 1009.
+   */
+  maxEventBytes: number;
+  /** Largest upstream text frame (REALTIME_MAX_UPSTREAM_FRAME_BYTES): a larger one is not relayed and ends the session (1011 to the client, 1009 upstream). */
+  maxUpstreamFrameBytes: number;
+  /**
+   * Bytes of text frames one session may have the gateway read per second, per direction (REALTIME_READ_BYTES_PER_SECOND;
+   * 0 = unlimited). Past it the session's next frame waits (and the socket stops being read) until the allowance
+   * refills; a burst as large as the direction's largest frame is always allowed. Nothing is dropped or left unmetered.
+   */
+  readBytesPerSecond: number;
 }
+
+const MIB = 1024 * 1024;
 
 /** Reads the REALTIME_* variables; throws ConfigError on a bad value. */
 export function realtimeConfig(env: Record<string, string | undefined>): RealtimeConfig {
@@ -36,5 +57,9 @@ export function realtimeConfig(env: Record<string, string | undefined>): Realtim
     connectTimeoutMs: readIntEnv(env, 'REALTIME_CONNECT_TIMEOUT_MS', 10_000, 100, 120_000),
     bufferBytes: readIntEnv(env, 'REALTIME_BUFFER_BYTES', 4 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     reserveTokens: readIntEnv(env, 'REALTIME_RESERVE_TOKENS', 4096, 0, 10_000_000),
+    maxFrameBytes: readIntEnv(env, 'REALTIME_MAX_FRAME_BYTES', 21 * MIB, 1024, 1024 * MIB),
+    maxEventBytes: readIntEnv(env, 'REALTIME_MAX_EVENT_BYTES', 8 * MIB, 1024, 1024 * MIB),
+    maxUpstreamFrameBytes: readIntEnv(env, 'REALTIME_MAX_UPSTREAM_FRAME_BYTES', 16 * MIB, 1024, 1024 * MIB),
+    readBytesPerSecond: readIntEnv(env, 'REALTIME_READ_BYTES_PER_SECOND', 4 * MIB, 0, 1024 * MIB),
   };
 }

@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'bun:test';
-import { errorEvent, meteredEvent } from './events';
+import { otherTypeKeyAfter } from './ambiguous';
+import { errorEvent, meteredEvent, plainAppend } from './events';
 
 describe('meteredEvent', () => {
   test('reads the three metered types, in any key order and spacing', () => {
@@ -30,4 +31,26 @@ test('errorEvent has the realtime error shape', () => {
   expect(e.type).toBe('error');
   expect(e.event_id).toMatch(/^event_gw_/);
   expect(e.error).toEqual({ type: 'billing_error', code: 'quota_exhausted', message: 'no money', param: null, event_id: null });
+});
+
+describe('plainAppend (the client frames not bounded by REALTIME_MAX_EVENT_BYTES)', () => {
+  const audio = 'QUJD'.repeat(1000);
+  test('an append with its usual keys is plain', () => {
+    expect(plainAppend(`{"type":"input_audio_buffer.append","event_id":"e1","audio":"${audio}"}`)).toBe(true);
+  });
+  test('another event, another key order, an escape, a second type key (any case) or many keys are not', () => {
+    expect(plainAppend(`{"type":"session.update","audio":"${audio}"}`)).toBe(false);
+    expect(plainAppend(`{"audio":"${audio}","type":"input_audio_buffer.append"}`)).toBe(false);
+    expect(plainAppend(`{"type":"input_audio_buffer.append","audio":"${audio}\\u0041"}`)).toBe(false);
+    expect(plainAppend(`{"type":"input_audio_buffer.append","audio":"${audio}","type":"response.create"}`)).toBe(false);
+    expect(plainAppend(`{"type":"input_audio_buffer.append","audio":"${audio}","TYPE":"response.create"}`)).toBe(false);
+    const keys = Array.from({ length: 20 }, (_, i) => `"k${i}":1`).join(',');
+    expect(plainAppend(`{"type":"input_audio_buffer.append",${keys},"audio":"${audio}"}`)).toBe(false);
+  });
+});
+
+test('otherTypeKeyAfter: "type" in another ASCII case as a key, not the exact spelling nor a near word', () => {
+  for (const k of ['TYPE', 'Type', 'tYpE', 'typE']) expect(otherTypeKeyAfter(`{"type":"a","${k}":"b"}`, 10)).toBe(true);
+  for (const k of ['type', 'typo', 'types', 'ty pe']) expect(otherTypeKeyAfter(`{"type":"a","${k}":"b"}`, 10)).toBe(false);
+  expect(otherTypeKeyAfter('"'.repeat(100_000), 0)).toBe(false);
 });

@@ -16,6 +16,24 @@ export type MeteredType = (typeof METERED_TYPES)[number];
 
 const FAST_PREFIX = '{"type":"';
 
+const APPEND_PREFIX = '{"type":"input_audio_buffer.append"';
+/** Quotes a plain append has past its type (`,"event_id":"…","audio":"…"}` has 8): a few more keys are allowed. */
+const PLAIN_APPEND_QUOTES = 32;
+
+/**
+ * Whether a client frame is a plain audio append: the one event sent in bulk, which nothing parses (the meter reads
+ * its type off the prefix and sizes its audio off its length). Any other frame may be parsed, so its size is bounded by
+ * REALTIME_MAX_EVENT_BYTES. A few keys at most, no escape, no other `type` key in any case: what meteredEvent's fast
+ * path lets through unparsed, with every scan bounded by the frame's length.
+ */
+export function plainAppend(text: string): boolean {
+  if (!text.startsWith(APPEND_PREFIX)) return false;
+  const from = APPEND_PREFIX.length;
+  let quotes = 0;
+  for (let q = text.indexOf('"', from); q !== -1; q = text.indexOf('"', q + 1)) if (++quotes > PLAIN_APPEND_QUOTES) return false;
+  return !text.includes('\\', from) && !text.includes('"type"', from) && !otherTypeKeyAfter(text, from);
+}
+
 /** Client events the meter parses are configs and commands, a few levels deep: deeper ones are refused, not parsed. */
 export const CLIENT_EVENT_MAX_DEPTH = 64;
 

@@ -89,6 +89,11 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     return this.d.billing.defaultContextTokens ?? DEFAULT_CONTEXT_TOKENS;
   }
 
+  /** The largest client WebSocket message (REALTIME_MAX_FRAME_BYTES): the server's maxPayloadLength. */
+  get maxFrameBytes(): number {
+    return this.d.config.maxFrameBytes;
+  }
+
   /** Live sessions (admitted and not yet ended). */
   get liveCount(): number {
     return [...this.perKey.values()].reduce((a, b) => a + b, 0);
@@ -197,6 +202,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       connectTimeoutMs: this.d.config.connectTimeoutMs,
       bufferBytes: this.d.config.bufferBytes,
       maxSessionMs: this.d.config.maxSessionSeconds * 1000,
+      limits: this.d.config,
       observer: meter,
       onError: (e) => (this.d.log ?? stdLogger).error('realtime.session_error', { session: sessionId }, e),
       onEnd: (end) => {

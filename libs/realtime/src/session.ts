@@ -5,7 +5,8 @@
  */
 import type { ServerWebSocket } from 'bun';
 import { binaryAsText } from './binary-text';
-import { errorEvent, scrubbedErrorEvent } from './events';
+import { errorEvent, plainAppend, scrubbedErrorEvent } from './events';
+import { ReadBudget } from './read-budget';
 
 type Frame = string | Buffer;
 
@@ -103,17 +104,36 @@ export interface RelayOptions {
   observer: FrameObserver;
   /** Called exactly once, after both sockets were told to close. */
   onEnd(end: SessionEnd): void;
+  /** What the gateway reads of one session (RealtimeConfig); absent = no bound beyond Bun's. */
+  limits?: ReadLimits;
   /** An observer threw reading an upstream frame, or a promised client verdict failed (the session ends with 1011). */
   onError?(e: unknown): void;
 }
 
+/** See RealtimeConfig: maxFrameBytes (the client's own bound, for the burst), maxEventBytes, maxUpstreamFrameBytes, readBytesPerSecond. */
+export interface ReadLimits {
+  maxFrameBytes: number;
+  maxEventBytes: number;
+  maxUpstreamFrameBytes: number;
+  readBytesPerSecond: number;
+}
+
+/** A client event too large to read: not forwarded, and the session ends with 1009 (message too big). */
+export const eventTooLarge = (size: number, max: number): SessionFailure => ({
+  closeCode: 1009, reason: 'event too large', type: 'invalid_request_error', code: 'event_too_large',
+  message: `Event of ${size} bytes is larger than the ${max} bytes the gateway reads (REALTIME_MAX_EVENT_BYTES; audio appends may be larger); it was not forwarded`,
+});
+
 /** The failure used when the gateway itself broke (an observer threw). */
 export const INTERNAL_FAILURE: SessionFailure = { closeCode: 1011, reason: 'internal error', type: 'api_error', code: 'internal_error', message: 'Internal gateway error' };
 
-interface UpFrame { raw: Frame; out: Frame }
+/** An upstream frame: as received, and (once delivered) as the client gets it (an error event scrubbed). */
+interface UpFrame { raw: Frame; size: number; out?: Frame }
 
 const byteLength = (f: Frame) => (typeof f === 'string' ? Buffer.byteLength(f) : f.byteLength);
 const POLL_MS = 5;
+/** A wait that does not keep the process alive (a held frame of a session that ended meanwhile is dropped). */
+const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
 
 /** Close codes an endpoint may send (RFC 6455 §7.4); anything else is replaced. */
 const sendable = (code: number) => (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
@@ -153,8 +173,15 @@ export class RelaySession {
   private framesOut = 0;
   private bytesIn = 0;
   private bytesOut = 0;
+  /** What the gateway may read per second of each side (limits.readBytesPerSecond). */
+  private readonly clientBudget: ReadBudget | null;
+  private readonly upBudget: ReadBudget | null;
 
-  constructor(private readonly opts: RelayOptions) {}
+  constructor(private readonly opts: RelayOptions) {
+    const l = opts.limits;
+    this.clientBudget = l ? new ReadBudget(l.readBytesPerSecond, Math.max(l.maxFrameBytes, l.readBytesPerSecond)) : null;
+    this.upBudget = l ? new ReadBudget(l.readBytesPerSecond, Math.max(l.maxUpstreamFrameBytes, l.readBytesPerSecond)) : null;
+  }
 
   private readonly eventIdOf = (id: string) => this.opts.observer.clientEventId?.(id);
 
@@ -187,15 +214,28 @@ export class RelaySession {
       if (this.blockedBytes > this.opts.bufferBytes) this.pauseClient();
       return;
     }
-    this.accept(data);
+    this.accept(data, size);
   }
 
-  /** Asks the observer about a client frame, then forwards it (now, or once a promised verdict allows). */
-  private accept(data: Frame): void {
+  /**
+   * Asks the observer about a client frame, then forwards it (now, or once a promised verdict allows). A frame read
+   * as text is bounded first: one the gateway would parse, by maxEventBytes (refused unread, session closed 1009);
+   * every one, by the session's read budget (past it, the frame and those behind it wait their turn, unread).
+   */
+  private accept(data: Frame, size: number): void {
     const text = typeof data === 'string' ? data : binaryAsText(data);
     if (text === null) return this.forward(data);
+    const limits = this.opts.limits;
+    if (limits && size > limits.maxEventBytes && !plainAppend(text)) return this.fail(eventTooLarge(size, limits.maxEventBytes));
+    const wait = this.clientBudget?.take(size) ?? 0;
+    if (wait > 0) return this.hold(data, delay(wait).then(() => (this.ended ? undefined : this.opts.observer.client(text))));
     const verdict = this.opts.observer.client(text);
     if (!(verdict instanceof Promise)) return this.apply(data, verdict);
+    this.hold(data, verdict);
+  }
+
+  /** A client frame whose verdict comes later: it and every client frame after it wait for it, in order. */
+  private hold(data: Frame, verdict: Promise<ClientVerdict>): void {
     this.awaiting = true;
     verdict.then((v) => this.apply(data, v)).catch((e) => this.broke(e)).finally(() => this.release());
   }
@@ -221,8 +261,9 @@ export class RelaySession {
     try {
       while (!this.awaiting && !this.ended && this.blocked.length) {
         const f = this.blocked.shift()!;
-        this.blockedBytes -= byteLength(f);
-        this.accept(f);
+        const size = byteLength(f);
+        this.blockedBytes -= size;
+        this.accept(f, size);
       }
     } catch (e) {
       this.broke(e);
@@ -318,18 +359,44 @@ export class RelaySession {
   private fromUpstream(data: Frame): void {
     if (this.ended) return;
     this.framesOut++;
-    this.bytesOut += byteLength(data);
+    const size = byteLength(data);
+    this.bytesOut += size;
     this.relayedAny = true;
-    const f: UpFrame = { raw: data, out: typeof data === 'string' ? scrubbedErrorEvent(data, this.opts.targets[this.attempt]!.scrub, this.eventIdOf) : data };
+    const max = this.opts.limits?.maxUpstreamFrameBytes;
+    if (typeof data === 'string' && max !== undefined && size > max) return this.upstreamTooLarge(size, max);
+    const f: UpFrame = { raw: data, size };
     if (this.upDeciding) this.upBehind.push(f);
     else this.observeUpstream(f);
+  }
+
+  /** The frame as the client gets it: an upstream error event scrubbed of the channel's secrets (parsed, so only once read). */
+  private outOf(f: UpFrame): Frame {
+    f.out ??= typeof f.raw === 'string' ? scrubbedErrorEvent(f.raw, this.opts.targets[this.attempt]!.scrub, this.eventIdOf) : f.raw;
+    return f.out;
+  }
+
+  /**
+   * An upstream text frame over maxUpstreamFrameBytes: not read, so not relayed (what it reports could not be metered);
+   * the session ends, the upstream told 1009, the client an error event and 1011. A response it left open is billed
+   * as cut (meter.end).
+   */
+  private upstreamTooLarge(size: number, max: number): void {
+    this.finish({
+      clientCode: 1011, reason: 'upstream frame too large', upstreamCode: 1009, cause: 'upstream_frame_too_large',
+      event: errorEvent('api_error', 'upstream_frame_too_large',
+        `The upstream sent a frame of ${size} bytes, over the ${max} bytes the gateway reads (REALTIME_MAX_UPSTREAM_FRAME_BYTES); the session was ended`),
+    });
   }
 
   /** Relays an upstream frame once the observer has read it (now, or once a promised verdict settles). */
   private observeUpstream(f: UpFrame): void {
     let verdict: SessionFailure | undefined | Promise<SessionFailure | undefined>;
     try {
-      verdict = typeof f.raw === 'string' ? this.opts.observer.upstream(f.raw) : undefined;
+      const raw = f.raw;
+      // Past the session's read budget the frame (and the upstream behind it) waits, unread, like one awaiting a commit.
+      const wait = typeof raw === 'string' ? this.upBudget?.take(f.size) ?? 0 : 0;
+      if (wait > 0) verdict = delay(wait).then(() => (this.ended ? undefined : this.opts.observer.upstream(raw as string)));
+      else verdict = typeof raw === 'string' ? this.opts.observer.upstream(raw) : undefined;
     } catch (e) {
       // E.g. the usage could not be written: stop rather than keep serving unbilled responses.
       this.opts.onError?.(e);
@@ -342,7 +409,7 @@ export class RelaySession {
       verdict.catch((e): SessionFailure => { this.opts.onError?.(e); return INTERNAL_FAILURE; }).then((v) => this.upstreamDecided(v));
       return;
     }
-    this.toClient(f.out);
+    this.toClient(this.outOf(f));
     if (verdict) this.fail(verdict);
   }
 
@@ -351,7 +418,7 @@ export class RelaySession {
     this.upDeciding = null;
     if (this.ended || !f) return; // finish() delivered the held frames
     try {
-      this.toClient(f.out);
+      this.toClient(this.outOf(f));
       if (verdict) return this.fail(verdict);
       while (!this.upDeciding && !this.ended && this.upBehind.length) this.observeUpstream(this.upBehind.shift()!);
       if (this.upDeciding || this.ended) return;
@@ -438,7 +505,7 @@ export class RelaySession {
     if (client && !o.clientClosed && client.readyState === 1) {
       // Frames already accepted from the upstream are delivered before the error and the close.
       for (const f of this.outQueue) client.send(f);
-      for (const f of this.upDeciding ? [this.upDeciding, ...this.upBehind] : []) client.send(f.out);
+      for (const f of this.upDeciding ? [this.upDeciding, ...this.upBehind] : []) client.send(this.outOf(f));
       if (o.event) client.send(o.event);
       client.close(sendable(o.clientCode) ? o.clientCode : 1011, reason);
     }
