@@ -21,6 +21,7 @@ const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cac
 let gw: TestGateway;
 let up: RealtimeUpstreamDouble;
 let key: string;
+let userId: number;
 const clients: RealtimeTestClient[] = [];
 
 beforeAll(async () => {
@@ -37,6 +38,7 @@ beforeAll(async () => {
   const r = await gw.api('POST', '/api/token/', { name: 'rt' }, u.token);
   expect(r.status).toBe(200);
   key = r.body.data.key;
+  userId = u.id;
 }, 30_000);
 afterEach(() => {
   for (const c of clients.splice(0)) if (c.ws.readyState <= 1) c.ws.close();
@@ -112,6 +114,8 @@ test('a flood of events within the bounds is read at REALTIME_READ_BYTES_PER_SEC
   const size = Buffer.byteLength(itemCreate(48 * KIB, 'f00'));
   const t0 = performance.now();
   for (let i = 0; i < n; i++) flood.c.ws.send(itemCreate(48 * KIB, `f${String(i).padStart(2, '0')}`));
+  // A create behind the flood waits its turn, then is read, forwarded and billed like any other.
+  flood.c.ws.send('{"type":"response.create","response":{"output_modalities":["text"]}}');
   // The victim's round trips (a small append echoed by the upstream) are not held behind the flooder's budget.
   const trips: number[] = [];
   let sawFloodPending = false;
@@ -123,14 +127,22 @@ test('a flood of events within the bounds is read at REALTIME_READ_BYTES_PER_SEC
     trips.push(performance.now() - s);
     if (receivedBy(flood.conn).length < n) sawFloodPending = true;
   }
-  await up.until(() => receivedBy(flood.conn).length === n, 15_000);
+  await up.until(() => receivedBy(flood.conn).length === n + 1, 15_000);
   const elapsed = performance.now() - t0;
   // The burst is the largest frame (MAX_FRAME); the rest is read at RATE: the flood cannot get through faster.
   const floor = ((n * size - MAX_FRAME) / RATE) * 1000;
   expect(elapsed).toBeGreaterThanOrEqual(floor * 0.9);
   expect(sawFloodPending).toBe(true);
   expect(Math.max(...trips)).toBeLessThan(floor / 2);
-  const got = receivedBy(flood.conn).map((t) => JSON.parse(t).marker);
-  expect(got).toEqual(Array.from({ length: n }, (_, i) => `f${String(i).padStart(2, '0')}`));
+  const got = receivedBy(flood.conn).map((t) => JSON.parse(t).marker ?? JSON.parse(t).type);
+  expect(got).toEqual([...Array.from({ length: n }, (_, i) => `f${String(i).padStart(2, '0')}`), 'response.create']);
+  await flood.c.waitFor('response.done', 1, 10_000);
+  let rows: any[] = [];
+  for (let i = 0; i < 250 && rows.length === 0; i++) {
+    rows = await gw.db.all("select request_id, cost from usage_logs where user_id = ? and request_id like 'rt_%'", userId);
+    if (rows.length === 0) await Bun.sleep(20);
+  }
+  expect(rows.length).toBe(1);
+  expect(Number(rows[0].cost)).toBeGreaterThan(0);
   expect(flood.c.ws.readyState).toBe(WebSocket.OPEN);
 }, 30_000);

@@ -10,7 +10,9 @@ describe('realtime limits, backpressure and shutdown', () => {
   let u2: RealtimeUpstreamDouble;
   beforeAll(async () => {
     u2 = startRealtimeUpstream();
-    g = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '2', REALTIME_MAX_SESSION_SECONDS: '1', REALTIME_BUFFER_BYTES: '65536', REALTIME_CONNECT_TIMEOUT_MS: '200' });
+    // No read budget: the backpressure tests push 32 MB through one session, which the budget would spread over seconds
+    // (tests/e2e/realtime-frame-limits.test.ts covers it).
+    g = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '2', REALTIME_MAX_SESSION_SECONDS: '1', REALTIME_BUFFER_BYTES: '65536', REALTIME_CONNECT_TIMEOUT_MS: '200', REALTIME_READ_BYTES_PER_SECOND: '0' });
     g.channels.push(channel(1, u2));
   });
   afterAll(async () => {
