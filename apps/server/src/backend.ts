@@ -101,8 +101,16 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     const holds = openSharedHolds(holdStore,
       { sink, bus, leader, log, ...billing.holds });
     closers.push(() => holds.close());
-    // A reconnect may mean a restarted, empty Redis: live holds go back at once, not at the next renewal.
-    redis.on('ready', () => void holds.shared.live.renewNow());
+    // Concurrency leases (max_concurrency, realtime sessions per key) renew themselves only every LIMIT_LEASE_MS/3
+    // (40 s). After Redis lost its data admissions reopen once the holds are back (HOLD_LEASE_MS/3 + 1 s): renewed
+    // on the holds' period too, the leases of requests still running are back by then, so they keep counting.
+    const renewLeases = () => void rateLimits.renewLive().then((n) => {
+      if (n > 0) log.warn('limits.leases_restored', { count: n, msg: 'concurrency leases of requests in flight were missing from Redis (data loss) and were counted again' });
+    }, (err) => log.warn('limits.renew_failed', { cause: errorText(err) }));
+    const leaseTimer = setInterval(renewLeases, Math.max(1, Math.floor(billing.holds.leaseMs / 3)));
+    closers.push(() => clearInterval(leaseTimer));
+    // A reconnect may mean a restarted, empty Redis: live holds and leases go back at once, not at the next renewal.
+    redis.on('ready', () => { void holds.shared.live.renewNow(); renewLeases(); });
     // The first start ever on this database (no node has admitted anything, so Redis cannot have lost a hold)
     // opens the admission epoch at once; any other start without an epoch is a data loss and waits the window.
     let wait = 0;

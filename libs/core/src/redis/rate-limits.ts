@@ -59,6 +59,11 @@ return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
  * key hash-tagged (`{rl:…}`, `{cc:…}`) so the same code runs on a Redis Cluster.
  */
 export class RedisRateLimits implements RateLimits {
+  /**
+   * The leases this process holds (id → key and length), so `renewLive` can put them all back after Redis lost
+   * its data: until then a key's requests still running would not count against its `max_concurrency`.
+   */
+  private readonly live = new Map<string, { key: string; leaseMs: number }>();
   private readonly hitScript: Script;
   private readonly acquireScript: Script;
   private readonly renewScript: Script;
@@ -93,15 +98,35 @@ export class RedisRateLimits implements RateLimits {
     const opts = normalizeAcquire(input);
     const id = randomUUID();
     const got = await this.acquireScript([this.leaseKey(key)], [opts.max, opts.leaseMs, id]);
-    return got === 1 ? { key, id } : null;
+    if (got !== 1) return null;
+    this.live.set(id, { key, leaseMs: opts.leaseMs });
+    return { key, id };
   }
 
   async renew(lease: Lease, leaseMs: number): Promise<boolean> {
-    return (await this.renewScript([this.leaseKey(lease.key)], [normalizeAcquire({ max: 0, leaseMs }).leaseMs, lease.id])) === 1;
+    const ms = normalizeAcquire({ max: 0, leaseMs }).leaseMs;
+    const held = this.live.get(lease.id);
+    if (held) held.leaseMs = ms;
+    return (await this.renewScript([this.leaseKey(lease.key)], [ms, lease.id])) === 1;
   }
 
   async release(lease: Lease): Promise<void> {
+    this.live.delete(lease.id);
     await this.redis.zrem(this.leaseKey(lease.key), lease.id);
+  }
+
+  /**
+   * Renews every lease this process holds, now (a Redis reconnect, and every period of the shared admission's
+   * renewals: after a data loss admissions wait that long, so the leases are back when they reopen). Returns how
+   * many had to be counted again (0 unless Redis lost them).
+   */
+  async renewLive(): Promise<number> {
+    const leases = [...this.live].map(([id, l]) => ({ id, key: l.key, leaseMs: l.leaseMs }));
+    if (!leases.length) return 0;
+    // Sent in this synchronous loop, on the one connection a release's ZREM also takes: a lease released after
+    // this point is removed after its renewal, not brought back by it.
+    const had = await Promise.all(leases.map((l) => this.renewScript([this.leaseKey(l.key)], [l.leaseMs, l.id])));
+    return had.filter((h) => h !== 1).length;
   }
 
   async active(key: string): Promise<number> {
