@@ -3,7 +3,7 @@
  * leader) or PostgreSQL + Redis (group-commit settlement, change feed, advisory-lock leader, Redis
  * limits). Services only see the ports this returns; nothing else branches on the database kind.
  */
-import type { Config } from '@gw/config';
+import { ConfigError, type Config } from '@gw/config';
 import { AlwaysLeader, errorText, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
 import { createStores, openDatabase, type DbHandle, type Stores } from '@gw/db';
 import type { PgGroupCommitter, PgHandle } from '@gw/db/pg';
@@ -58,9 +58,10 @@ function openSqliteBackend(config: Config, bus: ChangeBus): Backend {
 
 async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger): Promise<Backend> {
   // Loaded only in this mode: a SQLite process never pays for postgres.js, ioredis and the pg schema.
-  const { openPostgres, createPgStores, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader, claimAdmissionStart } = await import('@gw/db/pg');
+  const { openPostgres, createPgStores, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader, claimAdmissionStart, admissionStartedAt } = await import('@gw/db/pg');
   const { default: Redis } = await import('ioredis');
   const { RedisRateLimits } = await import('@gw/core/redis/rate-limits');
+  const { claimPrefix } = await import('@gw/core/redis/prefix-owner');
   // Before the first command: on Bun, ioredis otherwise builds a trace of every command for no listener.
   (await import('@gw/core/redis/tracing')).skipUnobservedTracing();
   const { RedisNameLockouts } = await import('@gw/identity/unknown-lockout-redis');
@@ -98,6 +99,29 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     const holdStore = new RedisHoldStore(redis, (u, k) => sink.mirrors(u, k), {
       prefix: config.redisPrefix, recoveryMs: billing.holds.recoveryMs, loadBudgets: (ids) => sink.budgetSpend(ids),
     });
+    // The prefix must be this database's before anything of it is read or written (see claimPrefix): checked
+    // before the holds open (the leader's reconciler would release another database's holds).
+    const [{ db }] = await pg.sql<{ db: string }[]>`select current_database() as db`;
+    const ownPrefix = async (startedAt: number) => {
+      const identity = `${db}/${config.pgSchema}/${startedAt}`;
+      const other = await claimPrefix(redis, config.redisPrefix, identity);
+      if (other !== null) {
+        throw new ConfigError(`REDIS_PREFIX "${config.redisPrefix}" on this Redis belongs to another database or schema (${other}; this one is ${identity}): `
+          + 'two gateways on one prefix would mix their users\' balances and holds. Give each its own REDIS_PREFIX (or, if this database '
+          + `replaced that one on purpose, delete the Redis key "${config.redisPrefix}{owner}" and every other key of the prefix)`);
+      }
+    };
+    // The first start ever on this database (no node has admitted anything, so Redis cannot have lost a hold)
+    // opens the admission epoch at once; any other start without an epoch is a data loss and waits the window.
+    let wait = 0;
+    const first = await claimAdmissionStart(pg.sql, async (startedAt) => {
+      await ownPrefix(startedAt);
+      wait = await holdStore.recoveryLeft(0);
+    });
+    if (!first) {
+      await ownPrefix(await admissionStartedAt(pg.sql));
+      wait = await holdStore.recoveryLeft();
+    }
     const holds = openSharedHolds(holdStore,
       { sink, bus, leader, log, ...billing.holds });
     closers.push(() => holds.close());
@@ -111,11 +135,6 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     closers.push(() => clearInterval(leaseTimer));
     // A reconnect may mean a restarted, empty Redis: live holds and leases go back at once, not at the next renewal.
     redis.on('ready', () => { void holds.shared.live.renewNow(); renewLeases(); });
-    // The first start ever on this database (no node has admitted anything, so Redis cannot have lost a hold)
-    // opens the admission epoch at once; any other start without an epoch is a data loss and waits the window.
-    let wait = 0;
-    const first = await claimAdmissionStart(pg.sql, async () => { wait = await holds.store.recoveryLeft(0); });
-    if (!first) wait = await holds.store.recoveryLeft();
     if (wait > 0) log.info('holds.recovering', { ms: wait, msg: 'Redis has no admission epoch (data loss, or a new REDIS_PREFIX): admissions answer 503 until live holds are back' });
     let feed: { close(): Promise<void> } | null = null;
     closers.push(() => feed?.close());

@@ -6,7 +6,7 @@
 export * as pgSchema from './schema-pg';
 export { openPostgres, PG_MIGRATIONS_DIR, type OpenPostgresOptions, type PgDb, type PgHandle, type PgSql } from './pg/client';
 export { applyPgMigrations } from './pg/migrate';
-export { claimAdmissionStart } from './pg/admission-start';
+export { admissionStartedAt, claimAdmissionStart } from './pg/admission-start';
 export { PgAdvisoryLeader, leaderLockKey, type PgLeaderOptions } from './pg/leader';
 export { createPgStores } from './pg/stores';
 export { PgChangeFeed, CHANGE_CHANNEL, type PgChangeFeedOptions } from './pg/change-feed';

@@ -1,0 +1,76 @@
+/**
+ * Two gateways sharing one Redis must not share a key prefix. Redis keys are named by user, key and budget
+ * ids, which both databases have: on one prefix, user 2 of one gateway is admitted against user 2 of the
+ * other's balance, and each leader releases the other's holds. A node whose prefix belongs to another
+ * database (or schema) does not start; with its own prefix it does.
+ */
+import { afterAll, describe, expect, test } from 'bun:test';
+import { startGateway, type TestGateway } from '../helpers/gateway';
+import { dropSchema, freshSchema, PG_TEST_URL, requirePg } from '../helpers/postgres';
+import { dropPrefix, freshPrefix, REDIS_TEST_URL, redisClient, requireRedis } from '../helpers/redis';
+import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
+
+const available = (await requirePg('tests/cluster/prefix-owner.test.ts')) && (await requireRedis('tests/cluster/prefix-owner.test.ts'));
+const schemaA = freshSchema('gw_owner_a');
+const schemaB = freshSchema('gw_owner_b');
+const prefix = freshPrefix('owner');
+const otherPrefix = freshPrefix('owner-b');
+const MODEL = 'owner-m';
+
+const gateways: TestGateway[] = [];
+let ant: Scripted | null = null;
+
+afterAll(async () => {
+  for (const g of gateways.reverse()) await g.stop().catch(() => {});
+  await ant?.stop();
+  if (available) await Promise.all([dropPrefix(prefix), dropPrefix(otherPrefix), dropSchema(schemaA), dropSchema(schemaB)]);
+});
+
+const env = (schema: string, redisPrefix: string) => ({
+  DATABASE_URL: PG_TEST_URL, PG_SCHEMA: schema, REDIS_URL: REDIS_TEST_URL, REDIS_PREFIX: redisPrefix,
+  SECRET_KEY: 'ef'.repeat(32),
+});
+
+describe.skipIf(!available)('one Redis prefix per database', () => {
+  test('a gateway on another schema with the same REDIS_PREFIX refuses to start, naming the prefix; the first keeps serving; with its own prefix it starts at once', async () => {
+    const a = await startGateway(env(schemaA, prefix));
+    gateways.push(a);
+    ant = upstream('anthropic', { usage: { input: 0, output: 10 } });
+    await addChannel(a, { type: 'anthropic', url: ant.url, models: [MODEL] });
+    await setPrice(a, MODEL);
+    const u = await keyedUser(a, 1_000_000);
+    expect((await send(a, u.key, msg(MODEL, { max_tokens: 10 }))).status).toBe(200);
+
+    let refused: unknown = null;
+    try {
+      gateways.push(await startGateway(env(schemaB, prefix)));
+    } catch (err) {
+      refused = err;
+    }
+    expect(String(refused)).toContain(`REDIS_PREFIX "${prefix}" on this Redis belongs to another database or schema`);
+    expect(String(refused)).toContain(`/${schemaA}/`);
+    // Nothing of B's was left in A's prefix, and A admits as before.
+    const redis = redisClient();
+    try {
+      expect(await redis.get(`${prefix}{owner}`)).toContain(`/${schemaA}/`);
+    } finally {
+      redis.disconnect();
+    }
+    expect((await send(a, u.key, msg(MODEL, { max_tokens: 10 }))).status).toBe(200);
+
+    // The refused start claimed nothing: B's first start with its own prefix opens admission at once.
+    const b = await startGateway(env(schemaB, otherPrefix));
+    gateways.push(b);
+    expect(b.logs.some((l) => l.includes('holds.recovering'))).toBe(false);
+    await addChannel(b, { type: 'anthropic', url: ant.url, models: [MODEL] });
+    await setPrice(b, MODEL);
+    const v = await keyedUser(b, 1_000_000);
+    expect((await send(b, v.key, msg(MODEL, { max_tokens: 10 }))).status).toBe(200);
+  }, 30_000);
+
+  test('a node of the same database finds its own identity (a restart, another node): it starts', async () => {
+    const again = await startGateway(env(schemaA, prefix));
+    gateways.push(again);
+    expect((await again.api('GET', '/api/user/self')).status).toBe(200);
+  }, 30_000);
+});
