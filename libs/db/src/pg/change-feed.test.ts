@@ -289,6 +289,32 @@ describe.skipIf(!available)('PgChangeFeed', () => {
     }
   });
 
+  test('a resync that fails (the database refused the reload) is tried again within a second, not at the next period', async () => {
+    const bus = new ChangeBus();
+    const calls: Array<{ reason: ResyncReason; at: number }> = [];
+    const { log, lines } = memoryLogger({ format: 'text' });
+    const t0 = performance.now();
+    // The first two reloads fail: the one after LISTEN, and its first retry.
+    const f = await PgChangeFeed.start({
+      url: PG_TEST_URL, schema, bus, log, resyncMs: 60_000, applicationName: `${appName}-retry`,
+      onResync: (reason) => {
+        calls.push({ reason, at: performance.now() - t0 });
+        if (calls.length <= 2) throw new Error('sorry, too many clients already');
+      },
+    });
+    try {
+      await within(2_000, () => calls.length === 3);
+      await f.settled();
+      expect(calls.map((c) => c.reason)).toEqual(['listen', 'listen', 'listen']);
+      expect(lines.filter((l) => l.includes('change_feed.resync_failed'))).toHaveLength(2);
+      // Succeeded: no more tries until the period.
+      await Bun.sleep(1_200);
+      expect(calls).toHaveLength(3);
+    } finally {
+      await f.close();
+    }
+  });
+
   test('commit-to-event latency over 50 single-row transactions', async () => {
     const arrived = new Map<string, number>();
     const bus = new ChangeBus();

@@ -56,6 +56,9 @@ export class PgChangeFeed implements ChangeFeed {
   private live = false;
   private resyncing: Promise<void> | null = null;
   private resyncAgain: ResyncReason | null = null;
+  /** A failed resync's next try (see resync), and how many failed in a row. */
+  private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  private failedResyncs = 0;
   private pingOutstanding: string | null = null;
   private pingSeq = 0;
   private restarting = false;
@@ -207,19 +210,43 @@ export class PgChangeFeed implements ChangeFeed {
       this.resyncAgain = this.resyncAgain === 'listen' ? 'listen' : reason;
       return;
     }
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
     this.resyncing = (async () => {
       let next: ResyncReason | null = reason;
+      let failed: ResyncReason | null = null;
       while (next && !this.closed) {
         this.resyncAgain = null;
         this.stats.resyncs++;
         try {
           await this.opts.onResync(next);
+          failed = null;
         } catch (err) {
           this.log.error('change_feed.resync_failed', { reason: next }, err);
+          failed = next;
         }
         next = this.resyncAgain;
       }
+      if (failed) this.retry(failed);
+      else this.failedResyncs = 0;
     })().finally(() => (this.resyncing = null));
+  }
+
+  /**
+   * A resync that failed is the only copy of the changes missed while nobody listened (a key revoked meanwhile
+   * stays usable here until one succeeds): tried again after 0.25 s, doubling up to the resync period, not only
+   * at the next period. It fails when the pool's queries do while the listener is already back (a database
+   * restarting, its connection slots taken by every node reconnecting at once).
+   */
+  private retry(reason: ResyncReason): void {
+    if (this.closed) return;
+    const every = this.opts.resyncMs ?? 30_000;
+    const delay = Math.min(250 * 2 ** Math.min(this.failedResyncs++, 16), every > 0 ? every : Infinity);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      this.resync(reason);
+    }, delay);
+    (this.retryTimer as { unref?: () => void }).unref?.();
   }
 
   private async tick(): Promise<void> {
@@ -264,6 +291,7 @@ export class PgChangeFeed implements ChangeFeed {
     this.closed = true;
     this.live = false;
     if (this.timer) clearInterval(this.timer);
+    if (this.retryTimer) clearTimeout(this.retryTimer);
     await Promise.all([
       this.listener?.end({ timeout: 1 }).catch(() => {}),
       this.sender.end({ timeout: 1 }).catch(() => {}),
