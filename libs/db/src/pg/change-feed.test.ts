@@ -212,6 +212,31 @@ describe.skipIf(!available)('PgChangeFeed', () => {
     }
   });
 
+  test('a change whose refresh failed is applied by a resync soon after (the notification itself is gone)', async () => {
+    const bus2 = new ChangeBus();
+    const { log, lines } = memoryLogger();
+    const resynced: number[] = [];
+    let refreshes = 0;
+    bus2.on('apikey.changed', async () => {
+      if (++refreshes === 1) throw new Error('sorry, too many clients already (test)');
+    });
+    const f2 = await PgChangeFeed.start({ url: PG_TEST_URL, schema, bus: bus2, log, onResync: () => void resynced.push(performance.now()), resyncMs: 60_000, applicationName: `${appName}-3` });
+    try {
+      expect(resynced).toHaveLength(1);
+      const [u] = await sql<{ id: number }[]>`insert into users (username, password_hash, created_at, updated_at) values ('refresh-fails', 'x', 1, 1) returning id`;
+      const t0 = performance.now();
+      await sql`insert into api_keys (user_id, name, key_hash, prefix, created_at, updated_at) values (${u!.id}, 'k', 'refresh-fails-hash', 'sk-rf', 1, 1)`;
+      await within(1_000, () => resynced.length === 2);
+      expect(resynced[1]! - t0).toBeLessThan(1_000);
+      expect(lines.some((l) => l.includes('change_feed.listener_failed'))).toBe(true);
+      // Nothing else failed: no further resync.
+      await Bun.sleep(600);
+      expect(resynced).toHaveLength(2);
+    } finally {
+      await f2.close();
+    }
+  });
+
   test('every column of users, api_keys and channels is either watched by its update trigger (list and WHEN) or a declared counter', async () => {
     // A new column must be classified in the migration: announced, or a counter that charges/probes move.
     const counters: Record<string, string[]> = {

@@ -153,7 +153,19 @@ export class PgChangeFeed implements ChangeFeed {
     } catch (err) {
       // A failing cache must not stop the others from hearing later changes.
       this.log.error('change_feed.listener_failed', { kind: c.t }, err);
+      this.refreshFailed();
     }
+  }
+
+  /**
+   * A cache that failed to apply a change (its re-read was refused) still holds the row from before it: a key
+   * revoked on another node stayed usable here until the next periodic resync. The notification is gone, so
+   * a full resync is what applies it, tried like a failed one (see retry).
+   */
+  private refreshFailed(): void {
+    if (this.closed || this.retryTimer) return;
+    if (this.resyncing) this.resyncAgain = 'listen';
+    else this.retry('listen');
   }
 
   /**
@@ -163,7 +175,9 @@ export class PgChangeFeed implements ChangeFeed {
    */
   private emitted(p: Promise<void>, kind: string): void {
     p.catch((err) => {
-      if (!this.closed) this.log.error('change_feed.listener_failed', { kind }, err);
+      if (this.closed) return;
+      this.log.error('change_feed.listener_failed', { kind }, err);
+      this.refreshFailed();
     });
   }
 
