@@ -117,6 +117,56 @@ describe.skipIf(!ready)('changes through node A reach B and C', () => {
     for (const t of Object.values(times)) expect(t).toBeLessThan(LIMIT_MS);
   }, 90_000);
 
+  test("a stream running on node B whose key was revoked while B could not hear ends once B listens again (its resync applies it to running requests too), billed once", async () => {
+    const model = 'prop-cut-live';
+    const slow = startAnthropicUpstream({ maxRecorded: 0 });
+    try {
+      // About 15 s of stream: one frame every 100 ms.
+      slow.script(() => ({ text: Array.from({ length: 150 }, (_, i) => `w${i}`).join(' '), chunkDelayMs: 100, usage: { input: 1, output: 10 } }));
+      expect((await c.api(0, 'POST', '/api/channel/', { name: model, type: 'anthropic', base_url: slow.url, key: 'k-1', models: [model] })).status).toBe(200);
+      await setPrice(c, model);
+      const u = await fundedUser(c, 1_000 * REQUEST_COST);
+      let res: Response | null = null;
+      await within('stream opened on B', 5_000, async () => {
+        res = await fetch(`${c.nodes[1]!.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': u.key }, body: JSON.stringify(msg(model, { max_tokens: 1_000, stream: true })) });
+        if (res.status !== 200) await res.text();
+        return res.status === 200;
+      });
+      const reader = res!.body!.getReader();
+      const dec = new TextDecoder();
+      let text = '';
+      let done = false;
+      const reading = (async () => {
+        for (;;) {
+          const r = await reader.read().catch(() => ({ done: true, value: undefined }));
+          if (r.done) break;
+          text += dec.decode(r.value);
+        }
+        done = true;
+      })();
+
+      const before = relistens();
+      proxy.down();
+      await Bun.sleep(300);
+      expect((await c.api(0, 'DELETE', `/api/token/${u.keyId}`)).status).toBe(200);
+      await within('node C applies the revocation', LIMIT_MS, async () => (await send(c.nodes[2]!.url, u.key, msg(model))).status === 401);
+      await Bun.sleep(300);
+      expect(done).toBe(false);
+      proxy.up();
+      await within('node B listens again', 30_000, () => relistens() > before);
+      const ended = await within('the stream on B ends', 2 * LIMIT_MS, () => done);
+      console.log(`missed revocation: the stream on B ended ${Math.round(ended)} ms after B listened again`);
+      await reading;
+      expect(text).toContain('event: error');
+      expect(text).not.toContain('message_stop');
+      const requestId = res!.headers.get('request-id');
+      await within('the cut stream settled', 20_000, async () => (await c.sql`select 1 from usage_logs where request_id = ${requestId}`).length === 1);
+      expect((await c.sql`select amount from ledger where ref = ${requestId}`).length).toBe(1);
+    } finally {
+      await slow.stop();
+    }
+  }, 60_000);
+
   test('a charge made on node B is what A and C report right after B answered (balance, key counters, usage log)', async () => {
     const model = 'prop-read';
     expect((await c.api(0, 'POST', '/api/channel/', { name: 'read', type: 'anthropic', base_url: one.url, key: 'k-1', models: [model] })).status).toBe(200);

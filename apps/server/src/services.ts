@@ -171,6 +171,8 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
     await userDirectory.reloadAll();
     await Promise.all([apiKeys.reloadAll(), channelRegistry.refresh(null), relay.prices.reloadAll(), relay.groups.reloadAll(), relay.quota.reloadBalances(),
       relay.budgets.reload()]);
+    // A reload sends no events: requests in flight of a key or user it found revoked are stopped here.
+    relay.inflight.sweep();
   });
   // Which process answered (WORKERS=N, or several nodes behind one address): each scrape names its worker.
   metrics.registry.gauge('gateway_process_info', 'This gateway process (one series; its pid and database kind)', () => [[{ pid: process.pid, backend: backend.kind }, 1]]);

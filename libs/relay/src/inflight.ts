@@ -79,6 +79,17 @@ export class InflightRegistry {
     return n;
   }
 
+  /**
+   * Stops every request whose key or owner is no longer active. For a cache reload (the change feed's resync):
+   * a revocation whose notification this node never got (its listener was down when another node wrote it, or
+   * the key's re-read failed) reaches the caches only through the reload, which sends no event; without this
+   * sweep a stream or realtime session started before it ran on with the revoked key.
+   */
+  sweep(): void {
+    for (const [keyId, set] of [...this.byKey]) if (!this.d.keyActive(keyId)) this.abortAll(set, keyRevoked());
+    for (const [userId, set] of [...this.byUser]) if (!this.d.userActive(userId)) this.abortAll(set, ownerDisabled());
+  }
+
   close(): void {
     for (const u of this.unsubs) u();
   }
