@@ -24,6 +24,26 @@ describe('InflightRegistry', () => {
     expect(b.signal.aborted).toBe(false);
   });
 
+  test('sweep (after a cache reload, which sends no events) stops the requests of revoked keys and disabled users, not of keys that only expired', () => {
+    const bus = new ChangeBus();
+    const revoked = new Set<number>([2]);
+    const expired = new Set<number>([3]);
+    const disabledUsers = new Set<number>([11]);
+    const reg = new InflightRegistry({
+      bus, keyActive: (id) => !revoked.has(id) && !expired.has(id), keyEnabled: (id) => !revoked.has(id), userActive: (id) => !disabledUsers.has(id),
+    });
+    revoked.delete(2);
+    expired.delete(3);
+    disabledUsers.delete(11);
+    const [a, b, c, d] = [reg.open(1, 10), reg.open(2, 10), reg.open(3, 10), reg.open(4, 11)];
+    revoked.add(2);
+    expired.add(3);
+    disabledUsers.add(11);
+    reg.sweep();
+    expect([a, b, c, d].map((h) => h.signal.aborted)).toEqual([false, true, false, true]);
+    expect([(b.signal.reason as GatewayError).code, (d.signal.reason as GatewayError).code]).toEqual(['api_key_revoked', 'user_disabled']);
+  });
+
   test('disabling a user aborts every request of all its keys', () => {
     const { bus, reg, disabledUsers } = registry();
     const a = reg.open(1, 10);

@@ -14,6 +14,11 @@ export interface InflightDeps {
   keyActive(keyId: number): boolean;
   /** The user still exists and is enabled (read from the in-memory user directory). */
   userActive(userId: number): boolean;
+  /**
+   * The key still exists and is enabled, whatever its expiry (for `sweep`; default keyActive). A key that merely
+   * expired while its stream runs is not stopped by any event on one node, so a reload does not stop it either.
+   */
+  keyEnabled?(keyId: number): boolean;
 }
 
 /** One request's registration: its stop signal and the release to call when it ends (idempotent). */
@@ -86,7 +91,8 @@ export class InflightRegistry {
    * sweep a stream or realtime session started before it ran on with the revoked key.
    */
   sweep(): void {
-    for (const [keyId, set] of [...this.byKey]) if (!this.d.keyActive(keyId)) this.abortAll(set, keyRevoked());
+    const enabled = this.d.keyEnabled ?? this.d.keyActive;
+    for (const [keyId, set] of [...this.byKey]) if (!enabled(keyId)) this.abortAll(set, keyRevoked());
     for (const [userId, set] of [...this.byUser]) if (!this.d.userActive(userId)) this.abortAll(set, ownerDisabled());
   }
 

@@ -165,6 +165,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
       return !!k && k.status === 1 && (k.expiresAt === null || k.expiresAt > nowSeconds());
     },
     userActive: (id) => w.directory.get(id)?.status === 1,
+    keyEnabled: (id) => w.apiKeys.byId(id)?.status === 1,
   });
   return {
     config, billing, prices, quota, usageLogs, gate, health, relay, catalog, inflight, groups, limiter, budgets, budgetsRepo, alerts, alertOutbox, slots,
