@@ -13,6 +13,7 @@ import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } f
 const available = (await requirePg('tests/cluster/prefix-owner.test.ts')) && (await requireRedis('tests/cluster/prefix-owner.test.ts'));
 const schemaA = freshSchema('gw_owner_a');
 const schemaB = freshSchema('gw_owner_b');
+const schemaC = freshSchema('gw_owner_c');
 const prefix = freshPrefix('owner');
 const otherPrefix = freshPrefix('owner-b');
 const MODEL = 'owner-m';
@@ -23,7 +24,7 @@ let ant: Scripted | null = null;
 afterAll(async () => {
   for (const g of gateways.reverse()) await g.stop().catch(() => {});
   await ant?.stop();
-  if (available) await Promise.all([dropPrefix(prefix), dropPrefix(otherPrefix), dropSchema(schemaA), dropSchema(schemaB)]);
+  if (available) await Promise.all([dropPrefix(prefix), dropPrefix(otherPrefix), dropSchema(schemaA), dropSchema(schemaB), dropSchema(schemaC)]);
 });
 
 const env = (schema: string, redisPrefix: string) => ({
@@ -66,6 +67,28 @@ describe.skipIf(!available)('one Redis prefix per database', () => {
     await setPrice(b, MODEL);
     const v = await keyedUser(b, 1_000_000);
     expect((await send(b, v.key, msg(MODEL, { max_tokens: 10 }))).status).toBe(200);
+  }, 30_000);
+
+  test('after a Redis data loss the running nodes take the prefix back within HOLD_LEASE_MS/3: a node of another database still cannot start', async () => {
+    const redis = redisClient();
+    try {
+      const owner = await redis.get(`${prefix}{owner}`);
+      expect(owner).toContain(`/${schemaA}/`);
+      await redis.del(`${prefix}{owner}`);
+      // The default HOLD_LEASE_MS (30 s): taken back within 10 s.
+      const t0 = Date.now();
+      while ((await redis.get(`${prefix}{owner}`)) === null && Date.now() - t0 < 11_000) await Bun.sleep(100);
+      expect(await redis.get(`${prefix}{owner}`)).toBe(owner);
+    } finally {
+      redis.disconnect();
+    }
+    let refused: unknown = null;
+    try {
+      gateways.push(await startGateway(env(schemaC, prefix)));
+    } catch (err) {
+      refused = err;
+    }
+    expect(String(refused)).toContain('belongs to another database or schema');
   }, 30_000);
 
   test('a node of the same database finds its own identity (a restart, another node): it starts', async () => {

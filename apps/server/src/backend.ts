@@ -114,12 +114,16 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     // The first start ever on this database (no node has admitted anything, so Redis cannot have lost a hold)
     // opens the admission epoch at once; any other start without an epoch is a data loss and waits the window.
     let wait = 0;
+    let owned = '';
     const first = await claimAdmissionStart(pg.sql, async (startedAt) => {
       await ownPrefix(startedAt);
+      owned = `${db}/${config.pgSchema}/${startedAt}`;
       wait = await holdStore.recoveryLeft(0);
     });
     if (!first) {
-      await ownPrefix(await admissionStartedAt(pg.sql));
+      const startedAt = await admissionStartedAt(pg.sql);
+      await ownPrefix(startedAt);
+      owned = `${db}/${config.pgSchema}/${startedAt}`;
       wait = await holdStore.recoveryLeft();
     }
     const holds = openSharedHolds(holdStore,
@@ -128,9 +132,15 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     // Concurrency leases (max_concurrency, realtime sessions per key) renew themselves only every LIMIT_LEASE_MS/3
     // (40 s). After Redis lost its data admissions reopen once the holds are back (HOLD_LEASE_MS/3 + 1 s): renewed
     // on the holds' period too, the leases of requests still running are back by then, so they keep counting.
-    const renewLeases = () => void rateLimits.renewLive().then((n) => {
-      if (n > 0) log.warn('limits.leases_restored', { count: n, msg: 'concurrency leases of requests in flight were missing from Redis (data loss) and were counted again' });
-    }, (err) => log.warn('limits.renew_failed', { cause: errorText(err) }));
+    const renewLeases = () => {
+      void rateLimits.renewLive().then((n) => {
+        if (n > 0) log.warn('limits.leases_restored', { count: n, msg: 'concurrency leases of requests in flight were missing from Redis (data loss) and were counted again' });
+      }, (err) => log.warn('limits.renew_failed', { cause: errorText(err) }));
+      // The prefix's owner goes with a data loss too: taken back, so another database's node still cannot start on it.
+      void claimPrefix(redis, config.redisPrefix, owned).then((other) => {
+        if (other !== null) log.error('redis.prefix_taken', { prefix: config.redisPrefix, owner: other, msg: 'another database took this REDIS_PREFIX after Redis lost its data: stop its nodes and give them their own prefix' });
+      }, () => { /* Redis unreachable: tried again next period */ });
+    };
     const leaseTimer = setInterval(renewLeases, Math.max(1, Math.floor(billing.holds.leaseMs / 3)));
     closers.push(() => clearInterval(leaseTimer));
     // A reconnect may mean a restarted, empty Redis: live holds and leases go back at once, not at the next renewal.
