@@ -82,7 +82,9 @@ export class GroupService {
   async create(input: GroupCreate): Promise<GroupView> {
     if (this.byName.has(input.name)) throw new GatewayError(409, 'group_exists', `Group "${input.name}" already exists`, { param: 'name' });
     const now = nowSeconds();
+    // The cache above answers a name this node knows; the unique index, one created meanwhile here or on another node.
     const row = await this.repo.insert({ name: input.name, createdAt: now, updatedAt: now, ...this.patch(input.name, input) });
+    if (!row) throw new GatewayError(409, 'group_exists', `Group "${input.name}" already exists`, { param: 'name' });
     await this.reload();
     return toGroupView(row);
   }

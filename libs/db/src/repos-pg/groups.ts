@@ -17,8 +17,8 @@ export class PgGroupsRepo {
     return (await this.db.select().from(groups).where(eq(groups.id, id)))[0];
   }
 
-  async insert(row: NewGroupRow): Promise<GroupRow> {
-    return (await this.db.insert(groups).values(row).returning())[0]!;
+  async insert(row: NewGroupRow): Promise<GroupRow | null> {
+    return (await this.db.insert(groups).values(row).onConflictDoNothing({ target: groups.name }).returning())[0] ?? null;
   }
 
   async update(id: number, patch: Partial<NewGroupRow>): Promise<GroupRow | undefined> {

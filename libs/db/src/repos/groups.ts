@@ -9,7 +9,8 @@ export type NewGroupRow = typeof groups.$inferInsert;
 export interface GroupsStore {
   all(): Promise<GroupRow[]>;
   byId(id: number): Promise<GroupRow | undefined>;
-  insert(row: NewGroupRow): Promise<GroupRow>;
+  /** null when the name is taken (a concurrent create, on this node or another, got it first). */
+  insert(row: NewGroupRow): Promise<GroupRow | null>;
   update(id: number, patch: Partial<NewGroupRow>): Promise<GroupRow | undefined>;
   delete(id: number): Promise<boolean>;
 }
@@ -26,8 +27,8 @@ export class GroupsRepo implements GroupsStore {
     return this.db.select().from(groups).where(eq(groups.id, id)).get();
   }
 
-  async insert(row: NewGroupRow): Promise<GroupRow> {
-    return this.db.insert(groups).values(row).returning().get();
+  async insert(row: NewGroupRow): Promise<GroupRow | null> {
+    return this.db.insert(groups).values(row).onConflictDoNothing({ target: groups.name }).returning().get() ?? null;
   }
 
   async update(id: number, patch: Partial<NewGroupRow>): Promise<GroupRow | undefined> {
