@@ -100,7 +100,8 @@ export class BudgetService {
     for (;;) {
       const existing = await this.repo.find(input.scope, input.subject_id, input.period);
       if (!existing) {
-        const row = await this.repo.insert({ scope: input.scope, subjectId: input.subject_id, period: input.period, limitAmount: input.limit, createdAt: now, updatedAt: now });
+        const row = await this.repo.insertIfAbsent({ scope: input.scope, subjectId: input.subject_id, period: input.period, limitAmount: input.limit, createdAt: now, updatedAt: now });
+        if (!row) continue; // a concurrent set (here or on another node) created it first: replace that one
         await this.book.reload();
         return { view: await this.view(row, owner.id), ownerId: owner.id, replaced: null };
       }

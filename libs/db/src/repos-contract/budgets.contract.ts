@@ -20,8 +20,12 @@ export function budgetsContract(make: MakeEnv): void {
       const b = await budgets.insert(budget({ scope: 'key', subjectId: 7, period: 'daily' }));
       const c = await budgets.insert(budget({ subjectId: 8 }));
       await expect((async () => budgets.insert(budget({ subjectId: 7 })))()).rejects.toThrow();
+      expect(await budgets.insertIfAbsent(budget({ subjectId: 7 }))).toBeUndefined();
       expect(await budgets.find('user', 7, 'monthly')).toEqual(a);
       expect(await budgets.find('user', 7, 'daily')).toBeUndefined();
+      const d = await budgets.insertIfAbsent(budget({ subjectId: 7, period: 'daily' }));
+      expect(d).toMatchObject({ scope: 'user', subjectId: 7, period: 'daily' });
+      expect(await budgets.delete(d!.id)).toBeTruthy();
       expect((await budgets.all()).map((x) => x.id)).toEqual([a.id, b.id, c.id]);
       expect((await budgets.list({ scope: 'user' })).map((x) => x.id)).toEqual([a.id, c.id]);
       expect((await budgets.list({ subjectIds: [7] })).map((x) => x.id)).toEqual([a.id, b.id]);

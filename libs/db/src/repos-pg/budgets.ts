@@ -32,6 +32,10 @@ export class PgBudgetsRepo {
     return (await this.db.insert(budgets).values(row).returning())[0]!;
   }
 
+  async insertIfAbsent(row: typeof budgets.$inferInsert): Promise<BudgetRow | undefined> {
+    return (await this.db.insert(budgets).values(row).onConflictDoNothing({ target: [budgets.scope, budgets.subjectId, budgets.period] }).returning())[0];
+  }
+
   async update(id: number, patch: Partial<typeof budgets.$inferInsert>): Promise<BudgetRow | undefined> {
     return (await this.db.update(budgets).set(patch).where(eq(budgets.id, id)).returning())[0];
   }

@@ -24,6 +24,8 @@ export interface BudgetsStore {
   byId(id: number): Awaitable<BudgetRow | undefined>;
   find(scope: string, subjectId: number, period: string): Awaitable<BudgetRow | undefined>;
   insert(row: NewBudget): Awaitable<BudgetRow>;
+  /** insert(), or undefined when the subject already has a budget of that period (a concurrent set, on any node, made it). */
+  insertIfAbsent(row: NewBudget): Awaitable<BudgetRow | undefined>;
   update(id: number, patch: { limitAmount: number; alerted: number; updatedAt: number }): Awaitable<BudgetRow | undefined>;
   /**
    * update() only while the row's limit is still `expected` (undefined otherwise): a compare-and-set, so a caller
@@ -72,6 +74,10 @@ export class BudgetsRepo {
 
   insert(row: typeof budgets.$inferInsert): BudgetRow {
     return this.db.insert(budgets).values(row).returning().get();
+  }
+
+  insertIfAbsent(row: typeof budgets.$inferInsert): BudgetRow | undefined {
+    return this.db.insert(budgets).values(row).onConflictDoNothing({ target: [budgets.scope, budgets.subjectId, budgets.period] }).returning().get();
   }
 
   update(id: number, patch: Partial<typeof budgets.$inferInsert>): BudgetRow | undefined {
