@@ -37,3 +37,18 @@ describe('setting a budget', () => {
     expect(limits).toContain(list.body.data[0].limit);
   }, 15_000);
 });
+
+describe('one e-mail address', () => {
+  test('taken by 6 concurrent user creations: one 200, five 409 email_taken', async () => {
+    const email = `race-${crypto.randomUUID().slice(0, 8)}@example.com`;
+    const rs = await Promise.all(Array.from({ length: 6 }, (_, i) => gw.api('POST', '/api/user/', { username: `race${i}-${email.slice(5, 13)}`, password: 'race-password-1', email })));
+    expect(rs.map((r) => [r.status, r.body.error?.code ?? null]).sort()).toEqual([[200, null], ...Array(5).fill([409, 'email_taken'])]);
+  }, 15_000);
+
+  test('set by 6 users on themselves at once: one 200, five 409 email_taken', async () => {
+    const users = await Promise.all(Array.from({ length: 6 }, () => keyedUser(gw, 0)));
+    const email = `race-${crypto.randomUUID().slice(0, 8)}@example.com`;
+    const rs = await Promise.all(users.map((u) => gw.api('PUT', '/api/user/self', { email, current_password: u.password }, u.token)));
+    expect(rs.map((r) => [r.status, r.body.error?.code ?? null]).sort()).toEqual([[200, null], ...Array(5).fill([409, 'email_taken'])]);
+  }, 15_000);
+});

@@ -5,7 +5,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
-import { ROLE, USER_STATUS, type LedgerStore, type NewUserRow, type SessionsStore, type UserRow, type UsersStore } from '@gw/db';
+import { ROLE, USER_STATUS, isUniqueViolation, type LedgerStore, type NewUserRow, type SessionsStore, type UserRow, type UsersStore } from '@gw/db';
 import { CurrentPasswordGuard } from './current-password';
 import { PASSWORD_MAX, PASSWORD_MIN, hashPassword } from './passwords';
 import { toUserView, type UserView } from './views';
@@ -96,7 +96,7 @@ export class UserService {
     const row = await this.ledger.createUserWithOpeningBalance({
       username: input.username, passwordHash, displayName: input.display_name?.trim() ?? '', email, role,
       status: USER_STATUS.enabled, group: input.group ?? 'default', quota: 0, createdAt: now, updatedAt: now, ...limitPatch(input),
-    }, input.quota ? { amount: input.quota, note: 'initial quota', actorId: actor.id } : null);
+    }, input.quota ? { amount: input.quota, note: 'initial quota', actorId: actor.id } : null).catch(emailRace);
     await this.bus.emit('user.changed', { userId: row.id });
     return toUserView(row);
   }
@@ -198,7 +198,7 @@ export class UserService {
     // could manage admins, roots or root-only settings again (only the offline reset-root-password would help).
     // A rename too: it re-checks, in the write, that no other user has the name in another case.
     const guarded = patch.role !== undefined || patch.status !== undefined || patch.username !== undefined;
-    const row = guarded ? await this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }) : await this.users.update(id, { ...patch, updatedAt: nowSeconds() });
+    const row = await (guarded ? this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }) : this.users.update(id, { ...patch, updatedAt: nowSeconds() })).catch(emailRace);
     if (row === 'last_root') {
       throw new GatewayError(409, 'last_root', 'This would leave no enabled root user: make or enable another root first', { param: patch.role !== undefined ? 'role' : 'status' });
     }
@@ -219,12 +219,22 @@ export class UserService {
     if (!canManage(actor, target)) throw forbidden('role_too_high', 'You cannot change a user whose role is equal to or above your own');
   }
 
-  /** Normalises an e-mail ("" → null) and refuses a malformed or taken one. */
+  /** Normalises an e-mail ("" → null) and refuses a malformed or taken one (a write racing this check: emailRace). */
   private async checkEmail(raw: string | null | undefined, selfId: number | null): Promise<string | null> {
     const email = emailOf(raw);
     if (email === null) return null;
     const other = await this.users.byEmail(email);
-    if (other && other.id !== selfId) throw new GatewayError(409, 'email_taken', 'This e-mail address is already used by another user', { param: 'email' });
+    if (other && other.id !== selfId) throw emailTaken();
     return email;
   }
+}
+
+const emailTaken = () => new GatewayError(409, 'email_taken', 'This e-mail address is already used by another user', { param: 'email' });
+
+/**
+ * checkEmail reads before the write: requests setting one address at once (on one node, or on several) all pass
+ * it, and the unique index refuses all but one. Those get the 409 the check gives, not a 500.
+ */
+function emailRace(err: unknown): never {
+  throw isUniqueViolation(err, 'users_email_uq', 'users', 'email') ? emailTaken() : err;
 }

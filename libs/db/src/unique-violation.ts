@@ -1,0 +1,13 @@
+/**
+ * Whether `err` (or what it wraps) is the database refusing a duplicate in unique index `index` on
+ * `table.column`: PostgreSQL's 23505 names the index, SQLite's message names the column. Lets a service turn
+ * the loser of a check-then-write race (another request, or another node, wrote the same value between the
+ * check and the write) into the same 409 the check gives, instead of a 500.
+ */
+export function isUniqueViolation(err: unknown, index: string, table: string, column: string): boolean {
+  for (let e: any = err, depth = 0; e && depth < 4; e = e.cause, depth++) {
+    if (e.code === '23505' && (e.constraint_name === index || e.constraint === index)) return true;
+    if (typeof e.message === 'string' && e.message.includes(`UNIQUE constraint failed: ${table}.${column}`)) return true;
+  }
+  return false;
+}
