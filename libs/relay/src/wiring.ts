@@ -99,6 +99,8 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
   const budgetsRepo = w.stores.budgets;
   const alertOutbox = w.stores.alertOutbox;
   const budgets = new BudgetBook({ repo: budgetsRepo, charges: w.stores.budgetCharges, deliver: alertCfg.url !== null, log: w.log });
+  let budgetRetry: ReturnType<typeof setTimeout> | null = null;
+  let closed = false;
   const alerts = new AlertDispatcher(alertOutbox, alertCfg, w.log);
   let quota: QuotaService;
   if (w.durable) {
@@ -106,14 +108,21 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
     if (!w.holds) throw new Error('createRelayServices: a durable sink needs the shared holds');
     await budgets.reload();
     // Another node changed a budget or threshold (the change feed); every resync reloads it too. A failed
-    // read keeps the book as it was (logged): the next change or resync reads again.
-    w.bus.on('budget.changed', async () => {
+    // read keeps the book as it was (logged) and is tried again after 0.25 s, doubling up to 30 s: the change it
+    // was for is not announced again, and until it is read this node admits without it (a new budget unenforced).
+    let failures = 0;
+    const reloadBudgets = async (): Promise<void> => {
       try {
         await budgets.reload();
+        failures = 0;
       } catch (err) {
         (w.log ?? stdLogger).error('budgets.reload_failed', { cause: errorText(err) });
+        if (budgetRetry || closed) return;
+        budgetRetry = setTimeout(() => { budgetRetry = null; void reloadBudgets(); }, Math.min(250 * 2 ** Math.min(failures++, 16), 30_000));
+        (budgetRetry as { unref?: () => void }).unref?.();
       }
-    });
+    };
+    w.bus.on('budget.changed', reloadBudgets);
     quota = await QuotaService.openDurable({
       durable: w.durable, holds: w.holds, prices, bus: w.bus, log: w.log, observe: w.observeSettlement, budgets, onAlerts: () => alerts.poke(),
     });
@@ -169,7 +178,11 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
   });
   return {
     config, billing, prices, quota, usageLogs, gate, health, relay, catalog, inflight, groups, limiter, budgets, budgetsRepo, alerts, alertOutbox, slots,
-    close: () => { stopFollowing(); inflight.close(); health.close(); quota.close(); },
+    close: () => {
+      closed = true;
+      if (budgetRetry) clearTimeout(budgetRetry);
+      stopFollowing(); inflight.close(); health.close(); quota.close();
+    },
     closeAlerts: async () => { await alerts?.close(); },
   };
 }
