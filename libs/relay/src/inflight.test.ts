@@ -37,6 +37,7 @@ describe('InflightRegistry', () => {
     disabledUsers.delete(11);
     const [a, b, c, d] = [reg.open(1, 10), reg.open(2, 10), reg.open(3, 10), reg.open(4, 11)];
     revoked.add(2);
+    revoked.add(4); // a disabled owner's keys leave the index too: the request is told the owner's reason
     expired.add(3);
     disabledUsers.add(11);
     reg.sweep();

@@ -91,9 +91,10 @@ export class InflightRegistry {
    * sweep a stream or realtime session started before it ran on with the revoked key.
    */
   sweep(): void {
+    // Owners first: a disabled owner's keys leave the key index too, and its requests are told why.
+    for (const [userId, set] of [...this.byUser]) if (!this.d.userActive(userId)) this.abortAll(set, ownerDisabled());
     const enabled = this.d.keyEnabled ?? this.d.keyActive;
     for (const [keyId, set] of [...this.byKey]) if (!enabled(keyId)) this.abortAll(set, keyRevoked());
-    for (const [userId, set] of [...this.byUser]) if (!this.d.userActive(userId)) this.abortAll(set, ownerDisabled());
   }
 
   close(): void {
