@@ -102,7 +102,8 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     // The prefix must be this database's before anything of it is read or written (see claimPrefix): checked
     // before the holds open (the leader's reconciler would release another database's holds).
     const [{ db }] = await pg.sql<{ db: string }[]>`select current_database() as db`;
-    const ownPrefix = async (startedAt: number) => {
+    /** Claims the prefix for this database (its identity: database, schema, first start); refuses start-up when another has it. */
+    const ownPrefix = async (startedAt: number): Promise<string> => {
       const identity = `${db}/${config.pgSchema}/${startedAt}`;
       const other = await claimPrefix(redis, config.redisPrefix, identity);
       if (other !== null) {
@@ -110,20 +111,18 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
           + 'two gateways on one prefix would mix their users\' balances and holds. Give each its own REDIS_PREFIX (or, if this database '
           + `replaced that one on purpose, delete the Redis key "${config.redisPrefix}{owner}" and every other key of the prefix)`);
       }
+      return identity;
     };
     // The first start ever on this database (no node has admitted anything, so Redis cannot have lost a hold)
     // opens the admission epoch at once; any other start without an epoch is a data loss and waits the window.
     let wait = 0;
-    let owned = '';
+    let identity = '';
     const first = await claimAdmissionStart(pg.sql, async (startedAt) => {
-      await ownPrefix(startedAt);
-      owned = `${db}/${config.pgSchema}/${startedAt}`;
+      identity = await ownPrefix(startedAt);
       wait = await holdStore.recoveryLeft(0);
     });
     if (!first) {
-      const startedAt = await admissionStartedAt(pg.sql);
-      await ownPrefix(startedAt);
-      owned = `${db}/${config.pgSchema}/${startedAt}`;
+      identity = await ownPrefix(await admissionStartedAt(pg.sql));
       wait = await holdStore.recoveryLeft();
     }
     const holds = openSharedHolds(holdStore,
@@ -137,7 +136,7 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
         if (n > 0) log.warn('limits.leases_restored', { count: n, msg: 'concurrency leases of requests in flight were missing from Redis (data loss) and were counted again' });
       }, (err) => log.warn('limits.renew_failed', { cause: errorText(err) }));
       // The prefix's owner goes with a data loss too: taken back, so another database's node still cannot start on it.
-      void claimPrefix(redis, config.redisPrefix, owned).then((other) => {
+      void claimPrefix(redis, config.redisPrefix, identity).then((other) => {
         if (other !== null) log.error('redis.prefix_taken', { prefix: config.redisPrefix, owner: other, msg: 'another database took this REDIS_PREFIX after Redis lost its data: stop its nodes and give them their own prefix' });
       }, () => { /* Redis unreachable: tried again next period */ });
     };
