@@ -3,7 +3,7 @@
  * object and never construct services themselves, so tests can start a whole gateway in-process.
  */
 import type { Config } from '@gw/config';
-import { ChangeBus, SecretBox, createLogger, localWindows, sharedWindows, type Logger } from '@gw/core';
+import { ChangeBus, HistoryReadGate, SecretBox, createLogger, localWindows, sharedWindows, type Logger } from '@gw/core';
 import type { DbHandle, LedgerStore, SecurityStore, SessionsStore, Stores, UsersStore } from '@gw/db';
 import { openBackend, type Backend } from './backend';
 import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
@@ -69,6 +69,8 @@ export interface Services {
   budgets: BudgetService;
   /** Prometheus metrics (GET /metrics). */
   metrics: GatewayMetrics;
+  /** Admission of history reads (usage logs, statistics, exports, ledger): per caller and node-wide (README: Security and limits). */
+  historyReads: HistoryReadGate;
   /** The server log (LOG_LEVEL, LOG_FORMAT): every library and plugin writes through it. */
   log: Logger;
   /** Registers a shutdown step (stop timers, flush buffers) run before the database closes. */
@@ -76,6 +78,9 @@ export interface Services {
   /** Stops background work (health probes, flushers) and closes the database. */
   close(): Promise<void>;
 }
+
+/** History reads (queued or running) one caller may hold on a node; a dashboard sends a few at once. */
+export const HISTORY_READS_PER_CALLER = 4;
 
 /** The process logger of a configuration: LOG_LEVEL and LOG_FORMAT on the standard streams. */
 export const loggerFor = (config: Config): Logger => createLogger({ level: config.logLevel, format: config.logFormat });
@@ -180,6 +185,9 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
     () => [[{ state: 'in_use' }, relay.slots.inUse], [{ state: 'max' }, relay.slots.max]]);
   const services: Services = {
     relay, realtime, metrics, log, budgets,
+    // SQLite queries run on this thread (one at a time whatever the slots); PostgreSQL's take pool connections
+    // the settlements need, so two at most of its ten.
+    historyReads: new HistoryReadGate({ perCaller: HISTORY_READS_PER_CALLER, slots: dbh ? 1 : 2 }),
     channels, channelRegistry, channelKeys, userAdmin, userDirectory, apiKeys,
     channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, stores, backend, users, sessions, ledger, bus,

@@ -32,8 +32,10 @@ const csvLine = (values: unknown[]) => `${values.map(csvField).join(',')}\r\n`;
  *
  * The first page is read before the stream is returned: a query the database refuses (PostgreSQL: a
  * filter beyond bigint) is then the caller's error answer, not a download cut after its headers.
+ * `onEnd` runs once when the export is over: read to its end, failed, or cancelled by the client.
  */
-export async function exportUsageLogs(repo: UsageStatsStore, where: UsageLogWhere, format: ExportFormat, admin: boolean, pageRows = EXPORT_PAGE_ROWS): Promise<ReadableStream<Uint8Array>> {
+export async function exportUsageLogs(repo: UsageStatsStore, where: UsageLogWhere, format: ExportFormat, admin: boolean, pageRows = EXPORT_PAGE_ROWS,
+  onEnd: () => void = () => {}): Promise<ReadableStream<Uint8Array>> {
   const enc = new TextEncoder();
   let after: ExportCursor | null = null;
   let header = format === 'csv';
@@ -49,13 +51,27 @@ export async function exportUsageLogs(repo: UsageStatsStore, where: UsageLogWher
     if (!last) after = { createdAt: rows[rows.length - 1]!.createdAt, id: rows[rows.length - 1]!.id };
     return { out, last };
   };
-  let first: { out: string; last: boolean } | null = await page();
+  let ended = false;
+  const end = () => { if (!ended) { ended = true; onEnd(); } };
+  let first: { out: string; last: boolean } | null;
+  try {
+    first = await page();
+  } catch (err) {
+    end();
+    throw err;
+  }
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
-      const { out, last } = first ?? await page();
-      first = null;
-      if (out) controller.enqueue(enc.encode(out));
-      if (last) controller.close();
+      try {
+        const { out, last } = first ?? await page();
+        first = null;
+        if (out) controller.enqueue(enc.encode(out));
+        if (last) { controller.close(); end(); }
+      } catch (err) {
+        end();
+        throw err;
+      }
     },
+    cancel: end,
   }, { highWaterMark: 1 });
 }

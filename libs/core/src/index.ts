@@ -20,3 +20,4 @@ export * from './change-feed';
 export * from './serial';
 export * from './process-limits';
 export * from './bytes';
+export * from './history-reads';

@@ -16,16 +16,18 @@ export const ledgerRoutes = (s: Services) =>
     .get('/self', async (ctx) => {
       const p = ctx.query.p ?? 1;
       const size = ctx.query.page_size ?? 20;
-      const r = await s.ledger.list({ userId: caller(ctx).user.id, kind: ctx.query.kind, offset: (p - 1) * size, limit: size });
+      const me = caller(ctx).user.id;
+      const r = await s.historyReads.run(me, () => s.ledger.list({ userId: me, kind: ctx.query.kind, offset: (p - 1) * size, limit: size }));
       return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
     }, {
       role: 'user', query: t.Object({ ...pageQuery, kind: kindQuery }),
       response: envelope(page(LedgerEntryView)), detail: { tags, summary: 'Own ledger', description: 'The caller\'s balance changes, newest first (paged; filter by kind: topup, charge, refund, adjust, redeem, clawback (money taken back by a refund or dispute of a payment), reinstate (given back when a dispute is won)).' },
     })
-    .get('/', async ({ query }) => {
+    .get('/', async (ctx) => {
+      const query = ctx.query;
       const p = query.p ?? 1;
       const size = query.page_size ?? 20;
-      const r = await s.ledger.list({ userId: query.user_id, kind: query.kind, offset: (p - 1) * size, limit: size });
+      const r = await s.historyReads.run(caller(ctx).user.id, () => s.ledger.list({ userId: query.user_id, kind: query.kind, offset: (p - 1) * size, limit: size }));
       return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
     }, {
       role: 'admin', query: t.Object({ ...pageQuery, user_id: t.Optional(t.Integer({ minimum: 1 })), kind: kindQuery }),

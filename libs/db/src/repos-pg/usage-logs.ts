@@ -46,10 +46,14 @@ export class PgUsageLogsRepo {
   async list(f: UsageLogFilter): Promise<{ items: UsageLogRow[]; total: number }> {
     const conds = pgLogConditions(f);
     const where = conds.length ? and(...conds) : undefined;
-    const [items, [t]] = await Promise.all([
-      this.db.select().from(usageLogs).where(where).orderBy(desc(usageLogs.id)).limit(f.limit).offset(f.offset),
-      this.db.select({ n: count() }).from(usageLogs).where(where),
-    ]);
-    return { items, total: t!.n };
+    const page = () => this.db.select().from(usageLogs).where(where).orderBy(desc(usageLogs.createdAt), desc(usageLogs.id)).limit(f.limit).offset(f.offset);
+    const total = async () => (await this.db.select({ n: count() }).from(usageLogs).where(where))[0]!.n;
+    if (f.offset === 0) {
+      const [items, n] = await Promise.all([page(), total()]);
+      return { items, total: n };
+    }
+    // Counted first: a page past the end (p up to 1,000,000) would walk every match (OFFSET reads each row) to find nothing.
+    const n = await total();
+    return { items: n > f.offset ? await page() : [], total: n };
   }
 }

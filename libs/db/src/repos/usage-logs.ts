@@ -24,9 +24,15 @@ export interface UsageLogFilter extends UsageLogWhere {
   limit: number;
 }
 
-/** The WHERE terms of a log filter (empty = every row). */
+/**
+ * The WHERE terms of a log filter (empty = every row). With both a user and a model, SQLite (which keeps no
+ * statistics) may walk the (model, created_at) index: every user's rows of that model, so one user's listing
+ * of a popular model would cost everyone's rows on the request thread. `+model` keeps the planner off that
+ * index: a query that names a user costs at most that user's rows.
+ */
 export function logConditions(f: UsageLogWhere): SQL[] {
-  return logConditionsOf(usageLogs, f);
+  if (f.userId === undefined || !f.model) return logConditionsOf(usageLogs, f);
+  return [...logConditionsOf(usageLogs, { ...f, model: undefined }), sql`+${usageLogs.model} = ${f.model}`];
 }
 
 const p = (name: string) => sql.placeholder(name);
@@ -99,8 +105,12 @@ export class UsageLogsRepo implements UsageLogsStore {
   async list(f: UsageLogFilter): Promise<{ items: UsageLogRow[]; total: number }> {
     const conds = logConditions(f);
     const where = conds.length ? and(...conds) : undefined;
-    const items = this.db.select().from(usageLogs).where(where).orderBy(desc(usageLogs.id)).limit(f.limit).offset(f.offset).all();
+    // Newest first by (created_at, id): the (…, created_at) index the filter uses also yields this order (its
+    // entries end with the rowid), so a page reads its own rows; by id alone it sorted every match first.
     const total = this.db.select({ n: count() }).from(usageLogs).where(where).get()!.n;
+    // A page past the end (p up to 1,000,000) would walk every match to find nothing.
+    if (f.offset >= total) return { items: [], total };
+    const items = this.db.select().from(usageLogs).where(where).orderBy(desc(usageLogs.createdAt), desc(usageLogs.id)).limit(f.limit).offset(f.offset).all();
     return { items, total };
   }
 }

@@ -1,0 +1,46 @@
+import { describe, expect, test } from 'bun:test';
+import { HistoryReadGate } from './history-reads';
+import { GatewayError } from './errors';
+
+describe('HistoryReadGate', () => {
+  test('a caller past its share is refused at once with 429; a failed read gives its share back', async () => {
+    const gate = new HistoryReadGate({ perCaller: 2, slots: 1 });
+    let release!: () => void;
+    const held = new Promise<void>((r) => { release = r; });
+    const a = gate.run(1, () => held);
+    const b = gate.run(1, () => 'b');
+    const refused = (() => { try { gate.enter(1); return null; } catch (e) { return e as GatewayError; } })();
+    expect(refused).toBeInstanceOf(GatewayError);
+    expect(refused).toMatchObject({ status: 429, code: 'too_many_requests', headers: { 'retry-after': '1' } });
+    // Another caller is not refused (it queues for the slot).
+    const c = gate.run(2, () => 'c');
+    release();
+    expect(await Promise.all([a, b, c])).toEqual([undefined, 'b', 'c']);
+    await expect(gate.run(1, () => { throw new Error('boom'); })).rejects.toThrow('boom');
+    expect(gate.heldBy(1)).toBe(0);
+    expect(gate.heldBy(2)).toBe(0);
+  });
+
+  test('queries run `slots` at a time, each after the event loop polled once', async () => {
+    const gate = new HistoryReadGate({ perCaller: 100, slots: 2 });
+    let running = 0;
+    let peak = 0;
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 0);
+    const order: number[] = [];
+    await Promise.all(Array.from({ length: 8 }, (_, i) => gate.run(i, async () => {
+      running++;
+      peak = Math.max(peak, running);
+      const t = performance.now();
+      while (performance.now() - t < 3) { /* a synchronous query */ }
+      order.push(i);
+      await Bun.sleep(1);
+      running--;
+    })));
+    clearInterval(timer);
+    expect(peak).toBe(2);
+    expect(order).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    // Timers (I/O's stand-in) ran between the synchronous parts.
+    expect(ticks).toBeGreaterThan(2);
+  });
+});

@@ -1,0 +1,78 @@
+import { GatewayError } from './errors';
+
+export interface HistoryReadLimits {
+  /** History reads one caller may have queued or running on this node; more are 429 at once. */
+  perCaller: number;
+  /**
+   * History queries running at once on this node. SQLite runs them on the request thread (one at a time
+   * anyway); PostgreSQL on pool connections the settlements also need.
+   */
+  slots: number;
+}
+
+/** Resolves after the event loop has polled its sockets once (a macrotask, unlike a resolved promise). */
+const nextTurn = () => new Promise<void>((r) => setImmediate(r));
+
+/**
+ * Admission for management reads whose cost grows with the stored history (usage logs, their statistics
+ * and export, the ledger). Each such query is bounded by the rows it may look at, but those can be a
+ * user's million requests, and every caller may send many at once: on SQLite each query runs on the request
+ * thread, so a burst of them made every relayed request wait for all of them; on PostgreSQL they took the
+ * pool connections the settlements commit on. Here each caller holds at most `perCaller` of them (the rest
+ * are refused at once, which costs nothing), they run `slots` at a time node-wide, and each waits for the
+ * next event-loop turn before it runs, so requests that arrived meanwhile are served between two of them.
+ */
+export class HistoryReadGate {
+  private readonly held = new Map<number, number>();
+  private running = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(private readonly limits: HistoryReadLimits) {}
+
+  /** Counts one read for `caller` until `leave`; 429 `too_many_requests` when it already holds its share. */
+  enter(caller: number): void {
+    const n = this.held.get(caller) ?? 0;
+    if (n >= this.limits.perCaller) {
+      throw new GatewayError(429, 'too_many_requests', `At most ${this.limits.perCaller} history reads (usage logs, statistics, exports, ledger) per caller at a time; wait for one to finish`, {
+        headers: { 'retry-after': '1' },
+      });
+    }
+    this.held.set(caller, n + 1);
+  }
+
+  leave(caller: number): void {
+    const n = (this.held.get(caller) ?? 1) - 1;
+    if (n > 0) this.held.set(caller, n);
+    else this.held.delete(caller);
+  }
+
+  /** Runs one query in a node-wide slot, after the next event-loop turn. */
+  async query<T>(fn: () => T | Promise<T>): Promise<T> {
+    // A freed slot is handed to the next waiter directly, so a newcomer cannot take it in between.
+    if (this.running < this.limits.slots) this.running++;
+    else await new Promise<void>((r) => this.waiting.push(r));
+    try {
+      await nextTurn();
+      return await fn();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.running--;
+    }
+  }
+
+  /** `enter`, one query, `leave`. */
+  async run<T>(caller: number, fn: () => T | Promise<T>): Promise<T> {
+    this.enter(caller);
+    try {
+      return await this.query(fn);
+    } finally {
+      this.leave(caller);
+    }
+  }
+
+  /** Reads held by `caller` (tests, metrics). */
+  heldBy(caller: number): number {
+    return this.held.get(caller) ?? 0;
+  }
+}
