@@ -17,6 +17,29 @@ describe('logger', () => {
     expect(lines[0]!.split('\n')).toHaveLength(1);
   });
 
+  test('a field cannot drive the terminal or reorder the line: ESC, DEL, C1, separators and bidi controls are escaped', () => {
+    const hostile = 'prod\u001b[2J\u001b]0;owned\u0007\u007f\u0085\u009b31m\u2028\u2029\u202eevil\u2066x\u200f\rEND';
+    for (const format of ['text', 'json'] as const) {
+      const { log, lines } = memoryLogger({ now: at, format });
+      log.warn('channel.key_undecryptable', { name: hostile, bare: 'a\u001bb' });
+      log.error('request.bug', { id: 'r1' }, new Error(`boom ${hostile}`));
+      for (const line of lines) {
+        // Nothing a terminal acts on is left, only the line breaks before each stack line (text).
+        expect(line.replace(/\n  /g, '')).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/);
+      }
+      // The value is still there, readable and exact once decoded.
+      if (format === 'json') {
+        expect(JSON.parse(lines[0]!)).toMatchObject({ name: hostile, bare: 'a\u001bb' });
+        expect(JSON.parse(lines[1]!).stack).toContain(`boom ${hostile}`);
+      } else {
+        const m = / name=("(?:[^"\\]|\\.)*")/.exec(lines[0]!)!;
+        expect(JSON.parse(m[1]!)).toBe(hostile);
+        expect(lines[0]).toContain(' bare="a\\u001bb"');
+        expect(lines[1]).toContain('\\u001b[2J');
+      }
+    }
+  });
+
   test('json: one parseable object per line, the stack as a field', () => {
     const { log, lines } = memoryLogger({ now: at, format: 'json' });
     log.error('request.bug', { id: 'r1', status: 500 }, new Error('boom'));

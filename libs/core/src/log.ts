@@ -36,10 +36,20 @@ export const stdWrite = (line: string, level: LogLevel) => {
   else process.stdout.write(line + '\n');
 };
 
-/** A bare word stays as is; anything with spaces, quotes, `=` or control characters is JSON-quoted. */
+/**
+ * What a terminal or log viewer would act on rather than show: C0 controls, DEL, the C1 controls (NEL is a
+ * line break to some tools, CSI an escape sequence to others), the Unicode line and paragraph separators, and
+ * the bidirectional overrides and isolates that reorder what follows them. Values carry text that clients,
+ * upstreams and admins chose (a channel name, an upstream's error); `JSON.stringify` escapes only C0.
+ */
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const escapeUnsafe = (s: string) => s.replace(UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+const ANY_UNSAFE = new RegExp(UNSAFE.source);
+
+/** A bare word stays as is; anything with spaces, quotes, `=` or control characters is JSON-quoted, controls escaped. */
 const textValue = (v: string | number | boolean | null) => {
   const s = String(v);
-  return /^[^\s"=\\]+$/.test(s) ? s : JSON.stringify(s);
+  return /^[^\s"=\\]+$/.test(s) && !ANY_UNSAFE.test(s) ? s : escapeUnsafe(JSON.stringify(s));
 };
 
 function stackOf(err: unknown): string {
@@ -62,12 +72,14 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     if (json) {
       const o: Record<string, unknown> = { time, level, event, ...Object.fromEntries(entries) };
       if (err !== undefined) o.stack = stackOf(err);
-      write(JSON.stringify(o), level);
+      // Escapes inside JSON strings (the only place such characters can be): still the same JSON value.
+      write(escapeUnsafe(JSON.stringify(o)), level);
       return;
     }
     let line = `${time} ${level} ${event}`;
     for (const [k, v] of entries) line += ` ${k}=${textValue(v)}`;
-    if (err !== undefined) line += '\n' + stackOf(err).replace(/^/gm, '  ');
+    // The stack keeps its line breaks (each line indented); anything else a terminal would act on is escaped.
+    if (err !== undefined) line += '\n' + stackOf(err).split('\n').map((l) => '  ' + escapeUnsafe(l)).join('\n');
     write(line, level);
   };
   return {
