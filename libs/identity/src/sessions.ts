@@ -4,6 +4,15 @@ import { SESSION_ID_CHARS, USER_STATUS } from '@gw/db';
 import { ACCESS_TOKEN_PREFIX, type Principal } from './principal';
 import type { AccessTokenView, LoginSessionView } from './views';
 
+/**
+ * Live management access tokens one user may hold. Each is a row and an entry in every listing of them, and
+ * nothing else bounded them: a script could mint tokens for as long as it liked.
+ */
+export const MAX_ACCESS_TOKENS_PER_USER = 50;
+
+const tooManyTokens = () => new GatewayError(409, 'too_many_access_tokens',
+  `A user may hold at most ${MAX_ACCESS_TOKENS_PER_USER} live access tokens; revoke unused ones first`);
+
 /** Resolves management credentials (session cookie, access token) to a principal. */
 export class ManagementAuth {
   constructor(
@@ -68,10 +77,11 @@ export class ManagementAuth {
   async createAccessToken(userId: number, name: string, expiresInDays?: number, verifiedHash?: string): Promise<{ token: string; view: AccessTokenView }> {
     const token = `${ACCESS_TOKEN_PREFIX}${randomToken(40)}`;
     const now = nowSeconds();
-    const row = await this.sessions.createToken({
+    const row = await this.sessions.createTokenBelow({
       userId, name, tokenHash: sha256Hex(token), prefix: token.slice(0, 10), createdAt: now,
       expiresAt: expiresInDays ? now + expiresInDays * 86400 : null,
-    });
+    }, MAX_ACCESS_TOKENS_PER_USER, now);
+    if (!row) throw tooManyTokens();
     if (verifiedHash !== undefined) {
       const after = await this.users.byId(userId);
       if (!after || after.passwordHash !== verifiedHash || after.status !== USER_STATUS.enabled) {
@@ -82,8 +92,17 @@ export class ManagementAuth {
     return { token, view: tokenView(row) };
   }
 
+  /**
+   * 409 `too_many_access_tokens` when the user already holds the most live tokens: asked before the slow password
+   * check, so a refused mint costs none (the insert checks again, atomically).
+   */
+  async requireTokenRoom(userId: number): Promise<void> {
+    if (await this.sessions.countLiveTokens(userId, nowSeconds()) >= MAX_ACCESS_TOKENS_PER_USER) throw tooManyTokens();
+  }
+
+  /** Every live token, and the most recently ended ones (revoked or expired) up to the same number. */
   async listAccessTokens(userId: number): Promise<AccessTokenView[]> {
-    return (await this.sessions.listTokens(userId)).map(tokenView);
+    return (await this.sessions.listTokens(userId, { now: nowSeconds(), ended: MAX_ACCESS_TOKENS_PER_USER })).map(tokenView);
   }
 
   async revokeAccessToken(userId: number, id: number): Promise<void> {

@@ -56,6 +56,7 @@ export const sessionRoutes = (s: Services) =>
     .post('/access_token', async (ctx) => {
       const { user } = caller(ctx);
       // A token outlives the session (logout, expiry): without the password, a stolen session could make itself permanent.
+      await s.auth.requireTokenRoom(user.id);
       await s.currentPassword.require(user.id, ctx.body.current_password, user.passwordHash);
       const r = await s.auth.createAccessToken(user.id, ctx.body.name ?? '', ctx.body.expires_in_days, user.passwordHash);
       s.notices.notify(user, { kind: 'access_token_created', detail: named(r.view.name, r.view.id), subject: `access token ${r.view.id}`, ...origin(ctx) });

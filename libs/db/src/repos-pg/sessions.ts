@@ -1,7 +1,7 @@
-import { and, desc, eq, gt, lt, ne, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, lt, ne, sql } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
-import { accessTokens, sessions } from '../schema-pg';
-import { SESSION_ID_CHARS, type AccessTokenRow, type SessionRow } from '../repos/sessions';
+import { accessTokens, sessions, users } from '../schema-pg';
+import { SESSION_ID_CHARS, endedTokenOf, liveTokenOf, type AccessTokenRow, type SessionRow } from '../repos/sessions';
 import type { sessions as sqliteSessions, accessTokens as sqliteAccessTokens } from '../schema';
 
 /** PostgreSQL twin of ../repos/sessions.ts (same methods, async). */
@@ -52,8 +52,29 @@ export class PgSessionsRepo {
     return (await this.db.select().from(accessTokens).where(eq(accessTokens.tokenHash, tokenHash)))[0];
   }
 
-  async listTokens(userId: number): Promise<AccessTokenRow[]> {
-    return this.db.select().from(accessTokens).where(eq(accessTokens.userId, userId));
+  async createTokenBelow(row: typeof sqliteAccessTokens.$inferInsert, max: number, now: number): Promise<AccessTokenRow | null> {
+    return this.db.transaction(async (tx) => {
+      // The owner's row lock serialises its token creations: a concurrent one counts after this commits.
+      await tx.select({ id: users.id }).from(users).where(eq(users.id, row.userId)).for('update');
+      const [t] = await tx.select({ n: count() }).from(accessTokens).where(and(eq(accessTokens.userId, row.userId), liveTokenOf(accessTokens, now)));
+      if (t!.n >= max) return null;
+      return (await tx.insert(accessTokens).values(row).returning())[0]!;
+    });
+  }
+
+  async countLiveTokens(userId: number, now: number): Promise<number> {
+    const [t] = await this.db.select({ n: count() }).from(accessTokens).where(and(eq(accessTokens.userId, userId), liveTokenOf(accessTokens, now)));
+    return t!.n;
+  }
+
+  async listTokens(userId: number, shown?: { now: number; ended: number }): Promise<AccessTokenRow[]> {
+    const mine = eq(accessTokens.userId, userId);
+    if (!shown) return this.db.select().from(accessTokens).where(mine).orderBy(asc(accessTokens.id));
+    const [live, ended] = await Promise.all([
+      this.db.select().from(accessTokens).where(and(mine, liveTokenOf(accessTokens, shown.now))),
+      this.db.select().from(accessTokens).where(and(mine, endedTokenOf(accessTokens, shown.now))).orderBy(desc(accessTokens.id)).limit(shown.ended),
+    ]);
+    return [...live, ...ended].sort((a, b) => a.id - b.id);
   }
 
   async touchToken(id: number, at: number): Promise<void> {

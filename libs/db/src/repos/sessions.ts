@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, lt, ne, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, isNotNull, isNull, lt, lte, ne, or, sql } from 'drizzle-orm';
 import type { Db } from '../client';
 import { sessions, accessTokens } from '../schema';
 
@@ -27,7 +27,18 @@ export interface SessionsStore {
   purgeExpired(now: number): Promise<void>;
   createToken(row: typeof accessTokens.$inferInsert): Promise<AccessTokenRow>;
   findToken(tokenHash: string): Promise<AccessTokenRow | undefined>;
-  listTokens(userId: number): Promise<AccessTokenRow[]>;
+  /**
+   * Inserts the token unless the user already holds `max` live ones (not revoked, not expired at `now`); null
+   * then. Atomic: concurrent inserts for one user never exceed `max`.
+   */
+  createTokenBelow(row: typeof accessTokens.$inferInsert, max: number, now: number): Promise<AccessTokenRow | null>;
+  /** The user's live tokens (not revoked, not expired at `now`). */
+  countLiveTokens(userId: number, now: number): Promise<number>;
+  /**
+   * The user's tokens, oldest first. With `shown`: every live one at `shown.now`, and of the ended ones (revoked or
+   * expired) only the `shown.ended` newest, so the answer stays bounded however many have ended.
+   */
+  listTokens(userId: number, shown?: { now: number; ended: number }): Promise<AccessTokenRow[]>;
   touchToken(id: number, at: number): Promise<void>;
   revokeToken(userId: number, id: number, at: number): Promise<boolean>;
 }
@@ -81,8 +92,23 @@ export class SessionsRepo implements SessionsStore {
     return this.db.select().from(accessTokens).where(eq(accessTokens.tokenHash, tokenHash)).get();
   }
 
-  async listTokens(userId: number): Promise<AccessTokenRow[]> {
-    return this.db.select().from(accessTokens).where(eq(accessTokens.userId, userId)).all();
+  async createTokenBelow(row: typeof accessTokens.$inferInsert, max: number, now: number): Promise<AccessTokenRow | null> {
+    return this.db.transaction((tx) => {
+      if (tx.select({ n: count() }).from(accessTokens).where(and(eq(accessTokens.userId, row.userId), liveToken(now))).get()!.n >= max) return null;
+      return tx.insert(accessTokens).values(row).returning().get();
+    });
+  }
+
+  async countLiveTokens(userId: number, now: number): Promise<number> {
+    return this.db.select({ n: count() }).from(accessTokens).where(and(eq(accessTokens.userId, userId), liveToken(now))).get()!.n;
+  }
+
+  async listTokens(userId: number, shown?: { now: number; ended: number }): Promise<AccessTokenRow[]> {
+    const mine = eq(accessTokens.userId, userId);
+    if (!shown) return this.db.select().from(accessTokens).where(mine).orderBy(asc(accessTokens.id)).all();
+    const live = this.db.select().from(accessTokens).where(and(mine, liveToken(shown.now))).all();
+    const ended = this.db.select().from(accessTokens).where(and(mine, endedToken(shown.now))).orderBy(desc(accessTokens.id)).limit(shown.ended).all();
+    return [...live, ...ended].sort((a, b) => a.id - b.id);
   }
 
   async touchToken(id: number, at: number): Promise<void> {
@@ -94,3 +120,10 @@ export class SessionsRepo implements SessionsStore {
       .where(and(eq(accessTokens.id, id), eq(accessTokens.userId, userId))).returning({ id: accessTokens.id }).all().length > 0;
   }
 }
+
+/** Not revoked and not expired at `now` (expires_at null = never). */
+export const liveTokenOf = (t: { revokedAt: any; expiresAt: any }, now: number) => and(isNull(t.revokedAt), or(isNull(t.expiresAt), gt(t.expiresAt, now)))!;
+/** Revoked, or expired at `now`. */
+export const endedTokenOf = (t: { revokedAt: any; expiresAt: any }, now: number) => or(isNotNull(t.revokedAt), lte(t.expiresAt, now))!;
+const liveToken = (now: number) => liveTokenOf(accessTokens, now);
+const endedToken = (now: number) => endedTokenOf(accessTokens, now);
