@@ -108,3 +108,23 @@ test('logout ends the credential that made the call: with an access token, that 
   expect((await withCookie('GET', '/api/user/self', cookie)).status).toBe(401);
   expect((await gw.api('GET', '/api/user/self', undefined, second)).status).toBe(200);
 });
+
+test('the list stays bounded however many sessions a user opened: the 100 newest, and always the one asking', async () => {
+  const u = await makeUser(gw);
+  const mine = await login(u.username, u.password, 'the-one-asking');
+  // 300 newer sessions (logins are limited per address, not per user: a script with many addresses gets there).
+  const t = Math.floor(Date.now() / 1000);
+  for (let i = 0; i < 300; i++) {
+    await gw.db.all('insert into sessions (id_hash, user_id, created_at, expires_at, ip, user_agent) values (?, ?, ?, ?, ?, ?)',
+      `seed-${u.id}-${i}-${crypto.randomUUID()}`, u.id, t + 10 + i, t + 86_400, '10.0.0.1', `seeded-${i}`);
+  }
+  const list = await withCookie('GET', '/api/user/session', mine);
+  expect(list.status).toBe(200);
+  const rows = list.body.data as any[];
+  expect(rows).toHaveLength(101);
+  expect(rows.slice(0, 100).map((r) => r.user_agent)).toEqual(Array.from({ length: 100 }, (_, i) => `seeded-${299 - i}`));
+  expect(rows[100]).toMatchObject({ user_agent: 'the-one-asking', current: true });
+  // Every one of them still ends with "log out everywhere else".
+  const ended = await withCookie('POST', '/api/user/session/end_others', mine);
+  expect(ended.body.data).toMatchObject({ sessions_ended: 300 });
+}, 30_000);

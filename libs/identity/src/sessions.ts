@@ -10,6 +10,9 @@ import type { AccessTokenView, LoginSessionView } from './views';
  */
 export const MAX_ACCESS_TOKENS_PER_USER = 50;
 
+/** Login sessions a listing shows (the newest), besides the caller's own. */
+export const SESSIONS_LISTED = 100;
+
 const tooManyTokens = () => new GatewayError(409, 'too_many_access_tokens',
   `A user may hold at most ${MAX_ACCESS_TOKENS_PER_USER} live access tokens; revoke unused ones first`);
 
@@ -50,9 +53,19 @@ export class ManagementAuth {
     if (p.via === 'token' && p.tokenId !== undefined) await this.sessions.revokeToken(p.user.id, p.tokenId, nowSeconds());
   }
 
-  /** The caller's live login sessions, so that one opened by someone else can be seen and ended. */
+  /**
+   * The caller's live login sessions, so that one opened by someone else can be seen and ended: the
+   * SESSIONS_LISTED newest, and the caller's own wherever it is. Logins are limited per address, not per user, so
+   * a user can hold any number; the answer stays bounded (end_others still ends every one).
+   */
   async listSessions(p: Principal): Promise<LoginSessionView[]> {
-    return (await this.sessions.listSessions(p.user.id, nowSeconds())).map((r) => ({
+    const now = nowSeconds();
+    const rows = await this.sessions.listSessions(p.user.id, now, SESSIONS_LISTED);
+    if (p.sessionHash && !rows.some((r) => r.idHash === p.sessionHash)) {
+      const own = await this.sessions.findSession(p.sessionHash, now);
+      if (own) rows.push(own);
+    }
+    return rows.map((r) => ({
       id: r.idHash.slice(0, SESSION_ID_CHARS), created_at: r.createdAt, expires_at: r.expiresAt, ip: r.ip,
       user_agent: r.userAgent.slice(0, 512), current: r.idHash === p.sessionHash,
     }));

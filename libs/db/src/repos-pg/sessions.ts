@@ -20,9 +20,10 @@ export class PgSessionsRepo {
     await this.db.delete(sessions).where(eq(sessions.idHash, idHash));
   }
 
-  async listSessions(userId: number, now: number): Promise<SessionRow[]> {
-    return this.db.select().from(sessions).where(and(eq(sessions.userId, userId), gt(sessions.expiresAt, now)))
+  async listSessions(userId: number, now: number, limit?: number): Promise<SessionRow[]> {
+    const q = this.db.select().from(sessions).where(and(eq(sessions.userId, userId), gt(sessions.expiresAt, now)))
       .orderBy(desc(sessions.createdAt), sessions.idHash);
+    return limit === undefined ? q : q.limit(limit);
   }
 
   async deleteUserSession(userId: number, idPrefix: string): Promise<boolean> {

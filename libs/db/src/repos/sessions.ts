@@ -16,8 +16,8 @@ export interface SessionsStore {
   createSession(row: typeof sessions.$inferInsert): Promise<void>;
   findSession(idHash: string, now: number): Promise<SessionRow | undefined>;
   deleteSession(idHash: string): Promise<void>;
-  /** The user's live sessions (not expired at `now`), newest first. */
-  listSessions(userId: number, now: number): Promise<SessionRow[]>;
+  /** The user's live sessions (not expired at `now`), newest first; at most `limit` of them when given. */
+  listSessions(userId: number, now: number, limit?: number): Promise<SessionRow[]>;
   /** Ends the user's session whose id hash starts with `idPrefix` (SESSION_ID_CHARS hex); false when none. */
   deleteUserSession(userId: number, idPrefix: string): Promise<boolean>;
   /** Ends every session of a user (password change or reset). */
@@ -59,9 +59,10 @@ export class SessionsRepo implements SessionsStore {
     this.db.delete(sessions).where(eq(sessions.idHash, idHash)).run();
   }
 
-  async listSessions(userId: number, now: number): Promise<SessionRow[]> {
-    return this.db.select().from(sessions).where(and(eq(sessions.userId, userId), gt(sessions.expiresAt, now)))
-      .orderBy(desc(sessions.createdAt), sessions.idHash).all();
+  async listSessions(userId: number, now: number, limit?: number): Promise<SessionRow[]> {
+    const q = this.db.select().from(sessions).where(and(eq(sessions.userId, userId), gt(sessions.expiresAt, now)))
+      .orderBy(desc(sessions.createdAt), sessions.idHash);
+    return (limit === undefined ? q : q.limit(limit)).all();
   }
 
   async deleteUserSession(userId: number, idPrefix: string): Promise<boolean> {
