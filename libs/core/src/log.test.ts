@@ -18,14 +18,14 @@ describe('logger', () => {
   });
 
   test('a field cannot drive the terminal or reorder the line: ESC, DEL, C1, separators and bidi controls are escaped', () => {
-    const hostile = 'prod\u001b[2J\u001b]0;owned\u0007\u007f\u0085\u009b31m\u2028\u2029\u202eevil\u2066x\u200f\rEND';
+    const hostile = 'prod\u001b[2J\u001b]0;owned\u0007\u007f\u0085\u009b31m\u2028\u2029\u202eevil\u2066x\u200f\u061c\rEND';
     for (const format of ['text', 'json'] as const) {
       const { log, lines } = memoryLogger({ now: at, format });
       log.warn('channel.key_undecryptable', { name: hostile, bare: 'a\u001bb' });
       log.error('request.bug', { id: 'r1' }, new Error(`boom ${hostile}`));
       for (const line of lines) {
         // Nothing a terminal acts on is left, only the line breaks before each stack line (text).
-        expect(line.replace(/\n  /g, '')).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/);
+        expect(line.replace(/\n  /g, '')).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/);
       }
       // The value is still there, readable and exact once decoded.
       if (format === 'json') {
@@ -38,6 +38,23 @@ describe('logger', () => {
         expect(lines[1]).toContain('\\u001b[2J');
       }
     }
+  });
+
+  test('text: an error message cannot add lines to the stack (it reads as one, line breaks escaped); the frames keep theirs', () => {
+    const { log, lines } = memoryLogger({ now: at });
+    const forged = '2026-01-01T00:00:00.000Z error admin.login_ok user=root';
+    const cause = new Error(`upstream said\r\n${forged}`);
+    log.error('request.bug', { id: 'r1' }, new Error(`boom\n${forged}`, { cause }));
+    log.error('request.bug', { id: 'r2' }, `thrown text\n${forged}`);
+    for (const line of lines) {
+      const [, ...stack] = line.split('\n');
+      // Every line after the event is a message (Error…, caused by…, a thrown value) or a frame: nothing else.
+      for (const l of stack) expect(l).toMatch(/^ {2}(Error: |caused by: Error: |thrown text|\s+at )/);
+      expect(line).toContain(`\\n${forged}`);
+    }
+    expect(lines[0]).toContain('  Error: boom\\n2026-01-01T00:00:00.000Z');
+    expect(lines[0]).toContain('  caused by: Error: upstream said\\u000d\\n2026');
+    expect(lines[0]!.split('\n').filter((l) => /^\s+at /.test(l)).length).toBeGreaterThan(1);
   });
 
   test('json: one parseable object per line, the stack as a field', () => {

@@ -39,10 +39,10 @@ export const stdWrite = (line: string, level: LogLevel) => {
 /**
  * What a terminal or log viewer would act on rather than show: C0 controls, DEL, the C1 controls (NEL is a
  * line break to some tools, CSI an escape sequence to others), the Unicode line and paragraph separators, and
- * the bidirectional overrides and isolates that reorder what follows them. Values carry text that clients,
+ * the bidirectional overrides and isolates that reorder what follows them, and the marks (LRM, RLM, ALM). Values carry text that clients,
  * upstreams and admins chose (a channel name, an upstream's error); `JSON.stringify` escapes only C0.
  */
-const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 const escapeUnsafe = (s: string) => s.replace(UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 const ANY_UNSAFE = new RegExp(UNSAFE.source);
 
@@ -59,6 +59,31 @@ function stackOf(err: unknown): string {
   }
   return String(err);
 }
+
+/**
+ * A stack as text lines: the frames one a line, each message (text a client or an upstream chose: an upstream's
+ * error, a value a query refused) on one line with its line breaks escaped, so a message cannot add a line that
+ * reads like the frames or like a log line of its own.
+ */
+function stackLines(err: unknown): string[] {
+  if (!(err instanceof Error)) return [oneLine(String(err))];
+  const lines = framesOf(err);
+  if (err.cause instanceof Error) {
+    const [first = '', ...rest] = framesOf(err.cause);
+    lines.push(`caused by: ${first}`, ...rest);
+  }
+  return lines;
+}
+
+function framesOf(e: Error): string[] {
+  const head = e.message ? `${e.name}: ${e.message}` : e.name;
+  const stack = e.stack ?? head;
+  if (stack.startsWith(head)) return [oneLine(head), ...stack.slice(head.length).split('\n').slice(1)];
+  // A stack that does not start with its message (rewritten by someone): its lines are kept, the message still shown once.
+  return [oneLine(head), ...stack.split('\n').filter((l) => /^\s+at /.test(l))];
+}
+
+const oneLine = (s: string) => s.replace(/\n/g, '\\n');
 
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const min = RANK[opts.level ?? 'info'];
@@ -78,8 +103,8 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     }
     let line = `${time} ${level} ${event}`;
     for (const [k, v] of entries) line += ` ${k}=${textValue(v)}`;
-    // The stack keeps its line breaks (each line indented); anything else a terminal would act on is escaped.
-    if (err !== undefined) line += '\n' + stackOf(err).split('\n').map((l) => '  ' + escapeUnsafe(l)).join('\n');
+    // The stack keeps its line breaks (each line indented), its messages do not; anything else a terminal would act on is escaped.
+    if (err !== undefined) line += '\n' + stackLines(err).map((l) => '  ' + escapeUnsafe(l)).join('\n');
     write(line, level);
   };
   return {
