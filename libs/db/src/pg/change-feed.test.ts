@@ -237,6 +237,30 @@ describe.skipIf(!available)('PgChangeFeed', () => {
     }
   });
 
+  test('a refresh that keeps failing while the reloads succeed backs off: no full reload 4 times a second for as long as changes come', async () => {
+    const bus2 = new ChangeBus();
+    const { log } = memoryLogger();
+    const resynced: number[] = [];
+    // The database sheds load: every row re-read fails, the whole reload still gets through.
+    bus2.on('user.changed', async () => { throw new Error('canceling statement due to statement timeout (test)'); });
+    const f2 = await PgChangeFeed.start({ url: PG_TEST_URL, schema, bus: bus2, log, onResync: () => void resynced.push(performance.now()), resyncMs: 60_000, applicationName: `${appName}-storm` });
+    try {
+      expect(resynced).toHaveLength(1);
+      const t0 = performance.now();
+      // A change every 50 ms for 3 s (a busy cluster: users edited, balances moved).
+      for (let i = 0; performance.now() - t0 < 3_000; i++) {
+        await insertUser(`storm-${i}`);
+        await Bun.sleep(50);
+      }
+      const during = resynced.filter((t) => t >= t0).length;
+      // Waits of 0.25, 0.5, 1 and 2 s: 3 reloads in 3 s (each one a full reload of every cache on every node), not one per 0.25 s.
+      expect(during).toBeGreaterThanOrEqual(2);
+      expect(during).toBeLessThanOrEqual(4);
+    } finally {
+      await f2.close();
+    }
+  }, 10_000);
+
   test('every column of users, api_keys and channels is either watched by its update trigger (list and WHEN) or a declared counter', async () => {
     // A new column must be classified in the migration: announced, or a counter that charges/probes move.
     const counters: Record<string, string[]> = {

@@ -56,9 +56,11 @@ export class PgChangeFeed implements ChangeFeed {
   private live = false;
   private resyncing: Promise<void> | null = null;
   private resyncAgain: ResyncReason | null = null;
-  /** A failed resync's next try (see resync), and how many failed in a row. */
+  /** A failed resync's next try (see resync), how many failures came close together, the last one and its wait. */
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   private failedResyncs = 0;
+  private lastFailureAt = -Infinity;
+  private lastRetryDelay = 0;
   private pingOutstanding: string | null = null;
   private pingSeq = 0;
   private restarting = false;
@@ -242,7 +244,6 @@ export class PgChangeFeed implements ChangeFeed {
         next = this.resyncAgain;
       }
       if (failed) this.retry(failed);
-      else this.failedResyncs = 0;
     })().finally(() => (this.resyncing = null));
   }
 
@@ -255,7 +256,14 @@ export class PgChangeFeed implements ChangeFeed {
   private retry(reason: ResyncReason): void {
     if (this.closed) return;
     const every = this.opts.resyncMs ?? 30_000;
+    // The wait starts over only after a quiet spell (a resync period, and twice the last wait), not at the first
+    // resync that works: a notification's re-read that keeps failing while the whole reload gets through (a database
+    // shedding load) otherwise had every node reload every cache 4 times a second for as long as changes came.
+    const now = performance.now();
+    if (now - this.lastFailureAt > Math.max(every > 0 ? every : 30_000, 2 * this.lastRetryDelay)) this.failedResyncs = 0;
+    this.lastFailureAt = now;
     const delay = Math.min(250 * 2 ** Math.min(this.failedResyncs++, 16), every > 0 ? every : Infinity);
+    this.lastRetryDelay = delay;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
       this.resync(reason);
