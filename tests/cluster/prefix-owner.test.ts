@@ -6,6 +6,7 @@
  */
 import { afterAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
+import { openPostgres } from '@gw/db/pg';
 import { dropSchema, freshSchema, PG_TEST_URL, requirePg } from '../helpers/postgres';
 import { dropPrefix, freshPrefix, REDIS_TEST_URL, redisClient, requireRedis } from '../helpers/redis';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
@@ -14,7 +15,9 @@ const available = (await requirePg('tests/cluster/prefix-owner.test.ts')) && (aw
 const schemaA = freshSchema('gw_owner_a');
 const schemaB = freshSchema('gw_owner_b');
 const schemaC = freshSchema('gw_owner_c');
+const schemaD = freshSchema('gw_owner_d');
 const prefix = freshPrefix('owner');
+const prefixD = freshPrefix('owner-d');
 const otherPrefix = freshPrefix('owner-b');
 const MODEL = 'owner-m';
 
@@ -24,7 +27,7 @@ let ant: Scripted | null = null;
 afterAll(async () => {
   for (const g of gateways.reverse()) await g.stop().catch(() => {});
   await ant?.stop();
-  if (available) await Promise.all([dropPrefix(prefix), dropPrefix(otherPrefix), dropSchema(schemaA), dropSchema(schemaB), dropSchema(schemaC)]);
+  if (available) await Promise.all([dropPrefix(prefix), dropPrefix(otherPrefix), dropPrefix(prefixD), dropSchema(schemaA), dropSchema(schemaB), dropSchema(schemaC), dropSchema(schemaD)]);
 });
 
 const env = (schema: string, redisPrefix: string) => ({
@@ -95,5 +98,35 @@ describe.skipIf(!available)('one Redis prefix per database', () => {
     const again = await startGateway(env(schemaA, prefix));
     gateways.push(again);
     expect((await again.api('GET', '/api/user/self')).status).toBe(200);
+  }, 30_000);
+
+  test('a first start that failed after looking at the prefix (its transaction rolled back) leaves no claim: the next start of that database is not refused', async () => {
+    // The first start's transaction fails at its commit (a deferred trigger stands in for a lost connection, a kill
+    // or a Redis error after the prefix was looked at): the database keeps no trace of that start.
+    const h = await openPostgres(PG_TEST_URL, { schema: schemaD, max: 1 });
+    try {
+      await h.sql.unsafe(`create function ${schemaD}.fail_first_start() returns trigger language plpgsql as $$ begin raise exception 'first start refused (test)'; end $$`);
+      await h.sql.unsafe(`create constraint trigger fail_first_start after insert on ${schemaD}.admission_start deferrable initially deferred for each row execute function ${schemaD}.fail_first_start()`);
+      let failed: unknown = null;
+      try {
+        gateways.push(await startGateway(env(schemaD, prefixD)));
+      } catch (err) {
+        failed = err;
+      }
+      expect(String(failed)).toContain('first start refused (test)');
+      await h.sql.unsafe(`drop trigger fail_first_start on ${schemaD}.admission_start`);
+    } finally {
+      await h.close();
+    }
+    // The same database starts again: its prefix is not "another database's" because of its own rolled-back start.
+    const d = await startGateway(env(schemaD, prefixD));
+    gateways.push(d);
+    expect((await d.api('GET', '/api/user/self')).status).toBe(200);
+    const redis = redisClient();
+    try {
+      expect(await redis.get(`${prefixD}{owner}`)).toContain(`/${schemaD}/`);
+    } finally {
+      redis.disconnect();
+    }
   }, 30_000);
 });

@@ -61,7 +61,7 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
   const { openPostgres, createPgStores, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader, claimAdmissionStart, admissionStartedAt } = await import('@gw/db/pg');
   const { default: Redis } = await import('ioredis');
   const { RedisRateLimits } = await import('@gw/core/redis/rate-limits');
-  const { claimPrefix } = await import('@gw/core/redis/prefix-owner');
+  const { claimPrefix, prefixOwner } = await import('@gw/core/redis/prefix-owner');
   // Before the first command: on Bun, ioredis otherwise builds a trace of every command for no listener.
   (await import('@gw/core/redis/tracing')).skipUnobservedTracing();
   const { RedisNameLockouts } = await import('@gw/identity/unknown-lockout-redis');
@@ -102,29 +102,35 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     // The prefix must be this database's before anything of it is read or written (see claimPrefix): checked
     // before the holds open (the leader's reconciler would release another database's holds).
     const [{ db }] = await pg.sql<{ db: string }[]>`select current_database() as db`;
+    const identityOf = (startedAt: number) => `${db}/${config.pgSchema}/${startedAt}`;
+    const refuse = (other: string, identity: string): never => {
+      throw new ConfigError(`REDIS_PREFIX "${config.redisPrefix}" on this Redis belongs to another database or schema (${other}; this one is ${identity}): `
+        + 'two gateways on one prefix would mix their users\' balances and holds. Give each its own REDIS_PREFIX (or, if this database '
+        + `replaced that one on purpose, delete the Redis key "${config.redisPrefix}{owner}" and every other key of the prefix)`);
+    };
     /** Claims the prefix for this database (its identity: database, schema, first start); refuses start-up when another has it. */
     const ownPrefix = async (startedAt: number): Promise<string> => {
-      const identity = `${db}/${config.pgSchema}/${startedAt}`;
+      const identity = identityOf(startedAt);
       const other = await claimPrefix(redis, config.redisPrefix, identity);
-      if (other !== null) {
-        throw new ConfigError(`REDIS_PREFIX "${config.redisPrefix}" on this Redis belongs to another database or schema (${other}; this one is ${identity}): `
-          + 'two gateways on one prefix would mix their users\' balances and holds. Give each its own REDIS_PREFIX (or, if this database '
-          + `replaced that one on purpose, delete the Redis key "${config.redisPrefix}{owner}" and every other key of the prefix)`);
-      }
+      if (other !== null) refuse(other, identity);
       return identity;
     };
     // The first start ever on this database (no node has admitted anything, so Redis cannot have lost a hold)
     // opens the admission epoch at once; any other start without an epoch is a data loss and waits the window.
+    // Inside the first start's transaction the prefix is only looked at: its identity names a `started_at` that
+    // is not committed yet, and a claim written there outlived a start that failed after it (a lost connection,
+    // a kill before the commit): every later start of this same database, under another `started_at`, was
+    // refused as "another database". The claim is written once the start is committed.
     let wait = 0;
-    let identity = '';
+    let claimedAt = 0;
     const first = await claimAdmissionStart(pg.sql, async (startedAt) => {
-      identity = await ownPrefix(startedAt);
+      const other = await prefixOwner(redis, config.redisPrefix);
+      if (other !== null && other !== identityOf(startedAt)) refuse(other, identityOf(startedAt));
       wait = await holdStore.recoveryLeft(0);
+      claimedAt = startedAt;
     });
-    if (!first) {
-      identity = await ownPrefix(await admissionStartedAt(pg.sql));
-      wait = await holdStore.recoveryLeft();
-    }
+    const identity = await ownPrefix(first ? claimedAt : await admissionStartedAt(pg.sql));
+    if (!first) wait = await holdStore.recoveryLeft();
     const holds = openSharedHolds(holdStore,
       { sink, bus, leader, log, ...billing.holds });
     closers.push(() => holds.close());

@@ -22,3 +22,8 @@ export async function claimPrefix(redis: Redis, prefix: string, identity: string
   const owner = String(await claim([`${prefix}{owner}`], [identity]));
   return owner === identity ? null : owner;
 }
+
+/** The identity `<prefix>{owner}` holds, or null when none does (read only: see claimPrefix). */
+export async function prefixOwner(redis: Redis, prefix: string): Promise<string | null> {
+  return redis.get(`${prefix}{owner}`);
+}
