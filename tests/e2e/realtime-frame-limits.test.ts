@@ -146,3 +146,44 @@ test('a flood of events within the bounds is read at REALTIME_READ_BYTES_PER_SEC
   expect(Number(rows[0].cost)).toBeGreaterThan(0);
   expect(flood.c.ws.readyState).toBe(WebSocket.OPEN);
 }, 30_000);
+
+test('a response.done waiting behind the upstream read budget when the client closes is still billed on its usage, not as cut', async () => {
+  const u = await makeUser(gw);
+  await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 10_000_000, ref: `seed-${u.id}`, at: 1 });
+  const r = await gw.api('POST', '/api/token/', { name: 'rt-late' }, u.token);
+  expect(r.status).toBe(200);
+  const c = new RealtimeTestClient(`${gw.url.replace('http://', 'ws://')}/v1/realtime?model=gpt-realtime`, { headers: { authorization: `Bearer ${r.body.data.key}` } });
+  clients.push(c);
+  await c.opened;
+  await c.waitFor('session.created');
+  const conn = up.connections.at(-1)!.id;
+  up.stopBefore = 'response.created';
+  try {
+    c.ws.send('{"type":"response.create","response":{"output_modalities":["text"]}}');
+    await up.until(() => receivedBy(conn).some((t) => t.includes('response.create')));
+  } finally {
+    up.stopBefore = null;
+  }
+  // The upstream's burst (the larger of RATE and MAX_UPSTREAM) takes the two deltas; the response.done behind them
+  // leaves a debt of ~190 KiB, so it is held unread for ~0.37 s: the client is gone long before.
+  const id = 'resp_budget_late';
+  const base = { id, object: 'realtime.response', output: [], conversation_id: 'conv_1', output_modalities: ['text'], max_output_tokens: 'inf' };
+  const usage = { total_tokens: 150, input_tokens: 120, output_tokens: 30, input_token_details: { text_tokens: 120, audio_tokens: 0, image_tokens: 0, cached_tokens: 0, cached_tokens_details: { text_tokens: 0, audio_tokens: 0, image_tokens: 0 } }, output_token_details: { text_tokens: 30, audio_tokens: 0 } };
+  const delta = (n: number) => JSON.stringify({ type: 'response.output_text.delta', response_id: id, item_id: 'item_late', output_index: 0, content_index: 0, delta: 'd'.repeat(250 * KIB - 200), marker: `late-delta-${n}` });
+  up.send(JSON.stringify({ type: 'response.created', response: { ...base, status: 'in_progress', status_details: null, usage: null } }), conn);
+  up.send(delta(1), conn);
+  up.send(delta(2), conn);
+  up.send(JSON.stringify({ type: 'response.done', response: { ...base, status: 'completed', status_details: null, usage, padding: 'p'.repeat(200 * KIB) } }), conn);
+  await up.until(() => c.frames.some((f) => typeof f === 'string' && f.includes('late-delta-2')), 5000);
+  expect(c.frames.some((f) => typeof f === 'string' && f.includes('"response.done"'))).toBe(false);
+  c.ws.close(1000);
+  let rows: any[] = [];
+  for (let i = 0; i < 250; i++) {
+    if (await gw.db.get('select 1 as x from realtime_sessions where user_id = ?', u.id)) break;
+    await Bun.sleep(20);
+  }
+  rows = await gw.db.all('select input_tokens, output_tokens, usage_flag, error_code from usage_logs where user_id = ? order by id', u.id);
+  expect(rows.length).toBe(1);
+  expect({ input: Number(rows[0].input_tokens), output: Number(rows[0].output_tokens), error: rows[0].error_code || null })
+    .toEqual({ input: 120, output: 30, error: null });
+}, 20_000);

@@ -127,8 +127,11 @@ export const eventTooLarge = (size: number, max: number): SessionFailure => ({
 /** The failure used when the gateway itself broke (an observer threw). */
 export const INTERNAL_FAILURE: SessionFailure = { closeCode: 1011, reason: 'internal error', type: 'api_error', code: 'internal_error', message: 'Internal gateway error' };
 
-/** An upstream frame: as received, and (once delivered) as the client gets it (an error event scrubbed). */
-interface UpFrame { raw: Frame; size: number; out?: Frame }
+/**
+ * An upstream frame: as received, and (once delivered) as the client gets it (an error event scrubbed); `read` once
+ * the observer saw it (a frame held by the read budget is not, until its wait ends).
+ */
+interface UpFrame { raw: Frame; size: number; out?: Frame; read?: boolean }
 
 const byteLength = (f: Frame) => (typeof f === 'string' ? Buffer.byteLength(f) : f.byteLength);
 const POLL_MS = 5;
@@ -395,8 +398,16 @@ export class RelaySession {
       const raw = f.raw;
       // Past the session's read budget the frame (and the upstream behind it) waits, unread, like one awaiting a commit.
       const wait = typeof raw === 'string' ? this.upBudget?.take(f.size) ?? 0 : 0;
-      if (wait > 0) verdict = delay(wait).then(() => (this.ended ? undefined : this.opts.observer.upstream(raw as string)));
-      else verdict = typeof raw === 'string' ? this.opts.observer.upstream(raw) : undefined;
+      if (wait > 0) {
+        verdict = delay(wait).then(() => {
+          if (this.ended) return undefined; // finish() had the observer read it
+          f.read = true;
+          return this.opts.observer.upstream(raw as string);
+        });
+      } else {
+        f.read = true;
+        verdict = typeof raw === 'string' ? this.opts.observer.upstream(raw) : undefined;
+      }
     } catch (e) {
       // E.g. the usage could not be written: stop rather than keep serving unbilled responses.
       this.opts.onError?.(e);
@@ -511,7 +522,10 @@ export class RelaySession {
     }
     // Frames held behind a pending verdict were never read: the observer still sees them, delivered or not
     // (the usage a response.done reports, a completed transcription, are work the upstream did).
-    for (const f of this.upBehind) if (typeof f.raw === 'string') this.observeLate(f.raw);
+    // So is the frame the read budget holds (a response.done, say): the session ending during its wait must not bill
+    // its response as cut.
+    const unread = [...(this.upDeciding && !this.upDeciding.read ? [this.upDeciding] : []), ...this.upBehind];
+    for (const f of unread) if (typeof f.raw === 'string') this.observeLate(f.raw);
     this.outQueue = [];
     this.pending = [];
     this.blocked = [];
