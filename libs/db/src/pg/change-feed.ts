@@ -56,6 +56,8 @@ export class PgChangeFeed implements ChangeFeed {
   private live = false;
   private resyncing: Promise<void> | null = null;
   private resyncAgain: ResyncReason | null = null;
+  /** A notification's refresh failed while a resync ran: one more resync is due, after the retry's wait. */
+  private refreshFailedDuring = false;
   /** A failed resync's next try (see resync), how many failures came close together, the last one and its wait. */
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   private failedResyncs = 0;
@@ -166,7 +168,9 @@ export class PgChangeFeed implements ChangeFeed {
    */
   private refreshFailed(): void {
     if (this.closed || this.retryTimer) return;
-    if (this.resyncing) this.resyncAgain = 'listen';
+    // Not at once after the running resync: with re-reads failing on every notification (each comes while a reload
+    // runs), that was one full reload after another, back to back, with no wait at all.
+    if (this.resyncing) this.refreshFailedDuring = true;
     else this.retry('listen');
   }
 
@@ -233,6 +237,7 @@ export class PgChangeFeed implements ChangeFeed {
       let failed: ResyncReason | null = null;
       while (next && !this.closed) {
         this.resyncAgain = null;
+        this.refreshFailedDuring = false;
         this.stats.resyncs++;
         try {
           await this.opts.onResync(next);
@@ -244,6 +249,8 @@ export class PgChangeFeed implements ChangeFeed {
         next = this.resyncAgain;
       }
       if (failed) this.retry(failed);
+      else if (this.refreshFailedDuring && !this.closed) this.retry('listen');
+      this.refreshFailedDuring = false;
     })().finally(() => (this.resyncing = null));
   }
 
