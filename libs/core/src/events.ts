@@ -29,7 +29,7 @@ export interface ChangeEvents {
   'holds.lost': Record<string, never>;
 }
 
-/** A listener may refresh from storage asynchronously; emit waits for it before calling the next. */
+/** A listener may refresh from storage asynchronously; emit waits for it before calling the next (see emit). */
 type Listener<T> = (payload: T) => void | Promise<void>;
 
 const DONE: Promise<void> = Promise.resolve();
@@ -49,20 +49,42 @@ export class ChangeBus {
    * row) is awaited before the next runs, so a later listener (the in-flight guard) sees the caches
    * already refreshed. The promise resolves when every cache is up to date: writers await it before
    * answering (read-your-writes). When no listener is asynchronous everything has run by the time
-   * emit returns, as before. A listener that throws synchronously throws here.
+   * emit returns, as before.
+   *
+   * Every listener hears every event: one that throws or whose refresh rejects (its pool refused the
+   * re-read) does not stop the later ones, or a users cache failing would keep the in-flight guard from
+   * stopping a revoked key's stream. The failure is still reported once all have run: thrown when every
+   * listener was synchronous, else as the promise's rejection (one error as is, several as an AggregateError),
+   * so the change feed still resyncs.
    */
   emit<K extends keyof ChangeEvents>(event: K, payload: ChangeEvents[K]): Promise<void> {
     const set = this.listeners.get(event);
     if (!set) return DONE;
-    let rest: Listener<any>[] | null = null;
-    let pending: Promise<void> | null = null;
-    for (const fn of set) {
-      if (rest) { rest.push(fn); continue; }
-      const r = fn(payload);
-      if (r && typeof (r as Promise<void>).then === 'function') { pending = r as Promise<void>; rest = []; }
+    const errors: unknown[] = [];
+    const fns = [...set];
+    for (let i = 0; i < fns.length; i++) {
+      let r: void | Promise<void>;
+      try {
+        r = fns[i]!(payload);
+      } catch (err) {
+        errors.push(err);
+        continue;
+      }
+      if (r && typeof (r as Promise<void>).then === 'function') return this.finish(r as Promise<void>, fns.slice(i + 1), payload, errors);
     }
-    if (!pending) return DONE;
-    const after = rest!;
-    return pending.then(async () => { for (const fn of after) await fn(payload); });
+    if (errors.length) throw failure(errors);
+    return DONE;
   }
+
+  private async finish(pending: Promise<void>, rest: Listener<any>[], payload: unknown, errors: unknown[]): Promise<void> {
+    try { await pending; } catch (err) { errors.push(err); }
+    for (const fn of rest) {
+      try { await fn(payload); } catch (err) { errors.push(err); }
+    }
+    if (errors.length) throw failure(errors);
+  }
+}
+
+function failure(errors: unknown[]): unknown {
+  return errors.length === 1 ? errors[0] : new AggregateError(errors, `${errors.length} change listeners failed`);
 }

@@ -264,6 +264,30 @@ describe.skipIf(!available)('PgChangeFeed', () => {
     }
   }, 10_000);
 
+  test('a cache whose refresh fails does not keep the later listeners (the in-flight guard) from the change; it still resyncs', async () => {
+    const bus2 = new ChangeBus();
+    const { log, lines } = memoryLogger();
+    const resynced: number[] = [];
+    const guard: number[] = [];
+    let refreshes = 0;
+    // Registered first, like the user directory before the in-flight guard.
+    bus2.on('user.changed', async () => {
+      refreshes++;
+      await Bun.sleep(5);
+      throw new Error('sorry, too many clients already (test)');
+    });
+    bus2.on('user.changed', ({ userId }) => void guard.push(userId));
+    const f2 = await PgChangeFeed.start({ url: PG_TEST_URL, schema, bus: bus2, log, onResync: () => void resynced.push(performance.now()), resyncMs: 60_000, applicationName: `${appName}-4` });
+    try {
+      const [u] = await sql<{ id: number }[]>`insert into users (username, password_hash, created_at, updated_at) values ('guard-hears', 'x', 1, 1) returning id`;
+      await within(1_000, () => refreshes > 0 && resynced.length === 2);
+      await within(1_000, () => guard.includes(Number(u!.id)));
+      expect(lines.some((l) => l.includes('change_feed.listener_failed'))).toBe(true);
+    } finally {
+      await f2.close();
+    }
+  });
+
   test('every column of users, api_keys and channels is either watched by its update trigger (list and WHEN) or a declared counter', async () => {
     // A new column must be classified in the migration: announced, or a counter that charges/probes move.
     const counters: Record<string, string[]> = {
