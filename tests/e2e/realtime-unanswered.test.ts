@@ -524,6 +524,40 @@ describe('an upstream that does not echo event_id in its errors', () => {
     await noHolds(id, BALANCE - cost);
   }, 20_000);
 
+  // The upstream answers events in order: an unnamed refusal is about the oldest create it has not answered yet, never a
+  // create sent after that one. A response whose start took an older create's hold may be its turn detection's.
+  test('a VAD response on create 1\'s hold, create 2 sent, then create 1\'s unnamed refusal: create 2 ran, the close bills it reserved', async () => {
+    up.stopBefore = 'response.created';
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    up.send(vad, conn);
+    await c.waitFor('session.updated');
+    c.ws.send(CREATE);
+    await up.until(() => creates(conn) === 1);
+    up.send(stopped, conn);
+    up.send(committed, conn);
+    up.send('{"type":"response.created","response":{"id":"resp_vad","status":"in_progress","max_output_tokens":"inf"}}', conn);
+    await c.waitFor('response.created');
+    c.ws.send(CREATE);
+    await up.until(() => creates(conn) === 2);
+    up.send(active, conn);
+    up.send(JSON.stringify({ type: 'response.done', response: { id: 'resp_vad', status: 'completed', usage } }), conn);
+    await c.waitFor('response.done');
+    // Create 2 runs upstream (its response.created never reaches the gateway before the close): its hold stays held.
+    // Before, the refusal gave it back (taken for the newest create's), and the create was billed at the close only
+    // unreserved, on the pending commit's account, capped by whatever the user had not spent meanwhile elsewhere.
+    expect(await availableOf(gw, id)).toBeLessThan(BALANCE - cost);
+    c.ws.close(1000);
+    await c.waitClose();
+    const rows = await ended(id);
+    expect(rows.map((r) => r.request_id)).toEqual([expect.stringMatching(/^rt_\w+_resp_vad$/), expect.stringMatching(/^rt_\w+_unanswered_\d+$/)]);
+    expect(rows[0].cost).toBe(cost);
+    expect(rows[1].cost).toBeGreaterThan(0);
+    const total = rows[0].cost + rows[1].cost;
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE - total);
+    await noHolds(id, BALANCE - total);
+  }, 20_000);
+
   // The other direction: an unnamed error about another event never frees a create the upstream runs, whichever side
   // of the create that event was sent on (the upstream reads them in order, so its error can come while the create waits).
   for (const [what, frames] of [

@@ -181,6 +181,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
    * it commits on idle), so its next commit is one it answers by itself; a commit without one is the client's.
    */
   private turnEnded = false;
+  /**
+   * A response started on a create's hold while a commit of the turn detection was pending: it answered either that
+   * create or the commit, and the gateway cannot tell which. An unnamed refusal tells: the upstream answers events in
+   * order, so a refusal coming now is about that create (the oldest one not answered), and the response was the turn's.
+   */
+  private turnOrCreate = false;
   /** The event_id each recent create was sent with (null: none), by the one the gateway forwarded it under. */
   private readonly clientIds = new Map<string, unknown>();
   responses = 0;
@@ -327,10 +333,13 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
    * running response took its hold, that response answered the pending commit of the upstream's turn detection
    * instead (it started first), so the commit is answered and not billed again at the end.
    * One naming no event (an upstream that does not echo ids) refuses a create only if its code says so:
-   * `conversation_already_has_active_response`, which only a response.create in the conversation can get. It frees
-   * the newest create waiting in the conversation (the oldest is the one a running or starting response answers;
-   * which of them it was does not change what is billed, since one at most is billed as unanswered), else, as above,
-   * the pending commit. Any other unnamed error frees nothing: it may be about any event the client sent before or
+   * `conversation_already_has_active_response`, which only a response.create in the conversation can get. The
+   * upstream answers events in order, so it refuses the oldest create in the conversation not answered yet: when a
+   * response started on a create's hold while a commit was pending (turnOrCreate), that create, and the response was
+   * the commit's (the commit is answered; the creates sent since keep their holds: the upstream runs the next one);
+   * else the oldest create waiting; else, as above, the pending commit. Freeing the newest waiting create instead
+   * gave back the hold of a create sent after the refused one, which the upstream then ran: billed at the close only
+   * unreserved, on the commit's account. Any other unnamed error frees nothing: it may be about any event the client sent before or
    * after the create (a malformed one, a `response.cancel` with nothing running), and taking it for the create's
    * refusal let a create run unbilled.
    */
@@ -339,11 +348,19 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     if (typeof about === 'string' && about) {
       const at = this.queued.findIndex((h) => h.eventId === about);
       if (at !== -1) this.releaseHeld(this.queued.splice(at, 1)[0]!);
-      else if (this.autoPending && [...this.running.values()].some((h) => h.eventId === about)) this.autoPending = false;
+      else if (this.autoPending && [...this.running.values()].some((h) => h.eventId === about)) this.autoPending = this.turnOrCreate = false;
       return;
     }
     if (error?.code !== ACTIVE_RESPONSE) return;
-    const at = this.queued.findLastIndex((h) => !h.outOfBand);
+    // The upstream answers events in order: the refusal is about the oldest create in the conversation it has not
+    // answered. A response that started on a create's hold while a commit was pending may have been the commit's:
+    // then that create is the one refused, and the commit is answered (the creates sent after it still wait, held).
+    if (this.turnOrCreate && this.autoPending) {
+      this.turnOrCreate = false;
+      this.autoPending = false;
+      return;
+    }
+    const at = this.queued.findIndex((h) => !h.outOfBand);
     if (at !== -1) this.releaseHeld(this.queued.splice(at, 1)[0]!);
     else if (this.autoPending && [...this.running.values()].some((h) => h.eventId !== undefined)) this.autoPending = false;
   }
@@ -406,7 +423,9 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
    * create (whose hold it takes) or else the pending commit of the upstream's turn detection.
    */
   private answered(): void {
-    if (!this.queued.length) this.autoPending = false;
+    if (this.queued.length) return;
+    this.autoPending = false;
+    this.turnOrCreate = false;
   }
 
   /**
@@ -450,6 +469,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
    */
   private takeQueued(maxOutput: number): Held<R> | undefined {
     const oldest = this.queued.shift();
+    if (oldest && !oldest.outOfBand && this.autoPending) this.turnOrCreate = true;
     if (!oldest || oldest.limits.maxOutput >= maxOutput) return oldest;
     this.releaseHeld(oldest);
     return undefined;
