@@ -94,6 +94,34 @@ describe('/v1/messages streams end on revocation', () => {
     }, 20_000);
   }
 
+  // The change's listeners run in turn; before, the first to fail (here the quota's balance reload) kept the in-flight
+  // guard, registered last, from hearing it: the stream ran to its end. Node 1's caches only: one node.
+  test.skipIf(CLUSTER_NODES !== 1)('disabling the user ends its stream within 1 s even while the quota fails to reload its balance', async () => {
+    const u = await keyedUser(gw, 10_000_000);
+    up.queue.push(SLOW);
+    const s = await openStream(u.key);
+    const quota = gw.services.relay.quota as unknown as Record<'loadBalance' | 'reloadBalance' | 'reloadBalances', (id?: number) => unknown>;
+    const saved = { loadBalance: quota.loadBalance, reloadBalance: quota.reloadBalance, reloadBalances: quota.reloadBalances };
+    let refused = 0;
+    // SQLite re-reads a cached balance synchronously, PostgreSQL asynchronously (and all of them on the change feed's
+    // resync, which would otherwise stop the stream a little later): all refuse.
+    quota.loadBalance = () => { refused++; throw new Error('database is locked (test)'); };
+    quota.reloadBalance = quota.reloadBalances = () => { refused++; return Promise.reject(new Error('sorry, too many clients already (test)')); };
+    try {
+      const t0 = performance.now();
+      // The write committed; the failed refresh is reported to the writer, as before.
+      await gw.api('POST', `/api/user/${u.id}/disable`);
+      const { text, endedAt } = await s.rest();
+      expect(refused).toBeGreaterThan(0);
+      expect(endedAt - t0).toBeLessThan(1000);
+      expect(text).toContain('event: error');
+      expect(text).toContain('The owner of this API key was disabled');
+      expect(text).not.toContain('message_stop');
+    } finally {
+      Object.assign(quota, saved);
+    }
+  }, 20_000);
+
   test('revoked before the upstream answered: the request ends at once with 401 api_key_revoked', async () => {
     const u = await keyedUser(gw, 10_000_000);
     up.queue.push({ text: 'late', delayMs: 3000 });
