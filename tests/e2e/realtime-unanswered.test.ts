@@ -558,6 +558,35 @@ describe('an upstream that does not echo event_id in its errors', () => {
     await noHolds(id, BALANCE - total);
   }, 20_000);
 
+  test('the same race, then the next response.created: it runs on create 2\'s hold, billed as itself, nothing as unanswered', async () => {
+    up.stopBefore = 'response.created';
+    const { id, key } = await user();
+    const { c, conn } = await session(key);
+    up.send(vad, conn);
+    await c.waitFor('session.updated');
+    c.ws.send(CREATE);
+    await up.until(() => creates(conn) === 1);
+    up.send(stopped, conn);
+    up.send(committed, conn);
+    up.send('{"type":"response.created","response":{"id":"resp_vad","status":"in_progress","max_output_tokens":"inf"}}', conn);
+    await c.waitFor('response.created');
+    c.ws.send(CREATE);
+    await up.until(() => creates(conn) === 2);
+    up.send(active, conn);
+    up.send(JSON.stringify({ type: 'response.done', response: { id: 'resp_vad', status: 'completed', usage } }), conn);
+    const held = await (async () => { await c.waitFor('response.done'); return availableOf(gw, id); })();
+    up.send('{"type":"response.created","response":{"id":"resp_2","status":"in_progress","max_output_tokens":"inf"}}', conn);
+    up.send(JSON.stringify({ type: 'response.done', response: { id: 'resp_2', status: 'completed', usage } }), conn);
+    await up.until(() => c.events().filter((e: any) => e.type === 'response.done').length === 2);
+    // No second hold was taken for it: it ran on create 2's.
+    expect(held).toBeLessThan(BALANCE - cost);
+    c.ws.close(1000);
+    await c.waitClose();
+    expect((await ended(id)).map((r) => [r.request_id, r.cost])).toEqual([[expect.stringMatching(/_resp_vad$/), cost], [expect.stringMatching(/_resp_2$/), cost]]);
+    expect(await gw.services.ledger.sum(id)).toBe(BALANCE - 2 * cost);
+    await noHolds(id, BALANCE - 2 * cost);
+  }, 20_000);
+
   // The other direction: an unnamed error about another event never frees a create the upstream runs, whichever side
   // of the create that event was sent on (the upstream reads them in order, so its error can come while the create waits).
   for (const [what, frames] of [
