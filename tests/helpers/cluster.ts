@@ -101,7 +101,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   const secret = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('hex');
   const envOf = (i: number): Record<string, string> => ({
     PORT: '0', HOST: '127.0.0.1', DATABASE_URL: PG_TEST_URL, PG_SCHEMA: schema, REDIS_URL: REDIS_TEST_URL, REDIS_PREFIX: prefix,
-    SECRET_KEY: secret, LOGIN_IP_PER_MINUTE: '1000', LOG_LEVEL: 'info',
+    SECRET_KEY: secret, LOGIN_IP_PER_MINUTE: '1000', PASSWORD_HASH_QUEUE: '10000', PASSWORD_CHECKS_PER_MINUTE: '10000', LOG_LEVEL: 'info',
     ...(opts.rootPassword === false ? {} : { ROOT_PASSWORD: CLUSTER_ROOT_PASSWORD }),
     ...opts.env, ...opts.nodeEnv?.(i),
   });

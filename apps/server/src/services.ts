@@ -6,7 +6,7 @@ import type { Config } from '@gw/config';
 import { ChangeBus, HistoryReadGate, SecretBox, createLogger, localWindows, sharedWindows, type Logger } from '@gw/core';
 import type { DbHandle, LedgerStore, SecurityStore, SessionsStore, Stores, UsersStore } from '@gw/db';
 import { openBackend, type Backend } from './backend';
-import { LoginService, ManagementAuth, bootstrapRoot } from '@gw/identity';
+import { LoginService, ManagementAuth, PasswordGate, bootstrapRoot, usePasswordGate } from '@gw/identity';
 import { ApiKeyService, CurrentPasswordGuard, UserDirectory, UserService } from '@gw/identity';
 import { ChannelKeyService, ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
 import { Mailer, PasswordChangeService, PasswordResetService, SecurityNotices, TwoFactorService, mailConfig, passwordResetConfig, securityNoticesConfig, twoFactorConfig } from '@gw/identity';
@@ -106,6 +106,8 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const { users, sessions, ledger, security } = stores;
   // Attempt limits (login, reset, 2FA, password change, redeem): global across nodes when limits are shared.
   const windows = backend.rateLimits ? sharedWindows(backend.rateLimits) : localWindows;
+  // Every password hash and verify of this process (login, tokens, changes, 2FA, users, resets) shares it.
+  usePasswordGate(new PasswordGate({ slots: config.passwordHashSlots, queue: config.passwordHashQueue }));
   reportRootBootstrap(log, config, await bootstrapRoot(users, { username: config.rootUsername, password: config.rootPassword }));
   const secrets = new SecretBox(config.secretKey);
   const auth = new ManagementAuth(users, sessions);
@@ -121,7 +123,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const channels = new ChannelService(stores.channels, channelSecrets, bus);
   const channelRegistry = await ChannelRegistry.load(stores.channels, channelSecrets, bus, log);
   const channelKeys = new ChannelKeyService(stores.channels, channelSecrets, bus, channels);
-  const currentPassword = new CurrentPasswordGuard(Date.now, windows);
+  const currentPassword = new CurrentPasswordGuard(Date.now, windows, config.passwordChecksPerMinute);
   const twoFactor = new TwoFactorService(users, security, sessions, secrets, twoFactorConfig(config.env), currentPassword, Date.now, windows);
   const userAdmin = new UserService(users, sessions, ledger, bus, currentPassword, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)),
     (id) => security.voidResetTokens(id));
@@ -196,6 +198,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
     login: new LoginService(users, sessions, {
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,
+      checksPerMinute: config.passwordChecksPerMinute,
     }, security, Date.now, windows, backend.nameLockouts?.({ maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds })),
     payments: createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus, windows, log }),
     onClose: (fn) => { closers.push(fn); },

@@ -4,6 +4,7 @@
  */
 import { chmodSync, lstatSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { availableParallelism } from 'node:os';
 import { LOG_FORMATS, LOG_LEVELS, fsErrorCause, writableFileProblem, type LogFormat, type LogLevel } from '@gw/core';
 
 export class ConfigError extends Error {
@@ -58,6 +59,10 @@ export interface Config {
   loginMaxFailures: number;
   loginLockSeconds: number;
   loginIpPerMinute: number;
+  /** Password hashes/verifies at once on this node, callers that may wait for one, and checks per account per minute. */
+  passwordHashSlots: number;
+  passwordHashQueue: number;
+  passwordChecksPerMinute: number;
   /**
    * LISTEN_REUSE_PORT: bind with SO_REUSEPORT so several processes can share the port on purpose.
    * Off by default: a second gateway on a busy port must fail loudly, not get half the traffic.
@@ -276,6 +281,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     loginMaxFailures: int(env, 'LOGIN_MAX_FAILURES', 5, 1, 1000),
     loginLockSeconds: int(env, 'LOGIN_LOCK_SECONDS', 60, 1, 86400),
     loginIpPerMinute: int(env, 'LOGIN_IP_PER_MINUTE', 30, 1, 100000),
+    passwordHashSlots: int(env, 'PASSWORD_HASH_SLOTS', Math.max(1, Math.floor(availableParallelism() / 2)), 1, 1024),
+    passwordHashQueue: int(env, 'PASSWORD_HASH_QUEUE', 16, 0, 100000),
+    passwordChecksPerMinute: int(env, 'PASSWORD_CHECKS_PER_MINUTE', 30, 1, 100000),
     reusePort: bool(env, 'LISTEN_REUSE_PORT', false),
     idleTimeoutSeconds: int(env, 'IDLE_TIMEOUT_SECONDS', 255, 10, 255),
     logRequests: bool(env, 'LOG_REQUESTS', false),

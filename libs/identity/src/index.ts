@@ -1,4 +1,5 @@
 export * from './passwords';
+export * from './password-gate';
 export * from './principal';
 export * from './login';
 export * from './sessions';

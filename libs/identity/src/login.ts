@@ -2,7 +2,8 @@ import { GatewayError, localWindows, randomToken, sha256Hex, type AttemptWindow,
 import type { SecurityStore, SessionsStore, UsersStore, UserRow } from '@gw/db';
 import { USER_STATUS } from '@gw/db';
 import { attemptKeyOfIp } from './ip-allow';
-import { dummyPasswordHash, verifyPassword } from './passwords';
+import { passwordGate } from './password-gate';
+import { dummyPasswordHash, verifyPasswordHeld } from './passwords';
 import { UnknownNameLockout, type NameLockouts } from './unknown-lockout';
 
 export interface LoginPolicy {
@@ -10,6 +11,8 @@ export interface LoginPolicy {
   lockSeconds: number;
   ipPerMinute: number;
   sessionTtlSeconds: number;
+  /** Logins (right or wrong) per username per minute, before the password gate; unset: no such limit. */
+  checksPerMinute?: number;
 }
 
 /**
@@ -36,6 +39,7 @@ export interface LoginInput {
  */
 export class LoginService {
   private readonly ipWindow: AttemptWindow;
+  private readonly nameWindow: AttemptWindow;
   private readonly unknownNames: NameLockouts;
   secondFactor: SecondFactorCheck | null = null;
 
@@ -51,27 +55,46 @@ export class LoginService {
     unknownNames?: NameLockouts,
   ) {
     this.ipWindow = windows('login-ip', 60_000, clock);
+    this.nameWindow = windows('login-name', 60_000, clock);
     this.unknownNames = unknownNames ?? new UnknownNameLockout(policy);
   }
 
   async login(input: LoginInput): Promise<{ sessionId: string; user: UserRow; expiresAt: number }> {
     const wait = await this.ipWindow.hit(attemptKeyOfIp(input.ip), this.policy.ipPerMinute);
     if (wait) throw new GatewayError(429, 'too_many_attempts', 'Too many login attempts from this address', { headers: { 'retry-after': String(wait) } });
-    const nowMs = this.clock();
-    const now = Math.floor(nowMs / 1000);
-    const user = await this.users.byUsername(input.username);
-    if (!user) {
-      // Claimed before the (dummy) check like a real account's attempt, so a burst is answered the same way.
-      assertNotLocked(await this.unknownNames.claim(input.username, nowMs), now);
-      await verifyPassword(input.password, await dummyPasswordHash());
-      throw invalidCredentials();
+    // Per username, right passwords included, counted whether or not the name exists (no oracle): the lockout
+    // stops guessing but is cleared by every right password, so without this one account could keep the
+    // password gate busy from many addresses.
+    if (this.policy.checksPerMinute !== undefined) {
+      const w = await this.nameWindow.hit(sha256Hex(input.username), this.policy.checksPerMinute);
+      if (w) throw new GatewayError(429, 'too_many_password_checks', 'Too many logins for this username; try again later', { headers: { 'retry-after': String(w) } });
     }
-    assertNotLocked(user.lockedUntil, now);
-    // Claimed (counted as a failure) before the slow check: parallel guesses cannot all pass a lock read before
-    // any of them failed. A success below clears the count.
-    const claim = await this.security.claimLoginAttempt(user.id, this.policy, nowMs);
-    assertNotLocked(claim.lockedUntil, now);
-    const passwordOk = await verifyPassword(input.password, user.passwordHash);
+    // The slot is taken before the account is read or any attempt counted: a busy refusal is the same for every
+    // name and never counts as a failed login of the real owner.
+    const release = await passwordGate().acquire();
+    let user: UserRow | undefined;
+    let claim: Awaited<ReturnType<SecurityStore['claimLoginAttempt']>>;
+    let passwordOk: boolean;
+    let now: number;
+    try {
+      const nowMs = this.clock();
+      now = Math.floor(nowMs / 1000);
+      user = await this.users.byUsername(input.username);
+      if (!user) {
+        // Claimed before the (dummy) check like a real account's attempt, so a burst is answered the same way.
+        assertNotLocked(await this.unknownNames.claim(input.username, nowMs), now);
+        await verifyPasswordHeld(input.password, await dummyPasswordHash());
+        throw invalidCredentials();
+      }
+      assertNotLocked(user.lockedUntil, now);
+      // Claimed (counted as a failure) before the slow check: parallel guesses cannot all pass a lock read before
+      // any of them failed. A success below clears the count.
+      claim = await this.security.claimLoginAttempt(user.id, this.policy, nowMs);
+      assertNotLocked(claim.lockedUntil, now);
+      passwordOk = await verifyPasswordHeld(input.password, user.passwordHash);
+    } finally {
+      release();
+    }
     if (!passwordOk || user.status !== USER_STATUS.enabled) throw invalidCredentials();
     if (user.totpEnabled) {
       if (!input.totpCode) {
