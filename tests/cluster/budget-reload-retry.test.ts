@@ -5,6 +5,7 @@
  * did so until the next periodic resync (CHANGE_FEED_RESYNC_MS, 30 s by default).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { within } from '../helpers/cluster';
 import { startGateway, type TestGateway } from '../helpers/gateway';
 import { dropSchema, freshSchema, PG_TEST_URL, requirePg } from '../helpers/postgres';
 import { dropPrefix, freshPrefix, REDIS_TEST_URL, requireRedis, settleAdmissionEpoch } from '../helpers/redis';
@@ -24,13 +25,6 @@ afterAll(async () => {
   if (available) await Promise.all([dropPrefix(prefix), dropSchema(schema)]);
 });
 
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 5_000) {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(20);
-  }
-}
 
 describe.skipIf(!available)('a budget book read that fails on another node', () => {
   beforeAll(async () => {
@@ -43,14 +37,14 @@ describe.skipIf(!available)('a budget book read that fails on another node', () 
     ant = upstream('anthropic', { usage: { input: 0, output: 10 } });
     await addChannel(nodes[0]!, { type: 'anthropic', url: ant.url, models: [MODEL] });
     await setPrice(nodes[0]!, MODEL, { input: 0, output: 1_000_000, cache_read: 0, cache_write: 0 });
-    await until('channel and price on both nodes', () => nodes.every((n) => n.services.relay.prices.get(MODEL) !== undefined
+    await within('channel and price on both nodes', 5_000, () => nodes.every((n) => n.services.relay.prices.get(MODEL) !== undefined
       && n.services.channelRegistry.candidates(MODEL, 'default').length > 0));
   }, 30_000);
 
   test("is read again within a second: B refuses over the budget A set, not only after the next resync", async () => {
     const [a, b] = [nodes[0]!, nodes[1]!];
     const u = await keyedUser(a, 1_000_000);
-    await until('the key on B', () => b.services.apiKeys.lookup(u.key) !== undefined);
+    await within('the key on B', 5_000, () => b.services.apiKeys.lookup(u.key) !== undefined);
     expect((await send(b, u.key, msg(MODEL, { max_tokens: 10 }))).status).toBe(200);
     // B's next read of the budget book is refused once.
     const repo = b.services.relay.budgetsRepo as { all: () => unknown };
@@ -59,10 +53,10 @@ describe.skipIf(!available)('a budget book read that fails on another node', () 
     repo.all = () => (refusals-- > 0 ? Promise.reject(new Error('sorry, too many clients already (test)')) : all());
     // A daily budget of 5 units: less than one request's worst case (10).
     expect((await a.api('PUT', '/api/budget/', { scope: 'user', subject_id: u.id, period: 'daily', limit: 5 })).status).toBe(200);
-    await until('the refused read', () => refusals < 0 || b.logs.some((l) => l.includes('budgets.reload_failed')));
-    await until('B refuses over the budget', async () => {
+    await within('the refused read', 5_000, () => refusals < 0 || b.logs.some((l) => l.includes('budgets.reload_failed')));
+    await within('B refuses over the budget', 2_000, async () => {
       const r = await send(b, u.key, msg(MODEL, { max_tokens: 10 }));
       return r.status === 402 && r.body.error?.code === 'user_budget_exceeded';
-    }, 2_000);
+    });
   }, 20_000);
 });

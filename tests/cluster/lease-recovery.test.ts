@@ -6,6 +6,7 @@
  * until each lease's own renewal (LIMIT_LEASE_MS/3: 40 s by default).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { within } from '../helpers/cluster';
 import { startGateway, type TestGateway } from '../helpers/gateway';
 import { dropSchema, freshSchema, PG_TEST_URL, requirePg } from '../helpers/postgres';
 import { dropPrefix, freshPrefix, REDIS_TEST_URL, redisClient, requireRedis, settleAdmissionEpoch } from '../helpers/redis';
@@ -28,13 +29,6 @@ afterAll(async () => {
   if (available) await Promise.all([dropPrefix(prefix), dropSchema(schema)]);
 });
 
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 5_000) {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(20);
-  }
-}
 
 describe.skipIf(!available)('concurrency leases after a Redis data loss', () => {
   beforeAll(async () => {
@@ -50,17 +44,17 @@ describe.skipIf(!available)('concurrency leases after a Redis data loss', () => 
     ant = upstream('anthropic', { usage: { input: 0, output: 10 } });
     await addChannel(nodes[0]!, { type: 'anthropic', url: ant.url, models: [MODEL] });
     await setPrice(nodes[0]!, MODEL, { input: 0, output: 1_000_000, cache_read: 0, cache_write: 0 });
-    await until('channel and price on every node', () => nodes.every((n) => n.services.relay.prices.get(MODEL) !== undefined
+    await within('channel and price on every node', 5_000, () => nodes.every((n) => n.services.relay.prices.get(MODEL) !== undefined
       && n.services.channelRegistry.candidates(MODEL, 'default').length > 0));
   }, 30_000);
 
   test('a key limited to 2 requests in flight, both running on A and B when Redis is emptied: past the recovery window C still refuses a third', async () => {
     const u = await keyedUser(nodes[0]!, 1_000_000, { max_concurrency: 2 });
-    await until('the key on every node', () => nodes.every((n) => n.services.apiKeys.lookup(u.key)?.maxConcurrency === 2));
+    await within('the key on every node', 5_000, () => nodes.every((n) => n.services.apiKeys.lookup(u.key)?.maxConcurrency === 2));
     const leaseKey = `${prefix}{cc:lim:cc:k:${u.keyId}}`;
     ant.queue.push({ usage: { input: 0, output: 10 }, delayMs: 4_500 }, { usage: { input: 0, output: 10 }, delayMs: 4_500 });
     const slow = [send(nodes[0]!, u.key, msg(MODEL, { max_tokens: 10 })), send(nodes[1]!, u.key, msg(MODEL, { max_tokens: 10 }))];
-    await until('2 leases in Redis', async () => (await redis!.zcard(leaseKey)) === 2);
+    await within('2 leases in Redis', 5_000, async () => (await redis!.zcard(leaseKey)) === 2);
     const before = await send(nodes[2]!, u.key, msg(MODEL, { max_tokens: 10 }));
     expect([before.status, before.body.error?.code]).toEqual([429, 'key_concurrency_exceeded']);
 
@@ -75,7 +69,7 @@ describe.skipIf(!available)('concurrency leases after a Redis data loss', () => 
     expect(await redis!.zcard(leaseKey)).toBe(2);
     expect((await Promise.all(slow)).map((r) => r.status)).toEqual([200, 200]);
     // Both ended: their leases are gone, not left behind by a renewal.
-    await until('no lease left', async () => (await redis!.zcard(leaseKey)) === 0);
+    await within('no lease left', 5_000, async () => (await redis!.zcard(leaseKey)) === 0);
     expect((await send(nodes[2]!, u.key, msg(MODEL, { max_tokens: 10 }))).status).toBe(200);
   }, 30_000);
 });

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startAnthropicUpstream } from '../doubles/anthropic-upstream';
+import { within } from '../helpers/cluster';
 import { startGateway, type TestGateway } from '../helpers/gateway';
 import { dropSchema, freshSchema, PG_TEST_URL, requirePg } from '../helpers/postgres';
 import { dropPrefix, freshPrefix, REDIS_TEST_URL, requireRedis, settleAdmissionEpoch } from '../helpers/redis';
@@ -27,13 +28,6 @@ afterAll(async () => {
   if (available) await Promise.all([dropPrefix(prefix), dropSchema(schema)]);
 });
 
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 5_000) {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(20);
-  }
-}
 
 describe.skipIf(!available)('a change listener that fails on another node', () => {
   beforeAll(async () => {
@@ -46,14 +40,14 @@ describe.skipIf(!available)('a change listener that fails on another node', () =
     const r = await nodes[0]!.api('POST', '/api/channel/', { name: 'slow', type: 'anthropic', base_url: slow.url, key: 'k-1', models: [MODEL], timeout_ms: 10_000 });
     expect(r.status).toBe(200);
     await setPrice(nodes[0]!, MODEL);
-    await until('channel and price on both nodes', () => nodes.every((n) => n.services.relay.prices.get(MODEL) !== undefined
+    await within('channel and price on both nodes', 5_000, () => nodes.every((n) => n.services.relay.prices.get(MODEL) !== undefined
       && n.services.channelRegistry.candidates(MODEL, 'default').length > 0));
   }, 30_000);
 
   test('does not keep the in-flight guard from the change: a disabled user\'s stream on B ends within 1 s', async () => {
     const [a, b] = [nodes[0]!, nodes[1]!];
     const u = await keyedUser(a, 1_000_000);
-    await until('the key on B', () => b.services.apiKeys.lookup(u.key) !== undefined);
+    await within('the key on B', 5_000, () => b.services.apiKeys.lookup(u.key) !== undefined);
     const res = await fetch(`${b.url}/v1/messages`, {
       method: 'POST', headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': u.key },
       body: JSON.stringify(msg(MODEL, { max_tokens: 100, stream: true })),
@@ -80,6 +74,6 @@ describe.skipIf(!available)('a change listener that fails on another node', () =
     expect(text).toContain('event: error');
     expect(text).toContain('The owner of this API key was disabled');
     expect(text).not.toContain('message_stop');
-    await until('the failure logged', () => b.logs.some((l) => l.includes('change_feed.listener_failed')));
+    await within('the failure logged', 5_000, () => b.logs.some((l) => l.includes('change_feed.listener_failed')));
   }, 20_000);
 });
