@@ -1,4 +1,5 @@
 import { GatewayError } from './errors';
+import { FifoSlots } from './fifo-slots';
 
 export interface HistoryReadLimits {
   /** History reads one caller may have queued or running on this node; more are 429 at once. */
@@ -24,10 +25,11 @@ const nextTurn = () => new Promise<void>((r) => setImmediate(r));
  */
 export class HistoryReadGate {
   private readonly held = new Map<number, number>();
-  private running = 0;
-  private readonly waiting: (() => void)[] = [];
+  private readonly slots: FifoSlots;
 
-  constructor(private readonly limits: HistoryReadLimits) {}
+  constructor(private readonly limits: HistoryReadLimits) {
+    this.slots = new FifoSlots(limits.slots);
+  }
 
   /** Counts one read for `caller` until `leave`; 429 `too_many_requests` when it already holds its share. */
   enter(caller: number): void {
@@ -48,16 +50,12 @@ export class HistoryReadGate {
 
   /** Runs one query in a node-wide slot, after the next event-loop turn. */
   async query<T>(fn: () => T | Promise<T>): Promise<T> {
-    // A freed slot is handed to the next waiter directly, so a newcomer cannot take it in between.
-    if (this.running < this.limits.slots) this.running++;
-    else await new Promise<void>((r) => this.waiting.push(r));
+    const release = (await this.slots.acquire())!; // no bound on waiters: each caller holds at most perCaller
     try {
       await nextTurn();
       return await fn();
     } finally {
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.running--;
+      release();
     }
   }
 

@@ -20,4 +20,5 @@ export * from './change-feed';
 export * from './serial';
 export * from './process-limits';
 export * from './bytes';
+export * from './fifo-slots';
 export * from './history-reads';

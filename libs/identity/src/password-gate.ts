@@ -1,5 +1,5 @@
 import { availableParallelism } from 'node:os';
-import { GatewayError } from '@gw/core';
+import { FifoSlots, GatewayError } from '@gw/core';
 
 export interface PasswordGateLimits {
   /** Password hashes/verifies running at once on this node. */
@@ -21,25 +21,17 @@ export const defaultPasswordSlots = () => Math.max(1, Math.floor(availableParall
  * of it never counts as failed logins against the real owner.
  */
 export class PasswordGate {
-  private running = 0;
-  private readonly waiting: (() => void)[] = [];
+  private readonly slots: FifoSlots;
 
-  constructor(readonly limits: PasswordGateLimits) {}
+  constructor(readonly limits: PasswordGateLimits) {
+    this.slots = new FifoSlots(limits.slots);
+  }
 
   /** Takes a slot (waiting in the queue if needed); call the returned function exactly once when done. */
   async acquire(): Promise<() => void> {
-    if (this.running < this.limits.slots) this.running++;
-    else if (this.waiting.length < this.limits.queue) await new Promise<void>((r) => this.waiting.push(r));
-    else throw busy();
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      // A freed slot goes straight to the next waiter, so a newcomer cannot jump the queue.
-      const next = this.waiting.shift();
-      if (next) next();
-      else this.running--;
-    };
+    const release = await this.slots.acquire(this.limits.queue);
+    if (!release) throw busy();
+    return release;
   }
 
   async run<T>(fn: () => Promise<T>): Promise<T> {
@@ -53,7 +45,7 @@ export class PasswordGate {
 
   /** Running and waiting (tests, metrics). */
   get load(): { running: number; waiting: number } {
-    return { running: this.running, waiting: this.waiting.length };
+    return this.slots.load;
   }
 }
 
