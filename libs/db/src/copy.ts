@@ -32,12 +32,13 @@ export class CopyError extends Error {}
 
 /**
  * Every table, parents before children (foreign keys), so inserts never point at a missing row.
- * Derived from the schemas, so a new table is copied without touching this file.
+ * Derived from the schemas, so a new table is copied without touching this file. SQLite-only tables (attempt
+ * windows, which PostgreSQL mode keeps in Redis) are not copied.
  */
 export function copyOrder(): TablePair[] {
   const pairs = new Map<string, TablePair>();
   for (const [name, table] of Object.entries(sqliteSchema)) {
-    if (!is(table, Table)) continue;
+    if (!is(table, Table) || (sqliteSchema.sqliteOnlyTables as readonly string[]).includes(name)) continue;
     const pg = (pgSchema as Record<string, unknown>)[name];
     if (!is(pg, Table)) throw new CopyError(`table ${name} has no PostgreSQL twin`);
     const cfg = sqliteConfig(table as SQLiteTable);
@@ -65,6 +66,14 @@ export function copyOrder(): TablePair[] {
   return ordered;
 }
 
+/** sqlite_sequence: the highest id AUTOINCREMENT gave per table, deleted rows' included (absent before any insert). */
+function highestIdsGiven(src: DbHandle): Map<string, number> {
+  const exists = src.sqlite.query(`select 1 from sqlite_master where type = 'table' and name = 'sqlite_sequence'`).get();
+  if (!exists) return new Map();
+  const rows = src.sqlite.query('select name, seq from sqlite_sequence').all() as { name: string; seq: number }[];
+  return new Map(rows.map((r) => [r.name, Number(r.seq)]));
+}
+
 /**
  * Copies every row of a SQLite database into PostgreSQL, ids kept, in one PostgreSQL transaction:
  * the target ends up with all rows or none. Returns the row count per table, in copy order.
@@ -85,11 +94,15 @@ export async function copySqliteToPostgres(src: DbHandle, dst: PgHandle, opts: C
       }
       if (nonEmpty.length) await tx.unsafe(`truncate ${tables.map((t) => `"${t.name}"`).join(', ')} restart identity cascade`);
       for (const t of tables) counts[t.name] = await copyTable(src, tx, t, opts.batchRows ?? 1000);
+      const given = highestIdsGiven(src);
       for (const t of tables) {
         if (!t.identity) continue;
-        // is_called=false: the next nextval() returns exactly max(id)+1 (or 1 on an empty table).
+        // Past the highest id SQLite ever gave, not only the highest left: AUTOINCREMENT never gives a deleted row's
+        // id again, and ids are identities (a deleted key's usage rows and budget name it). is_called=false: the
+        // next nextval() returns exactly that + 1 (or 1 on an empty table).
         await tx.unsafe(
-          `select setval(pg_get_serial_sequence('"${t.name}"', '${t.identity}'), coalesce(max("${t.identity}"), 0) + 1, false) from "${t.name}"`,
+          `select setval(pg_get_serial_sequence('"${t.name}"', '${t.identity}'), greatest(coalesce(max("${t.identity}"), 0), $1) + 1, false) from "${t.name}"`,
+          [given.get(t.name) ?? 0],
         );
       }
     });

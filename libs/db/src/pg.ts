@@ -13,3 +13,4 @@ export { PgChangeFeed, CHANGE_CHANNEL, type PgChangeFeedOptions } from './pg/cha
 export { PgGroupCommitter, SettlementUnavailableError, isTransientPgError, type GroupCommitOptions } from './pg/group-commit';
 export { copyOrder, CopyError, copySqliteToPostgres, type CopyOptions } from './copy';
 export * from './repos-pg';
+export { pgAttemptWindows } from './pg/attempt-windows';

@@ -11,6 +11,7 @@ import { RedemptionCodesRepo, type RedemptionCodesStore } from './repos/redempti
 import { SecurityRepo, type SecurityStore } from './repos/security';
 import { SessionsRepo, type SessionsStore } from './repos/sessions';
 import { SettlementsRepo, type SettlementSink } from './repos/settlements';
+import { RealtimeUnfinishedRepo } from './repos/realtime-unfinished';
 import { TopupOrdersRepo, type TopupOrdersStore } from './repos/topup-orders';
 import { UsageLogsRepo, type UsageLogsStore } from './repos/usage-logs';
 import { UsageStatsRepo, type UsageStatsStore } from './repos/usage-stats';
@@ -46,6 +47,8 @@ export interface Stores {
 /** The SQLite stores, plus the synchronous settlement port only the in-process QuotaService uses. */
 export interface SqliteStores extends Stores {
   settlements: SettlementSink;
+  /** Realtime responses running, as billed should the process die (QuotaService bills them at the next start). */
+  realtimeUnfinished: RealtimeUnfinishedRepo;
   /**
    * Budgets are charged inside the synchronous settlement batch (BudgetChargesRepo joins its transaction),
    * so on SQLite they stay synchronous like SettlementSink; PostgreSQL mode settles budgets by group commit.
@@ -74,6 +77,7 @@ export function createStores(dbh: Pick<DbHandle, 'db' | 'sqlite'>, bus?: ChangeB
     redemptionCodes: new RedemptionCodesRepo(db),
     realtimeSessions: new RealtimeSessionsRepo(db),
     settlements: new SettlementsRepo(dbh.sqlite),
+    realtimeUnfinished: new RealtimeUnfinishedRepo(dbh.sqlite),
     budgets: new BudgetsRepo(db),
     budgetCharges: new BudgetChargesRepo(dbh.sqlite),
     alertOutbox: new AlertOutboxRepo(db),

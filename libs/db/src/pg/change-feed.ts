@@ -1,6 +1,6 @@
 import type postgres from 'postgres';
 import { connectPg } from './connect';
-import { silentLogger, type ChangeBus, type ChangeFeed, type Logger, type ResyncReason } from '@gw/core';
+import { RepairBackoff, silentLogger, type ChangeBus, type ChangeFeed, type Logger, type ResyncReason } from '@gw/core';
 import { reconnectBackoff } from './reconnect';
 
 /** The NOTIFY channel the triggers of migration 0008_change_feed write to. */
@@ -58,11 +58,13 @@ export class PgChangeFeed implements ChangeFeed {
   private resyncAgain: ResyncReason | null = null;
   /** A notification's refresh failed while a resync ran: one more resync is due, after the retry's wait. */
   private refreshFailedDuring = false;
-  /** A failed resync's next try (see resync), how many failures came close together, the last one and its wait. */
+  private offRefreshFailed: () => void = () => {};
+  /** A refresh failure was logged since the last resync began; how many more came since (not logged). */
+  private refreshLogged = false;
+  private folded = 0;
+  /** A failed resync's next try (see resync) and its wait. */
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
-  private failedResyncs = 0;
-  private lastFailureAt = -Infinity;
-  private lastRetryDelay = 0;
+  private readonly backoff: RepairBackoff;
   private pingOutstanding: string | null = null;
   private pingSeq = 0;
   private restarting = false;
@@ -73,12 +75,26 @@ export class PgChangeFeed implements ChangeFeed {
     this.log = opts.log ?? silentLogger;
     this.sender = this.newSender();
     const every = opts.resyncMs ?? 30_000;
+    this.backoff = new RepairBackoff(every > 0 ? every : 30_000);
     this.timer = every > 0 ? setInterval(() => void this.tick(), every) : null;
   }
 
   /** Resolves once LISTEN is active and the first resync has run; rejects if the database is unreachable. */
   static async start(opts: PgChangeFeedOptions): Promise<PgChangeFeed> {
     const feed = new PgChangeFeed(opts);
+    // This process's own committed write that a cache failed to apply is repaired like another node's.
+    feed.offRefreshFailed = opts.bus.onRefreshFailed((event, err) => {
+      if (feed.closed) return;
+      feed.refreshFailed();
+      // One line per resync, not per failure (one per settled request while a key's re-read keeps failing).
+      if (feed.refreshLogged) {
+        feed.folded++;
+        return;
+      }
+      feed.log.error('change.refresh_failed', { event, folded: feed.folded, msg: 'the write is committed; every cache is resynced' }, err);
+      feed.refreshLogged = true;
+      feed.folded = 0;
+    });
     try {
       await feed.listen();
       await feed.settled();
@@ -238,6 +254,7 @@ export class PgChangeFeed implements ChangeFeed {
       while (next && !this.closed) {
         this.resyncAgain = null;
         this.refreshFailedDuring = false;
+        this.refreshLogged = false;
         this.stats.resyncs++;
         try {
           await this.opts.onResync(next);
@@ -262,15 +279,9 @@ export class PgChangeFeed implements ChangeFeed {
    */
   private retry(reason: ResyncReason): void {
     if (this.closed) return;
-    const every = this.opts.resyncMs ?? 30_000;
-    // The wait starts over only after a quiet spell (a resync period, and twice the last wait), not at the first
-    // resync that works: a notification's re-read that keeps failing while the whole reload gets through (a database
-    // shedding load) otherwise had every node reload every cache 4 times a second for as long as changes came.
-    const now = performance.now();
-    if (now - this.lastFailureAt > Math.max(every > 0 ? every : 30_000, 2 * this.lastRetryDelay)) this.failedResyncs = 0;
-    this.lastFailureAt = now;
-    const delay = Math.min(250 * 2 ** Math.min(this.failedResyncs++, 16), every > 0 ? every : Infinity);
-    this.lastRetryDelay = delay;
+    // A notification's re-read that keeps failing while the whole reload gets through must not reload every
+    // cache several times a second for as long as changes come (see RepairBackoff).
+    const delay = this.backoff.next();
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
       this.resync(reason);
@@ -318,6 +329,7 @@ export class PgChangeFeed implements ChangeFeed {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.offRefreshFailed();
     this.live = false;
     if (this.timer) clearInterval(this.timer);
     if (this.retryTimer) clearTimeout(this.retryTimer);

@@ -44,6 +44,39 @@ export function channelsContract(make: MakeEnv): void {
       expect((await channels.all()).map((x) => x.id)).toEqual([d!.id]);
     });
 
+    test('setHealthStatus writes unless the row is manually disabled (2)', async () => {
+      const { channels } = env().repos;
+      const c = await channels.insert(channel());
+      expect(await channels.setHealthStatus(c.id, 3, 'down', 5)).toBe(true);
+      expect(await channels.byId(c.id)).toMatchObject({ status: 3, statusReason: 'down', updatedAt: 5 });
+      await channels.update(c.id, { status: 2, statusReason: 'disabled by an operator' });
+      expect(await channels.setHealthStatus(c.id, 1, '', 6)).toBe(false);
+      expect(await channels.byId(c.id)).toMatchObject({ status: 2, statusReason: 'disabled by an operator' });
+      expect(await channels.setHealthStatus(c.id + 100, 1, '', 6)).toBe(false);
+    });
+
+    test('updateIf writes only while the stored key list and headers equal the ones read (compare-and-set)', async () => {
+      const { channels } = env().repos;
+      const c = await channels.insert(channel());
+      const entry = (id: number, key: string, status: 1 | 3 = 1) => ({ id, key, status, reason: 'r é\n"q"', disabledAt: null, createdAt: 1 });
+      // A legacy row's empty list matches.
+      const one = [entry(1, 'k1')];
+      expect(await channels.updateIf(c.id, { keys: [] }, { keys: one, key: 'k1', updatedAt: 2 })).toMatchObject({ keys: one, key: 'k1', updatedAt: 2 });
+      const two = [entry(1, 'k1'), entry(2, 'k2')];
+      expect(await channels.updateIf(c.id, { keys: one }, { keys: two })).toMatchObject({ keys: two });
+      // A writer that read `one` lost the race: nothing written.
+      expect(await channels.updateIf(c.id, { keys: one }, { keys: [entry(1, 'stale', 3)], name: 'lost' })).toBeUndefined();
+      expect(await channels.byId(c.id)).toMatchObject({ keys: two, name: 'c' });
+      expect(await channels.updateIf(c.id, { keys: [entry(1, 'k1'), entry(2, 'k2', 3)] }, { keys: one })).toBeUndefined();
+      expect(await channels.updateIf(c.id + 100, { keys: two }, { keys: one })).toBeUndefined();
+      // Headers, alone and with the key list: a value changed since the read is a miss.
+      const h = { 'x-org': 'o é "1"', 'x-token': 'secret' };
+      await channels.update(c.id, { headers: h });
+      expect(await channels.updateIf(c.id, { headers: { ...h, 'x-token': 'other' } }, { name: 'lost' })).toBeUndefined();
+      expect(await channels.updateIf(c.id, { headers: h, keys: one }, { name: 'lost' })).toBeUndefined();
+      expect(await channels.updateIf(c.id, { headers: h, keys: two }, { name: 'kept', headers: {} })).toMatchObject({ name: 'kept', headers: {} });
+    });
+
     test('list filters: status, tag, type, exact model in the JSON list, comma-group membership, keyword', async () => {
       const { channels } = env().repos;
       const a = await channels.insert(channel({ name: 'OpenAI main', models: ['gpt-4o', 'gpt-4o-mini'], group: 'default,vip', tag: 'oa' }));

@@ -1,8 +1,11 @@
-import { and, count, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, inArray, ne, sql, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { channels } from '../schema-pg';
-import type { ChannelListFilter, ChannelRow, NewChannelRow } from '../repos/channels';
+import type { ChannelExpected, ChannelListFilter, ChannelRow, NewChannelRow } from '../repos/channels';
 import { containsFolded } from './sql';
+import { CHANNEL_STATUS } from '../schema/channels';
+
+const MANUALLY_DISABLED = CHANNEL_STATUS.manuallyDisabled;
 
 /** PostgreSQL twin of ../repos/channels.ts (same methods, async). */
 export class PgChannelsRepo {
@@ -22,6 +25,19 @@ export class PgChannelsRepo {
 
   async update(id: number, patch: Partial<NewChannelRow>): Promise<ChannelRow | undefined> {
     return (await this.db.update(channels).set(patch).where(eq(channels.id, id)).returning())[0];
+  }
+
+  async updateIf(id: number, expected: ChannelExpected, patch: Partial<NewChannelRow>): Promise<ChannelRow | undefined> {
+    // jsonb equality: the same entries, whatever the text form.
+    const conds: SQL[] = [eq(channels.id, id)];
+    if (expected.keys) conds.push(sql`${channels.keys} = ${JSON.stringify(expected.keys)}::jsonb`);
+    if (expected.headers) conds.push(sql`${channels.headers} = ${JSON.stringify(expected.headers)}::jsonb`);
+    return (await this.db.update(channels).set(patch).where(and(...conds)).returning())[0];
+  }
+
+  async setHealthStatus(id: number, status: number, reason: string, at: number): Promise<boolean> {
+    return (await this.db.update(channels).set({ status, statusReason: reason, updatedAt: at })
+      .where(and(eq(channels.id, id), ne(channels.status, MANUALLY_DISABLED))).returning({ id: channels.id })).length > 0;
   }
 
   async delete(id: number): Promise<boolean> {

@@ -4,7 +4,7 @@ import { repoContract, type ContractEnv, type ContractRepos } from '../repos-con
 import {
   PgAlertOutboxRepo, PgBudgetChargesRepo, PgBudgetsRepo, PgApiKeysRepo, PgChannelsRepo, PgGroupsRepo, PgLedgerRepo, PgPricesRepo, PgRealtimeSessionsRepo, PgRedemptionCodesRepo,
   PgSecurityRepo, PgSessionsRepo, PgSettlementsRepo, PgTopupOrdersRepo, PgUsageLogsRepo, PgUsageStatsRepo, PgUsersRepo,
-  PgWebhookEventsRepo, pgStatsReader,
+  PgWebhookEventsRepo, pgHistoryReads,
 } from './index';
 import { openPgTestDb, requirePg, type PgTestDb } from '../../../../tests/helpers/postgres';
 
@@ -52,14 +52,14 @@ describe.skipIf(!available)('repository contract: PostgreSQL', () => {
   repoContract(emptyEnv);
 });
 
-describe.skipIf(!available)('pgStatsReader', () => {
+describe.skipIf(!available)('pgHistoryReads', () => {
   test('reads both result sets of a statistics query from the repository', async () => {
     const { repos } = await emptyEnv();
     const u = await repos.users.insert({ username: 'sr', passwordHash: 'h', createdAt: 1, updatedAt: 1 });
     for (const [i, ms] of [3, 3, 900].entries()) {
       await repos.usageLogs.insertOnce({ requestId: `sr-${i}`, userId: u.id, apiKeyId: 1, model: 'm', status: 200, latencyMs: ms, cost: 2, createdAt: 100 });
     }
-    const reader = pgStatsReader(new PgUsageStatsRepo(t.handle.db));
+    const reader = pgHistoryReads(t.handle.db, 10_000).stats;
     const res = await reader.read({ from: 0, to: 1_000, bucketSeconds: 3600, offsetSeconds: 0, groupBy: 'none', maxRows: 10 });
     expect(res.rows).toEqual([{ bucket: 0, grp: null, requests: 3, errors: 0, inputTokens: 0n, outputTokens: 0n, cacheReadTokens: 0n, cacheWriteTokens: 0n, audioTokens: 0n, cost: 6n }]);
     expect(res.hist.map((h) => [h.bin, h.n]).sort((a, b) => a[0]! - b[0]!)).toEqual([[13, 2], [79, 1]]);

@@ -37,7 +37,7 @@ export class PgLedgerRepo implements LedgerStore {
     if (tx && tx !== this.db) return (await this.applyIn(e, tx))?.balance ?? null;
     const out = await this.db.transaction((t) => this.applyIn(e, t));
     // With its version, so the shared admission store can install it without reading the row again.
-    if (out) await this.bus?.emit('balance.changed', { userId: e.userId, balance: out.balance, version: out.version });
+    if (out) await this.bus?.committed('balance.changed', { userId: e.userId, balance: out.balance, version: out.version });
     return out?.balance ?? null;
   }
 

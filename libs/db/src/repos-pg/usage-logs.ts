@@ -1,13 +1,22 @@
 import { and, count, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
-import { apiKeys, usageLogs, users } from '../schema-pg';
+import { apiKeys, deletedApiKeys, usageLogs, users } from '../schema-pg';
 import type { NewUsageLogRow, UsageLogFilter, UsageLogRow, UsageLogWhere } from '../repos/usage-logs';
 import type { PgWriter } from './sql';
 import { MAX_COUNTER } from '@gw/core';
 
 /** Counters (used_quota, request_count) stop at 2^53 − 1: past it a reader would round them (README: Metering invariants). */
 const COUNTER_CAP = sql.raw(String(MAX_COUNTER));
-import { logConditionsOf } from '../repos/usage-stats-sql';
+import { beforeCondition, logConditionsOf } from '../repos/usage-stats-sql';
+
+/** PostgreSQL twin of withKeyOwner (../repos/usage-logs.ts): `f` with its key's owner, live or deleted, as its user. */
+export async function pgWithKeyOwner<T extends { userId?: number; apiKeyId?: number }>(db: PgDb, f: T): Promise<T> {
+  if (f.userId !== undefined || f.apiKeyId === undefined) return f;
+  const id = f.apiKeyId;
+  const owner = (await db.select({ u: apiKeys.userId }).from(apiKeys).where(eq(apiKeys.id, id)))[0]?.u
+    ?? (await db.select({ u: deletedApiKeys.userId }).from(deletedApiKeys).where(eq(deletedApiKeys.id, id)))[0]?.u;
+  return owner === undefined ? f : { ...f, userId: owner };
+}
 
 /** The WHERE terms of a log filter over the PostgreSQL table (empty = every row). */
 export function pgLogConditions(f: UsageLogWhere): SQL[] {
@@ -43,10 +52,16 @@ export class PgUsageLogsRepo {
     return (await this.db.select().from(usageLogs).where(eq(usageLogs.requestId, requestId)))[0];
   }
 
+  async deletedKeyOwner(keyId: number): Promise<number | undefined> {
+    return (await this.db.select({ u: deletedApiKeys.userId }).from(deletedApiKeys).where(eq(deletedApiKeys.id, keyId)))[0]?.u;
+  }
+
   async list(f: UsageLogFilter): Promise<{ items: UsageLogRow[]; total: number }> {
     const conds = pgLogConditions(f);
     const where = conds.length ? and(...conds) : undefined;
-    const page = () => this.db.select().from(usageLogs).where(where).orderBy(desc(usageLogs.createdAt), desc(usageLogs.id)).limit(f.limit).offset(f.offset);
+    // `total` counts every match; a cursor only moves the page.
+    const paged = f.before ? and(...conds, ...beforeCondition(usageLogs, f.before)) : where;
+    const page = () => this.db.select().from(usageLogs).where(paged).orderBy(desc(usageLogs.createdAt), desc(usageLogs.id)).limit(f.limit).offset(f.offset);
     const total = async () => (await this.db.select({ n: count() }).from(usageLogs).where(where))[0]!.n;
     if (f.offset === 0) {
       const [items, n] = await Promise.all([page(), total()]);

@@ -4,7 +4,6 @@ import { usageLogs } from '../schema-pg';
 import type { UsageLogRow, UsageLogWhere } from '../repos/usage-logs';
 import { pgExactSum } from '../repos/exact-sum';
 import { LATENCY_BINS_PER_OCTAVE, SUMMED, type ExportCursor, type LatencyBinRow, type StatsQuery, type StatsRow } from '../repos/usage-stats';
-import type { StatsReader } from '../repos/stats-reader';
 import { pgLogConditions } from './usage-logs';
 import { collateC } from './sql';
 import { statsBucket, statsWhere } from '../repos/usage-stats-sql';
@@ -86,15 +85,4 @@ export class PgUsageStatsRepo {
     return this.db.select().from(usageLogs).where(and(...conds))
       .orderBy(asc(usageLogs.createdAt), asc(usageLogs.id)).limit(limit);
   }
-}
-
-/** The StatsReader over PostgreSQL: the server runs the queries, so no worker thread is needed. */
-export function pgStatsReader(repo: PgUsageStatsRepo): StatsReader {
-  return {
-    read: async (q) => {
-      const [rows, hist] = await Promise.all([repo.aggregate(q), repo.latencyHistogram(q)]);
-      return { rows, hist };
-    },
-    close: async () => {},
-  };
 }

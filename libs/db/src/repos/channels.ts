@@ -1,6 +1,9 @@
-import { and, count, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, inArray, ne, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
 import { channels } from '../schema';
+import { CHANNEL_STATUS, type ChannelKeyEntry } from '../schema/channels';
+
+const MANUALLY_DISABLED = CHANNEL_STATUS.manuallyDisabled;
 
 export type ChannelRow = typeof channels.$inferSelect;
 export type NewChannelRow = typeof channels.$inferInsert;
@@ -19,12 +22,31 @@ export interface ChannelListFilter {
   limit: number;
 }
 
+/** The stored values a compare-and-set write is conditional on (see updateIf). */
+export interface ChannelExpected {
+  keys?: ChannelKeyEntry[];
+  headers?: Record<string, string>;
+}
+
 /** Upstream channels: storage interface. */
 export interface ChannelsStore {
   byId(id: number): Promise<ChannelRow | undefined>;
   all(): Promise<ChannelRow[]>;
   insert(row: NewChannelRow): Promise<ChannelRow>;
   update(id: number, patch: Partial<NewChannelRow>): Promise<ChannelRow | undefined>;
+  /**
+   * Compare-and-set (a read-modify-write by any writer on any node): `patch` is applied only while each stored
+   * value named in `expected` still equals it (what the caller read: the key list, the extra headers). Returns
+   * the row, or undefined when another write changed one since (or the row is gone): the caller re-reads and
+   * decides again.
+   */
+  updateIf(id: number, expected: ChannelExpected, patch: Partial<NewChannelRow>): Promise<ChannelRow | undefined>;
+  /**
+   * The health checker's status write: applied only while the row is not manually disabled (2), in the same
+   * statement, so an operator's disable committed after the checker read the row is never overwritten.
+   * Returns whether it was applied.
+   */
+  setHealthStatus(id: number, status: number, reason: string, at: number): Promise<boolean>;
   delete(id: number): Promise<boolean>;
   /** The ids that existed (callers announce exactly these rows). */
   deleteMany(ids: number[]): Promise<number[]>;
@@ -52,6 +74,19 @@ export class ChannelsRepo implements ChannelsStore {
 
   async update(id: number, patch: Partial<NewChannelRow>): Promise<ChannelRow | undefined> {
     return this.db.update(channels).set(patch).where(eq(channels.id, id)).returning().get();
+  }
+
+  async updateIf(id: number, expected: ChannelExpected, patch: Partial<NewChannelRow>): Promise<ChannelRow | undefined> {
+    // json() on both sides: compared as minified JSON text, the form drizzle writes (JSON.stringify).
+    const conds: SQL[] = [eq(channels.id, id)];
+    if (expected.keys) conds.push(sql`json(${channels.keys}) = json(${JSON.stringify(expected.keys)})`);
+    if (expected.headers) conds.push(sql`json(${channels.headers}) = json(${JSON.stringify(expected.headers)})`);
+    return this.db.update(channels).set(patch).where(and(...conds)).returning().get();
+  }
+
+  async setHealthStatus(id: number, status: number, reason: string, at: number): Promise<boolean> {
+    return this.db.update(channels).set({ status, statusReason: reason, updatedAt: at })
+      .where(and(eq(channels.id, id), ne(channels.status, MANUALLY_DISABLED))).returning({ id: channels.id }).all().length > 0;
   }
 
   async delete(id: number): Promise<boolean> {

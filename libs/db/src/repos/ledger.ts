@@ -10,6 +10,9 @@ import { usernameTaken, type NewUserRow, type UserRow } from './users';
 const p = (name: string) => sql.placeholder(name);
 
 export type LedgerRow = typeof ledger.$inferSelect;
+
+/** A ledger listing page: newest first, optionally one user's and one kind's. */
+export interface LedgerFilter { userId?: number; kind?: string; offset: number; limit: number }
 /**
  * 'clawback' takes back quota credited by a top-up whose payment was refunded or disputed; 'reinstate'
  * gives it back when a dispute is won. Both name the order in their ref.
@@ -124,7 +127,7 @@ export interface LedgerStore {
    * id, note from `note(code)`), in one transaction; null when the code cannot be redeemed (nothing changes).
    */
   redeemCodeOnce(codeHash: string, userId: number, at: number, note: (code: RedemptionCodeRow) => string): Promise<{ quota: number; balance: number; codeId: number } | null>;
-  list(f: { userId?: number; kind?: string; offset: number; limit: number }): Promise<{ items: LedgerRow[]; total: number }>;
+  list(f: LedgerFilter): Promise<{ items: LedgerRow[]; total: number }>;
   /** Sum of a user's ledger: must equal users.quota at all times. */
   sum(userId: number): Promise<number>;
 }
@@ -173,7 +176,7 @@ export class LedgerRepo implements LedgerStore {
 
   async apply(e: LedgerEntryInput): Promise<number | null> {
     const balance = this.db.transaction(() => this.write(e));
-    if (balance !== null) await this.bus?.emit('balance.changed', { userId: e.userId, balance });
+    if (balance !== null) await this.bus?.committed('balance.changed', { userId: e.userId, balance });
     return balance;
   }
 
@@ -268,17 +271,22 @@ export class LedgerRepo implements LedgerStore {
     }, { behavior: 'immediate' });
   }
 
-  async list(f: { userId?: number; kind?: string; offset: number; limit: number }): Promise<{ items: LedgerRow[]; total: number }> {
-    const conds: SQL[] = [];
-    if (f.userId !== undefined) conds.push(eq(ledger.userId, f.userId));
-    if (f.kind) conds.push(eq(ledger.kind, f.kind));
-    const where = conds.length ? and(...conds) : undefined;
-    const items = this.db.select().from(ledger).where(where).orderBy(desc(ledger.id)).limit(f.limit).offset(f.offset).all();
-    const total = this.db.select({ n: count() }).from(ledger).where(where).get()!.n;
-    return { items, total };
+  async list(f: LedgerFilter): Promise<{ items: LedgerRow[]; total: number }> {
+    return listLedger(this.db, f);
   }
 
   async sum(userId: number): Promise<number> {
     return this.db.select({ s: sql<number>`coalesce(sum(${ledger.amount}), 0)` }).from(ledger).where(eq(ledger.userId, userId)).get()!.s;
   }
+}
+
+/** A ledger listing page and the count of every match, on the calling thread (the repository's and the history worker's). */
+export function listLedger(db: Db, f: LedgerFilter): { items: LedgerRow[]; total: number } {
+  const conds: SQL[] = [];
+  if (f.userId !== undefined) conds.push(eq(ledger.userId, f.userId));
+  if (f.kind) conds.push(eq(ledger.kind, f.kind));
+  const where = conds.length ? and(...conds) : undefined;
+  const items = db.select().from(ledger).where(where).orderBy(desc(ledger.id)).limit(f.limit).offset(f.offset).all();
+  const total = db.select({ n: count() }).from(ledger).where(where).get()!.n;
+  return { items, total };
 }

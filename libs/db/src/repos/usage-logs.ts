@@ -1,8 +1,8 @@
 import { and, count, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
-import { apiKeys, usageLogs, users } from '../schema';
+import { apiKeys, deletedApiKeys, usageLogs, users } from '../schema';
 import { MAX_COUNTER } from '@gw/core';
-import { logConditionsOf } from './usage-stats-sql';
+import { beforeCondition, logConditionsOf } from './usage-stats-sql';
 
 export type UsageLogRow = typeof usageLogs.$inferSelect;
 export type NewUsageLogRow = typeof usageLogs.$inferInsert;
@@ -22,6 +22,8 @@ export interface UsageLogWhere {
 export interface UsageLogFilter extends UsageLogWhere {
   offset: number;
   limit: number;
+  /** Keyset paging: only rows older than this one in the listing's order (created_at, then id, newest first). */
+  before?: { createdAt: number; id: number };
 }
 
 /**
@@ -33,6 +35,20 @@ export interface UsageLogFilter extends UsageLogWhere {
 export function logConditions(f: UsageLogWhere): SQL[] {
   if (f.userId === undefined || !f.model) return logConditionsOf(usageLogs, f);
   return [...logConditionsOf(usageLogs, { ...f, model: undefined }), sql`+${usageLogs.model} = ${f.model}`];
+}
+
+/**
+ * `f` with the owner of its key as its user when it names a key and no user. A key's rows are all its owner's (a key
+ * never changes hands; its id is never reused), so the query walks the owner's `(user_id, created_at)` rows where
+ * `api_key_id = ?` alone has no index and scans every row. The route resolves live keys from memory; this also
+ * finds deleted ones (deleted_api_keys, kept by a trigger). An id no key ever had is left as it is.
+ */
+export function withKeyOwner<T extends { userId?: number; apiKeyId?: number }>(db: Db, f: T): T {
+  if (f.userId !== undefined || f.apiKeyId === undefined) return f;
+  const id = f.apiKeyId;
+  const owner = db.select({ u: apiKeys.userId }).from(apiKeys).where(eq(apiKeys.id, id)).get()?.u
+    ?? db.select({ u: deletedApiKeys.userId }).from(deletedApiKeys).where(eq(deletedApiKeys.id, id)).get()?.u;
+  return owner === undefined ? f : { ...f, userId: owner };
 }
 
 const p = (name: string) => sql.placeholder(name);
@@ -47,6 +63,8 @@ export interface UsageLogsStore {
   addKeyUsage(keyId: number, cost: number): Promise<void>;
   byRequestId(requestId: string): Promise<UsageLogRow | undefined>;
   list(f: UsageLogFilter): Promise<{ items: UsageLogRow[]; total: number }>;
+  /** The user a deleted key belonged to (deleted_api_keys); undefined for a live key or an id no key had. */
+  deletedKeyOwner(keyId: number): Promise<number | undefined>;
 }
 
 /**
@@ -102,15 +120,29 @@ export class UsageLogsRepo implements UsageLogsStore {
     return this.db.select().from(usageLogs).where(eq(usageLogs.requestId, requestId)).get();
   }
 
-  async list(f: UsageLogFilter): Promise<{ items: UsageLogRow[]; total: number }> {
-    const conds = logConditions(f);
-    const where = conds.length ? and(...conds) : undefined;
-    // Newest first by (created_at, id): the (…, created_at) index the filter uses also yields this order (its
-    // entries end with the rowid), so a page reads its own rows; by id alone it sorted every match first.
-    const total = this.db.select({ n: count() }).from(usageLogs).where(where).get()!.n;
-    // A page past the end (p up to 1,000,000) would walk every match to find nothing.
-    if (f.offset >= total) return { items: [], total };
-    const items = this.db.select().from(usageLogs).where(where).orderBy(desc(usageLogs.createdAt), desc(usageLogs.id)).limit(f.limit).offset(f.offset).all();
-    return { items, total };
+  async deletedKeyOwner(keyId: number): Promise<number | undefined> {
+    return this.db.select({ u: deletedApiKeys.userId }).from(deletedApiKeys).where(eq(deletedApiKeys.id, keyId)).get()?.u;
   }
+
+  async list(f: UsageLogFilter): Promise<{ items: UsageLogRow[]; total: number }> {
+    return listUsageLogs(this.db, f);
+  }
+}
+
+/**
+ * One listing page and the count of every match, on the calling thread: the repository's `list`, and the
+ * history worker's (history-worker.ts), which runs it in one read transaction.
+ */
+export function listUsageLogs(db: Db, f: UsageLogFilter): { items: UsageLogRow[]; total: number } {
+  const conds = logConditions(f);
+  const where = conds.length ? and(...conds) : undefined;
+  // Newest first by (created_at, id): the (…, created_at) index the filter uses also yields this order (its
+  // entries end with the rowid), so a page reads its own rows; by id alone it sorted every match first.
+  // `total` counts every match; a cursor only moves the page.
+  const total = db.select({ n: count() }).from(usageLogs).where(where).get()!.n;
+  // A page past the end (p up to 1,000,000) would walk every match to find nothing.
+  if (f.offset >= total) return { items: [], total };
+  const paged = f.before ? and(...conds, ...beforeCondition(usageLogs, f.before)) : where;
+  const items = db.select().from(usageLogs).where(paged).orderBy(desc(usageLogs.createdAt), desc(usageLogs.id)).limit(f.limit).offset(f.offset).all();
+  return { items, total };
 }

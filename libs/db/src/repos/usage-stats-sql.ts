@@ -1,5 +1,5 @@
 import { and, eq, gte, lte, sql, type Column, type SQL } from 'drizzle-orm';
-import type { UsageLogWhere } from './usage-logs';
+import type { UsageLogFilter, UsageLogWhere } from './usage-logs';
 import type { StatsQuery } from './usage-stats';
 
 /** The usage_logs columns the log and statistics filters use, in either dialect's table. */
@@ -10,6 +10,11 @@ export interface StatsColumns {
   channelId: Column;
   model: Column;
   status: Column;
+}
+
+/** The listing's keyset bound, rows older than `before` newest first: one index range (row values: SQLite 3.15+, PostgreSQL). */
+export function beforeCondition(t: { createdAt: Column; id: Column }, before: UsageLogFilter['before']): SQL[] {
+  return before ? [sql`(${t.createdAt}, ${t.id}) < (${before.createdAt}, ${before.id})`] : [];
 }
 
 /** The created_at range and optional filters of a statistics query (both dialects write it alike). */

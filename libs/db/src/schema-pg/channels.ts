@@ -28,6 +28,7 @@ export const channels = pgTable('channels', {
   // upstream, with its keys in the order it was written, as on SQLite.
   overrides: json('overrides').notNull().$type<ChannelOverride[]>().default([]),
   billingModel: text('billing_model').notNull().default('requested'),
+  reasoningEcho: text('reasoning_echo').notNull().default('auto'),
   firstByteTimeoutMs: integer('first_byte_timeout_ms'),
   probeIntervalMs: big('probe_interval_ms'),
   statusReason: text('status_reason').notNull().default(''),

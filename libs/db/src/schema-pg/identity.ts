@@ -83,6 +83,12 @@ export const apiKeys = pgTable('api_keys', {
   lastUsedAt: big('last_used_at'),
 }, (t) => [uniqueIndex('api_keys_hash_uq').on(t.keyHash), index('api_keys_user_idx').on(t.userId)]);
 
+/** See ../schema/identity.ts (the trigger: migration 0022). The id is the deleted key's, never generated here. */
+export const deletedApiKeys = pgTable('deleted_api_keys', {
+  id: idColumn(),
+  userId: big('user_id').notNull(),
+});
+
 export const backupCodes = pgTable('backup_codes', {
   id: idColumn(),
   userId: big('user_id').notNull().references(() => users.id, { onDelete: 'cascade' }),

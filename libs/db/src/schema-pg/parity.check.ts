@@ -12,7 +12,8 @@ import type * as Pg from './index';
 export type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends (<T>() => T extends B ? 1 : 2) ? true : false;
 
 type TablesOf<M> = { [K in keyof M as M[K] extends Table ? K : never]: M[K] };
-type SqliteTables = TablesOf<typeof Sqlite>;
+/** SQLite mode's own tables (what PostgreSQL mode keeps in Redis) have no twin to compare. */
+type SqliteTables = Omit<TablesOf<typeof Sqlite>, (typeof Sqlite.sqliteOnlyTables)[number]>;
 type PgTables = TablesOf<typeof Pg>;
 
 type IsOptional<T, K extends keyof T> = {} extends Pick<T, K> ? true : false;

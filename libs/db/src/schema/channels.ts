@@ -37,7 +37,11 @@ export type BillingModel = 'requested' | 'upstream';
 
 /** One upstream key of a channel, as stored (sealed). Status: 1 enabled, 2 disabled by an operator, 3 auto-disabled. */
 export interface ChannelKeyEntry {
-  /** Stable within the channel; never reused after removal. */
+  /**
+   * Stable while its key is listed, but not the key's identity: PUT's `key` replaces key 1 under id 1, and the
+   * highest id is given again after its key is removed. Automatic changes name a key by id and the fingerprint
+   * of `key` (KeyRef in @gw/channels).
+   */
   id: number;
   /** AES-GCM sealed key. */
   key: string;
@@ -95,6 +99,8 @@ export const channels = sqliteTable('channels', {
   overrides: text('overrides', { mode: 'json' }).notNull().$type<ChannelOverride[]>().default([]),
   /** 'requested' (default: the price of the model the client asked for) | 'upstream' (the mapped model's). */
   billingModel: text('billing_model').notNull().default('requested'),
+  /** Translated channels: send thinking back as `reasoning_content`: 'auto' (default: known hosts) | 'always' | 'never'. */
+  reasoningEcho: text('reasoning_echo').notNull().default('auto'),
   /** Longest wait for the upstream's first byte before failing over; null = only `timeout_ms`. */
   firstByteTimeoutMs: integer('first_byte_timeout_ms'),
   /** How often an auto-disabled channel (or key) is probed; null = the global interval. */

@@ -104,6 +104,16 @@ export const apiKeys = sqliteTable('api_keys', {
   lastUsedAt: integer('last_used_at'),
 }, (t) => [uniqueIndex('api_keys_hash_uq').on(t.keyHash), index('api_keys_user_idx').on(t.userId)]);
 
+/**
+ * The owner of every deleted relay key, written by a trigger on api_keys (migration 0020): a key is deleted outright
+ * but its usage rows stay, and a filter by its id finds them through the owner's `(user_id, created_at)` index
+ * instead of scanning usage_logs (an index by key would cost every settled row).
+ */
+export const deletedApiKeys = sqliteTable('deleted_api_keys', {
+  id: integer('id').primaryKey(),
+  userId: integer('user_id').notNull(),
+});
+
 /** 2FA backup codes: single use, stored hashed. */
 export const backupCodes = sqliteTable('backup_codes', {
   id: integer('id').primaryKey({ autoIncrement: true }),
@@ -122,6 +132,24 @@ export const passwordResets = sqliteTable('password_resets', {
   usedAt: integer('used_at'),
   createdAt: integer('created_at').notNull(),
 }, (t) => [uniqueIndex('password_resets_hash_uq').on(t.tokenHash), index('password_resets_user_idx').on(t.userId)]);
+
+/**
+ * SQLite mode's attempt windows that must outlive the process (wrong 2FA codes per credential: a restart must
+ * not hand a code guesser a fresh day or 30 days). The two fixed windows of one key, as the in-process limits
+ * keep them; PostgreSQL mode keeps these in Redis with the other shared limits.
+ */
+export const attemptWindows = sqliteTable('attempt_windows', {
+  /** Flow and key, e.g. `2fa-day:u7:t12`. */
+  key: text('key').primaryKey(),
+  windowMs: integer('window_ms').notNull(),
+  /** Start (ms) of the current fixed window. */
+  start: integer('start').notNull(),
+  cur: integer('cur').notNull(),
+  prev: integer('prev').notNull(),
+}, (t) => [index('attempt_windows_start_idx').on(t.start)]);
+
+/** Tables of the SQLite schema alone (no PostgreSQL twin, not copied by db:copy): what Redis keeps there. */
+export const sqliteOnlyTables = ['attemptWindows', 'realtimeUnfinished'] as const;
 
 /**
  * Routing and pricing groups. Users (and keys, overriding their user's) belong to one by name; a name

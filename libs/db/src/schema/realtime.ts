@@ -20,3 +20,16 @@ export const realtimeSessions = sqliteTable('realtime_sessions', {
   closeCode: integer('close_code').notNull().default(0),
   closeReason: text('close_reason').notNull().default(''),
 }, (t) => [uniqueIndex('realtime_sessions_uq').on(t.sessionId), index('realtime_sessions_user_idx').on(t.userId)]);
+
+/**
+ * Settlements of realtime responses still running, each as it would be billed if the process died now (its
+ * estimate so far, capped by its hold), kept until the response is settled. A process that starts on this
+ * database writes what a killed predecessor left here (skipping request ids already billed) and empties it.
+ * SQLite only: one process owns the database, so whatever is here at start-up belongs to a dead one.
+ */
+export const realtimeUnfinished = sqliteTable('realtime_unfinished', {
+  requestId: text('request_id').primaryKey(),
+  /** The SettlementRow (JSON) billed at recovery. */
+  row: text('row').notNull(),
+  updatedAt: integer('updated_at').notNull(),
+});

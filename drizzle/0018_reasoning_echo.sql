@@ -1,0 +1,1 @@
+ALTER TABLE `channels` ADD `reasoning_echo` text DEFAULT 'auto' NOT NULL;

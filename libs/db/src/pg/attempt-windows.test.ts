@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { stepWindow, type WindowCounter } from '@gw/core';
+import { openPgTestDb, requirePg, type PgTestDb } from '../../../../tests/helpers/postgres';
+import { pgAttemptWindows } from './attempt-windows';
+
+const available = await requirePg('libs/db/src/pg/attempt-windows.test.ts');
+let t: PgTestDb;
+// Wider than the races below, so concurrent hits run on separate connections (as on separate nodes).
+beforeAll(async () => { if (available) t = await openPgTestDb('gw_attempts', { max: 12 }); });
+afterAll(async () => { if (available) await t?.close(); });
+
+describe.skipIf(!available)('attempt windows in PostgreSQL', () => {
+  test('count, hit up to the limit then a wait in seconds, reset; flows and keys apart', async () => {
+    const windows = pgAttemptWindows(t.handle.sql);
+    const now = 1_800_000_000_000;
+    const w = windows('login-ip', 60_000, () => now);
+    const other = windows('redeem', 60_000, () => now);
+    expect(await w.count('1.2.3.4')).toBe(0);
+    for (let i = 0; i < 3; i++) expect(await w.hit('1.2.3.4', 3)).toBe(0);
+    expect(await w.hit('1.2.3.4', 3)).toBe(60);
+    expect(await w.count('1.2.3.4')).toBe(3);
+    expect(await w.count('5.6.7.8')).toBe(0);
+    expect(await other.count('1.2.3.4')).toBe(0);
+    await w.hit('u1', Number.MAX_SAFE_INTEGER);
+    await w.hit('u1', Number.MAX_SAFE_INTEGER);
+    expect(await w.count('u1')).toBe(2);
+    await w.reset('1.2.3.4');
+    expect(await w.count('1.2.3.4')).toBe(0);
+    expect(await w.hit('1.2.3.4', 3)).toBe(0);
+  });
+
+  test('every hit along a timeline is answered as stepWindow answers it (window roll, weighted previous window)', async () => {
+    let now = 1_800_000_060_000;
+    const w = pgAttemptWindows(t.handle.sql)('2fa', 60_000, () => now);
+    let model: WindowCounter | undefined;
+    const key = `k${Math.random()}`;
+    // Hits every 7 s for four windows against a limit of 4: full windows, a roll, the previous window's decay.
+    for (let i = 0; i < 36; i++, now += 7_000) {
+      const { result, next } = stepWindow(model, { limit: 4, windowMs: 60_000 }, now);
+      if (result.ok) model = next;
+      const wait = await w.hit(key, 4);
+      expect([i, wait]).toEqual([i, result.ok ? 0 : Math.max(1, Math.ceil(result.retryAfterMs / 1000))]);
+    }
+  });
+
+  test('concurrent hits from many connections pass exactly the limit (no count lost, none passed twice)', async () => {
+    // One instance per "node", each racing on its own connections of the pool.
+    // Mid-window on a fixed clock: a window edge inside the burst would weigh the first hits less.
+    const nodes = [0, 1, 2].map(() => pgAttemptWindows(t.handle.sql)('login-name', 60_000, () => 1_800_000_030_000));
+    const key = `burst-${Math.random()}`;
+    const waits = await Promise.all(Array.from({ length: 30 }, (_, i) => nodes[i % 3]!.hit(key, 7)));
+    expect(waits.filter((x) => x === 0).length).toBe(7);
+  });
+});

@@ -1,0 +1,56 @@
+/**
+ * Attempt windows kept in PostgreSQL (table attempt_windows, migration pg/0021), for PostgreSQL mode: shared by
+ * every node, and not reset by a loss of Redis's data (FLUSHALL, a Redis restart without persistence, a
+ * failover to an empty replica), which handed a guesser waiting for one a fresh budget. Same counting as
+ * SQLite's table and the in-process limits (stepWindow). A hit is one statement: an upsert whose conflict branch
+ * counts only while the estimate leaves room, so concurrent hits on every node are ordered by the row lock and
+ * none passes a count another had already raised (a first hit racing another waits on the unique index).
+ * Only the account flows use it (login, reset, 2FA, current password, redeem); nothing on the /v1 path does.
+ */
+import { stepWindow, type AttemptWindows } from '@gw/core';
+import type { PgSql } from './client';
+
+/** Hits between sweeps of rows idle for two windows (the table stays bounded by the keys in use). */
+const SWEEP_EVERY = 1024;
+const COUNT_ALL = 2 ** 31;
+
+export function pgAttemptWindows(sql: PgSql): AttemptWindows {
+  let hits = 0;
+  return (name, windowMs, clock = Date.now) => {
+    const k = (key: string) => `${name}:${key}`;
+    const read = async (key: string) => {
+      const [row] = await sql<{ start: string; cur: number; prev: number; window_ms: string }[]>`
+        select window_ms, start, cur, prev from attempt_windows where key = ${k(key)}`;
+      return row ? { windowMs: Number(row.window_ms), start: Number(row.start), cur: row.cur, prev: row.prev } : undefined;
+    };
+    return {
+      count: async (key) => COUNT_ALL - stepWindow(await read(key), { limit: COUNT_ALL, windowMs, cost: 0 }, clock()).result.remaining,
+      hit: async (key, limit) => {
+        const t = clock();
+        if (++hits % SWEEP_EVERY === 0) void sql`delete from attempt_windows where start + 2 * window_ms <= ${t}`.catch(() => {});
+        const start = t - (t % windowMs);
+        const retry = Math.max(1, Math.ceil((start + windowMs - t) / 1000));
+        if (limit < 1) return retry;
+        // The row's counts as this window sees them (stepWindow): its own window's, or the one before as `prev`.
+        const same = sql`a.window_ms = ${windowMs} and a.start = ${start}`;
+        const cur = sql`(case when ${same} then a.cur else 0 end)`;
+        const prev = sql`(case when ${same} then a.prev when a.window_ms = ${windowMs} and a.start = ${start - windowMs} then a.cur else 0 end)`;
+        // windowEstimate, in float8 like JS's numbers, so both sides floor the same value.
+        const weight = 1 - (t - start) / windowMs;
+        const counted = await sql.begin(async (tx) => {
+          // Not waiting for the WAL flush (about 4 ms a commit on the test machine's disk, against 0.5 ms for the
+          // whole transaction without): a hit is not money, and what a database crash can lose is the last fraction
+          // of a second of counts, never a whole budget. Other writes keep their durable commits.
+          await tx`set local synchronous_commit = off`;
+          return tx`
+            insert into attempt_windows as a (key, window_ms, start, cur, prev) values (${k(key)}, ${windowMs}, ${start}, 1, 0)
+            on conflict (key) do update set window_ms = ${windowMs}, start = ${start}, cur = ${cur} + 1, prev = ${prev}
+            where floor(${cur}::float8 + ${prev}::float8 * ${weight}::float8) + 1 <= ${Math.min(limit, COUNT_ALL)}
+            returning 1`;
+        });
+        return counted.length ? 0 : retry;
+      },
+      reset: async (key) => { await sql`delete from attempt_windows where key = ${k(key)}`; },
+    };
+  };
+}

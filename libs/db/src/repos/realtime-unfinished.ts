@@ -1,0 +1,72 @@
+/**
+ * The realtime responses still running, as they would be billed if the process died now (table
+ * realtime_unfinished): QuotaService writes each one's settlement row when it starts and as its output grows,
+ * drops it once the response is settled, and at start-up bills what a killed process left here. Each call is
+ * one statement on the caller's thread (bun:sqlite), a few per response, never a read on the request path.
+ */
+import type { Database } from 'bun:sqlite';
+import type { SettlementRow } from './settlements';
+
+export interface UnfinishedStore {
+  /** Writes (or replaces) the row billed for its request id should the process die before it is settled. */
+  put(row: SettlementRow): void;
+  drop(requestId: string): void;
+  /** Every row left, oldest first (start-up, before anything is served); null where the row is not one this repo wrote. */
+  left(): Array<{ requestId: string; row: SettlementRow | null }>;
+  /** The readable rows left, oldest first. */
+  all(): SettlementRow[];
+  /** Empties the table (after its rows were billed). */
+  clear(): void;
+}
+
+export class RealtimeUnfinishedRepo implements UnfinishedStore {
+  private readonly upsert;
+  private readonly remove;
+  private readonly list;
+  private readonly empty;
+
+  constructor(sqlite: Database) {
+    this.upsert = sqlite.query('INSERT INTO realtime_unfinished (request_id, row, updated_at) VALUES (?1, ?2, ?3) '
+      + 'ON CONFLICT(request_id) DO UPDATE SET row = ?2, updated_at = ?3');
+    this.remove = sqlite.query('DELETE FROM realtime_unfinished WHERE request_id = ?');
+    this.list = sqlite.query<{ request_id: string; row: string }, []>('SELECT request_id, row FROM realtime_unfinished ORDER BY updated_at, request_id');
+    this.empty = sqlite.query('DELETE FROM realtime_unfinished');
+  }
+
+  put(row: SettlementRow): void {
+    this.upsert.run(row.requestId, JSON.stringify(row), Date.now());
+  }
+
+  drop(requestId: string): void {
+    this.remove.run(requestId);
+  }
+
+  left(): Array<{ requestId: string; row: SettlementRow | null }> {
+    return this.list.all().map(({ request_id, row }) => ({ requestId: request_id, row: readRow(request_id, row) }));
+  }
+
+  all(): SettlementRow[] {
+    return this.left().flatMap(({ row }) => (row ? [row] : []));
+  }
+
+  clear(): void {
+    this.empty.run();
+  }
+}
+
+/**
+ * A stored row as the settlement it was written from, or null for anything else (the file edited, damaged or
+ * restored from elsewhere): start-up bills these rows before serving, and one it cannot read must be skipped,
+ * not stop every start (JSON `null` did), nor charge a negative cost (a credit) or under another request id.
+ */
+function readRow(requestId: string, text: string): SettlementRow | null {
+  let row: any;
+  try {
+    row = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (!row || typeof row !== 'object' || Array.isArray(row) || row.requestId !== requestId) return null;
+  const ints = [row.userId, row.apiKeyId, row.cost];
+  return ints.every((n) => Number.isSafeInteger(n)) && row.cost >= 0 ? row as SettlementRow : null;
+}
