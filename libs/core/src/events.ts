@@ -34,8 +34,42 @@ type Listener<T> = (payload: T) => void | Promise<void>;
 
 const DONE: Promise<void> = Promise.resolve();
 
+/** Told when a committed write's refresh failed: whatever it is, the change feed's resync repairs the caches. */
+export type RefreshFailed = (event: keyof ChangeEvents, err: unknown) => void;
+
 export class ChangeBus {
   private readonly listeners = new Map<keyof ChangeEvents, Set<Listener<any>>>();
+  private readonly repairs = new Set<RefreshFailed>();
+
+  /** Registers who repairs the caches after a failed refresh of a committed write (see committed). */
+  onRefreshFailed(fn: RefreshFailed): () => void {
+    this.repairs.add(fn);
+    return () => this.repairs.delete(fn);
+  }
+
+  /**
+   * emit for a write that has already committed: resolves once every listener ran (read-your-writes, as emit),
+   * and never rejects. The change is made whatever a cache did with it, so a writer must not answer an error a
+   * client would retry (a second user or key created, a 409 on its name): a failure goes to the repairs
+   * registered with onRefreshFailed (the change feed logs it and resyncs every cache, retried until it works).
+   * With none registered it is thrown as by emit, so no failure goes unseen.
+   */
+  committed<K extends keyof ChangeEvents>(event: K, payload: ChangeEvents[K]): Promise<void> {
+    return this.refreshed(event, () => this.emit(event, payload));
+  }
+
+  /**
+   * committed, for a writer whose cache is refreshed by `refresh` itself rather than by listeners (budgets and
+   * groups reload their books directly): resolves once it ran, and a failure goes to the repairs, not the writer.
+   */
+  async refreshed(event: keyof ChangeEvents, refresh: () => void | Promise<void>): Promise<void> {
+    try {
+      await refresh();
+    } catch (err) {
+      if (!this.repairs.size) throw err;
+      for (const fn of this.repairs) fn(event, err);
+    }
+  }
 
   on<K extends keyof ChangeEvents>(event: K, fn: Listener<ChangeEvents[K]>): () => void {
     let set = this.listeners.get(event);

@@ -17,6 +17,7 @@ export * from './path-problem';
 export * from './rate-limits';
 export * from './leader';
 export * from './change-feed';
+export * from './repair-backoff';
 export * from './serial';
 export * from './process-limits';
 export * from './bytes';

@@ -72,7 +72,8 @@ export function windowEstimate(cur: number, prev: number, windowStart: number, w
   return cur + prev * (1 - (now - windowStart) / windowMs);
 }
 
-interface Counter {
+/** One key's two fixed windows: the current one (starting at `start`) and the one before it. */
+export interface WindowCounter {
   start: number;
   cur: number;
   prev: number;
@@ -80,11 +81,33 @@ interface Counter {
 }
 
 /**
+ * One hit against a key's stored counter (or none), at time `t`: the result and the counter to store after it
+ * (a refused hit still rolls the windows forward). The in-process limits and the SQLite attempt windows both
+ * step through here, so a limit counts alike wherever it is kept.
+ */
+export function stepWindow(c: WindowCounter | undefined, input: HitOptions, t: number): { result: HitResult; next: WindowCounter } {
+  const opts = normalizeHit(input);
+  const cost = opts.cost;
+  const start = t - (t % opts.windowMs);
+  let cur = 0;
+  let prev = 0;
+  if (c && c.windowMs === opts.windowMs) {
+    if (c.start === start) [cur, prev] = [c.cur, c.prev];
+    else if (c.start === start - opts.windowMs) prev = c.cur;
+  }
+  const used = Math.floor(windowEstimate(cur, prev, start, opts.windowMs, t));
+  if (used + cost > opts.limit) {
+    return { result: { ok: false, retryAfterMs: Math.max(1, start + opts.windowMs - t), remaining: Math.max(0, opts.limit - used) }, next: { start, cur, prev, windowMs: opts.windowMs } };
+  }
+  return { result: { ok: true, retryAfterMs: 0, remaining: Math.max(0, opts.limit - used - cost) }, next: { start, cur: cur + cost, prev, windowMs: opts.windowMs } };
+}
+
+/**
  * In-process limits. Memory stays bounded: every `sweepEvery` calls, counters idle for two windows
  * and expired leases are dropped.
  */
 export class MemoryRateLimits implements RateLimits {
-  private readonly counters = new Map<string, Counter>();
+  private readonly counters = new Map<string, WindowCounter>();
   private readonly leases = new Map<string, Map<string, number>>();
   private calls = 0;
   private seq = 0;
@@ -92,25 +115,9 @@ export class MemoryRateLimits implements RateLimits {
   constructor(private readonly now: () => number = Date.now, private readonly sweepEvery = 4096) {}
 
   async hit(key: string, input: HitOptions): Promise<HitResult> {
-    const t = this.tick();
-    const opts = normalizeHit(input);
-    const cost = opts.cost;
-    const start = t - (t % opts.windowMs);
-    const c = this.counters.get(key);
-    let cur = 0;
-    let prev = 0;
-    if (c && c.windowMs === opts.windowMs) {
-      if (c.start === start) [cur, prev] = [c.cur, c.prev];
-      else if (c.start === start - opts.windowMs) prev = c.cur;
-    }
-    const used = Math.floor(windowEstimate(cur, prev, start, opts.windowMs, t));
-    if (used + cost > opts.limit) {
-      // The refused hit still rolls the window forward so the stored state stays current.
-      this.counters.set(key, { start, cur, prev, windowMs: opts.windowMs });
-      return { ok: false, retryAfterMs: Math.max(1, start + opts.windowMs - t), remaining: Math.max(0, opts.limit - used) };
-    }
-    this.counters.set(key, { start, cur: cur + cost, prev, windowMs: opts.windowMs });
-    return { ok: true, retryAfterMs: 0, remaining: Math.max(0, opts.limit - used - cost) };
+    const { result, next } = stepWindow(this.counters.get(key), input, this.tick());
+    this.counters.set(key, next);
+    return result;
   }
 
   async reset(key: string): Promise<void> {

@@ -259,7 +259,7 @@ export class ApiKeyService {
 
   private afterWrite(keyId: number): Promise<void> {
     // This index refreshes through its own bus listener, as does every other cache of keys.
-    return this.bus.emit('apikey.changed', { keyId });
+    return this.bus.committed('apikey.changed', { keyId });
   }
 
   /** Re-reads one key; the old entry stays served until the new row is in hand, then is swapped at once. */

@@ -62,4 +62,13 @@ describe('attemptKeyOfIp', () => {
     expect(attemptKeyOfIp('')).toBe('');
     expect(attemptKeyOfIp('not-an-ip')).toBe('not-an-ip');
   });
+
+  test('text longer than an address is its own key, short and fixed-size (one per text)', () => {
+    const long = 'x'.repeat(5000);
+    const key = attemptKeyOfIp(long);
+    expect(key.length).toBeLessThanOrEqual(72);
+    expect(attemptKeyOfIp(long)).toBe(key);
+    expect(attemptKeyOfIp(`${long}y`)).not.toBe(key);
+    expect(attemptKeyOfIp('x'.repeat(64))).toBe('x'.repeat(64));
+  });
 });

@@ -2,6 +2,7 @@
  * IP allow-lists of relay API keys: single addresses and CIDR ranges, IPv4 and IPv6, with
  * IPv4-mapped IPv6 (`::ffff:1.2.3.4`, what a dual-stack socket reports) treated as IPv4.
  */
+import { sha256Hex } from '@gw/core';
 
 interface Addr { v: 4 | 6; n: bigint }
 interface Range { v: 4 | 6; net: bigint; bits: number }
@@ -59,15 +60,20 @@ export function parseIp(raw: string): Addr | null {
   return { v: 6, n: v6 };
 }
 
+/** Longer than any written IPv6 address (45 characters, zone aside). */
+const MAX_RAW_KEY = 64;
+
 /**
  * The key a per-address attempt limit (login, password reset) counts under: an IPv4 address (IPv4-mapped IPv6
  * included) as itself, an IPv6 address by its /64. One subscriber or host is usually given a whole /64, so
  * counting single IPv6 addresses let one client rotate through 2^64 of them, each with a fresh allowance.
- * Anything unparseable is its own key.
+ * Anything unparseable is its own key, by its SHA-256 when longer than an address can be: behind a trusted proxy
+ * the client writes it, and kilobytes of it made a row PostgreSQL's index refuses (a 500) and a long-lived key
+ * in every node's memory.
  */
 export function attemptKeyOfIp(raw: string): string {
   const a = parseIp(raw);
-  if (!a) return raw;
+  if (!a) return raw.length <= MAX_RAW_KEY ? raw : `sha256:${sha256Hex(raw)}`;
   if (a.v === 4) return [24n, 16n, 8n, 0n].map((s) => Number((a.n >> s) & 0xffn)).join('.');
   const prefix = a.n >> 64n;
   return `${[48n, 32n, 16n, 0n].map((s) => ((prefix >> s) & 0xffffn).toString(16)).join(':')}::/64`;

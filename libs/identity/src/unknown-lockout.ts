@@ -11,14 +11,12 @@ export interface LockoutPolicy {
 }
 
 /**
- * Where unknown names are counted: this process (`UnknownNameLockout`) or every node (Redis, in
+ * Where unknown names are counted: this process (`UnknownNameLockout`) or every node (PostgreSQL, in
  * PostgreSQL mode: with per-process counters, N nodes let an unknown name fail N× as often as a
- * real one before it locks, which tells an attacker which names exist).
+ * real one before it locks, which tells an attacker which names exist; kept in the database like an
+ * account's counters, so a loss of Redis's data does not unlock them either).
  */
 export interface NameLockouts {
-  /** Seconds-resolution lock end for `name` (0 = not locked). */
-  lockedUntil(name: string, nowMs: number): number | Promise<number>;
-  recordFailure(name: string, nowMs: number): void | Promise<void>;
   /**
    * Counts an attempt for `name` before its (dummy) password check, as a failure, unless the name is
    * locked; returns that lock's end (0 = not locked, go on). One atomic step, so a parallel burst gets
@@ -27,7 +25,21 @@ export interface NameLockouts {
   claim(name: string, nowMs: number): number | Promise<number>;
 }
 
-interface Entry { failed: number; locks: number; lockedUntil: number; touchedMs: number }
+/** A name's counters: failures since its last lock, locks so far, and the lock's end in seconds (0 = none). */
+export interface LockoutCount { failed: number; locks: number; lockedUntil: number }
+
+/**
+ * One more failure on `c` (a fresh count when undefined), with the same arithmetic as the stored counter
+ * (SecurityRepo.recordLoginFailure): at maxFailures the name locks for lockSeconds * 2^(locks so far), rounded
+ * up to a whole second so a lock never lasts less than configured.
+ */
+export function countFailure(c: LockoutCount | undefined, policy: LockoutPolicy, nowMs: number): LockoutCount {
+  const next = { failed: (c?.failed ?? 0) + 1, locks: c?.locks ?? 0, lockedUntil: c?.lockedUntil ?? 0 };
+  if (next.failed < policy.maxFailures) return next;
+  return { failed: 0, locks: next.locks + 1, lockedUntil: Math.ceil(nowMs / 1000 + policy.lockSeconds * 2 ** Math.min(next.locks, 16)) };
+}
+
+interface Entry extends LockoutCount { touchedMs: number }
 
 export class UnknownNameLockout implements NameLockouts {
   private readonly entries = new Map<string, Entry>();
@@ -44,16 +56,9 @@ export class UnknownNameLockout implements NameLockouts {
     return e ? e.lockedUntil : 0;
   }
 
-  /** Counts one failure, with the same arithmetic as the stored counter (SecurityRepo.recordLoginFailure). */
+  /** Counts one failure (countFailure). */
   recordFailure(name: string, nowMs: number): void {
-    const e = this.live(name, nowMs) ?? { failed: 0, locks: 0, lockedUntil: 0, touchedMs: nowMs };
-    e.failed += 1;
-    if (e.failed >= this.policy.maxFailures) {
-      e.lockedUntil = Math.ceil(nowMs / 1000 + this.policy.lockSeconds * 2 ** Math.min(e.locks, 16));
-      e.failed = 0;
-      e.locks += 1;
-    }
-    e.touchedMs = nowMs;
+    const e: Entry = { ...countFailure(this.live(name, nowMs), this.policy, nowMs), touchedMs: nowMs };
     // Re-inserting keeps the Map in least-recently-failed order, so eviction takes the oldest.
     this.entries.delete(name);
     this.entries.set(name, e);

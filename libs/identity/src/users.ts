@@ -63,6 +63,17 @@ export type Actor = Pick<UserRow, 'id' | 'role'>;
 /** True when `actor` may alter `target` (admins: lower roles only; root: anyone). */
 export const canManage = (actor: Actor, target: Pick<UserRow, 'id' | 'role'>) => actor.role >= ROLE.root || target.role < actor.role;
 
+/**
+ * Whose key ids a listing hides from `actor`: an admin below root does not see those of users at or above its role
+ * (root, other admins), whose keys answer it 404 like unknown ones everywhere else; its own and lower users' it
+ * sees, and root sees all. `roleOf` answers from memory (the user directory); an unknown user hides nothing.
+ */
+export const keysHiddenFrom = (actor: Actor, roleOf: (userId: number) => number | undefined) => (userId: number): boolean => {
+  if (userId === actor.id) return false;
+  const role = roleOf(userId);
+  return role !== undefined && !canManage(actor, { id: userId, role });
+};
+
 const forbidden = (code: string, message: string, param = '') => new GatewayError(403, code, message, { param });
 const notFound = (id: number) => new GatewayError(404, 'user_not_found', `No user ${id}`, { param: 'id' });
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
@@ -97,7 +108,7 @@ export class UserService {
       username: input.username, passwordHash, displayName: input.display_name?.trim() ?? '', email, role,
       status: USER_STATUS.enabled, group: input.group ?? 'default', quota: 0, createdAt: now, updatedAt: now, ...limitPatch(input),
     }, input.quota ? { amount: input.quota, note: 'initial quota', actorId: actor.id } : null).catch(emailRace);
-    await this.bus.emit('user.changed', { userId: row.id });
+    await this.bus.committed('user.changed', { userId: row.id });
     return toUserView(row);
   }
 
@@ -190,7 +201,7 @@ export class UserService {
     this.assertManage(actor, target);
     // Sessions, access tokens, API keys and 2FA rows go with the user (ON DELETE CASCADE); the ledger stays as history.
     await this.users.delete(id);
-    await this.bus.emit('user.changed', { userId: id });
+    await this.bus.committed('user.changed', { userId: id });
   }
 
   private async write(id: number, patch: Partial<NewUserRow>, end: 'sessions' | 'credentials' | null): Promise<UserView> {
@@ -205,7 +216,7 @@ export class UserService {
     if (!row) throw notFound(id);
     if (end === 'credentials') await this.endCredentials(id);
     else if (end === 'sessions') await this.sessions.deleteUserSessions(id);
-    await this.bus.emit('user.changed', { userId: id });
+    await this.bus.committed('user.changed', { userId: id });
     return toUserView(row);
   }
 
