@@ -1,12 +1,12 @@
 import { SerialQueue, stdLogger, type ChangeBus, type Logger, type SecretBox } from '@gw/core';
 import { CHANNEL_STATUS, type BillingModel, type ChannelFailureRules, type ChannelRow, type ChannelsStore, type HeaderPolicy } from '@gw/db';
-import { keyEntries } from './keys';
+import { reasoningEchoMode, type ReasoningEcho } from '@gw/providers';
+import { keyEntries, keyFingerprint, usableKey, type KeyRef } from './keys';
 import { compileOverrides, type OverrideProgram } from './override-program';
 import { RouteIndex } from './route-index';
 
-/** One upstream key of a channel, decrypted. */
-export interface ChannelKey {
-  id: number;
+/** One upstream key of a channel, decrypted; `fingerprint` binds what is said of it to this value (see KeyRef). */
+export interface ChannelKey extends KeyRef {
   apiKey: string;
   /** 1 enabled, 2 disabled by an operator, 3 auto-disabled. */
   status: number;
@@ -41,7 +41,16 @@ export interface ChannelRecord {
   overrides: OverrideProgram | null;
   /** Which model's price bills its requests. */
   billingModel: BillingModel;
+  /** Whether thinking is sent back as `reasoning_content` (translated channels). */
+  reasoningEcho: ReasoningEcho;
 }
+
+/**
+ * Whether requests are routed to a channel: enabled, with at least one enabled key. An operator can enable a
+ * channel whose keys are all disabled; routed, it would take one of the request's RELAY_MAX_ATTEMPTS for
+ * nothing (three such channels ahead of a healthy one made every request fail with 503).
+ */
+const routable = (c: ChannelRecord) => c.status === CHANNEL_STATUS.enabled && c.keys.some(usableKey);
 
 /**
  * In-memory snapshot of every channel for the request path (no DB read per request). Refreshed on
@@ -50,7 +59,7 @@ export interface ChannelRecord {
  */
 export class ChannelRegistry {
   private readonly byId = new Map<number, ChannelRecord>();
-  /** Enabled channels by group and model, priority desc; one channel's change is applied in place. */
+  /** Routable channels by group and model, priority desc; one channel's change is applied in place. */
   private readonly index = new RouteIndex<ChannelRecord>();
   private readonly unsubscribe: () => void;
   private readonly refreshes = new SerialQueue();
@@ -66,7 +75,7 @@ export class ChannelRegistry {
     this.unsubscribe = bus.on('channel.changed', ({ channelId }) => this.refresh(channelId));
   }
 
-  /** Enabled channels serving `model` to `group`, highest priority first (a copy: callers may reorder it). */
+  /** Routable channels (enabled, with a usable key) serving `model` to `group`, highest priority first (a copy: callers may reorder it). */
   candidates(model: string, group: string): ChannelRecord[] {
     return this.index.list(group, model)?.slice() ?? [];
   }
@@ -101,11 +110,11 @@ export class ChannelRegistry {
       const row = await this.repo.byId(channelId);
       const old = this.byId.get(channelId);
       if (old) {
-        if (old.status === CHANNEL_STATUS.enabled) this.index.remove(old);
+        if (routable(old)) this.index.remove(old);
         this.byId.delete(channelId);
       }
       const rec = row && this.put(row);
-      if (rec && rec.status === CHANNEL_STATUS.enabled) this.index.add(rec);
+      if (rec && routable(rec)) this.index.add(rec);
     });
   }
 
@@ -118,7 +127,7 @@ export class ChannelRegistry {
     this.index.clear();
     for (const row of rows) this.put(row);
     // Added in index order, so every insertion lands at the end of its lists (no shifting).
-    const enabled = [...this.byId.values()].filter((c) => c.status === CHANNEL_STATUS.enabled)
+    const enabled = [...this.byId.values()].filter(routable)
       .sort((a, b) => b.priority - a.priority || a.id - b.id);
     for (const c of enabled) this.index.add(c);
   }
@@ -127,7 +136,7 @@ export class ChannelRegistry {
     const keys: ChannelKey[] = [];
     for (const e of keyEntries(row)) {
       try {
-        keys.push({ id: e.id, apiKey: this.secrets.open(e.key), status: e.status });
+        keys.push({ id: e.id, fingerprint: keyFingerprint(e.key), apiKey: this.secrets.open(e.key), status: e.status });
       } catch {
         // A key sealed under another SECRET_KEY cannot be used; leave it out rather than send garbage.
         this.log.error('channel.key_undecryptable', { channel: row.id, name: row.name, key: e.id, msg: 'key cannot be decrypted with the configured SECRET_KEY; key skipped' });
@@ -143,6 +152,7 @@ export class ChannelRegistry {
       headerPolicy: row.headerPolicy ?? {},
       overrides: compileOverrides(row.overrides, row.models, row.modelMapping),
       billingModel: row.billingModel === 'upstream' ? 'upstream' : 'requested',
+      reasoningEcho: reasoningEchoMode(row.reasoningEcho),
     };
     this.byId.set(row.id, rec);
     return rec;

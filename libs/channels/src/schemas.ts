@@ -6,6 +6,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { HeaderPolicySchema } from './header-policy';
 import { FailureRulesSchema } from './failure-rules';
 import { BillingModelSchema, OverridesSchema } from './overrides';
+import { REASONING_ECHO_MODES } from '@gw/providers';
 
 export const CHANNEL_TYPES = ['anthropic', 'openai', 'openai-legacy'] as const;
 export type ChannelType = (typeof CHANNEL_TYPES)[number];
@@ -33,6 +34,10 @@ const Key = Type.String({ maxLength: 8192, description: 'Upstream API key; write
 const KeySelection = Type.Union([Type.Literal('random'), Type.Literal('round_robin')], { description: "How a request picks one of the channel's usable keys (default 'random')", error: "must be 'random' or 'round_robin'" });
 const FirstByteTimeoutMs = Type.Union([Type.Integer({ minimum: 100, maximum: 3_600_000 }), Type.Null()], { description: "Longest wait for the upstream's first byte (response headers, and the first chunk of a stream) before the request fails over; null = only timeout_ms" });
 const ProbeIntervalMs = Type.Union([Type.Integer({ minimum: 1000, maximum: 86_400_000 }), Type.Null()], { description: 'How often this channel (or its keys) is probed while auto-disabled; null = RELAY_PROBE_INTERVAL_MS' });
+const ReasoningEchoSchema = Type.Union(REASONING_ECHO_MODES.map((v) => Type.Literal(v)), {
+  description: "openai and openai-legacy channels: send thinking blocks the gateway produced (signature \"\") back as the assistant message's reasoning_content, as DeepSeek's and Kimi's thinking models need within a tool loop. 'auto' (default): only to api.deepseek.com, api.moonshot.ai and api.moonshot.cn; 'always'; 'never' (OpenAI and other strict servers refuse the field). No effect on anthropic channels",
+  error: "must be 'auto', 'always' or 'never'",
+});
 const ExtraKeys = Type.Array(Type.String({ minLength: 1, maxLength: 8192 }), { maxItems: 99, description: 'More upstream keys, after `key` (write-only)' });
 
 /** Body of POST /api/channel/. */
@@ -58,6 +63,7 @@ export const ChannelCreate = Type.Object({
   probe_interval_ms: Type.Optional(ProbeIntervalMs),
   overrides: Type.Optional(OverridesSchema),
   billing_model: Type.Optional(BillingModelSchema),
+  reasoning_echo: Type.Optional(ReasoningEchoSchema),
 });
 export type ChannelCreate = Static<typeof ChannelCreate>;
 
@@ -98,6 +104,7 @@ export const ChannelView = Type.Object({
   probe_interval_ms: Type.Union([Type.Integer(), Type.Null()]),
   overrides: OverridesSchema,
   billing_model: Type.String({ description: "'requested' or 'upstream'" }),
+  reasoning_echo: Type.String({ description: "'auto', 'always' or 'never'" }),
   response_time_ms: Type.Integer(),
   tested_at: Type.Union([Type.Integer(), Type.Null()]),
   created_at: Type.Integer(),

@@ -1,11 +1,11 @@
 import { GatewayError, SerialQueue, maskSecret, nowSeconds, type ChangeBus, type SecretBox } from '@gw/core';
-import { CHANNEL_STATUS, ROLE, type ChannelListFilter, type ChannelRow, type ChannelsStore, type NewChannelRow } from '@gw/db';
-import { isCredentialHeader } from '@gw/providers';
+import { CHANNEL_STATUS, ROLE, type ChannelExpected, type ChannelListFilter, type ChannelRow, type ChannelsStore, type NewChannelRow } from '@gw/db';
+import { isCredentialHeader, reasoningEchoMode } from '@gw/providers';
 import type { ChannelCreate, ChannelUpdate, ChannelView } from './schemas';
 import { normalizeHeaderPolicy } from './header-policy';
 import { normalizeFailureRules } from './failure-rules';
 import { normalizeOverrides } from './overrides';
-import { KEY_STATUS, keyEntries, MAX_KEYS_PER_CHANNEL, usableKey } from './keys';
+import { KEY_STATUS, keyEntries, keyListBusy, MAX_KEY_LIST_TRIES, MAX_KEYS_PER_CHANNEL, usableKey } from './keys';
 import { normalizeBaseUrl, normalizeHeaders, normalizeMapping, normalizeModels, normalizeName } from './validate';
 
 export type ChannelStatus = 1 | 2 | 3;
@@ -17,13 +17,26 @@ function maskHeaders(h: Record<string, string>): Record<string, string> {
   return out;
 }
 
-/** A header sent back exactly as the API masked it (a read-modify-write) keeps its stored value. */
-function keepMaskedHeaders(next: Record<string, string>, stored: Record<string, string>): Record<string, string> {
+/** What maskSecret shows: `abcd…wxyz`, or stars for a short secret (never a real header value: `…` is not Latin-1). */
+const MASKED = /^(?:[^…]{4}…[^…]{4}|\*+)$/;
+
+/**
+ * A header sent back exactly as the API masked it (a read-modify-write) keeps its stored value (`kept`: the write
+ * depends on `stored`). A masked value that matches nothing stored (the secret changed or went since it was read)
+ * is refused: written, the mask would become the secret, and guessed, an older secret would come back.
+ */
+function keepMaskedHeaders(next: Record<string, string>, stored: Record<string, string>): { headers: Record<string, string>; kept: boolean } {
+  let kept = false;
   for (const [name, value] of Object.entries(next)) {
     const old = stored[name];
-    if (old !== undefined && old !== value && isCredentialHeader(name, old) && maskSecret(old) === value) next[name] = old;
+    if (old !== undefined && old !== value && isCredentialHeader(name, old) && maskSecret(old) === value) {
+      next[name] = old;
+      kept = true;
+    } else if (old !== value && MASKED.test(value) && isCredentialHeader(name, old ?? value)) {
+      throw new GatewayError(409, 'masked_header_stale', `headers: "${name}" was sent masked but the stored value changed since it was read; read the channel again, or send the full value`, { param: `headers.${name}` });
+    }
   }
-  return next;
+  return { headers: next, kept };
 }
 
 const notFound = (id: number) => new GatewayError(404, 'channel_not_found', `No channel ${id}`, { param: 'id' });
@@ -53,6 +66,7 @@ export class ChannelService {
       key_selection: r.keySelection, key_count: keyEntries(r).length, usable_keys: keyEntries(r).filter(usableKey).length,
       failure_rules: r.failureRules ?? {}, first_byte_timeout_ms: r.firstByteTimeoutMs, probe_interval_ms: r.probeIntervalMs,
       overrides: (r.overrides ?? []) as ChannelView['overrides'], billing_model: r.billingModel,
+      reasoning_echo: reasoningEchoMode(r.reasoningEcho),
       response_time_ms: r.responseTimeMs, tested_at: r.testedAt, created_at: r.createdAt, updated_at: r.updatedAt,
     };
   }
@@ -84,10 +98,11 @@ export class ChannelService {
       headerPolicy: normalizeHeaderPolicy(input.header_policy),
       overrides: normalizeOverrides(input.overrides),
       billingModel: input.billing_model ?? 'requested',
+      reasoningEcho: input.reasoning_echo ?? 'auto',
       createdAt: now,
       updatedAt: now,
     });
-    await this.bus.emit('channel.changed', { channelId: row.id });
+    await this.bus.committed('channel.changed', { channelId: row.id });
     return this.view(row);
   }
 
@@ -105,27 +120,52 @@ export class ChannelService {
   /**
    * Partial update: only fields present change; an omitted or empty `key` keeps the stored key.
    * `actor`: the caller's role, since a new `base_url` is root's alone (see below).
+   * What the write takes from the row read first (the key list a new `key` goes onto, the credential headers sent
+   * back masked) is a compare-and-set: a write that changed them in between makes this one read and decide again.
    */
   async update(actor: { role: number }, input: ChannelUpdate): Promise<ChannelView> {
-    const stored = await this.repo.byId(input.id);
-    if (!stored) throw notFound(input.id);
+    // `key` is the first key: a new value replaces it (enabled again, as a fresh credential).
+    const newKey = input.key !== undefined && input.key.trim() !== '' ? this.sealKey(input.key) : undefined;
+    for (let i = 0; i < MAX_KEY_LIST_TRIES; i++) {
+      const stored = await this.repo.byId(input.id);
+      if (!stored) throw notFound(input.id);
+      const { patch, expected } = this.updatePatch(actor, input, stored);
+      if (newKey !== undefined) {
+        // The rest of the list is also written by ChannelKeyService (refusals, the prober, the key routes, on any
+        // node) from a list it read; on a conflict the new key goes onto the fresh list (their change to the other
+        // keys stands, and theirs to the old key 1 is dropped: ChannelKeyService leaves a replaced key alone).
+        const [first, ...rest] = keyEntries(stored);
+        Object.assign(patch, { key: newKey, keys: [{ ...first!, key: newKey, status: KEY_STATUS.enabled, reason: '', disabledAt: null }, ...rest] });
+        expected.keys = stored.keys ?? [];
+      }
+      const conditional = expected.keys !== undefined || expected.headers !== undefined;
+      const row = conditional ? await this.repo.updateIf(input.id, expected, patch) : await this.repo.update(input.id, patch);
+      if (row) {
+        await this.bus.committed('channel.changed', { channelId: row.id });
+        return this.view(row);
+      }
+      if (!conditional) throw notFound(input.id);
+    }
+    throw keyListBusy();
+  }
+
+  /** The row patch of a PUT against the row `stored`, and what it took from that row (see update). */
+  private updatePatch(actor: { role: number }, input: ChannelUpdate, stored: ChannelRow): { patch: Partial<NewChannelRow>; expected: ChannelExpected } {
     const patch: Partial<NewChannelRow> = { updatedAt: nowSeconds() };
+    const expected: ChannelExpected = {};
     if (input.name !== undefined) patch.name = normalizeName(input.name);
     if (input.type !== undefined) patch.type = input.type;
     if (input.base_url !== undefined) {
-      patch.baseUrl = normalizeBaseUrl(input.base_url);
+      const baseUrl = normalizeBaseUrl(input.base_url);
       // Every stored key and credential header goes to whatever base_url names. An admin never sees a key (reads
       // are masked), but could otherwise point the channel at its own server and read them there: only root moves
       // a channel's credentials to another address (an admin creates a new channel with keys of its own).
-      if (patch.baseUrl !== stored.baseUrl && actor.role < ROLE.root) {
+      if (baseUrl !== stored.baseUrl && actor.role < ROLE.root) {
         throw new GatewayError(403, 'insufficient_role', "Only root can change a channel's base_url: its stored keys would be sent to the new address", { param: 'base_url' });
       }
-    }
-    if (input.key !== undefined && input.key.trim() !== '') {
-      // `key` is the first key: a new value replaces it (enabled again, as a fresh credential).
-      const [first, ...rest] = keyEntries(stored);
-      patch.key = this.sealKey(input.key);
-      patch.keys = [{ ...first!, key: patch.key, status: KEY_STATUS.enabled, reason: '', disabledAt: null }, ...rest];
+      // The address as read (a form sent whole) is not written: written, it would move the channel back if root
+      // moved it after this read, past the check above (an admin's write sending the keys to the old address).
+      if (baseUrl !== stored.baseUrl) patch.baseUrl = baseUrl;
     }
     if (input.key_selection !== undefined) patch.keySelection = input.key_selection;
     if (input.failure_rules !== undefined) patch.failureRules = normalizeFailureRules(input.failure_rules);
@@ -143,33 +183,35 @@ export class ChannelService {
       patch.statusReason = input.status === CHANNEL_STATUS.manuallyDisabled ? 'disabled by an operator' : '';
     }
     if (input.timeout_ms !== undefined) patch.timeoutMs = input.timeout_ms;
-    if (input.headers !== undefined) patch.headers = keepMaskedHeaders(normalizeHeaders(input.headers), stored.headers);
+    if (input.headers !== undefined) {
+      const { headers, kept } = keepMaskedHeaders(normalizeHeaders(input.headers), stored.headers);
+      patch.headers = headers;
+      if (kept) expected.headers = stored.headers;
+    }
     if (input.header_policy !== undefined) patch.headerPolicy = normalizeHeaderPolicy(input.header_policy);
     if (input.overrides !== undefined) patch.overrides = normalizeOverrides(input.overrides);
     if (input.billing_model !== undefined) patch.billingModel = input.billing_model;
-    const row = await this.repo.update(input.id, patch);
-    if (!row) throw notFound(input.id);
-    await this.bus.emit('channel.changed', { channelId: row.id });
-    return this.view(row);
+    if (input.reasoning_echo !== undefined) patch.reasoningEcho = input.reasoning_echo;
+    return { patch, expected };
   }
 
   async delete(id: number): Promise<void> {
     if (!(await this.repo.delete(id))) throw notFound(id);
-    await this.bus.emit('channel.changed', { channelId: id });
+    await this.bus.committed('channel.changed', { channelId: id });
   }
 
   /** Deletes the given ids (unknown ones are skipped); returns how many existed. */
   async deleteMany(ids: number[]): Promise<number> {
     const deleted = await this.repo.deleteMany([...new Set(ids)]);
     // One event per row: caches apply exactly these rows instead of reloading every channel.
-    for (const id of deleted) await this.bus.emit('channel.changed', { channelId: id });
+    for (const id of deleted) await this.bus.committed('channel.changed', { channelId: id });
     return deleted.length;
   }
 
   /** Enables (1) or manually disables (2) every channel with `tag`; returns how many matched. */
   async setTagStatus(tag: string, status: 1 | 2): Promise<number> {
     const changed = await this.repo.setStatusByTag(tag, status, status === 2 ? 'disabled by an operator' : '', nowSeconds());
-    for (const id of changed) await this.bus.emit('channel.changed', { channelId: id });
+    for (const id of changed) await this.bus.committed('channel.changed', { channelId: id });
     return changed.length;
   }
 
@@ -184,15 +226,17 @@ export class ChannelService {
       if (!row) return;
       if (row.status === CHANNEL_STATUS.manuallyDisabled && status !== CHANNEL_STATUS.manuallyDisabled) return;
       if (row.status === status && row.statusReason === reason) return;
-      await this.repo.update(id, { status, statusReason: reason.slice(0, 500), updatedAt: nowSeconds() });
-      await this.bus.emit('channel.changed', { channelId: id });
+      // Conditional in the store: an operator's disable committed since the read above stands (their update is not
+      // under this lock, and on another node nothing here could wait for it).
+      if (!(await this.repo.setHealthStatus(id, status, reason.slice(0, 500), nowSeconds()))) return;
+      await this.bus.committed('channel.changed', { channelId: id });
     });
   }
 
   /** Records a probe result (response time, when); does not change the status. */
   async recordTest(id: number, responseTimeMs: number, at: number): Promise<void> {
     await this.repo.update(id, { responseTimeMs: Math.max(0, Math.round(responseTimeMs)), testedAt: at });
-    await this.bus.emit('channel.changed', { channelId: id });
+    await this.bus.committed('channel.changed', { channelId: id });
   }
 
   /** Seals one upstream key (trimmed, no line breaks). */

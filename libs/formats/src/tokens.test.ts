@@ -49,5 +49,11 @@ describe('measureRequestTokens (reservation bound)', () => {
     const d = measureRequestTokens(text([{ type: 'document', source: { type: 'text', media_type: 'text/plain', data: 'y'.repeat(4000) } }]));
     expect(d.unmeasured).toBe(false);
     expect(d.bound).toBeGreaterThanOrEqual(2000);
+    // A document's title and context are text the model reads (sent as text to OpenAI upstreams): counted as text.
+    for (const field of ['title', 'context']) {
+      const h = measureRequestTokens(text([{ type: 'document', [field]: 'z'.repeat(8000), source: { type: 'text', media_type: 'text/plain', data: 'y' } }]));
+      expect(h.bound).toBeGreaterThanOrEqual(4000);
+      expect(h.estimate).toBeGreaterThanOrEqual(2000);
+    }
   });
 });

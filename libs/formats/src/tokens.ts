@@ -68,6 +68,12 @@ function addText(t: Tally, text: string): void {
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
 function addMedia(t: Tally, b: Block): void {
+  // A document's title and context reach the model (as text on OpenAI upstreams): unmeasured, a client could put a
+  // whole book there and be reserved for one word.
+  if (b.type === 'document') {
+    addText(t, str(b.title));
+    addText(t, str(b.context));
+  }
   const src = b.source;
   const kind = src?.type;
   if (kind === 'text') return addText(t, String(src.data ?? ''));

@@ -3,6 +3,7 @@
  * difference between upstreams becomes a method or an option here, never an `if (type === …)` elsewhere.
  */
 import type { GatewayError } from '@gw/core';
+import type { ReasoningEcho } from './reasoning-echo';
 import type { Scrubber } from './scrubber';
 
 import type { AnthropicMessage, CountTokensRequest, MessagesRequest, Usage } from '@gw/formats';
@@ -20,6 +21,8 @@ export interface UpstreamTarget {
   forwardedHeaders?: Record<string, string>;
   /** For the relay's own timeouts; adapters ignore it. */
   timeoutMs?: number;
+  /** Whether a translating adapter sends thinking back as `reasoning_content`; absent = `auto`. */
+  reasoningEcho?: ReasoningEcho;
 }
 
 /** A ready-to-send fetch call. */
@@ -63,6 +66,8 @@ export interface DecodedMessage {
 }
 
 /** The outcome of a streamed answer, for metering and logs. Final once the output stream has ended. */
+export type ReportedPeak = Pick<Usage, 'input_tokens' | 'cache_read_input_tokens' | 'cache_creation_input_tokens'>;
+
 export interface StreamResult {
   /** Final usage as the upstream reported it; null when it never did (stream cut, no usage chunk). */
   usage: Usage | null;
@@ -74,6 +79,11 @@ export interface StreamResult {
    * usage has no count for them); absent = none.
    */
   codeExecutionCalls?: number;
+  /**
+   * The highest usable input, cache-read and cache-write counts any event reported (native streams, whose counts are
+   * cumulative): a later unusable count is billed at least this, as the client was shown it. Absent = none known.
+   */
+  peak?: ReportedPeak;
   /** True when the client received a whole message (message_stop); false when it got an error event. */
   complete: boolean;
   /** `now()` when the first output byte was produced. */
@@ -109,6 +119,11 @@ export interface StreamTranscoder {
    * an upstream that keeps the connection open after that is closed by the relay rather than waited for.
    */
   readonly answerWhole: boolean;
+  /**
+   * The upstream has finished generating (OpenAI's finish_reason arrived): what it may still send (the usage
+   * chunk, `[DONE]`) costs no more output, so a client that leaves now does not stop the read (stream-relay.ts).
+   */
+  readonly generated: boolean;
 }
 
 export interface StreamDecoder {
@@ -124,7 +139,8 @@ export interface StreamDecoder {
 }
 
 /** Why an upstream call failed, for retry and health decisions. */
-export type UpstreamErrorKind = 'invalid_request' | 'too_large' | 'auth' | 'not_found' | 'rate_limit' | 'overloaded' | 'timeout' | 'server' | 'unreachable';
+/** `model_limit`: the channel's upstream model cannot take the request as asked (its output cap); another channel may. */
+export type UpstreamErrorKind = 'invalid_request' | 'too_large' | 'model_limit' | 'auth' | 'not_found' | 'rate_limit' | 'overloaded' | 'timeout' | 'server' | 'unreachable';
 
 export interface ClassifiedError {
   /** True when another channel may succeed (only before the first byte reached the client). */
@@ -132,6 +148,11 @@ export interface ClassifiedError {
   kind: UpstreamErrorKind;
   /** The client-facing error: never the upstream's key, URL or raw auth message. */
   error: GatewayError;
+  /**
+   * A 404's own message, scrubbed: shown only if the relay judges the 404 the client's (an id the request named),
+   * never while it stands for the channel's fault.
+   */
+  detail?: string;
 }
 
 export interface ProviderAdapter {

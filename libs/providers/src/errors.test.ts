@@ -32,8 +32,11 @@ describe('classifyUpstreamError', () => {
   });
 
   test('only a bad request carries upstream text, scrubbed; auth failures never do', () => {
-    const bad = classifyUpstreamError(400, JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'prompt is too long: 300000 tokens' } }), h());
-    expect(bad.error.message).toBe('The upstream rejected the request: prompt is too long: 300000 tokens');
+    const bad = classifyUpstreamError(400, JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'messages.1: tool_use ids must be unique' } }), h());
+    expect(bad.error.message).toBe('The upstream rejected the request: messages.1: tool_use ids must be unique');
+    // Anthropic's context-window wording passes as it is (clients match on it; see contextWindowMessage).
+    const long = classifyUpstreamError(400, JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'prompt is too long: 300000 tokens > 200000 maximum' } }), h());
+    expect(long.error).toMatchObject({ status: 400, code: 'prompt_too_long', message: 'prompt is too long: 300000 tokens > 200000 maximum' });
     const auth = classifyUpstreamError(401, JSON.stringify({ error: { message: 'Incorrect API key provided: sk-proj-abc123xyz. See https://platform.openai.com' } }), h());
     expect(auth.error.message).not.toContain('sk-');
     expect(auth.error.message).not.toContain('openai.com');
@@ -79,5 +82,20 @@ describe('channel scrubber', () => {
     const c = classifyUpstreamError(302, '', new Headers({ location: 'https://elsewhere.example/' }));
     expect(c).toMatchObject({ retryable: true, kind: 'server' });
     expect(c.error.status).toBe(502);
+  });
+});
+
+describe('an upstream model\'s output cap', () => {
+  const body = (message: string) => JSON.stringify({ error: { message, type: 'invalid_request_error', param: 'max_tokens', code: 'invalid_value' } });
+  test("OpenAI's 400 is worded as Anthropic's, may be served by another channel, and is no fault of the channel", () => {
+    const c = classifyUpstreamError(400, body('max_tokens is too large: 64000. This model supports at most 16384 completion tokens, whereas you provided 64000.'), new Headers());
+    expect(c).toMatchObject({ kind: 'model_limit', retryable: true });
+    expect(c.error).toMatchObject({ status: 400, code: 'max_tokens_too_large', param: 'max_tokens', type: 'invalid_request_error',
+      message: 'max_tokens: 64000 > 16384, which is the maximum allowed number of output tokens for this model' });
+  });
+  test('the same words quoted later in another error (a client\'s own text echoed back) are the client\'s 400', () => {
+    const c = classifyUpstreamError(400, body("Invalid value for 'x': 'max_tokens is too large: 5. This model supports at most 1 completion tokens'"), new Headers());
+    expect(c).toMatchObject({ kind: 'invalid_request', retryable: false });
+    expect(c.error.code).toBe('upstream_invalid_request');
   });
 });

@@ -25,6 +25,8 @@ export interface SseMachine {
   readonly complete?: boolean;
   /** True once the answer is whole (its end and its usage arrived): only the upstream's close or `[DONE]` is missing. */
   readonly whole?: boolean;
+  /** True once the upstream finished generating and only its usage report (and close) may follow. */
+  readonly generated?: boolean;
 }
 
 /** Turns upstream chunks into client bytes, driving a machine; throws SseEventTooLargeError past the cap. */
@@ -72,6 +74,7 @@ export function sseTranscoder(machine: SseMachine, onFirstByte: () => void, fram
     get stopped() { return ended; },
     get messageEnded() { return ended || machine.complete === true; },
     get answerWhole() { return ended || machine.whole === true; },
+    get generated() { return ended || machine.generated === true; },
     push(chunk) {
       if (ended) return [];
       let out: Uint8Array[];

@@ -45,15 +45,25 @@ export class ModelCatalog {
     /** Burst limits of upstream counting (COUNT_TOKENS_*); defaults 1024 entries, 60 s, 8 per channel. */
     counting?: { cacheEntries: number; cacheTtlMs: number; maxInflight: number };
     since?: number;
+    /** The group, then its fallbacks (RelayService.routeGroups); absent = the group alone. */
+    routeGroups?: (group: string) => string[];
   }) {
     this.since = new Date((d.since ?? Math.floor(Date.now() / 1000)) * 1000).toISOString();
     const c = d.counting ?? { cacheEntries: 1024, cacheTtlMs: 60_000, maxInflight: 8 };
     this.counts = new CountCache({ maxEntries: c.cacheEntries, ttlMs: c.cacheTtlMs, maxInflight: c.maxInflight });
   }
 
-  /** Models served to the key's group, intersected with the key's allow-list. */
+  private groups(group: string): string[] {
+    return this.d.routeGroups?.(group) ?? [group];
+  }
+
+  /**
+   * Models served to the key's group or its fallbacks (what /v1/messages routes), intersected with the key's
+   * allow-list. Before, a model only a fallback served was sent but not listed, and count_tokens answered 404.
+   */
   modelIds(key: GateKey, group: string): string[] {
-    const served = this.d.channels.models(group);
+    const groups = this.groups(group);
+    const served = groups.length === 1 ? this.d.channels.models(group) : [...new Set(groups.flatMap((g) => this.d.channels.models(g)))].sort();
     return key.models && key.models.length ? served.filter((m) => key.models!.includes(m)) : served;
   }
 
@@ -85,11 +95,14 @@ export class ModelCatalog {
 
   /**
    * Input tokens of a request: asked of the upstream when the chosen channel can count (Anthropic-native),
-   * else (or when that fails) the local estimate. Not billed.
+   * else (or when that fails) the local estimate. Not billed. `userId` scopes the reuse of counts (see CountCache).
    */
-  async countTokens(body: CountTokensRequest, group: string, clientHeaders: Headers): Promise<{ input_tokens: number }> {
-    const candidates = this.d.channels.candidates(body.model, group);
-    if (!candidates.length && !this.d.channels.models(group).includes(body.model)) {
+  async countTokens(body: CountTokensRequest, group: string, clientHeaders: Headers, userId: number): Promise<{ input_tokens: number }> {
+    // The first group (own, then fallbacks in order) with a channel for the model, as /v1/messages routes.
+    const groups = this.groups(group);
+    let candidates: RelayChannel[] = [];
+    for (const g of groups) if ((candidates = this.d.channels.candidates(body.model, g)).length) break;
+    if (!candidates.length && !groups.some((g) => this.d.channels.models(g).includes(body.model))) {
       throw new GatewayError(404, 'model_not_found', `Model ${body.model} is not served by this gateway`, { param: 'model', type: 'invalid_request_error' });
     }
     const ch = orderCandidates(candidates)[0];
@@ -100,7 +113,7 @@ export class ModelCatalog {
     // The channel's header policy shapes what the upstream counts, so the cache key is taken after it.
     const p = applyHeaderPolicy(ch.headerPolicy, clientHeaders);
     const upstreamBody = applyBodyPolicy(ch.headerPolicy, body);
-    const key = CountCache.key({ channelId: ch.id, upstreamModel, beta: p.clientHeaders.get('anthropic-beta') ?? '', body: upstreamBody });
+    const key = CountCache.key({ userId, channelId: ch.id, upstreamModel, beta: p.clientHeaders.get('anthropic-beta') ?? '', body: upstreamBody });
     const ask = async (): Promise<number | null> => {
       const u = adapter.buildCountTokensRequest!(upstreamBody,
         { baseUrl: ch.baseUrl, apiKey: ch.apiKey, extraHeaders: ch.headers, forwardedHeaders: p.forwarded, upstreamModel }, p.clientHeaders);

@@ -1,8 +1,11 @@
 /**
  * Keeps count_tokens cheap under bursts (clients send dozens at start-up, often the same body):
  * - recent upstream counts are reused, keyed by a hash of what determines them (channel, upstream
- *   model, beta header, body), for `ttlMs`, at most `maxEntries` (least recently used evicted);
- * - concurrent identical requests share one upstream call;
+ *   model, beta header, body) and of the user asking, for `ttlMs`, at most `maxEntries` (least recently
+ *   used evicted);
+ * - concurrent identical requests of one user share one upstream call.
+ * Entries are per user: a shared one would answer at once where an upstream call takes its time, so
+ * anyone could confirm a guess of another user's exact prompt by timing their own count of it.
  * - at most `maxInflight` upstream counts per channel; beyond that the caller's fallback (the local
  *   estimate) answers at once instead of queueing behind the upstream.
  */
@@ -26,8 +29,8 @@ export class CountCache {
   }
 
   /** The cache key of one count: a sha256 of its inputs (the body can be megabytes; the key is 64 chars). */
-  static key(parts: { channelId: number; upstreamModel: string; beta: string; body: unknown }): string {
-    return createHash('sha256').update(`${parts.channelId}\n${parts.upstreamModel}\n${parts.beta}\n${JSON.stringify(parts.body)}`).digest('hex');
+  static key(parts: { userId: number; channelId: number; upstreamModel: string; beta: string; body: unknown }): string {
+    return createHash('sha256').update(`${parts.userId}\n${parts.channelId}\n${parts.upstreamModel}\n${parts.beta}\n${JSON.stringify(parts.body)}`).digest('hex');
   }
 
   /**

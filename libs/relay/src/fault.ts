@@ -45,8 +45,9 @@ export function judgeFailure(f: FailureInput, signal?: AbortSignal): FailureVerd
     }
     case 'status': {
       const c = f.classified;
-      const upstreamFault = c.kind !== 'invalid_request' && c.kind !== 'too_large';
-      return { fault: upstreamFault ? 'upstream' : 'client', retryable: c.retryable, health: c.retryable && c.kind !== 'rate_limit', rateLimited: c.kind === 'rate_limit', error: c.error };
+      // A model's limit is the request meeting that channel's model: no fault of the channel (no health), yet another may serve it.
+      const upstreamFault = c.kind !== 'invalid_request' && c.kind !== 'too_large' && c.kind !== 'model_limit';
+      return { fault: upstreamFault ? 'upstream' : 'client', retryable: c.retryable, health: c.retryable && c.kind !== 'rate_limit' && c.kind !== 'model_limit', rateLimited: c.kind === 'rate_limit', error: c.error };
     }
     case 'transport': {
       const c = classifyTransportError(f.cause, f.timedOut);

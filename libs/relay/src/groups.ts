@@ -48,16 +48,16 @@ export class GroupService {
   private readonly reloads = new SerialQueue();
 
   /** Reads every group's policy. */
-  static async load(repo: GroupsStore, bus?: ChangeBus): Promise<GroupService> {
-    const svc = new GroupService(repo);
+  static async load(repo: GroupsStore, bus: ChangeBus): Promise<GroupService> {
+    const svc = new GroupService(repo, bus);
     await svc.reload();
     // Another node's group writes arrive as 'group.changed' (change feed); this node's own writes reload directly.
-    bus?.on('group.changed', () => svc.reload());
+    bus.on('group.changed', () => svc.reload());
     return svc;
   }
 
   /** Starts with no policies (every group ×1): use `load`. */
-  private constructor(private readonly repo: GroupsStore) {}
+  private constructor(private readonly repo: GroupsStore, private readonly bus: ChangeBus) {}
 
   /** Re-reads every policy (a change feed's resync). */
   reloadAll(): Promise<void> {
@@ -85,21 +85,22 @@ export class GroupService {
     // The cache above answers a name this node knows; the unique index, one created meanwhile here or on another node.
     const row = await this.repo.insert({ name: input.name, createdAt: now, updatedAt: now, ...this.patch(input.name, input) });
     if (!row) throw new GatewayError(409, 'group_exists', `Group "${input.name}" already exists`, { param: 'name' });
-    await this.reload();
+    await this.committed();
     return toGroupView(row);
   }
 
   async update(input: GroupUpdate): Promise<GroupView> {
     const g = await this.repo.byId(input.id);
     if (!g) throw notFound(input.id);
-    const row = (await this.repo.update(g.id, { ...this.patch(g.name, input), updatedAt: nowSeconds() }))!;
-    await this.reload();
+    const row = await this.repo.update(g.id, { ...this.patch(g.name, input), updatedAt: nowSeconds() });
+    if (!row) throw notFound(input.id); // deleted since the read
+    await this.committed();
     return toGroupView(row);
   }
 
   async delete(id: number): Promise<void> {
     if (!(await this.repo.delete(id))) throw notFound(id);
-    await this.reload();
+    await this.committed();
   }
 
   private patch(name: string, input: Omit<GroupUpdate, 'id'>): Partial<NewGroupRow> {
@@ -114,6 +115,14 @@ export class GroupService {
       out.fallbacks = input.fallbacks;
     }
     return out;
+  }
+
+  /**
+   * After this node's committed write: the reload, whose failure must not turn the answer into an error (the
+   * change is made; a client told otherwise retries it). It is logged and the change feed's resync reloads.
+   */
+  private committed(): Promise<void> {
+    return this.bus.refreshed('group.changed', () => this.reload());
   }
 
   /** Re-reads every policy (groups are few); reloads apply in order, so an older read never wins. */

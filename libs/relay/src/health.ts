@@ -1,5 +1,6 @@
 import type { Logger } from '@gw/core';
 import type { ChannelFailureRules } from '@gw/db';
+import type { KeyRef } from '@gw/channels';
 
 /** A channel as health checks see it. */
 export interface HealthChannel {
@@ -9,7 +10,7 @@ export interface HealthChannel {
   /** This channel's probe interval; null/absent = the global one. */
   probeIntervalMs?: number | null;
   /** Its keys (status 3 = auto-disabled, probed like a channel). */
-  keys?: Array<{ id: number; status: number }>;
+  keys?: Array<KeyRef & { status: number }>;
 }
 
 export interface HealthDeps {
@@ -18,14 +19,22 @@ export interface HealthDeps {
   get(id: number): HealthChannel | undefined;
   /** ChannelService.setStatus: 1 enabled, 3 auto-disabled. Never called with 2. */
   setStatus(id: number, status: 1 | 3, reason: string): Promise<void>;
-  /** One cheap upstream request (with that key, else a usable one); resolves true when it succeeded. */
-  probe(id: number, keyId?: number): Promise<boolean>;
-  /** Re-enables an auto-disabled key (ChannelKeyService.reEnable). */
-  reEnableKey?(id: number, keyId: number): Promise<void>;
+  /**
+   * One cheap upstream request (with that key, else a usable one); resolves true when it succeeded, false also
+   * when the channel no longer holds that key (the operator replaced it).
+   */
+  probe(id: number, key?: KeyRef): Promise<boolean>;
+  /** Re-enables an auto-disabled key, if the channel still holds it (ChannelKeyService.reEnable). */
+  reEnableKey?(id: number, key: KeyRef): Promise<void>;
   log?: Logger;
 }
 
 const AUTO_DISABLED = 3;
+/**
+ * A key whose probe succeeded after a refusal is trusted this long: a refusal with it meanwhile is taken as the
+ * request's, without another probe (a hostile client repeating its request costs one probe per key per period).
+ */
+const KEY_PROOF_MS = 10_000;
 const ENABLED = 1;
 
 /** The last `size` outcomes of a channel (1 = failure) with their times: a fixed ring, O(size) per check. */
@@ -68,6 +77,18 @@ export class ChannelHealth {
   private probing = false;
   /** Channels whose disable is being confirmed by a probe (one probe at a time per channel). */
   private readonly confirming = new Set<number>();
+  /** Key refusals being confirmed (see slot() → the probe's verdict), shared by concurrent refusals. */
+  private readonly keyProbes = new Map<string, Promise<boolean>>();
+  /** When a key last passed a refusal's probe. */
+  private readonly keyProofs = new Map<string, number>();
+
+  /**
+   * A key's entry in the maps above and lastProbe: by its fingerprint too, so that a new key the operator put
+   * under the same id shares neither the old one's probe, nor its proof, nor its probe schedule.
+   */
+  private static slot(id: number, key: KeyRef): string {
+    return `${id}:${key.id}:${key.fingerprint}`;
+  }
 
   constructor(private readonly deps: HealthDeps, private readonly opts: { threshold: number; probeIntervalMs: number; confirm?: boolean; now?: () => number }) {}
 
@@ -90,7 +111,12 @@ export class ChannelHealth {
    */
   async failure(id: number, reason: string): Promise<boolean> {
     const c = this.deps.get(id);
-    const r = c?.failureRules ?? {};
+    // A request that ends after its channel was disabled (or deleted) says nothing about the channel to come back.
+    if (!c || c.status !== ENABLED) {
+      this.rings.delete(id);
+      return false;
+    }
+    const r = c.failureRules ?? {};
     const need = r.failures ?? this.opts.threshold;
     const size = Math.max(need, r.window_requests ?? need);
     let ring = this.rings.get(id);
@@ -98,7 +124,7 @@ export class ChannelHealth {
     const now = this.now();
     ring.push(true, now);
     const n = ring.failures(r.window_seconds ? now - r.window_seconds * 1000 : 0);
-    if (n < need || !c || c.status !== ENABLED || this.confirming.has(id)) return false;
+    if (n < need || this.confirming.has(id)) return false;
     this.rings.delete(id);
     const rule = size === need && !r.window_seconds ? `${n} consecutive failures` : `${n} failures within ${size} requests${r.window_seconds ? ` and ${r.window_seconds} s` : ''}`;
     if (this.opts.confirm !== false) {
@@ -117,6 +143,54 @@ export class ChannelHealth {
     await this.deps.setStatus(id, AUTO_DISABLED, `auto-disabled after ${rule}${this.opts.confirm !== false ? ' and a failed probe' : ''}: ${reason}`.slice(0, 500));
     this.deps.log?.warn('channel.auto_disabled', { channel: id, reason });
     return true;
+  }
+
+  /**
+   * The upstream refused a request sent with this key (401/402/403, a quota 429). A client can get such an
+   * answer with its own content (a content filter, a feature or beta the account may not use), and without a
+   * check one such request set aside every key of the channel, then of every channel it failed over to. One
+   * neutral probe with the same key decides (unless `confirm` is off): true = the key is refused, false = it
+   * works and the refusal was about the request. Concurrent refusals of a key share one probe. `key` is the
+   * key the request was sent with: a key the channel no longer holds is not probed (true; its disable is a no-op).
+   */
+  async keyRefused(id: number, key: KeyRef): Promise<boolean> {
+    if (this.opts.confirm === false) return true;
+    const k = ChannelHealth.slot(id, key);
+    const proven = this.keyProofs.get(k);
+    if (proven !== undefined) {
+      if (this.now() - proven < KEY_PROOF_MS) return false;
+      this.keyProofs.delete(k);
+    }
+    let verdict = this.keyProbes.get(k);
+    if (!verdict) {
+      const ref = { id: key.id, fingerprint: key.fingerprint };
+      verdict = this.deps.probe(id, ref).catch(() => false).then((ok) => {
+        this.keyProbes.delete(k);
+        if (ok) this.prove(k);
+        return !ok;
+      });
+      this.keyProbes.set(k, verdict);
+    }
+    return verdict;
+  }
+
+  /** Records a key's proof, dropping expired ones (a replaced key's proof is never looked up again). */
+  private prove(k: string): void {
+    const now = this.now();
+    for (const [slot, at] of this.keyProofs) if (now - at >= KEY_PROOF_MS) this.keyProofs.delete(slot);
+    this.keyProofs.set(k, now);
+  }
+
+  /**
+   * The channel changed (an operator's disable, enable or edit, a key change; null = every channel): its count
+   * starts again. Before, failures from before an operator's disable were still counted after the re-enable, so
+   * one failure then completed a streak (with RELAY_HEALTH_CONFIRM=false, disabled the channel at once). Any
+   * change rather than status changes only: across nodes the change feed may deliver a disable and re-enable as
+   * two reads of the re-enabled row.
+   */
+  forget(id: number | null): void {
+    if (id === null) this.rings.clear();
+    else this.rings.delete(id);
   }
 
   /** Failures among the outcomes the channel's window still holds. */
@@ -155,11 +229,14 @@ export class ChannelHealth {
       for (const c of this.deps.all()) {
         if (c.status === 2) continue;
         for (const k of c.keys ?? []) {
-          if (k.status !== AUTO_DISABLED || !due(`${c.id}:${k.id}`, c)) continue;
-          jobs.push(this.deps.probe(c.id, k.id).catch(() => false).then(async (ok) => {
+          const slot = ChannelHealth.slot(c.id, k);
+          if (k.status !== AUTO_DISABLED || !due(slot, c)) continue;
+          // Bound to the key probed: if the operator replaces it meanwhile, its success re-enables nothing else.
+          const ref = { id: k.id, fingerprint: k.fingerprint };
+          jobs.push(this.deps.probe(c.id, ref).catch(() => false).then(async (ok) => {
             if (!ok) return;
-            this.lastProbe.delete(`${c.id}:${k.id}`);
-            await this.deps.reEnableKey?.(c.id, k.id);
+            this.lastProbe.delete(slot);
+            await this.deps.reEnableKey?.(c.id, ref);
             this.deps.log?.info('channel.key_re_enabled', { channel: c.id, key: k.id, by: 'health probe' });
           }));
         }
@@ -174,10 +251,21 @@ export class ChannelHealth {
           healed.push(c.id);
         }));
       }
+      this.dropGoneKeys();
       await Promise.all(jobs);
       return healed;
     } finally {
       this.probing = false;
+    }
+  }
+
+  /** A removed or replaced key's probe schedule is never due again (its slot names the old value): dropped. */
+  private dropGoneKeys(): void {
+    for (const slot of this.lastProbe.keys()) {
+      const [id, keyId, fingerprint] = slot.split(':');
+      if (fingerprint === undefined) continue;
+      const listed = this.deps.get(Number(id))?.keys?.some((k) => k.id === Number(keyId) && k.fingerprint === fingerprint);
+      if (!listed) this.lastProbe.delete(slot);
     }
   }
 

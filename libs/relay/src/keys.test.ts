@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'bun:test';
 import { KeyPicker } from './keys';
 
-const listing = (statuses: number[]) => statuses.map((status, i) => ({ id: i + 1, apiKey: `k${i + 1}`, status }));
+const listing = (statuses: number[]) => statuses.map((status, i) => ({ id: i + 1, fingerprint: `f${i + 1}`, apiKey: `k${i + 1}`, status }));
 
 describe('KeyPicker', () => {
   test('a key set aside is never picked again from the same listing, at random or in turn', () => {

@@ -4,13 +4,16 @@
  * channel is tried, so one revoked or exhausted key never takes the whole channel down.
  */
 import type { ChannelKey } from '@gw/channels';
+import { isQuotaRefusal } from '@gw/providers';
 
-/** 401/403 (key rejected), 402 (unpaid), or a 429 that is about quota or billing rather than speed. */
-export function isKeyRefusal(status: number, message: string): boolean {
+/**
+ * 401/403 (key rejected), 402 (unpaid), a 429 whose error type or code is about quota or billing rather than speed,
+ * or Anthropic's 400 "credit balance is too low" (isQuotaRefusal: never read from text that may echo the client).
+ */
+export function isKeyRefusal(status: number, bodyText: string): boolean {
   if (status === 401 || status === 402 || status === 403) return true;
-  return status === 429 && QUOTA_WORDS.test(message);
+  return isQuotaRefusal(status, bodyText);
 }
-const QUOTA_WORDS = /insufficient[_ ]quota|quota (?:exceeded|exhausted)|exceeded your (?:current )?quota|billing|credit balance|out of credits|payment required/i;
 
 /** Picks a usable key per attempt: uniformly at random, or in turn per channel (round robin). */
 export class KeyPicker {

@@ -2,15 +2,16 @@ import { GatewayError, errorText, readBounded, readResponseBounded, stdLogger, t
 import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage, type UsageLimits, type UsageReport } from '@gw/billing';
 import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
-import { applyBodyPolicy, applyHeaderPolicy, type ChannelRecord } from '@gw/channels';
-import { badUpstreamResponse, countCodeExecutionCalls, decodeContextFor, scrubberFor, upstreamMessage, type ProviderAdapter, type Scrubber, type UpstreamRequest, type UpstreamTarget } from '@gw/providers';
+import { applyBodyPolicy, applyHeaderPolicy, type ChannelRecord, type KeyRef } from '@gw/channels';
+import { badUpstreamResponse, countCodeExecutionCalls, decodeContextFor, scrubberFor, StreamStartJudge, upstreamMessage, type ProviderAdapter, type ReportedPeak, type Scrubber, type UpstreamRequest, type UpstreamTarget } from '@gw/providers';
 import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
-import { judgeFailure, type FailureInput } from './fault';
+import { abortError, judgeFailure, type FailureInput } from './fault';
 import type { ChannelHealth } from './health';
 import { conversationOf, type SessionAffinity } from './affinity';
 import { orderCandidates } from './router';
 import { relayStream, type StreamEnd } from './stream-relay';
+import { readStreamStart, type StreamStart } from './stream-start-read';
 import { isKeyRefusal, KeyPicker } from './keys';
 import { countsAsFailure } from './failure-rules';
 import { defaultPolicy, type GroupPolicy } from './group-policy';
@@ -19,6 +20,7 @@ import { basePlan, coverAll, planFor, type ChannelPlan, type PlanDeps } from './
 import { turnOver } from './turn';
 import { heldTail } from './held-tail';
 import { capWebSearch, webSearchBound } from './web-search';
+import { clientNotFound } from './client-not-found';
 import { codeExecutionToolAt, requireCodeExecutionPrice } from './code-execution';
 
 const utf8 = new TextEncoder();
@@ -26,15 +28,18 @@ const utf8 = new TextEncoder();
 /** The fields of a channel the relay reads (one source of truth: @gw/channels' ChannelRecord). */
 export type RelayChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups'
   | 'priority' | 'weight' | 'status' | 'timeoutMs' | 'headers' | 'headerPolicy' | 'keys' | 'keySelection' | 'failureRules' | 'firstByteTimeoutMs' | 'probeIntervalMs'
-  | 'overrides' | 'billingModel'>;
+  | 'overrides' | 'billingModel' | 'reasoningEcho'>;
 type RelayKey = RelayChannel['keys'][number];
 
 /** What the relay tells the owner of channel keys (ChannelKeyService and its counters). */
 export interface RelayKeyEvents {
-  /** The upstream refused this key (auth, payment, quota): set it aside. Resolves with the usable keys left. */
-  refused(channelId: number, keyId: number, reason: string): Promise<number>;
+  /**
+   * The upstream refused this key (auth, payment, quota): set it aside. Resolves with the usable keys left. By
+   * KeyRef, not id: the operator may have put another key under that id since the request picked this one.
+   */
+  refused(channelId: number, key: KeyRef, reason: string): Promise<number>;
   /** One upstream request made with this key; `ok` false when it failed for the upstream's reasons. */
-  used(channelId: number, keyId: number, ok: boolean): void;
+  used(channelId: number, key: KeyRef, ok: boolean): void;
 }
 
 export interface RelayDeps {
@@ -95,8 +100,12 @@ interface Ticket {
   onSettled: () => void;
 }
 
-/** What a settlement takes from the serving channel's plan (not its body). */
-interface PlanBill { billedModel: string; limits: UsageLimits; overrides: string }
+/**
+ * What a settlement takes from the serving channel's plan (not its body). `price` is the one the request was admitted
+ * and held at: a price an administrator changes or deletes while the request runs does not reprice it (deleted, it
+ * billed the request at 0; raised, above its hold).
+ */
+interface PlanBill { billedModel: string; price: PriceRow | null; limits: UsageLimits; overrides: string }
 
 /**
  * What an unusable cache count (1500.5, -5, "7", an unsafe integer) is billed at on a native channel: Anthropic's
@@ -105,10 +114,17 @@ interface PlanBill { billedModel: string; limits: UsageLimits; overrides: string
  * billed like an unusable input count, at the reserved input bound (then clamped with the rest of the input).
  * Translated answers keep the default: OpenAI's cached counts are part of prompt_tokens, already billed as input.
  */
-function cacheFallback(ch: RelayChannel, bill: PlanBill): Partial<TokenUsage> {
-  return ch.type === 'anthropic' ? { cacheRead: bill.limits.input, cacheWrite: bill.limits.input } : {};
+function cacheFallback(ch: RelayChannel, bill: PlanBill, peak?: ReportedPeak): Partial<TokenUsage> {
+  if (ch.type !== 'anthropic') return {};
+  return { cacheRead: atLeast(bill.limits.input, peak?.cache_read_input_tokens), cacheWrite: atLeast(bill.limits.input, peak?.cache_creation_input_tokens) };
 }
-const billOf = (plan: ChannelPlan): PlanBill => ({ billedModel: plan.billedModel, limits: plan.sized.limits, overrides: plan.changed.length ? JSON.stringify(plan.changed) : '' });
+/**
+ * A native stream's counts are cumulative: a count made unusable by a later event is billed at its fallback, but never
+ * below the highest usable count an earlier event showed the client (a message_start's 900 input tokens, then a
+ * message_delta's `-1`, billed the reserved bound of a short prompt).
+ */
+const atLeast = (fallback: number, peak: number | undefined) => Math.max(fallback, estimateSafe(peak) ?? 0);
+const billOf = (plan: ChannelPlan): PlanBill => ({ billedModel: plan.billedModel, price: plan.price ?? null, limits: plan.sized.limits, overrides: plan.changed.length ? JSON.stringify(plan.changed) : '' });
 
 /** A request past admission. */
 type Admitted = RelayRequest & { ticket: Ticket };
@@ -146,6 +162,13 @@ const serverToolUse = (u: Usage): { web_search_requests?: unknown } | null => {
 const estimateSafe = (n: unknown) => (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : undefined);
 const ZERO: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
 const since = (t: number) => Math.max(0, Math.round(performance.now() - t));
+
+/**
+ * Errors whose usage row is already written: the request ended that way. A revocation that lands while the row
+ * commits (PostgreSQL's group commit) came too late to stop anything, so the answer must stay the row's.
+ */
+const loggedErrors = new WeakSet<GatewayError>();
+export const isLoggedError = (e: unknown): boolean => e instanceof GatewayError && loggedErrors.has(e);
 
 /**
  * POST /v1/messages after the gate: price and quota (402), routing (404/503), attempts with failover,
@@ -188,7 +211,7 @@ export class RelayService {
   }
 
   /** The group, then its fallbacks in order (only its own list: fallbacks of fallbacks are not followed). */
-  private routeGroups(group: string): string[] {
+  routeGroups(group: string): string[] {
     const { fallbacks } = this.policy(group);
     return fallbacks.length ? [...new Set([group, ...fallbacks])] : [group];
   }
@@ -285,6 +308,9 @@ export class RelayService {
         }
         this.d.affinity?.unpin(pinKey, channel.id);
         last = a.error;
+        // Stopped while the attempt was being judged (a key-refusal probe takes a round trip): the stop is how the
+        // request ended (api_key_revoked, client_closed), in the usage row as in the answer, not the upstream's refusal.
+        if (r.signal?.aborted) last = abortError(r.signal);
         if (!a.retryable || r.signal?.aborted) break;
       }
       throw last ?? new GatewayError(503, 'no_healthy_channel', 'No channel could serve the request');
@@ -292,6 +318,7 @@ export class RelayService {
       const err = e instanceof GatewayError ? e : new GatewayError(502, 'upstream_error', 'Upstream request failed', { cause: e });
       // Nothing reached the client: no charge, but the attempt is logged.
       const logged = this.settle(reservation, ticket, lastChannel, lastPlan && billOf(lastPlan), ZERO, { status: err.status, errorCode: err.code, attempts, ttftMs: null });
+      loggedErrors.add(err);
       if (logged) await logged;
       throw err;
     }
@@ -329,7 +356,7 @@ export class RelayService {
   }
 
   private target(ch: RelayChannel, key: RelayKey, model: string, extraHeaders = ch.headers): UpstreamTarget {
-    return { baseUrl: ch.baseUrl, apiKey: key.apiKey, extraHeaders, upstreamModel: ch.modelMapping[model] ?? model, timeoutMs: ch.timeoutMs };
+    return { baseUrl: ch.baseUrl, apiKey: key.apiKey, extraHeaders, upstreamModel: ch.modelMapping[model] ?? model, timeoutMs: ch.timeoutMs, reasoningEcho: ch.reasoningEcho };
   }
 
   /**
@@ -367,19 +394,27 @@ export class RelayService {
     const firstByte = () => { clearTimeout(firstByteTimer); firstByteTimer = undefined; };
     const done = () => { clearTimeout(timer); timer = undefined; firstByte(); r.signal?.removeEventListener('abort', onClientAbort); };
     // Every failure goes through the one classifier: only the upstream's own faults touch health or fail over.
-    const fail = (f: FailureInput, why: string, upstream?: { status: number; message: string }): Attempt => {
+    const fail = (f: FailureInput, why: string, upstream?: { status: number; message: string; body: string }): Attempt | Promise<Attempt> => {
       done();
       const v = judgeFailure(f, r.signal);
       if (v.fault === 'upstream' || v.rateLimited) this.d.observeAttempt?.(ch.id, v.rateLimited ? 'rate_limited' : 'error');
-      if (v.fault === 'upstream') this.d.keys?.used(ch.id, key.id, false);
+      if (v.fault === 'upstream') this.d.keys?.used(ch.id, key, false);
       const reason = () => scrubber().scrub(timedOut ? timeoutWhy : why);
       // A refused key is the key's fault, not the channel's: it is set aside and the channel keeps its health.
-      if (this.d.keys && upstream && v.fault === 'upstream' && isKeyRefusal(upstream.status, upstream.message)) {
-        // Not awaited: this attempt moves on to the next key it has not tried. Later requests skip the key
-        // at once (the stored disable reaches the registry a round trip or more later on PostgreSQL).
-        this.picker.setAside(ch, key.id);
-        this.d.keys.refused(ch.id, key.id, reason()).catch((err) => this.d.log?.error('channel.key_refusal_failed', { channel: ch.id, key: key.id, cause: errorText(err) }));
-        return { ok: false, retryable: v.retryable, error: v.error, keyRefused: true };
+      const keys = this.d.keys;
+      if (keys && upstream && v.fault === 'upstream' && isKeyRefusal(upstream.status, upstream.body)) {
+        // A probe with the same key decides first: the client may have caused the refusal with its content.
+        return this.d.health.keyRefused(ch.id, key).then((refused): Attempt => {
+          // The key works: the upstream refused this request, not the key, so no other key of this channel is tried
+          // with it. Another channel may still serve it (another account, another model access): the usual failover,
+          // capped by RELAY_MAX_ATTEMPTS, which touches no key's or channel's health.
+          if (!refused) return { ok: false, retryable: v.retryable, error: v.error };
+          // Not awaited: this attempt moves on to the next key it has not tried. Later requests skip the key
+          // at once (the stored disable reaches the registry a round trip or more later on PostgreSQL).
+          this.picker.setAside(ch, key.id);
+          keys.refused(ch.id, { id: key.id, fingerprint: key.fingerprint }, reason()).catch((err) => this.d.log?.error('channel.key_refusal_failed', { channel: ch.id, key: key.id, cause: errorText(err) }));
+          return { ok: false, retryable: v.retryable, error: v.error, keyRefused: true };
+        });
       }
       if (countsAsFailure(ch.failureRules ?? {}, upstream?.status ?? null, upstream?.message ?? '', v.health)) void this.d.health.failure(ch.id, reason());
       return { ok: false, retryable: v.retryable, error: v.error };
@@ -402,8 +437,8 @@ export class RelayService {
     }
     if (!upstream.ok) {
       const text = await readPrefix(upstream, ERROR_BODY_BYTES).catch(() => '');
-      return fail({ phase: 'status', classified: adapter.classifyError(upstream.status, text, upstream.headers, scrubber()) }, `HTTP ${upstream.status}`,
-        { status: upstream.status, message: upstreamMessage(text) });
+      return fail({ phase: 'status', classified: clientNotFound(adapter.classifyError(upstream.status, text, upstream.headers, scrubber()), ch, plan.body, r.body) }, `HTTP ${upstream.status}`,
+        { status: upstream.status, message: upstreamMessage(text), body: text });
     }
     if (r.body.stream !== true) {
       firstByte();
@@ -452,7 +487,7 @@ export class RelayService {
       done();
       this.d.health.success(ch.id);
       this.d.observeAttempt?.(ch.id, 'ok');
-      this.d.keys?.used(ch.id, key.id, true);
+      this.d.keys?.used(ch.id, key, true);
       // Recorded before the response leaves: a completed request is never left unbilled by a crash.
       const settled = this.settle(res, r.ticket, ch, billOf(plan), usage ? toTokens(usage, codeExecution) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
       const headers = { 'content-type': 'application/json', 'request-id': r.requestId };
@@ -464,27 +499,39 @@ export class RelayService {
     // Streaming: wait for the first upstream chunk before committing to this channel, so a channel that
     // accepts and then dies before sending anything is still retried elsewhere.
     const reader = upstream.body!.getReader() as ReadableStreamDefaultReader<Uint8Array>;
-    let first: { done: boolean; value?: Uint8Array };
+    let start: StreamStart;
+    const empty = () => fail({ phase: 'decode', cause: new GatewayError(502, 'upstream_empty_stream', 'The upstream sent an empty stream') }, 'empty stream');
     try {
       await turnOver();
-      first = await reader.read();
+      const first = await reader.read();
+      if (first.done) return empty();
+      firstByte(); // it came: what follows until the verdict is bounded by readStreamStart, not by the first-byte deadline
+      // Read on until the first event shows whether the stream begins with an error (keep-alive comments, an event
+      // split across chunks), within bounds: nothing is committed yet.
+      start = await readStreamStart(reader, first.value, new StreamStartJudge(scrubber));
     } catch (e) {
       return fail({ phase: 'transport', cause: e, timedOut }, 'stream failed before the first byte');
     }
-    if (first.done) return fail({ phase: 'decode', cause: new GatewayError(502, 'upstream_empty_stream', 'The upstream sent an empty stream') }, 'empty stream');
     // An HTML page or a JSON body on a 200 (a proxy's error page, an upstream ignoring `stream`) is no event stream:
     // refused before anything is committed, so the request fails over instead of ending in an error event.
-    if (notEventStream(first.value!)) {
+    // Ended with nothing but comments or pings: as empty as a stream without a byte, and still uncommitted.
+    if (start.empty) return empty();
+    if (start.notEventStream) {
       reader.cancel().catch(() => {});
       return fail({ phase: 'decode', cause: badUpstreamResponse('not an event stream') }, 'not an event stream');
+    }
+    // A stream that begins with an error is judged as the status its type stands for: nothing was sent yet.
+    if (start.error) {
+      reader.cancel().catch(() => {});
+      return fail({ phase: 'status', classified: clientNotFound(start.error, ch, plan.body, r.body) }, 'stream began with an error event');
     }
     done();
     this.d.health.success(ch.id);
     this.d.observeAttempt?.(ch.id, 'ok');
-    this.d.keys?.used(ch.id, key.id, true);
+    this.d.keys?.used(ch.id, key, true);
     const cfg = this.d.config;
     const response = await relayStream({
-      reader, first: first.value!, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
+      reader, first: start.bytes, pending: start.pending, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
       idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, maxMs: cfg.streamMaxMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
       onEnd: this.streamEnd(res, r.ticket, ch, billOf(plan), attempts, scrubber), holdEnd: this.d.quota.commitsLater,
     });
@@ -497,22 +544,13 @@ export class RelayService {
       if (e.upstreamFault) void this.d.health.failure(ch.id, scrubber().scrub(e.reason));
       return this.settle(res, ticket, ch, bill, toTokens(e.usage, e.codeExecutionCalls), {
         status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
-        estimate: { output: estimateSafe(e.estimatedUsage.output_tokens), codeExecution: e.codeExecutionCalls, ...cacheFallback(ch, bill) }, estimated: !e.reported,
+        estimate: {
+          input: atLeast(bill.limits.input, e.peak?.input_tokens), output: estimateSafe(e.estimatedUsage.output_tokens), codeExecution: e.codeExecutionCalls,
+          ...cacheFallback(ch, bill, e.peak),
+        }, estimated: !e.reported,
       });
     };
   }
-}
-
-/**
- * Whether a stream's first chunk shows it is not server-sent events: its first character (after a BOM and
- * whitespace) opens HTML or JSON. An event stream starts with a field name, a comment (`:`) or a blank line; none
- * starts with `<`, `{` or `[` (such a line would be a field no client reads). A chunk of only whitespace is undecided.
- */
-function notEventStream(chunk: Uint8Array): boolean {
-  let i = chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf ? 3 : 0;
-  while (i < chunk.length && (chunk[i] === 0x20 || chunk[i] === 0x0a || chunk[i] === 0x0d || chunk[i] === 0x09)) i++;
-  const c = chunk[i];
-  return c === 0x3c || c === 0x7b || c === 0x5b; // < { [
 }
 
 /**

@@ -3,7 +3,10 @@
  * - complete, or cut by the upstream (an error event; counts against the channel);
  * - the upstream silent for `idleMs` while the client waits (an error event; counts against the channel);
  * - the client gone, or `signal` aborted at any time (e.g. a revoked key): the upstream fetch is cancelled
- *   at once and the request settles for what was delivered; never the channel's fault;
+ *   at once and the request settles for what was delivered; never the channel's fault. Except a client gone
+ *   after the upstream finished generating (finish_reason seen) but before its usage report: the upstream is
+ *   read on, output dropped, for at most `DRAIN_MS` and `DRAIN_BYTES`, and the request settles on the usage
+ *   if it came (else as above): leaving just before OpenAI's usage chunk would bill the input at the estimate;
  * - the client behind for `stallMs` (it takes nothing while we hold data for it): cut, `client_stalled`;
  * - the answer whole (message_stop; or finish and usage) but the upstream not closing: `TAIL_GRACE_MS` after
  *   the answer became whole (whatever the upstream still sends), the relay closes it itself and the stream
@@ -27,7 +30,7 @@
  */
 import { coalesceBytes, concatBytes, GatewayError } from '@gw/core';
 import { encodeAnthropicEvent, errorFrame, type Usage } from '@gw/formats';
-import type { StreamDecoder } from '@gw/providers';
+import type { ReportedPeak, StreamDecoder } from '@gw/providers';
 import { abortError } from './fault';
 import { turnOver } from './turn';
 import { endAfter, heldTail, holdLastByte } from './held-tail';
@@ -39,6 +42,8 @@ export interface StreamEnd {
   estimatedUsage: Usage;
   /** Code-execution calls delivered (counted by the decoder; absent = none). */
   codeExecutionCalls?: number;
+  /** The highest usable input and cache counts reported (see StreamResult.peak); absent = none known. */
+  peak?: ReportedPeak;
   /** '' when complete; else why it ended (usage rows' errorCode). */
   errorCode: string;
   /** True only when the upstream caused the failure (health counts it). */
@@ -50,6 +55,8 @@ export interface StreamEnd {
 export interface StreamRelayInput {
   reader: ReadableStreamDefaultReader<Uint8Array>;
   first: Uint8Array;
+  /** A read of `reader` already in progress (started while the stream's start was judged): taken over before any other. */
+  pending?: Promise<ReadResult> | null;
   decoder: StreamDecoder;
   signal?: AbortSignal;
   idleMs: number;
@@ -94,6 +101,12 @@ const READY_TICKS = 4;
 const NEVER = 2 ** 31 - 1;
 /** How long a whole answer's upstream may take to close (a real one closes at once). */
 const TAIL_GRACE_MS = 1000;
+/**
+ * After the client left a finished answer: how long (at most the idle limit) and how many more upstream bytes
+ * the relay reads for the usage report (OpenAI sends it in the chunk after finish_reason, a few hundred bytes).
+ */
+const DRAIN_MS = 3000;
+const DRAIN_BYTES = 16 << 10;
 
 /** The read's outcome if it settles within a few microtasks (data Bun already holds), else NOT_YET. */
 async function settledSoon(read: Promise<ReadResult>): Promise<ReadOutcome | typeof NOT_YET> {
@@ -108,9 +121,11 @@ const headersFor = (requestId: string) => ({ 'content-type': 'text/event-stream;
 export async function relayStream(p: StreamRelayInput): Promise<Response> {
   const s = new StreamRelay(p);
   s.absorb({ done: false, value: p.first });
+  s.pending = p.pending ?? null;
   // Whatever the upstream already sent is taken now, up to the read-ahead cap.
   while (!s.finished && s.queued <= s.bufferBytes && !p.signal?.aborted && !turnOver()) {
-    const read = p.reader.read();
+    const read = s.pending ?? p.reader.read();
+    s.pending = null;
     const r = await settledSoon(read);
     if (r === NOT_YET) {
       s.pending = read;
@@ -171,6 +186,8 @@ class StreamRelay {
    * end waits for it. Resolves when the stream is closed.
    */
   private draining: Promise<void> | null = null;
+  /** The client left a finished answer and the upstream is read on for its usage (see drain()): bytes still allowed, -1 = not draining. */
+  private drainLeft = -1;
   /** Resolves the pull that waits for client bytes. */
   private wake: (() => void) | null = null;
   private pumping = false;
@@ -249,7 +266,7 @@ class StreamRelay {
     if (clientSide) errorCode = clientSide.code;
     else if (this.stopped) ({ code: errorCode, upstreamFault } = this.stopped);
     else if (!out.complete) { errorCode = 'upstream_stream_cut'; upstreamFault = true; }
-    return this.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, codeExecutionCalls: out.codeExecutionCalls, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: this.ttft });
+    return this.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, codeExecutionCalls: out.codeExecutionCalls, peak: out.peak, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: this.ttft });
   }
 
   /** The client stream, from here on driven by the client's reads, the upstream's chunks, the timer and the signal. */
@@ -288,6 +305,7 @@ class StreamRelay {
   }
 
   check(): void {
+    if (this.drainLeft >= 0) return this.leave(); // the drain's time is up
     if (this.ended || this.closed) return;
     const now = performance.now();
     if (this.waitingClient && now - this.clientSince >= this.stallMs) {
@@ -355,6 +373,7 @@ class StreamRelay {
 
   private read(r: ReadOutcome): void {
     this.waitingUpstream = false;
+    if (this.drainLeft >= 0) return this.drained(r);
     if (this.closed || this.draining) return this.pumped();
     try {
       this.absorb(r);
@@ -426,15 +445,67 @@ class StreamRelay {
   }
 
   cancel(): void {
+    if (this.drainLeft >= 0) return;
+    if (this.drain()) {
+      this.closed = true;
+      return this.notify();
+    }
     this.end({ code: 'client_closed' });
     this.closed = true;
     this.halt(new StreamAbortedError('The client closed the request.', 'client_closed', false));
     this.notify();
   }
 
+  // --- the client gone after the upstream finished generating ---
+  /**
+   * Starts reading the upstream on without a client, when that can only bring the usage report: the upstream
+   * finished generating (so reading costs no more output) and its usage has not come yet. Bounded by DRAIN_MS
+   * (at most the idle limit) and DRAIN_BYTES, so a client cannot hold upstream connections open this way.
+   * Returns false when there is nothing to wait for (the caller settles now); else the caller closes the client's side.
+   */
+  private drain(): boolean {
+    const t = this.decoder.transcoder;
+    if (this.ended || this.stopped || this.finished || !t.generated || t.answerWhole) return false;
+    this.drainLeft = DRAIN_BYTES;
+    this.parts = [];
+    this.queued = 0;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(checkDeadlines, Math.max(1, Math.min(DRAIN_MS, this.idleMs)), this);
+    if (!this.waitingUpstream) this.drainNext(); // else the read in flight comes to drained()
+    return true;
+  }
+
+  private drainNext(): void {
+    const read = this.pending ?? this.reader.read();
+    this.pending = null;
+    this.waitingUpstream = true;
+    read.then(this.onRead, this.onReadError);
+  }
+
+  /** One upstream read while draining: its output is dropped; the usage it carries is kept by the decoder. */
+  private drained(r: ReadOutcome): void {
+    this.pumping = false;
+    if (this.ended) return;
+    if (!('error' in r) && !r.done) this.drainLeft = Math.max(0, this.drainLeft - r.value.byteLength);
+    this.absorb(r);
+    this.parts = [];
+    this.queued = 0;
+    if (this.finished || this.decoder.transcoder.answerWhole || this.drainLeft === 0) return this.leave();
+    this.drainNext();
+  }
+
+  /** Ends a drain (usage come, upstream ended, or a bound reached): the upstream is closed and the request settles once. */
+  private leave(): void {
+    if (this.ended) return;
+    this.halt(new StreamAbortedError('The client closed the request.', 'client_closed', false));
+    void this.end({ code: 'client_closed' });
+  }
+
   // --- the abort listener (the client gone, or a revoked credential) ---
   handleEvent(): void {
-    if (this.ended) return;
+    if (this.ended || this.drainLeft >= 0) return;
+    // The client gone (not a reason of ours): a finished answer's usage may still be read.
+    if (!(this.signal?.reason instanceof GatewayError) && this.drain()) return this.closeWith(null, false);
     const err = abortError(this.signal);
     this.halt(new StreamAbortedError(err.message, err.code, false));
     const settling = this.end({ code: err.code });

@@ -1,8 +1,8 @@
 import { AlwaysLeader, MemoryRateLimits, bunFetchLimit, errorText, nowSeconds, stdLogger, readBounded, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
 import { AlertDispatcher, alertWebhookConfig, billingConfig, BudgetBook, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps, type SharedHolds } from '@gw/billing';
-import type { AlertOutboxStore, AsyncSettlementSink, BudgetChargesRepo, BudgetsStore, GroupsStore, PricesStore, SettlementSink, UsageLogsStore } from '@gw/db';
+import type { AlertOutboxStore, AsyncSettlementSink, BudgetChargesRepo, BudgetsStore, GroupsStore, PricesStore, SettlementSink, UnfinishedStore, UsageLogsStore } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
-import { probeRequest } from '@gw/channels';
+import { probeRequest, type KeyRef } from '@gw/channels';
 import { ModelCatalog } from './catalog';
 import { SessionAffinity } from './affinity';
 import { relayConfig, type RelayConfig } from './config';
@@ -53,6 +53,8 @@ export interface RelayWiring {
     prices: PricesStore; groups: GroupsStore; usageLogs: UsageLogsStore;
     /** SQLite: the synchronous settlement batch and the budget charges written inside it. Absent with `durable`. */
     settlements?: SettlementSink; budgetCharges?: BudgetChargesRepo;
+    /** SQLite: realtime responses running, billed at the next start if the process dies (QuotaService.checkpoint). */
+    realtimeUnfinished?: UnfinishedStore;
     budgets: BudgetsStore; alertOutbox: AlertOutboxStore;
   };
   /**
@@ -79,7 +81,7 @@ export interface RelayWiring {
   };
   setChannelStatus(id: number, status: 1 | 3, reason: string): Promise<void>;
   /** The owner of channel keys: refused keys set aside, counters, the prober's re-enable. */
-  channelKeys?: RelayKeyEvents & { reEnable(channelId: number, keyId: number): Promise<void> };
+  channelKeys?: RelayKeyEvents & { reEnable(channelId: number, key: KeyRef): Promise<void> };
   adapter(type: string): ProviderAdapter;
   log?: Logger;
   /** Metrics hooks: every upstream attempt, every recorded settlement. */
@@ -131,7 +133,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
     if (!settlements || !budgetCharges) throw new Error('createRelayServices: the SQLite settlement and budget stores are required without a durable sink');
     quota = new QuotaService({
       sink: settlements, prices, bus: w.bus,
-      journal: w.journalDir ? new SettlementJournal(w.journalDir) : null, flushMs: billing.flushMs, log: w.log, observe: w.observeSettlement,
+      journal: w.journalDir ? new SettlementJournal(w.journalDir) : null, unfinished: w.journalDir ? w.stores.realtimeUnfinished : null, flushMs: billing.flushMs, log: w.log, observe: w.observeSettlement,
       budgets, onAlerts: () => alerts.poke(),
     });
   }
@@ -143,10 +145,12 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
     all: () => w.channels.all(),
     get: (id) => w.channels.get(id),
     setStatus: w.setChannelStatus,
-    probe: (id, keyId) => probeChannel(w, id, keyId, config.probeTimeoutMs),
-    reEnableKey: w.channelKeys ? (id, keyId) => w.channelKeys!.reEnable(id, keyId) : undefined,
+    probe: (id, key) => probeChannel(w, id, key, config.probeTimeoutMs),
+    reEnableKey: w.channelKeys ? (id, key) => w.channelKeys!.reEnable(id, key) : undefined,
     log: w.log,
   }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs, confirm: config.healthConfirm });
+  // After the channel registry's own listener (registered before), like every later listener of the bus.
+  const stopForgetting = w.bus.on('channel.changed', ({ channelId }) => health.forget(channelId));
   const groups = await GroupService.load(w.stores.groups, w.bus);
   // The prober runs on the leader only (one node of a cluster probes, not every node).
   const leader = w.leader ?? new AlwaysLeader();
@@ -165,7 +169,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
       msg: 'MAX_UPSTREAM_CONNECTIONS exceeds the fetch slots Bun was started with (BUN_CONFIG_MAX_HTTP_REQUESTS - 64); start with `bun run start` or raise BUN_CONFIG_MAX_HTTP_REQUESTS' });
   }
   const slots = new UpstreamSlots(Math.min(config.maxUpstreamConnections, fetchSlots), config.maxUpstreamPerUser);
-  const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting, since: w.catalogSince });
+  const catalog = new ModelCatalog({ channels: w.channels, adapter: w.adapter, counting: config.counting, since: w.catalogSince, routeGroups: (g) => relay.routeGroups(g) });
   // Built after the key index and user directory subscribed to the bus, so it reads their refreshed state.
   const inflight = new InflightRegistry({
     bus: w.bus,
@@ -181,17 +185,21 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
     close: () => {
       closed = true;
       if (budgetRetry) clearTimeout(budgetRetry);
-      stopFollowing(); inflight.close(); health.close(); quota.close();
+      stopFollowing(); stopForgetting(); inflight.close(); health.close(); quota.close();
     },
     closeAlerts: async () => { await alerts?.close(); },
   };
 }
 
-/** One minimal request (1 output token) to the channel's first model, with `keyId` or else a usable key; success = a 2xx answer. */
-async function probeChannel(w: RelayWiring, id: number, keyId: number | undefined, timeoutMs: number): Promise<boolean> {
+/**
+ * One minimal request (1 output token) to the channel's first model, with `ref`'s key or else a usable key;
+ * success = a 2xx answer. A key no longer among the channel's (replaced by the operator) is not probed, and
+ * fails: the secret now under its id is another key, which the verdict would otherwise be pinned on.
+ */
+async function probeChannel(w: RelayWiring, id: number, ref: KeyRef | undefined, timeoutMs: number): Promise<boolean> {
   const ch = w.channels.get(id);
   const model = ch?.models[0];
-  const key = keyId === undefined ? ch?.keys.find((k) => k.status === 1) : ch?.keys.find((k) => k.id === keyId);
+  const key = ref === undefined ? ch?.keys.find((k) => k.status === 1) : ch?.keys.find((k) => k.id === ref.id && k.fingerprint === ref.fingerprint);
   if (!ch || !model || !key) return false;
   const adapter = w.adapter(ch.type);
   const { body, extraHeaders } = probeRequest(ch, model);

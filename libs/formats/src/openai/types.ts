@@ -17,7 +17,7 @@ export interface ChatToolCall {
 export type ChatMessage =
   | { role: 'system' | 'developer'; content: string }
   | { role: 'user'; content: string | ChatContentPart[] }
-  | { role: 'assistant'; content: string | null; tool_calls?: ChatToolCall[]; refusal?: string | null }
+  | { role: 'assistant'; content: string | null; tool_calls?: ChatToolCall[]; refusal?: string | null; reasoning_content?: string }
   | { role: 'tool'; tool_call_id: string; content: string };
 
 export interface ChatTool {
@@ -52,6 +52,8 @@ export interface CompletionUsage {
   total_tokens?: number;
   prompt_tokens_details?: { cached_tokens?: number | null; cache_write_tokens?: number | null } | null;
   completion_tokens_details?: { reasoning_tokens?: number | null } | null;
+  /** DeepSeek's cache hits (a part of prompt_tokens), where OpenAI has prompt_tokens_details.cached_tokens. */
+  prompt_cache_hit_tokens?: number | null;
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'function_call';

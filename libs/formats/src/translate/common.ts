@@ -22,7 +22,8 @@ const int = (n: unknown, main = false): number =>
     : n === null && !main ? 0 : typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : Number.NaN);
 
 /**
- * OpenAI usage → Anthropic usage. OpenAI's prompt_tokens includes cached tokens; Anthropic's input_tokens
+ * OpenAI usage → Anthropic usage (cache reads: `prompt_tokens_details.cached_tokens`, else DeepSeek's
+ * `prompt_cache_hit_tokens`). OpenAI's prompt_tokens includes cached tokens; Anthropic's input_tokens
  * does not, so cache reads and writes are subtracted (clamped at 0 against inconsistent upstreams). A main
  * count the upstream left out stays undefined (see `int`); without prompt_tokens the cached counts cannot be
  * placed inside it and are kept as reported.
@@ -31,16 +32,32 @@ export function usageFromOpenAI(u: CompletionUsage): Usage {
   const prompt = int(u.prompt_tokens, true);
   const known = prompt !== undefined;
   // Cached counts are part of prompt_tokens: never more than it (an inconsistent upstream would bill them twice).
-  const cacheRead = known ? Math.min(int(u.prompt_tokens_details?.cached_tokens), prompt) : int(u.prompt_tokens_details?.cached_tokens);
+  // DeepSeek reports its cache hits as prompt_cache_hit_tokens (part of prompt_tokens too), without details.
+  const cached = u.prompt_tokens_details?.cached_tokens ?? u.prompt_cache_hit_tokens;
+  const cacheRead = known ? Math.min(int(cached), prompt) : int(cached);
   const cacheWrite = known ? Math.min(int(u.prompt_tokens_details?.cache_write_tokens), prompt - (cacheRead || 0)) : int(u.prompt_tokens_details?.cache_write_tokens);
   // An unusable cached count (NaN: flagged `invalid`, billed as none) leaves the prompt whole as uncached input,
   // the dearest reading of a valid prompt_tokens, rather than making the valid count unusable too.
   return {
     input_tokens: known ? prompt - (cacheRead || 0) - (cacheWrite || 0) : prompt,
-    output_tokens: int(u.completion_tokens, true),
+    output_tokens: withReasoning(u, prompt, int(u.completion_tokens, true)),
     cache_creation_input_tokens: cacheWrite,
     cache_read_input_tokens: cacheRead,
   };
+}
+
+/**
+ * The output count, reasoning included. OpenAI counts reasoning inside completion_tokens (reasoning_tokens is a part of
+ * it); some compatible servers in front of Gemini report the thinking only in reasoning_tokens (and total_tokens), so
+ * completion_tokens alone billed the thinking as free. Reasoning is added when it cannot be a part of completion_tokens
+ * (larger than it) or when total_tokens says it is not (prompt + completion + reasoning). An unusable or absent
+ * completion count stays as it is (billing flags or estimates it).
+ */
+function withReasoning(u: CompletionUsage, prompt: number | undefined, completion: number): number {
+  const r = u.completion_tokens_details?.reasoning_tokens;
+  if (!usableCount(completion) || !usableCount(r) || r === 0) return completion;
+  const apart = r > completion || (usableCount(prompt) && u.total_tokens === prompt + completion + r);
+  return apart && Number.isSafeInteger(completion + r) ? completion + r : completion;
 }
 
 /** A count billing can use as it is (the test guardUsage applies). */
@@ -58,7 +75,7 @@ export function matchedStopSequence(upstreamStopReason: unknown, requested: read
 }
 
 /**
- * The stop_reason (and matched stop sequence) of a whole answer. Tool calls ending in "stop" (what OpenAI
+ * The stop_reason (and matched stop sequence) of a whole answer: tool_use exactly when it holds a tool call. Tool calls ending in "stop" (what OpenAI
  * sends when tool_choice names a function, and some compatible servers always) still end in tool_use:
  * clients' agent loops stop on end_turn and would skip the calls. length and refusal are kept as they are.
  */
@@ -66,6 +83,9 @@ export function finalStopReason(finishReason: string | null | undefined,
   o: { refused: boolean; toolCalls: boolean; upstreamStop: unknown; stopSequences?: readonly string[] }): { stop: StopReason; stopSequence: string | null } {
   let stop = o.refused ? 'refusal' : mapFinishReason(finishReason);
   if (stop === 'end_turn' && o.toolCalls) stop = 'tool_use';
+  // And the other way: tool_use with no tool_use block is an answer Anthropic never gives; an agent loop would
+  // wait for tool results that cannot exist.
+  if (stop === 'tool_use' && !o.toolCalls) stop = 'end_turn';
   const stopSequence = stop === 'end_turn' ? matchedStopSequence(o.upstreamStop, o.stopSequences) : null;
   return { stop: stopSequence === null ? stop : 'stop_sequence', stopSequence };
 }
@@ -77,6 +97,26 @@ export function textOf(v: unknown): string {
   let s = '';
   for (const p of v) if (p && typeof p === 'object' && typeof (p as { text?: unknown }).text === 'string') s += (p as { text: string }).text;
   return s;
+}
+
+/**
+ * Anthropic's tool_use id alphabet, at most 128 characters (its own ids are about 30): an answer's ids are kept
+ * to tell repeats, so an upstream's megabyte ids are replaced rather than held 10,000 times.
+ */
+const TOOL_ID = /^[A-Za-z0-9_-]{1,128}$/;
+
+/**
+ * The tool_use id of an upstream call: its own id when Anthropic would accept it (TOOL_ID) and no earlier
+ * call of the answer has it, else `derived` (made unique). Kimi's compatible API names calls `functions.get:0`
+ * and some servers repeat one id for every call: a client replaying either to an Anthropic channel got a 400,
+ * and tool results answering one id twice cannot be told apart. A replaced id stays consistent across the
+ * conversation: the client sends it back in both the call and its result.
+ */
+export function clientToolId(upstreamId: unknown, derived: string, used: Set<string>): string {
+  let id = typeof upstreamId === 'string' && TOOL_ID.test(upstreamId) && !used.has(upstreamId) ? upstreamId : derived;
+  while (used.has(id)) id += '_';
+  used.add(id);
+  return id;
 }
 
 /**

@@ -71,3 +71,54 @@ describe('toOpenAIRequest', () => {
     rejects(base({ messages: [{ role: 'user', content: [{ type: 'search_result', source: 's' }] }] }), 'unsupported_content', 'messages[0].content[0]');
   });
 });
+
+describe('toOpenAIRequest: reasoningEcho', () => {
+  const call = { type: 'tool_use', id: 'toolu_1', name: 'f', input: {} };
+  const assistant = (...content: object[]) => base({ messages: [{ role: 'user', content: 'hi' }, { role: 'assistant', content }] });
+  const sent = (req: MessagesRequest, reasoningEcho: boolean) => toOpenAIRequest(req, { reasoningEcho }).messages[1] as Record<string, unknown>;
+
+  test("unsigned thinking (a translated upstream's) is joined into reasoning_content; off, nothing is sent", () => {
+    const req = assistant({ type: 'thinking', thinking: 'a', signature: '' }, { type: 'thinking', thinking: 'b' }, { type: 'text', text: 'x' }, call);
+    expect(sent(req, true).reasoning_content).toBe('a\nb');
+    expect(sent(req, false)).not.toHaveProperty('reasoning_content');
+  });
+
+  test('signed thinking and redacted_thinking are never echoed; tool calls without echoable thinking get ""', () => {
+    const req = assistant({ type: 'thinking', thinking: 'claude', signature: 'sig' }, { type: 'redacted_thinking', data: 'enc' }, call);
+    expect(sent(req, true).reasoning_content).toBe('');
+    expect(sent(assistant(call), true).reasoning_content).toBe('');
+  });
+
+  test('a text-only answer without thinking carries no reasoning_content', () => {
+    expect(sent(assistant({ type: 'text', text: 'x' }), true)).not.toHaveProperty('reasoning_content');
+    expect(sent(assistant({ type: 'thinking', thinking: 'hm', signature: 'sig' }, { type: 'text', text: 'x' }), true)).not.toHaveProperty('reasoning_content');
+  });
+});
+
+describe('toOpenAIRequest: document title and context', () => {
+  const doc = (source: object, extra: object = {}) => base({ messages: [{ role: 'user', content: [{ type: 'document', source, ...extra }, { type: 'text', text: 'Summarise.' }] }] });
+  const parts = (req: MessagesRequest) => toOpenAIRequest(req).messages[0]!.content;
+
+  test('a text document carries its title and context before its text', () => {
+    expect(parts(doc({ type: 'text', media_type: 'text/plain', data: 'The body.' }, { title: 'Q3 report', context: 'Written by finance' }))).toEqual([
+      { type: 'text', text: 'Document title: Q3 report\nDocument context: Written by finance\n\nThe body.' },
+      { type: 'text', text: 'Summarise.' },
+    ]);
+  });
+
+  test('a content document and a PDF get a text part naming them first; only the fields given', () => {
+    expect(parts(doc({ type: 'content', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }, { context: 'ctx' }))).toEqual([
+      { type: 'text', text: 'Document context: ctx' }, { type: 'text', text: 'a' }, { type: 'text', text: 'b' }, { type: 'text', text: 'Summarise.' },
+    ]);
+    expect(parts(doc({ type: 'base64', media_type: 'application/pdf', data: 'JVBE' }, { title: 'spec.pdf', context: 'v2' }))).toEqual([
+      { type: 'text', text: 'Document title: spec.pdf\nDocument context: v2' },
+      { type: 'file', file: { filename: 'spec.pdf', file_data: 'data:application/pdf;base64,JVBE' } },
+      { type: 'text', text: 'Summarise.' },
+    ]);
+  });
+
+  test('without title or context (or with them empty or not strings) the document is as before', () => {
+    expect(parts(doc({ type: 'text', data: 'x' }, { title: '', context: null }))).toEqual([{ type: 'text', text: 'x' }, { type: 'text', text: 'Summarise.' }]);
+    expect(parts(doc({ type: 'content', content: 'y' }, { context: 5 }))).toEqual([{ type: 'text', text: 'y' }, { type: 'text', text: 'Summarise.' }]);
+  });
+});

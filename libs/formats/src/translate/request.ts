@@ -21,6 +21,11 @@ export interface ToOpenAIOptions {
   systemRole?: 'system' | 'developer';
   /** The upstream takes `reasoning_effort` (thinking is mapped to it). Default false: thinking is dropped. */
   reasoningEffort?: boolean;
+  /**
+   * Send thinking back as the assistant message's `reasoning_content` (DeepSeek's and Kimi's thinking models need
+   * it within a tool loop). Default false: OpenAI itself refuses a message field it does not know.
+   */
+  reasoningEcho?: boolean;
 }
 
 /** OpenAI accepts at most this many `stop` strings. */
@@ -39,7 +44,7 @@ export function toOpenAIRequest(req: MessagesRequest, opts: ToOpenAIOptions = {}
   const rename = (n: string) => names[n] ?? n;
   const system = systemText(req.system);
   if (system) out.messages.push({ role: opts.systemRole ?? 'system', content: system });
-  req.messages.forEach((m, i) => out.messages.push(...translateMessage(m, i, rename)));
+  req.messages.forEach((m, i) => out.messages.push(...translateMessage(m, i, rename, opts.reasoningEcho === true)));
 
   out[opts.maxTokensField ?? 'max_completion_tokens'] = req.max_tokens;
   if (req.temperature !== undefined) out.temperature = req.temperature;
@@ -91,25 +96,37 @@ function applyToolChoice(out: ChatCompletionRequest, choice: ToolChoice, rename:
   if (choice.disable_parallel_tool_use === true && choice.type !== 'none') out.parallel_tool_calls = false;
 }
 
-function translateMessage(m: MessageParam, i: number, rename: (n: string) => string): ChatMessage[] {
+function translateMessage(m: MessageParam, i: number, rename: (n: string) => string, echo: boolean): ChatMessage[] {
   if (typeof m.content === 'string') return [{ role: m.role, content: m.content }];
   const blocks = m.content as Block[];
-  return m.role === 'assistant' ? [assistantMessage(blocks, i, rename)] : userMessages(blocks, i);
+  return m.role === 'assistant' ? [assistantMessage(blocks, i, rename, echo)] : userMessages(blocks, i);
 }
 
-function assistantMessage(blocks: Block[], i: number, rename: (n: string) => string): ChatMessage {
+/**
+ * Thinking a translated upstream produced: the gateway gives it `signature: ""`. A signed block is an Anthropic
+ * model's (its signature only means something to Anthropic) and `redacted_thinking` is encrypted: neither is
+ * another model's reasoning to continue from.
+ */
+const echoable = (b: Block) => b.type === 'thinking' && typeof b.thinking === 'string' && !b.signature;
+
+function assistantMessage(blocks: Block[], i: number, rename: (n: string) => string, echo: boolean): ChatMessage {
   const texts: string[] = [];
   const calls: ChatToolCall[] = [];
+  const reasoning: string[] = [];
   blocks.forEach((b, j) => {
     if (b.type === 'text') texts.push(b.text);
     else if (b.type === 'tool_use') {
       calls.push({ id: openaiToolCallId(b.id), type: 'function', function: { name: rename(b.name), arguments: JSON.stringify(b.input ?? {}) } });
-    } else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') {
+    } else if (echoable(b)) reasoning.push(b.thinking);
+    else if (b.type !== 'thinking' && b.type !== 'redacted_thinking') {
       throw unsupported('unsupported_content', `Content block "${b.type}" is not supported by this model's upstream.`, `messages[${i}].content[${j}]`);
     }
   });
   const msg: ChatMessage = { role: 'assistant', content: texts.length ? texts.join('') : calls.length ? null : '' };
   if (calls.length) msg.tool_calls = calls;
+  // DeepSeek refuses tool calls without their reasoning (400); calls with none to echo (thinking off, or an
+  // Anthropic channel's turn) get an empty one.
+  if (echo && (reasoning.length || calls.length)) msg.reasoning_content = reasoning.join('\n');
   return msg;
 }
 
@@ -157,15 +174,30 @@ function sourceUrl(source: Block, param: string): string {
   throw unsupported('unsupported_content', `Source type "${source?.type}" is not supported by this model's upstream.`, `${param}.source`);
 }
 
+/**
+ * A document's `title` and `context` as text the model reads before it: a chat message has no field for them, and
+ * dropped, the model never saw what the client said the document is. Empty or not a string: left out.
+ */
+function documentHeader(b: Block): string {
+  const lines: string[] = [];
+  if (typeof b.title === 'string' && b.title) lines.push(`Document title: ${b.title}`);
+  if (typeof b.context === 'string' && b.context) lines.push(`Document context: ${b.context}`);
+  return lines.join('\n');
+}
+
 function documentParts(b: Block, param: string): ChatContentPart[] {
   const s = b.source ?? {};
-  if (s.type === 'text') return [{ type: 'text', text: String(s.data ?? '') }];
+  const header = documentHeader(b);
+  // Text documents keep one text part, the header on top; other documents get it as a part of its own before them.
+  const text = (t: string): ChatContentPart[] => [{ type: 'text', text: header ? `${header}\n\n${t}` : t }];
+  const headed = (parts: ChatContentPart[]): ChatContentPart[] => (header ? [{ type: 'text', text: header }, ...parts] : parts);
+  if (s.type === 'text') return text(String(s.data ?? ''));
   if (s.type === 'content') {
-    if (typeof s.content === 'string') return [{ type: 'text', text: s.content }];
-    return (s.content as Block[]).flatMap((c, k) => contentPart(c, `${param}.source.content[${k}]`));
+    if (typeof s.content === 'string') return text(s.content);
+    return headed((s.content as Block[]).flatMap((c, k) => contentPart(c, `${param}.source.content[${k}]`)));
   }
   if (s.type === 'base64') {
-    return [{ type: 'file', file: { filename: b.title ?? 'document.pdf', file_data: `data:${s.media_type};base64,${s.data}` } }];
+    return headed([{ type: 'file', file: { filename: b.title || 'document.pdf', file_data: `data:${s.media_type};base64,${s.data}` } }]);
   }
   throw unsupported('unsupported_content', `Document source "${s.type}" is not supported by this model's upstream.`, `${param}.source`);
 }

@@ -4,7 +4,7 @@ import type { AnthropicMessage, ResponseBlock, Usage } from '../anthropic/respon
 import { zeroUsage } from '../anthropic/response';
 import type { ChatCompletion, ChatToolCall } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
-import { clientToolName, finalStopReason, firstChoice, textOf, usableCount, usageFromOpenAI } from './common';
+import { clientToolId, clientToolName, finalStopReason, firstChoice, textOf, usableCount, usageFromOpenAI } from './common';
 
 export interface FromOpenAIOptions {
   /** The model the client asked for; echoed in `model`. */
@@ -50,10 +50,11 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
   if (refusal) content.push({ type: 'text', text: refusal });
   // tool_calls that is not an array, or an entry that is not an object, is skipped as a stream's would be.
   const calls = (Array.isArray(msg?.tool_calls) ? msg.tool_calls : []).filter((c) => c && typeof c === 'object');
+  const usedIds = new Set<string>();
   calls.forEach((call, i) => {
-    // An id or name that is not a string is replaced, never passed on as a number or object; a missing id gets
-    // one derived from the message id, as streamed calls do.
-    const callId = typeof call.id === 'string' && call.id ? call.id : `toolu_${id.replace(/^msg_/, '')}_${i}`;
+    // An id or name that is not a string is replaced, never passed on as a number or object; a missing id (or one
+    // Anthropic would refuse, clientToolId) gets one derived from the message id, as streamed calls do.
+    const callId = clientToolId(call.id, `toolu_${id.replace(/^msg_/, '')}_${i}`, usedIds);
     const fn: Partial<ChatToolCall['function']> = call.function && typeof call.function === 'object' ? call.function : {};
     const args = typeof fn.arguments === 'string' ? fn.arguments : undefined;
     if (fn.arguments !== undefined && args === undefined) badToolArguments.push(callId);

@@ -212,3 +212,52 @@ describe('ChatStreamTranslator: tool calls without an index', () => {
     expect(one.args(0)).toBe('{"x":1}');
   });
 });
+
+describe('ChatStreamTranslator: a call reusing a live call\'s index (Ollama numbers every call 0)', () => {
+  const opts = { requestedModel: 'm', id: 'msg_x' };
+  const call = (tc: object, finish: 'tool_calls' | null = null) => fullChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index: 0, ...tc }] }, finish_reason: finish }] });
+  const text = (content: string) => fullChunk({ choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+
+  test('the new call closes the live one and streams as its own block at once, not at the end', () => {
+    const t = new ChatStreamTranslator(opts);
+    t.push(call({ id: 'call_a', function: { name: 'get', arguments: '{"a":' } }));
+    expect(t.push(call({ function: { arguments: '1}' } }))).toEqual([{ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '1}' } }]);
+    expect(t.push(call({ id: 'call_b', function: { name: 'put', arguments: '{"b":' } }))).toEqual([
+      { type: 'content_block_stop', index: 0 },
+      { type: 'content_block_start', index: 1, content_block: { type: 'tool_use', id: 'call_b', name: 'put', input: {} } },
+      { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: '{"b":' } },
+    ]);
+    expect(t.push(call({ function: { arguments: '2}' } }))).toEqual([{ type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: '2}' } }]);
+    const end = [...t.push(call({}, 'tool_calls')), ...t.finish()];
+    expect(end.map((e) => e.type)).toEqual(['content_block_stop', 'message_delta', 'message_stop']);
+    expect(end[0]).toEqual({ type: 'content_block_stop', index: 1 });
+  });
+
+  test('text that came while the first call was live goes between the two calls, in its order', () => {
+    const t = new ChatStreamTranslator(opts);
+    const ev = [
+      ...t.push(call({ id: 'call_a', function: { name: 'get', arguments: '{}' } })),
+      ...t.push(text('between')),
+      ...t.push(call({ id: 'call_b', function: { name: 'get', arguments: '{}' } })),
+      ...t.push(call({}, 'tool_calls')), ...t.finish(),
+    ];
+    const starts = ev.filter((e) => e.type === 'content_block_start').map((e: any) => [e.index, e.content_block.type, e.content_block.id]);
+    expect(starts).toEqual([[0, 'tool_use', 'call_a'], [1, 'text', undefined], [2, 'tool_use', 'call_b']]);
+    expect(ev.filter((e) => e.type === 'content_block_stop').map((e: any) => e.index)).toEqual([0, 1, 2]);
+  });
+  test('with another call still pending, the new call keeps its place behind it: the order the upstream sent them in', () => {
+    const t = new ChatStreamTranslator(opts);
+    const tc = (index: number, o: object) => fullChunk({ choices: [{ index: 0, delta: { tool_calls: [{ index, ...o }] }, finish_reason: null }] });
+    const ev = [
+      ...t.push(tc(0, { id: 'call_a', function: { name: 'get', arguments: '{"a":1}' } })),
+      ...t.push(tc(1, { id: 'call_b', function: { name: 'get', arguments: '{"b":' } })),
+      ...t.push(tc(0, { id: 'call_c', function: { name: 'get', arguments: '{"c":3}' } })),
+      ...t.push(tc(1, { function: { arguments: '2}' } })),
+      ...t.push(call({}, 'tool_calls')), ...t.finish(),
+    ];
+    const starts = ev.filter((e) => e.type === 'content_block_start').map((e: any) => [e.index, e.content_block.id]);
+    expect(starts).toEqual([[0, 'call_a'], [1, 'call_b'], [2, 'call_c']]);
+    const args = (i: number) => ev.filter((e: any) => e.type === 'content_block_delta' && e.index === i).map((e: any) => e.delta.partial_json).join('');
+    expect([args(0), args(1), args(2)]).toEqual(['{"a":1}', '{"b":2}', '{"c":3}']);
+  });
+});

@@ -7,7 +7,7 @@ import type { AnthropicStreamEvent, StopReason, Usage } from '../anthropic/respo
 import { zeroUsage } from '../anthropic/response';
 import type { ChatCompletionChunk, ChatToolCallDelta } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
-import { clientToolName, finalStopReason, firstChoice, textOf, usableCount, usageFromOpenAI } from './common';
+import { clientToolId, clientToolName, finalStopReason, firstChoice, textOf, usableCount, usageFromOpenAI } from './common';
 
 export interface StreamTranslatorOptions {
   /** The model the client asked for; echoed in message_start. */
@@ -77,11 +77,17 @@ export class ChatStreamTranslator {
   private failure: string | null = null;
   /** The choice index read (index 0, else the first one seen); chunks of other choices are ignored. */
   private readonly choice = { settled: false, value: undefined as unknown };
+  /** Per integer index, the call its deltas go to (key and id): a call reusing the index gets a key of its own. */
+  private readonly indexed = new Map<number, { key: ToolKey; id: string }>();
+  /** The key of the call whose index a new call just took over (set by indexedKey, read once by tool()). */
+  private superseded: ToolKey | null = null;
   /** The call unindexed deltas go to (key, its id, whether it has a name). */
   private unindexed: { key: string; id: string; named: boolean } | null = null;
   /** Text and reasoning that came while tool calls were unfinished: emitted after them, so no call is cut. */
   private held: HeldText[] = [];
   private toolCalls = 0;
+  /** The tool_use ids given so far (each answer's ids are unique, see clientToolId). */
+  private readonly toolIds = new Set<string>();
   private finishReason: string | null = null;
   private upstreamStop: unknown = null;
   private refused = false;
@@ -131,9 +137,14 @@ export class ChatStreamTranslator {
     if (!chunk || typeof chunk !== 'object') return out;
     if (chunk.usage) {
       const u = usageFromOpenAI(chunk.usage);
-      // Usage sent in several chunks (servers reporting running totals): the last one with a count wins; one
-      // with neither main count (`usage: {}`) does not erase an earlier report.
-      if (u.input_tokens !== undefined || u.output_tokens !== undefined || !this.usage) this.usage = u;
+      // Usage sent in several chunks (servers reporting running totals): the last report of each count wins. A report
+      // without prompt_tokens (with its cached parts) or completion_tokens keeps the earlier one: servers that send
+      // prompt_tokens early and completion_tokens at the end had the prompt billed at the estimate; `usage: {}` keeps both.
+      const prev = this.usage;
+      this.usage = !prev ? u : {
+        ...(u.input_tokens !== undefined ? u : prev),
+        output_tokens: u.output_tokens !== undefined ? u.output_tokens : prev.output_tokens,
+      };
     }
     const choice = firstChoice(chunk.choices, this.choice);
     if (!choice) return out;
@@ -225,8 +236,13 @@ export class ChatStreamTranslator {
     // OpenAI's index is an integer; anything else is keyed by its text (an object or a fraction names no call
     // of its own, and never reaches an id). Without an index (Gemini's compatible API sends each call whole,
     // unindexed), a delta bringing another id, or a name when the call has one, starts a new call instead of
-    // being appended to the previous call's arguments.
-    const key: ToolKey = Number.isSafeInteger(tc.index) ? tc.index : tc.index == null ? this.unindexedKey(tc, name) : String(tc.index);
+    // being appended to the previous call's arguments. The prefixes keep the three kinds of key apart.
+    const key: ToolKey = Number.isSafeInteger(tc.index) ? this.indexedKey(tc.index as number, tc, name)
+      : tc.index == null ? this.unindexedKey(tc, name) : `i:${String(tc.index)}`;
+    if (this.superseded !== null) {
+      if (this.superseded === this.liveTool) this.endLive(out);
+      this.superseded = null;
+    }
     const tokens = estimateTextTokens(args);
     this.outputTokens += tokens;
     if (key === this.liveTool) {
@@ -264,17 +280,50 @@ export class ChatStreamTranslator {
     this.emitTool(out, index, key, t);
   }
 
+  /**
+   * The key of a delta with an integer index: the index itself, unless that index's call already has an id and
+   * the delta starts another call (another id, and a name). Ollama, and LiteLLM relaying it, give every call of
+   * a parallel answer index 0: appending the second call to the first made `{"a":1}{"b":2}` and lost a call.
+   * A name alone does not start a call (some servers repeat it on every fragment), nor does the same id again.
+   */
+  private indexedKey(index: number, tc: ChatToolCallDelta, name: string): ToolKey {
+    const id = typeof tc.id === 'string' ? tc.id : '';
+    const cur = this.indexed.get(index);
+    if (!cur) {
+      this.indexed.set(index, { key: index, id });
+      return index;
+    }
+    if (id && name && cur.id && id !== cur.id) {
+      const key = `r:${index}:${this.toolCalls}`;
+      this.indexed.set(index, { key, id });
+      this.superseded = cur.key;
+      return key;
+    }
+    if (id && !cur.id) cur.id = id;
+    return cur.key;
+  }
+
   /** The key of an unindexed delta: the current unindexed call's, or a new one (see tool()). */
   private unindexedKey(tc: ChatToolCallDelta, name: string): ToolKey {
     const id = typeof tc.id === 'string' ? tc.id : '';
     const cur = this.unindexed;
     if (!cur || (id && cur.id && id !== cur.id) || (name && cur.named)) {
-      this.unindexed = { key: `u${this.toolCalls}`, id, named: !!name };
+      this.unindexed = { key: `u:${this.toolCalls}`, id, named: !!name };
     } else {
       if (id) cur.id = id;
       if (name) cur.named = true;
     }
     return this.unindexed!.key;
+  }
+
+  /**
+   * Ends the live call once no fragment can reach it any more (a new call took its index), so the next call streams
+   * as soon as it starts instead of waiting for the end of the answer. Text held behind it follows it at once.
+   * Not while other calls are pending: those may still get fragments, and the new call, streamed ahead of them,
+   * would change the order of the calls (the same answer as JSON keeps the upstream's order); it waits behind them.
+   */
+  private endLive(out: AnthropicStreamEvent[]): void {
+    if (!this.pending.size) this.closeOpen(out);
   }
 
   /** Drops a pending call (it is being emitted) and its share of `heldChars`. */
@@ -287,7 +336,7 @@ export class ChatStreamTranslator {
   private emitTool(out: AnthropicStreamEvent[], index: number, key: ToolKey, t: PendingTool): void {
     // A derived id uses OpenAI's index only when it is a non-negative integer (ids stay [A-Za-z0-9_-]).
     const suffix = typeof key === 'number' && key >= 0 ? String(key) : `n${t.ordinal}`;
-    const id = t.id || `toolu_${this.opts.id.replace(/^msg_/, '')}_${suffix}`;
+    const id = clientToolId(t.id, `toolu_${this.opts.id.replace(/^msg_/, '')}_${suffix}`, this.toolIds);
     const name = clientToolName(this.opts.toolNames, t.name);
     out.push({ type: 'content_block_start', index, content_block: { type: 'tool_use', id, name, input: {} } });
     if (t.args.length) out.push({ type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: t.args.join('') } });

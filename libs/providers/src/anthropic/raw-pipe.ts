@@ -54,6 +54,12 @@ const mayCarryUsage = (b: Uint8Array) => {
   const buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
   return buf.includes(USAGE_KEY) || buf.includes(START_TYPE) || hasAsciiEscape(buf);
 };
+/**
+ * So is one named otherwise whose data may be a content_block_start (a code-execution call, billed per call, that a
+ * client reads by its `type`: see mayBeBlockStart in stream.ts); a content_block_start itself is checked by billedBlock.
+ */
+const BLOCK_START_TYPE = Buffer.from('"content_block_start"');
+const mayBeBlockStart = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).includes(BLOCK_START_TYPE);
 const PIECE_KEYS = ['"text":"', '"partial_json":"', '"thinking":"'].map((k) => Buffer.from(k));
 
 /** Which RAW_NAMES entry the event's `event:` line names (after blank lines), or -1. Compares bytes. */
@@ -133,6 +139,7 @@ export class AnthropicFramer {
     let asciiChunk: boolean | null = null;
     // One native search per chunk: only a chunk holding a usage key or an escape has its events checked one by one.
     let usageChunk: boolean | null = null;
+    let blockChunk: boolean | null = null;
     for (let i = c.indexOf(LF); i !== -1 && !this.machine.stopped; i = c.indexOf(LF, i + 1)) {
       const blank = i === evStart ? this.lastLf && this.pendingLen > 0 : c[i - 1] === LF;
       if (!blank) continue;
@@ -143,6 +150,7 @@ export class AnthropicFramer {
       this.lastLf = false;
       let kind = this.machine.complete ? -2 : rawKind(ev);
       if (kind >= 0 && (spans || (usageChunk ??= mayCarryUsage(c))) && mayCarryUsage(ev)) kind = -1;
+      else if (kind >= 0 && kind !== START && (spans || (blockChunk ??= mayBeBlockStart(c))) && mayBeBlockStart(ev)) kind = -1;
       if (kind === -2) flushRun(); // after message_stop: dropped, like every other event then
       else if (kind !== -1) {
         if (kind === DELTA) this.machine.addOutputEstimate(deltaTokens(ev, spans ? isAscii(ev) : (asciiChunk ??= isAscii(c))));

@@ -67,6 +67,15 @@ export function mayBeStart(data: string): boolean {
   return data.includes('"message_start"');
 }
 
+/**
+ * Whether an event's data may be a content_block_start a client reads (by its `type`) though the event is named
+ * otherwise: a bare `"content_block_start"` string (an ASCII escape already makes mayCarryUsage true). Parsed then, so a
+ * code-execution call (billed per call) or a search's results sent under another name are counted too.
+ */
+export function mayBeBlockStart(data: string): boolean {
+  return data.includes('"content_block_start"');
+}
+
 /** The client's error for an upstream that starts a second message (see AnthropicStreamMachine.secondStart). */
 export const SECOND_START = 'The upstream stream started a second message.';
 
@@ -117,10 +126,12 @@ export class AnthropicStreamMachine implements SseMachine {
     // The official SDKs read an event by its data's `type` (its name only picks which events to read), and data-only
     // clients read only the data: usage in an event named otherwise (content_block_delta, ping, none) reaches the
     // client all the same, so it is billed too. Such an event is forwarded as sent.
-    if (name !== 'message_start' && name !== 'message_delta' && name !== 'error' && (mayCarryUsage(ev.data) || mayBeStart(ev.data))) {
+    if (name !== 'message_start' && name !== 'message_delta' && name !== 'error'
+      && (mayCarryUsage(ev.data) || mayBeStart(ev.data) || (name !== 'content_block_start' && mayBeBlockStart(ev.data)))) {
       const data = safeParse(ev.data);
       if (data?.type === 'message_start' && this.secondStart()) return this.fail(SECOND_START);
       this.account(data, '');
+      if (name !== 'content_block_start' && data?.type === 'content_block_start') this.countBlock(data.content_block, ev.data);
     }
     switch (name) {
       case 'message_start': {
@@ -199,7 +210,11 @@ export class AnthropicStreamMachine implements SseMachine {
    * when it names one of them).
    */
   blockStart(data: string): void {
-    const block = safeParse(data)?.content_block;
+    this.countBlock(safeParse(data)?.content_block, data);
+  }
+
+  /** Counts a started content block that is billed: a code-execution call, or a web search's results (`data`: its event's). */
+  private countBlock(block: any, data: string): void {
     if (isCodeExecutionCall(block)) {
       this.codeExecutionCalls++;
       return;
@@ -244,7 +259,9 @@ export class AnthropicStreamMachine implements SseMachine {
       (estimatedUsage as Record<string, unknown>).server_tool_use = { web_search_requests: Math.max(usable(reported) ? reported : 0, this.deliveredSearches) };
       if (usable(estimatedUsage.input_tokens)) estimatedUsage.input_tokens += this.searchInputEstimate;
     }
-    return { usage, estimatedUsage, stopReason: this.stopReason, complete: this.complete && !this.error, error: this.error, codeExecutionCalls: this.codeExecutionCalls };
+    const { input_tokens, cache_read_input_tokens, cache_creation_input_tokens } = this.peak;
+    return { usage, estimatedUsage, stopReason: this.stopReason, complete: this.complete && !this.error, error: this.error, codeExecutionCalls: this.codeExecutionCalls,
+      peak: { input_tokens, cache_read_input_tokens, cache_creation_input_tokens } };
   }
 
   private fail(message: string): string {

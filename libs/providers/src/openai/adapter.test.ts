@@ -125,3 +125,36 @@ describe('openai adapter', () => {
     expect(d.estimatedUsage).toEqual(d.message.usage);
   });
 });
+
+describe('reasoning_echo', () => {
+  const loop = {
+    model: 'm', max_tokens: 9, messages: [
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: [{ type: 'thinking', thinking: 'why', signature: '' }, { type: 'tool_use', id: 't1', name: 'f', input: {} }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 't1', content: 'ok' }] },
+    ],
+  } as MessagesRequest;
+  const echoed = (baseUrl: string, reasoningEcho?: 'auto' | 'always' | 'never') =>
+    JSON.parse(openaiAdapter.buildMessagesRequest(loop, { ...target, baseUrl, reasoningEcho }, new Headers()).init.body).messages[1].reasoning_content;
+
+  test('auto echoes to the DeepSeek and Moonshot APIs only; always and never override it', () => {
+    expect(echoed('https://api.deepseek.com')).toBe('why');
+    expect(echoed('https://API.Moonshot.ai/', 'auto')).toBe('why');
+    expect(echoed('https://api.moonshot.cn')).toBe('why');
+    expect(echoed('https://api.openai.com')).toBeUndefined();
+    expect(echoed('https://api.deepseek.com.evil.example')).toBeUndefined();
+    expect(echoed('http://vllm.local:8000', 'always')).toBe('why');
+    expect(echoed('https://api.deepseek.com', 'never')).toBeUndefined();
+  });
+
+  test('auto names the host, however the URL spells it: a trailing dot, a port, userinfo, a path', () => {
+    // The fully qualified name is the same host (DNS resolves it alike): without the echo DeepSeek answers 400 to
+    // every tool loop's second turn.
+    expect(echoed('https://api.deepseek.com./v1')).toBe('why');
+    expect(echoed('https://api.deepseek.com:443/v1')).toBe('why');
+    // The host is what follows the userinfo; a name in the path or userinfo is not the host.
+    expect(echoed('https://api.deepseek.com@api.openai.com')).toBeUndefined();
+    expect(echoed('https://api.openai.com/api.deepseek.com')).toBeUndefined();
+    expect(echoed('https://api.deepseek.com..')).toBeUndefined();
+  });
+});

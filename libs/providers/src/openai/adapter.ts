@@ -5,6 +5,7 @@
 import { MAX_STREAM_TOOL_CALLS, firstChoice, fromOpenAICompletion, toOpenAIRequest, type ChatCompletion, type MessagesRequest, type ToOpenAIOptions } from '@gw/formats';
 import type { DecodeContext, DecodedMessage, ProviderAdapter, UpstreamTarget } from '../adapter';
 import { badUpstreamResponse, classifyUpstreamError } from '../errors';
+import { echoesReasoning } from '../reasoning-echo';
 import { joinUrl, toWebSocketUrl } from '../url';
 import { createOpenAIStreamDecoder } from './stream';
 
@@ -32,7 +33,7 @@ export function createOpenAICompatibleAdapter(config: OpenAICompatibleConfig): P
     type: config.type,
 
     buildMessagesRequest(body: MessagesRequest, target: UpstreamTarget) {
-      const payload = toOpenAIRequest(body, { ...config.request, model: target.upstreamModel });
+      const payload = toOpenAIRequest(body, { ...config.request, model: target.upstreamModel, reasoningEcho: echoesReasoning(target.reasoningEcho, target.baseUrl) });
       const headers = { ...target.forwardedHeaders, 'content-type': 'application/json', ...auth(target.apiKey), ...target.extraHeaders };
       return { url: joinUrl(target.baseUrl, chatPath), init: { method: 'POST', headers, body: JSON.stringify(payload), redirect: 'manual' } };
     },

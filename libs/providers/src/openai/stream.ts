@@ -57,6 +57,11 @@ export class OpenAIStreamMachine implements SseMachine {
     return this.translator.sawFinish && this.translator.sawUsage;
   }
 
+  /** finish_reason arrived: the usage chunk may still follow, but no more output. */
+  get generated(): boolean {
+    return this.translator.sawFinish;
+  }
+
   onEnd(): string {
     if (this.translator.sawFinish) return encodeAll(this.translator.finish()); // no [DONE], but the answer is whole
     return this.fail('The upstream stream ended unexpectedly.');
