@@ -151,12 +151,12 @@ export class PriceBook {
       audioInput: p.audio_input ?? 0, audioOutput: p.audio_output ?? 0, contextWindow: p.context_window ?? null,
       webSearch: p.web_search ?? null, codeExecution: p.code_execution ?? null, updatedAt: nowSeconds(),
     });
-    await this.bus.emit('price.changed', { model: p.model });
+    await this.bus.committed('price.changed', { model: p.model });
     return row;
   }
 
   async delete(model: string): Promise<void> {
     if (!(await this.repo.delete(model))) throw new GatewayError(404, 'price_not_found', `No price for model ${model}`, { param: 'model' });
-    await this.bus.emit('price.changed', { model });
+    await this.bus.committed('price.changed', { model });
   }
 }

@@ -95,6 +95,29 @@ describe('QuotaService with a durable sink', () => {
     await Bun.sleep(5);
     expect(q.available(2)).toBe(70);
   });
+
+  test('a change heard while a read is in flight: awaiting it means the re-read after that read is installed', async () => {
+    // The read in flight began before the change committed: it answers the old balance. The writer awaiting the
+    // change (a redeem) must not resume until the newer balance is in memory (it resumed at once and saw 0).
+    const reads: Array<(q: number) => void> = [];
+    const sink = new HandSink();
+    sink.balance = (id: number) => new Promise<number | undefined>((ok) => { reads.push(ok); void id; });
+    const bus = new ChangeBus();
+    const q = await QuotaService.openDurable({ durable: sink, prices, bus });
+    expect(q.balance(3)).toBe(0); // unknown: a read starts
+    expect(reads).toHaveLength(1);
+    let done = false;
+    const changed = bus.emit('user.changed', { userId: 3 }).then(() => { done = true; });
+    const twice = bus.emit('user.changed', { userId: 3 }); // a second change meanwhile shares the re-read
+    reads[0]!(0);
+    await Bun.sleep(1);
+    expect(done).toBe(false);
+    expect(reads).toHaveLength(2);
+    reads[1]!(5_000);
+    await Promise.all([changed, twice]);
+    expect(q.balance(3)).toBe(5_000);
+    expect(reads).toHaveLength(2);
+  });
 });
 
 const available = await requirePg('libs/billing/src/quota-durable.test.ts');

@@ -2,8 +2,8 @@ import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ChangeBus } from '@gw/core';
-import { LedgerRepo, PricesRepo, SettlementsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
+import { ChangeBus, memoryLogger } from '@gw/core';
+import { LedgerRepo, PricesRepo, RealtimeUnfinishedRepo, SettlementsRepo, UsersRepo, apiKeys, openDatabase, type DbHandle } from '@gw/db';
 import { PriceBook } from './price-book';
 import { QuotaService, costFor, type UsageLogInput } from './quota';
 
@@ -73,6 +73,18 @@ describe('QuotaService', () => {
     expect(k).toEqual({ used_quota: 105, remain_quota: 895 });
     const rows = h.sqlite.query("select cost from usage_logs where request_id = 'r1'").all();
     expect(rows).toEqual([{ cost: 105 }]);
+  });
+
+  test('a cache that fails to refresh after a settlement is repaired like any committed write (onRefreshFailed)', async () => {
+    // The key index re-reads a limited key's row after each charge, off the request path. When that read failed,
+    // the failure was only logged: the key's cached remain_quota stayed stale until some later change.
+    const repaired: string[] = [];
+    bus.onRefreshFailed((event) => { repaired.push(event); });
+    bus.on('apikey.changed', async () => { throw new Error('pool closed'); });
+    const r = quota.reserveLocal({ userId, apiKey: key, amount: 400, ref: 'rf' });
+    quota.settle(r, log('rf', { input: 10, output: 2, cacheRead: 0, cacheWrite: 0 }));
+    await Bun.sleep(5);
+    expect(repaired).toEqual(['apikey.changed']);
   });
 
   test('a failed transaction charges nothing and keeps nothing reserved', async () => {
@@ -145,5 +157,82 @@ describe('QuotaService', () => {
     quota.settle(r, log('l', { input: Number.NaN, output: 1e9, cacheRead: -1, cacheWrite: 0 }));
     const row = h.sqlite.query('select input_tokens, output_tokens, cache_read_tokens, usage_flag from usage_logs where request_id = ?').get('l');
     expect(row).toEqual({ input_tokens: 20, output_tokens: 10, cache_read_tokens: 0, usage_flag: 'invalid,implausible' });
+  });
+});
+
+describe('QuotaService checkpoints (a request running when the process dies)', () => {
+  const restart = () => new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices: book, bus, unfinished: new RealtimeUnfinishedRepo(h.sqlite) });
+  const rows = () => h.sqlite.query('select request_id, cost, usage_flag, error_code from usage_logs order by id').all();
+
+  test('kept until settled; the next start bills what is left once, capped by the hold, and skips what was billed', () => {
+    const store = new RealtimeUnfinishedRepo(h.sqlite);
+    quota = restart();
+    // Output at 15 units a token: 2 tokens cost 30; the second one's estimate (1,500 units) exceeds its hold.
+    const a = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'a' });
+    quota.checkpoint(a, { ...log('cp-a', { input: 0, output: 1 }), errorCode: 'gateway_crashed' });
+    quota.checkpoint(a, { ...log('cp-a', { input: 0, output: 2 }), errorCode: 'gateway_crashed' });
+    const b = quota.reserveLocal({ userId, apiKey: key, amount: 60, ref: 'b' });
+    quota.checkpoint(b, { ...log('cp-b', { input: 0, output: 100 }), errorCode: 'gateway_crashed' });
+    const c = quota.reserveLocal({ userId, apiKey: key, amount: 70, ref: 'c' });
+    quota.checkpoint(c, log('cp-c', { input: 0, output: 1 }));
+    quota.settle(c, log('cp-c', { input: 0, output: 3 }));
+    expect(store.all().map((r) => r.requestId)).toEqual(['cp-a', 'cp-b']);
+    // A checkpoint whose settlement was written but whose drop was lost (the kill came between the two).
+    store.put({ ...store.all()[0]!, requestId: 'cp-c', cost: 70 });
+    // The process dies here: nothing settled a or b, and its holds die with it.
+    quota = restart();
+    expect(rows()).toEqual([
+      { request_id: 'cp-c', cost: 45, usage_flag: '', error_code: '' },
+      { request_id: 'cp-a', cost: 30, usage_flag: '', error_code: 'gateway_crashed' },
+      { request_id: 'cp-b', cost: 60, usage_flag: 'capped', error_code: 'gateway_crashed' },
+    ]);
+    expect(store.all()).toEqual([]);
+    expect(quota.available(userId)).toBe(500 - 45 - 30 - 60);
+    // A further start bills nothing more.
+    quota = restart();
+    expect(rows()).toHaveLength(3);
+  });
+
+  test('odd rows left in the table (not JSON, null, not a settlement): skipped with a log line, the rest billed, the start goes on', () => {
+    const store = new RealtimeUnfinishedRepo(h.sqlite);
+    quota = restart();
+    const a = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'a' });
+    quota.checkpoint(a, { ...log('cp-good', { input: 0, output: 1 }), errorCode: 'gateway_crashed' });
+    const odd = { 'cp-text': 'not json', 'cp-null': 'null', 'cp-array': '[1,2]', 'cp-negative': JSON.stringify({ ...store.all()[0]!, requestId: 'cp-negative', cost: -500 }) };
+    for (const [id, row] of Object.entries(odd)) h.sqlite.run('INSERT INTO realtime_unfinished (request_id, row, updated_at) VALUES (?, ?, 0)', [id, row]);
+    const { log: logger, lines } = memoryLogger({ format: 'json' });
+    // Before: `null` threw out of the constructor (every start failed on it); text that is not JSON went unlogged.
+    quota = new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices: book, bus, unfinished: store, log: logger });
+    expect(rows()).toEqual([{ request_id: 'cp-good', cost: 15, usage_flag: '', error_code: 'gateway_crashed' }]);
+    expect(store.all()).toEqual([]);
+    const skipped = lines.map((l) => JSON.parse(l)).filter((l) => l.event === 'settlement.unfinished_unreadable').map((l) => l.id).sort();
+    expect(skipped).toEqual(Object.keys(odd).sort());
+  });
+
+  test('a checkpoint whose drop fails after its settlement was written: the settlement stands (not thrown as "nothing charged")', () => {
+    const store = new RealtimeUnfinishedRepo(h.sqlite);
+    const failing = Object.assign(Object.create(store), { drop: () => { throw new Error('disk I/O error'); } });
+    const { log: logger, lines } = memoryLogger({ format: 'json' });
+    quota = new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices: book, bus, unfinished: failing, log: logger });
+    const a = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'a' });
+    quota.checkpoint(a, log('cp-d', { input: 0, output: 1 }));
+    expect(quota.settle(a, log('cp-d', { input: 0, output: 2 }))).toEqual({ cost: 30, duplicate: false });
+    expect(lines.some((l) => l.includes('settlement.unfinished_drop_failed'))).toBe(true);
+    // The row left behind is skipped at the next start: its request id is billed.
+    quota = restart();
+    expect(rows()).toEqual([{ request_id: 'cp-d', cost: 30, usage_flag: '', error_code: '' }]);
+    expect(store.all()).toEqual([]);
+  });
+
+  test('nothing is kept without a live hold, nor without a store', () => {
+    const store = new RealtimeUnfinishedRepo(h.sqlite);
+    const a = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'a' });
+    quota.checkpoint(a, log('no-store', { input: 0, output: 100 }));
+    quota = restart();
+    quota.checkpoint(null, log('no-hold', { input: 0, output: 100 }));
+    const r = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'r' });
+    quota.release(r);
+    quota.checkpoint(r, log('released', { input: 0, output: 100 }));
+    expect(store.all()).toEqual([]);
   });
 });

@@ -1,5 +1,5 @@
 import { GatewayError, RATIO_ONE, errorText, inexactBalanceError, nowSeconds, safeCount, type ChangeBus, type ChangeEvents, type Logger } from '@gw/core';
-import type { AsyncSettlementSink, SettlementRow, SettlementSink } from '@gw/db';
+import type { AsyncSettlementSink, SettlementRow, SettlementSink, UnfinishedStore } from '@gw/db';
 import type { SettlementJournal } from './journal';
 import type { PriceBook } from './price-book';
 import { guardUsage, type UsageLimits } from './usage-guard';
@@ -40,6 +40,11 @@ export interface QuotaDeps {
   bus: ChangeBus;
   /** Absent: settlements are not journaled (in-memory database: nothing would survive a crash anyway). */
   journal?: SettlementJournal | null;
+  /**
+   * With `sink`: where checkpoint() keeps the settlement of a request still running (a realtime response), billed
+   * at the next start if this process dies first. Absent: checkpoint() does nothing.
+   */
+  unfinished?: UnfinishedStore | null;
   /** Longest a recorded settlement waits before its batch is written (ms). */
   flushMs?: number;
   /** A batch this large is written at once. */
@@ -98,8 +103,8 @@ export class QuotaService {
   private readonly flushBatch: number;
   /** Durable mode: bumped by every balance heard of (balance.changed), so a slower reload cannot overwrite a newer one. */
   private readonly balanceGen = new Map<number, number>();
-  private readonly loading = new Set<number>();
-  private readonly reloadAgain = new Set<number>();
+  private readonly loading = new Map<number, Promise<void>>();
+  private readonly reloadAgain = new Map<number, Promise<void>>();
   /**
    * Users whose balance was read beyond ±(2^53 − 1) (already rounded by the read): their balance is held as
    * −Infinity, so every check refuses them, and reservations answer 402 balance_inexact. Cleared when a
@@ -108,6 +113,8 @@ export class QuotaService {
   private readonly inexact = new Set<number>();
   /** Limited keys whose inexact remain_quota was already logged (once each, not per refused request). */
   private readonly inexactKeysLogged = new Set<number>();
+  /** Request ids with a checkpoint in the unfinished store, dropped when they are settled. */
+  private readonly checkpointed = new Set<string>();
 
   /** A QuotaService over a durable (PostgreSQL) sink, with every user's balance loaded. */
   static async openDurable(deps: Omit<QuotaDeps, 'sink' | 'journal'> & { durable: AsyncSettlementSink }): Promise<QuotaService> {
@@ -142,6 +149,7 @@ export class QuotaService {
       if (this.balances.has(userId)) this.loadBalance(userId);
     });
     this.replay();
+    this.recoverUnfinished();
     // After the replay, so the balances read are the committed ones; a user created later loads on first use.
     for (const u of deps.sink.balances()) this.install(u.id, u.quota);
   }
@@ -179,13 +187,30 @@ export class QuotaService {
     return this.install(userId, quota);
   }
 
-  private async reloadBalance(userId: number): Promise<void> {
-    if (this.loading.has(userId)) {
-      // The read in flight may predate the change that asked for this one: read once more after it.
-      this.reloadAgain.add(userId);
-      return;
+  /**
+   * Reads the user's committed balance into memory. A call while a read is in flight may follow a change that read
+   * predates: it reads once more after it, and resolves only then, so a writer awaiting its `user.changed` sees
+   * its own change installed (it resolved at once, and a read begun before a redeem's commit left 0 after it).
+   */
+  private reloadBalance(userId: number): Promise<void> {
+    const inFlight = this.loading.get(userId);
+    if (inFlight) {
+      let again = this.reloadAgain.get(userId);
+      if (!again) {
+        again = inFlight.then(() => {
+          this.reloadAgain.delete(userId);
+          return this.reloadBalance(userId);
+        });
+        this.reloadAgain.set(userId, again);
+      }
+      return again;
     }
-    this.loading.add(userId);
+    const read = this.readBalance(userId).finally(() => this.loading.delete(userId));
+    this.loading.set(userId, read);
+    return read;
+  }
+
+  private async readBalance(userId: number): Promise<void> {
     const gen = this.balanceGen.get(userId) ?? 0;
     try {
       const quota = await this.deps.durable!.balance(userId);
@@ -194,9 +219,6 @@ export class QuotaService {
       else this.install(userId, quota);
     } catch (err) {
       this.deps.log?.error('balance.load_failed', { userId, cause: errorText(err) });
-    } finally {
-      this.loading.delete(userId);
-      if (this.reloadAgain.delete(userId)) void this.reloadBalance(userId);
     }
   }
 
@@ -432,7 +454,7 @@ export class QuotaService {
     const g = guardUsage(log.usage, { ...log.estimate, input: log.estimate?.input ?? limits?.input }, limits, log.estimated);
     const u = g.usage;
     const ratio = log.ratio ?? RATIO_ONE;
-    const price = log.price ?? this.deps.prices.get(log.billedModel || log.model);
+    const price = log.price === null ? undefined : log.price ?? this.deps.prices.get(log.billedModel || log.model);
     const priced = priceUsage(u, price, ratio, this.deps.prices.webSearchPrice(price));
     let cost = priced.cost;
     // A shared hold is capped by the shared store at settlement (settleDurable), against every node's holds.
@@ -482,6 +504,8 @@ export class QuotaService {
       this.write([e]);
     } finally {
       if (r) this.release(r);
+      // Written or failed for good ("nothing charged"): either way the next start must not bill it.
+      if (this.checkpointed.delete(log.requestId)) this.dropCheckpoint(log.requestId);
     }
     if (e.error) throw e.error;
     return { cost: e.inserted ? e.row.cost : 0, duplicate: !e.inserted };
@@ -651,6 +675,11 @@ export class QuotaService {
     for (const path of sealed) this.deps.journal!.discard(path);
   }
 
+  /** Whether checkpoint() keeps anything (SQLite with an unfinished store). */
+  get keepsUnfinished(): boolean {
+    return !!this.deps.unfinished && !this.deps.durable;
+  }
+
   /** Settlements commit after finish() returns (a durable sink): answers hold their end until then. */
   get commitsLater(): boolean {
     return this.deps.durable !== undefined;
@@ -667,10 +696,64 @@ export class QuotaService {
     this.deps.journal?.close();
   }
 
+  /**
+   * Keeps what a request still running would be billed if this process died now (`log`: its estimate so far),
+   * replacing its previous checkpoint; settle() under the same request id drops it. Capped by the request's
+   * live hold, the money set aside for it (nothing for a request without one: nothing is kept): the rest of the
+   * balance may be spent by others before the next start, and a hold never is. SQLite mode with an unfinished
+   * store only (a durable sink has no local database to keep it in).
+   */
+  checkpoint(r: Reservation | null, log: UsageLogInput): void {
+    const store = this.deps.unfinished;
+    if (!store || this.deps.durable || !r || r.done) return;
+    const { row } = this.entry(r, log);
+    if (row.cost > r.amount) {
+      row.cost = r.amount;
+      const flags = row.usageFlag ? row.usageFlag.split(',') : [];
+      if (!flags.includes('capped')) row.usageFlag = [...flags, 'capped'].join(',');
+    }
+    store.put(row);
+    this.checkpointed.add(row.requestId);
+  }
+
+  /**
+   * Never throws: thrown out of settle(), a failed delete turned a written settlement into "nothing charged" for the
+   * caller. The row left is skipped at the next start when its settlement was written (its request id is billed).
+   */
+  private dropCheckpoint(requestId: string): void {
+    try {
+      this.deps.unfinished!.drop(requestId);
+    } catch (err) {
+      this.deps.log?.error('settlement.unfinished_drop_failed', { id: requestId, cause: errorText(err), msg: 'left for the next start, which skips it if billed' });
+    }
+  }
+
+  /**
+   * Bills the checkpoints a killed process left (requests it was running, never settled): once each, on the
+   * estimate kept, skipping request ids already billed (settled before the kill, or by an earlier recovery that
+   * died before emptying the store). Runs at start-up after the journal replay, before anything is admitted.
+   */
+  private recoverUnfinished(): void {
+    const store = this.deps.unfinished;
+    if (!store) return;
+    const left = store.left();
+    if (!left.length) return;
+    const rows: SettlementRow[] = [];
+    for (const { requestId, row } of left) {
+      if (row) rows.push(row);
+      else this.deps.log?.error('settlement.unfinished_unreadable', { id: requestId, msg: 'not a settlement this gateway wrote: skipped, nothing billed' });
+    }
+    const entries = rows.map(writtenLater);
+    this.write(entries);
+    for (const e of entries) if (e.error) this.deps.log?.error('settlement.unfinished_failed', { id: e.row.requestId, cause: errorText(e.error), row: JSON.stringify(e.row) });
+    this.deps.log?.info('settlement.unfinished_billed', { billed: entries.filter((e) => e.inserted).length, found: left.length, msg: 'requests a killed process was running; the rest were already billed' });
+    store.clear();
+  }
+
   /** Writes settlements journaled by a previous process that did not commit them (crash or kill). */
   private replay(): void {
     for (const { path, rows } of this.deps.journal?.leftovers() ?? []) {
-      const entries = rows.map((row): Entry => ({ r: null, row, limitedKey: true, inserted: false, balance: null, error: undefined, budgetIds: null, budget: null, waiters: [] }));
+      const entries = rows.map(writtenLater);
       this.write(entries);
       const replayed = entries.filter((e) => e.inserted).length;
       if (rows.length) this.deps.log?.info('settlement.replayed', { replayed, journaled: rows.length, path, msg: 'the rest were already written' });
@@ -746,8 +829,9 @@ export class QuotaService {
     for (const keyId of keysChanged) this.emitInBackground('apikey.changed', { keyId });
   }
 
+  /** A refresh that fails goes to the bus's repairs (a full resync), as for any committed write; else it is logged. */
   private emitInBackground<K extends 'balance.changed' | 'apikey.changed'>(event: K, payload: ChangeEvents[K]): void {
-    const done = this.deps.bus.emit(event, payload);
+    const done = this.deps.bus.committed(event, payload);
     done.catch((err) => this.deps.log?.error('cache.refresh_failed', { event, cause: errorText(err) }));
   }
 }
@@ -761,6 +845,13 @@ function shortOf(scope: 'user' | 'key', amount: number, available: number): Gate
   }
   return new GatewayError(402, 'key_quota_exhausted', `API key quota exhausted: this request may cost up to ${amount} quota units, ${Math.max(0, available)} left on the key`);
 }
+
+/**
+ * A settlement a previous process left to write (a journal line, a checkpoint): no hold (it died with that process);
+ * counted against the key as a limited one's, which is what it was if its key has a remain_quota.
+ */
+const writtenLater = (row: SettlementRow): Entry =>
+  ({ r: null, row, limitedKey: true, inserted: false, balance: null, error: undefined, budgetIds: null, budget: null, waiters: [] });
 
 /** The shared store cannot admit now (Redis unreachable, or recovering from a data loss). */
 function admissionUnavailable(retryAfterMs: number): GatewayError {

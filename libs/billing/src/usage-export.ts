@@ -1,5 +1,5 @@
 import type { ExportCursor, UsageLogWhere, UsageStatsStore } from '@gw/db';
-import { toUsageLogView, UsageLogView } from './usage-view';
+import { toUsageLogView, UsageLogView, type UsageLogReader } from './usage-view';
 
 export type ExportFormat = 'csv' | 'jsonl';
 
@@ -28,13 +28,13 @@ const csvLine = (values: unknown[]) => `${values.map(csvField).join(',')}\r\n`;
 /**
  * The rows matching `where` as a byte stream, oldest first (created_at, then id), pulled one keyset page at a time: the next page is read
  * only when the consumer has taken the previous one, so a slow client holds one page in memory, not
- * the table. `admin` false hides channel details, as the JSON listing does.
+ * the table. `reader` hides channel details and key ids as the JSON listing does.
  *
  * The first page is read before the stream is returned: a query the database refuses (PostgreSQL: a
  * filter beyond bigint) is then the caller's error answer, not a download cut after its headers.
  * `onEnd` runs once when the export is over: read to its end, failed, or cancelled by the client.
  */
-export async function exportUsageLogs(repo: UsageStatsStore, where: UsageLogWhere, format: ExportFormat, admin: boolean, pageRows = EXPORT_PAGE_ROWS,
+export async function exportUsageLogs(repo: UsageStatsStore, where: UsageLogWhere, format: ExportFormat, reader: UsageLogReader, pageRows = EXPORT_PAGE_ROWS,
   onEnd: () => void = () => {}): Promise<ReadableStream<Uint8Array>> {
   const enc = new TextEncoder();
   let after: ExportCursor | null = null;
@@ -44,7 +44,7 @@ export async function exportUsageLogs(repo: UsageStatsStore, where: UsageLogWher
     let out = header ? csvLine(EXPORT_COLUMNS) : '';
     header = false;
     for (const row of rows) {
-      const v = toUsageLogView(row, admin);
+      const v = toUsageLogView(row, reader);
       out += format === 'csv' ? csvLine(EXPORT_COLUMNS.map((c) => v[c])) : `${JSON.stringify(v)}\n`;
     }
     const last = rows.length < pageRows;

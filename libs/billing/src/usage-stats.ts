@@ -1,5 +1,5 @@
 import { errors } from '@gw/core';
-import { LATENCY_BINS_PER_OCTAVE, type LatencyBinRow, type StatsGroupBy, type StatsQuery, type StatsReader } from '@gw/db';
+import { LATENCY_BINS_PER_OCTAVE, type LatencyBinRow, type StatsGroupBy, type StatsQuery, type StatsReader, type StatsRow } from '@gw/db';
 import { Type, type Static } from '@sinclair/typebox';
 
 const DAY = 86_400;
@@ -113,6 +113,21 @@ const MAX_JSON = BigInt(Number.MAX_SAFE_INTEGER);
 
 const key = (bucket: number, grp: unknown) => `${bucket}\u0000${grp === null ? '\u0001' : String(grp)}`;
 
+/** Rows of the same bucket and group summed into one (first one's place kept); their latency bins just add up. */
+function mergeGroups(rows: StatsRow[]): StatsRow[] {
+  const byKey = new Map<string, StatsRow>();
+  for (const r of rows) {
+    const k = key(r.bucket, r.grp);
+    const m = byKey.get(k);
+    if (!m) { byKey.set(k, { ...r }); continue; }
+    m.requests += r.requests;
+    m.errors += r.errors;
+    m.inputTokens += r.inputTokens; m.outputTokens += r.outputTokens; m.cacheReadTokens += r.cacheReadTokens;
+    m.cacheWriteTokens += r.cacheWriteTokens; m.audioTokens += r.audioTokens; m.cost += r.cost;
+  }
+  return [...byKey.values()];
+}
+
 /** Usage statistics over usage_logs: totals and latency percentiles per time bucket and group. */
 export class UsageStatsService {
   constructor(private readonly reader: StatsReader, private readonly now = () => Math.floor(Date.now() / 1000)) {}
@@ -125,11 +140,18 @@ export class UsageStatsService {
     };
   }
 
-  /** `ownerId` restricts the rows to one user whatever the query says (the /self route). */
-  async stats(q: StatsQueryParams, ownerId?: number): Promise<StatsView> {
+  /**
+   * `ownerId` restricts the rows to one user whatever the query says (the /self route). `keyHidden(keyId)` true:
+   * a key the caller may not see (an admin below root, root's and other admins' keys): a `token_id` naming it
+   * matches nothing, and `group_by=key` puts its rows in the `null` group, summed with the other hidden keys'.
+   */
+  async stats(q: StatsQueryParams, ownerId?: number, keyHidden?: (keyId: number) => boolean): Promise<StatsView> {
     const sq = this.query(q, ownerId);
-    const { rows, hist: bins } = await this.reader.read(sq);
-    if (rows.length > STATS_LIMITS.maxRows) {
+    const hiding = keyHidden !== undefined && sq.groupBy === 'key';
+    const read = keyHidden && sq.apiKeyId !== undefined && keyHidden(sq.apiKeyId) ? { rows: [], hist: [] } : await this.reader.read(sq);
+    const rows = hiding ? mergeGroups(read.rows.map((r) => (r.grp !== null && keyHidden!(Number(r.grp)) ? { ...r, grp: null } : r))) : read.rows;
+    const bins = hiding ? read.hist.map((h) => (h.grp !== null && keyHidden!(Number(h.grp)) ? { ...h, grp: null } : h)) : read.hist;
+    if (read.rows.length > STATS_LIMITS.maxRows) {
       throw errors.badRequest('too_many_rows', `More than ${STATS_LIMITS.maxRows} bucket/group rows: narrow the range, use daily buckets or filter`, 'group_by');
     }
     const hist = new Map<string, LatencyBinRow[]>();

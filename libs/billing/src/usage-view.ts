@@ -10,7 +10,7 @@ export const UsageLogView = Type.Object({
   request_id: Type.String({ description: 'The request-id the client saw.' }),
   kind: Type.String({ description: 'messages or realtime.' }),
   user_id: int('Owner of the key.'),
-  api_key_id: int('Relay API key used.'),
+  api_key_id: nullableInt('Relay API key used; null on rows of root or another admin for an admin below root (their keys are not shown to it anywhere).'),
   channel_id: nullableInt('Channel that served it (null when none did, or for non-admin callers).'),
   model: Type.String({ description: 'Model the client asked for.' }),
   upstream_model: Type.String({ description: 'Model name sent upstream after mapping.' }),
@@ -42,10 +42,17 @@ export const UsageLogView = Type.Object({
 });
 export type UsageLogView = Static<typeof UsageLogView>;
 
-/** `admin` false hides which channel served the request. */
-export function toUsageLogView(r: UsageLogRow, admin: boolean): UsageLogView {
+/**
+ * Who reads usage logs: `admin` sees which channel served each request; `keyHidden(userId)` true hides the key id
+ * of that user's rows (an admin below root reading rows of root or another admin, whose key ids answer it 404
+ * everywhere else).
+ */
+export interface UsageLogReader { admin: boolean; keyHidden?: (userId: number) => boolean }
+
+export function toUsageLogView(r: UsageLogRow, reader: UsageLogReader): UsageLogView {
+  const admin = reader.admin;
   return {
-    id: r.id, request_id: r.requestId, kind: r.kind, user_id: r.userId, api_key_id: r.apiKeyId,
+    id: r.id, request_id: r.requestId, kind: r.kind, user_id: r.userId, api_key_id: reader.keyHidden?.(r.userId) ? null : r.apiKeyId,
     channel_id: admin ? r.channelId : null, model: r.model, upstream_model: admin ? r.upstreamModel : '',
     billed_model: r.billedModel || r.model, overrides: admin ? parseList(r.overrides) : [], stream: r.stream,
     input_tokens: r.inputTokens, output_tokens: r.outputTokens, cache_read_tokens: r.cacheReadTokens,

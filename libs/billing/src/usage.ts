@@ -68,8 +68,11 @@ export interface UsageLogInput {
   estimated?: boolean;
   /** Plausibility limits; they win over the reservation's (a request sized for several channels settles with the serving one's). */
   limits?: UsageLimits;
-  /** Defaults to the PriceBook's current price of `billedModel`, else of `model` (zero when unpriced). */
-  price?: PriceRow;
+  /**
+   * The price the request was admitted (and held) at; null = admitted without one (free). Absent: the PriceBook's
+   * current price of `billedModel`, else of `model` (zero when unpriced).
+   */
+  price?: PriceRow | null;
   /** The model whose price applies when it is not `model` (a channel billing the upstream model); recorded on the row. */
   billedModel?: string;
   /** JSON list of the channel overrides that changed the request ('' or absent = none). */

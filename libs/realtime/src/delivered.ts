@@ -99,8 +99,14 @@ export class DeliveredOutput {
 
   /** The estimate of a response's output, forgotten here. */
   take(id: string): DeliveredTokens {
-    const e = this.by.get(id);
+    const t = this.peek(id);
     this.by.delete(id);
+    return t;
+  }
+
+  /** The estimate of a response's output so far, kept. */
+  peek(id: string): DeliveredTokens {
+    const e = this.by.get(id);
     if (!e) return { output: 0, audioOutput: 0 };
     return { output: e.textTokens, audioOutput: Math.ceil((e.audioBytes * AUDIO_TOKENS_PER_SECOND) / this.audioRate) };
   }

@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from 'bun:test';
 import { GatewayError } from '@gw/core';
-import { SessionMeter, autoResponseOf } from './meter';
+import { MAX_CHECKPOINTED, SessionMeter, autoResponseOf } from './meter';
 import type { QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
 
 const KEY: RealtimeKey = { id: 7, userId: 3, status: 1, expiresAt: null, unlimitedQuota: false, remainQuota: 0 };
@@ -13,6 +13,7 @@ const PRICE = { input: 4_000_000, output: 16_000_000, cacheRead: 400_000, audioI
 
 function meter(o: { refuse?: boolean } = {}) {
   const settled: Array<{ r: number | null; log: RealtimeUsageLog }> = [];
+  const checkpoints: Array<{ r: number; log: RealtimeUsageLog }> = [];
   const released: number[] = [];
   let holds = 0;
   const quota: QuotaPort<RealtimeKey, number> = {
@@ -24,13 +25,14 @@ function meter(o: { refuse?: boolean } = {}) {
     available: () => 1_000_000_000,
     settleNow: (r, log) => { settled.push({ r, log }); return { cost: 1 }; },
     release: (r) => { released.push(r); },
+    checkpoint: (r, log) => { checkpoints.push({ r, log }); },
   };
   const m = new SessionMeter<RealtimeKey, number>({
     sessionId: 'rt_x', plainKey: 'k', key: KEY, model: 'gpt-realtime', ip: '127.0.0.1', defaultOutputTokens: 4096, defaultContextTokens: 16_000,
     minReserve: 1, price: PRICE, group: 'default', ratio: 1000, keys: { lookup: () => KEY }, prices: { get: () => PRICE }, quota,
   });
   m.connected({ channelId: 1, upstreamModel: 'gpt-realtime', url: 'ws://x', headers: {}, scrub: (t) => t });
-  return { m, settled, released, holds: () => holds };
+  return { m, settled, released, checkpoints, holds: () => holds };
 }
 
 const VAD = (create_response?: boolean) => JSON.stringify({ type: 'session.updated', session: { type: 'realtime', audio: { input: { turn_detection: { type: 'server_vad', ...(create_response === undefined ? {} : { create_response }) } } } } });
@@ -261,5 +263,42 @@ describe('server VAD: a commit the upstream answers by itself', () => {
     // A transcription session commits turns to transcribe, not to answer.
     expect(autoResponseOf({ type: 'transcription', audio: { input: { turn_detection: { type: 'server_vad' } } } })).toBe(false);
     expect(autoResponseOf({ object: 'realtime.transcription_session', turn_detection: { type: 'server_vad' } })).toBe(false);
+  });
+});
+
+describe('checkpoints (what a crash would bill)', () => {
+  const created = (id: string, max?: number) =>
+    JSON.stringify({ type: 'response.created', response: { id, status: 'in_progress', ...(max ? { max_output_tokens: max } : {}) } });
+  const delta = (id: string) => JSON.stringify({ type: 'response.output_text.delta', response_id: id, delta: 'Hello there' });
+
+  test('an upstream starting many responses at once: at most MAX_CHECKPOINTED of them are kept, the others once one settles', () => {
+    const { m, checkpoints } = meter();
+    for (let i = 0; i < 200; i++) m.upstream(created(`resp_${i}`, 1));
+    for (let i = 0; i < 200; i++) m.upstream(delta(`resp_${i}`));
+    const kept = () => new Set(checkpoints.map((c) => c.log.requestId));
+    expect(MAX_CHECKPOINTED).toBeLessThanOrEqual(64);
+    expect(kept().size).toBe(MAX_CHECKPOINTED);
+    // Two writes each (response.created, first output), nothing for the rest.
+    expect(checkpoints.length).toBe(2 * MAX_CHECKPOINTED);
+    // One settles: the next response with output takes its place.
+    m.upstream('{"type":"response.done","response":{"id":"resp_0","status":"completed"}}');
+    m.upstream(delta('resp_150'));
+    expect(checkpoints.at(-1)!.log.requestId).toBe('rt_x_resp_150');
+    expect(kept().size).toBe(MAX_CHECKPOINTED + 1);
+    m.end('client_closed');
+  });
+
+  test('a checkpoint never bills more input than the same response cut at that moment: responses started after it are not in its input', () => {
+    const { m, checkpoints, settled } = meter();
+    m.upstream(created('resp_a'));
+    // Started later with a large limit: its output can only follow resp_a's input, never be part of it.
+    m.upstream(created('resp_b', 8000));
+    m.upstream(delta('resp_a'));
+    const cp = checkpoints.filter((c) => c.log.requestId === 'rt_x_resp_a').at(-1)!;
+    m.end('client_closed');
+    const cut = settled.find((s) => s.log.requestId === 'rt_x_resp_a')!;
+    // Before, resp_b's 8,000 tokens were billed in resp_a's checkpoint as audio input (the dearest input).
+    expect(cp.log.estimate).toEqual(cut.log.estimate!);
+    expect(cp.log.estimate!.audioInput).toBe(0);
   });
 });

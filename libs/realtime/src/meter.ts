@@ -37,6 +37,7 @@ import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog }
 import { INTERNAL_FAILURE, type ClientVerdict, type FrameObserver, type FrameRewrite, type SessionFailure, type UpstreamTarget } from './session';
 import { ok, reservationFor, tokensOf, type RealtimePrice } from './usage';
 import { responseUsage } from './billed-usage';
+import { storedId, storedText } from './stored-id';
 
 export interface MeterOptions<K extends RealtimeKey, R> {
   sessionId: string;
@@ -115,6 +116,23 @@ export function autoResponseOf(session: unknown): boolean | undefined {
   return !!td && typeof td === 'object' && td.create_response !== false;
 }
 
+/** What a response is billed on when it has no response.done: its output so far, and an input bound. */
+interface ChargeBasis { delivered: DeliveredTokens & { input?: number; audioInput?: number }; errorCode: string; status?: number }
+
+/** Longest a running response's checkpoint lags its relayed output (checkpointOutput). */
+export const CHECKPOINT_MS = 1000;
+
+/**
+ * Most running responses of one session with a checkpoint at once. A conversation runs one response at a time (plus
+ * the client's out-of-band ones); an upstream starting thousands would otherwise cost a SQLite write per
+ * response.created, a row each, and one write per response per second while they stream. One past it is
+ * checkpointed once another settles (at its next output); a crash before then bills it nothing.
+ */
+export const MAX_CHECKPOINTED = 16;
+
+/** The error code of a response billed from its checkpoint after the process died running it. */
+export const CRASH_CAUSE = 'gateway_crashed';
+
 /** The error an upstream refuses a response.create with while the conversation has a response running (OpenAI's code). */
 const ACTIVE_RESPONSE = 'conversation_already_has_active_response';
 
@@ -160,6 +178,20 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   private readonly delivered = new DeliveredOutput();
   /** Responses billed: a response.done repeated (or arriving after the estimate) is never billed twice. */
   private readonly settled = new Set<string>();
+  /**
+   * Responses billed on a response.done that came before their response.created: that late response.created (and any
+   * copy of it) is theirs, already billed. Any other response.created naming a billed id starts a new response.
+   */
+  private readonly doneFirst = new Set<string>();
+  /** How many responses an upstream that reuses ids has started under one id (absent: one), so each is billed under a request id of its own. */
+  private readonly reused = new Map<string, number>();
+  /** Responses billed before their response.created whose late response.created came: output named after it is theirs. */
+  private readonly lateCreated = new Set<string>();
+  /**
+   * When each running response was last checkpointed (checkpoint()), whether output was relayed by then, and the
+   * timer of the next one while output relayed since waits for it.
+   */
+  private readonly checkpoints = new Map<string, { at: number; output: boolean; next?: ReturnType<typeof setTimeout> }>();
   /** The latest response started: the owner of a delta that names none. */
   private lastStarted = '';
   /** The input transcription model the upstream last confirmed (null: off); each transcription bills at its price. */
@@ -253,7 +285,18 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     this.context.upstream(text);
     const delta = this.delivered.add(text, () => this.lastStarted);
     if (delta !== undefined) {
-      if (this.settled.has(delta)) this.delivered.take(delta); // after its response.done: already billed
+      if (this.settled.has(delta)) {
+        // Output after its response.created of a response billed before it: that response's, billed already.
+        if (this.lateCreated.has(delta)) this.delivered.take(delta);
+        // Else output relayed after the response under this id was billed: another response under a reused id (an
+        // upstream that never sends response.created), billed as one on its response.done or at the end. Dropped as
+        // the billed one's, every response after the first of such an upstream ran free. A repeated response.done
+        // with nothing relayed since stays a copy.
+        else this.reopen(delta);
+        return undefined;
+      }
+      const held = this.running.get(delta);
+      if (held) this.checkpointOutput(delta, held);
       return undefined;
     }
     const m = meteredEvent(text);
@@ -273,7 +316,15 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     }
     const id = typeof m.event.response?.id === 'string' ? m.event.response.id : '';
     if (m.type === 'response.created') {
-      if (this.settled.has(id) || this.running.has(id)) return undefined;
+      if (this.running.has(id)) return undefined;
+      if (this.doneFirst.has(id)) {
+        if (this.settled.has(id)) this.lateCreated.add(id);
+        return undefined;
+      }
+      // An id already billed, by its own response.done after its response.created: the upstream reuses ids (a
+      // compatible server naming every response alike), so this is another response, billed as one. Ignored, it and
+      // every later one under that id ran free, their deltas and response.done taken for the first one's.
+      if (this.settled.has(id)) this.reopen(id);
       this.lastStarted = id;
       // A response the upstream started itself cannot be refused: if it cannot be covered, the session ends.
       // Its limit is the one the upstream announces for it, else the session's.
@@ -292,6 +343,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
         held.r.then((r) => { if (this.ended && !held.billed) this.o.quota.release(r); }, (e) => this.fail(this.failureOf(e)));
       }
       this.running.set(id, held);
+      this.checkpoint(id, held, false);
       return undefined;
     }
     if (m.type === 'response.done') return this.settle(id, m.event.response);
@@ -407,6 +459,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     this.settleTranscriptions(cause);
     this.queued = [];
     this.running.clear();
+    for (const id of [...this.checkpoints.keys()]) this.forgetCheckpoint(id);
   }
 
   private settleUnfinished(id: string, held: Held<R> | null, cause: string, others: number): void {
@@ -447,6 +500,21 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
 
   clientEventId(id: string): { id: unknown } | undefined {
     return this.clientIds.has(id) ? { id: this.clientIds.get(id) } : undefined;
+  }
+
+  /**
+   * The max output of the responses started before running response `id`: output that may be in its input unseen,
+   * as end() bounds it. One started after it answers later and is never its input. (end() also counts the responses
+   * seen only by their output; left out here, a checkpoint stays at or below the cut, without a pass over every
+   * id an upstream named per checkpoint.)
+   */
+  private maxOutputBefore(id: string): number {
+    let n = 0;
+    for (const [other, h] of this.running) {
+      if (other === id) break;
+      n += h.limits.maxOutput;
+    }
+    return n;
   }
 
   /** The max output of every response still running: output that may have joined the conversation unseen. */
@@ -543,12 +611,15 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const responseId = doneId || (this.running.keys().next().value ?? '');
     if (responseId && this.settled.has(responseId)) return undefined;
     // A response.done with no response.created seen first is billed all the same (on a queued hold that covers it, else unreserved).
-    if (!this.running.has(responseId)) this.answered();
+    if (!this.running.has(responseId)) {
+      this.answered();
+      if (responseId) this.doneFirst.add(responseId);
+    }
     const held = this.running.get(responseId) ?? this.takeQueued(this.announced(response)) ?? null;
     this.running.delete(responseId);
     const t = tokensOf(response?.usage);
     const failed = response?.status === 'failed';
-    const errorCode = failed ? (this.target?.scrub ?? String)(String(response?.status_details?.error?.code ?? response?.status_details?.reason ?? 'failed')).slice(0, 64) : '';
+    const errorCode = failed ? storedText((this.target?.scrub ?? String)(String(response?.status_details?.error?.code ?? response?.status_details?.reason ?? 'failed'))) : '';
     // Charged before its output joins the conversation: an unsplit input total is split on what the conversation held.
     const verdict = this.charge(responseId, held, response, { delivered: this.delivered.take(responseId), errorCode, status: failed ? 502 : 200 });
     this.context.output(t.textOut, t.audioOut, held?.limits.maxOutput ?? this.announced(response));
@@ -556,10 +627,26 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   /** Bills one response: as its response.done reports (`response`), or on what it delivered when it has none. */
-  private charge(responseId: string, held: Held<R> | null, response: any, o: { delivered: DeliveredTokens & { input?: number; audioInput?: number }; errorCode: string; status?: number }):
-    SessionFailure | undefined | Promise<SessionFailure | undefined> {
+  private charge(responseId: string, held: Held<R> | null, response: any, o: ChargeBasis): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     if (responseId) this.settled.add(responseId);
+    this.forgetCheckpoint(responseId);
     if (held) held.billed = true;
+    const log = this.usageLog(responseId, held, response, o);
+    const r = held?.r ?? null;
+    if (r instanceof Promise) {
+      // The hold is still being decided: settle once it is; if it was refused, unreserved (only responses the
+      // upstream started itself wait here: a refused create is never forwarded, and the upstream ran this one all
+      // the same), capped by what is left to spend, like one refused at once.
+      return this.committed((r as Promise<R>).then((h) => this.o.quota.settleNow(h, log), () => this.o.quota.settleNow(null, log)));
+    }
+    const res = this.o.quota.settleNow(r as R | null, log);
+    if (res instanceof Promise) return this.committed(res);
+    this.count(res.cost);
+    return this.spent();
+  }
+
+  /** The usage row of one response: as its response.done reports (`response`), or on `o.delivered` when it has none. */
+  private usageLog(responseId: string, held: Held<R> | null, response: any, o: ChargeBasis): RealtimeUsageLog {
     const t = tokensOf(response?.usage);
     const target = this.target;
     const bill = this.billing();
@@ -571,7 +658,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const guess = () => inputEstimate(this.context.bound(this.runningMaxOutput()), limits.maxInput, bill.price);
     const billed = reported ? responseUsage(t, o.delivered, inputBound, this.context.bound(0), bill.price, guess) : null;
     const log: RealtimeUsageLog = {
-      requestId: `${this.o.sessionId}_${responseId || `n${++this.seq}`}`,
+      requestId: `${this.o.sessionId}_${responseId ? this.billingId(responseId) : `n${++this.seq}`}`,
       kind: 'realtime',
       userId: this.o.key.userId,
       apiKeyId: this.o.key.id,
@@ -609,17 +696,63 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       group: this.o.group,
       ratio: this.o.ratio,
     };
-    const r = held?.r ?? null;
-    if (r instanceof Promise) {
-      // The hold is still being decided: settle once it is; if it was refused, unreserved (only responses the
-      // upstream started itself wait here: a refused create is never forwarded, and the upstream ran this one all
-      // the same), capped by what is left to spend, like one refused at once.
-      return this.committed((r as Promise<R>).then((h) => this.o.quota.settleNow(h, log), () => this.o.quota.settleNow(null, log)));
+    return log;
+  }
+
+  /**
+   * Output was relayed for a running response: it is checkpointed at its first output, then at most every
+   * CHECKPOINT_MS while output flows, so a crash bills what reached the client up to then.
+   */
+  private checkpointOutput(id: string, held: Held<R>): void {
+    const last = this.checkpoints.get(id);
+    if (!last || !last.output || Date.now() - last.at >= CHECKPOINT_MS) return this.checkpoint(id, held, true);
+    // Output relayed since the last one: the next checkpoint is due CHECKPOINT_MS after it, output or not by then.
+    last.next ??= setTimeout(() => {
+      last.next = undefined;
+      if (!this.ended && this.running.get(id) === held) this.checkpoint(id, held, true);
+    }, last.at + CHECKPOINT_MS - Date.now());
+  }
+
+  private forgetCheckpoint(id: string): void {
+    const c = this.checkpoints.get(id);
+    if (c?.next) clearTimeout(c.next);
+    this.checkpoints.delete(id);
+  }
+
+  /**
+   * Keeps what a running response would be billed if the process died now (QuotaPort.checkpoint): the estimate of
+   * a response cut at this point (its output so far, the conversation's bound as input), with CRASH_CAUSE as its
+   * error code, under the request id its settlement will have, which replaces it. Only with a hold already
+   * decided (the checkpoint is capped by it; a pending one means PostgreSQL, which keeps none) and a response id.
+   */
+  private checkpoint(id: string, held: Held<R>, output: boolean): void {
+    const save = this.o.quota.checkpoint;
+    const r = held.r;
+    if (!save || !id || r === null || r instanceof Promise) return;
+    if (!this.checkpoints.has(id) && this.checkpoints.size >= MAX_CHECKPOINTED) return;
+    this.forgetCheckpoint(id);
+    this.checkpoints.set(id, { at: Date.now(), output });
+    try {
+      // Bounded as a cut now would be (end()), never above it: counting the responses started after it billed their
+      // max output as this one's input, at the audio input price, more than the same response cut at the session's end.
+      const input = inputEstimate(this.context.bound(this.maxOutputBefore(id)), held.limits.maxInput, this.price());
+      save.call(this.o.quota, r, this.usageLog(id, held, null, { delivered: { ...this.delivered.peek(id), ...input }, errorCode: CRASH_CAUSE }));
+    } catch (e) {
+      // The relay goes on: the response is billed at its end as always; only a crash before then would miss it.
+      (this.o.log ?? stdLogger).error('realtime.checkpoint_failed', { session: this.o.sessionId, response: storedId(id) }, e);
     }
-    const res = this.o.quota.settleNow(r as R | null, log);
-    if (res instanceof Promise) return this.committed(res);
-    this.count(res.cost);
-    return this.spent();
+  }
+
+  /** A response under an id already billed: another one (the upstream reuses ids), billed under a request id of its own. */
+  private reopen(id: string): void {
+    this.settled.delete(id);
+    this.reused.set(id, (this.reused.get(id) ?? 1) + 1);
+  }
+
+  /** A response's part of its usage row's request id: its own id, and which of the responses started under it when the upstream reuses ids. */
+  private billingId(responseId: string): string {
+    const n = this.reused.get(responseId);
+    return n === undefined ? storedId(responseId) : `${storedId(responseId)}~${n}`;
   }
 
   /** The model and price a transcription by `model` bills at: its own, else the session's (never free). */
@@ -634,7 +767,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
 
   /** The billing id of an item's transcription (`tr_<item>_<content index>`); a nameless item gets a fresh one. */
   private transcriptionId(ev: any): string {
-    const item = typeof ev?.item_id === 'string' && ev.item_id ? ev.item_id.slice(0, 64) : `n${++this.seq}`;
+    const item = typeof ev?.item_id === 'string' && ev.item_id ? storedId(ev.item_id) : `n${++this.seq}`;
     return `tr_${item}_${Number.isSafeInteger(ev?.content_index) ? ev.content_index : 0}`;
   }
 
@@ -687,7 +820,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const ctx = this.contextTokens(bill.price);
     const log: RealtimeUsageLog = {
       requestId: `${this.o.sessionId}_${id}`, kind: 'realtime', userId: this.o.key.userId, apiKeyId: this.o.key.id,
-      channelId: this.target?.channelId ?? null, model: this.o.model, upstreamModel: model ?? this.target?.upstreamModel ?? '',
+      channelId: this.target?.channelId ?? null, model: this.o.model, upstreamModel: model !== null ? storedText(model, 128) : this.target?.upstreamModel ?? '',
       billedModel: bill.model, stream: true, usage, estimated,
       estimate: { output: estimatedOutput, ...inputFallback },
       limits: { maxInput: ctx, maxOutput: this.o.defaultOutputTokens, input: 0 },

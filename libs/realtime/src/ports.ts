@@ -74,6 +74,12 @@ export interface QuotaPort<K, R> {
    */
   settleNow(r: R | null, log: RealtimeUsageLog): { cost: number } | Promise<{ cost: number }>;
   release(r: R): void;
+  /**
+   * Keeps what a running response would be billed if the process died now (`log`, its estimate so far), until
+   * settleNow() settles the same request id; the next start bills what is left (@gw/billing QuotaService.checkpoint,
+   * SQLite). Absent: a response running when the process dies is not billed.
+   */
+  checkpoint?(r: R, log: RealtimeUsageLog): void;
 }
 
 /** Where and how to open the upstream socket of a channel (libs/providers adapters, when present). */

@@ -9,6 +9,7 @@ import { scrubberFor } from '@gw/providers';
 import type { RealtimeConfig } from './config';
 import { isWebSocketRequest, readBeta, readCredentials, upstreamBeta } from './handshake';
 import { SessionMeter } from './meter';
+import { storedText } from './stored-id';
 import type { ChannelSource, KeyLookup, KeyPolicy, PriceSource, QuotaPort, RealtimeChannel, RealtimeKey, SessionRecord, SessionSink, UpstreamResolver } from './ports';
 import { INTERNAL_FAILURE, RelaySession, type SessionFailure, type UpstreamTarget } from './session';
 import { reservationFor, type RealtimePrice } from './usage';
@@ -216,7 +217,8 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
           sessionId, userId: key.userId, apiKeyId: key.id, channelId: end.channelId, model,
           startedAt, endedAt, durationMs: end.endedAtMs - end.startedAtMs,
           framesIn: end.framesIn, framesOut: end.framesOut, bytesIn: end.bytesIn, bytesOut: end.bytesOut,
-          responses: meter.responses, cost: meter.cost, closeCode: end.closeCode, closeReason: end.closeReason,
+          // The client's (or upstream's) own words: PostgreSQL refuses a NUL in them, and the record was lost.
+          responses: meter.responses, cost: meter.cost, closeCode: end.closeCode, closeReason: storedText(end.closeReason, 123),
         })));
       },
     });

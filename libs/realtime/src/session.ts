@@ -163,7 +163,10 @@ export class RelaySession {
   /** Upstream frames Bun could not take yet (after a send returned -1), flushed on drain. */
   private outQueue: Frame[] = [];
   private clientBackpressured = false;
+  /** The upstream (or the connect buffer) is full: the client is not read until it drains (pauseClient). */
   private clientPaused = false;
+  /** The client socket is paused: while either of the above holds (syncClientReading). */
+  private clientReadStopped = false;
   private pollTimer: ReturnType<typeof setInterval> | null = null;
   private connectTimer: ReturnType<typeof setTimeout> | null = null;
   private lifeTimer: ReturnType<typeof setTimeout> | null = null;
@@ -297,6 +300,7 @@ export class RelaySession {
       if (r === 0) return; // closed: the close handler ends the session
     }
     this.clientBackpressured = false;
+    this.syncClientReading();
     if (this.up?.isPaused && !this.upDeciding) this.up.resume();
   }
 
@@ -448,9 +452,12 @@ export class RelaySession {
     }
     const r = this.client!.send(data);
     if (r === -1) {
-      // Bun queued it; stop reading the upstream so the queue stays bounded, resume on drain.
+      // Bun queued it; stop reading the upstream so the queue stays bounded, resume on drain. The client too: the
+      // gateway answers some of its events itself (refusals), and a client that never reads would otherwise have
+      // them queued here without bound (24 MB of refused events queued 189 MB).
       this.clientBackpressured = true;
       this.up?.pause();
+      this.syncClientReading();
     }
   }
 
@@ -474,7 +481,7 @@ export class RelaySession {
   private pauseClient(): void {
     if (this.clientPaused || !this.client) return;
     this.clientPaused = true;
-    this.client.pause();
+    this.syncClientReading();
     // Bun's client WebSocket has no drain event: poll its bufferedAmount.
     this.pollTimer = setInterval(() => {
       const queued = (this.upOpen ? this.up!.bufferedAmount : this.pendingBytes) + this.blockedBytes;
@@ -487,7 +494,16 @@ export class RelaySession {
     this.pollTimer = null;
     if (!this.clientPaused) return;
     this.clientPaused = false;
-    if (!this.ended) this.client?.resume();
+    this.syncClientReading();
+  }
+
+  /** Reads the client only while neither the upstream nor the client itself is backed up; never resumed once ended. */
+  private syncClientReading(): void {
+    const stop = this.clientPaused || this.clientBackpressured;
+    if (this.ended || !this.client || stop === this.clientReadStopped) return;
+    this.clientReadStopped = stop;
+    if (stop) this.client.pause();
+    else this.client.resume();
   }
 
   private clearConnectTimer(): void {

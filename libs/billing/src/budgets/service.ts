@@ -1,13 +1,14 @@
 /**
  * Management of budgets and low-balance thresholds (/api/budget/): validated bodies, views with the
  * current spend, and who may change what. Every write reloads the BudgetBook before it returns, so
- * the next request is admitted against the new budget (other nodes reload on the change feed).
+ * the next request is admitted against the new budget (other nodes reload on the change feed); a reload that
+ * fails after the commit is repaired by the change feed's resync, and the write still answers its result.
  *
  * Who: user budgets are set by admins (for users they may manage); key budgets by the key's owner
  * or such an admin; a low-balance threshold by the user or such an admin.
  */
 import { Type, type Static } from '@sinclair/typebox';
-import { GatewayError, nowSeconds } from '@gw/core';
+import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
 import type { AlertOutboxRow, AlertOutboxStore, BudgetRow, BudgetsStore } from '@gw/db';
 import type { BudgetBook } from './book';
 import { PERIODS } from './period';
@@ -80,7 +81,15 @@ export type SharedBudgetUsage = (userId: number, budgetId: number) => Promise<{ 
 
 export class BudgetService {
   constructor(private readonly repo: BudgetsStore, private readonly outbox: AlertOutboxStore, private readonly book: BudgetBook, private readonly subjects: BudgetSubjects,
-    private readonly shared?: SharedBudgetUsage) {}
+    private readonly bus: ChangeBus, private readonly shared?: SharedBudgetUsage) {}
+
+  /**
+   * After a committed write: the book's reload, whose failure must not turn the answer into an error (the change
+   * is made; a client told otherwise retries it). It is logged and the change feed's resync reloads the book.
+   */
+  private committed(): Promise<void> {
+    return this.bus.refreshed('budget.changed', () => this.book.reload());
+  }
 
   /** Creates or replaces a budget; the thresholds already reached under the new limit this period are not announced again. */
   async set(actor: BudgetActor, input: BudgetSet): Promise<BudgetView> {
@@ -102,13 +111,13 @@ export class BudgetService {
       if (!existing) {
         const row = await this.repo.insertIfAbsent({ scope: input.scope, subjectId: input.subject_id, period: input.period, limitAmount: input.limit, createdAt: now, updatedAt: now });
         if (!row) continue; // a concurrent set (here or on another node) created it first: replace that one
-        await this.book.reload();
+        await this.committed();
         return { view: await this.view(row, owner.id), ownerId: owner.id, replaced: null };
       }
       const alerted = reachedMask(existing.spent, input.limit);
       const row = await this.repo.updateFrom(existing.id, existing.limitAmount, { limitAmount: input.limit, alerted, updatedAt: now });
       if (!row) continue; // changed or cleared since it was read: read it again
-      await this.book.reload();
+      await this.committed();
       return { view: await this.view(row, owner.id), ownerId: owner.id, replaced: existing.limitAmount };
     }
   }
@@ -122,9 +131,10 @@ export class BudgetService {
     const row = await this.repo.byId(id);
     if (!row) throw notFound('budget', id, 'id');
     const owner = this.ownerOf(row.scope as 'user' | 'key', row.subjectId, 'id');
-    this.authorize(actor, owner, row.scope === 'user', () => notFound('budget', id, 'id'));
+    // A key budget of a user the actor may not manage is not listed to it: its id answers 404 like an unknown one.
+    this.authorize(actor, owner, row.scope === 'user', () => notFound('budget', id, 'id'), row.scope === 'key');
     const removed = await this.repo.delete(id);
-    await this.book.reload();
+    await this.committed();
     return { removed, ownerId: owner.id };
   }
 
@@ -133,7 +143,7 @@ export class BudgetService {
     this.authorize(actor, owner, false, () => this.unknown('user', owner.id, 'user_id'));
     if (input.threshold > 0) await this.repo.setLowBalance(owner.id, input.threshold, nowSeconds());
     else await this.repo.clearLowBalance(owner.id);
-    await this.book.reload();
+    await this.committed();
     return { user_id: owner.id, low_balance_threshold: input.threshold > 0 ? input.threshold : null };
   }
 
@@ -146,15 +156,44 @@ export class BudgetService {
     return { budgets: await Promise.all(rows.map((r) => this.view(r, owner.id))), low_balance_threshold: low?.threshold ?? null };
   }
 
-  /** Every budget (admin). */
-  async list(filter: { scope?: 'user' | 'key'; subjectId?: number }): Promise<BudgetView[]> {
+  /**
+   * Every budget (admin), except the key budgets of users the actor may not manage (root's and other admins' keys
+   * for an admin below root): naming such a key answers it 404 like an unknown one everywhere else, so no listing
+   * shows its id. User budgets are all listed, as users are.
+   */
+  async list(actor: BudgetActor, filter: { scope?: 'user' | 'key'; subjectId?: number }): Promise<BudgetView[]> {
     const rows = await this.repo.list({ scope: filter.scope, subjectIds: filter.subjectId === undefined ? undefined : [filter.subjectId] });
-    return Promise.all(rows.map((r) => this.view(r, r.scope === 'key' ? this.subjects.keyOwner(r.subjectId) ?? 0 : r.subjectId)));
+    const shown: Array<{ row: BudgetRow; ownerId: number }> = [];
+    for (const row of rows) {
+      const ownerId = row.scope === 'key' ? this.subjects.keyOwner(row.subjectId) ?? 0 : row.subjectId;
+      if (row.scope === 'key' && this.keysHidden(actor, ownerId)) continue;
+      shown.push({ row, ownerId });
+    }
+    return Promise.all(shown.map(({ row, ownerId }) => this.view(row, ownerId)));
   }
 
-  async alerts(q: { status?: string; offset: number; limit: number }) {
+  /**
+   * The alert outbox, newest first. A key budget's alert of a user the actor may not manage (root's and other
+   * admins' keys for an admin below root) is listed with `key_id` and `budget_id` null, as the budget listing
+   * leaves that budget out: naming either answers it 404 like an unknown id.
+   */
+  async alerts(actor: BudgetActor, q: { status?: string; offset: number; limit: number }) {
     const r = await this.outbox.list(q);
-    return { items: r.items.map(alertView), total: r.total };
+    return { items: r.items.map((row) => this.redacted(actor, alertView(row))), total: r.total };
+  }
+
+  /** True when `actor` may not see the key ids (and key budget ids) of `ownerId`'s keys. */
+  private keysHidden(actor: BudgetActor, ownerId: number): boolean {
+    if (ownerId === actor.id) return false;
+    const owner = this.subjects.user(ownerId);
+    return owner !== undefined && !this.subjects.canManage(actor, owner);
+  }
+
+  private redacted(actor: BudgetActor, a: ReturnType<typeof alertView>): ReturnType<typeof alertView> {
+    const data = (a.payload as { data?: { scope?: unknown; user_id?: unknown } } | null)?.data;
+    if (data?.scope !== 'key' || typeof data.user_id !== 'number' || !this.keysHidden(actor, data.user_id)) return a;
+    const event = a.payload as { data: Record<string, unknown> };
+    return { ...a, payload: { ...event, data: { ...event.data, key_id: null, budget_id: null } } };
   }
 
   /** The 404 `ownerOf` answers for a subject that does not exist. */
