@@ -4,12 +4,20 @@
  * limits). Services only see the ports this returns; nothing else branches on the database kind.
  */
 import { ConfigError, type Config } from '@gw/config';
-import { AlwaysLeader, errorText, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
-import { createStores, openDatabase, type DbHandle, type Stores } from '@gw/db';
+import { AlwaysLeader, LocalChangeFeed, boundedWindows, errorText, rememberRefusals, type AttemptWindows, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
+import { createStores, inlineHistoryListings, inlineStatsReader, openDatabase, workerHistoryListings, workerStatsReader, type DbHandle, type HistoryListings, type StatsReader, type Stores } from '@gw/db';
 import type { PgGroupCommitter, PgHandle } from '@gw/db/pg';
 import type { RelayWiring } from '@gw/relay';
 import { HoldReconciler, LiveHolds, billingConfig, followBalances, type HoldStore, type SharedHolds } from '@gw/billing';
 import type { LockoutPolicy, NameLockouts } from '@gw/identity';
+
+/**
+ * Attempt-window statements (login and reset per address, logins per username, ...) running at once per process in
+ * PostgreSQL mode, of the pool's 10 connections: an attempt takes well under a millisecond, so two run some
+ * thousands a second, and the other eight stay free for settlements and the rest. Waiting for them costs no
+ * connection, so the queue (ATTEMPT_CHECKS_QUEUE) is long: a burst is slowed, and refused only past it.
+ */
+const ATTEMPT_DB_SLOTS = 2;
 
 export interface Backend {
   kind: 'sqlite' | 'postgres';
@@ -23,8 +31,16 @@ export interface Backend {
   /** Request and attempt limits shared by every node (Redis) or kept in this process. */
   rateLimits: RateLimits | null;
   leader: Leader;
-  /** Failed logins of unknown usernames, counted by every node (PostgreSQL mode); null = in this process. */
+  /**
+   * Failed logins of unknown usernames, counted by every node in the database (PostgreSQL mode); null = in this
+   * process. Never in Redis: a loss of its data would unlock every name.
+   */
   nameLockouts: ((policy: LockoutPolicy) => NameLockouts) | null;
+  /**
+   * Account-flow attempt limits (login, reset, 2FA, current password, redeem) shared by every node in the database
+   * (PostgreSQL mode), for the same reason; null = in this process.
+   */
+  attemptWindows: AttemptWindows | null;
   /** PostgreSQL mode: the shared admission (holds in Redis), its renewals and the leader's reconciler. */
   holds: SharedAdmission | null;
   /**
@@ -32,6 +48,11 @@ export interface Backend {
    * every CHANGE_FEED_RESYNC_MS, since notifications sent while nobody listened are lost. SQLite: nothing to follow.
    */
   follow(reloadAll: () => Promise<void>): Promise<void>;
+  /**
+   * Reads over the stored history (usage-log and ledger listings, export pages, statistics), each stopped after
+   * HISTORY_QUERY_TIMEOUT_MS: SQLite file, in child processes of their own; PostgreSQL, under statement_timeout.
+   */
+  history: { listings: HistoryListings; stats: StatsReader };
   close(): Promise<void>;
 }
 
@@ -42,29 +63,37 @@ export interface SharedAdmission {
 }
 
 export async function openBackend(config: Config, bus: ChangeBus, log: Logger): Promise<Backend> {
-  return config.dbKind === 'postgres' ? openPostgresBackend(config, bus, log) : openSqliteBackend(config, bus);
+  return config.dbKind === 'postgres' ? openPostgresBackend(config, bus, log) : openSqliteBackend(config, bus, log);
 }
 
-function openSqliteBackend(config: Config, bus: ChangeBus): Backend {
+function openSqliteBackend(config: Config, bus: ChangeBus, log: Logger): Backend {
   const dbh = openDatabase(config.sqlitePath);
   const stores = createStores(dbh, bus);
+  let feed: LocalChangeFeed | null = null;
+  // A listing that counts by scanning the table (a filter without an index, a deep page) takes milliseconds per
+  // 100k rows, a year's aggregate seconds; bun:sqlite would run them on this thread, so for a file they run in a
+  // child process's connection. An in-memory database, which a second connection cannot open, reads inline.
+  const history = config.sqlitePath !== ':memory:'
+    ? { listings: workerHistoryListings(config.sqlitePath, config.historyQueryTimeoutMs), stats: workerStatsReader(config.sqlitePath, config.historyQueryTimeoutMs) }
+    : { listings: inlineHistoryListings(stores), stats: inlineStatsReader(stores.usageStats) };
   return {
-    kind: 'sqlite', stores, dbh, pg: null, rateLimits: null, leader: new AlwaysLeader(), nameLockouts: null, holds: null,
+    kind: 'sqlite', stores, dbh, pg: null, rateLimits: null, leader: new AlwaysLeader(), nameLockouts: null, attemptWindows: null, holds: null, history,
     relay: { stores, journalDir: config.sqlitePath === ':memory:' ? null : `${config.sqlitePath}.settlements` },
-    follow: async () => {},
-    close: async () => dbh.close(),
+    // No other process writes; a cache that failed to apply one of this process's writes is reloaded.
+    follow: async (reloadAll) => { feed = new LocalChangeFeed({ bus, onResync: () => reloadAll(), log }); },
+    close: async () => { await feed?.close(); await history.listings.close(); await history.stats.close(); dbh.close(); },
   };
 }
 
 async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger): Promise<Backend> {
   // Loaded only in this mode: a SQLite process never pays for postgres.js, ioredis and the pg schema.
-  const { openPostgres, createPgStores, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader, claimAdmissionStart, admissionStartedAt } = await import('@gw/db/pg');
+  const { openPostgres, createPgStores, pgHistoryReads, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader, claimAdmissionStart, admissionStartedAt, pgAttemptWindows } = await import('@gw/db/pg');
   const { default: Redis } = await import('ioredis');
   const { RedisRateLimits } = await import('@gw/core/redis/rate-limits');
   const { claimPrefix, prefixOwner } = await import('@gw/core/redis/prefix-owner');
   // Before the first command: on Bun, ioredis otherwise builds a trace of every command for no listener.
   (await import('@gw/core/redis/tracing')).skipUnobservedTracing();
-  const { RedisNameLockouts } = await import('@gw/identity/unknown-lockout-redis');
+  const { PgNameLockouts } = await import('@gw/identity/unknown-lockout-pg');
   const { RedisHoldStore, evictionRisk } = await import('@gw/billing/holds/redis');
   const url = config.databaseUrl;
   const closers: Array<() => Promise<unknown> | unknown> = [];
@@ -155,7 +184,12 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     closers.push(() => feed?.close());
     return {
       kind: 'postgres', stores, dbh: null, pg, rateLimits, leader, holds,
-      nameLockouts: (policy) => new RedisNameLockouts(redis, policy, config.redisPrefix),
+      history: pgHistoryReads(pg.db, config.historyQueryTimeoutMs),
+      nameLockouts: (policy) => new PgNameLockouts(pg.sql, policy),
+      // A refused key is answered from memory for a second: a flood on it costs no database round trip per request.
+      // The rest is capped per process (ATTEMPT_DB_SLOTS of the pool, ATTEMPT_CHECKS_QUEUE waiting): a flood from many addresses
+      // cannot take the connections settlements need.
+      attemptWindows: rememberRefusals(boundedWindows(pgAttemptWindows(pg.sql), ATTEMPT_DB_SLOTS, config.attemptChecksQueue)),
       relay: { stores, durable: sink, holds: holds.shared, journalDir: null, rateLimits, leader },
       async follow(reloadAll) {
         feed = await PgChangeFeed.start({

@@ -3,8 +3,8 @@
  * object and never construct services themselves, so tests can start a whole gateway in-process.
  */
 import type { Config } from '@gw/config';
-import { ChangeBus, HistoryReadGate, SecretBox, createLogger, localWindows, sharedWindows, type Logger } from '@gw/core';
-import type { DbHandle, LedgerStore, SecurityStore, SessionsStore, Stores, UsersStore } from '@gw/db';
+import { ChangeBus, HistoryReadGate, SecretBox, createLogger, localWindows, type Logger } from '@gw/core';
+import { sqliteAttemptWindows, type DbHandle, type HistoryListings, type StatsReader, type LedgerStore, type SecurityStore, type SessionsStore, type Stores, type UsersStore } from '@gw/db';
 import { openBackend, type Backend } from './backend';
 import { LoginService, ManagementAuth, PasswordGate, bootstrapRoot, usePasswordGate } from '@gw/identity';
 import { ApiKeyService, CurrentPasswordGuard, UserDirectory, UserService } from '@gw/identity';
@@ -71,6 +71,10 @@ export interface Services {
   metrics: GatewayMetrics;
   /** Admission of history reads (usage logs, statistics, exports, ledger): per caller and node-wide (README: Security and limits). */
   historyReads: HistoryReadGate;
+  /** Usage-log and ledger listings and export pages, time-limited (Backend.history). */
+  historyListings: HistoryListings;
+  /** Usage statistics queries, time-limited (Backend.history). */
+  historyStats: StatsReader;
   /** The server log (LOG_LEVEL, LOG_FORMAT): every library and plugin writes through it. */
   log: Logger;
   /** Registers a shutdown step (stop timers, flush buffers) run before the database closes. */
@@ -104,8 +108,9 @@ export async function createServices(config: Config, log: Logger = loggerFor(con
 async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Backend, closers: Array<() => void | Promise<void>>): Promise<Services> {
   const { stores, dbh } = backend;
   const { users, sessions, ledger, security } = stores;
-  // Attempt limits (login, reset, 2FA, password change, redeem): global across nodes when limits are shared.
-  const windows = backend.rateLimits ? sharedWindows(backend.rateLimits) : localWindows;
+  // Attempt limits (login, reset, 2FA, password change, redeem): in the database, shared by every node, in
+  // PostgreSQL mode (never in Redis, whose data loss would give every guesser a fresh budget).
+  const windows = backend.attemptWindows ?? localWindows;
   // Every password hash and verify of this process (login, tokens, changes, 2FA, users, resets) shares it.
   usePasswordGate(new PasswordGate({ slots: config.passwordHashSlots, queue: config.passwordHashQueue }));
   reportRootBootstrap(log, config, await bootstrapRoot(users, { username: config.rootUsername, password: config.rootPassword }));
@@ -123,8 +128,15 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const channels = new ChannelService(stores.channels, channelSecrets, bus);
   const channelRegistry = await ChannelRegistry.load(stores.channels, channelSecrets, bus, log);
   const channelKeys = new ChannelKeyService(stores.channels, channelSecrets, bus, channels);
+  // A deleted channel's key counters go with it (the registry, which hears the change first, no longer lists it).
+  bus.on('channel.changed', ({ channelId }) => {
+    if (channelId !== null && !channelRegistry.get(channelId)) channelKeys.stats.forget(channelId);
+  });
   const currentPassword = new CurrentPasswordGuard(Date.now, windows, config.passwordChecksPerMinute);
-  const twoFactor = new TwoFactorService(users, security, sessions, secrets, twoFactorConfig(config.env), currentPassword, Date.now, windows);
+  // Wrong 2FA codes are counted per day and 30 days: in the database (SQLite's own table; PostgreSQL's through
+  // `windows`), so neither a restart nor a loss of Redis's data starts them again.
+  const twoFactorWindows = dbh ? sqliteAttemptWindows(dbh.sqlite) : windows;
+  const twoFactor = new TwoFactorService(users, security, sessions, secrets, twoFactorConfig(config.env), currentPassword, Date.now, twoFactorWindows);
   const userAdmin = new UserService(users, sessions, ledger, bus, currentPassword, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)),
     (id) => security.voidResetTokens(id));
   const userDirectory = await UserDirectory.load(users, bus);
@@ -140,9 +152,9 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
     catalogSince: backend.kind === 'postgres' ? (await users.byId(1))?.createdAt : undefined,
     setChannelStatus: (id, status, reason) => channels.setStatus(id, status, reason), adapter: getAdapter, log,
     channelKeys: {
-      refused: (id, keyId, reason) => channelKeys.autoDisable(id, keyId, reason),
-      used: (id, keyId, ok) => channelKeys.stats.record(id, keyId, ok),
-      reEnable: (id, keyId) => channelKeys.reEnable(id, keyId),
+      refused: (id, key, reason) => channelKeys.autoDisable(id, key, reason),
+      used: (id, key, ok) => channelKeys.stats.record(id, key, ok),
+      reEnable: (id, key) => channelKeys.reEnable(id, key),
     },
     observeAttempt: (channelId, result) => metrics.upstream.inc({ channel: channelId, result }),
     observeSettlement: metrics.settlement,
@@ -171,7 +183,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const budgets = new BudgetService(relay.budgetsRepo, relay.alertOutbox, relay.budgets, {
     // The in-memory directory and key index hold every user and key (any status), refreshed on each change.
     user: (id) => userDirectory.get(id), keyOwner: (id) => apiKeys.byId(id)?.userId, canManage,
-  }, sharedHolds ? (userId, id) => sharedHolds.budgetUsage(userId, id) : undefined);
+  }, bus, sharedHolds ? (userId, id) => sharedHolds.budgetUsage(userId, id) : undefined);
   // Other nodes' writes: every cache follows them from here on (no-op on SQLite). A resync reloads each
   // cache in full, users first so the key index sees the refreshed accounts.
   await backend.follow(async () => {
@@ -185,11 +197,12 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   metrics.registry.gauge('gateway_process_info', 'This gateway process (one series; its pid and database kind)', () => [[{ pid: process.pid, backend: backend.kind }, 1]]);
   metrics.registry.gauge('gateway_upstream_slots', 'Relayed requests in flight (streams and realtime sessions until they end) and their cap, MAX_UPSTREAM_CONNECTIONS',
     () => [[{ state: 'in_use' }, relay.slots.inUse], [{ state: 'max' }, relay.slots.max]]);
+  const { listings: historyListings, stats: historyStats } = backend.history;
   const services: Services = {
-    relay, realtime, metrics, log, budgets,
-    // SQLite queries run on this thread (one at a time whatever the slots); PostgreSQL's take pool connections
-    // the settlements need, so two at most of its ten.
-    historyReads: new HistoryReadGate({ perCaller: HISTORY_READS_PER_CALLER, slots: dbh ? 1 : 2 }),
+    relay, realtime, metrics, log, budgets, historyListings, historyStats,
+    // SQLite queries run one at a time whatever the slots (on the history worker for a file, on this thread for
+    // ':memory:'); PostgreSQL's take pool connections the settlements need, so two at most of its ten.
+    historyReads: new HistoryReadGate({ perCaller: HISTORY_READS_PER_CALLER, slots: dbh ? 1 : 2, queue: config.historyReadsQueue }),
     channels, channelRegistry, channelKeys, userAdmin, userDirectory, apiKeys,
     channelTester: new ChannelTester(channelRegistry, channels),
     config, dbh, stores, backend, users, sessions, ledger, bus,
@@ -219,6 +232,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
 function realtimeQuota(q: QuotaService): QuotaPort<ApiKeyRecord, Reservation> {
   return {
     reserve: q.reserve.bind(q), affords: q.affords.bind(q), available: q.available.bind(q), settleNow: q.settleNow.bind(q), release: q.release.bind(q),
+    checkpoint: q.keepsUnfinished ? q.checkpoint.bind(q) : undefined,
   };
 }
 

@@ -26,6 +26,7 @@ const FIELDS: Field[] = [
   { name: 'probe_interval_ms', kind: 'int', desc: 'probe interval of this channel while auto-disabled (ms; default the global one)' },
   { name: 'overrides', kind: 'json', desc: 'JSON list of parameter/header overrides applied in order, e.g. \'[{"op":"clamp","path":"max_tokens","max":4096},{"op":"remove","path":"temperature","models":["o3*"]},{"op":"set_header","name":"x-team","value":"blue"}]\' (ops: set, remove, clamp, set_header, remove_header; replaces the list; [] clears it)' },
   { name: 'billing_model', kind: 'string', desc: "which model's price bills requests: 'requested' (default) or 'upstream' (the model_mapping target)" },
+  { name: 'reasoning_echo', kind: 'string', desc: "openai channels: send thinking back as reasoning_content: 'auto' (default: DeepSeek and Moonshot hosts), 'always' or 'never'" },
   { name: 'header_policy', kind: 'json', desc: 'JSON: which client headers reach the upstream, e.g. \'{"forward_headers":["user-agent"],"beta_strip":["b"],"beta_rewrite":{"a":"a2"},"allow_service_tier":false}\' (replaces the whole policy)' },
 ];
 
@@ -44,7 +45,7 @@ const channelDetails = (c: any) => details([
   ['keys', `${c.usable_keys}/${c.key_count} usable, ${c.key_selection}`], ['failure rules', JSON.stringify(c.failure_rules ?? {})],
   ['first byte timeout ms', c.first_byte_timeout_ms], ['probe interval ms', c.probe_interval_ms],
   ['timeout ms', c.timeout_ms], ['headers', Object.keys(c.headers ?? {})], ['header policy', JSON.stringify(c.header_policy ?? {})],
-  ['overrides', JSON.stringify(c.overrides ?? [])], ['billing model', c.billing_model],
+  ['overrides', JSON.stringify(c.overrides ?? [])], ['billing model', c.billing_model], ['reasoning echo', c.reasoning_echo],
   ['response ms', c.response_time_ms], ['tested', time(c.tested_at)], ['created', time(c.created_at)], ['updated', time(c.updated_at)],
 ]);
 

@@ -27,8 +27,8 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
       ctx.io.err(`Wrote ${bytes} bytes to ${opts.out}.\n`);
     } else {
       const dec = new TextDecoder();
-      for (let r = await reader.read(); !r.done; r = await reader.read()) ctx.io.out(dec.decode(r.value, { stream: true }));
-      ctx.io.out(dec.decode());
+      for (let r = await reader.read(); !r.done; r = await reader.read()) ctx.raw(dec.decode(r.value, { stream: true }));
+      ctx.raw(dec.decode());
     }
   }));
 }

@@ -33,8 +33,9 @@ export function registerLog(program: Command, app: App): void {
 
   addScopedList(group, app, {
     what: 'usage logs', adminPath: '/api/log/', selfPath: '/api/log/self', columns: COLUMNS,
-    filters: FILTERS,
-    examples: ['gw log list --user-id 12 --status 429', 'gw log list --self --from 2026-11-01T00:00:00Z --page-size 100'],
+    // A cursor pages the listing only; the export is one keyset walk already.
+    filters: [...FILTERS, { flags: '--cursor <cursor>', desc: 'rows after this next_cursor of the previous page (--json shows it): no repeats while new rows arrive', query: 'cursor' }],
+    examples: ['gw log list --user-id 12 --status 429', 'gw log list --self --from 2026-11-01T00:00:00Z --page-size 100', 'gw log list --page-size 100 --cursor 1764400000.4711'],
   });
   registerLogStats(group, app);
   registerLogExport(group, app, FILTERS);

@@ -17,10 +17,10 @@ export function registerOps(program: Command, app: App): void {
     }));
 
   program.command('metrics')
-    .description('Print the Prometheus metrics (admin); the text as served, also with --json')
+    .description('Print the Prometheus metrics (admin); the text as served, also with --json (control characters blanked on a terminal)')
     .addHelpText('after', '\nExamples:\n  $ gw metrics | grep ^gateway_upstream_attempts_total\n  $ gw metrics > metrics.txt')
     .action(app.action(async (ctx) => {
       const text = await ctx.client().text('GET', '/metrics');
-      ctx.io.out(text.endsWith('\n') ? text : `${text}\n`);
+      ctx.raw(text.endsWith('\n') ? text : `${text}\n`);
     }));
 }

@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { Option, type Command } from 'commander';
 import { ApiClient, unwrap } from '../core/client';
-import { normalizeUrl, writeConfig, type StoredConfig } from '../core/config';
+import { normalizeUrl, sameUrl, updateConfig, type StoredConfig } from '../core/config';
 import type { App, Ctx } from '../core/context';
 import { ApiError, UnreachableError, UsageError } from '../core/errors';
 import { parseId } from '../core/fields';
@@ -19,10 +19,16 @@ export function registerSession(program: Command, app: App): void {
     .option('--totp <code>', 'two-factor code (TOTP or backup code); prompted when needed on a terminal')
     .option('--token-name <name>', 'name of the access token to create (default: gw-cli@<host> <UTC minute> <random>, unique per login)')
     .addOption(new Option('--expires-in-days <n>', 'token lifetime in days (default: no expiry)').argParser(parseId))
+    .addOption(new Option('--revoke-idle-days <n>', `first revoke your tokens made by \`gw login\` (named ${LOGIN_TOKEN_PREFIX}…) unused for n days`).argParser(parseId))
     .addHelpText('after', `
+A user holds at most 50 live access tokens and each login mints one. Logging in again with the same config
+file revokes the token it held; \`gw logout\` revokes it too. Logins from fresh config files (CI jobs, new
+machines) that never log out pile up: use --expires-in-days, or --revoke-idle-days when the limit is met.
+
 Examples:
   $ gw login --url http://localhost:3000 -u root
-  $ printf '%s\\n' "$PASSWORD" | gw login --url https://gw.example.com -u ops --password-stdin --totp 123456`)
+  $ printf '%s\\n' "$PASSWORD" | gw login --url https://gw.example.com -u ops --password-stdin --totp 123456
+  $ gw login -u ops --revoke-idle-days 30`)
     .action(app.action(login));
 
   program.command('logout')
@@ -66,23 +72,92 @@ async function login(ctx: Ctx, _args: unknown[], opts: Record<string, any>): Pro
   // The gateway wants the password again to mint a token (a session alone may not outlive itself).
   const body: Record<string, unknown> = { name: opts.tokenName ?? loginTokenName(hostname(), new Date()), current_password: password };
   if (opts.expiresInDays) body.expires_in_days = opts.expiresInDays;
+  // The config's previous token for this gateway: a new login replaces it.
+  const old = storedToken(file, url);
+  const revokeOld = () => revoke(url, old!);
+  const mint = () => anon.call<{ id: number; token: string }>('POST', '/api/user/access_token', { ...session, body })
+    .catch(async (e) => { throw tooManyTokens(e) ? await atTheLimit(e, anon, session) : e; });
   let created: { id: number; token: string };
   try {
-    created = await anon.call('POST', '/api/user/access_token', { ...session, body });
+    if (opts.revokeIdleDays) await revokeIdle(ctx, anon, session, opts.revokeIdleDays);
+    try {
+      created = await mint();
+    } catch (e) {
+      // At the limit, the token being replaced makes the room (at the cost of a second password check), when it is
+      // this user's: a config holding another user's token (`gw login -u other`) would lose it for no room at all.
+      if (!old || !tooManyTokens(e) || !(await liveTokens(anon, session).catch(() => [])).some((t) => t.id === file.token_id)) throw e;
+      await revokeOld();
+      created = await mint();
+    }
   } finally {
     // The session was only needed to mint the token; end it either way.
     await anon.raw('POST', '/api/user/logout', session).catch(() => undefined);
   }
 
   // A re-login replaces the stored token: revoke the old one so tokens do not pile up.
-  if (file.token && file.token_id && file.url && normalizeUrl(file.url) === url) {
-    await new ApiClient({ url, token: file.token }).raw('DELETE', `/api/user/access_token/${file.token_id}`).catch(() => undefined);
-  }
-  const cfg: StoredConfig = { url, token: created.token, token_id: created.id, username: user.username };
-  writeConfig(ctx.configPath, cfg);
+  if (old) await revokeOld();
+  // Another login with this file may have stored its token since it was read: that one is replaced too, so it is
+  // revoked as well (left live, no config would hold it). Read and written under the file's lock.
+  let replaced: { token: string; id: number } | undefined;
+  await updateConfig(ctx.configPath, (current) => {
+    replaced = storedToken(current, url);
+    return { url, token: created.token, token_id: created.id, username: user.username };
+  });
+  if (replaced && replaced.id !== old?.id) await revoke(url, replaced);
   ctx.print(user, () => `Logged in to ${url} as ${user.username} (${roleName(user.role)}). Access token saved to ${ctx.configPath}.\n`);
   return 0;
 }
+
+/** The config's token when it is for the gateway `url` (a token of another gateway is not replaced by this login). */
+function storedToken(cfg: StoredConfig, url: string): { token: string; id: number } | undefined {
+  return cfg.token && cfg.token_id && cfg.url && sameUrl(cfg.url, url) ? { token: cfg.token, id: cfg.token_id } : undefined;
+}
+
+/** Revokes a token with itself (whoever's it is); one already revoked or unreachable is left as it is. */
+const revoke = (url: string, t: { token: string; id: number }) =>
+  new ApiClient({ url, token: t.token }).raw('DELETE', `/api/user/access_token/${t.id}`).catch(() => undefined);
+
+const tooManyTokens = (e: unknown) => e instanceof ApiError && e.status === 409 && e.code === 'too_many_access_tokens';
+
+interface TokenRow { id: number; name: string; created_at: number; expires_at: number | null; last_used_at: number | null; revoked: boolean }
+
+/** The caller's live tokens, listed with the login session. */
+async function liveTokens(anon: ApiClient, session: { headers: Record<string, string> }): Promise<TokenRow[]> {
+  const now = Date.now() / 1000;
+  const rows = await anon.call<TokenRow[]>('GET', '/api/user/access_token', session);
+  return rows.filter((t) => !t.revoked && (t.expires_at === null || t.expires_at > now));
+}
+
+/** The caller's live tokens made by `gw login`. */
+async function liveLoginTokens(anon: ApiClient, session: { headers: Record<string, string> }): Promise<TokenRow[]> {
+  return (await liveTokens(anon, session)).filter((t) => t.name.startsWith(LOGIN_TOKEN_PREFIX));
+}
+
+/**
+ * `--revoke-idle-days`: revokes the caller's login-made tokens not used (or, never used, not created) within
+ * `days`. Only tokens named by `gw login`: a token made for a script has a name of its own and is never touched.
+ */
+async function revokeIdle(ctx: Ctx, anon: ApiClient, session: { headers: Record<string, string> }, days: number): Promise<void> {
+  const cutoff = Date.now() / 1000 - days * 86_400;
+  const idle = (await liveLoginTokens(anon, session)).filter((t) => (t.last_used_at ?? t.created_at) < cutoff);
+  for (const t of idle) await anon.call('DELETE', `/api/user/access_token/${t.id}`, session);
+  if (idle.length) ctx.note(`Revoked ${idle.length} access token${idle.length === 1 ? '' : 's'} made by \`gw login\` and unused for ${days} days: ${idle.map((t) => t.id).join(', ')}.\n`);
+}
+
+/**
+ * The refusal at the token limit, with what to do about it: without a token, `gw access-token revoke` is out
+ * of reach, so the way out has to be part of `gw login`.
+ */
+async function atTheLimit(e: ApiError, anon: ApiClient, session: { headers: Record<string, string> }): Promise<ApiError> {
+  const mine = await liveLoginTokens(anon, session).catch(() => undefined);
+  const made = mine ? ` (${mine.length} of them made by \`gw login\`)` : '';
+  const err = new ApiError(e.status, e.code, `${e.message}${made}. Log in with --revoke-idle-days <n> to revoke login tokens unused for n days, or revoke tokens with \`gw access-token revoke <id>\` from another login`, e.param);
+  err.server = e.server;
+  return err;
+}
+
+/** Every token `gw login` names starts with this (unless --token-name). */
+const LOGIN_TOKEN_PREFIX = 'gw-cli@';
 
 /** Longest access token name the gateway accepts. */
 const TOKEN_NAME_MAX = 64;
@@ -96,7 +171,7 @@ export function loginTokenName(host: string, now: Date): string {
   const stamp = `${now.toISOString().slice(0, 16)}Z`;
   const suffix = crypto.getRandomValues(new Uint8Array(3)).reduce((s, b) => s + b.toString(16).padStart(2, '0'), '');
   const tail = ` ${stamp} ${suffix}`;
-  return `gw-cli@${host.slice(0, TOKEN_NAME_MAX - 'gw-cli@'.length - tail.length)}${tail}`;
+  return `${LOGIN_TOKEN_PREFIX}${host.slice(0, TOKEN_NAME_MAX - LOGIN_TOKEN_PREFIX.length - tail.length)}${tail}`;
 }
 
 /** The `name=value` part of the session cookie from a login answer. */
@@ -129,7 +204,9 @@ async function logout(ctx: Ctx): Promise<number> {
   }
   // The URL stays (it is no secret): `gw login` needs no --url next time, and `gw whoami` can say
   // "not logged in to <url>" (exit 1) or that the gateway is unreachable (exit 3).
-  writeConfig(ctx.configPath, { url: file.url });
+  // Under the file's lock, and only while it still holds the token revoked here: a login that stored a new
+  // one meanwhile keeps it (dropped, it would stay live with no config holding it).
+  await updateConfig(ctx.configPath, (current) => (current.token === file.token ? { url: file.url } : undefined));
   ctx.print({ url: file.url, revoked }, () => `Logged out of ${file.url}${revoked ? '; access token revoked' : ''}.\n`);
   return 0;
 }

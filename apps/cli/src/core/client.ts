@@ -72,7 +72,7 @@ export class ApiClient {
       clearTimeout(timer);
     }
     if (res.status >= 200 && res.status < 300 && res.body) return res;
-    const text = await res.text().catch(() => '');
+    const text = await boundedText(res, this.url);
     let body: unknown;
     try { body = text ? JSON.parse(text) : undefined; } catch { body = undefined; }
     return this.judged(opts, () => { unwrap({ status: res.status, headers: res.headers, body, text }); throw new Error('unreachable'); });
@@ -110,11 +110,39 @@ export class ApiClient {
         : err.message || String(err);
       throw new UnreachableError(this.url, reason);
     }
-    const text = await res.text().catch(() => '');
+    const text = await boundedText(res, this.url);
     let body: unknown = undefined;
     try { body = text ? JSON.parse(text) : undefined; } catch { body = undefined; }
     return { status: res.status, headers: res.headers, body, text };
   }
+}
+
+/** Most of an answer read into memory (a page of records or the metrics text is far smaller; downloads stream). */
+export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+
+/**
+ * The body as text, refused past MAX_ANSWER_BYTES: whatever answers at the URL could send gigabytes, and
+ * the CLI would hold them all before judging the answer.
+ */
+async function boundedText(res: Response, url: string, limit = MAX_ANSWER_BYTES): Promise<string> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    for (let r = await reader.read(); !r.done; r = await reader.read()) {
+      size += r.value.length;
+      if (size > limit) {
+        reader.cancel().catch(() => {});
+        throw new ApiError(res.status, 'answer_too_large', `the server at ${url} sent more than ${limit / 1024 / 1024} MiB; is this an AI gateway?`);
+      }
+      chunks.push(r.value);
+    }
+  } catch (e) {
+    if (e instanceof ApiError) throw e;
+    return ''; // a cut answer: judged by its status like an empty one
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** Returns `data` of a success envelope, or throws the server's error as ApiError. */

@@ -3,7 +3,7 @@
  * and the precedence rules: flags > environment > file.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, linkSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
 import { UsageError } from './errors';
@@ -60,16 +60,92 @@ export function writeConfig(path: string, cfg: StoredConfig): void {
   }
 }
 
+/** How long a gw process waits for another's config write, and the age at which a lock is taken as left behind. */
+const LOCK_WAIT_MS = 10_000;
+const LOCK_STALE_MS = 30_000;
+
+/**
+ * Read-modify-write of the config file under a lock file (`<path>.lock`, created O_EXCL, held for the
+ * milliseconds of one read and write): `change` gets the file as it is now, not as this process read it
+ * at its start, and returns what to write (undefined: leave it). Two logins, or a login and a logout, then
+ * each see the other's token and can revoke it, instead of the last writer dropping a live token unseen.
+ *
+ * The lock holds a random token of its holder. A lock older than 30 s (left by a killed gw) is taken over by
+ * moving it aside (rename: one process gets it) and removing it only if it is still the lock judged old; the
+ * holder removes the lock only while it holds its own token. Before, two processes taking over one old lock at
+ * once each removed "it" (the second removing the lock the first had just created) and both held the lock.
+ */
+export async function updateConfig(path: string, change: (current: StoredConfig) => StoredConfig | undefined): Promise<void> {
+  const dir = dirname(path);
+  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const lock = `${path}.lock`;
+  const mine = randomBytes(12).toString('hex');
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  for (;;) {
+    try {
+      writeFileSync(lock, mine, { mode: 0o600, flag: 'wx' });
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    if (!takeOverStale(lock, mine)) {
+      if (Date.now() > deadline) throw new UsageError(`config file ${path} is locked by another gw process; if none is running, delete ${lock}`);
+      await new Promise((r) => setTimeout(r, 10 + Math.random() * 40));
+    }
+  }
+  try {
+    const next = change(readConfig(path));
+    if (next) writeConfig(path, next);
+  } finally {
+    if (readLock(lock) === mine) rmSync(lock, { force: true });
+  }
+}
+
+/** The lock's content (its holder's token), or null when there is none (or it is not a readable file). */
+function readLock(lock: string): string | null {
+  try { return readFileSync(lock, 'utf8'); } catch { return null; }
+}
+
+/** Removes `lock` if it was left behind (older than LOCK_STALE_MS); true when it did (try to create it again). */
+function takeOverStale(lock: string, mine: string): boolean {
+  let st;
+  try { st = lstatSync(lock); } catch { return true; } // gone meanwhile
+  if (Date.now() - st.mtimeMs <= LOCK_STALE_MS) return false;
+  // Moved aside by rename (atomic), then checked: the file moved is the old one (same inode and age), or a
+  // fresh lock another process created after taking over the same old one, which is put back.
+  const aside = `${lock}.${mine}.stale`;
+  try { renameSync(lock, aside); } catch { return true; } // another process moved it first
+  const moved = lstatSync(aside);
+  if (moved.ino === st.ino && moved.mtimeMs === st.mtimeMs) {
+    rmSync(aside, { force: true });
+    return true;
+  }
+  try { linkSync(aside, lock); } catch { /* a third process created one meanwhile: it holds the lock */ }
+  rmSync(aside, { force: true });
+  return false;
+}
+
+/**
+ * `raw` as an error message may show it: the userinfo (anything before an `@` ahead of the path) replaced, since a
+ * URL refused for its scheme or port may still hold a password, and GATEWAY_URL's errors land in CI logs.
+ */
+export const shownUrl = (raw: string): string => raw.replace(/^([^:/?#@]*:[/\\]*)?[^/\\?#]*@/, '$1***@');
+
 /** Validates a gateway URL and strips trailing slashes so URLs compare equal. */
 export function normalizeUrl(raw: string): string {
   let u: URL;
-  try { u = new URL(raw.trim()); } catch { throw new UsageError(`invalid gateway URL '${raw}' (expected e.g. http://localhost:3000)`); }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError(`invalid gateway URL '${raw}': only http and https are supported`);
+  try { u = new URL(raw.trim()); } catch { throw new UsageError(`invalid gateway URL '${shownUrl(raw)}' (expected e.g. http://localhost:3000)`); }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError(`invalid gateway URL '${shownUrl(raw)}': only http and https are supported`);
+  // The URL is stored in the config file (`gw login`) and shown by whoami; a password in it would sit there in clear.
+  // Not echoed: the message must not print the password either.
+  if (u.username || u.password) {
+    throw new UsageError(`the gateway URL must not contain credentials (user:password@${u.host}): remove them from --url, GATEWAY_URL or the config file, and log in with -u and --password-stdin`);
+  }
   return u.toString().replace(/\/+$/, '');
 }
 
 /** `raw` (a stored URL, maybe invalid) names the gateway `url` (normalised). */
-function sameUrl(raw: string, url: string): boolean {
+export function sameUrl(raw: string, url: string): boolean {
   try { return normalizeUrl(raw) === url; } catch { return false; }
 }
 

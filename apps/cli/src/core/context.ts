@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 import { ApiClient } from './client';
-import { configPath, readConfig, resolveCredentials, type Credentials, type StoredConfig } from './config';
+import { configPath, readConfig, resolveCredentials, shownUrl, type Credentials, type StoredConfig } from './config';
 import { ApiError, UsageError } from './errors';
 import type { Io } from './io';
 import { jsonText, terminalText } from './output';
@@ -69,6 +69,14 @@ export class Ctx {
     this.io.out(this.json ? `${jsonText(data, 2)}\n` : terminalText(human()));
   }
 
+  /**
+   * Data printed as served (an export, the metrics text): exact into a pipe or file, but on a terminal other
+   * people's text in it (a model name, a key name) is made inert like `print`'s.
+   */
+  raw(text: string): void {
+    this.io.out(this.io.outIsTerminal ? terminalText(text) : text);
+  }
+
   /** A note or warning on stderr, made safe for the terminal like `print`. */
   note(text: string): void {
     this.io.err(terminalText(text));
@@ -112,7 +120,7 @@ function explain(e: ApiError, ctx: Ctx, cmd: Command): void {
     const { url } = ctx.credentials();
     const env = ctx.io.env;
     e.cliMessage = env.GATEWAY_TOKEN && env.GATEWAY_URL
-      ? `not logged in to ${url}: GATEWAY_TOKEN belongs to GATEWAY_URL ${env.GATEWAY_URL} and is not sent elsewhere; pass --token or set both`
+      ? `not logged in to ${url}: GATEWAY_TOKEN belongs to GATEWAY_URL ${shownUrl(env.GATEWAY_URL)} and is not sent elsewhere; pass --token or set both`
       : `not logged in to ${url}: run \`gw login\`, or pass --token / set GATEWAY_TOKEN`;
   }
 }

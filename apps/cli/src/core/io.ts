@@ -11,6 +11,8 @@ export interface Io {
   err(text: string): void;
   /** True when stdin is an interactive terminal (prompts are possible). */
   interactive: boolean;
+  /** True when stdout is a terminal: data printed "as served" is then made inert like every other output. */
+  outIsTerminal?: boolean;
   /** The whole of stdin as text. */
   readStdin(): Promise<string>;
   /** Asks on stderr and reads one line from the terminal; `hidden` turns echo off. */
@@ -24,6 +26,7 @@ export function processIo(): Io {
     out: (t) => { process.stdout.write(t); },
     err: (t) => { process.stderr.write(t); },
     interactive: Boolean(process.stdin.isTTY),
+    outIsTerminal: Boolean(process.stdout.isTTY),
     readStdin: () => Bun.stdin.text(),
     prompt: ttyPrompt,
   };

@@ -28,14 +28,14 @@ async function keyBudgetNotice(s: Services, ctx: Parameters<typeof origin>[0], a
 export const budgetRoutes = (s: Services) =>
   new Elysia({ name: 'budget-routes', prefix: '/api/budget' })
     .use(authPlugin(s))
-    .get('/', async ({ query }) => ok(await serviceOf(s).list({ scope: query.scope, subjectId: query.subject_id })), {
+    .get('/', async (ctx) => ok(await serviceOf(s).list(caller(ctx).user, { scope: ctx.query.scope, subjectId: ctx.query.subject_id })), {
       role: 'admin',
       query: t.Object({
         scope: t.Optional(t.Union([t.Literal('user'), t.Literal('key')], { error: "scope must be 'user' or 'key'" })),
         subject_id: t.Optional(t.Integer({ minimum: 1 })),
       }),
       response: envelope(t.Array(BudgetView)),
-      detail: { tags, summary: 'List budgets', description: 'Every budget with its spend in the current UTC period (admin), optionally of one scope and subject.' },
+      detail: { tags, summary: 'List budgets', description: 'Every budget with its spend in the current UTC period (admin), optionally of one scope and subject. An admin below root does not see the key budgets of root or other admins (their keys answer it 404).' },
     })
     .get('/self', async (ctx) => {
       const me = caller(ctx).user;
@@ -69,18 +69,19 @@ export const budgetRoutes = (s: Services) =>
         await keyBudgetNotice(s, ctx, user, ownerId, removed.subjectId, `${removed.period} budget removed (no ${removed.period} limit)`);
       }
       return ok(null);
-    }, { role: 'user', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Clear a budget', description: 'Removes a budget (same rights as setting it); the next request is admitted without it.' } })
+    }, { role: 'user', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Clear a budget', description: 'Removes a budget (same rights as setting it); the next request is admitted without it. A key budget of root or another admin answers an admin below root 404 `budget_not_found`, as an unknown id.' } })
     .put('/low_balance', async (ctx) => ok(await serviceOf(s).setLowBalance(caller(ctx).user, ctx.body)), {
       role: 'user', body: LowBalanceSet, response: envelope(t.Object({ user_id: t.Integer(), low_balance_threshold: t.Union([t.Integer(), t.Null()]) })),
       detail: { tags, summary: 'Set the low-balance alert', description: 'An alert (`balance.low`) is sent when a charge takes the balance from at least `threshold` to below it; 0 clears. Users set their own, admins anyone\'s they may manage (`user_id`).' },
     })
-    .get('/alerts', async ({ query }) => {
+    .get('/alerts', async (ctx) => {
+      const { query } = ctx;
       const p = query.p ?? 1;
       const size = query.page_size ?? 20;
-      return ok({ ...await serviceOf(s).alerts({ status: query.status, offset: (p - 1) * size, limit: size }), page: p, page_size: size });
+      return ok({ ...await serviceOf(s).alerts(caller(ctx).user, { status: query.status, offset: (p - 1) * size, limit: size }), page: p, page_size: size });
     }, {
       role: 'admin',
       query: t.Object({ ...pageQuery, status: t.Optional(t.Union(['pending', 'delivered', 'failed', 'skipped'].map((x) => t.Literal(x)), { error: 'status must be pending, delivered, failed or skipped' })) }),
       response: envelope(page(AlertView)),
-      detail: { tags, summary: 'Alert outbox', description: 'Alerts written by charges, newest first, with their delivery state.' },
+      detail: { tags, summary: 'Alert outbox', description: 'Alerts written by charges, newest first, with their delivery state. An admin below root gets `key_id` and `budget_id` null in the alerts of key budgets of root and other admins.' },
     });

@@ -17,7 +17,7 @@ export const ledgerRoutes = (s: Services) =>
       const p = ctx.query.p ?? 1;
       const size = ctx.query.page_size ?? 20;
       const me = caller(ctx).user.id;
-      const r = await s.historyReads.run(me, () => s.ledger.list({ userId: me, kind: ctx.query.kind, offset: (p - 1) * size, limit: size }));
+      const r = await s.historyReads.run(me, () => s.historyListings.ledgerList({ userId: me, kind: ctx.query.kind, offset: (p - 1) * size, limit: size }));
       return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
     }, {
       role: 'user', query: t.Object({ ...pageQuery, kind: kindQuery }),
@@ -27,7 +27,7 @@ export const ledgerRoutes = (s: Services) =>
       const query = ctx.query;
       const p = query.p ?? 1;
       const size = query.page_size ?? 20;
-      const r = await s.historyReads.run(caller(ctx).user.id, () => s.ledger.list({ userId: query.user_id, kind: query.kind, offset: (p - 1) * size, limit: size }));
+      const r = await s.historyReads.run(caller(ctx).user.id, () => s.historyListings.ledgerList({ userId: query.user_id, kind: query.kind, offset: (p - 1) * size, limit: size }));
       return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
     }, {
       role: 'admin', query: t.Object({ ...pageQuery, user_id: t.Optional(t.Integer({ minimum: 1 })), kind: kindQuery }),

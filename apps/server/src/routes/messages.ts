@@ -6,7 +6,7 @@
  * → routing (404/503).
  */
 import { Elysia } from 'elysia';
-import { ModelInfoSchema, ModelPageSchema, checkVersionHeader, validateCountTokensBody, validateMessagesBody, type GateKey } from '@gw/relay';
+import { ModelInfoSchema, ModelPageSchema, checkVersionHeader, isLoggedError, validateCountTokensBody, validateMessagesBody, type GateKey } from '@gw/relay';
 import { AnthropicMessageSchema, CountTokensRequestSchema, MessagesRequestSchema } from '@gw/formats';
 import { clientIp } from '../plugins/client-ip';
 import { requestIdOf } from '../plugins/http-errors';
@@ -57,8 +57,9 @@ async function relayGuarded(s: Services, key: GateKey, run: (signal: AbortSignal
     return await run(h.signal, release);
   } catch (e) {
     release();
-    // Revoked before the first byte: the revocation is the answer, not the upstream abort it caused.
-    throw h.revocation ?? e;
+    // Revoked before the first byte: the revocation is the answer, not the upstream abort it caused; unless the
+    // request had already ended and its usage row says how (the revocation landed while that row committed).
+    throw h.revocation && !isLoggedError(e) ? h.revocation : e;
   }
 }
 
@@ -89,7 +90,7 @@ export const messagesRoutes = (s: Services) =>
       const { group } = await authorizeQuick(s, relayKey, req.model, clientIp(request, server));
       const slot = s.relay.slots.acquire(relayKey.userId);
       try {
-        return await s.relay.catalog.countTokens(req, group, request.headers);
+        return await s.relay.catalog.countTokens(req, group, request.headers, relayKey.userId);
       } finally {
         slot();
       }
