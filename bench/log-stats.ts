@@ -30,7 +30,7 @@ if (have < ROWS) {
   h.sqlite.exec('PRAGMA wal_checkpoint(TRUNCATE)');
 }
 const repo = new UsageStatsRepo(h.db);
-const reader = workerStatsReader(dbPath);
+const reader = workerStatsReader(dbPath, 600_000);
 const svc = new UsageStatsService(reader, () => END);
 const inline = new UsageStatsService(inlineStatsReader(repo), () => END);
 
@@ -74,7 +74,7 @@ for (const [label, q, owner] of cases) {
 async function drain(label: string, where: Parameters<typeof exportUsageLogs>[1]) {
   plan('export page', repo.exportPageQuery(where, { createdAt: START + DAY, id: 1000 }, 1000));
   const t0 = performance.now();
-  const reader = (await exportUsageLogs(repo, where, 'csv', true)).getReader();
+  const reader = (await exportUsageLogs(repo, where, 'csv', { admin: true })).getReader();
   let bytes = 0;
   let lines = 0;
   for (;;) {

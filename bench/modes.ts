@@ -3,7 +3,10 @@
  * that load from other processes hits every mode alike:
  *   sqlite  one gateway process on SQLite (journal + batched settlement),
  *   pg      one gateway process on PostgreSQL + Redis (group-commit settlement awaited before the answer),
- *   pg-2w   WORKERS=2 on PostgreSQL + Redis (a supervisor and two workers sharing the port).
+ *   pg-2w   WORKERS=2 on PostgreSQL + Redis (a supervisor and two workers sharing the port),
+ *   pg-x    one PostgreSQL + Redis process with BENCH_X_ENV's settings on top (only when named in BENCH_MODES):
+ *           a variant measured interleaved with `pg` in one run, since runs minutes apart on a shared machine
+ *           differ by more than the effects measured (CPU pressure moves the PostgreSQL − SQLite difference by ~1 ms).
  * Every mode runs the real server entry (apps/server/src/index.ts) with auth, metering and usage logs on,
  * seeded by bench/gateway-proc.ts (channel, price, funded user, key), against one shared upstream double
  * (bench/upstream-proc.ts), which is also measured directly so latency can be given as "added".
@@ -16,7 +19,7 @@
  * how many cores the load generator (this process) and the upstream double used meanwhile.
  *
  * Env: BENCH_SECONDS (3) per phase and mode, BENCH_ROUNDS (3), BENCH_CONCURRENCY (16), BENCH_MODES
- * (sqlite,pg,pg-2w), BENCH_PHASES (all: json c=1, sse c=1, json c=16, sse c=16), BENCH_PG_URL (GW_TEST_PG or
+ * (sqlite,pg,pg-2w; also pg-x), BENCH_X_ENV (JSON, pg-x's extra settings), BENCH_PHASES (all: json c=1, sse c=1, json c=16, sse c=16), BENCH_PG_URL (GW_TEST_PG or
  * postgres://postgres@127.0.0.1:5432/test), BENCH_REDIS_URL (GW_TEST_REDIS or redis://127.0.0.1:6379),
  * BENCH_GW_ENV (JSON, extra gateway settings for every mode), BENCH_GW_BUN_ARGS (flags for the gateways' bun), BENCH_OUT (a file for the results as JSON),
  * BENCH_USERS (1: funded users, each with a key; connection i sends as user i mod N, so N > 1 spreads the
@@ -54,10 +57,12 @@ const BUN_ARGS = process.env.BENCH_GW_BUN_ARGS?.split(/\s+/).filter(Boolean) ?? 
 const HERE = resolve(import.meta.dir, '..');
 const SCHEMA_PREFIX = 'gwbench';
 
-type ModeName = 'sqlite' | 'pg' | 'pg-2w';
+type ModeName = 'sqlite' | 'pg' | 'pg-2w' | 'pg-x';
 const ALL_MODES: ModeName[] = ['sqlite', 'pg', 'pg-2w'];
+const KNOWN_MODES: ModeName[] = [...ALL_MODES, 'pg-x'];
 const MODES = (process.env.BENCH_MODES?.split(',').map((m) => m.trim()) ?? ALL_MODES) as ModeName[];
-for (const m of MODES) if (!ALL_MODES.includes(m)) throw new Error(`BENCH_MODES: unknown mode ${m} (known: ${ALL_MODES.join(', ')})`);
+for (const m of MODES) if (!KNOWN_MODES.includes(m)) throw new Error(`BENCH_MODES: unknown mode ${m} (known: ${KNOWN_MODES.join(', ')})`);
+const X_ENV: Record<string, string> = process.env.BENCH_X_ENV ? JSON.parse(process.env.BENCH_X_ENV) : {};
 
 interface Mode {
   name: ModeName;
@@ -116,6 +121,7 @@ function makeMode(name: ModeName): Mode {
       ...base, DATABASE_URL: PG_URL, REDIS_URL, PG_SCHEMA: schema, REDIS_PREFIX: prefix, SECRET_KEY: randomBytes(32).toString('hex'),
       // postgres.js names its connections after PGAPPNAME, so the bench can find (and charge) its backends.
       PGAPPNAME: appName, WORKERS: String(workers),
+      ...(name === 'pg-x' ? X_ENV : {}),
     },
   };
 }
@@ -293,14 +299,16 @@ try {
   const idx = (n: ModeName) => names.indexOf(n);
   const phaseIdx = (label: string) => phases.findIndex(([l]) => l === label);
   console.log('\nRatios');
-  for (const label of ['json c=1', 'sse c=1']) {
-    const pi = phaseIdx(label);
-    if (pi < 0 || idx('pg') < 0 || idx('sqlite') < 0) continue;
-    const diff = (k: 'p50' | 'fb50') => median(results[pi]![idx('pg')]!.map((r, round) => r[k] - results[pi]![idx('sqlite')]![round]![k]));
-    // The target is "before the first byte": the first SSE chunk, the first bytes of a JSON answer.
-    const d = diff('fb50');
-    const whole = label.startsWith('json') ? `; to the complete answer ${f(diff('p50'))} ms` : '';
-    console.log(`  ${label}: PostgreSQL − SQLite p50 before the first byte ${f(d)} ms (target ≤ 0.30 ms: ${d <= 0.3 ? 'met' : 'not met'})${whole}`);
+  for (const [mode, title] of [['pg', 'PostgreSQL'], ['pg-x', 'PostgreSQL (BENCH_X_ENV)']] as const) {
+    for (const label of ['json c=1', 'sse c=1']) {
+      const pi = phaseIdx(label);
+      if (pi < 0 || idx(mode) < 0 || idx('sqlite') < 0) continue;
+      const diff = (k: 'p50' | 'fb50') => median(results[pi]![idx(mode)]!.map((r, round) => r[k] - results[pi]![idx('sqlite')]![round]![k]));
+      // The target is "before the first byte": the first SSE chunk, the first bytes of a JSON answer.
+      const d = diff('fb50');
+      const whole = label.startsWith('json') ? `; to the complete answer ${f(diff('p50'))} ms` : '';
+      console.log(`  ${label}: ${title} − SQLite p50 before the first byte ${f(d)} ms (target ≤ 0.30 ms: ${d <= 0.3 ? 'met' : 'not met'})${whole}`);
+    }
   }
   for (const label of [`json c=${CONCURRENCY}`, `sse c=${CONCURRENCY}`]) {
     const pi = phaseIdx(label);

@@ -21,7 +21,7 @@ const body: MessagesRequest = {
 const channel = (overrides: RelayChannel['overrides']): RelayChannel => ({
   id: 1, type: 'anthropic', baseUrl: 'http://x', apiKey: 'k', models: ['m'], modelMapping: {}, groups: ['default'], priority: 0, weight: 1, status: 1,
   timeoutMs: 1000, headers: {}, headerPolicy: {}, keys: [], keySelection: 'random', failureRules: {}, firstByteTimeoutMs: null, probeIntervalMs: null,
-  overrides, billingModel: 'requested',
+  overrides, billingModel: 'requested', reasoningEcho: 'auto',
 });
 const plain = channel(null);
 const withOv = channel(compileOverrides(normalizeOverrides([

@@ -7,6 +7,7 @@
 import { afterEach, beforeEach, expect, test } from 'bun:test';
 import { BudgetsRepo, openDatabase, type BudgetRow, type DbHandle } from '@gw/db';
 import { BudgetService, type BudgetBook } from '@gw/billing';
+import { ChangeBus } from '@gw/core';
 
 let dbh: DbHandle;
 let service: BudgetService;
@@ -31,7 +32,7 @@ beforeEach(() => {
   const book = { reload: async () => {}, usage: () => null } as unknown as BudgetBook;
   service = new BudgetService(late as unknown as BudgetsRepo, {} as never, book, {
     user: (id) => (id === owner.id ? owner : undefined), keyOwner: (id) => (id === 3 ? owner.id : undefined), canManage: () => false,
-  });
+  }, new ChangeBus());
 });
 afterEach(() => { dbh.close(); between = null; });
 

@@ -36,3 +36,16 @@ test('overrides and billing model are set, shown and replaced through the CLI', 
   expect(bad.stderr).toContain('authorization');
   expect(bad.stderr).toContain('(invalid_value)');
 });
+
+test('reasoning echo is set, shown and refused when unknown through the CLI', async () => {
+  const created = await gwc(['channel', 'create', '--json', '--name', 're', '--type', 'openai', '--base-url', 'http://vllm.local:8000', '--key', 'sk-x',
+    '--models', 'kimi-k2-thinking', '--reasoning-echo', 'always']);
+  expect(created.code).toBe(0);
+  const ch = JSON.parse(created.stdout);
+  expect((await gw.api('GET', `/api/channel/${ch.id}`)).body.data.reasoning_echo).toBe('always');
+  expect((await gwc(['channel', 'get', String(ch.id)])).stdout).toMatch(/reasoning echo\s+always/);
+  const bad = await gwc(['channel', 'update', String(ch.id), '--reasoning-echo', 'sometimes']);
+  expect(bad.code).toBe(1);
+  expect(bad.stderr).toContain("--reasoning-echo: must be 'auto', 'always' or 'never'");
+  expect((await gw.api('GET', `/api/channel/${ch.id}`)).body.data.reasoning_echo).toBe('always');
+});

@@ -52,6 +52,11 @@ test('GATEWAY_TOKEN set with GATEWAY_URL is not sent to another gateway named by
     expect(seen).toEqual([null]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('GATEWAY_TOKEN belongs to GATEWAY_URL');
+    // A GATEWAY_URL holding a password (refused wherever it is used) is not printed in this message either.
+    const leaky = await sb.run(['whoami', '--url', `http://127.0.0.1:${other.port}`], { env: { ...env, GATEWAY_URL: gw.url.replace('//', '//ops:hunter2@') } });
+    expect(leaky.code).toBe(1);
+    expect(leaky.stderr).toContain('GATEWAY_TOKEN belongs to GATEWAY_URL');
+    expect(leaky.stderr).not.toContain('hunter2');
     // The same gateway however it is spelled, and GATEWAY_TOKEN without GATEWAY_URL, still work.
     expect((await sb.run(['whoami', '--url', `${gw.url}/`], { env })).code).toBe(0);
     expect((await sb.run(['whoami', '--url', gw.url], { env: { GATEWAY_TOKEN: gw.rootToken } })).code).toBe(0);

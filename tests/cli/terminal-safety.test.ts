@@ -77,3 +77,38 @@ test("a server's error message is printed inert; the --json error keeps it exact
     fake.stop(true);
   }
 });
+
+/** Runs the CLI with stdout on a pseudo-terminal (util-linux `script`), as an operator at a shell does. */
+async function onTerminal(args: string[]): Promise<{ code: number; out: string }> {
+  const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  const cmd = ['bun', 'run', `${import.meta.dir}/../../apps/cli/src/index.ts`, ...args].map(q).join(' ');
+  const proc = Bun.spawn(['script', '-qec', cmd, '/dev/null'], {
+    env: { PATH: process.env.PATH ?? '', HOME: sb.dir, GW_CONFIG: sb.configPath, NO_COLOR: '1', ...env },
+    stdin: 'ignore', stdout: 'pipe', stderr: 'pipe',
+  });
+  const [out, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
+  return { code, out };
+}
+
+test("`log export` and `metrics` print data as served into a pipe, but inert on a terminal", async () => {
+  const user = await makeUser(gw);
+  // Other people's text in a usage row (here the model name), as the usage log keeps it.
+  await gw.services.relay.usageLogs.insertOnce({
+    requestId: 'req_hostile_export', userId: user.id, apiKeyId: 1, channelId: 1, model: `m-${HOSTILE}`, status: 200, errorCode: '',
+    inputTokens: 1, outputTokens: 1, cost: 1, latencyMs: 5, createdAt: Math.floor(Date.now() / 1000),
+  });
+  const args = ['log', 'export', '--user-id', String(user.id), '--format', 'csv'];
+  const piped = await gwc(args);
+  expect(piped.code).toBe(0);
+  expect(piped.stdout).toContain(`"m-${HOSTILE}"`);
+
+  const tty = await onTerminal(args);
+  expect(tty.code).toBe(0);
+  expect(tty.out).toContain('m-ok ]52;c;cm0gLXJmIH4=');
+  // The terminal's own line endings are \r\n: everything that drives it but \r.
+  expect(tty.out).not.toMatch(/[\u001b\u0007\u0008\u009b\u202e]/);
+
+  const metrics = await onTerminal(['metrics']);
+  expect(metrics.code).toBe(0);
+  expect(metrics.out).toContain('# TYPE');
+}, 30_000);

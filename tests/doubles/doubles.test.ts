@@ -100,3 +100,26 @@ describe('openai double', () => {
     expect(got.split('\n\n').filter(Boolean).length).toBe(2);
   });
 });
+
+describe('openai double: strict profiles', () => {
+  const deepseek = startOpenAIUpstream({ requireReasoningEcho: true });
+  const strict = startOpenAIUpstream({ strictMessages: true });
+  afterAll(async () => { await deepseek.stop(); await strict.stop(); });
+  const post = (d: typeof deepseek, messages: unknown[]) => fetch(d.url + '/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages }) });
+  const call = { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] };
+  const result = { role: 'tool', tool_call_id: 'c1', content: 'ok' };
+
+  test('DeepSeek-like: tool calls sent back without reasoning_content are a 400; with it (even "") they pass', async () => {
+    const r = await post(deepseek, [{ role: 'user', content: 'hi' }, call, result]);
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as any).error.message).toContain('reasoning_content');
+    expect((await post(deepseek, [{ role: 'user', content: 'hi' }, { ...call, reasoning_content: '' }, result])).status).toBe(200);
+  });
+
+  test('OpenAI-like: an unknown message field is a 400; known ones pass', async () => {
+    const r = await post(strict, [{ role: 'user', content: 'hi' }, { ...call, reasoning_content: 'x' }, result]);
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as any).error.message).toContain("'reasoning_content' was unexpected");
+    expect((await post(strict, [{ role: 'system', content: 's' }, { role: 'user', content: 'hi' }, call, result])).status).toBe(200);
+  });
+});

@@ -68,12 +68,43 @@ function streamFrames(id: string, model: string, r: Reply, req: RecordedRequest,
   return frames;
 }
 
+/** How strictly the double checks the messages it is sent, as some real upstreams do. */
+export interface OpenAIDoubleOptions extends DoubleOptions {
+  /** DeepSeek's thinking mode: an assistant message with tool calls and no `reasoning_content` is a 400. */
+  requireReasoningEcho?: boolean;
+  /** OpenAI's own API: a message field it does not know (e.g. `reasoning_content`) is a 400. */
+  strictMessages?: boolean;
+}
+
+/** The message fields OpenAI's Chat Completions API accepts, by role. */
+const MESSAGE_FIELDS: Record<string, readonly string[]> = {
+  system: ['role', 'content', 'name'], developer: ['role', 'content', 'name'], user: ['role', 'content', 'name'],
+  assistant: ['role', 'content', 'name', 'refusal', 'audio', 'tool_calls', 'function_call'], tool: ['role', 'content', 'tool_call_id'],
+};
+
+/** The 400 a strict upstream gives these messages, or null. */
+function refuseMessages(messages: unknown, opts: OpenAIDoubleOptions): Response | null {
+  if (!Array.isArray(messages)) return null;
+  for (const [i, m] of messages.entries()) {
+    if (opts.strictMessages) {
+      const unknown = Object.keys(m ?? {}).find((k) => !(MESSAGE_FIELDS[m?.role] ?? []).includes(k));
+      if (unknown) return openaiError(400, `Additional properties are not allowed ('${unknown}' was unexpected) - 'messages.${i}'`);
+    }
+    if (opts.requireReasoningEcho && m?.role === 'assistant' && Array.isArray(m.tool_calls) && m.tool_calls.length && typeof m.reasoning_content !== 'string') {
+      return openaiError(400, `Missing \`reasoning_content\` field in the assistant message at message index ${i}.`);
+    }
+  }
+  return null;
+}
+
 /** Starts a fake OpenAI-compatible upstream on a random port. */
-export function startOpenAIUpstream(opts: DoubleOptions = {}): UpstreamDouble {
+export function startOpenAIUpstream(opts: OpenAIDoubleOptions = {}): UpstreamDouble {
   return startDouble(opts, (req, plan) => {
     if (opts.apiKey !== undefined && req.headers.authorization !== `Bearer ${opts.apiKey}`) return openaiError(401, 'Incorrect API key provided.');
     if (req.method !== 'POST' || req.path !== '/v1/chat/completions') return openaiError(404, `Unknown request URL: ${req.method} ${req.path}`);
     if (req.body === undefined) return openaiError(400, 'We could not parse the JSON body of your request.');
+    const refused = refuseMessages(req.body.messages, opts);
+    if (refused) return refused;
     if (plan.error) {
       const e = plan.error;
       return openaiError(e.status, e.message, e.type, e.retryAfter !== undefined ? { 'retry-after': String(e.retryAfter) } : {});

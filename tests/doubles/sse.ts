@@ -159,7 +159,9 @@ export function sseResponse(frames: string[], plan: UpstreamPlan, headers: Recor
         await Bun.sleep(plan.pause!.ms);
       }
       if (i >= limit) {
-        await Bun.sleep(5); // let the frames before the cut (and the headers) reach the socket first
+        // Let the frames before the cut (and the headers) reach the socket first: an error closes it and drops what
+        // is still buffered. 5 ms was not always enough on a loaded 2-core machine (a contract test then saw no text).
+        await Bun.sleep(50);
         return c.error(ABORT);
       }
       if (i >= frames.length) return c.close();

@@ -64,15 +64,16 @@ describe('multi-key channels', () => {
     // Random selection: 30 requests miss the bad key with probability (2/3)^30 ≈ 5e-6. All to node 1: another
     // node may try the key once before it hears of the disable (README: Running a cluster).
     for (let i = 0; i < 30; i++) expect((await send(nodeOne(gw), u.key, msg('mk-401'))).status).toBe(200);
-    expect(up.count('sk-bad-key-22222222')).toBe(1);
+    // The refused request and the probe that confirmed the key is refused.
+    expect(up.count('sk-bad-key-22222222')).toBe(2);
     expect(channelStatus(id)).toBe(1);
     const keys = await keysOf(id);
     expect(keys.map((k) => k.status)).toEqual([1, 3, 1]);
     expect(keys[1].reason).toContain('401');
     expect(keys[1].disabled_at).toBeGreaterThan(0);
     expect(keys[1].failures).toBe(1);
-    // Counters add up to the upstream's own count; nothing in the listing shows a whole key.
-    expect(keys.reduce((n, k) => n + k.requests, 0)).toBe(up.seen.length);
+    // Counters add up to the upstream's own count but the probe; nothing in the listing shows a whole key.
+    expect(keys.reduce((n, k) => n + k.requests, 0)).toBe(up.seen.length - 1);
     const text = JSON.stringify(keys);
     for (const k of ['sk-good-key-1111111', 'sk-bad-key-22222222', 'sk-good-key-3333333']) expect(text).not.toContain(k);
   });
@@ -83,8 +84,8 @@ describe('multi-key channels', () => {
     const u = await keyedUser(gw);
     const r = await send(gw, u.key, msg('mk-403'));
     expect(r.status).toBe(200);
-    // Round robin starts at key 1: 1 refused, 2 refused, 3 answers, all in one request.
-    expect(up.seen).toEqual(['sk-dead-00000001', 'sk-dead-00000002', 'sk-live-00000003']);
+    // Round robin starts at key 1: 1 refused (and its probe), 2 refused (and its probe), 3 answers, all in one request.
+    expect(up.seen).toEqual(['sk-dead-00000001', 'sk-dead-00000001', 'sk-dead-00000002', 'sk-dead-00000002', 'sk-live-00000003']);
     expect(await keyStatusesSoon(id, [3, 3, 1])).toEqual([3, 3, 1]);
     expect(channelStatus(id)).toBe(1);
     expect((await send(gw, u.key, msg('mk-403'))).status).toBe(200);
@@ -93,7 +94,7 @@ describe('multi-key channels', () => {
 
   test('429 insufficient_quota and 402 set a key aside; a plain 429 rate limit does not', async () => {
     const plans: Record<string, UpstreamPlan> = {
-      'sk-quota-aaaaaaaa': { error: { status: 429, message: 'You exceeded your current quota, please check your plan and billing details.' } },
+      'sk-quota-aaaaaaaa': { error: { status: 429, type: 'insufficient_quota', message: 'You exceeded your current quota, please check your plan and billing details.' } },
       'sk-unpaid-bbbbbbbb': { error: { status: 402, message: 'payment required' } },
     };
     const up = keyedUpstream((k) => plans[k]);
@@ -124,7 +125,8 @@ describe('multi-key channels', () => {
     const u = await keyedUser(gw);
     const r = await send(gw, u.key, msg('mk-all'));
     expect(r.status).toBe(502);
-    expect(up.seen.length).toBe(2);
+    // Each key: the request and the probe that confirmed the refusal.
+    expect(up.seen.length).toBe(4);
     expect(await channelStatusSoon(id, 3)).toBe(3);
     expect((await gw.api('GET', `/api/channel/${id}`)).body.data.status_reason).toBe('no usable key left');
     expect((await send(gw, u.key, msg('mk-all'))).status).toBe(503);
@@ -148,6 +150,65 @@ describe('multi-key channels', () => {
     expect((await keysOf(id))[0].status).toBe(2);
     expect((await gw.api('POST', `/api/channel/${id}/keys/1/enable`)).body.data.status).toBe(1);
   });
+});
+
+describe('hostile clients and key refusals', () => {
+  // The upstream refuses a request for what it contains (a content filter, a feature the account may not use),
+  // whichever key sends it; a neutral request with the same key succeeds.
+  const hostile = (req: { body?: any }) => JSON.stringify(req.body?.messages ?? []).includes('FORBIDDEN-CONTENT');
+
+  test('a 401/403 caused by the request\'s content disables no key and is not tried on the channel\'s other keys', async () => {
+    const other = keyedUpstream(() => undefined);
+    const seen: Array<{ hostile: boolean; key: string }> = [];
+    const d = startAnthropicUpstream({ maxRecorded: 1000 });
+    doubles.push(d);
+    d.script((req) => {
+      seen.push({ hostile: hostile(req), key: req.headers['x-api-key'] ?? '' });
+      return hostile(req) ? { error: { status: 403, message: 'This request is not permitted for your organization' } } : {};
+    });
+    const a = await channel(d.url, 'mk-hostile', ['sk-hostile-key-0001', 'sk-hostile-key-0002', 'sk-hostile-key-0003'], { key_selection: 'round_robin', priority: 10 });
+    // A second channel serving the same model, tried after the first (another account: it serves the request).
+    const b = await channel(other.url, 'mk-hostile', ['sk-hostile-key-0004', 'sk-hostile-key-0005']);
+    const u = await keyedUser(gw);
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await send(nodeOne(gw), u.key, { ...msg('mk-hostile'), messages: [{ role: 'user', content: 'FORBIDDEN-CONTENT' }] })).status);
+    // Give any refusal written beside the request time to land.
+    await Bun.sleep(200);
+    expect((await keysOf(a)).map((k) => k.status)).toEqual([1, 1, 1]);
+    expect((await keysOf(b)).map((k) => k.status)).toEqual([1, 1]);
+    expect(channelStatus(a)).toBe(1);
+    expect(channelStatus(b)).toBe(1);
+    // Each request: one key of channel 1 (round robin), then channel 2. Each key is probed once (the 4th
+    // request's key passed its probe within 10 s: no second probe).
+    expect(statuses).toEqual([200, 200, 200, 200]);
+    expect(seen.filter((x) => x.hostile).map((x) => x.key)).toEqual(['sk-hostile-key-0001', 'sk-hostile-key-0002', 'sk-hostile-key-0003', 'sk-hostile-key-0001']);
+    expect(seen.filter((x) => !x.hostile).length).toBe(3);
+    expect(other.seen.length).toBe(4);
+    expect((await send(nodeOne(gw), u.key, msg('mk-hostile'))).status).toBe(200);
+  }, 20_000);
+});
+
+describe('routing skips channels without a usable key', () => {
+  test('a channel an operator enabled while all its keys are disabled takes no attempt (RELAY_MAX_ATTEMPTS=3)', async () => {
+    const dead = keyedUpstream(() => undefined);
+    const live = keyedUpstream(() => undefined);
+    const ids: number[] = [];
+    // Three channels ahead of the live one, each with its only key disabled by an operator, then enabled again.
+    for (let i = 0; i < 3; i++) {
+      const id = await channel(dead.url, 'mk-keyless', [`sk-keyless-${i}-000001`], { priority: 10 });
+      expect((await gw.api('POST', `/api/channel/${id}/keys/1/disable`)).status).toBe(200);
+      expect(await channelStatusSoon(id, 3)).toBe(3);
+      expect((await gw.api('PUT', '/api/channel/', { id, status: 1 })).status).toBe(200);
+      ids.push(id);
+    }
+    await channel(live.url, 'mk-keyless', ['sk-keyless-live-0001'], { priority: 0 });
+    const u = await keyedUser(gw);
+    for (const id of ids) expect(channelStatus(id)).toBe(1);
+    const r = await send(gw, u.key, msg('mk-keyless'));
+    expect(r.status).toBe(200);
+    expect(dead.seen.length).toBe(0);
+    expect(live.seen.length).toBe(1);
+  }, 20_000);
 });
 
 describe('secrets', () => {

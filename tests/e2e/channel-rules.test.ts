@@ -107,6 +107,25 @@ describe('first-byte timeout', () => {
     });
   }
 
+  // Off by default (README: a default cannot tell a hung upstream from a slow first byte): a silent upstream is left
+  // only at the channel's timeout_ms, whose own default is 300 s. Here timeout_ms is 1.5 s.
+  test('by default there is none: an upstream that never answers is left at timeout_ms, not before', async () => {
+    const { a, b, id } = await pair('fb-default', { timeout_ms: 1500 });
+    expect((await gw.api('GET', `/api/channel/${id}`)).body.data.first_byte_timeout_ms).toBeNull();
+    const u = await keyedUser(gw);
+    // Headers never come (well past timeout_ms), then, for a stream, headers at once and a first chunk that never comes.
+    a.queue.push({ delayMs: 60_000 }, { response: () => new Response(new ReadableStream({ start() {} }), { headers: { 'content-type': 'text/event-stream' } }) });
+    for (const stream of [false, true]) {
+      const t0 = performance.now();
+      const r = await send(gw, u.key, msg('fb-default', { stream }));
+      const ms = performance.now() - t0;
+      expect(r.status).toBe(200);
+      expect(ms).toBeGreaterThanOrEqual(1400);
+      expect(ms).toBeLessThan(4000);
+    }
+    expect(b.hits).toBe(2);
+  }, 20_000);
+
   test('a fast upstream is not affected by the first-byte timeout', async () => {
     const { b, id } = await pair('fb-fast', { first_byte_timeout_ms: 300 });
     const u = await keyedUser(gw);

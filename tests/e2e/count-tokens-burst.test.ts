@@ -38,11 +38,11 @@ beforeAll(async () => {
 afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 
 const body = (model: string, text: string) => ({ model, messages: [{ role: 'user', content: text }], tools: [{ name: 'Bash', input_schema: { type: 'object' } }] });
-const count = (b: unknown) => fetch(`${gw.url}/v1/messages/count_tokens`, { method: 'POST', headers: { ...V, 'content-type': 'application/json', 'x-api-key': key }, body: JSON.stringify(b) });
+const count = (b: unknown, as = key) => fetch(`${gw.url}/v1/messages/count_tokens`, { method: 'POST', headers: { ...V, 'content-type': 'application/json', 'x-api-key': as }, body: JSON.stringify(b) });
 
 async function burst(bodies: unknown[]): Promise<{ ms: number; statuses: number[]; counts: number[] }> {
   const t = performance.now();
-  const res = await Promise.all(bodies.map(count));
+  const res = await Promise.all(bodies.map((b) => count(b)));
   const counts = await Promise.all(res.map(async (r) => ((await r.json()) as { input_tokens: number }).input_tokens));
   return { ms: Math.round(performance.now() - t), statuses: res.map((r) => r.status), counts };
 }
@@ -77,5 +77,23 @@ describe('count_tokens bursts', () => {
     console.log(`openai 50 distinct: ${r.ms} ms`);
     expect(r.statuses.every((s) => s === 200)).toBe(true);
     expect(oai.hits).toBe(before);
+  });
+
+  test("one user's counts are not reused for another: a fast answer would confirm a guess of someone else's prompt", async () => {
+    const other = (await keyedUser(gw)).key;
+    const secret = body('claude-ct', 'the merger closes on 2026-12-01');
+    const before = ant.hits;
+    expect((await count(secret)).status).toBe(200);
+    expect(ant.hits - before).toBe(1);
+    // Another user's identical body within the cache's lifetime is counted upstream again, not answered from the first's entry...
+    expect((await count(secret, other)).status).toBe(200);
+    expect(ant.hits - before).toBe(2);
+    // ...nor does it share the first user's call in flight.
+    const again = body('claude-ct', 'guess while it is being counted');
+    await Promise.all([count(again), count(again, other)]);
+    expect(ant.hits - before).toBe(4);
+    // Each user's own repeat is still answered from the cache.
+    await Promise.all([count(secret), count(secret, other)]);
+    expect(ant.hits - before).toBe(4);
   });
 });

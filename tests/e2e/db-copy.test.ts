@@ -67,6 +67,7 @@ function seed(db: Db) {
   db.insert(sq.budgets).values({ id: 3, scope: 'key', subjectId: 12, period: 'monthly', limitAmount: 123_456_789_012_345, periodKey: '2025-11', spent: 9_007_199_254_740, alerted: 3, createdAt: now, updatedAt: now }).run();
   db.insert(sq.lowBalanceAlerts).values({ id: 1, userId: 7, threshold: 5_000_000_000_000, createdAt: now, updatedAt: now }).run();
   db.insert(sq.alertOutbox).values({ id: 4, eventId: 'evt_0123', type: 'budget.threshold', payload: '{"id":"evt_0123","data":{"note":"ünïcode \\"q\\""}}', status: 'failed', attempts: 12, nextAttemptAt: now, lastError: 'HTTP 503', createdAt: 1_763_900_000, deliveredAt: null }).run();
+  db.insert(sq.deletedApiKeys).values({ id: 13, userId: 7 }).run();
   db.insert(sq.realtimeSessions).values({ id: 2, sessionId: 'rt_1', userId: 7, apiKeyId: 12, model: 'gpt-realtime', startedAt: now, endedAt: now + 5, durationMs: 5, bytesIn: 4_294_967_296, closeCode: 1000 }).run();
 }
 
@@ -164,6 +165,32 @@ describe.skipIf(!available)('db:copy (SQLite → PostgreSQL)', () => {
     const pg = await openPostgres(PG_TEST_URL, { schema: target, max: 1 });
     try {
       for (const t of copyOrder()) expect({ table: t.name, rows: (await pg.db.select({ one: sql`1` }).from(t.pg)).length }).toEqual({ table: t.name, rows: 0 });
+    } finally {
+      await pg.close();
+    }
+  });
+
+  test('an id SQLite gave a row since deleted is not given again in PostgreSQL', async () => {
+    // SQLite's AUTOINCREMENT never reuses an id (sqlite_sequence keeps the highest ever given); the sequences were set
+    // past the highest id left, so a deleted key's id went to the next key created after the move: its usage rows,
+    // counters and key budget (kept by key id) then read as the new key's, another user's.
+    const path = join(dir, 'deleted.db');
+    const src = openDatabase(path, { checkpointMs: 0 });
+    seed(src.db);
+    src.db.insert(sq.apiKeys).values({ id: 13, userId: 7, keyHash: 'k3', prefix: 'sk-3', models: null, allowIps: null, createdAt: 1, updatedAt: 1 }).run();
+    src.sqlite.run('delete from api_keys where id = 13');
+    src.close();
+    const target = freshSchema('gw_copy_seq');
+    schemas.push(target);
+    const run = await runCopy(['--from', `sqlite:${path}`, '--to', PG_TEST_URL, '--schema', target]);
+    expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: '' });
+    const pg = await openPostgres(PG_TEST_URL, { schema: target, max: 1 });
+    try {
+      const [k] = await pg.db.insert(pgSchema.apiKeys).values({ userId: 1, keyHash: 'k4', prefix: 'sk-4', createdAt: 1, updatedAt: 1 }).returning();
+      expect(k!.id).toBe(14);
+      // A table whose highest id is still there starts right after it, as before.
+      const [u] = await pg.db.insert(pgSchema.users).values({ username: 'new', passwordHash: 'h', createdAt: 1, updatedAt: 1 }).returning();
+      expect(u!.id).toBe(8);
     } finally {
       await pg.close();
     }

@@ -126,6 +126,13 @@ describe('group fallbacks', () => {
     const r = await send(gw, u.key, msg('only-default'));
     expect(r.status).toBe(200);
     expect(await logOf(r.headers.get('request-id')!)).toEqual({ cost: 667, group: 'silver', price_ratio: 2000 });
+    // What the fallbacks serve is what the key may use: counted and listed like the group's own models.
+    const count = await fetch(`${gw.url}/v1/messages/count_tokens`, { method: 'POST', headers: { ...V, 'content-type': 'application/json', 'x-api-key': u.key },
+      body: JSON.stringify({ model: 'only-default', messages: [{ role: 'user', content: 'Hi' }] }) });
+    expect(count.status).toBe(200);
+    const models = await (await fetch(`${gw.url}/v1/models?limit=1000`, { headers: { 'x-api-key': u.key } })).json() as { data: Array<{ id: string }> };
+    expect(models.data.map((m) => m.id)).toContain('only-default');
+    expect((await fetch(`${gw.url}/v1/models/only-default`, { headers: { 'x-api-key': u.key } })).status).toBe(200);
   });
 });
 

@@ -45,7 +45,7 @@ beforeAll(async () => {
   await seed({ userId: alice.id, model: 'model-a', at: D0 + DAY + 23 * 3600 + 1800, latencyMs: 0 });
   // Outside the queried range.
   await seed({ userId: alice.id, model: 'model-a', at: D0 - 1, latencyMs: 10 });
-});
+}, 60_000); // 203 inserts one by one: past Bun's 5 s default on PostgreSQL when the machine is loaded
 afterAll(async () => { await gw.stop(); });
 
 const q = (params: Record<string, string | number>) => new URLSearchParams(Object.entries(params).map(([k, v]): [string, string] => [k, String(v)])).toString();

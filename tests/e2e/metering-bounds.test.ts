@@ -83,6 +83,19 @@ describe('reservations cover the worst case', () => {
     }
   });
 
+  test("a text document's title and context are input the model reads: reserved like its text", async () => {
+    // 100k characters of title (or context): at least 50k tokens bound, 500 units at 10,000/M; the text itself is tiny.
+    const big = 'x'.repeat(100_000);
+    for (const model of ['text-model', 'oai-model']) {
+      for (const field of ['title', 'context']) {
+        const poor = await keyedUser(gw, 400);
+        const doc = { type: 'document', [field]: big, source: { type: 'text', media_type: 'text/plain', data: 'short' } };
+        const r = await send(gw, poor.key, { model, max_tokens: 100, messages: [{ role: 'user', content: [doc, { type: 'text', text: 'Summarise.' }] }] });
+        expect([model, field, r.status]).toEqual([model, field, 402]);
+      }
+    }
+  });
+
   test('50 parallel small text requests whose upstream reports 200k input each: charges capped at what the user has, never below 0, none free', async () => {
     const u = await keyedUser(gw, 20_000);
     ant.queue.push(...Array.from({ length: 50 }, () => ({ delayMs: 100, usage: { input: 200_000, output: 50 } })));

@@ -279,3 +279,33 @@ describe('BILLING_REQUIRE_PRICE=false', () => {
     }
   }, 20_000);
 });
+
+describe('a call in an event named otherwise is still counted', () => {
+  // The official SDKs read an event by its data's `type` (its name only picks which events they read: a
+  // content_block_delta is read) and data-only clients read only the data: a content_block_start of a call sent
+  // under another name (or none) reaches the client as a call, and ran (and cost) as one upstream.
+  const usage = { input_tokens: 10, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+  const CALL_START = '{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_h","name":"bash_code_execution","input":{}}}';
+  const frames = (name: string | null) => [
+    `event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: { id: 'msg_h', type: 'message', role: 'assistant', model: 'm', content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } } })}\n\n`,
+    `${name === null ? '' : `event: ${name}\n`}data: ${CALL_START}\n\n`,
+    'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+    `event: message_delta\ndata: ${JSON.stringify({ type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage })}\n\n`,
+    'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+  ];
+  for (const name of ['content_block_delta', 'content_block_stop', 'ping', null]) {
+    for (const crlf of [false, true]) {
+      test(`named ${name ?? '(none)'} (${crlf ? 'generic parser, \\r\\n' : 'byte framer'}): billed as one call`, async () => {
+        const u = await keyedUser(gw, 1_000_000);
+        const body = frames(name).join('');
+        ant.queue.push({ response: () => new Response(crlf ? body.replaceAll('\n', '\r\n') : body, { headers: { 'content-type': 'text/event-stream' } }) });
+        const r = await send(gw, u.key, msg('ce', { stream: true, tools: [CE] }));
+        expect(r.status).toBe(200);
+        expect(r.text).toContain('"name":"bash_code_execution"');
+        const cost = TOKENS_COST + CALL;
+        expect(await logOf(r.headers.get('request-id'))).toMatchObject({ code_execution_requests: 1, cost });
+        expect(await balanceOf(u.id)).toBe(1_000_000 - cost);
+      });
+    }
+  }
+});

@@ -84,7 +84,7 @@ describe('a usage report with counts left out bills the delivered answer, never 
       const row = await billed('native-m', true, () => sseResponse(anthropicStream(start, { output_tokens })));
       expect(row).toEqual({ input_tokens: 10, output_tokens: none.output_tokens, cost: 10 + none.output_tokens, usage_flag: 'invalid' });
     }
-  });
+  }, 20_000);
 
   test('native stream cut before its message_delta: an unusable or missing start input bills the reserved input, never 0', async () => {
     const cut = (start: Report) => () => sseResponse(anthropicStream(start, ABSENT).split('event: message_delta')[0]!);
@@ -95,7 +95,7 @@ describe('a usage report with counts left out bills the delivered answer, never 
       const row = await billed('native-m', true, cut({ input_tokens, output_tokens: 1 }));
       expect(row).toMatchObject({ input_tokens: missing.input_tokens, output_tokens: missing.output_tokens, usage_flag: 'estimated,invalid' });
     }
-  });
+  }, 20_000);
 
   test('native JSON: usage {} or without output_tokens bills the estimate, flagged estimated', async () => {
     const none = await billed('native-m', false, () => Response.json(anthropicJson(ABSENT)));
@@ -103,7 +103,7 @@ describe('a usage report with counts left out bills the delivered answer, never 
     expect(await billed('native-m', false, () => Response.json(anthropicJson({})))).toEqual(none);
     expect(await billed('native-m', false, () => Response.json(anthropicJson({ input_tokens: 10 }))))
       .toEqual({ input_tokens: 10, output_tokens: none.output_tokens, cost: 10 + none.output_tokens, usage_flag: 'estimated' });
-  });
+  }, 20_000);
 
   test('translated JSON and stream: usage {} or without completion_tokens bills the estimate, flagged estimated', async () => {
     for (const stream of [false, true]) {
@@ -116,5 +116,31 @@ describe('a usage report with counts left out bills the delivered answer, never 
       expect(await billed('oai-m', stream, answer({ prompt_tokens: 10 })))
         .toEqual({ input_tokens: 10, output_tokens: none.output_tokens, cost: 10 + none.output_tokens, usage_flag: 'estimated' });
     }
-  });
+  }, 20_000);
+});
+
+describe('translated streams: a count reported in one usage chunk is not lost by a later chunk without it', () => {
+  // Some compatible servers (and converters in front of Anthropic) report prompt_tokens early and completion_tokens at
+  // the end, each chunk carrying only its own count. The last report replaced the whole usage: prompt_tokens 5,000
+  // (and its cached part) were billed at the request's estimate, a dozen tokens.
+  const split = (first: object, last: object) => () => sseResponse(
+    chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }], usage: first })
+    + PIECES.map((content) => chunk({ choices: [{ index: 0, delta: { content }, finish_reason: null }] })).join('')
+    + chunk({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })
+    + chunk({ choices: [], usage: last }) + 'data: [DONE]\n\n');
+
+  test('prompt_tokens early, completion_tokens last: both billed as reported', async () => {
+    expect(await billed('oai-m', true, split({ prompt_tokens: 5000 }, { completion_tokens: 800 })))
+      .toEqual({ input_tokens: 5000, output_tokens: 800, cost: 5800, usage_flag: '' });
+  }, 20_000);
+
+  test('completion_tokens early, prompt_tokens last: both billed as reported', async () => {
+    expect(await billed('oai-m', true, split({ completion_tokens: 800 }, { prompt_tokens: 5000 })))
+      .toEqual({ input_tokens: 5000, output_tokens: 800, cost: 5800, usage_flag: '' });
+  }, 20_000);
+
+  test('a later count still replaces an earlier one (running totals: the last report wins)', async () => {
+    expect(await billed('oai-m', true, split({ prompt_tokens: 5000, completion_tokens: 1 }, { prompt_tokens: 5000, completion_tokens: 800 })))
+      .toEqual({ input_tokens: 5000, output_tokens: 800, cost: 5800, usage_flag: '' });
+  }, 20_000);
 });

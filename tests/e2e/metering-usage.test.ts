@@ -136,6 +136,32 @@ describe('hostile usage is validated, billed and flagged', () => {
     }
   });
 
+  // OpenAI counts reasoning inside completion_tokens (completion_tokens_details.reasoning_tokens is a part of it). Some
+  // compatible servers in front of Gemini put the thinking only in reasoning_tokens (and in total_tokens): the
+  // thinking the upstream billed was billed 0 (completion_tokens 5, reasoning_tokens 600: 5 output tokens).
+  const reasoningCases: Array<[string, Record<string, unknown>, number]> = [
+    ['reasoning_tokens above completion_tokens (cannot be a part of it)', { prompt_tokens: 10, completion_tokens: 5, completion_tokens_details: { reasoning_tokens: 600 } }, 605],
+    ['total_tokens = prompt + completion + reasoning', { prompt_tokens: 10, completion_tokens: 50, total_tokens: 660, completion_tokens_details: { reasoning_tokens: 600 } }, 650],
+    ['OpenAI\'s own reading: reasoning inside completion (total = prompt + completion)', { prompt_tokens: 10, completion_tokens: 650, total_tokens: 660, completion_tokens_details: { reasoning_tokens: 600 } }, 650],
+    ['OpenAI\'s own reading without a total', { prompt_tokens: 10, completion_tokens: 650, completion_tokens_details: { reasoning_tokens: 600 } }, 650],
+  ];
+  for (const stream of [false, true]) {
+    for (const [label, usage, output] of reasoningCases) {
+      test(`translated ${stream ? 'stream' : 'JSON'}: ${label}: ${output} output tokens billed and shown`, async () => {
+        const chunk = (o: object) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'x', ...o })}\n\n`;
+        oai.queue.push(stream
+          ? { rawFrames: [chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: REPLY }, finish_reason: 'stop' }] }), chunk({ choices: [], usage }), 'data: [DONE]\n\n'] }
+          : { rawJson: { id: 'c', object: 'chat.completion', created: 1, model: 'x', choices: [{ index: 0, message: { role: 'assistant', content: REPLY }, finish_reason: 'stop' }], usage } });
+        const r = await send(gw, user.key, { model: 'oai', max_tokens: 1000, stream, messages: [{ role: 'user', content: 'Say hello' }] });
+        expect(r.status).toBe(200);
+        const row = await logOf(r.headers.get('request-id')!);
+        expect(row).toMatchObject({ input_tokens: 10, output_tokens: output, usage_flag: '', cost: 10 + output * 2 });
+        // The client is shown what it is billed.
+        expect(stream ? r.text : JSON.stringify(r.body.usage)).toContain(`"output_tokens":${output}`);
+      });
+    }
+  }
+
   test('balance == Σ ledger after all of it', async () => {
     gw.services.relay.quota.flush();
     expect(await gw.services.ledger.sum(user.id)).toBe((await gw.services.users.byId(user.id))!.quota);

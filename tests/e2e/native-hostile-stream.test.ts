@@ -106,6 +106,19 @@ describe('native streams: a later event never lowers the bill', () => {
     expect(row.output_tokens).toBe(600);
     expect(row.usage_flag).toBe('invalid');
   });
+
+  // The reserved input bound of "Say hello" is a few dozen tokens: billing an unusable count at it alone billed 21
+  // input and 21 cache reads for a stream whose message_start showed the client 900 and 3,000.
+  for (const bad of ['-1', '"x"', '1.5', 'null']) {
+    test(`an unusable later input or cache count (${bad}) is billed at least the highest one reported`, async () => {
+      const { row } = await run([
+        START('{"input_tokens":900,"output_tokens":1,"cache_read_input_tokens":3000,"cache_creation_input_tokens":2000}'), ...TEXT,
+        DELTA(`{"input_tokens":${bad},"output_tokens":9,"cache_read_input_tokens":${bad},"cache_creation_input_tokens":${bad}}`), STOP]);
+      expect(row).toMatchObject({ input_tokens: 900, cache_read_tokens: 3000, cache_write_tokens: 2000, output_tokens: 9, usage_flag: 'invalid' });
+      // 900 × 1 + 9 × 2 + 3000 × 0.1 + 2000 × 1.25 per million units each: 900 + 18 + 300 + 2500.
+      expect(row.cost).toBe(3718);
+    });
+  }
 });
 
 describe('native streams: usage in an event named otherwise is billed', () => {

@@ -24,26 +24,35 @@ const tally = (rs: Array<{ status: number; body: any }>) => {
   return out;
 };
 
+/**
+ * Checks a burst may get: the limit, each claimed before its slow verify. A right password clears the count (as it
+ * should: the owner is back), so when it was checked the wrong guesses claimed after it get a fresh window: the limit
+ * again. On one node the right one, sent last, is claimed after the window is full; through 3 nodes behind a
+ * proxy it can be among the first claimed (a cluster run saw 9 checks of 5).
+ */
+const checkedAtMost = (limit: number, t: Record<string, number>) => (t['200 ok'] ? 2 * limit : limit);
+
 describe('parallel guesses', () => {
-  test('login: 24 wrong passwords and the right one at once get at most 3 checks; the rest are refused as locked', async () => {
+  test('login: 24 wrong passwords and the right one at once get at most 3 checks (6 if the right one was checked); the rest are refused as locked', async () => {
     const u = await makeUser(gw);
     const guesses = [...Array.from({ length: 24 }, (_, i) => `wrong-password-${i}`), u.password];
     const rs = await Promise.all(guesses.map((p) => login(u.username, p)));
     const t = tally(rs);
-    // Checked: a 401 (wrong) or the 200 (right, if it was among the first 3 claimed); never more than the limit.
-    expect((t['401 invalid_credentials'] ?? 0) + (t['200 ok'] ?? 0)).toBeLessThanOrEqual(3);
-    expect(t['429 account_locked']).toBeGreaterThanOrEqual(22);
+    // Checked: a 401 (wrong) or the 200 (right, if it was among the first 3 claimed); never more than the limit,
+    // or twice it when the right one was checked (see checkedAtMost).
+    expect((t['401 invalid_credentials'] ?? 0) + (t['200 ok'] ?? 0)).toBeLessThanOrEqual(checkedAtMost(3, t));
+    expect(t['429 account_locked']).toBeGreaterThanOrEqual(guesses.length - checkedAtMost(3, t));
     // Unless the right password was among the checked ones, the account is locked now, whatever is sent.
     if (!t['200 ok']) expect((await login(u.username, u.password)).body.error.code).toBe('account_locked');
   }, 30_000);
 
-  test('password change: 30 wrong current passwords and the right one at once get at most 5 checks', async () => {
+  test('password change: 30 wrong current passwords and the right one at once get at most 5 checks (10 if the right one was checked)', async () => {
     const u = await makeUser(gw);
     const guesses = [...Array.from({ length: 30 }, (_, i) => `wrong-password-${i}`), u.password];
     const rs = await Promise.all(guesses.map((current_password) => gw.api('POST', '/api/user/password', { current_password, new_password: 'attacker-pass-123' }, u.token)));
     const t = tally(rs);
-    expect((t['400 invalid_current_password'] ?? 0) + (t['200 ok'] ?? 0)).toBeLessThanOrEqual(5);
-    expect(t['429 too_many_attempts']).toBeGreaterThanOrEqual(26);
+    expect((t['400 invalid_current_password'] ?? 0) + (t['200 ok'] ?? 0)).toBeLessThanOrEqual(checkedAtMost(5, t));
+    expect(t['429 too_many_attempts']).toBeGreaterThanOrEqual(guesses.length - checkedAtMost(5, t));
   }, 30_000);
 
   test('the e-mail change\'s current_password is limited too, together with the password change\'s', async () => {

@@ -12,7 +12,9 @@ describe('realtime limits, backpressure and shutdown', () => {
     u2 = startRealtimeUpstream();
     // No read budget: the backpressure tests push 32 MB through one session, which the budget would spread over seconds
     // (tests/e2e/realtime-frame-limits.test.ts covers it).
-    g = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '2', REALTIME_MAX_SESSION_SECONDS: '1', REALTIME_BUFFER_BYTES: '65536', REALTIME_CONNECT_TIMEOUT_MS: '200', REALTIME_READ_BYTES_PER_SECOND: '0' });
+    // No session length limit here: on a loaded machine the backpressure tests' 32 MB can take more than a short
+    // limit would allow (the session was cut mid-test); the limit has its own gateway below.
+    g = await wire({ REALTIME_MAX_SESSIONS_PER_KEY: '2', REALTIME_BUFFER_BYTES: '65536', REALTIME_CONNECT_TIMEOUT_MS: '200', REALTIME_READ_BYTES_PER_SECOND: '0' });
     g.channels.push(channel(1, u2));
   });
   afterAll(async () => {
@@ -57,19 +59,6 @@ describe('realtime limits, backpressure and shutdown', () => {
     }
   });
 
-  test('a session reaching REALTIME_MAX_SESSION_SECONDS gets an error event and close 1008', async () => {
-    const { key, userId } = await g.addKey(5_000_000);
-    const c = open('/v1/realtime', bearerOf(key), g);
-    await c.opened;
-    const close = await c.waitClose(2500);
-    expect(close.code).toBe(1008);
-    expect(c.events().at(-1).error.code).toBe('session_time_limit');
-    await u2.until(() => !!g.h.sqlite.query('select 1 from realtime_sessions where user_id = ?').get(userId));
-    const s = g.h.sqlite.query('select close_code, duration_ms from realtime_sessions where user_id = ?').get(userId) as any;
-    expect(s.close_code).toBe(1008);
-    expect(s.duration_ms).toBeGreaterThanOrEqual(990);
-  });
-
   test('slow client: the gateway stops reading the upstream instead of buffering; nothing is lost', async () => {
     const { key } = await g.addKey(5_000_000);
     const c = open('/v1/realtime', bearerOf(key), g);
@@ -87,7 +76,7 @@ describe('realtime limits, backpressure and shutdown', () => {
     await c.waitFrames(n + 1, 4000);
     for (let i = 0; i < n; i++) expect(c.frames[i + 1]).toBe(frame(i));
     c.ws.close();
-  });
+  }, 20_000);
 
   test('slow upstream: the gateway stops reading the client; nothing is lost', async () => {
     const { key } = await g.addKey(5_000_000);
@@ -109,7 +98,7 @@ describe('realtime limits, backpressure and shutdown', () => {
     got.forEach((r, i) => expect((r.data as Buffer).readUInt32BE(0)).toBe(i));
     u2.echo = true;
     c.ws.close();
-  });
+  }, 20_000);
 
   test('shutdown closes live sessions with 1001 and records them', async () => {
     const { key, userId } = await g.addKey(5_000_000);
@@ -128,3 +117,67 @@ describe('realtime limits, backpressure and shutdown', () => {
   });
 });
 
+describe('session length', () => {
+  let l: Wiring;
+  let u4: RealtimeUpstreamDouble;
+  beforeAll(async () => {
+    u4 = startRealtimeUpstream();
+    l = await wire({ REALTIME_MAX_SESSION_SECONDS: '1', REALTIME_READ_BYTES_PER_SECOND: '0' });
+    l.channels.push(channel(1, u4));
+  });
+  afterAll(async () => {
+    await l.stop();
+    await u4.stop();
+  });
+
+  test('a session reaching REALTIME_MAX_SESSION_SECONDS gets an error event and close 1008', async () => {
+    const { key, userId } = await l.addKey(5_000_000);
+    const c = open('/v1/realtime', bearerOf(key), l);
+    await c.opened;
+    const close = await c.waitClose(2500);
+    expect(close.code).toBe(1008);
+    expect(c.events().at(-1).error.code).toBe('session_time_limit');
+    await u4.until(() => !!l.h.sqlite.query('select 1 from realtime_sessions where user_id = ?').get(userId));
+    const s = l.h.sqlite.query('select close_code, duration_ms from realtime_sessions where user_id = ?').get(userId) as any;
+    expect(s.close_code).toBe(1008);
+    expect(s.duration_ms).toBeGreaterThanOrEqual(990);
+  });
+});
+
+describe('a client that never reads', () => {
+  let h: Wiring;
+  let u3: RealtimeUpstreamDouble;
+  beforeAll(async () => {
+    u3 = startRealtimeUpstream();
+    h = await wire({ REALTIME_BUFFER_BYTES: '65536', REALTIME_READ_BYTES_PER_SECOND: '0' });
+    h.channels.push(channel(1, u3));
+  });
+  afterAll(async () => {
+    await h.stop();
+    await u3.stop();
+  });
+
+  test('a client that never reads, flooding events the gateway answers itself (refusals): the gateway stops reading it instead of queuing the answers; none is lost', async () => {
+    const { key } = await h.addKey(5_000_000);
+    const c = open('/v1/realtime', bearerOf(key), h);
+    await c.opened;
+    await c.waitFor('session.created');
+    c.ws.pause();
+    // A 59-byte model change the gateway refuses with a ~250-byte error event: 24 MB in asks for ~100 MB out, which the
+    // gateway queued in its heap while the client read nothing (before: the heap grew by about that).
+    const ev = '{"type":"session.update","session":{"model":"other-model"}}';
+    const n = 400_000;
+    Bun.gc(true);
+    const heap = process.memoryUsage().heapUsed;
+    for (let i = 0; i < n; i++) c.ws.send(ev);
+    await Bun.sleep(1000);
+    Bun.gc(true);
+    const grown = process.memoryUsage().heapUsed - heap;
+    // The gateway stopped reading the client once its answers backed up: it holds only what it had read by then.
+    expect(grown).toBeLessThan(24 * 1024 * 1024);
+    c.ws.resume();
+    await c.waitFrames(n + 1, 20_000);
+    expect(c.frames.slice(1).every((f) => String(f).includes('"model_change_not_allowed"'))).toBe(true);
+    c.ws.close();
+  }, 30_000);
+});

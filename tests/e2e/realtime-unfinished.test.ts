@@ -9,7 +9,8 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test';
 import { costOf } from '@gw/core';
-import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { TEST_BACKEND, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { MAX_CHECKPOINTED } from '@gw/realtime';
 import { RealtimeTestClient, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
 import { availableOf } from './relay-setup';
 
@@ -146,6 +147,128 @@ describe('a realtime response cut before its response.done', () => {
     expect((await ended(id)).map((r) => [r.cost, r.usage_flag])).toEqual([[cost, '']]);
     expect(await gw.services.ledger.sum(id)).toBe(10_000_000 - cost);
   }, 20_000);
+
+  test('an upstream that names every response alike (one id reused): each response it starts is billed, once, on its own usage', async () => {
+    const { id, c, conn } = await session(10_000_000);
+    const usage = (out: number) => ({ total_tokens: 100 + out, input_tokens: 100, output_tokens: out, input_token_details: { text_tokens: 100, audio_tokens: 0, image_tokens: 0, cached_tokens: 0 }, output_token_details: { text_tokens: out, audio_tokens: 0 } });
+    const created = '{"type":"response.created","response":{"id":"resp_same","status":"in_progress"}}';
+    const delta = '{"type":"response.output_text.delta","response_id":"resp_same","delta":"Hello there, this is output"}';
+    for (const out of [10, 20]) {
+      up.send(created, conn);
+      up.send(delta, conn);
+      up.send(JSON.stringify({ type: 'response.done', response: { id: 'resp_same', status: 'completed', usage: usage(out) } }), conn);
+    }
+    // The third reuse is cut by the close: billed on what it delivered, not dropped as already billed.
+    up.send(created, conn);
+    up.send(delta, conn);
+    await c.waitFor('response.done', 2);
+    await c.waitFor('response.output_text.delta', 3);
+    c.ws.close(1000);
+    await c.waitClose();
+    const rows = await ended(id);
+    expect(rows.map((r) => [r.output_tokens, r.usage_flag, r.error_code])).toEqual([[10, '', ''], [20, '', ''], [rows[2]?.output_tokens, 'estimated', 'client_closed']]);
+    expect(rows[2].output_tokens).toBeGreaterThan(0);
+    expect(new Set(rows.map((r) => r.request_id)).size).toBe(3);
+    const sum = rows.reduce((n, r) => n + r.cost, 0);
+    expect(rows[0].cost).toBe(costOf([[100, PRICE.input], [10, PRICE.output]]));
+    expect(rows[1].cost).toBe(costOf([[100, PRICE.input], [20, PRICE.output]]));
+    expect(await gw.services.ledger.sum(id)).toBe(10_000_000 - sum);
+    await noHolds(id, 10_000_000 - sum);
+  }, 20_000);
+
+  test('an upstream that never sends response.created and names every response alike: each is billed once, a repeated response.done is a copy', async () => {
+    const { id, c, conn } = await session(10_000_000);
+    const usage = (out: number) => ({ total_tokens: 100 + out, input_tokens: 100, output_tokens: out, input_token_details: { text_tokens: 100, audio_tokens: 0, image_tokens: 0, cached_tokens: 0 }, output_token_details: { text_tokens: out, audio_tokens: 0 } });
+    const delta = '{"type":"response.output_text.delta","response_id":"resp_anon","delta":"Hello there, this is output"}';
+    const done = (out: number) => JSON.stringify({ type: 'response.done', response: { id: 'resp_anon', status: 'completed', usage: usage(out) } });
+    for (const out of [10, 20]) {
+      up.send(delta, conn);
+      up.send(done(out), conn);
+    }
+    // Nothing relayed since the last one: a copy, not another response.
+    up.send(done(20), conn);
+    // Output again under the id: a fourth response, cut by the close (billed on what it delivered).
+    up.send(delta, conn);
+    await c.waitFor('response.done', 3);
+    await c.waitFor('response.output_text.delta', 3);
+    c.ws.close(1000);
+    await c.waitClose();
+    const rows = await ended(id);
+    // Before, only the first was billed: the later deltas were dropped as its output, the later response.done as its copy.
+    expect(rows.map((r) => [r.output_tokens, r.usage_flag, r.error_code])).toEqual([[10, '', ''], [20, '', ''], [7, 'estimated', 'client_closed']]);
+    expect(rows.map((r) => r.request_id.replace(/^rt_\w+?_resp/, 'resp'))).toEqual(['resp_anon', 'resp_anon~2', 'resp_anon~3']);
+    const sum = rows.reduce((n, r) => n + r.cost, 0);
+    expect(rows[1].cost).toBe(costOf([[100, PRICE.input], [20, PRICE.output]]));
+    expect(await gw.services.ledger.sum(id)).toBe(10_000_000 - sum);
+    await noHolds(id, 10_000_000 - sum);
+  }, 20_000);
+
+  test('upstream response ids PostgreSQL cannot index or store (10,000 random characters, a NUL) are billed like any other, once', async () => {
+    // Random, so PostgreSQL cannot compress it under its index-entry limit (~2.7 kB); text cannot hold a NUL at all.
+    const long = `resp_${Array.from({ length: 10_000 }, () => 'abcdefghijklmnopqrstuvwxyz0123456789'[Math.floor(Math.random() * 36)]).join('')}`;
+    for (const rid of [long, 'resp_\u0000x']) {
+      const { id, c, conn } = await session(10_000_000);
+      const usage = { total_tokens: 110, input_tokens: 100, output_tokens: 10, input_token_details: { text_tokens: 100, audio_tokens: 0, image_tokens: 0, cached_tokens: 0 }, output_token_details: { text_tokens: 10, audio_tokens: 0 } };
+      up.send(JSON.stringify({ type: 'response.created', response: { id: rid, status: 'in_progress' } }), conn);
+      up.send(JSON.stringify({ type: 'response.output_text.delta', response_id: rid, delta: 'Hello' }), conn);
+      up.send(JSON.stringify({ type: 'response.done', response: { id: rid, status: 'completed', usage } }), conn);
+      up.send(JSON.stringify({ type: 'response.done', response: { id: rid, status: 'completed', usage } }), conn);
+      await c.waitFor('response.done', 2);
+      c.ws.close(1000);
+      // Before, on PostgreSQL: the usage row's insert failed, the session ended 1011 and the response was free.
+      expect((await c.waitClose()).code).toBe(1000);
+      const cost = costOf([[100, PRICE.input], [10, PRICE.output]]);
+      const rows = await ended(id);
+      expect(rows.map((r) => [r.cost, r.usage_flag])).toEqual([[cost, '']]);
+      expect(rows[0].request_id).toMatch(/^rt_[A-Za-z0-9]+_#[0-9a-f]{32}$/);
+      expect(await gw.services.ledger.sum(id)).toBe(10_000_000 - cost);
+    }
+    // A failed response's error code is stored too (scrubbed, 64 characters): a NUL in it failed the insert alike.
+    const { id, c, conn } = await session(10_000_000);
+    const usage = { total_tokens: 110, input_tokens: 100, output_tokens: 10, input_token_details: { text_tokens: 100, audio_tokens: 0, image_tokens: 0, cached_tokens: 0 }, output_token_details: { text_tokens: 10, audio_tokens: 0 } };
+    up.send(JSON.stringify({ type: 'response.done', response: { id: 'resp_failed', status: 'failed', status_details: { error: { code: 'bad\u0000code' } }, usage } }), conn);
+    await c.waitFor('response.done');
+    c.ws.close(1000);
+    expect((await c.waitClose()).code).toBe(1000);
+    const rows = await ended(id);
+    expect(rows.map((r) => [r.cost, r.error_code])).toEqual([[costOf([[100, PRICE.input], [10, PRICE.output]]), 'badcode']]);
+    // A transcription: its model is whatever the session names (the client's session.update, as the upstream confirms
+    // it) and its item id the upstream's; a NUL in either failed the insert alike.
+    const t = await session(10_000_000);
+    up.send(JSON.stringify({ type: 'session.updated', session: { type: 'realtime', audio: { input: { transcription: { model: 'tr\u0000model' } } } } }), t.conn);
+    await t.c.waitFor('session.updated');
+    up.send(JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', item_id: 'item\u0000', content_index: 0, transcript: 'hi',
+      usage: { type: 'tokens', total_tokens: 60, input_tokens: 50, input_token_details: { text_tokens: 0, audio_tokens: 50 }, output_tokens: 10 } }), t.conn);
+    await t.c.waitFor('conversation.item.input_audio_transcription.completed');
+    t.c.ws.close(1000);
+    expect((await t.c.waitClose()).code).toBe(1000);
+    const tr = await ended(t.id);
+    expect(tr.map((r) => [r.audio_input_tokens, r.output_tokens, r.cost > 0])).toEqual([[50, 10, true]]);
+    expect(tr[0].request_id).toMatch(/_tr_#[0-9a-f]{32}_0$/);
+  }, 20_000);
+
+  test('a client close reason with a NUL: the session record is written all the same', async () => {
+    const { id, c } = await session(10_000_000);
+    c.ws.close(1000, 'bye\u0000now');
+    await c.waitClose();
+    await ended(id);
+    expect(await gw.db.get('select close_reason from realtime_sessions where user_id = ?', id)).toEqual({ close_reason: 'byenow' });
+  }, 20_000);
+
+  test('a response.done before its response.created (and that created repeated): billed once', async () => {
+    const { id, c, conn } = await session(10_000_000);
+    const usage = { total_tokens: 110, input_tokens: 100, output_tokens: 10, input_token_details: { text_tokens: 100, audio_tokens: 0, image_tokens: 0, cached_tokens: 0 }, output_token_details: { text_tokens: 10, audio_tokens: 0 } };
+    up.send(JSON.stringify({ type: 'response.done', response: { id: 'resp_late', status: 'completed', usage } }), conn);
+    up.send('{"type":"response.created","response":{"id":"resp_late","status":"in_progress"}}', conn);
+    up.send('{"type":"response.created","response":{"id":"resp_late","status":"in_progress"}}', conn);
+    await c.waitFor('response.created', 2);
+    c.ws.close(1000);
+    await c.waitClose();
+    const cost = costOf([[100, PRICE.input], [10, PRICE.output]]);
+    expect((await ended(id)).map((r) => [r.cost, r.usage_flag])).toEqual([[cost, '']]);
+    expect(await gw.services.ledger.sum(id)).toBe(10_000_000 - cost);
+    await noHolds(id, 10_000_000 - cost);
+  }, 20_000);
 });
 
 describe('holds matched to their responses', () => {
@@ -227,6 +350,33 @@ describe('the input of a cut response: bounded by what passed through the relay'
       ['resp_x', base, 0, costOf([[base, PRICE.input]])],
       ['resp_y', base, 100, costOf([[base, PRICE.input], [100, PRICE.audio_input]])],
     ]);
+  }, 20_000);
+
+  // The checkpoints a crash would bill (SQLite: tests/e2e/realtime-crash.test.ts), read while the session runs.
+  test.skipIf(TEST_BACKEND === 'pg')('an upstream starting many responses at once: a few checkpoints kept, none billing a later response\'s output as its input', async () => {
+    up.stopBefore = 'response.created';
+    up.echo = false;
+    // Room for every response's hold (about 0.5M each here).
+    const { id, c, conn } = await session(1_000_000_000);
+    const n = MAX_CHECKPOINTED + 40;
+    for (let i = 0; i < n; i++) up.send(JSON.stringify({ type: 'response.created', response: { id: `resp_${i}`, status: 'in_progress', max_output_tokens: 100 } }), conn);
+    up.send('{"type":"response.output_text.delta","response_id":"resp_0","delta":"Hi"}', conn);
+    await c.waitFor('response.output_text.delta');
+    const rows = () => gw.db.all<{ request_id: string; row: string }>('select request_id, row from realtime_unfinished')
+      .then((rs) => rs.filter((r) => JSON.parse(r.row).userId === id).map((r) => ({ id: r.request_id.replace(/^rt_\w+?_/, ''), ...JSON.parse(r.row) })));
+    for (let i = 0; i < 100 && !(await rows()).some((r) => r.id === 'resp_0' && r.outputTokens > 0); i++) await Bun.sleep(20);
+    const kept = await rows();
+    // Before: one row (and write) per response.created, however many the upstream started.
+    expect(kept.length).toBe(MAX_CHECKPOINTED);
+    // resp_0 started first: the responses started after it are not its input. Before, their max output (100 each)
+    // was billed in its checkpoint as audio input, more than the same response cut at the session's end.
+    const first = kept.find((r) => r.id === 'resp_0')!;
+    expect([first.outputTokens, first.audioInputTokens]).toEqual([1, 0]);
+    c.ws.close(1000);
+    await c.waitClose();
+    const cut = (await ended(id)).find((r) => r.request_id.endsWith('_resp_0'))!;
+    expect([cut.input_tokens, cut.audio_input_tokens, cut.output_tokens, cut.cost]).toEqual([first.inputTokens, 0, 1, first.cost]);
+    expect(await rows()).toEqual([]);
   }, 20_000);
 
   test('more than the window: clamped to it, the dearer audio kept whole', async () => {

@@ -183,6 +183,50 @@ describe('hostile upstream answers', () => {
   });
 });
 
+describe('an upstream account out of credit', () => {
+  // OpenAI answers an account without credit 429 `insufficient_quota`: no wait makes it pass. Told as a rate
+  // limit, the client whose every channel was out of credit was asked to retry later (Claude Code retries 429s for
+  // minutes), with the upstream's retry-after.
+  const noCredit = { error: { status: 429, type: 'insufficient_quota', message: 'You exceeded your current quota, please check your plan and billing details.', retryAfter: 20 } };
+  test('OpenAI 429 insufficient_quota: the key set aside (fails over, the channel with no key left disabled), and never a 429 to the client', async () => {
+    const { us, ids, hits } = await trio('iq', 'openai');
+    us[0]!.fallback = noCredit;
+    const u = await keyedUser(gw);
+    expect((await send(nodeOne(gw), u.key, msg('iq'))).status).toBe(200);
+    expect((await send(nodeOne(gw), u.key, msg('iq'))).status).toBe(200);
+    expect(await statusSoon(ids[0]!, 3)).toBe(3);
+    for (const x of us) x.fallback = noCredit;
+    const before = hits();
+    const r = await send(nodeOne(gw), u.key, msg('iq'));
+    // Each channel: the request, then the probe that confirms the refusal with the same key before it is set aside.
+    expect(hits().map((h, i) => h - before[i]!)).toEqual([0, 2, 2]);
+    expect(r.status).toBe(502);
+    expect(r.body.error).toMatchObject({ type: 'api_error', code: 'upstream_quota_exhausted' });
+    expect(r.headers.get('retry-after')).toBeNull();
+  });
+});
+
+describe('an Anthropic account out of credit', () => {
+  // Anthropic answers 400 invalid_request_error "Your credit balance is too low…": the gateway's account, not the
+  // client's request. It was passed on as the client's 400 ("The upstream rejected the request: Your credit
+  // balance is too low…"), never failing over, and kept being chosen first.
+  const noCredit = { error: { status: 400, message: 'Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.' } };
+  test('the key set aside, the request fails over; with no channel left 502 upstream_quota_exhausted', async () => {
+    const { us, ids, hits } = await trio('cb', 'anthropic');
+    us[0]!.fallback = noCredit;
+    const u = await keyedUser(gw);
+    expect((await send(nodeOne(gw), u.key, msg('cb'))).status).toBe(200);
+    expect(await statusSoon(ids[0]!, 3)).toBe(3);
+    for (const x of us) x.fallback = noCredit;
+    const before = hits();
+    const r = await send(nodeOne(gw), u.key, msg('cb'));
+    // Each channel: the request, then the probe that confirms the refusal with the same key before it is set aside.
+    expect(hits().map((h, i) => h - before[i]!)).toEqual([0, 2, 2]);
+    expect(r.status).toBe(502);
+    expect(r.body.error).toMatchObject({ type: 'api_error', code: 'upstream_quota_exhausted' });
+  });
+});
+
 describe('hostile upstream answers to a stream', () => {
   test('a 200 whose body is not an event stream (HTML, a JSON object): fails over before anything is sent, nothing billed', async () => {
     for (const [kind, page] of [['anthropic', '<!DOCTYPE html><html><body>\n\nBad gateway\n\n</body></html>'], ['anthropic', '\n{"type":"error","error":{"type":"api_error","message":"x"}}'], ['openai', '<html></html>']] as const) {
@@ -202,6 +246,32 @@ describe('hostile upstream answers to a stream', () => {
       expect(r2.body.error.code).toBe('upstream_bad_response');
       const rows = await rowsOf(u.id);
       expect(rows.at(-1).cost).toBe(0);
+    }
+  });
+
+  test('a stream whose first event is an error (OpenRouter, or Anthropic overloaded) fails over before anything is sent; with no channel left, an HTTP error', async () => {
+    // Nothing reached the client yet: relaying a 200 that holds only an `error` event gave up where another channel
+    // could answer, and told clients that retry on a status (429, 5xx) nothing they retry on.
+    const cases = [
+      ['openai', `data: ${JSON.stringify({ error: { message: 'Provider returned error', type: 'overloaded_error', code: 502 } })}\n\n`, 503, 'overloaded_error'],
+      ['openai', `: OPENROUTER PROCESSING\n\ndata: ${JSON.stringify({ id: 'x', choices: [{ index: 0, delta: { content: '' }, finish_reason: 'error' }], error: { message: 'boom', code: 500 } })}\n\n`, 502, 'api_error'],
+      ['anthropic', `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`, 503, 'overloaded_error'],
+      ['anthropic', `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'rate_limit_error', message: 'slow down' } })}\n\n`, 429, 'rate_limit_error'],
+    ] as const;
+    for (const [i, [kind, body, status, type]] of cases.entries()) {
+      const { us, hits } = await trio(`errfirst-${i}`, kind);
+      us[0]!.fallback = { response: () => new Response(body, { headers: { 'content-type': 'text/event-stream' } }) };
+      const u = await keyedUser(gw);
+      const r = await send(nodeOne(gw), u.key, msg(`errfirst-${i}`, { stream: true }));
+      expect(r.status).toBe(200);
+      expect(r.text).toContain('message_stop');
+      expect(r.text).not.toContain('event: error');
+      expect(hits()).toEqual([1, 1, 0]);
+      for (const x of us) x.fallback = us[0]!.fallback;
+      const r2 = await send(nodeOne(gw), u.key, msg(`errfirst-${i}`, { stream: true }));
+      expect(r2.status).toBe(status);
+      expect(r2.body.error.type).toBe(type);
+      expect((await rowsOf(u.id)).at(-1).cost).toBe(0);
     }
   });
 });

@@ -151,6 +151,26 @@ describe('health', () => {
     expect(flaky.hits).toBeGreaterThan(hits);
   });
 
+  test('an operator\'s disable and re-enable starts the channel\'s failure count again', async () => {
+    const flaky = up(), backup = up();
+    await setPrice(gw, 'stale');
+    const id = await addChannel(gw, { type: 'anthropic', url: flaky.url, models: ['stale'], priority: 2 });
+    await addChannel(gw, { type: 'anthropic', url: backup.url, models: ['stale'], priority: 1 });
+    flaky.fallback = { error: { status: 500 } };
+    // One failure of the two that make it a candidate (counts are per node: all to node 1).
+    expect((await send(nodeOne(gw), key, msg('stale'))).status).toBe(200);
+    expect(gw.services.relay.health.recentFailures(id)).toBe(1);
+    // The operator takes it out, repairs it, puts it back: the failure from before is history.
+    expect((await gw.api('PUT', '/api/channel/', { id, status: 2 })).status).toBe(200);
+    expect((await gw.api('PUT', '/api/channel/', { id, status: 1 })).status).toBe(200);
+    expect(await statusSoon(id, 1)).toBe(1);
+    expect(gw.services.relay.health.recentFailures(id)).toBe(0);
+    // A single failure after the re-enable is one failure, not the second of a streak.
+    expect((await send(nodeOne(gw), key, msg('stale'))).status).toBe(200);
+    await Bun.sleep(300);
+    expect(status(id)).toBe(1);
+  });
+
   test('a manually disabled channel is never re-enabled by the prober', async () => {
     const u = up();
     await setPrice(gw, 'man');
@@ -159,5 +179,39 @@ describe('health', () => {
     await Bun.sleep(400);
     expect(status(id)).toBe(2);
     expect(u.hits).toBe(0);
+  });
+});
+
+describe('the prober and an operator at once', () => {
+  // The routing gateway: its prober never runs by itself (on whichever node leads), so this node's probe is the only one.
+  beforeAll(() => { gw = routingGw; key = routingKey; });
+  test('an operator\'s disable made while the prober re-enables the channel stands', async () => {
+    const u = up();
+    await setPrice(gw, 'race');
+    const id = await addChannel(gw, { type: 'anthropic', url: u.url, models: ['race'] });
+    await gw.services.channels.setStatus(id, 3, 'auto-disabled for the test');
+    expect(await statusSoon(id, 3)).toBe(3);
+    // The operator's disable lands between the prober's read of the row (still auto-disabled) and its write:
+    // on PostgreSQL a round trip apart, across nodes whatever the change feed takes.
+    const repo = (gw.services.channels as any).repo;
+    const byId = repo.byId;
+    let armed = true;
+    repo.byId = async function (cid: number) {
+      const row = await byId.call(repo, cid);
+      if (armed && cid === id && row?.status === 3) {
+        armed = false;
+        expect((await gw.api('PUT', '/api/channel/', { id, status: 2 })).status).toBe(200);
+      }
+      return row;
+    };
+    try {
+      await gw.services.relay.health.probeOnce();
+    } finally {
+      repo.byId = byId;
+    }
+    expect(armed).toBe(false);
+    expect(u.hits).toBe(1);
+    expect((await gw.api('GET', `/api/channel/${id}`)).body.data.status).toBe(2);
+    expect(await statusSoon(id, 2)).toBe(2);
   });
 });

@@ -140,6 +140,35 @@ describe('/v1/messages streams end on revocation', () => {
     expect(gw.services.relay.health.recentFailures(channelId)).toBe(0);
   });
 
+  // An upstream 401 has the relay probe the channel key before it sets the key aside (the client may have caused the
+  // refusal); a revocation that lands while that probe runs must be what the usage row says, as the client is told.
+  test('revoked while the channel key\'s refusal is being probed: 401 api_key_revoked, logged as api_key_revoked', async () => {
+    const probed = upstream('anthropic');
+    const model = 'probe-model';
+    await addChannel(gw, { type: 'anthropic', url: probed.url, models: [model] });
+    await setPrice(gw, model);
+    try {
+      const u = await keyedUser(gw, 10_000_000);
+      // The request is refused (401), then the key's probe takes 1.5 s to answer (and finds the key working).
+      probed.queue.push({ error: { status: 401, message: 'invalid x-api-key' } }, { delayMs: 1500, text: 'probe ok' });
+      const pending = fetch(`${gw.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': u.key, ...V }, body: JSON.stringify({ model, max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }) });
+      for (let i = 0; i < 200 && probed.hits < 2; i++) await Bun.sleep(5); // the probe is under way
+      expect(probed.hits).toBe(2);
+      expect((await gw.api('DELETE', `/api/token/${u.keyId}`, undefined, u.token)).status).toBe(200);
+      const res = await pending;
+      expect(res.status).toBe(401);
+      expect(((await res.json()) as any).error.code).toBe('api_key_revoked');
+      let row: any;
+      for (let i = 0; i < 100 && !row; i++) {
+        row = (await gw.db.all('select status, error_code from usage_logs where user_id = ?', u.id))[0];
+        if (!row) await Bun.sleep(20);
+      }
+      expect(row).toEqual({ status: 401, error_code: 'api_key_revoked' });
+    } finally {
+      await probed.stop();
+    }
+  });
+
   test('a revoked key is refused on its next request (nothing stays registered)', async () => {
     const u = await keyedUser(gw, 10_000_000);
     expect((await gw.api('DELETE', `/api/token/${u.keyId}`, undefined, u.token)).status).toBe(200);

@@ -157,6 +157,50 @@ describe('tool calls without an index (as Gemini\'s compatible API streams them)
   });
 });
 
+describe('parallel tool calls that share an index (Ollama, and LiteLLM relaying it, number every call 0)', () => {
+  const args = (events: Ev[], i: number) => events.filter((e) => e.type === 'content_block_delta' && e.index === i).map((e) => e.delta.partial_json).join('');
+  test('stream: a delta bringing another id and a name starts a new call; fragments without an id stay with the current one', async () => {
+    const { r } = await run({ rawFrames: [
+      chunk({ tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'get', arguments: '{"a":' } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: '1}' } }] }),
+      chunk({ tool_calls: [{ index: 0, id: 'call_b', type: 'function', function: { name: 'get', arguments: '{"b":' } }] }),
+      chunk({ tool_calls: [{ index: 0, function: { arguments: '2}' } }] }),
+      // The same id again (servers repeating it on every fragment) is the same call.
+      chunk({ tool_calls: [{ index: 0, id: 'call_b', function: { arguments: '' } }] }),
+      chunk({}, 'tool_calls'), usageChunk(U), DONE,
+    ] });
+    const events = wellFormed(r.text);
+    expect(blocks(events).map((b) => [b.id, b.name])).toEqual([['call_a', 'get'], ['call_b', 'get']]);
+    expect([JSON.parse(args(events, 0)), JSON.parse(args(events, 1))]).toEqual([{ a: 1 }, { b: 2 }]);
+    expect(events.find((e) => e.type === 'message_delta')!.delta.stop_reason).toBe('tool_use');
+  });
+});
+
+describe('tool-call ids Anthropic would refuse', () => {
+  // Kimi's compatible API names calls `functions.get:0`; some servers give every call the same id. Anthropic's
+  // tool_use ids are ^[a-zA-Z0-9_-]+$ and unique: a client replaying such a history to an Anthropic channel got a
+  // 400, and two tool_results with one id cannot be told apart.
+  const ok = (ids: string[]) => {
+    for (const id of ids) expect(id).toMatch(/^[A-Za-z0-9_-]+$/);
+    expect(new Set(ids).size).toBe(ids.length);
+  };
+  test('JSON: an id outside the alphabet, or repeated, is replaced by a derived one; a good id is kept', async () => {
+    const call = (id: string) => ({ id, type: 'function', function: { name: 'get', arguments: '{}' } });
+    const { r } = await run({ rawJson: completion({ role: 'assistant', content: null, tool_calls: [call('functions.get:0'), call('call_ok'), call('call_ok'), call('functions.get:0')] }) });
+    const ids = r.body.content.map((b: any) => b.id);
+    ok(ids);
+    expect(ids[1]).toBe('call_ok');
+  });
+  test('stream: the same', async () => {
+    const calls = ['functions.get:0', 'call_ok', 'call_ok'].map((id, index) => chunk({ tool_calls: [{ index, id, function: { name: 'get', arguments: '{}' } }] }));
+    const { r } = await run({ rawFrames: [...calls, chunk({}, 'tool_calls'), usageChunk(U), DONE] });
+    const ids = blocks(wellFormed(r.text)).map((b) => b.id);
+    expect(ids.length).toBe(3);
+    ok(ids);
+    expect(ids[1]).toBe('call_ok');
+  });
+});
+
 describe('tool names that are Object.prototype keys', () => {
   // The name map is a plain object: toolNames["constructor"] is Object, which serialised to no name at all.
   const names = ['constructor', 'toString', '__proto__', 'hasOwnProperty'];
@@ -194,6 +238,12 @@ describe('choices and finish reasons', () => {
     ]) });
     expect(r.body.content).toEqual([{ type: 'text', text: 'zero' }]);
   });
+  test('finish_reason tool_calls (or function_call) without any tool call is end_turn, as Anthropic never says tool_use with no tool_use block', async () => {
+    const { r } = await run({ rawJson: completion(null, U, [{ index: 0, message: { role: 'assistant', content: 'done' }, finish_reason: 'tool_calls' }]) });
+    expect(r.body).toMatchObject({ content: [{ type: 'text', text: 'done' }], stop_reason: 'end_turn' });
+    const { r: s } = await run({ rawFrames: [chunk({ content: 'done' }), chunk({}, 'function_call'), usageChunk(U), DONE] });
+    expect(wellFormed(s.text).find((e) => e.type === 'message_delta')!.delta.stop_reason).toBe('end_turn');
+  });
   test('stream: a second finish_reason does not turn a cut answer (length) into a whole one', async () => {
     const { r } = await run({ rawFrames: [chunk({ content: 'hi' }, 'length'), chunk({}, 'stop'), usageChunk(U), DONE] });
     expect(wellFormed(r.text).find((e) => e.type === 'message_delta')!.delta.stop_reason).toBe('max_tokens');
@@ -207,6 +257,16 @@ describe('usage', () => {
       const { r, row } = await run(plan);
       if (plan.rawFrames) wellFormed(r.text);
       expect(row).toMatchObject({ input_tokens: 1000, output_tokens: 5, cache_read_tokens: 0, cost: 1010, usage_flag: 'invalid' });
+    }
+  });
+  test('DeepSeek\'s cache hits (prompt_cache_hit_tokens, no prompt_tokens_details) are cache reads, not full-price input (stream and JSON)', async () => {
+    const ds = { prompt_tokens: 1000, completion_tokens: 5, prompt_cache_hit_tokens: 800, prompt_cache_miss_tokens: 200 };
+    for (const plan of [{ rawFrames: [chunk({ content: 'hi' }, 'stop'), usageChunk(ds), DONE] }, { rawJson: completion({ role: 'assistant', content: 'hi' }, ds) }]) {
+      const { r, row } = await run(plan);
+      const usage = plan.rawFrames ? wellFormed(r.text).find((e) => e.type === 'message_delta')!.usage : r.body.usage;
+      expect(usage).toMatchObject({ input_tokens: 200, output_tokens: 5, cache_read_input_tokens: 800 });
+      // 200 input at 1, 800 cache reads at 0.1, 5 output at 2.
+      expect(row).toMatchObject({ input_tokens: 200, output_tokens: 5, cache_read_tokens: 800, cost: 290, usage_flag: '' });
     }
   });
   test('stream: a later usage chunk without counts does not erase an earlier report', async () => {

@@ -22,6 +22,8 @@ export interface ClusterNode {
   output(): string;
   /** kill -9, and wait until the process is gone. */
   kill9(): Promise<void>;
+  /** SIGTERM (a graceful stop); the process's exit is the test's doing, not reported as dying on its own. */
+  terminate(): void;
 }
 
 export interface Cluster {
@@ -84,6 +86,7 @@ export async function spawnNode(index: number, env: Record<string, string>, onLo
       return {
         index, url: m[1]!, proc, output: () => out,
         async kill9() { killedByTest = true; proc.kill(9); await proc.exited; },
+        terminate() { killedByTest = true; proc.kill('SIGTERM'); },
       };
     }
     if (proc.exitCode !== null) break;

