@@ -62,7 +62,13 @@ export interface Config {
   /** Password hashes/verifies at once on this node, callers that may wait for one, and checks per account per minute. */
   passwordHashSlots: number;
   passwordHashQueue: number;
+  /** HISTORY_READS_QUEUE: history reads that may wait for the node's history slots; more are refused (503). */
+  historyReadsQueue: number;
+  /** HISTORY_QUERY_TIMEOUT_MS: the longest one history query (listing page, export page, statistics) may run. */
+  historyQueryTimeoutMs: number;
   passwordChecksPerMinute: number;
+  /** PostgreSQL mode: attempt-count statements waiting for one of the process's 2 slots; one more is 503 at once. */
+  attemptChecksQueue: number;
   /**
    * LISTEN_REUSE_PORT: bind with SO_REUSEPORT so several processes can share the port on purpose.
    * Off by default: a second gateway on a busy port must fail loudly, not get half the traffic.
@@ -283,7 +289,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     loginIpPerMinute: int(env, 'LOGIN_IP_PER_MINUTE', 30, 1, 100000),
     passwordHashSlots: int(env, 'PASSWORD_HASH_SLOTS', Math.max(1, Math.floor(availableParallelism() / 2)), 1, 1024),
     passwordHashQueue: int(env, 'PASSWORD_HASH_QUEUE', 16, 0, 100000),
+    historyReadsQueue: int(env, 'HISTORY_READS_QUEUE', 64, 0, 100_000),
+    historyQueryTimeoutMs: int(env, 'HISTORY_QUERY_TIMEOUT_MS', 10_000, 1, 3_600_000),
     passwordChecksPerMinute: int(env, 'PASSWORD_CHECKS_PER_MINUTE', 30, 1, 100000),
+    attemptChecksQueue: int(env, 'ATTEMPT_CHECKS_QUEUE', 1024, 0, 100000),
     reusePort: bool(env, 'LISTEN_REUSE_PORT', false),
     idleTimeoutSeconds: int(env, 'IDLE_TIMEOUT_SECONDS', 255, 10, 255),
     logRequests: bool(env, 'LOG_REQUESTS', false),

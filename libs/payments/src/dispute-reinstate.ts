@@ -44,7 +44,7 @@ export class DisputeReinstatement {
     if (r.outcome === 'ambiguous_dispute') throw new GatewayError(409, 'dispute_ambiguous', `Order ${tradeNo} has several withdrawn disputes; name one with dispute_id`, { param: 'dispute_id' });
     if (r.moved) {
       credited = r.moved.amount;
-      await this.bus.emit('user.changed', { userId: r.moved.userId });
+      await this.bus.committed('user.changed', { userId: r.moved.userId });
     }
     return { outcome: r.outcome, credited };
   }

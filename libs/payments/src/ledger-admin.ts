@@ -40,7 +40,7 @@ export class LedgerAdmin {
     if (!r.ok) {
       throw new GatewayError(400, 'insufficient_balance', `Balance ${r.balance} cannot cover a debit of ${-input.amount}; send allow_negative: true to go below zero`, { param: 'amount' });
     }
-    await this.bus.emit('user.changed', { userId: target.id });
+    await this.bus.committed('user.changed', { userId: target.id });
     return { entry: r.entry, balance: r.entry.balanceAfter };
   }
 }

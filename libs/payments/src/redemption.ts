@@ -89,7 +89,7 @@ export class RedemptionService {
     if (!result) throw new GatewayError(400, 'invalid_code', 'This code is not valid: unknown, already redeemed, expired or revoked', { param: 'code' });
     await this.failures.reset(key);
     // After commit: the balance caches refresh only once the credit is durable.
-    await this.bus.emit('user.changed', { userId });
+    await this.bus.committed('user.changed', { userId });
     return result;
   }
 

@@ -65,7 +65,7 @@ export class WebhookService {
       throw balanceLimitError();
     }
     // After commit: the balance caches refresh only once the credit is durable.
-    if (r.credited) await this.bus.emit('user.changed', { userId: r.credited.userId });
+    if (r.credited) await this.bus.committed('user.changed', { userId: r.credited.userId });
     return { outcome: r.outcome, tradeNo };
   }
 
@@ -94,7 +94,7 @@ export class WebhookService {
     if (r === 'ask') throw new Error('unreachable: a recorded reversal asked again');
     if (r.duplicate) return { outcome: 'duplicate', tradeNo: null };
     // After commit, like a credit: admission (and in PostgreSQL mode every node's holds) reads the lowered balance.
-    if (r.moved) await this.bus.emit('user.changed', { userId: r.moved.userId });
+    if (r.moved) await this.bus.committed('user.changed', { userId: r.moved.userId });
     return { outcome: r.outcome, tradeNo: r.tradeNo };
   }
 
