@@ -85,7 +85,35 @@ export const errors = {
 export function toGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
   if (outOfRangeValue(err)) return new GatewayError(400, 'value_out_of_range', 'A number in the request is outside the range the gateway stores', { cause: err });
+  if (storageUnavailable(err)) {
+    return new GatewayError(503, 'storage_unavailable', 'The gateway cannot reach its database or cache right now; try again shortly', { cause: err, headers: { 'retry-after': '1' } });
+  }
   return errors.internal(err);
+}
+
+/** postgres.js's connection errors, a socket's own, and SQLite's "cannot write now" results. */
+const UNAVAILABLE_CODES = new Set([
+  'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT',
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
+  'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_FULL', 'SQLITE_IOERR',
+]);
+
+/**
+ * The database (or Redis) being down, restarting, out of connections or out of disk is not a bug in the request or
+ * in our code: a 503 the client may retry, not a 500. PostgreSQL's classes 08 (connection exception), 53
+ * (insufficient resources: too many connections, disk full) and 57P01–57P03 (shutdown, cannot connect now); an
+ * ioredis command that failed for want of a connection. Matched by shape through the cause chain, like
+ * outOfRangeValue, so this library loads no driver.
+ */
+function storageUnavailable(err: unknown): boolean {
+  for (let e: any = err, i = 0; e && i < 4; e = e.cause, i++) {
+    const code = typeof e.code === 'string' ? e.code : '';
+    if (UNAVAILABLE_CODES.has(code) || code.startsWith('SQLITE_IOERR')) return true;
+    if (e.name === 'PostgresError' && (code.startsWith('08') || code.startsWith('53') || /^57P0[123]$/.test(code))) return true;
+    if (e.name === 'MaxRetriesPerRequestError') return true;
+    if (e.message === 'Connection is closed.' || e.message === "Stream isn't writeable and enableOfflineQueue options is false") return true;
+  }
+  return false;
 }
 
 /**
