@@ -102,6 +102,39 @@ describe("max_tokens above the output cap of a channel's upstream model", () => 
   });
 });
 
+describe("max_tokens above the output cap on native channels (Anthropic's own words)", () => {
+  const capError = { status: 400, message: 'max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for claude-upstream-internal-name' };
+  test('another native channel serving the model takes it; with none left the answer leaves out the upstream model name', async () => {
+    const capped = upstream('anthropic');
+    const roomy = upstream('anthropic');
+    try {
+      await setPrice(gw, 'claude-cap');
+      const cappedId = await addChannel(gw, { type: 'anthropic', url: capped.url, models: ['claude-cap'], priority: 2, name: 'capped-native' });
+      await addChannel(gw, { type: 'anthropic', url: roomy.url, models: ['claude-cap'], priority: 1, name: 'roomy-native' });
+      for (let i = 0; i < 4; i++) {
+        capped.queue.push({ error: capError });
+        roomy.queue.push({ text: 'long answer' });
+        const r = await send(gw, key, { model: 'claude-cap', max_tokens: 64000, messages: [{ role: 'user', content: 'Hi' }] });
+        expect(r.status).toBe(200);
+        expect(r.body.content).toEqual([{ type: 'text', text: 'long answer' }]);
+      }
+      expect(gw.services.channelRegistry.get(cappedId)!.status).toBe(1);
+      for (const stream of [false, true]) {
+        capped.queue.push({ error: capError });
+        roomy.queue.push({ error: capError });
+        const r = await send(gw, key, { model: 'claude-cap', max_tokens: 64000, stream, messages: [{ role: 'user', content: 'Hi' }] });
+        expect(r.status).toBe(400);
+        expect(r.body.error).toMatchObject({ type: 'invalid_request_error', code: 'max_tokens_too_large', param: 'max_tokens',
+          message: 'max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for this model' });
+        expect(JSON.stringify(r.body)).not.toContain('internal-name');
+      }
+    } finally {
+      await capped.stop();
+      await roomy.stop();
+    }
+  });
+});
+
 describe('a streamed tool call that reuses the index of the live one (Ollama numbers every call 0)', () => {
   test('reaches the client as its own block when it starts, not when the answer ends', async () => {
     const call = (tc: object) => chunk({ tool_calls: [{ index: 0, ...tc }] });

@@ -93,6 +93,13 @@ describe('an upstream model\'s output cap', () => {
     expect(c.error).toMatchObject({ status: 400, code: 'max_tokens_too_large', param: 'max_tokens', type: 'invalid_request_error',
       message: 'max_tokens: 64000 > 16384, which is the maximum allowed number of output tokens for this model' });
   });
+  test("Anthropic's own wording (native channels) is the same refusal, without the upstream's model name", () => {
+    const c = classifyUpstreamError(400, body('max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for claude-x'), new Headers());
+    expect(c).toMatchObject({ kind: 'model_limit', retryable: true });
+    expect(c.error.message).toBe('max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for this model');
+    const quoted = classifyUpstreamError(400, body("Invalid value: 'max_tokens: 5 > 1, which is the maximum allowed number of output tokens for x'"), new Headers());
+    expect(quoted.error.code).toBe('upstream_invalid_request');
+  });
   test('the same words quoted later in another error (a client\'s own text echoed back) are the client\'s 400', () => {
     const c = classifyUpstreamError(400, body("Invalid value for 'x': 'max_tokens is too large: 5. This model supports at most 1 completion tokens'"), new Headers());
     expect(c).toMatchObject({ kind: 'invalid_request', retryable: false });

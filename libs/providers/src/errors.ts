@@ -145,9 +145,12 @@ export function contextWindowMessage(bodyText: string, detail: string): string |
 
 /**
  * OpenAI's refusal of a max_tokens above the model's output cap, read only at the start of the message (an upstream
- * quoting the client's text later in another error is the client's 400).
+ * quoting the client's text later in another error is the client's 400). Other OpenAI-compatible servers word it
+ * without the two numbers, or as a context-window error (contextWindowMessage), and stay the client's 400.
  */
 const OUTPUT_CAP = /^max_(?:completion_)?tokens is too large: (\d+)\. This model supports at most (\d+) completion tokens/i;
+/** Anthropic's own (a native channel): "max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for claude-…". */
+const ANTHROPIC_OUTPUT_CAP = /^max_tokens: (\d+) > (\d+), which is the maximum allowed number of output tokens for /;
 
 /**
  * An upstream model's output cap in Anthropic's words (`max_tokens: 64000 > 16384, which is the maximum allowed number
@@ -155,7 +158,8 @@ const OUTPUT_CAP = /^max_(?:completion_)?tokens is too large: (\d+)\. This model
  * named: another channel serving that name may take the request (the classification is retryable, no health).
  */
 export function outputCapMessage(detail: string): string | null {
-  const m = OUTPUT_CAP.exec(detail);
+  // The upstream's model name is left out of the answer: it is the channel's mapping, not the client's business.
+  const m = OUTPUT_CAP.exec(detail) ?? ANTHROPIC_OUTPUT_CAP.exec(detail);
   return m ? `max_tokens: ${m[1]} > ${m[2]}, which is the maximum allowed number of output tokens for this model` : null;
 }
 
