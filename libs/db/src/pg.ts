@@ -14,3 +14,4 @@ export { PgGroupCommitter, SettlementUnavailableError, isTransientPgError, type 
 export { copyOrder, CopyError, copySqliteToPostgres, type CopyOptions } from './copy';
 export * from './repos-pg';
 export { pgAttemptWindows } from './pg/attempt-windows';
+export { PgRealtimeUnfinished, pgUnfinishedRows, type UnfinishedRows } from './pg/realtime-unfinished';

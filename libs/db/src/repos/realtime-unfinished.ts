@@ -7,10 +7,21 @@
 import type { Database } from 'bun:sqlite';
 import type { SettlementRow } from './settlements';
 
-export interface UnfinishedStore {
-  /** Writes (or replaces) the row billed for its request id should the process die before it is settled. */
-  put(row: SettlementRow): void;
+/**
+ * Where QuotaService keeps the checkpoint of a request still running (both backends). Synchronous and never a read:
+ * SQLite writes at once on the caller's thread; PostgreSQL queues the write and returns (pg/realtime-unfinished.ts).
+ */
+export interface CheckpointStore {
+  /**
+   * Writes (or replaces) the row billed for its request id should the process die before it is settled. `holdRef`:
+   * the ref of the request's shared hold (PostgreSQL mode), by which the leader finds it once that hold lapses.
+   */
+  put(row: SettlementRow, holdRef?: string): void;
   drop(requestId: string): void;
+}
+
+/** SQLite's checkpoints: one process owns the file, so whatever a start finds here a dead process left. */
+export interface UnfinishedStore extends CheckpointStore {
   /** Every row left, oldest first (start-up, before anything is served); null where the row is not one this repo wrote. */
   left(): Array<{ requestId: string; row: SettlementRow | null }>;
   /** The readable rows left, oldest first. */
@@ -42,7 +53,7 @@ export class RealtimeUnfinishedRepo implements UnfinishedStore {
   }
 
   left(): Array<{ requestId: string; row: SettlementRow | null }> {
-    return this.list.all().map(({ request_id, row }) => ({ requestId: request_id, row: readRow(request_id, row) }));
+    return this.list.all().map(({ request_id, row }) => ({ requestId: request_id, row: readCheckpointRow(request_id, row) }));
   }
 
   all(): SettlementRow[] {
@@ -59,7 +70,7 @@ export class RealtimeUnfinishedRepo implements UnfinishedStore {
  * restored from elsewhere): start-up bills these rows before serving, and one it cannot read must be skipped,
  * not stop every start (JSON `null` did), nor charge a negative cost (a credit) or under another request id.
  */
-function readRow(requestId: string, text: string): SettlementRow | null {
+export function readCheckpointRow(requestId: string, text: string): SettlementRow | null {
   let row: any;
   try {
     row = JSON.parse(text);

@@ -1,0 +1,104 @@
+/**
+ * The realtime responses a node is running, as they would be billed if it died now (table realtime_unfinished,
+ * migration pg/0023): the PostgreSQL twin of repos/realtime-unfinished.ts, with the ref of each response's shared
+ * hold. The node writes the rows (CheckpointStore, below); the leader's reconciler reads and deletes them
+ * (UnfinishedRows) once that hold lapsed, billing each once by its request id.
+ *
+ * Writes never wait on the caller's path: put() and drop() queue one statement and return. They stay ordered per
+ * request id (a statement is sent only once the previous one of that id is answered, and only the latest waiting
+ * one is sent), so a put sent before a drop can never land after it on another pool connection and bring the row
+ * back, and a response that streams faster than the database answers costs one statement in flight, not a queue.
+ * A failed statement is reported to `onError` and the next one of the id goes on: a row that stays is deleted by
+ * the leader's sweep once its request is settled.
+ */
+import { readCheckpointRow, type CheckpointStore } from '../repos/realtime-unfinished';
+import type { SettlementRow } from '../repos/settlements';
+import type { PgSql } from './client';
+
+type Write = { put: SettlementRow; holdRef: string; at: number } | { put: null };
+
+/** What one request id has in flight: the statement being written, and the latest one waiting behind it. */
+interface Lane {
+  waiting: Write | null;
+}
+
+export class PgRealtimeUnfinished implements CheckpointStore {
+  private readonly lanes = new Map<string, Lane>();
+  private readonly running = new Set<Promise<void>>();
+
+  constructor(private readonly sql: PgSql, private readonly onError: (requestId: string, op: 'put' | 'drop', err: unknown) => void) {}
+
+  put(row: SettlementRow, holdRef = ''): void {
+    this.queue(row.requestId, { put: row, holdRef, at: Date.now() });
+  }
+
+  drop(requestId: string): void {
+    this.queue(requestId, { put: null });
+  }
+
+  /** Statements queued or in flight (tests, shutdown). */
+  get pending(): number {
+    return this.lanes.size;
+  }
+
+  /** Resolves once every statement queued so far is answered (shutdown, tests). */
+  async idle(): Promise<void> {
+    while (this.running.size) await Promise.all([...this.running]);
+  }
+
+  private queue(requestId: string, w: Write): void {
+    const lane = this.lanes.get(requestId);
+    // One in flight for this id: this one replaces whatever waits behind it (only the latest state matters).
+    if (lane) {
+      lane.waiting = w;
+      return;
+    }
+    const fresh: Lane = { waiting: null };
+    this.lanes.set(requestId, fresh);
+    const run = this.drain(requestId, w, fresh).finally(() => this.running.delete(run));
+    this.running.add(run);
+  }
+
+  private async drain(requestId: string, first: Write, lane: Lane): Promise<void> {
+    for (let w: Write | null = first; w; w = lane.waiting, lane.waiting = null) {
+      try {
+        if (w.put) {
+          await this.sql`insert into realtime_unfinished (request_id, hold_ref, row, updated_at)
+            values (${requestId}, ${w.holdRef}, ${JSON.stringify(w.put)}, ${w.at})
+            on conflict (request_id) do update set hold_ref = excluded.hold_ref, row = excluded.row, updated_at = excluded.updated_at`;
+        } else {
+          await this.sql`delete from realtime_unfinished where request_id = ${requestId}`;
+        }
+      } catch (err) {
+        this.onError(requestId, w.put ? 'put' : 'drop', err);
+      }
+    }
+    this.lanes.delete(requestId);
+  }
+}
+
+/** The leader's side: the rows of a lapsed hold, their deletion, and the sweep of rows already settled. */
+export interface UnfinishedRows {
+  /** The rows kept under this hold ref (null where the row is not one the gateway wrote). */
+  heldBy(holdRef: string): Promise<Array<{ requestId: string; row: SettlementRow | null }>>;
+  remove(requestId: string): Promise<void>;
+  /** Deletes the rows whose request id has a usage row (settled, its node's delete lost or never sent); returns how many. */
+  sweepSettled(): Promise<number>;
+}
+
+export function pgUnfinishedRows(sql: PgSql): UnfinishedRows {
+  return {
+    async heldBy(holdRef) {
+      const rows = await sql<{ request_id: string; row: string }[]>`
+        select request_id, row from realtime_unfinished where hold_ref = ${holdRef} order by updated_at, request_id`;
+      return rows.map((r) => ({ requestId: r.request_id, row: readCheckpointRow(r.request_id, r.row) }));
+    },
+    async remove(requestId) {
+      await sql`delete from realtime_unfinished where request_id = ${requestId}`;
+    },
+    async sweepSettled() {
+      const r = await sql`delete from realtime_unfinished u using usage_logs l where l.request_id = u.request_id`;
+      return r.count;
+    },
+  };
+}
