@@ -6,7 +6,7 @@
  */
 import { afterEach, describe, expect, test } from 'bun:test';
 import { ChangeBus, GatewayError } from '@gw/core';
-import type { AsyncSettlementSink, PriceRow, SettleOutcome, SettlementRow } from '@gw/db';
+import type { AsyncSettlementSink, CheckpointStore, PriceRow, SettleOutcome, SettlementRow } from '@gw/db';
 import { LiveHolds } from './holds/live-holds';
 import { MemoryHoldStore } from './holds/memory';
 import type { HoldStore, Mirror } from './holds/port';
@@ -43,12 +43,12 @@ class Ledger implements AsyncSettlementSink {
 const live: LiveHolds[] = [];
 afterEach(() => { for (const l of live.splice(0)) l.close(); });
 
-async function setup(store?: HoldStore) {
+async function setup(store?: HoldStore, checkpoints?: CheckpointStore) {
   const ledger = new Ledger();
   const holds = store ?? new MemoryHoldStore(async () => ({ user: { ...ledger.user }, key: { ...ledger.key } }));
   const l = new LiveHolds(holds, 30_000);
   live.push(l);
-  const q = await QuotaService.openDurable({ durable: ledger, holds: { store: holds, live: l, leaseMs: 30_000 }, prices, bus: new ChangeBus() });
+  const q = await QuotaService.openDurable({ durable: ledger, holds: { store: holds, live: l, leaseMs: 30_000 }, checkpoints, prices, bus: new ChangeBus() });
   return { ledger, holds, live: l, q };
 }
 
@@ -205,5 +205,51 @@ describe('QuotaService with shared holds', () => {
     expect([refused.status, refused.code]).toEqual([402, 'key_budget_exceeded']);
     await q.affords({ userId: 1, apiKey: unlimited, amount: 400, ref: 'b4' });
     expect(await holds.budgetUsage(1, 3)).toEqual({ periodKey: pk, spent: 0, held: 600 });
+  });
+});
+
+describe('QuotaService with shared holds: checkpoints of running requests', () => {
+  /** A checkpoint store that records what it was asked, in order. */
+  const recorder = () => {
+    const calls: string[] = [];
+    const store: CheckpointStore = { put: (row, ref) => { calls.push(`put ${row.requestId} ${row.cost} ${row.usageFlag} ${ref}`); }, drop: (id) => { calls.push(`drop ${id}`); } };
+    return { calls, store };
+  };
+
+  test('kept under the hold\'s ref, capped by it; dropped once the settlement committed, not before', async () => {
+    const { calls, store } = recorder();
+    const { q, ledger, holds } = await setup(undefined, store);
+    expect(q.keepsUnfinished).toBe(true);
+    const r = await q.reserve({ userId: 1, apiKey: unlimited, amount: 100, ref: 'rt_s#1' });
+    q.checkpoint(r, log('rt_s_resp_1', 40));
+    q.checkpoint(r, log('rt_s_resp_1', 250));
+    let gate!: () => void;
+    ledger.gate = new Promise((done) => { gate = done; });
+    const settled = q.settleNow(r, log('rt_s_resp_1', 60));
+    await Bun.sleep(5);
+    // Not committed yet: the checkpoint stays.
+    expect(calls).toEqual(['put rt_s_resp_1 40  rt_s#1', 'put rt_s_resp_1 100 capped rt_s#1']);
+    gate();
+    await settled;
+    expect(calls.at(-1)).toBe('drop rt_s_resp_1');
+    expect(await holds.available({ userId: 1 })).toEqual({ user: 940, key: null });
+    // Released: nothing more is kept for it.
+    q.checkpoint(r, log('rt_s_resp_1', 70));
+    expect(calls).toHaveLength(3);
+  });
+
+  test('a settlement that failed keeps its checkpoint (the leader bills it once the hold lapses, unless it committed)', async () => {
+    const { calls, store } = recorder();
+    const { q, ledger } = await setup(undefined, store);
+    const r = await q.reserve({ userId: 1, apiKey: unlimited, amount: 100, ref: 'rt_f#1' });
+    q.checkpoint(r, log('rt_f_resp_1', 40));
+    ledger.gate = Promise.reject(Object.assign(new Error('unreachable'), { code: 'settlement_unavailable' }));
+    expect(await Promise.resolve(q.settleNow(r, log('rt_f_resp_1', 60))).catch((e) => e.code)).toBe('settlement_unavailable');
+    expect(calls).toEqual(['put rt_f_resp_1 40  rt_f#1']);
+  });
+
+  test('no store: nothing kept, and the port leaves checkpoints out', async () => {
+    const { q } = await setup();
+    expect(q.keepsUnfinished).toBe(false);
   });
 });

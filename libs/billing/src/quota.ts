@@ -1,8 +1,8 @@
 import { GatewayError, RATIO_ONE, errorText, inexactBalanceError, nowSeconds, safeCount, type ChangeBus, type ChangeEvents, type Logger } from '@gw/core';
-import type { AsyncSettlementSink, SettlementRow, SettlementSink, UnfinishedStore } from '@gw/db';
+import type { AsyncSettlementSink, CheckpointStore, SettlementRow, SettlementSink, UnfinishedStore } from '@gw/db';
 import type { SettlementJournal } from './journal';
 import type { PriceBook } from './price-book';
-import { guardUsage, type UsageLimits } from './usage-guard';
+import { guardUsage, withFlag, type UsageLimits } from './usage-guard';
 import { priceUsage } from './tiers';
 import { type QuotaKey, type Reservation, type Settlement, type UsageLogInput } from './usage';
 import type { AlertEvent, BudgetBook, BudgetEffects } from './budgets/book';
@@ -42,9 +42,15 @@ export interface QuotaDeps {
   journal?: SettlementJournal | null;
   /**
    * With `sink`: where checkpoint() keeps the settlement of a request still running (a realtime response), billed
-   * at the next start if this process dies first. Absent: checkpoint() does nothing.
+   * at the next start if this process dies first. Absent: checkpoint() does nothing (with `sink`).
    */
   unfinished?: UnfinishedStore | null;
+  /**
+   * With `durable`: where checkpoint() keeps it, under the ref of the request's shared hold; the leader's reconciler
+   * bills it once that hold lapses (the node died). Never read here: no start-up billing in this mode (the rows of
+   * every other node, alive, are in the same table). Absent: checkpoint() does nothing (with `durable`).
+   */
+  checkpoints?: CheckpointStore | null;
   /** Longest a recorded settlement waits before its batch is written (ms). */
   flushMs?: number;
   /** A batch this large is written at once. */
@@ -132,7 +138,7 @@ export class QuotaService {
       if (deps.durable) this.balanceGen.set(userId, (this.balanceGen.get(userId) ?? 0) + 1);
     });
     if (deps.durable) {
-      if (deps.sink || deps.journal) throw new Error('QuotaService: a durable sink settles alone (no SQLite sink or journal)');
+      if (deps.sink || deps.journal || deps.unfinished) throw new Error('QuotaService: a durable sink settles alone (no SQLite sink, journal or start-up checkpoints)');
       if (deps.budgets) {
         // Budgets are admitted through the shared store and charged in the sink's transaction.
         if (!deps.holds || !deps.durable.useBudgets) throw new Error('QuotaService: budgets on a durable sink need shared holds and a sink that charges them');
@@ -505,7 +511,7 @@ export class QuotaService {
     } finally {
       if (r) this.release(r);
       // Written or failed for good ("nothing charged"): either way the next start must not bill it.
-      if (this.checkpointed.delete(log.requestId)) this.dropCheckpoint(log.requestId);
+      this.dropCheckpoint(log.requestId);
     }
     if (e.error) throw e.error;
     return { cost: e.inserted ? e.row.cost : 0, duplicate: !e.inserted };
@@ -566,11 +572,16 @@ export class QuotaService {
       // The hold is neither dropped nor renewed: after its lease the reconciler looks the request id up
       // in the ledger and releases it with the committed balance, whichever way this write went.
       if (hold) this.deps.holds!.live.untrack(hold);
+      // Its checkpoint, if any, stays for the leader (above); only this process forgets it.
+      this.checkpointed.delete(row.requestId);
       throw err;
     } finally {
       add(this.userPending, row.userId, -row.cost);
       if (e.limitedKey) add(this.keyPending, row.apiKeyId, -row.cost);
     }
+    // Committed (or found already written): a checkpoint kept for it is deleted. Not after a failure: its outcome is
+    // unknown, the hold is left to lapse, and the leader bills the checkpoint then unless this settlement committed.
+    this.dropCheckpoint(row.requestId);
     // The charge is committed: the hold goes and the balance it left is installed, in one step.
     if (hold) await this.dropHold(hold, mirror);
     if (mirror && this.deps.holds) await this.installUnheld(row, hold, mirror);
@@ -596,8 +607,7 @@ export class QuotaService {
     if (!res.ok) {
       if (res.reason === 'short' && res.scope === 'user') {
         row.cost = 0;
-        const flags = row.usageFlag ? row.usageFlag.split(',') : [];
-        if (!flags.includes('capped')) row.usageFlag = [...flags, 'capped'].join(',');
+        row.usageFlag = withFlag(row.usageFlag, 'capped');
       }
       return undefined;
     }
@@ -675,9 +685,13 @@ export class QuotaService {
     for (const path of sealed) this.deps.journal!.discard(path);
   }
 
-  /** Whether checkpoint() keeps anything (SQLite with an unfinished store). */
+  /** Whether checkpoint() keeps anything (SQLite with an unfinished store, PostgreSQL with a checkpoint store). */
   get keepsUnfinished(): boolean {
-    return !!this.deps.unfinished && !this.deps.durable;
+    return !!this.checkpointStore;
+  }
+
+  private get checkpointStore(): CheckpointStore | null {
+    return (this.deps.durable ? this.deps.checkpoints : this.deps.unfinished) ?? null;
   }
 
   /** Settlements commit after finish() returns (a durable sink): answers hold their end until then. */
@@ -700,19 +714,19 @@ export class QuotaService {
    * Keeps what a request still running would be billed if this process died now (`log`: its estimate so far),
    * replacing its previous checkpoint; settle() under the same request id drops it. Capped by the request's
    * live hold, the money set aside for it (nothing for a request without one: nothing is kept): the rest of the
-   * balance may be spent by others before the next start, and a hold never is. SQLite mode with an unfinished
-   * store only (a durable sink has no local database to keep it in).
+   * balance may be spent by others before the next start, and a hold never is. SQLite: written at once, billed at the
+   * next start. PostgreSQL: queued (the store writes it off this path), kept under the shared hold's ref, billed by the
+   * leader once that hold lapses; a reservation without a shared hold keeps nothing.
    */
   checkpoint(r: Reservation | null, log: UsageLogInput): void {
-    const store = this.deps.unfinished;
-    if (!store || this.deps.durable || !r || r.done) return;
+    const store = this.checkpointStore;
+    if (!store || !r || r.done || (this.deps.durable && !r.hold)) return;
     const { row } = this.entry(r, log);
     if (row.cost > r.amount) {
       row.cost = r.amount;
-      const flags = row.usageFlag ? row.usageFlag.split(',') : [];
-      if (!flags.includes('capped')) row.usageFlag = [...flags, 'capped'].join(',');
+      row.usageFlag = withFlag(row.usageFlag, 'capped');
     }
-    store.put(row);
+    store.put(row, r.hold?.ref);
     this.checkpointed.add(row.requestId);
   }
 
@@ -721,8 +735,9 @@ export class QuotaService {
    * caller. The row left is skipped at the next start when its settlement was written (its request id is billed).
    */
   private dropCheckpoint(requestId: string): void {
+    if (!this.checkpointed.delete(requestId)) return;
     try {
-      this.deps.unfinished!.drop(requestId);
+      this.checkpointStore!.drop(requestId);
     } catch (err) {
       this.deps.log?.error('settlement.unfinished_drop_failed', { id: requestId, cause: errorText(err), msg: 'left for the next start, which skips it if billed' });
     }

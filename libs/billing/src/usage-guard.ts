@@ -38,6 +38,12 @@ export interface UsageLimits {
  */
 export type UsageFlag = 'estimated' | 'invalid' | 'implausible' | 'capped';
 
+/** A stored usage_flag (comma-separated) with `flag` in it, added at the end if missing. */
+export function withFlag(usageFlag: string | undefined, flag: UsageFlag): string {
+  const flags = usageFlag ? usageFlag.split(',') : [];
+  return flags.includes(flag) ? usageFlag! : [...flags, flag].join(',');
+}
+
 const INPUT_KINDS = ['input', 'cacheRead', 'cacheWrite', 'audioInput'] as const;
 const OUTPUT_KINDS = ['output', 'audioOutput'] as const;
 const ALL_KINDS = [...INPUT_KINDS, ...OUTPUT_KINDS] as const;

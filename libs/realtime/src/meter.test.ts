@@ -11,7 +11,7 @@ import type { QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
 const KEY: RealtimeKey = { id: 7, userId: 3, status: 1, expiresAt: null, unlimitedQuota: false, remainQuota: 0 };
 const PRICE = { input: 4_000_000, output: 16_000_000, cacheRead: 400_000, audioInput: 32_000_000, audioOutput: 64_000_000, contextWindow: 16_000 };
 
-function meter(o: { refuse?: boolean } = {}) {
+function meter(o: { refuse?: boolean; later?: boolean } = {}) {
   const settled: Array<{ r: number | null; log: RealtimeUsageLog }> = [];
   const checkpoints: Array<{ r: number; log: RealtimeUsageLog }> = [];
   const released: number[] = [];
@@ -19,7 +19,8 @@ function meter(o: { refuse?: boolean } = {}) {
   const quota: QuotaPort<RealtimeKey, number> = {
     reserve: () => {
       if (o.refuse) throw new GatewayError(402, 'quota_exhausted', 'Quota exhausted');
-      return ++holds;
+      // PostgreSQL mode: the shared store answers after the frame.
+      return (o.later ? Bun.sleep(5).then(() => ++holds) : ++holds) as number;
     },
     affords: () => {},
     available: () => 1_000_000_000,
@@ -300,5 +301,22 @@ describe('checkpoints (what a crash would bill)', () => {
     // Before, resp_b's 8,000 tokens were billed in resp_a's checkpoint as audio input (the dearest input).
     expect(cp.log.estimate).toEqual(cut.log.estimate!);
     expect(cp.log.estimate!.audioInput).toBe(0);
+  });
+
+  test('a response the upstream started whose hold the shared store grants later: checkpointed once granted, with its output so far', async () => {
+    const { m, checkpoints, settled } = meter({ later: true });
+    m.upstream(created('resp_vad'));
+    m.upstream(delta('resp_vad'));
+    // The hold is still being decided: nothing to cap a checkpoint by yet.
+    expect(checkpoints).toEqual([]);
+    await Bun.sleep(20);
+    expect(checkpoints.map((c) => [c.r, c.log.requestId, c.log.errorCode, c.log.estimate!.output])).toEqual([[1, 'rt_x_resp_vad', 'gateway_crashed', 3]]); // 'Hello there': 3 tokens
+    // From then on as any response: the next output is checkpointed, the settlement takes the granted hold.
+    m.upstream(delta('resp_vad'));
+    expect(checkpoints).toHaveLength(2);
+    m.upstream('{"type":"response.done","response":{"id":"resp_vad","status":"completed"}}');
+    expect(settled.map((s) => [s.r, s.log.requestId])).toEqual([[1, 'rt_x_resp_vad']]);
+    m.end('client_closed');
+    expect(checkpoints).toHaveLength(2);
   });
 });

@@ -340,7 +340,14 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       }
       if (held.r instanceof Promise) {
         // Decided later: a refusal ends the session then (the response is billed unreserved when it is done).
-        held.r.then((r) => { if (this.ended && !held.billed) this.o.quota.release(r); }, (e) => this.fail(this.failureOf(e)));
+        // Granted while it still runs: checkpointed from then on (the shared store decides after the frame).
+        held.r.then((r) => {
+          if (this.ended && !held.billed) this.o.quota.release(r);
+          else if (!held.billed && this.running.get(id) === held) {
+            held.r = r;
+            this.checkpoint(id, held, false);
+          }
+        }, (e) => this.fail(this.failureOf(e)));
       }
       this.running.set(id, held);
       this.checkpoint(id, held, false);
@@ -723,7 +730,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
    * Keeps what a running response would be billed if the process died now (QuotaPort.checkpoint): the estimate of
    * a response cut at this point (its output so far, the conversation's bound as input), with CRASH_CAUSE as its
    * error code, under the request id its settlement will have, which replaces it. Only with a hold already
-   * decided (the checkpoint is capped by it; a pending one means PostgreSQL, which keeps none) and a response id.
+   * decided (the checkpoint is capped by it; one still pending in the shared store checkpoints once granted) and a
+   * response id.
    */
   private checkpoint(id: string, held: Held<R>, output: boolean): void {
     const save = this.o.quota.checkpoint;

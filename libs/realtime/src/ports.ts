@@ -76,8 +76,9 @@ export interface QuotaPort<K, R> {
   release(r: R): void;
   /**
    * Keeps what a running response would be billed if the process died now (`log`, its estimate so far), until
-   * settleNow() settles the same request id; the next start bills what is left (@gw/billing QuotaService.checkpoint,
-   * SQLite). Absent: a response running when the process dies is not billed.
+   * settleNow() settles the same request id (@gw/billing QuotaService.checkpoint): SQLite bills what is left at the
+   * next start, PostgreSQL once the dead node's hold for it lapses. Absent: a response running when the process dies
+   * is not billed.
    */
   checkpoint?(r: R, log: RealtimeUsageLog): void;
 }

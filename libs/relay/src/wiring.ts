@@ -1,6 +1,6 @@
 import { AlwaysLeader, MemoryRateLimits, bunFetchLimit, errorText, nowSeconds, stdLogger, readBounded, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
 import { AlertDispatcher, alertWebhookConfig, billingConfig, BudgetBook, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps, type SharedHolds } from '@gw/billing';
-import type { AlertOutboxStore, AsyncSettlementSink, BudgetChargesRepo, BudgetsStore, GroupsStore, PricesStore, SettlementSink, UnfinishedStore, UsageLogsStore } from '@gw/db';
+import type { AlertOutboxStore, AsyncSettlementSink, BudgetChargesRepo, BudgetsStore, CheckpointStore, GroupsStore, PricesStore, SettlementSink, UnfinishedStore, UsageLogsStore } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
 import { probeRequest, type KeyRef } from '@gw/channels';
 import { ModelCatalog } from './catalog';
@@ -62,6 +62,11 @@ export interface RelayWiring {
    * no journal; budgets are charged in its transaction.
    */
   durable?: AsyncSettlementSink;
+  /**
+   * PostgreSQL mode: where running realtime responses keep their checkpoint (table realtime_unfinished), billed by
+   * the leader's reconciler once the hold of a dead node's response lapses (QuotaService.checkpoint).
+   */
+  checkpoints?: CheckpointStore;
   /** PostgreSQL mode: admission through holds every node shares (with `durable`). */
   holds?: SharedHolds;
   /** Date of every model in /v1/models (unix seconds); default this process's start. Nodes of a cluster share one. */
@@ -126,7 +131,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
     };
     w.bus.on('budget.changed', reloadBudgets);
     quota = await QuotaService.openDurable({
-      durable: w.durable, holds: w.holds, prices, bus: w.bus, log: w.log, observe: w.observeSettlement, budgets, onAlerts: () => alerts.poke(),
+      durable: w.durable, holds: w.holds, checkpoints: w.checkpoints, prices, bus: w.bus, log: w.log, observe: w.observeSettlement, budgets, onAlerts: () => alerts.poke(),
     });
   } else {
     const { settlements, budgetCharges } = w.stores;
