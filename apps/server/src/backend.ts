@@ -8,7 +8,7 @@ import { AlwaysLeader, LocalChangeFeed, boundedWindows, errorText, rememberRefus
 import { createStores, inlineHistoryListings, inlineStatsReader, openDatabase, workerHistoryListings, workerStatsReader, type DbHandle, type HistoryListings, type StatsReader, type Stores } from '@gw/db';
 import type { PgGroupCommitter, PgHandle } from '@gw/db/pg';
 import type { RelayWiring } from '@gw/relay';
-import { HoldReconciler, LiveHolds, billingConfig, followBalances, type HoldStore, type SharedHolds } from '@gw/billing';
+import { HoldReconciler, LiveHolds, billingConfig, followBalances, type HoldStore, type SharedHolds, type UnfinishedBilling } from '@gw/billing';
 import type { LockoutPolicy, NameLockouts } from '@gw/identity';
 
 /**
@@ -27,7 +27,7 @@ export interface Backend {
   /** The PostgreSQL pool (PostgreSQL mode only). */
   pg: PgHandle | null;
   /** What the relay's wiring takes from the backend: settlement path, limits, leader. */
-  relay: Pick<RelayWiring, 'stores' | 'durable' | 'holds' | 'journalDir' | 'rateLimits' | 'leader'>;
+  relay: Pick<RelayWiring, 'stores' | 'durable' | 'checkpoints' | 'holds' | 'journalDir' | 'rateLimits' | 'leader'>;
   /** Request and attempt limits shared by every node (Redis) or kept in this process. */
   rateLimits: RateLimits | null;
   leader: Leader;
@@ -87,7 +87,7 @@ function openSqliteBackend(config: Config, bus: ChangeBus, log: Logger): Backend
 
 async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger): Promise<Backend> {
   // Loaded only in this mode: a SQLite process never pays for postgres.js, ioredis and the pg schema.
-  const { openPostgres, createPgStores, pgHistoryReads, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader, claimAdmissionStart, admissionStartedAt, pgAttemptWindows } = await import('@gw/db/pg');
+  const { openPostgres, createPgStores, pgHistoryReads, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader, claimAdmissionStart, admissionStartedAt, pgAttemptWindows, PgRealtimeUnfinished, pgUnfinishedRows } = await import('@gw/db/pg');
   const { default: Redis } = await import('ioredis');
   const { RedisRateLimits } = await import('@gw/core/redis/rate-limits');
   const { claimPrefix, prefixOwner } = await import('@gw/core/redis/prefix-owner');
@@ -122,6 +122,9 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     const billing = billingConfig(config.env);
     const sink = new PgGroupCommitter(pg.db, billing.pgSettle);
     closers.push(() => sink.close());
+    // Checkpoints of running realtime responses, written off the request path; the last ones are awaited before the pool closes.
+    const checkpoints = new PgRealtimeUnfinished(pg.sql, (id, op, err) => log.error('settlement.unfinished_write_failed', { id, op, cause: errorText(err), msg: 'the leader deletes a row left once its request is settled' }));
+    closers.push(() => checkpoints.idle());
     const leader = await PgAdvisoryLeader.start(url, { name: `gw:${config.pgSchema}:jobs`, log: (line) => log.info('leader', { msg: line }) });
     closers.push(() => leader.close());
     const rateLimits = new RedisRateLimits(redis, config.redisPrefix);
@@ -161,7 +164,7 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     const identity = await ownPrefix(first ? claimedAt : await admissionStartedAt(pg.sql));
     if (!first) wait = await holdStore.recoveryLeft();
     const holds = openSharedHolds(holdStore,
-      { sink, bus, leader, log, ...billing.holds });
+      { sink, bus, leader, log, ...billing.holds, unfinished: { rows: pgUnfinishedRows(pg.sql), settle: (row) => sink.settle(row) } });
     closers.push(() => holds.close());
     // Concurrency leases (max_concurrency, realtime sessions per key) renew themselves only every LIMIT_LEASE_MS/3
     // (40 s). After Redis lost its data admissions reopen once the holds are back (HOLD_LEASE_MS/3 + 1 s): renewed
@@ -190,7 +193,7 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
       // The rest is capped per process (ATTEMPT_DB_SLOTS of the pool, ATTEMPT_CHECKS_QUEUE waiting): a flood from many addresses
       // cannot take the connections settlements need.
       attemptWindows: rememberRefusals(boundedWindows(pgAttemptWindows(pg.sql), ATTEMPT_DB_SLOTS, config.attemptChecksQueue)),
-      relay: { stores, durable: sink, holds: holds.shared, journalDir: null, rateLimits, leader },
+      relay: { stores, durable: sink, checkpoints, holds: holds.shared, journalDir: null, rateLimits, leader },
       async follow(reloadAll) {
         feed = await PgChangeFeed.start({
           url, schema: config.pgSchema, bus, resyncMs: config.changeFeedResyncMs, log,
@@ -210,14 +213,14 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
  * mirrors of balance moves other than charges, and, on the leader only, the reconciler of lapsed holds.
  */
 function openSharedHolds<S extends HoldStore>(store: S, o: {
-  sink: PgGroupCommitter; bus: ChangeBus; leader: Leader; log: Logger; leaseMs: number; reconcileMs: number;
+  sink: PgGroupCommitter; bus: ChangeBus; leader: Leader; log: Logger; leaseMs: number; reconcileMs: number; unfinished: UnfinishedBilling;
 }) {
   const live = new LiveHolds(store, o.leaseMs, (err) => o.log.warn('hold.renew_failed', { cause: errorText(err) }), () => {
     o.log.error('holds.lost', { msg: `holds not renewed for ${o.leaseMs / 2} ms: every metered request in flight on this node is stopped before its hold lapses` });
     void o.bus.emit('holds.lost', {});
   });
   const unfollow = followBalances(o.bus, store, o.sink, o.log);
-  const reconciler = new HoldReconciler(store, o.sink, { intervalMs: o.reconcileMs, log: o.log });
+  const reconciler = new HoldReconciler(store, o.sink, { intervalMs: o.reconcileMs, log: o.log, unfinished: o.unfinished });
   if (o.leader.isLeader) reconciler.start();
   const unlead = o.leader.onChange((leads) => (leads ? reconciler.start() : reconciler.stop()));
   const shared: SharedHolds = { store, live, leaseMs: o.leaseMs };

@@ -12,5 +12,5 @@ export * from './holds/port';
 export { MemoryHoldStore } from './holds/memory';
 export { LiveHolds } from './holds/live-holds';
 export { followBalances, type MirrorSource } from './holds/follow';
-export { HoldReconciler, type LedgerTruth } from './holds/reconciler';
+export { HoldReconciler, type LedgerTruth, type UnfinishedBilling } from './holds/reconciler';
 export * from './budgets';

@@ -5,9 +5,11 @@
  * an old, higher balance admitting on every node until that user's next charge.
  */
 import { describe, expect, test } from 'bun:test';
+import type { Logger } from '@gw/core';
+import type { SettlementRow } from '@gw/db';
 import { MemoryHoldStore } from './memory';
 import type { Mirror } from './port';
-import { HoldReconciler, type LedgerTruth } from './reconciler';
+import { HoldReconciler, type LedgerTruth, type UnfinishedBilling } from './reconciler';
 
 class Ledger implements LedgerTruth {
   user: Mirror = { balance: 1_000, version: 1 };
@@ -57,5 +59,112 @@ describe('HoldReconciler', () => {
     ledger.user = { balance: 5_000, version: 1 };
     await rec.runOnce();
     expect((await store.available({ userId: 1 })).user).toBe(50);
+  });
+});
+
+/**
+ * Realtime responses a dead node was running: their checkpoints (kept under the hold's ref) are billed once its hold
+ * lapsed, capped by it, before the release, so the release installs a balance with the charge in it.
+ */
+describe('HoldReconciler: checkpoints of a dead node', () => {
+  const row = (requestId: string, cost: number, usageFlag = 'estimated'): SettlementRow => ({
+    requestId, kind: 'realtime', userId: 1, apiKeyId: 7, channelId: null, model: 'm', upstreamModel: 'm', stream: true, inputTokens: 1, outputTokens: 1,
+    cacheReadTokens: 0, cacheWriteTokens: 0, cacheWrite1hTokens: 0, longContext: false, audioInputTokens: 0, audioOutputTokens: 0, webSearchRequests: 0,
+    codeExecutionRequests: 0, cost, latencyMs: 0, ttftMs: null, status: 200, errorCode: 'gateway_crashed', usageFlag, attempts: 1, ip: '', createdAt: 1,
+    group: '', priceRatio: 1000, billedModel: '', overrides: '',
+  });
+
+  function withCheckpoints(opts: { fail?: (row: SettlementRow) => unknown } = {}) {
+    let now = 0;
+    const ledger = new Ledger();
+    const kept = new Map<string, { ref: string; row: SettlementRow | null }>();
+    const written: SettlementRow[] = [];
+    const events: string[] = [];
+    const billing: UnfinishedBilling = {
+      rows: {
+        heldBy: async (ref) => [...kept].filter(([, v]) => v.ref === ref).map(([requestId, v]) => ({ requestId, row: v.row })),
+        remove: async (id) => { kept.delete(id); },
+        sweepSettled: async () => {
+          let n = 0;
+          for (const id of [...kept.keys()]) if (ledger.settledRefs.has(id) && kept.delete(id)) n++;
+          return n;
+        },
+      },
+      settle: async (r) => {
+        const err = opts.fail?.(r);
+        if (err) throw err;
+        if (ledger.settledRefs.has(r.requestId)) return { inserted: false };
+        ledger.settledRefs.add(r.requestId);
+        written.push(r);
+        ledger.user = { balance: ledger.user.balance - r.cost, version: ledger.user.version + 1 };
+        return { inserted: true };
+      },
+    };
+    const store = new MemoryHoldStore(async () => ({ user: { ...ledger.user }, key: { ...ledger.key } }), () => now);
+    const log = { info: (e: string) => events.push(e), warn: (e: string) => events.push(e), error: (e: string) => events.push(e) } as unknown as Logger;
+    const rec = new HoldReconciler(store, ledger, { intervalMs: 1_000, unfinished: billing, log });
+    return { ledger, store, rec, kept, written, events, at: (t: number) => { now = t; } };
+  }
+
+  test('billed once after the lapse, capped by the hold, before the release; a live hold\'s checkpoint is not billed', async () => {
+    const { ledger, store, rec, kept, written, at } = withCheckpoints();
+    await store.reserve({ userId: 1, keyId: null, amount: 300, ref: 'rt_a#1', leaseMs: 1_000 });
+    await store.reserve({ userId: 1, keyId: null, amount: 100, ref: 'rt_a#2', leaseMs: 1_000 });
+    await store.reserve({ userId: 1, keyId: null, amount: 50, ref: 'rt_live#1', leaseMs: 10_000 });
+    kept.set('rt_a_resp_1', { ref: 'rt_a#1', row: row('rt_a_resp_1', 120) });
+    kept.set('rt_a_resp_2', { ref: 'rt_a#2', row: row('rt_a_resp_2', 400) });
+    kept.set('rt_live_resp_1', { ref: 'rt_live#1', row: row('rt_live_resp_1', 30) });
+    // Before the lease lapsed: nothing billed, nothing released.
+    expect(await rec.runOnce()).toBe(0);
+    expect(written).toEqual([]);
+    at(2_000);
+    expect(await rec.runOnce()).toBe(2);
+    expect(written.map((r) => [r.requestId, r.cost, r.usageFlag, r.errorCode])).toEqual([
+      ['rt_a_resp_1', 120, 'estimated', 'gateway_crashed'],
+      ['rt_a_resp_2', 100, 'estimated,capped', 'gateway_crashed'],
+    ]);
+    expect([...kept.keys()]).toEqual(['rt_live_resp_1']);
+    // The releases installed the balance after both charges: 1000 − 220, less the live hold.
+    expect(ledger.user.balance).toBe(780);
+    expect((await store.available({ userId: 1 })).user).toBe(780 - 50);
+    // Nothing more on later passes.
+    expect(await rec.runOnce()).toBe(0);
+    expect(written).toHaveLength(2);
+  });
+
+  test('a checkpoint whose request was settled before the node died is deleted, not billed again; so is one swept without a hold', async () => {
+    const { ledger, store, rec, kept, written, events, at } = withCheckpoints();
+    await store.reserve({ userId: 1, keyId: null, amount: 300, ref: 'rt_b#1', leaseMs: 1_000 });
+    ledger.settledRefs.add('rt_b_resp_1');
+    ledger.settledRefs.add('rt_c_resp_1');
+    kept.set('rt_b_resp_1', { ref: 'rt_b#1', row: row('rt_b_resp_1', 120) });
+    // Its hold was released after the commit, its row's delete lost: only the sweep sees it.
+    kept.set('rt_c_resp_1', { ref: 'rt_c#1', row: row('rt_c_resp_1', 80) });
+    at(2_000);
+    expect(await rec.runOnce()).toBe(1);
+    expect(written).toEqual([]);
+    expect(kept.size).toBe(0);
+    expect(events).toContain('settlement.unfinished_swept');
+  });
+
+  test('the database unreachable: the hold stays in limbo, billed at a later pass; a row-level failure is logged and the hold released', async () => {
+    let down = true;
+    const bad = new Error('row refused');
+    const { store, rec, kept, written, events, at } = withCheckpoints({
+      fail: (r) => (r.requestId === 'rt_d_resp_1' && down ? Object.assign(new Error('unreachable'), { code: 'settlement_unavailable' }) : r.requestId === 'rt_e_resp_1' ? bad : null),
+    });
+    await store.reserve({ userId: 1, keyId: null, amount: 300, ref: 'rt_d#1', leaseMs: 1_000 });
+    await store.reserve({ userId: 1, keyId: null, amount: 300, ref: 'rt_e#1', leaseMs: 1_000 });
+    kept.set('rt_d_resp_1', { ref: 'rt_d#1', row: row('rt_d_resp_1', 10) });
+    kept.set('rt_e_resp_1', { ref: 'rt_e#1', row: row('rt_e_resp_1', 10) });
+    at(2_000);
+    expect(await rec.runOnce()).toBe(1);
+    expect(events).toContain('settlement.unfinished_failed');
+    expect([...kept.keys()]).toEqual(['rt_d_resp_1']);
+    expect((await store.available({ userId: 1 })).user).toBe(1_000 - 300);
+    down = false;
+    expect(await rec.runOnce()).toBe(1);
+    expect(written.map((r) => r.requestId)).toEqual(['rt_d_resp_1']);
+    expect(kept.size).toBe(0);
   });
 });

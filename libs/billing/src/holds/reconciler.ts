@@ -1,4 +1,6 @@
 import { errorText, type Logger } from '@gw/core';
+import type { SettlementRow } from '@gw/db';
+import { withFlag } from '../usage-guard';
 import type { BudgetMirror, Hold, HoldStore, Mirror } from './port';
 
 /** What the reconciler asks the ledger (PostgreSQL): was a request settled, and what are the balances now. */
@@ -11,6 +13,23 @@ export interface LedgerTruth {
   budgetSpend?(ids: number[]): Promise<BudgetMirror[]>;
 }
 
+/**
+ * The checkpoints of realtime responses running on a node (PostgreSQL realtime_unfinished: each one's settlement as
+ * it would be billed if the node died now, kept under its hold's ref) and the settlement path that bills them.
+ */
+export interface UnfinishedBilling {
+  rows: {
+    heldBy(holdRef: string): Promise<Array<{ requestId: string; row: SettlementRow | null }>>;
+    remove(requestId: string): Promise<void>;
+    sweepSettled(): Promise<number>;
+  };
+  /** Writes one settlement, unique by request id (the group commit): usage row, ledger charge, counters, budgets. */
+  settle(row: SettlementRow): Promise<{ inserted: boolean }>;
+}
+
+/** The settlement could not reach the database (its outcome unknown): tried again at the next pass. */
+const unavailable = (err: unknown) => (err as { code?: unknown } | null)?.code === 'settlement_unavailable';
+
 /** Users whose mirrors one ledger read checks. */
 const REFRESH_CHUNK = 500;
 
@@ -20,13 +39,15 @@ const REFRESH_CHUNK = 500;
  * node either committed the charge before dying (the ledger has the request id) or never will (its
  * process is gone, and a settlement is only written by the process that served the request): either
  * way the hold is released with the ledger's balances as they are now, which include that charge if
- * it happened. A dead node's unfinished request is not billed (nothing recorded what it delivered).
+ * it happened. A dead node's unfinished `/v1/messages` request is not billed (nothing recorded what it delivered);
+ * its running realtime responses are, from their checkpoints (`unfinished`), before their holds are released.
  */
 export class HoldReconciler {
   private timer: ReturnType<typeof setInterval> | null = null;
   private running: Promise<number> | null = null;
 
-  constructor(private readonly store: HoldStore, private readonly ledger: LedgerTruth, private readonly opts: { intervalMs: number; log?: Logger }) {}
+  constructor(private readonly store: HoldStore, private readonly ledger: LedgerTruth,
+    private readonly opts: { intervalMs: number; log?: Logger; unfinished?: UnfinishedBilling }) {}
 
   /** One pass: every hold in limbo released against the ledger. Returns how many were released. */
   async runOnce(): Promise<number> {
@@ -46,7 +67,9 @@ export class HoldReconciler {
     let released = 0;
     for (const hold of limbo) {
       try {
-        const charged = await this.ledger.settled(hold.ref);
+        // Before the release: the balances it installs are read after these charges committed.
+        const billed = await this.billUnfinished(hold);
+        const charged = billed || await this.ledger.settled(hold.ref);
         const m = await this.ledger.mirrors(hold.userId, hold.keyId);
         // Read after the settled check, like the balances: a charge committed before it is in this spend.
         const budgets = hold.budgetIds?.length && this.ledger.budgetSpend ? await this.ledger.budgetSpend([...hold.budgetIds]) : undefined;
@@ -58,8 +81,54 @@ export class HoldReconciler {
         this.opts.log?.warn('hold.reconcile_failed', { id: hold.ref, cause: errorText(err) });
       }
     }
+    await this.sweepUnfinished();
     await this.refreshMirrors();
     return released;
+  }
+
+  /**
+   * Bills the checkpoints kept under a lapsed hold: the responses its dead node was running, each once (its request
+   * id is the settlement's, so one settled before the node died is written as nothing), capped by the hold (the
+   * money set aside for it; the rest of the balance may be spent since), then deletes them. A row that cannot be
+   * written for a reason of its own is logged and deleted, so its hold is still released; the database unreachable
+   * throws, and the hold stays in limbo for the next pass. Returns whether anything was charged.
+   */
+  private async billUnfinished(hold: Hold): Promise<boolean> {
+    const u = this.opts.unfinished;
+    if (!u) return false;
+    let left = hold.amount;
+    let charged = false;
+    for (const { requestId, row } of await u.rows.heldBy(hold.ref)) {
+      if (!row) {
+        this.opts.log?.error('settlement.unfinished_unreadable', { id: requestId, msg: 'not a settlement this gateway wrote: deleted, nothing billed' });
+        await u.rows.remove(requestId);
+        continue;
+      }
+      const bill = capAt(row, left);
+      try {
+        const out = await u.settle(bill);
+        if (out.inserted) {
+          left -= bill.cost;
+          charged = true;
+        }
+        this.opts.log?.info('settlement.unfinished_billed', { id: requestId, hold: hold.ref, cost: out.inserted ? bill.cost : 0, outcome: out.inserted ? 'billed' : 'already_settled' });
+      } catch (err) {
+        if (unavailable(err)) throw err;
+        this.opts.log?.error('settlement.unfinished_failed', { id: requestId, cause: errorText(err), row: JSON.stringify(bill) });
+      }
+      await u.rows.remove(requestId);
+    }
+    return charged;
+  }
+
+  /** Checkpoints whose request is settled (its node died between the commit and the delete): deleted, never billed. */
+  private async sweepUnfinished(): Promise<void> {
+    try {
+      const n = await this.opts.unfinished?.rows.sweepSettled();
+      if (n) this.opts.log?.info('settlement.unfinished_swept', { count: n, msg: 'checkpoints of requests already settled' });
+    } catch (err) {
+      this.opts.log?.warn('settlement.unfinished_sweep_failed', { cause: errorText(err) });
+    }
   }
 
   /**
@@ -93,4 +162,9 @@ export class HoldReconciler {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
   }
+}
+
+/** A checkpoint's row charging at most `cap` (flagged `capped` when cut). */
+function capAt(row: SettlementRow, cap: number): SettlementRow {
+  return row.cost <= cap ? row : { ...row, cost: Math.max(0, cap), usageFlag: withFlag(row.usageFlag, 'capped') };
 }
