@@ -91,7 +91,7 @@ export class HoldReconciler {
    * id is the settlement's, so one settled before the node died is written as nothing), capped by the hold (the
    * money set aside for it; the rest of the balance may be spent since), then deletes them. A row that cannot be
    * written for a reason of its own is logged and deleted, so its hold is still released; the database unreachable
-   * throws, and the hold stays in limbo for the next pass. Returns whether anything was charged.
+   * throws, and the hold stays in limbo for the next pass. Returns whether the ledger has a charge of these rows.
    */
   private async billUnfinished(hold: Hold): Promise<boolean> {
     const u = this.opts.unfinished;
@@ -107,10 +107,9 @@ export class HoldReconciler {
       const bill = capAt(row, left);
       try {
         const out = await u.settle(bill);
-        if (out.inserted) {
-          left -= bill.cost;
-          charged = true;
-        }
+        if (out.inserted) left -= bill.cost;
+        // Written now or before (its node settled it before dying): either way the ledger has its charge.
+        charged = true;
         this.opts.log?.info('settlement.unfinished_billed', { id: requestId, hold: hold.ref, cost: out.inserted ? bill.cost : 0, outcome: out.inserted ? 'billed' : 'already_settled' });
       } catch (err) {
         if (unavailable(err)) throw err;
