@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { costOf } from '@gw/core';
 import { RealtimeTestClient, startRealtimeUpstream } from '../doubles/realtime-upstream';
 import { callJson, loginToken, startGatewayProcess } from '../helpers/gateway-process';
-import { PRICE, RESPONSE_CREATE, SAMPLE_COST, bearerOf } from '../helpers/realtime-wiring';
+import { PRICE, SAMPLE_COST, bearerOf, leaveResponsesRunning, type OpenSession } from '../helpers/realtime-wiring';
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-rt-crash-'));
 const dbPath = join(dir, 'gw.db');
@@ -37,7 +37,7 @@ const peek = <T>(sql: string): T[] => {
   }
 };
 
-async function connect(url: string, key: string): Promise<{ c: RealtimeTestClient; conn: number }> {
+async function connect(url: string, key: string): Promise<OpenSession> {
   const c = new RealtimeTestClient(`${url.replace('http://', 'ws://')}/v1/realtime?model=gpt-realtime`, bearerOf(key));
   clients.push(c);
   await c.opened;
@@ -55,18 +55,9 @@ test.skipIf(process.env.GW_TEST_BACKEND === 'pg')('SIGKILL mid-response: the cut
   const userId = user.body.data.id as number;
   const key = (await callJson(a.url, 'POST', '/api/token/', { name: 'k', user_id: userId }, token)).body.data.key as string;
 
-  // Session 1: a response completed (settled before the kill), then one cut by the kill after all its output.
-  const s1 = await connect(a.url, key);
-  s1.c.ws.send(RESPONSE_CREATE);
-  await s1.c.waitFor('response.done');
-  up.stopBefore = 'response.done';
-  s1.c.ws.send(RESPONSE_CREATE);
-  await s1.c.waitFor('response.output_text.done', 2);
-  const cutId = (await s1.c.waitFor('response.created', 2)).response.id as string;
-  // Session 2: a response the upstream started itself (server VAD), killed before any output.
-  const s2 = await connect(a.url, key);
-  up.send('{"type":"response.created","response":{"id":"resp_vad_kill","status":"in_progress"}}', s2.conn);
-  await s2.c.waitFor('response.created');
+  // Session 1: a response completed (settled before the kill), then one cut by the kill after all its output;
+  // session 2: a response the upstream started itself (server VAD), killed before any output.
+  const { cutId } = await leaveResponsesRunning(up, () => connect(a.url, key));
   // The three deltas came in one burst: the first was checkpointed at once, the rest within a second.
   await Bun.sleep(2000);
   a.proc.kill(9);

@@ -169,6 +169,28 @@ export const expectError = (r: { status: number; body: any; headers: Headers }, 
 
 export const RESPONSE_CREATE = '{"type":"response.create","response":{"output_modalities":["text"]}}';
 export const bearerOf = (key: string) => ({ headers: { authorization: `Bearer ${key}` } });
+
+/** A client session and the id of its upstream connection on the double. */
+export interface OpenSession { c: RealtimeTestClient; conn: number }
+
+/**
+ * What the crash tests leave running on a gateway before killing it: session 1, a response completed (settled), then
+ * one stopped before its response.done after all its output (`cutId`); session 2, a response the upstream started
+ * itself (server VAD), with no output (`resp_vad_kill`). `open` opens a session on the gateway under test.
+ */
+export async function leaveResponsesRunning(up: RealtimeUpstreamDouble, open: () => Promise<OpenSession>): Promise<{ s1: OpenSession; s2: OpenSession; cutId: string }> {
+  const s1 = await open();
+  s1.c.ws.send(RESPONSE_CREATE);
+  await s1.c.waitFor('response.done');
+  up.stopBefore = 'response.done';
+  s1.c.ws.send(RESPONSE_CREATE);
+  await s1.c.waitFor('response.output_text.done', 2);
+  const cutId = (await s1.c.waitFor('response.created', 2)).response.id as string;
+  const s2 = await open();
+  up.send('{"type":"response.created","response":{"id":"resp_vad_kill","status":"in_progress"}}', s2.conn);
+  await s2.c.waitFor('response.created');
+  return { s1, s2, cutId };
+}
 /** The charge of SAMPLE_USAGE at PRICE, computed here independently of the gateway. */
 export const SAMPLE_COST = costOf([
   [80 - 64, PRICE.input], [320 - 192, PRICE.audio_input], [256, PRICE.cache_read], [30, PRICE.output], [82, PRICE.audio_output],
