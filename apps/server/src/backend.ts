@@ -120,11 +120,13 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     const stores = createPgStores(pg.db, bus);
     // PG_SETTLE_FLUSH_MS / PG_SETTLE_BATCH / PG_SETTLE_DEADLINE_MS (validated with the billing settings).
     const billing = billingConfig(config.env);
+    // Checkpoints of running realtime responses, written off the request path. Closers run in reverse: the last
+    // writes (the drops of settlements the sink commits while it closes, below) are awaited after the sink closed and
+    // before the pool does, for 2 s at most (a connection gone silent must not hold the rest of the shutdown).
+    const checkpoints = new PgRealtimeUnfinished(pg.sql, (id, op, err) => log.error('settlement.unfinished_write_failed', { id, op, cause: errorText(err), msg: 'the leader deletes a row left once its request is settled' }));
+    closers.push(() => Promise.race([checkpoints.idle(), Bun.sleep(2_000)]));
     const sink = new PgGroupCommitter(pg.db, billing.pgSettle);
     closers.push(() => sink.close());
-    // Checkpoints of running realtime responses, written off the request path; the last ones are awaited before the pool closes.
-    const checkpoints = new PgRealtimeUnfinished(pg.sql, (id, op, err) => log.error('settlement.unfinished_write_failed', { id, op, cause: errorText(err), msg: 'the leader deletes a row left once its request is settled' }));
-    closers.push(() => checkpoints.idle());
     const leader = await PgAdvisoryLeader.start(url, { name: `gw:${config.pgSchema}:jobs`, log: (line) => log.info('leader', { msg: line }) });
     closers.push(() => leader.close());
     const rateLimits = new RedisRateLimits(redis, config.redisPrefix);

@@ -149,7 +149,7 @@ describe('HoldReconciler: checkpoints of a dead node', () => {
 
   test('the database unreachable: the hold stays in limbo, billed at a later pass; a row-level failure is logged and the hold released', async () => {
     let down = true;
-    const bad = new Error('row refused');
+    const bad = new Error('Failed query', { cause: Object.assign(new Error('insert violates foreign key'), { name: 'PostgresError', code: '23503' }) });
     const { store, rec, kept, written, events, at } = withCheckpoints({
       fail: (r) => (r.requestId === 'rt_d_resp_1' && down ? Object.assign(new Error('unreachable'), { code: 'settlement_unavailable' }) : r.requestId === 'rt_e_resp_1' ? bad : null),
     });
@@ -165,6 +165,24 @@ describe('HoldReconciler: checkpoints of a dead node', () => {
     down = false;
     expect(await rec.runOnce()).toBe(1);
     expect(written.map((r) => r.requestId)).toEqual(['rt_d_resp_1']);
+    expect(kept.size).toBe(0);
+  });
+
+  test('the settlement path closing under a shutdown (a plain error, no code) keeps the row and its hold for the next pass', async () => {
+    let closing = true;
+    const { store, rec, kept, written, events, at } = withCheckpoints({
+      fail: () => (closing ? new Error('group committer closed') : null),
+    });
+    await store.reserve({ userId: 1, keyId: null, amount: 300, ref: 'rt_f#1', leaseMs: 1_000 });
+    kept.set('rt_f_resp_1', { ref: 'rt_f#1', row: row('rt_f_resp_1', 10) });
+    at(2_000);
+    expect(await rec.runOnce()).toBe(0);
+    expect(events).not.toContain('settlement.unfinished_failed');
+    expect([...kept.keys()]).toEqual(['rt_f_resp_1']);
+    expect((await store.available({ userId: 1 })).user).toBe(1_000 - 300);
+    closing = false;
+    expect(await rec.runOnce()).toBe(1);
+    expect(written.map((r) => r.requestId)).toEqual(['rt_f_resp_1']);
     expect(kept.size).toBe(0);
   });
 });

@@ -27,8 +27,18 @@ export interface UnfinishedBilling {
   settle(row: SettlementRow): Promise<{ inserted: boolean }>;
 }
 
-/** The settlement could not reach the database (its outcome unknown): tried again at the next pass. */
-const unavailable = (err: unknown) => (err as { code?: unknown } | null)?.code === 'settlement_unavailable';
+/**
+ * PostgreSQL refused the row itself (class 22, data exception: a value out of range; class 23, integrity: its user
+ * or key gone): writing it again cannot succeed, so it is logged and deleted and its hold released. Anything else
+ * (the database unreachable, the settlement path closing under a shutdown, an unknown failure) keeps the row and
+ * its hold in limbo for the next pass: deleting it there would lose the charge for good.
+ */
+function rowRefused(err: unknown): boolean {
+  for (let e: any = err, i = 0; e && i < 4; e = e.cause, i++) {
+    if (e.name === 'PostgresError' && typeof e.code === 'string' && /^2[23]/.test(e.code)) return true;
+  }
+  return false;
+}
 
 /** Users whose mirrors one ledger read checks. */
 const REFRESH_CHUNK = 500;
@@ -89,9 +99,9 @@ export class HoldReconciler {
   /**
    * Bills the checkpoints kept under a lapsed hold: the responses its dead node was running, each once (its request
    * id is the settlement's, so one settled before the node died is written as nothing), capped by the hold (the
-   * money set aside for it; the rest of the balance may be spent since), then deletes them. A row that cannot be
-   * written for a reason of its own is logged and deleted, so its hold is still released; the database unreachable
-   * throws, and the hold stays in limbo for the next pass. Returns whether the ledger has a charge of these rows.
+   * money set aside for it; the rest of the balance may be spent since), then deletes them. A row PostgreSQL refuses
+   * for a reason of its own is logged and deleted, so its hold is still released; any other failure throws, and the
+   * hold stays in limbo for the next pass. Returns whether the ledger has a charge of these rows.
    */
   private async billUnfinished(hold: Hold): Promise<boolean> {
     const u = this.opts.unfinished;
@@ -112,7 +122,7 @@ export class HoldReconciler {
         charged = true;
         this.opts.log?.info('settlement.unfinished_billed', { id: requestId, hold: hold.ref, cost: out.inserted ? bill.cost : 0, outcome: out.inserted ? 'billed' : 'already_settled' });
       } catch (err) {
-        if (unavailable(err)) throw err;
+        if (!rowRefused(err)) throw err;
         this.opts.log?.error('settlement.unfinished_failed', { id: requestId, cause: errorText(err), row: JSON.stringify(bill) });
       }
       await u.rows.remove(requestId);

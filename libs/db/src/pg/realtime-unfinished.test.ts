@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { openPgTestDb, requirePg, type PgTestDb } from '../../../../tests/helpers/postgres';
 import type { SettlementRow } from '../repos/settlements';
 import type { PgSql } from './client';
-import { PgRealtimeUnfinished, pgUnfinishedRows } from './realtime-unfinished';
+import { CHECKPOINT_STATEMENTS, PgRealtimeUnfinished, pgUnfinishedRows } from './realtime-unfinished';
 
 const row = (requestId: string, cost: number): SettlementRow => ({
   requestId, kind: 'realtime', userId: 1, apiKeyId: 1, channelId: null, model: 'gpt-realtime', upstreamModel: 'gpt-realtime', stream: true,
@@ -78,6 +78,27 @@ describe('PgRealtimeUnfinished: writes queued, ordered per request id', () => {
     await Bun.sleep(20);
     expect([...pool.table.keys()]).toEqual(['rt_fast']);
     await store.idle();
+  });
+
+  test('however many responses write at once, at most CHECKPOINT_STATEMENTS statements are in flight; every row lands', async () => {
+    const pool = slowPool(Array.from({ length: 40 }, () => 15));
+    let inFlight = 0;
+    let most = 0;
+    const counted = ((strings: TemplateStringsArray, ...values: unknown[]) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      return (pool.sql as any)(strings, ...values).finally(() => { inFlight--; });
+    }) as unknown as PgSql;
+    const store = new PgRealtimeUnfinished(counted, () => {});
+    for (let i = 0; i < 20; i++) store.put(row(`rt_many${i}`, i), `rt#m${i}`);
+    // A response still streaming while it waits: only its latest state is sent.
+    for (let c = 100; c < 110; c++) store.put(row('rt_many19', c), 'rt#m19');
+    expect(pool.sent.length).toBe(CHECKPOINT_STATEMENTS);
+    await store.idle();
+    expect(most).toBe(CHECKPOINT_STATEMENTS);
+    expect(pool.table.size).toBe(20);
+    expect(pool.table.get('rt_many19')).toBe(109);
+    expect(pool.sent.length).toBe(20);
   });
 
   test('a failed statement is reported, never thrown to the caller, and the next one of the id still goes', async () => {

@@ -8,6 +8,8 @@
  * request id (a statement is sent only once the previous one of that id is answered, and only the latest waiting
  * one is sent), so a put sent before a drop can never land after it on another pool connection and bring the row
  * back, and a response that streams faster than the database answers costs one statement in flight, not a queue.
+ * At most CHECKPOINT_STATEMENTS run at once per process, whatever the number of responses: a thousand streaming
+ * sessions must not take the pool connections the settlements commit on when PostgreSQL is slow.
  * A failed statement is reported to `onError` and the next one of the id goes on: a row that stays is deleted by
  * the leader's sweep once its request is settled.
  */
@@ -17,6 +19,9 @@ import type { PgSql } from './client';
 
 type Write = { put: SettlementRow; holdRef: string; at: number } | { put: null };
 
+/** Checkpoint statements in flight at once per process (the rest wait, coalesced per request id). */
+export const CHECKPOINT_STATEMENTS = 2;
+
 /** What one request id has in flight: the statement being written, and the latest one waiting behind it. */
 interface Lane {
   waiting: Write | null;
@@ -25,6 +30,9 @@ interface Lane {
 export class PgRealtimeUnfinished implements CheckpointStore {
   private readonly lanes = new Map<string, Lane>();
   private readonly running = new Set<Promise<void>>();
+  // The pool's connections are the settlements' too: however many responses stream, checkpoints take at most these.
+  private active = 0;
+  private readonly waitingForSlot: Array<() => void> = [];
 
   constructor(private readonly sql: PgSql, private readonly onError: (requestId: string, op: 'put' | 'drop', err: unknown) => void) {}
 
@@ -48,19 +56,25 @@ export class PgRealtimeUnfinished implements CheckpointStore {
 
   private queue(requestId: string, w: Write): void {
     const lane = this.lanes.get(requestId);
-    // One in flight for this id: this one replaces whatever waits behind it (only the latest state matters).
+    // One in flight or waiting for a connection: this one replaces whatever waits (only the latest state matters).
     if (lane) {
       lane.waiting = w;
       return;
     }
-    const fresh: Lane = { waiting: null };
+    const fresh: Lane = { waiting: w };
     this.lanes.set(requestId, fresh);
-    const run = this.drain(requestId, w, fresh).finally(() => this.running.delete(run));
+    const run = this.drain(requestId, fresh).finally(() => this.running.delete(run));
     this.running.add(run);
   }
 
-  private async drain(requestId: string, first: Write, lane: Lane): Promise<void> {
-    for (let w: Write | null = first; w; w = lane.waiting, lane.waiting = null) {
+  private async drain(requestId: string, lane: Lane): Promise<void> {
+    while (lane.waiting) {
+      // Taken at once when free (the first statement goes out before put() returns); else in turn. The write is read
+      // once the slot is ours, so a response streaming while it waits sends its latest state.
+      if (this.active < CHECKPOINT_STATEMENTS) this.active++;
+      else await new Promise<void>((r) => this.waitingForSlot.push(r));
+      const w = lane.waiting!;
+      lane.waiting = null;
       try {
         if (w.put) {
           await this.sql`insert into realtime_unfinished (request_id, hold_ref, row, updated_at)
@@ -71,6 +85,11 @@ export class PgRealtimeUnfinished implements CheckpointStore {
         }
       } catch (err) {
         this.onError(requestId, w.put ? 'put' : 'drop', err);
+      } finally {
+        // A freed slot goes straight to the next waiter.
+        const next = this.waitingForSlot.shift();
+        if (next) next();
+        else this.active--;
       }
     }
     this.lanes.delete(requestId);
