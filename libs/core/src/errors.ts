@@ -85,35 +85,44 @@ export const errors = {
 export function toGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
   if (outOfRangeValue(err)) return new GatewayError(400, 'value_out_of_range', 'A number in the request is outside the range the gateway stores', { cause: err });
-  if (storageUnavailable(err)) {
+  const storage = storageFailure(err);
+  if (storage === 'not_done') {
     return new GatewayError(503, 'storage_unavailable', 'The gateway cannot reach its database or cache right now; try again shortly', { cause: err, headers: { 'retry-after': '1' } });
+  }
+  if (storage === 'unknown') {
+    return new GatewayError(503, 'storage_outcome_unknown', 'The gateway lost its database connection while handling this request: if the request changes something, check whether it was made before sending it again', { cause: err });
   }
   return errors.internal(err);
 }
 
-/** postgres.js's connection errors, a socket's own, and SQLite's "cannot write now" results. */
-const UNAVAILABLE_CODES = new Set([
-  'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT',
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN',
-  'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_FULL', 'SQLITE_IOERR',
-]);
-
 /**
  * The database (or Redis) being down, restarting, out of connections or out of disk is not a bug in the request or
- * in our code: a 503 the client may retry, not a 500. PostgreSQL's classes 08 (connection exception), 53
- * (insufficient resources: too many connections, disk full) and 57P01–57P03 (shutdown, cannot connect now); an
- * ioredis command that failed for want of a connection. Matched by shape through the cause chain, like
- * outOfRangeValue, so this library loads no driver.
+ * in our code: a 503, not a 500. Whether the client may simply retry depends on when it failed. Before the statement
+ * reached the database (no connection could be made, the server refused new ones, SQLite busy or full, which roll
+ * the statement back; an ioredis command refused while offline) that statement did nothing: `not_done`. A connection
+ * lost while a statement ran (closed, reset, the server shutting down, an I/O error, an ioredis command whose
+ * connection dropped) may have committed it: `unknown`,
+ * which a retry of a non-idempotent write (a balance adjustment) could apply twice. Matched by shape through the cause
+ * chain, like outOfRangeValue, so this library loads no driver.
  */
-function storageUnavailable(err: unknown): boolean {
+const NOT_DONE_CODES = new Set(['ECONNREFUSED', 'CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'SQLITE_BUSY', 'SQLITE_FULL']);
+const UNKNOWN_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
+/** PostgreSQL: cannot connect now (57P03), too many connections (53300), connection refused or rejected (08001, 08004). */
+const PG_NOT_DONE = new Set(['57P03', '53300', '08001', '08004']);
+
+function storageFailure(err: unknown): 'not_done' | 'unknown' | null {
   for (let e: any = err, i = 0; e && i < 4; e = e.cause, i++) {
     const code = typeof e.code === 'string' ? e.code : '';
-    if (UNAVAILABLE_CODES.has(code) || code.startsWith('SQLITE_IOERR')) return true;
-    if (e.name === 'PostgresError' && (code.startsWith('08') || code.startsWith('53') || /^57P0[123]$/.test(code))) return true;
-    if (e.name === 'MaxRetriesPerRequestError') return true;
-    if (e.message === 'Connection is closed.' || e.message === "Stream isn't writeable and enableOfflineQueue options is false") return true;
+    if (e.name === 'PostgresError') {
+      if (PG_NOT_DONE.has(code)) return 'not_done';
+      if (code.startsWith('08') || code.startsWith('53') || code === '57P01' || code === '57P02') return 'unknown';
+    }
+    if (NOT_DONE_CODES.has(code) || code.startsWith('SQLITE_BUSY')) return 'not_done';
+    if (UNKNOWN_CODES.has(code) || code.startsWith('SQLITE_IOERR')) return 'unknown';
+    if (e.message === "Stream isn't writeable and enableOfflineQueue options is false") return 'not_done';
+    if (e.name === 'MaxRetriesPerRequestError' || e.message === 'Connection is closed.') return 'unknown';
   }
-  return false;
+  return null;
 }
 
 /**
