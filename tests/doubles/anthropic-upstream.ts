@@ -115,7 +115,7 @@ export function startAnthropicUpstream(opts: DoubleOptions & { promptCache?: num
     if (req.body === undefined) return anthropicError(400, 'Invalid JSON body');
     if (plan.error) {
       const e = plan.error;
-      return anthropicError(e.status, e.message, e.type, e.retryAfter !== undefined ? { 'retry-after': String(e.retryAfter) } : {});
+      return anthropicError(e.status, e.message, e.type, { ...(e.retryAfter !== undefined ? { 'retry-after': String(e.retryAfter) } : {}), ...e.headers });
     }
     if (req.path === '/v1/messages/count_tokens') {
       return jsonResponse({ input_tokens: plan.usage?.input ?? doubleTokens(JSON.stringify(req.body.messages ?? []) + JSON.stringify(req.body.system ?? '')) });

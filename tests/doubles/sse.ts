@@ -24,7 +24,7 @@ export interface UpstreamPlan {
   /** Close the connection without any response. */
   reset?: boolean;
   /** Answer with the provider's error body. `retryAfter` sets the retry-after header (429s). */
-  error?: { status: number; message?: string; type?: string; retryAfter?: number | string };
+  error?: { status: number; message?: string; type?: string; retryAfter?: number | string; headers?: Record<string, string> };
   /** Reply text (default: "Echo: <last user text>"). Empty string → no text block. */
   text?: string;
   /**

@@ -103,7 +103,8 @@ describe("max_tokens above the output cap of a channel's upstream model", () => 
 });
 
 describe("max_tokens above the output cap on native channels (Anthropic's own words)", () => {
-  const capError = { status: 400, message: 'max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for claude-upstream-internal-name' };
+  // With the header Anthropic's SDKs read on every error ("false" on a 400): about retrying that upstream, not this model's others.
+  const capError = { status: 400, message: 'max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for claude-upstream-internal-name', headers: { 'x-should-retry': 'false' } };
   test('another native channel serving the model takes it; with none left the answer leaves out the upstream model name', async () => {
     const capped = upstream('anthropic');
     const roomy = upstream('anthropic');

@@ -97,6 +97,8 @@ describe('an upstream model\'s output cap', () => {
     const c = classifyUpstreamError(400, body('max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for claude-x'), new Headers());
     expect(c).toMatchObject({ kind: 'model_limit', retryable: true });
     expect(c.error.message).toBe('max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for this model');
+    const hinted = classifyUpstreamError(400, body('max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for claude-x'), new Headers({ 'x-should-retry': 'false' }));
+    expect(hinted).toMatchObject({ kind: 'model_limit', retryable: true });
     const quoted = classifyUpstreamError(400, body("Invalid value: 'max_tokens: 5 > 1, which is the maximum allowed number of output tokens for x'"), new Headers());
     expect(quoted.error.code).toBe('upstream_invalid_request');
   });

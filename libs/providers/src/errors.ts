@@ -71,7 +71,9 @@ const result = (kind: UpstreamErrorKind, retryable: boolean, error: GatewayError
 export function classifyUpstreamError(status: number, bodyText: string, headers: Headers, scrubber: Scrubber = genericScrubber): ClassifiedError {
   const c = classify(status, bodyText, headers, scrubber);
   const hint = headers.get('x-should-retry');
-  if (hint === 'true' || hint === 'false') c.retryable = hint === 'true';
+  // The hint is about sending the same request to the same upstream again. An output cap is that upstream model's, so
+  // its "do not retry" says nothing about the model's other channels (Anthropic's 400s carry the header).
+  if ((hint === 'true' || hint === 'false') && c.kind !== 'model_limit') c.retryable = hint === 'true';
   return c;
 }
 
