@@ -81,6 +81,16 @@ export const errors = {
   internal: (cause?: unknown) => new GatewayError(500, 'internal_error', 'Internal server error', { cause }),
 };
 
+/**
+ * `err` and what it wraps (`cause`), outermost first, at most `depth` of them: drivers' errors reach our code
+ * wrapped by drizzle ("Failed query: …") or by our own layers, and are recognised by their shape at any of these.
+ */
+export function causeChain(err: unknown, depth = 4): any[] {
+  const out: any[] = [];
+  for (let e: any = err; e && out.length < depth; e = e.cause) out.push(e);
+  return out;
+}
+
 /** Wraps anything thrown into a GatewayError, keeping the cause; unknown throws become 500s. */
 export function toGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
@@ -111,7 +121,7 @@ const UNKNOWN_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECT
 const PG_NOT_DONE = new Set(['57P03', '53300', '08001', '08004']);
 
 function storageFailure(err: unknown): 'not_done' | 'unknown' | null {
-  for (let e: any = err, i = 0; e && i < 4; e = e.cause, i++) {
+  for (const e of causeChain(err)) {
     const code = typeof e.code === 'string' ? e.code : '';
     if (e.name === 'PostgresError') {
       if (PG_NOT_DONE.has(code)) return 'not_done';
@@ -131,8 +141,5 @@ function storageFailure(err: unknown): 'not_done' | 'unknown' | null {
  * PostgresError, possibly wrapped by drizzle as `cause`), so this library loads no driver.
  */
 function outOfRangeValue(err: unknown): boolean {
-  for (let e: any = err, i = 0; e && i < 3; e = e.cause, i++) {
-    if (e?.name === 'PostgresError' && (e.code === '22003' || e.code === '22P02' || e.code === '22021')) return true;
-  }
-  return false;
+  return causeChain(err, 3).some((e) => e.name === 'PostgresError' && (e.code === '22003' || e.code === '22P02' || e.code === '22021'));
 }

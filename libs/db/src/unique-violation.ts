@@ -1,3 +1,5 @@
+import { causeChain } from '@gw/core';
+
 /**
  * Whether `err` (or what it wraps) is the database refusing a duplicate in unique index `index` on
  * `table.column`: PostgreSQL's 23505 names the index, SQLite's message names the column. Lets a service turn
@@ -5,9 +7,6 @@
  * check and the write) into the same 409 the check gives, instead of a 500.
  */
 export function isUniqueViolation(err: unknown, index: string, table: string, column: string): boolean {
-  for (let e: any = err, depth = 0; e && depth < 4; e = e.cause, depth++) {
-    if (e.code === '23505' && (e.constraint_name === index || e.constraint === index)) return true;
-    if (typeof e.message === 'string' && e.message.includes(`UNIQUE constraint failed: ${table}.${column}`)) return true;
-  }
-  return false;
+  return causeChain(err).some((e) => (e.code === '23505' && (e.constraint_name === index || e.constraint === index))
+    || (typeof e.message === 'string' && e.message.includes(`UNIQUE constraint failed: ${table}.${column}`)));
 }

@@ -1,4 +1,4 @@
-import { errorText, type Logger } from '@gw/core';
+import { causeChain, errorText, type Logger } from '@gw/core';
 import type { SettlementRow } from '@gw/db';
 import { withFlag } from '../usage-guard';
 import type { BudgetMirror, Hold, HoldStore, Mirror } from './port';
@@ -34,10 +34,7 @@ export interface UnfinishedBilling {
  * its hold in limbo for the next pass: deleting it there would lose the charge for good.
  */
 function rowRefused(err: unknown): boolean {
-  for (let e: any = err, i = 0; e && i < 4; e = e.cause, i++) {
-    if (e.name === 'PostgresError' && typeof e.code === 'string' && /^2[23]/.test(e.code)) return true;
-  }
-  return false;
+  return causeChain(err).some((e) => e.name === 'PostgresError' && typeof e.code === 'string' && /^2[23]/.test(e.code));
 }
 
 /** Users whose mirrors one ledger read checks. */
