@@ -41,7 +41,7 @@ export interface QuotaDeps {
   /** Absent: settlements are not journaled (in-memory database: nothing would survive a crash anyway). */
   journal?: SettlementJournal | null;
   /**
-   * With `sink`: where checkpoint() keeps the settlement of a request still running (a realtime response), billed
+   * With `sink`: where checkpoint() keeps the settlement of a request still running (a realtime response, a long stream), billed
    * at the next start if this process dies first. Absent: checkpoint() does nothing (with `sink`).
    */
   unfinished?: UnfinishedStore | null;
@@ -676,6 +676,8 @@ export class QuotaService {
         if (e.error) w.fail(e.error);
         else w.done({ cost: e.inserted ? e.row.cost : 0, duplicate: !e.inserted });
       }
+      // Written or failed for good (as in settle()): a long stream's checkpoint must not bill it at the next start.
+      if (this.checkpointed.size) this.dropCheckpoint(e.row.requestId);
     }
     // A settlement that failed for good was answered "nothing charged": a later replay must not charge it,
     // so its segment goes now rather than when full. Nothing was appended during the (synchronous) write,

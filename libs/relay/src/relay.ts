@@ -330,18 +330,10 @@ export class RelayService {
    * promise of its commit, which the caller awaits before the response or stream ends. A failure is
    * logged and charges nothing, never thrown at the client (the request was served).
    */
-  private settle(res: Reservation, r: Ticket, ch: RelayChannel | null, plan: PlanBill | null, usage: UsageReport | null,
-    o: { status: number; errorCode: string; attempts: number; ttftMs: number | null; estimate?: Partial<TokenUsage>; estimated?: boolean }): void | Promise<void> {
+  private settle(res: Reservation, r: Ticket, ch: RelayChannel | null, plan: PlanBill | null, usage: UsageReport | null, o: SettleOutcome): void | Promise<void> {
     let out: number | Promise<unknown>;
     try {
-      out = this.d.quota.finish(res, {
-        requestId: r.requestId, userId: r.key.userId, apiKeyId: r.key.id, channelId: ch?.id ?? null, model: r.model,
-        upstreamModel: ch ? ch.modelMapping[r.model] ?? r.model : '', stream: r.stream, usage,
-        estimate: o.estimate, estimated: o.estimated, latencyMs: since(r.startedAt), ttftMs: o.ttftMs, status: o.status, errorCode: o.errorCode, attempts: o.attempts, ip: r.ip,
-        group: r.group, ratio: r.ratio,
-        // The serving channel's plan: its price, its plausibility limits, its overrides.
-        ...(plan ?? {}),
-      });
+      out = this.d.quota.finish(res, usageLog(r, ch, plan, usage, o));
     } catch (e) {
       this.d.quota.release(res);
       (this.d.log ?? stdLogger).error('settlement.unrecorded', { id: r.requestId, msg: 'settlement could not be recorded; nothing was charged' }, e);
@@ -534,6 +526,7 @@ export class RelayService {
       reader, first: start.bytes, pending: start.pending, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
       idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, maxMs: cfg.streamMaxMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
       onEnd: this.streamEnd(res, r.ticket, ch, billOf(plan), attempts, scrubber), holdEnd: this.d.quota.commitsLater,
+      ...(this.d.quota.keepsUnfinished ? { checkpointMs: STREAM_CHECKPOINT_MS, onCheckpoint: this.streamCheckpoint(res, r.ticket, ch, billOf(plan), attempts) } : {}),
     });
     return { ok: true, channel: ch, response };
   }
@@ -542,16 +535,56 @@ export class RelayService {
   private streamEnd(res: Reservation, ticket: Ticket, ch: RelayChannel, bill: PlanBill, attempts: number, scrubber: () => Scrubber) {
     return (e: StreamEnd) => {
       if (e.upstreamFault) void this.d.health.failure(ch.id, scrubber().scrub(e.reason));
-      return this.settle(res, ticket, ch, bill, toTokens(e.usage, e.codeExecutionCalls), {
-        status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
-        estimate: {
-          input: atLeast(bill.limits.input, e.peak?.input_tokens), output: estimateSafe(e.estimatedUsage.output_tokens), codeExecution: e.codeExecutionCalls,
-          ...cacheFallback(ch, bill, e.peak),
-        }, estimated: !e.reported,
-      });
+      return this.settle(res, ticket, ch, bill, toTokens(e.usage, e.codeExecutionCalls), streamOutcome(ch, bill, attempts, e));
+    };
+  }
+
+  /**
+   * A long stream's checkpoint: what its settlement would be were it cut now (gateway_crashed), kept until it
+   * settles, so a process death (kill -9, a crash, the OOM killer) bills it once, as a client leaving would have
+   * been (the next start on SQLite; the leader once its hold lapses on PostgreSQL). Never fails the stream.
+   */
+  private streamCheckpoint(res: Reservation, ticket: Ticket, ch: RelayChannel, bill: PlanBill, attempts: number) {
+    return (e: StreamEnd) => {
+      try {
+        this.d.quota.checkpoint(res, usageLog(ticket, ch, bill, toTokens(e.usage, e.codeExecutionCalls), streamOutcome(ch, bill, attempts, e)));
+      } catch (err) {
+        (this.d.log ?? stdLogger).error('settlement.checkpoint_failed', { id: ticket.requestId, msg: 'the stream goes on; a process death now would not bill it' }, err);
+      }
     };
   }
 }
+
+type SettleOutcome = { status: number; errorCode: string; attempts: number; ttftMs: number | null; estimate?: Partial<TokenUsage>; estimated?: boolean };
+
+/** The usage row of a request's settlement (or of a stream's checkpoint). */
+function usageLog(r: Ticket, ch: RelayChannel | null, plan: PlanBill | null, usage: UsageReport | null, o: SettleOutcome) {
+  return {
+    requestId: r.requestId, userId: r.key.userId, apiKeyId: r.key.id, channelId: ch?.id ?? null, model: r.model,
+    upstreamModel: ch ? ch.modelMapping[r.model] ?? r.model : '', stream: r.stream, usage,
+    estimate: o.estimate, estimated: o.estimated, latencyMs: since(r.startedAt), ttftMs: o.ttftMs, status: o.status, errorCode: o.errorCode, attempts: o.attempts, ip: r.ip,
+    group: r.group, ratio: r.ratio,
+    // The serving channel's plan: its price, its plausibility limits, its overrides.
+    ...(plan ?? {}),
+  };
+}
+
+/** How a stream's end is billed: as reported, else on the estimate of what was delivered. */
+function streamOutcome(ch: RelayChannel, bill: PlanBill, attempts: number, e: StreamEnd): SettleOutcome {
+  return {
+    status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
+    estimate: {
+      input: atLeast(bill.limits.input, e.peak?.input_tokens), output: estimateSafe(e.estimatedUsage.output_tokens), codeExecution: e.codeExecutionCalls,
+      ...cacheFallback(ch, bill, e.peak),
+    }, estimated: !e.reported,
+  };
+}
+
+/**
+ * A stream's checkpoint interval: a process death loses at most this much of a stream's output from its bill,
+ * and a stream shorter than this (most of them) writes none.
+ */
+const STREAM_CHECKPOINT_MS = 1000;
 
 /**
  * Bun's fetch keeps a string (or buffer) body until the whole response has been read, so every held stream

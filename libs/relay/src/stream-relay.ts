@@ -79,6 +79,13 @@ export interface StreamRelayInput {
    * is held back until then, so the client cannot see a complete answer that is not billed yet.
    */
   holdEnd?: boolean;
+  /**
+   * Every `checkpointMs` of a stream's life (first after `checkpointMs`; 0 or absent = never), what it would be
+   * billed were it cut now, for the process's death: `onEnd`'s argument as if the gateway had cut it. By the
+   * stream's timer, so a stream shorter than `checkpointMs` costs nothing, and never per chunk.
+   */
+  checkpointMs?: number;
+  onCheckpoint?(end: StreamEnd): void;
 }
 
 /** A failure the relay itself imposed on the upstream read; its message is ours and shown to the client. */
@@ -165,6 +172,10 @@ class StreamRelay {
   private readonly startedAt: number;
   private readonly onEnd: (end: StreamEnd) => void | Promise<void>;
   private readonly holdEnd: boolean;
+  private readonly checkpointMs: number;
+  private readonly onCheckpoint: ((end: StreamEnd) => void) | undefined;
+  /** performance.now() of the next checkpoint (Infinity: none). */
+  private checkpointAt = Infinity;
   /** The last byte of the message's last event, held back until the settlement commits (holdEnd). */
   private held: Uint8Array | null = null;
   private stopped: StreamAbortedError | null = null;
@@ -216,6 +227,8 @@ class StreamRelay {
     this.startedAt = p.startedAt;
     this.onEnd = p.onEnd;
     this.holdEnd = p.holdEnd === true;
+    this.onCheckpoint = p.onCheckpoint;
+    this.checkpointMs = p.onCheckpoint && p.checkpointMs ? p.checkpointMs : 0;
     this.onRead = (r) => this.read(r);
     this.onReadError = (error) => this.read({ error });
   }
@@ -260,19 +273,32 @@ class StreamRelay {
     clearTimeout(this.timer);
     this.signal?.removeEventListener('abort', this);
     const out = this.decoder.result();
-    const usage = out.usage ?? out.estimatedUsage;
     let errorCode = '';
     let upstreamFault = false;
     if (clientSide) errorCode = clientSide.code;
     else if (this.stopped) ({ code: errorCode, upstreamFault } = this.stopped);
     else if (!out.complete) { errorCode = 'upstream_stream_cut'; upstreamFault = true; }
-    return this.onEnd({ usage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, codeExecutionCalls: out.codeExecutionCalls, peak: out.peak, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: this.ttft });
+    return this.onEnd(this.outcome(out, errorCode, upstreamFault));
+  }
+
+  private outcome(out: ReturnType<StreamDecoder['result']>, errorCode: string, upstreamFault: boolean): StreamEnd {
+    return {
+      usage: out.usage ?? out.estimatedUsage, reported: out.usage != null, estimatedUsage: out.estimatedUsage, codeExecutionCalls: out.codeExecutionCalls,
+      peak: out.peak, errorCode, upstreamFault, reason: out.error ?? errorCode, ttftMs: this.ttft,
+    };
+  }
+
+  /** The stream as the gateway's death would cut it now (the decoder's result() only reads). */
+  private checkpoint(now: number): void {
+    this.checkpointAt = now + this.checkpointMs;
+    this.onCheckpoint!(this.outcome(this.decoder.result(), 'gateway_crashed', false));
   }
 
   /** The client stream, from here on driven by the client's reads, the upstream's chunks, the timer and the signal. */
   open(): ReadableStream<Uint8Array> {
     this.quietSince = performance.now();
-    this.timer = setTimeout(checkDeadlines, Math.max(1, Math.min(this.stallMs, this.idleMs, this.keepAliveMs, this.wholeAt < 0 ? this.startedAt + this.maxMs - this.quietSince : this.tailMs)), this);
+    if (this.checkpointMs) this.checkpointAt = this.quietSince + this.checkpointMs;
+    this.timer = setTimeout(checkDeadlines, Math.max(1, Math.min(this.stallMs, this.idleMs, this.keepAliveMs, this.checkpointMs || NEVER, this.wholeAt < 0 ? this.startedAt + this.maxMs - this.quietSince : this.tailMs)), this);
     this.signal?.addEventListener('abort', this, { once: true });
     const body = new ReadableStream<Uint8Array>(this as unknown as Bun.UnderlyingSource<Uint8Array>, { highWaterMark: 0 });
     if (this.signal?.aborted) this.handleEvent();
@@ -335,6 +361,7 @@ class StreamRelay {
       try { this.ctrl.enqueue(PING); } catch { return; }
       this.quietSince = now;
     }
+    if (now >= this.checkpointAt) this.checkpoint(now);
     // Next check at the earliest deadline that could fall due (a state that starts later starts its own full period).
     const next = Math.min(
       this.waitingClient ? this.clientSince + this.stallMs - now : this.stallMs,
@@ -342,6 +369,7 @@ class StreamRelay {
       whole && !this.tailCut ? this.wholeAt + this.tailMs - now : NEVER,
       this.waitingUpstream && !whole ? this.startedAt + this.maxMs - now : NEVER,
       this.quietSince + this.keepAliveMs - now,
+      this.checkpointAt - now,
     );
     this.timer = setTimeout(checkDeadlines, Math.max(1, Math.min(NEVER, Math.ceil(next))), this);
   }

@@ -22,7 +22,8 @@ export const realtimeSessions = sqliteTable('realtime_sessions', {
 }, (t) => [uniqueIndex('realtime_sessions_uq').on(t.sessionId), index('realtime_sessions_user_idx').on(t.userId)]);
 
 /**
- * Settlements of realtime responses still running, each as it would be billed if the process died now (its
+ * Settlements of realtime responses and long /v1/messages streams still running (the name is from when only realtime
+ * kept them), each as it would be billed if the process died now (its
  * estimate so far, capped by its hold), kept until the response is settled. A process that starts on this
  * database writes what a killed predecessor left here (skipping request ids already billed) and empties it.
  * SQLite only: one process owns the database, so whatever is here at start-up belongs to a dead one.
