@@ -246,3 +246,24 @@ describe('REDEEM_MAX_FAILURES and REDEEM_FAILURE_WINDOW_SECONDS', () => {
     }
   }, 30_000);
 });
+
+describe.skipIf(!ON_PG)('a redeemed code is answered as redeemed', () => {
+  test('the attempt store failing to clear the count after the credit committed does not turn the credit into a retryable 503', async () => {
+    const { codes: [code] } = await mint(1, 4321);
+    const u = await makeUser(gw);
+    // The database refusing the count's clearing as it refuses a connection when full (53300, a "try again" class).
+    await gw.db.all(`create or replace function gw_test_refuse_clear() returns trigger language plpgsql as $$
+      begin raise exception 'too many connections (test)' using errcode = '53300'; end $$`);
+    await gw.db.all(`create trigger gw_test_refuse_clear before delete on attempt_windows for each row
+      when (old.key = 'redeem:u${u.id}') execute function gw_test_refuse_clear()`);
+    try {
+      const r = await redeem(u.token, code);
+      // Before: 503 storage_unavailable with retry-after, for a credit already in the ledger (a retry then got 400).
+      expect({ status: r.status, quota: r.body.data?.quota }).toEqual({ status: 200, quota: 4321 });
+      expect(await dbBalance(u.id)).toBe(4321);
+      await balanced(u.id);
+    } finally {
+      await gw.db.all('drop trigger gw_test_refuse_clear on attempt_windows');
+    }
+  }, 20_000);
+});

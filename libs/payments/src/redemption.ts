@@ -6,7 +6,7 @@
  * A code is a credit its minter grants, so it follows the ledger adjustment's role rule: an admin's code credits
  * only users of a lower role (root's codes anyone), else an admin could credit itself or a peer through a code.
  */
-import { GatewayError, localWindows, nowSeconds, type AttemptWindow, type AttemptWindows, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
+import { GatewayError, errorText, localWindows, stdLogger, nowSeconds, type AttemptWindow, type AttemptWindows, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
 import { ROLE, type LedgerStore, type RedemptionCodeRow, type RedemptionCodesStore, type RedemptionStatus, type UsersStore } from '@gw/db';
 
 /** `gwr_` + 24 base62 characters (~143 random bits): guessing is hopeless, the attempt limit is a second wall. */
@@ -87,7 +87,9 @@ export class RedemptionService {
     await this.checkRole(userId, hash);
     const result = await this.ledger.redeemCodeOnce(hash, userId, nowSeconds(), (row) => `code ${row.prefix}… batch ${row.batch}`);
     if (!result) throw new GatewayError(400, 'invalid_code', 'This code is not valid: unknown, already redeemed, expired or revoked', { param: 'code' });
-    await this.failures.reset(key);
+    // The credit has committed: clearing the count is best-effort. Thrown from here, a failure (the attempt store
+    // unreachable) answered a done credit as a retryable 503, whose retry then met the spent code (400).
+    await this.failures.reset(key).catch((err) => stdLogger.warn('redeem.count_not_cleared', { userId, cause: errorText(err), msg: 'the code was redeemed; its failed attempts still count' }));
     // After commit: the balance caches refresh only once the credit is durable.
     await this.bus.committed('user.changed', { userId });
     return result;
