@@ -16,9 +16,9 @@ const ERROR_TYPES: Record<number, [string, string | null]> = {
 };
 
 /** An OpenAI error response. */
-export function openaiError(status: number, message = 'Upstream double error', type?: string, headers: Record<string, string> = {}): Response {
-  const [t, code] = ERROR_TYPES[status] ?? [status >= 500 ? 'server_error' : 'invalid_request_error', null];
-  return jsonResponse({ error: { message, type: type ?? t, param: null, code } }, status, headers);
+export function openaiError(status: number, message = 'Upstream double error', type?: string, headers: Record<string, string> = {}, code?: string | null): Response {
+  const [t, c] = ERROR_TYPES[status] ?? [status >= 500 ? 'server_error' : 'invalid_request_error', null];
+  return jsonResponse({ error: { message, type: type ?? t, param: null, code: code === undefined ? c : code } }, status, headers);
 }
 
 const FINISH: Record<string, string> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls', refusal: 'content_filter' };
@@ -107,7 +107,7 @@ export function startOpenAIUpstream(opts: OpenAIDoubleOptions = {}): UpstreamDou
     if (refused) return refused;
     if (plan.error) {
       const e = plan.error;
-      return openaiError(e.status, e.message, e.type, e.retryAfter !== undefined ? { 'retry-after': String(e.retryAfter) } : {});
+      return openaiError(e.status, e.message, e.type, e.retryAfter !== undefined ? { 'retry-after': String(e.retryAfter) } : {}, e.code);
     }
     if (plan.rawFrames) return sseResponse(plan.rawFrames, plan);
     if (plan.rawJson !== undefined) return jsonResponse(plan.rawJson, 200, plan.headers);

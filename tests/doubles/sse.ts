@@ -23,8 +23,11 @@ export interface UpstreamPlan {
   delayMs?: number;
   /** Close the connection without any response. */
   reset?: boolean;
-  /** Answer with the provider's error body. `retryAfter` sets the retry-after header (429s). */
-  error?: { status: number; message?: string; type?: string; retryAfter?: number | string; headers?: Record<string, string> };
+  /**
+   * Answer with the provider's error body. `retryAfter` sets the retry-after header (429s); `code` the OpenAI body's
+   * `error.code` (default: OpenAI's own for the status; DeepSeek, for one, sends "invalid_request_error").
+   */
+  error?: { status: number; message?: string; type?: string; retryAfter?: number | string; headers?: Record<string, string>; code?: string | null };
   /** Reply text (default: "Echo: <last user text>"). Empty string → no text block. */
   text?: string;
   /**

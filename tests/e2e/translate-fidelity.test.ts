@@ -6,7 +6,10 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { SseParser } from '@gw/formats';
 import { startGateway, type TestGateway } from '../helpers/gateway';
+import type { UpstreamPlan } from '../doubles/sse';
 import { addChannel, keyedUser, send, setPrice, upstream, V, type Scripted } from './relay-setup';
+
+type UpstreamError = NonNullable<UpstreamPlan['error']>;
 
 let gw: TestGateway;
 let oai: Scripted;
@@ -68,71 +71,63 @@ describe('assistant prefill (the last message is an assistant turn)', () => {
   }
 });
 
+/**
+ * Two channels of `model`: the preferred one answers `capError` four times, the other serves each request, and the
+ * refusing channel stays enabled (3 faults would disable it); then both refuse, and the client gets Anthropic's
+ * answer to a max_tokens above the model's cap, `message`, streamed or not. Returns the refusing upstream.
+ */
+async function failsOverOnCap(kind: 'openai' | 'anthropic', model: string, capError: UpstreamError, maxTokens: number, message: string): Promise<Scripted> {
+  const capped = upstream(kind);
+  const roomy = upstream(kind);
+  try {
+    await setPrice(gw, model);
+    const cappedId = await addChannel(gw, { type: kind, url: capped.url, models: [model], priority: 2, name: `${model}-capped` });
+    await addChannel(gw, { type: kind, url: roomy.url, models: [model], priority: 1, name: `${model}-roomy` });
+    for (let i = 0; i < 4; i++) {
+      capped.queue.push({ error: capError });
+      roomy.queue.push({ text: 'long answer' });
+      const r = await send(gw, key, { model, max_tokens: maxTokens, messages: [{ role: 'user', content: 'Hi' }] });
+      expect(r.status).toBe(200);
+      expect(r.body.content).toEqual([{ type: 'text', text: 'long answer' }]);
+    }
+    expect([capped.hits, roomy.hits]).toEqual([4, 4]);
+    expect(gw.services.channelRegistry.get(cappedId)!.status).toBe(1);
+    for (const stream of [false, true]) {
+      capped.queue.push({ error: capError });
+      roomy.queue.push({ error: capError });
+      const r = await send(gw, key, { model, max_tokens: maxTokens, stream, messages: [{ role: 'user', content: 'Hi' }] });
+      expect(r.status).toBe(400);
+      expect(r.body.error).toMatchObject({ type: 'invalid_request_error', code: 'max_tokens_too_large', param: 'max_tokens', message });
+      expect(JSON.stringify(r.body)).not.toContain('internal-name');
+    }
+    return capped;
+  } finally {
+    await capped.stop();
+    await roomy.stop();
+  }
+}
+
 describe("max_tokens above the output cap of a channel's upstream model", () => {
   // OpenAI's own 400 (max_completion_tokens is sent; the message names max_tokens). A cap known beforehand is a
   // channel override (`clamp` of max_tokens: tests/e2e/channel-overrides.test.ts); one the upstream states is judged here.
-  const capError = { status: 400, message: 'max_tokens is too large: 64000. This model supports at most 16384 completion tokens, whereas you provided 64000.' };
   test('another channel serving the model takes the request; the capped channel keeps its health', async () => {
-    const other = upstream('openai');
-    try {
-      await setPrice(gw, 'gpt-cap');
-      const capped = await addChannel(gw, { type: 'openai', url: oai.url, models: ['gpt-cap'], priority: 2, name: 'capped' });
-      await addChannel(gw, { type: 'openai', url: other.url, models: ['gpt-cap'], priority: 1, name: 'roomy' });
-      for (let i = 0; i < 4; i++) {
-        oai.queue.push({ error: capError });
-        other.queue.push({ text: 'long answer' });
-        const r = await send(gw, key, { model: 'gpt-cap', max_tokens: 64000, messages: [{ role: 'user', content: 'Hi' }] });
-        expect(r.status).toBe(200);
-        expect(r.body.content).toEqual([{ type: 'text', text: 'long answer' }]);
-        expect(oai.last().body.max_completion_tokens).toBe(64000);
-      }
-      expect(gw.services.channelRegistry.get(capped)!.status).toBe(1); // 4 refusals, still enabled (3 faults disable)
-      // With no channel left that takes it: Anthropic's answer to a max_tokens above the model's cap.
-      for (const stream of [false, true]) {
-        oai.queue.push({ error: capError });
-        other.queue.push({ error: capError });
-        const r = await send(gw, key, { model: 'gpt-cap', max_tokens: 64000, stream, messages: [{ role: 'user', content: 'Hi' }] });
-        expect(r.status).toBe(400);
-        expect(r.body.error).toMatchObject({ type: 'invalid_request_error', code: 'max_tokens_too_large', param: 'max_tokens',
-          message: 'max_tokens: 64000 > 16384, which is the maximum allowed number of output tokens for this model' });
-      }
-    } finally {
-      await other.stop();
-    }
+    const capError = { status: 400, message: 'max_tokens is too large: 64000. This model supports at most 16384 completion tokens, whereas you provided 64000.' };
+    const capped = await failsOverOnCap('openai', 'gpt-cap', capError, 64000, 'max_tokens: 64000 > 16384, which is the maximum allowed number of output tokens for this model');
+    expect(capped.last().body.max_completion_tokens).toBe(64000);
+  });
+  test("DeepSeek's wording (the cap without the asked value, its error body as it sends it) fails over the same way, naming the max_tokens sent", async () => {
+    const capError = { status: 400, message: 'Invalid max_tokens value, the valid range of max_tokens is [1, 8192]', type: 'invalid_request_error', code: 'invalid_request_error' };
+    const capped = await failsOverOnCap('openai', 'ds-cap', capError, 32000, 'max_tokens: 32000 > 8192, which is the maximum allowed number of output tokens for this model');
+    expect(capped.last().body.max_completion_tokens).toBe(32000);
   });
 });
 
 describe("max_tokens above the output cap on native channels (Anthropic's own words)", () => {
-  // With the header Anthropic's SDKs read on every error ("false" on a 400): about retrying that upstream, not this model's others.
-  const capError = { status: 400, message: 'max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for claude-upstream-internal-name', headers: { 'x-should-retry': 'false' } };
-  test('another native channel serving the model takes it; with none left the answer leaves out the upstream model name', async () => {
-    const capped = upstream('anthropic');
-    const roomy = upstream('anthropic');
-    try {
-      await setPrice(gw, 'claude-cap');
-      const cappedId = await addChannel(gw, { type: 'anthropic', url: capped.url, models: ['claude-cap'], priority: 2, name: 'capped-native' });
-      await addChannel(gw, { type: 'anthropic', url: roomy.url, models: ['claude-cap'], priority: 1, name: 'roomy-native' });
-      for (let i = 0; i < 4; i++) {
-        capped.queue.push({ error: capError });
-        roomy.queue.push({ text: 'long answer' });
-        const r = await send(gw, key, { model: 'claude-cap', max_tokens: 64000, messages: [{ role: 'user', content: 'Hi' }] });
-        expect(r.status).toBe(200);
-        expect(r.body.content).toEqual([{ type: 'text', text: 'long answer' }]);
-      }
-      expect(gw.services.channelRegistry.get(cappedId)!.status).toBe(1);
-      for (const stream of [false, true]) {
-        capped.queue.push({ error: capError });
-        roomy.queue.push({ error: capError });
-        const r = await send(gw, key, { model: 'claude-cap', max_tokens: 64000, stream, messages: [{ role: 'user', content: 'Hi' }] });
-        expect(r.status).toBe(400);
-        expect(r.body.error).toMatchObject({ type: 'invalid_request_error', code: 'max_tokens_too_large', param: 'max_tokens',
-          message: 'max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for this model' });
-        expect(JSON.stringify(r.body)).not.toContain('internal-name');
-      }
-    } finally {
-      await capped.stop();
-      await roomy.stop();
-    }
+  // With the header Anthropic's SDKs read on every error ("false" on a 400): about retrying that upstream, not this model's
+  // others. With none left the answer leaves out the upstream model name.
+  test('another native channel serving the model takes it', async () => {
+    const capError = { status: 400, message: 'max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for claude-upstream-internal-name', headers: { 'x-should-retry': 'false' } };
+    await failsOverOnCap('anthropic', 'claude-cap', capError, 64000, 'max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for this model');
   });
 });
 
