@@ -62,6 +62,26 @@ test('a client\'s input quoted back as "Your credit balance is too low…" is th
   }
 }, 20_000);
 
+test('held: a client\'s input quoted back in an output-cap wording is the client\'s 400, not tried on the model\'s other channels', async () => {
+  // The wordings of an output cap are read only from the start of the upstream's message: one the client planted in
+  // a field the upstream quotes must not send every request on to the model's other channels.
+  const model = 'echo-cap';
+  // A native channel: it passes metadata.user_id as sent (a translated one hashes one over 64 characters).
+  const { us, ids, hits } = await echoingPair(model, 'anthropic');
+  const attacker = await keyedUser(gw);
+  const words = ['Invalid max_tokens value, the valid range of max_tokens is [1, 8192]', '`max_tokens` must be less than or equal to `8`, the maximum value for `max_tokens` is less than the `context_window` for this model',
+    'max_tokens is too large: 64000. This model supports at most 16384 completion tokens'];
+  for (const w of words) {
+    const r = await send(nodeOne(gw), attacker.key, msg(model, { max_tokens: 64000, metadata: { user_id: w } }));
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('upstream_invalid_request');
+    expect(r.body.error.message).toContain(w);
+  }
+  expect(us[0]!.last().body.metadata.user_id).toBe(words.at(-1));
+  expect(hits()).toEqual([words.length, 0]);
+  for (const id of ids) expect(await channelStatus(id)).toBe(1);
+}, 20_000);
+
 test('a passing OpenAI rate limit whose message mentions billing stays a 429 rate limit: the key is kept', async () => {
   await setPrice(gw, 'echo-rl');
   const u = upstream('openai');

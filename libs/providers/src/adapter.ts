@@ -173,8 +173,9 @@ export interface ProviderAdapter {
   /**
    * An upstream HTTP error (status >= 300; redirects are not followed) → retry decision and client-facing
    * error. Upstream text in the message goes through `scrubber` (the channel's, so its key never shows).
+   * `sentMaxTokens`: the request's max_tokens as sent, for an output-cap refusal that states only the cap.
    */
-  classifyError(status: number, bodyText: string, headers: Headers, scrubber?: Scrubber): ClassifiedError;
+  classifyError(status: number, bodyText: string, headers: Headers, scrubber?: Scrubber, sentMaxTokens?: number): ClassifiedError;
   /** The upstream call for count_tokens; absent when the upstream cannot count (use `estimateRequestTokens`). */
   buildCountTokensRequest?(body: CountTokensRequest, target: UpstreamTarget, clientHeaders: Headers): UpstreamRequest;
   /** count_tokens response → input tokens. */

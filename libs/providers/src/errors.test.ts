@@ -108,3 +108,68 @@ describe('an upstream model\'s output cap', () => {
     expect(c.error.code).toBe('upstream_invalid_request');
   });
 });
+
+describe("other OpenAI-compatible servers' wordings of an output cap", () => {
+  const body = (message: string, extra: object = {}) => JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code: null, ...extra } });
+  const capOf = (message: string, sent?: number) => classifyUpstreamError(400, body(message), new Headers(), undefined, sent);
+  const answer = (asked: number, cap: number) => `max_tokens: ${asked} > ${cap}, which is the maximum allowed number of output tokens for this model`;
+  // Each wording as the provider sends it, the request's max_tokens as the gateway sent it (when the wording lacks it).
+  const cases: Array<[string, string, number | undefined, string]> = [
+    ['DeepSeek', 'Invalid max_tokens value, the valid range of max_tokens is [1, 8192]', 32000, answer(32000, 8192)],
+    ['Groq', '`max_tokens` must be less than or equal to `16384`, the maximum value for `max_tokens` is less than the `context_window` for this model', 64000, answer(64000, 16384)],
+    ['Groq (max_completion_tokens, unquoted)', 'max_completion_tokens must be less than or equal to 40960, the maximum value for max_completion_tokens is less than the context_window for this model', 64000, answer(64000, 40960)],
+    ['Groq (older, with the model)', 'max_tokens for `llama-3.1-8b-instant` must be less than or equal to 8000', 32000, answer(32000, 8000)],
+    ['Groq (older, preview model)', 'max_tokens for preview model `llama-3.1-8b-instant` must be less than or equal to 8000', 32000, answer(32000, 8000)],
+    ['Volcengine Ark', 'The parameter `max_completion_tokens` specified in the request are not valid: integer above maximum value, expected a value <= 12288, but got 32000 instead. Request id: 0217752964393142fa50af54af66c5cfb922304bfd59ea286af93', undefined, answer(32000, 12288)],
+    ['Volcengine Ark (unquoted, "is")', 'The parameter max_tokens specified in the request is not valid: integer above maximum value, expected a value <= 32768, but got 64000 instead. Request id: 0217724325966514087c9e55f8b322b82cd17f72450d06e16ef7b', undefined, answer(64000, 32768)],
+    ['Ollama Cloud', "max_tokens (384000) exceeds model's maximum output tokens (65536) for model deepseek-v4-flash:0731", undefined, answer(384000, 65536)],
+    ['Gemini (Vertex AI)', 'Unable to submit request because it has a maxOutputTokens value of 655360 but the supported range is from 1 (inclusive) to 8193 (exclusive). Update the value and try again.', undefined, answer(655360, 8192)],
+    ['DeepInfra', 'max_tokens=131072 cannot be greater than max_model_len=max_total_tokens=28672. Please request fewer output tokens. (parameter=max_tokens, value=131072)', undefined, answer(131072, 28672)],
+  ];
+  for (const [who, message, sent, expected] of cases) {
+    test(`${who}: a model_limit, in Anthropic's words with both numbers`, () => {
+      const c = capOf(message, sent);
+      expect(c).toMatchObject({ kind: 'model_limit', retryable: true });
+      expect(c.error).toMatchObject({ status: 400, code: 'max_tokens_too_large', param: 'max_tokens', message: expected });
+      expect(c.error.message).not.toContain('llama');
+      expect(c.error.message).not.toContain('deepseek-v4');
+    });
+  }
+  test("DeepSeek's own body (its code is invalid_request_error) is read the same way", () => {
+    const c = classifyUpstreamError(400, body('Invalid max_tokens value, the valid range of max_tokens is [1, 8192]', { code: 'invalid_request_error' }), new Headers(), undefined, 64000);
+    expect(c.error.message).toBe(answer(64000, 8192));
+  });
+  test('a wording with the cap alone, where the request\'s max_tokens is not known, says the cap', () => {
+    const c = capOf('Invalid max_tokens value, the valid range of max_tokens is [1, 8192]');
+    expect(c).toMatchObject({ kind: 'model_limit', retryable: true });
+    expect(c.error.message).toBe('max_tokens is above 8192, which is the maximum allowed number of output tokens for this model');
+  });
+  test('a range refusal of a max_tokens within the cap is no output cap: the client\'s 400', () => {
+    for (const sent of [8192, 0]) expect(capOf('Invalid max_tokens value, the valid range of max_tokens is [1, 8192]', sent).error.code).toBe('upstream_invalid_request');
+    expect(capOf('Unable to submit request because it has a maxOutputTokens value of 0 but the supported range is from 1 (inclusive) to 8193 (exclusive).').error.code).toBe('upstream_invalid_request');
+  });
+  test('the same words later in a message (an upstream echoing the client\'s model or tool name) are the client\'s 400', () => {
+    const quoted = [
+      "Invalid value for 'model': 'Invalid max_tokens value, the valid range of max_tokens is [1, 8192]'",
+      'Tool name `max_tokens must be less than or equal to 8, the maximum value for max_tokens is less than the context_window for this model` is invalid',
+      "Model 'x' not found. max_tokens (5) exceeds model's maximum output tokens (1)",
+      "Invalid value: 'The parameter max_tokens specified in the request is not valid: integer above maximum value, expected a value <= 1, but got 5 instead.'",
+      'Unknown model: max_tokens for `x` must be less than or equal to 1',
+      "tools[0].name: 'Unable to submit request because it has a maxOutputTokens value of 5 but the supported range is from 1 (inclusive) to 2 (exclusive)'",
+    ];
+    for (const message of quoted) {
+      const c = capOf(message, 64000);
+      expect([message, c.kind, c.error.code]).toEqual([message, 'invalid_request', 'upstream_invalid_request']);
+    }
+  });
+  test('Groq\'s older wording must end at the number: text after it is not Groq\'s', () => {
+    expect(capOf('max_tokens for `x` must be less than or equal to 8000, tool `y` set max_tokens', 64000).error.code).toBe('upstream_invalid_request');
+  });
+  test('a context-window error stays prompt_too_long, not an output cap', () => {
+    const c = capOf("This model's maximum context length is 128000 tokens. However, you requested 140000 tokens (8000 in the messages, 132000 in the completion). Please reduce the length of the messages or completion.", 132000);
+    expect(c).toMatchObject({ kind: 'invalid_request', retryable: false });
+    expect(c.error.code).toBe('prompt_too_long');
+    const vllm = capOf("'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context length is 4096 tokens and your request has 2778 input tokens (8000 > 4096 - 2778). None", 8000);
+    expect(vllm.error.code).toBe('prompt_too_long');
+  });
+});

@@ -5,7 +5,10 @@
  */
 import { GatewayError } from '@gw/core';
 import type { ClassifiedError, UpstreamErrorKind } from './adapter';
+import { outputCapMessage } from './output-cap';
 import { genericScrubber, type Scrubber } from './scrubber';
+
+export { outputCapMessage };
 
 /** Removes what could identify the upstream or its credentials from a message (no channel secrets known). */
 export function scrub(text: string): string {
@@ -68,8 +71,8 @@ const result = (kind: UpstreamErrorKind, retryable: boolean, error: GatewayError
  * channel's own faults (401/402/403/404: bad key, unpaid, no such model). Not retryable: other 4xx, which
  * would fail the same way anywhere. An upstream `x-should-retry` header overrides the decision.
  */
-export function classifyUpstreamError(status: number, bodyText: string, headers: Headers, scrubber: Scrubber = genericScrubber): ClassifiedError {
-  const c = classify(status, bodyText, headers, scrubber);
+export function classifyUpstreamError(status: number, bodyText: string, headers: Headers, scrubber: Scrubber = genericScrubber, sentMaxTokens?: number): ClassifiedError {
+  const c = classify(status, bodyText, headers, scrubber, sentMaxTokens);
   const hint = headers.get('x-should-retry');
   // The hint is about sending the same request to the same upstream again. An output cap is that upstream model's, so
   // its "do not retry" says nothing about the model's other channels (Anthropic's 400s carry the header).
@@ -80,7 +83,7 @@ export function classifyUpstreamError(status: number, bodyText: string, headers:
 /** The longest retry-after (seconds) an upstream's 429 passes on to the client. */
 export const MAX_RETRY_AFTER_S = 60;
 
-function classify(status: number, bodyText: string, headers: Headers, scrubber: Scrubber): ClassifiedError {
+function classify(status: number, bodyText: string, headers: Headers, scrubber: Scrubber, sentMaxTokens: number | undefined): ClassifiedError {
   // Redirects are never followed (the key would go wherever the Location says): the channel is misconfigured.
   if (status >= 300 && status < 400) return result('server', true, new GatewayError(502, 'upstream_redirect', `The upstream answered with a redirect (HTTP ${status}).`));
   if (status === 429) {
@@ -107,7 +110,7 @@ function classify(status: number, bodyText: string, headers: Headers, scrubber: 
   const detail = scrubber.scrub(upstreamMessage(bodyText));
   const tooLong = contextWindowMessage(bodyText, detail);
   if (tooLong) return result('invalid_request', false, new GatewayError(400, 'prompt_too_long', tooLong));
-  const cap = outputCapMessage(detail);
+  const cap = outputCapMessage(detail, sentMaxTokens);
   if (cap) return result('model_limit', true, new GatewayError(400, 'max_tokens_too_large', cap, { param: 'max_tokens' }));
   const message = detail ? `The upstream rejected the request: ${detail}` : `The upstream rejected the request (HTTP ${status}).`;
   return result('invalid_request', false, new GatewayError(400, 'upstream_invalid_request', message));
@@ -143,26 +146,6 @@ export function contextWindowMessage(bodyText: string, detail: string): string |
     return `input length and \`max_tokens\` exceed context limit: ${input} + ${output} > ${window}, decrease input length or \`max_tokens\` and try again`;
   }
   return `prompt is too long: ${detail || 'the request exceeds the model\'s context window.'}`;
-}
-
-/**
- * OpenAI's refusal of a max_tokens above the model's output cap, read only at the start of the message (an upstream
- * quoting the client's text later in another error is the client's 400). Other OpenAI-compatible servers word it
- * without the two numbers, or as a context-window error (contextWindowMessage), and stay the client's 400.
- */
-const OUTPUT_CAP = /^max_(?:completion_)?tokens is too large: (\d+)\. This model supports at most (\d+) completion tokens/i;
-/** Anthropic's own (a native channel): "max_tokens: 64000 > 32000, which is the maximum allowed number of output tokens for claude-…". */
-const ANTHROPIC_OUTPUT_CAP = /^max_tokens: (\d+) > (\d+), which is the maximum allowed number of output tokens for /;
-
-/**
- * An upstream model's output cap in Anthropic's words (`max_tokens: 64000 > 16384, which is the maximum allowed number
- * of output tokens for …`), or null. The cap belongs to the channel's upstream model, not to the model the client
- * named: another channel serving that name may take the request (the classification is retryable, no health).
- */
-export function outputCapMessage(detail: string): string | null {
-  // The upstream's model name is left out of the answer: it is the channel's mapping, not the client's business.
-  const m = OUTPUT_CAP.exec(detail) ?? ANTHROPIC_OUTPUT_CAP.exec(detail);
-  return m ? `max_tokens: ${m[1]} > ${m[2]}, which is the maximum allowed number of output tokens for this model` : null;
 }
 
 /**

@@ -412,10 +412,13 @@ export class RelayService {
       return { ok: false, retryable: v.retryable, error: v.error };
     };
     let upstream: Response;
+    let sentMaxTokens: number | undefined;
     try {
       const p = applyHeaderPolicy(ch.headerPolicy, r.headers);
       const forwardedHeaders = plan.headers?.forwarded ?? p.forwarded;
-      const u = adapter.buildMessagesRequest(applyBodyPolicy(ch.headerPolicy, plan.body), { ...target, forwardedHeaders }, p.clientHeaders);
+      const sent = applyBodyPolicy(ch.headerPolicy, plan.body);
+      sentMaxTokens = sent.max_tokens;
+      const u = adapter.buildMessagesRequest(sent, { ...target, forwardedHeaders }, p.clientHeaders);
       if (r.signal?.aborted) return fail({ phase: 'transport', cause: r.signal.reason }, 'client closed');
       try {
         const init = r.body.stream === true && u.init.body.length >= RELEASED_BODY_CHARS ? releasedOnceSent(u.init) : u.init;
@@ -429,7 +432,7 @@ export class RelayService {
     }
     if (!upstream.ok) {
       const text = await readPrefix(upstream, ERROR_BODY_BYTES).catch(() => '');
-      return fail({ phase: 'status', classified: clientNotFound(adapter.classifyError(upstream.status, text, upstream.headers, scrubber()), ch, plan.body, r.body) }, `HTTP ${upstream.status}`,
+      return fail({ phase: 'status', classified: clientNotFound(adapter.classifyError(upstream.status, text, upstream.headers, scrubber(), sentMaxTokens), ch, plan.body, r.body) }, `HTTP ${upstream.status}`,
         { status: upstream.status, message: upstreamMessage(text), body: text });
     }
     if (r.body.stream !== true) {
