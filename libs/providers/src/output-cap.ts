@@ -55,7 +55,9 @@ function capRefusal(detail: string): CapRefusal | null {
 
 /**
  * An upstream model's output cap in Anthropic's words (`max_tokens: 64000 > 16384, which is the maximum allowed number
- * of output tokens for this model`), or null. `sentMaxTokens` is the max_tokens the gateway sent, for the wordings that
+ * of output tokens for this model`), or null. The cap belongs to the channel's upstream model, not to the model the
+ * client named: another channel serving that name may take the request (the classification is retryable, no health
+ * change). `sentMaxTokens` is the max_tokens the gateway sent, for the wordings that
  * state only the cap (DeepSeek, Groq); unknown, the answer says "max_tokens is above <cap>, …". A refused max_tokens
  * within the stated cap is no output cap (DeepSeek words a max_tokens below 1 the same way): the client's 400.
  */
