@@ -13,5 +13,5 @@ export { PgChangeFeed, CHANGE_CHANNEL, type PgChangeFeedOptions } from './pg/cha
 export { PgGroupCommitter, SettlementUnavailableError, isTransientPgError, type GroupCommitOptions } from './pg/group-commit';
 export { copyOrder, CopyError, copySqliteToPostgres, type CopyOptions } from './copy';
 export * from './repos-pg';
-export { pgAttemptWindows } from './pg/attempt-windows';
+export { PG_SWEEP, pgAttemptWindows, pgSweepAttemptWindows } from './pg/attempt-windows';
 export { PgRealtimeUnfinished, pgUnfinishedRows, type UnfinishedRows } from './pg/realtime-unfinished';

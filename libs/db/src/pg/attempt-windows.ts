@@ -14,7 +14,16 @@ import type { PgSql } from './client';
 const SWEEP_EVERY = 1024;
 const COUNT_ALL = 2 ** 31;
 
-export function pgAttemptWindows(sql: PgSql): AttemptWindows {
+/** The sweep's statement (`$1` = now), exported so a test can read its query plan. */
+export const PG_SWEEP = 'delete from attempt_windows where start + 2 * window_ms <= $1';
+
+/** Deletes rows idle for two windows; resolves to how many went. */
+export async function pgSweepAttemptWindows(sql: PgSql, now: number): Promise<number> {
+  return (await sql.unsafe(PG_SWEEP, [now])).count;
+}
+
+export function pgAttemptWindows(sql: PgSql, opts: { sweepEvery?: number } = {}): AttemptWindows {
+  const sweepEvery = opts.sweepEvery ?? SWEEP_EVERY;
   let hits = 0;
   return (name, windowMs, clock = Date.now) => {
     const k = (key: string) => `${name}:${key}`;
@@ -27,7 +36,7 @@ export function pgAttemptWindows(sql: PgSql): AttemptWindows {
       count: async (key) => COUNT_ALL - stepWindow(await read(key), { limit: COUNT_ALL, windowMs, cost: 0 }, clock()).result.remaining,
       hit: async (key, limit) => {
         const t = clock();
-        if (++hits % SWEEP_EVERY === 0) void sql`delete from attempt_windows where start + 2 * window_ms <= ${t}`.catch(() => {});
+        if (++hits % sweepEvery === 0) void pgSweepAttemptWindows(sql, t).catch(() => {});
         const start = t - (t % windowMs);
         const retry = Math.max(1, Math.ceil((start + windowMs - t) / 1000));
         if (limit < 1) return retry;

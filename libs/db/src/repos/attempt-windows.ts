@@ -11,19 +11,26 @@ import type { Database } from 'bun:sqlite';
 /** Hits between sweeps of rows idle for two windows (the table stays bounded by the keys in use). */
 const SWEEP_EVERY = 1024;
 
-export function sqliteAttemptWindows(sqlite: Database): AttemptWindows {
+/** The sweep's statement (`?1` = now), exported so a test can read its query plan. */
+export const SQLITE_SWEEP = 'DELETE FROM attempt_windows WHERE start + 2 * window_ms <= ?1';
+
+/** Deletes rows idle for two windows; returns how many went. */
+export function sqliteSweepAttemptWindows(sqlite: Database, now: number): number {
+  return sqlite.query(SQLITE_SWEEP).run(now).changes;
+}
+
+export function sqliteAttemptWindows(sqlite: Database, opts: { sweepEvery?: number } = {}): AttemptWindows {
+  const sweepEvery = opts.sweepEvery ?? SWEEP_EVERY;
   const read = sqlite.query<WindowCounter, [string]>('SELECT window_ms AS windowMs, start, cur, prev FROM attempt_windows WHERE key = ?');
   const write = sqlite.query('INSERT INTO attempt_windows (key, window_ms, start, cur, prev) VALUES (?1, ?2, ?3, ?4, ?5) '
     + 'ON CONFLICT(key) DO UPDATE SET window_ms = ?2, start = ?3, cur = ?4, prev = ?5');
   const remove = sqlite.query('DELETE FROM attempt_windows WHERE key = ?');
-  // Rows of every window length are swept by their own: idle once their window and the one before have passed.
-  const sweep = sqlite.query('DELETE FROM attempt_windows WHERE start + 2 * window_ms <= ?');
   let hits = 0;
   return (name, windowMs, clock = Date.now) => {
     const k = (key: string) => `${name}:${key}`;
     const step = (key: string, limit: number, cost: number) => sqlite.transaction(() => {
       const t = clock();
-      if (++hits % SWEEP_EVERY === 0) sweep.run(t);
+      if (++hits % sweepEvery === 0) sqliteSweepAttemptWindows(sqlite, t);
       const { result, next } = stepWindow(read.get(k(key)) ?? undefined, { limit, windowMs, cost }, t);
       if (cost > 0 && result.ok) write.run(k(key), next.windowMs, next.start, next.cur, next.prev);
       return result;
