@@ -19,3 +19,4 @@ export function repoContract(make: MakeEnv): void {
   paymentsContract(make);
   budgetsContract(make);
 }
+export { attemptWindowsContract, type AttemptWindowsEnv } from './attempt-windows.contract';

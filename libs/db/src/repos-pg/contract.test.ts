@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ChangeBus } from '@gw/core';
-import { repoContract, type ContractEnv, type ContractRepos } from '../repos-contract';
+import { attemptWindowsContract, repoContract, type ContractEnv, type ContractRepos } from '../repos-contract';
+import { PG_SWEEP, pgAttemptWindows, pgSweepAttemptWindows } from '../pg/attempt-windows';
 import {
   PgAlertOutboxRepo, PgBudgetChargesRepo, PgBudgetsRepo, PgApiKeysRepo, PgChannelsRepo, PgGroupsRepo, PgLedgerRepo, PgPricesRepo, PgRealtimeSessionsRepo, PgRedemptionCodesRepo,
   PgSecurityRepo, PgSessionsRepo, PgSettlementsRepo, PgTopupOrdersRepo, PgUsageLogsRepo, PgUsageStatsRepo, PgUsersRepo,
@@ -50,6 +51,30 @@ async function emptyEnv(): Promise<ContractEnv> {
 
 describe.skipIf(!available)('repository contract: PostgreSQL', () => {
   repoContract(emptyEnv);
+});
+
+describe.skipIf(!available)('attempt windows contract: PostgreSQL', () => {
+  attemptWindowsContract(async () => {
+    await t.reset();
+    const { sql } = t.handle;
+    return {
+      windows: (opts) => pgAttemptWindows(sql, opts),
+      sweep: (now) => pgSweepAttemptWindows(sql, now),
+      keys: async () => (await sql<{ key: string }[]>`select key from attempt_windows order by key collate "C"`).map((r) => r.key),
+      fill: async (n, prefix, start, windowMs) => {
+        await sql`insert into attempt_windows (key, window_ms, start, cur, prev)
+          select ${prefix} || i, ${windowMs}, ${start}, 1, 0 from generate_series(0, ${n - 1}) i`;
+      },
+      // A small table's cheapest plan is often to read it all: with sequential scans priced out, a plan that still
+      // reads the whole table has no index to use.
+      sweepPlan: (now) => sql.begin(async (tx) => {
+        await tx`set local enable_seqscan = off`;
+        const rows = await tx.unsafe(`explain ${PG_SWEEP}`, [now]);
+        return rows.map((r) => String(r['QUERY PLAN'])).join('\n');
+      }),
+      close: async () => {},
+    };
+  });
 });
 
 describe.skipIf(!available)('pgHistoryReads', () => {
