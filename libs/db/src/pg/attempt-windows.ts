@@ -8,14 +8,18 @@
  * Only the account flows use it (login, reset, 2FA, current password, redeem); nothing on the /v1 path does.
  */
 import { stepWindow, type AttemptWindows } from '@gw/core';
+import { SWEEP_CHUNK, SWEEP_EVERY } from '../attempt-sweep';
 import type { PgSql } from './client';
 
-/** Hits between sweeps of rows idle for two windows (the table stays bounded by the keys in use). */
-const SWEEP_EVERY = 1024;
 const COUNT_ALL = 2 ** 31;
 
-/** The sweep's statement (`$1` = now), exported so a test can read its query plan. */
-export const PG_SWEEP = 'delete from attempt_windows where start + 2 * window_ms <= $1';
+/**
+ * The sweep's statement (`$1` = now), exported so a test can read its query plan: rows idle for two windows by
+ * their expiry (generated column, migration pg/0024), found by a range of its index, at most SWEEP_CHUNK a sweep
+ * so one sweep never holds a pooled connection long.
+ */
+export const PG_SWEEP = 'delete from attempt_windows where key in '
+  + `(select key from attempt_windows where expires_at <= $1 limit ${SWEEP_CHUNK})`;
 
 /** Deletes rows idle for two windows; resolves to how many went. */
 export async function pgSweepAttemptWindows(sql: PgSql, now: number): Promise<number> {

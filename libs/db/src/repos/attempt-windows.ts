@@ -7,12 +7,15 @@
  */
 import { stepWindow, type AttemptWindows, type WindowCounter } from '@gw/core';
 import type { Database } from 'bun:sqlite';
+import { SWEEP_CHUNK, SWEEP_EVERY } from '../attempt-sweep';
 
-/** Hits between sweeps of rows idle for two windows (the table stays bounded by the keys in use). */
-const SWEEP_EVERY = 1024;
-
-/** The sweep's statement (`?1` = now), exported so a test can read its query plan. */
-export const SQLITE_SWEEP = 'DELETE FROM attempt_windows WHERE start + 2 * window_ms <= ?1';
+/**
+ * The sweep's statement (`?1` = now), exported so a test can read its query plan. Rows of every window length go
+ * by their own expiry (idle once their window and the one after have passed), found by a range of its index, at
+ * most SWEEP_CHUNK a sweep so a flood's worth of idle rows never holds the event loop at once.
+ */
+export const SQLITE_SWEEP = 'DELETE FROM attempt_windows WHERE rowid IN '
+  + `(SELECT rowid FROM attempt_windows WHERE expires_at <= ?1 LIMIT ${SWEEP_CHUNK})`;
 
 /** Deletes rows idle for two windows; returns how many went. */
 export function sqliteSweepAttemptWindows(sqlite: Database, now: number): number {

@@ -146,7 +146,13 @@ export const attemptWindows = sqliteTable('attempt_windows', {
   start: integer('start').notNull(),
   cur: integer('cur').notNull(),
   prev: integer('prev').notNull(),
-}, (t) => [index('attempt_windows_start_idx').on(t.start)]);
+  /**
+   * When the row is idle (ms): its window and the one after have passed, so it counts nothing. Computed by SQLite
+   * from the row itself, so every write (the upsert's update too) keeps it right, and indexed so the sweep is a
+   * range of that index rather than a read of every row (migration 0021).
+   */
+  expiresAt: integer('expires_at').generatedAlwaysAs(sql`start + 2 * window_ms`, { mode: 'virtual' }),
+}, (t) => [index('attempt_windows_expires_idx').on(t.expiresAt)]);
 
 /** Tables of the SQLite schema alone (no PostgreSQL twin, not copied by db:copy): what Redis keeps there. */
 export const sqliteOnlyTables = ['attemptWindows', 'realtimeUnfinished'] as const;
