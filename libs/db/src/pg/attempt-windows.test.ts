@@ -29,6 +29,21 @@ describe.skipIf(!available)('attempt windows in PostgreSQL', () => {
     expect(await w.hit('1.2.3.4', 3)).toBe(0);
   });
 
+  test('nodes whose clocks straddle a window edge do not wipe each other\'s counts', async () => {
+    // Node A's clock is 200 ms past the edge, node B's 200 ms before it. Before, a hit from B on a row A had moved
+    // to the next window matched neither window and started the counts again from 1: alternating nodes around
+    // every edge, a guesser was never refused.
+    const edge = 1_800_000_120_000;
+    const windows = pgAttemptWindows(t.handle.sql);
+    const a = windows('password-change', 60_000, () => edge + 200);
+    const b = windows('password-change', 60_000, () => edge - 200);
+    const key = `skew${Math.random()}`;
+    const answers: number[] = [];
+    for (let i = 0; i < 8; i++) answers.push(await (i % 2 ? b : a).hit(key, 5));
+    expect(answers.filter((w) => w === 0)).toHaveLength(5);
+    expect(answers.slice(5).every((w) => w > 0)).toBe(true);
+  });
+
   test('every hit along a timeline is answered as stepWindow answers it (window roll, weighted previous window)', async () => {
     let now = 1_800_000_060_000;
     const w = pgAttemptWindows(t.handle.sql)('2fa', 60_000, () => now);

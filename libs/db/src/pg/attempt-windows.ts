@@ -46,12 +46,16 @@ export function pgAttemptWindows(sql: PgSql, opts: { sweepEvery?: number } = {})
         const start = t - (t % windowMs);
         const retry = Math.max(1, Math.ceil((start + windowMs - t) / 1000));
         if (limit < 1) return retry;
-        // The row's counts as this window sees them (stepWindow): its own window's, or the one before as `prev`.
-        const same = sql`a.window_ms = ${windowMs} and a.start = ${start}`;
+        // The row's counts as this window sees them (stepWindow): its own window's, or the one before as `prev`. A row
+        // already in a later window (another node's clock is past the edge this one has not reached) is taken as it
+        // is, its window kept and its previous one counted whole: moved back, it matched neither window and its
+        // counts started again from 1, so hits alternating between two such nodes around every edge were never refused.
+        const same = sql`a.window_ms = ${windowMs} and a.start >= ${start}`;
         const cur = sql`(case when ${same} then a.cur else 0 end)`;
         const prev = sql`(case when ${same} then a.prev when a.window_ms = ${windowMs} and a.start = ${start - windowMs} then a.cur else 0 end)`;
         // windowEstimate, in float8 like JS's numbers, so both sides floor the same value.
-        const weight = 1 - (t - start) / windowMs;
+        const weight = sql`(case when a.window_ms = ${windowMs} and a.start > ${start} then 1 else ${1 - (t - start) / windowMs}::float8 end)`;
+        const startAfter = sql`(case when ${same} then a.start else ${start} end)`;
         const counted = await sql.begin(async (tx) => {
           // Not waiting for the WAL flush (about 4 ms a commit on the test machine's disk, against 0.5 ms for the
           // whole transaction without): a hit is not money, and what a database crash can lose is the last fraction
@@ -59,8 +63,8 @@ export function pgAttemptWindows(sql: PgSql, opts: { sweepEvery?: number } = {})
           await tx`set local synchronous_commit = off`;
           return tx`
             insert into attempt_windows as a (key, window_ms, start, cur, prev) values (${k(key)}, ${windowMs}, ${start}, 1, 0)
-            on conflict (key) do update set window_ms = ${windowMs}, start = ${start}, cur = ${cur} + 1, prev = ${prev}
-            where floor(${cur}::float8 + ${prev}::float8 * ${weight}::float8) + 1 <= ${Math.min(limit, COUNT_ALL)}
+            on conflict (key) do update set window_ms = ${windowMs}, start = ${startAfter}, cur = ${cur} + 1, prev = ${prev}
+            where floor(${cur}::float8 + ${prev}::float8 * ${weight}) + 1 <= ${Math.min(limit, COUNT_ALL)}
             returning 1`;
         });
         return counted.length ? 0 : retry;
