@@ -99,6 +99,23 @@ describe("the operator's 404: still a channel fault that fails over", () => {
     expect(t.failures()).toEqual([1, 0, 0]);
   });
 
+  test('the model not found, to a request that also names a file: still the channel\'s; its upstream name is never shown', async () => {
+    // Any client can add a file block: the channel's own 404 must not become the client's, nor show its mapping.
+    const t = await trio('nf-typo-file');
+    t.us[0]!.fallback = { error: { status: 404, message: 'model: secret-upstream-name-7' } };
+    const u = await keyedUser(gw);
+    const r = await send(n1(), u.key, fileDoc('nf-typo-file'));
+    expect(r.status).toBe(200);
+    expect(JSON.stringify(r.body)).not.toContain('secret-upstream-name-7');
+    expect(t.hits()).toEqual([1, 1, 0]);
+    expect(t.failures()).toEqual([1, 0, 0]);
+    t.us[1]!.fallback = { error: { status: 404, message: 'model: secret-upstream-name-7' } };
+    t.us[2]!.fallback = { error: { status: 404, message: 'model: secret-upstream-name-7' } };
+    const all = await send(n1(), u.key, fileDoc('nf-typo-file'));
+    expect(all.status).toBeGreaterThanOrEqual(400);
+    expect(JSON.stringify(all.body)).not.toContain('secret-upstream-name-7');
+  });
+
   test('a wrong base_url (404 for the path): the next channel answers, the first is charged a failure', async () => {
     await setPrice(gw, 'nf-path');
     const [a, b] = [up(), up()];

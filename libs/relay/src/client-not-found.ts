@@ -13,6 +13,8 @@ import { GatewayError } from '@gw/core';
 import type { MessagesRequest } from '@gw/formats';
 import type { ClassifiedError } from '@gw/providers';
 
+const MODEL_NOT_FOUND = /^model:/i;
+
 /** Content blocks looked at in all (tool results' own content included): a bound on hostile bodies. */
 const MAX_BLOCKS = 4096;
 
@@ -27,6 +29,9 @@ export function clientNotFound(c: ClassifiedError, channel: { type: string }, se
   if (c.kind !== 'not_found' || channel.type !== 'anthropic' || !namesUpstreamObjects(sent)) return c;
   if (asked !== sent && !namesUpstreamObjects(asked)) return c;
   const said = c.detail ?? '';
+  // Anthropic's own "model not found" ("model: <name>") is the channel's whatever else the request names: any client
+  // can add a file block, and the message is the channel's mapping, not the client's business.
+  if (MODEL_NOT_FOUND.test(said)) return c;
   const message = `The upstream could not find a file, container or skill this request names${said ? `: ${said}` : '.'}`;
   return { kind: 'invalid_request', retryable: false, error: new GatewayError(404, 'upstream_object_not_found', message, { type: 'not_found_error' }) };
 }
