@@ -6,6 +6,12 @@ const none: LimitFields = { rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0 
 const subject = (key: Partial<LimitFields>, user: Partial<LimitFields> = {}, group: Partial<LimitFields> = {}) =>
   ({ key: { ...none, ...key, id: 1 }, user: { ...none, ...user, id: 2 }, group: { ...none, ...group, name: 'g' } });
 
+/**
+ * Windows are aligned to the clock's minutes: a burst that straddles one weighs its first hits a little less than
+ * whole after it, and one more passes. The counting tests run on a clock fixed mid-minute, so none can.
+ */
+const midMinute = () => 1_800_000_030_000;
+
 async function refusal(p: Promise<unknown>): Promise<GatewayError> {
   try { await p; } catch (e) { return e as GatewayError; }
   throw new Error('expected a refusal');
@@ -13,7 +19,7 @@ async function refusal(p: Promise<unknown>): Promise<GatewayError> {
 
 describe('RequestLimiter', () => {
   test('a request refused by a later limit gives back the concurrency slots it took', async () => {
-    const limits = new MemoryRateLimits();
+    const limits = new MemoryRateLimits(midMinute);
     const lim = new RequestLimiter(limits, { leaseMs: 60_000 });
     const s = subject({ maxConcurrency: 5 }, { rateLimitRpm: 1 });
     const first = await lim.admit(s, { tokens: 0, hold: true });
@@ -27,7 +33,7 @@ describe('RequestLimiter', () => {
   });
 
   test('tokens per minute count the admitted tokens; a request larger than the limit is refused without retry-after', async () => {
-    const lim = new RequestLimiter(new MemoryRateLimits(), { leaseMs: 60_000 });
+    const lim = new RequestLimiter(new MemoryRateLimits(midMinute), { leaseMs: 60_000 });
     const s = subject({}, {}, { rateLimitTpm: 1000 });
     await lim.admit(s, { tokens: 600, hold: false });
     const e = await refusal(lim.admit(s, { tokens: 600, hold: false }));
@@ -73,7 +79,7 @@ describe('per-model limits', () => {
   });
 
   test('a model limit counts per pattern, apart from the general limit, and names itself in the refusal', async () => {
-    const limits = new MemoryRateLimits();
+    const limits = new MemoryRateLimits(midMinute);
     const lim = new RequestLimiter(limits, { leaseMs: 60_000 });
     const s = subject({ rateLimitRpm: 10, modelLimits: { 'opus-*': { ...lim5, rateLimitRpm: 2 } } });
     await lim.admit(s, { tokens: 0, hold: false, model: 'opus-1' });
