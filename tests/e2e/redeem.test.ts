@@ -134,6 +134,8 @@ describe('redemption codes', () => {
     const u = await makeUser(gw);
     const other = await makeUser(gw);
     const { codes } = await mint(2, 50);
+    // The 11 attempts in one clock-aligned 600 s window (PostgreSQL mode; see window-edge.ts).
+    await clearOfWindowEdge(5000, 600_000);
     for (let i = 0; i < 10; i++) {
       const r = await redeem(u.token, `gwr_wrong${i}`);
       expect(r.status).toBe(400);
@@ -147,13 +149,13 @@ describe('redemption codes', () => {
     const ok = await redeem(other.token, codes[0]);
     expect(ok.status).toBe(200);
     expect(ok.body.data.balance).toBe(50);
-  });
+  }, 30_000);
 
   test('a burst of 60 parallel guesses gets at most REDEEM_MAX_FAILURES evaluated; the rest are 429', async () => {
     const u = await makeUser(gw);
     const { codes } = await mint(1, 70);
     // All in one clock-aligned 600 s window (see window-edge.ts).
-    await clearOfWindowEdge(5000, 600_000);
+    await clearOfWindowEdge(10_000, 600_000);
     // Each attempt is claimed before its code is looked at: counting only after the lookup let every
     // parallel guess through on PostgreSQL+Redis (200 of 200 evaluated against a limit of 10).
     const rs = await Promise.all(Array.from({ length: 60 }, (_, i) => redeem(u.token, `gwr_burst${i}`)));
@@ -221,6 +223,23 @@ describe('redemption codes', () => {
   });
 });
 
+/**
+ * Returns just after an edge of a 1 s failure window (REDEEM_MAX_FAILURES 2) counted in this process. SQLite mode
+ * counts there from the gateway's start, not on the clock's seconds, so clearOfWindowEdge cannot place a burst: a
+ * probe user fails until refused, then tries on until an attempt is evaluated again. With the probe's count full
+ * and no earlier window behind it, only the window's roll lets one through.
+ */
+async function justAfterLocalEdge(g: TestGateway, probeToken: string): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  let refused = false;
+  while (Date.now() < deadline) {
+    const { status } = await g.api('POST', '/api/user/redeem', { code: 'gwr_probe' }, probeToken);
+    if (status === 429) refused = true;
+    else if (refused) return;
+  }
+  throw new Error('the failure window did not roll within 5 s');
+}
+
 describe('REDEEM_MAX_FAILURES and REDEEM_FAILURE_WINDOW_SECONDS', () => {
   test('the limit and its window come from the environment; once the window passes, codes work again', async () => {
     const small = await startGateway({ REDEEM_MAX_FAILURES: '2', REDEEM_FAILURE_WINDOW_SECONDS: '1' });
@@ -228,8 +247,10 @@ describe('REDEEM_MAX_FAILURES and REDEEM_FAILURE_WINDOW_SECONDS', () => {
       const u = await makeUser(small);
       const code = (await small.api('POST', '/api/redemption/', { batch: 'w', count: 1, quota: 42, expires_at: now() + 600 })).body.data.codes[0];
       const send = (c: string) => small.api('POST', '/api/user/redeem', { code: c }, u.token);
-      // The three attempts in one clock-aligned second (see window-edge.ts).
-      await clearOfWindowEdge(400, 1000);
+      // The three attempts in one window: on the clock's seconds in PostgreSQL mode (see window-edge.ts), from the
+      // gateway's start in SQLite mode (one window, rolling while this test runs).
+      if (ON_PG) await clearOfWindowEdge(400, 1000);
+      else await justAfterLocalEdge(small, (await makeUser(small)).token);
       expect((await send('gwr_nope1')).status).toBe(400);
       expect((await send('gwr_nope2')).status).toBe(400);
       const limited = await send(code);
