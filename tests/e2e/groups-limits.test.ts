@@ -139,7 +139,7 @@ describe('group fallbacks', () => {
 describe('limits', () => {
   test('a key limit of 30/min lets exactly 30 of 90 concurrent requests through; the rest get 429 key_rpm_exceeded', async () => {
     const u = await member({}, { rate_limit_rpm: 30 });
-    await clearOfWindowEdge();
+    await clearOfWindowEdge(10_000);
     const rs = await Promise.all(Array.from({ length: 90 }, () => send(gw, u.key, msg('claude-x'))));
     expect(rs.filter((r) => r.status === 200).length).toBe(30);
     const refused = rs.filter((r) => r.status !== 200);

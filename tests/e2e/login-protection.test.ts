@@ -94,7 +94,7 @@ describe('per-IP login limit', () => {
     } finally {
       await g.stop();
     }
-  }, 30_000);
+  }, 45_000); // a 3-node start, the window edge's wait and the run
 
   test('per-address limits count an IPv6 client by its /64 (and ::ffff:a.b.c.d as a.b.c.d): rotating addresses gains nothing', async () => {
     // Behind a trusted proxy, so X-Forwarded-For stands for the client's own address (the cluster's nodes read
@@ -121,5 +121,5 @@ describe('per-IP login limit', () => {
       setTrustProxy(false);
       await g.stop();
     }
-  }, 30_000);
+  }, 45_000); // a 3-node start, the window edge's wait and the run
 });

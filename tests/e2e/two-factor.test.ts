@@ -163,7 +163,7 @@ describe('guessing limits', () => {
     const u = await makeUser(gw);
     const { secret } = await enable2fa(u);
     // Failures count in a five-minute window aligned to the clock (see window-edge.ts).
-    await clearOfWindowEdge(6_000, 300_000);
+    await clearOfWindowEdge(10_000, 300_000);
     for (let i = 0; i < 10; i++) expect((await gw.api('POST', '/api/user/2fa/disable', { code: '000000' }, u.token)).status).toBe(400);
     const r = await gw.api('POST', '/api/user/2fa/disable', { code: await totp(secret, 0) }, u.token);
     expect(r.status).toBe(429);
@@ -220,7 +220,7 @@ describe('a stolen session (cookie, no password)', () => {
     const u = await makeUser(gw);
     const stolen = await sessionOf(u);
     // Failures count in a five-minute window aligned to the clock (see window-edge.ts).
-    await clearOfWindowEdge(6_000, 300_000);
+    await clearOfWindowEdge(12_000, 300_000);
     const setup = await withCookie(stolen, 'POST', '/api/user/2fa/setup');
     expect(setup.status).toBe(200);
     const thiefSecret = setup.body.data.secret as string;
