@@ -231,3 +231,47 @@ describe('relayStream with a settlement that commits asynchronously (PostgreSQL 
     expect(text.endsWith('"type":"message_stop"}\n\n')).toBe(true);
   });
 });
+
+describe('checkpoints of a running stream', () => {
+  test('every checkpointMs while output flows, none while the upstream is silent, none once the stream ended', async () => {
+    const t0 = performance.now();
+    // Deltas every 20 ms for 6 pulls, then 500 ms of silence, then two more and the end.
+    let pulls = 0;
+    let silentFrom = 0;
+    const reader = new ReadableStream<Uint8Array>({
+      async pull(c) {
+        pulls++;
+        if (pulls === 7) {
+          silentFrom = performance.now() - t0;
+          await Bun.sleep(500);
+        }
+        else await Bun.sleep(20);
+        if (pulls <= 8) c.enqueue(DELTA);
+        else c.enqueue(concatBytes([frame('content_block_stop', { index: 0 }), frame('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 9 } }), frame('message_stop')])!);
+        if (pulls > 8) c.close();
+      },
+    }, { highWaterMark: 0 }).getReader() as unknown as ReadableStreamDefaultReader<Uint8Array>;
+    const checkpoints: Array<{ at: number; end: StreamEnd }> = [];
+    const ends: StreamEnd[] = [];
+    const res = await relayStream({
+      reader, first: START, decoder: anthropicAdapter.createStreamDecoder({ requestedModel: 'x' }), requestId: 'r', startedAt: t0,
+      idleMs: 5000, stallMs: 5000, bufferBytes: 1024, onEnd: (e) => { ends.push(e); },
+      checkpointMs: 60, onCheckpoint: (end) => { checkpoints.push({ at: performance.now() - t0, end }); },
+    });
+    await res.arrayBuffer();
+    const endedAt = performance.now() - t0;
+    await Bun.sleep(200);
+    expect(ends).toHaveLength(1);
+    // Output flowed for about 120 ms (6 × 20), then 500 ms of silence: checkpoints before it, none during it (past
+    // the one that saw its last delta), and none after the end.
+    expect(checkpoints.length).toBeGreaterThanOrEqual(1);
+    expect(checkpoints.length).toBeLessThanOrEqual(5);
+    expect(checkpoints.every((c) => c.at < endedAt)).toBe(true);
+    const silent = checkpoints.filter((c) => c.at > silentFrom + 150 && c.at < silentFrom + 450);
+    expect(silent).toEqual([]);
+    for (const c of checkpoints) expect(c.end).toMatchObject({ errorCode: 'gateway_crashed', upstreamFault: false, reported: false });
+    // What the last checkpoint saw delivered grows with the stream.
+    const outputs = checkpoints.map((c) => c.end.usage.output_tokens);
+    expect([...outputs].sort((a, b) => a - b)).toEqual(outputs);
+  });
+});

@@ -176,6 +176,9 @@ class StreamRelay {
   private readonly onCheckpoint: ((end: StreamEnd) => void) | undefined;
   /** performance.now() of the next checkpoint (Infinity: none). */
   private checkpointAt = Infinity;
+  /** Client bytes produced so far, and as of the last checkpoint: a stream that produced nothing since keeps it. */
+  private produced = 0;
+  private producedAtCheckpoint = 0;
   /** The last byte of the message's last event, held back until the settlement commits (holdEnd). */
   private held: Uint8Array | null = null;
   private stopped: StreamAbortedError | null = null;
@@ -263,6 +266,7 @@ class StreamRelay {
     for (const part of out) {
       this.parts.push(part);
       this.queued += part.byteLength;
+      this.produced += part.byteLength;
     }
     this.finished = t.stopped;
   }
@@ -291,6 +295,9 @@ class StreamRelay {
   /** The stream as the gateway's death would cut it now (the decoder's result() only reads). */
   private checkpoint(now: number): void {
     this.checkpointAt = now + this.checkpointMs;
+    // A held stream that produced nothing since (an upstream silent for minutes) would write the same row again.
+    if (this.produced === this.producedAtCheckpoint) return;
+    this.producedAtCheckpoint = this.produced;
     this.onCheckpoint!(this.outcome(this.decoder.result(), 'gateway_crashed', false));
   }
 
