@@ -161,12 +161,12 @@ describe('QuotaService', () => {
 });
 
 describe('QuotaService checkpoints (a request running when the process dies)', () => {
-  const restart = () => new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices: book, bus, unfinished: new RealtimeUnfinishedRepo(h.sqlite) });
+  const restart = (store = new RealtimeUnfinishedRepo(h.sqlite)) => new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices: book, bus, unfinished: store });
   const rows = () => h.sqlite.query('select request_id, cost, usage_flag, error_code from usage_logs order by id').all();
 
   test('kept until settled; the next start bills what is left once, capped by the hold, and skips what was billed', () => {
     const store = new RealtimeUnfinishedRepo(h.sqlite);
-    quota = restart();
+    quota = restart(store);
     // Output at 15 units a token: 2 tokens cost 30; the second one's estimate (1,500 units) exceeds its hold.
     const a = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'a' });
     quota.checkpoint(a, { ...log('cp-a', { input: 0, output: 1 }), errorCode: 'gateway_crashed' });
@@ -176,9 +176,12 @@ describe('QuotaService checkpoints (a request running when the process dies)', (
     const c = quota.reserveLocal({ userId, apiKey: key, amount: 70, ref: 'c' });
     quota.checkpoint(c, log('cp-c', { input: 0, output: 1 }));
     quota.settle(c, log('cp-c', { input: 0, output: 3 }));
+    // Gathered, not yet written (the next flush writes them together).
+    expect(new RealtimeUnfinishedRepo(h.sqlite).all()).toEqual([]);
     expect(store.all().map((r) => r.requestId)).toEqual(['cp-a', 'cp-b']);
     // A checkpoint whose settlement was written but whose drop was lost (the kill came between the two).
     store.put({ ...store.all()[0]!, requestId: 'cp-c', cost: 70 });
+    store.flush();
     // The process dies here: nothing settled a or b, and its holds die with it.
     quota = restart();
     expect(rows()).toEqual([
@@ -195,7 +198,7 @@ describe('QuotaService checkpoints (a request running when the process dies)', (
 
   test('odd rows left in the table (not JSON, null, not a settlement): skipped with a log line, the rest billed, the start goes on', () => {
     const store = new RealtimeUnfinishedRepo(h.sqlite);
-    quota = restart();
+    quota = restart(store);
     const a = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'a' });
     quota.checkpoint(a, { ...log('cp-good', { input: 0, output: 1 }), errorCode: 'gateway_crashed' });
     const odd = { 'cp-text': 'not json', 'cp-null': 'null', 'cp-array': '[1,2]', 'cp-negative': JSON.stringify({ ...store.all()[0]!, requestId: 'cp-negative', cost: -500 }) };
@@ -216,12 +219,32 @@ describe('QuotaService checkpoints (a request running when the process dies)', (
     quota = new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices: book, bus, unfinished: failing, log: logger });
     const a = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'a' });
     quota.checkpoint(a, log('cp-d', { input: 0, output: 1 }));
+    store.flush();
     expect(quota.settle(a, log('cp-d', { input: 0, output: 2 }))).toEqual({ cost: 30, duplicate: false });
     expect(lines.some((l) => l.includes('settlement.unfinished_drop_failed'))).toBe(true);
     // The row left behind is skipped at the next start: its request id is billed.
     quota = restart();
     expect(rows()).toEqual([{ request_id: 'cp-d', cost: 30, usage_flag: '', error_code: '' }]);
     expect(store.all()).toEqual([]);
+  });
+
+  test('checkpoints are written together within 50 ms; a drop before then writes nothing; close() writes what waits', async () => {
+    const store = new RealtimeUnfinishedRepo(h.sqlite);
+    quota = restart(store);
+    const table = () => h.sqlite.query('select request_id from realtime_unfinished order by request_id').all().map((r: any) => r.request_id);
+    const a = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'a' });
+    const b = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'b' });
+    quota.checkpoint(a, log('fl-a', { input: 0, output: 1 }));
+    quota.checkpoint(b, log('fl-b', { input: 0, output: 1 }));
+    quota.settle(b, log('fl-b', { input: 0, output: 1 }));
+    expect(table()).toEqual([]);
+    await Bun.sleep(120);
+    expect(table()).toEqual(['fl-a']);
+    const c = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'c' });
+    quota.checkpoint(c, log('fl-c', { input: 0, output: 1 }));
+    quota.close();
+    expect(table()).toEqual(['fl-a', 'fl-c']);
+    store.clear();
   });
 
   test('nothing is kept without a live hold, nor without a store', () => {

@@ -709,6 +709,7 @@ export class QuotaService {
   /** Writes what is queued and releases the journal (shutdown). */
   close(): void {
     this.flush();
+    this.deps.unfinished?.flush();
     this.deps.journal?.close();
   }
 
