@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startAnthropicUpstream } from '../doubles/anthropic-upstream';
 import { startCluster, within, type Cluster } from '../helpers/cluster';
 import { requirePg } from '../helpers/postgres';
+import { holdStreams, streamUntilPause } from '../helpers/held-stream';
 import { requireRedis } from '../helpers/redis';
 import { expectConsistent, fundedUser, redisHolds } from './fixtures';
 
@@ -15,10 +16,8 @@ const ready = (await requirePg('tests/cluster/messages-crash.test.ts')) && (awai
 const LEASE_MS = 3_000;
 const RECONCILE_MS = 300;
 const BALANCE = 50_000_000;
-const ANSWER = 'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu';
 const up = startAnthropicUpstream();
-// message_start, content_block_start and two text deltas, then silence: the stream is live, not finished.
-up.script((req) => (String(req.body?.messages?.[0]?.content).startsWith('hold') ? { text: ANSWER, pause: { afterFrames: 4, ms: 25_000 } } : { text: ANSWER }));
+holdStreams(up);
 let c: Cluster;
 
 beforeAll(async () => {
@@ -36,36 +35,18 @@ const usage = (userId: number) => c.sql<{ request_id: string; cost: string; outp
   select request_id, cost, output_tokens, input_tokens, usage_flag, error_code from usage_logs where user_id = ${userId} order by id`;
 const checkpoints = () => c.sql<{ request_id: string; hold_ref: string }[]>`select request_id, hold_ref from realtime_unfinished order by request_id`;
 
-/** Starts a stream on `node` and reads it until both text deltas before the pause have arrived. */
-async function streamUntilPause(node: number, key: string, prompt: string) {
-  const res = await fetch(`${c.nodes[node]!.url}/v1/messages`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': key, 'anthropic-version': '2023-06-01' },
-    body: JSON.stringify({ model: 'claude-crash', max_tokens: 1000, stream: true, messages: [{ role: 'user', content: prompt }] }),
-  });
-  expect(res.status).toBe(200);
-  const reader = res.body!.getReader();
-  const dec = new TextDecoder();
-  let text = '';
-  while ((text.match(/content_block_delta/g) ?? []).length < 2) {
-    const { done, value } = await reader.read();
-    if (done) throw new Error(`stream ended early: ${text}`);
-    text += dec.decode(value);
-  }
-  return reader;
-}
 
 describe.skipIf(!ready)('a /v1/messages stream of a node killed mid-stream', () => {
   test('billed once by the leader after its lease lapsed, as a client leaving then would be; never while the node lives', async () => {
     const u = await fundedUser(c, BALANCE);
     // The yardstick: the same stream left by its client at the same point.
-    const left = await streamUntilPause(1, u.key, 'hold left');
+    const left = await streamUntilPause(c.nodes[1]!.url, u.key, 'claude-crash', 'hold left');
     await left.cancel();
     await within('the left stream settled', 5_000, async () => (await usage(u.userId)).length === 1);
     const [leftRow] = await usage(u.userId);
     expect(leftRow!.error_code).toBe('client_closed');
 
-    await streamUntilPause(1, u.key, 'hold crash');
+    await streamUntilPause(c.nodes[1]!.url, u.key, 'claude-crash', 'hold crash');
     await within('one checkpoint', 5_000, async () => (await checkpoints()).length === 1);
     const [kept] = await checkpoints();
     expect(kept!.hold_ref).toBe(kept!.request_id);

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAnthropicUpstream } from '../doubles/anthropic-upstream';
 import { callJson, loginToken, startGatewayProcess } from '../helpers/gateway-process';
+import { HELD_ANSWER, holdStreams, streamUntilPause } from '../helpers/held-stream';
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-msg-crash-'));
 const dbPath = join(dir, 'gw.db');
@@ -24,9 +25,7 @@ afterAll(async () => {
 });
 
 const BALANCE = 50_000_000;
-const ANSWER = 'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu';
-// message_start, content_block_start and two text deltas, then silence: the stream is live, not finished.
-up.script((req) => (String(req.body?.messages?.[0]?.content).startsWith('hold') ? { text: ANSWER, pause: { afterFrames: 4, ms: 25_000 } } : { text: ANSWER }));
+holdStreams(up);
 
 const peek = <T>(sql: string): T[] => {
   const db = new Database(dbPath, { readonly: true });
@@ -37,24 +36,6 @@ const peek = <T>(sql: string): T[] => {
   }
 };
 
-/** Starts a stream and reads it until both text deltas before the pause have arrived; returns its reader. */
-async function streamUntilPause(url: string, key: string, prompt: string) {
-  const res = await fetch(`${url}/v1/messages`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': key, 'anthropic-version': '2023-06-01' },
-    body: JSON.stringify({ model: 'claude-crash', max_tokens: 1000, stream: true, messages: [{ role: 'user', content: prompt }] }),
-  });
-  expect(res.status).toBe(200);
-  const reader = res.body!.getReader();
-  const dec = new TextDecoder();
-  let text = '';
-  while ((text.match(/content_block_delta/g) ?? []).length < 2) {
-    const { done, value } = await reader.read();
-    if (done) throw new Error(`stream ended early: ${text}`);
-    text += dec.decode(value);
-  }
-  return { reader, requestId: res.headers.get('request-id') ?? res.headers.get('x-request-id') };
-}
 
 test.skipIf(process.env.GW_TEST_BACKEND === 'pg')('SIGKILL mid-stream: the cut stream is billed once after the restart, as a client leaving then would be; the settled one not again', async () => {
   const a = await startGatewayProcess(env, procs);
@@ -74,8 +55,8 @@ test.skipIf(process.env.GW_TEST_BACKEND === 'pg')('SIGKILL mid-stream: the cut s
   });
   expect(await done.text()).toContain('message_stop');
   // The yardstick: the same stream left by its client at the same point.
-  const left = await streamUntilPause(a.url, key, 'hold left');
-  await left.reader.cancel();
+  const left = await streamUntilPause(a.url, key, 'claude-crash', 'hold left');
+  await left.cancel();
   let before: any[] = [];
   for (let i = 0; i < 50 && before.length < 2; i++) {
     await Bun.sleep(100);
@@ -86,7 +67,7 @@ test.skipIf(process.env.GW_TEST_BACKEND === 'pg')('SIGKILL mid-stream: the cut s
   expect(leftRow.output_tokens).toBeGreaterThan(0);
 
   // The stream the kill cuts: two checkpoints (at 1 s and 2 s) before it.
-  await streamUntilPause(a.url, key, 'hold crash');
+  await streamUntilPause(a.url, key, 'claude-crash', 'hold crash');
   await Bun.sleep(2_500);
   expect(peek<{ n: number }>('select count(*) as n from realtime_unfinished')).toEqual([{ n: 1 }]);
   a.proc.kill(9);
@@ -129,7 +110,7 @@ test.skipIf(process.env.GW_TEST_BACKEND === 'pg')('a stream settled normally lea
   expect((await callJson(g.url, 'PUT', '/api/pricing/', { model: 'claude-crash', input: 3_000_000, output: 15_000_000 }, token)).status).toBe(200);
   const user = await callJson(g.url, 'POST', '/api/user/', { username: 'msg-crash-user2', password: 'msg-crash-user-pw-2', quota: BALANCE }, token);
   const key = (await callJson(g.url, 'POST', '/api/token/', { name: 'k', user_id: user.body.data.id }, token)).body.data.key as string;
-  up.script(() => ({ text: ANSWER, chunkDelayMs: 150 }));
+  up.script(() => ({ text: HELD_ANSWER, chunkDelayMs: 150 }));
   const res = await fetch(`${g.url}/v1/messages`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-api-key': key, 'anthropic-version': '2023-06-01' },
