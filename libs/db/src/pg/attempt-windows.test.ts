@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { stepWindow, type WindowCounter } from '@gw/core';
 import { openPgTestDb, requirePg, type PgTestDb } from '../../../../tests/helpers/postgres';
-import { pgAttemptWindows } from './attempt-windows';
+import { PG_SWEEP, pgAttemptWindows } from './attempt-windows';
 
 const available = await requirePg('libs/db/src/pg/attempt-windows.test.ts');
 let t: PgTestDb;
@@ -42,6 +42,39 @@ describe.skipIf(!available)('attempt windows in PostgreSQL', () => {
     for (let i = 0; i < 8; i++) answers.push(await (i % 2 ? b : a).hit(key, 5));
     expect(answers.filter((w) => w === 0)).toHaveLength(5);
     expect(answers.slice(5).every((w) => w > 0)).toBe(true);
+  });
+
+  test('a row from a clock far ahead does not pin the key: it starts again', async () => {
+    const now = 1_800_000_300_000;
+    const windows = pgAttemptWindows(t.handle.sql);
+    const ahead = windows('login-ip', 60_000, () => now + 10 * 60_000);
+    const here = windows('login-ip', 60_000, () => now);
+    const key = `far${Math.random()}`;
+    for (let i = 0; i < 5; i++) expect(await ahead.hit(key, 5)).toBe(0);
+    expect(await here.hit(key, 5)).toBe(0);
+  });
+
+  test('a row a hit renews while the sweep waits for its lock stays', async () => {
+    const sql = t.handle.sql;
+    const old = 1_800_000_000_000;
+    const now = old + 10 * 60_000;
+    const key = `login-ip:renew${Math.random()}`;
+    await sql`insert into attempt_windows (key, window_ms, start, cur, prev) values (${key}, 60000, ${old}, 1, 0)`;
+    let sweep: Promise<number> | undefined;
+    await sql.begin(async (tx) => {
+      // A hit renewing the row (the upsert's conflict branch), its transaction still open, while the sweep has
+      // picked the row's old version (idle for two windows) and waits for its lock.
+      await tx`update attempt_windows set start = ${now - (now % 60_000)}, cur = 1, prev = 0 where key = ${key}`;
+      // As the planner does on a large table: a TID scan (on a small one it reads the table and filters, which
+      // rechecks the ctid on the renewed row anyway).
+      sweep = sql.begin(async (s) => {
+        await s`set local enable_seqscan = off`;
+        return (await s.unsafe(PG_SWEEP, [now])).count;
+      });
+      await Bun.sleep(300);
+    });
+    await sweep;
+    expect([...await sql`select cur from attempt_windows where key = ${key}`]).toEqual([{ cur: 1 }]);
   });
 
   test('every hit along a timeline is answered as stepWindow answers it (window roll, weighted previous window)', async () => {

@@ -17,11 +17,12 @@ const COUNT_ALL = 2 ** 31;
  * The sweep's statement (`$1` = now), exported so a test can read its query plan: rows idle for two windows by
  * their expiry (generated column, migration pg/0024), found by a range of its index, at most SWEEP_CHUNK a sweep
  * so one sweep never holds a pooled connection long. By physical row (ctid), not key: about 3 ms a chunk against
- * 35 ms for a lookup per key, and a row a concurrent hit renews after the select has a new ctid, so it stays
- * (by key, the delete would recheck only the key and take the renewed row with it).
+ * 35 ms for a lookup per key. A row a concurrent hit renews while the delete waits for its lock is kept by the
+ * outer expiry condition, which PostgreSQL rechecks on the renewed row (the ctid match alone is not rechecked by
+ * released versions up to at least 17, and deleted the renewed row).
  */
 export const PG_SWEEP = 'delete from attempt_windows where ctid = any(array('
-  + `select ctid from attempt_windows where expires_at <= $1 limit ${SWEEP_CHUNK}))`;
+  + `select ctid from attempt_windows where expires_at <= $1 limit ${SWEEP_CHUNK})) and expires_at <= $1`;
 
 /** Deletes rows idle for two windows; resolves to how many went. */
 export async function pgSweepAttemptWindows(sql: PgSql, now: number): Promise<number> {
@@ -47,14 +48,16 @@ export function pgAttemptWindows(sql: PgSql, opts: { sweepEvery?: number } = {})
         const retry = Math.max(1, Math.ceil((start + windowMs - t) / 1000));
         if (limit < 1) return retry;
         // The row's counts as this window sees them (stepWindow): its own window's, or the one before as `prev`. A row
-        // already in a later window (another node's clock is past the edge this one has not reached) is taken as it
+        // already in the next window (another node's clock is past the edge this one has not reached) is taken as it
         // is, its window kept and its previous one counted whole: moved back, it matched neither window and its
         // counts started again from 1, so hits alternating between two such nodes around every edge were never refused.
-        const same = sql`a.window_ms = ${windowMs} and a.start >= ${start}`;
+        // A row further ahead (a clock hours off) starts again as before: kept, it pinned the key's counts whole for
+        // as long as the skew lasted, and its expiry kept it from the sweep.
+        const same = sql`a.window_ms = ${windowMs} and a.start between ${start} and ${start + windowMs}`;
         const cur = sql`(case when ${same} then a.cur else 0 end)`;
         const prev = sql`(case when ${same} then a.prev when a.window_ms = ${windowMs} and a.start = ${start - windowMs} then a.cur else 0 end)`;
         // windowEstimate, in float8 like JS's numbers, so both sides floor the same value.
-        const weight = sql`(case when a.window_ms = ${windowMs} and a.start > ${start} then 1 else ${1 - (t - start) / windowMs}::float8 end)`;
+        const weight = sql`(case when ${same} and a.start > ${start} then 1 else ${1 - (t - start) / windowMs}::float8 end)`;
         const startAfter = sql`(case when ${same} then a.start else ${start} end)`;
         const counted = await sql.begin(async (tx) => {
           // Not waiting for the WAL flush (about 4 ms a commit on the test machine's disk, against 0.5 ms for the
