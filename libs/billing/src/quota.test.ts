@@ -247,6 +247,38 @@ describe('QuotaService checkpoints (a request running when the process dies)', (
     store.clear();
   });
 
+  test('a failed write keeps its checkpoints and tries again (a stream that checkpoints no more is not lost)', async () => {
+    const store = new RealtimeUnfinishedRepo(h.sqlite);
+    quota = restart(store);
+    const table = () => h.sqlite.query('select request_id from realtime_unfinished').all().map((r: any) => r.request_id);
+    h.sqlite.run("create trigger test_refuse_checkpoint before insert on realtime_unfinished begin select raise(abort, 'disk full (test)'); end");
+    try {
+      const a = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'a' });
+      quota.checkpoint(a, log('retry-a', { input: 0, output: 1 }));
+      await Bun.sleep(150);
+      expect(table()).toEqual([]);
+    } finally {
+      h.sqlite.run('drop trigger test_refuse_checkpoint');
+    }
+    await Bun.sleep(1_200);
+    expect(table()).toEqual(['retry-a']);
+    store.clear();
+  });
+
+  test('forgetCheckpoint (a settlement that could not be recorded): the row goes, the next start bills nothing', () => {
+    const store = new RealtimeUnfinishedRepo(h.sqlite);
+    quota = restart(store);
+    const a = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'a' });
+    quota.checkpoint(a, log('forget-a', { input: 0, output: 1 }));
+    store.flush();
+    expect(store.all().map((r) => r.requestId)).toEqual(['forget-a']);
+    quota.release(a);
+    quota.forgetCheckpoint('forget-a');
+    expect(store.all()).toEqual([]);
+    quota = restart();
+    expect(rows().filter((r: any) => r.request_id === 'forget-a')).toEqual([]);
+  });
+
   test('nothing is kept without a live hold, nor without a store', () => {
     const store = new RealtimeUnfinishedRepo(h.sqlite);
     const a = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'a' });

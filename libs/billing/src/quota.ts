@@ -709,8 +709,21 @@ export class QuotaService {
   /** Writes what is queued and releases the journal (shutdown). */
   close(): void {
     this.flush();
-    this.deps.unfinished?.flush();
+    try {
+      this.deps.unfinished?.flush();
+    } catch (err) {
+      // Not fatal to the shutdown: the journal still closes and the database after it.
+      this.deps.log?.error('settlement.unfinished_write_failed', { cause: errorText(err), msg: 'checkpoints not written at shutdown' });
+    }
     this.deps.journal?.close();
+  }
+
+  /**
+   * Forgets a request's checkpoint when its settlement could not even be recorded (the caller answered it "nothing
+   * charged"): it must not be billed later from the checkpoint.
+   */
+  forgetCheckpoint(requestId: string): void {
+    this.dropCheckpoint(requestId);
   }
 
   /**

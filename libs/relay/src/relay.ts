@@ -336,6 +336,7 @@ export class RelayService {
       out = this.d.quota.finish(res, usageLog(r, ch, plan, usage, o));
     } catch (e) {
       this.d.quota.release(res);
+      this.d.quota.forgetCheckpoint(r.requestId);
       (this.d.log ?? stdLogger).error('settlement.unrecorded', { id: r.requestId, msg: 'settlement could not be recorded; nothing was charged' }, e);
       out = 0;
     }

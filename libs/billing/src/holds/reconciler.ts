@@ -46,8 +46,9 @@ const REFRESH_CHUNK = 500;
  * node either committed the charge before dying (the ledger has the request id) or never will (its
  * process is gone, and a settlement is only written by the process that served the request): either
  * way the hold is released with the ledger's balances as they are now, which include that charge if
- * it happened. A dead node's unfinished `/v1/messages` request is not billed (nothing recorded what it delivered);
- * its running realtime responses are, from their checkpoints (`unfinished`), before their holds are released.
+ * it happened. Its running realtime responses and `/v1/messages` streams past their first second are billed from
+ * their checkpoints (`unfinished`) before their holds are released; its other unfinished requests are not (nothing
+ * recorded what they delivered).
  */
 export class HoldReconciler {
   private timer: ReturnType<typeof setInterval> | null = null;

@@ -12,6 +12,8 @@ import type { SettlementRow } from './settlements';
 
 /** How long a checkpoint waits to be written with the others. */
 const FLUSH_MS = 50;
+/** After a failed write (disk full, I/O error), when the rows are tried again. */
+const RETRY_MS = 1000;
 
 /**
  * Where QuotaService keeps the checkpoint of a request still running (both backends). Synchronous and never a read:
@@ -83,7 +85,14 @@ export class RealtimeUnfinishedRepo implements UnfinishedStore {
     if (!this.pending.size) return;
     const rows = [...this.pending.values()];
     this.pending.clear();
-    this.writeAll(rows);
+    try {
+      this.writeAll(rows);
+    } catch (err) {
+      // Kept for the next try: a request that checkpoints no more (a silent stream) would otherwise lose its row.
+      // Nothing ran between the clear and here, so no newer row or drop came meanwhile.
+      for (const row of rows) this.pending.set(row.requestId, row);
+      throw err;
+    }
     for (const row of rows) this.written.add(row.requestId);
   }
 
@@ -91,8 +100,9 @@ export class RealtimeUnfinishedRepo implements UnfinishedStore {
     try {
       this.flush();
     } catch (err) {
-      // The rows are lost, not retried: the next checkpoint of each running request writes it again.
-      stdLogger.error('settlement.unfinished_write_failed', { cause: errorText(err), msg: 'checkpoints not written; a kill now would not bill those requests' });
+      stdLogger.error('settlement.unfinished_write_failed', { cause: errorText(err), msg: 'checkpoints not written yet; tried again in a second' });
+      this.timer ??= setTimeout(() => this.flushLogged(), RETRY_MS);
+      this.timer.unref?.();
     }
   }
 
