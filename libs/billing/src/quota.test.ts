@@ -265,7 +265,7 @@ describe('QuotaService checkpoints (a request running when the process dies)', (
     store.clear();
   });
 
-  test('forgetCheckpoint (a settlement that could not be recorded): the row goes, the next start bills nothing', () => {
+  test('dropCheckpoint (a settlement that could not be recorded): the row goes, the next start bills nothing', () => {
     const store = new RealtimeUnfinishedRepo(h.sqlite);
     quota = restart(store);
     const a = quota.reserveLocal({ userId, apiKey: key, amount: 50, ref: 'a' });
@@ -273,7 +273,7 @@ describe('QuotaService checkpoints (a request running when the process dies)', (
     store.flush();
     expect(store.all().map((r) => r.requestId)).toEqual(['forget-a']);
     quota.release(a);
-    quota.forgetCheckpoint('forget-a');
+    quota.dropCheckpoint('forget-a');
     expect(store.all()).toEqual([]);
     quota = restart();
     expect(rows().filter((r: any) => r.request_id === 'forget-a')).toEqual([]);

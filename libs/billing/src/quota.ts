@@ -719,14 +719,6 @@ export class QuotaService {
   }
 
   /**
-   * Forgets a request's checkpoint when its settlement could not even be recorded (the caller answered it "nothing
-   * charged"): it must not be billed later from the checkpoint.
-   */
-  forgetCheckpoint(requestId: string): void {
-    this.dropCheckpoint(requestId);
-  }
-
-  /**
    * Keeps what a request still running would be billed if this process died now (`log`: its estimate so far),
    * replacing its previous checkpoint; settle() under the same request id drops it. Capped by the request's
    * live hold, the money set aside for it (nothing for a request without one: nothing is kept): the rest of the
@@ -747,10 +739,12 @@ export class QuotaService {
   }
 
   /**
-   * Never throws: thrown out of settle(), a failed delete turned a written settlement into "nothing charged" for the
-   * caller. The row left is skipped at the next start when its settlement was written (its request id is billed).
+   * Drops a request's checkpoint: on its settlement (here), or when its settlement could not even be recorded (the
+   * relay answered it "nothing charged", so it must not be billed later from the checkpoint). Never throws: thrown
+   * out of settle(), a failed delete turned a written settlement into "nothing charged" for the caller. The row left
+   * is skipped at the next start when its settlement was written (its request id is billed).
    */
-  private dropCheckpoint(requestId: string): void {
+  dropCheckpoint(requestId: string): void {
     if (!this.checkpointed.delete(requestId)) return;
     try {
       this.checkpointStore!.drop(requestId);

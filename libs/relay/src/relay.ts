@@ -336,7 +336,7 @@ export class RelayService {
       out = this.d.quota.finish(res, usageLog(r, ch, plan, usage, o));
     } catch (e) {
       this.d.quota.release(res);
-      this.d.quota.forgetCheckpoint(r.requestId);
+      this.d.quota.dropCheckpoint(r.requestId);
       (this.d.log ?? stdLogger).error('settlement.unrecorded', { id: r.requestId, msg: 'settlement could not be recorded; nothing was charged' }, e);
       out = 0;
     }
@@ -526,11 +526,12 @@ export class RelayService {
     this.d.observeAttempt?.(ch.id, 'ok');
     this.d.keys?.used(ch.id, key, true);
     const cfg = this.d.config;
+    const bill = billOf(plan);
     const response = await relayStream({
       reader, first: start.bytes, pending: start.pending, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
       idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, maxMs: cfg.streamMaxMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
-      onEnd: this.streamEnd(res, r.ticket, ch, billOf(plan), attempts, scrubber), holdEnd: this.d.quota.commitsLater,
-      ...(this.d.quota.keepsUnfinished ? { checkpointMs: STREAM_CHECKPOINT_MS, onCheckpoint: this.streamCheckpoint(res, r.ticket, ch, billOf(plan), attempts) } : {}),
+      onEnd: this.streamEnd(res, r.ticket, ch, bill, attempts, scrubber), holdEnd: this.d.quota.commitsLater,
+      ...(this.d.quota.keepsUnfinished ? { checkpointMs: STREAM_CHECKPOINT_MS, onCheckpoint: this.streamCheckpoint(res, r.ticket, ch, bill, attempts) } : {}),
     });
     return { ok: true, channel: ch, response };
   }
