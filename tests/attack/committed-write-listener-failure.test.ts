@@ -137,7 +137,12 @@ test('settlement refreshes that keep failing do not reload every cache once per 
   });
   try {
     const started = Date.now();
-    for (let i = 0; i < 40; i++) expect((await send(nodeOne(gw), u.key, msg('storm-model'))).status).toBe(200);
+    // Spaced past the settlement batch's 5 ms, so each request's refresh fails on its own (back to back, a fast
+    // machine put the 40 in 4 batches: too few failures to be a storm).
+    for (let i = 0; i < 40; i++) {
+      expect((await send(nodeOne(gw), u.key, msg('storm-model'))).status).toBe(200);
+      await Bun.sleep(6);
+    }
     await Bun.sleep(300);
     const elapsed = Date.now() - started;
     console.log(`settlement refresh failures ${failures}, full reloads ${resyncs} in ${elapsed} ms`);
