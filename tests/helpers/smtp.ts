@@ -26,8 +26,11 @@ export interface TestSmtp {
   stop(): Promise<void>;
 }
 
-/** Starts the server; with `auth` it requires that user name and password (plain AUTH without TLS). */
-export async function startSmtp(auth?: { user: string; password: string }): Promise<TestSmtp> {
+/**
+ * Starts the server; with `auth` it requires that user name and password (plain AUTH without TLS); with `delayMs`
+ * it acknowledges each message that long after receiving it (a slow mail server).
+ */
+export async function startSmtp(auth?: { user: string; password: string }, opts: { delayMs?: number } = {}): Promise<TestSmtp> {
   const messages: CapturedMail[] = [];
   const waiters = new Set<() => void>();
   const server = new SMTPServer({
@@ -53,7 +56,8 @@ export async function startSmtp(auth?: { user: string; password: string }): Prom
           authUser: typeof session.user === 'string' ? session.user : undefined,
         });
         for (const w of waiters) w();
-        cb();
+        if (opts.delayMs) setTimeout(() => cb(), opts.delayMs);
+        else cb();
       });
     },
   });

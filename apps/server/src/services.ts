@@ -85,6 +85,11 @@ export interface Services {
 
 /** History reads (queued or running) one caller may hold on a node; a dashboard sends a few at once. */
 export const HISTORY_READS_PER_CALLER = 4;
+/**
+ * How long a graceful stop waits for queued mail (reset e-mails, security notices and the digests gathered so far)
+ * to go out; the SMTP client's own timeouts are longer, so an unreachable server cannot hold a stop for them.
+ */
+const MAIL_STOP_GRACE_MS = 5_000;
 
 /** The process logger of a configuration: LOG_LEVEL and LOG_FORMAT on the standard streams. */
 export const loggerFor = (config: Config): Logger => createLogger({ level: config.logLevel, format: config.logFormat });
@@ -120,8 +125,6 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   if (!mailer.configured) log.info('mail.off', { msg: 'SMTP_HOST unset: password reset e-mails and security notices will not be sent' });
   closers.push(() => mailer.close());
   const notices = new SecurityNotices(mailer, securityNoticesConfig(config.env, passwordResetConfig(config.env).publicUrl), log);
-  // Closers run in reverse: the notice queue stops before the mailer closes.
-  closers.push(() => notices.stop());
 
   // Management: channels, users, API keys. Caches subscribe to the bus here, before any request.
   const channelSecrets = new SecretBox(config.secretKey);
@@ -143,9 +146,10 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const apiKeys = await ApiKeyService.load(stores.apiKeys, users, userDirectory, bus, { maxKeysPerUser: config.maxKeysPerUser });
   const metrics = createMetrics();
   if (config.loopDelaySampleMs > 0) closers.push(watchLoopDelay(metrics.registry, config.loopDelaySampleMs));
-  // Reset e-mails go through a background queue; it stops before the mailer closes (closers run in reverse).
+  // Reset e-mails go through a background queue. Closers run in reverse: at a stop, both mail queues (and the
+  // notices' pending digests) get MAIL_STOP_GRACE_MS together to go out, before the mailer closes.
   const passwordReset = new PasswordResetService(users, security, mailer, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)), passwordResetConfig(config.env), log, Date.now, {}, windows);
-  closers.push(() => passwordReset.close());
+  closers.push(async () => { await Promise.all([passwordReset.close(MAIL_STOP_GRACE_MS), notices.stop(MAIL_STOP_GRACE_MS)]); });
   const relay = await createRelayServices({
     ...backend.relay, env: config.env, bus, apiKeys, directory: userDirectory, channels: channelRegistry,
     // Nodes sharing a database date the model catalog alike: by the database's first user (the root bootstrap).

@@ -84,8 +84,8 @@ export class PasswordResetService {
   /** Resolves once queued reset e-mails are handled (tests; shutdown uses close()). */
   idle(): Promise<void> { return this.queue.idle(); }
 
-  /** Stops the background queue (unsent e-mails are logged as not done). */
-  close(): void { this.queue.close(); }
+  /** Stops the background queue; queued e-mails get `graceMs` to go out (the rest is logged as not done). */
+  close(graceMs = 0): Promise<void> { return this.queue.close(graceMs); }
 
   /** Writes a token for an enabled user with this address and composes the e-mail; null otherwise. */
   private async prepare(email: string, now: number): Promise<{ userId: number; mail: MailMessage } | null> {

@@ -130,24 +130,33 @@ export class SecurityNotices {
   /** Resolves once queued notices are sent (tests). */
   idle(): Promise<void> { return this.queue.idle(); }
 
-  /** Stops the queue; gathered digests not yet due are logged as not sent. */
-  stop(): void {
+  /**
+   * Stops notices. With `graceMs` (a graceful stop), every digest gathered so far is sent now rather than at its
+   * window's end, and queued mail gets that long to go out: a restart inside a window no longer swallows the lines
+   * gathered in it (a thief's key made right after the owner's). Without, or past it, what is left is logged as
+   * not sent.
+   */
+  async stop(graceMs = 0): Promise<void> {
+    const open = [...this.windows.keys()];
     for (const w of this.windows.values()) clearTimeout(w.timer);
+    if (graceMs > 0) for (const key of open) this.close(key, false);
     const gathered = [...this.windows.values()].reduce((n, w) => n + w.lines.length + w.more, 0);
     if (gathered) this.log.warn('notice.not_sent', { notices: gathered });
     this.windows.clear();
-    this.queue.close();
+    await this.queue.close(graceMs);
   }
 
-  /** The window's end: a digest of what was gathered, and a new window after it; none when nothing was. */
-  private close(key: string): void {
+  /** The window's end: a digest of what was gathered, and (`reopen`) a new window after it; none when nothing was. */
+  private close(key: string, reopen = true): void {
     const w = this.windows.get(key);
     if (!w) return;
-    if (!w.lines.length) { this.windows.delete(key); return; }
+    if (!w.lines.length || !reopen) this.windows.delete(key);
+    if (!w.lines.length) return;
     const n = w.lines.length + w.more;
     this.send(w.userId, w.to, w.username, w.lines.map((l) => l.text), w.more, `${n} changes to your account`);
     w.lines = [];
     w.more = 0;
+    if (!reopen) return;
     w.timer = setTimeout(() => this.close(key), this.cfg.windowMs);
     w.timer.unref?.();
   }
