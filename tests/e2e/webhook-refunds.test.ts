@@ -284,6 +284,34 @@ describe('providerB (Creem): refund.created and dispute.created', () => {
     await balanced(user.id);
   });
 
+  test('a reinstatement asked too early (no withdrawn dispute yet, or an unknown id) records nothing: asked again later, it applies', async () => {
+    const { user, tradeNo, checkout } = await paidB(500);
+    // Root acts before the dispute's event got through: 404, and the call must not be remembered as made.
+    const early = await gw.api('POST', `/api/topup/${tradeNo}/reinstate`, {});
+    expect([early.status, early.body.error.code]).toEqual([404, 'dispute_not_found']);
+    const earlyNamed = await gw.api('POST', `/api/topup/${tradeNo}/reinstate`, { dispute_id: 'disp_late' });
+    expect([earlyNamed.status, earlyNamed.body.error.code]).toEqual([404, 'dispute_not_found']);
+    expect((await postB(creem.disputeEvent(checkout, 500, 'disp_late'))).outcome).toBe('dispute_withdrawn');
+    expect(await balance(user.token)).toBe(0);
+    const won = await gw.api('POST', `/api/topup/${tradeNo}/reinstate`, {});
+    expect([won.status, won.body.data]).toEqual([200, { outcome: 'dispute_reinstated', credited: 5000 }]);
+    expect(await balance(user.token)).toBe(5000);
+    // Named now, the same dispute's call is the one just made.
+    expect((await gw.api('POST', `/api/topup/${tradeNo}/reinstate`, { dispute_id: 'disp_late' })).body.data).toEqual({ outcome: 'duplicate', credited: 0 });
+    await balanced(user.id);
+  });
+
+  test('a second dispute of one order, won later, is reinstated by a call without dispute_id like the first', async () => {
+    const { user, tradeNo, checkout } = await paidB(500);
+    expect((await postB(creem.disputeEvent(checkout, 200, 'disp_one'))).outcome).toBe('dispute_withdrawn');
+    expect((await gw.api('POST', `/api/topup/${tradeNo}/reinstate`, {})).body.data).toEqual({ outcome: 'dispute_reinstated', credited: 2000 });
+    expect((await postB(creem.disputeEvent(checkout, 300, 'disp_two'))).outcome).toBe('dispute_withdrawn');
+    expect(await balance(user.token)).toBe(2000);
+    expect((await gw.api('POST', `/api/topup/${tradeNo}/reinstate`, {})).body.data).toEqual({ outcome: 'dispute_reinstated', credited: 3000 });
+    expect(await balance(user.token)).toBe(5000);
+    await balanced(user.id);
+  });
+
   test('a refund for an unknown checkout answers 200 unknown_order and changes nothing', async () => {
     const { user, checkout } = await paidB(200);
     const stranger = creem.refundEvent({ ...checkout, id: 'ch_stranger', request_id: 'tp_not_ours' }, 200, 'ref_x');

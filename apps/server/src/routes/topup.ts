@@ -71,7 +71,7 @@ export const topupRoutes = (s: Services) =>
       })),
       detail: {
         tags, summary: 'Reinstate a won dispute',
-        description: 'Root. Records that a dispute was won when the provider sends no event for it (providerB): the quota its withdrawal took back is credited once (ledger kind reinstate), and the dispute stops holding the order\'s money, so a later refund is taken back in full. Use this, not a ledger adjustment, which would leave the dispute holding it. 404 dispute_not_found, 409 dispute_ambiguous, 409 balance_limit (the credit would take the balance above MAX_BALANCE; nothing changes, call again once there is room).',
+        description: 'Root. Records that a dispute was won when the provider sends no event for it (providerB): the quota its withdrawal took back is credited once (ledger kind reinstate), and the dispute stops holding the order\'s money, so a later refund is taken back in full. Use this, not a ledger adjustment, which would leave the dispute holding it. Without dispute_id: the order\'s only withdrawn dispute. 404 dispute_not_found (nothing is recorded: call again once the dispute\'s withdrawal has arrived), 409 dispute_ambiguous, 409 balance_limit (the credit would take the balance above MAX_BALANCE; nothing changes, call again once there is room).',
         responses: { 404: { description: 'order_not_found or dispute_not_found' }, 409: { description: 'dispute_ambiguous: several withdrawn disputes; name one; or balance_limit: no room under MAX_BALANCE' } },
       },
     });
