@@ -87,11 +87,19 @@ export function errorEvent(type: string, code: string, message: string): string 
   });
 }
 
+/** Upstream events that carry an error object of the upstream's own words (OpenAI's shapes), and where it is. */
+const ERROR_OBJECT: Record<string, (event: any) => unknown> = {
+  'response.done': (e) => e.response?.status_details?.error,
+  'conversation.item.input_audio_transcription.failed': (e) => e.error,
+};
+
 /**
- * An upstream `error` event with its texts passed through `scrub` (upstreams echo keys and internal URLs
- * in error messages), and its `error.event_id` the client's own when `clientId` knows it (an event forwarded
- * under an id the gateway gave it); any other frame, or one that is not JSON, is returned unchanged. Only error
- * events are ever rewritten, so the byte-exact relay of everything else is kept.
+ * An upstream event with its error texts passed through `scrub` (upstreams echo keys and internal URLs in error
+ * messages): an `error` event, re-serialised, with its `error.event_id` the client's own when `clientId` knows it (an
+ * event forwarded under an id the gateway gave it); a failed `response.done` (`response.status_details.error`) or
+ * input transcription (`error`), re-serialised only when scrubbing changed a text (before, both reached the client
+ * verbatim). Any other frame, or one that is not JSON, is returned unchanged, so the byte-exact relay of everything
+ * else is kept.
  */
 export function scrubbedErrorEvent(text: string, scrub: (t: string) => string, clientId?: (id: string) => { id: unknown } | undefined): string {
   if (!text.includes('"error"')) return text;
@@ -101,9 +109,23 @@ export function scrubbedErrorEvent(text: string, scrub: (t: string) => string, c
   } catch {
     return text;
   }
-  if (event?.type !== 'error' || !event.error || typeof event.error !== 'object') return text;
+  const texts = (o: unknown): boolean => {
+    if (!o || typeof o !== 'object') return false;
+    let changed = false;
+    for (const [k, v] of Object.entries(o)) {
+      if (typeof v !== 'string') continue;
+      const s = scrub(v);
+      if (s !== v) (o as Record<string, unknown>)[k] = s;
+      changed ||= s !== v;
+    }
+    return changed;
+  };
+  if (!event || typeof event !== 'object') return text;
+  const inner = typeof event.type === 'string' && Object.hasOwn(ERROR_OBJECT, event.type) ? ERROR_OBJECT[event.type]!(event) : undefined;
+  if (inner !== undefined) return texts(inner) ? JSON.stringify(event) : text;
+  if (event.type !== 'error' || !event.error || typeof event.error !== 'object') return text;
   const about = event.error.event_id;
-  for (const [k, v] of Object.entries(event.error)) if (typeof v === 'string') event.error[k] = scrub(v);
+  texts(event.error);
   const own = typeof about === 'string' ? clientId?.(about) : undefined;
   if (own) event.error.event_id = own.id;
   return JSON.stringify(event);

@@ -32,7 +32,9 @@ export interface KeyPolicy<K extends RealtimeKey = RealtimeKey> {
 
 /** The channel fields the relay reads (one source of truth: @gw/channels' ChannelRecord). */
 export type RealtimeChannel = Pick<ChannelRecord, 'id' | 'type' | 'baseUrl' | 'apiKey' | 'models' | 'modelMapping' | 'groups' | 'priority' | 'weight' | 'headers'>
-  & Partial<Pick<ChannelRecord, 'billingModel'>>;
+  & Partial<Pick<ChannelRecord, 'billingModel'>>
+  // Every key of the channel, scrubbed from upstream text as well as the one in use (an upstream may echo a sibling).
+  & { keys?: ReadonlyArray<{ apiKey: string }> };
 
 export interface ChannelSource<C extends RealtimeChannel = RealtimeChannel> {
   /** Enabled channels serving `model` to `group`, best first. */

@@ -128,10 +128,11 @@ export const eventTooLarge = (size: number, max: number): SessionFailure => ({
 export const INTERNAL_FAILURE: SessionFailure = { closeCode: 1011, reason: 'internal error', type: 'api_error', code: 'internal_error', message: 'Internal gateway error' };
 
 /**
- * An upstream frame: as received, and (once delivered) as the client gets it (an error event scrubbed); `read` once
- * the observer saw it (a frame held by the read budget is not, until its wait ends).
+ * An upstream frame: as received, as text (a binary one decoded as a client's SDK reads it, binary-text.ts; null: not
+ * an event), and (once delivered) as the client gets it (its error text scrubbed); `read` once the observer saw it
+ * (a frame held by the read budget is not, until its wait ends).
  */
-interface UpFrame { raw: Frame; size: number; out?: Frame; read?: boolean }
+interface UpFrame { raw: Frame; size: number; text: string | null; out?: Frame; read?: boolean }
 
 const byteLength = (f: Frame) => (typeof f === 'string' ? Buffer.byteLength(f) : f.byteLength);
 const POLL_MS = 5;
@@ -369,16 +370,25 @@ export class RelaySession {
     const size = byteLength(data);
     this.bytesOut += size;
     this.relayedAny = true;
+    // A binary frame is an event to the official SDK too (`ws` hands it a Buffer it reads with toString()): before, one
+    // was relayed unread, an `error` in it unscrubbed and a response announced and reported in them never billed.
+    const text = typeof data === 'string' ? data : binaryAsText(data);
     const max = this.opts.limits?.maxUpstreamFrameBytes;
-    if (typeof data === 'string' && max !== undefined && size > max) return this.upstreamTooLarge(size, max);
-    const f: UpFrame = { raw: data, size };
+    if (text !== null && max !== undefined && size > max) return this.upstreamTooLarge(size, max);
+    const f: UpFrame = { raw: data, size, text };
     if (this.upDeciding) this.upBehind.push(f);
     else this.observeUpstream(f);
   }
 
-  /** The frame as the client gets it: an upstream error event scrubbed of the channel's secrets (parsed, so only once read). */
+  /**
+   * The frame as the client gets it: an upstream event's error text scrubbed of the channel's secrets (parsed, so only
+   * once read), a binary frame staying binary.
+   */
   private outOf(f: UpFrame): Frame {
-    f.out ??= typeof f.raw === 'string' ? scrubbedErrorEvent(f.raw, this.opts.targets[this.attempt]!.scrub, this.eventIdOf) : f.raw;
+    if (f.out === undefined) {
+      const out = f.text === null ? null : scrubbedErrorEvent(f.text, this.opts.targets[this.attempt]!.scrub, this.eventIdOf);
+      f.out = out === null || out === f.text ? f.raw : typeof f.raw === 'string' ? out : Buffer.from(out);
+    }
     return f.out;
   }
 
@@ -399,18 +409,18 @@ export class RelaySession {
   private observeUpstream(f: UpFrame): void {
     let verdict: SessionFailure | undefined | Promise<SessionFailure | undefined>;
     try {
-      const raw = f.raw;
+      const text = f.text;
       // Past the session's read budget the frame (and the upstream behind it) waits, unread, like one awaiting a commit.
-      const wait = typeof raw === 'string' ? this.upBudget?.take(f.size) ?? 0 : 0;
+      const wait = text !== null ? this.upBudget?.take(f.size) ?? 0 : 0;
       if (wait > 0) {
         verdict = delay(wait).then(() => {
           if (this.ended) return undefined; // finish() had the observer read it
           f.read = true;
-          return this.opts.observer.upstream(raw as string);
+          return this.opts.observer.upstream(text!);
         });
       } else {
         f.read = true;
-        verdict = typeof raw === 'string' ? this.opts.observer.upstream(raw) : undefined;
+        verdict = text !== null ? this.opts.observer.upstream(text) : undefined;
       }
     } catch (e) {
       // E.g. the usage could not be written: stop rather than keep serving unbilled responses.
@@ -541,7 +551,7 @@ export class RelaySession {
     // So is the frame the read budget holds (a response.done, say): the session ending during its wait must not bill
     // its response as cut.
     const unread = [...(this.upDeciding && !this.upDeciding.read ? [this.upDeciding] : []), ...this.upBehind];
-    for (const f of unread) if (typeof f.raw === 'string') this.observeLate(f.raw);
+    for (const f of unread) if (f.text !== null) this.observeLate(f.text);
     this.outQueue = [];
     this.pending = [];
     this.blocked = [];
