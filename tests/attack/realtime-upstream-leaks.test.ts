@@ -99,6 +99,42 @@ describe('upstream error text outside text error events carries no channel secre
   });
 });
 
+describe('a hostile upstream error event nested deep or wide', () => {
+  test("a secret nested in the error (OpenRouter's error.metadata.raw, a key name) is scrubbed", async () => {
+    const { c, conn } = await session();
+    u.send(JSON.stringify({
+      type: 'error', event_id: 'ev_n',
+      error: { type: 'invalid_request_error', code: 'provider_error', message: 'Provider returned error', param: null, event_id: null, metadata: { raw: `{"error":"Incorrect API key provided: ${KEY}"}`, provider_name: 'x', hints: [[`see ${INTERNAL}`]], [SIBLING]: 1 } },
+    }), conn);
+    const ev = await c.waitFor('error');
+    expect(ev.error.message).toBe('Provider returned error');
+    expect(ev.error.metadata.raw).toContain('[redacted]');
+    secretFree(seen(c));
+  });
+
+  test('an error event nested 200,000 deep neither kills the gateway nor passes unscrubbed; the session goes on', async () => {
+    const { c, conn, userId } = await session();
+    const n = 200_000;
+    u.send(`{"type":"error","event_id":"ev_deep","error":{"type":"server_error","code":"x","message":"bad key ${KEY}","param":null,"event_id":null},"x":${'['.repeat(n)}${']'.repeat(n)}}`, conn);
+    const ev = await c.waitFor('error');
+    expect(ev.event_id).toBe('ev_deep');
+    expect(ev.error.message).toBe('bad key [redacted]');
+    // A failed response.done as deep: scrubbed, relayed, billed.
+    const resp = { id: 'resp_deep', object: 'realtime.response', output: [], max_output_tokens: 'inf' };
+    u.send(JSON.stringify({ type: 'response.created', event_id: 'ev_dc', response: { ...resp, status: 'in_progress', usage: null } }), conn);
+    u.send(`{"type":"response.done","event_id":"ev_dd","response":{"id":"resp_deep","status":"failed","status_details":{"type":"failed","error":{"type":"x","message":"key ${KEY}","nested":${'['.repeat(n)}${']'.repeat(n)}}},"usage":{"input_tokens":5,"output_tokens":1}}}`, conn);
+    const done = await c.waitFor('response.done');
+    expect(done.response.status_details.error.message).toBe('key [redacted]');
+    u.send('{"type":"response.output_text.delta","event_id":"ev_after","delta":"still here"}', conn);
+    await waitText(c, 'ev_after');
+    secretFree(seen(c));
+    expect(c.close).toBeNull();
+    await Bun.sleep(20);
+    const row = g.h.sqlite.query("select count(*) as n from usage_logs where user_id = ? and kind = 'realtime'").get(userId) as any;
+    expect(row.n).toBe(1);
+  });
+});
+
 describe('binary upstream frames are read as the SDK reads them', () => {
   test('a binary error event is scrubbed, and stays binary', async () => {
     const { c, conn } = await session();

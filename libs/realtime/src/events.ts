@@ -88,18 +88,48 @@ export function errorEvent(type: string, code: string, message: string): string 
 }
 
 /** Upstream events that carry an error object of the upstream's own words (OpenAI's shapes), and where it is. */
-const ERROR_OBJECT: Record<string, (event: any) => unknown> = {
-  'response.done': (e) => e.response?.status_details?.error,
-  'conversation.item.input_audio_transcription.failed': (e) => e.error,
+const ERROR_PATH: Record<string, string[]> = {
+  'response.done': ['response', 'status_details', 'error'],
+  'conversation.item.input_audio_transcription.failed': ['error'],
 };
 
 /**
+ * Deepest a rewritten upstream event is kept: below it a value is cut to null. JSON.parse reads any depth, but
+ * JSON.stringify overflows the stack past ~100,000 levels (a 200 KB frame), and that throw, in the upstream socket's
+ * message handler, ended the gateway's process.
+ */
+export const UPSTREAM_REWRITE_MAX_DEPTH = 64;
+
+/**
+ * A copy of `v` that JSON.stringify can always write: cut below UPSTREAM_REWRITE_MAX_DEPTH, and with `scrub`, every
+ * string in it (object keys too, at any depth: an upstream may nest its provider's raw error, as OpenRouter's
+ * `error.metadata.raw` does) scrubbed. `changed` tells whether anything differs.
+ */
+function rebuilt(v: unknown, scrub: ((t: string) => string) | null, s: { changed: boolean }, depth = 0): unknown {
+  if (typeof v === 'string') {
+    const out = scrub ? scrub(v) : v;
+    if (out !== v) s.changed = true;
+    return out;
+  }
+  if (!v || typeof v !== 'object') return v;
+  if (depth >= UPSTREAM_REWRITE_MAX_DEPTH) {
+    s.changed = true;
+    return null;
+  }
+  if (Array.isArray(v)) return v.map((x) => rebuilt(x, scrub, s, depth + 1));
+  const o: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) o[rebuilt(k, scrub, s) as string] = rebuilt(x, scrub, s, depth + 1);
+  return o;
+}
+
+/**
  * An upstream event with its error texts passed through `scrub` (upstreams echo keys and internal URLs in error
- * messages): an `error` event, re-serialised, with its `error.event_id` the client's own when `clientId` knows it (an
- * event forwarded under an id the gateway gave it); a failed `response.done` (`response.status_details.error`) or
- * input transcription (`error`), re-serialised only when scrubbing changed a text (before, both reached the client
- * verbatim). Any other frame, or one that is not JSON, is returned unchanged, so the byte-exact relay of everything
- * else is kept.
+ * messages, at any depth of the error object): an `error` event, every string of it, re-serialised, with its
+ * `error.event_id` the client's own when `clientId` knows it (an event forwarded under an id the gateway gave it); a
+ * failed `response.done` (`response.status_details.error`) or input transcription (`error`), re-serialised only
+ * when scrubbing changed a text (before, both reached the client verbatim). A rewritten event nesting deeper than
+ * UPSTREAM_REWRITE_MAX_DEPTH is cut there. Any other frame, or one that is not JSON, is returned unchanged, so the
+ * byte-exact relay of everything else is kept.
  */
 export function scrubbedErrorEvent(text: string, scrub: (t: string) => string, clientId?: (id: string) => { id: unknown } | undefined): string {
   if (!text.includes('"error"')) return text;
@@ -109,24 +139,22 @@ export function scrubbedErrorEvent(text: string, scrub: (t: string) => string, c
   } catch {
     return text;
   }
-  const texts = (o: unknown): boolean => {
-    if (!o || typeof o !== 'object') return false;
-    let changed = false;
-    for (const [k, v] of Object.entries(o)) {
-      if (typeof v !== 'string') continue;
-      const s = scrub(v);
-      if (s !== v) (o as Record<string, unknown>)[k] = s;
-      changed ||= s !== v;
-    }
-    return changed;
-  };
-  if (!event || typeof event !== 'object') return text;
-  const inner = typeof event.type === 'string' && Object.hasOwn(ERROR_OBJECT, event.type) ? ERROR_OBJECT[event.type]!(event) : undefined;
-  if (inner !== undefined) return texts(inner) ? JSON.stringify(event) : text;
+  if (!event || typeof event !== 'object' || Array.isArray(event)) return text;
+  const s = { changed: false };
+  const path = typeof event.type === 'string' && Object.hasOwn(ERROR_PATH, event.type) ? ERROR_PATH[event.type]! : undefined;
+  if (path) {
+    const last = path.at(-1)!;
+    let parent: any = event;
+    for (const k of path.slice(0, -1)) parent = parent && typeof parent === 'object' ? parent[k] : undefined;
+    if (!parent || typeof parent !== 'object' || !parent[last] || typeof parent[last] !== 'object') return text;
+    // Scrubbed in place, then the whole event bounded (the error object may sit below the cut).
+    parent[last] = rebuilt(parent[last], scrub, s);
+    return s.changed ? JSON.stringify(rebuilt(event, null, s)) : text;
+  }
   if (event.type !== 'error' || !event.error || typeof event.error !== 'object') return text;
   const about = event.error.event_id;
-  texts(event.error);
+  const out = rebuilt(event, scrub, s) as any;
   const own = typeof about === 'string' ? clientId?.(about) : undefined;
-  if (own) event.error.event_id = own.id;
-  return JSON.stringify(event);
+  if (own && out.error && typeof out.error === 'object') out.error.event_id = own.id;
+  return JSON.stringify(out);
 }
