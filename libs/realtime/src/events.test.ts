@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test';
 import { otherTypeKeyAfter } from './ambiguous';
-import { errorEvent, meteredEvent, plainAppend } from './events';
+import { errorEvent, meteredEvent, plainAppend, scrubbedErrorEvent } from './events';
 
 describe('meteredEvent', () => {
   test('reads the three metered types, in any key order and spacing', () => {
@@ -53,4 +53,9 @@ test('otherTypeKeyAfter: "type" in another ASCII case as a key, not the exact sp
   for (const k of ['TYPE', 'Type', 'tYpE', 'typE']) expect(otherTypeKeyAfter(`{"type":"a","${k}":"b"}`, 10)).toBe(true);
   for (const k of ['type', 'typo', 'types', 'ty pe']) expect(otherTypeKeyAfter(`{"type":"a","${k}":"b"}`, 10)).toBe(false);
   expect(otherTypeKeyAfter('"'.repeat(100_000), 0)).toBe(false);
+});
+
+test('scrubbedErrorEvent keeps every key of an upstream error as JSON.parse read it, __proto__ included', () => {
+  const text = '{"type":"error","error":{"message":"m","__proto__":{"a":1},"constructor":"c"}}';
+  expect(JSON.parse(scrubbedErrorEvent(text, (t) => t))).toEqual(JSON.parse(text));
 });

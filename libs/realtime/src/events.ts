@@ -117,7 +117,8 @@ function rebuilt(v: unknown, scrub: ((t: string) => string) | null, s: { changed
     return null;
   }
   if (Array.isArray(v)) return v.map((x) => rebuilt(x, scrub, s, depth + 1));
-  const o: Record<string, unknown> = {};
+  // No prototype: a `__proto__` key stays a key, as JSON.parse made it.
+  const o: Record<string, unknown> = Object.create(null);
   for (const [k, x] of Object.entries(v)) o[rebuilt(k, scrub, s) as string] = rebuilt(x, scrub, s, depth + 1);
   return o;
 }
