@@ -20,12 +20,14 @@ try {
     log.info('workers.start', { workers: config.workers, database: redactUrl(config.databaseUrl), port: config.port });
     process.exit(await superviseWorkers({ workers: config.workers, log }));
   }
-  const [{ createServices, loggerFor }, { listen }, { setTrustProxy }, { bunFetchLimit, openFileLimit }] = await Promise.all([
-    import('./services'), import('./app'), import('./plugins/client-ip'), import('@gw/core'),
+  const [{ createServices, loggerFor }, { listen }, { setTrustProxy }, { bunFetchLimit, openFileLimit }, { guardProcess }] = await Promise.all([
+    import('./services'), import('./app'), import('./plugins/client-ip'), import('@gw/core'), import('./crash-guard'),
   ]);
   setTrustProxy(config.env.TRUST_PROXY === 'true' || config.env.TRUST_PROXY === '1');
   const log = loggerFor(config);
   const services = await createServices(config, log);
+  // From here on a stray throw is logged and counted instead of ending every user's streams (crash-guard.ts).
+  guardProcess(log, services.metrics.uncaught);
   const app = listen(services);
   let stopping = false;
   const shutdown = async () => {

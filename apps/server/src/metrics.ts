@@ -15,6 +15,8 @@ export interface GatewayMetrics {
   tokens: Counter;
   charged: Counter;
   metered: Counter;
+  /** Throws and rejections nothing handled (logged as `process.uncaught`; the process serves on). */
+  uncaught: Counter;
   /** Feeds the settlement counters (QuotaService's `observe`). */
   settlement(row: SettlementRow): void;
 }
@@ -29,6 +31,7 @@ export function createMetrics(): GatewayMetrics {
     tokens: registry.counter('gateway_tokens_total', 'Metered tokens by model and kind'),
     charged: registry.counter('gateway_quota_charged_total', 'Quota units charged by model'),
     metered: registry.counter('gateway_metered_requests_total', 'Metered requests (messages and realtime responses) by model, kind and status'),
+    uncaught: registry.counter('gateway_uncaught_errors_total', 'Throws and promise rejections no handler caught, by kind (exception, rejection); logged as process.uncaught, the process serves on'),
     settlement(row) {
       const model = row.model;
       m.metered.inc({ model, kind: row.kind, status: row.status });
