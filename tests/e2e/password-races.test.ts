@@ -172,3 +172,63 @@ describe('a login racing a password change', () => {
     }
   }, 60_000);
 });
+
+describe('writes checked against a password that changed meanwhile', () => {
+  const token = async (u: { token: string; password: string }) =>
+    (await gw.api('POST', '/api/user/access_token', { name: 'second', current_password: u.password }, u.token)).body.data.token as string;
+
+  test('two password changes checked against one password at once: one wins, the other is refused', async () => {
+    // The owner changes the password to evict an intruder who knows it; the intruder sends its own change at the same
+    // moment. Both checked the same old password; the later write used to land too (200 to both), leaving the
+    // intruder's password in place and ending the owner's credentials.
+    const u = await makeUser(gw);
+    const owner = await token(u);
+    const intruder = await token(u);
+    const [a, b] = await Promise.all([
+      gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'owner-new-password' }, owner),
+      gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'intruder-new-password' }, intruder),
+    ]);
+    expect([a.status, b.status].sort()).toEqual([200, 400]);
+    const [won, lost] = a.status === 200 ? [{ pw: 'owner-new-password', tok: owner }, { pw: 'intruder-new-password', tok: intruder, r: b }] : [{ pw: 'intruder-new-password', tok: intruder }, { pw: 'owner-new-password', tok: owner, r: a }];
+    expect(lost.r.body.error).toMatchObject({ code: 'invalid_current_password', param: 'current_password' });
+    expect((await login(u.username, won.pw)).status).toBe(200);
+    expect((await login(u.username, lost.pw)).status).toBe(401);
+    expect((await gw.api('GET', '/api/user/self', undefined, won.tok)).status).toBe(200);
+    expect((await gw.api('GET', '/api/user/self', undefined, lost.tok)).status).toBe(401);
+  }, 30_000);
+
+  test('an e-mail change checked against the old password does not land after the password change', async () => {
+    // The intruder's e-mail change (the address that receives reset links) passed its credential and password
+    // checks before the owner's password change; its write is held until that change has answered.
+    const email = `own-${crypto.randomUUID().slice(0, 8)}@example.com`;
+    const u = await makeUser(gw, 1, { email });
+    const intruder = await token(u);
+    const users = gw.services.users;
+    const original = users.update;
+    let held!: () => void;
+    const release = new Promise<void>((r) => { held = r; });
+    let reached!: () => void;
+    const atWrite = new Promise<void>((r) => { reached = r; });
+    users.update = async function (this: typeof users, id, patch, ...rest) {
+      if (id === u.id && patch.email !== undefined) {
+        reached();
+        await release;
+      }
+      return original.call(this, id, patch, ...rest);
+    } as typeof users.update;
+    try {
+      // To node 1, whose store holds the write (the password change may go to any node).
+      const move = gw.nodeApi('PUT', '/api/user/self', { email: 'intruder@evil.example', current_password: u.password }, intruder);
+      await atWrite;
+      const change = await gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'owner-new-password' }, u.token);
+      expect(change.status).toBe(200);
+      held();
+      const r = await move;
+      expect(r.status).toBe(403);
+      expect(r.body.error).toMatchObject({ code: 'invalid_password', param: 'current_password' });
+    } finally {
+      users.update = original;
+    }
+    expect((await gw.api('GET', `/api/user/${u.id}`)).body.data.email).toBe(email);
+  }, 30_000);
+});

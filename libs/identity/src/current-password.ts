@@ -6,6 +6,9 @@ import { verifyPasswordHeld } from './passwords';
 export const CURRENT_PASSWORD_CHECKS = 5;
 const WINDOW_MS = 5 * 60_000;
 
+/** 400 `invalid_current_password`: the password given is not (or, by the time of the write, no longer) the user's. */
+export const wrongCurrentPassword = () => new GatewayError(400, 'invalid_current_password', 'The current password is wrong', { param: 'current_password' });
+
 /**
  * The one limit on checking a logged-in user's current password, shared by every route that asks for it
  * (changing the password, changing the e-mail that receives resets, turning 2FA on, new backup codes,
@@ -54,7 +57,7 @@ export class CurrentPasswordGuard {
    */
   async require(userId: number, password: string | undefined, hash: string | null | undefined): Promise<void> {
     if (!(await this.verify(userId, password ?? '', hash))) {
-      throw new GatewayError(400, 'invalid_current_password', 'The current password is wrong', { param: 'current_password' });
+      throw wrongCurrentPassword();
     }
   }
 }

@@ -1,6 +1,6 @@
 import { GatewayError } from '@gw/core';
 import type { CredentialsEnded, SecurityStore, UsersStore } from '@gw/db';
-import type { CurrentPasswordGuard } from './current-password';
+import { wrongCurrentPassword, type CurrentPasswordGuard } from './current-password';
 import { callerCredential, type Principal } from './principal';
 import { PASSWORD_MAX, PASSWORD_MIN, hashPassword } from './passwords';
 
@@ -21,9 +21,13 @@ export class PasswordChangeService {
     }
     const user = await this.users.byId(p.user.id);
     await this.guard.require(p.user.id, currentPassword, user?.passwordHash);
-    if (!user) throw new GatewayError(400, 'invalid_current_password', 'The current password is wrong', { param: 'current_password' });
+    if (!user) throw wrongCurrentPassword();
     const now = Math.floor(this.clock() / 1000);
-    await this.users.update(user.id, { passwordHash: await hashPassword(newPassword), updatedAt: now });
+    // Only over the password just checked: of two changes checked against the same password at once (the owner
+    // evicting an intruder who also knows it), the later write would otherwise win and end the owner's credentials.
+    if (!(await this.users.update(user.id, { passwordHash: await hashPassword(newPassword), updatedAt: now }, user.passwordHash))) {
+      throw wrongCurrentPassword();
+    }
     return this.repo.endCredentials(user.id, callerCredential(p), now);
   }
 }

@@ -1,6 +1,7 @@
 import { GatewayError, nowSeconds, randomToken, sha256Hex } from '@gw/core';
 import type { SessionsStore, UsersStore } from '@gw/db';
 import { SESSION_ID_CHARS, USER_STATUS } from '@gw/db';
+import { wrongCurrentPassword } from './current-password';
 import { ACCESS_TOKEN_PREFIX, type Principal } from './principal';
 import type { AccessTokenView, LoginSessionView } from './views';
 
@@ -99,7 +100,7 @@ export class ManagementAuth {
       const after = await this.users.byId(userId);
       if (!after || after.passwordHash !== verifiedHash || after.status !== USER_STATUS.enabled) {
         await this.sessions.revokeToken(userId, row.id, now);
-        throw new GatewayError(400, 'invalid_current_password', 'The current password is wrong', { param: 'current_password' });
+        throw wrongCurrentPassword();
       }
     }
     return { token, view: tokenView(row) };

@@ -74,6 +74,8 @@ export const keysHiddenFrom = (actor: Actor, roleOf: (userId: number) => number 
   return role !== undefined && !canManage(actor, { id: userId, role });
 };
 
+/** PUT /api/user/self's answer to a current password that is wrong (or was replaced before the write). */
+const wrongPassword = () => new GatewayError(403, 'invalid_password', 'Current password is wrong', { param: 'current_password' });
 const forbidden = (code: string, message: string, param = '') => new GatewayError(403, code, message, { param });
 const notFound = (id: number) => new GatewayError(404, 'user_not_found', `No user ${id}`, { param: 'id' });
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
@@ -165,6 +167,8 @@ export class UserService {
    */
   async updateSelf(self: Pick<UserRow, 'id' | 'email' | 'passwordHash'>, input: UserSelfUpdate): Promise<UserView> {
     const patch: Partial<NewUserRow> = {};
+    /** The password hash `current_password` was checked against: the write lands only while it is still the user's. */
+    let checkedHash: string | undefined;
     if (input.display_name !== undefined) patch.displayName = input.display_name.trim();
     if (input.email !== undefined) {
       const email = emailOf(input.email);
@@ -172,15 +176,16 @@ export class UserService {
         if (!input.current_password) {
           throw new GatewayError(400, 'missing_field', 'current_password is required to change the e-mail address', { param: 'current_password' });
         }
-        if (!(await this.currentPassword.verify(self.id, input.current_password, self.passwordHash))) {
-          throw new GatewayError(403, 'invalid_password', 'Current password is wrong', { param: 'current_password' });
-        }
+        if (!(await this.currentPassword.verify(self.id, input.current_password, self.passwordHash))) throw wrongPassword();
+        checkedHash = self.passwordHash;
       }
       // Whether an address is taken is asked only after the password check: before it, any session could
       // probe which addresses are registered (409 against 400), without limit, which the reset request hides.
       patch.email = await this.checkEmail(email, self.id);
     }
-    const view = await this.write(self.id, patch, null);
+    // A password change that ended this session while its password was checked must not be outlived by the new
+    // address: the intruder it evicts would get the password-reset links.
+    const view = await this.write(self.id, patch, null, checkedHash);
     // A reset link already mailed to the old address must not outlive the move: whoever reads that mailbox
     // (often why it is being left) could otherwise still take the account within the link's lifetime.
     if (patch.email !== undefined && patch.email !== self.email) await this.voidResetTokens(self.id);
@@ -204,16 +209,17 @@ export class UserService {
     await this.bus.committed('user.changed', { userId: id });
   }
 
-  private async write(id: number, patch: Partial<NewUserRow>, end: 'sessions' | 'credentials' | null): Promise<UserView> {
+  /** `ifPasswordHash`: only while the user's password hash is still this one (else 403 `invalid_password`, nothing written). */
+  private async write(id: number, patch: Partial<NewUserRow>, end: 'sessions' | 'credentials' | null, ifPasswordHash?: string): Promise<UserView> {
     // A role or status change goes through the guarded write: at least one enabled root must stay, or nobody
     // could manage admins, roots or root-only settings again (only the offline reset-root-password would help).
     // A rename too: it re-checks, in the write, that no other user has the name in another case.
     const guarded = patch.role !== undefined || patch.status !== undefined || patch.username !== undefined;
-    const row = await (guarded ? this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }) : this.users.update(id, { ...patch, updatedAt: nowSeconds() })).catch(emailRace);
+    const row = await (guarded ? this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }) : this.users.update(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash)).catch(emailRace);
     if (row === 'last_root') {
       throw new GatewayError(409, 'last_root', 'This would leave no enabled root user: make or enable another root first', { param: patch.role !== undefined ? 'role' : 'status' });
     }
-    if (!row) throw notFound(id);
+    if (!row) throw ifPasswordHash === undefined ? notFound(id) : wrongPassword();
     if (end === 'credentials') await this.endCredentials(id);
     else if (end === 'sessions') await this.sessions.deleteUserSessions(id);
     await this.bus.committed('user.changed', { userId: id });

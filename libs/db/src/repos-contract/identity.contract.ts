@@ -58,6 +58,11 @@ export function identityContract(make: MakeEnv): void {
       const up = await users.update(u.id, { displayName: 'Dee', status: 2, quota: BIG, updatedAt: 9 });
       expect(up).toMatchObject({ id: u.id, displayName: 'Dee', status: 2, quota: BIG, updatedAt: 9 });
       expect(await users.update(u.id + 99, { displayName: 'x' })).toBeUndefined();
+      // Conditional on the password hash: written only while it is still the one given.
+      expect(await users.update(u.id, { displayName: 'Old' }, `${u.passwordHash}-other`)).toBeUndefined();
+      expect((await users.byId(u.id))!.displayName).toBe('Dee');
+      expect(await users.update(u.id, { passwordHash: 'h2' }, u.passwordHash)).toMatchObject({ id: u.id, passwordHash: 'h2' });
+      expect(await users.update(u.id, { passwordHash: 'h3' }, u.passwordHash)).toBeUndefined();
       expect(await users.delete(u.id)).toBe(true);
       expect(await users.delete(u.id)).toBe(false);
       expect(await users.count()).toBe(0);

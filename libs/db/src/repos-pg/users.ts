@@ -30,8 +30,9 @@ export class PgUsersRepo {
     return (await this.db.insert(users).values(row).onConflictDoNothing({ target: users.username }).returning())[0];
   }
 
-  async update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined> {
-    return (await this.db.update(users).set(patch).where(eq(users.id, id)).returning())[0];
+  async update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined> {
+    const same = ifPasswordHash === undefined ? undefined : eq(users.passwordHash, ifPasswordHash);
+    return (await this.db.update(users).set(patch).where(and(eq(users.id, id), same)).returning())[0];
   }
 
   /**

@@ -27,7 +27,12 @@ export interface UsersStore {
    * processes (INSERT … ON CONFLICT (username) DO NOTHING), so nodes starting at once create one root.
    */
   insertIfAbsent(row: NewUserRow): Promise<UserRow | undefined>;
-  update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined>;
+  /**
+   * `ifPasswordHash`: write only while the stored password hash is still this one (the one a current password was
+   * checked against), else undefined and nothing written: a change authorised by a password replaced meanwhile
+   * must not land after the replacement.
+   */
+  update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined>;
   /**
    * `update`, unless it would take the last enabled root out of being one (role below root, or disabled): then
    * 'last_root' and nothing written. Atomic against concurrent calls (SQLite: one transaction in the one writer;
@@ -81,8 +86,9 @@ export class UsersRepo implements UsersStore {
     return this.db.insert(users).values(row).onConflictDoNothing({ target: users.username }).returning().get();
   }
 
-  async update(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined> {
-    return this.db.update(users).set(patch).where(eq(users.id, id)).returning().get();
+  async update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined> {
+    const same = ifPasswordHash === undefined ? undefined : eq(users.passwordHash, ifPasswordHash);
+    return this.db.update(users).set(patch).where(and(eq(users.id, id), same)).returning().get();
   }
 
   async byUsernameFolded(username: string, exceptId = 0): Promise<UserRow | undefined> {
