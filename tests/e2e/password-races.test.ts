@@ -197,6 +197,45 @@ describe('writes checked against a password that changed meanwhile', () => {
     expect((await gw.api('GET', '/api/user/self', undefined, lost.tok)).status).toBe(401);
   }, 30_000);
 
+  test('2FA turned on with the old password does not land after the password change', async () => {
+    // An intruder's enable (its own authenticator) passed its checks before the owner's password change and is
+    // written after it: it used to turn 2FA on with the intruder's secret and end the owner's sessions, so the owner,
+    // who had just changed the password, could no longer log in at all.
+    const u = await makeUser(gw);
+    const intruder = await token(u);
+    const setup = await gw.nodeApi('POST', '/api/user/2fa/setup', undefined, intruder);
+    expect(setup.status).toBe(200);
+    const security = gw.services.security;
+    const original = security.enableTotp;
+    let held!: () => void;
+    const release = new Promise<void>((r) => { held = r; });
+    let reached!: () => void;
+    const atWrite = new Promise<void>((r) => { reached = r; });
+    security.enableTotp = async function (this: typeof security, userId, ...rest) {
+      if (userId === u.id) {
+        reached();
+        await release;
+      }
+      return original.call(this, userId, ...rest);
+    } as typeof security.enableTotp;
+    try {
+      await clearOfWindowEdge(3_000, 30_000);
+      const code = await generate({ secret: setup.body.data.secret });
+      const enable = gw.nodeApi('POST', '/api/user/2fa/enable', { code, current_password: u.password }, intruder);
+      await atWrite;
+      expect((await gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'owner-new-password' }, u.token)).status).toBe(200);
+      held();
+      const r = await enable;
+      expect(r.status).toBe(400);
+      expect(r.body.error).toMatchObject({ code: 'invalid_current_password', param: 'current_password' });
+    } finally {
+      security.enableTotp = original;
+    }
+    expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data.enabled).toBe(false);
+    expect((await gw.api('GET', '/api/user/self', undefined, u.token)).status).toBe(200);
+    expect((await login(u.username, 'owner-new-password')).status).toBe(200);
+  }, 30_000);
+
   test('an e-mail change checked against the old password does not land after the password change', async () => {
     // The intruder's e-mail change (the address that receives reset links) passed its credential and password
     // checks before the owner's password change; its write is held until that change has answered.

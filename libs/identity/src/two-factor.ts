@@ -2,7 +2,7 @@ import { ConfigError, readIntEnv } from '@gw/config';
 import { GatewayError, localWindows, type AttemptWindow, type AttemptWindows, type SecretBox } from '@gw/core';
 import type { SecurityStore, SessionsStore, UserRow, UsersStore } from '@gw/db';
 import { generateBackupCodes, hashBackupCode, looksLikeBackupCode } from './backup-codes';
-import type { CurrentPasswordGuard } from './current-password';
+import { wrongCurrentPassword, type CurrentPasswordGuard } from './current-password';
 import type { Principal } from './principal';
 
 /** The credential a 2FA check is counted under: the calling session (by its hash) or access token. */
@@ -129,8 +129,11 @@ export class TwoFactorService {
     const codes = generateBackupCodes();
     // Only the secret the code was checked against is turned on: a setup sent meanwhile (a stolen session's,
     // while this request checked the password) must not make its own authenticator the one 2FA trusts.
-    if (step === null || !(await this.repo.enableTotp(userId, step, codes.map((c) => hashBackupCode(userId, c)), this.nowSec(), u.totpSecret))) {
+    // Nor after a password change that ended this caller's session while its password was checked: an intruder's
+    // authenticator turned on then would lock the owner, who just changed the password, out of every login.
+    if (step === null || !(await this.repo.enableTotp(userId, step, codes.map((c) => hashBackupCode(userId, c)), this.nowSec(), u.totpSecret, u.passwordHash))) {
       const after = await this.users.byId(userId);
+      if (step !== null && after && after.passwordHash !== u.passwordHash) throw wrongCurrentPassword();
       if (step !== null && after && !after.totpEnabled && after.totpSecret !== u.totpSecret) {
         throw new GatewayError(409, 'totp_setup_changed', 'Another 2FA setup replaced the pending secret while this one was confirmed; nothing was turned on. Set up again');
       }

@@ -260,14 +260,16 @@ export function identityContract(make: MakeEnv): void {
       const u = await seedUser(r);
       expect(await r.security.setPendingTotp(u.id, 'sealed-1', 10)).toBe(true);
       expect((await r.users.byId(u.id))!.totpSecret).toBe('sealed-1');
-      expect(await r.security.enableTotp(u.id, 0, ['c1', 'c2'], 11, 'sealed-1')).toBe(false); // step 0 is not after the last (0)
+      expect(await r.security.enableTotp(u.id, 0, ['c1', 'c2'], 11, 'sealed-1', 'h')).toBe(false); // step 0 is not after the last (0)
       expect(await r.security.unusedBackupCodes(u.id)).toBe(0);
       // Only with the pending secret the code was checked against: a secret replaced since is not turned on.
-      expect(await r.security.enableTotp(u.id, 5, ['c1', 'c2', 'c3'], 11, 'sealed-0')).toBe(false);
-      expect(await r.security.enableTotp(u.id, 5, ['c1', 'c2', 'c3'], 11, 'sealed-1')).toBe(true);
+      expect(await r.security.enableTotp(u.id, 5, ['c1', 'c2', 'c3'], 11, 'sealed-0', 'h')).toBe(false);
+      // Nor after the password the caller's current password was checked against was replaced.
+      expect(await r.security.enableTotp(u.id, 5, ['c1', 'c2', 'c3'], 11, 'sealed-1', 'h-before')).toBe(false);
+      expect(await r.security.enableTotp(u.id, 5, ['c1', 'c2', 'c3'], 11, 'sealed-1', 'h')).toBe(true);
       expect((await r.users.byId(u.id))!).toMatchObject({ totpEnabled: true, totpLastStep: 5 });
       expect(await r.security.unusedBackupCodes(u.id)).toBe(3);
-      expect(await r.security.enableTotp(u.id, 6, [], 12, 'sealed-1')).toBe(false);
+      expect(await r.security.enableTotp(u.id, 6, [], 12, 'sealed-1', 'h')).toBe(false);
       expect(await r.security.setPendingTotp(u.id, 'sealed-2', 12)).toBe(false);
       expect(await r.security.claimTotpStep(u.id, 5)).toBe(false);
       expect(await r.security.claimTotpStep(u.id, 6)).toBe(true);

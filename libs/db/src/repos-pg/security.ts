@@ -21,10 +21,10 @@ export class PgSecurityRepo {
       .where(and(eq(users.id, userId), lt(users.totpLastStep, step))).returning({ id: users.id })).length > 0;
   }
 
-  async enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string): Promise<boolean> {
+  async enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string, passwordHash: string): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       const done = (await tx.update(users).set({ totpEnabled: true, totpLastStep: step, updatedAt: now })
-        .where(and(eq(users.id, userId), eq(users.totpEnabled, false), lt(users.totpLastStep, step), eq(users.totpSecret, sealed)))
+        .where(and(eq(users.id, userId), eq(users.totpEnabled, false), lt(users.totpLastStep, step), eq(users.totpSecret, sealed), eq(users.passwordHash, passwordHash)))
         .returning({ id: users.id })).length > 0;
       if (!done) return false;
       await tx.delete(backupCodes).where(eq(backupCodes.userId, userId));

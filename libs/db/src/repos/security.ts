@@ -13,9 +13,10 @@ export interface SecurityStore {
   claimTotpStep(userId: number, step: number): Promise<boolean>;
   /**
    * Turns 2FA on (claiming `step`) and installs a fresh set of backup codes, in one transaction, only while the
-   * pending secret is still `sealed` (the one the code was checked against): false when another setup replaced it.
+   * pending secret is still `sealed` (the one the code was checked against) and the password hash still
+   * `passwordHash` (the one the current password was checked against): false when either was replaced.
    */
-  enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string): Promise<boolean>;
+  enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string, passwordHash: string): Promise<boolean>;
   /** Turns 2FA off: forgets the secret and every backup code. */
   disableTotp(userId: number, now: number): Promise<void>;
   /** Replaces the user's backup codes (the old ones stop working). */
@@ -85,10 +86,10 @@ export class SecurityRepo implements SecurityStore {
   }
 
   /** Turns 2FA on (claiming `step`) and installs a fresh set of backup codes, in one transaction. */
-  async enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string): Promise<boolean> {
+  async enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string, passwordHash: string): Promise<boolean> {
     return this.db.transaction((tx) => {
       const done = tx.update(users).set({ totpEnabled: true, totpLastStep: step, updatedAt: now })
-        .where(and(eq(users.id, userId), eq(users.totpEnabled, false), lt(users.totpLastStep, step), eq(users.totpSecret, sealed)))
+        .where(and(eq(users.id, userId), eq(users.totpEnabled, false), lt(users.totpLastStep, step), eq(users.totpSecret, sealed), eq(users.passwordHash, passwordHash)))
         .returning({ id: users.id }).all().length > 0;
       if (!done) return false;
       tx.delete(backupCodes).where(eq(backupCodes.userId, userId)).run();
