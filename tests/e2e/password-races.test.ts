@@ -236,6 +236,54 @@ describe('writes checked against a password that changed meanwhile', () => {
     expect((await login(u.username, 'owner-new-password')).status).toBe(200);
   }, 30_000);
 
+  test('new backup codes asked with the old password do not land after the password change', async () => {
+    // The intruder's request passed its checks (password, code) before the owner's password change; written after
+    // it, the codes used to void the owner's and end every other session, the owner's that had just changed it too.
+    const u = await makeUser(gw);
+    const setup = await gw.api('POST', '/api/user/2fa/setup', undefined, u.token);
+    const secret = setup.body.data.secret as string;
+    await clearOfWindowEdge(3_000, 30_000);
+    const en = await gw.api('POST', '/api/user/2fa/enable', { code: await generate({ secret, epoch: Math.floor(Date.now() / 1000) - 30 }), current_password: u.password }, u.token);
+    expect(en.status).toBe(200);
+    const ownerCodes = en.body.data.backup_codes as string[];
+    const intruder = await token(u);
+    const owner = await fetch(`${gw.url}/api/user/login`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: u.username, password: u.password, totp_code: ownerCodes[0] }),
+    });
+    expect(owner.status).toBe(200);
+    const cookie = owner.headers.get('set-cookie')!.split(';')[0]!;
+    const security = gw.services.security;
+    const original = security.replaceBackupCodes;
+    let held!: () => void;
+    const release = new Promise<void>((r) => { held = r; });
+    let reached!: () => void;
+    const atWrite = new Promise<void>((r) => { reached = r; });
+    security.replaceBackupCodes = async function (this: typeof security, userId, ...rest) {
+      if (userId === u.id) {
+        reached();
+        await release;
+      }
+      return original.call(this, userId, ...rest);
+    } as typeof security.replaceBackupCodes;
+    try {
+      await clearOfWindowEdge(3_000, 30_000);
+      const regen = gw.nodeApi('POST', '/api/user/2fa/backup_codes', { code: await generate({ secret }), current_password: u.password }, intruder);
+      await atWrite;
+      const change = await fetch(`${gw.url}/api/user/password`, {
+        method: 'POST', headers: { cookie, 'content-type': 'application/json' }, body: JSON.stringify({ current_password: u.password, new_password: 'owner-new-password' }),
+      });
+      expect(change.status).toBe(200);
+      held();
+      const r = await regen;
+      expect(r.status).toBe(400);
+      expect(r.body.error).toMatchObject({ code: 'invalid_current_password', param: 'current_password' });
+    } finally {
+      security.replaceBackupCodes = original;
+    }
+    expect((await fetch(`${gw.url}/api/user/self`, { headers: { cookie } })).status).toBe(200);
+    expect((await login(u.username, 'owner-new-password', ownerCodes[1])).status).toBe(200);
+  }, 30_000);
+
   test('an e-mail change checked against the old password does not land after the password change', async () => {
     // The intruder's e-mail change (the address that receives reset links) passed its credential and password
     // checks before the owner's password change; its write is held until that change has answered.

@@ -169,7 +169,9 @@ export class TwoFactorService {
     const step = await this.matchTotp(u, code);
     if (step === null || !(await this.repo.claimTotpStep(userId, step))) throw await this.failed(userId, 'A current, unused authenticator code is required');
     const codes = generateBackupCodes();
-    await this.repo.replaceBackupCodes(userId, codes.map((c) => hashBackupCode(userId, c)), this.nowSec());
+    // Only over the password checked above: written after a password change that ended this caller's session, they
+    // would void the owner's codes and end the owner's sessions (the other sessions end below).
+    if (!(await this.repo.replaceBackupCodes(userId, codes.map((c) => hashBackupCode(userId, c)), this.nowSec(), u.passwordHash))) throw wrongCurrentPassword();
     await this.cleared(userId, credentialKey(p));
     return { backup_codes: codes, sessions_ended: await this.sessions.endOtherSessions(userId, p.sessionHash) };
   }

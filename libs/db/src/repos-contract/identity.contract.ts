@@ -296,6 +296,11 @@ export function identityContract(make: MakeEnv): void {
       expect(await r.security.unusedBackupCodes(u.id)).toBe(3);
       await r.security.replaceBackupCodes(u.id, [], 6);
       expect(await r.security.unusedBackupCodes(u.id)).toBe(0);
+      // Conditional on the password hash the caller's password was checked against (seedUser's is 'h').
+      expect(await r.security.replaceBackupCodes(u.id, ['f'], 7, 'h-before')).toBe(false);
+      expect(await r.security.unusedBackupCodes(u.id)).toBe(0);
+      expect(await r.security.replaceBackupCodes(u.id, ['f'], 7, 'h')).toBe(true);
+      expect(await r.security.unusedBackupCodes(u.id)).toBe(1);
     });
 
     test('reset tokens: a new one voids the old; valid until expiry; consumed once, clearing the lockout', async () => {

@@ -40,10 +40,16 @@ export class PgSecurityRepo {
     });
   }
 
-  async replaceBackupCodes(userId: number, codeHashes: string[], now: number): Promise<void> {
-    await this.db.transaction(async (tx) => {
+  /** With `ifPasswordHash`, the user's row is locked while it is checked: a password change waits for this write, or this one sees it. */
+  async replaceBackupCodes(userId: number, codeHashes: string[], now: number, ifPasswordHash?: string): Promise<boolean> {
+    return this.db.transaction(async (tx) => {
+      if (ifPasswordHash !== undefined) {
+        const [same] = await tx.select({ id: users.id }).from(users).where(and(eq(users.id, userId), eq(users.passwordHash, ifPasswordHash))).for('update');
+        if (!same) return false;
+      }
       await tx.delete(backupCodes).where(eq(backupCodes.userId, userId));
       if (codeHashes.length) await tx.insert(backupCodes).values(codeHashes.map((codeHash) => ({ userId, codeHash, createdAt: now })));
+      return true;
     });
   }
 

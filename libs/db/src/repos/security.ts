@@ -19,8 +19,11 @@ export interface SecurityStore {
   enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string, passwordHash: string): Promise<boolean>;
   /** Turns 2FA off: forgets the secret and every backup code. */
   disableTotp(userId: number, now: number): Promise<void>;
-  /** Replaces the user's backup codes (the old ones stop working). */
-  replaceBackupCodes(userId: number, codeHashes: string[], now: number): Promise<void>;
+  /**
+   * Replaces the user's backup codes (the old ones stop working). With `ifPasswordHash`, only while the user's
+   * password hash is still that one (the one the current password was checked against): false, nothing written.
+   */
+  replaceBackupCodes(userId: number, codeHashes: string[], now: number, ifPasswordHash?: string): Promise<boolean>;
   /** Marks an unused backup code used; false when no such unused code exists. */
   consumeBackupCode(userId: number, codeHash: string, now: number): Promise<boolean>;
   unusedBackupCodes(userId: number): Promise<number>;
@@ -107,10 +110,12 @@ export class SecurityRepo implements SecurityStore {
   }
 
   /** Replaces the user's backup codes (the old ones stop working). */
-  async replaceBackupCodes(userId: number, codeHashes: string[], now: number): Promise<void> {
-    this.db.transaction((tx) => {
+  async replaceBackupCodes(userId: number, codeHashes: string[], now: number, ifPasswordHash?: string): Promise<boolean> {
+    return this.db.transaction((tx) => {
+      if (ifPasswordHash !== undefined && !tx.select({ id: users.id }).from(users).where(and(eq(users.id, userId), eq(users.passwordHash, ifPasswordHash))).get()) return false;
       tx.delete(backupCodes).where(eq(backupCodes.userId, userId)).run();
       if (codeHashes.length) tx.insert(backupCodes).values(codeHashes.map((codeHash) => ({ userId, codeHash, createdAt: now }))).run();
+      return true;
     });
   }
 
