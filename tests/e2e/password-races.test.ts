@@ -177,6 +177,42 @@ describe('writes checked against a password that changed meanwhile', () => {
   const token = async (u: { token: string; password: string }) =>
     (await gw.api('POST', '/api/user/access_token', { name: 'second', current_password: u.password }, u.token)).body.data.token as string;
 
+  /**
+   * Holds node 1's calls of `target[method]` for `userId` (first argument) until `release()`: `reached` resolves when
+   * one arrives. The write then runs as it would have, after whatever the test did meanwhile. `restore()` undoes it.
+   */
+  function holdWrites<T extends object, K extends keyof T>(target: T, method: K, held: (args: any[]) => boolean) {
+    const original = target[method] as (...args: any[]) => Promise<unknown>;
+    let release!: () => void;
+    const released = new Promise<void>((r) => { release = r; });
+    let arrived!: () => void;
+    const reached = new Promise<void>((r) => { arrived = r; });
+    (target as any)[method] = async function (this: T, ...args: any[]) {
+      if (held(args)) {
+        arrived();
+        await released;
+      }
+      return original.apply(this, args);
+    };
+    return { reached, release, restore: () => { (target as any)[method] = original; } };
+  }
+
+  /**
+   * Sends `write` (to node 1, whose store holds it: `hold`), lets `change` (the owner's password change, answering
+   * 200) run while it is held, then lets it land and answers what it answered.
+   */
+  async function landingAfter(hold: ReturnType<typeof holdWrites>, write: () => Promise<{ status: number; body: any }>, change: () => Promise<number>) {
+    try {
+      const pending = write();
+      await hold.reached;
+      expect(await change()).toBe(200);
+      hold.release();
+      return await pending;
+    } finally {
+      hold.restore();
+    }
+  }
+
   test('two password changes checked against one password at once: one wins, the other is refused', async () => {
     // The owner changes the password to evict an intruder who knows it; the intruder sends its own change at the same
     // moment. Both checked the same old password; the later write used to land too (200 to both), leaving the
@@ -205,32 +241,13 @@ describe('writes checked against a password that changed meanwhile', () => {
     const intruder = await token(u);
     const setup = await gw.nodeApi('POST', '/api/user/2fa/setup', undefined, intruder);
     expect(setup.status).toBe(200);
-    const security = gw.services.security;
-    const original = security.enableTotp;
-    let held!: () => void;
-    const release = new Promise<void>((r) => { held = r; });
-    let reached!: () => void;
-    const atWrite = new Promise<void>((r) => { reached = r; });
-    security.enableTotp = async function (this: typeof security, userId, ...rest) {
-      if (userId === u.id) {
-        reached();
-        await release;
-      }
-      return original.call(this, userId, ...rest);
-    } as typeof security.enableTotp;
-    try {
-      await clearOfWindowEdge(3_000, 30_000);
-      const code = await generate({ secret: setup.body.data.secret });
-      const enable = gw.nodeApi('POST', '/api/user/2fa/enable', { code, current_password: u.password }, intruder);
-      await atWrite;
-      expect((await gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'owner-new-password' }, u.token)).status).toBe(200);
-      held();
-      const r = await enable;
-      expect(r.status).toBe(400);
-      expect(r.body.error).toMatchObject({ code: 'invalid_current_password', param: 'current_password' });
-    } finally {
-      security.enableTotp = original;
-    }
+    const hold = holdWrites(gw.services.security, 'enableTotp', ([userId]) => userId === u.id);
+    await clearOfWindowEdge(3_000, 30_000);
+    const code = await generate({ secret: setup.body.data.secret });
+    const r = await landingAfter(hold, () => gw.nodeApi('POST', '/api/user/2fa/enable', { code, current_password: u.password }, intruder),
+      async () => (await gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'owner-new-password' }, u.token)).status);
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ code: 'invalid_current_password', param: 'current_password' });
     expect((await gw.api('GET', '/api/user/2fa/status', undefined, u.token)).body.data.enabled).toBe(false);
     expect((await gw.api('GET', '/api/user/self', undefined, u.token)).status).toBe(200);
     expect((await login(u.username, 'owner-new-password')).status).toBe(200);
@@ -252,34 +269,15 @@ describe('writes checked against a password that changed meanwhile', () => {
     });
     expect(owner.status).toBe(200);
     const cookie = owner.headers.get('set-cookie')!.split(';')[0]!;
-    const security = gw.services.security;
-    const original = security.replaceBackupCodes;
-    let held!: () => void;
-    const release = new Promise<void>((r) => { held = r; });
-    let reached!: () => void;
-    const atWrite = new Promise<void>((r) => { reached = r; });
-    security.replaceBackupCodes = async function (this: typeof security, userId, ...rest) {
-      if (userId === u.id) {
-        reached();
-        await release;
-      }
-      return original.call(this, userId, ...rest);
-    } as typeof security.replaceBackupCodes;
-    try {
-      await clearOfWindowEdge(3_000, 30_000);
-      const regen = gw.nodeApi('POST', '/api/user/2fa/backup_codes', { code: await generate({ secret }), current_password: u.password }, intruder);
-      await atWrite;
-      const change = await fetch(`${gw.url}/api/user/password`, {
+    const hold = holdWrites(gw.services.security, 'replaceBackupCodes', ([userId]) => userId === u.id);
+    await clearOfWindowEdge(3_000, 30_000);
+    const code = await generate({ secret });
+    const r = await landingAfter(hold, () => gw.nodeApi('POST', '/api/user/2fa/backup_codes', { code, current_password: u.password }, intruder),
+      async () => (await fetch(`${gw.url}/api/user/password`, {
         method: 'POST', headers: { cookie, 'content-type': 'application/json' }, body: JSON.stringify({ current_password: u.password, new_password: 'owner-new-password' }),
-      });
-      expect(change.status).toBe(200);
-      held();
-      const r = await regen;
-      expect(r.status).toBe(400);
-      expect(r.body.error).toMatchObject({ code: 'invalid_current_password', param: 'current_password' });
-    } finally {
-      security.replaceBackupCodes = original;
-    }
+      })).status);
+    expect(r.status).toBe(400);
+    expect(r.body.error).toMatchObject({ code: 'invalid_current_password', param: 'current_password' });
     expect((await fetch(`${gw.url}/api/user/self`, { headers: { cookie } })).status).toBe(200);
     expect((await login(u.username, 'owner-new-password', ownerCodes[1])).status).toBe(200);
   }, 30_000);
@@ -290,32 +288,11 @@ describe('writes checked against a password that changed meanwhile', () => {
     const email = `own-${crypto.randomUUID().slice(0, 8)}@example.com`;
     const u = await makeUser(gw, 1, { email });
     const intruder = await token(u);
-    const users = gw.services.users;
-    const original = users.update;
-    let held!: () => void;
-    const release = new Promise<void>((r) => { held = r; });
-    let reached!: () => void;
-    const atWrite = new Promise<void>((r) => { reached = r; });
-    users.update = async function (this: typeof users, id, patch, ...rest) {
-      if (id === u.id && patch.email !== undefined) {
-        reached();
-        await release;
-      }
-      return original.call(this, id, patch, ...rest);
-    } as typeof users.update;
-    try {
-      // To node 1, whose store holds the write (the password change may go to any node).
-      const move = gw.nodeApi('PUT', '/api/user/self', { email: 'intruder@evil.example', current_password: u.password }, intruder);
-      await atWrite;
-      const change = await gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'owner-new-password' }, u.token);
-      expect(change.status).toBe(200);
-      held();
-      const r = await move;
-      expect(r.status).toBe(403);
-      expect(r.body.error).toMatchObject({ code: 'invalid_password', param: 'current_password' });
-    } finally {
-      users.update = original;
-    }
+    const hold = holdWrites(gw.services.users, 'update', ([id, patch]) => id === u.id && patch.email !== undefined);
+    const r = await landingAfter(hold, () => gw.nodeApi('PUT', '/api/user/self', { email: 'intruder@evil.example', current_password: u.password }, intruder),
+      async () => (await gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'owner-new-password' }, u.token)).status);
+    expect(r.status).toBe(403);
+    expect(r.body.error).toMatchObject({ code: 'invalid_password', param: 'current_password' });
     expect((await gw.api('GET', `/api/user/${u.id}`)).body.data.email).toBe(email);
   }, 30_000);
 });
