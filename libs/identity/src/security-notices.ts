@@ -33,7 +33,7 @@ export function securityNoticesConfig(env: Record<string, string | undefined>, p
 }
 
 export type NoticeKind = 'relay_key_created' | 'relay_key_enabled' | 'relay_key_widened' | 'access_token_created' | 'two_factor_enabled'
-  | 'two_factor_disabled' | 'two_factor_guessing' | 'password_changed' | 'password_reset' | 'email_changed';
+  | 'two_factor_disabled' | 'two_factor_guessing' | 'two_factor_login_guessing' | 'password_changed' | 'password_reset' | 'email_changed';
 
 export interface Notice {
   kind: NoticeKind;
@@ -60,6 +60,7 @@ const WHAT: Record<NoticeKind, string> = {
   two_factor_enabled: 'Two-factor authentication was turned on',
   two_factor_disabled: 'Two-factor authentication was turned off',
   two_factor_guessing: 'Wrong two-factor codes were tried until the limit stopped them, by someone already signed in to your account (further tries are blocked for a while)',
+  two_factor_login_guessing: 'Wrong two-factor codes were tried at login with your password until today\'s limit stopped them: someone else knows your password (logins with an authenticator code are blocked for the day; a backup code still works)',
   password_changed: 'The password was changed',
   password_reset: 'The password was reset with a link e-mailed to this address',
   email_changed: 'The e-mail address was changed',

@@ -19,6 +19,8 @@ export interface TwoFactorConfig {
   maxFailuresPerDay?: number;
   /** TOTP_MAX_FAILURES_PER_30_DAYS (60): the same per 30 days. */
   maxFailuresPer30Days?: number;
+  /** TOTP_LOGIN_MAX_FAILURES_PER_DAY (20): wrong authenticator codes at login per user per 24 h; a reset clears none. */
+  maxLoginFailuresPerDay?: number;
 }
 
 /** Reads TOTP_ISSUER (default "AI Gateway"; a colon would break the otpauth label) and the long-term guess limits. */
@@ -29,6 +31,7 @@ export function twoFactorConfig(env: Record<string, string | undefined>): TwoFac
     issuer,
     maxFailuresPerDay: readIntEnv(env, 'TOTP_MAX_FAILURES_PER_DAY', 20, 1, 10_000),
     maxFailuresPer30Days: readIntEnv(env, 'TOTP_MAX_FAILURES_PER_30_DAYS', 60, 1, 100_000),
+    maxLoginFailuresPerDay: readIntEnv(env, 'TOTP_LOGIN_MAX_FAILURES_PER_DAY', 20, 1, 10_000),
   };
 }
 
@@ -56,8 +59,8 @@ const NOTICE_WINDOW_MS = DAY_MS;
  * per day that should be told to the owner (a stolen session guessing codes; the route mails the notice).
  */
 export class TwoFactorLockout extends GatewayError {
-  constructor(wait: number, readonly firstInDay: boolean) {
-    super(429, 'too_many_attempts', 'Too many wrong two-factor codes; try again later', { headers: { 'retry-after': String(wait) } });
+  constructor(wait: number, readonly firstInDay: boolean, message = 'Too many wrong two-factor codes; try again later') {
+    super(429, 'too_many_attempts', message, { headers: { 'retry-after': String(wait) } });
   }
 }
 
@@ -74,6 +77,8 @@ export class TwoFactorService {
    */
   private readonly tiers: Array<{ window: AttemptWindow; limit: number }>;
   private readonly noticed: AttemptWindow;
+  /** Wrong authenticator codes at login per user (see checkLoginCode). */
+  private readonly loginDay: AttemptWindow;
 
   constructor(
     private readonly users: UsersStore,
@@ -94,6 +99,7 @@ export class TwoFactorService {
       { window: windows('2fa-30d', 30 * DAY_MS, clock), limit: cfg.maxFailuresPer30Days ?? 60 },
     ];
     this.noticed = windows('2fa-notice', NOTICE_WINDOW_MS, clock);
+    this.loginDay = windows('2fa-login-day', DAY_MS, clock);
   }
 
   async status(userId: number): Promise<TwoFactorStatus> {
@@ -183,8 +189,24 @@ export class TwoFactorService {
   async checkLoginCode(user: UserRow, code: string): Promise<boolean> {
     const u = await this.users.byId(user.id);
     if (!u?.totpEnabled) return false;
+    if (looksLikeBackupCode(code)) return this.consume(u, code);
+    // Authenticator codes at login are capped per user and day, and a password reset clears none of it: the login
+    // lockout alone gave 5 guesses per lock, and every reset cleared the lock, so whoever reads the owner's mail
+    // could reset and guess again (5 reset mails an hour: ~18,000 guesses a month, about a 5% chance at ~3 valid
+    // codes in a million). Only an authenticator code passes the cap's check: past it the owner still logs in with
+    // a backup code (~50 bits; guessing those is hopeless). Checked before the code and counted after a wrong one:
+    // the login lockout already lets at most a handful of checks run at once per account.
+    const key = this.key(u.id);
+    const limit = this.cfg.maxLoginFailuresPerDay ?? 20;
+    if ((await this.loginDay.count(key)) >= limit) {
+      const wait = (await this.loginDay.hit(key, limit)) || 1;
+      throw new TwoFactorLockout(wait, (await this.noticed.hit(`${key}:login`, 1)) === 0,
+        'Too many wrong two-factor codes at login for this account today; log in with a backup code or try again later');
+    }
     // The session this login opens has counts of its own (see guard): nothing here clears another credential's.
-    return this.consume(u, code);
+    const ok = await this.consume(u, code);
+    if (!ok) await this.loginDay.hit(key, limit);
+    return ok;
   }
 
   /**

@@ -1,7 +1,7 @@
 /** Login, logout, the caller's own profile and management access tokens. */
 import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
-import { SESSION_COOKIE, toUserView, UserView, AccessTokenView, LoginSessionView, named } from '@gw/identity';
+import { SESSION_COOKIE, TwoFactorLockout, toUserView, UserView, AccessTokenView, LoginSessionView, named } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
 import { origin } from '../plugins/origin';
 import type { Services } from '../services';
@@ -11,7 +11,14 @@ export const sessionRoutes = (s: Services) =>
   new Elysia({ name: 'session-routes', prefix: '/api/user' })
     .use(authPlugin(s))
     .post('/login', async ({ body, request, server, set }) => {
-      const r = await s.login.login({ username: body.username, password: body.password, totpCode: body.totp_code, ...origin({ request, server }) });
+      const r = await s.login.login({ username: body.username, password: body.password, totpCode: body.totp_code, ...origin({ request, server }) }).catch(async (e) => {
+        // The day's cap on wrong authenticator codes at login was reached (by someone with the password): told once a day.
+        if (e instanceof TwoFactorLockout && e.firstInDay) {
+          const user = await s.users.byUsername(body.username);
+          if (user) s.notices.notify(user, { kind: 'two_factor_login_guessing', ...origin({ request, server }) });
+        }
+        throw e;
+      });
       const cookie = [
         `${SESSION_COOKIE}=${r.sessionId}`, 'Path=/', 'HttpOnly', 'SameSite=Lax', `Max-Age=${s.config.sessionTtlSeconds}`,
         ...(s.config.cookieSecure ? ['Secure'] : []),
@@ -25,7 +32,7 @@ export const sessionRoutes = (s: Services) =>
         totp_code: t.Optional(t.String({ maxLength: 32, description: 'TOTP or backup code, required when 2FA is on' })),
       }),
       response: envelope(UserView),
-      detail: { tags: ['session'], summary: 'Log in', description: 'Checks username and password (and `totp_code` when 2FA is on) and sets the HttpOnly `gw_session` cookie. Failures count toward a lockout (429 account_locked).' },
+      detail: { tags: ['session'], summary: 'Log in', description: 'Checks username and password (and `totp_code` when 2FA is on) and sets the HttpOnly `gw_session` cookie. Failures count toward a lockout (429 account_locked); wrong authenticator codes also toward a daily cap per account that a password reset does not clear (429 too_many_attempts; a backup code still logs in).' },
     })
     .post('/logout', async (ctx) => {
       await s.auth.logout(caller(ctx));
