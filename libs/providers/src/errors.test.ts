@@ -65,6 +65,13 @@ describe('channel scrubber', () => {
     expect(s.scrub('short fragment Zq9xK2m stays')).toBe('short fragment Zq9xK2m stays');
   });
 
+  test("another key sharing the channel key's prefix is removed whole, not left as its tail", () => {
+    const proj = scrubberFor({ apiKey: 'sk-proj-Zq9xK2mP7vLw4Rt8Yb3N' });
+    // The prefix is a fragment of the channel key: removed first, it left the other key's tail, which no pattern knew.
+    expect(proj.scrub('Incorrect API key provided: sk-proj-OTHERkey1234567890abc.')).toBe('Incorrect API key provided: [redacted].');
+    expect(proj.scrub('keys sk-proj-Zq9xK2mP7vLw4Rt8Yb3N and sk-proj-OTHERkey1234567890abc')).toBe('keys [redacted] and [redacted]');
+  });
+
   test('credential-looking extra header values are secrets too; plain ones are not', () => {
     expect(s.scrub('token orgsecretvalue77 and version 2024-01-01')).toBe('token [redacted] and version 2024-01-01');
     expect(isCredentialHeader('x-goog-api-key', 'abc')).toBe(true);
