@@ -204,3 +204,37 @@ describe('native streams: a second message_start ends the stream with the gatewa
     expect(raw).toEqual(body);
   });
 });
+
+// Anthropic's message_delta comes after the last content block, and its output_tokens counts the whole answer. An
+// upstream that sends it first (or sends more content after it) had everything after it billed at that early count:
+// 4,000 characters of text after `"output_tokens":1` billed 1 output token.
+describe('native streams: content after a message_delta is billed on top of its count', () => {
+  const LONG = 'lorem ipsum '.repeat(333); // 3,996 characters: about 1,000 tokens at the estimate
+  const BLOCK = [
+    'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n',
+    `event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"${LONG}"}}\n\n`,
+    'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n',
+  ];
+  for (const oneChunk of [true, false]) {
+    const how = oneChunk ? 'one chunk' : 'chunk per event';
+    test(`a message_delta before the content (${how})`, async () => {
+      const { row, events } = await run([START('{"input_tokens":40,"output_tokens":1}'), DELTA('{"output_tokens":1}'), ...BLOCK, STOP], oneChunk);
+      expect(events.map((e) => e.event)).toContain('content_block_delta');
+      // 1 reported, then about 1,000 estimated (3,996 characters at 4 a token).
+      expect(row.output_tokens).toBeGreaterThanOrEqual(990);
+      expect(row.output_tokens).toBeLessThanOrEqual(1010);
+      expect(row.input_tokens).toBe(40);
+    });
+
+    test(`content between two message_deltas is covered by the later count (${how})`, async () => {
+      const { row } = await run([START('{"input_tokens":40,"output_tokens":1}'), DELTA('{"output_tokens":1}'), ...BLOCK, DELTA('{"output_tokens":1200}'), STOP], oneChunk, { max_tokens: 4000 });
+      expect(row).toMatchObject({ output_tokens: 1200, usage_flag: '' });
+    });
+
+    test(`a stream cut after content that followed a message_delta (${how})`, async () => {
+      const { row } = await run([START('{"input_tokens":40,"output_tokens":1}'), DELTA('{"output_tokens":5}'), ...BLOCK], oneChunk);
+      expect(row.output_tokens).toBeGreaterThanOrEqual(995);
+      expect(row.error_code).toBe('upstream_stream_cut');
+    });
+  }
+});

@@ -92,6 +92,13 @@ export class AnthropicStreamMachine implements SseMachine {
   private stopReason: string | null = null;
   private estimatedOutput = 0;
   /**
+   * `estimatedOutput` when the latest message_delta reporting output_tokens was read. Its count covers the answer up to
+   * there (Anthropic sends it after the last content block); content an upstream sends after it is not in it and is
+   * billed on top, at the estimate (before, an upstream sending its message_delta first had the whole answer billed
+   * at that early count: 4,000 characters for 1 output token).
+   */
+  private estimatedAtReport = 0;
+  /**
    * Web searches whose results reached the client (web_search_tool_result blocks), and an estimate of the input
    * those results add: Anthropic reports both only in the final message_delta, so a stream cut before it (the
    * client gone, a stall, a revoked key) would bill no search and only the pre-search input.
@@ -192,7 +199,10 @@ export class AnthropicStreamMachine implements SseMachine {
     if (name === 'message_delta' || type === 'message_delta') {
       mergeUsage(this.usage, this.peak, data.usage);
       this.inputReported ||= data.usage?.input_tokens !== undefined;
-      this.outputReported ||= data.usage?.output_tokens !== undefined;
+      if (data.usage?.output_tokens !== undefined) {
+        this.outputReported = true;
+        this.estimatedAtReport = this.estimatedOutput;
+      }
       this.sawDelta = true;
     }
   }
@@ -249,7 +259,9 @@ export class AnthropicStreamMachine implements SseMachine {
     if (usage && !this.inputReported) (usage as Partial<Usage>).input_tokens = undefined;
     if (usage && !this.outputReported) (usage as Partial<Usage>).output_tokens = undefined;
     const delivered = Math.max(this.peak.output_tokens, this.estimatedOutput);
-    const output = usage && this.outputReported && usable(this.usage.output_tokens) ? this.usage.output_tokens : delivered;
+    const after = this.estimatedOutput - this.estimatedAtReport;
+    if (usage && this.outputReported && usable(usage.output_tokens) && after > 0 && Number.isSafeInteger(usage.output_tokens + after)) usage.output_tokens += after;
+    const output = usage && this.outputReported && usable(usage.output_tokens) ? usage.output_tokens : delivered;
     // Input as reported (an unusable count stays visible for billing to flag and replace by the reserved bound; none
     // reported stays undefined and is estimated): a stream cut before its message_delta is billed on this.
     const estimatedUsage = { ...this.usage, input_tokens: this.inputReported ? this.usage.input_tokens : (undefined as unknown as number), output_tokens: output };
