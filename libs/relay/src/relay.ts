@@ -1,6 +1,6 @@
 import { GatewayError, errorText, readBounded, readResponseBounded, stdLogger, type Logger } from '@gw/core';
 import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage, type UsageLimits, type UsageReport } from '@gw/billing';
-import { estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
+import { countsNothing, estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
 import { applyBodyPolicy, applyHeaderPolicy, type ChannelRecord, type KeyRef } from '@gw/channels';
 import { badUpstreamResponse, countCodeExecutionCalls, decodeContextFor, scrubberFor, StreamStartJudge, upstreamMessage, type ProviderAdapter, type ReportedPeak, type Scrubber, type UpstreamRequest, type UpstreamTarget } from '@gw/providers';
@@ -445,7 +445,9 @@ export class RelayService {
       }
       if (!body.ok) return fail({ phase: 'transport', cause: new Error('response body cut'), timedOut }, 'bad or cut response body');
       // Native answers pass through as bytes (usage read from the tail); the rest are decoded and re-serialised.
-      const passed = adapter.passMessagesResponse?.(body.bytes, plan.body.model, codeExecutionToolAt(plan.body) >= 0) ?? null;
+      // An answer whose usage counts nothing is decoded, so its content can be measured (see zeroOutput).
+      const bytesPassed = adapter.passMessagesResponse?.(body.bytes, plan.body.model, codeExecutionToolAt(plan.body) >= 0) ?? null;
+      const passed = bytesPassed && countsNothing(bytesPassed.usage) ? null : bytesPassed;
       let out: string | Uint8Array;
       let usage: Usage | null;
       let estimate: Partial<TokenUsage> | undefined;
@@ -471,7 +473,7 @@ export class RelayService {
           return fail({ phase: 'decode', cause: e }, 'undecodable response');
         }
         out = JSON.stringify(decoded.message);
-        usage = decoded.usage;
+        usage = zeroOutput(decoded.usage, decoded.message.content);
         codeExecution = countCodeExecutionCalls(decoded.message.content);
         // Missing or unusable counts are billed on estimates (input: what was reserved for it), never for free.
         // With no usage at all, the estimate the client was sent is billed, as in a stream.
@@ -485,7 +487,7 @@ export class RelayService {
       this.d.observeAttempt?.(ch.id, 'ok');
       this.d.keys?.used(ch.id, key, true);
       // Recorded before the response leaves: a completed request is never left unbilled by a crash.
-      const settled = this.settle(res, r.ticket, ch, billOf(plan), usage ? toTokens(usage, codeExecution) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
+      const settled = this.settle(res, r.ticket, ch, billOf(plan), usage ? answerTokens(usage, codeExecution) : null, { status: 200, errorCode: '', attempts, ttftMs: since(r.startedAt), estimate });
       const headers = { 'content-type': 'application/json', 'request-id': r.requestId };
       // SQLite: settled (journaled) already. PostgreSQL: the body goes out now and its last byte after the commit.
       if (!settled) return { ok: true, channel: ch, response: new Response(out, { status: 200, headers }) };
@@ -540,7 +542,7 @@ export class RelayService {
   private streamEnd(res: Reservation, ticket: Ticket, ch: RelayChannel, bill: PlanBill, attempts: number, scrubber: () => Scrubber) {
     return (e: StreamEnd) => {
       if (e.upstreamFault) void this.d.health.failure(ch.id, scrubber().scrub(e.reason));
-      return this.settle(res, ticket, ch, bill, toTokens(e.usage, e.codeExecutionCalls), streamOutcome(ch, bill, attempts, e));
+      return this.settle(res, ticket, ch, bill, answerTokens(e.usage, e.codeExecutionCalls), streamOutcome(ch, bill, attempts, e));
     };
   }
 
@@ -552,7 +554,7 @@ export class RelayService {
   private streamCheckpoint(res: Reservation, ticket: Ticket, ch: RelayChannel, bill: PlanBill, attempts: number) {
     return (e: StreamEnd) => {
       try {
-        this.d.quota.checkpoint(res, usageLog(ticket, ch, bill, toTokens(e.usage, e.codeExecutionCalls), streamOutcome(ch, bill, attempts, e)));
+        this.d.quota.checkpoint(res, usageLog(ticket, ch, bill, answerTokens(e.usage, e.codeExecutionCalls), streamOutcome(ch, bill, attempts, e)));
       } catch (err) {
         (this.d.log ?? stdLogger).error('settlement.checkpoint_failed', { id: ticket.requestId, msg: 'the stream goes on; a process death now would not bill it' }, err);
       }
@@ -561,6 +563,28 @@ export class RelayService {
 }
 
 type SettleOutcome = { status: number; errorCode: string; attempts: number; ttftMs: number | null; estimate?: Partial<TokenUsage>; estimated?: boolean };
+
+/**
+ * A usage of zeros for a JSON answer with content is no count (a proxy filling in 0 where its provider reported
+ * nothing): the output is billed on the estimate of the content, like a count left out (the stream decoders do the same).
+ */
+function zeroOutput(usage: Usage | null, content: unknown): Usage | null {
+  if (!countsNothing(usage) || !Array.isArray(content) || !content.length) return usage;
+  return { ...usage!, output_tokens: undefined as unknown as number };
+}
+
+/**
+ * No input of any kind (input, cache reads and cache writes all 0) is no count: every request has a prompt. Proxies
+ * fill in 0 where their provider reported nothing, and Anthropic-compatible ones send `input_tokens: 0` in
+ * message_start with the real count only in the last message_delta, so a stream cut (or left by its client) before it
+ * billed the prompt as free. Billed like a count left out: the reserved input bound, flagged `estimated`. For an answer's
+ * usage only (a failed request is settled with no usage at all, ZERO, and billed nothing).
+ */
+function answerTokens(u: Usage, codeExecution?: number): UsageReport {
+  const t = toTokens(u, codeExecution);
+  const none = (n: unknown) => n === undefined || n === null || n === 0;
+  return t.input === 0 && none(t.cacheRead) && none(t.cacheWrite) ? { ...t, input: undefined } : t;
+}
 
 /** The usage row of a request's settlement (or of a stream's checkpoint). */
 function usageLog(r: Ticket, ch: RelayChannel | null, plan: PlanBill | null, usage: UsageReport | null, o: SettleOutcome) {

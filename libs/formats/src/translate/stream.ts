@@ -4,7 +4,7 @@
  * (the upstream ended properly) and `fail()` (it was cut).
  */
 import type { AnthropicStreamEvent, StopReason, Usage } from '../anthropic/response';
-import { zeroUsage } from '../anthropic/response';
+import { countsNothing, zeroUsage } from '../anthropic/response';
 import type { ChatCompletionChunk, ChatToolCallDelta } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
 import { clientToolId, clientToolName, finalStopReason, firstChoice, textOf, usableCount, usageFromOpenAI } from './common';
@@ -202,10 +202,12 @@ export class ChatStreamTranslator {
   /** Current totals; final once finish() or fail() ran. */
   outcome(): StreamOutcome {
     // Counts the upstream left out or sent unusable are the estimates (never shown as 0, nor billed as max_tokens).
-    const u = this.usage;
+    // A usage of zeros for an answer that delivered output is no count (a proxy filling in 0 where its provider reported
+    // nothing): the output is billed, and shown, on the estimate of what was delivered, like a count left out.
+    const u = countsNothing(this.usage) && this.outputTokens > 0 ? { ...this.usage!, output_tokens: undefined as unknown as number } : this.usage;
     const estimatedUsage = { ...(u ?? zeroUsage()), input_tokens: usableCount(u?.input_tokens) ? u.input_tokens : this.opts.inputTokens ?? 0,
       output_tokens: usableCount(u?.output_tokens) ? u.output_tokens : this.outputTokens - (this.failed ? this.heldTokens : 0) };
-    return { usage: this.usage, estimatedUsage, stopReason: this.stopReason, complete: this.ended && !this.failed, failed: this.failed };
+    return { usage: u, estimatedUsage, stopReason: this.stopReason, complete: this.ended && !this.failed, failed: this.failed };
   }
 
   private text(out: AnthropicStreamEvent[], kind: 'text' | 'thinking', piece: string): void {

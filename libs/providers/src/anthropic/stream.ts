@@ -3,7 +3,7 @@
  * `message.model` becomes the model the client asked for. Usage is read from message_start and the
  * cumulative message_delta (later non-null counts override, as the SDK does).
  */
-import { encodeSse, estimateTextTokens, errorFrame, zeroUsage, type SseEvent, type Usage } from '@gw/formats';
+import { countsNothing, encodeSse, estimateTextTokens, errorFrame, zeroUsage, type SseEvent, type Usage } from '@gw/formats';
 import type { DecodeContext, StreamDecoder, StreamResult } from '../adapter';
 import { failureMessage, upstreamStreamError } from '../stream-errors';
 import { pipeSse, sseTranscoder, type SseMachine } from '../sse-pipe';
@@ -256,21 +256,18 @@ export class AnthropicStreamMachine implements SseMachine {
    */
   result(): Omit<StreamResult, 'firstByteAt'> {
     const usage = this.sawDelta ? { ...this.usage } : null;
-    // No input of any kind (input_tokens, cache reads and writes all 0) is no count: every request has a prompt.
-    // Anthropic-compatible proxies send `input_tokens: 0` in message_start and the real count in the last
-    // message_delta; a stream cut (or a client leaving) before it billed the prompt as 0 input tokens. Billed like
-    // a missing count (the reserved input bound, flagged `estimated`).
-    const { input_tokens: pin, cache_read_input_tokens: pread, cache_creation_input_tokens: pwrite } = this.peak;
-    const inputReported = this.inputReported && !(pin === 0 && pread === 0 && pwrite === 0 && usable(this.usage.input_tokens));
-    if (usage && !inputReported) (usage as Partial<Usage>).input_tokens = undefined;
+    if (usage && !this.inputReported) (usage as Partial<Usage>).input_tokens = undefined;
     if (usage && !this.outputReported) (usage as Partial<Usage>).output_tokens = undefined;
     const delivered = Math.max(this.peak.output_tokens, this.estimatedOutput);
     const after = this.estimatedOutput - this.estimatedAtReport;
     if (usage && this.outputReported && usable(usage.output_tokens) && after > 0 && Number.isSafeInteger(usage.output_tokens + after)) usage.output_tokens += after;
+    // A usage of zeros for an answer that delivered output is no count (a proxy filling in 0 where its provider reported
+    // nothing): the output is billed on the estimate of what was delivered, like a count left out, never as free.
+    if (usage && this.outputReported && countsNothing(usage) && this.estimatedOutput > 0) (usage as Partial<Usage>).output_tokens = undefined;
     const output = usage && this.outputReported && usable(usage.output_tokens) ? usage.output_tokens : delivered;
     // Input as reported (an unusable count stays visible for billing to flag and replace by the reserved bound; none
     // reported stays undefined and is estimated): a stream cut before its message_delta is billed on this.
-    const estimatedUsage = { ...this.usage, input_tokens: inputReported ? this.usage.input_tokens : (undefined as unknown as number), output_tokens: output };
+    const estimatedUsage = { ...this.usage, input_tokens: this.inputReported ? this.usage.input_tokens : (undefined as unknown as number), output_tokens: output };
     // Cut before the message_delta that reports them: the searches delivered, and the input their results add.
     if (!this.sawDelta && this.deliveredSearches > 0) {
       const reported = (this.usage as { server_tool_use?: { web_search_requests?: unknown } }).server_tool_use?.web_search_requests;
