@@ -144,3 +144,39 @@ describe('translated streams: a count reported in one usage chunk is not lost by
       .toEqual({ input_tokens: 5000, output_tokens: 800, cost: 5800, usage_flag: '' });
   }, 20_000);
 });
+
+// Proxies and relays fill in 0 where their provider reported nothing. No input of any kind (input, cache reads and
+// writes all 0: every request has a prompt) is no input count, and a usage counting nothing at all is no output count
+// for an answer with content: each is billed like a count left out, flagged `estimated`. Before, 10,000 characters
+// of answer reported as `{input_tokens: 0, output_tokens: 0}` cost nothing on native JSON, translated JSON and
+// translated streams (native streams billed the input bound and 0 output).
+describe('a usage of zeros for a delivered answer is no count', () => {
+  const ZERO = { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
+  const CACHED = { ...ZERO, cache_read_input_tokens: 900, output_tokens: 2600 };
+  const OAI_CACHED = { prompt_tokens: 900, completion_tokens: 2600, prompt_tokens_details: { cached_tokens: 900 } };
+  const paths: Array<[string, string, boolean, (u: 'zero' | 'cached') => () => Response]> = [
+    ['native stream', 'native-m', true, (u) => () => sseResponse(anthropicStream(u === 'zero' ? ZERO : { ...CACHED, output_tokens: 1 }, { output_tokens: u === 'zero' ? 0 : 2600 }))],
+    ['native JSON', 'native-m', false, (u) => () => Response.json(anthropicJson(u === 'zero' ? ZERO : CACHED))],
+    ['translated stream', 'oai-m', true, (u) => () => sseResponse(openaiStream(u === 'zero' ? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } : OAI_CACHED))],
+    ['translated JSON', 'oai-m', false, (u) => () => Response.json(openaiJson(u === 'zero' ? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } : OAI_CACHED))],
+  ];
+  for (const [name, model, stream, answer] of paths) {
+    test(`${name}: billed on the estimates, flagged estimated`, async () => {
+      const row = await billed(model, stream, answer('zero'));
+      // The reserved input bound of the prompt, never 0; 10,000 characters delivered: about 2,500 tokens, never 0.
+      expect(row.input_tokens).toBeGreaterThan(0);
+      expect(row.output_tokens).toBeGreaterThan(2000);
+      expect(row).toMatchObject({ usage_flag: 'estimated', cost: row.input_tokens + row.output_tokens });
+    }, 20_000);
+
+    test(`${name}: a prompt read whole from the cache (no uncached input) is a count, billed as reported`, async () => {
+      // Cache reads are priced 0 here: the cost is the output.
+      expect(await billed(model, stream, answer('cached'))).toEqual({ input_tokens: 0, output_tokens: 2600, cost: 2600, usage_flag: '' });
+    }, 20_000);
+  }
+
+  test('an input count with 0 output tokens is billed as reported (only a usage counting nothing is no count)', async () => {
+    expect(await billed('native-m', false, () => Response.json(anthropicJson({ ...ZERO, input_tokens: 30 })))).toMatchObject({ input_tokens: 30, output_tokens: 0, usage_flag: '' });
+    expect(await billed('oai-m', true, () => sseResponse(openaiStream({ prompt_tokens: 30, completion_tokens: 0 })))).toMatchObject({ input_tokens: 30, output_tokens: 0, usage_flag: '' });
+  }, 20_000);
+});
