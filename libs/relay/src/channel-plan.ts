@@ -5,7 +5,7 @@
  * lowers it, a raised one raises it), and settled with the serving channel's own plan.
  */
 import type { UsageLimits } from '@gw/billing';
-import { applyHeaderPolicy, type ModelOverrides, type OverridableHeaders } from '@gw/channels';
+import { applyHeaderPolicy, rewriteBetas, type ModelOverrides, type OverridableHeaders } from '@gw/channels';
 import type { PriceRow } from '@gw/db';
 import { measureRequestTokens, type MessagesRequest } from '@gw/formats';
 import type { RelayChannel } from './relay';
@@ -28,7 +28,8 @@ export interface ChannelPlan {
 
 export interface PlanDeps {
   price(model: string): PriceRow | undefined;
-  worstCase(body: MessagesRequest, price: PriceRow | undefined, input: InputMeasure): Sized;
+  /** `upstreamBeta`: the anthropic-beta the channel itself sends (see channelBeta); it may raise the context window. */
+  worstCase(body: MessagesRequest, price: PriceRow | undefined, input: InputMeasure, upstreamBeta?: string): Sized;
   /** Caps what a body's tools may cost (web-search max_uses) after overrides changed them; absent = as they are. */
   capTools?(body: MessagesRequest): MessagesRequest;
 }
@@ -48,15 +49,33 @@ export function planFor(ch: RelayChannel, base: ChannelPlan, clientHeaders: Head
   const upstreamModel = ch.modelMapping[model] ?? model;
   // Billing the upstream model needs its price; without one the requested model's applies (and the log says so).
   const upstreamPrice = ch.billingModel === 'upstream' && upstreamModel !== model ? d.price(upstreamModel) : undefined;
-  if (!ov && !upstreamPrice) return base;
+  const beta = channelBeta(ch, clientHeaders);
+  if (!ov && !upstreamPrice && beta === undefined) return base;
   const changed: string[] = [];
   const overridden = ov ? ov.applyBody(base.body, changed) : base.body;
   const body = overridden !== base.body && d.capTools ? d.capTools(overridden) : overridden;
   const headers = ov ? ov.applyHeaders({ extra: ch.headers, forwarded: applyHeaderPolicy(ch.headerPolicy, clientHeaders).forwarded }, changed) : null;
-  if (body === base.body && !upstreamPrice) return { ...base, changed, headers };
+  if (body === base.body && !upstreamPrice && beta === undefined) return { ...base, changed, headers };
   const measure = ov?.touchesInput && body !== base.body ? remeasure(base, body) : base.measure;
   const price = upstreamPrice ?? base.price;
-  return { body, changed, headers, billedModel: upstreamPrice ? upstreamModel : model, price, measure, sized: d.worstCase(body, price, measure) };
+  return { body, changed, headers, billedModel: upstreamPrice ? upstreamModel : model, price, measure, sized: d.worstCase(body, price, measure, beta) };
+}
+
+/**
+ * The anthropic-beta a native channel sends its upstream when the channel made it, not the client (whose own is in the
+ * base plan's sizing): the channel's own `anthropic-beta` header (the adapter sends it in place of the client's; an
+ * override cannot change it), or a header_policy rewrite of the client's. Undefined otherwise. Such a beta can ask for
+ * a larger context window (`context-1m-*`): sized with the client's headers alone, the usage clamp billed 800k input
+ * tokens the upstream read as 200k.
+ */
+function channelBeta(ch: RelayChannel, clientHeaders: Headers): string | undefined {
+  if (ch.type !== 'anthropic') return undefined;
+  if (Object.hasOwn(ch.headers, 'anthropic-beta')) return ch.headers['anthropic-beta'];
+  const rewrite = ch.headerPolicy.beta_rewrite;
+  if (!rewrite || !Object.keys(rewrite).length) return undefined;
+  const client = clientHeaders.get('anthropic-beta') ?? '';
+  const sent = rewriteBetas(client, ch.headerPolicy);
+  return sent !== client ? sent : undefined;
 }
 
 /**

@@ -195,8 +195,8 @@ export class RelayService {
    * measured; max_tokens of output; the web searches its tools' max_uses allow) and its worst-case cost
    * at the dearest prices.
    */
-  worstCase(body: MessagesRequest, price: PriceRow | undefined, input: { bound: number; unmeasured: boolean }, ratio?: number, headers?: Headers): { amount: number; limits: UsageLimits } {
-    const window = Math.max(contextWindowOf(price, this.d.billing.defaultContextTokens), betaContextTokens(headers));
+  worstCase(body: MessagesRequest, price: PriceRow | undefined, input: { bound: number; unmeasured: boolean }, ratio?: number, headers?: Headers, upstreamBeta?: string): { amount: number; limits: UsageLimits } {
+    const window = Math.max(contextWindowOf(price, this.d.billing.defaultContextTokens), betaContextTokens(headers?.get('anthropic-beta')), betaContextTokens(upstreamBeta));
     const limits: UsageLimits = usageLimits({ tokens: input.bound, unmeasured: input.unmeasured }, body.max_tokens, window);
     const searches = webSearchBound(body, this.d.billing.webSearchMaxUses);
     if (searches > 0) limits.maxWebSearch = searches;
@@ -257,7 +257,7 @@ export class RelayService {
     }
     const planDeps: PlanDeps = {
       price: (m) => this.d.prices.get(m),
-      worstCase: (b, price, input) => this.worstCase(b, price, input, policy.ratio, req.headers),
+      worstCase: (b, price, input, upstreamBeta) => this.worstCase(b, price, input, policy.ratio, req.headers, upstreamBeta),
       // A channel override that adds or changes a web-search tool is capped like the client's.
       capTools: (b) => capWebSearch(b, searchCap),
     };
@@ -667,8 +667,7 @@ async function readPrefix(res: Response, max: number): Promise<string> {
  */
 const LONG_CONTEXT_BETA = /(?:^|,)\s*context-1m-/i;
 const LONG_CONTEXT_TOKENS = 1_000_000;
-function betaContextTokens(headers: Headers | undefined): number {
-  const beta = headers?.get('anthropic-beta');
+function betaContextTokens(beta: string | null | undefined): number {
   return beta && LONG_CONTEXT_BETA.test(beta) ? LONG_CONTEXT_TOKENS : 0;
 }
 
