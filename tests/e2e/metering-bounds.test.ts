@@ -96,6 +96,25 @@ describe('reservations cover the worst case', () => {
     }
   });
 
+  test('text in other scripts is reserved by its UTF-8 bytes: 20 parallel Cyrillic prompts read as 1 token a character are each billed in full', async () => {
+    // 3,000 Cyrillic characters (6,000 UTF-8 bytes), which a tokenizer may read as 3,000 tokens: 30 units of input at
+    // 10,000/M, plus at most 1 of output. Counted as 2 characters a token, the hold was half of that, so with everything
+    // held at once the balance ran out at half the charges and the rest were capped: 20 answers for the price of ~10.
+    const u = await keyedUser(gw, 310);
+    const prompt = 'д'.repeat(3000);
+    ant.queue.push(...Array.from({ length: 20 }, () => ({ delayMs: 150, usage: { input: 3000, output: 50 } })));
+    const rs = await Promise.all(Array.from({ length: 20 }, (_, i) => send(nodeOne(gw), u.key, { model: 'text-model', max_tokens: 100, stream: i % 2 === 1, messages: [{ role: 'user', content: prompt }] })));
+    ant.queue.length = 0;
+    for (const r of rs) expect([200, 402]).toContain(r.status);
+    const rows = (await logs(u.id)).filter((l) => l.status === 200);
+    // Each charged 31 (3,000 in + 50 out, rounded up) and held a little more: 9 fit in 310, not 20.
+    for (const l of rows) expect(l).toMatchObject({ input_tokens: 3000, output_tokens: 50, cost: 31, usage_flag: '' });
+    expect(rows.length).toBe(rs.filter((r) => r.status === 200).length);
+    expect(rows.length).toBeLessThanOrEqual(10);
+    expect(await balance(u.id)).toBe(310 - 31 * rows.length);
+    expect(await gw.services.ledger.sum(u.id)).toBe(await balance(u.id));
+  });
+
   test('50 parallel small text requests whose upstream reports 200k input each: charges capped at what the user has, never below 0, none free', async () => {
     const u = await keyedUser(gw, 20_000);
     ant.queue.push(...Array.from({ length: 50 }, () => ({ delayMs: 100, usage: { input: 200_000, output: 50 } })));

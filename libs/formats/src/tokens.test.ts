@@ -30,6 +30,17 @@ describe('measureRequestTokens (reservation bound)', () => {
     expect(m.bound).toBeGreaterThanOrEqual(m.estimate);
     expect(m.estimate).toBe(estimateRequestTokens(text('x'.repeat(10_000))));
   });
+  test('text beyond ASCII: half a token per UTF-8 byte (wide CJK characters 1 each)', () => {
+    const bound = (s: string) => measureRequestTokens(text(s)).bound - measureRequestTokens(text('')).bound;
+    expect(bound('x'.repeat(1000))).toBe(500);
+    // Before: counted in UTF-16 units, 500 (Cyrillic, Thai) and 1,000 (emoji) for what byte-level tokenizers may read
+    // as 1,000 to 3,000 tokens.
+    expect(bound('д'.repeat(1000))).toBe(1000);
+    expect(bound('ก'.repeat(1000))).toBe(1500);
+    expect(bound('😀'.repeat(1000))).toBe(2000);
+    expect(bound('你'.repeat(1000))).toBe(1000);
+    expect(bound('你x'.repeat(1000))).toBe(1500);
+  });
   test('unmeasurable inputs: URL and file sources, base64 PDFs, large base64 images, server tools, MCP', () => {
     const doc = (source: unknown, type = 'document') => text([{ type, source }]);
     for (const req of [
