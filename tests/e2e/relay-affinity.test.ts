@@ -101,3 +101,22 @@ test('without affinity (AFFINITY_TTL_SECONDS=0) the same session is spread and r
     await teardown(s);
   }
 });
+
+test("one user's flood of sessions cannot evict another user's pin: its own oldest go (AFFINITY_MAX_PER_USER)", async () => {
+  // 40 pins in all, 4 per user: before, one LRU for everyone, and a user's 60 cheap sessions pushed every other pin out.
+  const s = await setup({ AFFINITY_MAX_ENTRIES: '40', AFFINITY_MAX_PER_USER: '4' });
+  try {
+    const victim = await turn(s, 'victim-session');
+    const flooder = await keyedUser(s.gw, 1_000_000_000);
+    for (let i = 0; i < 60; i++) {
+      const r = await send(nodeOne(s.gw), flooder.key, { model: 'm', max_tokens: 5, messages: [{ role: 'user', content: `flood ${i}` }] }, { 'vendor-version': '2023-06-01', 'x-claude-code-session-id': `flood-${i}` });
+      expect(r.status).toBe(200);
+    }
+    // The victim's conversation is still pinned: every later turn reads the cache on the channel that wrote it.
+    const rows: any[] = [];
+    for (let i = 0; i < 6; i++) rows.push(await turn(s, 'victim-session'));
+    expect(rows.every((r) => r.channel_id === victim.channel_id && r.cache_read_tokens === CACHED)).toBe(true);
+  } finally {
+    await teardown(s);
+  }
+}, 60_000);

@@ -6,7 +6,7 @@ const scope = { userId: 1, group: 'default', model: 'm' };
 
 describe('SessionAffinity', () => {
   test('memory is bounded: the least recently used pin goes first', () => {
-    const a = new SessionAffinity({ ttlMs: 60_000, maxEntries: 3 });
+    const a = new SessionAffinity({ ttlMs: 60_000, maxEntries: 3, maxPerUser: 3 });
     const keys = ['s1', 's2', 's3', 's4'].map((s) => a.key(scope, s));
     keys.slice(0, 3).forEach((k, i) => a.pin(k, i + 10));
     a.apply([ch(99), ch(10)], keys[0]!); // a use does not refresh: only pin() does
@@ -15,6 +15,27 @@ describe('SessionAffinity', () => {
     expect(a.size).toBe(3);
     expect(a.apply([ch(99), ch(11)], keys[1]!)[0]!.id).toBe(99); // s2 was the oldest: evicted
     expect(a.apply([ch(99), ch(10)], keys[0]!)[0]!.id).toBe(10);
+  });
+
+  test("one user's pins are capped: its own least recently used goes first, never another user's", () => {
+    const a = new SessionAffinity({ ttlMs: 60_000, maxEntries: 10, maxPerUser: 3 });
+    const victim = a.key({ ...scope, userId: 2 }, 'mine');
+    a.pin(victim, 7);
+    const flood = Array.from({ length: 50 }, (_, i) => a.key(scope, `s${i}`));
+    for (const k of flood) a.pin(k, 8);
+    // Before: one LRU for all, and the flood's 50 pins pushed the victim's out of the 10.
+    expect(a.apply([ch(1), ch(7)], victim)[0]!.id).toBe(7);
+    expect(a.size).toBe(4);
+    expect(a.apply([ch(1), ch(8)], flood[49]!)[0]!.id).toBe(8);
+    expect(a.apply([ch(1), ch(8)], flood[46]!)[0]!.id).toBe(1);
+    // A refreshed pin is the user's most recent: the next one over the cap takes the oldest other.
+    a.pin(flood[47]!, 8);
+    a.pin(a.key(scope, 'new'), 8);
+    expect(a.apply([ch(1), ch(8)], flood[47]!)[0]!.id).toBe(8);
+    expect(a.apply([ch(1), ch(8)], flood[48]!)[0]!.id).toBe(1);
+    // Unpinned and expired pins leave the user's count too.
+    a.unpin(flood[47]!, 8);
+    expect(a.size).toBe(3);
   });
 
   test('a pin expires ttl after its last use', () => {

@@ -11,6 +11,9 @@
  * - A failed attempt on the pinned channel drops the pin; the channel that then succeeds is pinned.
  * - Bounded memory: an LRU of at most `maxEntries` pins (evicted in batches of 1/16 of it), each expiring
  *   `ttlMs` after its last use.
+ * - Shared fairly: one user holds at most `maxPerUser` pins, its own least recently used going first. With one LRU
+ *   for all, a user sending cheap requests under 100,000 session ids evicted everyone else's pins, and their next
+ *   requests missed their prompt caches (cache writes cost more than reads) on other channels.
  */
 import type { Routable } from './router';
 
@@ -19,6 +22,8 @@ export interface AffinityOptions {
   ttlMs: number;
   /** Most pins held; the least recently used goes first. */
   maxEntries: number;
+  /** Most pins one user holds (its own least recently used goes first); default a tenth of maxEntries. */
+  maxPerUser?: number;
   now?: () => number;
 }
 
@@ -33,10 +38,14 @@ export function conversationOf(headers: Headers, body: { metadata?: unknown }): 
 export class SessionAffinity {
   /** key → pinned channel and expiry; Map order is the LRU order (oldest first). */
   private readonly pins = new Map<string, { channelId: number; expires: number }>();
+  /** Each user's pin keys, in the same LRU order (a Set keeps insertion order). */
+  private readonly byUser = new Map<string, Set<string>>();
   private readonly now: () => number;
+  private readonly maxPerUser: number;
 
   constructor(private readonly o: AffinityOptions) {
     this.now = o.now ?? Date.now;
+    this.maxPerUser = Math.max(1, o.maxPerUser ?? Math.ceil(o.maxEntries / 10));
   }
 
   get enabled(): boolean {
@@ -62,7 +71,7 @@ export class SessionAffinity {
     const pin = this.pins.get(key);
     if (!pin) return order;
     if (pin.expires <= this.now()) {
-      this.pins.delete(key);
+      this.drop(key);
       return order;
     }
     const at = order.findIndex((c) => c.id === pin.channelId);
@@ -73,9 +82,24 @@ export class SessionAffinity {
   /** The conversation was served by `channelId`: pin (or refresh) it there. */
   pin(key: string | null, channelId: number): void {
     if (!key) return;
-    this.pins.delete(key); // re-inserted last: most recently used
+    // Re-inserted last in both orders: most recently used.
+    this.pins.delete(key);
     this.pins.set(key, { channelId, expires: this.now() + this.o.ttlMs });
+    const user = userOf(key);
+    let mine = this.byUser.get(user);
+    if (!mine) this.byUser.set(user, (mine = new Set()));
+    mine.delete(key);
+    mine.add(key);
+    if (mine.size > this.maxPerUser) this.drop(mine.values().next().value!);
     if (this.pins.size > this.o.maxEntries) this.evict();
+  }
+
+  /** Forgets one pin, in both orders. */
+  private drop(key: string): void {
+    if (!this.pins.delete(key)) return;
+    const user = userOf(key);
+    const mine = this.byUser.get(user);
+    if (mine?.delete(key) && !mine.size) this.byUser.delete(user);
   }
 
   /**
@@ -87,12 +111,15 @@ export class SessionAffinity {
     let excess = this.pins.size - this.o.maxEntries + Math.floor(this.o.maxEntries / 16);
     for (const k of this.pins.keys()) {
       if (excess-- <= 0) break;
-      this.pins.delete(k);
+      this.drop(k);
     }
   }
 
   /** `channelId` failed this conversation: forget the pin if it points there. */
   unpin(key: string | null, channelId: number): void {
-    if (key && this.pins.get(key)?.channelId === channelId) this.pins.delete(key);
+    if (key && this.pins.get(key)?.channelId === channelId) this.drop(key);
   }
 }
+
+/** The user part of a pin key (see key()). */
+const userOf = (key: string) => key.slice(0, key.indexOf('\u0000'));

@@ -33,6 +33,8 @@ export interface RelayConfig {
   affinityTtlSeconds: number;
   /** AFFINITY_MAX_ENTRIES (default 100000, 0..10000000): most conversations pinned at once (LRU). */
   affinityMaxEntries: number;
+  /** AFFINITY_MAX_PER_USER (default a tenth of AFFINITY_MAX_ENTRIES): most of them one user holds (its own LRU). */
+  affinityMaxPerUser: number;
   /** LIMIT_LEASE_MS (default 120000, 1000..3600000): a concurrency slot of a process that died stops counting after this (live ones are renewed). */
   limitLeaseMs: number;
   /**
@@ -68,6 +70,7 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
     },
     affinityTtlSeconds: readIntEnv(env, 'AFFINITY_TTL_SECONDS', 3600, 0, 86_400),
     affinityMaxEntries: readIntEnv(env, 'AFFINITY_MAX_ENTRIES', 100_000, 0, 10_000_000),
+    affinityMaxPerUser: readIntEnv(env, 'AFFINITY_MAX_PER_USER', Math.max(1, Math.ceil(readIntEnv(env, 'AFFINITY_MAX_ENTRIES', 100_000, 0, 10_000_000) / 10)), 1, 10_000_000),
     limitLeaseMs: readIntEnv(env, 'LIMIT_LEASE_MS', 120_000, 1000, 3_600_000),
     maxUpstreamConnections: readIntEnv(env, 'MAX_UPSTREAM_CONNECTIONS', defaultUpstreamCap(openFileLimit()), 1, MAX_UPSTREAM_CAP),
     maxUpstreamPerUser: readIntEnv(env, 'MAX_UPSTREAM_CONNECTIONS_PER_USER', 0, 0, MAX_UPSTREAM_CAP),

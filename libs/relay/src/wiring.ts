@@ -161,7 +161,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
   const leader = w.leader ?? new AlwaysLeader();
   if (leader.isLeader) health.start();
   const stopFollowing = leader.onChange((leads) => (leads ? health.start() : health.close()));
-  const affinity = new SessionAffinity({ ttlMs: config.affinityTtlSeconds * 1000, maxEntries: config.affinityMaxEntries });
+  const affinity = new SessionAffinity({ ttlMs: config.affinityTtlSeconds * 1000, maxEntries: config.affinityMaxEntries, maxPerUser: config.affinityMaxPerUser });
   const limiter = new RequestLimiter(w.rateLimits ?? new MemoryRateLimits(), { leaseMs: config.limitLeaseMs });
   const relay = new RelayService({
     channels: w.channels, adapter: w.adapter, prices, quota, health, billing, config, affinity, observeAttempt: w.observeAttempt,
