@@ -1,0 +1,16 @@
+-- A budget goes with its subject, in the deleting transaction: a key's (its own DELETE, its user's cascade) and a
+-- user's, with the user's low-balance threshold. Left behind, they stayed listed with no owner and could not be removed.
+CREATE TRIGGER `api_keys_drop_budgets` AFTER DELETE ON `api_keys` BEGIN
+  DELETE FROM `budgets` WHERE `scope` = 'key' AND `subject_id` = OLD.`id`;
+END;
+--> statement-breakpoint
+CREATE TRIGGER `users_drop_budgets` AFTER DELETE ON `users` BEGIN
+  DELETE FROM `budgets` WHERE `scope` = 'user' AND `subject_id` = OLD.`id`;
+  DELETE FROM `low_balance_alerts` WHERE `user_id` = OLD.`id`;
+END;
+--> statement-breakpoint
+-- Budgets of keys and users deleted before this version.
+DELETE FROM `budgets` WHERE (`scope` = 'key' AND `subject_id` NOT IN (SELECT `id` FROM `api_keys`))
+  OR (`scope` = 'user' AND `subject_id` NOT IN (SELECT `id` FROM `users`));
+--> statement-breakpoint
+DELETE FROM `low_balance_alerts` WHERE `user_id` NOT IN (SELECT `id` FROM `users`);
