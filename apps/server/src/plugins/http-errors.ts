@@ -40,18 +40,20 @@ function codeFor(type: number | undefined): string {
 
 /**
  * Elysia validates a coerced query/params value on its own and loses its name (type 'property',
- * empty path); recover it from the URL so `param` still names the field.
+ * empty path); recover it from the URL (the path's parameters, then the query) so `param` still names the field.
  */
-function coercedParamName(err: any, request: Request): string {
+function coercedParamName(err: any, request: Request, params: Record<string, unknown> | undefined): string {
   if (err.type !== 'property' || err.value === undefined) return '';
-  for (const [k, v] of new URL(request.url).searchParams) if (v === String(err.value)) return k;
+  const value = String(err.value);
+  for (const [k, v] of Object.entries(params ?? {})) if (v === value) return k;
+  for (const [k, v] of new URL(request.url).searchParams) if (v === value) return k;
   return '';
 }
 
-function validationError(err: any, where: string, request: Request): GatewayError {
+function validationError(err: any, where: string, request: Request, params?: Record<string, unknown>): GatewayError {
   const ve = err.valueError ?? err.all?.[0];
   // For a missing property TypeBox points at the property itself, which is what `param` should name.
-  const param = pointerToParam(ve?.path ?? '') || coercedParamName(err, request);
+  const param = pointerToParam(ve?.path ?? '') || coercedParamName(err, request, params);
   const custom = typeof err.customError === 'string' && !isPlaceholder(err.customError) ? err.customError : undefined;
   const detail = custom ?? ve?.message ?? 'Invalid value';
   const label = param || where;
@@ -109,12 +111,13 @@ export const httpErrors = (opts: { table: () => RouteTable; log: Logger }) => {
       if (e) throw e;
     })
     .onAfterHandle({ as: 'global' }, ({ responseValue, set }) => dropHeadersTheResponseHas(responseValue, set))
-    .onError({ as: 'global' }, ({ code, error, request, path, set }) => {
+    .onError({ as: 'global' }, (ctx) => {
+      const { code, error, request, path, set } = ctx;
       const id = requestIdOf(request);
       const surface = surfaceOf(path ?? new URL(request.url).pathname);
       let gw: GatewayError;
       if (code === 'VALIDATION') {
-        gw = bodyErrors.get(request) ?? validationError(error, (error as any).type ?? 'body', request);
+        gw = bodyErrors.get(request) ?? validationError(error, (error as any).type ?? 'body', request, (ctx as { params?: Record<string, unknown> }).params); // the matched route's raw values
       } else if (code === 'PARSE') {
         // The front door's reader throws its own 408/413; Elysia wraps anything thrown while parsing.
         const cause = (error as Error).cause;
