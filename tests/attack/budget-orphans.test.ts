@@ -56,3 +56,18 @@ test('every listed budget can be removed by root', async () => {
   }
   expect(await budgetIds()).toEqual([]);
 });
+
+test('a budget set racing the deletion of its key is refused or goes with the key, never left behind', async () => {
+  const u = await keyedUser(gw);
+  const keys: number[] = [];
+  for (let i = 0; i < 30; i++) keys.push((await gw.api('POST', '/api/token/', { name: `k${i}` }, u.token)).body.data.id);
+  const answers = await Promise.all(keys.flatMap((id) => [
+    gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: id, period: 'daily', limit: 5 }, u.token),
+    gw.api('DELETE', `/api/token/${id}`, undefined, u.token),
+  ]));
+  for (const r of answers) expect([200, 404]).toContain(r.status);
+  for (const r of answers.filter((a) => a.status === 404)) expect(r.body.error.code).toBe('token_not_found');
+  const left = (await gw.api('GET', '/api/budget/')).body.data as Array<{ subject_id: number; scope: string }>;
+  expect(left.filter((b) => b.scope === 'key' && keys.includes(b.subject_id))).toEqual([]);
+  expect((await gw.api('GET', '/api/budget/self', undefined, u.token)).body.data.budgets).toEqual([]);
+});

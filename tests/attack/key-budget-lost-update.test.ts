@@ -16,6 +16,9 @@ const owner = { id: 7, role: 1 };
 
 beforeEach(() => {
   dbh = openDatabase(':memory:');
+  // The key and its owner exist: the database refuses a budget whose subject does not (migration 0022).
+  dbh.sqlite.run("INSERT INTO users (id, username, password_hash, created_at, updated_at) VALUES (7, 'owner', 'x', 1, 1)");
+  dbh.sqlite.run("INSERT INTO api_keys (id, user_id, key_hash, prefix, created_at, updated_at) VALUES (3, 7, 'h3', 'sk-', 1, 1)");
   const repo = new BudgetsRepo(dbh.db);
   const late = new Proxy(repo, {
     get(target, prop, recv) {

@@ -1,7 +1,8 @@
 /**
  * Budgets follow their subject (SQLite 0022, PostgreSQL 0025): the upgrade removes the budgets and low-balance
  * thresholds of keys and users deleted before it; afterwards a deleted key (its own DELETE or its user's cascade)
- * or user takes its own with it. What the routes show of it: tests/attack/budget-orphans.test.ts.
+ * or user takes its own with it, and none is written for a subject that is gone (a set racing the deletion).
+ * What the routes show of it: tests/attack/budget-orphans.test.ts.
  */
 import { afterAll, describe, expect, test } from 'bun:test';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,8 +12,10 @@ import { openDatabase } from './client';
 import { openPostgres, type PgHandle } from './pg/client';
 import { dropSchema, freshSchema, PG_TEST_URL, requirePg } from '../../../tests/helpers/postgres';
 
-/** The migration's last two statements: the clean-up of what was left before it. */
-const cleanup = async (file: string) => (await Bun.file(new URL(`../../../drizzle/${file}`, import.meta.url)).text()).split('--> statement-breakpoint').slice(-2);
+/** The migration's statements, run again on a database where its triggers were dropped to write the state before it. */
+const migration = async (file: string) => (await Bun.file(new URL(`../../../drizzle/${file}`, import.meta.url)).text()).split('--> statement-breakpoint');
+const TRIGGERS = { sqlite: ['api_keys_drop_budgets', 'users_drop_budgets', 'budgets_need_subject', 'low_balance_alerts_need_user'],
+  pg: [['gw_api_keys_drop_budgets', 'api_keys'], ['gw_users_drop_budgets', 'users'], ['gw_budgets_need_subject', 'budgets'], ['gw_low_balance_alerts_need_user', 'low_balance_alerts']] };
 const pg = await requirePg('libs/db/src/budget-subjects.test.ts');
 const schema = freshSchema('gw_budsub');
 // Users 1 and 2 with keys 10 and 11 exist; user 3 and key 12 were deleted before the upgrade (their budgets remain).
@@ -30,12 +33,18 @@ describe('budgets follow their subject', () => {
     const budgets = () => ids(h.sqlite.query('SELECT id FROM budgets ORDER BY id').all(), 'id');
     const low = () => ids(h.sqlite.query('SELECT user_id FROM low_balance_alerts ORDER BY user_id').all(), 'user_id');
     try {
+      for (const t of TRIGGERS.sqlite) h.sqlite.run(`DROP TRIGGER ${t}`);
       for (const s of setup) h.sqlite.run(s);
-      for (const s of await cleanup('0022_budgets_follow_subjects.sql')) h.sqlite.exec(s);
+      for (const s of await migration('0022_budgets_follow_subjects.sql')) h.sqlite.exec(s);
       expect([budgets(), low()]).toEqual([[1, 2, 4, 5], [1, 2]]);
       h.sqlite.run('DELETE FROM api_keys WHERE id = 10');
       expect([budgets(), low()]).toEqual([[1, 2, 5], [1, 2]]);
       h.sqlite.run('DELETE FROM users WHERE id = 2');
+      expect([budgets(), low()]).toEqual([[1], [1]]);
+      // Written after the subject went (a set that checked it before the delete): refused, nothing left behind.
+      expect(() => h.sqlite.run("INSERT INTO budgets (scope, subject_id, period, limit_amount, created_at, updated_at) VALUES ('key', 11, 'daily', 5, 1, 1)")).toThrow('budget_subject_gone');
+      expect(() => h.sqlite.run("INSERT INTO budgets (scope, subject_id, period, limit_amount, created_at, updated_at) VALUES ('user', 2, 'daily', 5, 1, 1)")).toThrow('budget_subject_gone');
+      expect(() => h.sqlite.run('INSERT INTO low_balance_alerts (user_id, threshold, created_at, updated_at) VALUES (2, 5, 1, 1)')).toThrow('budget_subject_gone');
       expect([budgets(), low()]).toEqual([[1], [1]]);
     } finally {
       h.close();
@@ -53,8 +62,9 @@ describe('budgets follow their subject', () => {
     const { sql } = handle;
     const budgets = async () => ids(await sql`SELECT id FROM budgets ORDER BY id`, 'id');
     const low = async () => ids(await sql`SELECT user_id FROM low_balance_alerts ORDER BY user_id`, 'user_id');
+    for (const [t, table] of TRIGGERS.pg) await sql.unsafe(`DROP TRIGGER ${t} ON ${table}`);
     for (const s of setup) await sql.unsafe(s);
-    for (const s of await cleanup('pg/0025_budgets_follow_subjects.sql')) await sql.unsafe(s);
+    for (const s of await migration('pg/0025_budgets_follow_subjects.sql')) await sql.unsafe(s);
     expect([await budgets(), await low()]).toEqual([[1, 2, 4, 5], [1, 2]]);
     await sql`DELETE FROM api_keys WHERE id = 10`;
     expect([await budgets(), await low()]).toEqual([[1, 2, 5], [1, 2]]);
@@ -63,6 +73,11 @@ describe('budgets follow their subject', () => {
       await tx.unsafe('SET LOCAL search_path = public');
       await tx.unsafe(`DELETE FROM "${schema}".users WHERE id = 2`);
     });
+    expect([await budgets(), await low()]).toEqual([[1], [1]]);
+    // Written after the subject went (a set that checked it before the delete): refused, nothing left behind.
+    await expect(sql`INSERT INTO budgets (scope, subject_id, period, limit_amount, created_at, updated_at) VALUES ('key', 11, 'daily', 5, 1, 1)`).rejects.toThrow('budget_subject_gone');
+    await expect(sql`INSERT INTO budgets (scope, subject_id, period, limit_amount, created_at, updated_at) VALUES ('user', 2, 'daily', 5, 1, 1)`).rejects.toThrow('budget_subject_gone');
+    await expect(sql`INSERT INTO low_balance_alerts (user_id, threshold, created_at, updated_at) VALUES (2, 5, 1, 1)`).rejects.toThrow('budget_subject_gone');
     expect([await budgets(), await low()]).toEqual([[1], [1]]);
   });
 });

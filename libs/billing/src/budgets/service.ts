@@ -8,7 +8,7 @@
  * or such an admin; a low-balance threshold by the user or such an admin.
  */
 import { Type, type Static } from '@sinclair/typebox';
-import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
+import { GatewayError, causeChain, nowSeconds, type ChangeBus } from '@gw/core';
 import type { AlertOutboxRow, AlertOutboxStore, BudgetRow, BudgetsStore } from '@gw/db';
 import type { BudgetBook } from './book';
 import { PERIODS } from './period';
@@ -74,6 +74,12 @@ const ADMIN = 10;
 const notFound = (what: string, id: number, param: string) => new GatewayError(404, `${what}_not_found`, `No ${what.replace('_', ' ')} ${id}`, { param });
 
 /**
+ * The database refused a budget or low-balance row for a subject that is gone (migration 0022 / pg 0025): the key or
+ * user was deleted between the check in memory and the write. Such a row would outlive its subject.
+ */
+const subjectGone = (err: unknown) => causeChain(err).some((e) => typeof e?.message === 'string' && e.message.includes('budget_subject_gone'));
+
+/**
  * Where the views read a budget's live spend in PostgreSQL mode: what every node holds is in the shared
  * store, the committed spend in the row. Absent (SQLite): the book's own numbers.
  */
@@ -109,7 +115,8 @@ export class BudgetService {
     for (;;) {
       const existing = await this.repo.find(input.scope, input.subject_id, input.period);
       if (!existing) {
-        const row = await this.repo.insertIfAbsent({ scope: input.scope, subjectId: input.subject_id, period: input.period, limitAmount: input.limit, createdAt: now, updatedAt: now });
+        const row = await this.forSubject(() => this.repo.insertIfAbsent({ scope: input.scope, subjectId: input.subject_id, period: input.period, limitAmount: input.limit, createdAt: now, updatedAt: now }),
+          () => this.unknown(input.scope, input.subject_id, 'subject_id'));
         if (!row) continue; // a concurrent set (here or on another node) created it first: replace that one
         await this.committed();
         return { view: await this.view(row, owner.id), ownerId: owner.id, replaced: null };
@@ -141,7 +148,9 @@ export class BudgetService {
   async setLowBalance(actor: BudgetActor, input: LowBalanceSet): Promise<{ user_id: number; low_balance_threshold: number | null }> {
     const owner = this.ownerOf('user', input.user_id ?? actor.id, 'user_id');
     this.authorize(actor, owner, false, () => this.unknown('user', owner.id, 'user_id'));
-    if (input.threshold > 0) await this.repo.setLowBalance(owner.id, input.threshold, nowSeconds());
+    if (input.threshold > 0) {
+      await this.forSubject(() => this.repo.setLowBalance(owner.id, input.threshold, nowSeconds()), () => this.unknown('user', owner.id, 'user_id'));
+    }
     else await this.repo.clearLowBalance(owner.id);
     await this.committed();
     return { user_id: owner.id, low_balance_threshold: input.threshold > 0 ? input.threshold : null };
@@ -194,6 +203,15 @@ export class BudgetService {
     if (data?.scope !== 'key' || typeof data.user_id !== 'number' || !this.keysHidden(actor, data.user_id)) return a;
     const event = a.payload as { data: Record<string, unknown> };
     return { ...a, payload: { ...event, data: { ...event.data, key_id: null, budget_id: null } } };
+  }
+
+  /** A write of a subject's row; the subject deleted since it was checked answers `gone()`, the 404 of an unknown one. */
+  private async forSubject<T>(write: () => T | Promise<T>, gone: () => GatewayError): Promise<T> {
+    try {
+      return await write();
+    } catch (err) {
+      throw subjectGone(err) ? gone() : err;
+    }
   }
 
   /** The 404 `ownerOf` answers for a subject that does not exist. */

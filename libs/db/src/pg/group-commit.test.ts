@@ -138,7 +138,8 @@ describe.skipIf(!available)('PgGroupCommitter', () => {
   });
 
   test("the batch's budget charge stops spent at 2^53 − 1, like used_quota", async () => {
-    const b = await new PgBudgetsRepo(h.db).insert({ scope: 'user', subjectId: 1, period: 'daily', limitAmount: 1_000, createdAt: 1, updatedAt: 1 });
+    const [owner] = await seedUsers(1, 0);
+    const b = await new PgBudgetsRepo(h.db).insert({ scope: 'user', subjectId: owner!.userId, period: 'daily', limitAmount: 1_000, createdAt: 1, updatedAt: 1 });
     const charges = pgBudgetCharges(h.db);
     const top = Number.MAX_SAFE_INTEGER;
     expect((await charges.charge(b.id, '2026-01-31', top - 5))!.spent).toBe(top - 5);

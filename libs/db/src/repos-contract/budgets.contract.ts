@@ -1,10 +1,16 @@
 import { describe, expect, test } from 'bun:test';
+import { causeChain } from '@gw/core';
 import type { MakeEnv } from './env';
-import { BIG, seedUser, useEnv } from './setup';
+import { BIG, seedKey, seedUser, useEnv } from './setup';
 
 const budget = (over: { scope?: string; subjectId: number; period?: string; limitAmount?: number }) => ({
   scope: 'user', period: 'monthly', limitAmount: 1_000, createdAt: 1, updatedAt: 1, ...over,
 });
+/** A write the database refused because its subject does not exist (drizzle wraps PostgreSQL's error as the cause). */
+const refusedGone = async (write: () => unknown) => {
+  const err = await (async () => write())().then(() => null, (e: unknown) => e);
+  expect(causeChain(err).some((e) => String(e?.message).includes('budget_subject_gone'))).toBe(true);
+};
 const alert = (eventId: string, nextAttemptAt: number, status: 'pending' | 'skipped' = 'pending') =>
   ({ eventId, type: 'budget.threshold', payload: `{"id":"${eventId}"}`, status, nextAttemptAt, createdAt: 1 });
 
@@ -14,21 +20,25 @@ export function budgetsContract(make: MakeEnv): void {
     const env = useEnv(make);
 
     test('insert with defaults, find by (scope, subject, period), list filters, update, delete; one budget per (scope, subject, period)', async () => {
-      const { budgets } = env().repos;
-      const a = await budgets.insert(budget({ subjectId: 7, limitAmount: BIG }));
-      expect(a).toMatchObject({ scope: 'user', subjectId: 7, period: 'monthly', limitAmount: BIG, periodKey: '', spent: 0, alerted: 0 });
-      const b = await budgets.insert(budget({ scope: 'key', subjectId: 7, period: 'daily' }));
-      const c = await budgets.insert(budget({ subjectId: 8 }));
-      await expect((async () => budgets.insert(budget({ subjectId: 7 })))()).rejects.toThrow();
-      expect(await budgets.insertIfAbsent(budget({ subjectId: 7 }))).toBeUndefined();
-      expect(await budgets.find('user', 7, 'monthly')).toEqual(a);
-      expect(await budgets.find('user', 7, 'daily')).toBeUndefined();
-      const d = await budgets.insertIfAbsent(budget({ subjectId: 7, period: 'daily' }));
-      expect(d).toMatchObject({ scope: 'user', subjectId: 7, period: 'daily' });
+      const { repos: r } = env();
+      const { budgets } = r;
+      const u7 = (await seedUser(r)).id;
+      const u8 = (await seedUser(r)).id;
+      const k7 = (await seedKey(r, u7)).id;
+      const a = await budgets.insert(budget({ subjectId: u7, limitAmount: BIG }));
+      expect(a).toMatchObject({ scope: 'user', subjectId: u7, period: 'monthly', limitAmount: BIG, periodKey: '', spent: 0, alerted: 0 });
+      const b = await budgets.insert(budget({ scope: 'key', subjectId: k7, period: 'daily' }));
+      const c = await budgets.insert(budget({ subjectId: u8 }));
+      await expect((async () => budgets.insert(budget({ subjectId: u7 })))()).rejects.toThrow();
+      expect(await budgets.insertIfAbsent(budget({ subjectId: u7 }))).toBeUndefined();
+      expect(await budgets.find('user', u7, 'monthly')).toEqual(a);
+      expect(await budgets.find('user', u7, 'daily')).toBeUndefined();
+      const d = await budgets.insertIfAbsent(budget({ subjectId: u7, period: 'daily' }));
+      expect(d).toMatchObject({ scope: 'user', subjectId: u7, period: 'daily' });
       expect(await budgets.delete(d!.id)).toBeTruthy();
       expect((await budgets.all()).map((x) => x.id)).toEqual([a.id, b.id, c.id]);
       expect((await budgets.list({ scope: 'user' })).map((x) => x.id)).toEqual([a.id, c.id]);
-      expect((await budgets.list({ subjectIds: [7] })).map((x) => x.id)).toEqual([a.id, b.id]);
+      expect((await budgets.list({ subjectIds: [u7, k7] })).map((x) => x.id)).toEqual([a, b, c].filter((x) => x.subjectId === u7 || x.subjectId === k7).map((x) => x.id));
       expect(await budgets.list({ subjectIds: [] })).toEqual([]);
       expect(await budgets.update(a.id, { limitAmount: 5, updatedAt: 2 })).toMatchObject({ id: a.id, limitAmount: 5, updatedAt: 2 });
       expect(await budgets.update(a.id + 100, { limitAmount: 5 })).toBeUndefined();
@@ -37,9 +47,28 @@ export function budgetsContract(make: MakeEnv): void {
       expect(await budgets.byId(b.id)).toBeUndefined();
     });
 
+    test('no budget or low-balance threshold for a subject that does not exist, and a deleted one takes its own along', async () => {
+      const { repos: r } = env();
+      const u = await seedUser(r);
+      const k = await seedKey(r, u.id);
+      await refusedGone(() => r.budgets.insert(budget({ subjectId: u.id + 1_000 })));
+      await refusedGone(() => r.budgets.insertIfAbsent(budget({ scope: 'key', subjectId: k.id + 1_000 })));
+      await refusedGone(() => r.budgets.setLowBalance(u.id + 1_000, 5, 1));
+      const kb = await r.budgets.insert(budget({ scope: 'key', subjectId: k.id }));
+      const ub = await r.budgets.insert(budget({ subjectId: u.id }));
+      await r.budgets.setLowBalance(u.id, 5, 1);
+      await r.apiKeys.delete(k.id);
+      expect((await r.budgets.all()).map((x) => x.id)).toEqual([ub.id]);
+      expect(await r.budgets.byId(kb.id)).toBeUndefined();
+      await r.users.delete(u.id);
+      expect(await r.budgets.all()).toEqual([]);
+      expect(await r.budgets.lowBalanceAll()).toEqual([]);
+    });
+
     test('updateFrom writes only while the limit is still the one expected (compare-and-set)', async () => {
-      const { budgets } = env().repos;
-      const a = await budgets.insert(budget({ scope: 'key', subjectId: 9, limitAmount: BIG }));
+      const { repos: r } = env();
+      const { budgets } = r;
+      const a = await budgets.insert(budget({ scope: 'key', subjectId: (await seedKey(r, (await seedUser(r)).id)).id, limitAmount: BIG }));
       expect(await budgets.updateFrom(a.id, 10, { limitAmount: 1, alerted: 0, updatedAt: 2 })).toBeUndefined();
       expect(await budgets.updateFrom(a.id, BIG, { limitAmount: 10, alerted: 0, updatedAt: 2 })).toMatchObject({ id: a.id, limitAmount: 10 });
       expect(await budgets.updateFrom(a.id, BIG, { limitAmount: BIG, alerted: 0, updatedAt: 3 })).toBeUndefined();
@@ -60,7 +89,7 @@ export function budgetsContract(make: MakeEnv): void {
 
     test('charge adds within a period, restarts in a later one (alerts too), ignores an earlier one and a missing budget', async () => {
       const { budgets, budgetCharges } = env().repos;
-      const b = await budgets.insert(budget({ subjectId: 1, period: 'daily' }));
+      const b = await budgets.insert(budget({ subjectId: (await seedUser(env().repos)).id, period: 'daily' }));
       expect(await budgetCharges.charge(b.id, '2026-01-31', 40)).toEqual({ spent: 40, alerted: 0, limitAmount: 1_000, periodKey: '2026-01-31' });
       await budgetCharges.markAlerted(b.id, 3);
       expect(await budgetCharges.charge(b.id, '2026-01-31', 2)).toEqual({ spent: 42, alerted: 3, limitAmount: 1_000, periodKey: '2026-01-31' });
@@ -73,7 +102,7 @@ export function budgetsContract(make: MakeEnv): void {
 
     test('spent stops at 2^53 − 1 like used_quota (and a new period starts below it again)', async () => {
       const { budgets, budgetCharges } = env().repos;
-      const b = await budgets.insert(budget({ subjectId: 2, period: 'daily' }));
+      const b = await budgets.insert(budget({ subjectId: (await seedUser(env().repos)).id, period: 'daily' }));
       const top = Number.MAX_SAFE_INTEGER;
       expect((await budgetCharges.charge(b.id, '2026-01-31', top - 5))!.spent).toBe(top - 5);
       expect((await budgetCharges.charge(b.id, '2026-01-31', 10))!.spent).toBe(top);

@@ -112,7 +112,7 @@ describe.skipIf(!available)('PostgreSQL repos: exactly once under concurrent con
   test('budget charges and alerts join the settlement transaction; concurrent charges are all counted', async () => {
     const budgets = new PgBudgetsRepo(h.db);
     const charges = new PgBudgetChargesRepo(h.db);
-    const b = await budgets.insert({ scope: 'user', subjectId: ++seq, period: 'monthly', limitAmount: 1_000, createdAt: 1, updatedAt: 1 });
+    const b = await budgets.insert({ scope: 'user', subjectId: (await newUser()).id, period: 'monthly', limitAmount: 1_000, createdAt: 1, updatedAt: 1 });
     const outboxEvent = `tx-alert-${seq}`;
     await expect(h.db.transaction(async (tx) => {
       expect(await charges.charge(b.id, '2026-03', 900, tx)).toEqual({ spent: 900, alerted: 0, limitAmount: 1_000, periodKey: '2026-03' });
