@@ -23,10 +23,16 @@ CREATE TRIGGER gw_users_drop_budgets AFTER DELETE ON users FOR EACH ROW EXECUTE 
 -- until the insert commits, so a delete waits for it (and its trigger then removes the budget), or came first.
 CREATE OR REPLACE FUNCTION gw_budget_needs_subject() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
+  row jsonb := to_jsonb(NEW);
+  subject_table text := 'users';
+  subject bigint := (row->>'user_id')::bigint;
   found_id bigint;
 BEGIN
-  EXECUTE format('SELECT id FROM %I.%I WHERE id = $1 FOR KEY SHARE', TG_TABLE_SCHEMA, CASE WHEN NEW.scope = 'key' THEN 'api_keys' ELSE 'users' END)
-    INTO found_id USING NEW.subject_id;
+  IF TG_TABLE_NAME = 'budgets' THEN
+    subject_table := CASE WHEN row->>'scope' = 'key' THEN 'api_keys' ELSE 'users' END;
+    subject := (row->>'subject_id')::bigint;
+  END IF;
+  EXECUTE format('SELECT id FROM %I.%I WHERE id = $1 FOR KEY SHARE', TG_TABLE_SCHEMA, subject_table) INTO found_id USING subject;
   IF found_id IS NULL THEN
     RAISE EXCEPTION 'budget_subject_gone';
   END IF;
@@ -35,18 +41,7 @@ END $$;
 --> statement-breakpoint
 CREATE TRIGGER gw_budgets_need_subject BEFORE INSERT ON budgets FOR EACH ROW EXECUTE FUNCTION gw_budget_needs_subject();
 --> statement-breakpoint
-CREATE OR REPLACE FUNCTION gw_low_balance_needs_user() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-  found_id bigint;
-BEGIN
-  EXECUTE format('SELECT id FROM %I.users WHERE id = $1 FOR KEY SHARE', TG_TABLE_SCHEMA) INTO found_id USING NEW.user_id;
-  IF found_id IS NULL THEN
-    RAISE EXCEPTION 'budget_subject_gone';
-  END IF;
-  RETURN NEW;
-END $$;
---> statement-breakpoint
-CREATE TRIGGER gw_low_balance_alerts_need_user BEFORE INSERT ON low_balance_alerts FOR EACH ROW EXECUTE FUNCTION gw_low_balance_needs_user();
+CREATE TRIGGER gw_low_balance_alerts_need_user BEFORE INSERT ON low_balance_alerts FOR EACH ROW EXECUTE FUNCTION gw_budget_needs_subject();
 --> statement-breakpoint
 -- Budgets of keys and users deleted before this version.
 DELETE FROM budgets WHERE (scope = 'key' AND subject_id NOT IN (SELECT id FROM api_keys))

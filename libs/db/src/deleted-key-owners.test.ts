@@ -2,18 +2,15 @@
  * deleted_api_keys (SQLite 0020, PostgreSQL 0022): the trigger records the owner of every key deleted, by its own
  * DELETE or its user's cascade; the upgrade's statement fills in keys deleted before it from their usage rows.
  */
-import { afterAll, describe, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { openDatabase } from './client';
-import { openPostgres, type PgHandle } from './pg/client';
-import { dropSchema, freshSchema, PG_TEST_URL, requirePg } from '../../../tests/helpers/postgres';
+import { describe, expect, test } from 'bun:test';
+import { requirePg } from '../../../tests/helpers/postgres';
+import { pgSchemaOfFile, withSqliteFile } from '../../../tests/helpers/migration-dbs';
 
 /** The migration's last statement: the fill from usage rows. */
 const backfill = async (file: string) => (await Bun.file(new URL(`../../../drizzle/${file}`, import.meta.url)).text()).split('--> statement-breakpoint').at(-1)!;
 const pg = await requirePg('libs/db/src/deleted-key-owners.test.ts');
-const schema = freshSchema('gw_delkeys');
+const pgDb = pgSchemaOfFile('gw_delkeys', pg);
+const { schema } = pgDb;
 // Keys 10 (user 1) and 11 (user 2) exist; key 12 of user 2 was deleted before the upgrade (only its rows remain).
 const ROWS = [[1, 10], [1, 10], [2, 11], [2, 12], [2, 12]] as const;
 const setup = ['INSERT INTO users (id, username, password_hash, created_at, updated_at) VALUES (1, \'a\', \'x\', 1, 1), (2, \'b\', \'x\', 1, 1)',
@@ -22,31 +19,18 @@ const setup = ['INSERT INTO users (id, username, password_hash, created_at, upda
 const owners = (rows: any[]) => rows.map((r) => ({ id: Number(r.id), user: Number(r.user_id) }));
 
 describe('deleted keys keep their owner', () => {
-  test('SQLite', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'gw-dk-'));
-    const h = openDatabase(join(dir, 'db.sqlite'), { checkpointMs: 0 });
+  test('SQLite', () => withSqliteFile(async (h) => {
     const all = () => owners(h.sqlite.query('SELECT id, user_id FROM deleted_api_keys ORDER BY id').all());
-    try {
-      for (const s of setup) h.sqlite.run(s);
-      h.sqlite.exec(await backfill('0020_deleted_key_owners.sql'));
-      expect(all()).toEqual([{ id: 12, user: 2 }]);
-      h.sqlite.run('DELETE FROM api_keys WHERE id = 10');
-      h.sqlite.run('DELETE FROM users WHERE id = 2');
-      expect(all()).toEqual([{ id: 10, user: 1 }, { id: 11, user: 2 }, { id: 12, user: 2 }]);
-    } finally {
-      h.close();
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    for (const s of setup) h.sqlite.run(s);
+    h.sqlite.exec(await backfill('0020_deleted_key_owners.sql'));
+    expect(all()).toEqual([{ id: 12, user: 2 }]);
+    h.sqlite.run('DELETE FROM api_keys WHERE id = 10');
+    h.sqlite.run('DELETE FROM users WHERE id = 2');
+    expect(all()).toEqual([{ id: 10, user: 1 }, { id: 11, user: 2 }, { id: 12, user: 2 }]);
+  }));
 
-  let handle: PgHandle | undefined;
-  afterAll(async () => {
-    await handle?.close();
-    if (pg) await dropSchema(schema);
-  });
   test.skipIf(!pg)('PostgreSQL', async () => {
-    handle = await openPostgres(PG_TEST_URL, { schema, max: 1 });
-    const { sql } = handle;
+    const { sql } = await pgDb.open();
     const all = async () => owners(await sql`SELECT id, user_id FROM deleted_api_keys ORDER BY id`);
     for (const s of setup) await sql.unsafe(s);
     await sql.unsafe(await backfill('pg/0022_deleted_key_owners.sql'));
