@@ -1,5 +1,5 @@
 export * from './client';
-export { isUniqueViolation } from './unique-violation';
+export { isForeignKeyViolation, isUniqueViolation } from './unique-violation';
 export { DatabaseInUseError } from './process-lock';
 export { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, privateDir, privateFile } from './private-files';
 export * as schema from './schema';

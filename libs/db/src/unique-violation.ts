@@ -10,3 +10,13 @@ export function isUniqueViolation(err: unknown, index: string, table: string, co
   return causeChain(err).some((e) => (e.code === '23505' && (e.constraint_name === index || e.constraint === index))
     || (typeof e.message === 'string' && e.message.includes(`UNIQUE constraint failed: ${table}.${column}`)));
 }
+
+/**
+ * Whether `err` (or what it wraps) is the database refusing a row whose parent row `table`.`column` names is gone
+ * (PostgreSQL 23503 names the constraint; SQLite says only "FOREIGN KEY constraint failed"): the parent was deleted
+ * between the service's check and its write, so the answer is the 404 the check gives for a missing parent.
+ */
+export function isForeignKeyViolation(err: unknown, constraint: string): boolean {
+  return causeChain(err).some((e) => (e.code === '23503' && (e.constraint_name === constraint || e.constraint === constraint))
+    || (typeof e.message === 'string' && e.message.includes('FOREIGN KEY constraint failed')));
+}

@@ -4,7 +4,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, SerialQueue, inexactFields, nowSeconds, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
-import { API_KEY_STATUS, ROLE, type ApiKeyRow, type ApiKeysStore, type ModelLimitMap, type NewApiKeyRow, type UserRow, type UsersStore } from '@gw/db';
+import { API_KEY_STATUS, ROLE, isForeignKeyViolation, type ApiKeyRow, type ApiKeysStore, type ModelLimitMap, type NewApiKeyRow, type UserRow, type UsersStore } from '@gw/db';
 import { isIpOrCidr } from './ip-allow';
 import { keyWidening } from './key-widening';
 import { LimitInput, LimitView, limitPatch, limitView } from './limit-fields';
@@ -90,6 +90,7 @@ const toRecord = (r: ApiKeyRow): ApiKeyRecord => ({
 });
 
 const notFound = (id: number) => new GatewayError(404, 'token_not_found', `No API key ${id}`, { param: 'id' });
+const userNotFound = (id: number) => new GatewayError(404, 'user_not_found', `No user ${id}`, { param: 'user_id' });
 const bad = (param: string, message: string) => new GatewayError(400, 'invalid_value', message, { param });
 
 export class ApiKeyService {
@@ -143,7 +144,7 @@ export class ApiKeyService {
     if (userId === undefined || userId === actor.id) return actor;
     if (actor.role < ROLE.admin) throw new GatewayError(403, 'insufficient_role', 'Only admins can manage keys of other users', { param: 'user_id' });
     const owner = await this.users.byId(userId);
-    if (!owner) throw new GatewayError(404, 'user_not_found', `No user ${userId}`, { param: 'user_id' });
+    if (!owner) throw userNotFound(userId);
     if (!canManage(actor, owner)) throw new GatewayError(403, 'role_too_high', 'You cannot manage keys of a user whose role is equal to or above your own', { param: 'user_id' });
     return owner;
   }
@@ -156,7 +157,10 @@ export class ApiKeyService {
     const row = await this.repo.insertBelow({
       userId: owner.id, name: input.name.trim() || input.name, keyHash: sha256Hex(key), prefix: key.slice(0, 8),
       status: API_KEY_STATUS.enabled, ...this.checked(actor, owner, input, now), createdAt: now, updatedAt: now,
-    }, max);
+    }, max).catch((err: unknown) => {
+      // The owner was deleted since it was read: the 404 a request after the delete gets, not a 500.
+      throw isForeignKeyViolation(err, 'api_keys_user_id_users_id_fk') ? userNotFound(owner.id) : err;
+    });
     if (!row) throw new GatewayError(409, 'too_many_keys', `A user may hold at most ${max} API keys; delete unused ones first`, { param: 'user_id' });
     await this.afterWrite(row.id);
     return { key, view: toApiKeyView(row), owner };
