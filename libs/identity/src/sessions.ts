@@ -1,6 +1,6 @@
 import { GatewayError, nowSeconds, randomToken, sha256Hex } from '@gw/core';
 import type { SessionsStore, UsersStore } from '@gw/db';
-import { SESSION_ID_CHARS, USER_STATUS } from '@gw/db';
+import { SESSION_ID_CHARS, USER_STATUS, isForeignKeyViolation } from '@gw/db';
 import { wrongCurrentPassword } from './current-password';
 import { ACCESS_TOKEN_PREFIX, type Principal } from './principal';
 import type { AccessTokenView, LoginSessionView } from './views';
@@ -94,7 +94,10 @@ export class ManagementAuth {
     const row = await this.sessions.createTokenBelow({
       userId, name, tokenHash: sha256Hex(token), prefix: token.slice(0, 10), createdAt: now,
       expiresAt: expiresInDays ? now + expiresInDays * 86400 : null,
-    }, MAX_ACCESS_TOKENS_PER_USER, now);
+    }, MAX_ACCESS_TOKENS_PER_USER, now).catch((err: unknown) => {
+      // The account was deleted while the password was checked: as for one changed then (below), not a 500.
+      throw verifiedHash !== undefined && isForeignKeyViolation(err, 'access_tokens_user_id_users_id_fk') ? wrongCurrentPassword() : err;
+    });
     if (!row) throw tooManyTokens();
     if (verifiedHash !== undefined) {
       const after = await this.users.byId(userId);
