@@ -1,6 +1,6 @@
 import { GatewayError, localWindows, randomToken, sha256Hex, type AttemptWindow, type AttemptWindows } from '@gw/core';
 import type { SecurityStore, SessionsStore, UsersStore, UserRow } from '@gw/db';
-import { USER_STATUS } from '@gw/db';
+import { USER_STATUS, isForeignKeyViolation } from '@gw/db';
 import { attemptKeyOfIp } from './ip-allow';
 import { passwordGate } from './password-gate';
 import { dummyPasswordHash, verifyPasswordHeld } from './passwords';
@@ -109,9 +109,12 @@ export class LoginService {
     const sessionId = randomToken(43);
     const expiresAt = now + this.policy.sessionTtlSeconds;
     const idHash = sha256Hex(sessionId);
-    await this.sessions.createSession({
+    await (async () => this.sessions.createSession({
       idHash, userId: user.id, createdAt: now, expiresAt,
       ip: input.ip.slice(0, 64), userAgent: input.userAgent.slice(0, 256),
+    }))().catch((err: unknown) => {
+      // The account was deleted while the password was checked: as for one changed then (below), not a 500.
+      throw isForeignKeyViolation(err, 'sessions_user_id_users_id_fk') ? invalidCredentials() : err;
     });
     // The password was checked against the row read before the slow hash check. If it changed meanwhile (a change,
     // a reset, an admin), that change may have ended every session before this one was written, and this one,
