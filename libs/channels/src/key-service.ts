@@ -131,7 +131,9 @@ export class ChannelKeyService {
 
   /** Auto-disables the channel when no key is usable; brings it back if that was the only reason. Returns usable keys. */
   private async settleChannel(id: number): Promise<number> {
-    const row = (await this.repo.byId(id))!;
+    // The channel may have been deleted since the key list was written (an operator, on any node): nothing to settle.
+    const row = await this.repo.byId(id);
+    if (!row) return 0;
     const usable = keyEntries(row).filter(usableKey).length;
     if (!usable && row.status === CHANNEL_STATUS.enabled) await this.channels.setStatus(id, CHANNEL_STATUS.autoDisabled, NO_KEY_REASON);
     if (usable) await this.comeBackIfKeyless(id);
@@ -139,8 +141,8 @@ export class ChannelKeyService {
   }
 
   private async comeBackIfKeyless(id: number): Promise<void> {
-    const row = (await this.repo.byId(id))!;
-    if (row.status === CHANNEL_STATUS.autoDisabled && row.statusReason === NO_KEY_REASON && keyEntries(row).some(usableKey)) {
+    const row = await this.repo.byId(id);
+    if (row && row.status === CHANNEL_STATUS.autoDisabled && row.statusReason === NO_KEY_REASON && keyEntries(row).some(usableKey)) {
       await this.channels.setStatus(id, CHANNEL_STATUS.enabled, '');
     }
   }
