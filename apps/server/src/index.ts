@@ -34,12 +34,21 @@ try {
     // A supervisor (or `bun run`, which forwards signals) may signal twice: stop once.
     if (stopping) return;
     stopping = true;
-    // Open WebSockets would keep a graceful stop waiting: end realtime sessions (1001) first.
-    const recorded = services.realtime.closeAll();
-    await app.stop();
-    await recorded;
-    await services.close();
-    process.exit(0);
+    let code = 0;
+    try {
+      // Open WebSockets would keep a graceful stop waiting: end realtime sessions (1001) first.
+      const recorded = services.realtime.closeAll();
+      await app.stop();
+      await recorded;
+      await services.close();
+    } catch (err) {
+      // A stop that fails (a full disk under the last flush) still ends the process: with the crash guard its
+      // rejection would only be logged, and a process that no longer listens would ignore every later signal.
+      log.error('shutdown.failed', { msg: 'the process exits without finishing its graceful stop' }, err);
+      code = 1;
+    } finally {
+      process.exit(code);
+    }
   };
   process.on('SIGINT', shutdown);
   process.on('SIGTERM', shutdown);
