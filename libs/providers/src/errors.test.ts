@@ -70,6 +70,9 @@ describe('channel scrubber', () => {
     // The prefix is a fragment of the channel key: removed first, it left the other key's tail, which no pattern knew.
     expect(proj.scrub('Incorrect API key provided: sk-proj-OTHERkey1234567890abc.')).toBe('Incorrect API key provided: [redacted].');
     expect(proj.scrub('keys sk-proj-Zq9xK2mP7vLw4Rt8Yb3N and sk-proj-OTHERkey1234567890abc')).toBe('keys [redacted] and [redacted]');
+    // A channel key with a character the key patterns stop at is still removed whole (patterns run after it).
+    const dotted = scrubberFor({ apiKey: 'key-abcdefgh12345678.k9Zq7x' });
+    expect(dotted.scrub('bad key key-abcdefgh12345678.k9Zq7x given')).toBe('bad key [redacted] given');
   });
 
   test('credential-looking extra header values are secrets too; plain ones are not', () => {

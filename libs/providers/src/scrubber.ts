@@ -1,8 +1,8 @@
 /**
  * The one scrubber for upstream-derived text (error messages, stream errors, test results, log lines).
- * It removes URLs and common key shapes, the channel's own credentials (the key, and credential-looking extra
- * header values) and every substring of them of at least MIN_FRAGMENT characters, whatever the key's format,
- * then the shapes again, and caps the length. Prefix patterns alone let other key formats and key tails through.
+ * It removes the channel's own credentials (the key, and credential-looking extra header values) and every
+ * substring of them of at least MIN_FRAGMENT characters, whatever the key's format, with key characters glued
+ * after them, then URLs and common key shapes, and caps the length. Prefix patterns alone let other key formats and key tails through.
  */
 
 /** Fragments of a secret at least this long are removed (shorter ones are too common to be telling). */
@@ -51,6 +51,9 @@ export function secretForms(secret: string): string[] {
   return [...forms];
 }
 
+/** A removal with the key characters glued after it (before it, they are often a label: `bad_key_<key>`). */
+const GLUED = /\[redacted\][A-Za-z0-9_\-+/=~*]+/g;
+
 /** Generic patterns: URLs, `sk-…`-like keys, Bearer values. */
 function scrubPatterns(text: string): string {
   return text
@@ -88,13 +91,13 @@ export class Scrubber {
   scrub(text: string, max = MAX_SCRUBBED): string {
     // Bounded work whatever the input: look at a little more than what will be kept.
     let t = text.length > max * 4 ? text.slice(0, max * 4) : text;
-    // Patterns first too: a key sharing the channel key's prefix (`sk-proj-`, itself a fragment of it) lost that
-    // prefix to removeSecrets and kept its tail, which no pattern knows. Patterns only remove text, so what is left
-    // of a secret after them is still found (any 8 characters of it), and they run again on what removal leaves.
-    t = this.removeSecrets(scrubPatterns(t));
+    t = this.removeSecrets(t);
     for (const s of this.short) t = t.split(s).join(REDACTED);
-    // One secret cut by a pattern (at a `+`, say) and removed by its fragments reads as one removal.
-    t = scrubPatterns(t).replace(/(?:\[redacted\]){2,}/g, REDACTED);
+    // Key characters glued after a removal go with it: another key sharing the channel key's prefix (`sk-proj-`, a
+    // fragment of the channel's key) lost that prefix here and kept a tail no pattern knows. Run after the secrets,
+    // not before them: a pattern stopping inside the channel's key (at a `.`) left a remnant under 8 characters
+    // that no fragment search finds.
+    t = scrubPatterns(t.replace(GLUED, REDACTED)).replace(/(?:\[redacted\]){2,}/g, REDACTED);
     return t.length > max ? t.slice(0, max) : t;
   }
 
