@@ -64,6 +64,12 @@ function decode32(b: Uint8Array, enc: 'utf-32le' | 'utf-32be', skip: number): st
   return parts.join('');
 }
 
+/** Whether the frame can be a text event (binaryAsText would decode it), without decoding it. */
+export function binaryIsEvent(b: Uint8Array): boolean {
+  const { enc, skip } = encodingOf(b);
+  return startsLikeObject(b, enc, skip);
+}
+
 /** The frame as the text event a lenient upstream may decode it to, or null when it cannot be one (audio, other bytes). */
 export function binaryAsText(b: Uint8Array): string | null {
   const { enc, skip } = encodingOf(b);

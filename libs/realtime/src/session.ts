@@ -4,7 +4,7 @@
  * stay binary), in order, with backpressure, and both sockets close together.
  */
 import type { ServerWebSocket } from 'bun';
-import { binaryAsText } from './binary-text';
+import { binaryAsText, binaryIsEvent } from './binary-text';
 import { errorEvent, plainAppend, scrubbedErrorEvent } from './events';
 import { ReadBudget } from './read-budget';
 
@@ -372,9 +372,10 @@ export class RelaySession {
     this.relayedAny = true;
     // A binary frame is an event to the official SDK too (`ws` hands it a Buffer it reads with toString()): before, one
     // was relayed unread, an `error` in it unscrubbed and a response announced and reported in them never billed.
-    const text = typeof data === 'string' ? data : binaryAsText(data);
+    // Sized before a binary one is decoded: an oversized frame is refused without converting it first.
     const max = this.opts.limits?.maxUpstreamFrameBytes;
-    if (text !== null && max !== undefined && size > max) return this.upstreamTooLarge(size, max);
+    if (max !== undefined && size > max && (typeof data === 'string' || binaryIsEvent(data))) return this.upstreamTooLarge(size, max);
+    const text = typeof data === 'string' ? data : binaryAsText(data);
     const f: UpFrame = { raw: data, size, text };
     if (this.upDeciding) this.upBehind.push(f);
     else this.observeUpstream(f);
