@@ -1,6 +1,6 @@
 import { GatewayError, errorText, readBounded, readResponseBounded, stdLogger, type Logger } from '@gw/core';
 import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage, type UsageLimits, type UsageReport } from '@gw/billing';
-import { countsNothing, estimateTextTokens, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
+import { countsNothing, estimateTextTokens, noCount, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
 import { applyBodyPolicy, applyHeaderPolicy, type ChannelRecord, type KeyRef } from '@gw/channels';
 import { badUpstreamResponse, countCodeExecutionCalls, decodeContextFor, scrubberFor, StreamStartJudge, upstreamMessage, type ProviderAdapter, type ReportedPeak, type Scrubber, type UpstreamRequest, type UpstreamTarget } from '@gw/providers';
@@ -582,8 +582,7 @@ function zeroOutput(usage: Usage | null, content: unknown): Usage | null {
  */
 function answerTokens(u: Usage, codeExecution?: number): UsageReport {
   const t = toTokens(u, codeExecution);
-  const none = (n: unknown) => n === undefined || n === null || n === 0;
-  return t.input === 0 && none(t.cacheRead) && none(t.cacheWrite) ? { ...t, input: undefined } : t;
+  return t.input === 0 && noCount(t.cacheRead) && noCount(t.cacheWrite) ? { ...t, input: undefined } : t;
 }
 
 /** The usage row of a request's settlement (or of a stream's checkpoint). */

@@ -81,6 +81,9 @@ export type AnthropicStreamEvent =
 /** A zero usage, the starting point of every count. */
 export const zeroUsage = (): Usage => ({ input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
 
+/** A count that counts nothing: 0, or not given. */
+export const noCount = (n: unknown): boolean => n === undefined || n === null || n === 0;
+
 /**
  * Whether a usage counts nothing at all: input, output, cache reads and writes each 0 (or absent). No answer that
  * delivered anything costs that (every request has a prompt), so such a report is no count: proxies fill it in where
@@ -88,7 +91,6 @@ export const zeroUsage = (): Usage => ({ input_tokens: 0, output_tokens: 0, cach
  */
 export function countsNothing(u: Partial<Usage> | null | undefined): boolean {
   if (!u) return false;
-  const none = (n: unknown) => n === undefined || n === null || n === 0;
-  return none(u.input_tokens) && none(u.output_tokens) && none(u.cache_read_input_tokens) && none(u.cache_creation_input_tokens)
+  return noCount(u.input_tokens) && noCount(u.output_tokens) && noCount(u.cache_read_input_tokens) && noCount(u.cache_creation_input_tokens)
     && (u.input_tokens === 0 || u.output_tokens === 0);
 }
