@@ -469,14 +469,17 @@ export class RelayService {
         let decoded;
         try {
           decoded = adapter.decodeMessagesResponse(json, decodeContextFor(plan.body, { inputTokens: plan.measure.estimate }));
+          // JSON.parse takes any depth, JSON.stringify overflows the stack near 100,000 levels: an answer nested that
+          // deep (a few hundred kB of brackets) is a bad answer that fails over, not a 502 that skipped the failover.
+          out = JSON.stringify(decoded.message);
         } catch (e) {
-          return fail({ phase: 'decode', cause: e }, 'undecodable response');
+          return fail({ phase: 'decode', cause: e instanceof RangeError ? badUpstreamResponse('nested too deep') : e }, 'undecodable response');
         }
-        out = JSON.stringify(decoded.message);
         usage = zeroOutput(decoded.usage, decoded.message.content);
         codeExecution = countCodeExecutionCalls(decoded.message.content);
         // Missing or unusable counts are billed on estimates (input: what was reserved for it), never for free.
-        // With no usage at all, the estimate the client was sent is billed, as in a stream.
+        // With no usage at all, the estimate the client was sent is billed, as in a stream. The content serialised
+        // above, within the answer, so it serialises here too.
         const sent = usage ? undefined : decoded.estimatedUsage;
         estimate = sent ? { input: sent.input_tokens, output: sent.output_tokens } : { output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
         estimate.codeExecution = codeExecution;
