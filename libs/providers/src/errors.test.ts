@@ -82,6 +82,18 @@ describe('channel scrubber', () => {
     expect(isCredentialHeader('anthropic-beta', 'prompt-caching-2024-07-31')).toBe(false);
   });
 
+  test("the channel's address written bare is removed: host:port, host in any case, long path segments, whole words only", () => {
+    const a = scrubberFor({ apiKey: key, baseUrl: 'https://LLM-Pool.corp.internal:8443/acct/9f3e7a21c0/openai' });
+    expect(a.scrub('model x not loaded on llm-pool.corp.internal:8443 (worker LLM-POOL.CORP.INTERNAL)')).toBe('model x not loaded on [redacted] (worker [redacted])');
+    expect(a.scrub('account 9f3e7a21c0 has no access to /acct/9f3e7a21c0/openai')).toBe('account [redacted] has no access to /acct/[redacted]');
+    // Another host that merely contains the channel's: left as it is (and short segments such as `openai` are words).
+    expect(a.scrub('see my-llm-pool.corp.internal-2 and openai')).toBe('see my-llm-pool.corp.internal-2 and openai');
+    const ip = scrubberFor({ apiKey: key, baseUrl: 'http://10.0.4.17:8000' });
+    expect(ip.scrub('connect 10.0.4.17:8000 failed; 10.0.4.170 is up; 10.0.4.17 is down')).toBe('connect [redacted] failed; 10.0.4.170 is up; [redacted] is down');
+    const v6 = scrubberFor({ apiKey: key, baseUrl: 'http://[fd00::17]:8000' });
+    expect(v6.scrub('no route to fd00::17 or [fd00::17]:8000')).toBe('no route to [redacted] or [redacted]');
+  });
+
   test('classifyUpstreamError passes a 400 message through the channel scrubber, capped', () => {
     const c = classifyUpstreamError(400, JSON.stringify({ error: { message: `invalid x-api-key: ${key.slice(2)}${'!'.repeat(5000)}` } }), new Headers(), s);
     expect(c.error.message).not.toContain(key.slice(2, 10));

@@ -62,7 +62,34 @@ function scrubPatterns(text: string): string {
     .replace(/\bBearer\s+\S+/gi, `Bearer ${REDACTED}`);
 }
 
+/**
+ * The words of a channel's address an upstream may write bare (not as a URL, which the patterns remove): host:port,
+ * host, and path segments of MIN_FRAGMENT characters or more (some gateways put an account id there). Proxies and
+ * self-hosted servers name where they run in their errors ("not loaded on 10.0.4.17:8000"), and a client must not
+ * learn the operator's internal hosts from a relayed 400. Longest first, so host:port goes before its host.
+ */
+export function addressWords(baseUrl: string | undefined): string[] {
+  if (!baseUrl) return [];
+  let u: URL;
+  try {
+    u = new URL(baseUrl);
+  } catch {
+    return [];
+  }
+  const words = new Set([u.host, u.hostname.replace(/^\[|\]$/g, '')]);
+  for (const seg of u.pathname.split('/')) {
+    if (seg.length < MIN_FRAGMENT) continue;
+    words.add(seg);
+    try { words.add(decodeURIComponent(seg)); } catch { /* kept as written */ }
+  }
+  return [...words].filter(Boolean).sort((a, b) => b.length - a.length);
+}
+
+const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 export class Scrubber {
+  /** The channel's address words (addressWords), whole and in any case; null without any. */
+  private readonly address: RegExp | null;
   /** Every MIN_FRAGMENT-long piece of every secret → where it occurs ([secret index, offset]). */
   private readonly grams = new Map<string, Array<[number, number]>>();
   /** Secrets shorter than MIN_FRAGMENT, removed only whole. */
@@ -71,7 +98,9 @@ export class Scrubber {
   /** Every form of every secret (secretForms). */
   private readonly secrets: readonly string[];
 
-  constructor(secrets: readonly string[] = []) {
+  constructor(secrets: readonly string[] = [], address: readonly string[] = []) {
+    // Whole words only: a host's name inside a longer one (`10.0.0.1` in `10.0.0.12`) is another host.
+    this.address = address.length ? new RegExp(`(?<![A-Za-z0-9-])(?:${address.map(escapeRe).join('|')})(?![A-Za-z0-9-])`, 'gi') : null;
     this.secrets = secrets.flatMap((s) => (s.length < MIN_FRAGMENT ? [s] : secretForms(s)));
     this.secrets.forEach((s, si) => {
       if (s.length < MIN_FRAGMENT) {
@@ -93,6 +122,7 @@ export class Scrubber {
     let t = text.length > max * 4 ? text.slice(0, max * 4) : text;
     t = this.removeSecrets(t);
     for (const s of this.short) t = t.split(s).join(REDACTED);
+    if (this.address) t = t.replace(this.address, REDACTED);
     // Key characters glued after a removal go with it: another key sharing the channel key's prefix (`sk-proj-`, a
     // fragment of the channel's key) lost that prefix here and kept a tail no pattern knows. Run after the secrets,
     // not before them: a pattern stopping inside the channel's key (at a `.`) left a remnant under 8 characters
@@ -132,7 +162,7 @@ export class Scrubber {
 /** The scrubber without channel secrets (patterns and the length cap only). */
 export const genericScrubber = new Scrubber();
 
-/** The scrubber of one channel's upstream text. */
-export function scrubberFor(c: { apiKey: string; extraHeaders?: Record<string, string>; keys?: string[] }): Scrubber {
-  return new Scrubber(channelSecrets(c));
+/** The scrubber of one channel's upstream text: its secrets, and its address written bare (`baseUrl`). */
+export function scrubberFor(c: { apiKey: string; extraHeaders?: Record<string, string>; keys?: string[]; baseUrl?: string }): Scrubber {
+  return new Scrubber(channelSecrets(c), addressWords(c.baseUrl));
 }

@@ -270,7 +270,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     try {
       // The client's beta choice first: a header the operator set on the channel wins.
       const headers = { ...beta.headers, ...this.d.upstream.headers(c, upstreamModel) };
-      const scrubber = scrubberFor({ apiKey: c.apiKey, extraHeaders: c.headers, keys: c.keys?.map((k) => k.apiKey) });
+      const scrubber = scrubberFor({ apiKey: c.apiKey, extraHeaders: c.headers, keys: c.keys?.map((k) => k.apiKey), baseUrl: c.baseUrl });
       // A channel billing the upstream model does so only when that model has a price (else the requested one's applies).
       const billedModel = c.billingModel === 'upstream' && upstreamModel !== model && this.d.prices.get(upstreamModel) ? upstreamModel : model;
       return [{
