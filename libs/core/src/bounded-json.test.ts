@@ -1,5 +1,5 @@
-import { expect, test } from 'bun:test';
-import { jsonDepthWithin, parseBoundedJson } from './bounded-json';
+import { describe, expect, test } from 'bun:test';
+import { jsonDepthWithin, jsonShapeWithin, jsonValueCount, parseBoundedJson } from './bounded-json';
 
 const enc = (s: string) => s;
 
@@ -24,4 +24,23 @@ test('the depth scan is linear: 8 MB of shallow JSON in well under a second', ()
   const t = performance.now();
   expect(jsonDepthWithin(big, 64)).toBe(true);
   expect(performance.now() - t).toBeLessThan(500);
+});
+
+describe('jsonValueCount / jsonShapeWithin', () => {
+  const b = (s: string) => new TextEncoder().encode(s);
+  test('counts separators and openers outside strings only (escaped quotes and backslashes handled)', () => {
+    expect(jsonValueCount(b('{"a":[1,2,3],"b":"x, [y] {z}"}'), 10, 100)).toBe(5);
+    expect(jsonValueCount(b('["a\\\\",{},"\\"[,{"]'), 10, 100)).toBe(4);
+    expect(jsonValueCount(b('"just, a [string]"'), 10, 100)).toBe(0);
+  });
+  test('refuses past the value bound or the depth bound', () => {
+    // `[`, 100 objects and 99 commas: 200.
+    expect(jsonShapeWithin(b(`[${'{},'.repeat(99)}{}]`), 10, 200)).toBe(true);
+    expect(jsonShapeWithin(b(`[${'{},'.repeat(100)}{}]`), 10, 200)).toBe(false);
+    expect(jsonShapeWithin(b('[[[[]]]]'), 4, 100)).toBe(true);
+    expect(jsonShapeWithin(b('[[[[[]]]]]'), 4, 100)).toBe(false);
+  });
+  test('an unterminated string ends the scan (the parser refuses the text)', () => {
+    expect(jsonValueCount(b('{"a":"never ends, {[ '), 10, 100)).toBe(1);
+  });
 });

@@ -1,4 +1,4 @@
-import { GatewayError, errorText, readBounded, readResponseBounded, stdLogger, type Logger } from '@gw/core';
+import { ANSWER_MAX_DEPTH, ANSWER_MAX_VALUES, GatewayError, errorText, jsonShapeWithin, readBounded, readResponseBounded, stdLogger, type Logger } from '@gw/core';
 import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type PriceBook, type QuotaService, type Reservation, type TokenUsage, type UsageLimits, type UsageReport } from '@gw/billing';
 import { countsNothing, estimateTextTokens, noCount, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
@@ -458,6 +458,10 @@ export class RelayService {
         out = passed.body;
         usage = passed.usage;
       } else {
+        // Its cost is its number of values, not its bytes (jsonShapeWithin): measured before anything is built.
+        if (!jsonShapeWithin(body.bytes, ANSWER_MAX_DEPTH, ANSWER_MAX_VALUES)) {
+          return fail({ phase: 'decode', cause: badUpstreamResponse('too many JSON values or nested too deep') }, 'response body too many values');
+        }
         let json: unknown;
         try {
           json = JSON.parse(Buffer.from(body.bytes.buffer, body.bytes.byteOffset, body.bytes.byteLength).toString('utf8'));

@@ -1,5 +1,5 @@
 /** OpenAI chat completion → Anthropic message (as in OpenAI's Chat Completions API). Pure apart from the random message id. */
-import { newMessageId } from '@gw/core';
+import { ANSWER_MAX_DEPTH, ANSWER_MAX_VALUES, jsonValueCount, newMessageId } from '@gw/core';
 import type { AnthropicMessage, ResponseBlock, Usage } from '../anthropic/response';
 import { zeroUsage } from '../anthropic/response';
 import type { ChatCompletion, ChatToolCall } from '../openai/types';
@@ -51,6 +51,8 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
   // tool_calls that is not an array, or an entry that is not an object, is skipped as a stream's would be.
   const calls = (Array.isArray(msg?.tool_calls) ? msg.tool_calls : []).filter((c) => c && typeof c === 'object');
   const usedIds = new Set<string>();
+  // The answer's own values were bounded before its parse; its arguments, strings in it, are parsed here.
+  const budget = { left: ANSWER_MAX_VALUES };
   calls.forEach((call, i) => {
     // An id or name that is not a string is replaced, never passed on as a number or object; a missing id (or one
     // Anthropic would refuse, clientToolId) gets one derived from the message id, as streamed calls do.
@@ -58,7 +60,7 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
     const fn: Partial<ChatToolCall['function']> = call.function && typeof call.function === 'object' ? call.function : {};
     const args = typeof fn.arguments === 'string' ? fn.arguments : undefined;
     if (fn.arguments !== undefined && args === undefined) badToolArguments.push(callId);
-    content.push({ type: 'tool_use', id: callId, name: clientToolName(opts.toolNames, fn.name), input: parseArguments(args, callId, badToolArguments) });
+    content.push({ type: 'tool_use', id: callId, name: clientToolName(opts.toolNames, fn.name), input: parseArguments(args, callId, badToolArguments, budget) });
   });
 
   const { stop: stopReason, stopSequence } = finalStopReason(choice?.finish_reason, {
@@ -83,9 +85,19 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
   return { message, usage, estimatedUsage, badToolArguments };
 }
 
-/** Parses tool arguments; anything but a JSON object becomes `{}` (Anthropic's input is always an object). */
-export function parseArguments(args: string | undefined, id: string, bad: string[]): Record<string, unknown> {
+/**
+ * Parses tool arguments; anything but a JSON object becomes `{}` (Anthropic's input is always an object), and so do
+ * arguments past the answer's value `budget` (shared by its calls) or nested too deep, unparsed: 24 MiB of `{},` in
+ * one call's arguments was 8 million objects to build.
+ */
+export function parseArguments(args: string | undefined, id: string, bad: string[], budget: { left: number }): Record<string, unknown> {
   if (!args) return {};
+  const values = jsonValueCount(Buffer.from(args), ANSWER_MAX_DEPTH, budget.left);
+  if (values < 0) {
+    bad.push(id);
+    return {};
+  }
+  budget.left -= values;
   try {
     const v = JSON.parse(args);
     if (v && typeof v === 'object' && !Array.isArray(v)) return v;
