@@ -49,23 +49,16 @@ afterAll(async () => {
   await gw.stop();
 });
 
-test('native: a deeply nested JSON answer fails over to the next channel', async () => {
-  bad.queue.push({ response: json(nativeDeep()) });
-  const hits = good.hits;
-  const r = await send(gw, key, msg('deep-native'));
-  expect(r.status).toBe(200);
-  expect(r.body.content[0].text).toBe('from the good channel');
-  expect(good.hits).toBe(hits + 1);
-}, 30_000);
-
-test('translated: a deeply nested completion fails over to the next channel', async () => {
-  badOpenAI.queue.push({ response: json(openaiDeep()) });
-  const hits = good.hits;
-  const r = await send(gw, key, msg('deep-openai'));
-  expect(r.status).toBe(200);
-  expect(r.body.content[0].text).toBe('from the good channel');
-  expect(good.hits).toBe(hits + 1);
-}, 30_000);
+for (const [kind, model, answer] of [['native', 'deep-native', nativeDeep], ['translated', 'deep-openai', openaiDeep]] as const) {
+  test(`${kind}: a deeply nested JSON answer fails over to the next channel`, async () => {
+    (kind === 'native' ? bad : badOpenAI).queue.push({ response: json(answer()) });
+    const hits = good.hits;
+    const r = await send(gw, key, msg(model));
+    expect(r.status).toBe(200);
+    expect(r.body.content[0].text).toBe('from the good channel');
+    expect(good.hits).toBe(hits + 1);
+  }, 30_000);
+}
 
 test('with no other channel: 502 upstream_bad_response (an upstream fault), not upstream_error', async () => {
   bad.queue.push({ response: json(nativeDeep()) });
