@@ -7,18 +7,21 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfUtcDayEnd } from '../helpers/window-edge';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
 
 // Budgets, and so their alerts, are SQLite-only for now (PostgreSQL mode answers 501; tests/e2e/budgets.test.ts).
 let gw: TestGateway;
 let up: Scripted;
 beforeAll(async () => {
+  // "This period" is a UTC day: a new one would allow another set of alerts (see clearOfUtcDayEnd).
+  await clearOfUtcDayEnd(60_000);
   gw = await startGateway({ BILLING_FLUSH_MS: '1' });
   up = upstream('anthropic');
   await addChannel(gw, { type: 'anthropic', url: up.url, models: ['m'] });
   // 1 unit per 1,000 tokens: a request's worst case is a few units.
   await setPrice(gw, 'm', { input: 1000, output: 1000 });
-}, 30_000);
+}, 100_000);
 afterAll(async () => { await up.stop(); await gw.stop(); }, 30_000);
 
 const thresholdAlerts = async (keyId: number) => (await gw.db.all("select payload from alert_outbox where type = 'budget.threshold' order by id"))

@@ -6,18 +6,21 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfUtcDayEnd } from '../helpers/window-edge';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
 
 let gw: TestGateway;
 let up: Scripted;
 
 beforeAll(async () => {
+  // A charge and the refusal after it must fall in one UTC day of the daily budgets (see clearOfUtcDayEnd).
+  await clearOfUtcDayEnd(60_000);
   gw = await startGateway({ BILLING_FLUSH_MS: '1' });
   up = upstream('anthropic');
   await addChannel(gw, { type: 'anthropic', url: up.url, models: ['m'] });
   // 1 unit per input token, 2 per output token.
   await setPrice(gw, 'm', { input: 1_000_000, output: 2_000_000 });
-}, 30_000);
+}, 100_000);
 afterAll(async () => {
   await up.stop();
   await gw.stop();

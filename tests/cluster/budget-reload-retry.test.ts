@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { within } from '../helpers/cluster';
 import { startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfUtcDayEnd } from '../helpers/window-edge';
 import { dropSchema, freshSchema, PG_TEST_URL, requirePg } from '../helpers/postgres';
 import { dropPrefix, freshPrefix, REDIS_TEST_URL, requireRedis, settleAdmissionEpoch } from '../helpers/redis';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
@@ -28,6 +29,8 @@ afterAll(async () => {
 
 describe.skipIf(!available)('a budget book read that fails on another node', () => {
   beforeAll(async () => {
+    // The budget below is daily: its refusal must not meet a new UTC day (see clearOfUtcDayEnd).
+    await clearOfUtcDayEnd(60_000);
     await settleAdmissionEpoch(prefix);
     const env = {
       DATABASE_URL: PG_TEST_URL, PG_SCHEMA: schema, REDIS_URL: REDIS_TEST_URL, REDIS_PREFIX: prefix,
@@ -39,7 +42,7 @@ describe.skipIf(!available)('a budget book read that fails on another node', () 
     await setPrice(nodes[0]!, MODEL, { input: 0, output: 1_000_000, cache_read: 0, cache_write: 0 });
     await within('channel and price on both nodes', 5_000, () => nodes.every((n) => n.services.relay.prices.get(MODEL) !== undefined
       && n.services.channelRegistry.candidates(MODEL, 'default').length > 0));
-  }, 30_000);
+  }, 100_000);
 
   test("is read again within a second: B refuses over the budget A set, not only after the next resync", async () => {
     const [a, b] = [nodes[0]!, nodes[1]!];

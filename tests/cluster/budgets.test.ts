@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfUtcDayEnd } from '../helpers/window-edge';
 import { dropSchema, freshSchema, PG_TEST_URL, requirePg } from '../helpers/postgres';
 import { dropPrefix, freshPrefix, REDIS_TEST_URL, redisClient, requireRedis, settleAdmissionEpoch } from '../helpers/redis';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
@@ -57,6 +58,8 @@ async function budgetState(userId: number, budgetId: number) {
 
 describe.skipIf(!available)('budgets across nodes (PostgreSQL + Redis holds)', () => {
   beforeAll(async () => {
+    // The budgets below are daily: every request of a test counted in one UTC day (see clearOfUtcDayEnd).
+    await clearOfUtcDayEnd();
     await settleAdmissionEpoch(prefix);
     const env = {
       DATABASE_URL: PG_TEST_URL, PG_SCHEMA: schema, REDIS_URL: REDIS_TEST_URL, REDIS_PREFIX: prefix,
@@ -68,7 +71,7 @@ describe.skipIf(!available)('budgets across nodes (PostgreSQL + Redis holds)', (
     await setPrice(nodes[0]!, MODEL, { input: 0, output: 1_000_000, cache_read: 0, cache_write: 0 });
     await until('channel and price on every node', () => nodes.every((n) => n.services.relay.prices.get(MODEL) !== undefined
       && n.services.channelRegistry.candidates(MODEL, 'default').length > 0));
-  });
+  }, 180_000);
 
   for (const scope of ['user', 'key'] as const) {
     test(`60 concurrent requests over 3 nodes against a ${scope} budget for exactly 20: 20 served, 40 refused (402 ${scope}_budget_exceeded), spent = Σ charges, thresholds once, no hold left`, async () => {

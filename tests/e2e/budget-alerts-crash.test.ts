@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startAnthropicUpstream } from '../doubles/anthropic-upstream';
 import { callJson, loginToken, startGatewayProcess } from '../helpers/gateway-process';
+import { clearOfUtcDayEnd } from '../helpers/window-edge';
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-alert-crash-'));
 const dbPath = join(dir, 'gw.db');
@@ -36,6 +37,8 @@ afterAll(() => {
 });
 
 test('SIGKILL with one alert committed but undelivered and one charge only journaled: both alerts arrive after the restart', async () => {
+  // The budget is daily: the charges before and after the restart must add up in one UTC day (see clearOfUtcDayEnd).
+  await clearOfUtcDayEnd(60_000);
   upstream.script(() => ({ text: 'ok', usage: { input: 300, output: 0 } }));
   const a = await startGatewayProcess(env, procs);
   const token = await loginToken(a.url, 'root', env.ROOT_PASSWORD);
@@ -77,4 +80,4 @@ test('SIGKILL with one alert committed but undelivered and one charge only journ
   expect(outbox.map((x: any) => x.status)).toEqual(['delivered', 'delivered']);
   // One event id per threshold, whatever the number of attempts.
   expect(new Set(seen.map((s) => s.id)).size).toBe(2);
-}, 30_000);
+}, 90_000);

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createHmac } from 'node:crypto';
 import { startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfUtcDayEnd } from '../helpers/window-edge';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from './relay-setup';
 
 const SECRET = 'alert-secret-0123456789';
@@ -27,11 +28,13 @@ const hook = Bun.serve({
 // Price: 1 unit per input token, 1 per output token. msg() asks max_tokens 100; the worst case of a
 // request is its input bound plus 100 output tokens, so the test reads it back from the 402's message.
 beforeAll(async () => {
+  // Spend, refusals and thresholds below are per UTC day: all of the file in one (see clearOfUtcDayEnd).
+  await clearOfUtcDayEnd();
   gw = await startGateway({ BILLING_FLUSH_MS: '1', ALERT_WEBHOOK_URL: `http://127.0.0.1:${hook.port}/hook`, ALERT_WEBHOOK_SECRET: SECRET, ALERT_WEBHOOK_RETRY_MS: '50' });
   up = upstream('anthropic');
   await addChannel(gw, { type: 'anthropic', url: up.url, models: ['m'] });
   await setPrice(gw, 'm', { input: 1_000_000, output: 1_000_000 });
-});
+}, 180_000);
 afterAll(async () => {
   await up.stop();
   await gw.stop();

@@ -11,3 +11,11 @@ export async function clearOfWindowEdge(needMs = 6_000, windowMs = 60_000): Prom
   const left = windowMs - (Date.now() % windowMs);
   if (left < needMs) await Bun.sleep(left + 50);
 }
+
+/**
+ * Budget periods are UTC calendar days and months (every month's end is a day's end). A test that spends against a
+ * budget and expects refusals, thresholds or a `spent` total must do it all in one period: across midnight the spend
+ * starts again from 0 and more requests pass. A file calls this before it starts its gateway, with `needMs` covering
+ * its whole run, and gives that hook a timeout above `needMs`.
+ */
+export const clearOfUtcDayEnd = (needMs = 120_000): Promise<void> => clearOfWindowEdge(needMs, 86_400_000);
