@@ -14,6 +14,7 @@ import type { PriceBook } from './price-book';
 import { QuotaService, type UsageLogInput } from './quota';
 import { BudgetBook } from './budgets/book';
 import { periodKey } from './budgets/period';
+import { clearOfUtcDayEnd } from '../../../tests/helpers/window-edge';
 
 /** One quota unit per input token. */
 const PRICE = { model: 'm', input: 1_000_000, output: 0, cacheRead: 0, cacheWrite: 0, cacheWrite1h: null, longContextThreshold: null, longContext: null } as unknown as PriceRow;
@@ -188,6 +189,8 @@ describe('QuotaService with shared holds', () => {
   test('budgets are admitted through the shared store with the balance; affords() checks them too, holding nothing', async () => {
     const ledger = Object.assign(new Ledger(), { useBudgets() {} });
     ledger.user = { balance: 1_000_000, version: 1 };
+    // The budget row and the store's usage are of today's period, read on the real clock: all in one UTC day.
+    await clearOfUtcDayEnd(2_000);
     const pk = periodKey('daily', Date.now());
     const book = new BudgetBook({
       repo: { all: () => [{ id: 3, scope: 'key', subjectId: 7, period: 'daily', limitAmount: 1_000, periodKey: pk, spent: 0, alerted: 0, createdAt: 1, updatedAt: 1 }], lowBalanceAll: () => [] },

@@ -12,6 +12,7 @@ import { periodEnd, periodKey, periodStart } from './period';
 import { reachedMask, thresholdsOf } from './thresholds';
 import { alertWebhookConfig } from './webhook-config';
 import { AlertDispatcher, signAlert } from './alert-webhook';
+import { clearOfUtcDayEnd } from '../../../../tests/helpers/window-edge';
 
 describe('periods (UTC calendar)', () => {
   test('keys and boundaries across a year end and a leap February', () => {
@@ -67,6 +68,9 @@ const budgetRow = (over: Partial<typeof budgets.$inferInsert> = {}) =>
   h.db.insert(budgets).values({ scope: 'user', subjectId: userId, period: 'daily', limitAmount: 100, createdAt: 1, updatedAt: 1, ...over }).returning().get();
 
 describe('BudgetBook with QuotaService', () => {
+  // These run on the real clock: a test's reserves, charges and its expected period key in one UTC day.
+  beforeEach(() => clearOfUtcDayEnd(2_000));
+
   test('a budget spent up yesterday admits today, and the first charge of today restarts the count', () => {
     const b = budgetRow({ periodKey: '2000-01-01', spent: 100, alerted: 7 });
     book.reload();
