@@ -106,7 +106,9 @@ describe('credentials before the body', () => {
     ] as const) {
       const x = await endless(path, extra);
       expect({ path, extra, status: x.status, code: rawJson(x)?.error?.code }).toEqual({ path, extra, status: 401, code });
-      expect(x.firstByteMs).toBeLessThan(100);
+      // Well before BODY_TIMEOUT_MS (400), where a server waiting for the body would answer (408). 100 ms left little
+      // room for a token or session lookup through the 3-node proxy on a loaded machine.
+      expect(x.firstByteMs).toBeLessThan(300);
     }
   });
 
