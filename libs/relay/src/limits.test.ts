@@ -46,10 +46,12 @@ describe('RequestLimiter', () => {
 
   test('held slots are renewed, so a request longer than the lease keeps counting', async () => {
     const limits = new MemoryRateLimits();
-    const lim = new RequestLimiter(limits, { leaseMs: 60 });
+    // Renewed every lease/3: a 60 ms lease lapsed whenever a renewal timer fired 40 ms late (a loaded machine, a GC
+    // pause). 300 ms leaves 200 ms of such lateness, and the sleep still spans three leases.
+    const lim = new RequestLimiter(limits, { leaseMs: 300 });
     const s = subject({ maxConcurrency: 1 });
     const a = await lim.admit(s, { tokens: 0, hold: true });
-    await Bun.sleep(200);
+    await Bun.sleep(1000);
     expect((await refusal(lim.admit(s, { tokens: 0, hold: true }))).code).toBe('key_concurrency_exceeded');
     a.release();
     (await lim.admit(s, { tokens: 0, hold: true })).release();
