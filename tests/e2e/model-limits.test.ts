@@ -60,9 +60,13 @@ describe('model_limits', () => {
     const user = await gw.api('GET', `/api/user/${u.id}`);
     expect(user.body.data.model_limits['opus-*'].max_concurrency).toBe(1);
     await clearOfWindowEdge();
-    up.queue.push({ text: 'slow', delayMs: 300 });
+    // The second request is sent once the first holds its slot (the upstream has it), and while the upstream keeps
+    // it: a fixed 100 ms head start within a 300 ms answer could let a loaded 3-node run admit them the other way
+    // round, or the first end before the second came.
+    const hits = up.hits;
+    up.queue.push({ text: 'slow', delayMs: 2000 });
     const slow = send(gw, u.key, msg('opus-a'));
-    await Bun.sleep(100);
+    while (up.hits === hits) await Bun.sleep(10);
     const busy = await send(gw, u.key, msg('opus-b'));
     expect([busy.status, busy.body.error.code]).toEqual([429, 'user_model_concurrency_exceeded']);
     expect((await slow).status).toBe(200);
