@@ -149,11 +149,14 @@ describe('what the upstream receives', () => {
 
 describe('metering uses the request after overrides', () => {
   // Input is free and output costs 1 unit per token: a request's worst case is exactly its max_tokens.
+  // Read once the upstream has the request (the hold is taken before it is called) and while it keeps it: a fixed
+  // 200 ms head start within a 400 ms answer could read before a loaded 3-node run had admitted it, or after it ended.
   const heldDuring = async (model: string, body: Record<string, unknown>, up: Scripted) => {
     const u = await keyedUser(gw, 1_000_000);
-    up.queue.push({ delayMs: 400, usage: { input: 10, output: 5 } });
+    const hits = up.hits;
+    up.queue.push({ delayMs: 1000, usage: { input: 10, output: 5 } });
     const pending = send(gw, u.key, msg(model, body));
-    await Bun.sleep(200);
+    while (up.hits === hits) await Bun.sleep(10);
     const held = 1_000_000 - await availableOf(gw, u.id);
     const r = await pending;
     expect(r.status).toBe(200);
@@ -187,9 +190,11 @@ describe('metering uses the request after overrides', () => {
 
   test('on failover each channel gets its own overrides; the hold covers both; the log and limits follow the one that served', async () => {
     const u = await keyedUser(gw, 1_000_000);
-    ant.queue.push({ error: { status: 500 }, delayMs: 300 }, { usage: { input: 10, output: 100 } });
+    const hits = ant.hits;
+    ant.queue.push({ error: { status: 500 }, delayMs: 1000 }, { usage: { input: 10, output: 100 } });
     const pending = send(gw, u.key, msg('ov-fo', { max_tokens: 4000 }));
-    await Bun.sleep(150);
+    // During the first attempt (as heldDuring reads it).
+    while (ant.hits === hits) await Bun.sleep(10);
     expect(1_000_000 - await availableOf(gw, u.id)).toBe(4000);
     const r = await pending;
     expect(r.status).toBe(200);
