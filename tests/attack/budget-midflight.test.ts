@@ -35,9 +35,12 @@ for (const stream of [false, true]) {
   test(`a key budget set while the request is in flight does not cut its charge (${stream ? 'SSE' : 'JSON'})`, async () => {
     const u = await keyedUser(gw, 100_000);
     const before = balance(u.id);
-    up.queue.push({ text: 'long answer', usage: { input: 400, output: 50 }, ...(stream ? { chunkDelayMs: 60 } : { delayMs: 400 }) });
+    const hits = up.hits;
+    up.queue.push({ text: 'long answer', usage: { input: 400, output: 50 }, ...(stream ? { chunkDelayMs: 200 } : { delayMs: 1000 }) });
     const pending = send(gw, u.key, big(stream));
-    await Bun.sleep(200);
+    // Admitted (the upstream has it) before the budget is set: a fixed 200 ms head start could set it first on a
+    // loaded machine, and the request was then refused at admission (402), not cut mid-flight.
+    while (up.hits === hits) await Bun.sleep(5);
     const set = await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: u.keyId, period: 'daily', limit: 1 }, u.token);
     expect(set.status).toBe(200);
     expect((await pending).status).toBe(200);
@@ -57,9 +60,10 @@ test('a budget lowered while a request is in flight still cannot be pushed past 
   const set = await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: u.keyId, period: 'daily', limit: 10_000 }, u.token);
   expect(set.status).toBe(200);
   const before = balance(u.id);
-  up.queue.push({ text: 'x', usage: { input: 400, output: 50 }, delayMs: 400 });
+  const hits = up.hits;
+  up.queue.push({ text: 'x', usage: { input: 400, output: 50 }, delayMs: 1000 });
   const pending = send(gw, u.key, big());
-  await Bun.sleep(200);
+  while (up.hits === hits) await Bun.sleep(5); // admitted, as above
   expect((await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: u.keyId, period: 'daily', limit: 1 }, u.token)).status).toBe(200);
   expect((await pending).status).toBe(200);
   await Bun.sleep(50);
