@@ -103,10 +103,13 @@ describe('MAX_UPSTREAM_CONNECTIONS', () => {
         expect((await gw.api('PUT', '/api/channel/', { id: ch.id, first_byte_timeout_ms: null })).status).toBe(200);
       }],
       ['client gone before the first byte', async () => {
+        const hits = up.hits;
         up.queue.push({ delayMs: 800 });
         const ctrl = new AbortController();
         const p = fetch(`${gw.url}/v1/messages`, { method: 'POST', headers: headers(), body: JSON.stringify(msg('cap-model', { stream: true })), signal: ctrl.signal }).catch(() => null);
-        await Bun.sleep(150);
+        // Gone while the upstream has the request: after a fixed 150 ms a loaded machine could still be admitting it,
+        // and the delayed answer queued for it would go to the next case's request.
+        while (up.hits === hits) await Bun.sleep(5);
         ctrl.abort();
         await p;
         await Bun.sleep(900);
