@@ -48,13 +48,16 @@ describe('SSE keep-alive', () => {
   test('pings do not hide a dead upstream: the channel timeout still ends the stream with an error event', async () => {
     const dead = upstream('anthropic', { text: 'never finished', pause: { afterFrames: 1, ms: 4000 } });
     try {
-      const r0 = await gw.api('POST', '/api/channel/', { name: 'dead', type: 'anthropic', base_url: dead.url, key: 'k', models: ['claude-dead'], timeout_ms: 1500 });
+      const r0 = await gw.api('POST', '/api/channel/', { name: 'dead', type: 'anthropic', base_url: dead.url, key: 'k', models: ['claude-dead'], timeout_ms: 2500 });
       expect(r0.status).toBe(200);
       const r = await send(gw, key, msg('claude-dead', { stream: true }));
       expect(r.status).toBe(200);
-      expect(pings(r.text)).toBe(1); // the keep-alive at 1 s (the upstream's own ping never came)
+      // The keep-alives at 1 s and 2 s (the upstream's own ping never came); a timer late by half a second on a
+      // loaded machine may fold one into the check that cuts the stream, so at least one, at most two.
+      expect(pings(r.text)).toBeGreaterThanOrEqual(1);
+      expect(pings(r.text)).toBeLessThanOrEqual(2);
       expect(eventNames(r.text).at(-1)).toBe('error');
-      expect(r.text).toContain('sent nothing for 1500 ms');
+      expect(r.text).toContain('sent nothing for 2500 ms');
     } finally {
       await dead.stop();
     }
