@@ -38,8 +38,8 @@ const completed = (item: string, usage?: unknown) => JSON.stringify({
   type: 'conversation.item.input_audio_transcription.completed', event_id: `ev_${item}`, item_id: item, content_index: 0, transcript: 'hello there, how are you', ...(usage ? { usage } : {}),
 });
 
-async function session(balance = 50_000_000, w = g) {
-  const { key, userId } = await w.addKey(balance);
+async function session(balance = 50_000_000, w = g, models: string[] | null = null) {
+  const { key, userId } = await w.addKey(balance, { models });
   const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key), w);
   await c.opened;
   await c.waitFor('session.created');
@@ -75,7 +75,35 @@ describe('realtime input transcription', () => {
     expect(w.h.sqlite.query('select responses, cost from realtime_sessions where user_id = ?').get(userId)).toEqual({ responses: 0, cost: 2 * TR_COST });
   });
 
-  test('turning transcription on is never refused (clients do it in their first update), whatever the model', async () => {
+  test('a key with a model allow-list may only transcribe with a model of it: another is refused, not forwarded, the session kept', async () => {
+    const { c, conn } = await session(50_000_000, g, ['gpt-realtime', 'whisper-1']);
+    const refused = [
+      { type: 'session.update', session: { type: 'realtime', audio: { input: { transcription: { model: 'gpt-4o-transcribe' } } } } },
+      { type: 'session.update', session: { input_audio_transcription: { model: 'gpt-4o-transcribe' } } },
+      // Spellings a case-insensitive upstream reads as the setting, a second model beside an allowed one, none (the upstream's default).
+      { type: 'session.update', session: { type: 'realtime', audio: { input: { Transcription: { model: 'gpt-4o-transcribe' } } } } },
+      { type: 'session.update', session: { input_audio_transcription: { model: 'whisper-1', Model: 'gpt-4o-transcribe' } } },
+      { type: 'session.update', session: { input_audio_transcription: {} } },
+      { type: 'session.update', session: { input_audio_transcription: { model: 7 } } },
+    ];
+    for (const e of refused) c.ws.send(JSON.stringify(e));
+    const errors = await c.waitFor('error', refused.length);
+    expect(errors.error).toMatchObject({ type: 'invalid_request_error', code: 'model_not_allowed' });
+    expect(c.events().filter((e) => e.type === 'error').map((e) => e.error.message.match(/model (.*) for/)?.[1]))
+      .toEqual(['gpt-4o-transcribe', 'gpt-4o-transcribe', 'gpt-4o-transcribe', 'gpt-4o-transcribe', '(no model)', '(not a string)']);
+    const allowed = [
+      { type: 'session.update', session: { input_audio_transcription: { model: 'whisper-1' }, instructions: 'hi' } },
+      { type: 'session.update', session: { type: 'realtime', audio: { input: { transcription: null } } } },
+    ].map((e) => JSON.stringify(e));
+    for (const e of allowed) c.ws.send(e);
+    await u.until(() => u.received.filter((r) => r.conn === conn).length >= allowed.length);
+    await Bun.sleep(20);
+    expect(u.received.filter((r) => r.conn === conn).map((r) => String(r.data))).toEqual(allowed);
+    expect(c.close).toBeNull();
+    c.ws.close();
+  });
+
+  test('turning transcription on is never refused for a key without an allow-list (clients do it in their first update), whatever the model', async () => {
     const { c, conn } = await session();
     const updates = [
       { type: 'session.update', session: { input_audio_transcription: { model: 'whisper-1' }, instructions: 'hi' } },

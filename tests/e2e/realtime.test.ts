@@ -76,6 +76,26 @@ describe('/v1/realtime through the gateway', () => {
     await c.waitClose();
   });
 
+  test('a key with a model allow-list may turn on input transcription only with a model of the list (session kept)', async () => {
+    const limited = await keyedUser(1_000_000, { models: ['gpt-realtime', 'whisper-1'] });
+    const c = open('/v1/realtime?model=gpt-realtime', { headers: { authorization: `Bearer ${limited.key}` } });
+    await c.opened;
+    await c.waitFor('session.created');
+    const conn = up.connections.at(-1)!.id;
+    c.ws.send(JSON.stringify({ type: 'session.update', session: { type: 'realtime', audio: { input: { transcription: { model: 'gpt-4o-transcribe' } } } } }));
+    const err = await c.waitFor('error');
+    expect(err.error).toMatchObject({ type: 'invalid_request_error', code: 'model_not_allowed' });
+    expect(err.error.message).toContain('gpt-4o-transcribe');
+    const ok = JSON.stringify({ type: 'session.update', session: { input_audio_transcription: { model: 'whisper-1' } } });
+    c.ws.send(ok);
+    await up.until(() => up.received.some((r) => r.conn === conn));
+    await Bun.sleep(50);
+    expect(up.received.filter((r) => r.conn === conn).map((r) => String(r.data))).toEqual([ok]);
+    expect(c.close).toBeNull();
+    c.ws.close();
+    await c.waitClose();
+  });
+
   test('browser subprotocol key: the handshake answers "realtime" and never echoes the key', async () => {
     const res = await fetch(`${gw.url}/v1/realtime`, { headers: { ...UPGRADE, 'sec-websocket-protocol': `realtime, openai-insecure-api-key.${key}` } });
     expect(res.status).toBe(101);

@@ -30,7 +30,8 @@ import { CLIENT_EVENT_MAX_DEPTH, meteredEvent } from './events';
 import { modelChangeRefusal, pinModel } from './model-pin';
 import { ConversationBound, inputEstimate } from './context';
 import {
-  PendingTranscriptions, TRANSCRIPTION_DELTA, TRANSCRIPTION_DONE, TRANSCRIPTION_FAILED, audioTokensOf, transcriptionModelOf, transcriptionUsage,
+  PendingTranscriptions, TRANSCRIPTION_DELTA, TRANSCRIPTION_DONE, TRANSCRIPTION_FAILED, audioTokensOf, transcriptionModelOf, transcriptionNotAllowed,
+  transcriptionRefusal, transcriptionUsage,
   type PendingTranscription,
 } from './transcription';
 import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
@@ -249,6 +250,10 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const pin = pinModel(m.event, field, this.o.model);
     if (pin && 'refuse' in pin) return modelChangeRefusal(this.o.model, pin.refuse);
     if (m.type === 'session.update') {
+      // The key's allow-list as it is now (an in-memory lookup): a transcription model is a model the key uses, billed at its price.
+      const allowed = this.o.keys.lookup(this.o.plainKey)?.models;
+      const refused = allowed?.length ? transcriptionNotAllowed(m.event.session, allowed) : undefined;
+      if (refused !== undefined) return transcriptionRefusal(refused);
       this.pendingUpdates++;
       this.context.session(m.event.session);
       const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);

@@ -15,6 +15,8 @@ export interface RealtimeKey {
   expiresAt: number | null;
   unlimitedQuota: boolean;
   remainQuota: number;
+  /** The models the key may use (null or empty: any); read again on each session.update naming a transcription model. */
+  models?: string[] | null;
 }
 
 export interface KeyLookup<K extends RealtimeKey = RealtimeKey> {

@@ -4,10 +4,12 @@
  * named there and bills it apart from any response, reporting the usage on
  * `conversation.item.input_audio_transcription.completed`. The gateway bills each such event once, at that
  * model's price (else the session model's, never free): without this a client could turn on a paid
- * transcription model that nobody is charged for. Turning it on is not refused, whatever the model: the
- * common clients do it in their first session.update (whisper-1), which a refusal would throw away whole.
+ * transcription model that nobody is charged for. Turning it on is not refused for a key that may use any model:
+ * the common clients do it in their first session.update (whisper-1), which a refusal would throw away whole. A key
+ * with a model allow-list may only name a model of that list (transcriptionNotAllowed), as for any other model it uses.
  */
 import { estimateTextTokens } from '@gw/formats';
+import { folded } from './ambiguous';
 import { ok, tokensOf } from './usage';
 
 export const TRANSCRIPTION_DONE = 'conversation.item.input_audio_transcription.completed';
@@ -29,6 +31,47 @@ function settingsOf(session: unknown): unknown[] {
   const ga = audioInput && typeof audioInput === 'object' && Object.hasOwn(audioInput, 'transcription') ? audioInput.transcription : undefined;
   const beta = Object.hasOwn(s, 'input_audio_transcription') ? s.input_audio_transcription : undefined;
   return [ga, beta];
+}
+
+/** The values of `o`'s keys that a case-insensitive parser (Go's encoding/json) reads as `name`. */
+function readAs(o: unknown, name: string): unknown[] {
+  if (!o || typeof o !== 'object' || Array.isArray(o)) return [];
+  return Object.keys(o).filter((k) => folded(k) === name).map((k) => (o as any)[k]);
+}
+
+/**
+ * The first transcription model a client's session object asks for that `allowed` does not hold (a model name, or
+ * "(no model)" for a setting that lets the upstream pick its default, "(not a string)"), else undefined. Every
+ * spelling an upstream may read is looked at (`Audio.Input.Transcription.Model`): a lenient upstream reads them as
+ * the setting. Turning transcription off (null) is always allowed.
+ */
+export function transcriptionNotAllowed(session: unknown, allowed: readonly string[]): string | undefined {
+  const settings = [
+    ...readAs(session, 'input_audio_transcription'),
+    ...readAs(session, 'audio').flatMap((a) => readAs(a, 'input')).flatMap((i) => readAs(i, 'transcription')),
+  ];
+  for (const cfg of settings) {
+    if (cfg === null) continue;
+    const names = cfg !== null && typeof cfg === 'object' ? readAs(cfg, 'model') : [cfg];
+    // No model: the upstream's default, which the key may not be allowed.
+    if (names.length === 0) return '(no model)';
+    for (const m of names) {
+      if (typeof m !== 'string') return NOT_A_NAME;
+      if (!allowed.includes(m)) return m;
+    }
+  }
+  return undefined;
+}
+
+/** The error a refused transcription model is answered with (the session stays open, the update is not forwarded). */
+export function transcriptionRefusal(asked: string) {
+  const shown = asked.length > 100 ? `${asked.slice(0, 100)}…` : asked;
+  return {
+    refuse: true as const,
+    type: 'invalid_request_error',
+    code: 'model_not_allowed',
+    message: `This API key may not use model ${shown} for input transcription; name a model the key may use`,
+  };
 }
 
 /** The model a transcription setting names: null when it turns transcription off, undefined when absent. */
