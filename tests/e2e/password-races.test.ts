@@ -181,18 +181,19 @@ describe('writes checked against a password that changed meanwhile', () => {
    * Holds node 1's calls of `target[method]` for `userId` (first argument) until `release()`: `reached` resolves when
    * one arrives. The write then runs as it would have, after whatever the test did meanwhile. `restore()` undoes it.
    */
-  function holdWrites<T extends object, K extends keyof T>(target: T, method: K, held: (args: any[]) => boolean) {
+  function holdWrites<T extends object, K extends keyof T>(target: T, method: K, held: (args: any[]) => boolean, afterWrite = false) {
     const original = target[method] as (...args: any[]) => Promise<unknown>;
     let release!: () => void;
     const released = new Promise<void>((r) => { release = r; });
     let arrived!: () => void;
     const reached = new Promise<void>((r) => { arrived = r; });
     (target as any)[method] = async function (this: T, ...args: any[]) {
-      if (held(args)) {
-        arrived();
-        await released;
-      }
-      return original.apply(this, args);
+      if (!held(args)) return original.apply(this, args);
+      // Held before the write, or (afterWrite) after it has committed, before its answer goes on.
+      const out = afterWrite ? await original.apply(this, args) : undefined;
+      arrived();
+      await released;
+      return afterWrite ? out : original.apply(this, args);
     };
     return { reached, release, restore: () => { (target as any)[method] = original; } };
   }
@@ -280,6 +281,59 @@ describe('writes checked against a password that changed meanwhile', () => {
     expect(r.body.error).toMatchObject({ code: 'invalid_current_password', param: 'current_password' });
     expect((await fetch(`${gw.url}/api/user/self`, { headers: { cookie } })).status).toBe(200);
     expect((await login(u.username, 'owner-new-password', ownerCodes[1])).status).toBe(200);
+  }, 30_000);
+
+  /** Logs in over HTTP and answers the session cookie. */
+  async function sessionOf(username: string, password: string, totp_code: string): Promise<string> {
+    const r = await fetch(`${gw.url}/api/user/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username, password, totp_code }) });
+    expect(r.status).toBe(200);
+    return r.headers.get('set-cookie')!.split(';')[0]!;
+  }
+  const selfStatus = async (cookie: string) => (await fetch(`${gw.url}/api/user/self`, { headers: { cookie } })).status;
+
+  test('2FA turned on just before the password change does not end the session the owner opened after it', async () => {
+    // The intruder's enable committed first (its checks all passed), then the owner changed the password (with an
+    // access token) and logged in again; the enable used to end the other sessions only after its write, so the
+    // owner's new session, opened after the change, was ended by the intruder's earlier call.
+    const u = await makeUser(gw);
+    const owner = await token(u);
+    const intruder = await token(u);
+    const setup = await gw.nodeApi('POST', '/api/user/2fa/setup', undefined, intruder);
+    const secret = setup.body.data.secret as string;
+    const hold = holdWrites(gw.services.security, 'enableTotp', ([userId]) => userId === u.id, true);
+    await clearOfWindowEdge(3_000, 30_000);
+    const code = await generate({ secret, epoch: Math.floor(Date.now() / 1000) - 30 });
+    let cookie = '';
+    const r = await landingAfter(hold, () => gw.nodeApi('POST', '/api/user/2fa/enable', { code, current_password: u.password }, intruder), async () => {
+      const changed = await gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'owner-new-password' }, owner);
+      // The test stands for an owner who can answer the second factor now on.
+      cookie = await sessionOf(u.username, 'owner-new-password', await generate({ secret }));
+      return changed.status;
+    });
+    expect(r.status).toBe(200);
+    expect(await selfStatus(cookie)).toBe(200);
+  }, 30_000);
+
+  test('new backup codes issued just before the password change do not end the session the owner opened after it', async () => {
+    const u = await makeUser(gw);
+    const setup = await gw.api('POST', '/api/user/2fa/setup', undefined, u.token);
+    const secret = setup.body.data.secret as string;
+    await clearOfWindowEdge(3_000, 30_000);
+    const now = Math.floor(Date.now() / 1000);
+    expect((await gw.api('POST', '/api/user/2fa/enable', { code: await generate({ secret, epoch: now - 30 }), current_password: u.password }, u.token)).status).toBe(200);
+    const owner = await token(u);
+    const intruder = await token(u);
+    const hold = holdWrites(gw.services.security, 'replaceBackupCodes', ([userId]) => userId === u.id, true);
+    let cookie = '';
+    // Three successive time steps, each one used once: the owner's enable, the intruder's code, the owner's login.
+    const code = await generate({ secret, epoch: now });
+    const r = await landingAfter(hold, () => gw.nodeApi('POST', '/api/user/2fa/backup_codes', { code, current_password: u.password }, intruder), async () => {
+      const changed = await gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'owner-new-password' }, owner);
+      cookie = await sessionOf(u.username, 'owner-new-password', await generate({ secret, epoch: now + 30 }));
+      return changed.status;
+    });
+    expect(r.status).toBe(200);
+    expect(await selfStatus(cookie)).toBe(200);
   }, 30_000);
 
   test('an e-mail change checked against the old password does not land after the password change', async () => {

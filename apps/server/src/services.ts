@@ -139,7 +139,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   // Wrong 2FA codes are counted per day and 30 days: in the database (SQLite's own table; PostgreSQL's through
   // `windows`), so neither a restart nor a loss of Redis's data starts them again.
   const twoFactorWindows = dbh ? sqliteAttemptWindows(dbh.sqlite) : windows;
-  const twoFactor = new TwoFactorService(users, security, sessions, secrets, twoFactorConfig(config.env), currentPassword, Date.now, twoFactorWindows);
+  const twoFactor = new TwoFactorService(users, security, secrets, twoFactorConfig(config.env), currentPassword, Date.now, twoFactorWindows);
   const userAdmin = new UserService(users, sessions, ledger, bus, currentPassword, (id) => security.endCredentials(id, {}, Math.floor(Date.now() / 1000)),
     (id) => security.voidResetTokens(id));
   const userDirectory = await UserDirectory.load(users, bus);

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from 'bun:test';
 import { generate } from 'otplib';
 import { ConfigError } from '@gw/config';
 import { SecretBox, localWindows, type AttemptWindows } from '@gw/core';
-import { SecurityRepo, SessionsRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
+import { SecurityRepo, UsersRepo, openDatabase, type DbHandle } from '@gw/db';
 import { CurrentPasswordGuard } from './current-password';
 import type { Principal } from './principal';
 import { hashPassword } from './passwords';
@@ -17,7 +17,7 @@ beforeEach(() => {
   users = new UsersRepo(dbh.db);
   // A fixed clock in the middle of a 30 s step, so ±1 step boundaries are exact.
   now = 1_800_000_015_000;
-  svc = new TwoFactorService(users, new SecurityRepo(dbh.db), new SessionsRepo(dbh.db), new SecretBox(new Uint8Array(32).fill(7)), twoFactorConfig({}), new CurrentPasswordGuard(() => now), () => now);
+  svc = new TwoFactorService(users, new SecurityRepo(dbh.db), new SecretBox(new Uint8Array(32).fill(7)), twoFactorConfig({}), new CurrentPasswordGuard(() => now), () => now);
 });
 afterEach(() => dbh.close());
 
@@ -103,7 +103,7 @@ describe('guessing limit', () => {
       const later = <T>(p: Promise<T>) => Bun.sleep(3).then(() => p);
       return { count: (k) => later(w.count(k)), hit: (k, l) => later(w.hit(k, l)), reset: (k) => later(w.reset(k)) };
     };
-    svc = new TwoFactorService(users, new SecurityRepo(dbh.db), new SessionsRepo(dbh.db), new SecretBox(new Uint8Array(32).fill(7)), twoFactorConfig({}), new CurrentPasswordGuard(() => now), () => now, slow);
+    svc = new TwoFactorService(users, new SecurityRepo(dbh.db), new SecretBox(new Uint8Array(32).fill(7)), twoFactorConfig({}), new CurrentPasswordGuard(() => now), () => now, slow);
     const { u, secret } = await enabled();
     const near = new Set(await Promise.all([-1, 0, 1].map((s) => code(secret, s))));
     const guesses = Array.from({ length: 40 }, (_, i) => String(100_000 + i * 7919)).filter((g) => !near.has(g));

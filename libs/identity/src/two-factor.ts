@@ -1,6 +1,6 @@
 import { ConfigError, readIntEnv } from '@gw/config';
 import { GatewayError, localWindows, type AttemptWindow, type AttemptWindows, type SecretBox } from '@gw/core';
-import type { SecurityStore, SessionsStore, UserRow, UsersStore } from '@gw/db';
+import type { SecurityStore, UserRow, UsersStore } from '@gw/db';
 import { generateBackupCodes, hashBackupCode, looksLikeBackupCode } from './backup-codes';
 import { wrongCurrentPassword, type CurrentPasswordGuard } from './current-password';
 import type { Principal } from './principal';
@@ -83,8 +83,6 @@ export class TwoFactorService {
   constructor(
     private readonly users: UsersStore,
     private readonly repo: SecurityStore,
-    /** Turning 2FA on and new backup codes end the user's other login sessions. */
-    private readonly sessions: Pick<SessionsStore, 'endOtherSessions'>,
     private readonly box: SecretBox,
     private readonly cfg: TwoFactorConfig,
     /** The shared current-password check (and its attempt limit) that enable and new backup codes need. */
@@ -137,7 +135,10 @@ export class TwoFactorService {
     // while this request checked the password) must not make its own authenticator the one 2FA trusts.
     // Nor after a password change that ended this caller's session while its password was checked: an intruder's
     // authenticator turned on then would lock the owner, who just changed the password, out of every login.
-    if (step === null || !(await this.repo.enableTotp(userId, step, codes.map((c) => hashBackupCode(userId, c)), this.nowSec(), u.totpSecret, u.passwordHash))) {
+    // The other sessions end in the same write: ended after it, a password change committed in between (the owner's,
+    // keeping the owner's session) would have that session ended by this call, which the change had outrun.
+    const written = step === null ? false : await this.repo.enableTotp(userId, step, codes.map((c) => hashBackupCode(userId, c)), this.nowSec(), u.totpSecret, u.passwordHash, p.sessionHash);
+    if (!written) {
       const after = await this.users.byId(userId);
       if (step !== null && after && after.passwordHash !== u.passwordHash) throw wrongCurrentPassword();
       if (step !== null && after && !after.totpEnabled && after.totpSecret !== u.totpSecret) {
@@ -146,7 +147,7 @@ export class TwoFactorService {
       throw await this.failed(userId);
     }
     await this.cleared(userId, credentialKey(p));
-    return { backup_codes: codes, sessions_ended: await this.sessions.endOtherSessions(userId, p.sessionHash) };
+    return { backup_codes: codes, sessions_ended: written.sessionsEnded };
   }
 
   /**
@@ -176,10 +177,11 @@ export class TwoFactorService {
     if (step === null || !(await this.repo.claimTotpStep(userId, step))) throw await this.failed(userId, 'A current, unused authenticator code is required');
     const codes = generateBackupCodes();
     // Only over the password checked above: written after a password change that ended this caller's session, they
-    // would void the owner's codes and end the owner's sessions (the other sessions end below).
-    if (!(await this.repo.replaceBackupCodes(userId, codes.map((c) => hashBackupCode(userId, c)), this.nowSec(), u.passwordHash))) throw wrongCurrentPassword();
+    // would void the owner's codes and end the owner's sessions. The other sessions end in the same write (see enable).
+    const written = await this.repo.replaceBackupCodes(userId, codes.map((c) => hashBackupCode(userId, c)), this.nowSec(), u.passwordHash, { keep: p.sessionHash });
+    if (!written) throw wrongCurrentPassword();
     await this.cleared(userId, credentialKey(p));
-    return { backup_codes: codes, sessions_ended: await this.sessions.endOtherSessions(userId, p.sessionHash) };
+    return { backup_codes: codes, sessions_ended: written.sessionsEnded };
   }
 
   /**

@@ -266,7 +266,12 @@ export function identityContract(make: MakeEnv): void {
       expect(await r.security.enableTotp(u.id, 5, ['c1', 'c2', 'c3'], 11, 'sealed-0', 'h')).toBe(false);
       // Nor after the password the caller's current password was checked against was replaced.
       expect(await r.security.enableTotp(u.id, 5, ['c1', 'c2', 'c3'], 11, 'sealed-1', 'h-before')).toBe(false);
-      expect(await r.security.enableTotp(u.id, 5, ['c1', 'c2', 'c3'], 11, 'sealed-1', 'h')).toBe(true);
+      // The user's other sessions end in the same write, the caller's kept; another user's stay.
+      const v = await seedUser(r);
+      for (const h of ['e1', 'e2']) await r.sessions.createSession({ idHash: h, userId: u.id, createdAt: 1, expiresAt: 100 });
+      await r.sessions.createSession({ idHash: 'ev', userId: v.id, createdAt: 1, expiresAt: 100 });
+      expect(await r.security.enableTotp(u.id, 5, ['c1', 'c2', 'c3'], 11, 'sealed-1', 'h', 'e2')).toEqual({ sessionsEnded: 1 });
+      expect([await r.sessions.findSession('e1', 0), await r.sessions.findSession('e2', 0), await r.sessions.findSession('ev', 0)].map(Boolean)).toEqual([false, true, true]);
       expect((await r.users.byId(u.id))!).toMatchObject({ totpEnabled: true, totpLastStep: 5 });
       expect(await r.security.unusedBackupCodes(u.id)).toBe(3);
       expect(await r.security.enableTotp(u.id, 6, [], 12, 'sealed-1', 'h')).toBe(false);
@@ -299,7 +304,10 @@ export function identityContract(make: MakeEnv): void {
       // Conditional on the password hash the caller's password was checked against (seedUser's is 'h').
       expect(await r.security.replaceBackupCodes(u.id, ['f'], 7, 'h-before')).toBe(false);
       expect(await r.security.unusedBackupCodes(u.id)).toBe(0);
-      expect(await r.security.replaceBackupCodes(u.id, ['f'], 7, 'h')).toBe(true);
+      for (const h of ['b1', 'b2']) await r.sessions.createSession({ idHash: h, userId: u.id, createdAt: 1, expiresAt: 100 });
+      expect(await r.security.replaceBackupCodes(u.id, ['f'], 7, 'h')).toEqual({ sessionsEnded: 0 });
+      expect(await r.security.replaceBackupCodes(u.id, ['f'], 7, 'h', { keep: 'b1' })).toEqual({ sessionsEnded: 1 });
+      expect([await r.sessions.findSession('b1', 0), await r.sessions.findSession('b2', 0)].map(Boolean)).toEqual([true, false]);
       expect(await r.security.unusedBackupCodes(u.id)).toBe(1);
     });
 

@@ -1,7 +1,11 @@
 import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { accessTokens, backupCodes, passwordResets, sessions, users } from '../schema-pg';
-import type { CredentialsEnded, LoginClaim } from '../repos/security';
+import type { CredentialsEnded, LoginClaim, TwoFactorWritten } from '../repos/security';
+
+/** The login sessions of `userId` other than `keep` (every one when it is undefined). */
+const otherSessions = (userId: number, keep: string | undefined) =>
+  keep ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep)) : eq(sessions.userId, userId);
 
 /**
  * PostgreSQL twin of ../repos/security.ts (same methods, async). Every "use once" operation stays a
@@ -21,7 +25,7 @@ export class PgSecurityRepo {
       .where(and(eq(users.id, userId), lt(users.totpLastStep, step))).returning({ id: users.id })).length > 0;
   }
 
-  async enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string, passwordHash: string): Promise<boolean> {
+  async enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string, passwordHash: string, keepSessionHash?: string): Promise<TwoFactorWritten | false> {
     return this.db.transaction(async (tx) => {
       const done = (await tx.update(users).set({ totpEnabled: true, totpLastStep: step, updatedAt: now })
         .where(and(eq(users.id, userId), eq(users.totpEnabled, false), lt(users.totpLastStep, step), eq(users.totpSecret, sealed), eq(users.passwordHash, passwordHash)))
@@ -29,7 +33,8 @@ export class PgSecurityRepo {
       if (!done) return false;
       await tx.delete(backupCodes).where(eq(backupCodes.userId, userId));
       if (codeHashes.length) await tx.insert(backupCodes).values(codeHashes.map((codeHash) => ({ userId, codeHash, createdAt: now })));
-      return true;
+      // In the transaction that holds the user row: a password change waits for it, so the session it keeps is never ended here.
+      return { sessionsEnded: (await tx.delete(sessions).where(otherSessions(userId, keepSessionHash)).returning({ h: sessions.idHash })).length };
     });
   }
 
@@ -41,7 +46,7 @@ export class PgSecurityRepo {
   }
 
   /** With `ifPasswordHash`, the user's row is locked while it is checked: a password change waits for this write, or this one sees it. */
-  async replaceBackupCodes(userId: number, codeHashes: string[], now: number, ifPasswordHash?: string): Promise<boolean> {
+  async replaceBackupCodes(userId: number, codeHashes: string[], now: number, ifPasswordHash?: string, endOthers?: { keep: string | undefined }): Promise<TwoFactorWritten | false> {
     return this.db.transaction(async (tx) => {
       if (ifPasswordHash !== undefined) {
         const [same] = await tx.select({ id: users.id }).from(users).where(and(eq(users.id, userId), eq(users.passwordHash, ifPasswordHash))).for('update');
@@ -49,7 +54,8 @@ export class PgSecurityRepo {
       }
       await tx.delete(backupCodes).where(eq(backupCodes.userId, userId));
       if (codeHashes.length) await tx.insert(backupCodes).values(codeHashes.map((codeHash) => ({ userId, codeHash, createdAt: now })));
-      return true;
+      if (!endOthers) return { sessionsEnded: 0 };
+      return { sessionsEnded: (await tx.delete(sessions).where(otherSessions(userId, endOthers.keep)).returning({ h: sessions.idHash })).length };
     });
   }
 
@@ -95,7 +101,7 @@ export class PgSecurityRepo {
     return this.db.transaction(async (tx) => {
       // Pending reset links go with the credentials (see SecurityStore.endCredentials).
       await tx.delete(passwordResets).where(eq(passwordResets.userId, userId));
-      const s = keep.sessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep.sessionHash)) : eq(sessions.userId, userId);
+      const s = otherSessions(userId, keep.sessionHash);
       const live = and(eq(accessTokens.userId, userId), isNull(accessTokens.revokedAt));
       const t = keep.tokenId !== undefined ? and(live, ne(accessTokens.id, keep.tokenId)) : live;
       const ended = await tx.delete(sessions).where(s).returning({ h: sessions.idHash });

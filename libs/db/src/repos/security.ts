@@ -2,6 +2,9 @@ import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm';
 import type { Db } from '../client';
 import { accessTokens, backupCodes, passwordResets, sessions, users } from '../schema';
 
+/** A 2FA write that landed, and the other login sessions it ended with it. */
+export interface TwoFactorWritten { sessionsEnded: number }
+
 /** What a password reset or change ended. */
 export interface CredentialsEnded { sessions_ended: number; tokens_revoked: number }
 
@@ -14,16 +17,19 @@ export interface SecurityStore {
   /**
    * Turns 2FA on (claiming `step`) and installs a fresh set of backup codes, in one transaction, only while the
    * pending secret is still `sealed` (the one the code was checked against) and the password hash still
-   * `passwordHash` (the one the current password was checked against): false when either was replaced.
+   * `passwordHash` (the one the current password was checked against): false when either was replaced. Every login
+   * session of the user but `keepSessionHash` ends in the same transaction (their count returned): ended after it, a
+   * password change committed in between would have its own kept session ended by this earlier write.
    */
-  enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string, passwordHash: string): Promise<boolean>;
+  enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string, passwordHash: string, keepSessionHash?: string): Promise<TwoFactorWritten | false>;
   /** Turns 2FA off: forgets the secret and every backup code. */
   disableTotp(userId: number, now: number): Promise<void>;
   /**
    * Replaces the user's backup codes (the old ones stop working). With `ifPasswordHash`, only while the user's
    * password hash is still that one (the one the current password was checked against): false, nothing written.
+   * With `endOthers`, every login session of the user but `endOthers.keep` ends in the same transaction (see enableTotp).
    */
-  replaceBackupCodes(userId: number, codeHashes: string[], now: number, ifPasswordHash?: string): Promise<boolean>;
+  replaceBackupCodes(userId: number, codeHashes: string[], now: number, ifPasswordHash?: string, endOthers?: { keep: string | undefined }): Promise<TwoFactorWritten | false>;
   /** Marks an unused backup code used; false when no such unused code exists. */
   consumeBackupCode(userId: number, codeHash: string, now: number): Promise<boolean>;
   unusedBackupCodes(userId: number): Promise<number>;
@@ -65,6 +71,10 @@ export interface SecurityStore {
   releaseLoginAttempt(userId: number, claim: LoginClaim, policy: { maxFailures: number }): Promise<void>;
 }
 
+/** The login sessions of `userId` other than `keep` (every one when it is undefined). */
+export const otherSessions = (userId: number, keep: string | undefined) =>
+  keep ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep)) : eq(sessions.userId, userId);
+
 /** A claimed login check: `lockedUntil` > 0 = refused (the account is locked); `locked` = this claim set the lock. */
 export interface LoginClaim { lockedUntil: number; locked: boolean }
 
@@ -89,7 +99,7 @@ export class SecurityRepo implements SecurityStore {
   }
 
   /** Turns 2FA on (claiming `step`) and installs a fresh set of backup codes, in one transaction. */
-  async enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string, passwordHash: string): Promise<boolean> {
+  async enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string, passwordHash: string, keepSessionHash?: string): Promise<TwoFactorWritten | false> {
     return this.db.transaction((tx) => {
       const done = tx.update(users).set({ totpEnabled: true, totpLastStep: step, updatedAt: now })
         .where(and(eq(users.id, userId), eq(users.totpEnabled, false), lt(users.totpLastStep, step), eq(users.totpSecret, sealed), eq(users.passwordHash, passwordHash)))
@@ -97,7 +107,7 @@ export class SecurityRepo implements SecurityStore {
       if (!done) return false;
       tx.delete(backupCodes).where(eq(backupCodes.userId, userId)).run();
       if (codeHashes.length) tx.insert(backupCodes).values(codeHashes.map((codeHash) => ({ userId, codeHash, createdAt: now }))).run();
-      return true;
+      return { sessionsEnded: tx.delete(sessions).where(otherSessions(userId, keepSessionHash)).returning({ h: sessions.idHash }).all().length };
     });
   }
 
@@ -110,12 +120,13 @@ export class SecurityRepo implements SecurityStore {
   }
 
   /** Replaces the user's backup codes (the old ones stop working). */
-  async replaceBackupCodes(userId: number, codeHashes: string[], now: number, ifPasswordHash?: string): Promise<boolean> {
+  async replaceBackupCodes(userId: number, codeHashes: string[], now: number, ifPasswordHash?: string, endOthers?: { keep: string | undefined }): Promise<TwoFactorWritten | false> {
     return this.db.transaction((tx) => {
       if (ifPasswordHash !== undefined && !tx.select({ id: users.id }).from(users).where(and(eq(users.id, userId), eq(users.passwordHash, ifPasswordHash))).get()) return false;
       tx.delete(backupCodes).where(eq(backupCodes.userId, userId)).run();
       if (codeHashes.length) tx.insert(backupCodes).values(codeHashes.map((codeHash) => ({ userId, codeHash, createdAt: now }))).run();
-      return true;
+      if (!endOthers) return { sessionsEnded: 0 };
+      return { sessionsEnded: tx.delete(sessions).where(otherSessions(userId, endOthers.keep)).returning({ h: sessions.idHash }).all().length };
     });
   }
 
@@ -172,7 +183,7 @@ export class SecurityRepo implements SecurityStore {
   async endCredentials(userId: number, keep: { sessionHash?: string; tokenId?: number }, now: number): Promise<CredentialsEnded> {
     return this.db.transaction((tx) => {
       tx.delete(passwordResets).where(eq(passwordResets.userId, userId)).run();
-      const s = keep.sessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep.sessionHash)) : eq(sessions.userId, userId);
+      const s = otherSessions(userId, keep.sessionHash);
       const live = and(eq(accessTokens.userId, userId), isNull(accessTokens.revokedAt));
       const t = keep.tokenId !== undefined ? and(live, ne(accessTokens.id, keep.tokenId)) : live;
       return {
