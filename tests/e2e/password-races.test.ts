@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { generate } from 'otplib';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { holdWrites } from '../helpers/hold-writes';
 import { clearOfWindowEdge } from '../helpers/window-edge';
 
 let gw: TestGateway;
@@ -176,27 +177,6 @@ describe('a login racing a password change', () => {
 describe('writes checked against a password that changed meanwhile', () => {
   const token = async (u: { token: string; password: string }) =>
     (await gw.api('POST', '/api/user/access_token', { name: 'second', current_password: u.password }, u.token)).body.data.token as string;
-
-  /**
-   * Holds node 1's calls of `target[method]` for `userId` (first argument) until `release()`: `reached` resolves when
-   * one arrives. The write then runs as it would have, after whatever the test did meanwhile. `restore()` undoes it.
-   */
-  function holdWrites<T extends object, K extends keyof T>(target: T, method: K, held: (args: any[]) => boolean, afterWrite = false) {
-    const original = target[method] as (...args: any[]) => Promise<unknown>;
-    let release!: () => void;
-    const released = new Promise<void>((r) => { release = r; });
-    let arrived!: () => void;
-    const reached = new Promise<void>((r) => { arrived = r; });
-    (target as any)[method] = async function (this: T, ...args: any[]) {
-      if (!held(args)) return original.apply(this, args);
-      // Held before the write, or (afterWrite) after it has committed, before its answer goes on.
-      const out = afterWrite ? await original.apply(this, args) : undefined;
-      arrived();
-      await released;
-      return afterWrite ? out : original.apply(this, args);
-    };
-    return { reached, release, restore: () => { (target as any)[method] = original; } };
-  }
 
   /**
    * Sends `write` (to node 1, whose store holds it: `hold`), lets `change` (the owner's password change, answering

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { holdWrites } from '../helpers/hold-writes';
 import { clearOfWindowEdge } from '../helpers/window-edge';
 import { generate } from 'otplib';
 import { ROOT_PASSWORD, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
@@ -327,5 +328,36 @@ describe('a stolen session (cookie, no password)', () => {
     const r = await gw.api('POST', '/api/user/2fa/disable', { code: await totp(secret, 0) }, u.token);
     expect(r.status).toBe(200);
     expect(r.body.data).toBeNull();
+  }, 30_000);
+});
+
+describe('the account deleted while a 2FA call runs', () => {
+  /** Sends `call` to node 1, deletes the user while its write is held there, then lets the write run. */
+  async function deletedDuring(u: User, method: 'setPendingTotp' | 'enableTotp', call: () => Promise<{ status: number; body: any }>) {
+    const hold = holdWrites(gw.services.security, method, ([userId]) => userId === u.id);
+    try {
+      const pending = call();
+      await hold.reached;
+      expect((await gw.api('DELETE', `/api/user/${u.id}`)).status).toBe(200);
+      hold.release();
+      return await pending;
+    } finally {
+      hold.restore();
+    }
+  }
+
+  test('setup answers 404 user_not_found, as a call on an account already gone does (not 409 totp_already_enabled)', async () => {
+    const u = await makeUser(gw);
+    const r = await deletedDuring(u, 'setPendingTotp', () => gw.nodeApi('POST', '/api/user/2fa/setup', undefined, u.token));
+    expect([r.status, r.body.error?.code]).toEqual([404, 'user_not_found']);
+  });
+
+  test('enable answers 404 user_not_found (not 400 invalid_totp)', async () => {
+    const u = await makeUser(gw);
+    const setup = await gw.nodeApi('POST', '/api/user/2fa/setup', undefined, u.token);
+    await clearOfStepEnd();
+    const code = await totp(setup.body.data.secret, -1);
+    const r = await deletedDuring(u, 'enableTotp', () => gw.nodeApi('POST', '/api/user/2fa/enable', { code, current_password: u.password }, u.token));
+    expect([r.status, r.body.error?.code]).toEqual([404, 'user_not_found']);
   }, 30_000);
 });

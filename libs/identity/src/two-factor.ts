@@ -64,6 +64,8 @@ export class TwoFactorLockout extends GatewayError {
   }
 }
 
+const userNotFound = (id: number) => new GatewayError(404, 'user_not_found', `No user ${id}`);
+
 const invalidTotp = (message = 'Invalid or already used two-factor code') => new GatewayError(400, 'invalid_totp', message, { param: 'code' });
 
 /**
@@ -111,7 +113,11 @@ export class TwoFactorService {
     if (u.totpEnabled) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on; disable it first to set up a new authenticator');
     const { generateSecret, generateURI } = await otplib();
     const secret = generateSecret({ length: 20 });
-    if (!(await this.repo.setPendingTotp(userId, this.box.seal(secret), this.nowSec()))) throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on');
+    if (!(await this.repo.setPendingTotp(userId, this.box.seal(secret), this.nowSec()))) {
+      // Nothing written: 2FA turned on meanwhile, or the account deleted meanwhile (answered as for a user gone before).
+      await this.mustUser(userId);
+      throw new GatewayError(409, 'totp_already_enabled', 'Two-factor authentication is already on');
+    }
     const uri = generateURI({ issuer: this.cfg.issuer, label: u.username, secret, period: PERIOD });
     return { secret, otpauth_uri: uri, qr: uri };
   }
@@ -140,6 +146,7 @@ export class TwoFactorService {
     const written = step === null ? false : await this.repo.enableTotp(userId, step, codes.map((c) => hashBackupCode(userId, c)), this.nowSec(), u.totpSecret, u.passwordHash, p.sessionHash);
     if (!written) {
       const after = await this.users.byId(userId);
+      if (step !== null && !after) throw userNotFound(userId);
       if (step !== null && after && after.passwordHash !== u.passwordHash) throw wrongCurrentPassword();
       if (step !== null && after && !after.totpEnabled && after.totpSecret !== u.totpSecret) {
         throw new GatewayError(409, 'totp_setup_changed', 'Another 2FA setup replaced the pending secret while this one was confirmed; nothing was turned on. Set up again');
@@ -283,7 +290,7 @@ export class TwoFactorService {
 
   private async mustUser(userId: number): Promise<UserRow> {
     const u = await this.users.byId(userId);
-    if (!u) throw new GatewayError(404, 'user_not_found', `No user ${userId}`);
+    if (!u) throw userNotFound(userId);
     return u;
   }
 
