@@ -169,6 +169,10 @@ describe('budgets', () => {
     expect((await gw.api('PUT', '/api/budget/low_balance', { threshold: 5 }, admin)).status).toBe(200);
     // Root manages anyone, itself included.
     const rootId = (await gw.api('GET', '/api/user/self')).body.data.id as number;
+    // Nor may it read root's: the refusal names the budgets (it used to say the admin "cannot manage keys").
+    const rootBudgets = await gw.api('GET', `/api/budget/user/${rootId}`, undefined, admin);
+    expect([rootBudgets.status, rootBudgets.body.error?.code]).toEqual([403, 'role_too_high']);
+    expect(rootBudgets.body.error.message).toBe('You cannot see the budgets of a user whose role is equal to or above your own');
     const mine = await gw.api('PUT', '/api/budget/', { scope: 'user', subject_id: rootId, period: 'monthly', limit: 1_000_000 });
     expect(mine.status).toBe(200);
     expect((await gw.api('DELETE', `/api/budget/${mine.body.data.id}`)).status).toBe(200);

@@ -39,14 +39,14 @@ export const budgetRoutes = (s: Services) =>
     })
     .get('/self', async (ctx) => {
       const me = caller(ctx).user;
-      return ok(await serviceOf(s).overview(me, me.id, (await s.apiKeys.list(me, { offset: 0, limit: Number.MAX_SAFE_INTEGER })).items.map((k) => k.id)));
+      return ok(await serviceOf(s).overview(me, me.id, async () => (await s.apiKeys.list(me, { offset: 0, limit: Number.MAX_SAFE_INTEGER })).items.map((k) => k.id)));
     }, {
       role: 'user', response: envelope(BudgetOverview),
       detail: { tags, summary: 'My budgets', description: "The caller's user budgets, the budgets of the caller's keys, and the caller's low-balance threshold." },
     })
     .get('/user/:id', async (ctx) => {
       const me = caller(ctx).user;
-      return ok(await serviceOf(s).overview(me, ctx.params.id, (await s.apiKeys.list(me, { userId: ctx.params.id, offset: 0, limit: Number.MAX_SAFE_INTEGER })).items.map((k) => k.id)));
+      return ok(await serviceOf(s).overview(me, ctx.params.id, async () => (await s.apiKeys.list(me, { userId: ctx.params.id, offset: 0, limit: Number.MAX_SAFE_INTEGER })).items.map((k) => k.id)));
     }, {
       role: 'admin', params: idParams, response: envelope(BudgetOverview),
       detail: { tags, summary: "A user's budgets", description: "A user's budgets, their keys' budgets and their low-balance threshold (admin)." },

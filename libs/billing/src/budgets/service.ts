@@ -156,11 +156,14 @@ export class BudgetService {
     return { user_id: owner.id, low_balance_threshold: input.threshold > 0 ? input.threshold : null };
   }
 
-  /** A user's budgets, their keys' budgets and their low-balance threshold. */
-  async overview(actor: BudgetActor, userId: number, keyIds: number[]): Promise<Static<typeof BudgetOverview>> {
+  /**
+   * A user's budgets, their keys' budgets and their low-balance threshold. `keyIds` lists the user's keys, asked only
+   * once the actor may see them: a refusal then names the budgets, not the key listing it would otherwise come from.
+   */
+  async overview(actor: BudgetActor, userId: number, keyIds: () => Promise<number[]>): Promise<Static<typeof BudgetOverview>> {
     const owner = this.ownerOf('user', userId, 'user_id');
-    if (actor.id !== owner.id) this.authorize(actor, owner, true, () => this.unknown('user', userId, 'user_id'));
-    const rows = [...await this.repo.list({ scope: 'user', subjectIds: [owner.id] }), ...await this.repo.list({ scope: 'key', subjectIds: keyIds })];
+    if (actor.id !== owner.id) this.authorize(actor, owner, true, () => this.unknown('user', userId, 'user_id'), false, 'see the budgets of');
+    const rows = [...await this.repo.list({ scope: 'user', subjectIds: [owner.id] }), ...await this.repo.list({ scope: 'key', subjectIds: await keyIds() })];
     const low = await this.repo.lowBalance(owner.id);
     return { budgets: await Promise.all(rows.map((r) => this.view(r, owner.id))), low_balance_threshold: low?.threshold ?? null };
   }
@@ -235,7 +238,8 @@ export class BudgetService {
    * request names a key, which an admin who may not manage its owner gets as `hidden()` too (as GET /api/token/:id
    * answers it); users and budgets are listed to admins, so their 403 tells nothing new.
    */
-  private authorize(actor: BudgetActor, owner: { id: number; role: number }, adminOnly: boolean, hidden: () => GatewayError, keyNamed = false): void {
+  private authorize(actor: BudgetActor, owner: { id: number; role: number }, adminOnly: boolean, hidden: () => GatewayError, keyNamed = false,
+    action = 'manage budgets of'): void {
     if (actor.id === owner.id && !adminOnly) return;
     if (actor.role < ADMIN && actor.id !== owner.id) throw hidden();
     if (actor.role < ADMIN) {
@@ -243,7 +247,7 @@ export class BudgetService {
     }
     if (!this.subjects.canManage(actor, owner)) {
       if (keyNamed) throw hidden();
-      throw new GatewayError(403, 'role_too_high', 'You cannot manage budgets of a user whose role is equal to or above your own');
+      throw new GatewayError(403, 'role_too_high', `You cannot ${action} a user whose role is equal to or above your own`);
     }
   }
 
