@@ -85,15 +85,18 @@ describe('realtime input transcription', () => {
       { type: 'session.update', session: { input_audio_transcription: { model: 'whisper-1', Model: 'gpt-4o-transcribe' } } },
       { type: 'session.update', session: { input_audio_transcription: {} } },
       { type: 'session.update', session: { input_audio_transcription: { model: 7 } } },
+      // The beta transcription session's own update, which a lenient upstream may honour in any session.
+      { type: 'transcription_session.update', session: { input_audio_transcription: { model: 'gpt-4o-transcribe' } } },
     ];
     for (const e of refused) c.ws.send(JSON.stringify(e));
     const errors = await c.waitFor('error', refused.length);
     expect(errors.error).toMatchObject({ type: 'invalid_request_error', code: 'model_not_allowed' });
     expect(c.events().filter((e) => e.type === 'error').map((e) => e.error.message.match(/model (.*) for/)?.[1]))
-      .toEqual(['gpt-4o-transcribe', 'gpt-4o-transcribe', 'gpt-4o-transcribe', 'gpt-4o-transcribe', '(no model)', '(not a string)']);
+      .toEqual(['gpt-4o-transcribe', 'gpt-4o-transcribe', 'gpt-4o-transcribe', 'gpt-4o-transcribe', '(no model)', '(not a string)', 'gpt-4o-transcribe']);
     const allowed = [
       { type: 'session.update', session: { input_audio_transcription: { model: 'whisper-1' }, instructions: 'hi' } },
       { type: 'session.update', session: { type: 'realtime', audio: { input: { transcription: null } } } },
+      { type: 'transcription_session.update', session: { input_audio_transcription: { model: 'whisper-1' } } },
     ].map((e) => JSON.stringify(e));
     for (const e of allowed) c.ws.send(e);
     await u.until(() => u.received.filter((r) => r.conn === conn).length >= allowed.length);

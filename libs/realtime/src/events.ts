@@ -11,6 +11,8 @@ export const METERED_TYPES = [
   'conversation.item.input_audio_transcription.completed', 'conversation.item.input_audio_transcription.failed',
   'conversation.item.input_audio_transcription.delta', 'input_audio_buffer.committed', 'input_audio_buffer.cleared',
   'input_audio_buffer.speech_stopped', 'input_audio_buffer.timeout_triggered',
+  // Read for its transcription model only (a key's allow-list): a lenient upstream may honour it in any session.
+  'transcription_session.update',
 ] as const;
 export type MeteredType = (typeof METERED_TYPES)[number];
 
@@ -56,7 +58,7 @@ export function meteredEvent(text: string, client = false): { type: MeteredType;
     const type = text.slice(FAST_PREFIX.length, end);
     if (!(METERED_TYPES as readonly string[]).includes(type) && !type.includes('\\')
       && !(client && (text.includes('"type"', end) || text.includes('\\', end) || otherTypeKeyAfter(text, end)))) return undefined;
-  } else if (!text.includes('"response.') && !text.includes('"error"') && !text.includes('"session.') && !text.includes('input_audio_transcription.') && !text.includes('"input_audio_buffer.') && !text.includes('\\')) {
+  } else if (!text.includes('"response.') && !text.includes('"error"') && !text.includes('"session.') && !text.includes('input_audio_transcription.') && !text.includes('"input_audio_buffer.') && !text.includes('"transcription_session.') && !text.includes('\\')) {
     // A JSON escape can spell any type (`"response\u002ecreate"`) past a substring test; the upstream
     // parses it all the same, so a frame with one is parsed here too (base64 audio never has one).
     return undefined;

@@ -243,6 +243,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     if (m === 'too_deep') return TOO_DEEP;
     if (m === 'invalid_json') return INVALID_JSON;
     if (m && 'ambiguous' in m) return ambiguous(m.ambiguous);
+    if (m?.type === 'transcription_session.update') {
+      const odd = ambiguousKey(m.event, 'session');
+      if (odd !== undefined) return ambiguous(odd);
+      // Forwarded as parsed, as a session.update is: a merging parser must not read a model from a copy JSON.parse dropped.
+      return this.transcriptionAllowed(m.event.session) ?? { forward: JSON.stringify(m.event) };
+    }
     if (m?.type !== 'session.update' && m?.type !== 'response.create') return undefined;
     const field = m.type === 'session.update' ? 'session' : 'response';
     const odd = ambiguousKey(m.event, field);
@@ -250,10 +256,8 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     const pin = pinModel(m.event, field, this.o.model);
     if (pin && 'refuse' in pin) return modelChangeRefusal(this.o.model, pin.refuse);
     if (m.type === 'session.update') {
-      // The key's allow-list as it is now (an in-memory lookup): a transcription model is a model the key uses, billed at its price.
-      const allowed = this.o.keys.lookup(this.o.plainKey)?.models;
-      const refused = allowed?.length ? transcriptionNotAllowed(m.event.session, allowed) : undefined;
-      if (refused !== undefined) return transcriptionRefusal(refused);
+      const refused = this.transcriptionAllowed(m.event.session);
+      if (refused) return refused;
       this.pendingUpdates++;
       this.context.session(m.event.session);
       const v = maxOutputOf(m.event.session, this.o.defaultOutputTokens);
@@ -283,7 +287,14 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     }, (e) => refusal(this.failureOf(e)));
   }
 
-  upstream(text: string): SessionFailure | undefined | Promise<SessionFailure | undefined> {
+  /** A refusal when `session` turns on transcription with a model outside the key's allow-list as it is now (an in-memory lookup). */
+  private transcriptionAllowed(session: unknown): ReturnType<typeof transcriptionRefusal> | undefined {
+    const allowed = this.o.keys.lookup(this.o.plainKey)?.models;
+    const refused = allowed?.length ? transcriptionNotAllowed(session, allowed) : undefined;
+    return refused === undefined ? undefined : transcriptionRefusal(refused);
+  }
+
+    upstream(text: string): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     // Frames the relay read before the end were observed before it (session.ts: observeLate, then onEnd). Nothing
     // read after it may bill: an unanswered create was billed at the end, and its late response.created would bill it twice.
     if (this.ended) return undefined;
