@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { generate } from 'otplib';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
-import { holdWrites } from '../helpers/hold-writes';
+import { holdWrites, whileHeld } from '../helpers/hold-writes';
 import { clearOfWindowEdge } from '../helpers/window-edge';
 
 let gw: TestGateway;
@@ -182,17 +182,8 @@ describe('writes checked against a password that changed meanwhile', () => {
    * Sends `write` (to node 1, whose store holds it: `hold`), lets `change` (the owner's password change, answering
    * 200) run while it is held, then lets it land and answers what it answered.
    */
-  async function landingAfter(hold: ReturnType<typeof holdWrites>, write: () => Promise<{ status: number; body: any }>, change: () => Promise<number>) {
-    try {
-      const pending = write();
-      await hold.reached;
-      expect(await change()).toBe(200);
-      hold.release();
-      return await pending;
-    } finally {
-      hold.restore();
-    }
-  }
+  const landingAfter = (hold: ReturnType<typeof holdWrites>, write: () => Promise<{ status: number; body: any }>, change: () => Promise<number>) =>
+    whileHeld(hold, write, async () => { expect(await change()).toBe(200); });
 
   test('two password changes checked against one password at once: one wins, the other is refused', async () => {
     // The owner changes the password to evict an intruder who knows it; the intruder sends its own change at the same

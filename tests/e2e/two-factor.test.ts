@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { holdWrites } from '../helpers/hold-writes';
+import { holdWrites, whileHeld } from '../helpers/hold-writes';
 import { clearOfWindowEdge } from '../helpers/window-edge';
 import { generate } from 'otplib';
 import { ROOT_PASSWORD, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
@@ -333,18 +333,10 @@ describe('a stolen session (cookie, no password)', () => {
 
 describe('the account deleted while a 2FA call runs', () => {
   /** Sends `call` to node 1, deletes the user while its write is held there, then lets the write run. */
-  async function deletedDuring(u: User, method: 'setPendingTotp' | 'enableTotp', call: () => Promise<{ status: number; body: any }>) {
-    const hold = holdWrites(gw.services.security, method, ([userId]) => userId === u.id);
-    try {
-      const pending = call();
-      await hold.reached;
+  const deletedDuring = (u: User, method: 'setPendingTotp' | 'enableTotp', call: () => Promise<{ status: number; body: any }>) =>
+    whileHeld(holdWrites(gw.services.security, method, ([userId]) => userId === u.id), call, async () => {
       expect((await gw.api('DELETE', `/api/user/${u.id}`)).status).toBe(200);
-      hold.release();
-      return await pending;
-    } finally {
-      hold.restore();
-    }
-  }
+    });
 
   test('setup answers 404 user_not_found, as a call on an account already gone does (not 409 totp_already_enabled)', async () => {
     const u = await makeUser(gw);

@@ -20,3 +20,16 @@ export function holdWrites<T extends object, K extends keyof T>(target: T, metho
   };
   return { reached, release, restore: () => { (target as any)[method] = original; } };
 }
+
+/** Sends `call`, runs `meanwhile` once its write is held (`hold`), then lets the write go on and answers what `call` answered. */
+export async function whileHeld<R>(hold: ReturnType<typeof holdWrites>, call: () => Promise<R>, meanwhile: () => Promise<void>): Promise<R> {
+  try {
+    const pending = call();
+    await hold.reached;
+    await meanwhile();
+    hold.release();
+    return await pending;
+  } finally {
+    hold.restore();
+  }
+}
