@@ -94,6 +94,18 @@ describe('channel scrubber', () => {
     expect(v6.scrub('no route to fd00::17 or [fd00::17]:8000')).toBe('no route to [redacted] or [redacted]');
   });
 
+  test("a one-label host under 8 characters (a compose service: api, model, litellm) is removed only with its port", () => {
+    // Removed bare in any case, `http://api:8000` made "Invalid API key" read "Invalid [redacted] key", and `model` every "model".
+    const api = scrubberFor({ apiKey: key, baseUrl: 'http://api:8000/v1' });
+    expect(api.scrub('Invalid API key for api.example; model not found')).toBe('Invalid API key for api.example; model not found');
+    expect(api.scrub('connect api:8000 refused')).toBe('connect [redacted] refused');
+    const model = scrubberFor({ apiKey: key, baseUrl: 'http://model:8000' });
+    expect(model.scrub("This model's maximum context length is 8192 tokens")).toBe("This model's maximum context length is 8192 tokens");
+    // A named host of 8 or more characters, a dotted one and an address are removed bare still.
+    expect(scrubberFor({ apiKey: key, baseUrl: 'http://vllm-qwen-72b:8000' }).scrub('not loaded on vllm-qwen-72b')).toBe('not loaded on [redacted]');
+    expect(scrubberFor({ apiKey: key, baseUrl: 'http://llm.svc:8000' }).scrub('not loaded on llm.svc')).toBe('not loaded on [redacted]');
+  });
+
   test('classifyUpstreamError passes a 400 message through the channel scrubber, capped', () => {
     const c = classifyUpstreamError(400, JSON.stringify({ error: { message: `invalid x-api-key: ${key.slice(2)}${'!'.repeat(5000)}` } }), new Headers(), s);
     expect(c.error.message).not.toContain(key.slice(2, 10));

@@ -64,9 +64,10 @@ function scrubPatterns(text: string): string {
 
 /**
  * The words of a channel's address an upstream may write bare (not as a URL, which the patterns remove): host:port,
- * host, and path segments of MIN_FRAGMENT characters or more (some gateways put an account id there). Proxies and
- * self-hosted servers name where they run in their errors ("not loaded on 10.0.4.17:8000"), and a client must not
- * learn the operator's internal hosts from a relayed 400. Longest first, so host:port goes before its host.
+ * host (one of a single label only from MIN_FRAGMENT characters), and path segments of MIN_FRAGMENT characters or
+ * more (some gateways put an account id there). Proxies and self-hosted servers name where they run in their errors
+ * ("not loaded on 10.0.4.17:8000"), and a client must not learn the operator's internal hosts from a relayed 400.
+ * Longest first, so host:port goes before its host.
  */
 export function addressWords(baseUrl: string | undefined): string[] {
   if (!baseUrl) return [];
@@ -76,7 +77,11 @@ export function addressWords(baseUrl: string | undefined): string[] {
   } catch {
     return [];
   }
-  const words = new Set([u.host, u.hostname.replace(/^\[|\]$/g, '')]);
+  const hostname = u.hostname.replace(/^\[|\]$/g, '');
+  // A one-label name under MIN_FRAGMENT characters (a compose service: `api`, `model`, `litellm`) is a word of every
+  // error, removed in any case it made "Invalid API key" read "Invalid [redacted] key"; it routes nowhere outside.
+  const bare = /[.:]/.test(hostname) || hostname.length >= MIN_FRAGMENT;
+  const words = new Set(bare ? [u.host, hostname] : u.port ? [u.host] : []);
   for (const seg of u.pathname.split('/')) {
     if (seg.length < MIN_FRAGMENT) continue;
     words.add(seg);
