@@ -94,6 +94,15 @@ describe('channel scrubber', () => {
     expect(v6.scrub('no route to fd00::17 or [fd00::17]:8000')).toBe('no route to [redacted] or [redacted]');
   });
 
+  test('path segments that are plain lower-case words (a provider\'s vocabulary) stay; ids and names go', () => {
+    const ds = scrubberFor({ apiKey: key, baseUrl: 'https://api.deepseek.com/anthropic' });
+    expect(ds.scrub('The Anthropic API format is not supported for this model')).toBe('The Anthropic API format is not supported for this model');
+    const az = scrubberFor({ apiKey: key, baseUrl: 'https://res.example/openai/deployments/gpt4o-prod-eastus' });
+    expect(az.scrub('deployments_list: gpt4o-prod-eastus not found in deployments')).toBe('deployments_list: [redacted] not found in deployments');
+    const fw = scrubberFor({ apiKey: key, baseUrl: 'https://fw.example/inference/v1/Tenant/TeamBlue' });
+    expect(fw.scrub('inference failed for TeamBlue (tenant teamblue)')).toBe('inference failed for [redacted] (tenant [redacted])');
+  });
+
   test("a one-label host under 8 characters (a compose service: api, model, litellm) is removed only with its port", () => {
     // Removed bare in any case, `http://api:8000` made "Invalid API key" read "Invalid [redacted] key", and `model` every "model".
     const api = scrubberFor({ apiKey: key, baseUrl: 'http://api:8000/v1' });

@@ -65,7 +65,7 @@ function scrubPatterns(text: string): string {
 /**
  * The words of a channel's address an upstream may write bare (not as a URL, which the patterns remove): host:port,
  * host (one of a single label only from MIN_FRAGMENT characters), and path segments of MIN_FRAGMENT characters or
- * more (some gateways put an account id there). Proxies and self-hosted servers name where they run in their errors
+ * more other than plain lower-case words (some gateways put an account id there). Proxies and self-hosted servers name where they run in their errors
  * ("not loaded on 10.0.4.17:8000"), and a client must not learn the operator's internal hosts from a relayed 400.
  * Longest first, so host:port goes before its host.
  */
@@ -83,12 +83,16 @@ export function addressWords(baseUrl: string | undefined): string[] {
   const bare = /[.:]/.test(hostname) || hostname.length >= MIN_FRAGMENT;
   const words = new Set(bare ? [u.host, hostname] : u.port ? [u.host] : []);
   for (const seg of u.pathname.split('/')) {
-    if (seg.length < MIN_FRAGMENT) continue;
+    // A plain lower-case word is the provider's vocabulary, not the operator's (`/anthropic`, `/openai/deployments`,
+    // `/inference`): removed, "The Anthropic API" read "The [redacted] API". Ids and names have digits, dashes or capitals.
+    if (seg.length < MIN_FRAGMENT || PLAIN_WORD.test(seg)) continue;
     words.add(seg);
     try { words.add(decodeURIComponent(seg)); } catch { /* kept as written */ }
   }
   return [...words].filter(Boolean).sort((a, b) => b.length - a.length);
 }
+
+const PLAIN_WORD = /^[a-z]+$/;
 
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
