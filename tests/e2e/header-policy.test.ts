@@ -17,7 +17,8 @@ const CLIENT = {
   'vendor-version': '2023-06-01', 'anthropic-beta': 'beta-a,beta-b', 'user-agent': 'claude-cli/9.9 (external, cli)', 'x-app': 'cli',
   'x-claude-code-session-id': 'sess-1',
 };
-const BODY = (model: string) => ({ model, max_tokens: 20, service_tier: 'priority', speed: 'fast', messages: [{ role: 'user', content: 'Hi' }] });
+// Each raises Anthropic's price: the priority tier, fast mode (Opus), US-only inference (1.1× on Opus 4.6 and later).
+const BODY = (model: string) => ({ model, max_tokens: 20, service_tier: 'priority', speed: 'fast', inference_geo: 'us', messages: [{ role: 'user', content: 'Hi' }] });
 
 async function channel(name: string, type: 'anthropic' | 'openai', url: string, policy?: unknown) {
   ids[name] = await addChannel(gw, { type, url, models: [name], name });
@@ -57,6 +58,7 @@ describe('what the upstream receives', () => {
     expect(req.headers['user-agent']).not.toBe(CLIENT['user-agent']);
     expect(req.body.service_tier).toBeUndefined();
     expect(req.body.speed).toBeUndefined();
+    expect(req.body.inference_geo).toBeUndefined();
     expect(req.body.max_tokens).toBe(20);
   });
 
@@ -66,7 +68,7 @@ describe('what the upstream receives', () => {
     expect(req.headers['user-agent']).toBe(CLIENT['user-agent']);
     expect(req.headers['x-app']).toBe('cli');
     expect(req.headers['x-api-key']).toBe('upstream-key'); // never the client's credential
-    expect(req.body).toMatchObject({ service_tier: 'priority', speed: 'fast' });
+    expect(req.body).toMatchObject({ service_tier: 'priority', speed: 'fast', inference_geo: 'us' });
   });
 
   test('"*" drops anthropic-beta', async () => {

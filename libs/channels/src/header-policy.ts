@@ -4,8 +4,8 @@
  * adapter; adapters only place what it lets through.
  *
  * Defaults (an empty policy): `anthropic-beta` is forwarded as sent (the native adapter sends it, the
- * OpenAI ones ignore it), no other client header is forwarded, and `service_tier` / `speed` are removed
- * from the body (they select a pricier service level the gateway's prices do not cover).
+ * OpenAI ones ignore it), no other client header is forwarded, and `service_tier` / `speed` / `inference_geo`
+ * are removed from the body (they select a pricier service level the gateway's prices do not cover).
  */
 import { GatewayError } from '@gw/core';
 import type { HeaderPolicy } from '@gw/db';
@@ -19,7 +19,7 @@ export const HeaderPolicySchema = Type.Object({
   forward_headers: Type.Optional(Type.Array(Name, { maxItems: 50, description: 'Client headers forwarded as sent (e.g. user-agent, x-app). Default none. Not hop-by-hop, credential or protocol headers (anthropic-version, anthropic-beta, content-type).' })),
   beta_strip: Type.Optional(Type.Array(Name, { maxItems: 100, description: 'anthropic-beta values removed before forwarding; "*" removes the header.' })),
   beta_rewrite: Type.Optional(Type.Record(Name, Name, { description: 'anthropic-beta values renamed before forwarding (from → to).' })),
-  allow_service_tier: Type.Optional(Type.Boolean({ description: 'Forward the body fields service_tier and speed (default false: removed).' })),
+  allow_service_tier: Type.Optional(Type.Boolean({ description: 'Forward the body fields service_tier, speed and inference_geo (default false: removed).' })),
 }, { description: 'Which client headers and billing-relevant body fields reach the upstream. PUT replaces the whole policy.' });
 export type HeaderPolicyInput = Static<typeof HeaderPolicySchema>;
 
@@ -30,8 +30,11 @@ export type FullHeaderPolicy = Required<HeaderPolicy>;
 const OWNED = new Set(['anthropic-beta', 'anthropic-version', 'content-type', 'accept-encoding', 'openai-beta', 'origin']);
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const BETA = /^[A-Za-z0-9._-]+$/;
-/** Body fields that choose a pricier service level. */
-const TIER_FIELDS = ['service_tier', 'speed'] as const;
+/**
+ * Body fields that choose a pricier service level: Anthropic's priority tier, fast mode, and US-only inference
+ * (`inference_geo: "us"`, 1.1× every token price on Opus 4.6 and later).
+ */
+const TIER_FIELDS = ['service_tier', 'speed', 'inference_geo'] as const;
 
 const invalid = (param: string, message: string) => new GatewayError(400, 'invalid_value', message, { param });
 

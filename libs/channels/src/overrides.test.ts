@@ -40,6 +40,7 @@ describe('normalizeOverrides', () => {
       [{ op: 'remove', path: 'messages' }, 'overrides[0].path', /conversation/],
       [{ op: 'set', path: 'stream', value: false }, 'overrides[0].path', /format/],
       [{ op: 'set', path: 'service_tier', value: 'priority' }, 'overrides[0].path', /allow_service_tier/],
+      [{ op: 'set', path: 'inference_geo', value: 'us' }, 'overrides[0].path', /allow_service_tier/],
       [{ op: 'remove', path: 'max_tokens' }, 'overrides[0].path', /required/],
       [{ op: 'remove', path: 'thinking.type' }, 'overrides[0].path', /required/],
       [{ op: 'set', path: 'temperature', value: 3 }, 'overrides[0].value', /temperature/],

@@ -5,8 +5,8 @@
  *
  * What an override may not touch, and why:
  * - body `model` (model_mapping owns it), `messages` (the conversation is the client's), `stream` (the
- *   relay must answer in the format the client asked for), `service_tier` / `speed` (they select a pricier
- *   service level; header_policy.allow_service_tier decides them), and a field the API requires
+ *   relay must answer in the format the client asked for), `service_tier` / `speed` / `inference_geo` (they
+ *   select a pricier service level; header_policy.allow_service_tier decides them), and a field the API requires
  *   (`max_tokens`, `thinking.type`, ... may be set or clamped, never removed);
  * - hop-by-hop, framing and credential headers (the channel's key owns authentication), and the protocol
  *   headers the gateway or header_policy own (`anthropic-version`, `anthropic-beta`, `content-type`, ...):
@@ -64,6 +64,7 @@ const REFUSED_FIELDS: Record<string, string> = {
   stream: 'the relay must answer in the format the client asked for',
   service_tier: 'it selects a pricier service level; header_policy.allow_service_tier decides it',
   speed: 'it selects a pricier service level; header_policy.allow_service_tier decides it',
+  inference_geo: 'it selects a pricier service level; header_policy.allow_service_tier decides it',
 };
 /** Protocol headers the adapter or header_policy set (besides FORBIDDEN_HEADERS). */
 const OWNED_HEADERS = new Set(['anthropic-version', 'anthropic-beta', 'content-type', 'content-encoding', 'accept-encoding', 'openai-beta', 'origin', 'expect']);
