@@ -96,7 +96,7 @@ test('an upstream claiming more 1-hour writes than writes is cut to the writes a
   expect(row.cost).toBe(expected([[10, BASE.input], [5, BASE.output], [100, BASE.cache_write_1h]]));
 });
 
-test('without cache_write_1h, 1-hour writes are billed at cache_write; a half-set long-context tier is refused', async () => {
+test('without cache_write_1h, 1-hour writes are billed at 8/5 of cache_write (2× input), not the 5-minute price; a half-set long-context tier is refused', async () => {
   expect((await gw.api('PUT', '/api/pricing/', { model: 'claude-u', input: 1_000_000, output: 1_000_000, cache_write: 2_000_000 })).body.data.cache_write_1h).toBeNull();
   const half = await gw.api('PUT', '/api/pricing/', { model: 'claude-u', input: 1, output: 1, long_context_threshold: 1000 });
   expect(half.status).toBe(400);
@@ -110,7 +110,31 @@ test('without cache_write_1h, 1-hour writes are billed at cache_write; a half-se
   await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['claude-u'] });
   ant.queue.push({ text: 'ok', usage: { input: 0, output: 0, cacheWrite: 3, cacheWrite1h: 3 } });
   const r = await send(gw, user.key, { model: 'claude-u', max_tokens: 100, messages: [{ role: 'user', content: 'Hi' }] });
-  expect((await logOf(r.headers.get('request-id')!)).cost).toBe(expected([[3, 2_000_000]]));
+  expect((await logOf(r.headers.get('request-id')!)).cost).toBe(expected([[3, 3_200_000]]));
   const view = (await gw.api('GET', '/api/pricing/claude-t')).body.data;
   expect(view).toMatchObject({ ...BASE, long_context_threshold: THRESHOLD, long_context: LONG });
+});
+
+test("a client's 1-hour cache_control at the quick start's prices (no cache_write_1h) bills Anthropic's 2× input", async () => {
+  // README's quick start: Sonnet at $3/$15 in these units, 5-minute writes 1.25× input, no 1-hour price.
+  const QUICK = { input: 1_500_000, output: 7_500_000, cache_read: 150_000, cache_write: 1_875_000 };
+  expect((await gw.api('PUT', '/api/pricing/', { model: 'claude-q', ...QUICK })).status).toBe(200);
+  await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['claude-q'] });
+  const system = [{ type: 'text', text: 'A long, stable prompt', cache_control: { type: 'ephemeral', ttl: '1h' } }];
+  for (const stream of [false, true]) {
+    // What Anthropic answers such a request the first time: the prompt written to the cache with the 1-hour TTL.
+    ant.queue.push({ text: 'ok', usage: { input: 5, output: 10, cacheWrite: 100_000, cacheWrite1h: 100_000 } });
+    const r = await send(gw, user.key, { model: 'claude-q', max_tokens: 100, stream, system, messages: [{ role: 'user', content: 'Hi' }] });
+    expect(r.status).toBe(200);
+    expect(ant.last().body.system[0].cache_control).toEqual({ type: 'ephemeral', ttl: '1h' });
+    const row = await logOf(r.headers.get('request-id')!);
+    expect(row).toMatchObject({ cache_write_1h_tokens: 100_000, cache_write_5m_tokens: 0 });
+    // 100,000 × 3,000,000 / 1e6 = 300,000 (Anthropic's $0.30 at 2× input); at the 5-minute price it was 187,500.
+    expect(row.cost).toBe(expected([[5, QUICK.input], [10, QUICK.output], [100_000, 3_000_000]]));
+  }
+  // A long-context tier set without its own 1-hour price gets the same 8/5 of its cache_write.
+  const lc = { input: 3_000_000, output: 11_250_000, cache_read: 300_000, cache_write: 3_750_000 };
+  const put = await gw.api('PUT', '/api/pricing/', { model: 'claude-q', ...QUICK, long_context_threshold: 200_000, long_context: lc });
+  expect(put.body.data.long_context).toEqual({ ...lc, cache_write_1h: 6_000_000 });
+  expect(put.body.data.cache_write_1h).toBeNull();
 });

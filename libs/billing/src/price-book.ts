@@ -1,6 +1,7 @@
 import { GatewayError, SerialQueue, nowSeconds, type ChangeBus } from '@gw/core';
 import type { PriceRow, PricesStore } from '@gw/db';
 import { Type, type Static } from '@sinclair/typebox';
+import { oneHourWrite } from './tiers';
 
 const units = (description: string) => Type.Integer({ minimum: 0, maximum: 1_000_000_000_000, description });
 
@@ -10,7 +11,7 @@ export const LongContextView = Type.Object({
   output: units('Output tokens, per million, in the long-context tier.'),
   cache_read: units('Prompt-cache reads, per million, in the long-context tier.'),
   cache_write: units('5-minute prompt-cache writes, per million, in the long-context tier.'),
-  cache_write_1h: Type.Optional(units('1-hour prompt-cache writes, per million, in the long-context tier (default: its cache_write).')),
+  cache_write_1h: Type.Optional(units('1-hour prompt-cache writes, per million, in the long-context tier (default: 8/5 of its cache_write, rounded up).')),
 });
 export type LongContextView = Static<typeof LongContextView>;
 
@@ -23,7 +24,7 @@ export const PriceView = Type.Object({
   cache_read: units('Prompt-cache reads, per million.'),
   cache_write: units('Prompt-cache writes with the 5-minute TTL (and writes whose TTL the upstream does not report), per million.'),
   cache_write_1h: Type.Union([units('Prompt-cache writes with the 1-hour TTL, per million.'), Type.Null()], {
-    description: 'Prompt-cache writes with the 1-hour TTL (usage.cache_creation.ephemeral_1h_input_tokens), per million; null: billed at cache_write.',
+    description: 'Prompt-cache writes with the 1-hour TTL (usage.cache_creation.ephemeral_1h_input_tokens), per million; null: 8/5 of cache_write, rounded up (Anthropic bills 1-hour writes at 2× input, 5-minute ones at 1.25×).',
   }),
   long_context_threshold: Type.Union([Type.Integer({ minimum: 1, maximum: 100_000_000 }), Type.Null()], {
     description: 'Input tokens (uncached + cache reads + cache writes) above which long_context prices apply to the whole request; null: no long-context tier. Set together with long_context.',
@@ -147,7 +148,7 @@ export class PriceBook {
     const row = await this.repo.upsert({
       model: p.model, input: p.input, output: p.output, cacheRead: p.cache_read ?? 0, cacheWrite: p.cache_write ?? 0,
       cacheWrite1h: p.cache_write_1h ?? null, longContextThreshold: threshold,
-      longContext: lc && { input: lc.input, output: lc.output, cacheRead: lc.cache_read, cacheWrite: lc.cache_write, cacheWrite1h: lc.cache_write_1h ?? lc.cache_write },
+      longContext: lc && { input: lc.input, output: lc.output, cacheRead: lc.cache_read, cacheWrite: lc.cache_write, cacheWrite1h: lc.cache_write_1h ?? oneHourWrite(lc.cache_write) },
       audioInput: p.audio_input ?? 0, audioOutput: p.audio_output ?? 0, contextWindow: p.context_window ?? null,
       webSearch: p.web_search ?? null, codeExecution: p.code_execution ?? null, updatedAt: nowSeconds(),
     });

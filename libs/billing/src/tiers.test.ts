@@ -13,8 +13,9 @@ describe('priceUsage', () => {
     expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 3, cacheWrite1h: 1 }, P)).toEqual({ cost: Math.ceil((2 * 3.75 + 6) / 1), longContext: false });
     // A 1-hour count above the writes never bills more than all writes at the 1-hour price.
     expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 1, cacheWrite1h: 99 }, P).cost).toBe(6);
-    // No 1-hour price: 1-hour writes cost what 5-minute ones do.
-    expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 2, cacheWrite1h: 2 }, { ...P, cacheWrite1h: null }).cost).toBe(8);
+    // No 1-hour price: 8/5 of the 5-minute one (Anthropic's 2× input against 1.25×), never the 5-minute price itself.
+    expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 2, cacheWrite1h: 2 }, { ...P, cacheWrite1h: null }).cost).toBe(12);
+    expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 1_000_000, cacheWrite1h: 1_000_000 }, { ...P, cacheWrite: 3, cacheWrite1h: null, longContext: null }).cost).toBe(5);
   });
 
   test('the tier is chosen by input + cache reads + cache writes, strictly above the threshold, for the whole request', () => {

@@ -35,11 +35,18 @@ export function longContextOf(p: BillablePrice): { threshold: number; prices: Lo
 /** Input tokens that decide the tier: uncached + cache reads + cache writes (audio is not text context). */
 export const tierInput = (u: Pick<TieredTokens, 'input' | 'cacheRead' | 'cacheWrite'>): number => u.input + u.cacheRead + u.cacheWrite;
 
+/**
+ * The 1-hour cache-write price of a set that names none: Anthropic bills 1-hour writes at 2× the input price
+ * and 5-minute ones at 1.25×, so 8/5 of `cacheWrite` (rounded up). The 5-minute price itself let any client
+ * that marks its prompt `cache_control: {ttl: "1h"}` be billed 1.25× for writes the operator paid 2× for.
+ */
+export const oneHourWrite = (cacheWrite: number): number => Math.ceil((cacheWrite * 8) / 5);
+
 /** The prices that apply to a request with `inputTokens` of input (tierInput), and whether that is the long-context tier. */
 export function priceSetFor(p: BillablePrice, inputTokens: number): { set: PriceSet; longContext: boolean } {
   const base: PriceSet = {
     input: p.input, output: p.output, cacheRead: p.cacheRead, cacheWrite: p.cacheWrite,
-    cacheWrite1h: p.cacheWrite1h ?? p.cacheWrite, audioInput: p.audioInput, audioOutput: p.audioOutput,
+    cacheWrite1h: p.cacheWrite1h ?? oneHourWrite(p.cacheWrite), audioInput: p.audioInput, audioOutput: p.audioOutput,
   };
   const lc = longContextOf(p);
   if (!lc || inputTokens <= lc.threshold) return { set: base, longContext: false };

@@ -10,7 +10,7 @@ const FIELDS: Field[] = [
   { name: 'output', kind: 'int', desc: 'output tokens, per million (required)' },
   { name: 'cache_read', kind: 'int', desc: 'prompt-cache reads, per million' },
   { name: 'cache_write', kind: 'int', desc: 'prompt-cache writes with the 5-minute TTL (or an unreported one), per million' },
-  { name: 'cache_write_1h', kind: 'int', desc: 'prompt-cache writes with the 1-hour TTL, per million (default: the cache_write price)' },
+  { name: 'cache_write_1h', kind: 'int', desc: 'prompt-cache writes with the 1-hour TTL, per million (default: 8/5 of cache_write, Anthropic\'s 2× input against 1.25×)' },
   { name: 'long_context_threshold', kind: 'int', desc: 'input tokens (uncached + cache reads + writes) above which --long-context prices apply to the whole request' },
   { name: 'long_context', kind: 'json', desc: 'long-context prices: \'{"input":n,"output":n,"cache_read":n,"cache_write":n,"cache_write_1h":n}\' (with --long-context-threshold)' },
   { name: 'audio_input', kind: 'int', desc: 'realtime audio input tokens, per million' },
