@@ -31,8 +31,19 @@ interface Reply {
     input_tokens: number; output_tokens: number; cache_creation_input_tokens: number; cache_read_input_tokens: number;
     cache_creation?: { ephemeral_5m_input_tokens: number; ephemeral_1h_input_tokens: number };
     server_tool_use?: { web_search_requests: unknown };
+    iterations?: Array<{ type: string; input_tokens: number; output_tokens: number }>;
   };
 }
+
+/**
+ * Server-side compaction (`context_management.edits` with a `compact_*` edit, beta `compact-2026-01-12`), as
+ * Anthropic reports it: an extra sampling step that reads the whole conversation and writes a summary, listed in
+ * `usage.iterations` but left out of the top-level counts (which are the message iteration's). This double
+ * compacts on every such request: the compaction reads 180,000 tokens and writes 3,500 (Anthropic's example).
+ */
+const COMPACTION = { input_tokens: 180_000, output_tokens: 3_500 };
+const compacts = (body: any): boolean =>
+  Array.isArray(body?.context_management?.edits) && body.context_management.edits.some((e: any) => /^\s*compact/i.test(String(e?.type ?? '')));
 
 /**
  * Anthropic's prompt cache as this double models it (`DoubleOptions.promptCache`): a conversation is its
@@ -76,6 +87,12 @@ function reply(req: RecordedRequest, plan: UpstreamPlan): Reply {
   };
 }
 
+function withCompaction(req: RecordedRequest, r: Reply): Reply {
+  if (!compacts(req.body)) return r;
+  const message = { type: 'message', input_tokens: r.usage.input_tokens, output_tokens: r.usage.output_tokens };
+  return { ...r, blocks: [{ type: 'compaction', content: 'Summary of the conversation.' } as any, ...r.blocks], usage: { ...r.usage, iterations: [{ type: 'compaction', ...COMPACTION }, message] } };
+}
+
 function streamFrames(id: string, model: string, r: Reply): string[] {
   const frames = [frame({
     type: 'message_start',
@@ -86,7 +103,7 @@ function streamFrames(id: string, model: string, r: Reply): string[] {
       frames.push(frame({ type: 'content_block_start', index, content_block: { type: 'text', text: '' } } as any));
       if (index === 0) frames.push(frame({ type: 'ping' }));
       for (const p of pieces(b.text)) frames.push(frame({ type: 'content_block_delta', index, delta: { type: 'text_delta', text: p } } as any));
-    } else if ('tool_use_id' in b) {
+    } else if ('tool_use_id' in b || (b.type as string) === 'compaction') {
       // A server tool's result arrives whole in its content_block_start, as Anthropic streams it.
       frames.push(frame({ type: 'content_block_start', index, content_block: b } as any));
     } else if ('name' in b) {
@@ -121,7 +138,7 @@ export function startAnthropicUpstream(opts: DoubleOptions & { promptCache?: num
       return jsonResponse({ input_tokens: plan.usage?.input ?? doubleTokens(JSON.stringify(req.body.messages ?? []) + JSON.stringify(req.body.system ?? '')) });
     }
     if (req.path !== '/v1/messages') return anthropicError(404, `Not found: ${req.path}`);
-    const r = reply(req, plan);
+    const r = withCompaction(req, reply(req, plan));
     const id = `msg_double_${++seq}`;
     const model = String(req.body.model);
     const headers = { 'request-id': `req_double_${seq}`, ...plan.headers };
