@@ -87,10 +87,28 @@ function reply(req: RecordedRequest, plan: UpstreamPlan): Reply {
   };
 }
 
-function withCompaction(req: RecordedRequest, r: Reply): Reply {
-  if (!compacts(req.body)) return r;
+/**
+ * The advisor tool (`advisor_20260301`, beta `advisor-tool-2026-03-01`) as Anthropic reports it: the executor
+ * calls it once, the advisor model reads the transcript (40,000 tokens here) and answers (1,600 with its
+ * thinking), an `advisor_message` iteration at the advisor's model and prices, outside the top-level counts.
+ */
+const ADVISOR = { input_tokens: 40_000, output_tokens: 1_600 };
+const advisorOf = (body: any): any => (Array.isArray(body?.tools) ? body.tools.find((t: any) => /^\s*advisor/i.test(String(t?.type ?? ''))) : undefined);
+
+/** Compaction and advisor calls, added the way Anthropic reports them: in `usage.iterations` only. */
+function withIterations(req: RecordedRequest, r: Reply): Reply {
+  const advisor = advisorOf(req.body);
+  if (!compacts(req.body) && !advisor) return r;
   const message = { type: 'message', input_tokens: r.usage.input_tokens, output_tokens: r.usage.output_tokens };
-  return { ...r, blocks: [{ type: 'compaction', content: 'Summary of the conversation.' } as any, ...r.blocks], usage: { ...r.usage, iterations: [{ type: 'compaction', ...COMPACTION }, message] } };
+  const iterations: Array<{ type: string; input_tokens: number; output_tokens: number }> = [];
+  const blocks = [...r.blocks];
+  if (compacts(req.body)) {
+    iterations.push({ type: 'compaction', ...COMPACTION });
+    blocks.unshift({ type: 'compaction', content: 'Summary of the conversation.' } as any);
+  }
+  if (advisor) iterations.push({ type: 'advisor_message', model: String(advisor.model ?? ''), ...ADVISOR } as any);
+  iterations.push(message);
+  return { ...r, blocks, usage: { ...r.usage, iterations } };
 }
 
 function streamFrames(id: string, model: string, r: Reply): string[] {
@@ -138,7 +156,7 @@ export function startAnthropicUpstream(opts: DoubleOptions & { promptCache?: num
       return jsonResponse({ input_tokens: plan.usage?.input ?? doubleTokens(JSON.stringify(req.body.messages ?? []) + JSON.stringify(req.body.system ?? '')) });
     }
     if (req.path !== '/v1/messages') return anthropicError(404, `Not found: ${req.path}`);
-    const r = withCompaction(req, reply(req, plan));
+    const r = withIterations(req, reply(req, plan));
     const id = `msg_double_${++seq}`;
     const model = String(req.body.model);
     const headers = { 'request-id': `req_double_${seq}`, ...plan.headers };

@@ -20,7 +20,7 @@ import { basePlan, coverAll, planFor, type ChannelPlan, type PlanDeps } from './
 import { turnOver } from './turn';
 import { heldTail } from './held-tail';
 import { capWebSearch, webSearchBound } from './web-search';
-import { refuseCompaction } from './compaction';
+import { refuseUnmeteredIterations } from './iterations';
 import { clientNotFound } from './client-not-found';
 import { codeExecutionToolAt, requireCodeExecutionPrice } from './code-execution';
 
@@ -243,7 +243,7 @@ export class RelayService {
   async messages(req: RelayRequest): Promise<Response> {
     // Web searches are billed per search: every web-search tool's max_uses is capped before anything is
     // sized or sent, so the reservation covers the most the request can be billed.
-    refuseCompaction(req.body);
+    refuseUnmeteredIterations(req.body);
     const searchCap = this.d.billing.webSearchMaxUses;
     const body = capWebSearch(req.body, searchCap);
     const policy = this.policy(req.group);

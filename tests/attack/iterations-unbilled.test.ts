@@ -1,10 +1,12 @@
 /**
- * Anthropic's server-side compaction (`context_management.edits: [{type: "compact_20260112", …}]`, beta
- * `compact-2026-01-12`) runs an extra sampling step that reads the whole conversation and writes a summary. Anthropic
- * bills it, but reports it only in `usage.iterations`: the top-level counts the gateway bills are the message
- * iteration's. A client could make every request compact (the trigger goes down to 50,000 input tokens) and have
- * 180,000 input and 3,500 output tokens per request billed to the operator and not to itself. Such a request is
- * refused before anything is held or sent, on every channel type, over real HTTP.
+ * Work Anthropic bills inside one request but reports only in `usage.iterations`, outside the top-level counts
+ * the gateway bills, is refused before anything is held or sent, on every channel type, over real HTTP:
+ * - server-side compaction (`context_management.edits: [{type: "compact_20260112", …}]`, beta
+ *   `compact-2026-01-12`): a sampling step reading the whole conversation (the trigger goes down to 50,000 input
+ *   tokens); the double's compaction, Anthropic's example, reads 180,000 tokens and writes 3,500;
+ * - the advisor tool (`advisor_20260301`, beta `advisor-tool-2026-03-01`): the tool's model (Opus, on a request
+ *   for Haiku or Sonnet) reads the transcript at its own prices; the double's call reads 40,000 and writes 1,600.
+ * Before, both were relayed and billed their top-level counts only.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
@@ -15,7 +17,7 @@ let ant: Scripted;
 let oai: Scripted;
 let user: Awaited<ReturnType<typeof keyedUser>>;
 const BALANCE = 100_000_000;
-const HEADERS = { 'vendor-version': '2023-06-01', 'anthropic-beta': 'compact-2026-01-12' };
+const HEADERS = { 'vendor-version': '2023-06-01', 'anthropic-beta': 'compact-2026-01-12,advisor-tool-2026-03-01' };
 const body = (model: string, edits: unknown[], stream = false) => ({
   model, max_tokens: 50, stream, messages: [{ role: 'user', content: 'Hi' }], context_management: { edits },
 });
@@ -34,7 +36,7 @@ afterAll(async () => { await ant.stop(); await oai.stop(); await gw.stop(); });
 
 const balance = async () => { gw.services.relay.quota.flush(); return (await gw.services.users.byId(user.id))!.quota; };
 
-describe('server-side compaction', () => {
+describe('work billed outside the usage counts', () => {
   for (const model of ['native', 'translated']) {
     for (const stream of [false, true]) {
       for (const type of ['compact_20260112', ' COMPACT_20990101']) {
@@ -50,6 +52,21 @@ describe('server-side compaction', () => {
           expect(await balance()).toBe(before);
         });
       }
+    }
+  }
+
+  for (const model of ['native', 'translated']) {
+    for (const type of ['advisor_20260301', ' Advisor_20990101']) {
+      test(`${model}, "${type}" tool: 400 unsupported_tool naming it; nothing sent, nothing charged`, async () => {
+        const hits = ant.hits + oai.hits;
+        const before = await balance();
+        const tools = [{ name: 'lookup', input_schema: { type: 'object' } }, { type, name: 'advisor', model: 'claude-opus-4-6' }];
+        const r = await send(gw, user.key, { model, max_tokens: 50, messages: [{ role: 'user', content: 'Hi' }], tools }, HEADERS);
+        expect(r.status).toBe(400);
+        expect(r.body.error).toMatchObject({ code: 'unsupported_tool', param: 'tools.1' });
+        expect(ant.hits + oai.hits).toBe(hits);
+        expect(await balance()).toBe(before);
+      });
     }
   }
 
