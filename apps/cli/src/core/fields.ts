@@ -119,10 +119,27 @@ export function requireFields(body: Record<string, unknown>, names: string[]): v
   if (missing.length) throw new UsageError(`missing required ${missing.map((n) => `--${n.replace(/_/g, '-')}`).join(', ')} (or give them in --json-body)`);
 }
 
-/** A point in time as unix seconds: digits are taken as seconds, anything else as an ISO date/time. */
+/** An ISO 8601 date, optionally with a time (`T` or a space) and then optionally a zone (without one: local time). */
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i;
+
+/**
+ * A point in time as unix seconds: digits are taken as seconds, otherwise an ISO date or date-time. Only those:
+ * `Date.parse` alone took almost anything, and a typo became a date in 2001 with no error (`--expires-at -1`,
+ * `1.5`, `Nov 5`, `tomorrow 5`), or rolled an impossible date over into the next month (`2026-02-30`).
+ */
 export function parseTime(v: string): number {
-  if (/^\d+$/.test(v.trim())) return Number(v);
-  const ms = Date.parse(v);
-  if (Number.isNaN(ms)) throw new InvalidArgumentError('expected unix seconds or an ISO date such as 2026-01-31 or 2026-01-31T12:00:00Z.');
+  const s = v.trim();
+  if (/^\d+$/.test(s)) {
+    const n = Number(s);
+    if (!Number.isSafeInteger(n)) throw new InvalidArgumentError('time out of range.');
+    return n;
+  }
+  const m = ISO_TIME.exec(s);
+  const ms = m ? Date.parse(s) : NaN;
+  const [y, mo, d] = m ? [Number(m[1]), Number(m[2]), Number(m[3])] : [0, 0, 0];
+  const day = new Date(Date.UTC(y, mo - 1, d));
+  if (Number.isNaN(ms) || day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d) {
+    throw new InvalidArgumentError('expected unix seconds or an ISO date such as 2026-01-31 or 2026-01-31T12:00:00Z.');
+  }
   return Math.floor(ms / 1000);
 }
