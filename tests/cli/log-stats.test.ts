@@ -4,7 +4,7 @@
  * and bad flags are usage errors (exit 2) while server refusals are exit 1.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { cliSandbox, type CliSandbox } from './run-cli';
@@ -90,5 +90,16 @@ describe('gw log export', () => {
     const mine = await gwc(['log', 'export', '--format', 'jsonl'], { GATEWAY_URL: gw.url, GATEWAY_TOKEN: user.token });
     expect(mine.stdout.trim().split('\n')).toHaveLength(6);
     expect((await gwc(['log', 'export', '--format', 'xml'])).code).toBe(2);
+  });
+
+  test('--out: a new file is 0600 (other users\' usage and addresses are in it); a path that cannot be written is exit 2 with one line', async () => {
+    const out = join(sb.dir, 'private.csv');
+    expect((await gwc(['log', 'export', '--out', out, ...range])).code).toBe(0);
+    expect(statSync(out).mode & 0o777).toBe(0o600);
+    for (const [bad, why] of [[join(sb.dir, 'no-such-dir', 'x.csv'), 'ENOENT'], [sb.dir, 'EISDIR']] as const) {
+      const r = await gwc(['log', 'export', '--out', bad, ...range]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toBe(`error: --out: cannot write ${bad} (${why})\n`);
+    }
   });
 });

@@ -1,4 +1,5 @@
 /** `log export`: usage logs as CSV or JSON Lines, streamed to stdout or a file as they arrive. */
+import { closeSync, openSync, writeSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { App } from '../core/context';
 import { UsageError } from '../core/errors';
@@ -17,13 +18,24 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
   cmd.action(app.action(async (ctx, _a, opts) => {
     if (!['csv', 'jsonl'].includes(opts.format)) throw new UsageError("--format must be 'csv' or 'jsonl'");
     const { path, query } = await scopedQuery(ctx, { what: 'usage logs', adminPath: '/api/log/export', selfPath: '/api/log/export/self' }, options, opts);
-    const res = await ctx.client().stream(path, { query: { ...query, format: opts.format } });
+    // Opened before anything is fetched: a path that cannot be written is a usage error (2), not a failure after the
+    // download began. Mode 0600 for a new file, as other users' usage is in it; an existing file keeps its mode.
+    const fd = opts.out === undefined ? null : openOut(opts.out);
+    let res: Response;
+    try {
+      res = await ctx.client().stream(path, { query: { ...query, format: opts.format } });
+    } catch (e) {
+      if (fd !== null) closeSync(fd);
+      throw e;
+    }
     const reader = res.body!.getReader();
     let bytes = 0;
-    if (opts.out) {
-      const sink = Bun.file(opts.out).writer();
-      for (let r = await reader.read(); !r.done; r = await reader.read()) { sink.write(r.value); bytes += r.value.length; await sink.flush(); }
-      await sink.end();
+    if (fd !== null) {
+      try {
+        for (let r = await reader.read(); !r.done; r = await reader.read()) { writeAll(fd, r.value); bytes += r.value.length; }
+      } finally {
+        closeSync(fd);
+      }
       ctx.io.err(`Wrote ${bytes} bytes to ${opts.out}.\n`);
     } else {
       const dec = new TextDecoder();
@@ -31,4 +43,16 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
       ctx.raw(dec.decode());
     }
   }));
+}
+
+function openOut(path: string): number {
+  try {
+    return openSync(path, 'w', 0o600);
+  } catch (e) {
+    throw new UsageError(`--out: cannot write ${path} (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+  }
+}
+
+function writeAll(fd: number, chunk: Uint8Array): void {
+  for (let off = 0; off < chunk.length;) off += writeSync(fd, chunk, off);
 }
