@@ -4,6 +4,8 @@
  * anything but one JSON error with --json; every such answer exits 1.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { ApiClient } from '../../apps/cli/src/core/client';
+import { UnreachableError } from '../../apps/cli/src/core/errors';
 import { cliSandbox, type CliSandbox } from './run-cli';
 
 let sb: CliSandbox;
@@ -75,5 +77,31 @@ test('`code create --out` writes no formula a spreadsheet would run, whatever th
     ]);
   } finally {
     fake.stop(true);
+  }
+});
+
+test('a success answer of an unexpected shape is a one-line error (exit 1), not a stack trace', async () => {
+  const odd = serve(() => Response.json({ success: true, data: null }));
+  try {
+    const r = await gwAt(odd.port, ['user', 'list']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^error: unexpected failure: TypeError: [^\n]+\n$/);
+    const debug = await sb.run(['user', 'list'], { env: { GATEWAY_URL: `http://127.0.0.1:${odd.port}`, GATEWAY_TOKEN: TOKEN, GW_DEBUG: '1' } });
+    expect(debug.stderr).toContain('    at ');
+  } finally {
+    odd.stop(true);
+  }
+});
+
+test('headers in time, then a body trickling past the timeout: no answer in time (unreachable), not "an unexpected answer"', async () => {
+  const trickle = serve(() => new Response(new ReadableStream({ async pull(c) { await Bun.sleep(100); c.enqueue(new TextEncoder().encode(' ')); } })));
+  try {
+    const client = new ApiClient({ url: `http://127.0.0.1:${trickle.port}`, token: TOKEN, timeoutMs: 500 });
+    const err = await client.call('GET', '/api/user/self').catch((e) => e);
+    expect(err).toBeInstanceOf(UnreachableError);
+    expect(err.message).toContain('no complete answer within 500 ms');
+  } finally {
+    trickle.stop(true);
   }
 });

@@ -112,3 +112,67 @@ test("`log export` and `metrics` print data as served into a pipe, but inert on 
   expect(metrics.code).toBe(0);
   expect(metrics.out).toContain('# TYPE');
 }, 30_000);
+
+test("a newline in someone else's text cannot print a line of its own: every error and note stays one line", async () => {
+  // An `error:` line followed by a fake all-clear, as a hostile server (or an upstream, in `channel test`) could send.
+  const SPOOF = 'quota exceeded\nok: done, nothing to worry about\n';
+  const fake = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    fetch: () => Response.json({ success: false, error: { message: SPOOF, type: 'invalid_request_error', code: 'x' } }, { status: 400 }),
+  });
+  const upstream = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    fetch: () => Response.json({ type: 'error', error: { type: 'invalid_request_error', message: SPOOF } }, { status: 400 }),
+  });
+  try {
+    const r = await gwc(['whoami'], { GATEWAY_URL: `http://127.0.0.1:${fake.port}` });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe('error: quota exceeded ok: done, nothing to worry about  (x)\n');
+
+    const ch = (await gw.api('POST', '/api/channel/', { name: 'nl', type: 'anthropic', base_url: `http://127.0.0.1:${upstream.port}`, key: 'k-12345678', models: ['m'] })).body.data;
+    const t = await gwc(['channel', 'test', String(ch.id)]);
+    expect(t.code).toBe(1);
+    expect(t.stderr.split('\n')).toHaveLength(2);
+    expect(t.stderr).toStartWith(`error: channel ${ch.id} failed the test:`);
+    expect(t.stderr).not.toMatch(/\nok: done/);
+  } finally {
+    fake.stop(true);
+    upstream.stop(true);
+  }
+});
+
+test('secrets printed once for scripts to capture (keys, tokens, codes, the otpauth URI) are inert and one line each', async () => {
+  const evil = `sk-${HOSTILE}\nexport PATH=/tmp/evil`;
+  const fake = Bun.serve({
+    port: 0, hostname: '127.0.0.1',
+    fetch: () => Response.json({ success: true, data: { id: 1, name: 'n', key: evil, token: evil, otpauth_uri: evil, secret: evil, backup_codes: [evil, 'b-2'], password: evil } }),
+  });
+  try {
+    const at = { GATEWAY_URL: `http://127.0.0.1:${fake.port}` };
+    for (const [args, lines] of [
+      [['key', 'create', '--name', 'n'], 1],
+      [['access-token', 'create', '--name', 'n', '--password-stdin'], 1],
+      [['2fa', 'backup-codes', '--code', '123456', '--password-stdin'], 2],
+      [['password', 'reset', '--email', 'a@example.com', '--token-stdin'], 1],
+    ] as const) {
+      const r = await sb.run([...args], { env: { ...env, ...at }, stdin: 'pw\n' });
+      expect(r.code).toBe(0);
+      expect(r.stdout + r.stderr).not.toMatch(DRIVES_TERMINAL);
+      expect(r.stdout.trimEnd().split('\n')).toHaveLength(lines);
+      expect(r.stdout).toContain('sk-ok ]52;c;cm0gLXJmIH4=');
+    }
+    const setup = await gwc(['2fa', 'setup'], at);
+    expect(setup.code).toBe(0);
+    expect(setup.stdout + setup.stderr).not.toMatch(DRIVES_TERMINAL);
+    expect(setup.stdout).not.toMatch(/^export PATH/m);
+  } finally {
+    fake.stop(true);
+  }
+});
+
+test("commander's own error quoting a hostile argument is inert", async () => {
+  const r = await gwc(['user', 'get', `1${HOSTILE}`]);
+  expect(r.code).toBe(2);
+  expect(r.stderr).toContain("value '1ok ]52;c;");
+  expect(r.stderr).not.toMatch(DRIVES_TERMINAL);
+});

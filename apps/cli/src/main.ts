@@ -7,7 +7,7 @@ import pkg from '../package.json';
 import { App } from './core/context';
 import { ApiError, EXIT, InterruptedError, UnreachableError, UsageError } from './core/errors';
 import type { Io } from './core/io';
-import { jsonText, terminalText } from './core/output';
+import { jsonText, oneLine, terminalText } from './core/output';
 import { registerSession } from './commands/session';
 import { registerAccessToken } from './commands/access-token';
 import { registerLoginSession } from './commands/login-session';
@@ -50,8 +50,9 @@ export function buildProgram(app: App, opts: { json?: boolean } = {}): Command {
     .option('--json', 'print the exact JSON data of the answer (for scripts)')
     .showHelpAfterError('(add --help for usage)')
     .configureHelp({ showGlobalOptions: true })
-    // With --json, commander's own error text is replaced by the JSON error `main` prints.
-    .configureOutput({ writeOut: (s) => app.io.out(s), writeErr: (s) => { if (!opts.json) app.io.err(s); } })
+    // With --json, commander's own error text is replaced by the JSON error `main` prints. Its errors quote the
+    // argument given, which a script may have taken from another command's output: made inert like every error.
+    .configureOutput({ writeOut: (s) => app.io.out(s), writeErr: (s) => { if (!opts.json) app.io.err(terminalText(s)); } })
     // Settings above are inherited by every command created below via .command().
     .exitOverride()
     .addHelpText('after', ROOT_HELP);
@@ -119,7 +120,9 @@ function classify(e: unknown): Failure {
   }
   if (e instanceof UnreachableError) return { exit: EXIT.unreachable, code: 'unreachable', message: e.message };
   if (e instanceof InterruptedError) return { exit: EXIT.interrupted, code: 'interrupted', message: 'interrupted' };
-  return { exit: EXIT.refused, code: 'internal_error', message: `unexpected failure: ${e instanceof Error ? e.stack ?? e.message : String(e)}` };
+  // One line like every other error (the stack only with GW_DEBUG): an answer of an unexpected shape from whatever
+  // serves the URL ends here, and a multi-line stack trace is neither a one-line error nor the operator's business.
+  return { exit: EXIT.refused, code: 'internal_error', message: `unexpected failure: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}` };
 }
 
 function report(e: unknown, io: Io, json: boolean): number {
@@ -134,8 +137,9 @@ function report(e: unknown, io: Io, json: boolean): number {
   } else if (e instanceof InterruptedError) {
     io.err('\ninterrupted\n');
   } else {
-    // The message may be the server's (or an upstream's) words: nothing in it may drive the terminal.
-    io.err(terminalText(`error: ${f.message}${e instanceof ApiError ? ` (${f.code})` : ''}\n`));
+    // The message may be the server's (or an upstream's) words: nothing in it may drive the terminal, nor add lines.
+    io.err(`${oneLine(`error: ${f.message}${e instanceof ApiError ? ` (${f.code})` : ''}`)}\n`);
   }
+  if (f.code === 'internal_error' && io.env.GW_DEBUG && e instanceof Error && e.stack) io.err(`${terminalText(e.stack)}\n`);
   return f.exit;
 }

@@ -56,7 +56,7 @@ function build(group: Command, app: App, name: string): void {
       if (ctx.json) ctx.print(t, () => '');
       else {
         ctx.note(`Created access token ${t.id}${t.name ? ` (${t.name})` : ''}. It is shown only now; store it safely:\n`);
-        ctx.io.out(`${t.token}\n`);
+        ctx.secretLines([t.token]);
       }
     }));
 

@@ -67,7 +67,7 @@ export function registerKey(program: Command, app: App): void {
       if (ctx.json) ctx.print(data, () => '');
       else {
         ctx.note(`Created API key ${data.id}${data.name ? ` (${data.name})` : ''}. The key is shown only now; store it safely:\n`);
-        ctx.io.out(`${data.key}\n`);
+        ctx.secretLines([data.key]);
       }
     }));
 

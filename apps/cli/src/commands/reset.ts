@@ -52,11 +52,12 @@ Examples:
         // Off a terminal and without --password-stdin, the gateway generates one.
         password = await readSecret(ctx, { stdin: o.passwordStdin, prompt: 'New password (empty: let the gateway generate one): ', confirm: true });
       }
-      const data = await ctx.anonClient().call('POST', '/api/user/reset', { body: { email: o.email, token, password } });
+      const client = ctx.anonClient();
+      const data = await client.call('POST', '/api/user/reset', { body: { email: o.email, token, password } });
       if (ctx.json) return ctx.print(data, () => '');
       if (data?.password) {
         ctx.io.err('Password reset. The generated password is shown only now:\n');
-        ctx.io.out(`${data.password}\n`);
+        ctx.secretLines([data.password]);
       } else ctx.io.out('Password reset; every session of the account has ended.\n');
     }));
 }

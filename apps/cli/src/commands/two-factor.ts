@@ -43,8 +43,8 @@ export function registerTwoFactor(program: Command, app: App): void {
       const data = await ctx.client().call('POST', '/api/user/2fa/setup');
       if (ctx.json) return ctx.print(data, () => '');
       ctx.io.out(`${renderUnicodeCompact(data.otpauth_uri, { border: 2 })}\n`);
-      ctx.io.out(`${data.otpauth_uri}\n`);
-      ctx.io.err(`Scan the QR code (or enter the secret ${data.secret}) in your authenticator app, then confirm with: gw 2fa enable --code <code>\n`);
+      ctx.secretLines([data.otpauth_uri]);
+      ctx.note(`Scan the QR code (or enter the secret ${data.secret}) in your authenticator app, then confirm with: gw 2fa enable --code <code>\n`);
     }));
 
   for (const c of CODE_COMMANDS) {
@@ -74,7 +74,7 @@ export function registerTwoFactor(program: Command, app: App): void {
         if (ctx.json) return ctx.print(data, () => '');
         if (data?.backup_codes) {
           ctx.io.err(`${c.name === 'enable' ? 'Two-factor authentication is on. ' : ''}Ended ${data.sessions_ended ?? 0} other login session(s). Backup codes, each usable once, shown only now:\n`);
-          ctx.io.out(`${data.backup_codes.join('\n')}\n`);
+          ctx.secretLines(data.backup_codes);
         } else ctx.io.out('Two-factor authentication is off.\n');
       }));
   }

@@ -94,12 +94,13 @@ export class ApiClient {
     if (this.token) headers.authorization = `Bearer ${this.token}`;
     if (opts.body !== undefined) headers['content-type'] = 'application/json';
     let res: Response;
+    const signal = AbortSignal.timeout(this.timeoutMs);
     try {
       res = await fetch(this.url + path + queryString(opts.query), {
         method,
         headers,
         body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal,
         redirect: 'manual',
       });
     } catch (e) {
@@ -110,7 +111,7 @@ export class ApiClient {
         : err.message || String(err);
       throw new UnreachableError(this.url, reason);
     }
-    const text = await boundedText(res, this.url);
+    const text = await boundedText(res, this.url, { signal, timeoutMs: this.timeoutMs });
     let body: unknown = undefined;
     try { body = text ? JSON.parse(text) : undefined; } catch { body = undefined; }
     return { status: res.status, headers: res.headers, body, text };
@@ -124,7 +125,7 @@ export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
  * The body as text, refused past MAX_ANSWER_BYTES: whatever answers at the URL could send gigabytes, and
  * the CLI would hold them all before judging the answer.
  */
-async function boundedText(res: Response, url: string, limit = MAX_ANSWER_BYTES): Promise<string> {
+async function boundedText(res: Response, url: string, timeout?: { signal: AbortSignal; timeoutMs: number }, limit = MAX_ANSWER_BYTES): Promise<string> {
   if (!res.body) return '';
   const reader = res.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -140,6 +141,8 @@ async function boundedText(res: Response, url: string, limit = MAX_ANSWER_BYTES)
     }
   } catch (e) {
     if (e instanceof ApiError) throw e;
+    // Headers in time, then a body trickling past the timeout: no answer in time (exit 3), not "an unexpected answer".
+    if (timeout?.signal.aborted) throw new UnreachableError(url, `no complete answer within ${timeout.timeoutMs} ms`);
     return ''; // a cut answer: judged by its status like an empty one
   }
   return Buffer.concat(chunks).toString('utf8');

@@ -7,7 +7,7 @@ import { ApiClient } from './client';
 import { configPath, readConfig, resolveCredentials, shownUrl, type Credentials, type StoredConfig } from './config';
 import { ApiError, UsageError } from './errors';
 import type { Io } from './io';
-import { jsonText, terminalText } from './output';
+import { jsonText, oneLine, terminalText } from './output';
 import { inCliTerms, paramTable } from './params';
 
 /** Options defined on the root program and valid on every command. */
@@ -77,9 +77,21 @@ export class Ctx {
     this.io.out(this.io.outIsTerminal ? terminalText(text) : text);
   }
 
-  /** A note or warning on stderr, made safe for the terminal like `print`. */
+  /**
+   * A one-line note or warning on stderr, made safe for the terminal like `print`; a newline inside (an upstream's
+   * error text in `channel test`) becomes a space, so the text cannot add a line that looks like the CLI's own.
+   */
   note(text: string): void {
-    this.io.err(terminalText(text));
+    this.io.err(`${oneLine(text.replace(/\n$/, ''))}\n`);
+  }
+
+  /**
+   * A value printed alone on stdout for scripts to capture (a new key, token, password or backup codes): made inert
+   * like `print`, since it comes from whatever answers at the URL, and one line per value so `$(gw key create)`
+   * captures the key and nothing a hostile answer appended.
+   */
+  secretLines(values: unknown[]): void {
+    this.io.out(values.map((v) => `${oneLine(String(v))}\n`).join(''));
   }
 }
 

@@ -29,6 +29,13 @@ const UNSAFE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028
 export const terminalText = (s: string): string => s.replace(UNSAFE, ' ');
 
 /**
+ * Someone else's text inside one line of ours (a cell, an `error:` line, a secret printed once): unsafe characters
+ * and newlines become spaces. A newline kept would let the text print a line of its own that looks like the CLI's
+ * (`error: bad\nok: done` shows an `ok:` line) and breaks "one line per error" for scripts.
+ */
+export const oneLine = (s: string): string => terminalText(s).replace(/\n/g, ' ');
+
+/**
  * `JSON.stringify` with the unsafe characters it leaves raw (DEL, C1, bidi controls, U+2028/9) written as
  * `\uXXXX` escapes: the same JSON value, but harmless when printed to a terminal. Outside strings JSON text
  * holds only ASCII structure, so every such character is inside a string, where the escape is valid.
@@ -45,7 +52,7 @@ export function cell(v: unknown): string {
   else if (Array.isArray(v)) s = v.length ? v.map((x) => (typeof x === 'object' ? JSON.stringify(x) : String(x))).join(',') : '-';
   else if (typeof v === 'object') s = Object.keys(v).length ? JSON.stringify(v) : '-';
   else s = String(v);
-  return terminalText(s).replace(/\n/g, ' ');
+  return oneLine(s);
 }
 
 /** Unix seconds → `YYYY-MM-DD HH:MM:SS` (UTC), '-' for none. */
