@@ -105,3 +105,25 @@ test('headers in time, then a body trickling past the timeout: no answer in time
     trickle.stop(true);
   }
 });
+
+test('credentials for a plain-http URL on another machine come with a warning; loopback, https and GW_ALLOW_HTTP=1 do not', async () => {
+  // `.invalid` never resolves: the warning is printed before anything is sent, then the host is not found (exit 3).
+  const far = await sb.run(['whoami'], { env: { GATEWAY_URL: 'http://gw.invalid:3000', GATEWAY_TOKEN: TOKEN } });
+  expect(far.code).toBe(3);
+  expect(far.stderr.split('\n')[0]).toBe('warning: sending credentials to http://gw.invalid:3000 over plain http: anyone on the network path can read and reuse them; use https (GW_ALLOW_HTTP=1 silences this)');
+  const login = await sb.run(['login', '--url', 'http://gw.invalid', '-u', 'ops', '--password-stdin'], { stdin: 'pw\n' });
+  expect(login.code).toBe(3);
+  expect(login.stderr).toStartWith('warning: sending credentials to http://gw.invalid over plain http');
+
+  for (const env of [
+    { GATEWAY_URL: 'http://gw.invalid:3000', GATEWAY_TOKEN: TOKEN, GW_ALLOW_HTTP: '1' },
+    { GATEWAY_URL: 'https://gw.invalid', GATEWAY_TOKEN: TOKEN },
+    { GATEWAY_URL: 'http://localhost:1', GATEWAY_TOKEN: TOKEN },
+    { GATEWAY_URL: 'http://127.0.0.2:1', GATEWAY_TOKEN: TOKEN },
+    { GATEWAY_URL: 'http://gw.invalid:3000' }, // nothing secret is sent
+  ] as Record<string, string>[]) {
+    const r = await sb.run(['whoami'], { env });
+    expect(r.code).toBe(3);
+    expect(r.stderr).not.toContain('warning');
+  }
+});

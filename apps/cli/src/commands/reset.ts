@@ -53,6 +53,7 @@ Examples:
         password = await readSecret(ctx, { stdin: o.passwordStdin, prompt: 'New password (empty: let the gateway generate one): ', confirm: true });
       }
       const client = ctx.anonClient();
+      ctx.warnPlainHttp(client.url);
       const data = await client.call('POST', '/api/user/reset', { body: { email: o.email, token, password } });
       if (ctx.json) return ctx.print(data, () => '');
       if (data?.password) {

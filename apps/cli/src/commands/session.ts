@@ -47,6 +47,7 @@ async function login(ctx: Ctx, _args: unknown[], opts: Record<string, any>): Pro
   const rawUrl = ctx.globals.url ?? ctx.io.env.GATEWAY_URL ?? file.url;
   if (!rawUrl) throw new UsageError('no gateway URL: pass --url <url> or set GATEWAY_URL');
   const url = normalizeUrl(rawUrl);
+  ctx.warnPlainHttp(url);
   let username: string | undefined = opts.username;
   if (!username) {
     if (!ctx.io.interactive || opts.passwordStdin) throw new UsageError('missing --username');
@@ -188,6 +189,7 @@ async function logout(ctx: Ctx): Promise<number> {
     return 0;
   }
   const client = new ApiClient({ url: normalizeUrl(file.url), token: file.token, timeoutMs: 10_000 });
+  ctx.warnPlainHttp(client.url);
   let revoked = false;
   try {
     let id = file.token_id;

@@ -144,6 +144,17 @@ export function normalizeUrl(raw: string): string {
   return u.toString().replace(/\/+$/, '');
 }
 
+/**
+ * `url` (normalised) is plain http to another machine: whatever is sent there (a token, a password) crosses the
+ * network readable by anyone on the path. Loopback (`localhost`, `*.localhost`, 127.0.0.0/8, `[::1]`) never leaves it.
+ */
+export function plainHttpElsewhere(url: string): boolean {
+  const u = new URL(url);
+  if (u.protocol !== 'http:') return false;
+  const host = u.hostname.toLowerCase();
+  return !(host === 'localhost' || host.endsWith('.localhost') || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host));
+}
+
 /** `raw` (a stored URL, maybe invalid) names the gateway `url` (normalised). */
 export function sameUrl(raw: string, url: string): boolean {
   try { return normalizeUrl(raw) === url; } catch { return false; }

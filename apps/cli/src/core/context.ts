@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 import { ApiClient } from './client';
-import { configPath, readConfig, resolveCredentials, shownUrl, type Credentials, type StoredConfig } from './config';
+import { configPath, plainHttpElsewhere, readConfig, resolveCredentials, shownUrl, type Credentials, type StoredConfig } from './config';
 import { ApiError, UsageError } from './errors';
 import type { Io } from './io';
 import { jsonText, oneLine, terminalText } from './output';
@@ -47,12 +47,24 @@ export class Ctx {
    */
   client(opts: { timeoutMs?: number } = {}): ApiClient {
     const c = this.credentials();
+    if (c.token) this.warnPlainHttp(c.url);
     return new ApiClient({ url: c.url, token: c.token, timeoutMs: opts.timeoutMs });
   }
 
   /** A client without credentials, for public routes (health, password reset). */
   anonClient(): ApiClient {
     return new ApiClient({ url: this.credentials().url });
+  }
+
+  /**
+   * Before a credential (token, password, reset token) goes to `url`: a warning on stderr, once per run, when that
+   * is plain http to another machine. Not refused: a gateway on a private network may be reached that way on
+   * purpose, and GW_ALLOW_HTTP=1 then silences it.
+   */
+  warnPlainHttp(url: string): void {
+    if (this.app.warnedHttp || this.io.env.GW_ALLOW_HTTP === '1' || !plainHttpElsewhere(url)) return;
+    this.app.warnedHttp = true;
+    this.note(`warning: sending credentials to ${url} over plain http: anyone on the network path can read and reuse them; use https (GW_ALLOW_HTTP=1 silences this)\n`);
   }
 
   /** The caller (`GET /api/user/self`), fetched at most once per run. */
@@ -102,6 +114,8 @@ export type Handler = (ctx: Ctx, args: any[], opts: Record<string, any>) => Prom
 export class App {
   code = 0;
   selfCache?: Promise<Record<string, any>>;
+  /** The plain-http warning was printed (once per run). */
+  warnedHttp = false;
   constructor(readonly io: Io) {}
 
   /**
