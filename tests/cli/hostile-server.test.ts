@@ -127,3 +127,21 @@ test('credentials for a plain-http URL on another machine come with a warning; l
     expect(r.stderr).not.toContain('warning');
   }
 });
+
+test('a URL with a query or fragment is a usage error: every route would have reached the URL\'s own path', async () => {
+  const seen: string[] = [];
+  const gwLike = serve((req) => { seen.push(new URL(req.url).pathname); return Response.json({ status: 'ok' }); });
+  try {
+    for (const tail of ['/?x=1', '/#', '?', '/#/']) {
+      const r = await sb.run(['health'], { env: { GATEWAY_URL: `http://127.0.0.1:${gwLike.port}${tail}` } });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toStartWith('error: invalid gateway URL');
+      expect(r.stderr).toContain('no query (?) or fragment (#)');
+    }
+    expect(seen).toEqual([]);
+    expect((await sb.run(['health'], { env: { GATEWAY_URL: `http://127.0.0.1:${gwLike.port}/` } })).code).toBe(0);
+    expect(seen).toEqual(['/health']);
+  } finally {
+    gwLike.stop(true);
+  }
+});

@@ -141,6 +141,9 @@ export function normalizeUrl(raw: string): string {
   if (u.username || u.password) {
     throw new UsageError(`the gateway URL must not contain credentials (user:password@${u.host}): remove them from --url, GATEWAY_URL or the config file, and log in with -u and --password-stdin`);
   }
+  // Route paths are appended to the URL as text: after a `?` or `#` they would be query or fragment, and every
+  // command would reach the URL's own path instead (`gw health` read `/` and said ok).
+  if (u.search || u.hash || /[?#]/.test(raw)) throw new UsageError(`invalid gateway URL '${shownUrl(raw)}': no query (?) or fragment (#); give the gateway's origin, e.g. https://gw.example.com`);
   return u.toString().replace(/\/+$/, '');
 }
 
