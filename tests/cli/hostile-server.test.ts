@@ -145,3 +145,28 @@ test('a URL with a query or fragment is a usage error: every route would have re
     gwLike.stop(true);
   }
 });
+
+test('an export whose reader goes away (`| head`) ends with 141, as SIGPIPE would, instead of downloading on', async () => {
+  const rows = new TextEncoder().encode('{"id":1,"model":"m"}\n'.repeat(1000));
+  let pulled = 0;
+  const endless = serve((req) => (new URL(req.url).pathname === '/api/user/self'
+    ? Response.json({ success: true, data: { id: 1, role: 100 } })
+    : new Response(new ReadableStream({ pull(c) { pulled++; c.enqueue(rows); } }))));
+  try {
+    const entry = `${import.meta.dir}/../../apps/cli/src/index.ts`;
+    const proc = Bun.spawn(['bash', '-c', `bun run '${entry}' log export --format jsonl | head -c 100 >/dev/null; echo "\${PIPESTATUS[0]}"`], {
+      env: { PATH: process.env.PATH ?? '', HOME: sb.dir, GW_CONFIG: sb.configPath, GATEWAY_URL: `http://127.0.0.1:${endless.port}`, GATEWAY_TOKEN: TOKEN },
+      stdout: 'pipe', stderr: 'pipe',
+    });
+    const timer = setTimeout(() => proc.kill(), 10_000);
+    const out = await new Response(proc.stdout).text();
+    await proc.exited;
+    clearTimeout(timer);
+    expect(out.trim()).toBe('141');
+    const after = pulled;
+    await Bun.sleep(200);
+    expect(pulled).toBe(after);
+  } finally {
+    endless.stop(true);
+  }
+}, 20_000);

@@ -32,7 +32,8 @@ Credentials: --url/--token flags, then GATEWAY_URL/GATEWAY_TOKEN, then the confi
 \`gw login\` ($GW_CONFIG, $XDG_CONFIG_HOME/ai-gateway/config.json or ~/.config/ai-gateway/config.json).
 
 Exit codes: 0 success, 1 the server refused the request (not logged in, a channel test failed, ...),
-2 usage error (the command line itself is wrong), 3 gateway unreachable, 130 prompt interrupted.
+2 usage error (the command line itself is wrong), 3 gateway unreachable, 130 prompt interrupted,
+141 stdout closed by its reader (\`| head\`).
 Errors go to stderr; with --json as one JSON object {"error":{...,"exit_code":N}}.
 
 Examples:

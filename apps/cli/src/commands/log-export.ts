@@ -39,7 +39,11 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
       ctx.io.err(`Wrote ${bytes} bytes to ${opts.out}.\n`);
     } else {
       const dec = new TextDecoder();
-      for (let r = await reader.read(); !r.done; r = await reader.read()) ctx.raw(dec.decode(r.value, { stream: true }));
+      for (let r = await reader.read(); !r.done; r = await reader.read()) {
+        ctx.raw(dec.decode(r.value, { stream: true }));
+        // Read on only as fast as stdout's reader takes it: the export is not piled up in memory.
+        await ctx.io.drained?.();
+      }
       ctx.raw(dec.decode());
     }
   }));

@@ -14,6 +14,8 @@ export const EXIT = {
   unreachable: 3,
   /** The user interrupted a prompt (Ctrl-C), as shells report SIGINT. */
   interrupted: 130,
+  /** Stdout was closed by its reader (`gw log export | head`), as shells report SIGPIPE. */
+  brokenPipe: 141,
 } as const;
 
 /** A problem with how the CLI was invoked; exit code 2. */

@@ -2,7 +2,7 @@
  * Terminal I/O behind one interface so commands never touch `process` directly: output streams,
  * environment, reading stdin, and prompts (with echo off for secrets).
  */
-import { InterruptedError } from './errors';
+import { EXIT, InterruptedError } from './errors';
 import type { Env } from './config';
 
 export interface Io {
@@ -13,17 +13,30 @@ export interface Io {
   interactive: boolean;
   /** True when stdout is a terminal: data printed "as served" is then made inert like every other output. */
   outIsTerminal?: boolean;
+  /** Resolves once stdout has taken what was written (a stream to a slow reader waits here instead of piling up). */
+  drained?(): Promise<void>;
   /** The whole of stdin as text. */
   readStdin(): Promise<string>;
   /** Asks on stderr and reads one line from the terminal; `hidden` turns echo off. */
   prompt(question: string, hidden?: boolean): Promise<string>;
 }
 
-/** The real process's I/O. */
+/**
+ * The real process's I/O. Stdout closed by its reader (`gw log export | head`) ends the process with 141, as SIGPIPE
+ * would: the write errors were ignored, so an export went on downloading (and buffering) to the end of the data.
+ */
 export function processIo(): Io {
+  let blocked: Promise<void> | undefined;
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code === 'EPIPE') process.exit(EXIT.brokenPipe);
+    throw e;
+  });
   return {
     env: process.env,
-    out: (t) => { process.stdout.write(t); },
+    out: (t) => {
+      if (!process.stdout.write(t)) blocked ??= new Promise((r) => process.stdout.once('drain', () => { blocked = undefined; r(); }));
+    },
+    drained: () => blocked ?? Promise.resolve(),
     err: (t) => { process.stderr.write(t); },
     interactive: Boolean(process.stdin.isTTY),
     outIsTerminal: Boolean(process.stdout.isTTY),
