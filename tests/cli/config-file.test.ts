@@ -64,3 +64,20 @@ test('GATEWAY_TOKEN set with GATEWAY_URL is not sent to another gateway named by
     other.stop(true);
   }
 });
+
+test('a JSON syntax error names no text of the file: an unquoted key or token stays out of the (CI) log', async () => {
+  const SECRET = 'azureKey0123456789abcdef0123456789';
+  const body = join(sb.dir, 'channel.json');
+  writeFileSync(body, `{"name":"c","key": ${SECRET}}`);
+  const r = await sb.run(['channel', 'create', '--json-body', body], { env: { GATEWAY_URL: gw.url, GATEWAY_TOKEN: gw.rootToken } });
+  expect(r.code).toBe(2);
+  expect(r.stderr).toStartWith(`error: --json-body ${body} is not valid JSON: JSON Parse error: Unexpected identifier "…"`);
+  expect(r.stderr).not.toContain(SECRET);
+
+  const cfg = join(sb.dir, 'broken-config.json');
+  writeFileSync(cfg, `{"url":"${gw.url}","token": ${SECRET}}`, { mode: 0o600 });
+  const w = await sb.run(['whoami'], { env: { GW_CONFIG: cfg } });
+  expect(w.code).toBe(2);
+  expect(w.stderr).toContain('is not valid JSON');
+  expect(w.stderr).not.toContain(SECRET);
+});

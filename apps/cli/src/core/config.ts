@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, linkSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
-import { UsageError } from './errors';
+import { jsonSyntaxError, UsageError } from './errors';
 
 export type Env = Record<string, string | undefined>;
 
@@ -34,7 +34,7 @@ export function readConfig(path: string, warn?: (msg: string) => void): StoredCo
   try {
     parsed = JSON.parse(readFileSync(path, 'utf8'));
   } catch (e) {
-    throw new UsageError(`config file ${path} is not valid JSON (${(e as Error).message}); fix or delete it`);
+    throw new UsageError(`config file ${path} is not valid JSON (${jsonSyntaxError(e)}); fix or delete it`);
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`config file ${path} must hold a JSON object`);
   if (warn && process.platform !== 'win32' && (statSync(path).mode & 0o077) !== 0) {

@@ -52,6 +52,12 @@ export class UnreachableError extends Error {
   }
 }
 
+/**
+ * A JSON parser's complaint without the text it quotes (`Unexpected identifier "…"`): the text may be a secret (an
+ * unquoted API key in a --json-body file, a token in the config file), and the error lands in CI logs.
+ */
+export const jsonSyntaxError = (e: unknown): string => (e instanceof Error ? e.message : String(e)).replace(/(["'])(?:(?!\1).)*\1/g, '$1…$1');
+
 /** The user cancelled an interactive prompt. */
 export class InterruptedError extends Error {
   override readonly name = 'InterruptedError';

@@ -3,7 +3,7 @@
  * with `--json-body` into a request body. Bad values are commander argument errors (exit code 2).
  */
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { UsageError } from './errors';
+import { jsonSyntaxError, UsageError } from './errors';
 import type { Ctx } from './context';
 import { apiParams } from './params';
 
@@ -91,7 +91,7 @@ export async function readJsonBody(ctx: Ctx, source: string): Promise<Record<str
     throw new UsageError(`cannot read --json-body ${source}: ${(e as Error).message}`);
   }
   let v: unknown;
-  try { v = JSON.parse(text); } catch (e) { throw new UsageError(`--json-body ${source} is not valid JSON: ${(e as Error).message}`); }
+  try { v = JSON.parse(text); } catch (e) { throw new UsageError(`--json-body ${source} is not valid JSON: ${jsonSyntaxError(e)}`); }
   if (!v || typeof v !== 'object' || Array.isArray(v)) throw new UsageError(`--json-body ${source} must be a JSON object`);
   return v as Record<string, unknown>;
 }
