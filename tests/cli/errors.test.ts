@@ -70,6 +70,16 @@ describe('server refusals name flags, not API fields', () => {
   });
 });
 
+describe('usage errors are one line each, the pointer to --help included', () => {
+  test('a bad value, a missing argument, an unknown command or option: exit 2, one line on stderr', async () => {
+    for (const args of [['user', 'get', 'abc'], ['user', 'get'], ['chanel', 'list'], ['user', 'list', '--bogus'], ['user', 'get', '1', '2']]) {
+      const r = await root(args);
+      expect({ args, code: r.code, stdout: r.stdout }).toEqual({ args, code: 2, stdout: '' });
+      expect(r.stderr).toMatch(/^error: [^\n]+ \(add --help for usage\)\n$/);
+    }
+  });
+});
+
 describe('--json errors: one object on stderr, stdout empty', () => {
   test('a server refusal carries the server\'s error object, the flag and exit_code 1', async () => {
     const r = await root(['log', 'list', '--page-size', '1000', '--json']);

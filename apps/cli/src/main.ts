@@ -49,11 +49,16 @@ export function buildProgram(app: App, opts: { json?: boolean } = {}): Command {
     .addOption(new Option('--url <url>', 'gateway URL (env GATEWAY_URL)'))
     .addOption(new Option('--token <token>', 'management access token (env GATEWAY_TOKEN, which unlike a flag does not show in ps)'))
     .option('--json', 'print the exact JSON data of the answer (for scripts)')
-    .showHelpAfterError('(add --help for usage)')
+
     .configureHelp({ showGlobalOptions: true })
     // With --json, commander's own error text is replaced by the JSON error `main` prints. Its errors quote the
     // argument given, which a script may have taken from another command's output: made inert like every error.
-    .configureOutput({ writeOut: (s) => app.io.out(s), writeErr: (s) => { if (!opts.json) app.io.err(terminalText(s)); } })
+    // Each of its errors is one line too, its suggestion ("Did you mean …?") and the pointer to --help included.
+    .configureOutput({
+      writeOut: (s) => app.io.out(s),
+      writeErr: (s) => { if (!opts.json) app.io.err(terminalText(s)); },
+      outputError: (s, write) => write(`${oneLine(s.trimEnd())} (add --help for usage)\n`),
+    })
     // Settings above are inherited by every command created below via .command().
     .exitOverride()
     .addHelpText('after', ROOT_HELP);
