@@ -176,3 +176,20 @@ test("commander's own error quoting a hostile argument is inert", async () => {
   expect(r.stderr).toContain("value '1ok ]52;c;");
   expect(r.stderr).not.toMatch(DRIVES_TERMINAL);
 });
+
+test("invisible text (tag characters, zero-width spaces, BOM, soft hyphen) in a user's key name shows as spaces, exact in --json", async () => {
+  // Tag characters spell text no terminal shows: here "IGNORE ABOVE" hidden in a name that reads "laptop".
+  const hidden = [...'IGNORE ABOVE'].map((c) => String.fromCodePoint(0xe0000 + c.charCodeAt(0))).join('');
+  const name = `lap\u200btop${hidden}\ufeff\u00ad`;
+  const user = await makeUser(gw);
+  expect((await gw.api('POST', '/api/token/', { name }, user.token)).status).toBe(200);
+  const INVISIBLE = /[\u200b\ufeff\u00ad\u{e0000}-\u{e007f}]/u;
+
+  const list = await gwc(['key', 'list', '--user-id', String(user.id)]);
+  expect(list.code).toBe(0);
+  expect(list.stdout).toContain('lap top');
+  expect(list.stdout).not.toMatch(INVISIBLE);
+  const json = await gwc(['key', 'list', '--user-id', String(user.id), '--json']);
+  expect(json.stdout).not.toMatch(INVISIBLE);
+  expect(JSON.parse(json.stdout).items[0].name).toBe(name);
+});

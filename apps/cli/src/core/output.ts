@@ -17,13 +17,17 @@ export function col<T = any>(header: string, field: string, opts: { right?: bool
 }
 
 /**
- * Characters that drive a terminal or reorder what it shows: C0 controls other than newline (ESC starts
- * CSI/OSC sequences such as an OSC 52 clipboard write; CR and backspace overwrite what was printed), DEL,
- * C1 controls, the bidirectional overrides, embeddings and isolates (a name with U+202E shows the rest of
- * its line reversed), and the Unicode line and paragraph separators.
+ * Characters that drive a terminal or reorder or hide what it shows: C0 controls other than newline (ESC starts
+ * CSI/OSC sequences such as an OSC 52 clipboard write; CR and backspace overwrite what was printed), DEL, C1
+ * controls, the Unicode line and paragraph separators, and every invisible format character (\p{Cf}): the
+ * bidirectional overrides, embeddings, isolates and marks (a name with U+202E shows the rest of its line reversed),
+ * zero-width spaces, word joiners, the BOM, soft hyphens and the tag characters U+E0000–E007F, which show nothing
+ * at all and so carry text the operator cannot see (in a name pasted on into a chat with an AI assistant, read
+ * by it as instructions). The zero-width joiner and non-joiner stay: scripts such as Persian and emoji sequences
+ * need them to render.
  */
 // eslint-disable-next-line no-control-regex
-const UNSAFE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const UNSAFE = /(?![\u200c\u200d])[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029\p{Cf}]/gu;
 
 /** Text for the terminal: every unsafe character (see UNSAFE) becomes a space; newlines stay. */
 export const terminalText = (s: string): string => s.replace(UNSAFE, ' ');
@@ -36,12 +40,14 @@ export const terminalText = (s: string): string => s.replace(UNSAFE, ' ');
 export const oneLine = (s: string): string => terminalText(s).replace(/\n/g, ' ');
 
 /**
- * `JSON.stringify` with the unsafe characters it leaves raw (DEL, C1, bidi controls, U+2028/9) written as
+ * `JSON.stringify` with the unsafe characters it leaves raw (DEL, C1, format characters, U+2028/9) written as
  * `\uXXXX` escapes: the same JSON value, but harmless when printed to a terminal. Outside strings JSON text
  * holds only ASCII structure, so every such character is inside a string, where the escape is valid.
  */
 export function jsonText(data: unknown, indent?: number): string {
-  return (JSON.stringify(data, null, indent) ?? 'null').replace(UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  // A tag character is two UTF-16 units: each is escaped (a surrogate pair in escapes is the same character).
+  return (JSON.stringify(data, null, indent) ?? 'null').replace(UNSAFE, (c) =>
+    Array.from({ length: c.length }, (_, i) => `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`).join(''));
 }
 
 /** Renders a cell on one line: no terminal-driving characters (see UNSAFE) nor newlines, '-' for empty. */
