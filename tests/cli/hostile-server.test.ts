@@ -40,7 +40,7 @@ test('a redirect to another host is not followed: the token stays with the gatew
   try {
     const r = await gwAt(redirecting.port, ['whoami']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('unexpected answer from the server (HTTP 307)');
+    expect(r.stderr).toBe(`error: the server redirects to http://127.0.0.1:${elsewhere.port}/api/user/self (HTTP 307); redirects are not followed, so credentials go nowhere else: if that is your gateway, use its URL (http_307)\n`);
     expect(seen).toEqual([]);
     expect(r.stdout + r.stderr).not.toContain(TOKEN);
   } finally {

@@ -163,6 +163,11 @@ export function unwrap(res: RawResponse): unknown {
   if (b && typeof b === 'object' && typeof b.message === 'string' && b.message) {
     throw new ApiError(res.status, `http_${res.status}`, b.message);
   }
+  // Redirects are not followed (the token would go along); the usual one is http -> https, so name the target.
+  const location = res.status >= 300 && res.status < 400 ? res.headers.get('location') : null;
+  if (location) {
+    throw new ApiError(res.status, `http_${res.status}`, `the server redirects to ${location.slice(0, 200)} (HTTP ${res.status}); redirects are not followed, so credentials go nowhere else: if that is your gateway, use its URL`);
+  }
   // Not the gateway's JSON at all (a proxy page, a different service): say what came back.
   throw new ApiError(res.status, `http_${res.status}`, `unexpected answer from the server (HTTP ${res.status}); is this an AI gateway?`);
 }
