@@ -4,7 +4,7 @@
  * anything but one JSON error with --json; every such answer exits 1.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { ApiClient } from '../../apps/cli/src/core/client';
+import { ApiClient, bodyChunks } from '../../apps/cli/src/core/client';
 import { UnreachableError } from '../../apps/cli/src/core/errors';
 import { cliSandbox, type CliSandbox } from './run-cli';
 
@@ -170,3 +170,19 @@ test('an export whose reader goes away (`| head`) ends with 141, as SIGPIPE woul
     endless.stop(true);
   }
 }, 20_000);
+
+test('a download that stalls after its headers ends as unreachable instead of waiting forever', async () => {
+  const first = new TextEncoder().encode('id,model\n');
+  const stalled = serve(() => new Response(new ReadableStream({ start(c) { c.enqueue(first); } })));
+  try {
+    const client = new ApiClient({ url: `http://127.0.0.1:${stalled.port}`, token: TOKEN });
+    const res = await client.stream('/api/log/export');
+    const got: Uint8Array[] = [];
+    const err = await (async () => { for await (const c of bodyChunks(res, client.url, 300)) got.push(c); })().catch((e) => e);
+    expect(got.map((c) => new TextDecoder().decode(c))).toEqual(['id,model\n']);
+    expect(err).toBeInstanceOf(UnreachableError);
+    expect(err.message).toContain('the download stalled: no data for 300 ms');
+  } finally {
+    stalled.stop(true);
+  }
+});

@@ -1,6 +1,7 @@
 /** `log export`: usage logs as CSV or JSON Lines, streamed to stdout or a file as they arrive. */
 import { closeSync, openSync, writeSync } from 'node:fs';
 import type { Command } from 'commander';
+import { bodyChunks } from '../core/client';
 import type { App } from '../core/context';
 import { UsageError } from '../core/errors';
 import { apiParams } from '../core/params';
@@ -28,19 +29,19 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
       if (fd !== null) closeSync(fd);
       throw e;
     }
-    const reader = res.body!.getReader();
+    const chunks = bodyChunks(res, ctx.credentials().url, EXPORT_IDLE_MS);
     let bytes = 0;
     if (fd !== null) {
       try {
-        for (let r = await reader.read(); !r.done; r = await reader.read()) { writeAll(fd, r.value); bytes += r.value.length; }
+        for await (const chunk of chunks) { writeAll(fd, chunk); bytes += chunk.length; }
       } finally {
         closeSync(fd);
       }
       ctx.io.err(`Wrote ${bytes} bytes to ${opts.out}.\n`);
     } else {
       const dec = new TextDecoder();
-      for (let r = await reader.read(); !r.done; r = await reader.read()) {
-        ctx.raw(dec.decode(r.value, { stream: true }));
+      for await (const chunk of chunks) {
+        ctx.raw(dec.decode(chunk, { stream: true }));
         // Read on only as fast as stdout's reader takes it: the export is not piled up in memory.
         await ctx.io.drained?.();
       }
@@ -48,6 +49,13 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
     }
   }));
 }
+
+/**
+ * Longest wait for the next bytes of an export. An export page may queue for a history slot and run up to
+ * HISTORY_QUERY_TIMEOUT_MS (on PostgreSQL about twice that), so a minute of silence is normal under load; five
+ * minutes is a stalled server, and a script must not wait for it forever.
+ */
+const EXPORT_IDLE_MS = 300_000;
 
 function openOut(path: string): number {
   try {

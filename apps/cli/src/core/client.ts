@@ -118,6 +118,31 @@ export class ApiClient {
   }
 }
 
+/**
+ * The chunks of a streamed body, each awaited at most `idleMs`: a server that stops sending in the middle of a
+ * download ends it as unreachable (exit 3) instead of leaving a script waiting forever.
+ */
+export async function* bodyChunks(res: Response, url: string, idleMs: number): AsyncGenerator<Uint8Array> {
+  const reader = res.body!.getReader();
+  for (;;) {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const idle = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new UnreachableError(url, `the download stalled: no data for ${idleMs} ms`)), idleMs);
+    });
+    let r: Awaited<ReturnType<typeof reader.read>>;
+    try {
+      r = await Promise.race([reader.read(), idle]);
+    } catch (e) {
+      reader.cancel().catch(() => {});
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (r.done) return;
+    yield r.value;
+  }
+}
+
 /** Most of an answer read into memory (a page of records or the metrics text is far smaller; downloads stream). */
 export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
 
