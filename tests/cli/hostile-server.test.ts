@@ -186,3 +186,32 @@ test('a download that stalls after its headers ends as unreachable instead of wa
     stalled.stop(true);
   }
 });
+
+test('log export waits GW_EXPORT_IDLE_MS for the first page (built before the headers) and for each next chunk, then exit 3', async () => {
+  const self = () => Response.json({ success: true, data: { id: 1, role: 100 } });
+  // Headers only after 2.5 s: the server builds the first page first. The wait follows the export's idle limit
+  // (before: the generic 30 s, so a first page slower than 30 s failed although later ones got 5 minutes).
+  const slowFirst = serve(async (req) => {
+    if (new URL(req.url).pathname === '/api/user/self') return self();
+    await Bun.sleep(2500);
+    return new Response('id,model\n');
+  });
+  const stallsAfterOne = serve((req) => (new URL(req.url).pathname === '/api/user/self'
+    ? self()
+    : new Response(new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode('id,model\n')); } }))));
+  const run = (port: number | undefined, idle: string) =>
+    sb.run(['log', 'export'], { env: { GATEWAY_URL: `http://127.0.0.1:${port}`, GATEWAY_TOKEN: TOKEN, GW_EXPORT_IDLE_MS: idle } });
+  try {
+    const late = await run(slowFirst.port, '800');
+    expect([late.code, late.stderr]).toEqual([3, expect.stringContaining('no answer within 800 ms')]);
+    expect((await run(slowFirst.port, '5000')).stdout).toBe('id,model\n');
+    const stalled = await run(stallsAfterOne.port, '800');
+    expect([stalled.code, stalled.stdout]).toEqual([3, 'id,model\n']);
+    expect(stalled.stderr).toContain('no data for 800 ms');
+    const typo = await run(stallsAfterOne.port, '5m');
+    expect([typo.code, typo.stderr]).toEqual([2, 'error: GW_EXPORT_IDLE_MS must be a whole number of milliseconds (1..9999999999)\n']);
+  } finally {
+    slowFirst.stop(true);
+    stallsAfterOne.stop(true);
+  }
+}, 30_000);

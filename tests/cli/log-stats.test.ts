@@ -4,7 +4,7 @@
  * and bad flags are usage errors (exit 2) while server refusals are exit 1.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { cliSandbox, type CliSandbox } from './run-cli';
@@ -101,5 +101,25 @@ describe('gw log export', () => {
       expect(r.code).toBe(2);
       expect(r.stderr).toBe(`error: --out: cannot write ${bad} (${why})\n`);
     }
+  });
+
+  test('--out: a refused export leaves an existing file as it was and creates none; a served one replaces it whole', async () => {
+    const kept = join(sb.dir, 'yesterday.csv');
+    const fresh = join(sb.dir, 'never.csv');
+    const old = 'yesterday\'s export\n'.repeat(10_000);
+    writeFileSync(kept, old);
+    const refused = { GATEWAY_URL: gw.url, GATEWAY_TOKEN: 'gw-expired-or-wrong-token' };
+    for (const out of [kept, fresh]) {
+      // --self: no lookup of the caller first, so the export request itself is what the gateway refuses.
+      const r = await gwc(['log', 'export', '--self', '--out', out, ...range], refused);
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toStartWith('error:');
+    }
+    expect(readFileSync(kept, 'utf8')).toBe(old);
+    expect(existsSync(fresh)).toBe(false);
+    // Served: the old content (longer than the export) is gone, not left as a tail.
+    expect((await gwc(['log', 'export', '--out', kept, ...range])).code).toBe(0);
+    const api = await (await fetch(`${gw.url}/api/log/export?format=csv&start_timestamp=${D0}&end_timestamp=${D0 + 3 * DAY - 1}`, { headers: { authorization: `Bearer ${gw.rootToken}` } })).text();
+    expect(readFileSync(kept, 'utf8')).toBe(api);
   });
 });

@@ -177,13 +177,15 @@ test("commander's own error quoting a hostile argument is inert", async () => {
   expect(r.stderr).not.toMatch(DRIVES_TERMINAL);
 });
 
-test("invisible text (tag characters, zero-width spaces, BOM, soft hyphen) in a user's key name shows as spaces, exact in --json", async () => {
+test("invisible text (tag characters, variation selectors, zero-width spaces, BOM, soft hyphen) in a user's key name shows as spaces, exact in --json", async () => {
   // Tag characters spell text no terminal shows: here "IGNORE ABOVE" hidden in a name that reads "laptop".
   const hidden = [...'IGNORE ABOVE'].map((c) => String.fromCodePoint(0xe0000 + c.charCodeAt(0))).join('');
-  const name = `lap\u200btop${hidden}\ufeff\u00ad`;
+  // Variation selectors carry a byte each ("emoji smuggling"): the same hidden words in U+E0100.. after "top".
+  const smuggled = [...'IGNORE ABOVE'].map((c) => String.fromCodePoint(0xe0100 + c.charCodeAt(0) - 16)).join('');
+  const name = `lap\u200btop${hidden}\ufeff\u00ad${smuggled}\ufe01\u034f\u3164`;
   const user = await makeUser(gw);
   expect((await gw.api('POST', '/api/token/', { name }, user.token)).status).toBe(200);
-  const INVISIBLE = /[\u200b\ufeff\u00ad\u{e0000}-\u{e007f}]/u;
+  const INVISIBLE = /[\u200b\ufeff\u00ad\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}\ufe00-\ufe0f\u034f\u3164]/u;
 
   const list = await gwc(['key', 'list', '--user-id', String(user.id)]);
   expect(list.code).toBe(0);

@@ -1,5 +1,5 @@
 /** `log export`: usage logs as CSV or JSON Lines, streamed to stdout or a file as they arrive. */
-import { closeSync, openSync, writeSync } from 'node:fs';
+import { closeSync, constants, ftruncateSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import type { Command } from 'commander';
 import { bodyChunks } from '../core/client';
 import type { App } from '../core/context';
@@ -18,18 +18,26 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
   cmd.addHelpText('after', '\nExamples:\n  $ gw log export --from 2026-01-01 --out usage-2026.csv\n  $ gw log export --self --format jsonl | jq .cost');
   cmd.action(app.action(async (ctx, _a, opts) => {
     if (!['csv', 'jsonl'].includes(opts.format)) throw new UsageError("--format must be 'csv' or 'jsonl'");
+    const idleMs = exportIdleMs(ctx.io.env.GW_EXPORT_IDLE_MS);
     const { path, query } = await scopedQuery(ctx, { what: 'usage logs', adminPath: '/api/log/export', selfPath: '/api/log/export/self' }, options, opts);
     // Opened before anything is fetched: a path that cannot be written is a usage error (2), not a failure after the
-    // download began. Mode 0600 for a new file, as other users' usage is in it; an existing file keeps its mode.
-    const fd = opts.out === undefined ? null : openOut(opts.out);
+    // download began. Mode 0600 for a new file, as other users' usage is in it; an existing file keeps its mode, and
+    // its content until the server answers with the export (an expired token must not leave yesterday's export empty).
+    const out = opts.out === undefined ? null : openOut(opts.out);
+    const fd = out?.fd ?? null;
     let res: Response;
     try {
-      res = await ctx.client().stream(path, { query: { ...query, format: opts.format } });
+      // The server builds the first page before it answers: that wait gets the export's idle limit, not 30 s.
+      res = await ctx.client({ timeoutMs: idleMs }).stream(path, { query: { ...query, format: opts.format } });
     } catch (e) {
-      if (fd !== null) closeSync(fd);
+      if (out) {
+        closeSync(out.fd);
+        if (out.created) unlinkSync(opts.out);
+      }
       throw e;
     }
-    const chunks = bodyChunks(res, ctx.credentials().url, EXPORT_IDLE_MS);
+    if (out && !out.created) ftruncateSync(out.fd, 0);
+    const chunks = bodyChunks(res, ctx.credentials().url, idleMs);
     let bytes = 0;
     if (fd !== null) {
       try {
@@ -57,9 +65,23 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
  */
 const EXPORT_IDLE_MS = 300_000;
 
-function openOut(path: string): number {
+/** GW_EXPORT_IDLE_MS: a positive whole number of milliseconds, else the default (a typo must not mean "no limit"). */
+function exportIdleMs(raw: string | undefined): number {
+  if (raw === undefined || raw === '') return EXPORT_IDLE_MS;
+  if (!/^[1-9]\d{0,9}$/.test(raw)) throw new UsageError('GW_EXPORT_IDLE_MS must be a whole number of milliseconds (1..9999999999)');
+  return Number(raw);
+}
+
+/** The --out file, opened for writing and not yet truncated; `created`: it did not exist (removed again on failure). */
+function openOut(path: string): { fd: number; created: boolean } {
+  const { O_WRONLY, O_CREAT, O_EXCL } = constants;
   try {
-    return openSync(path, 'w', 0o600);
+    try {
+      return { fd: openSync(path, O_WRONLY | O_CREAT | O_EXCL, 0o600), created: true };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      return { fd: openSync(path, O_WRONLY), created: false };
+    }
   } catch (e) {
     throw new UsageError(`--out: cannot write ${path} (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
   }

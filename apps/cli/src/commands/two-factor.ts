@@ -73,7 +73,7 @@ export function registerTwoFactor(program: Command, app: App): void {
         const data = await ctx.client().call('POST', `/api/user/2fa/${c.path}`, { body });
         if (ctx.json) return ctx.print(data, () => '');
         if (data?.backup_codes) {
-          ctx.io.err(`${c.name === 'enable' ? 'Two-factor authentication is on. ' : ''}Ended ${data.sessions_ended ?? 0} other login session(s). Backup codes, each usable once, shown only now:\n`);
+          ctx.note(`${c.name === 'enable' ? 'Two-factor authentication is on. ' : ''}Ended ${data.sessions_ended ?? 0} other login session(s). Backup codes, each usable once, shown only now:`);
           ctx.secretLines(data.backup_codes);
         } else ctx.io.out('Two-factor authentication is off.\n');
       }));

@@ -23,11 +23,13 @@ export function col<T = any>(header: string, field: string, opts: { right?: bool
  * bidirectional overrides, embeddings, isolates and marks (a name with U+202E shows the rest of its line reversed),
  * zero-width spaces, word joiners, the BOM, soft hyphens and the tag characters U+E0000–E007F, which show nothing
  * at all and so carry text the operator cannot see (in a name pasted on into a chat with an AI assistant, read
- * by it as instructions). The zero-width joiner and non-joiner stay: scripts such as Persian and emoji sequences
- * need them to render.
+ * by it as instructions). So is every other default-ignorable character (Unicode's own list of what renders as
+ * nothing): the variation selectors U+FE00–FE0F and U+E0100–E01EF carry a byte each ("emoji smuggling"), the
+ * combining grapheme joiner and the Hangul fillers. The zero-width joiner and non-joiner stay (scripts such as
+ * Persian and emoji sequences need them to render), and so do the text and emoji presentation selectors U+FE0E/FE0F.
  */
 // eslint-disable-next-line no-control-regex
-const UNSAFE = /(?![\u200c\u200d])[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029\p{Cf}]/gu;
+const UNSAFE = /(?![\u200c\u200d\ufe0e\ufe0f])[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029\p{Cf}\p{Default_Ignorable_Code_Point}]/gu;
 
 /** Text for the terminal: every unsafe character (see UNSAFE) becomes a space; newlines stay. */
 export const terminalText = (s: string): string => s.replace(UNSAFE, ' ');
