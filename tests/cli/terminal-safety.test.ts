@@ -145,7 +145,7 @@ test('secrets printed once for scripts to capture (keys, tokens, codes, the otpa
   const evil = `sk-${HOSTILE}\nexport PATH=/tmp/evil`;
   const fake = Bun.serve({
     port: 0, hostname: '127.0.0.1',
-    fetch: () => Response.json({ success: true, data: { id: 1, name: 'n', key: evil, token: evil, otpauth_uri: evil, secret: evil, backup_codes: [evil, 'b-2'], password: evil } }),
+    fetch: () => Response.json({ success: true, data: { id: 1, name: 'n', key: evil, token: evil, otpauth_uri: evil, secret: evil, backup_codes: [evil, 'b-2'], password: evil, sessions_ended: evil } }),
   });
   try {
     const at = { GATEWAY_URL: `http://127.0.0.1:${fake.port}` };
@@ -160,6 +160,8 @@ test('secrets printed once for scripts to capture (keys, tokens, codes, the otpa
       expect(r.stdout + r.stderr).not.toMatch(DRIVES_TERMINAL);
       expect(r.stdout.trimEnd().split('\n')).toHaveLength(lines);
       expect(r.stdout).toContain('sk-ok ]52;c;cm0gLXJmIH4=');
+      // The note before the backup codes quotes the server's session count: one line on stderr, like every note.
+      expect(r.stderr).not.toMatch(/^export PATH/m);
     }
     const setup = await gwc(['2fa', 'setup'], at);
     expect(setup.code).toBe(0);
