@@ -17,7 +17,7 @@ export const prices = sqliteTable('prices', {
   cacheRead: integer('cache_read').notNull().default(0),
   /** Prompt-cache writes with the 5-minute TTL (and writes whose TTL the upstream did not report). */
   cacheWrite: integer('cache_write').notNull().default(0),
-  /** Prompt-cache writes with the 1-hour TTL; null = billed at `cacheWrite`. */
+  /** Prompt-cache writes with the 1-hour TTL; null = 8/5 of `cacheWrite`, rounded up (see tiers.ts oneHourWrite). */
   cacheWrite1h: integer('cache_write_1h'),
   /**
    * Long-context tier: when a request's input (uncached + cache reads + cache writes) exceeds this many
