@@ -138,3 +138,25 @@ test("a client's 1-hour cache_control at the quick start's prices (no cache_writ
   expect(put.body.data.long_context).toEqual({ ...lc, cache_write_1h: 6_000_000 });
   expect(put.body.data.cache_write_1h).toBeNull();
 });
+
+test('a model priced without cache_write bills cache writes at the input price, never 0 (a client marking every prompt cache_control paid no input)', async () => {
+  // The CLI's own example: input, output and cache reads, no cache-write price.
+  const PLAIN = { input: 800_000, output: 4_000_000, cache_read: 80_000 };
+  expect((await gw.api('PUT', '/api/pricing/', { model: 'claude-plain', ...PLAIN })).status).toBe(200);
+  await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['claude-plain'] });
+  const system = [{ type: 'text', text: 'A prompt made new each time, so it is always written', cache_control: { type: 'ephemeral' } }];
+  for (const [stream, usage] of [
+    [false, { input: 3, output: 10, cacheWrite: 100_000 }],
+    [true, { input: 3, output: 10, cacheWrite: 100_000, cacheWrite1h: 40_000 }],
+  ] as const) {
+    // Anthropic reports the written prompt outside input_tokens: before, 100,000 tokens written were billed 0.
+    ant.queue.push({ text: 'ok', usage });
+    const r = await send(gw, user.key, { model: 'claude-plain', max_tokens: 100, stream, system, messages: [{ role: 'user', content: 'Hi' }] });
+    expect(r.status).toBe(200);
+    const row = await logOf(r.headers.get('request-id')!);
+    expect(row.cache_write_tokens).toBe(100_000);
+    expect(row.cost).toBe(expected([[3, PLAIN.input], [10, PLAIN.output], [100_000, PLAIN.input]]));
+  }
+  // The stored price stays as the operator set it: the rule is billing's.
+  expect((await gw.api('GET', '/api/pricing/claude-plain')).body.data).toMatchObject({ cache_write: 0, cache_write_1h: null });
+});

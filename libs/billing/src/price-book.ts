@@ -22,7 +22,7 @@ export const PriceView = Type.Object({
   input: units('Uncached input tokens, per million.'),
   output: units('Output tokens, per million.'),
   cache_read: units('Prompt-cache reads, per million.'),
-  cache_write: units('Prompt-cache writes with the 5-minute TTL (and writes whose TTL the upstream does not report), per million.'),
+  cache_write: units('Prompt-cache writes with the 5-minute TTL (and writes whose TTL the upstream does not report), per million; 0: writes of either TTL are billed at the input price, never free.'),
   cache_write_1h: Type.Union([units('Prompt-cache writes with the 1-hour TTL, per million.'), Type.Null()], {
     description: 'Prompt-cache writes with the 1-hour TTL (usage.cache_creation.ephemeral_1h_input_tokens), per million; null: 8/5 of cache_write, rounded up (Anthropic bills 1-hour writes at 2× input, 5-minute ones at 1.25×).',
   }),

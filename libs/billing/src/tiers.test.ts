@@ -16,6 +16,13 @@ describe('priceUsage', () => {
     // No 1-hour price: 8/5 of the 5-minute one (Anthropic's 2× input against 1.25×), never the 5-minute price itself.
     expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 2, cacheWrite1h: 2 }, { ...P, cacheWrite1h: null }).cost).toBe(12);
     expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 1_000_000, cacheWrite1h: 1_000_000 }, { ...P, cacheWrite: 3, cacheWrite1h: null, longContext: null }).cost).toBe(5);
+    // No cache-write price at all (0): writes of either TTL at the input price, never free.
+    const plain = { ...P, cacheWrite: 0, cacheWrite1h: null, longContext: null };
+    expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 1_000_000, cacheWrite1h: 400_000 }, plain).cost).toBe(P.input);
+    expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 1_000_000, cacheWrite1h: 0 }, { ...plain, cacheWrite1h: 0 }).cost).toBe(P.input);
+    // The same in a long-context tier, at the tier's input price.
+    const freeTier = { ...P, longContext: { ...P.longContext, cacheWrite: 0, cacheWrite1h: 0 } };
+    expect(priceUsage({ input: 300_000, output: 0, cacheRead: 0, cacheWrite: 1_000_000, cacheWrite1h: 500_000 }, freeTier).cost).toBe(1_300_000 * 6);
   });
 
   test('the tier is chosen by input + cache reads + cache writes, strictly above the threshold, for the whole request', () => {

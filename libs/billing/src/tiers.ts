@@ -42,15 +42,26 @@ export const tierInput = (u: Pick<TieredTokens, 'input' | 'cacheRead' | 'cacheWr
  */
 export const oneHourWrite = (cacheWrite: number): number => Math.ceil((cacheWrite * 8) / 5);
 
+/**
+ * The cache-write prices of a set: a write is never free. A price of 0 (a model priced with input and output only,
+ * as most are set up) bills writes at the input price: the upstream processed them as input, and Anthropic reports
+ * them outside `input_tokens`, so a client that marked each prompt `cache_control` had its whole input billed 0.
+ */
+function writePrices(s: { input: number; cacheWrite: number; cacheWrite1h?: number | null }): { cacheWrite: number; cacheWrite1h: number } {
+  return {
+    cacheWrite: s.cacheWrite || s.input,
+    cacheWrite1h: s.cacheWrite1h || (s.cacheWrite ? oneHourWrite(s.cacheWrite) : s.input),
+  };
+}
+
 /** The prices that apply to a request with `inputTokens` of input (tierInput), and whether that is the long-context tier. */
 export function priceSetFor(p: BillablePrice, inputTokens: number): { set: PriceSet; longContext: boolean } {
   const base: PriceSet = {
-    input: p.input, output: p.output, cacheRead: p.cacheRead, cacheWrite: p.cacheWrite,
-    cacheWrite1h: p.cacheWrite1h ?? oneHourWrite(p.cacheWrite), audioInput: p.audioInput, audioOutput: p.audioOutput,
+    input: p.input, output: p.output, cacheRead: p.cacheRead, ...writePrices(p), audioInput: p.audioInput, audioOutput: p.audioOutput,
   };
   const lc = longContextOf(p);
   if (!lc || inputTokens <= lc.threshold) return { set: base, longContext: false };
-  return { set: { ...base, ...lc.prices }, longContext: true };
+  return { set: { ...base, ...lc.prices, ...writePrices(lc.prices) }, longContext: true };
 }
 
 /**
