@@ -67,6 +67,25 @@ describe('realtime metering', () => {
     }
   });
 
+  test('a model priced without audio prices bills audio at the text prices, never 0', async () => {
+    await w.book.upsert({ ...PRICE, audio_input: 0, audio_output: 0 });
+    try {
+      const { key, userId } = await w.addKey(5_000_000);
+      const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
+      await c.opened;
+      c.ws.send(RESPONSE_CREATE);
+      await c.waitFor('response.done');
+      c.ws.close(1000, 'finished');
+      await c.waitClose();
+      const row = w.h.sqlite.query('select cost, audio_input_tokens, audio_output_tokens from usage_logs where user_id = ?').get(userId) as any;
+      // Before: the 128 audio input and 82 audio output tokens were free.
+      const exact = costOf([[80 - 64, PRICE.input], [320 - 192, PRICE.input], [256, PRICE.cache_read], [30, PRICE.output], [82, PRICE.output]]);
+      expect(row).toEqual({ cost: exact, audio_input_tokens: 128, audio_output_tokens: 82 });
+    } finally {
+      await w.book.upsert(PRICE);
+    }
+  });
+
   test('quota runs short mid-session: the next response.create is refused with an error event, not forwarded; the session stays open', async () => {
     // Enough for the admission check and one response's reservation, not for a second one after the charge.
     const { key, userId } = await w.addKey(RESERVE + SAMPLE_COST - 1);

@@ -30,8 +30,8 @@ export const PriceView = Type.Object({
     description: 'Input tokens (uncached + cache reads + cache writes) above which long_context prices apply to the whole request; null: no long-context tier. Set together with long_context.',
   }),
   long_context: Type.Union([LongContextView, Type.Null()], { description: 'Prices of the long-context tier (null: none). Audio prices do not change.' }),
-  audio_input: units('Realtime audio input tokens, per million.'),
-  audio_output: units('Realtime audio output tokens, per million.'),
+  audio_input: units('Realtime audio input tokens, per million; 0: billed at the input price, never free.'),
+  audio_output: units('Realtime audio output tokens, per million; 0: billed at the output price, never free.'),
   context_window: Type.Union([Type.Integer({ minimum: 1, maximum: 100_000_000 }), Type.Null()], {
     description: 'Most input tokens the model takes (null: BILLING_DEFAULT_CONTEXT_TOKENS). Input the gateway cannot measure '
       + '(URL or file sources, base64 PDFs, server tools) reserves this much; reported input beyond it is not billed.',

@@ -57,7 +57,9 @@ function writePrices(s: { input: number; cacheWrite: number; cacheWrite1h?: numb
 /** The prices that apply to a request with `inputTokens` of input (tierInput), and whether that is the long-context tier. */
 export function priceSetFor(p: BillablePrice, inputTokens: number): { set: PriceSet; longContext: boolean } {
   const base: PriceSet = {
-    input: p.input, output: p.output, cacheRead: p.cacheRead, ...writePrices(p), audioInput: p.audioInput, audioOutput: p.audioOutput,
+    input: p.input, output: p.output, cacheRead: p.cacheRead, ...writePrices(p),
+    // Audio is never free either: a realtime model priced without audio prices bills audio at the text prices.
+    audioInput: p.audioInput || p.input, audioOutput: p.audioOutput || p.output,
   };
   const lc = longContextOf(p);
   if (!lc || inputTokens <= lc.threshold) return { set: base, longContext: false };
