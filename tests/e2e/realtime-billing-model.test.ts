@@ -1,7 +1,7 @@
 /** A channel's billing_model on /v1/realtime: each response is billed at the upstream model's price when the channel says so. */
 import { describe, expect, test } from 'bun:test';
 import { costOf } from '@gw/core';
-import { PRICE, RESPONSE_CREATE, SAMPLE_COST, bearerOf, open, realtimeSuite, w } from '../helpers/realtime-wiring';
+import { PRICE, SAMPLE_COST, realtimeSuite, respondOnce, w } from '../helpers/realtime-wiring';
 
 realtimeSuite();
 
@@ -10,13 +10,7 @@ const UP = { ...PRICE, model: 'gpt-realtime-2025', input: 8_000_000, output: 32_
 const UP_COST = costOf([[80 - 64, UP.input], [320 - 192, UP.audio_input], [256, UP.cache_read], [30, UP.output], [82, UP.audio_output]]);
 
 async function oneResponse(): Promise<any> {
-  const { key, userId } = await w.addKey(5_000_000);
-  const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
-  await c.opened;
-  c.ws.send(RESPONSE_CREATE);
-  await c.waitFor('response.done');
-  c.ws.close(1000, 'finished');
-  await c.waitClose();
+  const userId = await respondOnce();
   const row = w.h.sqlite.query('select model, upstream_model, billed_model, cost from usage_logs where user_id = ?').get(userId) as any;
   expect(w.quota.balance(userId)).toBe(5_000_000 - row.cost);
   return row;

@@ -2,7 +2,7 @@
 import { describe, expect, test } from 'bun:test';
 import { SAMPLE_USAGE } from '../doubles/realtime-upstream';
 import { costOf } from '@gw/core';
-import { PRICE, RESERVE, RESPONSE_CREATE, SAMPLE_COST, bearerOf, clients, expectError, open, realtimeSuite, refused, up, w } from '../helpers/realtime-wiring';
+import { PRICE, RESERVE, RESPONSE_CREATE, SAMPLE_COST, bearerOf, clients, expectError, open, realtimeSuite, refused, respondOnce, up, w } from '../helpers/realtime-wiring';
 
 realtimeSuite();
 
@@ -51,13 +51,7 @@ describe('realtime metering', () => {
   test('the group price ratio multiplies each response inside its single rounding, and is logged', async () => {
     w.ratios.set('default', 1500);
     try {
-      const { key, userId } = await w.addKey(5_000_000);
-      const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
-      await c.opened;
-      c.ws.send(RESPONSE_CREATE);
-      await c.waitFor('response.done');
-      c.ws.close(1000, 'finished');
-      await c.waitClose();
+      const userId = await respondOnce();
       const row = w.h.sqlite.query('select cost, "group", price_ratio from usage_logs where user_id = ?').get(userId) as any;
       const exact = costOf([[80 - 64, PRICE.input], [320 - 192, PRICE.audio_input], [256, PRICE.cache_read], [30, PRICE.output], [82, PRICE.audio_output]], 1500);
       expect(row).toEqual({ cost: exact, group: 'default', price_ratio: 1500 });
@@ -70,13 +64,7 @@ describe('realtime metering', () => {
   test('a model priced without audio prices bills audio at the text prices, never 0', async () => {
     await w.book.upsert({ ...PRICE, audio_input: 0, audio_output: 0 });
     try {
-      const { key, userId } = await w.addKey(5_000_000);
-      const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
-      await c.opened;
-      c.ws.send(RESPONSE_CREATE);
-      await c.waitFor('response.done');
-      c.ws.close(1000, 'finished');
-      await c.waitClose();
+      const userId = await respondOnce();
       const row = w.h.sqlite.query('select cost, audio_input_tokens, audio_output_tokens from usage_logs where user_id = ?').get(userId) as any;
       // Before: the 128 audio input and 82 audio output tokens were free.
       const exact = costOf([[80 - 64, PRICE.input], [320 - 192, PRICE.input], [256, PRICE.cache_read], [30, PRICE.output], [82, PRICE.output]]);

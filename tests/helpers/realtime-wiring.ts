@@ -170,6 +170,18 @@ export const expectError = (r: { status: number; body: any; headers: Headers }, 
 export const RESPONSE_CREATE = '{"type":"response.create","response":{"output_modalities":["text"]}}';
 export const bearerOf = (key: string) => ({ headers: { authorization: `Bearer ${key}` } });
 
+/** A funded key's session that asks for one response, waits for it and closes; returns the key's user id. */
+export async function respondOnce(): Promise<number> {
+  const { key, userId } = await w.addKey(5_000_000);
+  const c = open('/v1/realtime?model=gpt-realtime', bearerOf(key));
+  await c.opened;
+  c.ws.send(RESPONSE_CREATE);
+  await c.waitFor('response.done');
+  c.ws.close(1000, 'finished');
+  await c.waitClose();
+  return userId;
+}
+
 /** A client session and the id of its upstream connection on the double. */
 export interface OpenSession { c: RealtimeTestClient; conn: number }
 
