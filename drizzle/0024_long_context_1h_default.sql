@@ -2,7 +2,7 @@
 -- old default; the default is now 8/5 of it, rounded up (Anthropic bills 1-hour writes at 2x input, 5-minute ones
 -- at 1.25x), and a stored copy would go on billing 1-hour writes at the 5-minute price. A stored 1-hour price equal
 -- to the 5-minute one is taken as that old default and raised; an operator who meant it sets it again.
-UPDATE prices SET long_context = json_set(long_context, '$.cacheWrite1h', (json_extract(long_context, '$.cacheWrite') * 8 + 4) / 5)
+UPDATE prices SET long_context = json_set(long_context, '$.cacheWrite1h', min((json_extract(long_context, '$.cacheWrite') * 8 + 4) / 5, 1000000000000))
   WHERE long_context IS NOT NULL
     AND json_extract(long_context, '$.cacheWrite') > 0
     AND json_extract(long_context, '$.cacheWrite1h') = json_extract(long_context, '$.cacheWrite');

@@ -208,8 +208,11 @@ test('log export waits GW_EXPORT_IDLE_MS for the first page (built before the he
     const stalled = await run(stallsAfterOne.port, '800');
     expect([stalled.code, stalled.stdout]).toEqual([3, 'id,model\n']);
     expect(stalled.stderr).toContain('no data for 800 ms');
-    const typo = await run(stallsAfterOne.port, '5m');
-    expect([typo.code, typo.stderr]).toEqual([2, 'error: GW_EXPORT_IDLE_MS must be a whole number of milliseconds (1..9999999999)\n']);
+    // A typo, and a value past what a timer holds (it would wrap to 1 ms and end the export at once).
+    for (const bad of ['5m', '3000000000']) {
+      const typo = await run(stallsAfterOne.port, bad);
+      expect([typo.code, typo.stderr]).toEqual([2, 'error: GW_EXPORT_IDLE_MS must be a whole number of milliseconds (1..2147483647)\n']);
+    }
   } finally {
     slowFirst.stop(true);
     stallsAfterOne.stop(true);

@@ -4,7 +4,7 @@
  * and bad flags are usage errors (exit 2) while server refusals are exit 1.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { cliSandbox, type CliSandbox } from './run-cli';
@@ -121,5 +121,17 @@ describe('gw log export', () => {
     expect((await gwc(['log', 'export', '--out', kept, ...range])).code).toBe(0);
     const api = await (await fetch(`${gw.url}/api/log/export?format=csv&start_timestamp=${D0}&end_timestamp=${D0 + 3 * DAY - 1}`, { headers: { authorization: `Bearer ${gw.rootToken}` } })).text();
     expect(readFileSync(kept, 'utf8')).toBe(api);
+    // What is not a regular file is written as it is (a truncate fails there): a named pipe (what `--out >(gzip)`
+    // passes), /dev/null; and a link to a file still to be made is followed as before.
+    const fifo = join(sb.dir, 'export.fifo');
+    expect(Bun.spawnSync(['mkfifo', fifo]).exitCode).toBe(0);
+    const reader = Bun.spawn(['cat', fifo], { stdout: 'pipe' });
+    const piped = await gwc(['log', 'export', '--out', fifo, ...range]);
+    expect([piped.code, await new Response(reader.stdout).text()]).toEqual([0, api]);
+    expect((await gwc(['log', 'export', '--out', '/dev/null', ...range])).code).toBe(0);
+    const link = join(sb.dir, 'latest.csv');
+    symlinkSync(join(sb.dir, 'made-later.csv'), link);
+    expect((await gwc(['log', 'export', '--out', link, ...range])).code).toBe(0);
+    expect(readFileSync(join(sb.dir, 'made-later.csv'), 'utf8')).toBe(api);
   });
 });

@@ -197,3 +197,16 @@ test("invisible text (tag characters, variation selectors, zero-width spaces, BO
   expect(json.stdout).not.toMatch(INVISIBLE);
   expect(JSON.parse(json.stdout).items[0].name).toBe(name);
 });
+
+test('one variation selector after a visible character stays (Mongolian, Japanese names); a run of them does not', async () => {
+  const names = ['\u182D\u180B\u1820', '葛\u{E0100}飾', `prod${String.fromCodePoint(0xe0141, 0xe0142, 0xe0143)}`];
+  const user = await makeUser(gw);
+  for (const name of names) expect((await gw.api('POST', '/api/token/', { name }, user.token)).status).toBe(200);
+  const list = await gwc(['key', 'list', '--user-id', String(user.id)]);
+  expect(list.code).toBe(0);
+  expect(list.stdout).toContain('\u182D\u180B\u1820');
+  expect(list.stdout).toContain('葛\u{E0100}飾');
+  // The first selector after "prod" is kept like any other, the two after it are blanked.
+  expect(list.stdout).toContain(`prod${String.fromCodePoint(0xe0141)}  `);
+  expect(list.stdout).not.toContain(String.fromCodePoint(0xe0142));
+});

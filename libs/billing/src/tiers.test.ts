@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test';
-import { priceUsage } from './tiers';
+import { oneHourWrite, priceUsage } from './tiers';
 import { guardUsage } from './usage-guard';
 import { worstCaseCost } from './worst-case';
 
@@ -20,6 +20,8 @@ describe('priceUsage', () => {
     const plain = { ...P, cacheWrite: 0, cacheWrite1h: null, longContext: null };
     expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 1_000_000, cacheWrite1h: 400_000 }, plain).cost).toBe(P.input);
     expect(priceUsage({ input: 0, output: 0, cacheRead: 0, cacheWrite: 1_000_000, cacheWrite1h: 0 }, { ...plain, cacheWrite1h: 0 }).cost).toBe(P.input);
+    // 8/5 of the dearest price the API takes is held at that price (a larger one would fail every price read).
+    expect(oneHourWrite(1_000_000_000_000)).toBe(1_000_000_000_000);
     // The same in a long-context tier, at the tier's input price.
     const freeTier = { ...P, longContext: { ...P.longContext, cacheWrite: 0, cacheWrite1h: 0 } };
     expect(priceUsage({ input: 300_000, output: 0, cacheRead: 0, cacheWrite: 1_000_000, cacheWrite1h: 500_000 }, freeTier).cost).toBe(1_300_000 * 6);

@@ -35,12 +35,15 @@ export function longContextOf(p: BillablePrice): { threshold: number; prices: Lo
 /** Input tokens that decide the tier: uncached + cache reads + cache writes (audio is not text context). */
 export const tierInput = (u: Pick<TieredTokens, 'input' | 'cacheRead' | 'cacheWrite'>): number => u.input + u.cacheRead + u.cacheWrite;
 
+/** The largest price the API takes and shows (a derived one above it would fail every price read's schema). */
+const MAX_PRICE = 1_000_000_000_000;
+
 /**
  * The 1-hour cache-write price of a set that names none: Anthropic bills 1-hour writes at 2× the input price
  * and 5-minute ones at 1.25×, so 8/5 of `cacheWrite` (rounded up). The 5-minute price itself let any client
  * that marks its prompt `cache_control: {ttl: "1h"}` be billed 1.25× for writes the operator paid 2× for.
  */
-export const oneHourWrite = (cacheWrite: number): number => Math.ceil((cacheWrite * 8) / 5);
+export const oneHourWrite = (cacheWrite: number): number => Math.min(MAX_PRICE, Math.ceil((cacheWrite * 8) / 5));
 
 /**
  * The cache-write prices of a set: a write is never free. A price of 0 (a model priced with input and output only,

@@ -14,12 +14,13 @@ const tier = (cacheWrite: number, cacheWrite1h: number) => JSON.stringify({ inpu
 const ROWS: Array<[string, string | null]> = [
   ['old-default', tier(7_500_000, 7_500_000)],
   ['odd', tier(3, 3)],
+  ['dearest', tier(900_000_000_000, 900_000_000_000)],
   ['own-1h', tier(7_500_000, 9_000_000)],
   ['free', tier(0, 0)],
   ['no-tier', null],
 ];
 const insert = `INSERT INTO prices (model, input, output, updated_at, long_context_threshold, long_context) VALUES ${ROWS.map(([m, lc]) => `('${m}', 1, 1, 1, ${lc ? 200000 : 'NULL'}, ${lc ? `'${lc}'` : 'NULL'})`).join(', ')}`;
-const EXPECTED = { 'old-default': 12_000_000, odd: 5, 'own-1h': 9_000_000, free: 0, 'no-tier': null };
+const EXPECTED = { 'old-default': 12_000_000, odd: 5, dearest: 1_000_000_000_000, 'own-1h': 9_000_000, free: 0, 'no-tier': null };
 const oneHour = (rows: Array<{ model: string; lc: unknown }>) => Object.fromEntries(rows.map((r) => {
   const lc = typeof r.lc === 'string' ? JSON.parse(r.lc) : r.lc;
   return [r.model, lc ? lc.cacheWrite1h : null];

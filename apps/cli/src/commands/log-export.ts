@@ -1,5 +1,5 @@
 /** `log export`: usage logs as CSV or JSON Lines, streamed to stdout or a file as they arrive. */
-import { closeSync, constants, ftruncateSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, ftruncateSync, openSync, unlinkSync, writeSync } from 'node:fs';
 import type { Command } from 'commander';
 import { bodyChunks } from '../core/client';
 import type { App } from '../core/context';
@@ -36,7 +36,9 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
       }
       throw e;
     }
-    if (out && !out.created) ftruncateSync(out.fd, 0);
+    // Only a regular file has content to replace: /dev/stdout, a pipe (`--out >(gzip > u.gz)`) or /dev/null refuse a
+    // truncate (EINVAL) and are written as they are.
+    if (out && !out.created && fstatSync(out.fd).isFile()) ftruncateSync(out.fd, 0);
     const chunks = bodyChunks(res, ctx.credentials().url, idleMs);
     let bytes = 0;
     if (fd !== null) {
@@ -64,12 +66,15 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
  * minutes is a stalled server, and a script must not wait for it forever.
  */
 const EXPORT_IDLE_MS = 300_000;
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** GW_EXPORT_IDLE_MS: a positive whole number of milliseconds, else the default (a typo must not mean "no limit"). */
 function exportIdleMs(raw: string | undefined): number {
   if (raw === undefined || raw === '') return EXPORT_IDLE_MS;
-  if (!/^[1-9]\d{0,9}$/.test(raw)) throw new UsageError('GW_EXPORT_IDLE_MS must be a whole number of milliseconds (1..9999999999)');
-  return Number(raw);
+  // Timers wrap past 2^31 - 1 ms (about 24.8 days) to 1 ms: a larger value would end the export at once.
+  const ms = /^[1-9]\d{0,9}$/.test(raw) ? Number(raw) : 0;
+  if (!ms || ms > MAX_TIMER_MS) throw new UsageError(`GW_EXPORT_IDLE_MS must be a whole number of milliseconds (1..${MAX_TIMER_MS})`);
+  return ms;
 }
 
 /** The --out file, opened for writing and not yet truncated; `created`: it did not exist (removed again on failure). */
@@ -80,7 +85,8 @@ function openOut(path: string): { fd: number; created: boolean } {
       return { fd: openSync(path, O_WRONLY | O_CREAT | O_EXCL, 0o600), created: true };
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      return { fd: openSync(path, O_WRONLY), created: false };
+      // It exists, or is a link to a file still to be made (`latest.csv -> exports/2026.csv`), which O_EXCL never follows.
+      return { fd: openSync(path, O_WRONLY | O_CREAT, 0o600), created: false };
     }
   } catch (e) {
     throw new UsageError(`--out: cannot write ${path} (${(e as NodeJS.ErrnoException).code ?? String(e)})`);

@@ -31,8 +31,17 @@ export function col<T = any>(header: string, field: string, opts: { right?: bool
 // eslint-disable-next-line no-control-regex
 const UNSAFE = /(?![\u200c\u200d\ufe0e\ufe0f])[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029\p{Cf}\p{Default_Ignorable_Code_Point}]/gu;
 
-/** Text for the terminal: every unsafe character (see UNSAFE) becomes a space; newlines stay. */
-export const terminalText = (s: string): string => s.replace(UNSAFE, ' ');
+/**
+ * For the terminal, one variation selector right after a visible character stays: Mongolian (free variation
+ * selectors) and Japanese names (ideographic variation sequences, `葛\u{E0100}`) need it to show as written, and it
+ * carries one byte per visible character. Every other selector (a run, or one after nothing visible) is blanked.
+ */
+// eslint-disable-next-line no-control-regex
+const TERMINAL_UNSAFE = /(?![\u200c\u200d\u180b-\u180d\u180f\ufe00-\ufe0f\u{e0100}-\u{e01ef}])[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029\p{Cf}\p{Default_Ignorable_Code_Point}]/gu;
+const LONE_SELECTOR = /(?<![^\s\p{C}\p{Default_Ignorable_Code_Point}])[\u180b-\u180d\u180f\ufe00-\ufe0f\u{e0100}-\u{e01ef}]/gu;
+
+/** Text for the terminal: every unsafe character (see UNSAFE, TERMINAL_UNSAFE) becomes a space; newlines stay. */
+export const terminalText = (s: string): string => s.replace(LONE_SELECTOR, ' ').replace(TERMINAL_UNSAFE, ' ');
 
 /**
  * Someone else's text inside one line of ours (a cell, an `error:` line, a secret printed once): unsafe characters
