@@ -65,8 +65,9 @@ function scrubPatterns(text: string): string {
 /**
  * The words of a channel's address an upstream may write bare (not as a URL, which the patterns remove): host:port,
  * host (one of a single label only from MIN_FRAGMENT characters), and path segments of MIN_FRAGMENT characters or
- * more other than plain lower-case words (some gateways put an account id there). Proxies and self-hosted servers name where they run in their errors
- * ("not loaded on 10.0.4.17:8000"), and a client must not learn the operator's internal hosts from a relayed 400.
+ * more other than plain lower-case words (some gateways put an account id there). Proxies and self-hosted servers
+ * name where they run in their errors ("not loaded on 10.0.4.17:8000"), and a client must not learn the operator's
+ * internal hosts from a relayed 400.
  * Longest first, so host:port goes before its host.
  */
 export function addressWords(baseUrl: string | undefined): string[] {

@@ -294,7 +294,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     return refused === undefined ? undefined : transcriptionRefusal(refused);
   }
 
-    upstream(text: string): SessionFailure | undefined | Promise<SessionFailure | undefined> {
+  upstream(text: string): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     // Frames the relay read before the end were observed before it (session.ts: observeLate, then onEnd). Nothing
     // read after it may bill: an unanswered create was billed at the end, and its late response.created would bill it twice.
     if (this.ended) return undefined;

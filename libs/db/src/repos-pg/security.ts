@@ -2,10 +2,7 @@ import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { accessTokens, backupCodes, passwordResets, sessions, users } from '../schema-pg';
 import type { CredentialsEnded, LoginClaim, TwoFactorWritten } from '../repos/security';
-
-/** The login sessions of `userId` other than `keep` (every one when it is undefined). */
-const otherSessions = (userId: number, keep: string | undefined) =>
-  keep ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep)) : eq(sessions.userId, userId);
+import { otherSessions } from './sessions';
 
 /**
  * PostgreSQL twin of ../repos/security.ts (same methods, async). Every "use once" operation stays a

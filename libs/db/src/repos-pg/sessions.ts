@@ -4,6 +4,10 @@ import { accessTokens, sessions, users } from '../schema-pg';
 import { SESSION_ID_CHARS, endedTokenOf, liveTokenOf, type AccessTokenRow, type SessionRow } from '../repos/sessions';
 import type { sessions as sqliteSessions, accessTokens as sqliteAccessTokens } from '../schema';
 
+/** The login sessions of `userId` other than `keep` (every one when it is undefined). */
+export const otherSessions = (userId: number, keep: string | undefined) =>
+  keep ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep)) : eq(sessions.userId, userId);
+
 /** PostgreSQL twin of ../repos/sessions.ts (same methods, async). */
 export class PgSessionsRepo {
   constructor(private readonly db: PgDb) {}
@@ -37,8 +41,7 @@ export class PgSessionsRepo {
   }
 
   async endOtherSessions(userId: number, keepSessionHash: string | undefined): Promise<number> {
-    const s = keepSessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keepSessionHash)) : eq(sessions.userId, userId);
-    return (await this.db.delete(sessions).where(s).returning({ h: sessions.idHash })).length;
+    return (await this.db.delete(sessions).where(otherSessions(userId, keepSessionHash)).returning({ h: sessions.idHash })).length;
   }
 
   async purgeExpired(now: number): Promise<void> {

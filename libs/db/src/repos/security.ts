@@ -1,6 +1,7 @@
 import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm';
 import type { Db } from '../client';
 import { accessTokens, backupCodes, passwordResets, sessions, users } from '../schema';
+import { otherSessions } from './sessions';
 
 /** A 2FA write that landed, and the other login sessions it ended with it. */
 export interface TwoFactorWritten { sessionsEnded: number }
@@ -70,10 +71,6 @@ export interface SecurityStore {
    */
   releaseLoginAttempt(userId: number, claim: LoginClaim, policy: { maxFailures: number }): Promise<void>;
 }
-
-/** The login sessions of `userId` other than `keep` (every one when it is undefined). */
-export const otherSessions = (userId: number, keep: string | undefined) =>
-  keep ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep)) : eq(sessions.userId, userId);
 
 /** A claimed login check: `lockedUntil` > 0 = refused (the account is locked); `locked` = this claim set the lock. */
 export interface LoginClaim { lockedUntil: number; locked: boolean }

@@ -11,6 +11,10 @@ export type AccessTokenRow = typeof accessTokens.$inferSelect;
  */
 export const SESSION_ID_CHARS = 16;
 
+/** The login sessions of `userId` other than `keep` (every one when it is undefined). */
+export const otherSessions = (userId: number, keep: string | undefined) =>
+  keep ? and(eq(sessions.userId, userId), ne(sessions.idHash, keep)) : eq(sessions.userId, userId);
+
 /** Login sessions and management access tokens: storage interface. */
 export interface SessionsStore {
   createSession(row: typeof sessions.$inferInsert): Promise<void>;
@@ -77,8 +81,7 @@ export class SessionsRepo implements SessionsStore {
   }
 
   async endOtherSessions(userId: number, keepSessionHash: string | undefined): Promise<number> {
-    const s = keepSessionHash ? and(eq(sessions.userId, userId), ne(sessions.idHash, keepSessionHash)) : eq(sessions.userId, userId);
-    return this.db.delete(sessions).where(s).returning({ h: sessions.idHash }).all().length;
+    return this.db.delete(sessions).where(otherSessions(userId, keepSessionHash)).returning({ h: sessions.idHash }).all().length;
   }
 
   async purgeExpired(now: number): Promise<void> {
