@@ -49,7 +49,6 @@ export function buildProgram(app: App, opts: { json?: boolean } = {}): Command {
     .addOption(new Option('--url <url>', 'gateway URL (env GATEWAY_URL)'))
     .addOption(new Option('--token <token>', 'management access token (env GATEWAY_TOKEN, which unlike a flag does not show in ps)'))
     .option('--json', 'print the exact JSON data of the answer (for scripts)')
-
     .configureHelp({ showGlobalOptions: true })
     // With --json, commander's own error text is replaced by the JSON error `main` prints. Its errors quote the
     // argument given, which a script may have taken from another command's output: made inert like every error.
