@@ -25,12 +25,12 @@ async function channel(body: Record<string, unknown>): Promise<number> {
   return r.body.data.id;
 }
 
-async function keyedUser(balance: number, keyFields: Record<string, unknown> = {}): Promise<{ id: number; key: string; token: string }> {
+async function keyedUser(balance: number, keyFields: Record<string, unknown> = {}): Promise<{ id: number; key: string; keyId: number; token: string }> {
   const u = await makeUser(gw);
   if (balance) await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: balance, ref: `seed-${u.id}`, at: 1 });
   const r = await gw.api('POST', '/api/token/', { name: 'rt', ...keyFields }, u.token);
   expect(r.status).toBe(200);
-  return { id: u.id, key: r.body.data.key, token: u.token };
+  return { id: u.id, key: r.body.data.key, keyId: r.body.data.id, token: u.token };
 }
 
 const open = (path: string, opts: { headers?: Record<string, string>; protocols?: string[] }) => {
@@ -94,6 +94,32 @@ describe('/v1/realtime through the gateway', () => {
     expect(c.close).toBeNull();
     c.ws.close();
     await c.waitClose();
+  });
+
+  test('an allow-list narrowed mid-session (model, then IP) refuses the open session\'s next response with 1008', async () => {
+    for (const [change, code] of [[{ models: ['some-other-model'] }, 'model_not_allowed'], [{ allow_ips: ['10.1.2.3'] }, 'ip_not_allowed']] as const) {
+      const k = await keyedUser(1_000_000);
+      const c = open('/v1/realtime?model=gpt-realtime', { headers: { authorization: `Bearer ${k.key}` } });
+      await c.opened;
+      await c.waitFor('session.created');
+      c.ws.send('{"type":"response.create"}');
+      await c.waitFor('response.done');
+      expect((await gw.api('PUT', '/api/token/', { id: k.keyId, ...change }, k.token)).status).toBe(200);
+      const conn = up.connections.at(-1)!.id;
+      const forwarded = up.received.filter((r) => r.conn === conn).length;
+      c.ws.send('{"type":"response.create"}');
+      expect((await c.waitClose()).code).toBe(1008);
+      expect(c.events().at(-1).error).toMatchObject({ type: 'permission_error', code });
+      // Refused before it reached the upstream: nothing more was forwarded, nothing more billed.
+      expect(up.received.filter((r) => r.conn === conn).length).toBe(forwarded);
+      let s: any = null;
+      for (let i = 0; i < 150 && !s; i++) {
+        s = await gw.db.get('select responses, close_code from realtime_sessions where user_id = ?', k.id);
+        if (!s) await Bun.sleep(20);
+      }
+      expect(s).toEqual({ responses: 1, close_code: 1008 });
+      expect((await gw.db.all('select status from usage_logs where user_id = ?', k.id)).length).toBe(1);
+    }
   });
 
   test('browser subprotocol key: the handshake answers "realtime" and never echoes the key', async () => {

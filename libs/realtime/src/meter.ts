@@ -34,7 +34,7 @@ import {
   transcriptionRefusal, transcriptionUsage,
   type PendingTranscription,
 } from './transcription';
-import type { KeyLookup, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
+import type { KeyLookup, KeyPolicy, PriceSource, QuotaPort, RealtimeKey, RealtimeUsageLog } from './ports';
 import { INTERNAL_FAILURE, type ClientVerdict, type FrameObserver, type FrameRewrite, type SessionFailure, type UpstreamTarget } from './session';
 import { ok, reservationFor, tokensOf, type RealtimePrice } from './usage';
 import { responseUsage } from './billed-usage';
@@ -58,6 +58,11 @@ export interface MeterOptions<K extends RealtimeKey, R> {
   group: string;
   ratio: number;
   keys: KeyLookup<K>;
+  /**
+   * The key policy of admission (status, owner, model and IP allow-lists), applied again to each response's hold:
+   * an operator narrowing a key's allow-lists stops its open sessions' next response, as on /v1/messages.
+   */
+  policy?: KeyPolicy<K>;
   prices: PriceSource;
   quota: QuotaPort<K, R>;
   /** Where failures off the frame path go (a refused hold's unexpected error, a failed commit). */
@@ -588,6 +593,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     if (!key || key.status !== 1) return policyFailure('api_key_revoked', 'The API key was disabled or deleted', 'authentication_error');
     if (key.expiresAt !== null && key.expiresAt > 0 && key.expiresAt <= nowSeconds()) {
       return policyFailure('api_key_expired', 'The API key expired', 'authentication_error');
+    }
+    try {
+      this.o.policy?.authorize(key, this.o.model, this.o.ip);
+    } catch (e) {
+      if (!(e instanceof GatewayError) || (e.status !== 401 && e.status !== 403)) throw e;
+      return policyFailure(e.code, e.message, e.status === 401 ? 'authentication_error' : 'permission_error');
     }
     return key;
   }

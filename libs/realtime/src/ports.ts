@@ -1,6 +1,5 @@
 /**
- * What the realtime relay needs from other libraries, stated as the narrow shapes it calls (see
- * /tmp/contracts.md). The composition root passes the real services; they satisfy these
+ * What the realtime relay needs from other libraries, stated as the narrow shapes it calls. The composition root passes the real services; they satisfy these
  * structurally, so this lib does not depend on how they are built.
  */
 import type { ChannelRecord } from '@gw/channels';

@@ -194,7 +194,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     const meter = new SessionMeter<K, R>({
       sessionId, plainKey: a.plainKey, key, model, ip, defaultOutputTokens: this.d.config.reserveTokens,
       defaultContextTokens: this.contextDefault, minReserve: this.d.billing.minReserve,
-      price, group, ratio, keys: this.d.keys, prices: this.d.prices, quota: this.d.quota, log: this.d.log,
+      price, group, ratio, keys: this.d.keys, policy: this.d.policy, prices: this.d.prices, quota: this.d.quota, log: this.d.log,
     });
     const startedAt = nowSeconds();
     let stopHandle: { signal: AbortSignal; release(): void } | undefined;
