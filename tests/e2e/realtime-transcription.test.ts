@@ -75,6 +75,18 @@ describe('realtime input transcription', () => {
     expect(w.h.sqlite.query('select responses, cost from realtime_sessions where user_id = ?').get(userId)).toEqual({ responses: 0, cost: 2 * TR_COST });
   });
 
+  test('a transcription session (beta): the model its transcription_session.updated confirms is the one billed', async () => {
+    const { c, userId, conn } = await session();
+    const confirmed = { input_audio_transcription: { model: 'gpt-4o-transcribe' }, turn_detection: null };
+    c.ws.send(JSON.stringify({ type: 'transcription_session.update', session: confirmed }));
+    u.send(JSON.stringify({ type: 'transcription_session.updated', event_id: 'ev_tsu', session: { object: 'realtime.transcription_session', ...confirmed } }), conn);
+    await c.waitFor('transcription_session.updated');
+    u.send(completed('item_t', TOKENS), conn);
+    await c.waitFor('conversation.item.input_audio_transcription.completed');
+    await closeAndSettle(c);
+    expect(rows(userId).map((r) => [r.billed_model, r.cost])).toEqual([['gpt-4o-transcribe', TR_COST]]);
+  });
+
   test('a key with a model allow-list may only transcribe with a model of it: another is refused, not forwarded, the session kept', async () => {
     const { c, conn } = await session(50_000_000, g, ['gpt-realtime', 'whisper-1']);
     const refused = [

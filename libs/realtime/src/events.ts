@@ -11,8 +11,9 @@ export const METERED_TYPES = [
   'conversation.item.input_audio_transcription.completed', 'conversation.item.input_audio_transcription.failed',
   'conversation.item.input_audio_transcription.delta', 'input_audio_buffer.committed', 'input_audio_buffer.cleared',
   'input_audio_buffer.speech_stopped', 'input_audio_buffer.timeout_triggered',
-  // Read for its transcription model only (a key's allow-list): a lenient upstream may honour it in any session.
-  'transcription_session.update',
+  // Read for their transcription model only (a key's allow-list; the price of what the upstream transcribes):
+  // a transcription session (beta) is configured and confirmed by these, and a lenient upstream may honour them in any session.
+  'transcription_session.update', 'transcription_session.created', 'transcription_session.updated',
 ] as const;
 export type MeteredType = (typeof METERED_TYPES)[number];
 

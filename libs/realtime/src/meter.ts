@@ -322,6 +322,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     }
     const m = meteredEvent(text);
     if (!m) return undefined;
+    if (m.type === 'transcription_session.created' || m.type === 'transcription_session.updated') {
+      // A transcription session's confirmed model: what its transcriptions bill at (nothing else here is metered).
+      const tm = transcriptionModelOf(m.event.session);
+      if (tm !== undefined) this.transcription = tm;
+      return undefined;
+    }
     if (m.type === 'session.created' || m.type === 'session.updated') {
       if (m.type === 'session.updated') this.pendingUpdates = Math.max(0, this.pendingUpdates - 1);
       const tm = transcriptionModelOf(m.event.session);
