@@ -90,6 +90,27 @@ describe('web searches are billed per search', () => {
     expect(await balanceOf(gw, u.id)).toBe(1_000_000 - cost);
   });
 
+  test('a server-tool loop samples once per call: its input is billed up to one context window per sampling, no more', async () => {
+    // max_uses 3: at most 4 samplings, so up to 4 × the 1,000-token window. Before, input above one window was cut to it.
+    for (const stream of [false, true]) {
+      for (const [reported, billed, flag] of [[3_500, 3_500, ''], [9_000, 4_000, 'implausible']] as const) {
+        const u = await keyedUser(gw, 1_000_000);
+        ant.queue.push({ usage: { input: reported, output: 5, webSearch: 3 } });
+        const r = await send(gw, u.key, msg('ws', { stream, tools: [{ ...SEARCH, max_uses: 3 }] }));
+        expect(r.status).toBe(200);
+        const cost = billed + 5 * 2 + 3 * DEFAULT_SEARCH;
+        expect(await logOf(r.headers.get('request-id'))).toMatchObject({ input_tokens: billed, cost, usage_flag: flag });
+        expect(await balanceOf(gw, u.id)).toBe(1_000_000 - cost);
+      }
+    }
+    // Without a server tool the bound stays one window.
+    const u = await keyedUser(gw, 1_000_000);
+    ant.queue.push({ usage: { input: 3_500, output: 5 } });
+    const r = await send(gw, u.key, msg('ws', { tools: [{ name: 'lookup', input_schema: { type: 'object' } }] }));
+    expect(r.status).toBe(200);
+    expect(await logOf(r.headers.get('request-id'))).toMatchObject({ input_tokens: 1000, usage_flag: 'implausible' });
+  });
+
   test('streams too: a reported count above the bound is clamped', async () => {
     const u = await keyedUser(gw, 1_000_000);
     ant.queue.push({ usage: { ...USAGE, webSearch: 99 } });

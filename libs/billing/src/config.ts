@@ -18,7 +18,8 @@ export interface BillingConfig {
   flushMs: number;
   /**
    * BILLING_DEFAULT_CONTEXT_TOKENS (default 200000): context window of a model whose price row sets
-   * none. Input the gateway cannot measure reserves this much; reported input beyond it is implausible.
+   * none. Input the gateway cannot measure reserves this much; reported input beyond it (beyond one window per
+   * sampling of a server-tool loop) is implausible.
    */
   defaultContextTokens: number;
   /**

@@ -8,7 +8,7 @@ import type { TokenUsage } from './usage';
 
 /** What a request can plausibly use: set when its reservation is made. */
 export interface UsageLimits {
-  /** Input tokens of every kind together (uncached + cache reads + cache writes + audio): the context window. */
+  /** Input tokens of every kind together (uncached + cache reads + cache writes + audio): the context window (× the samplings of a server-tool loop). */
   maxInput: number;
   /** Output tokens of every kind together: the request's max output tokens. */
   maxOutput: number;

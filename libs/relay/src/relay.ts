@@ -23,6 +23,7 @@ import { capWebSearch, webSearchBound } from './web-search';
 import { refuseUnmeteredIterations } from './iterations';
 import { clientNotFound } from './client-not-found';
 import { codeExecutionToolAt, requireCodeExecutionPrice } from './code-execution';
+import { samplingsBound } from './server-tool-loop';
 
 const utf8 = new TextEncoder();
 
@@ -203,6 +204,8 @@ export class RelayService {
     if (searches > 0) limits.maxWebSearch = searches;
     // Code execution has no max_uses: a request with the tool is reserved for (and billed at most) the configured calls.
     if (codeExecutionToolAt(body) >= 0) limits.maxCodeExecution = this.d.billing.codeExecutionMaxCalls;
+    // Reported input may reach one window per sampling of a server-tool loop (server-tool-loop.ts); the hold stays one window.
+    limits.maxInput = window * samplingsBound(body, this.d.billing.webSearchMaxUses, this.d.billing.codeExecutionMaxCalls);
     return { amount: Math.max(this.d.billing.minReserve, worstCaseCost(limits, price, ratio, this.d.prices.webSearchPrice(price))), limits };
   }
 
