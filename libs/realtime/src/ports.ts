@@ -1,6 +1,6 @@
 /**
- * What the realtime relay needs from other libraries, stated as the narrow shapes it calls. The composition root passes the real services; they satisfy these
- * structurally, so this lib does not depend on how they are built.
+ * What the realtime relay needs from other libraries, stated as the narrow shapes it calls. The composition
+ * root passes the real services; they satisfy these structurally, so this lib does not depend on how they are built.
  */
 import type { ChannelRecord } from '@gw/channels';
 import type { UsageLimits, UsageLogInput } from '@gw/billing';
