@@ -29,6 +29,8 @@ export interface StripeDouble {
   sessions: Map<string, StripeSession>;
   /** Next creates answer this status with a Stripe error body; 'hang' never answers; null = normal. */
   fail: { status: number; code?: string } | 'hang' | 'no-url' | null;
+  /** While set, creates wait for it and then answer normally (the session exists only once it resolves). */
+  holdCreates: Promise<void> | null;
   /** `GET /v1/payment_intents/:id` answers 500 while set. */
   failLookups: boolean;
   /** `GET /v1/payment_intents/:id` answers after this many ms (0: at once). */
@@ -76,7 +78,7 @@ export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
   const err = (status: number, type: string, message: string, extra: Record<string, string> = {}) =>
     Response.json({ error: { type, message, ...extra } }, { status });
   const d: StripeDouble = {
-    url: '', requests, sessions, fail: null, failLookups: false, lookupDelayMs: 0, foreignPaymentIntents: new Set(),
+    url: '', requests, sessions, fail: null, holdCreates: null, failLookups: false, lookupDelayMs: 0, foreignPaymentIntents: new Set(),
     sessionFor(tradeNo) {
       const s = [...sessions.values()].find((x) => x.client_reference_id === tradeNo);
       if (!s) throw new Error(`stripe double: no session for ${tradeNo}`);
@@ -148,6 +150,7 @@ export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
         return err(400, 'invalid_request_error', 'Invalid request (check that your POST content type is application/x-www-form-urlencoded).');
       }
       if (d.fail === 'hang') return new Promise<Response>((resolve) => hanging.push(() => resolve(new Response(null, { status: 504 }))));
+      if (d.holdCreates) await d.holdCreates;
       if (d.fail && d.fail !== 'no-url') return err(d.fail.status, d.fail.status >= 500 ? 'api_error' : 'invalid_request_error', 'Failure requested by the test', d.fail.code ? { code: d.fail.code } : {});
       for (const p of ['mode', 'success_url', 'line_items[0][price_data][currency]', 'line_items[0][price_data][unit_amount]', 'line_items[0][quantity]']) {
         if (!form[p]) return err(400, 'invalid_request_error', `Missing required param: ${p}.`, { code: 'parameter_missing', param: p });
