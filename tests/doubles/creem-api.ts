@@ -24,6 +24,8 @@ export interface CreemDouble {
   requests: RecordedCreemRequest[];
   checkouts: Map<string, CreemCheckout>;
   fail: { status: number } | 'hang' | null;
+  /** While set, creates wait for it and then answer normally (the checkout exists only once it resolves). */
+  holdCreates: Promise<void> | null;
   checkoutFor(tradeNo: string): CreemCheckout;
   /** A `checkout.completed` event JSON string; `order` overrides are merged into object.order. */
   completedEvent(c: CreemCheckout, order?: Record<string, unknown>, eventId?: string): string;
@@ -49,7 +51,7 @@ export function startCreemDouble(opts: { apiKey: string; products: Record<string
   const currency = opts.currency ?? 'USD';
   const err = (status: number, message: string) => Response.json({ status, error: status === 403 ? 'Forbidden' : 'Bad Request', message: [message], trace_id: rand() }, { status });
   const d: CreemDouble = {
-    url: '', requests, checkouts, fail: null,
+    url: '', requests, checkouts, fail: null, holdCreates: null,
     checkoutFor(tradeNo) {
       const c = [...checkouts.values()].find((x) => x.request_id === tradeNo);
       if (!c) throw new Error(`creem double: no checkout for ${tradeNo}`);
@@ -108,6 +110,7 @@ export function startCreemDouble(opts: { apiKey: string; products: Record<string
       if (req.method !== 'POST' || url.pathname !== '/v1/checkouts') return err(404, `Cannot ${req.method} ${url.pathname}`);
       if (req.headers.get('x-api-key') !== opts.apiKey) return err(403, 'Invalid API key');
       if (d.fail === 'hang') return new Promise<Response>((resolve) => hanging.push(() => resolve(new Response(null, { status: 504 }))));
+      if (d.holdCreates) await d.holdCreates;
       if (d.fail) return err(d.fail.status, 'Failure requested by the test');
       if (!body || typeof body.product_id !== 'string') return err(400, 'product_id must be a string');
       if (!(body.product_id in opts.products)) return err(404, 'Product not found');

@@ -39,28 +39,38 @@ describe('an event for an order that is not its own', () => {
     await h.balanced(a.user.id);
   });
 
-  test('a payment of another checkout naming an order whose own checkout is still being made is mismatch:checkout, not a credit', async () => {
+  /**
+   * Starts a top-up of 700 whose provider call is held, runs `during` with its trade no (the pending order is listed
+   * while the call is in flight, so its owner knows it), then lets the call finish; the order's own checkout afterwards.
+   */
+  async function whileCreating(provider: 'providerA' | 'providerB', during: (tradeNo: string) => Promise<void>) {
     const user = await makeUser(h.gw);
-    // A session that is not this order's (a payment link's, whose client_reference_id the payer sets), of the same amount.
-    const link = h.stripe.sessionFor((await h.orderA(700)).tradeNo);
+    const double = provider === 'providerA' ? h.stripe : h.creem;
     let release!: () => void;
-    h.stripe.holdCreates = new Promise<void>((r) => { release = r; });
-    const created = h.gw.api('POST', '/api/topup/', { amount: 700, provider: 'providerA' }, user.token);
+    double.holdCreates = new Promise<void>((r) => { release = r; });
+    const created = h.gw.api('POST', '/api/topup/', { amount: 700, provider }, user.token);
     let tradeNo = '';
-    let foreign = link;
     try {
-      // The pending order (no checkout id yet) is listed while the provider call is in flight: its trade no is known.
       while (!tradeNo) tradeNo = (await h.gw.api('GET', '/api/topup/self', undefined, user.token)).body.data.items[0]?.trade_no;
-      foreign = { ...link, id: `cs_test_link${tradeNo.slice(3)}`, client_reference_id: tradeNo };
-      const early = h.stripe.event('checkout.session.completed', foreign, paidSession);
-      expect(await h.postA(early)).toEqual({ outcome: 'mismatch:checkout', trade_no: tradeNo });
+      await during(tradeNo);
       expect(await h.balance(user.token)).toBe(0);
     } finally {
       // Released whatever happened above, so a failure here cannot hold the other tests' creates.
-      h.stripe.holdCreates = null;
+      double.holdCreates = null;
       release();
     }
     expect((await created).status).toBe(200);
+    return { user, tradeNo };
+  }
+
+  test('a payment of another checkout naming an order whose own checkout is still being made is mismatch:checkout, not a credit', async () => {
+    // A session that is not the order's (a payment link's, whose client_reference_id the payer sets), of the same amount.
+    const link = h.stripe.sessionFor((await h.orderA(700)).tradeNo);
+    let foreign = link;
+    const { user, tradeNo } = await whileCreating('providerA', async (t) => {
+      foreign = { ...link, id: `cs_test_link${t.slice(3)}`, client_reference_id: t };
+      expect(await h.postA(h.stripe.event('checkout.session.completed', foreign, paidSession))).toEqual({ outcome: 'mismatch:checkout', trade_no: t });
+    });
     const own = h.stripe.sessionFor(tradeNo);
     expect(own.id).not.toBe(foreign.id);
     // The order's own checkout, paid, credits it once; the foreign one stays refused.
@@ -68,6 +78,17 @@ describe('an event for an order that is not its own', () => {
     expect((await h.postA(h.stripe.event('checkout.session.completed', foreign, paidSession))).outcome).toBe('mismatch:checkout');
     expect(await h.balance(user.token)).toBe(7000);
     expect((await orderRow(tradeNo)).provider_ref).toBe(own.id);
+    await h.balanced(user.id, tradeNo);
+  });
+
+  test('providerB: the same, for a Creem checkout naming the order\'s request_id', async () => {
+    const other = h.creem.checkoutFor((await h.orderB(700)).tradeNo);
+    const foreign = (t: string) => ({ ...other, id: `ch_link${t.slice(3)}`, request_id: t });
+    const { user, tradeNo } = await whileCreating('providerB', async (t) => {
+      expect(await h.postB(h.creem.completedEvent(foreign(t)))).toEqual({ outcome: 'mismatch:checkout', trade_no: t });
+    });
+    expect((await h.postB(h.creem.completedEvent(h.creem.checkoutFor(tradeNo)))).outcome).toBe('credited');
+    expect(await h.balance(user.token)).toBe(7000);
     await h.balanced(user.id, tradeNo);
   });
 
