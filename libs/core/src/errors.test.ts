@@ -49,6 +49,9 @@ describe('toGatewayError', () => {
       expect(toGatewayError(wrapped(e)).status).toBe(500);
     }
     expect(toGatewayError(wrapped(pgError('22003'))).status).toBe(400);
+    // A NUL in text (invalid byte sequence) is said to be one, not a number out of range.
+    expect(toGatewayError(wrapped(pgError('22021')))).toMatchObject({ status: 400, code: 'value_out_of_range', message: expect.stringContaining('(NUL)') });
+    expect(toGatewayError(wrapped(pgError('22P02'))).message).toContain('A number');
     const own = new GatewayError(409, 'x', 'y');
     expect(toGatewayError(own)).toBe(own);
   });

@@ -94,7 +94,12 @@ export function causeChain(err: unknown, depth = 4): any[] {
 /** Wraps anything thrown into a GatewayError, keeping the cause; unknown throws become 500s. */
 export function toGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
-  if (outOfRangeValue(err)) return new GatewayError(400, 'value_out_of_range', 'A number in the request is outside the range the gateway stores', { cause: err });
+  const value = badValue(err);
+  if (value) {
+    // One code for both (documented); the message says which: a NUL in a path or text is not a number out of range.
+    const message = value === 'text' ? 'A text value in the request holds a character the gateway cannot store (NUL)' : 'A number in the request is outside the range the gateway stores';
+    return new GatewayError(400, 'value_out_of_range', message, { cause: err });
+  }
   const storage = storageFailure(err);
   if (storage === 'not_done') {
     return new GatewayError(503, 'storage_unavailable', 'The gateway cannot reach its database or cache right now; try again shortly', { cause: err, headers: { 'retry-after': '1' } });
@@ -113,7 +118,7 @@ export function toGatewayError(err: unknown): GatewayError {
  * lost while a statement ran (closed, reset, the server shutting down, an I/O error, an ioredis command whose
  * connection dropped) may have committed it: `unknown`,
  * which a retry of a non-idempotent write (a balance adjustment) could apply twice. Matched by shape through the cause
- * chain, like outOfRangeValue, so this library loads no driver.
+ * chain, like badValue, so this library loads no driver.
  */
 const NOT_DONE_CODES = new Set(['ECONNREFUSED', 'CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'SQLITE_BUSY', 'SQLITE_FULL']);
 const UNKNOWN_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
@@ -140,6 +145,11 @@ function storageFailure(err: unknown): 'not_done' | 'unknown' | null {
  * SQLite just finds nothing: that is the request's fault, not a 500. Matched by shape (postgres.js
  * PostgresError, possibly wrapped by drizzle as `cause`), so this library loads no driver.
  */
-function outOfRangeValue(err: unknown): boolean {
-  return causeChain(err, 3).some((e) => e.name === 'PostgresError' && (e.code === '22003' || e.code === '22P02' || e.code === '22021'));
+function badValue(err: unknown): 'number' | 'text' | null {
+  for (const e of causeChain(err, 3)) {
+    if (e.name !== 'PostgresError') continue;
+    if (e.code === '22021') return 'text';
+    if (e.code === '22003' || e.code === '22P02') return 'number';
+  }
+  return null;
 }
