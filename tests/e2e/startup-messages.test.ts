@@ -163,3 +163,21 @@ describe('DATABASE_URL that cannot be opened: one line naming the path and the c
     expect(r.err).toEqual([`Configuration error: DATABASE_URL: cannot open database file ${join(ro, 'gw.db')}: permission denied on folder ${ro}`]);
   });
 });
+
+describe('HOST that cannot be listened on: one line naming it', () => {
+  // Bun reports a name that does not resolve with an unrelated errno (EINVAL, ENOTTY, even EADDRINUSE, which
+  // read "port 0 on … is already in use"): the name is resolved first, so the line says what is wrong.
+  test('a name that does not resolve', async () => {
+    const r = await gateway({ ...envFor(':memory:'), HOST: 'no-such-host.invalid' });
+    expect(r.code).toBe(1);
+    expect(r.err).toHaveLength(1);
+    expect(r.err[0]).toStartWith('Configuration error: HOST: no-such-host.invalid does not resolve (');
+  });
+
+  // 192.0.2.1 is TEST-NET-1 (RFC 5737), an address of no machine's interface.
+  test('an address of no interface here', async () => {
+    const r = await gateway({ ...envFor(':memory:'), HOST: '192.0.2.1' });
+    expect(r.code).toBe(1);
+    expect(r.err).toEqual(['Start-up failed: cannot listen on 192.0.2.1 port 0: EADDRNOTAVAIL: address not available, listen']);
+  });
+});

@@ -100,7 +100,7 @@ export function createApp(s: Services) {
  * Starts the app on `port` (0 = any free port) with the server options the gateway needs.
  * Binds exclusively unless LISTEN_REUSE_PORT is on (Elysia's default is port reuse, with which a second
  * process on a busy port starts silently and the kernel splits connections between the two).
- * A busy port throws one line naming it.
+ * A busy port, or a HOST that is no address of this machine, throws one line naming it.
  */
 export function listen(s: Services, port = s.config.port, hostname = s.config.host) {
   const app = createApp(s);
@@ -108,7 +108,8 @@ export function listen(s: Services, port = s.config.port, hostname = s.config.ho
     bind(app, s, port, hostname);
   } catch (e) {
     if ((e as NodeJS.ErrnoException)?.code === 'EADDRINUSE') throw new Error(`port ${port} on ${hostname} is already in use`);
-    throw e;
+    // Bun's message (`EADDRNOTAVAIL: address not available, listen`) names neither.
+    throw new Error(`cannot listen on ${hostname} port ${port}: ${(e as Error)?.message ?? e}`);
   }
   return app;
 }

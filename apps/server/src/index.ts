@@ -4,6 +4,7 @@ import './fetch-limit';
 import { ConfigError, loadConfig, redactUrl } from '@gw/config';
 import { createLogger } from '@gw/core/log';
 import { superviseWorkers } from './supervisor';
+import { checkListenHost } from './listen-host';
 
 // Everything this process creates (data folder, database, WAL, journal, keys) is its user's alone;
 // the libraries also set these modes explicitly, this covers whatever else SQLite or Bun may create.
@@ -11,6 +12,7 @@ process.umask(0o077);
 
 try {
   const config = loadConfig();
+  await checkListenHost(config.host);
   if (config.workers > 1) {
     // PORT=0 would give each worker a port of its own: the workers must share one.
     if (config.port === 0) throw new ConfigError('WORKERS > 1 needs a fixed PORT (with PORT=0 every worker would listen on a different port)');
