@@ -181,3 +181,35 @@ describe('HOST that cannot be listened on: one line naming it', () => {
     expect(r.err).toEqual(['Start-up failed: cannot listen on 192.0.2.1 port 0: EADDRNOTAVAIL: address not available, listen']);
   });
 });
+
+describe('every documented setting is checked at start-up', () => {
+  // TRUST_PROXY was compared with 'true' and '1' only: `yes` or `on` (accepted by every other switch) left the
+  // proxy untrusted without a word, and a typo too.
+  test('TRUST_PROXY is read like every other switch', async () => {
+    const bad = await gateway({ ...envFor(':memory:'), TRUST_PROXY: 'ture' });
+    expect(bad.code).toBe(1);
+    expect(bad.err).toEqual(['Configuration error: TRUST_PROXY must be true or false, got "ture"']);
+    const gw = await startGatewayProcess({ ...envFor(':memory:'), ROOT_PASSWORD: 'root-password-123', TRUST_PROXY: 'yes' }, procs);
+    const login = await fetch(`${gw.url}/api/user/login`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': '203.0.113.7' },
+      body: JSON.stringify({ username: 'root', password: 'root-password-123' }) });
+    expect(login.status).toBe(200);
+    const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    const sessions = await callJson(gw.url, 'GET', '/api/user/session', undefined, undefined, { cookie });
+    expect(sessions.body.data.map((s: { ip: string }) => s.ip)).toEqual(['203.0.113.7']);
+    gw.proc.kill('SIGTERM');
+    await gw.proc.exited;
+  }, 30_000);
+
+  // A payment provider's optional settings were read only once its secrets were set: a typo in them started
+  // fine and stopped a later start-up, the day the secrets were added.
+  test.each([
+    ['PROVIDER_A_WEBHOOK_TOLERANCE', 'abc', 'PROVIDER_A_WEBHOOK_TOLERANCE must be an integer, got "abc"'],
+    ['PROVIDER_A_API_BASE', 'api.stripe.com', 'PROVIDER_A_API_BASE must be an absolute http(s) URL, got "api.stripe.com"'],
+    ['PROVIDER_B_API_BASE', 'ftp://x', 'PROVIDER_B_API_BASE must be an http(s) URL, got "ftp://x"'],
+    ['PROVIDER_B_UNIT_AMOUNT', '0', 'PROVIDER_B_UNIT_AMOUNT must be between 1 and 100000000, got 0'],
+  ])('%s=%s without the provider configured', async (name, value, message) => {
+    const r = await gateway({ ...envFor(':memory:'), [name]: value });
+    expect(r.code).toBe(1);
+    expect(r.err).toEqual([`Configuration error: ${message}`]);
+  });
+});

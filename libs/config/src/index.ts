@@ -76,6 +76,8 @@ export interface Config {
   reusePort: boolean;
   /** Seconds the server waits on an idle connection (streams send pings well inside this). */
   idleTimeoutSeconds: number;
+  /** TRUST_PROXY: take the client address from X-Forwarded-For (only behind the operator's own proxy). */
+  trustProxy: boolean;
   /** Log requests to stdout. */
   logRequests: boolean;
   /**
@@ -295,6 +297,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     attemptChecksQueue: int(env, 'ATTEMPT_CHECKS_QUEUE', 1024, 0, 100000),
     reusePort: bool(env, 'LISTEN_REUSE_PORT', false),
     idleTimeoutSeconds: int(env, 'IDLE_TIMEOUT_SECONDS', 255, 10, 255),
+    trustProxy: bool(env, 'TRUST_PROXY', false),
     logRequests: bool(env, 'LOG_REQUESTS', false),
     loopDelaySampleMs: int(env, 'LOOP_DELAY_SAMPLE_MS', 0, 0, 60_000),
     tls,

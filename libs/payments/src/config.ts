@@ -89,6 +89,11 @@ export function paymentsConfig(env: Record<string, string | undefined>): Payment
   const publicUrl = url(env, 'PUBLIC_URL', `http://localhost:${env.PORT?.trim() || '3000'}`);
   const a = group(env, ['PROVIDER_A_SECRET_KEY', 'PROVIDER_A_WEBHOOK_SECRET']);
   const b = group(env, ['PROVIDER_B_API_KEY', 'PROVIDER_B_WEBHOOK_SECRET', 'PROVIDER_B_PRODUCT_ID']);
+  // Read whether or not the provider is on: a typo here must stop this start-up, not the one that adds the secrets.
+  const aBase = url(env, 'PROVIDER_A_API_BASE', 'https://api.stripe.com');
+  const aTolerance = readIntEnv(env, 'PROVIDER_A_WEBHOOK_TOLERANCE', 300, 1, 86_400);
+  const bBase = url(env, 'PROVIDER_B_API_BASE', 'https://api.creem.io');
+  const bUnitAmount = readIntEnv(env, 'PROVIDER_B_UNIT_AMOUNT', 100, 1, 100_000_000);
   return {
     currency, min, max, quotaPerUnit,
     successUrl: url(env, 'TOPUP_SUCCESS_URL', `${publicUrl}/topup/success`),
@@ -98,17 +103,17 @@ export function paymentsConfig(env: Record<string, string | undefined>): Payment
     redeemMaxFailures: readIntEnv(env, 'REDEEM_MAX_FAILURES', 10, 1, 1000),
     redeemFailureWindowSeconds: readIntEnv(env, 'REDEEM_FAILURE_WINDOW_SECONDS', 600, 1, 86_400),
     providerA: a && {
-      apiBase: url(env, 'PROVIDER_A_API_BASE', 'https://api.stripe.com'),
+      apiBase: aBase,
       secretKey: a.PROVIDER_A_SECRET_KEY!,
       webhookSecret: a.PROVIDER_A_WEBHOOK_SECRET!,
-      toleranceSeconds: readIntEnv(env, 'PROVIDER_A_WEBHOOK_TOLERANCE', 300, 1, 86_400),
+      toleranceSeconds: aTolerance,
     },
     providerB: b && {
-      apiBase: url(env, 'PROVIDER_B_API_BASE', 'https://api.creem.io'),
+      apiBase: bBase,
       apiKey: b.PROVIDER_B_API_KEY!,
       webhookSecret: b.PROVIDER_B_WEBHOOK_SECRET!,
       productId: b.PROVIDER_B_PRODUCT_ID!,
-      unitAmount: readIntEnv(env, 'PROVIDER_B_UNIT_AMOUNT', 100, 1, 100_000_000),
+      unitAmount: bUnitAmount,
     },
   };
 }
