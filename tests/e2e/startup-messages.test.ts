@@ -213,3 +213,10 @@ describe('every documented setting is checked at start-up', () => {
     expect(r.err).toEqual([`Configuration error: ${message}`]);
   });
 });
+
+test('the listening line gives a URL that works, also for an IPv6 HOST', async () => {
+  // It printed http://::1:PORT, which no client parses: an IPv6 address in a URL goes in brackets.
+  const lines = await startupLines({ ...envFor(':memory:'), HOST: '::1' });
+  const url = / listening url=(\S+)/.exec(lines.find((l) => l.includes(' listening url='))!)![1]!;
+  expect(url).toMatch(/^http:\/\/\[::1\]:\d+$/);
+});

@@ -4,7 +4,7 @@ import './fetch-limit';
 import { ConfigError, loadConfig, redactUrl } from '@gw/config';
 import { createLogger } from '@gw/core/log';
 import { superviseWorkers } from './supervisor';
-import { checkListenHost } from './listen-host';
+import { checkListenHost, urlHost } from './listen-host';
 
 // Everything this process creates (data folder, database, WAL, journal, keys) is its user's alone;
 // the libraries also set these modes explicitly, this covers whatever else SQLite or Bun may create.
@@ -56,7 +56,7 @@ try {
   process.on('SIGTERM', shutdown);
   // Announced only once the stop handlers are in place: a supervisor that sends SIGTERM as soon as it
   // sees this line gets a graceful stop, not the default kill.
-  log.info('listening', { url: `${config.tls ? 'https' : 'http'}://${config.host}:${app.server!.port}`, database: redactUrl(config.databaseUrl),
+  log.info('listening', { url: `${config.tls ? 'https' : 'http'}://${urlHost(config.host)}:${app.server!.port}`, database: redactUrl(config.databaseUrl),
     max_upstream_connections: services.relay.slots.max, open_files: openFileLimit() ?? 'unknown', fetch_slots: bunFetchLimit() });
 } catch (e) {
   // Start-up failures are one line an operator can act on, not a stack trace.

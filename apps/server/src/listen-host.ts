@@ -15,3 +15,8 @@ export async function checkListenHost(host: string): Promise<void> {
     throw new ConfigError(`HOST: ${host} does not resolve (${(e as NodeJS.ErrnoException)?.code ?? e})`);
   }
 }
+
+/** The host as a URL writes it: an IPv6 address in brackets (`http://::1:3000` parses as no URL). */
+export function urlHost(host: string): string {
+  return isIP(host) === 6 ? `[${host}]` : host;
+}
