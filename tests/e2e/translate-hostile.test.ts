@@ -259,6 +259,17 @@ describe('usage', () => {
       expect(row).toMatchObject({ input_tokens: 1000, output_tokens: 5, cache_read_tokens: 0, cost: 1010, usage_flag: 'invalid' });
     }
   });
+  test('a cached count above prompt_tokens is no reading of the prompt: billed in full as uncached input (stream and JSON), flagged invalid', async () => {
+    // Clamped to the prompt, the whole prompt was billed as cache reads, the cheapest reading of a report that cannot be true.
+    for (const u of [{ prompt_tokens: 1000, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 5000 } },
+      { prompt_tokens: 1000, completion_tokens: 5, prompt_cache_hit_tokens: 1001 }]) {
+      for (const plan of [{ rawFrames: [chunk({ content: 'hi' }, 'stop'), usageChunk(u), DONE] }, { rawJson: completion({ role: 'assistant', content: 'hi' }, u) }]) {
+        const { r, row } = await run(plan);
+        if (plan.rawFrames) wellFormed(r.text);
+        expect(row).toMatchObject({ input_tokens: 1000, output_tokens: 5, cache_read_tokens: 0, cost: 1010, usage_flag: 'invalid' });
+      }
+    }
+  });
   test('DeepSeek\'s cache hits (prompt_cache_hit_tokens, no prompt_tokens_details) are cache reads, not full-price input (stream and JSON)', async () => {
     const ds = { prompt_tokens: 1000, completion_tokens: 5, prompt_cache_hit_tokens: 800, prompt_cache_miss_tokens: 200 };
     for (const plan of [{ rawFrames: [chunk({ content: 'hi' }, 'stop'), usageChunk(ds), DONE] }, { rawJson: completion({ role: 'assistant', content: 'hi' }, ds) }]) {
@@ -267,6 +278,15 @@ describe('usage', () => {
       expect(usage).toMatchObject({ input_tokens: 200, output_tokens: 5, cache_read_input_tokens: 800 });
       // 200 input at 1, 800 cache reads at 0.1, 5 output at 2.
       expect(row).toMatchObject({ input_tokens: 200, output_tokens: 5, cache_read_tokens: 800, cost: 290, usage_flag: '' });
+    }
+  });
+  test('stream: usage sent in the error chunk that ends the stream is billed, not the delivered estimate', async () => {
+    const u = { prompt_tokens: 5000, completion_tokens: 80 };
+    const err = { message: 'Provider disconnected', code: 502 };
+    for (const last of [{ error: err, usage: u }, { error: err, choices: [{ index: 0, delta: { content: '' }, finish_reason: 'error' }], usage: u }]) {
+      const { r, row } = await run({ rawFrames: [chunk({ content: 'hello world' }), `data: ${JSON.stringify(last)}\n\n`] });
+      expect(wellFormed(r.text).at(-1)!.type).toBe('error');
+      expect(row).toMatchObject({ input_tokens: 5000, output_tokens: 80, cost: 5160, usage_flag: '', error_code: 'upstream_stream_cut' });
     }
   });
   test('stream: a later usage chunk without counts does not erase an earlier report', async () => {

@@ -31,10 +31,11 @@ const int = (n: unknown, main = false): number =>
 export function usageFromOpenAI(u: CompletionUsage): Usage {
   const prompt = int(u.prompt_tokens, true);
   const known = prompt !== undefined;
-  // Cached counts are part of prompt_tokens: never more than it (an inconsistent upstream would bill them twice).
+  // Cached counts are part of prompt_tokens. Reads above it cannot be true: clamped, the whole prompt was billed as
+  // cache reads, the cheapest reading of a report no upstream bills by; they are unusable instead (below).
   // DeepSeek reports its cache hits as prompt_cache_hit_tokens (part of prompt_tokens too), without details.
   const cached = u.prompt_tokens_details?.cached_tokens ?? u.prompt_cache_hit_tokens;
-  const cacheRead = known ? Math.min(int(cached), prompt) : int(cached);
+  const cacheRead = known && !(int(cached) <= prompt) ? Number.NaN : int(cached);
   const cacheWrite = known ? Math.min(int(u.prompt_tokens_details?.cache_write_tokens), prompt - (cacheRead || 0)) : int(u.prompt_tokens_details?.cache_write_tokens);
   // An unusable cached count (NaN: flagged `invalid`, billed as none) leaves the prompt whole as uncached input,
   // the dearest reading of a valid prompt_tokens, rather than making the valid count unusable too.

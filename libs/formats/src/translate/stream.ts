@@ -135,17 +135,7 @@ export class ChatStreamTranslator {
     if (this.ended) return [];
     const out = this.start();
     if (!chunk || typeof chunk !== 'object') return out;
-    if (chunk.usage) {
-      const u = usageFromOpenAI(chunk.usage);
-      // Usage sent in several chunks (servers reporting running totals): the last report of each count wins. A report
-      // without prompt_tokens (with its cached parts) or completion_tokens keeps the earlier one: servers that send
-      // prompt_tokens early and completion_tokens at the end had the prompt billed at the estimate; `usage: {}` keeps both.
-      const prev = this.usage;
-      this.usage = !prev ? u : {
-        ...(u.input_tokens !== undefined ? u : prev),
-        output_tokens: u.output_tokens !== undefined ? u.output_tokens : prev.output_tokens,
-      };
-    }
+    this.noteUsage(chunk.usage);
     const choice = firstChoice(chunk.choices, this.choice);
     if (!choice) return out;
     const d = (choice.delta && typeof choice.delta === 'object' ? choice.delta : {}) as ChatCompletionChunk['choices'][number]['delta'];
@@ -175,6 +165,23 @@ export class ChatStreamTranslator {
       this.closeOpen(out);
     }
     return out;
+  }
+
+  /**
+   * Takes a chunk's usage. Also called for the error chunk that ends a stream, whose content is not relayed but whose
+   * usage is what the upstream charged. Usage sent in several chunks (servers reporting running totals): the last
+   * report of each count wins. A report without prompt_tokens (with its cached parts) or completion_tokens keeps the
+   * earlier one: servers that send prompt_tokens early and completion_tokens at the end had the prompt billed at the
+   * estimate; `usage: {}` keeps both.
+   */
+  noteUsage(usage: ChatCompletionChunk['usage']): void {
+    if (this.ended || !usage || typeof usage !== 'object') return;
+    const u = usageFromOpenAI(usage);
+    const prev = this.usage;
+    this.usage = !prev ? u : {
+      ...(u.input_tokens !== undefined ? u : prev),
+      output_tokens: u.output_tokens !== undefined ? u.output_tokens : prev.output_tokens,
+    };
   }
 
   /** Ends a properly finished upstream stream: message_delta (with usage) then message_stop. */

@@ -41,6 +41,7 @@ export class OpenAIStreamMachine implements SseMachine {
     if (!chunk || typeof chunk !== 'object') return ''; // a JSON value that is no chunk (null, 5, "x") is skipped like a malformed line
     if (chunk.error || (Array.isArray(chunk.choices) && chunk.choices.some((c) => (c?.finish_reason as string | null) === 'error'))) {
       const e = upstreamStreamError((chunk.error as { type?: unknown } | null)?.type);
+      this.translator.noteUsage(chunk.usage);
       return this.fail(e.message, e.type);
     }
     const out = encodeAll(this.translator.push(chunk));
