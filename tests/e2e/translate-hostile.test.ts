@@ -295,6 +295,38 @@ describe('usage', () => {
   });
 });
 
+describe('a 200 whose JSON body is an error (servers and proxies that answer errors with 200)', () => {
+  let second: Scripted;
+  beforeAll(async () => {
+    second = upstream('openai', { text: 'from the second channel' });
+    await addChannel(gw, { type: 'openai', url: oai.url, models: ['gpt-e'], priority: 10 });
+    await addChannel(gw, { type: 'openai', url: second.url, models: ['gpt-e'], priority: 1 });
+    await setPrice(gw, 'gpt-e');
+  });
+  afterAll(() => second.stop());
+  const ask = async (rawJson: unknown) => {
+    const u = await keyedUser(gw, 1_000_000);
+    oai.queue.push({ rawJson });
+    const before = second.hits;
+    const r = await send(gw, u.key, { model: 'gpt-e', max_tokens: 100, messages: [{ role: 'user', content: 'Hi' }] });
+    gw.services.relay.quota.flush();
+    return { r, secondHits: second.hits - before, balance: await gw.services.ledger.sum(u.id) };
+  };
+  test('is judged as the status its type stands for: the client\'s 400 stays a 400 (prompt_too_long), not a 502 failed over to every channel', async () => {
+    const { r, secondHits, balance } = await ask({ error: { message: "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.", type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('prompt_too_long');
+    expect(secondHits).toBe(0);
+    expect(balance).toBe(1_000_000);
+  });
+  test('a rate limit fails over to the next channel, nothing billed for the refused attempt', async () => {
+    const { r, secondHits } = await ask({ error: { message: 'Rate limit reached', type: 'rate_limit_error', code: 429 } });
+    expect(r.status).toBe(200);
+    expect(r.body.content[0].text).toBe('from the second channel');
+    expect(secondHits).toBe(1);
+  });
+});
+
 describe('bounded memory', () => {
   test('a stream cut while text waits behind an unfinished tool call bills only what was delivered', async () => {
     const frames = [

@@ -92,13 +92,23 @@ function plainFirstEvent(chunk: Uint8Array): boolean {
 function errorOf(data: string, scrubber?: () => Scrubber): ClassifiedError | null {
   // Cheap test first: almost every stream's first event never mentions an error.
   if (!data.includes('"error"')) return null;
-  let j: { type?: unknown; error?: { type?: unknown; code?: unknown } } | null;
+  let j: unknown;
   try {
     j = JSON.parse(data);
   } catch {
     return null;
   }
-  if (!j || typeof j !== 'object' || !j.error || typeof j.error !== 'object' || (j.type !== undefined && j.type !== 'error')) return null;
+  return errorBodyOf(j, scrubber);
+}
+
+/**
+ * The classified error a decoded body is (an OpenAI `{"error":{…}}` or Anthropic `{"type":"error","error":{…}}`), else
+ * null. Also read from a 200 JSON answer: some servers and proxies answer errors with 200, and read as a bad answer
+ * (502) the client's own 400 (too long for the model) failed over to every channel and counted against each one's health.
+ */
+export function errorBodyOf(j: unknown, scrubber?: () => Scrubber): ClassifiedError | null {
+  const b = j as { type?: unknown; error?: { type?: unknown; code?: unknown } } | null;
+  if (!b || typeof b !== 'object' || !b.error || typeof b.error !== 'object' || (b.type !== undefined && b.type !== 'error')) return null;
   // The error object is read as an HTTP error body: its message for a 400 (context window wording), type/code for a 429.
-  return classifyUpstreamError(statusOf(j.error), JSON.stringify({ error: j.error }), new Headers(), scrubber?.());
+  return classifyUpstreamError(statusOf(b.error), JSON.stringify({ error: b.error }), new Headers(), scrubber?.());
 }

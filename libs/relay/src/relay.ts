@@ -3,7 +3,7 @@ import { contextWindowOf, usageLimits, worstCaseCost, type BillingConfig, type P
 import { countsNothing, estimateTextTokens, noCount, measureRequestTokens, type MessagesRequest, type Usage } from '@gw/formats';
 import type { PriceRow } from '@gw/db';
 import { applyBodyPolicy, applyHeaderPolicy, type ChannelRecord, type KeyRef } from '@gw/channels';
-import { badUpstreamResponse, countCodeExecutionCalls, decodeContextFor, scrubberFor, StreamStartJudge, upstreamMessage, type ProviderAdapter, type ReportedPeak, type Scrubber, type UpstreamRequest, type UpstreamTarget } from '@gw/providers';
+import { badUpstreamResponse, countCodeExecutionCalls, decodeContextFor, errorBodyOf, scrubberFor, StreamStartJudge, upstreamMessage, type ProviderAdapter, type ReportedPeak, type Scrubber, type UpstreamRequest, type UpstreamTarget } from '@gw/providers';
 import type { RelayConfig } from './config';
 import type { GateKey } from './gate';
 import { abortError, judgeFailure, type FailureInput } from './fault';
@@ -475,6 +475,9 @@ export class RelayService {
           // not an unreachable upstream.
           return fail({ phase: 'decode', cause: badUpstreamResponse('not JSON') }, 'response body not JSON');
         }
+        // A 200 whose body is an error is judged as the status its type stands for, as a stream beginning with one is.
+        const errorBody = errorBodyOf(json, scrubber);
+        if (errorBody) return fail({ phase: 'status', classified: clientNotFound(errorBody, ch, plan.body, r.body) }, '200 with an error body');
         let decoded;
         try {
           decoded = adapter.decodeMessagesResponse(json, decodeContextFor(plan.body, { inputTokens: plan.measure.estimate }));
