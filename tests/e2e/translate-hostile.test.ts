@@ -137,12 +137,27 @@ describe('fields of the wrong type', () => {
     expect(tools.status).toBe(200);
     const id = tools.body.id.replace(/^msg_/, '');
     expect(tools.body.content).toEqual([
-      { type: 'tool_use', id: `toolu_${id}_0`, name: '', input: {} },
+      { type: 'tool_use', id: `toolu_${id}_0`, name: '', input: { a: 1 } }, // arguments as an object: see below
       { type: 'tool_use', id: `toolu_${id}_1`, name: 'get', input: { a: 1 } },
       { type: 'tool_use', id: 'c3', name: '', input: {} },
     ]);
     expect(tools.body.stop_reason).toBe('tool_use');
     expect(row).toMatchObject({ input_tokens: 10, output_tokens: 5, cost: 20 });
+  });
+});
+
+describe('tool arguments sent as a JSON object instead of a string (the llama.cpp server with --tool-args-object, and others)', () => {
+  const args = { city: 'Paris', days: [1, 2] };
+  test('stream: the object is the call\'s input, not {}', async () => {
+    const { r } = await run({ rawFrames: [chunk({ tool_calls: [{ index: 0, id: 'call_o', type: 'function', function: { name: 'get', arguments: args } }] }), chunk({}, 'tool_calls'), usageChunk(U), DONE] });
+    const events = wellFormed(r.text);
+    expect(blocks(events)).toEqual([{ type: 'tool_use', id: 'call_o', name: 'get', input: {} }]);
+    expect(JSON.parse(events.filter((e) => e.delta?.type === 'input_json_delta').map((e) => e.delta.partial_json).join(''))).toEqual(args);
+  });
+  test('JSON: the same; an array or a number is still no input', async () => {
+    const calls = [args, [1], 5].map((a, i) => ({ id: `call_${i}`, type: 'function', function: { name: 'get', arguments: a } }));
+    const { r } = await run({ rawJson: completion({ role: 'assistant', content: null, tool_calls: calls }) });
+    expect(r.body.content.map((b: Ev) => b.input)).toEqual([args, {}, {}]);
   });
 });
 

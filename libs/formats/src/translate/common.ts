@@ -158,3 +158,12 @@ function settle<T extends { index?: unknown }>(c: T, index: { settled: boolean; 
   }
   return c;
 }
+
+/**
+ * Tool-call arguments sent as a JSON object rather than OpenAI's string (llama.cpp's server with --tool-args-object,
+ * and other compatible servers): the object itself, else undefined. Dropped, the call the model made reached the
+ * client with input `{}`. An array or any other value is still no input.
+ */
+export function objectArguments(v: unknown): Record<string, unknown> | undefined {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+}

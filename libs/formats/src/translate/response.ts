@@ -4,7 +4,7 @@ import type { AnthropicMessage, ResponseBlock, Usage } from '../anthropic/respon
 import { zeroUsage } from '../anthropic/response';
 import type { ChatCompletion, ChatToolCall } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
-import { clientToolId, clientToolName, finalStopReason, firstChoice, textOf, usableCount, usageFromOpenAI } from './common';
+import { clientToolId, clientToolName, finalStopReason, firstChoice, objectArguments, textOf, usableCount, usageFromOpenAI } from './common';
 
 export interface FromOpenAIOptions {
   /** The model the client asked for; echoed in `model`. */
@@ -59,8 +59,10 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
     const callId = clientToolId(call.id, `toolu_${id.replace(/^msg_/, '')}_${i}`, usedIds);
     const fn: Partial<ChatToolCall['function']> = call.function && typeof call.function === 'object' ? call.function : {};
     const args = typeof fn.arguments === 'string' ? fn.arguments : undefined;
-    if (fn.arguments !== undefined && args === undefined) badToolArguments.push(callId);
-    content.push({ type: 'tool_use', id: callId, name: clientToolName(opts.toolNames, fn.name), input: parseArguments(args, callId, badToolArguments, budget) });
+    // An object was counted with the answer's values before its parse; the string form is parsed (and counted) here.
+    const object = objectArguments(fn.arguments);
+    if (fn.arguments !== undefined && args === undefined && !object) badToolArguments.push(callId);
+    content.push({ type: 'tool_use', id: callId, name: clientToolName(opts.toolNames, fn.name), input: object ?? parseArguments(args, callId, badToolArguments, budget) });
   });
 
   const { stop: stopReason, stopSequence } = finalStopReason(choice?.finish_reason, {

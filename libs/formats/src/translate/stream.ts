@@ -7,7 +7,7 @@ import type { AnthropicStreamEvent, StopReason, Usage } from '../anthropic/respo
 import { countsNothing, zeroUsage } from '../anthropic/response';
 import type { ChatCompletionChunk, ChatToolCallDelta } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
-import { clientToolId, clientToolName, finalStopReason, firstChoice, textOf, usableCount, usageFromOpenAI } from './common';
+import { clientToolId, clientToolName, finalStopReason, firstChoice, objectArguments, textOf, usableCount, usageFromOpenAI } from './common';
 
 export interface StreamTranslatorOptions {
   /** The model the client asked for; echoed in message_start. */
@@ -240,7 +240,9 @@ export class ChatStreamTranslator {
 
   private tool(out: AnthropicStreamEvent[], tc: ChatToolCallDelta): void {
     const fn = tc.function && typeof tc.function === 'object' ? tc.function : undefined;
-    const args = typeof fn?.arguments === 'string' ? fn.arguments : '';
+    // Arguments sent as an object (objectArguments) are its JSON text; the chunk holding it was bounded as an event.
+    const object = objectArguments(fn?.arguments);
+    const args = typeof fn?.arguments === 'string' ? fn.arguments : object ? JSON.stringify(object) : '';
     const name = typeof fn?.name === 'string' ? fn.name : '';
     // OpenAI's index is an integer; anything else is keyed by its text (an object or a fraction names no call
     // of its own, and never reaches an id). Without an index (Gemini's compatible API sends each call whole,
