@@ -304,6 +304,20 @@ describe('usage', () => {
       expect(row).toMatchObject({ input_tokens: 5000, output_tokens: 80, cost: 5160, usage_flag: '', error_code: 'upstream_stream_cut' });
     }
   });
+  test('stream: an error chunk after the finish_reason does not turn the whole answer into an error (the client would pay for it and retry)', async () => {
+    const err = `data: ${JSON.stringify({ error: { message: 'late failure', type: 'api_error' } })}\n\n`;
+    for (const [frames, billed] of [
+      [[chunk({ content: 'abc' }, 'stop'), usageChunk({ prompt_tokens: 100, completion_tokens: 50 }), err, DONE], { input_tokens: 100, output_tokens: 50, cost: 200, usage_flag: '' }],
+      [[chunk({ content: 'abc' }, 'stop'), err, usageChunk({ prompt_tokens: 100, completion_tokens: 50 })], { input_tokens: 100, output_tokens: 50, cost: 200, usage_flag: '' }],
+    ] as const) {
+      const { r, row } = await run({ rawFrames: [...frames] });
+      const events = wellFormed(r.text);
+      expect(events.at(-1)!.type).toBe('message_stop');
+      expect(textOf(events)).toBe('abc');
+      expect(events.find((e) => e.type === 'message_delta')!.delta.stop_reason).toBe('end_turn');
+      expect(row).toMatchObject({ ...billed, error_code: '' });
+    }
+  });
   test('stream: a later usage chunk without counts does not erase an earlier report', async () => {
     const { row } = await run({ rawFrames: [chunk({ content: 'hi' }, 'stop'), usageChunk({ prompt_tokens: 40, completion_tokens: 7 }), usageChunk({}), DONE] });
     expect(row).toMatchObject({ input_tokens: 40, output_tokens: 7, cost: 54, usage_flag: '' });
