@@ -318,6 +318,19 @@ describe('usage', () => {
       expect(row).toMatchObject({ ...billed, error_code: '' });
     }
   });
+  test('Moonshot\'s usage: streamed inside the choice (choices[0].usage), cache hits as a top-level cached_tokens', async () => {
+    const kimi = { prompt_tokens: 1336, completion_tokens: 31, total_tokens: 1367, cached_tokens: 1280 };
+    for (const plan of [
+      { rawFrames: [chunk({ content: 'hi' }), `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: {}, finish_reason: 'stop', usage: kimi }] })}\n\n`, DONE] },
+      { rawJson: completion({ role: 'assistant', content: 'hi' }, kimi) },
+    ]) {
+      const { r, row } = await run(plan, { max_tokens: 1000 });
+      const usage = plan.rawFrames ? wellFormed(r.text).find((e) => e.type === 'message_delta')!.usage : r.body.usage;
+      expect(usage).toMatchObject({ input_tokens: 56, output_tokens: 31, cache_read_input_tokens: 1280 });
+      // 56 input at 1, 1280 cache reads at 0.1, 31 output at 2.
+      expect(row).toMatchObject({ input_tokens: 56, output_tokens: 31, cache_read_tokens: 1280, cost: 246, usage_flag: '' });
+    }
+  });
   test('stream: a later usage chunk without counts does not erase an earlier report', async () => {
     const { row } = await run({ rawFrames: [chunk({ content: 'hi' }, 'stop'), usageChunk({ prompt_tokens: 40, completion_tokens: 7 }), usageChunk({}), DONE] });
     expect(row).toMatchObject({ input_tokens: 40, output_tokens: 7, cost: 54, usage_flag: '' });

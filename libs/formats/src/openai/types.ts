@@ -54,6 +54,8 @@ export interface CompletionUsage {
   completion_tokens_details?: { reasoning_tokens?: number | null } | null;
   /** DeepSeek's cache hits (a part of prompt_tokens), where OpenAI has prompt_tokens_details.cached_tokens. */
   prompt_cache_hit_tokens?: number | null;
+  /** Moonshot's cache hits (a part of prompt_tokens), at the top level of usage. */
+  cached_tokens?: number | null;
 }
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'function_call';
@@ -102,6 +104,8 @@ export interface ChatCompletionChunk {
     };
     finish_reason: FinishReason | null;
     stop_reason?: string | number | null;
+    /** Moonshot streams its usage here, in the finishing chunk's choice, instead of the chunk's `usage`. */
+    usage?: CompletionUsage | null;
   }>;
   usage?: CompletionUsage | null;
 }

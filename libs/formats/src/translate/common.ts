@@ -23,7 +23,7 @@ const int = (n: unknown, main = false): number =>
 
 /**
  * OpenAI usage → Anthropic usage (cache reads: `prompt_tokens_details.cached_tokens`, else DeepSeek's
- * `prompt_cache_hit_tokens`). OpenAI's prompt_tokens includes cached tokens; Anthropic's input_tokens
+ * `prompt_cache_hit_tokens`, else Moonshot's `cached_tokens`). OpenAI's prompt_tokens includes cached tokens; Anthropic's input_tokens
  * does not, so cache reads and writes are subtracted (clamped at 0 against inconsistent upstreams). A main
  * count the upstream left out stays undefined (see `int`); without prompt_tokens the cached counts cannot be
  * placed inside it and are kept as reported.
@@ -33,8 +33,9 @@ export function usageFromOpenAI(u: CompletionUsage): Usage {
   const known = prompt !== undefined;
   // Cached counts are part of prompt_tokens. Reads above it cannot be true: clamped, the whole prompt was billed as
   // cache reads, the cheapest reading of a report no upstream bills by; they are unusable instead (below).
-  // DeepSeek reports its cache hits as prompt_cache_hit_tokens (part of prompt_tokens too), without details.
-  const cached = u.prompt_tokens_details?.cached_tokens ?? u.prompt_cache_hit_tokens;
+  // DeepSeek reports its cache hits as prompt_cache_hit_tokens, Moonshot as a top-level cached_tokens (parts of
+  // prompt_tokens too), without details: read as input, they were billed at the full input price.
+  const cached = u.prompt_tokens_details?.cached_tokens ?? u.prompt_cache_hit_tokens ?? u.cached_tokens;
   const cacheRead = known && !(int(cached) <= prompt) ? Number.NaN : int(cached);
   const cacheWrite = known ? Math.min(int(u.prompt_tokens_details?.cache_write_tokens), prompt - (cacheRead || 0)) : int(u.prompt_tokens_details?.cache_write_tokens);
   // An unusable cached count (NaN: flagged `invalid`, billed as none) leaves the prompt whole as uncached input,

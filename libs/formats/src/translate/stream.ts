@@ -135,8 +135,9 @@ export class ChatStreamTranslator {
     if (this.ended) return [];
     const out = this.start();
     if (!chunk || typeof chunk !== 'object') return out;
-    this.noteUsage(chunk.usage);
     const choice = firstChoice(chunk.choices, this.choice);
+    // Moonshot sends its usage inside the choice that finishes (only the choice read counts: n > 1 is ignored).
+    this.noteUsage(chunk.usage ?? choice?.usage);
     if (!choice) return out;
     const d = (choice.delta && typeof choice.delta === 'object' ? choice.delta : {}) as ChatCompletionChunk['choices'][number]['delta'];
     const reasoning = textOf(d.reasoning_content) || textOf(d.reasoning);
