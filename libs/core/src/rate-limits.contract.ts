@@ -72,6 +72,35 @@ export function rateLimitsContract(f: RateLimitsFactory): void {
     expect((await rl.hit(key, { limit: 100, windowMs: w })).remaining).toBe(99);
   }, 30_000);
 
+  test('retryAfterMs is when the hit would pass: early while the previous window fades, late after a full one', async () => {
+    const rl = f.node();
+    const w = 2_000;
+    // A full previous window and one hit in this one: refused now, but the previous window's weight falls
+    // below the room within a tenth of this window, not at its end.
+    const fading = uniq('fading');
+    await alignToWindow(w);
+    expect((await rl.hit(fading, { limit: 10, windowMs: w, cost: 10 })).ok).toBe(true);
+    await alignToWindow(w, 30);
+    expect((await rl.hit(fading, { limit: 10, windowMs: w })).ok).toBe(true);
+    const early = await rl.hit(fading, { limit: 10, windowMs: w });
+    expect(early.ok).toBe(false);
+    expect(early.retryAfterMs).toBeLessThan(w / 4);
+    await Bun.sleep(early.retryAfterMs);
+    expect((await rl.hit(fading, { limit: 10, windowMs: w })).ok).toBe(true);
+    // A window full of large hits: at its end it still weighs almost whole, so the next large hit passes only
+    // once 4/10 of the next window have gone by.
+    const full = uniq('full');
+    await alignToWindow(w);
+    for (let i = 0; i < 2; i++) expect((await rl.hit(full, { limit: 10, windowMs: w, cost: 5 })).ok).toBe(true);
+    const late = await rl.hit(full, { limit: 10, windowMs: w, cost: 5 });
+    expect(late.ok).toBe(false);
+    const end = w - (Date.now() % w);
+    expect(late.retryAfterMs).toBeGreaterThan(end + w * 0.3);
+    expect(late.retryAfterMs).toBeLessThan(end + w * 0.5);
+    await Bun.sleep(late.retryAfterMs);
+    expect((await rl.hit(full, { limit: 10, windowMs: w, cost: 5 })).ok).toBe(true);
+  }, 30_000);
+
   test('concurrent hits from three nodes: exactly `limit` pass', async () => {
     const nodes = [f.node(), f.node(), f.node()];
     const key = uniq('race');

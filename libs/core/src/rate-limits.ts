@@ -14,7 +14,7 @@ export interface HitOptions {
 
 export interface HitResult {
   ok: boolean;
-  /** 0 when ok; otherwise the ms until the current window ends (at least 1). */
+  /** 0 when ok; otherwise the ms until this hit would pass if nothing else were counted (at least 1; windowRetryAfter). */
   retryAfterMs: number;
   /** Units still allowed in the window after this hit. */
   remaining: number;
@@ -72,6 +72,27 @@ export function windowEstimate(cur: number, prev: number, windowStart: number, w
   return cur + prev * (1 - (now - windowStart) / windowMs);
 }
 
+/**
+ * The ms until a refused hit of `cost` would pass if nothing else were counted (at least 1): when the estimate
+ * falls below limit − cost + 1 (a hit passes while floor(estimate) + cost ≤ limit). The end of the current window
+ * was wrong both ways: the previous window's weight falls during this one, so a hit may pass long before it ends
+ * (a client told to wait out the minute waited for nothing); and after the edge this window's count weighs almost
+ * whole, so a large hit (tokens per minute) retried at the edge was refused again, and a client honouring
+ * retry-after used its retries up. A hit larger than the limit never passes: the window's end (callers refuse it
+ * without a retry-after). The Redis script mirrors this.
+ */
+export function windowRetryAfter(cur: number, prev: number, start: number, windowMs: number, t: number, limit: number, cost: number): number {
+  const room = limit - cost + 1;
+  const end = start + windowMs;
+  let at = end;
+  // This window: cur + prev × (1 − (at − start)/windowMs) < room.
+  if (cur < room && prev > 0) at = start + windowMs * (1 - (room - cur) / prev);
+  // The next one: this window's count becomes the previous one, cur × (1 − (at − end)/windowMs) < room.
+  else if (room > 0 && cur >= room) at = end + windowMs * (1 - room / cur);
+  // +1: the estimate must fall strictly below `room`, and the float may land a hair above it.
+  return Math.max(1, Math.ceil(at - t) + 1);
+}
+
 /** One key's two fixed windows: the current one (starting at `start`) and the one before it. */
 export interface WindowCounter {
   start: number;
@@ -97,7 +118,8 @@ export function stepWindow(c: WindowCounter | undefined, input: HitOptions, t: n
   }
   const used = Math.floor(windowEstimate(cur, prev, start, opts.windowMs, t));
   if (used + cost > opts.limit) {
-    return { result: { ok: false, retryAfterMs: Math.max(1, start + opts.windowMs - t), remaining: Math.max(0, opts.limit - used) }, next: { start, cur, prev, windowMs: opts.windowMs } };
+    const retryAfterMs = windowRetryAfter(cur, prev, start, opts.windowMs, t, opts.limit, cost);
+    return { result: { ok: false, retryAfterMs, remaining: Math.max(0, opts.limit - used) }, next: { start, cur, prev, windowMs: opts.windowMs } };
   }
   return { result: { ok: true, retryAfterMs: 0, remaining: Math.max(0, opts.limit - used - cost) }, next: { start, cur: cur + cost, prev, windowMs: opts.windowMs } };
 }

@@ -19,7 +19,11 @@ if v[4] and tonumber(v[4]) == win then
 end
 local used = math.floor(cur + prev * (1 - (now - start) / win))
 if used + cost > limit then
-  return {0, math.max(1, start + win - now), math.max(0, limit - used)}
+  -- windowRetryAfter: when the estimate falls below limit - cost + 1, in this window or the next.
+  local room, at = limit - cost + 1, start + win
+  if cur < room and prev > 0 then at = start + win * (1 - (room - cur) / prev)
+  elseif room > 0 and cur >= room then at = start + win + win * (1 - room / cur) end
+  return {0, math.max(1, math.ceil(at - now) + 1), math.max(0, limit - used)}
 end
 redis.call('HSET', KEYS[1], 's', start, 'c', cur + cost, 'p', prev, 'w', win)
 redis.call('PEXPIRE', KEYS[1], 2 * win)
