@@ -45,10 +45,10 @@ export function rateLimitsContract(f: RateLimitsFactory): void {
     const refused = await rl.hit(a, opts(4));
     expect(refused.ok).toBe(false);
     expect(refused.remaining).toBe(2);
-    expect(await rl.hit(a, opts(2))).toEqual({ ok: true, retryAfterMs: 0, remaining: 0 });
+    expect(await rl.hit(a, opts(2))).toMatchObject({ ok: true, retryAfterMs: 0, remaining: 0 });
     expect((await rl.hit(b, opts(10))).ok).toBe(true);
     await rl.reset(a);
-    expect(await rl.hit(a, opts(10))).toEqual({ ok: true, retryAfterMs: 0, remaining: 0 });
+    expect(await rl.hit(a, opts(10))).toMatchObject({ ok: true, retryAfterMs: 0, remaining: 0 });
     // Fractional costs round up; a window of 0 or NaN ms is 1 ms, never a division by zero.
     expect((await rl.hit(uniq('frac'), { limit: 10, windowMs: w, cost: 1.5 })).remaining).toBe(8);
     expect((await rl.hit(uniq('nan'), { limit: 10, windowMs: Number.NaN })).ok).toBe(true);
@@ -99,6 +99,26 @@ export function rateLimitsContract(f: RateLimitsFactory): void {
     expect(late.retryAfterMs).toBeLessThan(end + w * 0.5);
     await Bun.sleep(late.retryAfterMs);
     expect((await rl.hit(full, { limit: 10, windowMs: w, cost: 5 })).ok).toBe(true);
+  }, 30_000);
+
+  test('unhit gives a passed hit back to its window, or to the previous one once it has rolled', async () => {
+    const rl = f.node();
+    const key = uniq('unhit');
+    const w = 1_000;
+    await alignToWindow(w);
+    const first = await rl.hit(key, { limit: 10, windowMs: w, cost: 10 });
+    expect(first.ok).toBe(true);
+    expect(first.windowStart % w).toBe(0);
+    expect((await rl.hit(key, { limit: 10, windowMs: w, cost: 4 })).ok).toBe(false);
+    await rl.unhit(key, { windowMs: w, cost: 6, windowStart: first.windowStart });
+    expect((await rl.hit(key, { limit: 10, windowMs: w, cost: 4 })).remaining).toBe(2);
+    // Next window: the previous one's 8 weigh almost whole until given back.
+    await alignToWindow(w, 20);
+    await rl.unhit(key, { windowMs: w, cost: 8, windowStart: first.windowStart });
+    expect((await rl.hit(key, { limit: 10, windowMs: w, cost: 10 })).ok).toBe(true);
+    // A window two behind is gone: nothing to give back, nothing goes negative.
+    await rl.unhit(key, { windowMs: w, cost: 100, windowStart: first.windowStart - w });
+    expect((await rl.hit(key, { limit: 10, windowMs: w })).ok).toBe(false);
   }, 30_000);
 
   test('concurrent hits from three nodes: exactly `limit` pass', async () => {

@@ -18,6 +18,8 @@ export interface HitResult {
   retryAfterMs: number;
   /** Units still allowed in the window after this hit. */
   remaining: number;
+  /** Start of the window the hit was counted in (for `unhit`). */
+  windowStart: number;
 }
 
 export interface AcquireOptions {
@@ -39,6 +41,11 @@ export interface RateLimits {
    * The hit passes when floor(estimate) + cost ≤ limit, and is then counted; a refused hit is not.
    */
   hit(key: string, opts: HitOptions): Promise<HitResult>;
+  /**
+   * Gives back `cost` units a passed hit counted in the window starting at `windowStart` (its `HitResult`), for a
+   * request refused before it used what it was counted for. Nothing when that window is older than the previous one.
+   */
+  unhit(key: string, opts: { windowMs: number; cost: number; windowStart: number }): Promise<void>;
   /** Forgets `key`'s window (e.g. after a successful login). */
   reset(key: string): Promise<void>;
   /** A lease when fewer than `max` live leases exist under `key`, else null. */
@@ -119,9 +126,17 @@ export function stepWindow(c: WindowCounter | undefined, input: HitOptions, t: n
   const used = Math.floor(windowEstimate(cur, prev, start, opts.windowMs, t));
   if (used + cost > opts.limit) {
     const retryAfterMs = windowRetryAfter(cur, prev, start, opts.windowMs, t, opts.limit, cost);
-    return { result: { ok: false, retryAfterMs, remaining: Math.max(0, opts.limit - used) }, next: { start, cur, prev, windowMs: opts.windowMs } };
+    return { result: { ok: false, retryAfterMs, remaining: Math.max(0, opts.limit - used), windowStart: start }, next: { start, cur, prev, windowMs: opts.windowMs } };
   }
-  return { result: { ok: true, retryAfterMs: 0, remaining: Math.max(0, opts.limit - used - cost) }, next: { start, cur: cur + cost, prev, windowMs: opts.windowMs } };
+  return { result: { ok: true, retryAfterMs: 0, remaining: Math.max(0, opts.limit - used - cost), windowStart: start }, next: { start, cur: cur + cost, prev, windowMs: opts.windowMs } };
+}
+
+/** A counter with `cost` given back to the window starting at `windowStart` (the current or the previous one). */
+export function unstep(c: WindowCounter, o: { windowMs: number; cost: number; windowStart: number }): WindowCounter {
+  if (c.windowMs !== o.windowMs) return c;
+  if (c.start === o.windowStart) return { ...c, cur: Math.max(0, c.cur - o.cost) };
+  if (c.start === o.windowStart + o.windowMs) return { ...c, prev: Math.max(0, c.prev - o.cost) };
+  return c;
 }
 
 /**
@@ -140,6 +155,11 @@ export class MemoryRateLimits implements RateLimits {
     const { result, next } = stepWindow(this.counters.get(key), input, this.tick());
     this.counters.set(key, next);
     return result;
+  }
+
+  async unhit(key: string, opts: { windowMs: number; cost: number; windowStart: number }): Promise<void> {
+    const c = this.counters.get(key);
+    if (c) this.counters.set(key, unstep(c, opts));
   }
 
   async reset(key: string): Promise<void> {

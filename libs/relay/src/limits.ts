@@ -14,7 +14,9 @@
  *
  * Tokens per minute count what admission reserves (the input bound plus max_tokens), not what the
  * upstream later reports: the limit can then never be exceeded by requests already admitted, at the
- * price of counting unused output. Nothing is refunded at settlement.
+ * price of counting unused output. Nothing is refunded at settlement; only a request refused before any
+ * upstream was called (quota, price, unknown model) gives its tokens back (`Admission.unused`): counted,
+ * they let a member who cannot pay fill a group's window with refused requests, for free.
  */
 import { GatewayError, type Lease, type RateLimits } from '@gw/core';
 
@@ -61,12 +63,16 @@ export interface LimiterConfig {
 const MINUTE = 60_000;
 type Scope = 'key' | 'user' | 'group';
 
-/** A request's admission: `release` gives its concurrency back (idempotent; call it on every path). */
+/**
+ * A request's admission: `release` gives its concurrency back (idempotent; call it on every path); `unused`
+ * gives back the tokens per minute it counted, for a request refused before any upstream call (idempotent).
+ */
 export interface Admission {
   release(): void;
+  unused(): void;
 }
 
-const NONE: Admission = { release() {} };
+const NONE: Admission = { release() {}, unused() {} };
 
 export class RequestLimiter {
   constructor(private readonly limits: RateLimits, private readonly cfg: LimiterConfig) {}
@@ -98,6 +104,10 @@ export class RequestLimiter {
     add('group', s.group, `g:${s.group.name}`);
     const leases: Lease[] = [];
     const giveBack = () => { for (const l of leases.splice(0)) void this.limits.release(l); };
+    const counted: Array<[string, number]> = [];
+    const unused = () => {
+      for (const [id, windowStart] of counted.splice(0)) void this.limits.unhit(id, { windowMs: MINUTE, cost: opts.tokens, windowStart }).catch(() => { /* counted until the window passes */ });
+    };
     try {
       if (opts.hold) {
         for (const [scope, f, id, pattern] of scopes) {
@@ -117,12 +127,13 @@ export class RequestLimiter {
         if (opts.tokens > f.rateLimitTpm) throw refused(scope, 'tpm', `${f.rateLimitTpm} tokens per minute; this request may use ${opts.tokens}`, MINUTE, false, pattern);
         const r = await this.limits.hit(`lim:tpm:${id}`, { limit: f.rateLimitTpm, windowMs: MINUTE, cost: opts.tokens });
         if (!r.ok) throw refused(scope, 'tpm', `${f.rateLimitTpm} tokens per minute`, r.retryAfterMs, true, pattern);
+        counted.push([`lim:tpm:${id}`, r.windowStart]);
       }
     } catch (e) {
       giveBack();
       throw e;
     }
-    if (!leases.length) return NONE;
+    if (!leases.length) return counted.length ? { release() {}, unused } : NONE;
     // Long streams outlive a lease: renew while held, so only a dead process's leases expire.
     const timer = setInterval(() => { for (const l of leases) void this.limits.renew(l, this.cfg.leaseMs); }, Math.max(1, Math.floor(this.cfg.leaseMs / 3)));
     (timer as { unref?: () => void }).unref?.();
@@ -134,6 +145,7 @@ export class RequestLimiter {
         clearInterval(timer);
         giveBack();
       },
+      unused,
     };
   }
 }

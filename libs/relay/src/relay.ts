@@ -293,6 +293,8 @@ export class RelayService {
       const held = this.d.quota.reserve({ userId: r.key.userId, apiKey: r.key, ref: r.requestId, ...sized });
       reservation = held instanceof Promise ? await held : held;
     } catch (e) {
+      // Refused before any upstream call: its tokens were never used, so they do not count toward tokens per minute.
+      admission?.unused();
       admission?.release();
       throw e;
     }
@@ -321,6 +323,8 @@ export class RelayService {
       throw last ?? new GatewayError(503, 'no_healthy_channel', 'No channel could serve the request');
     } catch (e) {
       const err = e instanceof GatewayError ? e : new GatewayError(502, 'upstream_error', 'Upstream request failed', { cause: e });
+      // No channel to try (unknown model, none healthy): nothing was sent, so no tokens were used either.
+      if (attempts === 0) admission?.unused();
       // Nothing reached the client: no charge, but the attempt is logged.
       const logged = this.settle(reservation, ticket, lastChannel, lastPlan && billOf(lastPlan), ZERO, { status: err.status, errorCode: err.code, attempts, ttftMs: null });
       loggedErrors.add(err);

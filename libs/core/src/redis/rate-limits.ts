@@ -23,11 +23,22 @@ if used + cost > limit then
   local room, at = limit - cost + 1, start + win
   if cur < room and prev > 0 then at = start + win * (1 - (room - cur) / prev)
   elseif room > 0 and cur >= room then at = start + win + win * (1 - room / cur) end
-  return {0, math.max(1, math.ceil(at - now) + 1), math.max(0, limit - used)}
+  return {0, math.max(1, math.ceil(at - now) + 1), math.max(0, limit - used), start}
 end
 redis.call('HSET', KEYS[1], 's', start, 'c', cur + cost, 'p', prev, 'w', win)
 redis.call('PEXPIRE', KEYS[1], 2 * win)
-return {1, 0, math.max(0, limit - used - cost)}
+return {1, 0, math.max(0, limit - used - cost), start}
+`;
+
+/** MemoryRateLimits' unstep: the cost back to the current window, or to the previous one if it has rolled. */
+const UNHIT = `
+local win, cost, at = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local v = redis.call('HMGET', KEYS[1], 's', 'c', 'p', 'w')
+if not v[4] or tonumber(v[4]) ~= win then return 0 end
+local s = tonumber(v[1])
+if s == at then redis.call('HSET', KEYS[1], 'c', math.max(0, tonumber(v[2]) - cost)); return 1 end
+if s == at + win then redis.call('HSET', KEYS[1], 'p', math.max(0, tonumber(v[3]) - cost)); return 1 end
+return 0
 `;
 
 /** Leases are a sorted set member → expiry; the set itself expires with its last lease. */
@@ -69,12 +80,14 @@ export class RedisRateLimits implements RateLimits {
    */
   private readonly live = new Map<string, { key: string; leaseMs: number }>();
   private readonly hitScript: Script;
+  private readonly unhitScript: Script;
   private readonly acquireScript: Script;
   private readonly renewScript: Script;
   private readonly activeScript: Script;
 
   constructor(private readonly redis: Redis, private readonly prefix = 'gw:') {
     this.hitScript = defineScript(redis, 'gwRateHit', 1, HIT);
+    this.unhitScript = defineScript(redis, 'gwRateUnhit', 1, UNHIT);
     this.acquireScript = defineScript(redis, 'gwLeaseAcquire', 1, ACQUIRE);
     this.renewScript = defineScript(redis, 'gwLeaseRenew', 1, RENEW);
     this.activeScript = defineScript(redis, 'gwLeaseActive', 1, ACTIVE);
@@ -90,8 +103,12 @@ export class RedisRateLimits implements RateLimits {
 
   async hit(key: string, input: HitOptions): Promise<HitResult> {
     const opts = normalizeHit(input);
-    const [ok, retryAfterMs, remaining] = (await this.hitScript([this.rateKey(key)], [opts.limit, opts.windowMs, opts.cost])) as number[];
-    return { ok: ok === 1, retryAfterMs: retryAfterMs!, remaining: remaining! };
+    const [ok, retryAfterMs, remaining, windowStart] = (await this.hitScript([this.rateKey(key)], [opts.limit, opts.windowMs, opts.cost])) as number[];
+    return { ok: ok === 1, retryAfterMs: retryAfterMs!, remaining: remaining!, windowStart: windowStart! };
+  }
+
+  async unhit(key: string, opts: { windowMs: number; cost: number; windowStart: number }): Promise<void> {
+    await this.unhitScript([this.rateKey(key)], [opts.windowMs, opts.cost, opts.windowStart]);
   }
 
   async reset(key: string): Promise<void> {
