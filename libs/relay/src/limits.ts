@@ -3,9 +3,9 @@
  * several nodes share the limits): requests per minute and tokens per minute with `hit`, requests in
  * flight with `acquire`/`release` leases. 0 = unlimited for every field.
  *
- * Order: concurrency first (a refused request gives back the leases it took), then requests per
- * minute, then tokens per minute, each key → user → group. A hit counts once it passes and the port
- * has no refund, so a request refused by a later window has still used a unit of the earlier ones.
+ * Order: concurrency first, then requests per minute, then tokens per minute, each key → user → group.
+ * A refused request gives back everything it took: the leases, and the units earlier windows counted
+ * (otherwise requests refused by a key's own limit spent its owner's and group's windows for the others).
  *
  * Per-model limits (`modelLimits`: pattern → the same three limits) count apart from the general ones,
  * one counter per pattern, so `claude-*` limits every claude model together. Of a scope's patterns only
@@ -104,10 +104,13 @@ export class RequestLimiter {
     add('group', s.group, `g:${s.group.name}`);
     const leases: Lease[] = [];
     const giveBack = () => { for (const l of leases.splice(0)) void this.limits.release(l); };
-    const counted: Array<[string, number]> = [];
-    const unused = () => {
-      for (const [id, windowStart] of counted.splice(0)) void this.limits.unhit(id, { windowMs: MINUTE, cost: opts.tokens, windowStart }).catch(() => { /* counted until the window passes */ });
+    // Hits counted so far: [counter, cost, window start], to give back (requests, tokens).
+    type Counted = Array<[string, number, number]>;
+    const [requests, tokens]: [Counted, Counted] = [[], []];
+    const unhit = (hits: Counted) => {
+      for (const [id, cost, windowStart] of hits.splice(0)) void this.limits.unhit(id, { windowMs: MINUTE, cost, windowStart }).catch(() => { /* counted until the window passes */ });
     };
+    const unused = () => unhit(tokens);
     try {
       if (opts.hold) {
         for (const [scope, f, id, pattern] of scopes) {
@@ -121,19 +124,24 @@ export class RequestLimiter {
         if (f.rateLimitRpm <= 0) continue;
         const r = await this.limits.hit(`lim:rpm:${id}`, { limit: f.rateLimitRpm, windowMs: MINUTE });
         if (!r.ok) throw refused(scope, 'rpm', `${f.rateLimitRpm} requests per minute`, r.retryAfterMs, true, pattern);
+        requests.push([`lim:rpm:${id}`, 1, r.windowStart]);
       }
       for (const [scope, f, id, pattern] of scopes) {
         if (f.rateLimitTpm <= 0 || opts.tokens <= 0) continue;
         if (opts.tokens > f.rateLimitTpm) throw refused(scope, 'tpm', `${f.rateLimitTpm} tokens per minute; this request may use ${opts.tokens}`, MINUTE, false, pattern);
         const r = await this.limits.hit(`lim:tpm:${id}`, { limit: f.rateLimitTpm, windowMs: MINUTE, cost: opts.tokens });
         if (!r.ok) throw refused(scope, 'tpm', `${f.rateLimitTpm} tokens per minute`, r.retryAfterMs, true, pattern);
-        counted.push([`lim:tpm:${id}`, r.windowStart]);
+        tokens.push([`lim:tpm:${id}`, opts.tokens, r.windowStart]);
       }
     } catch (e) {
+      // Refused by a later limit: the earlier ones give back what they counted, so a key's own limit bounds
+      // what it takes of its owner's and group's (a refused request spent their requests per minute).
       giveBack();
+      unhit(requests);
+      unused();
       throw e;
     }
-    if (!leases.length) return counted.length ? { release() {}, unused } : NONE;
+    if (!leases.length) return tokens.length ? { release() {}, unused } : NONE;
     // Long streams outlive a lease: renew while held, so only a dead process's leases expire.
     const timer = setInterval(() => { for (const l of leases) void this.limits.renew(l, this.cfg.leaseMs); }, Math.max(1, Math.floor(this.cfg.leaseMs / 3)));
     (timer as { unref?: () => void }).unref?.();
