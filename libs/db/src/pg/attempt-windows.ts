@@ -70,7 +70,11 @@ export function pgAttemptWindows(sql: PgSql, opts: { sweepEvery?: number } = {})
             where floor(${cur}::float8 + ${prev}::float8 * ${weight}) + 1 <= ${Math.min(limit, COUNT_ALL)}
             returning 1`;
         });
-        return counted.length ? 0 : retry;
+        if (counted.length) return 0;
+        // Refused: when a retry would pass, as stepWindow answers it (the window's end is wrong both ways: the
+        // previous window may fade well before it, and a full one still weighs almost whole just after it).
+        const after = stepWindow(await read(key), { limit, windowMs }, t).result;
+        return after.ok ? retry : Math.max(1, Math.ceil(after.retryAfterMs / 1000));
       },
       reset: async (key) => { await sql`delete from attempt_windows where key = ${k(key)}`; },
     };
