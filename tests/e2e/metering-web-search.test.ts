@@ -30,10 +30,14 @@ beforeAll(async () => {
   gw = await startGateway();
   ant = upstream('anthropic');
   oai = upstream('openai');
-  await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['ws', 'ws-own'], group: 'default,gold' });
+  await addChannel(gw, { type: 'anthropic', url: ant.url, models: ['ws', 'ws-own', 'ws-tiered'], group: 'default,gold' });
   expect((await gw.api('POST', '/api/group/', { name: 'gold', ratio: 1500 })).status).toBe(200);
   await addChannel(gw, { type: 'openai', url: oai.url, models: ['ws-oai'] });
   for (const model of ['ws', 'ws-oai']) expect((await gw.api('PUT', '/api/pricing/', { model, ...PRICE })).status).toBe(200);
+  // A long-context tier above the window: no single sampling of a request can reach it.
+  const tiered = await gw.api('PUT', '/api/pricing/', { model: 'ws-tiered', ...PRICE, long_context_threshold: 1000,
+    long_context: { input: 2_000_000, output: 4_000_000, cache_read: 0, cache_write: 0 } });
+  expect(tiered.status).toBe(200);
   const own = await gw.api('PUT', '/api/pricing/', { model: 'ws-own', ...PRICE, web_search: 7 });
   expect(own.status).toBe(200);
   expect(own.body.data.web_search).toBe(7);
@@ -109,6 +113,17 @@ describe('web searches are billed per search', () => {
     const r = await send(gw, u.key, msg('ws', { tools: [{ name: 'lookup', input_schema: { type: 'object' } }] }));
     expect(r.status).toBe(200);
     expect(await logOf(r.headers.get('request-id'))).toMatchObject({ input_tokens: 1000, usage_flag: 'implausible' });
+  });
+
+  test('a server-tool loop\'s summed input is no one sampling\'s: it does not reach a long-context tier no sampling can reach', async () => {
+    // Window 1,000 = threshold: each of the up to 4 samplings holds at most 1,000 tokens, so none is long-context.
+    const u = await keyedUser(gw, 1_000_000);
+    ant.queue.push({ usage: { input: 3_500, output: 5, webSearch: 3 } });
+    const r = await send(gw, u.key, msg('ws-tiered', { tools: [{ ...SEARCH, max_uses: 3 }] }));
+    expect(r.status).toBe(200);
+    const cost = 3_500 + 5 * 2 + 3 * DEFAULT_SEARCH;
+    expect(await logOf(r.headers.get('request-id'))).toMatchObject({ input_tokens: 3_500, long_context: 0, cost, usage_flag: '' });
+    expect(await balanceOf(gw, u.id)).toBe(1_000_000 - cost);
   });
 
   test('streams too: a reported count above the bound is clamped', async () => {

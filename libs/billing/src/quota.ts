@@ -461,7 +461,7 @@ export class QuotaService {
     const u = g.usage;
     const ratio = log.ratio ?? RATIO_ONE;
     const price = log.price === null ? undefined : log.price ?? this.deps.prices.get(log.billedModel || log.model);
-    const priced = priceUsage(u, price, ratio, this.deps.prices.webSearchPrice(price));
+    const priced = priceUsage(u, price, ratio, this.deps.prices.webSearchPrice(price), limits?.samplingInput);
     let cost = priced.cost;
     // A shared hold is capped by the shared store at settlement (settleDurable), against every node's holds.
     const cap = r?.hold && !r.done ? Infinity : this.chargeCap(r, log.userId, { id: log.apiKeyId, limited: r ? r.keyLimited : false });

@@ -75,10 +75,12 @@ export function priceSetFor(p: BillablePrice, inputTokens: number): { set: Price
  * long-context tier does not change it) and `u.codeExecution` calls at the row's `code_execution` (unset: 0, such requests
  * are refused before they are sent), rounded up once over all kinds (the group's per-mille `ratio`
  * folded into that one rounding); never throws, whatever the counts. `cacheWrite1h` is taken out of `cacheWrite` (at most all of it).
+ * `samplingInput`: the tier is chosen by at most this much input (UsageLimits.samplingInput).
  */
-export function priceUsage(u: TieredTokens, p: BillablePrice | undefined, ratio: number = RATIO_ONE, searchPrice: number = p?.webSearch ?? 0): { cost: number; longContext: boolean } {
+export function priceUsage(u: TieredTokens, p: BillablePrice | undefined, ratio: number = RATIO_ONE, searchPrice: number = p?.webSearch ?? 0,
+  samplingInput = Number.POSITIVE_INFINITY): { cost: number; longContext: boolean } {
   if (!p) return { cost: 0, longContext: false };
-  const { set, longContext } = priceSetFor(p, tierInput(u));
+  const { set, longContext } = priceSetFor(p, Math.min(tierInput(u), samplingInput));
   const oneHour = Math.min(u.cacheWrite1h ?? 0, u.cacheWrite);
   const cost = costOf([
     [u.input, set.input], [u.output, set.output], [u.cacheRead, set.cacheRead],

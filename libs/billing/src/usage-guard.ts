@@ -10,6 +10,12 @@ import type { TokenUsage } from './usage';
 export interface UsageLimits {
   /** Input tokens of every kind together (uncached + cache reads + cache writes + audio): the context window (× the samplings of a server-tool loop). */
   maxInput: number;
+  /**
+   * The most input one sampling holds (the context window), when `maxInput` is several of them: the tier is chosen by at
+   * most this. A server-tool loop's reported input sums its samplings, and a sum above the long-context threshold put
+   * the whole request in that tier though no sampling of it could reach it.
+   */
+  samplingInput?: number;
   /** Output tokens of every kind together: the request's max output tokens. */
   maxOutput: number;
   /** Input tokens the reservation was computed with: the fallback for an unusable input count. */

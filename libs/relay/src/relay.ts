@@ -206,6 +206,7 @@ export class RelayService {
     if (codeExecutionToolAt(body) >= 0) limits.maxCodeExecution = this.d.billing.codeExecutionMaxCalls;
     // Reported input may reach one window per sampling of a server-tool loop (server-tool-loop.ts); the hold stays one window.
     limits.maxInput = window * samplingsBound(body, this.d.billing.webSearchMaxUses, this.d.billing.codeExecutionMaxCalls);
+    limits.samplingInput = window;
     return { amount: Math.max(this.d.billing.minReserve, worstCaseCost(limits, price, ratio, this.d.prices.webSearchPrice(price))), limits };
   }
 
