@@ -24,3 +24,11 @@ test('malformed, huge, negative and injected cursors: 400 JSON or a page, never 
     }
   }
 }, 30_000);
+
+test('the documented error codes: a cursor of another shape is invalid_format, one whose numbers pass 2^53 − 1 invalid_value', async () => {
+  const a = await makeUser(gw);
+  for (const [c, code] of [['x', 'invalid_format'], ['1.5.6', 'invalid_format'], ['9999999999999999.1', 'invalid_value'], ['1.9999999999999999', 'invalid_value']] as const) {
+    const r = await gw.api('GET', `/api/log/self?cursor=${encodeURIComponent(c)}`, undefined, a.token);
+    expect([c, r.status, r.body.error?.code, r.body.error?.param]).toEqual([c, 400, code, 'cursor']);
+  }
+});
