@@ -37,7 +37,7 @@ export interface UsageLimits {
  * - `estimated`: the upstream reported no usage (e.g. a cut stream); billed on the gateway's estimate;
  * - `invalid`: a count was not a non-negative safe integer (1.5, 1e400, -5, "7", NaN…); replaced by the
  *   estimate, or by what was reserved for it (web searches: the bound, Σ max_uses);
- * - `implausible`: input beyond the context window, output beyond the max output tokens, more 1-hour
+ * - `implausible`: input beyond the context window (one per sampling of a server-tool loop), output beyond the max output tokens, more 1-hour
  *   cache writes than cache writes, more web searches than the request's max_uses allow, or more code-execution
  *   calls than CODE_EXECUTION_MAX_CALLS (none without a code-execution tool); clamped;
  * - `capped`: the charge was limited by the reservation plus what the user could still spend.
