@@ -361,6 +361,13 @@ describe('a 200 whose JSON body is an error (servers and proxies that answer err
     expect(secondHits).toBe(0);
     expect(balance).toBe(1_000_000);
   });
+  test('a body that also carries an answer (choices) is the answer, not an error: served and billed once, no failover', async () => {
+    const { r, secondHits, balance } = await ask({ ...completion({ role: 'assistant', content: 'the answer' }), error: { message: 'stale', type: 'rate_limit_error' } });
+    expect(r.status).toBe(200);
+    expect(r.body.content[0].text).toBe('the answer');
+    expect(secondHits).toBe(0);
+    expect(balance).toBeLessThan(1_000_000);
+  });
   test('a rate limit fails over to the next channel, nothing billed for the refused attempt', async () => {
     const { r, secondHits } = await ask({ error: { message: 'Rate limit reached', type: 'rate_limit_error', code: 429 } });
     expect(r.status).toBe(200);

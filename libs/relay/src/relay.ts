@@ -481,7 +481,9 @@ export class RelayService {
           return fail({ phase: 'decode', cause: badUpstreamResponse('not JSON') }, 'response body not JSON');
         }
         // A 200 whose body is an error is judged as the status its type stands for, as a stream beginning with one is.
-        const errorBody = errorBodyOf(json, scrubber);
+        // One that also carries an answer (`choices`, `content`) is an answer: a proxy writing an empty or stale error
+        // member beside it would otherwise have every good answer failed over and paid for twice.
+        const errorBody = carriesAnswer(json) ? null : errorBodyOf(json, scrubber);
         if (errorBody) return fail({ phase: 'status', classified: clientNotFound(errorBody, ch, plan.body, r.body) }, '200 with an error body');
         let decoded;
         try {
@@ -600,6 +602,11 @@ function zeroOutput(usage: Usage | null, content: unknown): Usage | null {
  * billed the prompt as free. Billed like a count left out: the reserved input bound, flagged `estimated`. For an answer's
  * usage only (a failed request is settled with no usage at all, ZERO, and billed nothing).
  */
+/** Whether a decoded 200 body holds an answer (OpenAI `choices`, Anthropic `content`), whatever else it holds. */
+function carriesAnswer(j: unknown): boolean {
+  return !!j && typeof j === 'object' && (Array.isArray((j as { choices?: unknown }).choices) || Array.isArray((j as { content?: unknown }).content));
+}
+
 function answerTokens(u: Usage, codeExecution?: number): UsageReport {
   const t = toTokens(u, codeExecution);
   return t.input === 0 && noCount(t.cacheRead) && noCount(t.cacheWrite) ? { ...t, input: undefined } : t;
