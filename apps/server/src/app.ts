@@ -107,9 +107,9 @@ export function listen(s: Services, port = s.config.port, hostname = s.config.ho
   try {
     bind(app, s, port, hostname);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException)?.code === 'EADDRINUSE') throw new Error(`port ${port} on ${hostname} is already in use`);
-    // Bun's message (`EADDRNOTAVAIL: address not available, listen`) names neither.
-    throw new Error(`cannot listen on ${hostname} port ${port}: ${(e as Error)?.message ?? e}`);
+    if ((e as NodeJS.ErrnoException)?.code === 'EADDRINUSE') throw new Error(`port ${port} on ${hostname} is already in use`, { cause: e });
+    // Bun's message (`EADDRNOTAVAIL: address not available, listen`) names neither; the cause keeps its code and stack.
+    throw new Error(`cannot listen on ${hostname} port ${port}: ${(e as Error)?.message ?? e}`, { cause: e });
   }
   return app;
 }
