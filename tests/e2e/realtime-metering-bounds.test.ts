@@ -140,6 +140,9 @@ describe('realtime reservations bound every charge', () => {
       { input_tokens: 100, output_tokens: 2, input_token_details: { text_tokens: 100, audio_tokens: 0, cached_tokens: -1, cached_tokens_details: { text_tokens: 100 } }, output_token_details: out },
       // The cached count unusable without a breakdown: nothing was taken out of the text count, which bills it all.
       { input_tokens: 100, output_tokens: 2, input_token_details: { text_tokens: 100, audio_tokens: 0, cached_tokens: '7' }, output_token_details: out },
+      // More cached than the whole input (with or without a breakdown): unusable, the input bills at the text price.
+      { input_tokens: 100, output_tokens: 2, input_token_details: { text_tokens: 100, audio_tokens: 0, cached_tokens: 500 }, output_token_details: out },
+      { input_tokens: 100, output_tokens: 2, input_token_details: { text_tokens: 100, audio_tokens: 0, cached_tokens: 500, cached_tokens_details: { text_tokens: 500 } }, output_token_details: out },
       // The total unusable too: the context window (32,000, what the hold was sized on), less the 10 text tokens.
       { input_tokens: 'x', output_tokens: 2, input_token_details: { text_tokens: 10, audio_tokens: -1, cached_tokens: 0 }, output_token_details: out },
       // A valid count bills as before.
@@ -162,6 +165,8 @@ describe('realtime reservations bound every charge', () => {
       expect(view).toEqual([
         ...HOSTILE.map(() => [10, 100, 0, 'invalid']),
         [0, 0, 100, 'invalid'],
+        [100, 0, 0, 'invalid'],
+        [100, 0, 0, 'invalid'],
         [100, 0, 0, 'invalid'],
         [10, 31_990, 0, 'invalid,implausible'],
         [10, 90, 0, ''],

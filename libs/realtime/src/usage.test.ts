@@ -32,8 +32,9 @@ describe('tokensOf', () => {
     expect(bad.textOut).toBeNaN();
   });
 
-  test('cached tokens beyond the input total are cut to it', () => {
-    expect(tokensOf({ input_tokens: 10, output_tokens: 0, input_token_details: { text_tokens: 10, cached_tokens: 5000 } }).cachedIn).toBe(10);
+  test('cached tokens beyond the input total are unusable (billing flags and replaces them); the input stays text', () => {
+    const t = tokensOf({ input_tokens: 10, output_tokens: 0, input_token_details: { text_tokens: 10, cached_tokens: 5000 } });
+    expect([Number.isNaN(t.cachedIn), t.textIn, t.cachedMoved]).toEqual([true, 10, 0]);
   });
 });
 

@@ -65,12 +65,16 @@ export function tokensOf(usage: any): RealtimeTokens {
   const outputTotal = n(usage?.output_tokens, true);
   let textIn = inD ? n(inD.text_tokens) + n(inD.image_tokens) : inputTotal;
   let audioIn = inD ? n(inD.audio_tokens) : 0;
-  // Cached tokens are part of the input: never more than it (else they would be billed twice).
+  // Cached tokens are part of the input. More of them than the whole input cannot be true: the count is unusable
+  // (billing flags it `invalid`) and its breakdown moves nothing, so the input bills at its own prices; cut to the
+  // input (before), it billed the whole input at the cache-read price, the cheapest reading, as translated answers did.
   // (Cached counts are read even beside details that name no other count: then they come out of the total.)
   const rawIn = usage?.input_token_details;
-  const cachedIn = Math.min(rawIn && typeof rawIn === 'object' ? n(rawIn.cached_tokens) : 0, ok(inputTotal) ? inputTotal : Infinity);
+  const rawCached = rawIn && typeof rawIn === 'object' ? n(rawIn.cached_tokens) : 0;
+  const cachedBad = ok(inputTotal) && ok(rawCached) && rawCached > inputTotal;
+  const cachedIn = cachedBad ? Number.NaN : rawCached;
   // The split only moves valid counts; an invalid one is left as is for billing to flag and replace.
-  const cd = inD?.cached_tokens_details;
+  const cd = cachedBad ? undefined : inD?.cached_tokens_details;
   let cachedMoved = 0;
   if (cd) {
     const cText = n(cd.text_tokens) + n(cd.image_tokens);
