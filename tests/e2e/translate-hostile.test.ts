@@ -298,7 +298,9 @@ describe('usage', () => {
   test('stream: usage sent in the error chunk that ends the stream is billed, not the delivered estimate', async () => {
     const u = { prompt_tokens: 5000, completion_tokens: 80 };
     const err = { message: 'Provider disconnected', code: 502 };
-    for (const last of [{ error: err, usage: u }, { error: err, choices: [{ index: 0, delta: { content: '' }, finish_reason: 'error' }], usage: u }]) {
+    // The last shape: Moonshot's, its usage inside the choice.
+    for (const last of [{ error: err, usage: u }, { error: err, choices: [{ index: 0, delta: { content: '' }, finish_reason: 'error' }], usage: u },
+      { error: err, choices: [{ index: 0, delta: {}, finish_reason: 'error', usage: u }] }]) {
       const { r, row } = await run({ rawFrames: [chunk({ content: 'hello world' }), `data: ${JSON.stringify(last)}\n\n`] });
       expect(wellFormed(r.text).at(-1)!.type).toBe('error');
       expect(row).toMatchObject({ input_tokens: 5000, output_tokens: 80, cost: 5160, usage_flag: '', error_code: 'upstream_stream_cut' });

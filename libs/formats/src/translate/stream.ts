@@ -135,9 +135,7 @@ export class ChatStreamTranslator {
     if (this.ended) return [];
     const out = this.start();
     if (!chunk || typeof chunk !== 'object') return out;
-    const choice = firstChoice(chunk.choices, this.choice);
-    // Moonshot sends its usage inside the choice that finishes (only the choice read counts: n > 1 is ignored).
-    this.noteUsage(chunk.usage ?? choice?.usage);
+    const choice = this.usageOf(chunk);
     if (!choice) return out;
     const d = (choice.delta && typeof choice.delta === 'object' ? choice.delta : {}) as ChatCompletionChunk['choices'][number]['delta'];
     const reasoning = textOf(d.reasoning_content) || textOf(d.reasoning);
@@ -175,6 +173,16 @@ export class ChatStreamTranslator {
    * earlier one: servers that send prompt_tokens early and completion_tokens at the end had the prompt billed at the
    * estimate; `usage: {}` keeps both.
    */
+  /**
+   * Notes the usage a chunk carries and returns the choice read: Moonshot sends its usage inside the choice that
+   * finishes (only the choice read counts: n > 1 is ignored), in an error chunk too.
+   */
+  usageOf(chunk: ChatCompletionChunk): ChatCompletionChunk['choices'][number] | undefined {
+    const choice = firstChoice(chunk.choices, this.choice);
+    this.noteUsage(chunk.usage ?? choice?.usage);
+    return choice;
+  }
+
   noteUsage(usage: ChatCompletionChunk['usage']): void {
     if (this.ended || !usage || typeof usage !== 'object') return;
     const u = usageFromOpenAI(usage);

@@ -40,7 +40,7 @@ export class OpenAIStreamMachine implements SseMachine {
     // The error's text is not shown (it can carry the key); only a known error type survives.
     if (!chunk || typeof chunk !== 'object') return ''; // a JSON value that is no chunk (null, 5, "x") is skipped like a malformed line
     if (chunk.error || (Array.isArray(chunk.choices) && chunk.choices.some((c) => (c?.finish_reason as string | null) === 'error'))) {
-      this.translator.noteUsage(chunk.usage);
+      this.translator.usageOf(chunk);
       // After the finish_reason the answer is whole (as when the connection fails there, onFailure): an error then
       // turned a delivered, billed answer into an error event, which clients retry and pay for again. Its usage is
       // kept and reading goes on (the usage chunk may still follow).
