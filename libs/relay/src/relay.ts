@@ -595,6 +595,11 @@ function zeroOutput(usage: Usage | null, content: unknown): Usage | null {
   return { ...usage!, output_tokens: undefined as unknown as number };
 }
 
+/** Whether a decoded 200 body holds an answer (OpenAI `choices`, Anthropic `content`), whatever else it holds. */
+function carriesAnswer(j: unknown): boolean {
+  return !!j && typeof j === 'object' && (Array.isArray((j as { choices?: unknown }).choices) || Array.isArray((j as { content?: unknown }).content));
+}
+
 /**
  * No input of any kind (input, cache reads and cache writes all 0) is no count: every request has a prompt. Proxies
  * fill in 0 where their provider reported nothing, and Anthropic-compatible ones send `input_tokens: 0` in
@@ -602,11 +607,6 @@ function zeroOutput(usage: Usage | null, content: unknown): Usage | null {
  * billed the prompt as free. Billed like a count left out: the reserved input bound, flagged `estimated`. For an answer's
  * usage only (a failed request is settled with no usage at all, ZERO, and billed nothing).
  */
-/** Whether a decoded 200 body holds an answer (OpenAI `choices`, Anthropic `content`), whatever else it holds. */
-function carriesAnswer(j: unknown): boolean {
-  return !!j && typeof j === 'object' && (Array.isArray((j as { choices?: unknown }).choices) || Array.isArray((j as { content?: unknown }).content));
-}
-
 function answerTokens(u: Usage, codeExecution?: number): UsageReport {
   const t = toTokens(u, codeExecution);
   return t.input === 0 && noCount(t.cacheRead) && noCount(t.cacheWrite) ? { ...t, input: undefined } : t;

@@ -167,15 +167,9 @@ export class ChatStreamTranslator {
   }
 
   /**
-   * Takes a chunk's usage. Also called for the error chunk that ends a stream, whose content is not relayed but whose
-   * usage is what the upstream charged. Usage sent in several chunks (servers reporting running totals): the last
-   * report of each count wins. A report without prompt_tokens (with its cached parts) or completion_tokens keeps the
-   * earlier one: servers that send prompt_tokens early and completion_tokens at the end had the prompt billed at the
-   * estimate; `usage: {}` keeps both.
-   */
-  /**
-   * Notes the usage a chunk carries and returns the choice read: Moonshot sends its usage inside the choice that
-   * finishes (only the choice read counts: n > 1 is ignored), in an error chunk too.
+   * Takes a chunk's usage and returns the choice read. Also called for the error chunk that ends a stream, whose
+   * content is not relayed but whose usage is what the upstream charged. Moonshot sends its usage inside the choice
+   * that finishes (only the choice read counts: n > 1 is ignored).
    */
   usageOf(chunk: ChatCompletionChunk): ChatCompletionChunk['choices'][number] | undefined {
     const choice = firstChoice(chunk.choices, this.choice);
@@ -183,7 +177,12 @@ export class ChatStreamTranslator {
     return choice;
   }
 
-  noteUsage(usage: ChatCompletionChunk['usage']): void {
+  /**
+   * Usage sent in several chunks (servers reporting running totals): the last report of each count wins. A report
+   * without prompt_tokens (with its cached parts) or completion_tokens keeps the earlier one: servers that send
+   * prompt_tokens early and completion_tokens at the end had the prompt billed at the estimate; `usage: {}` keeps both.
+   */
+  private noteUsage(usage: ChatCompletionChunk['usage']): void {
     if (this.ended || !usage || typeof usage !== 'object') return;
     const u = usageFromOpenAI(usage);
     const prev = this.usage;
