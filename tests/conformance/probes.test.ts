@@ -34,6 +34,15 @@ describe('client probes', () => {
     }
   });
 
+  test('a GET route answers HEAD without a body, and its 405 names HEAD in Allow', async () => {
+    const r = await probe('HEAD', '/health');
+    expect({ status: r.status, body: r.body }).toEqual({ status: 200, body: '' });
+    for (const [method, path] of [['POST', '/health'], ['DELETE', '/api/hello'], ['PUT', '/']]) {
+      const x = await probe(method, path);
+      expect({ path, status: x.status, allow: x.allow?.split(', ').sort() }).toEqual({ path, status: 405, allow: ['GET', 'HEAD'] });
+    }
+  });
+
   test('a burst of 100 probes answers quickly', async () => {
     const t = performance.now();
     const rs = await Promise.all(Array.from({ length: 100 }, (_, i) => probe('HEAD', i % 2 ? '/' : '/api/hello')));

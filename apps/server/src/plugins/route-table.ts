@@ -55,11 +55,13 @@ export class RouteTable {
     return undefined;
   }
 
-  /** Methods that exist for a path (for 405's Allow header). */
+  /** Methods that exist for a path (for 405's Allow header). Bun answers HEAD on every GET route (the GET
+   *  answer's status and headers, no body), so a path with GET allows HEAD too (RFC 9110 §9.3.2). */
   methodsFor(pathname: string): string[] {
     const out = new Set<string>();
     for (const [k, p] of this.exact) if (k.slice(k.indexOf(' ') + 1) === pathname) out.add(p.method);
     for (const p of this.patterns) if (p.re.test(pathname)) out.add(p.policy.method);
+    if (out.has('GET')) out.add('HEAD');
     return [...out];
   }
 }
