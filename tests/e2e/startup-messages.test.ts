@@ -200,6 +200,18 @@ describe('every documented setting is checked at start-up', () => {
     await gw.proc.exited;
   }, 30_000);
 
+  // The secret alone was ignored without a word: an operator who misspelt ALERT_WEBHOOK_URL got no alerts.
+  test('ALERT_WEBHOOK_SECRET without ALERT_WEBHOOK_URL is said at start-up, without the secret', async () => {
+    const secret = 'alert-secret-0123456789';
+    const lines = await startupLines({ ...envFor(':memory:'), ALERT_WEBHOOK_SECRET: secret, ALERT_WEBHOOK_URL: undefined });
+    const said = lines.filter((l) => l.includes('alert.webhook_url_unset'));
+    expect(said.length).toBe(1);
+    expect(said[0]).toContain('ALERT_WEBHOOK_URL is not');
+    expect(lines.join('\n')).not.toContain(secret);
+    const quiet = await startupLines(envFor(':memory:'));
+    expect(quiet.filter((l) => l.includes('alert.'))).toEqual([]);
+  }, 30_000);
+
   // A payment provider's optional settings were read only once its secrets were set: a typo in them started
   // fine and stopped a later start-up, the day the secrets were added.
   test.each([

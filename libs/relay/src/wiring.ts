@@ -103,6 +103,8 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
   const prices = await PriceBook.load(w.stores.prices, w.bus, billing.webSearchPrice);
   const usageLogs = w.stores.usageLogs;
   const alertCfg = alertWebhookConfig(w.env);
+  // A secret without its URL is almost always a URL forgotten or misspelt: alerts would go nowhere unseen.
+  if (!alertCfg.url && alertCfg.secret) (w.log ?? stdLogger).warn('alert.webhook_url_unset', { msg: 'ALERT_WEBHOOK_SECRET is set but ALERT_WEBHOOK_URL is not: alerts are only logged and kept as skipped' });
   const budgetsRepo = w.stores.budgets;
   const alertOutbox = w.stores.alertOutbox;
   const budgets = new BudgetBook({ repo: budgetsRepo, charges: w.stores.budgetCharges, deliver: alertCfg.url !== null, log: w.log });
