@@ -39,7 +39,10 @@ export class RouteTable {
       const policy = policyOf(r.method, r.path);
       if (!/[:*]/.test(r.path)) {
         this.exact.set(`${r.method} ${r.path}`, policy);
+        // The router serves a path with and without its trailing slash alike: both spellings must find the policy,
+        // or `/api/user/logout/` skipped the cross-site check and the authentication before the body.
         if (r.path.length > 1 && r.path.endsWith('/')) this.exact.set(`${r.method} ${r.path.slice(0, -1)}`, policy);
+        else if (r.path.length > 1) this.exact.set(`${r.method} ${r.path}/`, policy);
       } else {
         const re = new RegExp(`^${r.path.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+').replace(/\*/g, '.*')}/?$`);
         this.patterns.push({ re, policy });
