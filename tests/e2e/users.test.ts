@@ -179,6 +179,25 @@ describe('role rules', () => {
     // Now there are two roots: the second can be demoted again.
     expect((await gw.api('PUT', '/api/user/', { id: u.id, role: 1 })).body.data.role).toBe(1);
   });
+
+  test("root's own password and e-mail are not set through PUT /api/user/: that asks no current password", async () => {
+    // A stolen root session set a password of its choosing (ending every one of the owner's sessions and tokens) or
+    // moved the reset address, which the self routes refuse without the current password.
+    const r = await makeUser(gw, 100, { email: 'owner@example.com' });
+    const pw = await gw.api('PUT', '/api/user/', { id: r.id, password: 'thiefs-password-1' }, r.token);
+    expect({ status: pw.status, code: pw.body.error?.code, param: pw.body.error?.param }).toEqual({ status: 403, code: 'use_self_route', param: 'password' });
+    const mail = await gw.api('PUT', '/api/user/', { id: r.id, email: 'thief@example.com' }, r.token);
+    expect({ status: mail.status, code: mail.body.error?.code, param: mail.body.error?.param }).toEqual({ status: 403, code: 'use_self_route', param: 'email' });
+    // Nothing changed: the owner's token and password still work, the address is the owner's.
+    const self = await gw.api('GET', '/api/user/self', undefined, r.token);
+    expect({ status: self.status, email: self.body.data?.email }).toEqual({ status: 200, email: 'owner@example.com' });
+    expect((await login(r.username, r.password)).status).toBe(200);
+    // The rest of one's own row, the same address again, and another root's password stay root's to set.
+    expect((await gw.api('PUT', '/api/user/', { id: r.id, display_name: 'me', email: ' owner@example.com' }, r.token)).status).toBe(200);
+    const other = await makeUser(gw, 100);
+    expect((await gw.api('PUT', '/api/user/', { id: other.id, password: 'set-by-root-123' }, r.token)).status).toBe(200);
+    expect((await login(other.username, 'set-by-root-123')).status).toBe(200);
+  });
 });
 
 describe('bad input', () => {

@@ -134,6 +134,7 @@ export class UserService {
     }
     const target = await this.mustGet(input.id);
     this.assertManage(actor, target);
+    if (target.id === actor.id) assertNoCredentialChange(input, target);
     const patch: Partial<NewUserRow> = {};
     if (input.username !== undefined && input.username !== target.username) {
       if (await this.users.byUsernameFolded(input.username, target.id)) throw new GatewayError(409, 'username_taken', `Username "${input.username}" is taken`, { param: 'username' });
@@ -243,6 +244,18 @@ export class UserService {
     const other = await this.users.byEmail(email);
     if (other && other.id !== selfId) throw emailTaken();
     return email;
+  }
+}
+
+/**
+ * Root may change its own row here (admins cannot), but not what the self routes guard with the current password:
+ * a stolen root session could otherwise set a password of its choosing, ending every session and token of the
+ * owner, or move the address password resets go to.
+ */
+function assertNoCredentialChange(input: UserUpdate, self: UserRow): void {
+  const param = input.password !== undefined ? 'password' : input.email !== undefined && emailOf(input.email) !== self.email ? 'email' : null;
+  if (param) {
+    throw forbidden('use_self_route', 'Your own password and e-mail change only with your current password: POST /api/user/password, PUT /api/user/self', param);
   }
 }
 

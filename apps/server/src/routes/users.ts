@@ -54,7 +54,7 @@ export const userRoutes = (s: Services) =>
       return ok(view);
     }, {
       role: 'admin', body: UserUpdate, response: envelope(UserView),
-      detail: { tags, summary: 'Update a user', description: 'Partial update by id. The balance is not changed here but through POST /api/ledger/adjust.' },
+      detail: { tags, summary: 'Update a user', description: 'Partial update by id. The balance is not changed here but through POST /api/ledger/adjust; one\'s own password and e-mail neither (403 use_self_route), but through POST /api/user/password and PUT /api/user/self, which ask for the current password.' },
     })
     .get('/:id', async ({ params }) => ok(await s.userAdmin.get(params.id)), {
       role: 'admin', params: idParams, response: envelope(UserView), detail: { tags, summary: 'Get a user', description: 'One user by id.' },
