@@ -200,6 +200,30 @@ describe('every documented setting is checked at start-up', () => {
     await gw.proc.exited;
   }, 30_000);
 
+  // Behind a proxy that appends to X-Forwarded-For (nginx's usual setting) the leftmost entry is the client's own
+  // claim: TRUST_PROXY_HOPS takes the address the operator's outermost proxy saw.
+  test('TRUST_PROXY_HOPS takes the entry its proxies added, not the one the client sent', async () => {
+    const bad = await gateway({ ...envFor(':memory:'), TRUST_PROXY: 'false', TRUST_PROXY_HOPS: '1' });
+    expect(bad.code).toBe(1);
+    expect(bad.err).toEqual(['Configuration error: TRUST_PROXY_HOPS=1 needs TRUST_PROXY on (or unset), got TRUST_PROXY="false"']);
+    const seen = async (env: Record<string, string>, xff: string) => {
+      const gw = await startGatewayProcess({ ...envFor(':memory:'), ROOT_PASSWORD: 'root-password-123', ...env }, procs);
+      const login = await fetch(`${gw.url}/api/user/login`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': xff },
+        body: JSON.stringify({ username: 'root', password: 'root-password-123' }) });
+      expect(login.status).toBe(200);
+      const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+      const ip = (await callJson(gw.url, 'GET', '/api/user/session', undefined, undefined, { cookie })).body.data[0].ip;
+      gw.proc.kill('SIGTERM');
+      await gw.proc.exited;
+      return ip;
+    };
+    // The client claimed 6.6.6.6; one appending proxy added 203.0.113.7, a second one 10.0.0.2.
+    expect(await seen({ TRUST_PROXY_HOPS: '1' }, '6.6.6.6, 203.0.113.7')).toBe('203.0.113.7');
+    expect(await seen({ TRUST_PROXY: 'true', TRUST_PROXY_HOPS: '2' }, '6.6.6.6, 203.0.113.7, 10.0.0.2')).toBe('203.0.113.7');
+    expect(await seen({ TRUST_PROXY_HOPS: '3' }, '203.0.113.7, 10.0.0.2')).toBe('203.0.113.7');
+    expect(await seen({ TRUST_PROXY: 'true' }, '6.6.6.6, 203.0.113.7')).toBe('6.6.6.6');
+  }, 60_000);
+
   // The secret alone was ignored without a word: an operator who misspelt ALERT_WEBHOOK_URL got no alerts.
   test('ALERT_WEBHOOK_SECRET without ALERT_WEBHOOK_URL is said at start-up, without the secret', async () => {
     const secret = 'alert-secret-0123456789';

@@ -25,7 +25,7 @@ try {
   const [{ createServices, loggerFor }, { listen }, { setTrustProxy }, { bunFetchLimit, openFileLimit }, { guardProcess }] = await Promise.all([
     import('./services'), import('./app'), import('./plugins/client-ip'), import('@gw/core'), import('./crash-guard'),
   ]);
-  setTrustProxy(config.trustProxy);
+  setTrustProxy(config.trustProxyHops || config.trustProxy);
   const log = loggerFor(config);
   const services = await createServices(config, log);
   // From here on a stray throw is logged and counted instead of ending every user's streams (crash-guard.ts).

@@ -78,6 +78,8 @@ export interface Config {
   idleTimeoutSeconds: number;
   /** TRUST_PROXY: take the client address from X-Forwarded-For (only behind the operator's own proxy). */
   trustProxy: boolean;
+  /** TRUST_PROXY_HOPS: the number of the operator's proxies that append to X-Forwarded-For (0 = leftmost entry). */
+  trustProxyHops: number;
   /** Log requests to stdout. */
   logRequests: boolean;
   /**
@@ -113,6 +115,15 @@ function bool(env: Record<string, string | undefined>, name: string, def: boolea
   if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
   if (['0', 'false', 'no', 'off'].includes(raw)) return false;
   throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
+}
+
+/** TRUST_PROXY_HOPS alone turns TRUST_PROXY on; with TRUST_PROXY explicitly off it is a contradiction. */
+function trustProxyHops(env: Record<string, string | undefined>): number {
+  const hops = int(env, 'TRUST_PROXY_HOPS', 0, 0, 16);
+  if (hops > 0 && env.TRUST_PROXY?.trim() && !bool(env, 'TRUST_PROXY', false)) {
+    throw new ConfigError(`TRUST_PROXY_HOPS=${hops} needs TRUST_PROXY on (or unset), got TRUST_PROXY="${env.TRUST_PROXY}"`);
+  }
+  return hops;
 }
 
 function oneOf<T extends string>(env: Record<string, string | undefined>, name: string, allowed: readonly T[], def: T): T {
@@ -298,6 +309,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     reusePort: bool(env, 'LISTEN_REUSE_PORT', false),
     idleTimeoutSeconds: int(env, 'IDLE_TIMEOUT_SECONDS', 255, 10, 255),
     trustProxy: bool(env, 'TRUST_PROXY', false),
+    trustProxyHops: trustProxyHops(env),
     logRequests: bool(env, 'LOG_REQUESTS', false),
     loopDelaySampleMs: int(env, 'LOOP_DELAY_SAMPLE_MS', 0, 0, 60_000),
     tls,
