@@ -81,6 +81,23 @@ describe('an event for an order that is not its own', () => {
     await h.balanced(user.id, tradeNo);
   });
 
+  test('an expiry or failure of another checkout naming the order, while its own is being made or after, closes nothing', async () => {
+    const link = h.stripe.sessionFor((await h.orderA(700)).tradeNo);
+    const foreign = (t: string) => ({ ...link, id: `cs_test_link${t.slice(3)}`, client_reference_id: t });
+    const unpaid = { status: 'expired' as const, payment_status: 'unpaid' as const };
+    const { user, tradeNo } = await whileCreating('providerA', async (t) => {
+      expect(await h.postA(h.stripe.event('checkout.session.expired', foreign(t), unpaid))).toEqual({ outcome: 'mismatch:checkout', trade_no: t });
+      expect(await h.postA(h.stripe.event('checkout.session.async_payment_failed', foreign(t), unpaid))).toEqual({ outcome: 'mismatch:checkout', trade_no: t });
+      expect((await orderRow(t)).status).toBe('pending');
+    });
+    // Once the order has its checkout, the foreign session's events are still not its own.
+    expect((await h.postA(h.stripe.event('checkout.session.expired', foreign(tradeNo), unpaid))).outcome).toBe('mismatch:checkout');
+    expect((await orderRow(tradeNo)).status).toBe('pending');
+    expect((await h.postA(h.stripe.event('checkout.session.completed', h.stripe.sessionFor(tradeNo), paidSession))).outcome).toBe('credited');
+    expect(await h.balance(user.token)).toBe(7000);
+    await h.balanced(user.id, tradeNo);
+  });
+
   test('providerB: the same, for a Creem checkout naming the order\'s request_id', async () => {
     const other = h.creem.checkoutFor((await h.orderB(700)).tradeNo);
     const foreign = (t: string) => ({ ...other, id: `ch_link${t.slice(3)}`, request_id: t });

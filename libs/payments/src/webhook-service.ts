@@ -162,14 +162,13 @@ function decide(p: PaymentProvider, ev: Exclude<PaymentEvent, { kind: 'ignored' 
   ownerExists: boolean, reversals: TopupReversalRow[]): TopupDecision {
   if (ev.kind === 'noop') return { outcome: `noop:${ev.reason}` };
   if (!order || order.provider !== p.id) return { outcome: 'unknown_order' };
-  // The checkout must be the one this order created (once its id is known).
-  if (order.providerRef && order.providerRef !== ev.providerRef) return { outcome: 'mismatch:checkout' };
-  if (ev.kind !== 'paid') return { outcome: ev.kind, close: ev.kind };
-  // No checkout id yet: the provider call that makes it is still in flight (or its answer was never stored), so the
-  // customer has no URL to pay at, and this payment is of some other checkout naming our trade no (a payment link's
+  // The checkout must be the one this order created, for a payment and for an expiry or failure alike. With no
+  // checkout id yet the provider call that makes it is still in flight (or its answer was never stored), so the
+  // customer has no URL to pay at, and the event is of some other checkout naming our trade no (a payment link's
   // client_reference_id is the payer's to set). Credited, it kept the order from taking its own checkout, whose
-  // payment was then `not_pending:paid`.
-  if (!order.providerRef) return { outcome: 'mismatch:checkout' };
+  // payment was then `not_pending:paid`; closed (expired, failed), it made that payment `not_pending:expired`.
+  if (!order.providerRef || order.providerRef !== ev.providerRef) return { outcome: 'mismatch:checkout' };
+  if (ev.kind !== 'paid') return { outcome: ev.kind, close: ev.kind };
   // Paid: the money must be exactly what the order asked for, or nothing is credited. The outcome
   // is recorded and the order stays pending for an operator to reconcile.
   if (ev.amount !== order.amount) return { outcome: `mismatch:amount ${ev.amount} != ${order.amount}` };
