@@ -130,6 +130,54 @@ describe('redemption codes', () => {
     expect((await gw.api('POST', '/api/redemption/revoke', { batch: 'no-such-batch' })).status).toBe(404);
   });
 
+  test('to an admin, an admin\'s spent, revoked or expired code is invalid_code like an unknown one, not insufficient_role', async () => {
+    const minter = await makeUser(gw, 10);
+    const asker = await makeUser(gw, 10);
+    const user = await makeUser(gw);
+    const mintAs = async (expiresAt: number) => {
+      const batch = `adm-${crypto.randomUUID().slice(0, 8)}`;
+      const r = await gw.api('POST', '/api/redemption/', { batch, count: 1, quota: 100, expires_at: expiresAt }, minter.token);
+      expect(r.status).toBe(200);
+      return { batch, code: r.body.data.codes[0] as string };
+    };
+    const spent = await mintAs(now() + 3600);
+    expect((await redeem(user.token, spent.code)).status).toBe(200);
+    const revoked = await mintAs(now() + 3600);
+    expect((await gw.api('POST', '/api/redemption/revoke', { batch: revoked.batch })).status).toBe(200);
+    const exp = now() + 2;
+    const expiring = await mintAs(exp);
+    const usable = await mintAs(now() + 3600);
+    while (now() < exp) await Bun.sleep(50);
+    // A 403 said the code exists, which README promises no unusable code tells anyone (a leaked code confirmed real).
+    const answers = [];
+    for (const c of ['gwr_' + 'y'.repeat(24), spent.code, revoked.code, expiring.code]) {
+      const r = await redeem(asker.token, c);
+      answers.push({ status: r.status, code: r.body.error?.code });
+    }
+    expect(answers).toEqual(Array(4).fill({ status: 400, code: 'invalid_code' }));
+    // A code it could redeem but for its role still says why.
+    expect((await redeem(asker.token, usable.code)).body.error?.code).toBe('insufficient_role');
+    expect(await dbBalance(asker.id)).toBe(0);
+  }, 30_000);
+
+  test('a valid code refused (403 role, 409 balance_limit) counts like any attempt and never clears the count', async () => {
+    // Cleared, a code its holder cannot redeem (it stays unused) would buy fresh guesses as often as it is sent.
+    const admin = await makeUser(gw, 10);
+    const rich = await makeUser(gw, 1, { quota: 4e15 });
+    const adminCode = (await gw.api('POST', '/api/redemption/', { batch: `adm-${crypto.randomUUID().slice(0, 8)}`, count: 1, quota: 5, expires_at: now() + 3600 }, admin.token)).body.data.codes[0];
+    const { codes: [rootCode] } = await mint(1, 5);
+    await clearOfWindowEdge(5000, 600_000);
+    for (const [who, code, status] of [[admin, adminCode, 403], [rich, rootCode, 409]] as const) {
+      for (let i = 0; i < 9; i++) expect((await redeem(who.token, `gwr_guess${i}`)).status).toBe(400);
+      expect((await redeem(who.token, code)).status).toBe(status);
+      expect((await redeem(who.token, code)).status).toBe(429);
+    }
+    // Both codes are still unused.
+    const other = await makeUser(gw);
+    for (const code of [adminCode, rootCode]) expect((await redeem(other.token, code)).status).toBe(200);
+    await balanced(other.id);
+  }, 30_000);
+
   test('10 invalid codes per user, then 429 with retry-after even for a valid code (left unused); other users unaffected', async () => {
     const u = await makeUser(gw);
     const other = await makeUser(gw);

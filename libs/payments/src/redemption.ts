@@ -98,13 +98,14 @@ export class RedemptionService {
   /**
    * Admins and root may redeem only root's codes: only root may adjust an admin's or its own balance. Regular
    * users are not checked: codes are minted for them, whoever minted them. An unknown code passes here and fails
-   * as invalid below, so this answer tells an admin nothing about codes it could not list anyway.
+   * as invalid below, and so does a spent, revoked or expired one: a 403 for those confirmed that a leaked code was
+   * real, which invalid_code exists to hide.
    */
   private async checkRole(userId: number, hash: string): Promise<void> {
     const redeemer = await this.users.byId(userId);
     if (!redeemer || redeemer.role < ROLE.admin) return;
     const row = await this.codes.byHash(hash);
-    if (!row) return;
+    if (!row || redemptionStatus(row, nowSeconds()) !== 'unused') return;
     const minter = row.createdBy === userId ? redeemer : await this.users.byId(row.createdBy);
     if (minter?.role === ROLE.root) return;
     throw new GatewayError(403, 'insufficient_role', 'Admins can only redeem codes minted by root (a code credits users of a lower role than its minter)');

@@ -22,8 +22,8 @@ export const redeemRoutes = (s: Services) =>
       response: envelope(RedeemedView),
       detail: {
         tags, summary: 'Redeem a code',
-        description: 'Credits the code\'s quota to the caller, exactly once (ledger kind `redeem`, ref = the code\'s id). Unknown, already redeemed, expired and revoked codes all get the same 400 `invalid_code`. After REDEEM_MAX_FAILURES invalid codes within REDEEM_FAILURE_WINDOW_SECONDS, every attempt is refused with 429 `too_many_attempts` and `retry-after`. A code that would take the balance above MAX_BALANCE (4×10¹⁵) is 409 `balance_limit` and stays unused.',
-        responses: { 400: { description: 'invalid_code: unknown, already redeemed, expired or revoked' }, 409: { description: 'balance_limit: the credit would take the balance above MAX_BALANCE; the code stays unused' }, 403: { description: 'insufficient_role: admins and root redeem only codes minted by root' }, 429: { description: 'too_many_attempts (retry-after)' } },
+        description: 'Credits the code\'s quota to the caller, exactly once (ledger kind `redeem`, ref = the code\'s id). Unknown, already redeemed, expired and revoked codes all get the same 400 `invalid_code`. After REDEEM_MAX_FAILURES attempts that redeem nothing (invalid codes, and valid ones refused with 403 or 409) within REDEEM_FAILURE_WINDOW_SECONDS, every attempt is refused with 429 `too_many_attempts` and `retry-after`. A code that would take the balance above MAX_BALANCE (4×10¹⁵) is 409 `balance_limit` and stays unused.',
+        responses: { 400: { description: 'invalid_code: unknown, already redeemed, expired or revoked' }, 409: { description: 'balance_limit: the credit would take the balance above MAX_BALANCE; the code stays unused' }, 403: { description: 'insufficient_role: admins and root redeem only codes minted by root (a spent, revoked or expired code is 400 instead)' }, 429: { description: 'too_many_attempts (retry-after)' } },
       } as any,
     })
     .post('/redemption/', async (ctx) => {
