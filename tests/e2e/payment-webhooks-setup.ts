@@ -39,13 +39,14 @@ export interface PaymentsHarness {
   stop(): Promise<void>;
 }
 
-export async function startPayments(): Promise<PaymentsHarness> {
+/** `env` is added to the gateway's settings (a restart test names its own database). */
+export async function startPayments(env: Record<string, string> = {}): Promise<PaymentsHarness> {
   const stripe = startStripeDouble({ secretKey: 'sk_test_gw' });
   const creem = startCreemDouble({ apiKey: 'creem_key', products: { prod_credits: 100 } });
   const gw = await startGateway({
     PROVIDER_A_API_BASE: stripe.url, PROVIDER_A_SECRET_KEY: 'sk_test_gw', PROVIDER_A_WEBHOOK_SECRET: A_SECRET,
     PROVIDER_B_API_BASE: creem.url, PROVIDER_B_API_KEY: 'creem_key', PROVIDER_B_WEBHOOK_SECRET: B_SECRET, PROVIDER_B_PRODUCT_ID: 'prod_credits',
-    QUOTA_PER_UNIT: '10',
+    QUOTA_PER_UNIT: '10', ...env,
   });
   const deliver = async (provider: 'providerA' | 'providerB', body: string, timestamp?: number) => {
     const h: Record<string, string> = provider === 'providerA'
