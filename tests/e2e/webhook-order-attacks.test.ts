@@ -109,6 +109,22 @@ describe('an event for an order that is not its own', () => {
     await h.balanced(user.id, tradeNo);
   });
 
+  test('providerB: a refund of another checkout naming the order while its own is being made is not held against its credit', async () => {
+    const other = h.creem.checkoutFor((await h.orderB(700)).tradeNo);
+    const foreign = (t: string) => ({ ...other, id: `ch_link${t.slice(3)}`, request_id: t });
+    let refund = '';
+    const { user, tradeNo } = await whileCreating('providerB', async (t) => {
+      refund = h.creem.refundEvent(foreign(t), 700, `ref_link_${t}`);
+      expect(await h.postB(refund)).toEqual({ outcome: 'mismatch:checkout', trade_no: t });
+    });
+    expect(await h.rowsOf(tradeNo)).toEqual([]);
+    // The order's own checkout, paid, credits it in full; recorded as not_paid, the foreign refund took all of it back.
+    expect((await h.postB(h.creem.completedEvent(h.creem.checkoutFor(tradeNo)))).outcome).toBe('credited');
+    expect((await h.postB(refund)).outcome).toBe('duplicate');
+    expect(await h.balance(user.token)).toBe(7000);
+    await h.balanced(user.id, tradeNo);
+  });
+
   test('another checkout naming a paid order\'s trade no, or a failure or expiry after the credit, changes nothing', async () => {
     const a = await h.orderA(400);
     expect((await h.postA(h.stripe.event('checkout.session.completed', a.session, paidSession))).outcome).toBe('credited');

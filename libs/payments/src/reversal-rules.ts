@@ -144,7 +144,10 @@ export function decideReversal(providerId: string, type: string, lookup: OrderLo
   // Found by the trade no, the event's other ids must still be this order's (once the order knows them), as a paid
   // event's checkout must be: ids that disagree are an operator's question, never a debit.
   if (order.paymentRef && lookup.paymentRef && order.paymentRef !== lookup.paymentRef) return { outcome: 'mismatch:payment' };
-  if (order.providerRef && lookup.checkoutRef && order.providerRef !== lookup.checkoutRef) return { outcome: 'mismatch:checkout' };
+  // An event naming a checkout needs the order to have that one. With no checkout id yet (its create call in flight) the
+  // customer has no URL, so it is another checkout naming our trade no (Creem's request_id): recorded as not_paid, its
+  // refund was taken back from the credit of the order's own payment when that came.
+  if (lookup.checkoutRef && order.providerRef !== lookup.checkoutRef) return { outcome: 'mismatch:checkout' };
   const amount = inOrderUnits(order, c.amount, c.currency);
   if (amount === null) return { outcome: `mismatch:currency ${c.currency!.toLowerCase()} != ${order.currency}` };
   c = { ...c, amount };
