@@ -35,6 +35,8 @@ export interface StripeDouble {
   failLookups: boolean;
   /** `GET /v1/payment_intents/:id` answers after this many ms (0: at once). */
   lookupDelayMs: number;
+  /** The most `GET /v1/payment_intents/:id` requests this double has had in progress at once (a test may reset it). */
+  lookupsAtOnceMax: number;
   /** PaymentIntents of the same account made elsewhere (no metadata of ours): known to the API, not to the gateway. */
   foreignPaymentIntents: Set<string>;
   /** The session created for a trade number (client_reference_id). */
@@ -77,8 +79,9 @@ export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
   const hanging: Array<() => void> = [];
   const err = (status: number, type: string, message: string, extra: Record<string, string> = {}) =>
     Response.json({ error: { type, message, ...extra } }, { status });
+  let lookupsAtOnce = 0;
   const d: StripeDouble = {
-    url: '', requests, sessions, fail: null, holdCreates: null, failLookups: false, lookupDelayMs: 0, foreignPaymentIntents: new Set(),
+    url: '', requests, sessions, fail: null, holdCreates: null, failLookups: false, lookupDelayMs: 0, lookupsAtOnceMax: 0, foreignPaymentIntents: new Set(),
     sessionFor(tradeNo) {
       const s = [...sessions.values()].find((x) => x.client_reference_id === tradeNo);
       if (!s) throw new Error(`stripe double: no session for ${tradeNo}`);
@@ -133,7 +136,10 @@ export function startStripeDouble(opts: { secretKey: string }): StripeDouble {
       const intent = /^\/v1\/payment_intents\/([^/]+)$/.exec(url.pathname);
       if (req.method === 'GET' && intent) {
         if (req.headers.get('authorization') !== `Bearer ${opts.secretKey}`) return err(401, 'invalid_request_error', 'Invalid API Key provided: sk_****', { code: 'api_key_invalid' });
-        if (d.lookupDelayMs) await Bun.sleep(d.lookupDelayMs);
+        if (d.lookupDelayMs) {
+          d.lookupsAtOnceMax = Math.max(d.lookupsAtOnceMax, ++lookupsAtOnce);
+          try { await Bun.sleep(d.lookupDelayMs); } finally { lookupsAtOnce--; }
+        }
         if (d.failLookups) return err(500, 'api_error', 'Failure requested by the test');
         const id = decodeURIComponent(intent[1]!);
         const metadata = intentMetadata.get(id) ?? (d.foreignPaymentIntents.has(id) ? {} : null);
