@@ -139,3 +139,45 @@ describe('a stream that ends before its first event', () => {
     }, 15_000);
   }
 });
+
+describe('a first chunk that finishes with "error" and has no error object (OpenRouter\'s shape without its member)', () => {
+  // The stream decoder ends an answer on such a chunk, so as the first event it was committed: a 200 holding only an
+  // `error` event, billed the usage it carried, no failover, and no word to the channel's health.
+  const failed = (extra: object) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: '' }, finish_reason: 'error' }], ...extra })}\n\n`;
+  const cases = [
+    ['no usage', [failed({})]],
+    ['usage in the chunk', [failed({ usage: { prompt_tokens: 5000, completion_tokens: 80 } })]],
+    ['an error that is a string, after a comment', [': OPENROUTER PROCESSING\n\n', failed({ error: 'Provider returned error' })]],
+  ] as const;
+  for (const [i, [how, frames]] of cases.entries()) {
+    test(`${how}: fails over before anything is sent, counts against the channel, nothing billed for it; alone, a 502`, async () => {
+      const model = `fin-err-${i}`;
+      await setPrice(gw, model);
+      const us = [upstream('openai'), upstream('openai')];
+      ups.push(...us);
+      const ids: number[] = [];
+      for (const [j, x] of us.entries()) ids.push(await addChannel(gw, { type: 'openai', url: x.url, models: [model], priority: 2 - j }));
+      us[0]!.fallback = { rawFrames: [...frames], chunkDelayMs: 20 };
+      const u = await keyedUser(gw);
+      const r = await send(nodeOne(gw), u.key, msg(model, { stream: true }));
+      expect(r.status).toBe(200);
+      expect([...r.text.matchAll(/"text":"([^"]*)"/g)].map((m) => m[1]).join('')).toBe('Hello there');
+      expect(r.text).not.toContain('event: error');
+      expect(us.map((x) => x.hits)).toEqual([1, 1]);
+      expect(gw.services.relay.health.recentFailures(ids[0]!)).toBe(1);
+      gw.services.relay.quota.flush();
+      // Billed once, for the answer the second channel gave (its own usage, far below the 5,000 prompt tokens).
+      const [row] = await gw.db.all('select input_tokens, cost from usage_logs where user_id = ?', u.id);
+      expect(row.input_tokens).toBeLessThan(100);
+      us[1]!.fallback = us[0]!.fallback;
+      const r2 = await send(nodeOne(gw), u.key, msg(model, { stream: true }));
+      expect(r2.status).toBe(502);
+      expect(r2.body.error.type).toBe('api_error');
+      gw.services.relay.quota.flush();
+      const rows = await gw.db.all('select cost from usage_logs where user_id = ? order by id', u.id);
+      expect(rows.length).toBe(2);
+      expect(rows[1].cost).toBe(0);
+      expect(await gw.services.ledger.sum(u.id)).toBe(1_000_000 - rows[0].cost);
+    }, 15_000);
+  }
+});

@@ -98,7 +98,20 @@ function errorOf(data: string, scrubber?: () => Scrubber): ClassifiedError | nul
   } catch {
     return null;
   }
-  return errorBodyOf(j, scrubber);
+  return errorBodyOf(j, scrubber) ?? failedChunk(j, scrubber);
+}
+
+/**
+ * An OpenAI-compatible chunk the stream decoder ends the answer on (OpenAIStreamMachine: an `error` that is no
+ * error object, or a choice finishing with "error", OpenRouter's shape without its error member) read as an upstream
+ * 500. As the first event, such a chunk was committed: the client got a 200 holding only an `error` event, no
+ * failover, and the channel's health never heard of it.
+ */
+function failedChunk(j: unknown, scrubber?: () => Scrubber): ClassifiedError | null {
+  const c = j as { type?: unknown; error?: unknown; choices?: unknown } | null;
+  if (!c || typeof c !== 'object' || c.type !== undefined) return null;
+  const failed = !!c.error || (Array.isArray(c.choices) && c.choices.some((x) => (x as { finish_reason?: unknown } | null)?.finish_reason === 'error'));
+  return failed ? classifyUpstreamError(500, '', new Headers(), scrubber?.()) : null;
 }
 
 /**
