@@ -74,6 +74,8 @@ export interface OpenAIDoubleOptions extends DoubleOptions {
   requireReasoningEcho?: boolean;
   /** OpenAI's own API: a message field it does not know (e.g. `reasoning_content`) is a 400. */
   strictMessages?: boolean;
+  /** Older Azure OpenAI api-versions (and some proxies): a request with `stream_options` is a 400. */
+  refuseStreamOptions?: boolean;
 }
 
 /** The message fields OpenAI's Chat Completions API accepts, by role. */
@@ -103,6 +105,7 @@ export function startOpenAIUpstream(opts: OpenAIDoubleOptions = {}): UpstreamDou
     if (opts.apiKey !== undefined && req.headers.authorization !== `Bearer ${opts.apiKey}`) return openaiError(401, 'Incorrect API key provided.');
     if (req.method !== 'POST' || req.path !== '/v1/chat/completions') return openaiError(404, `Unknown request URL: ${req.method} ${req.path}`);
     if (req.body === undefined) return openaiError(400, 'We could not parse the JSON body of your request.');
+    if (opts.refuseStreamOptions && req.body.stream_options !== undefined) return openaiError(400, 'Unrecognized request argument supplied: stream_options');
     const refused = refuseMessages(req.body.messages, opts);
     if (refused) return refused;
     if (plan.error) {

@@ -23,6 +23,8 @@ export interface UpstreamTarget {
   timeoutMs?: number;
   /** Whether a translating adapter sends thinking back as `reasoning_content`; absent = `auto`. */
   reasoningEcho?: ReasoningEcho;
+  /** False: a translating adapter leaves out `stream_options` (the upstream refused it); absent = sent. */
+  streamUsage?: boolean;
 }
 
 /** A ready-to-send fetch call. */

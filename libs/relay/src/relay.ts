@@ -24,6 +24,7 @@ import { refuseUnmeteredIterations } from './iterations';
 import { clientNotFound } from './client-not-found';
 import { codeExecutionToolAt, requireCodeExecutionPrice } from './code-execution';
 import { samplingsBound } from './server-tool-loop';
+import { namesStreamOptions, StreamOptionsRefusals } from './stream-options';
 
 const utf8 = new TextEncoder();
 
@@ -179,6 +180,7 @@ export const isLoggedError = (e: unknown): boolean => e instanceof GatewayError 
  */
 export class RelayService {
   private readonly picker: KeyPicker;
+  private readonly streamOptions = new StreamOptionsRefusals();
 
   constructor(private readonly d: RelayDeps) {
     this.picker = new KeyPicker(d.rng);
@@ -359,7 +361,8 @@ export class RelayService {
   }
 
   private target(ch: RelayChannel, key: RelayKey, model: string, extraHeaders = ch.headers): UpstreamTarget {
-    return { baseUrl: ch.baseUrl, apiKey: key.apiKey, extraHeaders, upstreamModel: ch.modelMapping[model] ?? model, timeoutMs: ch.timeoutMs, reasoningEcho: ch.reasoningEcho };
+    return { baseUrl: ch.baseUrl, apiKey: key.apiKey, extraHeaders, upstreamModel: ch.modelMapping[model] ?? model, timeoutMs: ch.timeoutMs, reasoningEcho: ch.reasoningEcho,
+      ...(this.streamOptions.refuses(ch) ? { streamUsage: false } : {}) };
   }
 
   /**
@@ -424,6 +427,7 @@ export class RelayService {
     };
     let upstream: Response;
     let sentMaxTokens: number | undefined;
+    let refusal: string | undefined;
     try {
       const p = applyHeaderPolicy(ch.headerPolicy, r.headers);
       const forwardedHeaders = plan.headers?.forwarded ?? p.forwarded;
@@ -431,9 +435,20 @@ export class RelayService {
       sentMaxTokens = sent.max_tokens;
       const u = adapter.buildMessagesRequest(sent, { ...target, forwardedHeaders }, p.clientHeaders);
       if (r.signal?.aborted) return fail({ phase: 'transport', cause: r.signal.reason }, 'client closed');
+      const call = (q: UpstreamRequest) =>
+        fetch(q.url, { ...(r.body.stream === true && q.init.body.length >= RELEASED_BODY_CHARS ? releasedOnceSent(q.init) : q.init), signal: ctrl.signal });
       try {
-        const init = r.body.stream === true && u.init.body.length >= RELEASED_BODY_CHARS ? releasedOnceSent(u.init) : u.init;
-        upstream = await fetch(u.url, { ...init, signal: ctrl.signal });
+        upstream = await call(u);
+        // A 400 naming stream_options: sent once more without it, on the same channel (see stream-options.ts).
+        if (upstream.status === 400 && r.body.stream === true && target.streamUsage !== false) {
+          refusal = await readPrefix(upstream, ERROR_BODY_BYTES).catch(() => '');
+          const again = namesStreamOptions(refusal) ? adapter.buildMessagesRequest(sent, { ...target, forwardedHeaders, streamUsage: false }, p.clientHeaders) : null;
+          if (again && again.init.body !== u.init.body) {
+            upstream = await call(again);
+            refusal = undefined;
+            if (upstream.ok) this.streamOptions.learn(ch);
+          }
+        }
       } catch (e) {
         return fail({ phase: 'transport', cause: e, timedOut }, `connect error: ${(e as Error)?.message ?? e}`);
       }
@@ -442,7 +457,7 @@ export class RelayService {
       return fail({ phase: 'build', cause: e }, 'request could not be built');
     }
     if (!upstream.ok) {
-      const text = await readPrefix(upstream, ERROR_BODY_BYTES).catch(() => '');
+      const text = refusal ?? await readPrefix(upstream, ERROR_BODY_BYTES).catch(() => '');
       return fail({ phase: 'status', classified: clientNotFound(adapter.classifyError(upstream.status, text, upstream.headers, scrubber(), sentMaxTokens), ch, plan.body, r.body) }, `HTTP ${upstream.status}`,
         { status: upstream.status, message: upstreamMessage(text), body: text });
     }

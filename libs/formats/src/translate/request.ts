@@ -26,6 +26,11 @@ export interface ToOpenAIOptions {
    * it within a tool loop). Default false: OpenAI itself refuses a message field it does not know.
    */
   reasoningEcho?: boolean;
+  /**
+   * Ask a stream for its usage chunk (`stream_options.include_usage`). Default true; false for an upstream known to
+   * refuse `stream_options` with a 400 (older Azure OpenAI api-versions, some proxies): billed on estimates then.
+   */
+  includeUsage?: boolean;
 }
 
 /** OpenAI accepts at most this many `stop` strings. */
@@ -57,7 +62,7 @@ export function toOpenAIRequest(req: MessagesRequest, opts: ToOpenAIOptions = {}
   }
   if (req.stream) {
     out.stream = true;
-    out.stream_options = { include_usage: true }; // without it the usage chunk never comes (B1)
+    if (opts.includeUsage !== false) out.stream_options = { include_usage: true }; // without it the usage chunk never comes (B1)
   }
   const userId = req.metadata?.user_id;
   if (typeof userId === 'string' && userId) out[opts.userField ?? 'user'] = openaiUserId(userId);
