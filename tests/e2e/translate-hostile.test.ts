@@ -259,6 +259,17 @@ describe('choices and finish reasons', () => {
     const { r: s } = await run({ rawFrames: [chunk({ content: 'done' }), chunk({}, 'function_call'), usageChunk(U), DONE] });
     expect(wellFormed(s.text).find((e) => e.type === 'message_delta')!.delta.stop_reason).toBe('end_turn');
   });
+  test('stream without usage: fragments for a call already closed are dropped, and not billed as delivered output', async () => {
+    const call = (args: string, extra: object = {}) => chunk({ tool_calls: [{ index: 0, function: { arguments: args }, ...extra }] });
+    const { r, row } = await run({ rawFrames: [call('{"q":1}', { id: 'call_a', type: 'function', function: { name: 'get', arguments: '{"q":1}' } }),
+      chunk({}, 'tool_calls'), call(`"${'x'.repeat(40_000)}"`), DONE] });
+    const events = wellFormed(r.text);
+    expect(blocks(events)).toEqual([{ type: 'tool_use', id: 'call_a', name: 'get', input: {} }]);
+    expect(events.filter((e) => e.delta?.type === 'input_json_delta').map((e) => e.delta.partial_json).join('')).toBe('{"q":1}');
+    const shown = events.find((e) => e.type === 'message_delta')!.usage.output_tokens;
+    expect(shown).toBeLessThan(10);
+    expect(row).toMatchObject({ output_tokens: shown, usage_flag: 'estimated' });
+  });
   test('stream: a second finish_reason does not turn a cut answer (length) into a whole one', async () => {
     const { r } = await run({ rawFrames: [chunk({ content: 'hi' }, 'length'), chunk({}, 'stop'), usageChunk(U), DONE] });
     expect(wellFormed(r.text).find((e) => e.type === 'message_delta')!.delta.stop_reason).toBe('max_tokens');

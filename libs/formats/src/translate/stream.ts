@@ -263,19 +263,22 @@ export class ChatStreamTranslator {
       this.superseded = null;
     }
     const tokens = estimateTextTokens(args);
-    this.outputTokens += tokens;
     if (key === this.liveTool) {
+      this.outputTokens += tokens;
       if (args) out.push({ type: 'content_block_delta', index: this.open!.index, delta: { type: 'input_json_delta', partial_json: args } });
       return;
     }
     let t = this.pending.get(key);
     if (!t) {
-      if (this.seenTools.has(key)) return; // a fragment for an already closed call cannot be placed: dropped
+      // A fragment for an already closed call cannot be placed: dropped, and not counted as output either (a stream
+      // without usage was billed for megabytes of arguments after the finish_reason that no client received).
+      if (this.seenTools.has(key)) return;
       this.seenTools.add(key);
       t = { id: '', name: '', args: [], ordinal: this.toolCalls++, tokens: 0 };
       this.pending.set(key, t);
       this.heldChars += 64; // the entry itself, so that many empty calls count too
     }
+    this.outputTokens += tokens;
     if (typeof tc.id === 'string' && tc.id && !t.id) {
       t.id = tc.id;
       this.heldChars += tc.id.length;
