@@ -144,6 +144,10 @@ describe('hostile usage is validated, billed and flagged', () => {
     ['total_tokens = prompt + completion + reasoning', { prompt_tokens: 10, completion_tokens: 50, total_tokens: 660, completion_tokens_details: { reasoning_tokens: 600 } }, 650],
     ['OpenAI\'s own reading: reasoning inside completion (total = prompt + completion)', { prompt_tokens: 10, completion_tokens: 650, total_tokens: 660, completion_tokens_details: { reasoning_tokens: 600 } }, 650],
     ['OpenAI\'s own reading without a total', { prompt_tokens: 10, completion_tokens: 650, completion_tokens_details: { reasoning_tokens: 600 } }, 650],
+    // Conversions of Gemini's usage that drop thoughtsTokenCount altogether (any-llm and others): only total_tokens holds it.
+    ['total_tokens above prompt + completion, no reasoning count', { prompt_tokens: 10, completion_tokens: 50, total_tokens: 660 }, 650],
+    ['total_tokens above prompt + completion + a reasoning part inside completion', { prompt_tokens: 10, completion_tokens: 50, total_tokens: 660, completion_tokens_details: { reasoning_tokens: 20 } }, 650],
+    ['total_tokens below prompt + completion (no reading of the parts): the parts as reported', { prompt_tokens: 10, completion_tokens: 50, total_tokens: 30 }, 50],
   ];
   for (const stream of [false, true]) {
     for (const [label, usage, output] of reasoningCases) {

@@ -56,10 +56,15 @@ export function usageFromOpenAI(u: CompletionUsage): Usage {
  * completion count stays as it is (billing flags or estimates it).
  */
 function withReasoning(u: CompletionUsage, prompt: number | undefined, completion: number): number {
+  if (!usableCount(completion)) return completion;
   const r = u.completion_tokens_details?.reasoning_tokens;
-  if (!usableCount(completion) || !usableCount(r) || r === 0) return completion;
-  const apart = r > completion || (usableCount(prompt) && u.total_tokens === prompt + completion + r);
-  return apart && Number.isSafeInteger(completion + r) ? completion + r : completion;
+  const apart = usableCount(r) && r > 0 && (r > completion || (usableCount(prompt) && u.total_tokens === prompt + completion + r));
+  const out = apart && Number.isSafeInteger(completion + r) ? completion + r : completion;
+  // A total above its parts is thinking a conversion left out of both counts (Gemini's thoughtsTokenCount, dropped by
+  // any-llm and others): the gap is output, as the upstream bills it. Billed 0 before (prompt 20, completion 198, total
+  // 623: 405 thinking tokens free). A total below its parts is no reading of them: the parts stand.
+  const total = u.total_tokens;
+  return usableCount(prompt) && usableCount(total) && total - prompt > out ? total - prompt : out;
 }
 
 /** A count billing can use as it is (the test guardUsage applies). */
