@@ -381,6 +381,15 @@ describe('a 200 whose JSON body is an error (servers and proxies that answer err
     expect(secondHits).toBe(0);
     expect(balance).toBeLessThan(1_000_000);
   });
+  test('an answer whose choice finishes with "error" is a failed answer: fails over, billed only for the answer given', async () => {
+    const { r, secondHits, balance } = await ask(completion(null, { prompt_tokens: 5000, completion_tokens: 80 }, [{ index: 0, message: { role: 'assistant', content: 'half an ans' }, finish_reason: 'error' }]));
+    expect(r.status).toBe(200);
+    expect(r.body.content[0].text).toBe('from the second channel');
+    expect(secondHits).toBe(1);
+    const [row] = await gw.db.all('select input_tokens, cost from usage_logs where request_id = ?', r.headers.get('request-id'));
+    expect(row.input_tokens).toBeLessThan(100);
+    expect(balance).toBe(1_000_000 - row.cost);
+  });
   test('a rate limit fails over to the next channel, nothing billed for the refused attempt', async () => {
     const { r, secondHits } = await ask({ error: { message: 'Rate limit reached', type: 'rate_limit_error', code: 429 } });
     expect(r.status).toBe(200);

@@ -3,6 +3,7 @@
  * (another token field, another auth header, no realtime) is a configuration of it, not a new adapter.
  */
 import { MAX_STREAM_TOOL_CALLS, firstChoice, fromOpenAICompletion, toOpenAIRequest, type ChatCompletion, type MessagesRequest, type ToOpenAIOptions } from '@gw/formats';
+import { GatewayError } from '@gw/core';
 import type { DecodeContext, DecodedMessage, ProviderAdapter, UpstreamTarget } from '../adapter';
 import { badUpstreamResponse, classifyUpstreamError } from '../errors';
 import { echoesReasoning } from '../reasoning-echo';
@@ -44,6 +45,9 @@ export function createOpenAICompatibleAdapter(config: OpenAICompatibleConfig): P
       if (!c || typeof c !== 'object' || !Array.isArray(c.choices) || !firstChoice(c.choices)?.message) throw badUpstreamResponse('not a chat completion');
       // As many tool calls as a stream may relay, no more: each becomes a block several times its size in the
       // answer (32 MiB of `{}` calls made a 170 MB answer and seconds of the event loop).
+      // A choice finishing with "error" (OpenRouter's when its provider fails mid-answer) is a cut answer, as in a stream:
+      // decoded, it reached the client as a whole end_turn answer, billed, with no failover.
+      if ((firstChoice(c.choices)!.finish_reason as string | null) === 'error') throw new GatewayError(502, 'upstream_error', 'The upstream failed while answering.');
       const calls = firstChoice(c.choices)!.message.tool_calls;
       if (Array.isArray(calls) && calls.length > MAX_STREAM_TOOL_CALLS) throw badUpstreamResponse('too many tool calls');
       const { message, usage, estimatedUsage } = fromOpenAICompletion(c, {
