@@ -92,7 +92,7 @@ export function createApp(s: Services) {
     .use(groupRoutes(s))
     .use(budgetRoutes(s))
     .use(logRoutes(s))
-    .use(realtimeRoutes(s.realtime, s.log, (a) => limitRealtime(s, a)));
+    .use(realtimeRoutes(s.realtime, s.log, (a, ip) => limitRealtime(s, a, ip)));
   return app;
 }
 

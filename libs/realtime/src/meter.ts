@@ -243,6 +243,10 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   client(text: string): ClientVerdict | Promise<ClientVerdict> {
+    // Every client event, not only a response's hold: audio appended to a transcription session (or one transcribing
+    // its input) is paid work too, and a key narrowed, disabled or expired mid-session ran such a session until its end.
+    const refused = this.keyRefusal();
+    if (refused) return refused;
     this.context.client(text);
     const m = meteredEvent(text, true);
     if (m === 'too_deep') return TOO_DEEP;
@@ -592,6 +596,18 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     if (e instanceof GatewayError && e.status === 402) return policyFailure('quota_exhausted', e.message || 'Quota exhausted');
     (this.o.log ?? stdLogger).error('realtime.reserve_failed', { session: this.o.sessionId }, e);
     return INTERNAL_FAILURE;
+  }
+
+  /**
+   * Why the key may no longer run this session (currentKey), or the transcription model the upstream confirmed, now
+   * outside the key's model allow-list; undefined while it may.
+   */
+  keyRefusal(): SessionFailure | undefined {
+    const key = this.currentKey();
+    if ('closeCode' in key) return key;
+    const allowed = key.models;
+    if (this.transcription === null || !allowed?.length || allowed.includes(this.transcription)) return undefined;
+    return policyFailure('model_not_allowed', `This API key may no longer use model ${storedText(this.transcription, 100)} for input transcription`, 'permission_error');
   }
 
   private currentKey(): K | SessionFailure {

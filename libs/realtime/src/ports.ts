@@ -14,7 +14,7 @@ export interface RealtimeKey {
   expiresAt: number | null;
   unlimitedQuota: boolean;
   remainQuota: number;
-  /** The models the key may use (null or empty: any); read again on each session.update naming a transcription model. */
+  /** The models the key may use (null or empty: any); read again on each client event (the session's and its transcription's model). */
   models?: string[] | null;
 }
 

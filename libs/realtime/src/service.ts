@@ -230,6 +230,10 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
         const stop = () => { if (!session.isEnded) session.fail(revokedFailure(stopHandle!.signal.reason)); };
         if (stopHandle?.signal.aborted) stop();
         else stopHandle?.signal.addEventListener('abort', stop, { once: true });
+        // A revocation or narrowing that landed before the registration above (while admission awaited the shared
+        // store) aborted nothing: the key is read again now.
+        const refused = session.isEnded ? undefined : meter.keyRefusal();
+        if (refused) session.fail(refused);
       },
       message: (ws, data) => this.safely('message', () => session.message(ws, data), () => session.fail(INTERNAL_FAILURE)),
       drain: (ws) => this.safely('drain', () => session.drain(ws)),

@@ -7,6 +7,7 @@
 import { Elysia } from 'elysia';
 import { GatewayError, errorResponse, toGatewayError, type Logger } from '@gw/core';
 import type { Admission } from '@gw/realtime';
+import { keyRevoked } from '@gw/relay';
 import { clientIp } from '../plugins/client-ip';
 import { logFailure, requestIdOf } from '../plugins/http-errors';
 import type { Services } from '../services';
@@ -21,14 +22,15 @@ export interface RealtimeAdmitter {
  * `limit` (optional) runs the per key/user/group request limits on an admitted session before the upgrade;
  * a refusal gives the session slot back and answers its 429.
  */
-export const realtimeRoutes = (realtime: RealtimeAdmitter, log: Logger, limit?: (a: Admission) => Promise<void>) =>
+export const realtimeRoutes = (realtime: RealtimeAdmitter, log: Logger, limit?: (a: Admission, ip: string) => Promise<void>) =>
   new Elysia({ name: 'realtime' })
     .get('/v1/realtime', async ({ request, server }) => {
       const requestId = requestIdOf(request);
       let admission: Admission | undefined;
       try {
-        admission = await realtime.admit(request, clientIp(request, server));
-        await limit?.(admission);
+        const ip = clientIp(request, server);
+        admission = await realtime.admit(request, ip);
+        await limit?.(admission, ip);
       } catch (e) {
         admission?.abandon();
         const err = toGatewayError(e);
@@ -47,9 +49,11 @@ export const realtimeRoutes = (realtime: RealtimeAdmitter, log: Logger, limit?: 
  * The request limits of a session's opening (requests per minute of its key, user and group; a session is
  * one request). Its tokens are metered per response, and its concurrency by REALTIME_MAX_SESSIONS_PER_KEY.
  */
-export async function limitRealtime(s: Services, a: Admission): Promise<void> {
+export async function limitRealtime(s: Services, a: Admission, ip: string): Promise<void> {
+  // Read again: the admission may have awaited the shared store, and a key deleted or disabled (or its owner)
+  // meanwhile must not open a session, nor skip the limits (which it did when the key was no longer indexed).
   const key = s.apiKeys.byId(a.subject.keyId);
-  const user = s.userDirectory.get(a.subject.userId);
-  if (!key || !user) return;
+  if (!key) throw keyRevoked();
+  const { user } = s.relay.gate.authorize(key, a.subject.model, ip);
   await s.relay.limiter.admit({ key, user, group: s.relay.relay.policy(a.subject.group) }, { tokens: 0, hold: false, model: a.subject.model });
 }

@@ -1,0 +1,132 @@
+/**
+ * A realtime session under a key changed while it is admitted or running: a revocation landing while the admission
+ * awaits (the shared store, in PostgreSQL mode) refuses the opening, and an allow-list narrowed mid-session ends a
+ * session that only transcribes (no response ever re-checks the key there) at its next client event.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { RealtimeTestClient, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
+
+const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: 16_000 };
+const UPGRADE = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' };
+const APPEND = '{"type":"input_audio_buffer.append","audio":"AAAAAAAA"}';
+
+let gw: TestGateway;
+let up: RealtimeUpstreamDouble;
+const clients: RealtimeTestClient[] = [];
+
+async function keyedUser(fields: Record<string, unknown> = {}) {
+  const u = await makeUser(gw);
+  await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 5_000_000, ref: `seed-${u.id}`, at: 1 });
+  const r = await gw.api('POST', '/api/token/', { name: 'rt', ...fields }, u.token);
+  expect(r.status).toBe(200);
+  return { id: u.id, key: r.body.data.key as string, keyId: r.body.data.id as number, token: u.token };
+}
+
+const open = (base: string, key: string) => {
+  const c = new RealtimeTestClient(`${base.replace('http', 'ws')}/v1/realtime?model=gpt-realtime`, { headers: { authorization: `Bearer ${key}` } });
+  clients.push(c);
+  return c;
+};
+
+/** Holds node 1's next call of `obj[name]` once it has answered, until `release()`: a write made meanwhile lands inside that step. */
+function holdAfter(obj: any, name: string) {
+  const real = obj[name];
+  let release!: () => void;
+  const gate = new Promise<void>((r) => { release = r; });
+  let entered!: () => void;
+  const reached = new Promise<void>((r) => { entered = r; });
+  obj[name] = function (...args: unknown[]) {
+    obj[name] = real;
+    return Promise.resolve(real.apply(this, args)).then(async (v) => { entered(); await gate; return v; });
+  };
+  return { reached, release };
+}
+
+beforeAll(async () => {
+  up = startRealtimeUpstream();
+  gw = await startGateway({ REALTIME_MAX_SESSIONS_PER_KEY: '0' });
+  const ch = await gw.api('POST', '/api/channel/', { name: 'rt', type: 'openai', base_url: up.url, key: 'upstream-secret', timeout_ms: 5000, models: ['gpt-realtime'] });
+  expect(ch.status).toBe(200);
+  expect((await gw.api('PUT', '/api/pricing/', PRICE)).status).toBe(200);
+});
+
+afterAll(async () => {
+  for (const c of clients) if (c.ws.readyState <= 1) c.ws.close();
+  await gw.stop();
+  await up.stop();
+});
+
+describe('realtime sessions follow their key', () => {
+  test('a key deleted, disabled or narrowed while its session is being admitted gets the HTTP refusal, not a session', async () => {
+    const cases = [['delete', 401, 'api_key_revoked'], [{ status: 2 }, 401, 'api_key_disabled'], [{ models: ['some-other-model'] }, 403, 'model_not_allowed']] as const;
+    for (const [change, status, code] of cases) {
+      const k = await keyedUser({ rate_limit_rpm: 5 });
+      const held = holdAfter(gw.services.realtime, 'admit');
+      const res = fetch(`${gw.nodeUrl}/v1/realtime?model=gpt-realtime`, { headers: { ...UPGRADE, authorization: `Bearer ${k.key}` }, signal: AbortSignal.timeout(5000) });
+      await held.reached;
+      const w = change === 'delete'
+        ? await gw.api('DELETE', `/api/token/${k.keyId}`, undefined, k.token)
+        : await gw.api('PUT', '/api/token/', { id: k.keyId, ...change }, k.token);
+      expect(w.status).toBe(200);
+      // Node 1 has the change (the helper waits for the feed in cluster mode) before its admission goes on.
+      held.release();
+      const r = await res;
+      const body: any = r.status === 101 ? null : await r.json();
+      expect({ status: r.status, code: body?.error?.code }).toEqual({ status, code });
+      await up.until(() => gw.services.realtime.liveCount === 0);
+    }
+  });
+
+  test('an allow-list narrowed after the limits passed and before the socket opened: the session ends at once (1008), before any event', async () => {
+    const k = await keyedUser();
+    const held = holdAfter(gw.services.relay.limiter, 'admit');
+    const c = open(gw.nodeUrl, k.key);
+    await held.reached;
+    expect((await gw.api('PUT', '/api/token/', { id: k.keyId, models: ['some-other-model'] }, k.token)).status).toBe(200);
+    held.release();
+    expect((await c.waitClose()).code).toBe(1008);
+    expect(c.events().at(-1)?.error).toMatchObject({ type: 'permission_error', code: 'model_not_allowed' });
+  });
+
+  test('an allow-list narrowed mid-session ends a transcription session at its next audio (1008, not forwarded); a transcription done is billed', async () => {
+    const cases = [
+      [{ models: ['gpt-realtime'] }, 'model_not_allowed'], // the transcription model taken off the list
+      [{ models: ['some-other-model', 'whisper-1'] }, 'model_not_allowed'], // the session's model
+      [{ allow_ips: ['10.1.2.3'] }, 'ip_not_allowed'],
+    ] as const;
+    for (const [change, code] of cases) {
+      const k = await keyedUser({ models: ['gpt-realtime', 'whisper-1'] });
+      const c = open(gw.url, k.key);
+      await c.opened;
+      await c.waitFor('session.created');
+      const conn = up.connections.at(-1)!.id;
+      const tr = { input_audio_transcription: { model: 'whisper-1' }, turn_detection: { type: 'server_vad' } };
+      c.ws.send(JSON.stringify({ type: 'transcription_session.update', session: tr }));
+      up.send(JSON.stringify({ type: 'transcription_session.updated', event_id: 'ev_tsu', session: { object: 'realtime.transcription_session', ...tr } }), conn);
+      await c.waitFor('transcription_session.updated');
+      c.ws.send(APPEND);
+      await up.until(() => up.received.filter((r) => r.conn === conn).length === 2);
+      expect((await gw.api('PUT', '/api/token/', { id: k.keyId, ...change }, k.token)).status).toBe(200);
+      // Work the upstream did before is billed all the same.
+      up.send(JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', event_id: 'ev_c', item_id: 'item_1', content_index: 0, transcript: 'hi',
+        usage: { type: 'tokens', total_tokens: 12, input_tokens: 10, input_token_details: { text_tokens: 0, audio_tokens: 10 }, output_tokens: 2 } }), conn);
+      await c.waitFor('conversation.item.input_audio_transcription.completed');
+      c.ws.send(APPEND);
+      expect((await c.waitClose()).code).toBe(1008);
+      expect(c.events().at(-1).error).toMatchObject({ type: 'permission_error', code });
+      expect(up.received.filter((r) => r.conn === conn).length).toBe(2);
+      // The session's record is written after its last settlement commits.
+      let record: any = null;
+      for (let i = 0; i < 150 && !record; i++) {
+        record = await gw.db.get('select close_code from realtime_sessions where user_id = ?', k.id);
+        if (!record) await Bun.sleep(20);
+      }
+      expect(record).toEqual({ close_code: 1008 });
+      const rows = await gw.db.all("select request_id, cost from usage_logs where user_id = ? and kind = 'realtime' order by id", k.id);
+      // The audio appended since the last commit, which server VAD may have committed unseen, is billed as an estimate.
+      expect(rows.map((r) => r.request_id.replace(/^rt_\w+?_/, ''))).toEqual(['tr_item_1_0', 'tr_uncommitted']);
+      expect(rows[0].cost).toBeGreaterThan(0);
+    }
+  });
+});
