@@ -4,6 +4,7 @@
  * session that only transcribes (no response ever re-checks the key there) at its next client event.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { costOf } from '@gw/core';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { RealtimeTestClient, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
 
@@ -128,5 +129,37 @@ describe('realtime sessions follow their key', () => {
       expect(rows.map((r) => r.request_id.replace(/^rt_\w+?_/, ''))).toEqual(['tr_item_1_0', 'tr_uncommitted']);
       expect(rows[0].cost).toBeGreaterThan(0);
     }
+  });
+
+  test('a limited key spent by transcriptions ends its session (1008 key_quota_exhausted): no transcription runs free past it', async () => {
+    // Admission needs one response's reservation: the key holds a little more, and two transcriptions spend it.
+    const reserve = costOf([[PRICE.context_window, PRICE.audio_input], [4096, PRICE.audio_output]]);
+    const remain = reserve + 1_000;
+    const k = await keyedUser({ unlimited_quota: false, remain_quota: remain });
+    const c = open(gw.url, k.key);
+    await c.opened;
+    await c.waitFor('session.created');
+    const conn = up.connections.at(-1)!.id;
+    const tr = { input_audio_transcription: { model: 'whisper-1' }, turn_detection: { type: 'server_vad' } };
+    c.ws.send(JSON.stringify({ type: 'transcription_session.update', session: tr }));
+    up.send(JSON.stringify({ type: 'transcription_session.updated', event_id: 'ev_tsu', session: { object: 'realtime.transcription_session', ...tr } }), conn);
+    await c.waitFor('transcription_session.updated');
+    const usage = { type: 'tokens', total_tokens: 16_000, input_tokens: 16_000, input_token_details: { text_tokens: 0, audio_tokens: 16_000 }, output_tokens: 0 };
+    for (const item of ['item_1', 'item_2']) {
+      up.send(JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', event_id: `ev_${item}`, item_id: item, content_index: 0, transcript: 'hi', usage }), conn);
+      await c.waitFor('conversation.item.input_audio_transcription.completed', item === 'item_1' ? 1 : 2);
+    }
+    expect((await c.waitClose()).code).toBe(1008);
+    expect(c.events().at(-1).error).toMatchObject({ type: 'billing_error', code: 'key_quota_exhausted' });
+    let record: any = null;
+    for (let i = 0; i < 150 && !record; i++) {
+      record = await gw.db.get('select cost from realtime_sessions where user_id = ?', k.id);
+      if (!record) await Bun.sleep(20);
+    }
+    // The key paid exactly what it held, never more: the second transcription capped at what was left.
+    const one = costOf([[16_000, PRICE.audio_input]]);
+    expect(record.cost).toBe(remain);
+    expect(await gw.db.all("select cost from usage_logs where user_id = ? and kind = 'realtime' order by id", k.id)).toEqual([{ cost: one }, { cost: remain - one }]);
+    expect((await gw.db.get('select remain_quota from api_keys where id = ?', k.keyId)).remain_quota).toBe(0);
   });
 });

@@ -15,6 +15,8 @@ interface Entry {
   r: Reservation | null;
   row: SettlementRow;
   limitedKey: boolean;
+  /** A charge without a reservation on a limited key (UsageLogInput.keyLimited): the shared store caps it by the key too. */
+  capKey?: boolean;
   inserted: boolean;
   balance: number | null;
   error: unknown;
@@ -267,6 +269,19 @@ export class QuotaService {
   }
 
   /**
+   * What a limited key can still spend now, as a charge's cap reads it: in one process, the remain its last reservation
+   * or commit left (else the key record's); with shared holds, what the shared store leaves it on every node (the key
+   * record is re-read only after a commit's answer). Infinity for an unlimited key.
+   */
+  keyAvailable(k: QuotaKey, userId: number): number | Promise<number> {
+    if (k.unlimitedQuota) return Infinity;
+    const local = () => (this.keyRemain.get(k.id) ?? k.remainQuota) - (this.keyPending.get(k.id) ?? 0) - (this.keyHeld.get(k.id) ?? 0);
+    const holds = this.deps.holds;
+    if (!holds) return local();
+    return holds.store.available({ userId, keyId: k.id }).then((a) => a.key ?? local(), () => local());
+  }
+
+  /**
    * Holds `amount` for a request; throws (or rejects with) 402 billing_error `quota_exhausted` /
    * `key_quota_exhausted` when short. In this process (SQLite mode): synchronous, no promise and no
    * microtask on the hot path. With shared holds (PostgreSQL mode): a promise, settled by the shared
@@ -445,10 +460,7 @@ export class QuotaService {
     let cap = held + Math.max(0, this.available(userId));
     if (key.limited) {
       const remain = this.keyRemain.get(key.id);
-      if (remain !== undefined) {
-        const keyAvail = remain - (this.keyPending.get(key.id) ?? 0) - (this.keyHeld.get(key.id) ?? 0);
-        cap = Math.min(cap, held + Math.max(0, keyAvail));
-      }
+      if (remain !== undefined) cap = Math.min(cap, held + Math.max(0, remain - (this.keyPending.get(key.id) ?? 0) - (this.keyHeld.get(key.id) ?? 0)));
     }
     // Budgets cap like a limited key: a charge never takes a budget past its limit.
     if (this.deps.budgets) cap = Math.min(cap, this.deps.budgets.cap(r && !r.done ? r.budget ?? null : null, userId, key.id));
@@ -464,7 +476,7 @@ export class QuotaService {
     const priced = priceUsage(u, price, ratio, this.deps.prices.webSearchPrice(price), limits?.samplingInput);
     let cost = priced.cost;
     // A shared hold is capped by the shared store at settlement (settleDurable), against every node's holds.
-    const cap = r?.hold && !r.done ? Infinity : this.chargeCap(r, log.userId, { id: log.apiKeyId, limited: r ? r.keyLimited : false });
+    const cap = r?.hold && !r.done ? Infinity : this.chargeCap(r, log.userId, { id: log.apiKeyId, limited: r ? r.keyLimited : log.keyLimited === true });
     if (cost > cap) {
       cost = cap;
       g.flags.push('capped');
@@ -478,7 +490,7 @@ export class QuotaService {
       status: log.status, errorCode: log.errorCode, usageFlag: g.flags.join(','), attempts: log.attempts, ip: log.ip, createdAt: nowSeconds(),
       group: log.group ?? '', priceRatio: ratio, billedModel: log.billedModel ?? '', overrides: log.overrides ?? '',
     };
-    return { r, row, limitedKey: r ? r.keyLimited : true, inserted: false, balance: null, error: undefined, budgetIds: null, budget: null, waiters: [] };
+    return { r, row, limitedKey: r ? r.keyLimited : true, capKey: !r && log.keyLimited === true, inserted: false, balance: null, error: undefined, budgetIds: null, budget: null, waiters: [] };
   }
 
   /**
@@ -599,13 +611,13 @@ export class QuotaService {
     const holds = this.deps.holds!;
     let res: ReserveResult;
     try {
-      res = await holds.store.reserve({ userId: row.userId, keyId: null, amount: 0, ref: row.requestId, leaseMs: holds.leaseMs });
+      res = await holds.store.reserve({ userId: row.userId, keyId: e.capKey ? row.apiKeyId : null, amount: 0, ref: row.requestId, leaseMs: holds.leaseMs });
     } catch (err) {
       this.deps.log?.warn('hold.cap_unavailable', { id: row.requestId, msg: 'charge capped by this node', cause: errorText(err) });
       return undefined;
     }
     if (!res.ok) {
-      if (res.reason === 'short' && res.scope === 'user') {
+      if (res.reason === 'short' && (res.scope === 'user' || (e.capKey && res.scope === 'key'))) {
         row.cost = 0;
         row.usageFlag = withFlag(row.usageFlag, 'capped');
       }

@@ -56,6 +56,11 @@ export interface UsageLogInput {
   kind?: 'messages' | 'realtime';
   userId: number;
   apiKeyId: number;
+  /**
+   * For a charge without a reservation (a realtime transcription, a response whose hold was refused): the key is
+   * limited, so its remain_quota caps the charge as it caps a reserved one. Absent: the reservation says.
+   */
+  keyLimited?: boolean;
   channelId: number | null;
   model: string;
   upstreamModel: string;

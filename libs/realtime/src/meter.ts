@@ -751,6 +751,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       ip: this.o.ip,
       group: this.o.group,
       ratio: this.o.ratio,
+      keyLimited: this.keyLimited(),
     };
     return log;
   }
@@ -882,6 +883,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       estimate: { output: estimatedOutput, ...inputFallback },
       limits: { maxInput: ctx, maxOutput: this.o.defaultOutputTokens, input: 0 },
       price: bill.price, latencyMs: 0, ttftMs: null, status: 200, errorCode, attempts: 1, ip: this.o.ip, group: this.o.group, ratio: this.o.ratio,
+      keyLimited: this.keyLimited(),
     };
     const res = this.o.quota.settleNow(null, log);
     if (res instanceof Promise) return this.committed(res, false);
@@ -914,11 +916,23 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   }
 
   /** Spent: nothing more can be reserved, so the session ends rather than idle on an empty balance. */
-  private spent(): SessionFailure | undefined {
+  /** The key is limited as it is now: a charge without a hold is capped by its remain_quota too. */
+  private keyLimited(): boolean {
+    return !(this.o.keys.lookup(this.o.plainKey) ?? this.o.key).unlimitedQuota;
+  }
+
+  private spent(): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     if (this.o.quota.available(this.o.key.userId) <= 0) return policyFailure('quota_exhausted', 'Quota exhausted: the balance is spent');
-    return undefined;
+    // A limited key spent is as final: its responses are refused, but a transcription is capped at what the key has
+    // left, so past it the upstream transcribed every later one for nothing.
+    const key = this.o.keys.lookup(this.o.plainKey) ?? this.o.key;
+    const left = key.unlimitedQuota ? undefined : this.o.quota.keyAvailable?.(key, this.o.key.userId);
+    const verdict = (n: number | undefined) => (n !== undefined && n <= 0 ? KEY_SPENT : undefined);
+    return left instanceof Promise ? left.then(verdict, () => undefined) : verdict(left);
   }
 }
+
+const KEY_SPENT = policyFailure('key_quota_exhausted', 'API key quota exhausted: the key has nothing left to spend');
 
 /** A client event too deep to read is not forwarded unread (it may be one the meter must see). */
 const TOO_DEEP: ClientVerdict = {

@@ -71,6 +71,8 @@ export interface QuotaPort<K, R> {
   affords(input: { userId: number; apiKey: K; amount: number; ref: string }): void | Promise<void>;
   /** What the user can still reserve now (balance minus pending and held). */
   available(userId: number): number;
+  /** What a limited key of `userId` can still spend now (Infinity when unlimited); absent: only the user's balance ends a session. */
+  keyAvailable?(key: K, userId: number): number | Promise<number>;
   /**
    * Writes the usage row and the charge once; `r` null = nothing was reserved. A promise = the commit
    * (its cost already counts as pending in available()); throws or rejects when the write failed.
