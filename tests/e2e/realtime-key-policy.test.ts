@@ -30,6 +30,29 @@ const open = (base: string, key: string) => {
   return c;
 };
 
+/** A session of `key` transcribing with whisper-1 (a beta transcription session, server VAD), as the upstream confirmed. */
+async function transcribing(key: string) {
+  const c = open(gw.url, key);
+  await c.opened;
+  await c.waitFor('session.created');
+  const conn = up.connections.at(-1)!.id;
+  const tr = { input_audio_transcription: { model: 'whisper-1' }, turn_detection: { type: 'server_vad' } };
+  c.ws.send(JSON.stringify({ type: 'transcription_session.update', session: tr }));
+  up.send(JSON.stringify({ type: 'transcription_session.updated', event_id: 'ev_tsu', session: { object: 'realtime.transcription_session', ...tr } }), conn);
+  await c.waitFor('transcription_session.updated');
+  return { c, conn };
+}
+
+/** The user's session record, written once the session's last settlement has committed. */
+async function sessionRecord(userId: number): Promise<any> {
+  for (let i = 0; i < 150; i++) {
+    const r = await gw.db.get('select close_code, cost from realtime_sessions where user_id = ?', userId);
+    if (r) return r;
+    await Bun.sleep(20);
+  }
+  throw new Error('no session record');
+}
+
 /** Holds node 1's next call of `obj[name]` once it has answered, until `release()`: a write made meanwhile lands inside that step. */
 function holdAfter(obj: any, name: string) {
   const real = obj[name];
@@ -98,14 +121,7 @@ describe('realtime sessions follow their key', () => {
     ] as const;
     for (const [change, code] of cases) {
       const k = await keyedUser({ models: ['gpt-realtime', 'whisper-1'] });
-      const c = open(gw.url, k.key);
-      await c.opened;
-      await c.waitFor('session.created');
-      const conn = up.connections.at(-1)!.id;
-      const tr = { input_audio_transcription: { model: 'whisper-1' }, turn_detection: { type: 'server_vad' } };
-      c.ws.send(JSON.stringify({ type: 'transcription_session.update', session: tr }));
-      up.send(JSON.stringify({ type: 'transcription_session.updated', event_id: 'ev_tsu', session: { object: 'realtime.transcription_session', ...tr } }), conn);
-      await c.waitFor('transcription_session.updated');
+      const { c, conn } = await transcribing(k.key);
       c.ws.send(APPEND);
       await up.until(() => up.received.filter((r) => r.conn === conn).length === 2);
       expect((await gw.api('PUT', '/api/token/', { id: k.keyId, ...change }, k.token)).status).toBe(200);
@@ -118,12 +134,7 @@ describe('realtime sessions follow their key', () => {
       expect(c.events().at(-1).error).toMatchObject({ type: 'permission_error', code });
       expect(up.received.filter((r) => r.conn === conn).length).toBe(2);
       // The session's record is written after its last settlement commits.
-      let record: any = null;
-      for (let i = 0; i < 150 && !record; i++) {
-        record = await gw.db.get('select close_code from realtime_sessions where user_id = ?', k.id);
-        if (!record) await Bun.sleep(20);
-      }
-      expect(record).toEqual({ close_code: 1008 });
+      expect((await sessionRecord(k.id)).close_code).toBe(1008);
       const rows = await gw.db.all("select request_id, cost from usage_logs where user_id = ? and kind = 'realtime' order by id", k.id);
       // The audio appended since the last commit, which server VAD may have committed unseen, is billed as an estimate.
       expect(rows.map((r) => r.request_id.replace(/^rt_\w+?_/, ''))).toEqual(['tr_item_1_0', 'tr_uncommitted']);
@@ -136,14 +147,7 @@ describe('realtime sessions follow their key', () => {
     const reserve = costOf([[PRICE.context_window, PRICE.audio_input], [4096, PRICE.audio_output]]);
     const remain = reserve + 1_000;
     const k = await keyedUser({ unlimited_quota: false, remain_quota: remain });
-    const c = open(gw.url, k.key);
-    await c.opened;
-    await c.waitFor('session.created');
-    const conn = up.connections.at(-1)!.id;
-    const tr = { input_audio_transcription: { model: 'whisper-1' }, turn_detection: { type: 'server_vad' } };
-    c.ws.send(JSON.stringify({ type: 'transcription_session.update', session: tr }));
-    up.send(JSON.stringify({ type: 'transcription_session.updated', event_id: 'ev_tsu', session: { object: 'realtime.transcription_session', ...tr } }), conn);
-    await c.waitFor('transcription_session.updated');
+    const { c, conn } = await transcribing(k.key);
     const usage = { type: 'tokens', total_tokens: 16_000, input_tokens: 16_000, input_token_details: { text_tokens: 0, audio_tokens: 16_000 }, output_tokens: 0 };
     for (const item of ['item_1', 'item_2']) {
       up.send(JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', event_id: `ev_${item}`, item_id: item, content_index: 0, transcript: 'hi', usage }), conn);
@@ -151,11 +155,7 @@ describe('realtime sessions follow their key', () => {
     }
     expect((await c.waitClose()).code).toBe(1008);
     expect(c.events().at(-1).error).toMatchObject({ type: 'billing_error', code: 'key_quota_exhausted' });
-    let record: any = null;
-    for (let i = 0; i < 150 && !record; i++) {
-      record = await gw.db.get('select cost from realtime_sessions where user_id = ?', k.id);
-      if (!record) await Bun.sleep(20);
-    }
+    const record = await sessionRecord(k.id);
     // The key paid exactly what it held, never more: the second transcription capped at what was left.
     const one = costOf([[16_000, PRICE.audio_input]]);
     expect(record.cost).toBe(remain);
