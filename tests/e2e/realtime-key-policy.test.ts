@@ -11,6 +11,8 @@ import { RealtimeTestClient, startRealtimeUpstream, type RealtimeUpstreamDouble 
 const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: 16_000 };
 const UPGRADE = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' };
 const APPEND = '{"type":"input_audio_buffer.append","audio":"AAAAAAAA"}';
+/** A transcription reporting the whole context window of audio. */
+const BIG = { type: 'tokens', total_tokens: 16_000, input_tokens: 16_000, input_token_details: { text_tokens: 0, audio_tokens: 16_000 }, output_tokens: 0 };
 
 let gw: TestGateway;
 let up: RealtimeUpstreamDouble;
@@ -148,9 +150,8 @@ describe('realtime sessions follow their key', () => {
     const remain = reserve + 1_000;
     const k = await keyedUser({ unlimited_quota: false, remain_quota: remain });
     const { c, conn } = await transcribing(k.key);
-    const usage = { type: 'tokens', total_tokens: 16_000, input_tokens: 16_000, input_token_details: { text_tokens: 0, audio_tokens: 16_000 }, output_tokens: 0 };
     for (const item of ['item_1', 'item_2']) {
-      up.send(JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', event_id: `ev_${item}`, item_id: item, content_index: 0, transcript: 'hi', usage }), conn);
+      up.send(JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', event_id: `ev_${item}`, item_id: item, content_index: 0, transcript: 'hi', usage: BIG }), conn);
       await c.waitFor('conversation.item.input_audio_transcription.completed', item === 'item_1' ? 1 : 2);
     }
     expect((await c.waitClose()).code).toBe(1008);
@@ -161,5 +162,20 @@ describe('realtime sessions follow their key', () => {
     expect(record.cost).toBe(remain);
     expect(await gw.db.all("select cost from usage_logs where user_id = ? and kind = 'realtime' order by id", k.id)).toEqual([{ cost: one }, { cost: remain - one }]);
     expect((await gw.db.get('select remain_quota from api_keys where id = ?', k.keyId)).remain_quota).toBe(0);
+  });
+
+  test('a budget used up by transcriptions ends the session (1008 budget_exceeded) instead of spending past it while it runs', async () => {
+    const reserve = costOf([[PRICE.context_window, PRICE.audio_input], [4096, PRICE.audio_output]]);
+    const k = await keyedUser();
+    expect((await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: k.keyId, period: 'daily', limit: reserve + 1_000 }, k.token)).status).toBe(200);
+    const { c, conn } = await transcribing(k.key);
+    for (const item of ['item_1', 'item_2']) {
+      up.send(JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', event_id: `ev_${item}`, item_id: item, content_index: 0, transcript: 'hi', usage: BIG }), conn);
+      await c.waitFor('conversation.item.input_audio_transcription.completed', item === 'item_1' ? 1 : 2);
+    }
+    expect((await c.waitClose()).code).toBe(1008);
+    expect(c.events().at(-1).error).toMatchObject({ type: 'billing_error', code: 'budget_exceeded' });
+    // A charge without a hold is not lowered by a budget (README, Budgets): both are billed whole, and nothing after.
+    expect((await sessionRecord(k.id)).cost).toBe(2 * costOf([[16_000, PRICE.audio_input]]));
   });
 });

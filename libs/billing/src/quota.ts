@@ -268,6 +268,11 @@ export class QuotaService {
     return this.balance(userId) - (this.userPending.get(userId) ?? 0) - (this.userHeld.get(userId) ?? 0);
   }
 
+  /** What the tightest budget of the key and its owner can still admit now, as this process counts it; Infinity when none. */
+  budgetLeft(userId: number, keyId: number): number {
+    return this.deps.budgets?.left(userId, keyId) ?? Infinity;
+  }
+
   /**
    * What a limited key can still spend now, as a charge's cap reads it: in one process, the remain its last reservation
    * or commit left (else the key record's); with shared holds, what the shared store leaves it on every node (the key

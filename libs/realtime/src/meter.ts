@@ -923,6 +923,9 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
 
   private spent(): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     if (this.o.quota.available(this.o.key.userId) <= 0) return policyFailure('quota_exhausted', 'Quota exhausted: the balance is spent');
+    // A budget used up refuses every response, but a transcription has no hold to refuse: the session ends instead of
+    // spending past it for as long as it runs.
+    if ((this.o.quota.budgetLeft?.(this.o.key.userId, this.o.key.id) ?? Infinity) <= 0) return BUDGET_SPENT;
     // A limited key spent is as final: its responses are refused, but a transcription is capped at what the key has
     // left, so past it the upstream transcribed every later one for nothing.
     const key = this.o.keys.lookup(this.o.plainKey) ?? this.o.key;
@@ -933,6 +936,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
 }
 
 const KEY_SPENT = policyFailure('key_quota_exhausted', 'API key quota exhausted: the key has nothing left to spend');
+const BUDGET_SPENT = policyFailure('budget_exceeded', 'A budget of this key or its owner is used up');
 
 /** A client event too deep to read is not forwarded unread (it may be one the meter must see). */
 const TOO_DEEP: ClientVerdict = {

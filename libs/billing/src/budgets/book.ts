@@ -178,6 +178,12 @@ export class BudgetBook {
     return b.limit - spent - (this.pending.get(b.id) ?? 0) - (this.held.get(b.id) ?? 0);
   }
 
+  /** What the tightest budget of the key and its owner can still admit now (may be negative); Infinity when none applies. */
+  left(userId: number, keyId: number): number {
+    const t = this.now();
+    return Math.min(Infinity, ...(this.budgetsOf(userId, keyId) ?? []).map((b) => this.available(b, t)));
+  }
+
   /**
    * Holds `amount` on every budget of the key and its owner, or throws 402 `key_budget_exceeded` /
    * `user_budget_exceeded` (with `retry-after`: seconds until the period resets). null = no budget applies.
