@@ -298,7 +298,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
 
   /** A refusal when `session` turns on transcription with a model outside the key's allow-list as it is now (an in-memory lookup). */
   private transcriptionAllowed(session: unknown): ReturnType<typeof transcriptionRefusal> | undefined {
-    const allowed = this.o.keys.lookup(this.o.plainKey)?.models;
+    const allowed = this.liveKey()?.models;
     const refused = allowed?.length ? transcriptionNotAllowed(session, allowed) : undefined;
     return refused === undefined ? undefined : transcriptionRefusal(refused);
   }
@@ -610,8 +610,13 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     return policyFailure('model_not_allowed', `This API key may no longer use model ${storedText(this.transcription, 100)} for input transcription`, 'permission_error');
   }
 
+  /** The key's record as the index holds it now (by id when the index can: no hash per client event). */
+  private liveKey(): K | undefined {
+    return this.o.keys.byId?.(this.o.key.id) ?? this.o.keys.lookup(this.o.plainKey);
+  }
+
   private currentKey(): K | SessionFailure {
-    const key = this.o.keys.lookup(this.o.plainKey);
+    const key = this.liveKey();
     if (!key || key.status !== 1) return policyFailure('api_key_revoked', 'The API key was disabled or deleted', 'authentication_error');
     if (key.expiresAt !== null && key.expiresAt > 0 && key.expiresAt <= nowSeconds()) {
       return policyFailure('api_key_expired', 'The API key expired', 'authentication_error');
@@ -918,7 +923,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   /** Spent: nothing more can be reserved, so the session ends rather than idle on an empty balance. */
   /** The key is limited as it is now: a charge without a hold is capped by its remain_quota too. */
   private keyLimited(): boolean {
-    return !(this.o.keys.lookup(this.o.plainKey) ?? this.o.key).unlimitedQuota;
+    return !(this.liveKey() ?? this.o.key).unlimitedQuota;
   }
 
   private spent(): SessionFailure | undefined | Promise<SessionFailure | undefined> {
@@ -928,7 +933,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     if ((this.o.quota.budgetLeft?.(this.o.key.userId, this.o.key.id) ?? Infinity) <= 0) return BUDGET_SPENT;
     // A limited key spent is as final: its responses are refused, but a transcription is capped at what the key has
     // left, so past it the upstream transcribed every later one for nothing.
-    const key = this.o.keys.lookup(this.o.plainKey) ?? this.o.key;
+    const key = this.liveKey() ?? this.o.key;
     const left = key.unlimitedQuota ? undefined : this.o.quota.keyAvailable?.(key, this.o.key.userId);
     const verdict = (n: number | undefined) => (n !== undefined && n <= 0 ? KEY_SPENT : undefined);
     return left instanceof Promise ? left.then(verdict, () => undefined) : verdict(left);

@@ -20,6 +20,8 @@ export interface RealtimeKey {
 
 export interface KeyLookup<K extends RealtimeKey = RealtimeKey> {
   lookup(plainKey: string): K | undefined;
+  /** The same record by id, without hashing the key (read on every client event); absent: lookup() is used. */
+  byId?(keyId: number): K | undefined;
 }
 
 /**
