@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { costOf } from '@gw/core';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { clearOfWindowEdge } from '../helpers/window-edge';
 import { RealtimeTestClient, startRealtimeUpstream, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
 
 const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: 16_000 };
@@ -178,4 +179,18 @@ describe('realtime sessions follow their key', () => {
     // A charge without a hold is not lowered by a budget (README, Budgets): both are billed whole, and nothing after.
     expect((await sessionRecord(k.id)).cost).toBe(2 * costOf([[16_000, PRICE.audio_input]]));
   });
+
+  test('sessions of a key just created count toward its rpm on every node: the third opening of a 2-rpm key is refused', async () => {
+    const k = await keyedUser({ rate_limit_rpm: 2 });
+    await clearOfWindowEdge();
+    const answers: number[] = [];
+    // Over 3 nodes the proxy sends each opening to the next node.
+    for (let i = 0; i < 3; i++) {
+      const r = await fetch(`${gw.url}/v1/realtime?model=gpt-realtime`, { headers: { ...UPGRADE, authorization: `Bearer ${k.key}` }, signal: AbortSignal.timeout(5000) });
+      answers.push(r.status);
+      if (r.status === 101) await r.body?.cancel().catch(() => {});
+      else expect(((await r.json()) as any).error.code).toBe('key_rpm_exceeded');
+    }
+    expect(answers).toEqual([101, 101, 429]);
+  }, 30_000);
 });
