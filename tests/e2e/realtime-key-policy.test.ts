@@ -12,6 +12,8 @@ import { RealtimeTestClient, startRealtimeUpstream, type RealtimeUpstreamDouble 
 const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: 16_000 };
 const UPGRADE = { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' };
 const APPEND = '{"type":"input_audio_buffer.append","audio":"AAAAAAAA"}';
+/** What admission checks the key can cover: one response at the default max output (4,096). */
+const RESERVE = costOf([[PRICE.context_window, PRICE.audio_input], [4096, PRICE.audio_output]]);
 /** A transcription reporting the whole context window of audio. */
 const BIG = { type: 'tokens', total_tokens: 16_000, input_tokens: 16_000, input_token_details: { text_tokens: 0, audio_tokens: 16_000 }, output_tokens: 0 };
 
@@ -44,6 +46,17 @@ async function transcribing(key: string) {
   up.send(JSON.stringify({ type: 'transcription_session.updated', event_id: 'ev_tsu', session: { object: 'realtime.transcription_session', ...tr } }), conn);
   await c.waitFor('transcription_session.updated');
   return { c, conn };
+}
+
+/** A transcribing session of `key` whose upstream reports two transcriptions of the whole window, then closed by the gateway with 1008. */
+async function twoWholeWindowTranscriptions(key: string) {
+  const { c, conn } = await transcribing(key);
+  for (const [n, item] of ['item_1', 'item_2'].entries()) {
+    up.send(JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', event_id: `ev_${item}`, item_id: item, content_index: 0, transcript: 'hi', usage: BIG }), conn);
+    await c.waitFor('conversation.item.input_audio_transcription.completed', n + 1);
+  }
+  expect((await c.waitClose()).code).toBe(1008);
+  return c;
 }
 
 /** The user's session record, written once the session's last settlement has committed. */
@@ -146,16 +159,10 @@ describe('realtime sessions follow their key', () => {
   });
 
   test('a limited key spent by transcriptions ends its session (1008 key_quota_exhausted): no transcription runs free past it', async () => {
-    // Admission needs one response's reservation: the key holds a little more, and two transcriptions spend it.
-    const reserve = costOf([[PRICE.context_window, PRICE.audio_input], [4096, PRICE.audio_output]]);
-    const remain = reserve + 1_000;
+    // The key holds a little more than admission needs, and two transcriptions spend it.
+    const remain = RESERVE + 1_000;
     const k = await keyedUser({ unlimited_quota: false, remain_quota: remain });
-    const { c, conn } = await transcribing(k.key);
-    for (const item of ['item_1', 'item_2']) {
-      up.send(JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', event_id: `ev_${item}`, item_id: item, content_index: 0, transcript: 'hi', usage: BIG }), conn);
-      await c.waitFor('conversation.item.input_audio_transcription.completed', item === 'item_1' ? 1 : 2);
-    }
-    expect((await c.waitClose()).code).toBe(1008);
+    const c = await twoWholeWindowTranscriptions(k.key);
     expect(c.events().at(-1).error).toMatchObject({ type: 'billing_error', code: 'key_quota_exhausted' });
     const record = await sessionRecord(k.id);
     // The key paid exactly what it held, never more: the second transcription capped at what was left.
@@ -166,15 +173,9 @@ describe('realtime sessions follow their key', () => {
   });
 
   test('a budget used up by transcriptions ends the session (1008 budget_exceeded) instead of spending past it while it runs', async () => {
-    const reserve = costOf([[PRICE.context_window, PRICE.audio_input], [4096, PRICE.audio_output]]);
     const k = await keyedUser();
-    expect((await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: k.keyId, period: 'daily', limit: reserve + 1_000 }, k.token)).status).toBe(200);
-    const { c, conn } = await transcribing(k.key);
-    for (const item of ['item_1', 'item_2']) {
-      up.send(JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', event_id: `ev_${item}`, item_id: item, content_index: 0, transcript: 'hi', usage: BIG }), conn);
-      await c.waitFor('conversation.item.input_audio_transcription.completed', item === 'item_1' ? 1 : 2);
-    }
-    expect((await c.waitClose()).code).toBe(1008);
+    expect((await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: k.keyId, period: 'daily', limit: RESERVE + 1_000 }, k.token)).status).toBe(200);
+    const c = await twoWholeWindowTranscriptions(k.key);
     expect(c.events().at(-1).error).toMatchObject({ type: 'billing_error', code: 'budget_exceeded' });
     // A charge without a hold is not lowered by a budget (README, Budgets): both are billed whole, and nothing after.
     expect((await sessionRecord(k.id)).cost).toBe(2 * costOf([[16_000, PRICE.audio_input]]));
