@@ -1,7 +1,8 @@
 /**
  * A realtime session under a key changed while it is admitted or running: a revocation landing while the admission
- * awaits (the shared store, in PostgreSQL mode) refuses the opening, and an allow-list narrowed mid-session ends a
- * session that only transcribes (no response ever re-checks the key there) at its next client event.
+ * awaits (the shared store, in PostgreSQL mode) refuses the opening; an allow-list narrowed mid-session ends a
+ * session that only transcribes (no response ever re-checks the key there) at its next client event; a limited key
+ * or a budget spent by transcriptions ends the session; openings count toward rpm on every node.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { costOf } from '@gw/core';
