@@ -71,3 +71,19 @@ describe('a 400 that quotes the client\'s text naming stream_options', () => {
     expect(await rowOf(r2.headers.get('request-id'))).toEqual([{ status: 200, output_tokens: expect.any(Number), cost: expect.any(Number), usage_flag: '', error_code: '' }]);
   });
 });
+
+describe('a 400 quoting the client\'s text naming stream_options, then an accepted retry', () => {
+  // A filter that refused the first time and let the same text through the second (or any 400 that comes and goes):
+  // the retry was accepted, so the channel was learnt as refusing stream_options and every stream on it for an hour,
+  // anyone's, was billed on the gateway's estimates instead of the upstream's usage.
+  test('the client is answered, and the channel still gets stream_options (its usage billed as reported)', async () => {
+    const u = await keyedUser(gw);
+    echo.queue.push({ error: { status: 400, message: "Invalid content in messages[0]: 'what is stream_options'" } });
+    const r = await send(nodeOne(gw), u.key, msg('echoing', { stream: true, messages: [{ role: 'user', content: 'what is stream_options' }] }));
+    expect(r.status).toBe(200);
+    const r2 = await send(nodeOne(gw), u.key, msg('echoing', { stream: true }));
+    expect(r2.status).toBe(200);
+    expect(echo.last().body.stream_options).toEqual({ include_usage: true });
+    expect(await rowOf(r2.headers.get('request-id'))).toEqual([{ status: 200, output_tokens: expect.any(Number), cost: expect.any(Number), usage_flag: '', error_code: '' }]);
+  });
+});

@@ -446,7 +446,9 @@ export class RelayService {
           if (again && again.init.body !== u.init.body) {
             upstream = await call(again);
             refusal = undefined;
-            if (upstream.ok) this.streamOptions.learn(ch);
+            // Learnt only when nothing of the client's names it: an upstream 400 quoting the client's text, then an
+            // accepted retry (a flaky filter, a rate rule), let one client switch the channel's usage off for an hour.
+            if (upstream.ok && !namesStreamOptions(again.init.body)) this.streamOptions.learn(ch);
           }
         }
       } catch (e) {

@@ -3,8 +3,9 @@
  * answer 400 to a field they do not know). Without it a translated stream never gets its usage chunk, so such a
  * channel was unusable for streams; now the refused request is sent once more without it, and when that one is
  * accepted the channel is remembered (in memory, per node) as one to send none to; its streams are billed on the
- * gateway's estimates, flagged `estimated`. Learnt only from an accepted retry: an upstream 400 that merely quotes a
- * client's text naming `stream_options` fails again without it, so no client can switch a channel's usage off.
+ * gateway's estimates, flagged `estimated`. Learnt only from an accepted retry whose request names `stream_options` nowhere
+ * (not in the client's text either): an upstream 400 that merely quotes a client's text naming it tells nothing about
+ * the field, whether the retry fails again or (a flaky filter) is accepted, so no client can switch a channel's usage off.
  */
 
 /** How long a refusal is remembered: an upstream upgraded meanwhile gets `stream_options` (exact usage) again. */
