@@ -166,6 +166,24 @@ describe('hostile usage is validated, billed and flagged', () => {
     }
   }
 
+  // Bedrock's Converse usage: inputTokens leaves out the cache reads and writes that totalTokens counts. Passed on as
+  // prompt_tokens / cached_tokens / total_tokens, the total's gap over prompt + completion is the cache, not output:
+  // billed as output, 300 cache tokens cost the output price (350 output tokens instead of 50).
+  for (const stream of [false, true]) {
+    test(`translated ${stream ? 'stream' : 'JSON'}: a total_tokens gap that is exactly the reported cache counts is not output`, async () => {
+      const usage = { prompt_tokens: 500, completion_tokens: 50, total_tokens: 850, prompt_tokens_details: { cached_tokens: 200, cache_write_tokens: 100 } };
+      const chunk = (o: object) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'x', ...o })}\n\n`;
+      oai.queue.push(stream
+        ? { rawFrames: [chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: REPLY }, finish_reason: 'stop' }] }), chunk({ choices: [], usage }), 'data: [DONE]\n\n'] }
+        : { rawJson: { id: 'c', object: 'chat.completion', created: 1, model: 'x', choices: [{ index: 0, message: { role: 'assistant', content: REPLY }, finish_reason: 'stop' }], usage } });
+      const r = await send(gw, user.key, { model: 'oai', max_tokens: 1000, stream, messages: [{ role: 'user', content: 'Say hello' }] });
+      expect(r.status).toBe(200);
+      const row = await logOf(r.headers.get('request-id')!);
+      expect(row).toMatchObject({ output_tokens: 50, cache_read_tokens: 200, cache_write_tokens: 100, usage_flag: '' });
+      expect(stream ? r.text : JSON.stringify(r.body.usage)).toContain('"output_tokens":50');
+    });
+  }
+
   test('balance == Σ ledger after all of it', async () => {
     gw.services.relay.quota.flush();
     expect(await gw.services.ledger.sum(user.id)).toBe((await gw.services.users.byId(user.id))!.quota);

@@ -62,9 +62,13 @@ function withReasoning(u: CompletionUsage, prompt: number | undefined, completio
   const out = apart && Number.isSafeInteger(completion + r) ? completion + r : completion;
   // A total above its parts is thinking a conversion left out of both counts (Gemini's thoughtsTokenCount, dropped by
   // any-llm and others): the gap is output, as the upstream bills it. Billed 0 before (prompt 20, completion 198, total
-  // 623: 405 thinking tokens free). A total below its parts is no reading of them: the parts stand.
+  // 623: 405 thinking tokens free). A total below its parts is no reading of them: the parts stand. A gap that is exactly
+  // the reported cache counts is those (Bedrock's totalTokens adds its cache reads and writes to an inputTokens without
+  // them, passed on as prompt_tokens): billed as output, cache reads cost 50 times their price.
   const total = u.total_tokens;
-  return usableCount(prompt) && usableCount(total) && total - prompt > out ? total - prompt : out;
+  if (!usableCount(prompt) || !usableCount(total) || total - prompt <= out) return out;
+  const cache = int(u.prompt_tokens_details?.cached_tokens ?? u.prompt_cache_hit_tokens ?? u.cached_tokens) + int(u.prompt_tokens_details?.cache_write_tokens);
+  return cache > 0 && total === prompt + out + cache ? out : total - prompt;
 }
 
 /** A count billing can use as it is (the test guardUsage applies). */
