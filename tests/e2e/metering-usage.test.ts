@@ -149,14 +149,18 @@ describe('hostile usage is validated, billed and flagged', () => {
     ['total_tokens above prompt + completion + a reasoning part inside completion', { prompt_tokens: 10, completion_tokens: 50, total_tokens: 660, completion_tokens_details: { reasoning_tokens: 20 } }, 650],
     ['total_tokens below prompt + completion (no reading of the parts): the parts as reported', { prompt_tokens: 10, completion_tokens: 50, total_tokens: 30 }, 50],
   ];
+  /** A translated answer (JSON, or a stream with a usage chunk) carrying `usage` as the upstream reports it. */
+  async function answeredWith(stream: boolean, usage: Record<string, unknown>) {
+    const chunk = (o: object) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'x', ...o })}\n\n`;
+    oai.queue.push(stream
+      ? { rawFrames: [chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: REPLY }, finish_reason: 'stop' }] }), chunk({ choices: [], usage }), 'data: [DONE]\n\n'] }
+      : { rawJson: { id: 'c', object: 'chat.completion', created: 1, model: 'x', choices: [{ index: 0, message: { role: 'assistant', content: REPLY }, finish_reason: 'stop' }], usage } });
+    return send(gw, user.key, { model: 'oai', max_tokens: 1000, stream, messages: [{ role: 'user', content: 'Say hello' }] });
+  }
   for (const stream of [false, true]) {
     for (const [label, usage, output] of reasoningCases) {
       test(`translated ${stream ? 'stream' : 'JSON'}: ${label}: ${output} output tokens billed and shown`, async () => {
-        const chunk = (o: object) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'x', ...o })}\n\n`;
-        oai.queue.push(stream
-          ? { rawFrames: [chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: REPLY }, finish_reason: 'stop' }] }), chunk({ choices: [], usage }), 'data: [DONE]\n\n'] }
-          : { rawJson: { id: 'c', object: 'chat.completion', created: 1, model: 'x', choices: [{ index: 0, message: { role: 'assistant', content: REPLY }, finish_reason: 'stop' }], usage } });
-        const r = await send(gw, user.key, { model: 'oai', max_tokens: 1000, stream, messages: [{ role: 'user', content: 'Say hello' }] });
+        const r = await answeredWith(stream, usage);
         expect(r.status).toBe(200);
         const row = await logOf(r.headers.get('request-id')!);
         expect(row).toMatchObject({ input_tokens: 10, output_tokens: output, usage_flag: '', cost: 10 + output * 2 });
@@ -172,11 +176,7 @@ describe('hostile usage is validated, billed and flagged', () => {
   for (const stream of [false, true]) {
     test(`translated ${stream ? 'stream' : 'JSON'}: a total_tokens gap that is exactly the reported cache counts is not output`, async () => {
       const usage = { prompt_tokens: 500, completion_tokens: 50, total_tokens: 850, prompt_tokens_details: { cached_tokens: 200, cache_write_tokens: 100 } };
-      const chunk = (o: object) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'x', ...o })}\n\n`;
-      oai.queue.push(stream
-        ? { rawFrames: [chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: REPLY }, finish_reason: 'stop' }] }), chunk({ choices: [], usage }), 'data: [DONE]\n\n'] }
-        : { rawJson: { id: 'c', object: 'chat.completion', created: 1, model: 'x', choices: [{ index: 0, message: { role: 'assistant', content: REPLY }, finish_reason: 'stop' }], usage } });
-      const r = await send(gw, user.key, { model: 'oai', max_tokens: 1000, stream, messages: [{ role: 'user', content: 'Say hello' }] });
+      const r = await answeredWith(stream, usage);
       expect(r.status).toBe(200);
       const row = await logOf(r.headers.get('request-id')!);
       expect(row).toMatchObject({ output_tokens: 50, cache_read_tokens: 200, cache_write_tokens: 100, usage_flag: '' });
