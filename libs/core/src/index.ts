@@ -18,6 +18,7 @@ export * from './rate-limits';
 export * from './leader';
 export * from './change-feed';
 export * from './repair-backoff';
+export * from './retry-for';
 export * from './serial';
 export * from './process-limits';
 export * from './bytes';

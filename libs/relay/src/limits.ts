@@ -103,7 +103,8 @@ export class RequestLimiter {
     add('user', s.user, `u:${s.user.id}`);
     add('group', s.group, `g:${s.group.name}`);
     const leases: Lease[] = [];
-    const giveBack = () => { for (const l of leases.splice(0)) void this.limits.release(l); };
+    // A release that keeps failing past its lease is moot (the lease lapsed); one rejection must not be unhandled.
+    const giveBack = () => { for (const l of leases.splice(0)) void this.limits.release(l).catch(() => {}); };
     // Hits counted so far: [counter, cost, window start], to give back (requests, tokens).
     type Counted = Array<[string, number, number]>;
     const [requests, tokens]: [Counted, Counted] = [[], []];
@@ -143,7 +144,9 @@ export class RequestLimiter {
     }
     if (!leases.length) return tokens.length ? { release() {}, unused } : NONE;
     // Long streams outlive a lease: renew while held, so only a dead process's leases expire.
-    const timer = setInterval(() => { for (const l of leases) void this.limits.renew(l, this.cfg.leaseMs); }, Math.max(1, Math.floor(this.cfg.leaseMs / 3)));
+    const timer = setInterval(() => {
+      for (const l of leases) void this.limits.renew(l, this.cfg.leaseMs).catch(() => { /* tried again next interval */ });
+    }, Math.max(1, Math.floor(this.cfg.leaseMs / 3)));
     (timer as { unref?: () => void }).unref?.();
     let released = false;
     return {

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { normalizeAcquire, normalizeHit, type AcquireOptions, type HitOptions, type HitResult, type Lease, type RateLimits } from '../rate-limits';
+import { retryFor } from '../retry-for';
 import { defineScript, LUA_NOW, type Script } from './script';
 
 /**
@@ -79,6 +80,12 @@ export class RedisRateLimits implements RateLimits {
    * its data: until then a key's requests still running would not count against its `max_concurrency`.
    */
   private readonly live = new Map<string, { key: string; leaseMs: number }>();
+  /**
+   * Renewals still waiting for their answer, per lease: a release waits for them before its ZREM, since a renewal
+   * re-adds a lease it finds missing, and one that lands after the release (re-sent as EVAL after a NOSCRIPT, or
+   * resent after a reconnect) would count the finished request again for a whole lease.
+   */
+  private readonly renewing = new Map<string, Promise<unknown>>();
   private readonly hitScript: Script;
   private readonly unhitScript: Script;
   private readonly acquireScript: Script;
@@ -128,12 +135,29 @@ export class RedisRateLimits implements RateLimits {
     const ms = normalizeAcquire({ max: 0, leaseMs }).leaseMs;
     const held = this.live.get(lease.id);
     if (held) held.leaseMs = ms;
-    return (await this.renewScript([this.leaseKey(lease.key)], [ms, lease.id])) === 1;
+    return (await this.sentRenewal(lease.id, () => this.renewScript([this.leaseKey(lease.key)], [ms, lease.id]))) === 1;
   }
 
+  private sentRenewal(id: string, send: () => Promise<unknown>): Promise<unknown> {
+    const p = send();
+    const settled = p.catch(() => {});
+    this.renewing.set(id, settled);
+    void settled.then(() => { if (this.renewing.get(id) === settled) this.renewing.delete(id); });
+    return p;
+  }
+
+  /**
+   * Idempotent (ZREM of the lease's own id: a second one removes nothing, never another request's slot). A ZREM
+   * lost in a Redis blip is retried until it lands or the lease would have lapsed anyway: before, one failed
+   * command kept the slot counted for the whole LIMIT_LEASE_MS (a key limited to 1 locked out for two minutes).
+   * Resolves once the lease is gone from Redis; rejects only when every try within the lease failed.
+   */
   async release(lease: Lease): Promise<void> {
+    const held = this.live.get(lease.id);
+    if (!held) return;
     this.live.delete(lease.id);
-    await this.redis.zrem(this.leaseKey(lease.key), lease.id);
+    await this.renewing.get(lease.id);
+    await retryFor(() => this.redis.zrem(this.leaseKey(lease.key), lease.id), held.leaseMs, () => this.redis.status === 'end');
   }
 
   /**
@@ -146,7 +170,7 @@ export class RedisRateLimits implements RateLimits {
     if (!leases.length) return 0;
     // Sent in this synchronous loop, on the one connection a release's ZREM also takes: a lease released after
     // this point is removed after its renewal, not brought back by it.
-    const had = await Promise.all(leases.map((l) => this.renewScript([this.leaseKey(l.key)], [l.leaseMs, l.id])));
+    const had = await Promise.all(leases.map((l) => this.sentRenewal(l.id, () => this.renewScript([this.leaseKey(l.key)], [l.leaseMs, l.id]))));
     return had.filter((h) => h !== 1).length;
   }
 
