@@ -1,4 +1,4 @@
-import { GatewayError, RATIO_ONE, errorText, inexactBalanceError, nowSeconds, safeCount, type ChangeBus, type ChangeEvents, type Logger } from '@gw/core';
+import { GatewayError, RATIO_ONE, errorText, inexactBalanceError, nowSeconds, retryFor, safeCount, type ChangeBus, type ChangeEvents, type Logger } from '@gw/core';
 import type { AsyncSettlementSink, CheckpointStore, SettlementRow, SettlementSink, UnfinishedStore } from '@gw/db';
 import type { SettlementJournal } from './journal';
 import type { PriceBook } from './price-book';
@@ -404,9 +404,11 @@ export class QuotaService {
   }
 
   /**
-   * Drops a shared hold, installing the mirrors read after the commit that consumed it. Never throws:
-   * a hold that could not be dropped stops being renewed, lapses into limbo after its lease, and the
-   * reconciler releases it with the ledger's balances.
+   * Drops a shared hold, installing the mirrors read after the commit that consumed it. Never throws. A release
+   * lost in a Redis blip is retried in the background until it lands or the hold's lease is over: left alone,
+   * the hold (its worst case, not the charge) kept counting against the user on every node until it lapsed and
+   * the reconciler released it (HOLD_LEASE_MS and more). A release is idempotent per hold (a second one finds no
+   * hold, and installs a mirror only over an older one), so a retry that races the reconciler changes nothing.
    */
   private async dropHold(hold: Hold, after?: AfterCommit): Promise<void> {
     const holds = this.deps.holds!;
@@ -417,7 +419,8 @@ export class QuotaService {
     try {
       await holds.store.release(hold, after);
     } catch (err) {
-      this.deps.log?.warn('hold.release_failed', { id: hold.ref, msg: 'left to the reconciler', cause: errorText(err) });
+      this.deps.log?.warn('hold.release_failed', { id: hold.ref, msg: 'retried until its lease lapses, then left to the reconciler', cause: errorText(err) });
+      void retryFor(() => holds.store.release(hold, after), holds.leaseMs).catch(() => { /* the reconciler's, after the lease */ });
     }
   }
 
