@@ -412,12 +412,10 @@ export class QuotaService {
    */
   private async dropHold(hold: Hold, after?: AfterCommit): Promise<void> {
     const holds = this.deps.holds!;
-    // Untracked before the release is sent: a renewal re-registers holds it finds missing, so one sent
-    // after the release with this hold in it would bring it back. Commands on the one connection run in
-    // the order they are sent, so a renewal sent earlier only extends the lease the release then drops.
-    holds.live.untrack(hold);
+    // Untracked before the release is sent, and sent after the renewals in flight have their answer: a renewal
+    // re-registers holds it finds missing (LiveHolds.release). Retries go later still.
     try {
-      await holds.store.release(hold, after);
+      await holds.live.release(hold, after);
     } catch (err) {
       this.deps.log?.warn('hold.release_failed', { id: hold.ref, msg: 'retried until its lease lapses, then left to the reconciler', cause: errorText(err) });
       void retryFor(() => holds.store.release(hold, after), holds.leaseMs).catch(() => { /* the reconciler's, after the lease */ });

@@ -1,4 +1,4 @@
-import type { Hold, HoldStore } from './port';
+import type { AfterCommit, Hold, HoldStore } from './port';
 
 /**
  * A node's holds in flight, renewed in one batch every lease/3 so they never lapse while the node
@@ -19,6 +19,8 @@ export class LiveHolds {
   private fenced = false;
   /** A renewal still waiting for Redis (one that hangs must not stop the fence's clock, nor pile up). */
   private renewing: Promise<number> | null = null;
+  /** Settles once every renewal sent so far has its answer (or its error). */
+  private renewals: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly store: HoldStore,
@@ -37,6 +39,17 @@ export class LiveHolds {
     this.live.delete(hold.ref);
   }
 
+  /**
+   * Untracks `hold` and releases it, after any renewal still unanswered: a renewal registers again a hold it
+   * finds missing, and one that lands after the release (ioredis sends it again, as EVAL, after a NOSCRIPT)
+   * kept the request's money held on every node until the lease lapsed and the reconciler released it.
+   */
+  async release(hold: Hold, after?: AfterCommit): Promise<void> {
+    this.untrack(hold);
+    await this.renewals;
+    await this.store.release(hold, after);
+  }
+
   get size(): number {
     return this.live.size;
   }
@@ -48,8 +61,11 @@ export class LiveHolds {
       this.confirm(started);
       return 0;
     }
+    const sent = this.store.renew([...this.live.values()], this.leaseMs);
+    const settled = sent.catch(() => {});
+    this.renewals = Promise.all([this.renewals, settled]);
     try {
-      const n = await this.store.renew([...this.live.values()], this.leaseMs);
+      const n = await sent;
       this.confirm(started);
       return n;
     } catch (err) {

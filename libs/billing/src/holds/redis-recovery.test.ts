@@ -99,6 +99,30 @@ describe.skipIf(!hasServer)('RedisHoldStore after Redis lost its data', () => {
     await a.release(h3);
   });
 
+  test('a hold released while a renewal of it is unanswered stays released, even when that renewal is sent again', async () => {
+    const load: MirrorLoader = async () => ({ user: { balance: 1000, version: 1 }, key: null });
+    const redis = connect();
+    await redis.flushall();
+    const a = new RedisHoldStore(redis, load, { recoveryMs: 0 });
+    const r = await a.reserve({ userId: 9, amount: 100, ref: 'n1', leaseMs: 30_000 });
+    if (!r.ok) throw new Error(`reserve failed: ${JSON.stringify(r)}`);
+    const live = new LiveHolds(a, 30_000);
+    try {
+      live.track(r.hold);
+      await live.renewNow();
+      // The scripts go from the server while this connection stays (SCRIPT FLUSH, a proxy in front of Redis
+      // switching servers): the next renewal gets NOSCRIPT and ioredis sends it again, as EVAL, after the release.
+      await connect().script('FLUSH');
+      const renewal = live.renewNow();
+      await live.release(r.hold);
+      await renewal;
+      // Re-registered, the hold would keep 100 of the user's money until its lease lapsed and the reconciler came.
+      expect(await a.available({ userId: 9 })).toEqual({ user: 1000, key: null });
+    } finally {
+      live.close();
+    }
+  });
+
   test('an allkeys-* eviction policy with a memory limit is reported (it may evict hold keys); noeviction is not', async () => {
     const admin = connect();
     expect(await evictionRisk(admin)).toBeNull();
