@@ -173,6 +173,26 @@ describe('realtime sessions follow their key', () => {
     expect((await gw.db.get('select remain_quota from api_keys where id = ?', k.keyId)).remain_quota).toBe(0);
   });
 
+  test('a limited key raised mid-session: its transcriptions are billed whole against the new remain_quota, the session goes on', async () => {
+    const remain = RESERVE + 1_000;
+    const k = await keyedUser({ unlimited_quota: false, remain_quota: remain });
+    const { c, conn } = await transcribing(k.key);
+    expect((await gw.api('PUT', '/api/token/', { id: k.keyId, unlimited_quota: false, remain_quota: 10 * remain }, k.token)).status).toBe(200);
+    for (const [n, item] of ['item_1', 'item_2'].entries()) {
+      up.send(JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', event_id: `ev_${item}`, item_id: item, content_index: 0, transcript: 'hi', usage: BIG }), conn);
+      await c.waitFor('conversation.item.input_audio_transcription.completed', n + 1);
+    }
+    const one = costOf([[16_000, PRICE.audio_input]]);
+    const rows = () => gw.db.all("select cost from usage_logs where user_id = ? and kind = 'realtime' order by id", k.id);
+    for (let i = 0; i < 150 && (await rows()).length < 2; i++) await Bun.sleep(20);
+    // Before, the cap read the remain_quota seen at admission: the second was capped and the session ended key_quota_exhausted.
+    expect(await rows()).toEqual([{ cost: one }, { cost: one }]);
+    expect(c.ws.readyState).toBe(WebSocket.OPEN);
+    c.ws.close();
+    await up.until(() => gw.services.realtime.liveCount === 0);
+    expect((await gw.db.get('select remain_quota from api_keys where id = ?', k.keyId)).remain_quota).toBe(10 * remain - 2 * one);
+  });
+
   test('a budget used up by transcriptions ends the session (1008 budget_exceeded) instead of spending past it while it runs', async () => {
     const k = await keyedUser();
     expect((await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: k.keyId, period: 'daily', limit: RESERVE + 1_000 }, k.token)).status).toBe(200);

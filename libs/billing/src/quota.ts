@@ -105,6 +105,11 @@ export class QuotaService {
   private readonly keyPending = new Map<number, number>();
   /** A limited key's remain_quota as its last reservation saw it (the key record is the identity cache's). */
   private readonly keyRemain = new Map<number, number>();
+  /**
+   * The key record's remain_quota when keyRemain was taken from it: a record reading otherwise since was written
+   * after (an operator's change, or the reload after a commit here) and replaces the snapshot (keyRemainNow).
+   */
+  private readonly keySeen = new Map<number, number>();
   private queue: Entry[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
   private readonly flushMs: number;
@@ -280,7 +285,7 @@ export class QuotaService {
    */
   keyAvailable(k: QuotaKey, userId: number): number | Promise<number> {
     if (k.unlimitedQuota) return Infinity;
-    const local = () => (this.keyRemain.get(k.id) ?? k.remainQuota) - (this.keyPending.get(k.id) ?? 0) - (this.keyHeld.get(k.id) ?? 0);
+    const local = () => this.keyRemainNow(k.id, k.remainQuota) - (this.keyPending.get(k.id) ?? 0) - (this.keyHeld.get(k.id) ?? 0);
     const holds = this.deps.holds;
     if (!holds) return local();
     return holds.store.available({ userId, keyId: k.id }).then((a) => a.key ?? local(), () => local());
@@ -320,6 +325,7 @@ export class QuotaService {
     if (!k.unlimitedQuota) {
       add(this.keyHeld, k.id, amount);
       this.keyRemain.set(k.id, k.remainQuota);
+      this.keySeen.set(k.id, k.remainQuota);
     }
     add(this.userHeld, input.userId, amount);
     return { ref: input.ref, userId: input.userId, keyId: k.id, keyLimited: !k.unlimitedQuota, amount, limits: input.limits, budget, done: false };
@@ -473,7 +479,22 @@ export class QuotaService {
     return cap;
   }
 
+  /**
+   * A limited key's remain as a charge without a hold is capped by: the snapshot, which follows this process's
+   * commits before the key record is reloaded, unless the record was written since it was taken. Before, only a
+   * reservation renewed the snapshot, so a transcription-only session whose key an operator raised kept being
+   * capped at the old remain (billed short, then ended key_quota_exhausted).
+   */
+  private keyRemainNow(keyId: number, record: number): number {
+    const snap = this.keyRemain.get(keyId);
+    if (snap !== undefined && this.keySeen.get(keyId) === record) return snap;
+    this.keyRemain.set(keyId, record);
+    this.keySeen.set(keyId, record);
+    return record;
+  }
+
   private entry(r: Reservation | null, log: UsageLogInput): Entry {
+    if (!r && log.keyLimited && log.keyRemain !== undefined) this.keyRemainNow(log.apiKeyId, log.keyRemain);
     const limits = log.limits ?? r?.limits ?? null;
     const g = guardUsage(log.usage, { ...log.estimate, input: log.estimate?.input ?? limits?.input }, limits, log.estimated);
     const u = g.usage;

@@ -61,6 +61,8 @@ export interface UsageLogInput {
    * limited, so its remain_quota caps the charge as it caps a reserved one. Absent: the reservation says.
    */
   keyLimited?: boolean;
+  /** With keyLimited: the key record's remain_quota as the caller reads it now (an operator may have changed it). */
+  keyRemain?: number;
   channelId: number | null;
   model: string;
   upstreamModel: string;

@@ -756,7 +756,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       ip: this.o.ip,
       group: this.o.group,
       ratio: this.o.ratio,
-      keyLimited: this.keyLimited(),
+      ...this.keyLimit(),
     };
     return log;
   }
@@ -888,7 +888,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       estimate: { output: estimatedOutput, ...inputFallback },
       limits: { maxInput: ctx, maxOutput: this.o.defaultOutputTokens, input: 0 },
       price: bill.price, latencyMs: 0, ttftMs: null, status: 200, errorCode, attempts: 1, ip: this.o.ip, group: this.o.group, ratio: this.o.ratio,
-      keyLimited: this.keyLimited(),
+      ...this.keyLimit(),
     };
     const res = this.o.quota.settleNow(null, log);
     if (res instanceof Promise) return this.committed(res, false);
@@ -920,12 +920,13 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     this.cost += cost;
   }
 
-  /** Spent: nothing more can be reserved, so the session ends rather than idle on an empty balance. */
-  /** The key is limited as it is now: a charge without a hold is capped by its remain_quota too. */
-  private keyLimited(): boolean {
-    return !(this.liveKey() ?? this.o.key).unlimitedQuota;
+  /** The key as it is now: a charge without a hold on a limited key is capped by its remain_quota too. */
+  private keyLimit(): { keyLimited: boolean; keyRemain: number } {
+    const k = this.liveKey() ?? this.o.key;
+    return { keyLimited: !k.unlimitedQuota, keyRemain: k.remainQuota };
   }
 
+  /** Spent: nothing more can be reserved, so the session ends rather than idle on an empty balance. */
   private spent(): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     if (this.o.quota.available(this.o.key.userId) <= 0) return policyFailure('quota_exhausted', 'Quota exhausted: the balance is spent');
     // A budget used up refuses every response, but a transcription has no hold to refuse: the session ends instead of
