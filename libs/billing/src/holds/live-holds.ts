@@ -20,7 +20,7 @@ export class LiveHolds {
   /** A renewal still waiting for Redis (one that hangs must not stop the fence's clock, nor pile up). */
   private renewing: Promise<number> | null = null;
   /** Settles once every renewal sent so far has its answer (or its error). */
-  private renewals: Promise<unknown> = Promise.resolve();
+  private renewals: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly store: HoldStore,
@@ -63,7 +63,8 @@ export class LiveHolds {
     }
     const sent = this.store.renew([...this.live.values()], this.leaseMs);
     const settled = sent.catch(() => {});
-    this.renewals = Promise.all([this.renewals, settled]);
+    // To nothing: Promise.all's array would hold the previous one's, each renewal's chained for as long as the node runs.
+    this.renewals = Promise.all([this.renewals, settled]).then(() => {});
     try {
       const n = await sent;
       this.confirm(started);
