@@ -1,8 +1,9 @@
 /**
  * A realtime session under a key changed while it is admitted or running: a revocation landing while the admission
  * awaits (the shared store, in PostgreSQL mode) refuses the opening; an allow-list narrowed mid-session ends a
- * session that only transcribes (no response ever re-checks the key there) at its next client event; a limited key
- * or a budget spent by transcriptions ends the session; openings count toward rpm on every node.
+ * session that only transcribes (no response ever re-checks the key there) at its next client event, and an unchanged
+ * key is not authorized again per event; a limited key or a budget spent by transcriptions ends the session, a limited
+ * key raised mid-session bills them whole; openings count toward rpm on every node.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { costOf } from '@gw/core';
@@ -36,9 +37,9 @@ const open = (base: string, key: string) => {
   return c;
 };
 
-/** A session of `key` transcribing with whisper-1 (a beta transcription session, server VAD), as the upstream confirmed. */
-async function transcribing(key: string) {
-  const c = open(gw.url, key);
+/** A session of `key` (through `base`) transcribing with whisper-1 (a beta transcription session, server VAD), as the upstream confirmed. */
+async function transcribing(key: string, base = gw.url) {
+  const c = open(base, key);
   await c.opened;
   await c.waitFor('session.created');
   const conn = up.connections.at(-1)!.id;
@@ -156,6 +157,31 @@ describe('realtime sessions follow their key', () => {
       // The audio appended since the last commit, which server VAD may have committed unseen, is billed as an estimate.
       expect(rows.map((r) => r.request_id.replace(/^rt_\w+?_/, ''))).toEqual(['tr_item_1_0', 'tr_uncommitted']);
       expect(rows[0].cost).toBeGreaterThan(0);
+    }
+  });
+
+  test('the key is authorized again only once it changes: 200 audio appends do not run the allow-lists 200 times', async () => {
+    const ips = [...Array.from({ length: 254 }, (_, i) => `10.${i}.0.0/16`), '0.0.0.0/0', '::/0'];
+    const k = await keyedUser({ allow_ips: ips });
+    const gate = gw.services.relay.gate as any;
+    const real = gate.authorize;
+    let calls = 0;
+    gate.authorize = function (...args: unknown[]) { calls++; return real.apply(this, args); };
+    try {
+      // On node 1, whose gate is watched.
+      const { c, conn } = await transcribing(k.key, gw.nodeUrl);
+      const before = calls;
+      for (let i = 0; i < 200; i++) c.ws.send(APPEND);
+      await up.until(() => up.received.filter((r) => r.conn === conn).length === 201);
+      // Before, each client event ran the key's whole policy (its 256 ranges against the address).
+      expect(calls - before).toBeLessThanOrEqual(1);
+      // A change is still seen at the next event.
+      expect((await gw.api('PUT', '/api/token/', { id: k.keyId, allow_ips: ['10.1.2.3'] }, k.token)).status).toBe(200);
+      c.ws.send(APPEND);
+      expect((await c.waitClose()).code).toBe(1008);
+      expect(c.events().at(-1).error).toMatchObject({ type: 'permission_error', code: 'ip_not_allowed' });
+    } finally {
+      gate.authorize = real;
     }
   });
 

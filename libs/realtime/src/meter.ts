@@ -615,18 +615,27 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     return this.o.keys.byId?.(this.o.key.id) ?? this.o.keys.lookup(this.o.plainKey);
   }
 
+  /**
+   * The key record last authorized. The index replaces a key's record on every write of it (and drops it when its
+   * owner is disabled), so the same record needs only its expiry checked again: authorizing on every client event
+   * matched the address against up to 256 allow_ips ranges (about 30 us) for each audio append or empty frame.
+   */
+  private authorized: K | undefined;
+
   private currentKey(): K | SessionFailure {
     const key = this.liveKey();
     if (!key || key.status !== 1) return policyFailure('api_key_revoked', 'The API key was disabled or deleted', 'authentication_error');
     if (key.expiresAt !== null && key.expiresAt > 0 && key.expiresAt <= nowSeconds()) {
       return policyFailure('api_key_expired', 'The API key expired', 'authentication_error');
     }
+    if (key === this.authorized) return key;
     try {
       this.o.policy?.authorize(key, this.o.model, this.o.ip);
     } catch (e) {
       if (!(e instanceof GatewayError) || (e.status !== 401 && e.status !== 403)) throw e;
       return policyFailure(e.code, e.message, e.status === 401 ? 'authentication_error' : 'permission_error');
     }
+    this.authorized = key;
     return key;
   }
 
