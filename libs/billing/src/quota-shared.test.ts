@@ -132,6 +132,28 @@ describe('QuotaService with shared holds', () => {
     expect(await holds.available({ userId: 1 })).toEqual({ user: 1_000, key: null });
   });
 
+  test('a release lost in a blip is retried until it lands; after close() the retries stop', async () => {
+    const { q, holds } = await setup();
+    const release = holds.release.bind(holds);
+    let tries = 0;
+    let failing = true;
+    holds.release = (...args: Parameters<HoldStore['release']>) => { tries++; return failing ? Promise.reject(new Error('Redis connection lost (test)')) : release(...args); };
+    q.release(await q.reserve({ userId: 1, apiKey: unlimited, amount: 100, ref: 'a' }));
+    await Bun.sleep(250);
+    expect(tries).toBeGreaterThan(1);
+    failing = false;
+    await Bun.sleep(500);
+    expect(await holds.available({ userId: 1 })).toEqual({ user: 1_000, key: null });
+    // Another one failing for good: closing the service (shutdown) ends its retries instead of running out the lease.
+    failing = true;
+    q.release(await q.reserve({ userId: 1, apiKey: unlimited, amount: 100, ref: 'b' }));
+    await Bun.sleep(150);
+    q.close();
+    const atClose = tries;
+    await Bun.sleep(700);
+    expect(tries).toBeLessThanOrEqual(atClose + 1);
+  });
+
   test('a commit that failed leaves the hold counted (for the reconciler), no longer renewed by this node', async () => {
     const { q, ledger, holds, live } = await setup();
     const a = await q.reserve({ userId: 1, apiKey: unlimited, amount: 100, ref: 'a' });

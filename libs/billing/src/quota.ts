@@ -424,7 +424,7 @@ export class QuotaService {
       await holds.live.release(hold, after);
     } catch (err) {
       this.deps.log?.warn('hold.release_failed', { id: hold.ref, msg: 'retried until its lease lapses, then left to the reconciler', cause: errorText(err) });
-      void retryFor(() => holds.store.release(hold, after), holds.leaseMs).catch(() => { /* the reconciler's, after the lease */ });
+      void retryFor(() => holds.store.release(hold, after), holds.leaseMs, () => this.closed).catch(() => { /* the reconciler's, after the lease */ });
     }
   }
 
@@ -740,6 +740,8 @@ export class QuotaService {
     return this.deps.durable !== undefined;
   }
 
+  private closed = false;
+
   /** Settlements recorded but not yet written to the database. */
   get queued(): number {
     return this.queue.length;
@@ -747,6 +749,8 @@ export class QuotaService {
 
   /** Writes what is queued and releases the journal (shutdown). */
   close(): void {
+    // A hold release still being retried stops here: the connection goes next, and the reconciler has it after the lease.
+    this.closed = true;
     this.flush();
     try {
       this.deps.unfinished?.flush();
