@@ -47,3 +47,21 @@ test('20 rounds of clear / set / spend on one key write at most 9 threshold aler
   expect((await send(gw, second.body.data.key, { ...msg('m'), max_tokens: 1, messages: [{ role: 'user', content: 'word '.repeat(1200) }] })).status).toBe(200);
   expect((await thresholdAlerts(second.body.data.id)).map((d) => d.threshold)).toEqual([50, 80, 100]);
 }, 30_000);
+
+test('20 rounds of "set my low-balance threshold to my balance, spend" write at most 9 low-balance alerts this period', async () => {
+  // A user sets its own threshold at will, so each round re-arms it just under the current balance for one cheap request.
+  const u = await keyedUser(gw, 1e9);
+  const balance = async () => Number((await gw.db.all('select quota from users where id = ?', u.id))[0].quota);
+  for (let i = 0; i < 20; i++) {
+    const before = await balance();
+    expect((await gw.api('PUT', '/api/budget/low_balance', { threshold: before }, u.token)).status).toBe(200);
+    up.queue.push({ text: 'ok', usage: { input: 5000, output: 0 } });
+    expect((await send(gw, u.key, { ...msg('m'), max_tokens: 1 })).status).toBe(200);
+    // The charge commits within BILLING_FLUSH_MS; the next round's threshold is the balance it left.
+    for (let t = 0; (await balance()) === before && t < 200; t++) await Bun.sleep(5);
+  }
+  const low = (await gw.db.all("select payload from alert_outbox where type = 'balance.low' order by id")).map((r) => JSON.parse(r.payload).data).filter((d) => d.user_id === u.id);
+  expect(low.length).toBeGreaterThanOrEqual(3);
+  expect(low.length).toBeLessThanOrEqual(9);
+  expect(gw.logs.some((l) => l.includes('alert.suppressed') && l.includes('balance.low'))).toBe(true);
+}, 30_000);

@@ -64,7 +64,8 @@ export interface BudgetBookDeps {
  * Threshold alerts one budget subject (a user or a key, per period kind) may write in one period: three
  * full rounds of 50/80/100 %. A key's owner sets and clears its budgets at will, and a new or re-limited
  * budget is announced afresh, so without a bound one cheap request per round floods the webhook (and the
- * one worker that delivers every operator's alerts). Counted in memory: a restart starts the count again.
+ * one worker that delivers every operator's alerts). Low-balance alerts: as many per user and UTC day.
+ * Counted in memory: a restart starts the count again.
  */
 export const MAX_THRESHOLD_ALERTS_PER_PERIOD = 9;
 
@@ -286,7 +287,7 @@ export class BudgetBook {
     const events: AlertEvent[] = [];
     const atMs = row.createdAt * 1000;
     for (const pct of thresholdsOf(fresh)) {
-      if (!this.alertAllowed(b, r.periodKey)) {
+      if (!this.alertAllowed(`${b.scope}:${b.subjectId}:${b.period}`, r.periodKey)) {
         this.d.log?.warn('alert.suppressed', { budget_id: b.id, scope: b.scope, subject_id: b.subjectId, period: b.period, period_key: r.periodKey, threshold: pct,
           msg: `more than ${MAX_THRESHOLD_ALERTS_PER_PERIOD} threshold alerts for this subject this period (budget set and cleared repeatedly?)` });
         continue;
@@ -305,14 +306,21 @@ export class BudgetBook {
   private lowBalanceEvent(row: SettlementRow, balanceAfter: number | undefined, effects: BudgetEffects): AlertEvent | null {
     const threshold = this.lowBalance.get(row.userId);
     if (threshold === undefined || balanceAfter === undefined || balanceAfter >= threshold || balanceAfter + row.cost < threshold) return null;
+    // The user sets its own threshold at will: re-armed just under the balance before every cheap request, it would
+    // otherwise write an alert per request. Bounded like budget thresholds, per user and UTC day.
+    const day = periodKey('daily', row.createdAt * 1000);
+    if (!this.alertAllowed(`low:${row.userId}:daily`, day)) {
+      this.d.log?.warn('alert.suppressed', { type: 'balance.low', user_id: row.userId, period_key: day, threshold, balance: balanceAfter,
+        msg: `more than ${MAX_THRESHOLD_ALERTS_PER_PERIOD} low-balance alerts for this user today (threshold set repeatedly?)` });
+      return null;
+    }
     const e = this.event('balance.low', row.createdAt, { user_id: row.userId, threshold, balance: balanceAfter, request_id: row.requestId });
     effects.events.push(e);
     return e;
   }
 
-  /** Counts one threshold alert of `b`'s subject in `periodKey`; false once the subject has had its share. */
-  private alertAllowed(b: BudgetState, periodKey: string): boolean {
-    const id = `${b.scope}:${b.subjectId}:${b.period}`;
+  /** Counts one alert of `id` (`scope:subject:period kind`) in `periodKey`; false once it has had its share. */
+  private alertAllowed(id: string, periodKey: string): boolean {
     const c = this.alertCounts.get(id);
     if (!c || c.periodKey !== periodKey) {
       if (!c && this.alertCounts.size >= ALERT_COUNTS_PRUNE_AT) this.pruneAlertCounts();
