@@ -65,3 +65,22 @@ test('20 rounds of "set my low-balance threshold to my balance, spend" write at 
   expect(low.length).toBeLessThanOrEqual(9);
   expect(gw.logs.some((l) => l.includes('alert.suppressed') && l.includes('balance.low'))).toBe(true);
 }, 30_000);
+
+test('15 rounds of new key / tiny budget / spend / delete key write at most 30 key-budget alerts for the owner this period', async () => {
+  // Each new key is a new budget subject with its own 9; rotating keys must not make the owner's share unbounded.
+  const u = await keyedUser(gw, 1e9);
+  for (let i = 0; i < 15; i++) {
+    const k = await gw.api('POST', '/api/token/', { name: `rot${i}` }, u.token);
+    expect(k.status).toBe(200);
+    expect((await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: k.body.data.id, period: 'daily', limit: 5 }, u.token)).status).toBe(200);
+    up.queue.push({ text: 'ok', usage: { input: 5000, output: 0 } });
+    expect((await send(gw, k.body.data.key, { ...msg('m'), max_tokens: 1, messages: [{ role: 'user', content: 'word '.repeat(1200) }] })).status).toBe(200);
+    // The charge (and its alerts) commits within BILLING_FLUSH_MS, before the key and its budget go.
+    for (let t = 0; !(await gw.db.all('select 1 from usage_logs where api_key_id = ?', k.body.data.id)).length && t < 200; t++) await Bun.sleep(5);
+    expect((await gw.api('DELETE', `/api/token/${k.body.data.id}`, undefined, u.token)).status).toBe(200);
+  }
+  const alerts = (await gw.db.all("select payload from alert_outbox where type = 'budget.threshold' order by id")).map((r) => JSON.parse(r.payload).data)
+    .filter((d) => d.user_id === u.id && d.scope === 'key');
+  expect(alerts.length).toBeGreaterThanOrEqual(9);
+  expect(alerts.length).toBeLessThanOrEqual(30);
+}, 30_000);

@@ -69,6 +69,12 @@ export interface BudgetBookDeps {
  */
 export const MAX_THRESHOLD_ALERTS_PER_PERIOD = 9;
 
+/**
+ * Threshold alerts of all the key budgets of one owner in one period (per period kind). A key deleted and a new
+ * one created is a new subject with its own share, so without this bound rotating keys floods all the same.
+ */
+export const MAX_KEY_ALERTS_PER_OWNER_PER_PERIOD = 30;
+
 const ALERT_COUNTS_PRUNE_AT = 50_000;
 
 const newEventId = () => `evt_${crypto.randomUUID().replaceAll('-', '')}`;
@@ -287,9 +293,10 @@ export class BudgetBook {
     const events: AlertEvent[] = [];
     const atMs = row.createdAt * 1000;
     for (const pct of thresholdsOf(fresh)) {
-      if (!this.alertAllowed(`${b.scope}:${b.subjectId}:${b.period}`, r.periodKey)) {
+      if (!this.alertAllowed(`${b.scope}:${b.subjectId}:${b.period}`, r.periodKey)
+        || (b.scope === 'key' && !this.alertAllowed(`keys-of:${row.userId}:${b.period}`, r.periodKey, MAX_KEY_ALERTS_PER_OWNER_PER_PERIOD))) {
         this.d.log?.warn('alert.suppressed', { budget_id: b.id, scope: b.scope, subject_id: b.subjectId, period: b.period, period_key: r.periodKey, threshold: pct,
-          msg: `more than ${MAX_THRESHOLD_ALERTS_PER_PERIOD} threshold alerts for this subject this period (budget set and cleared repeatedly?)` });
+          msg: `more than ${MAX_THRESHOLD_ALERTS_PER_PERIOD} threshold alerts for this subject, or ${MAX_KEY_ALERTS_PER_OWNER_PER_PERIOD} for this owner's keys, this period (budgets or keys set and cleared repeatedly?)` });
         continue;
       }
       events.push(this.event('budget.threshold', row.createdAt, {
@@ -320,14 +327,14 @@ export class BudgetBook {
   }
 
   /** Counts one alert of `id` (`scope:subject:period kind`) in `periodKey`; false once it has had its share. */
-  private alertAllowed(id: string, periodKey: string): boolean {
+  private alertAllowed(id: string, periodKey: string, max = MAX_THRESHOLD_ALERTS_PER_PERIOD): boolean {
     const c = this.alertCounts.get(id);
     if (!c || c.periodKey !== periodKey) {
       if (!c && this.alertCounts.size >= ALERT_COUNTS_PRUNE_AT) this.pruneAlertCounts();
       this.alertCounts.set(id, { periodKey, n: 1 });
       return true;
     }
-    if (c.n >= MAX_THRESHOLD_ALERTS_PER_PERIOD) return false;
+    if (c.n >= max) return false;
     c.n++;
     return true;
   }
