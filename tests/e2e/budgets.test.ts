@@ -77,6 +77,24 @@ describe('budgets', () => {
     expect((await gw.db.get('select count(*) as n from usage_logs where user_id = ?', u.id)).n).toBe(5);
   });
 
+  test('an upstream reporting 20× the worst case cannot push a budget past its limit: sequential or concurrent, spent = Σ charges', async () => {
+    const hold = await worstCase();
+    for (const concurrent of [false, true]) {
+      const u = await keyedUser(gw, 100_000_000);
+      expect((await gw.api('PUT', '/api/budget/', { scope: 'user', subject_id: u.id, period: 'daily', limit: 3 * hold })).status).toBe(200);
+      up.fallback = { text: 'ok', delayMs: concurrent ? 200 : 0, usage: { input: 20 * hold, output: 100 } };
+      const rs = concurrent ? await Promise.all(Array.from({ length: 8 }, () => send(gw, u.key, msg('m'))))
+        : [await send(gw, u.key, msg('m')), await send(gw, u.key, msg('m'))];
+      up.fallback = { text: 'Hello there' };
+      // Sequential: the first takes the whole budget (its hold plus all that was left), the second is refused.
+      expect(rs.map((r) => r.status).sort()).toEqual(concurrent ? [...Array(3).fill(200), ...Array(5).fill(402)] : [200, 402]);
+      for (let t = 0; (await gw.api('GET', `/api/budget/?scope=user&subject_id=${u.id}`)).body.data[0].held > 0 && t < 200; t++) await Bun.sleep(10);
+      const charged = (await gw.db.get('select coalesce(sum(cost), 0) as s from usage_logs where user_id = ?', u.id)).s;
+      const view = (await gw.api('GET', `/api/budget/?scope=user&subject_id=${u.id}`)).body.data[0];
+      expect([charged, view.spent, view.held, view.remaining]).toEqual([3 * hold, 3 * hold, 0, 0]);
+    }
+  });
+
   test('a key budget binds only that key; clearing it admits again; monthly budgets count too', async () => {
     const hold = await worstCase();
     const u = await keyedUser(gw);
