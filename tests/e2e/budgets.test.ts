@@ -137,6 +137,28 @@ describe('budgets', () => {
     expect((await gw.api('GET', '/api/budget/', undefined, u.token)).status).toBe(403);
   });
 
+  test('hostile numbers: negative, fractional, past 2^53 or 1e15 limits and thresholds are 400; huge ids are unknown ones; 1e15 is taken', async () => {
+    const u = await keyedUser(gw);
+    const bad = (limit: unknown) => ({ scope: 'key', subject_id: u.keyId, period: 'daily', limit });
+    for (const limit of [-5, 1.5, 2 ** 53 + 2, 1e16, 1e300, '1e3', null, true]) {
+      const r = await gw.api('PUT', '/api/budget/', bad(limit), u.token);
+      expect([limit, r.status, r.body.error?.param]).toEqual([limit, 400, 'limit']);
+    }
+    for (const threshold of [-1, 0.5, 2 ** 53 + 2, 1e16, '7']) {
+      const r = await gw.api('PUT', '/api/budget/low_balance', { threshold }, u.token);
+      expect([threshold, r.status, r.body.error?.param]).toEqual([threshold, 400, 'threshold']);
+    }
+    for (const id of [2 ** 53, 1e300]) {
+      const r = await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: id, period: 'daily', limit: 5 });
+      expect([id, r.status, r.body.error.code]).toEqual([id, 404, 'token_not_found']);
+      expect((await gw.api('PUT', '/api/budget/low_balance', { user_id: id, threshold: 5 })).status).toBe(404);
+    }
+    expect((await gw.api('DELETE', `/api/budget/${2 ** 53}`)).status).toBe(404);
+    const top = await gw.api('PUT', '/api/budget/', bad(1e15), u.token);
+    expect(top.body.data).toMatchObject({ limit: 1e15, spent: 0, remaining: 1e15 });
+    expect((await gw.api('GET', '/api/budget/self', undefined, u.token)).body.data.budgets[0].limit).toBe(1e15);
+  });
+
   test('no existence oracle: a user touching another user\'s key, account or budget gets the 404 an unknown one gets', async () => {
     const u = await keyedUser(gw);
     const v = await keyedUser(gw);
