@@ -122,8 +122,8 @@ export class BudgetService {
         return { view: await this.view(row, owner.id), ownerId: owner.id, replaced: null };
       }
       const alerted = reachedMask(existing.spent, input.limit);
-      const row = await this.repo.updateFrom(existing.id, existing.limitAmount, { limitAmount: input.limit, alerted, updatedAt: now });
-      if (!row) continue; // changed or cleared since it was read: read it again
+      const row = await this.repo.updateFrom(existing.id, existing, { limitAmount: input.limit, alerted, updatedAt: now });
+      if (!row) continue; // changed, charged or cleared since it was read: read it again
       await this.committed();
       return { view: await this.view(row, owner.id), ownerId: owner.id, replaced: existing.limitAmount };
     }

@@ -65,14 +65,21 @@ export function budgetsContract(make: MakeEnv): void {
       expect(await r.budgets.lowBalanceAll()).toEqual([]);
     });
 
-    test('updateFrom writes only while the limit is still the one expected (compare-and-set)', async () => {
+    test('updateFrom writes only while the limit and the spend are still the ones expected (compare-and-set)', async () => {
       const { repos: r } = env();
+      const { budgetCharges } = r;
       const { budgets } = r;
       const a = await budgets.insert(budget({ scope: 'key', subjectId: (await seedKey(r, (await seedUser(r)).id)).id, limitAmount: BIG }));
-      expect(await budgets.updateFrom(a.id, 10, { limitAmount: 1, alerted: 0, updatedAt: 2 })).toBeUndefined();
-      expect(await budgets.updateFrom(a.id, BIG, { limitAmount: 10, alerted: 0, updatedAt: 2 })).toMatchObject({ id: a.id, limitAmount: 10 });
-      expect(await budgets.updateFrom(a.id, BIG, { limitAmount: BIG, alerted: 0, updatedAt: 3 })).toBeUndefined();
+      const seen = { limitAmount: BIG, spent: a.spent, periodKey: a.periodKey };
+      expect(await budgets.updateFrom(a.id, { ...seen, limitAmount: 10 }, { limitAmount: 1, alerted: 0, updatedAt: 2 })).toBeUndefined();
+      expect(await budgets.updateFrom(a.id, seen, { limitAmount: 10, alerted: 0, updatedAt: 2 })).toMatchObject({ id: a.id, limitAmount: 10 });
+      expect(await budgets.updateFrom(a.id, seen, { limitAmount: BIG, alerted: 0, updatedAt: 3 })).toBeUndefined();
       expect((await budgets.byId(a.id))!.limitAmount).toBe(10);
+      // A charge committed since the read (it may have marked a threshold) fails the write too.
+      const charged = (await budgetCharges.charge(a.id, '2026-01-31', 5))!;
+      expect(await budgets.updateFrom(a.id, { ...seen, limitAmount: 10 }, { limitAmount: 20, alerted: 0, updatedAt: 4 })).toBeUndefined();
+      expect(await budgets.updateFrom(a.id, { limitAmount: 10, spent: charged.spent, periodKey: charged.periodKey }, { limitAmount: 20, alerted: 0, updatedAt: 4 }))
+        .toMatchObject({ limitAmount: 20 });
     });
 
     test('low-balance thresholds: set is an upsert per user; clear says whether one existed', async () => {

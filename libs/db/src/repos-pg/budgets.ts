@@ -2,7 +2,7 @@ import { and, asc, count, desc, eq, inArray, lte, sql, type SQL } from 'drizzle-
 import { MAX_COUNTER } from '@gw/core';
 import type { PgDb } from '../pg/client';
 import { alertOutbox, budgets, lowBalanceAlerts } from '../schema-pg';
-import type { AlertOutboxRow, BudgetChargeResult, BudgetRow, LowBalanceRow } from '../repos/budgets';
+import type { AlertOutboxRow, BudgetChargeResult, BudgetExpected, BudgetRow, LowBalanceRow } from '../repos/budgets';
 import { collateC, type PgWriter } from './sql';
 
 /** PostgreSQL twin of BudgetsRepo in ../repos/budgets.ts (same methods, async). */
@@ -40,8 +40,8 @@ export class PgBudgetsRepo {
     return (await this.db.update(budgets).set(patch).where(eq(budgets.id, id)).returning())[0];
   }
 
-  async updateFrom(id: number, expected: number, patch: { limitAmount: number; alerted: number; updatedAt: number }): Promise<BudgetRow | undefined> {
-    return (await this.db.update(budgets).set(patch).where(and(eq(budgets.id, id), eq(budgets.limitAmount, expected))).returning())[0];
+  async updateFrom(id: number, expected: BudgetExpected, patch: { limitAmount: number; alerted: number; updatedAt: number }): Promise<BudgetRow | undefined> {
+    return (await this.db.update(budgets).set(patch).where(and(eq(budgets.id, id), eq(budgets.limitAmount, expected.limitAmount), eq(budgets.spent, expected.spent), eq(budgets.periodKey, expected.periodKey))).returning())[0];
   }
 
   async delete(id: number): Promise<BudgetRow | undefined> {

@@ -5,6 +5,8 @@ import type { Db } from '../client';
 import { alertOutbox, budgets, lowBalanceAlerts } from '../schema';
 
 export type BudgetRow = typeof budgets.$inferSelect;
+/** What updateFrom compares before it writes. */
+export type BudgetExpected = Pick<BudgetRow, 'limitAmount' | 'spent' | 'periodKey'>;
 export type LowBalanceRow = typeof lowBalanceAlerts.$inferSelect;
 export type AlertOutboxRow = typeof alertOutbox.$inferSelect;
 export type NewAlertOutboxRow = typeof alertOutbox.$inferInsert;
@@ -28,10 +30,11 @@ export interface BudgetsStore {
   insertIfAbsent(row: NewBudget): Awaitable<BudgetRow | undefined>;
   update(id: number, patch: { limitAmount: number; alerted: number; updatedAt: number }): Awaitable<BudgetRow | undefined>;
   /**
-   * update() only while the row's limit is still `expected` (undefined otherwise): a compare-and-set, so a caller
-   * comparing the new limit with the old one compares with the limit its write replaced.
+   * update() only while the row's limit and spend are still `expected` (undefined otherwise): a compare-and-set, so a
+   * caller comparing the new limit with the old one compares with the limit its write replaced, and the thresholds it
+   * marks as announced were computed from the spend it overwrites (a charge committed since may have marked one).
    */
-  updateFrom(id: number, expected: number, patch: { limitAmount: number; alerted: number; updatedAt: number }): Awaitable<BudgetRow | undefined>;
+  updateFrom(id: number, expected: BudgetExpected, patch: { limitAmount: number; alerted: number; updatedAt: number }): Awaitable<BudgetRow | undefined>;
   delete(id: number): Awaitable<BudgetRow | undefined>;
   lowBalanceAll(): Awaitable<LowBalanceRow[]>;
   lowBalance(userId: number): Awaitable<LowBalanceRow | undefined>;
@@ -84,8 +87,8 @@ export class BudgetsRepo {
     return this.db.update(budgets).set(patch).where(eq(budgets.id, id)).returning().get();
   }
 
-  updateFrom(id: number, expected: number, patch: { limitAmount: number; alerted: number; updatedAt: number }): BudgetRow | undefined {
-    return this.db.update(budgets).set(patch).where(and(eq(budgets.id, id), eq(budgets.limitAmount, expected))).returning().get();
+  updateFrom(id: number, expected: BudgetExpected, patch: { limitAmount: number; alerted: number; updatedAt: number }): BudgetRow | undefined {
+    return this.db.update(budgets).set(patch).where(and(eq(budgets.id, id), eq(budgets.limitAmount, expected.limitAmount), eq(budgets.spent, expected.spent), eq(budgets.periodKey, expected.periodKey))).returning().get();
   }
 
   delete(id: number): BudgetRow | undefined {
