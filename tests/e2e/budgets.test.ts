@@ -95,6 +95,25 @@ describe('budgets', () => {
     }
   });
 
+  test('a key budget and its owner\'s user budget both bind: the tighter refuses, each counts every charge of its scope', async () => {
+    const hold = await worstCase();
+    const u = await keyedUser(gw, 100_000_000);
+    const b = (await gw.api('POST', '/api/token/', { name: 'b' }, u.token)).body.data;
+    expect((await gw.api('PUT', '/api/budget/', { scope: 'user', subject_id: u.id, period: 'daily', limit: 3 * hold })).status).toBe(200);
+    expect((await gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: u.keyId, period: 'monthly', limit: 2 * hold }, u.token)).status).toBe(200);
+    up.fallback = { text: 'ok', usage: { input: hold - 100, output: 100 } };
+    const codes = [];
+    for (const key of [u.key, u.key, u.key, b.key, b.key]) {
+      const r = await send(gw, key, msg('m'));
+      codes.push(r.status === 200 ? 200 : r.body.error.code);
+    }
+    up.fallback = { text: 'Hello there' };
+    expect(codes).toEqual([200, 200, 'key_budget_exceeded', 200, 'user_budget_exceeded']);
+    const views = (await gw.api('GET', '/api/budget/self', undefined, u.token)).body.data.budgets;
+    const spent = Object.fromEntries(views.map((v: any) => [v.scope, v.spent]));
+    expect(spent).toEqual({ user: 3 * hold, key: 2 * hold });
+  });
+
   test('a key budget binds only that key; clearing it admits again; monthly budgets count too', async () => {
     const hold = await worstCase();
     const u = await keyedUser(gw);
