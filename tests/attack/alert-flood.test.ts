@@ -3,7 +3,8 @@
  * clear, and a new budget starts a period afresh, so "clear, set a tiny budget, spend one request" repeats
  * 50/80/100 % for next to nothing; so does lowering the limit just under the spend and raising it again.
  * The outbox (and the single delivery worker behind it) must not grow with that: each budget subject
- * gets a bounded number of threshold alerts per period, the rest is logged as suppressed.
+ * gets a bounded number of threshold alerts per period, the rest is logged as suppressed. Nor may a set
+ * racing charges make a threshold announced twice.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { startGateway, type TestGateway } from '../helpers/gateway';
@@ -84,3 +85,26 @@ test('15 rounds of new key / tiny budget / spend / delete key write at most 30 k
   expect(alerts.length).toBeGreaterThanOrEqual(9);
   expect(alerts.length).toBeLessThanOrEqual(30);
 }, 30_000);
+
+// A budget set again while charges commit against it recomputes which thresholds are announced from the spend it
+// read; a charge that crossed one and marked it in between must not be unmarked, or the next charge announces it again.
+test('a budget re-set with the same limit while 60 charges cross its thresholds announces each threshold once', async () => {
+  const u = await keyedUser(gw, 1e9);
+  const limit = 60 * 200;
+  const set = () => gw.api('PUT', '/api/budget/', { scope: 'user', subject_id: u.id, period: 'daily', limit });
+  expect((await set()).status).toBe(200);
+  up.fallback = { text: 'ok', usage: { input: 200_000, output: 0 } }; // 200 units
+  let done = false;
+  const setter = (async () => { while (!done) expect((await set()).status).toBe(200); })();
+  for (let i = 0; i < 15; i++) {
+    const rs = await Promise.all(Array.from({ length: 4 }, () => send(gw, u.key, { ...msg('m'), max_tokens: 100 })));
+    expect(rs.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+  }
+  done = true;
+  await setter;
+  up.fallback = { text: 'Hello there' };
+  await Bun.sleep(100);
+  const alerts = (await gw.db.all("select payload from alert_outbox where type = 'budget.threshold' order by id")).map((r) => JSON.parse(r.payload).data)
+    .filter((d) => d.user_id === u.id && d.scope === 'user');
+  expect(alerts.map((d) => d.threshold)).toEqual([50, 80, 100]);
+}, 60_000);
