@@ -11,7 +11,7 @@ import { startGateway, type TestGateway } from '../helpers/gateway';
 import { clearOfUtcDayEnd } from '../helpers/window-edge';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, type Scripted } from '../e2e/relay-setup';
 
-// Budgets, and so their alerts, are SQLite-only for now (PostgreSQL mode answers 501; tests/e2e/budgets.test.ts).
+// Runs on either backend (GW_TEST_BACKEND=pg too); the alert counts it bounds are per node.
 let gw: TestGateway;
 let up: Scripted;
 beforeAll(async () => {
