@@ -86,7 +86,7 @@ function schemaFields(kind: 'body' | 'query'): Map<string, string[]> {
   return out;
 }
 
-const timed = async (f: () => Promise<{ status: number; body: any; headers: Headers }>) => {
+const timed = async (f: () => Promise<{ status: number; body: any; headers: Headers }>, retrySlow = true) => {
   const once = async () => {
     const t = performance.now();
     const r = await f();
@@ -97,8 +97,10 @@ const timed = async (f: () => Promise<{ status: number; body: any; headers: Head
   // the same cores) passes. Retrying at once was measured not to be enough there: three answers in a row
   // over 50 ms happened under test:pg (a stall lasts longer than three quick requests), so the tries spread
   // over about a second.
+  // Only where the time is asserted: behind the cluster harness's proxy a successful write waits for the change
+  // feed (100 ms), and retrying each of those after pauses took one test past its 60 s.
   let best = await once();
-  for (const pause of [50, 200, 700]) {
+  for (const pause of retrySlow ? [50, 200, 700] : []) {
     if (best.ms < 50) break;
     await Bun.sleep(pause);
     const next = await once();
@@ -121,16 +123,17 @@ test('every body field of every route set to number extremes and NaN-like string
     const isV1 = r.path.startsWith('/v1/');
     for (const v of [...NUMBER_EXTREMES, ...NAN_LIKE]) {
       const body = `{${names.map((n) => `"${n}":${v}`).join(',')}}`;
-      const res = await timed(() => gw.api(r.method, path, body, isV1 ? null : gw.rootToken, isV1 ? v1 : {}));
+      const hashing = HASHING.test(`${r.method} ${r.path}`);
+      const res = await timed(() => gw.api(r.method, path, body, isV1 ? null : gw.rootToken, isV1 ? v1 : {}), CLUSTER_NODES === 1 && !hashing);
       expectWellFormed(res, `${r.method} ${r.path} ${body.slice(0, 60)}`);
-      if (res.ms > 50 && !HASHING.test(`${r.method} ${r.path}`)) slow.push(`${r.method} ${r.path} ${v}: ${res.ms.toFixed(0)} ms`);
+      if (res.ms > 50 && !hashing) slow.push(`${r.method} ${r.path} ${v}: ${res.ms.toFixed(0)} ms`);
       calls++;
     }
   }
   expect(calls).toBeGreaterThan(300);
   // Behind the cluster harness's proxy a successful write waits for the change feed (100 ms) before it returns.
   if (CLUSTER_NODES === 1) expect(slow).toEqual([]);
-}, 60_000);
+}, 120_000); // each slow answer may be retried after pauses of up to 1 s in all
 
 test('depth and size on every route: 400 json_too_deep or 413 within 50 ms, whoever sends it', async () => {
   const deepArr = '['.repeat(20_000) + ']'.repeat(20_000);
@@ -166,7 +169,7 @@ test('query extremes on every GET route (every query field, and p/page_size/limi
     }
   }
   expect(calls).toBeGreaterThan(200);
-}, 60_000);
+}, 120_000); // each slow answer may be retried after pauses of up to 1 s in all
 
 test('malformed cookies and headers on every route (including /health and login): never a 5xx', async () => {
   const all = [...createApp(gw.services).routes].filter((r) => ['GET', 'POST', 'PUT', 'DELETE'].includes(r.method) && r.path !== '/v1/realtime' && !r.path.startsWith('/openapi'));
@@ -189,7 +192,7 @@ test('malformed cookies and headers on every route (including /health and login)
     }
   }
   expect(calls).toBeGreaterThan(500);
-}, 60_000);
+}, 120_000); // each slow answer may be retried after pauses of up to 1 s in all
 
 test('after all that, the root user and the ledger are intact', async () => {
   const self = await gw.api('GET', '/api/user/self');
