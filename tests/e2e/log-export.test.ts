@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { parseCsv } from '../helpers/csv';
 import { seedGatewayUsageRows } from '../helpers/usage-seed';
 
 let gw: TestGateway;
@@ -12,25 +13,6 @@ let alice: { id: number; token: string };
 const ROWS = 50_000;
 const FROM = Date.UTC(2026, 0, 1) / 1000;
 const HOSTILE = ['a,b', 'say "hi", ok', 'line\nbreak\r\nthen', '=HYPERLINK("http://x")', '-2+3', '@SUM(A1)', 'ü中文🙂', ' lead'];
-
-/** RFC 4180 reader: quoted fields may hold commas, doubled quotes and line breaks. */
-export function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let f = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]!;
-    if (quoted) {
-      if (c === '"' && text[i + 1] === '"') { f += '"'; i++; } else if (c === '"') quoted = false; else f += c;
-    } else if (c === '"') quoted = true;
-    else if (c === ',') { row.push(f); f = ''; }
-    else if (c === '\r' && text[i + 1] === '\n') { row.push(f); rows.push(row); row = []; f = ''; i++; }
-    else f += c;
-  }
-  if (f !== '' || row.length) { row.push(f); rows.push(row); }
-  return rows;
-}
 
 beforeAll(async () => {
   gw = await startGateway();

@@ -12,15 +12,17 @@ export const EXPORT_COLUMNS = Object.keys(UsageLogView.properties) as (keyof Usa
 /**
  * One CSV field (RFC 4180): quoted when it holds a comma, quote or line break, quotes doubled. Text that
  * a spreadsheet would run as a formula (= + - @ tab CR LF NUL at the start; model names come from
- * clients) gets a leading apostrophe. A semicolon is quoted too: spreadsheets in many locales split on it,
- * which would start a new cell (`x;=1+1`) past the first check. JSON Lines keeps every value exactly.
+ * clients) gets a leading apostrophe. A semicolon or tab is quoted too: spreadsheets split on them (locales
+ * whose list separator is `;`, LibreOffice's import with its tab and semicolon options), which would start a
+ * new cell (`x;=1+1`, or an `ip` forwarded as `1.2.3.4<tab>=1+1`) past the first check. JSON Lines keeps every
+ * value exactly.
  */
 export function csvField(v: unknown): string {
   if (v === null || v === undefined) return '';
   if (Array.isArray(v)) return v.length ? csvField(JSON.stringify(v)) : '';
   if (typeof v !== 'string') return String(v);
   const s = /^[=+\-@\t\r\n\0]/.test(v) ? `'${v}` : v;
-  return /[",;\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  return /[",;\t\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }
 
 const csvLine = (values: unknown[]) => `${values.map(csvField).join(',')}\r\n`;

@@ -51,6 +51,7 @@ describe('CSV fields', () => {
     expect(csvField('\0=1+1')).toBe("'\0=1+1");
     expect(csvField('\n=1+1')).toBe(`"'\n=1+1"`);
     expect(csvField('x;=1+1')).toBe('"x;=1+1"');
+    expect(csvField('x\t=1+1')).toBe('"x\t=1+1"');
     expect(csvField(-5)).toBe('-5');
     expect(csvField(null)).toBe('');
     expect(csvField(true)).toBe('true');
