@@ -4,8 +4,10 @@
  * tab. Spreadsheets split a CSV on more than commas (LibreOffice's import offers comma, semicolon and tab
  * together; Excel uses the locale's list separator), so a field is read here with all three as separators
  * outside quotes: no cell may then start as a formula, and an RFC 4180 reader still gets the text back.
+ * Nor may that text be as long as a header allows in every row it is recorded in.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { createHash } from 'node:crypto';
 import { setTrustProxy } from '../../apps/server/src/plugins/client-ip';
 import { startGateway, type TestGateway } from '../helpers/gateway';
 import { addChannel, keyedUser, msg, send, setPrice, upstream, V, type Scripted } from './relay-setup';
@@ -60,4 +62,16 @@ test('a forwarded address with a tab or semicolon stays one cell, and no cell st
     // Read back exactly, with the apostrophe only where the text itself opens like a formula.
     expect(ips).toEqual(FORWARDED.map((x) => (/^[=+\-@]/.test(x) ? `'${x}` : x)).sort());
   }
+});
+
+test('a forwarded "address" longer than any address is recorded by its SHA-256, not whole in every row', async () => {
+  await addChannel(gw, { type: 'anthropic', url: up.url, models: ['long-ip-model'] });
+  await setPrice(gw, 'long-ip-model');
+  const u = await keyedUser(gw);
+  const junk = `=${'x'.repeat(12_000)}`;
+  const v6 = '2001:db8:85a3:1234:5678:8a2e:370:7334';
+  for (const xff of [junk, v6]) expect((await send(gw, u.key, msg('long-ip-model'), { ...V, 'x-forwarded-for': xff })).status).toBe(200);
+  const list = await gw.api('GET', '/api/log/self', undefined, u.token);
+  expect(list.body.data.items.map((r: { ip: string }) => r.ip).sort())
+    .toEqual([v6, `sha256:${createHash('sha256').update(junk).digest('hex')}`].sort());
 });

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test';
-import { attemptKeyOfIp, ipAllowed, isIpOrCidr, parseIp, parseRange } from './ip-allow';
+import { attemptKeyOfIp, boundedIpText, ipAllowed, isIpOrCidr, parseIp, parseRange } from './ip-allow';
 
 describe('parseIp', () => {
   test('IPv4, IPv6 (compressed, embedded v4, zone, brackets) and IPv4-mapped IPv6', () => {
@@ -70,5 +70,8 @@ describe('attemptKeyOfIp', () => {
     expect(attemptKeyOfIp(long)).toBe(key);
     expect(attemptKeyOfIp(`${long}y`)).not.toBe(key);
     expect(attemptKeyOfIp('x'.repeat(64))).toBe('x'.repeat(64));
+    // The address the gateway records is already bounded so; counting it again gives the same key.
+    expect(attemptKeyOfIp(boundedIpText(long))).toBe(key);
+    expect(boundedIpText(key)).toBe(key);
   });
 });

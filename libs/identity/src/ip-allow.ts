@@ -62,6 +62,17 @@ export function parseIp(raw: string): Addr | null {
 
 /** Longer than any written IPv6 address (45 characters, zone aside). */
 const MAX_RAW_KEY = 64;
+const HASHED = /^sha256:[0-9a-f]{64}$/;
+
+/**
+ * A client address as text short enough to keep: itself up to 64 characters, else `sha256:<hex>` of it (one
+ * per text). Behind a trusted proxy that passes the client's X-Forwarded-For on, the "address" is whatever the
+ * client wrote, up to a whole header (about 16 KB), and it is recorded in every usage row, session and log line
+ * of that client. Idempotent: a value already in the hashed form is kept.
+ */
+export function boundedIpText(raw: string): string {
+  return raw.length <= MAX_RAW_KEY || HASHED.test(raw) ? raw : `sha256:${sha256Hex(raw)}`;
+}
 
 /**
  * The key a per-address attempt limit (login, password reset) counts under: an IPv4 address (IPv4-mapped IPv6
@@ -73,7 +84,7 @@ const MAX_RAW_KEY = 64;
  */
 export function attemptKeyOfIp(raw: string): string {
   const a = parseIp(raw);
-  if (!a) return raw.length <= MAX_RAW_KEY ? raw : `sha256:${sha256Hex(raw)}`;
+  if (!a) return boundedIpText(raw);
   if (a.v === 4) return [24n, 16n, 8n, 0n].map((s) => Number((a.n >> s) & 0xffn)).join('.');
   const prefix = a.n >> 64n;
   return `${[48n, 32n, 16n, 0n].map((s) => ((prefix >> s) & 0xffffn).toString(16)).join(':')}::/64`;
