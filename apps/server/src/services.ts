@@ -10,7 +10,7 @@ import { LoginService, ManagementAuth, PasswordGate, bootstrapRoot, usePasswordG
 import { ApiKeyService, CurrentPasswordGuard, UserDirectory, UserService } from '@gw/identity';
 import { ChannelKeyService, ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
 import { Mailer, PasswordChangeService, PasswordResetService, SecurityNotices, TwoFactorService, mailConfig, passwordResetConfig, securityNoticesConfig, twoFactorConfig } from '@gw/identity';
-import { createPayments, paymentsConfig, type Payments } from '@gw/payments';
+import { createPayments, paymentsConfig, startOrderSweeper, type Payments } from '@gw/payments';
 import { createRelayServices, type RelayServices } from '@gw/relay';
 import { createMetrics, watchLoopDelay, type GatewayMetrics } from './metrics';
 import { getAdapter } from '@gw/providers';
@@ -202,6 +202,8 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   metrics.registry.gauge('gateway_upstream_slots', 'Relayed requests in flight (streams and realtime sessions until they end) and their cap, MAX_UPSTREAM_CONNECTIONS',
     () => [[{ state: 'in_use' }, relay.slots.inUse], [{ state: 'max' }, relay.slots.max]]);
   const { listings: historyListings, stats: historyStats } = backend.history;
+  const payments = createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus, windows, log });
+  closers.push(startOrderSweeper(payments.topups, payments.config.checkoutDeadlineSeconds, backend.leader, log));
   const services: Services = {
     relay, realtime, metrics, log, budgets, historyListings, historyStats,
     // SQLite queries run one at a time whatever the slots (on the history worker for a file, on this thread for
@@ -217,7 +219,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,
       checksPerMinute: config.passwordChecksPerMinute,
     }, security, Date.now, windows, backend.nameLockouts?.({ maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds })),
-    payments: createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus, windows, log }),
+    payments,
     onClose: (fn) => { closers.push(fn); },
     async close() {
       for (const c of closers.reverse()) await c();

@@ -33,6 +33,10 @@ describe('paymentsConfig', () => {
     expect(() => paymentsConfig({ TOPUP_MAX: '4000001', QUOTA_PER_UNIT: '1000000000' })).toThrow('MAX_BALANCE');
     expect(() => paymentsConfig({ REDEEM_MAX_FAILURES: '0' })).toThrow('REDEEM_MAX_FAILURES');
     expect(() => paymentsConfig({ REDEEM_FAILURE_WINDOW_SECONDS: 'ten' })).toThrow('REDEEM_FAILURE_WINDOW_SECONDS');
+    // A create in flight (bounded by the provider timeout) must never have its order failed by the sweep.
+    expect(() => paymentsConfig({ TOPUP_CHECKOUT_DEADLINE_SECONDS: '15' })).toThrow('must exceed PAYMENT_API_TIMEOUT_MS (15000 ms)');
+    expect(paymentsConfig({ TOPUP_CHECKOUT_DEADLINE_SECONDS: '16' }).checkoutDeadlineSeconds).toBe(16);
+    expect(paymentsConfig({}).checkoutDeadlineSeconds).toBe(300);
   });
 
   test('redemption attempt limit: 10 failures per 600 s unless set', () => {

@@ -48,6 +48,11 @@ export interface PaymentsConfig {
   cancelUrl: string;
   /** PAYMENT_API_TIMEOUT_MS (default 15000): one call to a provider's API. */
   apiTimeoutMs: number;
+  /**
+   * TOPUP_CHECKOUT_DEADLINE_SECONDS (default 300, above PAYMENT_API_TIMEOUT_MS): an order still without a checkout
+   * this long after its creation never gets one (its process died mid-create), so it is marked failed.
+   */
+  checkoutDeadlineSeconds: number;
   providerA: ProviderAConfig | null;
   providerB: ProviderBConfig | null;
   /** TOPUP_MAX_ORDERS_PER_HOUR (default 20, 0 = no limit): orders a user may create per hour. */
@@ -94,11 +99,16 @@ export function paymentsConfig(env: Record<string, string | undefined>): Payment
   const aTolerance = readIntEnv(env, 'PROVIDER_A_WEBHOOK_TOLERANCE', 300, 1, 86_400);
   const bBase = url(env, 'PROVIDER_B_API_BASE', 'https://api.creem.io');
   const bUnitAmount = readIntEnv(env, 'PROVIDER_B_UNIT_AMOUNT', 100, 1, 100_000_000);
+  const apiTimeoutMs = readIntEnv(env, 'PAYMENT_API_TIMEOUT_MS', 15_000, 100, 120_000);
+  const checkoutDeadlineSeconds = readIntEnv(env, 'TOPUP_CHECKOUT_DEADLINE_SECONDS', 300, 1, 86_400);
+  // A create call still in flight must never see its order failed under it.
+  if (checkoutDeadlineSeconds * 1000 <= apiTimeoutMs) {
+    throw new ConfigError(`TOPUP_CHECKOUT_DEADLINE_SECONDS (${checkoutDeadlineSeconds}) must exceed PAYMENT_API_TIMEOUT_MS (${apiTimeoutMs} ms)`);
+  }
   return {
-    currency, min, max, quotaPerUnit,
+    currency, min, max, quotaPerUnit, apiTimeoutMs, checkoutDeadlineSeconds,
     successUrl: url(env, 'TOPUP_SUCCESS_URL', `${publicUrl}/topup/success`),
     cancelUrl: url(env, 'TOPUP_CANCEL_URL', `${publicUrl}/topup/cancel`),
-    apiTimeoutMs: readIntEnv(env, 'PAYMENT_API_TIMEOUT_MS', 15_000, 100, 120_000),
     ordersPerHour: readIntEnv(env, 'TOPUP_MAX_ORDERS_PER_HOUR', 20, 0, 100_000),
     redeemMaxFailures: readIntEnv(env, 'REDEEM_MAX_FAILURES', 10, 1, 1000),
     redeemFailureWindowSeconds: readIntEnv(env, 'REDEEM_FAILURE_WINDOW_SECONDS', 600, 1, 86_400),

@@ -11,3 +11,4 @@ export * from './payments';
 export * from './redemption';
 export * from './redemption-views';
 export * from './dispute-reinstate';
+export * from './order-sweeper';

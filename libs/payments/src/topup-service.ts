@@ -75,6 +75,18 @@ export class TopupService {
     return updated ?? (await this.orders.byTradeNo(order.tradeNo))!;
   }
 
+  /**
+   * Marks failed the orders that never got a checkout id within the deadline: their create call's process died (or
+   * its last write failed) after the order was written, and a create still running is bounded by the provider
+   * timeout, which the deadline exceeds. Nobody holds a URL to pay them at; a payment event naming one is
+   * `mismatch:checkout` as before (no checkout id). Orders with a checkout are left to the provider's own events.
+   */
+  async failUnstarted(now: number): Promise<string[]> {
+    const before = now - this.cfg.checkoutDeadlineSeconds;
+    const closed = await Promise.all([...this.providers.keys()].map((id) => this.orders.failUnstarted(id, before, now)));
+    return closed.flat();
+  }
+
   /** One order; a user sees only their own (someone else's reads as not found). */
   async get(tradeNo: string, viewer: { userId: number; isAdmin: boolean }): Promise<TopupOrderRow> {
     const o = await this.orders.byTradeNo(tradeNo);

@@ -64,6 +64,11 @@ export class WebhookService {
       this.log.warn('topup.balance_limit', { provider: p.id, event_id: ev.eventId, trade_no: tradeNo });
       throw balanceLimitError();
     }
+    // Money the provider took that credits nothing (a closed order, another checkout, a mismatch) is the operator's to
+    // refund or reconcile: the event row alone is easy to miss. A second event of a paid order is not such money.
+    if (ev.kind === 'paid' && r.outcome !== 'credited' && r.outcome !== 'not_pending:paid') {
+      this.log.warn('topup.paid_not_credited', { provider: p.id, event_id: ev.eventId, trade_no: tradeNo, outcome: r.outcome });
+    }
     // After commit: the balance caches refresh only once the credit is durable.
     if (r.credited) await this.bus.committed('user.changed', { userId: r.credited.userId });
     return { outcome: r.outcome, tradeNo };

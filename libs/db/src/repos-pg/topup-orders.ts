@@ -1,4 +1,4 @@
-import { and, count, desc, eq, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, lte, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { topupOrders } from '../schema-pg';
 import type { NewTopupOrderRow, TopupListFilter, TopupOrderRow, TopupStatus } from '../repos/topup-orders';
@@ -26,6 +26,13 @@ export class PgTopupOrdersRepo {
     return (await tx.update(topupOrders)
       .set({ status: to, updatedAt: at, ...(to === 'paid' ? { paidAt: at } : {}) })
       .where(and(eq(topupOrders.tradeNo, tradeNo), eq(topupOrders.status, 'pending'))).returning())[0];
+  }
+
+  /** By the (provider, provider_ref) index; the guards are rechecked on a row a concurrent write changed (READ COMMITTED). */
+  async failUnstarted(provider: string, before: number, at: number): Promise<string[]> {
+    return (await this.db.update(topupOrders).set({ status: 'failed', updatedAt: at })
+      .where(and(eq(topupOrders.provider, provider), eq(topupOrders.providerRef, ''), eq(topupOrders.status, 'pending'), lte(topupOrders.createdAt, before)))
+      .returning({ tradeNo: topupOrders.tradeNo })).map((r) => r.tradeNo);
   }
 
   async list(f: TopupListFilter): Promise<{ items: TopupOrderRow[]; total: number }> {

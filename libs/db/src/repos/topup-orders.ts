@@ -1,4 +1,4 @@
-import { and, count, desc, eq, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, lte, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
 import { topupOrders } from '../schema';
 
@@ -25,6 +25,12 @@ export interface TopupOrdersStore {
    * a second caller (duplicate or concurrent event) gets undefined and must change nothing else.
    */
   closePending(tradeNo: string, to: Exclude<TopupStatus, 'pending'>, at: number): Promise<TopupOrderRow | undefined>;
+  /**
+   * Marks 'failed' the pending orders of `provider` created at or before `before` that never got a checkout id
+   * (their create call's process died, or its last write failed); returns their trade nos. Guarded like
+   * closePending, and by the empty checkout id, so an order that got its checkout meanwhile is left alone.
+   */
+  failUnstarted(provider: string, before: number, at: number): Promise<string[]>;
   list(f: TopupListFilter): Promise<{ items: TopupOrderRow[]; total: number }>;
 }
 
@@ -56,6 +62,12 @@ export class TopupOrdersRepo implements TopupOrdersStore {
       .where(and(eq(topupOrders.tradeNo, tradeNo), eq(topupOrders.status, 'pending'))).returning().get();
   }
 
+  async failUnstarted(provider: string, before: number, at: number): Promise<string[]> {
+    return this.db.update(topupOrders).set({ status: 'failed', updatedAt: at })
+      .where(and(eq(topupOrders.provider, provider), eq(topupOrders.providerRef, ''), eq(topupOrders.status, 'pending'), lte(topupOrders.createdAt, before)))
+      .returning({ tradeNo: topupOrders.tradeNo }).all().map((r) => r.tradeNo);
+  }
+
   async list(f: TopupListFilter): Promise<{ items: TopupOrderRow[]; total: number }> {
     const conds: SQL[] = [];
     if (f.userId !== undefined) conds.push(eq(topupOrders.userId, f.userId));
@@ -67,3 +79,4 @@ export class TopupOrdersRepo implements TopupOrdersStore {
     return { items, total };
   }
 }
+
