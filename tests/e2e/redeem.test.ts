@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { clearOfWindowEdge } from '../helpers/window-edge';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { ON_PG, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { CLUSTER_NODES, ON_PG, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 
 let gw: TestGateway;
 beforeAll(async () => { gw = await startGateway(); });
@@ -337,4 +337,29 @@ describe.skipIf(!ON_PG)('a redeemed code is answered as redeemed', () => {
       await gw.db.all('drop trigger gw_test_refuse_clear on attempt_windows');
     }
   }, 20_000);
+});
+
+describe('parallel valid codes and the failure limit', () => {
+  test('valid codes sent in parallel all redeem; parallel guesses still get REDEEM_MAX_FAILURES evaluated', async () => {
+    // Each node runs one attempt of a user at a time, so a cluster has up to one in flight per node.
+    const limit = Math.max(2, CLUSTER_NODES);
+    const strict = await startGateway({ REDEEM_MAX_FAILURES: String(limit) });
+    try {
+      const minted = await strict.api('POST', '/api/redemption/', { batch: 'parallel', count: 20, quota: 40, expires_at: now() + 3600 });
+      const u = await makeUser(strict);
+      const send = (code: string) => strict.api('POST', '/api/user/redeem', { code }, u.token);
+      await clearOfWindowEdge(10_000, 600_000);
+      // Attempts in flight filled the window before any success had cleared it: on PostgreSQL 11 of 20 valid codes
+      // were 429. Each attempt now takes its turn per user and node, so a valid code is refused only by failures.
+      const rs = await Promise.all((minted.body.data.codes as string[]).map(send));
+      expect(rs.map((r) => r.status)).toEqual(rs.map(() => 200));
+      expect((await strict.services.users.byId(u.id))!.quota).toBe(20 * 40);
+      expect(await strict.services.ledger.sum(u.id)).toBe(20 * 40);
+      const guesses = await Promise.all(Array.from({ length: 12 }, (_, i) => send(`gwr_parallel${i}`)));
+      expect(guesses.filter((r) => r.status === 400)).toHaveLength(limit);
+      expect(guesses.filter((r) => r.status === 429)).toHaveLength(12 - limit);
+    } finally {
+      await strict.stop();
+    }
+  }, 60_000);
 });

@@ -7,6 +7,7 @@
  * only users of a lower role (root's codes anyone), else an admin could credit itself or a peer through a code.
  */
 import { GatewayError, errorText, localWindows, stdLogger, nowSeconds, type AttemptWindow, type AttemptWindows, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
+import { KeyedTurns } from './turns';
 import { ROLE, type LedgerStore, type RedemptionCodeRow, type RedemptionCodesStore, type RedemptionStatus, type UsersStore } from '@gw/db';
 
 /** `gwr_` + 24 base62 characters (~143 random bits): guessing is hopeless, the attempt limit is a second wall. */
@@ -27,6 +28,9 @@ export interface CreateBatchInput {
   expiresAt: number;
 }
 
+/** A user's redemptions waiting for their turn on one node; more are refused like a full window (429). */
+const MAX_WAITING_PER_USER = 64;
+
 export interface RedeemLimits {
   maxFailures: number;
   windowSeconds: number;
@@ -39,6 +43,13 @@ export function redemptionStatus(row: RedemptionCodeRow, at: number): Redemption
 
 export class RedemptionService {
   private readonly failures: AttemptWindow;
+  /**
+   * A user's attempts run one at a time on each node. Each claims its place in the window before its code is looked
+   * at, so parallel attempts in flight filled the window before any success had cleared it: a user redeeming more
+   * valid codes at once than REDEEM_MAX_FAILURES got 429 for some. In turn, a success clears the count before the
+   * next attempt claims, and parallel guesses still get at most the limit evaluated.
+   */
+  private readonly turns = new KeyedTurns(MAX_WAITING_PER_USER);
 
   constructor(
     private readonly codes: RedemptionCodesStore,
@@ -78,11 +89,15 @@ export class RedemptionService {
    * password does: each clearing costs a valid, unused code.
    */
   async redeem(userId: number, code: string): Promise<{ quota: number; balance: number; codeId: number }> {
+    const done = await this.turns.run(`u${userId}`, () => this.redeemInTurn(userId, code));
+    if (!done) throw tooManyAttempts(1);
+    return done.value;
+  }
+
+  private async redeemInTurn(userId: number, code: string): Promise<{ quota: number; balance: number; codeId: number }> {
     const key = `u${userId}`;
     const wait = await this.failures.hit(key, this.limits.maxFailures);
-    if (wait) {
-      throw new GatewayError(429, 'too_many_attempts', 'Too many invalid redemption codes; try again later', { headers: { 'retry-after': String(wait) } });
-    }
+    if (wait) throw tooManyAttempts(wait);
     const hash = sha256Hex(code.trim());
     await this.checkRole(userId, hash);
     const result = await this.ledger.redeemCodeOnce(hash, userId, nowSeconds(), (row) => `code ${row.prefix}… batch ${row.batch}`);
@@ -128,3 +143,6 @@ export class RedemptionService {
     return { ...r, page: f.page, page_size: f.pageSize };
   }
 }
+
+const tooManyAttempts = (wait: number) =>
+  new GatewayError(429, 'too_many_attempts', 'Too many invalid redemption codes; try again later', { headers: { 'retry-after': String(wait) } });
