@@ -263,6 +263,8 @@ describe('providerA (Stripe scheme)', () => {
     expect((await postA(stripe.event('checkout.session.async_payment_failed', f.session, { status: 'complete', payment_status: 'unpaid' }))).body.data.outcome).toBe('failed');
     expect((await order(f.tradeNo)).status).toBe('failed');
     expect((await postA(paid(f.session, 'checkout.session.async_payment_succeeded'))).body.data.outcome).toBe('not_pending:failed');
+    // A payment that credits nothing is the operator's to refund: it is named in a warn line, not only in the event row.
+    expect(gw.logs.some((l) => l.includes('topup.paid_not_credited') && l.includes(f.tradeNo) && l.includes('not_pending:failed'))).toBe(true);
     const e = await orderA(100);
     expect((await postA(stripe.event('checkout.session.expired', e.session, { status: 'expired' }))).body.data.outcome).toBe('expired');
     expect((await order(e.tradeNo)).status).toBe('expired');
