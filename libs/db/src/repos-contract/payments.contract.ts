@@ -39,6 +39,21 @@ export function paymentsContract(make: MakeEnv): void {
       expect(await topupOrders.byTradeNo('T1')).toMatchObject({ status: 'paid', providerRef: 'cs_1' });
     });
 
+    test('failUnstarted fails only pending orders of its provider without a checkout id, created by the cutoff', async () => {
+      const { topupOrders } = env().repos;
+      await topupOrders.insert(order('OLD', { createdAt: 10 }));
+      await topupOrders.insert(order('EDGE', { createdAt: 20 }));
+      await topupOrders.insert(order('NEW', { createdAt: 21 }));
+      await topupOrders.insert(order('STARTED', { createdAt: 10, providerRef: 'cs_1' }));
+      await topupOrders.insert(order('OTHER', { createdAt: 10, provider: 'epay' }));
+      await topupOrders.insert(order('PAID', { createdAt: 10, status: 'paid' }));
+      expect((await topupOrders.failUnstarted('stripe', 20, 30)).sort()).toEqual(['EDGE', 'OLD']);
+      expect(await topupOrders.byTradeNo('OLD')).toMatchObject({ status: 'failed', updatedAt: 30, paidAt: null });
+      for (const t of ['NEW', 'STARTED', 'OTHER']) expect((await topupOrders.byTradeNo(t))!.status).toBe('pending');
+      expect((await topupOrders.byTradeNo('PAID'))!.status).toBe('paid');
+      expect(await topupOrders.failUnstarted('stripe', 20, 31)).toEqual([]);
+    });
+
     test('list filters by user, status and provider, newest first, paged', async () => {
       const { topupOrders } = env().repos;
       await topupOrders.insert(order('A', { userId: 1 }));
