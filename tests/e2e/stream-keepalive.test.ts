@@ -28,7 +28,9 @@ describe('SSE keep-alive', () => {
   for (const [kind, model] of [['anthropic', 'claude-ka'], ['openai', 'gpt-ka']] as const) {
     test(`${kind}: pings while the upstream is silent, the answer is whole`, async () => {
       const s = kind === 'anthropic' ? ant : oai;
-      s.queue.push({ text: 'slow answer', pause: { afterFrames: 1, ms: 2600 } });
+      // Silent after its first content event: what comes before it (message_start, a role-only delta) is held until
+      // then, up to 2 s, and pings begin once the stream is committed.
+      s.queue.push({ text: 'slow answer', pause: { afterFrames: 2, ms: 2600 } });
       const r = await send(gw, key, msg(model, { stream: true }));
       expect(r.status).toBe(200);
       const names = eventNames(r.text);
@@ -46,7 +48,7 @@ describe('SSE keep-alive', () => {
   }
 
   test('pings do not hide a dead upstream: the channel timeout still ends the stream with an error event', async () => {
-    const dead = upstream('anthropic', { text: 'never finished', pause: { afterFrames: 1, ms: 4000 } });
+    const dead = upstream('anthropic', { text: 'never finished', pause: { afterFrames: 2, ms: 4000 } });
     try {
       const r0 = await gw.api('POST', '/api/channel/', { name: 'dead', type: 'anthropic', base_url: dead.url, key: 'k', models: ['claude-dead'], timeout_ms: 2500 });
       expect(r0.status).toBe(200);

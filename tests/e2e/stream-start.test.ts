@@ -181,3 +181,96 @@ describe('a first chunk that finishes with "error" and has no error object (Open
     }, 15_000);
   }
 });
+
+describe('an error after events that show the client nothing (a role-only delta, `choices: []`, `{}`, `message_start`)', () => {
+  // Such events decided the start: the 200 and `message_start` were committed, so the error that followed reached
+  // the client as a 200 ending in an `error` event, with no failover and no word to the channel's health.
+  const oai = (choices: unknown, extra: object = {}) => `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices, ...extra })}\n\n`;
+  const role = oai([{ index: 0, delta: { role: 'assistant', content: '', refusal: null }, logprobs: null, finish_reason: null }], { usage: null });
+  const finishedError = oai([{ index: 0, delta: { content: '' }, finish_reason: 'error' }]);
+  const start = `event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: { id: 'msg_x', type: 'message', role: 'assistant', model: 'm', content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 5000, output_tokens: 1 } } })}\n\n`;
+  const ping = 'event: ping\ndata: {"type": "ping"}\n\n';
+  // The channel's health counts the error as it counts an HTTP answer of its status: a 429 never (a rate limit).
+  const oaiOverloaded = `data: ${JSON.stringify({ error: { message: 'Overloaded', type: 'overloaded_error' } })}\n\n`;
+  const cases = [
+    ['openai', 'a role-only delta, then an error object', [role, oaiError], 429, 'rate_limit_error', 0],
+    ['openai', '`choices: []`, then a choice finishing with "error"', [oai([]), finishedError], 502, 'api_error', 1],
+    ['openai', '`{}` and a comment, then an error object', ['data: {}\n\n', ': OPENROUTER PROCESSING\n\n', oaiOverloaded], 503, 'overloaded_error', 1],
+    ['openai', 'both in one chunk', [role + oaiOverloaded], 503, 'overloaded_error', 1],
+    ['anthropic', 'message_start, then overloaded', [start, antError], 503, 'overloaded_error', 1],
+    ['anthropic', 'a ping, message_start and a ping, then overloaded', [ping, start, ping, antError], 503, 'overloaded_error', 1],
+    ['anthropic', 'message_start and overloaded in one chunk', [start + antError], 503, 'overloaded_error', 1],
+  ] as const;
+  for (const [i, [kind, how, frames, status, type, failures]] of cases.entries()) {
+    test(`${kind}, ${how}: fails over, counts against the channel, nothing billed for it; alone, an HTTP error`, async () => {
+      const model = `empty-first-${i}`;
+      await setPrice(gw, model);
+      const us = [upstream(kind), upstream(kind)];
+      ups.push(...us);
+      const ids: number[] = [];
+      for (const [j, x] of us.entries()) ids.push(await addChannel(gw, { type: kind, url: x.url, models: [model], priority: 2 - j }));
+      us[0]!.fallback = { rawFrames: [...frames], chunkDelayMs: 20, ...(kind === 'anthropic' ? { response: () => slowSse(frames) } : {}) };
+      const u = await keyedUser(gw);
+      const r = await send(nodeOne(gw), u.key, msg(model, { stream: true }));
+      expect(r.status).toBe(200);
+      expect([...r.text.matchAll(/"text":"([^"]*)"/g)].map((m) => m[1]).join('')).toBe('Hello there');
+      expect(r.text).not.toContain('event: error');
+      expect(r.text.match(/event: message_start/g)?.length).toBe(1);
+      expect(us.map((x) => x.hits)).toEqual([1, 1]);
+      expect(gw.services.relay.health.recentFailures(ids[0]!)).toBe(failures);
+      gw.services.relay.quota.flush();
+      // Billed once, for the second channel's answer (not the 5,000 input tokens the failed message_start showed).
+      const [row] = await gw.db.all('select input_tokens, cost from usage_logs where user_id = ?', u.id);
+      expect(row.input_tokens).toBeLessThan(100);
+      us[1]!.fallback = us[0]!.fallback;
+      const r2 = await send(nodeOne(gw), u.key, msg(model, { stream: true }));
+      expect(r2.status).toBe(status);
+      expect(r2.body.error.type).toBe(type);
+      gw.services.relay.quota.flush();
+      const rows = await gw.db.all('select cost from usage_logs where user_id = ? order by id', u.id);
+      expect(rows.length).toBe(2);
+      expect(rows[1].cost).toBe(0);
+      expect(await gw.services.ledger.sum(u.id)).toBe(1_000_000 - rows[0].cost);
+    }, 15_000);
+  }
+
+  test('a role-only delta, then silence past the 2 s bound: committed with it, and the answer arrives whole and in order', async () => {
+    await setPrice(gw, 'empty-then-silent');
+    const us = [upstream('openai'), upstream('openai')];
+    ups.push(...us);
+    for (const [i, u] of us.entries()) await addChannel(gw, { type: 'openai', url: u.url, models: ['empty-then-silent'], priority: 2 - i });
+    const content = (t: string) => oai([{ index: 0, delta: { content: t }, finish_reason: null }]);
+    us[0]!.fallback = { rawFrames: [role, content('Hello'), content(' world'), oai([{ index: 0, delta: {}, finish_reason: 'stop' }]), 'data: [DONE]\n\n'], pause: { afterFrames: 1, ms: 2600 } };
+    const u = await keyedUser(gw);
+    const r = await send(nodeOne(gw), u.key, msg('empty-then-silent', { stream: true }));
+    expect(r.status).toBe(200);
+    expect([...r.text.matchAll(/"text":"([^"]*)"/g)].map((m) => m[1]).join('')).toBe('Hello world');
+    expect(r.text).toContain('message_stop');
+    expect(us.map((x) => x.hits)).toEqual([1, 0]);
+  }, 15_000);
+
+  test('anthropic: message_start held with the events after it: every event reaches the client, in order', async () => {
+    await setPrice(gw, 'held-native');
+    const us = [upstream('anthropic'), upstream('anthropic')];
+    ups.push(...us);
+    for (const [i, u] of us.entries()) await addChannel(gw, { type: 'anthropic', url: u.url, models: ['held-native'], priority: 2 - i });
+    const ev = (o: { type: string }) => `event: ${o.type}\ndata: ${JSON.stringify(o)}\n\n`;
+    const rest = [
+      ping,
+      ev({ type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } } as any),
+      ev({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Hi' } } as any),
+      ev({ type: 'content_block_stop', index: 0 } as any),
+      ev({ type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: 2 } } as any),
+      ev({ type: 'message_stop' }),
+    ];
+    const frames = [start.replace('"model":"m"', '"model":"held-native"'), ...rest];
+    us[0]!.fallback = { response: () => slowSse(frames) };
+    const u = await keyedUser(gw);
+    const r = await send(nodeOne(gw), u.key, msg('held-native', { stream: true }));
+    expect(r.status).toBe(200);
+    const names = [...r.text.matchAll(/^event: (\w+)$/gm)].map((m) => m[1]).filter((n) => n !== 'ping');
+    expect(names).toEqual(['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
+    expect(r.text).toContain('"text":"Hi"');
+    expect(us.map((x) => x.hits)).toEqual([1, 0]);
+  }, 15_000);
+});

@@ -28,30 +28,41 @@ const statusOf = (error: { type?: unknown; code?: unknown }): number => {
 const isPing = (e: SseEvent) => e.event === 'ping' || /^\s*\{\s*"type"\s*:\s*"ping"\s*\}\s*$/.test(e.data);
 
 /**
- * Whether a stream begins with an error, read as its bytes come: the first event with data (pings and comments
- * skipped) decides. It is an error object (OpenAI `{"error":{…}}`, with or without choices; Anthropic
- * `{"type":"error","error":{…}}`) or not. Fed chunk by chunk, since that event may come after keep-alive comments
- * (OpenRouter's `: OPENROUTER PROCESSING`) or be split across chunks; judged on the first chunk alone, such a stream
- * was committed and its error relayed as a 200. `scrubber` is a getter: the channel's scrubber is built only for an error.
+ * Whether a stream begins with an error, read as its bytes come: the first event that shows the client something
+ * decides. Pings, comments and events that show nothing (`message_start`; an OpenAI role-only delta, `choices: []`,
+ * `{}`) are read past: the gateway commits the 200 and its own `message_start` on such an event, so an error right
+ * after it reached the client as a 200 ending in an `error` event, with no failover. An error object (OpenAI
+ * `{"error":{…}}`, with or without choices; Anthropic `{"type":"error","error":{…}}`) decides for an error, any other
+ * event for the stream. Fed chunk by chunk, since that event may come after keep-alive comments (OpenRouter's
+ * `: OPENROUTER PROCESSING`) or be split across chunks. The caller bounds how long it reads (an upstream sending
+ * nothing but empty events is committed at the bound, as it would have been before). `scrubber` is a getter: the
+ * channel's scrubber is built only for an error.
  */
 export class StreamStartJudge {
-  /** Built on the first chunk the fast path cannot decide: almost every stream never needs one. */
+  /** Built on the first chunk the fast path cannot read whole: almost every stream never needs one. */
   private parser: SseParser | undefined;
   private verdict: ClassifiedError | null | undefined;
-  private fed = false;
 
   constructor(private readonly scrubber?: () => Scrubber) {}
 
   /** The verdict once known (null: the stream starts fine), else undefined: more bytes are needed. */
   push(chunk: Uint8Array): ClassifiedError | null | undefined {
     if (this.verdict !== undefined) return this.verdict;
-    // Almost every stream's first chunk begins with a plain data event: decided by a prefix check, without
-    // running the SSE parser over it (the common case stays at well under a microsecond per stream).
-    if (!this.fed && plainFirstEvent(chunk)) return (this.verdict = null);
-    this.fed = true;
+    let rest = chunk;
+    if (!this.parser) {
+      // Whole events at the start of a chunk are read without the SSE parser: a native stream's events are decided by
+      // their names (no JSON read), an OpenAI chunk by its data; what the fast path cannot read goes to the parser.
+      const fast = plainEvents(chunk);
+      for (const ev of fast.events) {
+        const v = this.decide(ev);
+        if (v !== undefined) return v;
+      }
+      if (fast.used === chunk.byteLength) return undefined;
+      rest = chunk.subarray(fast.used);
+    }
     let events: SseEvent[];
     try {
-      events = (this.parser ??= new SseParser()).push(chunk);
+      events = (this.parser ??= new SseParser()).push(rest);
     } catch {
       return (this.verdict = null); // an oversized event: the stream's own reader refuses it
     }
@@ -60,7 +71,7 @@ export class StreamStartJudge {
 
   /**
    * The stream ended: decided on what it holds (an event without its blank line is discarded, as the stream reader
-   * does); undefined when it held no event with data at all (comments and pings only): an empty stream.
+   * does); undefined when it held nothing that shows the client anything (comments, pings, empty events): an empty stream.
    */
   end(): ClassifiedError | null | undefined {
     if (this.verdict !== undefined) return this.verdict;
@@ -68,37 +79,75 @@ export class StreamStartJudge {
   }
 
   private judge(events: SseEvent[]): ClassifiedError | null | undefined {
-    const ev = events.find((e) => e.data !== '' && !isPing(e));
-    if (!ev) return undefined;
-    return (this.verdict = errorOf(ev.data, this.scrubber));
+    for (const ev of events) {
+      const v = this.decide(ev);
+      if (v !== undefined) return v;
+    }
+    return undefined;
+  }
+
+  /** An event's verdict, or undefined when it shows the client nothing (read on). */
+  private decide(ev: SseEvent): ClassifiedError | null | undefined {
+    if (ev.data === '' || isPing(ev)) return undefined;
+    // Cheap tests first: a native event is known by its name, and almost no event mentions an error.
+    const errorWord = ev.data.includes('"error"');
+    if (ev.event !== undefined && !errorWord) return ev.event === 'message_start' ? undefined : (this.verdict = null);
+    let j: unknown;
+    try {
+      j = JSON.parse(ev.data);
+    } catch {
+      return (this.verdict = null); // `[DONE]`, or no JSON: the stream's own reader deals with it
+    }
+    const error = errorWord ? errorBodyOf(j, this.scrubber) ?? failedChunk(j, this.scrubber) : null;
+    if (error) return (this.verdict = error);
+    return showsNothing(j) ? undefined : (this.verdict = null);
   }
 }
 
 /**
- * Whether a chunk begins with a whole event that is plainly no error: one JSON data line (OpenAI's chunks), or
- * Anthropic's `message_start`, up to the blank line, mentioning neither an error nor a ping. Anything else (a
- * comment first, CR line ends, an event not whole yet) is left to the parser.
+ * The whole events a chunk begins with, each one JSON data line with an optional event name (OpenAI's chunks,
+ * Anthropic's events) up to its blank line, and the bytes they take. Anything else (a comment, CR line ends, an event
+ * not whole yet, a BOM) ends them: the rest is left to the parser.
  */
-const PLAIN_START = /^(?:event: ?message_start\n)?data: ?\{[^\r\n]*\n\n/;
-function plainFirstEvent(chunk: Uint8Array): boolean {
+const PLAIN_EVENT = /^(?:event: ?([A-Za-z_]+)\n)?data: ?(\{[^\r\n]*)\n\n/;
+function plainEvents(chunk: Uint8Array): { events: SseEvent[]; used: number } {
   const b = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-  const end = b.indexOf('\n\n');
-  if (end < 0) return false;
-  const head = b.toString('latin1', 0, end + 2);
-  return PLAIN_START.test(head) && !head.includes('"error"') && !head.includes('ping');
+  const events: SseEvent[] = [];
+  let at = 0;
+  for (;;) {
+    const end = b.indexOf('\n\n', at);
+    if (end < 0) break;
+    // latin1: one char per byte, so lengths are byte offsets (a UTF-8 event is re-read as UTF-8 for its data).
+    const m = PLAIN_EVENT.exec(b.toString('latin1', at, end + 2));
+    if (!m) break;
+    const dataAt = at + m[0].length - 2 - m[2]!.length;
+    events.push({ event: m[1], data: b.toString('utf8', dataAt, end) });
+    at = end + 2;
+  }
+  return { events, used: at };
 }
 
-/** The classified error an event's data is, else null. */
-function errorOf(data: string, scrubber?: () => Scrubber): ClassifiedError | null {
-  // Cheap test first: almost every stream's first event never mentions an error.
-  if (!data.includes('"error"')) return null;
-  let j: unknown;
-  try {
-    j = JSON.parse(data);
-  } catch {
-    return null;
-  }
-  return errorBodyOf(j, scrubber) ?? failedChunk(j, scrubber);
+/**
+ * Whether a decoded event shows the client nothing: Anthropic's `message_start` or a ping, or an OpenAI chunk with
+ * no usage and no choice holding anything but a role or empty fields (a role-only delta, `choices: []`, `{}`).
+ * Anything else (text, reasoning, a tool call, a refusal, a finish reason, usage, a field unknown here) decides.
+ */
+function showsNothing(j: unknown): boolean {
+  if (!j || typeof j !== 'object' || Array.isArray(j)) return false;
+  const c = j as { type?: unknown; usage?: unknown; choices?: unknown };
+  if (c.type !== undefined) return c.type === 'message_start' || c.type === 'ping';
+  if (c.usage !== undefined && c.usage !== null) return false;
+  if (c.choices === undefined) return true;
+  return Array.isArray(c.choices) && c.choices.every(emptyChoice);
+}
+
+function emptyChoice(x: unknown): boolean {
+  if (!x || typeof x !== 'object') return false;
+  const c = x as { finish_reason?: unknown; delta?: unknown };
+  if (c.finish_reason !== undefined && c.finish_reason !== null) return false;
+  if (c.delta === undefined || c.delta === null) return true;
+  if (typeof c.delta !== 'object' || Array.isArray(c.delta)) return false;
+  return Object.entries(c.delta).every(([k, v]) => k === 'role' || v === null || v === '' || (Array.isArray(v) && !v.length));
 }
 
 /**

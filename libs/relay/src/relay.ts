@@ -543,8 +543,8 @@ export class RelayService {
       const first = await reader.read();
       if (first.done) return empty();
       firstByte(); // it came: what follows until the verdict is bounded by readStreamStart, not by the first-byte deadline
-      // Read on until the first event shows whether the stream begins with an error (keep-alive comments, an event
-      // split across chunks), within bounds: nothing is committed yet.
+      // Read on until the first event with content shows whether the stream begins with an error (keep-alive comments,
+      // an event split across chunks, a role-only delta or message_start before it), within bounds: nothing is committed yet.
       start = await readStreamStart(reader, first.value, new StreamStartJudge(scrubber));
     } catch (e) {
       return fail({ phase: 'transport', cause: e, timedOut }, 'stream failed before the first byte');

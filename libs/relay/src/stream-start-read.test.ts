@@ -23,13 +23,16 @@ function reader(parts: string[], o: { hang?: boolean } = {}) {
 }
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const ERR = `data: ${JSON.stringify({ error: { type: 'overloaded_error', message: 'x' } })}\n\n`;
+const CONTENT = 'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n';
+const ROLE = 'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"finish_reason":null}],"usage":null}\n\n';
+const START = 'event: message_start\ndata: {"type":"message_start","message":{"content":[],"usage":{"input_tokens":9}}}\n\n';
 
 describe('readStreamStart', () => {
   test('a first chunk holding a whole first event decides at once, nothing more read', async () => {
-    const s = reader(['data: {"choices":[]}\n\n', 'data: more\n\n']);
+    const s = reader([CONTENT, 'data: more\n\n']);
     const out = await readStreamStart(s.r, await s.first(), new StreamStartJudge());
     expect(out).toMatchObject({ error: null, notEventStream: false, pending: null });
-    expect(text(out.bytes)).toBe('data: {"choices":[]}\n\n');
+    expect(text(out.bytes)).toBe(CONTENT);
   });
 
   test('comments and an error event split over chunks: read until it is whole, every byte kept', async () => {
@@ -61,7 +64,7 @@ describe('readStreamStart', () => {
       const s = reader(parts);
       expect(await readStreamStart(s.r, await s.first(), new StreamStartJudge())).toMatchObject({ error: null, empty: true });
     }
-    const s = reader([': a\n\n', 'data: {"choices":[]}\n\n']);
+    const s = reader([': a\n\n', CONTENT]);
     expect((await readStreamStart(s.r, await s.first(), new StreamStartJudge())).empty).toBe(false);
   });
 
@@ -111,4 +114,43 @@ describe('readStreamStart', () => {
     // The bytes, the parser's line and the parts list are well under 2 MB; a reaction left per read was about 6 MB.
     expect(grown).toBeLessThan(2_000_000);
   }, 20_000);
+
+  test('events that show the client nothing are read past: the error after them decides, every byte kept', async () => {
+    const starts = [[ROLE], ['data: {"choices":[]}\n\n'], ['data: {}\n\n', ': c\n\n'], [START], ['event: ping\ndata: {"type": "ping"}\n\n', START], ['data: {"type":"message_start","message":{}}\n\n']];
+    for (const parts of starts) {
+      for (const joined of [false, true]) {
+        const all = joined ? [parts.join('') + ERR] : [...parts, ERR];
+        const s = reader([...all, CONTENT]);
+        const out = await readStreamStart(s.r, await s.first(), new StreamStartJudge());
+        expect(out.error?.error.status).toBe(503);
+        expect(text(out.bytes)).toBe(all.join(''));
+      }
+    }
+  });
+
+  test('the first event with content decides for the stream, whatever follows; an empty one alone, then the end, is empty', async () => {
+    const content = [CONTENT, 'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f"}}]}}]}\n\n',
+      'data: {"choices":[{"index":0,"delta":{"reasoning_content":"r"}}]}\n\n', 'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+      'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n', 'data: [DONE]\n\n',
+      'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'];
+    for (const c of content) {
+      const s = reader([ROLE + START.replace(/^event: message_start\n/, '') + c, ERR]);
+      const out = await readStreamStart(s.r, await s.first(), new StreamStartJudge());
+      expect(out).toMatchObject({ error: null, pending: null });
+      expect(text(out.bytes)).not.toContain('overloaded');
+    }
+    for (const parts of [[ROLE], [START, 'event: ping\ndata: {"type": "ping"}\n\n']]) {
+      const s = reader(parts);
+      expect(await readStreamStart(s.r, await s.first(), new StreamStartJudge())).toMatchObject({ error: null, empty: true });
+    }
+  });
+
+  test('empty events past the byte bound: committed as they are, nothing read lost', async () => {
+    const parts = Array.from({ length: 40 }, () => ROLE);
+    const s = reader([...parts, ERR]);
+    const out = await readStreamStart(s.r, await s.first(), new StreamStartJudge(), { maxBytes: 4000 });
+    expect(out.error).toBeNull();
+    expect(out.bytes.byteLength).toBeGreaterThanOrEqual(4000);
+    expect(text(out.bytes)).toBe(parts.slice(0, out.bytes.byteLength / ROLE.length).join(''));
+  });
 });
