@@ -52,13 +52,14 @@ export class StreamStartJudge {
     if (!this.parser) {
       // Whole events at the start of a chunk are read without the SSE parser: a native stream's events are decided by
       // their names (no JSON read), an OpenAI chunk by its data; what the fast path cannot read goes to the parser.
-      const fast = plainEvents(chunk);
-      for (const ev of fast.events) {
-        const v = this.decide(ev);
+      let used = 0;
+      for (const { event, end } of plainEvents(chunk)) {
+        const v = this.decide(event);
         if (v !== undefined) return v;
+        used = end;
       }
-      if (fast.used === chunk.byteLength) return undefined;
-      rest = chunk.subarray(fast.used);
+      if (used === chunk.byteLength) return undefined;
+      rest = chunk.subarray(used);
     }
     let events: SseEvent[];
     try {
@@ -105,26 +106,24 @@ export class StreamStartJudge {
 }
 
 /**
- * The whole events a chunk begins with, each one JSON data line with an optional event name (OpenAI's chunks,
- * Anthropic's events) up to its blank line, and the bytes they take. Anything else (a comment, CR line ends, an event
- * not whole yet, a BOM) ends them: the rest is left to the parser.
+ * The whole events a chunk begins with, one at a time (the first with content ends the reading), each one JSON data
+ * line with an optional event name (OpenAI's chunks, Anthropic's events) up to its blank line, with the offset past
+ * it. Anything else (a comment, CR line ends, an event not whole yet, a BOM) ends them: the rest is left to the parser.
  */
 const PLAIN_EVENT = /^(?:event: ?([A-Za-z_]+)\n)?data: ?(\{[^\r\n]*)\n\n/;
-function plainEvents(chunk: Uint8Array): { events: SseEvent[]; used: number } {
+function* plainEvents(chunk: Uint8Array): Generator<{ event: SseEvent; end: number }> {
   const b = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-  const events: SseEvent[] = [];
-  let at = 0;
-  for (;;) {
+  for (let at = 0; ;) {
     const end = b.indexOf('\n\n', at);
-    if (end < 0) break;
-    // latin1: one char per byte, so lengths are byte offsets (a UTF-8 event is re-read as UTF-8 for its data).
+    if (end < 0) return;
+    // latin1: one char per byte, so lengths are byte offsets. A named event without an error is judged by its name
+    // alone (never parsed), so its data is not decoded again as UTF-8.
     const m = PLAIN_EVENT.exec(b.toString('latin1', at, end + 2));
-    if (!m) break;
-    const dataAt = at + m[0].length - 2 - m[2]!.length;
-    events.push({ event: m[1], data: b.toString('utf8', dataAt, end) });
+    if (!m) return;
+    const named = m[1] !== undefined && !m[2]!.includes('"error"');
+    yield { event: { event: m[1], data: named ? m[2]! : b.toString('utf8', end - m[2]!.length, end) }, end: end + 2 };
     at = end + 2;
   }
-  return { events, used: at };
 }
 
 /**
