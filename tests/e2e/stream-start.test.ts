@@ -70,6 +70,41 @@ function slowSse(frames: readonly string[]): Response {
   return new Response(body, { headers: { 'content-type': 'text/event-stream' } });
 }
 
+/**
+ * `frames` (20 ms apart) from the first of two channels for `model`: the request fails over, the second channel's answer
+ * is served whole and billed once (not on usage the failed start showed), and the first channel's health hears of it
+ * `failures` times; from both, the client gets `status` with `type`, billed nothing.
+ */
+async function failsOverThenErrors(model: string, kind: 'anthropic' | 'openai', frames: readonly string[], status: number, type: string, failures: number) {
+  await setPrice(gw, model);
+  const us = [upstream(kind), upstream(kind)];
+  ups.push(...us);
+  const ids: number[] = [];
+  for (const [j, x] of us.entries()) ids.push(await addChannel(gw, { type: kind, url: x.url, models: [model], priority: 2 - j }));
+  us[0]!.fallback = { rawFrames: [...frames], chunkDelayMs: 20, ...(kind === 'anthropic' ? { response: () => slowSse(frames) } : {}) };
+  const u = await keyedUser(gw);
+  const r = await send(nodeOne(gw), u.key, msg(model, { stream: true }));
+  expect(r.status).toBe(200);
+  expect([...r.text.matchAll(/"text":"([^"]*)"/g)].map((m) => m[1]).join('')).toBe('Hello there');
+  expect(r.text).not.toContain('event: error');
+  expect(r.text.match(/event: message_start/g)?.length).toBe(1);
+  expect(us.map((x) => x.hits)).toEqual([1, 1]);
+  expect(gw.services.relay.health.recentFailures(ids[0]!)).toBe(failures);
+  gw.services.relay.quota.flush();
+  // Billed once, for the answer the second channel gave (its own usage, far below the 5,000 prompt tokens shown).
+  const [row] = await gw.db.all('select input_tokens, cost from usage_logs where user_id = ?', u.id);
+  expect(row.input_tokens).toBeLessThan(100);
+  us[1]!.fallback = us[0]!.fallback;
+  const r2 = await send(nodeOne(gw), u.key, msg(model, { stream: true }));
+  expect(r2.status).toBe(status);
+  expect(r2.body.error.type).toBe(type);
+  gw.services.relay.quota.flush();
+  const rows = await gw.db.all('select cost from usage_logs where user_id = ? order by id', u.id);
+  expect(rows.length).toBe(2);
+  expect(rows[1].cost).toBe(0);
+  expect(await gw.services.ledger.sum(u.id)).toBe(1_000_000 - rows[0].cost);
+}
+
 describe('a start that stays undecided', () => {
   test('a comment, then silence past the channel timeout: committed at the 2 s bound, and the answer arrives whole', async () => {
     // Held until the upstream spoke, the attempt's 3 s timeout would fail the channel over; committed at the bound,
@@ -151,33 +186,7 @@ describe('a first chunk that finishes with "error" and has no error object (Open
   ] as const;
   for (const [i, [how, frames]] of cases.entries()) {
     test(`${how}: fails over before anything is sent, counts against the channel, nothing billed for it; alone, a 502`, async () => {
-      const model = `fin-err-${i}`;
-      await setPrice(gw, model);
-      const us = [upstream('openai'), upstream('openai')];
-      ups.push(...us);
-      const ids: number[] = [];
-      for (const [j, x] of us.entries()) ids.push(await addChannel(gw, { type: 'openai', url: x.url, models: [model], priority: 2 - j }));
-      us[0]!.fallback = { rawFrames: [...frames], chunkDelayMs: 20 };
-      const u = await keyedUser(gw);
-      const r = await send(nodeOne(gw), u.key, msg(model, { stream: true }));
-      expect(r.status).toBe(200);
-      expect([...r.text.matchAll(/"text":"([^"]*)"/g)].map((m) => m[1]).join('')).toBe('Hello there');
-      expect(r.text).not.toContain('event: error');
-      expect(us.map((x) => x.hits)).toEqual([1, 1]);
-      expect(gw.services.relay.health.recentFailures(ids[0]!)).toBe(1);
-      gw.services.relay.quota.flush();
-      // Billed once, for the answer the second channel gave (its own usage, far below the 5,000 prompt tokens).
-      const [row] = await gw.db.all('select input_tokens, cost from usage_logs where user_id = ?', u.id);
-      expect(row.input_tokens).toBeLessThan(100);
-      us[1]!.fallback = us[0]!.fallback;
-      const r2 = await send(nodeOne(gw), u.key, msg(model, { stream: true }));
-      expect(r2.status).toBe(502);
-      expect(r2.body.error.type).toBe('api_error');
-      gw.services.relay.quota.flush();
-      const rows = await gw.db.all('select cost from usage_logs where user_id = ? order by id', u.id);
-      expect(rows.length).toBe(2);
-      expect(rows[1].cost).toBe(0);
-      expect(await gw.services.ledger.sum(u.id)).toBe(1_000_000 - rows[0].cost);
+      await failsOverThenErrors(`fin-err-${i}`, 'openai', frames, 502, 'api_error', 1);
     }, 15_000);
   }
 });
@@ -203,42 +212,12 @@ describe('an error after events that show the client nothing (a role-only delta,
   ] as const;
   for (const [i, [kind, how, frames, status, type, failures]] of cases.entries()) {
     test(`${kind}, ${how}: fails over, counts against the channel, nothing billed for it; alone, an HTTP error`, async () => {
-      const model = `empty-first-${i}`;
-      await setPrice(gw, model);
-      const us = [upstream(kind), upstream(kind)];
-      ups.push(...us);
-      const ids: number[] = [];
-      for (const [j, x] of us.entries()) ids.push(await addChannel(gw, { type: kind, url: x.url, models: [model], priority: 2 - j }));
-      us[0]!.fallback = { rawFrames: [...frames], chunkDelayMs: 20, ...(kind === 'anthropic' ? { response: () => slowSse(frames) } : {}) };
-      const u = await keyedUser(gw);
-      const r = await send(nodeOne(gw), u.key, msg(model, { stream: true }));
-      expect(r.status).toBe(200);
-      expect([...r.text.matchAll(/"text":"([^"]*)"/g)].map((m) => m[1]).join('')).toBe('Hello there');
-      expect(r.text).not.toContain('event: error');
-      expect(r.text.match(/event: message_start/g)?.length).toBe(1);
-      expect(us.map((x) => x.hits)).toEqual([1, 1]);
-      expect(gw.services.relay.health.recentFailures(ids[0]!)).toBe(failures);
-      gw.services.relay.quota.flush();
-      // Billed once, for the second channel's answer (not the 5,000 input tokens the failed message_start showed).
-      const [row] = await gw.db.all('select input_tokens, cost from usage_logs where user_id = ?', u.id);
-      expect(row.input_tokens).toBeLessThan(100);
-      us[1]!.fallback = us[0]!.fallback;
-      const r2 = await send(nodeOne(gw), u.key, msg(model, { stream: true }));
-      expect(r2.status).toBe(status);
-      expect(r2.body.error.type).toBe(type);
-      gw.services.relay.quota.flush();
-      const rows = await gw.db.all('select cost from usage_logs where user_id = ? order by id', u.id);
-      expect(rows.length).toBe(2);
-      expect(rows[1].cost).toBe(0);
-      expect(await gw.services.ledger.sum(u.id)).toBe(1_000_000 - rows[0].cost);
+      await failsOverThenErrors(`empty-first-${i}`, kind, frames, status, type, failures);
     }, 15_000);
   }
 
   test('a role-only delta, then silence past the 2 s bound: committed with it, and the answer arrives whole and in order', async () => {
-    await setPrice(gw, 'empty-then-silent');
-    const us = [upstream('openai'), upstream('openai')];
-    ups.push(...us);
-    for (const [i, u] of us.entries()) await addChannel(gw, { type: 'openai', url: u.url, models: ['empty-then-silent'], priority: 2 - i });
+    const { us, hits } = await pair('empty-then-silent', 'openai');
     const content = (t: string) => oai([{ index: 0, delta: { content: t }, finish_reason: null }]);
     us[0]!.fallback = { rawFrames: [role, content('Hello'), content(' world'), oai([{ index: 0, delta: {}, finish_reason: 'stop' }]), 'data: [DONE]\n\n'], pause: { afterFrames: 1, ms: 2600 } };
     const u = await keyedUser(gw);
@@ -246,14 +225,11 @@ describe('an error after events that show the client nothing (a role-only delta,
     expect(r.status).toBe(200);
     expect([...r.text.matchAll(/"text":"([^"]*)"/g)].map((m) => m[1]).join('')).toBe('Hello world');
     expect(r.text).toContain('message_stop');
-    expect(us.map((x) => x.hits)).toEqual([1, 0]);
+    expect(hits()).toEqual([1, 0]);
   }, 15_000);
 
   test('anthropic: message_start held with the events after it: every event reaches the client, in order', async () => {
-    await setPrice(gw, 'held-native');
-    const us = [upstream('anthropic'), upstream('anthropic')];
-    ups.push(...us);
-    for (const [i, u] of us.entries()) await addChannel(gw, { type: 'anthropic', url: u.url, models: ['held-native'], priority: 2 - i });
+    const { us, hits } = await pair('held-native', 'anthropic');
     const ev = (o: { type: string }) => `event: ${o.type}\ndata: ${JSON.stringify(o)}\n\n`;
     const rest = [
       ping,
@@ -271,6 +247,6 @@ describe('an error after events that show the client nothing (a role-only delta,
     const names = [...r.text.matchAll(/^event: (\w+)$/gm)].map((m) => m[1]).filter((n) => n !== 'ping');
     expect(names).toEqual(['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
     expect(r.text).toContain('"text":"Hi"');
-    expect(us.map((x) => x.hits)).toEqual([1, 0]);
+    expect(hits()).toEqual([1, 0]);
   }, 15_000);
 });
