@@ -13,12 +13,13 @@ const COUNTER_CAP = sql.raw(String(MAX_COUNTER));
 export function pgBudgetCharges(tx: PgExecutor): AsyncBudgetCharges {
   return {
     async charge(budgetId, periodKey, cost) {
-      // One UPDATE: a new period restarts the spend and the alerts; a budget already in a later period (or gone) is not charged.
-      // The spend stops at 2^53 − 1 like used_quota.
+      // One UPDATE: a new period restarts the spend and the alerts; a charge committing after the budget already
+      // counts a later period counts in that one (see BudgetChargesRepo). The spend stops at 2^53 − 1 like used_quota.
       const [r] = await tx.execute<{ spent: string; alerted: number; limit_amount: string; period_key: string }>(sql`
-        UPDATE budgets SET spent = least(CASE WHEN period_key = ${periodKey} THEN spent + ${cost} ELSE ${cost} END, ${COUNTER_CAP}),
-          alerted = CASE WHEN period_key = ${periodKey} THEN alerted ELSE 0 END, period_key = ${periodKey}
-        WHERE id = ${budgetId} AND period_key COLLATE "C" <= ${periodKey}
+        UPDATE budgets SET spent = least(CASE WHEN period_key COLLATE "C" >= ${periodKey} THEN spent + ${cost} ELSE ${cost} END, ${COUNTER_CAP}),
+          alerted = CASE WHEN period_key COLLATE "C" >= ${periodKey} THEN alerted ELSE 0 END,
+          period_key = greatest(period_key COLLATE "C", ${periodKey})
+        WHERE id = ${budgetId}
         RETURNING spent, alerted, limit_amount, period_key`);
       return r ? { spent: Number(r.spent), alerted: Number(r.alerted), limitAmount: Number(r.limit_amount), periodKey: r.period_key } satisfies BudgetChargeResult : null;
     },

@@ -94,14 +94,14 @@ export function budgetsContract(make: MakeEnv): void {
       expect(await r.budgets.lowBalance(u.id)).toBeUndefined();
     });
 
-    test('charge adds within a period, restarts in a later one (alerts too), ignores an earlier one and a missing budget', async () => {
+    test('charge adds within a period, restarts in a later one (alerts too), counts a late one in the later period, ignores a missing budget', async () => {
       const { budgets, budgetCharges } = env().repos;
       const b = await budgets.insert(budget({ subjectId: (await seedUser(env().repos)).id, period: 'daily' }));
       expect(await budgetCharges.charge(b.id, '2026-01-31', 40)).toEqual({ spent: 40, alerted: 0, limitAmount: 1_000, periodKey: '2026-01-31' });
       await budgetCharges.markAlerted(b.id, 3);
       expect(await budgetCharges.charge(b.id, '2026-01-31', 2)).toEqual({ spent: 42, alerted: 3, limitAmount: 1_000, periodKey: '2026-01-31' });
-      // A late charge of an earlier period never rewinds the current one.
-      expect(await budgetCharges.charge(b.id, '2026-01-30', 500)).toBeNull();
+      // A late charge of an earlier period never rewinds the current one, and counts in it (the earlier one's spend is gone).
+      expect(await budgetCharges.charge(b.id, '2026-01-30', 500)).toEqual({ spent: 542, alerted: 3, limitAmount: 1_000, periodKey: '2026-01-31' });
       expect(await budgetCharges.charge(b.id, '2026-02-01', BIG)).toEqual({ spent: BIG, alerted: 0, limitAmount: 1_000, periodKey: '2026-02-01' });
       expect(await budgets.byId(b.id)).toMatchObject({ spent: BIG, alerted: 0, periodKey: '2026-02-01' });
       expect(await budgetCharges.charge(b.id + 100, '2026-02-01', 1)).toBeNull();

@@ -74,18 +74,18 @@ export class PgBudgetChargesRepo {
   constructor(private readonly db: PgDb) {}
 
   /**
-   * Adds `cost` to the budget's period `periodKey`; null when the budget is gone or already in a later
-   * period. One UPDATE, so the row lock orders concurrent charges and none is lost. Period keys compare
-   * bytewise (collate "C"), as SQLite's BINARY does.
+   * Adds `cost` to the budget's period `periodKey`, or to the later one it already counts (see
+   * BudgetChargesRepo); null when the budget is gone. One UPDATE, so the row lock orders concurrent charges
+   * and none is lost. Period keys compare bytewise (collate "C"), as SQLite's BINARY does.
    */
   async charge(budgetId: number, periodKey: string, cost: number, tx: PgWriter = this.db): Promise<BudgetChargeResult | null> {
-    const same = sql`${budgets.periodKey} = ${periodKey}`;
+    const sameOrLater = sql`${collateC(budgets.periodKey)} >= ${periodKey}`;
     const [r] = await tx.update(budgets).set({
       // An accumulating counter like used_quota: it stops at 2^53 − 1 (see BudgetChargesRepo).
-      spent: sql`least(case when ${same} then ${budgets.spent} + ${cost} else ${cost} end, ${sql.raw(String(MAX_COUNTER))})`,
-      alerted: sql`case when ${same} then ${budgets.alerted} else 0 end`,
-      periodKey,
-    }).where(and(eq(budgets.id, budgetId), lte(collateC(budgets.periodKey), periodKey)))
+      spent: sql`least(case when ${sameOrLater} then ${budgets.spent} + ${cost} else ${cost} end, ${sql.raw(String(MAX_COUNTER))})`,
+      alerted: sql`case when ${sameOrLater} then ${budgets.alerted} else 0 end`,
+      periodKey: sql`greatest(${collateC(budgets.periodKey)}, ${periodKey})`,
+    }).where(eq(budgets.id, budgetId))
       .returning({ spent: budgets.spent, alerted: budgets.alerted, limitAmount: budgets.limitAmount, periodKey: budgets.periodKey });
     return r ?? null;
   }

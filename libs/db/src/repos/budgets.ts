@@ -136,20 +136,22 @@ export class BudgetChargesRepo {
   private readonly outboxStmt: Statement;
 
   constructor(sqlite: Database) {
-    // A charge of a later period restarts the count (and the announced thresholds) from its own cost; a
-    // charge of an earlier period (a late journal replay) changes nothing, so the current period is never reset backwards.
+    // A charge of a later period restarts the count (and the announced thresholds) from its own cost. A charge
+    // committing after the budget already counts a later period (another node's clock is ahead, a later request's
+    // commit overtook it, a journal replayed after midnight) counts in that later period: the earlier one's spend is
+    // already gone, so skipping it would count it in none, and the current period is never reset backwards.
     // `spent` is an accumulating counter like used_quota: it stops at 2^53 − 1 instead of growing into values readers round.
     this.chargeStmt = sqlite.prepare(`UPDATE budgets SET
-      spent = min(CASE WHEN period_key = ?2 THEN spent + ?3 ELSE ?3 END, ${MAX_COUNTER}),
-      alerted = CASE WHEN period_key = ?2 THEN alerted ELSE 0 END,
-      period_key = ?2
-      WHERE id = ?1 AND period_key <= ?2 RETURNING spent, alerted, limit_amount AS limitAmount, period_key AS periodKey`);
+      spent = min(CASE WHEN period_key >= ?2 THEN spent + ?3 ELSE ?3 END, ${MAX_COUNTER}),
+      alerted = CASE WHEN period_key >= ?2 THEN alerted ELSE 0 END,
+      period_key = max(period_key, ?2)
+      WHERE id = ?1 RETURNING spent, alerted, limit_amount AS limitAmount, period_key AS periodKey`);
     this.alertedStmt = sqlite.prepare('UPDATE budgets SET alerted = ?2 WHERE id = ?1');
     this.outboxStmt = sqlite.prepare(`INSERT INTO alert_outbox (event_id, type, payload, status, attempts, next_attempt_at, last_error, created_at)
       VALUES (?, ?, ?, ?, 0, ?, '', ?)`);
   }
 
-  /** Adds `cost` to the budget's period `periodKey`; null when the budget is gone or already in a later period. */
+  /** Adds `cost` to the budget's period `periodKey`, or to the later one it already counts; null when the budget is gone. */
   charge(budgetId: number, periodKey: string, cost: number): BudgetChargeResult | null {
     return (this.chargeStmt.get(budgetId, periodKey, cost) as BudgetChargeResult | null) ?? null;
   }
