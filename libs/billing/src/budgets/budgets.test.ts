@@ -82,11 +82,11 @@ describe('BudgetBook with QuotaService', () => {
     expect(book.usage(b.id)).toMatchObject({ spent: 30, held: 0, pending: 0 });
   });
 
-  test('a late charge of an earlier period (journal replay) never resets the current one', () => {
+  test('a late charge of an earlier period (journal replay) never resets the current one, and counts in it', () => {
     const today = periodKey('daily', Date.now());
     const b = budgetRow({ periodKey: today, spent: 40 });
-    expect(new BudgetChargesRepo(h.sqlite).charge(b.id, '2000-01-01', 5)).toBeNull();
-    expect(new BudgetsRepo(h.db).byId(b.id)).toMatchObject({ periodKey: today, spent: 40 });
+    expect(new BudgetChargesRepo(h.sqlite).charge(b.id, '2000-01-01', 5)).toMatchObject({ periodKey: today, spent: 45 });
+    expect(new BudgetsRepo(h.db).byId(b.id)).toMatchObject({ periodKey: today, spent: 45 });
   });
 
   test('recorded, uncommitted charges count as spent; a charge is capped at the budget; releases give the hold back', () => {
