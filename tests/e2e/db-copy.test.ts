@@ -67,6 +67,7 @@ function seed(db: Db) {
   db.insert(sq.budgets).values({ id: 3, scope: 'key', subjectId: 12, period: 'monthly', limitAmount: 123_456_789_012_345, periodKey: '2025-11', spent: 9_007_199_254_740, alerted: 3, createdAt: now, updatedAt: now }).run();
   db.insert(sq.lowBalanceAlerts).values({ id: 1, userId: 7, threshold: 5_000_000_000_000, createdAt: now, updatedAt: now }).run();
   db.insert(sq.alertOutbox).values({ id: 4, eventId: 'evt_0123', type: 'budget.threshold', payload: '{"id":"evt_0123","data":{"note":"ünïcode \\"q\\""}}', status: 'failed', attempts: 12, nextAttemptAt: now, lastError: 'HTTP 503', createdAt: 1_763_900_000, deliveredAt: null }).run();
+  db.insert(sq.alertCaps).values({ id: 2, capKey: 'keys-of:7:monthly', periodKey: '2026-11', n: 30, expiresAt: 1_764_547_200_000 }).run();
   db.insert(sq.deletedApiKeys).values({ id: 13, userId: 7 }).run();
   db.insert(sq.realtimeSessions).values({ id: 2, sessionId: 'rt_1', userId: 7, apiKeyId: 12, model: 'gpt-realtime', startedAt: now, endedAt: now + 5, durationMs: 5, bytesIn: 4_294_967_296, closeCode: 1000 }).run();
 }

@@ -65,7 +65,6 @@ export interface BudgetBookDeps {
  * full rounds of 50/80/100 %. A key's owner sets and clears its budgets at will, and a new or re-limited
  * budget is announced afresh, so without a bound one cheap request per round floods the webhook (and the
  * one worker that delivers every operator's alerts). Low-balance alerts: as many per user and UTC day.
- * Counted in memory: a restart starts the count again.
  */
 export const MAX_THRESHOLD_ALERTS_PER_PERIOD = 9;
 
@@ -75,7 +74,15 @@ export const MAX_THRESHOLD_ALERTS_PER_PERIOD = 9;
  */
 export const MAX_KEY_ALERTS_PER_OWNER_PER_PERIOD = 30;
 
-const ALERT_COUNTS_PRUNE_AT = 50_000;
+/**
+ * A cap an alert counts against: `key` (`scope:subject:period kind`, `keys-of:owner:period kind`, `low:user:daily`)
+ * in its period. Counted in the database in the charge's transaction (table alert_caps), so every node and every
+ * restart sees one count; it outlives a cleared budget or a deleted key.
+ */
+interface AlertCap { key: string; periodKey: string; expiresAt: number; max: number }
+
+/** An alert a charge would write, once its caps allow it. */
+interface PendingAlert { caps: AlertCap[]; event: AlertEvent; suppressed: Record<string, string | number> }
 
 const newEventId = () => `evt_${crypto.randomUUID().replaceAll('-', '')}`;
 
@@ -86,8 +93,6 @@ export class BudgetBook {
   private byId = new Map<number, BudgetState>();
   private readonly held = new Map<number, number>();
   private readonly pending = new Map<number, number>();
-  /** `scope:subject:period` → threshold alerts written in its current period (outlives a cleared budget). */
-  private readonly alertCounts = new Map<string, { periodKey: string; n: number }>();
   private readonly now: () => number;
   private refreshing: Promise<void> | null = null;
   private refreshAgain = false;
@@ -253,15 +258,16 @@ export class BudgetBook {
     if (!this.concerns(row.userId, row.apiKeyId)) return null;
     const charges = this.d.charges!;
     const effects: BudgetEffects = { updates: [], events: [] };
+    const count = (c: AlertCap) => charges.countAlert(c.key, c.periodKey, c.expiresAt);
     for (const b of this.budgetsOf(row.userId, row.apiKeyId) ?? []) {
       const r = charges.charge(b.id, periodKey(b.period, row.createdAt * 1000), row.cost);
       if (!r) continue;
-      const { mask, events } = this.charged(b, r, row, effects);
+      const { mask, alerts } = this.charged(b, r, row, effects);
       if (mask !== null) charges.markAlerted(b.id, mask);
-      for (const e of events) charges.enqueue(this.outboxRow(e));
+      for (const a of alerts) if (a.caps.every((c) => count(c) <= c.max)) this.write(a, effects, (e) => charges.enqueue(e)); else this.suppressed(a);
     }
-    const low = this.lowBalanceEvent(row, balanceAfter, effects);
-    if (low) charges.enqueue(this.outboxRow(low));
+    const low = this.lowBalanceAlert(row, balanceAfter);
+    if (low) if (low.caps.every((c) => count(c) <= c.max)) this.write(low, effects, (e) => charges.enqueue(e)); else this.suppressed(low);
     return effects;
   }
 
@@ -272,80 +278,69 @@ export class BudgetBook {
   async commitWith(charges: AsyncBudgetCharges, row: SettlementRow, balanceAfter: number | undefined): Promise<BudgetEffects | null> {
     if (!this.concerns(row.userId, row.apiKeyId)) return null;
     const effects: BudgetEffects = { updates: [], events: [] };
+    const within = async (a: PendingAlert) => {
+      for (const c of a.caps) if (await charges.countAlert(c.key, c.periodKey, c.expiresAt) > c.max) return false;
+      return true;
+    };
     for (const b of this.budgetsOf(row.userId, row.apiKeyId) ?? []) {
       const r = await charges.charge(b.id, periodKey(b.period, row.createdAt * 1000), row.cost);
       if (!r) continue;
-      const { mask, events } = this.charged(b, r, row, effects);
+      const { mask, alerts } = this.charged(b, r, row, effects);
       if (mask !== null) await charges.markAlerted(b.id, mask);
-      for (const e of events) await charges.enqueue(this.outboxRow(e));
+      for (const a of alerts) if (await within(a)) await this.write(a, effects, (e) => charges.enqueue(e)); else this.suppressed(a);
     }
-    const low = this.lowBalanceEvent(row, balanceAfter, effects);
-    if (low) await charges.enqueue(this.outboxRow(low));
+    const low = this.lowBalanceAlert(row, balanceAfter);
+    if (low) if (await within(low)) await this.write(low, effects, (e) => charges.enqueue(e)); else this.suppressed(low);
     return effects;
   }
 
-  /** What one budget charge announces: the thresholds crossed for the first time this period (added to `effects`). */
-  private charged(b: BudgetState, r: BudgetChargeResult, row: SettlementRow, effects: BudgetEffects): { mask: number | null; events: AlertEvent[] } {
+  /** Queues an alert that is within its caps and adds it to `effects`. */
+  private write<T>(a: PendingAlert, effects: BudgetEffects, enqueue: (row: ReturnType<BudgetBook['outboxRow']>) => T): T {
+    effects.events.push(a.event);
+    return enqueue(this.outboxRow(a.event));
+  }
+
+  private suppressed(a: PendingAlert): void {
+    this.d.log?.warn('alert.suppressed', a.suppressed);
+  }
+
+  /** What one budget charge announces: the thresholds crossed for the first time this period, each with the caps it counts against. */
+  private charged(b: BudgetState, r: BudgetChargeResult, row: SettlementRow, effects: BudgetEffects): { mask: number | null; alerts: PendingAlert[] } {
     effects.updates.push({ id: b.id, periodKey: r.periodKey, spent: r.spent });
     const reached = reachedMask(r.spent, r.limitAmount);
     const fresh = reached & ~r.alerted;
-    if (!fresh) return { mask: null, events: [] };
-    const events: AlertEvent[] = [];
+    if (!fresh) return { mask: null, alerts: [] };
     const atMs = row.createdAt * 1000;
-    for (const pct of thresholdsOf(fresh)) {
-      if (!this.alertAllowed(`${b.scope}:${b.subjectId}:${b.period}`, r.periodKey)
-        || (b.scope === 'key' && !this.alertAllowed(`keys-of:${row.userId}:${b.period}`, r.periodKey, MAX_KEY_ALERTS_PER_OWNER_PER_PERIOD))) {
-        this.d.log?.warn('alert.suppressed', { budget_id: b.id, scope: b.scope, subject_id: b.subjectId, period: b.period, period_key: r.periodKey, threshold: pct,
-          msg: `more than ${MAX_THRESHOLD_ALERTS_PER_PERIOD} threshold alerts for this subject, or ${MAX_KEY_ALERTS_PER_OWNER_PER_PERIOD} for this owner's keys, this period (budgets or keys set and cleared repeatedly?)` });
-        continue;
-      }
-      events.push(this.event('budget.threshold', row.createdAt, {
+    const expiresAt = periodEnd(b.period, atMs);
+    const caps: AlertCap[] = [{ key: `${b.scope}:${b.subjectId}:${b.period}`, periodKey: r.periodKey, expiresAt, max: MAX_THRESHOLD_ALERTS_PER_PERIOD }];
+    if (b.scope === 'key') caps.push({ key: `keys-of:${row.userId}:${b.period}`, periodKey: r.periodKey, expiresAt, max: MAX_KEY_ALERTS_PER_OWNER_PER_PERIOD });
+    const alerts = thresholdsOf(fresh).map((pct) => ({
+      caps,
+      event: this.event('budget.threshold', row.createdAt, {
         budget_id: b.id, scope: b.scope, user_id: row.userId, key_id: b.scope === 'key' ? b.subjectId : null, period: b.period,
         period_key: r.periodKey, period_end: Math.floor(periodEnd(b.period, atMs) / 1000), threshold: pct, limit: r.limitAmount, spent: r.spent,
         request_id: row.requestId,
-      }));
-    }
-    effects.events.push(...events);
-    return { mask: r.alerted | reached, events };
+      }),
+      suppressed: { budget_id: b.id, scope: b.scope, subject_id: b.subjectId, period: b.period, period_key: r.periodKey, threshold: pct,
+        msg: `more than ${MAX_THRESHOLD_ALERTS_PER_PERIOD} threshold alerts for this subject, or ${MAX_KEY_ALERTS_PER_OWNER_PER_PERIOD} for this owner's keys, this period (budgets or keys set and cleared repeatedly?)` },
+    }));
+    return { mask: r.alerted | reached, alerts };
   }
 
-  /** A low-balance crossing (`balanceAfter + cost ≥ threshold > balanceAfter`), added last to `effects`. */
-  private lowBalanceEvent(row: SettlementRow, balanceAfter: number | undefined, effects: BudgetEffects): AlertEvent | null {
+  /** A low-balance crossing (`balanceAfter + cost ≥ threshold > balanceAfter`), with its cap. */
+  private lowBalanceAlert(row: SettlementRow, balanceAfter: number | undefined): PendingAlert | null {
     const threshold = this.lowBalance.get(row.userId);
     if (threshold === undefined || balanceAfter === undefined || balanceAfter >= threshold || balanceAfter + row.cost < threshold) return null;
     // The user sets its own threshold at will: re-armed just under the balance before every cheap request, it would
     // otherwise write an alert per request. Bounded like budget thresholds, per user and UTC day.
-    const day = periodKey('daily', row.createdAt * 1000);
-    if (!this.alertAllowed(`low:${row.userId}:daily`, day)) {
-      this.d.log?.warn('alert.suppressed', { type: 'balance.low', user_id: row.userId, period_key: day, threshold, balance: balanceAfter,
-        msg: `more than ${MAX_THRESHOLD_ALERTS_PER_PERIOD} low-balance alerts for this user today (threshold set repeatedly?)` });
-      return null;
-    }
-    const e = this.event('balance.low', row.createdAt, { user_id: row.userId, threshold, balance: balanceAfter, request_id: row.requestId });
-    effects.events.push(e);
-    return e;
-  }
-
-  /** Counts one alert of `id` (`scope:subject:period kind`) in `periodKey`; false once it has had its share. */
-  private alertAllowed(id: string, periodKey: string, max = MAX_THRESHOLD_ALERTS_PER_PERIOD): boolean {
-    const c = this.alertCounts.get(id);
-    if (!c || c.periodKey !== periodKey) {
-      if (!c && this.alertCounts.size >= ALERT_COUNTS_PRUNE_AT) this.pruneAlertCounts();
-      this.alertCounts.set(id, { periodKey, n: 1 });
-      return true;
-    }
-    if (c.n >= max) return false;
-    c.n++;
-    return true;
-  }
-
-  /** Drops the counts of past periods (subjects of deleted keys would otherwise stay forever). */
-  private pruneAlertCounts(): void {
-    const t = this.now();
-    for (const [id, c] of this.alertCounts) {
-      const period = id.slice(id.lastIndexOf(':') + 1) as BudgetPeriod;
-      if (c.periodKey !== periodKey(period, t)) this.alertCounts.delete(id);
-    }
+    const atMs = row.createdAt * 1000;
+    const day = periodKey('daily', atMs);
+    return {
+      caps: [{ key: `low:${row.userId}:daily`, periodKey: day, expiresAt: periodEnd('daily', atMs), max: MAX_THRESHOLD_ALERTS_PER_PERIOD }],
+      event: this.event('balance.low', row.createdAt, { user_id: row.userId, threshold, balance: balanceAfter, request_id: row.requestId }),
+      suppressed: { type: 'balance.low', user_id: row.userId, period_key: day, threshold, balance: balanceAfter,
+        msg: `more than ${MAX_THRESHOLD_ALERTS_PER_PERIOD} low-balance alerts for this user today (threshold set repeatedly?)` },
+    };
   }
 
   private event(type: AlertEvent['type'], createdAt: number, data: Record<string, unknown>): AlertEvent {

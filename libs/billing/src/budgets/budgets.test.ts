@@ -43,6 +43,7 @@ let quota: QuotaService;
 let book: BudgetBook;
 let userId: number;
 let keyId: number;
+let restart: () => { book: BudgetBook; quota: QuotaService };
 const key = () => ({ id: keyId, unlimitedQuota: true, remainQuota: 0 });
 
 beforeEach(async () => {
@@ -57,6 +58,10 @@ beforeEach(async () => {
   keyId = h.db.insert(apiKeys).values({ userId, keyHash: 'h', prefix: 'sk-', createdAt: 1, updatedAt: 1 }).returning().get().id;
   book = new BudgetBook({ repo: new BudgetsRepo(h.db), charges: new BudgetChargesRepo(h.sqlite), deliver: true });
   quota = new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices, bus, budgets: book });
+  restart = () => {
+    const b = new BudgetBook({ repo: new BudgetsRepo(h.db), charges: new BudgetChargesRepo(h.sqlite), deliver: true });
+    return { book: b, quota: new QuotaService({ sink: new SettlementsRepo(h.sqlite), prices, bus, budgets: b }) };
+  };
 });
 afterEach(() => { h.close(); rmSync(dir, { recursive: true, force: true }); });
 
@@ -121,6 +126,18 @@ describe('BudgetBook with QuotaService', () => {
     const rows = new AlertOutboxRepo(h.db).list({ offset: 0, limit: 10 }).items.reverse();
     expect(rows.map((r) => JSON.parse(r.payload).data.threshold)).toEqual([50, 80, 100]);
     expect(rows.every((r) => r.status === 'pending')).toBe(true);
+  });
+
+  test('alert caps are counted in the database: 12 restarts, each crossing a re-armed low-balance threshold once, write 9', () => {
+    const repo = new BudgetsRepo(h.db);
+    for (let i = 0; i < 12; i++) {
+      const p = restart();
+      repo.setLowBalance(userId, (h.sqlite.query('select quota from users where id = ?').get(userId) as { quota: number }).quota, 1);
+      p.book.reload();
+      p.quota.settle(p.quota.reserveLocal({ userId, apiKey: key(), amount: 1, ref: `r${i}` }), log(`r${i}`, 1));
+    }
+    const low = new AlertOutboxRepo(h.db).list({ offset: 0, limit: 100 }).items.filter((r) => r.type === 'balance.low');
+    expect(low.length).toBe(9);
   });
 });
 

@@ -1,6 +1,6 @@
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import { MAX_COUNTER } from '@gw/core';
-import type { AsyncBudgetCharges, BudgetChargeResult } from '../repos/budgets';
+import { ALERT_CAP_SQL, type AsyncBudgetCharges, type BudgetChargeResult } from '../repos/budgets';
 import type { PgExecutor } from './prepared';
 
 const COUNTER_CAP = sql.raw(String(MAX_COUNTER));
@@ -30,7 +30,18 @@ export function pgBudgetCharges(tx: PgExecutor): AsyncBudgetCharges {
       await tx.execute(sql`INSERT INTO alert_outbox (event_id, type, payload, status, attempts, next_attempt_at, last_error, created_at)
         VALUES (${e.eventId}, ${e.type}, ${e.payload}, ${e.status}, 0, ${e.nextAttemptAt}, '', ${e.createdAt})`);
     },
+    async countAlert(capKey, periodKey, expiresAt) {
+      const [r] = await tx.execute<{ n: string }>(alertCapSql(capKey, periodKey, expiresAt));
+      return Number(r!.n);
+    },
   };
+}
+
+/** ALERT_CAP_SQL with its $1..$3 bound. */
+export function alertCapSql(capKey: string, periodKey: string, expiresAt: number): SQL {
+  const args = [capKey, periodKey, expiresAt];
+  const parts = ALERT_CAP_SQL.split(/\$(\d)/);
+  return sql.join(parts.map((p, i) => (i % 2 ? sql`${args[Number(p) - 1]}` : sql.raw(p))));
 }
 
 /** Locks the budgets a batch charges, in id order, so two nodes' batches cannot deadlock on them. */

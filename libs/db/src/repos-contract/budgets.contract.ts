@@ -107,6 +107,15 @@ export function budgetsContract(make: MakeEnv): void {
       expect(await budgetCharges.charge(b.id + 100, '2026-02-01', 1)).toBeNull();
     });
 
+    test('countAlert counts per cap and period, restarts in a later one, counts a late one in the later period', async () => {
+      const { budgetCharges } = env().repos;
+      expect(await budgetCharges.countAlert('low:1:daily', '2026-01-31', 10)).toBe(1);
+      expect(await budgetCharges.countAlert('low:1:daily', '2026-01-31', 10)).toBe(2);
+      expect(await budgetCharges.countAlert('low:2:daily', '2026-01-31', 10)).toBe(1);
+      expect(await budgetCharges.countAlert('low:1:daily', '2026-02-01', 20)).toBe(1);
+      expect(await budgetCharges.countAlert('low:1:daily', '2026-01-31', 10)).toBe(2);
+    });
+
     test('spent stops at 2^53 − 1 like used_quota (and a new period starts below it again)', async () => {
       const { budgets, budgetCharges } = env().repos;
       const b = await budgets.insert(budget({ subjectId: (await seedUser(env().repos)).id, period: 'daily' }));

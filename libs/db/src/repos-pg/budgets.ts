@@ -3,6 +3,7 @@ import { MAX_COUNTER } from '@gw/core';
 import type { PgDb } from '../pg/client';
 import { alertOutbox, budgets, lowBalanceAlerts } from '../schema-pg';
 import type { AlertOutboxRow, BudgetChargeResult, BudgetExpected, BudgetRow, LowBalanceRow } from '../repos/budgets';
+import { alertCapSql } from '../pg/budget-charges';
 import { collateC, type PgWriter } from './sql';
 
 /** PostgreSQL twin of BudgetsRepo in ../repos/budgets.ts (same methods, async). */
@@ -99,6 +100,11 @@ export class PgBudgetChargesRepo {
     await tx.insert(alertOutbox).values({
       eventId: e.eventId, type: e.type, payload: e.payload, status: e.status, attempts: 0, nextAttemptAt: e.nextAttemptAt, lastError: '', createdAt: e.createdAt,
     });
+  }
+
+  async countAlert(capKey: string, periodKey: string, expiresAt: number, tx: PgWriter = this.db): Promise<number> {
+    const [r] = await tx.execute(alertCapSql(capKey, periodKey, expiresAt)) as unknown as Array<{ n: string | number }>;
+    return Number(r!.n);
   }
 }
 

@@ -124,6 +124,7 @@ export interface AsyncBudgetCharges {
   charge(budgetId: number, periodKey: string, cost: number): Promise<BudgetChargeResult | null>;
   markAlerted(budgetId: number, mask: number): Promise<void>;
   enqueue(e: AlertOutboxEntry): Promise<void>;
+  countAlert(capKey: string, periodKey: string, expiresAt: number): Promise<number>;
 }
 
 /**
@@ -134,6 +135,7 @@ export class BudgetChargesRepo {
   private readonly chargeStmt: Statement;
   private readonly alertedStmt: Statement;
   private readonly outboxStmt: Statement;
+  private readonly capStmt: Statement;
 
   constructor(sqlite: Database) {
     // A charge of a later period restarts the count (and the announced thresholds) from its own cost. A charge
@@ -149,6 +151,7 @@ export class BudgetChargesRepo {
     this.alertedStmt = sqlite.prepare('UPDATE budgets SET alerted = ?2 WHERE id = ?1');
     this.outboxStmt = sqlite.prepare(`INSERT INTO alert_outbox (event_id, type, payload, status, attempts, next_attempt_at, last_error, created_at)
       VALUES (?, ?, ?, ?, 0, ?, '', ?)`);
+    this.capStmt = sqlite.prepare(ALERT_CAP_SQL.replaceAll('$1', '?1').replaceAll('$2', '?2').replaceAll('$3', '?3').replaceAll('greatest', 'max'));
   }
 
   /** Adds `cost` to the budget's period `periodKey`, or to the later one it already counts; null when the budget is gone. */
@@ -164,7 +167,24 @@ export class BudgetChargesRepo {
   enqueue(e: { eventId: string; type: string; payload: string; status: 'pending' | 'skipped'; nextAttemptAt: number; createdAt: number }): void {
     this.outboxStmt.run(e.eventId, e.type, e.payload, e.status, e.nextAttemptAt, e.createdAt);
   }
+
+  /** Counts one alert of `capKey` in `periodKey` (ending at `expiresAt`, Unix ms); returns its count this period, this one included. */
+  countAlert(capKey: string, periodKey: string, expiresAt: number): number {
+    return (this.capStmt.get(capKey, periodKey, expiresAt) as { n: number }).n;
+  }
 }
+
+/**
+ * One alert counted against a cap, in the charge's transaction: a new period starts the count again; an alert of an
+ * earlier period committing late counts in the later one, as its charge does. Both databases run it ($n placeholders;
+ * SQLite's scalar max for greatest). Period keys compare bytewise.
+ */
+export const ALERT_CAP_SQL = `INSERT INTO alert_caps (cap_key, period_key, n, expires_at) VALUES ($1, $2, 1, $3)
+  ON CONFLICT (cap_key) DO UPDATE SET
+    n = CASE WHEN alert_caps.period_key >= excluded.period_key THEN alert_caps.n + 1 ELSE 1 END,
+    period_key = greatest(alert_caps.period_key, excluded.period_key),
+    expires_at = greatest(alert_caps.expires_at, excluded.expires_at)
+  RETURNING n`;
 
 /** The alert outbox as the delivery worker and the management API see it. */
 export class AlertOutboxRepo {

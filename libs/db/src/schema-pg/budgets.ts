@@ -36,3 +36,11 @@ export const alertOutbox = pgTable('alert_outbox', {
   createdAt: big('created_at').notNull(),
   deliveredAt: big('delivered_at'),
 }, (t) => [uniqueIndex('alert_outbox_event_uq').on(t.eventId), index('alert_outbox_due_idx').on(t.status, t.nextAttemptAt)]);
+
+export const alertCaps = pgTable('alert_caps', {
+  id: idColumn(),
+  capKey: text('cap_key').notNull(),
+  periodKey: text('period_key').notNull(),
+  n: big('n').notNull(),
+  expiresAt: big('expires_at').notNull(),
+}, (t) => [uniqueIndex('alert_caps_key_uq').on(t.capKey), index('alert_caps_expires_idx').on(t.expiresAt)]);

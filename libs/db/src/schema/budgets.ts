@@ -53,3 +53,17 @@ export const alertOutbox = sqliteTable('alert_outbox', {
   createdAt: integer('created_at').notNull(),
   deliveredAt: integer('delivered_at'),
 }, (t) => [uniqueIndex('alert_outbox_event_uq').on(t.eventId), index('alert_outbox_due_idx').on(t.status, t.nextAttemptAt)]);
+
+/**
+ * How many alerts one cap (`cap_key`: a budget subject, an owner's keys, a user's low-balance alerts, per period
+ * kind) has written in its current period `period_key`. Counted in the charge's transaction, in the database, so
+ * the caps hold across nodes and restarts, and apart from the outbox, whose delivered rows are pruned. A row of a
+ * past period (`expires_at`, Unix ms, its end) counts nothing and is pruned with the outbox.
+ */
+export const alertCaps = sqliteTable('alert_caps', {
+  id: integer('id').primaryKey({ autoIncrement: true }),
+  capKey: text('cap_key').notNull(),
+  periodKey: text('period_key').notNull(),
+  n: integer('n').notNull(),
+  expiresAt: integer('expires_at').notNull(),
+}, (t) => [uniqueIndex('alert_caps_key_uq').on(t.capKey), index('alert_caps_expires_idx').on(t.expiresAt)]);
