@@ -1,5 +1,5 @@
 import { AlwaysLeader, MemoryRateLimits, bunFetchLimit, errorText, nowSeconds, stdLogger, readBounded, type ChangeBus, type Leader, type Logger, type RateLimits } from '@gw/core';
-import { AlertDispatcher, alertWebhookConfig, billingConfig, BudgetBook, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps, type SharedHolds } from '@gw/billing';
+import { AlertDispatcher, OutboxRetention, alertWebhookConfig, billingConfig, BudgetBook, PriceBook, QuotaService, SettlementJournal, type BillingConfig, type QuotaDeps, type SharedHolds } from '@gw/billing';
 import type { AlertOutboxStore, AsyncSettlementSink, BudgetChargesRepo, BudgetsStore, CheckpointStore, GroupsStore, PricesStore, SettlementSink, UnfinishedStore, UsageLogsStore } from '@gw/db';
 import type { ProviderAdapter } from '@gw/providers';
 import { probeRequest, type KeyRef } from '@gw/channels';
@@ -163,6 +163,8 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
   const leader = w.leader ?? new AlwaysLeader();
   if (leader.isLeader) health.start();
   const stopFollowing = leader.onChange((leads) => (leads ? health.start() : health.close()));
+  const retention = new OutboxRetention(alertOutbox, alertCfg, w.log);
+  retention.follow(leader);
   const affinity = new SessionAffinity({ ttlMs: config.affinityTtlSeconds * 1000, maxEntries: config.affinityMaxEntries, maxPerUser: config.affinityMaxPerUser });
   const limiter = new RequestLimiter(w.rateLimits ?? new MemoryRateLimits(), { leaseMs: config.limitLeaseMs });
   const relay = new RelayService({
@@ -194,7 +196,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
       if (budgetRetry) clearTimeout(budgetRetry);
       stopFollowing(); stopForgetting(); inflight.close(); health.close(); quota.close();
     },
-    closeAlerts: async () => { await alerts?.close(); },
+    closeAlerts: async () => { await Promise.all([alerts?.close(), retention.close()]); },
   };
 }
 

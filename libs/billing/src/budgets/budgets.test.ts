@@ -164,7 +164,7 @@ describe('alert webhook', () => {
     });
     const { log, lines } = memoryLogger({ format: 'text' });
     const outbox = new AlertOutboxRepo(h.db);
-    const d = new AlertDispatcher(outbox, { url: `http://127.0.0.1:${srv.port}/`, secret: 's'.repeat(16), timeoutMs: 1000, maxAttempts: 3, retryMs: 10, retryMaxMs: 20, pollMs: 10 }, log);
+    const d = new AlertDispatcher(outbox, { url: `http://127.0.0.1:${srv.port}/`, secret: 's'.repeat(16), timeoutMs: 1000, maxAttempts: 3, retryMs: 10, retryMaxMs: 20, pollMs: 10, retentionDays: 0, pruneMs: 1000 }, log);
     d.start();
     const deadline = Date.now() + 3000;
     while (Date.now() < deadline && outbox.list({ status: 'pending', offset: 0, limit: 10 }).total > 0) await Bun.sleep(10);

@@ -4,3 +4,4 @@ export * from './book';
 export * from './service';
 export * from './webhook-config';
 export * from './alert-webhook';
+export * from './outbox-retention';

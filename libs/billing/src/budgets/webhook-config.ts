@@ -15,6 +15,10 @@ export interface AlertWebhookConfig {
   retryMaxMs: number;
   /** How often the worker looks for due alerts besides being woken by new ones (retries, leftovers of a crash). */
   pollMs: number;
+  /** ALERT_OUTBOX_RETENTION_DAYS: days delivered and skipped alerts stay in the outbox (0: forever). */
+  retentionDays: number;
+  /** ALERT_OUTBOX_PRUNE_MS: how often the leader prunes them. */
+  pruneMs: number;
 }
 
 export function alertWebhookConfig(env: Record<string, string | undefined>): AlertWebhookConfig {
@@ -34,5 +38,7 @@ export function alertWebhookConfig(env: Record<string, string | undefined>): Ale
     retryMs,
     retryMaxMs: readIntEnv(env, 'ALERT_WEBHOOK_RETRY_MAX_MS', 3_600_000, retryMs, 86_400_000),
     pollMs: Math.min(retryMs, 5000),
+    retentionDays: readIntEnv(env, 'ALERT_OUTBOX_RETENTION_DAYS', 30, 0, 36_500),
+    pruneMs: readIntEnv(env, 'ALERT_OUTBOX_PRUNE_MS', 3_600_000, 100, 86_400_000),
   };
 }

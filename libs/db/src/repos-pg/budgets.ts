@@ -1,8 +1,8 @@
-import { and, asc, count, desc, eq, inArray, lte, sql, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, inArray, lt, lte, sql, type SQL } from 'drizzle-orm';
 import { MAX_COUNTER } from '@gw/core';
 import type { PgDb } from '../pg/client';
-import { alertOutbox, budgets, lowBalanceAlerts } from '../schema-pg';
-import type { AlertOutboxRow, BudgetChargeResult, BudgetExpected, BudgetRow, LowBalanceRow } from '../repos/budgets';
+import { alertCaps, alertOutbox, budgets, lowBalanceAlerts } from '../schema-pg';
+import { prunable, type AlertOutboxRow, type BudgetChargeResult, type BudgetExpected, type BudgetRow, type LowBalanceRow } from '../repos/budgets';
 import { alertCapSql } from '../pg/budget-charges';
 import { collateC, type PgWriter } from './sql';
 
@@ -142,5 +142,11 @@ export class PgAlertOutboxRepo {
       this.db.select({ n: count() }).from(alertOutbox).where(where),
     ]);
     return { items, total: t?.n ?? 0 };
+  }
+
+  async prune(beforeMs: number, nowMs: number, limit: number): Promise<number> {
+    await this.db.delete(alertCaps).where(lt(alertCaps.expiresAt, nowMs));
+    const ids = this.db.select({ id: alertOutbox.id }).from(alertOutbox).where(prunable(beforeMs, alertOutbox)).limit(limit);
+    return (await this.db.delete(alertOutbox).where(inArray(alertOutbox.id, ids)).returning({ id: alertOutbox.id })).length;
   }
 }

@@ -1,8 +1,8 @@
-import { and, asc, desc, eq, inArray, lte, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, lt, lte, sql, type SQL, type SQLWrapper } from 'drizzle-orm';
 import type { Database, Statement } from 'bun:sqlite';
 import { MAX_COUNTER } from '@gw/core';
 import type { Db } from '../client';
-import { alertOutbox, budgets, lowBalanceAlerts } from '../schema';
+import { alertCaps, alertOutbox, budgets, lowBalanceAlerts } from '../schema';
 
 export type BudgetRow = typeof budgets.$inferSelect;
 /** What updateFrom compares before it writes. */
@@ -50,6 +50,11 @@ export interface AlertOutboxStore {
   retry(id: number, attempts: number, nextMs: number, error: string): Awaitable<void>;
   failed(id: number, attempts: number, error: string): Awaitable<void>;
   list(q: { status?: string; offset: number; limit: number }): Awaitable<{ items: AlertOutboxRow[]; total: number }>;
+  /**
+   * Deletes up to `limit` delivered alerts delivered before `beforeMs` and skipped ones created before it (pending and
+   * failed ones stay), and the alert caps of periods ended before `nowMs`; returns the outbox rows deleted.
+   */
+  prune(beforeMs: number, nowMs: number, limit: number): Awaitable<number>;
 }
 
 /** Storage of budgets and low-balance thresholds (management side); knows SQL, no rules. */
@@ -223,4 +228,15 @@ export class AlertOutboxRepo {
     const total = this.db.select({ n: sql<number>`count(*)`.mapWith(Number) }).from(alertOutbox).where(where).get()?.n ?? 0;
     return { items, total };
   }
+
+  prune(beforeMs: number, nowMs: number, limit: number): number {
+    this.db.delete(alertCaps).where(lt(alertCaps.expiresAt, nowMs)).run();
+    const ids = this.db.select({ id: alertOutbox.id }).from(alertOutbox).where(prunable(beforeMs)).limit(limit);
+    return this.db.delete(alertOutbox).where(inArray(alertOutbox.id, ids)).returning({ id: alertOutbox.id }).all().length;
+  }
+}
+
+/** Outbox rows done with before `beforeMs` (Unix ms; created_at is in seconds). */
+export function prunable(beforeMs: number, t: { status: SQLWrapper; deliveredAt: SQLWrapper; createdAt: SQLWrapper } = alertOutbox): SQL {
+  return sql`(${t.status} = 'delivered' and ${t.deliveredAt} < ${beforeMs}) or (${t.status} = 'skipped' and ${t.createdAt} < ${Math.floor(beforeMs / 1000)})`;
 }

@@ -1,0 +1,65 @@
+/**
+ * Removes alerts done with from the outbox: delivered ones ALERT_OUTBOX_RETENTION_DAYS after their delivery,
+ * skipped ones (no webhook configured) as long after they were written. Pending and failed alerts stay, as do the
+ * alert caps of the current periods (a table of their own, so pruning never lets a flood through again). Runs on
+ * the leader only (one node of a cluster), every ALERT_OUTBOX_PRUNE_MS, in bounded batches so a large backlog
+ * never holds a long transaction.
+ */
+import { errorText, type Leader, type Logger } from '@gw/core';
+import type { AlertOutboxStore } from '@gw/db';
+
+const BATCH = 5000;
+
+export interface OutboxRetentionConfig {
+  /** Days a delivered or skipped alert is kept; 0 keeps them forever. */
+  retentionDays: number;
+  pruneMs: number;
+}
+
+export class OutboxRetention {
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private running: Promise<unknown> | null = null;
+  private stopFollowing: (() => void) | null = null;
+
+  constructor(private readonly repo: AlertOutboxStore, private readonly cfg: OutboxRetentionConfig, private readonly log?: Logger, private readonly now: () => number = Date.now) {}
+
+  /** Prunes now and then periodically while `leader` leads. */
+  follow(leader: Leader): void {
+    if (this.cfg.retentionDays <= 0) return;
+    if (leader.isLeader) this.start();
+    this.stopFollowing = leader.onChange((leads) => (leads ? this.start() : this.stop()));
+  }
+
+  private start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => this.tick(), this.cfg.pruneMs);
+    (this.timer as { unref?: () => void }).unref?.();
+    this.tick();
+  }
+
+  private stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  private tick(): void {
+    if (this.running) return;
+    this.running = this.prune().catch((e) => this.log?.error('alert.prune_failed', { cause: errorText(e) })).finally(() => { this.running = null; });
+  }
+
+  /** One pass: batches until the backlog is gone. */
+  async prune(): Promise<number> {
+    const now = this.now();
+    const before = now - this.cfg.retentionDays * 86_400_000;
+    let total = 0;
+    for (let n = BATCH; n >= BATCH && this.timer; total += n) n = await this.repo.prune(before, now, BATCH);
+    if (total) this.log?.info('alert.pruned', { rows: total, before: new Date(before).toISOString() });
+    return total;
+  }
+
+  async close(): Promise<void> {
+    this.stopFollowing?.();
+    this.stop();
+    await this.running;
+  }
+}
