@@ -60,6 +60,23 @@ export function parseIp(raw: string): Addr | null {
   return { v: 6, n: v6 };
 }
 
+/**
+ * The address an X-Forwarded-For entry names, or null when it names none. Proxies and load balancers write
+ * `1.2.3.4:5678`, `[2001:db8::1]:443` or `[::1]`, some quote the entry (RFC 7239's style) or pad it: each is
+ * the address alone, so a key's allow_ips and the per-address limits see one client, not one per port.
+ */
+export function forwardedAddress(entry: string): string | null {
+  let s = entry.trim();
+  if (s.length > 2 && s.startsWith('"') && s.endsWith('"')) s = s.slice(1, -1).trim();
+  const bracketed = /^\[([^\]]*)\](?::(\d{1,5}))?$/.exec(s);
+  if (bracketed) s = bracketed[1]!;
+  else {
+    const v4Port = /^([\d.]+):\d{1,5}$/.exec(s);
+    if (v4Port) s = v4Port[1]!;
+  }
+  return parseIp(s) ? s : null;
+}
+
 /** Longer than any written IPv6 address (45 characters, zone aside). */
 const MAX_RAW_KEY = 64;
 const HASHED = /^sha256:[0-9a-f]{64}$/;

@@ -5,9 +5,9 @@
  * n-th entry from the right, as each proxy that appends (nginx's `$proxy_add_x_forwarded_for`, HAProxy's
  * `option forwardfor`) adds its peer at the end and whatever the client sent stays on the left. Without it
  * the leftmost entry is taken, which is right only behind a proxy that overwrites the header.
- * A forwarded entry is the client's text, so it is bounded (boundedIpText) before anything records it.
+ * X-Real-IP is not read: one header to configure is one header to get right.
  */
-import { boundedIpText } from '@gw/identity';
+import { forwardedAddress } from '@gw/identity';
 
 let trust: boolean | number = false;
 /** true: the leftmost X-Forwarded-For entry; n ≥ 1: n proxies, the n-th entry from the right; false: the socket. */
@@ -17,10 +17,13 @@ export function clientIp(request: Request, server: { requestIP(r: Request): { ad
   if (trust) {
     const xff = request.headers.get('x-forwarded-for');
     if (xff) {
-      if (trust === true) return boundedIpText(xff.split(',')[0]!.trim());
-      // Fewer entries than proxies: the request skipped an outer proxy; the farthest address known is taken.
       const parts = xff.split(',');
-      return boundedIpText(parts[Math.max(0, parts.length - trust)]!.trim());
+      // Fewer entries than proxies: the request skipped an outer proxy; the farthest address known is taken.
+      const entry = trust === true ? parts[0]! : parts[Math.max(0, parts.length - trust)]!;
+      // An entry that is no address is the socket's (the proxy's): taken as written, every spelling of
+      // nonsense was a per-address limit of its own.
+      const address = forwardedAddress(entry);
+      if (address !== null) return address;
     }
   }
   return server?.requestIP(request)?.address ?? '';
