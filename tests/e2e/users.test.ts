@@ -198,6 +198,35 @@ describe('role rules', () => {
     expect((await gw.api('PUT', '/api/user/', { id: other.id, password: 'set-by-root-123' }, r.token)).status).toBe(200);
     expect((await login(other.username, 'set-by-root-123')).status).toBe(200);
   });
+
+  test("root's own username changes only through PUT /api/user/self with the current password: it is what the owner logs in with", async () => {
+    // A stolen root session renamed its own account: the owner's next login (old name, right password) was a 401.
+    const r = await makeUser(gw, 100);
+    const renamed = `${r.username}x`;
+    const direct = await gw.api('PUT', '/api/user/', { id: r.id, username: renamed }, r.token);
+    expect({ status: direct.status, code: direct.body.error?.code, param: direct.body.error?.param }).toEqual({ status: 403, code: 'use_self_route', param: 'username' });
+    expect((await login(r.username, r.password)).status).toBe(200);
+    // The same name again is no change; another root's name stays root's to set.
+    expect((await gw.api('PUT', '/api/user/', { id: r.id, username: r.username, display_name: 'me' }, r.token)).status).toBe(200);
+    const other = await makeUser(gw, 100);
+    expect((await gw.api('PUT', '/api/user/', { id: other.id, username: `${other.username}y` }, r.token)).status).toBe(200);
+
+    const self = (body: Record<string, unknown>, token: string) => gw.api('PUT', '/api/user/self', body, token);
+    const bare = await self({ username: renamed }, r.token);
+    expect({ status: bare.status, code: bare.body.error?.code, param: bare.body.error?.param }).toEqual({ status: 400, code: 'missing_field', param: 'current_password' });
+    expect((await self({ username: renamed, current_password: 'wrong-password-1' }, r.token)).status).toBe(403);
+    expect((await login(r.username, r.password)).status).toBe(200);
+    const taken = await self({ username: other.username.toUpperCase() + 'Y', current_password: r.password }, r.token);
+    expect([taken.status, taken.body.error?.code]).toEqual([409, 'username_taken']);
+    const ok = await self({ username: renamed, current_password: r.password }, r.token);
+    expect([ok.status, ok.body.data?.username]).toEqual([200, renamed]);
+    expect((await login(renamed, r.password)).status).toBe(200);
+    // Below root a username is an admin's to set, as before: the self route does not open it.
+    const u = await makeUser(gw);
+    const mine = await self({ username: `${u.username}z`, current_password: u.password }, u.token);
+    expect({ status: mine.status, code: mine.body.error?.code, param: mine.body.error?.param }).toEqual({ status: 403, code: 'username_not_editable', param: 'username' });
+    expect((await login(u.username, u.password)).status).toBe(200);
+  });
 });
 
 describe('bad input', () => {

@@ -5,7 +5,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
-import { ROLE, USER_STATUS, isUniqueViolation, type LedgerStore, type NewUserRow, type SessionsStore, type UserRow, type UsersStore } from '@gw/db';
+import { ROLE, USER_STATUS, isUniqueViolation, usernameTaken, type LedgerStore, type NewUserRow, type SessionsStore, type UserRow, type UsersStore } from '@gw/db';
 import { CurrentPasswordGuard } from './current-password';
 import { PASSWORD_MAX, PASSWORD_MIN, hashPassword } from './passwords';
 import { toUserView, type UserView } from './views';
@@ -49,9 +49,10 @@ export type UserUpdate = Static<typeof UserUpdate>;
 
 /** Body of PUT /api/user/self. */
 export const UserSelfUpdate = Type.Object({
+  username: Type.Optional(Username),
   display_name: Type.Optional(DisplayName),
   email: Type.Optional(Email),
-  current_password: Type.Optional(Type.String({ maxLength: PASSWORD_MAX, description: 'Required to change the e-mail (it receives password resets)' })),
+  current_password: Type.Optional(Type.String({ maxLength: PASSWORD_MAX, description: 'Required to change the e-mail (it receives password resets) or the username' })),
 });
 export type UserSelfUpdate = Static<typeof UserSelfUpdate>;
 
@@ -137,7 +138,7 @@ export class UserService {
     if (target.id === actor.id) assertNoCredentialChange(input, target);
     const patch: Partial<NewUserRow> = {};
     if (input.username !== undefined && input.username !== target.username) {
-      if (await this.users.byUsernameFolded(input.username, target.id)) throw new GatewayError(409, 'username_taken', `Username "${input.username}" is taken`, { param: 'username' });
+      if (await this.users.byUsernameFolded(input.username, target.id)) throw usernameTaken(input.username);
       patch.username = input.username;
     }
     if (input.display_name !== undefined) patch.displayName = input.display_name.trim();
@@ -166,20 +167,30 @@ export class UserService {
    * The e-mail address receives password-reset links, so changing it needs the current password:
    * otherwise a stolen session could redirect resets and take the account over.
    */
-  async updateSelf(self: Pick<UserRow, 'id' | 'email' | 'passwordHash'>, input: UserSelfUpdate): Promise<UserView> {
+  async updateSelf(self: Pick<UserRow, 'id' | 'username' | 'email' | 'passwordHash' | 'role'>, input: UserSelfUpdate): Promise<UserView> {
     const patch: Partial<NewUserRow> = {};
     /** The password hash `current_password` was checked against: the write lands only while it is still the user's. */
     let checkedHash: string | undefined;
+    const checkPassword = async (what: string) => {
+      if (checkedHash !== undefined) return;
+      if (!input.current_password) {
+        throw new GatewayError(400, 'missing_field', `current_password is required to change the ${what}`, { param: 'current_password' });
+      }
+      if (!(await this.currentPassword.verify(self.id, input.current_password, self.passwordHash))) throw wrongPassword();
+      checkedHash = self.passwordHash;
+    };
     if (input.display_name !== undefined) patch.displayName = input.display_name.trim();
+    if (input.username !== undefined && input.username !== self.username) {
+      // Below root the name is an admin's to set (PUT /api/user/ refuses one's own row there too).
+      if (self.role < ROLE.root) throw forbidden('username_not_editable', 'Your username is changed by an admin', 'username');
+      await checkPassword('username');
+      // Taken or not is answered only after the password check, like the e-mail below; the write re-checks.
+      if (await this.users.byUsernameFolded(input.username, self.id)) throw usernameTaken(input.username);
+      patch.username = input.username;
+    }
     if (input.email !== undefined) {
       const email = emailOf(input.email);
-      if (email !== self.email) {
-        if (!input.current_password) {
-          throw new GatewayError(400, 'missing_field', 'current_password is required to change the e-mail address', { param: 'current_password' });
-        }
-        if (!(await this.currentPassword.verify(self.id, input.current_password, self.passwordHash))) throw wrongPassword();
-        checkedHash = self.passwordHash;
-      }
+      if (email !== self.email) await checkPassword('e-mail address');
       // Whether an address is taken is asked only after the password check: before it, any session could
       // probe which addresses are registered (409 against 400), without limit, which the reset request hides.
       patch.email = await this.checkEmail(email, self.id);
@@ -216,7 +227,7 @@ export class UserService {
     // could manage admins, roots or root-only settings again (only the offline reset-root-password would help).
     // A rename too: it re-checks, in the write, that no other user has the name in another case.
     const guarded = patch.role !== undefined || patch.status !== undefined || patch.username !== undefined;
-    const row = await (guarded ? this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }) : this.users.update(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash)).catch(emailRace);
+    const row = await (guarded ? this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash) : this.users.update(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash)).catch(emailRace);
     if (row === 'last_root') {
       throw new GatewayError(409, 'last_root', 'This would leave no enabled root user: make or enable another root first', { param: patch.role !== undefined ? 'role' : 'status' });
     }
@@ -253,9 +264,12 @@ export class UserService {
  * owner, or move the address password resets go to.
  */
 function assertNoCredentialChange(input: UserUpdate, self: UserRow): void {
-  const param = input.password !== undefined ? 'password' : input.email !== undefined && emailOf(input.email) !== self.email ? 'email' : null;
+  const param = input.password !== undefined ? 'password'
+    : input.email !== undefined && emailOf(input.email) !== self.email ? 'email'
+    // The username is what the owner logs in with: renamed by a thief, the right password no longer gets in.
+    : input.username !== undefined && input.username !== self.username ? 'username' : null;
   if (param) {
-    throw forbidden('use_self_route', 'Your own password and e-mail change only with your current password: POST /api/user/password, PUT /api/user/self', param);
+    throw forbidden('use_self_route', 'Your own password, e-mail and username change only with your current password: POST /api/user/password, PUT /api/user/self', param);
   }
 }
 

@@ -21,7 +21,7 @@ export const userRoutes = (s: Services) =>
       return ok(view);
     }, {
       role: 'user', body: UserSelfUpdate, response: envelope(UserView),
-      detail: { tags, summary: 'Update own profile', description: 'Changes the caller\'s display name and e-mail. A new e-mail needs `current_password`, since that address receives password resets.' },
+      detail: { tags, summary: 'Update own profile', description: 'Changes the caller\'s display name and e-mail, and a root user\'s username (403 username_not_editable below root). A new e-mail or username needs `current_password`: that address receives password resets, that name is what you log in with.' },
     })
     .get('/', async ({ query }) => {
       const p = query.p ?? 1;
@@ -54,7 +54,7 @@ export const userRoutes = (s: Services) =>
       return ok(view);
     }, {
       role: 'admin', body: UserUpdate, response: envelope(UserView),
-      detail: { tags, summary: 'Update a user', description: 'Partial update by id. The balance is not changed here but through POST /api/ledger/adjust; one\'s own password and e-mail neither (403 use_self_route), but through POST /api/user/password and PUT /api/user/self, which ask for the current password.' },
+      detail: { tags, summary: 'Update a user', description: 'Partial update by id. The balance is not changed here but through POST /api/ledger/adjust; one\'s own password, e-mail and username neither (403 use_self_route), but through POST /api/user/password and PUT /api/user/self, which ask for the current password.' },
     })
     .get('/:id', async ({ params }) => ok(await s.userAdmin.get(params.id)), {
       role: 'admin', params: idParams, response: envelope(UserView), detail: { tags, summary: 'Get a user', description: 'One user by id.' },

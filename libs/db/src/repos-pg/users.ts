@@ -44,7 +44,7 @@ export class PgUsersRepo {
   }
 
   /** A rename also takes USERNAME_LOCK and keeps usernames unique ignoring ASCII case (409 username_taken, thrown). */
-  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined | 'last_root'> {
+  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined | 'last_root'> {
     return this.db.transaction(async (tx) => {
       if (patch.username !== undefined) {
         await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${USERNAME_LOCK}))`);
@@ -56,7 +56,8 @@ export class PgUsersRepo {
       const locked = await tx.select().from(users)
         .where(or(and(gte(users.role, ROLE.root), eq(users.status, USER_STATUS.enabled)), eq(users.id, id))).orderBy(asc(users.id)).for('update');
       const before = locked.find((r) => r.id === id);
-      if (!before) return undefined;
+      // The row is locked: a password change lands before this read or waits for the write.
+      if (!before || (ifPasswordHash !== undefined && before.passwordHash !== ifPasswordHash)) return undefined;
       const otherRoots = locked.filter((r) => r.id !== id && r.role >= ROLE.root && r.status === USER_STATUS.enabled);
       if (leavesRoot(before, patch) && otherRoots.length === 0) return 'last_root';
       return (await tx.update(users).set(patch).where(eq(users.id, id)).returning())[0];

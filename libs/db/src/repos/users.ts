@@ -37,8 +37,9 @@ export interface UsersStore {
    * `update`, unless it would take the last enabled root out of being one (role below root, or disabled): then
    * 'last_root' and nothing written. Atomic against concurrent calls (SQLite: one transaction in the one writer;
    * PostgreSQL: the enabled roots' rows are locked first), so two roots demoting each other cannot both succeed.
+   * `ifPasswordHash` as in `update`.
    */
-  updateKeepingRoot(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined | 'last_root'>;
+  updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined | 'last_root'>;
   /** A user other than `exceptId` whose username equals `username` ignoring ASCII case (outside a write: advisory). */
   byUsernameFolded(username: string, exceptId?: number): Promise<UserRow | undefined>;
   delete(id: number): Promise<boolean>;
@@ -96,10 +97,10 @@ export class UsersRepo implements UsersStore {
   }
 
   /** Also keeps usernames unique ignoring case when the patch renames (409 username_taken, thrown). */
-  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>): Promise<UserRow | undefined | 'last_root'> {
+  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined | 'last_root'> {
     return this.db.transaction((tx) => {
       const before = tx.select().from(users).where(eq(users.id, id)).get();
-      if (!before) return undefined;
+      if (!before || (ifPasswordHash !== undefined && before.passwordHash !== ifPasswordHash)) return undefined;
       if (patch.username !== undefined && patch.username !== before.username
         && tx.select({ id: users.id }).from(users).where(and(sql`lower(${users.username}) = lower(${patch.username})`, sql`${users.id} <> ${id}`)).get()) {
         throw usernameTaken(patch.username);
