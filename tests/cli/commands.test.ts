@@ -127,6 +127,16 @@ describe('gw profile', () => {
     expect(ok.code).toBe(0);
     expect(JSON.parse(ok.stdout).email).toBe(email);
   });
+
+  test('root renames itself with the current password (PUT /api/user/ refuses its own username)', async () => {
+    const r = await makeUser(gw, 100);
+    const gwc = as(r.token);
+    const without = await gwc(['profile', 'update', '--username', `${r.username}-new`]);
+    expect(without.code).toBe(1);
+    expect(without.stderr).toBe('error: your current password (--password-stdin, or the prompt on a terminal) is required to change the username (missing_field)\n');
+    const ok = await gwc(['profile', 'update', '--username', `${r.username}-new`, '--password-stdin', '--json'], `${r.password}\n`);
+    expect([ok.code, JSON.parse(ok.stdout).username]).toEqual([0, `${r.username}-new`]);
+  });
 });
 
 describe('gw password reset-request / reset', () => {

@@ -7,6 +7,7 @@ import { readSecret } from '../core/secrets';
 import { userDetails } from './user';
 
 const FIELDS: Field[] = [
+  { name: 'username', kind: 'string', desc: 'username (root only: below root an admin sets it; needs your current password)' },
   { name: 'display_name', kind: 'string', desc: 'display name' },
   { name: 'email', kind: 'string', desc: 'e-mail address (receives password resets; needs your current password)' },
 ];
@@ -25,7 +26,7 @@ export function registerProfile(program: Command, app: App): void {
     }));
 
   apiParams(addFields(group.command('update').description('Change your display name or e-mail address'), FIELDS)
-    .option('--password-stdin', 'read your current password (needed for a new e-mail) from the first line of stdin')
+    .option('--password-stdin', 'read your current password (needed for a new e-mail or username) from the first line of stdin')
     .addHelpText('after', `
 Examples:
   $ gw profile update --display-name "Alice B."
@@ -34,8 +35,8 @@ Examples:
     .action(app.action(async (ctx, _a, o) => {
       const body = await bodyFrom(ctx, o, FIELDS);
       requireSome(body, 'update');
-      // Only asked for when the e-mail is being set; the server decides whether it actually changes.
-      const pw = body.email === undefined ? undefined
+      // Only asked for when the e-mail or username is being set; the server decides whether it actually changes.
+      const pw = body.email === undefined && body.username === undefined ? undefined
         : await readSecret(ctx, { stdin: o.passwordStdin, jsonBodyFromStdin: o.jsonBody === '-', prompt: 'Current password: ' });
       if (pw !== undefined) body.current_password = pw;
       const data = await ctx.client().call('PUT', '/api/user/self', { body });
