@@ -14,7 +14,7 @@ const FIELDS: Field[] = [
 
 export function registerProfile(program: Command, app: App): void {
   const group = program.command('profile')
-    .description('Your own account: show it, change your display name or e-mail')
+    .description('Your own account: show it, change your display name, e-mail or (root) username')
     .addHelpText('after', '\nExamples:\n  $ gw profile show\n  $ gw profile update --email alice@example.com     # prompts for your password');
 
   group.command('show')
@@ -25,7 +25,7 @@ export function registerProfile(program: Command, app: App): void {
       ctx.print(data, () => userDetails(data));
     }));
 
-  apiParams(addFields(group.command('update').description('Change your display name or e-mail address'), FIELDS)
+  apiParams(addFields(group.command('update').description('Change your display name, e-mail address or (root) username'), FIELDS)
     .option('--password-stdin', 'read your current password (needed for a new e-mail or username) from the first line of stdin')
     .addHelpText('after', `
 Examples:
