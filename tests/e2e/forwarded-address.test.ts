@@ -18,7 +18,7 @@ beforeAll(async () => {
   up = upstream('anthropic');
   await addChannel(gw, { type: 'anthropic', url: up.url, models: ['fwd-model'] });
   await setPrice(gw, 'fwd-model');
-});
+}, 60_000); // a 3-node start on a loaded machine
 afterAll(async () => { setTrustProxy(false); await up.stop(); await gw.stop(); });
 
 describe('X-Forwarded-For entries', () => {
