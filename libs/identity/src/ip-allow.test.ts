@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test';
-import { attemptKeyOfIp, boundedIpText, ipAllowed, isIpOrCidr, parseIp, parseRange } from './ip-allow';
+import { attemptKeyOfIp, boundedIpText, forwardedAddress, ipAllowed, isIpOrCidr, parseIp, parseRange } from './ip-allow';
 
 describe('parseIp', () => {
   test('IPv4, IPv6 (compressed, embedded v4, zone, brackets) and IPv4-mapped IPv6', () => {
@@ -73,5 +73,17 @@ describe('attemptKeyOfIp', () => {
     // The address the gateway records is already bounded so; counting it again gives the same key.
     expect(attemptKeyOfIp(boundedIpText(long))).toBe(key);
     expect(boundedIpText(key)).toBe(key);
+  });
+});
+
+describe('forwardedAddress', () => {
+  test('a port, brackets, quotes and spaces are dropped; an entry that is no address is null', () => {
+    const cases: Array<[string, string | null]> = [
+      ['1.2.3.4', '1.2.3.4'], [' 1.2.3.4:5678 ', '1.2.3.4'], ['"1.2.3.4:80"', '1.2.3.4'], ['[2001:db8::1]:443', '2001:db8::1'],
+      ['[::1]', '::1'], ['::1', '::1'], ['::ffff:1.2.3.4', '::ffff:1.2.3.4'], ['[::ffff:1.2.3.4]:9', '::ffff:1.2.3.4'],
+      ['1.2.3.4:99999x', null], ['1.2.3.4:5:6', null], ['unknown', null], ['', null], ['"', null], ['[2001:db8::1]:', null],
+      ['[1.2.3.4]:80', '1.2.3.4'], ['2001:db8::1:443', '2001:db8::1:443'],
+    ];
+    for (const [entry, want] of cases) expect([entry, forwardedAddress(entry)]).toEqual([entry, want]);
   });
 });
