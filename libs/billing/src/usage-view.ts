@@ -37,7 +37,7 @@ export const UsageLogView = Type.Object({
   error_code: Type.String({ description: 'Machine code of the failure, "" on success.' }),
   usage_flag: Type.String({ description: 'Why the billed usage differs from what the upstream reported ("" = it does not): a comma list of estimated, invalid, implausible, capped.' }),
   attempts: int('Upstream attempts (channels tried).'),
-  ip: Type.String({ description: 'Client address (behind TRUST_PROXY the forwarded one); text longer than 64 characters as sha256:<hex> of it.' }),
+  ip: Type.String({ description: "Client address (behind TRUST_PROXY the forwarded one when it names an address, else the proxy's)." }),
   created_at: int('Unix seconds.'),
 });
 export type UsageLogView = Static<typeof UsageLogView>;
