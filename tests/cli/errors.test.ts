@@ -80,13 +80,13 @@ describe('usage errors are one line each, the pointer to --help included', () =>
   });
 });
 
-describe('--json errors: one object on stderr, stdout empty', () => {
+describe('--json errors: one object on stdout, the error line for a person on stderr', () => {
   test('a server refusal carries the server\'s error object, the flag and exit_code 1', async () => {
     const r = await root(['log', 'list', '--page-size', '1000', '--json']);
     expect(r.code).toBe(1);
-    expect(r.stdout).toBe('');
+    expect(r.stderr).toStartWith('error: --page-size: ');
     const server = (await gw.api('GET', '/api/log/?page_size=1000')).body.error;
-    const { error } = JSON.parse(r.stderr);
+    const { error } = JSON.parse(r.stdout);
     expect(error).toMatchObject({ ...server, status: 400, flag: '--page-size', exit_code: 1 });
     expect(error.cli_message).toStartWith('--page-size: ');
   });
@@ -94,19 +94,19 @@ describe('--json errors: one object on stderr, stdout empty', () => {
   test('usage errors (exit 2) and an unreachable gateway (exit 3) are JSON too', async () => {
     const usage = await root(['whoami', '--bogus', '--json']);
     expect(usage.code).toBe(2);
-    expect(usage.stdout).toBe('');
-    expect(JSON.parse(usage.stderr)).toEqual({ error: { code: 'commander.unknownOption', message: "unknown option '--bogus'", cli_message: "unknown option '--bogus'", exit_code: 2 } });
+    expect(usage.stderr).toBe("error: unknown option '--bogus' (add --help for usage)\n");
+    expect(JSON.parse(usage.stdout)).toEqual({ error: { code: 'commander.unknownOption', message: "unknown option '--bogus'", cli_message: "unknown option '--bogus'", exit_code: 2 } });
     const local = await root(['channel', 'update', '3', '--json']);
-    expect(JSON.parse(local.stderr).error).toMatchObject({ code: 'usage_error', exit_code: 2 });
+    expect(JSON.parse(local.stdout).error).toMatchObject({ code: 'usage_error', exit_code: 2 });
     const down = await sb.run(['whoami', '--json', '--url', 'http://127.0.0.1:9']);
     expect(down.code).toBe(3);
-    expect(JSON.parse(down.stderr).error).toMatchObject({ code: 'unreachable', exit_code: 3 });
+    expect(JSON.parse(down.stdout).error).toMatchObject({ code: 'unreachable', exit_code: 3 });
   });
 
   test('not logged in: exit 1 with the gateway\'s code', async () => {
     const r = await sb.run(['whoami', '--json', '--url', gw.url]);
     expect(r.code).toBe(1);
-    expect(JSON.parse(r.stderr).error).toMatchObject({ status: 401, exit_code: 1, cli_message: expect.stringContaining(`not logged in to ${gw.url}`) });
+    expect(JSON.parse(r.stdout).error).toMatchObject({ status: 401, exit_code: 1, cli_message: expect.stringContaining(`not logged in to ${gw.url}`) });
   });
 });
 

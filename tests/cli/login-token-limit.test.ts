@@ -44,8 +44,7 @@ test('at the 50-token limit: a re-login replaces its token, a fresh one is told 
   const b = sandbox();
   const refused = await login(b, ['--json']);
   expect(refused.code).toBe(1);
-  expect(refused.stdout).toBe('');
-  const err = JSON.parse(refused.stderr).error;
+  const err = JSON.parse(refused.stdout).error;
   expect(err.code).toBe('too_many_access_tokens');
   expect(err.exit_code).toBe(1);
   expect(err.cli_message).toContain('(21 of them made by `gw login`)');
@@ -74,7 +73,7 @@ test('at the limit, a config holding another user\'s token keeps it: the refused
   // y logs in with the config holding x's token: y is at the limit, and revoking x's token makes no room for y.
   const refused = await login(a, y);
   expect(refused.code).toBe(1);
-  expect(JSON.parse(refused.stderr).error.code).toBe('too_many_access_tokens');
+  expect(JSON.parse(refused.stdout).error.code).toBe('too_many_access_tokens');
   expect((await gw.api('GET', '/api/user/self', undefined, held.token)).status).toBe(200);
   expect(JSON.parse(readFileSync(a.configPath, 'utf8')).token).toBe(held.token);
 }, 60_000);

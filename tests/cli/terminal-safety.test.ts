@@ -72,7 +72,8 @@ test("a server's error message is printed inert; the --json error keeps it exact
 
     const j = await gwc(['whoami', '--json'], { GATEWAY_URL: url });
     expect(j.stderr).not.toMatch(DRIVES_TERMINAL);
-    expect(JSON.parse(j.stderr).error.message).toBe(HOSTILE);
+    expect(j.stdout).not.toMatch(DRIVES_TERMINAL);
+    expect(JSON.parse(j.stdout).error.message).toBe(HOSTILE);
   } finally {
     fake.stop(true);
   }

@@ -34,7 +34,8 @@ Credentials: --url/--token flags, then GATEWAY_URL/GATEWAY_TOKEN, then the confi
 Exit codes: 0 success, 1 the server refused the request (not logged in, a channel test failed, ...),
 2 usage error (the command line itself is wrong), 3 gateway unreachable, 130 prompt interrupted,
 141 stdout closed by its reader (\`| head\`).
-Errors go to stderr; with --json as one JSON object {"error":{...,"exit_code":N}}.
+Errors go to stderr as one line; with --json stdout holds exactly one JSON document, the data or
+{"error":{...,"exit_code":N}}, and stderr only lines for a person (warnings, the error line).
 
 Examples:
   $ gw login --url http://localhost:3000 -u root
@@ -42,7 +43,7 @@ Examples:
   $ gw key create --name laptop --json | jq -r .key`;
 
 /** Builds the program; every command registers into `app` so its exit code is collected there. */
-export function buildProgram(app: App, opts: { json?: boolean } = {}): Command {
+export function buildProgram(app: App): Command {
   const program = new Command('gw')
     .description('Operate an AI gateway from the terminal (management API client)')
     .version(pkg.version, '-V, --version')
@@ -50,12 +51,12 @@ export function buildProgram(app: App, opts: { json?: boolean } = {}): Command {
     .addOption(new Option('--token <token>', 'management access token (env GATEWAY_TOKEN, which unlike a flag does not show in ps)'))
     .option('--json', 'print the exact JSON data of the answer (for scripts)')
     .configureHelp({ showGlobalOptions: true })
-    // With --json, commander's own error text is replaced by the JSON error `main` prints. Its errors quote the
-    // argument given, which a script may have taken from another command's output: made inert like every error.
-    // Each of its errors is one line too, its suggestion ("Did you mean …?") and the pointer to --help included.
+    // Commander's errors quote the argument given, which a script may have taken from another command's output: made
+    // inert like every error. Each of its errors is one line too, its suggestion ("Did you mean …?") and the pointer
+    // to --help included. With --json they go to stderr as well: the JSON error `main` prints is on stdout.
     .configureOutput({
       writeOut: (s) => app.io.out(s),
-      writeErr: (s) => { if (!opts.json) app.io.err(terminalText(s)); },
+      writeErr: (s) => app.io.err(terminalText(s)),
       outputError: (s, write) => write(`${oneLine(s.trimEnd())} (add --help for usage)\n`),
     })
     // Settings above are inherited by every command created below via .command().
@@ -99,15 +100,18 @@ function helpForBareGroups(c: Command): void {
 
 /** Runs the CLI on `argv` (without the runtime and script path) and returns the exit code. */
 export async function main(argv: string[], io: Io): Promise<number> {
-  const app = new App(io);
+  // Whether the command already printed data: a stream (log export, metrics) cut by a failure cannot become one
+  // JSON document any more, and its error then goes to stderr rather than into the middle of the data.
+  let printed = false;
+  const app = new App({ ...io, out: (t) => { printed = true; io.out(t); } });
   // Known before parsing, so even commander's own errors (unknown flag) come out as JSON.
   const end = argv.indexOf('--');
   const json = (end < 0 ? argv : argv.slice(0, end)).includes('--json');
   try {
-    await buildProgram(app, { json }).parseAsync(argv, { from: 'user' });
+    await buildProgram(app).parseAsync(argv, { from: 'user' });
     return app.code;
   } catch (e) {
-    return report(e, io, json);
+    return report(e, io, json && !printed);
   }
 }
 
@@ -130,14 +134,20 @@ function classify(e: unknown): Failure {
   return { exit: EXIT.refused, code: 'internal_error', message: `unexpected failure: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}` };
 }
 
+/**
+ * The failure for a person on stderr (one line), and with --json for the script on stdout: one JSON document, so
+ * `out=$(gw … --json)` holds the data or the error, never both, and warnings printed before it (a loose config file,
+ * plain http) stay out of what the script parses.
+ */
 function report(e: unknown, io: Io, json: boolean): number {
   const f = classify(e);
   if (f.exit === EXIT.ok) return f.exit;
   if (json) {
     // The server's object unchanged, plus the CLI's wording and exit code.
     const error = { message: f.message, code: f.code, ...f.server, ...f.extra, cli_message: f.message, exit_code: f.exit };
-    io.err(`${jsonText({ error })}\n`);
-  } else if (e instanceof CommanderError) {
+    io.out(`${jsonText({ error })}\n`);
+  }
+  if (e instanceof CommanderError) {
     // Commander has already printed its message itself.
   } else if (e instanceof InterruptedError) {
     io.err('\ninterrupted\n');
