@@ -3,7 +3,7 @@
  * as a subprocess, then every row compared in PostgreSQL and fresh ids checked.
  */
 import { afterAll, describe, expect, test } from 'bun:test';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { asc, getTableColumns, sql } from 'drizzle-orm';
@@ -195,6 +195,54 @@ describe.skipIf(!available)('db:copy (SQLite → PostgreSQL)', () => {
     } finally {
       await pg.close();
     }
+  });
+
+  test('a SQLite gateway killed with charges not yet written is refused: nothing copied, one line naming the way out', async () => {
+    // A SQLite gateway journals each charge (`<db>.settlements/`) before writing it in batches, and keeps checkpoints
+    // of running streams in realtime_unfinished: its next start bills both. Copied as they were, neither ever was:
+    // PostgreSQL nodes do not read the journal, and the checkpoint table is not copied.
+    for (const leftover of ['journal', 'checkpoint'] as const) {
+      const path = join(dir, `killed-${leftover}.db`);
+      const src = openDatabase(path, { checkpointMs: 0 });
+      seed(src.db);
+      if (leftover === 'checkpoint') {
+        src.sqlite.run(`insert into realtime_unfinished (request_id, row, updated_at) values ('req_cut', '{}', 1)`);
+      }
+      src.close();
+      if (leftover === 'journal') {
+        mkdirSync(`${path}.settlements`, { mode: 0o700 });
+        // A segment as the journal leaves it: complete lines, then the unused zeros.
+        writeFileSync(join(`${path}.settlements`, 'settle-3.jsonl'), Buffer.concat([Buffer.from('{"requestId":"req_9","cost":165}\n'), Buffer.alloc(64)]));
+        // An emptied (retired) segment holds no charge.
+        writeFileSync(join(`${path}.settlements`, 'settle-2.jsonl'), Buffer.alloc(64));
+      }
+      const target = freshSchema('gw_copy_killed');
+      schemas.push(target);
+      const run = await runCopy(['--from', `sqlite:${path}`, '--to', PG_TEST_URL, '--schema', target]);
+      expect({ leftover, code: run.code, stdout: run.stdout, lines: run.stderr.trim().split('\n').length }).toEqual({ leftover, code: 1, stdout: '', lines: 1 });
+      expect(run.stderr).toContain(leftover === 'journal' ? '1 journaled charge' : '1 running stream');
+      expect(run.stderr).toContain('start the gateway on it once');
+      const pg = await openPostgres(PG_TEST_URL, { schema: target, max: 1 });
+      try {
+        expect((await pg.db.select().from(pgSchema.users)).length).toBe(0);
+      } finally {
+        await pg.close();
+      }
+    }
+    // Emptied segments alone (a clean stop keeps none, an older version's retired ones may stay) do not block a copy.
+    const clean = join(dir, 'clean.db');
+    const src = openDatabase(clean, { checkpointMs: 0 });
+    seed(src.db);
+    // While a gateway holds the database (here this process, through the same lock) the copy is refused outright.
+    const busy = await runCopy(['--from', `sqlite:${clean}`, '--to', PG_TEST_URL, '--schema', freshSchema('gw_copy_busy')]);
+    expect({ code: busy.code, lines: busy.stderr.trim().split('\n').length }).toEqual({ code: 1, lines: 1 });
+    expect(busy.stderr).toContain('is using this database');
+    src.close();
+    mkdirSync(`${clean}.settlements`, { mode: 0o700 });
+    writeFileSync(join(`${clean}.settlements`, 'settle-7.jsonl'), Buffer.alloc(64));
+    const target = freshSchema('gw_copy_clean');
+    schemas.push(target);
+    expect((await runCopy(['--from', `sqlite:${clean}`, '--to', PG_TEST_URL, '--schema', target])).code).toBe(0);
   });
 
   test('bad arguments: one line, exit 1, no file created', async () => {

@@ -8,7 +8,7 @@ import { AlwaysLeader, LocalChangeFeed, boundedWindows, errorText, rememberRefus
 import { createStores, inlineHistoryListings, inlineStatsReader, openDatabase, workerHistoryListings, workerStatsReader, type DbHandle, type HistoryListings, type StatsReader, type Stores } from '@gw/db';
 import type { PgGroupCommitter, PgHandle } from '@gw/db/pg';
 import type { RelayWiring } from '@gw/relay';
-import { HoldReconciler, LiveHolds, billingConfig, followBalances, type HoldStore, type SharedHolds, type UnfinishedBilling } from '@gw/billing';
+import { HoldReconciler, LiveHolds, billingConfig, followBalances, journalDirOf, type HoldStore, type SharedHolds, type UnfinishedBilling } from '@gw/billing';
 import type { LockoutPolicy, NameLockouts } from '@gw/identity';
 
 /**
@@ -78,7 +78,7 @@ function openSqliteBackend(config: Config, bus: ChangeBus, log: Logger): Backend
     : { listings: inlineHistoryListings(stores), stats: inlineStatsReader(stores.usageStats) };
   return {
     kind: 'sqlite', stores, dbh, pg: null, rateLimits: null, leader: new AlwaysLeader(), nameLockouts: null, attemptWindows: null, holds: null, history,
-    relay: { stores, journalDir: config.sqlitePath === ':memory:' ? null : `${config.sqlitePath}.settlements` },
+    relay: { stores, journalDir: config.sqlitePath === ':memory:' ? null : journalDirOf(config.sqlitePath) },
     // No other process writes; a cache that failed to apply one of this process's writes is reloaded.
     follow: async (reloadAll) => { feed = new LocalChangeFeed({ bus, onResync: () => reloadAll(), log }); },
     close: async () => { await feed?.close(); await history.listings.close(); await history.stats.close(); dbh.close(); },

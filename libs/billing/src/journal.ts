@@ -17,6 +17,18 @@ import type { SettlementRow } from '@gw/db';
 
 const SEGMENT = /^settle-(\d+)\.jsonl$/;
 
+/** The journal folder of the SQLite database at `dbPath`. */
+export const journalDirOf = (dbPath: string): string => `${dbPath}.settlements`;
+
+/**
+ * How many settlements the segments in `dir` hold (none when there is no folder): charges a killed process
+ * journaled and its next start replays. Read only: no folder is made and nothing is replayed or removed.
+ */
+export function journaledSettlements(dir: string): number {
+  if (!existsSync(dir)) return 0;
+  return readdirSync(dir).filter((f) => SEGMENT.test(f)).reduce((n, f) => n + linesOf(readFileSync(join(dir, f), 'utf8')).length, 0);
+}
+
 /** Default segment size: about 3,000 settlements, replayed in well under a second. */
 export const JOURNAL_SEGMENT_BYTES = 1 << 20;
 

@@ -9,6 +9,7 @@ import { existsSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { openDatabase } from '@gw/db';
 import { copySqliteToPostgres, openPostgres } from '@gw/db/pg';
+import { journalDirOf, journaledSettlements } from '@gw/billing';
 
 const USAGE = 'usage: bun run db:copy --from sqlite:<path> --to postgres://… [--schema <name>] [--force]';
 
@@ -33,7 +34,9 @@ export async function runDbCopy(argv: string[], io: CommandIo): Promise<number> 
     // openDatabase would create a missing file: an empty copy is never what was meant.
     if (!existsSync(path)) throw new Error(`no SQLite database at ${path}`);
     if (!/^postgres(ql)?:\/\//.test(values.to)) throw new Error('--to must be a postgres:// or postgresql:// URL');
+    // Opening takes the gateway's process lock: no SQLite gateway runs on the file until the copy is done.
     src = openDatabase(path, { checkpointMs: 0 });
+    refuseUnbilled(path, src);
     dst = await openPostgres(values.to, { schema: values.schema, max: 2 });
     // Counts are printed after the commit: before it, nothing is in the target yet.
     const counts = await copySqliteToPostgres(src, dst, { force: values.force });
@@ -48,6 +51,19 @@ export async function runDbCopy(argv: string[], io: CommandIo): Promise<number> 
     src?.close();
     await dst?.close().catch(() => {});
   }
+}
+
+/**
+ * A SQLite gateway that was killed (not stopped) leaves charges only its own next start writes: settlements in its
+ * journal and checkpoints of the streams it was running (realtime_unfinished). PostgreSQL nodes read neither, so a
+ * copy taken then would never bill them.
+ */
+function refuseUnbilled(path: string, src: ReturnType<typeof openDatabase>): void {
+  const journaled = journaledSettlements(journalDirOf(path));
+  const { n: running } = src.sqlite.query('select count(*) as n from realtime_unfinished').get() as { n: number };
+  if (!journaled && !running) return;
+  const what = [journaled && `${journaled} journaled charge(s) in ${journalDirOf(path)}`, running && `${running} running stream(s) in realtime_unfinished`].filter(Boolean).join(' and ');
+  throw new Error(`the SQLite gateway did not stop cleanly: ${what} not yet billed in the database; start the gateway on it once (its start-up bills them), stop it with SIGTERM, then copy`);
 }
 
 function oneLine(e: unknown): string {
