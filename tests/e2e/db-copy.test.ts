@@ -197,6 +197,29 @@ describe.skipIf(!available)('db:copy (SQLite → PostgreSQL)', () => {
     }
   });
 
+  test('money beyond 2^53 is copied exactly, not as the double a JS number rounds it to', async () => {
+    // The gateway never writes such a balance (MAX_BALANCE), but a row edited by hand or left by an older version can
+    // hold one; both databases store 64 bits, and the gateway refuses to admit on it (balance_inexact) rather than
+    // guess. The copy read it as a JS number: 2^53 + 1 arrived as 2^53, a changed balance no one would see.
+    const path = join(dir, 'huge.db');
+    const src = openDatabase(path, { checkpointMs: 0 });
+    seed(src.db);
+    src.sqlite.run('update users set quota = 9007199254740993, used_quota = -9007199254740995 where id = 7');
+    src.sqlite.run('update ledger set amount = 9223372036854775807 where id = 9');
+    src.close();
+    const target = freshSchema('gw_copy_huge');
+    schemas.push(target);
+    const run = await runCopy(['--from', `sqlite:${path}`, '--to', PG_TEST_URL, '--schema', target]);
+    expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 0, stderr: '' });
+    const pg = await openPostgres(PG_TEST_URL, { schema: target, max: 1 });
+    try {
+      expect([...await pg.sql`select quota::text as q, used_quota::text as u from users where id = 7`]).toEqual([{ q: '9007199254740993', u: '-9007199254740995' }]);
+      expect([...await pg.sql`select amount::text as a from ledger order by id`]).toEqual([{ a: '999999999999999' }, { a: '9223372036854775807' }]);
+    } finally {
+      await pg.close();
+    }
+  });
+
   test('a SQLite gateway killed with charges not yet written is refused: nothing copied, one line naming the way out', async () => {
     // A SQLite gateway journals each charge (`<db>.settlements/`) before writing it in batches, and keeps checkpoints
     // of running streams in realtime_unfinished: its next start bills both. Copied as they were, neither ever was:

@@ -121,16 +121,20 @@ export async function copySqliteToPostgres(src: DbHandle, dst: PgHandle, opts: C
 async function copyTable(src: DbHandle, tx: postgres.TransactionSql, t: TablePair, batchRows: number): Promise<number> {
   const limit = Math.max(1, Math.min(batchRows, Math.floor(60_000 / t.columnCount)));
   const columns = Object.entries(getTableColumns(t.pg));
+  const exact = beyondDouble(src, t);
   let copied = 0;
   let after: unknown;
   for (;;) {
     const q = src.db.select().from(t.sqlite);
     const rows = (after === undefined ? q : q.where(gt(t.key, after))).orderBy(asc(t.key)).limit(limit).all() as Record<string, unknown>[];
     if (rows.length === 0) return copied;
-    const encoded = rows.map((row) => {
+    const wide = exact && exact.read(after, limit);
+    const encoded = rows.map((row, i) => {
       const out: Record<string, unknown> = {};
       // Columns the source lacks are left out, so the target's defaults apply.
       for (const [prop, col] of columns) if (prop in row) out[col.name] = row[prop] == null ? null : col.mapToDriverValue(row[prop]);
+      // A value a JS number would round goes as its exact decimal text (PostgreSQL parses it into the bigint).
+      if (wide) for (const [name, v] of Object.entries(wide[i]!)) if (typeof v === 'bigint' && !Number.isSafeInteger(Number(v))) out[name] = v.toString();
       return out;
     });
     try {
@@ -142,4 +146,22 @@ async function copyTable(src: DbHandle, tx: postgres.TransactionSql, t: TablePai
     after = rows[rows.length - 1]![t.keyProp];
     if (rows.length < limit) return copied;
   }
+}
+
+/**
+ * For a table holding an integer beyond ±(2^53 − 1) (a money column edited by hand: the gateway itself never writes
+ * one), a reader of its integer columns as bigints, page by page in the same order as the copy's; null for the
+ * usual table, which needs no second read. Drizzle reads integers as JS numbers, which rounded 2^53 + 1 to 2^53
+ * and made 2^63 − 1 a value PostgreSQL's bigint refuses.
+ */
+function beyondDouble(src: DbHandle, t: TablePair): { read(after: unknown, limit: number): Record<string, unknown>[] } | null {
+  const ints = sqliteConfig(t.sqlite).columns.filter((c) => c.columnType === 'SQLiteInteger').map((c) => `"${c.name}"`);
+  if (!ints.length) return null;
+  const bound = Number.MAX_SAFE_INTEGER;
+  const found = src.sqlite.query(`select 1 from "${t.name}" where ${ints.map((c) => `${c} > ${bound} or ${c} < -${bound}`).join(' or ')} limit 1`).get();
+  if (!found) return null;
+  const key = `"${t.key.name}"`;
+  const first = src.sqlite.query(`select ${ints.join(', ')} from "${t.name}" order by ${key} limit ?`).safeIntegers(true);
+  const next = src.sqlite.query(`select ${ints.join(', ')} from "${t.name}" where ${key} > ? order by ${key} limit ?`).safeIntegers(true);
+  return { read: (after, limit) => (after === undefined ? first.all(limit) : next.all(after as never, limit)) as Record<string, unknown>[] };
 }
