@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { asc, getTableColumns, sql } from 'drizzle-orm';
 import { openDatabase, schema as sq, type Db } from '@gw/db';
 import { copyOrder, openPostgres, pgSchema } from '@gw/db/pg';
+import { SecretBox } from '@gw/core';
 import { PG_TEST_URL, dropSchema, freshSchema, requirePg } from '../helpers/postgres';
 
 const ROOT = join(import.meta.dir, '..', '..');
@@ -21,8 +22,14 @@ afterAll(async () => {
   if (available) for (const s of schemas) await dropSchema(s);
 });
 
-async function runCopy(args: string[]) {
-  const proc = Bun.spawn([process.execPath, 'run', '--silent', 'db:copy', ...args], { cwd: ROOT, stdout: 'pipe', stderr: 'pipe', stdin: 'ignore' });
+/** The key the seeded secrets are sealed with; every copy runs with it as SECRET_KEY unless a test says otherwise. */
+const KEY = '5e'.repeat(32);
+const box = new SecretBox(Buffer.from(KEY, 'hex'));
+
+async function runCopy(args: string[], env: Record<string, string | undefined> = { SECRET_KEY: KEY }) {
+  const proc = Bun.spawn([process.execPath, 'run', '--silent', 'db:copy', ...args], {
+    cwd: ROOT, stdout: 'pipe', stderr: 'pipe', stdin: 'ignore', env: { ...process.env, SECRET_KEY: undefined, ...env },
+  });
   const timer = setTimeout(() => proc.kill(9), 30_000);
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   clearTimeout(timer);
@@ -33,7 +40,7 @@ async function runCopy(args: string[]) {
 function seed(db: Db) {
   const now = 1_763_900_000_123;
   db.insert(sq.users).values([
-    { id: 1, username: 'root', passwordHash: 'h', role: 100, quota: 999_999_999_999_999, usedQuota: 5, requestCount: 7, totpEnabled: true, totpSecret: 's', totpLastStep: 58_796_666, createdAt: now, updatedAt: now },
+    { id: 1, username: 'root', passwordHash: 'h', role: 100, quota: 999_999_999_999_999, usedQuota: 5, requestCount: 7, totpEnabled: true, totpSecret: box.seal('JBSWY3DPEHPK3PXP'), totpLastStep: 58_796_666, createdAt: now, updatedAt: now },
     { id: 7, username: 'alice', passwordHash: 'h2', email: 'a@example.test', group: 'vip', createdAt: now, updatedAt: now },
   ]).run();
   db.insert(sq.sessions).values({ idHash: 'sess-hash', userId: 7, createdAt: now, expiresAt: now + 1, ip: '127.0.0.1', userAgent: 'ua' }).run();
@@ -45,7 +52,7 @@ function seed(db: Db) {
   db.insert(sq.backupCodes).values({ id: 5, userId: 1, codeHash: 'bc', createdAt: now }).run();
   db.insert(sq.passwordResets).values({ id: 2, userId: 7, tokenHash: 'pr', expiresAt: now + 900, usedAt: now, createdAt: now }).run();
   db.insert(sq.channels).values({
-    id: 4, name: 'c-"quoted"', type: 'openai', baseUrl: 'http://127.0.0.1:1', key: 'sealed', models: ['gpt-x', 'ünïcode'],
+    id: 4, name: 'c-"quoted"', type: 'openai', baseUrl: 'http://127.0.0.1:1', key: box.seal('sk-upstream-0123456789'), models: ['gpt-x', 'ünïcode'],
     modelMapping: { 'gpt-x': 'gpt-x-2025' }, headers: { 'x-org': 'o' }, status: 3, statusReason: 'probe failed', testedAt: now, createdAt: now, updatedAt: now,
   }).run();
   db.insert(sq.prices).values([
@@ -266,6 +273,42 @@ describe.skipIf(!available)('db:copy (SQLite → PostgreSQL)', () => {
     const target = freshSchema('gw_copy_clean');
     schemas.push(target);
     expect((await runCopy(['--from', `sqlite:${clean}`, '--to', PG_TEST_URL, '--schema', target])).code).toBe(0);
+  });
+
+  test('the key the nodes will use must open the sealed channel keys and 2FA secrets, or nothing is copied', async () => {
+    // Copied sealed, they open only with the SQLite gateway's key: nodes with another skipped every channel key
+    // and refused every 2FA code, and the copy said nothing.
+    const path = join(dir, 'keys.db');
+    const src = openDatabase(path, { checkpointMs: 0 });
+    seed(src.db);
+    src.close();
+    const copy = (env: Record<string, string>) => {
+      const target = freshSchema('gw_copy_key');
+      schemas.push(target);
+      return runCopy(['--from', `sqlite:${path}`, '--to', PG_TEST_URL, '--schema', target], env);
+    };
+    const wrong = await copy({ SECRET_KEY: 'ab'.repeat(32) });
+    expect({ code: wrong.code, stdout: wrong.stdout, lines: wrong.stderr.trim().split('\n').length }).toEqual({ code: 1, stdout: '', lines: 1 });
+    expect(wrong.stderr).toContain('no sealed value opens with SECRET_KEY (channel 4 key 1, user 1 2FA secret)');
+    const none = await copy({});
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('neither SECRET_KEY nor');
+    // Without SECRET_KEY, the key file the SQLite gateway made beside its database.
+    const own = join(dir, 'own');
+    mkdirSync(own);
+    const ownPath = join(own, 'gateway.db');
+    const o = openDatabase(ownPath, { checkpointMs: 0 });
+    seed(o.db);
+    // A key sealed under some older key: already unusable, named in a warning, not a reason to refuse the rest.
+    o.db.insert(sq.channels).values({ id: 5, name: 'old', type: 'openai', baseUrl: 'http://127.0.0.1:1', key: new SecretBox(Buffer.alloc(32, 1)).seal('sk-x'), models: [], modelMapping: {}, headers: {}, createdAt: 1, updatedAt: 1 }).run();
+    o.close();
+    writeFileSync(join(own, 'secret.key'), KEY);
+    const target = freshSchema('gw_copy_keyfile');
+    schemas.push(target);
+    const ok = await runCopy(['--from', `sqlite:${ownPath}`, '--to', PG_TEST_URL, '--schema', target], {});
+    expect(ok.code).toBe(0);
+    expect(ok.stderr).toStartWith(`warning: 1 of 3 sealed values do not open with ${join(own, 'secret.key')} (channel 5 key 1)`);
+    expect(ok.stderr.trim().split('\n')).toHaveLength(1);
   });
 
   test('bad arguments: one line, exit 1, no file created', async () => {

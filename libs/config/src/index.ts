@@ -319,4 +319,4 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   };
 }
 
-export { int as readIntEnv, bool as readBoolEnv, parseSqliteUrl };
+export { int as readIntEnv, bool as readBoolEnv, parseSqliteUrl, parseSecretKey };

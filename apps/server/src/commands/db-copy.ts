@@ -1,5 +1,5 @@
 /**
- * `bun run db:copy --from sqlite:./data/gateway.db --to postgres://… [--schema s] [--force]`
+ * `[SECRET_KEY=…] bun run db:copy --from sqlite:./data/gateway.db --to postgres://… [--schema s] [--force]`
  *
  * Copies a gateway's SQLite database into PostgreSQL (ids kept, sequences advanced). It lives with
  * the server, not in apps/cli, because it works on the server's storage directly and offline; the
@@ -10,6 +10,7 @@ import { parseArgs } from 'node:util';
 import { openDatabase } from '@gw/db';
 import { copySqliteToPostgres, openPostgres } from '@gw/db/pg';
 import { journalDirOf, journaledSettlements } from '@gw/billing';
+import { checkSealedKey } from './copy-key';
 
 const USAGE = 'usage: bun run db:copy --from sqlite:<path> --to postgres://… [--schema <name>] [--force]';
 
@@ -19,7 +20,7 @@ export interface CommandIo {
 }
 
 /** Runs the copy; returns the process exit code. Every failure is one line on `err`. */
-export async function runDbCopy(argv: string[], io: CommandIo): Promise<number> {
+export async function runDbCopy(argv: string[], io: CommandIo, env: Record<string, string | undefined> = process.env): Promise<number> {
   let src: ReturnType<typeof openDatabase> | undefined;
   let dst: Awaited<ReturnType<typeof openPostgres>> | undefined;
   try {
@@ -37,6 +38,8 @@ export async function runDbCopy(argv: string[], io: CommandIo): Promise<number> 
     // Opening takes the gateway's process lock: no SQLite gateway runs on the file until the copy is done.
     src = openDatabase(path, { checkpointMs: 0 });
     refuseUnbilled(path, src);
+    const sealedNote = checkSealedKey(path, src, env);
+    if (sealedNote) io.err(sealedNote);
     dst = await openPostgres(values.to, { schema: values.schema, max: 2 });
     // Counts are printed after the commit: before it, nothing is in the target yet.
     const counts = await copySqliteToPostgres(src, dst, { force: values.force });
