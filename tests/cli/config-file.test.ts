@@ -4,7 +4,7 @@
  * folder named by GW_CONFIG or XDG_CONFIG_HOME) must neither receive the token nor be overwritten.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { ROOT_PASSWORD, startGateway, type TestGateway } from '../helpers/gateway';
 import { cliSandbox, type CliSandbox } from './run-cli';
@@ -80,4 +80,21 @@ test('a JSON syntax error names no text of the file: an unquoted key or token st
   expect(w.code).toBe(2);
   expect(w.stderr).toContain('is not valid JSON');
   expect(w.stderr).not.toContain(SECRET);
+});
+
+test('a config folder other users may write is warned about: they could replace the file and receive the token', async () => {
+  const folder = join(sb.dir, 'shared-cfg');
+  mkdirSync(folder);
+  const configPath = join(folder, 'config.json');
+  writeFileSync(configPath, JSON.stringify({ url: gw.url, token: gw.rootToken }), { mode: 0o600 });
+  const run = () => sb.run(['whoami'], { env: { GW_CONFIG: configPath } });
+  chmodSync(folder, 0o777);
+  const loose = await run();
+  expect(loose.code).toBe(0);
+  expect(loose.stderr).toBe(`warning: ${folder} is writable by other users, who could replace the config file and receive your token; run: chmod 700 ${folder}\n`);
+  // A sticky folder (as /tmp) lets no one replace another user's file; a private one is quiet too.
+  for (const mode of [0o1777, 0o700]) {
+    chmodSync(folder, mode);
+    expect({ mode, stderr: (await run()).stderr }).toEqual({ mode, stderr: '' });
+  }
 });

@@ -37,8 +37,15 @@ export function readConfig(path: string, warn?: (msg: string) => void): StoredCo
     throw new UsageError(`config file ${path} is not valid JSON (${jsonSyntaxError(e)}); fix or delete it`);
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`config file ${path} must hold a JSON object`);
-  if (warn && process.platform !== 'win32' && (statSync(path).mode & 0o077) !== 0) {
-    warn(`warning: ${path} is readable by other users; run: chmod 600 ${path}`);
+  if (warn && process.platform !== 'win32') {
+    if ((statSync(path).mode & 0o077) !== 0) warn(`warning: ${path} is readable by other users; run: chmod 600 ${path}`);
+    // Whoever may write the folder may replace the file (a sticky folder such as /tmp lets no one replace another's):
+    // a config naming their URL would receive the token, and the password of a `gw login` without --url.
+    const dir = dirname(path);
+    const folder = statSync(dir).mode;
+    if ((folder & 0o022) !== 0 && (folder & 0o1000) === 0) {
+      warn(`warning: ${dir} is writable by other users, who could replace the config file and receive your token; run: chmod 700 ${dir}`);
+    }
   }
   return parsed as StoredConfig;
 }
