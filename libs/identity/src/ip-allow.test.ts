@@ -70,7 +70,7 @@ describe('attemptKeyOfIp', () => {
     expect(attemptKeyOfIp(long)).toBe(key);
     expect(attemptKeyOfIp(`${long}y`)).not.toBe(key);
     expect(attemptKeyOfIp('x'.repeat(64))).toBe('x'.repeat(64));
-    // The address the gateway records is already bounded so; counting it again gives the same key.
+    // An address the gateway recorded bounded so counts under the same key.
     expect(attemptKeyOfIp(boundedIpText(long))).toBe(key);
     expect(boundedIpText(key)).toBe(key);
   });
@@ -82,7 +82,8 @@ describe('forwardedAddress', () => {
       ['1.2.3.4', '1.2.3.4'], [' 1.2.3.4:5678 ', '1.2.3.4'], ['"1.2.3.4:80"', '1.2.3.4'], ['[2001:db8::1]:443', '2001:db8::1'],
       ['[::1]', '::1'], ['::1', '::1'], ['::ffff:1.2.3.4', '::ffff:1.2.3.4'], ['[::ffff:1.2.3.4]:9', '::ffff:1.2.3.4'],
       ['1.2.3.4:99999x', null], ['1.2.3.4:5:6', null], ['unknown', null], ['', null], ['"', null], ['[2001:db8::1]:', null],
-      ['[1.2.3.4]:80', '1.2.3.4'], ['2001:db8::1:443', '2001:db8::1:443'],
+      ['[1.2.3.4]:80', '1.2.3.4'], ['2001:db8::1:443', '2001:db8::1:443'], ['[ 1.2.3.4 ]', '1.2.3.4'],
+      ['fe80::1%eth0', null], [`[fe80::1%${'x'.repeat(5000)}]:80`, null],
     ];
     for (const [entry, want] of cases) expect([entry, forwardedAddress(entry)]).toEqual([entry, want]);
   });

@@ -69,12 +69,14 @@ export function forwardedAddress(entry: string): string | null {
   let s = entry.trim();
   if (s.length > 2 && s.startsWith('"') && s.endsWith('"')) s = s.slice(1, -1).trim();
   const bracketed = /^\[([^\]]*)\](?::(\d{1,5}))?$/.exec(s);
-  if (bracketed) s = bracketed[1]!;
+  if (bracketed) s = bracketed[1]!.trim();
   else {
     const v4Port = /^([\d.]+):\d{1,5}$/.exec(s);
     if (v4Port) s = v4Port[1]!;
   }
-  return parseIp(s) ? s : null;
+  // A zone id (`fe80::1%eth0`) names an interface of the proxy's own host, not a client, and parseIp ignores
+  // it: kept, any text after a `%` would be recorded whole as the client's address.
+  return !s.includes('%') && parseIp(s) ? s : null;
 }
 
 /** Longer than any written IPv6 address (45 characters, zone aside). */

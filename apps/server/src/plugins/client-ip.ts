@@ -7,7 +7,7 @@
  * the leftmost entry is taken, which is right only behind a proxy that overwrites the header.
  * X-Real-IP is not read: one header to configure is one header to get right.
  */
-import { forwardedAddress } from '@gw/identity';
+import { boundedIpText, forwardedAddress } from '@gw/identity';
 
 let trust: boolean | number = false;
 /** true: the leftmost X-Forwarded-For entry; n ≥ 1: n proxies, the n-th entry from the right; false: the socket. */
@@ -23,7 +23,8 @@ export function clientIp(request: Request, server: { requestIP(r: Request): { ad
       // An entry that is no address is the socket's (the proxy's): taken as written, every spelling of
       // nonsense was a per-address limit of its own.
       const address = forwardedAddress(entry);
-      if (address !== null) return address;
+      // Bounded all the same: the address is recorded in every usage row, session and log line.
+      if (address !== null) return boundedIpText(address);
     }
   }
   return server?.requestIP(request)?.address ?? '';
