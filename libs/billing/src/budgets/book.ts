@@ -11,7 +11,7 @@
 import { GatewayError, type Logger } from '@gw/core';
 import type { AsyncBudgetCharges, BudgetChargeResult, BudgetChargesRepo, BudgetRow, LowBalanceRow, SettlementRow } from '@gw/db';
 import type { BudgetScope } from '../holds/port';
-import { periodEnd, periodKey, type BudgetPeriod } from './period';
+import { periodEnd, periodEndOfKey, periodKey, type BudgetPeriod } from './period';
 import { reachedMask, thresholdsOf } from './thresholds';
 
 interface BudgetState {
@@ -310,15 +310,16 @@ export class BudgetBook {
     const reached = reachedMask(r.spent, r.limitAmount);
     const fresh = reached & ~r.alerted;
     if (!fresh) return { mask: null, alerts: [] };
-    const atMs = row.createdAt * 1000;
-    const expiresAt = periodEnd(b.period, atMs);
+    // The period the charge counted in, which is later than the row's own when it committed late: the cap and
+    // the alert's period_end follow it, or the cap's row would expire (and be pruned) while its period runs.
+    const expiresAt = periodEndOfKey(b.period, r.periodKey);
     const caps: AlertCap[] = [{ key: `${b.scope}:${b.subjectId}:${b.period}`, periodKey: r.periodKey, expiresAt, max: MAX_THRESHOLD_ALERTS_PER_PERIOD }];
     if (b.scope === 'key') caps.push({ key: `keys-of:${row.userId}:${b.period}`, periodKey: r.periodKey, expiresAt, max: MAX_KEY_ALERTS_PER_OWNER_PER_PERIOD });
     const alerts = thresholdsOf(fresh).map((pct) => ({
       caps,
       event: this.event('budget.threshold', row.createdAt, {
         budget_id: b.id, scope: b.scope, user_id: row.userId, key_id: b.scope === 'key' ? b.subjectId : null, period: b.period,
-        period_key: r.periodKey, period_end: Math.floor(periodEnd(b.period, atMs) / 1000), threshold: pct, limit: r.limitAmount, spent: r.spent,
+        period_key: r.periodKey, period_end: Math.floor(expiresAt / 1000), threshold: pct, limit: r.limitAmount, spent: r.spent,
         request_id: row.requestId,
       }),
       suppressed: { budget_id: b.id, scope: b.scope, subject_id: b.subjectId, period: b.period, period_key: r.periodKey, threshold: pct,

@@ -94,6 +94,21 @@ describe('BudgetBook with QuotaService', () => {
     expect(new BudgetsRepo(h.db).byId(b.id)).toMatchObject({ periodKey: today, spent: 45 });
   });
 
+  test('an alert of a late charge is capped and dated in the period the charge counted in, not its own', () => {
+    // What a first charge of tomorrow committed first leaves: the budget counts tomorrow. Today's charge then counts
+    // there; its cap row expiring at today's end would be pruned while tomorrow's count still runs.
+    const tomorrowMs = Date.now() + 86_400_000;
+    const next = periodKey('daily', tomorrowMs);
+    const b = budgetRow({ periodKey: next, spent: 40, limitAmount: 100 });
+    book.reload();
+    quota.settle(quota.reserveLocal({ userId, apiKey: key(), amount: 20, ref: 'late' }), log('late', 20));
+    expect(new BudgetsRepo(h.db).byId(b.id)).toMatchObject({ periodKey: next, spent: 60 });
+    const cap = h.sqlite.query('select period_key, expires_at from alert_caps where cap_key = ?').get(`user:${userId}:daily`) as { period_key: string; expires_at: number };
+    expect(cap).toEqual({ period_key: next, expires_at: periodEnd('daily', tomorrowMs) });
+    const [alert] = new AlertOutboxRepo(h.db).list({ offset: 0, limit: 10 }).items;
+    expect(JSON.parse(alert!.payload).data).toMatchObject({ threshold: 50, period_key: next, period_end: periodEnd('daily', tomorrowMs) / 1000 });
+  });
+
   test('recorded, uncommitted charges count as spent; a charge is capped at the budget; releases give the hold back', () => {
     const b = budgetRow({ limitAmount: 100 });
     book.reload();

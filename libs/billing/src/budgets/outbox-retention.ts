@@ -1,6 +1,6 @@
 /**
  * Removes alerts done with from the outbox: delivered ones ALERT_OUTBOX_RETENTION_DAYS after their delivery,
- * skipped ones (no webhook configured) as long after they were written. Pending and failed alerts stay, as do the
+ * skipped ones (no webhook configured) as long after they were written (0: never), and the caps of ended periods. Pending and failed alerts stay, as do the
  * alert caps of the current periods (a table of their own, so pruning never lets a flood through again). Runs on
  * the leader only (one node of a cluster), every ALERT_OUTBOX_PRUNE_MS, in bounded batches so a large backlog
  * never holds a long transaction.
@@ -23,9 +23,8 @@ export class OutboxRetention {
 
   constructor(private readonly repo: AlertOutboxStore, private readonly cfg: OutboxRetentionConfig, private readonly log?: Logger, private readonly now: () => number = Date.now) {}
 
-  /** Prunes now and then periodically while `leader` leads. */
+  /** Prunes now and then periodically while `leader` leads (ended periods' caps also when alerts are kept forever). */
   follow(leader: Leader): void {
-    if (this.cfg.retentionDays <= 0) return;
     if (leader.isLeader) this.start();
     this.stopFollowing = leader.onChange((leads) => (leads ? this.start() : this.stop()));
   }
@@ -50,9 +49,15 @@ export class OutboxRetention {
   /** One pass: batches until the backlog is gone. */
   async prune(): Promise<number> {
     const now = this.now();
-    const before = now - this.cfg.retentionDays * 86_400_000;
+    // Retention 0 keeps every alert: nothing was delivered or written before the epoch.
+    const before = this.cfg.retentionDays > 0 ? now - this.cfg.retentionDays * 86_400_000 : 0;
     let total = 0;
-    for (let n = BATCH; n >= BATCH && this.timer; total += n) n = await this.repo.prune(before, now, BATCH);
+    for (let n = BATCH; n >= BATCH && this.timer; total += n) {
+      // SQLite's prune is synchronous: without a turn between batches a large backlog (the first pass after an
+      // upgrade) would hold the event loop, and every request, for the whole deletion.
+      if (total) await new Promise((r) => setImmediate(r));
+      n = await this.repo.prune(before, now, BATCH);
+    }
     if (total) this.log?.info('alert.pruned', { rows: total, before: new Date(before).toISOString() });
     return total;
   }

@@ -21,6 +21,11 @@ export function periodStart(period: BudgetPeriod, ms: number): number {
   return period === 'daily' ? Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate()) : Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
 }
 
+/** When the period named by `key` (a periodKey of `period`) ends (Unix ms). */
+export function periodEndOfKey(period: BudgetPeriod, key: string): number {
+  return periodEnd(period, Date.parse(`${period === 'daily' ? key : `${key}-01`}T00:00:00Z`));
+}
+
 /** When the period containing `ms` ends and the next one starts (Unix ms). */
 export function periodEnd(period: BudgetPeriod, ms: number): number {
   const d = new Date(ms);

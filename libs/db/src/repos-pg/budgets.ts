@@ -145,8 +145,11 @@ export class PgAlertOutboxRepo {
   }
 
   async prune(beforeMs: number, nowMs: number, limit: number): Promise<number> {
-    await this.db.delete(alertCaps).where(lt(alertCaps.expiresAt, nowMs));
+    // SKIP LOCKED: a settlement refreshing an expired cap row holds it (and may hold the next one it refreshes), so
+    // a DELETE locking rows in its own scan order could deadlock with it; a row in use is left to the next pass.
+    const capIds = this.db.select({ id: alertCaps.id }).from(alertCaps).where(lt(alertCaps.expiresAt, nowMs)).limit(limit).for('update', { skipLocked: true });
+    const caps = (await this.db.delete(alertCaps).where(inArray(alertCaps.id, capIds)).returning({ id: alertCaps.id })).length;
     const ids = this.db.select({ id: alertOutbox.id }).from(alertOutbox).where(prunable(beforeMs, alertOutbox)).limit(limit);
-    return (await this.db.delete(alertOutbox).where(inArray(alertOutbox.id, ids)).returning({ id: alertOutbox.id })).length;
+    return caps + (await this.db.delete(alertOutbox).where(inArray(alertOutbox.id, ids)).returning({ id: alertOutbox.id })).length;
   }
 }

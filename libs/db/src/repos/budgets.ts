@@ -230,9 +230,10 @@ export class AlertOutboxRepo {
   }
 
   prune(beforeMs: number, nowMs: number, limit: number): number {
-    this.db.delete(alertCaps).where(lt(alertCaps.expiresAt, nowMs)).run();
+    const capIds = this.db.select({ id: alertCaps.id }).from(alertCaps).where(lt(alertCaps.expiresAt, nowMs)).limit(limit);
+    const caps = this.db.delete(alertCaps).where(inArray(alertCaps.id, capIds)).returning({ id: alertCaps.id }).all().length;
     const ids = this.db.select({ id: alertOutbox.id }).from(alertOutbox).where(prunable(beforeMs)).limit(limit);
-    return this.db.delete(alertOutbox).where(inArray(alertOutbox.id, ids)).returning({ id: alertOutbox.id }).all().length;
+    return caps + this.db.delete(alertOutbox).where(inArray(alertOutbox.id, ids)).returning({ id: alertOutbox.id }).all().length;
   }
 }
 
