@@ -119,13 +119,27 @@ describe('stream idle timeout', () => {
     await setPrice(gw, 'idle');
     const id = await addChannel(gw, { type: 'anthropic', url: slow.url, models: ['idle'] });
     await gw.api('PUT', '/api/channel/', { id, timeout_ms: 1000 });
-    slow.queue.push({ text: 'a b c', chunkDelayMs: 2500 });
+    // Silent after its first content event (message_start and content_block_start): before it, nothing is shown and
+    // the stream is not committed yet, so a silence there is a timeout that fails over, not a cut stream.
+    slow.queue.push({ text: 'a b c', pause: { afterFrames: 2, ms: 2500 } });
     const t0 = performance.now();
     const r = await send(gw, key, msg('idle', { stream: true }));
     expect(r.status).toBe(200);
     expect(eventNames(r.text)[0]).toBe('message_start');
     expect(eventNames(r.text).at(-1)).toBe('error');
     expect(performance.now() - t0).toBeLessThan(2400);
+    expect(slow.hits).toBe(1);
+  });
+
+  test('an upstream silent for timeout_ms after message_start, before any content: a timeout, answered as JSON, no 200', async () => {
+    const slow = up();
+    await setPrice(gw, 'idle-start');
+    const id = await addChannel(gw, { type: 'anthropic', url: slow.url, models: ['idle-start'] });
+    await gw.api('PUT', '/api/channel/', { id, timeout_ms: 1000 });
+    slow.queue.push({ text: 'a b c', pause: { afterFrames: 1, ms: 2500 } });
+    const r = await send(gw, key, msg('idle-start', { stream: true }));
+    expect(r.status).toBe(504);
+    expect(JSON.parse(r.text).type).toBe('error');
     expect(slow.hits).toBe(1);
   });
 });
