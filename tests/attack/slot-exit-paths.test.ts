@@ -28,7 +28,7 @@ async function slotsBecome(n: number) {
 
 /** Opens a stream the upstream keeps open; resolves with its reader once the first bytes came. */
 async function hold(key: string) {
-  up.queue.push({ text: 'held open', chunkDelayMs: 30_000 });
+  up.queue.push({ text: 'held open', pause: { afterFrames: 2, ms: 30_000 } }); // silent after its first content event: the stream is committed
   const ctrl = new AbortController();
   const res = await fetch(`${gw.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key, ...V }, body: JSON.stringify(msg('x-model', { stream: true })), signal: ctrl.signal });
   expect(res.status).toBe(200);

@@ -18,7 +18,7 @@ async function setup(env: Record<string, string>) {
 
 /** A stream the upstream keeps open; resolves once its first bytes arrived (or with the refusal). */
 async function hold(gw: TestGateway, up: Scripted, key: string): Promise<{ status: number; code?: string; ctrl: AbortController }> {
-  up.queue.push({ text: 'held open', chunkDelayMs: 30_000 });
+  up.queue.push({ text: 'held open', pause: { afterFrames: 2, ms: 30_000 } }); // silent after its first content event: the stream is committed
   const ctrl = new AbortController();
   const res = await fetch(`${gw.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key, ...V }, body: JSON.stringify(msg('share-model', { stream: true })), signal: ctrl.signal });
   if (res.status !== 200) {

@@ -38,7 +38,7 @@ async function slotsBecome(n: number, ms = 3000): Promise<void> {
 
 /** A stream the upstream keeps open (first frames, then silence); resolves once its first bytes arrived. */
 async function holdStream(): Promise<{ ctrl: AbortController; status: number }> {
-  up.queue.push({ text: 'held open', chunkDelayMs: 30_000 });
+  up.queue.push({ text: 'held open', pause: { afterFrames: 2, ms: 30_000 } }); // silent after its first content event: the stream is committed
   const ctrl = new AbortController();
   const res = await fetch(`${gw.url}/v1/messages`, { method: 'POST', headers: headers(), body: JSON.stringify(msg('cap-model', { stream: true })), signal: ctrl.signal });
   const reader = res.body!.getReader();
