@@ -134,9 +134,13 @@ describe('translated streams: a count reported in one usage chunk is not lost by
       .toEqual({ input_tokens: 5000, output_tokens: 800, cost: 5800, usage_flag: '' });
   }, 20_000);
 
-  test('completion_tokens early, prompt_tokens last: both billed as reported', async () => {
-    expect(await billed('oai-m', true, split({ completion_tokens: 800 }, { prompt_tokens: 5000 })))
-      .toEqual({ input_tokens: 5000, output_tokens: 800, cost: 5800, usage_flag: '' });
+  test('completion_tokens early, prompt_tokens last: both billed as reported, the output streamed after the count on top', async () => {
+    // The early completion_tokens cannot cover the 10,000 characters streamed after it (it was billed as the whole
+    // answer's output): they are added at the estimate of what was delivered, as on native streams.
+    const none = await billed('oai-m', true, () => sseResponse(openaiStream(ABSENT)));
+    const output = 400 + none.output_tokens;
+    expect(await billed('oai-m', true, split({ completion_tokens: 400 }, { prompt_tokens: 5000 })))
+      .toEqual({ input_tokens: 5000, output_tokens: output, cost: 5000 + output, usage_flag: '' });
   }, 20_000);
 
   test('a later count still replaces an earlier one (running totals: the last report wins)', async () => {

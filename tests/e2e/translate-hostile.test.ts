@@ -348,6 +348,25 @@ describe('usage', () => {
     const { row } = await run({ rawFrames: [chunk({ content: 'hi' }, 'stop'), usageChunk({ prompt_tokens: 40, completion_tokens: 7 }), usageChunk({}), DONE] });
     expect(row).toMatchObject({ input_tokens: 40, output_tokens: 7, cost: 54, usage_flag: '' });
   });
+  // An upstream reporting usage early (in its first chunk, or a usage chunk of its own) and then going on: the count
+  // cannot cover what came after it, which was delivered for free (10,000 characters billed as 1 output token).
+  test('stream: output delivered after an early completion_tokens is billed on top of it, and shown to the client', async () => {
+    const TEXT = 'word '.repeat(2000);
+    const body = [chunk({ content: TEXT.slice(0, 5000) }), chunk({ content: TEXT.slice(5000) }), chunk({}, 'stop')];
+    const none = await run({ rawFrames: [chunk({ content: '' }), ...body, DONE] }, { max_tokens: 5000 });
+    const after = none.row.output_tokens;
+    expect(after).toBeGreaterThan(2000);
+    const early = { prompt_tokens: 40, completion_tokens: 1 };
+    for (const frames of [[chunk({ content: '' }, null, { usage: early }), ...body, DONE], [usageChunk(early), ...body, DONE]]) {
+      const { r, row } = await run({ rawFrames: frames }, { max_tokens: 5000 });
+      expect(wellFormed(r.text).find((e) => e.type === 'message_delta')!.usage).toMatchObject({ input_tokens: 40, output_tokens: 1 + after });
+      expect(row).toMatchObject({ input_tokens: 40, output_tokens: 1 + after, cost: 40 + 2 * (1 + after), usage_flag: '' });
+    }
+    // Running totals (usage in every chunk, counting that chunk's content) are the count as they are: nothing added.
+    const { row } = await run({ rawFrames: [chunk({ content: 'Hello' }, null, { usage: { prompt_tokens: 40, completion_tokens: 2 } }),
+      chunk({ content: ' world' }, null, { usage: { prompt_tokens: 40, completion_tokens: 4 } }), chunk({}, 'stop', { usage: { prompt_tokens: 40, completion_tokens: 4 } }), DONE] });
+    expect(row).toMatchObject({ input_tokens: 40, output_tokens: 4, cost: 48, usage_flag: '' });
+  });
 });
 
 describe('a 200 whose JSON body is an error (servers and proxies that answer errors with 200)', () => {

@@ -93,6 +93,13 @@ export class ChatStreamTranslator {
   private refused = false;
   private usage: Usage | null = null;
   private outputTokens = 0;
+  /**
+   * `outputTokens` when the latest report of completion_tokens was read (after its chunk's own content, which servers
+   * reporting running totals count in it). Output delivered after that report is not in it and is billed on top.
+   */
+  private outputAtReport = 0;
+  /** The chunk being read reported completion_tokens: the mark is set once its content is counted. */
+  private reportPending = false;
   /** The part of outputTokens still held back (not sent): a failed stream is billed for what was delivered. */
   private heldTokens = 0;
   private stopReason: StopReason | null = null;
@@ -136,7 +143,10 @@ export class ChatStreamTranslator {
     const out = this.start();
     if (!chunk || typeof chunk !== 'object') return out;
     const choice = this.usageOf(chunk);
-    if (!choice) return out;
+    if (!choice) {
+      this.markReport();
+      return out;
+    }
     const d = (choice.delta && typeof choice.delta === 'object' ? choice.delta : {}) as ChatCompletionChunk['choices'][number]['delta'];
     const reasoning = textOf(d.reasoning_content) || textOf(d.reasoning);
     if (reasoning) this.text(out, 'thinking', reasoning);
@@ -148,6 +158,7 @@ export class ChatStreamTranslator {
       this.text(out, 'text', refusal);
     }
     if (Array.isArray(d.tool_calls)) for (const tc of d.tool_calls) if (tc && typeof tc === 'object') this.tool(out, tc);
+    this.markReport();
     if (this.heldChars > (this.opts.maxHeldChars ?? MAX_HELD_CHARS)) {
       return [...out, ...this.fail('The upstream held back more output behind an unfinished tool call than the gateway keeps.')];
     }
@@ -186,10 +197,18 @@ export class ChatStreamTranslator {
     if (this.ended || !usage || typeof usage !== 'object') return;
     const u = usageFromOpenAI(usage);
     const prev = this.usage;
+    if (u.output_tokens !== undefined) this.reportPending = true;
     this.usage = !prev ? u : {
       ...(u.input_tokens !== undefined ? u : prev),
       output_tokens: u.output_tokens !== undefined ? u.output_tokens : prev.output_tokens,
     };
+  }
+
+  /** Sets the output mark of a completion_tokens report once its chunk's content is counted (see outputAtReport). */
+  private markReport(): void {
+    if (!this.reportPending) return;
+    this.reportPending = false;
+    this.outputAtReport = this.outputTokens;
   }
 
   /** Ends a properly finished upstream stream: message_delta (with usage) then message_stop. */
@@ -219,7 +238,17 @@ export class ChatStreamTranslator {
     // Counts the upstream left out or sent unusable are the estimates (never shown as 0, nor billed as max_tokens).
     // A usage of zeros for an answer that delivered output is no count (a proxy filling in 0 where its provider reported
     // nothing): the output is billed, and shown, on the estimate of what was delivered, like a count left out.
-    const u = countsNothing(this.usage) && this.outputTokens > 0 ? { ...this.usage!, output_tokens: undefined as unknown as number } : this.usage;
+    this.markReport(); // a report in the chunk that ended the stream (an error chunk) covers everything before it
+    let u = countsNothing(this.usage) && this.outputTokens > 0 ? { ...this.usage!, output_tokens: undefined as unknown as number } : this.usage;
+    // Output delivered after the last completion_tokens report is not in it (an upstream reporting usage early, then
+    // going on): billed on top at the estimate, as native streams bill content after their message_delta. Before,
+    // 10,000 characters after an early completion_tokens of 1 billed 1 output token. Held-back output a failed
+    // stream never delivered is not added.
+    const after = this.outputTokens - this.outputAtReport;
+    const undelivered = this.failed ? Math.min(this.heldTokens, after) : 0;
+    if (u && usableCount(u.output_tokens) && after - undelivered > 0 && Number.isSafeInteger(u.output_tokens + after)) {
+      u = { ...u, output_tokens: u.output_tokens + after - undelivered };
+    }
     const estimatedUsage = { ...(u ?? zeroUsage()), input_tokens: usableCount(u?.input_tokens) ? u.input_tokens : this.opts.inputTokens ?? 0,
       output_tokens: usableCount(u?.output_tokens) ? u.output_tokens : this.outputTokens - (this.failed ? this.heldTokens : 0) };
     return { usage: u, estimatedUsage, stopReason: this.stopReason, complete: this.ended && !this.failed, failed: this.failed };
