@@ -98,3 +98,37 @@ test('beta messages (as Claude Code calls them: ?beta=true and anthropic-beta) p
   expect(final.content).toEqual([expect.objectContaining({ type: 'text', text: 'beta ok' })]);
   expect(ant.last().headers['anthropic-beta']).toBe('interleaved-thinking-2025-05-14');
 });
+
+// Tool arguments an OpenAI-compatible model got wrong. The SDK parses every input_json_delta as it comes: arguments
+// that were no object became an input that is none (`[1,2]`, `null`), and ones that were no JSON (`{'a': 1}`, an
+// object with text after it, two calls' arguments run together) made it throw mid-stream, losing the whole answer.
+// Streamed, only what continues one JSON object is sent; the same answer as JSON gives the same input.
+describe('tool arguments that are not one JSON object (translated)', () => {
+  const chunk = (delta: object, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  const usage = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 10, completion_tokens: 5 } })}\n\n`;
+  const call = (args: string[]) => [
+    chunk({ role: 'assistant', content: null }),
+    chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }] }),
+    ...args.map((arguments_) => chunk({ tool_calls: [{ index: 0, function: { arguments: arguments_ } }] })),
+    chunk({}, 'tool_calls'), usage, 'data: [DONE]\n\n',
+  ];
+  const cases: Array<[string[], Record<string, unknown>]> = [
+    [['[1,', '2]'], {}], [['null'], {}], [['"Oslo"'], {}], [['garbage'], {}], [["{'city': ", "'Oslo'}"], {}],
+    [['{"city":"Oslo"}', ' (done)'], { city: 'Oslo' }], [['{"city":"Os', 'lo"}{"city":"Lima"}'], { city: 'Oslo' }],
+    [['  ', '{"city":"\\u00c5', 'lesund"}'], { city: 'Ålesund' }],
+  ];
+  const ask = { model: 'claude-via-openai', max_tokens: 64, tools: [weather], messages: [{ role: 'user' as const, content: 'Weather?' }] };
+
+  test.each(cases)('%j: the streamed input is an object, the same as the JSON answer\'s', async (args, input) => {
+    oai.queue.push({ rawFrames: call(args) });
+    const streamed = await client.messages.stream(ask).finalMessage();
+    oai.queue.push({ rawJson: { id: 'c', object: 'chat.completion', created: 1, model: 'm', usage: { prompt_tokens: 10, completion_tokens: 5 },
+      choices: [{ index: 0, finish_reason: 'tool_calls', message: { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: args.join('') } }] } }] } });
+    const whole = await client.messages.create(ask);
+    for (const m of [streamed, whole]) {
+      expect(m.stop_reason).toBe('tool_use');
+      expect(m.content).toEqual([expect.objectContaining({ type: 'tool_use', id: 'call_1', name: 'get_weather', input })]);
+    }
+  });
+});

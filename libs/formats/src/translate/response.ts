@@ -4,6 +4,7 @@ import type { AnthropicMessage, ResponseBlock, Usage } from '../anthropic/respon
 import { zeroUsage } from '../anthropic/response';
 import type { ChatCompletion, ChatToolCall } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
+import { ToolArgsFilter } from './tool-args';
 import { clientToolId, clientToolName, finalStopReason, firstChoice, objectArguments, textOf, usableCount, usageFromOpenAI } from './common';
 
 export interface FromOpenAIOptions {
@@ -88,7 +89,7 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
 }
 
 /**
- * Parses tool arguments; anything but a JSON object becomes `{}` (Anthropic's input is always an object), and so do
+ * Parses tool arguments; anything but a JSON object (or one followed by more) becomes `{}` (Anthropic's input is always an object), and so do
  * arguments past the answer's value `budget` (shared by its calls) or nested too deep, unparsed: 24 MiB of `{},` in
  * one call's arguments was 8 million objects to build.
  */
@@ -103,7 +104,16 @@ export function parseArguments(args: string | undefined, id: string, bad: string
   try {
     const v = JSON.parse(args);
     if (v && typeof v === 'object' && !Array.isArray(v)) return v;
-  } catch { /* fall through */ }
+  } catch {
+    // A whole object followed by more (trailing text, a second call's arguments run into it) is that object, as the
+    // stream of the same answer delivers it (ToolArgsFilter); still worth the log line.
+    const head = new ToolArgsFilter();
+    const object = head.push(args);
+    if (head.whole) {
+      bad.push(id);
+      return JSON.parse(object);
+    }
+  }
   bad.push(id);
   return {};
 }

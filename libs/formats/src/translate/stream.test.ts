@@ -166,7 +166,7 @@ describe('ChatStreamTranslator caps what it holds', () => {
   test('text and arguments held behind a live call past the cap end the stream with an error event; nothing after it', () => {
     const t = new ChatStreamTranslator({ requestedModel: 'm', id: 'msg_x', maxHeldChars: 200 });
     t.push(call(0, '{', 'f'));
-    expect(t.push(call(1, 'a'.repeat(50), 'g')).some((e) => e.type === 'error')).toBe(false);
+    expect(t.push(call(1, `{"k":"${'a'.repeat(44)}`, 'g')).some((e) => e.type === 'error')).toBe(false);
     const ev = t.push(c({ content: 'b'.repeat(100) }));
     expect(ev.at(-1)).toEqual({ type: 'error', error: { type: 'api_error', message: expect.stringContaining('unfinished tool call') } });
     expect(t.failedWith).toContain('unfinished tool call');
@@ -178,7 +178,7 @@ describe('ChatStreamTranslator caps what it holds', () => {
     const t = new ChatStreamTranslator({ requestedModel: 'm', id: 'msg_x', maxHeldChars: 300 });
     for (let round = 0; round < 20; round++) {
       t.push(call(round * 2, '{', 'f'));
-      t.push(call(round * 2 + 1, 'a'.repeat(150), 'g')); // held behind the live call
+      t.push(call(round * 2 + 1, `{"k":"${'a'.repeat(144)}`, 'g')); // held behind the live call
       t.push(c({}, 'tool_calls')); // closes the live call and emits the held one
     }
     expect(t.failedWith).toBeNull();

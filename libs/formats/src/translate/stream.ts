@@ -7,6 +7,7 @@ import type { AnthropicStreamEvent, StopReason, Usage } from '../anthropic/respo
 import { countsNothing, zeroUsage } from '../anthropic/response';
 import type { ChatCompletionChunk, ChatToolCallDelta } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
+import { ToolArgsFilter } from './tool-args';
 import { clientToolId, clientToolName, finalStopReason, firstChoice, objectArguments, textOf, usableCount, usageFromOpenAI } from './common';
 
 export interface StreamTranslatorOptions {
@@ -49,7 +50,7 @@ export interface StreamOutcome {
 }
 
 type Open = { kind: 'text' | 'thinking' | 'tool'; index: number } | null;
-interface PendingTool { id: string; name: string; args: string[]; ordinal: number; tokens: number }
+interface PendingTool { id: string; name: string; args: string[]; ordinal: number; tokens: number; filter: ToolArgsFilter }
 type ToolKey = number | string;
 interface HeldText { kind: 'text' | 'thinking'; piece: string }
 
@@ -66,6 +67,8 @@ export class ChatStreamTranslator {
   private open: Open = null;
   /** OpenAI tool index streaming live into the open block. */
   private liveTool: ToolKey | null = null;
+  /** What of the live call's arguments can reach the client (ToolArgsFilter). */
+  private liveArgs: ToolArgsFilter | null = null;
   private readonly seenTools = new Set<ToolKey>();
   /**
    * Tool calls without a block yet: waiting for their name (some upstreams send it after the first fragment),
@@ -279,7 +282,7 @@ export class ChatStreamTranslator {
     const fn = tc.function && typeof tc.function === 'object' ? tc.function : undefined;
     // Arguments sent as an object (objectArguments) are its JSON text; the chunk holding it was bounded as an event.
     const object = objectArguments(fn?.arguments);
-    const args = typeof fn?.arguments === 'string' ? fn.arguments : object ? JSON.stringify(object) : '';
+    const raw = typeof fn?.arguments === 'string' ? fn.arguments : object ? JSON.stringify(object) : '';
     const name = typeof fn?.name === 'string' ? fn.name : '';
     // OpenAI's index is an integer; anything else is keyed by its text (an object or a fraction names no call
     // of its own, and never reaches an id). Without an index (Gemini's compatible API sends each call whole,
@@ -291,9 +294,10 @@ export class ChatStreamTranslator {
       if (this.superseded === this.liveTool) this.endLive(out);
       this.superseded = null;
     }
-    const tokens = estimateTextTokens(args);
     if (key === this.liveTool) {
-      this.outputTokens += tokens;
+      // Only what continues one JSON object is sent (ToolArgsFilter), and only that counts as delivered.
+      const args = this.liveArgs!.push(raw);
+      this.outputTokens += estimateTextTokens(args);
       if (args) out.push({ type: 'content_block_delta', index: this.open!.index, delta: { type: 'input_json_delta', partial_json: args } });
       return;
     }
@@ -303,10 +307,12 @@ export class ChatStreamTranslator {
       // without usage was billed for megabytes of arguments after the finish_reason that no client received).
       if (this.seenTools.has(key)) return;
       this.seenTools.add(key);
-      t = { id: '', name: '', args: [], ordinal: this.toolCalls++, tokens: 0 };
+      t = { id: '', name: '', args: [], ordinal: this.toolCalls++, tokens: 0, filter: new ToolArgsFilter() };
       this.pending.set(key, t);
       this.heldChars += 64; // the entry itself, so that many empty calls count too
     }
+    const args = t.filter.push(raw);
+    const tokens = estimateTextTokens(args);
     this.outputTokens += tokens;
     if (typeof tc.id === 'string' && tc.id && !t.id) {
       t.id = tc.id;
@@ -328,6 +334,7 @@ export class ChatStreamTranslator {
     const index = this.nextIndex++;
     this.open = { kind: 'tool', index };
     this.liveTool = key;
+    this.liveArgs = t.filter;
     this.emitTool(out, index, key, t);
   }
 
@@ -401,6 +408,7 @@ export class ChatStreamTranslator {
     if (this.open) out.push({ type: 'content_block_stop', index: this.open.index });
     this.open = null;
     this.liveTool = null;
+    this.liveArgs = null;
     for (const [key, t] of this.pending) {
       const index = this.nextIndex++;
       this.emitTool(out, index, key, t);

@@ -1,0 +1,40 @@
+import { describe, expect, test } from 'bun:test';
+import { ToolArgsFilter } from './tool-args';
+
+/** What the filter passes of `fragments`, joined. */
+const pass = (...fragments: string[]) => {
+  const f = new ToolArgsFilter();
+  return fragments.map((p) => f.push(p)).join('');
+};
+
+describe('ToolArgsFilter: the longest prefix of one JSON object', () => {
+  test('a valid object passes whole, however it is split (mid-escape, mid-number, mid-literal)', () => {
+    const json = '{"a":"x\\u00e9\\"y","b":[1,-2.5e+3,true,false,null,{}],"c":{"d":[]}, "e" : 0}';
+    expect(pass(json)).toBe(json);
+    expect(pass(...json.split(''))).toBe(json);
+    expect(JSON.parse(pass(json.slice(0, 13), json.slice(13, 30), json.slice(30)))).toEqual(JSON.parse(json));
+  });
+  test('arguments that are not an object send nothing', () => {
+    for (const a of ['[1,2]', 'null', '"x"', '5', 'garbage', 'true']) expect(pass(a)).toBe('');
+  });
+  test('leading whitespace is held until the object opens', () => {
+    expect(pass('  ', '\n{"a":1}')).toBe('{"a":1}');
+    expect(pass('   ')).toBe('');
+  });
+  test('after the object closes, the rest is dropped (trailing text, a second object)', () => {
+    expect(pass('{"a":1} trailing')).toBe('{"a":1}');
+    expect(pass('{"a":1}', '{"b":2}')).toBe('{"a":1}');
+    expect(pass('{"a":1', '0}  ', 'x')).toBe('{"a":10}');
+  });
+  test('a character that cannot continue the object ends it there', () => {
+    expect(pass("{'a': 1}")).toBe('{');
+    expect(pass('{"a":1 x}')).toBe('{"a":1 ');
+    expect(pass('{"a":tru', 'e', 'x}')).toBe('{"a":true');
+    expect(pass('{"a":01}')).toBe('{"a":0');
+    expect(pass('{"a":"\\q"}')).toBe('{"a":"\\');
+    expect(pass('{"a":"\\u12g4"}')).toBe('{"a":"\\u12');
+    expect(pass('{"a":[1}')).toBe('{"a":[1');
+    expect(pass('{"a" 1}')).toBe('{"a" ');
+    expect(pass('{"a":"x\ny"}')).toBe('{"a":"x');
+  });
+});

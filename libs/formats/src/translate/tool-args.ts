@@ -1,0 +1,146 @@
+/**
+ * The part of a streamed tool call's arguments that can reach the client: the longest prefix of one JSON object.
+ * Anthropic's tool input is always an object, and the SDKs parse every `input_json_delta` as it comes (partial JSON
+ * allowed, invalid JSON not): arguments such as `[1,2]`, `null` or `"x"` became an input that is no object, and
+ * `{'a': 1}`, `{"a":1} trailing` or two calls run together (`{"a":1}{"b":2}`) made the SDK throw mid-stream and lose
+ * the whole answer. A stream cannot take back what it sent, so it stops sending at the first character that cannot
+ * continue an object: arguments that do not open one send nothing (the input stays `{}`, as the JSON answer's does),
+ * and after the object closes, or a character breaks it, the rest is dropped. A JSON answer's arguments that are
+ * no JSON but begin with a whole object are that object, as the same answer streamed is.
+ */
+
+type Expect = 'value' | 'firstValue' | 'key' | 'firstKey' | 'colon' | 'next';
+type Token = { kind: 'string'; key: boolean; escape: boolean; hex: number } | { kind: 'number'; text: string } | { kind: 'literal'; word: string; at: number } | null;
+
+const NUMBER_PREFIX = /^-?(0|[1-9]\d*)?(\.\d*)?([eE][+-]?\d*)?$/;
+const NUMBER = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/;
+const WS = new Set([' ', '\t', '\n', '\r']);
+const HEX = /^[0-9a-fA-F]$/;
+const ESCAPES = new Set(['"', '\\', '/', 'b', 'f', 'n', 'r', 't']);
+
+export class ToolArgsFilter {
+  /** Open containers: `{` or `[`. Empty before the object opens and after it closes. */
+  private readonly stack: string[] = [];
+  private expect: Expect = 'value';
+  private token: Token = null;
+  /** No more characters are passed: the object closed, or a character could not continue it. */
+  private ended = false;
+  private opened = false;
+
+  /** The object opened and closed: what was passed is one whole JSON object. */
+  get whole(): boolean {
+    return this.opened && !this.stack.length;
+  }
+
+  /** The part of `fragment` to send (possibly ""). */
+  push(fragment: string): string {
+    if (this.ended) return '';
+    // Whitespace before the object is not sent: the SDKs parse each delta's sum, and "  " alone is no JSON.
+    let from = 0;
+    for (let i = 0; i < fragment.length; i++) {
+      const c = fragment[i]!;
+      if (!this.step(c)) {
+        this.ended = true;
+        return fragment.slice(from, i);
+      }
+      if (!this.opened) from = i + 1;
+      else if (!this.stack.length && !this.token) {
+        this.ended = true;
+        return fragment.slice(from, i + 1);
+      }
+    }
+    return fragment.slice(from);
+  }
+
+  /** Whether `c` continues a JSON object; updates the state when it does. */
+  private step(c: string): boolean {
+    const t = this.token;
+    if (t?.kind === 'string') return this.stringChar(t, c);
+    if (t?.kind === 'literal') {
+      if (c !== t.word[t.at]) return false;
+      if (++t.at === t.word.length) this.endValue();
+      return true;
+    }
+    if (t?.kind === 'number') {
+      if (/[0-9eE.+-]/.test(c) && NUMBER_PREFIX.test(t.text + c)) {
+        t.text += c;
+        return true;
+      }
+      if (!NUMBER.test(t.text)) return false;
+      this.endValue();
+    }
+    if (WS.has(c)) return true;
+    switch (this.expect) {
+      case 'firstKey':
+        if (c === '}') return this.close('{');
+      // falls through
+      case 'key':
+        if (c !== '"') return false;
+        this.token = { kind: 'string', key: true, escape: false, hex: 0 };
+        return true;
+      case 'colon':
+        if (c !== ':') return false;
+        this.expect = 'value';
+        return true;
+      case 'next':
+        if (c === ',') {
+          this.expect = this.stack.at(-1) === '{' ? 'key' : 'value';
+          return true;
+        }
+        return this.close(c === '}' ? '{' : c === ']' ? '[' : '');
+      case 'firstValue':
+        if (c === ']') return this.close('[');
+      // falls through
+      case 'value':
+        return this.value(c);
+    }
+  }
+
+  private value(c: string): boolean {
+    // The top level is an object, and nothing else.
+    if (!this.opened && c !== '{') return false;
+    if (c === '{' || c === '[') {
+      this.opened = true;
+      this.stack.push(c);
+      this.expect = c === '{' ? 'firstKey' : 'firstValue';
+      return true;
+    }
+    if (c === '"') this.token = { kind: 'string', key: false, escape: false, hex: 0 };
+    else if (c === '-' || (c >= '0' && c <= '9')) this.token = { kind: 'number', text: c };
+    else if (c === 't' || c === 'f' || c === 'n') this.token = { kind: 'literal', word: c === 't' ? 'true' : c === 'f' ? 'false' : 'null', at: 1 };
+    else return false;
+    return true;
+  }
+
+  private stringChar(t: Extract<Token, { kind: 'string' }>, c: string): boolean {
+    if (t.hex > 0) {
+      if (!HEX.test(c)) return false;
+      t.hex--;
+      return true;
+    }
+    if (t.escape) {
+      t.escape = false;
+      if (c === 'u') t.hex = 4;
+      return c === 'u' || ESCAPES.has(c);
+    }
+    if (c === '\\') t.escape = true;
+    else if (c === '"') {
+      this.token = null;
+      if (t.key) this.expect = 'colon';
+      else this.endValue();
+    } else if (c < ' ') return false; // control characters must be escaped inside a JSON string
+    return true;
+  }
+
+  private close(open: string): boolean {
+    if (!open || this.stack.at(-1) !== open) return false;
+    this.stack.pop();
+    this.endValue();
+    return true;
+  }
+
+  private endValue(): void {
+    this.token = null;
+    this.expect = 'next';
+  }
+}
