@@ -174,6 +174,21 @@ describe('ChatStreamTranslator caps what it holds', () => {
     expect(t.outcome()).toMatchObject({ complete: false, failed: true });
   });
 
+  test('output after an early completion_tokens is added to it; a failed stream adds only what it delivered', () => {
+    const run = (end: (t: ChatStreamTranslator) => unknown) => {
+      const t = new ChatStreamTranslator({ requestedModel: 'm', id: 'msg_x' });
+      t.push(fullChunk({ choices: [], usage: { prompt_tokens: 10, completion_tokens: 1 } } as never));
+      t.push(call(0, '{"k":"', 'f')); // live: delivered
+      t.push(c({ content: 'x'.repeat(400) })); // held behind the live call
+      end(t);
+      return t.outcome().estimatedUsage.output_tokens;
+    };
+    const failed = run((t) => t.fail('cut'));
+    const finished = run((t) => t.finish());
+    expect(failed).toBeGreaterThan(1);
+    expect(finished - failed).toBe(100); // the 400 held characters, delivered only by the finished stream
+  });
+
   test('what was held is given back once emitted: holding under the cap again and again never fails', () => {
     const t = new ChatStreamTranslator({ requestedModel: 'm', id: 'msg_x', maxHeldChars: 300 });
     for (let round = 0; round < 20; round++) {
