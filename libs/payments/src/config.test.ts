@@ -37,6 +37,10 @@ describe('paymentsConfig', () => {
     expect(() => paymentsConfig({ TOPUP_CHECKOUT_DEADLINE_SECONDS: '15' })).toThrow('must exceed PAYMENT_API_TIMEOUT_MS (15000 ms)');
     expect(paymentsConfig({ TOPUP_CHECKOUT_DEADLINE_SECONDS: '16' }).checkoutDeadlineSeconds).toBe(16);
     expect(paymentsConfig({}).checkoutDeadlineSeconds).toBe(300);
+    // An order with a checkout gets a day unless set, and never less time than one without.
+    expect(paymentsConfig({}).pendingExpirySeconds).toBe(86_400);
+    expect(paymentsConfig({ TOPUP_PENDING_EXPIRY_SECONDS: '600' }).pendingExpirySeconds).toBe(600);
+    expect(() => paymentsConfig({ TOPUP_PENDING_EXPIRY_SECONDS: '299' })).toThrow('must be at least TOPUP_CHECKOUT_DEADLINE_SECONDS (300)');
   });
 
   test('redemption attempt limit: 10 failures per 600 s unless set', () => {

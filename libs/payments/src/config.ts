@@ -53,6 +53,12 @@ export interface PaymentsConfig {
    * this long after its creation never gets one (its process died mid-create), so it is marked failed.
    */
   checkoutDeadlineSeconds: number;
+  /**
+   * TOPUP_PENDING_EXPIRY_SECONDS (default 86400, at least the checkout deadline): an order with a checkout still
+   * pending this long after its creation is marked expired (providerB sends no expiry event). A payment of its
+   * checkout that arrives later still credits it.
+   */
+  pendingExpirySeconds: number;
   providerA: ProviderAConfig | null;
   providerB: ProviderBConfig | null;
   /** TOPUP_MAX_ORDERS_PER_HOUR (default 20, 0 = no limit): orders a user may create per hour. */
@@ -105,8 +111,13 @@ export function paymentsConfig(env: Record<string, string | undefined>): Payment
   if (checkoutDeadlineSeconds * 1000 <= apiTimeoutMs) {
     throw new ConfigError(`TOPUP_CHECKOUT_DEADLINE_SECONDS (${checkoutDeadlineSeconds}) must exceed PAYMENT_API_TIMEOUT_MS (${apiTimeoutMs} ms)`);
   }
+  const pendingExpirySeconds = readIntEnv(env, 'TOPUP_PENDING_EXPIRY_SECONDS', 86_400, 1, 90 * 86_400);
+  // An order without a checkout is the deadline's (failed); one with a checkout is never given less time to be paid.
+  if (pendingExpirySeconds < checkoutDeadlineSeconds) {
+    throw new ConfigError(`TOPUP_PENDING_EXPIRY_SECONDS (${pendingExpirySeconds}) must be at least TOPUP_CHECKOUT_DEADLINE_SECONDS (${checkoutDeadlineSeconds})`);
+  }
   return {
-    currency, min, max, quotaPerUnit, apiTimeoutMs, checkoutDeadlineSeconds,
+    currency, min, max, quotaPerUnit, apiTimeoutMs, checkoutDeadlineSeconds, pendingExpirySeconds,
     successUrl: url(env, 'TOPUP_SUCCESS_URL', `${publicUrl}/topup/success`),
     cancelUrl: url(env, 'TOPUP_CANCEL_URL', `${publicUrl}/topup/cancel`),
     ordersPerHour: readIntEnv(env, 'TOPUP_MAX_ORDERS_PER_HOUR', 20, 0, 100_000),

@@ -76,15 +76,25 @@ export class TopupService {
   }
 
   /**
-   * Marks failed the orders that never got a checkout id within the deadline: their create call's process died (or
-   * its last write failed) after the order was written, and a create still running is bounded by the provider
-   * timeout, which the deadline exceeds. Nobody holds a URL to pay them at; a payment event naming one is
-   * `mismatch:checkout` as before (no checkout id). Orders with a checkout are left to the provider's own events.
+   * Closes the pending orders nothing else will close:
+   * - unstarted: no checkout id within TOPUP_CHECKOUT_DEADLINE_SECONDS → failed. Their create call's process died (or
+   *   its last write failed) after the order was written, and a create still running is bounded by the provider
+   *   timeout, which the deadline exceeds. Nobody holds a URL to pay them at; a payment event naming one is
+   *   `mismatch:checkout` (no checkout id).
+   * - stale: a checkout but no outcome within TOPUP_PENDING_EXPIRY_SECONDS → expired. providerB sends no expiry
+   *   event, and providerA's can be lost. A payment of the order's own checkout that comes later still credits it
+   *   (closableFrom), so this closes the order for its owner's view without giving up the money.
+   * - orphaned: the order's provider is no longer configured → expired at once: no event of it can arrive (its
+   *   webhooks are 400 provider_not_configured). Put back, its late payment credits like a stale order's.
    */
-  async failUnstarted(now: number): Promise<string[]> {
-    const before = now - this.cfg.checkoutDeadlineSeconds;
-    const closed = await Promise.all([...this.providers.keys()].map((id) => this.orders.failUnstarted(id, before, now)));
-    return closed.flat();
+  async sweep(now: number): Promise<{ unstarted: string[]; stale: string[]; orphaned: { tradeNo: string; provider: string }[] }> {
+    const ids = [...this.providers.keys()];
+    const [unstarted, stale, orphaned] = await Promise.all([
+      Promise.all(ids.map((id) => this.orders.failUnstarted(id, now - this.cfg.checkoutDeadlineSeconds, now))),
+      Promise.all(ids.map((id) => this.orders.expireStale(id, now - this.cfg.pendingExpirySeconds, now))),
+      this.orders.expireOrphaned(ids, now),
+    ]);
+    return { unstarted: unstarted.flat(), stale: stale.flat(), orphaned };
   }
 
   /** One order; a user sees only their own (someone else's reads as not found). */

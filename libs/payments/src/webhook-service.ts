@@ -118,7 +118,7 @@ export class WebhookService {
           }
           // Money in another currency than the order's, before the payment event said what the customer paid in: the retry
           // after it can be measured (a presentment currency), or is recorded as a mismatch then.
-          if (order?.provider === p.id && order.status === 'pending' && inOrderUnits(order, ev.change.amount, ev.change.currency) === null) {
+          if (order?.provider === p.id && (order.status === 'pending' || order.status === 'expired') && inOrderUnits(order, ev.change.amount, ev.change.currency) === null) {
             throw currencyNotYetKnown(order.tradeNo, ev.change.currency);
           }
           return decideReversal(p.id, ev.type, lookup, ev.change, order, reversals, ownerExists);

@@ -54,6 +54,35 @@ export function paymentsContract(make: MakeEnv): void {
       expect(await topupOrders.failUnstarted('stripe', 20, 31)).toEqual([]);
     });
 
+    test('expireStale expires only pending orders of its provider with a checkout id, created by the cutoff', async () => {
+      const { topupOrders } = env().repos;
+      await topupOrders.insert(order('OLD', { createdAt: 10, providerRef: 'ch_1' }));
+      await topupOrders.insert(order('EDGE', { createdAt: 20, providerRef: 'ch_2' }));
+      await topupOrders.insert(order('NEW', { createdAt: 21, providerRef: 'ch_3' }));
+      await topupOrders.insert(order('UNSTARTED', { createdAt: 10 }));
+      await topupOrders.insert(order('OTHER', { createdAt: 10, provider: 'epay', providerRef: 'ch_4' }));
+      await topupOrders.insert(order('PAID', { createdAt: 10, status: 'paid', providerRef: 'ch_5' }));
+      expect((await topupOrders.expireStale('stripe', 20, 30)).sort()).toEqual(['EDGE', 'OLD']);
+      expect(await topupOrders.byTradeNo('OLD')).toMatchObject({ status: 'expired', updatedAt: 30, paidAt: null });
+      for (const t of ['NEW', 'UNSTARTED', 'OTHER']) expect((await topupOrders.byTradeNo(t))!.status).toBe('pending');
+      expect((await topupOrders.byTradeNo('PAID'))!.status).toBe('paid');
+      expect(await topupOrders.expireStale('stripe', 20, 31)).toEqual([]);
+    });
+
+    test('expireOrphaned expires the pending orders of every provider not configured, whatever their age', async () => {
+      const { topupOrders } = env().repos;
+      await topupOrders.insert(order('KEPT', { createdAt: 10, providerRef: 'ch_1' }));
+      await topupOrders.insert(order('GONE', { createdAt: 1000, provider: 'epay', providerRef: 'ch_2' }));
+      await topupOrders.insert(order('GONE2', { createdAt: 10, provider: 'epay' }));
+      await topupOrders.insert(order('GONEPAID', { createdAt: 10, provider: 'epay', status: 'paid' }));
+      const out = await topupOrders.expireOrphaned(['stripe'], 30);
+      expect(out.sort((a, b) => a.tradeNo.localeCompare(b.tradeNo))).toEqual([{ tradeNo: 'GONE', provider: 'epay' }, { tradeNo: 'GONE2', provider: 'epay' }]);
+      expect((await topupOrders.byTradeNo('KEPT'))!.status).toBe('pending');
+      expect((await topupOrders.byTradeNo('GONEPAID'))!.status).toBe('paid');
+      expect(await topupOrders.byTradeNo('GONE')).toMatchObject({ status: 'expired', updatedAt: 30 });
+      expect(await topupOrders.expireOrphaned(['stripe'], 31)).toEqual([]);
+    });
+
     test('list filters by user, status and provider, newest first, paged', async () => {
       const { topupOrders } = env().repos;
       await topupOrders.insert(order('A', { userId: 1 }));

@@ -1,8 +1,9 @@
-import { and, count, desc, eq, gt, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, gt, inArray, sql, type SQL } from 'drizzle-orm';
 import { balanceLimitError, isBalanceLimit, MAX_BALANCE, type ChangeBus } from '@gw/core';
 import type { PgDb } from '../pg/client';
 import { ledger, redemptionCodes, topupOrders, topupReversals, users, webhookEvents } from '../schema-pg';
 import { BALANCE_LIMIT_OUTCOME } from '../repos/ledger';
+import { closableFrom } from '../repos/topup-orders';
 import type {
   CheckedAdjustInput, CheckedAdjustResult, DecideTopup, LedgerEntryInput, LedgerRow, LedgerStore, OpeningBalance, TopupEventInput,
   TopupEventResult,
@@ -115,11 +116,11 @@ export class PgLedgerRepo implements LedgerStore {
         try {
           // A savepoint: a credit that finds no room under MAX_BALANCE leaves the order pending, and only the outcome is kept.
           await tx.transaction(async (sp) => {
-            // The `status = 'pending'` guard makes the transition happen once: under READ COMMITTED a second
+            // The status guard (closableFrom) makes the transition happen once: under READ COMMITTED a second
             // UPDATE (another event for the same order) waits for the first and re-checks the guard after it commits.
             const closed = await sp.update(topupOrders)
               .set({ status: d.close, updatedAt: e.at, ...(d.close === 'paid' ? { paidAt: e.at } : {}) })
-              .where(and(eq(topupOrders.tradeNo, order.tradeNo), eq(topupOrders.status, 'pending'))).returning({ id: topupOrders.id });
+              .where(and(eq(topupOrders.tradeNo, order.tradeNo), inArray(topupOrders.status, closableFrom(d.close)))).returning({ id: topupOrders.id });
             if (!closed.length) {
               // The order read above may predate the transition that beat this one (it committed while the
               // UPDATE waited): a new statement sees the status that made the guard fail.

@@ -1,4 +1,4 @@
-import { and, count, desc, eq, lte, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, lte, ne, notInArray, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { topupOrders } from '../schema-pg';
 import type { NewTopupOrderRow, TopupListFilter, TopupOrderRow, TopupStatus } from '../repos/topup-orders';
@@ -33,6 +33,19 @@ export class PgTopupOrdersRepo {
     return (await this.db.update(topupOrders).set({ status: 'failed', updatedAt: at })
       .where(and(eq(topupOrders.provider, provider), eq(topupOrders.providerRef, ''), eq(topupOrders.status, 'pending'), lte(topupOrders.createdAt, before)))
       .returning({ tradeNo: topupOrders.tradeNo })).map((r) => r.tradeNo);
+  }
+
+  async expireStale(provider: string, before: number, at: number): Promise<string[]> {
+    return (await this.db.update(topupOrders).set({ status: 'expired', updatedAt: at })
+      .where(and(eq(topupOrders.provider, provider), ne(topupOrders.providerRef, ''), eq(topupOrders.status, 'pending'), lte(topupOrders.createdAt, before)))
+      .returning({ tradeNo: topupOrders.tradeNo })).map((r) => r.tradeNo);
+  }
+
+  async expireOrphaned(configured: readonly string[], at: number): Promise<{ tradeNo: string; provider: string }[]> {
+    const conds: SQL[] = [eq(topupOrders.status, 'pending')];
+    if (configured.length) conds.push(notInArray(topupOrders.provider, [...configured]));
+    return this.db.update(topupOrders).set({ status: 'expired', updatedAt: at }).where(and(...conds))
+      .returning({ tradeNo: topupOrders.tradeNo, provider: topupOrders.provider });
   }
 
   async list(f: TopupListFilter): Promise<{ items: TopupOrderRow[]; total: number }> {

@@ -1,9 +1,9 @@
-import { and, count, desc, eq, gt, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, gt, inArray, sql, type SQL } from 'drizzle-orm';
 import { balanceLimitError, isBalanceLimit, MAX_BALANCE, type ChangeBus } from '@gw/core';
 import type { Db } from '../client';
 import { ledger, redemptionCodes, topupOrders, topupReversals, users, webhookEvents } from '../schema';
 import type { RedemptionCodeRow } from './redemption-codes';
-import type { TopupOrderRow } from './topup-orders';
+import { closableFrom, type TopupOrderRow } from './topup-orders';
 import { reverseTopupSqlite, type DecideReversal, type ReversalEventInput, type ReversalEventResult, type TopupReversalRow } from './topup-reversals';
 import { usernameTaken, type NewUserRow, type UserRow } from './users';
 
@@ -225,10 +225,10 @@ export class LedgerRepo implements LedgerStore {
         try {
           // A savepoint: a credit that finds no room under MAX_BALANCE leaves the order pending, and only the outcome is kept.
           tx.transaction((sp) => {
-            // The `status = 'pending'` guard makes the transition happen once.
+            // The status guard makes the transition happen once (see closableFrom).
             const closed = sp.update(topupOrders)
               .set({ status: d.close, updatedAt: e.at, ...(d.close === 'paid' ? { paidAt: e.at } : {}) })
-              .where(and(eq(topupOrders.tradeNo, order.tradeNo), eq(topupOrders.status, 'pending'))).returning({ id: topupOrders.id }).get();
+              .where(and(eq(topupOrders.tradeNo, order.tradeNo), inArray(topupOrders.status, closableFrom(d.close)))).returning({ id: topupOrders.id }).get();
             if (!closed) outcome = `not_pending:${order.status}`;
             else if ('credit' in d) {
               let balance = this.write({ userId: order.userId, kind: 'topup', amount: d.credit.amount, ref: order.tradeNo, note: d.credit.note, at: e.at });

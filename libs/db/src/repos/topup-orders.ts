@@ -1,10 +1,21 @@
-import { and, count, desc, eq, lte, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, lte, ne, notInArray, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
 import { topupOrders } from '../schema';
 
 export type TopupOrderRow = typeof topupOrders.$inferSelect;
 export type NewTopupOrderRow = typeof topupOrders.$inferInsert;
 export type TopupStatus = 'pending' | 'paid' | 'failed' | 'expired';
+
+/**
+ * The statuses an event may move an order out of. Only a pending order expires or fails. A payment may also close an
+ * expired one: the provider took the money for the order's own checkout after we (TOPUP_PENDING_EXPIRY_SECONDS, a
+ * removed provider) or it gave up on it (a Stripe async payment settles days later), so it is credited, once, as
+ * the guard then no longer matches. A failed order is final: it never had a checkout (its payments are
+ * `mismatch:checkout`), or its provider said the payment failed.
+ */
+export function closableFrom(to: Exclude<TopupStatus, 'pending'>): TopupStatus[] {
+  return to === 'paid' ? ['pending', 'expired'] : ['pending'];
+}
 
 export interface TopupListFilter {
   userId?: number;
@@ -31,6 +42,17 @@ export interface TopupOrdersStore {
    * closePending, and by the empty checkout id, so an order that got its checkout meanwhile is left alone.
    */
   failUnstarted(provider: string, before: number, at: number): Promise<string[]>;
+  /**
+   * Marks 'expired' the pending orders of `provider` created at or before `before` that have a checkout id: a
+   * provider that sends no expiry event (providerB) would leave them pending for ever. Guarded like closePending.
+   * A paid event of the order's own checkout still credits an expired order (LedgerStore.creditTopupOnce).
+   */
+  expireStale(provider: string, before: number, at: number): Promise<string[]>;
+  /**
+   * Marks 'expired' every pending order of a provider not in `configured` (removed from the configuration, so no
+   * event of it can reach the order any more); returns them with their provider. Guarded like closePending.
+   */
+  expireOrphaned(configured: readonly string[], at: number): Promise<{ tradeNo: string; provider: string }[]>;
   list(f: TopupListFilter): Promise<{ items: TopupOrderRow[]; total: number }>;
 }
 
@@ -66,6 +88,19 @@ export class TopupOrdersRepo implements TopupOrdersStore {
     return this.db.update(topupOrders).set({ status: 'failed', updatedAt: at })
       .where(and(eq(topupOrders.provider, provider), eq(topupOrders.providerRef, ''), eq(topupOrders.status, 'pending'), lte(topupOrders.createdAt, before)))
       .returning({ tradeNo: topupOrders.tradeNo }).all().map((r) => r.tradeNo);
+  }
+
+  async expireStale(provider: string, before: number, at: number): Promise<string[]> {
+    return this.db.update(topupOrders).set({ status: 'expired', updatedAt: at })
+      .where(and(eq(topupOrders.provider, provider), ne(topupOrders.providerRef, ''), eq(topupOrders.status, 'pending'), lte(topupOrders.createdAt, before)))
+      .returning({ tradeNo: topupOrders.tradeNo }).all().map((r) => r.tradeNo);
+  }
+
+  async expireOrphaned(configured: readonly string[], at: number): Promise<{ tradeNo: string; provider: string }[]> {
+    const conds: SQL[] = [eq(topupOrders.status, 'pending')];
+    if (configured.length) conds.push(notInArray(topupOrders.provider, [...configured]));
+    return this.db.update(topupOrders).set({ status: 'expired', updatedAt: at }).where(and(...conds))
+      .returning({ tradeNo: topupOrders.tradeNo, provider: topupOrders.provider }).all();
   }
 
   async list(f: TopupListFilter): Promise<{ items: TopupOrderRow[]; total: number }> {
