@@ -41,6 +41,11 @@ export interface Backend {
    * (PostgreSQL mode), for the same reason; null = in this process.
    */
   attemptWindows: AttemptWindows | null;
+  /**
+   * A short per-key lock shared by every node (PostgreSQL mode: Redis), for flows whose attempts must run one at a time
+   * in the cluster (a user's redemption attempts); null = this process serialises alone.
+   */
+  sharedKeyLock: ((key: string) => Promise<(() => Promise<void>) | null>) | null;
   /** PostgreSQL mode: the shared admission (holds in Redis), its renewals and the leader's reconciler. */
   holds: SharedAdmission | null;
   /**
@@ -77,7 +82,7 @@ function openSqliteBackend(config: Config, bus: ChangeBus, log: Logger): Backend
     ? { listings: workerHistoryListings(config.sqlitePath, config.historyQueryTimeoutMs), stats: workerStatsReader(config.sqlitePath, config.historyQueryTimeoutMs) }
     : { listings: inlineHistoryListings(stores), stats: inlineStatsReader(stores.usageStats) };
   return {
-    kind: 'sqlite', stores, dbh, pg: null, rateLimits: null, leader: new AlwaysLeader(), nameLockouts: null, attemptWindows: null, holds: null, history,
+    kind: 'sqlite', stores, dbh, pg: null, rateLimits: null, leader: new AlwaysLeader(), nameLockouts: null, attemptWindows: null, sharedKeyLock: null, holds: null, history,
     relay: { stores, journalDir: config.sqlitePath === ':memory:' ? null : journalDirOf(config.sqlitePath) },
     // No other process writes; a cache that failed to apply one of this process's writes is reloaded.
     follow: async (reloadAll) => { feed = new LocalChangeFeed({ bus, onResync: () => reloadAll(), log }); },
@@ -90,6 +95,7 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
   const { openPostgres, createPgStores, pgHistoryReads, PgGroupCommitter, PgChangeFeed, PgAdvisoryLeader, claimAdmissionStart, admissionStartedAt, pgAttemptWindows, PgRealtimeUnfinished, pgUnfinishedRows } = await import('@gw/db/pg');
   const { default: Redis } = await import('ioredis');
   const { RedisRateLimits } = await import('@gw/core/redis/rate-limits');
+  const { RedisKeyLocks } = await import('@gw/core/redis/key-locks');
   const { claimPrefix, prefixOwner } = await import('@gw/core/redis/prefix-owner');
   // Before the first command: on Bun, ioredis otherwise builds a trace of every command for no listener.
   (await import('@gw/core/redis/tracing')).skipUnobservedTracing();
@@ -130,6 +136,8 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     const leader = await PgAdvisoryLeader.start(url, { name: `gw:${config.pgSchema}:jobs`, log: (line) => log.info('leader', { msg: line }) });
     closers.push(() => leader.close());
     const rateLimits = new RedisRateLimits(redis, config.redisPrefix);
+    // One step (a redemption attempt: a few queries) holds it; a node that dies holding one blocks its key this long.
+    const keyLocks = new RedisKeyLocks(redis, config.redisPrefix, { ttlMs: 15_000, waitMs: 15_000 });
     const holdStore = new RedisHoldStore(redis, (u, k) => sink.mirrors(u, k), {
       prefix: config.redisPrefix, recoveryMs: billing.holds.recoveryMs, loadBudgets: (ids) => sink.budgetSpend(ids),
     });
@@ -195,6 +203,7 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
       // The rest is capped per process (ATTEMPT_DB_SLOTS of the pool, ATTEMPT_CHECKS_QUEUE waiting): a flood from many addresses
       // cannot take the connections settlements need.
       attemptWindows: rememberRefusals(boundedWindows(pgAttemptWindows(pg.sql), ATTEMPT_DB_SLOTS, config.attemptChecksQueue)),
+      sharedKeyLock: (key) => keyLocks.acquire(key),
       relay: { stores, durable: sink, checkpoints, holds: holds.shared, journalDir: null, rateLimits, leader },
       async follow(reloadAll) {
         feed = await PgChangeFeed.start({

@@ -202,7 +202,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   metrics.registry.gauge('gateway_upstream_slots', 'Relayed requests in flight (streams and realtime sessions until they end) and their cap, MAX_UPSTREAM_CONNECTIONS',
     () => [[{ state: 'in_use' }, relay.slots.inUse], [{ state: 'max' }, relay.slots.max]]);
   const { listings: historyListings, stats: historyStats } = backend.history;
-  const payments = createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus, windows, log });
+  const payments = createPayments(paymentsConfig(config.env), { users, ledger, topupOrders: stores.topupOrders, redemptionCodes: stores.redemptionCodes, bus, windows, sharedTurns: backend.sharedKeyLock, log });
   closers.push(startOrderSweeper(payments.topups, payments.config.checkoutDeadlineSeconds, backend.leader, log));
   const services: Services = {
     relay, realtime, metrics, log, budgets, historyListings, historyStats,

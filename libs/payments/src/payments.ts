@@ -5,6 +5,7 @@ import type { PaymentsConfig } from './config';
 import { DisputeReinstatement } from './dispute-reinstate';
 import { LedgerAdmin } from './ledger-admin';
 import type { PaymentProvider, ProviderId } from './provider';
+import type { SharedKeyLock } from './turns';
 import { ProviderA } from './provider-a';
 import { ProviderB } from './provider-b';
 import { RedemptionService } from './redemption';
@@ -29,6 +30,8 @@ export function createPayments(cfg: PaymentsConfig, deps: {
   users: UsersStore; ledger: LedgerStore; topupOrders: TopupOrdersStore; redemptionCodes: RedemptionCodesStore; bus: ChangeBus;
   /** Where invalid-code attempts and order creations count (default this process; shared by every node in PostgreSQL mode). */
   windows?: AttemptWindows;
+  /** A per-key lock every node shares (PostgreSQL + Redis mode): one redemption attempt of a user at a time in the cluster. */
+  sharedTurns?: SharedKeyLock | null;
   /** Where a paid top-up that found no room under MAX_BALANCE is reported (`topup.balance_limit`). */
   log?: Logger;
 }): Payments {
@@ -42,7 +45,7 @@ export function createPayments(cfg: PaymentsConfig, deps: {
     disputes: new DisputeReinstatement(deps.ledger, deps.topupOrders, deps.bus),
     ledgerAdmin: new LedgerAdmin(deps.users, deps.ledger, deps.bus),
     redemption: new RedemptionService(deps.redemptionCodes, deps.ledger, deps.bus,
-      { maxFailures: cfg.redeemMaxFailures, windowSeconds: cfg.redeemFailureWindowSeconds }, deps.users, Date.now, deps.windows),
+      { maxFailures: cfg.redeemMaxFailures, windowSeconds: cfg.redeemFailureWindowSeconds }, deps.users, Date.now, deps.windows, deps.sharedTurns ?? null),
     providers: [...providers.keys()],
   };
 }

@@ -7,7 +7,7 @@
  * only users of a lower role (root's codes anyone), else an admin could credit itself or a peer through a code.
  */
 import { GatewayError, errorText, localWindows, stdLogger, nowSeconds, type AttemptWindow, type AttemptWindows, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
-import { KeyedTurns } from './turns';
+import { KeyedTurns, type SharedKeyLock } from './turns';
 import { ROLE, type LedgerStore, type RedemptionCodeRow, type RedemptionCodesStore, type RedemptionStatus, type UsersStore } from '@gw/db';
 
 /** `gwr_` + 24 base62 characters (~143 random bits): guessing is hopeless, the attempt limit is a second wall. */
@@ -47,9 +47,11 @@ export class RedemptionService {
    * A user's attempts run one at a time on each node. Each claims its place in the window before its code is looked
    * at, so parallel attempts in flight filled the window before any success had cleared it: a user redeeming more
    * valid codes at once than REDEEM_MAX_FAILURES got 429 for some. In turn, a success clears the count before the
-   * next attempt claims, and parallel guesses still get at most the limit evaluated.
+   * next attempt claims, and parallel guesses still get at most the limit evaluated. With `sharedTurns` (PostgreSQL
+   * + Redis) the turn is every node's: on N nodes up to N attempts of a user used to run at once, so a limit below
+   * N refused a valid code sent in parallel.
    */
-  private readonly turns = new KeyedTurns(MAX_WAITING_PER_USER);
+  private readonly turns: KeyedTurns;
 
   constructor(
     private readonly codes: RedemptionCodesStore,
@@ -59,8 +61,11 @@ export class RedemptionService {
     private readonly users: Pick<UsersStore, 'byId'>,
     clock: () => number = Date.now,
     windows: AttemptWindows = localWindows,
+    sharedTurns: SharedKeyLock | null = null,
   ) {
     this.failures = windows('redeem', limits.windowSeconds * 1000, clock);
+    this.turns = new KeyedTurns(MAX_WAITING_PER_USER, sharedTurns,
+      (err) => stdLogger.warn('redeem.shared_turn_unavailable', { cause: errorText(err), msg: 'attempts of a user are serialised on this node only until Redis answers' }));
   }
 
   /** Mints a batch and returns its codes in clear: the only time they exist outside the caller's hands. */
