@@ -131,9 +131,23 @@ export class RedemptionService {
     throw new GatewayError(403, 'insufficient_role', 'Admins can only redeem codes minted by root (a code credits users of a lower role than its minter)');
   }
 
-  /** Revokes the still-unused codes of a batch; returns how many. 404 for a batch that does not exist. */
-  async revoke(batch: string): Promise<number> {
-    if (!(await this.codes.batchExists(batch))) throw new GatewayError(404, 'batch_not_found', `No batch named "${batch}"`, { param: 'batch' });
+  /**
+   * Revokes the still-unused codes of a batch; returns how many. 404 for a batch that does not exist.
+   * A batch is its minter's grant, so it follows the user API's role rule: an admin below root revokes its own
+   * batches (and those of users below it), never root's (the only codes an admin may redeem) or another admin's.
+   * Batches are listed to admins with their minter, so the 403 tells nothing the list does not.
+   */
+  async revoke(actor: { id: number; role: number }, batch: string): Promise<number> {
+    // One creation call per name (insertBatch refuses a taken one): any code of the batch names its minter.
+    const [code] = (await this.codes.list({ batch, at: nowSeconds(), offset: 0, limit: 1 })).items;
+    if (!code) throw new GatewayError(404, 'batch_not_found', `No batch named "${batch}"`, { param: 'batch' });
+    if (actor.role < ROLE.root && code.createdBy !== actor.id) {
+      const minter = await this.users.byId(code.createdBy);
+      // A minter since deleted had some role nobody can check now: root decides.
+      if (!minter || minter.role >= actor.role) {
+        throw new GatewayError(403, 'role_too_high', 'You can revoke only batches minted by you or by users of a lower role', { param: 'batch' });
+      }
+    }
     return this.codes.revokeBatch(batch);
   }
 

@@ -53,8 +53,8 @@ export const redeemRoutes = (s: Services) =>
       role: 'admin', query: t.Object({ ...pageQuery }), response: envelope(page(RedemptionBatchView)),
       detail: { tags, summary: 'List batches', description: 'One row per batch, newest first, with its code counts by status (admin).' },
     })
-    .post('/redemption/revoke', async (ctx) => ok({ batch: ctx.body.batch, revoked: await s.payments.redemption.revoke(ctx.body.batch) }), {
+    .post('/redemption/revoke', async (ctx) => ok({ batch: ctx.body.batch, revoked: await s.payments.redemption.revoke(caller(ctx).user, ctx.body.batch) }), {
       role: 'admin', body: Type.Object({ batch: batchName }),
       response: envelope(t.Object({ batch: t.String(), revoked: t.Integer({ description: 'Unused codes revoked now' }) })),
-      detail: { tags, summary: 'Revoke a batch', description: 'Revokes every still-unused code of the batch (redeemed codes stay redeemed). An unknown batch is a 404 `batch_not_found`.' },
+      detail: { tags, summary: 'Revoke a batch', description: 'Revokes every still-unused code of the batch (redeemed codes stay redeemed). An unknown batch is a 404 `batch_not_found`. An admin below root revokes only batches it minted (403 `role_too_high` for root\'s or another admin\'s).' },
     });
