@@ -186,7 +186,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   const sharedHolds = backend.holds?.store;
   const budgets = new BudgetService(relay.budgetsRepo, relay.alertOutbox, relay.budgets, {
     // The in-memory directory and key index hold every user and key (any status), refreshed on each change.
-    user: (id) => userDirectory.get(id), keyOwner: (id) => apiKeys.byId(id)?.userId, canManage,
+    user: (id) => userDirectory.get(id), keyOwner: (id) => apiKeys.ownerOf(id), canManage,
   }, bus, sharedHolds ? (userId, id) => sharedHolds.budgetUsage(userId, id) : undefined);
   // Other nodes' writes: every cache follows them from here on (no-op on SQLite). A resync reloads each
   // cache in full, users first so the key index sees the refreshed accounts.

@@ -7,6 +7,7 @@ import { GatewayError, SerialQueue, inexactFields, nowSeconds, randomToken, sha2
 import { API_KEY_STATUS, ROLE, isForeignKeyViolation, type ApiKeyRow, type ApiKeysStore, type ModelLimitMap, type NewApiKeyRow, type UserRow, type UsersStore } from '@gw/db';
 import { isIpOrCidr } from './ip-allow';
 import { keyWidening } from './key-widening';
+import { KeyOwners } from './key-owners';
 import { LimitInput, LimitView, limitPatch, limitView } from './limit-fields';
 import type { UserDirectory } from './user-directory';
 import { canManage, type Actor } from './users';
@@ -100,6 +101,8 @@ export class ApiKeyService {
   private readonly idsByUser = new Map<number, Set<number>>();
   /** Owners whose keys are left out of the index (disabled or deleted). */
   private readonly excludedUsers = new Set<number>();
+  /** The owner of every stored key, those left out of the index included. */
+  private readonly owners = new KeyOwners();
   private readonly unsubs: Array<() => void> = [];
   private readonly refreshes = new SerialQueue();
   /**
@@ -125,7 +128,10 @@ export class ApiKeyService {
   private constructor(private readonly repo: ApiKeysStore, private readonly users: UsersStore, private readonly directory: UserDirectory, private readonly bus: ChangeBus,
     private readonly limits: { maxKeysPerUser: number }) {
     this.unsubs.push(bus.on('apikey.changed', ({ keyId }) => this.refreshKey(keyId)));
-    this.unsubs.push(directory.subscribe((userId, account) => this.refreshUser(userId, account?.status === 1)));
+    this.unsubs.push(directory.subscribe((userId, account) => {
+      if (!account) this.owners.forgetUser(userId);
+      return this.refreshUser(userId, account?.status === 1);
+    }));
   }
 
   /** O(1), no DB. undefined = unknown key, or its owner is disabled/deleted. Check status and expiry yourself. */
@@ -138,6 +144,14 @@ export class ApiKeyService {
   byId(keyId: number): ApiKeyRecord | undefined {
     const hash = this.hashById.get(keyId);
     return hash ? this.byHash.get(hash) : undefined;
+  }
+
+  /**
+   * O(1), no DB: the owner of a stored key, also while that owner is disabled (byId then answers undefined).
+   * For rules about whose key an id is; undefined = no such key (deleted, or never existed).
+   */
+  ownerOf(keyId: number): number | undefined {
+    return this.owners.get(keyId);
   }
 
   async resolveOwner(actor: UserRow, userId?: number): Promise<UserRow> {
@@ -274,6 +288,7 @@ export class ApiKeyService {
       if (!this.fresher(keyId, seq)) return;
       this.unindex(keyId);
       if (row) await this.index(row);
+      else this.owners.forgetKey(keyId);
     });
   }
 
@@ -295,8 +310,12 @@ export class ApiKeyService {
       const rows = await this.repo.all();
       for (const row of rows) if (!this.directory.get(row.userId)) await this.directory.refresh(row.userId);
       const present = new Set(rows.map((r) => r.id));
-      for (const id of [...this.hashById.keys()]) {
-        if (!present.has(id) && (this.keySeq.get(id) ?? 0) <= seq) this.unindex(id);
+      // Every known id, indexed or not (a disabled owner's keys are known only to `owners`).
+      for (const id of new Set([...this.hashById.keys(), ...this.owners.keyIds()])) {
+        if (!present.has(id) && (this.keySeq.get(id) ?? 0) <= seq) {
+          this.unindex(id);
+          this.owners.forgetKey(id);
+        }
       }
       this.excludedUsers.clear();
       for (const row of rows) {
@@ -341,6 +360,7 @@ export class ApiKeyService {
 
   /** index() once the owner is in the directory (no I/O). */
   private indexKnown(row: ApiKeyRow): void {
+    this.owners.set(row.id, row.userId);
     if (this.directory.get(row.userId)?.status !== 1) {
       this.excludedUsers.add(row.userId);
       return;

@@ -21,7 +21,7 @@ const serviceOf = (s: Services) => s.budgets;
 async function keyBudgetNotice(s: Services, ctx: Parameters<typeof origin>[0], actor: UserRow, ownerId: number, keyId: number, what: string): Promise<void> {
   const owner = ownerId === actor.id ? actor : await s.users.byId(ownerId);
   if (!owner) return;
-  const name = s.apiKeys.byId(keyId)?.name ?? ''; // indexed: the budget's owner was found through it
+  const name = s.apiKeys.byId(keyId)?.name ?? ''; // from memory; a disabled owner's keys are not indexed (no name then)
   s.notices.notify(owner, { kind: 'relay_key_widened', detail: `${named(name, keyId)}; ${what}`, subject: `relay key ${keyId}`, actor, ...origin(ctx) });
 }
 

@@ -48,7 +48,7 @@ const format = { format: t.Optional(t.Union([t.Literal('csv'), t.Literal('jsonl'
  * history reader (withKeyOwner).
  */
 const toWhere = (s: Services, q: Record<string, any>, admin: boolean, userId?: number): UsageLogWhere => ({
-  userId: userId ?? (q.token_id === undefined ? undefined : s.apiKeys.byId(q.token_id)?.userId),
+  userId: userId ?? (q.token_id === undefined ? undefined : s.apiKeys.ownerOf(q.token_id)),
   apiKeyId: q.token_id, channelId: admin ? q.channel_id : undefined, model: q.model, status: q.status,
   from: q.start_timestamp, to: q.end_timestamp,
 });
@@ -65,7 +65,7 @@ async function readerOf(s: Services, actor: UserRow, q: Record<string, any>, adm
 
 /** Key ids whose owner's keys `keyHidden` hides (from the in-memory key index; an unknown key hides nothing). */
 const keyIdHidden = (s: Services, keyHidden: (userId: number) => boolean) => (keyId: number): boolean => {
-  const owner = s.apiKeys.byId(keyId)?.userId;
+  const owner = s.apiKeys.ownerOf(keyId);
   return owner !== undefined && keyHidden(owner);
 };
 
@@ -74,7 +74,7 @@ const keyIdHidden = (s: Services, keyHidden: (userId: number) => boolean) => (ke
  * owner is looked up (deleted_api_keys, one primary-key read): another admin's key, once deleted, named their rows again.
  */
 async function filterKeyHidden(s: Services, keyHidden: (userId: number) => boolean, keyId: number): Promise<boolean> {
-  const owner = s.apiKeys.byId(keyId)?.userId ?? await s.stores.usageLogs.deletedKeyOwner(keyId);
+  const owner = s.apiKeys.ownerOf(keyId) ?? await s.stores.usageLogs.deletedKeyOwner(keyId);
   return owner !== undefined && keyHidden(owner);
 }
 
