@@ -232,11 +232,10 @@ function openSharedHolds<S extends HoldStore>(store: S, o: {
   });
   const unfollow = followBalances(o.bus, store, o.sink, o.log);
   const reconciler = new HoldReconciler(store, o.sink, { intervalMs: o.reconcileMs, log: o.log, unfinished: o.unfinished });
-  if (o.leader.isLeader) reconciler.start();
-  const unlead = o.leader.onChange((leads) => (leads ? reconciler.start() : reconciler.stop()));
+  const unlead = reconciler.follow(o.leader);
   const shared: SharedHolds = { store, live, leaseMs: o.leaseMs };
   return {
     store, shared, reconciler,
-    close() { unlead(); reconciler.stop(); unfollow(); live.close(); },
+    async close() { await unlead(); unfollow(); live.close(); },
   };
 }

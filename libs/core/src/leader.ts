@@ -23,22 +23,58 @@ export class AlwaysLeader implements Leader {
   async close(): Promise<void> {}
 }
 
+export interface LeaderJobOptions {
+  /** Reports a failing pass; the schedule goes on. */
+  onError?: (err: unknown) => void;
+  /** Also runs a pass at once whenever leadership is taken (and at the start when leading already). */
+  atOnce?: boolean;
+}
+
 /**
- * Runs `job` every `intervalMs` while `leader` leads (never two runs at once); returns a stop
- * function. A failing run is reported to `onError` and the schedule goes on.
+ * Runs `job` every `intervalMs` while `leader` leads, never two passes at once on this node; returns a stop
+ * function that resolves once a running pass has ended (a shutdown must not close the pool under it).
+ *
+ * Each pass gets a signal aborted when this node loses leadership (or is stopped): a pass working in batches
+ * checks it between batches and ends there, so after a loss it overlaps the next leader's pass by one batch at
+ * most, not by the rest of its backlog. The timer runs only while leading (unref'd: it keeps no process alive).
  */
-export function everyWhileLeader(leader: Leader, intervalMs: number, job: () => Promise<void>, onError: (err: unknown) => void = () => {}): () => void {
-  let running = false;
-  const timer = setInterval(async () => {
-    if (running || !leader.isLeader) return;
-    running = true;
-    try {
-      await job();
-    } catch (err) {
-      onError(err);
-    } finally {
-      running = false;
-    }
-  }, intervalMs);
-  return () => clearInterval(timer);
+export function everyWhileLeader(leader: Leader, intervalMs: number, job: (signal: AbortSignal) => Promise<unknown>, opts: LeaderJobOptions = {}): () => Promise<void> {
+  let timer: ReturnType<typeof setInterval> | null = null;
+  let term: AbortController | null = null;
+  let running: Promise<void> | null = null;
+  let stopped = false;
+  const tick = () => {
+    if (running || !term || term.signal.aborted) return;
+    const signal = term.signal;
+    running = (async () => {
+      try {
+        await job(signal);
+      } catch (err) {
+        opts.onError?.(err);
+      } finally {
+        running = null;
+      }
+    })();
+  };
+  const lead = () => {
+    if (timer || stopped) return;
+    term = new AbortController();
+    timer = setInterval(tick, intervalMs);
+    (timer as { unref?: () => void }).unref?.();
+    if (opts.atOnce) tick();
+  };
+  const follow = () => {
+    if (timer) clearInterval(timer);
+    timer = null;
+    term?.abort();
+    term = null;
+  };
+  const unsubscribe = leader.onChange((leads) => (leads ? lead() : follow()));
+  if (leader.isLeader) lead();
+  return async () => {
+    stopped = true;
+    unsubscribe();
+    follow();
+    await running;
+  };
 }

@@ -1,4 +1,4 @@
-import type { Logger } from '@gw/core';
+import { everyWhileLeader, type Leader, type Logger } from '@gw/core';
 import type { ChannelFailureRules } from '@gw/db';
 import type { KeyRef } from '@gw/channels';
 
@@ -66,14 +66,13 @@ class OutcomeRing {
  * Channel health: the last outcomes of each channel in a ring (created at its first failure, dropped once
  * it holds no failure). A channel is auto-disabled (status 3) when `failures` of its last `window_requests`
  * outcomes (younger than `window_seconds`, when set) failed; the defaults (N = RELAY_HEALTH_FAILURES out
- * of the last N) mean N consecutive failures. A background prober (timer unref'd, stopped by close) tries
+ * of the last N) mean N consecutive failures. A background prober (on the leader only, see follow) tries
  * each auto-disabled channel and key on its own interval and re-enables what answers. Status 2 (an
  * operator's decision) is never touched: the prober only acts on status 3 and checks again before acting.
  */
 export class ChannelHealth {
   private readonly rings = new Map<number, OutcomeRing>();
   private readonly lastProbe = new Map<string, number>();
-  private timer: ReturnType<typeof setInterval> | null = null;
   private probing = false;
   /** Channels whose disable is being confirmed by a probe (one probe at a time per channel). */
   private readonly confirming = new Set<number>();
@@ -198,11 +197,10 @@ export class ChannelHealth {
     return this.rings.get(id)?.failures(0) ?? 0;
   }
 
-  start(): void {
-    if (this.timer) return;
+  /** Probes while `leader` leads (one node of a cluster); the stop function resolves once a running round ended. */
+  follow(leader: Leader): () => Promise<void> {
     // Ticks at least every second (the shortest per-channel interval allowed); each tick probes only what is due.
-    this.timer = setInterval(() => void this.probeOnce(false), Math.min(this.opts.probeIntervalMs, 1000));
-    this.timer.unref?.();
+    return everyWhileLeader(leader, Math.min(this.opts.probeIntervalMs, 1000), () => this.probeOnce(false));
   }
 
   /**
@@ -267,10 +265,5 @@ export class ChannelHealth {
       const listed = this.deps.get(Number(id))?.keys?.some((k) => k.id === Number(keyId) && k.fingerprint === fingerprint);
       if (!listed) this.lastProbe.delete(slot);
     }
-  }
-
-  close(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
   }
 }

@@ -161,8 +161,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
   const groups = await GroupService.load(w.stores.groups, w.bus);
   // The prober runs on the leader only (one node of a cluster probes, not every node).
   const leader = w.leader ?? new AlwaysLeader();
-  if (leader.isLeader) health.start();
-  const stopFollowing = leader.onChange((leads) => (leads ? health.start() : health.close()));
+  const stopProbing = health.follow(leader);
   const retention = new OutboxRetention(alertOutbox, alertCfg, w.log);
   retention.follow(leader);
   const affinity = new SessionAffinity({ ttlMs: config.affinityTtlSeconds * 1000, maxEntries: config.affinityMaxEntries, maxPerUser: config.affinityMaxPerUser });
@@ -194,7 +193,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
     close: () => {
       closed = true;
       if (budgetRetry) clearTimeout(budgetRetry);
-      stopFollowing(); stopForgetting(); inflight.close(); health.close(); quota.close();
+      void stopProbing(); stopForgetting(); inflight.close(); quota.close();
     },
     closeAlerts: async () => { await Promise.all([alerts?.close(), retention.close()]); },
   };

@@ -5,7 +5,7 @@
  * the leader only (one node of a cluster), every ALERT_OUTBOX_PRUNE_MS, in bounded batches so a large backlog
  * never holds a long transaction.
  */
-import { errorText, type Leader, type Logger } from '@gw/core';
+import { errorText, everyWhileLeader, type Leader, type Logger } from '@gw/core';
 import type { AlertOutboxStore } from '@gw/db';
 
 const BATCH = 5000;
@@ -17,54 +17,36 @@ export interface OutboxRetentionConfig {
 }
 
 export class OutboxRetention {
-  private timer: ReturnType<typeof setInterval> | null = null;
-  private running: Promise<unknown> | null = null;
-  private stopFollowing: (() => void) | null = null;
+  private stopFollowing: (() => Promise<void>) | null = null;
 
   constructor(private readonly repo: AlertOutboxStore, private readonly cfg: OutboxRetentionConfig, private readonly log?: Logger, private readonly now: () => number = Date.now) {}
 
   /** Prunes now and then periodically while `leader` leads (ended periods' caps also when alerts are kept forever). */
   follow(leader: Leader): void {
-    if (leader.isLeader) this.start();
-    this.stopFollowing = leader.onChange((leads) => (leads ? this.start() : this.stop()));
+    this.stopFollowing = everyWhileLeader(leader, this.cfg.pruneMs, (signal) => this.prune(signal), {
+      atOnce: true, onError: (e) => this.log?.error('alert.prune_failed', { cause: errorText(e) }),
+    });
   }
 
-  private start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => this.tick(), this.cfg.pruneMs);
-    (this.timer as { unref?: () => void }).unref?.();
-    this.tick();
-  }
-
-  private stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-  }
-
-  private tick(): void {
-    if (this.running) return;
-    this.running = this.prune().catch((e) => this.log?.error('alert.prune_failed', { cause: errorText(e) })).finally(() => { this.running = null; });
-  }
-
-  /** One pass: batches until the backlog is gone. */
-  async prune(): Promise<number> {
+  /** One pass: batches until the backlog is gone, or until `signal` says leadership was lost (or the pass stopped). */
+  async prune(signal?: AbortSignal): Promise<number> {
     const now = this.now();
     // Retention 0 keeps every alert: nothing was delivered or written before the epoch.
     const before = this.cfg.retentionDays > 0 ? now - this.cfg.retentionDays * 86_400_000 : 0;
     let total = 0;
-    for (let n = BATCH; n >= BATCH && this.timer; total += n) {
+    for (let n = BATCH; n >= BATCH && !signal?.aborted; total += n) {
       // SQLite's prune is synchronous: without a turn between batches a large backlog (the first pass after an
       // upgrade) would hold the event loop, and every request, for the whole deletion.
       if (total) await new Promise((r) => setImmediate(r));
+      if (signal?.aborted) break;
       n = await this.repo.prune(before, now, BATCH);
     }
     if (total) this.log?.info('alert.pruned', { rows: total, before: new Date(before).toISOString() });
     return total;
   }
 
+  /** Stops following; resolves once a running pass has ended. */
   async close(): Promise<void> {
-    this.stopFollowing?.();
-    this.stop();
-    await this.running;
+    await this.stopFollowing?.();
   }
 }

@@ -1,4 +1,4 @@
-import { causeChain, errorText, type Logger } from '@gw/core';
+import { causeChain, errorText, everyWhileLeader, type Leader, type Logger } from '@gw/core';
 import type { SettlementRow } from '@gw/db';
 import { withFlag } from '../usage-guard';
 import type { BudgetMirror, Hold, HoldStore, Mirror } from './port';
@@ -51,20 +51,28 @@ const REFRESH_CHUNK = 500;
  * recorded what they delivered).
  */
 export class HoldReconciler {
-  private timer: ReturnType<typeof setInterval> | null = null;
   private running: Promise<number> | null = null;
 
   constructor(private readonly store: HoldStore, private readonly ledger: LedgerTruth,
     private readonly opts: { intervalMs: number; log?: Logger; unfinished?: UnfinishedBilling }) {}
 
   /** One pass: every hold in limbo released against the ledger. Returns how many were released. */
-  async runOnce(): Promise<number> {
+  async runOnce(signal?: AbortSignal): Promise<number> {
     // Passes never overlap (a slow database must not stack them).
-    this.running ??= this.pass().finally(() => { this.running = null; });
+    this.running ??= this.pass(signal).finally(() => { this.running = null; });
     return this.running;
   }
 
-  private async pass(): Promise<number> {
+  /** Runs a pass every `intervalMs` while `leader` leads; the stop function resolves once a running pass ended. */
+  follow(leader: Leader): () => Promise<void> {
+    return everyWhileLeader(leader, this.opts.intervalMs, (signal) => this.runOnce(signal));
+  }
+
+  /**
+   * A pass stops between two holds once `signal` says this node lost leadership (or is stopping): the next
+   * leader's pass takes the rest, rather than both working through the same holds at once.
+   */
+  private async pass(signal?: AbortSignal): Promise<number> {
     let limbo: Hold[];
     try {
       limbo = await this.store.expired();
@@ -74,6 +82,7 @@ export class HoldReconciler {
     }
     let released = 0;
     for (const hold of limbo) {
+      if (signal?.aborted) return released;
       try {
         // Before the release: the balances it installs are read after these charges committed.
         const billed = await this.billUnfinished(hold);
@@ -89,6 +98,7 @@ export class HoldReconciler {
         this.opts.log?.warn('hold.reconcile_failed', { id: hold.ref, cause: errorText(err) });
       }
     }
+    if (signal?.aborted) return released;
     await this.sweepUnfinished();
     await this.refreshMirrors();
     return released;
@@ -161,14 +171,6 @@ export class HoldReconciler {
     }
   }
 
-  start(): void {
-    this.timer ??= setInterval(() => void this.runOnce(), this.opts.intervalMs);
-  }
-
-  stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-  }
 }
 
 /** A checkpoint's row charging at most `cap` (flagged `capped` when cut). */

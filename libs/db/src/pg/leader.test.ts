@@ -34,7 +34,7 @@ test('AlwaysLeader leads, and everyWhileLeader runs its job', async () => {
   let runs = 0;
   const stop = everyWhileLeader(leader, 10, async () => void runs++);
   await within(1_000, () => runs >= 2);
-  stop();
+  await stop();
 });
 
 describe.skipIf(!available)('PgAdvisoryLeader', () => {
