@@ -47,3 +47,34 @@ test('a statistics query past the time limit is stopped and answered 503 history
   const narrow = await get(`/api/log/stats/self?start_timestamp=${FROM}&end_timestamp=${FROM + 3600}`, bob.token);
   expect(narrow.status).toBe(200);
 }, 60_000);
+
+test('a caller whose query timed out is paused (429, retry-after), longer for each timeout in a row; other callers are not', async () => {
+  const bob = await makeUser(gw);
+  const wideStats = `/api/log/stats?start_timestamp=${FROM}&end_timestamp=${FROM + 29 * 86_400}&granularity=hour&group_by=key`;
+  // The ledger: small here, unlike the usage log's count over every seeded row (past the limit on PostgreSQL).
+  const cheap = '/api/ledger/self';
+  await Bun.sleep(1_100);
+  // A completed read ends any run left by the test before.
+  expect((await get(cheap)).status).toBe(200);
+  expect((await get(wideStats)).status).toBe(503);
+  // Repeating it at once (or anything else of the history) is refused without touching the database.
+  const paused = await get(cheap);
+  expect(paused.status).toBe(429);
+  expect(paused.body).toMatchObject({ success: false, error: { code: 'too_many_requests' } });
+  expect(paused.headers.get('retry-after')).toBe('1');
+  expect((await get(wideStats)).status).toBe(429);
+  expect((await get('/api/log/self?page_size=5', bob.token)).status).toBe(200);
+  // After the 1 s pause the repeat runs, times out again, and the pause doubles.
+  await Bun.sleep(1_100);
+  expect((await get(wideStats)).status).toBe(503);
+  const second = await get(cheap);
+  expect(second.status).toBe(429);
+  expect(second.headers.get('retry-after')).toBe('2');
+  await Bun.sleep(1_100);
+  expect((await get(cheap)).status).toBe(429);
+  await Bun.sleep(1_000);
+  // A completed read ends the run: the next timeout pauses 1 s again.
+  expect((await get(cheap)).status).toBe(200);
+  expect((await get(wideStats)).status).toBe(503);
+  expect((await get(cheap)).headers.get('retry-after')).toBe('1');
+}, 60_000);

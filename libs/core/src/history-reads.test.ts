@@ -44,3 +44,43 @@ describe('HistoryReadGate', () => {
     expect(ticks).toBeGreaterThan(2);
   });
 });
+
+describe('HistoryReadGate after a timeout', () => {
+  const timeout = () => Promise.reject(new GatewayError(503, 'history_timeout', 'stopped'));
+  test('a cheap read sent beside the slow one does not end the pause; a read started after it does', async () => {
+    let now = 0;
+    const gate = new HistoryReadGate({ perCaller: 4, slots: 2 }, () => now);
+    let finish!: () => void;
+    const cheap = gate.run(7, () => new Promise<number>((r) => { finish = () => r(1); }));
+    await expect(gate.run(7, timeout)).rejects.toMatchObject({ code: 'history_timeout' });
+    finish();
+    expect(await cheap).toBe(1);
+    await expect(gate.run(7, () => 2)).rejects.toMatchObject({ status: 429, code: 'too_many_requests' });
+    // Another caller is never paused by this one.
+    expect(await gate.run(8, () => 3)).toBe(3);
+    now = 1_000;
+    expect(await gate.run(7, () => 4)).toBe(4);
+    await expect(gate.run(7, timeout)).rejects.toMatchObject({ code: 'history_timeout' });
+    // The run ended: 1 s again, not 2 s.
+    await expect(gate.run(7, () => 5)).rejects.toMatchObject({ headers: { 'retry-after': '1' } });
+  });
+
+  test('the pause doubles with each timeout in a row up to its cap, and a queued read is refused, not run', async () => {
+    let now = 0;
+    const gate = new HistoryReadGate({ perCaller: 4, slots: 1, maxTimeoutPauseMs: 4_000 }, () => now);
+    const pauses: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      await expect(gate.run(1, timeout)).rejects.toMatchObject({ code: 'history_timeout' });
+      const refused = await gate.run(1, () => 0).catch((e) => e);
+      pauses.push(refused.headers['retry-after']);
+      now += 10_000;
+    }
+    expect(pauses).toEqual(['1', '2', '4', '4']);
+    let ran = false;
+    const slow = gate.run(1, timeout);
+    const queued = gate.run(1, () => { ran = true; }).catch((e) => e);
+    await expect(slow).rejects.toMatchObject({ code: 'history_timeout' });
+    expect(await queued).toMatchObject({ status: 429 });
+    expect(ran).toBe(false);
+  });
+});

@@ -15,7 +15,14 @@ export interface HistoryReadLimits {
    * `history_busy`. An export's next page is never refused here: its reader already holds its share.
    */
   queue?: number;
+  /** First pause of a caller after one of its queries timed out (doubling per timeout in a row); default 1000 ms. */
+  timeoutPauseMs?: number;
+  /** Longest such pause; default 60000 ms. */
+  maxTimeoutPauseMs?: number;
 }
+
+/** A caller's run of timed-out queries: how many in a row, and until when its reads are refused. */
+interface Strikes { n: number; until: number }
 
 /** Resolves after the event loop has polled its sockets once (a macrotask, unlike a resolved promise). */
 const nextTurn = () => new Promise<void>((r) => setImmediate(r));
@@ -33,13 +40,46 @@ const nextTurn = () => new Promise<void>((r) => setImmediate(r));
 export class HistoryReadGate {
   private readonly held = new Map<number, number>();
   private readonly slots: FifoSlots;
+  /**
+   * Callers whose last query timed out. A timed-out query held a slot (a pool connection, or the SQLite reader)
+   * for the whole limit and was answered `retry-after: 1`: a caller repeating it kept the database busy for ten
+   * seconds of every eleven with each of its four shares. After a timeout the caller's next reads are refused for
+   * a pause doubling with each timeout in a row (1 s, 2 s, 4 s … 60 s), which costs nothing; its first query that
+   * completes ends the run.
+   */
+  private readonly strikes = new Map<number, Strikes>();
 
-  constructor(private readonly limits: HistoryReadLimits) {
+  constructor(private readonly limits: HistoryReadLimits, private readonly now: () => number = Date.now) {
     this.slots = new FifoSlots(limits.slots);
   }
 
-  /** Counts one read for `caller` until `leave`; 429 `too_many_requests` when it already holds its share. */
+  /** 429 while `caller` pauses after a timed-out query. */
+  private checkPause(caller: number): void {
+    const s = this.strikes.get(caller);
+    const left = s ? s.until - this.now() : 0;
+    if (left <= 0) return;
+    throw new GatewayError(429, 'too_many_requests', `A history query of yours ran past its time limit and was stopped: history reads are paused for ${Math.ceil(left / 1000)} s; narrow the time range or filters`, {
+      headers: { 'retry-after': String(Math.ceil(left / 1000)) },
+    });
+  }
+
+  private strike(caller: number): void {
+    const now = this.now();
+    const n = (this.strikes.get(caller)?.n ?? 0) + 1;
+    const first = this.limits.timeoutPauseMs ?? 1_000;
+    this.strikes.set(caller, { n, until: now + Math.min(first * 2 ** Math.min(n - 1, 30), this.limits.maxTimeoutPauseMs ?? 60_000) });
+    // Bounded by the callers that timed out lately: runs that ended long ago are forgotten.
+    if (this.strikes.size > 1_000) {
+      for (const [c, s] of this.strikes) if (now - s.until > 10 * 60_000) this.strikes.delete(c);
+    }
+  }
+
+  /**
+   * Counts one read for `caller` until `leave`; 429 `too_many_requests` when it already holds its share, or while
+   * it pauses after a timed-out query.
+   */
   enter(caller: number): void {
+    this.checkPause(caller);
     const n = this.held.get(caller) ?? 0;
     if (n >= this.limits.perCaller) {
       throw new GatewayError(429, 'too_many_requests', `At most ${this.limits.perCaller} history reads (usage logs, statistics, exports, ledger) per caller at a time; wait for one to finish`, {
@@ -68,8 +108,17 @@ export class HistoryReadGate {
       });
     }
     try {
+      // A read queued behind the caller's own timed-out one is most likely the same query: refused, not run.
+      if (caller !== undefined) this.checkPause(caller);
       await nextTurn();
-      return await fn();
+      const started = this.now();
+      const out = await fn();
+      // Only a query started after the pause ends the run (not a cheap one sent beside the slow ones).
+      if (caller !== undefined && (this.strikes.get(caller)?.until ?? Infinity) <= started) this.strikes.delete(caller);
+      return out;
+    } catch (err) {
+      if (caller !== undefined && err instanceof GatewayError && err.code === 'history_timeout') this.strike(caller);
+      throw err;
     } finally {
       release();
     }
