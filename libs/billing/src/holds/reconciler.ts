@@ -63,9 +63,12 @@ export class HoldReconciler {
     return this.running;
   }
 
-  /** Runs a pass every `intervalMs` while `leader` leads; the stop function resolves once a running pass ended. */
+  /**
+   * Runs a pass every `intervalMs` while `leader` leads, and one at once when it takes over (a killed leader's own
+   * holds may have lapsed while no node led); the stop function resolves once a running pass ended.
+   */
   follow(leader: Leader): () => Promise<void> {
-    return everyWhileLeader(leader, this.opts.intervalMs, (signal) => this.runOnce(signal));
+    return everyWhileLeader(leader, this.opts.intervalMs, (signal) => this.runOnce(signal), { atOnce: true });
   }
 
   /**
