@@ -53,6 +53,8 @@ export class PgAdvisoryLeader implements Leader {
       connect_timeout: 5,
       backoff: reconnectBackoff,
       onnotice: () => {},
+      // Names the node holding the lock in pg_stat_activity (pg_locks gives only the backend's pid).
+      connection: { application_name: `gateway-leader-${process.pid}` },
       onclose: () => this.lose('its connection closed'),
     });
     this.timer = setInterval(() => void this.tick(), opts.retryMs ?? 5_000);
