@@ -6,7 +6,7 @@ import { guardUsage, withFlag, type UsageLimits } from './usage-guard';
 import { priceUsage } from './tiers';
 import { type QuotaKey, type Reservation, type Settlement, type UsageLogInput } from './usage';
 import type { AlertEvent, BudgetBook, BudgetEffects } from './budgets/book';
-import { budgetAvailable, shortfall, type AfterCommit, type Hold, type HoldStore, type Mirror, type ReserveResult } from './holds/port';
+import { budgetAvailable, shortfall, type AfterCommit, type BudgetScope, type Hold, type HoldStore, type Mirror, type ReserveResult } from './holds/port';
 import type { LiveHolds } from './holds/live-holds';
 
 export * from './usage';
@@ -273,9 +273,20 @@ export class QuotaService {
     return this.balance(userId) - (this.userPending.get(userId) ?? 0) - (this.userHeld.get(userId) ?? 0);
   }
 
-  /** What the tightest budget of the key and its owner can still admit now, as this process counts it; Infinity when none. */
-  budgetLeft(userId: number, keyId: number): number {
-    return this.deps.budgets?.left(userId, keyId) ?? Infinity;
+  /**
+   * What the tightest budget of the key and its owner can still admit now; Infinity when none. In one process, as it
+   * counts it. With shared holds, also as every node does (the shared store's spend and holds): this process's book
+   * learns other nodes' charges only at its own next commit and never sees their holds, so a realtime session asking it
+   * ran on past a budget other nodes had used up, and an unheld charge (a transcription, a response the upstream
+   * started) was billed past it. A mirror missing or unreadable leaves this process's count.
+   */
+  budgetLeft(userId: number, keyId: number): number | Promise<number> {
+    const local = this.deps.budgets?.left(userId, keyId) ?? Infinity;
+    const holds = this.deps.holds;
+    const scopes = holds ? this.deps.budgets?.scopes(userId, keyId) : null;
+    if (!scopes) return local;
+    return Promise.all(scopes.map((b) => sharedBudgetAvailable(holds!, userId, b)))
+      .then((avails) => Math.min(local, ...avails.map((a) => a ?? Infinity)));
   }
 
   /**
@@ -376,8 +387,7 @@ export class QuotaService {
     if (limited && shortfall(amount, a.key!) !== null) throw shortOf('key', amount, a.key!);
     // The budgets, as one process checks them: a budget not mirrored yet is checked by the first reservation.
     for (const b of this.deps.budgets?.scopes(input.userId, k.id) ?? []) {
-      const u = await holds.store.budgetUsage(input.userId, b.id).catch(() => null);
-      const avail = u ? budgetAvailable(b, u, u.held) : null;
+      const avail = await sharedBudgetAvailable(holds, input.userId, b);
       if (avail !== null && shortfall(amount, avail) !== null) throw this.deps.budgets!.exceeded(b.id, amount, avail);
     }
   }
@@ -932,4 +942,10 @@ function add(m: Map<number, number>, id: number, by: number): void {
   const v = (m.get(id) ?? 0) + by;
   if (v <= 0) m.delete(id);
   else m.set(id, v);
+}
+
+/** What `b` can still admit as every node counts it (spend and holds in the shared store); null: no mirror yet, or unreadable. */
+async function sharedBudgetAvailable(holds: SharedHolds, userId: number, b: BudgetScope): Promise<number | null> {
+  const u = await holds.store.budgetUsage(userId, b.id).catch(() => null);
+  return u ? budgetAvailable(b, u, u.held) : null;
 }

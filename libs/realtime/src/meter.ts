@@ -938,15 +938,18 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   /** Spent: nothing more can be reserved, so the session ends rather than idle on an empty balance. */
   private spent(): SessionFailure | undefined | Promise<SessionFailure | undefined> {
     if (this.o.quota.available(this.o.key.userId) <= 0) return policyFailure('quota_exhausted', 'Quota exhausted: the balance is spent');
-    // A budget used up refuses every response, but a transcription has no hold to refuse: the session ends instead of
-    // spending past it for as long as it runs.
-    if ((this.o.quota.budgetLeft?.(this.o.key.userId, this.o.key.id) ?? Infinity) <= 0) return BUDGET_SPENT;
+    // A budget used up refuses every response, but a transcription (or a response the upstream starts itself) has no
+    // hold to refuse: the session ends instead of spending past it for as long as it runs. Across nodes the count is
+    // every node's, read once per settlement (never per frame).
+    const budget = this.o.quota.budgetLeft?.(this.o.key.userId, this.o.key.id) ?? Infinity;
     // A limited key spent is as final: its responses are refused, but a transcription is capped at what the key has
     // left, so past it the upstream transcribed every later one for nothing.
     const key = this.liveKey() ?? this.o.key;
     const left = key.unlimitedQuota ? undefined : this.o.quota.keyAvailable?.(key, this.o.key.userId);
-    const verdict = (n: number | undefined) => (n !== undefined && n <= 0 ? KEY_SPENT : undefined);
-    return left instanceof Promise ? left.then(verdict, () => undefined) : verdict(left);
+    const verdict = (b: number, n: number | undefined) => (b <= 0 ? BUDGET_SPENT : n !== undefined && n <= 0 ? KEY_SPENT : undefined);
+    if (!(budget instanceof Promise) && !(left instanceof Promise)) return verdict(budget, left);
+    // An unreadable count ends nothing here: the next response's admission asks the shared store again.
+    return Promise.all([Promise.resolve(budget).catch(() => Infinity), Promise.resolve(left).catch(() => undefined)]).then(([b, n]) => verdict(b, n));
   }
 }
 

@@ -75,8 +75,11 @@ export interface QuotaPort<K, R> {
   available(userId: number): number;
   /** What a limited key of `userId` can still spend now (Infinity when unlimited); absent: only the user's balance ends a session. */
   keyAvailable?(key: K, userId: number): number | Promise<number>;
-  /** What the tightest budget of the key and its owner can still admit (Infinity: none applies); absent: budgets end no session. */
-  budgetLeft?(userId: number, keyId: number): number;
+  /**
+   * What the tightest budget of the key and its owner can still admit (Infinity: none applies), on every node's count
+   * when there are several (a promise then); absent: budgets end no session.
+   */
+  budgetLeft?(userId: number, keyId: number): number | Promise<number>;
   /**
    * Writes the usage row and the charge once; `r` null = nothing was reserved. A promise = the commit
    * (its cost already counts as pending in available()); throws or rejects when the write failed.
