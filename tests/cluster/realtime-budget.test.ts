@@ -4,7 +4,8 @@
  * (and every request) costs exactly its worst case W (input prices 0, output 100 units per token, 10 tokens), so the
  * numbers do not depend on timing. The session's responses are started by the upstream itself (its turn detection):
  * such a response cannot be refused, only the session ended before it, so a session that runs on past the budget
- * spends past it. The SQLite twin (one node): the budget test of tests/e2e/realtime-key-policy.test.ts.
+ * spends past it. Also the balance: its rest held by requests in flight on node 1 ends the session after its response.
+ * The SQLite twin (one node): the budget test of tests/e2e/realtime-key-policy.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import Redis from 'ioredis';
@@ -61,14 +62,26 @@ function upstreamResponse(conn: number, n: number) {
   rt.send(JSON.stringify({ type: 'response.done', event_id: `ev_d${n}`, response: { ...base, status: 'completed', status_details: null, usage: USAGE } }), conn);
 }
 
-/** What Redis holds against a budget for requests in flight on every node. */
-async function budgetHeld(userId: number, budgetId: number): Promise<number> {
+/** What Redis holds for requests in flight on every node: against a budget, or (no budget id) against the user's balance. */
+async function heldInRedis(userId: number, budgetId?: number): Promise<number> {
   const r = new Redis(REDIS_TEST_URL, { maxRetriesPerRequest: 2 });
   try {
-    return Number((await r.hget(`${c.prefix}{u:${userId}}:b:${budgetId}`, 'held')) ?? 0);
+    return Number((await r.hget(`${c.prefix}{u:${userId}}:${budgetId === undefined ? 'acct' : `b:${budgetId}`}`, 'held')) ?? 0);
   } finally {
     r.disconnect();
   }
+}
+
+/** Has 4 slow requests of `key` run on node 1 (each W, held until they commit 2.5 s later); resolves once Redis holds them. */
+async function fourHeldOnNode1(key: string, held: () => Promise<number>): Promise<Promise<Array<{ status: number }>>> {
+  ant.fallback = { usage: { input: 0, output: 10 }, delayMs: 2_500 };
+  const slow = Promise.all(Array.from({ length: 4 }, () => send(c.nodes[1]!.url, key, msg(MESSAGES_MODEL))));
+  try {
+    await within('4 requests held', 3_000, async () => (await held()) === 4 * W);
+  } finally {
+    ant.fallback = { usage: { input: 0, output: 10 } };
+  }
+  return slow;
 }
 
 async function openSession(node: number, key: string): Promise<{ x: RealtimeTestClient; conn: number }> {
@@ -81,7 +94,7 @@ async function openSession(node: number, key: string): Promise<{ x: RealtimeTest
 
 const charged = async (userId: number) => Number((await c.sql`select coalesce(sum(cost), 0)::bigint as s from usage_logs where user_id = ${userId}`)[0]!.s);
 
-describe.skipIf(!ready)('a realtime session against a budget spent on another node', () => {
+describe.skipIf(!ready)('a realtime session against a budget or balance spent on another node', () => {
   test('3 of 5 responses spent via /v1/messages on node 1: the session on node 0 gets 2, then ends (1008 budget_exceeded); spend = limit', async () => {
     const u = await budgetedKey(5 * W);
     for (let i = 0; i < 3; i++) expect((await send(c.nodes[1]!.url, u.key, msg(MESSAGES_MODEL))).status).toBe(200);
@@ -111,13 +124,7 @@ describe.skipIf(!ready)('a realtime session against a budget spent on another no
     const u = await budgetedKey(5 * W);
     const { x, conn } = await openSession(0, u.key);
     // 4 slow requests on node 1 hold 4 of the 5 responses' worth until they commit.
-    ant.fallback = { usage: { input: 0, output: 10 }, delayMs: 2_500 };
-    const slow = Array.from({ length: 4 }, () => send(c.nodes[1]!.url, u.key, msg(MESSAGES_MODEL)));
-    try {
-      await within('4 requests held', 3_000, async () => (await budgetHeld(u.userId, u.budgetId)) === 4 * W);
-    } finally {
-      ant.fallback = { usage: { input: 0, output: 10 } };
-    }
+    const slow = fourHeldOnNode1(u.key, () => heldInRedis(u.userId, u.budgetId));
     upstreamResponse(conn, 1);
     await x.waitFor('response.done', 1);
     // Node 0 counted its own charge only; every node's count leaves the budget nothing (1 spent, 4 held).
@@ -126,7 +133,7 @@ describe.skipIf(!ready)('a realtime session against a budget spent on another no
       upstreamResponse(conn, 2);
       await x.waitClose(3_000).catch(() => null);
     }
-    expect((await Promise.all(slow)).map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    expect((await slow).map((r) => r.status)).toEqual([200, 200, 200, 200]);
     await within('the session recorded', 3_000, async () => (await c.sql`select 1 from realtime_sessions where user_id = ${u.userId}`).length === 1);
     await within('every charge committed', 3_000, async () => (await charged(u.userId)) >= 5 * W);
     await Bun.sleep(300);
@@ -134,6 +141,28 @@ describe.skipIf(!ready)('a realtime session against a budget spent on another no
     expect(Number((await c.sql`select spent from budgets where id = ${u.budgetId}`)[0]!.spent)).toBe(5 * W);
     expect(closed?.code).toBe(1008);
     expect(x.events().find((e) => e.type === 'error')?.error).toMatchObject({ type: 'billing_error', code: 'budget_exceeded' });
+    await expectConsistent(c, u.userId);
+  }, 30_000);
+
+  test('the rest of the balance held by requests in flight on node 1: the session on node 0 ends after its response (1008 quota_exhausted), the upstream is not left to run its next turn for nothing', async () => {
+    const u = await fundedUser(c, 5 * W);
+    const { x, conn } = await openSession(0, u.key);
+    const slow = await fourHeldOnNode1(u.key, () => heldInRedis(u.userId));
+    upstreamResponse(conn, 1);
+    await x.waitFor('response.done', 1);
+    // Node 0 counted its own charge only; every node's count leaves the user nothing (1 spent, 4 held).
+    const closed = await x.waitClose(2_000).catch(() => null);
+    if (!closed) {
+      // Still open: the upstream's next turn runs, its hold refused and its charge capped at what is left (nothing).
+      upstreamResponse(conn, 2);
+      await x.waitClose(3_000).catch(() => null);
+    }
+    expect((await slow).map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    await within('the session recorded', 3_000, async () => (await c.sql`select 1 from realtime_sessions where user_id = ${u.userId}`).length === 1);
+    expect((await c.sql`select cost from usage_logs where user_id = ${u.userId} and kind = 'realtime'`).map((r) => Number(r.cost))).toEqual([W]);
+    expect(closed?.code).toBe(1008);
+    expect(x.events().find((e) => e.type === 'error')?.error).toMatchObject({ type: 'billing_error', code: 'quota_exhausted' });
+    expect(await charged(u.userId)).toBe(5 * W);
     await expectConsistent(c, u.userId);
   }, 30_000);
 });
