@@ -72,8 +72,8 @@ async function heldInRedis(userId: number, budgetId?: number): Promise<number> {
   }
 }
 
-/** Has 4 slow requests of `key` run on node 1 (each W, held until they commit 2.5 s later); resolves once Redis holds them. */
-async function fourHeldOnNode1(key: string, held: () => Promise<number>): Promise<Promise<Array<{ status: number }>>> {
+/** Has 4 slow requests of `key` run on node 1 (each W, held until they commit 2.5 s later); resolves once Redis holds them, with their answers to come. */
+async function fourHeldOnNode1(key: string, held: () => Promise<number>): Promise<{ answers: Promise<Array<{ status: number }>> }> {
   ant.fallback = { usage: { input: 0, output: 10 }, delayMs: 2_500 };
   const slow = Promise.all(Array.from({ length: 4 }, () => send(c.nodes[1]!.url, key, msg(MESSAGES_MODEL))));
   try {
@@ -81,7 +81,7 @@ async function fourHeldOnNode1(key: string, held: () => Promise<number>): Promis
   } finally {
     ant.fallback = { usage: { input: 0, output: 10 } };
   }
-  return slow;
+  return { answers: slow };
 }
 
 async function openSession(node: number, key: string): Promise<{ x: RealtimeTestClient; conn: number }> {
@@ -124,7 +124,7 @@ describe.skipIf(!ready)('a realtime session against a budget or balance spent on
     const u = await budgetedKey(5 * W);
     const { x, conn } = await openSession(0, u.key);
     // 4 slow requests on node 1 hold 4 of the 5 responses' worth until they commit.
-    const slow = fourHeldOnNode1(u.key, () => heldInRedis(u.userId, u.budgetId));
+    const slow = await fourHeldOnNode1(u.key, () => heldInRedis(u.userId, u.budgetId));
     upstreamResponse(conn, 1);
     await x.waitFor('response.done', 1);
     // Node 0 counted its own charge only; every node's count leaves the budget nothing (1 spent, 4 held).
@@ -133,7 +133,7 @@ describe.skipIf(!ready)('a realtime session against a budget or balance spent on
       upstreamResponse(conn, 2);
       await x.waitClose(3_000).catch(() => null);
     }
-    expect((await slow).map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    expect((await slow.answers).map((r) => r.status)).toEqual([200, 200, 200, 200]);
     await within('the session recorded', 3_000, async () => (await c.sql`select 1 from realtime_sessions where user_id = ${u.userId}`).length === 1);
     await within('every charge committed', 3_000, async () => (await charged(u.userId)) >= 5 * W);
     await Bun.sleep(300);
@@ -157,7 +157,7 @@ describe.skipIf(!ready)('a realtime session against a budget or balance spent on
       upstreamResponse(conn, 2);
       await x.waitClose(3_000).catch(() => null);
     }
-    expect((await slow).map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    expect((await slow.answers).map((r) => r.status)).toEqual([200, 200, 200, 200]);
     await within('the session recorded', 3_000, async () => (await c.sql`select 1 from realtime_sessions where user_id = ${u.userId}`).length === 1);
     expect((await c.sql`select cost from usage_logs where user_id = ${u.userId} and kind = 'realtime'`).map((r) => Number(r.cost))).toEqual([W]);
     expect(closed?.code).toBe(1008);

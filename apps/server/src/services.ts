@@ -237,7 +237,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
  */
 function realtimeQuota(q: QuotaService): QuotaPort<ApiKeyRecord, Reservation> {
   return {
-    reserve: q.reserve.bind(q), affords: q.affords.bind(q), available: q.available.bind(q), keyAvailable: q.keyAvailable.bind(q), budgetLeft: q.budgetLeft.bind(q), settleNow: q.settleNow.bind(q), release: q.release.bind(q),
+    reserve: q.reserve.bind(q), affords: q.affords.bind(q), available: q.available.bind(q), userAvailable: q.userAvailable.bind(q), keyAvailable: q.keyAvailable.bind(q), budgetLeft: q.budgetLeft.bind(q), settleNow: q.settleNow.bind(q), release: q.release.bind(q),
     checkpoint: q.keepsUnfinished ? q.checkpoint.bind(q) : undefined,
   };
 }

@@ -274,6 +274,17 @@ export class QuotaService {
   }
 
   /**
+   * What the user can still spend now: in one process, available(); with shared holds, the lower of that and what the
+   * shared store leaves on every node (this process's view never sees other nodes' holds, so a realtime session asking
+   * it ran on with the rest of the balance held elsewhere, and the upstream's next turn ran for a charge capped at 0).
+   */
+  userAvailable(userId: number): number | Promise<number> {
+    const holds = this.deps.holds;
+    if (!holds) return this.available(userId);
+    return holds.store.available({ userId, keyId: null }).then((a) => Math.min(this.available(userId), a.user ?? Infinity), () => this.available(userId));
+  }
+
+  /**
    * What the tightest budget of the key and its owner can still admit now; Infinity when none. In one process, as it
    * counts it. With shared holds, also as every node does (the shared store's spend and holds): this process's book
    * learns other nodes' charges only at its own next commit and never sees their holds, so a realtime session asking it

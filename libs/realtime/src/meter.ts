@@ -937,22 +937,25 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
 
   /** Spent: nothing more can be reserved, so the session ends rather than idle on an empty balance. */
   private spent(): SessionFailure | undefined | Promise<SessionFailure | undefined> {
-    if (this.o.quota.available(this.o.key.userId) <= 0) return policyFailure('quota_exhausted', 'Quota exhausted: the balance is spent');
+    // Across nodes every count is every node's (the shared store's), read once per settlement (never per frame).
+    const funds = this.o.quota.userAvailable?.(this.o.key.userId) ?? this.o.quota.available(this.o.key.userId);
     // A budget used up refuses every response, but a transcription (or a response the upstream starts itself) has no
-    // hold to refuse: the session ends instead of spending past it for as long as it runs. Across nodes the count is
-    // every node's, read once per settlement (never per frame).
+    // hold to refuse: the session ends instead of spending past it for as long as it runs.
     const budget = this.o.quota.budgetLeft?.(this.o.key.userId, this.o.key.id) ?? Infinity;
     // A limited key spent is as final: its responses are refused, but a transcription is capped at what the key has
     // left, so past it the upstream transcribed every later one for nothing.
     const key = this.liveKey() ?? this.o.key;
     const left = key.unlimitedQuota ? undefined : this.o.quota.keyAvailable?.(key, this.o.key.userId);
-    const verdict = (b: number, n: number | undefined) => (b <= 0 ? BUDGET_SPENT : n !== undefined && n <= 0 ? KEY_SPENT : undefined);
-    if (!(budget instanceof Promise) && !(left instanceof Promise)) return verdict(budget, left);
+    const verdict = (f: number, b: number, n: number | undefined) =>
+      (f <= 0 ? BALANCE_SPENT : b <= 0 ? BUDGET_SPENT : n !== undefined && n <= 0 ? KEY_SPENT : undefined);
+    if (!(funds instanceof Promise) && !(budget instanceof Promise) && !(left instanceof Promise)) return verdict(funds, budget, left);
     // An unreadable count ends nothing here: the next response's admission asks the shared store again.
-    return Promise.all([Promise.resolve(budget).catch(() => Infinity), Promise.resolve(left).catch(() => undefined)]).then(([b, n]) => verdict(b, n));
+    const read = <T>(v: T | Promise<T>, unread: T) => Promise.resolve(v).catch(() => unread);
+    return Promise.all([read(funds, Infinity), read(budget, Infinity), read(left, undefined)]).then(([f, b, n]) => verdict(f, b, n));
   }
 }
 
+const BALANCE_SPENT = policyFailure('quota_exhausted', 'Quota exhausted: the balance is spent');
 const KEY_SPENT = policyFailure('key_quota_exhausted', 'API key quota exhausted: the key has nothing left to spend');
 const BUDGET_SPENT = policyFailure('budget_exceeded', 'A budget of this key or its owner is used up');
 

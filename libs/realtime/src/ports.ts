@@ -73,6 +73,8 @@ export interface QuotaPort<K, R> {
   affords(input: { userId: number; apiKey: K; amount: number; ref: string }): void | Promise<void>;
   /** What the user can still reserve now (balance minus pending and held). */
   available(userId: number): number;
+  /** What the user can still spend now, on every node's count when there are several (a promise then); absent: available(). */
+  userAvailable?(userId: number): number | Promise<number>;
   /** What a limited key of `userId` can still spend now (Infinity when unlimited); absent: only the user's balance ends a session. */
   keyAvailable?(key: K, userId: number): number | Promise<number>;
   /**
