@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
 import { AlwaysLeader, everyWhileLeader } from '@gw/core';
-import { PgAdvisoryLeader, leaderLockKey } from './leader';
-import { PG_TEST_URL, requirePg } from '../../../../tests/helpers/postgres';
+import { PgAdvisoryLeader, SERVER_DEAD_PEER, leaderLockKey } from './leader';
+import { PG_TEST_URL, pgThroughProxy, requirePg } from '../../../../tests/helpers/postgres';
 
 const available = await requirePg('libs/db/src/pg/leader.test.ts');
 const pools: postgres.Sql[] = [];
@@ -72,5 +72,39 @@ describe.skipIf(!available)('PgAdvisoryLeader', () => {
     expect(second.isLeader).toBe(false);
     await within(3 * retryMs, () => leading().length === 1);
     expect(leading()[0]).not.toBe(second);
+  });
+
+  test('a leader whose connection goes silent (no FIN, no RST) stops leading once its check times out', async () => {
+    const name = `test-leader-silent-${process.pid}-${Math.random().toString(36).slice(2)}`;
+    const { proxy, url } = pgThroughProxy();
+    try {
+      const node = await PgAdvisoryLeader.start(url, { name, retryMs: 200, checkTimeoutMs: 1_000 });
+      leaders.push(node);
+      expect(node.isLeader).toBe(true);
+      proxy.blackhole();
+      // Before, the check awaited the dead connection for ever and the node kept running leader jobs.
+      const took = await within(5_000, () => !node.isLeader);
+      expect(took).toBeGreaterThan(500);
+    } finally {
+      proxy.stop();
+    }
+  });
+
+  test("the leader's session asks the server to drop it when its peer goes silent, so the lock does not outlive a vanished node for hours", async () => {
+    const name = `test-leader-keepalive-${process.pid}-${Math.random().toString(36).slice(2)}`;
+    const node = await PgAdvisoryLeader.start(PG_TEST_URL, { name, retryMs: 200 });
+    leaders.push(node);
+    const admin = pool();
+    const [holder] = await admin<{ pid: number }[]>`
+      select pid from pg_locks where locktype = 'advisory' and granted and objid = ${leaderLockKey(name)}::oid and objsubid = 2`;
+    expect(holder).toBeDefined();
+    // The settings are the session's own; read them through it (the server reports 0 for a Unix socket).
+    const session = (node as unknown as { sql: postgres.Sql }).sql;
+    const [row] = await session<{ pid: number; idle: string; interval: string; count: string; user_timeout: string }[]>`
+      select pg_backend_pid() as pid, current_setting('tcp_keepalives_idle') as idle, current_setting('tcp_keepalives_interval') as interval,
+        current_setting('tcp_keepalives_count') as count, current_setting('tcp_user_timeout') as user_timeout`;
+    expect(row!.pid).toBe(holder!.pid);
+    expect([row!.idle, row!.interval, row!.count, row!.user_timeout]).toEqual(['5', '5', '3', '20000']);
+    expect(SERVER_DEAD_PEER.tcp_keepalives_count).toBe('3');
   });
 });

@@ -8,11 +8,16 @@ export interface PgLeaderOptions {
   name: string;
   /** How often a follower tries to take the lock and the leader checks it still holds it. Default 5000 ms. */
   retryMs?: number;
+  /** A leader whose check gets no answer this long stops leading. Default max(2 × retryMs, 5000) ms. */
+  checkTimeoutMs?: number;
   log?: (line: string) => void;
 }
 
 /** First key of the two-key advisory lock space: ours, so other users of advisory locks never collide. */
 const LOCK_NAMESPACE = 0x67770001;
+
+/** Server-side dead-peer detection for the leader's session (TCP connections only; PostgreSQL ignores them on a socket). */
+export const SERVER_DEAD_PEER = { tcp_keepalives_idle: '5', tcp_keepalives_interval: '5', tcp_keepalives_count: '3', tcp_user_timeout: '20000' };
 
 /** A stable positive int4 for a name (FNV-1a), the lock's second key. */
 export function leaderLockKey(name: string): number {
@@ -53,8 +58,14 @@ export class PgAdvisoryLeader implements Leader {
       connect_timeout: 5,
       backoff: reconnectBackoff,
       onnotice: () => {},
-      // Names the node holding the lock in pg_stat_activity (pg_locks gives only the backend's pid).
-      connection: { application_name: `gateway-leader-${process.pid}` },
+      connection: {
+        // Names the node holding the lock in pg_stat_activity (pg_locks gives only the backend's pid).
+        application_name: `gateway-leader-${process.pid}`,
+        // A node that vanishes without closing its connection (power loss, partition) would keep the lock until the
+        // server's TCP keepalive gives up (about 2 h by default), and no node would lead meanwhile. The server drops
+        // this session after 5 s idle + 3 unanswered probes 5 s apart, or 20 s of unacknowledged data.
+        ...SERVER_DEAD_PEER,
+      },
       onclose: () => this.lose('its connection closed'),
     });
     this.timer = setInterval(() => void this.tick(), opts.retryMs ?? 5_000);
@@ -81,7 +92,9 @@ export class PgAdvisoryLeader implements Leader {
     this.busy = true;
     try {
       if (this.leading) {
-        if (!(await this.holds())) this.lose('the lock is no longer held by this session');
+        const held = await this.withinCheckTimeout(this.holds());
+        if (held === 'timeout') this.lose('its lock check got no answer (connection silently dead?)');
+        else if (!held) this.lose('the lock is no longer held by this session');
         return;
       }
       // A node whose session just died lets a follower take over first (each tries within one interval),
@@ -93,6 +106,22 @@ export class PgAdvisoryLeader implements Leader {
       this.lose(`leader connection failed: ${err instanceof Error ? err.message : String(err)}`);
     } finally {
       this.busy = false;
+    }
+  }
+
+  /**
+   * The check on a silently dead connection never settles (the client's own keepalive takes minutes to notice):
+   * this node stops leading instead of running leader jobs beside the node the server hands the lock to.
+   */
+  private async withinCheckTimeout<T>(check: Promise<T>): Promise<T | 'timeout'> {
+    const ms = this.opts.checkTimeoutMs ?? Math.max(2 * (this.opts.retryMs ?? 5_000), 5_000);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), ms); });
+    check.catch(() => {}); // settled later (or never) after a timeout: not an unhandled rejection
+    try {
+      return await Promise.race([check, late]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
