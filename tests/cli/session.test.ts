@@ -58,13 +58,23 @@ describe('gw login / whoami / access-token / logout', () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('16 lowercase hex characters');
     const id = rows.find((r) => r.user_agent === 'cli-test-phone').id;
-    const ended = await sb.run(['login-session', 'end', id]);
+    // Ending another session needs the password: none off a terminal is a usage error before any request.
+    const bare = await sb.run(['login-session', 'end', id]);
+    expect([bare.code, bare.stderr]).toEqual([2, expect.stringContaining('use --password-stdin')]);
+    expect(await self(phone)).toBe(200);
+    const wrong = await sb.run(['login-session', 'end', id, '--password-stdin'], { stdin: 'not-the-password\n' });
+    expect([wrong.code, wrong.stderr]).toEqual([1, expect.stringContaining('(invalid_current_password)')]);
+    expect(await self(phone)).toBe(200);
+    const ended = await sb.run(['login-session', 'end', id, '--password-stdin'], { stdin: `${ROOT_PASSWORD}\n` });
     expect([ended.code, ended.stdout]).toEqual([0, `Ended login session ${id}.\n`]);
     expect(await self(phone)).toBe(401);
     expect(await self(laptop)).toBe(200);
 
     // With the CLI's access token every session is "another" one.
-    const others = await sb.run(['login-session', 'end-others']);
+    const noPassword = await sb.run(['login-session', 'end-others']);
+    expect([noPassword.code, noPassword.stderr]).toEqual([2, expect.stringContaining('use --password-stdin')]);
+    expect(await self(laptop)).toBe(200);
+    const others = await sb.run(['login-session', 'end-others', '--password-stdin'], { stdin: `${ROOT_PASSWORD}\n` });
     expect([others.code, others.stdout]).toEqual([0, 'Ended 1 login session.\n']);
     expect(await self(laptop)).toBe(401);
   }, 30_000);
@@ -90,14 +100,17 @@ describe('gw login / whoami / access-token / logout', () => {
     expect(row.prefix).toBe(token.slice(0, 10));
     expect(list.stdout).not.toContain(token);
 
-    const revoked = await sb.run(['access-token', 'revoke', String(row.id)]);
+    const unrevoked = await sb.run(['access-token', 'revoke', String(row.id)]);
+    expect([unrevoked.code, unrevoked.stderr]).toEqual([2, expect.stringContaining('use --password-stdin')]);
+    expect((await gw.api('GET', '/api/user/self', undefined, token)).status).toBe(200);
+    const revoked = await sb.run(['access-token', 'revoke', String(row.id), '--password-stdin'], { stdin: `${ROOT_PASSWORD}\n` });
     expect(revoked.code).toBe(0);
     expect(revoked.stdout).toBe(`Revoked access token ${row.id}.\n`);
     expect((await gw.api('GET', '/api/user/self', undefined, token)).status).toBe(401);
   }, 30_000);
 
   test('a request the server refuses exits 1 with the server message and code on stderr', async () => {
-    const r = await sb.run(['access-token', 'revoke', '99999']);
+    const r = await sb.run(['access-token', 'revoke', '99999', '--password-stdin'], { stdin: `${ROOT_PASSWORD}\n` });
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe('error: No access token 99999 (token_not_found)\n');

@@ -35,7 +35,7 @@ test(`a user holds at most ${MAX} live access tokens: the next is 409 before any
   // Revoking one makes room for exactly one.
   const list = await gw.api('GET', '/api/user/access_token', undefined, u.token);
   const seeded = list.body.data.find((t: any) => t.name === 'live-0');
-  expect((await gw.api('DELETE', `/api/user/access_token/${seeded.id}`, undefined, u.token)).status).toBe(200);
+  expect((await gw.api('DELETE', `/api/user/access_token/${seeded.id}`, { current_password: u.password }, u.token)).status).toBe(200);
   const ok = await mint();
   expect(ok.status).toBe(200);
   expect(ok.body.data.token).toStartWith('gwm_');

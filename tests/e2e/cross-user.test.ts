@@ -26,7 +26,7 @@ test("another user's access token id answers 404 token_not_found and that token 
   const victim = await makeUser(gw);
   const mine = await gw.api('GET', '/api/user/access_token', undefined, victim.token);
   const id = mine.body.data[0].id as number;
-  const r = await gw.api('DELETE', `/api/user/access_token/${id}`, undefined, me.token);
+  const r = await gw.api('DELETE', `/api/user/access_token/${id}`, { current_password: me.password }, me.token);
   expect({ status: r.status, code: r.body.error?.code }).toEqual({ status: 404, code: 'token_not_found' });
   expect((await gw.api('GET', '/api/user/self', undefined, victim.token)).status).toBe(200);
 });

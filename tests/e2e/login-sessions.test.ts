@@ -19,8 +19,9 @@ async function login(username: string, password: string, userAgent: string): Pro
   return res.headers.get('set-cookie')!.split(';')[0]!;
 }
 
-async function withCookie(method: string, path: string, cookie: string) {
-  const res = await fetch(`${gw.url}${path}`, { method, headers: { cookie } });
+async function withCookie(method: string, path: string, cookie: string, body?: unknown) {
+  const headers: Record<string, string> = { cookie, ...(body === undefined ? {} : { 'content-type': 'application/json' }) };
+  const res = await fetch(`${gw.url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   return { status: res.status, body: await res.json() as any };
 }
 
@@ -53,34 +54,34 @@ test('ending one session refuses it at once; another user cannot end it; a malfo
   const stolen = await login(u.username, u.password, 'not-mine');
   const id = ((await withCookie('GET', '/api/user/session', keep)).body.data as any[]).find((r) => r.user_agent === 'not-mine').id;
   // Another user (by session or token) cannot end it, nor learn that it exists: the same 404 as an unknown id.
-  const theirs = await gw.api('DELETE', `/api/user/session/${id}`, undefined, other.token);
+  const theirs = await gw.api('DELETE', `/api/user/session/${id}`, { current_password: other.password }, other.token);
   expect(theirs.status).toBe(404);
   expect(theirs.body.error.code).toBe('session_not_found');
-  const unknown = await gw.api('DELETE', '/api/user/session/0123456789abcdef', undefined, other.token);
+  const unknown = await gw.api('DELETE', '/api/user/session/0123456789abcdef', { current_password: other.password }, other.token);
   expect([unknown.status, unknown.body.error.code]).toEqual([404, 'session_not_found']);
   expect((await withCookie('GET', '/api/user/self', stolen)).status).toBe(200);
   const bad = await gw.api('DELETE', '/api/user/session/not-an-id', undefined, u.token);
   expect(bad.status).toBe(400);
   expect(bad.body.error.param).toBe('id');
 
-  const ended = await withCookie('DELETE', `/api/user/session/${id}`, keep);
+  const ended = await withCookie('DELETE', `/api/user/session/${id}`, keep, { current_password: u.password });
   expect(ended.status).toBe(200);
   expect((await withCookie('GET', '/api/user/self', stolen)).status).toBe(401);
   expect((await withCookie('GET', '/api/user/self', keep)).status).toBe(200);
-  expect((await withCookie('DELETE', `/api/user/session/${id}`, keep)).status).toBe(404);
+  expect((await withCookie('DELETE', `/api/user/session/${id}`, keep, { current_password: u.password })).status).toBe(404);
 });
 
 test('"log out everywhere else" ends every other session and keeps the caller\'s; with an access token it ends all; tokens stay', async () => {
   const u = await makeUser(gw);
   const mine = await login(u.username, u.password, 'mine');
   const others = [await login(u.username, u.password, 'x'), await login(u.username, u.password, 'y')];
-  const r = await withCookie('POST', '/api/user/session/end_others', mine);
+  const r = await withCookie('POST', '/api/user/session/end_others', mine, { current_password: u.password });
   expect(r.status).toBe(200);
   expect(r.body.data).toEqual({ sessions_ended: 2 });
   for (const c of others) expect((await withCookie('GET', '/api/user/self', c)).status).toBe(401);
   expect((await withCookie('GET', '/api/user/self', mine)).status).toBe(200);
 
-  const t = await gw.api('POST', '/api/user/session/end_others', undefined, u.token);
+  const t = await gw.api('POST', '/api/user/session/end_others', { current_password: u.password }, u.token);
   expect(t.body.data).toEqual({ sessions_ended: 1 });
   expect((await withCookie('GET', '/api/user/self', mine)).status).toBe(401);
   // The access token that asked is untouched.
@@ -125,6 +126,6 @@ test('the list stays bounded however many sessions a user opened: the 100 newest
   expect(rows.slice(0, 100).map((r) => r.user_agent)).toEqual(Array.from({ length: 100 }, (_, i) => `seeded-${299 - i}`));
   expect(rows[100]).toMatchObject({ user_agent: 'the-one-asking', current: true });
   // Every one of them still ends with "log out everywhere else".
-  const ended = await withCookie('POST', '/api/user/session/end_others', mine);
+  const ended = await withCookie('POST', '/api/user/session/end_others', mine, { current_password: u.password });
   expect(ended.body.data).toMatchObject({ sessions_ended: 300 });
 }, 30_000);

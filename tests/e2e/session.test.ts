@@ -58,7 +58,7 @@ describe('login and sessions', () => {
     const list = await gw.api('GET', '/api/user/access_token', undefined, token);
     expect(list.body.data.map((t: any) => t.name)).toContain('ci');
     expect(JSON.stringify(list.body)).not.toContain(token);
-    expect((await gw.api('DELETE', `/api/user/access_token/${created.body.data.id}`, undefined, u.token)).status).toBe(200);
+    expect((await gw.api('DELETE', `/api/user/access_token/${created.body.data.id}`, { current_password: u.password }, u.token)).status).toBe(200);
     const after = await gw.api('GET', '/api/user/self', undefined, token);
     expect(after.status).toBe(401);
     expect(after.body.error.code).toBe('invalid_access_token');

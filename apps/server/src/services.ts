@@ -7,7 +7,7 @@ import { ChangeBus, HistoryReadGate, SecretBox, createLogger, localWindows, type
 import { sqliteAttemptWindows, type DbHandle, type HistoryListings, type StatsReader, type LedgerStore, type SecurityStore, type SessionsStore, type Stores, type UsersStore } from '@gw/db';
 import { openBackend, type Backend } from './backend';
 import { LoginService, ManagementAuth, PasswordGate, bootstrapRoot, usePasswordGate } from '@gw/identity';
-import { ApiKeyService, CurrentPasswordGuard, UserDirectory, UserService } from '@gw/identity';
+import { ApiKeyService, CredentialEnding, CurrentPasswordGuard, UserDirectory, UserService } from '@gw/identity';
 import { ChannelKeyService, ChannelRegistry, ChannelService, ChannelTester } from '@gw/channels';
 import { Mailer, PasswordChangeService, PasswordResetService, SecurityNotices, TwoFactorService, mailConfig, passwordResetConfig, securityNoticesConfig, twoFactorConfig } from '@gw/identity';
 import { createPayments, paymentsConfig, startOrderSweeper, type Payments } from '@gw/payments';
@@ -47,6 +47,8 @@ export interface Services {
   passwordChange: PasswordChangeService;
   /** The one check (and attempt limit) of a logged-in user's current password, shared by every route that asks for it. */
   currentPassword: CurrentPasswordGuard;
+  /** Ending the caller's other sessions and access tokens (needs the current password, unlike logout). */
+  credentialEnding: CredentialEnding;
   /** Channel administration and the in-memory channel snapshot the relay routes from. */
   channels: ChannelService;
   channelRegistry: ChannelRegistry;
@@ -214,6 +216,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
     config, dbh, stores, backend, users, sessions, ledger, bus,
     secrets, auth, security, twoFactor, mailer, notices,
     passwordReset, passwordChange: new PasswordChangeService(users, security, currentPassword), currentPassword,
+    credentialEnding: new CredentialEnding(auth, currentPassword),
     login: new LoginService(users, sessions, {
       maxFailures: config.loginMaxFailures, lockSeconds: config.loginLockSeconds,
       ipPerMinute: config.loginIpPerMinute, sessionTtlSeconds: config.sessionTtlSeconds,

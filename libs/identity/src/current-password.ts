@@ -12,7 +12,7 @@ export const wrongCurrentPassword = () => new GatewayError(400, 'invalid_current
 /**
  * The one limit on checking a logged-in user's current password, shared by every route that asks for it
  * (changing the password, changing the e-mail that receives resets, turning 2FA on, new backup codes,
- * new access tokens), so alternating them does not add
+ * new access tokens, ending another session or token), so alternating them does not add
  * guesses. Each check is claimed before the slow verify: a burst of parallel guesses gets at most the limit
  * evaluated (counting failures afterwards let 40 parallel guesses through). A right password clears the count.
  */

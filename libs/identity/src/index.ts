@@ -17,5 +17,6 @@ export * from './password-change';
 export * from './limit-fields';
 export * from './unknown-lockout';
 export * from './current-password';
+export * from './credential-ending';
 export * from './security-notices';
 export * from './key-widening';

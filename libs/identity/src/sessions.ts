@@ -30,7 +30,7 @@ export class ManagementAuth {
     if (!s) return null;
     const user = await this.users.byId(s.userId);
     if (!user || user.status !== USER_STATUS.enabled) return null;
-    return { user, via: 'session', sessionHash: hash };
+    return { user, via: 'session', sessionHash: hash, sessionCreatedAt: s.createdAt };
   }
 
   async fromBearer(token: string): Promise<Principal | null> {

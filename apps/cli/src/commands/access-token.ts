@@ -8,7 +8,7 @@ import type { App } from '../core/context';
 import { parseId } from '../core/fields';
 import { col, table, time, type Column } from '../core/output';
 import { apiParams } from '../core/params';
-import { readSecret } from '../core/secrets';
+import { readCurrentPassword } from '../core/secrets';
 
 export function registerAccessToken(program: Command, app: App): void {
   build(program.command('access-token'), app, 'access-token');
@@ -48,10 +48,7 @@ function build(group: Command, app: App, name: string): void {
     .action(app.action(async (ctx, _a, opts) => {
       const body: Record<string, unknown> = { name: opts.name ?? '' };
       if (opts.expiresInDays) body.expires_in_days = opts.expiresInDays;
-      body.current_password = await readSecret(ctx, {
-        stdin: opts.passwordStdin, prompt: 'Current password: ',
-        required: 'no password: stdin is not a terminal; use --password-stdin (your current password on the first line)',
-      });
+      body.current_password = await readCurrentPassword(ctx, opts.passwordStdin);
       const t = await ctx.client().call('POST', '/api/user/access_token', { body });
       if (ctx.json) ctx.print(t, () => '');
       else {
@@ -60,13 +57,16 @@ function build(group: Command, app: App, name: string): void {
       }
     }));
 
-  group.command('revoke')
+  apiParams(group.command('revoke')
     .alias('delete')
-    .description('Revoke one of your access tokens')
+    .description('Revoke one of your access tokens (needs your password: a stolen token alone must not break your scripts)')
     .argument('<id>', `token id (see \`gw ${name} list\`)`, parseId)
-    .addHelpText('after', `\nExample:\n  $ gw ${name} revoke 7`)
-    .action(app.action(async (ctx, [id]) => {
-      const data = await ctx.client().call('DELETE', `/api/user/access_token/${id}`);
+    .option('--password-stdin', 'read your current password from the first line of stdin (prompted on a terminal otherwise)')
+    .addHelpText('after', `\nExamples:\n  $ gw ${name} revoke 7     # prompts for your password\n  $ printf '%s\\n' "$PASSWORD" | gw ${name} revoke 7 --password-stdin`),
+  { current_password: { flag: 'your current password (--password-stdin, or the prompt on a terminal)' } })
+    .action(app.action(async (ctx, [id], opts) => {
+      const body = { current_password: await readCurrentPassword(ctx, opts.passwordStdin) };
+      const data = await ctx.client().call('DELETE', `/api/user/access_token/${id}`, { body });
       ctx.print(data, () => `Revoked access token ${id}.\n`);
     }));
 }

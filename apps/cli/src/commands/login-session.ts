@@ -5,6 +5,8 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { App } from '../core/context';
 import { col, table, time, type Column } from '../core/output';
+import { apiParams } from '../core/params';
+import { readCurrentPassword } from '../core/secrets';
 
 const SESSION_ID = /^[0-9a-f]{16}$/;
 
@@ -12,6 +14,12 @@ function sessionId(value: string): string {
   if (!SESSION_ID.test(value)) throw new InvalidArgumentError('expected a session id: 16 lowercase hex characters (see `gw login-session list`).');
   return value;
 }
+
+/** Ending a session the CLI is not calling with needs the password (the CLI calls with an access token, so: always). */
+const withPassword = (cmd: Command): Command => apiParams(
+  cmd.option('--password-stdin', 'read your current password from the first line of stdin (prompted on a terminal otherwise)'),
+  { current_password: { flag: 'your current password (--password-stdin, or the prompt on a terminal)' } },
+);
 
 export function registerLoginSession(program: Command, app: App): void {
   const group = program.command('login-session')
@@ -30,20 +38,22 @@ export function registerLoginSession(program: Command, app: App): void {
       ctx.print(rows, () => table(rows, columns));
     }));
 
-  group.command('end')
-    .description('End one of your login sessions at once')
+  withPassword(group.command('end')
+    .description('End one of your login sessions at once (needs your password)')
     .argument('<id>', 'session id (see `gw login-session list`)', sessionId)
-    .addHelpText('after', '\nExample:\n  $ gw login-session end 3f9a0c1d2e4b5a6f')
-    .action(app.action(async (ctx, [id]) => {
-      const data = await ctx.client().call('DELETE', `/api/user/session/${id}`);
+    .addHelpText('after', '\nExamples:\n  $ gw login-session end 3f9a0c1d2e4b5a6f     # prompts for your password\n  $ printf \'%s\\n\' "$PASSWORD" | gw login-session end 3f9a0c1d2e4b5a6f --password-stdin'))
+    .action(app.action(async (ctx, [id], opts) => {
+      const body = { current_password: await readCurrentPassword(ctx, opts.passwordStdin) };
+      const data = await ctx.client().call('DELETE', `/api/user/session/${id}`, { body });
       ctx.print(data, () => `Ended login session ${id}.\n`);
     }));
 
-  group.command('end-others')
-    .description('End every login session but the one making the request (with an access token: every one); access tokens stay')
-    .addHelpText('after', '\nExample:\n  $ gw login-session end-others')
-    .action(app.action(async (ctx) => {
-      const data = await ctx.client().call<{ sessions_ended: number }>('POST', '/api/user/session/end_others');
+  withPassword(group.command('end-others')
+    .description('End every login session but the one making the request (with an access token: every one; needs your password); access tokens stay')
+    .addHelpText('after', '\nExample:\n  $ gw login-session end-others     # prompts for your password'))
+    .action(app.action(async (ctx, _a, opts) => {
+      const body = { current_password: await readCurrentPassword(ctx, opts.passwordStdin) };
+      const data = await ctx.client().call<{ sessions_ended: number }>('POST', '/api/user/session/end_others', { body });
       ctx.print(data, () => `Ended ${data.sessions_ended} login session${data.sessions_ended === 1 ? '' : 's'}.\n`);
     }));
 }

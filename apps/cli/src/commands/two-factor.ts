@@ -5,7 +5,7 @@ import type { App, Ctx } from '../core/context';
 import { UsageError } from '../core/errors';
 import { details } from '../core/output';
 import { apiParams } from '../core/params';
-import { readSecret } from '../core/secrets';
+import { readCurrentPassword } from '../core/secrets';
 
 /** The commands that confirm with a code differ only in route, wording and what they print. */
 const CODE_COMMANDS = [
@@ -65,10 +65,7 @@ export function registerTwoFactor(program: Command, app: App): void {
         const code = await codeFrom(ctx, o.code, c.accepts);
         const body: Record<string, string> = { code };
         if (c.password) {
-          body.current_password = (await readSecret(ctx, {
-            stdin: o.passwordStdin, prompt: 'Current password: ',
-            required: 'no password: stdin is not a terminal; use --password-stdin (your current password on the first line)',
-          }))!;
+          body.current_password = await readCurrentPassword(ctx, o.passwordStdin);
         }
         const data = await ctx.client().call('POST', `/api/user/2fa/${c.path}`, { body });
         if (ctx.json) return ctx.print(data, () => '');

@@ -45,3 +45,11 @@ export async function readSecret(ctx: Ctx, s: SecretSource): Promise<string | un
   if (s.required) throw new UsageError(s.required);
   return undefined;
 }
+
+/** The caller's current password for a command that must re-authenticate: `--password-stdin`, else the prompt, else a usage error. */
+export async function readCurrentPassword(ctx: Ctx, passwordStdin: boolean | undefined): Promise<string> {
+  return (await readSecret(ctx, {
+    stdin: passwordStdin, prompt: 'Current password: ',
+    required: 'no password: stdin is not a terminal; use --password-stdin (your current password on the first line)',
+  }))!;
+}

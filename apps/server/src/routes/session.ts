@@ -7,6 +7,11 @@ import { origin } from '../plugins/origin';
 import type { Services } from '../services';
 import { envelope } from './envelope';
 
+/** Ending another credential of the caller: the password, optional so that ending the calling one (and old bodiless calls to it) still work. */
+const reauthBody = t.Optional(t.Object({
+  current_password: t.Optional(t.String({ maxLength: 1024, description: 'The caller\'s current password; needed unless the credential ended is the calling one. Shares the one current-password limit' })),
+}));
+
 export const sessionRoutes = (s: Services) =>
   new Elysia({ name: 'session-routes', prefix: '/api/user' })
     .use(authPlugin(s))
@@ -47,15 +52,18 @@ export const sessionRoutes = (s: Services) =>
       detail: { tags: ['session'], summary: 'List login sessions', description: 'The caller\'s live login sessions (newest first): when and where each logged in, and which one is making this request. A session you do not know: end it, then change your password.' },
     })
     .delete('/session/:id', async (ctx) => {
-      await s.auth.endSession(caller(ctx), ctx.params.id);
+      await s.credentialEnding.endSession(caller(ctx), ctx.params.id, ctx.body?.current_password);
       return ok(null);
     }, {
-      role: 'user', params: t.Object({ id: t.String({ pattern: '^[0-9a-f]{16}$', description: 'A session id from the list' }) }), response: envelope(t.Null()),
-      detail: { tags: ['session'], summary: 'End a login session', description: 'Ends one of the caller\'s login sessions at once, on every node (404 `session_not_found` for another user\'s or an unknown one).' },
+      role: 'user', params: t.Object({ id: t.String({ pattern: '^[0-9a-f]{16}$', description: 'A session id from the list' }) }),
+      body: reauthBody, response: envelope(t.Null()),
+      detail: { tags: ['session'], summary: 'End a login session', description: 'Ends one of the caller\'s login sessions at once, on every node (404 `session_not_found` for another user\'s or an unknown one). '
+        + 'Ending any session but the calling one needs `current_password` (400 `invalid_current_password` when missing or wrong): a stolen session alone cannot log the owner out.' },
     })
-    .post('/session/end_others', async (ctx) => ok({ sessions_ended: await s.auth.endOtherSessions(caller(ctx)) }), {
-      role: 'user', response: envelope(t.Object({ sessions_ended: t.Integer() })),
-      detail: { tags: ['session'], summary: 'Log out everywhere else', description: 'Ends every login session of the caller but the current one (every one, when called with an access token). Access tokens stay: revoke them with DELETE /api/user/access_token/{id}; a password change ends both.' },
+    .post('/session/end_others', async (ctx) => ok({ sessions_ended: await s.credentialEnding.endOtherSessions(caller(ctx), ctx.body?.current_password) }), {
+      role: 'user', body: reauthBody, response: envelope(t.Object({ sessions_ended: t.Integer() })),
+      detail: { tags: ['session'], summary: 'Log out everywhere else', description: 'Ends every login session of the caller but the current one (every one, when called with an access token). '
+        + 'Needs `current_password` (400 `invalid_current_password` when missing or wrong). Access tokens stay: revoke them with DELETE /api/user/access_token/{id}; a password change ends both.' },
     })
     .get('/access_token', async (ctx) => ok(await s.auth.listAccessTokens(caller(ctx).user.id)), {
       role: 'user', response: envelope(t.Array(AccessTokenView)), detail: { tags: ['session'], summary: 'List access tokens', description: 'The caller\'s management access tokens (never the tokens themselves).' },
@@ -84,9 +92,10 @@ export const sessionRoutes = (s: Services) =>
       },
     })
     .delete('/access_token/:id', async (ctx) => {
-      await s.auth.revokeAccessToken(caller(ctx).user.id, ctx.params.id);
+      await s.credentialEnding.revokeAccessToken(caller(ctx), ctx.params.id, ctx.body?.current_password);
       return ok(null);
     }, {
-      role: 'user', params: t.Object({ id: t.Integer({ minimum: 1 }) }), response: envelope(t.Null()),
-      detail: { tags: ['session'], summary: 'Revoke an access token', description: 'Revokes one of the caller\'s access tokens at once.' },
+      role: 'user', params: t.Object({ id: t.Integer({ minimum: 1 }) }), body: reauthBody, response: envelope(t.Null()),
+      detail: { tags: ['session'], summary: 'Revoke an access token', description: 'Revokes one of the caller\'s access tokens at once. '
+        + 'Any token but the calling one needs `current_password` (400 `invalid_current_password` when missing or wrong): a stolen session or token alone cannot break the owner\'s scripts.' },
     });
