@@ -13,6 +13,7 @@
  */
 import { chmodSync, closeSync, constants, existsSync, lstatSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, truncate, unlink, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { jsonLine } from '@gw/core';
 import type { SettlementRow } from '@gw/db';
 
 const SEGMENT = /^settle-(\d+)\.jsonl$/;
@@ -72,7 +73,7 @@ export class SettlementJournal {
 
   /** Appends one settlement; when this returns, a kill of the process cannot lose it. */
   append(row: SettlementRow): void {
-    const line = `${JSON.stringify(row)}\n`;
+    const line = jsonLine(row);
     // A UTF-16 unit is at most 3 UTF-8 bytes: only a line that might not fit is measured.
     if (!this.map || this.map.length - this.pos < line.length * 3) {
       const need = Buffer.byteLength(line);

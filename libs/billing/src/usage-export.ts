@@ -1,3 +1,4 @@
+import { jsonLine } from '@gw/core';
 import type { ExportCursor, UsageLogWhere, UsageStatsStore } from '@gw/db';
 import { toUsageLogView, UsageLogView, type UsageLogReader } from './usage-view';
 
@@ -47,7 +48,7 @@ export async function exportUsageLogs(repo: UsageStatsStore, where: UsageLogWher
     header = false;
     for (const row of rows) {
       const v = toUsageLogView(row, reader);
-      out += format === 'csv' ? csvLine(EXPORT_COLUMNS.map((c) => v[c])) : `${JSON.stringify(v)}\n`;
+      out += format === 'csv' ? csvLine(EXPORT_COLUMNS.map((c) => v[c])) : jsonLine(v);
     }
     const last = rows.length < pageRows;
     if (!last) after = { createdAt: rows[rows.length - 1]!.createdAt, id: rows[rows.length - 1]!.id };

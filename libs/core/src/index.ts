@@ -24,3 +24,4 @@ export * from './process-limits';
 export * from './bytes';
 export * from './fifo-slots';
 export * from './history-reads';
+export * from './json-line';
