@@ -104,3 +104,23 @@ describe('--json: one JSON document on stdout, also with a warning on stderr', (
     }
   }, 30_000);
 });
+
+describe('--json on help and incomplete commands', () => {
+  test('a group without its subcommand is a JSON usage error on stdout, exit 2; help and version are JSON documents', async () => {
+    for (const args of [['login-session', '--json'], ['--json'], ['2fa', '--json']]) {
+      const r = await sb.run(args);
+      expect(r.code).toBe(2);
+      const doc = JSON.parse(r.stdout);
+      expect(doc.error).toMatchObject({ code: 'commander.missingSubcommand', exit_code: 2 });
+      expect(doc.error.message).toContain('missing subcommand');
+    }
+    expect(JSON.parse((await sb.run(['login-session', '--json'])).stdout).error.message).toContain('list, end, end-others');
+    for (const args of [['--help', '--json'], ['login-session', '--help', '--json']]) {
+      const r = await sb.run(args);
+      expect(r.code).toBe(0);
+      expect(JSON.parse(r.stdout).help).toStartWith(`Usage: gw ${args[0] === '--help' ? '' : 'login-session '}[options] [command]`);
+    }
+    const v = await sb.run(['--version', '--json']);
+    expect([v.code, JSON.parse(v.stdout)]).toEqual([0, { version: expect.stringMatching(/^\d+\.\d+\.\d+/) }]);
+  });
+});

@@ -43,7 +43,7 @@ Examples:
   $ gw key create --name laptop --json | jq -r .key`;
 
 /** Builds the program; every command registers into `app` so its exit code is collected there. */
-export function buildProgram(app: App): Command {
+export function buildProgram(app: App, writeOut: (s: string) => void = (s) => app.io.out(s)): Command {
   const program = new Command('gw')
     .description('Operate an AI gateway from the terminal (management API client)')
     .version(pkg.version, '-V, --version')
@@ -55,7 +55,7 @@ export function buildProgram(app: App): Command {
     // inert like every error. Each of its errors is one line too, its suggestion ("Did you mean …?") and the pointer
     // to --help included. With --json they go to stderr as well: the JSON error `main` prints is on stdout.
     .configureOutput({
-      writeOut: (s) => app.io.out(s),
+      writeOut,
       writeErr: (s) => app.io.err(terminalText(s)),
       outputError: (s, write) => write(`${oneLine(s.trimEnd())} (add --help for usage)\n`),
     })
@@ -85,7 +85,7 @@ export function buildProgram(app: App): Command {
 }
 
 /**
- * `gw` or `gw 2fa` alone prints that group's help on stdout and exits 0 (commander would print it as an
+ * `gw` or `gw 2fa` alone prints that group's help on stdout and exits 0 (with --json: a usage error; commander would print it as an
  * error). Groups that run something themselves (`gw password`) keep their action.
  */
 function helpForBareGroups(c: Command): void {
@@ -94,9 +94,16 @@ function helpForBareGroups(c: Command): void {
   if (c.commands.length === 0 || (c as unknown as { _actionHandler?: unknown })._actionHandler) return;
   c.allowExcessArguments(true).action(() => {
     if (c.args.length) c.error(`error: unknown command '${c.args[0]}'`, { code: 'commander.unknownCommand' });
+    // A script asked for JSON and gave an incomplete command: help text is no answer it can parse.
+    if (c.optsWithGlobals().json) {
+      c.error(`error: missing subcommand: ${commandPath(c)} needs one of: ${c.commands.filter((s) => !(s as unknown as { _hidden?: boolean })._hidden).map((s) => s.name()).join(', ')}`,
+        { code: 'commander.missingSubcommand', exitCode: EXIT.usage });
+    }
     c.outputHelp();
   });
 }
+
+const commandPath = (c: Command): string => (c.parent ? `${commandPath(c.parent)} ${c.name()}` : c.name());
 
 /** Runs the CLI on `argv` (without the runtime and script path) and returns the exit code. */
 export async function main(argv: string[], io: Io): Promise<number> {
@@ -107,10 +114,16 @@ export async function main(argv: string[], io: Io): Promise<number> {
   // Known before parsing, so even commander's own errors (unknown flag) come out as JSON.
   const end = argv.indexOf('--');
   const json = (end < 0 ? argv : argv.slice(0, end)).includes('--json');
+  // With --json, --help and --version answer one JSON document too: their text is collected, not printed.
+  let text = '';
   try {
-    await buildProgram(app).parseAsync(argv, { from: 'user' });
+    await buildProgram(app, json ? (s) => { text += s; } : undefined).parseAsync(argv, { from: 'user' });
     return app.code;
   } catch (e) {
+    if (json && e instanceof CommanderError && e.exitCode === 0 && text) {
+      io.out(`${jsonText(e.code === 'commander.version' ? { version: text.trim() } : { help: text })}\n`);
+      return EXIT.ok;
+    }
     return report(e, io, json && !printed);
   }
 }
