@@ -98,3 +98,19 @@ test('a config folder other users may write is warned about: they could replace 
     expect({ mode, stderr: (await run()).stderr }).toEqual({ mode, stderr: '' });
   }
 });
+
+test('writing the config takes group and other write from a loose folder the user owns (a read only warns); the file still lands', async () => {
+  const folder = join(sb.dir, 'loose-own-cfg');
+  mkdirSync(folder);
+  const configPath = join(folder, 'config.json');
+  const token = (await gw.services.auth.createAccessToken(1, 'loose-folder')).token;
+  writeFileSync(configPath, JSON.stringify({ url: gw.url, token }), { mode: 0o600 });
+  chmodSync(folder, 0o777);
+  const read = await sb.run(['whoami'], { env: { GW_CONFIG: configPath } });
+  expect(read.stderr).toContain('is writable by other users');
+  expect(lstatSync(folder).mode & 0o7777).toBe(0o777);
+  const out = await sb.run(['logout'], { env: { GW_CONFIG: configPath } });
+  expect(out.code).toBe(0);
+  expect(lstatSync(folder).mode & 0o7777).toBe(0o755);
+  expect(JSON.parse(readFileSync(configPath, 'utf8'))).toEqual({ url: gw.url });
+});

@@ -50,10 +50,26 @@ export function readConfig(path: string, warn?: (msg: string) => void): StoredCo
   return parsed as StoredConfig;
 }
 
-/** Writes the config atomically with mode 0600, creating its folder with mode 0700. */
+/**
+ * Creates the config folder with mode 0700, or takes group and other write away from an existing one the user owns
+ * (not sticky): whoever may write it could replace the file about to hold the token. Only the write bits go, since
+ * GW_CONFIG may name a file in a folder others must still read (a home folder). A folder of someone else's cannot
+ * be changed and keeps the warning of readConfig.
+ */
+function ensurePrivateFolder(dir: string): void {
+  if (!existsSync(dir)) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    return;
+  }
+  if (process.platform === 'win32') return;
+  const st = statSync(dir);
+  if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0 && st.uid === process.getuid?.()) chmodSync(dir, st.mode & 0o7755);
+}
+
+/** Writes the config atomically with mode 0600, creating its folder with mode 0700 (or tightening it). */
 export function writeConfig(path: string, cfg: StoredConfig): void {
   const dir = dirname(path);
-  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  ensurePrivateFolder(dir);
   // An unguessable name, created new ('wx': O_EXCL, which also refuses a symlink) and 0600 from the start: a
   // file or link planted in a shared folder never receives the token, and no file is written through a link.
   const tmp = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
@@ -84,7 +100,7 @@ const LOCK_STALE_MS = 30_000;
  */
 export async function updateConfig(path: string, change: (current: StoredConfig) => StoredConfig | undefined): Promise<void> {
   const dir = dirname(path);
-  if (!existsSync(dir)) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  ensurePrivateFolder(dir);
   const lock = `${path}.lock`;
   const mine = randomBytes(12).toString('hex');
   const deadline = Date.now() + LOCK_WAIT_MS;
