@@ -1,7 +1,7 @@
 /**
  * The RedisHoldStore's scripts. Per user (hash tag `{u:<id>}`, so one user's keys share a cluster
  * slot and every script touches one slot):
- *   acct   hash  bal, ver (the mirror), held (Σ holds of the user, limbo included)
+ *   acct   hash  bal, ver (the mirror), held (Σ holds of the user, limbo included), lg (the load token)
  *   k:<id> hash  bal, ver, held for a limited key (keys belong to one user)
  *   b:<id> hash  pk, spent (the mirror of a budget's period and committed spend), held
  *   holds  hash  ref → "<amount>:<keyId or empty>:<budget ids, comma-separated, or empty>"
@@ -81,24 +81,31 @@ end
 /**
  * KEYS acct, holds, leases, key, then one budget hash per budget · ARGV ref, amount, leaseMs, keyId|'',
  * budget ids (comma-separated), then limit and period key per budget
- * → {1, amount} | {0, scope, available[, budget index]} | {-1, scope} (scope 1 user, 2 key, 3 budget)
+ * → {1, amount} | {0, scope, available[, budget index]} | {-1, scope, load token} (scope 1 user, 2 key, 3 budget)
  */
 export const RESERVE = `${HELPERS}
 local ref, amount, keyId = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+-- A mirror to load: the loader checks the epoch, reads the ledger, then installs with LOAD only while
+-- acct still has the token it got here. A data loss between the check and the install drops the token
+-- (the epoch with it), so a mirror read before the loss is never installed after it.
+local function missing(scope)
+  redis.call('HSETNX', KEYS[1], 'lg', s(now) .. ':' .. ref)
+  return {-1, scope, redis.call('HGET', KEYS[1], 'lg')}
+end
 local existing = redis.call('HGET', KEYS[2], ref)
 if existing then return {1, parse(existing)} end
 local u = redis.call('HMGET', KEYS[1], 'bal', 'held')
-if not u[1] then return {-1, 1} end
+if not u[1] then return missing(1) end
 local k
 if keyId ~= '' then
   k = redis.call('HMGET', KEYS[4], 'bal', 'held')
-  if not k[1] then return {-1, 2} end
+  if not k[1] then return missing(2) end
 end
 local nb = #KEYS - 4
 local bav = {}
 for i = 1, nb do
   bav[i] = bavail(KEYS[4 + i], ARGV[4 + 2 * i], ARGV[5 + 2 * i])
-  if bav[i] == nil then return {-1, 3} end
+  if bav[i] == nil then return missing(3) end
 end
 -- QuotaService's rule: refuse when amount > available or nothing is available.
 local ua = num(u[1]) - num(u[2])
@@ -169,6 +176,20 @@ end
 install(KEYS[1], ARGV[2], ARGV[3], false)
 install(KEYS[5], ARGV[4], ARGV[5], false)
 for i = 1, #KEYS - 5 do binstall(KEYS[5 + i], ARGV[4 + 3 * i], ARGV[5 + 3 * i], false) end
+return 1
+`;
+
+/**
+ * The reserve's loader: installs (creating them) the mirrors it read, only if acct still has the token
+ * RESERVE gave it; else nothing (Redis lost its data during the load: the epoch decides again).
+ * KEYS acct, key hash, then budget hashes · ARGV token, userBal, userVer, keyBal, keyVer ('' = none), then
+ * period key and spent per budget hash → 1 installed | 0 token gone
+ */
+export const LOAD = `${HELPERS}
+if redis.call('HGET', KEYS[1], 'lg') ~= ARGV[1] then return 0 end
+install(KEYS[1], ARGV[2], ARGV[3], true)
+install(KEYS[2], ARGV[4], ARGV[5], true)
+for i = 3, #KEYS do binstall(KEYS[i], ARGV[2 * i], ARGV[2 * i + 1], true) end
 return 1
 `;
 

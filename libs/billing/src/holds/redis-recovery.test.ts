@@ -70,6 +70,34 @@ describe.skipIf(!hasServer)('RedisHoldStore after Redis lost its data', () => {
     expect(await b.expired()).toEqual([]);
   });
 
+  test('a mirror read while Redis loses its data is not installed after the loss: the admission waits the window like any other', async () => {
+    const admin = connect();
+    await admin.flushall();
+    // A data loss that lands after the loader's epoch check and before its install (the ledger read in between).
+    let lossDuringLoad = false;
+    const load: MirrorLoader = async () => {
+      if (lossDuringLoad) await admin.flushall();
+      return { user: { balance: 100, version: 1 }, key: null };
+    };
+    const a = new RedisHoldStore(connect(), load, { recoveryMs: 300 });
+    const b = new RedisHoldStore(connect(), load, { recoveryMs: 300 });
+    await admin.set('gw:{epoch}', '0');
+    const live = await a.reserve({ userId: 3, amount: 50, ref: 'x1', leaseMs: 30_000 });
+    if (!live.ok) throw new Error(`reserve failed: ${JSON.stringify(live)}`);
+    // A's 50 stays in flight (its renewal would bring it back within the window). B's mirror of user 3 is not
+    // there yet; Redis loses everything while B reads the ledger's 100.
+    await admin.del('gw:{u:3}:acct');
+    lossDuringLoad = true;
+    expect(await b.reserve({ userId: 3, amount: 60, ref: 'x2', leaseMs: 30_000 })).toMatchObject({ ok: false, reason: 'unavailable' });
+    lossDuringLoad = false;
+    // Nothing was installed from that read: every node's next admission waits too, until A's hold is back.
+    expect(await admin.hget('gw:{u:3}:acct', 'bal')).toBeNull();
+    expect(await a.reserve({ userId: 3, amount: 60, ref: 'x3', leaseMs: 30_000 })).toMatchObject({ ok: false, reason: 'unavailable' });
+    expect(await a.renew([live.hold], 30_000)).toBe(1);
+    await Bun.sleep(320);
+    expect(await b.reserve({ userId: 3, amount: 60, ref: 'x2', leaseMs: 30_000 })).toEqual({ ok: false, reason: 'short', scope: 'user', available: 50, shortBy: 10 });
+  });
+
   test('the index touch is skipped within half a lease of the last, and redone after a data loss (no orphaned hold)', async () => {
     const ledger = new Map<number, Mirror>([[7, { balance: 1000, version: 1 }]]);
     const load: MirrorLoader = async (userId) => ({ user: ledger.get(userId) ?? null, key: null });

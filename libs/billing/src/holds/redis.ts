@@ -27,7 +27,7 @@ export class RedisHoldStore implements HoldStore {
   private readonly prefix: string;
   private readonly recoveryMs: number;
   private readonly loadBudgets: BudgetLoader;
-  private readonly s: Record<'reserve' | 'settle' | 'release' | 'apply' | 'bapply' | 'renew' | 'sweep' | 'touch' | 'forget' | 'epoch', Script>;
+  private readonly s: Record<'reserve' | 'settle' | 'release' | 'load' | 'apply' | 'bapply' | 'renew' | 'sweep' | 'touch' | 'forget' | 'epoch', Script>;
   /**
    * The connection dropped and is not back: money operations fail at once instead of waiting in ioredis's
    * offline queue for reconnect attempts (an admission answered 503 only after seconds; a stream's end
@@ -53,6 +53,7 @@ export class RedisHoldStore implements HoldStore {
       reserve: defineScript(redis, 'gwHoldReserve2', null, lua.RESERVE),
       settle: defineScript(redis, 'gwHoldSettle2', null, lua.SETTLE),
       release: defineScript(redis, 'gwHoldRelease2', null, lua.RELEASE),
+      load: defineScript(redis, 'gwHoldLoad', null, lua.LOAD),
       apply: defineScript(redis, 'gwHoldApply', 1, lua.APPLY),
       bapply: defineScript(redis, 'gwHoldBudgetApply', 1, lua.BUDGET_APPLY),
       // The number of keys depends on the batch: passed first.
@@ -95,6 +96,7 @@ export class RedisHoldStore implements HoldStore {
     const args = [req.ref, req.amount, req.leaseMs, keyId ?? '', budgets.map((b) => b.id).join(','), ...budgets.flatMap((b) => [b.limit, b.periodKey])];
     const budgetIds = budgets.length ? { budgetIds: budgets.map((b) => b.id) } : {};
     let budgetLoads = 0;
+    let lostLoads = 0;
     for (let attempt = 0; ; attempt++) {
       const t = performance.now();
       const fresh = t - (this.touched.get(req.userId) ?? -Infinity) < req.leaseMs / 2;
@@ -122,17 +124,16 @@ export class RedisHoldStore implements HoldStore {
         r[1] === 3 ? null : this.load(req.userId, keyId),
         r[1] === 3 ? this.loadBudgets(budgets.map((b) => b.id)) : null,
       ]);
-      const p = this.redis.pipeline();
-      if (m?.user) this.s.apply.on(p, [keys[0]!], [m.user.balance, m.user.version, '']);
-      if (m?.key && keyId !== null) this.s.apply.on(p, [keys[3]!], [m.key.balance, m.key.version, '']);
-      if (spent) {
-        const found = new Map(spent.map((b) => [b.id, b]));
-        // A budget the ledger no longer has spent nothing: admitted against its limit until the book drops it.
-        budgets.forEach((b, i) => this.s.bapply.on(p, [keys[4 + i]!], [found.get(b.id)?.periodKey ?? '', found.get(b.id)?.spent ?? 0, '']));
-      }
-      results(await p.exec());
-      // A missing budget mirror does not use up the user's retry.
-      if (r[1] === 3) attempt--;
+      const key = m?.key && keyId !== null ? m.key : null;
+      const found = new Map((spent ?? []).map((b) => [b.id, b]));
+      // A budget the ledger no longer has spent nothing: admitted against its limit until the book drops it.
+      const budgetArgs = spent ? budgets.flatMap((b) => [found.get(b.id)?.periodKey ?? '', found.get(b.id)?.spent ?? 0]) : [];
+      const installed = await this.s.load(counted([keys[0]!, keys[3]!, ...(spent ? keys.slice(4) : [])]),
+        [String(r[2]) /* the load token (a string) */, m?.user?.balance ?? '', m?.user?.version ?? '', key?.balance ?? '', key?.version ?? '', ...budgetArgs]);
+      // The token is gone: Redis lost its data while the ledger was read. The next pass asks the epoch again.
+      if (Number(installed) === 0 && ++lostLoads > 2) return { ok: false, reason: 'unavailable', retryAfterMs: 1000 };
+      // A missing budget mirror, or a load a data loss dropped, does not use up the user's retry.
+      if (r[1] === 3 || Number(installed) === 0) attempt--;
     }
   }
 
