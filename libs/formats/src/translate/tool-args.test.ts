@@ -36,5 +36,16 @@ describe('ToolArgsFilter: the longest prefix of one JSON object', () => {
     expect(pass('{"a":[1}')).toBe('{"a":[1');
     expect(pass('{"a" 1}')).toBe('{"a" ');
     expect(pass('{"a":"x\ny"}')).toBe('{"a":"x');
+    expect(pass('{"a":-.5}')).toBe('{"a":-');
+    expect(pass('{"a":1.e5}')).toBe('{"a":1.');
+    expect(pass('{"a":1e+}')).toBe('{"a":1e+');
+  });
+  test('a number of a million digits costs linear time (a hostile upstream cannot stall the event loop with one)', () => {
+    // Checked against the whole token on every character, 10^5 digits took minutes; one state per character, milliseconds.
+    const digits = '7'.repeat(1_000_000);
+    const t0 = performance.now();
+    const out = pass('{"a":', digits.slice(0, 400_000), digits.slice(400_000), '}');
+    expect(out.length).toBe(1_000_000 + 6);
+    expect(performance.now() - t0).toBeLessThan(3_000);
   });
 });

@@ -10,10 +10,30 @@
  */
 
 type Expect = 'value' | 'firstValue' | 'key' | 'firstKey' | 'colon' | 'next';
-type Token = { kind: 'string'; key: boolean; escape: boolean; hex: number } | { kind: 'number'; text: string } | { kind: 'literal'; word: string; at: number } | null;
+type Token = { kind: 'string'; key: boolean; escape: boolean; hex: number } | { kind: 'number'; at: NumberPart } | { kind: 'literal'; word: string; at: number } | null;
 
-const NUMBER_PREFIX = /^-?(0|[1-9]\d*)?(\.\d*)?([eE][+-]?\d*)?$/;
-const NUMBER = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/;
+/**
+ * Where a number token is, one state per character: a regular expression over the token so far made a number of n
+ * digits cost n² steps (a hostile upstream's megabytes of digits froze the event loop).
+ */
+type NumberPart = 'sign' | 'zero' | 'int' | 'dot' | 'frac' | 'e' | 'esign' | 'exp';
+const NUMBER_ENDS: ReadonlySet<NumberPart> = new Set(['zero', 'int', 'frac', 'exp']);
+
+/** The part after `c`, or null when `c` cannot continue a number there. */
+function numberNext(at: NumberPart, c: string): NumberPart | null {
+  const digit = c >= '0' && c <= '9';
+  const e = c === 'e' || c === 'E';
+  switch (at) {
+    case 'sign': return c === '0' ? 'zero' : digit ? 'int' : null;
+    case 'zero': return c === '.' ? 'dot' : e ? 'e' : null;
+    case 'int': return digit ? 'int' : c === '.' ? 'dot' : e ? 'e' : null;
+    case 'dot': return digit ? 'frac' : null;
+    case 'frac': return digit ? 'frac' : e ? 'e' : null;
+    case 'e': return digit ? 'exp' : c === '+' || c === '-' ? 'esign' : null;
+    case 'esign':
+    case 'exp': return digit ? 'exp' : null;
+  }
+}
 const WS = new Set([' ', '\t', '\n', '\r']);
 const HEX = /^[0-9a-fA-F]$/;
 const ESCAPES = new Set(['"', '\\', '/', 'b', 'f', 'n', 'r', 't']);
@@ -62,11 +82,12 @@ export class ToolArgsFilter {
       return true;
     }
     if (t?.kind === 'number') {
-      if (/[0-9eE.+-]/.test(c) && NUMBER_PREFIX.test(t.text + c)) {
-        t.text += c;
+      const next = numberNext(t.at, c);
+      if (next) {
+        t.at = next;
         return true;
       }
-      if (!NUMBER.test(t.text)) return false;
+      if (!NUMBER_ENDS.has(t.at)) return false;
       this.endValue();
     }
     if (WS.has(c)) return true;
@@ -106,7 +127,7 @@ export class ToolArgsFilter {
       return true;
     }
     if (c === '"') this.token = { kind: 'string', key: false, escape: false, hex: 0 };
-    else if (c === '-' || (c >= '0' && c <= '9')) this.token = { kind: 'number', text: c };
+    else if (c === '-' || (c >= '0' && c <= '9')) this.token = { kind: 'number', at: c === '-' ? 'sign' : c === '0' ? 'zero' : 'int' };
     else if (c === 't' || c === 'f' || c === 'n') this.token = { kind: 'literal', word: c === 't' ? 'true' : c === 'f' ? 'false' : 'null', at: 1 };
     else return false;
     return true;
