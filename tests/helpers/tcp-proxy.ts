@@ -10,7 +10,10 @@ interface Pipe { client: Socket<Pipe>; server: Socket<Pipe> | null; toServer: Ui
 
 export interface TcpProxy {
   port: number;
-  /** Every open connection silently stops carrying bytes (no FIN, no RST: a lost NAT entry); new ones work. */
+  /**
+   * Every open connection silently stops carrying bytes (no FIN, no RST: a lost NAT entry), the server closing its
+   * end included; new ones work.
+   */
   blackhole(): void;
   down(): void;
   up(): void;
@@ -66,8 +69,10 @@ export function tcpProxy(target: { host: string; port: number } | (() => { host:
               flush(p.client, p.toClient);
             },
             drain(server) { flush(server, p.toServer); },
-            close() { close(p); },
-            error() { close(p); },
+            // Behind a lost NAT entry the server's FIN or RST never reaches the client either: the client end
+            // stays open, silent, until the test stops the proxy.
+            close() { if (p.dead) p.server = null; else close(p); },
+            error() { if (p.dead) p.server = null; else close(p); },
           },
         }).catch(() => close(p));
       },

@@ -74,17 +74,26 @@ describe.skipIf(!available)('PgAdvisoryLeader', () => {
     expect(leading()[0]).not.toBe(second);
   });
 
-  test('a leader whose connection goes silent (no FIN, no RST) stops leading once its check times out', async () => {
+  test('a leader whose connection goes silent (no FIN, no RST) stops leading once its check times out, and contends again on a fresh session', async () => {
     const name = `test-leader-silent-${process.pid}-${Math.random().toString(36).slice(2)}`;
     const { proxy, url } = pgThroughProxy();
     try {
-      const node = await PgAdvisoryLeader.start(url, { name, retryMs: 200, checkTimeoutMs: 1_000 });
+      const lines: string[] = [];
+      const node = await PgAdvisoryLeader.start(url, { name, retryMs: 200, checkTimeoutMs: 1_000, log: (l) => lines.push(l) });
       leaders.push(node);
       expect(node.isLeader).toBe(true);
+      const admin = pool();
+      const [holder] = await admin<{ pid: number }[]>`
+        select pid from pg_locks where locktype = 'advisory' and granted and objid = ${leaderLockKey(name)}::oid and objsubid = 2`;
       proxy.blackhole();
       // Before, the check awaited the dead connection for ever and the node kept running leader jobs.
       const took = await within(5_000, () => !node.isLeader);
       expect(took).toBeGreaterThan(500);
+      expect(lines.join('\n')).toContain('got no answer');
+      // The server drops the vanished session (here by hand: the proxy keeps answering the server's keepalives).
+      await admin`select pg_terminate_backend(${holder!.pid})`;
+      // The hung query no longer blocks the one-connection client: the next try runs on a new session and leads.
+      await within(8_000, () => node.isLeader);
     } finally {
       proxy.stop();
     }

@@ -39,7 +39,10 @@ export function leaderLockKey(name: string): number {
  * its session holds the lock (the client reconnects by itself, and a new session holds nothing).
  */
 export class PgAdvisoryLeader implements Leader {
-  private readonly sql: postgres.Sql;
+  private sql: postgres.Sql;
+  /** The current session asked the server to drop it when its peer goes silent (SERVER_DEAD_PEER). */
+  private configured = false;
+  private lastFailureLog = -Infinity;
   private leading = false;
   private busy = false;
   private closed = false;
@@ -49,26 +52,30 @@ export class PgAdvisoryLeader implements Leader {
   private readonly listeners = new Set<(leader: boolean) => void>();
   private readonly timer: ReturnType<typeof setInterval>;
 
-  private constructor(url: string, private readonly opts: PgLeaderOptions) {
+  private constructor(private readonly url: string, private readonly opts: PgLeaderOptions) {
     this.key = leaderLockKey(opts.name);
-    this.sql = connectPg(url, {
+    this.sql = this.connect();
+    this.timer = setInterval(() => void this.tick(), opts.retryMs ?? 5_000);
+  }
+
+  private connect(): postgres.Sql {
+    const sql: postgres.Sql = connectPg(this.url, {
       max: 1,
       max_lifetime: 0,
       idle_timeout: 0,
       connect_timeout: 5,
       backoff: reconnectBackoff,
       onnotice: () => {},
-      connection: {
-        // Names the node holding the lock in pg_stat_activity (pg_locks gives only the backend's pid).
-        application_name: `gateway-leader-${process.pid}`,
-        // A node that vanishes without closing its connection (power loss, partition) would keep the lock until the
-        // server's TCP keepalive gives up (about 2 h by default), and no node would lead meanwhile. The server drops
-        // this session after 5 s idle + 3 unanswered probes 5 s apart, or 20 s of unacknowledged data.
-        ...SERVER_DEAD_PEER,
+      // Names the node holding the lock in pg_stat_activity (pg_locks gives only the backend's pid).
+      connection: { application_name: `gateway-leader-${process.pid}` },
+      // A client replaced after a silent death closes later: that is no news about the current one.
+      onclose: () => {
+        if (sql !== this.sql) return;
+        this.configured = false;
+        this.lose('its connection closed');
       },
-      onclose: () => this.lose('its connection closed'),
     });
-    this.timer = setInterval(() => void this.tick(), opts.retryMs ?? 5_000);
+    return sql;
   }
 
   /** Starts contending; resolves after the first attempt (so a lone node leads at once). */
@@ -92,7 +99,7 @@ export class PgAdvisoryLeader implements Leader {
     this.busy = true;
     try {
       if (this.leading) {
-        const held = await this.withinCheckTimeout(this.holds());
+        const held = await this.answered(this.holds());
         if (held === 'timeout') this.lose('its lock check got no answer (connection silently dead?)');
         else if (!held) this.lose('the lock is no longer held by this session');
         return;
@@ -100,26 +107,59 @@ export class PgAdvisoryLeader implements Leader {
       // A node whose session just died lets a follower take over first (each tries within one interval),
       // rather than racing it with a fresh connection; alone, it leads again after the pause.
       if (performance.now() - this.lostAt < 2 * (this.opts.retryMs ?? 5_000)) return;
-      const [row] = await this.sql<{ ok: boolean }[]>`select pg_try_advisory_lock(${LOCK_NAMESPACE}::int, ${this.key}::int) as ok`;
-      if (row?.ok && !this.closed) this.set(true);
+      if (!this.configured && (await this.answered(this.askServerToDropSilentPeer())) === 'timeout') return;
+      const rows = await this.answered(this.sql<{ ok: boolean }[]>`select pg_try_advisory_lock(${LOCK_NAMESPACE}::int, ${this.key}::int) as ok`);
+      if (rows !== 'timeout' && rows[0]?.ok && !this.closed) this.set(true);
     } catch (err) {
-      this.lose(`leader connection failed: ${err instanceof Error ? err.message : String(err)}`);
+      const why = `leader connection failed: ${err instanceof Error ? err.message : String(err)}`;
+      if (this.leading) this.lose(why);
+      else if (performance.now() - this.lastFailureLog > 60_000) {
+        // A follower that cannot even try is worth a line (at most one a minute): if every node is in that
+        // state, nothing leads.
+        this.lastFailureLog = performance.now();
+        this.opts.log?.(`cannot contend for ${this.opts.name}: ${why}`);
+      }
     } finally {
       this.busy = false;
     }
   }
 
   /**
-   * The check on a silently dead connection never settles (the client's own keepalive takes minutes to notice):
-   * this node stops leading instead of running leader jobs beside the node the server hands the lock to.
+   * A node that vanishes without closing its connection (power loss, partition) would keep the lock until the
+   * server's TCP keepalive gives up (about 2 h by default), and no node would lead meanwhile: the session asks the
+   * server to drop it after 5 s idle + 3 unanswered probes 5 s apart, or 20 s of unacknowledged data. Set per
+   * session rather than as startup parameters, which a pooler in front of PostgreSQL may refuse; a server that
+   * refuses them (before PostgreSQL 12) is logged once and the lock still works, with the server's defaults.
    */
-  private async withinCheckTimeout<T>(check: Promise<T>): Promise<T | 'timeout'> {
+  private async askServerToDropSilentPeer(): Promise<void> {
+    try {
+      await this.sql.unsafe(`select ${Object.entries(SERVER_DEAD_PEER).map(([k, v]) => `set_config('${k}', '${v}', false)`).join(', ')}`);
+    } catch (err) {
+      this.opts.log?.(`could not set dead-peer detection on the leader's session: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    this.configured = true;
+  }
+
+  /**
+   * A query on a silently dead connection never settles (the client's own keepalive takes minutes to notice), and
+   * the next one would queue behind it on this one-connection client. So after no answer in time the node stops
+   * leading (rather than run leader jobs beside the node the server hands the lock to) and gets a new client: the
+   * next try contends on a fresh session.
+   */
+  private async answered<T>(query: Promise<T>): Promise<T | 'timeout'> {
     const ms = this.opts.checkTimeoutMs ?? Math.max(2 * (this.opts.retryMs ?? 5_000), 5_000);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<'timeout'>((resolve) => { timer = setTimeout(() => resolve('timeout'), ms); });
-    check.catch(() => {}); // settled later (or never) after a timeout: not an unhandled rejection
+    query.catch(() => {}); // settled later (or never) after a timeout: not an unhandled rejection
     try {
-      return await Promise.race([check, late]);
+      const out = await Promise.race([query, late]);
+      if (out === 'timeout') {
+        const dead = this.sql;
+        this.sql = this.connect();
+        this.configured = false;
+        void dead.end({ timeout: 0 }).catch(() => {});
+      }
+      return out;
     } finally {
       clearTimeout(timer);
     }
