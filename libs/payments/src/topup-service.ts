@@ -84,15 +84,17 @@ export class TopupService {
    * - stale: a checkout but no outcome within TOPUP_PENDING_EXPIRY_SECONDS → expired. providerB sends no expiry
    *   event, and providerA's can be lost. A payment of the order's own checkout that comes later still credits it
    *   (closableFrom), so this closes the order for its owner's view without giving up the money.
-   * - orphaned: the order's provider is no longer configured → expired at once: no event of it can arrive (its
-   *   webhooks are 400 provider_not_configured). Put back, its late payment credits like a stale order's.
+   * - orphaned: the order's provider is no longer configured → expired once older than the checkout deadline: no event
+   *   of it can arrive (its webhooks are 400 provider_not_configured). Not younger: in a rolling change of the
+   *   configuration, a leader still without a provider would expire the orders other nodes just created with it. Put
+   *   back, its late payment credits like a stale order's.
    */
   async sweep(now: number): Promise<{ unstarted: string[]; stale: string[]; orphaned: { tradeNo: string; provider: string }[] }> {
     const ids = [...this.providers.keys()];
     const [unstarted, stale, orphaned] = await Promise.all([
       Promise.all(ids.map((id) => this.orders.failUnstarted(id, now - this.cfg.checkoutDeadlineSeconds, now))),
       Promise.all(ids.map((id) => this.orders.expireStale(id, now - this.cfg.pendingExpirySeconds, now))),
-      this.orders.expireOrphaned(ids, now),
+      this.orders.expireOrphaned(ids, now - this.cfg.checkoutDeadlineSeconds, now),
     ]);
     return { unstarted: unstarted.flat(), stale: stale.flat(), orphaned };
   }

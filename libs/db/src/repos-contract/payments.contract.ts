@@ -69,18 +69,22 @@ export function paymentsContract(make: MakeEnv): void {
       expect(await topupOrders.expireStale('stripe', 20, 31)).toEqual([]);
     });
 
-    test('expireOrphaned expires the pending orders of every provider not configured, whatever their age', async () => {
+    test('expireOrphaned expires the pending orders of every provider not configured, once past the age guard', async () => {
       const { topupOrders } = env().repos;
       await topupOrders.insert(order('KEPT', { createdAt: 10, providerRef: 'ch_1' }));
-      await topupOrders.insert(order('GONE', { createdAt: 1000, provider: 'epay', providerRef: 'ch_2' }));
+      await topupOrders.insert(order('GONE', { createdAt: 20, provider: 'epay', providerRef: 'ch_2' }));
       await topupOrders.insert(order('GONE2', { createdAt: 10, provider: 'epay' }));
       await topupOrders.insert(order('GONEPAID', { createdAt: 10, provider: 'epay', status: 'paid' }));
-      const out = await topupOrders.expireOrphaned(['stripe'], 30);
+      // Created after the guard (a node with the provider configured made it a moment ago): left pending.
+      await topupOrders.insert(order('YOUNG', { createdAt: 25, provider: 'epay', providerRef: 'ch_3' }));
+      const out = await topupOrders.expireOrphaned(['stripe'], 20, 30);
       expect(out.sort((a, b) => a.tradeNo.localeCompare(b.tradeNo))).toEqual([{ tradeNo: 'GONE', provider: 'epay' }, { tradeNo: 'GONE2', provider: 'epay' }]);
       expect((await topupOrders.byTradeNo('KEPT'))!.status).toBe('pending');
+      expect((await topupOrders.byTradeNo('YOUNG'))!.status).toBe('pending');
       expect((await topupOrders.byTradeNo('GONEPAID'))!.status).toBe('paid');
       expect(await topupOrders.byTradeNo('GONE')).toMatchObject({ status: 'expired', updatedAt: 30 });
-      expect(await topupOrders.expireOrphaned(['stripe'], 31)).toEqual([]);
+      expect(await topupOrders.expireOrphaned(['stripe'], 20, 31)).toEqual([]);
+      expect(await topupOrders.expireOrphaned(['stripe'], 25, 32)).toEqual([{ tradeNo: 'YOUNG', provider: 'epay' }]);
     });
 
     test('list filters by user, status and provider, newest first, paged', async () => {

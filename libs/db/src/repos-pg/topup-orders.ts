@@ -41,8 +41,8 @@ export class PgTopupOrdersRepo {
       .returning({ tradeNo: topupOrders.tradeNo })).map((r) => r.tradeNo);
   }
 
-  async expireOrphaned(configured: readonly string[], at: number): Promise<{ tradeNo: string; provider: string }[]> {
-    const conds: SQL[] = [eq(topupOrders.status, 'pending')];
+  async expireOrphaned(configured: readonly string[], before: number, at: number): Promise<{ tradeNo: string; provider: string }[]> {
+    const conds: SQL[] = [eq(topupOrders.status, 'pending'), lte(topupOrders.createdAt, before)];
     if (configured.length) conds.push(notInArray(topupOrders.provider, [...configured]));
     return this.db.update(topupOrders).set({ status: 'expired', updatedAt: at }).where(and(...conds))
       .returning({ tradeNo: topupOrders.tradeNo, provider: topupOrders.provider });

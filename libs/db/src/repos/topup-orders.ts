@@ -52,7 +52,11 @@ export interface TopupOrdersStore {
    * Marks 'expired' every pending order of a provider not in `configured` (removed from the configuration, so no
    * event of it can reach the order any more); returns them with their provider. Guarded like closePending.
    */
-  expireOrphaned(configured: readonly string[], at: number): Promise<{ tradeNo: string; provider: string }[]>;
+  /**
+   * Pending orders created at or before `before` whose provider is not in `configured` → expired. The age guard: during
+   * a rolling change of the configuration a leader without a provider would otherwise expire the others' new orders.
+   */
+  expireOrphaned(configured: readonly string[], before: number, at: number): Promise<{ tradeNo: string; provider: string }[]>;
   list(f: TopupListFilter): Promise<{ items: TopupOrderRow[]; total: number }>;
 }
 
@@ -96,8 +100,8 @@ export class TopupOrdersRepo implements TopupOrdersStore {
       .returning({ tradeNo: topupOrders.tradeNo }).all().map((r) => r.tradeNo);
   }
 
-  async expireOrphaned(configured: readonly string[], at: number): Promise<{ tradeNo: string; provider: string }[]> {
-    const conds: SQL[] = [eq(topupOrders.status, 'pending')];
+  async expireOrphaned(configured: readonly string[], before: number, at: number): Promise<{ tradeNo: string; provider: string }[]> {
+    const conds: SQL[] = [eq(topupOrders.status, 'pending'), lte(topupOrders.createdAt, before)];
     if (configured.length) conds.push(notInArray(topupOrders.provider, [...configured]));
     return this.db.update(topupOrders).set({ status: 'expired', updatedAt: at }).where(and(...conds))
       .returning({ tradeNo: topupOrders.tradeNo, provider: topupOrders.provider }).all();
