@@ -16,13 +16,16 @@ afterAll(async () => { await gw.stop(); }, 30_000);
 type Victim = { id: number; token: string; keyId: number; accessTokenId: number; sessionId: string; cookie: string; tradeNo: string; budgetId: number };
 type Call = { method: string; path: string; body?: unknown };
 
-/** How B names A's object on each route that takes one, and the 404 code an unknown one gets. */
-const NAMING: Record<string, { call: (v: Victim) => Call; code: string }> = {
+/**
+ * How B names A's object on each route that takes one, and the 404 code an unknown one gets. Ending a credential other
+ * than the calling one needs the caller's own password (`reauth`): B gives it, so what is left to answer is whose it is.
+ */
+const NAMING: Record<string, { call: (v: Victim) => Call; code: string; reauth?: true }> = {
   'GET /api/token/:id': { call: (v) => ({ method: 'GET', path: `/api/token/${v.keyId}` }), code: 'token_not_found' },
   'PUT /api/token': { call: (v) => ({ method: 'PUT', path: '/api/token/', body: { id: v.keyId, status: 2 } }), code: 'token_not_found' },
   'DELETE /api/token/:id': { call: (v) => ({ method: 'DELETE', path: `/api/token/${v.keyId}` }), code: 'token_not_found' },
-  'DELETE /api/user/access_token/:id': { call: (v) => ({ method: 'DELETE', path: `/api/user/access_token/${v.accessTokenId}` }), code: 'token_not_found' },
-  'DELETE /api/user/session/:id': { call: (v) => ({ method: 'DELETE', path: `/api/user/session/${v.sessionId}` }), code: 'session_not_found' },
+  'DELETE /api/user/access_token/:id': { call: (v) => ({ method: 'DELETE', path: `/api/user/access_token/${v.accessTokenId}` }), code: 'token_not_found', reauth: true },
+  'DELETE /api/user/session/:id': { call: (v) => ({ method: 'DELETE', path: `/api/user/session/${v.sessionId}` }), code: 'session_not_found', reauth: true },
   'GET /api/topup/:trade_no': { call: (v) => ({ method: 'GET', path: `/api/topup/${v.tradeNo}` }), code: 'order_not_found' },
   'PUT /api/budget': { call: (v) => ({ method: 'PUT', path: '/api/budget/', body: { scope: 'key', subject_id: v.keyId, period: 'daily', limit: 1 } }), code: 'token_not_found' },
   'DELETE /api/budget/:id': { call: (v) => ({ method: 'DELETE', path: `/api/budget/${v.budgetId}` }), code: 'budget_not_found' },
@@ -80,9 +83,9 @@ test("user B naming user A's object on any user route gets the unknown id's 404,
   expect(unclassified).toEqual([]);
   expect(Object.keys(NAMING).filter((k) => !userRoutes.includes(k))).toEqual([]);
 
-  for (const [route, { call, code }] of Object.entries(NAMING)) {
+  for (const [route, { call, code, reauth }] of Object.entries(NAMING)) {
     const c = call(a);
-    const r = await gw.api(c.method, c.path, c.body, b.token);
+    const r = await gw.api(c.method, c.path, reauth ? { current_password: b.password } : c.body, b.token);
     expect({ route, status: r.status, code: r.body.error?.code }).toEqual({ route, status: 404, code });
   }
   // Nothing of A's changed: its key is enabled with its budget, its session, access token and order are there.
