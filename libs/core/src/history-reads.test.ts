@@ -83,4 +83,15 @@ describe('HistoryReadGate after a timeout', () => {
     expect(await queued).toMatchObject({ status: 429 });
     expect(ran).toBe(false);
   });
+
+  test("the timeout's own 503 says when the caller may read again; a streaming export's next page is not cut off by a pause", async () => {
+    let now = 0;
+    const gate = new HistoryReadGate({ perCaller: 4, slots: 2 }, () => now);
+    await expect(gate.run(3, timeout)).rejects.toMatchObject({ status: 503, headers: { 'retry-after': '1' } });
+    await expect(gate.run(3, () => 0)).rejects.toMatchObject({ status: 429 });
+    await expect(gate.query(timeout, 3, Infinity, { midRead: true })).rejects.toMatchObject({ status: 503, headers: { 'retry-after': '2' } });
+    // Paused for 2 s now: a fresh read is refused, an export's next page (already answered 200) runs.
+    await expect(gate.run(3, () => 0)).rejects.toMatchObject({ status: 429 });
+    expect(await gate.query(() => 'page', 3, Infinity, { midRead: true })).toBe('page');
+  });
 });

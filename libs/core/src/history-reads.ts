@@ -63,15 +63,18 @@ export class HistoryReadGate {
     });
   }
 
-  private strike(caller: number): void {
+  /** Starts (or doubles) `caller`'s pause; returns its length in ms. */
+  private strike(caller: number): number {
     const now = this.now();
     const n = (this.strikes.get(caller)?.n ?? 0) + 1;
     const first = this.limits.timeoutPauseMs ?? 1_000;
-    this.strikes.set(caller, { n, until: now + Math.min(first * 2 ** Math.min(n - 1, 30), this.limits.maxTimeoutPauseMs ?? 60_000) });
+    const pause = Math.min(first * 2 ** Math.min(n - 1, 30), this.limits.maxTimeoutPauseMs ?? 60_000);
+    this.strikes.set(caller, { n, until: now + pause });
     // Bounded by the callers that timed out lately: runs that ended long ago are forgotten.
     if (this.strikes.size > 1_000) {
       for (const [c, s] of this.strikes) if (now - s.until > 10 * 60_000) this.strikes.delete(c);
     }
+    return pause;
   }
 
   /**
@@ -98,9 +101,10 @@ export class HistoryReadGate {
   /**
    * Runs one query in a node-wide slot, after the next event-loop turn. Waiting queries are served round-robin by
    * `caller`, so one caller's queued reads (its 4, an export's next page) hold another's back by one of theirs per
-   * freed slot, not all of them.
+   * freed slot, not all of them. `opts.midRead`: a later page of a read already answered (an export streaming): the
+   * caller's pause after another query's timeout does not cut it off after its 200.
    */
-  async query<T>(fn: () => T | Promise<T>, caller?: number, maxWaiting = Infinity): Promise<T> {
+  async query<T>(fn: () => T | Promise<T>, caller?: number, maxWaiting = Infinity, opts: { midRead?: boolean } = {}): Promise<T> {
     const release = await this.slots.acquire(maxWaiting, caller);
     if (!release) {
       throw new GatewayError(503, 'history_busy', `Too many history reads (usage logs, statistics, exports, ledger) waiting on this server; try again shortly`, {
@@ -109,7 +113,7 @@ export class HistoryReadGate {
     }
     try {
       // A read queued behind the caller's own timed-out one is most likely the same query: refused, not run.
-      if (caller !== undefined) this.checkPause(caller);
+      if (caller !== undefined && !opts.midRead) this.checkPause(caller);
       await nextTurn();
       const started = this.now();
       const out = await fn();
@@ -117,7 +121,13 @@ export class HistoryReadGate {
       if (caller !== undefined && (this.strikes.get(caller)?.until ?? Infinity) <= started) this.strikes.delete(caller);
       return out;
     } catch (err) {
-      if (caller !== undefined && err instanceof GatewayError && err.code === 'history_timeout') this.strike(caller);
+      if (caller !== undefined && err instanceof GatewayError && err.code === 'history_timeout') {
+        // Its retry-after says when the caller may read again: after the pause, not in a second.
+        const pause = this.strike(caller);
+        throw new GatewayError(err.status, err.code, err.message, {
+          type: err.type, param: err.param, cause: err.cause, headers: { ...err.headers, 'retry-after': String(Math.ceil(pause / 1000)) },
+        });
+      }
       throw err;
     } finally {
       release();

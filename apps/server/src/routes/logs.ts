@@ -104,7 +104,7 @@ async function exportResponse(s: Services, actor: UserRow, q: Record<string, any
   const repo: UsageStatsStore = s.stores.usageStats;
   const pages: UsageStatsStore = {
     aggregate: (q) => repo.aggregate(q), latencyHistogram: (q) => repo.latencyHistogram(q),
-    exportPage: async (f, after, limit) => (none ? [] : gate.query(() => s.historyListings.exportPage(f, after, limit), callerId)),
+    exportPage: async (f, after, limit) => (none ? [] : gate.query(() => s.historyListings.exportPage(f, after, limit), callerId, Infinity, { midRead: true })),
   };
   gate.enter(callerId);
   const body = await exportUsageLogs(pages, toWhere(s, q, admin, userId), fmt, reader, undefined, () => gate.leave(callerId));
