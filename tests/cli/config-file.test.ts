@@ -99,18 +99,34 @@ test('a config folder other users may write is warned about: they could replace 
   }
 });
 
-test('writing the config takes group and other write from a loose folder the user owns (a read only warns); the file still lands', async () => {
-  const folder = join(sb.dir, 'loose-own-cfg');
-  mkdirSync(folder);
+test("writing the config takes group and other write from the CLI's own loose folder the user owns (a read only warns); the file still lands", async () => {
+  const home = join(sb.dir, 'xdg-loose');
+  const folder = join(home, 'ai-gateway');
+  mkdirSync(folder, { recursive: true });
   const configPath = join(folder, 'config.json');
   const token = (await gw.services.auth.createAccessToken(1, 'loose-folder')).token;
   writeFileSync(configPath, JSON.stringify({ url: gw.url, token }), { mode: 0o600 });
   chmodSync(folder, 0o777);
-  const read = await sb.run(['whoami'], { env: { GW_CONFIG: configPath } });
+  const env = { GW_CONFIG: '', XDG_CONFIG_HOME: home }; // the sandbox names a GW_CONFIG of its own
+  const read = await sb.run(['whoami'], { env });
   expect(read.stderr).toContain('is writable by other users');
   expect(lstatSync(folder).mode & 0o7777).toBe(0o777);
-  const out = await sb.run(['logout'], { env: { GW_CONFIG: configPath } });
+  const out = await sb.run(['logout'], { env });
   expect(out.code).toBe(0);
   expect(lstatSync(folder).mode & 0o7777).toBe(0o755);
+  expect(JSON.parse(readFileSync(configPath, 'utf8'))).toEqual({ url: gw.url });
+});
+
+test('a GW_CONFIG file in a folder shared on purpose: the folder keeps its mode (warned, not changed)', async () => {
+  const folder = join(sb.dir, 'shared-project');
+  mkdirSync(folder);
+  const configPath = join(folder, 'gw.json');
+  const token = (await gw.services.auth.createAccessToken(1, 'shared-folder')).token;
+  writeFileSync(configPath, JSON.stringify({ url: gw.url, token }), { mode: 0o600 });
+  chmodSync(folder, 0o775);
+  const out = await sb.run(['logout'], { env: { GW_CONFIG: configPath } });
+  expect(out.code).toBe(0);
+  expect(out.stderr).toContain('is writable by other users');
+  expect(lstatSync(folder).mode & 0o7777).toBe(0o775);
   expect(JSON.parse(readFileSync(configPath, 'utf8'))).toEqual({ url: gw.url });
 });

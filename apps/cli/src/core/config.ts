@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, linkSync, lstatSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { dirname, isAbsolute, join } from 'node:path';
+import { basename, dirname, isAbsolute, join } from 'node:path';
 import { jsonSyntaxError, UsageError } from './errors';
 
 export type Env = Record<string, string | undefined>;
@@ -24,8 +24,11 @@ export function configPath(env: Env): string {
   const xdg = env.XDG_CONFIG_HOME;
   // The XDG spec says relative values are invalid and must be ignored.
   const base = xdg && isAbsolute(xdg) ? xdg : join(env.HOME || homedir(), '.config');
-  return join(base, 'ai-gateway', 'config.json');
+  return join(base, CONFIG_FOLDER, 'config.json');
 }
+
+/** The CLI's own folder under the config home: the only existing folder whose mode it changes. */
+const CONFIG_FOLDER = 'ai-gateway';
 
 /** Reads the config file; a missing file is an empty config. `warn` gets a note on loose permissions. */
 export function readConfig(path: string, warn?: (msg: string) => void): StoredConfig {
@@ -52,16 +55,17 @@ export function readConfig(path: string, warn?: (msg: string) => void): StoredCo
 
 /**
  * Creates the config folder with mode 0700, or takes group and other write away from an existing one the user owns
- * (not sticky): whoever may write it could replace the file about to hold the token. Only the write bits go, since
- * GW_CONFIG may name a file in a folder others must still read (a home folder). A folder of someone else's cannot
- * be changed and keeps the warning of readConfig.
+ * (not sticky): whoever may write it could replace the file about to hold the token. Only the CLI's own folder
+ * (`…/ai-gateway`) is changed: GW_CONFIG may name a file in a folder shared on purpose (a project checkout, a
+ * group's folder), whose mode is not the CLI's to change; that one, like a folder of someone else's, keeps the
+ * warning of readConfig. Only the write bits go.
  */
 function ensurePrivateFolder(dir: string): void {
   if (!existsSync(dir)) {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     return;
   }
-  if (process.platform === 'win32') return;
+  if (process.platform === 'win32' || basename(dir) !== CONFIG_FOLDER) return;
   const st = statSync(dir);
   if ((st.mode & 0o022) !== 0 && (st.mode & 0o1000) === 0 && st.uid === process.getuid?.()) chmodSync(dir, st.mode & 0o7755);
 }
