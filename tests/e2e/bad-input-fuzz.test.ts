@@ -111,9 +111,9 @@ const timed = async (f: () => Promise<{ status: number; body: any; headers: Head
 
 /**
  * Routes whose handler verifies a password or hashes one: a well-formed body costs a deliberate hash (`PUT
- * /api/user/self` verifies `current_password` for root's own rename).
+ * /api/user/self` verifies `current_password` for root's own rename; ending another session or access token verifies it too).
  */
-const HASHING = /\/api\/user\/(login|reset|password|2fa|access_token)|^(POST|PUT) \/api\/user\/$|^PUT \/api\/user\/self$/;
+const HASHING = /\/api\/user\/(login|reset|password|2fa|access_token|session)|^(POST|PUT) \/api\/user\/$|^PUT \/api\/user\/self$/;
 
 test('every body field of every route set to number extremes and NaN-like strings: never a 5xx', async () => {
   const fields = schemaFields('body');
