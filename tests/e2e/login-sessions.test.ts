@@ -5,25 +5,15 @@
  * an ended session is refused on every node).
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { callWithCookie, loginCookie } from '../helpers/cookie-session';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 
 let gw: TestGateway;
 beforeAll(async () => { gw = await startGateway(); });
 afterAll(async () => { await gw.stop(); });
 
-async function login(username: string, password: string, userAgent: string): Promise<string> {
-  const res = await fetch(`${gw.url}/api/user/login`, {
-    method: 'POST', headers: { 'content-type': 'application/json', 'user-agent': userAgent }, body: JSON.stringify({ username, password }),
-  });
-  expect(res.status).toBe(200);
-  return res.headers.get('set-cookie')!.split(';')[0]!;
-}
-
-async function withCookie(method: string, path: string, cookie: string, body?: unknown) {
-  const headers: Record<string, string> = { cookie, ...(body === undefined ? {} : { 'content-type': 'application/json' }) };
-  const res = await fetch(`${gw.url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  return { status: res.status, body: await res.json() as any };
-}
+const login = (username: string, password: string, userAgent: string) => loginCookie(gw, username, password, userAgent);
+const withCookie = (method: string, path: string, cookie: string, body?: unknown) => callWithCookie(gw, method, path, cookie, body);
 
 test('the list shows every live session of the caller, newest first, with where it logged in and which one is asking; never the cookie', async () => {
   const u = await makeUser(gw);

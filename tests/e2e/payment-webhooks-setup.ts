@@ -100,3 +100,13 @@ export async function startPayments(env: Record<string, string> = {}): Promise<P
   };
   return h;
 }
+
+/** The order's status as its owner reads it, once it is no longer `pending` (or `pending` after 20 s). */
+export async function settledStatus(h: PaymentsHarness, tradeNo: string, token: string): Promise<string> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const status = (await h.orderView(tradeNo, token)).status as string;
+    if (status !== 'pending' || Date.now() > deadline) return status;
+    await Bun.sleep(200);
+  }
+}

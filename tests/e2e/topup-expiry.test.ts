@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { makeUser } from '../helpers/gateway';
-import { startPayments, type PaymentsHarness } from './payment-webhooks-setup';
+import { settledStatus as settledOf, startPayments, type PaymentsHarness } from './payment-webhooks-setup';
 
 let h: PaymentsHarness;
 beforeAll(async () => {
@@ -18,15 +18,7 @@ afterAll(async () => { await h.stop(); });
 
 const rand = () => crypto.randomUUID().replace(/-/g, '').slice(0, 20);
 
-/** The order's status as its owner reads it, once it is no longer `pending` (or `pending` after 20 s). */
-async function settledStatus(tradeNo: string, token: string): Promise<string> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const status = (await h.orderView(tradeNo, token)).status as string;
-    if (status !== 'pending' || Date.now() > deadline) return status;
-    await Bun.sleep(200);
-  }
-}
+const settledStatus = (tradeNo: string, token: string) => settledOf(h, tradeNo, token);
 
 describe('an order with a checkout that is never paid', () => {
   test('providerB: it is marked expired after TOPUP_PENDING_EXPIRY_SECONDS', async () => {

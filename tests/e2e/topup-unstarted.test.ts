@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { makeUser } from '../helpers/gateway';
-import { startPayments, type PaymentsHarness } from './payment-webhooks-setup';
+import { settledStatus as settledOf, startPayments, type PaymentsHarness } from './payment-webhooks-setup';
 
 let h: PaymentsHarness;
 beforeAll(async () => { h = await startPayments({ PAYMENT_API_TIMEOUT_MS: '1000', TOPUP_CHECKOUT_DEADLINE_SECONDS: '2' }); });
@@ -26,15 +26,7 @@ async function leftover(userId: number, provider: 'providerA' | 'providerB', age
   });
 }
 
-/** The order's status as its owner reads it, once it is no longer `pending` (or `pending` after 20 s). */
-async function settledStatus(tradeNo: string, token: string): Promise<string> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const status = (await h.orderView(tradeNo, token)).status as string;
-    if (status !== 'pending' || Date.now() > deadline) return status;
-    await Bun.sleep(200);
-  }
-}
+const settledStatus = (tradeNo: string, token: string) => settledOf(h, tradeNo, token);
 
 describe('an order whose create never finished', () => {
   for (const provider of ['providerA', 'providerB'] as const) {
