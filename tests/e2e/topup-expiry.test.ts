@@ -16,6 +16,7 @@ beforeAll(async () => {
 });
 afterAll(async () => { await h.stop(); });
 
+// Each test waits out the 3 s expiry and a sweep (up to 1 s) before it acts: more than bun's default 5 s per test.
 const rand = () => crypto.randomUUID().replace(/-/g, '').slice(0, 20);
 
 const settledStatus = (tradeNo: string, token: string) => settledOf(h, tradeNo, token);
@@ -27,7 +28,7 @@ describe('an order with a checkout that is never paid', () => {
     expect(await settledStatus(tradeNo, user.token)).toBe('expired');
     expect(h.gw.logs.some((l) => l.includes('topup.pending_expired') && l.includes(tradeNo))).toBe(true);
     expect(await h.balance(user.token)).toBe(0);
-  });
+  }, 20_000);
 
   test('providerB: a payment arriving after the expiry is credited once, whatever the resends', async () => {
     const { user, tradeNo, checkout } = await h.orderB(500);
@@ -43,7 +44,7 @@ describe('an order with a checkout that is never paid', () => {
     await Bun.sleep(1500);
     expect((await h.orderView(tradeNo, user.token)).status).toBe('paid');
     await h.balanced(user.id, tradeNo);
-  });
+  }, 20_000);
 
   test('providerB: a refund recorded while expired is taken back when the late payment credits', async () => {
     const { user, tradeNo, checkout } = await h.orderB(400);
@@ -52,7 +53,7 @@ describe('an order with a checkout that is never paid', () => {
     expect((await h.postB(h.creem.completedEvent(checkout))).outcome).toBe('credited');
     expect(await h.balance(user.token)).toBe(3000);
     await h.balanced(user.id, tradeNo);
-  });
+  }, 20_000);
 
   test('providerA: a payment of another checkout naming the expired order still credits nothing', async () => {
     const { user, tradeNo, session } = await h.orderA(500);
@@ -64,7 +65,7 @@ describe('an order with a checkout that is never paid', () => {
     expect((await h.postA(h.stripe.event('checkout.session.async_payment_succeeded', session, { status: 'complete', payment_status: 'paid' }))).outcome).toBe('credited');
     expect(await h.balance(user.token)).toBe(5000);
     await h.balanced(user.id, tradeNo);
-  });
+  }, 20_000);
 });
 
 describe('an order of a provider no longer configured', () => {
@@ -79,5 +80,5 @@ describe('an order of a provider no longer configured', () => {
     expect(h.gw.logs.some((l) => l.includes('topup.provider_removed_expired') && l.includes('epay') && l.includes(gone.tradeNo))).toBe(true);
     expect(await h.balance(user.token)).toBe(0);
     await h.balanced(user.id);
-  });
+  }, 20_000);
 });
