@@ -127,6 +127,13 @@ function cacheFallback(ch: RelayChannel, bill: PlanBill, peak?: ReportedPeak): P
  * message_delta's `-1`, billed the reserved bound of a short prompt).
  */
 const atLeast = (fallback: number, peak: number | undefined) => Math.max(fallback, estimateSafe(peak) ?? 0);
+/**
+ * The uncached part of the whole-prompt estimate an input count left out is billed on: cache reads and writes the
+ * upstream did count are a part of that prompt (README: Metering invariants). Billed whole, they were paid twice,
+ * at the input price inside the estimate and again at their own.
+ */
+const uncachedOf = (whole: number, u: Usage | null | undefined): number =>
+  Math.max(0, whole - (estimateSafe(u?.cache_read_input_tokens) ?? 0) - (estimateSafe(u?.cache_creation_input_tokens) ?? 0));
 const billOf = (plan: ChannelPlan): PlanBill => ({ billedModel: plan.billedModel, price: plan.price ?? null, limits: plan.sized.limits, overrides: plan.changed.length ? JSON.stringify(plan.changed) : '' });
 
 /** A request past admission. */
@@ -484,6 +491,7 @@ export class RelayService {
       if (passed) {
         out = passed.body;
         usage = passed.usage;
+        estimate = { input: uncachedOf(billOf(plan).limits.input, usage) };
       } else {
         // Its cost is its number of values, not its bytes (jsonShapeWithin): measured before anything is built.
         if (!jsonShapeWithin(body.bytes, ANSWER_MAX_DEPTH, ANSWER_MAX_VALUES)) {
@@ -517,7 +525,8 @@ export class RelayService {
         // With no usage at all, the estimate the client was sent is billed, as in a stream. The content serialised
         // above, within the answer, so it serialises here too.
         const sent = usage ? undefined : decoded.estimatedUsage;
-        estimate = sent ? { input: sent.input_tokens, output: sent.output_tokens } : { output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
+        estimate = sent ? { input: sent.input_tokens, output: sent.output_tokens }
+          : { input: uncachedOf(billOf(plan).limits.input, usage), output: estimateTextTokens(JSON.stringify(decoded.message.content ?? '')) };
         estimate.codeExecution = codeExecution;
         if (usage) Object.assign(estimate, cacheFallback(ch, billOf(plan)));
       }
@@ -646,7 +655,7 @@ function streamOutcome(ch: RelayChannel, bill: PlanBill, attempts: number, e: St
   return {
     status: 200, errorCode: e.errorCode, attempts, ttftMs: e.ttftMs,
     estimate: {
-      input: atLeast(bill.limits.input, e.peak?.input_tokens), output: estimateSafe(e.estimatedUsage.output_tokens), codeExecution: e.codeExecutionCalls,
+      input: atLeast(uncachedOf(bill.limits.input, e.usage), e.peak?.input_tokens), output: estimateSafe(e.estimatedUsage.output_tokens), codeExecution: e.codeExecutionCalls,
       ...cacheFallback(ch, bill, e.peak),
     }, estimated: !e.reported,
   };

@@ -71,6 +71,16 @@ function withReasoning(u: CompletionUsage, prompt: number | undefined, completio
   return cache > 0 && total === prompt + out + cache ? out : total - prompt;
 }
 
+/**
+ * The input count a client is shown (and billed, relay's uncachedOf) when the upstream's is missing or unusable: the
+ * estimate of the whole prompt less the cache reads and writes it did count, which are a part of that prompt.
+ */
+export function estimatedInput(u: Usage | null | undefined, inputTokens: number | undefined): number {
+  if (usableCount(u?.input_tokens)) return u.input_tokens;
+  const cached = (usableCount(u?.cache_read_input_tokens) ? u.cache_read_input_tokens : 0) + (usableCount(u?.cache_creation_input_tokens) ? u.cache_creation_input_tokens : 0);
+  return Math.max(0, (inputTokens ?? 0) - cached);
+}
+
 /** A count billing can use as it is (the test guardUsage applies). */
 export const usableCount = (n: unknown): n is number => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
 

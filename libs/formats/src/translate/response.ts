@@ -5,7 +5,7 @@ import { zeroUsage } from '../anthropic/response';
 import type { ChatCompletion, ChatToolCall } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
 import { ToolArgsFilter } from './tool-args';
-import { clientToolId, clientToolName, finalStopReason, firstChoice, objectArguments, textOf, usableCount, usageFromOpenAI } from './common';
+import { clientToolId, clientToolName, estimatedInput, finalStopReason, firstChoice, objectArguments, textOf, usableCount, usageFromOpenAI } from './common';
 
 export interface FromOpenAIOptions {
   /** The model the client asked for; echoed in `model`. */
@@ -73,7 +73,7 @@ export function fromOpenAICompletion(c: ChatCompletion, opts: FromOpenAIOptions)
   const usage = c.usage ? usageFromOpenAI(c.usage) : null;
   // The client sees what it is billed (as a stream's message_delta does), not zeros: a count the upstream left
   // out or sent unusable is the estimate.
-  const estimatedUsage = { ...(usage ?? zeroUsage()), input_tokens: usableCount(usage?.input_tokens) ? usage.input_tokens : opts.inputTokens ?? 0,
+  const estimatedUsage = { ...(usage ?? zeroUsage()), input_tokens: estimatedInput(usage, opts.inputTokens),
     output_tokens: usableCount(usage?.output_tokens) ? usage.output_tokens : estimateTextTokens(JSON.stringify(content)) };
   const message: AnthropicMessage = {
     id,

@@ -8,7 +8,7 @@ import { countsNothing, zeroUsage } from '../anthropic/response';
 import type { ChatCompletionChunk, ChatToolCallDelta } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
 import { ToolArgsFilter } from './tool-args';
-import { clientToolId, clientToolName, finalStopReason, firstChoice, objectArguments, textOf, usableCount, usageFromOpenAI } from './common';
+import { clientToolId, clientToolName, estimatedInput, finalStopReason, firstChoice, objectArguments, textOf, usableCount, usageFromOpenAI } from './common';
 
 export interface StreamTranslatorOptions {
   /** The model the client asked for; echoed in message_start. */
@@ -252,7 +252,7 @@ export class ChatStreamTranslator {
     if (u && usableCount(u.output_tokens) && after - undelivered > 0 && Number.isSafeInteger(u.output_tokens + after)) {
       u = { ...u, output_tokens: u.output_tokens + after - undelivered };
     }
-    const estimatedUsage = { ...(u ?? zeroUsage()), input_tokens: usableCount(u?.input_tokens) ? u.input_tokens : this.opts.inputTokens ?? 0,
+    const estimatedUsage = { ...(u ?? zeroUsage()), input_tokens: estimatedInput(u, this.opts.inputTokens),
       output_tokens: usableCount(u?.output_tokens) ? u.output_tokens : this.outputTokens - (this.failed ? this.heldTokens : 0) };
     return { usage: u, estimatedUsage, stopReason: this.stopReason, complete: this.ended && !this.failed, failed: this.failed };
   }
