@@ -1,5 +1,5 @@
 import { GatewayError, pointerToParam, valueAt } from '@gw/core';
-import { CountTokensRequestSchema, MessagesRequestSchema, foldSystemTurns, type CountTokensRequest, type MessagesRequest } from '@gw/formats';
+import { CountTokensRequestSchema, MessagesRequestSchema, emptyContentIssue, foldSystemTurns, type CountTokensRequest, type MessagesRequest } from '@gw/formats';
 import type { TSchema } from '@sinclair/typebox';
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { ValueErrorType } from '@sinclair/typebox/errors';
@@ -87,13 +87,20 @@ function firstError(schema: TSchema, body: unknown): never {
  */
 export function validateMessagesBody(body: unknown): MessagesRequest {
   const folded = foldSystemTurns(body);
-  if (messagesCheck.Check(folded)) return folded;
+  if (messagesCheck.Check(folded)) return nonEmpty(folded);
   firstError(MessagesRequestSchema, folded);
+}
+
+/** A schema-valid body, unless it has content Anthropic refuses as empty (emptyContentIssue): then its 400. */
+function nonEmpty<T extends { messages: MessagesRequest['messages'] }>(body: T): T {
+  const issue = emptyContentIssue(body.messages);
+  if (issue) throw new GatewayError(400, 'invalid_value', issue.message, { param: issue.param });
+  return body;
 }
 
 /** Validates a /v1/messages/count_tokens body (system turns folded the same way). */
 export function validateCountTokensBody(body: unknown): CountTokensRequest {
   const folded = foldSystemTurns(body);
-  if (countCheck.Check(folded)) return folded;
+  if (countCheck.Check(folded)) return nonEmpty(folded);
   firstError(CountTokensRequestSchema, folded);
 }
