@@ -132,3 +132,47 @@ describe('tool arguments that are not one JSON object (translated)', () => {
     }
   });
 });
+
+// Arguments cut mid-object (the upstream hit its output limit, or ended the stream): streamed, the SDK got the partial
+// JSON deltas and made of them what its partial parser could (`{"city":"Os` one thing, `{"city":"Oslo","da` and
+// `{"n":-` another, or threw), while the JSON answer gave `{}`. Both now give the longest prefix that ends a value,
+// closed: the streamed deltas add up to that one JSON object.
+describe('tool arguments cut mid-object (translated)', () => {
+  const chunk = (delta: object, finish: string | null = null) =>
+    `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  const usage = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 10, completion_tokens: 5 } })}\n\n`;
+  const cut = (args: string[], finish: string | null) => [
+    chunk({ role: 'assistant', content: null }),
+    chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }] }),
+    ...args.map((arguments_) => chunk({ tool_calls: [{ index: 0, function: { arguments: arguments_ } }] })),
+    ...(finish ? [chunk({}, finish), usage] : []), 'data: [DONE]\n\n',
+  ];
+  const cases: Array<[string[], Record<string, unknown>]> = [
+    [['{"city": "Os'], { city: 'Os' }],
+    [['{"city":"Oslo",', '"days":', '3'], { city: 'Oslo', days: 3 }],
+    [['{"city":"Oslo","da'], { city: 'Oslo' }],
+    [['{"city":"Oslo","days":'], { city: 'Oslo' }],
+    [['{"city":"Oslo","tags":["a","b'], { city: 'Oslo', tags: ['a', 'b'] }],
+    [['{"city":"Oslo","at":{"lat":59.9,', '"lon":1'], { city: 'Oslo', at: { lat: 59.9, lon: 1 } }],
+    [['{"city":"O\\'], { city: 'O' }],
+    [['{"city":"O\\u00'], { city: 'O' }],
+    [['{"n":-'], {}],
+    [['{"n":1.'], { n: 1 }],
+    [['{"ok":tr'], {}],
+    [['{'], {}],
+  ];
+  const ask = { model: 'claude-via-openai', max_tokens: 64, tools: [weather], messages: [{ role: 'user' as const, content: 'Weather?' }] };
+
+  test.each(cases)('%j: the streamed input and the JSON answer\'s are the same object', async (args, input) => {
+    for (const finish of ['length', null]) {
+      oai.queue.push({ rawFrames: cut(args, finish) });
+      const streamed = await client.messages.stream(ask).finalMessage();
+      oai.queue.push({ rawJson: { id: 'c', object: 'chat.completion', created: 1, model: 'm', usage: { prompt_tokens: 10, completion_tokens: 5 },
+        choices: [{ index: 0, finish_reason: finish ?? 'length', message: { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: args.join('') } }] } }] } });
+      const whole = await client.messages.create(ask);
+      for (const m of [streamed, whole]) {
+        expect(m.content).toEqual([expect.objectContaining({ type: 'tool_use', id: 'call_1', name: 'get_weather', input })]);
+      }
+    }
+  });
+});

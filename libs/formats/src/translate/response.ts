@@ -105,14 +105,13 @@ export function parseArguments(args: string | undefined, id: string, bad: string
     const v = JSON.parse(args);
     if (v && typeof v === 'object' && !Array.isArray(v)) return v;
   } catch {
-    // A whole object followed by more (trailing text, a second call's arguments run into it) is that object, as the
-    // stream of the same answer delivers it (ToolArgsFilter); still worth the log line.
+    // A whole object followed by more (trailing text, a second call's arguments run into it) is that object, and
+    // arguments cut mid-object are their longest prefix ending a value, closed, as the stream of the same answer
+    // delivers them (ToolArgsFilter); still worth the log line.
     const head = new ToolArgsFilter();
-    const object = head.push(args);
-    if (head.whole) {
-      bad.push(id);
-      return JSON.parse(object);
-    }
+    const object = head.push(args) + head.closeAll();
+    bad.push(id);
+    return object ? JSON.parse(object) : {};
   }
   bad.push(id);
   return {};

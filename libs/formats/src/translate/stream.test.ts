@@ -236,13 +236,14 @@ describe('ChatStreamTranslator: a call reusing a live call\'s index (Ollama numb
   test('the new call closes the live one and streams as its own block at once, not at the end', () => {
     const t = new ChatStreamTranslator(opts);
     t.push(call({ id: 'call_a', function: { name: 'get', arguments: '{"a":' } }));
-    expect(t.push(call({ function: { arguments: '1}' } }))).toEqual([{ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '1}' } }]);
+    // The key waited for its value (ToolArgsFilter): it comes with it.
+    expect(t.push(call({ function: { arguments: '1}' } }))).toEqual([{ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '"a":1}' } }]);
     expect(t.push(call({ id: 'call_b', function: { name: 'put', arguments: '{"b":' } }))).toEqual([
       { type: 'content_block_stop', index: 0 },
       { type: 'content_block_start', index: 1, content_block: { type: 'tool_use', id: 'call_b', name: 'put', input: {} } },
-      { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: '{"b":' } },
+      { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: '{' } },
     ]);
-    expect(t.push(call({ function: { arguments: '2}' } }))).toEqual([{ type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: '2}' } }]);
+    expect(t.push(call({ function: { arguments: '2}' } }))).toEqual([{ type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: '"b":2}' } }]);
     const end = [...t.push(call({}, 'tool_calls')), ...t.finish()];
     expect(end.map((e) => e.type)).toEqual(['content_block_stop', 'message_delta', 'message_stop']);
     expect(end[0]).toEqual({ type: 'content_block_stop', index: 1 });

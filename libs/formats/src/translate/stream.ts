@@ -405,11 +405,16 @@ export class ChatStreamTranslator {
    * keeps name "", as a last resort), then the text and reasoning held behind them.
    */
   private closeOpen(out: AnthropicStreamEvent[]): void {
+    // A call cut mid-object is closed where its arguments can be (ToolArgsFilter): the deltas add up to one object.
+    const tail = this.open?.kind === 'tool' ? this.liveArgs?.closeAll() : '';
+    if (tail) out.push({ type: 'content_block_delta', index: this.open!.index, delta: { type: 'input_json_delta', partial_json: tail } });
     if (this.open) out.push({ type: 'content_block_stop', index: this.open.index });
     this.open = null;
     this.liveTool = null;
     this.liveArgs = null;
     for (const [key, t] of this.pending) {
+      const tail = t.filter.closeAll();
+      if (tail) t.args.push(tail);
       const index = this.nextIndex++;
       this.emitTool(out, index, key, t);
       out.push({ type: 'content_block_stop', index });

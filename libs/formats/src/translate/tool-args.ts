@@ -7,7 +7,17 @@
  * continue an object: arguments that do not open one send nothing (the input stays `{}`, as the JSON answer's does),
  * and after the object closes, or a character breaks it, the rest is dropped. A JSON answer's arguments that are
  * no JSON but begin with a whole object are that object, as the same answer streamed is.
+ *
+ * Arguments cut mid-object (the upstream hit its output limit or ended the stream) are the longest prefix that ends
+ * a value, closed (`closeAll()`): `{"city":"Os` is `{"city":"Os"}`, `{"a":1,"b` is `{"a":1}`, in both modes. So a stream
+ * sends only up to such a point: a key waits for the first character of its value (a string value then streams as
+ * it comes), a number for a character that can end it, a literal or an escape for its end; at most MAX_HELD
+ * characters wait (a longer key or run of spaces ends the object there). Before, the partial deltas reached the
+ * client as sent, which the SDKs' partial parsers each read their own way, while the JSON answer gave `{}`.
  */
+
+/** Characters held back waiting for a point the object can be closed at; no key or whitespace run needs more. */
+const MAX_HELD = 64 * 1024;
 
 type Expect = 'value' | 'firstValue' | 'key' | 'firstKey' | 'colon' | 'next';
 type Token = { kind: 'string'; key: boolean; escape: boolean; hex: number } | { kind: 'number'; at: NumberPart } | { kind: 'literal'; word: string; at: number } | null;
@@ -46,30 +56,71 @@ export class ToolArgsFilter {
   /** No more characters are passed: the object closed, or a character could not continue it. */
   private ended = false;
   private opened = false;
+  /** Passed characters not sent yet: since the last point the object can be closed at. */
+  private held = '';
+  /** That point is inside a string value (closing it takes a quote first). */
+  private inString = false;
 
   /** The object opened and closed: what was passed is one whole JSON object. */
   get whole(): boolean {
     return this.opened && !this.stack.length;
   }
 
-  /** The part of `fragment` to send (possibly ""). */
+  /** The part of `fragment` to send (possibly ""): what was passed, up to the last point the object can be closed at. */
   push(fragment: string): string {
     if (this.ended) return '';
     // Whitespace before the object is not sent: the SDKs parse each delta's sum, and "  " alone is no JSON.
-    let from = 0;
+    let start = 0;
+    let safeEnd = -1;
     for (let i = 0; i < fragment.length; i++) {
-      const c = fragment[i]!;
-      if (!this.step(c)) {
+      if (!this.step(fragment[i]!)) {
         this.ended = true;
-        return fragment.slice(from, i);
+        break;
       }
-      if (!this.opened) from = i + 1;
-      else if (!this.stack.length && !this.token) {
-        this.ended = true;
-        return fragment.slice(from, i + 1);
+      if (!this.opened) start = i + 1;
+      else if (this.closable()) {
+        safeEnd = i + 1;
+        this.inString = this.token?.kind === 'string';
+        if (!this.stack.length && !this.token) {
+          this.ended = true;
+          break;
+        }
       }
     }
-    return fragment.slice(from);
+    let out = '';
+    if (safeEnd >= 0) {
+      out = this.held + fragment.slice(start, safeEnd);
+      this.held = '';
+      start = safeEnd;
+    }
+    if (this.ended) this.held = '';
+    else if (this.held.length + fragment.length - start > MAX_HELD) {
+      this.ended = true;
+      this.held = '';
+    } else this.held += fragment.slice(start);
+    return out;
+  }
+
+  /**
+   * What makes everything sent one whole object: the open string value's quote, then the open containers' ends;
+   * "" when the object closed or never opened. Nothing is sent after it.
+   */
+  closeAll(): string {
+    this.ended = true;
+    this.held = '';
+    if (!this.opened || !this.stack.length) return '';
+    let s = this.inString ? '"' : '';
+    for (let i = this.stack.length - 1; i >= 0; i--) s += this.stack[i] === '{' ? '}' : ']';
+    return s;
+  }
+
+  /** Whether the characters so far end where the object can be closed without making up a key or a value. */
+  private closable(): boolean {
+    const t = this.token;
+    if (t?.kind === 'string') return !t.key && !t.escape && t.hex === 0;
+    if (t?.kind === 'number') return NUMBER_ENDS.has(t.at);
+    if (t?.kind === 'literal') return false;
+    return this.expect === 'next' || this.expect === 'firstKey' || this.expect === 'firstValue';
   }
 
   /** Whether `c` continues a JSON object; updates the state when it does. */
