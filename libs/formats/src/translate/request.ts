@@ -173,9 +173,35 @@ function contentPart(b: Block, param: string): ChatContentPart[] {
   }
 }
 
+/** Anthropic's image types: any other media_type is refused there, and here it would reach the upstream's decoder. */
+const IMAGE_TYPES = ['image/jpeg', 'image/png', 'image/gif', 'image/webp'];
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const HTTP_URL = /^https?:\/\//i;
+
+/** 400 in the validator's words (`messages.0.content.0.source.url: …`), `param` as given. */
+const invalid = (param: string, message: string) =>
+  new GatewayError(400, 'invalid_value', `${param.replace(/\[(\d+)\]/g, '.$1')}: ${message}`, { param });
+
+/**
+ * A base64 source's data URL. The upstream decodes it: a media_type that is not `types` (or one holding `;base64,`
+ * and data of its own) or data that is not base64 is refused as Anthropic refuses it, since the gateway measured the
+ * block as what it claims to be (an image is reserved as one image, whatever a PDF behind it holds).
+ */
+function dataUrl(source: Block, types: readonly string[], param: string): string {
+  if (typeof source.media_type !== 'string' || !types.includes(source.media_type)) {
+    throw invalid(`${param}.source.media_type`, `Input should be ${types.map((t) => `'${t}'`).join(' or ')}`);
+  }
+  if (typeof source.data !== 'string' || !BASE64.test(source.data)) throw invalid(`${param}.source.data`, 'Input should be a valid base64 string');
+  return `data:${source.media_type};base64,${source.data}`;
+}
+
 function sourceUrl(source: Block, param: string): string {
-  if (source?.type === 'base64') return `data:${source.media_type};base64,${source.data}`;
-  if (source?.type === 'url') return source.url;
+  if (source?.type === 'base64') return dataUrl(source, IMAGE_TYPES, param);
+  // The upstream fetches it: only a web URL, as Anthropic takes (a self-hosted server may read `file:` paths).
+  if (source?.type === 'url') {
+    if (typeof source.url !== 'string' || !HTTP_URL.test(source.url)) throw invalid(`${param}.source.url`, 'Input should be an http or https URL');
+    return source.url;
+  }
   throw unsupported('unsupported_content', `Source type "${source?.type}" is not supported by this model's upstream.`, `${param}.source`);
 }
 
@@ -202,7 +228,7 @@ function documentParts(b: Block, param: string): ChatContentPart[] {
     return headed((s.content as Block[]).flatMap((c, k) => contentPart(c, `${param}.source.content[${k}]`)));
   }
   if (s.type === 'base64') {
-    return headed([{ type: 'file', file: { filename: b.title || 'document.pdf', file_data: `data:${s.media_type};base64,${s.data}` } }]);
+    return headed([{ type: 'file', file: { filename: b.title || 'document.pdf', file_data: dataUrl(s, ['application/pdf'], param) } }]);
   }
   throw unsupported('unsupported_content', `Document source "${s.type}" is not supported by this model's upstream.`, `${param}.source`);
 }
