@@ -99,14 +99,16 @@ test('beta messages (as Claude Code calls them: ?beta=true and anthropic-beta) p
   expect(ant.last().headers['anthropic-beta']).toBe('interleaved-thinking-2025-05-14');
 });
 
+/** An OpenAI-compatible stream chunk of one choice, and the usage chunk that ends a stream. */
+const chunk = (delta: object, finish: string | null = null) =>
+  `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+const usage = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 10, completion_tokens: 5 } })}\n\n`;
+
 // Tool arguments an OpenAI-compatible model got wrong. The SDK parses every input_json_delta as it comes: arguments
 // that were no object became an input that is none (`[1,2]`, `null`), and ones that were no JSON (`{'a': 1}`, an
 // object with text after it, two calls' arguments run together) made it throw mid-stream, losing the whole answer.
 // Streamed, only what continues one JSON object is sent; the same answer as JSON gives the same input.
 describe('tool arguments that are not one JSON object (translated)', () => {
-  const chunk = (delta: object, finish: string | null = null) =>
-    `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-  const usage = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 10, completion_tokens: 5 } })}\n\n`;
   const call = (args: string[]) => [
     chunk({ role: 'assistant', content: null }),
     chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }] }),
@@ -138,9 +140,6 @@ describe('tool arguments that are not one JSON object (translated)', () => {
 // `{"n":-` another, or threw), while the JSON answer gave `{}`. Both now give the longest prefix that ends a value,
 // closed: the streamed deltas add up to that one JSON object.
 describe('tool arguments cut mid-object (translated)', () => {
-  const chunk = (delta: object, finish: string | null = null) =>
-    `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
-  const usage = `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 10, completion_tokens: 5 } })}\n\n`;
   const cut = (args: string[], finish: string | null) => [
     chunk({ role: 'assistant', content: null }),
     chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }] }),
