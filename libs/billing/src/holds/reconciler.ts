@@ -22,6 +22,8 @@ export interface UnfinishedBilling {
     heldBy(holdRef: string): Promise<Array<{ requestId: string; row: SettlementRow | null }>>;
     remove(requestId: string): Promise<void>;
     sweepSettled(): Promise<number>;
+    /** Runs `fn` while no other node works on this hold (null without running it): a hold is billed and released once. */
+    claim?<T>(holdRef: string, fn: () => Promise<T>): Promise<{ value: T } | null>;
   };
   /** Writes one settlement, unique by request id (the group commit): usage row, ledger charge, counters, budgets. */
   settle(row: SettlementRow): Promise<{ inserted: boolean }>;
@@ -87,15 +89,9 @@ export class HoldReconciler {
     for (const hold of limbo) {
       if (signal?.aborted) return released;
       try {
-        // Before the release: the balances it installs are read after these charges committed.
-        const billed = await this.billUnfinished(hold);
-        const charged = billed || await this.ledger.settled(hold.ref);
-        const m = await this.ledger.mirrors(hold.userId, hold.keyId);
-        // Read after the settled check, like the balances: a charge committed before it is in this spend.
-        const budgets = hold.budgetIds?.length && this.ledger.budgetSpend ? await this.ledger.budgetSpend([...hold.budgetIds]) : undefined;
-        await this.store.release(hold, { user: m.user ?? undefined, key: m.key ?? undefined, budgets });
-        released++;
-        this.opts.log?.info('hold.reconciled', { id: hold.ref, userId: hold.userId, keyId: hold.keyId ?? '', amount: hold.amount, outcome: charged ? 'charged' : 'not_charged' });
+        const done = await this.claimed(hold, () => this.reconcile(hold));
+        if (done) released++;
+        else this.opts.log?.info('hold.reconcile_skipped', { id: hold.ref, msg: 'another node is reconciling this hold (leadership hand-over)' });
       } catch (err) {
         // Stays in limbo (still counted) until the next pass.
         this.opts.log?.warn('hold.reconcile_failed', { id: hold.ref, cause: errorText(err) });
@@ -105,6 +101,28 @@ export class HoldReconciler {
     await this.sweepUnfinished();
     await this.refreshMirrors();
     return released;
+  }
+
+  /** Runs `fn` under the hold's claim when the checkpoints have one (PostgreSQL); null when another node has it. */
+  private async claimed(hold: Hold, fn: () => Promise<void>): Promise<boolean> {
+    const claim = this.opts.unfinished?.rows.claim;
+    if (!claim) {
+      await fn();
+      return true;
+    }
+    return (await claim.call(this.opts.unfinished!.rows, hold.ref, fn)) !== null;
+  }
+
+  /** Bills a lapsed hold's checkpoints, then releases it with the ledger's balances. */
+  private async reconcile(hold: Hold): Promise<void> {
+    // Before the release: the balances it installs are read after these charges committed.
+    const billed = await this.billUnfinished(hold);
+    const charged = billed || await this.ledger.settled(hold.ref);
+    const m = await this.ledger.mirrors(hold.userId, hold.keyId);
+    // Read after the settled check, like the balances: a charge committed before it is in this spend.
+    const budgets = hold.budgetIds?.length && this.ledger.budgetSpend ? await this.ledger.budgetSpend([...hold.budgetIds]) : undefined;
+    await this.store.release(hold, { user: m.user ?? undefined, key: m.key ?? undefined, budgets });
+    this.opts.log?.info('hold.reconciled', { id: hold.ref, userId: hold.userId, keyId: hold.keyId ?? '', amount: hold.amount, outcome: charged ? 'charged' : 'not_charged' });
   }
 
   /**

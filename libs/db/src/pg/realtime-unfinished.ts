@@ -103,6 +103,12 @@ export interface UnfinishedRows {
   remove(requestId: string): Promise<void>;
   /** Deletes the rows whose request id has a usage row (settled, its node's delete lost or never sent); returns how many. */
   sweepSettled(): Promise<number>;
+  /**
+   * Runs `fn` while this process alone works on the hold `holdRef` (null, without running it, when another node does).
+   * Two leaders overlap for up to one check interval during a hand-over: each billing the same lapsed hold's
+   * checkpoints, each capped at the whole hold from its own count, charged up to twice the hold.
+   */
+  claim<T>(holdRef: string, fn: () => Promise<T>): Promise<{ value: T } | null>;
 }
 
 export function pgUnfinishedRows(sql: PgSql): UnfinishedRows {
@@ -118,6 +124,16 @@ export function pgUnfinishedRows(sql: PgSql): UnfinishedRows {
     async sweepSettled() {
       const r = await sql`delete from realtime_unfinished u using usage_logs l where l.request_id = u.request_id`;
       return r.count;
+    },
+    async claim(holdRef, fn) {
+      // A transaction-scoped advisory lock, keyed by schema and hold: given up with the transaction, or with the
+      // connection if this process dies, so a hold is never left claimed. Tried, not waited for: the node that has it
+      // bills and releases the hold, and a pass of this node must not stall behind it.
+      return await sql.begin(async (tx) => {
+        const [r] = await tx<{ ok: boolean }[]>`
+          select pg_try_advisory_xact_lock(hashtextextended('gw:hold:' || current_schema() || ':' || ${holdRef}, 0)) as ok`;
+        return r?.ok ? { value: await fn() } : null;
+      }) as { value: Awaited<ReturnType<typeof fn>> } | null;
     },
   };
 }
