@@ -6,17 +6,27 @@ const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call
 return 0
 `;
 
+/** Extends the lease only while the lock is still this holder's: 1 extended, 0 lost. */
+const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+`;
+
 /**
  * Short exclusive locks shared by every node: `SET NX PX` with a random token, polled until taken or `waitMs` has
- * passed. The lock lapses after `ttlMs`, so a node that died holding one blocks the key for that long at most; a
- * holder that outlives it simply runs unlocked (the caller's own guards still hold), which is why it is kept short
- * but well above what one guarded step takes.
+ * passed. The holder renews the lease every `ttlMs`/3 while it works, so a step slower than the lease (PostgreSQL
+ * slow to answer) keeps the lock: before, it lapsed after `ttlMs` and a second node's holder ran beside the first.
+ * A node that dies holding one stops renewing, so it blocks the key for `ttlMs` at most. A holder that loses the
+ * lock anyway (Redis unreachable past the lease, or it lost its data) runs on unlocked: the caller's own guards
+ * still hold (a redemption credits a code once, by the ledger's unique ref), and `onLost` is told.
  */
 export class RedisKeyLocks {
   private readonly releaseScript: Script;
+  private readonly renewScript: Script;
 
-  constructor(private readonly redis: Redis, private readonly prefix: string, private readonly opts: { ttlMs: number; waitMs: number; pollMs?: number }) {
+  constructor(private readonly redis: Redis, private readonly prefix: string,
+    private readonly opts: { ttlMs: number; waitMs: number; pollMs?: number; onLost?: (key: string) => void }) {
     this.releaseScript = defineScript(redis, 'gwKeyLockRelease', 1, RELEASE);
+    this.renewScript = defineScript(redis, 'gwKeyLockRenew', 1, RENEW);
   }
 
   /** The release function, or null when the key stayed locked for `waitMs`. Throws when Redis cannot answer. */
@@ -27,11 +37,30 @@ export class RedisKeyLocks {
     const poll = this.opts.pollMs ?? 10;
     for (;;) {
       if ((await this.redis.set(k, token, 'PX', this.opts.ttlMs, 'NX')) === 'OK') {
-        return async () => { await this.releaseScript([k], [token]); };
+        const stopRenewing = this.renewWhileHeld(key, k, token);
+        return async () => {
+          stopRenewing();
+          await this.releaseScript([k], [token]);
+        };
       }
       if (Date.now() >= until) return null;
       // Jittered, so the waiters of one key on several nodes do not poll in step.
       await Bun.sleep(poll / 2 + Math.random() * poll);
     }
+  }
+
+  /** Renews the lease every third of it until stopped or lost; returns the stop function. */
+  private renewWhileHeld(key: string, k: string, token: string): () => void {
+    let lost = false;
+    const timer = setInterval(() => {
+      this.renewScript([k], [token, this.opts.ttlMs]).then((ok) => {
+        if (Number(ok) === 1 || lost) return;
+        lost = true;
+        clearInterval(timer);
+        this.opts.onLost?.(key);
+      }, () => { /* Redis did not answer: two more tries come before the lease lapses, and a lapse is told then */ });
+    }, Math.max(1, Math.floor(this.opts.ttlMs / 3)));
+    (timer as { unref?: () => void }).unref?.();
+    return () => clearInterval(timer);
   }
 }
