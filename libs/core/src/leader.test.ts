@@ -83,3 +83,23 @@ test('passes never overlap on a node; a failing pass is reported and the schedul
   expect(most).toBe(1);
   expect(errors.length).toBe(1);
 });
+
+test('the stop waits for a running pass, but only stopGraceMs for one stuck inside a unit of work', async () => {
+  const leader = switchable(true);
+  let finish!: () => void;
+  const stuck = new Promise<void>((r) => { finish = r; });
+  let started = false;
+  const stop = everyWhileLeader(leader, 1_000, async () => { started = true; await stuck; }, { atOnce: true, stopGraceMs: 150 });
+  await until(() => started);
+  const t0 = performance.now();
+  await stop();
+  const ms = performance.now() - t0;
+  expect(ms).toBeGreaterThanOrEqual(140);
+  expect(ms).toBeLessThan(1_000);
+  finish();
+  // A pass that ends within the grace is waited for to its end.
+  let ended = false;
+  const stop2 = everyWhileLeader(leader, 1_000, async () => { await Bun.sleep(50); ended = true; }, { atOnce: true, stopGraceMs: 5_000 });
+  await stop2();
+  expect(ended).toBe(true);
+});

@@ -28,11 +28,22 @@ export interface LeaderJobOptions {
   onError?: (err: unknown) => void;
   /** Also runs a pass at once whenever leadership is taken (and at the start when leading already). */
   atOnce?: boolean;
+  /** How long the stop function waits for a running pass (default LEADER_STOP_GRACE_MS). */
+  stopGraceMs?: number;
 }
 
 /**
+ * What a stop waits at most for a leader pass still running. The pass's signal is aborted at once, so a pass working
+ * in units ends at its next one; a pass stuck inside one (a query waiting on a lock, a database gone silent) is left
+ * behind, so a SIGTERM still ends the process: before, the shutdown waited for it without limit. Leader jobs write
+ * nothing that is not safe to cut (a charge commits whole or not at all; what a cut pass left is the next leader's).
+ */
+export const LEADER_STOP_GRACE_MS = 5_000;
+
+/**
  * Runs `job` every `intervalMs` while `leader` leads, never two passes at once on this node; returns a stop
- * function that resolves once a running pass has ended (a shutdown must not close the pool under it).
+ * function that resolves once a running pass has ended (a shutdown must not close the pool under it), or once
+ * `stopGraceMs` has passed, whichever comes first.
  *
  * Each pass gets a signal aborted when this node loses leadership (or is stopped): a pass working in batches
  * checks it between batches and ends there, so after a loss it overlaps the next leader's pass by one batch at
@@ -75,6 +86,9 @@ export function everyWhileLeader(leader: Leader, intervalMs: number, job: (signa
     stopped = true;
     unsubscribe();
     follow();
-    await running;
+    if (!running) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([running, new Promise<void>((r) => { timer = setTimeout(r, opts.stopGraceMs ?? LEADER_STOP_GRACE_MS); })]);
+    clearTimeout(timer);
   };
 }

@@ -23,7 +23,7 @@ export interface HealthDeps {
    * One cheap upstream request (with that key, else a usable one); resolves true when it succeeded, false also
    * when the channel no longer holds that key (the operator replaced it).
    */
-  probe(id: number, key?: KeyRef): Promise<boolean>;
+  probe(id: number, key?: KeyRef, signal?: AbortSignal): Promise<boolean>;
   /** Re-enables an auto-disabled key, if the channel still holds it (ChannelKeyService.reEnable). */
   reEnableKey?(id: number, key: KeyRef): Promise<void>;
   log?: Logger;
@@ -197,17 +197,21 @@ export class ChannelHealth {
     return this.rings.get(id)?.failures(0) ?? 0;
   }
 
-  /** Probes while `leader` leads (one node of a cluster); the stop function resolves once a running round ended. */
+  /**
+   * Probes while `leader` leads (one node of a cluster); the stop function resolves once a running round ended (its
+   * probes are aborted, and none writes a status after the stop) or LEADER_STOP_GRACE_MS passed.
+   */
   follow(leader: Leader): () => Promise<void> {
     // Ticks at least every second (the shortest per-channel interval allowed); each tick probes only what is due.
-    return everyWhileLeader(leader, Math.min(this.opts.probeIntervalMs, 1000), () => this.probeOnce(false));
+    return everyWhileLeader(leader, Math.min(this.opts.probeIntervalMs, 1000), (signal) => this.probeOnce(false, signal));
   }
 
   /**
    * Probes every auto-disabled channel and auto-disabled key once (one round at a time); with `all`
-   * false only those whose interval has passed since their last probe. Returns the channel ids re-enabled.
+   * false only those whose interval has passed since their last probe. Returns the channel ids re-enabled. Once
+   * `signal` is aborted (leadership lost, or a shutdown closing the database) the probes are cut and write nothing.
    */
-  async probeOnce(all = true): Promise<number[]> {
+  async probeOnce(all = true, signal?: AbortSignal): Promise<number[]> {
     if (this.probing) return [];
     this.probing = true;
     try {
@@ -231,8 +235,8 @@ export class ChannelHealth {
           if (k.status !== AUTO_DISABLED || !due(slot, c)) continue;
           // Bound to the key probed: if the operator replaces it meanwhile, its success re-enables nothing else.
           const ref = { id: k.id, fingerprint: k.fingerprint };
-          jobs.push(this.deps.probe(c.id, ref).catch(() => false).then(async (ok) => {
-            if (!ok) return;
+          jobs.push(this.deps.probe(c.id, ref, signal).catch(() => false).then(async (ok) => {
+            if (!ok || signal?.aborted) return;
             this.lastProbe.delete(slot);
             await this.deps.reEnableKey?.(c.id, ref);
             this.deps.log?.info('channel.key_re_enabled', { channel: c.id, key: k.id, by: 'health probe' });
@@ -240,8 +244,8 @@ export class ChannelHealth {
         }
         // A channel down only for want of keys comes back through its keys (above), not a channel probe.
         if (c.status !== AUTO_DISABLED || !(c.keys ?? [{ status: ENABLED }]).some((k) => k.status === ENABLED) || !due(`${c.id}`, c)) continue;
-        jobs.push(this.deps.probe(c.id).catch(() => false).then(async (ok) => {
-          if (!ok || this.deps.get(c.id)?.status !== AUTO_DISABLED) return;
+        jobs.push(this.deps.probe(c.id, undefined, signal).catch(() => false).then(async (ok) => {
+          if (!ok || signal?.aborted || this.deps.get(c.id)?.status !== AUTO_DISABLED) return;
           await this.deps.setStatus(c.id, ENABLED, '');
           this.rings.delete(c.id);
           this.lastProbe.delete(`${c.id}`);

@@ -42,7 +42,8 @@ export interface RelayServices {
   alertOutbox: AlertOutboxStore;
   /** The process-wide cap on relayed requests in flight (MAX_UPSTREAM_CONNECTIONS): beyond it, 503 at once. */
   slots: UpstreamSlots;
-  close(): void;
+  /** Stops the background work; resolves once the prober stopped (its running round cut, LEADER_STOP_GRACE_MS at most). */
+  close(): Promise<void>;
   closeAlerts(): Promise<void>;
 }
 
@@ -152,7 +153,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
     all: () => w.channels.all(),
     get: (id) => w.channels.get(id),
     setStatus: w.setChannelStatus,
-    probe: (id, key) => probeChannel(w, id, key, config.probeTimeoutMs),
+    probe: (id, key, signal) => probeChannel(w, id, key, config.probeTimeoutMs, signal),
     reEnableKey: w.channelKeys ? (id, key) => w.channelKeys!.reEnable(id, key) : undefined,
     log: w.log,
   }, { threshold: config.healthFailures, probeIntervalMs: config.probeIntervalMs, confirm: config.healthConfirm });
@@ -190,10 +191,12 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
   });
   return {
     config, billing, prices, quota, usageLogs, gate, health, relay, catalog, inflight, groups, limiter, budgets, budgetsRepo, alerts, alertOutbox, slots,
-    close: () => {
+    close: async () => {
       closed = true;
       if (budgetRetry) clearTimeout(budgetRetry);
-      void stopProbing(); stopForgetting(); inflight.close(); quota.close();
+      stopForgetting(); inflight.close(); quota.close();
+      // Awaited: a probe that outlived the shutdown wrote a channel's status into a database already closed.
+      await stopProbing();
     },
     closeAlerts: async () => { await Promise.all([alerts?.close(), retention.close()]); },
   };
@@ -204,7 +207,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
  * success = a 2xx answer. A key no longer among the channel's (replaced by the operator) is not probed, and
  * fails: the secret now under its id is another key, which the verdict would otherwise be pinned on.
  */
-async function probeChannel(w: RelayWiring, id: number, ref: KeyRef | undefined, timeoutMs: number): Promise<boolean> {
+async function probeChannel(w: RelayWiring, id: number, ref: KeyRef | undefined, timeoutMs: number, stop?: AbortSignal): Promise<boolean> {
   const ch = w.channels.get(id);
   const model = ch?.models[0];
   const key = ref === undefined ? ch?.keys.find((k) => k.status === 1) : ch?.keys.find((k) => k.id === ref.id && k.fingerprint === ref.fingerprint);
@@ -212,7 +215,8 @@ async function probeChannel(w: RelayWiring, id: number, ref: KeyRef | undefined,
   const adapter = w.adapter(ch.type);
   const { body, extraHeaders } = probeRequest(ch, model);
   const u = adapter.buildMessagesRequest(body, { baseUrl: ch.baseUrl, apiKey: key.apiKey, extraHeaders, upstreamModel: ch.modelMapping[model] ?? model }, new Headers());
-  const res = await fetch(u.url, { ...u.init, signal: AbortSignal.timeout(Math.min(timeoutMs, ch.timeoutMs)) });
+  const timeout = AbortSignal.timeout(Math.min(timeoutMs, ch.timeoutMs));
+  const res = await fetch(u.url, { ...u.init, signal: stop ? AbortSignal.any([timeout, stop]) : timeout });
   // A one-token answer is small: a longer (or endless) one is not read, and the channel is not healthy.
   const read = await readBounded(res.body, { limit: PROBE_BODY_BYTES, deadline: Infinity }).catch(() => null);
   if (!res.ok || !read?.ok) return false;
