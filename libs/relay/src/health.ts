@@ -89,7 +89,27 @@ export class ChannelHealth {
     return `${id}:${key.id}:${key.fingerprint}`;
   }
 
+  /** Aborted by close(): cuts the confirm probes, after which nothing is written. */
+  private readonly stopping = new AbortController();
+  /** Confirmations running: started by requests without waiting (a request's failure is not its client's wait). */
+  private readonly pending = new Set<Promise<unknown>>();
+
   constructor(private readonly deps: HealthDeps, private readonly opts: { threshold: number; probeIntervalMs: number; confirm?: boolean; now?: () => number }) {}
+
+  /**
+   * Cuts the confirmation probes still running and resolves once they ended. They are started by requests and not
+   * waited for, so they outlived a shutdown's drain: one answered after the database closed wrote into it.
+   */
+  async close(): Promise<void> {
+    this.stopping.abort();
+    await Promise.allSettled([...this.pending]);
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p)).catch(() => {});
+    return p;
+  }
 
   private now(): number {
     return this.opts.now?.() ?? Date.now();
@@ -108,7 +128,11 @@ export class ChannelHealth {
    * input that crashes it), and failover spreads one such request over every channel of a model; only a
    * channel that also fails the probe goes down. Resolves true when it disabled the channel.
    */
-  async failure(id: number, reason: string): Promise<boolean> {
+  failure(id: number, reason: string): Promise<boolean> {
+    return this.track(this.countFailure(id, reason));
+  }
+
+  private async countFailure(id: number, reason: string): Promise<boolean> {
     const c = this.deps.get(id);
     // A request that ends after its channel was disabled (or deleted) says nothing about the channel to come back.
     if (!c || c.status !== ENABLED) {
@@ -129,15 +153,16 @@ export class ChannelHealth {
     if (this.opts.confirm !== false) {
       this.confirming.add(id);
       try {
-        if (await this.deps.probe(id).catch(() => false)) {
+        if (await this.deps.probe(id, undefined, this.stopping.signal).catch(() => false)) {
           this.deps.log?.info('channel.kept', { channel: id, reason, msg: `${rule}, but the probe succeeded` });
           return false;
         }
       } finally {
         this.confirming.delete(id);
       }
-      // An operator may have changed the status while the probe ran: only an enabled channel is disabled.
-      if (this.deps.get(id)?.status !== ENABLED) return false;
+      // An operator may have changed the status while the probe ran: only an enabled channel is disabled. A probe
+      // cut by close() proved nothing, and the database may be closing.
+      if (this.stopping.signal.aborted || this.deps.get(id)?.status !== ENABLED) return false;
     }
     await this.deps.setStatus(id, AUTO_DISABLED, `auto-disabled after ${rule}${this.opts.confirm !== false ? ' and a failed probe' : ''}: ${reason}`.slice(0, 500));
     this.deps.log?.warn('channel.auto_disabled', { channel: id, reason });
@@ -163,11 +188,12 @@ export class ChannelHealth {
     let verdict = this.keyProbes.get(k);
     if (!verdict) {
       const ref = { id: key.id, fingerprint: key.fingerprint };
-      verdict = this.deps.probe(id, ref).catch(() => false).then((ok) => {
+      verdict = this.track(this.deps.probe(id, ref, this.stopping.signal).catch(() => false).then((ok) => {
         this.keyProbes.delete(k);
         if (ok) this.prove(k);
-        return !ok;
-      });
+        // Cut by close(): not a refusal (setting the key aside would write into a closing database).
+        return !ok && !this.stopping.signal.aborted;
+      }));
       this.keyProbes.set(k, verdict);
     }
     return verdict;

@@ -42,7 +42,10 @@ export interface RelayServices {
   alertOutbox: AlertOutboxStore;
   /** The process-wide cap on relayed requests in flight (MAX_UPSTREAM_CONNECTIONS): beyond it, 503 at once. */
   slots: UpstreamSlots;
-  /** Stops the background work; resolves once the prober stopped (its running round cut, LEADER_STOP_GRACE_MS at most). */
+  /**
+   * Stops the background work; resolves once the prober and the confirmation probes stopped (their probes cut; the
+   * prober's round waited for LEADER_STOP_GRACE_MS at most).
+   */
   close(): Promise<void>;
   closeAlerts(): Promise<void>;
 }
@@ -196,7 +199,7 @@ export async function createRelayServices(w: RelayWiring): Promise<RelayServices
       if (budgetRetry) clearTimeout(budgetRetry);
       stopForgetting(); inflight.close(); quota.close();
       // Awaited: a probe that outlived the shutdown wrote a channel's status into a database already closed.
-      await stopProbing();
+      await Promise.all([stopProbing(), health.close()]);
     },
     closeAlerts: async () => { await Promise.all([alerts?.close(), retention.close()]); },
   };
