@@ -5,7 +5,7 @@
  * channel's status into it. The stop now cuts them and resolves once they ended.
  */
 import { afterEach, describe, expect, test } from 'bun:test';
-import { startGateway, type TestGateway } from '../helpers/gateway';
+import { CLUSTER_NODES, startGateway, type TestGateway } from '../helpers/gateway';
 import { addChannel, keyedUser, msg, nodeOne, send, setPrice } from './relay-setup';
 
 /** Answers the first request with a 500, then never answers: a probe hangs until cut. */
@@ -63,7 +63,8 @@ async function stopCuts(gw: TestGateway, up: ReturnType<typeof hangingUpstream>)
 }
 
 describe('the relay stop with a probe in flight', () => {
-  test('the leader\'s prober: its probe is cut and the stop waits for its round', async () => {
+  // Through several nodes the leader (whose prober runs the probe) may be another process than the one stopped here.
+  test.skipIf(CLUSTER_NODES > 1)('the leader\'s prober: its probe is cut and the stop waits for its round', async () => {
     const { gw, up, status } = await setUp(false);
     for (let i = 0; i < 100 && status() !== 3; i++) await Bun.sleep(20);
     expect(status()).toBe(3);
