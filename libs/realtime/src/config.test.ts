@@ -8,6 +8,8 @@ test('frame and read bounds: defaults sized for real clients (a 15 MiB audio app
   expect(d.maxEventBytes).toBe(8 * 1024 * 1024);
   expect(d.maxUpstreamFrameBytes).toBe(16 * 1024 * 1024);
   expect(d.readBytesPerSecond).toBe(4 * 1024 * 1024);
+  expect(d.closeGraceMs).toBe(3000);
+  expect(realtimeConfig({ REALTIME_CLOSE_GRACE_MS: '0' }).closeGraceMs).toBe(0);
   const c = realtimeConfig({ REALTIME_MAX_FRAME_BYTES: '65536', REALTIME_MAX_EVENT_BYTES: '4096', REALTIME_MAX_UPSTREAM_FRAME_BYTES: '8192', REALTIME_READ_BYTES_PER_SECOND: '0' });
   expect([c.maxFrameBytes, c.maxEventBytes, c.maxUpstreamFrameBytes, c.readBytesPerSecond]).toEqual([65536, 4096, 8192, 0]);
   expect(() => realtimeConfig({ REALTIME_MAX_EVENT_BYTES: '10' })).toThrow('REALTIME_MAX_EVENT_BYTES');

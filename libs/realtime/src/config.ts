@@ -42,6 +42,12 @@ export interface RealtimeConfig {
    * refills; a burst as large as the direction's largest frame is always allowed. Nothing is dropped or left unmetered.
    */
   readBytesPerSecond: number;
+  /**
+   * How long a session whose client left with responses running keeps reading the upstream (REALTIME_CLOSE_GRACE_MS;
+   * 0 = close it at once): the gateway cancels them and waits for their response.done, whose usage is what the upstream
+   * bills. Else such a response is billed on what the gateway read of it, which a client that stopped reading keeps small.
+   */
+  closeGraceMs: number;
 }
 
 const MIB = 1024 * 1024;
@@ -61,5 +67,6 @@ export function realtimeConfig(env: Record<string, string | undefined>): Realtim
     maxEventBytes: readIntEnv(env, 'REALTIME_MAX_EVENT_BYTES', 8 * MIB, 1024, 1024 * MIB),
     maxUpstreamFrameBytes: readIntEnv(env, 'REALTIME_MAX_UPSTREAM_FRAME_BYTES', 16 * MIB, 1024, 1024 * MIB),
     readBytesPerSecond: readIntEnv(env, 'REALTIME_READ_BYTES_PER_SECOND', 4 * MIB, 0, 1024 * MIB),
+    closeGraceMs: readIntEnv(env, 'REALTIME_CLOSE_GRACE_MS', 3000, 0, 60_000),
   };
 }

@@ -234,6 +234,11 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
     this.sessionMaxOutput = o.defaultOutputTokens;
   }
 
+  /** Responses started and not billed yet: the ones a client leaving would cut (session.ts cancels them and reads their report). */
+  unfinished(): string[] {
+    return [...this.running.keys()].filter((id) => id && !this.settled.has(id));
+  }
+
   attach(fail: (f: SessionFailure) => void): void {
     this.fail = fail;
   }

@@ -203,6 +203,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       connectTimeoutMs: this.d.config.connectTimeoutMs,
       bufferBytes: this.d.config.bufferBytes,
       maxSessionMs: this.d.config.maxSessionSeconds * 1000,
+      closeGraceMs: this.d.config.closeGraceMs,
       limits: this.d.config,
       observer: meter,
       onError: (e) => (this.d.log ?? stdLogger).error('realtime.session_error', { session: sessionId }, e),

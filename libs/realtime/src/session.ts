@@ -66,6 +66,11 @@ export interface FrameObserver {
   upstream(text: string): SessionFailure | undefined | Promise<SessionFailure | undefined>;
   /** The upstream for the session is chosen (a retry may change it before). */
   connected(target: UpstreamTarget): void;
+  /**
+   * Ids of the responses the upstream started and has not reported (response.done) yet: when the client leaves, the
+   * relay cancels them and reads on until they are reported (RelayOptions.closeGraceMs).
+   */
+  unfinished?(): string[];
   /** Given at open: how the observer ends the session from outside a frame (e.g. a settlement whose commit failed). */
   attach?(fail: (f: SessionFailure) => void): void;
   /**
@@ -101,6 +106,11 @@ export interface RelayOptions {
   bufferBytes: number;
   /** 0 = no limit. */
   maxSessionMs: number;
+  /**
+   * How long the upstream is still read after the client left with responses running (their report is what the
+   * upstream bills); 0 or absent = closed at once.
+   */
+  closeGraceMs?: number;
   observer: FrameObserver;
   /** Called exactly once, after both sockets were told to close. */
   onEnd(end: SessionEnd): void;
@@ -174,6 +184,9 @@ export class RelaySession {
   /** Anything relayed either way: after that, an upstream failure is not retried elsewhere. */
   private relayedAny = false;
   private ended = false;
+  /** The client left while responses ran: its close, kept until they are reported or the grace ends (closeGraceMs). */
+  private leaving: { code: number; reason: string; upCode: number } | null = null;
+  private graceTimer: ReturnType<typeof setInterval> | null = null;
   private channelId: number | null = null;
   private readonly startedAtMs = Date.now();
   private framesIn = 0;
@@ -293,7 +306,7 @@ export class RelaySession {
 
   /** Bun `drain`: the client socket took its queue; send what waited and read the upstream again. */
   drain(ws: ServerWebSocket<unknown>): void {
-    if (this.ended) return;
+    if (this.ended || this.leaving) return;
     while (this.outQueue.length) {
       const r = ws.send(this.outQueue[0]!);
       this.outQueue.shift();
@@ -307,15 +320,36 @@ export class RelaySession {
 
   /** Bun `close`: the client went away; close the upstream with a matching code. */
   close(_ws: ServerWebSocket<unknown>, code: number, reason: string): void {
-    if (this.ended) return;
+    if (this.ended || this.leaving) return;
     const upCode = code === 1005 ? 1000 : sendable(code) ? code : 1001;
-    this.finish({ clientCode: code, reason: reason || (code === 1006 ? 'client connection lost' : ''), upstreamCode: upCode, clientClosed: true, cause: 'client_closed' });
+    this.leaving = { code, reason: reason || (code === 1006 ? 'client connection lost' : ''), upCode };
+    const running = this.upOpen ? this.opts.observer.unfinished?.() ?? [] : [];
+    const grace = this.opts.closeGraceMs ?? 0;
+    if (!running.length || grace <= 0) return this.left();
+    // Responses still running were generated (or are being) upstream, which bills them whole: a client that stopped
+    // reading (the upstream then unread behind it) and left was billed only on what the gateway had read. They are
+    // cancelled, and the upstream read (nothing relayed) until it reports them, for at most the grace.
+    for (const id of running) this.up!.send(JSON.stringify({ type: 'response.cancel', response_id: id }));
+    this.outQueue = [];
+    this.clientBackpressured = false;
+    if (!this.upDeciding) this.up!.resume();
+    const until = Date.now() + grace;
+    this.graceTimer = setInterval(() => {
+      const reported = !this.upDeciding && !this.upBehind.length && !this.opts.observer.unfinished?.().length;
+      if (reported || Date.now() >= until) this.left();
+    }, POLL_MS);
+  }
+
+  /** The client is gone and nothing it started is still awaited upstream: the session ends as the client closed it. */
+  private left(): void {
+    const l = this.leaving!;
+    this.finish({ clientCode: l.code, reason: l.reason, upstreamCode: l.upCode, clientClosed: true, cause: 'client_closed' });
   }
 
   /** Ends the session from the gateway side (e.g. server shutdown, quota): error event, then close. */
   fail(f: SessionFailure): void {
     if (this.ended) return;
-    this.finish({ clientCode: f.closeCode, reason: f.reason, upstreamCode: 1000, event: errorEvent(f.type, f.code, f.message), cause: f.code });
+    this.finish({ clientClosed: !!this.leaving, clientCode: f.closeCode, reason: f.reason, upstreamCode: 1000, event: errorEvent(f.type, f.code, f.message), cause: f.code });
   }
 
   private connect(): void {
@@ -457,6 +491,7 @@ export class RelaySession {
   }
 
   private toClient(data: Frame): void {
+    if (this.leaving) return;
     if (this.clientBackpressured) {
       this.outQueue.push(data);
       return;
@@ -473,6 +508,10 @@ export class RelaySession {
   }
 
   private upstreamClosed(code: number, rawReason: string): void {
+    if (this.leaving) {
+      const l = this.leaving;
+      return this.finish({ clientCode: l.code, reason: l.reason, upstreamClosed: true, clientClosed: true, cause: 'client_closed' });
+    }
     const reason = rawReason && this.opts.targets[this.attempt]!.scrub(rawReason);
     if (code === 1000 || code === 1005) {
       return this.finish({ clientCode: 1000, reason: reason || 'upstream closed', upstreamClosed: true, cause: 'upstream_closed' });
@@ -537,6 +576,7 @@ export class RelaySession {
     this.ended = true;
     this.clearConnectTimer();
     if (this.lifeTimer) clearTimeout(this.lifeTimer);
+    if (this.graceTimer) clearInterval(this.graceTimer);
     this.resumeClient();
     const reason = clip(o.reason);
     const client = this.client;

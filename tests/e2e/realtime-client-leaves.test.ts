@@ -1,0 +1,133 @@
+/**
+ * A client that stops reading and leaves while its response runs: the gateway stopped reading the upstream (its
+ * backpressure) while the upstream generated the whole response, which the upstream bills in full. Billed only on
+ * what the gateway had read, such a client paid for a fraction of the audio the operator pays for. The gateway
+ * cancels what still runs and reads the upstream's own report (for at most REALTIME_CLOSE_GRACE_MS) before closing it.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import net from 'node:net';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { startRealtimeUpstream, SAMPLE_USAGE, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
+
+const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: 16_000 };
+/** 8,000 audio tokens reported: 400 s of PCM16 24 kHz, 25.6 MB of base64 deltas. */
+const AUDIO_TOKENS = 8000;
+const GRACE = 1000;
+const CHUNK = 'A'.repeat(64_000); // one second of audio as base64
+
+let gw: TestGateway;
+let up: RealtimeUpstreamDouble;
+
+beforeAll(async () => {
+  up = startRealtimeUpstream();
+  gw = await startGateway({ REALTIME_DEFAULT_MODEL: 'gpt-realtime', REALTIME_RESERVE_TOKENS: '16384', REALTIME_CLOSE_GRACE_MS: String(GRACE),
+    // Unthrottled, so the grace is spent reading, not waiting for the session's read budget (which still applies).
+    REALTIME_READ_BYTES_PER_SECOND: '0' });
+  expect((await gw.api('POST', '/api/channel/', { name: 'rt', type: 'openai', base_url: up.url, key: 'upstream-secret', timeout_ms: 5000, models: ['gpt-realtime'] })).status).toBe(200);
+  expect((await gw.api('PUT', '/api/pricing/', PRICE)).status).toBe(200);
+}, 30_000);
+afterAll(async () => {
+  await gw.stop();
+  await up.stop();
+});
+
+/**
+ * A client that reads the handshake, then nothing more (its socket paused), as a hostile one may. Connected to node 1
+ * itself: the cluster harness's proxy reads the node without bound, so the node would see no backpressure through it.
+ */
+async function nonReadingClient(key: string): Promise<net.Socket> {
+  const u = new URL(gw.nodeUrl);
+  const s = net.connect(Number(u.port), u.hostname);
+  await new Promise<void>((resolve, reject) => {
+    let head = '';
+    s.on('error', reject);
+    s.on('data', (d) => {
+      head += d.toString('latin1');
+      if (!head.includes('\r\n\r\n')) return;
+      s.pause();
+      s.removeAllListeners('data');
+      expect(head).toStartWith('HTTP/1.1 101');
+      resolve();
+    });
+    s.write(`GET /v1/realtime?model=gpt-realtime HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${key}\r\n\r\n`);
+  });
+  return s;
+}
+
+test('a client that stops reading and leaves mid-response is billed the output the upstream reports, not what the gateway had read', async () => {
+  const u = await makeUser(gw);
+  await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1_000_000_000, ref: `seed-${u.id}`, at: 1 });
+  const key = (await gw.api('POST', '/api/token/', { name: 'rt' }, u.token)).body.data.key;
+  const s = await nonReadingClient(key);
+  await up.until(() => up.connections.length > 0 && !up.connections.at(-1)!.closed && !!up.connections.at(-1)!.ws);
+  const conn = up.connections.at(-1)!.id;
+  up.usageFor = () => ({ ...SAMPLE_USAGE, total_tokens: 400 + AUDIO_TOKENS, output_tokens: AUDIO_TOKENS, output_token_details: { text_tokens: 0, audio_tokens: AUDIO_TOKENS } });
+  // A response the upstream starts itself (server VAD): it generates 400 s of audio faster than real time, as OpenAI does, then reports it.
+  const id = 'resp_manual';
+  up.send(JSON.stringify({ type: 'response.created', response: { id, object: 'realtime.response', status: 'in_progress', output: [], max_output_tokens: 16384 } }), conn);
+  for (let i = 0; i < AUDIO_TOKENS / 20; i++) up.send(JSON.stringify({ type: 'response.output_audio.delta', response_id: id, item_id: 'it', output_index: 0, content_index: 0, delta: CHUNK }), conn);
+  up.send(JSON.stringify({ type: 'response.done', response: { id, object: 'realtime.response', status: 'completed', output: [], max_output_tokens: 16384, usage: up.usageFor(2) } }), conn);
+  // The gateway stops reading the upstream: most of the audio (and the report) waits upstream.
+  let unsent = up.unsent(conn);
+  for (let i = 0; i < 100; i++) {
+    await Bun.sleep(20);
+    const now = up.unsent(conn);
+    if (now === unsent) break;
+    unsent = now;
+  }
+  expect(up.unsent(conn)).toBeGreaterThan(1_000_000);
+  s.destroy();
+  for (let i = 0; i < 300; i++) {
+    if (await gw.db.get('select 1 as x from realtime_sessions where user_id = ?', u.id)) break;
+    await Bun.sleep(20);
+  }
+  const rows = await gw.db.all('select request_id, audio_output_tokens, usage_flag, error_code from usage_logs where user_id = ? order by id', u.id);
+  expect(rows.length).toBe(1);
+  expect(rows[0].request_id).toEndWith(id);
+  expect(rows[0].audio_output_tokens).toBe(AUDIO_TOKENS);
+  expect(rows[0].error_code).toBe('');
+  // It was told to stop what still ran; nothing of it was relayed once the client had gone.
+  expect(up.received.some((f) => f.conn === conn && String(f.data) === JSON.stringify({ type: 'response.cancel', response_id: id }))).toBe(true);
+  up.usageFor = () => SAMPLE_USAGE;
+}, 20_000);
+
+test('a response the upstream never reports after the client left: the upstream is closed once the grace ends, the response billed as cut', async () => {
+  const u = await makeUser(gw);
+  await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1_000_000_000, ref: `seed-${u.id}`, at: 1 });
+  const key = (await gw.api('POST', '/api/token/', { name: 'rt' }, u.token)).body.data.key;
+  const s = await nonReadingClient(key);
+  await up.until(() => up.connections.length > 0 && !up.connections.at(-1)!.closed && !!up.connections.at(-1)!.ws);
+  const c = up.connections.at(-1)!;
+  const id = 'resp_silent';
+  up.send(JSON.stringify({ type: 'response.created', response: { id, object: 'realtime.response', status: 'in_progress', output: [], max_output_tokens: 100 } }), c.id);
+  up.send(JSON.stringify({ type: 'response.output_text.delta', response_id: id, item_id: 'it', output_index: 0, content_index: 0, delta: 'Hello there' }), c.id);
+  await Bun.sleep(100);
+  const t0 = Date.now();
+  s.destroy();
+  await up.until(() => c.closed !== null, GRACE + 2000);
+  const waited = Date.now() - t0;
+  expect(waited).toBeGreaterThanOrEqual(GRACE - 50);
+  expect(waited).toBeLessThan(GRACE + 1000);
+  for (let i = 0; i < 300; i++) {
+    if (await gw.db.get('select 1 as x from realtime_sessions where user_id = ?', u.id)) break;
+    await Bun.sleep(20);
+  }
+  const rows = await gw.db.all('select request_id, output_tokens, usage_flag, error_code from usage_logs where user_id = ? order by id', u.id);
+  expect(rows.length).toBe(1);
+  expect(rows[0].error_code).toBe('client_closed');
+  expect(rows[0].output_tokens).toBeGreaterThan(0);
+}, 20_000);
+
+test('a client that leaves with nothing running: the upstream is closed at once', async () => {
+  const u = await makeUser(gw);
+  await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1_000_000_000, ref: `seed-${u.id}`, at: 1 });
+  const key = (await gw.api('POST', '/api/token/', { name: 'rt' }, u.token)).body.data.key;
+  const s = await nonReadingClient(key);
+  await up.until(() => up.connections.length > 0 && !up.connections.at(-1)!.closed && !!up.connections.at(-1)!.ws);
+  const c = up.connections.at(-1)!;
+  await Bun.sleep(50);
+  const t0 = Date.now();
+  s.destroy();
+  await up.until(() => c.closed !== null, 2000);
+  expect(Date.now() - t0).toBeLessThan(GRACE / 2);
+}, 20_000);
