@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import net from 'node:net';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
-import { startRealtimeUpstream, SAMPLE_USAGE, type RealtimeUpstreamDouble } from '../doubles/realtime-upstream';
+import { startRealtimeUpstream, SAMPLE_USAGE, type RealtimeUpstreamDouble, type UpstreamConnection } from '../doubles/realtime-upstream';
 
 const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: 16_000 };
 /** 8,000 audio tokens reported: 400 s of PCM16 24 kHz, 25.6 MB of base64 deltas. */
@@ -54,13 +54,28 @@ async function nonReadingClient(key: string): Promise<net.Socket> {
   return s;
 }
 
-test('a client that stops reading and leaves mid-response is billed the output the upstream reports, not what the gateway had read', async () => {
+/** A session of a new user with a balance, its client not reading, and its upstream connection. */
+async function session(): Promise<{ userId: number; s: net.Socket; c: UpstreamConnection }> {
   const u = await makeUser(gw);
   await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1_000_000_000, ref: `seed-${u.id}`, at: 1 });
   const key = (await gw.api('POST', '/api/token/', { name: 'rt' }, u.token)).body.data.key;
   const s = await nonReadingClient(key);
   await up.until(() => up.connections.length > 0 && !up.connections.at(-1)!.closed && !!up.connections.at(-1)!.ws);
-  const conn = up.connections.at(-1)!.id;
+  return { userId: u.id, s, c: up.connections.at(-1)! };
+}
+
+/** The user's usage rows once its session record is written (after the session's last settlement). */
+async function ended(userId: number): Promise<any[]> {
+  for (let i = 0; i < 300; i++) {
+    if (await gw.db.get('select 1 as x from realtime_sessions where user_id = ?', userId)) break;
+    await Bun.sleep(20);
+  }
+  return gw.db.all('select request_id, output_tokens, audio_output_tokens, usage_flag, error_code from usage_logs where user_id = ? order by id', userId);
+}
+
+test('a client that stops reading and leaves mid-response is billed the output the upstream reports, not what the gateway had read', async () => {
+  const { userId, s, c } = await session();
+  const conn = c.id;
   up.usageFor = () => ({ ...SAMPLE_USAGE, total_tokens: 400 + AUDIO_TOKENS, output_tokens: AUDIO_TOKENS, output_token_details: { text_tokens: 0, audio_tokens: AUDIO_TOKENS } });
   // A response the upstream starts itself (server VAD): it generates 400 s of audio faster than real time, as OpenAI does, then reports it.
   const id = 'resp_manual';
@@ -77,11 +92,7 @@ test('a client that stops reading and leaves mid-response is billed the output t
   }
   expect(up.unsent(conn)).toBeGreaterThan(1_000_000);
   s.destroy();
-  for (let i = 0; i < 300; i++) {
-    if (await gw.db.get('select 1 as x from realtime_sessions where user_id = ?', u.id)) break;
-    await Bun.sleep(20);
-  }
-  const rows = await gw.db.all('select request_id, audio_output_tokens, usage_flag, error_code from usage_logs where user_id = ? order by id', u.id);
+  const rows = await ended(userId);
   expect(rows.length).toBe(1);
   expect(rows[0].request_id).toEndWith(id);
   expect(rows[0].audio_output_tokens).toBe(AUDIO_TOKENS);
@@ -92,12 +103,7 @@ test('a client that stops reading and leaves mid-response is billed the output t
 }, 20_000);
 
 test('a response the upstream never reports after the client left: the upstream is closed once the grace ends, the response billed as cut', async () => {
-  const u = await makeUser(gw);
-  await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1_000_000_000, ref: `seed-${u.id}`, at: 1 });
-  const key = (await gw.api('POST', '/api/token/', { name: 'rt' }, u.token)).body.data.key;
-  const s = await nonReadingClient(key);
-  await up.until(() => up.connections.length > 0 && !up.connections.at(-1)!.closed && !!up.connections.at(-1)!.ws);
-  const c = up.connections.at(-1)!;
+  const { userId, s, c } = await session();
   const id = 'resp_silent';
   up.send(JSON.stringify({ type: 'response.created', response: { id, object: 'realtime.response', status: 'in_progress', output: [], max_output_tokens: 100 } }), c.id);
   up.send(JSON.stringify({ type: 'response.output_text.delta', response_id: id, item_id: 'it', output_index: 0, content_index: 0, delta: 'Hello there' }), c.id);
@@ -108,23 +114,14 @@ test('a response the upstream never reports after the client left: the upstream 
   const waited = Date.now() - t0;
   expect(waited).toBeGreaterThanOrEqual(GRACE - 50);
   expect(waited).toBeLessThan(GRACE + 1000);
-  for (let i = 0; i < 300; i++) {
-    if (await gw.db.get('select 1 as x from realtime_sessions where user_id = ?', u.id)) break;
-    await Bun.sleep(20);
-  }
-  const rows = await gw.db.all('select request_id, output_tokens, usage_flag, error_code from usage_logs where user_id = ? order by id', u.id);
+  const rows = await ended(userId);
   expect(rows.length).toBe(1);
   expect(rows[0].error_code).toBe('client_closed');
   expect(rows[0].output_tokens).toBeGreaterThan(0);
 }, 20_000);
 
 test('a client that leaves with nothing running: the upstream is closed at once', async () => {
-  const u = await makeUser(gw);
-  await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1_000_000_000, ref: `seed-${u.id}`, at: 1 });
-  const key = (await gw.api('POST', '/api/token/', { name: 'rt' }, u.token)).body.data.key;
-  const s = await nonReadingClient(key);
-  await up.until(() => up.connections.length > 0 && !up.connections.at(-1)!.closed && !!up.connections.at(-1)!.ws);
-  const c = up.connections.at(-1)!;
+  const { s, c } = await session();
   await Bun.sleep(50);
   const t0 = Date.now();
   s.destroy();
