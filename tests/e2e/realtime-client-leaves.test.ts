@@ -110,13 +110,17 @@ test('a response the upstream never reports after the client left: the upstream 
   await Bun.sleep(100);
   const t0 = Date.now();
   s.destroy();
+  // One the upstream starts after the client left (its turn detection on audio already sent) is cancelled too.
+  await up.until(() => up.received.some((f) => f.conn === c.id && String(f.data).includes('response.cancel')));
+  up.send(JSON.stringify({ type: 'response.created', response: { id: 'resp_late', object: 'realtime.response', status: 'in_progress', output: [], max_output_tokens: 100 } }), c.id);
   await up.until(() => c.closed !== null, GRACE + 2000);
   const waited = Date.now() - t0;
+  const cancels = up.received.filter((f) => f.conn === c.id && String(f.data).includes('response.cancel')).map((f) => JSON.parse(String(f.data)).response_id);
+  expect(cancels).toEqual([id, 'resp_late']);
   expect(waited).toBeGreaterThanOrEqual(GRACE - 50);
   expect(waited).toBeLessThan(GRACE + 1000);
   const rows = await ended(userId);
-  expect(rows.length).toBe(1);
-  expect(rows[0].error_code).toBe('client_closed');
+  expect(rows.map((r) => [r.request_id.split('_').at(-1), r.error_code])).toEqual([['silent', 'client_closed'], ['late', 'client_closed']]);
   expect(rows[0].output_tokens).toBeGreaterThan(0);
 }, 20_000);
 

@@ -329,14 +329,24 @@ export class RelaySession {
     // Responses still running were generated (or are being) upstream, which bills them whole: a client that stopped
     // reading (the upstream then unread behind it) and left was billed only on what the gateway had read. They are
     // cancelled, and the upstream read (nothing relayed) until it reports them, for at most the grace.
-    for (const id of running) this.up!.send(JSON.stringify({ type: 'response.cancel', response_id: id }));
+    const cancelled = new Set<string>();
+    const cancel = (ids: string[]) => {
+      for (const id of ids) {
+        if (cancelled.has(id) || this.up?.readyState !== WebSocket.OPEN) continue;
+        cancelled.add(id);
+        this.up.send(JSON.stringify({ type: 'response.cancel', response_id: id }));
+      }
+    };
+    cancel(running);
     this.outQueue = [];
     this.clientBackpressured = false;
     if (!this.upDeciding) this.up!.resume();
     const until = Date.now() + grace;
     this.graceTimer = setInterval(() => {
-      const reported = !this.upDeciding && !this.upBehind.length && !this.opts.observer.unfinished?.().length;
-      if (reported || Date.now() >= until) this.left();
+      // One the upstream starts meanwhile (its turn detection on audio already sent) is nobody's: cancelled too.
+      const left = this.opts.observer.unfinished?.() ?? [];
+      cancel(left);
+      if ((!this.upDeciding && !this.upBehind.length && !left.length) || Date.now() >= until) this.left();
     }, POLL_MS);
   }
 
