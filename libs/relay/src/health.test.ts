@@ -50,7 +50,7 @@ describe('ChannelHealth', () => {
   test("a key's proof and shared probe belong to its value, not its id: a new key under the same id is probed itself", async () => {
     const probed: string[] = [];
     const h = new ChannelHealth({
-      all: () => [], get: () => undefined, setStatus: async () => {},
+      all: () => [], get: (id) => ({ id, status: 1 }), setStatus: async () => {},
       probe: async (_id, key) => { probed.push(key!.fingerprint); return key!.fingerprint === 'old'; },
     }, { threshold: 3, probeIntervalMs: 60_000 });
     // The old key passes its probe (the refusal was the request's) and is trusted for a while...

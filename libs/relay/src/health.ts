@@ -178,6 +178,10 @@ export class ChannelHealth {
    * key the request was sent with: a key the channel no longer holds is not probed (true; its disable is a no-op).
    */
   async keyRefused(id: number, key: KeyRef): Promise<boolean> {
+    // A refusal that arrives after the channel left service (an operator's disable while the request was in flight)
+    // judges nothing: no probe is sent with its key, and the request moves on to another channel, not to this one's
+    // other keys (before, it probed the disabled channel and then sent the request with each of its keys in turn).
+    if (this.deps.get(id)?.status !== ENABLED) return false;
     if (this.opts.confirm === false) return true;
     const k = ChannelHealth.slot(id, key);
     const proven = this.keyProofs.get(k);
