@@ -4,6 +4,7 @@ import { reasoningEchoMode, type ReasoningEcho } from '@gw/providers';
 import { keyEntries, keyFingerprint, usableKey, type KeyRef } from './keys';
 import { compileOverrides, type OverrideProgram } from './override-program';
 import { RouteIndex } from './route-index';
+import { ServedModels } from './served-models';
 
 /** One upstream key of a channel, decrypted; `fingerprint` binds what is said of it to this value (see KeyRef). */
 export interface ChannelKey extends KeyRef {
@@ -61,6 +62,8 @@ export class ChannelRegistry {
   private readonly byId = new Map<number, ChannelRecord>();
   /** Routable channels by group and model, priority desc; one channel's change is applied in place. */
   private readonly index = new RouteIndex<ChannelRecord>();
+  /** Every channel in the snapshot, any status, by group and model. */
+  private readonly served = new ServedModels();
   private readonly unsubscribe: () => void;
   private readonly refreshes = new SerialQueue();
 
@@ -78,6 +81,11 @@ export class ChannelRegistry {
   /** Routable channels (enabled, with a usable key) serving `model` to `group`, highest priority first (a copy: callers may reorder it). */
   candidates(model: string, group: string): ChannelRecord[] {
     return this.index.list(group, model)?.slice() ?? [];
+  }
+
+  /** Whether some channel in the snapshot, of any status, serves `model` to `group`. */
+  serves(model: string, group: string): boolean {
+    return this.served.has(group, model);
   }
 
   /** Any channel (enabled or not) by id. */
@@ -111,6 +119,7 @@ export class ChannelRegistry {
       const old = this.byId.get(channelId);
       if (old) {
         if (routable(old)) this.index.remove(old);
+        this.served.remove(old);
         this.byId.delete(channelId);
       }
       const rec = row && this.put(row);
@@ -125,6 +134,7 @@ export class ChannelRegistry {
   private loadAll(rows: ChannelRow[]): void {
     this.byId.clear();
     this.index.clear();
+    this.served.clear();
     for (const row of rows) this.put(row);
     // Added in index order, so every insertion lands at the end of its lists (no shifting).
     const enabled = [...this.byId.values()].filter(routable)
@@ -155,6 +165,7 @@ export class ChannelRegistry {
       reasoningEcho: reasoningEchoMode(row.reasoningEcho),
     };
     this.byId.set(row.id, rec);
+    this.served.add(rec);
     return rec;
   }
 }

@@ -46,7 +46,7 @@ export interface RelayKeyEvents {
 }
 
 export interface RelayDeps {
-  channels: { candidates(model: string, group: string): RelayChannel[]; all(): RelayChannel[] };
+  channels: { candidates(model: string, group: string): RelayChannel[]; all(): RelayChannel[]; serves(model: string, group: string): boolean };
   adapter(type: string): ProviderAdapter;
   prices: PriceBook;
   quota: QuotaService;
@@ -231,7 +231,7 @@ export class RelayService {
   }
 
   private servedIn(model: string, groups: string[]): boolean {
-    return this.d.channels.all().some((c) => c.models.includes(model) && groups.some((g) => c.groups.includes(g)));
+    return groups.some((g) => this.d.channels.serves(model, g));
   }
 
   /** Channels to try, best first (a pinned conversation's channel first within its tier); throws 404 (nobody serves it) or 503 (all unhealthy). */

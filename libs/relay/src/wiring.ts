@@ -87,6 +87,7 @@ export interface RelayWiring {
     all(): RelayChannel[];
     get(id: number): RelayChannel | undefined;
     models(group: string): string[];
+    serves(model: string, group: string): boolean;
   };
   setChannelStatus(id: number, status: 1 | 3, reason: string): Promise<void>;
   /** The owner of channel keys: refused keys set aside, counters, the prober's re-enable. */
