@@ -24,25 +24,21 @@ export function orderCandidates<T extends Routable>(candidates: readonly T[], rn
   return out;
 }
 
+/**
+ * Efraimidis-Spirakis: ordering by u^(1/w) (here its logarithm) draws the same order as picking one channel at a
+ * time in proportion to the weights left, in O(n log n). Picking one at a time was O(n^2) on every request: 0.6 ms
+ * with 100 channels in a tier, 235 ms with 5,000.
+ */
 function weightedShuffle<T extends Routable>(tier: T[], rng: () => number): T[] {
   if (tier.length === 1) return tier;
-  const rest = tier.slice();
-  const allZero = rest.every((c) => c.weight <= 0);
-  const w = (c: T) => (allZero ? 1 : Math.max(0, c.weight));
-  const out: T[] = [];
-  while (rest.length) {
-    const total = rest.reduce((s, c) => s + w(c), 0);
-    let i = 0;
-    if (total > 0) {
-      let x = rng() * total;
-      for (i = 0; i < rest.length - 1; i++) {
-        x -= w(rest[i]!);
-        if (x < 0) break;
-      }
-    }
-    out.push(rest.splice(i, 1)[0]!);
-  }
-  return out;
+  const allZero = tier.every((c) => c.weight <= 0);
+  // 1 - rng() is in (0, 1], so a positive weight never draws -Infinity; weight 0 goes last (sort is stable).
+  const keyed = tier.map((c) => {
+    const w = allZero ? 1 : Math.max(0, c.weight);
+    return { c, k: w > 0 ? Math.log(1 - rng()) / w : -Infinity };
+  });
+  keyed.sort((a, b) => (a.k === b.k ? 0 : b.k - a.k));
+  return keyed.map((x) => x.c);
 }
 
 /** A small seeded PRNG (mulberry32), for reproducible routing tests. */
