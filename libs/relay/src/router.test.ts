@@ -22,6 +22,20 @@ describe('orderCandidates', () => {
     expect(first2 / N).toBeGreaterThan(0.72);
     expect(first2 / N).toBeLessThan(0.78);
   });
+  test('the whole order follows the weights: each next pick in proportion to the weights left (3:2:1)', () => {
+    const rng = seededRng(9);
+    const tier = [{ id: 1, priority: 0, weight: 3 }, { id: 2, priority: 0, weight: 2 }, { id: 3, priority: 0, weight: 1 }];
+    const seen = new Map<string, number>();
+    const N = 6000;
+    for (let i = 0; i < N; i++) {
+      const k = orderCandidates(tier, rng).map((c) => c.id).join('');
+      seen.set(k, (seen.get(k) ?? 0) + 1);
+    }
+    // P(123) = 3/6 * 2/3 = 1/3, P(132) = 3/6 * 1/3 = 1/6, P(213) = 2/6 * 3/4 = 1/4, P(321) = 1/6 * 2/5 = 1/15.
+    for (const [k, p] of [['123', 1 / 3], ['132', 1 / 6], ['213', 1 / 4], ['321', 1 / 15]] as const) {
+      expect(Math.abs((seen.get(k) ?? 0) / N - p)).toBeLessThan(0.025);
+    }
+  });
 });
 
 describe('helpers', () => {
