@@ -153,14 +153,17 @@ export class ChannelRegistry {
       }
     }
     if (!keys.length) return undefined;
+    // Looked up by the requested model everywhere (`modelMapping[model] ?? model`): without a prototype, a model named
+    // `constructor` or `toString` finds no inherited member (a function was sent upstream as the model).
+    const modelMapping: Record<string, string> = Object.assign(Object.create(null), row.modelMapping);
     const rec: ChannelRecord = {
       id: row.id, name: row.name, type: row.type, baseUrl: row.baseUrl, apiKey: (keys.find((k) => k.status === 1) ?? keys[0]!).apiKey, keys,
       keySelection: row.keySelection === 'round_robin' ? 'round_robin' : 'random', failureRules: row.failureRules ?? {},
       firstByteTimeoutMs: row.firstByteTimeoutMs, probeIntervalMs: row.probeIntervalMs, models: row.models,
-      modelMapping: row.modelMapping, groups: row.group.split(',').map((g) => g.trim()).filter(Boolean), tag: row.tag,
+      modelMapping, groups: row.group.split(',').map((g) => g.trim()).filter(Boolean), tag: row.tag,
       priority: row.priority, weight: row.weight, status: row.status, timeoutMs: row.timeoutMs, headers: row.headers,
       headerPolicy: row.headerPolicy ?? {},
-      overrides: compileOverrides(row.overrides, row.models, row.modelMapping),
+      overrides: compileOverrides(row.overrides, row.models, modelMapping),
       billingModel: row.billingModel === 'upstream' ? 'upstream' : 'requested',
       reasoningEcho: reasoningEchoMode(row.reasoningEcho),
     };
