@@ -25,6 +25,7 @@ const NAMING: Record<string, { call: (v: Victim) => Call; code: string; reauth?:
   'PUT /api/token': { call: (v) => ({ method: 'PUT', path: '/api/token/', body: { id: v.keyId, status: 2 } }), code: 'token_not_found' },
   'DELETE /api/token/:id': { call: (v) => ({ method: 'DELETE', path: `/api/token/${v.keyId}` }), code: 'token_not_found' },
   'DELETE /api/user/access_token/:id': { call: (v) => ({ method: 'DELETE', path: `/api/user/access_token/${v.accessTokenId}` }), code: 'token_not_found', reauth: true },
+  'POST /api/user/access_token/revoke': { call: (v) => ({ method: 'POST', path: '/api/user/access_token/revoke', body: { ids: [v.accessTokenId] } }), code: 'token_not_found', reauth: true },
   'DELETE /api/user/session/:id': { call: (v) => ({ method: 'DELETE', path: `/api/user/session/${v.sessionId}` }), code: 'session_not_found', reauth: true },
   'GET /api/topup/:trade_no': { call: (v) => ({ method: 'GET', path: `/api/topup/${v.tradeNo}` }), code: 'order_not_found' },
   'PUT /api/budget': { call: (v) => ({ method: 'PUT', path: '/api/budget/', body: { scope: 'key', subject_id: v.keyId, period: 'daily', limit: 1 } }), code: 'token_not_found' },
@@ -85,7 +86,7 @@ test("user B naming user A's object on any user route gets the unknown id's 404,
 
   for (const [route, { call, code, reauth }] of Object.entries(NAMING)) {
     const c = call(a);
-    const r = await gw.api(c.method, c.path, reauth ? { current_password: b.password } : c.body, b.token);
+    const r = await gw.api(c.method, c.path, reauth ? { ...(c.body as object | undefined), current_password: b.password } : c.body, b.token);
     expect({ route, status: r.status, code: r.body.error?.code }).toEqual({ route, status: 404, code });
   }
   // Nothing of A's changed: its key is enabled with its budget, its session, access token and order are there.
@@ -97,4 +98,5 @@ test("user B naming user A's object on any user route gets the unknown id's 404,
   expect((await fetch(`${gw.url}/api/user/self`, { headers: { cookie: a.cookie } })).status).toBe(200);
   expect((await gw.api('GET', '/api/user/self', undefined, a.token)).status).toBe(200);
   expect((await gw.api('GET', `/api/topup/${a.tradeNo}`, undefined, a.token)).status).toBe(200);
-});
+  // Three routes check B's password (a deliberate slow hash each) before answering.
+}, 20_000);

@@ -15,9 +15,6 @@ afterAll(async () => { await gw.stop(); });
 const login = (username: string, password: string, userAgent: string) => loginCookie(gw, username, password, userAgent);
 const withCookie = (method: string, path: string, cookie: string, body?: unknown) => callWithCookie(gw, method, path, cookie, body);
 
-/** Logged in RECENT_LOGIN_SECONDS and more ago: no longer a recent proof of the password (a cookie stolen later). */
-const age = (userId: number) => gw.db.all('update sessions set created_at = created_at - 600 where user_id = ?', userId);
-
 const sessionId = async (cookie: string, userAgent: string) =>
   ((await withCookie('GET', '/api/user/session', cookie)).body.data as any[]).find((r) => r.user_agent === userAgent).id as string;
 
@@ -26,7 +23,6 @@ test('a stolen session cannot end the owner\'s other sessions without the passwo
   const owner = await login(u.username, u.password, 'owner');
   const thief = await login(u.username, u.password, 'thief');
   const ownerId = await sessionId(thief, 'owner');
-  await age(u.id);
 
   // A missing password costs none of the owner's five checks; two wrong guesses here, two below.
   for (const body of [undefined, {}, { current_password: '' }, { current_password: 'wrong-guess' }]) {
@@ -44,7 +40,7 @@ test('a stolen session cannot end the owner\'s other sessions without the passwo
   const own = await withCookie('DELETE', `/api/user/session/${await sessionId(owner, 'owner')}`, owner);
   expect(own.status).toBe(200);
   expect((await withCookie('GET', '/api/user/self', owner)).status).toBe(401);
-});
+}, 20_000);
 
 test('"log out everywhere else" works with the password, from a session or an access token', async () => {
   const u = await makeUser(gw);
@@ -56,14 +52,13 @@ test('"log out everywhere else" works with the password, from a session or an ac
   const t = await gw.api('POST', '/api/user/session/end_others', { current_password: u.password }, u.token);
   expect(t.body.data).toEqual({ sessions_ended: 1 });
   expect((await withCookie('GET', '/api/user/self', mine)).status).toBe(401);
-});
+}, 20_000);
 
 test('a stolen session or access token cannot revoke the owner\'s other access tokens without the password; its own, yes', async () => {
   const u = await makeUser(gw);
   const script = await gw.services.auth.createAccessToken(u.id, 'owner-script');
   const stolenToken = await gw.services.auth.createAccessToken(u.id, 'stolen');
   const thief = await login(u.username, u.password, 'thief');
-  await age(u.id);
 
   for (const body of [undefined, { current_password: 'wrong-guess' }]) {
     const bySession = await withCookie('DELETE', `/api/user/access_token/${script.view.id}`, thief, body);
@@ -78,24 +73,52 @@ test('a stolen session or access token cannot revoke the owner\'s other access t
   expect((await gw.api('GET', '/api/user/self', undefined, stolenToken.token)).status).toBe(401);
   expect((await withCookie('DELETE', `/api/user/access_token/${script.view.id}`, thief, { current_password: u.password })).status).toBe(200);
   expect((await gw.api('GET', '/api/user/self', undefined, script.token)).status).toBe(401);
-});
+}, 20_000);
 
-test('a login of the last five minutes is a recent proof of the password: it ends and revokes without it; a token never is', async () => {
+test('a cookie stolen from a browser that just logged in is no proof of the password: it ends and revokes nothing without it', async () => {
   const u = await makeUser(gw);
-  const old = await login(u.username, u.password, 'old');
-  await age(u.id);
+  const owner = await login(u.username, u.password, 'owner');
   const script = await gw.services.auth.createAccessToken(u.id, 'script');
-  const fresh = await login(u.username, u.password, 'fresh');
-  // A wrong password given is still wrong, fresh or not.
-  expect((await withCookie('POST', '/api/user/session/end_others', fresh, { current_password: 'wrong-guess' })).status).toBe(400);
-  expect((await withCookie('DELETE', `/api/user/access_token/${script.view.id}`, fresh)).status).toBe(200);
-  expect((await gw.api('GET', '/api/user/self', undefined, script.token)).status).toBe(401);
-  const r = await withCookie('POST', '/api/user/session/end_others', fresh);
+  // The thief's copy is seconds old, as fresh as any login can be.
+  const stolen = await login(u.username, u.password, 'stolen');
+  const ownerId = await sessionId(stolen, 'owner');
+  const refusals = [
+    await withCookie('POST', '/api/user/session/end_others', stolen),
+    await withCookie('DELETE', `/api/user/session/${ownerId}`, stolen),
+    await withCookie('DELETE', `/api/user/access_token/${script.view.id}`, stolen),
+    await withCookie('POST', '/api/user/access_token/revoke', stolen, { ids: [script.view.id] }),
+  ];
+  expect(refusals.map((r) => [r.status, r.body.error?.code])).toEqual(Array(4).fill([400, 'invalid_current_password']));
+  expect((await withCookie('GET', '/api/user/self', owner)).status).toBe(200);
+  expect((await gw.api('GET', '/api/user/self', undefined, script.token)).status).toBe(200);
+  // With the password, the same fresh session may.
+  const r = await withCookie('POST', '/api/user/session/end_others', stolen, { current_password: u.password });
   expect([r.status, r.body.data]).toEqual([200, { sessions_ended: 1 }]);
-  expect((await withCookie('GET', '/api/user/self', old)).status).toBe(401);
-  // An access token, however new, is not a login.
-  const again = await login(u.username, u.password, 'again');
-  const t = await gw.api('POST', '/api/user/session/end_others', undefined, u.token);
-  expect([t.status, t.body.error?.code]).toEqual([400, 'invalid_current_password']);
-  expect((await withCookie('GET', '/api/user/self', again)).status).toBe(200);
-});
+  expect((await withCookie('GET', '/api/user/self', owner)).status).toBe(401);
+}, 20_000);
+
+test('several access tokens are revoked on one password check; an id not the caller\'s live token revokes none', async () => {
+  const u = await makeUser(gw);
+  const other = await makeUser(gw);
+  const mine = await Promise.all([1, 2, 3].map((i) => gw.services.auth.createAccessToken(u.id, `gw-cli@old ${i}`)));
+  const theirs = await gw.services.auth.createAccessToken(other.id, 'theirs');
+  const caller = await login(u.username, u.password, 'caller');
+  const ids = mine.map((t) => t.view.id);
+  const alive = async () => (await Promise.all(mine.map((t) => gw.api('GET', '/api/user/self', undefined, t.token)))).map((r) => r.status);
+
+  const wrong = await withCookie('POST', '/api/user/access_token/revoke', caller, { ids, current_password: 'wrong-guess' });
+  expect([wrong.status, wrong.body.error?.code]).toEqual([400, 'invalid_current_password']);
+  for (const bad of [[...ids, theirs.view.id], [...ids, 999_999]]) {
+    const r = await withCookie('POST', '/api/user/access_token/revoke', caller, { ids: bad, current_password: u.password });
+    expect([r.status, r.body.error?.code, r.body.error?.param]).toEqual([404, 'token_not_found', 'ids']);
+  }
+  expect(await alive()).toEqual([200, 200, 200]);
+  expect((await gw.api('GET', '/api/user/self', undefined, theirs.token)).status).toBe(200);
+
+  const r = await withCookie('POST', '/api/user/access_token/revoke', caller, { ids: [...ids, ids[0]], current_password: u.password });
+  expect([r.status, r.body.data]).toEqual([200, { tokens_revoked: 3 }]);
+  expect(await alive()).toEqual([401, 401, 401]);
+  // Revoked ones are no longer live: asking again is the unknown id's 404.
+  const again = await withCookie('POST', '/api/user/access_token/revoke', caller, { ids: [ids[0]], current_password: u.password });
+  expect(again.status).toBe(404);
+}, 20_000);

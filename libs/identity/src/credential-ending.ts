@@ -1,20 +1,18 @@
 import { SESSION_ID_CHARS } from '@gw/db';
-import { GatewayError, nowSeconds } from '@gw/core';
+import { GatewayError } from '@gw/core';
 import type { CurrentPasswordGuard } from './current-password';
 import type { Principal } from './principal';
 import type { ManagementAuth } from './sessions';
 
 /**
- * Ending the caller's *other* credentials (a login session, "log out everywhere else", an access token) needs the
- * current password: with a session or token alone, a thief could log the owner out of every browser and break
- * their scripts while keeping its own credential. Ending the credential that calls needs nothing (it is logout).
- * The checks share the one current-password limit, so these routes add no guesses. A session that logged in
- * within RECENT_LOGIN_SECONDS has just proved the password (and the second factor): `gw login --revoke-idle-days`
- * revokes dozens of tokens with it, which one slow password check each would not allow (30 checks a minute).
+ * Ending the caller's *other* credentials (a login session, "log out everywhere else", access tokens) needs the
+ * current password, always: with a session or token alone, a thief could log the owner out of every browser and
+ * break their scripts while keeping its own credential. A fresh login is no exception: a cookie stolen from a
+ * browser that just logged in is as fresh as the owner's. The password alone is asked, not the second factor, as
+ * for the password change, which ends every other session and token too. Ending the credential that calls needs
+ * nothing (it is logout). The checks share the one current-password limit, so these routes add no guesses; many
+ * tokens are revoked on one check (`revokeAccessTokens`).
  */
-/** How long after its login a session counts as re-authenticated. */
-export const RECENT_LOGIN_SECONDS = 300;
-
 // A missing password is told apart from a wrong one, and costs none of the owner's five checks.
 const passwordNeeded = () => new GatewayError(400, 'invalid_current_password',
   'Ending another session or access token needs your current password (current_password)', { param: 'current_password' });
@@ -39,11 +37,13 @@ export class CredentialEnding {
     await this.auth.revokeAccessToken(p.user.id, id);
   }
 
+  async revokeAccessTokens(p: Principal, ids: number[], currentPassword: string | undefined): Promise<number> {
+    await this.reauthenticate(p, currentPassword);
+    return this.auth.revokeAccessTokens(p.user.id, ids);
+  }
+
   private async reauthenticate(p: Principal, currentPassword: string | undefined): Promise<void> {
-    if (!currentPassword) {
-      if (p.via === 'session' && p.sessionCreatedAt !== undefined && nowSeconds() - p.sessionCreatedAt < RECENT_LOGIN_SECONDS) return;
-      throw passwordNeeded();
-    }
+    if (!currentPassword) throw passwordNeeded();
     await this.guard.require(p.user.id, currentPassword, p.user.passwordHash);
   }
 }

@@ -6,8 +6,6 @@ export interface Principal {
   via: 'session' | 'token';
   /** Hash of the session id (via session) — lets logout end exactly this session. */
   sessionHash?: string;
-  /** When the session logged in (via session): a login minutes ago is a recent proof of the password. */
-  sessionCreatedAt?: number;
   tokenId?: number;
 }
 

@@ -30,7 +30,7 @@ export class ManagementAuth {
     if (!s) return null;
     const user = await this.users.byId(s.userId);
     if (!user || user.status !== USER_STATUS.enabled) return null;
-    return { user, via: 'session', sessionHash: hash, sessionCreatedAt: s.createdAt };
+    return { user, via: 'session', sessionHash: hash };
   }
 
   async fromBearer(token: string): Promise<Principal | null> {
@@ -124,6 +124,21 @@ export class ManagementAuth {
 
   async revokeAccessToken(userId: number, id: number): Promise<void> {
     if (!(await this.sessions.revokeToken(userId, id, nowSeconds()))) throw new GatewayError(404, 'token_not_found', `No access token ${id}`, { param: 'id' });
+  }
+
+  /**
+   * Revokes several of the user's live tokens after one password check (`gw login --revoke-idle-days`: one check
+   * per token would take dozens of slow checks, past the per-minute limit). An id that is not a live token of the
+   * user's is the single revoke's 404, and nothing is revoked: the same answer for another user's and an unknown id.
+   */
+  async revokeAccessTokens(userId: number, ids: number[]): Promise<number> {
+    const now = nowSeconds();
+    const live = new Set((await this.sessions.listTokens(userId, { now, ended: 0 })).map((t) => t.id));
+    const missing = ids.find((id) => !live.has(id));
+    if (missing !== undefined) throw new GatewayError(404, 'token_not_found', `No live access token ${missing}`, { param: 'ids' });
+    const unique = [...new Set(ids)];
+    for (const id of unique) await this.sessions.revokeToken(userId, id, now);
+    return unique.length;
   }
 }
 

@@ -80,7 +80,7 @@ async function login(ctx: Ctx, _args: unknown[], opts: Record<string, any>): Pro
     .catch(async (e) => { throw tooManyTokens(e) ? await atTheLimit(e, anon, session) : e; });
   let created: { id: number; token: string };
   try {
-    if (opts.revokeIdleDays) await revokeIdle(ctx, anon, session, opts.revokeIdleDays);
+    if (opts.revokeIdleDays) await revokeIdle(ctx, anon, session, opts.revokeIdleDays, password);
     try {
       created = await mint();
     } catch (e) {
@@ -137,11 +137,12 @@ async function liveLoginTokens(anon: ApiClient, session: { headers: Record<strin
 /**
  * `--revoke-idle-days`: revokes the caller's login-made tokens not used (or, never used, not created) within
  * `days`. Only tokens named by `gw login`: a token made for a script has a name of its own and is never touched.
+ * All in one call on one password check (the gateway asks it for any token but the calling one).
  */
-async function revokeIdle(ctx: Ctx, anon: ApiClient, session: { headers: Record<string, string> }, days: number): Promise<void> {
+async function revokeIdle(ctx: Ctx, anon: ApiClient, session: { headers: Record<string, string> }, days: number, password: string): Promise<void> {
   const cutoff = Date.now() / 1000 - days * 86_400;
   const idle = (await liveLoginTokens(anon, session)).filter((t) => (t.last_used_at ?? t.created_at) < cutoff);
-  for (const t of idle) await anon.call('DELETE', `/api/user/access_token/${t.id}`, session);
+  if (idle.length) await anon.call('POST', '/api/user/access_token/revoke', { ...session, body: { ids: idle.map((t) => t.id), current_password: password } });
   if (idle.length) ctx.note(`Revoked ${idle.length} access token${idle.length === 1 ? '' : 's'} made by \`gw login\` and unused for ${days} days: ${idle.map((t) => t.id).join(', ')}.\n`);
 }
 

@@ -1,7 +1,7 @@
 /** Login, logout, the caller's own profile and management access tokens. */
 import { Elysia, t } from 'elysia';
 import { ok } from '@gw/core';
-import { SESSION_COOKIE, TwoFactorLockout, toUserView, UserView, AccessTokenView, LoginSessionView, named } from '@gw/identity';
+import { MAX_ACCESS_TOKENS_PER_USER, SESSION_COOKIE, TwoFactorLockout, toUserView, UserView, AccessTokenView, LoginSessionView, named } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
 import { origin } from '../plugins/origin';
 import type { Services } from '../services';
@@ -90,6 +90,17 @@ export const sessionRoutes = (s: Services) =>
           + '(400 `invalid_current_password` when wrong; the limit is shared with the other current-password checks): a token outlives the session '
           + 'or token that creates it, so neither alone may mint one. Tokens end by revocation, expiry, a password change or reset.',
       },
+    })
+    .post('/access_token/revoke', async (ctx) => ok({ tokens_revoked: await s.credentialEnding.revokeAccessTokens(caller(ctx), ctx.body.ids, ctx.body.current_password) }), {
+      role: 'user',
+      body: t.Object({
+        ids: t.Array(t.Integer({ minimum: 1 }), { minItems: 1, maxItems: MAX_ACCESS_TOKENS_PER_USER, description: 'Ids of live access tokens of the caller' }),
+        // Optional as on the other ending routes: a missing one is their 400 `invalid_current_password`, costing no check.
+        current_password: t.Optional(t.String({ maxLength: 1024, description: 'The caller\'s current password (one check for all the tokens). Shares the one current-password limit' })),
+      }),
+      response: envelope(t.Object({ tokens_revoked: t.Integer() })),
+      detail: { tags: ['session'], summary: 'Revoke several access tokens', description: 'Revokes several of the caller\'s live access tokens on one password check '
+        + '(400 `invalid_current_password` when wrong). An id that is not a live token of the caller\'s is 404 `token_not_found` (`param: ids`) and nothing is revoked.' },
     })
     .delete('/access_token/:id', async (ctx) => {
       await s.credentialEnding.revokeAccessToken(caller(ctx), ctx.params.id, ctx.body?.current_password);
