@@ -228,6 +228,31 @@ describe('realtime sessions follow their key', () => {
     expect((await sessionRecord(k.id)).cost).toBe(2 * costOf([[16_000, PRICE.audio_input]]));
   });
 
+  test('a response refused for a spent key budget, key quota or user budget gets the code /v1/messages answers, and the session stays', async () => {
+    // Each limit covers exactly admission's trial hold: a response asking for twice the output is refused.
+    const cases = [
+      ['key_budget_exceeded', async (k: Awaited<ReturnType<typeof keyedUser>>) => gw.api('PUT', '/api/budget/', { scope: 'key', subject_id: k.keyId, period: 'daily', limit: RESERVE }, k.token)],
+      ['user_budget_exceeded', async (k: Awaited<ReturnType<typeof keyedUser>>) => gw.api('PUT', '/api/budget/', { scope: 'user', subject_id: k.id, period: 'daily', limit: RESERVE })],
+      ['key_quota_exhausted', async (k: Awaited<ReturnType<typeof keyedUser>>) => gw.api('PUT', '/api/token/', { id: k.keyId, unlimited_quota: false, remain_quota: RESERVE }, k.token)],
+    ] as const;
+    for (const [code, limit] of cases) {
+      const k = await keyedUser();
+      expect((await limit(k)).status).toBe(200);
+      const c = open(gw.url, k.key);
+      await c.opened;
+      await c.waitFor('session.created');
+      c.ws.send('{"type":"response.create","response":{"max_output_tokens":8192}}');
+      const refused = await c.waitFor('error');
+      expect({ code, error: refused.error }).toMatchObject({ code, error: { type: 'billing_error', code } });
+      // Refused, not ended: a response within the limit still runs.
+      c.ws.send('{"type":"response.create"}');
+      await c.waitFor('response.done');
+      expect(c.ws.readyState).toBe(WebSocket.OPEN);
+      c.ws.close();
+    }
+    await up.until(() => gw.services.realtime.liveCount === 0);
+  }, 20_000);
+
   test('sessions of a key just created count toward its rpm on every node: the third opening of a 2-rpm key is refused', async () => {
     const k = await keyedUser({ rate_limit_rpm: 2 });
     await clearOfWindowEdge();

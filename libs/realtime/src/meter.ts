@@ -159,6 +159,13 @@ const keptId = (v: unknown): unknown =>
 const policyFailure = (code: string, message: string, type = 'billing_error'): SessionFailure =>
   ({ closeCode: 1008, reason: code === 'quota_exhausted' ? 'quota exhausted' : code.replace(/_/g, ' '), type, code, message });
 
+/**
+ * A reservation the quota refused, under the quota's own code (`quota_exhausted`, `key_quota_exhausted`,
+ * `key_budget_exceeded`, `user_budget_exceeded`, `budget_exceeded`): the codes `/v1/messages` answers for the same
+ * cause, so a client tells a spent key budget from an empty balance alike on both.
+ */
+const moneyFailure = (e: GatewayError): SessionFailure => policyFailure(e.code, e.message || 'Quota exhausted');
+
 export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
   /** Reservations made for client `response.create`s, waiting for their `response.created`. */
   private queued: Held<R>[] = [];
@@ -598,7 +605,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
 
   /** A refused reservation as the session sees it: money is a policy close; anything else is our failure. */
   private failureOf(e: unknown): SessionFailure {
-    if (e instanceof GatewayError && e.status === 402) return policyFailure('quota_exhausted', e.message || 'Quota exhausted');
+    if (e instanceof GatewayError && e.status === 402) return moneyFailure(e);
     (this.o.log ?? stdLogger).error('realtime.reserve_failed', { session: this.o.sessionId }, e);
     return INTERNAL_FAILURE;
   }
@@ -676,7 +683,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       const r = this.o.quota.reserve({ userId: key.userId, apiKey: key, amount, ref: `${this.o.sessionId}#${++this.seq}`, limits });
       return { r, at: Date.now(), limits };
     } catch (e) {
-      if (e instanceof GatewayError && e.status === 402) return policyFailure('quota_exhausted', e.message || 'Quota exhausted');
+      if (e instanceof GatewayError && e.status === 402) return moneyFailure(e);
       throw e;
     }
   }
@@ -979,8 +986,11 @@ const INVALID_JSON: ClientVerdict = {
 /** A client event a lenient upstream could read otherwise (ambiguous.ts): refused, the session kept. */
 const ambiguous = (key: string): ClientVerdict => ({ refuse: true, type: 'invalid_request_error', code: 'ambiguous_event', message: AMBIGUOUS_MESSAGE(key) });
 
-/** Money, not the key: the response is refused and the session kept (a cheaper response may still fit). */
+/**
+ * Money, not the key: the response is refused and the session kept (a cheaper response may still fit). Reservations
+ * fail only with the key's failures (authentication or permission errors) or money's (billing errors).
+ */
 function refusal(f: SessionFailure): ClientVerdict {
-  if (f.code === 'quota_exhausted') return { refuse: true, type: f.type, code: f.code, message: f.message };
+  if (f.type === 'billing_error') return { refuse: true, type: f.type, code: f.code, message: f.message };
   return f;
 }
