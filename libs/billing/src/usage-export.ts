@@ -15,16 +15,22 @@ export const EXPORT_COLUMNS = Object.keys(UsageLogView.properties) as (keyof Usa
  * a spreadsheet would run as a formula (= + - @ tab CR LF NUL at the start; model names come from
  * clients) gets a leading apostrophe. A semicolon or tab is quoted too: spreadsheets split on them (locales
  * whose list separator is `;`, LibreOffice's import with its tab and semicolon options), which would start a
- * new cell (`x;=1+1`, or an `ip` forwarded as `1.2.3.4<tab>=1+1`) past the first check. JSON Lines keeps every
- * value exactly.
+ * new cell (`x;=1+1`, or an `ip` forwarded as `1.2.3.4<tab>=1+1`) past the first check. A line break is any
+ * that Unicode line readers break at (Python's `str.splitlines`: VT, FF, FS, GS, RS, NEL, U+2028, U+2029, besides
+ * CR and LF): unquoted, a reader splitting on them saw a record end inside a field.
+ * A lone UTF-16 surrogate has no UTF-8 form: it is written as U+FFFD here, on purpose (JSON Lines keeps every
+ * value exactly, a lone surrogate as its `\\uD8xx` escape).
  */
 export function csvField(v: unknown): string {
   if (v === null || v === undefined) return '';
   if (Array.isArray(v)) return v.length ? csvField(JSON.stringify(v)) : '';
   if (typeof v !== 'string') return String(v);
-  const s = /^[=+\-@\t\r\n\0]/.test(v) ? `'${v}` : v;
-  return /[",;\t\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  const s = (/^[=+\-@\t\r\n\0]/.test(v) ? `'${v}` : v).toWellFormed();
+  return NEEDS_QUOTES.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }
+
+/** Separators spreadsheets split on, the quote, and every line break a Unicode line reader knows. */
+const NEEDS_QUOTES = /[",;\t\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]/;
 
 const csvLine = (values: unknown[]) => `${values.map(csvField).join(',')}\r\n`;
 
