@@ -6,6 +6,13 @@ const DAY = 86_400;
 const HOUR = 3_600;
 
 /** Widest range per granularity (about 400 daily or 744 hourly buckets) and the most rows one answer holds. */
+/** Which of `keyIds` the caller may not see. */
+export type KeysHidden = (keyIds: number[]) => Promise<ReadonlySet<number>>;
+
+/** The distinct non-null group ids of a group_by=key result. */
+const groupIds = (...lists: { grp: unknown }[][]): number[] =>
+  [...new Set(lists.flatMap((l) => l.filter((r) => r.grp !== null).map((r) => Number(r.grp))))];
+
 export const STATS_LIMITS = { maxDays: 400, maxHourlyDays: 31, maxRows: 50_000 } as const;
 
 const int = (description: string, extra: object = {}) => Type.Integer({ description, ...extra });
@@ -141,16 +148,19 @@ export class UsageStatsService {
   }
 
   /**
-   * `ownerId` restricts the rows to one user whatever the query says (the /self route). `keyHidden(keyId)` true:
-   * a key the caller may not see (an admin below root, root's and other admins' keys): a `token_id` naming it
-   * matches nothing, and `group_by=key` puts its rows in the `null` group, summed with the other hidden keys'.
+   * `ownerId` restricts the rows to one user whatever the query says (the /self route). `keysHidden(keyIds)`: those
+   * of the keys the caller may not see (an admin below root, root's and other admins' keys, deleted ones included):
+   * a `token_id` naming one matches nothing, and `group_by=key` puts their rows in the `null` group, summed with
+   * the other hidden keys'. It is asked once, for the keys the result names (a deleted key's owner is a read).
    */
-  async stats(q: StatsQueryParams, ownerId?: number, keyHidden?: (keyId: number) => boolean): Promise<StatsView> {
+  async stats(q: StatsQueryParams, ownerId?: number, keysHidden?: KeysHidden): Promise<StatsView> {
     const sq = this.query(q, ownerId);
-    const hiding = keyHidden !== undefined && sq.groupBy === 'key';
-    const read = keyHidden && sq.apiKeyId !== undefined && keyHidden(sq.apiKeyId) ? { rows: [], hist: [] } : await this.reader.read(sq);
-    const rows = hiding ? mergeGroups(read.rows.map((r) => (r.grp !== null && keyHidden!(Number(r.grp)) ? { ...r, grp: null } : r))) : read.rows;
-    const bins = hiding ? read.hist.map((h) => (h.grp !== null && keyHidden!(Number(h.grp)) ? { ...h, grp: null } : h)) : read.hist;
+    const none = keysHidden && sq.apiKeyId !== undefined && (await keysHidden([sq.apiKeyId])).has(sq.apiKeyId);
+    const read = none ? { rows: [], hist: [] } : await this.reader.read(sq);
+    const hidden = keysHidden && sq.groupBy === 'key' ? await keysHidden(groupIds(read.rows, read.hist)) : undefined;
+    const masked = <T extends { grp: unknown }>(r: T): T => (r.grp !== null && hidden!.has(Number(r.grp)) ? { ...r, grp: null } : r);
+    const rows = hidden ? mergeGroups(read.rows.map(masked)) : read.rows;
+    const bins = hidden ? read.hist.map(masked) : read.hist;
     if (read.rows.length > STATS_LIMITS.maxRows) {
       throw errors.badRequest('too_many_rows', `More than ${STATS_LIMITS.maxRows} bucket/group rows: narrow the range, use daily buckets or filter`, 'group_by');
     }

@@ -1,9 +1,9 @@
 /** Usage logs: every metered request; admins see all, users their own. Also statistics and a streamed export. */
 import { Elysia, t } from 'elysia';
 import { GatewayError, ok } from '@gw/core';
-import type { UsageLogWhere, UsageStatsStore, UserRow } from '@gw/db';
+import { ROLE, type UsageLogWhere, type UsageStatsStore, type UserRow } from '@gw/db';
 import {
-  SelfStatsQuery, StatsQueryParams, StatsView, UsageLogView, UsageStatsService, exportUsageLogs, toUsageLogView, type ExportFormat, type UsageLogReader,
+  SelfStatsQuery, StatsQueryParams, StatsView, UsageLogView, UsageStatsService, exportUsageLogs, toUsageLogView, type ExportFormat, type KeysHidden, type UsageLogReader,
 } from '@gw/billing';
 import { keysHiddenFrom } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
@@ -63,10 +63,15 @@ async function readerOf(s: Services, actor: UserRow, q: Record<string, any>, adm
   return { reader: { admin, keyHidden }, none: q.token_id !== undefined && await filterKeyHidden(s, keyHidden, q.token_id) };
 }
 
-/** Key ids whose owner's keys `keyHidden` hides (from the in-memory key index; an unknown key hides nothing). */
-const keyIdHidden = (s: Services, keyHidden: (userId: number) => boolean) => (keyId: number): boolean => {
-  const owner = s.apiKeys.ownerOf(keyId);
-  return owner !== undefined && keyHidden(owner);
+/**
+ * The keys among `keyIds` whose owner's keys `keyHidden` hides, deleted ones included (looked up one by one, in
+ * turn: only keys the index no longer holds are reads). With the in-memory index alone, statistics by key showed an
+ * admin below root the ids of root's and other admins' deleted keys, which its listings hide.
+ */
+const keysHiddenOf = (s: Services, keyHidden: (userId: number) => boolean): KeysHidden => async (keyIds) => {
+  const hidden = new Set<number>();
+  for (const id of keyIds) if (await filterKeyHidden(s, keyHidden, id)) hidden.add(id);
+  return hidden;
 };
 
 /**
@@ -121,12 +126,8 @@ export const logRoutes = (s: Services) => {
   // this thread, but it does take a core and its worker's turn, so N callers' aggregates run in turn (by caller)
   // and bounded node-wide, not all at once beside the listings.
   const statsOf = async (actor: UserRow, q: any, userId?: number) => {
-    // Admins' statistics hide the keys their listings hide (a user's own are all theirs).
-    const keyHidden = keysHiddenFrom(actor, (id) => s.userDirectory.get(id)?.role);
-    const live = userId === undefined ? keyIdHidden(s, keyHidden) : undefined;
-    // The filter's key may be a deleted one, which the in-memory predicate no longer knows.
-    const filtered = live !== undefined && q.token_id !== undefined && await filterKeyHidden(s, keyHidden, q.token_id);
-    const hidden = live && filtered ? (id: number) => id === q.token_id || live(id) : live;
+    // Admins' statistics hide the keys their listings hide (a user's own are all theirs; root sees every key).
+    const hidden = userId === undefined && actor.role < ROLE.root ? keysHiddenOf(s, keysHiddenFrom(actor, (id) => s.userDirectory.get(id)?.role)) : undefined;
     return s.historyReads.run(actor.id, () => stats.stats(q, userId, hidden));
   };
   const exportDoc = 'Oldest first, streamed page by page (memory stays flat); same filters as the listing';
