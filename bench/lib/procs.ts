@@ -2,9 +2,9 @@
 import { readFileSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 
-/** Starts `bun <args>` in `cwd` and returns it with the JSON object of its first stdout line. */
-export async function spawnJson(args: string[], cwd: string, env: Record<string, string> = {}): Promise<{ proc: ReturnType<typeof Bun.spawn>; info: any }> {
-  const proc = Bun.spawn([process.execPath, ...args], { cwd, env: { ...process.env, ...env }, stdout: 'pipe', stderr: 'inherit' });
+/** Starts `bun <args>` in `cwd` and returns it with the JSON object of its first stdout line (stderr to `stderrFile` if given). */
+export async function spawnJson(args: string[], cwd: string, env: Record<string, string> = {}, stderrFile?: string): Promise<{ proc: ReturnType<typeof Bun.spawn>; info: any }> {
+  const proc = Bun.spawn([process.execPath, ...args], { cwd, env: { ...process.env, ...env }, stdout: 'pipe', stderr: stderrFile ? Bun.file(stderrFile) : 'inherit' });
   const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
   let text = '';
   while (!text.includes('\n')) {
