@@ -27,7 +27,7 @@ beforeEach(async () => {
 afterEach(async () => { h.close(); rmSync(dir, { recursive: true, force: true }); });
 
 /** A QuotaService as a fresh process would build it on this database and journal folder. */
-function boot(flushMs = 60_000, journaled = true, segmentBytes?: number, failing?: string, turnRows?: number, onTransaction?: (rows: string[]) => void): QuotaService {
+function boot(flushMs = 60_000, journaled = true, segmentBytes?: number, failing?: string): QuotaService {
   const bus = new ChangeBus();
   const prices = new PriceBook(new PricesRepo(h.db), bus, priceRows);
   const sink = new SettlementsRepo(h.sqlite);
@@ -35,15 +35,7 @@ function boot(flushMs = 60_000, journaled = true, segmentBytes?: number, failing
     const apply = sink.apply.bind(sink);
     sink.apply = (r) => { if (r.requestId.startsWith(failing)) throw new Error('disk full'); return apply(r); };
   }
-  if (onTransaction) {
-    // Each transaction's settlements, seen as it commits.
-    const apply = sink.apply.bind(sink);
-    const transaction = sink.transaction.bind(sink);
-    let inTx: string[] = [];
-    sink.apply = (r) => { inTx.push(r.requestId); return apply(r); };
-    sink.transaction = ((fn: () => void) => { inTx = []; const out = transaction(fn); onTransaction(inTx); return out; }) as typeof sink.transaction;
-  }
-  return new QuotaService({ sink, prices, bus, journal: journaled ? new SettlementJournal(join(dir, 'journal'), segmentBytes) : null, flushMs, turnRows });
+  return new QuotaService({ sink, prices, bus, journal: journaled ? new SettlementJournal(join(dir, 'journal'), segmentBytes) : null, flushMs });
 }
 
 /** Waits for the background unlink of sealed segments (the first one retired stays, emptied, as the spare). */
@@ -211,37 +203,4 @@ test('a settlement that failed for good is off the disk when flush returns, also
   boot(); // the restart after such a kill
   expect((rows() as Array<{ request_id: string }>).filter((r) => r.request_id.startsWith('bad-'))).toEqual([]);
   expect(quota()).toBe(10_000 - 10 * ok);
-});
-
-test('a timed flush writes at most turnRows settlements per event-loop turn; the queued rest stays journaled until written', async () => {
-  const parts: string[][] = [];
-  const journaledAtCommit: string[][] = [];
-  const q = boot(1, true, undefined, undefined, 4, (ids) => { parts.push(ids); journaledAtCommit.push(journaled()); });
-  const ids = Array.from({ length: 10 }, (_, i) => `t-${i}`);
-  for (const id of ids) q.record(null, log(id, 10, 0));
-  for (let i = 0; i < 200 && (rows() as unknown[]).length < 10; i++) await Bun.sleep(2);
-  expect(parts).toEqual([ids.slice(0, 4), ids.slice(4, 8), ids.slice(8)]);
-  // A part seals nothing: every settlement not yet written is still on disk for a restart to replay.
-  for (const j of journaledAtCommit) expect(j).toEqual(ids);
-  expect(quota()).toBe(10_000 - 100);
-  // flush() still writes everything at once.
-  for (const id of ['u-1', 'u-2', 'u-3', 'u-4', 'u-5', 'u-6']) q.record(null, log(id, 10, 0));
-  q.flush();
-  expect(parts.at(-1)).toEqual(['u-1', 'u-2', 'u-3', 'u-4', 'u-5', 'u-6']);
-  expect(quota()).toBe(10_000 - 160);
-  q.close();
-});
-
-test('a split flush whose part failed for good writes the rest at once, and the failed settlement is off the disk', async () => {
-  const parts: string[][] = [];
-  const q = boot(1, true, undefined, 'bad-', 2, (ids) => parts.push(ids));
-  const failed = q.settleAsync(null, log('bad-1', 10, 0)).then(() => 'charged', (e) => String(e));
-  for (let i = 0; i < 5; i++) q.record(null, log(`ok-${i}`, 10, 0));
-  expect(await failed).toContain('disk full');
-  // Synchronously after the failed part: the rest was written in the same turn, and nothing answered "nothing charged" may replay.
-  expect((rows() as unknown[]).length).toBe(5);
-  expect(journaled().filter((id) => id.startsWith('bad-'))).toEqual([]);
-  q.close();
-  boot();
-  expect(quota()).toBe(10_000 - 50);
 });

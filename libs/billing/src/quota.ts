@@ -57,11 +57,6 @@ export interface QuotaDeps {
   flushMs?: number;
   /** A batch this large is written at once. */
   flushBatch?: number;
-  /**
-   * Most settlements a timed flush writes in one event-loop turn (default 16); the rest go in the next turns.
-   * A transaction of 27 rows (16 clients) held the main thread for 0.5-1 ms; every request waits behind it.
-   */
-  turnRows?: number;
   log?: Logger;
   /** Sees every settlement as it is recorded or written (metrics). */
   observe?: (row: SettlementRow) => void;
@@ -117,11 +112,8 @@ export class QuotaService {
   private readonly keySeen = new Map<number, number>();
   private queue: Entry[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
-  /** The next turn's part of a timed flush that was split (turnRows). */
-  private soon: ReturnType<typeof setImmediate> | null = null;
   private readonly flushMs: number;
   private readonly flushBatch: number;
-  private readonly turnRows: number;
   /** Durable mode: bumped by every balance heard of (balance.changed), so a slower reload cannot overwrite a newer one. */
   private readonly balanceGen = new Map<number, number>();
   private readonly loading = new Map<number, Promise<void>>();
@@ -147,7 +139,6 @@ export class QuotaService {
   constructor(private readonly deps: QuotaDeps) {
     this.flushMs = deps.flushMs ?? 5;
     this.flushBatch = deps.flushBatch ?? 256;
-    this.turnRows = Math.max(1, deps.turnRows ?? 16);
     deps.bus.on('balance.changed', ({ userId, balance }) => {
       // Durable mode cannot load a balance on the request path: a committed one it hears of is kept.
       if (this.balances.has(userId) || deps.durable) this.install(userId, balance);
@@ -719,38 +710,20 @@ export class QuotaService {
     if (e.r) this.release(e.r);
     this.queue.push(e);
     if (this.queue.length >= this.flushBatch) this.flush();
-    else if (!this.soon) this.timer ??= setTimeout(() => this.flushTurn(), this.flushMs);
+    else this.timer ??= setTimeout(() => this.flush(), this.flushMs);
     return e;
   }
 
   /** Writes every queued settlement now (also on shutdown and before reads that must see them). */
   flush(): void {
-    this.flushUpTo(Infinity);
-  }
-
-  /**
-   * A timed flush: the oldest turnRows settlements now, the rest in the next turns (setImmediate, so the loop
-   * serves the requests that arrived meanwhile between two transactions). Each part is still one transaction.
-   */
-  private flushTurn(): void {
-    this.flushUpTo(this.turnRows);
-    if (this.queue.length && !this.soon) this.soon = setImmediate(() => { this.soon = null; this.flushTurn(); });
-  }
-
-  /** sealOpen: also seal (and so delete after this batch) the open segment. */
-  private flushUpTo(max: number, sealOpen = false): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    if (this.soon && max === Infinity) clearImmediate(this.soon);
-    if (max === Infinity) this.soon = null;
-    if (!this.queue.length) return;
-    const batch = this.queue.length > max ? this.queue.splice(0, max) : this.queue;
-    if (batch === this.queue) this.queue = [];
+    const batch = this.queue;
+    if (!batch.length) return;
+    this.queue = [];
     // The open segment is kept across batches (a file per batch cost a create and an unlink every flush);
-    // those sealed since the last batch (full) are deleted once this batch, their last, has committed. A part of
-    // a split flush seals nothing: the open segment also holds the lines of the settlements still queued.
-    const last = !this.queue.length;
-    const sealed = last ? this.deps.journal?.rotate() ?? [] : [];
+    // those sealed since the last batch (full) are deleted once this batch, their last, has committed.
+    const sealed = this.deps.journal?.rotate() ?? [];
     this.write(batch);
     let failed = false;
     for (const e of batch) {
@@ -766,12 +739,10 @@ export class QuotaService {
       // Written or failed for good (as in settle()): a long stream's checkpoint must not bill it at the next start.
       if (this.checkpointed.size) this.dropCheckpoint(e.row.requestId);
     }
-    // A settlement that failed for good was answered "nothing charged": a later replay must not charge it, so
-    // its segment goes now. Settlements still queued share that segment: they are written now too, in this turn.
-    if (failed && !last) return this.flushUpTo(Infinity, true);
-    // Nothing was appended during the (synchronous) write, so the open segment holds only this batch and
-    // earlier, committed ones.
-    if (failed || sealOpen) sealed.push(...this.deps.journal?.rotate(true) ?? []);
+    // A settlement that failed for good was answered "nothing charged": a later replay must not charge it,
+    // so its segment goes now rather than when full. Nothing was appended during the (synchronous) write,
+    // so the open segment holds only this batch and earlier, committed ones.
+    if (failed) sealed.push(...this.deps.journal?.rotate(true) ?? []);
     // Every settlement of these segments is now committed (or failed for good and logged above).
     for (const path of sealed) this.deps.journal!.discard(path);
   }
