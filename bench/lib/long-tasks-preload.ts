@@ -42,20 +42,15 @@ if (file) {
 
   // The settlement flush of the gateway's own tree (the cwd), however it is reached.
   const { QuotaService } = await import(`${process.cwd()}/libs/billing/src/quota.ts`);
-  // Trees that split a timed flush into parts write each part through flushUpTo(max); older ones only have flush().
-  const method = 'flushUpTo' in QuotaService.prototype ? 'flushUpTo' : 'flush';
-  const flush = QuotaService.prototype[method];
-  let depth = 0;
-  QuotaService.prototype[method] = function (this: { queue: unknown[] }, ...args: unknown[]) {
-    const rows = Math.min(this.queue.length, typeof args[0] === 'number' ? args[0] : Infinity);
-    if (!rows || depth) return flush.apply(this, args);
-    depth++;
+  const flush = QuotaService.prototype.flush;
+  QuotaService.prototype.flush = function (this: { queue: unknown[] }) {
+    const rows = this.queue.length;
+    if (!rows) return flush.call(this);
     const c0 = threadCpuMs();
     const w0 = performance.now();
     try {
-      return flush.apply(this, args);
+      return flush.call(this);
     } finally {
-      depth--;
       const wall = performance.now() - w0;
       record(c.flush, threadCpuMs() - c0, wall);
       c.flush.rows += rows;
