@@ -1,8 +1,9 @@
 /**
  * The instrument of long-tasks.ts, preloaded into a bench gateway (`bun --preload`): runs only when
  * BENCH_LONG_TASKS names the file to write its counters to. It patches the gateway's own tree (the working
- * directory), so one bench can instrument several checkouts. Costs the gateway a few % of a core (a 1 ms timer,
- * a /proc read per tick, two clock reads per timer callback): compare trees with it on in both.
+ * directory), so one bench can instrument several checkouts. It costs the gateway work (a 1 ms timer with a /proc
+ * read per tick, as loop-gaps-preload.ts's 2-3% of a core, and two clock reads per timer callback; JSC's GC log):
+ * compare trees with it on in both, and read CPU per request from runs without it.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -92,6 +93,9 @@ if (file) {
     c.eld = { p50: ms(eld.percentile(50)), p99: ms(eld.percentile(99)), p999: ms(eld.percentile(99.9)), max: ms(eld.max), n: eld.count };
     eld.reset();
     writeFileSync(file, JSON.stringify(c));
+    // Maxima are per window (since the previous write): counts and sums add up across windows, maxima do not.
+    for (const t of [c.flush, ...Object.values(c.kinds), ...Object.values(c.long)]) t.maxCpu = t.maxWall = 0;
+    c.flush.maxRows = 0;
   };
   process.on('SIGUSR2', write);
   write();

@@ -65,8 +65,8 @@ export function readLongTasks(path: string): LongTaskCounters | null {
 const sub = (a: number[], b: number[]) => b.map((x, i) => x - (a[i] ?? 0));
 function diffStat(a: TaskStat | undefined, b: TaskStat): TaskStat {
   if (!a) return b;
-  // Maxima are not differences: the later read's maximum is kept when it grew in the window, else unknown (0).
-  return { n: b.n - a.n, cpuMs: b.cpuMs - a.cpuMs, wallMs: b.wallMs - a.wallMs, maxCpu: b.maxCpu > a.maxCpu ? b.maxCpu : 0, maxWall: b.maxWall > a.maxWall ? b.maxWall : 0, cpuHist: sub(a.cpuHist, b.cpuHist), wallHist: sub(a.wallHist, b.wallHist) };
+  // Maxima are the later read's own (the instrument resets them at each write).
+  return { n: b.n - a.n, cpuMs: b.cpuMs - a.cpuMs, wallMs: b.wallMs - a.wallMs, maxCpu: b.maxCpu, maxWall: b.maxWall, cpuHist: sub(a.cpuHist, b.cpuHist), wallHist: sub(a.wallHist, b.wallHist) };
 }
 function addStat(a: TaskStat | undefined, b: TaskStat): TaskStat {
   if (!a) return b;
@@ -79,12 +79,12 @@ function mapBoth<T>(a: Record<string, T>, b: Record<string, T>, f: (x: T | undef
   return out;
 }
 
-/** The window between two reads (b later); eld is b's own window. */
+/** The window between two reads (b later); eld and the maxima are b's own window. */
 export function diffLongTasks(a: LongTaskCounters, b: LongTaskCounters): LongTaskCounters {
   return {
     kinds: mapBoth(a.kinds, b.kinds, diffStat),
     long: mapBoth(a.long, b.long, diffStat),
-    flush: { ...diffStat(a.flush, b.flush), rows: b.flush.rows - a.flush.rows, maxRows: b.flush.maxRows > a.flush.maxRows ? b.flush.maxRows : 0 },
+    flush: { ...diffStat(a.flush, b.flush), rows: b.flush.rows - a.flush.rows, maxRows: b.flush.maxRows },
     lateHist: sub(a.lateHist, b.lateHist),
     ticks: b.ticks - a.ticks,
     lateBy: mapBoth(a.lateBy, b.lateBy, (x, y) => ({ n: y.n - (x?.n ?? 0), ms: y.ms - (x?.ms ?? 0) })),
