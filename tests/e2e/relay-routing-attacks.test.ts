@@ -71,6 +71,20 @@ describe('model allow-lists', () => {
     expect(c.status).toBe(404);
     expect(priv.hits).toBe(0);
   });
+  test('count_tokens tells a down model from an unknown one as /v1/messages does: a disabled channel\'s model is estimated, not 404', async () => {
+    const ch = up();
+    await setPrice(gw, 'ct-down');
+    const id = await addChannel(gw, { type: 'anthropic', url: ch.url, models: ['ct-down'] });
+    expect((await nodeOne(gw).api('PUT', '/api/channel/', { id, status: 2 })).status).toBe(200);
+    const u = await keyedUser(gw);
+    expect((await send(gw, u.key, msg('ct-down'))).status).toBe(503);
+    const c = await post('/v1/messages/count_tokens', u.key, { model: 'ct-down', messages: [{ role: 'user', content: 'Hi there' }] });
+    expect(c.status).toBe(200);
+    expect(((await c.json()) as { input_tokens: number }).input_tokens).toBeGreaterThan(0);
+    // A name nobody serves stays 404 on both.
+    expect((await post('/v1/messages/count_tokens', u.key, { model: 'ct-nobody', messages: [{ role: 'user', content: 'Hi' }] })).status).toBe(404);
+    expect(ch.hits).toBe(0);
+  });
 });
 
 describe('priority and weight over 2,000 requests', () => {

@@ -1,7 +1,7 @@
 import { expect, test } from 'bun:test';
 import { ModelCatalog } from './catalog';
 
-const channels = { candidates: () => [], models: () => ['m'] };
+const channels = { candidates: () => [], models: () => ['m'], serves: () => true };
 const adapter = () => { throw new Error('not used'); };
 
 test('models are dated by `since` when given (every node of a cluster alike), else by the process start', async () => {

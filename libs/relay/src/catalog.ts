@@ -40,7 +40,7 @@ export class ModelCatalog {
   private readonly counts: CountCache;
 
   constructor(private readonly d: {
-    channels: { candidates(model: string, group: string): RelayChannel[]; models(group: string): string[] };
+    channels: { candidates(model: string, group: string): RelayChannel[]; models(group: string): string[]; serves(model: string, group: string): boolean };
     adapter(type: string): ProviderAdapter;
     /** Burst limits of upstream counting (COUNT_TOKENS_*); defaults 1024 entries, 60 s, 8 per channel. */
     counting?: { cacheEntries: number; cacheTtlMs: number; maxInflight: number };
@@ -102,7 +102,9 @@ export class ModelCatalog {
     const groups = this.groups(group);
     let candidates: RelayChannel[] = [];
     for (const g of groups) if ((candidates = this.d.channels.candidates(body.model, g)).length) break;
-    if (!candidates.length && !groups.some((g) => this.d.channels.models(g).includes(body.model))) {
+    // 404 only for a model no channel of any status serves (as /v1/messages decides it, from a per-group count);
+    // a served model whose channels are all down is estimated locally below.
+    if (!candidates.length && !groups.some((g) => this.d.channels.serves(body.model, g))) {
       throw new GatewayError(404, 'model_not_found', `Model ${body.model} is not served by this gateway`, { param: 'model', type: 'invalid_request_error' });
     }
     const ch = orderCandidates(candidates)[0];
