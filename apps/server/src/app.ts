@@ -123,7 +123,9 @@ function bind(app: ReturnType<typeof createApp>, s: Services, port: number, host
     // (content-length up front, chunked bodies while reading), so Bun's own limit is set out of the way.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     // The only WebSocket is /v1/realtime: a client message past its largest frame is closed 1009 by Bun, unread.
-    websocket: { maxPayloadLength: s.realtime.maxFrameBytes },
+    // Bun pings a client shortly before its idleTimeout: one that answers stays however quiet, one that is gone (or
+    // reads nothing, so never sees the ping) is closed, its session ending as the client's close.
+    websocket: { maxPayloadLength: s.realtime.maxFrameBytes, idleTimeout: s.realtime.idleTimeoutSeconds, sendPings: true },
     // HTTPS and WSS on the same port (realtime SDKs always connect with wss://).
     ...(s.config.tls ? { tls: s.config.tls } : {}),
   });

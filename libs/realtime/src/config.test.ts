@@ -15,3 +15,12 @@ test('frame and read bounds: defaults sized for real clients (a 15 MiB audio app
   expect(() => realtimeConfig({ REALTIME_MAX_EVENT_BYTES: '10' })).toThrow('REALTIME_MAX_EVENT_BYTES');
   expect(() => realtimeConfig({ REALTIME_READ_BYTES_PER_SECOND: '-1' })).toThrow('REALTIME_READ_BYTES_PER_SECOND');
 });
+
+test('liveness bounds: a stalled client after 30 s, a silent one after Bun\'s 120 s idle timeout; the timeout cannot be turned off', () => {
+  const d = realtimeConfig({});
+  expect([d.clientStallMs, d.idleTimeoutSeconds]).toEqual([30_000, 120]);
+  const c = realtimeConfig({ REALTIME_CLIENT_STALL_MS: '0', REALTIME_IDLE_TIMEOUT_SECONDS: '8' });
+  expect([c.clientStallMs, c.idleTimeoutSeconds]).toEqual([0, 8]);
+  // 0 would stop Bun's timeout and pings (a gone client never noticed); 1 to 7 Bun rounds up to 8; past 960 Bun refuses.
+  for (const v of ['0', '7', '961']) expect(() => realtimeConfig({ REALTIME_IDLE_TIMEOUT_SECONDS: v })).toThrow('REALTIME_IDLE_TIMEOUT_SECONDS');
+});

@@ -48,6 +48,18 @@ export interface RealtimeConfig {
    * bills. Else such a response is billed on what the gateway read of it, which a client that stopped reading keeps small.
    */
   closeGraceMs: number;
+  /**
+   * A client the gateway is sending to that takes nothing of what is queued for it for this long (REALTIME_CLIENT_STALL_MS;
+   * 0 = never) is treated as gone: the session ends as if it had closed (its running responses cancelled and billed via
+   * the close grace). Only counts while frames wait for the client, so a quiet client is never cut by it.
+   */
+  clientStallMs: number;
+  /**
+   * Bun's WebSocket idleTimeout for realtime clients (REALTIME_IDLE_TIMEOUT_SECONDS, 8 to 960): a client socket from
+   * which nothing (not even a pong) arrived for this long is closed. Bun pings shortly before it expires, so a live
+   * client that merely says nothing answers and stays.
+   */
+  idleTimeoutSeconds: number;
 }
 
 const MIB = 1024 * 1024;
@@ -68,5 +80,8 @@ export function realtimeConfig(env: Record<string, string | undefined>): Realtim
     maxUpstreamFrameBytes: readIntEnv(env, 'REALTIME_MAX_UPSTREAM_FRAME_BYTES', 16 * MIB, 1024, 1024 * MIB),
     readBytesPerSecond: readIntEnv(env, 'REALTIME_READ_BYTES_PER_SECOND', 4 * MIB, 0, 1024 * MIB),
     closeGraceMs: readIntEnv(env, 'REALTIME_CLOSE_GRACE_MS', 3000, 0, 60_000),
+    clientStallMs: readIntEnv(env, 'REALTIME_CLIENT_STALL_MS', 30_000, 0, 3_600_000),
+    // Bun rounds 1 to 7 up to 8, and 0 would turn the timeout (and its pings) off: a gone client would never be noticed.
+    idleTimeoutSeconds: readIntEnv(env, 'REALTIME_IDLE_TIMEOUT_SECONDS', 120, 8, 960),
   };
 }

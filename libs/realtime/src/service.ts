@@ -95,6 +95,11 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
     return this.d.config.maxFrameBytes;
   }
 
+  /** Bun's idleTimeout for the realtime WebSocket (RealtimeConfig.idleTimeoutSeconds). */
+  get idleTimeoutSeconds(): number {
+    return this.d.config.idleTimeoutSeconds;
+  }
+
   /** Live sessions (admitted and not yet ended). */
   get liveCount(): number {
     return [...this.perKey.values()].reduce((a, b) => a + b, 0);
@@ -204,6 +209,7 @@ export class RealtimeService<K extends RealtimeKey, C extends RealtimeChannel, R
       bufferBytes: this.d.config.bufferBytes,
       maxSessionMs: this.d.config.maxSessionSeconds * 1000,
       closeGraceMs: this.d.config.closeGraceMs,
+      clientStallMs: this.d.config.clientStallMs,
       limits: this.d.config,
       observer: meter,
       onError: (e) => (this.d.log ?? stdLogger).error('realtime.session_error', { session: sessionId }, e),

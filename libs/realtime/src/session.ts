@@ -111,6 +111,8 @@ export interface RelayOptions {
    * upstream bills); 0 or absent = closed at once.
    */
   closeGraceMs?: number;
+  /** A client that takes nothing of its queue for this long is treated as gone (RealtimeConfig.clientStallMs); 0 or absent = never. */
+  clientStallMs?: number;
   observer: FrameObserver;
   /** Called exactly once, after both sockets were told to close. */
   onEnd(end: SessionEnd): void;
@@ -187,6 +189,10 @@ export class RelaySession {
   /** The client left while responses ran: its close, kept until they are reported or the grace ends (closeGraceMs). */
   private leaving: { code: number; reason: string; upCode: number } | null = null;
   private graceTimer: ReturnType<typeof setInterval> | null = null;
+  /** Watches a backpressured client for progress (clientStallMs). */
+  private stallTimer: ReturnType<typeof setInterval> | null = null;
+  /** When the backpressured client last took something (a drain, or its queue going down). */
+  private stallSince = 0;
   private channelId: number | null = null;
   private readonly startedAtMs = Date.now();
   private framesIn = 0;
@@ -307,6 +313,7 @@ export class RelaySession {
   /** Bun `drain`: the client socket took its queue; send what waited and read the upstream again. */
   drain(ws: ServerWebSocket<unknown>): void {
     if (this.ended || this.leaving) return;
+    this.stallSince = Date.now();
     while (this.outQueue.length) {
       const r = ws.send(this.outQueue[0]!);
       this.outQueue.shift();
@@ -514,7 +521,37 @@ export class RelaySession {
       this.clientBackpressured = true;
       this.up?.pause();
       this.syncClientReading();
+      this.watchStall();
     }
+  }
+
+  /**
+   * While frames wait for the client, it must take some of them now and then: one that stopped reading (a half-closed
+   * socket behind a proxy, a hostile client) would otherwise hold its session, slot and upstream until Bun's idle
+   * timeout, its responses running. Progress is the bytes Bun still queues for it going down, or its queue emptied.
+   */
+  private watchStall(): void {
+    const limit = this.opts.clientStallMs ?? 0;
+    const ws = this.client;
+    if (limit <= 0 || this.stallTimer || !ws) return;
+    let queued = ws.getBufferedAmount();
+    this.stallSince = Date.now();
+    this.stallTimer = setInterval(() => {
+      if (this.ended || this.leaving || !this.clientBackpressured) return this.unwatchStall();
+      const now = ws.getBufferedAmount();
+      if (now < queued) this.stallSince = Date.now();
+      queued = now;
+      if (Date.now() - this.stallSince < limit) return;
+      this.unwatchStall();
+      this.close(ws, 1006, 'client stopped reading');
+      // Its socket is let go unflushed (a close frame would only queue behind what it does not read).
+      ws.terminate();
+    }, Math.min(1000, Math.max(POLL_MS, limit / 4)));
+  }
+
+  private unwatchStall(): void {
+    if (this.stallTimer) clearInterval(this.stallTimer);
+    this.stallTimer = null;
   }
 
   private upstreamClosed(code: number, rawReason: string): void {
@@ -587,6 +624,7 @@ export class RelaySession {
     this.clearConnectTimer();
     if (this.lifeTimer) clearTimeout(this.lifeTimer);
     if (this.graceTimer) clearInterval(this.graceTimer);
+    this.unwatchStall();
     this.resumeClient();
     const reason = clip(o.reason);
     const client = this.client;

@@ -1,0 +1,162 @@
+/**
+ * A client that is gone without the gateway being told (it stopped reading, then half-closed through a proxy, or just
+ * vanished) must not hold its session, key slot, upstream and running response until Bun's default idle timeout
+ * (120 s). While frames wait for it, one that takes none for REALTIME_CLIENT_STALL_MS is treated as gone; one nothing is
+ * sent to is closed by REALTIME_IDLE_TIMEOUT_SECONDS unless it answers Bun's pings, as a live but quiet client does.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import net from 'node:net';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { startRealtimeUpstream, RealtimeTestClient, SAMPLE_USAGE, type RealtimeUpstreamDouble, type UpstreamConnection } from '../doubles/realtime-upstream';
+
+const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: 16_000 };
+const AUDIO_TOKENS = 8000;
+const STALL = 1000;
+const GRACE = 1000;
+/** Bun's smallest idle timeout (1 to 7 round up to 8). */
+const IDLE = 8;
+const CHUNK = 'A'.repeat(64_000);
+
+let gw: TestGateway;
+let up: RealtimeUpstreamDouble;
+
+beforeAll(async () => {
+  up = startRealtimeUpstream();
+  gw = await startGateway({ REALTIME_DEFAULT_MODEL: 'gpt-realtime', REALTIME_RESERVE_TOKENS: '16384', REALTIME_CLOSE_GRACE_MS: String(GRACE),
+    REALTIME_CLIENT_STALL_MS: String(STALL), REALTIME_IDLE_TIMEOUT_SECONDS: String(IDLE), REALTIME_READ_BYTES_PER_SECOND: '0',
+    REALTIME_MAX_SESSIONS_PER_KEY: '1' });
+  expect((await gw.api('POST', '/api/channel/', { name: 'rt', type: 'openai', base_url: up.url, key: 'upstream-secret', timeout_ms: 5000, models: ['gpt-realtime'] })).status).toBe(200);
+  expect((await gw.api('PUT', '/api/pricing/', PRICE)).status).toBe(200);
+}, 30_000);
+afterAll(async () => {
+  await gw.stop();
+  await up.stop();
+});
+
+const upgrade = (key: string) => `GET /v1/realtime?model=gpt-realtime HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${key}\r\n\r\n`;
+
+/** A raw client on node 1 itself (the cluster harness's proxy would read for it) that reads the handshake, then nothing. */
+async function nonReadingClient(key: string): Promise<net.Socket> {
+  const u = new URL(gw.nodeUrl);
+  const s = net.connect(Number(u.port), u.hostname);
+  await new Promise<void>((resolve, reject) => {
+    let head = '';
+    s.on('error', reject);
+    s.on('data', (d) => {
+      head += d.toString('latin1');
+      if (!head.includes('\r\n\r\n')) return;
+      s.pause();
+      s.removeAllListeners('data');
+      expect(head).toStartWith('HTTP/1.1 101');
+      resolve();
+    });
+    s.write(upgrade(key));
+  });
+  s.on('error', () => {});
+  return s;
+}
+
+async function userKey(): Promise<{ userId: number; key: string }> {
+  const u = await makeUser(gw);
+  await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1_000_000_000, ref: `seed-${u.id}`, at: 1 });
+  return { userId: u.id, key: (await gw.api('POST', '/api/token/', { name: 'rt' }, u.token)).body.data.key };
+}
+
+/** The upstream connection opened after the `before` ones. */
+async function upstreamOf(before: number): Promise<UpstreamConnection> {
+  await up.until(() => up.connections.length > before && !!up.connections.at(-1)!.ws);
+  return up.connections.at(-1)!;
+}
+
+async function sessionRow(userId: number, ms: number): Promise<any> {
+  for (const end = Date.now() + ms; Date.now() < end; await Bun.sleep(20)) {
+    const r = await gw.db.get('select close_code, close_reason from realtime_sessions where user_id = ?', userId);
+    if (r) return r;
+  }
+  return null;
+}
+
+const wsUrl = () => `${gw.nodeUrl.replace(/^http/, 'ws')}/v1/realtime?model=gpt-realtime`;
+
+/** Starts a 400 s audio response upstream, faster than real time, and its report; returns once the gateway stopped reading it. */
+async function flood(conn: number, id: string): Promise<void> {
+  up.usageFor = () => ({ ...SAMPLE_USAGE, total_tokens: 400 + AUDIO_TOKENS, output_tokens: AUDIO_TOKENS, output_token_details: { text_tokens: 0, audio_tokens: AUDIO_TOKENS } });
+  up.send(JSON.stringify({ type: 'response.created', response: { id, object: 'realtime.response', status: 'in_progress', output: [], max_output_tokens: 16384 } }), conn);
+  for (let i = 0; i < AUDIO_TOKENS / 20; i++) up.send(JSON.stringify({ type: 'response.output_audio.delta', response_id: id, item_id: 'it', output_index: 0, content_index: 0, delta: CHUNK }), conn);
+  up.send(JSON.stringify({ type: 'response.done', response: { id, object: 'realtime.response', status: 'completed', output: [], max_output_tokens: 16384, usage: up.usageFor(1) } }), conn);
+}
+
+for (const how of ['half-closes', 'stays connected'] as const) {
+  test(`a client that stops reading mid-response and ${how}: the session ends within the stall limit and the grace, billed in full, its slot free`, async () => {
+    const { userId, key } = await userKey();
+    const n = up.connections.length;
+    const s = await nonReadingClient(key);
+    const c = await upstreamOf(n);
+    await flood(c.id, 'resp_stall');
+    await up.until(() => up.unsent(c.id) > 1_000_000, 5000);
+    const t0 = Date.now();
+    if (how === 'half-closes') s.end(); // FIN, still not reading
+    await up.until(() => c.closed !== null, STALL + GRACE + 5000);
+    const took = Date.now() - t0;
+    expect(took).toBeLessThan(STALL + GRACE + 2500);
+    const row = await sessionRow(userId, 3000);
+    expect(row.close_code).toBe(1006);
+    // Bun may notice the FIN itself (connection lost); a client that stays connected is noticed by the stall limit.
+    if (how === 'half-closes') expect(row.close_reason).toMatch(/^client (stopped reading|connection lost)$/);
+    else expect(row.close_reason).toBe('client stopped reading');
+    const usage = await gw.db.all('select request_id, audio_output_tokens, error_code from usage_logs where user_id = ?', userId);
+    expect(usage.map((r: any) => [r.request_id.split('_').at(-1), r.audio_output_tokens, r.error_code])).toEqual([['stall', AUDIO_TOKENS, '']]);
+    // The key's only slot (REALTIME_MAX_SESSIONS_PER_KEY=1) is free again.
+    const again = new RealtimeTestClient(wsUrl(), { headers: { Authorization: `Bearer ${key}` } });
+    await again.opened;
+    again.ws.close();
+    await again.waitClose();
+    s.destroy();
+    up.usageFor = () => SAMPLE_USAGE;
+  }, 20_000);
+}
+
+test('a client that reads the whole flood at its own pace is not cut by the stall limit', async () => {
+  const { userId, key } = await userKey();
+  const n = up.connections.length;
+  const cl = new RealtimeTestClient(wsUrl(), { headers: { Authorization: `Bearer ${key}` } });
+  await cl.opened;
+  const c = await upstreamOf(n);
+  await flood(c.id, 'resp_read');
+  await cl.waitFor('response.done', 1, 15_000);
+  expect(cl.close).toBeNull();
+  expect(c.closed).toBeNull();
+  cl.ws.close();
+  await cl.waitClose();
+  expect((await sessionRow(userId, 3000)).close_reason).not.toBe('client stopped reading');
+  up.usageFor = () => SAMPLE_USAGE;
+}, 20_000);
+
+test('a client gone silent (nothing sent to it, answering no ping) is closed after the idle timeout; a quiet live one stays', async () => {
+  const gone = await userKey();
+  const quiet = await userKey();
+  const t0 = Date.now();
+  const n0 = up.connections.length;
+  const s = await nonReadingClient(gone.key);
+  const goneUp = await upstreamOf(n0);
+  const n = up.connections.length;
+  const cl = new RealtimeTestClient(wsUrl(), { headers: { Authorization: `Bearer ${quiet.key}` } });
+  await cl.opened;
+  const quietUp = await upstreamOf(n);
+  expect(quietUp).not.toBe(goneUp);
+  await up.until(() => goneUp.closed !== null, 3 * IDLE * 1000);
+  const took = Date.now() - t0;
+  // Bun checks its timeouts every few seconds: the bound is the point, not the exact moment.
+  expect(took).toBeGreaterThanOrEqual(IDLE * 1000 / 2);
+  expect(took).toBeLessThan(2 * IDLE * 1000 + 1000);
+  expect(await sessionRow(gone.userId, 3000)).toEqual({ close_code: 1006, close_reason: 'WebSocket timed out from inactivity' });
+  // The quiet client said nothing either, for longer than the idle timeout, yet answered Bun's pings: still relayed.
+  await Bun.sleep(Math.max(0, 2 * IDLE * 1000 + 1000 - (Date.now() - t0)));
+  expect(cl.close).toBeNull();
+  expect(quietUp.closed).toBeNull();
+  cl.ws.send(JSON.stringify({ type: 'conversation.item.retrieve', item_id: 'x', event_id: 'still-here' }));
+  await up.until(() => up.received.some((f) => f.conn === quietUp.id && String(f.data).includes('still-here')));
+  cl.ws.close();
+  await cl.waitClose();
+  s.destroy();
+}, 60_000);
