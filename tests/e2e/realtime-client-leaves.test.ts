@@ -5,7 +5,8 @@
  * cancels what still runs and reads the upstream's own report (for at most REALTIME_CLOSE_GRACE_MS) before closing it.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import net from 'node:net';
+import type net from 'node:net';
+import { nonReadingRealtimeClient } from '../helpers/non-reading-client';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { startRealtimeUpstream, SAMPLE_USAGE, type RealtimeUpstreamDouble, type UpstreamConnection } from '../doubles/realtime-upstream';
 
@@ -31,35 +32,12 @@ afterAll(async () => {
   await up.stop();
 });
 
-/**
- * A client that reads the handshake, then nothing more (its socket paused), as a hostile one may. Connected to node 1
- * itself: the cluster harness's proxy reads the node without bound, so the node would see no backpressure through it.
- */
-async function nonReadingClient(key: string): Promise<net.Socket> {
-  const u = new URL(gw.nodeUrl);
-  const s = net.connect(Number(u.port), u.hostname);
-  await new Promise<void>((resolve, reject) => {
-    let head = '';
-    s.on('error', reject);
-    s.on('data', (d) => {
-      head += d.toString('latin1');
-      if (!head.includes('\r\n\r\n')) return;
-      s.pause();
-      s.removeAllListeners('data');
-      expect(head).toStartWith('HTTP/1.1 101');
-      resolve();
-    });
-    s.write(`GET /v1/realtime?model=gpt-realtime HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${key}\r\n\r\n`);
-  });
-  return s;
-}
-
 /** A session of a new user with a balance, its client not reading, and its upstream connection. */
 async function session(): Promise<{ userId: number; s: net.Socket; c: UpstreamConnection }> {
   const u = await makeUser(gw);
   await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: 1_000_000_000, ref: `seed-${u.id}`, at: 1 });
   const key = (await gw.api('POST', '/api/token/', { name: 'rt' }, u.token)).body.data.key;
-  const s = await nonReadingClient(key);
+  const s = await nonReadingRealtimeClient(gw.nodeUrl, key);
   await up.until(() => up.connections.length > 0 && !up.connections.at(-1)!.closed && !!up.connections.at(-1)!.ws);
   return { userId: u.id, s, c: up.connections.at(-1)! };
 }

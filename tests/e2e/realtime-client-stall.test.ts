@@ -5,7 +5,7 @@
  * sent to is closed by REALTIME_IDLE_TIMEOUT_SECONDS unless it answers Bun's pings, as a live but quiet client does.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import net from 'node:net';
+import { nonReadingRealtimeClient } from '../helpers/non-reading-client';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { startRealtimeUpstream, RealtimeTestClient, SAMPLE_USAGE, type RealtimeUpstreamDouble, type UpstreamConnection } from '../doubles/realtime-upstream';
 
@@ -32,29 +32,6 @@ afterAll(async () => {
   await gw.stop();
   await up.stop();
 });
-
-const upgrade = (key: string) => `GET /v1/realtime?model=gpt-realtime HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${key}\r\n\r\n`;
-
-/** A raw client on node 1 itself (the cluster harness's proxy would read for it) that reads the handshake, then nothing. */
-async function nonReadingClient(key: string): Promise<net.Socket> {
-  const u = new URL(gw.nodeUrl);
-  const s = net.connect(Number(u.port), u.hostname);
-  await new Promise<void>((resolve, reject) => {
-    let head = '';
-    s.on('error', reject);
-    s.on('data', (d) => {
-      head += d.toString('latin1');
-      if (!head.includes('\r\n\r\n')) return;
-      s.pause();
-      s.removeAllListeners('data');
-      expect(head).toStartWith('HTTP/1.1 101');
-      resolve();
-    });
-    s.write(upgrade(key));
-  });
-  s.on('error', () => {});
-  return s;
-}
 
 async function userKey(): Promise<{ userId: number; key: string }> {
   const u = await makeUser(gw);
@@ -90,7 +67,8 @@ for (const how of ['half-closes', 'stays connected'] as const) {
   test(`a client that stops reading mid-response and ${how}: the session ends within the stall limit and the grace, billed in full, its slot free`, async () => {
     const { userId, key } = await userKey();
     const n = up.connections.length;
-    const s = await nonReadingClient(key);
+    const s = await nonReadingRealtimeClient(gw.nodeUrl, key);
+    s.on('error', () => {});
     const c = await upstreamOf(n);
     await flood(c.id, 'resp_stall');
     await up.until(() => up.unsent(c.id) > 1_000_000, 5000);
@@ -137,7 +115,8 @@ test('a client gone silent (nothing sent to it, answering no ping) is closed aft
   const quiet = await userKey();
   const t0 = Date.now();
   const n0 = up.connections.length;
-  const s = await nonReadingClient(gone.key);
+  const s = await nonReadingRealtimeClient(gw.nodeUrl, gone.key);
+  s.on('error', () => {});
   const goneUp = await upstreamOf(n0);
   const n = up.connections.length;
   const cl = new RealtimeTestClient(wsUrl(), { headers: { Authorization: `Bearer ${quiet.key}` } });
