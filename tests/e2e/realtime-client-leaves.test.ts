@@ -7,8 +7,9 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import type net from 'node:net';
 import { nonReadingRealtimeClient } from '../helpers/non-reading-client';
-import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
-import { startRealtimeUpstream, SAMPLE_USAGE, type RealtimeUpstreamDouble, type UpstreamConnection } from '../doubles/realtime-upstream';
+import { makeUser, type TestGateway } from '../helpers/gateway';
+import { startRealtimeGateway } from '../helpers/realtime-gateway';
+import { SAMPLE_USAGE, type RealtimeUpstreamDouble, type UpstreamConnection } from '../doubles/realtime-upstream';
 
 const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: 16_000 };
 /** 8,000 audio tokens reported: 400 s of PCM16 24 kHz, 25.6 MB of base64 deltas. */
@@ -20,12 +21,8 @@ let gw: TestGateway;
 let up: RealtimeUpstreamDouble;
 
 beforeAll(async () => {
-  up = startRealtimeUpstream();
-  gw = await startGateway({ REALTIME_DEFAULT_MODEL: 'gpt-realtime', REALTIME_RESERVE_TOKENS: '16384', REALTIME_CLOSE_GRACE_MS: String(GRACE),
-    // Unthrottled, so the grace is spent reading, not waiting for the session's read budget (which still applies).
-    REALTIME_READ_BYTES_PER_SECOND: '0' });
-  expect((await gw.api('POST', '/api/channel/', { name: 'rt', type: 'openai', base_url: up.url, key: 'upstream-secret', timeout_ms: 5000, models: ['gpt-realtime'] })).status).toBe(200);
-  expect((await gw.api('PUT', '/api/pricing/', PRICE)).status).toBe(200);
+  // Unthrottled, so the grace is spent reading, not waiting for the session's read budget (which still applies).
+  ({ gw, up } = await startRealtimeGateway({ REALTIME_RESERVE_TOKENS: '16384', REALTIME_CLOSE_GRACE_MS: String(GRACE), REALTIME_READ_BYTES_PER_SECOND: '0' }, PRICE));
 }, 30_000);
 afterAll(async () => {
   await gw.stop();
