@@ -77,3 +77,56 @@ test('at the limit, a config holding another user\'s token keeps it: the refused
   expect((await gw.api('GET', '/api/user/self', undefined, held.token)).status).toBe(200);
   expect(JSON.parse(readFileSync(a.configPath, 'utf8')).token).toBe(held.token);
 }, 60_000);
+
+/**
+ * A loopback HTTP proxy to the gateway that holds each batch revoke until `n` have arrived, then lets them through
+ * one after another: every login has listed the idle tokens before any is revoked, as when CI jobs log in at once.
+ */
+function revokeBarrier(n: number) {
+  const held: (() => void)[] = [];
+  let chain = Promise.resolve();
+  const server = Bun.serve({
+    hostname: '127.0.0.1', port: 0,
+    async fetch(req) {
+      const url = new URL(req.url);
+      const forward = async () => {
+        const body = req.method === 'GET' || req.method === 'HEAD' ? undefined : await req.arrayBuffer();
+        const res = await fetch(gw.url + url.pathname + url.search, { method: req.method, headers: req.headers, body, redirect: 'manual' });
+        return new Response(await res.arrayBuffer(), { status: res.status, headers: res.headers });
+      };
+      if (req.method !== 'POST' || url.pathname !== '/api/user/access_token/revoke') return forward();
+      const arrived = new Promise<void>((r) => held.push(r));
+      if (held.length === n) for (const go of held) go();
+      await Promise.race([arrived, Bun.sleep(8_000)]);
+      const turn = chain.then(forward);
+      chain = turn.then(() => undefined, () => undefined);
+      return turn;
+    },
+  });
+  return { url: `http://127.0.0.1:${server.port}`, stop: () => server.stop(true) };
+}
+
+test('two CI jobs logging in at once from fresh configs, both with --revoke-idle-days over the same idle tokens, both log in', async () => {
+  const user = await makeUser(gw);
+  for (let i = 0; i < 6; i++) await gw.services.auth.createAccessToken(user.id, `gw-cli@old-host 2026-01-01T00:00Z ${i}`);
+  await gw.db.all(`update access_tokens set created_at = created_at - ${10 * 86_400} where user_id = ? and name like 'gw-cli@old-host%'`, user.id);
+  const proxy = revokeBarrier(2);
+  try {
+    const jobs = [sandbox(), sandbox()];
+    const runs = await Promise.all(jobs.map((sb) =>
+      sb.run(['login', '--url', proxy.url, '-u', user.username, '--password-stdin', '--revoke-idle-days', '7'], { stdin: `${user.password}\n` })));
+    expect(runs.map((r) => ({ code: r.code, stdout: r.stdout.includes('Logged in'), stderrError: r.stderr.includes('rror') })))
+      .toEqual([{ code: 0, stdout: true, stderrError: false }, { code: 0, stdout: true, stderrError: false }]);
+    // Each says how many it revoked itself: six in all, not six each.
+    const counted = runs.map((r) => Number(/^Revoked (\d+) /.exec(r.stderr)?.[1] ?? 0));
+    expect(counted[0]! + counted[1]!).toBe(6);
+    expect(runs.map((r) => r.stderr).join('')).toContain('already ended');
+    expect(await gw.db.get("select count(*) as n from access_tokens where user_id = ? and name like 'gw-cli@old-host%' and revoked_at is null", user.id)).toEqual({ n: 0 });
+    for (const sb of jobs) {
+      const cfg = JSON.parse(readFileSync(sb.configPath, 'utf8'));
+      expect((await gw.api('GET', '/api/user/self', undefined, cfg.token)).status).toBe(200);
+    }
+  } finally {
+    proxy.stop();
+  }
+}, 60_000);

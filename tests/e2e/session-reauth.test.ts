@@ -97,7 +97,7 @@ test('a cookie stolen from a browser that just logged in is no proof of the pass
   expect((await withCookie('GET', '/api/user/self', owner)).status).toBe(401);
 }, 20_000);
 
-test('several access tokens are revoked on one password check; an id not the caller\'s live token revokes none', async () => {
+test('several access tokens are revoked on one password check; an id not the caller\'s token revokes none', async () => {
   const u = await makeUser(gw);
   const other = await makeUser(gw);
   const mine = await Promise.all([1, 2, 3].map((i) => gw.services.auth.createAccessToken(u.id, `gw-cli@old ${i}`)));
@@ -118,7 +118,59 @@ test('several access tokens are revoked on one password check; an id not the cal
   const r = await withCookie('POST', '/api/user/access_token/revoke', caller, { ids: [...ids, ids[0]], current_password: u.password });
   expect([r.status, r.body.data]).toEqual([200, { tokens_revoked: 3 }]);
   expect(await alive()).toEqual([401, 401, 401]);
-  // Revoked ones are no longer live: asking again is the unknown id's 404.
+  // Already revoked: done, not an error, and nothing is counted (or rewritten) again.
   const again = await withCookie('POST', '/api/user/access_token/revoke', caller, { ids: [ids[0]], current_password: u.password });
-  expect(again.status).toBe(404);
+  expect([again.status, again.body.data]).toEqual([200, { tokens_revoked: 0 }]);
+}, 20_000);
+
+const revokeBatch = (cookie: string, ids: number[], password: string) =>
+  withCookie('POST', '/api/user/access_token/revoke', cookie, { ids, current_password: password });
+
+test('two logins revoking the same idle tokens at once both succeed; each token is counted by one of them', async () => {
+  const u = await makeUser(gw);
+  const idle = await Promise.all([1, 2, 3, 4].map((i) => gw.services.auth.createAccessToken(u.id, `gw-cli@ci ${i}`)));
+  const ids = idle.map((t) => t.view.id);
+  const [a, b] = await Promise.all([login(u.username, u.password, 'ci-a'), login(u.username, u.password, 'ci-b')]);
+  // Both listed the same four; the later batch finds them ended by the earlier one.
+  const [ra, rb] = await Promise.all([revokeBatch(a, ids, u.password), revokeBatch(b, ids, u.password)]);
+  expect([ra.status, rb.status]).toEqual([200, 200]);
+  expect(ra.body.data.tokens_revoked + rb.body.data.tokens_revoked).toBe(4);
+  const late = await revokeBatch(a, [...ids].reverse(), u.password);
+  expect([late.status, late.body.data]).toEqual([200, { tokens_revoked: 0 }]);
+  expect((await Promise.all(idle.map((t) => gw.api('GET', '/api/user/self', undefined, t.token)))).map((r) => r.status)).toEqual([401, 401, 401, 401]);
+}, 20_000);
+
+test('a token that expired between listing and revoking is done, not a 404; the live ones in the batch are revoked', async () => {
+  const u = await makeUser(gw);
+  const expiring = await gw.services.auth.createAccessToken(u.id, 'gw-cli@ci expiring', 1);
+  const live = await gw.services.auth.createAccessToken(u.id, 'gw-cli@ci live');
+  // It expired a second ago by the server's clock (a client whose clock is behind still thinks it live).
+  await gw.db.all('update access_tokens set expires_at = ? where id = ?', Math.floor(Date.now() / 1000) - 1, expiring.view.id);
+  const caller = await login(u.username, u.password, 'ci');
+  const r = await revokeBatch(caller, [expiring.view.id, live.view.id], u.password);
+  expect([r.status, r.body.data]).toEqual([200, { tokens_revoked: 1 }]);
+  expect((await gw.api('GET', '/api/user/self', undefined, live.token)).status).toBe(401);
+  // The expired one keeps its own end: a revocation is not written over an expiry.
+  expect(await gw.db.get('select revoked_at from access_tokens where id = ?', expiring.view.id)).toEqual({ revoked_at: null });
+}, 20_000);
+
+test('an id never the caller\'s is 404 whatever else the batch holds, the same answer for another user\'s and an unknown id; nothing is revoked', async () => {
+  const u = await makeUser(gw);
+  const other = await makeUser(gw);
+  const [ended, kept] = await Promise.all([1, 2].map((i) => gw.services.auth.createAccessToken(u.id, `gw-cli@ci ${i}`)));
+  await gw.services.auth.revokeAccessToken(u.id, ended!.view.id);
+  const theirs = await gw.services.auth.createAccessToken(other.id, 'theirs');
+  const unknown = theirs.view.id + 1_000_000;
+  const caller = await login(u.username, u.password, 'ci');
+  const answers = [];
+  for (const foreign of [theirs.view.id, unknown]) {
+    const r = await revokeBatch(caller, [ended!.view.id, kept!.view.id, foreign], u.password);
+    expect([r.status, r.body.error?.code, r.body.error?.param]).toEqual([404, 'token_not_found', 'ids']);
+    // It names the id at fault, not the caller's own ended token.
+    expect(r.body.error.message).toMatch(new RegExp(`\\b${foreign}\\b`));
+    answers.push(JSON.stringify(r.body.error).replaceAll(String(foreign), '<id>'));
+  }
+  expect(answers[0]).toBe(answers[1]!);
+  expect((await gw.api('GET', '/api/user/self', undefined, kept!.token)).status).toBe(200);
+  expect((await gw.api('GET', '/api/user/self', undefined, theirs.token)).status).toBe(200);
 }, 20_000);

@@ -127,18 +127,16 @@ export class ManagementAuth {
   }
 
   /**
-   * Revokes several of the user's live tokens after one password check (`gw login --revoke-idle-days`: one check
-   * per token would take dozens of slow checks, past the per-minute limit). An id that is not a live token of the
-   * user's is the single revoke's 404, and nothing is revoked: the same answer for another user's and an unknown id.
+   * Revokes several of the user's tokens after one password check (`gw login --revoke-idle-days`: one check per
+   * token would take dozens of slow checks, past the per-minute limit), and counts those this call revoked. The
+   * user's tokens that already ended (revoked by a concurrent login listing the same idle ones, expired since they
+   * were listed) are done, not an error. An id that was never a token of the user's is the single revoke's 404,
+   * the same answer for another user's and an unknown id, and nothing is revoked.
    */
   async revokeAccessTokens(userId: number, ids: number[]): Promise<number> {
-    const now = nowSeconds();
-    const live = new Set((await this.sessions.listTokens(userId, { now, ended: 0 })).map((t) => t.id));
-    const missing = ids.find((id) => !live.has(id));
-    if (missing !== undefined) throw new GatewayError(404, 'token_not_found', `No live access token ${missing}`, { param: 'ids' });
-    const unique = [...new Set(ids)];
-    for (const id of unique) await this.sessions.revokeToken(userId, id, now);
-    return unique.length;
+    const r = await this.sessions.revokeTokens(userId, [...new Set(ids)], nowSeconds());
+    if ('notYours' in r) throw new GatewayError(404, 'token_not_found', `No access token ${r.notYours}`, { param: 'ids' });
+    return r.revoked;
   }
 }
 

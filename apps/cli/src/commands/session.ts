@@ -142,8 +142,13 @@ async function liveLoginTokens(anon: ApiClient, session: { headers: Record<strin
 async function revokeIdle(ctx: Ctx, anon: ApiClient, session: { headers: Record<string, string> }, days: number, password: string): Promise<void> {
   const cutoff = Date.now() / 1000 - days * 86_400;
   const idle = (await liveLoginTokens(anon, session)).filter((t) => (t.last_used_at ?? t.created_at) < cutoff);
-  if (idle.length) await anon.call('POST', '/api/user/access_token/revoke', { ...session, body: { ids: idle.map((t) => t.id), current_password: password } });
-  if (idle.length) ctx.note(`Revoked ${idle.length} access token${idle.length === 1 ? '' : 's'} made by \`gw login\` and unused for ${days} days: ${idle.map((t) => t.id).join(', ')}.\n`);
+  if (!idle.length) return;
+  // Another login listing the same idle tokens at once may have revoked some of them first: the gateway counts
+  // those as done and answers how many this call revoked.
+  const { tokens_revoked: n } = await anon.call<{ tokens_revoked: number }>('POST', '/api/user/access_token/revoke', { ...session, body: { ids: idle.map((t) => t.id), current_password: password } });
+  const of = n < idle.length ? ` of ${idle.length}` : '';
+  const ended = n < idle.length ? ` (the other ${idle.length - n} had already ended)` : '';
+  ctx.note(`Revoked ${n}${of} access token${idle.length === 1 ? '' : 's'} made by \`gw login\` and unused for ${days} days${ended}: ${idle.map((t) => t.id).join(', ')}.\n`);
 }
 
 /**

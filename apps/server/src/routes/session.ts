@@ -94,13 +94,15 @@ export const sessionRoutes = (s: Services) =>
     .post('/access_token/revoke', async (ctx) => ok({ tokens_revoked: await s.credentialEnding.revokeAccessTokens(caller(ctx), ctx.body.ids, ctx.body.current_password) }), {
       role: 'user',
       body: t.Object({
-        ids: t.Array(t.Integer({ minimum: 1 }), { minItems: 1, maxItems: MAX_ACCESS_TOKENS_PER_USER, description: 'Ids of live access tokens of the caller' }),
+        ids: t.Array(t.Integer({ minimum: 1 }), { minItems: 1, maxItems: MAX_ACCESS_TOKENS_PER_USER, description: 'Ids of access tokens of the caller' }),
         // Optional as on the other ending routes: a missing one is their 400 `invalid_current_password`, costing no check.
         current_password: t.Optional(t.String({ maxLength: 1024, description: 'The caller\'s current password (one check for all the tokens). Shares the one current-password limit' })),
       }),
-      response: envelope(t.Object({ tokens_revoked: t.Integer() })),
-      detail: { tags: ['session'], summary: 'Revoke several access tokens', description: 'Revokes several of the caller\'s live access tokens on one password check '
-        + '(400 `invalid_current_password` when wrong). An id that is not a live token of the caller\'s is 404 `token_not_found` (`param: ids`) and nothing is revoked.' },
+      response: envelope(t.Object({ tokens_revoked: t.Integer({ description: 'How many live tokens this call revoked' }) })),
+      detail: { tags: ['session'], summary: 'Revoke several access tokens', description: 'Revokes several of the caller\'s access tokens on one password check '
+        + '(400 `invalid_current_password` when wrong), in one transaction. The caller\'s tokens that already ended (revoked, expired) are done, not an error, '
+        + 'and not counted in `tokens_revoked`. An id that was never a token of the caller\'s (another user\'s or unknown, one answer) is 404 `token_not_found` '
+        + '(`param: ids`) and nothing is revoked.' },
     })
     .delete('/access_token/:id', async (ctx) => {
       await s.credentialEnding.revokeAccessToken(caller(ctx), ctx.params.id, ctx.body?.current_password);

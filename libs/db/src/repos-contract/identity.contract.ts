@@ -170,6 +170,26 @@ export function identityContract(make: MakeEnv): void {
       expect((await r.sessions.findToken('th1'))!.revokedAt).toBe(7);
     });
 
+    test('revokeTokens: the owner\'s live ones only, ended ones left as they ended, nothing at all when one id was never the owner\'s', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const v = await seedUser(r);
+      const mk = (userId: number, h: string, extra: { expiresAt?: number } = {}) =>
+        r.sessions.createToken({ userId, tokenHash: h, prefix: 'p', createdAt: 1, ...extra });
+      const [live, expired, revoked, theirs] = [await mk(u.id, 'r1'), await mk(u.id, 'r2', { expiresAt: 50 }), await mk(u.id, 'r3'), await mk(v.id, 'r4')];
+      await r.sessions.revokeToken(u.id, revoked.id, 20);
+      const revokedAt = async () => Promise.all(['r1', 'r2', 'r3', 'r4'].map(async (h) => (await r.sessions.findToken(h))!.revokedAt));
+
+      const all = [live.id, expired.id, revoked.id];
+      expect(await r.sessions.revokeTokens(u.id, [...all, theirs.id], 100)).toEqual({ notYours: theirs.id });
+      expect(await r.sessions.revokeTokens(u.id, [theirs.id + 1000, ...all], 100)).toEqual({ notYours: theirs.id + 1000 });
+      expect(await revokedAt()).toEqual([null, null, 20, null]);
+      expect(await r.sessions.revokeTokens(u.id, all, 100)).toEqual({ revoked: 1 });
+      expect(await revokedAt()).toEqual([100, null, 20, null]);
+      expect(await r.sessions.revokeTokens(u.id, all, 200)).toEqual({ revoked: 0 });
+      expect(await revokedAt()).toEqual([100, null, 20, null]);
+    });
+
     test('deleting a user cascades to its sessions, tokens and keys', async () => {
       const r = env().repos;
       const u = await seedUser(r);

@@ -1,7 +1,7 @@
-import { and, asc, count, desc, eq, gt, lt, ne, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, lt, ne, sql } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { accessTokens, sessions, users } from '../schema-pg';
-import { SESSION_ID_CHARS, endedTokenOf, liveTokenOf, type AccessTokenRow, type SessionRow } from '../repos/sessions';
+import { SESSION_ID_CHARS, endedTokenOf, firstNotOwned, liveTokenOf, type AccessTokenRow, type SessionRow, type TokensRevoked } from '../repos/sessions';
 import type { sessions as sqliteSessions, accessTokens as sqliteAccessTokens } from '../schema';
 
 /** The login sessions of `userId` other than `keep` (every one when it is undefined). */
@@ -88,5 +88,16 @@ export class PgSessionsRepo {
   async revokeToken(userId: number, id: number, at: number): Promise<boolean> {
     return (await this.db.update(accessTokens).set({ revokedAt: at })
       .where(and(eq(accessTokens.id, id), eq(accessTokens.userId, userId))).returning({ id: accessTokens.id })).length > 0;
+  }
+
+  async revokeTokens(userId: number, ids: number[], at: number): Promise<TokensRevoked> {
+    const mine = and(eq(accessTokens.userId, userId), inArray(accessTokens.id, ids));
+    return this.db.transaction(async (tx) => {
+      const notYours = firstNotOwned(ids, await tx.select({ id: accessTokens.id }).from(accessTokens).where(mine));
+      if (notYours !== undefined) return { notYours };
+      // A concurrent batch holding the same rows commits first; this UPDATE then re-reads them and skips the
+      // revoked ones, so each token is counted by one batch.
+      return { revoked: (await tx.update(accessTokens).set({ revokedAt: at }).where(and(mine, liveTokenOf(accessTokens, at))).returning({ id: accessTokens.id })).length };
+    });
   }
 }

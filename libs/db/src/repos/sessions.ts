@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gt, isNotNull, isNull, lt, lte, ne, or, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, isNotNull, isNull, lt, lte, ne, or, sql } from 'drizzle-orm';
 import type { Db } from '../client';
 import { sessions, accessTokens } from '../schema';
 
@@ -45,7 +45,21 @@ export interface SessionsStore {
   listTokens(userId: number, shown?: { now: number; ended: number }): Promise<AccessTokenRow[]>;
   touchToken(id: number, at: number): Promise<void>;
   revokeToken(userId: number, id: number, at: number): Promise<boolean>;
+  /**
+   * Revokes those of `ids` (distinct, at most a few hundred: one statement) that are the user's live tokens at `at`,
+   * in one transaction, and counts them; the user's ended ones are left as they ended. When one of `ids` was never a
+   * token of the user's, nothing is written and that id is returned instead.
+   */
+  revokeTokens(userId: number, ids: number[], at: number): Promise<TokensRevoked>;
 }
+
+export type TokensRevoked = { revoked: number } | { notYours: number };
+
+/** The first of `ids` not among `owned` (the ids of the user's tokens among them). */
+export const firstNotOwned = (ids: number[], owned: { id: number }[]): number | undefined => {
+  const have = new Set(owned.map((r) => r.id));
+  return ids.find((id) => !have.has(id));
+};
 
 /** Login sessions and management access tokens (both hashed bearer secrets of a user). */
 export class SessionsRepo implements SessionsStore {
@@ -122,6 +136,15 @@ export class SessionsRepo implements SessionsStore {
   async revokeToken(userId: number, id: number, at: number): Promise<boolean> {
     return this.db.update(accessTokens).set({ revokedAt: at })
       .where(and(eq(accessTokens.id, id), eq(accessTokens.userId, userId))).returning({ id: accessTokens.id }).all().length > 0;
+  }
+
+  async revokeTokens(userId: number, ids: number[], at: number): Promise<TokensRevoked> {
+    const mine = and(eq(accessTokens.userId, userId), inArray(accessTokens.id, ids));
+    return this.db.transaction((tx) => {
+      const notYours = firstNotOwned(ids, tx.select({ id: accessTokens.id }).from(accessTokens).where(mine).all());
+      if (notYours !== undefined) return { notYours };
+      return { revoked: tx.update(accessTokens).set({ revokedAt: at }).where(and(mine, liveToken(at))).returning({ id: accessTokens.id }).all().length };
+    });
   }
 }
 
