@@ -149,3 +149,44 @@ test("another admin's deleted key stays hidden from statistics by key, as in the
   const rootGroups = (await gw.api('GET', '/api/log/stats?group_by=key')).body.data.items as Array<{ group: number | null }>;
   expect(rootGroups.some((g) => g.group === peerKey)).toBe(true);
 }, 20_000);
+
+/**
+ * An account whose CI makes and deletes a key per run leaves thousands of deleted keys. Statistics by key looked each
+ * one the key index forgot up in turn, one read per key inside the caller's history-read turn (on SQLite, synchronous
+ * reads on the event loop): thousands of reads per admin call. Now one batched read answers them all, and the
+ * hiding holds for every one of them. Counted on node 1's own stores (past the cluster proxy).
+ */
+test('statistics by key over thousands of deleted keys look their owners up in one batched read, and still hide the hidden ones', async () => {
+  const admin = await makeUser(gw, 10);
+  const peer = await makeUser(gw, 10);
+  const user = await makeUser(gw);
+  // makeUser writes past the change bus: the node's user directory is told as an account change would tell it.
+  for (const u of [admin, peer, user]) await gw.services.userDirectory.refresh(u.id);
+  const N = 3_000;
+  const base = 7_000_000;
+  const at = Math.floor(Date.now() / 1000) - 60;
+  // The peer admin's CI: N keys made and deleted, one request each; the last one is a managed user's.
+  await gw.db.all(`with recursive s(i) as (select 1 union all select i + 1 from s where i < ${N})
+    insert into deleted_api_keys (id, user_id) select ${base} + i, case when i = ${N} then ${user.id} else ${peer.id} end from s`);
+  await gw.db.all(`insert into usage_logs (request_id, user_id, api_key_id, model, status, created_at)
+    select 'req_ci_' || id, user_id, id, 'k1', 200, ${at} from deleted_api_keys where id > ${base}`);
+
+  const stores = gw.services.stores as { usageLogs: object };
+  const real = stores.usageLogs;
+  let reads = 0;
+  stores.usageLogs = new Proxy(real, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop);
+      return typeof v === 'function' ? (...args: unknown[]) => { reads++; return v.apply(target, args); } : v;
+    },
+  });
+  try {
+    const r = await gw.nodeApi('GET', '/api/log/stats?group_by=key', undefined, admin.token);
+    expect(r.status).toBe(200);
+    const groups = new Set((r.body.data.items as Array<{ group: number | null }>).map((g) => g.group));
+    expect([groups.has(base + 1), groups.has(base + N - 1), groups.has(base + N), groups.has(null)]).toEqual([false, false, true, true]);
+    expect(reads).toBeLessThanOrEqual(1);
+  } finally {
+    stores.usageLogs = real;
+  }
+}, 20_000);

@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test';
 import { Database } from 'bun:sqlite';
-import { binValue, percentileOf } from './usage-stats';
+import type { StatsReader, StatsRow } from '@gw/db';
+import { STATS_LIMITS, UsageStatsService, binValue, percentileOf } from './usage-stats';
 import { csvField } from './usage-export';
 
 /** The bin SQLite computes for a latency (the same expression the repository uses). */
@@ -55,5 +56,19 @@ describe('CSV fields', () => {
     expect(csvField(-5)).toBe('-5');
     expect(csvField(null)).toBe('');
     expect(csvField(true)).toBe('true');
+  });
+});
+
+describe('statistics by key over too many rows', () => {
+  test('are refused before any key is looked up: the owners of deleted keys are reads, and the answer is a 400 anyway', async () => {
+    const rows: StatsRow[] = Array.from({ length: STATS_LIMITS.maxRows + 1 }, (_, i) => ({
+      bucket: 0, grp: i + 1, requests: 1, errors: 0, inputTokens: 0n, outputTokens: 0n, cacheReadTokens: 0n, cacheWriteTokens: 0n, audioTokens: 0n, cost: 0n,
+    }));
+    const reader: StatsReader = { read: async () => ({ rows, hist: [] }), close: async () => {} };
+    let asked = 0;
+    const stats = new UsageStatsService(reader, () => 1_000_000);
+    const r = await stats.stats({ group_by: 'key' }, undefined, async (ids) => { asked += ids.length; return new Set(); }).catch((e: unknown) => e);
+    expect((r as { code?: string }).code).toBe('too_many_rows');
+    expect(asked).toBe(0);
   });
 });

@@ -151,19 +151,20 @@ export class UsageStatsService {
    * `ownerId` restricts the rows to one user whatever the query says (the /self route). `keysHidden(keyIds)`: those
    * of the keys the caller may not see (an admin below root, root's and other admins' keys, deleted ones included):
    * a `token_id` naming one matches nothing, and `group_by=key` puts their rows in the `null` group, summed with
-   * the other hidden keys'. It is asked once, for the keys the result names (a deleted key's owner is a read).
+   * the other hidden keys'. It is asked once, for the keys the result names, and only for a result within maxRows.
    */
   async stats(q: StatsQueryParams, ownerId?: number, keysHidden?: KeysHidden): Promise<StatsView> {
     const sq = this.query(q, ownerId);
     const none = keysHidden && sq.apiKeyId !== undefined && (await keysHidden([sq.apiKeyId])).has(sq.apiKeyId);
     const read = none ? { rows: [], hist: [] } : await this.reader.read(sq);
+    // Before the keys are looked up: the answer is this 400 whatever they hide, and their owners may be reads.
+    if (read.rows.length > STATS_LIMITS.maxRows) {
+      throw errors.badRequest('too_many_rows', `More than ${STATS_LIMITS.maxRows} bucket/group rows: narrow the range, use daily buckets or filter`, 'group_by');
+    }
     const hidden = keysHidden && sq.groupBy === 'key' ? await keysHidden(groupIds(read.rows, read.hist)) : undefined;
     const masked = <T extends { grp: unknown }>(r: T): T => (r.grp !== null && hidden!.has(Number(r.grp)) ? { ...r, grp: null } : r);
     const rows = hidden ? mergeGroups(read.rows.map(masked)) : read.rows;
     const bins = hidden ? read.hist.map(masked) : read.hist;
-    if (read.rows.length > STATS_LIMITS.maxRows) {
-      throw errors.badRequest('too_many_rows', `More than ${STATS_LIMITS.maxRows} bucket/group rows: narrow the range, use daily buckets or filter`, 'group_by');
-    }
     const hist = new Map<string, LatencyBinRow[]>();
     for (const h of bins) {
       const k = key(h.bucket, h.grp);

@@ -64,24 +64,26 @@ async function readerOf(s: Services, actor: UserRow, q: Record<string, any>, adm
 }
 
 /**
- * The keys among `keyIds` whose owner's keys `keyHidden` hides, deleted ones included (looked up one by one, in
- * turn: only keys the index no longer holds are reads). With the in-memory index alone, statistics by key showed an
- * admin below root the ids of root's and other admins' deleted keys, which its listings hide.
+ * The keys among `keyIds` whose owner's keys `keyHidden` hides, deleted ones included. The in-memory index forgets a
+ * deleted key, so the owners of the keys it does not know are read from deleted_api_keys in one batched query: an
+ * account whose CI makes and deletes a key per run leaves thousands, and one read each (in turn, on SQLite on the
+ * event loop) made every admin's statistics by key thousands of reads.
  */
 const keysHiddenOf = (s: Services, keyHidden: (userId: number) => boolean): KeysHidden => async (keyIds) => {
   const hidden = new Set<number>();
-  for (const id of keyIds) if (await filterKeyHidden(s, keyHidden, id)) hidden.add(id);
+  const forgotten: number[] = [];
+  for (const id of keyIds) {
+    const owner = s.apiKeys.ownerOf(id);
+    if (owner === undefined) forgotten.push(id);
+    else if (keyHidden(owner)) hidden.add(id);
+  }
+  if (forgotten.length) for (const [id, owner] of await s.stores.usageLogs.deletedKeyOwners(forgotten)) if (keyHidden(owner)) hidden.add(id);
   return hidden;
 };
 
-/**
- * Whether a `token_id` filter names a key `keyHidden` hides. The key index in memory forgets a deleted key, so its
- * owner is looked up (deleted_api_keys, one primary-key read): another admin's key, once deleted, named their rows again.
- */
-async function filterKeyHidden(s: Services, keyHidden: (userId: number) => boolean, keyId: number): Promise<boolean> {
-  const owner = s.apiKeys.ownerOf(keyId) ?? await s.stores.usageLogs.deletedKeyOwner(keyId);
-  return owner !== undefined && keyHidden(owner);
-}
+/** Whether a `token_id` filter names a key `keyHidden` hides (another admin's key, once deleted, named their rows again). */
+const filterKeyHidden = async (s: Services, keyHidden: (userId: number) => boolean, keyId: number): Promise<boolean> =>
+  (await keysHiddenOf(s, keyHidden)([keyId])).has(keyId);
 
 async function list(s: Services, actor: UserRow, q: Record<string, any>, admin: boolean, userId?: number) {
   const p = q.p ?? 1;

@@ -1,4 +1,5 @@
 import { describe, expect, test } from 'bun:test';
+import { DELETED_KEYS_PER_QUERY } from '../repos/usage-logs';
 import type { ContractRepos, MakeEnv } from './env';
 import { BIG, seedKey, seedUser, useEnv } from './setup';
 
@@ -80,6 +81,20 @@ export function billingContract(make: MakeEnv): void {
 
   describe('usage logs', () => {
     const env = useEnv(make);
+
+    test('deletedKeyOwners: the owners of deleted keys only, by id, across more ids than one query binds', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const v = await seedUser(r);
+      const [gone, goneToo, live] = [await seedKey(r, u.id), await seedKey(r, v.id), await seedKey(r, u.id)];
+      await r.apiKeys.delete(gone.id);
+      await r.apiKeys.delete(goneToo.id);
+      // Unknown ids around them push the deleted ones into different slices of the batched read.
+      const filler = Array.from({ length: DELETED_KEYS_PER_QUERY + 10 }, (_, i) => 50_000_000 + i);
+      const asked = [gone.id, ...filler, live.id, goneToo.id];
+      expect([...(await r.usageLogs.deletedKeyOwners(asked))].sort((a, b) => a[0] - b[0])).toEqual([[gone.id, u.id], [goneToo.id, v.id]]);
+      expect((await r.usageLogs.deletedKeyOwners([])).size).toBe(0);
+    });
 
     test('insertOnce: true once per request id, defaults applied, booleans and big numbers kept', async () => {
       const r = env().repos;

@@ -1,7 +1,7 @@
-import { and, count, desc, eq, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { apiKeys, deletedApiKeys, usageLogs, users } from '../schema-pg';
-import type { NewUsageLogRow, UsageLogFilter, UsageLogRow, UsageLogWhere } from '../repos/usage-logs';
+import { deletedKeyChunks, type NewUsageLogRow, type UsageLogFilter, type UsageLogRow, type UsageLogWhere } from '../repos/usage-logs';
 import type { PgWriter } from './sql';
 import { MAX_COUNTER } from '@gw/core';
 
@@ -52,8 +52,13 @@ export class PgUsageLogsRepo {
     return (await this.db.select().from(usageLogs).where(eq(usageLogs.requestId, requestId)))[0];
   }
 
-  async deletedKeyOwner(keyId: number): Promise<number | undefined> {
-    return (await this.db.select({ u: deletedApiKeys.userId }).from(deletedApiKeys).where(eq(deletedApiKeys.id, keyId)))[0]?.u;
+  async deletedKeyOwners(keyIds: number[]): Promise<Map<number, number>> {
+    const owners = new Map<number, number>();
+    for (const ids of deletedKeyChunks(keyIds)) {
+      const rows = await this.db.select({ id: deletedApiKeys.id, u: deletedApiKeys.userId }).from(deletedApiKeys).where(inArray(deletedApiKeys.id, ids));
+      for (const r of rows) owners.set(r.id, r.u);
+    }
+    return owners;
   }
 
   async list(f: UsageLogFilter): Promise<{ items: UsageLogRow[]; total: number }> {

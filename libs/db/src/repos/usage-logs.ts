@@ -1,4 +1,4 @@
-import { and, count, desc, eq, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
 import { apiKeys, deletedApiKeys, usageLogs, users } from '../schema';
 import { MAX_COUNTER } from '@gw/core';
@@ -63,8 +63,22 @@ export interface UsageLogsStore {
   addKeyUsage(keyId: number, cost: number): Promise<void>;
   byRequestId(requestId: string): Promise<UsageLogRow | undefined>;
   list(f: UsageLogFilter): Promise<{ items: UsageLogRow[]; total: number }>;
-  /** The user a deleted key belonged to (deleted_api_keys); undefined for a live key or an id no key had. */
-  deletedKeyOwner(keyId: number): Promise<number | undefined>;
+  /**
+   * The users the deleted ones among `keyIds` belonged to (deleted_api_keys), by key id; a live key or an id no key
+   * had is absent. One query per DELETED_KEYS_PER_QUERY ids, however many.
+   */
+  deletedKeyOwners(keyIds: number[]): Promise<Map<number, number>>;
+}
+
+/**
+ * Ids bound in one `IN (…)` of deletedKeyOwners: under both backends' limits on bound parameters (SQLite 32766,
+ * PostgreSQL 65535), and small enough that one read on SQLite's event loop stays short.
+ */
+export const DELETED_KEYS_PER_QUERY = 5_000;
+
+/** `keyIds` in slices of DELETED_KEYS_PER_QUERY. */
+export function* deletedKeyChunks(keyIds: number[]): Generator<number[]> {
+  for (let i = 0; i < keyIds.length; i += DELETED_KEYS_PER_QUERY) yield keyIds.slice(i, i + DELETED_KEYS_PER_QUERY);
 }
 
 /**
@@ -120,8 +134,13 @@ export class UsageLogsRepo implements UsageLogsStore {
     return this.db.select().from(usageLogs).where(eq(usageLogs.requestId, requestId)).get();
   }
 
-  async deletedKeyOwner(keyId: number): Promise<number | undefined> {
-    return this.db.select({ u: deletedApiKeys.userId }).from(deletedApiKeys).where(eq(deletedApiKeys.id, keyId)).get()?.u;
+  async deletedKeyOwners(keyIds: number[]): Promise<Map<number, number>> {
+    const owners = new Map<number, number>();
+    for (const ids of deletedKeyChunks(keyIds)) {
+      const rows = this.db.select({ id: deletedApiKeys.id, u: deletedApiKeys.userId }).from(deletedApiKeys).where(inArray(deletedApiKeys.id, ids)).all();
+      for (const r of rows) owners.set(r.id, r.u);
+    }
+    return owners;
   }
 
   async list(f: UsageLogFilter): Promise<{ items: UsageLogRow[]; total: number }> {
