@@ -190,6 +190,15 @@ export function identityContract(make: MakeEnv): void {
       expect(await revokedAt()).toEqual([100, null, 20, null]);
     });
 
+    test('revokeToken: a token already revoked keeps when it ended (a second revoke still finds it)', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      const t = await r.sessions.createToken({ userId: u.id, tokenHash: 'rk1', prefix: 'p', createdAt: 1 });
+      expect(await r.sessions.revokeToken(u.id, t.id, 20)).toBe(true);
+      expect(await r.sessions.revokeToken(u.id, t.id, 90)).toBe(true);
+      expect((await r.sessions.findToken('rk1'))!.revokedAt).toBe(20);
+    });
+
     test('deleting a user cascades to its sessions, tokens and keys', async () => {
       const r = env().repos;
       const u = await seedUser(r);

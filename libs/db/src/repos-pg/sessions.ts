@@ -86,7 +86,7 @@ export class PgSessionsRepo {
   }
 
   async revokeToken(userId: number, id: number, at: number): Promise<boolean> {
-    return (await this.db.update(accessTokens).set({ revokedAt: at })
+    return (await this.db.update(accessTokens).set({ revokedAt: sql`coalesce(${accessTokens.revokedAt}, ${at})` })
       .where(and(eq(accessTokens.id, id), eq(accessTokens.userId, userId))).returning({ id: accessTokens.id })).length > 0;
   }
 

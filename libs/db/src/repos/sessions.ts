@@ -134,7 +134,7 @@ export class SessionsRepo implements SessionsStore {
   }
 
   async revokeToken(userId: number, id: number, at: number): Promise<boolean> {
-    return this.db.update(accessTokens).set({ revokedAt: at })
+    return this.db.update(accessTokens).set({ revokedAt: sql`coalesce(${accessTokens.revokedAt}, ${at})` })
       .where(and(eq(accessTokens.id, id), eq(accessTokens.userId, userId))).returning({ id: accessTokens.id }).all().length > 0;
   }
 
