@@ -84,9 +84,12 @@ describe('HoldReconciler: checkpoints of a dead node', () => {
       rows: {
         heldBy: async (ref) => [...kept].filter(([, v]) => v.ref === ref).map(([requestId, v]) => ({ requestId, row: v.row })),
         remove: async (id) => { kept.delete(id); },
+        settledCost: async (ids) => written.filter((r) => ids.includes(r.requestId)).reduce((a, r) => a + r.cost, 0),
         sweepSettled: async () => {
+          // As PostgreSQL's: not while a checkpoint of the same hold is unsettled.
+          const open = new Set([...kept].filter(([id]) => !ledger.settledRefs.has(id)).map(([, v]) => v.ref));
           let n = 0;
-          for (const id of [...kept.keys()]) if (ledger.settledRefs.has(id) && kept.delete(id)) n++;
+          for (const [id, v] of [...kept]) if (ledger.settledRefs.has(id) && !open.has(v.ref) && kept.delete(id)) n++;
           return n;
         },
       },
@@ -103,7 +106,7 @@ describe('HoldReconciler: checkpoints of a dead node', () => {
     const store = new MemoryHoldStore(async () => ({ user: { ...ledger.user }, key: { ...ledger.key } }), () => now);
     const log = { info: (e: string) => events.push(e), warn: (e: string) => events.push(e), error: (e: string) => events.push(e) } as unknown as Logger;
     const rec = new HoldReconciler(store, ledger, { intervalMs: 1_000, unfinished: billing, log });
-    return { ledger, store, rec, kept, written, events, at: (t: number) => { now = t; } };
+    return { ledger, store, rec, kept, written, events, billing, at: (t: number) => { now = t; } };
   }
 
   test('billed once after the lapse, capped by the hold, before the release; a live hold\'s checkpoint is not billed', async () => {
@@ -184,5 +187,37 @@ describe('HoldReconciler: checkpoints of a dead node', () => {
     expect(await rec.runOnce()).toBe(1);
     expect(written.map((r) => r.requestId)).toEqual(['rt_f_resp_1']);
     expect(kept.size).toBe(0);
+  });
+
+  test('a pass cut short between two checkpoints (the database failing on the second): the next pass bills up to the hold, not past it', async () => {
+    let down = true;
+    const { ledger, store, rec, kept, written, at } = withCheckpoints({
+      fail: (r) => (r.requestId === 'rt_g_resp_2' && down ? Object.assign(new Error('unreachable'), { code: 'settlement_unavailable' }) : null),
+    });
+    await store.reserve({ userId: 1, keyId: null, amount: 300, ref: 'rt_g#1', leaseMs: 1_000 });
+    kept.set('rt_g_resp_1', { ref: 'rt_g#1', row: row('rt_g_resp_1', 200) });
+    kept.set('rt_g_resp_2', { ref: 'rt_g#1', row: row('rt_g_resp_2', 200) });
+    at(2_000);
+    expect(await rec.runOnce()).toBe(0);
+    expect(written.map((r) => r.cost)).toEqual([200]);
+    down = false;
+    expect(await rec.runOnce()).toBe(1);
+    expect(written.map((r) => [r.requestId, r.cost])).toEqual([['rt_g_resp_1', 200], ['rt_g_resp_2', 100]]);
+    expect(ledger.user.balance).toBe(1_000 - 300);
+    expect(kept.size).toBe(0);
+    expect((await store.available({ userId: 1 })).user).toBe(700);
+  });
+
+  test('a checkpoint its node settled before dying counts against the hold: the rest is capped at what is left', async () => {
+    const { ledger, store, rec, written, kept, billing, at } = withCheckpoints();
+    await store.reserve({ userId: 1, keyId: null, amount: 300, ref: 'rt_h#1', leaseMs: 1_000 });
+    kept.set('rt_h_resp_1', { ref: 'rt_h#1', row: row('rt_h_resp_1', 200) });
+    kept.set('rt_h_resp_2', { ref: 'rt_h#1', row: row('rt_h_resp_2', 200) });
+    // The node's own settlement of the first committed; it died before deleting the checkpoint.
+    await billing.settle(row('rt_h_resp_1', 200));
+    at(2_000);
+    expect(await rec.runOnce()).toBe(1);
+    expect(written.map((r) => [r.requestId, r.cost])).toEqual([['rt_h_resp_1', 200], ['rt_h_resp_2', 100]]);
+    expect(ledger.user.balance).toBe(1_000 - 300);
   });
 });

@@ -21,6 +21,8 @@ export interface UnfinishedBilling {
   rows: {
     heldBy(holdRef: string): Promise<Array<{ requestId: string; row: SettlementRow | null }>>;
     remove(requestId: string): Promise<void>;
+    /** What the ledger already charged for these request ids (their usage rows' cost; 0 for ids never settled). */
+    settledCost(requestIds: string[]): Promise<number>;
     sweepSettled(): Promise<number>;
     /** Runs `fn` while no other node works on this hold (null without running it): a hold is billed and released once. */
     claim?<T>(holdRef: string, fn: () => Promise<T>): Promise<{ value: T } | null>;
@@ -128,24 +130,30 @@ export class HoldReconciler {
   /**
    * Bills the checkpoints kept under a lapsed hold: the responses its dead node was running, each once (its request
    * id is the settlement's, so one settled before the node died is written as nothing), capped by the hold (the
-   * money set aside for it; the rest of the balance may be spent since), then deletes them. A row PostgreSQL refuses
+   * money set aside for it; the rest of the balance may be spent since), then deletes them. What the ledger already
+   * has for these checkpoints (settled by their node, or by an earlier pass that failed or died before the next one)
+   * counts against the hold first, and no checkpoint is deleted before all are billed: a pass cut short between two
+   * checkpoints would otherwise leave the next one to cap the rest at the whole hold again. A row PostgreSQL refuses
    * for a reason of its own is logged and deleted, so its hold is still released; any other failure throws, and the
    * hold stays in limbo for the next pass. Returns whether the ledger has a charge of these rows.
    */
   private async billUnfinished(hold: Hold): Promise<boolean> {
     const u = this.opts.unfinished;
     if (!u) return false;
-    let left = hold.amount;
+    const kept = await u.rows.heldBy(hold.ref);
+    if (!kept.length) return false;
+    const already = await u.rows.settledCost(kept.map((k) => k.requestId));
+    let left = hold.amount - already;
     let charged = false;
-    for (const { requestId, row } of await u.rows.heldBy(hold.ref)) {
+    for (const { requestId, row } of kept) {
       if (!row) {
         this.opts.log?.error('settlement.unfinished_unreadable', { id: requestId, msg: 'not a settlement this gateway wrote: deleted, nothing billed' });
-        await u.rows.remove(requestId);
         continue;
       }
       const bill = capAt(row, left);
       try {
         const out = await u.settle(bill);
+        // One written before (by its node, or an earlier pass) is in `already`.
         if (out.inserted) left -= bill.cost;
         // Written now or before (its node settled it before dying): either way the ledger has its charge.
         charged = true;
@@ -154,12 +162,15 @@ export class HoldReconciler {
         if (!rowRefused(err)) throw err;
         this.opts.log?.error('settlement.unfinished_failed', { id: requestId, cause: errorText(err), row: JSON.stringify(bill) });
       }
-      await u.rows.remove(requestId);
     }
+    for (const { requestId } of kept) await u.rows.remove(requestId);
     return charged;
   }
 
-  /** Checkpoints whose request is settled (its node died between the commit and the delete): deleted, never billed. */
+  /**
+   * Checkpoints whose request is settled (its node died between the commit and the delete): deleted, never billed.
+   * Not while another checkpoint of the same hold is unsettled: its billing counts the settled ones against the hold.
+   */
   private async sweepUnfinished(): Promise<void> {
     try {
       const n = await this.opts.unfinished?.rows.sweepSettled();

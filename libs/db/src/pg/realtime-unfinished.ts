@@ -101,7 +101,12 @@ export interface UnfinishedRows {
   /** The rows kept under this hold ref (null where the row is not one the gateway wrote). */
   heldBy(holdRef: string): Promise<Array<{ requestId: string; row: SettlementRow | null }>>;
   remove(requestId: string): Promise<void>;
-  /** Deletes the rows whose request id has a usage row (settled, its node's delete lost or never sent); returns how many. */
+  /** The cost the ledger already has for these request ids (their usage rows; 0 for ids never settled). */
+  settledCost(requestIds: string[]): Promise<number>;
+  /**
+   * Deletes the rows whose request id has a usage row (settled, its node's delete lost or never sent), except those
+   * sharing a hold with a row not yet settled: that hold's billing counts them against it; returns how many.
+   */
   sweepSettled(): Promise<number>;
   /**
    * Runs `fn` while this process alone works on the hold `holdRef` (null, without running it, when another node does).
@@ -121,8 +126,17 @@ export function pgUnfinishedRows(sql: PgSql): UnfinishedRows {
     async remove(requestId) {
       await sql`delete from realtime_unfinished where request_id = ${requestId}`;
     },
+    async settledCost(requestIds) {
+      if (!requestIds.length) return 0;
+      const [r] = await sql<{ cost: string | null }[]>`
+        select coalesce(sum(cost), 0) as cost from usage_logs where request_id in ${sql(requestIds)}`;
+      return Number(r?.cost ?? 0);
+    },
     async sweepSettled() {
-      const r = await sql`delete from realtime_unfinished u using usage_logs l where l.request_id = u.request_id`;
+      const r = await sql`delete from realtime_unfinished u using usage_logs l where l.request_id = u.request_id
+        and (u.hold_ref = '' or not exists (
+          select 1 from realtime_unfinished o where o.hold_ref = u.hold_ref
+            and not exists (select 1 from usage_logs x where x.request_id = o.request_id)))`;
       return r.count;
     },
     async claim(holdRef, fn) {
