@@ -1,21 +1,23 @@
 /**
  * The lock that serialises a user's redemption attempts across nodes (RedisKeyLocks) against a holder slower than its
  * lease (PostgreSQL slow to answer). Before, the lease lapsed under the running attempt and a second node's attempt
- * took the lock and ran beside it; the holder now renews its lease while it works. Against a real Redis and
- * PostgreSQL, with a lease of 150 ms and a first attempt stalled 700 ms.
+ * took the lock and ran beside it; the holder now renews its lease while it works, for 4 leases at most (a hung holder
+ * renewing forever blocked its user's redemptions on every node). Against a real Redis and PostgreSQL, with a lease of
+ * 1 s (renewed every 333 ms: an event-loop or GC stall of up to 0.6 s on a loaded machine does not lapse it; a 150 ms
+ * lease did, at a 100 ms stall) and a first attempt stalled 3 s.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import type Redis from 'ioredis';
 import { ChangeBus, GatewayError, sha256Hex } from '@gw/core';
-import { RedisKeyLocks } from '@gw/core/redis/key-locks';
+import { KEY_LOCK_MAX_LEASES, RedisKeyLocks } from '@gw/core/redis/key-locks';
 import { RedemptionService } from '../../libs/payments/src/redemption';
 import { PgLedgerRepo, PgRedemptionCodesRepo, PgUsersRepo } from '../../libs/db/src/repos-pg';
 import { openPgTestDb, requirePg, type PgTestDb } from '../helpers/postgres';
 import { dropPrefix, freshPrefix, redisClient, requireRedis } from '../helpers/redis';
 
 const ready = (await requirePg('tests/cluster/redeem-lock-lease.test.ts')) && (await requireRedis('tests/cluster/redeem-lock-lease.test.ts'));
-const LEASE_MS = 150;
-const STALL_MS = 700;
+const LEASE_MS = 1_000;
+const STALL_MS = 3_000;
 const prefix = freshPrefix('redeem-lease');
 let t: PgTestDb;
 let redis: Redis;
@@ -32,7 +34,8 @@ afterAll(async () => {
   await t.close();
 });
 
-const locks = () => new RedisKeyLocks(redis, prefix, { ttlMs: LEASE_MS, waitMs: 5_000 });
+const locks = (opts: { waitMs?: number; onCapped?: (key: string) => void } = {}) =>
+  new RedisKeyLocks(redis, prefix, { ttlMs: LEASE_MS, waitMs: 5_000, ...opts });
 
 describe.skipIf(!ready)('a lock held past its lease', () => {
   test('a second node does not get it until the first releases', async () => {
@@ -94,5 +97,25 @@ describe.skipIf(!ready)('a lock held past its lease', () => {
     const [row] = await t.handle.sql<{ quota: string; credits: string }[]>`
       select u.quota, (select count(*) from ledger l where l.user_id = u.id and l.kind = 'redeem') as credits from users u where u.id = ${user.id}`;
     expect([Number(row!.quota), Number(row!.credits)]).toEqual([500, 1]);
+  }, 20_000);
+
+  test('a holder that hangs keeps the lock for 4 leases, then it lapses and another node gets it', async () => {
+    const capped: string[] = [];
+    const a = locks({ onCapped: (key) => capped.push(key) });
+    const b = locks({ waitMs: 3 * KEY_LOCK_MAX_LEASES * LEASE_MS });
+    const heldAt = performance.now();
+    const releaseA = await a.acquire('u2');
+    expect(releaseA).not.toBeNull();
+    // A's step never ends (until the test ends): B waits for the cap, not for ever.
+    const releaseB = await b.acquire('u2');
+    const waited = performance.now() - heldAt;
+    expect(releaseB).not.toBeNull();
+    expect(waited).toBeGreaterThanOrEqual(KEY_LOCK_MAX_LEASES * LEASE_MS - 50);
+    expect(waited).toBeLessThan((KEY_LOCK_MAX_LEASES + 1) * LEASE_MS + 1_000);
+    expect(capped).toEqual(['u2']);
+    // A's late release leaves B's lock alone.
+    await releaseA!();
+    expect(await redis.exists(`${prefix}{lk:u2}`)).toBe(1);
+    await releaseB!();
   }, 20_000);
 });

@@ -136,11 +136,12 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     const leader = await PgAdvisoryLeader.start(url, { name: `gw:${config.pgSchema}:jobs`, log: (line) => log.info('leader', { msg: line }) });
     closers.push(() => leader.close());
     const rateLimits = new RedisRateLimits(redis, config.redisPrefix);
-    // One step (a redemption attempt: a few queries) holds it, renewing it while it runs; a node that dies holding one
-    // blocks its key this long.
+    // One step (a redemption attempt: a few queries) holds it, renewing it while it runs for 4 leases at most (a hung
+    // step must not block its user's redemptions on every node); a node that dies holding one blocks its key a lease.
     const keyLocks = new RedisKeyLocks(redis, config.redisPrefix, {
       ttlMs: 15_000, waitMs: 15_000,
       onLost: (key) => log.warn('redis.key_lock_lost', { key, msg: 'a lock lapsed while held (Redis unreachable or emptied): its step runs on unserialised' }),
+      onCapped: (key) => log.warn('redis.key_lock_capped', { key, msg: 'a step held its lock for 4 leases: no longer renewed, it lapses and the step runs on unserialised' }),
     });
     const holdStore = new RedisHoldStore(redis, (u, k) => sink.mirrors(u, k), {
       prefix: config.redisPrefix, recoveryMs: billing.holds.recoveryMs, loadBudgets: (ids) => sink.budgetSpend(ids),

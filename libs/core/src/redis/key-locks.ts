@@ -11,20 +11,28 @@ const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('
 return 0
 `;
 
+/** How many leases a holder may keep a lock in all by renewing it, unless `maxHeldMs` says otherwise. */
+export const KEY_LOCK_MAX_LEASES = 4;
+
 /**
  * Short exclusive locks shared by every node: `SET NX PX` with a random token, polled until taken or `waitMs` has
  * passed. The holder renews the lease every `ttlMs`/3 while it works, so a step slower than the lease (PostgreSQL
  * slow to answer) keeps the lock: before, it lapsed after `ttlMs` and a second node's holder ran beside the first.
- * A node that dies holding one stops renewing, so it blocks the key for `ttlMs` at most. A holder that loses the
- * lock anyway (Redis unreachable past the lease, or it lost its data) runs on unlocked: the caller's own guards
- * still hold (a redemption credits a code once, by the ledger's unique ref), and `onLost` is told.
+ * Renewals stop once the lock has been held `maxHeldMs` (4 leases by default) and `onCapped` is told: a step that
+ * hangs would otherwise keep its key locked on every node for as long as its process lives. A node that dies holding
+ * one stops renewing, so it blocks the key for `ttlMs` at most. A holder that loses the lock anyway (Redis
+ * unreachable past the lease, or it lost its data, or the cap) runs on unlocked: the caller's own guards still hold
+ * (a redemption credits a code once, by the ledger's unique ref), and `onLost` is told.
  */
 export class RedisKeyLocks {
   private readonly releaseScript: Script;
   private readonly renewScript: Script;
 
   constructor(private readonly redis: Redis, private readonly prefix: string,
-    private readonly opts: { ttlMs: number; waitMs: number; pollMs?: number; onLost?: (key: string) => void }) {
+    private readonly opts: {
+      ttlMs: number; waitMs: number; pollMs?: number; maxHeldMs?: number;
+      onLost?: (key: string) => void; onCapped?: (key: string) => void;
+    }) {
     this.releaseScript = defineScript(redis, 'gwKeyLockRelease', 1, RELEASE);
     this.renewScript = defineScript(redis, 'gwKeyLockRenew', 1, RENEW);
   }
@@ -49,11 +57,21 @@ export class RedisKeyLocks {
     }
   }
 
-  /** Renews the lease every third of it until stopped or lost; returns the stop function. */
+  /**
+   * Renews the lease every third of it until stopped, lost or held `maxHeldMs` (never extended past that); returns the
+   * stop function.
+   */
   private renewWhileHeld(key: string, k: string, token: string): () => void {
     let lost = false;
+    const until = Date.now() + (this.opts.maxHeldMs ?? KEY_LOCK_MAX_LEASES * this.opts.ttlMs);
     const timer = setInterval(() => {
-      this.renewScript([k], [token, this.opts.ttlMs]).then((ok) => {
+      const left = until - Date.now();
+      if (left <= 0) {
+        clearInterval(timer);
+        this.opts.onCapped?.(key);
+        return;
+      }
+      this.renewScript([k], [token, Math.min(this.opts.ttlMs, left)]).then((ok) => {
         if (Number(ok) === 1 || lost) return;
         lost = true;
         clearInterval(timer);
