@@ -66,10 +66,11 @@ export class RedisKeyLocks {
     const until = Date.now() + (this.opts.maxHeldMs ?? KEY_LOCK_MAX_LEASES * this.opts.ttlMs);
     const timer = setInterval(() => {
       const left = until - Date.now();
-      if (left <= 0) {
+      // The last renewal takes the lease to the cap: told now, before it lapses and another holder may take it.
+      if (left <= this.opts.ttlMs) {
         clearInterval(timer);
         this.opts.onCapped?.(key);
-        return;
+        if (left <= 0) return;
       }
       this.renewScript([k], [token, Math.min(this.opts.ttlMs, left)]).then((ok) => {
         if (Number(ok) === 1 || lost) return;
