@@ -77,3 +77,48 @@ describe('the relay stop with a probe in flight', () => {
     expect(status()).toBe(1);
   }, 20_000);
 });
+
+/** Answers every request with `status` (a 500: the channel's failure; a 401: its key's refusal). */
+function failingUpstream(status: number) {
+  const server = Bun.serve({
+    port: 0,
+    fetch: () => Response.json({ type: 'error', error: { type: status === 401 ? 'authentication_error' : 'api_error', message: 'no' } }, { status }),
+  });
+  return { url: server.url.origin, stop: () => server.stop(true) };
+}
+
+describe('a failure reported after the relay stop, with RELAY_HEALTH_CONFIRM=false', () => {
+  // A request still running at shutdown ends after the stop; the database may be closing by then.
+  test('the channel is not disabled (no status written)', async () => {
+    const up = failingUpstream(500);
+    const gw = await startGateway({ RELAY_HEALTH_FAILURES: '1', RELAY_HEALTH_CONFIRM: 'false', RELAY_MAX_ATTEMPTS: '1' });
+    cleanup.push(() => gw.stop(), () => up.stop());
+    const model = 'after-stop-failure';
+    const id = await addChannel(gw, { type: 'anthropic', url: up.url, models: [model] });
+    await setPrice(gw, model);
+    const u = await keyedUser(gw);
+    await gw.services.relay.close();
+    const res = await send(nodeOne(gw), u.key, msg(model));
+    expect(res.status).toBeGreaterThanOrEqual(500);
+    await Bun.sleep(300);
+    expect(gw.services.channelRegistry.get(id)!.status).toBe(1);
+  }, 20_000);
+
+  test('a key the upstream refuses is not set aside (no key status written)', async () => {
+    const up = failingUpstream(401);
+    const gw = await startGateway({ RELAY_HEALTH_FAILURES: '1', RELAY_HEALTH_CONFIRM: 'false', RELAY_MAX_ATTEMPTS: '1' });
+    cleanup.push(() => gw.stop(), () => up.stop());
+    const model = 'after-stop-refusal';
+    await setPrice(gw, model);
+    const r = await gw.api('POST', '/api/channel/', {
+      name: model, type: 'anthropic', base_url: up.url, key: 'sk-after-stop-1111', keys: ['sk-after-stop-2222'], models: [model], timeout_ms: 5000,
+    });
+    expect(r.status).toBe(200);
+    const u = await keyedUser(gw);
+    await gw.services.relay.close();
+    expect((await send(nodeOne(gw), u.key, msg(model))).status).toBeGreaterThanOrEqual(400);
+    await Bun.sleep(300);
+    const keys = (await gw.api('GET', `/api/channel/${r.body.data.id}/keys`)).body.data as Array<{ status: number }>;
+    expect(keys.map((k) => k.status)).toEqual([1, 1]);
+  }, 20_000);
+});

@@ -160,10 +160,11 @@ export class ChannelHealth {
       } finally {
         this.confirming.delete(id);
       }
-      // An operator may have changed the status while the probe ran: only an enabled channel is disabled. A probe
-      // cut by close() proved nothing, and the database may be closing.
-      if (this.stopping.signal.aborted || this.deps.get(id)?.status !== ENABLED) return false;
     }
+    // An operator may have changed the status while the probe ran: only an enabled channel is disabled. After close()
+    // (a probe it cut proved nothing; a request still ending at shutdown reports its failure with no probe when
+    // `confirm` is off) the database may be closing: nothing is written.
+    if (this.stopping.signal.aborted || this.deps.get(id)?.status !== ENABLED) return false;
     await this.deps.setStatus(id, AUTO_DISABLED, `auto-disabled after ${rule}${this.opts.confirm !== false ? ' and a failed probe' : ''}: ${reason}`.slice(0, 500));
     this.deps.log?.warn('channel.auto_disabled', { channel: id, reason });
     return true;
@@ -182,7 +183,8 @@ export class ChannelHealth {
     // judges nothing: no probe is sent with its key, and the request moves on to another channel, not to this one's
     // other keys (before, it probed the disabled channel and then sent the request with each of its keys in turn).
     if (this.deps.get(id)?.status !== ENABLED) return false;
-    if (this.opts.confirm === false) return true;
+    // Not after close(): setting the key aside writes into a database that may be closing.
+    if (this.opts.confirm === false) return !this.stopping.signal.aborted;
     const k = ChannelHealth.slot(id, key);
     const proven = this.keyProofs.get(k);
     if (proven !== undefined) {
