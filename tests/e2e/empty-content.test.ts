@@ -5,25 +5,17 @@
  * Anthropic channel refused it upstream. The optional final assistant turn (a prefill) may be empty.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { startGateway, type TestGateway } from '../helpers/gateway';
-import { addChannel, keyedUser, send, setPrice, upstream, V, type Scripted } from './relay-setup';
+import type { TestGateway } from '../helpers/gateway';
+import { bothChannelTypes, keyedUser, send, type Scripted, V } from './relay-setup';
 
 let gw: TestGateway;
 let oai: Scripted;
 let native: Scripted;
+let stop: () => Promise<void>;
 beforeAll(async () => {
-  gw = await startGateway();
-  oai = upstream('openai');
-  native = upstream('anthropic');
-  await addChannel(gw, { type: 'openai', url: oai.url, models: ['oai-m'] });
-  await addChannel(gw, { type: 'anthropic', url: native.url, models: ['native-m'] });
-  for (const model of ['oai-m', 'native-m']) await setPrice(gw, model);
+  ({ gw, oai, native, stop } = await bothChannelTypes());
 });
-afterAll(async () => {
-  await gw.stop();
-  await oai.stop();
-  await native.stop();
-});
+afterAll(() => stop());
 
 const NON_EMPTY = 'all messages must have non-empty content except for the optional final assistant message';
 const TEXT_EMPTY = 'text content blocks must be non-empty';

@@ -5,8 +5,8 @@
  * that way: input + cache reads above the prompt). Over real HTTP, translated and native, JSON and streams.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { startGateway, type TestGateway } from '../helpers/gateway';
-import { addChannel, keyedUser, send, setPrice, upstream, type Scripted } from './relay-setup';
+import type { TestGateway } from '../helpers/gateway';
+import { bothChannelTypes, keyedUser, send, type Scripted } from './relay-setup';
 
 const PROMPT = 'lorem ipsum dolor sit amet '.repeat(800);
 const chunk = (c: object) => `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', model: 'x', ...c })}\n\n`;
@@ -29,20 +29,12 @@ const anthropicJson = (usage: object) => ({ id: 'msg_1', type: 'message', role: 
 let gw: TestGateway;
 let oai: Scripted;
 let native: Scripted;
+let stop: () => Promise<void>;
 beforeAll(async () => {
-  gw = await startGateway();
-  oai = upstream('openai');
-  native = upstream('anthropic');
-  await addChannel(gw, { type: 'openai', url: oai.url, models: ['oai-m'] });
-  await addChannel(gw, { type: 'anthropic', url: native.url, models: ['native-m'] });
   // 1 unit per input token, a tenth of that per cache read, 1 per output token.
-  for (const model of ['oai-m', 'native-m']) await setPrice(gw, model, { input: 1_000_000, output: 1_000_000, cache_read: 100_000 });
+  ({ gw, oai, native, stop } = await bothChannelTypes({ input: 1_000_000, output: 1_000_000, cache_read: 100_000 }));
 });
-afterAll(async () => {
-  await gw.stop();
-  await oai.stop();
-  await native.stop();
-});
+afterAll(() => stop());
 
 interface Row { input_tokens: number; output_tokens: number; cache_read_tokens: number; cost: number; usage_flag: string }
 async function billed(model: string, stream: boolean) {

@@ -1,5 +1,5 @@
 /** Shared set-up of the relay end-to-end tests: channels, prices, users with keys and balance. */
-import { CLUSTER_NODES, makeUser, type TestGateway } from '../helpers/gateway';
+import { CLUSTER_NODES, makeUser, startGateway, type TestGateway } from '../helpers/gateway';
 import { startAnthropicUpstream } from '../doubles/anthropic-upstream';
 import { startOpenAIUpstream } from '../doubles/openai-upstream';
 import type { RecordedRequest, UpstreamDouble, UpstreamPlan } from '../doubles/sse';
@@ -44,6 +44,17 @@ export async function setPrice(gw: TestGateway, model: string, p: Partial<Record
 }
 
 /** A user with `balance` quota units and a relay key. */
+/** A gateway with one OpenAI-compatible channel (model `oai-m`) and one Anthropic channel (`native-m`), both priced. */
+export async function bothChannelTypes(price: Parameters<typeof setPrice>[2] = {}) {
+  const gw = await startGateway();
+  const oai = upstream('openai');
+  const native = upstream('anthropic');
+  await addChannel(gw, { type: 'openai', url: oai.url, models: ['oai-m'] });
+  await addChannel(gw, { type: 'anthropic', url: native.url, models: ['native-m'] });
+  for (const model of ['oai-m', 'native-m']) await setPrice(gw, model, price);
+  return { gw, oai, native, stop: async () => { await gw.stop(); await oai.stop(); await native.stop(); } };
+}
+
 export async function keyedUser(gw: TestGateway, balance = 1_000_000, key: Record<string, unknown> = {}) {
   const u = await makeUser(gw);
   if (balance) await gw.services.ledger.apply({ userId: u.id, kind: 'topup', amount: balance, ref: `seed-${u.id}`, at: 1 });
