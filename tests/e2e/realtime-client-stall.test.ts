@@ -13,7 +13,8 @@ import { RealtimeTestClient, SAMPLE_USAGE, type RealtimeUpstreamDouble, type Ups
 const PRICE = { model: 'gpt-realtime', input: 4_000_000, output: 16_000_000, cache_read: 400_000, cache_write: 0, audio_input: 32_000_000, audio_output: 64_000_000, context_window: 16_000 };
 const AUDIO_TOKENS = 8000;
 const STALL = 1000;
-const GRACE = 1000;
+// Long enough to read the ~25 MB backlog to its response.done on a loaded machine (it ends as soon as that is read).
+const GRACE = 3000;
 /** Bun's smallest idle timeout (1 to 7 round up to 8). */
 const IDLE = 8;
 const CHUNK = 'A'.repeat(64_000);
@@ -104,6 +105,32 @@ test('a client that reads the whole flood at its own pace is not cut by the stal
   cl.ws.close();
   await cl.waitClose();
   expect((await sessionRow(userId, 3000)).close_reason).not.toBe('client stopped reading');
+  up.usageFor = () => SAMPLE_USAGE;
+}, 20_000);
+
+test('an event loop held longer than the stall limit does not cut a client that is behind: the limit counts checks, not the clock', async () => {
+  const { userId, key } = await userKey();
+  const n = up.connections.length;
+  const s = await nonReadingRealtimeClient(gw.nodeUrl, key);
+  s.on('error', () => {});
+  const c = await upstreamOf(n);
+  await flood(c.id, 'resp_held');
+  await up.until(() => up.unsent(c.id) > 1_000_000, 5000);
+  // Long enough for the gateway's queue to the client to back up, well under the limit.
+  await Bun.sleep(200);
+  // The gateway (this process) is held past the limit, as a long GC or a loaded machine may hold it; the client,
+  // behind but alive, reads as soon as the loop runs again.
+  const until = Date.now() + STALL + 500;
+  while (Date.now() < until) { /* held */ }
+  // The client's first read comes a moment after the loop runs again (a check falls due at once).
+  await Bun.sleep(100);
+  s.on('data', () => {});
+  s.resume();
+  for (let i = 0; i < 300 && !(await gw.db.get('select 1 from usage_logs where user_id = ?', userId)); i++) await Bun.sleep(20);
+  expect(c.closed).toBeNull();
+  const usage = await gw.db.all('select request_id, audio_output_tokens, error_code from usage_logs where user_id = ?', userId);
+  expect(usage.map((r: any) => [r.request_id.split('_').at(-1), r.audio_output_tokens, r.error_code])).toEqual([['held', AUDIO_TOKENS, '']]);
+  s.destroy();
   up.usageFor = () => SAMPLE_USAGE;
 }, 20_000);
 

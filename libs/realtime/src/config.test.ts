@@ -19,8 +19,10 @@ test('frame and read bounds: defaults sized for real clients (a 15 MiB audio app
 test('liveness bounds: a stalled client after 30 s, a silent one after Bun\'s 120 s idle timeout; the timeout cannot be turned off', () => {
   const d = realtimeConfig({});
   expect([d.clientStallMs, d.idleTimeoutSeconds]).toEqual([30_000, 120]);
-  const c = realtimeConfig({ REALTIME_CLIENT_STALL_MS: '0', REALTIME_IDLE_TIMEOUT_SECONDS: '8' });
-  expect([c.clientStallMs, c.idleTimeoutSeconds]).toEqual([0, 8]);
+  const c = realtimeConfig({ REALTIME_CLIENT_STALL_MS: '1000', REALTIME_IDLE_TIMEOUT_SECONDS: '8' });
+  expect([c.clientStallMs, c.idleTimeoutSeconds]).toEqual([1000, 8]);
+  // A stalled client's socket is paused, and Bun suspends a paused socket's idle timeout: the stall check is its only bound.
+  for (const v of ['0', '999']) expect(() => realtimeConfig({ REALTIME_CLIENT_STALL_MS: v })).toThrow('REALTIME_CLIENT_STALL_MS');
   // 0 would stop Bun's timeout and pings (a gone client never noticed); 1 to 7 Bun rounds up to 8; past 960 Bun refuses.
   for (const v of ['0', '7', '961']) expect(() => realtimeConfig({ REALTIME_IDLE_TIMEOUT_SECONDS: v })).toThrow('REALTIME_IDLE_TIMEOUT_SECONDS');
 });

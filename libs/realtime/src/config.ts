@@ -49,9 +49,11 @@ export interface RealtimeConfig {
    */
   closeGraceMs: number;
   /**
-   * A client the gateway is sending to that takes nothing of what is queued for it for this long (REALTIME_CLIENT_STALL_MS;
-   * 0 = never) is treated as gone: the session ends as if it had closed (its running responses cancelled and billed via
-   * the close grace). Only counts while frames wait for the client, so a quiet client is never cut by it.
+   * A client the gateway is sending to that takes nothing of what is queued for it for this long (REALTIME_CLIENT_STALL_MS,
+   * at least 1 s) is treated as gone: the session ends as if it had closed (its running responses cancelled and billed via
+   * the close grace). Only counts while frames wait for the client, so a quiet client is never cut by it. It cannot be
+   * turned off: such a client's socket is paused, and Bun suspends the idle timeout of a paused socket, so nothing else
+   * would ever end the session.
    */
   clientStallMs: number;
   /**
@@ -80,7 +82,7 @@ export function realtimeConfig(env: Record<string, string | undefined>): Realtim
     maxUpstreamFrameBytes: readIntEnv(env, 'REALTIME_MAX_UPSTREAM_FRAME_BYTES', 16 * MIB, 1024, 1024 * MIB),
     readBytesPerSecond: readIntEnv(env, 'REALTIME_READ_BYTES_PER_SECOND', 4 * MIB, 0, 1024 * MIB),
     closeGraceMs: readIntEnv(env, 'REALTIME_CLOSE_GRACE_MS', 3000, 0, 60_000),
-    clientStallMs: readIntEnv(env, 'REALTIME_CLIENT_STALL_MS', 30_000, 0, 3_600_000),
+    clientStallMs: readIntEnv(env, 'REALTIME_CLIENT_STALL_MS', 30_000, 1000, 3_600_000),
     // Bun rounds 1 to 7 up to 8, and 0 would turn the timeout (and its pings) off: a gone client would never be noticed.
     idleTimeoutSeconds: readIntEnv(env, 'REALTIME_IDLE_TIMEOUT_SECONDS', 120, 8, 960),
   };

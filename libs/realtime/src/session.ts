@@ -191,8 +191,8 @@ export class RelaySession {
   private graceTimer: ReturnType<typeof setInterval> | null = null;
   /** Watches a backpressured client for progress (clientStallMs). */
   private stallTimer: ReturnType<typeof setInterval> | null = null;
-  /** When the backpressured client last took something (a drain, or its queue going down). */
-  private stallSince = 0;
+  /** Stall-watch ticks since the backpressured client last took something (a drain, or its queue going down). */
+  private stallIdleTicks = 0;
   private channelId: number | null = null;
   private readonly startedAtMs = Date.now();
   private framesIn = 0;
@@ -313,7 +313,7 @@ export class RelaySession {
   /** Bun `drain`: the client socket took its queue; send what waited and read the upstream again. */
   drain(ws: ServerWebSocket<unknown>): void {
     if (this.ended || this.leaving) return;
-    this.stallSince = Date.now();
+    this.stallIdleTicks = 0;
     while (this.outQueue.length) {
       const r = ws.send(this.outQueue[0]!);
       this.outQueue.shift();
@@ -535,18 +535,22 @@ export class RelaySession {
     const ws = this.client;
     if (limit <= 0 || this.stallTimer || !ws) return;
     let queued = ws.getBufferedAmount();
-    this.stallSince = Date.now();
+    this.stallIdleTicks = 0;
+    const every = Math.min(1000, Math.max(POLL_MS, limit / 4));
+    // Ticks without progress, not the wall clock: an event loop held for a second (GC, a loaded machine) must not
+    // count against a client whose drain is waiting behind it; a tick that runs late counts once.
+    const ticks = Math.ceil(limit / every);
     this.stallTimer = setInterval(() => {
       if (this.ended || this.leaving || !this.clientBackpressured) return this.unwatchStall();
       const now = ws.getBufferedAmount();
-      if (now < queued) this.stallSince = Date.now();
+      this.stallIdleTicks = now < queued ? 0 : this.stallIdleTicks + 1;
       queued = now;
-      if (Date.now() - this.stallSince < limit) return;
+      if (this.stallIdleTicks < ticks) return;
       this.unwatchStall();
       this.close(ws, 1006, 'client stopped reading');
       // Its socket is let go unflushed (a close frame would only queue behind what it does not read).
       ws.terminate();
-    }, Math.min(1000, Math.max(POLL_MS, limit / 4)));
+    }, every);
   }
 
   private unwatchStall(): void {
