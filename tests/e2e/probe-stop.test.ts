@@ -80,11 +80,17 @@ describe('the relay stop with a probe in flight', () => {
 
 /** Answers every request with `status` (a 500: the channel's failure; a 401: its key's refusal). */
 function failingUpstream(status: number) {
+  const u = { hits: 0, url: '', stop: () => {} };
   const server = Bun.serve({
     port: 0,
-    fetch: () => Response.json({ type: 'error', error: { type: status === 401 ? 'authentication_error' : 'api_error', message: 'no' } }, { status }),
+    fetch: () => {
+      u.hits++;
+      return Response.json({ type: 'error', error: { type: status === 401 ? 'authentication_error' : 'api_error', message: 'no' } }, { status });
+    },
   });
-  return { url: server.url.origin, stop: () => server.stop(true) };
+  u.url = server.url.origin;
+  u.stop = () => server.stop(true);
+  return u;
 }
 
 describe('a failure reported after the relay stop, with RELAY_HEALTH_CONFIRM=false', () => {
@@ -100,6 +106,8 @@ describe('a failure reported after the relay stop, with RELAY_HEALTH_CONFIRM=fal
     await gw.services.relay.close();
     const res = await send(nodeOne(gw), u.key, msg(model));
     expect(res.status).toBeGreaterThanOrEqual(500);
+    // The request reached the upstream after the stop: its failure was reported, and not written.
+    expect(up.hits).toBe(1);
     await Bun.sleep(300);
     expect(gw.services.channelRegistry.get(id)!.status).toBe(1);
   }, 20_000);
@@ -117,6 +125,7 @@ describe('a failure reported after the relay stop, with RELAY_HEALTH_CONFIRM=fal
     const u = await keyedUser(gw);
     await gw.services.relay.close();
     expect((await send(nodeOne(gw), u.key, msg(model))).status).toBeGreaterThanOrEqual(400);
+    expect(up.hits).toBeGreaterThanOrEqual(1);
     await Bun.sleep(300);
     const keys = (await gw.api('GET', `/api/channel/${r.body.data.id}/keys`)).body.data as Array<{ status: number }>;
     expect(keys.map((k) => k.status)).toEqual([1, 1]);
