@@ -26,7 +26,7 @@ test('a key refusal that arrives after the operator disabled the channel probes 
   refusing.script((req) => {
     seen.push(req.headers['x-api-key'] ?? '');
     // Long enough for the operator's disable to land before the answer.
-    return { delayMs: 800, error: { status: 401, message: 'invalid x-api-key' } };
+    return { delayMs: 2000, error: { status: 401, message: 'invalid x-api-key' } };
   });
   const create = async (url: string, name: string, keys: string[], priority: number) => {
     const r = await node.api('POST', '/api/channel/', { name, type: 'anthropic', base_url: url, key: keys[0], keys: keys.slice(1), models: [model], priority, timeout_ms: 5000 });
