@@ -12,9 +12,40 @@ export interface EmptyContentIssue {
   param: string;
 }
 
+const TEXT_EMPTY = 'messages: text content blocks must be non-empty';
+const TEXT_BLANK = 'messages: text content blocks must contain non-whitespace text';
+const PREFILL_TRAILING = 'messages: final assistant content cannot end with trailing whitespace';
+
+/** True for text that is only whitespace (`""` too; callers check `""` first for its own message). */
+const blank = (text: string): boolean => text.trim() === '';
+
+type Block = { type: string; text?: unknown; content?: unknown };
+
+/**
+ * The first empty or blank text block of one block list (a turn's content, or a tool_result's), or null. `""` is
+ * always refused; a whitespace-only block only when no text block of the same list has real text: Anthropic accepts
+ * `[" ", "Hi"]` but refuses `[" "]` and `[" ", tool_use]`.
+ */
+function blockListIssue(blocks: readonly Block[], at: string): EmptyContentIssue | null {
+  const texts = blocks.map((b, j) => [b, j] as const).filter(([b]) => b.type === 'text' && typeof b.text === 'string');
+  for (const [b, j] of texts) if (b.text === '') return { message: TEXT_EMPTY, param: `${at}[${j}].text` };
+  const firstBlank = texts.find(([b]) => blank(b.text as string));
+  if (firstBlank && texts.every(([b]) => blank(b.text as string))) return { message: TEXT_BLANK, param: `${at}[${firstBlank[1]}].text` };
+  for (let j = 0; j < blocks.length; j++) {
+    const b = blocks[j]!;
+    // A tool_result may be empty (`""`, `[]` or no content), but text blocks inside it follow the rule above.
+    if (b.type === 'tool_result' && Array.isArray(b.content)) {
+      const inner = blockListIssue(b.content as Block[], `${at}[${j}].content`);
+      if (inner) return inner;
+    }
+  }
+  return null;
+}
+
 /**
  * The first empty content of a schema-valid conversation, or null: a turn with `""` or `[]` content (but the final
- * assistant turn, a prefill, which may be empty), else a text block with `""` text (in any turn).
+ * assistant turn, a prefill, which may be empty), a text block with `""` text (in any turn or tool_result), a turn
+ * (or tool_result block list) whose text is all whitespace, or a final assistant prefill ending in whitespace.
  */
 export function emptyContentIssue(messages: readonly MessageParam[]): EmptyContentIssue | null {
   for (let i = 0; i < messages.length; i++) {
@@ -23,13 +54,25 @@ export function emptyContentIssue(messages: readonly MessageParam[]): EmptyConte
     if (content.length === 0 && !finalAssistant) {
       return { message: `messages.${i}: all messages must have non-empty content except for the optional final assistant message`, param: `messages[${i}].content` };
     }
-    if (typeof content === 'string') continue;
-    for (let j = 0; j < content.length; j++) {
-      const b = content[j]!;
-      if (b.type === 'text' && (b as { text: string }).text === '') {
-        return { message: 'messages: text content blocks must be non-empty', param: `messages[${i}].content[${j}].text` };
-      }
+    if (typeof content === 'string') {
+      if (content !== '' && blank(content)) return { message: TEXT_BLANK, param: `messages[${i}].content` };
+    } else {
+      const issue = blockListIssue(content as readonly Block[], `messages[${i}].content`);
+      if (issue) return issue;
+    }
+    if (finalAssistant) {
+      const issue = trailingWhitespace(content as string | readonly Block[], i);
+      if (issue) return issue;
     }
   }
+  return null;
+}
+
+/** A prefill ending in whitespace (the string, or a final text block), which Anthropic refuses. */
+function trailingWhitespace(content: string | readonly Block[], i: number): EmptyContentIssue | null {
+  if (typeof content === 'string') return /\s$/.test(content) ? { message: PREFILL_TRAILING, param: `messages[${i}].content` } : null;
+  const j = content.length - 1;
+  const last = content[j];
+  if (last?.type === 'text' && typeof last.text === 'string' && /\s$/.test(last.text)) return { message: PREFILL_TRAILING, param: `messages[${i}].content[${j}].text` };
   return null;
 }
