@@ -59,14 +59,30 @@ export function normalizeModels(models: string[]): string[] {
   return out;
 }
 
-/** Trims a model mapping; keys and values must be non-blank. */
+/**
+ * Refuses a raw (not yet schema-normalized) channel body whose model_mapping has a `__proto__` key. The HTTP layer's
+ * body normalizer copies records by assignment, which drops that key without a word (the channel would then send
+ * the unmapped name upstream), and model names are keys of other JSON objects too: a clear 400 instead. Must run
+ * before the body schema is applied.
+ */
+export function refuseProtoMappingKey(body: unknown): void {
+  const m = body && typeof body === 'object' ? (body as { model_mapping?: unknown }).model_mapping : undefined;
+  if (m && typeof m === 'object' && Object.hasOwn(m, '__proto__')) {
+    throw invalid('model_mapping.__proto__', 'model_mapping: "__proto__" cannot be used as a model name');
+  }
+}
+
+/**
+ * Trims a model mapping; keys and values must be non-blank. Entries are defined, not assigned, so that no key can
+ * set the copy's prototype.
+ */
 export function normalizeMapping(m: Record<string, string>): Record<string, string> {
   const out: Record<string, string> = {};
   const entries = Object.entries(m);
   if (entries.length > 1000) throw invalid('model_mapping', 'model_mapping: at most 1000 entries');
   for (const [from, to] of entries) {
     if (typeof to !== 'string' || !from.trim() || !to.trim()) throw invalid(`model_mapping.${from}`, 'model_mapping: keys and values must be non-blank model names');
-    out[from.trim()] = to.trim();
+    Object.defineProperty(out, from.trim(), { value: to.trim(), enumerable: true, writable: true, configurable: true });
   }
   return out;
 }
