@@ -38,8 +38,8 @@ export class ChannelTester {
     const target = { baseUrl: ch.baseUrl, apiKey: ch.apiKey, upstreamModel: ch.modelMapping[requested] ?? requested, extraHeaders: probe.extraHeaders, timeoutMs: ch.timeoutMs };
     const req = adapter.buildMessagesRequest(probe.body as Parameters<typeof adapter.buildMessagesRequest>[0], target, new Headers());
     // The same scrubber as the relay's: the upstream's text never shows any key of this channel (not only the one
-    // sent: an admin never sees the others either) or its header secrets.
-    const scrubber = scrubberFor({ ...target, keys: ch.keys.map((k) => k.apiKey) });
+    // sent: an admin never sees the others either) or its header secrets (also those an override removed or replaced).
+    const scrubber = scrubberFor({ ...target, channelHeaders: ch.headers, keys: ch.keys.map((k) => k.apiKey) });
     const started = performance.now();
     let status = 0;
     let success = false;

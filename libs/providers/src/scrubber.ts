@@ -25,12 +25,18 @@ export function isCredentialHeader(name: string, value: string): boolean {
   return CREDENTIAL_NAME.test(name) || looksRandom(value);
 }
 
-/** The secrets of a channel: its key and its credential-looking extra header values. */
-export function channelSecrets(c: { apiKey: string; extraHeaders?: Record<string, string>; keys?: string[] }): string[] {
+/**
+ * The secrets of a channel: its keys and its credential-looking header values, those sent (`extraHeaders`, after a
+ * model's overrides) and the channel's own (`channelHeaders`): a value a model's override removed or replaced was
+ * not sent for that model, but the upstream may still know and echo it.
+ */
+export function channelSecrets(c: { apiKey: string; extraHeaders?: Record<string, string>; channelHeaders?: Record<string, string>; keys?: string[] }): string[] {
   // Every key of the channel, not only the one in use: an upstream may echo a sibling key (shared accounts).
   const out = [c.apiKey, ...(c.keys ?? [])];
-  for (const [name, value] of Object.entries(c.extraHeaders ?? {})) if (isCredentialHeader(name, value)) out.push(value);
-  return out.filter((s) => s.length >= 6);
+  for (const h of [c.extraHeaders, c.channelHeaders]) {
+    for (const [name, value] of Object.entries(h ?? {})) if (isCredentialHeader(name, value)) out.push(value);
+  }
+  return [...new Set(out.filter((s) => s.length >= 6))];
 }
 
 /**
@@ -173,6 +179,6 @@ export class Scrubber {
 export const genericScrubber = new Scrubber();
 
 /** The scrubber of one channel's upstream text: its secrets, and its address written bare (`baseUrl`). */
-export function scrubberFor(c: { apiKey: string; extraHeaders?: Record<string, string>; keys?: string[]; baseUrl?: string }): Scrubber {
+export function scrubberFor(c: { apiKey: string; extraHeaders?: Record<string, string>; channelHeaders?: Record<string, string>; keys?: string[]; baseUrl?: string }): Scrubber {
   return new Scrubber(channelSecrets(c), addressWords(c.baseUrl));
 }

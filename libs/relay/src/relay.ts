@@ -143,10 +143,13 @@ type Admitted = RelayRequest & { ticket: Ticket };
 // (here the request, its body and plans) for as long as the closure lives, which for a stream is its life.
 const settledBy = (admission: { release(): void } | null, next: (() => void) | undefined) => () => { admission?.release(); next?.(); };
 
-/** A channel's scrubber, built on first use (failures only): it knows every key of the channel, not just this one. */
+/**
+ * A channel's scrubber, built on first use (failures only): it knows every key of the channel, not just this one,
+ * and its header secrets, also those this model's overrides removed or replaced.
+ */
 function lazyScrubber(target: UpstreamTarget, ch: RelayChannel): () => Scrubber {
   let memo: Scrubber | null = null;
-  return () => (memo ??= scrubberFor({ ...target, keys: ch.keys.map((k) => k.apiKey) }));
+  return () => (memo ??= scrubberFor({ ...target, channelHeaders: ch.headers, keys: ch.keys.map((k) => k.apiKey) }));
 }
 
 const NO_LIMITS: LimitFields = { rateLimitRpm: 0, rateLimitTpm: 0, maxConcurrency: 0 };
