@@ -25,6 +25,8 @@ export interface UpstreamTarget {
   reasoningEcho?: ReasoningEcho;
   /** False: a translating adapter leaves out `stream_options` (the upstream refused it); absent = sent. */
   streamUsage?: boolean;
+  /** True: a translating adapter passes private-address media URLs on (MEDIA_URL_ALLOW_PRIVATE); absent = refused. */
+  allowPrivateMediaUrls?: boolean;
 }
 
 /** A ready-to-send fetch call. */

@@ -48,6 +48,11 @@ export interface RelayConfig {
    * beyond it 429 user_upstream_share_exceeded, so one account cannot take every slot and starve the others.
    */
   maxUpstreamPerUser: number;
+  /**
+   * MEDIA_URL_ALLOW_PRIVATE (default false): translated channels pass image URLs pointing at private, loopback or
+   * link-local addresses to the upstream, which fetches them from its own network. Off, they are refused (400).
+   */
+  mediaUrlAllowPrivate: boolean;
 }
 
 /** Reads the relay settings; throws ConfigError on a bad value. */
@@ -74,6 +79,7 @@ export function relayConfig(env: Record<string, string | undefined>): RelayConfi
     limitLeaseMs: readIntEnv(env, 'LIMIT_LEASE_MS', 120_000, 1000, 3_600_000),
     maxUpstreamConnections: readIntEnv(env, 'MAX_UPSTREAM_CONNECTIONS', defaultUpstreamCap(openFileLimit()), 1, MAX_UPSTREAM_CAP),
     maxUpstreamPerUser: readIntEnv(env, 'MAX_UPSTREAM_CONNECTIONS_PER_USER', 0, 0, MAX_UPSTREAM_CAP),
+    mediaUrlAllowPrivate: readBoolEnv(env, 'MEDIA_URL_ALLOW_PRIVATE', false),
   };
 }
 

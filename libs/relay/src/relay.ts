@@ -372,7 +372,7 @@ export class RelayService {
 
   private target(ch: RelayChannel, key: RelayKey, model: string, extraHeaders = ch.headers): UpstreamTarget {
     return { baseUrl: ch.baseUrl, apiKey: key.apiKey, extraHeaders, upstreamModel: ch.modelMapping[model] ?? model, timeoutMs: ch.timeoutMs, reasoningEcho: ch.reasoningEcho,
-      ...(this.streamOptions.refuses(ch) ? { streamUsage: false } : {}) };
+      ...(this.streamOptions.refuses(ch) ? { streamUsage: false } : {}), ...(this.d.config.mediaUrlAllowPrivate ? { allowPrivateMediaUrls: true } : {}) };
   }
 
   /**

@@ -7,6 +7,7 @@
 import { GatewayError } from '@gw/core';
 import type { MessagesRequest, MessageParam, ToolChoice, ToolParam } from '../anthropic/schema';
 import type { ChatCompletionRequest, ChatContentPart, ChatMessage, ChatTool, ChatToolCall, ChatToolChoice } from '../openai/types';
+import { refusePrivateMediaUrls } from './private-url';
 import { OPENAI_LIMITS, openaiToolCallId, openaiUserId, reasoningEffort, requestToolNames, toolNameMap } from './openai-limits';
 
 /** Differences between OpenAI-compatible upstreams, set by the provider configuration. */
@@ -27,6 +28,11 @@ export interface ToOpenAIOptions {
    */
   reasoningEcho?: boolean;
   /**
+   * Pass image URLs that point at private, loopback or link-local addresses on (MEDIA_URL_ALLOW_PRIVATE). Default
+   * false: they are refused (see private-url.ts), since the upstream fetches them from inside its own network.
+   */
+  allowPrivateMediaUrls?: boolean;
+  /**
    * Ask a stream for its usage chunk (`stream_options.include_usage`). Default true; false for an upstream known to
    * refuse `stream_options` with a 400 (older Azure OpenAI api-versions, some proxies): billed on estimates then.
    */
@@ -44,6 +50,7 @@ const unsupported = (code: string, message: string, param: string) => new Gatewa
 
 /** Translates a validated Anthropic request. Throws GatewayError 400 for what cannot be translated. */
 export function toOpenAIRequest(req: MessagesRequest, opts: ToOpenAIOptions = {}): ChatCompletionRequest {
+  if (!opts.allowPrivateMediaUrls) refusePrivateMediaUrls(req.messages);
   const out: ChatCompletionRequest = { model: opts.model ?? req.model, messages: [] };
   const names = toolNameMap(requestToolNames(req)).toUpstream;
   const rename = (n: string) => names[n] ?? n;

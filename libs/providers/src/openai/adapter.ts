@@ -35,7 +35,7 @@ export function createOpenAICompatibleAdapter(config: OpenAICompatibleConfig): P
 
     buildMessagesRequest(body: MessagesRequest, target: UpstreamTarget) {
       const payload = toOpenAIRequest(body, { ...config.request, model: target.upstreamModel, reasoningEcho: echoesReasoning(target.reasoningEcho, target.baseUrl),
-        includeUsage: target.streamUsage !== false });
+        includeUsage: target.streamUsage !== false, allowPrivateMediaUrls: target.allowPrivateMediaUrls === true });
       const headers = { ...target.forwardedHeaders, 'content-type': 'application/json', ...auth(target.apiKey), ...target.extraHeaders };
       return { url: joinUrl(target.baseUrl, chatPath), init: { method: 'POST', headers, body: JSON.stringify(payload), redirect: 'manual' } };
     },
