@@ -130,4 +130,49 @@ describe('a failure reported after the relay stop, with RELAY_HEALTH_CONFIRM=fal
     const keys = (await gw.api('GET', `/api/channel/${r.body.data.id}/keys`)).body.data as Array<{ status: number }>;
     expect(keys.map((k) => k.status)).toEqual([1, 1]);
   }, 20_000);
+
+  // The stop landing right after the health check said "not stopped" and before the key's disable write was issued:
+  // the write used to start after close() had resolved (it ran a microtask after the check, in the caller).
+  test('a stop landing between the refusal\'s check and its write: the write is issued before the stop and awaited by it', async () => {
+    const up = failingUpstream(401);
+    const gw = await startGateway({ RELAY_HEALTH_FAILURES: '1', RELAY_HEALTH_CONFIRM: 'false', RELAY_MAX_ATTEMPTS: '1' });
+    cleanup.push(() => gw.stop(), () => up.stop());
+    const model = 'stop-in-the-gap';
+    await setPrice(gw, model);
+    const r = await gw.api('POST', '/api/channel/', {
+      name: model, type: 'anthropic', base_url: up.url, key: 'sk-gap-1111', keys: ['sk-gap-2222'], models: [model], timeout_ms: 5000,
+    });
+    expect(r.status).toBe(200);
+    const u = await keyedUser(gw);
+    const events: string[] = [];
+    let closeCalled = false;
+    let closeResolved = false;
+    let closing: Promise<void> | undefined;
+    const { health } = gw.services.relay;
+    const keys = gw.services.channelKeys;
+    const judge = health.keyRefused.bind(health);
+    // The stop runs as the verdict reaches its caller: after the check, before anything the caller does with it.
+    health.keyRefused = (...args: Parameters<typeof judge>) => {
+      const verdict = judge(...args);
+      void verdict.then(() => {
+        if (closing) return;
+        closeCalled = true;
+        closing = gw.services.relay.close().then(() => { closeResolved = true; });
+      });
+      return verdict;
+    };
+    const write = keys.autoDisable.bind(keys);
+    keys.autoDisable = (...args: Parameters<typeof write>) => {
+      events.push(closeCalled ? 'write issued after the stop began' : 'write issued');
+      return write(...args).finally(() => events.push(closeResolved ? 'write ended after the stop resolved' : 'write ended'));
+    };
+    expect((await send(nodeOne(gw), u.key, msg(model))).status).toBeGreaterThanOrEqual(400);
+    for (let i = 0; i < 100 && !closing; i++) await Bun.sleep(20);
+    await closing;
+    await Bun.sleep(300);
+    expect(events).toEqual(['write issued', 'write ended']);
+    const listed = (await gw.api('GET', `/api/channel/${r.body.data.id}/keys`)).body.data as Array<{ status: number }>;
+    // The one key tried (either: the pick is spread) set aside; the stop kept the request from trying the other.
+    expect(listed.map((k) => k.status).sort()).toEqual([1, 3]);
+  }, 20_000);
 });

@@ -177,14 +177,24 @@ export class ChannelHealth {
    * neutral probe with the same key decides (unless `confirm` is off): true = the key is refused, false = it
    * works and the refusal was about the request. Concurrent refusals of a key share one probe. `key` is the
    * key the request was sent with: a key the channel no longer holds is not probed (true; its disable is a no-op).
+   * On true, `setAside` (the key's disable write) has already been started here and is awaited by close(): the
+   * "not stopped" check and the write are one synchronous step, so a close() can land before both or after both.
+   * Before, the caller wrote once the verdict reached it, a microtask or more after the check: a close() in between
+   * resolved at once and the write went into a closing database.
    */
-  async keyRefused(id: number, key: KeyRef): Promise<boolean> {
+  async keyRefused(id: number, key: KeyRef, setAside: () => Promise<void> = async () => {}): Promise<boolean> {
+    if (!(await this.judgeRefusal(id, key)) || this.stopping.signal.aborted) return false;
+    this.track(setAside()).catch(() => {});
+    return true;
+  }
+
+  private async judgeRefusal(id: number, key: KeyRef): Promise<boolean> {
     // A refusal that arrives after the channel left service (an operator's disable while the request was in flight)
     // judges nothing: no probe is sent with its key, and the request moves on to another channel, not to this one's
     // other keys (before, it probed the disabled channel and then sent the request with each of its keys in turn).
     if (this.deps.get(id)?.status !== ENABLED) return false;
-    // Not after close(): setting the key aside writes into a database that may be closing.
-    if (this.opts.confirm === false) return !this.stopping.signal.aborted;
+    // Not after close() (checked by the caller): setting the key aside writes into a database that may be closing.
+    if (this.opts.confirm === false) return true;
     const k = ChannelHealth.slot(id, key);
     const proven = this.keyProofs.get(k);
     if (proven !== undefined) {
@@ -197,7 +207,7 @@ export class ChannelHealth {
       verdict = this.track(this.deps.probe(id, ref, this.stopping.signal).catch(() => false).then((ok) => {
         this.keyProbes.delete(k);
         if (ok) this.prove(k);
-        // Cut by close(): not a refusal (setting the key aside would write into a closing database).
+        // Cut by close(): not a refusal (checked again by the caller, right before its write).
         return !ok && !this.stopping.signal.aborted;
       }));
       this.keyProbes.set(k, verdict);

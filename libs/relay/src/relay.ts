@@ -420,15 +420,19 @@ export class RelayService {
       const keys = this.d.keys;
       if (keys && upstream && v.fault === 'upstream' && isKeyRefusal(upstream.status, upstream.body)) {
         // A probe with the same key decides first: the client may have caused the refusal with its content.
-        return this.d.health.keyRefused(ch.id, key).then((refused): Attempt => {
+        // Started by the health check itself, in the step that checks the relay is not stopped (see keyRefused), and
+        // not awaited here: this attempt moves on to the next key it has not tried. Later requests skip the key at once
+        // (the stored disable reaches the registry a round trip or more later on PostgreSQL).
+        const setAside = async () => {
+          this.picker.setAside(ch, key.id);
+          await keys.refused(ch.id, { id: key.id, fingerprint: key.fingerprint }, reason())
+            .catch((err) => this.d.log?.error('channel.key_refusal_failed', { channel: ch.id, key: key.id, cause: errorText(err) }));
+        };
+        return this.d.health.keyRefused(ch.id, key, setAside).then((refused): Attempt => {
           // The key works: the upstream refused this request, not the key, so no other key of this channel is tried
           // with it. Another channel may still serve it (another account, another model access): the usual failover,
           // capped by RELAY_MAX_ATTEMPTS, which touches no key's or channel's health.
           if (!refused) return { ok: false, retryable: v.retryable, error: v.error };
-          // Not awaited: this attempt moves on to the next key it has not tried. Later requests skip the key
-          // at once (the stored disable reaches the registry a round trip or more later on PostgreSQL).
-          this.picker.setAside(ch, key.id);
-          keys.refused(ch.id, { id: key.id, fingerprint: key.fingerprint }, reason()).catch((err) => this.d.log?.error('channel.key_refusal_failed', { channel: ch.id, key: key.id, cause: errorText(err) }));
           return { ok: false, retryable: v.retryable, error: v.error, keyRefused: true };
         });
       }
