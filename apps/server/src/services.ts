@@ -212,7 +212,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
     // ':memory:'); PostgreSQL's take pool connections the settlements need, so two at most of its ten.
     historyReads: new HistoryReadGate({ perCaller: HISTORY_READS_PER_CALLER, slots: dbh ? 1 : 2, queue: config.historyReadsQueue }),
     channels, channelRegistry, channelKeys, userAdmin, userDirectory, apiKeys,
-    channelTester: new ChannelTester(channelRegistry, channels),
+    channelTester: new ChannelTester(channelRegistry, channels, { slots: relay.slots }),
     config, dbh, stores, backend, users, sessions, ledger, bus,
     secrets, auth, security, twoFactor, mailer, notices,
     passwordReset, passwordChange: new PasswordChangeService(users, security, currentPassword), currentPassword,

@@ -67,9 +67,9 @@ export const channelRoutes = (s: Services) =>
       await s.channels.delete(params.id);
       return ok(null);
     }, { role: 'admin', params: idParams, response: envelope(t.Null()), detail: { tags, summary: 'Delete a channel', description: 'Removes the channel from routing at once. Usage logs keep its id.' } })
-    .post('/:id/test', async ({ params, query }) => ok(await s.channelTester.test(params.id, query.model)), {
+    .post('/:id/test', async (ctx) => ok(await s.channelTester.test(ctx.params.id, ctx.query.model, caller(ctx).user.id)), {
       role: 'admin', params: idParams,
       query: t.Object({ model: t.Optional(t.String({ maxLength: 200, description: 'Model to test (default: the first of the channel)' })) }),
       response: envelope(ChannelTestResult),
-      detail: { tags, summary: 'Test a channel', description: 'Sends one minimal real request through the channel\'s adapter and records the response time. The result never changes the channel\'s status.' },
+      detail: { tags, summary: 'Test a channel', description: 'Sends one minimal real request through the channel\'s adapter, with its first enabled key, and records the response time. The result never changes the channel\'s status. 409 `no_enabled_channel_key` when none of its keys is enabled. The call takes one of the relay\'s upstream slots: 503 `upstream_capacity` when `MAX_UPSTREAM_CONNECTIONS` are in use, 429 `user_upstream_share_exceeded` past the operator\'s `MAX_UPSTREAM_CONNECTIONS_PER_USER`.' },
     });
