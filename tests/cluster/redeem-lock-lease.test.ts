@@ -34,7 +34,7 @@ afterAll(async () => {
   await t.close();
 });
 
-const locks = (opts: { waitMs?: number; onCapped?: (key: string) => void } = {}) =>
+const locks = (opts: { waitMs?: number; maxHeldMs?: number; onCapped?: (key: string) => void } = {}) =>
   new RedisKeyLocks(redis, prefix, { ttlMs: LEASE_MS, waitMs: 5_000, ...opts });
 
 describe.skipIf(!ready)('a lock held past its lease', () => {
@@ -112,10 +112,27 @@ describe.skipIf(!ready)('a lock held past its lease', () => {
     expect(releaseB).not.toBeNull();
     expect(waited).toBeGreaterThanOrEqual(KEY_LOCK_MAX_LEASES * LEASE_MS - 50);
     expect(waited).toBeLessThan((KEY_LOCK_MAX_LEASES + 1) * LEASE_MS + 1_000);
+    // Told when the lease lapsed under the running step (B could take it then): allowed a moment to arrive.
+    for (let i = 0; i < 100 && capped.length === 0; i++) await Bun.sleep(10);
     expect(capped).toEqual(['u2']);
     // A's late release leaves B's lock alone.
     await releaseA!();
     expect(await redis.exists(`${prefix}{lk:u2}`)).toBe(1);
     await releaseB!();
+  }, 20_000);
+
+  test('a step that ends within its last lease is not reported capped, and its lock is released', async () => {
+    const capped: string[] = [];
+    // Capped at 2.5 leases: the renewal at about 1.67 s is the last (it takes the lease to the cap).
+    const a = locks({ maxHeldMs: 2.5 * LEASE_MS, onCapped: (key) => capped.push(key) });
+    const release = await a.acquire('u3');
+    expect(release).not.toBeNull();
+    // Past the last renewal, well before the cap: the step ends in time.
+    await Bun.sleep(2 * LEASE_MS);
+    await release!();
+    expect(await redis.exists(`${prefix}{lk:u3}`)).toBe(0);
+    // Past the cap: still nothing told.
+    await Bun.sleep(1.5 * LEASE_MS);
+    expect(capped).toEqual([]);
   }, 20_000);
 });

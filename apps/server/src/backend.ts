@@ -141,7 +141,7 @@ async function openPostgresBackend(config: Config, bus: ChangeBus, log: Logger):
     const keyLocks = new RedisKeyLocks(redis, config.redisPrefix, {
       ttlMs: 15_000, waitMs: 15_000,
       onLost: (key) => log.warn('redis.key_lock_lost', { key, msg: 'a lock lapsed while held (Redis unreachable or emptied): its step runs on unserialised' }),
-      onCapped: (key) => log.warn('redis.key_lock_capped', { key, msg: 'a step held its lock for 4 leases: no longer renewed, it lapses and the step runs on unserialised' }),
+      onCapped: (key) => log.warn('redis.key_lock_capped', { key, msg: 'a step outlived its lock\'s 4 leases: it lapsed and the step runs on unserialised' }),
     });
     const holdStore = new RedisHoldStore(redis, (u, k) => sink.mirrors(u, k), {
       prefix: config.redisPrefix, recoveryMs: billing.holds.recoveryMs, loadBudgets: (ids) => sink.budgetSpend(ids),

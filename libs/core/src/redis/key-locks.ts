@@ -18,8 +18,9 @@ export const KEY_LOCK_MAX_LEASES = 4;
  * Short exclusive locks shared by every node: `SET NX PX` with a random token, polled until taken or `waitMs` has
  * passed. The holder renews the lease every `ttlMs`/3 while it works, so a step slower than the lease (PostgreSQL
  * slow to answer) keeps the lock: before, it lapsed after `ttlMs` and a second node's holder ran beside the first.
- * Renewals stop once the lock has been held `maxHeldMs` (4 leases by default) and `onCapped` is told: a step that
- * hangs would otherwise keep its key locked on every node for as long as its process lives. A node that dies holding
+ * Renewals stop once the lock has been held `maxHeldMs` (4 leases by default), and `onCapped` is told if the step is
+ * still running then (its lock lapses): a step that hangs would otherwise keep its key locked on every node for as
+ * long as its process lives. A node that dies holding
  * one stops renewing, so it blocks the key for `ttlMs` at most. A holder that loses the lock anyway (Redis
  * unreachable past the lease, or it lost its data, or the cap) runs on unlocked: the caller's own guards still hold
  * (a redemption credits a code once, by the ledger's unique ref), and `onLost` is told.
@@ -63,13 +64,17 @@ export class RedisKeyLocks {
    */
   private renewWhileHeld(key: string, k: string, token: string): () => void {
     let lost = false;
+    let capped: ReturnType<typeof setTimeout> | undefined;
     const until = Date.now() + (this.opts.maxHeldMs ?? KEY_LOCK_MAX_LEASES * this.opts.ttlMs);
     const timer = setInterval(() => {
       const left = until - Date.now();
-      // The last renewal takes the lease to the cap: told now, before it lapses and another holder may take it.
+      // The last renewal takes the lease to the cap. Told only if the step is still running when that lease ends (the
+      // lock lapses under it): a step that ends within its last lease lost nothing (before, it was told at this
+      // renewal, and a slow step that finished in time was logged as one running on unserialised).
       if (left <= this.opts.ttlMs) {
         clearInterval(timer);
-        this.opts.onCapped?.(key);
+        capped = setTimeout(() => this.opts.onCapped?.(key), Math.max(0, left));
+        (capped as { unref?: () => void }).unref?.();
         if (left <= 0) return;
       }
       this.renewScript([k], [token, Math.min(this.opts.ttlMs, left)]).then((ok) => {
@@ -80,6 +85,9 @@ export class RedisKeyLocks {
       }, () => { /* Redis did not answer: two more tries come before the lease lapses, and a lapse is told then */ });
     }, Math.max(1, Math.floor(this.opts.ttlMs / 3)));
     (timer as { unref?: () => void }).unref?.();
-    return () => clearInterval(timer);
+    return () => {
+      clearInterval(timer);
+      clearTimeout(capped);
+    };
   }
 }
