@@ -5,7 +5,7 @@
  */
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
-import { ROLE, USER_STATUS, isUniqueViolation, usernameTaken, type LedgerStore, type NewUserRow, type SessionsStore, type UserRow, type UsersStore } from '@gw/db';
+import { ROLE, USER_STATUS, emailTaken, isUniqueViolation, usernameTaken, type LedgerStore, type NewUserRow, type SessionsStore, type UserRow, type UsersStore } from '@gw/db';
 import { CurrentPasswordGuard } from './current-password';
 import { PASSWORD_MAX, PASSWORD_MIN, hashPassword } from './passwords';
 import { toUserView, type UserView } from './views';
@@ -226,7 +226,8 @@ export class UserService {
     // A role or status change goes through the guarded write: at least one enabled root must stay, or nobody
     // could manage admins, roots or root-only settings again (only the offline reset-root-password would help).
     // A rename too: it re-checks, in the write, that no other user has the name in another case.
-    const guarded = patch.role !== undefined || patch.status !== undefined || patch.username !== undefined;
+    // A new e-mail address too: it re-checks, in the write, that no other user has it in another case (checkEmail reads before).
+    const guarded = patch.role !== undefined || patch.status !== undefined || patch.username !== undefined || !!patch.email;
     const row = await (guarded ? this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash) : this.users.update(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash)).catch(emailRace);
     if (row === 'last_root') {
       throw new GatewayError(409, 'last_root', 'This would leave no enabled root user: make or enable another root first', { param: patch.role !== undefined ? 'role' : 'status' });
@@ -273,12 +274,13 @@ function assertNoCredentialChange(input: UserUpdate, self: UserRow): void {
   }
 }
 
-const emailTaken = () => new GatewayError(409, 'email_taken', 'This e-mail address is already used by another user', { param: 'email' });
 
 /**
- * checkEmail reads before the write: requests setting one address at once (on one node, or on several) all pass
- * it, and the unique index refuses all but one. Those get the 409 the check gives, not a 500.
+ * checkEmail reads before the write: requests setting one address, or case variants of it, at once (on one node,
+ * or on several) all pass it, and the unique indexes refuse all but one. Those get the 409 the check gives, not a 500.
  */
 function emailRace(err: unknown): never {
-  throw isUniqueViolation(err, 'users_email_uq', 'users', 'email') ? emailTaken() : err;
+  // The exact spelling, or another case of it (the folded index: an address is one account's in every case).
+  const taken = isUniqueViolation(err, 'users_email_uq', 'users', 'email') || isUniqueViolation(err, 'users_email_folded_uq', 'users', 'email');
+  throw taken ? emailTaken() : err;
 }

@@ -11,7 +11,7 @@ import type {
 import type { RedemptionCodeRow } from '../repos/redemption-codes';
 import type { DecideReversal, ReversalEventInput, ReversalEventResult } from '../repos/topup-reversals';
 import { reverseTopupPg } from './topup-reversals';
-import { usernameTaken, USERNAME_LOCK, type NewUserRow, type UserRow } from '../repos/users';
+import { emailTaken, usernameTaken, USERNAME_LOCK, type NewUserRow, type UserRow } from '../repos/users';
 import { asciiLower } from './sql';
 import type { PgWriter } from './sql';
 
@@ -83,6 +83,8 @@ export class PgLedgerRepo implements LedgerStore {
       await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${USERNAME_LOCK}))`);
       const [clash] = await tx.select({ id: users.id }).from(users).where(eq(asciiLower(users.username), asciiLower(row.username)));
       if (clash) throw usernameTaken(row.username);
+      // Likewise e-mail addresses, under the same lock (see emailTaken).
+      if (row.email && (await tx.select({ id: users.id }).from(users).where(eq(asciiLower(users.email), asciiLower(row.email))))[0]) throw emailTaken();
       const [u] = await tx.insert(users).values(row).returning();
       if (!opening?.amount) return u!;
       // The opening balance is a ledger entry like any other, so balance == sum(ledger) from the start.

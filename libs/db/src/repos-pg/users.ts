@@ -2,7 +2,7 @@ import { and, asc, count, desc, eq, gte, ne, or, sql, type SQL } from 'drizzle-o
 import type { PgDb } from '../pg/client';
 import { users } from '../schema-pg';
 import { ROLE, USER_STATUS } from '../schema';
-import { leavesRoot, usernameTaken, USERNAME_LOCK, type NewUserRow, type UserListFilter, type UserRow } from '../repos/users';
+import { emailTaken, leavesRoot, usernameTaken, USERNAME_LOCK, type NewUserRow, type UserListFilter, type UserRow } from '../repos/users';
 import { asciiLower, likeFolded } from './sql';
 
 /** PostgreSQL twin of ../repos/users.ts (same methods, async). */
@@ -43,13 +43,21 @@ export class PgUsersRepo {
     return (await this.db.select().from(users).where(and(eq(asciiLower(users.username), asciiLower(username)), ne(users.id, exceptId))))[0];
   }
 
-  /** A rename also takes USERNAME_LOCK and keeps usernames unique ignoring ASCII case (409 username_taken, thrown). */
+  /** A rename or a new e-mail address also takes USERNAME_LOCK and keeps usernames and addresses unique ignoring ASCII case (409 username_taken, email_taken, thrown). */
   async updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined | 'last_root'> {
     return this.db.transaction(async (tx) => {
-      if (patch.username !== undefined) {
+      if (patch.username !== undefined || patch.email) {
         await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${USERNAME_LOCK}))`);
+      }
+      if (patch.username !== undefined) {
         const [clash] = await tx.select({ id: users.id }).from(users).where(and(eq(asciiLower(users.username), asciiLower(patch.username)), ne(users.id, id)));
         if (clash) throw usernameTaken(patch.username);
+      }
+      if (patch.email) {
+        // Any other user's, in any case (see emailTaken); the user's own address sent again is no clash.
+        const [clash] = await tx.select({ id: users.id }).from(users).where(and(eq(asciiLower(users.email), asciiLower(patch.email)), ne(users.id, id)));
+        const [own] = clash ? await tx.select({ email: users.email }).from(users).where(eq(users.id, id)) : [];
+        if (clash && own?.email !== patch.email) throw emailTaken();
       }
       // The target in the same id-ordered lock as the roots: locking it after them could deadlock with a
       // settlement, which locks several users' rows in id order too.

@@ -5,7 +5,7 @@ import { ledger, redemptionCodes, topupOrders, topupReversals, users, webhookEve
 import type { RedemptionCodeRow } from './redemption-codes';
 import { closableFrom, type TopupOrderRow } from './topup-orders';
 import { reverseTopupSqlite, type DecideReversal, type ReversalEventInput, type ReversalEventResult, type TopupReversalRow } from './topup-reversals';
-import { usernameTaken, type NewUserRow, type UserRow } from './users';
+import { emailTaken, usernameTaken, type NewUserRow, type UserRow } from './users';
 
 const p = (name: string) => sql.placeholder(name);
 
@@ -198,6 +198,8 @@ export class LedgerRepo implements LedgerStore {
     return this.db.transaction((tx) => {
       // Usernames are unique ignoring ASCII case, checked in the write (see usernameTaken).
       if (tx.select({ id: users.id }).from(users).where(sql`lower(${users.username}) = lower(${row.username})`).get()) throw usernameTaken(row.username);
+      // Likewise e-mail addresses (see emailTaken).
+      if (row.email && tx.select({ id: users.id }).from(users).where(sql`lower(${users.email}) = lower(${row.email})`).get()) throw emailTaken();
       const u = tx.insert(users).values(row).returning().get();
       if (!opening?.amount) return u;
       // The opening balance is a ledger entry like any other, so balance == sum(ledger) from the start.

@@ -54,8 +54,17 @@ export interface UsersStore {
  * one advisory lock, USERNAME_LOCK). Existing pairs stay and keep logging in (login matches the exact name).
  */
 export const usernameTaken = (username: string) => new GatewayError(409, 'username_taken', `Username "${username}" is taken`, { param: 'username' });
-/** Key of the PostgreSQL transaction-scoped advisory lock every username write takes. */
+/** Key of the PostgreSQL transaction-scoped advisory lock every username write takes (and every e-mail write). */
 export const USERNAME_LOCK = 'gw-username-write';
+
+/**
+ * E-mail addresses are looked up ignoring ASCII case (byEmail), so one address in any case belongs to one user at
+ * most: otherwise a reset for it reaches only one of two accounts holding it. The unique index is on the exact
+ * spelling, and the service's check reads before the write (requests setting case variants at once all passed
+ * it), so, as for usernames and for the same reason (a database holding such a pair must still migrate), every
+ * write that sets a new address checks inside its transaction, PostgreSQL under USERNAME_LOCK.
+ */
+export const emailTaken = () => new GatewayError(409, 'email_taken', 'This e-mail address is already used by another user', { param: 'email' });
 
 /** True when `patch` takes an enabled root user out of being one (demoted, or disabled). */
 export function leavesRoot(before: Pick<UserRow, 'role' | 'status'>, patch: Partial<NewUserRow>): boolean {
@@ -96,7 +105,7 @@ export class UsersRepo implements UsersStore {
     return this.db.select().from(users).where(and(sql`lower(${users.username}) = lower(${username})`, sql`${users.id} <> ${exceptId}`)).get();
   }
 
-  /** Also keeps usernames unique ignoring case when the patch renames (409 username_taken, thrown). */
+  /** Also keeps usernames and e-mail addresses unique ignoring case when the patch sets one (409 username_taken, email_taken, thrown). */
   async updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined | 'last_root'> {
     return this.db.transaction((tx) => {
       const before = tx.select().from(users).where(eq(users.id, id)).get();
@@ -104,6 +113,10 @@ export class UsersRepo implements UsersStore {
       if (patch.username !== undefined && patch.username !== before.username
         && tx.select({ id: users.id }).from(users).where(and(sql`lower(${users.username}) = lower(${patch.username})`, sql`${users.id} <> ${id}`)).get()) {
         throw usernameTaken(patch.username);
+      }
+      if (patch.email && patch.email !== before.email
+        && tx.select({ id: users.id }).from(users).where(and(sql`lower(${users.email}) = lower(${patch.email})`, sql`${users.id} <> ${id}`)).get()) {
+        throw emailTaken();
       }
       if (leavesRoot(before, patch)) {
         const others = tx.select({ n: count() }).from(users)
