@@ -68,5 +68,5 @@ export const userRoutes = (s: Services) =>
     })
     .post('/:id/disable', async (ctx) => ok(await s.userAdmin.setStatus(caller(ctx).user, ctx.params.id, 2)), {
       role: 'admin', params: idParams, response: envelope(UserView),
-      detail: { tags, summary: 'Disable a user', description: 'Disables a user: their sessions end and their API keys stop working at once, streams in flight included.' },
+      detail: { tags, summary: 'Disable a user', description: 'Disables a user: their sessions end and their API keys stop working at once, streams in flight included. A password-reset link mailed before stops working for good.' },
     });

@@ -1,0 +1,52 @@
+/**
+ * An admin disables an account that looks taken over: its sessions end and its keys stop. A password-reset link
+ * mailed before (to a mailbox the intruder may read: often how the account was taken) was only refused while the
+ * account stayed disabled; once the admin re-enabled it, for the owner to log in again, the old link set a password
+ * of the intruder's choosing. Disabling voids pending reset links, as a password change or a new address does.
+ * Over real HTTP, against a real SMTP server, on every backend.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { startSmtp, type TestSmtp } from '../helpers/smtp';
+
+let smtp: TestSmtp;
+let gw: TestGateway;
+beforeAll(async () => {
+  smtp = await startSmtp();
+  gw = await startGateway({ ...smtp.env, RESET_IP_PER_MINUTE: '1000' });
+}, 30_000);
+afterAll(async () => {
+  await gw.stop();
+  await smtp.stop();
+});
+
+async function mailedToken(email: string): Promise<string> {
+  const after = smtp.messages.length;
+  expect((await gw.api('POST', '/api/user/reset/request', { email }, null)).status).toBe(200);
+  const m = await smtp.waitFor((x) => smtp.messages.indexOf(x) >= after && x.to.includes(email) && x.subject === 'Reset your password');
+  return /[?&]token=([A-Za-z0-9]+)/.exec(m.text)![1]!;
+}
+
+const reset = (email: string, token: string) => gw.api('POST', '/api/user/reset', { email, token, password: 'intruder-chosen-1' }, null);
+const login = (username: string, password: string) => gw.api('POST', '/api/user/login', { username, password }, null);
+
+test.each([
+  ['POST /api/user/:id/disable', (id: number) => gw.api('POST', `/api/user/${id}/disable`)],
+  ['PUT /api/user/ status 2', (id: number) => gw.api('PUT', '/api/user/', { id, status: 2 })],
+] as const)('a link mailed before %s does not work once the account is enabled again', async (_how, disable) => {
+  const email = `d${crypto.randomUUID().slice(0, 8)}@example.com`;
+  const u = await makeUser(gw, 1, { email });
+  const token = await mailedToken(email);
+  expect((await disable(u.id)).status).toBe(200);
+  // Refused while disabled (as before).
+  expect([(await reset(email, token)).status]).toEqual([400]);
+  expect((await gw.api('POST', `/api/user/${u.id}/enable`)).status).toBe(200);
+  const r = await reset(email, token);
+  expect([r.status, r.body.error?.code]).toEqual([400, 'invalid_reset_token']);
+  // The owner's password still opens the account; the intruder's does not.
+  expect((await login(u.username, 'intruder-chosen-1')).status).toBe(401);
+  expect((await login(u.username, u.password)).status).toBe(200);
+  // A link asked for after the re-enabling works.
+  const fresh = await mailedToken(email);
+  expect((await gw.api('POST', '/api/user/reset', { email, token: fresh, password: 'owner-recovered-1' }, null)).status).toBe(200);
+}, 30_000);
