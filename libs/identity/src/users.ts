@@ -61,6 +61,12 @@ export interface UserListQuery { keyword?: string; role?: number; status?: numbe
 /** The acting user: only what the rules look at. */
 export type Actor = Pick<UserRow, 'id' | 'role'>;
 
+/**
+ * The role an admin's write requires the target to stay below (checked in the write: the target may be promoted
+ * while the request runs, e.g. while a new password is hashed); root's writes have no such condition.
+ */
+const belowOf = (actor: Actor): number | undefined => (actor.role >= ROLE.root ? undefined : actor.role);
+
 /** True when `actor` may alter `target` (admins: lower roles only; root: anyone). */
 export const canManage = (actor: Actor, target: Pick<UserRow, 'id' | 'role'>) => actor.role >= ROLE.root || target.role < actor.role;
 
@@ -78,6 +84,7 @@ export const keysHiddenFrom = (actor: Actor, roleOf: (userId: number) => number 
 /** PUT /api/user/self's answer to a current password that is wrong (or was replaced before the write). */
 const wrongPassword = () => new GatewayError(403, 'invalid_password', 'Current password is wrong', { param: 'current_password' });
 const forbidden = (code: string, message: string, param = '') => new GatewayError(403, code, message, { param });
+const roleTooHigh = () => forbidden('role_too_high', 'You cannot change a user whose role is equal to or above your own');
 const notFound = (id: number) => new GatewayError(404, 'user_not_found', `No user ${id}`, { param: 'id' });
 const EMAIL_RE = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
@@ -157,7 +164,7 @@ export class UserService {
     // are refused while the user is disabled, and work again once re-enabled).
     const end = input.password !== undefined ? 'credentials' : patch.status === USER_STATUS.disabled ? 'sessions' : null;
     if (input.password !== undefined) patch.passwordHash = await hashPassword(input.password);
-    const view = await this.write(target.id, patch, end);
+    const view = await this.write(target.id, patch, end, undefined, belowOf(actor));
     if (patch.email !== undefined && patch.email !== target.email) await this.voidResetTokens(target.id);
     return { before: target, view };
   }
@@ -208,7 +215,7 @@ export class UserService {
     const target = await this.mustGet(id);
     this.assertManage(actor, target);
     if (status === USER_STATUS.disabled && target.id === actor.id) throw forbidden('cannot_disable_self', 'You cannot disable yourself');
-    return this.write(id, { status }, status === USER_STATUS.disabled ? 'sessions' : null);
+    return this.write(id, { status }, status === USER_STATUS.disabled ? 'sessions' : null, undefined, belowOf(actor));
   }
 
   async delete(actor: Actor, id: number): Promise<void> {
@@ -217,22 +224,26 @@ export class UserService {
     if (target.id === actor.id) throw forbidden('cannot_delete_self', 'You cannot delete yourself');
     this.assertManage(actor, target);
     // Sessions, access tokens, API keys and 2FA rows go with the user (ON DELETE CASCADE); the ledger stays as history.
-    await this.users.delete(id);
+    // Nothing deleted: promoted meanwhile (403), or deleted meanwhile by another request (done, as before).
+    if (!(await this.users.delete(id, belowOf(actor))) && (await this.users.byId(id))) throw roleTooHigh();
     await this.bus.committed('user.changed', { userId: id });
   }
 
-  /** `ifPasswordHash`: only while the user's password hash is still this one (else 403 `invalid_password`, nothing written). */
-  private async write(id: number, patch: Partial<NewUserRow>, end: 'sessions' | 'credentials' | null, ifPasswordHash?: string): Promise<UserView> {
+  /**
+   * `ifPasswordHash`: only while the user's password hash is still this one (else 403 `invalid_password`, nothing written).
+   * `belowRole` (an admin's change): only while the user's role is still below it (else 403 `role_too_high`).
+   */
+  private async write(id: number, patch: Partial<NewUserRow>, end: 'sessions' | 'credentials' | null, ifPasswordHash?: string, belowRole?: number): Promise<UserView> {
     // A role or status change goes through the guarded write: at least one enabled root must stay, or nobody
     // could manage admins, roots or root-only settings again (only the offline reset-root-password would help).
     // A rename too: it re-checks, in the write, that no other user has the name in another case.
     // A new e-mail address too: it re-checks, in the write, that no other user has it in another case (checkEmail reads before).
     const guarded = patch.role !== undefined || patch.status !== undefined || patch.username !== undefined || !!patch.email;
-    const row = await (guarded ? this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash) : this.users.update(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash)).catch(emailRace);
+    const row = await (guarded ? this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash, belowRole) : this.users.update(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash, belowRole)).catch(emailRace);
     if (row === 'last_root') {
       throw new GatewayError(409, 'last_root', 'This would leave no enabled root user: make or enable another root first', { param: patch.role !== undefined ? 'role' : 'status' });
     }
-    if (!row) throw ifPasswordHash === undefined ? notFound(id) : wrongPassword();
+    if (!row) throw ifPasswordHash === undefined ? await this.refusedWrite(id) : wrongPassword();
     if (end === 'credentials') await this.endCredentials(id);
     else if (end === 'sessions') {
       await this.sessions.deleteUserSessions(id);
@@ -244,6 +255,11 @@ export class UserService {
     return toUserView(row);
   }
 
+  /** Why a conditional write by an admin wrote nothing: the user is gone (404), or was promoted to the admin's role or above meanwhile (403). */
+  private async refusedWrite(id: number): Promise<GatewayError> {
+    return (await this.users.byId(id)) ? roleTooHigh() : notFound(id);
+  }
+
   private async mustGet(id: number): Promise<UserRow> {
     const u = await this.users.byId(id);
     if (!u) throw notFound(id);
@@ -251,7 +267,7 @@ export class UserService {
   }
 
   private assertManage(actor: Actor, target: UserRow): void {
-    if (!canManage(actor, target)) throw forbidden('role_too_high', 'You cannot change a user whose role is equal to or above your own');
+    if (!canManage(actor, target)) throw roleTooHigh();
   }
 
   /** Normalises an e-mail ("" → null) and refuses a malformed or taken one (a write racing this check: emailRace). */

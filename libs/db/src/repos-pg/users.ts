@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gte, ne, or, sql, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gte, lt, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { users } from '../schema-pg';
 import { ROLE, USER_STATUS } from '../schema';
@@ -30,9 +30,11 @@ export class PgUsersRepo {
     return (await this.db.insert(users).values(row).onConflictDoNothing({ target: users.username }).returning())[0];
   }
 
-  async update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined> {
+  async update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, belowRole?: number): Promise<UserRow | undefined> {
     const same = ifPasswordHash === undefined ? undefined : eq(users.passwordHash, ifPasswordHash);
-    return (await this.db.update(users).set(patch).where(and(eq(users.id, id), same)).returning())[0];
+    // Re-checked on the row as committed when a concurrent write held it (READ COMMITTED): a promotion is seen.
+    const below = belowRole === undefined ? undefined : lt(users.role, belowRole);
+    return (await this.db.update(users).set(patch).where(and(eq(users.id, id), same, below)).returning())[0];
   }
 
   /**
@@ -44,7 +46,7 @@ export class PgUsersRepo {
   }
 
   /** A rename or a new e-mail address also takes USERNAME_LOCK and keeps usernames and addresses unique ignoring ASCII case (409 username_taken, email_taken, thrown). */
-  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined | 'last_root'> {
+  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, belowRole?: number): Promise<UserRow | undefined | 'last_root'> {
     return this.db.transaction(async (tx) => {
       if (patch.username !== undefined || patch.email) {
         await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${USERNAME_LOCK}))`);
@@ -66,14 +68,16 @@ export class PgUsersRepo {
       const before = locked.find((r) => r.id === id);
       // The row is locked: a password change lands before this read or waits for the write.
       if (!before || (ifPasswordHash !== undefined && before.passwordHash !== ifPasswordHash)) return undefined;
+      if (belowRole !== undefined && before.role >= belowRole) return undefined;
       const otherRoots = locked.filter((r) => r.id !== id && r.role >= ROLE.root && r.status === USER_STATUS.enabled);
       if (leavesRoot(before, patch) && otherRoots.length === 0) return 'last_root';
       return (await tx.update(users).set(patch).where(eq(users.id, id)).returning())[0];
     });
   }
 
-  async delete(id: number): Promise<boolean> {
-    return (await this.db.delete(users).where(eq(users.id, id)).returning({ id: users.id })).length > 0;
+  async delete(id: number, belowRole?: number): Promise<boolean> {
+    const below = belowRole === undefined ? undefined : lt(users.role, belowRole);
+    return (await this.db.delete(users).where(and(eq(users.id, id), below)).returning({ id: users.id })).length > 0;
   }
 
   async count(): Promise<number> {

@@ -1,4 +1,4 @@
-import { and, count, desc, eq, like, or, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, like, lt, or, sql, type SQL } from 'drizzle-orm';
 import { GatewayError } from '@gw/core';
 import type { Db } from '../client';
 import { ROLE, USER_STATUS, users } from '../schema';
@@ -30,19 +30,22 @@ export interface UsersStore {
   /**
    * `ifPasswordHash`: write only while the stored password hash is still this one (the one a current password was
    * checked against), else undefined and nothing written: a change authorised by a password replaced meanwhile
-   * must not land after the replacement.
+   * must not land after the replacement. `belowRole`: write only while the user's role is below it (an admin's
+   * change, checked against a row read before a slow step, must not land on a user promoted meanwhile), else
+   * undefined and nothing written.
    */
-  update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined>;
+  update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, belowRole?: number): Promise<UserRow | undefined>;
   /**
    * `update`, unless it would take the last enabled root out of being one (role below root, or disabled): then
    * 'last_root' and nothing written. Atomic against concurrent calls (SQLite: one transaction in the one writer;
    * PostgreSQL: the enabled roots' rows are locked first), so two roots demoting each other cannot both succeed.
-   * `ifPasswordHash` as in `update`.
+   * `ifPasswordHash` and `belowRole` as in `update`.
    */
-  updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined | 'last_root'>;
+  updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, belowRole?: number): Promise<UserRow | undefined | 'last_root'>;
   /** A user other than `exceptId` whose username equals `username` ignoring ASCII case (outside a write: advisory). */
   byUsernameFolded(username: string, exceptId?: number): Promise<UserRow | undefined>;
-  delete(id: number): Promise<boolean>;
+  /** `belowRole` as in `update`: false, nothing deleted, when the user's role is not below it. */
+  delete(id: number, belowRole?: number): Promise<boolean>;
   count(): Promise<number>;
   list(f: UserListFilter): Promise<{ items: UserRow[]; total: number }>;
 }
@@ -96,9 +99,10 @@ export class UsersRepo implements UsersStore {
     return this.db.insert(users).values(row).onConflictDoNothing({ target: users.username }).returning().get();
   }
 
-  async update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined> {
+  async update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, belowRole?: number): Promise<UserRow | undefined> {
     const same = ifPasswordHash === undefined ? undefined : eq(users.passwordHash, ifPasswordHash);
-    return this.db.update(users).set(patch).where(and(eq(users.id, id), same)).returning().get();
+    const below = belowRole === undefined ? undefined : lt(users.role, belowRole);
+    return this.db.update(users).set(patch).where(and(eq(users.id, id), same, below)).returning().get();
   }
 
   async byUsernameFolded(username: string, exceptId = 0): Promise<UserRow | undefined> {
@@ -106,10 +110,11 @@ export class UsersRepo implements UsersStore {
   }
 
   /** Also keeps usernames and e-mail addresses unique ignoring case when the patch sets one (409 username_taken, email_taken, thrown). */
-  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string): Promise<UserRow | undefined | 'last_root'> {
+  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, belowRole?: number): Promise<UserRow | undefined | 'last_root'> {
     return this.db.transaction((tx) => {
       const before = tx.select().from(users).where(eq(users.id, id)).get();
       if (!before || (ifPasswordHash !== undefined && before.passwordHash !== ifPasswordHash)) return undefined;
+      if (belowRole !== undefined && before.role >= belowRole) return undefined;
       if (patch.username !== undefined && patch.username !== before.username
         && tx.select({ id: users.id }).from(users).where(and(sql`lower(${users.username}) = lower(${patch.username})`, sql`${users.id} <> ${id}`)).get()) {
         throw usernameTaken(patch.username);
@@ -127,8 +132,9 @@ export class UsersRepo implements UsersStore {
     });
   }
 
-  async delete(id: number): Promise<boolean> {
-    return this.db.delete(users).where(eq(users.id, id)).returning({ id: users.id }).all().length > 0;
+  async delete(id: number, belowRole?: number): Promise<boolean> {
+    const below = belowRole === undefined ? undefined : lt(users.role, belowRole);
+    return this.db.delete(users).where(and(eq(users.id, id), below)).returning({ id: users.id }).all().length > 0;
   }
 
   async count(): Promise<number> {
