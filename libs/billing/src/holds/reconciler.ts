@@ -19,8 +19,7 @@ export interface LedgerTruth {
  */
 export interface UnfinishedBilling {
   rows: {
-    /** `carried`: what the hold's settled checkpoints, deleted by the sweep, cost (absent: 0). */
-    heldBy(holdRef: string): Promise<Array<{ requestId: string; row: SettlementRow | null; carried?: number }>>;
+    heldBy(holdRef: string): Promise<Array<{ requestId: string; row: SettlementRow | null }>>;
     remove(requestId: string): Promise<void>;
     /** What the ledger already charged for these request ids (their usage rows' cost; 0 for ids never settled). */
     settledCost(requestIds: string[]): Promise<number>;
@@ -143,9 +142,7 @@ export class HoldReconciler {
     if (!u) return false;
     const kept = await u.rows.heldBy(hold.ref);
     if (!kept.length) return false;
-    // The settled checkpoints the sweep deleted count as the kept ones do (their cost carried by the rows left).
-    const carried = Math.max(0, ...kept.map((k) => k.carried ?? 0));
-    const already = await u.rows.settledCost(kept.map((k) => k.requestId)) + carried;
+    const already = await u.rows.settledCost(kept.map((k) => k.requestId));
     let left = hold.amount - already;
     let charged = false;
     for (const { requestId, row } of kept) {
@@ -171,10 +168,8 @@ export class HoldReconciler {
   }
 
   /**
-   * Checkpoints whose request is settled (its node died between the commit and the delete, or the delete failed):
-   * deleted, never billed. Their cost stays with the hold's unsettled checkpoints (sweepSettled), whose billing
-   * counts it against the hold; before, they were kept for that while a sibling stayed unsettled, for good if it
-   * never settled.
+   * Checkpoints whose request is settled (its node died between the commit and the delete): deleted, never billed.
+   * Not while another checkpoint of the same hold is unsettled: its billing counts the settled ones against the hold.
    */
   private async sweepUnfinished(): Promise<void> {
     try {

@@ -132,11 +132,11 @@ describe.skipIf(!pg)('realtime_unfinished in PostgreSQL', () => {
     store.drop('rt_s_resp_3');
     await store.idle();
     expect(errors).toEqual([]);
-    expect(await rows.heldBy('rt_s#1')).toEqual([{ requestId: 'rt_s_resp_1', row: row('rt_s_resp_1', 20), carried: 0 }]);
+    expect(await rows.heldBy('rt_s#1')).toEqual([{ requestId: 'rt_s_resp_1', row: row('rt_s_resp_1', 20) }]);
     expect(await rows.heldBy('rt_s#3')).toEqual([]);
     // A row naming another request id (edited by hand): read as null, never billed under that id.
     await sql`insert into realtime_unfinished (request_id, hold_ref, row, updated_at) values ('rt_s_odd', 'rt_s#9', ${JSON.stringify(row('other', 5))}, 0)`;
-    expect(await rows.heldBy('rt_s#9')).toEqual([{ requestId: 'rt_s_odd', row: null, carried: 0 }]);
+    expect(await rows.heldBy('rt_s#9')).toEqual([{ requestId: 'rt_s_odd', row: null }]);
     await rows.remove('rt_s_odd');
     // Settled (a usage row under its request id): swept; the other stays.
     await sql`insert into usage_logs (request_id, user_id, api_key_id, model, status, created_at) values ('rt_s_resp_2', 1, 1, 'gpt-realtime', 200, 1)`;

@@ -98,19 +98,14 @@ export class PgRealtimeUnfinished implements CheckpointStore {
 
 /** The leader's side: the rows of a lapsed hold, their deletion, and the sweep of rows already settled. */
 export interface UnfinishedRows {
-  /**
-   * The rows kept under this hold ref (null where the row is not one the gateway wrote), each with `carried`: the cost of
-   * the hold's settled checkpoints the sweep deleted, as this row was told of it (their largest is the hold's).
-   */
-  heldBy(holdRef: string): Promise<Array<{ requestId: string; row: SettlementRow | null; carried: number }>>;
+  /** The rows kept under this hold ref (null where the row is not one the gateway wrote). */
+  heldBy(holdRef: string): Promise<Array<{ requestId: string; row: SettlementRow | null }>>;
   remove(requestId: string): Promise<void>;
   /** The cost the ledger already has for these request ids (their usage rows; 0 for ids never settled). */
   settledCost(requestIds: string[]): Promise<number>;
   /**
-   * Deletes the rows whose request id has a usage row (settled, its node's delete lost or never sent); returns how
-   * many. Their cost is added to the `carried` of the rows left under the same hold, in the same statement: billing
-   * that hold once it lapses counts it against the hold, as it counted the settled rows when they were kept (kept
-   * while a sibling never settled, they stayed for good).
+   * Deletes the rows whose request id has a usage row (settled, its node's delete lost or never sent), except those
+   * sharing a hold with a row not yet settled: that hold's billing counts them against it; returns how many.
    */
   sweepSettled(): Promise<number>;
   /**
@@ -124,9 +119,9 @@ export interface UnfinishedRows {
 export function pgUnfinishedRows(sql: PgSql): UnfinishedRows {
   return {
     async heldBy(holdRef) {
-      const rows = await sql<{ request_id: string; row: string; settled_cost: string }[]>`
-        select request_id, row, settled_cost from realtime_unfinished where hold_ref = ${holdRef} order by updated_at, request_id`;
-      return rows.map((r) => ({ requestId: r.request_id, row: readCheckpointRow(r.request_id, r.row), carried: Number(r.settled_cost) }));
+      const rows = await sql<{ request_id: string; row: string }[]>`
+        select request_id, row from realtime_unfinished where hold_ref = ${holdRef} order by updated_at, request_id`;
+      return rows.map((r) => ({ requestId: r.request_id, row: readCheckpointRow(r.request_id, r.row) }));
     },
     async remove(requestId) {
       await sql`delete from realtime_unfinished where request_id = ${requestId}`;
@@ -138,22 +133,10 @@ export function pgUnfinishedRows(sql: PgSql): UnfinishedRows {
       return Number(r?.cost ?? 0);
     },
     async sweepSettled() {
-      // One statement (one snapshot, atomic): the settled rows go and their cost lands on the hold's other rows
-      // together, so no crash or concurrent pass sees one without the other. Every row left under the hold gets the
-      // hold's whole carried sum (the largest any of its rows had, plus these), so it survives any one row's delete.
-      const r = await sql`
-        with settled as (
-          select u.request_id, u.hold_ref, l.cost from realtime_unfinished u join usage_logs l on l.request_id = u.request_id
-        ), carry as (
-          select s.hold_ref, sum(s.cost) as add,
-            (select max(h.settled_cost) from realtime_unfinished h where h.hold_ref = s.hold_ref) as had
-          from settled s where s.hold_ref <> '' group by s.hold_ref
-        ), carried as (
-          update realtime_unfinished o set settled_cost = c.had + c.add from carry c
-          where o.hold_ref = c.hold_ref and not exists (select 1 from settled s where s.request_id = o.request_id)
-          returning o.request_id
-        )
-        delete from realtime_unfinished u using settled s where u.request_id = s.request_id`;
+      const r = await sql`delete from realtime_unfinished u using usage_logs l where l.request_id = u.request_id
+        and (u.hold_ref = '' or not exists (
+          select 1 from realtime_unfinished o where o.hold_ref = u.hold_ref
+            and not exists (select 1 from usage_logs x where x.request_id = o.request_id)))`;
       return r.count;
     },
     async claim(holdRef, fn) {
