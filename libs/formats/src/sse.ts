@@ -30,7 +30,8 @@ export class SseEventTooLargeError extends Error {
  * characters of decoded text (= bytes for ASCII JSON); past it, `push` throws SseEventTooLargeError.
  */
 export class SseParser {
-  private readonly decoder = new TextDecoder();
+  /** Made on the first bytes pushed: a parser fed decoded text (one per decoded event, raw-pipe.ts) never needs one. */
+  private decoder: TextDecoder | null = null;
   /** Pieces of the line in progress (no line end seen yet) and their total length. */
   private pending: string[] = [];
   private pendingLen = 0;
@@ -47,7 +48,7 @@ export class SseParser {
 
   /** Feeds bytes (or text); returns the events completed by them. */
   push(chunk: Uint8Array | string): SseEvent[] {
-    let text = typeof chunk === 'string' ? chunk : this.decoder.decode(chunk, { stream: true });
+    let text = typeof chunk === 'string' ? chunk : (this.decoder ??= new TextDecoder()).decode(chunk, { stream: true });
     if (this.first && text.length) {
       this.first = false;
       if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
@@ -92,7 +93,7 @@ export class SseParser {
 
   /** Ends the input. A final event without its blank line is discarded, as the standard says. */
   end(): SseEvent[] {
-    const rest = this.decoder.decode();
+    const rest = this.decoder?.decode() ?? '';
     const out = rest ? this.push(rest) : [];
     this.pending = [];
     this.pendingLen = 0;

@@ -57,6 +57,30 @@ describe('AnthropicFramer', () => {
     expect(run('raw', STREAM, Array.from({ length: len - 1 }, (_, i) => i + 1))).toEqual(want);
   });
 
+  test('needles searched in place in a many-event chunk: usage hidden in deltas, escapes, other pieces, the same as the generic path', () => {
+    // Every event kind the framer may forward raw, with the needles it looks for placed in some events and not in
+    // their neighbours, so that a needle found ahead for one event must not be taken for a later or earlier one's.
+    const delta = (d: object, extra: object = {}) => ev('content_block_delta', { index: 0, delta: d, ...extra });
+    const body = ev('message_start', { message: { id: 'm', type: 'message', role: 'assistant', model: 'up', content: [], usage: { input_tokens: 9, output_tokens: 1 } } })
+      + ev('content_block_start', { index: 0, content_block: { type: 'text', text: '' } })
+      + delta({ type: 'text_delta', text: 'plain' }) + delta({ type: 'text_delta', text: 'says "usage" in text' })
+      + delta({ type: 'text_delta', text: 'x' }, { usage: { output_tokens: 40, input_tokens: 12 } })
+      + delta({ type: 'text_delta', text: 'caf\u00e9' }) + delta({ type: 'input_json_delta', partial_json: '{"a":"b"}' })
+      + delta({ type: 'thinking_delta', thinking: 'hmm' }) + delta({ type: 'text_delta', text: '' })
+      + 'event: ping\ndata: {"type":"ping","us\\u0061ge":{"output_tokens":60}}\n\n'
+      + 'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"caf\\u00e9 \\u003c"}}\n\n'
+      + ev('ping', { note: 'content_block_start' }) + ev('content_block_stop', { index: 0 })
+      + ev('content_block_start', { index: 1, content_block: { type: 'server_tool_use', id: 's1', name: 'code_execution', input: {} } })
+      + ev('content_block_stop', { index: 1 }) + delta({ type: 'text_delta', text: 'tail words here' });
+    for (const text of [body, body + ev('message_delta', { delta: { stop_reason: 'end_turn' }, usage: { output_tokens: 70 } }) + ev('message_stop')]) {
+      const want = run('generic', text, []);
+      expect(run('raw', text, [])).toEqual(want);
+      const len = enc.encode(text).length;
+      for (let i = 1; i < len; i += 13) expect(run('raw', text, [i, Math.min(len, i + 300)])).toEqual(want);
+    }
+    expect(run('raw', body, []).result.codeExecutionCalls).toBe(1);
+  });
+
   test('\\r\\n line ends fall back to the generic parser (same output)', () => {
     const crlf = STREAM.replace(/\n/g, '\r\n');
     const want = run('generic', crlf, []);

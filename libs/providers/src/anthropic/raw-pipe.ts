@@ -61,6 +61,9 @@ const mayCarryUsage = (b: Uint8Array) => {
 const BLOCK_START_TYPE = Buffer.from('"content_block_start"');
 const mayBeBlockStart = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).includes(BLOCK_START_TYPE);
 const PIECE_KEYS = ['"text":"', '"partial_json":"', '"thinking":"'].map((k) => Buffer.from(k));
+/** ChunkScan's needles, by index. */
+const NEEDLES = [USAGE_KEY, START_TYPE, Buffer.from('\\u00'), BLOCK_START_TYPE, SEARCH_RESULT, CODE_EXECUTION, ESCAPE];
+const [USAGE, MSG_START, U00, BLOCK_START, SEARCH, CODE, ESC] = [0, 1, 2, 3, 4, 5, 6] as const;
 
 /** Which RAW_NAMES entry the event's `event:` line names (after blank lines), or -1. Compares bytes. */
 function rawKind(ev: Uint8Array): number {
@@ -78,17 +81,17 @@ function rawKind(ev: Uint8Array): number {
 }
 
 /**
- * Output tokens of a content_block_delta, estimated from its bytes as estimateTextTokens would from its
- * text (CJK-range characters one token each, other characters a quarter), without decoding it. `ascii`:
+ * Output tokens of the content_block_delta in `b[from, to)`, estimated from its bytes as estimateTextTokens would
+ * from its text (CJK-range characters one token each, other characters a quarter), without decoding it. `ascii`:
  * the bytes are known to be ASCII (one native check per upstream chunk), so the count is the length; the
- * byte loop over every delta's text was most of a large stream's CPU time.
+ * byte loop over every delta's text was most of a large stream's CPU time. Searched in place: a view per event
+ * (a Buffer, a subarray) was most of a stream's garbage.
  */
-function deltaTokens(ev: Uint8Array, ascii: boolean): number {
-  const b = Buffer.from(ev.buffer, ev.byteOffset, ev.byteLength);
+function deltaTokens(b: Uint8Array, from: number, to: number, ascii: boolean): number {
   for (const key of PIECE_KEYS) {
-    const at = b.lastIndexOf(key);
+    const at = lastIn(b, key, from, to);
     if (at === -1) continue;
-    const end = b.lastIndexOf(34); // the closing quote
+    const end = b.lastIndexOf(34, to - 1); // the closing quote (the key found has quotes, so it is in the event)
     if (ascii) return end > at + key.length ? Math.ceil((end - at - key.length) / 4) : 0;
     let wide = 0;
     let chars = 0;
@@ -100,6 +103,52 @@ function deltaTokens(ev: Uint8Array, ascii: boolean): number {
     return wide + Math.ceil(chars / 4);
   }
   return 0;
+}
+
+/** The last start of `key` (which begins with a quote) wholly inside `b[from, to)`, or -1; jumps quote to quote natively. */
+function lastIn(b: Uint8Array, key: Uint8Array, from: number, to: number): number {
+  if (to - key.length < from) return -1; // (a negative start would count from the array's end)
+  for (let i = b.lastIndexOf(34, to - key.length); i >= from; i = i > 0 ? b.lastIndexOf(34, i - 1) : -1) {
+    let k = 1;
+    while (k < key.length && b[i + k] === key[k]) k++;
+    if (k === key.length) return i;
+  }
+  return -1;
+}
+
+/**
+ * The needles the framer looks for in the events of one upstream chunk, searched in the chunk itself (one Buffer
+ * view per chunk, not one per event): each needle's next occurrence is found once natively and kept while the
+ * events before it are checked, so a chunk is scanned once per needle whatever its number of events.
+ */
+class ChunkScan {
+  private buf: Buffer = Buffer.alloc(0);
+  /** Per needle: the start of its next occurrence at or after the last event checked; -1 none left; -2 not searched. */
+  private readonly next = new Int32Array(NEEDLES.length);
+
+  reset(c: Uint8Array): void {
+    this.buf = Buffer.from(c.buffer, c.byteOffset, c.byteLength);
+    this.next.fill(-2);
+  }
+
+  /** Whether needle `n` lies wholly in `[from, to)` (the same answer as `includes` on the event's bytes). */
+  has(n: number, from: number, to: number): boolean {
+    let at = this.next[n]!;
+    if (at === -1) return false;
+    if (at < from) this.next[n] = at = this.buf.indexOf(NEEDLES[n]!, from);
+    // The first occurrence at or after `from`: if it runs past `to`, every later one starts past it too.
+    return at !== -1 && at + NEEDLES[n]!.length <= to;
+  }
+
+  /** mayCarryUsage of the event `[from, to)`; an event with `\u00` is checked exactly on a view of its own (rare). */
+  mayCarryUsage(from: number, to: number): boolean {
+    return this.has(USAGE, from, to) || this.has(MSG_START, from, to) || (this.has(U00, from, to) && hasAsciiEscape(this.buf.subarray(from, to)));
+  }
+
+  /** billedBlock of the event `[from, to)`. */
+  billedBlock(from: number, to: number): boolean {
+    return this.has(SEARCH, from, to) || this.has(CODE, from, to) || this.has(ESC, from, to);
+  }
 }
 
 /** Whether a content_block_start event may open a billed block (see SEARCH_RESULT). */
@@ -121,6 +170,7 @@ export class AnthropicFramer {
   private lastLf = false;
   private fallback: SseParser | null = null;
   private first = true;
+  private readonly scan = new ChunkScan();
 
   constructor(private readonly machine: AnthropicStreamMachine, private readonly maxEvent = DEFAULT_MAX_EVENT_CHARS) {}
 
@@ -128,6 +178,8 @@ export class AnthropicFramer {
   push(c: Uint8Array): Uint8Array[] {
     if (this.fallback || c.indexOf(CR) !== -1 || (this.first && c[0] === 0xef)) return this.generic(c);
     this.first = false;
+    const scan = this.scan;
+    scan.reset(c);
     const out: Uint8Array[] = [];
     let runStart = -1;
     let runEnd = -1;
@@ -149,12 +201,14 @@ export class AnthropicFramer {
       this.pendingLen = 0;
       this.lastLf = false;
       let kind = this.machine.complete ? -2 : rawKind(ev);
-      if (kind >= 0 && (spans || (usageChunk ??= mayCarryUsage(c))) && mayCarryUsage(ev)) kind = -1;
-      else if (kind >= 0 && kind !== START && (spans || (blockChunk ??= mayBeBlockStart(c))) && mayBeBlockStart(ev)) kind = -1;
+      // An event inside the chunk is searched in place (ChunkScan); one that spans chunks is a copy of its own.
+      if (kind >= 0 && (spans ? mayCarryUsage(ev) : (usageChunk ??= mayCarryUsage(c)) && scan.mayCarryUsage(evStart, i + 1))) kind = -1;
+      else if (kind >= 0 && kind !== START && (spans ? mayBeBlockStart(ev) : (blockChunk ??= mayBeBlockStart(c)) && scan.has(BLOCK_START, evStart, i + 1))) kind = -1;
       if (kind === -2) flushRun(); // after message_stop: dropped, like every other event then
       else if (kind !== -1) {
-        if (kind === DELTA) this.machine.addOutputEstimate(deltaTokens(ev, spans ? isAscii(ev) : (asciiChunk ??= isAscii(c))));
-        else if (kind === START && billedBlock(ev)) this.machine.blockStart(dataOf(dec.decode(ev)));
+        if (kind === DELTA) {
+          this.machine.addOutputEstimate(spans ? deltaTokens(ev, 0, ev.length, isAscii(ev)) : deltaTokens(c, evStart, i + 1, asciiChunk ??= isAscii(c)));
+        } else if (kind === START && (spans ? billedBlock(ev) : scan.billedBlock(evStart, i + 1))) this.machine.blockStart(dataOf(dec.decode(ev)));
         // Stray blank lines before an event are dropped, as the parser would.
         let skip = 0;
         while (ev[skip] === LF) skip++;
