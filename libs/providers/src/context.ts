@@ -6,5 +6,9 @@ import type { DecodeContext } from './adapter';
  * translated upstream, computed the same way the request translator renames them), plus optional extras.
  */
 export function decodeContextFor(body: Pick<MessagesRequest, 'model' | 'stop_sequences' | 'tools' | 'tool_choice' | 'messages'>, extra: Partial<DecodeContext> = {}): DecodeContext {
-  return { requestedModel: body.model, stopSequences: body.stop_sequences, toolNames: toolNameMap(requestToolNames(body)).toClient, ...extra };
+  const names = requestToolNames(body);
+  return { requestedModel: body.model, stopSequences: body.stop_sequences, toolNames: names.length ? toolNameMap(names).toClient : NO_RENAMES, ...extra };
 }
+
+/** A request naming no tool renames none: one shared empty map (readers only look names up), not a Set and two maps per request. */
+const NO_RENAMES: Readonly<Record<string, string>> = Object.freeze(Object.create(null));

@@ -45,6 +45,32 @@ describe('InflightRegistry', () => {
     expect([(b.signal.reason as GatewayError).code, (d.signal.reason as GatewayError).code]).toEqual(['api_key_revoked', 'user_disabled']);
   });
 
+  test('one, then several, then one request per key again: each is counted, revoked and forgotten exactly once', () => {
+    const { bus, reg, revokedKeys } = registry();
+    const a = reg.open(1, 10);
+    expect(reg.size).toBe(1);
+    const b = reg.open(1, 10);
+    const c = reg.open(1, 10);
+    expect(reg.size).toBe(3);
+    a.release();
+    a.release();
+    b.release();
+    expect(reg.size).toBe(1);
+    const d = reg.open(1, 10);
+    expect(reg.size).toBe(2);
+    c.release();
+    d.release();
+    expect(reg.size).toBe(0);
+    const e = reg.open(1, 10);
+    const other = reg.open(2, 10);
+    revokedKeys.add(1);
+    bus.emit('apikey.changed', { keyId: 1 });
+    expect([a, b, c, d, e, other].map((h) => h.signal.aborted)).toEqual([false, false, false, false, true, false]);
+    e.release();
+    other.release();
+    expect(reg.size).toBe(0);
+  });
+
   test('disabling a user aborts every request of all its keys', () => {
     const { bus, reg, disabledUsers } = registry();
     const a = reg.open(1, 10);

@@ -37,8 +37,8 @@ export const ownerDisabled = () => new GatewayError(401, 'user_disabled', 'The o
 export const admissionLost = () => new GatewayError(503, 'admission_lost', 'This gateway node lost its admission store; the request was stopped. Retry on another node.', { type: 'overloaded_error' });
 
 export class InflightRegistry {
-  private readonly byKey = new Map<number, Set<Entry>>();
-  private readonly byUser = new Map<number, Set<Entry>>();
+  private readonly byKey = new Map<number, Bag>();
+  private readonly byUser = new Map<number, Bag>();
   private readonly unsubs: Array<() => void>;
 
   constructor(private readonly d: InflightDeps) {
@@ -80,7 +80,7 @@ export class InflightRegistry {
   /** Requests currently registered. */
   get size(): number {
     let n = 0;
-    for (const s of this.byKey.values()) n += s.size;
+    for (const b of this.byKey.values()) n += b instanceof Set ? b.size : 1;
     return n;
   }
 
@@ -101,8 +101,9 @@ export class InflightRegistry {
     for (const u of this.unsubs) u();
   }
 
-  private abortAll(set: Set<Entry> | undefined, reason: GatewayError): void {
-    for (const e of [...(set ?? [])]) revoke(e, reason);
+  private abortAll(bag: Bag | undefined, reason: GatewayError): void {
+    if (bag instanceof Set) for (const e of [...bag]) revoke(e, reason);
+    else if (bag) revoke(bag, reason);
   }
 }
 
@@ -112,15 +113,24 @@ function revoke(e: Entry, reason: GatewayError): void {
   e.ctrl.abort(reason);
 }
 
-function add(m: Map<number, Set<Entry>>, id: number, e: Entry): void {
-  let s = m.get(id);
-  if (!s) m.set(id, (s = new Set()));
-  s.add(e);
+/**
+ * The requests of one key or user: the entry itself while it is the only one (the common case: a Set and its
+ * Map slot made and dropped for every request was most of this registry's garbage), a Set from the second on.
+ */
+type Bag = Entry | Set<Entry>;
+
+function add(m: Map<number, Bag>, id: number, e: Entry): void {
+  const b = m.get(id);
+  if (!b) m.set(id, e);
+  else if (b instanceof Set) b.add(e);
+  else m.set(id, new Set([b, e]));
 }
 
-function remove(m: Map<number, Set<Entry>>, id: number, e: Entry): void {
-  const s = m.get(id);
-  if (!s) return;
-  s.delete(e);
-  if (!s.size) m.delete(id);
+function remove(m: Map<number, Bag>, id: number, e: Entry): void {
+  const b = m.get(id);
+  if (b === e) m.delete(id);
+  else if (b instanceof Set) {
+    b.delete(e);
+    if (!b.size) m.delete(id);
+  }
 }

@@ -242,14 +242,22 @@ export class RelayService {
     // The group's channels first, then each fallback group's, in order: a fallback serves only what the
     // groups before it could not (none healthy, or all failed in this request).
     const groups = this.routeGroups(group);
-    const seen = new Set<number>();
-    const order: RelayChannel[] = [];
-    for (const g of groups) {
-      for (const c of orderCandidates(this.d.channels.candidates(model, g), this.d.rng)) {
-        if (!seen.has(c.id)) { seen.add(c.id); order.push(c); }
+    let order: RelayChannel[];
+    // One group (no fallbacks, the common case): its candidates are distinct channels already, so no Set and no copy.
+    if (groups.length === 1) order = orderCandidates(this.d.channels.candidates(model, group), this.d.rng);
+    else {
+      const seen = new Set<number>();
+      order = [];
+      for (const g of groups) {
+        for (const c of orderCandidates(this.d.channels.candidates(model, g), this.d.rng)) {
+          if (!seen.has(c.id)) { seen.add(c.id); order.push(c); }
+        }
       }
     }
-    if (order.length) return (this.d.affinity?.apply(order, pinKey) ?? order).slice(0, this.d.config.maxAttempts);
+    if (order.length) {
+      const pinned = this.d.affinity?.apply(order, pinKey) ?? order;
+      return pinned.length > this.d.config.maxAttempts ? pinned.slice(0, this.d.config.maxAttempts) : pinned;
+    }
     if (this.servedIn(model, groups)) {
       throw new GatewayError(503, 'no_healthy_channel', `No healthy channel is available for model ${model}; try again later`);
     }
