@@ -1,4 +1,5 @@
 import { describe, expect, test } from 'bun:test';
+import { costOf, PER_UNIT } from '@gw/core';
 import { oneHourWrite, priceUsage } from './tiers';
 import { guardUsage } from './usage-guard';
 import { worstCaseCost } from './worst-case';
@@ -39,6 +40,24 @@ describe('priceUsage', () => {
   test('the reservation uses the tier its input bound falls into', () => {
     expect(worstCaseCost({ input: 1_000, maxOutput: 10, maxInput: 1_000_000 }, P)).toBe(1_000 * 6 + 150);
     expect(worstCaseCost({ input: 300_000, maxOutput: 10, maxInput: 1_000_000 }, P)).toBe(300_000 * 12 + 225);
+  });
+});
+
+describe('pricing reuses its parts between calls', () => {
+  test('a call prices only its own counts, whatever the call before it priced (every kind, then one)', () => {
+    const Q = { ...P, webSearch: 10_000_000, codeExecution: 50_000 };
+    const all = { input: 900, output: 700, cacheRead: 500, cacheWrite: 400, cacheWrite1h: 100, audioInput: 30, audioOutput: 20, webSearch: 3, codeExecution: 2 };
+    const fresh = (u: typeof all) => costOf([[u.input, Q.input], [u.output, Q.output], [u.cacheRead, Q.cacheRead], [u.cacheWrite - u.cacheWrite1h, Q.cacheWrite],
+      [u.cacheWrite1h, Q.cacheWrite1h], [u.audioInput, Q.input], [u.audioOutput, Q.output], [u.webSearch, Q.webSearch, PER_UNIT], [u.codeExecution, Q.codeExecution, PER_UNIT]]);
+    const only = { input: 5, output: 0, cacheRead: 0, cacheWrite: 0, cacheWrite1h: 0, audioInput: 0, audioOutput: 0, webSearch: 0, codeExecution: 0 };
+    for (let i = 0; i < 3; i++) {
+      expect(priceUsage(all, Q, 1000, Q.webSearch).cost).toBe(fresh(all));
+      expect(priceUsage(only, Q, 1000, Q.webSearch).cost).toBe(fresh(only));
+    }
+    const limits = { input: 1000, maxInput: 1000, maxOutput: 100, maxWebSearch: 4, maxCodeExecution: 3 };
+    const big = worstCaseCost(limits, Q, 1000);
+    expect(worstCaseCost({ input: 10, maxInput: 1000, maxOutput: 0 }, Q, 1000)).toBe(costOf([[10, Q.cacheWrite1h]]));
+    expect(worstCaseCost(limits, Q, 1000)).toBe(big);
   });
 });
 

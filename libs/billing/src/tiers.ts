@@ -3,7 +3,7 @@
  * (5 minutes or 1 hour), and an optional long-context tier whose prices apply to the WHOLE request
  * once its input (uncached + cache reads + cache writes) exceeds the model's threshold.
  */
-import { PER_UNIT, RATIO_ONE, costOf } from '@gw/core';
+import { PER_UNIT, RATIO_ONE, costOf, type CostPart } from '@gw/core';
 import type { LongContextPrices, PriceRow } from '@gw/db';
 import type { TokenUsage } from './usage';
 
@@ -82,14 +82,30 @@ export function priceUsage(u: TieredTokens, p: BillablePrice | undefined, ratio:
   if (!p) return { cost: 0, longContext: false };
   const { set, longContext } = priceSetFor(p, Math.min(tierInput(u), samplingInput));
   const oneHour = Math.min(u.cacheWrite1h ?? 0, u.cacheWrite);
-  const cost = costOf([
-    [u.input, set.input], [u.output, set.output], [u.cacheRead, set.cacheRead],
-    [u.cacheWrite - oneHour, set.cacheWrite], [oneHour, set.cacheWrite1h],
-    [u.audioInput ?? 0, set.audioInput], [u.audioOutput ?? 0, set.audioOutput],
-    [u.webSearch ?? 0, searchPrice, PER_UNIT],
-    [u.codeExecution ?? 0, codeExecutionPrice(p), PER_UNIT],
-  ], ratio);
-  return { cost, longContext };
+  const parts = USAGE_PARTS;
+  setPart(parts, 0, u.input, set.input);
+  setPart(parts, 1, u.output, set.output);
+  setPart(parts, 2, u.cacheRead, set.cacheRead);
+  setPart(parts, 3, u.cacheWrite - oneHour, set.cacheWrite);
+  setPart(parts, 4, oneHour, set.cacheWrite1h);
+  setPart(parts, 5, u.audioInput ?? 0, set.audioInput);
+  setPart(parts, 6, u.audioOutput ?? 0, set.audioOutput);
+  setPart(parts, 7, u.webSearch ?? 0, searchPrice);
+  setPart(parts, 8, u.codeExecution ?? 0, codeExecutionPrice(p));
+  return { cost: costOf(parts, ratio), longContext };
+}
+
+/**
+ * priceUsage's parts (the last two per unit), filled in place on every call: costOf is synchronous and keeps none of
+ * them, and ten fresh arrays per settlement were most of its pricing's garbage.
+ */
+const USAGE_PARTS: CostPart[] = [[0, 0], [0, 0], [0, 0], [0, 0], [0, 0], [0, 0], [0, 0], [0, 0, PER_UNIT], [0, 0, PER_UNIT]];
+
+/** Sets part `i` of a reused parts list (its per-unit mark, if any, stays). */
+export function setPart(parts: CostPart[], i: number, count: number, price: number): void {
+  const part = parts[i]!;
+  part[0] = count;
+  part[1] = price;
 }
 
 /** Quota units per code-execution call at `p`: its `code_execution`, 0 when unset or unusable (such a request is refused before it is sent). */

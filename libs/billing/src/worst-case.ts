@@ -1,8 +1,8 @@
 /**
  * Sizing reservations: the most a request can cost given what the gateway knows before sending it.
  */
-import { PER_UNIT, RATIO_ONE, costOf } from '@gw/core';
-import { codeExecutionPrice, priceSetFor, type BillablePrice } from './tiers';
+import { PER_UNIT, RATIO_ONE, costOf, type CostPart } from '@gw/core';
+import { codeExecutionPrice, priceSetFor, setPart, type BillablePrice } from './tiers';
 import type { UsageLimits } from './usage-guard';
 
 type Price = BillablePrice & { contextWindow?: number | null };
@@ -35,6 +35,13 @@ export function worstCaseCost(l: UsageLimits, price: Price | undefined, ratio: n
   const { set } = priceSetFor(price, l.input);
   const dearIn = Math.max(set.input, set.cacheRead, set.cacheWrite, set.cacheWrite1h, set.audioInput);
   const dearOut = Math.max(set.output, set.audioOutput);
-  return costOf([[l.input, dearIn], [l.maxOutput, dearOut], [l.maxWebSearch ?? 0, searchPrice, PER_UNIT],
-    [l.maxCodeExecution ?? 0, codeExecutionPrice(price), PER_UNIT]], ratio);
+  const parts = WORST_PARTS;
+  setPart(parts, 0, l.input, dearIn);
+  setPart(parts, 1, l.maxOutput, dearOut);
+  setPart(parts, 2, l.maxWebSearch ?? 0, searchPrice);
+  setPart(parts, 3, l.maxCodeExecution ?? 0, codeExecutionPrice(price));
+  return costOf(parts, ratio);
 }
+
+/** worstCaseCost's parts, filled in place on every call (see priceUsage's). */
+const WORST_PARTS: CostPart[] = [[0, 0], [0, 0], [0, 0, PER_UNIT], [0, 0, PER_UNIT]];
