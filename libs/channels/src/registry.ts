@@ -1,4 +1,4 @@
-import { SerialQueue, stdLogger, type ChangeBus, type Logger, type SecretBox } from '@gw/core';
+import { BatchedRefresh, stdLogger, type ChangeBus, type Logger, type SecretBox } from '@gw/core';
 import { CHANNEL_STATUS, type BillingModel, type ChannelFailureRules, type ChannelRow, type ChannelsStore, type HeaderPolicy } from '@gw/db';
 import { reasoningEchoMode, type ReasoningEcho } from '@gw/providers';
 import { keyEntries, keyFingerprint, usableKey, type KeyRef } from './keys';
@@ -65,7 +65,8 @@ export class ChannelRegistry {
   /** Every channel in the snapshot, any status, by group and model. */
   private readonly served = new ServedModels();
   private readonly unsubscribe: () => void;
-  private readonly refreshes = new SerialQueue();
+  /** Changes heard while a re-read runs are re-read together in the next (a burst costs a few queries). */
+  private readonly refreshes = new BatchedRefresh<number>((ids) => this.apply(ids));
 
   /** Reads every channel, then follows 'channel.changed'. */
   static async load(repo: ChannelsStore, secrets: SecretBox, bus: ChangeBus, log: Logger = stdLogger): Promise<ChannelRegistry> {
@@ -104,27 +105,33 @@ export class ChannelRegistry {
   }
 
   /**
-   * Re-reads one channel from the database and moves just it in the index: O(1) in the number of channels
-   * (plus a splice within the lists it is in). `null` reloads everything (a change feed's resync); no write
-   * of this gateway emits that (many-row writes emit one event per row). Read first, then swap: requests
-   * keep the old snapshot until the new row is in hand.
+   * Re-reads a channel from the database and moves just it in the index: O(1) in the number of channels
+   * (plus a splice within the lists it is in). Channels changed while a re-read runs are re-read together, in one
+   * query, by the next (BatchedRefresh). `null` reloads everything (a change feed's resync); no write of this
+   * gateway emits that (many-row writes emit one event per row). Read first, then swap: requests keep the old
+   * snapshot until the new rows are in hand.
    */
   refresh(channelId: number | null): Promise<void> {
-    return this.refreshes.run(async () => {
-      if (channelId === null) {
-        this.loadAll(await this.repo.all());
-        return;
-      }
-      const row = await this.repo.byId(channelId);
-      const old = this.byId.get(channelId);
+    return this.refreshes.run(channelId);
+  }
+
+  private async apply(ids: number[] | null): Promise<void> {
+    if (ids === null) {
+      this.loadAll(await this.repo.all());
+      return;
+    }
+    const rows = new Map((await this.repo.byIds(ids)).map((r) => [r.id, r]));
+    for (const id of ids) {
+      const old = this.byId.get(id);
       if (old) {
         if (routable(old)) this.index.remove(old);
         this.served.remove(old);
-        this.byId.delete(channelId);
+        this.byId.delete(id);
       }
+      const row = rows.get(id);
       const rec = row && this.put(row);
       if (rec && routable(rec)) this.index.add(rec);
-    });
+    }
   }
 
   close(): void {

@@ -203,15 +203,16 @@ export class ChannelService {
   /** Deletes the given ids (unknown ones are skipped); returns how many existed. */
   async deleteMany(ids: number[]): Promise<number> {
     const deleted = await this.repo.deleteMany([...new Set(ids)]);
-    // One event per row: caches apply exactly these rows instead of reloading every channel.
-    for (const id of deleted) await this.bus.committed('channel.changed', { channelId: id });
+    // One event per row: caches apply exactly these rows instead of reloading every channel; emitted together, so the
+    // registry re-reads them in one query (BatchedRefresh) rather than one after another.
+    await Promise.all(deleted.map((id) => this.bus.committed('channel.changed', { channelId: id })));
     return deleted.length;
   }
 
   /** Enables (1) or manually disables (2) every channel with `tag`; returns how many matched. */
   async setTagStatus(tag: string, status: 1 | 2): Promise<number> {
     const changed = await this.repo.setStatusByTag(tag, status, status === 2 ? 'disabled by an operator' : '', nowSeconds());
-    for (const id of changed) await this.bus.committed('channel.changed', { channelId: id });
+    await Promise.all(changed.map((id) => this.bus.committed('channel.changed', { channelId: id })));
     return changed.length;
   }
 

@@ -20,6 +20,7 @@ export * from './change-feed';
 export * from './repair-backoff';
 export * from './retry-for';
 export * from './serial';
+export * from './batched-refresh';
 export * from './process-limits';
 export * from './bytes';
 export * from './fifo-slots';

@@ -1,7 +1,7 @@
 import { and, count, desc, eq, inArray, ne, sql, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { channels } from '../schema-pg';
-import type { ChannelExpected, ChannelListFilter, ChannelRow, NewChannelRow } from '../repos/channels';
+import { ID_CHUNK, type ChannelExpected, ChannelListFilter, ChannelRow, NewChannelRow } from '../repos/channels';
 import { containsFolded } from './sql';
 import { CHANNEL_STATUS } from '../schema/channels';
 
@@ -13,6 +13,12 @@ export class PgChannelsRepo {
 
   async byId(id: number): Promise<ChannelRow | undefined> {
     return (await this.db.select().from(channels).where(eq(channels.id, id)))[0];
+  }
+
+  async byIds(ids: number[]): Promise<ChannelRow[]> {
+    const out: ChannelRow[] = [];
+    for (let i = 0; i < ids.length; i += ID_CHUNK) out.push(...await this.db.select().from(channels).where(inArray(channels.id, ids.slice(i, i + ID_CHUNK))));
+    return out;
   }
 
   async all(): Promise<ChannelRow[]> {

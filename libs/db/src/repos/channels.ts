@@ -4,6 +4,8 @@ import { channels } from '../schema';
 import { CHANNEL_STATUS, type ChannelKeyEntry } from '../schema/channels';
 
 const MANUALLY_DISABLED = CHANNEL_STATUS.manuallyDisabled;
+/** Ids per `IN (...)` of byIds: well under either database's limit on bound parameters. */
+export const ID_CHUNK = 1000;
 
 export type ChannelRow = typeof channels.$inferSelect;
 export type NewChannelRow = typeof channels.$inferInsert;
@@ -31,6 +33,8 @@ export interface ChannelExpected {
 /** Upstream channels: storage interface. */
 export interface ChannelsStore {
   byId(id: number): Promise<ChannelRow | undefined>;
+  /** The rows of those ids that exist, in no particular order (a cache applying a burst of changes at once). */
+  byIds(ids: number[]): Promise<ChannelRow[]>;
   all(): Promise<ChannelRow[]>;
   insert(row: NewChannelRow): Promise<ChannelRow>;
   update(id: number, patch: Partial<NewChannelRow>): Promise<ChannelRow | undefined>;
@@ -62,6 +66,12 @@ export class ChannelsRepo implements ChannelsStore {
 
   async byId(id: number): Promise<ChannelRow | undefined> {
     return this.db.select().from(channels).where(eq(channels.id, id)).get();
+  }
+
+  async byIds(ids: number[]): Promise<ChannelRow[]> {
+    const out: ChannelRow[] = [];
+    for (let i = 0; i < ids.length; i += ID_CHUNK) out.push(...this.db.select().from(channels).where(inArray(channels.id, ids.slice(i, i + ID_CHUNK))).all());
+    return out;
   }
 
   async all(): Promise<ChannelRow[]> {
