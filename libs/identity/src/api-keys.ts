@@ -96,12 +96,12 @@ const bad = (param: string, message: string) => new GatewayError(400, 'invalid_v
 
 export class ApiKeyService {
   private readonly byHash = new Map<string, ApiKeyRecord>();
-  private readonly hashById = new Map<number, string>();
-  /** Indexed key ids by owner, so disabling a user drops its keys without scanning every key. */
-  private readonly idsByUser = new Map<number, Set<number>>();
   /** Owners whose keys are left out of the index (disabled or deleted). */
   private readonly excludedUsers = new Set<number>();
-  /** The owner of every stored key, those left out of the index included. */
+  /**
+   * Every stored key by id: its owner (those left out of the index included) and its hash in `byHash`; by owner,
+   * so disabling a user drops its keys without scanning every key.
+   */
   private readonly owners = new KeyOwners();
   private readonly unsubs: Array<() => void> = [];
   private readonly refreshes = new SerialQueue();
@@ -129,7 +129,7 @@ export class ApiKeyService {
     private readonly limits: { maxKeysPerUser: number }) {
     this.unsubs.push(bus.on('apikey.changed', ({ keyId }) => this.refreshKey(keyId)));
     this.unsubs.push(directory.subscribe((userId, account) => {
-      if (!account) this.owners.forgetUser(userId);
+      if (!account) this.forgetUser(userId);
       return this.refreshUser(userId, account?.status === 1);
     }));
   }
@@ -142,7 +142,7 @@ export class ApiKeyService {
   /** The owner an actor works on: itself, or (admins) `userId` within the role rules. */
   /** O(1), no DB: the indexed key with this id (undefined = deleted, or its owner is disabled/deleted). */
   byId(keyId: number): ApiKeyRecord | undefined {
-    const hash = this.hashById.get(keyId);
+    const hash = this.owners.hashOf(keyId);
     return hash ? this.byHash.get(hash) : undefined;
   }
 
@@ -311,7 +311,7 @@ export class ApiKeyService {
       for (const row of rows) if (!this.directory.get(row.userId)) await this.directory.refresh(row.userId);
       const present = new Set(rows.map((r) => r.id));
       // Every known id, indexed or not (a disabled owner's keys are known only to `owners`).
-      for (const id of new Set([...this.hashById.keys(), ...this.owners.keyIds()])) {
+      for (const id of this.owners.keyIds()) {
         if (!present.has(id) && (this.keySeq.get(id) ?? 0) <= seq) {
           this.unindex(id);
           this.owners.forgetKey(id);
@@ -326,17 +326,18 @@ export class ApiKeyService {
     });
   }
 
+  /** Takes the key out of the relay's index; its owner stays known. */
   private unindex(keyId: number): void {
-    const hash = this.hashById.get(keyId);
+    const hash = this.owners.hashOf(keyId);
     if (hash === undefined) return;
-    const rec = this.byHash.get(hash);
     this.byHash.delete(hash);
-    this.hashById.delete(keyId);
-    const ids = rec && this.idsByUser.get(rec.userId);
-    if (ids) {
-      ids.delete(keyId);
-      if (!ids.size) this.idsByUser.delete(rec!.userId);
-    }
+    this.owners.setHash(keyId, null);
+  }
+
+  /** The user is deleted: its keys are gone from the index and from the owners' table. */
+  private forgetUser(userId: number): void {
+    for (const id of this.owners.keysOf(userId)) this.unindex(id);
+    this.owners.forgetUser(userId);
   }
 
   /** Runs on every 'user.changed' (profile and status writes; charges emit balance.changed instead): touches the DB only when enabled-ness flips. */
@@ -349,7 +350,7 @@ export class ApiKeyService {
       return;
     }
     this.excludedUsers.add(userId);
-    for (const id of [...(this.idsByUser.get(userId) ?? [])]) this.unindex(id);
+    for (const id of this.owners.keysOf(userId)) this.unindex(id);
   }
 
   private async index(row: ApiKeyRow): Promise<void> {
@@ -366,9 +367,6 @@ export class ApiKeyService {
       return;
     }
     this.byHash.set(row.keyHash, toRecord(row));
-    this.hashById.set(row.id, row.keyHash);
-    let ids = this.idsByUser.get(row.userId);
-    if (!ids) this.idsByUser.set(row.userId, (ids = new Set()));
-    ids.add(row.id);
+    this.owners.setHash(row.id, row.keyHash);
   }
 }
