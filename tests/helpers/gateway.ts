@@ -164,14 +164,22 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Te
   };
 }
 
-/** Creates a user through the API and returns an access token for it. */
-export async function makeUser(gw: TestGateway, role: 1 | 10 | 100 = 1, extra: Record<string, unknown> = {}): Promise<{ id: number; username: string; password: string; token: string }> {
-  const username = `u${crypto.randomUUID().slice(0, 8)}`;
+/**
+ * Creates a user the way the management API does (UserService: the opening balance a ledger entry, the change
+ * announced on the bus, so every cache and node holds the user as production's would) and returns an access token
+ * for it. `extra`: username, email, group, quota (credited through the ledger), status (2 = disabled afterwards).
+ */
+export async function makeUser(gw: TestGateway, role: 1 | 10 | 100 = 1, extra: MakeUserExtra = {}): Promise<{ id: number; username: string; password: string; token: string }> {
+  const { status, quota, ...rest } = extra;
+  const unknown = Object.keys(rest).filter((k) => !['username', 'email', 'group'].includes(k));
+  if (unknown.length) throw new Error(`makeUser: unsupported fields ${unknown.join(', ')}`);
+  const username = extra.username ?? `u${crypto.randomUUID().slice(0, 8)}`;
   const password = 'user-password-123';
-  // Inserted directly (not via the API) so identity tests do not depend on the users feature.
-  const { hashPassword } = await import('@gw/identity');
-  const now = Math.floor(Date.now() / 1000);
-  const row = await gw.services.users.insert({ username, passwordHash: await hashPassword(password), role, status: 1, createdAt: now, updatedAt: now, ...extra });
-  const token = (await gw.services.auth.createAccessToken(row.id, 'test')).token;
-  return { id: row.id, username, password, token };
+  const root = { id: 1, role: 100 };
+  const user = await gw.services.userAdmin.create(root, { ...rest, username, password, role, ...(quota ? { quota } : {}) });
+  if (status !== undefined && status !== 1) await gw.services.userAdmin.update(root, { id: user.id, status });
+  const token = (await gw.services.auth.createAccessToken(user.id, 'test')).token;
+  return { id: user.id, username, password, token };
 }
+
+export interface MakeUserExtra { username?: string; email?: string | null; group?: string; quota?: number; status?: 1 | 2 }
