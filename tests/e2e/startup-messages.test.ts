@@ -221,7 +221,9 @@ describe('every documented setting is checked at start-up', () => {
     expect(await seen({ TRUST_PROXY_HOPS: '1' }, '6.6.6.6, 203.0.113.7')).toBe('203.0.113.7');
     expect(await seen({ TRUST_PROXY: 'true', TRUST_PROXY_HOPS: '2' }, '6.6.6.6, 203.0.113.7, 10.0.0.2')).toBe('203.0.113.7');
     expect(await seen({ TRUST_PROXY_HOPS: '3' }, '203.0.113.7, 10.0.0.2')).toBe('203.0.113.7');
-    expect(await seen({ TRUST_PROXY: 'true' }, '6.6.6.6, 203.0.113.7')).toBe('6.6.6.6');
+    // TRUST_PROXY alone is one appending proxy (the rightmost entry); the leftmost only when asked for (0).
+    expect(await seen({ TRUST_PROXY: 'true' }, '6.6.6.6, 203.0.113.7')).toBe('203.0.113.7');
+    expect(await seen({ TRUST_PROXY: 'true', TRUST_PROXY_HOPS: '0' }, '6.6.6.6, 203.0.113.7')).toBe('6.6.6.6');
   }, 60_000);
 
   // The secret alone was ignored without a word: an operator who misspelt ALERT_WEBHOOK_URL got no alerts.

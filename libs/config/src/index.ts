@@ -78,7 +78,7 @@ export interface Config {
   idleTimeoutSeconds: number;
   /** TRUST_PROXY: take the client address from X-Forwarded-For (only behind the operator's own proxy). */
   trustProxy: boolean;
-  /** TRUST_PROXY_HOPS: the number of the operator's proxies that append to X-Forwarded-For (0 = leftmost entry). */
+  /** TRUST_PROXY_HOPS: the number of the operator's proxies that append to X-Forwarded-For (0 = leftmost entry; default 1 with TRUST_PROXY on). */
   trustProxyHops: number;
   /** Log requests to stdout. */
   logRequests: boolean;
@@ -117,9 +117,14 @@ function bool(env: Record<string, string | undefined>, name: string, def: boolea
   throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
 }
 
-/** TRUST_PROXY_HOPS alone turns TRUST_PROXY on; with TRUST_PROXY explicitly off it is a contradiction. */
+/**
+ * TRUST_PROXY_HOPS alone turns TRUST_PROXY on; with TRUST_PROXY explicitly off it is a contradiction. Unset with
+ * TRUST_PROXY on it is 1 (the rightmost entry, the one the operator's proxy added): the leftmost is whatever the
+ * client sent, and taking it let any client pick the address its per-IP limits, allow_ips and logs went by.
+ * 0 (the leftmost) is an explicit choice, right only behind a proxy that overwrites the header.
+ */
 function trustProxyHops(env: Record<string, string | undefined>): number {
-  const hops = int(env, 'TRUST_PROXY_HOPS', 0, 0, 16);
+  const hops = int(env, 'TRUST_PROXY_HOPS', bool(env, 'TRUST_PROXY', false) ? 1 : 0, 0, 16);
   if (hops > 0 && env.TRUST_PROXY?.trim() && !bool(env, 'TRUST_PROXY', false)) {
     throw new ConfigError(`TRUST_PROXY_HOPS=${hops} needs TRUST_PROXY on (or unset), got TRUST_PROXY="${env.TRUST_PROXY}"`);
   }

@@ -3,8 +3,9 @@
  * caller could pick the address its IP allow-list or login limit is checked against.
  * With TRUST_PROXY_HOPS = n the address is the one the outermost of the operator's n proxies saw: the
  * n-th entry from the right, as each proxy that appends (nginx's `$proxy_add_x_forwarded_for`, HAProxy's
- * `option forwardfor`) adds its peer at the end and whatever the client sent stays on the left. Without it
- * the leftmost entry is taken, which is right only behind a proxy that overwrites the header.
+ * `option forwardfor`) adds its peer at the end and whatever the client sent stays on the left. TRUST_PROXY alone
+ * is n = 1 (see config); `true` here, the leftmost entry, is TRUST_PROXY_HOPS=0, right only behind proxies that
+ * overwrite the header.
  * X-Real-IP is not read: one header to configure is one header to get right.
  */
 import { boundedIpText, forwardedAddress } from '@gw/identity';
