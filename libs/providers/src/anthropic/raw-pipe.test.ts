@@ -98,6 +98,32 @@ describe('AnthropicFramer', () => {
   });
 });
 
+describe('hostile chunks', () => {
+  test('a chunk of many deltas without quotes costs time linear in its size (the backward search stops at the event)', () => {
+    // 100,000 quote-free deltas in one 3.6 MB chunk: searched back through the chunk per event, 60,000 took 6 s.
+    const hostile = ev('message_start', { message: { id: 'm', type: 'message', role: 'assistant', model: 'up', content: [], usage: { input_tokens: 9, output_tokens: 1 } } })
+      + 'event: content_block_delta\ndata: 1\n\n'.repeat(100_000);
+    const t0 = performance.now();
+    const want = run('generic', hostile, []);
+    const generic = performance.now() - t0;
+    const t1 = performance.now();
+    const got = run('raw', hostile, []);
+    const raw = performance.now() - t1;
+    expect(got).toEqual(want);
+    expect(raw).toBeLessThan(Math.max(3_000, 20 * generic));
+  }, 60_000);
+
+  test('chunks that are views into a larger buffer (a byte offset) frame as the generic path does', () => {
+    const bytes = enc.encode('x'.repeat(37) + STREAM);
+    const m = new AnthropicStreamMachine({ requestedModel: 'alias' });
+    const f = new AnthropicFramer(m);
+    let out = '';
+    for (let at = 37; at < bytes.length; at += 53) for (const b of f.push(bytes.subarray(at, Math.min(at + 53, bytes.length)))) out += dec.decode(b, { stream: true });
+    for (const b of f.end()) out += dec.decode(b);
+    expect({ out, result: m.result() }).toEqual(run('generic', STREAM, []));
+  });
+});
+
 describe('code-execution calls', () => {
   const call = (i: number, name: string) => ev('content_block_start', { index: i, content_block: { type: 'server_tool_use', id: `srvtoolu_${i}`, name, input: {} } })
     + ev('content_block_delta', { index: i, delta: { type: 'input_json_delta', partial_json: '{"command":"ls"}' } }) + ev('content_block_stop', { index: i })

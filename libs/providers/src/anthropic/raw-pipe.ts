@@ -105,10 +105,19 @@ function deltaTokens(b: Uint8Array, from: number, to: number, ascii: boolean): n
   return 0;
 }
 
-/** The last start of `key` (which begins with a quote) wholly inside `b[from, to)`, or -1; jumps quote to quote natively. */
+/**
+ * The last start of `key` (which begins with a quote) wholly inside `b[from, to)`, or -1; jumps quote to quote natively.
+ * The walk stops at the event's first quote, found by a loop bounded by the event: a native backward search has no
+ * lower bound, so an event without quotes (a hostile upstream's `data: 1` deltas) would otherwise search back
+ * through the whole chunk, making a chunk of many such events quadratic.
+ */
 function lastIn(b: Uint8Array, key: Uint8Array, from: number, to: number): number {
-  if (to - key.length < from) return -1; // (a negative start would count from the array's end)
-  for (let i = b.lastIndexOf(34, to - key.length); i >= from; i = i > 0 ? b.lastIndexOf(34, i - 1) : -1) {
+  const last = to - key.length;
+  if (last < from) return -1; // (a negative start would count from the array's end)
+  let lo = from;
+  while (lo <= last && b[lo] !== 34) lo++;
+  if (lo > last) return -1;
+  for (let i = b.lastIndexOf(34, last); i >= lo; i = i > lo ? b.lastIndexOf(34, i - 1) : -1) {
     let k = 1;
     while (k < key.length && b[i + k] === key[k]) k++;
     if (k === key.length) return i;
@@ -121,14 +130,21 @@ function lastIn(b: Uint8Array, key: Uint8Array, from: number, to: number): numbe
  * view per chunk, not one per event): each needle's next occurrence is found once natively and kept while the
  * events before it are checked, so a chunk is scanned once per needle whatever its number of events.
  */
+const EMPTY = Buffer.alloc(0);
+
 class ChunkScan {
-  private buf: Buffer = Buffer.alloc(0);
+  private buf: Buffer = EMPTY;
   /** Per needle: the start of its next occurrence at or after the last event checked; -1 none left; -2 not searched. */
   private readonly next = new Int32Array(NEEDLES.length);
 
   reset(c: Uint8Array): void {
     this.buf = Buffer.from(c.buffer, c.byteOffset, c.byteLength);
     this.next.fill(-2);
+  }
+
+  /** Lets go of the chunk (an idle stream would otherwise pin its last upstream chunk until the next one). */
+  clear(): void {
+    this.buf = EMPTY;
   }
 
   /** Whether needle `n` lies wholly in `[from, to)` (the same answer as `includes` on the event's bytes). */
@@ -230,6 +246,7 @@ export class AnthropicFramer {
       evStart = i + 1;
     }
     flushRun();
+    scan.clear();
     if (!this.machine.stopped && evStart < c.length) {
       const rest = c.subarray(evStart);
       this.pending.push(rest);
