@@ -6,7 +6,7 @@
  *   on authenticated routes (401), declared size against the route's limit (413), JSON media type (415).
  * - onParse (the one body reader of the app): the body is read under the same size limit and a total
  *   deadline (408), kept as raw bytes for signed webhooks, and JSON is depth-checked before `JSON.parse`.
- *   Malformed or too-deep JSON is a deferred 400, raised after auth and header checks (the contract's check order: credentials, headers, then the body).
+ *   Malformed or too-deep JSON, and on /api a body that is not a JSON object, is a deferred 400, raised after auth and header checks (the contract's check order: credentials, headers, then the body).
  */
 import { Elysia } from 'elysia';
 import { GatewayError, errorResponse, parseBoundedJson, readRequestBody, surfaceOf } from '@gw/core';
@@ -46,6 +46,9 @@ export const isJsonMediaType = (ct: string) => {
   const i = ct.indexOf(';');
   return (i < 0 ? ct : ct.slice(0, i)).trim().toLowerCase() === 'application/json';
 };
+
+/** Every /api body is an object ({...}); /v1 routes check their own bodies with their own wording. */
+const isJsonObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** Declared body length (0 when none), and whether a body comes at all (declared or chunked). */
 const declaredLength = (r: Request) => Number(r.headers.get('content-length') ?? '0');
@@ -117,7 +120,15 @@ export const frontDoor = (o: FrontDoorOptions) => {
         return read.bytes;
       }
       const parsed = parseBoundedJson(read.text, o.jsonMaxDepth);
-      if (parsed.ok) return parsed.value;
+      if (parsed.ok) {
+        // Elysia's validator copies a body's declared fields into a fresh object before checking it, so an
+        // array, string or number passed as `{}`: an all-optional body (PUT /api/user/self) answered 200.
+        if (policy?.kind !== 'relay' && !isJsonObject(parsed.value)) {
+          bodyErrors.set(request, new GatewayError(400, 'invalid_type', 'Request body must be a JSON object'));
+          return {};
+        }
+        return parsed.value;
+      }
       bodyErrors.set(request, parsed.reason === 'too_deep'
         ? new GatewayError(400, 'json_too_deep', `Request body nests deeper than ${o.jsonMaxDepth} levels`)
         : new GatewayError(400, 'invalid_json', 'Request body is not valid JSON'));
