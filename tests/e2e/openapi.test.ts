@@ -188,3 +188,21 @@ test('pricing and channel schemas document the cache-write tiers, the long-conte
   const channel = inline(doc.paths['/api/channel/'].post.requestBody.content['application/json'].schema).properties;
   expect(Object.keys(channel.header_policy.properties).sort()).toEqual(['allow_service_tier', 'beta_rewrite', 'beta_strip', 'forward_headers']);
 });
+
+test('a request body is documented as required exactly where the server refuses its absence for a missing field', async () => {
+  const wrong: string[] = [];
+  let optional = 0;
+  for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, any>>)) {
+    if (!path.startsWith('/api/') || path.endsWith('/webhook')) continue;
+    for (const [method, op] of Object.entries(ops)) {
+      if (!op?.requestBody) continue;
+      // Ids that exist nowhere: a body-less request that gets past validation changes nothing.
+      const res = await gw.api(method.toUpperCase(), path.replace(/\{[^}]+\}/g, '999999'));
+      const refusedMissing = res.status === 400 && res.body.error?.code === 'missing_field';
+      if (op.requestBody.required !== refusedMissing) wrong.push(`${method} ${path}: documented required=${op.requestBody.required}, answered ${res.status} ${res.body.error?.code}`);
+      if (op.requestBody.required === false) optional++;
+    }
+  }
+  expect(wrong).toEqual([]);
+  expect(optional).toBeGreaterThanOrEqual(4); // PUT /api/user/self, ending a session or a token, reinstating an order
+}, 30_000);

@@ -127,9 +127,24 @@ function addExamples(doc: Doc) {
   }
 }
 
+/**
+ * A missing JSON body is read as `{}`, so a body none of whose fields is required may be left out (DELETE of a
+ * session, PUT /api/user/self): the generator marks every body required, which sent clients a body they need not.
+ * Runs before the examples add the webhooks' raw bodies, which are required.
+ */
+function markOptionalBodies(doc: Doc) {
+  for (const ops of Object.values(doc.paths ?? {})) {
+    for (const op of Object.values(ops)) {
+      const schema = op?.requestBody?.content?.['application/json']?.schema;
+      if (schema?.type === 'object' && !schema.required?.length) op.requestBody.required = false;
+    }
+  }
+}
+
 /** The finished document: `generated` is the generator's output; `isPublic` says which operations need no credentials. */
 export function finishDocument(generated: Doc, info: Record<string, unknown>, isPublic: (method: string, path: string) => boolean): Doc {
   const doc: Doc = { ...generated, paths: generated.paths ?? {} };
+  markOptionalBodies(doc);
   addExamples(doc);
   for (const [path, ops] of Object.entries(doc.paths!)) {
     for (const [method, op] of Object.entries(ops)) {
