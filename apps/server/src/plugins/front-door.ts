@@ -9,7 +9,7 @@
  *   Malformed or too-deep JSON, and on /api a body that is not a JSON object, is a deferred 400, raised after auth and header checks (the contract's check order: credentials, headers, then the body).
  */
 import { Elysia } from 'elysia';
-import { GatewayError, errorResponse, parseBoundedJson, readRequestBody, surfaceOf } from '@gw/core';
+import { GatewayError, errorResponse, parseBoundedJson, readRequestBody, surfaceOf, unpairedSurrogateAt } from '@gw/core';
 import { bodyErrors, requestIdOf, startedAtOf } from './http-errors';
 import { isCrossSite } from './same-origin';
 import type { RouteKind, RoutePolicy, RouteTable } from './route-table';
@@ -125,6 +125,12 @@ export const frontDoor = (o: FrontDoorOptions) => {
         // array, string or number passed as `{}`: an all-optional body (PUT /api/user/self) answered 200.
         if (policy?.kind !== 'relay' && !isJsonObject(parsed.value)) {
           bodyErrors.set(request, new GatewayError(400, 'invalid_type', 'Request body must be a JSON object'));
+          return {};
+        }
+        const unpaired = policy?.kind !== 'relay' ? unpairedSurrogateAt(parsed.value) : null;
+        if (unpaired !== null) {
+          bodyErrors.set(request, new GatewayError(400, 'invalid_format',
+            `${unpaired || 'body'}: text holds an unpaired UTF-16 surrogate (a lone \\uD800-\\uDFFF escape), which cannot be stored`, { param: unpaired }));
           return {};
         }
         return parsed.value;
