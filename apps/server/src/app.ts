@@ -9,6 +9,7 @@ import { accessLog } from './plugins/access-log';
 import { frontDoor } from './plugins/front-door';
 import { RouteTable } from './plugins/route-table';
 import { quietValidation } from './plugins/quiet-validation';
+import { bodyShape } from './plugins/body-shape';
 import { originOf } from './plugins/same-origin';
 import { managementAuthError, usesSessionCookie } from './plugins/auth';
 import { relayKeyOf } from './plugins/relay-key';
@@ -66,6 +67,7 @@ export function createApp(s: Services) {
       bodyTimeoutMs: c.bodyTimeoutMs, publicOrigin: originOf(c.env.PUBLIC_URL?.trim() || `http://localhost:${c.port}`),
       authenticate: authenticator(s), usesSessionCookie,
     }))
+    .use(bodyShape(() => app.routes as any))
     .use(accessLog(s.config.logRequests, s.log))
     .use(metricsRoutes(s))
     // Metering writes are batched (BILLING_FLUSH_MS); the management API reads the database, so it

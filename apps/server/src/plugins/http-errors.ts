@@ -50,7 +50,7 @@ function coercedParamName(err: any, request: Request, params: Record<string, unk
   return '';
 }
 
-function validationError(err: any, where: string, request: Request, params?: Record<string, unknown>): GatewayError {
+export function validationError(err: any, where: string, request: Request, params?: Record<string, unknown>): GatewayError {
   const ve = err.valueError ?? err.all?.[0];
   // For a missing property TypeBox points at the property itself, which is what `param` should name.
   const param = pointerToParam(ve?.path ?? '') || coercedParamName(err, request, params);
