@@ -18,7 +18,7 @@ beforeAll(async () => {
   });
   expect(res.status).toBe(200);
   id = res.body.data.id;
-});
+}, 20_000); // starting on PostgreSQL takes seconds on a loaded machine
 afterAll(async () => { await gw.stop(); });
 
 test('an object field sent as a string, number, boolean or array is a 400 naming it, and the channel keeps its settings', async () => {

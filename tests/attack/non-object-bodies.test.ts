@@ -9,7 +9,8 @@ import { createApp } from '../../apps/server/src/app';
 import { startGateway, type TestGateway } from '../helpers/gateway';
 
 let gw: TestGateway;
-beforeAll(async () => { gw = await startGateway(); });
+// Starting a gateway on PostgreSQL takes seconds on a loaded machine.
+beforeAll(async () => { gw = await startGateway(); }, 20_000);
 afterAll(async () => { await gw.stop(); });
 
 const NOT_OBJECTS = ['[]', '[{"display_name":"Changed"}]', '"text"', '12345', 'true', 'null'];

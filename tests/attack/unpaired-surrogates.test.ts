@@ -13,7 +13,7 @@ let user: { id: number };
 beforeAll(async () => {
   gw = await startGateway();
   user = await makeUser(gw, 1);
-});
+}, 20_000); // starting on PostgreSQL takes seconds on a loaded machine
 afterAll(async () => { await gw.stop(); });
 
 const channel = (over: Record<string, unknown>) => ({ name: 'ok', type: 'anthropic', base_url: 'http://127.0.0.1:9', key: 'sk-upstream', models: ['m'], ...over });

@@ -9,7 +9,7 @@ beforeAll(async () => {
   const res = await fetch(`${gw.url}/openapi/json`);
   expect(res.status).toBe(200);
   doc = await res.json();
-});
+}, 20_000); // starting on PostgreSQL takes seconds on a loaded machine
 afterAll(async () => { await gw.stop(); });
 
 /** A schema with its component references inlined (the assertions below read shapes, wherever they are declared). */
