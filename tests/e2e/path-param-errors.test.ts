@@ -31,3 +31,17 @@ test('every integer path parameter out of range is named in param and message', 
   expect(seen).toEqual(expect.arrayContaining(['GET /api/channel/:id id', 'DELETE /api/channel/:id/keys/:keyId keyId', 'POST /api/channel/:id/keys/:keyId/enable id']));
   expect(seen.length).toBeGreaterThan(10);
 });
+
+test('an integer in a path or query is decimal digits: 0x1, 1e0, +1, " 1" and 1.0 are 400, not another spelling of 1', async () => {
+  // Elysia's own check was Number.isInteger(+value): GET /api/user/0x1 answered user 1, ?page_size=1e1 a page of 10.
+  for (const v of ['0x1', '1e0', '+1', '%201', '1.0', '0b1']) {
+    const byPath = await gw.api('GET', `/api/user/${v}`);
+    expect({ v, status: byPath.status, code: byPath.body.error?.code, param: byPath.body.error?.param }).toEqual({ v, status: 400, code: 'invalid_type', param: 'id' });
+    const byQuery = await gw.api('GET', `/api/user/?page_size=${v}`);
+    expect({ v, status: byQuery.status, param: byQuery.body.error?.param }).toEqual({ v, status: 400, param: 'page_size' });
+  }
+  expect((await gw.api('GET', '/api/user/1')).body.data.id).toBe(1);
+  expect((await gw.api('GET', '/api/user/?page_size=1')).body.data.page_size).toBe(1);
+  // Long digit strings are still numbers, judged by the id's own range (no such user), not its spelling.
+  expect((await gw.api('GET', '/api/user/99999999999999999999')).body.error?.code).toBe('user_not_found');
+});

@@ -3,6 +3,7 @@
  * start it on any port. Feature route modules are mounted here and nowhere else.
  */
 import { Elysia } from 'elysia';
+import './plugins/strict-integers';
 import type { Services } from './services';
 import { httpErrors } from './plugins/http-errors';
 import { accessLog } from './plugins/access-log';
