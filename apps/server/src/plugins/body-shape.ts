@@ -32,7 +32,8 @@ export const bodyShape = (routes: () => Route[]) => {
     return byRoute.get(`${method} ${route}`);
   };
   return new Elysia({ name: 'body-shape' }).onTransform({ as: 'global' }, ({ request, route, body }) => {
-    if (body === undefined || bodyErrors.has(request)) return;
+    // Only management routes declare body schemas; the relay's hot path pays one prefix check.
+    if (body === undefined || !route.startsWith('/api/') || bodyErrors.has(request)) return;
     const schema = schemaOf(request.method, route);
     if (!schema) return;
     const checker = checkerOf(schema);
