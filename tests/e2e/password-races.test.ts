@@ -313,7 +313,8 @@ describe('writes checked against a password that changed meanwhile', () => {
     const email = `own-${crypto.randomUUID().slice(0, 8)}@example.com`;
     const u = await makeUser(gw, 1, { email });
     const intruder = await token(u);
-    const hold = holdWrites(gw.services.users, 'update', ([id, patch]) => id === u.id && patch.email !== undefined);
+    // A new address is a guarded write (updateKeepingRoot re-checks its case variants in the transaction).
+    const hold = holdWrites(gw.services.users, 'updateKeepingRoot', ([id, patch]) => id === u.id && patch.email !== undefined);
     const r = await landingAfter(hold, () => gw.nodeApi('PUT', '/api/user/self', { email: 'intruder@evil.example', current_password: u.password }, intruder),
       async () => (await gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'owner-new-password' }, u.token)).status);
     expect(r.status).toBe(403);
