@@ -34,7 +34,7 @@ afterAll(async () => {
   await t.close();
 });
 
-const locks = (opts: { waitMs?: number; maxHeldMs?: number; onCapped?: (key: string) => void } = {}) =>
+const locks = (opts: { ttlMs?: number; waitMs?: number; maxHeldMs?: number; onCapped?: (key: string) => void; onLost?: (key: string) => void } = {}) =>
   new RedisKeyLocks(redis, prefix, { ttlMs: LEASE_MS, waitMs: 5_000, ...opts });
 
 describe.skipIf(!ready)('a lock held past its lease', () => {
@@ -123,16 +123,35 @@ describe.skipIf(!ready)('a lock held past its lease', () => {
 
   test('a step that ends within its last lease is not reported capped, and its lock is released', async () => {
     const capped: string[] = [];
-    // Capped at 2.5 leases: the renewal at about 1.67 s is the last (it takes the lease to the cap).
-    const a = locks({ maxHeldMs: 2.5 * LEASE_MS, onCapped: (key) => capped.push(key) });
+    // A 3 s lease renewed every second, capped at 2 leases: the renewal at about 3 s is the last (it takes the lease to
+    // the cap at 6 s). Released a second after it and two before the cap: a loaded machine late by well over a second
+    // still ends the step within its last lease.
+    const lease = 3 * LEASE_MS;
+    const a = locks({ ttlMs: lease, maxHeldMs: 2 * lease, onCapped: (key) => capped.push(key) });
     const release = await a.acquire('u3');
     expect(release).not.toBeNull();
-    // Past the last renewal, well before the cap: the step ends in time.
-    await Bun.sleep(2 * LEASE_MS);
+    await Bun.sleep(4 * LEASE_MS);
     await release!();
     expect(await redis.exists(`${prefix}{lk:u3}`)).toBe(0);
     // Past the cap: still nothing told.
-    await Bun.sleep(1.5 * LEASE_MS);
+    await Bun.sleep(3 * LEASE_MS);
     expect(capped).toEqual([]);
+  }, 20_000);
+
+  test('a lock lost at its capping renewal is reported lost, not also capped', async () => {
+    const [lost, capped]: [string[], string[]] = [[], []];
+    // Capped at 1.2 leases: the first renewal (at about 333 ms) is already the last.
+    const a = locks({ maxHeldMs: 1.2 * LEASE_MS, onLost: (key) => lost.push(key), onCapped: (key) => capped.push(key) });
+    const release = await a.acquire('u4');
+    expect(release).not.toBeNull();
+    // Another holder's lock now (this one's lapsed, say): the capping renewal finds it gone.
+    await redis.set(`${prefix}{lk:u4}`, 'someone-else', 'PX', 10_000);
+    // Past the cap.
+    await Bun.sleep(2.5 * LEASE_MS);
+    expect(lost).toEqual(['u4']);
+    expect(capped).toEqual([]);
+    await release!();
+    // The other holder's lock is left alone.
+    expect(await redis.get(`${prefix}{lk:u4}`)).toBe('someone-else');
   }, 20_000);
 });

@@ -297,11 +297,12 @@ function assertNoCredentialChange(input: UserUpdate, self: UserRow): void {
 
 
 /**
- * checkEmail reads before the write: requests setting one address, or case variants of it, at once (on one node,
- * or on several) all pass it, and the unique indexes refuse all but one. Those get the 409 the check gives, not a 500.
+ * checkEmail reads before the write: requests setting one exact address at once (on one node, or on several) all pass
+ * it, and the unique index on the address refuses all but one. Those get the 409 the check gives, not a 500. (Case
+ * variants of one address are not refused by an index: the repository re-checks, ignoring case, inside the write's
+ * transaction, serialised by SQLite's single writer or PostgreSQL's username lock, and throws email_taken itself.)
  */
 function emailRace(err: unknown): never {
-  // The exact spelling, or another case of it (the folded index: an address is one account's in every case).
-  const taken = isUniqueViolation(err, 'users_email_uq', 'users', 'email') || isUniqueViolation(err, 'users_email_folded_uq', 'users', 'email');
+  const taken = isUniqueViolation(err, 'users_email_uq', 'users', 'email');
   throw taken ? emailTaken() : err;
 }

@@ -23,7 +23,7 @@ export const KEY_LOCK_MAX_LEASES = 4;
  * long as its process lives. A node that dies holding
  * one stops renewing, so it blocks the key for `ttlMs` at most. A holder that loses the lock anyway (Redis
  * unreachable past the lease, or it lost its data, or the cap) runs on unlocked: the caller's own guards still hold
- * (a redemption credits a code once, by the ledger's unique ref), and `onLost` is told.
+ * (a redemption credits a code once, by the ledger's unique ref), and one of `onLost` and `onCapped` is told, never both.
  */
 export class RedisKeyLocks {
   private readonly releaseScript: Script;
@@ -63,7 +63,13 @@ export class RedisKeyLocks {
    * stop function.
    */
   private renewWhileHeld(key: string, k: string, token: string): () => void {
-    let lost = false;
+    // Exactly one of lost and capped is told: a capping renewal that finds the lock gone is a loss, not also a cap.
+    let told = false;
+    const tell = (hook: ((key: string) => void) | undefined) => {
+      if (told) return;
+      told = true;
+      hook?.(key);
+    };
     let capped: ReturnType<typeof setTimeout> | undefined;
     const until = Date.now() + (this.opts.maxHeldMs ?? KEY_LOCK_MAX_LEASES * this.opts.ttlMs);
     const timer = setInterval(() => {
@@ -73,16 +79,20 @@ export class RedisKeyLocks {
       // renewal, and a slow step that finished in time was logged as one running on unserialised).
       if (left <= this.opts.ttlMs) {
         clearInterval(timer);
-        capped = setTimeout(() => this.opts.onCapped?.(key), Math.max(0, left));
+        capped = setTimeout(() => tell(this.opts.onCapped), Math.max(0, left));
         (capped as { unref?: () => void }).unref?.();
         if (left <= 0) return;
       }
       this.renewScript([k], [token, Math.min(this.opts.ttlMs, left)]).then((ok) => {
-        if (Number(ok) === 1 || lost) return;
-        lost = true;
+        if (Number(ok) === 1) return;
         clearInterval(timer);
-        this.opts.onLost?.(key);
-      }, () => { /* Redis did not answer: two more tries come before the lease lapses, and a lapse is told then */ });
+        clearTimeout(capped);
+        tell(this.opts.onLost);
+      }, () => {
+        // Redis did not answer. Before the last renewal, more tries come before the lease lapses (a lapse is told as
+        // lost then). At the last one none comes: the lease lapses up to two thirds of it before the cap, and is told
+        // as capped, at the cap.
+      });
     }, Math.max(1, Math.floor(this.opts.ttlMs / 3)));
     (timer as { unref?: () => void }).unref?.();
     return () => {
