@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import type { TestGateway } from '../helpers/gateway';
-import { startGateway } from '../helpers/gateway';
+import { makeUser, startGateway } from '../helpers/gateway';
 import { keyedUser, msg, send, setPrice, upstream, type Scripted } from './relay-setup';
 
 let gw: TestGateway;
@@ -19,8 +19,9 @@ beforeAll(async () => {
 });
 afterAll(async () => { await gw.stop(); await oai.stop(); });
 
-async function raw(method: string, path: string, json?: string) {
-  const res = await fetch(gw.url + path, { method, headers: { authorization: `Bearer ${gw.rootToken}`, 'content-type': 'application/json' }, body: json });
+async function raw(method: string, path: string, json?: string, token: string | null = gw.rootToken) {
+  const auth: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  const res = await fetch(gw.url + path, { method, headers: { ...auth, 'content-type': 'application/json' }, body: json });
   return { status: res.status, body: await res.json() as any };
 }
 
@@ -49,4 +50,17 @@ test('create and update refuse a __proto__ mapping key with a 400; nothing is st
   await setPrice(gw, 'm');
   expect((await send(gw, u.key, msg('m'))).status).toBe(200);
   expect(oai.last().body.model).toBe('__proto__');
+}, 20_000);
+
+test('the role check comes first: a __proto__ mapping key from an anonymous caller gets 401, from a plain user 403', async () => {
+  const bad = channel(',"model_mapping":{"__proto__":"a"}');
+  const user = await makeUser(gw, 1);
+  for (const [method, body] of [['POST', bad], ['PUT', '{"id":1,"model_mapping":{"__proto__":"a"}}']] as const) {
+    const anon = await raw(method, '/api/channel/', body, null);
+    expect([method, anon.status, anon.body.error?.code]).toEqual([method, 401, 'not_logged_in']);
+    const plain = await raw(method, '/api/channel/', body, user.token);
+    expect([method, plain.status, plain.body.error?.code]).toEqual([method, 403, 'insufficient_role']);
+    const admin = await raw(method, '/api/channel/', body);
+    expect([method, admin.status, admin.body.error]).toMatchObject([method, 400, REFUSED]);
+  }
 }, 20_000);
