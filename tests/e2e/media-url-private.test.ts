@@ -1,6 +1,7 @@
 /**
  * Image URLs a translated (OpenAI-compatible) upstream would fetch from inside the operator's network: loopback,
- * private, link-local (the cloud metadata address), unspecified, `localhost`, IPv6 ones, IPv4-mapped IPv6 and the
+ * private, link-local (169.254.169.254, a cloud metadata address), unspecified, reserved, `localhost`, single-label and
+ * internal names (`redis`, `metadata.google.internal`), IPv6 ones, IPv4-mapped IPv6 and the
  * decimal, octal and hex spellings of IPv4 are refused with 400 invalid_request_error naming the field, nothing sent
  * or charged (the refusal is logged as a 400, as the translator's other refusals are); so is a URL another parser may read another host from (user info, a backslash). Before, they went to
  * the upstream as `image_url`. MEDIA_URL_ALLOW_PRIVATE=true passes them on; a native channel passes them as before
@@ -17,6 +18,8 @@ const PRIVATE = [
   'http://[::ffff:127.0.0.1]/a.png', 'http://[::ffff:a9fe:a9fe]/a.png', 'http://2130706433/a.png', 'http://0177.0.0.1/a.png',
   'http://0x7f000001/a.png', 'http://0x7f.1/a.png', 'http://127.1/a.png', 'https://10.1/a.png', 'http://0/a.png',
   'http://user:pw@example.com/a.png', 'http://example.com\\@127.0.0.1/a.png',
+  // Internal names (a Compose service, GCP's metadata name) and reserved ranges (broadcast, 6to4 of loopback).
+  'http://redis:6379/a.png', 'http://metadata.google.internal/computeMetadata/v1/', 'http://255.255.255.255/a.png', 'http://[2002:7f00:1::1]/a.png',
 ];
 const PUBLIC = ['https://example.com/a.png', 'http://172.32.0.1/a.png', 'http://8.8.8.8/a.png', 'http://[2001:4860::8888]/a.png', 'http://[::ffff:8.8.8.8]/a.png'];
 

@@ -5,9 +5,15 @@ import type { MessageParam } from '../anthropic/schema';
  * Media URLs that point into the operator's own network. A translated upstream fetches an image URL itself, and a
  * self-hosted one runs inside that network: a client's `http://169.254.169.254/…` or `http://10.0.0.5/admin` would
  * be fetched from there (server-side request forgery). Only the URL's text is judged: a public name that resolves
- * to a private address cannot be told without DNS (and a later answer may differ), so names other than
- * `localhost` pass.
+ * to a private address cannot be told without DNS (and a later answer may differ), so only names that are never
+ * public are refused: single-label ones (a Docker or Compose service, `redis`, `postgres`; EC2's `instance-data`),
+ * `ip6-localhost` / `ip6-loopback`, and those under a suffix reserved or customary for private networks
+ * (PRIVATE_SUFFIXES: `metadata.google.internal`, `printer.local`, `nas.home.arpa`).
  */
+
+/** Name suffixes never delegated on the public internet: reserved (RFC 6761, 6762, 8375, ICANN's `.internal`) or kept out of the root for colliding with private use. */
+const PRIVATE_SUFFIXES = ['localhost', 'local', 'localdomain', 'internal', 'home.arpa', 'lan', 'intranet', 'corp', 'home'];
+const PRIVATE_NAMES = new Set(['ip6-localhost', 'ip6-loopback']);
 
 /** IPv4 ranges that are never a public web server, as [first address, prefix length]. */
 const PRIVATE_V4: ReadonlyArray<readonly [number, number]> = [
@@ -17,7 +23,11 @@ const PRIVATE_V4: ReadonlyArray<readonly [number, number]> = [
   [0x7f000000, 8], // loopback
   [0xa9fe0000, 16], // link-local, with the cloud metadata address 169.254.169.254
   [0xac100000, 12], // 172.16/12
+  [0xc0000000, 24], // 192.0.0/24, IETF protocol assignments (Oracle Cloud's metadata address 192.0.0.192)
   [0xc0a80000, 16], // 192.168/16
+  [0xc6120000, 15], // 198.18/15, benchmarking (used inside some networks)
+  [0xe0000000, 4], // 224/4, multicast
+  [0xf0000000, 4], // 240/4, reserved, with the broadcast address 255.255.255.255
 ];
 
 function v4Private(n: number): boolean {
@@ -59,7 +69,12 @@ function v6Private(g: number[]): boolean {
   if (zeros(7) && g[7] === 1) return true; // ::1
   if ((g[0]! & 0xfe00) === 0xfc00) return true; // fc00::/7, unique local
   if ((g[0]! & 0xffc0) === 0xfe80) return true; // fe80::/10, link-local
+  if ((g[0]! & 0xffc0) === 0xfec0) return true; // fec0::/10, site-local (deprecated, still routed by some stacks)
+  if ((g[0]! & 0xff00) === 0xff00) return true; // ff00::/8, multicast
+  if (g[0] === 0x64 && g[1] === 0xff9b && g[2] === 1) return true; // 64:ff9b:1::/48, NAT64 for local use
+  if (g[0] === 0x2002) return v4Private(((g[1]! << 16) | g[2]!) >>> 0); // 6to4 2002:a.b.c.d::/48, relayed to that IPv4 address
   if (zeros(5) && g[5] === 0xffff) return v4Private(embeddedV4); // IPv4-mapped ::ffff:a.b.c.d
+  if (zeros(4) && g[4] === 0xffff && g[5] === 0) return v4Private(embeddedV4); // IPv4-translated ::ffff:0:a.b.c.d
   if (zeros(6)) return v4Private(embeddedV4); // IPv4-compatible ::a.b.c.d (deprecated, still routed by some stacks)
   if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return v4Private(embeddedV4); // NAT64 64:ff9b::/96
   return false;
@@ -67,7 +82,8 @@ function v6Private(g: number[]): boolean {
 
 /**
  * Why an http(s) media URL is refused, or null: its host is a loopback, private, link-local or unspecified address
- * (IPv4 in any form the URL parser accepts, IPv6 including IPv4-mapped), or `localhost` / `*.localhost`. A URL that
+ * (IPv4 in any form the URL parser accepts, IPv6 including IPv4-mapped), a multicast or reserved address, or a name that
+ * is never public (see above). A URL that
  * does not parse, or has a backslash, a control character, whitespace or user info, is refused too: another parser
  * (the upstream's) may find a different host in it (`http://example.com\\@127.0.0.1/`).
  */
@@ -84,13 +100,18 @@ export function privateMediaUrlIssue(url: string): string | null {
   let host = parsed.hostname.toLowerCase();
   if (host.endsWith('.')) host = host.slice(0, -1);
   const refused = 'URL points at a private, loopback or link-local address; the gateway does not pass such URLs on';
-  if (host === 'localhost' || host.endsWith('.localhost')) return refused;
   if (host.startsWith('[') && host.endsWith(']')) {
     const g = parseV6(host.slice(1, -1));
     return g === null || v6Private(g) ? refused : null;
   }
   const v4 = parseV4(host);
-  return v4 !== null && v4Private(v4) ? refused : null;
+  if (v4 !== null) return v4Private(v4) ? refused : null;
+  return privateName(host) ? refused : null;
+}
+
+/** A host name (not an address) that only a private network resolves. */
+function privateName(host: string): boolean {
+  return !host.includes('.') || PRIVATE_NAMES.has(host) || PRIVATE_SUFFIXES.some((s) => host === s || host.endsWith(`.${s}`));
 }
 
 type Block = { type?: unknown; source?: { type?: unknown; url?: unknown; content?: unknown }; content?: unknown };
