@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { makeUser, startGateway, type TestGateway } from '../helpers/gateway';
+import { holdWrites, whileHeld } from '../helpers/hold-writes';
 import { startSmtp, type TestSmtp } from '../helpers/smtp';
 
 let smtp: TestSmtp;
@@ -49,4 +50,31 @@ test.each([
   // A link asked for after the re-enabling works.
   const fresh = await mailedToken(email);
   expect((await gw.api('POST', '/api/user/reset', { email, token: fresh, password: 'owner-recovered-1' }, null)).status).toBe(200);
+}, 30_000);
+
+test('a disable landing while a requested link is being written leaves no link: nothing mailed, none stored', async () => {
+  const email = `r${crypto.randomUUID().slice(0, 8)}@example.com`;
+  const u = await makeUser(gw, 1, { email });
+  const before = smtp.messages.length;
+  // The lookup saw the account enabled; the disable lands before the token is written (the throttle awaits between).
+  const hold = holdWrites(gw.services.security, 'createResetToken', ([id]) => id === u.id);
+  const r = await whileHeld(hold, () => gw.api('POST', '/api/user/reset/request', { email }, null),
+    async () => { expect((await gw.api('POST', `/api/user/${u.id}/disable`)).status).toBe(200); });
+  expect(r.status).toBe(200);
+  await gw.services.passwordReset.idle();
+  expect(await gw.db.get(`select count(*) as n from password_resets where user_id = ${u.id}`)).toEqual({ n: 0 });
+  expect(smtp.messages.slice(before).filter((m) => m.to.includes(email))).toEqual([]);
+}, 30_000);
+
+test('a disable landing between a reset\'s checks and its write: the password is not set', async () => {
+  const email = `s${crypto.randomUUID().slice(0, 8)}@example.com`;
+  const u = await makeUser(gw, 1, { email });
+  const token = await mailedToken(email);
+  const hold = holdWrites(gw.services.security, 'resetPassword', ([id]) => id === u.id);
+  const r = await whileHeld(hold, () => reset(email, token),
+    async () => { expect((await gw.api('POST', `/api/user/${u.id}/disable`)).status).toBe(200); });
+  expect([r.status, r.body.error?.code]).toEqual([400, 'invalid_reset_token']);
+  expect((await gw.api('POST', `/api/user/${u.id}/enable`)).status).toBe(200);
+  expect((await login(u.username, 'intruder-chosen-1')).status).toBe(401);
+  expect((await login(u.username, u.password)).status).toBe(200);
 }, 30_000);

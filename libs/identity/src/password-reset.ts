@@ -104,7 +104,9 @@ export class PasswordResetService {
     }
     const token = randomToken(43);
     const to = user.email;
-    await this.repo.createResetToken(user.id, resetTokenHash(token, to), now + this.cfg.ttlSeconds, now);
+    // Written only while the user is still enabled, checked in the write: a disable landing since the lookup above
+    // (the throttle awaits between) would otherwise be followed by a fresh link, mailed and working once re-enabled.
+    if (!(await this.repo.createResetToken(user.id, resetTokenHash(token, to), now + this.cfg.ttlSeconds, now))) return null;
     const link = `${this.cfg.publicUrl}/user/reset?email=${encodeURIComponent(to)}&token=${token}`;
     const minutes = Math.max(1, Math.round(this.cfg.ttlSeconds / 60));
     const text = [
@@ -136,7 +138,8 @@ export class PasswordResetService {
     if (!usable || !valid) throw invalidToken();
     const password = input.password ?? generatePassword();
     const hash = await hashPassword(password);
-    // Checked again inside the transaction: of two concurrent uses of one token only one wins.
+    // Checked again inside the transaction, with the user's status: of two concurrent uses of one token only one wins,
+    // and a disable landing since the lookup above is not followed by the password it did not see.
     if (!(await this.repo.resetPassword(usable.id, tokenHash, hash, this.nowSec()))) throw invalidToken();
     await this.endCredentials(usable.id);
     return input.password === undefined ? { password, user: usable } : { user: usable };

@@ -356,6 +356,19 @@ export function identityContract(make: MakeEnv): void {
       expect(await r.security.resetTokenValid(u.id, 't2', 62)).toBe(false);
     });
 
+    test('reset tokens are written and used only while the user is enabled', async () => {
+      const r = env().repos;
+      const u = await seedUser(r);
+      expect(await r.security.createResetToken(u.id, 't1', 100, 1)).toBe(true);
+      await r.users.update(u.id, { status: 2 });
+      expect(await r.security.createResetToken(u.id, 't2', 100, 2)).toBe(false);
+      expect(await r.security.resetTokenValid(u.id, 't2', 50)).toBe(false);
+      expect(await r.security.resetPassword(u.id, 't1', 'new-hash', 50)).toBe(false);
+      expect((await r.users.byId(u.id))!.passwordHash).not.toBe('new-hash');
+      // Not consumed by the refused use.
+      expect(await r.security.resetTokenValid(u.id, 't1', 50)).toBe(true);
+    });
+
     test('endCredentials ends every session and live token except the kept one, and counts them', async () => {
       const r = env().repos;
       const u = await seedUser(r);

@@ -1,6 +1,6 @@
 import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
-import { accessTokens, backupCodes, passwordResets, sessions, users } from '../schema-pg';
+import { USER_STATUS, accessTokens, backupCodes, passwordResets, sessions, users } from '../schema-pg';
 import type { CredentialsEnded, LoginClaim, TwoFactorWritten } from '../repos/security';
 import { otherSessions } from './sessions';
 
@@ -66,10 +66,13 @@ export class PgSecurityRepo {
     return (await this.db.select({ n: count() }).from(backupCodes).where(and(eq(backupCodes.userId, userId), isNull(backupCodes.usedAt))))[0]!.n;
   }
 
-  async createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<void> {
-    await this.db.transaction(async (tx) => {
+  async createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<boolean> {
+    return this.db.transaction(async (tx) => {
+      // Locked, so a disable either committed before this read (seen) or waits for this commit (and voids the token).
+      if (!(await enabledLocked(tx, userId))) return false;
       await tx.delete(passwordResets).where(eq(passwordResets.userId, userId));
       await tx.insert(passwordResets).values({ userId, tokenHash, expiresAt, createdAt: now });
+      return true;
     });
   }
 
@@ -85,6 +88,7 @@ export class PgSecurityRepo {
 
   async resetPassword(userId: number, tokenHash: string, passwordHash: string, now: number): Promise<boolean> {
     return this.db.transaction(async (tx) => {
+      if (!(await enabledLocked(tx, userId))) return false;
       const used = (await tx.update(passwordResets).set({ usedAt: now })
         .where(and(eq(passwordResets.userId, userId), eq(passwordResets.tokenHash, tokenHash), isNull(passwordResets.usedAt), gt(passwordResets.expiresAt, now)))
         .returning({ id: passwordResets.id })).length > 0;
@@ -143,4 +147,9 @@ export class PgSecurityRepo {
       : { failedLogins: sql`greatest(${users.failedLogins} - 1, 0)` };
     await this.db.update(users).set(set as any).where(eq(users.id, userId));
   }
+}
+
+/** Whether the user is enabled, its row locked until the transaction ends (a concurrent disable waits for it). */
+async function enabledLocked(tx: Parameters<Parameters<PgDb['transaction']>[0]>[0], userId: number): Promise<boolean> {
+  return (await tx.select({ id: users.id }).from(users).where(and(eq(users.id, userId), eq(users.status, USER_STATUS.enabled))).for('update')).length > 0;
 }

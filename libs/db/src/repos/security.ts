@@ -1,6 +1,6 @@
 import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm';
 import type { Db } from '../client';
-import { accessTokens, backupCodes, passwordResets, sessions, users } from '../schema';
+import { USER_STATUS, accessTokens, backupCodes, passwordResets, sessions, users } from '../schema';
 import { otherSessions } from './sessions';
 
 /** A 2FA write that landed, and the other login sessions it ended with it. */
@@ -34,15 +34,19 @@ export interface SecurityStore {
   /** Marks an unused backup code used; false when no such unused code exists. */
   consumeBackupCode(userId: number, codeHash: string, now: number): Promise<boolean>;
   unusedBackupCodes(userId: number): Promise<number>;
-  /** Stores a reset token hash and voids every earlier token of the user. */
-  createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<void>;
+  /**
+   * Stores a reset token hash and voids every earlier token of the user; false, nothing written, when the user is not
+   * (or no longer) enabled: read in the write's transaction, so a disable landing after the caller's own check
+   * leaves no fresh link behind it.
+   */
+  createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<boolean>;
   /** Voids every unused reset token of the user (its e-mail address changed: a link sent to the old one must not work). */
   voidResetTokens(userId: number): Promise<void>;
   /** True when `tokenHash` is an unused, unexpired token of `userId` (does not consume it). */
   resetTokenValid(userId: number, tokenHash: string, now: number): Promise<boolean>;
   /**
    * Consumes the token and sets the new password hash in one transaction (clearing the lockout);
-   * false when the token is unknown, used, expired or of another user.
+   * false, nothing written, when the token is unknown, used, expired or of another user, or the user is not enabled.
    */
   resetPassword(userId: number, tokenHash: string, passwordHash: string, now: number): Promise<boolean>;
   /**
@@ -138,11 +142,13 @@ export class SecurityRepo implements SecurityStore {
     return this.db.select({ n: count() }).from(backupCodes).where(and(eq(backupCodes.userId, userId), isNull(backupCodes.usedAt))).get()!.n;
   }
 
-  /** Stores a reset token hash and voids every earlier token of the user. */
-  async createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<void> {
-    this.db.transaction((tx) => {
+  /** Stores a reset token hash and voids every earlier token of the user, while the user is enabled (see SecurityStore). */
+  async createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<boolean> {
+    return this.db.transaction((tx) => {
+      if (!tx.select({ id: users.id }).from(users).where(and(eq(users.id, userId), eq(users.status, USER_STATUS.enabled))).get()) return false;
       tx.delete(passwordResets).where(eq(passwordResets.userId, userId)).run();
       tx.insert(passwordResets).values({ userId, tokenHash, expiresAt, createdAt: now }).run();
+      return true;
     });
   }
 
@@ -163,6 +169,7 @@ export class SecurityRepo implements SecurityStore {
    */
   async resetPassword(userId: number, tokenHash: string, passwordHash: string, now: number): Promise<boolean> {
     return this.db.transaction((tx) => {
+      if (!tx.select({ id: users.id }).from(users).where(and(eq(users.id, userId), eq(users.status, USER_STATUS.enabled))).get()) return false;
       const used = tx.update(passwordResets).set({ usedAt: now })
         .where(and(eq(passwordResets.userId, userId), eq(passwordResets.tokenHash, tokenHash), isNull(passwordResets.usedAt), gt(passwordResets.expiresAt, now)))
         .returning({ id: passwordResets.id }).all().length > 0;
