@@ -50,3 +50,10 @@ test('right kinds still work: unknown fields are still dropped, missing optional
   const key = await gw.api('POST', '/api/token/', { name: 'defaults' });
   expect([key.status, key.body.data.unlimited_quota]).toEqual([200, true]);
 });
+
+test('an integer body field sent as a numeric string is refused as sent (no string-to-number coercion in bodies)', async () => {
+  const mint = await gw.api('POST', '/api/user/access_token', '{"name":"n","expires_in_days":"30","current_password":"x"}');
+  expect([mint.status, mint.body.error?.code, mint.body.error?.param]).toEqual([400, 'invalid_type', 'expires_in_days']);
+  const revoke = await gw.api('POST', '/api/user/access_token/revoke', '{"ids":["1"],"current_password":"x"}');
+  expect([revoke.status, revoke.body.error?.code, revoke.body.error?.param]).toEqual([400, 'invalid_type', 'ids[0]']);
+});

@@ -35,7 +35,8 @@ export const bodyShape = (routes: () => Route[]) => {
     // Only management routes declare body schemas; the relay's hot path pays one prefix check.
     if (body === undefined || !route.startsWith('/api/') || bodyErrors.has(request)) return;
     const schema = schemaOf(request.method, route);
-    if (!schema) return;
+    // A body named by a model (a string) is Elysia's alone; a WeakMap would throw on it.
+    if (!schema || typeof schema !== 'object') return;
     const checker = checkerOf(schema);
     if (!checker || checker.Check(body)) return;
     for (const ve of checker.Errors(body)) {

@@ -1,5 +1,6 @@
 /** Login, logout, the caller's own profile and management access tokens. */
 import { Elysia, t } from 'elysia';
+import { Type } from '@sinclair/typebox';
 import { ok } from '@gw/core';
 import { MAX_ACCESS_TOKENS_PER_USER, SESSION_COOKIE, TwoFactorLockout, toUserView, UserView, AccessTokenView, LoginSessionView, named } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
@@ -80,7 +81,8 @@ export const sessionRoutes = (s: Services) =>
       role: 'user',
       body: t.Object({
         name: t.Optional(t.String({ maxLength: 64 })),
-        expires_in_days: t.Optional(t.Integer({ minimum: 1, maximum: 3650 })),
+        // TypeBox's own integer: Elysia's t.Integer also takes a numeric string in a body ("30"), and bodies take JSON kinds as sent.
+        expires_in_days: t.Optional(Type.Integer({ minimum: 1, maximum: 3650 })),
         current_password: t.String({ minLength: 1, maxLength: 1024, description: 'The caller\'s current password. Checks share one limit with the other current-password checks: 5 per user per 5 minutes' }),
       }),
       response: envelope(t.Intersect([AccessTokenView, t.Object({ token: t.String({ description: 'Shown once' }) })])),
@@ -94,7 +96,7 @@ export const sessionRoutes = (s: Services) =>
     .post('/access_token/revoke', async (ctx) => ok({ tokens_revoked: await s.credentialEnding.revokeAccessTokens(caller(ctx), ctx.body.ids, ctx.body.current_password) }), {
       role: 'user',
       body: t.Object({
-        ids: t.Array(t.Integer({ minimum: 1 }), { minItems: 1, maxItems: MAX_ACCESS_TOKENS_PER_USER, description: 'Ids of access tokens of the caller' }),
+        ids: t.Array(Type.Integer({ minimum: 1 }), { minItems: 1, maxItems: MAX_ACCESS_TOKENS_PER_USER, description: 'Ids of access tokens of the caller' }),
         // Optional as on the other ending routes: a missing one is their 400 `invalid_current_password`, costing no check.
         current_password: t.Optional(t.String({ maxLength: 1024, description: 'The caller\'s current password (one check for all the tokens). Shares the one current-password limit' })),
       }),
