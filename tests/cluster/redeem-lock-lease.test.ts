@@ -140,18 +140,20 @@ describe.skipIf(!ready)('a lock held past its lease', () => {
 
   test('a lock lost at its capping renewal is reported lost, not also capped', async () => {
     const [lost, capped]: [string[], string[]] = [[], []];
-    // Capped at 1.2 leases: the first renewal (at about 333 ms) is already the last.
-    const a = locks({ maxHeldMs: 1.2 * LEASE_MS, onLost: (key) => lost.push(key), onCapped: (key) => capped.push(key) });
+    // A 6 s lease capped at 1.2 leases: the first renewal (at about 2 s, time enough for the SET below on a loaded
+    // machine) is already the last.
+    const lease = 6 * LEASE_MS;
+    const a = locks({ ttlMs: lease, maxHeldMs: 1.2 * lease, onLost: (key) => lost.push(key), onCapped: (key) => capped.push(key) });
     const release = await a.acquire('u4');
     expect(release).not.toBeNull();
     // Another holder's lock now (this one's lapsed, say): the capping renewal finds it gone.
-    await redis.set(`${prefix}{lk:u4}`, 'someone-else', 'PX', 10_000);
-    // Past the cap.
-    await Bun.sleep(2.5 * LEASE_MS);
+    await redis.set(`${prefix}{lk:u4}`, 'someone-else', 'PX', 30_000);
+    // Past the cap (7.2 s).
+    await Bun.sleep(1.5 * lease);
     expect(lost).toEqual(['u4']);
     expect(capped).toEqual([]);
     await release!();
     // The other holder's lock is left alone.
     expect(await redis.get(`${prefix}{lk:u4}`)).toBe('someone-else');
-  }, 20_000);
+  }, 30_000);
 });
