@@ -226,6 +226,16 @@ describe('every documented setting is checked at start-up', () => {
     expect(await seen({ TRUST_PROXY: 'true', TRUST_PROXY_HOPS: '0' }, '6.6.6.6, 203.0.113.7')).toBe('6.6.6.6');
   }, 60_000);
 
+  // TRUST_PROXY alone took the leftmost entry before; the rightmost now, which start-up says once.
+  test('TRUST_PROXY without TRUST_PROXY_HOPS says which entry it takes', async () => {
+    const lines = await startupLines({ ...envFor(':memory:'), TRUST_PROXY: 'true', TRUST_PROXY_HOPS: undefined });
+    expect(lines.filter((l) => l.includes('trust_proxy.rightmost')).length).toBe(1);
+    const set = await startupLines({ ...envFor(':memory:'), TRUST_PROXY: 'true', TRUST_PROXY_HOPS: '2' });
+    expect(set.filter((l) => l.includes('trust_proxy.'))).toEqual([]);
+    const off = await startupLines({ ...envFor(':memory:'), TRUST_PROXY: undefined, TRUST_PROXY_HOPS: undefined });
+    expect(off.filter((l) => l.includes('trust_proxy.'))).toEqual([]);
+  }, 45_000);
+
   // The secret alone was ignored without a word: an operator who misspelt ALERT_WEBHOOK_URL got no alerts.
   test('ALERT_WEBHOOK_SECRET without ALERT_WEBHOOK_URL is said at start-up, without the secret', async () => {
     const secret = 'alert-secret-0123456789';

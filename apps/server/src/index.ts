@@ -27,6 +27,11 @@ try {
   ]);
   setTrustProxy(config.trustProxyHops || config.trustProxy);
   const log = loggerFor(config);
+  // The default changed from the leftmost entry (which a client behind an appending proxy writes) to the rightmost:
+  // said once, so a deployment behind several appending proxies sees why every client now has its inner proxy's address.
+  if (config.trustProxy && process.env.TRUST_PROXY_HOPS === undefined) {
+    log.info('trust_proxy.rightmost', { msg: 'TRUST_PROXY_HOPS unset: the client address is the rightmost X-Forwarded-For entry; behind several proxies that append, set TRUST_PROXY_HOPS to their number' });
+  }
   const services = await createServices(config, log);
   // From here on a stray throw is logged and counted instead of ending every user's streams (crash-guard.ts).
   guardProcess(log, services.metrics.uncaught);
