@@ -47,8 +47,16 @@ export const isJsonMediaType = (ct: string) => {
   return (i < 0 ? ct : ct.slice(0, i)).trim().toLowerCase() === 'application/json';
 };
 
-/** Every /api body is an object ({...}); /v1 routes check their own bodies with their own wording. */
-const isJsonObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
+/**
+ * What a management (/api) body is refused for once parsed, or null; /v1 routes check their own bodies with their
+ * own wording. It must be an object ({...}), and no string or key may hold a lone surrogate.
+ */
+function managementBodyError(v: unknown): GatewayError | null {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return new GatewayError(400, 'invalid_type', 'Request body must be a JSON object');
+  const unpaired = unpairedSurrogateAt(v);
+  return unpaired === null ? null : new GatewayError(400, 'invalid_format',
+    `${unpaired || 'body'}: text holds an unpaired UTF-16 surrogate (a lone \\uD800-\\uDFFF escape), which cannot be stored`, { param: unpaired });
+}
 
 /** Declared body length (0 when none), and whether a body comes at all (declared or chunked). */
 const declaredLength = (r: Request) => Number(r.headers.get('content-length') ?? '0');
@@ -123,14 +131,9 @@ export const frontDoor = (o: FrontDoorOptions) => {
       if (parsed.ok) {
         // Elysia's validator copies a body's declared fields into a fresh object before checking it, so an
         // array, string or number passed as `{}`: an all-optional body (PUT /api/user/self) answered 200.
-        if (policy?.kind !== 'relay' && !isJsonObject(parsed.value)) {
-          bodyErrors.set(request, new GatewayError(400, 'invalid_type', 'Request body must be a JSON object'));
-          return {};
-        }
-        const unpaired = policy?.kind !== 'relay' ? unpairedSurrogateAt(parsed.value) : null;
-        if (unpaired !== null) {
-          bodyErrors.set(request, new GatewayError(400, 'invalid_format',
-            `${unpaired || 'body'}: text holds an unpaired UTF-16 surrogate (a lone \\uD800-\\uDFFF escape), which cannot be stored`, { param: unpaired }));
+        const refused = policy?.kind === 'relay' ? null : managementBodyError(parsed.value);
+        if (refused) {
+          bodyErrors.set(request, refused);
           return {};
         }
         return parsed.value;
