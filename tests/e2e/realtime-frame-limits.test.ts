@@ -187,3 +187,46 @@ test('a response.done waiting behind the upstream read budget when the client cl
   expect({ input: Number(rows[0].input_tokens), output: Number(rows[0].output_tokens), error: rows[0].error_code || null })
     .toEqual({ input: 120, output: 30, error: null });
 }, 20_000);
+
+/**
+ * A frame costs the gateway a handler call, a parse and a send whatever its size, so the read budget charges each at
+ * least REALTIME_FRAME_COST_BYTES (1 KiB). Before, it counted bytes only: a client's 2-byte frames passed 2 million a
+ * second through a 4 MiB budget (binary ones were not counted at all), and one session's flood held every other
+ * request of the gateway process for seconds (`/health` answered after 9.6 s).
+ */
+const FRAME_COST = KIB;
+const TINY = 2000;
+// At most the burst (the larger of RATE and the direction's largest frame) and RATE for the time since the first frame, in frames, plus slack.
+const readWithin = (burst: number, ms: number) => (burst + (RATE * ms) / 1000) / FRAME_COST + 50;
+
+for (const kind of ['text', 'binary'] as const) {
+  test(`a client flood of tiny ${kind} frames is read at the per-frame cost: held back, then delivered in order, nothing lost`, async () => {
+    const { c, conn } = await session();
+    const frame = (i: number) => (kind === 'text' ? `{"type":"x.tiny","i":${i}}` : new Uint8Array([0xf0, i & 0xff]));
+    const t0 = performance.now();
+    for (let i = 0; i < TINY; i++) c.ws.send(frame(i));
+    await Bun.sleep(500);
+    const early = up.received.filter((f) => f.conn === conn).length;
+    expect(early).toBeLessThan(readWithin(Math.max(MAX_FRAME, RATE), performance.now() - t0));
+    await up.until(() => up.received.filter((f) => f.conn === conn).length === TINY, 15_000);
+    const got = up.received.filter((f) => f.conn === conn);
+    if (kind === 'text') expect(got.map((f) => JSON.parse(f.data as string).i)).toEqual(Array.from({ length: TINY }, (_, i) => i));
+    else expect(got.map((f) => (f.data as Buffer)[1])).toEqual(Array.from({ length: TINY }, (_, i) => i & 0xff));
+    expect(c.ws.readyState).toBe(WebSocket.OPEN);
+  }, 30_000);
+
+  test(`an upstream flood of tiny ${kind} frames is read at the per-frame cost: held back, then delivered in order, nothing lost`, async () => {
+    const { c, conn } = await session();
+    const before = c.frames.length;
+    const frame = (i: number) => (kind === 'text' ? `{"type":"x.tiny","i":${i}}` : new Uint8Array([0xf0, i & 0xff]));
+    const t0 = performance.now();
+    for (let i = 0; i < TINY; i++) up.send(frame(i), conn);
+    await Bun.sleep(500);
+    expect(c.frames.length - before).toBeLessThan(readWithin(Math.max(MAX_UPSTREAM, RATE), performance.now() - t0));
+    await c.waitFrames(before + TINY, 15_000);
+    const got = c.frames.slice(before);
+    if (kind === 'text') expect(got.map((f) => JSON.parse(f as string).i)).toEqual(Array.from({ length: TINY }, (_, i) => i));
+    else expect(got.map((f) => (f as Buffer)[1])).toEqual(Array.from({ length: TINY }, (_, i) => i & 0xff));
+    expect(c.ws.readyState).toBe(WebSocket.OPEN);
+  }, 30_000);
+}

@@ -37,7 +37,7 @@ export interface RealtimeConfig {
   /** Largest upstream text frame (REALTIME_MAX_UPSTREAM_FRAME_BYTES): a larger one is not relayed and ends the session (1011 to the client, 1009 upstream). */
   maxUpstreamFrameBytes: number;
   /**
-   * Bytes of text frames one session may have the gateway read per second, per direction (REALTIME_READ_BYTES_PER_SECOND;
+   * Bytes of frames (each at least FRAME_COST_BYTES) one session may have the gateway read per second, per direction (REALTIME_READ_BYTES_PER_SECOND;
    * 0 = unlimited). Past it the session's next frame waits (and the socket stops being read) until the allowance
    * refills; a burst as large as the direction's largest frame is always allowed. Nothing is dropped or left unmetered.
    */

@@ -6,7 +6,7 @@
 import type { ServerWebSocket } from 'bun';
 import { binaryAsText, binaryIsEvent } from './binary-text';
 import { errorEvent, plainAppend, scrubbedErrorEvent } from './events';
-import { ReadBudget } from './read-budget';
+import { ReadBudget, frameCost } from './read-budget';
 
 type Frame = string | Buffer;
 
@@ -236,7 +236,8 @@ export class RelaySession {
     this.bytesIn += size;
     if (this.awaiting) {
       this.blocked.push(data);
-      this.blockedBytes += size;
+      // By frame cost, not bytes: 4 MiB of 2-byte frames were two million strings held here before the client paused.
+      this.blockedBytes += frameCost(size);
       if (this.blockedBytes > this.opts.bufferBytes) this.pauseClient();
       return;
     }
@@ -250,11 +251,13 @@ export class RelaySession {
    */
   private accept(data: Frame, size: number): void {
     const text = typeof data === 'string' ? data : binaryAsText(data);
-    if (text === null) return this.forward(data);
     const limits = this.opts.limits;
-    if (limits && size > limits.maxEventBytes && !plainAppend(text)) return this.fail(eventTooLarge(size, limits.maxEventBytes));
+    if (text !== null && limits && size > limits.maxEventBytes && !plainAppend(text)) return this.fail(eventTooLarge(size, limits.maxEventBytes));
+    // A binary frame that is no event is not parsed, but it is read and sent like any: the budget counts it too (it
+    // did not, so a flood of 1-byte binary frames went through unbounded).
     const wait = this.clientBudget?.take(size) ?? 0;
-    if (wait > 0) return this.hold(data, delay(wait).then(() => (this.ended ? undefined : this.opts.observer.client(text))));
+    if (wait > 0) return this.hold(data, delay(wait).then(() => (this.ended || text === null ? undefined : this.opts.observer.client(text))));
+    if (text === null) return this.forward(data);
     const verdict = this.opts.observer.client(text);
     if (!(verdict instanceof Promise)) return this.apply(data, verdict);
     this.hold(data, verdict);
@@ -288,7 +291,7 @@ export class RelaySession {
       while (!this.awaiting && !this.ended && this.blocked.length) {
         const f = this.blocked.shift()!;
         const size = byteLength(f);
-        this.blockedBytes -= size;
+        this.blockedBytes -= frameCost(size);
         this.accept(f, size);
       }
     } catch (e) {
@@ -301,7 +304,7 @@ export class RelaySession {
     const size = byteLength(data);
     if (!this.upOpen) {
       this.pending.push(data);
-      this.pendingBytes += size;
+      this.pendingBytes += frameCost(size);
       if (this.pendingBytes > this.opts.bufferBytes) this.pauseClient();
       return;
     }
@@ -463,12 +466,13 @@ export class RelaySession {
     try {
       const text = f.text;
       // Past the session's read budget the frame (and the upstream behind it) waits, unread, like one awaiting a commit.
-      const wait = text !== null ? this.upBudget?.take(f.size) ?? 0 : 0;
+      // Every frame, binary ones that are no event too (not parsed, but read and sent all the same).
+      const wait = this.upBudget?.take(f.size) ?? 0;
       if (wait > 0) {
         verdict = delay(wait).then(() => {
           if (this.ended) return undefined; // finish() had the observer read it
           f.read = true;
-          return this.opts.observer.upstream(text!);
+          return text !== null ? this.opts.observer.upstream(text) : undefined;
         });
       } else {
         f.read = true;
