@@ -93,6 +93,11 @@ export class DeliveredOutput {
     return this.by.has(id);
   }
 
+  /** Responses with output counted and not taken yet. */
+  get size(): number {
+    return this.by.size;
+  }
+
   ids(): string[] {
     return [...this.by.keys()];
   }

@@ -136,6 +136,20 @@ export const CHECKPOINT_MS = 1000;
  */
 export const MAX_CHECKPOINTED = 16;
 
+/**
+ * Most responses of one session with output relayed and no report (response.done) at once. Each is kept, its output
+ * counted, until its report or the session's end bills it; an upstream sending deltas under a new, never-announced id
+ * each time had 20,000 of them kept (68 MB), and the session's end billed them one after another for 70 s, each on
+ * the whole conversation bound. A conversation runs one response at a time, plus the client's out-of-band ones, each
+ * on a hold: past this the upstream is not speaking the protocol, and the session ends (UPSTREAM_PROTOCOL_FAILURE).
+ */
+export const MAX_OPEN_OUTPUTS = 64;
+
+const UPSTREAM_PROTOCOL_FAILURE: SessionFailure = {
+  closeCode: 1011, reason: 'upstream protocol error', type: 'api_error', code: 'upstream_protocol_error',
+  message: `The upstream sent output for more than ${MAX_OPEN_OUTPUTS} responses at once without reporting them; the session was ended`,
+};
+
 /** The error code of a response billed from its checkpoint after the process died running it. */
 export const CRASH_CAUSE = 'gateway_crashed';
 
@@ -330,11 +344,12 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
         // the billed one's, every response after the first of such an upstream ran free. A repeated response.done
         // with nothing relayed since stays a copy.
         else this.reopen(delta);
-        return undefined;
+      } else {
+        const held = this.running.get(delta);
+        if (held) this.checkpointOutput(delta, held);
       }
-      const held = this.running.get(delta);
-      if (held) this.checkpointOutput(delta, held);
-      return undefined;
+      // Relayed, and billed at the end like the others open (session.ts relays a frame before its failure).
+      return this.delivered.size > MAX_OPEN_OUTPUTS ? UPSTREAM_PROTOCOL_FAILURE : undefined;
     }
     const m = meteredEvent(text);
     if (!m) return undefined;
