@@ -78,3 +78,34 @@ test('an upstream naming each response only in its output, one after another, is
   expect(rows.length).toBe(n);
   expect(rows.every((r) => !r.error_code)).toBe(true);
 }, 30_000);
+
+const transcribing = JSON.stringify({ type: 'session.updated', session: { type: 'realtime', model: 'gpt-realtime', audio: { input: { transcription: { model: 'gpt-realtime' } } } } });
+const committed = (id: string) => JSON.stringify({ type: 'input_audio_buffer.committed', item_id: id, previous_item_id: null });
+const transcribed = (id: string) => JSON.stringify({ type: 'conversation.item.input_audio_transcription.completed', item_id: id, content_index: 0, transcript: 'hi', usage: { type: 'tokens', total_tokens: 3, input_tokens: 1, output_tokens: 2 } });
+
+test('commits of hundreds of items whose transcriptions are never reported end the session; each kept one is billed once', async () => {
+  // Before: 20,000 such commits held 77 MB and the end wrote 20,000 usage rows for 8.4 s.
+  const { c, conn, userId } = await session();
+  up.send(transcribing, conn);
+  const n = 300;
+  for (let i = 0; i < n; i++) up.send(committed(`item_${i}_${'x'.repeat(200)}`), conn);
+  const closed = await c.waitClose(10_000);
+  expect(closed.code).toBe(1011);
+  expect(c.events().find((e) => e.type === 'error')?.error?.code).toBe('upstream_protocol_error');
+  expect(c.events().filter((e) => e.type === 'input_audio_buffer.committed').length).toBe(MAX_OPEN + 1);
+  expect((await rowsOf(userId)).length).toBe(MAX_OPEN + 1);
+}, 30_000);
+
+test('transcriptions reported one after another are served for many more items than the bound', async () => {
+  const { c, conn, userId } = await session();
+  up.send(transcribing, conn);
+  const n = MAX_OPEN * 2;
+  for (let i = 0; i < n; i++) {
+    up.send(committed(`item_seq_${i}`), conn);
+    up.send(transcribed(`item_seq_${i}`), conn);
+  }
+  await c.waitFor('conversation.item.input_audio_transcription.completed', n, 10_000);
+  expect(c.ws.readyState).toBe(WebSocket.OPEN);
+  c.ws.close(1000);
+  expect((await rowsOf(userId)).length).toBe(n);
+}, 30_000);

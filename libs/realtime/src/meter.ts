@@ -137,18 +137,22 @@ export const CHECKPOINT_MS = 1000;
 export const MAX_CHECKPOINTED = 16;
 
 /**
- * Most responses of one session with output relayed and no report (response.done) at once. Each is kept, its output
- * counted, until its report or the session's end bills it; an upstream sending deltas under a new, never-announced id
- * each time had 20,000 of them kept (68 MB), and the session's end billed them one after another for 70 s, each on
- * the whole conversation bound. A conversation runs one response at a time, plus the client's out-of-band ones, each
- * on a hold: past this the upstream is not speaking the protocol, and the session ends (UPSTREAM_PROTOCOL_FAILURE).
+ * Most work of one session the upstream has started and not reported at once, of each kind: responses with output
+ * relayed and no response.done, and committed items transcribing with no completion. Each is kept (its output
+ * counted) until its report or the session's end bills it. An upstream sending deltas under a new, never-announced
+ * id each time had 20,000 of them kept (68 MB), and the session's end billed them one after another for 70 s, each on
+ * the whole conversation bound; 20,000 commits never transcribed held 77 MB and wrote 20,000 rows at the end. A
+ * conversation runs one response at a time (plus the client's out-of-band ones, each on a hold) and transcribes each
+ * turn in seconds: past this the upstream is not speaking the protocol, and the session ends (protocolFailure).
  */
 export const MAX_OPEN_OUTPUTS = 64;
 
-const UPSTREAM_PROTOCOL_FAILURE: SessionFailure = {
+const protocolFailure = (what: string): SessionFailure => ({
   closeCode: 1011, reason: 'upstream protocol error', type: 'api_error', code: 'upstream_protocol_error',
-  message: `The upstream sent output for more than ${MAX_OPEN_OUTPUTS} responses at once without reporting them; the session was ended`,
-};
+  message: `The upstream left more than ${MAX_OPEN_OUTPUTS} ${what} unreported at once; the session was ended`,
+});
+const TOO_MANY_RESPONSES = protocolFailure('responses with output');
+const TOO_MANY_TRANSCRIPTIONS = protocolFailure('committed items transcribing');
 
 /** The error code of a response billed from its checkpoint after the process died running it. */
 export const CRASH_CAUSE = 'gateway_crashed';
@@ -349,7 +353,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
         if (held) this.checkpointOutput(delta, held);
       }
       // Relayed, and billed at the end like the others open (session.ts relays a frame before its failure).
-      return this.delivered.size > MAX_OPEN_OUTPUTS ? UPSTREAM_PROTOCOL_FAILURE : undefined;
+      return this.delivered.size > MAX_OPEN_OUTPUTS ? TOO_MANY_RESPONSES : undefined;
     }
     const m = meteredEvent(text);
     if (!m) return undefined;
@@ -421,7 +425,7 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       // commit "will not create a response"), and billing one as unanswered charged for a response never asked for.
       if (this.autoResponse && this.turnEnded) this.autoPending = true;
       this.turnEnded = false;
-      return undefined;
+      return this.transcribing.size > MAX_OPEN_OUTPUTS ? TOO_MANY_TRANSCRIPTIONS : undefined;
     }
     if (m.type === 'input_audio_buffer.speech_stopped' || m.type === 'input_audio_buffer.timeout_triggered') {
       this.turnEnded = true;

@@ -142,6 +142,11 @@ export class PendingTranscriptions {
     if (!this.by.has(id)) this.by.set(id, { id, model, audioBytes, textTokens: 0 });
   }
 
+  /** Transcriptions started and not reported yet. */
+  get size(): number {
+    return this.by.size;
+  }
+
   delta(id: string, text: unknown): void {
     const p = this.by.get(id);
     if (p && typeof text === 'string') p.textTokens += estimateTextTokens(text);
