@@ -130,3 +130,43 @@ test('a GW_CONFIG file in a folder shared on purpose: the folder keeps its mode 
   expect(lstatSync(folder).mode & 0o7777).toBe(0o775);
   expect(JSON.parse(readFileSync(configPath, 'utf8'))).toEqual({ url: gw.url });
 });
+
+test('a config field of the wrong type is a usage error naming the field (exit 2), not a crash nor `Bearer [object Object]`', async () => {
+  const cfg = join(sb.dir, 'typed-config.json');
+  const cases: [Record<string, unknown>, string][] = [
+    [{ url: 5 }, '"url" must be a string'],
+    [{ url: [gw.url] }, '"url" must be a string'],
+    [{ url: gw.url, token: { a: 1 } }, '"token" must be a string'],
+    [{ url: gw.url, token: gw.rootToken, token_id: '7' }, '"token_id" must be a whole number'],
+  ];
+  for (const [content, message] of cases) {
+    writeFileSync(cfg, JSON.stringify(content), { mode: 0o600 });
+    for (const json of [false, true]) {
+      const r = await sb.run(['whoami', ...(json ? ['--json'] : [])], { env: { GW_CONFIG: cfg } });
+      expect({ content, code: r.code }).toEqual({ content, code: 2 });
+      expect(r.stderr).toContain(`config file ${cfg}: ${message}`);
+      if (json) expect(JSON.parse(r.stdout).error).toMatchObject({ code: 'usage_error', exit_code: 2 });
+    }
+  }
+});
+
+test('a token with characters no token has is a usage error (exit 2, not echoed), not "cannot reach the gateway"; surrounding whitespace is dropped', async () => {
+  const cfg = join(sb.dir, 'token-config.json');
+  const bad = `${gw.rootToken.slice(0, 8)}\r\nX-Injected: 1`;
+  writeFileSync(cfg, JSON.stringify({ url: gw.url, token: bad }), { mode: 0o600 });
+  const runs = [
+    await sb.run(['whoami'], { env: { GW_CONFIG: cfg } }),
+    await sb.run(['whoami', '--url', gw.url, '--token', bad]),
+    await sb.run(['whoami'], { env: { GATEWAY_URL: gw.url, GATEWAY_TOKEN: `${gw.rootToken}\u00e9` } }),
+  ];
+  for (const [i, r] of runs.entries()) {
+    expect({ i, code: r.code }).toEqual({ i, code: 2 });
+    expect(r.stderr).toContain('holds characters no token has');
+    expect(r.stderr).not.toContain('X-Injected');
+    expect(r.stderr).not.toContain(gw.rootToken.slice(0, 8));
+  }
+  // A token file saved with CRLF line ends: `--token "$(cat token.txt)"` keeps the `\r`.
+  const crlf = await sb.run(['whoami', '--json', '--url', gw.url, '--token', `${gw.rootToken}\r`]);
+  expect(crlf.code).toBe(0);
+  expect(JSON.parse(crlf.stdout).username).toBe('root');
+});

@@ -40,6 +40,7 @@ export function readConfig(path: string, warn?: (msg: string) => void): StoredCo
     throw new UsageError(`config file ${path} is not valid JSON (${jsonSyntaxError(e)}); fix or delete it`);
   }
   if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new UsageError(`config file ${path} must hold a JSON object`);
+  checkFields(path, parsed as Record<string, unknown>);
   if (warn && process.platform !== 'win32') {
     if ((statSync(path).mode & 0o077) !== 0) warn(`warning: ${path} is readable by other users; run: chmod 600 ${path}`);
     // Whoever may write the folder may replace the file (a sticky folder such as /tmp lets no one replace another's):
@@ -51,6 +52,27 @@ export function readConfig(path: string, warn?: (msg: string) => void): StoredCo
     }
   }
   return parsed as StoredConfig;
+}
+
+/** The type each stored field must have; other fields are left alone (a newer CLI may have written them). */
+const FIELD_TYPES: Record<keyof StoredConfig, (v: unknown) => boolean> = {
+  url: (v) => typeof v === 'string',
+  token: (v) => typeof v === 'string',
+  token_id: (v) => Number.isSafeInteger(v) && (v as number) >= 0,
+  username: (v) => typeof v === 'string',
+};
+
+/**
+ * Refuses a stored field of the wrong type (a hand-edited or hostile file): `"url": 5` crashed every command with a
+ * TypeError (`internal_error`), and `"token": {…}` went out as `Bearer [object Object]`. The value is not shown.
+ */
+function checkFields(path: string, cfg: Record<string, unknown>): void {
+  for (const [k, ok] of Object.entries(FIELD_TYPES)) {
+    const v = cfg[k];
+    if (v !== undefined && v !== null && !ok(v)) {
+      throw new UsageError(`config file ${path}: "${k}" must be ${k === 'token_id' ? 'a whole number' : 'a string'}; fix or delete it`);
+    }
+  }
 }
 
 /**
@@ -211,5 +233,22 @@ export function resolveCredentials(flags: { url?: string; token?: string }, env:
   if (flags.token !== undefined) { token = flags.token; source.token = 'flag'; }
   else if (env.GATEWAY_TOKEN && (!env.GATEWAY_URL || sameUrl(env.GATEWAY_URL, url))) { token = env.GATEWAY_TOKEN; source.token = 'env'; }
   else if (file.token && file.url && sameUrl(file.url, url)) { token = file.token; source.token = 'file'; }
+  if (token !== undefined) token = checkedToken(token, source.token!);
   return { url, token, source };
+}
+
+const TOKEN_SOURCE = { flag: '--token', env: 'GATEWAY_TOKEN', file: 'the config file' } as const;
+
+/**
+ * The token as it goes into the Authorization header: surrounding whitespace dropped (a token file saved with CRLF
+ * line ends keeps its `\r` through `$(cat file)`), and refused (exit 2, not echoed: it is a secret) when it holds a
+ * character no token the gateway issues has. Before, fetch refused the header and the CLI said "cannot reach the
+ * gateway" (exit 3), sending the operator after the network instead of the token.
+ */
+export function checkedToken(token: string, source: keyof typeof TOKEN_SOURCE): string {
+  const t = token.trim();
+  if (!/^[\x21-\x7e]*$/.test(t)) {
+    throw new UsageError(`the access token from ${TOKEN_SOURCE[source]} holds characters no token has (spaces, control or non-ASCII characters); check it`);
+  }
+  return t;
 }
