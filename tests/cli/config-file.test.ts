@@ -170,3 +170,15 @@ test('a token with characters no token has is a usage error (exit 2, not echoed)
   expect(crlf.code).toBe(0);
   expect(JSON.parse(crlf.stdout).username).toBe('root');
 });
+
+test('an empty GATEWAY_URL (a compose file or CI template passing it on unset) is unset: the config file URL is used', async () => {
+  const cfg = join(sb.dir, 'empty-env-config.json');
+  writeFileSync(cfg, JSON.stringify({ url: gw.url }), { mode: 0o600 });
+  const login = await sb.run(['login', '-u', 'root', '--password-stdin'], { stdin: `${ROOT_PASSWORD}\n`, env: { GW_CONFIG: cfg, GATEWAY_URL: '' } });
+  expect(login.stderr).toBe('');
+  expect(login.code).toBe(0);
+  const w = await sb.run(['whoami', '--json'], { env: { GW_CONFIG: cfg, GATEWAY_URL: '', GATEWAY_TOKEN: '' } });
+  expect(w.code).toBe(0);
+  expect(JSON.parse(w.stdout).username).toBe('root');
+  await sb.run(['logout'], { env: { GW_CONFIG: cfg } });
+});

@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { Option, type Command } from 'commander';
 import { ApiClient, unwrap } from '../core/client';
-import { normalizeUrl, sameUrl, updateConfig, type StoredConfig } from '../core/config';
+import { normalizeUrl, rawGatewayUrl, sameUrl, updateConfig, type StoredConfig } from '../core/config';
 import type { App, Ctx } from '../core/context';
 import { ApiError, UnreachableError, UsageError } from '../core/errors';
 import { parseId } from '../core/fields';
@@ -44,7 +44,7 @@ Examples:
 
 async function login(ctx: Ctx, _args: unknown[], opts: Record<string, any>): Promise<number> {
   const file = ctx.readConfig();
-  const rawUrl = ctx.globals.url ?? ctx.io.env.GATEWAY_URL ?? file.url;
+  const rawUrl = rawGatewayUrl(ctx.globals, ctx.io.env, file);
   if (!rawUrl) throw new UsageError('no gateway URL: pass --url <url> or set GATEWAY_URL');
   const url = normalizeUrl(rawUrl);
   ctx.warnPlainHttp(url);

@@ -212,6 +212,15 @@ export function sameUrl(raw: string, url: string): boolean {
   try { return normalizeUrl(raw) === url; } catch { return false; }
 }
 
+/**
+ * The gateway URL as given, by --url > GATEWAY_URL > the config file. An empty variable is an unset one
+ * (`GATEWAY_URL=${GATEWAY_URL}` in a compose file or CI template): it hid the config file's URL and the CLI said
+ * "no gateway URL".
+ */
+export function rawGatewayUrl(flags: { url?: string }, env: Env, file: StoredConfig): string | undefined {
+  return flags.url ?? (env.GATEWAY_URL || undefined) ?? file.url;
+}
+
 export interface Credentials {
   url: string;
   token?: string;
@@ -225,10 +234,11 @@ export interface Credentials {
  * at another gateway with --url must not send it that gateway's token (GATEWAY_TOKEN alone goes to any URL).
  */
 export function resolveCredentials(flags: { url?: string; token?: string }, env: Env, file: StoredConfig): Credentials | undefined {
-  const rawUrl = flags.url ?? env.GATEWAY_URL ?? file.url;
+  const envUrl = env.GATEWAY_URL || undefined;
+  const rawUrl = rawGatewayUrl(flags, env, file);
   if (!rawUrl) return undefined;
   const url = normalizeUrl(rawUrl);
-  const source: Credentials['source'] = { url: flags.url !== undefined ? 'flag' : env.GATEWAY_URL !== undefined ? 'env' : 'file' };
+  const source: Credentials['source'] = { url: flags.url !== undefined ? 'flag' : envUrl !== undefined ? 'env' : 'file' };
   let token: string | undefined;
   if (flags.token !== undefined) { token = flags.token; source.token = 'flag'; }
   else if (env.GATEWAY_TOKEN && (!env.GATEWAY_URL || sameUrl(env.GATEWAY_URL, url))) { token = env.GATEWAY_TOKEN; source.token = 'env'; }
