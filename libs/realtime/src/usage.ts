@@ -79,8 +79,19 @@ export function tokensOf(usage: any): RealtimeTokens {
   if (cd) {
     const cText = n(cd.text_tokens) + n(cd.image_tokens);
     const cAudio = n(cd.audio_tokens);
-    const fromText = ok(textIn) && ok(cText) ? Math.min(textIn, cText) : 0;
-    const fromAudio = ok(audioIn) && ok(cAudio) ? Math.min(audioIn, cAudio) : 0;
+    let fromText = ok(textIn) && ok(cText) ? Math.min(textIn, cText) : 0;
+    let fromAudio = ok(audioIn) && ok(cAudio) ? Math.min(audioIn, cAudio) : 0;
+    if (ok(cachedIn)) {
+      // The breakdown is a split of cached_tokens: it moves exactly that many, whatever its own sum says. Moving more
+      // (`cached_tokens: 0` beside a breakdown of 100 text tokens) billed those 100 input tokens as nothing; moving
+      // less (`cached_tokens: 100` beside a breakdown of 0) billed them twice, as text and as cache reads. The rest
+      // comes from text first, then audio, as without a breakdown.
+      fromText = Math.min(fromText, cachedIn);
+      fromAudio = Math.min(fromAudio, cachedIn - fromText);
+      let rest = cachedIn - fromText - fromAudio;
+      if (ok(textIn)) { const t = Math.min(textIn - fromText, rest); fromText += t; rest -= t; }
+      if (ok(audioIn)) fromAudio += Math.min(audioIn - fromAudio, rest);
+    }
     textIn -= fromText;
     audioIn -= fromAudio;
     cachedMoved = fromText + fromAudio;
