@@ -4,7 +4,7 @@
  * folder named by GW_CONFIG or XDG_CONFIG_HOME) must neither receive the token nor be overwritten.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { ROOT_PASSWORD, startGateway, type TestGateway } from '../helpers/gateway';
 import { cliSandbox, type CliSandbox } from './run-cli';
@@ -182,3 +182,24 @@ test('an empty GATEWAY_URL (a compose file or CI template passing it on unset) i
   expect(JSON.parse(w.stdout).username).toBe('root');
   await sb.run(['logout'], { env: { GW_CONFIG: cfg } });
 });
+
+test('a left-behind lock that cannot be moved aside ends the wait at its deadline (exit 2, naming the lock), not in a loop forever', async () => {
+  // Moving the lock aside is refused for another user's lock in a sticky folder (EPERM) or in a folder the user may not
+  // write (EACCES); as root, a config name whose moved-aside name (`<lock>.<24 hex>.stale`) is too long is the refusal.
+  const folder = join(sb.dir, 'long-name');
+  mkdirSync(folder, { mode: 0o700 });
+  const cfg = join(folder, `${'c'.repeat(236)}.json`);
+  writeFileSync(`${cfg}.lock`, 'a killed gw');
+  utimesSync(`${cfg}.lock`, new Date(Date.now() - 60_000), new Date(Date.now() - 60_000));
+  const started = Date.now();
+  const proc = Bun.spawn(['bun', 'run', resolve(import.meta.dir, '../../apps/cli/src/index.ts'), 'login', '--url', gw.url, '-u', 'root', '--password-stdin'], {
+    env: { PATH: process.env.PATH ?? '', HOME: sb.dir, GW_CONFIG: cfg, NO_COLOR: '1' },
+    stdin: new TextEncoder().encode(`${ROOT_PASSWORD}\n`), stdout: 'pipe', stderr: 'pipe',
+  });
+  const timer = setTimeout(() => proc.kill(), 25_000);
+  const [stderr, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+  clearTimeout(timer);
+  expect({ code, stderr }).toEqual({ code: 2, stderr: expect.stringContaining(`is locked by another gw process; if none is running, delete ${cfg}.lock`) });
+  // The wait's 10 s, not the kill at 25 s.
+  expect(Date.now() - started).toBeLessThan(20_000);
+}, 30_000);

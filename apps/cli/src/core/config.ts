@@ -163,7 +163,14 @@ function takeOverStale(lock: string, mine: string): boolean {
   // Moved aside by rename (atomic), then checked: the file moved is the old one (same inode and age), or a
   // fresh lock another process created after taking over the same old one, which is put back.
   const aside = `${lock}.${mine}.stale`;
-  try { renameSync(lock, aside); } catch { return true; } // another process moved it first
+  try {
+    renameSync(lock, aside);
+  } catch (e) {
+    // Gone: another process moved it first, so try again at once. Any other refusal (another user's lock in a sticky
+    // folder, a folder this user may not write, a name too long for `aside`) comes back on every try: the lock counts as
+    // held, so the wait ends at its deadline with the message naming the lock. Before, gw retried at once forever.
+    return (e as NodeJS.ErrnoException).code === 'ENOENT';
+  }
   const moved = lstatSync(aside);
   if (moved.ino === st.ino && moved.mtimeMs === st.mtimeMs) {
     rmSync(aside, { force: true });
