@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { ApiClient, bodyChunks } from '../../apps/cli/src/core/client';
 import { UnreachableError } from '../../apps/cli/src/core/errors';
+import { createServer, type AddressInfo } from 'node:net';
 import { cliSandbox, type CliSandbox } from './run-cli';
 
 let sb: CliSandbox;
@@ -218,5 +219,30 @@ test('log export waits GW_EXPORT_IDLE_MS for the first page (built before the he
   } finally {
     slowFirst.stop(true);
     stallsAfterOne.stop(true);
+  }
+}, 30_000);
+
+test('a connection closed in the middle of an answer or a download is unreachable (exit 3), not "is this an AI gateway?" nor a crash', async () => {
+  // Headers and the first bytes of a longer body, then the connection goes: a dropped link, a restarting proxy.
+  const cut = createServer((c) => {
+    c.once('data', (req) => {
+      const csv = String(req).startsWith('GET /api/log/export');
+      c.write(`HTTP/1.1 200 OK\r\ncontent-type: ${csv ? 'text/csv' : 'application/json'}\r\ncontent-length: 100000\r\n\r\n${csv ? 'a,b\n1,2\n' : '{"success":true,"data":{"id":1,'}`);
+      setTimeout(() => c.destroy(), 50);
+    });
+  });
+  await new Promise<void>((r) => cut.listen(0, '127.0.0.1', r));
+  const port = (cut.address() as AddressInfo).port;
+  try {
+    for (const args of [['whoami'], ['health'], ['log', 'export', '--self']]) {
+      for (const json of [false, true]) {
+        const r = await gwAt(port, json ? [...args, '--json'] : args);
+        expect({ args, json, code: r.code }).toEqual({ args, json, code: 3 });
+        expect(r.stderr).toContain('the connection closed before the whole');
+        if (json && args[0] !== 'log') expect(JSON.parse(r.stdout).error).toMatchObject({ code: 'unreachable', exit_code: 3 });
+      }
+    }
+  } finally {
+    cut.close();
   }
 }, 30_000);

@@ -134,7 +134,10 @@ export async function* bodyChunks(res: Response, url: string, idleMs: number): A
       r = await Promise.race([reader.read(), idle]);
     } catch (e) {
       reader.cancel().catch(() => {});
-      throw e;
+      if (e instanceof UnreachableError) throw e;
+      // The connection closed or was reset in the middle: the download is incomplete for a network reason (exit 3),
+      // not a failure of the CLI itself (it was `unexpected failure: TypeError: ECONNRESET…`, exit 1).
+      throw new UnreachableError(url, `the connection closed before the whole download arrived (${(e as Error)?.message || String(e)})`);
     } finally {
       clearTimeout(timer);
     }
@@ -168,7 +171,11 @@ async function boundedText(res: Response, url: string, timeout?: { signal: Abort
     if (e instanceof ApiError) throw e;
     // Headers in time, then a body trickling past the timeout: no answer in time (exit 3), not "an unexpected answer".
     if (timeout?.signal.aborted) throw new UnreachableError(url, `no complete answer within ${timeout.timeoutMs} ms`);
-    return ''; // a cut answer: judged by its status like an empty one
+    // The connection closed (or was reset) before the whole answer arrived: a network failure (exit 3), like the
+    // timeout above. Before, it was judged by its status with an empty body: a 200 cut short was "unexpected answer
+    // from the server; is this an AI gateway?" (exit 1), so a script retrying on exit 3 gave up, and `health` said
+    // the gateway was unhealthy.
+    throw new UnreachableError(url, `the connection closed before the whole answer arrived (${(e as Error)?.message || String(e)})`);
   }
   return Buffer.concat(chunks).toString('utf8');
 }
