@@ -1,3 +1,4 @@
+import { IdInput } from '@gw/core/id-input';
 import { errors } from '@gw/core';
 import { LATENCY_BINS_PER_OCTAVE, type LatencyBinRow, type StatsGroupBy, type StatsQuery, type StatsReader, type StatsRow } from '@gw/db';
 import { Type, type Static } from '@sinclair/typebox';
@@ -32,15 +33,15 @@ export const SelfStatsQuery = Type.Object({
   tz_offset_minutes: Type.Optional(int('Minutes east of UTC where days start (e.g. 120, -300); default 0.', { minimum: -840, maximum: 840 })),
   group_by: Type.Optional(groupBy(['model', 'key', 'none'])),
   model: Type.Optional(Type.String({ maxLength: 200 })),
-  token_id: Type.Optional(int('Relay API key id', { minimum: 1 })),
+  token_id: Type.Optional(IdInput({ description: 'Relay API key id' })),
 });
 
 /** Query of GET /api/log/stats (admins: every row, two more dimensions and filters). */
 export const StatsQueryParams = Type.Object({
   ...SelfStatsQuery.properties,
   group_by: Type.Optional(groupBy(['model', 'channel', 'key', 'user', 'none'])),
-  user_id: Type.Optional(int('Only this user', { minimum: 1 })),
-  channel_id: Type.Optional(int('Only this channel', { minimum: 1 })),
+  user_id: Type.Optional(IdInput({ description: 'Only this user' })),
+  channel_id: Type.Optional(IdInput({ description: 'Only this channel' })),
 });
 export type StatsQueryParams = Static<typeof StatsQueryParams>;
 

@@ -2,6 +2,7 @@
  * Channel shapes on the wire, as TypeBox schemas: routes validate bodies with them and the OpenAPI
  * document is generated from them, so the two never disagree.
  */
+import { IdInput } from '@gw/core/id-input';
 import { Type, type Static } from '@sinclair/typebox';
 import { HeaderPolicySchema } from './header-policy';
 import { FailureRulesSchema } from './failure-rules';
@@ -72,7 +73,7 @@ export type ChannelCreate = Static<typeof ChannelCreate>;
  * the two cannot drift); `key` omitted or "" keeps the stored key.
  */
 export const ChannelUpdate = Type.Composite([
-  Type.Object({ id: Type.Integer({ minimum: 1 }) }),
+  Type.Object({ id: IdInput() }),
   Type.Partial(Type.Omit(ChannelCreate, ['key', 'keys'])),
   Type.Object({ key: Type.Optional(Key) }),
 ]);

@@ -2,6 +2,7 @@
  * Relay API keys (`sk-…`): CRUD for /api/token/ and the in-memory index the relay authenticates
  * against (no DB read per request). Keys are stored as SHA-256 + a short prefix and shown once.
  */
+import { IdInput, MAX_INPUT_INTEGER } from '@gw/core/id-input';
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, SerialQueue, inexactFields, nowSeconds, randomToken, sha256Hex, type ChangeBus } from '@gw/core';
 import { API_KEY_STATUS, ROLE, isForeignKeyViolation, type ApiKeyRow, type ApiKeysStore, type ModelLimitMap, type NewApiKeyRow, type UserRow, type UsersStore } from '@gw/db';
@@ -23,12 +24,12 @@ export interface ApiKeyRecord {
 const Models = Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 1000 }), Type.Null()], { description: 'Model allow-list; null or [] = any model of the group' });
 const AllowIps = Type.Union([Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 256 }), Type.Null()], { description: 'IP/CIDR allow-list (IPv4 and IPv6); null or [] = any address' });
 const Group = Type.Union([Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', error: 'must be 1-64 letters, digits, _ or -' }), Type.Null()], { description: "Routing group; null = the owner's group" });
-const ExpiresAt = Type.Union([Type.Integer({ minimum: 1 }), Type.Null()], { description: 'Unix seconds in the future; null = never' });
+const ExpiresAt = Type.Union([Type.Integer({ minimum: 1, maximum: MAX_INPUT_INTEGER }), Type.Null()], { description: 'Unix seconds in the future; null = never' });
 const Quota = Type.Integer({ minimum: 0, maximum: 1e15 });
 
 /** Body of POST /api/token/. */
 export const ApiKeyCreate = Type.Object({
-  user_id: Type.Optional(Type.Integer({ minimum: 1, description: 'Admins: create for this user' })),
+  user_id: Type.Optional(IdInput({ description: 'Admins: create for this user' })),
   name: Type.String({ minLength: 1, maxLength: 64 }),
   expires_at: Type.Optional(ExpiresAt),
   unlimited_quota: Type.Optional(Type.Boolean({ default: true })),
@@ -42,7 +43,7 @@ export type ApiKeyCreate = Static<typeof ApiKeyCreate>;
 
 /** Body of PUT /api/token/: `id` plus any subset of fields. */
 export const ApiKeyUpdate = Type.Object({
-  id: Type.Integer({ minimum: 1 }),
+  id: IdInput(),
   name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
   status: Type.Optional(Type.Union([Type.Literal(1), Type.Literal(2)], { description: '1 enabled, 2 disabled', error: 'must be 1 (enabled) or 2 (disabled)' })),
   expires_at: Type.Optional(ExpiresAt),

@@ -3,6 +3,7 @@
  * whose role is >= its own, nor grant such a role; root can do anything except delete a root user
  * or itself, or demote or disable the last enabled root (409 last_root). Every write emits 'user.changed' after it commits.
  */
+import { IdInput } from '@gw/core/id-input';
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
 import { ROLE, USER_STATUS, emailTaken, isUniqueViolation, usernameTaken, type LedgerStore, type NewUserRow, type SessionsStore, type UserRow, type UsersStore } from '@gw/db';
@@ -33,7 +34,7 @@ export type UserCreate = Static<typeof UserCreate>;
 
 /** Body of PUT /api/user/: `id` plus any subset of fields. */
 export const UserUpdate = Type.Object({
-  id: Type.Integer({ minimum: 1 }),
+  id: IdInput(),
   username: Type.Optional(Username),
   display_name: Type.Optional(DisplayName),
   email: Type.Optional(Email),

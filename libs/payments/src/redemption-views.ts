@@ -1,4 +1,5 @@
 /** The public shapes of redemption codes and batches (snake_case, as the management API speaks). */
+import { MAX_INPUT_INTEGER } from '@gw/core/id-input';
 import { Type, type Static } from '@sinclair/typebox';
 import type { RedemptionBatchRow, RedemptionCodeRow, RedemptionStatus } from '@gw/db';
 import { MAX_CODES_PER_BATCH, MAX_CODE_QUOTA } from './redemption';
@@ -12,7 +13,7 @@ export const CreateCodesBody = Type.Object({
   batch: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9._:-]+$', description: 'Name of the batch (letters, digits, . _ : -), new for each creation; revoke acts on it' }),
   count: Type.Integer({ minimum: 1, maximum: MAX_CODES_PER_BATCH, description: `Codes to create (1 to ${MAX_CODES_PER_BATCH})` }),
   quota: Type.Integer({ minimum: 1, maximum: MAX_CODE_QUOTA, description: 'Quota units each code credits' }),
-  expires_at: Type.Integer({ minimum: 1, description: 'Unix seconds after which the codes can no longer be redeemed (future, within 10 years)' }),
+  expires_at: Type.Integer({ minimum: 1, maximum: MAX_INPUT_INTEGER, description: 'Unix seconds after which the codes can no longer be redeemed (future, within 10 years)' }),
 });
 export type CreateCodesBody = Static<typeof CreateCodesBody>;
 

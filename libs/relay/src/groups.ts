@@ -4,6 +4,7 @@
  * A group name with no record (e.g. `default` before anyone defines it) resolves to ratio 1000,
  * no fallbacks and no limits, so existing deployments behave as before.
  */
+import { IdInput } from '@gw/core/id-input';
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, SerialQueue, nowSeconds, type ChangeBus } from '@gw/core';
 import type { GroupRow, GroupsStore, NewGroupRow } from '@gw/db';
@@ -25,7 +26,7 @@ export const GroupCreate = Type.Object({
 export type GroupCreate = Static<typeof GroupCreate>;
 
 /** Body of PUT /api/group/: `id` plus any subset of fields (the name is fixed: users and keys refer to it). */
-export const GroupUpdate = Type.Composite([Type.Object({ id: Type.Integer({ minimum: 1 }) }), Type.Omit(GroupCreate, ['name'])]);
+export const GroupUpdate = Type.Composite([Type.Object({ id: IdInput() }), Type.Omit(GroupCreate, ['name'])]);
 export type GroupUpdate = Static<typeof GroupUpdate>;
 
 export const GroupView = Type.Object({

@@ -3,6 +3,7 @@
  * route (404) and method (405), and every GatewayError (the front door's 401/403/408/413/415 included).
  */
 import { Elysia } from 'elysia';
+import { Kind } from '@sinclair/typebox';
 import { ValueErrorType } from '@sinclair/typebox/errors';
 import { GatewayError, errorResponse, errorText, newRequestId, pointerToParam, surfaceOf, toGatewayError, valueAt, type Logger } from '@gw/core';
 import { isPlaceholder } from './quiet-validation';
@@ -45,9 +46,28 @@ function codeFor(type: number | undefined): string {
 function coercedParamName(err: any, request: Request, params: Record<string, unknown> | undefined): string {
   if (err.type !== 'property' || err.value === undefined) return '';
   const value = String(err.value);
-  for (const [k, v] of Object.entries(params ?? {})) if (v === value) return k;
-  for (const [k, v] of new URL(request.url).searchParams) if (v === value) return k;
+  // A digit string is judged as the number it became, which may print otherwise: 12345678901234567890 became
+  // 12345678901234567000, 400 nines Infinity (the name was lost, `param: ""`).
+  const same = (raw: unknown) => raw === value || (typeof err.value === 'number' && typeof raw === 'string' && /^-?\d+$/.test(raw) && Number(raw) === err.value);
+  for (const [k, v] of Object.entries(params ?? {})) if (same(v)) return k;
+  for (const [k, v] of new URL(request.url).searchParams) if (same(v)) return k;
   return '';
+}
+
+/**
+ * An integer past a field's bounds that TypeBox reports as a wrong type, said as what it is (`out_of_range`): a digit
+ * string (path or query) or JSON number too long for a double arrives as ±Infinity, which TypeBox calls "not an
+ * integer"; and a number outside the integer branch of a nullable field (`expires_at: 1e19`) fails the union as a whole.
+ */
+function outOfRange(ve: any): string | undefined {
+  const v = ve?.value;
+  if (typeof v !== 'number' || !(Number.isInteger(v) || v === Infinity || v === -Infinity)) return undefined;
+  const int = ve.type === ValueErrorType.Integer ? ve.schema
+    : ve.type === ValueErrorType.Union ? ve.schema?.anyOf?.find((x: any) => x?.[Kind] === 'Integer') : undefined;
+  if (!int) return undefined;
+  if (typeof int.maximum === 'number' && v > int.maximum) return `Expected integer to be less or equal to ${int.maximum}`;
+  if (typeof int.minimum === 'number' && v < int.minimum) return `Expected integer to be greater or equal to ${int.minimum}`;
+  return Number.isFinite(v) ? undefined : 'Number out of range';
 }
 
 export function validationError(err: any, where: string, request: Request, params?: Record<string, unknown>): GatewayError {
@@ -62,6 +82,8 @@ export function validationError(err: any, where: string, request: Request, param
   if (missing || ve?.type === ValueErrorType.ObjectRequiredProperty) {
     return new GatewayError(400, 'missing_field', `${label}: field is required`, { param });
   }
+  const outside = outOfRange(ve);
+  if (outside) return new GatewayError(400, 'out_of_range', `${label}: ${custom ?? outside}`, { param });
   return new GatewayError(400, codeFor(ve?.type), `${label}: ${detail}`, { param });
 }
 

@@ -7,9 +7,8 @@ import { named } from '@gw/identity';
 import { origin } from '../plugins/origin';
 import { authPlugin, caller } from '../plugins/auth';
 import type { Services } from '../services';
-import { envelope, page, pageQuery } from './envelope';
+import { envelope, page, pageQuery, idParams, idInput } from './envelope';
 
-const idParams = t.Object({ id: t.Integer({ minimum: 1 }) });
 const tags = ['budget'];
 
 const serviceOf = (s: Services) => s.budgets;
@@ -32,7 +31,7 @@ export const budgetRoutes = (s: Services) =>
       role: 'admin',
       query: t.Object({
         scope: t.Optional(t.Union([t.Literal('user'), t.Literal('key')], { error: "scope must be 'user' or 'key'" })),
-        subject_id: t.Optional(t.Integer({ minimum: 1 })),
+        subject_id: t.Optional(idInput()),
       }),
       response: envelope(t.Array(BudgetView)),
       detail: { tags, summary: 'List budgets', description: 'Every budget with its spend in the current UTC period (admin), optionally of one scope and subject. An admin below root does not see the key budgets of root or other admins (their keys answer it 404).' },

@@ -4,10 +4,9 @@ import { ok } from '@gw/core';
 import { ChannelKeysAdd, ChannelKeyView } from '@gw/channels';
 import { authPlugin } from '../plugins/auth';
 import type { Services } from '../services';
-import { envelope } from './envelope';
+import { envelope, idParams, idInput } from './envelope';
 
-const idParams = t.Object({ id: t.Integer({ minimum: 1 }) });
-const keyParams = t.Object({ id: t.Integer({ minimum: 1 }), keyId: t.Integer({ minimum: 1 }) });
+const keyParams = t.Object({ id: idInput(), keyId: idInput() });
 const tags = ['channel'];
 
 export const channelKeyRoutes = (s: Services) =>

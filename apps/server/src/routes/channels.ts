@@ -1,13 +1,13 @@
 /** Channel administration (admin): thin handlers over ChannelService. */
+import { IdInput } from '@gw/core/id-input';
 import { Elysia, t } from 'elysia';
 import { Type } from '@sinclair/typebox';
 import { ok } from '@gw/core';
 import { ChannelCreate, ChannelTestResult, ChannelUpdate, ChannelView, protoMappingKeyGuard } from '@gw/channels';
 import { authPlugin, caller } from '../plugins/auth';
 import type { Services } from '../services';
-import { envelope, page, pageQuery } from './envelope';
+import { envelope, page, pageQuery, idParams, idInput } from './envelope';
 
-const idParams = t.Object({ id: t.Integer({ minimum: 1 }) });
 const tags = ['channel'];
 
 export const channelRoutes = (s: Services) =>
@@ -45,7 +45,7 @@ export const channelRoutes = (s: Services) =>
     })
     .post('/batch', async ({ body }) => ok({ deleted: await s.channels.deleteMany(body.ids) }), {
       role: 'admin',
-      body: Type.Object({ ids: Type.Array(Type.Integer({ minimum: 1 }), { minItems: 1, maxItems: 1000 }) }),
+      body: Type.Object({ ids: Type.Array(IdInput(), { minItems: 1, maxItems: 1000 }) }),
       response: envelope(t.Object({ deleted: t.Integer() })),
       detail: { tags, summary: 'Batch Delete Channels', description: 'Deletes the channels with these ids (1 to 1000 of them); unknown ids are skipped. Answers how many were deleted.' },
     })

@@ -1,5 +1,6 @@
 import { replaceSchemaType, t, type TSchema } from 'elysia';
 import { Type } from '@sinclair/typebox';
+import { MAX_INPUT_INTEGER } from '@gw/core/id-input';
 
 /** The management success envelope `{success, message, data}` around a data schema (for OpenAPI). */
 export const envelope = <T extends TSchema>(data: T) =>
@@ -25,3 +26,13 @@ export const pageQuery = {
  */
 export const queryOf = <T extends TSchema>(schema: T): T =>
   replaceSchemaType(schema, { from: Type.Integer(), to: (s) => t.Integer(s as any) }) as T;
+
+/**
+ * An id in a path or query string (decimal digits, 1..2^53 − 1): past that it cannot name a row, and the backends
+ * answered it differently (see `@gw/core/id-input`), so it is 400 `out_of_range` naming the parameter.
+ */
+export const idInput = (options: { description?: string } = {}) => t.Integer({ minimum: 1, maximum: MAX_INPUT_INTEGER, ...options });
+/** `/:id` of every route that takes one. */
+export const idParams = t.Object({ id: idInput() });
+/** Unix seconds in a query string (0..2^53 − 1). */
+export const unixSecondsInput = (description: string) => t.Integer({ minimum: 0, maximum: MAX_INPUT_INTEGER, description });

@@ -4,9 +4,8 @@ import { ok } from '@gw/core';
 import { GroupCreate, GroupUpdate, GroupView } from '@gw/relay';
 import { authPlugin } from '../plugins/auth';
 import type { Services } from '../services';
-import { envelope } from './envelope';
+import { envelope, idParams, idInput } from './envelope';
 
-const idParams = t.Object({ id: t.Integer({ minimum: 1 }) });
 const tags = ['group'];
 
 export const groupRoutes = (s: Services) =>

@@ -1,11 +1,12 @@
 /** The ledger of every balance change: users read their own, admins read anyone's and adjust by hand. */
+import { IdInput } from '@gw/core/id-input';
 import { Elysia, t } from 'elysia';
 import { Type } from '@sinclair/typebox';
 import { ok } from '@gw/core';
 import { LedgerEntryView, toLedgerView } from '@gw/payments';
 import { authPlugin, caller } from '../plugins/auth';
 import type { Services } from '../services';
-import { envelope, page, pageQuery } from './envelope';
+import { envelope, page, pageQuery, idInput } from './envelope';
 
 const tags = ['ledger'];
 const kindQuery = t.Optional(t.Union([t.Literal('topup'), t.Literal('charge'), t.Literal('refund'), t.Literal('adjust'), t.Literal('redeem'), t.Literal('clawback'), t.Literal('reinstate')]));
@@ -30,7 +31,7 @@ export const ledgerRoutes = (s: Services) =>
       const r = await s.historyReads.run(caller(ctx).user.id, () => s.historyListings.ledgerList({ userId: query.user_id, kind: query.kind, offset: (p - 1) * size, limit: size }));
       return ok({ items: r.items.map(toLedgerView), total: r.total, page: p, page_size: size });
     }, {
-      role: 'admin', query: t.Object({ ...pageQuery, user_id: t.Optional(t.Integer({ minimum: 1 })), kind: kindQuery }),
+      role: 'admin', query: t.Object({ ...pageQuery, user_id: t.Optional(idInput()), kind: kindQuery }),
       response: envelope(page(LedgerEntryView)), detail: { tags, summary: 'All ledger entries', description: 'Every balance change of every user (admin; filter by user and kind). A balance is always the sum of its entries.' },
     })
     .post('/adjust', async (ctx) => {
@@ -40,7 +41,7 @@ export const ledgerRoutes = (s: Services) =>
     }, {
       role: 'admin',
       body: Type.Object({
-        user_id: Type.Integer({ minimum: 1 }),
+        user_id: IdInput(),
         amount: Type.Integer({ minimum: -1e15, maximum: 1e15, description: 'Signed quota units, non-zero: positive credits, negative debits' }),
         note: Type.String({ minLength: 1, maxLength: 500, description: 'Why (kept in the ledger)' }),
         allow_negative: Type.Optional(Type.Boolean({ description: 'Allow a debit to take the balance below zero' })),

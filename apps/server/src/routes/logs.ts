@@ -8,17 +8,17 @@ import {
 import { keysHiddenFrom } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
 import type { Services } from '../services';
-import { envelope, page, pageQuery, queryOf } from './envelope';
+import { envelope, page, pageQuery, queryOf, idInput, unixSecondsInput } from './envelope';
 
 /** The row filters shared by the listing and the export. */
 const where = {
-  token_id: t.Optional(t.Integer({ minimum: 1, description: 'Relay API key id' })),
+  token_id: t.Optional(idInput({ description: 'Relay API key id' })),
   model: t.Optional(t.String({ maxLength: 200 })),
   status: t.Optional(t.Integer({ minimum: 100, maximum: 599 })),
-  start_timestamp: t.Optional(t.Integer({ minimum: 0, description: 'Unix seconds, inclusive' })),
-  end_timestamp: t.Optional(t.Integer({ minimum: 0, description: 'Unix seconds, inclusive' })),
+  start_timestamp: t.Optional(unixSecondsInput('Unix seconds, inclusive')),
+  end_timestamp: t.Optional(unixSecondsInput('Unix seconds, inclusive')),
 };
-const adminWhere = { user_id: t.Optional(t.Integer({ minimum: 1 })), channel_id: t.Optional(t.Integer({ minimum: 1 })) };
+const adminWhere = { user_id: t.Optional(idInput()), channel_id: t.Optional(idInput()) };
 /**
  * Keyset paging: `next_cursor` of a page names its last row; passing it back lists the rows after that one.
  * Offset pages shift under new rows (newest first: every insert pushes a row from page 1 onto page 2, which

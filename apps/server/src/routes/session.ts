@@ -1,4 +1,5 @@
 /** Login, logout, the caller's own profile and management access tokens. */
+import { IdInput } from '@gw/core/id-input';
 import { Elysia, t } from 'elysia';
 import { Type } from '@sinclair/typebox';
 import { ok } from '@gw/core';
@@ -6,7 +7,7 @@ import { MAX_ACCESS_TOKENS_PER_USER, SESSION_COOKIE, TwoFactorLockout, toUserVie
 import { authPlugin, caller } from '../plugins/auth';
 import { origin } from '../plugins/origin';
 import type { Services } from '../services';
-import { envelope } from './envelope';
+import { envelope, idParams } from './envelope';
 
 /** Ending another credential of the caller: the password, optional so that ending the calling one (and old bodiless calls to it) still work. */
 const reauthBody = t.Optional(t.Object({
@@ -96,7 +97,7 @@ export const sessionRoutes = (s: Services) =>
     .post('/access_token/revoke', async (ctx) => ok({ tokens_revoked: await s.credentialEnding.revokeAccessTokens(caller(ctx), ctx.body.ids, ctx.body.current_password) }), {
       role: 'user',
       body: t.Object({
-        ids: t.Array(Type.Integer({ minimum: 1 }), { minItems: 1, maxItems: MAX_ACCESS_TOKENS_PER_USER, description: 'Ids of access tokens of the caller' }),
+        ids: t.Array(IdInput(), { minItems: 1, maxItems: MAX_ACCESS_TOKENS_PER_USER, description: 'Ids of access tokens of the caller' }),
         // Optional as on the other ending routes: a missing one is their 400 `invalid_current_password`, costing no check.
         current_password: t.Optional(t.String({ maxLength: 1024, description: 'The caller\'s current password (one check for all the tokens). Shares the one current-password limit' })),
       }),
@@ -110,7 +111,7 @@ export const sessionRoutes = (s: Services) =>
       await s.credentialEnding.revokeAccessToken(caller(ctx), ctx.params.id, ctx.body?.current_password);
       return ok(null);
     }, {
-      role: 'user', params: t.Object({ id: t.Integer({ minimum: 1 }) }), body: reauthBody, response: envelope(t.Null()),
+      role: 'user', params: idParams, body: reauthBody, response: envelope(t.Null()),
       detail: { tags: ['session'], summary: 'Revoke an access token', description: 'Revokes one of the caller\'s access tokens at once. '
         + 'Any token but the calling one needs `current_password` (400 `invalid_current_password` when missing or wrong): a stolen session or token alone cannot break the owner\'s scripts.' },
     });

@@ -5,9 +5,8 @@ import { ApiKeyCreate, ApiKeyUpdate, ApiKeyView, named } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
 import { origin } from '../plugins/origin';
 import type { Services } from '../services';
-import { envelope, page, pageQuery } from './envelope';
+import { envelope, page, pageQuery, idParams, idInput } from './envelope';
 
-const idParams = t.Object({ id: t.Integer({ minimum: 1 }) });
 const tags = ['token'];
 
 export const tokenRoutes = (s: Services) =>
@@ -22,7 +21,7 @@ export const tokenRoutes = (s: Services) =>
       role: 'user',
       query: t.Object({
         ...pageQuery,
-        user_id: t.Optional(t.Integer({ minimum: 1, description: "Admins: another user's keys" })),
+        user_id: t.Optional(idInput({ description: "Admins: another user's keys" })),
         keyword: t.Optional(t.String({ maxLength: 64, description: 'Substring of the name' })),
         status: t.Optional(t.Integer({ minimum: 1, maximum: 2, error: 'status must be 1 or 2' })),
       }),

@@ -1,4 +1,5 @@
 /** Top-up orders: a user buys quota through a provider's hosted checkout; admins see every order. */
+import { MAX_INPUT_INTEGER } from '@gw/core/id-input';
 import { Elysia, t } from 'elysia';
 import { Type } from '@sinclair/typebox';
 import { ROLE } from '@gw/db';
@@ -6,7 +7,7 @@ import { ok } from '@gw/core';
 import { TopupCreatedView, TopupOrderView, toOrderView } from '@gw/payments';
 import { authPlugin, caller } from '../plugins/auth';
 import type { Services } from '../services';
-import { envelope, page, pageQuery } from './envelope';
+import { envelope, page, pageQuery, idInput } from './envelope';
 
 const tags = ['topup'];
 const statusQuery = t.Optional(t.Union([t.Literal('pending'), t.Literal('paid'), t.Literal('failed'), t.Literal('expired')]));
@@ -20,7 +21,7 @@ export const topupRoutes = (s: Services) =>
     }, {
       role: 'user',
       body: Type.Object({
-        amount: Type.Integer({ description: 'Minor units of TOPUP_CURRENCY (e.g. cents), between TOPUP_MIN and TOPUP_MAX' }),
+        amount: Type.Integer({ minimum: -MAX_INPUT_INTEGER, maximum: MAX_INPUT_INTEGER, description: 'Minor units of TOPUP_CURRENCY (e.g. cents), between TOPUP_MIN and TOPUP_MAX' }),
         provider: Type.String({ maxLength: 32, description: 'providerA (Stripe-compatible) or providerB (Creem-compatible)' }),
       }),
       response: envelope(TopupCreatedView),
@@ -50,7 +51,7 @@ export const topupRoutes = (s: Services) =>
       return ok({ ...r, items: r.items.map(toOrderView) });
     }, {
       role: 'admin',
-      query: t.Object({ ...pageQuery, user_id: t.Optional(t.Integer({ minimum: 1 })), status: statusQuery, provider: t.Optional(t.String({ maxLength: 32 })) }),
+      query: t.Object({ ...pageQuery, user_id: t.Optional(idInput()), status: statusQuery, provider: t.Optional(t.String({ maxLength: 32 })) }),
       response: envelope(page(TopupOrderView)), detail: { tags, summary: 'All top-ups', description: 'Every top-up order (admin; filter by user, status and provider).' },
     })
     .get('/:trade_no', async (ctx) => {

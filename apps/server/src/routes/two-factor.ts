@@ -6,7 +6,7 @@ import type { UserRow } from '@gw/db';
 import { authPlugin, caller } from '../plugins/auth';
 import { origin } from '../plugins/origin';
 import type { Services } from '../services';
-import { envelope } from './envelope';
+import { envelope, idParams } from './envelope';
 
 const CodeBody = t.Object({
   code: t.String({ minLength: 1, maxLength: 32, description: '6-digit authenticator code (or, where accepted, a backup code XXXXX-XXXXX)' }),
@@ -89,6 +89,6 @@ export const twoFactorRoutes = (s: Services) =>
       if (target) s.notices.notify(target, { kind: 'two_factor_disabled', actor: user, ...origin(ctx) });
       return ok(null);
     }, {
-      role: 'admin', params: t.Object({ id: t.Integer({ minimum: 1 }) }), response: envelope(t.Null()),
+      role: 'admin', params: idParams, response: envelope(t.Null()),
       detail: { tags: ['2fa'], summary: 'Reset a user\'s 2FA', description: 'Turns off the 2FA of a user whose role is below the caller\'s, for a lost authenticator. Nobody resets their own 2FA this way.' },
     });

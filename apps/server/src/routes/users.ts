@@ -5,9 +5,8 @@ import { UserCreate, UserSelfUpdate, UserUpdate, UserView } from '@gw/identity';
 import { authPlugin, caller } from '../plugins/auth';
 import { origin } from '../plugins/origin';
 import type { Services } from '../services';
-import { envelope, page, pageQuery } from './envelope';
+import { envelope, page, pageQuery, idParams, idInput } from './envelope';
 
-const idParams = t.Object({ id: t.Integer({ minimum: 1 }) });
 const tags = ['user'];
 
 export const userRoutes = (s: Services) =>
@@ -33,7 +32,7 @@ export const userRoutes = (s: Services) =>
       query: t.Object({
         ...pageQuery,
         keyword: t.Optional(t.String({ maxLength: 128, description: 'Substring of username, display name or e-mail' })),
-        role: t.Optional(t.Integer({ description: '1, 10 or 100' })),
+        role: t.Optional(t.Integer({ minimum: 1, maximum: 100, description: '1, 10 or 100' })),
         status: t.Optional(t.Integer({ minimum: 1, maximum: 2, error: 'status must be 1 or 2' })),
         group: t.Optional(t.String({ maxLength: 64 })),
       }),

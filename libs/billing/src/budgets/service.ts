@@ -7,6 +7,7 @@
  * Who: user budgets are set by admins (for users they may manage); key budgets by the key's owner
  * or such an admin; a low-balance threshold by the user or such an admin.
  */
+import { IdInput } from '@gw/core/id-input';
 import { Type, type Static } from '@sinclair/typebox';
 import { GatewayError, causeChain, nowSeconds, type ChangeBus } from '@gw/core';
 import type { AlertOutboxRow, AlertOutboxStore, BudgetRow, BudgetsStore } from '@gw/db';
@@ -21,7 +22,7 @@ const Amount = Type.Integer({ minimum: 1, maximum: 1e15, description: 'Quota uni
 /** Body of PUT /api/budget/: creates or replaces the subject's budget of that period. */
 export const BudgetSet = Type.Object({
   scope: Scope,
-  subject_id: Type.Integer({ minimum: 1, description: 'The user id (scope user) or the API key id (scope key)' }),
+  subject_id: IdInput({ description: 'The user id (scope user) or the API key id (scope key)' }),
   period: Period,
   limit: Amount,
 });
@@ -29,7 +30,7 @@ export type BudgetSet = Static<typeof BudgetSet>;
 
 /** Body of PUT /api/budget/low_balance. */
 export const LowBalanceSet = Type.Object({
-  user_id: Type.Optional(Type.Integer({ minimum: 1, description: 'Admins: another user; default the caller' })),
+  user_id: Type.Optional(IdInput({ description: 'Admins: another user; default the caller' })),
   threshold: Type.Integer({ minimum: 0, maximum: 1e15, description: 'Alert when a charge takes the balance below this; 0 clears it' }),
 });
 export type LowBalanceSet = Static<typeof LowBalanceSet>;
