@@ -92,6 +92,30 @@ describe('gw log export', () => {
     expect((await gwc(['log', 'export', '--format', 'xml'])).code).toBe(2);
   });
 
+  test('--json prints one JSON document: an array of the rows the JSON Lines export holds (it printed CSV)', async () => {
+    const api = await (await fetch(`${gw.url}/api/log/export?format=jsonl&start_timestamp=${D0}&end_timestamp=${D0 + 3 * DAY - 1}`, { headers: { authorization: `Bearer ${gw.rootToken}` } })).text();
+    const rows = api.trim().split('\n').map((l) => JSON.parse(l));
+    expect(rows).toHaveLength(10);
+    const r = await gwc(['log', 'export', '--json', ...range]);
+    expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(JSON.parse(r.stdout)).toEqual(rows);
+    // Filters, an empty export, and --format jsonl (the same rows) keep it one document.
+    expect(JSON.parse((await gwc(['log', 'export', '--json', '--model', 'm-b'])).stdout)).toMatchObject([{ model: 'm-b', status: 500 }]);
+    expect(JSON.parse((await gwc(['log', 'export', '--json', '--model', 'no-such-model'])).stdout)).toEqual([]);
+    expect(JSON.parse((await gwc(['log', 'export', '--json', '--format', 'jsonl', ...range])).stdout)).toEqual(rows);
+    const mine = JSON.parse((await gwc(['log', 'export', '--json'], { GATEWAY_URL: gw.url, GATEWAY_TOKEN: user.token })).stdout);
+    expect(mine.map((x: any) => x.user_id)).toEqual(Array(6).fill(user.id));
+    // CSV asked for explicitly cannot also be JSON: a usage error, itself one JSON document.
+    const both = await gwc(['log', 'export', '--json', '--format', 'csv']);
+    expect({ code: both.code, error: JSON.parse(both.stdout).error?.code }).toEqual({ code: 2, error: 'usage_error' });
+    // --out: the file holds the array; stdout says where it went, as one JSON document.
+    const out = join(sb.dir, 'logs.json');
+    const f = await gwc(['log', 'export', '--json', '--out', out, ...range]);
+    expect(f.code).toBe(0);
+    expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual(rows);
+    expect(JSON.parse(f.stdout)).toEqual({ out, bytes: statSync(out).size });
+  });
+
   test('--out: a new file is 0600 (other users\' usage and addresses are in it); a path that cannot be written is exit 2 with one line', async () => {
     const out = join(sb.dir, 'private.csv');
     expect((await gwc(['log', 'export', '--out', out, ...range])).code).toBe(0);
