@@ -78,3 +78,27 @@ test('a disable landing between a reset\'s checks and its write: the password is
   expect((await login(u.username, 'intruder-chosen-1')).status).toBe(401);
   expect((await login(u.username, u.password)).status).toBe(200);
 }, 30_000);
+
+test.each([
+  ['the owner changes the password', (u: { id: number; token: string; password: string }) =>
+    gw.api('POST', '/api/user/password', { current_password: u.password, new_password: 'owner-new-pass-1' }, u.token)],
+  ['an admin sets the password', (u: { id: number }) => gw.api('PUT', '/api/user/', { id: u.id, password: 'admin-set-pass-1' })],
+  ['an admin moves the address', (u: { id: number }) => gw.api('PUT', '/api/user/', { id: u.id, email: `moved-${u.id}@example.com` })],
+] as const)('%s while a requested link is being written: no link is left behind it, nothing mailed', async (_how, change) => {
+  // The request was looked up against the account before the change; the change voided pending links (none yet),
+  // and the token write came after it: a link based on the state the owner had just replaced.
+  const email = `p${crypto.randomUUID().slice(0, 8)}@example.com`;
+  const u = await makeUser(gw, 1, { email });
+  const before = smtp.messages.length;
+  const hold = holdWrites(gw.services.security, 'createResetToken', ([id]) => id === u.id);
+  const r = await whileHeld(hold, () => gw.api('POST', '/api/user/reset/request', { email }, null),
+    async () => { expect((await change(u)).status).toBe(200); });
+  expect(r.status).toBe(200);
+  await gw.services.passwordReset.idle();
+  expect(await gw.db.get(`select count(*) as n from password_resets where user_id = ${u.id}`)).toEqual({ n: 0 });
+  // (The change's own security notice goes out; no reset e-mail does.)
+  expect(smtp.messages.slice(before).filter((m) => m.to.includes(email) && m.subject === 'Reset your password')).toEqual([]);
+  // A link asked for after the change is written and mailed as usual (to the address the account has now).
+  const now = (await gw.api('GET', `/api/user/${u.id}`)).body.data.email;
+  expect(await mailedToken(now)).toMatch(/^[A-Za-z0-9]+$/);
+}, 30_000);

@@ -104,9 +104,11 @@ export class PasswordResetService {
     }
     const token = randomToken(43);
     const to = user.email;
-    // Written only while the user is still enabled, checked in the write: a disable landing since the lookup above
-    // (the throttle awaits between) would otherwise be followed by a fresh link, mailed and working once re-enabled.
-    if (!(await this.repo.createResetToken(user.id, resetTokenHash(token, to), now + this.cfg.ttlSeconds, now))) return null;
+    // Written only while the user is still enabled with the password and address read above, checked in the write:
+    // a disable, password change or new address landing since that lookup (the throttle awaits between) voided the
+    // links pending then, and would otherwise be followed by a fresh one, mailed for the state the owner replaced.
+    const basis = { passwordHash: user.passwordHash, email: to };
+    if (!(await this.repo.createResetToken(user.id, resetTokenHash(token, to), now + this.cfg.ttlSeconds, now, basis))) return null;
     const link = `${this.cfg.publicUrl}/user/reset?email=${encodeURIComponent(to)}&token=${token}`;
     const minutes = Math.max(1, Math.round(this.cfg.ttlSeconds / 60));
     const text = [

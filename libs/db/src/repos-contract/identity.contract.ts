@@ -342,9 +342,10 @@ export function identityContract(make: MakeEnv): void {
 
     test('reset tokens: a new one voids the old; valid until expiry; consumed once, clearing the lockout', async () => {
       const r = env().repos;
-      const u = await seedUser(r, { failedLogins: 3, lockCount: 2, lockedUntil: 999 });
-      await r.security.createResetToken(u.id, 't1', 100, 1);
-      await r.security.createResetToken(u.id, 't2', 100, 2);
+      const u = await seedUser(r, { failedLogins: 3, lockCount: 2, lockedUntil: 999, email: `${crypto.randomUUID()}@x.test` });
+      const basis = { passwordHash: u.passwordHash, email: u.email! };
+      await r.security.createResetToken(u.id, 't1', 100, 1, basis);
+      await r.security.createResetToken(u.id, 't2', 100, 2, basis);
       expect(await r.security.resetTokenValid(u.id, 't1', 50)).toBe(false);
       expect(await r.security.resetTokenValid(u.id, 't2', 99)).toBe(true);
       expect(await r.security.resetTokenValid(u.id, 't2', 100)).toBe(false);
@@ -356,12 +357,27 @@ export function identityContract(make: MakeEnv): void {
       expect(await r.security.resetTokenValid(u.id, 't2', 62)).toBe(false);
     });
 
+    test('a reset token is written only while the password hash and e-mail are the ones it was decided on', async () => {
+      const r = env().repos;
+      const email = `${crypto.randomUUID()}@x.test`;
+      const u = await seedUser(r, { email });
+      const basis = { passwordHash: u.passwordHash, email };
+      await r.users.update(u.id, { passwordHash: 'changed' });
+      expect(await r.security.createResetToken(u.id, 't1', 100, 1, basis)).toBe(false);
+      expect(await r.security.createResetToken(u.id, 't1', 100, 1, { ...basis, passwordHash: 'changed' })).toBe(true);
+      await r.users.update(u.id, { email: `moved-${email}` });
+      expect(await r.security.createResetToken(u.id, 't2', 100, 2, { ...basis, passwordHash: 'changed' })).toBe(false);
+      // The refused writes voided nothing: t1 stands until a write goes through.
+      expect(await r.security.resetTokenValid(u.id, 't1', 50)).toBe(true);
+    });
+
     test('reset tokens are written and used only while the user is enabled', async () => {
       const r = env().repos;
-      const u = await seedUser(r);
-      expect(await r.security.createResetToken(u.id, 't1', 100, 1)).toBe(true);
+      const u = await seedUser(r, { email: `${crypto.randomUUID()}@x.test` });
+      const basis = { passwordHash: u.passwordHash, email: u.email! };
+      expect(await r.security.createResetToken(u.id, 't1', 100, 1, basis)).toBe(true);
       await r.users.update(u.id, { status: 2 });
-      expect(await r.security.createResetToken(u.id, 't2', 100, 2)).toBe(false);
+      expect(await r.security.createResetToken(u.id, 't2', 100, 2, basis)).toBe(false);
       expect(await r.security.resetTokenValid(u.id, 't2', 50)).toBe(false);
       expect(await r.security.resetPassword(u.id, 't1', 'new-hash', 50)).toBe(false);
       expect((await r.users.byId(u.id))!.passwordHash).not.toBe('new-hash');

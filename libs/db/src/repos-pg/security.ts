@@ -1,7 +1,7 @@
 import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { USER_STATUS, accessTokens, backupCodes, passwordResets, sessions, users } from '../schema-pg';
-import type { CredentialsEnded, LoginClaim, TwoFactorWritten } from '../repos/security';
+import type { CredentialsEnded, LoginClaim, ResetBasis, TwoFactorWritten } from '../repos/security';
 import { otherSessions } from './sessions';
 
 /**
@@ -66,10 +66,12 @@ export class PgSecurityRepo {
     return (await this.db.select({ n: count() }).from(backupCodes).where(and(eq(backupCodes.userId, userId), isNull(backupCodes.usedAt))))[0]!.n;
   }
 
-  async createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<boolean> {
+  async createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number, basis: ResetBasis): Promise<boolean> {
     return this.db.transaction(async (tx) => {
-      // Locked, so a disable either committed before this read (seen) or waits for this commit (and voids the token).
-      if (!(await enabledLocked(tx, userId))) return false;
+      // Locked, so a disable, password change or new address either committed before this read (seen: nothing
+      // written) or waits for this commit (and voids the token).
+      const holds = and(eq(users.id, userId), eq(users.status, USER_STATUS.enabled), eq(users.passwordHash, basis.passwordHash), eq(users.email, basis.email));
+      if (!(await tx.select({ id: users.id }).from(users).where(holds).for('update')).length) return false;
       await tx.delete(passwordResets).where(eq(passwordResets.userId, userId));
       await tx.insert(passwordResets).values({ userId, tokenHash, expiresAt, createdAt: now });
       return true;

@@ -9,6 +9,13 @@ export interface TwoFactorWritten { sessionsEnded: number }
 /** What a password reset or change ended. */
 export interface CredentialsEnded { sessions_ended: number; tokens_revoked: number }
 
+/** The account a reset token is written for, as the writer read it: the write happens only while it is still so. */
+export interface ResetBasis { passwordHash: string; email: string }
+
+/** The user is enabled and still has the password hash and e-mail the reset request was decided on. */
+const resetBasisHolds = (userId: number, basis: ResetBasis) =>
+  and(eq(users.id, userId), eq(users.status, USER_STATUS.enabled), eq(users.passwordHash, basis.passwordHash), eq(users.email, basis.email));
+
 /** Account security (TOTP, backup codes, reset tokens, lockout): storage interface; every use-once step is one conditional write. */
 export interface SecurityStore {
   /** Stores a new (pending) sealed TOTP secret; 2FA stays off until `enableTotp`. */
@@ -36,10 +43,11 @@ export interface SecurityStore {
   unusedBackupCodes(userId: number): Promise<number>;
   /**
    * Stores a reset token hash and voids every earlier token of the user; false, nothing written, when the user is not
-   * (or no longer) enabled: read in the write's transaction, so a disable landing after the caller's own check
-   * leaves no fresh link behind it.
+   * (or no longer) enabled, or its password hash or e-mail is no longer `basis`'s (the row the caller decided on):
+   * read in the write's transaction, so a disable, password change or new address landing after the caller's own
+   * check, which voided the links pending then, leaves no fresh link behind it.
    */
-  createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<boolean>;
+  createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number, basis: ResetBasis): Promise<boolean>;
   /** Voids every unused reset token of the user (its e-mail address changed: a link sent to the old one must not work). */
   voidResetTokens(userId: number): Promise<void>;
   /** True when `tokenHash` is an unused, unexpired token of `userId` (does not consume it). */
@@ -142,10 +150,10 @@ export class SecurityRepo implements SecurityStore {
     return this.db.select({ n: count() }).from(backupCodes).where(and(eq(backupCodes.userId, userId), isNull(backupCodes.usedAt))).get()!.n;
   }
 
-  /** Stores a reset token hash and voids every earlier token of the user, while the user is enabled (see SecurityStore). */
-  async createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number): Promise<boolean> {
+  /** Stores a reset token hash and voids every earlier token of the user, while the user is as `basis` saw it (see SecurityStore). */
+  async createResetToken(userId: number, tokenHash: string, expiresAt: number, now: number, basis: ResetBasis): Promise<boolean> {
     return this.db.transaction((tx) => {
-      if (!tx.select({ id: users.id }).from(users).where(and(eq(users.id, userId), eq(users.status, USER_STATUS.enabled))).get()) return false;
+      if (!tx.select({ id: users.id }).from(users).where(resetBasisHolds(userId, basis)).get()) return false;
       tx.delete(passwordResets).where(eq(passwordResets.userId, userId)).run();
       tx.insert(passwordResets).values({ userId, tokenHash, expiresAt, createdAt: now }).run();
       return true;
