@@ -198,6 +198,21 @@ describe('admin reset of 2FA', () => {
     expect((await gw.api('POST', '/api/user/999999/2fa/reset')).status).toBe(404);
   }, 30_000);
 
+  test('a target promoted to the admin\'s role between the reset\'s check and its write keeps its 2FA (403)', async () => {
+    // The role was read before the write: an admin's reset landing after root promoted the user to admin turned off
+    // a peer's 2FA. The role is now part of the write.
+    const admin = await makeUser(gw, 10);
+    const user = await makeUser(gw);
+    await enable2fa(user);
+    const hold = holdWrites(gw.services.security, 'disableTotp', ([id]) => id === user.id);
+    const r = await whileHeld(hold, () => gw.nodeApi('POST', `/api/user/${user.id}/2fa/reset`, undefined, admin.token),
+      async () => { expect((await gw.api('PUT', '/api/user/', { id: user.id, role: 10 })).status).toBe(200); });
+    expect([r.status, r.body.error?.code]).toEqual([403, 'insufficient_role']);
+    expect((await gw.api('GET', '/api/user/2fa/status', undefined, user.token)).body.data.enabled).toBe(true);
+    expect(await storedSecret(user.id)).not.toBeNull();
+    expect((await login(user)).body.error?.code).toBe('totp_required');
+  }, 30_000);
+
   test('root can use 2FA like anyone', async () => {
     const root = (await gw.services.users.byUsername('root'))!;
     const r: User = { id: root.id, username: 'root', password: ROOT_PASSWORD, token: gw.rootToken };

@@ -225,10 +225,14 @@ export class TwoFactorService {
   async adminReset(actor: UserRow, targetId: number): Promise<void> {
     const target = await this.users.byId(targetId);
     if (!target) throw new GatewayError(404, 'user_not_found', `No user ${targetId}`, { param: 'id' });
-    if (target.role >= actor.role) {
-      throw new GatewayError(403, 'insufficient_role', 'You can only reset two-factor authentication of users with a lower role than yours', { param: 'id' });
+    const refused = () => new GatewayError(403, 'insufficient_role', 'You can only reset two-factor authentication of users with a lower role than yours', { param: 'id' });
+    if (target.role >= actor.role) throw refused();
+    // The role is checked again in the write: a promotion landing since the read above must not let an admin turn
+    // off a peer's 2FA. Nothing written: promoted meanwhile (403), or deleted meanwhile (404).
+    if (!(await this.repo.disableTotp(targetId, this.nowSec(), actor.role))) {
+      if (await this.users.byId(targetId)) throw refused();
+      throw new GatewayError(404, 'user_not_found', `No user ${targetId}`, { param: 'id' });
     }
-    await this.repo.disableTotp(targetId, this.nowSec());
   }
 
   /** A TOTP or backup code, used up when it matches. */

@@ -35,10 +35,15 @@ export class PgSecurityRepo {
     });
   }
 
-  async disableTotp(userId: number, now: number): Promise<void> {
-    await this.db.transaction(async (tx) => {
-      await tx.update(users).set({ totpEnabled: false, totpSecret: null, updatedAt: now }).where(eq(users.id, userId));
+  async disableTotp(userId: number, now: number, belowRole?: number): Promise<boolean> {
+    return this.db.transaction(async (tx) => {
+      // The UPDATE locks the row and judges the role as committed: a promotion either landed first (nothing written)
+      // or waits for this commit.
+      const below = belowRole === undefined ? undefined : lt(users.role, belowRole);
+      const hit = await tx.update(users).set({ totpEnabled: false, totpSecret: null, updatedAt: now }).where(and(eq(users.id, userId), below)).returning({ id: users.id });
+      if (!hit.length) return false;
       await tx.delete(backupCodes).where(eq(backupCodes.userId, userId));
+      return true;
     });
   }
 

@@ -30,8 +30,11 @@ export interface SecurityStore {
    * password change committed in between would have its own kept session ended by this earlier write.
    */
   enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string, passwordHash: string, keepSessionHash?: string): Promise<TwoFactorWritten | false>;
-  /** Turns 2FA off: forgets the secret and every backup code. */
-  disableTotp(userId: number, now: number): Promise<void>;
+  /**
+   * Turns 2FA off: forgets the secret and every backup code. With `belowRole` (an admin's reset) only while the user's
+   * role is still below it, checked in the write: false, nothing changed, when it is not (or the user is gone).
+   */
+  disableTotp(userId: number, now: number, belowRole?: number): Promise<boolean>;
   /**
    * Replaces the user's backup codes (the old ones stop working). With `ifPasswordHash`, only while the user's
    * password hash is still that one (the one the current password was checked against): false, nothing written.
@@ -120,11 +123,14 @@ export class SecurityRepo implements SecurityStore {
     });
   }
 
-  /** Turns 2FA off: forgets the secret and every backup code. */
-  async disableTotp(userId: number, now: number): Promise<void> {
-    this.db.transaction((tx) => {
-      tx.update(users).set({ totpEnabled: false, totpSecret: null, updatedAt: now }).where(eq(users.id, userId)).run();
+  /** Turns 2FA off: forgets the secret and every backup code (with `belowRole`, only while the role is below it). */
+  async disableTotp(userId: number, now: number, belowRole?: number): Promise<boolean> {
+    return this.db.transaction((tx) => {
+      const below = belowRole === undefined ? undefined : lt(users.role, belowRole);
+      const hit = tx.update(users).set({ totpEnabled: false, totpSecret: null, updatedAt: now }).where(and(eq(users.id, userId), below)).returning({ id: users.id }).all();
+      if (!hit.length) return false;
       tx.delete(backupCodes).where(eq(backupCodes.userId, userId)).run();
+      return true;
     });
   }
 
