@@ -1,4 +1,4 @@
-import { GatewayError, SerialQueue, nowSeconds, type ChangeBus } from '@gw/core';
+import { BatchedRefresh, GatewayError, nowSeconds, type ChangeBus } from '@gw/core';
 import type { PriceRow, PricesStore } from '@gw/db';
 import { Type, type Static } from '@sinclair/typebox';
 import { oneHourWrite } from './tiers';
@@ -88,7 +88,8 @@ export const toPriceView = (r: PriceRow): PriceView & { updated_at: number } => 
 export class PriceBook {
   private byModel = new Map<string, PriceRow>();
 
-  private readonly reloads = new SerialQueue();
+  /** Models changed while a re-read runs are re-read together, in one query, by the next (an import of many prices). */
+  private readonly reloads = new BatchedRefresh<string>((models) => this.apply(models));
 
   /** Reads every price, then follows 'price.changed'. */
   static async load(repo: PricesStore, bus: ChangeBus, webSearchDefault = 0): Promise<PriceBook> {
@@ -105,15 +106,20 @@ export class PriceBook {
   }
 
   private reload(model: string | null): Promise<void> {
-    return this.reloads.run(async () => {
-      if (model === null) {
-        this.byModel = new Map((await this.repo.all()).map((r) => [r.model, r]));
-        return;
-      }
-      const row = await this.repo.byModel(model);
+    return this.reloads.run(model);
+  }
+
+  private async apply(models: string[] | null): Promise<void> {
+    if (models === null) {
+      this.byModel = new Map((await this.repo.all()).map((r) => [r.model, r]));
+      return;
+    }
+    const rows = new Map((await this.repo.byModels(models)).map((r) => [r.model, r]));
+    for (const model of models) {
+      const row = rows.get(model);
       if (row) this.byModel.set(model, row);
       else this.byModel.delete(model);
-    });
+    }
   }
 
   /** Re-reads every price (a change feed's resync). */

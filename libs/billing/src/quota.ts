@@ -1,4 +1,4 @@
-import { GatewayError, RATIO_ONE, errorText, inexactBalanceError, nowSeconds, retryFor, safeCount, type ChangeBus, type ChangeEvents, type Logger } from '@gw/core';
+import { BatchedRefresh, GatewayError, RATIO_ONE, errorText, inexactBalanceError, nowSeconds, retryFor, safeCount, type ChangeBus, type ChangeEvents, type Logger } from '@gw/core';
 import type { AsyncSettlementSink, CheckpointStore, SettlementRow, SettlementSink, UnfinishedStore } from '@gw/db';
 import type { SettlementJournal } from './journal';
 import type { PriceBook } from './price-book';
@@ -116,8 +116,11 @@ export class QuotaService {
   private readonly flushBatch: number;
   /** Durable mode: bumped by every balance heard of (balance.changed), so a slower reload cannot overwrite a newer one. */
   private readonly balanceGen = new Map<number, number>();
-  private readonly loading = new Map<number, Promise<void>>();
-  private readonly reloadAgain = new Map<number, Promise<void>>();
+  /**
+   * Durable mode: balance re-reads. Users changed while one runs are read together, in one query, by the next (a
+   * bulk change on another node cost one round trip per user); the full reload of a resync takes those waiting.
+   */
+  private readonly balanceReads = new BatchedRefresh<number>((ids) => this.readBalances(ids));
   /**
    * Users whose balance was read beyond ±(2^53 − 1) (already rounded by the read): their balance is held as
    * −Infinity, so every check refuses them, and reservations answer 402 balance_inexact. Cleared when a
@@ -201,38 +204,12 @@ export class QuotaService {
   }
 
   /**
-   * Reads the user's committed balance into memory. A call while a read is in flight may follow a change that read
-   * predates: it reads once more after it, and resolves only then, so a writer awaiting its `user.changed` sees
-   * its own change installed (it resolved at once, and a read begun before a redeem's commit left 0 after it).
+   * Reads the user's committed balance into memory, in a batch that starts after this call (BatchedRefresh), so a
+   * writer awaiting its `user.changed` sees its own change installed (a read begun before a redeem's commit left 0).
+   * Never rejects: a failed read is logged, and the balance held stays until the next change or resync.
    */
   private reloadBalance(userId: number): Promise<void> {
-    const inFlight = this.loading.get(userId);
-    if (inFlight) {
-      let again = this.reloadAgain.get(userId);
-      if (!again) {
-        again = inFlight.then(() => {
-          this.reloadAgain.delete(userId);
-          return this.reloadBalance(userId);
-        });
-        this.reloadAgain.set(userId, again);
-      }
-      return again;
-    }
-    const read = this.readBalance(userId).finally(() => this.loading.delete(userId));
-    this.loading.set(userId, read);
-    return read;
-  }
-
-  private async readBalance(userId: number): Promise<void> {
-    const gen = this.balanceGen.get(userId) ?? 0;
-    try {
-      const quota = await this.deps.durable!.balance(userId);
-      if ((this.balanceGen.get(userId) ?? 0) !== gen) return; // a commit installed a newer one meanwhile
-      if (quota === undefined) this.balances.delete(userId);
-      else this.install(userId, quota);
-    } catch (err) {
-      this.deps.log?.error('balance.load_failed', { userId, cause: errorText(err) });
-    }
+    return this.balanceReads.run(userId);
   }
 
   /**
@@ -241,9 +218,34 @@ export class QuotaService {
    */
   async reloadBalances(): Promise<void> {
     if (!this.deps.durable) return;
+    await this.balanceReads.run(null);
+  }
+
+  /** A batch of balance reads (null: every user's); a balance a commit installed meanwhile (balanceGen) is kept. */
+  private async readBalances(ids: number[] | null): Promise<void> {
+    const durable = this.deps.durable!;
     const gens = new Map(this.balanceGen);
-    for (const u of await this.deps.durable.balances()) {
-      if ((this.balanceGen.get(u.id) ?? 0) === (gens.get(u.id) ?? 0)) this.install(u.id, u.quota);
+    const unchanged = (id: number) => (this.balanceGen.get(id) ?? 0) === (gens.get(id) ?? 0);
+    if (ids === null) {
+      // A resync's failure is the resync's: the change feed retries it.
+      for (const u of await durable.balances()) if (unchanged(u.id)) this.install(u.id, u.quota);
+      return;
+    }
+    let read: Map<number, number>;
+    try {
+      read = new Map(durable.balancesOf
+        ? (await durable.balancesOf(ids)).map((u) => [u.id, u.quota])
+        : (await Promise.all(ids.map(async (id) => [id, await durable.balance(id)] as const))).filter((e): e is [number, number] => e[1] !== undefined));
+    } catch (err) {
+      // One line per failed batch, not per user in it.
+      this.deps.log?.error('balance.load_failed', { userId: ids[0], users: ids.length, cause: errorText(err) });
+      return;
+    }
+    for (const id of ids) {
+      if (!unchanged(id)) continue;
+      const quota = read.get(id);
+      if (quota === undefined) this.balances.delete(id);
+      else this.install(id, quota);
     }
   }
 

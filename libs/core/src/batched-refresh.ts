@@ -7,7 +7,8 @@
  * write that made the ask (notifications arrive after their commit). Batches run one at a time, in order, so
  * an older read never overwrites a newer one (as SerialQueue). `null` asks for everything: the pending batch
  * becomes a full reload, which covers every key pending with it.
- * Each ask resolves when its batch is applied, and rejects with that batch's error.
+ * Each ask resolves when its batch is applied, and rejects with that batch's error: the same error for every ask of
+ * the batch, so whoever reports failures can tell one failed batch from many (see failedBatchSize).
  */
 export class BatchedRefresh<K> {
   private keys = new Set<K>();
@@ -44,9 +45,20 @@ export class BatchedRefresh<K> {
         await this.apply(keys);
         batch.resolve();
       } catch (err) {
+        if (typeof err === 'object' && err !== null) failedBatches.set(err, keys === null ? 'all' : keys.length);
         batch.reject(err);
       }
     }
     this.running = false;
   }
+}
+
+const failedBatches = new WeakMap<object, number | 'all'>();
+
+/**
+ * How many keys the batch that failed with `err` was re-reading ('all': a full reload); undefined when `err` did not
+ * come from a BatchedRefresh. Every ask of that batch rejects with this very error: a change feed logs it once.
+ */
+export function failedBatchSize(err: unknown): number | 'all' | undefined {
+  return typeof err === 'object' && err !== null ? failedBatches.get(err) : undefined;
 }

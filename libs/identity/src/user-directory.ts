@@ -1,4 +1,4 @@
-import { SerialQueue, type ChangeBus } from '@gw/core';
+import { BatchedRefresh, type ChangeBus } from '@gw/core';
 import type { ModelLimitMap, UserRow, UsersStore } from '@gw/db';
 
 /** What the request path needs to know about a user (balances live in the billing QuotaService). */
@@ -27,7 +27,11 @@ export class UserDirectory {
   private readonly accounts = new Map<number, UserAccount>();
   private readonly listeners = new Set<Listener>();
   private readonly unsubscribe: () => void;
-  private readonly refreshes = new SerialQueue();
+  /**
+   * Users changed while a re-read runs are re-read together, in one query, by the next (another node disabling
+   * 10,000 users cost 10,000 round trips here, one after another); a full reload takes the ids waiting with it.
+   */
+  private readonly refreshes = new BatchedRefresh<number>((ids) => (ids === null ? this.applyAll() : this.apply(ids)));
 
   /** Reads every user, then follows 'user.changed'. */
   static async load(repo: UsersStore, bus: ChangeBus): Promise<UserDirectory> {
@@ -50,15 +54,9 @@ export class UserDirectory {
     return () => this.listeners.delete(fn);
   }
 
-  /** Re-reads one user; resolves once the entry and every subscriber are up to date. */
+  /** Re-reads one user; resolves once the entry and every subscriber are up to date (see refreshes). */
   refresh(userId: number): Promise<void> {
-    return this.refreshes.run(async () => {
-      const row = await this.repo.byId(userId);
-      const account = row ? toAccount(row) : undefined;
-      if (account) this.accounts.set(userId, account);
-      else this.accounts.delete(userId);
-      for (const fn of this.listeners) await fn(userId, account);
-    });
+    return this.refreshes.run(userId);
   }
 
   /**
@@ -67,24 +65,48 @@ export class UserDirectory {
    * nothing for users whose enabled-ness stayed the same.
    */
   reloadAll(): Promise<void> {
-    return this.refreshes.run(async () => {
-      const rows = (await this.repo.list({ offset: 0, limit: Number.MAX_SAFE_INTEGER })).items;
-      const seen = new Set<number>();
-      const changed: Array<[number, UserAccount | undefined]> = [];
-      for (const row of rows) {
-        const account = toAccount(row);
-        seen.add(row.id);
-        const old = this.accounts.get(row.id);
-        if (!old || JSON.stringify(old) !== JSON.stringify(account)) changed.push([row.id, account]);
-        this.accounts.set(row.id, account);
-      }
-      for (const id of [...this.accounts.keys()]) {
-        if (seen.has(id)) continue;
-        this.accounts.delete(id);
-        changed.push([id, undefined]);
-      }
-      for (const [id, account] of changed) for (const fn of this.listeners) await fn(id, account);
-    });
+    return this.refreshes.run(null);
+  }
+
+  /** A batch: every id asked for is set (or dropped) from one read, then each subscriber hears each, in order. */
+  private async apply(ids: number[]): Promise<void> {
+    const rows = new Map((await this.repo.byIds(ids)).map((r) => [r.id, r]));
+    const changed: Array<[number, UserAccount | undefined]> = [];
+    for (const id of ids) {
+      const row = rows.get(id);
+      const account = row ? toAccount(row) : undefined;
+      if (account) this.accounts.set(id, account);
+      else this.accounts.delete(id);
+      changed.push([id, account]);
+    }
+    await this.tell(changed);
+  }
+
+  private async applyAll(): Promise<void> {
+    const rows = (await this.repo.list({ offset: 0, limit: Number.MAX_SAFE_INTEGER })).items;
+    const seen = new Set<number>();
+    const changed: Array<[number, UserAccount | undefined]> = [];
+    for (const row of rows) {
+      const account = toAccount(row);
+      seen.add(row.id);
+      const old = this.accounts.get(row.id);
+      if (!old || JSON.stringify(old) !== JSON.stringify(account)) changed.push([row.id, account]);
+      this.accounts.set(row.id, account);
+    }
+    for (const id of [...this.accounts.keys()]) {
+      if (seen.has(id)) continue;
+      this.accounts.delete(id);
+      changed.push([id, undefined]);
+    }
+    await this.tell(changed);
+  }
+
+  /**
+   * Each subscriber hears each user, one after another (the key index re-reads a re-enabled user's keys: run side
+   * by side, a bulk re-enable would queue thousands of reads on the pool ahead of the settlements).
+   */
+  private async tell(changed: Array<[number, UserAccount | undefined]>): Promise<void> {
+    for (const [id, account] of changed) for (const fn of this.listeners) await fn(id, account);
   }
 
   close(): void {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
-import { ChangeBus, memoryLogger, type ChangeEvents, type ResyncReason } from '@gw/core';
+import { BatchedRefresh, ChangeBus, memoryLogger, type ChangeEvents, type ResyncReason } from '@gw/core';
 import { openPostgres, type PgHandle } from './client';
 import { PgChangeFeed } from './change-feed';
 import { tcpProxy } from '../../../../tests/helpers/tcp-proxy';
@@ -232,6 +232,32 @@ describe.skipIf(!available)('PgChangeFeed', () => {
       // Nothing else failed: no further resync.
       await Bun.sleep(600);
       expect(resynced).toHaveLength(2);
+    } finally {
+      await f2.close();
+    }
+  });
+
+  test('a cache re-reading a burst in batches that fail logs one line per failed batch (with its size), not one per notification', async () => {
+    const bus2 = new ChangeBus();
+    const { log, lines } = memoryLogger();
+    const asked: number[] = [];
+    // A cache that re-reads in batches (as the user directory does), every batch refused.
+    const cache = new BatchedRefresh<number>(async (ids) => {
+      asked.push(...(ids ?? []));
+      await Bun.sleep(5);
+      throw new Error('sorry, too many clients already (test)');
+    });
+    bus2.on('user.changed', ({ userId }) => cache.run(userId));
+    const f2 = await PgChangeFeed.start({ url: PG_TEST_URL, schema, bus: bus2, log, onResync: () => {}, resyncMs: 60_000, applicationName: `${appName}-batchlog` });
+    try {
+      await sql`insert into users (username, password_hash, created_at, updated_at) select 'batch-log-' || g, 'x', 1, 1 from generate_series(1, 300) g`;
+      await within(5_000, () => asked.length === 300);
+      await Bun.sleep(50);
+      const failed = lines.filter((l) => l.includes('change_feed.listener_failed'));
+      expect(failed.length).toBeGreaterThan(0);
+      // One per batch the burst was split into (a few), each saying how many it re-read; the 300 add up.
+      expect(failed.length).toBeLessThan(30);
+      expect(failed.reduce((n, l) => n + Number(/batch=(\d+)/.exec(l)?.[1] ?? NaN), 0)).toBe(300);
     } finally {
       await f2.close();
     }

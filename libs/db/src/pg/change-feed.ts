@@ -1,6 +1,6 @@
 import type postgres from 'postgres';
 import { connectPg } from './connect';
-import { RepairBackoff, silentLogger, type ChangeBus, type ChangeFeed, type Logger, type ResyncReason } from '@gw/core';
+import { RepairBackoff, failedBatchSize, silentLogger, type ChangeBus, type ChangeFeed, type Logger, type ResyncReason } from '@gw/core';
 import { reconnectBackoff } from './reconnect';
 
 /** The NOTIFY channel the triggers of migration 0008_change_feed write to. */
@@ -62,6 +62,8 @@ export class PgChangeFeed implements ChangeFeed {
   /** A refresh failure was logged since the last resync began; how many more came since (not logged). */
   private refreshLogged = false;
   private folded = 0;
+  /** Failed batches' errors already logged (see emitted). */
+  private readonly loggedBatches = new WeakSet<object>();
   /** A failed resync's next try (see resync) and its wait. */
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
   private readonly backoff: RepairBackoff;
@@ -198,7 +200,17 @@ export class PgChangeFeed implements ChangeFeed {
   private emitted(p: Promise<void>, kind: string): void {
     p.catch((err) => {
       if (this.closed) return;
-      this.log.error('change_feed.listener_failed', { kind }, err);
+      // A cache re-reads the changes heard together in one batch, and every one of them rejects with that batch's
+      // error: one line per failed batch (with how many records it re-read), not one per notification.
+      const errors: unknown[] = err instanceof AggregateError ? err.errors : [err];
+      const batches = errors.map(failedBatchSize);
+      if (errors.every((e, i) => batches[i] !== undefined && this.loggedBatches.has(e as object))) {
+        this.refreshFailed();
+        return;
+      }
+      errors.forEach((e, i) => batches[i] !== undefined && this.loggedBatches.add(e as object));
+      const batch = batches.filter((n) => n !== undefined).join(',');
+      this.log.error('change_feed.listener_failed', batch ? { kind, batch } : { kind }, err);
       this.refreshFailed();
     });
   }

@@ -1,6 +1,7 @@
 import postgres from 'postgres';
 import { sql } from 'drizzle-orm';
 import type { PgDb } from './client';
+import { inChunks } from '../repos/in-chunks';
 import type { AsyncSettlementSink, BalanceMirror, SettleOutcome, SettlementBudgets, SettlementRow } from '../repos/settlements';
 import { budgetSpend, lockBudgets, pgBudgetCharges } from './budget-charges';
 import { PgSettlementsRepo, mirrorsOf } from '../repos-pg/settlements';
@@ -102,6 +103,12 @@ export class PgGroupCommitter implements AsyncSettlementSink {
 
   async balances(): Promise<Array<{ id: number; quota: number }>> {
     const rows = await this.db.execute<{ id: number; quota: string }>(sql`SELECT id, quota FROM users`);
+    return rows.map((r) => ({ id: Number(r.id), quota: Number(r.quota) }));
+  }
+
+  async balancesOf(userIds: number[]): Promise<Array<{ id: number; quota: number }>> {
+    const rows = await inChunks(userIds, (chunk) =>
+      this.db.execute<{ id: number; quota: string }>(sql`SELECT id, quota FROM users WHERE id IN (${sql.join(chunk.map((id) => sql`${id}`), sql`, `)})`));
     return rows.map((r) => ({ id: Number(r.id), quota: Number(r.quota) }));
   }
 

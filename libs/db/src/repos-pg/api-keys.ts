@@ -1,4 +1,5 @@
-import { and, count, desc, eq, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, inArray, type SQL } from 'drizzle-orm';
+import { inChunks } from '../repos/in-chunks';
 import type { PgDb } from '../pg/client';
 import { apiKeys, users } from '../schema-pg';
 import type { ApiKeyRow, NewApiKeyRow } from '../repos/api-keys';
@@ -10,6 +11,10 @@ export class PgApiKeysRepo {
 
   async byId(id: number): Promise<ApiKeyRow | undefined> {
     return (await this.db.select().from(apiKeys).where(eq(apiKeys.id, id)))[0];
+  }
+
+  async byIds(ids: number[]): Promise<ApiKeyRow[]> {
+    return inChunks(ids, (chunk) => this.db.select().from(apiKeys).where(inArray(apiKeys.id, chunk)));
   }
 
   async all(): Promise<ApiKeyRow[]> {

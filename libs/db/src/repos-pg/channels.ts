@@ -1,7 +1,8 @@
 import { and, count, desc, eq, inArray, ne, sql, type SQL } from 'drizzle-orm';
 import type { PgDb } from '../pg/client';
 import { channels } from '../schema-pg';
-import { ID_CHUNK, type ChannelExpected, ChannelListFilter, ChannelRow, NewChannelRow } from '../repos/channels';
+import { type ChannelExpected, ChannelListFilter, ChannelRow, NewChannelRow } from '../repos/channels';
+import { inChunks } from '../repos/in-chunks';
 import { containsFolded } from './sql';
 import { CHANNEL_STATUS } from '../schema/channels';
 
@@ -16,9 +17,7 @@ export class PgChannelsRepo {
   }
 
   async byIds(ids: number[]): Promise<ChannelRow[]> {
-    const out: ChannelRow[] = [];
-    for (let i = 0; i < ids.length; i += ID_CHUNK) out.push(...await this.db.select().from(channels).where(inArray(channels.id, ids.slice(i, i + ID_CHUNK))));
-    return out;
+    return inChunks(ids, (chunk) => this.db.select().from(channels).where(inArray(channels.id, chunk)));
   }
 
   async all(): Promise<ChannelRow[]> {

@@ -1,4 +1,5 @@
-import { asc, eq } from 'drizzle-orm';
+import { asc, eq, inArray } from 'drizzle-orm';
+import { inChunks } from '../repos/in-chunks';
 import type { PgDb } from '../pg/client';
 import { prices } from '../schema-pg';
 import type { NewPriceRow, PriceRow } from '../repos/prices';
@@ -14,6 +15,10 @@ export class PgPricesRepo {
 
   async byModel(model: string): Promise<PriceRow | undefined> {
     return (await this.db.select().from(prices).where(eq(prices.model, model)))[0];
+  }
+
+  async byModels(models: string[]): Promise<PriceRow[]> {
+    return inChunks(models, (chunk) => this.db.select().from(prices).where(inArray(prices.model, chunk)));
   }
 
   async upsert(row: NewPriceRow): Promise<PriceRow> {

@@ -1,4 +1,5 @@
-import { and, asc, count, desc, eq, gte, lt, ne, or, sql, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gte, inArray, lt, ne, or, sql, type SQL } from 'drizzle-orm';
+import { inChunks } from '../repos/in-chunks';
 import type { PgDb } from '../pg/client';
 import { users } from '../schema-pg';
 import { ROLE, USER_STATUS } from '../schema';
@@ -11,6 +12,10 @@ export class PgUsersRepo {
 
   async byId(id: number): Promise<UserRow | undefined> {
     return (await this.db.select().from(users).where(eq(users.id, id)))[0];
+  }
+
+  async byIds(ids: number[]): Promise<UserRow[]> {
+    return inChunks(ids, (chunk) => this.db.select().from(users).where(inArray(users.id, chunk)));
   }
 
   async byUsername(username: string): Promise<UserRow | undefined> {

@@ -1,4 +1,5 @@
-import { and, count, desc, eq, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { inChunks } from './in-chunks';
 import type { Db } from '../client';
 import { apiKeys } from '../schema';
 
@@ -8,6 +9,8 @@ export type NewApiKeyRow = typeof apiKeys.$inferInsert;
 /** Relay API keys: storage interface. */
 export interface ApiKeysStore {
   byId(id: number): Promise<ApiKeyRow | undefined>;
+  /** The rows of those ids that exist, in no particular order (the key index applying a burst of changes at once). */
+  byIds(ids: number[]): Promise<ApiKeyRow[]>;
   all(): Promise<ApiKeyRow[]>;
   byUser(userId: number): Promise<ApiKeyRow[]>;
   insert(row: NewApiKeyRow): Promise<ApiKeyRow>;
@@ -33,6 +36,10 @@ export class ApiKeysRepo implements ApiKeysStore {
 
   async byId(id: number): Promise<ApiKeyRow | undefined> {
     return this.db.select().from(apiKeys).where(eq(apiKeys.id, id)).get();
+  }
+
+  async byIds(ids: number[]): Promise<ApiKeyRow[]> {
+    return inChunks(ids, (chunk) => this.db.select().from(apiKeys).where(inArray(apiKeys.id, chunk)).all());
   }
 
   async all(): Promise<ApiKeyRow[]> {

@@ -1,11 +1,11 @@
 import { and, count, desc, eq, inArray, ne, sql, type SQL } from 'drizzle-orm';
 import type { Db } from '../client';
 import { channels } from '../schema';
+import { inChunks } from './in-chunks';
 import { CHANNEL_STATUS, type ChannelKeyEntry } from '../schema/channels';
 
 const MANUALLY_DISABLED = CHANNEL_STATUS.manuallyDisabled;
-/** Ids per `IN (...)` of byIds: well under either database's limit on bound parameters. */
-export const ID_CHUNK = 1000;
+export { ID_CHUNK } from './in-chunks';
 
 export type ChannelRow = typeof channels.$inferSelect;
 export type NewChannelRow = typeof channels.$inferInsert;
@@ -69,9 +69,7 @@ export class ChannelsRepo implements ChannelsStore {
   }
 
   async byIds(ids: number[]): Promise<ChannelRow[]> {
-    const out: ChannelRow[] = [];
-    for (let i = 0; i < ids.length; i += ID_CHUNK) out.push(...this.db.select().from(channels).where(inArray(channels.id, ids.slice(i, i + ID_CHUNK))).all());
-    return out;
+    return inChunks(ids, (chunk) => this.db.select().from(channels).where(inArray(channels.id, chunk)).all());
   }
 
   async all(): Promise<ChannelRow[]> {

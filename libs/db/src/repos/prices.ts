@@ -1,4 +1,5 @@
-import { asc, eq } from 'drizzle-orm';
+import { asc, eq, inArray } from 'drizzle-orm';
+import { inChunks } from './in-chunks';
 import type { Db } from '../client';
 import { prices } from '../schema';
 
@@ -9,6 +10,8 @@ export type NewPriceRow = typeof prices.$inferInsert;
 export interface PricesStore {
   all(): Promise<PriceRow[]>;
   byModel(model: string): Promise<PriceRow | undefined>;
+  /** The prices of those models that exist, in no particular order (the price book applying a burst of changes at once). */
+  byModels(models: string[]): Promise<PriceRow[]>;
   /** Inserts or replaces the price of `row.model`. */
   upsert(row: NewPriceRow): Promise<PriceRow>;
   delete(model: string): Promise<boolean>;
@@ -24,6 +27,10 @@ export class PricesRepo implements PricesStore {
 
   async byModel(model: string): Promise<PriceRow | undefined> {
     return this.db.select().from(prices).where(eq(prices.model, model)).get();
+  }
+
+  async byModels(models: string[]): Promise<PriceRow[]> {
+    return inChunks(models, (chunk) => this.db.select().from(prices).where(inArray(prices.model, chunk)).all());
   }
 
   /** Inserts or replaces the price of `row.model`. */

@@ -109,6 +109,8 @@ export interface AsyncSettlementSink {
   balances(): Promise<Array<{ id: number; quota: number }>>;
   /** One user's committed balance; undefined = no such user. */
   balance(userId: number): Promise<number | undefined>;
+  /** The committed balances of those users that exist (a burst of changes heard at once); absent: one balance() each. */
+  balancesOf?(userIds: number[]): Promise<Array<{ id: number; quota: number }>>;
   settle(row: SettlementRow): Promise<SettleOutcome>;
   /** The committed balance of a user and, with `keyId`, of that key, with their versions; null = no such row. */
   mirrors?(userId: number, keyId: number | null): Promise<{ user: BalanceMirror | null; key: BalanceMirror | null }>;

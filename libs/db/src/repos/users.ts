@@ -1,4 +1,5 @@
-import { and, count, desc, eq, like, lt, or, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, inArray, like, lt, or, sql, type SQL } from 'drizzle-orm';
+import { inChunks } from './in-chunks';
 import { GatewayError } from '@gw/core';
 import type { Db } from '../client';
 import { ROLE, USER_STATUS, users } from '../schema';
@@ -18,6 +19,8 @@ export interface UserListFilter {
 /** Users: storage interface (SQLite UsersRepo, PostgreSQL twin). */
 export interface UsersStore {
   byId(id: number): Promise<UserRow | undefined>;
+  /** The rows of those ids that exist, in no particular order (the user directory applying a burst of changes at once). */
+  byIds(ids: number[]): Promise<UserRow[]>;
   byUsername(username: string): Promise<UserRow | undefined>;
   byEmail(email: string): Promise<UserRow | undefined>;
   /** A user with no opening balance (LedgerStore.createUserWithOpeningBalance credits one: balances change only through the ledger). */
@@ -81,6 +84,10 @@ export class UsersRepo implements UsersStore {
 
   async byId(id: number): Promise<UserRow | undefined> {
     return this.db.select().from(users).where(eq(users.id, id)).get();
+  }
+
+  async byIds(ids: number[]): Promise<UserRow[]> {
+    return inChunks(ids, (chunk) => this.db.select().from(users).where(inArray(users.id, chunk)).all());
   }
 
   async byUsername(username: string): Promise<UserRow | undefined> {
