@@ -5,7 +5,7 @@
  * For each N (BENCH_N, default 10000), how long until B holds the new state after:
  * - N users and one key each inserted (two statements);
  * - every one of those keys disabled (one UPDATE);
- * - every one of those users disabled (one UPDATE: their keys leave B's index);
+ * - every one of those users disabled (one UPDATE: their keys leave B's index), then re-enabled (their keys are back);
  * - N prices inserted (one statement, an import).
  * Only public APIs of the caches are used, so the same file runs on an older checkout for a before/after.
  */
@@ -59,10 +59,12 @@ for (const n of SIZES) {
       () => keyIds.every((id) => keys.byId(id)?.status === 2));
     const usersOff = await time('users disabled', () => sql`update users set status = 2 where username like 'bench-%'`,
       () => userIds.every((id) => dir.get(id)?.status === 2) && keyIds.every((id) => keys.byId(id) === undefined));
+    const usersOn = await time('users re-enabled', () => sql`update users set status = 1 where username like 'bench-%'`,
+      () => keyIds.every((id) => keys.byId(id)?.status === 2));
     const priced = await time('prices', () => sql`insert into prices (model, input, output, updated_at)
         select 'bench-model-' || g, 1, 2, 1 from generate_series(1, ${n}) g`,
       () => prices.list().length === n);
-    console.log(`N=${n}: users+keys inserted, B holds them after ${s(inserted)} | every key disabled: B after ${s(keysOff)} | every user disabled: B after ${s(usersOff)} | prices imported: B after ${s(priced)} | notifications ${feed.stats.received}`);
+    console.log(`N=${n}: users+keys inserted, B holds them after ${s(inserted)} | every key disabled: B after ${s(keysOff)} | every user disabled: B after ${s(usersOff)} | re-enabled: B after ${s(usersOn)} | prices imported: B after ${s(priced)} | notifications ${feed.stats.received}`);
   } finally {
     await feed.close();
     keys.close();

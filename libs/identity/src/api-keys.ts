@@ -116,6 +116,7 @@ export class ApiKeyService {
    * PostgreSQL connections that older read can answer last: it must not bring back a key revoked since.
    */
   private readSeq = 0;
+  private readonly reenables = new BatchedRefresh<number>((userIds) => this.reindexUsers(userIds ?? []));
   private readonly keySeq = new Map<number, number>();
 
   /**
@@ -311,6 +312,19 @@ export class ApiKeyService {
     await Promise.all([...unknown].map((userId) => this.directory.refresh(userId)));
   }
 
+  /**
+   * Re-enabled users' keys, read back into the index: users re-enabled while a read runs are read together by the
+   * next (a bulk re-enable cost one read per user). A key's entry is still taken only from a read newer than the
+   * one it holds, and only while its owner is enabled (indexKnown asks the directory), so a disable or revocation
+   * heard meanwhile is never undone.
+   */
+  private async reindexUsers(userIds: number[]): Promise<void> {
+    const seq = ++this.readSeq;
+    const rows = await this.repo.byUsers(userIds);
+    await this.knowOwners(rows);
+    for (const row of rows) if (this.fresher(row.id, seq)) this.indexKnown(row);
+  }
+
   /** Whether a read numbered `seq` is newer than what the key's entry holds (and records it if so). */
   private fresher(keyId: number, seq: number): boolean {
     if ((this.keySeq.get(keyId) ?? 0) > seq) return false;
@@ -366,9 +380,7 @@ export class ApiKeyService {
     if (enabled !== this.excludedUsers.has(userId)) return;
     if (enabled) {
       this.excludedUsers.delete(userId);
-      const seq = ++this.readSeq;
-      for (const row of await this.repo.byUser(userId)) if (this.fresher(row.id, seq)) await this.index(row);
-      return;
+      return this.reenables.run(userId);
     }
     this.excludedUsers.add(userId);
     for (const id of this.owners.keysOf(userId)) this.unindex(id);

@@ -102,11 +102,11 @@ export class UserDirectory {
   }
 
   /**
-   * Each subscriber hears each user, one after another (the key index re-reads a re-enabled user's keys: run side
-   * by side, a bulk re-enable would queue thousands of reads on the pool ahead of the settlements).
+   * Each subscriber hears every user of a batch at once (the key index re-reads the keys of all the users a batch
+   * re-enabled in one query), the subscribers one after another, as registered.
    */
   private async tell(changed: Array<[number, UserAccount | undefined]>): Promise<void> {
-    for (const [id, account] of changed) for (const fn of this.listeners) await fn(id, account);
+    for (const fn of this.listeners) await Promise.all(changed.map(([id, account]) => fn(id, account)));
   }
 
   close(): void {

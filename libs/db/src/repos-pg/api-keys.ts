@@ -25,6 +25,10 @@ export class PgApiKeysRepo {
     return this.db.select().from(apiKeys).where(eq(apiKeys.userId, userId));
   }
 
+  async byUsers(userIds: number[]): Promise<ApiKeyRow[]> {
+    return inChunks(userIds, (chunk) => this.db.select().from(apiKeys).where(inArray(apiKeys.userId, chunk)));
+  }
+
   async insert(row: NewApiKeyRow): Promise<ApiKeyRow> {
     return (await this.db.insert(apiKeys).values(row).returning())[0]!;
   }

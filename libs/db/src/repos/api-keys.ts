@@ -13,6 +13,8 @@ export interface ApiKeysStore {
   byIds(ids: number[]): Promise<ApiKeyRow[]>;
   all(): Promise<ApiKeyRow[]>;
   byUser(userId: number): Promise<ApiKeyRow[]>;
+  /** Every key of those users (the key index re-indexing a burst of re-enabled users at once). */
+  byUsers(userIds: number[]): Promise<ApiKeyRow[]>;
   insert(row: NewApiKeyRow): Promise<ApiKeyRow>;
   /**
    * insert(), unless the owner already holds `max` keys (0 = no cap): null then. Atomic, so concurrent
@@ -48,6 +50,10 @@ export class ApiKeysRepo implements ApiKeysStore {
 
   async byUser(userId: number): Promise<ApiKeyRow[]> {
     return this.db.select().from(apiKeys).where(eq(apiKeys.userId, userId)).all();
+  }
+
+  async byUsers(userIds: number[]): Promise<ApiKeyRow[]> {
+    return inChunks(userIds, (chunk) => this.db.select().from(apiKeys).where(inArray(apiKeys.userId, chunk)).all());
   }
 
   async insert(row: NewApiKeyRow): Promise<ApiKeyRow> {
