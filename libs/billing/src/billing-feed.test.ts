@@ -6,6 +6,7 @@ import type { PricesStore } from '@gw/db';
 import { PriceBook } from './price-book';
 import { QuotaService } from './quota';
 import { PG_TEST_URL, dropSchema, freshSchema, requirePg } from '../../../tests/helpers/postgres';
+import { countReads, until } from '../../../tests/helpers/follower';
 
 /**
  * Two nodes on one PostgreSQL schema: A writes plain SQL (an import, a bulk balance change), B follows through the
@@ -29,16 +30,10 @@ beforeAll(async () => {
   sql = a.sql;
   const busB = new ChangeBus();
   const real = createPgStores(b.db, busB).prices;
-  const prices = Object.assign(Object.create(real), {
-    byModel: (m: string) => { reads.prices++; return real.byModel(m); },
-    byModels: (ms: string[]) => { reads.prices++; return real.byModels(ms); },
-  }) as PricesStore;
+  const prices: PricesStore = countReads(real, ['byModel', 'byModels'], () => reads.prices++);
   pricesB = await PriceBook.load(prices, busB);
   const gc = new PgGroupCommitter(b.db);
-  const durable = Object.assign(Object.create(gc), {
-    balance: (id: number) => { reads.balances++; return gc.balance(id); },
-    balancesOf: (ids: number[]) => { reads.balances++; return gc.balancesOf(ids); },
-  }) as PgGroupCommitter;
+  const durable = countReads(gc, ['balance', 'balancesOf'], () => reads.balances++);
   quotaB = await QuotaService.openDurable({ durable, prices: pricesB, bus: busB });
   feed = await PgChangeFeed.start({
     url: PG_TEST_URL, schema, bus: busB, resyncMs: 0,
@@ -52,14 +47,6 @@ afterAll(async () => {
   await Promise.all([a?.close(), b?.close()]);
   await dropSchema(schema);
 });
-
-async function until(ms: number, cond: () => boolean): Promise<void> {
-  const t0 = performance.now();
-  while (!cond()) {
-    if (performance.now() - t0 > ms) throw new Error(`condition not met within ${ms} ms`);
-    await Bun.sleep(5);
-  }
-}
 
 const N = 2000;
 

@@ -6,6 +6,7 @@ import type { ApiKeysStore, UsersStore } from '@gw/db';
 import { ApiKeyService } from './api-keys';
 import { UserDirectory } from './user-directory';
 import { PG_TEST_URL, dropSchema, freshSchema, requirePg } from '../../../tests/helpers/postgres';
+import { countReads, until } from '../../../tests/helpers/follower';
 
 /**
  * Two nodes on one PostgreSQL schema: A writes (plain SQL, as a bulk operation would), B follows through the change
@@ -30,16 +31,8 @@ beforeAll(async () => {
   sql = a.sql;
   const busB = new ChangeBus();
   const real = createPgStores(b.db, busB);
-  const users = Object.assign(Object.create(real.users), {
-    byId: (id: number) => { reads.users++; return real.users.byId(id); },
-    byIds: (ids: number[]) => { reads.users++; return real.users.byIds(ids); },
-  }) as UsersStore;
-  const keys = Object.assign(Object.create(real.apiKeys), {
-    byId: (id: number) => { reads.keys++; return real.apiKeys.byId(id); },
-    byIds: (ids: number[]) => { reads.keys++; return real.apiKeys.byIds(ids); },
-    byUser: (id: number) => { reads.keys++; return real.apiKeys.byUser(id); },
-    byUsers: (ids: number[]) => { reads.keys++; return real.apiKeys.byUsers(ids); },
-  }) as ApiKeysStore;
+  const users: UsersStore = countReads(real.users, ['byId', 'byIds'], () => reads.users++);
+  const keys: ApiKeysStore = countReads(real.apiKeys, ['byId', 'byIds', 'byUser', 'byUsers'], () => reads.keys++);
   dirB = await UserDirectory.load(users, busB);
   keysB = await ApiKeyService.load(keys, users, dirB, busB, { maxKeysPerUser: 0 });
   feed = await PgChangeFeed.start({
@@ -56,15 +49,6 @@ afterAll(async () => {
   await Promise.all([a?.close(), b?.close()]);
   await dropSchema(schema);
 });
-
-async function until(ms: number, cond: () => boolean): Promise<number> {
-  const t0 = performance.now();
-  while (!cond()) {
-    if (performance.now() - t0 > ms) throw new Error(`condition not met within ${ms} ms`);
-    await Bun.sleep(5);
-  }
-  return performance.now() - t0;
-}
 
 const N = 2000;
 
