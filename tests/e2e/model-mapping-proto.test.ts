@@ -3,7 +3,8 @@
  * Before, the key was dropped without a word on its way in (the body normalizer copies records by assignment,
  * which sets a prototype instead of adding the key): the channel was created, and requests for `__proto__` went
  * upstream unmapped. The request body is raw JSON, as a client sends it (a JS literal `{ __proto__: … }` carries
- * no such key). A `__proto__` model name without a mapping, and a mapping to `__proto__`, are left alone.
+ * no such key). A `__proto__` model name without a mapping, and a mapping to `__proto__`, are left alone. Every /api
+ * body is held to the same rule (tests/e2e/proto-keys.test.ts).
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import type { TestGateway } from '../helpers/gateway';
@@ -25,7 +26,7 @@ async function raw(method: string, path: string, json?: string, token: string | 
   return { status: res.status, body: await res.json() as any };
 }
 
-const REFUSED = { type: 'invalid_request_error', message: 'model_mapping: "__proto__" cannot be used as a model name', param: 'model_mapping.__proto__' };
+const REFUSED = { type: 'invalid_request_error', message: 'model_mapping.__proto__: "__proto__" cannot be used as a key (it would be dropped, not stored)', param: 'model_mapping.__proto__' };
 const channel = (extra: string) => `{"name":"proto","type":"openai","base_url":"${oai.url}","key":"upstream-key","models":["__proto__","m"],"timeout_ms":5000${extra}}`;
 
 test('create and update refuse a __proto__ mapping key with a 400; nothing is stored or changed', async () => {

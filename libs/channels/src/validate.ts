@@ -60,33 +60,8 @@ export function normalizeModels(models: string[]): string[] {
 }
 
 /**
- * A guard, for a route's hooks, refusing a channel body whose model_mapping has a `__proto__` key. The HTTP layer's
- * body normalizer copies records by assignment, which drops that key without a word (the channel would then send
- * the unmapped name upstream), and model names are keys of other JSON objects too: a clear 400 instead. The key is
- * looked for in `transform`, on the raw body (before the schema is applied), and refused in `beforeHandle`: the role
- * check runs in a transform that comes after the route's own, and an anonymous or under-privileged caller gets its
- * 401 or 403 before any word about the body.
- */
-export function protoMappingKeyGuard() {
-  const seen = new WeakSet<object>();
-  return {
-    transform: (ctx: { request: Request; body: unknown }) => {
-      if (hasProtoMappingKey(ctx.body)) seen.add(ctx.request);
-    },
-    beforeHandle: (ctx: { request: Request }) => {
-      if (seen.has(ctx.request)) throw invalid('model_mapping.__proto__', 'model_mapping: "__proto__" cannot be used as a model name');
-    },
-  };
-}
-
-function hasProtoMappingKey(body: unknown): boolean {
-  const m = body && typeof body === 'object' ? (body as { model_mapping?: unknown }).model_mapping : undefined;
-  return !!m && typeof m === 'object' && Object.hasOwn(m, '__proto__');
-}
-
-/**
  * Trims a model mapping; keys and values must be non-blank. Entries are defined, not assigned, so that no key can
- * set the copy's prototype.
+ * set the copy's prototype (an API body with a `__proto__` key is refused before it gets here: see jsonBodyIssue).
  */
 export function normalizeMapping(m: Record<string, string>): Record<string, string> {
   const out: Record<string, string> = {};

@@ -12,7 +12,7 @@ export * from './read-capped';
 export * from './metrics';
 export * from './loop-delay';
 export * from './bounded-json';
-export * from './unpaired-surrogate';
+export * from './json-body-issue';
 export * from './log';
 export * from './path-problem';
 export * from './rate-limits';

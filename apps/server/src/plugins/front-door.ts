@@ -6,10 +6,11 @@
  *   on authenticated routes (401), declared size against the route's limit (413), JSON media type (415).
  * - onParse (the one body reader of the app): the body is read under the same size limit and a total
  *   deadline (408), kept as raw bytes for signed webhooks, and JSON is depth-checked before `JSON.parse`.
- *   Malformed or too-deep JSON, and on /api a body that is not a JSON object, is a deferred 400, raised after auth and header checks (the contract's check order: credentials, headers, then the body).
+ *   Malformed or too-deep JSON, and on /api a body that is not a JSON object (or holds a lone surrogate or a
+ *   `__proto__` key), is a deferred 400, raised after auth and header checks (the contract's check order: credentials, headers, then the body).
  */
 import { Elysia } from 'elysia';
-import { GatewayError, errorResponse, parseBoundedJson, readRequestBody, surfaceOf, unpairedSurrogateAt } from '@gw/core';
+import { GatewayError, errorResponse, jsonBodyIssue, parseBoundedJson, readRequestBody, surfaceOf } from '@gw/core';
 import { bodyErrors, requestIdOf, startedAtOf } from './http-errors';
 import { isCrossSite } from './same-origin';
 import type { RouteKind, RoutePolicy, RouteTable } from './route-table';
@@ -49,13 +50,18 @@ export const isJsonMediaType = (ct: string) => {
 
 /**
  * What a management (/api) body is refused for once parsed, or null; /v1 routes check their own bodies with their
- * own wording. It must be an object ({...}), and no string or key may hold a lone surrogate.
+ * own wording (and there a `__proto__` key is the client's data, forwarded as sent). It must be an object ({...}),
+ * no string or key may hold a lone surrogate, and no object in it may have a key named `__proto__` (see jsonBodyIssue).
  */
 function managementBodyError(v: unknown): GatewayError | null {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return new GatewayError(400, 'invalid_type', 'Request body must be a JSON object');
-  const unpaired = unpairedSurrogateAt(v);
-  return unpaired === null ? null : new GatewayError(400, 'invalid_format',
-    `${unpaired || 'body'}: text holds an unpaired UTF-16 surrogate (a lone \\uD800-\\uDFFF escape), which cannot be stored`, { param: unpaired });
+  const issue = jsonBodyIssue(v);
+  if (issue === null) return null;
+  if (issue.kind === 'proto_key') {
+    return new GatewayError(400, 'invalid_value', `${issue.at}: "__proto__" cannot be used as a key (it would be dropped, not stored)`, { param: issue.at });
+  }
+  return new GatewayError(400, 'invalid_format',
+    `${issue.at || 'body'}: text holds an unpaired UTF-16 surrogate (a lone \\uD800-\\uDFFF escape), which cannot be stored`, { param: issue.at });
 }
 
 /** Declared body length (0 when none), and whether a body comes at all (declared or chunked). */

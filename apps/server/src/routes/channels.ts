@@ -3,7 +3,7 @@ import { IdInput } from '@gw/core/id-input';
 import { Elysia, t } from 'elysia';
 import { Type } from '@sinclair/typebox';
 import { ok } from '@gw/core';
-import { ChannelCreate, ChannelTestResult, ChannelUpdate, ChannelView, protoMappingKeyGuard } from '@gw/channels';
+import { ChannelCreate, ChannelTestResult, ChannelUpdate, ChannelView } from '@gw/channels';
 import { authPlugin, caller } from '../plugins/auth';
 import type { Services } from '../services';
 import { envelope, page, pageQuery, idParams, idInput } from './envelope';
@@ -36,11 +36,11 @@ export const channelRoutes = (s: Services) =>
       detail: { tags, summary: 'List channels', description: 'Pages of channels, newest first. Filters: status, tag, type, model, group; `keyword` searches names. Keys are masked.' },
     })
     .post('/', async ({ body }) => ok(await s.channels.create(body)), {
-      role: 'admin', body: ChannelCreate, response: envelope(ChannelView), ...protoMappingKeyGuard(),
+      role: 'admin', body: ChannelCreate, response: envelope(ChannelView),
       detail: { tags, summary: 'Create a channel', description: 'Adds an upstream account. The key is sealed at rest and never returned (reads show it masked). The channel serves `models` to the listed groups at once.' },
     })
     .put('/', async (ctx) => ok(await s.channels.update(caller(ctx).user, ctx.body)), {
-      role: 'admin', body: ChannelUpdate, response: envelope(ChannelView), ...protoMappingKeyGuard(),
+      role: 'admin', body: ChannelUpdate, response: envelope(ChannelView),
       detail: { tags, summary: 'Update Channel', description: 'Partial update by `id`: only the fields present change. An omitted or empty `key` keeps the stored key. Only root changes `base_url` (403 `insufficient_role` for an admin: the stored keys would be sent to the new address). Routing picks the change up at once.' },
     })
     .post('/batch', async ({ body }) => ok({ deleted: await s.channels.deleteMany(body.ids) }), {

@@ -1,0 +1,41 @@
+/**
+ * What a management (/api) request body may not carry, found in one walk over it as parsed:
+ *
+ * - A lone UTF-16 surrogate. JSON may spell one (`"\ud800"`), which JSON.parse keeps in the string, but no UTF-8 text
+ *   can hold it: PostgreSQL refused it in a JSON column (misreported as a number out of range) and stored U+FFFD in a
+ *   text one, SQLite stored U+FFFD in text and the escape in JSON, so the value saved was silently not the value
+ *   sent, and differently per backend.
+ * - A key named `__proto__`. JSON.parse keeps it as an own key, but the HTTP layer's body normalizer copies objects
+ *   by assignment, and assigning `__proto__` sets the copy's prototype instead of adding a key: a `model_mapping`,
+ *   `headers`, `header_policy.beta_rewrite` or `model_limits` entry of that name, or a top-level one, was dropped
+ *   without a word (and the copy's prototype pointed at client data). No management field has a use for the name.
+ *
+ * A request body is checked once, before any route reads it.
+ */
+
+export interface JsonBodyIssue {
+  kind: 'unpaired_surrogate' | 'proto_key';
+  /** `param`-style path (`models[0]`, `model_mapping.x`); '' for the body itself. */
+  at: string;
+}
+
+/** The first key or string of `value`, in document order, that a management body may not carry; null when none. */
+export function jsonBodyIssue(value: unknown, at = ''): JsonBodyIssue | null {
+  if (typeof value === 'string') return value.isWellFormed() ? null : { kind: 'unpaired_surrogate', at };
+  if (value === null || typeof value !== 'object') return null;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const hit = jsonBodyIssue(value[i], `${at}[${i}]`);
+      if (hit !== null) return hit;
+    }
+    return null;
+  }
+  for (const [k, v] of Object.entries(value)) {
+    const path = at ? `${at}.${k}` : k;
+    if (k === '__proto__') return { kind: 'proto_key', at: path };
+    if (!k.isWellFormed()) return { kind: 'unpaired_surrogate', at: path };
+    const hit = jsonBodyIssue(v, path);
+    if (hit !== null) return hit;
+  }
+  return null;
+}
