@@ -4,7 +4,8 @@
  * with `""` anywhere. Before, an OpenAI-compatible channel answered such a request (and it was billed), while an
  * Anthropic channel refused it upstream. The optional final assistant turn (a prefill) may be empty, but not end in
  * whitespace. Whitespace-only text is refused when its turn (or tool_result) has no text block with real text; a
- * tool_result itself may be empty.
+ * tool_result's string content is one text block (`"  "` was passed on while `[{"type":"text","text":"  "}]` was
+ * refused). A tool_result itself may be empty.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import type { TestGateway } from '../helpers/gateway';
@@ -46,6 +47,9 @@ const cases: [string, unknown[], string][] = [
   // Inside a tool_result: empty content is fine, empty or blank text blocks are not.
   ['tool_result text block ""', toolTurn([{ type: 'text', text: '' }]), `messages: ${TEXT_EMPTY}`],
   ['tool_result text block " \\n"', toolTurn([{ type: 'text', text: ' \n' }]), `messages: ${TEXT_BLANK}`],
+  // A tool_result's string content is one text block: whitespace-only is refused as the block is.
+  ['tool_result string "   "', toolTurn('   '), `messages: ${TEXT_BLANK}`],
+  ['tool_result string " \\n\\t"', toolTurn(' \n\t'), `messages: ${TEXT_BLANK}`],
 ];
 
 describe('empty content is refused before any upstream call or charge', () => {
@@ -71,6 +75,16 @@ describe('empty content is refused before any upstream call or charge', () => {
     }, 20_000);
   }
 
+  test('a whitespace-only tool_result string is named as its block form is', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    for (const model of ['oai-m', 'native-m']) {
+      for (const [content, param] of [['  ', 'messages[2].content[0].content'], [[{ type: 'text', text: '  ' }], 'messages[2].content[0].content[0].text']] as const) {
+        const r = await send(gw, u.key, { model, max_tokens: 50, messages: toolTurn(content) });
+        expect({ model, content, status: r.status, code: r.body?.error?.code, param: r.body?.error?.param }).toEqual({ model, content, status: 400, code: 'invalid_value', param });
+      }
+    }
+  });
+
   test('an empty final assistant turn (a prefill), empty tool results and blank text beside real text are still accepted', async () => {
     const u = await keyedUser(gw, 1_000_000);
     for (const model of ['oai-m', 'native-m']) {
@@ -80,7 +94,7 @@ describe('empty content is refused before any upstream call or charge', () => {
       }
       const mixed = await send(gw, u.key, { model, max_tokens: 50, messages: [{ role: 'user', content: [{ type: 'text', text: ' \n' }, { type: 'text', text: 'Hi' }] }] });
       expect(mixed.status).toBe(200);
-      for (const content of ['', [], undefined, [{ type: 'text', text: 'ok' }]]) {
+      for (const content of ['', [], undefined, ' ok \n', [{ type: 'text', text: 'ok' }]]) {
         const tool = await send(gw, u.key, { model, max_tokens: 50, tools: [{ name: 'f', input_schema: { type: 'object' } }], messages: toolTurn(content) });
         expect({ model, content, status: tool.status }).toEqual({ model, content, status: 200 });
       }

@@ -33,10 +33,14 @@ function blockListIssue(blocks: readonly Block[], at: string): EmptyContentIssue
   if (firstBlank && texts.every(([b]) => blank(b.text as string))) return { message: TEXT_BLANK, param: `${at}[${firstBlank[1]}].text` };
   for (let j = 0; j < blocks.length; j++) {
     const b = blocks[j]!;
-    // A tool_result may be empty (`""`, `[]` or no content), but text blocks inside it follow the rule above.
+    // A tool_result may be empty (`""`, `[]` or no content), but text inside it follows the rule above, whichever
+    // form it takes: a string is one text block (`"  "` is `[{"type":"text","text":"  "}]`, refused alike).
     if (b.type === 'tool_result' && Array.isArray(b.content)) {
       const inner = blockListIssue(b.content as Block[], `${at}[${j}].content`);
       if (inner) return inner;
+    }
+    if (b.type === 'tool_result' && typeof b.content === 'string' && b.content !== '' && blank(b.content)) {
+      return { message: TEXT_BLANK, param: `${at}[${j}].content` };
     }
   }
   return null;
@@ -45,7 +49,8 @@ function blockListIssue(blocks: readonly Block[], at: string): EmptyContentIssue
 /**
  * The first empty content of a schema-valid conversation, or null: a turn with `""` or `[]` content (but the final
  * assistant turn, a prefill, which may be empty), a text block with `""` text (in any turn or tool_result), a turn
- * (or tool_result block list) whose text is all whitespace, or a final assistant prefill ending in whitespace.
+ * (or tool_result, as a string or a block list) whose text is all whitespace, or a final assistant prefill ending in
+ * whitespace.
  */
 export function emptyContentIssue(messages: readonly MessageParam[]): EmptyContentIssue | null {
   for (let i = 0; i < messages.length; i++) {
