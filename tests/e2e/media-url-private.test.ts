@@ -1,7 +1,8 @@
 /**
  * Image URLs a translated (OpenAI-compatible) upstream would fetch from inside the operator's network: loopback,
  * private, link-local (169.254.169.254, a cloud metadata address), unspecified, reserved, `localhost`, single-label and
- * internal names (`redis`, `metadata.google.internal`), IPv6 ones, IPv4-mapped IPv6 and the
+ * internal names (`redis`, `metadata.google.internal`; the message says "host name" for those, "address" for the
+ * rest), IPv6 ones, IPv4-mapped, Teredo and ISATAP IPv6 and the
  * decimal, octal and hex spellings of IPv4 are refused with 400 invalid_request_error naming the field, nothing sent
  * or charged (the refusal is logged as a 400, as the translator's other refusals are); so is a URL another parser may read another host from (user info, a backslash). Before, they went to
  * the upstream as `image_url`. MEDIA_URL_ALLOW_PRIVATE=true passes them on; a native channel passes them as before
@@ -20,8 +21,11 @@ const PRIVATE = [
   'http://user:pw@example.com/a.png', 'http://example.com\\@127.0.0.1/a.png',
   // Internal names (a Compose service, GCP's metadata name) and reserved ranges (broadcast, 6to4 of loopback).
   'http://redis:6379/a.png', 'http://metadata.google.internal/computeMetadata/v1/', 'http://255.255.255.255/a.png', 'http://[2002:7f00:1::1]/a.png',
+  // IPv4 inside IPv6: Teredo (client 169.254.169.254 inverted in the last 32 bits; server 10.0.0.1), ISATAP of 10.0.0.5.
+  'http://[2001:0:4136:e378:8000:63bf:5601:5601]/latest/meta-data/', 'http://[2001:0:a00:1:8000:63bf:3fff:fdd2]/a.png', 'http://[2001:db8::5efe:a00:5]/a.png',
 ];
-const PUBLIC = ['https://example.com/a.png', 'http://172.32.0.1/a.png', 'http://8.8.8.8/a.png', 'http://[2001:4860::8888]/a.png', 'http://[::ffff:8.8.8.8]/a.png'];
+const PUBLIC = ['https://example.com/a.png', 'http://172.32.0.1/a.png', 'http://8.8.8.8/a.png', 'http://[2001:4860::8888]/a.png', 'http://[::ffff:8.8.8.8]/a.png',
+  'http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/a.png'];
 
 let gw: TestGateway;
 let open: TestGateway;
@@ -66,6 +70,18 @@ describe('private-address media URLs on translated channels', () => {
     expect(await gw.db.get('select count(*) as n from usage_logs where user_id = ? and (status <> 400 or cost <> 0)', u.id)).toEqual({ n: 0 });
     expect(await gw.services.ledger.sum(u.id)).toBe(1_000_000);
   }, 30_000);
+
+  test('the refusal says host name for a name and address for an address', async () => {
+    const u = await keyedUser(gw, 1_000_000);
+    const NAME = 'URL points at a host name only a private network resolves';
+    const ADDRESS = 'URL points at a private, loopback or link-local address';
+    for (const [url, what] of [['http://metadata.google.internal/computeMetadata/v1/', NAME], ['http://redis:6379/a.png', NAME],
+      ['http://169.254.169.254/latest/meta-data/', ADDRESS], ['http://[2001:0:4136:e378:8000:63bf:5601:5601]/', ADDRESS]] as const) {
+      const r = await send(gw, u.key, ask('oai-m', placements(url)[0]![0]));
+      const message = String(r.body?.error?.message);
+      expect({ url, status: r.status, says: message.startsWith(`messages.0.content.1.source.url: ${what}`), message }).toMatchObject({ url, status: 400, says: true });
+    }
+  });
 
   test('public addresses and names still reach the upstream as given', async () => {
     const u = await keyedUser(gw, 1_000_000);

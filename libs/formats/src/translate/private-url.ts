@@ -77,12 +77,30 @@ function v6Private(g: number[]): boolean {
   if (zeros(4) && g[4] === 0xffff && g[5] === 0) return v4Private(embeddedV4); // IPv4-translated ::ffff:0:a.b.c.d
   if (zeros(6)) return v4Private(embeddedV4); // IPv4-compatible ::a.b.c.d (deprecated, still routed by some stacks)
   if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return v4Private(embeddedV4); // NAT64 64:ff9b::/96
+  if (g[0] === 0x2001 && g[1] === 0) return teredoPrivate(g); // Teredo 2001::/32
+  if (g[0] === 0x2001 && g[1] === 2 && g[2] === 0) return true; // 2001:2::/48, benchmarking (as 198.18/15)
+  // ISATAP: any /64 with the interface identifier 0:5efe:a.b.c.d (200:5efe: for a global IPv4; the group bit may be
+  // set too). A host on the ISATAP link sends to that IPv4 address directly, so one inside a private range is a host
+  // of the operator's network whatever the prefix.
+  if ((g[4]! & 0xfcff) === 0 && g[5] === 0x5efe) return v4Private(embeddedV4);
   return false;
 }
 
 /**
+ * Teredo (RFC 4380), 2001:0:SSSS:SSSS:flags:port:CCCC:CCCC: the Teredo server's IPv4 address in clear, and the client's
+ * (the host the packets end at, through its NAT) XOR 0xffffffff in the last 32 bits. Either one private points into
+ * the operator's network: `2001:0:a00:1::` relays through 10.0.0.1, `2001:0:808:808::80ff:fffe` ends at 127.0.0.1.
+ */
+function teredoPrivate(g: number[]): boolean {
+  const server = ((g[2]! << 16) | g[3]!) >>> 0;
+  const client = ~((g[6]! << 16) | g[7]!) >>> 0;
+  return v4Private(server) || v4Private(client);
+}
+
+/**
  * Why an http(s) media URL is refused, or null: its host is a loopback, private, link-local or unspecified address
- * (IPv4 in any form the URL parser accepts, IPv6 including IPv4-mapped), a multicast or reserved address, or a name that
+ * (IPv4 in any form the URL parser accepts, IPv6 including the forms that embed an IPv4 address: mapped, translated,
+ * compatible, NAT64, 6to4, Teredo, ISATAP), a multicast or reserved address, or a name that
  * is never public (see above). A URL that
  * does not parse, or has a backslash, a control character, whitespace or user info, is refused too: another parser
  * (the upstream's) may find a different host in it (`http://example.com\\@127.0.0.1/`).
@@ -99,15 +117,19 @@ export function privateMediaUrlIssue(url: string): string | null {
   }
   let host = parsed.hostname.toLowerCase();
   if (host.endsWith('.')) host = host.slice(0, -1);
-  const refused = 'URL points at a private, loopback or link-local address; the gateway does not pass such URLs on';
   if (host.startsWith('[') && host.endsWith(']')) {
     const g = parseV6(host.slice(1, -1));
-    return g === null || v6Private(g) ? refused : null;
+    return g === null || v6Private(g) ? ADDRESS_REFUSED : null;
   }
   const v4 = parseV4(host);
-  if (v4 !== null) return v4Private(v4) ? refused : null;
-  return privateName(host) ? refused : null;
+  if (v4 !== null) return v4Private(v4) ? ADDRESS_REFUSED : null;
+  return privateName(host) ? NAME_REFUSED : null;
 }
+
+/** The refusals, saying which kind of host was refused: `metadata.google.internal` is a name, not an address. */
+const ADDRESS_REFUSED = 'URL points at a private, loopback or link-local address; the gateway does not pass such URLs on';
+const NAME_REFUSED = 'URL points at a host name only a private network resolves (one without a dot, or under localhost, '
+  + 'internal, local or another private-use suffix); the gateway does not pass such URLs on';
 
 /** A host name (not an address) that only a private network resolves. */
 function privateName(host: string): boolean {
