@@ -7,21 +7,16 @@
  * upstreams, and comes back from them, as sent. Bodies are raw JSON text: a JS literal `{ __proto__: … }` has no such key.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { makeUser, type TestGateway } from '../helpers/gateway';
-import { bothChannelTypes, keyedUser, send, type Scripted } from './relay-setup';
+import { makeUser } from '../helpers/gateway';
+import { bothChannelTypes, keyedUser, send } from './relay-setup';
 
-let gw: TestGateway;
-let oai: Scripted;
-let native: Scripted;
-let stop: () => Promise<void>;
-beforeAll(async () => {
-  ({ gw, oai, native, stop } = await bothChannelTypes());
-});
-afterAll(() => stop());
+let env: Awaited<ReturnType<typeof bothChannelTypes>>;
+beforeAll(async () => { env = await bothChannelTypes(); });
+afterAll(() => env.stop());
 
-async function raw(method: string, path: string, json: string, token: string | null = gw.rootToken) {
+async function raw(method: string, path: string, json: string, token: string | null = env.gw.rootToken) {
   const auth: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
-  const res = await fetch(gw.url + path, { method, headers: { ...auth, 'content-type': 'application/json' }, body: json });
+  const res = await fetch(env.gw.url + path, { method, headers: { ...auth, 'content-type': 'application/json' }, body: json });
   return { status: res.status, body: await res.json() as any };
 }
 
@@ -38,8 +33,8 @@ const REFUSED: Array<[string, string, string, string]> = [
   ['PUT', '/api/pricing/', '{"model":"proto-m","input":1,"output":1,"__proto__":{"cache_read":5}}', '__proto__'],
 ];
 const counts = async () => [
-  await gw.db.get('select count(*) as n from channels'), await gw.db.get('select count(*) as n from api_keys'),
-  await gw.db.get(`select count(*) as n from groups where name = 'proto-g'`), await gw.db.get(`select count(*) as n from prices where model = 'proto-m'`),
+  await env.gw.db.get('select count(*) as n from channels'), await env.gw.db.get('select count(*) as n from api_keys'),
+  await env.gw.db.get(`select count(*) as n from groups where name = 'proto-g'`), await env.gw.db.get(`select count(*) as n from prices where model = 'proto-m'`),
 ];
 
 describe('management bodies', () => {
@@ -58,7 +53,7 @@ describe('management bodies', () => {
   }, 20_000);
 
   test('credentials and role are checked first: 401 anonymous, 403 under-privileged, then the 400', async () => {
-    const user = await makeUser(gw, 1);
+    const user = await makeUser(env.gw, 1);
     for (const [method, path, body, param] of REFUSED) {
       const anon = await raw(method, path, body, null);
       expect([path, param, anon.status, anon.body.error?.code]).toEqual([path, param, 401, 'not_logged_in']);
@@ -79,39 +74,39 @@ describe('/v1/messages: __proto__ keys are the client\'s data', () => {
     + `{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu_1","content":"ok"}]}]}`;
 
   test('reach a native upstream as sent, and a translated one as the same JSON', async () => {
-    const u = await keyedUser(gw);
-    const n = await send(gw, u.key, request('native-m'));
+    const u = await keyedUser(env.gw);
+    const n = await send(env.gw, u.key, request('native-m'));
     expect(n.status).toBe(200);
-    expect(native.last().rawBody).toBe(request('native-m'));
-    const o = await send(gw, u.key, request('oai-m'));
+    expect(env.native.last().rawBody).toBe(request('native-m'));
+    const o = await send(env.gw, u.key, request('oai-m'));
     expect(o.status).toBe(200);
-    const sent = oai.last().rawBody;
+    const sent = env.oai.last().rawBody;
     expect(sent).toContain('"parameters":{"type":"object","properties":{"__proto__":{"type":"string"},"a":{"type":"string"}}}');
     expect(sent).toContain(`"arguments":${JSON.stringify('{"__proto__":{"p":true},"a":"b"}')}`);
   });
 
   test('come back from upstream tool calls as sent: native, translated JSON and translated stream', async () => {
-    const u = await keyedUser(gw);
+    const u = await keyedUser(env.gw);
     const args = '{"__proto__":{"p":1},"a":2}';
     const nativeAnswer = `{"id":"msg_1","type":"message","role":"assistant","model":"native-m","content":[{"type":"tool_use","id":"tu_1","name":"t","input":${args}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":3}}`;
-    native.queue.push({ response: () => new Response(nativeAnswer, { headers: { 'content-type': 'application/json' } }) });
+    env.native.queue.push({ response: () => new Response(nativeAnswer, { headers: { 'content-type': 'application/json' } }) });
     const ask = (model: string, stream = false) => ({ model, max_tokens: 50, stream, messages: [{ role: 'user', content: 'hi' }] });
-    const n = await send(gw, u.key, ask('native-m'));
+    const n = await send(env.gw, u.key, ask('native-m'));
     expect([n.status, n.text]).toEqual([200, expect.stringContaining(`"input":${args}`)]);
 
     const call = { id: 'call_1', type: 'function', function: { name: 't', arguments: args } };
-    oai.queue.push({ rawJson: { id: 'c1', object: 'chat.completion', created: 1, model: 'oai-m', choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [call] }, finish_reason: 'tool_calls' }], usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } } });
-    const o = await send(gw, u.key, ask('oai-m'));
+    env.oai.queue.push({ rawJson: { id: 'c1', object: 'chat.completion', created: 1, model: 'oai-m', choices: [{ index: 0, message: { role: 'assistant', content: null, tool_calls: [call] }, finish_reason: 'tool_calls' }], usage: { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 } } });
+    const o = await send(env.gw, u.key, ask('oai-m'));
     expect([o.status, o.text]).toEqual([200, expect.stringContaining(`"input":${args}`)]);
 
     const chunk = (choice: unknown, usage?: unknown) => `data: ${JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'oai-m', choices: choice ? [choice] : [], ...(usage ? { usage } : {}) })}\n\n`;
-    oai.queue.push({ rawFrames: [
+    env.oai.queue.push({ rawFrames: [
       chunk({ index: 0, delta: { role: 'assistant', tool_calls: [{ index: 0, ...call, function: { name: 't', arguments: '' } }] }, finish_reason: null }),
       chunk({ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: args } }] }, finish_reason: null }),
       chunk({ index: 0, delta: {}, finish_reason: 'tool_calls' }),
       chunk(null, { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 }), 'data: [DONE]\n\n',
     ] });
-    const s = await send(gw, u.key, ask('oai-m', true));
+    const s = await send(env.gw, u.key, ask('oai-m', true));
     expect(s.status).toBe(200);
     expect(s.text).toContain(`"partial_json":${JSON.stringify(args)}`);
   });
