@@ -22,6 +22,8 @@ let pricesB: PriceBook;
 let quotaB: QuotaService;
 let feed: PgChangeFeed;
 const reads = { prices: 0, balances: 0 };
+/** Set: B's next batched balance read fails (its pool refused it), once. */
+let failNextBatch = false;
 
 beforeAll(async () => {
   if (!available) return;
@@ -34,6 +36,11 @@ beforeAll(async () => {
   pricesB = await PriceBook.load(prices, busB);
   const gc = new PgGroupCommitter(b.db);
   const durable = countReads(gc, ['balance', 'balancesOf'], () => reads.balances++);
+  const batched = durable.balancesOf!.bind(durable);
+  durable.balancesOf = async (ids) => {
+    if (failNextBatch) { failNextBatch = false; throw new Error('pool refused the read (test)'); }
+    return batched(ids);
+  };
   quotaB = await QuotaService.openDurable({ durable, prices: pricesB, bus: busB });
   feed = await PgChangeFeed.start({
     url: PG_TEST_URL, schema, bus: busB, resyncMs: 0,
@@ -75,4 +82,16 @@ describe.skipIf(!available)('price book and durable balances following another n
     await until(20_000, () => ids.every((id, i) => quotaB.balance(id) === i + 1001));
     expect(reads.balances - before).toBeLessThan(N / 10);
   }, 60_000);
+
+  test('a batch of balance re-reads that fails ends in a resync, so a balance cut on the other node is not kept uncut', async () => {
+    const [{ id }] = await sql<{ id: string }[]>`insert into users (username, password_hash, quota, created_at, updated_at)
+      values ('cut-me', 'x', 5000, 1, 1) returning id`;
+    const uid = Number(id);
+    await until(10_000, () => quotaB.balance(uid) === 5000);
+    failNextBatch = true;
+    await sql`update users set quota = 10, status = 2 where id = ${uid}`;
+    // Before, the failed read was logged and forgotten: B admitted against 5,000 until the user's next change.
+    await until(10_000, () => quotaB.balance(uid) === 10);
+    expect(failNextBatch).toBe(false);
+  }, 30_000);
 });

@@ -192,7 +192,7 @@ export class QuotaService {
   private loadBalance(userId: number): number {
     if (!this.deps.sink) {
       // Durable mode reads asynchronously: an unknown user has nothing to spend until its balance arrives.
-      void this.reloadBalance(userId);
+      this.refreshBalance(userId);
       return this.balances.get(userId) ?? 0;
     }
     const quota = this.deps.sink.balance(userId);
@@ -206,10 +206,17 @@ export class QuotaService {
   /**
    * Reads the user's committed balance into memory, in a batch that starts after this call (BatchedRefresh), so a
    * writer awaiting its `user.changed` sees its own change installed (a read begun before a redeem's commit left 0).
-   * Never rejects: a failed read is logged, and the balance held stays until the next change or resync.
+   * Rejects when the read failed (logged once per batch): a change feed's delivery then resyncs every cache. Callers
+   * that only want the balance fresh for later (the request path, a settlement whose outcome is unknown) use
+   * refreshBalance, which does not reject.
    */
   private reloadBalance(userId: number): Promise<void> {
     return this.balanceReads.run(userId);
+  }
+
+  /** reloadBalance for a caller that does not wait: a failure is already logged, and the next ask reads again. */
+  private refreshBalance(userId: number): void {
+    this.reloadBalance(userId).catch(() => {});
   }
 
   /**
@@ -237,9 +244,10 @@ export class QuotaService {
         ? (await durable.balancesOf(ids)).map((u) => [u.id, u.quota])
         : (await Promise.all(ids.map(async (id) => [id, await durable.balance(id)] as const))).filter((e): e is [number, number] => e[1] !== undefined));
     } catch (err) {
-      // One line per failed batch, not per user in it.
+      // One line per failed batch, not per user in it; rethrown so that a change heard from another node ends in
+      // the change feed's resync (a balance cut there must not stay uncut here until the user's next change).
       this.deps.log?.error('balance.load_failed', { userId: ids[0], users: ids.length, cause: errorText(err) });
-      return;
+      throw err;
     }
     for (const id of ids) {
       if (!unchanged(id)) continue;
@@ -629,7 +637,7 @@ export class QuotaService {
       }
     } catch (err) {
       // The outcome may be unknown (database unreachable): the balance is read again rather than guessed.
-      void this.reloadBalance(row.userId);
+      this.refreshBalance(row.userId);
       this.deps.log?.error('settlement.failed', { id: row.requestId, msg: 'not confirmed as charged', cause: errorText(err), row: JSON.stringify(row) });
       // The hold is neither dropped nor renewed: after its lease the reconciler looks the request id up
       // in the ledger and releases it with the committed balance, whichever way this write went.
