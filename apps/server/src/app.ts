@@ -11,6 +11,7 @@ import { frontDoor } from './plugins/front-door';
 import { RouteTable } from './plugins/route-table';
 import { quietValidation } from './plugins/quiet-validation';
 import { bodyShape } from './plugins/body-shape';
+import { nulText } from './plugins/nul-text';
 import { originOf } from './plugins/same-origin';
 import { managementAuthError, usesSessionCookie } from './plugins/auth';
 import { relayKeyOf } from './plugins/relay-key';
@@ -69,6 +70,7 @@ export function createApp(s: Services) {
       authenticate: authenticator(s), usesSessionCookie,
     }))
     .use(bodyShape(() => app.routes as any))
+    .use(nulText())
     .use(accessLog(s.config.logRequests, s.log))
     .use(metricsRoutes(s))
     // Metering writes are batched (BILLING_FLUSH_MS); the management API reads the database, so it

@@ -13,6 +13,7 @@ export * from './metrics';
 export * from './loop-delay';
 export * from './bounded-json';
 export * from './json-body-issue';
+export * from './nul-text';
 export * from './log';
 export * from './path-problem';
 export * from './rate-limits';
