@@ -2,7 +2,9 @@
  * `log export`: usage logs as CSV or JSON Lines, streamed to stdout or a file as they arrive; with `--json` one JSON
  * array of the JSON Lines rows (the global promise of one JSON document: before, `--json` printed the CSV).
  */
-import { closeSync, constants, fstatSync, ftruncateSync, openSync, unlinkSync, writeSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { accessSync, closeSync, constants, fchmodSync, lstatSync, openSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { MAX_ANSWER_BYTES, bodyChunks } from '../core/client';
 import type { App } from '../core/context';
@@ -29,8 +31,7 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
     const idleMs = exportIdleMs(ctx.io.env.GW_EXPORT_IDLE_MS);
     const { path, query } = await scopedQuery(ctx, { what: 'usage logs', adminPath: '/api/log/export', selfPath: '/api/log/export/self' }, options, opts);
     // Opened before anything is fetched: a path that cannot be written is a usage error (2), not a failure after the
-    // download began. Mode 0600 for a new file, as other users' usage is in it; an existing file keeps its mode, and
-    // its content until the server answers with the export (an expired token must not leave yesterday's export empty).
+    // download began. A regular file is replaced only when the export arrived whole (see openOut).
     const out = opts.out === undefined ? null : openOut(opts.out);
     const fd = out?.fd ?? null;
     let res: Response;
@@ -38,15 +39,9 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
       // The server builds the first page before it answers: that wait gets the export's idle limit, not 30 s.
       res = await ctx.client({ timeoutMs: idleMs }).stream(path, { query: { ...query, format } });
     } catch (e) {
-      if (out) {
-        closeSync(out.fd);
-        if (out.created) unlinkSync(opts.out);
-      }
+      out?.abort();
       throw e;
     }
-    // Only a regular file has content to replace: /dev/stdout, a pipe (`--out >(gzip > u.gz)`) or /dev/null refuse a
-    // truncate (EINVAL) and are written as they are.
-    if (out && !out.created && fstatSync(out.fd).isFile()) ftruncateSync(out.fd, 0);
     const url = ctx.credentials().url;
     const chunks = bodyChunks(res, url, idleMs);
     let bytes = 0;
@@ -55,8 +50,10 @@ export function registerLogExport(group: Command, app: App, filters: Filter[]): 
     if (fd !== null) {
       try {
         for await (const chunk of array ? encoded(array) : chunks) { writeAll(fd, chunk); bytes += chunk.length; }
-      } finally {
-        closeSync(fd);
+        out!.commit();
+      } catch (e) {
+        out!.abort();
+        throw e;
       }
       // --json: stdout still holds one document, saying where the array went.
       if (ctx.json) ctx.io.out(`${jsonText({ out: opts.out, bytes })}\n`);
@@ -95,19 +92,48 @@ function exportIdleMs(raw: string | undefined): number {
   return ms;
 }
 
-/** The --out file, opened for writing and not yet truncated; `created`: it did not exist (removed again on failure). */
-function openOut(path: string): { fd: number; created: boolean } {
-  const { O_WRONLY, O_CREAT, O_EXCL } = constants;
+/**
+ * The --out file. A regular file (or one still to be made) is written as a temporary file beside it, created 0600
+ * and never through a link (O_EXCL | O_NOFOLLOW), and renamed over it by `commit` only when the export arrived whole:
+ * truncating it first left a cut download's partial file where the previous export was. `abort` removes the
+ * temporary file. An existing file keeps its mode; a link (`latest.csv -> exports/2026.csv`) stays a link and its
+ * target is replaced. Anything else (/dev/stdout, a pipe such as `--out >(gzip > u.gz)`) cannot be renamed over and
+ * is written in place.
+ */
+interface OutFile { fd: number; commit(): void; abort(): void }
+function openOut(path: string): OutFile {
+  const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, W_OK } = constants;
   try {
-    try {
-      return { fd: openSync(path, O_WRONLY | O_CREAT | O_EXCL, 0o600), created: true };
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      // It exists, or is a link to a file still to be made (`latest.csv -> exports/2026.csv`), which O_EXCL never follows.
-      return { fd: openSync(path, O_WRONLY | O_CREAT, 0o600), created: false };
+    const target = finalPath(path);
+    const existing = statSync(target, { throwIfNoEntry: false });
+    if (existing && !existing.isFile()) {
+      const fd = openSync(target, O_WRONLY);
+      return { fd, commit: () => closeSync(fd), abort: () => closeSync(fd) };
     }
+    // Renaming over a read-only file would succeed where writing it was refused before.
+    if (existing) accessSync(target, W_OK);
+    const tmp = `${target}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+    const fd = openSync(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+    if (existing) fchmodSync(fd, existing.mode & 0o7777);
+    let open = true;
+    const close = () => { if (open) { open = false; closeSync(fd); } };
+    return {
+      fd,
+      commit: () => { close(); renameSync(tmp, target); },
+      abort: () => { close(); rmSync(tmp, { force: true }); },
+    };
   } catch (e) {
     throw new UsageError(`--out: cannot write ${path} (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+  }
+}
+
+/** Where a write to `path` lands: the file a link points at (even one still to be made), else `path` itself. */
+function finalPath(path: string): string {
+  if (!lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink()) return path;
+  try {
+    return realpathSync(path);
+  } catch {
+    return resolve(dirname(path), readlinkSync(path)); // a dangling link: the file it names, made by this export
   }
 }
 
