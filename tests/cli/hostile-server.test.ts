@@ -226,8 +226,11 @@ test('a connection closed in the middle of an answer or a download is unreachabl
   // Headers and the first bytes of a longer body, then the connection goes: a dropped link, a restarting proxy.
   const cut = createServer((c) => {
     c.once('data', (req) => {
-      const csv = String(req).startsWith('GET /api/log/export');
-      c.write(`HTTP/1.1 200 OK\r\ncontent-type: ${csv ? 'text/csv' : 'application/json'}\r\ncontent-length: 100000\r\n\r\n${csv ? 'a,b\n1,2\n' : '{"success":true,"data":{"id":1,'}`);
+      const line = String(req).split('\r\n')[0]!;
+      const csv = line.startsWith('GET /api/log/export');
+      // An export asked for as JSON Lines (`--json`) gets whole JSON rows before the cut, as a gateway would send.
+      const rows = line.includes('format=jsonl') ? '{"a":1}\n{"a":2}\n' : 'a,b\n1,2\n';
+      c.write(`HTTP/1.1 200 OK\r\ncontent-type: ${csv ? 'text/csv' : 'application/json'}\r\ncontent-length: 100000\r\n\r\n${csv ? rows : '{"success":true,"data":{"id":1,'}`);
       setTimeout(() => c.destroy(), 50);
     });
   });
