@@ -114,11 +114,15 @@ export async function readBounded(stream: ReadableStream<Uint8Array> | null, bou
  * A fetch response's body within `limit` bytes (no deadline of its own: the caller's abort signal ends it).
  * A body whose declared Content-Length fits is read natively in one piece (HTTP framing stops it at that
  * length, and the per-chunk read loop cost more than the rest of a small answer); any other is read as a
- * stream and cut past the limit.
+ * stream and cut past the limit. A compressed body (any `content-encoding` but identity) never takes the fast
+ * path: fetch decodes it, and its Content-Length counts the compressed bytes, so a 1 MB gzip body that decodes to
+ * gigabytes was buffered whole by `arrayBuffer()` (measured: +500 MiB in 5 s); read as a stream, the limit applies
+ * to the decoded bytes.
  */
 export async function readResponseBounded(res: Response, limit: number): Promise<BoundedRead> {
   const declared = res.headers.get('content-length');
-  const n = declared !== null && /^\d{1,15}$/.test(declared) ? Number(declared) : -1;
+  const encoding = res.headers.get('content-encoding');
+  const n = declared !== null && /^\d{1,15}$/.test(declared) && (encoding === null || /^\s*identity\s*$/i.test(encoding)) ? Number(declared) : -1;
   if (n < 0 || n > limit || !res.body) return readBounded(res.body, { limit, deadline: Infinity });
   try {
     const bytes = new Uint8Array(await res.arrayBuffer());
