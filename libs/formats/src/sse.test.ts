@@ -41,6 +41,15 @@ describe('SseParser', () => {
     expect(parseSplit(SAMPLE, Array.from({ length: len - 1 }, (_, i) => i + 1))).toEqual(EXPECTED);
   });
 
+  test('runs of blank lines (any line ends) between and inside events change nothing, at every split point', () => {
+    const runs = SAMPLE.replace(/\n\n/g, '\n\n\n\r\n\r\r\n\n').replace(/\r\r/g, '\r\r\r\n\n');
+    expect(parseSplit(runs, [])).toEqual(EXPECTED);
+    const len = enc.encode(runs).length;
+    for (let i = 1; i < len; i++) expect(parseSplit(runs, [i])).toEqual(EXPECTED);
+    // An event still open across a blank run ends at its first blank line, and `id` survives the run.
+    expect(parseSplit('id: 3\ndata: a\r\r\n\n\r\ndata: b\n\n', [6, 16])).toEqual([{ event: undefined, data: 'a', id: '3' }, { event: undefined, data: 'b', id: '3' }]);
+  });
+
   test('a leading BOM is ignored; an unterminated last event is dropped', () => {
     expect(parseSplit('\uFEFFdata: a\n\ndata: partial', [])).toEqual([{ event: undefined, data: 'a' }]);
   });

@@ -57,6 +57,15 @@ describe('AnthropicFramer', () => {
     expect(run('raw', STREAM, Array.from({ length: len - 1 }, (_, i) => i + 1))).toEqual(want);
   });
 
+  test('runs of blank lines between events are dropped in one pass: the same as the generic path for every split', () => {
+    const runs = STREAM.replace(/\n\n/g, '\n\n\n\n\n');
+    const want = run('generic', STREAM, []);
+    expect(run('generic', runs, [])).toEqual(want);
+    const len = enc.encode(runs).length;
+    for (let i = 1; i < len; i++) expect(run('raw', runs, [i])).toEqual(want);
+    expect(run('raw', runs, Array.from({ length: len - 1 }, (_, i) => i + 1))).toEqual(want);
+  });
+
   test('needles searched in place in a many-event chunk: usage hidden in deltas, escapes, other pieces, the same as the generic path', () => {
     // Every event kind the framer may forward raw, with the needles it looks for placed in some events and not in
     // their neighbours, so that a needle found ahead for one event must not be taken for a later or earlier one's.
