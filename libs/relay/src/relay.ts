@@ -25,6 +25,7 @@ import { clientNotFound } from './client-not-found';
 import { codeExecutionToolAt, requireCodeExecutionPrice } from './code-execution';
 import { samplingsBound } from './server-tool-loop';
 import { namesStreamOptions, StreamOptionsRefusals } from './stream-options';
+import { DecodedBound, identityEncoding, isCompressed } from './stream-encoding';
 
 const utf8 = new TextEncoder();
 
@@ -457,8 +458,10 @@ export class RelayService {
       sentMaxTokens = sent.max_tokens;
       const u = adapter.buildMessagesRequest(sent, { ...target, forwardedHeaders }, p.clientHeaders);
       if (r.signal?.aborted) return fail({ phase: 'transport', cause: r.signal.reason }, 'client closed');
+      // A stream is asked for uncompressed: a compressed one makes the gateway decode what the upstream never sent.
+      const init = (q: UpstreamRequest) => (r.body.stream === true ? identityEncoding(q.init) : q.init);
       const call = (q: UpstreamRequest) =>
-        fetch(q.url, { ...(r.body.stream === true && q.init.body.length >= RELEASED_BODY_CHARS ? releasedOnceSent(q.init) : q.init), signal: ctrl.signal });
+        fetch(q.url, { ...(r.body.stream === true && q.init.body.length >= RELEASED_BODY_CHARS ? releasedOnceSent(init(q)) : init(q)), signal: ctrl.signal });
       try {
         upstream = await call(u);
         // A 400 naming stream_options: sent once more without it, on the same channel (see stream-options.ts).
@@ -596,6 +599,7 @@ export class RelayService {
       reader, first: start.bytes, pending: start.pending, decoder: adapter.createStreamDecoder(ctx), signal: r.signal, requestId: r.requestId, startedAt: r.startedAt,
       idleMs: ch.timeoutMs, stallMs: cfg.streamStallMs, maxMs: cfg.streamMaxMs, bufferBytes: cfg.streamBufferBytes, keepAliveMs: cfg.sseKeepAliveMs,
       onEnd: this.streamEnd(res, r.ticket, ch, bill, attempts, scrubber), holdEnd: this.d.quota.commitsLater,
+      ...(isCompressed(upstream.headers) ? { decodedBound: new DecodedBound() } : {}),
       ...(this.d.quota.keepsUnfinished ? { checkpointMs: STREAM_CHECKPOINT_MS, onCheckpoint: this.streamCheckpoint(res, r.ticket, ch, bill, attempts) } : {}),
     });
     return { ok: true, channel: ch, response };

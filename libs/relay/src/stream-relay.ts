@@ -34,6 +34,7 @@ import type { ReportedPeak, StreamDecoder } from '@gw/providers';
 import { abortError } from './fault';
 import { turnOver } from './turn';
 import { endAfter, heldTail, holdLastByte } from './held-tail';
+import type { DecodedBound } from './stream-encoding';
 
 export interface StreamEnd {
   /** What the upstream reported when it did (`reported`), else the estimate of what was delivered. */
@@ -86,6 +87,11 @@ export interface StreamRelayInput {
    */
   checkpointMs?: number;
   onCheckpoint?(end: StreamEnd): void;
+  /**
+   * The upstream compressed its stream (against the request's accept-encoding): its decoded bytes are bounded, and
+   * past a bound the stream ends as the upstream's bad response (stream-encoding.ts). Absent: not compressed.
+   */
+  decodedBound?: DecodedBound;
 }
 
 /** A failure the relay itself imposed on the upstream read; its message is ours and shown to the client. */
@@ -159,6 +165,7 @@ class StreamRelay {
   readonly signal: AbortSignal | undefined;
   readonly decoder: StreamDecoder;
   readonly bufferBytes: number;
+  private readonly decodedBound: DecodedBound | undefined;
   private readonly idleMs: number;
   /** The upstream's time to close once the answer is whole. */
   private readonly tailMs: number;
@@ -222,6 +229,7 @@ class StreamRelay {
     this.signal = p.signal;
     this.decoder = p.decoder;
     this.bufferBytes = p.bufferBytes;
+    this.decodedBound = p.decodedBound;
     this.idleMs = p.idleMs;
     this.tailMs = Math.min(TAIL_GRACE_MS, p.idleMs);
     this.stallMs = p.stallMs;
@@ -251,17 +259,11 @@ class StreamRelay {
     if ('error' in r) out = t.fail(r.error);
     else if (this.stopped) out = t.fail(this.stopped);
     else if (r.done) out = t.end();
+    else if (this.decodedBound) out = this.pushBounded(t, r.value, this.decodedBound);
     else {
       out = t.push(r.value);
       if (t.stopped) this.reader.cancel().catch(() => {});
-      else if (this.wholeAt < 0 && t.answerWhole) {
-        // From now on the upstream has tailMs to close, whatever it still sends (pings would reset an idle limit).
-        this.wholeAt = performance.now();
-        if (this.timer !== undefined) {
-          clearTimeout(this.timer);
-          this.timer = setTimeout(checkDeadlines, this.tailMs, this);
-        }
-      }
+      else if (this.wholeAt < 0 && t.answerWhole) this.becameWhole();
     }
     for (const part of out) {
       this.parts.push(part);
@@ -269,6 +271,39 @@ class StreamRelay {
       this.produced += part.byteLength;
     }
     this.finished = t.stopped;
+  }
+
+  /**
+   * A compressed stream's chunk: not scanned at all once the stream's decoded total passes its bound, and the stream
+   * ended after it if too much in a row gave the client nothing. Ended as an oversized event is (the machine's error
+   * event), billed for what was delivered, the upstream's fault.
+   */
+  private pushBounded(t: StreamDecoder['transcoder'], chunk: Uint8Array, bound: DecodedBound): Uint8Array[] {
+    let why = bound.take(chunk.byteLength);
+    let out: Uint8Array[] = [];
+    if (!why) {
+      out = t.push(chunk);
+      if (t.stopped) {
+        this.reader.cancel().catch(() => {});
+        return out;
+      }
+      why = bound.scanned(out.length > 0);
+      if (!why) {
+        if (this.wholeAt < 0 && t.answerWhole) this.becameWhole();
+        return out;
+      }
+    }
+    this.halt(new StreamAbortedError(why, 'upstream_bad_response', true));
+    return [...out, ...t.fail(this.stopped)];
+  }
+
+  private becameWhole(): void {
+    // From now on the upstream has tailMs to close, whatever it still sends (pings would reset an idle limit).
+    this.wholeAt = performance.now();
+    if (this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = setTimeout(checkDeadlines, this.tailMs, this);
+    }
   }
 
   end(clientSide: { code: string } | null): void | Promise<void> {
