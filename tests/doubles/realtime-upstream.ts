@@ -214,6 +214,8 @@ export function startRealtimeUpstream(): RealtimeUpstreamDouble {
       return new Response('expected a websocket', { status: 400 });
     },
     websocket: {
+      // Like a real server, compression is accepted when the client offers it (the gateway must not).
+      perMessageDeflate: true,
       open(ws) {
         const c = self.connections.find((x) => x.id === ws.data.id)!;
         c.ws = ws;

@@ -3,7 +3,7 @@
  * PostgreSQL, 3 nodes): a client event the gateway would parse past REALTIME_MAX_EVENT_BYTES is refused unread and
  * never forwarded (`error` event_too_large, close 1009) while a plain audio append of that size passes; a message past
  * REALTIME_MAX_FRAME_BYTES is closed 1009 by the server; an upstream text frame past REALTIME_MAX_UPSTREAM_FRAME_BYTES is
- * not relayed and ends the session; and a flood within those bounds is read at REALTIME_READ_BYTES_PER_SECOND, in order
+ * not relayed and ends the session; no permessage-deflate is offered upstream; and a flood within those bounds is read at REALTIME_READ_BYTES_PER_SECOND, in order
  * and nothing lost, while another session's round trips go on. Before, every frame up to Bun's 16 MiB was parsed
  * as fast as it came (bench/realtime-flood.ts: another session's round trip went from 0.6 ms to 150-200 ms p50).
  */
@@ -105,6 +105,20 @@ test('an upstream text frame past REALTIME_MAX_UPSTREAM_FRAME_BYTES is not relay
   expect(close.code).toBe(1011);
   expect(c.events().find((e) => e.type === 'error').error.code).toBe('upstream_frame_too_large');
   expect(c.frames.some((f) => typeof f === 'string' && f.includes('huge-up'))).toBe(false);
+});
+
+test('no permessage-deflate is offered upstream: a compressed frame cannot be inflated in the gateway; a frame sent "compressed" is bounded as it is', async () => {
+  // Bun inflates a compressed frame whole before any size check: offered, a 128 MiB frame of a few kB took +423 MiB
+  // and 443 ms. The double accepts compression like a real server; the gateway's handshake must not offer it.
+  const { c, conn } = await session();
+  const handshake = up.connections.find((x) => x.id === conn)!.headers;
+  expect(handshake['sec-websocket-extensions']).toBeUndefined();
+  // Asked to compress, the server cannot (nothing negotiated): the frame travels and is refused at its real size.
+  up.connections.find((x) => x.id === conn)!.ws.send(`{"type":"response.output_text.delta","delta":"${'z'.repeat(4 * MAX_UPSTREAM)}","marker":"deflated"}`, true);
+  const close = await c.waitClose();
+  expect(close.code).toBe(1011);
+  expect(c.events().find((e) => e.type === 'error').error.code).toBe('upstream_frame_too_large');
+  expect(c.frames.some((f) => typeof f === 'string' && f.includes('deflated'))).toBe(false);
 });
 
 test('a flood of events within the bounds is read at REALTIME_READ_BYTES_PER_SECOND, in order, nothing lost, while another session goes on', async () => {
