@@ -213,6 +213,21 @@ describe('admin reset of 2FA', () => {
     expect((await login(user)).body.error?.code).toBe('totp_required');
   }, 30_000);
 
+  test('an admin demoted between the reset\'s check and its write resets nothing (403)', async () => {
+    // The actor's role was the one its request read at the start: demoted meanwhile, it still turned off the 2FA of
+    // a user it no longer ranks above. The actor's role is now read by the write too.
+    const admin = await makeUser(gw, 10);
+    const user = await makeUser(gw);
+    await enable2fa(user);
+    const hold = holdWrites(gw.services.security, 'disableTotp', ([id]) => id === user.id);
+    const r = await whileHeld(hold, () => gw.nodeApi('POST', `/api/user/${user.id}/2fa/reset`, undefined, admin.token),
+      async () => { expect((await gw.api('PUT', '/api/user/', { id: admin.id, role: 1 })).status).toBe(200); });
+    expect([r.status, r.body.error?.code]).toEqual([403, 'insufficient_role']);
+    expect((await gw.api('GET', '/api/user/2fa/status', undefined, user.token)).body.data.enabled).toBe(true);
+    expect(await storedSecret(user.id)).not.toBeNull();
+    expect((await login(user)).body.error?.code).toBe('totp_required');
+  }, 30_000);
+
   test('root can use 2FA like anyone', async () => {
     const root = (await gw.services.users.byUsername('root'))!;
     const r: User = { id: root.id, username: 'root', password: ROOT_PASSWORD, token: gw.rootToken };

@@ -227,9 +227,10 @@ export class TwoFactorService {
     if (!target) throw new GatewayError(404, 'user_not_found', `No user ${targetId}`, { param: 'id' });
     const refused = () => new GatewayError(403, 'insufficient_role', 'You can only reset two-factor authentication of users with a lower role than yours', { param: 'id' });
     if (target.role >= actor.role) throw refused();
-    // The role is checked again in the write: a promotion landing since the read above must not let an admin turn
-    // off a peer's 2FA. Nothing written: promoted meanwhile (403), or deleted meanwhile (404).
-    if (!(await this.repo.disableTotp(targetId, this.nowSec(), actor.role))) {
+    // Both roles are checked again in the write, as it reads them: neither a promotion of the target nor a demotion
+    // of the actor landing since the reads above may let an admin turn off a peer's 2FA. Nothing written: either
+    // changed meanwhile (403), or the target deleted meanwhile (404).
+    if (!(await this.repo.disableTotp(targetId, this.nowSec(), actor.id))) {
       if (await this.users.byId(targetId)) throw refused();
       throw new GatewayError(404, 'user_not_found', `No user ${targetId}`, { param: 'id' });
     }

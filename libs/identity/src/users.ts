@@ -62,12 +62,6 @@ export interface UserListQuery { keyword?: string; role?: number; status?: numbe
 /** The acting user: only what the rules look at. */
 export type Actor = Pick<UserRow, 'id' | 'role'>;
 
-/**
- * The role an admin's write requires the target to stay below (checked in the write: the target may be promoted
- * while the request runs, e.g. while a new password is hashed); root's writes have no such condition.
- */
-const belowOf = (actor: Actor): number | undefined => (actor.role >= ROLE.root ? undefined : actor.role);
-
 /** True when `actor` may alter `target` (admins: lower roles only; root: anyone). */
 export const canManage = (actor: Actor, target: Pick<UserRow, 'id' | 'role'>) => actor.role >= ROLE.root || target.role < actor.role;
 
@@ -165,7 +159,7 @@ export class UserService {
     // are refused while the user is disabled, and work again once re-enabled).
     const end = input.password !== undefined ? 'credentials' : patch.status === USER_STATUS.disabled ? 'sessions' : null;
     if (input.password !== undefined) patch.passwordHash = await hashPassword(input.password);
-    const view = await this.write(target.id, patch, end, undefined, belowOf(actor));
+    const view = await this.write(target.id, patch, end, undefined, actor.id);
     if (patch.email !== undefined && patch.email !== target.email) await this.voidResetTokens(target.id);
     return { before: target, view };
   }
@@ -216,7 +210,7 @@ export class UserService {
     const target = await this.mustGet(id);
     this.assertManage(actor, target);
     if (status === USER_STATUS.disabled && target.id === actor.id) throw forbidden('cannot_disable_self', 'You cannot disable yourself');
-    return this.write(id, { status }, status === USER_STATUS.disabled ? 'sessions' : null, undefined, belowOf(actor));
+    return this.write(id, { status }, status === USER_STATUS.disabled ? 'sessions' : null, undefined, actor.id);
   }
 
   async delete(actor: Actor, id: number): Promise<void> {
@@ -225,22 +219,24 @@ export class UserService {
     if (target.id === actor.id) throw forbidden('cannot_delete_self', 'You cannot delete yourself');
     this.assertManage(actor, target);
     // Sessions, access tokens, API keys and 2FA rows go with the user (ON DELETE CASCADE); the ledger stays as history.
-    // Nothing deleted: promoted meanwhile (403), or deleted meanwhile by another request (done, as before).
-    if (!(await this.users.delete(id, belowOf(actor))) && (await this.users.byId(id))) throw roleTooHigh();
+    // Nothing deleted: promoted (or the actor demoted) meanwhile (403), or deleted meanwhile by another request (done, as before).
+    if (!(await this.users.delete(id, actor.id)) && (await this.users.byId(id))) throw roleTooHigh();
     await this.bus.committed('user.changed', { userId: id });
   }
 
   /**
    * `ifPasswordHash`: only while the user's password hash is still this one (else 403 `invalid_password`, nothing written).
-   * `belowRole` (an admin's change): only while the user's role is still below it (else 403 `role_too_high`).
+   * `actorId` (an admin's change): only while that user still manages this one, both roles as the write reads them
+   * (else 403 `role_too_high`): the rule was checked on rows read at the request's start, and a slow step (a new
+   * password's hash) lies between; a promotion of the target or a demotion of the actor may land in it.
    */
-  private async write(id: number, patch: Partial<NewUserRow>, end: 'sessions' | 'credentials' | null, ifPasswordHash?: string, belowRole?: number): Promise<UserView> {
+  private async write(id: number, patch: Partial<NewUserRow>, end: 'sessions' | 'credentials' | null, ifPasswordHash?: string, actorId?: number): Promise<UserView> {
     // A role or status change goes through the guarded write: at least one enabled root must stay, or nobody
     // could manage admins, roots or root-only settings again (only the offline reset-root-password would help).
     // A rename too: it re-checks, in the write, that no other user has the name in another case.
     // A new e-mail address too: it re-checks, in the write, that no other user has it in another case (checkEmail reads before).
     const guarded = patch.role !== undefined || patch.status !== undefined || patch.username !== undefined || !!patch.email;
-    const row = await (guarded ? this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash, belowRole) : this.users.update(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash, belowRole)).catch(emailRace);
+    const row = await (guarded ? this.users.updateKeepingRoot(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash, actorId) : this.users.update(id, { ...patch, updatedAt: nowSeconds() }, ifPasswordHash, actorId)).catch(emailRace);
     if (row === 'last_root') {
       throw new GatewayError(409, 'last_root', 'This would leave no enabled root user: make or enable another root first', { param: patch.role !== undefined ? 'role' : 'status' });
     }
@@ -256,7 +252,7 @@ export class UserService {
     return toUserView(row);
   }
 
-  /** Why a conditional write by an admin wrote nothing: the user is gone (404), or was promoted to the admin's role or above meanwhile (403). */
+  /** Why a conditional write by an admin wrote nothing: the user is gone (404), or is no longer below the admin's role, either side having changed meanwhile (403). */
   private async refusedWrite(id: number): Promise<GatewayError> {
     return (await this.users.byId(id)) ? roleTooHigh() : notFound(id);
   }

@@ -68,6 +68,42 @@ export function identityContract(make: MakeEnv): void {
       expect(await users.count()).toBe(0);
     });
 
+    test('an admin\'s write (actorId) lands only while the actor, as the write reads it, still manages the target', async () => {
+      const { users } = env().repos;
+      const r = env().repos;
+      const admin = await seedUser(r, { role: 10 });
+      const root = await seedUser(r, { role: 100 });
+      const mk = () => seedUser(r, { role: 1 });
+      // The actor's role as the caller checked it allowed these; each write reads it again.
+      const [a, b, c] = [await mk(), await mk(), await mk()];
+      expect(await users.update(a.id, { displayName: 'by-admin' }, undefined, admin.id)).toMatchObject({ displayName: 'by-admin' });
+      // Root manages anyone, a peer root too; an admin not its peers.
+      const peer = await seedUser(r, { role: 100 });
+      expect(await users.update(peer.id, { displayName: 'by-root' }, undefined, root.id)).toMatchObject({ displayName: 'by-root' });
+      expect(await users.update(root.id, { displayName: 'by-admin' }, undefined, admin.id)).toBeUndefined();
+      // The admin is demoted between its check and its writes: none lands.
+      await users.update(admin.id, { role: 1 });
+      expect(await users.update(a.id, { displayName: 'late' }, undefined, admin.id)).toBeUndefined();
+      expect(await users.updateKeepingRoot(b.id, { status: 2 }, undefined, admin.id)).toBeUndefined();
+      expect(await users.delete(c.id, admin.id)).toBe(false);
+      expect([(await users.byId(a.id))!.displayName, (await users.byId(b.id))!.status, !!(await users.byId(c.id))]).toEqual(['by-admin', 1, true]);
+      // A root demoted to admin no longer reaches admins, and no longer a root.
+      await users.update(root.id, { role: 10 });
+      const otherAdmin = await seedUser(r, { role: 10 });
+      expect(await users.update(otherAdmin.id, { displayName: 'late' }, undefined, root.id)).toBeUndefined();
+      expect(await users.updateKeepingRoot(peer.id, { role: 1 }, undefined, root.id)).toBeUndefined();
+      expect(await users.delete(otherAdmin.id, root.id)).toBe(false);
+      // Still above plain users: those writes land.
+      expect(await users.updateKeepingRoot(b.id, { status: 2 }, undefined, root.id)).toMatchObject({ status: 2 });
+      expect(await users.delete(c.id, root.id)).toBe(true);
+      // An actor deleted meanwhile acts on nobody.
+      await users.delete(root.id);
+      expect(await users.update(a.id, { displayName: 'ghost' }, undefined, root.id)).toBeUndefined();
+      expect(await users.updateKeepingRoot(a.id, { status: 2 }, undefined, root.id)).toBeUndefined();
+      expect(await users.delete(a.id, root.id)).toBe(false);
+      expect(await users.byId(a.id)).toMatchObject({ displayName: 'by-admin', status: 1 });
+    });
+
     test('list: keyword is a LIKE over username, display name and email (ASCII case-folded, % and _ wild, no escape)', async () => {
       const { users } = env().repos;
       const mk = (username: string, displayName = '', email: string | null = null) =>
@@ -312,6 +348,33 @@ export function identityContract(make: MakeEnv): void {
       await r.security.disableTotp(u.id, 13);
       expect((await r.users.byId(u.id))!).toMatchObject({ totpEnabled: false, totpSecret: null, totpLastStep: 6 });
       expect(await r.security.unusedBackupCodes(u.id)).toBe(0);
+    });
+
+    test('an admin\'s 2FA reset (actorId) lands only while the target is below the actor\'s role as the write reads it', async () => {
+      const r = env().repos;
+      const admin = await seedUser(r, { role: 10 });
+      const root = await seedUser(r, { role: 100 });
+      const withTotp = async (role: number) => {
+        const u = await seedUser(r, { role });
+        await r.security.setPendingTotp(u.id, 'sealed', 1);
+        expect(await r.security.enableTotp(u.id, 1, ['c1'], 2, 'sealed', 'h')).toEqual({ sessionsEnded: 0 });
+        return u;
+      };
+      const on = async (id: number) => (await r.users.byId(id))!.totpEnabled;
+      const [a, b, peer] = [await withTotp(1), await withTotp(1), await withTotp(100)];
+      expect(await r.security.disableTotp(a.id, 3, admin.id)).toBe(true);
+      expect(await on(a.id)).toBe(false);
+      // Strictly below: root does not reset a peer root's.
+      expect(await r.security.disableTotp(peer.id, 3, root.id)).toBe(false);
+      // The admin is demoted between its check and the write: nothing changes.
+      await r.users.update(admin.id, { role: 1 });
+      expect(await r.security.disableTotp(b.id, 4, admin.id)).toBe(false);
+      expect(await on(b.id)).toBe(true);
+      expect(await r.security.unusedBackupCodes(b.id)).toBe(1);
+      // An actor deleted meanwhile resets nothing.
+      await r.users.delete(root.id);
+      expect(await r.security.disableTotp(b.id, 5, root.id)).toBe(false);
+      expect(await on(b.id)).toBe(true);
     });
 
     test('backup codes are used once; replacing voids the old set', async () => {

@@ -3,6 +3,7 @@ import type { PgDb } from '../pg/client';
 import { USER_STATUS, accessTokens, backupCodes, passwordResets, sessions, users } from '../schema-pg';
 import type { CredentialsEnded, LoginClaim, ResetBasis, TwoFactorWritten } from '../repos/security';
 import { otherSessions } from './sessions';
+import { belowActor } from '../repos/actor-guard';
 
 /**
  * PostgreSQL twin of ../repos/security.ts (same methods, async). Every "use once" operation stays a
@@ -35,11 +36,11 @@ export class PgSecurityRepo {
     });
   }
 
-  async disableTotp(userId: number, now: number, belowRole?: number): Promise<boolean> {
+  async disableTotp(userId: number, now: number, actorId?: number): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       // The UPDATE locks the row and judges the role as committed: a promotion either landed first (nothing written)
-      // or waits for this commit.
-      const below = belowRole === undefined ? undefined : lt(users.role, belowRole);
+      // or waits for this commit. The actor's role is read by the same statement: a demotion committed before it is seen.
+      const below = actorId === undefined ? undefined : belowActor(users.role, actorId);
       const hit = await tx.update(users).set({ totpEnabled: false, totpSecret: null, updatedAt: now }).where(and(eq(users.id, userId), below)).returning({ id: users.id });
       if (!hit.length) return false;
       await tx.delete(backupCodes).where(eq(backupCodes.userId, userId));

@@ -1,10 +1,11 @@
-import { and, asc, count, desc, eq, gte, inArray, lt, ne, or, sql, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gte, inArray, ne, or, sql, type SQL } from 'drizzle-orm';
 import { inChunks } from '../repos/in-chunks';
 import type { PgDb } from '../pg/client';
 import { users } from '../schema-pg';
 import { ROLE, USER_STATUS } from '../schema';
 import { emailTaken, leavesRoot, usernameTaken, USERNAME_LOCK, type NewUserRow, type UserListFilter, type UserRow } from '../repos/users';
 import { asciiLower, likeFolded } from './sql';
+import { managedBy, manages } from '../repos/actor-guard';
 
 /** PostgreSQL twin of ../repos/users.ts (same methods, async). */
 export class PgUsersRepo {
@@ -35,11 +36,12 @@ export class PgUsersRepo {
     return (await this.db.insert(users).values(row).onConflictDoNothing({ target: users.username }).returning())[0];
   }
 
-  async update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, belowRole?: number): Promise<UserRow | undefined> {
+  async update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, actorId?: number): Promise<UserRow | undefined> {
     const same = ifPasswordHash === undefined ? undefined : eq(users.passwordHash, ifPasswordHash);
-    // Re-checked on the row as committed when a concurrent write held it (READ COMMITTED): a promotion is seen.
-    const below = belowRole === undefined ? undefined : lt(users.role, belowRole);
-    return (await this.db.update(users).set(patch).where(and(eq(users.id, id), same, below)).returning())[0];
+    // The target's role is re-checked on the row as committed when a concurrent write held it (READ COMMITTED): a
+    // promotion is seen. The actor's role is read by this statement: a demotion committed before it is seen.
+    const managed = actorId === undefined ? undefined : managedBy(users.role, actorId);
+    return (await this.db.update(users).set(patch).where(and(eq(users.id, id), same, managed)).returning())[0];
   }
 
   /**
@@ -51,7 +53,7 @@ export class PgUsersRepo {
   }
 
   /** A rename or a new e-mail address also takes USERNAME_LOCK and keeps usernames and addresses unique ignoring ASCII case (409 username_taken, email_taken, thrown). */
-  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, belowRole?: number): Promise<UserRow | undefined | 'last_root'> {
+  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, actorId?: number): Promise<UserRow | undefined | 'last_root'> {
     return this.db.transaction(async (tx) => {
       if (patch.username !== undefined || patch.email) {
         await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${USERNAME_LOCK}))`);
@@ -66,23 +68,25 @@ export class PgUsersRepo {
         const [own] = clash ? await tx.select({ email: users.email }).from(users).where(eq(users.id, id)) : [];
         if (clash && own?.email !== patch.email) throw emailTaken();
       }
-      // The target in the same id-ordered lock as the roots: locking it after them could deadlock with a
-      // settlement, which locks several users' rows in id order too.
+      // The target (and the acting admin) in the same id-ordered lock as the roots: locking them after them could
+      // deadlock with a settlement, which locks several users' rows in id order too.
+      const mine = actorId === undefined ? eq(users.id, id) : inArray(users.id, [id, actorId]);
       const locked = await tx.select().from(users)
-        .where(or(and(gte(users.role, ROLE.root), eq(users.status, USER_STATUS.enabled)), eq(users.id, id))).orderBy(asc(users.id)).for('update');
+        .where(or(and(gte(users.role, ROLE.root), eq(users.status, USER_STATUS.enabled)), mine)).orderBy(asc(users.id)).for('update');
       const before = locked.find((r) => r.id === id);
       // The row is locked: a password change lands before this read or waits for the write.
       if (!before || (ifPasswordHash !== undefined && before.passwordHash !== ifPasswordHash)) return undefined;
-      if (belowRole !== undefined && before.role >= belowRole) return undefined;
+      // The actor's row too: a demotion of it committed before this read is seen, a later one waits for this write.
+      if (actorId !== undefined && !manages(locked.find((r) => r.id === actorId), before)) return undefined;
       const otherRoots = locked.filter((r) => r.id !== id && r.role >= ROLE.root && r.status === USER_STATUS.enabled);
       if (leavesRoot(before, patch) && otherRoots.length === 0) return 'last_root';
       return (await tx.update(users).set(patch).where(eq(users.id, id)).returning())[0];
     });
   }
 
-  async delete(id: number, belowRole?: number): Promise<boolean> {
-    const below = belowRole === undefined ? undefined : lt(users.role, belowRole);
-    return (await this.db.delete(users).where(and(eq(users.id, id), below)).returning({ id: users.id })).length > 0;
+  async delete(id: number, actorId?: number): Promise<boolean> {
+    const managed = actorId === undefined ? undefined : managedBy(users.role, actorId);
+    return (await this.db.delete(users).where(and(eq(users.id, id), managed)).returning({ id: users.id })).length > 0;
   }
 
   async count(): Promise<number> {

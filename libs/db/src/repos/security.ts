@@ -2,6 +2,7 @@ import { and, count, eq, gt, isNull, lt, ne, sql } from 'drizzle-orm';
 import type { Db } from '../client';
 import { USER_STATUS, accessTokens, backupCodes, passwordResets, sessions, users } from '../schema';
 import { otherSessions } from './sessions';
+import { belowActor } from './actor-guard';
 
 /** A 2FA write that landed, and the other login sessions it ended with it. */
 export interface TwoFactorWritten { sessionsEnded: number }
@@ -31,10 +32,11 @@ export interface SecurityStore {
    */
   enableTotp(userId: number, step: number, codeHashes: string[], now: number, sealed: string, passwordHash: string, keepSessionHash?: string): Promise<TwoFactorWritten | false>;
   /**
-   * Turns 2FA off: forgets the secret and every backup code. With `belowRole` (an admin's reset) only while the user's
-   * role is still below it, checked in the write: false, nothing changed, when it is not (or the user is gone).
+   * Turns 2FA off: forgets the secret and every backup code. With `actorId` (an admin's reset) only while the user's
+   * role is below that user's, both as the write reads them: false, nothing changed, when it is not (the target
+   * promoted, or the actor demoted or deleted, since the caller's check), or the user is gone.
    */
-  disableTotp(userId: number, now: number, belowRole?: number): Promise<boolean>;
+  disableTotp(userId: number, now: number, actorId?: number): Promise<boolean>;
   /**
    * Replaces the user's backup codes (the old ones stop working). With `ifPasswordHash`, only while the user's
    * password hash is still that one (the one the current password was checked against): false, nothing written.
@@ -123,10 +125,10 @@ export class SecurityRepo implements SecurityStore {
     });
   }
 
-  /** Turns 2FA off: forgets the secret and every backup code (with `belowRole`, only while the role is below it). */
-  async disableTotp(userId: number, now: number, belowRole?: number): Promise<boolean> {
+  /** Turns 2FA off: forgets the secret and every backup code (with `actorId`, only while the role is below the actor's). */
+  async disableTotp(userId: number, now: number, actorId?: number): Promise<boolean> {
     return this.db.transaction((tx) => {
-      const below = belowRole === undefined ? undefined : lt(users.role, belowRole);
+      const below = actorId === undefined ? undefined : belowActor(users.role, actorId);
       const hit = tx.update(users).set({ totpEnabled: false, totpSecret: null, updatedAt: now }).where(and(eq(users.id, userId), below)).returning({ id: users.id }).all();
       if (!hit.length) return false;
       tx.delete(backupCodes).where(eq(backupCodes.userId, userId)).run();

@@ -1,8 +1,9 @@
-import { and, count, desc, eq, inArray, like, lt, or, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, inArray, like, or, sql, type SQL } from 'drizzle-orm';
 import { inChunks } from './in-chunks';
 import { GatewayError } from '@gw/core';
 import type { Db } from '../client';
 import { ROLE, USER_STATUS, users } from '../schema';
+import { managedBy, manages } from './actor-guard';
 
 export type UserRow = typeof users.$inferSelect;
 export type NewUserRow = typeof users.$inferInsert;
@@ -33,22 +34,23 @@ export interface UsersStore {
   /**
    * `ifPasswordHash`: write only while the stored password hash is still this one (the one a current password was
    * checked against), else undefined and nothing written: a change authorised by a password replaced meanwhile
-   * must not land after the replacement. `belowRole`: write only while the user's role is below it (an admin's
-   * change, checked against a row read before a slow step, must not land on a user promoted meanwhile), else
-   * undefined and nothing written.
+   * must not land after the replacement. `actorId` (an admin's change): write only while that user, with its role as
+   * the write reads it, manages this one (root, or a role above the user's): checked against rows read before a slow
+   * step, the change must land neither on a user promoted meanwhile nor by an actor demoted (or deleted) meanwhile;
+   * else undefined and nothing written.
    */
-  update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, belowRole?: number): Promise<UserRow | undefined>;
+  update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, actorId?: number): Promise<UserRow | undefined>;
   /**
    * `update`, unless it would take the last enabled root out of being one (role below root, or disabled): then
    * 'last_root' and nothing written. Atomic against concurrent calls (SQLite: one transaction in the one writer;
    * PostgreSQL: the enabled roots' rows are locked first), so two roots demoting each other cannot both succeed.
-   * `ifPasswordHash` and `belowRole` as in `update`.
+   * `ifPasswordHash` and `actorId` as in `update`.
    */
-  updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, belowRole?: number): Promise<UserRow | undefined | 'last_root'>;
+  updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, actorId?: number): Promise<UserRow | undefined | 'last_root'>;
   /** A user other than `exceptId` whose username equals `username` ignoring ASCII case (outside a write: advisory). */
   byUsernameFolded(username: string, exceptId?: number): Promise<UserRow | undefined>;
-  /** `belowRole` as in `update`: false, nothing deleted, when the user's role is not below it. */
-  delete(id: number, belowRole?: number): Promise<boolean>;
+  /** `actorId` as in `update`: false, nothing deleted, when that user does not (or no longer) manage this one. */
+  delete(id: number, actorId?: number): Promise<boolean>;
   count(): Promise<number>;
   list(f: UserListFilter): Promise<{ items: UserRow[]; total: number }>;
 }
@@ -106,10 +108,10 @@ export class UsersRepo implements UsersStore {
     return this.db.insert(users).values(row).onConflictDoNothing({ target: users.username }).returning().get();
   }
 
-  async update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, belowRole?: number): Promise<UserRow | undefined> {
+  async update(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, actorId?: number): Promise<UserRow | undefined> {
     const same = ifPasswordHash === undefined ? undefined : eq(users.passwordHash, ifPasswordHash);
-    const below = belowRole === undefined ? undefined : lt(users.role, belowRole);
-    return this.db.update(users).set(patch).where(and(eq(users.id, id), same, below)).returning().get();
+    const managed = actorId === undefined ? undefined : managedBy(users.role, actorId);
+    return this.db.update(users).set(patch).where(and(eq(users.id, id), same, managed)).returning().get();
   }
 
   async byUsernameFolded(username: string, exceptId = 0): Promise<UserRow | undefined> {
@@ -117,11 +119,11 @@ export class UsersRepo implements UsersStore {
   }
 
   /** Also keeps usernames and e-mail addresses unique ignoring case when the patch sets one (409 username_taken, email_taken, thrown). */
-  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, belowRole?: number): Promise<UserRow | undefined | 'last_root'> {
+  async updateKeepingRoot(id: number, patch: Partial<NewUserRow>, ifPasswordHash?: string, actorId?: number): Promise<UserRow | undefined | 'last_root'> {
     return this.db.transaction((tx) => {
       const before = tx.select().from(users).where(eq(users.id, id)).get();
       if (!before || (ifPasswordHash !== undefined && before.passwordHash !== ifPasswordHash)) return undefined;
-      if (belowRole !== undefined && before.role >= belowRole) return undefined;
+      if (actorId !== undefined && !manages(tx.select({ role: users.role }).from(users).where(eq(users.id, actorId)).get(), before)) return undefined;
       if (patch.username !== undefined && patch.username !== before.username
         && tx.select({ id: users.id }).from(users).where(and(sql`lower(${users.username}) = lower(${patch.username})`, sql`${users.id} <> ${id}`)).get()) {
         throw usernameTaken(patch.username);
@@ -139,9 +141,9 @@ export class UsersRepo implements UsersStore {
     });
   }
 
-  async delete(id: number, belowRole?: number): Promise<boolean> {
-    const below = belowRole === undefined ? undefined : lt(users.role, belowRole);
-    return this.db.delete(users).where(and(eq(users.id, id), below)).returning({ id: users.id }).all().length > 0;
+  async delete(id: number, actorId?: number): Promise<boolean> {
+    const managed = actorId === undefined ? undefined : managedBy(users.role, actorId);
+    return this.db.delete(users).where(and(eq(users.id, id), managed)).returning({ id: users.id }).all().length > 0;
   }
 
   async count(): Promise<number> {
