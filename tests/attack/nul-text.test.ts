@@ -73,3 +73,26 @@ test('a NUL in any string or key of an /api JSON body is a 400 naming the field,
   }
   expect((await gw.api('GET', '/api/channel/')).body.data.items).toEqual([]);
 });
+
+test('which refusal a body with a NUL and another fault gets: the order of the checks holds', async () => {
+  // The NUL is found by the same walk as lone surrogates and `__proto__` keys, but refused after them, after a
+  // field of the wrong kind, and after a NUL in the URL; the first NUL in document order is the one named.
+  const channel = (over: Record<string, unknown>) => ({ name: 'ok', type: 'anthropic', base_url: 'http://127.0.0.1:9', key: 'sk-upstream', models: ['m'], ...over });
+  const CASES: Array<[string, string, string, { code: string; param: string; says: RegExp }]> = [
+    ['POST', '/api/channel/', JSON.stringify(channel({ name: 'a\u0000', models: ['m', 'x\ud800'] })), { code: 'invalid_format', param: 'models[1]', says: /unpaired UTF-16 surrogate/ }],
+    ['POST', '/api/channel/', `{"name":"a\\u0000","model_mapping":{"__proto__":"m"},"type":"anthropic","base_url":"http://127.0.0.1:9","key":"k","models":["m"]}`, { code: 'invalid_value', param: 'model_mapping.__proto__', says: /__proto__/ }],
+    ['PUT', '/api/channel/', JSON.stringify({ id: 1, name: 'a\u0000', headers: 'x' }), { code: 'invalid_type', param: 'headers', says: /./ }],
+    ['POST', '/api/channel/?x=%00', JSON.stringify(channel({ name: 'a\u0000' })), { code: 'invalid_format', param: 'x', says: /NUL/ }],
+    ['POST', '/api/channel/', JSON.stringify(channel({ models: ['m', 'x\u0000'], model_mapping: { 'k\u0000': 'm' } })), { code: 'invalid_format', param: 'models[1]', says: /NUL/ }],
+    ['POST', '/api/channel/', JSON.stringify(channel({ model_mapping: { 'k\u0000': 'm\u0000' } })), { code: 'invalid_format', param: 'model_mapping.k\u0000', says: /NUL/ }],
+  ];
+  for (const [method, path, body, want] of CASES) {
+    const res = await gw.api(method, path, body);
+    expect({ path, body, status: res.status, code: res.body.error?.code, param: res.body.error?.param, says: want.says.test(res.body.error?.message ?? '') })
+      .toEqual({ path, body, status: 400, code: want.code, param: want.param, says: true });
+  }
+  // Credentials and role before a NUL in the body too.
+  expect((await gw.api('POST', '/api/group/', JSON.stringify({ name: 'g\u0000' }), null)).status).toBe(401);
+  expect((await gw.api('POST', '/api/group/', JSON.stringify({ name: 'g\u0000' }), user.token)).status).toBe(403);
+  expect((await gw.api('GET', '/api/channel/')).body.data.items).toEqual([]);
+});

@@ -1,30 +1,11 @@
 /**
  * PostgreSQL text and jsonb cannot hold NUL (U+0000); SQLite stores it. A NUL in a management request therefore
  * answered 200 on one backend and 400 `value_out_of_range` on the other (the database refusing the parameter), so
- * /api refuses it up front on both. Relay (/v1) message text may hold NUL and is forwarded untouched.
+ * /api refuses it up front on both. Relay (/v1) message text may hold NUL and is forwarded untouched. A JSON body's
+ * keys and strings are searched in the one walk that checks it for other things (json-body-issue.ts, kind `nul_text`).
  */
 
 const hasNul = (s: string) => s.includes('\u0000');
-
-/** `param`-style path (`models[0]`, `headers.x`) of the first key or string holding a NUL, or null. */
-export function nulTextAt(value: unknown, at = ''): string | null {
-  if (typeof value === 'string') return hasNul(value) ? at : null;
-  if (value === null || typeof value !== 'object') return null;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const hit = nulTextAt(value[i], `${at}[${i}]`);
-      if (hit !== null) return hit;
-    }
-    return null;
-  }
-  for (const [k, v] of Object.entries(value)) {
-    const path = at ? `${at}.${k}` : k;
-    if (hasNul(k)) return path;
-    const hit = nulTextAt(v, path);
-    if (hit !== null) return hit;
-  }
-  return null;
-}
 
 /** The name of the first path parameter, query key or query value (its key) holding a NUL, or null. */
 export function nulInRequestAt(url: string, params: Record<string, unknown> | undefined): string | null {

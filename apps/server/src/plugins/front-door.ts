@@ -48,15 +48,28 @@ export const isJsonMediaType = (ct: string) => {
   return (i < 0 ? ct : ct.slice(0, i)).trim().toLowerCase() === 'application/json';
 };
 
+const nulTexts = new WeakMap<Request, string>();
+
+/**
+ * Where the management body holds its first NUL (its `param` path), as the front door's walk found it; undefined when
+ * it holds none (or was not walked: a /v1 body, raw bytes). Refused later, by nul-text.ts, which keeps its own order.
+ */
+export const bodyNulAt = (r: Request) => nulTexts.get(r);
+
 /**
  * What a management (/api) body is refused for once parsed, or null; /v1 routes check their own bodies with their
  * own wording (and there a `__proto__` key is the client's data, forwarded as sent). It must be an object ({...}),
  * no string or key may hold a lone surrogate, and no object in it may have a key named `__proto__` (see jsonBodyIssue).
+ * A NUL, found by the same walk, is not refused here but noted for the request (bodyNulAt).
  */
-function managementBodyError(v: unknown): GatewayError | null {
+function managementBodyError(request: Request, v: unknown): GatewayError | null {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return new GatewayError(400, 'invalid_type', 'Request body must be a JSON object');
   const issue = jsonBodyIssue(v);
   if (issue === null) return null;
+  if (issue.kind === 'nul_text') {
+    nulTexts.set(request, issue.at);
+    return null;
+  }
   if (issue.kind === 'proto_key') {
     return new GatewayError(400, 'invalid_value', `${issue.at}: "__proto__" cannot be used as a key (it would be dropped, not stored)`, { param: issue.at });
   }
@@ -137,7 +150,7 @@ export const frontDoor = (o: FrontDoorOptions) => {
       if (parsed.ok) {
         // Elysia's validator copies a body's declared fields into a fresh object before checking it, so an
         // array, string or number passed as `{}`: an all-optional body (PUT /api/user/self) answered 200.
-        const refused = policy?.kind === 'relay' ? null : managementBodyError(parsed.value);
+        const refused = policy?.kind === 'relay' ? null : managementBodyError(request, parsed.value);
         if (refused) {
           bodyErrors.set(request, refused);
           return {};

@@ -6,17 +6,18 @@
  * the client's to send; what the relay stores from a request is made safe where it is written.
  */
 import { Elysia } from 'elysia';
-import { GatewayError, nulInRequestAt, nulTextAt } from '@gw/core';
+import { GatewayError, nulInRequestAt } from '@gw/core';
 import { bodyErrors } from './http-errors';
+import { bodyNulAt } from './front-door';
 
 const refusal = (param: string, where: string) => new GatewayError(400, 'invalid_format',
   `${param || where}: text holds a NUL character (U+0000), which cannot be stored`, { param });
 
-export const nulText = () => new Elysia({ name: 'nul-text' }).onTransform({ as: 'global' }, ({ request, route, params, body }) => {
+export const nulText = () => new Elysia({ name: 'nul-text' }).onTransform({ as: 'global' }, ({ request, route, params }) => {
   if (!route.startsWith('/api/') || bodyErrors.has(request)) return;
   const inUrl = nulInRequestAt(request.url, params as Record<string, unknown> | undefined);
   if (inUrl !== null) return void bodyErrors.set(request, refusal(inUrl, 'query'));
-  if (body === null || typeof body !== 'object') return;
-  const inBody = nulTextAt(body);
-  if (inBody !== null) bodyErrors.set(request, refusal(inBody, 'body'));
+  // The body was searched by the front door's one walk over it (jsonBodyIssue): only its finding is read here.
+  const inBody = bodyNulAt(request);
+  if (inBody !== undefined) bodyErrors.set(request, refusal(inBody, 'body'));
 });
