@@ -8,6 +8,7 @@ import { countsNothing, zeroUsage } from '../anthropic/response';
 import type { ChatCompletionChunk, ChatToolCallDelta } from '../openai/types';
 import { estimateTextTokens } from '../tokens';
 import { ToolArgsFilter } from './tool-args';
+import { foldUsage } from './usage-fold';
 import { clientToolId, clientToolName, estimatedInput, finalStopReason, firstChoice, objectArguments, textOf, usableCount, usageFromOpenAI } from './common';
 
 export interface StreamTranslatorOptions {
@@ -97,7 +98,7 @@ export class ChatStreamTranslator {
   private usage: Usage | null = null;
   private outputTokens = 0;
   /**
-   * `outputTokens` when the latest report of completion_tokens was read (after its chunk's own content, which servers
+   * `outputTokens` when the completion_tokens report billed (foldUsage) was read (after its chunk's own content, which servers
    * reporting running totals count in it). Output delivered after that report is not in it and is billed on top.
    */
   private outputAtReport = 0;
@@ -192,19 +193,17 @@ export class ChatStreamTranslator {
   }
 
   /**
-   * Usage sent in several chunks (servers reporting running totals): the last report of each count wins. A report
-   * without prompt_tokens (with its cached parts) or completion_tokens keeps the earlier one: servers that send
-   * prompt_tokens early and completion_tokens at the end had the prompt billed at the estimate; `usage: {}` keeps both.
+   * Usage sent in several chunks (servers reporting running totals): each side keeps the report that bills the most
+   * (foldUsage), never simply the last one, whose choice is the upstream's. A report without prompt_tokens (with its
+   * cached parts) or completion_tokens keeps the earlier one: servers that send prompt_tokens early and
+   * completion_tokens at the end had the prompt billed at the estimate; `usage: {}` keeps both.
    */
   private noteUsage(usage: ChatCompletionChunk['usage']): void {
     if (this.ended || !usage || typeof usage !== 'object') return;
-    const u = usageFromOpenAI(usage);
-    const prev = this.usage;
-    if (u.output_tokens !== undefined) this.reportPending = true;
-    this.usage = !prev ? u : {
-      ...(u.input_tokens !== undefined ? u : prev),
-      output_tokens: u.output_tokens !== undefined ? u.output_tokens : prev.output_tokens,
-    };
+    const { usage: folded, outputTaken } = foldUsage(this.usage, usageFromOpenAI(usage));
+    // Output counted on top of the report billed starts after that report's chunk (outputAtReport).
+    if (outputTaken) this.reportPending = true;
+    this.usage = folded;
   }
 
   /** Sets the output mark of a completion_tokens report once its chunk's content is counted (see outputAtReport). */
@@ -243,7 +242,7 @@ export class ChatStreamTranslator {
     // nothing): the output is billed, and shown, on the estimate of what was delivered, like a count left out.
     this.markReport(); // a report in the chunk that ended the stream (an error chunk) covers everything before it
     let u = countsNothing(this.usage) && this.outputTokens > 0 ? { ...this.usage!, output_tokens: undefined as unknown as number } : this.usage;
-    // Output delivered after the last completion_tokens report is not in it (an upstream reporting usage early, then
+    // Output delivered after the completion_tokens report billed is not in it (an upstream reporting usage early, then
     // going on): billed on top at the estimate, as native streams bill content after their message_delta. Before,
     // 10,000 characters after an early completion_tokens of 1 billed 1 output token. Held-back output a failed
     // stream never delivered is not added.
