@@ -26,6 +26,7 @@ import { codeExecutionToolAt, requireCodeExecutionPrice } from './code-execution
 import { samplingsBound } from './server-tool-loop';
 import { namesStreamOptions, StreamOptionsRefusals } from './stream-options';
 import { DecodedBound, identityEncoding, isCompressed } from './stream-encoding';
+import { cacheWritesOf } from './cache-writes';
 
 const utf8 = new TextEncoder();
 
@@ -134,7 +135,7 @@ const atLeast = (fallback: number, peak: number | undefined) => Math.max(fallbac
  * at the input price inside the estimate and again at their own.
  */
 const uncachedOf = (whole: number, u: Usage | null | undefined): number =>
-  Math.max(0, whole - (estimateSafe(u?.cache_read_input_tokens) ?? 0) - (estimateSafe(u?.cache_creation_input_tokens) ?? 0));
+  Math.max(0, whole - (estimateSafe(u?.cache_read_input_tokens) ?? 0) - (estimateSafe(cacheWritesOf(u)) ?? 0));
 const billOf = (plan: ChannelPlan): PlanBill => ({ billedModel: plan.billedModel, price: plan.price ?? null, limits: plan.sized.limits, overrides: plan.changed.length ? JSON.stringify(plan.changed) : '' });
 
 /** A request past admission. */
@@ -160,11 +161,12 @@ type Attempt =
   | { ok: false; retryable: boolean; error: GatewayError; keyRefused?: boolean };
 
 // As reported: QuotaService validates every count (one place for all paths). The 1-hour part of the
-// cache writes comes from Anthropic's `cache_creation` split; without it every write is a 5-minute one.
+// cache writes comes from Anthropic's `cache_creation` split; without it every write is a 5-minute one. A split
+// without a total (absent or 0) is the writes (cacheWritesOf).
 // Web searches: Anthropic's usage.server_tool_use.web_search_requests (null or absent: none). Code-execution
 // calls: counted by the gateway in the answer (the usage has no count for them).
 const toTokens = (u: Usage, codeExecution?: number): UsageReport => ({
-  input: u.input_tokens, output: u.output_tokens, cacheRead: u.cache_read_input_tokens, cacheWrite: u.cache_creation_input_tokens,
+  input: u.input_tokens, output: u.output_tokens, cacheRead: u.cache_read_input_tokens, cacheWrite: cacheWritesOf(u),
   cacheWrite1h: (u as { cache_creation?: { ephemeral_1h_input_tokens?: unknown } }).cache_creation?.ephemeral_1h_input_tokens,
   webSearch: serverToolUse(u)?.web_search_requests,
   codeExecution,

@@ -29,14 +29,20 @@ function mergeUsage(into: Usage, peak: Usage, from: Record<string, unknown> | un
     else if (v !== undefined && (v !== null || k === 'input_tokens' || k === 'output_tokens')) into[k] = Number.NaN;
   }
   // The TTL split of the cache writes (5 minutes / 1 hour) is billed at different prices: keep the latest one,
-  // its 1-hour part never below one reported before.
+  // each part never below one reported before (a split without a total is the writes billed, relay's cacheWritesOf).
   const split = from.cache_creation as Record<string, unknown> | null | undefined;
   if (split !== undefined && split !== null) {
-    const before = (peak as { cache_creation_1h?: number }).cache_creation_1h ?? 0;
-    const h = split && typeof split === 'object' ? split.ephemeral_1h_input_tokens : undefined;
     let kept: unknown = split;
-    if (usable(h)) (peak as { cache_creation_1h?: number }).cache_creation_1h = Math.max(before, h);
-    if (usable(h) && h < before) kept = { ...split, ephemeral_1h_input_tokens: before };
+    if (typeof split === 'object') {
+      const parts = peak as { cache_creation_5m?: number; cache_creation_1h?: number };
+      for (const [key, field] of [['cache_creation_5m', 'ephemeral_5m_input_tokens'], ['cache_creation_1h', 'ephemeral_1h_input_tokens']] as const) {
+        const before = parts[key] ?? 0;
+        const v = split[field];
+        if (usable(v)) parts[key] = Math.max(before, v);
+        // A part left out (or lowered) keeps the one reported before; one present but unusable stays visible.
+        if (before > 0 && (v === undefined || v === null || (usable(v) && v < before))) kept = { ...(kept as object), [field]: before };
+      }
+    }
     (into as Record<string, unknown>).cache_creation = kept;
   }
   // Web searches are billed per search; the count is cumulative: the latest event that carries it wins (never below
