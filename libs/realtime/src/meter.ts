@@ -138,7 +138,8 @@ export const MAX_CHECKPOINTED = 16;
 
 /**
  * Most work of one session the upstream has started and not reported at once, of each kind: responses with output
- * relayed and no response.done, and committed items transcribing with no completion. Each is kept (its output
+ * relayed and no response.done, responses started (response.created) and not done, and committed items transcribing
+ * with no completion. Each is kept (its output
  * counted) until its report or the session's end bills it. An upstream sending deltas under a new, never-announced
  * id each time had 20,000 of them kept (68 MB), and the session's end billed them one after another for 70 s, each on
  * the whole conversation bound; 20,000 commits never transcribed held 77 MB and wrote 20,000 rows at the end. A
@@ -152,6 +153,7 @@ const protocolFailure = (what: string): SessionFailure => ({
   message: `The upstream left more than ${MAX_OPEN_OUTPUTS} ${what} unreported at once; the session was ended`,
 });
 const TOO_MANY_RESPONSES = protocolFailure('responses with output');
+const TOO_MANY_STARTED = protocolFailure('responses started');
 const TOO_MANY_TRANSCRIPTIONS = protocolFailure('committed items transcribing');
 
 /** The error code of a response billed from its checkpoint after the process died running it. */
@@ -413,7 +415,10 @@ export class SessionMeter<K extends RealtimeKey, R> implements FrameObserver {
       }
       this.running.set(id, held);
       this.checkpoint(id, held, false);
-      return undefined;
+      // Started and never finished, each keeps its hold and its entry until the session's end: an upstream sending
+      // response.created after response.created (no output, no response.done) held them without bound. The same cap as
+      // for responses with output; the one past it is kept, and billed at the end with the others.
+      return this.running.size > MAX_OPEN_OUTPUTS ? TOO_MANY_STARTED : undefined;
     }
     if (m.type === 'response.done') return this.settle(id, m.event.response);
     if (m.type === TRANSCRIPTION_DONE) return this.chargeTranscription(m.event);
