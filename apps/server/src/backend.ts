@@ -65,6 +65,11 @@ export interface SharedAdmission {
   store: HoldStore;
   shared: SharedHolds;
   reconciler: HoldReconciler;
+  /**
+   * Part of every change-feed resync: the hold mirrors of users holding now, and of the users and keys whose
+   * follow batch failed, read from the ledger again (a failed batch is never dropped). Throws when that fails.
+   */
+  resyncMirrors(): Promise<void>;
 }
 
 export async function openBackend(config: Config, bus: ChangeBus, log: Logger): Promise<Backend> {
@@ -235,12 +240,12 @@ function openSharedHolds<S extends HoldStore>(store: S, o: {
     o.log.error('holds.lost', { msg: `holds not renewed for ${o.leaseMs / 2} ms: every metered request in flight on this node is stopped before its hold lapses` });
     void o.bus.emit('holds.lost', {});
   });
-  const unfollow = followBalances(o.bus, store, o.sink, o.log);
+  const follower = followBalances(o.bus, store, o.sink);
   const reconciler = new HoldReconciler(store, o.sink, { intervalMs: o.reconcileMs, log: o.log, unfinished: o.unfinished });
   const unlead = reconciler.follow(o.leader);
   const shared: SharedHolds = { store, live, leaseMs: o.leaseMs };
   return {
-    store, shared, reconciler,
-    async close() { await unlead(); unfollow(); live.close(); },
+    store, shared, reconciler, resyncMirrors: () => follower.resync(),
+    async close() { await unlead(); follower.stop(); live.close(); },
   };
 }

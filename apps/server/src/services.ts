@@ -195,7 +195,7 @@ async function assemble(config: Config, log: Logger, bus: ChangeBus, backend: Ba
   await backend.follow(async () => {
     await userDirectory.reloadAll();
     await Promise.all([apiKeys.reloadAll(), channelRegistry.refresh(null), relay.prices.reloadAll(), relay.groups.reloadAll(), relay.quota.reloadBalances(),
-      relay.budgets.reload()]);
+      relay.budgets.reload(), backend.holds?.resyncMirrors()]);
     // A reload sends no events: requests in flight of a key or user it found revoked are stopped here.
     relay.inflight.sweep();
   });

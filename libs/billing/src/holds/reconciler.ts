@@ -2,6 +2,7 @@ import { causeChain, errorText, everyWhileLeader, type Leader, type Logger } fro
 import type { SettlementRow } from '@gw/db';
 import { withFlag } from '../usage-guard';
 import type { BudgetMirror, Hold, HoldStore, Mirror } from './port';
+import { refreshHolderMirrors } from './refresh-mirrors';
 
 /** What the reconciler asks the ledger (PostgreSQL): was a request settled, and what are the balances now. */
 export interface LedgerTruth {
@@ -40,9 +41,6 @@ export interface UnfinishedBilling {
 function rowRefused(err: unknown): boolean {
   return causeChain(err).some((e) => e.name === 'PostgresError' && typeof e.code === 'string' && /^2[23]/.test(e.code));
 }
-
-/** Users whose mirrors one ledger read checks. */
-const REFRESH_CHUNK = 500;
 
 /**
  * Releases holds whose node stopped renewing them (it died, or lost Redis long enough): run by the
@@ -190,14 +188,7 @@ export class HoldReconciler {
    */
   private async refreshMirrors(): Promise<void> {
     try {
-      const users = await this.store.holders();
-      for (let i = 0; i < users.length; i += REFRESH_CHUNK) {
-        const accounts = await this.ledger.accounts(users.slice(i, i + REFRESH_CHUNK));
-        await Promise.all(accounts.flatMap((a) => [
-          this.store.applyBalance({ userId: a.userId }, a.user, { ifPresent: true }),
-          ...a.keys.map((k) => this.store.applyBalance({ userId: a.userId, keyId: k.keyId }, k.mirror, { ifPresent: true })),
-        ]));
-      }
+      await refreshHolderMirrors(this.store, (ids) => this.ledger.accounts(ids));
     } catch (err) {
       this.opts.log?.warn('hold.mirror_refresh_failed', { cause: errorText(err) });
     }
