@@ -77,7 +77,7 @@ export class PgUsersRepo {
       // The row is locked: a password change lands before this read or waits for the write.
       if (!before || (ifPasswordHash !== undefined && before.passwordHash !== ifPasswordHash)) return undefined;
       // The actor's row too: a demotion of it committed before this read is seen, a later one waits for this write.
-      if (actorId !== undefined && !manages(locked.find((r) => r.id === actorId), before)) return undefined;
+      if (actorId !== undefined && !manages(locked.find((r) => r.id === actorId), before, patch.role)) return undefined;
       const otherRoots = locked.filter((r) => r.id !== id && r.role >= ROLE.root && r.status === USER_STATUS.enabled);
       if (leavesRoot(before, patch) && otherRoots.length === 0) return 'last_root';
       return (await tx.update(users).set(patch).where(eq(users.id, id)).returning())[0];

@@ -123,7 +123,7 @@ export class UsersRepo implements UsersStore {
     return this.db.transaction((tx) => {
       const before = tx.select().from(users).where(eq(users.id, id)).get();
       if (!before || (ifPasswordHash !== undefined && before.passwordHash !== ifPasswordHash)) return undefined;
-      if (actorId !== undefined && !manages(tx.select({ role: users.role }).from(users).where(eq(users.id, actorId)).get(), before)) return undefined;
+      if (actorId !== undefined && !manages(tx.select({ role: users.role, status: users.status }).from(users).where(eq(users.id, actorId)).get(), before, patch.role)) return undefined;
       if (patch.username !== undefined && patch.username !== before.username
         && tx.select({ id: users.id }).from(users).where(and(sql`lower(${users.username}) = lower(${patch.username})`, sql`${users.id} <> ${id}`)).get()) {
         throw usernameTaken(patch.username);
