@@ -4,7 +4,7 @@
  * line by line (the raw pipe decoded and parsed each pair of "\n" as an event: ~6 s wall / 4.3 s CPU for 32 MiB, and
  * /health stalled behind it), (b) one giant event was read until the event cap only. Now a stream is asked for with
  * `accept-encoding: identity`, and one that comes compressed anyway is cut once 1 MiB decoded gives the client
- * nothing, or (d) once 32 MiB decoded in all: an `error` event (api_error), the usage row `upstream_bad_response`, billed for
+ * nothing (or (e) too little: 16 decoded bytes per byte sent on), or (d) once 32 MiB decoded in all: an `error` event (api_error), the usage row `upstream_bad_response`, billed for
  * what was delivered. (c) An honest small compressed stream still passes and bills its reported usage. Native
  * (raw pipe) and OpenAI-type (translated) channels.
  */
@@ -75,6 +75,19 @@ const endlessDeltas = (k: keyof typeof SHAPES) => {
     : chunk({ choices: [{ index: 0, delta: { content: 'x'.repeat(200) }, finish_reason: null }] });
   const block = gzipSync(Buffer.from(one.repeat(Math.ceil(MiB / one.length))), { level: 9 });
   return Buffer.concat([gz(SHAPES[k].head), ...Array.from({ length: 48 }, () => block), gz(SHAPES[k].tail)]);
+};
+
+/**
+ * (e) a real start, then 24 blocks of 1 MiB of comment lines (":\n\n"), each followed by a one-letter delta the
+ * client is sent, then a real end: the letters used to clear the "nothing for the client" count, so the whole 24 MiB
+ * was scanned (under the 32 MiB total) and the answer completed.
+ */
+const commentsWithTrickle = (k: keyof typeof SHAPES) => {
+  const letter = k === 'native'
+    ? ev('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'x' } })
+    : chunk({ choices: [{ index: 0, delta: { content: 'x' }, finish_reason: null }] });
+  const block = gzipSync(Buffer.concat([Buffer.from(':\n\n'.repeat(MiB / 3)), Buffer.from(letter)]), { level: 9 });
+  return Buffer.concat([gz(SHAPES[k].head), ...Array.from({ length: 24 }, () => block), gz(SHAPES[k].tail)]);
 };
 
 async function rowOf(id: string) {
@@ -192,6 +205,21 @@ for (const kind of ['native', 'openai'] as const) {
     expect(r.row.output_tokens).toBe(100);
     expect(r.worst).toBeLessThan(100);
     expect(r.acceptEncoding).toBe('identity');
+  }, 60_000);
+
+  test(`${kind}: a gzip bomb of comment lines with a one-letter delta every MiB is cut: a trickle sent on does not pay for it`, async () => {
+    const body = commentsWithTrickle(kind);
+    expect(body.byteLength).toBeLessThan(MiB);
+    const r = await attackSteady(kind, body);
+    report(`${kind} comment bomb with a trickle`, r);
+    expect(r.text).toContain('Hello there');
+    expect(r.text).toContain('event: error');
+    expect(r.text).not.toContain('message_stop');
+    expect(r.row).toMatchObject({ status: 200, error_code: 'upstream_bad_response' });
+    expect(r.row.output_tokens).toBeGreaterThan(0);
+    // Cut within the first few MiB: at most a few of the 24 letters reached the client.
+    expect(r.text.split('"x"').length - 1).toBeLessThan(4);
+    expect(r.worst).toBeLessThan(100);
   }, 60_000);
 
   test(`${kind}: uncompressed, 16 MiB of blank lines between real events is skipped in linear time and the answer completes`, async () => {

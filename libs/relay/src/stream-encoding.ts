@@ -9,6 +9,13 @@ import type { UpstreamRequest } from '@gw/providers';
 
 /** Decoded bytes that may arrive in a row without a byte for the client (an honest stream's largest event is far smaller). */
 export const COMPRESSED_SILENT_BYTES = 1 << 20;
+/**
+ * Decoded bytes one byte sent to the client pays for. A byte for the client does not wipe the count: a `ping` or a
+ * one-letter delta after every MiB of comment lines would otherwise keep the scanner busy for the whole 32 MiB from
+ * a few kB on the wire. Honest streams send on about what they bring (native: the same bytes; translated: a little
+ * less), so they stay near zero.
+ */
+export const DECODED_PER_SENT_BYTE = 16;
 /** Decoded bytes a compressed stream may bring in all: the limit of a non-streaming answer (RESPONSE_BODY_BYTES). */
 export const COMPRESSED_STREAM_BYTES = 32 << 20;
 
@@ -37,9 +44,9 @@ export class DecodedBound {
     return this.total > this.totalMax ? `The upstream's compressed stream decoded to more than ${this.totalMax} bytes.` : null;
   }
 
-  /** After the chunk: whether it gave the client anything; why the stream must end (too much in a row gave nothing), else null. */
-  scanned(produced: boolean): string | null {
-    if (produced) this.silent = 0;
-    return this.silent > this.silentMax ? `The upstream's compressed stream decoded to more than ${this.silentMax} bytes with nothing to send.` : null;
+  /** After the chunk: the bytes it gave the client; why the stream must end (too much decoded for too little sent), else null. */
+  scanned(sent: number): string | null {
+    this.silent = Math.max(0, this.silent - sent * DECODED_PER_SENT_BYTE);
+    return this.silent > this.silentMax ? `The upstream's compressed stream decoded to more than ${this.silentMax} bytes beyond what it sent on.` : null;
   }
 }

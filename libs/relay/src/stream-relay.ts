@@ -275,7 +275,7 @@ class StreamRelay {
 
   /**
    * A compressed stream's chunk: not scanned at all once the stream's decoded total passes its bound, and the stream
-   * ended after it if too much in a row gave the client nothing. Ended as an oversized event is (the machine's error
+   * ended after it if too much decoded gave the client too little (see DECODED_PER_SENT_BYTE). Ended as an oversized event is (the machine's error
    * event), billed for what was delivered, the upstream's fault.
    */
   private pushBounded(t: StreamDecoder['transcoder'], chunk: Uint8Array, bound: DecodedBound): Uint8Array[] {
@@ -287,7 +287,9 @@ class StreamRelay {
         this.reader.cancel().catch(() => {});
         return out;
       }
-      why = bound.scanned(out.length > 0);
+      let sent = 0;
+      for (const part of out) sent += part.byteLength;
+      why = bound.scanned(sent);
       if (!why) {
         if (this.wholeAt < 0 && t.answerWhole) this.becameWhole();
         return out;
